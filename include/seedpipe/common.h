@@ -1,0 +1,104 @@
+/* seedpipe/common.h - error codes, the error record, images and digests.
+ *
+ * Every seedpipe function that can fail returns an int: 0 (SP_OK) on
+ * success, a negative SP_E* code on failure. Functions that can fail also take
+ * an `sp_error *err` (which may be NULL) and, on failure, fill it with the
+ * code and a message that names the file and the reason, e.g.
+ *   "data/cat/003.png: PNG: IHDR: CRC error".
+ * Library code never prints and never calls exit().
+ *
+ * Thread safety: sp_error is caller-owned; there is no global error state.
+ */
+#ifndef SEEDPIPE_COMMON_H
+#define SEEDPIPE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One X-macro generates the enum and the strings so they never drift apart. */
+#define SP_ERRNO_MAP(XX)                                                  \
+    XX(EINVAL,   -1, "invalid argument")                                  \
+    XX(ENOMEM,   -2, "out of memory")                                     \
+    XX(EIO,      -3, "I/O error")                                         \
+    XX(EFORMAT,  -4, "malformed input")                                   \
+    XX(ELIMIT,   -5, "limit exceeded")                                    \
+    XX(EMISMATCH,-6, "fingerprint mismatch")                              \
+    XX(ESPEC,    -7, "bad pipeline spec")                                 \
+    XX(ERANGE,   -8, "out of range")                                      \
+    XX(EUNSUPP,  -9, "unsupported")
+
+typedef enum {
+    SP_OK = 0,
+#define XX(name, val, str) SP_##name = val,
+    SP_ERRNO_MAP(XX)
+#undef XX
+} sp_status;
+
+/*! sp_strerror() : @return a static string for an SP_E* code ("ok" for 0). */
+const char *sp_strerror(int code);
+
+#define SP_ERROR_MSG_MAX 512
+typedef struct sp_error {
+    int code;                    /* SP_OK or an SP_E* code */
+    char msg[SP_ERROR_MSG_MAX];  /* "path: reason", always NUL-terminated */
+} sp_error;
+
+/*! sp_error_clear() : reset to SP_OK and an empty message. Accepts NULL. */
+void sp_error_clear(sp_error *err);
+
+/*! sp_error_set() : set code and printf-style message; @return code.
+ *  Accepts err == NULL (then only returns code). Used by every module. */
+int sp_error_set(sp_error *err, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* An 8-bit interleaved image: pixel (x, y) channel c is
+ * data[y * stride + x * channels + c]. `owned` images are freed with
+ * sp_image_free(); views (crops) share their parent's data. */
+typedef struct sp_image {
+    int width, height;
+    int channels;   /* 1 (gray) or 3 (RGB) */
+    size_t stride;  /* bytes per row, >= width * channels */
+    uint8_t *data;
+} sp_image;
+
+/*! sp_image_alloc() : allocate a tightly packed w x h x c image.
+ *  @return 0, or SP_ENOMEM / SP_EINVAL (non-positive or overflowing size). */
+int sp_image_alloc(sp_image *img, int width, int height, int channels);
+/*! sp_image_free() : free data allocated by seedpipe; zeroes *img. Accepts NULL. */
+void sp_image_free(sp_image *img);
+
+/* A 128-bit digest / fingerprint (XXH3-128). hex is 32 lowercase digits. */
+typedef struct sp_digest { uint64_t hi, lo; } sp_digest;
+void sp_digest_hex(sp_digest d, char hex[33]);
+/*! sp_digest_parse() : @return 0 if `hex` is exactly 32 hex digits. */
+int sp_digest_parse(const char *hex, sp_digest *out);
+
+/* One sample's input as the pipeline sees it: either encoded file bytes
+ * (PNG or JPEG; `raw` is NULL) or already-decoded pixels (IDX datasets;
+ * `bytes` is NULL). `path` names the sample in every error message. */
+typedef struct sp_sample_src {
+    const char *path;
+    const uint8_t *bytes;
+    size_t len;
+    const sp_image *raw;
+} sp_sample_src;
+
+/*! sp_version_string() : "seedpipe X.Y.Z". */
+const char *sp_version_string(void);
+/*! sp_library_versions() : writes a JSON object of the linked library
+ *  versions, e.g. {"seedpipe":"0.1.0","libpng":"1.6.39",
+ *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13"}.
+ *  @return the length that was needed (snprintf semantics). */
+int sp_library_versions_json(char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,110 @@
+/* seedpipe/pipeline.h - the augmentation pipeline: spec, canonical form, run.
+ *
+ * A pipeline is written as ops separated by '|', each `name key=value ...`:
+ *
+ *   random_resized_crop size=224 scale=0.08,1 ratio=0.75,1.3333 | hflip p=0.5
+ *   | color_jitter brightness=0.4 contrast=0.4 saturation=0.4
+ *   | normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225
+ *
+ * or a preset name (imagenet-train, imagenet-eval, shapes-train, ...), or
+ * "@path" to read the spec from a file. An optional first op
+ * `decode mode=rgb|gray` picks the decoded channel count (default rgb).
+ * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
+ * the centre-crop fallback, Resize with antialiasing on downscale, ...)
+ * but compute pixels in integer / fixed-point arithmetic, and take all
+ * randomness from the per-sample Philox stream: draw block j of op k (k =
+ * the op's position, counting from 0, `decode` included when written) is
+ * sp_sample_draw(K_augment, j, k, sample, epoch). See docs/pipeline.md.
+ *
+ * The canonical form (every parameter explicit, numbers in a fixed format)
+ * is part of the loader fingerprint: two specs with the same canonical form
+ * produce the same bytes.
+ *
+ * Output of one sample: H x W x C elements, uint8 or float32, CHW or HWC.
+ * float32 without normalize is v / 255; `normalize` maps each uint8 value
+ * through a per-channel 256-entry float table ((v / 255) - mean) / std
+ * computed in IEEE single precision, so it is exact everywhere.
+ * `normalize` requires float32 output (sp_pipeline_run refuses uint8).
+ *
+ * Thread safety: a parsed sp_pipeline is immutable; sp_pipeline_run may be
+ * called concurrently from any number of threads and forked processes.
+ */
+#ifndef SEEDPIPE_PIPELINE_H
+#define SEEDPIPE_PIPELINE_H
+
+#include "seedpipe/common.h"
+#include "seedpipe/decode.h"
+#include "seedpipe/philox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SP_DTYPE_UINT8 = 0, SP_DTYPE_FLOAT32 = 1 } sp_dtype;
+typedef enum { SP_LAYOUT_NCHW = 0, SP_LAYOUT_NHWC = 1 } sp_layout;
+
+/*! sp_dtype_size() : 1 or 4. */
+size_t sp_dtype_size(sp_dtype t);
+/*! sp_dtype_parse() / sp_layout_parse() : "uint8"/"float32", "nchw"/"nhwc".
+ *  @return 0 or SP_EINVAL with a message naming the word. */
+int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err);
+int sp_layout_parse(const char *s, sp_layout *out, sp_error *err);
+const char *sp_dtype_name(sp_dtype t);
+const char *sp_layout_name(sp_layout l);
+
+typedef struct sp_pipeline sp_pipeline;
+
+/*! sp_pipeline_parse() : parse a spec string, a preset name or "@file".
+ *  @return 0 or SP_ESPEC with a message that quotes the offending word and
+ *  its op, e.g. `pipeline op 2 "hflip": unknown key "q" (known: p)`. */
+int sp_pipeline_parse(const char *spec, sp_pipeline **out, sp_error *err);
+void sp_pipeline_destroy(sp_pipeline *p);   /* accepts NULL */
+
+/*! sp_pipeline_canonical() : the canonical spec string (owned by p). */
+const char *sp_pipeline_canonical(const sp_pipeline *p);
+
+/*! sp_pipeline_presets() : NULL-terminated list of preset names. */
+const char *const *sp_pipeline_presets(void);
+
+/*! sp_pipeline_output_dims() : the fixed output size of one sample.
+ *  If the pipeline sets no size (no random_resized_crop/resize+center_crop),
+ *  the size of the input is kept: then in_w/in_h (all samples must share
+ *  them, e.g. IDX datasets) are used; pass 0 if unknown.
+ *  @return 0, or SP_ESPEC "pipeline has no fixed output size". */
+int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h,
+                            int *out_h, int *out_w, int *out_c, sp_error *err);
+
+/*! sp_pipeline_has_normalize() : 1 if the pipeline normalizes. */
+int sp_pipeline_has_normalize(const sp_pipeline *p);
+
+/* Identity of one sample's randomness. */
+typedef struct sp_sample_ctx {
+    sp_key k_augment;    /* sp_stream_key(seed, SP_STREAM_AUGMENT) */
+    uint32_t epoch;
+    uint32_t sample;     /* global dataset index of the sample */
+} sp_sample_ctx;
+
+/* Options for one run. skip_normalize makes a uint8 preview of a
+ * normalizing pipeline (used by `seedpipe dump`). */
+typedef struct sp_run_opts {
+    sp_dtype dtype;
+    sp_layout layout;
+    int skip_normalize;
+    const sp_decode_limits *limits;   /* NULL = defaults */
+} sp_run_opts;
+
+/*! sp_pipeline_run() : decode (if src->bytes) and augment one sample, and
+ *  write H*W*C elements of opts->dtype in opts->layout to `out`, where
+ *  (H, W, C) = sp_pipeline_output_dims(p, raw or decoded size).
+ *  The bytes written are a pure function of (pipeline canonical form, ctx,
+ *  src contents, dtype, layout).
+ *  @return 0, or the decoder's error / SP_ESPEC / SP_EINVAL with the
+ *  sample's path in the message. */
+int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                    const sp_sample_src *src, const sp_run_opts *opts,
+                    void *out, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,101 @@
+/* common.c - error records, image buffers, digests and version strings
+ * shared by every seedpipe module (include/seedpipe/common.h). */
+#include "seedpipe/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <png.h>
+#include <jpeglib.h>
+#include <xxhash.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#ifndef SEEDPIPE_VERSION
+#define SEEDPIPE_VERSION "0.0.0"
+#endif
+
+const char *sp_strerror(int code) {
+    switch (code) {
+    case SP_OK: return "ok";
+#define XX(name, val, str) case SP_##name: return str;
+    SP_ERRNO_MAP(XX)
+#undef XX
+    default: return "unknown error";
+    }
+}
+
+void sp_error_clear(sp_error *err) {
+    if (!err) return;
+    err->code = SP_OK;
+    err->msg[0] = '\0';
+}
+
+int sp_error_set(sp_error *err, int code, const char *fmt, ...) {
+    if (!err) return code;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int sp_image_alloc(sp_image *img, int width, int height, int channels) {
+    memset(img, 0, sizeof *img);
+    if (width <= 0 || height <= 0 || (channels != 1 && channels != 3))
+        return SP_EINVAL;
+    size_t row = (size_t)width * (size_t)channels;
+    if ((size_t)height > SIZE_MAX / row) return SP_EINVAL;
+    img->data = malloc(row * (size_t)height);
+    if (!img->data) return SP_ENOMEM;
+    img->width = width;
+    img->height = height;
+    img->channels = channels;
+    img->stride = row;
+    return SP_OK;
+}
+
+void sp_image_free(sp_image *img) {
+    if (!img) return;
+    free(img->data);
+    memset(img, 0, sizeof *img);
+}
+
+void sp_digest_hex(sp_digest d, char hex[33]) {
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)d.hi,
+             (unsigned long long)d.lo);
+}
+
+int sp_digest_parse(const char *hex, sp_digest *out) {
+    uint64_t w[2] = {0, 0};
+    for (int i = 0; i < 32; i++) {
+        char c = hex[i];
+        int v;
+        if (c >= '0' && c <= '9') v = c - '0';
+        else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
+        else return SP_EINVAL;
+        w[i / 16] = (w[i / 16] << 4) | (uint64_t)v;
+    }
+    if (hex[32] != '\0') return SP_EINVAL;
+    out->hi = w[0];
+    out->lo = w[1];
+    return SP_OK;
+}
+
+const char *sp_version_string(void) { return "seedpipe " SEEDPIPE_VERSION; }
+
+int sp_library_versions_json(char *buf, size_t size) {
+    unsigned xv = XXH_versionNumber();
+    return snprintf(buf, size,
+                    "{\"seedpipe\":\"%s\",\"libpng\":\"%s\",\"libjpeg-turbo\":\"%d.%d.%d\","
+                    "\"zstd\":\"%s\",\"xxhash\":\"%u.%u.%u\",\"zlib\":\"%s\"}",
+                    SEEDPIPE_VERSION, png_get_libpng_ver(NULL),
+                    LIBJPEG_TURBO_VERSION_NUMBER / 1000000,
+                    LIBJPEG_TURBO_VERSION_NUMBER / 1000 % 1000,
+                    LIBJPEG_TURBO_VERSION_NUMBER % 1000, ZSTD_versionString(),
+                    xv / 10000, xv / 100 % 100, xv % 100, zlibVersion());
+}
