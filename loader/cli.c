@@ -1,4 +1,177 @@
-/* cli.c - the seedpipe command-line tool (placeholder during bring-up). */
+/* cli.c - the seedpipe command-line tool: dispatch and option parsing.
+ *
+ *   seedpipe <command> [positional args] [--option value | --flag] ...
+ *
+ * Commands are listed in usage() below and documented in README.md.
+ */
+#include "loader/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
-#include "seedpipe/common.h"
-int main(void) { puts(sp_version_string()); return 0; }
+#include <stdlib.h>
+#include <string.h>
+
+/* Options by how many words follow them; everything else takes one. */
+static const struct { const char *key; int arity; } arities[] = {
+    {"drop-last", 0}, {"batch", 0}, {"help", 0}, {"key", 2}, {"counter", 4},
+};
+
+int cli_arity(const char *key) {
+    for (size_t i = 0; i < sizeof arities / sizeof arities[0]; i++)
+        if (strcmp(arities[i].key, key) == 0) return arities[i].arity;
+    return 1;
+}
+
+const char *const *cli_words(cli_args *a, const char *key) {
+    for (int i = 0; i < a->nopt; i++)
+        if (strcmp(a->opt[i].key, key) == 0) {
+            a->opt[i].used = 1;
+            return a->opt[i].words;
+        }
+    return NULL;
+}
+
+static void usage(FILE *f) {
+    fputs("usage: seedpipe <command> ...\n"
+          "\n"
+          "  make-shapes OUT_DIR [--count N] [--size PX] [--seed S]\n"
+          "      write the built-in shapes dataset (an ImageFolder)\n"
+          "  inspect DATASET\n"
+          "      sample count, classes with counts, fingerprint\n"
+          "  digest DATASET --pipeline P --seed S --epochs E --batch-size B\n"
+          "         [--threads T] [--drop-last] [--rank R --world W]\n"
+          "         [--dtype uint8|float32] [--layout nchw|nhwc] --out FILE.jsonl\n"
+          "      write one digest line per batch (a manifest)\n"
+          "  dump DATASET --pipeline P --seed S --epoch E --batch B --out grid.png\n"
+          "      write one augmented batch as a contact sheet\n"
+          "  order (DATASET | --n N) --seed S --epoch E\n"
+          "      print the epoch's sample indices in order\n"
+          "  rng --key K0 K1 --counter C0 C1 C2 C3   one Philox4x32-10 block\n"
+          "  rng --batch                            the same, 'k0 k1 c0 c1 c2 c3' lines on stdin\n"
+          "  rng --seed S --stream shuffle|augment|init|worker|other [--worker W]\n"
+          "      print a derived key\n"
+          "  version\n",
+          f);
+}
+
+const char *cli_str(cli_args *a, const char *key, const char *dflt) {
+    for (int i = 0; i < a->nopt; i++)
+        if (strcmp(a->opt[i].key, key) == 0) {
+            a->opt[i].used = 1;
+            return a->opt[i].val;
+        }
+    return dflt;
+}
+
+int cli_has(cli_args *a, const char *key) { return cli_str(a, key, NULL) != NULL; }
+
+uint64_t cli_u64(cli_args *a, const char *key, uint64_t dflt) {
+    const char *v = cli_str(a, key, NULL);
+    if (!v) return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || end == v || *end || v[0] == '-')
+        cli_usage_error(a, "--%s: \"%s\" is not a non-negative integer", key, v);
+    return (uint64_t)x;
+}
+
+void cli_check_unused(cli_args *a) {
+    for (int i = 0; i < a->nopt; i++)
+        if (!a->opt[i].used) cli_usage_error(a, "unknown option --%s", a->opt[i].key);
+}
+
+_Noreturn void cli_fail(const cli_args *a, const sp_error *err) {
+    fprintf(stderr, "seedpipe %s: %s\n", a->cmd, err->msg[0] ? err->msg : sp_strerror(err->code));
+    exit(1);
+}
+
+_Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "seedpipe %s: ", a->cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (seedpipe help)\n", stderr);
+    exit(2);
+}
+
+void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg) {
+    sp_loader_config_default(cfg);
+    cfg->dataset = dataset;
+    cfg->pipeline = cli_str(a, "pipeline", cfg->pipeline);
+    cfg->seed = cli_u64(a, "seed", 0);
+    uint64_t b = cli_u64(a, "batch-size", cfg->batch_size);
+    if (b == 0 || b > 1u << 20) cli_usage_error(a, "--batch-size must be in 1..1048576");
+    cfg->batch_size = (uint32_t)b;
+    cfg->drop_last = cli_has(a, "drop-last");
+    uint64_t world = cli_u64(a, "world", 1), rank = cli_u64(a, "rank", 0);
+    if (world == 0 || world > 1u << 16 || rank >= world)
+        cli_usage_error(a, "--rank must be < --world (got rank %llu, world %llu)",
+                        (unsigned long long)rank, (unsigned long long)world);
+    cfg->world = (uint32_t)world;
+    cfg->rank = (uint32_t)rank;
+    uint64_t t = cli_u64(a, "threads", 1);
+    if (t > 64) cli_usage_error(a, "--threads must be <= 64");
+    cfg->threads = (int)t;
+    sp_error err;
+    sp_error_clear(&err);
+    if (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||
+        sp_layout_parse(cli_str(a, "layout", "nchw"), &cfg->layout, &err) != 0)
+        cli_usage_error(a, "%s", err.msg);
+}
+
+int main(int argc, char **argv) {
+    cli_args a;
+    memset(&a, 0, sizeof a);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    a.cmd = argv[1];
+    if (!strcmp(a.cmd, "help") || !strcmp(a.cmd, "--help") || !strcmp(a.cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(a.cmd, "version") || !strcmp(a.cmd, "--version")) {
+        char v[512];
+        sp_library_versions_json(v, sizeof v);
+        printf("%s\n%s\n", sp_version_string(), v);
+        return 0;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *s = argv[i];
+        if (s[0] == '-' && s[1] == '-' && s[2]) {
+            if (a.nopt == (int)(sizeof a.opt / sizeof a.opt[0]))
+                cli_usage_error(&a, "too many options");
+            const char *key = s + 2;
+            int n = cli_arity(key);
+            a.opt[a.nopt].key = key;
+            if (n == 0) {
+                a.opt[a.nopt].val = "1";
+            } else {
+                if (i + n >= argc)
+                    cli_usage_error(&a, "--%s needs %d value%s", key, n, n > 1 ? "s" : "");
+                a.opt[a.nopt].words = (const char *const *)argv + i + 1;
+                a.opt[a.nopt].val = argv[i + 1];
+                i += n;
+            }
+            a.nopt++;
+        } else {
+            if (a.npos == (int)(sizeof a.pos / sizeof a.pos[0]))
+                cli_usage_error(&a, "too many arguments");
+            a.pos[a.npos++] = s;
+        }
+    }
+    static const struct { const char *name; int (*fn)(cli_args *); } cmds[] = {
+        {"rng", cmd_rng},         {"order", cmd_order},
+        {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},
+        {"digest", cmd_digest},   {"dump", cmd_dump},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmds[i].name, a.cmd)) return cmds[i].fn(&a);
+    fprintf(stderr, "seedpipe: unknown command \"%s\"\n", a.cmd);
+    usage(stderr);
+    return 2;
+}

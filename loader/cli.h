@@ -1,0 +1,55 @@
+/* cli.h - internals shared by the seedpipe command-line tool's files.
+ *
+ * The tool (cli.c: dispatch and option parsing; cli_core.c: rng, order,
+ * inspect, make-shapes; cli_batch.c: digest, dump) is the only code that
+ * prints or exits; it turns every library error into "seedpipe CMD: msg" on
+ * stderr and exit status 1 (2 for a usage error).
+ */
+#ifndef SEEDPIPE_CLI_H
+#define SEEDPIPE_CLI_H
+
+#include <stdint.h>
+
+#include "seedpipe/loader.h"
+
+/* Parsed command line: positional arguments and --key value options. */
+typedef struct cli_args {
+    const char *cmd;
+    int npos;
+    const char *pos[8];
+    int nopt;
+    struct {
+        const char *key;
+        const char *val;            /* first word ("1" for a flag) */
+        const char *const *words;   /* all words, for multi-word options */
+        int used;
+    } opt[48];
+} cli_args;
+
+/* How many words follow --key: 0 for flags, 2 for --key, 4 for --counter. */
+int cli_arity(const char *key);
+/* The words of a multi-word option, or NULL if absent. */
+const char *const *cli_words(cli_args *a, const char *key);
+
+/* Lookups; each marks the option used. Bad values exit with status 2. */
+const char *cli_str(cli_args *a, const char *key, const char *dflt);
+int cli_has(cli_args *a, const char *key);
+uint64_t cli_u64(cli_args *a, const char *key, uint64_t dflt);
+/* Exit 2 if an option was given that the command did not use. */
+void cli_check_unused(cli_args *a);
+/* Print "seedpipe CMD: msg" and exit 1. */
+_Noreturn void cli_fail(const cli_args *a, const sp_error *err);
+_Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
+
+/* Fill a loader config from the common options: --pipeline --seed
+ * --batch-size --drop-last --rank --world --dtype --layout --threads. */
+void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg);
+
+int cmd_rng(cli_args *a);
+int cmd_order(cli_args *a);
+int cmd_inspect(cli_args *a);
+int cmd_make_shapes(cli_args *a);
+int cmd_digest(cli_args *a);
+int cmd_dump(cli_args *a);
+
+#endif

@@ -1,0 +1,145 @@
+/* cli_batch.c - seedpipe digest and dump: batches out of the in-process loader.
+ *
+ * `digest` writes a manifest (manifest.h) of every batch of epochs
+ * 0..E-1 and prints a stream digest (XXH3-128 over the batch digests in
+ * order), so two runs can be compared by one line. `dump` renders one batch
+ * as a contact-sheet PNG (uint8 preview, before normalization).
+ */
+#include "loader/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "seedpipe/imageio.h"
+#include "seedpipe/manifest.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cmd_digest(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
+    sp_loader_config cfg;
+    cli_loader_config(a, a->pos[0], &cfg);
+    uint64_t epochs = cli_u64(a, "epochs", 1);
+    if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
+    const char *out = cli_str(a, "out", NULL);
+    if (!out) cli_usage_error(a, "--out FILE.jsonl is required ('-' for stdout)");
+    cli_check_unused(a);
+
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld;
+    if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
+    char tmp[4096];
+    FILE *f = stdout;
+    if (strcmp(out, "-") != 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+        f = fopen(tmp, "w");
+        if (!f) {
+            sp_error_set(&err, SP_EIO, "%s: cannot create", tmp);
+            cli_fail(a, &err);
+        }
+    }
+    sp_batch b;
+    if (sp_batch_alloc(ld, &b) != 0) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
+        cli_fail(a, &err);
+    }
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    int tty = isatty(2);
+    uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0;
+    double t0 = now_s(), last = t0;
+    int rc = sp_manifest_write_header(f, ld, (uint32_t)epochs, &err);
+    for (uint32_t e = 0; rc == 0 && e < epochs; e++)
+        for (uint64_t i = 0; rc == 0 && i < nb; i++) {
+            rc = sp_loader_batch(ld, e, i, &b, &err);
+            if (rc != 0) break;
+            sp_digest d = sp_batch_digest(ld, &b);
+            uint8_t raw[16];
+            for (int k = 0; k < 8; k++) {
+                raw[k] = (uint8_t)(d.hi >> (56 - 8 * k));
+                raw[8 + k] = (uint8_t)(d.lo >> (56 - 8 * k));
+            }
+            XXH3_128bits_update(st, raw, sizeof raw);
+            rc = sp_manifest_write_batch(f, &b, d, &err);
+            done++;
+            images += b.count;
+            double t = now_s();
+            if (tty && t - last > 0.5) {
+                last = t;
+                fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", e,
+                        (unsigned long long)i + 1, (unsigned long long)nb,
+                        (double)images / (t - t0));
+            }
+        }
+    if (tty && done) fputc('\n', stderr);
+    if (rc == 0 && f != stdout) {
+        if (fclose(f) != 0) rc = sp_error_set(&err, SP_EIO, "%s: write failed", tmp);
+        else if (rename(tmp, out) != 0) rc = sp_error_set(&err, SP_EIO, "%s: rename failed", out);
+        f = NULL;
+    }
+    if (rc != 0) {
+        if (f && f != stdout) fclose(f);
+        if (strcmp(out, "-") != 0) remove(tmp);
+        cli_fail(a, &err);
+    }
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    sp_digest sd = {h.high64, h.low64};
+    char hex[33];
+    sp_digest_hex(sd, hex);
+    double dt = now_s() - t0;
+    fprintf(f == stdout ? stderr : stdout,
+            "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
+            (unsigned long long)done, (unsigned long long)images, dt,
+            dt > 0 ? (double)images / dt : 0.0, hex);
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+    return 0;
+}
+
+int cmd_dump(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe dump DATASET ... --out grid.png");
+    sp_loader_config cfg;
+    cli_loader_config(a, a->pos[0], &cfg);
+    cfg.dtype = SP_DTYPE_UINT8;
+    cfg.layout = SP_LAYOUT_NHWC;
+    cfg.skip_normalize = 1;
+    uint64_t epoch = cli_u64(a, "epoch", 0), index = cli_u64(a, "batch", 0);
+    if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
+    const char *out = cli_str(a, "out", NULL);
+    if (!out) cli_usage_error(a, "--out grid.png is required");
+    cli_check_unused(a);
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld;
+    if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
+    sp_batch b;
+    if (sp_batch_alloc(ld, &b) != 0) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
+        cli_fail(a, &err);
+    }
+    if (sp_loader_batch(ld, (uint32_t)epoch, index, &b, &err) != 0) cli_fail(a, &err);
+    int c, h, w, cols = 1;
+    sp_loader_sample_dims(ld, &c, &h, &w);
+    while ((uint32_t)(cols * cols) < b.count) cols++;
+    sp_image sheet;
+    if (sp_contact_sheet(b.images, (int)b.count, h, w, c, cols, &sheet, &err) != 0 ||
+        sp_png_write(out, &sheet, &err) != 0)
+        cli_fail(a, &err);
+    printf("wrote batch %llu of epoch %llu (%u images, %dx%dx%d) to %s\n",
+           (unsigned long long)index, (unsigned long long)epoch, b.count, c, h, w, out);
+    sp_image_free(&sheet);
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+    return 0;
+}

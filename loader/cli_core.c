@@ -1,0 +1,174 @@
+/* cli_core.c - seedpipe rng, order, inspect and make-shapes.
+ *
+ * `rng` exposes the generator of docs/determinism.md so anyone can check a
+ * word by hand or against tests/philox_ref.py; `order` prints an epoch's
+ * data order; `inspect` summarises a dataset; `make-shapes` writes the
+ * built-in dataset.
+ */
+#include "loader/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "seedpipe/dataset.h"
+#include "seedpipe/philox.h"
+#include "seedpipe/sampler.h"
+#include "seedpipe/shapes.h"
+
+/* A 32-bit word in hex, with or without 0x. */
+static int parse_word(const char *s, uint32_t *out) {
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
+    if (!*s || strlen(s) > 8) return -1;
+    uint32_t v = 0;
+    for (; *s; s++) {
+        int d;
+        if (*s >= '0' && *s <= '9') d = *s - '0';
+        else if (*s >= 'a' && *s <= 'f') d = *s - 'a' + 10;
+        else if (*s >= 'A' && *s <= 'F') d = *s - 'A' + 10;
+        else return -1;
+        v = v << 4 | (uint32_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+static const struct { const char *name; uint32_t tag; } streams[] = {
+    {"shuffle", SP_STREAM_SHUFFLE}, {"augment", SP_STREAM_AUGMENT},
+    {"init", SP_STREAM_INIT},       {"worker", SP_STREAM_WORKER},
+    {"other", SP_STREAM_OTHER},
+};
+
+static int rng_batch(void) {
+    char line[512];
+    unsigned long lineno = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        lineno++;
+        uint32_t w[6];
+        int n = 0;
+        for (char *tok = strtok(line, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
+            if (n == 6 || parse_word(tok, &w[n]) != 0) n = 7;
+            else n++;
+        }
+        if (n == 0) continue;
+        if (n != 6) {
+            fprintf(stderr, "seedpipe rng: stdin line %lu: expected 6 hex words "
+                            "(k0 k1 c0 c1 c2 c3)\n", lineno);
+            return 1;
+        }
+        sp_key k = {{w[0], w[1]}};
+        sp_ctr c = {{w[2], w[3], w[4], w[5]}};
+        sp_ctr o = sp_philox4x32_10(c, k);
+        printf("%08x %08x %08x %08x\n", o.c[0], o.c[1], o.c[2], o.c[3]);
+    }
+    return 0;
+}
+
+int cmd_rng(cli_args *a) {
+    if (cli_has(a, "batch")) {
+        cli_check_unused(a);
+        return rng_batch();
+    }
+    const char *const *kw = cli_words(a, "key");
+    const char *const *cw = cli_words(a, "counter");
+    if (kw || cw) {
+        if (!kw || !cw) cli_usage_error(a, "--key K0 K1 and --counter C0 C1 C2 C3 go together");
+        cli_check_unused(a);
+        uint32_t w[6];
+        for (int i = 0; i < 6; i++) {
+            const char *s = i < 2 ? kw[i] : cw[i - 2];
+            if (parse_word(s, &w[i]) != 0)
+                cli_usage_error(a, "\"%s\" is not a 32-bit hex word", s);
+        }
+        sp_key k = {{w[0], w[1]}};
+        sp_ctr c = {{w[2], w[3], w[4], w[5]}};
+        sp_ctr o = sp_philox4x32_10(c, k);
+        printf("%08x %08x %08x %08x\n", o.c[0], o.c[1], o.c[2], o.c[3]);
+        return 0;
+    }
+    const char *stream = cli_str(a, "stream", NULL);
+    if (!cli_has(a, "seed") || !stream)
+        cli_usage_error(a, "give --key/--counter, --batch, or --seed S --stream NAME");
+    uint64_t seed = cli_u64(a, "seed", 0);
+    uint32_t tag = 0;
+    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++)
+        if (!strcmp(streams[i].name, stream)) tag = streams[i].tag;
+    if (!tag)
+        cli_usage_error(a, "--stream \"%s\": expected shuffle, augment, init, worker or other",
+                        stream);
+    sp_key k = sp_stream_key(seed, tag);
+    if (cli_has(a, "worker")) {
+        if (tag != SP_STREAM_WORKER) cli_usage_error(a, "--worker needs --stream worker");
+        uint64_t w = cli_u64(a, "worker", 0);
+        if (w > UINT32_MAX) cli_usage_error(a, "--worker must fit in 32 bits");
+        k = sp_key_derive(k, (uint32_t)w);
+    }
+    cli_check_unused(a);
+    printf("%08x %08x\n", k.k[0], k.k[1]);
+    return 0;
+}
+
+int cmd_order(cli_args *a) {
+    uint64_t n;
+    sp_dataset *ds = NULL;
+    sp_error err;
+    sp_error_clear(&err);
+    if (a->npos == 1) {
+        if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
+        n = sp_dataset_size(ds);
+    } else if (a->npos == 0 && cli_has(a, "n")) {
+        n = cli_u64(a, "n", 0);
+        if (n == 0 || n > (1ull << 40)) cli_usage_error(a, "--n must be in 1..2^40");
+    } else {
+        cli_usage_error(a, "give a DATASET or --n N");
+    }
+    uint64_t seed = cli_u64(a, "seed", 0);
+    uint64_t epoch = cli_u64(a, "epoch", 0);
+    if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
+    cli_check_unused(a);
+    sp_perm p;
+    sp_perm_init(&p, n, sp_stream_key(seed, SP_STREAM_SHUFFLE), (uint32_t)epoch);
+    for (uint64_t i = 0; i < n; i++) printf("%llu\n", (unsigned long long)sp_perm_at(&p, i));
+    sp_dataset_destroy(ds);
+    return 0;
+}
+
+int cmd_inspect(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe inspect DATASET");
+    cli_check_unused(a);
+    sp_dataset *ds;
+    sp_error err;
+    sp_error_clear(&err);
+    if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
+    char fp[33];
+    sp_digest_hex(sp_dataset_fingerprint(ds), fp);
+    printf("dataset:     %s\n", a->pos[0]);
+    printf("kind:        %s\n", sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+    printf("samples:     %llu\n", (unsigned long long)sp_dataset_size(ds));
+    printf("classes:     %d\n", sp_dataset_num_classes(ds));
+    for (int c = 0; c < sp_dataset_num_classes(ds); c++)
+        printf("  %3d  %-20s %llu\n", c, sp_dataset_class_name(ds, c),
+               (unsigned long long)sp_dataset_class_count(ds, c));
+    printf("fingerprint: %s\n", fp);
+    sp_dataset_destroy(ds);
+    return 0;
+}
+
+int cmd_make_shapes(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe make-shapes OUT_DIR [--count N] "
+                                         "[--size PX] [--seed S]");
+    sp_shapes_opts o = {1000, 64, 0};
+    uint64_t count = cli_u64(a, "count", o.count), size = cli_u64(a, "size", (uint64_t)o.size);
+    if (count == 0 || count > 10000000) cli_usage_error(a, "--count must be in 1..10000000");
+    if (size < 16 || size > 4096) cli_usage_error(a, "--size must be in 16..4096");
+    o.count = (uint32_t)count;
+    o.size = (int)size;
+    o.seed = cli_u64(a, "seed", 0);
+    cli_check_unused(a);
+    sp_error err;
+    sp_error_clear(&err);
+    if (sp_shapes_make(a->pos[0], &o, &err) != 0) cli_fail(a, &err);
+    printf("wrote %u images (%dx%d) to %s\n", o.count, o.size, o.size, a->pos[0]);
+    return 0;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# setup.sh - install seedpipe's build and test dependencies (Debian, as root)
+# and build it into build/. Safe to rerun. Used by scripts/main.sh,
+# scripts/test.sh and CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(
+  build-essential cmake pkg-config   # compiler and build
+  libpng-dev                         # PNG decode/encode
+  libjpeg62-turbo-dev libturbojpeg0-dev  # JPEG region decode (libjpeg API), encode + bench peer (TurboJPEG)
+  libzstd-dev                        # compression (cache), version record
+  libxxhash-dev                      # XXH3-128 fingerprints and digests
+  zlib1g-dev                         # gzip'd IDX files
+  python3                            # reference implementation tests (standard library only)
+  librandom123-doc                   # Random123 known-answer vectors for the Philox test
+  dataset-fashion-mnist              # a real IDX dataset for the dataset tests
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The CUDA parts build when nvcc and cuDNN are present (CMake reports it).
+if [ -d /usr/local/cuda/bin ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# test.sh - set up, build, and run every test: the ctest suite (C tests,
+# Python reference tests, GPU tests that skip without a device), then the
+# whole C suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir build --output-on-failure -j2
+
+echo "== the same suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSEEDPIPE_SANITIZE=ON \
+      -DSEEDPIPE_CUDA=OFF >/dev/null
+cmake --build build-asan -j"$(nproc)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j2

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""philox_ref.py - an independent reference for seedpipe's randomness.
+
+Written from docs/determinism.md (the normative spec), not from the C code,
+with the Python standard library only. It recomputes everything that decides
+a data order or an augmentation draw: Philox4x32-10, the key of a seed, the
+stream keys, the worker keys, sample draw blocks, u01 floats, uniform_int and
+the epoch order (the keyed Feistel permutation with cycle-walking), plus
+batching and rank slicing. tests/test_philox_ref.py compares it with the C
+code through the seedpipe CLI.
+
+Importable:
+    import philox_ref as R
+    R.philox((0, 0, 0, 0), (0, 0))   -> (0x6627e8d5, 0xe169c58d, ...)
+    R.order(n=10, seed=42, epoch=0)  -> [sample index at position 0, 1, ...]
+
+Command line (words in hex, with or without 0x; seeds in decimal or 0x-hex):
+    python3 tests/philox_ref.py rng --key K0 K1 --counter C0 C1 C2 C3
+    python3 tests/philox_ref.py rng --batch          < lines "k0 k1 c0 c1 c2 c3"
+    python3 tests/philox_ref.py rng --seed S --stream shuffle|augment|init|worker|other [--worker W]
+    python3 tests/philox_ref.py order --n N --seed S --epoch E
+Output formats are the same as the seedpipe CLI's.
+"""
+import argparse
+import sys
+
+MASK32 = 0xFFFFFFFF
+
+# Philox4x32 constants (Salmon et al., SC'11).
+MULT = (0xD2511F53, 0xCD9E8D57)     # round multipliers
+WEYL = (0x9E3779B9, 0xBB67AE85)     # key schedule increments
+ROUNDS = 10
+
+STREAMS = {"shuffle": 1, "augment": 2, "init": 3, "worker": 4, "other": 5}
+
+FEISTEL_ROUNDS = 6
+MAX_N = 1 << 62
+
+
+def philox(counter, key, rounds=ROUNDS):
+    """Philox4x32-R: four 32-bit counter words and two key words -> four words.
+
+    A round multiplies words 0 and 2 by the two multipliers, keeping the high
+    and low 32 bits of each 64-bit product; the new block is
+    (hi(M1*x2) ^ x1 ^ k0, lo(M1*x2), hi(M0*x0) ^ x3 ^ k1, lo(M0*x0)).
+    The key gets the Weyl increments added between rounds (not before the
+    first)."""
+    x = [w & MASK32 for w in counter]
+    k0, k1 = key[0] & MASK32, key[1] & MASK32
+    for r in range(rounds):
+        if r:
+            k0 = (k0 + WEYL[0]) & MASK32
+            k1 = (k1 + WEYL[1]) & MASK32
+        p0 = MULT[0] * x[0]
+        p1 = MULT[1] * x[2]
+        x = [(p1 >> 32) ^ x[1] ^ k0, p1 & MASK32,
+             (p0 >> 32) ^ x[3] ^ k1, p0 & MASK32]
+    return tuple(x)
+
+
+def key_from_seed(seed):
+    """K = (low 32 bits of the 64-bit seed, high 32 bits)."""
+    seed &= (1 << 64) - 1
+    return (seed & MASK32, seed >> 32)
+
+
+def derive(parent, tag):
+    """The first two output words of philox((tag, 0, 0, 0), parent)."""
+    out = philox((tag, 0, 0, 0), parent)
+    return (out[0], out[1])
+
+
+def stream_key(seed, stream):
+    """K_tag for a stream (a name from STREAMS or its number)."""
+    tag = STREAMS[stream] if isinstance(stream, str) else stream
+    return derive(key_from_seed(seed), tag)
+
+
+def worker_key(seed, worker):
+    """K_worker(w): derived from the worker stream key K_4; never reaches a batch byte."""
+    return derive(stream_key(seed, "worker"), worker)
+
+
+def sample_draw(k_augment, block, op, sample, epoch):
+    """Draw block j of op k for global sample i at epoch e: four 32-bit words."""
+    return philox((block, op, sample, epoch), k_augment)
+
+
+def u01(x):
+    """Uniform in [0, 1): the top 24 bits of x over 2^24 (exact as a float)."""
+    return (x >> 8) / 16777216.0
+
+
+def uniform_int(x, n):
+    """An integer in [0, n) from one word: floor(x * n / 2^32), 1 <= n <= 2^32."""
+    if not 1 <= n <= 1 << 32:
+        raise ValueError("uniform_int: n must be in [1, 2^32]")
+    return (x * n) >> 32
+
+
+class Perm:
+    """The order of one epoch over n samples: at(pos) is the sample index at
+    position pos. A balanced Feistel network on the smallest even bit width
+    2h >= 2 with 4^h >= n, FEISTEL_ROUNDS rounds whose round function is the
+    first word of philox((right, round, epoch, 0), K_shuffle) cut to h bits,
+    then cycle-walking back into [0, n)."""
+
+    def __init__(self, n, k_shuffle, epoch):
+        if not 1 <= n <= MAX_N:
+            raise ValueError("Perm: n must be in [1, 2^62]")
+        self.n, self.key, self.epoch = n, k_shuffle, epoch & MASK32
+        self.h = 1
+        while 4 ** self.h < n:
+            self.h += 1
+        self.mask = (1 << self.h) - 1
+
+    def network(self, x):
+        left, right = x >> self.h, x & self.mask
+        for r in range(FEISTEL_ROUNDS):
+            f = philox((right, r, self.epoch, 0), self.key)[0] & self.mask
+            left, right = right, left ^ f
+        return (left << self.h) | right
+
+    def at(self, pos):
+        if not 0 <= pos < self.n:
+            raise IndexError("Perm.at: position out of range")
+        x = self.network(pos)
+        while x >= self.n:
+            x = self.network(x)
+        return x
+
+
+def order(n, seed, epoch):
+    """The whole order of epoch `epoch` for a seed: list of sample indices."""
+    p = Perm(n, stream_key(seed, "shuffle"), epoch)
+    return [p.at(i) for i in range(n)]
+
+
+def batches_per_epoch(n, batch_size, drop_last):
+    full, rest = divmod(n, batch_size)
+    return full + (1 if rest and not drop_last else 0)
+
+
+def batch_slice(n, batch_size, drop_last, rank, world, b):
+    """Positions [start, start + count) of global batch b that rank takes."""
+    if batch_size % world or rank >= world:
+        raise ValueError("batch_slice: need batch_size % world == 0 and rank < world")
+    if b >= batches_per_epoch(n, batch_size, drop_last):
+        return n, 0
+    per = batch_size // world
+    start = b * batch_size + rank * per
+    end = min(start + per, n)
+    return (min(start, n), max(0, end - start))
+
+
+# ---- command line ------------------------------------------------------------
+
+def _hex(s):
+    return int(s, 16)
+
+
+def _fmt(words):
+    return " ".join("%08x" % w for w in words)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rng = sub.add_parser("rng", help="Philox words or derived keys")
+    rng.add_argument("--key", nargs=2, type=_hex, metavar=("K0", "K1"))
+    rng.add_argument("--counter", nargs=4, type=_hex, metavar=("C0", "C1", "C2", "C3"))
+    rng.add_argument("--batch", action="store_true",
+                     help="read 'k0 k1 c0 c1 c2 c3' lines from stdin")
+    rng.add_argument("--seed", type=lambda s: int(s, 0))
+    rng.add_argument("--stream", choices=sorted(STREAMS))
+    rng.add_argument("--worker", type=lambda s: int(s, 0))
+    od = sub.add_parser("order", help="the epoch order, one index per line")
+    od.add_argument("--n", type=int, required=True)
+    od.add_argument("--seed", type=lambda s: int(s, 0), required=True)
+    od.add_argument("--epoch", type=int, required=True)
+    a = ap.parse_args(argv)
+
+    out = sys.stdout
+    if a.cmd == "order":
+        p = Perm(a.n, stream_key(a.seed, "shuffle"), a.epoch)
+        out.write("".join("%d\n" % p.at(i) for i in range(a.n)))
+    elif a.batch:
+        for line in sys.stdin:
+            w = [_hex(t) for t in line.split()]
+            if not w:
+                continue
+            if len(w) != 6:
+                ap.error("--batch: each line needs 6 hex words: k0 k1 c0 c1 c2 c3")
+            out.write(_fmt(philox(w[2:6], w[0:2])) + "\n")
+    elif a.key is not None and a.counter is not None:
+        out.write(_fmt(philox(a.counter, a.key)) + "\n")
+    elif a.seed is not None and a.stream is not None:
+        if a.worker is not None:
+            if a.stream != "worker":
+                ap.error("--worker needs --stream worker")
+            out.write(_fmt(worker_key(a.seed, a.worker)) + "\n")
+        else:
+            out.write(_fmt(stream_key(a.seed, a.stream)) + "\n")
+    else:
+        ap.error("rng needs --key and --counter, --batch, or --seed and --stream")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
