@@ -76,7 +76,6 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
     hash_u64(st, (uint64_t)ld->cfg.skip_normalize);
     hash_u64(st, ld->bt.batch_size);
     hash_u64(st, (uint64_t)ld->bt.drop_last);
-    hash_u64(st, ld->bt.world);
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     d.hi = h.high64;
@@ -125,6 +124,10 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         ld->bt.world = ld->cfg.world;
         rc = sp_batching_check(&ld->bt, err);
     }
+    if (rc == 0 && ld->bt.n > (1ull << 32))
+        rc = sp_error_set(err, SP_ELIMIT, "%s: %llu samples: at most 2^32 are supported "
+                          "(the sample index is a 32-bit Philox counter word)",
+                          ld->dataset_path, (unsigned long long)ld->bt.n);
     if (rc == 0 && sp_batches_per_epoch(&ld->bt) == 0)
         rc = sp_error_set(err, SP_EINVAL,
                           "%s: %llu samples make no batch of %u with drop_last",

@@ -33,7 +33,7 @@ ROUNDS = 10
 
 STREAMS = {"shuffle": 1, "augment": 2, "init": 3, "worker": 4, "other": 5}
 
-FEISTEL_ROUNDS = 6
+FEISTEL_ROUNDS = 8
 MAX_N = 1 << 62
 
 

@@ -66,8 +66,10 @@ void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
 /*! sp_loader_sample_bytes() : c * h * w * sizeof(dtype). */
 size_t sp_loader_sample_bytes(const sp_loader *ld);
 /*! sp_loader_fingerprint() : XXH3-128 of everything but the seed that
- *  decides the bytes: dataset fingerprint, canonical pipeline, dtype,
- *  layout, batch size, drop_last, world (the rank selects a slice). */
+ *  decides the global batches: dataset fingerprint, canonical pipeline,
+ *  dtype, layout, batch size, drop_last. Rank and world are left out on
+ *  purpose: the global stream does not depend on them, so a loader state
+ *  can be resumed with another world size. */
 sp_digest sp_loader_fingerprint(const sp_loader *ld);
 
 /* A batch buffer for one rank's slice: capacity = B / world samples. */

@@ -11,7 +11,7 @@
  * Keys and streams (DESIGN.md section 2):
  *   K       = (seed & 0xffffffff, seed >> 32)
  *   K_tag   = philox((tag,0,0,0), K)[0..1]        tag: SP_STREAM_*
- *   K_w     = philox((w,0,0,0), K_worker)[0..1]   a worker's own generator
+ *   K_worker(w) = philox((w,0,0,0), K_4)[0..1]  a worker's own generator
  *   sample draw block j of op k, sample i, epoch e:
  *             philox((j, k, i, e), K_augment)
  *   uniform [0,1):  (x >> 8) * 2^-24   (exact in float and double)

@@ -3,10 +3,13 @@
  * Epoch order: a bijection on [0, N) computed one position at a time, O(1)
  * memory, random access, so any worker or rank computes position p of epoch
  * e without building the permutation. It is a balanced Feistel network on
- * the smallest even bit width 2h with 2^(2h) >= N, whose round function is
- * Philox under K_shuffle with counter (right_half, round, epoch, 0), and
- * cycle-walking brings values >= N back into [0, N). docs/determinism.md has
- * the exact spec (HOW IT WORKS).
+ * the smallest even bit width 2h (h >= 1) with 2^(2h) >= N: x splits into
+ * L = x >> h and R = x & (2^h - 1); 8 rounds r = 0..7 each do
+ *     f = philox4x32_10((R, r, epoch, 0), K_shuffle)[0] & (2^h - 1)
+ *     (L, R) = (R, L ^ f)
+ * giving (L << h) | R; then cycle-walking (apply again while the value is
+ * >= N) brings it back into [0, N). docs/determinism.md has the exact spec
+ * (HOW IT WORKS, LIMITATIONS) and tests/philox_ref.py recomputes it.
  *
  * Batches: global batch b of epoch e is the positions [b*B, min((b+1)*B, N))
  * of the epoch order; a last partial batch is kept unless drop_last. With
@@ -36,9 +39,12 @@ typedef struct sp_perm {
 } sp_perm;
 
 /*! sp_perm_init() : the order of epoch `epoch` over n samples (n >= 1,
- *  n <= 2^62) under k_shuffle = sp_stream_key(seed, SP_STREAM_SHUFFLE). */
+ *  n <= 2^62) under k_shuffle = sp_stream_key(seed, SP_STREAM_SHUFFLE).
+ *  For n outside [1, 2^62] every sp_perm_at() returns UINT64_MAX. */
 void sp_perm_init(sp_perm *p, uint64_t n, sp_key k_shuffle, uint32_t epoch);
-/*! sp_perm_at() : the sample index at position pos (< n) of the order. */
+/*! sp_perm_at() : the sample index at position pos (< n) of the order;
+ *  UINT64_MAX when pos >= n. At most 4 Feistel passes per position on
+ *  average over an epoch (cycle-walking). */
 uint64_t sp_perm_at(const sp_perm *p, uint64_t pos);
 
 typedef struct sp_batching {
@@ -48,12 +54,15 @@ typedef struct sp_batching {
     uint32_t rank, world; /* world >= 1, rank < world, B % world == 0 */
 } sp_batching;
 
-/*! sp_batching_check() : @return 0 or SP_EINVAL naming the bad field. */
+/*! sp_batching_check() : @return 0 or SP_EINVAL naming the bad field
+ *  (n == 0 or n > 2^62, batch_size == 0, world == 0, rank >= world,
+ *  batch_size % world != 0). drop_last with n < B is valid: 0 batches. */
 int sp_batching_check(const sp_batching *bt, sp_error *err);
 /*! sp_batches_per_epoch() : floor or ceil of n / B per drop_last. */
 uint64_t sp_batches_per_epoch(const sp_batching *bt);
 /*! sp_batch_slice() : this rank's positions of global batch b:
- *  [*pos, *pos + *count). count may be 0 for a short last batch. */
+ *  [*pos, *pos + *count). count may be 0 for a short last batch, and is 0
+ *  for b >= sp_batches_per_epoch() (then *pos is meaningless, <= n). */
 void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count);
 
 #ifdef __cplusplus
