@@ -3,25 +3,41 @@
  * Three kinds, detected by sp_dataset_open():
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg (any case), as torchvision's ImageFolder. Class id =
- *    index of the class folder name in byte-wise sorted order; samples in
- *    byte-wise sorted order of their relative path ("class/file").
- *    Hidden entries (leading '.') are ignored; nested folders inside a class
- *    are walked recursively.
- *  - IDX (a file named *-images-idx3-ubyte or *-images.idx3-ubyte, optionally
+ *    index of the class folder name in byte-wise sorted order (strcmp, not
+ *    locale: "Zebra" < "apple"); a class folder without images is still a
+ *    class. Samples in byte-wise sorted order of their relative path
+ *    ("class/file"). Hidden entries (leading '.') are ignored at every
+ *    level, as are other extensions and files directly in the root; nested
+ *    folders inside a class are walked recursively (symlinks followed, a
+ *    loop is SP_EFORMAT).
+ *  - IDX (a file named *images-idx3-ubyte or *images.idx3-ubyte, optionally
  *    .gz): MNIST / Fashion-MNIST; labels from the sibling file with
- *    "images-idx3" replaced by "labels-idx1". Samples in file order; class
- *    names are the label numbers "0".."9". Pixels are kept in memory.
+ *    "images-idx3" replaced by "labels-idx1" (".gz" added or dropped if the
+ *    exact name is missing). Samples in file order; 10 classes named
+ *    "0".."9" (a label >= 10 is SP_EFORMAT). Only data type 0x08 (unsigned
+ *    byte) is supported. Pixels are kept in memory.
  *  - List file (any other regular file): one `path<TAB>label` per line,
  *    path relative to the list file's folder (or absolute), label a
- *    non-negative integer; '#' comments and blank lines ignored. Samples in
- *    byte-wise sorted path order (duplicate paths are an error).
+ *    non-negative integer below 65536; a line whose first non-blank char is
+ *    '#' and blank lines are ignored; CRLF accepted. Classes are "0".."K-1",
+ *    K = largest label + 1. Samples in byte-wise sorted path order
+ *    (duplicate paths are an error naming both lines).
  *
- * Fingerprint (XXH3-128, streamed): kind, sample count, then for every
- * sample in canonical order its relative path, label and the XXH3-128 of its
- * content bytes; class names too. Opening reads every file once to hash it.
+ * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
+ *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
+ *     per class: u32 len + name bytes; u32 raw_w, u32 raw_h (0, 0 unless IDX);
+ *     per sample in canonical order: u32 len + relative path bytes
+ *     (sp_dataset_path()), u32 label, u64 content size,
+ *     u64 content hash hi, u64 content hash lo.
+ * The content hash is XXH3-128 (seed 0) of the file bytes (IDX: of the
+ * image's h*w pixel bytes). digest.hi/lo = XXH128_hash_t.high64/low64. The
+ * root path is not hashed, so a copied dataset keeps its fingerprint; a
+ * changed byte, label, path, class name or sample set changes it. Opening
+ * reads every file once to hash it.
  *
  * Thread/fork safety: an open sp_dataset is immutable; sp_dataset_read()
- * may be called concurrently from threads and from forked children.
+ * may be called concurrently from threads and from forked children (it
+ * uses open()/read() per call, no shared FILE* or offset).
  */
 #ifndef SEEDPIPE_DATASET_H
 #define SEEDPIPE_DATASET_H
@@ -40,20 +56,25 @@ typedef enum {
 
 typedef struct sp_dataset sp_dataset;
 
-/* Bounds applied while opening (hostile IDX headers, huge lists). */
+/* Bounds applied while opening (hostile IDX headers, huge lists). A zero
+ * field means "use the default". For IDX, max_file_bytes bounds one image
+ * (rows * cols); the whole images file is also bounded by 16 GiB. */
 typedef struct sp_dataset_limits {
-    uint64_t max_samples;     /* default 1<<31 */
+    uint64_t max_samples;     /* default 1<<31 (never more than 2^32-1) */
     uint64_t max_file_bytes;  /* per sample file, default 256 MiB */
 } sp_dataset_limits;
 
 /*! sp_dataset_open() : index the dataset at `path` (limits may be NULL).
  *  @return 0, SP_EIO (unreadable root or file: path and strerror),
  *  SP_EFORMAT (malformed IDX/list: path, line or offset, reason),
- *  SP_ELIMIT, SP_ENOMEM. An ImageFolder with no images is SP_EFORMAT. */
+ *  SP_EUNSUPP (IDX data type other than unsigned byte), SP_ELIMIT,
+ *  SP_ENOMEM, SP_EINVAL. An ImageFolder with no class folder or no images
+ *  is SP_EFORMAT. On failure *out is NULL. */
 int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
                     sp_dataset **out, sp_error *err);
 void sp_dataset_destroy(sp_dataset *ds);   /* accepts NULL */
 
+/* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
 sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
 const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list" */
 const char *sp_dataset_root(const sp_dataset *ds);
@@ -63,19 +84,29 @@ const char *sp_dataset_class_name(const sp_dataset *ds, int cls);
 /*! sp_dataset_class_count() : number of samples with label cls. */
 uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls);
 int sp_dataset_label(const sp_dataset *ds, uint64_t i);
-/*! sp_dataset_path() : the sample's relative path ("class/file.png") or, for
- *  IDX, "<images file>#<index>". Owned by ds. */
+/*! sp_dataset_path() : the sample's relative path ("class/file.png"), for
+ *  lists the path as written, or for IDX "<images file name>#<index>" with a
+ *  ".gz" suffix dropped (a plain and a gzip'd copy fingerprint alike).
+ *  Owned by ds. */
 const char *sp_dataset_path(const sp_dataset *ds, uint64_t i);
 sp_digest sp_dataset_fingerprint(const sp_dataset *ds);
+/*! sp_dataset_content_hash() : XXH3-128 of sample i's content as indexed
+ *  (file bytes, or IDX pixels); {0, 0} when i is out of range. */
+sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
 /*! sp_dataset_raw_dims() : for IDX, the common image size (w, h, 1 channel);
  *  returns SP_EINVAL for encoded-file datasets. */
 int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h);
 
 /* One sample's input. For encoded datasets `bytes` is a malloc'd copy of the
- * file; for IDX `raw` points into the dataset (no copy). */
+ * file; for IDX `raw` points at raw_view, a view into the dataset's pixels
+ * (no copy; read-only; valid while ds lives). src.path == full_path: the
+ * sample's absolute path (root resolved with realpath() at open, so a later
+ * chdir() changes nothing), or "<images file as given>#<index>" for IDX.
+ * Do not copy the
+ * struct by value (src.raw points into it). */
 typedef struct sp_sample_data {
     sp_sample_src src;   /* what sp_pipeline_run() takes */
-    char *full_path;     /* absolute or root-joined path, for messages */
+    char *full_path;     /* absolute path (the root resolved at open), for messages */
     uint8_t *owned;      /* file bytes to free */
     sp_image raw_view;
 } sp_sample_data;
@@ -83,7 +114,8 @@ typedef struct sp_sample_data {
 /*! sp_dataset_read() : load sample i. The content is re-checked against the
  *  hash taken at open: a file that changed since is SP_EMISMATCH ("file
  *  changed since the dataset was indexed"), never silently used.
- *  @return 0, SP_EIO, SP_EMISMATCH, SP_ERANGE. */
+ *  @return 0, SP_EIO, SP_EMISMATCH, SP_ERANGE, SP_ENOMEM. On failure *out
+ *  is left zeroed (nothing to free). Free with sp_sample_data_free(). */
 int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
                     sp_error *err);
 void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */

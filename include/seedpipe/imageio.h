@@ -14,21 +14,39 @@
 extern "C" {
 #endif
 
-/*! sp_png_write() : write img (1 or 3 channels) as an 8-bit PNG.
+/* Encoded buffers are malloc'd: release them with free(). Images may have
+ * any stride >= width * channels. Errors: SP_EINVAL (bad image or
+ * quality; encoder refused), SP_ENOMEM, SP_EIO (file: path and strerror);
+ * messages name the path for the *_write functions. */
+
+/*! sp_png_write() : write img (1 or 3 channels) as an 8-bit PNG (gray or
+ *  RGB, not interlaced, zlib level 6, no time/text chunks).
  *  @return 0 or SP_EIO naming the path. */
 int sp_png_write(const char *path, const sp_image *img, sp_error *err);
 /*! sp_png_encode() : encode to a malloc'd buffer. */
 int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err);
 
 /*! sp_jpeg_write() / sp_jpeg_encode() : baseline JPEG, quality 1..100,
- *  4:2:0 for RGB, through TurboJPEG. */
+ *  4:2:0 for RGB (gray for 1 channel), accurate integer forward DCT, through
+ *  TurboJPEG. At most 65535 x 65535. */
 int sp_jpeg_write(const char *path, const sp_image *img, int quality, sp_error *err);
 int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
                    sp_error *err);
 
+/* Contact-sheet geometry: SP_CONTACT_GAP pixels of SP_CONTACT_BG gray
+ * between the tiles and around the border. */
+#define SP_CONTACT_GAP 2
+#define SP_CONTACT_BG 64
+
 /*! sp_contact_sheet() : tile `count` images of h x w x c (uint8 HWC, packed
- *  one after another in `pixels`) into a grid with `cols` columns and a
- *  2-pixel gap, into a newly allocated RGB image. */
+ *  one after another in `pixels`; c = 1 or 3, gray is replicated) into a
+ *  grid with `cols` columns (clamped to count) and a 2-pixel gap, into a
+ *  newly allocated RGB image (free with sp_image_free()):
+ *      rows = ceil(count / cols)
+ *      width  = cols * (w + 2) + 2,  height = rows * (h + 2) + 2
+ *      image k at x = 2 + (k % cols) * (w + 2), y = 2 + (k / cols) * (h + 2)
+ *  Empty cells and gaps are SP_CONTACT_BG. @return 0, SP_EINVAL, SP_ELIMIT
+ *  (more than 2^32 pixels), SP_ENOMEM. */
 int sp_contact_sheet(const uint8_t *pixels, int count, int h, int w, int c,
                      int cols, sp_image *out, sp_error *err);
 

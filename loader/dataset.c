@@ -1,0 +1,526 @@
+/* dataset.c - the dataset index: kind detection, accessors, content hashes,
+ * the fingerprint and sp_dataset_read() (include/seedpipe/dataset.h).
+ *
+ * An sp_dataset is built once by sp_dataset_open() and is immutable after:
+ * every sample has a canonical index, a relative path, a label, a content
+ * size and an XXH3-128 of its content. The per-kind files (dataset_folder.c,
+ * dataset_idx.c, dataset_list.c) fill those arrays; this file computes the
+ * fingerprint over them and serves the samples.
+ *
+ * FINGERPRINT LAYOUT (format version 1). XXH3-128 with seed 0, streamed
+ * over these bytes, all integers little-endian:
+ *
+ *     "seedpipe.dataset.v1"            19 ASCII bytes, no NUL
+ *     u32 kind                         0 imagefolder, 1 idx, 2 list
+ *     u64 n                            number of samples
+ *     u32 num_classes
+ *     num_classes times:  u32 len, len bytes of the class name
+ *     u32 raw_w, u32 raw_h             IDX image size; 0, 0 otherwise
+ *     n times, in canonical order:
+ *         u32 len, len bytes of the relative path (sp_dataset_path())
+ *         u32 label
+ *         u64 content size in bytes
+ *         u64 content hash hi, u64 content hash lo
+ *
+ * The content hash is XXH3-128 (seed 0) of the file's bytes (IDX: of the
+ * image's raw_h * raw_w pixel bytes, row-major). The digest's `hi` is
+ * XXH128_hash_t.high64 and `lo` its low64, so the hex form is XXH128's
+ * canonical big-endian form. The root path is NOT hashed: a dataset copied
+ * elsewhere keeps its fingerprint.
+ *
+ * Sample files are found under ds->base, the resolved absolute folder of the
+ * root (ImageFolder) or of the list / IDX file, taken once at open: a later
+ * chdir() or a swapped symlink does not change what a sample path means.
+ * sp_dataset_read() opens the file with open()/read() per call (no shared
+ * FILE*, no shared offset), so it may run concurrently in threads and forked
+ * children; it re-hashes the bytes and refuses a file that changed.
+ */
+#include "loader/dataset_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+char *sp__ds_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+char *sp__ds_join(const char *a, const char *b) {
+    if (b[0] == '/') return sp__ds_strdup(b);
+    size_t la = strlen(a), lb = strlen(b);
+    int slash = la > 0 && a[la - 1] != '/';
+    char *p = malloc(la + (size_t)slash + lb + 1);
+    if (!p) return NULL;
+    memcpy(p, a, la);
+    if (slash) p[la] = '/';
+    memcpy(p + la + (size_t)slash, b, lb + 1);
+    return p;
+}
+
+int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line) {
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 256;
+        sp__ds_entry *v = realloc(e->v, cap * sizeof *v);
+        if (!v) { free(rel); return SP_ENOMEM; }
+        e->v = v;
+        e->cap = cap;
+    }
+    e->v[e->n].rel = rel;
+    e->v[e->n].label = label;
+    e->v[e->n].line = line;
+    e->n++;
+    return SP_OK;
+}
+
+void sp__ds_entries_free(sp__ds_entries *e) {
+    for (size_t i = 0; i < e->n; i++) free(e->v[i].rel);
+    free(e->v);
+    e->v = NULL;
+    e->n = e->cap = 0;
+}
+
+int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err) {
+    ds->class_names = calloc((size_t)k, sizeof *ds->class_names);
+    if (!ds->class_names) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    ds->num_classes = k;
+    for (int c = 0; c < k; c++) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%d", c);
+        ds->class_names[c] = sp__ds_strdup(buf);
+        if (!ds->class_names[c])
+            return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    }
+    return SP_OK;
+}
+
+static sp_digest digest_of(XXH128_hash_t h) {
+    sp_digest d = {h.high64, h.low64};
+    return d;
+}
+
+int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
+                   uint64_t *size, sp_digest *digest, sp_error *err) {
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    XXH3_128bits_reset(st);
+    enum { CHUNK = 1 << 16 };
+    uint8_t *buf = malloc(CHUNK);
+    if (!buf) {
+        XXH3_freeState(st);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    }
+    uint64_t total = 0;
+    int rc = SP_OK;
+    for (;;) {
+        ssize_t r = read(fd, buf, CHUNK);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+            break;
+        }
+        if (r == 0) break;
+        total += (uint64_t)r;
+        if (total > max_bytes) {
+            rc = sp_error_set(err, SP_ELIMIT, "%s: file larger than the limit of %llu bytes",
+                              path, (unsigned long long)max_bytes);
+            break;
+        }
+        XXH3_128bits_update(st, buf, (size_t)r);
+    }
+    if (rc == SP_OK) {
+        *size = total;
+        *digest = digest_of(XXH3_128bits_digest(st));
+    }
+    free(buf);
+    XXH3_freeState(st);
+    return rc;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const sp__ds_entry *x = a, *y = b;
+    int c = strcmp(x->rel, y->rel);
+    if (c) return c;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
+                        sp_error *err) {
+    int rc = SP_OK;
+    if (e->n == 0) {
+        rc = sp_error_set(err, SP_EFORMAT, "%s: %s", ds->root, what);
+        goto done;
+    }
+    qsort(e->v, e->n, sizeof *e->v, cmp_entry);
+    for (size_t i = 1; i < e->n; i++) {
+        if (strcmp(e->v[i - 1].rel, e->v[i].rel) == 0) {
+            rc = sp_error_set(err, SP_EFORMAT, "%s:%d: duplicate path \"%s\" (first on line %d)",
+                              ds->root, e->v[i].line, e->v[i].rel, e->v[i - 1].line);
+            goto done;
+        }
+    }
+    size_t n = e->n, pool_len = 0;
+    for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
+    ds->n = n;
+    ds->pool = malloc(pool_len);
+    ds->path_off = malloc(n * sizeof *ds->path_off);
+    ds->labels = malloc(n * sizeof *ds->labels);
+    ds->sizes = malloc(n * sizeof *ds->sizes);
+    ds->hashes = malloc(n * sizeof *ds->hashes);
+    ds->class_counts = calloc((size_t)ds->num_classes, sizeof *ds->class_counts);
+    if (!ds->pool || !ds->path_off || !ds->labels || !ds->sizes || !ds->hashes ||
+        !ds->class_counts) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root, n);
+        goto done;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(e->v[i].rel) + 1;
+        memcpy(ds->pool + off, e->v[i].rel, len);
+        ds->path_off[i] = off;
+        off += len;
+        ds->labels[i] = e->v[i].label;
+        ds->class_counts[e->v[i].label]++;
+    }
+    /* Hash every file once (this is what makes opening cost one full read). */
+    for (size_t i = 0; i < n; i++) {
+        char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+        if (!full) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); goto done; }
+        int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
+        struct stat st;
+        if (fd < 0) {
+            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        } else if (fstat(fd, &st) != 0) {
+            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        } else if (!S_ISREG(st.st_mode)) {
+            rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
+        } else if ((uint64_t)st.st_size > ds->max_file_bytes) {
+            rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu",
+                              full, (unsigned long long)st.st_size,
+                              (unsigned long long)ds->max_file_bytes);
+        } else {
+            rc = sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i], &ds->hashes[i], err);
+        }
+        if (fd >= 0) close(fd);
+        free(full);
+        if (rc) {
+            if (err && e->v[i].line > 0) {
+                char msg[SP_ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
+            }
+            goto done;
+        }
+    }
+done:
+    for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
+    e->n = 0;
+    return rc;
+}
+
+/* ---- fingerprint -------------------------------------------------------------- */
+
+static void put_u32(XXH3_state_t *st, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    XXH3_128bits_update(st, b, 4);
+}
+
+static void put_u64(XXH3_state_t *st, uint64_t v) {
+    put_u32(st, (uint32_t)v);
+    put_u32(st, (uint32_t)(v >> 32));
+}
+
+static void put_str(XXH3_state_t *st, const char *s) {
+    size_t len = strlen(s);
+    put_u32(st, (uint32_t)len);
+    XXH3_128bits_update(st, s, len);
+}
+
+static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    XXH3_128bits_reset(st);
+    static const char tag[] = "seedpipe.dataset.v1";
+    XXH3_128bits_update(st, tag, sizeof tag - 1);
+    put_u32(st, (uint32_t)ds->kind);
+    put_u64(st, ds->n);
+    put_u32(st, (uint32_t)ds->num_classes);
+    for (int c = 0; c < ds->num_classes; c++) put_str(st, ds->class_names[c]);
+    put_u32(st, (uint32_t)ds->raw_w);
+    put_u32(st, (uint32_t)ds->raw_h);
+    for (uint64_t i = 0; i < ds->n; i++) {
+        put_str(st, ds->pool + ds->path_off[i]);
+        put_u32(st, (uint32_t)ds->labels[i]);
+        put_u64(st, ds->sizes[i]);
+        put_u64(st, ds->hashes[i].hi);
+        put_u64(st, ds->hashes[i].lo);
+    }
+    ds->fingerprint = digest_of(XXH3_128bits_digest(st));
+    XXH3_freeState(st);
+    return SP_OK;
+}
+
+/* ---- open / destroy ---------------------------------------------------------- */
+
+int sp__ds_is_idx_name(const char *name) {
+    static const char *const suffixes[] = {
+        "images-idx3-ubyte", "images.idx3-ubyte",
+        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz", NULL};
+    size_t ln = strlen(name);
+    for (int k = 0; suffixes[k]; k++) {
+        size_t ls = strlen(suffixes[k]);
+        if (ln >= ls && strcmp(name + ln - ls, suffixes[k]) == 0) return 1;
+    }
+    return 0;
+}
+
+/* ds->base: the absolute, resolved folder that sample paths are relative to:
+ * the root itself for an ImageFolder, the folder holding the file (list or
+ * IDX) otherwise. Absolute so that a later chdir() of the process (a
+ * daemon, a worker) cannot change what a sample path means. */
+static int set_base(sp_dataset *ds, int is_dir, sp_error *err) {
+    char *dir;
+    if (is_dir) {
+        dir = sp__ds_strdup(ds->root);
+    } else {
+        const char *slash = strrchr(ds->root, '/');
+        dir = slash ? strndup(ds->root, (size_t)(slash - ds->root) + (slash == ds->root))
+                    : sp__ds_strdup(".");
+    }
+    if (!dir) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    ds->base = realpath(dir, NULL);
+    int rc = ds->base ? SP_OK : sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
+    free(dir);
+    return rc;
+}
+
+int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
+                    sp_dataset **out, sp_error *err) {
+    if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: out is NULL");
+    *out = NULL;
+    if (!path || !path[0]) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: empty path");
+    sp_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    ds->root = sp__ds_strdup(path);
+    if (!ds->root) { free(ds); return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); }
+    for (size_t l = strlen(ds->root); l > 1 && ds->root[l - 1] == '/'; l--) ds->root[l - 1] = '\0';
+    ds->max_samples = limits && limits->max_samples ? limits->max_samples
+                                                    : SP_DS_DEFAULT_MAX_SAMPLES;
+    ds->max_file_bytes = limits && limits->max_file_bytes ? limits->max_file_bytes
+                                                          : SP_DS_DEFAULT_MAX_FILE_BYTES;
+    /* Sample indices are 32-bit in the sampler and the Philox counters. */
+    if (ds->max_samples > UINT32_MAX) ds->max_samples = UINT32_MAX;
+
+    int rc;
+    struct stat st;
+    if (stat(ds->root, &st) != 0) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
+    } else if (!(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+        rc = sp_error_set(err, SP_EFORMAT, "%s: not a directory or a regular file", ds->root);
+    } else if ((rc = set_base(ds, S_ISDIR(st.st_mode), err)) != SP_OK) {
+        /* err is set */
+    } else if (S_ISDIR(st.st_mode)) {
+        ds->kind = SP_DATASET_IMAGEFOLDER;
+        rc = sp__ds_open_folder(ds, err);
+    } else {
+        const char *slash = strrchr(ds->root, '/');
+        const char *base = slash ? slash + 1 : ds->root;
+        if (sp__ds_is_idx_name(base)) {
+            ds->kind = SP_DATASET_IDX;
+            rc = sp__ds_open_idx(ds, err);
+        } else {
+            ds->kind = SP_DATASET_LIST;
+            rc = sp__ds_open_list(ds, err);
+        }
+    }
+    if (rc == SP_OK) rc = compute_fingerprint(ds, err);
+    if (rc != SP_OK) {
+        sp_dataset_destroy(ds);
+        return rc;
+    }
+    *out = ds;
+    return SP_OK;
+}
+
+void sp_dataset_destroy(sp_dataset *ds) {
+    if (!ds) return;
+    if (ds->class_names)
+        for (int c = 0; c < ds->num_classes; c++) free(ds->class_names[c]);
+    free(ds->class_names);
+    free(ds->class_counts);
+    free(ds->pool);
+    free(ds->path_off);
+    free(ds->labels);
+    free(ds->sizes);
+    free(ds->hashes);
+    free(ds->pixels);
+    free(ds->idx_file);
+    free(ds->base);
+    free(ds->root);
+    free(ds);
+}
+
+/* ---- accessors ------------------------------------------------------------------ */
+
+sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds) { return ds->kind; }
+
+const char *sp_dataset_kind_name(sp_dataset_kind k) {
+    switch (k) {
+    case SP_DATASET_IMAGEFOLDER: return "imagefolder";
+    case SP_DATASET_IDX: return "idx";
+    case SP_DATASET_LIST: return "list";
+    }
+    return "unknown";
+}
+
+const char *sp_dataset_root(const sp_dataset *ds) { return ds->root; }
+uint64_t sp_dataset_size(const sp_dataset *ds) { return ds->n; }
+int sp_dataset_num_classes(const sp_dataset *ds) { return ds->num_classes; }
+
+const char *sp_dataset_class_name(const sp_dataset *ds, int cls) {
+    if (cls < 0 || cls >= ds->num_classes) return NULL;
+    return ds->class_names[cls];
+}
+
+uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls) {
+    if (cls < 0 || cls >= ds->num_classes) return 0;
+    return ds->class_counts[cls];
+}
+
+int sp_dataset_label(const sp_dataset *ds, uint64_t i) {
+    if (i >= ds->n) return -1;
+    return ds->labels[i];
+}
+
+const char *sp_dataset_path(const sp_dataset *ds, uint64_t i) {
+    if (i >= ds->n) return NULL;
+    return ds->pool + ds->path_off[i];
+}
+
+sp_digest sp_dataset_fingerprint(const sp_dataset *ds) { return ds->fingerprint; }
+
+sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
+    sp_digest z = {0, 0};
+    if (i >= ds->n) return z;
+    return ds->hashes[i];
+}
+
+int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
+    if (ds->kind != SP_DATASET_IDX) return SP_EINVAL;
+    if (w) *w = ds->raw_w;
+    if (h) *h = ds->raw_h;
+    return SP_OK;
+}
+
+/* ---- reading a sample -------------------------------------------------------------- */
+
+static int changed(sp_error *err, const char *path, const char *why) {
+    return sp_error_set(err, SP_EMISMATCH,
+                        "%s: file changed since the dataset was indexed (%s)", path, why);
+}
+
+static int read_encoded(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
+                        sp_error *err) {
+    const char *full = out->full_path;
+    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
+    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+    int rc = SP_OK;
+    struct stat st;
+    uint64_t want = ds->sizes[i];
+    if (fstat(fd, &st) != 0) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != want) {
+        char why[96];
+        snprintf(why, sizeof why, "size %llu bytes, was %llu",
+                 (unsigned long long)st.st_size, (unsigned long long)want);
+        rc = changed(err, full, why);
+        goto done;
+    }
+    out->owned = malloc(want ? (size_t)want : 1);
+    if (!out->owned) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu bytes", full,
+                          (unsigned long long)want);
+        goto done;
+    }
+    uint64_t got = 0;
+    while (got < want) {
+        ssize_t r = read(fd, out->owned + got, (size_t)(want - got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+            goto done;
+        }
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    uint8_t extra;
+    ssize_t more;
+    do more = read(fd, &extra, 1); while (more < 0 && errno == EINTR);
+    if (got != want || more > 0) {
+        rc = changed(err, full, got != want ? "shorter than indexed" : "longer than indexed");
+        goto done;
+    }
+    sp_digest d = digest_of(XXH3_128bits(out->owned, (size_t)want));
+    if (d.hi != ds->hashes[i].hi || d.lo != ds->hashes[i].lo) {
+        rc = changed(err, full, "content hash differs");
+        goto done;
+    }
+    out->src.bytes = out->owned;
+    out->src.len = (size_t)want;
+done:
+    close(fd);
+    return rc;
+}
+
+int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
+                    sp_error *err) {
+    if (!ds || !out) return sp_error_set(err, SP_EINVAL, "sp_dataset_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (i >= ds->n)
+        return sp_error_set(err, SP_ERANGE, "%s: sample %llu out of range (dataset has %llu)",
+                            ds->root, (unsigned long long)i, (unsigned long long)ds->n);
+    int rc;
+    if (ds->kind == SP_DATASET_IDX) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "#%llu", (unsigned long long)i);
+        size_t lf = strlen(ds->idx_file), lb = strlen(buf);
+        out->full_path = malloc(lf + lb + 1);
+        if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+        memcpy(out->full_path, ds->idx_file, lf);
+        memcpy(out->full_path + lf, buf, lb + 1);
+        size_t plane = (size_t)ds->raw_w * (size_t)ds->raw_h;
+        out->raw_view.width = ds->raw_w;
+        out->raw_view.height = ds->raw_h;
+        out->raw_view.channels = 1;
+        out->raw_view.stride = (size_t)ds->raw_w;
+        out->raw_view.data = ds->pixels + (size_t)i * plane;  /* a view: never written */
+        out->src.path = out->full_path;
+        out->src.raw = &out->raw_view;
+        return SP_OK;
+    }
+    out->full_path = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+    if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    out->src.path = out->full_path;
+    rc = read_encoded(ds, i, out, err);
+    if (rc != SP_OK) sp_sample_data_free(out);
+    return rc;
+}
+
+void sp_sample_data_free(sp_sample_data *s) {
+    if (!s) return;
+    free(s->full_path);
+    free(s->owned);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,105 @@
+/* dataset_internal.h - the private layout of sp_dataset and the helpers that
+ * the dataset sources share.
+ *
+ * dataset.c holds what every kind has in common (kind detection, the
+ * accessors, content hashing, the fingerprint, sp_dataset_read); each kind
+ * has its own file that only fills a sp_dataset: dataset_folder.c
+ * (ImageFolder directory walk), dataset_idx.c (MNIST-style IDX files) and
+ * dataset_list.c (`path<TAB>label` list files). The encoded-file kinds
+ * collect (relative path, label) pairs into an sp__ds_entries and hand them
+ * to sp__ds_finish_files(), which sorts, checks for duplicates, hashes every
+ * file and packs the index; IDX fills the arrays itself.
+ *
+ * Not installed, not part of the API: names are sp__ds_*.
+ */
+#ifndef SEEDPIPE_DATASET_INTERNAL_H
+#define SEEDPIPE_DATASET_INTERNAL_H
+
+#include "seedpipe/dataset.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Label values of list files are bounded so that a hostile list cannot make
+ * us allocate a huge class table: labels are 0 .. SP_DS_MAX_CLASSES-1. */
+#define SP_DS_MAX_CLASSES 65536
+/* IDX label files name the ten classes "0".."9" (MNIST, Fashion-MNIST). */
+#define SP_DS_IDX_CLASSES 10
+/* Defaults for sp_dataset_limits fields left at 0. */
+#define SP_DS_DEFAULT_MAX_SAMPLES (UINT64_C(1) << 31)
+#define SP_DS_DEFAULT_MAX_FILE_BYTES (UINT64_C(256) << 20)
+/* A list file itself may not be larger than this. */
+#define SP_DS_MAX_LIST_BYTES (UINT64_C(1) << 30)
+
+struct sp_dataset {
+    sp_dataset_kind kind;
+    char *root;            /* the path given to sp_dataset_open (trailing '/' removed) */
+    char *base;            /* folder that relative sample paths are joined to */
+    uint64_t max_samples;
+    uint64_t max_file_bytes;
+
+    uint64_t n;            /* number of samples */
+    int num_classes;
+    char **class_names;    /* num_classes strings */
+    uint64_t *class_counts;
+
+    char *pool;            /* all sample paths, NUL-separated */
+    size_t *path_off;      /* n offsets into pool */
+    int32_t *labels;       /* n labels in [0, num_classes) */
+    uint64_t *sizes;       /* n content sizes in bytes */
+    sp_digest *hashes;     /* n XXH3-128 of the content bytes */
+
+    /* IDX only: n images of raw_h x raw_w gray pixels, one after another. */
+    int raw_w, raw_h;
+    uint8_t *pixels;
+    char *idx_file;        /* the images file as opened, for messages */
+
+    sp_digest fingerprint;
+};
+
+/* One collected sample of an encoded-file dataset before packing. */
+typedef struct sp__ds_entry {
+    char *rel;       /* relative (or, for lists, possibly absolute) path; owned */
+    int32_t label;
+    int line;        /* list files: 1-based line number; 0 otherwise */
+} sp__ds_entry;
+
+typedef struct sp__ds_entries {
+    sp__ds_entry *v;
+    size_t n, cap;
+} sp__ds_entries;
+
+/* Append (takes ownership of rel, frees it on failure). @return 0 / SP_ENOMEM. */
+int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line);
+void sp__ds_entries_free(sp__ds_entries *e);
+
+/* malloc'd copy / "a/b" join (b returned as a copy when absolute). NULL on OOM. */
+char *sp__ds_strdup(const char *s);
+char *sp__ds_join(const char *a, const char *b);
+
+/* Sort the entries byte-wise by path, refuse duplicates (naming both list
+ * lines), hash every file under ds->base, fill ds->pool/path_off/labels/
+ * sizes/hashes/class_counts. ds->num_classes and class_names must be set;
+ * every label must be below num_classes. Frees the entries' strings (the
+ * entries array itself is left to the caller). */
+int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
+                        sp_error *err);
+
+/* Class names "0".."k-1" (for IDX and list files). */
+int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
+
+/* XXH3-128 (seed 0) of an open file descriptor's bytes, read to EOF in
+ * chunks; refuses more than max_bytes with SP_ELIMIT. `path` names the file
+ * in messages. */
+int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
+                   uint64_t *size, sp_digest *digest, sp_error *err);
+
+/* The per-kind openers. `path` is the root as given. */
+int sp__ds_open_folder(sp_dataset *ds, sp_error *err);
+int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
+int sp__ds_open_list(sp_dataset *ds, sp_error *err);
+
+/* 1 if `name` (a basename) is an IDX images file name. */
+int sp__ds_is_idx_name(const char *name);
+
+#endif
