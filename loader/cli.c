@@ -12,14 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Options by how many words follow them; everything else takes one. */
-static const struct { const char *key; int arity; } arities[] = {
-    {"drop-last", 0}, {"batch", 0}, {"help", 0}, {"key", 2}, {"counter", 4},
+/* Options by how many words follow them (cmd NULL: any command);
+ * everything else takes one. */
+static const struct { const char *cmd, *key; int arity; } arities[] = {
+    {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0},
+    {"rng", "key", 2},      {"rng", "counter", 4},
 };
 
-int cli_arity(const char *key) {
+int cli_arity(const char *cmd, const char *key) {
     for (size_t i = 0; i < sizeof arities / sizeof arities[0]; i++)
-        if (strcmp(arities[i].key, key) == 0) return arities[i].arity;
+        if ((!arities[i].cmd || strcmp(arities[i].cmd, cmd) == 0) &&
+            strcmp(arities[i].key, key) == 0)
+            return arities[i].arity;
     return 1;
 }
 
@@ -146,7 +150,7 @@ int main(int argc, char **argv) {
             if (a.nopt == (int)(sizeof a.opt / sizeof a.opt[0]))
                 cli_usage_error(&a, "too many options");
             const char *key = s + 2;
-            int n = cli_arity(key);
+            int n = cli_arity(a.cmd, key);
             a.opt[a.nopt].key = key;
             if (n == 0) {
                 a.opt[a.nopt].val = "1";

@@ -27,7 +27,7 @@ typedef struct cli_args {
 } cli_args;
 
 /* How many words follow --key: 0 for flags, 2 for --key, 4 for --counter. */
-int cli_arity(const char *key);
+int cli_arity(const char *cmd, const char *key);
 /* The words of a multi-word option, or NULL if absent. */
 const char *const *cli_words(cli_args *a, const char *key);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -40,7 +41,15 @@ int cmd_digest(cli_args *a) {
     if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
     char tmp[4096];
     FILE *f = stdout;
-    if (strcmp(out, "-") != 0) {
+    struct stat sbuf;
+    int special = stat(out, &sbuf) == 0 && !S_ISREG(sbuf.st_mode);   /* /dev/null */
+    if (special) {
+        f = fopen(out, "w");
+        if (!f) {
+            sp_error_set(&err, SP_EIO, "%s: cannot open", out);
+            cli_fail(a, &err);
+        }
+    } else if (strcmp(out, "-") != 0) {
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
         f = fopen(tmp, "w");
         if (!f) {
@@ -82,14 +91,17 @@ int cmd_digest(cli_args *a) {
             }
         }
     if (tty && done) fputc('\n', stderr);
-    if (rc == 0 && f != stdout) {
+    if (rc == 0 && special) {
+        fclose(f);
+        f = NULL;
+    } else if (rc == 0 && f != stdout) {
         if (fclose(f) != 0) rc = sp_error_set(&err, SP_EIO, "%s: write failed", tmp);
         else if (rename(tmp, out) != 0) rc = sp_error_set(&err, SP_EIO, "%s: rename failed", out);
         f = NULL;
     }
     if (rc != 0) {
         if (f && f != stdout) fclose(f);
-        if (strcmp(out, "-") != 0) remove(tmp);
+        if (strcmp(out, "-") != 0 && !special) remove(tmp);
         cli_fail(a, &err);
     }
     XXH128_hash_t h = XXH3_128bits_digest(st);

@@ -1,0 +1,163 @@
+/* decode_pipeline.c - benchmark: seedpipe's JPEG pipeline vs raw TurboJPEG decode.
+ *
+ *   bench_decode_pipeline DIR [--seconds S] [--pipeline SPEC]
+ *
+ * Loads every .jpg/.jpeg under DIR into memory, then alternates rounds of
+ *  (a) raw: tjDecompress2 full decode to RGB with TJFLAG_ACCURATEDCT (the
+ *      peer: what a loader pays just to decode), and
+ *  (b) seedpipe: sp_pipeline_run() of the pipeline (default: decode +
+ *      random_resized_crop 224 + hflip + normalize to float32 NCHW) into a
+ *      batch-64 buffer,
+ * on one thread, and prints images/s of each and the ratio (b)/(a) measured
+ * in the same run. Rounds alternate so machine noise hits both alike.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <turbojpeg.h>
+
+#include "seedpipe/decode.h"
+#include "seedpipe/pipeline.h"
+
+typedef struct { char *path; uint8_t *data; size_t len; } file_t;
+
+static file_t *files;
+static size_t nfiles, capfiles;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int is_jpeg_name(const char *n) {
+    const char *dot = strrchr(n, '.');
+    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
+static void walk(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_type == DT_DIR) {
+            walk(p);
+        } else if (is_jpeg_name(e->d_name)) {
+            sp_error err;
+            file_t f = {strdup(p), NULL, 0};
+            if (sp_read_file(p, 0, &f.data, &f.len, &err) != 0) {
+                fprintf(stderr, "skip %s\n", err.msg);
+                free(f.path);
+                continue;
+            }
+            if (nfiles == capfiles) {
+                capfiles = capfiles ? 2 * capfiles : 256;
+                files = realloc(files, capfiles * sizeof *files);
+            }
+            files[nfiles++] = f;
+        }
+    }
+    closedir(d);
+}
+
+static int cmp_file(const void *a, const void *b) {
+    return strcmp(((const file_t *)a)->path, ((const file_t *)b)->path);
+}
+
+static double round_raw(tjhandle tj, uint8_t *buf, size_t cap) {
+    double t0 = now_s();
+    for (size_t i = 0; i < nfiles; i++) {
+        int w, h, ss, cs;
+        if (tjDecompressHeader3(tj, files[i].data, files[i].len, &w, &h, &ss, &cs) != 0) continue;
+        if ((size_t)w * h * 3 > cap) continue;
+        tjDecompress2(tj, files[i].data, files[i].len, buf, w, 0, h, TJPF_RGB,
+                      TJFLAG_ACCURATEDCT);
+    }
+    return now_s() - t0;
+}
+
+static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_bytes,
+                         uint32_t epoch, size_t *failed) {
+    sp_key k = sp_stream_key(1, SP_STREAM_AUGMENT);
+    sp_run_opts o = {SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, 0, NULL};
+    double t0 = now_s();
+    for (size_t i = 0; i < nfiles; i++) {
+        sp_sample_ctx ctx = {k, epoch, (uint32_t)i};
+        sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
+        sp_error err;
+        if (sp_pipeline_run(p, &ctx, &src, &o, batch + (i % 64) * sample_bytes, &err) != 0)
+            (*failed)++;
+    }
+    return now_s() - t0;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = NULL;
+    const char *spec = "random_resized_crop size=224 | hflip p=0.5 | "
+                       "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225";
+    double seconds = 4;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pipeline") && i + 1 < argc) spec = argv[++i];
+        else dir = argv[i];
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: bench_decode_pipeline DIR [--seconds S] [--pipeline SPEC]\n");
+        return 2;
+    }
+    walk(dir);
+    if (nfiles == 0) {
+        fprintf(stderr, "no JPEG files under %s\n", dir);
+        return 1;
+    }
+    qsort(files, nfiles, sizeof *files, cmp_file);
+    sp_pipeline *p;
+    sp_error err;
+    if (sp_pipeline_parse(spec, &p, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int oh, ow, oc;
+    if (sp_pipeline_output_dims(p, 0, 0, &oh, &ow, &oc, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    size_t sample_bytes = (size_t)oh * ow * oc * 4;
+    uint8_t *batch = malloc(64 * sample_bytes);
+    size_t cap = 64u << 20;
+    uint8_t *raw = malloc(cap);
+    tjhandle tj = tjInitDecompress();
+    double traw = 0, tpipe = 0;
+    size_t rounds = 0, failed = 0;
+    double t0 = now_s();
+    while (now_s() - t0 < seconds || rounds < 2) {
+        traw += round_raw(tj, raw, cap);
+        tpipe += round_pipe(p, batch, sample_bytes, (uint32_t)rounds, &failed);
+        rounds++;
+    }
+    double n = (double)nfiles * (double)rounds;
+    double raw_rate = n / traw, pipe_rate = n / tpipe;
+    printf("files: %zu JPEGs from %s, rounds: %zu, one thread\n", nfiles, dir, rounds);
+    printf("pipeline: %s (float32 NCHW, batch 64)\n", sp_pipeline_canonical(p));
+    printf("raw_tjdecompress2_full images/s: %.0f\n", raw_rate);
+    printf("seedpipe_pipeline      images/s: %.0f\n", pipe_rate);
+    printf("ratio pipeline/raw: %.2f%s\n", pipe_rate / raw_rate,
+           failed ? "  (some samples FAILED)" : "");
+    tjDestroy(tj);
+    free(raw);
+    free(batch);
+    sp_pipeline_destroy(p);
+    for (size_t i = 0; i < nfiles; i++) {
+        free(files[i].path);
+        free(files[i].data);
+    }
+    free(files);
+    return failed ? 1 : 0;
+}
