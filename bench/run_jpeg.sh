@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 if [ ! -d /usr/share/backgrounds/mate ]; then
   apt-get update -qq && apt-get install -y -qq mate-backgrounds >/dev/null
 fi
-[ -x build/bench_decode_pipeline ] || bash scripts/setup.sh
+[ -x build/bench/bench_decode_pipeline ] || bash scripts/setup.sh
 photos=${PHOTOS:-out/photos}
-[ -d "$photos" ] || build/bench_make_photos "$photos" --count 2000
-build/bench_decode_pipeline "$photos" --seconds "${SECONDS_PER_RUN:-6}"
+[ -d "$photos" ] || build/bench/bench_make_photos "$photos" --count 2000
+build/bench/bench_decode_pipeline "$photos" --seconds "${SECONDS_PER_RUN:-6}"
 echo "-- full loader path (read + hash check + pipeline + digest), seedpipe digest, 1 thread:"
 build/seedpipe digest "$photos" --pipeline imagenet-train --dtype float32 --seed 1 \
    --epochs 1 --batch-size 64 --threads 1 --out /dev/null
