@@ -6,28 +6,50 @@
  *   | color_jitter brightness=0.4 contrast=0.4 saturation=0.4
  *   | normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225
  *
- * or a preset name (imagenet-train, imagenet-eval, shapes-train, ...), or
- * "@path" to read the spec from a file. An optional first op
- * `decode mode=rgb|gray` picks the decoded channel count (default rgb).
+ * or a preset name (imagenet-train, imagenet-eval, shapes-train,
+ * shapes-eval, mnist), or "@path" to read the spec from a file ('#' starts
+ * a comment). An optional first op `decode mode=rgb|gray dct=auto|off`
+ * picks the decoded channel count (default rgb) and whether JPEG DCT-domain
+ * downscaling may be used (default auto). Ops: decode, random_resized_crop,
+ * resize (size=H,W exact, or size=S: shorter side S, torchvision
+ * Resize(int)), center_crop, hflip, vflip, color_jitter (no hue),
+ * grayscale (random, keeps the channel count), normalize (last op only).
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
- * but compute pixels in integer / fixed-point arithmetic, and take all
- * randomness from the per-sample Philox stream: draw block j of op k (k =
- * the op's position, counting from 0, `decode` included when written) is
- * sp_sample_draw(K_augment, j, k, sample, epoch). See docs/pipeline.md.
+ * but compute pixels in integer / fixed-point arithmetic (ops.h), and take
+ * all randomness from the per-sample Philox stream: draw block j of op k
+ * (k = the op's position in the spec, counting from 0, `decode` included
+ * when written) is sp_sample_draw(K_augment, j, k, sample, epoch).
+ * docs/pipeline.md gives every formula and which draw word does what.
  *
- * The canonical form (every parameter explicit, numbers in a fixed format)
- * is part of the loader fingerprint: two specs with the same canonical form
- * produce the same bytes.
+ * The canonical form (every parameter explicit, numbers as "%.9g", ops
+ * joined by " | "; a decode op appears iff it was written, since it shifts
+ * the op numbering) is part of the loader fingerprint. Parsed numbers are
+ * normalised through that format, so two specs with the same canonical
+ * form produce the same bytes, and parse(canonical(p)) has p's canonical
+ * form.
+ *
+ * Encoded input: when the first op after decode is random_resized_crop,
+ * resize or center_crop, it is fused with decoding: the header gives
+ * W x H, the op's parameters are drawn from W x H, and only the region it
+ * reads is decoded, for JPEG at scale 1/d with d the largest of 8, 4, 2
+ * such that the crop (or image, for resize) is still at least d times the
+ * output size in both axes (else 1; PNG always 1). With d = 1 the bytes
+ * equal full decode followed by the op; with d > 1 they are a different,
+ * equally deterministic function of (file, parameters). `dct=off` forces
+ * d = 1.
  *
  * Output of one sample: H x W x C elements, uint8 or float32, CHW or HWC.
  * float32 without normalize is v / 255; `normalize` maps each uint8 value
  * through a per-channel 256-entry float table ((v / 255) - mean) / std
- * computed in IEEE single precision, so it is exact everywhere.
- * `normalize` requires float32 output (sp_pipeline_run refuses uint8).
+ * computed in IEEE single precision (as torchvision's ToTensor +
+ * Normalize), so it is exact everywhere.
+ * `normalize` requires float32 output (sp_pipeline_run refuses uint8
+ * unless skip_normalize).
  *
  * Thread safety: a parsed sp_pipeline is immutable; sp_pipeline_run may be
  * called concurrently from any number of threads and forked processes.
+ * Parsing is reentrant too.
  */
 #ifndef SEEDPIPE_PIPELINE_H
 #define SEEDPIPE_PIPELINE_H
@@ -66,9 +88,11 @@ const char *sp_pipeline_canonical(const sp_pipeline *p);
 /*! sp_pipeline_presets() : NULL-terminated list of preset names. */
 const char *const *sp_pipeline_presets(void);
 
-/*! sp_pipeline_output_dims() : the fixed output size of one sample.
- *  If the pipeline sets no size (no random_resized_crop/resize+center_crop),
- *  the size of the input is kept: then in_w/in_h (all samples must share
+/*! sp_pipeline_output_dims() : the output size of one sample.
+ *  The last of random_resized_crop / center_crop / resize size=H,W fixes
+ *  the size; resize size=S (shorter side) after that, or with none before
+ *  it, depends on the input size; with no such op the input size is kept.
+ *  Where the size depends on the input, in_w/in_h (all samples must share
  *  them, e.g. IDX datasets) are used; pass 0 if unknown.
  *  @return 0, or SP_ESPEC "pipeline has no fixed output size". */
 int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h,
@@ -97,12 +121,23 @@ typedef struct sp_run_opts {
  *  write H*W*C elements of opts->dtype in opts->layout to `out`, where
  *  (H, W, C) = sp_pipeline_output_dims(p, raw or decoded size).
  *  The bytes written are a pure function of (pipeline canonical form, ctx,
- *  src contents, dtype, layout).
- *  @return 0, or the decoder's error / SP_ESPEC / SP_EINVAL with the
- *  sample's path in the message. */
+ *  src contents, dtype, layout). A raw image with the other channel count
+ *  is converted first (RGB -> gray by the 601 luma, gray -> RGB
+ *  replicated). opts == NULL means uint8, NCHW, default limits.
+ *  @return 0, or the decoder's error / SP_EINVAL / SP_ELIMIT (a resize
+ *  beyond 65535 per side or 2^28 pixels) / SP_ENOMEM, with the sample's
+ *  path in the message. */
 int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx,
                     const sp_sample_src *src, const sp_run_opts *opts,
                     void *out, sp_error *err);
+
+/*! sp_pipeline_run_checked() : sp_pipeline_run() that first checks that the
+ *  sample's output fits in out_bytes (it may not, for a pipeline without a
+ *  fixed output size fed images of different sizes).
+ *  @return as sp_pipeline_run(), or SP_ERANGE (nothing written). */
+int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                            const sp_sample_src *src, const sp_run_opts *opts,
+                            void *out, size_t out_bytes, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,62 @@
+/* pipeline_internal.h - the parsed form of a pipeline spec, shared by
+ * pipeline_spec.c (parse, canonical form, presets, output size) and
+ * pipeline_run.c (running one sample). Not a public header.
+ *
+ * All doubles stored here have been normalised through the canonical
+ * number format ("%.9g" then strtod), so the behaviour of a parsed pipeline
+ * is a function of its canonical string alone.
+ */
+#ifndef SEEDPIPE_AUGMENT_PIPELINE_INTERNAL_H
+#define SEEDPIPE_AUGMENT_PIPELINE_INTERNAL_H
+
+#include "seedpipe/ops.h"
+#include "seedpipe/pipeline.h"
+
+typedef enum {
+    SP_OP_DECODE = 0,
+    SP_OP_RRC,
+    SP_OP_RESIZE,
+    SP_OP_CENTER_CROP,
+    SP_OP_HFLIP,
+    SP_OP_VFLIP,
+    SP_OP_COLOR_JITTER,
+    SP_OP_GRAYSCALE,
+    SP_OP_NORMALIZE
+} sp_op_kind;
+
+#define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
+#define SP_SPEC_MAX_OPS 64
+
+typedef struct sp_op {
+    sp_op_kind kind;
+    int h, w;                  /* size; resize with w == 0: shorter side = h */
+    double scale[2];           /* random_resized_crop */
+    double ratio[2];           /* random_resized_crop */
+    double p;                  /* hflip, vflip, grayscale */
+    double jitter[3][2];       /* color_jitter [brightness, contrast, saturation] */
+    int nmean;                 /* normalize: channel count of mean/std */
+    double mean[3], std[3];
+    int channels, dct;         /* decode */
+} sp_op;
+
+struct sp_pipeline {
+    int nops;
+    sp_op ops[SP_SPEC_MAX_OPS];
+    int channels;              /* 1 or 3 (decode mode) */
+    int dct;                   /* JPEG DCT-domain downscaling allowed */
+    int has_decode;            /* a decode op was written (it is op 0) */
+    int has_normalize;         /* the last op is normalize */
+    float unit_table[256];     /* v / 255 */
+    float norm_table[3][256];  /* ((v / 255) - mean) / std, in float */
+    char *canonical;
+};
+
+/* Is this op geometric (changes the size / reads a region)? */
+static inline int sp__op_is_geometric(sp_op_kind k) {
+    return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP;
+}
+
+/* Output size of a resize op for a W x H input (torchvision Resize). */
+void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh);
+
+#endif

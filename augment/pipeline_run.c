@@ -1,0 +1,376 @@
+/* pipeline_run.c - running a parsed pipeline on one sample (pipeline.h).
+ *
+ * HOW IT WORKS: the sample's pixels live in a small state (an owned buffer
+ * and a current image that is that buffer, a view into it, or a view into
+ * the caller's raw image). Ops run in spec order; every random decision is
+ * sp_sample_draw(k_augment, block, op_index, sample, epoch), nothing else.
+ *
+ * Geometric ops (random_resized_crop, resize, center_crop) read their
+ * input through a "source", which is either the current image or, for the
+ * first op of a pipeline on encoded input, the encoded file itself. With
+ * the file as source the op is fused with decoding (as DALI does): the
+ * header is probed for W x H, the op's parameters are sampled from W x H
+ * exactly as they would be from the decoded image, and only the region the
+ * op reads is decoded, at a JPEG DCT scale 1/d chosen from those
+ * parameters (a pure function of them, hence deterministic). The decoded
+ * region is then resampled with the crop box mapped into the scaled
+ * coordinates: a full-resolution edge u becomes u / d. With d = 1 the bytes
+ * equal those of full decode followed by the op; docs/pipeline.md states
+ * the rules.
+ */
+#include "augment/pipeline_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct state {
+    sp_image hold;   /* owned pixels, or zeroed */
+    sp_image cur;    /* the image the next op sees */
+    int writable;    /* cur points into hold */
+} state;
+
+static void st_take(state *s, sp_image *owned) {
+    sp_image_free(&s->hold);
+    s->hold = *owned;
+    s->cur = *owned;
+    s->writable = 1;
+    memset(owned, 0, sizeof *owned);
+}
+
+static int st_make_writable(state *s) {
+    if (s->writable) return SP_OK;
+    sp_image copy;
+    int rc = sp_image_copy(&s->cur, &copy);
+    if (rc) return rc;
+    st_take(s, &copy);
+    return SP_OK;
+}
+
+/* Where a geometric op reads pixels: the encoded file or an image. */
+typedef struct source {
+    int W, H;
+    const sp_sample_src *src;     /* encoded input, or NULL */
+    const sp_decode_limits *lim;
+    sp_format format;
+    int channels, dct;
+    const sp_image *img;          /* image input (when src is NULL) */
+} source;
+
+/* DCT scale for reading a cw x ch box that is resampled to ow x oh: the
+ * largest d in 8, 4, 2 with cw >= d * ow and ch >= d * oh (JPEG with
+ * dct=auto only), else 1. */
+static int pick_scale(const source *s, int cw, int ch, int ow, int oh) {
+    if (!s->src || s->format != SP_FORMAT_JPEG || !s->dct) return 1;
+    for (int d = 8; d >= 2; d /= 2)
+        if ((int64_t)cw >= (int64_t)d * ow && (int64_t)ch >= (int64_t)d * oh) return d;
+    return 1;
+}
+
+/* Read full-resolution region (x, y, w, h) at scale 1/d. *owned says
+ * whether out must be freed (decoded) or is a view into the source image. */
+static int source_region(const source *s, int x, int y, int w, int h, int d, sp_image *out,
+                         int *owned, const char *path, sp_error *err) {
+    if (!s->src) {
+        *owned = 0;
+        if (d != 1 || sp_image_crop(s->img, x, y, w, h, out))
+            return sp_error_set(err, SP_EINVAL, "%s: internal: bad region %d,%d %dx%d", path, x, y, w, h);
+        return SP_OK;
+    }
+    sp_decode_req req = {s->channels, x, y, w, h, d};
+    int rc = sp_image_decode(s->src->bytes, s->src->len, path, &req, s->lim, out, err);
+    if (rc) return rc;
+    *owned = 1;
+    int ws = (s->W + d - 1) / d, hs = (s->H + d - 1) / d;
+    int x1 = (x + w + d - 1) / d, y1 = (y + h + d - 1) / d;
+    int ew = (x1 < ws ? x1 : ws) - x / d, eh = (y1 < hs ? y1 : hs) - y / d;
+    if (out->width != ew || out->height != eh || out->channels != s->channels) {
+        sp_image_free(out);
+        return sp_error_set(err, SP_EFORMAT, "%s: decoder returned %dx%dx%d for a %dx%d region at 1/%d",
+                            path, out->width, out->height, out->channels, ew, eh, d);
+    }
+    return SP_OK;
+}
+
+static int check_out_size(int w, int h, const char *path, sp_error *err) {
+    if (w <= 0 || h <= 0 || w > 65535 || h > 65535 || (int64_t)w * h > ((int64_t)1 << 28))
+        return sp_error_set(err, SP_ELIMIT, "%s: resize to %dx%d is too large", path, w, h);
+    return SP_OK;
+}
+
+static int run_rrc(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const source *s,
+                   state *st, const char *path, sp_error *err) {
+    sp_crop_box b;
+    sp_rrc_sample(s->W, s->H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                  ctx->k_augment, k, ctx->sample, ctx->epoch, &b);
+    int d = pick_scale(s, b.w, b.h, op->w, op->h);
+    sp_image reg, out;
+    int owned, rc = source_region(s, b.x, b.y, b.w, b.h, d, &reg, &owned, path, err);
+    if (rc) return rc;
+    /* The crop box in the decoded region's coordinates (exact: d is a
+     * power of two); kernels are clamped to the region (crop, then resize). */
+    int rx = b.x / d, ry = b.y / d;
+    sp_resample_geom g = {reg.width, reg.height,
+                          (double)b.x / d - rx, (double)b.y / d - ry,
+                          (double)(b.x + b.w) / d - rx, (double)(b.y + b.h) / d - ry,
+                          op->w, op->h, 0, 0, op->w, op->h};
+    rc = sp_image_alloc(&out, op->w, op->h, reg.channels);
+    if (!rc) rc = sp_resample(&reg, 0, 0, &g, &out);
+    if (owned) sp_image_free(&reg);
+    if (rc) {
+        sp_image_free(&out);
+        return sp_error_set(err, rc, "%s: random_resized_crop: %s", path, sp_strerror(rc));
+    }
+    st_take(st, &out);
+    return SP_OK;
+}
+
+/* resize, optionally fused with the center_crop that follows it. */
+static int run_resize(const sp_pipeline *p, int k, const source *s, state *st, int *consumed,
+                      const char *path, sp_error *err) {
+    const sp_op *op = &p->ops[k];
+    int ow, oh;
+    sp__resize_dims(op, s->W, s->H, &ow, &oh);
+    int rc = check_out_size(ow, oh, path, err);
+    if (rc) return rc;
+    int wx = 0, wy = 0, ww = ow, wh = oh;
+    *consumed = 1;
+    if (k + 1 < p->nops && p->ops[k + 1].kind == SP_OP_CENTER_CROP && p->ops[k + 1].w <= ow &&
+        p->ops[k + 1].h <= oh) {
+        ww = p->ops[k + 1].w;
+        wh = p->ops[k + 1].h;
+        wx = sp_center_crop_offset(ow, ww);
+        wy = sp_center_crop_offset(oh, wh);
+        *consumed = 2;
+    }
+    int d = pick_scale(s, s->W, s->H, ow, oh);
+    sp_resample_geom g = {(s->W + d - 1) / d, (s->H + d - 1) / d, 0.0, 0.0,
+                          (double)s->W / d, (double)s->H / d, ow, oh, wx, wy, ww, wh};
+    int x0, y0, x1, y1;
+    rc = sp_resample_span(&g, &x0, &y0, &x1, &y1);
+    if (rc) return sp_error_set(err, rc, "%s: resize: %s", path, sp_strerror(rc));
+    sp_image reg, out;
+    int owned;
+    int rx1 = x1 * d < s->W ? x1 * d : s->W, ry1 = y1 * d < s->H ? y1 * d : s->H;
+    rc = source_region(s, x0 * d, y0 * d, rx1 - x0 * d, ry1 - y0 * d, d, &reg, &owned, path, err);
+    if (rc) return rc;
+    rc = sp_image_alloc(&out, ww, wh, reg.channels);
+    if (!rc) rc = sp_resample(&reg, x0, y0, &g, &out);
+    if (owned) sp_image_free(&reg);
+    if (rc) {
+        sp_image_free(&out);
+        return sp_error_set(err, rc, "%s: resize: %s", path, sp_strerror(rc));
+    }
+    st_take(st, &out);
+    return SP_OK;
+}
+
+static int run_center_crop(const sp_op *op, const source *s, state *st, const char *path,
+                           sp_error *err) {
+    int ox = sp_center_crop_offset(s->W, op->w), oy = sp_center_crop_offset(s->H, op->h);
+    int sx = ox > 0 ? ox : 0, sy = oy > 0 ? oy : 0;
+    int nx = op->w < s->W ? op->w : s->W, ny = op->h < s->H ? op->h : s->H;
+    sp_image reg;
+    int owned, rc = source_region(s, sx, sy, nx, ny, 1, &reg, &owned, path, err);
+    if (rc) return rc;
+    if (ox >= 0 && oy >= 0) {           /* no padding: the region is the result */
+        if (owned) st_take(st, &reg);
+        else st->cur = reg;            /* a view into the current pixels */
+        return SP_OK;
+    }
+    sp_image out;                       /* zero padding, as torchvision */
+    rc = sp_image_alloc(&out, op->w, op->h, reg.channels);
+    if (rc) {
+        if (owned) sp_image_free(&reg);
+        return sp_error_set(err, rc, "%s: center_crop: %s", path, sp_strerror(rc));
+    }
+    memset(out.data, 0, out.stride * (size_t)out.height);
+    int dx = ox < 0 ? -ox : 0, dy = oy < 0 ? -oy : 0;
+    for (int y = 0; y < ny; y++)
+        memcpy(out.data + (size_t)(y + dy) * out.stride + (size_t)dx * (size_t)reg.channels,
+               reg.data + (size_t)y * reg.stride, (size_t)nx * (size_t)reg.channels);
+    if (owned) sp_image_free(&reg);
+    st_take(st, &out);
+    return SP_OK;
+}
+
+static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, const source *s,
+                         state *st, int *consumed, const char *path, sp_error *err) {
+    const sp_op *op = &p->ops[k];
+    *consumed = 1;
+    if (op->kind == SP_OP_RRC) return run_rrc(op, (uint32_t)k, ctx, s, st, path, err);
+    if (op->kind == SP_OP_RESIZE) return run_resize(p, k, s, st, consumed, path, err);
+    return run_center_crop(op, s, st, path, err);
+}
+
+/* color_jitter: block 0; c[0] picks one of the 6 orders of (brightness,
+ * contrast, saturation) in lexicographic order, c[1..3] the factors. */
+static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
+    static const uint8_t ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                         {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
+    int32_t fq[3];
+    int any = 0;
+    for (int t = 0; t < 3; t++) {
+        double lo = op->jitter[t][0], hi = op->jitter[t][1];
+        fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
+        any |= fq[t] != SP_FACTOR_ONE;
+    }
+    if (!any) return SP_OK;
+    int rc = st_make_writable(st);
+    if (rc) return rc;
+    const uint8_t *order = ORDERS[sp_uniform_int(d.c[0], 6)];
+    for (int t = 0; t < 3; t++) {
+        int fn = order[t];
+        if (fq[fn] == SP_FACTOR_ONE) continue;
+        if (fn == 0) sp_adjust_brightness(&st->cur, fq[fn]);
+        else if (fn == 1) sp_adjust_contrast(&st->cur, fq[fn]);
+        else sp_adjust_saturation(&st->cur, fq[fn]);
+    }
+    return SP_OK;
+}
+
+static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
+    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
+    return sp_u01d(d.c[0]) < op->p;
+}
+
+static void write_output(const sp_pipeline *p, const sp_image *im, const sp_run_opts *o,
+                         void *out) {
+    int H = im->height, W = im->width, C = im->channels;
+    size_t plane = (size_t)H * (size_t)W;
+    if (o->dtype == SP_DTYPE_UINT8) {
+        uint8_t *dst = out;
+        for (int y = 0; y < H; y++) {
+            const uint8_t *row = im->data + (size_t)y * im->stride;
+            if (o->layout == SP_LAYOUT_NHWC || C == 1) {
+                memcpy(dst + (size_t)y * (size_t)W * (size_t)C, row, (size_t)W * (size_t)C);
+            } else {
+                uint8_t *d0 = dst + (size_t)y * (size_t)W;
+                for (int x = 0; x < W; x++)
+                    for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = row[x * C + c];
+            }
+        }
+        return;
+    }
+    const float *tab[3];
+    int norm = p->has_normalize && !o->skip_normalize;
+    for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
+    float *dst = out;
+    for (int y = 0; y < H; y++) {
+        const uint8_t *row = im->data + (size_t)y * im->stride;
+        if (o->layout == SP_LAYOUT_NHWC || C == 1) {
+            float *d = dst + (size_t)y * (size_t)W * (size_t)C;
+            for (int x = 0; x < W; x++)
+                for (int c = 0; c < C; c++) d[x * C + c] = tab[c][row[x * C + c]];
+        } else {
+            float *d0 = dst + (size_t)y * (size_t)W;
+            for (int c = 0; c < C; c++) {
+                const float *t = tab[c];
+                float *d = d0 + (size_t)c * plane;
+                for (int x = 0; x < W; x++) d[x] = t[row[x * C + c]];
+            }
+        }
+    }
+}
+
+int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                            const sp_sample_src *src, const sp_run_opts *opts, void *out,
+                            size_t out_bytes, sp_error *err) {
+    static const sp_run_opts default_opts = {SP_DTYPE_UINT8, SP_LAYOUT_NCHW, 0, NULL};
+    if (!p || !ctx || !src || !out) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL argument");
+    const sp_run_opts *o = opts ? opts : &default_opts;
+    const char *path = src->path ? src->path : "(sample)";
+    if (o->dtype == SP_DTYPE_UINT8 && p->has_normalize && !o->skip_normalize)
+        return sp_error_set(err, SP_EINVAL,
+                            "%s: the pipeline normalizes, so it needs float32 output "
+                            "(or skip_normalize for a uint8 preview)", path);
+    sp_decode_limits lim;
+    if (o->limits) lim = *o->limits;
+    else sp_decode_limits_default(&lim);
+
+    state st;
+    memset(&st, 0, sizeof st);
+    int rc = SP_OK, k = p->has_decode ? 1 : 0;
+    if (src->bytes) {
+        source s = {0, 0, src, &lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL};
+        sp_image_info info;
+        rc = sp_image_probe(src->bytes, src->len, path, &lim, &info, err);
+        if (rc) return rc;
+        s.W = info.width;
+        s.H = info.height;
+        s.format = info.format;
+        if (k < p->nops && sp__op_is_geometric(p->ops[k].kind)) {
+            int consumed;
+            rc = run_geometric(p, k, ctx, &s, &st, &consumed, path, err);
+            k += consumed;
+        } else {
+            sp_image full;
+            int owned;
+            rc = source_region(&s, 0, 0, s.W, s.H, 1, &full, &owned, path, err);
+            if (!rc) st_take(&st, &full);
+        }
+    } else if (src->raw) {
+        const sp_image *r = src->raw;
+        if (!r->data || r->width <= 0 || r->height <= 0 || (r->channels != 1 && r->channels != 3) ||
+            r->stride < (size_t)r->width * (size_t)r->channels)
+            return sp_error_set(err, SP_EINVAL, "%s: invalid raw image", path);
+        if (r->channels == p->channels) {
+            st.cur = *r;
+        } else {
+            sp_image conv;
+            rc = sp_image_alloc(&conv, r->width, r->height, p->channels);
+            if (!rc) rc = sp_image_to_gray(r, &conv);   /* 3 -> 1 luma, 1 -> 3 replicate */
+            if (rc) sp_image_free(&conv);
+            else st_take(&st, &conv);
+        }
+    } else {
+        return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
+    }
+
+    while (!rc && k < p->nops) {
+        const sp_op *op = &p->ops[k];
+        if (sp__op_is_geometric(op->kind)) {
+            source s = {st.cur.width, st.cur.height, NULL, NULL, SP_FORMAT_UNKNOWN, p->channels, 0,
+                        &st.cur};
+            sp_image keep = st.cur;   /* s.img must stay valid during the op */
+            s.img = &keep;
+            int consumed;
+            rc = run_geometric(p, k, ctx, &s, &st, &consumed, path, err);
+            k += consumed;
+            continue;
+        }
+        switch (op->kind) {
+        case SP_OP_HFLIP:
+        case SP_OP_VFLIP:
+            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st))) {
+                if (op->kind == SP_OP_HFLIP) sp_image_hflip(&st.cur);
+                else sp_image_vflip(&st.cur);
+            }
+            break;
+        case SP_OP_GRAYSCALE:
+            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st)))
+                rc = sp_image_to_gray(&st.cur, &st.cur);
+            break;
+        case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, &st); break;
+        default: break;   /* decode (op 0) and normalize (applied on output) */
+        }
+        if (rc) sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
+        k++;
+    }
+    if (!rc) {
+        size_t need = (size_t)st.cur.width * (size_t)st.cur.height * (size_t)st.cur.channels *
+                      sp_dtype_size(o->dtype);
+        if (need > out_bytes)
+            rc = sp_error_set(err, SP_ERANGE, "%s: output %dx%dx%d needs %zu bytes, %zu available",
+                              path, st.cur.height, st.cur.width, st.cur.channels, need, out_bytes);
+        else
+            write_output(p, &st.cur, o, out);
+    }
+    sp_image_free(&st.hold);
+    return rc;
+}
+
+int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
+                    const sp_run_opts *opts, void *out, sp_error *err) {
+    return sp_pipeline_run_checked(p, ctx, src, opts, out, SIZE_MAX, err);
+}

@@ -1,0 +1,580 @@
+/* pipeline_spec.c - parsing a pipeline spec, its canonical form, presets,
+ * the output size, and the dtype/layout helpers of pipeline.h.
+ *
+ * A spec is ops separated by '|', each `name key=value ...` (whitespace
+ * separated; '#' starts a comment to the end of the line). Every error is
+ * SP_ESPEC with a message that quotes the offending word and the op index,
+ * e.g.  pipeline op 1 "hflip": unknown key "q" (known: p).
+ * Every number is normalised through the canonical format ("%.9g", then
+ * strtod) as soon as it is parsed, so a parsed pipeline behaves as a
+ * function of its canonical string alone and parse(canonical(p)) gives the
+ * same canonical string and the same bytes. The language is documented in
+ * docs/pipeline.md.
+ */
+#include "augment/pipeline_internal.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dtype / layout ---------------------------------------------------------- */
+
+size_t sp_dtype_size(sp_dtype t) { return t == SP_DTYPE_FLOAT32 ? 4 : 1; }
+const char *sp_dtype_name(sp_dtype t) { return t == SP_DTYPE_FLOAT32 ? "float32" : "uint8"; }
+const char *sp_layout_name(sp_layout l) { return l == SP_LAYOUT_NHWC ? "nhwc" : "nchw"; }
+
+int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err) {
+    if (s && strcmp(s, "uint8") == 0) { *out = SP_DTYPE_UINT8; return SP_OK; }
+    if (s && strcmp(s, "float32") == 0) { *out = SP_DTYPE_FLOAT32; return SP_OK; }
+    return sp_error_set(err, SP_EINVAL, "unknown dtype \"%s\" (known: uint8, float32)",
+                        s ? s : "(null)");
+}
+
+int sp_layout_parse(const char *s, sp_layout *out, sp_error *err) {
+    if (s && strcmp(s, "nchw") == 0) { *out = SP_LAYOUT_NCHW; return SP_OK; }
+    if (s && strcmp(s, "nhwc") == 0) { *out = SP_LAYOUT_NHWC; return SP_OK; }
+    return sp_error_set(err, SP_EINVAL, "unknown layout \"%s\" (known: nchw, nhwc)",
+                        s ? s : "(null)");
+}
+
+/* ---- presets ------------------------------------------------------------------- */
+
+#define IMAGENET_NORM "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225"
+static const char *const PRESET_NAMES[] = {"imagenet-train", "imagenet-eval", "shapes-train",
+                                           "shapes-eval", "mnist", NULL};
+static const char *const PRESET_SPECS[] = {
+    "random_resized_crop size=224 scale=0.08,1 ratio=0.75,1.3333333333 | hflip p=0.5 | "
+    IMAGENET_NORM,
+    "resize size=256 | center_crop size=224 | " IMAGENET_NORM,
+    "random_resized_crop size=48 scale=0.5,1 ratio=0.75,1.3333333333 | hflip p=0.5 | "
+    "color_jitter brightness=0.2 contrast=0.2 saturation=0.2",
+    "resize size=48,48",
+    "decode mode=gray | normalize mean=0.1307 std=0.3081",
+};
+
+const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
+
+/* ---- numbers ------------------------------------------------------------------- */
+
+static double canon_num(double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    return strtod(buf, NULL);
+}
+
+/* Strict decimal number: [-+]digits[.digits][e[-+]digits], finite. */
+static int parse_num(const char *s, double *out) {
+    if (!*s) return 0;
+    for (const char *c = s; *c; c++)
+        if (!strchr("0123456789.eE+-", *c)) return 0;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || end == s || errno == ERANGE || v != v || v - v != 0) return 0;
+    *out = canon_num(v);
+    return 1;
+}
+
+/* Comma-separated numbers, 1..max of them. */
+static int parse_list(const char *s, double *vals, int max, int *n) {
+    char buf[256];
+    if (strlen(s) >= sizeof buf) return 0;
+    strcpy(buf, s);
+    *n = 0;
+    char *p = buf;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (*n >= max || !parse_num(p, &vals[*n])) return 0;
+        (*n)++;
+        if (!comma) return 1;
+        p = comma + 1;
+    }
+}
+
+/* ---- the parser ---------------------------------------------------------------- */
+
+typedef struct op_desc {
+    const char *name;
+    sp_op_kind kind;
+    const char *keys[5];
+    const char *required;   /* a key that must be present, or NULL */
+} op_desc;
+
+static const op_desc OPS[] = {
+    {"decode", SP_OP_DECODE, {"mode", "dct", NULL}, NULL},
+    {"random_resized_crop", SP_OP_RRC, {"size", "scale", "ratio", NULL}, "size"},
+    {"resize", SP_OP_RESIZE, {"size", NULL}, "size"},
+    {"center_crop", SP_OP_CENTER_CROP, {"size", NULL}, "size"},
+    {"hflip", SP_OP_HFLIP, {"p", NULL}, NULL},
+    {"vflip", SP_OP_VFLIP, {"p", NULL}, NULL},
+    {"color_jitter", SP_OP_COLOR_JITTER, {"brightness", "contrast", "saturation", "hue", NULL}, NULL},
+    {"grayscale", SP_OP_GRAYSCALE, {"p", NULL}, NULL},
+    {"normalize", SP_OP_NORMALIZE, {"mean", "std", NULL}, "mean"},
+};
+#define N_OPS (int)(sizeof OPS / sizeof OPS[0])
+
+static void join_keys(const op_desc *d, char *buf, size_t size) {
+    buf[0] = '\0';
+    for (int i = 0; d->keys[i]; i++) {
+        if (i) strncat(buf, ", ", size - strlen(buf) - 1);
+        strncat(buf, d->keys[i], size - strlen(buf) - 1);
+    }
+}
+
+#define BAD(fmt, ...) \
+    sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": " fmt, idx, d->name, __VA_ARGS__)
+
+static int bad_value(sp_error *err, int idx, const op_desc *d, const char *key,
+                     const char *val, const char *expect) {
+    return BAD("bad value \"%s\" for %s (expected %s)", val, key, expect);
+}
+
+static int parse_size(sp_error *err, int idx, const op_desc *d, const char *v, int *h, int *w,
+                      int allow_single) {
+    double s[2];
+    int n;
+    const char *expect = allow_single ? "H or H,W: integers in [1, 16384]"
+                                      : "H,W integers in [1, 16384]";
+    if (!parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
+    for (int i = 0; i < n; i++)
+        if (s[i] != (double)(int)s[i] || s[i] < 1 || s[i] > SP_SPEC_MAX_SIZE)
+            return bad_value(err, idx, d, "size", v, expect);
+    *h = (int)s[0];
+    *w = n == 2 ? (int)s[1] : (allow_single ? 0 : (int)s[0]);
+    return SP_OK;
+}
+
+static int parse_pair(sp_error *err, int idx, const op_desc *d, const char *key,
+                      const char *v, double lo_min, int positive, double out[2]) {
+    double s[2];
+    int n;
+    if (!parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] ||
+        (positive && !(s[0] > 0)))
+        return bad_value(err, idx, d, key, v,
+                         positive ? "a,b with 0 < a <= b" : "a,b with 0 <= a <= b");
+    out[0] = s[0];
+    out[1] = s[1];
+    return SP_OK;
+}
+
+/* Parse the values of one op whose key=value strings are in vals[]. */
+static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
+                        const char *const *vals, sp_error *err) {
+    const char *v;
+    switch (op->kind) {
+    case SP_OP_DECODE:
+        op->channels = 3;
+        op->dct = 1;
+        if ((v = vals[0])) {
+            if (strcmp(v, "rgb") == 0) op->channels = 3;
+            else if (strcmp(v, "gray") == 0) op->channels = 1;
+            else return bad_value(err, idx, d, "mode", v, "rgb or gray");
+        }
+        if ((v = vals[1])) {
+            if (strcmp(v, "auto") == 0) op->dct = 1;
+            else if (strcmp(v, "off") == 0) op->dct = 0;
+            else return bad_value(err, idx, d, "dct", v, "auto or off");
+        }
+        return SP_OK;
+    case SP_OP_RRC: {
+        int rc = parse_size(err, idx, d, vals[0], &op->h, &op->w, 0);
+        op->scale[0] = 0.08;
+        op->scale[1] = 1.0;
+        op->ratio[0] = 0.75;
+        op->ratio[1] = canon_num(4.0 / 3.0);
+        if (!rc && vals[1]) rc = parse_pair(err, idx, d, "scale", vals[1], 0.0, 0, op->scale);
+        if (!rc && vals[2]) rc = parse_pair(err, idx, d, "ratio", vals[2], 0.0, 1, op->ratio);
+        return rc;
+    }
+    case SP_OP_RESIZE:
+        return parse_size(err, idx, d, vals[0], &op->h, &op->w, 1);
+    case SP_OP_CENTER_CROP:
+        return parse_size(err, idx, d, vals[0], &op->h, &op->w, 0);
+    case SP_OP_HFLIP:
+    case SP_OP_VFLIP:
+    case SP_OP_GRAYSCALE:
+        op->p = op->kind == SP_OP_GRAYSCALE ? 0.1 : 0.5;
+        if ((v = vals[0]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
+            return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
+        return SP_OK;
+    case SP_OP_COLOR_JITTER:
+        for (int k = 0; k < 3; k++) {
+            op->jitter[k][0] = op->jitter[k][1] = 1.0;
+            if (!(v = vals[k])) continue;
+            double s[2];
+            int n;
+            if (!parse_list(v, s, 2, &n) || s[0] < 0 || (n == 2 && s[1] < s[0]) ||
+                s[n - 1] > SP_FACTOR_MAX || (n == 1 && s[0] + 1.0 > SP_FACTOR_MAX))
+                return bad_value(err, idx, d, d->keys[k], v,
+                                 "b >= 0 (factor in [max(0, 1-b), 1+b]) or lo,hi with "
+                                 "0 <= lo <= hi <= 255");
+            if (n == 1) {
+                op->jitter[k][0] = canon_num(1.0 - s[0] > 0 ? 1.0 - s[0] : 0.0);
+                op->jitter[k][1] = canon_num(1.0 + s[0]);
+            } else {
+                op->jitter[k][0] = s[0];
+                op->jitter[k][1] = s[1];
+            }
+        }
+        if ((v = vals[3])) {
+            double h;
+            if (!parse_num(v, &h) || h != 0)
+                return BAD("hue is not supported (\"hue=%s\"): seedpipe has no integer hue "
+                           "rotation; use brightness, contrast, saturation",
+                           v);
+        }
+        return SP_OK;
+    case SP_OP_NORMALIZE: {
+        int nm, ns, c = p->channels;
+        if (!parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
+            return bad_value(err, idx, d, "mean", vals[0],
+                             c == 3 ? "1 or 3 numbers" : "1 number (gray pipeline)");
+        if (!vals[1]) return BAD("missing required key \"%s\"", "std");
+        if (!parse_list(vals[1], op->std, 3, &ns) || (ns != 1 && ns != c))
+            return bad_value(err, idx, d, "std", vals[1],
+                             c == 3 ? "1 or 3 positive numbers" : "1 positive number");
+        for (int i = 0; i < ns; i++)
+            if (!(op->std[i] > 0)) return bad_value(err, idx, d, "std", vals[1], "std > 0");
+        for (int i = nm; i < c; i++) op->mean[i] = op->mean[0];
+        for (int i = ns; i < c; i++) op->std[i] = op->std[0];
+        op->nmean = c;
+        return SP_OK;
+    }
+    }
+    return SP_EINVAL;
+}
+#undef BAD
+
+/* Parse one op from its tokens (tok[0] is the name). */
+static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err) {
+    const op_desc *d = NULL;
+    for (int i = 0; i < N_OPS; i++)
+        if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
+    if (!d) {
+        char known[512] = "";
+        for (int i = 0; i < N_OPS; i++) {
+            if (i) strcat(known, ", ");
+            strcat(known, OPS[i].name);
+        }
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": unknown op (known: %s)", idx,
+                            tok[0], known);
+    }
+    const char *vals[5] = {NULL, NULL, NULL, NULL, NULL};
+    for (int t = 1; t < ntok; t++) {
+        char *eq = strchr(tok[t], '=');
+        if (!eq || eq == tok[t])
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": expected key=value, got \"%s\"",
+                                idx, d->name, tok[t]);
+        *eq = '\0';
+        int k = -1;
+        for (int i = 0; d->keys[i]; i++)
+            if (strcmp(tok[t], d->keys[i]) == 0) k = i;
+        if (k < 0) {
+            char known[128];
+            join_keys(d, known, sizeof known);
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": unknown key \"%s\" (known: %s)",
+                                idx, d->name, tok[t], known);
+        }
+        if (vals[k])
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": key \"%s\" given twice", idx,
+                                d->name, tok[t]);
+        vals[k] = eq + 1;
+    }
+    if (d->required && !vals[0])
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": missing required key \"%s\"",
+                            idx, d->name, d->required);
+    if (d->kind == SP_OP_DECODE && idx != 0)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": decode must be the first op",
+                            idx, d->name);
+    if (p->has_normalize)
+        return sp_error_set(err, SP_ESPEC,
+                            "pipeline op %d \"%s\": no op may follow normalize (it must be last)",
+                            idx, d->name);
+    sp_op *op = &p->ops[idx];
+    memset(op, 0, sizeof *op);
+    op->kind = d->kind;
+    int rc = parse_values(p, op, d, idx, vals, err);
+    if (rc) return rc;
+    if (op->kind == SP_OP_DECODE) {
+        p->has_decode = 1;
+        p->channels = op->channels;
+        p->dct = op->dct;
+    }
+    if (op->kind == SP_OP_NORMALIZE) p->has_normalize = 1;
+    return SP_OK;
+}
+
+/* ---- canonical form ------------------------------------------------------------ */
+
+typedef struct sbuf { char *s; size_t len, cap; int oom; } sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->oom = 1; return; }
+        if (b->s && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+        char *ns = realloc(b->s, cap);
+        if (!ns) { b->oom = 1; return; }
+        b->s = ns;
+        b->cap = cap;
+    }
+}
+
+static void canon_op(sbuf *b, const sp_op *op) {
+    static const char *const jk[3] = {"brightness", "contrast", "saturation"};
+    switch (op->kind) {
+    case SP_OP_DECODE:
+        sb_printf(b, "decode mode=%s dct=%s", op->channels == 1 ? "gray" : "rgb",
+                  op->dct ? "auto" : "off");
+        break;
+    case SP_OP_RRC:
+        sb_printf(b, "random_resized_crop size=%d,%d scale=%.9g,%.9g ratio=%.9g,%.9g", op->h,
+                  op->w, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
+        break;
+    case SP_OP_RESIZE:
+        if (op->w) sb_printf(b, "resize size=%d,%d", op->h, op->w);
+        else sb_printf(b, "resize size=%d", op->h);
+        break;
+    case SP_OP_CENTER_CROP: sb_printf(b, "center_crop size=%d,%d", op->h, op->w); break;
+    case SP_OP_HFLIP: sb_printf(b, "hflip p=%.9g", op->p); break;
+    case SP_OP_VFLIP: sb_printf(b, "vflip p=%.9g", op->p); break;
+    case SP_OP_GRAYSCALE: sb_printf(b, "grayscale p=%.9g", op->p); break;
+    case SP_OP_COLOR_JITTER:
+        sb_printf(b, "color_jitter");
+        for (int k = 0; k < 3; k++)
+            sb_printf(b, " %s=%.9g,%.9g", jk[k], op->jitter[k][0], op->jitter[k][1]);
+        break;
+    case SP_OP_NORMALIZE:
+        sb_printf(b, "normalize mean=");
+        for (int i = 0; i < op->nmean; i++) sb_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
+        sb_printf(b, " std=");
+        for (int i = 0; i < op->nmean; i++) sb_printf(b, "%s%.9g", i ? "," : "", op->std[i]);
+        break;
+    }
+}
+
+/* ---- entry points ------------------------------------------------------------------ */
+
+/* Comments: '#' to the end of the line becomes spaces. */
+static void blank_comments(char *s) {
+    int in_comment = 0;
+    for (; *s; s++) {
+        if (*s == '#') in_comment = 1;
+        else if (*s == '\n') in_comment = 0;
+        if (in_comment) *s = ' ';
+    }
+}
+
+static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
+    char *buf = strdup(text);
+    if (!buf) return sp_error_set(err, SP_ENOMEM, "pipeline: out of memory");
+    blank_comments(buf);
+    int rc = SP_OK, idx = 0, any = 0;
+    for (char *c = buf; *c; c++) any |= !strchr(" \t\r\n|", *c);
+    if (!any) {
+        free(buf);
+        return sp_error_set(err, SP_ESPEC, "pipeline: empty spec");
+    }
+    char *seg = buf;
+    for (;;) {
+        char *bar = strchr(seg, '|');
+        if (bar) *bar = '\0';
+        char *tok[16];
+        int ntok = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(seg, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+            if (ntok == 16) {
+                rc = sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": too many words", idx, tok[0]);
+                goto out;
+            }
+            tok[ntok++] = t;
+        }
+        if (ntok == 0) {
+            rc = sp_error_set(err, SP_ESPEC, "pipeline op %d: empty op (stray '|')", idx);
+            goto out;
+        }
+        if (idx >= SP_SPEC_MAX_OPS) {
+            rc = sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": more than %d ops", idx, tok[0],
+                              SP_SPEC_MAX_OPS);
+            goto out;
+        }
+        if ((rc = parse_op(p, idx, tok, ntok, err))) goto out;
+        idx++;
+        if (!bar) break;
+        seg = bar + 1;
+    }
+    p->nops = idx;
+out:
+    free(buf);
+    return rc;
+}
+
+static int read_spec_file(const char *path, char **text, sp_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    char *buf = malloc(65536);
+    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+    int bad = ferror(f), more = !feof(f);
+    fclose(f);
+    if (!buf) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (bad || more) {
+        free(buf);
+        return sp_error_set(err, bad ? SP_EIO : SP_ESPEC, "%s: %s", path,
+                            bad ? "read error" : "pipeline spec file larger than 64 KiB");
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        free(buf);
+        return sp_error_set(err, SP_ESPEC, "%s: pipeline spec contains a NUL byte", path);
+    }
+    *text = buf;
+    return SP_OK;
+}
+
+static void build_tables(sp_pipeline *p) {
+    for (int v = 0; v < 256; v++) p->unit_table[v] = (float)v / 255.0f;
+    const sp_op *n = p->has_normalize ? &p->ops[p->nops - 1] : NULL;
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++) {
+            if (!n) { p->norm_table[c][v] = p->unit_table[v]; continue; }
+            int cc = c < n->nmean ? c : 0;
+            float m = (float)n->mean[cc], s = (float)n->std[cc];
+            float x = (float)v / 255.0f;   /* each assignment rounds to float */
+            x = x - m;
+            x = x / s;
+            p->norm_table[c][v] = x;
+        }
+}
+
+/* The preset named by `text` (alone, whitespace and comments allowed). */
+static const char *preset_spec(const char *text) {
+    char buf[256];
+    size_t n = strlen(text);
+    if (n >= sizeof buf) return NULL;
+    memcpy(buf, text, n + 1);
+    blank_comments(buf);
+    char name[64], rest[2];
+    if (sscanf(buf, " %63s %1s", name, rest) != 1) return NULL;
+    for (int i = 0; PRESET_NAMES[i]; i++)
+        if (strcmp(name, PRESET_NAMES[i]) == 0) return PRESET_SPECS[i];
+    return NULL;
+}
+
+static int parse_all(const char *spec, sp_pipeline **out, sp_error *err) {
+    while (*spec == ' ' || *spec == '\t' || *spec == '\n' || *spec == '\r') spec++;
+    char *file_text = NULL;
+    const char *text = spec;
+    if (spec[0] == '@') {
+        int rc = read_spec_file(spec + 1, &file_text, err);
+        if (rc) return rc;
+        text = file_text;
+    }
+    const char *preset = preset_spec(text);
+    if (preset) text = preset;
+    sp_pipeline *p = calloc(1, sizeof *p);
+    if (!p) {
+        free(file_text);
+        return sp_error_set(err, SP_ENOMEM, "pipeline: out of memory");
+    }
+    p->channels = 3;
+    p->dct = 1;
+    int rc = parse_text(text, p, err);
+    free(file_text);
+    if (!rc) {
+        sbuf b = {0};
+        for (int i = 0; i < p->nops; i++) {
+            if (i) sb_printf(&b, " | ");
+            canon_op(&b, &p->ops[i]);
+        }
+        p->canonical = b.s;   /* freed by destroy on failure */
+        if (b.oom) rc = sp_error_set(err, SP_ENOMEM, "pipeline: out of memory");
+    }
+    if (rc) {
+        sp_pipeline_destroy(p);
+        return rc;
+    }
+    build_tables(p);
+    *out = p;
+    return SP_OK;
+}
+
+int sp_pipeline_parse(const char *spec, sp_pipeline **out, sp_error *err) {
+    if (!spec || !out) return sp_error_set(err, SP_EINVAL, "pipeline: NULL spec");
+    *out = NULL;
+    /* Numbers are read and printed in the "C" locale whatever the caller's
+     * LC_NUMERIC ("0.5", never "0,5"); uselocale is per thread. */
+    locale_t c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    locale_t old = c_locale ? uselocale(c_locale) : (locale_t)0;
+    int rc = parse_all(spec, out, err);
+    if (c_locale) {
+        uselocale(old);
+        freelocale(c_locale);
+    }
+    return rc;
+}
+
+void sp_pipeline_destroy(sp_pipeline *p) {
+    if (!p) return;
+    free(p->canonical);
+    free(p);
+}
+
+const char *sp_pipeline_canonical(const sp_pipeline *p) { return p->canonical; }
+
+int sp_pipeline_has_normalize(const sp_pipeline *p) { return p->has_normalize; }
+
+void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh) {
+    if (op->w) { *ow = op->w; *oh = op->h; return; }
+    /* torchvision Resize(int): the shorter side becomes S, the longer one
+     * int(S * long / short) (floor; exact in integers). */
+    int64_t s = op->h;
+    if (W <= H) {
+        *ow = (int)s;
+        int64_t l = s * H / W;
+        *oh = l > INT32_MAX ? INT32_MAX : (int)l;
+    } else {
+        *oh = (int)s;
+        int64_t l = s * W / H;
+        *ow = l > INT32_MAX ? INT32_MAX : (int)l;
+    }
+}
+
+int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h, int *out_w,
+                            int *out_c, sp_error *err) {
+    int w = in_w > 0 && in_h > 0 ? in_w : 0, h = w ? in_h : 0;
+    for (int i = 0; i < p->nops; i++) {
+        const sp_op *op = &p->ops[i];
+        if (op->kind == SP_OP_RRC || op->kind == SP_OP_CENTER_CROP ||
+            (op->kind == SP_OP_RESIZE && op->w)) {
+            w = op->w;
+            h = op->h;
+        } else if (op->kind == SP_OP_RESIZE && w) {
+            sp__resize_dims(op, w, h, &w, &h);
+        } else if (op->kind == SP_OP_RESIZE) {
+            h = 0;
+        }
+    }
+    if (w <= 0 || h <= 0)
+        return sp_error_set(err, SP_ESPEC,
+                            "pipeline has no fixed output size (\"%s\"); add a crop or an "
+                            "exact resize, or give the input size",
+                            p->canonical);
+    *out_h = h;
+    *out_w = w;
+    *out_c = p->channels;
+    return SP_OK;
+}

@@ -1,0 +1,172 @@
+/* seedpipe/ops.h - integer / fixed-point pixel operations on sp_image.
+ *
+ * The building blocks of the augmentation pipeline (pipeline.h): crop (a
+ * view), antialiased resize, flips, grayscale, and torchvision's colour
+ * adjustments, all on 8-bit interleaved images (common.h) with 1 or 3
+ * channels. Every result is defined by integer arithmetic (the resize
+ * weights are computed once per call in double from + - * / only, then
+ * quantised), so the bytes are the same on every compiler, ISA, SIMD width
+ * and on the GPU. docs/pipeline.md states each formula; this header is the
+ * API.
+ *
+ * Conventions: `src` is never modified unless the function says "in place";
+ * destination images are caller-allocated (sp_image_alloc) unless the
+ * function says it allocates. Functions that cannot fail return void.
+ * Thread safety: reentrant, no global state.
+ */
+#ifndef SEEDPIPE_OPS_H
+#define SEEDPIPE_OPS_H
+
+#include "seedpipe/common.h"
+#include "seedpipe/philox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- crop, copy, flips --------------------------------------------------- */
+
+/*! sp_image_crop() : make `view` the w x h sub-image of `src` at (x, y);
+ *  it shares src's data (free the parent, never the view).
+ *  @return 0 or SP_EINVAL if the rectangle is empty or not inside src. */
+int sp_image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view);
+
+/*! sp_image_copy() : allocate `dst` (tightly packed) and copy src into it.
+ *  @return 0 or SP_ENOMEM / SP_EINVAL. */
+int sp_image_copy(const sp_image *src, sp_image *dst);
+
+/*! sp_image_hflip() / sp_image_vflip() : mirror left-right / top-bottom,
+ *  in place (views included). */
+void sp_image_hflip(sp_image *img);
+void sp_image_vflip(sp_image *img);
+
+/* ---- grayscale ------------------------------------------------------------- */
+
+/*! sp_luma601() : ITU-R 601 luma in fixed point, as decode.h:
+ *  (19595 R + 38470 G + 7471 B + 32768) >> 16. */
+static inline uint8_t sp_luma601(uint32_t r, uint32_t g, uint32_t b) {
+    return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 32768u) >> 16);
+}
+
+/*! sp_image_to_gray() : write the luma of src into dst, which has src's
+ *  size and dst->channels = 1 or 3 (3: luma replicated, as torchvision's
+ *  rgb_to_grayscale(num_output_channels=3)). A 1-channel src is copied /
+ *  replicated. dst may be src itself when the channel counts are equal.
+ *  @return 0 or SP_EINVAL (size or channel mismatch). */
+int sp_image_to_gray(const sp_image *src, sp_image *dst);
+
+/*! sp_image_gray_to_rgb() : replicate a 1-channel src into a 3-channel dst
+ *  of the same size. @return 0 or SP_EINVAL. */
+int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
+
+/* ---- colour adjustments (torchvision adjust_*, fixed point) --------------
+ *
+ * A factor f >= 0 is used in Q12: fq = (int32)(f * 4096 + 0.5) evaluated in
+ * double (sp_factor_q12). Every adjustment is the blend
+ *     out = clamp(floor((fq * v * 256 + (4096 - fq) * o8 + 2^19) / 2^20), 0, 255)
+ * of the pixel value v with an "other" value o8 given in Q8 (1/256 units):
+ *   brightness: o8 = 0                          (blend with black)
+ *   contrast:   o8 = mean of the image's luma, (sum * 256 + N/2) / N, in
+ *               integers (luma = sp_luma601 for RGB, the value for gray)
+ *   saturation: o8 = 256 * luma of the same pixel (identity on gray images)
+ * i.e. round(f v + (1 - f) o), ties up, then clamp. */
+#define SP_FACTOR_ONE 4096
+#define SP_FACTOR_MAX 255.0   /* largest factor accepted */
+
+/*! sp_factor_q12() : (int32)(f * 4096 + 0.5) for 0 <= f <= SP_FACTOR_MAX. */
+int32_t sp_factor_q12(double f);
+/*! sp_blend_q12() : the blend above for one value (reference form). */
+uint8_t sp_blend_q12(uint32_t v, int64_t o8, int32_t fq);
+
+void sp_adjust_brightness(sp_image *img, int32_t fq);   /* in place */
+void sp_adjust_contrast(sp_image *img, int32_t fq);     /* in place */
+void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
+
+/* ---- resize --------------------------------------------------------------
+ *
+ * Separable resampling with the triangle (bilinear) filter, antialiased on
+ * downscale exactly like PIL's / torchvision's antialias=True: along an
+ * axis with source box [b0, b1) and n_out outputs,
+ *     scale = (b1 - b0) / n_out,  fs = max(scale, 1),  support = fs
+ *     output i: center = b0 + (i + 0.5) * scale
+ *               xmin = max((int)(center - support + 0.5), 0)
+ *               xmax = min((int)(center + support + 0.5), plane size)
+ *               w(x) = tri((x - center + 0.5) / fs), tri(t) = max(0, 1 - |t|)
+ * (double, + - * / only, fixed order), normalised by their sum, quantised
+ * to Q14 by (int)(w * 16384 + 0.5), and the rounding residual added to the
+ * first largest weight so the weights sum to exactly 16384; zero weights
+ * at either end are dropped. The vertical pass runs first, then the
+ * horizontal one; each pass rounds to 8 bits:
+ *     out = (sum_k q_k * v_k + 8192) >> 14
+ * (no clamp is needed: weights are >= 0 and sum to 16384). A pass whose
+ * kernels are all single taps (same size, integer offset) is a copy.
+ *
+ * Kernels never reach outside the source *plane* [0, plane_w) x
+ * [0, plane_h): there they are truncated and renormalised (PIL's edge rule).
+ * The plane may be larger than the pixels handed in (`src` covers the
+ * sub-rectangle at (src_x, src_y)); then every tap must lie inside src
+ * (sp_resample_span says which pixels are needed). Only the window
+ * [win_x, win_x + out->width) x [win_y, win_y + out->height) of the full
+ * out_w x out_h result is computed; its bytes equal the same window of the
+ * full result. */
+
+#define SP_RESIZE_BITS 14
+
+typedef struct sp_resample_geom {
+    int plane_w, plane_h;        /* kernels are clamped to this plane */
+    double bx0, by0, bx1, by1;   /* source box in plane coordinates */
+    int out_w, out_h;            /* size of the full resized result */
+    int win_x, win_y;            /* top-left of the computed window */
+    int win_w, win_h;            /* window size (= out->width/height) */
+} sp_resample_geom;
+
+/*! sp_resample_span() : the plane pixels [*x0, *x1) x [*y0, *y1) that the
+ *  window reads. @return 0 or SP_EINVAL (bad geometry: empty box, box not
+ *  inside the plane, window not inside the output). */
+int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1);
+
+/*! sp_resample() : compute the window of g into `out` (caller-allocated,
+ *  win_w x win_h, src->channels). src holds plane pixels starting at
+ *  (src_x, src_y). @return 0, SP_EINVAL (bad geometry, a tap outside src,
+ *  channel mismatch) or SP_ENOMEM (scratch). */
+int sp_resample(const sp_image *src, int src_x, int src_y,
+                const sp_resample_geom *g, sp_image *out);
+
+/*! sp_image_resize() : resize the whole of src to out_w x out_h into a
+ *  newly allocated `out` (box = plane = src). @return as sp_resample. */
+int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
+
+/* ---- random parameters ---------------------------------------------------- */
+
+typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;
+
+/*! sp_rrc_sample() : torchvision RandomResizedCrop.get_params for a W x H
+ *  image, scale [s0, s1], ratio [r0, r1] (0 < r0 <= r1), with the draws of
+ *  op `op` of the sample `ctx`-style identity (k_augment, sample, epoch).
+ *  Try t (0..9) uses draw block t, words:
+ *    c[0]: target_area = W*H * (s0 + (s1 - s0) * u01(c[0]))
+ *    c[1]: aspect = det_exp(lr0 + (lr1 - lr0) * u01(c[1])),
+ *          lr = sp_det_log(r)
+ *    w = round(sqrt(target_area * aspect)), h = round(sqrt(target_area / aspect))
+ *          (round = ties to even, Python's round)
+ *    accepted if 0 < w <= W and 0 < h <= H; then
+ *    c[2]: y = sp_uniform_int(c[2], H - h + 1)
+ *    c[3]: x = sp_uniform_int(c[3], W - w + 1)
+ *  After 10 rejected tries, the centre crop of the largest box whose aspect
+ *  is clamped to [r0, r1] (torchvision's fallback; w or h at least 1).
+ *  @return the number of the accepted try plus one (1..10), or 0 for the
+ *  fallback. */
+int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
+                  sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                  sp_crop_box *box);
+
+/*! sp_center_crop_offset() : torchvision CenterCrop's offset along one axis:
+ *  round((size - crop) / 2) with ties to even when crop <= size; when
+ *  crop > size the image is zero-padded by (crop - size) / 2 (floor) before
+ *  it, returned as a negative offset -((crop - size) / 2). */
+int sp_center_crop_offset(int size, int crop);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,399 @@
+/* test_ops.c - the pixel ops (ops.h) and detmath (detmath.h) against
+ * independent expectations: reference loops, closed-form values, a
+ * floating-point reference resampler, and libm (allowed in tests only).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "seedpipe/detmath.h"
+#include "seedpipe/ops.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {   /* xorshift64*, test-local */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+static double rnd01(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+
+static int64_t ulp_key(double x) {
+    int64_t i;
+    memcpy(&i, &x, sizeof i);
+    return i < 0 ? INT64_MIN - i : i;
+}
+static int64_t ulp_diff(double a, double b) {
+    int64_t d = ulp_key(a) - ulp_key(b);
+    return d < 0 ? -d : d;
+}
+
+static void test_detmath(void) {
+    int64_t worst_log = 0, worst_exp = 0;
+    for (int i = 0; i < 400000; i++) {
+        double x;
+        switch (i % 4) {
+        case 0: x = exp((rnd01() - 0.5) * 1400.0); break;        /* all magnitudes */
+        case 1: x = 0.5 + 1.5 * rnd01(); break;                    /* near 1 */
+        case 2: x = 1.0 + (rnd01() - 0.5) * 1e-6; break;           /* very near 1 */
+        default: x = rnd01() * 1e-308; break;                      /* subnormal range */
+        }
+        if (x <= 0) continue;
+        int64_t d = ulp_diff(sp_det_log(x), log(x));
+        if (d > worst_log) worst_log = d;
+        CHECK_MSG(d <= 1, "log(%.17g): det %.17g libm %.17g", x, sp_det_log(x), log(x));
+    }
+    for (int i = 0; i < 400000; i++) {
+        double x;
+        switch (i % 3) {
+        case 0: x = -745.0 + 1454.0 * rnd01(); break;
+        case 1: x = (rnd01() - 0.5) * 2.0; break;
+        default: x = (rnd01() - 0.5) * 1e-7; break;
+        }
+        int64_t d = ulp_diff(sp_det_exp(x), exp(x));
+        if (d > worst_exp) worst_exp = d;
+        CHECK_MSG(d <= 1, "exp(%.17g): det %.17g libm %.17g", x, sp_det_exp(x), exp(x));
+    }
+    printf("detmath: worst ulp log %lld exp %lld\n", (long long)worst_log, (long long)worst_exp);
+    CHECK(sp_det_log(1.0) == 0.0);
+    CHECK(sp_det_exp(0.0) == 1.0);
+    CHECK(isinf(sp_det_log(0.0)) && sp_det_log(0.0) < 0);
+    CHECK(isnan(sp_det_log(-1.0)));
+    CHECK(isinf(sp_det_log(INFINITY)));
+    CHECK(isnan(sp_det_log(NAN)) && isnan(sp_det_exp(NAN)));
+    CHECK(sp_det_exp(1000.0) == INFINITY && sp_det_exp(-1000.0) == 0.0);
+    CHECK(sp_det_exp(-INFINITY) == 0.0 && sp_det_exp(INFINITY) == INFINITY);
+    CHECK(ulp_diff(sp_det_exp(sp_det_log(4.0 / 3.0)), 4.0 / 3.0) <= 1);
+    /* Python's round(): ties to even. */
+    static const double in[] = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999999999999996, 3.7, -3.7, 7.0};
+    static const double ex[] = {0.0, 2.0, 2.0, -0.0, -2.0, -2.0, 2.0, 4.0, -4.0, 7.0};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        CHECK_MSG(sp_det_round_half_even(in[i]) == ex[i], "round(%g)", in[i]);
+    for (int i = 0; i < 100000; i++) {
+        double x = (rnd01() - 0.5) * 1e6;
+        if (i % 2) x = floor(x) + 0.5;
+        CHECK(sp_det_round_half_even(x) == rint(x));   /* default mode: ties to even */
+    }
+}
+
+static void fill_random(sp_image *im) {
+    for (int y = 0; y < im->height; y++)
+        for (size_t i = 0; i < (size_t)im->width * (size_t)im->channels; i++)
+            im->data[(size_t)y * im->stride + i] = (uint8_t)rnd();
+}
+
+static uint8_t px(const sp_image *im, int x, int y, int c) {
+    return im->data[(size_t)y * im->stride + (size_t)x * (size_t)im->channels + (size_t)c];
+}
+
+static int same_image(const sp_image *a, const sp_image *b) {
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
+                   (size_t)a->width * (size_t)a->channels))
+            return 0;
+    return 1;
+}
+
+static void test_crop_flip(void) {
+    for (int c = 1; c <= 3; c += 2) {
+        sp_image big, ref, view;
+        CHECK(sp_image_alloc(&big, 23, 17, c) == 0);
+        fill_random(&big);
+        CHECK(sp_image_crop(&big, 3, 2, 11, 9, &view) == 0);   /* a strided view */
+        CHECK(view.width == 11 && view.height == 9 && px(&view, 0, 0, 0) == px(&big, 3, 2, 0));
+        CHECK(px(&view, 10, 8, c - 1) == px(&big, 13, 10, c - 1));
+        CHECK(sp_image_crop(&big, 20, 0, 4, 1, &view) == SP_EINVAL);
+        CHECK(sp_image_crop(&big, 0, 0, 0, 1, &view) == SP_EINVAL);
+        CHECK(sp_image_crop(&big, 3, 2, 11, 9, &view) == 0);
+        CHECK(sp_image_copy(&view, &ref) == 0);
+        sp_image_hflip(&view);
+        for (int y = 0; y < 9; y++)
+            for (int x = 0; x < 11; x++)
+                for (int k = 0; k < c; k++) CHECK(px(&view, x, y, k) == px(&ref, 10 - x, y, k));
+        sp_image_hflip(&view);
+        CHECK(same_image(&view, &ref));
+        sp_image_vflip(&view);
+        for (int y = 0; y < 9; y++)
+            for (int x = 0; x < 11; x++)
+                for (int k = 0; k < c; k++) CHECK(px(&view, x, y, k) == px(&ref, x, 8 - y, k));
+        sp_image_vflip(&view);
+        CHECK(same_image(&view, &ref));
+        /* pixels outside the view are untouched */
+        CHECK(sp_image_crop(&big, 0, 0, 3, 17, &view) == 0);
+        sp_image_free(&ref);
+        sp_image_free(&big);
+    }
+}
+
+static void test_gray(void) {
+    sp_image a, g1, g3;
+    CHECK(sp_image_alloc(&a, 16, 16, 3) == 0);
+    fill_random(&a);
+    CHECK(sp_image_alloc(&g1, 16, 16, 1) == 0 && sp_image_alloc(&g3, 16, 16, 3) == 0);
+    CHECK(sp_image_to_gray(&a, &g1) == 0 && sp_image_to_gray(&a, &g3) == 0);
+    for (int y = 0; y < 16; y++)
+        for (int x = 0; x < 16; x++) {
+            uint32_t r = px(&a, x, y, 0), g = px(&a, x, y, 1), b = px(&a, x, y, 2);
+            uint8_t l = (uint8_t)((19595 * r + 38470 * g + 7471 * b + 32768) >> 16);
+            CHECK(px(&g1, x, y, 0) == l);
+            CHECK(px(&g3, x, y, 0) == l && px(&g3, x, y, 1) == l && px(&g3, x, y, 2) == l);
+        }
+    CHECK(sp_image_to_gray(&a, &a) == 0);      /* in place, 3 -> 3 */
+    CHECK(same_image(&a, &g3));
+    CHECK(sp_luma601(255, 255, 255) == 255 && sp_luma601(0, 0, 0) == 0);
+    sp_image_free(&a);
+    sp_image_free(&g1);
+    sp_image_free(&g3);
+}
+
+static void test_color(void) {
+    CHECK(sp_factor_q12(1.0) == 4096 && sp_factor_q12(0.5) == 2048);
+    CHECK(sp_factor_q12(0.2) == 819 && sp_factor_q12(1.4) == 5734 && sp_factor_q12(0.0) == 0);
+    /* The blend equals round-half-up of f v + (1 - f) o, clamped: every
+     * term is a short dyadic rational, so double evaluates it exactly. */
+    for (int i = 0; i < 200000; i++) {
+        int32_t fq = (int32_t)(rnd() % (4096 * 3));
+        uint32_t v = (uint32_t)(rnd() % 256);
+        int64_t o8 = (int64_t)(rnd() % (256 * 256));
+        double f = fq / 4096.0;
+        double e = floor(f * v + (1.0 - f) * (o8 / 256.0) + 0.5);
+        e = e < 0 ? 0 : e > 255 ? 255 : e;
+        CHECK_MSG(sp_blend_q12(v, o8, fq) == (uint8_t)e, "fq %d v %u o8 %lld", fq, v, (long long)o8);
+    }
+    sp_image a, b, g;
+    CHECK(sp_image_alloc(&a, 13, 7, 3) == 0 && sp_image_alloc(&g, 13, 7, 3) == 0);
+    fill_random(&a);
+    CHECK(sp_image_copy(&a, &b) == 0);
+    sp_adjust_brightness(&b, 4096);
+    sp_adjust_contrast(&b, 4096);
+    sp_adjust_saturation(&b, 4096);
+    CHECK(same_image(&a, &b));                         /* factor 1: identity */
+    sp_adjust_saturation(&b, 0);                       /* factor 0: grayscale */
+    CHECK(sp_image_to_gray(&a, &g) == 0 && same_image(&b, &g));
+    sp_image_free(&b);
+    CHECK(sp_image_copy(&a, &b) == 0);
+    sp_adjust_brightness(&b, 0);                       /* factor 0: black */
+    for (int y = 0; y < 7; y++)
+        for (int x = 0; x < 13; x++) CHECK(px(&b, x, y, 0) == 0 && px(&b, x, y, 2) == 0);
+    sp_image_free(&b);
+    CHECK(sp_image_copy(&a, &b) == 0);
+    sp_adjust_brightness(&b, 8192);                    /* factor 2: doubled, clamped */
+    for (int y = 0; y < 7; y++)
+        for (int x = 0; x < 13; x++) {
+            int e = 2 * px(&a, x, y, 1);
+            CHECK(px(&b, x, y, 1) == (e > 255 ? 255 : e));
+        }
+    sp_image_free(&b);
+    CHECK(sp_image_copy(&a, &b) == 0);
+    sp_adjust_contrast(&b, 0);                          /* factor 0: the mean luma */
+    uint64_t sum = 0;
+    for (int y = 0; y < 7; y++)
+        for (int x = 0; x < 13; x++) sum += sp_luma601(px(&a, x, y, 0), px(&a, x, y, 1), px(&a, x, y, 2));
+    int mean = (int)floor((double)sum / 91.0 + 0.5);
+    for (int y = 0; y < 7; y++)
+        for (int x = 0; x < 13; x++)
+            for (int k = 0; k < 3; k++) CHECK(px(&b, x, y, k) == mean);
+    sp_image_free(&a);
+    sp_image_free(&b);
+    sp_image_free(&g);
+}
+
+/* Independent floating-point reference of the antialiased triangle-filter
+ * resize (no quantisation, no intermediate rounding). */
+static double ref_resize_px(const sp_image *s, int ow, int oh, int x, int y, int c) {
+    double sum = 0.0, wsum = 0.0;
+    double sx = (double)s->width / ow, sy = (double)s->height / oh;
+    double fx = sx > 1 ? sx : 1, fy = sy > 1 ? sy : 1;
+    double cx = (x + 0.5) * sx, cy = (y + 0.5) * sy;
+    for (int j = 0; j < s->height; j++) {
+        double wy = 1.0 - fabs((j + 0.5 - cy) / fy);
+        if (wy <= 0 || j < (int)(cy - fy + 0.5) || j >= (int)(cy + fy + 0.5)) continue;
+        for (int i = 0; i < s->width; i++) {
+            double wx = 1.0 - fabs((i + 0.5 - cx) / fx);
+            if (wx <= 0 || i < (int)(cx - fx + 0.5) || i >= (int)(cx + fx + 0.5)) continue;
+            sum += wx * wy * px(s, i, j, c);
+            wsum += wx * wy;
+        }
+    }
+    return sum / wsum;
+}
+
+static void test_resize(void) {
+    static const int sizes[][4] = {{40, 30, 40, 30}, {40, 30, 20, 15}, {40, 30, 7, 11},
+                                   {17, 9, 50, 31}, {64, 64, 48, 48}, {5, 3, 1, 1},
+                                   {100, 8, 13, 8}, {3, 200, 3, 27}};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        int W = sizes[t][0], H = sizes[t][1], ow = sizes[t][2], oh = sizes[t][3];
+        for (int c = 1; c <= 3; c += 2) {
+            sp_image s, o;
+            CHECK(sp_image_alloc(&s, W, H, c) == 0);
+            /* constant image stays constant */
+            memset(s.data, 173, s.stride * (size_t)H);
+            CHECK(sp_image_resize(&s, ow, oh, &o) == 0);
+            CHECK(o.width == ow && o.height == oh && o.channels == c);
+            for (size_t i = 0; i < o.stride * (size_t)oh; i++) CHECK(o.data[i] == 173);
+            sp_image_free(&o);
+            /* horizontal ramp: every output row non-decreasing */
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < W; x++)
+                    for (int k = 0; k < c; k++)
+                        s.data[(size_t)y * s.stride + (size_t)(x * c + k)] = (uint8_t)(x * 255 / (W - 1 ? W - 1 : 1));
+            CHECK(sp_image_resize(&s, ow, oh, &o) == 0);
+            for (int y = 0; y < oh; y++)
+                for (int x = 1; x < ow; x++)
+                    for (int k = 0; k < c; k++) CHECK(px(&o, x, y, k) >= px(&o, x - 1, y, k));
+            sp_image_free(&o);
+            /* random image: within 1 of the floating-point reference */
+            /* random image: close to the floating-point reference (two
+             * 8-bit roundings and Q14 weights: at most ~1.06 apart) */
+            fill_random(&s);
+            CHECK(sp_image_resize(&s, ow, oh, &o) == 0);
+            double abs_err = 0;
+            for (int y = 0; y < oh; y++)
+                for (int x = 0; x < ow; x++)
+                    for (int k = 0; k < c; k++) {
+                        double r = ref_resize_px(&s, ow, oh, x, y, k);
+                        abs_err += fabs(px(&o, x, y, k) - r);
+                        CHECK_MSG(fabs(px(&o, x, y, k) - r) <= 1.1, "%dx%d->%dx%d (%d,%d): %d vs %.3f",
+                                  W, H, ow, oh, x, y, px(&o, x, y, k), r);
+                    }
+            CHECK_MSG(abs_err / (ow * oh * c) < 0.5, "mean error %.3f", abs_err / (ow * oh * c));
+            sp_image_free(&o);
+            /* same size: identity */
+            CHECK(sp_image_resize(&s, W, H, &o) == 0 && same_image(&s, &o));
+            sp_image_free(&o);
+            sp_image_free(&s);
+        }
+    }
+    /* checkerboard downscaled by 2 averages to gray */
+    sp_image s, o;
+    CHECK(sp_image_alloc(&s, 64, 48, 1) == 0);
+    for (int y = 0; y < 48; y++)
+        for (int x = 0; x < 64; x++) s.data[y * 64 + x] = ((x + y) & 1) ? 255 : 0;
+    CHECK(sp_image_resize(&s, 32, 24, &o) == 0);
+    double mean = 0;
+    for (int y = 0; y < 24; y++)
+        for (int x = 0; x < 32; x++) {
+            mean += px(&o, x, y, 0);
+            if (x > 0 && y > 0 && x < 31 && y < 23) CHECK(px(&o, x, y, 0) >= 127 && px(&o, x, y, 0) <= 128);
+        }
+    mean /= 32 * 24;
+    CHECK_MSG(fabs(mean - 127.5) < 3.0, "checkerboard mean %.2f", mean);
+    sp_image_free(&o);
+    sp_image_free(&s);
+}
+
+/* A window of the result equals the same window of the full result, and
+ * the source may be handed in as a sub-rectangle of the plane. */
+static void test_resample_window(void) {
+    sp_image s, full, win;
+    CHECK(sp_image_alloc(&s, 91, 67, 3) == 0);
+    fill_random(&s);
+    sp_resample_geom g = {91, 67, 3.25, 1.5, 80.75, 66.0, 37, 29, 0, 0, 37, 29};
+    CHECK(sp_image_alloc(&full, 37, 29, 3) == 0);
+    CHECK(sp_resample(&s, 0, 0, &g, &full) == 0);
+    g.win_x = 5; g.win_y = 7; g.win_w = 20; g.win_h = 13;
+    int x0, y0, x1, y1;
+    CHECK(sp_resample_span(&g, &x0, &y0, &x1, &y1) == 0);
+    CHECK(x0 >= 0 && y0 >= 0 && x1 <= 91 && y1 <= 67 && x0 < x1 && y0 < y1);
+    sp_image sub, fw;
+    CHECK(sp_image_crop(&s, x0, y0, x1 - x0, y1 - y0, &sub) == 0);
+    CHECK(sp_image_alloc(&win, 20, 13, 3) == 0);
+    CHECK(sp_resample(&sub, x0, y0, &g, &win) == 0);
+    CHECK(sp_image_crop(&full, 5, 7, 20, 13, &fw) == 0);
+    CHECK(same_image(&win, &fw));
+    /* a source that misses a needed pixel is refused */
+    CHECK(sp_image_crop(&s, x0 + 1, y0, x1 - x0 - 1, y1 - y0, &sub) == 0);
+    CHECK(sp_resample(&sub, x0 + 1, y0, &g, &win) == SP_EINVAL);
+    g.bx1 = 92.0;   /* box outside the plane */
+    CHECK(sp_resample_span(&g, &x0, &y0, &x1, &y1) == SP_EINVAL);
+    sp_image_free(&s);
+    sp_image_free(&full);
+    sp_image_free(&win);
+}
+
+static void test_center_offset(void) {
+    CHECK(sp_center_crop_offset(10, 10) == 0);
+    CHECK(sp_center_crop_offset(6, 2) == 2);
+    CHECK(sp_center_crop_offset(5, 2) == 2);    /* round(1.5) = 2 */
+    CHECK(sp_center_crop_offset(7, 2) == 2);    /* round(2.5) = 2 */
+    CHECK(sp_center_crop_offset(9, 2) == 4);    /* round(3.5) = 4 */
+    CHECK(sp_center_crop_offset(256, 224) == 16);
+    CHECK(sp_center_crop_offset(3, 5) == -1);
+    CHECK(sp_center_crop_offset(3, 6) == -1);
+    CHECK(sp_center_crop_offset(2, 7) == -2);
+}
+
+/* RandomResizedCrop parameters recomputed here from the spec (libm log/exp,
+ * rint for Python's round) and compared with the library. */
+static int ref_rrc(int W, int H, double s0, double s1, double r0, double r1, sp_key key,
+                   uint32_t op, uint32_t sample, uint32_t epoch, sp_crop_box *b) {
+    double area = (double)W * H;
+    for (uint32_t t = 0; t < 10; t++) {
+        sp_ctr c = {{t, op, sample, epoch}};
+        sp_ctr d = sp_philox4x32_10(c, key);
+        double u0 = (d.c[0] >> 8) / 16777216.0, u1 = (d.c[1] >> 8) / 16777216.0;
+        double ta = area * (s0 + (s1 - s0) * u0);
+        double ar = exp(log(r0) + (log(r1) - log(r0)) * u1);
+        double w = rint(sqrt(ta * ar)), h = rint(sqrt(ta / ar));
+        if (w > 0 && w <= W && h > 0 && h <= H) {
+            b->w = (int)w;
+            b->h = (int)h;
+            b->y = (int)(((uint64_t)d.c[2] * (uint64_t)(H - (int)h + 1)) >> 32);
+            b->x = (int)(((uint64_t)d.c[3] * (uint64_t)(W - (int)w + 1)) >> 32);
+            return (int)t + 1;
+        }
+    }
+    double in = (double)W / H;
+    int w = W, h = H;
+    if (in < r0) h = (int)rint(w / r0);
+    else if (in > r1) w = (int)rint(h * r1);
+    b->w = w;
+    b->h = h;
+    b->x = (W - w) / 2;
+    b->y = (H - h) / 2;
+    return 0;
+}
+
+static void test_rrc(void) {
+    sp_key key = sp_stream_key(1234, SP_STREAM_AUGMENT);
+    int fallbacks = 0, late = 0;
+    for (uint32_t i = 0; i < 20000; i++) {
+        int W = 1 + (int)(rnd() % 600), H = 1 + (int)(rnd() % 600);
+        double s0 = 0.08, s1 = 1.0, r0 = 0.75, r1 = 4.0 / 3.0;
+        if (i % 5 == 4) { s0 = 0.9; s1 = 3.0; }          /* forces rejections */
+        sp_crop_box a, b;
+        int ta = sp_rrc_sample(W, H, s0, s1, r0, r1, key, 3, i, i % 7, &a);
+        int tb = ref_rrc(W, H, s0, s1, r0, r1, key, 3, i, i % 7, &b);
+        CHECK_MSG(ta == tb && a.x == b.x && a.y == b.y && a.w == b.w && a.h == b.h,
+                  "sample %u %dx%d: lib (%d,%d %dx%d try %d) ref (%d,%d %dx%d try %d)", i, W, H,
+                  a.x, a.y, a.w, a.h, ta, b.x, b.y, b.w, b.h, tb);
+        CHECK(a.x >= 0 && a.y >= 0 && a.w >= 1 && a.h >= 1 && a.x + a.w <= W && a.y + a.h <= H);
+        fallbacks += ta == 0;
+        late += ta > 1;
+    }
+    CHECK(fallbacks > 0 && late > 0);
+    /* the fallback clamps the ratio: 100x10 with ratio <= 4/3 -> 13x10 centred */
+    sp_crop_box b;
+    CHECK(sp_rrc_sample(100, 10, 5.0, 6.0, 0.75, 4.0 / 3.0, key, 0, 0, 0, &b) == 0);
+    CHECK(b.w == 13 && b.h == 10 && b.x == 43 && b.y == 0);
+    CHECK(sp_rrc_sample(10, 100, 5.0, 6.0, 0.75, 4.0 / 3.0, key, 0, 0, 0, &b) == 0);
+    CHECK(b.w == 10 && b.h == 13 && b.x == 0 && b.y == 43);
+}
+
+int main(void) {
+    test_detmath();
+    test_crop_flip();
+    test_gray();
+    test_color();
+    test_resize();
+    test_resample_window();
+    test_center_offset();
+    test_rrc();
+    puts("test_ops: ok");
+    return 0;
+}
