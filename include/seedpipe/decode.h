@@ -7,18 +7,25 @@
  * png_set_scale_16 rule). Gray-to-RGB replicates; RGB-to-gray uses the
  * ITU-R 601 luma in fixed point: (19595 R + 38470 G + 7471 B + 32768) >> 16.
  *
- * JPEG goes through libjpeg-turbo with the accurate integer IDCT
- * (JDCT_ISLOW): baseline and progressive; gray, YCbCr, RGB, CMYK and YCCK
- * (CMYK/YCCK are converted to RGB here as R = C*K/255 with rounding, Adobe
- * inverted CMYK handled). A region request decodes only the rows and
- * iMCU columns the region needs (jpeg_crop_scanline / jpeg_skip_scanlines)
- * and may use DCT-domain downscaling by 1/2, 1/4, 1/8; the output is a pure
+ * JPEG goes through libjpeg-turbo's libjpeg API with the accurate integer
+ * IDCT (JDCT_ISLOW), fancy upsampling and no block smoothing: baseline and
+ * progressive; gray, YCbCr, RGB, CMYK and YCCK. CMYK/YCCK are converted to
+ * RGB here as R = (C*K + 127) / 255 (likewise G from M, B from Y), where C
+ * and K are the inverted values Adobe files store (a file with an Adobe
+ * APP14 marker; a file without one stores ink amounts, which are inverted
+ * first). Gray output of a colour JPEG is the luma (rule above) of its RGB
+ * output. A region request decodes only the rows and iMCU columns the region
+ * needs (jpeg_crop_scanline / jpeg_skip_scanlines) and may use DCT-domain
+ * downscaling by 1/2, 1/4, 1/8; a region decode equals, byte for byte, the
+ * same crop of the full decode at the same scale, and the output is a pure
  * function of (file bytes, request), so callers may choose the request from
  * sampled parameters and stay deterministic.
  *
- * Every failure returns an SP_E* code and fills err with "path: reason";
- * hostile input never crashes (libpng/libjpeg errors are caught with
- * setjmp/longjmp, all allocations are bounded by the limits first).
+ * Every failure returns an SP_E* code and fills err with "path: reason"
+ * (e.g. "a/b.jpg: JPEG: Premature end of JPEG file"; path NULL reads
+ * "(memory)"; err may be NULL); hostile input never crashes (libpng/libjpeg
+ * errors are caught with setjmp/longjmp, all allocations are bounded by the
+ * limits first, a JPEG with more than 500 scans is SP_ELIMIT).
  * Thread safety: all functions are reentrant; no global state.
  */
 #ifndef SEEDPIPE_DECODE_H
@@ -33,12 +40,18 @@ extern "C" {
 typedef enum { SP_FORMAT_UNKNOWN = 0, SP_FORMAT_PNG = 1, SP_FORMAT_JPEG = 2 } sp_format;
 
 /* Limits checked against the declared header values before any large
- * allocation (decompression bombs). A zero field means "use the default". */
+ * allocation (decompression bombs), identically by probe and decode, so a
+ * file that probes fine never fails decode for its declared size. A zero field
+ * means "use the default"; a NULL limits pointer means all defaults. */
 typedef struct sp_decode_limits {
     uint32_t max_width;    /* default 16384 */
     uint32_t max_height;   /* default 16384 */
     uint64_t max_pixels;   /* default 64 Mi pixels (w * h of the full image) */
-    uint64_t max_bytes;    /* decoded bytes, default 256 MiB */
+    uint64_t max_bytes;    /* decoded bytes: w * h * 3 of the full image
+                            * must fit; default 256 MiB. libjpeg's
+                            * whole-image coefficient buffers (progressive
+                            * and multi-scan files) are capped at
+                            * 4 * max_bytes (else SP_ELIMIT). */
 } sp_decode_limits;
 
 /*! sp_decode_limits_default() : fill with the defaults above. */
@@ -47,17 +60,21 @@ void sp_decode_limits_default(sp_decode_limits *lim);
 typedef struct sp_image_info {
     sp_format format;
     int width, height;   /* full-resolution size */
-    int channels;        /* natural channel count after conversion: 1 or 3 */
+    int channels;        /* natural channel count after conversion: 1 for
+                          * gray and gray+alpha PNG and gray JPEG, else 3 */
 } sp_image_info;
 
 /*! sp_image_probe() : read the header only (cheap) and check the limits.
+ *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
+ *  up to the first scan. info may be NULL (then only the checks are made).
  *  @return 0, SP_EFORMAT (not PNG/JPEG, or a broken header) or SP_ELIMIT. */
 int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 
 /* What to decode. Region (x, y, w, h) is in full-resolution pixel
- * coordinates; w == 0 (or h == 0) means the whole image. scale_denom is
- * 1, 2, 4 or 8 (DCT-domain downscaling, JPEG only; PNG requires 1).
+ * coordinates and must lie inside the image; w == 0 (or h == 0) means the
+ * whole image (x and y are then ignored). scale_denom is 1, 2, 4 or 8
+ * (DCT-domain downscaling, JPEG only; PNG requires 1).
  *
  * Output geometry with d = scale_denom: the scaled image is
  * Ws = ceil(W / d) by Hs = ceil(H / d) (libjpeg's rule); the output is its
@@ -76,7 +93,12 @@ typedef struct sp_decode_req {
  *  SP_EINVAL (bad request: region outside the image, bad scale) or
  *  SP_ENOMEM. On failure *out is left zeroed. Warnings from libjpeg on a
  *  truncated-but-decodable file are treated as errors (a training sample
- *  must be exact or refused). */
+ *  must be exact or refused); libpng warnings (ancillary chunks) are not.
+ *  When the request reaches the last row of the image, the file is also
+ *  checked to its end (IEND / EOI); a region that stops earlier reads only
+ *  the data it needs (Adam7 PNGs and multi-scan JPEGs, e.g. progressive,
+ *  are read whole), so damage after it may go unnoticed, but its pixels are
+ *  still exact. */
 int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
                     const sp_decode_req *req, const sp_decode_limits *lim,
                     sp_image *out, sp_error *err);
@@ -85,7 +107,9 @@ int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
 sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 
 /*! sp_read_file() : read a whole file into a malloc'd buffer (max_bytes
- *  bound, 0 = 1 GiB). @return 0, SP_EIO (with strerror) or SP_ELIMIT. */
+ *  bound, 0 = 1 GiB); the caller frees *data. Works on pipes too. On
+ *  failure *data is NULL and *len 0; the message names the path.
+ *  @return 0, SP_EIO (with strerror; also for a directory) or SP_ELIMIT. */
 int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
                  size_t *len, sp_error *err);
 

@@ -1,0 +1,74 @@
+/* augment/decode_internal.h - what decode.c shares with decode_png.c and
+ * decode_jpeg.c (internal to the library; not installed).
+ *
+ * decode.c owns everything that does not depend on a codec: limits, request
+ * validation and output geometry, and the pixel conversions (alpha drop,
+ * gray <-> RGB, CMYK -> RGB). The codec files own their library's setjmp
+ * context and call back into these helpers, so every format converts pixels
+ * with the same arithmetic. All functions are reentrant.
+ */
+#ifndef SEEDPIPE_AUGMENT_DECODE_INTERNAL_H
+#define SEEDPIPE_AUGMENT_DECODE_INTERNAL_H
+
+#include "seedpipe/decode.h"
+
+/* Limits with every zero field replaced by its default. */
+void sp__decode_limits_resolve(const sp_decode_limits *in, sp_decode_limits *out);
+
+/*! sp__decode_check_limits() : check a header-declared size against the
+ *  (resolved) limits: width, height, width * height and the bytes of the
+ *  full-resolution image decoded to RGB (width * height * 3).
+ *  @return 0, or SP_ELIMIT with "path: FMT: ..." in err. */
+int sp__decode_check_limits(const char *path, const char *fmt, uint64_t width,
+                            uint64_t height, const sp_decode_limits *lim,
+                            sp_error *err);
+
+/* The output window of a request, in scaled-image coordinates
+ * (decode.h: columns [x0, x1), rows [y0, y1) of the Ws x Hs scaled image). */
+typedef struct sp__window {
+    int scaled_w, scaled_h;   /* Ws, Hs */
+    int x0, x1, y0, y1;
+} sp__window;
+
+/*! sp__decode_window() : validate the region and scale of `req` against a
+ *  W x H image and compute the output window.
+ *  @return 0, or SP_EINVAL with "path: FMT: ..." in err. */
+int sp__decode_window(const char *path, const char *fmt, int width, int height,
+                      const sp_decode_req *req, sp__window *win, sp_error *err);
+
+/* Pixel layouts a codec hands to the converter (8 bits per sample). */
+typedef enum {
+    SP__PIX_GRAY = 1,      /* Y */
+    SP__PIX_GRAY_ALPHA,    /* Y A: alpha dropped */
+    SP__PIX_RGB,           /* R G B */
+    SP__PIX_RGBA,          /* R G B A: alpha dropped */
+    SP__PIX_CMYK,          /* C M Y K, ink amounts (0 = no ink) */
+    SP__PIX_CMYK_INVERTED  /* C M Y K as Adobe stores them (255 = no ink) */
+} sp__pixfmt;
+
+/*! sp__pixfmt_bytes() : bytes per pixel of a layout. */
+int sp__pixfmt_bytes(sp__pixfmt fmt);
+
+/*! sp__convert_row() : convert n pixels from `src` (layout fmt) to `dst`
+ *  with 1 (gray) or 3 (RGB) channels, by the rules in decode.h:
+ *  gray -> RGB replicates; RGB -> gray is (19595 R + 38470 G + 7471 B +
+ *  32768) >> 16; alpha is dropped; CMYK goes to RGB first as
+ *  R = round(C' * K' / 255) with C', K' the inverted (Adobe) values. */
+void sp__convert_row(const uint8_t *src, sp__pixfmt fmt, uint8_t *dst,
+                     int dst_channels, size_t n);
+
+/* Codec entry points (buf has the codec's magic; path is never NULL;
+ * lim is resolved; req and out are non-NULL; *out is zeroed on entry and
+ * is left zeroed on failure). */
+int sp__png_probe(const uint8_t *buf, size_t len, const char *path,
+                  const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_req *req, const sp_decode_limits *lim,
+                   sp_image *out, sp_error *err);
+int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
+                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    sp_image *out, sp_error *err);
+
+#endif

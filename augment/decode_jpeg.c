@@ -1,0 +1,304 @@
+/* augment/decode_jpeg.c - JPEG probe and decode for include/seedpipe/decode.h,
+ * through the libjpeg API of libjpeg-turbo reading from memory.
+ *
+ * Fixed decoder settings, so the output is a pure function of (file bytes,
+ * request): accurate integer IDCT (JDCT_ISLOW), fancy upsampling, no block
+ * smoothing (which would make a region's edge depend on where the region
+ * starts), DCT-domain scaling 1/d. Gray files decode as gray, YCbCr and RGB
+ * files as RGB, CMYK and YCCK files as CMYK (libjpeg converts YCCK), which
+ * decode.c converts to RGB; a file with an Adobe APP14 marker stores
+ * inverted CMYK (as Photoshop writes it), one without stores ink amounts.
+ * Gray output from a colour file is the ITU-R 601 luma of the decoded RGB.
+ *
+ * HOW IT WORKS: a region decode asks libjpeg for the scaled output columns
+ * [x0, x1) widened by one pixel on each side and to at least
+ * 4 * max_h_samp_factor pixels (jpeg_crop_scanline widens further, to iMCU
+ * boundaries), skips to row y0 (jpeg_skip_scanlines), reads rows y0..y1-1
+ * and copies out exactly columns [x0, x1). The margins matter: fancy
+ * upsampling treats the edges of a cropped row as image edges (libjpeg.txt,
+ * "Partial image decompression"), so the edge pixels of the crop are not
+ * those of a full decode, and libjpeg falls back to box upsampling when a
+ * crop's chroma is under 2 samples wide. With the margins the edge pixels
+ * are never copied, and a region decode equals the same crop of a full
+ * decode (tests/test_decode.c checks this on every sampling layout). Where
+ * libjpeg-turbo 2.1's cropping is wrong (sp_jpeg_crop_is_exact()) the rows
+ * are decoded at full width instead.
+ *
+ * Errors: libjpeg errors AND warnings (corrupt data, premature end) longjmp
+ * back with the library's message (SP_EFORMAT; SP_ENOMEM when libjpeg is
+ * out of memory); a file with more than 500 scans is refused with
+ * SP_ELIMIT (the scan-count DoS, as TurboJPEG's TJFLAG_LIMITSCANS);
+ * libjpeg's whole-image buffers (multi-scan files) are capped at
+ * 4 * max_bytes (SP_ELIMIT; a safety net: a file within the limits needs
+ * at most 8 bytes per pixel there, and max_bytes >= 3 bytes per pixel). When the last row was read, the rest of the file is checked
+ * to EOI (jpeg_finish_decompress), so a full decode of a truncated file
+ * fails; a region decode may not notice damage after its last row (its
+ * pixels are still exact). Reentrant: no global state.
+ */
+#include "augment/decode_internal.h"
+
+#include <limits.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+#define SP_JPEG_MAX_SCANS 500
+
+typedef struct sp_jpeg_ctx {
+    struct jpeg_error_mgr jerr;        /* first: cinfo->err points here */
+    struct jpeg_progress_mgr progress;
+    struct jpeg_decompress_struct cinfo;
+    jmp_buf jb;
+    char msg[JMSG_LENGTH_MAX + 64];
+    int code;                          /* SP_E* for the longjmp'd failure */
+    const char *path;
+    int created;                       /* jpeg_create_decompress done */
+    uint8_t *row;                      /* one scanline of libjpeg output */
+} sp_jpeg_ctx;
+
+static void sp_jpeg_fail(j_common_ptr cinfo) {
+    sp_jpeg_ctx *c = (sp_jpeg_ctx *)cinfo->err;
+    char buf[JMSG_LENGTH_MAX];
+    (*cinfo->err->format_message)(cinfo, buf);
+    switch (cinfo->err->msg_code) {
+    case JERR_OUT_OF_MEMORY: c->code = SP_ENOMEM; break;
+    case JERR_NO_BACKING_STORE:  /* the max_memory_to_use cap */
+        c->code = SP_ELIMIT;
+        snprintf(buf, sizeof buf, "working memory above the limit of %ld bytes",
+                 cinfo->mem->max_memory_to_use);
+        break;
+    default: c->code = SP_EFORMAT; break;
+    }
+    snprintf(c->msg, sizeof c->msg, "%s", buf);
+    longjmp(c->jb, 1);
+}
+
+/* Warnings (level -1) are errors here; trace messages are ignored. */
+static void sp_jpeg_emit(j_common_ptr cinfo, int level) {
+    if (level < 0) sp_jpeg_fail(cinfo);
+}
+
+static void sp_jpeg_output(j_common_ptr cinfo) { (void)cinfo; /* never prints */ }
+
+static void sp_jpeg_progress(j_common_ptr cinfo) {
+    if (!cinfo->is_decompressor) return;
+    j_decompress_ptr d = (j_decompress_ptr)cinfo;
+    if (d->input_scan_number > SP_JPEG_MAX_SCANS) {
+        sp_jpeg_ctx *c = (sp_jpeg_ctx *)cinfo->err;
+        snprintf(c->msg, sizeof c->msg, "more than %d scans", SP_JPEG_MAX_SCANS);
+        c->code = SP_ELIMIT;
+        longjmp(c->jb, 1);
+    }
+}
+
+/* Create the decompressor, read the header, map the colour space and check
+ * the limits. Runs under sp_jpeg_guarded()'s setjmp. */
+static int sp_jpeg_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
+                        const sp_decode_limits *lim, sp__pixfmt *fmt, sp_error *err) {
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+    ci->err = jpeg_std_error(&c->jerr);
+    c->jerr.error_exit = sp_jpeg_fail;
+    c->jerr.emit_message = sp_jpeg_emit;
+    c->jerr.output_message = sp_jpeg_output;
+    jpeg_create_decompress(ci);
+    c->created = 1;
+    c->progress.progress_monitor = sp_jpeg_progress;
+    ci->progress = &c->progress;
+    uint64_t cap = lim->max_bytes > (uint64_t)LONG_MAX / 4 ? (uint64_t)LONG_MAX
+                                                           : lim->max_bytes * 4;
+    ci->mem->max_memory_to_use = (long)cap;
+    if (len > ULONG_MAX)
+        return sp_error_set(err, SP_ELIMIT, "%s: JPEG: file too large", c->path);
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+
+    switch (ci->jpeg_color_space) {
+    case JCS_GRAYSCALE:
+        ci->out_color_space = JCS_GRAYSCALE; *fmt = SP__PIX_GRAY; break;
+    case JCS_YCbCr:
+    case JCS_RGB:
+        ci->out_color_space = JCS_RGB; *fmt = SP__PIX_RGB; break;
+    case JCS_CMYK:
+    case JCS_YCCK:
+        ci->out_color_space = JCS_CMYK;
+        *fmt = ci->saw_Adobe_marker ? SP__PIX_CMYK_INVERTED : SP__PIX_CMYK;
+        break;
+    default:
+        return sp_error_set(err, SP_EFORMAT,
+                            "%s: JPEG: unsupported colour space (%d components)", c->path,
+                            ci->num_components);
+    }
+    return sp__decode_check_limits(c->path, "JPEG", ci->image_width, ci->image_height,
+                                   lim, err);
+}
+
+/* libjpeg-turbo 2.1 sizes a cropped component as if its IDCT were scaled
+ * like the luma's (jpeg_crop_scanline computes downsampled_width without
+ * the component's DCT scaled size; fixed in 3.x). At scales 1/2 and 1/4 the
+ * library may IDCT-scale a chroma component differently, and when that
+ * component is still upsampled (fancy upsampling reads downsampled_width),
+ * a cropped decode is wrong (e.g. 2x4 or 4:1:0 files at scale 1/2). Crop
+ * only when every component either shares the minimum scaled DCT size or
+ * needs no upsampling; otherwise decode full rows and copy out. */
+static int sp_jpeg_crop_is_exact(j_decompress_ptr ci) {
+#if JPEG_LIB_VERSION >= 70
+    int m = ci->min_DCT_h_scaled_size;
+#else
+    int m = ci->min_DCT_scaled_size;
+#endif
+    for (int i = 0; i < ci->num_components; i++) {
+        const jpeg_component_info *cp = &ci->comp_info[i];
+#if JPEG_LIB_VERSION >= 70
+        int sz = cp->DCT_h_scaled_size;
+#else
+        int sz = cp->DCT_scaled_size;
+#endif
+        if (sz == m) continue;
+        if (cp->h_samp_factor * sz == ci->max_h_samp_factor * m &&
+            cp->v_samp_factor * sz == ci->max_v_samp_factor * m)
+            continue;  /* full-size component: no upsampling */
+        return 0;
+    }
+    return 1;
+}
+
+static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
+                        const sp_decode_req *req, const sp_decode_limits *lim,
+                        sp_image *out, sp_error *err) {
+    sp__pixfmt fmt;
+    int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
+    if (rc != SP_OK) return rc;
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+
+    sp__window win;
+    rc = sp__decode_window(c->path, "JPEG", (int)ci->image_width, (int)ci->image_height,
+                           req, &win, err);
+    if (rc != SP_OK) return rc;
+
+    ci->dct_method = JDCT_ISLOW;
+    ci->do_fancy_upsampling = TRUE;
+    ci->do_block_smoothing = FALSE;
+    ci->scale_num = 1;
+    ci->scale_denom = (unsigned)req->scale_denom;
+    jpeg_calc_output_dimensions(ci);
+    if ((int)ci->output_width != win.scaled_w || (int)ci->output_height != win.scaled_h)
+        return sp_error_set(err, SP_EFORMAT,
+                            "%s: JPEG: libjpeg scales %ux%u to %ux%u, expected %dx%d", c->path,
+                            ci->image_width, ci->image_height, ci->output_width,
+                            ci->output_height, win.scaled_w, win.scaled_h);
+
+    rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
+    if (rc != SP_OK)
+        return sp_error_set(err, rc, "%s: JPEG: cannot allocate the %dx%d output", c->path,
+                            win.x1 - win.x0, win.y1 - win.y0);
+
+    jpeg_start_decompress(ci);
+
+    /* Columns: one pixel of margin each side keeps the crop's edge pixels
+     * (simplified upsampling) out of the output; see HOW IT WORKS. */
+    JDIMENSION cx0 = (JDIMENSION)(win.x0 > 0 ? win.x0 - 1 : 0);
+    JDIMENSION cx1 = (JDIMENSION)(win.x1 < win.scaled_w ? win.x1 + 1 : win.scaled_w);
+    /* ... and a minimum width: a crop whose chroma is narrower than 2
+     * samples makes libjpeg switch to plain (box) upsampling. */
+    JDIMENSION minw = 4u * (JDIMENSION)ci->max_h_samp_factor;
+    if (cx1 - cx0 < minw) {
+        cx1 = cx0 + minw < (JDIMENSION)win.scaled_w ? cx0 + minw : (JDIMENSION)win.scaled_w;
+        if (cx1 - cx0 < minw) cx0 = cx1 > minw ? cx1 - minw : 0;
+    }
+    JDIMENSION row_x0 = 0;  /* scaled column of the row buffer's first pixel */
+    if ((cx0 != 0 || cx1 != (JDIMENSION)win.scaled_w) && sp_jpeg_crop_is_exact(ci)) {
+        JDIMENSION xoff = cx0, cw = cx1 - cx0;
+        jpeg_crop_scanline(ci, &xoff, &cw);
+        row_x0 = xoff;
+    }
+    if ((JDIMENSION)win.x0 < row_x0 || (JDIMENSION)win.x1 > row_x0 + ci->output_width)
+        return sp_error_set(err, SP_EFORMAT, "%s: JPEG: crop to columns %d..%d failed",
+                            c->path, win.x0, win.x1);
+
+    size_t comps = (size_t)ci->output_components;
+    if ((int)comps != sp__pixfmt_bytes(fmt))
+        return sp_error_set(err, SP_EFORMAT, "%s: JPEG: unexpected %d output components",
+                            c->path, ci->output_components);
+    c->row = malloc((size_t)ci->output_width * comps);
+    if (!c->row) return sp_error_set(err, SP_ENOMEM, "%s: JPEG: out of memory", c->path);
+
+    if (win.y0 > 0) {
+        JDIMENSION skipped = jpeg_skip_scanlines(ci, (JDIMENSION)win.y0);
+        if (skipped != (JDIMENSION)win.y0)
+            return sp_error_set(err, SP_EFORMAT, "%s: JPEG: skipped %u of %d rows", c->path,
+                                skipped, win.y0);
+    }
+    int direct = row_x0 == (JDIMENSION)win.x0 && ci->output_width == (JDIMENSION)out->width &&
+                 ((fmt == SP__PIX_RGB && out->channels == 3) ||
+                  (fmt == SP__PIX_GRAY && out->channels == 1));
+    if (direct) {  /* libjpeg writes straight into the output, 16 rows per call */
+        for (int y = 0; y < out->height;) {
+            JSAMPROW rows[16];
+            int n = out->height - y < 16 ? out->height - y : 16;
+            for (int i = 0; i < n; i++) rows[i] = out->data + (size_t)(y + i) * out->stride;
+            JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+            if (got == 0)
+                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
+                                    c->path, win.y0 + y);
+            y += (int)got;
+        }
+    } else {
+        const uint8_t *src = c->row + (size_t)((JDIMENSION)win.x0 - row_x0) * comps;
+        for (int y = 0; y < out->height; y++) {
+            JSAMPROW r = c->row;
+            if (jpeg_read_scanlines(ci, &r, 1) != 1)
+                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
+                                    c->path, win.y0 + y);
+            sp__convert_row(src, fmt, out->data + (size_t)y * out->stride, out->channels,
+                            (size_t)out->width);
+        }
+    }
+    if (win.y1 == win.scaled_h) jpeg_finish_decompress(ci);  /* check to EOI */
+    return SP_OK;
+}
+
+static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
+                           const sp_decode_req *req, const sp_decode_limits *lim,
+                           sp_image_info *info, sp_image *out, sp_error *err) {
+    if (setjmp(c->jb))
+        return sp_error_set(err, c->code, "%s: JPEG: %s", c->path, c->msg);
+    if (out) return sp_jpeg_body(c, buf, len, req, lim, out, err);
+    sp__pixfmt fmt;
+    int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
+    if (rc != SP_OK) return rc;
+    info->format = SP_FORMAT_JPEG;
+    info->width = (int)c->cinfo.image_width;
+    info->height = (int)c->cinfo.image_height;
+    info->channels = (fmt == SP__PIX_GRAY) ? 1 : 3;
+    return SP_OK;
+}
+
+/* probe (out == NULL) or decode, with cleanup on every path */
+static int sp_jpeg_run(const uint8_t *buf, size_t len, const char *path,
+                       const sp_decode_req *req, const sp_decode_limits *lim,
+                       sp_image_info *info, sp_image *out, sp_error *err) {
+    sp_jpeg_ctx *c = calloc(1, sizeof *c);
+    if (!c) return sp_error_set(err, SP_ENOMEM, "%s: JPEG: out of memory", path);
+    c->path = path;
+    int rc = sp_jpeg_guarded(c, buf, len, req, lim, info, out, err);
+    if (c->created) jpeg_destroy_decompress(&c->cinfo);
+    free(c->row);
+    free(c);
+    if (rc != SP_OK && out) sp_image_free(out);
+    return rc;
+}
+
+int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
+    return sp_jpeg_run(buf, len, path, NULL, lim, info, NULL, err);
+}
+
+int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
+                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    sp_image *out, sp_error *err) {
+    return sp_jpeg_run(buf, len, path, req, lim, NULL, out, err);
+}
