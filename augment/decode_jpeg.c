@@ -24,7 +24,8 @@
  * libjpeg-turbo 2.1's cropping is wrong (sp_jpeg_crop_is_exact()) the rows
  * are decoded at full width instead.
  *
- * Errors: libjpeg errors AND warnings (corrupt data, premature end) longjmp
+ * Errors: libjpeg errors AND warnings (corrupt data, premature end; all but
+ * "extraneous bytes before marker", which changes no pixel) longjmp
  * back with the library's message (SP_EFORMAT; SP_ENOMEM when libjpeg is
  * out of memory); a file with more than 500 scans is refused with
  * SP_ELIMIT (the scan-count DoS, as TurboJPEG's TJFLAG_LIMITSCANS);
@@ -78,8 +79,11 @@ static void sp_jpeg_fail(j_common_ptr cinfo) {
 }
 
 /* Warnings (level -1) are errors here; trace messages are ignored. */
+/* Warnings are errors (a sample must be exact or refused), except
+ * JWRN_EXTRANEOUS_DATA: stray bytes between segments, common in camera
+ * files, which libjpeg skips without touching any coefficient. */
 static void sp_jpeg_emit(j_common_ptr cinfo, int level) {
-    if (level < 0) sp_jpeg_fail(cinfo);
+    if (level < 0 && cinfo->err->msg_code != JWRN_EXTRANEOUS_DATA) sp_jpeg_fail(cinfo);
 }
 
 static void sp_jpeg_output(j_common_ptr cinfo) { (void)cinfo; /* never prints */ }
