@@ -17,6 +17,7 @@
 static const struct { const char *cmd, *key; int arity; } arities[] = {
     {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0},
     {"rng", "key", 2},      {"rng", "counter", 4},
+    {"verify", "no-crash", 0}, {"verify", "no-resume", 0},
 };
 
 int cli_arity(const char *cmd, const char *key) {
@@ -46,7 +47,18 @@ static void usage(FILE *f) {
           "  digest DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--threads T] [--drop-last] [--rank R --world W]\n"
           "         [--dtype uint8|float32] [--layout nchw|nhwc] --out FILE.jsonl\n"
-          "      write one digest line per batch (a manifest)\n"
+          "         [--workers W [--ring R]] [--on-error fail|skip|substitute]\n"
+          "         [--rng-mode per-sample|per-worker] [--resume STATE]\n"
+          "         [--save-state FILE [--stop-after N]]\n"
+          "      write one digest line per batch (a manifest); --workers W >= 1 runs on\n"
+          "      the worker pool, 0 (default) in-process; every way gives the same lines\n"
+          "  verify DATASET --pipeline P --seed S --epochs E --batch-size B\n"
+          "         [--workers 1,2,3,4,8] [--rng-mode per-sample|per-worker] [--ring R]\n"
+          "         [--on-error P] [--no-crash] [--no-resume]\n"
+          "      run the stream in-process, at each worker count, with a worker killed\n"
+          "      and with a stop/resume; table of stream digests, first divergence\n"
+          "  diff A.jsonl B.jsonl\n"
+          "      compare two manifests; the first divergence; exit 0 only if equal\n"
           "  dump DATASET --pipeline P --seed S --epoch E --batch B --out grid.png\n"
           "      write one augmented batch as a contact sheet\n"
           "  order (DATASET | --n N) --seed S --epoch E\n"
@@ -172,6 +184,7 @@ int main(int argc, char **argv) {
         {"rng", cmd_rng},         {"order", cmd_order},
         {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},
         {"digest", cmd_digest},   {"dump", cmd_dump},
+        {"verify", cmd_verify},   {"diff", cmd_diff},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmds[i].name, a.cmd)) return cmds[i].fn(&a);

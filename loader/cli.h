@@ -1,7 +1,8 @@
 /* cli.h - internals shared by the seedpipe command-line tool's files.
  *
  * The tool (cli.c: dispatch and option parsing; cli_core.c: rng, order,
- * inspect, make-shapes; cli_batch.c: digest, dump) is the only code that
+ * inspect, make-shapes; cli_batch.c: digest, dump; cli_pool.c: batch
+ * streams over the worker pool, verify, diff) is the only code that
  * prints or exits; it turns every library error into "seedpipe CMD: msg" on
  * stderr and exit status 1 (2 for a usage error).
  */
@@ -9,8 +10,10 @@
 #define SEEDPIPE_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "seedpipe/loader.h"
+#include "seedpipe/state.h"
 
 /* Parsed command line: positional arguments and --key value options. */
 typedef struct cli_args {
@@ -45,11 +48,35 @@ _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
  * --batch-size --drop-last --rank --world --dtype --layout --threads. */
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg);
 
+/* A stream of batches: the in-process loader (workers 0) or the worker
+ * pool (workers >= 1), from the start or from `resume` to the end of epoch
+ * epochs - 1 (cli_pool.c). next returns 0, SP_POOL_END or an error; the
+ * batch is valid until cli_stream_release(). */
+typedef struct cli_stream cli_stream;
+int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
+                    const sp_loader_state *resume, cli_stream **out, sp_error *err);
+int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err);
+void cli_stream_release(cli_stream *s);
+sp_loader *cli_stream_loader(cli_stream *s);
+void cli_stream_state(cli_stream *s, sp_loader_state *st);
+int cli_stream_kill_worker(cli_stream *s, int w);
+void cli_stream_close(cli_stream *s);   /* accepts NULL */
+/* --on-error, --rng-mode into cfg; --workers, --ring. */
+void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *ring);
+/* Fold a batch digest into a stream digest (big-endian hi, lo), as
+ * `digest` prints it. */
+struct XXH3_state_s;
+void cli_digest_fold(struct XXH3_state_s *st, sp_digest d);
+/* The failure log, one line per sample ("  sample I: path: reason"). */
+void cli_print_failures(const sp_loader *ld, FILE *f);
+
 int cmd_rng(cli_args *a);
 int cmd_order(cli_args *a);
 int cmd_inspect(cli_args *a);
 int cmd_make_shapes(cli_args *a);
 int cmd_digest(cli_args *a);
 int cmd_dump(cli_args *a);
+int cmd_verify(cli_args *a);
+int cmd_diff(cli_args *a);
 
 #endif

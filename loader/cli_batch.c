@@ -1,8 +1,10 @@
-/* cli_batch.c - seedpipe digest and dump: batches out of the in-process loader.
+/* cli_batch.c - seedpipe digest and dump: batches out of the loader or the pool.
  *
  * `digest` writes a manifest (manifest.h) of every batch of epochs
- * 0..E-1 and prints a stream digest (XXH3-128 over the batch digests in
- * order), so two runs can be compared by one line. `dump` renders one batch
+ * 0..E-1 (from --resume STATE on; up to --stop-after N batches, then
+ * --save-state FILE), in-process or on the worker pool (--workers W), and
+ * prints a stream digest (XXH3-128 over the batch digests in order), so two
+ * runs can be compared by one line. `dump` renders one batch
  * as a contact-sheet PNG (uint8 preview, before normalization).
  */
 #include "loader/cli.h"
@@ -18,6 +20,8 @@
 
 #include "seedpipe/imageio.h"
 #include "seedpipe/manifest.h"
+#include "seedpipe/pool.h"
+#include "seedpipe/state.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -29,16 +33,28 @@ int cmd_digest(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
     sp_loader_config cfg;
     cli_loader_config(a, a->pos[0], &cfg);
+    int workers, ring;
+    cli_pool_options(a, &cfg, &workers, &ring);
     uint64_t epochs = cli_u64(a, "epochs", 1);
     if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
     const char *out = cli_str(a, "out", NULL);
     if (!out) cli_usage_error(a, "--out FILE.jsonl is required ('-' for stdout)");
+    const char *resume_path = cli_str(a, "resume", NULL);
+    const char *save_path = cli_str(a, "save-state", NULL);
+    uint64_t stop_after = cli_u64(a, "stop-after", UINT64_MAX);
+    if (cli_has(a, "stop-after") && !save_path)
+        cli_usage_error(a, "--stop-after needs --save-state FILE");
     cli_check_unused(a);
 
     sp_error err;
     sp_error_clear(&err);
-    sp_loader *ld;
-    if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
+    sp_loader_state resume;
+    if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
+    cli_stream *stream;
+    if (cli_stream_open(&cfg, workers, ring, (uint32_t)epochs, resume_path ? &resume : NULL,
+                        &stream, &err) != 0)
+        cli_fail(a, &err);
+    sp_loader *ld = cli_stream_loader(stream);
     char tmp[4096];
     FILE *f = stdout;
     struct stat sbuf;
@@ -47,6 +63,7 @@ int cmd_digest(cli_args *a) {
         f = fopen(out, "w");
         if (!f) {
             sp_error_set(&err, SP_EIO, "%s: cannot open", out);
+            cli_stream_close(stream);
             cli_fail(a, &err);
         }
     } else if (strcmp(out, "-") != 0) {
@@ -54,13 +71,9 @@ int cmd_digest(cli_args *a) {
         f = fopen(tmp, "w");
         if (!f) {
             sp_error_set(&err, SP_EIO, "%s: cannot create", tmp);
+            cli_stream_close(stream);
             cli_fail(a, &err);
         }
-    }
-    sp_batch b;
-    if (sp_batch_alloc(ld, &b) != 0) {
-        sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
-        cli_fail(a, &err);
     }
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
@@ -68,29 +81,37 @@ int cmd_digest(cli_args *a) {
     uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0;
     double t0 = now_s(), last = t0;
     int rc = sp_manifest_write_header(f, ld, (uint32_t)epochs, &err);
-    for (uint32_t e = 0; rc == 0 && e < epochs; e++)
-        for (uint64_t i = 0; rc == 0 && i < nb; i++) {
-            rc = sp_loader_batch(ld, e, i, &b, &err);
-            if (rc != 0) break;
-            sp_digest d = sp_batch_digest(ld, &b);
-            uint8_t raw[16];
-            for (int k = 0; k < 8; k++) {
-                raw[k] = (uint8_t)(d.hi >> (56 - 8 * k));
-                raw[8 + k] = (uint8_t)(d.lo >> (56 - 8 * k));
-            }
-            XXH3_128bits_update(st, raw, sizeof raw);
-            rc = sp_manifest_write_batch(f, &b, d, &err);
-            done++;
-            images += b.count;
-            double t = now_s();
-            if (tty && t - last > 0.5) {
-                last = t;
-                fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", e,
-                        (unsigned long long)i + 1, (unsigned long long)nb,
-                        (double)images / (t - t0));
-            }
+    while (rc == 0 && done < stop_after) {
+        sp_batch *b;
+        rc = cli_stream_next(stream, &b, &err);
+        if (rc == SP_POOL_END) {
+            rc = 0;
+            break;
         }
+        if (rc != 0) break;
+        sp_digest d = sp_batch_digest(ld, b);
+        cli_digest_fold(st, d);
+        rc = sp_manifest_write_batch(f, b, d, &err);
+        done++;
+        images += b->count;
+        double t = now_s();
+        if (tty && t - last > 0.5) {
+            last = t;
+            fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", b->epoch,
+                    (unsigned long long)b->index + 1, (unsigned long long)nb,
+                    (double)images / (t - t0));
+        }
+        cli_stream_release(stream);
+    }
     if (tty && done) fputc('\n', stderr);
+    if (rc == 0 && save_path) {
+        sp_loader_state state;
+        cli_stream_state(stream, &state);
+        rc = sp_loader_state_save(save_path, &state, &err);
+        if (rc == 0)
+            fprintf(f == stdout ? stderr : stdout, "state: epoch %u batch %llu saved to %s\n",
+                    state.epoch, (unsigned long long)state.batch, save_path);
+    }
     if (rc == 0 && special) {
         fclose(f);
         f = NULL;
@@ -99,9 +120,12 @@ int cmd_digest(cli_args *a) {
         else if (rename(tmp, out) != 0) rc = sp_error_set(&err, SP_EIO, "%s: rename failed", out);
         f = NULL;
     }
+    cli_print_failures(ld, stderr);
     if (rc != 0) {
         if (f && f != stdout) fclose(f);
         if (strcmp(out, "-") != 0 && !special) remove(tmp);
+        cli_stream_close(stream);
+        XXH3_freeState(st);
         cli_fail(a, &err);
     }
     XXH128_hash_t h = XXH3_128bits_digest(st);
@@ -114,8 +138,7 @@ int cmd_digest(cli_args *a) {
             "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
             (unsigned long long)done, (unsigned long long)images, dt,
             dt > 0 ? (double)images / dt : 0.0, hex);
-    sp_batch_free(&b);
-    sp_loader_destroy(ld);
+    cli_stream_close(stream);
     return 0;
 }
 

@@ -9,11 +9,20 @@
  * (i, epoch, seed, pipeline), never on the thread that computed it. Errors
  * are collected per position and the one with the smallest position is
  * reported: the outcome, message included, is the same for any thread count.
+ *
+ * The per-position step (sp__loader_sample) and the batch assembly
+ * (sp__batch_finalize) are shared with the worker pool through
+ * loader_internal.h; they apply cfg.on_error (loader.h): skip compacts the
+ * failed positions out after all positions are done, substitute searches
+ * the next positions of the epoch order for a sample that decodes. Both
+ * are decided from the samples only, so the pool and the threads agree.
  */
 #include "seedpipe/loader.h"
+#include "loader/loader_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +38,40 @@ struct sp_loader {
     sp_key k_shuffle, k_augment;
     int c, h, w;
     size_t sample_bytes;
-    sp_digest fingerprint;
+    sp_digest fingerprint, pipeline_hash;
+    uint64_t worker_counter;          /* per-worker rng mode, in-process */
+    pthread_mutex_t log_lock;         /* guards the failure log */
+    sp_failure *failures;
+    size_t nfailures, cap_failures;
 };
+
+static const char *const on_error_names[] = {"fail", "skip", "substitute"};
+static const char *const rng_mode_names[] = {"per-sample", "per-worker"};
+
+int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err) {
+    for (int i = 0; i < 3; i++)
+        if (s && strcmp(s, on_error_names[i]) == 0) {
+            *out = (sp_on_error)i;
+            return SP_OK;
+        }
+    return sp_error_set(err, SP_EINVAL, "on-error \"%s\": expected fail, skip or substitute",
+                        s ? s : "");
+}
+
+int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err) {
+    for (int i = 0; i < 2; i++)
+        if (s && strcmp(s, rng_mode_names[i]) == 0) {
+            *out = (sp_rng_mode)i;
+            return SP_OK;
+        }
+    return sp_error_set(err, SP_EINVAL, "rng-mode \"%s\": expected per-sample or per-worker",
+                        s ? s : "");
+}
+
+const char *sp_on_error_name(sp_on_error p) {
+    return (unsigned)p < 3 ? on_error_names[p] : "?";
+}
+const char *sp_rng_mode_name(sp_rng_mode m) { return (unsigned)m < 2 ? rng_mode_names[m] : "?"; }
 
 void sp_loader_config_default(sp_loader_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
@@ -76,6 +117,15 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
     hash_u64(st, (uint64_t)ld->cfg.skip_normalize);
     hash_u64(st, ld->bt.batch_size);
     hash_u64(st, (uint64_t)ld->bt.drop_last);
+    /* v1 fingerprints stay valid for the defaults. */
+    if (ld->cfg.on_error != SP_ON_ERROR_FAIL) {
+        hash_str(st, "on_error");
+        hash_u64(st, (uint64_t)ld->cfg.on_error);
+    }
+    if (ld->cfg.rng_mode != SP_RNG_PER_SAMPLE) {
+        hash_str(st, "rng_mode");
+        hash_u64(st, (uint64_t)ld->cfg.rng_mode);
+    }
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     d.hi = h.high64;
@@ -91,8 +141,13 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return sp_error_set(err, SP_EINVAL, "loader: bad dtype %d", (int)cfg->dtype);
     if (cfg->layout != SP_LAYOUT_NCHW && cfg->layout != SP_LAYOUT_NHWC)
         return sp_error_set(err, SP_EINVAL, "loader: bad layout %d", (int)cfg->layout);
+    if ((unsigned)cfg->on_error > SP_ON_ERROR_SUBSTITUTE)
+        return sp_error_set(err, SP_EINVAL, "loader: bad on_error %d", (int)cfg->on_error);
+    if ((unsigned)cfg->rng_mode > SP_RNG_PER_WORKER)
+        return sp_error_set(err, SP_EINVAL, "loader: bad rng_mode %d", (int)cfg->rng_mode);
     sp_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
+    pthread_mutex_init(&ld->log_lock, NULL);
     ld->cfg = *cfg;
     ld->dataset_path = dupstr(cfg->dataset);
     ld->pipeline_spec = dupstr(cfg->pipeline);
@@ -140,6 +195,10 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     ld->k_shuffle = sp_stream_key(cfg->seed, SP_STREAM_SHUFFLE);
     ld->k_augment = sp_stream_key(cfg->seed, SP_STREAM_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld);
+    const char *canon = sp_pipeline_canonical(ld->pl);
+    XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
+    ld->pipeline_hash.hi = ph.high64;
+    ld->pipeline_hash.lo = ph.low64;
     *out = ld;
     return SP_OK;
 }
@@ -150,7 +209,68 @@ void sp_loader_destroy(sp_loader *ld) {
     sp_dataset_destroy(ld->ds);
     free(ld->dataset_path);
     free(ld->pipeline_spec);
+    free(ld->failures);
+    pthread_mutex_destroy(&ld->log_lock);
     free(ld);
+}
+
+sp_digest sp_loader_pipeline_hash(const sp_loader *ld) { return ld->pipeline_hash; }
+const sp_batching *sp__loader_batching(const sp_loader *ld) { return &ld->bt; }
+uint64_t sp__loader_worker_counter(const sp_loader *ld) { return ld->worker_counter; }
+void sp__loader_set_worker_counter(sp_loader *ld, uint64_t c) { ld->worker_counter = c; }
+
+sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w) {
+    return sp_worker_key(ld->cfg.seed, w);
+}
+
+sp__rng sp__loader_rng(const sp_loader *ld, uint32_t counter) {
+    sp__rng r;
+    r.mode = ld->cfg.rng_mode;
+    r.key = r.mode == SP_RNG_PER_WORKER ? sp__loader_worker_key(ld, 0) : ld->k_augment;
+    r.counter = counter;
+    return r;
+}
+
+void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char *msg) {
+    pthread_mutex_lock(&ld->log_lock);
+    /* Linear dedupe: failures are expected to be few (LIMITATION: quadratic
+     * for a dataset where most files fail). */
+    for (size_t i = 0; i < ld->nfailures; i++)
+        if (ld->failures[i].sample == sample) {
+            pthread_mutex_unlock(&ld->log_lock);
+            return;
+        }
+    if (ld->nfailures == ld->cap_failures) {
+        size_t cap = ld->cap_failures ? 2 * ld->cap_failures : 16;
+        sp_failure *f = realloc(ld->failures, cap * sizeof *f);
+        if (!f) {   /* the log is best effort; the batch result is not */
+            pthread_mutex_unlock(&ld->log_lock);
+            return;
+        }
+        ld->failures = f;
+        ld->cap_failures = cap;
+    }
+    sp_failure *f = &ld->failures[ld->nfailures++];
+    f->sample = sample;
+    f->code = code;
+    snprintf(f->msg, sizeof f->msg, "%s", msg);
+    pthread_mutex_unlock(&ld->log_lock);
+}
+
+size_t sp_loader_failure_count(const sp_loader *ld) {
+    sp_loader *m = (sp_loader *)ld;
+    pthread_mutex_lock(&m->log_lock);
+    size_t n = m->nfailures;
+    pthread_mutex_unlock(&m->log_lock);
+    return n;
+}
+
+const sp_failure *sp_loader_failure(const sp_loader *ld, size_t i) {
+    sp_loader *m = (sp_loader *)ld;
+    pthread_mutex_lock(&m->log_lock);
+    const sp_failure *f = i < m->nfailures ? &m->failures[i] : NULL;
+    pthread_mutex_unlock(&m->log_lock);
+    return f;
 }
 
 const sp_dataset *sp_loader_dataset(const sp_loader *ld) { return ld->ds; }
@@ -173,7 +293,9 @@ int sp_batch_alloc(const sp_loader *ld, sp_batch *b) {
     b->images = malloc((size_t)cap * ld->sample_bytes);
     b->labels = malloc((size_t)cap * sizeof *b->labels);
     b->indices = malloc((size_t)cap * sizeof *b->indices);
-    if (!b->images || !b->labels || !b->indices) {
+    b->skipped = malloc((size_t)cap * sizeof *b->skipped);
+    b->substituted = malloc((size_t)cap * 2 * sizeof *b->substituted);
+    if (!b->images || !b->labels || !b->indices || !b->skipped || !b->substituted) {
         sp_batch_free(b);
         return SP_ENOMEM;
     }
@@ -185,7 +307,111 @@ void sp_batch_free(sp_batch *b) {
     free(b->images);
     free(b->labels);
     free(b->indices);
+    free(b->skipped);
+    free(b->substituted);
     memset(b, 0, sizeof *b);
+}
+
+/* One sample through read + pipeline. */
+static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, sp__rng rng, void *dst,
+                   sp_error *err) {
+    sp_sample_data sd;
+    int rc = sp_dataset_read(ld->ds, idx, &sd, err);
+    if (rc != 0) return rc;
+    sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)idx};
+    if (rng.mode == SP_RNG_PER_WORKER) {
+        ctx.k_augment = rng.key;
+        ctx.sample = rng.counter;
+    }
+    sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
+    rc = sp_pipeline_run_checked(ld->pl, &ctx, &sd.src, &opts, dst, ld->sample_bytes, err);
+    sp_sample_data_free(&sd);
+    return rc;
+}
+
+int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng rng,
+                      const char *forced, void *dst, sp__item *it, uint64_t *index,
+                      int32_t *label) {
+    sp_perm perm;
+    sp_perm_init(&perm, ld->bt.n, ld->k_shuffle, epoch);
+    uint64_t idx = sp_perm_at(&perm, pos);
+    *index = idx;
+    *label = sp_dataset_label(ld->ds, idx);
+    it->status = SP__ITEM_OK;
+    it->code = 0;
+    it->failed = idx;
+    it->msg[0] = '\0';
+    sp_error e;
+    sp_error_clear(&e);
+    int rc;
+    if (forced)
+        rc = sp_error_set(&e, SP_EIO, "%s/%s: %s", sp_dataset_root(ld->ds),
+                          sp_dataset_path(ld->ds, idx), forced);
+    else
+        rc = run_one(ld, epoch, idx, rng, dst, &e);
+    if (rc == 0) return SP_OK;
+    it->code = rc;
+    snprintf(it->msg, sizeof it->msg, "%s", e.msg[0] ? e.msg : sp_strerror(rc));
+    switch (ld->cfg.on_error) {
+    case SP_ON_ERROR_SKIP:
+        it->status = SP__ITEM_SKIPPED;
+        memset(dst, 0, ld->sample_bytes);
+        return SP_OK;
+    case SP_ON_ERROR_SUBSTITUTE:
+        for (uint64_t t = 1; t <= SP_SUBSTITUTE_TRIES && t < ld->bt.n; t++) {
+            uint64_t cand = sp_perm_at(&perm, (pos + t) % ld->bt.n);
+            sp_error_clear(&e);
+            if (run_one(ld, epoch, cand, rng, dst, &e) == 0) {
+                it->status = SP__ITEM_SUBSTITUTED;
+                *index = cand;
+                *label = sp_dataset_label(ld->ds, cand);
+                return SP_OK;
+            }
+        }
+        it->status = SP__ITEM_FAILED;
+        return rc;
+    default:
+        it->status = SP__ITEM_FAILED;
+        return rc;
+    }
+}
+
+int sp__batch_finalize(sp_loader *ld, sp_batch *b, const sp__item *items, sp_error *err) {
+    b->nskipped = 0;
+    b->nsubstituted = 0;
+    for (uint32_t s = 0; s < b->count; s++)
+        if (items[s].status == SP__ITEM_FAILED) {
+            sp__loader_log_failure(ld, items[s].failed, items[s].code, items[s].msg);
+            sp_error_set(err, items[s].code, "%s", items[s].msg);
+            return items[s].code;
+        }
+    uint32_t w = 0;
+    size_t sb = ld->sample_bytes;
+    for (uint32_t s = 0; s < b->count; s++) {
+        const sp__item *it = &items[s];
+        if (it->status != SP__ITEM_OK)
+            sp__loader_log_failure(ld, it->failed, it->code, it->msg);
+        if (it->status == SP__ITEM_SKIPPED) {
+            if (b->skipped) b->skipped[b->nskipped] = it->failed;
+            b->nskipped++;
+            continue;
+        }
+        if (it->status == SP__ITEM_SUBSTITUTED) {
+            if (b->substituted) {
+                b->substituted[2 * b->nsubstituted] = it->failed;
+                b->substituted[2 * b->nsubstituted + 1] = b->indices[s];
+            }
+            b->nsubstituted++;
+        }
+        if (w != s) {
+            memmove(b->images + (size_t)w * sb, b->images + (size_t)s * sb, sb);
+            b->indices[w] = b->indices[s];
+            b->labels[w] = b->labels[s];
+        }
+        w++;
+    }
+    b->count = w;
+    return SP_OK;
 }
 
 /* One batch's shared work state. */
@@ -193,21 +419,11 @@ typedef struct batch_job {
     sp_loader *ld;
     sp_batch *out;
     uint32_t epoch;
+    uint64_t pos0;         /* epoch position of slot 0 */
+    uint64_t counter0;     /* per-worker mode: counter of slot 0 */
     atomic_uint next;      /* next slot to claim */
-    int *codes;            /* per-slot result */
-    sp_error *errs;        /* per-slot message, only on failure */
+    sp__item *items;       /* per-slot outcome */
 } batch_job;
-
-static int run_sample(sp_loader *ld, uint32_t epoch, uint64_t idx, void *dst, sp_error *err) {
-    sp_sample_data sd;
-    int rc = sp_dataset_read(ld->ds, idx, &sd, err);
-    if (rc != 0) return rc;
-    sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)idx};
-    sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
-    rc = sp_pipeline_run(ld->pl, &ctx, &sd.src, &opts, dst, err);
-    sp_sample_data_free(&sd);
-    return rc;
-}
 
 static void *batch_worker(void *arg) {
     batch_job *job = arg;
@@ -215,7 +431,11 @@ static void *batch_worker(void *arg) {
         unsigned s = atomic_fetch_add(&job->next, 1u);
         if (s >= job->out->count) break;
         uint8_t *dst = job->out->images + (size_t)s * job->ld->sample_bytes;
-        job->codes[s] = run_sample(job->ld, job->epoch, job->out->indices[s], dst, &job->errs[s]);
+        sp__rng rng = sp__loader_rng(job->ld, (uint32_t)(job->counter0 + s));
+        int32_t label;
+        sp__loader_sample(job->ld, job->epoch, job->pos0 + s, rng, NULL, dst, &job->items[s],
+                          &job->out->indices[s], &label);
+        job->out->labels[s] = label;
     }
     return NULL;
 }
@@ -237,6 +457,8 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     out->count = count;
     out->epoch = epoch;
     out->index = index;
+    out->nskipped = 0;
+    out->nsubstituted = 0;
     for (uint32_t s = 0; s < count; s++) {
         out->indices[s] = sp_perm_at(&perm, pos + s);
         out->labels[s] = sp_dataset_label(ld->ds, out->indices[s]);
@@ -247,14 +469,12 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     job.ld = ld;
     job.out = out;
     job.epoch = epoch;
+    job.pos0 = pos;
+    job.counter0 = ld->worker_counter;
+    if (ld->cfg.rng_mode == SP_RNG_PER_WORKER) ld->worker_counter += count;
     atomic_init(&job.next, 0u);
-    job.codes = calloc(count, sizeof *job.codes);
-    job.errs = calloc(count, sizeof *job.errs);
-    if (!job.codes || !job.errs) {
-        free(job.codes);
-        free(job.errs);
-        return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    }
+    job.items = calloc(count, sizeof *job.items);
+    if (!job.items) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     int nthreads = ld->cfg.threads > 1 ? ld->cfg.threads : 1;
     if ((uint32_t)nthreads > count) nthreads = (int)count;
     pthread_t tids[64];
@@ -267,15 +487,8 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     batch_worker(&job);   /* the calling thread works too */
     for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
 
-    int rc = SP_OK;
-    for (uint32_t s = 0; s < count; s++)
-        if (job.codes[s] != 0) {
-            rc = job.codes[s];
-            if (err) *err = job.errs[s];
-            break;
-        }
-    free(job.codes);
-    free(job.errs);
+    int rc = sp__batch_finalize(ld, out, job.items, err);
+    free(job.items);
     return rc;
 }
 

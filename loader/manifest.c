@@ -1,8 +1,17 @@
-/* manifest.c - writing digest manifests (include/seedpipe/manifest.h). */
+/* manifest.c - writing, reading and comparing digest manifests
+ * (include/seedpipe/manifest.h).
+ *
+ * Writing is plain fprintf. Reading goes line by line through the bounded
+ * JSON tokenizer (json.c) and checks every field, since a manifest to
+ * compare may come from another machine or be truncated by a crash.
+ */
 #include "seedpipe/manifest.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "loader/json_internal.h"
 
 void sp_json_write_string(FILE *f, const char *s) {
     fputc('"', f);
@@ -44,11 +53,15 @@ int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_e
     sp_json_write_string(f, sp_pipeline_canonical(sp_loader_pipeline(ld)));
     fprintf(f,
             ",\"seed\":%llu,\"batch_size\":%u,\"drop_last\":%s,\"rank\":%u,\"world\":%u,"
-            "\"dtype\":\"%s\",\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"epochs\":%u,"
-            "\"versions\":%s}\n",
+            "\"dtype\":\"%s\",\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"epochs\":%u",
             (unsigned long long)cfg->seed, cfg->batch_size, cfg->drop_last ? "true" : "false",
             cfg->rank, cfg->world, sp_dtype_name(cfg->dtype), sp_layout_name(cfg->layout), c,
-            h, w, epochs, versions);
+            h, w, epochs);
+    if (cfg->on_error != SP_ON_ERROR_FAIL)
+        fprintf(f, ",\"on_error\":\"%s\"", sp_on_error_name(cfg->on_error));
+    if (cfg->rng_mode != SP_RNG_PER_SAMPLE)
+        fprintf(f, ",\"rng_mode\":\"%s\"", sp_rng_mode_name(cfg->rng_mode));
+    fprintf(f, ",\"versions\":%s}\n", versions);
     return check_io(f, err);
 }
 
@@ -61,6 +74,305 @@ int sp_manifest_write_batch(FILE *f, const sp_batch *b, sp_digest digest, sp_err
         fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->indices[i]);
     fputs("],\"labels\":[", f);
     for (uint32_t i = 0; i < b->count; i++) fprintf(f, "%s%d", i ? "," : "", b->labels[i]);
-    fprintf(f, "],\"digest\":\"%s\"}\n", hex);
+    fputc(']', f);
+    /* Only present when the on-error policy acted, so clean streams keep
+     * the v1 line format. */
+    if (b->nskipped && b->skipped) {
+        fputs(",\"skipped\":[", f);
+        for (uint32_t i = 0; i < b->nskipped; i++)
+            fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->skipped[i]);
+        fputc(']', f);
+    }
+    if (b->nsubstituted && b->substituted) {
+        fputs(",\"substituted\":[", f);
+        for (uint32_t i = 0; i < b->nsubstituted; i++)
+            fprintf(f, "%s[%llu,%llu]", i ? "," : "", (unsigned long long)b->substituted[2 * i],
+                    (unsigned long long)b->substituted[2 * i + 1]);
+        fputc(']', f);
+    }
+    fprintf(f, ",\"digest\":\"%s\"}\n", hex);
     return check_io(f, err);
+}
+
+/* ---- reading ----------------------------------------------------------------- */
+
+#define LINE_MAX_BYTES (64u << 20)
+#define BATCH_MAX (1u << 20)
+
+void sp_manifest_free(sp_manifest *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->nbatches; i++) {
+        free(m->batches[i].indices);
+        free(m->batches[i].labels);
+        free(m->batches[i].skipped);
+        free(m->batches[i].substituted);
+    }
+    free(m->batches);
+    free(m->dataset);
+    free(m->pipeline);
+    free(m);
+}
+
+static char *json_strdup(const sp__json *j, long tok) {
+    if (tok < 0 || j->t[tok].kind != SP__J_STR) return NULL;
+    size_t cap = j->t[tok].end - j->t[tok].start + 1;
+    char *b = malloc(cap);
+    if (b && sp__json_str(j, tok, b, cap) != 0) {
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
+
+/* A JSON array of `n` unsigned integers (<= max) into a new array. */
+static int u64_array(const sp__json *j, long tok, uint64_t max, uint64_t **out, uint32_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (tok < 0 || j->t[tok].kind != SP__J_ARR || j->t[tok].size > BATCH_MAX) return -1;
+    size_t sz = j->t[tok].size;
+    uint64_t *a = malloc((sz ? sz : 1) * sizeof *a);
+    if (!a) return -1;
+    size_t k = (size_t)tok + 1;
+    for (size_t i = 0; i < sz; i++) {
+        if (sp__json_u64(j, (long)k, &a[i]) != 0 || a[i] > max) {
+            free(a);
+            return -1;
+        }
+        k = j->t[k].next;
+    }
+    *out = a;
+    *n = (uint32_t)sz;
+    return 0;
+}
+
+static int parse_header(sp_manifest *m, const sp__json *j) {
+    long t;
+    uint64_t v;
+    if (j->t[0].kind != SP__J_OBJ) return -1;
+    if (sp__json_u64(j, sp__json_get(j, 0, "seedpipe_manifest"), &v) != 0 || v != 1) return -1;
+    char hex[40];
+    if (sp__json_str(j, sp__json_get(j, 0, "fingerprint"), hex, sizeof hex) != 0 ||
+        sp_digest_parse(hex, &m->fingerprint) != 0)
+        return -1;
+    if (sp__json_str(j, sp__json_get(j, 0, "dataset_fingerprint"), hex, sizeof hex) != 0 ||
+        sp_digest_parse(hex, &m->dataset_fingerprint) != 0)
+        return -1;
+    m->dataset = json_strdup(j, sp__json_get(j, 0, "dataset"));
+    m->pipeline = json_strdup(j, sp__json_get(j, 0, "pipeline"));
+    if (!m->dataset || !m->pipeline) return -1;
+    if (sp__json_u64(j, sp__json_get(j, 0, "seed"), &m->seed) != 0) return -1;
+    if (sp__json_u64(j, sp__json_get(j, 0, "samples"), &m->samples) != 0) return -1;
+    struct { const char *k; uint32_t *dst; } u32s[] = {{"batch_size", &m->batch_size},
+        {"epochs", &m->epochs}, {"rank", &m->rank}, {"world", &m->world}};
+    for (int i = 0; i < 4; i++) {
+        if (sp__json_u64(j, sp__json_get(j, 0, u32s[i].k), &v) != 0 || v > UINT32_MAX) return -1;
+        *u32s[i].dst = (uint32_t)v;
+    }
+    t = sp__json_get(j, 0, "drop_last");
+    if (t < 0 || (j->t[t].kind != SP__J_TRUE && j->t[t].kind != SP__J_FALSE)) return -1;
+    m->drop_last = j->t[t].kind == SP__J_TRUE;
+    if (sp__json_str(j, sp__json_get(j, 0, "dtype"), m->dtype, sizeof m->dtype) != 0 ||
+        sp__json_str(j, sp__json_get(j, 0, "layout"), m->layout, sizeof m->layout) != 0)
+        return -1;
+    snprintf(m->on_error, sizeof m->on_error, "fail");
+    snprintf(m->rng_mode, sizeof m->rng_mode, "per-sample");
+    t = sp__json_get(j, 0, "on_error");
+    if (t >= 0 && sp__json_str(j, t, m->on_error, sizeof m->on_error) != 0) return -1;
+    t = sp__json_get(j, 0, "rng_mode");
+    if (t >= 0 && sp__json_str(j, t, m->rng_mode, sizeof m->rng_mode) != 0) return -1;
+    return 0;
+}
+
+static const char *parse_batch(sp_manifest_batch *b, const sp__json *j) {
+    uint64_t v;
+    uint32_t n;
+    if (j->t[0].kind != SP__J_OBJ) return "not a JSON object";
+    if (sp__json_u64(j, sp__json_get(j, 0, "epoch"), &v) != 0 || v > UINT32_MAX) return "bad \"epoch\"";
+    b->epoch = (uint32_t)v;
+    if (sp__json_u64(j, sp__json_get(j, 0, "batch"), &b->batch) != 0) return "bad \"batch\"";
+    if (sp__json_u64(j, sp__json_get(j, 0, "count"), &v) != 0 || v > BATCH_MAX) return "bad \"count\"";
+    b->count = (uint32_t)v;
+    if (u64_array(j, sp__json_get(j, 0, "indices"), UINT64_MAX, &b->indices, &n) != 0 || n != b->count)
+        return "bad \"indices\" (not count unsigned integers)";
+    long t = sp__json_get(j, 0, "labels");
+    if (t < 0 || j->t[t].kind != SP__J_ARR || j->t[t].size != b->count) return "bad \"labels\"";
+    b->labels = malloc((b->count ? b->count : 1) * sizeof *b->labels);
+    if (!b->labels) return "out of memory";
+    size_t k = (size_t)t + 1;
+    for (uint32_t i = 0; i < b->count; i++) {
+        int64_t x;
+        if (sp__json_i64(j, (long)k, &x) != 0 || x < INT32_MIN || x > INT32_MAX) return "bad \"labels\"";
+        b->labels[i] = (int32_t)x;
+        k = j->t[k].next;
+    }
+    t = sp__json_get(j, 0, "skipped");
+    if (t >= 0 && u64_array(j, t, UINT64_MAX, &b->skipped, &b->nskipped) != 0) return "bad \"skipped\"";
+    t = sp__json_get(j, 0, "substituted");
+    if (t >= 0) {
+        if (j->t[t].kind != SP__J_ARR || j->t[t].size > BATCH_MAX) return "bad \"substituted\"";
+        size_t sz = j->t[t].size;
+        b->substituted = malloc((sz ? sz : 1) * 2 * sizeof(uint64_t));
+        if (!b->substituted) return "out of memory";
+        k = (size_t)t + 1;
+        for (size_t i = 0; i < sz; i++) {
+            if (j->t[k].kind != SP__J_ARR || j->t[k].size != 2 ||
+                sp__json_u64(j, (long)k + 1, &b->substituted[2 * i]) != 0 ||
+                sp__json_u64(j, (long)j->t[k + 1].next, &b->substituted[2 * i + 1]) != 0)
+                return "bad \"substituted\"";
+            k = j->t[k].next;
+        }
+        b->nsubstituted = (uint32_t)sz;
+    }
+    char hex[40];
+    if (sp__json_str(j, sp__json_get(j, 0, "digest"), hex, sizeof hex) != 0 ||
+        sp_digest_parse(hex, &b->digest) != 0)
+        return "bad \"digest\"";
+    return NULL;
+}
+
+int sp_manifest_read(const char *path, sp_manifest **out, sp_error *err) {
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    sp_manifest *m = calloc(1, sizeof *m);
+    char *line = NULL;
+    size_t lcap = 0, cap = 0;
+    uint64_t lineno = 0;
+    int rc = m ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    while (rc == 0) {
+        errno = 0;
+        ssize_t n = getline(&line, &lcap, f);
+        if (n < 0) {
+            if (ferror(f)) rc = sp_error_set(err, SP_EIO, "%s: read error", path);
+            break;
+        }
+        lineno++;
+        if ((size_t)n > LINE_MAX_BYTES) {
+            rc = sp_error_set(err, SP_ELIMIT, "%s:%llu: line longer than %u bytes", path,
+                              (unsigned long long)lineno, LINE_MAX_BYTES);
+            break;
+        }
+        size_t len = (size_t)n;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
+        if (len == 0) {
+            rc = sp_error_set(err, SP_EFORMAT, "%s:%llu: empty line", path, (unsigned long long)lineno);
+            break;
+        }
+        sp__json j;
+        sp_error je;
+        char what[64];
+        snprintf(what, sizeof what, "line %llu", (unsigned long long)lineno);
+        int jr = sp__json_parse(&j, line, len, 8, 3 * (size_t)BATCH_MAX + 256, what, &je);
+        if (jr != 0) {
+            sp__json_free(&j);
+            rc = sp_error_set(err, jr, "%s: %s", path, je.msg);
+            break;
+        }
+        if (lineno == 1) {
+            if (parse_header(m, &j) != 0)
+                rc = sp_error_set(err, SP_EFORMAT, "%s:1: not a seedpipe manifest header", path);
+        } else {
+            if (m->nbatches == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                sp_manifest_batch *nb = realloc(m->batches, nc * sizeof *nb);
+                if (!nb) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+                else {
+                    m->batches = nb;
+                    cap = nc;
+                }
+            }
+            if (rc == 0) {
+                sp_manifest_batch *b = &m->batches[m->nbatches++];
+                memset(b, 0, sizeof *b);
+                b->line = lineno;
+                const char *why = parse_batch(b, &j);
+                if (why)
+                    rc = sp_error_set(err, SP_EFORMAT, "%s:%llu: %s", path,
+                                      (unsigned long long)lineno, why);
+            }
+        }
+        sp__json_free(&j);
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && lineno == 0) rc = sp_error_set(err, SP_EFORMAT, "%s: empty file", path);
+    if (rc != 0) {
+        sp_manifest_free(m);
+        return rc;
+    }
+    *out = m;
+    return SP_OK;
+}
+
+static int dig_eq(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
+
+void sp_manifest_compare(const sp_manifest *a, const sp_manifest *b, sp_manifest_divergence *d) {
+    memset(d, 0, sizeof *d);
+    d->position = -1;
+    char *h = d->header;
+    size_t hc = sizeof d->header;
+#define HDIFF(cond, name) \
+    if (cond) { size_t l_ = strlen(h); snprintf(h + l_, hc - l_, "%s%s", l_ ? ", " : "", name); }
+    HDIFF(!dig_eq(a->dataset_fingerprint, b->dataset_fingerprint), "dataset");
+    HDIFF(strcmp(a->pipeline, b->pipeline) != 0, "pipeline");
+    HDIFF(a->seed != b->seed, "seed");
+    HDIFF(a->batch_size != b->batch_size || a->drop_last != b->drop_last, "batch geometry");
+    HDIFF(a->rank != b->rank || a->world != b->world, "rank/world");
+    HDIFF(strcmp(a->dtype, b->dtype) || strcmp(a->layout, b->layout), "output format");
+    HDIFF(strcmp(a->on_error, b->on_error) != 0, "on_error");
+    HDIFF(strcmp(a->rng_mode, b->rng_mode) != 0, "rng_mode");
+    HDIFF(!h[0] && !dig_eq(a->fingerprint, b->fingerprint), "fingerprint");
+#undef HDIFF
+    size_t n = a->nbatches < b->nbatches ? a->nbatches : b->nbatches;
+    for (size_t i = 0; i < n; i++) {
+        const sp_manifest_batch *x = &a->batches[i], *y = &b->batches[i];
+        int same = x->epoch == y->epoch && x->batch == y->batch && x->count == y->count &&
+                   dig_eq(x->digest, y->digest) && x->nskipped == y->nskipped &&
+                   x->nsubstituted == y->nsubstituted &&
+                   memcmp(x->indices, y->indices, x->count * sizeof *x->indices) == 0 &&
+                   memcmp(x->labels, y->labels, x->count * sizeof *x->labels) == 0 &&
+                   (!x->nskipped || memcmp(x->skipped, y->skipped, x->nskipped * 8) == 0) &&
+                   (!x->nsubstituted ||
+                    memcmp(x->substituted, y->substituted, x->nsubstituted * 16) == 0);
+        if (same) continue;
+        d->batch_found = 1;
+        d->line = i;
+        d->epoch = x->epoch;
+        d->batch = x->batch;
+        if (x->epoch != y->epoch || x->batch != y->batch) {
+            snprintf(d->what, sizeof d->what, "line %zu is epoch %u batch %llu in A, epoch %u batch %llu in B",
+                     i + 2, x->epoch, (unsigned long long)x->batch, y->epoch,
+                     (unsigned long long)y->batch);
+            break;
+        }
+        uint32_t m = x->count < y->count ? x->count : y->count;
+        for (uint32_t p = 0; p < m; p++)
+            if (x->indices[p] != y->indices[p] || x->labels[p] != y->labels[p]) {
+                d->position = p;
+                d->index_a = x->indices[p];
+                d->index_b = y->indices[p];
+                break;
+            }
+        if (d->position >= 0)
+            snprintf(d->what, sizeof d->what, "different samples from position %lld",
+                     (long long)d->position);
+        else if (x->count != y->count)
+            snprintf(d->what, sizeof d->what, "%u samples in A, %u in B", x->count, y->count);
+        else if (x->nskipped != y->nskipped || x->nsubstituted != y->nsubstituted)
+            snprintf(d->what, sizeof d->what, "different skipped/substituted samples");
+        else
+            snprintf(d->what, sizeof d->what,
+                     "same samples, different bytes (digest); recompute the batch to find the "
+                     "position");
+        break;
+    }
+    if (!d->batch_found && a->nbatches != b->nbatches) {
+        d->batch_found = 1;
+        d->line = n;
+        const sp_manifest_batch *x = n < a->nbatches ? &a->batches[n] : &b->batches[n];
+        d->epoch = x->epoch;
+        d->batch = x->batch;
+        snprintf(d->what, sizeof d->what, "A has %zu batches, B has %zu", a->nbatches, b->nbatches);
+    }
+    d->equal = !d->header[0] && !d->batch_found;
 }

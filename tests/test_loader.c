@@ -195,6 +195,50 @@ static void test_fingerprint_and_errors(void) {
     sp_loader_destroy(a2);
 }
 
+/* On-error policies in-process (after test_fingerprint_and_errors corrupted
+ * the sample at position 3 of batch 0, epoch 0): skip leaves it out and
+ * lists it, substitute puts the next position's sample in its place, both
+ * alike for 1 and 2 threads; the failure is logged once. */
+static void test_on_error_policies(void) {
+    sp_error err, ferr;
+    sp_loader *f = make(PIPE, 1, 0, 1, 0, SP_DTYPE_UINT8);
+    sp_batch fb;
+    CHECK(sp_batch_alloc(f, &fb) == 0);
+    CHECK(sp_loader_batch(f, 0, 0, &fb, &ferr) != 0);
+    CHECK(sp_loader_failure_count(f) == 1);
+    for (int pol = SP_ON_ERROR_SKIP; pol <= SP_ON_ERROR_SUBSTITUTE; pol++) {
+        sp_digest d[2];
+        uint64_t victim = 0;
+        for (int threads = 1; threads <= 2; threads++) {
+            sp_loader_config cfg = *sp_loader_config_of(f);
+            cfg.threads = threads;
+            cfg.on_error = (sp_on_error)pol;
+            sp_loader *ld;
+            CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
+            sp_batch b;
+            CHECK(sp_batch_alloc(ld, &b) == 0);
+            for (int rep = 0; rep < 2; rep++) CHECK_OK(sp_loader_batch(ld, 0, 0, &b, &err), &err);
+            CHECK(sp_loader_failure_count(ld) == 1);   /* once, though met twice */
+            CHECK(strcmp(sp_loader_failure(ld, 0)->msg, ferr.msg) == 0);
+            victim = sp_loader_failure(ld, 0)->sample;
+            if (pol == SP_ON_ERROR_SKIP) {
+                CHECK(b.count == BATCH - 1 && b.nskipped == 1 && b.skipped[0] == victim);
+                for (uint32_t s = 0; s < b.count; s++) CHECK(b.indices[s] != victim);
+            } else {
+                CHECK(b.count == BATCH && b.nsubstituted == 1 && b.substituted[0] == victim);
+                CHECK(b.indices[3] == b.substituted[1] && b.indices[4] == b.substituted[1]);
+            }
+            d[threads - 1] = sp_batch_digest(ld, &b);
+            sp_batch_free(&b);
+            sp_loader_destroy(ld);
+        }
+        CHECK(d[0].hi == d[1].hi && d[0].lo == d[1].lo);
+        (void)victim;
+    }
+    sp_batch_free(&fb);
+    sp_loader_destroy(f);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/sp-test-loader-XXXXXX");
     CHECK(mkdtemp(root) != NULL);
@@ -205,6 +249,7 @@ int main(void) {
     test_epoch_covers_dataset();
     test_world_slices();
     test_fingerprint_and_errors();   /* last: it corrupts a file */
+    test_on_error_policies();        /* uses the corrupt file */
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     CHECK(system(cmd) == 0);

@@ -14,6 +14,22 @@
  * pure function of (dataset fingerprint, canonical pipeline, seed, epoch,
  * batch index, dtype, layout, batch size, drop_last, rank, world).
  *
+ * Failing samples (a corrupt file, a decoder error) follow cfg.on_error,
+ * decided from the sample alone, never from timing:
+ *   fail        the batch fails with the error of the failing sample of
+ *               smallest position ("path: reason");
+ *   skip        the sample is left out: the batch is shorter, its index is
+ *               listed in sp_batch.skipped (manifest: "skipped");
+ *   substitute  the sample at epoch position p is replaced by the first of
+ *               the samples at positions p+1, p+2, ... (mod N) of the same
+ *               epoch order that decodes, at most SP_SUBSTITUTE_TRIES
+ *               tries (then the batch fails); the substitute keeps its own
+ *               index, label and augmentation draws; sp_batch.substituted
+ *               lists (failed, substitute) pairs (manifest: "substituted").
+ * Every failure is logged once per sample index (sp_loader_failure()), in
+ * stream order, so the log is also the same for any thread/worker count.
+ * The worker pool (pool.h) applies exactly the same rules.
+ *
  * Thread safety: one sp_loader may be used by one thread at a time per
  * sp_batch; sp_loader_batch() calls on distinct sp_batch buffers may run
  * concurrently. Fork-safe: a child may keep using a loader created before
@@ -31,6 +47,35 @@
 extern "C" {
 #endif
 
+/* What to do with a sample that fails to read or decode (see above). */
+typedef enum {
+    SP_ON_ERROR_FAIL = 0,
+    SP_ON_ERROR_SKIP = 1,
+    SP_ON_ERROR_SUBSTITUTE = 2
+} sp_on_error;
+#define SP_SUBSTITUTE_TRIES 16
+
+/* Where augmentation draws come from.
+ *  SP_RNG_PER_SAMPLE  (default) philox((j, k, sample, epoch), K_augment):
+ *                     worker-count invariant by construction.
+ *  SP_RNG_PER_WORKER  a DEMONSTRATION of the classic PyTorch scheme: the
+ *                     draws of a sample come from the generator of the
+ *                     worker that computes it, key K_worker(w), counter =
+ *                     the number of samples that worker has processed
+ *                     before (sp_sample_ctx{K_worker(w), epoch, counter}).
+ *                     The bytes then depend on scheduling; `seedpipe
+ *                     verify --rng-mode per-worker` shows it. In-process,
+ *                     the loader acts as worker 0 processing the batches in
+ *                     the order they are asked for (a stateful counter). */
+typedef enum { SP_RNG_PER_SAMPLE = 0, SP_RNG_PER_WORKER = 1 } sp_rng_mode;
+
+/*! sp_on_error_parse() / sp_rng_mode_parse() : "fail" | "skip" |
+ *  "substitute", "per-sample" | "per-worker". @return 0 or SP_EINVAL. */
+int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
+int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
+const char *sp_on_error_name(sp_on_error p);
+const char *sp_rng_mode_name(sp_rng_mode m);
+
 typedef struct sp_loader_config {
     const char *dataset;     /* dataset path (dataset.h) */
     const char *pipeline;    /* spec, preset name or "@file" (pipeline.h) */
@@ -42,6 +87,8 @@ typedef struct sp_loader_config {
     sp_layout layout;
     int threads;             /* <= 1: the calling thread only */
     int skip_normalize;      /* uint8 preview of a normalizing pipeline */
+    sp_on_error on_error;    /* default SP_ON_ERROR_FAIL */
+    sp_rng_mode rng_mode;    /* default SP_RNG_PER_SAMPLE */
 } sp_loader_config;
 
 /*! sp_loader_config_default() : seed 0, B 32, world 1, uint8, NCHW,
@@ -69,8 +116,25 @@ size_t sp_loader_sample_bytes(const sp_loader *ld);
  *  decides the global batches: dataset fingerprint, canonical pipeline,
  *  dtype, layout, batch size, drop_last. Rank and world are left out on
  *  purpose: the global stream does not depend on them, so a loader state
- *  can be resumed with another world size. */
+ *  can be resumed with another world size. A non-default on_error or
+ *  rng_mode is hashed too (the default leaves the v1 value unchanged). */
 sp_digest sp_loader_fingerprint(const sp_loader *ld);
+/*! sp_loader_pipeline_hash() : XXH3-128 of the canonical pipeline string
+ *  (stored in loader states to name a pipeline mismatch). */
+sp_digest sp_loader_pipeline_hash(const sp_loader *ld);
+
+/* One logged failure: the sample, its error code and "path: reason". */
+typedef struct sp_failure {
+    uint64_t sample;
+    int code;
+    char msg[SP_ERROR_MSG_MAX];
+} sp_failure;
+
+/*! sp_loader_failure_count() / sp_loader_failure() : the failure log, one
+ *  entry per failing sample index, in the order the stream met them.
+ *  sp_loader_failure() returns NULL for i out of range. Thread-safe. */
+size_t sp_loader_failure_count(const sp_loader *ld);
+const sp_failure *sp_loader_failure(const sp_loader *ld, size_t i);
 
 /* A batch buffer for one rank's slice: capacity = B / world samples. */
 typedef struct sp_batch {
@@ -81,6 +145,10 @@ typedef struct sp_batch {
     uint8_t *images;      /* count * sample_bytes, NCHW or NHWC */
     int32_t *labels;      /* count */
     uint64_t *indices;    /* count global sample indices */
+    uint32_t nskipped;        /* on_error skip: samples left out */
+    uint64_t *skipped;        /* nskipped sample indices, by position */
+    uint32_t nsubstituted;    /* on_error substitute: replaced samples */
+    uint64_t *substituted;    /* nsubstituted (failed, substitute) pairs */
 } sp_batch;
 
 /*! sp_batch_alloc() : buffers sized for ld. @return 0 or SP_ENOMEM. */
@@ -88,8 +156,9 @@ int sp_batch_alloc(const sp_loader *ld, sp_batch *b);
 void sp_batch_free(sp_batch *b);   /* accepts NULL */
 
 /*! sp_loader_batch() : compute batch `index` of `epoch` into out.
- *  @return 0, SP_ERANGE (index >= batches per epoch), or the first (by
- *  position) failing sample's error, naming its file. */
+ *  @return 0, SP_ERANGE (index >= batches per epoch), or (on_error fail, or
+ *  no substitute found) the first (by position) failing sample's error,
+ *  naming its file. */
 int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out,
                     sp_error *err);
 

@@ -1,0 +1,82 @@
+/* seedpipe/state.h - loader state: where a stream stands, saved and resumed exactly.
+ *
+ * A loader state names the next batch to deliver (epoch, batch) of one
+ * stream, plus everything needed to refuse a state that belongs to another
+ * stream: the loader fingerprint and, separately, the dataset fingerprint,
+ * the pipeline hash (XXH3-128 of the canonical pipeline), the seed, the
+ * output format and the batch geometry, so a refusal can say what differs.
+ * Because every batch is a pure function of its (epoch, batch) (DESIGN.md
+ * section 1), resuming from a state gives the bytes an uninterrupted run
+ * would have given, with any worker count.
+ *
+ * File format: one JSON object on one line, e.g.
+ *   {"seedpipe_state":1,"fingerprint":"<32 hex>","dataset_fingerprint":"..",
+ *    "pipeline_hash":"..","seed":42,"epoch":1,"batch":7,"samples":90,
+ *    "batch_size":8,"drop_last":false,"dtype":"uint8","layout":"nchw",
+ *    "sample_shape":[3,32,32],"on_error":"fail","rng_mode":"per-sample"}
+ * The reader is strict and bounded (at most 64 KiB, nesting depth 4, every
+ * key required once, unknown keys refused, integers range-checked): any
+ * input gives 0 or an SP_EFORMAT message, never a crash.
+ *
+ * Thread safety: pure functions on caller-owned structs.
+ */
+#ifndef SEEDPIPE_STATE_H
+#define SEEDPIPE_STATE_H
+
+#include "seedpipe/loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sp_loader_state {
+    sp_digest fingerprint;          /* sp_loader_fingerprint() */
+    sp_digest dataset_fingerprint;  /* sp_dataset_fingerprint() */
+    sp_digest pipeline_hash;        /* sp_loader_pipeline_hash() */
+    uint64_t seed;
+    uint32_t epoch;                 /* the next batch to deliver ... */
+    uint64_t batch;                 /* ... is batch `batch` of epoch `epoch` */
+    uint64_t samples;               /* dataset size */
+    uint32_t batch_size;
+    int drop_last;
+    sp_dtype dtype;
+    sp_layout layout;
+    int c, h, w;                    /* sample shape */
+    sp_on_error on_error;
+    sp_rng_mode rng_mode;
+} sp_loader_state;
+
+#define SP_STATE_MAX_BYTES 65536
+
+/*! sp_loader_state_at() : the state of ld's stream positioned before batch
+ *  `batch` of epoch `epoch`; a batch equal to the batches per epoch is
+ *  normalised to (epoch + 1, 0). */
+void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
+                        sp_loader_state *st);
+
+/*! sp_loader_state_check() : may ld resume from st?
+ *  @return 0, or SP_EMISMATCH with a message listing every difference, e.g.
+ *  "state is for another stream: seed 5 in the state, 7 here; dataset
+ *  fingerprint 1a2b.. in the state, 3c4d.. here", or SP_ERANGE if the batch
+ *  is past the end of an epoch. */
+int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_error *err);
+
+/*! sp_loader_state_format() : the JSON line (with '\n'). @return the
+ *  length needed, snprintf-style. */
+int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size);
+/*! sp_loader_state_parse() : parse `len` bytes (need not be NUL-terminated).
+ *  @return 0 or SP_EFORMAT naming the key or offset at fault. */
+int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_error *err);
+
+/*! sp_loader_state_save() : write to path through a temporary file and a
+ *  rename, so a reader sees the old or the new state, never half of one.
+ *  @return 0 or SP_EIO. */
+int sp_loader_state_save(const char *path, const sp_loader_state *st, sp_error *err);
+/*! sp_loader_state_load() : @return 0, SP_EIO, SP_EFORMAT (messages start
+ *  with the path). */
+int sp_loader_state_load(const char *path, sp_loader_state *st, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

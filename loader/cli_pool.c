@@ -1,0 +1,466 @@
+/* cli_pool.c - batch streams for the CLI (in-process or worker pool), verify, diff.
+ *
+ * A cli_stream hides where batches come from: the in-process loader
+ * (--workers 0, --threads T) or the worker pool (--workers W >= 1), from the
+ * start or from a --resume state. `digest` (cli_batch.c) writes a manifest
+ * of whichever it gets; `verify` runs the same stream in several
+ * configurations (worker counts, a SIGKILLed worker, a stop and resume;
+ * the service is phase 2, see VERIFY_CONFIGS) and compares per-batch
+ * digests against the in-process reference, reporting the first
+ * divergence down to the byte; `diff` compares two manifests.
+ */
+#include "loader/cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "loader/loader_internal.h"
+#include "seedpipe/manifest.h"
+#include "seedpipe/pool.h"
+#include "seedpipe/state.h"
+
+/* ---- streams ------------------------------------------------------------------ */
+
+struct cli_stream {
+    sp_loader *ld;       /* in-process loader, or the pool's */
+    sp_pool *pool;
+    sp_batch buf;        /* in-process batch buffer */
+    uint64_t abs, end;   /* in-process: next and end stream positions */
+    uint64_t nb;
+    int held;
+};
+
+int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
+                    const sp_loader_state *resume, cli_stream **out, sp_error *err) {
+    *out = NULL;
+    cli_stream *s = calloc(1, sizeof *s);
+    if (!s) return sp_error_set(err, SP_ENOMEM, "out of memory");
+    int rc;
+    if (workers >= 1) {
+        sp_pool_config pc = {workers, ring, epochs, resume, NULL};
+        rc = sp_pool_create(cfg, &pc, &s->pool, err);
+        if (rc == 0) s->ld = sp_pool_loader(s->pool);
+    } else {
+        rc = sp_loader_create(cfg, &s->ld, err);
+        if (rc == 0 && resume) rc = sp_loader_state_check(s->ld, resume, err);
+        if (rc == 0 && sp_batch_alloc(s->ld, &s->buf) != 0)
+            rc = sp_error_set(err, SP_ENOMEM, "out of memory for a batch");
+        if (rc == 0) {
+            s->nb = sp_loader_batches_per_epoch(s->ld);
+            s->abs = resume ? (uint64_t)resume->epoch * s->nb + resume->batch : 0;
+            s->end = (uint64_t)epochs * s->nb;
+        }
+    }
+    if (rc != 0) {
+        cli_stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return SP_OK;
+}
+
+int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err) {
+    if (s->pool) {
+        int rc = sp_pool_next(s->pool, &s->buf, err);
+        if (rc == 0) *b = &s->buf;
+        return rc;
+    }
+    if (s->abs >= s->end) return SP_POOL_END;
+    int rc = sp_loader_batch(s->ld, (uint32_t)(s->abs / s->nb), s->abs % s->nb, &s->buf, err);
+    if (rc != 0) return rc;
+    s->abs++;
+    *b = &s->buf;
+    return SP_OK;
+}
+
+void cli_stream_release(cli_stream *s) {
+    if (s->pool) sp_pool_release(s->pool, NULL);
+}
+
+sp_loader *cli_stream_loader(cli_stream *s) { return s->ld; }
+
+void cli_stream_state(cli_stream *s, sp_loader_state *st) {
+    if (s->pool) sp_pool_state(s->pool, st);
+    else sp_loader_state_at(s->ld, (uint32_t)(s->abs / s->nb), s->abs % s->nb, st);
+}
+
+int cli_stream_kill_worker(cli_stream *s, int w) {
+    int pid = s->pool ? sp_pool_worker_pid(s->pool, w) : 0;
+    if (pid <= 0 || kill(pid, SIGKILL) != 0) return 0;
+    /* Wait (up to 2 s) until it is a zombie, so the pool is sure to notice
+     * it even if the rest of the stream is already computed. */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        if (p && p[1] == ' ' && p[2] == 'Z') break;
+        usleep(1000);
+    }
+    return pid;
+}
+
+void cli_stream_close(cli_stream *s) {
+    if (!s) return;
+    if (s->pool) sp_pool_destroy(s->pool);
+    else {
+        sp_batch_free(&s->buf);
+        sp_loader_destroy(s->ld);
+    }
+    free(s);
+}
+
+void cli_print_failures(const sp_loader *ld, FILE *f) {
+    size_t n = sp_loader_failure_count(ld);
+    if (!n) return;
+    fprintf(f, "%zu sample%s failed (on-error %s):\n", n, n > 1 ? "s" : "",
+            sp_on_error_name(sp_loader_config_of(ld)->on_error));
+    for (size_t i = 0; i < n; i++) {
+        const sp_failure *fl = sp_loader_failure(ld, i);
+        fprintf(f, "  sample %llu: %s\n", (unsigned long long)fl->sample, fl->msg);
+    }
+}
+
+void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *ring) {
+    sp_error err;
+    sp_error_clear(&err);
+    if (sp_on_error_parse(cli_str(a, "on-error", "fail"), &cfg->on_error, &err) != 0 ||
+        sp_rng_mode_parse(cli_str(a, "rng-mode", "per-sample"), &cfg->rng_mode, &err) != 0)
+        cli_usage_error(a, "%s", err.msg);
+    uint64_t w = cli_u64(a, "workers", 0), r = cli_u64(a, "ring", 0);
+    if (w > SP_POOL_MAX_WORKERS) cli_usage_error(a, "--workers must be <= %d", SP_POOL_MAX_WORKERS);
+    if (r > 1024) cli_usage_error(a, "--ring must be <= 1024");
+    *workers = (int)w;
+    *ring = (int)r;
+}
+
+void cli_digest_fold(XXH3_state_t *st, sp_digest d) {
+    uint8_t raw[16];
+    for (int k = 0; k < 8; k++) {
+        raw[k] = (uint8_t)(d.hi >> (56 - 8 * k));
+        raw[8 + k] = (uint8_t)(d.lo >> (56 - 8 * k));
+    }
+    XXH3_128bits_update(st, raw, sizeof raw);
+}
+
+/* ---- verify ---------------------------------------------------------------------- */
+
+typedef struct run_result {
+    char name[64];
+    int rc;
+    char msg[SP_ERROR_MSG_MAX];
+    uint64_t n;
+    sp_digest *d;          /* per batch */
+    sp_digest stream;
+    int equal;
+    /* first batch that differs from the reference, copied */
+    int64_t div;
+    uint32_t div_count;
+    uint64_t *div_indices;
+    uint8_t *div_images;
+    uint64_t deaths;
+} run_result;
+
+typedef struct verify_ctx {
+    cli_args *a;
+    sp_loader_config cfg;
+    uint32_t epochs;
+    int ring;
+    uint64_t total;        /* batches in the stream */
+    const run_result *ref; /* NULL while running the reference */
+    int tty;
+} verify_ctx;
+
+static void copy_divergent(run_result *r, const sp_loader *ld, const sp_batch *b) {
+    size_t sb = sp_loader_sample_bytes(ld);
+    r->div = (int64_t)r->n;
+    r->div_count = b->count;
+    r->div_indices = malloc((b->count + 1) * sizeof(uint64_t));
+    r->div_images = malloc((size_t)b->count * sb + 1);
+    if (r->div_indices) memcpy(r->div_indices, b->indices, b->count * sizeof(uint64_t));
+    if (r->div_images) memcpy(r->div_images, b->images, (size_t)b->count * sb);
+}
+
+/* Run one configuration: workers (0 = in-process), kill_at/stop_at batch
+ * numbers (-1: none), resume with workers2. */
+static void run_config(verify_ctx *v, run_result *r, int workers, int64_t kill_at,
+                       int64_t stop_at, int workers2) {
+    r->d = calloc(v->total + 1, sizeof *r->d);
+    r->div = -1;
+    if (!r->d) {
+        r->rc = SP_ENOMEM;
+        snprintf(r->msg, sizeof r->msg, "out of memory");
+        return;
+    }
+    sp_error err;
+    sp_error_clear(&err);
+    cli_stream *s;
+    int rc = cli_stream_open(&v->cfg, workers, v->ring, v->epochs, NULL, &s, &err);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    while (rc == 0) {
+        if (stop_at >= 0 && (int64_t)r->n == stop_at) {
+            /* Stop, save the state as text, read it back, resume. */
+            sp_loader_state state, back;
+            cli_stream_state(s, &state);
+            char text[1024];
+            int len = sp_loader_state_format(&state, text, sizeof text);
+            cli_stream_close(s);
+            s = NULL;
+            rc = sp_loader_state_parse(text, (size_t)len, &back, &err);
+            if (rc == 0) rc = cli_stream_open(&v->cfg, workers2, v->ring, v->epochs, &back, &s, &err);
+            stop_at = -1;
+            if (rc != 0) break;
+        }
+        sp_batch *b;
+        rc = cli_stream_next(s, &b, &err);
+        if (rc == SP_POOL_END) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) break;
+        sp_digest d = sp_batch_digest(cli_stream_loader(s), b);
+        if (r->n < v->total) r->d[r->n] = d;
+        if (v->ref && r->div < 0 &&
+            (r->n >= v->ref->n || v->ref->d[r->n].hi != d.hi || v->ref->d[r->n].lo != d.lo))
+            copy_divergent(r, cli_stream_loader(s), b);
+        cli_digest_fold(st, d);
+        r->n++;
+        cli_stream_release(s);
+        if (kill_at >= 0 && (int64_t)r->n == kill_at) cli_stream_kill_worker(s, 0);
+        if (v->tty && (r->n % 8 == 0 || r->n == v->total))
+            fprintf(stderr, "\r  %-28s batch %llu/%llu   ", r->name, (unsigned long long)r->n,
+                    (unsigned long long)v->total);
+    }
+    if (s && s->pool) {
+        sp_pool_stats ps;
+        sp_pool_stats_get(s->pool, &ps);
+        r->deaths = ps.worker_deaths;
+    }
+    cli_stream_close(s);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    r->stream.hi = h.high64;
+    r->stream.lo = h.low64;
+    r->rc = rc;
+    if (rc != 0) snprintf(r->msg, sizeof r->msg, "%s", err.msg);
+    if (v->tty) fputs("\r\033[K", stderr);
+}
+
+/* Samples' positions before batch (e, b) from the start of the stream: the
+ * per-worker counter of an in-process run. */
+static uint64_t positions_before(const sp_loader *ld, uint32_t e, uint64_t b) {
+    const sp_batching *bt = sp__loader_batching(ld);
+    uint64_t nb = sp_batches_per_epoch(bt), per_epoch = 0, before = 0, pos;
+    uint32_t c;
+    for (uint64_t i = 0; i < nb; i++) {
+        sp_batch_slice(bt, i, &pos, &c);
+        per_epoch += c;
+        if (i < b) before += c;
+    }
+    return (uint64_t)e * per_epoch + before;
+}
+
+/* Print the first divergence of r against the reference, down to the byte. */
+static void report_divergence(verify_ctx *v, const run_result *r) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld;
+    if (sp_loader_create(&v->cfg, &ld, &err) != 0) {
+        printf("    (cannot recompute: %s)\n", err.msg);
+        return;
+    }
+    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint32_t e = (uint32_t)((uint64_t)r->div / nb);
+    uint64_t bi = (uint64_t)r->div % nb;
+    printf("  %s: first divergence at epoch %u, batch %llu (stream batch %lld)\n", r->name, e,
+           (unsigned long long)bi, (long long)r->div);
+    if (r->div >= (int64_t)v->ref->n || !r->div_indices || !r->div_images) {
+        printf("    the reference has no such batch\n");
+        sp_loader_destroy(ld);
+        return;
+    }
+    sp_batch b;
+    if (sp_batch_alloc(ld, &b) != 0) {
+        sp_loader_destroy(ld);
+        return;
+    }
+    if (v->cfg.rng_mode == SP_RNG_PER_WORKER)
+        sp__loader_set_worker_counter(ld, positions_before(ld, e, bi));
+    if (sp_loader_batch(ld, e, bi, &b, &err) != 0) {
+        printf("    (cannot recompute: %s)\n", err.msg);
+    } else {
+        size_t sb = sp_loader_sample_bytes(ld);
+        uint32_t n = b.count < r->div_count ? b.count : r->div_count;
+        int found = 0;
+        for (uint32_t p = 0; p < n && !found; p++) {
+            if (b.indices[p] != r->div_indices[p]) {
+                printf("    position %u: sample index %llu in the reference, %llu here\n", p,
+                       (unsigned long long)b.indices[p], (unsigned long long)r->div_indices[p]);
+                found = 1;
+                break;
+            }
+            const uint8_t *x = b.images + (size_t)p * sb, *y = r->div_images + (size_t)p * sb;
+            for (size_t k = 0; k < sb; k++)
+                if (x[k] != y[k]) {
+                    printf("    position %u, sample index %llu: byte offset %zu in the batch "
+                           "(%zu in the sample): %u in the reference, %u here\n",
+                           p, (unsigned long long)b.indices[p], (size_t)p * sb + k, k, x[k], y[k]);
+                    found = 1;
+                    break;
+                }
+        }
+        if (!found)
+            printf("    %u samples in the reference, %u here\n", b.count, r->div_count);
+    }
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+}
+
+static void free_result(run_result *r) {
+    free(r->d);
+    free(r->div_indices);
+    free(r->div_images);
+}
+
+/* Phase 2 adds "service, 1 client" and "service, K clients as ranks" rows
+ * here: a configuration is a name and a run function. */
+#define MAX_CONFIGS 24
+
+int cmd_verify(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe verify DATASET --workers 1,2,4 ...");
+    verify_ctx v;
+    memset(&v, 0, sizeof v);
+    v.a = a;
+    cli_loader_config(a, a->pos[0], &v.cfg);
+    int dummy_w, ring;
+    const char *wlist = cli_str(a, "workers", "1,2,3,4,8");
+    cli_args tmp = *a;   /* --workers is a list here, not a number */
+    for (int i = 0; i < tmp.nopt; i++)
+        if (!strcmp(tmp.opt[i].key, "workers")) tmp.opt[i].key = "";
+    cli_pool_options(&tmp, &v.cfg, &dummy_w, &ring);
+    for (int i = 0; i < a->nopt; i++) a->opt[i].used |= tmp.opt[i].used;
+    v.ring = ring;
+    uint64_t epochs = cli_u64(a, "epochs", 1);
+    if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
+    v.epochs = (uint32_t)epochs;
+    int no_crash = cli_has(a, "no-crash"), no_resume = cli_has(a, "no-resume");
+    cli_check_unused(a);
+    int ws[16], nw = 0;
+    for (const char *p = wlist; *p;) {
+        char *end;
+        long w = strtol(p, &end, 10);
+        if (end == p || w < 1 || w > SP_POOL_MAX_WORKERS || nw == 16)
+            cli_usage_error(a, "--workers: a comma-separated list of 1..%d (got \"%s\")",
+                            SP_POOL_MAX_WORKERS, wlist);
+        ws[nw++] = (int)w;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') cli_usage_error(a, "--workers: bad list \"%s\"", wlist);
+    }
+    sp_error err;
+    sp_error_clear(&err);
+    {
+        sp_loader *ld;
+        if (sp_loader_create(&v.cfg, &ld, &err) != 0) cli_fail(a, &err);
+        v.total = sp_loader_batches_per_epoch(ld) * v.epochs;
+        sp_loader_destroy(ld);
+    }
+    v.tty = isatty(2);
+    int wmax = 1;
+    for (int i = 0; i < nw; i++) wmax = ws[i] > wmax ? ws[i] : wmax;
+    if (wmax < 2) wmax = 2;
+
+    run_result rs[MAX_CONFIGS];
+    memset(rs, 0, sizeof rs);
+    int nr = 0;
+    snprintf(rs[nr].name, sizeof rs[nr].name, "in-process (reference)");
+    run_config(&v, &rs[nr++], 0, -1, -1, 0);
+    v.ref = &rs[0];
+    for (int i = 0; i < nw; i++) {
+        snprintf(rs[nr].name, sizeof rs[nr].name, "workers %d", ws[i]);
+        run_config(&v, &rs[nr++], ws[i], -1, -1, 0);
+    }
+    if (!no_crash) {
+        snprintf(rs[nr].name, sizeof rs[nr].name, "workers %d, one SIGKILLed", wmax);
+        run_config(&v, &rs[nr++], wmax, (int64_t)(v.total / 3 ? v.total / 3 : 1), -1, 0);
+    }
+    if (!no_resume) {
+        int64_t at = (int64_t)(v.total / 2);
+        snprintf(rs[nr].name, sizeof rs[nr].name, "stop at %lld, resume %d->%d", (long long)at,
+                 ws[0], wmax);
+        run_config(&v, &rs[nr++], ws[0], -1, at, wmax);
+    }
+
+    int all = 1;
+    printf("%-30s %8s  %-32s  %s\n", "configuration", "batches", "stream digest", "equal");
+    for (int i = 0; i < nr; i++) {
+        run_result *r = &rs[i];
+        char hex[33];
+        sp_digest_hex(r->stream, hex);
+        r->equal = r->rc == 0 && r->n == rs[0].n && r->stream.hi == rs[0].stream.hi &&
+                   r->stream.lo == rs[0].stream.lo;
+        if (i > 0 && (!r->equal || rs[0].rc != 0)) all = 0;
+        if (r->rc != 0) all = 0;
+        printf("%-30s %8llu  %-32s  %s\n", r->name, (unsigned long long)r->n,
+               r->rc ? "(failed)" : hex, i == 0 ? "reference" : r->equal ? "yes" : "NO");
+    }
+    printf("%-30s %8s  %-32s  %s\n", "service (phase 2)", "-", "-", "not run");
+    for (int i = 0; i < nr; i++) {
+        if (rs[i].deaths)
+            printf("  %s: %llu worker death%s noticed, work redone by a replacement\n",
+                   rs[i].name, (unsigned long long)rs[i].deaths, rs[i].deaths > 1 ? "s" : "");
+        if (rs[i].rc != 0) printf("  %s: error: %s\n", rs[i].name, rs[i].msg);
+        else if (i > 0 && !rs[i].equal && rs[i].div >= 0)
+            report_divergence(&v, &rs[i]);
+        else if (i > 0 && !rs[i].equal)
+            printf("  %s: %llu batches, the reference has %llu\n", rs[i].name,
+                   (unsigned long long)rs[i].n, (unsigned long long)rs[0].n);
+    }
+    printf("%s (%s rng, on-error %s)\n",
+           all ? "verify: all configurations give identical streams"
+               : "verify: MISMATCH: the stream depends on the configuration",
+           sp_rng_mode_name(v.cfg.rng_mode), sp_on_error_name(v.cfg.on_error));
+    for (int i = 0; i < nr; i++) free_result(&rs[i]);
+    return all ? 0 : 1;
+}
+
+/* ---- diff ------------------------------------------------------------------- */
+
+int cmd_diff(cli_args *a) {
+    if (a->npos != 2) cli_usage_error(a, "usage: seedpipe diff A.jsonl B.jsonl");
+    cli_check_unused(a);
+    sp_error err;
+    sp_error_clear(&err);
+    sp_manifest *m1, *m2;
+    if (sp_manifest_read(a->pos[0], &m1, &err) != 0) cli_fail(a, &err);
+    if (sp_manifest_read(a->pos[1], &m2, &err) != 0) {
+        sp_manifest_free(m1);
+        cli_fail(a, &err);
+    }
+    sp_manifest_divergence d;
+    sp_manifest_compare(m1, m2, &d);
+    if (d.equal) {
+        printf("equal: %zu batches\n", m1->nbatches);
+    } else {
+        if (d.header[0]) printf("header differs: %s\n", d.header);
+        if (d.batch_found) {
+            printf("first divergence: epoch %u, batch %llu", d.epoch, (unsigned long long)d.batch);
+            if (d.position >= 0)
+                printf(", position %lld, sample index %llu in A, %llu in B", (long long)d.position,
+                       (unsigned long long)d.index_a, (unsigned long long)d.index_b);
+            printf(": %s\n", d.what);
+        }
+    }
+    sp_manifest_free(m1);
+    sp_manifest_free(m2);
+    return d.equal ? 0 : 1;
+}

@@ -1,0 +1,75 @@
+/* loader_internal.h - the loader's per-sample step, shared with the worker pool.
+ *
+ * Not a public header. The in-process loader (loader.c) and the worker
+ * processes of the pool (pool.c) compute one batch position with the same
+ * function, sp__loader_sample(), and turn the positions' outcomes into a
+ * batch with the same function, sp__batch_finalize(), so both paths apply
+ * the on-error policy identically and give the same manifest. sp__item is
+ * plain data (no pointers): the pool keeps an array of them in each
+ * shared-memory slot.
+ */
+#ifndef SEEDPIPE_LOADER_INTERNAL_H
+#define SEEDPIPE_LOADER_INTERNAL_H
+
+#include "seedpipe/loader.h"
+
+/* The outcome of one position. */
+enum {
+    SP__ITEM_OK = 0,           /* dst holds the sample at this position */
+    SP__ITEM_SKIPPED = 1,      /* failed; left out of the batch (skip) */
+    SP__ITEM_SUBSTITUTED = 2,  /* failed; dst holds a substitute */
+    SP__ITEM_FAILED = 3        /* failed; the batch fails (fail, or no substitute) */
+};
+
+typedef struct sp__item {
+    int32_t status;           /* SP__ITEM_* */
+    int32_t code;             /* the failing sample's error code, 0 if OK */
+    uint64_t failed;          /* the failing sample's index (status != OK) */
+    char msg[SP_ERROR_MSG_MAX];   /* "path: reason" of that failure */
+} sp__item;
+
+/* Where the augmentation draws of a sample come from (sp_rng_mode). In
+ * per-sample mode only epoch and the sample index matter; in per-worker
+ * mode key = K_worker(w) and counter = samples that worker did before. */
+typedef struct sp__rng {
+    sp_rng_mode mode;
+    sp_key key;
+    uint32_t counter;
+} sp__rng;
+
+/* sp__rng for in-process use: per-sample mode, or worker 0 at `counter`. */
+sp__rng sp__loader_rng(const sp_loader *ld, uint32_t counter);
+/* The worker key K_worker(w) of the loader's seed. */
+sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w);
+
+/*! sp__loader_sample() : compute the sample at position `pos` of epoch
+ *  `epoch`'s order into dst (sample_bytes), applying cfg.on_error.
+ *  `forced` (may be NULL) makes the sample at `pos` fail with that reason
+ *  without being run (the pool uses it for a sample that killed workers).
+ *  Fills *it, *index and *label (the sample actually in dst).
+ *  @return 0 unless it->status == SP__ITEM_FAILED (then it->code). */
+int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng rng,
+                      const char *forced, void *dst, sp__item *it, uint64_t *index,
+                      int32_t *label);
+
+/*! sp__batch_finalize() : given b->count positions with their outcomes in
+ *  items[] (b->images/indices/labels already written), log the failures
+ *  in the loader (once per sample), then either fail with the first
+ *  FAILED position's error, or fill b->skipped / b->substituted and
+ *  compact skipped positions out of images/indices/labels (memmove within
+ *  the buffers). @return 0 or the failing position's code (err filled). */
+int sp__batch_finalize(sp_loader *ld, sp_batch *b, const sp__item *items, sp_error *err);
+
+/* Log a failure (deduplicated by sample index). Thread-safe. */
+void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char *msg);
+
+/* The loader's batching geometry (sampler.h) and keys. */
+const sp_batching *sp__loader_batching(const sp_loader *ld);
+
+/* Per-worker mode in-process: the running sample counter (sp_loader_batch
+ * advances it by each batch's positions). verify sets it to recompute one
+ * batch of a per-worker stream. */
+uint64_t sp__loader_worker_counter(const sp_loader *ld);
+void sp__loader_set_worker_counter(sp_loader *ld, uint64_t counter);
+
+#endif

@@ -1,0 +1,570 @@
+/* pool.c - the worker pool (include/seedpipe/pool.h): forked workers filling a
+ * shared-memory ring of batch slots, a consumer taking them in order, and
+ * recovery from dead workers.
+ *
+ * HOW IT WORKS
+ *
+ * The stream is numbered: batch q = 0, 1, ..., total-1 is batch
+ * (start + q) mod nb of epoch (start + q) / nb, where start = epoch * nb +
+ * batch of the resume state. Slot q mod R holds batch q. The work unit is
+ * one position p of one batch: item t = q * cap + p (cap = B / world).
+ *
+ * Claiming. A shared counter `hint` hands out items: a worker takes
+ * t = fetch_add(hint, 1). The counter only distributes work; ownership is
+ * decided by a compare-and-swap on the position's 64-bit state word, which
+ * names the batch (ring_internal.h): FREE(q) -> CLAIMED(q, w) -> DONE(q).
+ * A worker whose item is in a batch that has no slot yet (q >= released +
+ * R: the ring is full) sleeps on the futex `wake` until the consumer
+ * releases a slot: backpressure. Items p >= count(q) (a short last batch)
+ * are skipped. Because the state word carries q, a CAS can only succeed on
+ * the batch the worker computed its parameters for: a slow worker can
+ * never write into a later batch that reuses the slot. Every parameter of
+ * a position (epoch, epoch position, sample index) is recomputed by the
+ * worker from q and p alone, never read from the slot, so a half-written
+ * slot left by a dead worker misleads nobody.
+ *
+ * Writing. The worker runs sp__loader_sample() (the loader's own
+ * per-position step, on-error policy included) with the destination being
+ * the position's place in the slot's image array, fills the slot's
+ * indices/labels/item outcome, then stores DONE(q) with release order. It
+ * then bumps the slot's `done` counter, tagged with q ((q << 24) | n) and
+ * updated by CAS so a late bump can't leak into the slot's next batch; the
+ * worker that makes it reach count stamps ready_ns, bumps the slot's futex
+ * word and wakes the consumer.
+ *
+ * Taking. sp_pool_next(q) waits until the `done` counter says count, or,
+ * when woken by its 10 ms timeout, until a scan of the state words finds
+ * every position DONE(q) (the scan is the ground truth: a worker killed
+ * between its DONE store and its counter bump leaves the counter short
+ * forever). It then assembles the batch in place with sp__batch_finalize()
+ * (the loader's: first FAILED position's error, skipped positions compacted
+ * out, substitutes listed) and returns a view into the slot. The consumer
+ * releases batches in order; releasing batch r initialises slot r mod R for
+ * batch r + R (states FREE(r + R), counters) and only then publishes
+ * released = r + 1 (release order), so a worker that sees the new value
+ * sees an initialised slot.
+ *
+ * Recovery. On every timeout (and while waiting) the consumer polls its
+ * workers with waitpid(pid, WNOHANG). When worker w is gone (reaped, so it
+ * can no longer write), the consumer walks the live slots and turns every
+ * CLAIMED(q, w) back into FREE(q), counting a crash against the position
+ * (the sample bytes it may have half-written are simply overwritten by the
+ * redo). It bumps scan_gen, forks a replacement with the same id w and
+ * wakes everyone. Items are also orphaned when a worker dies between its
+ * fetch_add and its CAS (FREE, but the counter has passed them); so every
+ * worker, after seeing scan_gen change, and, once any death has happened,
+ * whenever `released` moves (a slot becomes live), scans the live slots and
+ * claims any FREE position by the same CAS. Nothing is lost (every FREE
+ * position in a live slot is eventually claimed by a scan or the counter),
+ * nothing is duplicated (one CAS wins FREE -> CLAIMED, and only DONE
+ * positions enter a batch), and the bytes are those of any other run,
+ * since they depend on (q, p) only. A position that two workers died on
+ * is not tried a third time: it fails with "worker died ... while
+ * computing it", deterministically for a deterministic crash, and
+ * cfg.on_error applies.
+ *
+ * Sync primitive. Futexes on 32-bit words of the shared mapping plus C11
+ * atomics: no process-shared mutex, so a worker killed at any instruction
+ * holds no lock. A hand-off costs one FUTEX_WAKE from the last worker and
+ * one wake-up of the consumer (bench/pool_scaling.sh measures p50/p99).
+ *
+ * LIMITATIONS
+ * - Workers are forked from the consumer: they share its loader (dataset
+ *   index, parsed pipeline) copy-on-write; a consumer with other threads
+ *   must not hold locks the workers need (seedpipe's loader holds none
+ *   between calls).
+ * - A crash that only happens when a worker computes two particular
+ *   samples in a row is charged to the second.
+ * - The per-worker rng mode counter restarts at 0 in a respawned worker
+ *   (as PyTorch's would); that mode is a demonstration only.
+ */
+#include "seedpipe/pool.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loader/loader_internal.h"
+#include "loader/ring_internal.h"
+
+#define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
+#define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
+#define SPIN_NS 20000ull                  /* consumer spin before sleeping */
+#define DONE_SHIFT 24
+
+struct sp_pool {
+    sp_loader *ld;
+    sp__region region;
+    sp__ring_hdr *h;
+    int nworkers;
+    uint32_t R, cap;
+    uint64_t total, start_abs, nb;
+    uint64_t taken, released;          /* consumer's counters */
+    pid_t pids[SP_POOL_MAX_WORKERS];
+    pid_t parent;
+    uint64_t deaths, redone, respawn_limit;
+    uint64_t last_ready_ns, last_taken_ns;
+    uint64_t last_check_ns;            /* last liveness poll */
+    uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
+    int sticky;                        /* a stream error: returned again */
+    sp_error sticky_err;
+};
+
+/* ---- the stream's geometry (pure functions of q) -------------------------- */
+
+typedef struct batch_geo {
+    uint32_t epoch, count;
+    uint64_t index, pos0;
+} batch_geo;
+
+static batch_geo geo_of(const sp_pool *pool, uint64_t q) {
+    batch_geo g;
+    uint64_t abs = pool->start_abs + q;
+    g.epoch = (uint32_t)(abs / pool->nb);
+    g.index = abs % pool->nb;
+    sp_batch_slice(sp__loader_batching(pool->ld), g.index, &g.pos0, &g.count);
+    return g;
+}
+
+/* ---- workers ------------------------------------------------------------------ */
+
+typedef struct worker_ctx {
+    sp_pool *pool;
+    uint32_t w;
+    sp_key key;             /* K_worker(w): per-worker rng mode, never otherwise */
+    uint32_t counter;       /* per-worker mode: samples this process computed */
+    uint32_t seen_scan;
+    uint64_t seen_released;
+} worker_ctx;
+
+/* Compute position p of batch q if we win its CAS. */
+static void work_item(worker_ctx *wc, uint64_t q, uint32_t p) {
+    sp_pool *pool = wc->pool;
+    sp__ring_hdr *h = pool->h;
+    batch_geo g = geo_of(pool, q);
+    if (p >= g.count) return;
+    uint32_t s = (uint32_t)(q % pool->R);
+    _Atomic uint64_t *st = &sp__slot_state(h, s)[p];
+    uint64_t expect = sp__st(q, SP__ST_FREE, 0);
+    if (!atomic_compare_exchange_strong(st, &expect, sp__st(q, SP__ST_CLAIMED, wc->w))) return;
+    sp__worker_rec *rec = &h->workers[wc->w];
+    atomic_store_explicit(&rec->busy, 1, memory_order_relaxed);
+
+    uint32_t crash = atomic_load(&sp__slot_crash(h, s)[p]);
+    char forced[96];
+    const char *why = NULL;
+    if ((crash & 0xff) >= 2) {
+        snprintf(forced, sizeof forced,
+                 "worker process died %u times while computing it (last: signal %u)",
+                 crash & 0xff, crash >> 8);
+        why = forced;
+    }
+    sp__rng rng = sp__loader_rng(pool->ld, 0);
+    if (rng.mode == SP_RNG_PER_WORKER) {
+        rng.key = wc->key;
+        rng.counter = wc->counter++;
+    }
+    if (pool->crash_sample != UINT64_MAX && !why) {   /* test hook: a decoder crash */
+        sp_perm perm;
+        sp_perm_init(&perm, sp__loader_batching(pool->ld)->n,
+                     sp_stream_key(sp_loader_config_of(pool->ld)->seed, SP_STREAM_SHUFFLE), g.epoch);
+        if (sp_perm_at(&perm, g.pos0 + p) == pool->crash_sample) {
+            signal(SIGSEGV, SIG_DFL);
+            raise(SIGSEGV);
+        }
+    }
+    uint8_t *dst = sp__slot_images(h, s) + (size_t)p * h->sample_bytes;
+    sp__loader_sample(pool->ld, g.epoch, g.pos0 + p, rng, why, dst, &sp__slot_items(h, s)[p],
+                      &sp__slot_indices(h, s)[p], &sp__slot_labels(h, s)[p]);
+    atomic_store_explicit(st, sp__st(q, SP__ST_DONE, wc->w), memory_order_release);
+    atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rec->samples, 1, memory_order_relaxed);
+
+    /* Tagged completion counter; the one that completes the batch wakes. */
+    sp__slot_hdr *sh = sp__slot(h, s);
+    uint64_t v = atomic_load(&sh->done);
+    for (;;) {
+        if ((v >> DONE_SHIFT) != (q & ((1ull << 40) - 1))) return;   /* stale */
+        if (atomic_compare_exchange_weak(&sh->done, &v, v + 1)) break;
+    }
+    if ((uint32_t)((v + 1) & ((1u << DONE_SHIFT) - 1)) == g.count) {
+        atomic_store(&sh->ready_ns, sp__now_ns());
+        atomic_fetch_add(&sh->wake, 1);
+        sp__futex_wake(&sh->wake, 1);
+    }
+}
+
+/* Claim every FREE position of the live slots (orphans of a dead worker). */
+static void orphan_scan(worker_ctx *wc) {
+    sp_pool *pool = wc->pool;
+    sp__ring_hdr *h = pool->h;
+    uint64_t rel = atomic_load_explicit(&h->released, memory_order_acquire);
+    for (uint64_t q = rel; q < rel + pool->R && q < pool->total; q++) {
+        batch_geo g = geo_of(pool, q);
+        _Atomic uint64_t *st = sp__slot_state(h, (uint32_t)(q % pool->R));
+        for (uint32_t p = 0; p < g.count; p++)
+            if (atomic_load_explicit(&st[p], memory_order_relaxed) == sp__st(q, SP__ST_FREE, 0))
+                work_item(wc, q, p);
+        if (atomic_load(&h->stop)) return;
+    }
+}
+
+/* Housekeeping between items: exit on stop or parent death, scan if needed. */
+static void worker_poll(worker_ctx *wc) {
+    sp__ring_hdr *h = wc->pool->h;
+    if (atomic_load(&h->stop) || getppid() != wc->pool->parent) _exit(0);
+    uint32_t sg = atomic_load(&h->scan_gen);
+    uint64_t rel = atomic_load(&h->released);
+    if (sg != wc->seen_scan || (sg != 0 && rel != wc->seen_released)) {
+        wc->seen_scan = sg;
+        wc->seen_released = rel;
+        orphan_scan(wc);
+    }
+}
+
+static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != pool->parent) _exit(0);
+    sp__ring_hdr *h = pool->h;
+    worker_ctx wc;
+    memset(&wc, 0, sizeof wc);
+    wc.pool = pool;
+    wc.w = w;
+    wc.key = sp__loader_worker_key(pool->ld, w);
+    wc.seen_scan = atomic_load(&h->scan_gen) - 1;   /* a new worker scans first */
+    wc.seen_released = UINT64_MAX;
+    uint64_t end = pool->total * pool->cap;
+    for (;;) {
+        worker_poll(&wc);
+        uint64_t t = atomic_fetch_add(&h->hint, 1);
+        if (t >= end) {   /* no new work: stay for orphans until stopped */
+            for (;;) {
+                uint32_t wv = atomic_load(&h->wake);
+                worker_poll(&wc);
+                sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
+            }
+        }
+        uint64_t q = t / pool->cap;
+        uint32_t p = (uint32_t)(t % pool->cap);
+        for (;;) {   /* wait for batch q's slot (backpressure) */
+            uint32_t wv = atomic_load(&h->wake);
+            if (q < atomic_load_explicit(&h->released, memory_order_acquire) + pool->R) break;
+            worker_poll(&wc);
+            sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
+        }
+        work_item(&wc, q, p);
+    }
+}
+
+static int spawn(sp_pool *pool, uint32_t w, sp_error *err) {
+    pid_t pid = fork();
+    if (pid < 0) return sp_error_set(err, SP_EIO, "pool: fork: %s", strerror(errno));
+    if (pid == 0) worker_main(pool, w);
+    pool->pids[w] = pid;
+    atomic_store(&pool->h->workers[w].pid, (int32_t)pid);
+    atomic_fetch_add(&pool->h->workers[w].gen, 1);
+    return SP_OK;
+}
+
+/* ---- consumer side -------------------------------------------------------- */
+
+static void activate(sp_pool *pool, uint64_t q) {
+    sp__ring_hdr *h = pool->h;
+    uint32_t s = (uint32_t)(q % pool->R);
+    batch_geo g = geo_of(pool, q);
+    sp__slot_hdr *sh = sp__slot(h, s);
+    _Atomic uint64_t *st = sp__slot_state(h, s);
+    _Atomic uint32_t *cr = sp__slot_crash(h, s);
+    for (uint32_t p = 0; p < pool->cap; p++) {
+        atomic_store_explicit(&st[p], sp__st(q, SP__ST_FREE, 0), memory_order_relaxed);
+        atomic_store_explicit(&cr[p], 0, memory_order_relaxed);
+    }
+    sh->count = g.count;
+    sh->epoch = g.epoch;
+    sh->index = g.index;
+    atomic_store(&sh->ready_ns, 0);
+    atomic_store(&sh->done, (q & ((1ull << 40) - 1)) << DONE_SHIFT);
+    atomic_store_explicit(&sh->q, q, memory_order_release);
+}
+
+static void wake_workers(sp_pool *pool) {
+    atomic_fetch_add(&pool->h->wake, 1);
+    sp__futex_wake(&pool->h->wake, 1 << 30);
+}
+
+/* Reap dead workers, put their positions back, respawn. */
+static int check_workers(sp_pool *pool, sp_error *err) {
+    sp__ring_hdr *h = pool->h;
+    for (int w = 0; w < pool->nworkers; w++) {
+        int status;
+        if (pool->pids[w] <= 0) continue;
+        pid_t r = waitpid(pool->pids[w], &status, WNOHANG);
+        if (r == 0) continue;
+        if (r < 0 && errno == EINTR) {
+            w--;
+            continue;
+        }
+        /* Gone (or reaped by someone else: treat it as gone). */
+        unsigned sig = (r > 0 && WIFSIGNALED(status)) ? (unsigned)WTERMSIG(status) : 0;
+        pool->pids[w] = 0;
+        atomic_store(&h->workers[w].pid, 0);
+        atomic_store(&h->workers[w].busy, 0);
+        pool->deaths++;
+        atomic_fetch_add(&h->deaths, 1);
+        for (uint64_t q = pool->released; q < pool->released + pool->R && q < pool->total; q++) {
+            uint32_t s = (uint32_t)(q % pool->R);
+            _Atomic uint64_t *st = sp__slot_state(h, s);
+            _Atomic uint32_t *cr = sp__slot_crash(h, s);
+            for (uint32_t p = 0; p < pool->cap; p++) {
+                uint64_t v = sp__st(q, SP__ST_CLAIMED, (unsigned)w);
+                if (atomic_load(&st[p]) != v) continue;
+                uint32_t c = atomic_load(&cr[p]);
+                atomic_store(&cr[p], ((c & 0xff) + 1) | (sig << 8));
+                if (atomic_compare_exchange_strong(&st[p], &v, sp__st(q, SP__ST_FREE, 0)))
+                    pool->redone++;
+            }
+        }
+        atomic_fetch_add(&h->scan_gen, 1);
+        if (pool->deaths > pool->respawn_limit) {
+            wake_workers(pool);
+            return sp_error_set(err, SP_EIO, "pool: workers keep dying (%llu deaths); giving up",
+                                (unsigned long long)pool->deaths);
+        }
+        int rc = spawn(pool, (uint32_t)w, err);
+        wake_workers(pool);
+        if (rc != 0) return rc;
+    }
+    return SP_OK;
+}
+
+static int slot_complete(const sp_pool *pool, uint64_t q, uint32_t count) {
+    _Atomic uint64_t *st = sp__slot_state(pool->h, (uint32_t)(q % pool->R));
+    for (uint32_t p = 0; p < count; p++) {
+        uint64_t v = atomic_load_explicit(&st[p], memory_order_acquire);
+        if (sp__st_kind(v) != SP__ST_DONE || sp__st_q(v) != q) return 0;
+    }
+    return 1;
+}
+
+static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) {
+    pool->sticky = rc;
+    pool->sticky_err = *e;
+    if (err) *err = *e;
+    return rc;
+}
+
+int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
+    if (pool->sticky) {
+        if (err) *err = pool->sticky_err;
+        return pool->sticky;
+    }
+    if (pool->taken >= pool->total) {
+        /* Count any death that the stream did not need to wait for. */
+        sp_error e;
+        sp_error_clear(&e);
+        int rc = check_workers(pool, &e);
+        if (rc != 0) return fail_sticky(pool, rc, &e, err);
+        return SP_POOL_END;
+    }
+    if (pool->taken - pool->released >= pool->R)
+        return sp_error_set(err, SP_EINVAL, "pool: all %u slots are held; release one first",
+                            pool->R);
+    uint64_t q = pool->taken;
+    uint32_t s = (uint32_t)(q % pool->R);
+    sp__ring_hdr *h = pool->h;
+    sp__slot_hdr *sh = sp__slot(h, s);
+    uint32_t count = sh->count;
+    uint64_t want = ((q & ((1ull << 40) - 1)) << DONE_SHIFT) | count;
+    uint64_t last_check = pool->last_check_ns;
+    int spun = 0;
+    for (;;) {
+        uint32_t wv = atomic_load(&sh->wake);
+        if (atomic_load_explicit(&sh->done, memory_order_acquire) == want) break;
+        if (!spun) {   /* a short spin first: a batch that is nearly done is
+                          taken without a sleep/wake-up round trip */
+            spun = 1;
+            uint64_t t0 = sp__now_ns();
+            while (atomic_load_explicit(&sh->done, memory_order_acquire) != want &&
+                   sp__now_ns() - t0 < SPIN_NS) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+            }
+            continue;
+        }
+        int timed_out = sp__futex_wait(&sh->wake, wv, CONSUMER_TIMEOUT_NS);
+        uint64_t now = sp__now_ns();
+        if (timed_out || now - last_check >= CONSUMER_TIMEOUT_NS) {
+            last_check = pool->last_check_ns = now;
+            sp_error e;
+            sp_error_clear(&e);
+            int rc = check_workers(pool, &e);
+            if (rc != 0) return fail_sticky(pool, rc, &e, err);
+            if (slot_complete(pool, q, count)) break;
+        }
+    }
+    atomic_thread_fence(memory_order_acquire);
+    pool->last_ready_ns = atomic_load(&sh->ready_ns);
+    pool->last_taken_ns = sp__now_ns();
+
+    memset(view, 0, sizeof *view);
+    view->capacity = pool->cap;
+    view->count = count;
+    view->epoch = sh->epoch;
+    view->index = sh->index;
+    view->images = sp__slot_images(h, s);
+    view->labels = sp__slot_labels(h, s);
+    view->indices = sp__slot_indices(h, s);
+    view->skipped = sp__slot_skipped(h, s);
+    view->substituted = sp__slot_subst(h, s);
+    sp_error e;
+    sp_error_clear(&e);
+    int rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
+    if (rc != 0) return fail_sticky(pool, rc, &e, err);
+    pool->taken++;
+    return SP_OK;
+}
+
+int sp_pool_release(sp_pool *pool, sp_error *err) {
+    if (pool->released >= pool->taken)
+        return sp_error_set(err, SP_EINVAL, "pool: no batch is held");
+    uint64_t next = pool->released + pool->R;
+    if (next < pool->total) activate(pool, next);
+    pool->released++;
+    atomic_store_explicit(&pool->h->released, pool->released, memory_order_release);
+    wake_workers(pool);
+    /* A liveness poll at most every 10 ms even when batches are always
+     * ready (a dead worker's claims would stall a later batch). */
+    uint64_t now = sp__now_ns();
+    if (now - pool->last_check_ns >= CONSUMER_TIMEOUT_NS) {
+        pool->last_check_ns = now;
+        sp_error e;
+        sp_error_clear(&e);
+        int rc = check_workers(pool, &e);
+        if (rc != 0) return fail_sticky(pool, rc, &e, err);
+    }
+    return SP_OK;
+}
+
+void sp_pool_state(const sp_pool *pool, sp_loader_state *st) {
+    uint64_t abs = pool->start_abs + pool->taken;
+    sp_loader_state_at(pool->ld, (uint32_t)(abs / pool->nb), abs % pool->nb, st);
+}
+
+sp_loader *sp_pool_loader(sp_pool *pool) { return pool->ld; }
+
+int sp_pool_worker_pid(const sp_pool *pool, int w) {
+    return (w >= 0 && w < pool->nworkers) ? (int)pool->pids[w] : 0;
+}
+
+void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->workers = pool->nworkers;
+    st->ring_slots = (int)pool->R;
+    st->batches_taken = pool->taken;
+    st->batches_total = pool->total;
+    st->worker_deaths = pool->deaths;
+    st->positions_redone = pool->redone;
+    st->last_ready_ns = pool->last_ready_ns;
+    st->last_taken_ns = pool->last_taken_ns;
+}
+
+int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
+                   sp_error *err) {
+    *out = NULL;
+    if (!lcfg || !pcfg) return sp_error_set(err, SP_EINVAL, "pool: missing config");
+    if (pcfg->workers < 1 || pcfg->workers > SP_POOL_MAX_WORKERS)
+        return sp_error_set(err, SP_EINVAL, "pool: %d workers (1..%d; 0 is the in-process loader)",
+                            pcfg->workers, SP_POOL_MAX_WORKERS);
+    int R = pcfg->ring_slots ? pcfg->ring_slots : (pcfg->workers * 2 > 2 ? pcfg->workers * 2 : 2);
+    if (R < 1 || R > SP__RING_MAX_SLOTS)
+        return sp_error_set(err, SP_EINVAL, "pool: %d ring slots (1..%d)", R, SP__RING_MAX_SLOTS);
+    if (pcfg->epochs == 0) return sp_error_set(err, SP_EINVAL, "pool: epochs must be >= 1");
+    if (pcfg->region_name && pcfg->region_name[0])
+        return sp_error_set(err, SP_EUNSUPP, "pool: named regions come with the service");
+    sp_pool *pool = calloc(1, sizeof *pool);
+    if (!pool) return sp_error_set(err, SP_ENOMEM, "pool: out of memory");
+    int rc = sp_loader_create(lcfg, &pool->ld, err);
+    if (rc != 0) {
+        free(pool);
+        return rc;
+    }
+    pool->nworkers = pcfg->workers;
+    pool->R = (uint32_t)R;
+    pool->nb = sp_loader_batches_per_epoch(pool->ld);
+    const sp_batching *bt = sp__loader_batching(pool->ld);
+    pool->cap = bt->batch_size / bt->world;
+    if (pcfg->resume) {
+        rc = sp_loader_state_check(pool->ld, pcfg->resume, err);
+        if (rc != 0) goto fail;
+        pool->start_abs = (uint64_t)pcfg->resume->epoch * pool->nb + pcfg->resume->batch;
+    }
+    uint64_t end = (uint64_t)pcfg->epochs * pool->nb;
+    pool->total = end > pool->start_abs ? end - pool->start_abs : 0;
+    if (pool->total >= (1ull << 40)) {
+        rc = sp_error_set(err, SP_ELIMIT, "pool: stream of %llu batches is too long",
+                          (unsigned long long)pool->total);
+        goto fail;
+    }
+    pool->respawn_limit = 100 + 16 * (uint64_t)pcfg->workers;
+    const char *crash = getenv("SEEDPIPE_TEST_CRASH_SAMPLE");
+    pool->crash_sample = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
+
+    sp__ring_hdr hh;
+    memset(&hh, 0, sizeof hh);
+    hh.nslots = pool->R;
+    hh.cap = pool->cap;
+    hh.sample_bytes = sp_loader_sample_bytes(pool->ld);
+    rc = sp__ring_layout(&hh, err);
+    if (rc != 0) goto fail;
+    rc = sp__region_create(&pool->region, NULL, hh.region_size, err);
+    if (rc != 0) goto fail;
+    sp__ring_hdr *h = (sp__ring_hdr *)pool->region.base;
+    pool->h = h;
+    /* Copy the immutable part; the atomics start at zero (fresh mapping). */
+    memcpy(h, &hh, offsetof(sp__ring_hdr, hint));
+    h->magic = SP__RING_MAGIC;
+    h->version = SP__RING_VERSION;
+    sp_digest fp = sp_loader_fingerprint(pool->ld);
+    h->fp_hi = fp.hi;
+    h->fp_lo = fp.lo;
+    h->owner_pid = (int32_t)getpid();
+    h->nworkers = (uint32_t)pool->nworkers;
+    h->start_abs = pool->start_abs;
+    h->total = pool->total;
+    h->batches_per_epoch = pool->nb;
+    for (uint64_t q = 0; q < pool->R && q < pool->total; q++) activate(pool, q);
+    atomic_store(&h->released, 0);
+    pool->parent = getpid();
+    for (int w = 0; w < pool->nworkers; w++) {
+        rc = spawn(pool, (uint32_t)w, err);
+        if (rc != 0) goto fail;
+    }
+    *out = pool;
+    return SP_OK;
+fail:
+    sp_pool_destroy(pool);
+    return rc;
+}
+
+void sp_pool_destroy(sp_pool *pool) {
+    if (!pool) return;
+    if (pool->h) atomic_store(&pool->h->stop, 1);
+    for (int w = 0; w < pool->nworkers; w++)
+        if (pool->pids[w] > 0) kill(pool->pids[w], SIGKILL);
+    for (int w = 0; w < pool->nworkers; w++)
+        if (pool->pids[w] > 0) {
+            while (waitpid(pool->pids[w], NULL, 0) < 0 && errno == EINTR) {
+            }
+            pool->pids[w] = 0;
+        }
+    sp__region_close(&pool->region);
+    sp_loader_destroy(pool->ld);
+    free(pool);
+}

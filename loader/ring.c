@@ -1,0 +1,274 @@
+/* ring.c - shared-memory regions, the batch ring's layout, futex wait/wake.
+ *
+ * The mechanics under the worker pool (pool.c) and, later, the service:
+ * mapping a region (anonymous for forked workers, or named through
+ * shm_open with mode 0600 so other processes can attach), computing the
+ * ring's layout from three numbers (slots, positions per slot, sample
+ * bytes) with overflow checks, validating a header found in a mapping
+ * before trusting any offset in it, and sleeping/waking on a 32-bit word of
+ * shared memory with the Linux futex call (no pthread objects live in the
+ * region, so a process that dies holds no lock that others would inherit).
+ * The layout itself is documented in ring_internal.h.
+ */
+#include "loader/ring_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(sp__slot_hdr) == 64, "slot header is one cache line");
+_Static_assert(sizeof(sp__worker_rec) == 64, "worker record is one cache line");
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
+               "atomics have plain sizes");
+
+/* ---- regions --------------------------------------------------------------- */
+
+static int check_name(const char *name, sp_error *err) {
+    size_t n = strlen(name);
+    if (n == 0 || n > 200)
+        return sp_error_set(err, SP_EINVAL, "region name must be 1..200 characters");
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return sp_error_set(err, SP_EINVAL,
+                                "region name \"%s\": only letters, digits, '-', '_', '.'",
+                                name);
+    }
+    return SP_OK;
+}
+
+int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err) {
+    memset(r, 0, sizeof *r);
+    if (size == 0) return sp_error_set(err, SP_EINVAL, "region: zero size");
+    if (!name || !name[0]) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return sp_error_set(err, SP_EIO, "region: mmap of %zu bytes: %s", size,
+                                strerror(errno));
+        r->base = p;
+        r->size = size;
+        r->owner = 1;
+        return SP_OK;
+    }
+    int rc = check_name(name, err);
+    if (rc != 0) return rc;
+    snprintf(r->name, sizeof r->name, "/%s", name);
+    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        int e = errno;
+        r->name[0] = '\0';
+        return sp_error_set(err, SP_EIO, "region %s: %s", name,
+                            e == EEXIST ? "exists (a live service, or a stale one to clean up)"
+                                        : strerror(e));
+    }
+    if (ftruncate(fd, (off_t)size) != 0) {
+        int e = errno;
+        close(fd);
+        shm_unlink(r->name);
+        r->name[0] = '\0';
+        return sp_error_set(err, SP_EIO, "region %s: ftruncate: %s", name, strerror(e));
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        shm_unlink(r->name);
+        r->name[0] = '\0';
+        return sp_error_set(err, SP_EIO, "region %s: mmap: %s", name, strerror(e));
+    }
+    r->base = p;
+    r->size = size;
+    r->owner = 1;
+    return SP_OK;
+}
+
+int sp__region_attach(sp__region *r, const char *name, sp_error *err) {
+    memset(r, 0, sizeof *r);
+    int rc = check_name(name, err);
+    if (rc != 0) return rc;
+    snprintf(r->name, sizeof r->name, "/%s", name);
+    int fd = shm_open(r->name, O_RDWR, 0);
+    if (fd < 0) {
+        int e = errno;
+        memset(r, 0, sizeof *r);
+        return sp_error_set(err, SP_EIO, "region %s: %s", name, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(sp__ring_hdr)) {
+        close(fd);
+        memset(r, 0, sizeof *r);
+        return sp_error_set(err, SP_EFORMAT, "region %s: truncated (smaller than a header)",
+                            name);
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        memset(r, 0, sizeof *r);
+        return sp_error_set(err, SP_EIO, "region %s: mmap: %s", name, strerror(e));
+    }
+    r->base = p;
+    r->size = (size_t)st.st_size;
+    return SP_OK;
+}
+
+void sp__region_close(sp__region *r) {
+    if (!r) return;
+    if (r->base) munmap(r->base, r->size);
+    if (r->owner && r->name[0]) shm_unlink(r->name);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- layout ---------------------------------------------------------------- */
+
+static int add_ok(uint64_t *acc, uint64_t n) {
+    if (*acc > UINT64_MAX - n) return 0;
+    *acc += n;
+    return 1;
+}
+static int mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+/* Offsets of one slot's arrays, from (cap, sample_bytes); 0 on overflow. */
+static int slot_layout(uint32_t cap, uint64_t sample_bytes, uint64_t off[8], uint64_t *size) {
+    const uint64_t elem[8] = {8, 4, sizeof(sp__item), 8, 4, 8, 16, 0};
+    uint64_t acc = sizeof(sp__slot_hdr);
+    for (int i = 0; i < 7; i++) {
+        uint64_t n;
+        acc = align64(acc);
+        off[i] = acc;
+        if (!mul_ok(elem[i], cap, &n) || !add_ok(&acc, n)) return 0;
+    }
+    uint64_t img;
+    if (acc > UINT64_MAX - 64) return 0;
+    acc = align64(acc);
+    off[7] = acc;
+    if (!mul_ok(sample_bytes, cap, &img) || !add_ok(&acc, img) || acc > UINT64_MAX - 64)
+        return 0;
+    *size = align64(acc);
+    return 1;
+}
+
+int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
+    if (h->nslots == 0 || h->nslots > SP__RING_MAX_SLOTS)
+        return sp_error_set(err, SP_EINVAL, "ring: %u slots (1..%u)", h->nslots,
+                            SP__RING_MAX_SLOTS);
+    if (h->cap == 0 || h->cap > SP__RING_MAX_CAP)
+        return sp_error_set(err, SP_EINVAL, "ring: %u positions per slot (1..%u)", h->cap,
+                            SP__RING_MAX_CAP);
+    if (h->sample_bytes == 0 || h->sample_bytes > (1ull << 34))
+        return sp_error_set(err, SP_EINVAL, "ring: sample of %llu bytes",
+                            (unsigned long long)h->sample_bytes);
+    uint64_t off[8], slot;
+    if (!slot_layout(h->cap, h->sample_bytes, off, &slot))
+        return sp_error_set(err, SP_ELIMIT, "ring: slot size overflows");
+    uint64_t total;
+    h->hdr_size = (uint32_t)align64(sizeof(sp__ring_hdr));
+    h->slots_offset = h->hdr_size;
+    if (!mul_ok(slot, h->nslots, &total) || !add_ok(&total, h->slots_offset) ||
+        total > (1ull << 46))
+        return sp_error_set(err, SP_ELIMIT, "ring: %u slots of %llu bytes is too large",
+                            h->nslots, (unsigned long long)slot);
+    h->slot_size = slot;
+    h->off_state = off[0];
+    h->off_crash = off[1];
+    h->off_items = off[2];
+    h->off_indices = off[3];
+    h->off_labels = off[4];
+    h->off_skipped = off[5];
+    h->off_subst = off[6];
+    h->off_images = off[7];
+    h->region_size = total;
+    return SP_OK;
+}
+
+int sp__ring_validate(const sp__ring_hdr *h, size_t mapped, sp_error *err) {
+    if (mapped < sizeof *h) return sp_error_set(err, SP_EFORMAT, "ring: region truncated");
+    if (h->magic != SP__RING_MAGIC)
+        return sp_error_set(err, SP_EFORMAT, "ring: not a seedpipe region (bad magic)");
+    if (h->version != SP__RING_VERSION)
+        return sp_error_set(err, SP_EFORMAT, "ring: layout version %u, this build reads %u",
+                            h->version, SP__RING_VERSION);
+    sp__ring_hdr c;
+    memset(&c, 0, sizeof c);
+    c.nslots = h->nslots;
+    c.cap = h->cap;
+    c.sample_bytes = h->sample_bytes;
+    int rc = sp__ring_layout(&c, err);
+    if (rc != 0) return sp_error_set(err, SP_EFORMAT, "ring: hostile header: %s", err ? err->msg : "");
+    if (c.hdr_size != h->hdr_size || c.slots_offset != h->slots_offset ||
+        c.slot_size != h->slot_size || c.region_size != h->region_size ||
+        c.off_state != h->off_state || c.off_crash != h->off_crash ||
+        c.off_items != h->off_items || c.off_indices != h->off_indices ||
+        c.off_labels != h->off_labels || c.off_skipped != h->off_skipped ||
+        c.off_subst != h->off_subst || c.off_images != h->off_images)
+        return sp_error_set(err, SP_EFORMAT, "ring: header offsets disagree with its sizes");
+    if (h->region_size > mapped)
+        return sp_error_set(err, SP_EFORMAT, "ring: header says %llu bytes, region has %zu",
+                            (unsigned long long)h->region_size, mapped);
+    if (h->nworkers > SP__RING_MAX_WORKERS)
+        return sp_error_set(err, SP_EFORMAT, "ring: %u workers", h->nworkers);
+    return SP_OK;
+}
+
+#define SLOT_BASE(h, s) ((uint8_t *)(h) + (h)->slots_offset + (uint64_t)(s) * (h)->slot_size)
+sp__slot_hdr *sp__slot(const sp__ring_hdr *h, uint32_t s) { return (sp__slot_hdr *)SLOT_BASE(h, s); }
+_Atomic uint64_t *sp__slot_state(const sp__ring_hdr *h, uint32_t s) {
+    return (_Atomic uint64_t *)(SLOT_BASE(h, s) + h->off_state);
+}
+_Atomic uint32_t *sp__slot_crash(const sp__ring_hdr *h, uint32_t s) {
+    return (_Atomic uint32_t *)(SLOT_BASE(h, s) + h->off_crash);
+}
+sp__item *sp__slot_items(const sp__ring_hdr *h, uint32_t s) {
+    return (sp__item *)(SLOT_BASE(h, s) + h->off_items);
+}
+uint64_t *sp__slot_indices(const sp__ring_hdr *h, uint32_t s) {
+    return (uint64_t *)(SLOT_BASE(h, s) + h->off_indices);
+}
+int32_t *sp__slot_labels(const sp__ring_hdr *h, uint32_t s) {
+    return (int32_t *)(SLOT_BASE(h, s) + h->off_labels);
+}
+uint64_t *sp__slot_skipped(const sp__ring_hdr *h, uint32_t s) {
+    return (uint64_t *)(SLOT_BASE(h, s) + h->off_skipped);
+}
+uint64_t *sp__slot_subst(const sp__ring_hdr *h, uint32_t s) {
+    return (uint64_t *)(SLOT_BASE(h, s) + h->off_subst);
+}
+uint8_t *sp__slot_images(const sp__ring_hdr *h, uint32_t s) { return SLOT_BASE(h, s) + h->off_images; }
+
+/* ---- futex ----------------------------------------------------------------- */
+
+int sp__futex_wait(_Atomic uint32_t *addr, uint32_t expected, uint64_t timeout_ns) {
+    struct timespec ts, *tp = NULL;
+    if (timeout_ns) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
+        tp = &ts;
+    }
+    /* FUTEX_WAIT (not _PRIVATE): the word is in a shared mapping. */
+    long r = syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, expected, tp, NULL, 0);
+    return (r == -1 && errno == ETIMEDOUT) ? 1 : 0;
+}
+
+void sp__futex_wake(_Atomic uint32_t *addr, int n) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+uint64_t sp__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

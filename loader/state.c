@@ -1,0 +1,297 @@
+/* state.c - loader states: make, check, write and read (include/seedpipe/state.h).
+ *
+ * A state is tiny and exact: (fingerprints, seed, next epoch and batch).
+ * The check compares each identity field on its own so that a refusal says
+ * which of dataset, pipeline, seed, format or geometry differs. The reader
+ * goes through the bounded JSON tokenizer (json.c) and then demands every
+ * key exactly once with a value of the right type and range: a state file
+ * is input from elsewhere and is fuzzed.
+ */
+#include "seedpipe/state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader/json_internal.h"
+
+void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
+                        sp_loader_state *st) {
+    memset(st, 0, sizeof *st);
+    const sp_loader_config *cfg = sp_loader_config_of(ld);
+    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    if (nb && batch >= nb) {
+        epoch += (uint32_t)(batch / nb);
+        batch %= nb;
+    }
+    st->fingerprint = sp_loader_fingerprint(ld);
+    st->dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(ld));
+    st->pipeline_hash = sp_loader_pipeline_hash(ld);
+    st->seed = cfg->seed;
+    st->epoch = epoch;
+    st->batch = batch;
+    st->samples = sp_dataset_size(sp_loader_dataset(ld));
+    st->batch_size = cfg->batch_size;
+    st->drop_last = cfg->drop_last ? 1 : 0;
+    st->dtype = cfg->dtype;
+    st->layout = cfg->layout;
+    sp_loader_sample_dims(ld, &st->c, &st->h, &st->w);
+    st->on_error = cfg->on_error;
+    st->rng_mode = cfg->rng_mode;
+}
+
+static int dig_eq(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
+
+/* Append "; " + formatted text to buf. */
+static void add(char *buf, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void add(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n && n + 2 < cap) {
+        memcpy(buf + n, "; ", 3);
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < cap) vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_error *err) {
+    sp_loader_state me;
+    sp_loader_state_at(ld, 0, 0, &me);
+    char why[400] = "";
+    char a[33], b[33];
+    if (!dig_eq(me.dataset_fingerprint, st->dataset_fingerprint)) {
+        sp_digest_hex(st->dataset_fingerprint, a);
+        sp_digest_hex(me.dataset_fingerprint, b);
+        add(why, sizeof why, "dataset fingerprint %.12s.. in the state, %.12s.. here", a, b);
+    }
+    if (!dig_eq(me.pipeline_hash, st->pipeline_hash)) {
+        sp_digest_hex(st->pipeline_hash, a);
+        sp_digest_hex(me.pipeline_hash, b);
+        add(why, sizeof why, "pipeline hash %.12s.. in the state, %.12s.. here", a, b);
+    }
+    if (me.seed != st->seed)
+        add(why, sizeof why, "seed %llu in the state, %llu here", (unsigned long long)st->seed,
+            (unsigned long long)me.seed);
+    if (me.batch_size != st->batch_size || me.drop_last != st->drop_last)
+        add(why, sizeof why, "batch size %u%s in the state, %u%s here", st->batch_size,
+            st->drop_last ? " (drop_last)" : "", me.batch_size, me.drop_last ? " (drop_last)" : "");
+    if (me.dtype != st->dtype || me.layout != st->layout)
+        add(why, sizeof why, "output %s/%s in the state, %s/%s here", sp_dtype_name(st->dtype),
+            sp_layout_name(st->layout), sp_dtype_name(me.dtype), sp_layout_name(me.layout));
+    if (me.c != st->c || me.h != st->h || me.w != st->w)
+        add(why, sizeof why, "sample shape [%d,%d,%d] in the state, [%d,%d,%d] here", st->c,
+            st->h, st->w, me.c, me.h, me.w);
+    if (me.on_error != st->on_error)
+        add(why, sizeof why, "on-error %s in the state, %s here", sp_on_error_name(st->on_error),
+            sp_on_error_name(me.on_error));
+    if (me.rng_mode != st->rng_mode)
+        add(why, sizeof why, "rng-mode %s in the state, %s here", sp_rng_mode_name(st->rng_mode),
+            sp_rng_mode_name(me.rng_mode));
+    if (!why[0] && !dig_eq(me.fingerprint, st->fingerprint)) {
+        sp_digest_hex(st->fingerprint, a);
+        sp_digest_hex(me.fingerprint, b);
+        add(why, sizeof why, "loader fingerprint %.12s.. in the state, %.12s.. here", a, b);
+    }
+    if (why[0])
+        return sp_error_set(err, SP_EMISMATCH, "state is for another stream: %s", why);
+    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    if (st->batch >= nb)
+        return sp_error_set(err, SP_ERANGE, "state: batch %llu, but an epoch has %llu batches",
+                            (unsigned long long)st->batch, (unsigned long long)nb);
+    return SP_OK;
+}
+
+int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
+    char fp[33], dfp[33], ph[33];
+    sp_digest_hex(st->fingerprint, fp);
+    sp_digest_hex(st->dataset_fingerprint, dfp);
+    sp_digest_hex(st->pipeline_hash, ph);
+    return snprintf(buf, size,
+                    "{\"seedpipe_state\":1,\"fingerprint\":\"%s\",\"dataset_fingerprint\":\"%s\","
+                    "\"pipeline_hash\":\"%s\",\"seed\":%llu,\"epoch\":%u,\"batch\":%llu,"
+                    "\"samples\":%llu,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
+                    "\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"on_error\":\"%s\","
+                    "\"rng_mode\":\"%s\"}\n",
+                    fp, dfp, ph, (unsigned long long)st->seed, st->epoch,
+                    (unsigned long long)st->batch, (unsigned long long)st->samples,
+                    st->batch_size, st->drop_last ? "true" : "false", sp_dtype_name(st->dtype),
+                    sp_layout_name(st->layout), st->c, st->h, st->w,
+                    sp_on_error_name(st->on_error), sp_rng_mode_name(st->rng_mode));
+}
+
+static const char *const KEYS[] = {"seedpipe_state", "fingerprint", "dataset_fingerprint",
+                                   "pipeline_hash",  "seed",        "epoch",
+                                   "batch",          "samples",     "batch_size",
+                                   "drop_last",      "dtype",       "layout",
+                                   "sample_shape",   "on_error",    "rng_mode"};
+#define NKEYS (sizeof KEYS / sizeof KEYS[0])
+
+static int bad(sp_error *err, const char *key, const char *why) {
+    return sp_error_set(err, SP_EFORMAT, "state: \"%s\": %s", key, why);
+}
+
+static int get_digest(const sp__json *j, const char *key, sp_digest *d, sp_error *err) {
+    char hex[40];
+    if (sp__json_str(j, sp__json_get(j, 0, key), hex, sizeof hex) != 0 ||
+        sp_digest_parse(hex, d) != 0)
+        return bad(err, key, "expected 32 hex digits");
+    return SP_OK;
+}
+
+static int get_u64(const sp__json *j, const char *key, uint64_t max, uint64_t *v, sp_error *err) {
+    if (sp__json_u64(j, sp__json_get(j, 0, key), v) != 0 || *v > max)
+        return bad(err, key, "expected a non-negative integer in range");
+    return SP_OK;
+}
+
+int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_error *err) {
+    memset(st, 0, sizeof *st);
+    if (len > SP_STATE_MAX_BYTES)
+        return sp_error_set(err, SP_EFORMAT, "state: %zu bytes (at most %d)", len,
+                            SP_STATE_MAX_BYTES);
+    sp__json j;
+    int rc = sp__json_parse(&j, text, len, 4, 256, "state", err);
+    if (rc != 0) {
+        sp__json_free(&j);
+        return rc == SP_ELIMIT ? SP_EFORMAT : rc;
+    }
+    if (j.t[0].kind != SP__J_OBJ) {
+        sp__json_free(&j);
+        return sp_error_set(err, SP_EFORMAT, "state: not a JSON object");
+    }
+    /* Every key known and present exactly once. */
+    size_t k = 1, seen[NKEYS] = {0};
+    for (size_t i = 0; i < j.t[0].size; i++) {
+        size_t v = k + 1, n;
+        for (n = 0; n < NKEYS; n++)
+            if (sp__json_streq(&j, (long)k, KEYS[n])) break;
+        if (n == NKEYS) {
+            char key[64];
+            if (sp__json_str(&j, (long)k, key, sizeof key) != 0) snprintf(key, sizeof key, "?");
+            sp__json_free(&j);
+            return sp_error_set(err, SP_EFORMAT, "state: unknown key \"%s\"", key);
+        }
+        if (seen[n]++) {
+            sp__json_free(&j);
+            return bad(err, KEYS[n], "given twice");
+        }
+        k = j.t[v].next;
+    }
+    for (size_t n = 0; n < NKEYS; n++)
+        if (!seen[n]) {
+            sp__json_free(&j);
+            return bad(err, KEYS[n], "missing");
+        }
+    uint64_t ver, v;
+    char word[32];
+    rc = get_u64(&j, "seedpipe_state", 1, &ver, err);
+    if (rc == 0 && ver != 1) rc = bad(err, "seedpipe_state", "unsupported version");
+    if (rc == 0) rc = get_digest(&j, "fingerprint", &st->fingerprint, err);
+    if (rc == 0) rc = get_digest(&j, "dataset_fingerprint", &st->dataset_fingerprint, err);
+    if (rc == 0) rc = get_digest(&j, "pipeline_hash", &st->pipeline_hash, err);
+    if (rc == 0) rc = get_u64(&j, "seed", UINT64_MAX, &st->seed, err);
+    if (rc == 0 && (rc = get_u64(&j, "epoch", UINT32_MAX, &v, err)) == 0) st->epoch = (uint32_t)v;
+    if (rc == 0) rc = get_u64(&j, "batch", 1ull << 40, &st->batch, err);
+    if (rc == 0) rc = get_u64(&j, "samples", 1ull << 32, &st->samples, err);
+    if (rc == 0 && (rc = get_u64(&j, "batch_size", 1u << 20, &v, err)) == 0)
+        st->batch_size = (uint32_t)v;
+    if (rc == 0) {
+        int kd = j.t[sp__json_get(&j, 0, "drop_last")].kind;
+        if (kd != SP__J_TRUE && kd != SP__J_FALSE) rc = bad(err, "drop_last", "expected a boolean");
+        st->drop_last = kd == SP__J_TRUE;
+    }
+    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "dtype"), word, sizeof word) != 0 ||
+                    sp_dtype_parse(word, &st->dtype, NULL) != 0))
+        rc = bad(err, "dtype", "expected uint8 or float32");
+    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "layout"), word, sizeof word) != 0 ||
+                    sp_layout_parse(word, &st->layout, NULL) != 0))
+        rc = bad(err, "layout", "expected nchw or nhwc");
+    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "on_error"), word, sizeof word) != 0 ||
+                    sp_on_error_parse(word, &st->on_error, NULL) != 0))
+        rc = bad(err, "on_error", "expected fail, skip or substitute");
+    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "rng_mode"), word, sizeof word) != 0 ||
+                    sp_rng_mode_parse(word, &st->rng_mode, NULL) != 0))
+        rc = bad(err, "rng_mode", "expected per-sample or per-worker");
+    if (rc == 0) {
+        long a = sp__json_get(&j, 0, "sample_shape");
+        int dims[3];
+        if (j.t[a].kind != SP__J_ARR || j.t[a].size != 3) rc = bad(err, "sample_shape", "expected [C,H,W]");
+        for (int i = 0; rc == 0 && i < 3; i++) {
+            if (sp__json_u64(&j, sp__json_at(&j, (size_t)a, (size_t)i), &v) != 0 || v > 1u << 20)
+                rc = bad(err, "sample_shape", "expected [C,H,W]");
+            else dims[i] = (int)v;
+        }
+        if (rc == 0) {
+            st->c = dims[0];
+            st->h = dims[1];
+            st->w = dims[2];
+        }
+    }
+    sp__json_free(&j);
+    if (rc != 0) memset(st, 0, sizeof *st);
+    return rc;
+}
+
+int sp_loader_state_save(const char *path, const sp_loader_state *st, sp_error *err) {
+    char buf[1024], tmp[4096];
+    int n = sp_loader_state_format(st, buf, sizeof buf);
+    if (n < 0 || (size_t)n >= sizeof buf) return sp_error_set(err, SP_EIO, "%s: state too long", path);
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return sp_error_set(err, SP_EINVAL, "%s: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
+    size_t wr = fwrite(buf, 1, (size_t)n, f);
+    int e = fclose(f);
+    if (wr != (size_t)n || e != 0) {
+        remove(tmp);
+        return sp_error_set(err, SP_EIO, "%s: write failed", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        int er = errno;
+        remove(tmp);
+        return sp_error_set(err, SP_EIO, "%s: rename: %s", path, strerror(er));
+    }
+    return SP_OK;
+}
+
+int sp_loader_state_load(const char *path, sp_loader_state *st, sp_error *err) {
+    memset(st, 0, sizeof *st);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    char *buf = malloc(SP_STATE_MAX_BYTES + 1);
+    if (!buf) {
+        close(fd);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + len, SP_STATE_MAX_BYTES + 1 - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+        if (len > SP_STATE_MAX_BYTES) break;
+    }
+    close(fd);
+    sp_error e;
+    sp_error_clear(&e);
+    int rc = sp_loader_state_parse(buf, len, st, &e);
+    free(buf);
+    if (rc != 0) return sp_error_set(err, rc, "%s: %s", path, e.msg);
+    return SP_OK;
+}

@@ -1,0 +1,436 @@
+/* test_pool.c - the worker pool keeps the determinism contract.
+ *
+ * On a built-in shapes dataset and on a PngSuite ImageFolder (classes by
+ * colour type), two epochs:
+ *  - the batch digests (and skipped/substituted lists) from the pool with
+ *    1, 2, 3, 4, 8 workers equal the in-process loader's;
+ *  - equal again when the test SIGKILLs a worker mid-epoch (the pool must
+ *    notice, redo its positions, and count the death);
+ *  - equal when the stream is stopped at a random batch, its state written
+ *    to text, parsed back, and resumed in a new pool with other workers;
+ *  - rng-mode per-worker: 1 worker equals the in-process per-worker stream,
+ *    3 workers diverge (the classic scheme is not worker-count invariant);
+ *  - on-error with PngSuite's corrupt x*.png: fail names the same file for
+ *    the loader and 1 and 3 workers; skip and substitute give the same
+ *    manifest lines and the same failure log for all three;
+ *  - a sample whose computation kills its worker (SEEDPIPE_TEST_CRASH_SAMPLE)
+ *    costs two workers, then fails like a corrupt file, alike for 1 and 3
+ *    workers;
+ *  - a state from another dataset / pipeline / seed is refused naming it;
+ *    hostile state texts are refused;
+ *  - after every pool: no child process left, no new /dev/shm entry.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "seedpipe/pool.h"
+#include "seedpipe/shapes.h"
+#include "seedpipe/state.h"
+
+#define EPOCHS 2
+#define MAXB 256
+
+static char shapes[256], png[256], pngbad[256];
+static int shm_before;
+
+typedef struct stream {
+    int n;
+    sp_digest d[MAXB];
+    uint32_t count[MAXB];
+    uint32_t nskipped[MAXB], nsubst[MAXB];
+    uint64_t skip0[MAXB], subst0[MAXB][2];
+    int rc;                 /* error code if the stream failed */
+    char msg[SP_ERROR_MSG_MAX];
+    size_t nfail;
+    uint64_t fail_samples[64];
+    uint64_t deaths;
+} stream;
+
+static int count_shm(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* No child left, nothing new in /dev/shm. */
+static void check_no_leaks(void) {
+    errno = 0;
+    CHECK_MSG(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD, "a worker process was left");
+    CHECK_MSG(count_shm() <= shm_before, "a /dev/shm entry was left");
+}
+
+static void record(stream *s, const sp_loader *ld, const sp_batch *b) {
+    CHECK(s->n < MAXB);
+    s->d[s->n] = sp_batch_digest(ld, b);
+    s->count[s->n] = b->count;
+    s->nskipped[s->n] = b->nskipped;
+    s->nsubst[s->n] = b->nsubstituted;
+    s->skip0[s->n] = b->nskipped ? b->skipped[0] : 0;
+    s->subst0[s->n][0] = b->nsubstituted ? b->substituted[0] : 0;
+    s->subst0[s->n][1] = b->nsubstituted ? b->substituted[1] : 0;
+    s->n++;
+}
+
+static void record_failures(stream *s, const sp_loader *ld) {
+    s->nfail = sp_loader_failure_count(ld);
+    for (size_t i = 0; i < s->nfail && i < 64; i++) s->fail_samples[i] = sp_loader_failure(ld, i)->sample;
+}
+
+static void cfg_of(sp_loader_config *c, const char *ds, const char *pipe, uint64_t seed,
+                   uint32_t batch) {
+    sp_loader_config_default(c);
+    c->dataset = ds;
+    c->pipeline = pipe;
+    c->seed = seed;
+    c->batch_size = batch;
+}
+
+static void run_inproc(const sp_loader_config *c, stream *s) {
+    memset(s, 0, sizeof *s);
+    sp_loader *ld;
+    sp_error err;
+    CHECK_OK(sp_loader_create(c, &ld, &err), &err);
+    sp_batch b;
+    CHECK(sp_batch_alloc(ld, &b) == 0);
+    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    for (uint32_t e = 0; e < EPOCHS && !s->rc; e++)
+        for (uint64_t i = 0; i < nb; i++) {
+            int rc = sp_loader_batch(ld, e, i, &b, &err);
+            if (rc) {
+                s->rc = rc;
+                snprintf(s->msg, sizeof s->msg, "%s", err.msg);
+                break;
+            }
+            record(s, ld, &b);
+        }
+    record_failures(s, ld);
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+}
+
+/* Wait (up to 2 s) until pid is a zombie, so the pool can reap it. */
+static void wait_zombie(int pid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "r");
+        if (!f) return;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        if (p && p[1] == ' ' && p[2] == 'Z') return;
+        usleep(1000);
+    }
+}
+
+/* The pool stream; kill_at >= 0: SIGKILL worker (kill_at % W) after taking
+ * batch kill_at; stop_at >= 0: stop there, save/parse the state, resume in a
+ * new pool of `workers2` workers. */
+static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_at, int stop_at,
+                     int workers2, stream *s) {
+    memset(s, 0, sizeof *s);
+    sp_pool_config pc = {workers, ring, EPOCHS, NULL, NULL};
+    sp_pool *pool;
+    sp_error err;
+    CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
+    sp_batch v;
+    for (;;) {
+        if (stop_at >= 0 && s->n == stop_at) {
+            sp_loader_state st, st2;
+            sp_pool_state(pool, &st);
+            char text[1024];
+            int n = sp_loader_state_format(&st, text, sizeof text);
+            CHECK(n > 0 && (size_t)n < sizeof text);
+            CHECK_OK(sp_loader_state_parse(text, (size_t)n, &st2, &err), &err);
+            CHECK(memcmp(&st, &st2, sizeof st) == 0);
+            record_failures(s, sp_pool_loader(pool));
+            sp_pool_destroy(pool);
+            check_no_leaks();
+            pc.workers = workers2;
+            pc.resume = &st2;
+            CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
+            stop_at = -1;
+        }
+        int rc = sp_pool_next(pool, &v, &err);
+        if (rc == SP_POOL_END) break;
+        if (rc) {
+            s->rc = rc;
+            snprintf(s->msg, sizeof s->msg, "%s", err.msg);
+            CHECK(sp_pool_next(pool, &v, &err) == rc);   /* sticky */
+            break;
+        }
+        record(s, sp_pool_loader(pool), &v);
+        if (kill_at >= 0 && s->n == kill_at + 1) {
+            int pid = sp_pool_worker_pid(pool, kill_at % workers);
+            CHECK(pid > 0);
+            CHECK(kill(pid, SIGKILL) == 0);
+            wait_zombie(pid);
+        }
+        CHECK_OK(sp_pool_release(pool, &err), &err);
+    }
+    sp_pool_stats st;
+    sp_pool_stats_get(pool, &st);
+    s->deaths = st.worker_deaths;
+    size_t before = s->nfail;
+    record_failures(s, sp_pool_loader(pool));
+    (void)before;
+    sp_pool_destroy(pool);
+    check_no_leaks();
+}
+
+static void same(const stream *a, const stream *b, const char *what) {
+    CHECK_MSG(a->rc == b->rc, "%s: rc %d vs %d (%s | %s)", what, a->rc, b->rc, a->msg, b->msg);
+    CHECK_MSG(strcmp(a->msg, b->msg) == 0, "%s: \"%s\" vs \"%s\"", what, a->msg, b->msg);
+    CHECK_MSG(a->n == b->n, "%s: %d vs %d batches", what, a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        CHECK_MSG(a->d[i].hi == b->d[i].hi && a->d[i].lo == b->d[i].lo, "%s: batch %d differs",
+                  what, i);
+        CHECK(a->count[i] == b->count[i] && a->nskipped[i] == b->nskipped[i] &&
+              a->nsubst[i] == b->nsubst[i] && a->skip0[i] == b->skip0[i] &&
+              a->subst0[i][0] == b->subst0[i][0] && a->subst0[i][1] == b->subst0[i][1]);
+    }
+}
+
+static int differs(const stream *a, const stream *b) {
+    if (a->n != b->n) return 1;
+    for (int i = 0; i < a->n; i++)
+        if (a->d[i].hi != b->d[i].hi || a->d[i].lo != b->d[i].lo) return 1;
+    return 0;
+}
+
+static void make_png_sets(void) {
+    const char *src = sp_test_data("pngsuite");
+    DIR *d = opendir(src);
+    if (!d) SKIP("no PngSuite in $SP_SHARED_DATA");
+    const char *classes[] = {"0g", "2c", "3p", "4a", "6a"};
+    char path[8192];
+    for (int k = 0; k < 2; k++) {
+        const char *root = k ? pngbad : png;
+        for (int c = 0; c < 5; c++) {
+            snprintf(path, sizeof path, "%s/%s", root, classes[c]);
+            CHECK(mkdir(path, 0755) == 0);
+        }
+    }
+    struct dirent *e;
+    int nbad = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n != 12 || strcmp(e->d_name + 8, ".png") != 0) continue;
+        int bad = e->d_name[0] == 'x';
+        const char *cls = NULL;
+        for (int c = 0; c < 5; c++)
+            if (!strncmp(e->d_name + 4, classes[c], 2)) cls = classes[c];
+        if (!cls) cls = "2c";
+        for (int k = bad; k < 2; k++) {
+            snprintf(path, sizeof path, "cp '%s/%s' '%s/%s/%s'", src, e->d_name, k ? pngbad : png,
+                     cls, e->d_name);
+            CHECK(system(path) == 0);
+        }
+        nbad += bad;
+    }
+    closedir(d);
+    CHECK(nbad >= 10);
+}
+
+static const char *PIPE = "random_resized_crop size=24 scale=0.3,1 | hflip p=0.5 | "
+                          "color_jitter brightness=0.3 contrast=0.3 saturation=0.3";
+
+static void test_worker_counts(const char *ds, uint32_t batch) {
+    sp_loader_config c;
+    cfg_of(&c, ds, PIPE, 77, batch);
+    stream ref, s;
+    run_inproc(&c, &ref);
+    CHECK(ref.rc == 0 && ref.n > 4);
+    int ws[] = {1, 2, 3, 4, 8};
+    for (int i = 0; i < 5; i++) {
+        run_pool(&c, ws[i], i == 1 ? 1 : 0, -1, -1, 0, &s);   /* R = 1 once: tightest ring */
+        char what[64];
+        snprintf(what, sizeof what, "%s workers %d", ds, ws[i]);
+        same(&ref, &s, what);
+    }
+    /* A worker SIGKILLed mid-epoch. */
+    run_pool(&c, 3, 2, ref.n / 4, -1, 0, &s);
+    same(&ref, &s, "kill");
+    CHECK_MSG(s.deaths >= 1, "the killed worker was not noticed");
+    /* Stop and resume at a random batch, with another worker count. */
+    int k = 1 + (int)(getpid() % (unsigned)(ref.n - 1));
+    printf("  %s: resume at batch %d of %d\n", ds, k, ref.n);
+    run_pool(&c, 2, 0, -1, k, 3, &s);
+    same(&ref, &s, "resume");
+}
+
+static void test_per_worker_mode(void) {
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    c.rng_mode = SP_RNG_PER_WORKER;
+    stream ref, s1, s3;
+    run_inproc(&c, &ref);
+    run_pool(&c, 1, 0, -1, -1, 0, &s1);
+    same(&ref, &s1, "per-worker 1 worker");
+    run_pool(&c, 3, 0, -1, -1, 0, &s3);
+    CHECK_MSG(differs(&ref, &s3), "per-worker mode with 3 workers did not diverge");
+    c.rng_mode = SP_RNG_PER_SAMPLE;
+    stream d;
+    run_inproc(&c, &d);
+    CHECK(differs(&ref, &d));
+}
+
+static void test_on_error(void) {
+    sp_loader_config c;
+    cfg_of(&c, pngbad, PIPE, 5, 16);
+    stream ref, s;
+    /* fail */
+    run_inproc(&c, &ref);
+    CHECK(ref.rc != 0 && strstr(ref.msg, "/x") != NULL);
+    printf("  fail: %s\n", ref.msg);
+    run_pool(&c, 1, 0, -1, -1, 0, &s);
+    same(&ref, &s, "fail 1 worker");
+    run_pool(&c, 3, 0, -1, -1, 0, &s);
+    same(&ref, &s, "fail 3 workers");
+    for (int pol = SP_ON_ERROR_SKIP; pol <= SP_ON_ERROR_SUBSTITUTE; pol++) {
+        c.on_error = (sp_on_error)pol;
+        run_inproc(&c, &ref);
+        CHECK_MSG(ref.rc == 0, "%s", ref.msg);
+        CHECK(ref.nfail >= 10);
+        uint32_t total = 0, nsk = 0, nsu = 0;
+        for (int i = 0; i < ref.n; i++) {
+            total += ref.count[i];
+            nsk += ref.nskipped[i];
+            nsu += ref.nsubst[i];
+        }
+        if (pol == SP_ON_ERROR_SKIP) {
+            CHECK(nsk == 2 * ref.nfail && nsu == 0);
+        } else {
+            CHECK(nsu == 2 * ref.nfail && nsk == 0);
+        }
+        for (int w = 1; w <= 3; w += 2) {
+            run_pool(&c, w, 0, -1, -1, 0, &s);
+            same(&ref, &s, pol == SP_ON_ERROR_SKIP ? "skip" : "substitute");
+            CHECK(s.nfail == ref.nfail);
+            CHECK(memcmp(s.fail_samples, ref.fail_samples, ref.nfail * sizeof(uint64_t)) == 0);
+        }
+        (void)total;
+    }
+}
+
+/* A sample whose decode kills the worker (test hook): two deaths, then it
+ * fails like a corrupt file; 1 and 3 workers agree. */
+static void test_crashing_sample(void) {
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    c.on_error = SP_ON_ERROR_SKIP;
+    setenv("SEEDPIPE_TEST_CRASH_SAMPLE", "17", 1);
+    stream s1, s3;
+    run_pool(&c, 1, 0, -1, -1, 0, &s1);
+    run_pool(&c, 3, 2, -1, -1, 0, &s3);
+    same(&s1, &s3, "crashing sample");
+    CHECK_MSG(s1.deaths == 2 * EPOCHS, "%llu deaths", (unsigned long long)s1.deaths);
+    CHECK(s1.nfail == 1 && s1.fail_samples[0] == 17);
+    int skipped = 0;
+    for (int i = 0; i < s1.n; i++) skipped += s1.nskipped[i] == 1 && s1.skip0[i] == 17;
+    CHECK(skipped == EPOCHS);
+    /* fail: the error names the file and the deaths. */
+    c.on_error = SP_ON_ERROR_FAIL;
+    run_pool(&c, 2, 0, -1, -1, 0, &s1);
+    CHECK(s1.rc == SP_EIO);
+    CHECK_MSG(strstr(s1.msg, "died 2 times") != NULL && strstr(s1.msg, shapes) != NULL,
+              "%s", s1.msg);
+    printf("  crash: %s\n", s1.msg);
+    unsetenv("SEEDPIPE_TEST_CRASH_SAMPLE");
+}
+
+static void test_state_refusal(void) {
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    sp_loader *ld;
+    sp_error err;
+    CHECK_OK(sp_loader_create(&c, &ld, &err), &err);
+    sp_loader_state st;
+    sp_loader_state_at(ld, 1, 3, &st);
+    CHECK_OK(sp_loader_state_check(ld, &st, &err), &err);
+    sp_loader_destroy(ld);
+    struct {
+        const char *ds, *pipe;
+        uint64_t seed;
+        const char *word;
+    } cases[] = {{png, PIPE, 77, "dataset"}, {shapes, "hflip p=0.5 | random_resized_crop size=24", 77, "pipeline"},
+                 {shapes, PIPE, 78, "seed 77 in the state, 78 here"}};
+    for (int i = 0; i < 3; i++) {
+        sp_loader_config o;
+        cfg_of(&o, cases[i].ds, cases[i].pipe, cases[i].seed, 8);
+        sp_pool_config pc = {2, 0, EPOCHS, &st, NULL};
+        sp_pool *pool = NULL;
+        CHECK(sp_pool_create(&o, &pc, &pool, &err) == SP_EMISMATCH);
+        CHECK(pool == NULL);
+        CHECK_MSG(strstr(err.msg, cases[i].word) != NULL, "\"%s\" lacks \"%s\"", err.msg,
+                  cases[i].word);
+        check_no_leaks();
+    }
+    /* Round trip through a file, and hostile texts. */
+    char path[300];
+    snprintf(path, sizeof path, "%s/state.json", shapes);
+    CHECK_OK(sp_loader_state_save(path, &st, &err), &err);
+    sp_loader_state back;
+    CHECK_OK(sp_loader_state_load(path, &back, &err), &err);
+    CHECK(memcmp(&st, &back, sizeof st) == 0);
+    char text[1024];
+    int n = sp_loader_state_format(&st, text, sizeof text);
+    for (int cut = 0; cut < n - 2; cut += 7)
+        CHECK(sp_loader_state_parse(text, (size_t)cut, &back, &err) == SP_EFORMAT);
+    const char *hostile[] = {"", "[]", "{", "{\"seedpipe_state\":1}", "\"x\"", "nul",
+                             "{\"a\":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]}", "{\"seed\":-1}",
+                             "{\"seedpipe_state\":1e400}", "\xff\xfe"};
+    for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++)
+        CHECK(sp_loader_state_parse(hostile[i], strlen(hostile[i]), &back, &err) == SP_EFORMAT);
+    /* A key given twice, an unknown key, a wrong type. */
+    char t2[1200];
+    snprintf(t2, sizeof t2, "{\"seed\":1,%s", text + 1);
+    CHECK(sp_loader_state_parse(t2, strlen(t2), &back, &err) == SP_EFORMAT);
+    CHECK(strstr(err.msg, "twice") != NULL);
+    snprintf(t2, sizeof t2, "{\"bogus\":1,%s", text + 1);
+    CHECK(sp_loader_state_parse(t2, strlen(t2), &back, &err) == SP_EFORMAT);
+    CHECK(strstr(err.msg, "bogus") != NULL);
+}
+
+int main(void) {
+    DIR *probe = opendir(sp_test_data("pngsuite"));
+    if (!probe) SKIP("no PngSuite in $SP_SHARED_DATA");
+    closedir(probe);
+    shm_before = count_shm();
+    snprintf(shapes, sizeof shapes, "/tmp/sp-test-pool-XXXXXX");
+    CHECK(mkdtemp(shapes) != NULL);
+    snprintf(png, sizeof png, "/tmp/sp-test-pool-png-XXXXXX");
+    CHECK(mkdtemp(png) != NULL);
+    snprintf(pngbad, sizeof pngbad, "/tmp/sp-test-pool-bad-XXXXXX");
+    CHECK(mkdtemp(pngbad) != NULL);
+    sp_shapes_opts o = {60, 32, 3};
+    sp_error err;
+    CHECK_OK(sp_shapes_make(shapes, &o, &err), &err);
+    make_png_sets();
+
+    test_worker_counts(shapes, 8);
+    test_worker_counts(png, 16);
+    test_per_worker_mode();
+    test_on_error();
+    test_crashing_sample();
+    test_state_refusal();
+
+    char cmd[1000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", shapes, png, pngbad);
+    CHECK(system(cmd) == 0);
+    printf("pool: all checks passed\n");
+    return 0;
+}

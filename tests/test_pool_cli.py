@@ -1,0 +1,159 @@
+"""test_pool_cli.py - digest --workers, verify and diff end to end (stdlib only).
+
+On a small shapes dataset: `digest` writes byte-identical manifests for
+--workers 0 (in-process), --threads 2, --workers 1, 2, 3; a --stop-after /
+--save-state run followed by a --resume run concatenates to the full
+manifest; a state from another seed is refused naming the seed; `verify`
+exits 0 with every row "yes" in the default mode and exits 1 naming the
+first divergent batch with --rng-mode per-worker; `diff` exits 0 on equal
+manifests and 1 with the first divergence (epoch, batch, position, sample
+index) on different ones, and rejects a truncated manifest; with PngSuite's
+corrupt files, --on-error skip lists "skipped" samples identically for
+--workers 0 and 3 and prints each failure once; no worker is left behind.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN = os.environ.get("SEEDPIPE_BIN")
+DATA = os.environ.get("SP_SHARED_DATA", "../shared/data")
+
+
+def run(*args, ok=True, env=None):
+    p = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, env=env)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"seedpipe {' '.join(map(str, args))} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def lines(path):
+    with open(path) as f:
+        return f.read().splitlines()
+
+
+def strip_versions(header):
+    h = json.loads(header)
+    h.pop("versions", None)
+    return h
+
+
+def children_left():
+    """Processes whose parent is this test (the CLI's workers must die with it)."""
+    me = str(os.getpid())
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[1] == me:
+            left.append(pid)
+    return left
+
+
+def main():
+    if not BIN or not os.path.exists(BIN):
+        print("FAIL: SEEDPIPE_BIN not set or missing")
+        return 1
+    tmp = tempfile.mkdtemp(prefix="sp-test-pool-cli-")
+    try:
+        ds = os.path.join(tmp, "shapes")
+        run("make-shapes", ds, "--count", 100, "--size", 32, "--seed", 2)
+        common = ["--pipeline", "shapes-train", "--seed", 11, "--epochs", 2, "--batch-size", 8]
+        ref = os.path.join(tmp, "ref.jsonl")
+        run("digest", ds, *common, "--out", ref)
+        ref_lines = lines(ref)
+        assert len(ref_lines) == 1 + 2 * 13, len(ref_lines)
+        for extra in (["--threads", 2], ["--workers", 1], ["--workers", 2, "--ring", 1],
+                      ["--workers", 3]):
+            out = os.path.join(tmp, "m.jsonl")
+            run("digest", ds, *common, *extra, "--out", out)
+            got = lines(out)
+            assert strip_versions(got[0]) == strip_versions(ref_lines[0]), extra
+            assert got[1:] == ref_lines[1:], f"manifest differs with {extra}"
+
+        # stop after 9 batches, save the state, resume with other workers
+        st = os.path.join(tmp, "state.json")
+        a, b = os.path.join(tmp, "a.jsonl"), os.path.join(tmp, "b.jsonl")
+        p = run("digest", ds, *common, "--workers", 2, "--stop-after", 9, "--save-state", st,
+                "--out", a)
+        assert "epoch 0 batch 9" in p.stdout, p.stdout
+        state = json.load(open(st))
+        assert state["epoch"] == 0 and state["batch"] == 9 and state["seed"] == 11
+        run("digest", ds, *common, "--workers", 3, "--resume", st, "--out", b)
+        assert lines(a)[1:] + lines(b)[1:] == ref_lines[1:], "stop + resume != uninterrupted"
+        bad = run("digest", ds, "--pipeline", "shapes-train", "--seed", 12, "--epochs", 2,
+                  "--batch-size", 8, "--resume", st, "--out", b, ok=False)
+        assert bad.returncode == 1 and "seed 11 in the state, 12 here" in bad.stderr, bad.stderr
+        with open(st, "w") as f:
+            f.write('{"seedpipe_state":1,"seed":')
+        bad = run("digest", ds, *common, "--resume", st, "--out", b, ok=False)
+        assert bad.returncode == 1 and st in bad.stderr, bad.stderr
+
+        # verify: default mode all equal; per-worker mode diverges
+        p = run("verify", ds, *common, "--workers", "1,2,3")
+        rows = [l for l in p.stdout.splitlines() if l.startswith(("workers", "stop", "in-process"))]
+        assert len(rows) == 6, p.stdout
+        assert all(r.rstrip().endswith(("yes", "reference")) for r in rows), p.stdout
+        p = run("verify", ds, *common, "--workers", "1,2", "--rng-mode", "per-worker", ok=False)
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert "first divergence at epoch 0, batch" in p.stdout, p.stdout
+        assert "byte offset" in p.stdout, p.stdout
+        assert [l for l in p.stdout.splitlines() if l.startswith("workers 1 ")][0].endswith("yes")
+
+        # diff
+        p = run("diff", ref, ref)
+        assert p.stdout.startswith("equal: 26 batches"), p.stdout
+        other = os.path.join(tmp, "other.jsonl")
+        run("digest", ds, "--pipeline", "shapes-train", "--seed", 11, "--epochs", 2,
+            "--batch-size", 8, "--rng-mode", "per-worker", "--workers", 2, "--out", other)
+        p = run("diff", ref, other, ok=False)
+        assert p.returncode == 1, p.stdout
+        assert "first divergence: epoch 0, batch 0" in p.stdout, p.stdout
+        trunc = os.path.join(tmp, "trunc.jsonl")
+        with open(trunc, "w") as f:
+            f.write("\n".join(ref_lines[:3]) + "\n" + ref_lines[3][:40] + "\n")
+        p = run("diff", ref, trunc, ok=False)
+        assert p.returncode == 1 and "trunc.jsonl: line 4" in p.stderr, p.stderr
+
+        # on-error skip with PngSuite's corrupt files
+        src = os.path.join(DATA, "pngsuite")
+        if os.path.isdir(src):
+            png = os.path.join(tmp, "png")
+            for f in sorted(os.listdir(src)):
+                if f.endswith(".png") and len(f) == 12:
+                    d = os.path.join(png, f[4:6])
+                    os.makedirs(d, exist_ok=True)
+                    shutil.copy(os.path.join(src, f), d)
+            pc = ["--pipeline", "random_resized_crop size=16 | hflip", "--seed", 1,
+                  "--epochs", 2, "--batch-size", 16]
+            m0, m3 = os.path.join(tmp, "p0.jsonl"), os.path.join(tmp, "p3.jsonl")
+            p = run("digest", png, *pc, "--out", m0, ok=False)
+            assert p.returncode == 1 and "/x" in p.stderr, p.stderr
+            p0 = run("digest", png, *pc, "--on-error", "skip", "--out", m0)
+            p3 = run("digest", png, *pc, "--on-error", "skip", "--workers", 3, "--out", m3)
+            assert lines(m0)[1:] == lines(m3)[1:]
+            assert sum("skipped" in l for l in lines(m0)) > 0
+            fails = [l for l in p0.stderr.splitlines() if l.startswith("  sample ")]
+            assert len(fails) == 14 and len(set(fails)) == 14, p0.stderr
+            assert fails == [l for l in p3.stderr.splitlines() if l.startswith("  sample ")]
+            run("digest", png, *pc, "--on-error", "substitute", "--workers", 2, "--out", m3)
+            assert sum("substituted" in l for l in lines(m3)) > 0
+
+        left = children_left()
+        assert not left, f"processes left behind: {left}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("pool cli: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
