@@ -17,7 +17,7 @@
 static const struct { const char *cmd, *key; int arity; } arities[] = {
     {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0},
     {"rng", "key", 2},      {"rng", "counter", 4},
-    {"verify", "no-crash", 0}, {"verify", "no-resume", 0},
+    {"verify", "no-crash", 0}, {"verify", "no-resume", 0}, {"verify", "no-service", 0},
 };
 
 int cli_arity(const char *cmd, const char *key) {
@@ -54,9 +54,18 @@ static void usage(FILE *f) {
           "      the worker pool, 0 (default) in-process; every way gives the same lines\n"
           "  verify DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--workers 1,2,3,4,8] [--rng-mode per-sample|per-worker] [--ring R]\n"
-          "         [--on-error P] [--no-crash] [--no-resume]\n"
-          "      run the stream in-process, at each worker count, with a worker killed\n"
-          "      and with a stop/resume; table of stream digests, first divergence\n"
+          "         [--on-error P] [--no-crash] [--no-resume] [--no-service]\n"
+          "      run the stream in-process, at each worker count, with a worker killed,\n"
+          "      with a stop/resume, and through a service to 1 client and to 2 ranks;\n"
+          "      table of stream digests, first divergence\n"
+          "  serve --name NAME DATASET --pipeline P --seed S --batch-size B --workers W\n"
+          "        [--epochs E] [--world K] [--ring R] [--on-error P] [--resume STATE]\n"
+          "      serve the stream over the shared-memory region NAME (mode 0600) to\n"
+          "      clients (client.h, examples/trainer.c), K ranks each reading its slice\n"
+          "      of every global batch; prints a 'ready' line; ends when every rank has\n"
+          "      consumed the stream, or on SIGTERM/SIGINT (region unlinked, exit 0)\n"
+          "  status NAME\n"
+          "      a service's progress, throughput, ring occupancy, workers, clients\n"
           "  diff A.jsonl B.jsonl\n"
           "      compare two manifests; the first divergence; exit 0 only if equal\n"
           "  dump DATASET --pipeline P --seed S --epoch E --batch B --out grid.png\n"
@@ -185,6 +194,7 @@ int main(int argc, char **argv) {
         {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},
         {"digest", cmd_digest},   {"dump", cmd_dump},
         {"verify", cmd_verify},   {"diff", cmd_diff},
+        {"serve", cmd_serve},     {"status", cmd_status},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmds[i].name, a.cmd)) return cmds[i].fn(&a);

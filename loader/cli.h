@@ -2,7 +2,8 @@
  *
  * The tool (cli.c: dispatch and option parsing; cli_core.c: rng, order,
  * inspect, make-shapes; cli_batch.c: digest, dump; cli_pool.c: batch
- * streams over the worker pool, verify, diff) is the only code that
+ * streams over the worker pool, verify, diff; cli_service.c: serve,
+ * status) is the only code that
  * prints or exits; it turns every library error into "seedpipe CMD: msg" on
  * stderr and exit status 1 (2 for a usage error).
  */
@@ -78,5 +79,7 @@ int cmd_digest(cli_args *a);
 int cmd_dump(cli_args *a);
 int cmd_verify(cli_args *a);
 int cmd_diff(cli_args *a);
+int cmd_serve(cli_args *a);    /* cli_service.c */
+int cmd_status(cli_args *a);
 
 #endif

@@ -4,8 +4,9 @@
  * (--workers 0, --threads T) or the worker pool (--workers W >= 1), from the
  * start or from a --resume state. `digest` (cli_batch.c) writes a manifest
  * of whichever it gets; `verify` runs the same stream in several
- * configurations (worker counts, a SIGKILLed worker, a stop and resume;
- * the service is phase 2, see VERIFY_CONFIGS) and compares per-batch
+ * configurations (worker counts, a SIGKILLed worker, a stop and resume,
+ * a service in a child process read by one client and by 2 clients as
+ * ranks whose slices are concatenated) and compares per-batch
  * digests against the in-process reference, reporting the first
  * divergence down to the byte; `diff` compares two manifests.
  */
@@ -20,8 +21,10 @@
 #include <xxhash.h>
 
 #include "loader/loader_internal.h"
+#include "seedpipe/client.h"
 #include "seedpipe/manifest.h"
 #include "seedpipe/pool.h"
+#include "seedpipe/service.h"
 #include "seedpipe/state.h"
 
 /* ---- streams ------------------------------------------------------------------ */
@@ -332,8 +335,104 @@ static void free_result(run_result *r) {
     free(r->div_images);
 }
 
-/* Phase 2 adds "service, 1 client" and "service, K clients as ranks" rows
- * here: a configuration is a name and a run function. */
+/* The stream through a service (a child process, private region name) read
+ * by K clients in this process, one per rank, alternately; the slices of
+ * each global batch are concatenated in rank order and digested as one. */
+static void run_service(verify_ctx *v, run_result *r, int workers, uint32_t K) {
+    r->d = calloc(v->total + 1, sizeof *r->d);
+    r->div = -1;
+    sp_error err;
+    sp_error_clear(&err);
+    char name[64];
+    /* A private name; the leading dot keeps it out of plain `ls /dev/shm`. */
+    snprintf(name, sizeof name, ".seedpipe-verify-%d-%u", (int)getpid(), K);
+    sp_service_config sc = {name, K, workers, v->ring, v->epochs, NULL};
+    sp_client *c[SP_SERVICE_MAX_RANKS] = {0};
+    sp_batch views[SP_SERVICE_MAX_RANKS], cat;
+    memset(&cat, 0, sizeof cat);
+    pid_t pid = 0;
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    int rc = r->d ? sp_service_fork(&v->cfg, &sc, &pid, &err)
+                  : sp_error_set(&err, SP_ENOMEM, "out of memory");
+    if (rc != 0) pid = 0;
+    for (uint32_t k = 0; rc == 0 && k < K; k++) rc = sp_client_attach(name, k, &c[k], &err);
+    sp_client_info info;
+    memset(&info, 0, sizeof info);
+    if (rc == 0) {
+        sp_client_info_get(c[0], &info);
+        cat.capacity = info.batch_size;
+        cat.images = malloc((size_t)info.batch_size * info.sample_bytes + 1);
+        cat.labels = malloc(info.batch_size * sizeof(int32_t) + 1);
+        cat.indices = malloc(info.batch_size * sizeof(uint64_t) + 1);
+        if (!cat.images || !cat.labels || !cat.indices)
+            rc = sp_error_set(&err, SP_ENOMEM, "out of memory");
+    }
+    while (rc == 0) {
+        int ends = 0;
+        for (uint32_t k = 0; k < K && rc == 0; k++) {
+            int x = sp_client_next(c[k], &views[k], &err);
+            if (x == SP_CLIENT_END) ends++;
+            else rc = x;
+        }
+        if (rc != 0 || ends) {
+            if (rc == 0 && ends != (int)K)
+                rc = sp_error_set(&err, SP_EIO, "the ranks' streams have different lengths");
+            break;
+        }
+        const sp_batch *b = &views[0];
+        if (K > 1) {   /* concatenate the slices in rank order */
+            cat.count = 0;
+            cat.epoch = views[0].epoch;
+            cat.index = views[0].index;
+            for (uint32_t k = 0; k < K; k++) {
+                memcpy(cat.images + (size_t)cat.count * info.sample_bytes, views[k].images,
+                       (size_t)views[k].count * info.sample_bytes);
+                memcpy(cat.labels + cat.count, views[k].labels, views[k].count * sizeof(int32_t));
+                memcpy(cat.indices + cat.count, views[k].indices,
+                       views[k].count * sizeof(uint64_t));
+                cat.count += views[k].count;
+                if (views[k].epoch != cat.epoch || views[k].index != cat.index)
+                    rc = sp_error_set(&err, SP_EIO, "rank %u is at another batch", k);
+            }
+            b = &cat;
+        }
+        sp_digest d = sp_client_batch_digest(c[0], b);
+        if (r->n < v->total) r->d[r->n] = d;
+        if (v->ref && r->div < 0 &&
+            (r->n >= v->ref->n || v->ref->d[r->n].hi != d.hi || v->ref->d[r->n].lo != d.lo)) {
+            r->div = (int64_t)r->n;
+            r->div_count = b->count;
+            r->div_indices = malloc((b->count + 1) * sizeof(uint64_t));
+            r->div_images = malloc((size_t)b->count * info.sample_bytes + 1);
+            if (r->div_indices) memcpy(r->div_indices, b->indices, b->count * sizeof(uint64_t));
+            if (r->div_images) memcpy(r->div_images, b->images, (size_t)b->count * info.sample_bytes);
+        }
+        cli_digest_fold(st, d);
+        r->n++;
+        for (uint32_t k = 0; k < K; k++) sp_client_release(c[k], &views[k], NULL);
+        if (v->tty && (r->n % 8 == 0 || r->n == v->total))
+            fprintf(stderr, "\r  %-28s batch %llu/%llu   ", r->name, (unsigned long long)r->n,
+                    (unsigned long long)v->total);
+    }
+    for (uint32_t k = 0; k < K; k++) sp_client_detach(c[k]);
+    if (pid > 0) {
+        int status = sp_service_join(pid, rc == 0 ? 10000 : 0);
+        if (rc == 0 && status != 0)
+            rc = sp_error_set(&err, SP_EIO, "the service exited with status %d", status);
+    }
+    free(cat.images);
+    free(cat.labels);
+    free(cat.indices);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    r->stream.hi = h.high64;
+    r->stream.lo = h.low64;
+    r->rc = rc;
+    if (rc != 0) snprintf(r->msg, sizeof r->msg, "%s", err.msg);
+    if (v->tty) fputs("\r\033[K", stderr);
+}
+
 #define MAX_CONFIGS 24
 
 int cmd_verify(cli_args *a) {
@@ -354,6 +453,7 @@ int cmd_verify(cli_args *a) {
     if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
     v.epochs = (uint32_t)epochs;
     int no_crash = cli_has(a, "no-crash"), no_resume = cli_has(a, "no-resume");
+    int no_service = cli_has(a, "no-service");
     cli_check_unused(a);
     int ws[16], nw = 0;
     for (const char *p = wlist; *p;) {
@@ -400,6 +500,22 @@ int cmd_verify(cli_args *a) {
         run_config(&v, &rs[nr++], ws[0], -1, at, wmax);
     }
 
+    const char *service_skip = NULL;
+    if (!no_service) {
+        if (v.cfg.world != 1) {
+            service_skip = "not run (--world: the service serves global batches)";
+        } else {
+            snprintf(rs[nr].name, sizeof rs[nr].name, "service -> client");
+            run_service(&v, &rs[nr++], wmax, 1);
+            if (v.cfg.batch_size % 2 == 0) {
+                snprintf(rs[nr].name, sizeof rs[nr].name, "service -> 2 clients as ranks");
+                run_service(&v, &rs[nr++], wmax, 2);
+            } else {
+                service_skip = "not run (odd batch size)";
+            }
+        }
+    }
+
     int all = 1;
     printf("%-30s %8s  %-32s  %s\n", "configuration", "batches", "stream digest", "equal");
     for (int i = 0; i < nr; i++) {
@@ -413,7 +529,9 @@ int cmd_verify(cli_args *a) {
         printf("%-30s %8llu  %-32s  %s\n", r->name, (unsigned long long)r->n,
                r->rc ? "(failed)" : hex, i == 0 ? "reference" : r->equal ? "yes" : "NO");
     }
-    printf("%-30s %8s  %-32s  %s\n", "service (phase 2)", "-", "-", "not run");
+    if (service_skip)
+        printf("%-30s %8s  %-32s  %s\n", v.cfg.world != 1 ? "service" : "service -> 2 clients as ranks",
+               "-", "-", service_skip);
     for (int i = 0; i < nr; i++) {
         if (rs[i].deaths)
             printf("  %s: %llu worker death%s noticed, work redone by a replacement\n",

@@ -29,8 +29,9 @@
  * indices/labels/item outcome, then stores DONE(q) with release order. It
  * then bumps the slot's `done` counter, tagged with q ((q << 24) | n) and
  * updated by CAS so a late bump can't leak into the slot's next batch; the
- * worker that makes it reach count stamps ready_ns, bumps the slot's futex
- * word and wakes the consumer.
+ * worker that makes it reach count stamps ready_ns, bumps the region's
+ * consumer word `cwake` and, if the consumer sleeps there (`csleep`),
+ * wakes it.
  *
  * Taking. sp_pool_next(q) waits until the `done` counter says count, or,
  * when woken by its 10 ms timeout, until a scan of the state words finds
@@ -62,6 +63,12 @@
  * is not tried a third time: it fails with "worker died ... while
  * computing it", deterministically for a deterministic crash, and
  * cfg.on_error applies.
+ *
+ * The service (service.c) is a consumer too: it takes batches with
+ * sp__pool_poll() (the same take, without the wait and without the
+ * finalising, which it does per rank slice), from a pool whose region is
+ * named and carries a per-slot rank table (sp__pool_create_ex()), and it
+ * sleeps on the same `cwake` word, which its clients also bump.
  *
  * Sync primitive. Futexes on 32-bit words of the shared mapping plus C11
  * atomics: no process-shared mutex, so a worker killed at any instruction
@@ -97,6 +104,14 @@
 #define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
 #define DONE_SHIFT 24
+
+/* Wake the consumer (sleeping on cwake) if it sleeps: a bump, and a
+ * FUTEX_WAKE only when csleep says someone waits (seq_cst on both sides:
+ * either the sleeper sees the bump or the waker sees csleep). */
+static void consumer_wake(sp__ring_hdr *h) {
+    atomic_fetch_add(&h->cwake, 1);
+    if (atomic_load(&h->csleep)) sp__futex_wake(&h->cwake, 1);
+}
 
 struct sp_pool {
     sp_loader *ld;
@@ -195,8 +210,7 @@ static void work_item(worker_ctx *wc, uint64_t q, uint32_t p) {
     }
     if ((uint32_t)((v + 1) & ((1u << DONE_SHIFT) - 1)) == g.count) {
         atomic_store(&sh->ready_ns, sp__now_ns());
-        atomic_fetch_add(&sh->wake, 1);
-        sp__futex_wake(&sh->wake, 1);
+        consumer_wake(h);
     }
 }
 
@@ -352,6 +366,17 @@ static int slot_complete(const sp_pool *pool, uint64_t q, uint32_t count) {
     return 1;
 }
 
+static uint64_t done_want(const sp_pool *pool, uint64_t q) {
+    return ((q & ((1ull << 40) - 1)) << DONE_SHIFT) | sp__slot(pool->h, (uint32_t)(q % pool->R))->count;
+}
+
+/* Sleep on cwake while it still reads wv (at most timeout_ns). */
+static void consumer_sleep(sp__ring_hdr *h, uint32_t wv, uint64_t timeout_ns) {
+    atomic_store(&h->csleep, 1);
+    if (atomic_load(&h->cwake) == wv) sp__futex_wait(&h->cwake, wv, timeout_ns);
+    atomic_store(&h->csleep, 0);
+}
+
 static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) {
     pool->sticky = rc;
     pool->sticky_err = *e;
@@ -359,7 +384,7 @@ static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) 
     return rc;
 }
 
-int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
+int sp__pool_poll(sp_pool *pool, uint32_t *slot, uint64_t *qout, sp_error *err) {
     if (pool->sticky) {
         if (err) *err = pool->sticky_err;
         return pool->sticky;
@@ -379,17 +404,39 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
     uint32_t s = (uint32_t)(q % pool->R);
     sp__ring_hdr *h = pool->h;
     sp__slot_hdr *sh = sp__slot(h, s);
-    uint32_t count = sh->count;
-    uint64_t want = ((q & ((1ull << 40) - 1)) << DONE_SHIFT) | count;
-    uint64_t last_check = pool->last_check_ns;
-    int spun = 0;
+    if (atomic_load_explicit(&sh->done, memory_order_acquire) != done_want(pool, q)) {
+        uint64_t now = sp__now_ns();
+        if (now - pool->last_check_ns < CONSUMER_TIMEOUT_NS) return SP__POOL_AGAIN;
+        pool->last_check_ns = now;
+        sp_error e;
+        sp_error_clear(&e);
+        int rc = check_workers(pool, &e);
+        if (rc != 0) return fail_sticky(pool, rc, &e, err);
+        if (!slot_complete(pool, q, sh->count)) return SP__POOL_AGAIN;
+    }
+    atomic_thread_fence(memory_order_acquire);
+    pool->last_ready_ns = atomic_load(&sh->ready_ns);
+    pool->last_taken_ns = sp__now_ns();
+    pool->taken++;
+    *slot = s;
+    *qout = q;
+    return SP_OK;
+}
+
+int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
+    sp__ring_hdr *h = pool->h;
+    uint32_t s = 0;
+    uint64_t q = 0;
+    int rc, spun = 0;
     for (;;) {
-        uint32_t wv = atomic_load(&sh->wake);
-        if (atomic_load_explicit(&sh->done, memory_order_acquire) == want) break;
+        uint32_t wv = atomic_load(&h->cwake);
+        rc = sp__pool_poll(pool, &s, &q, err);
+        if (rc != SP__POOL_AGAIN) break;
         if (!spun) {   /* a short spin first: a batch that is nearly done is
                           taken without a sleep/wake-up round trip */
             spun = 1;
-            uint64_t t0 = sp__now_ns();
+            sp__slot_hdr *sh = sp__slot(h, (uint32_t)(pool->taken % pool->R));
+            uint64_t want = done_want(pool, pool->taken), t0 = sp__now_ns();
             while (atomic_load_explicit(&sh->done, memory_order_acquire) != want &&
                    sp__now_ns() - t0 < SPIN_NS) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -398,24 +445,13 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
             }
             continue;
         }
-        int timed_out = sp__futex_wait(&sh->wake, wv, CONSUMER_TIMEOUT_NS);
-        uint64_t now = sp__now_ns();
-        if (timed_out || now - last_check >= CONSUMER_TIMEOUT_NS) {
-            last_check = pool->last_check_ns = now;
-            sp_error e;
-            sp_error_clear(&e);
-            int rc = check_workers(pool, &e);
-            if (rc != 0) return fail_sticky(pool, rc, &e, err);
-            if (slot_complete(pool, q, count)) break;
-        }
+        consumer_sleep(h, wv, CONSUMER_TIMEOUT_NS);
     }
-    atomic_thread_fence(memory_order_acquire);
-    pool->last_ready_ns = atomic_load(&sh->ready_ns);
-    pool->last_taken_ns = sp__now_ns();
-
+    if (rc != 0) return rc;
+    sp__slot_hdr *sh = sp__slot(h, s);
     memset(view, 0, sizeof *view);
     view->capacity = pool->cap;
-    view->count = count;
+    view->count = sh->count;
     view->epoch = sh->epoch;
     view->index = sh->index;
     view->images = sp__slot_images(h, s);
@@ -425,9 +461,11 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
     view->substituted = sp__slot_subst(h, s);
     sp_error e;
     sp_error_clear(&e);
-    int rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
-    if (rc != 0) return fail_sticky(pool, rc, &e, err);
-    pool->taken++;
+    rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
+    if (rc != 0) {
+        pool->taken--;   /* the state names the failing batch */
+        return fail_sticky(pool, rc, &e, err);
+    }
     return SP_OK;
 }
 
@@ -475,8 +513,22 @@ void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
     st->last_taken_ns = pool->last_taken_ns;
 }
 
+sp__ring_hdr *sp__pool_hdr(sp_pool *pool) { return pool->h; }
+uint64_t sp__pool_taken(const sp_pool *pool) { return pool->taken; }
+uint64_t sp__pool_released(const sp_pool *pool) { return pool->released; }
+uint64_t sp__pool_total(const sp_pool *pool) { return pool->total; }
+
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
                    sp_error *err) {
+    *out = NULL;
+    if (pcfg && pcfg->region_name && pcfg->region_name[0])
+        return sp_error_set(err, SP_EUNSUPP,
+                            "pool: a named region is the service's (service.h)");
+    return sp__pool_create_ex(lcfg, pcfg, 1, out, err);
+}
+
+int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg, uint32_t nranks,
+                       sp_pool **out, sp_error *err) {
     *out = NULL;
     if (!lcfg || !pcfg) return sp_error_set(err, SP_EINVAL, "pool: missing config");
     if (pcfg->workers < 1 || pcfg->workers > SP_POOL_MAX_WORKERS)
@@ -486,8 +538,6 @@ int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_
     if (R < 1 || R > SP__RING_MAX_SLOTS)
         return sp_error_set(err, SP_EINVAL, "pool: %d ring slots (1..%d)", R, SP__RING_MAX_SLOTS);
     if (pcfg->epochs == 0) return sp_error_set(err, SP_EINVAL, "pool: epochs must be >= 1");
-    if (pcfg->region_name && pcfg->region_name[0])
-        return sp_error_set(err, SP_EUNSUPP, "pool: named regions come with the service");
     sp_pool *pool = calloc(1, sizeof *pool);
     if (!pool) return sp_error_set(err, SP_ENOMEM, "pool: out of memory");
     int rc = sp_loader_create(lcfg, &pool->ld, err);
@@ -521,9 +571,10 @@ int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_
     hh.nslots = pool->R;
     hh.cap = pool->cap;
     hh.sample_bytes = sp_loader_sample_bytes(pool->ld);
+    hh.nranks = nranks;
     rc = sp__ring_layout(&hh, err);
     if (rc != 0) goto fail;
-    rc = sp__region_create(&pool->region, NULL, hh.region_size, err);
+    rc = sp__region_create(&pool->region, pcfg->region_name, hh.region_size, err);
     if (rc != 0) goto fail;
     sp__ring_hdr *h = (sp__ring_hdr *)pool->region.base;
     pool->h = h;

@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,10 +33,12 @@ _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
 
 /* ---- regions --------------------------------------------------------------- */
 
-static int check_name(const char *name, sp_error *err) {
+int sp__region_name_check(const char *name, sp_error *err) {
     size_t n = strlen(name);
     if (n == 0 || n > 200)
         return sp_error_set(err, SP_EINVAL, "region name must be 1..200 characters");
+    if (strspn(name, ".") == n)
+        return sp_error_set(err, SP_EINVAL, "region name \"%s\": not only dots", name);
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -59,7 +63,7 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
         r->owner = 1;
         return SP_OK;
     }
-    int rc = check_name(name, err);
+    int rc = sp__region_name_check(name, err);
     if (rc != 0) return rc;
     snprintf(r->name, sizeof r->name, "/%s", name);
     int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -91,25 +95,37 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
     return SP_OK;
 }
 
-int sp__region_attach(sp__region *r, const char *name, sp_error *err) {
+int sp__region_attach(sp__region *r, const char *name, int readonly, struct stat *stp,
+                      sp_error *err) {
     memset(r, 0, sizeof *r);
-    int rc = check_name(name, err);
+    int rc = sp__region_name_check(name, err);
     if (rc != 0) return rc;
     snprintf(r->name, sizeof r->name, "/%s", name);
-    int fd = shm_open(r->name, O_RDWR, 0);
+    int fd = shm_open(r->name, readonly ? O_RDONLY : O_RDWR, 0);
     if (fd < 0) {
         int e = errno;
         memset(r, 0, sizeof *r);
-        return sp_error_set(err, SP_EIO, "region %s: %s", name, strerror(e));
+        return sp_error_set(err, SP_EIO, "region %s: %s", name,
+                            e == ENOENT ? "no such region (is the service running?)"
+                                        : strerror(e));
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(sp__ring_hdr)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
         memset(r, 0, sizeof *r);
-        return sp_error_set(err, SP_EFORMAT, "region %s: truncated (smaller than a header)",
-                            name);
+        return sp_error_set(err, SP_EIO, "region %s: fstat: %s", name, strerror(e));
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (stp) *stp = st;
+    if (st.st_size < (off_t)sizeof(sp__ring_hdr)) {
+        close(fd);
+        memset(r, 0, sizeof *r);
+        return sp_error_set(err, SP_EFORMAT,
+                            "region %s: truncated (%lld bytes, smaller than a header)", name,
+                            (long long)st.st_size);
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, readonly ? PROT_READ : PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) {
@@ -142,20 +158,22 @@ static int mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
 }
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
-/* Offsets of one slot's arrays, from (cap, sample_bytes); 0 on overflow. */
-static int slot_layout(uint32_t cap, uint64_t sample_bytes, uint64_t off[8], uint64_t *size) {
-    const uint64_t elem[8] = {8, 4, sizeof(sp__item), 8, 4, 8, 16, 0};
+/* Offsets of one slot's arrays, from (cap, nranks, sample_bytes); 0 on
+ * overflow. off[7] is the rank table, off[8] the images. */
+static int slot_layout(uint32_t cap, uint32_t nranks, uint64_t sample_bytes, uint64_t off[9],
+                       uint64_t *size) {
+    const uint64_t elem[8] = {8, 4, sizeof(sp__item), 8, 4, 8, 16, sizeof(sp__rank_slice)};
     uint64_t acc = sizeof(sp__slot_hdr);
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         uint64_t n;
         acc = align64(acc);
         off[i] = acc;
-        if (!mul_ok(elem[i], cap, &n) || !add_ok(&acc, n)) return 0;
+        if (!mul_ok(elem[i], i == 7 ? nranks : cap, &n) || !add_ok(&acc, n)) return 0;
     }
     uint64_t img;
     if (acc > UINT64_MAX - 64) return 0;
     acc = align64(acc);
-    off[7] = acc;
+    off[8] = acc;
     if (!mul_ok(sample_bytes, cap, &img) || !add_ok(&acc, img) || acc > UINT64_MAX - 64)
         return 0;
     *size = align64(acc);
@@ -163,6 +181,10 @@ static int slot_layout(uint32_t cap, uint64_t sample_bytes, uint64_t off[8], uin
 }
 
 int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
+    if (h->nranks == 0) h->nranks = 1;
+    if (h->nranks > SP__RING_MAX_RANKS || h->cap % h->nranks != 0)
+        return sp_error_set(err, SP_EINVAL, "ring: %u ranks for %u positions per slot",
+                            h->nranks, h->cap);
     if (h->nslots == 0 || h->nslots > SP__RING_MAX_SLOTS)
         return sp_error_set(err, SP_EINVAL, "ring: %u slots (1..%u)", h->nslots,
                             SP__RING_MAX_SLOTS);
@@ -172,8 +194,8 @@ int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
     if (h->sample_bytes == 0 || h->sample_bytes > (1ull << 34))
         return sp_error_set(err, SP_EINVAL, "ring: sample of %llu bytes",
                             (unsigned long long)h->sample_bytes);
-    uint64_t off[8], slot;
-    if (!slot_layout(h->cap, h->sample_bytes, off, &slot))
+    uint64_t off[9], slot;
+    if (!slot_layout(h->cap, h->nranks, h->sample_bytes, off, &slot))
         return sp_error_set(err, SP_ELIMIT, "ring: slot size overflows");
     uint64_t total;
     h->hdr_size = (uint32_t)align64(sizeof(sp__ring_hdr));
@@ -190,7 +212,9 @@ int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
     h->off_labels = off[4];
     h->off_skipped = off[5];
     h->off_subst = off[6];
-    h->off_images = off[7];
+    h->off_ranks = off[7];
+    h->off_images = off[8];
+    h->rank_cap = h->cap / h->nranks;
     h->region_size = total;
     return SP_OK;
 }
@@ -207,14 +231,20 @@ int sp__ring_validate(const sp__ring_hdr *h, size_t mapped, sp_error *err) {
     c.nslots = h->nslots;
     c.cap = h->cap;
     c.sample_bytes = h->sample_bytes;
-    int rc = sp__ring_layout(&c, err);
-    if (rc != 0) return sp_error_set(err, SP_EFORMAT, "ring: hostile header: %s", err ? err->msg : "");
+    c.nranks = h->nranks;
+    if (h->nranks == 0)
+        return sp_error_set(err, SP_EFORMAT, "ring: hostile header: 0 ranks");
+    sp_error le;
+    sp_error_clear(&le);
+    if (sp__ring_layout(&c, &le) != 0)
+        return sp_error_set(err, SP_EFORMAT, "ring: hostile header: %s", le.msg + 6);
     if (c.hdr_size != h->hdr_size || c.slots_offset != h->slots_offset ||
         c.slot_size != h->slot_size || c.region_size != h->region_size ||
         c.off_state != h->off_state || c.off_crash != h->off_crash ||
         c.off_items != h->off_items || c.off_indices != h->off_indices ||
         c.off_labels != h->off_labels || c.off_skipped != h->off_skipped ||
-        c.off_subst != h->off_subst || c.off_images != h->off_images)
+        c.off_subst != h->off_subst || c.off_images != h->off_images ||
+        c.off_ranks != h->off_ranks || c.rank_cap != h->rank_cap)
         return sp_error_set(err, SP_EFORMAT, "ring: header offsets disagree with its sizes");
     if (h->region_size > mapped)
         return sp_error_set(err, SP_EFORMAT, "ring: header says %llu bytes, region has %zu",
@@ -248,6 +278,9 @@ uint64_t *sp__slot_subst(const sp__ring_hdr *h, uint32_t s) {
     return (uint64_t *)(SLOT_BASE(h, s) + h->off_subst);
 }
 uint8_t *sp__slot_images(const sp__ring_hdr *h, uint32_t s) { return SLOT_BASE(h, s) + h->off_images; }
+sp__rank_slice *sp__slot_ranks(const sp__ring_hdr *h, uint32_t s) {
+    return (sp__rank_slice *)(SLOT_BASE(h, s) + h->off_ranks);
+}
 
 /* ---- futex ----------------------------------------------------------------- */
 
@@ -271,4 +304,38 @@ uint64_t sp__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- processes ------------------------------------------------------------- */
+
+uint64_t sp__proc_start(int pid) {
+    if (pid <= 0) return 0;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ') return 0;
+    p += 2;
+    if (*p == 'Z' || *p == 'X') return 0;   /* dead, not yet reaped */
+    /* p is field 3 (state); the start time is field 22. */
+    for (int f = 3; f < 22; f++) {
+        p = strchr(p, ' ');
+        if (!p) return 0;
+        p++;
+    }
+    unsigned long long v = strtoull(p, NULL, 10);
+    return v ? (uint64_t)v : 1;
+}
+
+int sp__proc_alive(int pid, uint64_t start) {
+    if (pid <= 0) return 0;
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+    uint64_t s = sp__proc_start(pid);
+    if (s == 0) return 0;
+    return start == 0 || s == start;
 }

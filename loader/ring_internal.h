@@ -22,7 +22,15 @@
  *       +off_labels           cap x int32_t            labels
  *       +off_skipped          cap x uint64_t           skipped samples
  *       +off_subst            2*cap x uint64_t         (failed, substitute) pairs
+ *       +off_ranks            nranks x sp__rank_slice  per-rank slice as published
  *       +off_images           cap x sample_bytes       the images, 64-aligned
+ *
+ * The header's service block (service.c, service_client.c) is zero in a plain
+ * pool's region: `published` batches are visible to clients, one rank
+ * record per rank (K = nranks) holds that client's pid and cursors, and
+ * state_text is the sp_loader_state (state.h JSON) of the stream's start,
+ * from which a client learns fingerprints, shape and dtype. Version 2 added
+ * the service block, cwake, nranks and the per-slot rank table.
  *
  * A position's state word (64 bits) names the batch it belongs to, so a
  * stale compare-and-swap can never hit a later batch that reuses the slot:
@@ -40,10 +48,12 @@
 #include "loader/loader_internal.h"
 
 #define SP__RING_MAGIC 0x31474e5250535053ull   /* "SPSPRNG1" little-endian */
-#define SP__RING_VERSION 1u
+#define SP__RING_VERSION 2u
 #define SP__RING_MAX_WORKERS 64
 #define SP__RING_MAX_SLOTS 1024
 #define SP__RING_MAX_CAP (1u << 20)
+#define SP__RING_MAX_RANKS 64
+#define SP__STATE_TEXT_MAX 1024
 
 /* ---- the region ------------------------------------------------------------ */
 typedef struct sp__region {
@@ -57,10 +67,16 @@ typedef struct sp__region {
  *  (name NULL or ""), or create the named region "/name" (O_EXCL, 0600).
  *  @return 0, SP_EIO (errno text; "exists" for a live name), SP_EINVAL. */
 int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err);
-/*! sp__region_attach() : map an existing named region read-write; the
- *  caller validates it (sp__ring_validate). @return 0, SP_EIO, SP_EFORMAT
- *  (smaller than a header). */
-int sp__region_attach(sp__region *r, const char *name, sp_error *err);
+/*! sp__region_attach() : map an existing named region (read-write, or
+ *  read-only); the caller validates it (sp__ring_validate). *st (may be
+ *  NULL) gets the object's fstat (owner uid, mode, size). @return 0, SP_EIO
+ *  (errno text, e.g. "No such file or directory"), SP_EFORMAT (smaller than
+ *  a header), SP_EINVAL (bad name). */
+struct stat;
+int sp__region_attach(sp__region *r, const char *name, int readonly, struct stat *st,
+                      sp_error *err);
+/*! sp__region_name_check() : 1..200 of [A-Za-z0-9._-]. @return 0 or SP_EINVAL. */
+int sp__region_name_check(const char *name, sp_error *err);
 /*! sp__region_close() : unmap; the owner of a named region unlinks it.
  *  Accepts a zeroed region. */
 void sp__region_close(sp__region *r);
@@ -84,6 +100,27 @@ typedef struct sp__worker_rec {
     uint8_t pad[40];
 } sp__worker_rec;
 
+/* Rank record (service): one client per rank; written by that client
+ * (pid, cursor, released) and by the service (state, first). */
+enum { SP__RANK_NEVER = 0, SP__RANK_ATTACHING = 1, SP__RANK_ATTACHED = 2, SP__RANK_GONE = 3 };
+typedef struct sp__rank_rec {
+    _Atomic int32_t pid;         /* client pid while attached (0: none) */
+    _Atomic uint32_t state;      /* SP__RANK_* */
+    _Atomic uint64_t pid_start;  /* the client's start time (/proc stat 22): pid reuse guard */
+    _Atomic uint64_t cursor;     /* next q this rank takes */
+    _Atomic uint64_t released;   /* every q < released is released by this rank */
+    _Atomic uint64_t first;      /* first q of the current attachment (set by the service) */
+    _Atomic uint32_t attaches;   /* attachments so far */
+    _Atomic uint32_t wake;       /* futex: the attaching client sleeps here */
+    _Atomic uint32_t deaths;     /* attachments that ended by the client's death */
+    uint8_t pad[12];
+} sp__rank_rec;
+
+/* One rank's slice of a published batch (per slot, nranks of them). */
+typedef struct sp__rank_slice {
+    uint32_t count, nskipped, nsubst, pad;
+} sp__rank_slice;
+
 typedef struct sp__ring_hdr {
     /* Written once by the creator before anyone else maps it. */
     uint64_t magic;
@@ -100,7 +137,9 @@ typedef struct sp__ring_hdr {
     uint64_t start_abs;               /* stream position of q = 0: epoch*nb + batch */
     uint64_t total;                   /* batches in the stream */
     uint64_t batches_per_epoch;
-    uint8_t pad0[32];
+    uint32_t nranks, rank_cap;        /* K ranks (1: plain pool); cap / K */
+    uint64_t off_ranks;               /* per-slot rank table */
+    uint8_t pad0[16];
     /* Shared, mutable; each group on its own cache line. */
     _Alignas(64) _Atomic uint64_t hint;      /* work claim counter: t = q*cap + p */
     _Alignas(64) _Atomic uint64_t released;  /* batches released by the consumer */
@@ -108,23 +147,45 @@ typedef struct sp__ring_hdr {
     _Atomic uint32_t scan_gen;               /* bumped after each worker death */
     _Atomic uint32_t stop;                   /* 1: workers exit */
     _Atomic uint32_t deaths;
+    _Atomic uint32_t cwake;                  /* futex: the consumer sleeps here */
+    _Atomic uint32_t csleep;                 /* 1 while the consumer sleeps on cwake */
     _Alignas(64) sp__worker_rec workers[SP__RING_MAX_WORKERS];
+    /* The service block (zero in a plain pool). */
+    _Alignas(64) _Atomic uint64_t published; /* batches q < published are visible */
+    _Atomic uint32_t pub_wake;               /* futex: waiting clients sleep here */
+    _Atomic uint32_t pub_sleepers;           /* clients sleeping on pub_wake */
+    _Atomic uint32_t svc_running;            /* 1 while the service serves */
+    _Atomic uint32_t svc_end;                /* 1: `published` is final */
+    _Atomic int32_t svc_err_code;            /* a stream error (on-error fail) */
+    uint32_t owner_uid;
+    uint64_t owner_start;                    /* owner's start time (/proc stat 22) */
+    uint64_t started_ns;                     /* CLOCK_MONOTONIC at ready */
+    _Atomic uint64_t samples_published;
+    _Atomic uint64_t pool_released;          /* batches recycled by the service */
+    _Atomic uint64_t last_pub_ns;
+    _Atomic uint32_t client_deaths;
+    uint32_t epochs;
+    char dataset[256];                       /* for `status` (truncated) */
+    char state_text[SP__STATE_TEXT_MAX];     /* sp_loader_state_format() at the start */
+    char svc_err_msg[SP_ERROR_MSG_MAX];
+    _Alignas(64) sp__rank_rec ranks[SP__RING_MAX_RANKS];
 } sp__ring_hdr;
 
 typedef struct sp__slot_hdr {
     _Atomic uint64_t q;          /* batch held (set before `released` admits it) */
     _Atomic uint64_t done;       /* (q << 24) | positions DONE (a hint: see pool.c) */
-    _Atomic uint32_t wake;       /* futex: the consumer sleeps here */
+    _Atomic uint32_t wake;       /* unused since v2 (the consumer sleeps on cwake) */
     uint32_t count;              /* positions in this batch */
     uint32_t epoch;
     uint32_t pad0;
     uint64_t index;              /* batch index in its epoch */
     _Atomic uint64_t ready_ns;   /* CLOCK_MONOTONIC when the last position finished */
-    uint8_t pad[16];
+    _Atomic uint64_t pub_ns;     /* ... and when the service published it */
+    uint8_t pad[8];
 } sp__slot_hdr;
 
 /*! sp__ring_layout() : fill the size and offset fields of *h (nslots, cap,
- *  sample_bytes set) and region_size. @return 0 or SP_ELIMIT/SP_EINVAL on
+ *  sample_bytes, nranks set; nranks 0 counts as 1) and region_size. @return 0 or SP_ELIMIT/SP_EINVAL on
  *  zero, too large or overflowing sizes. */
 int sp__ring_layout(sp__ring_hdr *h, sp_error *err);
 /*! sp__ring_validate() : check a mapped header against the mapping size:
@@ -141,6 +202,7 @@ uint64_t *sp__slot_indices(const sp__ring_hdr *h, uint32_t s);
 int32_t *sp__slot_labels(const sp__ring_hdr *h, uint32_t s);
 uint64_t *sp__slot_skipped(const sp__ring_hdr *h, uint32_t s);
 uint64_t *sp__slot_subst(const sp__ring_hdr *h, uint32_t s);
+sp__rank_slice *sp__slot_ranks(const sp__ring_hdr *h, uint32_t s);
 uint8_t *sp__slot_images(const sp__ring_hdr *h, uint32_t s);
 
 /* ---- process-shared wait/wake (Linux futex on a shared mapping) ----------- */
@@ -150,5 +212,38 @@ int sp__futex_wait(_Atomic uint32_t *addr, uint32_t expected, uint64_t timeout_n
 void sp__futex_wake(_Atomic uint32_t *addr, int n);
 /* CLOCK_MONOTONIC in ns (stats only; never decides a byte). */
 uint64_t sp__now_ns(void);
+/*! sp__proc_start() : start time of process pid (field 22 of /proc/PID/stat),
+ *  0 if there is no such process or it is a zombie. With the pid it names
+ *  a process uniquely (a reused pid has another start time). */
+uint64_t sp__proc_start(int pid);
+/*! sp__proc_alive() : pid > 0 names a live (non-zombie) process started at
+ *  `start` (0: any start time). */
+int sp__proc_alive(int pid, uint64_t start);
+
+/* ---- the service's region (service_client.c) -------------------------------------- */
+struct sp_loader_state;
+/*! sp__service_validate() : sp__ring_validate() plus the service block of a
+ *  header COPY: rank count, the start state (strictly parsed into *st0), its
+ *  shape, batch size and fingerprint against the ring, stream counters.
+ *  @return 0 or SP_EFORMAT naming what is wrong. */
+int sp__service_validate(const sp__ring_hdr *h, size_t mapped, struct sp_loader_state *st0,
+                         sp_error *err);
+
+/* ---- the pool's interface for the service (pool.c) ----------------------- */
+struct sp_pool;
+struct sp_pool_config;
+#define SP__POOL_AGAIN 2
+/*! sp__pool_create_ex() : sp_pool_create() with pcfg->region_name allowed
+ *  (a named region, O_EXCL, 0600) and a per-slot rank table of nranks. */
+int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config *pcfg,
+                       uint32_t nranks, struct sp_pool **out, sp_error *err);
+/*! sp__pool_poll() : take the next batch if it is complete, without
+ *  finalising it: @return 0 (*slot, *q set; taken), SP__POOL_AGAIN (not yet),
+ *  SP_POOL_END, or a sticky error. Polls worker liveness every 10 ms. */
+int sp__pool_poll(struct sp_pool *pool, uint32_t *slot, uint64_t *q, sp_error *err);
+sp__ring_hdr *sp__pool_hdr(struct sp_pool *pool);
+uint64_t sp__pool_taken(const struct sp_pool *pool);
+uint64_t sp__pool_released(const struct sp_pool *pool);
+uint64_t sp__pool_total(const struct sp_pool *pool);
 
 #endif

@@ -1,0 +1,218 @@
+/* trainer.c - an example C trainer that reads batches from `seedpipe serve`.
+ *
+ *   example_trainer --name NAME [--rank R] [--bench] [--hold-and-die N]
+ *
+ * Attaches to the service's shared-memory region as rank R (client.h),
+ * takes every batch of the stream in order (zero copy: the view points into
+ * the region), computes something simple from the pixels (the mean
+ * intensity per class, a stand-in for a training step), folds each batch's
+ * digest into a stream digest, releases the batch, and at the end prints
+ *
+ *   stream digest: <32 hex> (N batches, M images, rank R of K)
+ *
+ * which is the value `seedpipe digest ... --rank R --world K` prints as
+ * "stream" for the same configuration (XXH3-128 over the 16-byte big-endian
+ * batch digests, in order), so a run through the service can be checked
+ * against an in-process one by one line. Per epoch it prints the batches,
+ * images and per-class mean intensity.
+ *
+ * --bench: no per-class statistics; prints delivery rate and the handoff
+ * latency of sp_client_next(): "ready" = the call's duration when the batch
+ * was already published; "wake-up" = from the last worker's store into the
+ * slot to sp_client_next() returning, for batches the client waited for.
+ * --hold-and-die N: take N batches, then SIGKILL itself while holding the
+ * last (tests: a dead client must not stall the other ranks).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "seedpipe/client.h"
+#include "seedpipe/pipeline.h"
+
+#define MAX_CLASSES 1024
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void pct(const char *what, uint64_t *v, size_t n) {
+    if (!n) {
+        printf("  %-18s (no samples)\n", what);
+        return;
+    }
+    qsort(v, n, sizeof *v, cmp_u64);
+    printf("  %-18s n=%zu  p50 %.1f us  p99 %.1f us  max %.1f us\n", what, n,
+           (double)v[n / 2] / 1e3, (double)v[(n * 99) / 100] / 1e3, (double)v[n - 1] / 1e3);
+}
+
+static void fold(XXH3_state_t *st, sp_digest d) {
+    uint8_t raw[16];
+    for (int k = 0; k < 8; k++) {
+        raw[k] = (uint8_t)(d.hi >> (56 - 8 * k));
+        raw[8 + k] = (uint8_t)(d.lo >> (56 - 8 * k));
+    }
+    XXH3_128bits_update(st, raw, sizeof raw);
+}
+
+/* Mean intensity of one sample (uint8: 0..255; float32: normalised units). */
+static double sample_mean(const uint8_t *p, size_t bytes, sp_dtype dt) {
+    double s = 0.0;
+    if (dt == SP_DTYPE_UINT8) {
+        uint64_t acc = 0;
+        for (size_t i = 0; i < bytes; i++) acc += p[i];
+        return (double)acc / (double)bytes;
+    }
+    size_t n = bytes / sizeof(float);
+    for (size_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, p + i * sizeof f, sizeof f);
+        s += f;
+    }
+    return n ? s / (double)n : 0.0;
+}
+
+static void print_epoch(uint32_t epoch, uint64_t batches, uint64_t images, const double *sum,
+                        const uint64_t *cnt, int ncls) {
+    printf("epoch %u: %llu batches, %llu images; mean intensity per class:", epoch,
+           (unsigned long long)batches, (unsigned long long)images);
+    for (int k = 0; k < ncls; k++)
+        if (cnt[k]) printf(" %d=%.2f", k, sum[k] / (double)cnt[k]);
+    printf("\n");
+}
+
+int main(int argc, char **argv) {
+    const char *name = NULL;
+    unsigned rank = 0;
+    int bench = 0;
+    long hold_and_die = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--name") && i + 1 < argc) name = argv[++i];
+        else if (!strcmp(argv[i], "--rank") && i + 1 < argc) rank = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--bench")) bench = 1;
+        else if (!strcmp(argv[i], "--hold-and-die") && i + 1 < argc) hold_and_die = strtol(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: example_trainer --name NAME [--rank R] [--bench] "
+                            "[--hold-and-die N]\n");
+            return 2;
+        }
+    }
+    if (!name) {
+        fprintf(stderr, "example_trainer: --name NAME is required\n");
+        return 2;
+    }
+    sp_error err;
+    sp_error_clear(&err);
+    sp_client *c;
+    if (sp_client_attach(name, rank, &c, &err) != 0) {
+        fprintf(stderr, "example_trainer: %s\n", err.msg);
+        return 1;
+    }
+    sp_client_info info;
+    sp_client_info_get(c, &info);
+    char fp[33];
+    sp_digest_hex(info.fingerprint, fp);
+    printf("attached to %s as rank %u of %u (service pid %d): %llu batches of %u/%u samples "
+           "%dx%dx%d %s, fingerprint %s\n",
+           name, info.rank, info.world, info.service_pid, (unsigned long long)info.total,
+           info.batch_size / info.world, info.batch_size, info.c, info.h, info.w,
+           sp_dtype_name(info.dtype), fp);
+    fflush(stdout);
+
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    static double sum[MAX_CLASSES];
+    static uint64_t cnt[MAX_CLASSES];
+    int ncls = 0;
+    uint64_t batches = 0, images = 0, ep_batches = 0, ep_images = 0;
+    uint32_t epoch = UINT32_MAX;
+    uint64_t *wake = calloc(info.total + 1, 8), *ready = calloc(info.total + 1, 8);
+    size_t nw = 0, nr = 0;
+    uint64_t t0 = now_ns();   /* from attach: the rate includes waiting for the first batch */
+    int rc;
+    sp_batch v;
+    for (;;) {
+        rc = sp_client_next(c, &v, &err);
+        if (rc == SP_CLIENT_END) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) break;
+        if (bench && wake && ready) {
+            sp_client_timing tm;
+            sp_client_timing_get(c, &tm);
+            if (tm.published_ns > tm.call_ns && tm.ready_ns) wake[nw++] = tm.taken_ns - tm.ready_ns;
+            else ready[nr++] = tm.taken_ns - tm.call_ns;
+        }
+        if (v.epoch != epoch) {
+            if (epoch != UINT32_MAX && !bench) print_epoch(epoch, ep_batches, ep_images, sum, cnt, ncls);
+            epoch = v.epoch;
+            ep_batches = ep_images = 0;
+            memset(sum, 0, sizeof sum);
+            memset(cnt, 0, sizeof cnt);
+        }
+        if (!bench)
+            for (uint32_t s = 0; s < v.count; s++) {
+                int32_t lb = v.labels[s];
+                if (lb < 0 || lb >= MAX_CLASSES) continue;
+                if (lb + 1 > ncls) ncls = lb + 1;
+                sum[lb] += sample_mean(v.images + (size_t)s * info.sample_bytes,
+                                       info.sample_bytes, info.dtype);
+                cnt[lb]++;
+            }
+        fold(st, sp_client_batch_digest(c, &v));
+        batches++;
+        images += v.count;
+        ep_batches++;
+        ep_images += v.count;
+        if (hold_and_die >= 0 && (long)batches >= hold_and_die) {
+            printf("holding batch %llu of epoch %u and dying\n", (unsigned long long)v.index,
+                   v.epoch);
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+        if (sp_client_release(c, &v, &err) != 0) {
+            rc = err.code;
+            break;
+        }
+    }
+    double dt = (double)(now_ns() - t0) / 1e9;
+    if (epoch != UINT32_MAX && !bench) print_epoch(epoch, ep_batches, ep_images, sum, cnt, ncls);
+    if (rc != 0) {
+        fprintf(stderr, "example_trainer: %s\n", err.msg);
+    } else {
+        XXH128_hash_t h = XXH3_128bits_digest(st);
+        sp_digest d = {h.high64, h.low64};
+        char hex[33];
+        sp_digest_hex(d, hex);
+        sp_loader_state ls;
+        sp_client_state(c, &ls);
+        printf("stream digest: %s (%llu batches, %llu images, rank %u of %u)\n", hex,
+               (unsigned long long)batches, (unsigned long long)images, info.rank, info.world);
+        printf("delivered %.0f images/s (%.0f batches/s) over %.2f s; next state: epoch %u "
+               "batch %llu\n",
+               dt > 0 ? (double)images / dt : 0.0, dt > 0 ? (double)batches / dt : 0.0, dt,
+               ls.epoch, (unsigned long long)ls.batch);
+        if (bench) {
+            pct("ready latency", ready, nr);
+            pct("wake-up latency", wake, nw);
+        }
+    }
+    XXH3_freeState(st);
+    free(wake);
+    free(ready);
+    sp_client_detach(c);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,122 @@
+/* seedpipe/client.h - read a service's batches over shared memory, zero copy.
+ *
+ * A client attaches to the region of a running `seedpipe serve` (service.h)
+ * as one rank r of the service's world K, takes the batches of the stream in
+ * order with sp_client_next(), which returns a view (sp_batch) whose images,
+ * labels and indices point INTO the shared region (no byte is copied after
+ * the worker wrote it), and gives each back with sp_client_release(). The
+ * view of rank r is the r-th slice of the global batch, byte-identical to
+ * an in-process sp_loader_batch() with rank r, world K (DESIGN.md section 1).
+ *
+ * Attaching validates the region before trusting any byte of it: its owner
+ * uid and mode (0600, ours; SP_CLIENT_ALLOW_FOREIGN relaxes), the header's
+ * magic, layout version, every size and offset recomputed from three numbers
+ * and bounds-checked against the mapping's fstat size, the start state
+ * (strictly parsed) and its fingerprint, the rank, and that the owner pid is
+ * a live process (a stale region is named as such). A missing, truncated,
+ * foreign or hostile region gives an error, never a crash. Values the
+ * service updates later (counts per slot) are range-checked on every read.
+ *
+ * Holding and releasing: up to R (ring slots) batches may be held; release
+ * any held view, in any order; each view can be released once (a second
+ * release, or a view this client did not hand out, is SP_EINVAL). A slot is
+ * recycled when every rank released it; a client that dies is noticed by
+ * the service, which counts its slices as released (nothing twice: release
+ * positions are cursors). See service.h for re-attaching a rank.
+ *
+ * Thread safety: one sp_client per thread (several clients, e.g. several
+ * ranks, may live in one process). Fork: a child must not use its parent's
+ * client. The library installs no signal handlers.
+ */
+#ifndef SEEDPIPE_CLIENT_H
+#define SEEDPIPE_CLIENT_H
+
+#include "seedpipe/loader.h"
+#include "seedpipe/state.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* sp_client_next() return value at the end of the stream (not an error). */
+#define SP_CLIENT_END 1
+
+/* Attach flags. */
+#define SP_CLIENT_ALLOW_FOREIGN 1u   /* accept a region of another uid / mode */
+
+typedef struct sp_client_opts {
+    unsigned flags;                       /* SP_CLIENT_* */
+    const sp_digest *expect_fingerprint;  /* NULL: any; else refuse another stream */
+    int attach_timeout_ms;                /* wait for the service's answer; 0: 5000 */
+} sp_client_opts;
+
+typedef struct sp_client sp_client;
+
+/*! sp_client_attach() : attach to region NAME as `rank` (< the service's
+ *  world). @return 0, SP_EIO ("no such region", "service pid P is gone
+ *  (stale region)", "rank r is attached by pid P", no answer), SP_EFORMAT
+ *  (not a seedpipe region, truncated, hostile sizes, layout version),
+ *  SP_EMISMATCH (fingerprint), SP_EINVAL (rank, name), SP_ENOMEM. Messages
+ *  start with "region NAME: ". */
+int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err);
+int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
+                          sp_client **out, sp_error *err);
+
+/*! sp_client_next() : the next batch of this rank, waiting (futex) until
+ *  the service publishes it. *view: capacity B/K, count, epoch, index,
+ *  images (count * sample_bytes), labels, indices, skipped, substituted,
+ *  pointing into the region; valid until released or detached.
+ *  @return 0, SP_CLIENT_END, SP_EINVAL (R views already held), the
+ *  stream's error (on-error fail: "path: reason"), SP_EIO (the service died
+ *  or stopped before the end; this rank was dropped). */
+int sp_client_next(sp_client *c, sp_batch *view, sp_error *err);
+/*! sp_client_release() : give back a view from sp_client_next(); the view
+ *  is cleared. @return 0 or SP_EINVAL (not held: released twice, or not
+ *  ours). */
+int sp_client_release(sp_client *c, sp_batch *view, sp_error *err);
+
+/*! sp_client_state() : the loader state after the last batch this rank
+ *  took (the next batch it has not consumed): pass it to `serve --resume`,
+ *  `digest --resume` or sp_pool_create(); the fingerprint ignores world, so
+ *  it resumes with any rank count. */
+void sp_client_state(const sp_client *c, sp_loader_state *st);
+
+/*! sp_client_detach() : drop held views, mark the rank detached, unmap.
+ *  Accepts NULL. */
+void sp_client_detach(sp_client *c);
+
+/* What the stream is. */
+typedef struct sp_client_info {
+    uint32_t rank, world, ring_slots;
+    uint32_t batch_size;          /* global B; a rank's slice is B / world */
+    int c, h, w;                  /* sample shape */
+    sp_dtype dtype;
+    sp_layout layout;
+    size_t sample_bytes;
+    uint64_t batches_per_epoch, total;   /* total: batches in this service's stream */
+    uint64_t first;               /* stream number of this attachment's first batch */
+    uint32_t epochs;
+    int service_pid;
+    sp_digest fingerprint;
+    uint64_t seed;
+} sp_client_info;
+void sp_client_info_get(const sp_client *c, sp_client_info *info);
+
+/*! sp_client_batch_digest() : sp_batch_digest() of a view (the same bytes
+ *  hashed the same way), so `seedpipe digest --rank r --world K` manifests
+ *  and stream digests can be compared with what a client received. */
+sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *view);
+
+/* Timing of the last sp_client_next() (CLOCK_MONOTONIC ns; stats only). */
+typedef struct sp_client_timing {
+    uint64_t ready_ns;      /* the last worker finished the batch */
+    uint64_t published_ns;  /* the service published it */
+    uint64_t call_ns;       /* sp_client_next() was called */
+    uint64_t taken_ns;      /* ... and returned it */
+} sp_client_timing;
+void sp_client_timing_get(const sp_client *c, sp_client_timing *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

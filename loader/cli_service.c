@@ -1,0 +1,154 @@
+/* cli_service.c - seedpipe serve and seedpipe status.
+ *
+ * `serve` runs the loader as a service (service.h) behind the named
+ * shared-memory region NAME: it prints one line starting with "ready" once
+ * clients can attach, serves until the stream has been consumed by every
+ * rank or until SIGTERM/SIGINT (then it stops the workers and unlinks the
+ * region; exit 0), and prints a summary. A stale region of the same name is
+ * removed with a message; a live one is refused (exit 1). `status NAME`
+ * prints a running service's progress, throughput, ring occupancy, workers
+ * and clients (exit 0; 1 if the region is missing, invalid or stale).
+ */
+#include "loader/cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "seedpipe/pool.h"
+#include "seedpipe/service.h"
+#include "seedpipe/state.h"
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_flag = 1;
+}
+
+int cmd_serve(cli_args *a) {
+    if (a->npos != 1)
+        cli_usage_error(a, "usage: seedpipe serve --name NAME DATASET --pipeline P --seed S "
+                           "--batch-size B --workers W [--epochs E] [--world K]");
+    const char *name = cli_str(a, "name", NULL);
+    if (!name) cli_usage_error(a, "--name NAME is required");
+    if (cli_has(a, "rank"))
+        cli_usage_error(a, "serve takes --world K; each client attaches as its own rank");
+    sp_loader_config cfg;
+    cli_loader_config(a, a->pos[0], &cfg);
+    uint32_t world = cfg.world;
+    cfg.world = 1;
+    cfg.rank = 0;
+    int workers, ring;
+    cli_pool_options(a, &cfg, &workers, &ring);
+    if (workers < 1) cli_usage_error(a, "--workers W (1..%d) is required", SP_POOL_MAX_WORKERS);
+    uint64_t epochs = cli_u64(a, "epochs", 1);
+    if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
+    const char *resume_path = cli_str(a, "resume", NULL);
+    cli_check_unused(a);
+    if (world > SP_SERVICE_MAX_RANKS)
+        cli_usage_error(a, "--world must be <= %d", SP_SERVICE_MAX_RANKS);
+    if (cfg.batch_size % world != 0)
+        cli_usage_error(a, "--batch-size %u is not divisible by --world %u", cfg.batch_size,
+                        world);
+
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader_state resume;
+    if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    sp_service_config sc = {name, world, workers, ring, (uint32_t)epochs,
+                            resume_path ? &resume : NULL};
+    sp_service *svc;
+    if (sp_service_create(&cfg, &sc, &svc, &err) != 0) cli_fail(a, &err);
+    if (sp_service_note(svc)[0]) fprintf(stderr, "seedpipe serve: %s\n", sp_service_note(svc));
+    sp_service_status st;
+    sp_error e2;
+    sp_error_clear(&e2);
+    if (sp_service_status_read(name, &st, &e2) != 0) {
+        sp_service_destroy(svc);
+        cli_fail(a, &e2);
+    }
+    printf("ready %s pid %d world %u workers %u ring %u batches %llu (epochs %u x %llu) "
+           "fingerprint %s\n",
+           name, (int)getpid(), st.world, st.nworkers, st.ring_slots,
+           (unsigned long long)st.total, st.epochs, (unsigned long long)st.batches_per_epoch,
+           st.fingerprint);
+    fflush(stdout);
+    int rc = sp_service_run(svc, &stop_flag, &err);
+    if (sp_service_status_read(name, &st, &e2) == 0)
+        printf("served %llu of %llu batches, %llu images in %.2f s (%.0f images/s); "
+               "%u worker death%s, %u client death%s%s\n",
+               (unsigned long long)st.published, (unsigned long long)st.total,
+               (unsigned long long)st.samples, st.seconds,
+               st.seconds > 0 ? (double)st.samples / st.seconds : 0.0, st.worker_deaths,
+               st.worker_deaths == 1 ? "" : "s", st.client_deaths,
+               st.client_deaths == 1 ? "" : "s",
+               rc == SP_SERVICE_STOPPED ? "; stopped by a signal" : "");
+    fflush(stdout);
+    cli_print_failures(sp_service_loader(svc), stderr);
+    sp_service_destroy(svc);
+    if (rc != 0 && rc != SP_SERVICE_STOPPED) cli_fail(a, &err);
+    return 0;
+}
+
+static const char *rank_state(int s) {
+    switch (s) {
+    case SP_RANK_NEVER: return "never attached";
+    case SP_RANK_ATTACHING: return "attaching";
+    case SP_RANK_ATTACHED: return "attached";
+    default: return "detached";
+    }
+}
+
+int cmd_status(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe status NAME");
+    cli_check_unused(a);
+    const char *name = a->pos[0];
+    sp_service_status st;
+    sp_error err;
+    sp_error_clear(&err);
+    if (sp_service_status_read(name, &st, &err) != 0) cli_fail(a, &err);
+    const char *what = !st.alive ? "GONE: stale region (the next serve with this name removes it)"
+                       : st.running ? (st.ended ? "running, stream complete" : "running")
+                                    : "not running";
+    printf("region %s: service pid %d, %s\n", name, st.pid, what);
+    printf("  dataset %s, seed %llu, fingerprint %s\n", st.dataset, (unsigned long long)st.seed,
+           st.fingerprint);
+    uint64_t abs = st.start_abs + st.published, nb = st.batches_per_epoch ? st.batches_per_epoch : 1;
+    printf("  progress: epoch %llu batch %llu of %llu per epoch (epochs %u); published %llu of "
+           "%llu batches, recycled %llu\n",
+           (unsigned long long)(abs / nb), (unsigned long long)(abs % nb),
+           (unsigned long long)nb, st.epochs, (unsigned long long)st.published,
+           (unsigned long long)st.total, (unsigned long long)st.recycled);
+    printf("  throughput: %.0f images/s (%llu images in %.2f s)\n",
+           st.seconds > 0 ? (double)st.samples / st.seconds : 0.0,
+           (unsigned long long)st.samples, st.seconds);
+    printf("  ring: %u slots: %u ready for clients, %u being computed, %u free\n", st.ring_slots,
+           st.slots_ready, st.slots_computing, st.ring_slots - st.slots_ready - st.slots_computing);
+    printf("  workers (%u; %u deaths noticed):\n", st.nworkers, st.worker_deaths);
+    for (uint32_t w = 0; w < st.nworkers; w++)
+        printf("    worker %u: pid %d %s, %s, %llu samples, respawned %u times\n", w,
+               st.workers[w].pid, st.workers[w].alive ? "alive" : "dead",
+               st.workers[w].busy ? "busy" : "idle", (unsigned long long)st.workers[w].samples,
+               st.workers[w].respawns);
+    printf("  clients (world %u; %u client deaths noticed):\n", st.world, st.client_deaths);
+    for (uint32_t r = 0; r < st.world; r++) {
+        printf("    rank %u: %s", r, rank_state(st.ranks[r].state));
+        if (st.ranks[r].state == SP_RANK_ATTACHED) printf(" (pid %d)", st.ranks[r].pid);
+        if (st.ranks[r].state != SP_RANK_NEVER)
+            printf(", next batch %llu, released %llu, attached %u times",
+                   (unsigned long long)st.ranks[r].next, (unsigned long long)st.ranks[r].released,
+                   st.ranks[r].attaches);
+        printf("\n");
+    }
+    if (st.err_code) printf("  stream error: %s\n", st.err_msg);
+    return st.alive ? 0 : 1;
+}
