@@ -2,8 +2,10 @@
 # main.sh - the main job on the built-in dataset: set up and build, make the
 # shapes dataset, summarise it, write a digest manifest of two epochs (with 1
 # and 2 threads, which must agree) and a picture of one augmented batch.
-# Then it proves the guarantee with `verify` across worker counts (with a
-# worker killed and a stop/resume), and shows the contrast: the classic
+# Then it serves the stream from worker processes over shared memory to the
+# example trainer (examples/trainer.c), proves the guarantee with `verify`
+# across worker counts (with a worker killed, a stop/resume, the service to
+# one client and to 2 ranks), and shows the contrast: the classic
 # per-worker seeding diverges. Everything lands in out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,30 @@ else
 fi
 $sp dump out/shapes --pipeline shapes-train --seed 42 --epoch 0 --batch 0 \
     --batch-size 64 --out out/shapes-batch0.png
+# The service: 3 worker processes behind a named shared-memory region; the
+# example C trainer attaches and consumes the stream without copies. Its
+# stream digest must equal the in-process one.
+name="seedpipe-main-$$"
+$sp serve --name "$name" out/shapes "${common[@]}" --workers 3 > out/serve.log 2>&1 &
+svc=$!
+trap 'kill $svc 2>/dev/null || true' EXIT
+until grep -q '^ready' out/serve.log; do
+  kill -0 "$svc" 2>/dev/null || { cat out/serve.log; exit 1; }
+  sleep 0.05
+done
+head -n 1 out/serve.log
+$sp status "$name"
+build/example_trainer --name "$name" | tee out/trainer.log
+wait "$svc"
+trap - EXIT
+tail -n 1 out/serve.log
+want=$($sp digest out/shapes "${common[@]}" --out /dev/null 2>&1 | grep -oE 'stream [0-9a-f]{32}' | cut -d' ' -f2)
+got=$(grep -oE 'stream digest: [0-9a-f]{32}' out/trainer.log | cut -d' ' -f3)
+if [ -n "$got" ] && [ "$want" = "$got" ]; then
+  echo "main: the trainer's stream over shared memory equals the in-process stream ($got)"
+else
+  echo "main: TRAINER STREAM DIFFERS ($got vs $want)" >&2; exit 1
+fi
 $sp digest out/shapes "${common[@]}" --workers 2 --out out/shapes-digest-w2.jsonl
 $sp diff out/shapes-digest.jsonl out/shapes-digest-w2.jsonl
 $sp verify out/shapes --pipeline shapes-train --seed 42 --epochs 2 --batch-size 64 \
