@@ -68,6 +68,10 @@ static void usage(FILE *f) {
           "      a service's progress, throughput, ring occupancy, workers, clients\n"
           "  diff A.jsonl B.jsonl\n"
           "      compare two manifests; the first divergence; exit 0 only if equal\n"
+          "  cache build DATASET --cache DIR --pipeline P --seed S --batch-size B --epochs 0-9\n"
+          "        [--threads T] [--level L] [--max-size SIZE]   fill the epoch cache\n"
+          "  cache ls DIR | cache verify DIR [--recompute N [--dataset D]]\n"
+          "  cache gc DIR --max-size SIZE\n"
           "  dump DATASET --pipeline P --seed S --epoch E --batch B --out grid.png\n"
           "      write one augmented batch as a contact sheet\n"
           "  order (DATASET | --n N) --seed S --epoch E\n"
@@ -195,6 +199,7 @@ int main(int argc, char **argv) {
         {"digest", cmd_digest},   {"dump", cmd_dump},
         {"verify", cmd_verify},   {"diff", cmd_diff},
         {"serve", cmd_serve},     {"status", cmd_status},
+        {"cache", cmd_cache},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmds[i].name, a.cmd)) return cmds[i].fn(&a);

@@ -81,5 +81,6 @@ int cmd_verify(cli_args *a);
 int cmd_diff(cli_args *a);
 int cmd_serve(cli_args *a);    /* cli_service.c */
 int cmd_status(cli_args *a);
+int cmd_cache(cli_args *a);     /* cli_cache.c */
 
 #endif

@@ -1,0 +1,247 @@
+/* seedpipe/cache.h - a disk cache of augmented epochs, keyed by seed.
+ *
+ * Decoding and augmenting an epoch costs CPU; replaying it from a cache
+ * costs a read and a zstd decompression. One cache ENTRY is one epoch of one
+ * rank's stream: every batch of (loader, epoch), each batch a file holding
+ * its images, labels, sample indices and on-error lists, zstd-compressed and
+ * checksummed. The entry KEY is XXH3-128 of everything that decides the
+ * epoch's bytes (DESIGN.md section 6):
+ *
+ *   key = XXH3-128("seedpipe-cache-key", SP_CACHE_FORMAT_VERSION,
+ *                  sp_loader_fingerprint(ld)   -- dataset fingerprint,
+ *                        canonical pipeline, dtype, layout, batch size,
+ *                        drop_last, on_error, skip_normalize --,
+ *                  seed, epoch, rank, world)
+ *
+ * Guarantees
+ *  - A hit returns exactly the bytes sp_loader_batch() would compute (the
+ *    batch file carries an XXH3-128 of its uncompressed bytes, checked on
+ *    every read).
+ *  - An entry is visible whole or not at all: it is written in a private
+ *    staging directory and renamed into place after its manifest.
+ *  - A corrupt, truncated or foreign file is never served: the read fails
+ *    with SP_EFORMAT and a message naming the file, the entry is moved
+ *    aside to DIR/.corrupt/ (once), and the caller recomputes the batch.
+ *  - A failed write (full disk, any I/O error) leaves no file behind; the
+ *    caller keeps going uncached.
+ *  - Concurrent writers of one key never corrupt it; with the (default)
+ *    per-key lock only one of them does the writing.
+ *  - The cache never decides a byte of the stream: sp_cache_epoch_batch()
+ *    returns sp_loader_batch()'s bytes whether it hit, missed or failed.
+ *
+ * Not cached: rng_mode per-worker (its bytes depend on the order batches
+ * are asked for, so they are not a function of the key): the writer
+ * refuses with SP_EUNSUPP and the helper computes uncached.
+ *
+ * Layout: see loader/cache.c (HOW IT WORKS) and docs/cache.md.
+ *
+ * Thread safety: one sp_cache handle (and its readers and writers) is used
+ * by one thread at a time; any number of processes and handles may share one
+ * directory. Library code never prints: warnings go to opts.warn.
+ */
+#ifndef SEEDPIPE_CACHE_H
+#define SEEDPIPE_CACHE_H
+
+#include <stdint.h>
+
+#include "seedpipe/common.h"
+#include "seedpipe/loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The on-disk format version; part of the key and of every file. */
+#define SP_CACHE_FORMAT_VERSION 1
+
+/* zstd level -1 ("fast": literals stored raw) reads 2-2.5x faster than
+ * level 3 for ~15% more disk on augmented photos (bench/cache_bench.c,
+ * docs/cache.md); a cache exists to be read fast. */
+#define SP_CACHE_DEFAULT_LEVEL (-1)
+
+/* Positive outcomes that are not errors. */
+#define SP_CACHE_MISS 1   /* sp_cache_reader_open(): no usable entry */
+#define SP_CACHE_SKIP 2   /* sp_cache_writer_open(): someone else writes it / it exists */
+
+typedef struct sp_cache_opts {
+    uint64_t max_size;  /* bytes; 0 = unlimited. After each commit the cache
+                           is collected down to it (sp_cache_gc()). */
+    int level;          /* zstd level, ZSTD_minCLevel()..ZSTD_maxCLevel();
+                           0 = SP_CACHE_DEFAULT_LEVEL */
+    int filter;         /* image filter before compression: 0 = auto (float32:
+                           a per-channel 256-entry dictionary when the batch
+                           allows it, else byte shuffle; uint8: none),
+                           1 = byte shuffle, 2 = none */
+    int no_lock;        /* 1: skip the per-key writer lock (concurrent writers
+                           then race; the first rename wins; tests use it) */
+    int read_only;      /* 1: never modify the directory: hits do not touch
+                           the last-use time, bad entries are refused but not
+                           moved, writers are refused (SP_CACHE_SKIP); the
+                           directory must exist. `cache verify` uses it. */
+    int no_fsync;       /* 1: skip fsync of files and directories. Safe for
+                           correctness (every read is checksummed), not for
+                           durability across a power loss. */
+    /* Warnings of sp_cache_epoch_batch() (a corrupt file, a failed write),
+     * one line each, "path: reason". May be NULL. */
+    void (*warn)(void *ud, const char *msg);
+    void *warn_ud;
+} sp_cache_opts;
+
+/*! sp_cache_opts_default() : unlimited size, level -1, auto filter, lock,
+ *  fsync, no warning callback. */
+void sp_cache_opts_default(sp_cache_opts *o);
+
+typedef struct sp_cache sp_cache;
+
+/*! sp_cache_open() : open (creating it and its .tmp/.corrupt/.locks
+ *  subdirectories if missing) the cache directory `dir`. opts may be NULL.
+ *  @return 0, SP_EIO ("dir: reason"), SP_EINVAL (bad level), SP_ENOMEM. */
+int sp_cache_open(const char *dir, const sp_cache_opts *opts, sp_cache **out, sp_error *err);
+/*! sp_cache_close() : finishes the helper's open entry (commits it if
+ *  complete, else aborts it), then frees. Accepts NULL. */
+void sp_cache_close(sp_cache *c);
+const char *sp_cache_dir(const sp_cache *c);
+
+/*! sp_cache_key() : the entry key of (ld, epoch) as defined above. */
+sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch);
+
+/* ---- the convenience path: one batch stream through the cache ------------- */
+
+/*! sp_cache_epoch_batch() : batch `index` of `epoch` into out, exactly as
+ *  sp_loader_batch() computes it, through the cache: the first request of a
+ *  (loader, epoch) looks the entry up; on a hit batches are read (and
+ *  verified), on a miss they are computed and, when the epoch is streamed
+ *  from batch 0, stored; when its last batch has been stored the entry is
+ *  committed. Any cache problem (corrupt file, full disk, lost race) is a
+ *  warning (opts.warn) and the batch is computed instead. The handle keeps
+ *  one open entry (and the loader pointer): use one sp_cache per stream, and
+ *  call sp_cache_flush() before destroying the loader.
+ *  @return 0, or sp_loader_batch()'s error (SP_ERANGE, a sample's error). */
+int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
+                         sp_batch *out, sp_error *err);
+/*! sp_cache_flush() : commit (if complete) or abort the helper's open entry. */
+void sp_cache_flush(sp_cache *c);
+
+typedef struct sp_cache_stats {
+    uint64_t hits, misses;             /* entry lookups */
+    uint64_t batches_read;             /* served from the cache */
+    uint64_t batches_computed;         /* computed by the helper */
+    uint64_t batches_written;
+    uint64_t corrupt;                  /* files/entries refused */
+    uint64_t write_failures;           /* entries abandoned on a write error */
+    uint64_t committed, lost_races;    /* entries made visible / already there */
+    uint64_t bytes_read, bytes_written;   /* stored (compressed) bytes */
+    uint64_t raw_read, raw_written;       /* uncompressed bytes */
+} sp_cache_stats;
+void sp_cache_stats_get(const sp_cache *c, sp_cache_stats *s);
+
+/* ---- reading an entry ------------------------------------------------------- */
+
+typedef struct sp_cache_reader sp_cache_reader;
+
+/*! sp_cache_reader_open() : look up the entry of (ld, epoch) and check its
+ *  manifest (format version, key fields, geometry, checksum). On a hit the
+ *  entry's last-use time is set to now (LRU).
+ *  @return 0 (hit, *out set), SP_CACHE_MISS (*out NULL; if an entry was
+ *  there but unusable, err says why with its path and it was moved aside),
+ *  or SP_ENOMEM / SP_EIO (*out NULL). */
+int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_reader **out,
+                         sp_error *err);
+/*! sp_cache_reader_batch() : read, verify and decompress batch `index`
+ *  into out (allocated with sp_batch_alloc(ld)); replays the batch's
+ *  failure-log lines into the loader. out is only meaningful on success.
+ *  @return 0; SP_EFORMAT (corrupt or truncated: err names the file, the
+ *  entry was moved aside, recompute); SP_EIO (vanished, e.g. evicted:
+ *  recompute); SP_ERANGE; SP_ENOMEM. */
+int sp_cache_reader_batch(sp_cache_reader *r, uint64_t index, sp_batch *out, sp_error *err);
+void sp_cache_reader_close(sp_cache_reader *r);   /* accepts NULL */
+
+/* ---- writing an entry ------------------------------------------------------- */
+
+typedef struct sp_cache_writer sp_cache_writer;
+
+/*! sp_cache_writer_open() : start writing the entry of (ld, epoch) in a
+ *  private staging directory (DIR/.tmp/).
+ *  @return 0 (*out set); SP_CACHE_SKIP (*out NULL: the entry exists or
+ *  another process holds the key's lock; err says which); SP_EUNSUPP
+ *  (per-worker rng mode); SP_EIO; SP_ENOMEM. */
+int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
+                         sp_cache_writer **out, sp_error *err);
+/*! sp_cache_writer_put() : compress, checksum and write one batch (any
+ *  order, each index once). On a write error (ENOSPC, EFBIG, EIO) the file
+ *  is removed and the writer is spoiled: abort it.
+ *  @return 0, SP_EIO ("path: reason"), SP_EINVAL (wrong epoch, duplicate
+ *  index, bad count), SP_ENOMEM. */
+int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err);
+/*! sp_cache_writer_complete() : 1 if every batch of the epoch was put. */
+int sp_cache_writer_complete(const sp_cache_writer *w);
+/*! sp_cache_writer_commit() : write the manifest, rename the entry into
+ *  place, free w (always). Losing a race to a concurrent writer of the same
+ *  key is success (the entry is there). With opts.max_size, collects.
+ *  @return 0, SP_EINVAL (incomplete: aborted), SP_EIO (aborted). */
+int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err);
+/*! sp_cache_writer_abort() : remove everything written, free. Accepts NULL. */
+void sp_cache_writer_abort(sp_cache_writer *w);
+
+/* ---- maintenance: ls, gc, verify ------------------------------------------- */
+
+typedef struct sp_cache_entry_info {
+    char key[33];
+    int ok;                     /* 0: manifest unreadable; problem says why */
+    char problem[256];
+    sp_digest fingerprint, dataset_fingerprint;
+    uint64_t seed;
+    uint32_t epoch, rank, world, batch_size;
+    int drop_last, skip_normalize;
+    char dtype[16], layout[16], on_error[16], rng_mode[16];
+    uint64_t batches, sample_bytes;
+    uint64_t raw_bytes, stored_bytes;   /* sums over the batch files */
+    uint64_t disk_bytes;                /* all files of the entry */
+    int64_t created, last_use;          /* unix seconds */
+    int64_t last_use_ns;                /* manifest mtime in ns: the LRU order */
+    int level;
+    char *dataset, *pipeline;           /* owned; NULL if unknown */
+} sp_cache_entry_info;
+
+/*! sp_cache_list() : every committed entry, most recently used first.
+ *  Free with sp_cache_list_free(). @return 0, SP_EIO, SP_ENOMEM. */
+int sp_cache_list(sp_cache *c, sp_cache_entry_info **out, size_t *n, sp_error *err);
+void sp_cache_list_free(sp_cache_entry_info *e, size_t n);   /* accepts NULL */
+
+/*! sp_cache_entry_config() : a loader config that recomputes the entry
+ *  (dataset may override the recorded path; threads 1). Pointers in cfg
+ *  point into e. @return 0 or SP_EFORMAT. */
+int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
+                          sp_loader_config *cfg, sp_error *err);
+
+typedef struct sp_cache_gc_report {
+    uint64_t bytes_before, bytes_after;
+    uint32_t entries_before, evicted;
+    uint32_t stale_removed;     /* staging dirs of dead writers */
+    uint32_t corrupt_removed;   /* moved-aside entries in .corrupt/ */
+} sp_cache_gc_report;
+
+/*! sp_cache_gc() : remove dead writers' staging directories and the
+ *  .corrupt/ area, then evict committed entries, least recently used first
+ *  (ties: by key), until the total of entry files is <= max_size. An entry
+ *  being written (a live staging directory) is never touched; an entry
+ *  being read is renamed away first, so its reader sees a miss (SP_EIO),
+ *  never a partial file. rep may be NULL. @return 0, SP_EIO. */
+int sp_cache_gc(sp_cache *c, uint64_t max_size, sp_cache_gc_report *rep, sp_error *err);
+
+/*! sp_cache_verify_entry() : re-check the manifest and every batch file of
+ *  entry `key` (32 hex): sizes, both checksums, decompression, the layout
+ *  of the metadata. Read-only (nothing is moved). report(ud, msg) is called
+ *  once per problem ("path: reason"); *bad gets the number of problems.
+ *  @return 0 (check *bad), SP_ENOMEM. */
+int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, const char *),
+                          void *ud, uint64_t *bad, sp_error *err);
+
+/*! sp_cache_parse_size() : "123", "10K", "10M", "2G", "1T" (binary units,
+ *  optional trailing "B"/"iB"). @return 0 or SP_EINVAL. */
+int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

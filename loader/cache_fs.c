@@ -1,0 +1,141 @@
+/* cache_fs.c - the cache's small POSIX helpers (cache_internal.h).
+ *
+ * Whole-file reads and writes with the exact error the caller reports,
+ * removing a tree without following symlinks, moving an entry aside, and the
+ * test hook that makes writes fail as on a full disk
+ * (sp__cache_fail_after_bytes; tests only, never set by the library).
+ */
+#include "loader/cache_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Atomic long long sp__cache_fail_after_bytes = 0;
+
+/* ---- file-system helpers ------------------------------------------------------- */
+
+int sp__write_all(int fd, const void *p, size_t n) {
+    const uint8_t *s = p;
+    while (n) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
+        long long lim = atomic_load(&sp__cache_fail_after_bytes);
+        if (lim > 0) {
+            if ((long long)chunk >= lim) {
+                atomic_store(&sp__cache_fail_after_bytes, 1);   /* stays failing */
+                if (lim > 1) (void)!write(fd, s, (size_t)(lim - 1));   /* a partial file */
+                errno = ENOSPC;
+                return -1;
+            }
+            atomic_fetch_sub(&sp__cache_fail_after_bytes, (long long)chunk);
+        }
+        ssize_t w = write(fd, s, chunk);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int sp__read_file_at(int dirfd, const char *name, sp__cbuf *buf, size_t *len) {
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    int e = 0;
+    if (fstat(fd, &st) != 0) e = errno;
+    else if (!S_ISREG(st.st_mode)) e = EINVAL;
+    else if ((uint64_t)st.st_size > SP__CB_MAX_RAW) e = EFBIG;
+    if (e) {
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    if (sp__cbuf_reserve(buf, n + 1) != 0) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf->p + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;   /* shrank under us: the size check catches it */
+        got += (size_t)r;
+    }
+    close(fd);
+    *len = got;
+    return 0;
+}
+
+int sp__rmtree_at(int dirfd, const char *name) {
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return unlinkat(dirfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (unlinkat(fd, e->d_name, 0) != 0) {
+            if (errno == EISDIR || errno == EPERM) {
+                if (sp__rmtree_at(fd, e->d_name) != 0) rc = -1;
+            } else if (errno != ENOENT) {
+                rc = -1;
+            }
+        }
+    }
+    closedir(d);
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) rc = -1;
+    return rc;
+}
+
+unsigned long sp__cache_seq(void) {
+    static _Atomic unsigned long seq = 0;
+    return atomic_fetch_add(&seq, 1ul);
+}
+
+int sp__move_aside(const char *dir, const char *name, char *dst, size_t cap) {
+    char src[4096];
+    snprintf(src, sizeof src, "%s/%s", dir, name);
+    snprintf(dst, cap, "%s/.corrupt/%s.%ld.%lu", dir, name, (long)getpid(), sp__cache_seq());
+    return rename(src, dst);
+}
+
+int sp__is_key_name(const char *s) {
+    for (int i = 0; i < 32; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return s[32] == '\0';
+}
+
+uint64_t sp__dir_bytes(int dirfd) {
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    uint64_t sum = 0;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d)) != NULL)
+        if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            sum += (uint64_t)st.st_size;
+    closedir(d);
+    return sum;
+}

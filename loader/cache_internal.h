@@ -1,0 +1,181 @@
+/* cache_internal.h - the cache's on-disk formats and file-system helpers.
+ *
+ * Not a public header. cache_file.c encodes and decodes batch files,
+ * cache_manifest.c the entry manifest, cache_fs.c holds the small POSIX
+ * helpers (write-all with the test hook, remove a tree, move an entry
+ * aside); cache.c (open, key, readers, the batch helper), cache_writer.c
+ * (lock, staging, commit) and cache_gc.c (list, gc, verify) build on them.
+ *
+ * BATCH FILE "bNNNNNNNN" (all integers little-endian):
+ *     0   8  magic "SPCACHEB"
+ *     8   4  format version (SP_CACHE_FORMAT_VERSION)
+ *    12   4  header size (128)
+ *    16  16  entry key (hi, lo)
+ *    32   4  epoch
+ *    36   4  filter (0 none, 1 byte-shuffle by 4, 2/3 dictionary NCHW/NHWC)
+ *    40   8  batch index
+ *    48   4  count            52  4  nskipped
+ *    56   4  nsubstituted     60  4  nfailures
+ *    64   8  sample bytes
+ *    72   8  meta raw size    80  8  meta stored size
+ *    88   8  images stored size (images raw size = count * sample bytes)
+ *    96  16  XXH3-128 of the uncompressed frames: meta raw, then images frame raw
+ *   112   4  dictionary filters: channels C (else 0)
+ *   116   4  reserved (0)
+ *   120   8  XXH3-64 of bytes [0,120) and of everything after byte 128
+ *   128      meta frame (zstd), images frame (zstd)
+ * The images frame holds count * sample bytes, or for the dictionary
+ * filters C x 256 4-byte table entries then one index byte per value.
+ * meta raw = indices (u64 x count), labels (i32 x count), skipped (u64 x
+ * nskipped), substituted (u64 x 2 nsubstituted), then nfailures records
+ * (u64 sample, i32 code, u32 length, length bytes of "path: reason").
+ *
+ * MANIFEST: text, one "name value" per line, the last line
+ * "checksum <16 hex>" = XXH3-64 of every byte before that line; one
+ * "b <index> <stored> <raw> <file xxh64 hex>" line per batch.
+ */
+#ifndef SEEDPIPE_CACHE_INTERNAL_H
+#define SEEDPIPE_CACHE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdatomic.h>
+
+#include <zstd.h>
+
+#include "seedpipe/cache.h"
+
+#define SP__CB_MAGIC "SPCACHEB"
+#define SP__CB_HEADER 128
+#define SP__CM_NAME "MANIFEST"
+#define SP__CM_MAGIC "seedpipe-cache"
+/* Bounds on what a file may claim (a cache file is untrusted input). */
+#define SP__CB_MAX_COUNT (1u << 20)
+#define SP__CB_MAX_RAW (1ull << 36)
+#define SP__CM_MAX_BYTES (64u << 20)
+#define SP__CM_MAX_BATCHES (1ull << 24)
+
+enum {
+    SP__FILTER_NONE = 0,
+    SP__FILTER_SHUFFLE4 = 1,     /* byte shuffle by 4 */
+    SP__FILTER_DICT8_NCHW = 2,   /* per-channel 256-entry dictionary, NCHW */
+    SP__FILTER_DICT8_NHWC = 3    /* the same, NHWC */
+};
+
+/* The header fields of a batch file. */
+typedef struct sp__cb_header {
+    uint32_t version;
+    sp_digest key;
+    uint32_t epoch, filter;
+    uint64_t index;
+    uint32_t count, nskipped, nsubstituted, nfailures;
+    uint64_t sample_bytes;
+    uint64_t meta_raw, meta_stored, images_stored;
+    sp_digest raw_hash;
+    uint32_t channels;           /* dictionary filters: C */
+    uint64_t file_hash;
+} sp__cb_header;
+
+/* Per-batch line of a manifest. */
+typedef struct sp__cm_batch {
+    uint64_t stored, raw, file_hash;
+} sp__cm_batch;
+
+/* A parsed manifest: the entry-info fields plus the per-batch lines. */
+typedef struct sp__cm {
+    sp_cache_entry_info info;   /* dataset/pipeline owned */
+    uint32_t version;
+    sp_digest key;
+    sp__cm_batch *b;            /* info.batches */
+} sp__cm;
+
+/* Scratch buffers reused across batches by readers and writers. */
+typedef struct sp__cbuf {
+    uint8_t *p;
+    size_t cap;
+} sp__cbuf;
+int sp__cbuf_reserve(sp__cbuf *b, size_t n);
+void sp__cbuf_free(sp__cbuf *b);
+
+/*! sp__cb_encode() : the batch file bytes of b into out (size in *len),
+ *  with the failure-log lines of its failed samples from ld. filter is
+ *  SP__FILTER_NONE, _SHUFFLE4, or _DICT8_NCHW meaning "dictionary if the
+ *  batch allows it" (it falls back to the shuffle). ctx is reused; scratch
+ *  is a work buffer. @return 0, SP_ENOMEM, SP_EIO. */
+int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sample_bytes,
+                  int filter, const sp_loader *ld, sp__cbuf *out, size_t *len,
+                  sp__cbuf *scratch, sp__cb_header *h, sp_error *err);
+
+/*! sp__cb_parse_header() : parse and bound-check the header of a file of
+ *  `len` bytes (not the checksums). @return 0 or SP_EFORMAT "path: reason". */
+int sp__cb_parse_header(const uint8_t *p, size_t len, const char *path, sp__cb_header *h,
+                        sp_error *err);
+
+/*! sp__cb_decode() : verify the file hash, decompress both frames, verify
+ *  the raw hash, undo the filter and fill out (may be NULL: verify only;
+ *  then images go to scratch). The metadata stays in `meta` (for
+ *  sp__cb_replay_failures()).
+ *  @return 0 or SP_EFORMAT "path: reason", SP_ENOMEM. */
+int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
+                  const sp__cb_header *h, sp_batch *out, sp__cbuf *meta, sp__cbuf *scratch,
+                  sp_error *err);
+
+/*! sp__cb_replay_failures() : log the failure records of a decoded meta
+ *  buffer into the loader (the same log a recompute writes). */
+void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t *meta);
+
+/*! sp__cm_format() : the manifest text (malloc'ed, *len bytes).
+ *  @return 0 or SP_ENOMEM. */
+int sp__cm_format(const sp__cm *m, char **text, size_t *len);
+/*! sp__cm_read() : read and check the manifest at dirfd/MANIFEST.
+ *  @return 0, SP_EIO (errno ENOENT kept in *enoent), SP_EFORMAT, SP_ENOMEM. */
+int sp__cm_read(int dirfd, const char *path, sp__cm *m, int *enoent, sp_error *err);
+void sp__cm_free(sp__cm *m);
+
+/* Test hook: when > 0, cache file writes fail with ENOSPC once this many
+ * more bytes would be written (decremented by every write). Tests only. */
+extern _Atomic long long sp__cache_fail_after_bytes;
+
+/*! sp__write_all() : write n bytes or fail with errno set (honours the
+ *  test hook). @return 0 or -1. */
+int sp__write_all(int fd, const void *p, size_t n);
+/*! sp__read_file_at() : read the whole regular file dirfd/name into buf.
+ *  @return 0 or -1 with errno set. */
+int sp__read_file_at(int dirfd, const char *name, sp__cbuf *buf, size_t *len);
+/*! sp__rmtree_at() : remove dirfd/name and everything under it (no
+ *  symlink following). @return 0 or -1. */
+int sp__rmtree_at(int dirfd, const char *name);
+/*! sp__move_aside() : rename DIR/<name> to DIR/.corrupt/<name>.<pid>.<n>;
+ *  `dst` gets the new path. @return 0 or -1 (e.g. already moved). */
+int sp__move_aside(const char *dir, const char *name, char *dst, size_t cap);
+/* 1 if s is 32 lowercase hex digits. */
+int sp__is_key_name(const char *s);
+/* A unique-per-process suffix counter. */
+unsigned long sp__cache_seq(void);
+/* Fill info->disk_bytes by stat'ing the files of entry dirfd. */
+uint64_t sp__dir_bytes(int dirfd);
+
+#define PATH_CAP 4096
+
+/* The cache handle (cache.c); writers (cache_writer.c) see it too. */
+struct sp_cache {
+    char *dir;
+    sp_cache_opts o;
+    sp_cache_stats st;
+    /* The helper's open entry. */
+    int slot_on;
+    sp_loader *slot_ld;
+    uint32_t slot_epoch;
+    sp_digest slot_key;        /* a new loader at a freed one's address differs here */
+    sp_cache_reader *rd;
+    sp_cache_writer *wr;
+};
+
+uint64_t sp__cache_max_size(const sp_cache *c);
+int sp__cache_read_only(const sp_cache *c);
+/* Pass a warning to opts.warn (if set). */
+void sp__cache_warn(sp_cache *c, const char *msg);
+/* The manifest fields a loader decides (everything but sizes and times). */
+void sp__cache_info_from_loader(const sp_loader *ld, uint32_t epoch, sp_cache_entry_info *e);
+
+#endif
