@@ -18,6 +18,7 @@ static const struct { const char *cmd, *key; int arity; } arities[] = {
     {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0},
     {"rng", "key", 2},      {"rng", "counter", 4},
     {"verify", "no-crash", 0}, {"verify", "no-resume", 0}, {"verify", "no-service", 0},
+    {"verify", "no-cache", 0},
 };
 
 int cli_arity(const char *cmd, const char *key) {
@@ -54,7 +55,7 @@ static void usage(FILE *f) {
           "      the worker pool, 0 (default) in-process; every way gives the same lines\n"
           "  verify DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--workers 1,2,3,4,8] [--rng-mode per-sample|per-worker] [--ring R]\n"
-          "         [--on-error P] [--no-crash] [--no-resume] [--no-service]\n"
+          "         [--on-error P] [--no-crash] [--no-resume] [--no-service] [--no-cache] [--no-service]\n"
           "      run the stream in-process, at each worker count, with a worker killed,\n"
           "      with a stop/resume, and through a service to 1 client and to 2 ranks;\n"
           "      table of stream digests, first divergence\n"

@@ -56,6 +56,13 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg);
 typedef struct cli_stream cli_stream;
 int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
                     const sp_loader_state *resume, cli_stream **out, sp_error *err);
+/* The same through the epoch cache at cache_dir (NULL: none): in-process,
+ * batches go through sp_cache_epoch_batch(); on the pool, epochs are stored
+ * as they stream, and when every epoch is a hit no pool is started. A cache
+ * problem is a warning on stderr, never a stream error. */
+int cli_stream_open_cached(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
+                           const sp_loader_state *resume, const char *cache_dir,
+                           cli_stream **out, sp_error *err);
 int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err);
 void cli_stream_release(cli_stream *s);
 sp_loader *cli_stream_loader(cli_stream *s);

@@ -40,6 +40,7 @@ int cmd_digest(cli_args *a) {
     const char *out = cli_str(a, "out", NULL);
     if (!out) cli_usage_error(a, "--out FILE.jsonl is required ('-' for stdout)");
     const char *resume_path = cli_str(a, "resume", NULL);
+    const char *cache_dir = cli_str(a, "cache", NULL);
     const char *save_path = cli_str(a, "save-state", NULL);
     uint64_t stop_after = cli_u64(a, "stop-after", UINT64_MAX);
     if (cli_has(a, "stop-after") && !save_path)
@@ -51,8 +52,8 @@ int cmd_digest(cli_args *a) {
     sp_loader_state resume;
     if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
     cli_stream *stream;
-    if (cli_stream_open(&cfg, workers, ring, (uint32_t)epochs, resume_path ? &resume : NULL,
-                        &stream, &err) != 0)
+    if (cli_stream_open_cached(&cfg, workers, ring, (uint32_t)epochs,
+                               resume_path ? &resume : NULL, cache_dir, &stream, &err) != 0)
         cli_fail(a, &err);
     sp_loader *ld = cli_stream_loader(stream);
     char tmp[4096];

@@ -10,17 +10,21 @@
  * digests against the in-process reference, reporting the first
  * divergence down to the byte; `diff` compares two manifests.
  */
+#define _XOPEN_SOURCE 700   /* nftw */
 #include "loader/cli.h"
 
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
 
 #include "loader/loader_internal.h"
+#include "seedpipe/cache.h"
 #include "seedpipe/client.h"
 #include "seedpipe/manifest.h"
 #include "seedpipe/pool.h"
@@ -32,22 +36,63 @@
 struct cli_stream {
     sp_loader *ld;       /* in-process loader, or the pool's */
     sp_pool *pool;
+    sp_cache *cache;     /* --cache DIR, or NULL */
+    sp_cache_writer *w;  /* pool path: the epoch entry being filled */
     sp_batch buf;        /* in-process batch buffer */
     uint64_t abs, end;   /* in-process: next and end stream positions */
     uint64_t nb;
     int held;
 };
 
+static void cache_warn(void *ud, const char *msg) {
+    (void)ud;
+    fprintf(stderr, "seedpipe: cache: %s\n", msg);
+}
+
+/* With a cache and workers, are all epochs the stream will visit hits? Then
+ * the pool is not needed: the batches are read in-process. */
+static int cache_all_hits(sp_cache *c, const sp_loader_config *cfg, uint32_t first,
+                          uint32_t epochs) {
+    sp_loader *ld;
+    sp_error err;
+    if (sp_loader_create(cfg, &ld, &err) != 0) return 0;
+    int all = 1;
+    for (uint32_t e = first; all && e < epochs; e++) {
+        sp_cache_reader *r = NULL;
+        if (sp_cache_reader_open(c, ld, e, &r, &err) != 0) all = 0;
+        sp_cache_reader_close(r);
+    }
+    sp_loader_destroy(ld);
+    return all;
+}
+
 int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
                     const sp_loader_state *resume, cli_stream **out, sp_error *err) {
+    return cli_stream_open_cached(cfg, workers, ring, epochs, resume, NULL, out, err);
+}
+
+int cli_stream_open_cached(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
+                           const sp_loader_state *resume, const char *cache_dir,
+                           cli_stream **out, sp_error *err) {
     *out = NULL;
     cli_stream *s = calloc(1, sizeof *s);
     if (!s) return sp_error_set(err, SP_ENOMEM, "out of memory");
-    int rc;
-    if (workers >= 1) {
+    int rc = 0;
+    if (cache_dir) {
+        sp_cache_opts o;
+        sp_cache_opts_default(&o);
+        o.warn = cache_warn;
+        rc = sp_cache_open(cache_dir, &o, &s->cache, err);
+        if (rc == 0 && workers >= 1 &&
+            cache_all_hits(s->cache, cfg, resume ? resume->epoch : 0, epochs))
+            workers = 0;
+    }
+    if (rc != 0) {
+    } else if (workers >= 1) {
         sp_pool_config pc = {workers, ring, epochs, resume, NULL};
         rc = sp_pool_create(cfg, &pc, &s->pool, err);
         if (rc == 0) s->ld = sp_pool_loader(s->pool);
+        if (rc == 0) s->nb = sp_loader_batches_per_epoch(s->ld);
     } else {
         rc = sp_loader_create(cfg, &s->ld, err);
         if (rc == 0 && resume) rc = sp_loader_state_check(s->ld, resume, err);
@@ -67,14 +112,40 @@ int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t
     return SP_OK;
 }
 
+/* Pool path with a cache: store each epoch that streams from batch 0 and
+ * has no entry yet; a cache problem is a warning, never a stream error. */
+static void cache_store(cli_stream *s, const sp_batch *b) {
+    sp_error e;
+    if (b->index == 0) {
+        sp_cache_writer_abort(s->w);
+        s->w = NULL;
+        int rc = sp_cache_writer_open(s->cache, s->ld, b->epoch, &s->w, &e);
+        if (rc != 0 && rc != SP_CACHE_SKIP) cache_warn(NULL, e.msg);
+        if (rc != 0) s->w = NULL;
+    }
+    if (!s->w) return;
+    if (sp_cache_writer_put(s->w, b, &e) != 0) {
+        fprintf(stderr, "seedpipe: cache: %s; the stream goes on uncached\n", e.msg);
+        sp_cache_writer_abort(s->w);
+        s->w = NULL;
+    } else if (b->index + 1 == s->nb) {
+        if (sp_cache_writer_commit(s->w, &e) != 0)
+            fprintf(stderr, "seedpipe: cache: %s; the stream goes on uncached\n", e.msg);
+        s->w = NULL;
+    }
+}
+
 int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err) {
     if (s->pool) {
         int rc = sp_pool_next(s->pool, &s->buf, err);
         if (rc == 0) *b = &s->buf;
+        if (rc == 0 && s->cache) cache_store(s, &s->buf);
         return rc;
     }
     if (s->abs >= s->end) return SP_POOL_END;
-    int rc = sp_loader_batch(s->ld, (uint32_t)(s->abs / s->nb), s->abs % s->nb, &s->buf, err);
+    uint32_t e = (uint32_t)(s->abs / s->nb);
+    int rc = s->cache ? sp_cache_epoch_batch(s->cache, s->ld, e, s->abs % s->nb, &s->buf, err)
+                      : sp_loader_batch(s->ld, e, s->abs % s->nb, &s->buf, err);
     if (rc != 0) return rc;
     s->abs++;
     *b = &s->buf;
@@ -114,6 +185,9 @@ int cli_stream_kill_worker(cli_stream *s, int w) {
 
 void cli_stream_close(cli_stream *s) {
     if (!s) return;
+    sp_cache_writer_abort(s->w);
+    if (s->cache && !s->pool) sp_cache_flush(s->cache);
+    sp_cache_close(s->cache);
     if (s->pool) sp_pool_destroy(s->pool);
     else {
         sp_batch_free(&s->buf);
@@ -181,6 +255,7 @@ typedef struct verify_ctx {
     uint64_t total;        /* batches in the stream */
     const run_result *ref; /* NULL while running the reference */
     int tty;
+    const char *cache;     /* the cache rows' directory, or NULL */
 } verify_ctx;
 
 static void copy_divergent(run_result *r, const sp_loader *ld, const sp_batch *b) {
@@ -207,7 +282,8 @@ static void run_config(verify_ctx *v, run_result *r, int workers, int64_t kill_a
     sp_error err;
     sp_error_clear(&err);
     cli_stream *s;
-    int rc = cli_stream_open(&v->cfg, workers, v->ring, v->epochs, NULL, &s, &err);
+    int rc = cli_stream_open_cached(&v->cfg, workers, v->ring, v->epochs, NULL, v->cache, &s,
+                                    &err);
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
     while (rc == 0) {
@@ -220,7 +296,9 @@ static void run_config(verify_ctx *v, run_result *r, int workers, int64_t kill_a
             cli_stream_close(s);
             s = NULL;
             rc = sp_loader_state_parse(text, (size_t)len, &back, &err);
-            if (rc == 0) rc = cli_stream_open(&v->cfg, workers2, v->ring, v->epochs, &back, &s, &err);
+            if (rc == 0)
+                rc = cli_stream_open_cached(&v->cfg, workers2, v->ring, v->epochs, &back, v->cache,
+                                            &s, &err);
             stop_at = -1;
             if (rc != 0) break;
         }
@@ -433,6 +511,16 @@ static void run_service(verify_ctx *v, run_result *r, int workers, uint32_t K) {
     if (v->tty) fputs("\r\033[K", stderr);
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Remove a directory tree of our own (the verify cache). */
+static void remove_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 #define MAX_CONFIGS 24
 
 int cmd_verify(cli_args *a) {
@@ -454,6 +542,7 @@ int cmd_verify(cli_args *a) {
     v.epochs = (uint32_t)epochs;
     int no_crash = cli_has(a, "no-crash"), no_resume = cli_has(a, "no-resume");
     int no_service = cli_has(a, "no-service");
+    int no_cache = cli_has(a, "no-cache");
     cli_check_unused(a);
     int ws[16], nw = 0;
     for (const char *p = wlist; *p;) {
@@ -498,6 +587,22 @@ int cmd_verify(cli_args *a) {
         snprintf(rs[nr].name, sizeof rs[nr].name, "stop at %lld, resume %d->%d", (long long)at,
                  ws[0], wmax);
         run_config(&v, &rs[nr++], ws[0], -1, at, wmax);
+    }
+
+    /* Through the epoch cache: a cold run on the pool fills it, a warm run
+     * reads every batch back from it (no pool is started). */
+    char cdir[64] = "";
+    if (!no_cache && v.cfg.rng_mode == SP_RNG_PER_SAMPLE) {
+        snprintf(cdir, sizeof cdir, "/tmp/seedpipe-verify-cache-XXXXXX");
+        if (mkdtemp(cdir)) {
+            v.cache = cdir;
+            snprintf(rs[nr].name, sizeof rs[nr].name, "cache cold, workers %d", wmax);
+            run_config(&v, &rs[nr++], wmax, -1, -1, 0);
+            snprintf(rs[nr].name, sizeof rs[nr].name, "cache warm (hits)");
+            run_config(&v, &rs[nr++], wmax, -1, -1, 0);
+            v.cache = NULL;
+            remove_tree(cdir);
+        }
     }
 
     const char *service_skip = NULL;
