@@ -18,7 +18,7 @@ static const struct { const char *cmd, *key; int arity; } arities[] = {
     {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0},
     {"rng", "key", 2},      {"rng", "counter", 4},
     {"verify", "no-crash", 0}, {"verify", "no-resume", 0}, {"verify", "no-service", 0},
-    {"verify", "no-cache", 0},
+    {"verify", "no-cache", 0}, {"train", "strict", 0}, {"train", "fast", 0},
 };
 
 int cli_arity(const char *cmd, const char *key) {
@@ -73,6 +73,13 @@ static void usage(FILE *f) {
           "        [--threads T] [--level L] [--max-size SIZE]   fill the epoch cache\n"
           "  cache ls DIR | cache verify DIR [--recompute N [--dataset D]]\n"
           "  cache gc DIR --max-size SIZE\n"
+          "  train DATASET --seed S --epochs E --batch-size B --out RUN.json\n"
+          "         [--pipeline P] [--dtype uint8|float32] [--threads T] [--train-threads T]\n"
+          "         [--device cpu|cuda] [--mode strict|fast|default] [--lr X] [--momentum X]\n"
+          "         [--weight-decay X] [--eval DATASET [--eval-pipeline P]]\n"
+          "         [--checkpoint-dir DIR --checkpoint-every N] [--resume CKPT] [--stop-after N]\n"
+          "         [--workers W [--ring R]] [--seeds 1,2,3] [--compare-devices STEPS]\n"
+          "      train the small CNN on loader batches (docs/training.md); writes a run record\n"
           "  dump DATASET --pipeline P --seed S --epoch E --batch B --out grid.png\n"
           "      write one augmented batch as a contact sheet\n"
           "  order (DATASET | --n N) --seed S --epoch E\n"
@@ -200,7 +207,7 @@ int main(int argc, char **argv) {
         {"digest", cmd_digest},   {"dump", cmd_dump},
         {"verify", cmd_verify},   {"diff", cmd_diff},
         {"serve", cmd_serve},     {"status", cmd_status},
-        {"cache", cmd_cache},
+        {"cache", cmd_cache},     {"train", cmd_train},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmds[i].name, a.cmd)) return cmds[i].fn(&a);

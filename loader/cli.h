@@ -89,5 +89,6 @@ int cmd_diff(cli_args *a);
 int cmd_serve(cli_args *a);    /* cli_service.c */
 int cmd_status(cli_args *a);
 int cmd_cache(cli_args *a);     /* cli_cache.c */
+int cmd_train(cli_args *a);     /* cli_train.c */
 
 #endif

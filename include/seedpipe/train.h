@@ -1,0 +1,170 @@
+/* seedpipe/train.h - deterministic training of the small CNN: step, eval,
+ * checkpoint/resume, run record.
+ *
+ * A trainer holds the model (model.h), the SGD-with-momentum optimizer and
+ * a step counter, on one backend:
+ *   cpu   the reference: bit-identical results for any `threads` (samples
+ *         are spread over threads in any way; per-sample gradients are
+ *         summed over the batch with a fixed tree that depends only on the
+ *         batch size; parameters are updated by fixed ranges).
+ *   cuda  cuDNN convolutions with fixed deterministic algorithms, cuBLAS
+ *         with pedantic math and no atomics, the project's own kernels for
+ *         the rest (kernels/nn_cuda.cu). Run-to-run bit-identical in strict
+ *         mode; close to, not bit-equal with, the CPU (other summation
+ *         orders inside cuDNN/cuBLAS). Only when built with CUDA; otherwise
+ *         SP_EUNSUPP "built without CUDA".
+ * Every backend starts from the same initial bits (sp_model_init from the
+ * seed's SP_STREAM_INIT stream).
+ *
+ * Determinism: given the same config, initial state and batches, a CPU
+ * trainer's weights after N steps are a pure function of those inputs.
+ * A checkpoint stores weights, momentum and the step count exactly, so a
+ * resumed run ends with the bits of an uninterrupted one.
+ *
+ * Thread safety: one trainer per thread at a time.
+ */
+#ifndef SEEDPIPE_TRAIN_H
+#define SEEDPIPE_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seedpipe/common.h"
+#include "seedpipe/loader.h"
+#include "seedpipe/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SP_DEVICE_CPU = 0, SP_DEVICE_CUDA = 1 } sp_device;
+
+/* cuDNN algorithm choice: SP_ALGO_DEFAULT = the fixed deterministic one
+ * (forward IMPLICIT_PRECOMP_GEMM, backward data ALGO_1, backward filter
+ * ALGO_1); any other value is a raw cudnnConvolution*Algo_t number that
+ * strict mode checks (it refuses BWD_DATA_ALGO_0, BWD_FILTER_ALGO_0/3 and
+ * anything it cannot vouch for). */
+#define SP_ALGO_DEFAULT (-1)
+
+typedef struct sp_train_config {
+    uint64_t seed;            /* model init stream (SP_STREAM_INIT) */
+    sp_model_shape shape;
+    float lr;                 /* default 0.02 */
+    float momentum;           /* default 0.9 */
+    float weight_decay;       /* default 5e-4 */
+    sp_device device;         /* default cpu */
+    int threads;              /* cpu: worker threads (<= 1: caller only), max 64 */
+    /* cuda only */
+    int cuda_device;          /* default 0 */
+    int strict;               /* refuse any non-deterministic setting (default 1) */
+    int fast;                 /* let cuDNN pick algorithms (needs strict = 0) */
+    int conv_fwd_algo, conv_bwd_data_algo, conv_bwd_filter_algo;  /* SP_ALGO_DEFAULT */
+} sp_train_config;
+
+/*! sp_train_config_default() : the defaults above; shape must be set. */
+void sp_train_config_default(sp_train_config *cfg);
+/*! sp_device_parse() : "cpu" | "cuda". @return 0 or SP_EINVAL. */
+int sp_device_parse(const char *s, sp_device *out, sp_error *err);
+const char *sp_device_name(sp_device d);
+
+typedef struct sp_trainer sp_trainer;
+
+/*! sp_trainer_create() : model initialised from cfg->seed.
+ *  @return 0, SP_EINVAL (bad shape or hyperparameter), SP_ENOMEM,
+ *  SP_EUNSUPP (cuda not built; strict mode refusing a setting, the message
+ *  names it), SP_EIO (CUDA/cuDNN/cuBLAS failure, message names the call). */
+int sp_trainer_create(const sp_train_config *cfg, sp_trainer **out, sp_error *err);
+void sp_trainer_destroy(sp_trainer *tr);   /* accepts NULL */
+
+const sp_train_config *sp_trainer_config(const sp_trainer *tr);
+const sp_model_layout *sp_trainer_layout(const sp_trainer *tr);
+/*! sp_trainer_steps() : SGD steps taken (restored by sp_trainer_load). */
+uint64_t sp_trainer_steps(const sp_trainer *tr);
+
+/*! sp_trainer_step() : one SGD step on n samples, x float32 NCHW
+ *  (n*C*H*W), labels in [0, classes). *loss (may be NULL) = mean loss
+ *  and *correct (may be NULL) = argmax hits, both before the update.
+ *  @return 0, SP_EINVAL (label out of range, n == 0), or a backend error. */
+int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
+                    float *loss, uint32_t *correct, sp_error *err);
+/*! sp_trainer_eval() : forward only; *correct = argmax hits, *loss mean. */
+int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
+                    uint32_t *correct, float *loss, sp_error *err);
+
+/*! sp_trainer_step_batch() / sp_trainer_eval_batch() : the same on a loader
+ *  batch (loader.h). uint8 images become v / 255.0f; the layout must be
+ *  NCHW and the sample dims equal the model's input. @return SP_EINVAL
+ *  naming the mismatch. */
+int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b, float *loss,
+                          uint32_t *correct, sp_error *err);
+int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
+                          uint32_t *correct, float *loss, sp_error *err);
+
+/*! sp_trainer_get_params() : copy nparams floats (layout order) out;
+ *  momentum may be NULL. */
+int sp_trainer_get_params(sp_trainer *tr, float *params, float *momentum, sp_error *err);
+/*! sp_trainer_weights_digest() : XXH3-128 (seed 0) of the parameter array
+ *  as little-endian IEEE-754 float32 bytes, layout order. */
+int sp_trainer_weights_digest(sp_trainer *tr, sp_digest *out, sp_error *err);
+/*! sp_trainer_describe() : JSON object text for the run record: backend,
+ *  threads, and on CUDA the runtime/driver/cuDNN/cuBLAS versions, device
+ *  name and algorithms. snprintf semantics. */
+int sp_trainer_describe(sp_trainer *tr, char *buf, size_t size);
+
+/* ---- checkpoints -------------------------------------------------------------
+ * Binary file, all integers little-endian:
+ *   "SPCKPT01" magic, u32 version 1, u32 header bytes,
+ *   u64 seed, i32 c, h, w, classes, f32 lr, momentum, weight_decay (bits),
+ *   u64 steps, u64 nparams, u32 blob length,
+ *   blob (opaque caller bytes: the CLI stores its loader state JSON: epoch,
+ *   next batch, loader fingerprint, seed), nparams f32 weights,
+ *   nparams f32 momentum, then XXH3-128 of everything before (16 bytes).
+ * Written to "<path>.tmp.<pid>" and renamed into place (atomic). */
+
+/*! sp_trainer_save() : @return 0 or SP_EIO naming the path. */
+int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t blob_len,
+                    sp_error *err);
+/*! sp_trainer_load() : restore weights, momentum and the step count.
+ *  *blob (malloc'd, NUL-terminated, caller frees; may be NULL) gets the
+ *  stored blob. @return 0, SP_EIO, SP_EFORMAT (bad magic, truncated,
+ *  checksum), SP_EMISMATCH listing every difference (seed, shape, classes,
+ *  lr, momentum, weight decay) between the file and this trainer. */
+int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_len,
+                    sp_error *err);
+
+/* ---- run record ------------------------------------------------------------ */
+
+typedef struct sp_run_epoch {
+    double loss;            /* mean training loss of the epoch */
+    double accuracy;        /* training accuracy (correct / seen, pre-update) */
+    double eval_accuracy;   /* < 0: no eval set */
+    double eval_loss;
+} sp_run_epoch;
+
+typedef struct sp_run_record {
+    uint64_t seed;
+    const char *config_json;    /* full config, a JSON object text */
+    sp_digest dataset_fingerprint;
+    sp_digest loader_fingerprint;
+    const char *device_json;    /* sp_trainer_describe() */
+    uint32_t nepochs;
+    const sp_run_epoch *epochs;
+    uint64_t nsteps;
+    const float *step_loss;     /* nsteps losses (exact, "%.9g") ... */
+    uint64_t step_loss_first;   /* ... of steps step_loss_first + 0, 1, ... */
+    sp_digest final_weights;
+    double seconds;             /* wall time, informative only */
+} sp_run_record;
+
+/*! sp_run_record_write() : one JSON object with the keys seed, config,
+ *  dataset_fingerprint, loader_fingerprint, versions
+ *  (sp_library_versions_json), device, epochs [{loss, accuracy,
+ *  eval_accuracy?, eval_loss?}], step_loss_first, step_loss [...], step_loss_digest
+ *  (XXH3-128 of the float32 bytes), final_weights_digest, seconds.
+ *  Written atomically (temp + rename). @return 0 or SP_EIO. */
+int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,343 @@
+/* model.c - the small CNN on the CPU: layout, initialisation, one sample's
+ * forward/backward, and the CPU reference backend (threads, fixed trees).
+ *
+ * HOW THE CPU BACKEND STAYS BIT-IDENTICAL FOR ANY THREAD COUNT:
+ *  1. Per-sample phase: sample n's forward and backward run start to end
+ *     in one thread and write its own slice grads[n * P .. (n+1) * P) and
+ *     loss[n] (P = number of parameters; the loss gradient is pre-scaled by
+ *     1/B). Threads take samples t, t + T, t + 2T, ...; which thread ran a
+ *     sample cannot change its bits.
+ *  2. Reduce-and-update phase: parameter p's batch gradient is
+ *     sp_nn_tree_sum(grads + p, B, P), the fixed tree of nn_math.h over
+ *     the samples in batch order, followed by sp_nn_sgd_update. Threads
+ *     take fixed contiguous parameter ranges; each parameter is computed
+ *     by exactly one thread with the same tree.
+ *  3. The batch loss is sp_nn_tree_sum(loss, B, 1) / B.
+ * Cost: B * P floats of per-sample gradients (about 1 MB per sample for a
+ * 64 px RGB input and 10 classes), the price of a reduction order that
+ * depends on nothing but B. If a thread cannot be created its share runs
+ * in the calling thread, with the same result.
+ */
+#include "seedpipe/model.h"
+
+#include <math.h>      /* sqrt: correctly rounded (IEEE-754) */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/nn_backend.h"
+#include "kernels/nn_math.h"
+
+static const char *const TENSOR_NAMES[SP_T_COUNT] = {"conv1.w", "conv1.b", "conv2.w",
+                                                     "conv2.b", "fc.w",    "fc.b"};
+
+const char *sp_model_tensor_name(int t) {
+    return t >= 0 && t < SP_T_COUNT ? TENSOR_NAMES[t] : "?";
+}
+
+int sp_model_layout_of(const sp_model_shape *s, sp_model_layout *l, sp_error *err) {
+    if (!s || !l) return sp_error_set(err, SP_EINVAL, "model: NULL shape");
+    if (s->c != 1 && s->c != 3)
+        return sp_error_set(err, SP_EINVAL, "model: input channels must be 1 or 3 (got %d)", s->c);
+    if (s->h < 4 || s->w < 4 || s->h > 4096 || s->w > 4096)
+        return sp_error_set(err, SP_EINVAL, "model: input size %dx%d out of range 4..4096",
+                            s->w, s->h);
+    if (s->classes < 2 || s->classes > 65536)
+        return sp_error_set(err, SP_EINVAL, "model: classes must be in 2..65536 (got %d)",
+                            s->classes);
+    memset(l, 0, sizeof *l);
+    l->in = *s;
+    l->h1 = s->h / 2;
+    l->w1 = s->w / 2;
+    l->h2 = l->h1 / 2;
+    l->w2 = l->w1 / 2;
+    l->feat = (size_t)SP_MODEL_C2 * (size_t)l->h2 * (size_t)l->w2;
+    size_t cnt[SP_T_COUNT] = {
+        (size_t)SP_MODEL_C1 * (size_t)s->c * 9, SP_MODEL_C1,
+        (size_t)SP_MODEL_C2 * SP_MODEL_C1 * 9,  SP_MODEL_C2,
+        (size_t)s->classes * l->feat,           (size_t)s->classes};
+    l->off[0] = 0;
+    for (int t = 0; t < SP_T_COUNT; t++) l->off[t + 1] = l->off[t] + cnt[t];
+    l->nparams = l->off[SP_T_COUNT];
+    if (l->nparams > 0xffffffffu)
+        return sp_error_set(err, SP_EINVAL, "model: %zu parameters (more than 2^32)", l->nparams);
+    size_t hw = (size_t)s->h * (size_t)s->w, hw1 = (size_t)l->h1 * (size_t)l->w1;
+    /* r1, p1, r2, p2(feat), logits, dlogits, dfeat, dr2, dp1, dr1 */
+    l->workspace = SP_MODEL_C1 * hw + SP_MODEL_C1 * hw1 + SP_MODEL_C2 * hw1 + l->feat +
+                   2 * (size_t)s->classes + l->feat + SP_MODEL_C2 * hw1 + SP_MODEL_C1 * hw1 +
+                   SP_MODEL_C1 * hw;
+    return 0;
+}
+
+void sp_model_init(const sp_model_layout *l, uint64_t seed, float *params) {
+    sp_key k = sp_stream_key(seed, SP_STREAM_INIT);
+    double fan[SP_T_COUNT] = {(double)l->in.c * 9.0, 0, (double)SP_MODEL_C1 * 9.0, 0,
+                              (double)l->feat, 0};
+    for (int t = 0; t < SP_T_COUNT; t++) {
+        size_t n = l->off[t + 1] - l->off[t];
+        float *p = params + l->off[t];
+        if (fan[t] == 0.0) {                    /* biases */
+            memset(p, 0, n * sizeof *p);
+            continue;
+        }
+        double bound = 1.0 / sqrt(fan[t]);
+        for (size_t i = 0; i < n; i++) p[i] = sp_nn_init_value(k, (uint32_t)t, (uint32_t)i, bound);
+    }
+}
+
+/* Workspace slices of one sample. */
+typedef struct ws_view {
+    float *r1, *p1, *r2, *p2, *logits, *dlogits, *dfeat, *dr2, *dp1, *dr1;
+} ws_view;
+
+static ws_view ws_split(const sp_model_layout *l, float *ws) {
+    size_t hw = (size_t)l->in.h * (size_t)l->in.w, hw1 = (size_t)l->h1 * (size_t)l->w1;
+    ws_view v;
+    v.r1 = ws;                   ws += SP_MODEL_C1 * hw;
+    v.p1 = ws;                   ws += SP_MODEL_C1 * hw1;
+    v.r2 = ws;                   ws += SP_MODEL_C2 * hw1;
+    v.p2 = ws;                   ws += l->feat;
+    v.logits = ws;               ws += (size_t)l->in.classes;
+    v.dlogits = ws;              ws += (size_t)l->in.classes;
+    v.dfeat = ws;                ws += l->feat;
+    v.dr2 = ws;                  ws += SP_MODEL_C2 * hw1;
+    v.dp1 = ws;                  ws += SP_MODEL_C1 * hw1;
+    v.dr1 = ws;
+    return v;
+}
+
+static void forward(const sp_model_layout *l, const float *P, const float *x, ws_view *v) {
+    int h = l->in.h, w = l->in.w;
+    size_t hw = (size_t)h * (size_t)w, hw1 = (size_t)l->h1 * (size_t)l->w1;
+    sp_nn_conv3x3_forward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], P + l->off[SP_T_CONV1_B],
+                          SP_MODEL_C1, v->r1);
+    sp_nn_relu_forward(v->r1, SP_MODEL_C1 * hw, v->r1);
+    sp_nn_maxpool2_forward(v->r1, SP_MODEL_C1, h, w, v->p1);
+    sp_nn_conv3x3_forward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
+                          P + l->off[SP_T_CONV2_B], SP_MODEL_C2, v->r2);
+    sp_nn_relu_forward(v->r2, SP_MODEL_C2 * hw1, v->r2);
+    sp_nn_maxpool2_forward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->p2);
+    sp_nn_linear_forward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], P + l->off[SP_T_FC_B],
+                         l->in.classes, v->logits);
+}
+
+float sp_model_sample_forward(const sp_model_layout *l, const float *params, const float *x,
+                              int label, float *ws, float *logits) {
+    ws_view v = ws_split(l, ws);
+    forward(l, params, x, &v);
+    if (logits) memcpy(logits, v.logits, (size_t)l->in.classes * sizeof *logits);
+    if (label < 0) return 0.0f;
+    return sp_nn_softmax_xent_row(v.logits, l->in.classes, label, 1.0f, NULL);
+}
+
+float sp_model_sample_grad(const sp_model_layout *l, const float *P, const float *x, int label,
+                           float scale, float *ws, float *G, int *pred) {
+    ws_view v = ws_split(l, ws);
+    int h = l->in.h, w = l->in.w;
+    size_t hw = (size_t)h * (size_t)w, hw1 = (size_t)l->h1 * (size_t)l->w1;
+    forward(l, P, x, &v);
+    float loss = sp_nn_softmax_xent_row(v.logits, l->in.classes, label, scale, v.dlogits);
+    if (pred) *pred = sp_nn_argmax(v.logits, l->in.classes);
+    sp_nn_linear_backward(v.p2, (int)l->feat, P + l->off[SP_T_FC_W], l->in.classes, v.dlogits,
+                          v.dfeat, G + l->off[SP_T_FC_W], G + l->off[SP_T_FC_B]);
+    sp_nn_maxpool2_backward(v.r2, SP_MODEL_C2, l->h1, l->w1, v.dfeat, v.dr2);
+    sp_nn_relu_backward(v.r2, v.dr2, SP_MODEL_C2 * hw1, v.dr2);
+    sp_nn_conv3x3_backward(v.p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
+                           SP_MODEL_C2, v.dr2, v.dp1, G + l->off[SP_T_CONV2_W],
+                           G + l->off[SP_T_CONV2_B]);
+    sp_nn_maxpool2_backward(v.r1, SP_MODEL_C1, h, w, v.dp1, v.dr1);
+    sp_nn_relu_backward(v.r1, v.dr1, SP_MODEL_C1 * hw, v.dr1);
+    sp_nn_conv3x3_backward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], SP_MODEL_C1, v.dr1, NULL,
+                           G + l->off[SP_T_CONV1_W], G + l->off[SP_T_CONV1_B]);
+    return loss;
+}
+
+/* ---- the CPU backend ---------------------------------------------------------- */
+
+typedef struct cpu_ctx {
+    sp_model_layout l;
+    float lr, mu, wd;
+    int threads;
+    float *params, *mom;
+    float *ws;              /* threads * l.workspace */
+    float *grads;           /* cap * nparams per-sample gradients */
+    float *loss;            /* cap per-sample losses */
+    int32_t *pred;          /* cap predictions (eval) */
+    uint32_t cap;
+} cpu_ctx;
+
+typedef struct job {
+    cpu_ctx *c;
+    int kind;               /* 0: grads, 1: reduce+update, 2: eval forward */
+    const float *x;
+    const int32_t *labels;
+    uint32_t n;
+} job;
+
+typedef struct task { const job *j; int t; } task;
+
+static void run_task(const job *j, int t) {
+    cpu_ctx *c = j->c;
+    const sp_model_layout *l = &c->l;
+    int T = c->threads;
+    float *ws = c->ws + (size_t)t * l->workspace;
+    size_t sample = (size_t)l->in.c * (size_t)l->in.h * (size_t)l->in.w;
+    if (j->kind == 0) {
+        float scale = 1.0f / (float)j->n;
+        for (uint32_t s = (uint32_t)t; s < j->n; s += (uint32_t)T) {
+            int pred = 0;
+            c->loss[s] = sp_model_sample_grad(l, c->params, j->x + s * sample, j->labels[s], scale,
+                                              ws, c->grads + (size_t)s * l->nparams, &pred);
+            c->pred[s] = pred;
+        }
+    } else if (j->kind == 1) {
+        size_t P = l->nparams, per = (P + (size_t)T - 1) / (size_t)T;
+        size_t p0 = (size_t)t * per, p1 = p0 + per < P ? p0 + per : P;
+        for (size_t p = p0; p < p1; p++) {
+            float g = sp_nn_tree_sum(c->grads + p, (long)j->n, (long)P);
+            sp_nn_sgd_update(&c->params[p], &c->mom[p], g, c->lr, c->mu, c->wd);
+        }
+    } else {
+        float *logits = ws_split(l, ws).dlogits;   /* unused by the forward pass */
+        for (uint32_t s = (uint32_t)t; s < j->n; s += (uint32_t)T) {
+            c->loss[s] = sp_model_sample_forward(l, c->params, j->x + s * sample, j->labels[s],
+                                                 ws, logits);
+            c->pred[s] = sp_nn_argmax(logits, l->in.classes);
+        }
+    }
+}
+
+static void *thread_main(void *arg) {
+    task *tk = (task *)arg;
+    run_task(tk->j, tk->t);
+    return NULL;
+}
+
+/* Run the job's T shares: 1..T-1 on new threads, 0 (and any share whose
+ * thread could not start) here. */
+static void run_job(const job *j) {
+    int T = j->c->threads;
+    pthread_t th[64];
+    task tk[64];
+    int started[64] = {0};
+    for (int t = 1; t < T; t++) {
+        tk[t].j = j;
+        tk[t].t = t;
+        started[t] = pthread_create(&th[t], NULL, thread_main, &tk[t]) == 0;
+    }
+    run_task(j, 0);
+    for (int t = 1; t < T; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else run_task(j, t);
+    }
+}
+
+static int ensure_cap(cpu_ctx *c, uint32_t n, sp_error *err) {
+    if (n <= c->cap) return 0;
+    size_t P = c->l.nparams;
+    if ((size_t)n > SIZE_MAX / sizeof(float) / P)
+        return sp_error_set(err, SP_ENOMEM, "cpu backend: batch of %u too large", n);
+    float *g = (float *)realloc(c->grads, (size_t)n * P * sizeof *g);
+    if (!g) return sp_error_set(err, SP_ENOMEM, "cpu backend: per-sample gradients (%u x %zu)", n, P);
+    c->grads = g;
+    float *lo = (float *)realloc(c->loss, n * sizeof *lo);
+    if (!lo) return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
+    c->loss = lo;
+    int32_t *pr = (int32_t *)realloc(c->pred, n * sizeof *pr);
+    if (!pr) return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
+    c->pred = pr;
+    c->cap = n;
+    return 0;
+}
+
+static void cpu_destroy(void *ctx) {
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    if (!c) return;
+    free(c->params);
+    free(c->mom);
+    free(c->ws);
+    free(c->grads);
+    free(c->loss);
+    free(c->pred);
+    free(c);
+}
+
+static int cpu_create(const sp_model_layout *l, const sp_train_config *cfg, const float *params,
+                      const float *momentum, void **out, sp_error *err) {
+    cpu_ctx *c = (cpu_ctx *)calloc(1, sizeof *c);
+    if (!c) return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
+    c->l = *l;
+    c->lr = cfg->lr;
+    c->mu = cfg->momentum;
+    c->wd = cfg->weight_decay;
+    c->threads = cfg->threads < 1 ? 1 : cfg->threads > 64 ? 64 : cfg->threads;
+    c->params = (float *)malloc(l->nparams * sizeof(float));
+    c->mom = (float *)malloc(l->nparams * sizeof(float));
+    c->ws = (float *)malloc((size_t)c->threads * l->workspace * sizeof(float));
+    if (!c->params || !c->mom || !c->ws) {
+        cpu_destroy(c);
+        return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
+    }
+    memcpy(c->params, params, l->nparams * sizeof(float));
+    memcpy(c->mom, momentum, l->nparams * sizeof(float));
+    *out = c;
+    return 0;
+}
+
+static int cpu_step(void *ctx, const float *x, const int32_t *labels, uint32_t n, float *loss,
+                    uint32_t *correct, sp_error *err) {
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    int rc = ensure_cap(c, n, err);
+    if (rc) return rc;
+    job j = {c, 0, x, labels, n};
+    run_job(&j);
+    j.kind = 1;
+    run_job(&j);
+    *loss = sp_nn_tree_sum(c->loss, (long)n, 1) / (float)n;
+    uint32_t ok = 0;
+    for (uint32_t s = 0; s < n; s++) ok += c->pred[s] == labels[s];
+    *correct = ok;
+    return 0;
+}
+
+static int cpu_eval(void *ctx, const float *x, const int32_t *labels, uint32_t n,
+                    uint32_t *correct, float *loss, sp_error *err) {
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    int rc = ensure_cap(c, n, err);
+    if (rc) return rc;
+    job j = {c, 2, x, labels, n};
+    run_job(&j);
+    uint32_t ok = 0;
+    for (uint32_t s = 0; s < n; s++) ok += c->pred[s] == labels[s];
+    *correct = ok;
+    *loss = sp_nn_tree_sum(c->loss, (long)n, 1) / (float)n;
+    return 0;
+}
+
+static int cpu_get(void *ctx, float *params, float *momentum, sp_error *err) {
+    (void)err;
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    if (params) memcpy(params, c->params, c->l.nparams * sizeof(float));
+    if (momentum) memcpy(momentum, c->mom, c->l.nparams * sizeof(float));
+    return 0;
+}
+
+static int cpu_set(void *ctx, const float *params, const float *momentum, sp_error *err) {
+    (void)err;
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    if (params) memcpy(c->params, params, c->l.nparams * sizeof(float));
+    if (momentum) memcpy(c->mom, momentum, c->l.nparams * sizeof(float));
+    return 0;
+}
+
+static int cpu_describe(void *ctx, char *buf, size_t size) {
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    return snprintf(buf, size, "\"backend\":\"cpu\",\"threads\":%d,"
+                    "\"reduction\":\"per-sample gradients, fixed binary-counter tree over the batch\"",
+                    c->threads);
+}
+
+const sp__nn_backend sp__nn_cpu_backend = {"cpu",    cpu_create, cpu_destroy, cpu_step,
+                                           cpu_eval, cpu_get,    cpu_set,     cpu_describe};

@@ -1,0 +1,215 @@
+/* nn_math.h - per-element and per-reduction arithmetic of the training core,
+ * shared verbatim by the CPU reference (nn_cpu.c, model.c) and the CUDA
+ * kernels (nn_cuda.cu).
+ *
+ * Every function is SP_HOSTDEV (philox.h): `static inline` in C,
+ * `__host__ __device__` under nvcc. Built from IEEE-754 + - * / and integer
+ * bit manipulation only, evaluated in the written order, compiled with
+ * -ffp-contract=off (host) and --fmad=false (device): the same inputs give
+ * the same bits on the CPU and on the GPU. No libm transcendental is called
+ * (DESIGN.md section 1); exp and log are the fdlibm reductions re-derived
+ * in double (as augment/detmath.c, restricted to the domains used here).
+ *
+ * The fixed reduction tree (sp_nn_tree_sum) HOW IT WORKS: values are
+ * consumed in index order; each is pushed as a "run" of size 1 on a stack;
+ * while the top two runs have equal size they are merged (left + right).
+ * When all are consumed, the stack is folded from the top: acc = top,
+ * then acc = below + acc. For n a power of two this is the balanced
+ * pairwise tree; for other n it is a fixed tree of the binary digits of n.
+ * The tree depends only on n, never on threads or launch geometry, needs
+ * O(log n) registers and no scratch memory, so a GPU thread runs it alone.
+ * Error grows like O(log n) (pairwise summation).
+ */
+#ifndef SEEDPIPE_NN_MATH_H
+#define SEEDPIPE_NN_MATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "seedpipe/philox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+SP_HOSTDEV uint64_t sp_nn_d2u(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return u; }
+SP_HOSTDEV double sp_nn_u2d(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
+
+/*! sp_nn_exp_neg() : e^x for x <= 0 (softmax after the max subtraction),
+ *  < 1 ulp in double; x < -708 gives 0, NaN gives NaN. */
+SP_HOSTDEV double sp_nn_exp_neg(double x) {
+    const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
+    const double INV_LN2 = 1.44269504088896338700e+00;
+    const double P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
+                 P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
+                 P5 = 4.13813679705723846039e-08;
+    if (x != x) return x;
+    if (x > 0.0) x = 0.0;             /* domain guard: callers pass x <= 0 */
+    if (x < -708.0) return 0.0;
+    if (x > -3.7252902984619141e-09) return 1.0 + x;   /* |x| < 2^-28 */
+    int k = (int)(INV_LN2 * x - 0.5);  /* truncation toward zero: round */
+    double dk = (double)k;
+    double hi = x - dk * LN2_HI;       /* exact: dk * LN2_HI has <= 32 bits */
+    double lo = dk * LN2_LO;
+    double r = hi - lo;
+    double t = r * r;
+    double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+    double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+    /* y in [0.5, 2]; k >= -1022 here, so the scaled result is normal. */
+    return sp_nn_u2d(sp_nn_d2u(y) + ((uint64_t)(int64_t)k << 52));
+}
+
+/*! sp_nn_log_pos() : natural log of a positive normal double (callers
+ *  pass the softmax denominator, >= 1), < 1 ulp. NaN and +inf pass
+ *  through; zero, negative and subnormal inputs give -1e308 (never met). */
+SP_HOSTDEV double sp_nn_log_pos(double x) {
+    const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
+    const double LG1 = 6.666666666666735130e-01, LG2 = 3.999999999940941908e-01,
+                 LG3 = 2.857142874366239149e-01, LG4 = 2.222219843214978396e-01,
+                 LG5 = 1.818357216161805012e-01, LG6 = 1.531383769920937332e-01,
+                 LG7 = 1.479819860511658591e-01;
+    if (!(x >= 2.2250738585072014e-308)) return x != x ? x : -1.0e308;
+    if (x > 1.7976931348623157e308) return x;
+    uint64_t u = sp_nn_d2u(x);
+    int32_t hx = (int32_t)(u >> 32);
+    int k = (hx >> 20) - 1023;
+    hx &= 0x000fffff;
+    int32_t i = (hx + 0x95f64) & 0x100000;   /* mantissa >= sqrt(2): halve */
+    u = ((uint64_t)(uint32_t)(hx | (i ^ 0x3ff00000)) << 32) | (u & 0xffffffffull);
+    k += i >> 20;
+    double f = sp_nn_u2d(u) - 1.0;
+    double dk = (double)k;
+    if (f == 0.0) return dk * LN2_HI + dk * LN2_LO;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double w = z * z;
+    double t1 = w * (LG2 + w * (LG4 + w * LG6));
+    double t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
+    double r = t2 + t1;
+    double hfsq = 0.5 * f * f;
+    return dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f);
+}
+
+/* The fixed tree as an accumulator: push values in index order, then read
+ * the sum (for values computed on the fly, e.g. per-sample partials). */
+typedef struct sp_nn_tree {
+    float val[64];
+    long size[64];
+    int top;
+} sp_nn_tree;
+
+SP_HOSTDEV void sp_nn_tree_init(sp_nn_tree *t) { t->top = 0; }
+
+SP_HOSTDEV void sp_nn_tree_push(sp_nn_tree *t, float x) {
+    long s = 1;
+    while (t->top > 0 && t->size[t->top - 1] == s) {
+        x = t->val[t->top - 1] + x;
+        s += t->size[t->top - 1];
+        t->top--;
+    }
+    t->val[t->top] = x;
+    t->size[t->top] = s;
+    t->top++;
+}
+
+SP_HOSTDEV float sp_nn_tree_value(const sp_nn_tree *t) {
+    if (t->top == 0) return 0.0f;
+    float acc = t->val[t->top - 1];
+    for (int i = t->top - 2; i >= 0; i--) acc = t->val[i] + acc;
+    return acc;
+}
+
+/*! sp_nn_tree_sum() : sum of v[0], v[stride], ..., v[(n-1)*stride] in the
+ *  fixed tree described at the top of this file. n may be 0 (gives 0). */
+SP_HOSTDEV float sp_nn_tree_sum(const float *v, long n, long stride) {
+    sp_nn_tree t;
+    sp_nn_tree_init(&t);
+    for (long i = 0; i < n; i++) sp_nn_tree_push(&t, v[i * stride]);
+    return sp_nn_tree_value(&t);
+}
+
+/*! sp_nn_seq_sum() : v[0] + v[1] + ... left to right (short per-sample
+ *  sums, e.g. a bias gradient over one feature map). */
+SP_HOSTDEV float sp_nn_seq_sum(const float *v, long n) {
+    float s = 0.0f;
+    for (long i = 0; i < n; i++) s = s + v[i];
+    return s;
+}
+
+/*! sp_nn_softmax_xent_row() : one row of softmax cross-entropy.
+ *  logits: k values; label in [0, k). Writes dlogits[j] = (p_j - [j ==
+ *  label]) * scale (scale = 1 / batch size for a mean loss) and returns the
+ *  row's loss -log p_label = log(sum_j e^(z_j - m)) - (z_label - m), m =
+ *  max_j z_j (first maximum). The exps are computed in double by
+ *  sp_nn_exp_neg and rounded to float; the sum is a left-to-right float
+ *  sum; p_j = e_j / sum in float. dlogits may be NULL (eval). */
+SP_HOSTDEV float sp_nn_softmax_xent_row(const float *logits, int k, int label, float scale,
+                                        float *dlogits) {
+    float m = logits[0];
+    for (int j = 1; j < k; j++)
+        if (logits[j] > m) m = logits[j];
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++) sum = sum + (float)sp_nn_exp_neg((double)(logits[j] - m));
+    if (dlogits) {
+        for (int j = 0; j < k; j++) {
+            float p = (float)sp_nn_exp_neg((double)(logits[j] - m)) / sum;
+            float g = j == label ? p - 1.0f : p;
+            dlogits[j] = g * scale;
+        }
+    }
+    return (float)sp_nn_log_pos((double)sum) - (logits[label] - m);
+}
+
+/*! sp_nn_argmax() : index of the first maximum of v[0..k) (eval). */
+SP_HOSTDEV int sp_nn_argmax(const float *v, int k) {
+    int b = 0;
+    for (int j = 1; j < k; j++)
+        if (v[j] > v[b]) b = j;
+    return b;
+}
+
+/*! sp_nn_pool_argmax() : which of the 2x2 window (a b / c d), in the order
+ *  a, b, c, d, holds the first maximum (0..3). Forward and backward of
+ *  max-pool both use it, so a gradient goes to exactly one input. */
+SP_HOSTDEV int sp_nn_pool_argmax(float a, float b, float c, float d) {
+    int i = 0;
+    float m = a;
+    if (b > m) { m = b; i = 1; }
+    if (c > m) { m = c; i = 2; }
+    if (d > m) { i = 3; }
+    return i;
+}
+
+/*! sp_nn_relu() / sp_nn_relu_grad() : max(x, 0); dy where the output was
+ *  positive, else 0. */
+SP_HOSTDEV float sp_nn_relu(float x) { return x > 0.0f ? x : 0.0f; }
+SP_HOSTDEV float sp_nn_relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+/*! sp_nn_sgd_update() : SGD with momentum and weight decay (PyTorch's
+ *  torch.optim.SGD, dampening 0, no Nesterov), one parameter:
+ *    g = grad + wd * w;  v = mu * v + g;  w = w - lr * v.
+ *  (On the first step PyTorch sets v = g; with v initialised to 0 this is
+ *  the same value.) */
+SP_HOSTDEV void sp_nn_sgd_update(float *w, float *v, float grad, float lr, float mu, float wd) {
+    float g = grad + wd * *w;
+    float nv = mu * *v + g;
+    *v = nv;
+    *w = *w - lr * nv;
+}
+
+/*! sp_nn_init_value() : initial value of element `index` of parameter
+ *  tensor `tensor` under the init key (philox stream SP_STREAM_INIT):
+ *  word index % 4 of philox((index / 4, tensor, 0, 0), K_init), as
+ *  u = (x >> 8) * 2^-24, mapped to (2u - 1) * bound in double, rounded to
+ *  float. */
+SP_HOSTDEV float sp_nn_init_value(sp_key k_init, uint32_t tensor, uint32_t index, double bound) {
+    sp_ctr c = {{index / 4u, tensor, 0u, 0u}};
+    sp_ctr o = sp_philox4x32_10(c, k_init);
+    double u = sp_u01d(o.c[index % 4u]);
+    return (float)((2.0 * u - 1.0) * bound);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

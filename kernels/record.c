@@ -1,0 +1,74 @@
+/* record.c - the run record of a training run (one JSON object).
+ *
+ * What a user needs to reproduce and check a run (DESIGN.md section 7):
+ * seed, full config, dataset and loader fingerprints, library versions,
+ * the device description, per-epoch loss/accuracy, every step's loss
+ * (exact: "%.9g" round-trips a float) with their XXH3-128 digest, and the
+ * final weights digest. Written to a temporary file and renamed, so a
+ * reader never sees half a record.
+ */
+#include "seedpipe/train.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    char versions[1024], dfp[33], lfp[33], wd[33], sd[33];
+    sp_library_versions_json(versions, sizeof versions);
+    sp_digest_hex(r->dataset_fingerprint, dfp);
+    sp_digest_hex(r->loader_fingerprint, lfp);
+    sp_digest_hex(r->final_weights, wd);
+    XXH128_hash_t h = XXH3_128bits(r->step_loss, (size_t)r->nsteps * sizeof(float));
+    sp_digest sdg = {h.high64, h.low64};
+    sp_digest_hex(sdg, sd);
+    fprintf(f, "{\"seed\":%llu,\"config\":%s,\"dataset_fingerprint\":\"%s\","
+               "\"loader_fingerprint\":\"%s\",\"versions\":%s,\"device\":%s,\"epochs\":[",
+            (unsigned long long)r->seed, r->config_json ? r->config_json : "{}", dfp, lfp, versions,
+            r->device_json ? r->device_json : "{}");
+    for (uint32_t e = 0; e < r->nepochs; e++) {
+        const sp_run_epoch *ep = &r->epochs[e];
+        fprintf(f, "%s{\"epoch\":%u,\"loss\":%.9g,\"accuracy\":%.6f", e ? "," : "", e, ep->loss,
+                ep->accuracy);
+        if (ep->eval_accuracy >= 0)
+            fprintf(f, ",\"eval_accuracy\":%.6f,\"eval_loss\":%.9g", ep->eval_accuracy,
+                    ep->eval_loss);
+        fputc('}', f);
+    }
+    fprintf(f, "],\"step_loss_first\":%llu,\"step_loss\":[", (unsigned long long)r->step_loss_first);
+    for (uint64_t s = 0; s < r->nsteps; s++)
+        fprintf(f, "%s%.9g", s ? "," : "", (double)r->step_loss[s]);
+    fprintf(f, "],\"step_loss_digest\":\"%s\",\"final_weights_digest\":\"%s\",\"seconds\":%.3f}\n",
+            sd, wd, r->seconds);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    }
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        free(text);
+        return sp_error_set(err, SP_EINVAL, "%s: path too long", path);
+    }
+    FILE *o = fopen(tmp, "wb");
+    if (!o) {
+        int e = errno;
+        free(text);
+        return sp_error_set(err, SP_EIO, "%s: cannot create: %s", tmp, strerror(e));
+    }
+    int bad = fwrite(text, 1, len, o) != len;
+    bad |= fclose(o) != 0;
+    free(text);
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return sp_error_set(err, SP_EIO, "%s: cannot write run record: %s", path, strerror(e));
+    }
+    return 0;
+}

@@ -1,0 +1,670 @@
+/* cli_train.c - `seedpipe train`: the deterministic training core on loader batches.
+ *
+ *   seedpipe train DATASET --seed S --epochs E --batch-size B
+ *       [--pipeline P] [--dtype uint8|float32] [--threads T] [--train-threads T]
+ *       [--device cpu|cuda] [--mode strict|fast] [--cuda-device N]
+ *       [--lr X] [--momentum X] [--weight-decay X]
+ *       [--eval DATASET [--eval-pipeline P]]
+ *       [--checkpoint-dir DIR --checkpoint-every N] [--resume CKPT] [--stop-after N]
+ *       [--workers W [--ring R]] [--seeds 1,2,3] --out RUN.json
+ *   seedpipe train DATASET ... --compare-devices STEPS --out CMP.json
+ *
+ * The same seed drives the data order and augmentation (loader) and the
+ * model initialisation (stream 3). Batches come from the in-process loader
+ * (sp_loader_batch, batch by number), or, with --workers W >= 1, from the
+ * worker pool through cli_stream (cli_pool.c) - the hook for the
+ * multi-process loader; both give the same bytes, so the same weights.
+ * --threads sets the loader threads and, unless --train-threads is given,
+ * the CPU backend's threads (neither changes a bit).
+ *
+ * Every --checkpoint-every N steps, DIR/step-<step>.ckpt holds weights,
+ * momentum, step count, hyperparameters and a blob: the loader state of
+ * the next batch (state.h JSON line) and this command's accumulators (the
+ * epoch's running loss/accuracy, finished epochs, the step losses), so a
+ * run resumed with --resume ends with the same weights AND the same run
+ * record as an uninterrupted one. Prints loss and accuracy per epoch.
+ * With --seeds, runs each seed (records OUT-seed<S>.json), and writes to
+ * OUT a summary with the mean and sample standard deviation of the final
+ * loss and accuracies. --compare-devices STEPS runs the first STEPS batches
+ * on the CPU and on CUDA (strict), each twice, and reports repeatability
+ * and the max weight difference (exit 1 if a backend did not repeat).
+ */
+#include "loader/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "seedpipe/dataset.h"
+#include "seedpipe/pipeline.h"
+#include "seedpipe/pool.h"
+#include "seedpipe/train.h"
+
+typedef struct topts {
+    const char *dataset, *eval_dataset, *eval_pipeline, *ckpt_dir, *resume;
+    sp_loader_config lcfg;
+    sp_train_config tcfg;
+    uint32_t epochs;
+    uint64_t ckpt_every, stop_after;
+    int workers, ring;
+    int progress;
+} topts;
+
+typedef struct accum {           /* what a checkpoint must carry besides the model */
+    double loss_sum;             /* this epoch: sum of loss * count */
+    uint64_t correct, seen;
+    uint32_t nepochs;
+    sp_run_epoch *epochs;
+    uint64_t nsteps, cap, first; /* step losses of steps first.. */
+    float *step_loss;
+} accum;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float parse_float(cli_args *a, const char *key, float dflt) {
+    const char *v = cli_str(a, key, NULL);
+    if (!v) return dflt;
+    char *end;
+    errno = 0;
+    float f = strtof(v, &end);
+    if (errno || end == v || *end) cli_usage_error(a, "--%s: \"%s\" is not a number", key, v);
+    return f;
+}
+
+static uint64_t dbits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+static double bitsd(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* JSON string body with escapes. */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* ---- the checkpoint blob: state line, then accumulator lines ---------------- */
+
+static char *blob_make(const sp_loader_state *st, const accum *ac, size_t *len) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return NULL;
+    char line[SP_STATE_MAX_BYTES];
+    sp_loader_state_format(st, line, sizeof line);
+    fputs(line, f);
+    fprintf(f, "acc %016llx %llu %llu\n", (unsigned long long)dbits(ac->loss_sum),
+            (unsigned long long)ac->correct, (unsigned long long)ac->seen);
+    fprintf(f, "epochs %u", ac->nepochs);
+    for (uint32_t e = 0; e < ac->nepochs; e++)
+        fprintf(f, " %016llx %016llx %016llx %016llx", (unsigned long long)dbits(ac->epochs[e].loss),
+                (unsigned long long)dbits(ac->epochs[e].accuracy),
+                (unsigned long long)dbits(ac->epochs[e].eval_accuracy),
+                (unsigned long long)dbits(ac->epochs[e].eval_loss));
+    /* Step losses while they fit the checkpoint's blob limit (1 MiB). */
+    uint64_t keep = ac->nsteps * 9 < 900000 ? ac->nsteps : 0;
+    fprintf(f, "\nlosses %llu %llu", (unsigned long long)(ac->first + ac->nsteps - keep),
+            (unsigned long long)keep);
+    for (uint64_t s = ac->nsteps - keep; s < ac->nsteps; s++)
+        fprintf(f, " %08x", fbits(ac->step_loss[s]));
+    fputc('\n', f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    *len = n;
+    return text;
+}
+
+static int push_loss(accum *ac, float l) {
+    if (ac->nsteps == ac->cap) {
+        uint64_t nc = ac->cap ? 2 * ac->cap : 1024;
+        float *nb = realloc(ac->step_loss, nc * sizeof *nb);
+        if (!nb) return -1;
+        ac->step_loss = nb;
+        ac->cap = nc;
+    }
+    ac->step_loss[ac->nsteps++] = l;
+    return 0;
+}
+
+static int push_epoch(accum *ac, sp_run_epoch ep) {
+    sp_run_epoch *nb = realloc(ac->epochs, (ac->nepochs + 1) * sizeof *nb);
+    if (!nb) return -1;
+    ac->epochs = nb;
+    ac->epochs[ac->nepochs++] = ep;
+    return 0;
+}
+
+static int blob_parse(const char *blob, sp_loader_state *st, accum *ac, sp_error *err) {
+    const char *nl = strchr(blob, '\n');
+    if (!nl) return sp_error_set(err, SP_EFORMAT, "checkpoint: no loader state in the blob");
+    int rc = sp_loader_state_parse(blob, (size_t)(nl - blob), st, err);
+    if (rc) return rc;
+    const char *p = nl + 1;
+    unsigned long long ls, c, s;
+    int used = 0;
+    if (sscanf(p, "acc %llx %llu %llu\n%n", &ls, &c, &s, &used) != 3 || !used) goto bad;
+    ac->loss_sum = bitsd(ls);
+    ac->correct = c;
+    ac->seen = s;
+    p += used;
+    unsigned ne;
+    if (sscanf(p, "epochs %u%n", &ne, &used) != 1 || ne > 1000000) goto bad;
+    p += used;
+    for (unsigned e = 0; e < ne; e++) {
+        unsigned long long v[4];
+        if (sscanf(p, " %llx %llx %llx %llx%n", &v[0], &v[1], &v[2], &v[3], &used) != 4) goto bad;
+        p += used;
+        sp_run_epoch ep = {bitsd(v[0]), bitsd(v[1]), bitsd(v[2]), bitsd(v[3])};
+        if (push_epoch(ac, ep)) return sp_error_set(err, SP_ENOMEM, "out of memory");
+    }
+    unsigned long long first, keep;
+    if (sscanf(p, "\nlosses %llu %llu%n", &first, &keep, &used) != 2) goto bad;
+    p += used;
+    ac->first = first;
+    for (unsigned long long i = 0; i < keep; i++) {
+        unsigned x;
+        if (sscanf(p, " %8x%n", &x, &used) != 1) goto bad;
+        p += used;
+        if (push_loss(ac, bitsf(x))) return sp_error_set(err, SP_ENOMEM, "out of memory");
+    }
+    return 0;
+bad:
+    return sp_error_set(err, SP_EFORMAT, "checkpoint: malformed training accumulators in the blob");
+}
+
+/* ---- evaluation ---------------------------------------------------------------- */
+
+static int run_eval(sp_trainer *tr, sp_loader *ev, sp_batch *eb, double *acc, double *loss,
+                    sp_error *err) {
+    uint64_t nb = sp_loader_batches_per_epoch(ev), correct = 0, seen = 0;
+    double ls = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        int rc = sp_loader_batch(ev, 0, b, eb, err);
+        if (rc) return rc;
+        uint32_t c;
+        float l;
+        rc = sp_trainer_eval_batch(tr, ev, eb, &c, &l, err);
+        if (rc) return rc;
+        correct += c;
+        seen += eb->count;
+        ls += (double)l * eb->count;
+    }
+    *acc = seen ? (double)correct / (double)seen : 0;
+    *loss = seen ? ls / (double)seen : 0;
+    return 0;
+}
+
+static void config_json(FILE *f, const topts *o, const sp_loader *ld, const sp_trainer *tr) {
+    const sp_train_config *tc = sp_trainer_config(tr);
+    const sp_model_layout *l = sp_trainer_layout(tr);
+    const sp_loader_config *lc = sp_loader_config_of(ld);
+    fputs("{\"dataset\":", f);
+    json_str(f, o->dataset);
+    fputs(",\"pipeline\":", f);
+    json_str(f, sp_pipeline_canonical(sp_loader_pipeline(ld)));
+    fputs(",\"eval_dataset\":", f);
+    if (o->eval_dataset) json_str(f, o->eval_dataset);
+    else fputs("null", f);
+    fprintf(f, ",\"seed\":%llu,\"epochs\":%u,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
+               "\"layout\":\"%s\",\"loader_threads\":%d,\"workers\":%d,\"device\":\"%s\","
+               "\"threads\":%d,\"mode\":\"%s\",\"lr\":%.9g,\"momentum\":%.9g,"
+               "\"weight_decay\":%.9g,\"checkpoint_every\":%llu,\"resume\":",
+            (unsigned long long)lc->seed, o->epochs, lc->batch_size, lc->drop_last ? "true" : "false",
+            sp_dtype_name(lc->dtype), sp_layout_name(lc->layout), lc->threads, o->workers,
+            sp_device_name(tc->device), tc->threads, tc->fast ? "fast" : tc->strict ? "strict" : "default",
+            (double)tc->lr, (double)tc->momentum, (double)tc->weight_decay,
+            (unsigned long long)o->ckpt_every);
+    if (o->resume) json_str(f, o->resume);
+    else fputs("null", f);
+    fprintf(f, ",\"model\":{\"input\":[%d,%d,%d],\"classes\":%d,\"conv\":[16,32],\"params\":%zu}}",
+            l->in.c, l->in.h, l->in.w, l->in.classes, l->nparams);
+}
+
+static void progress(const topts *o, uint32_t e, uint64_t b, uint64_t nb, float loss) {
+    if (!o->progress) return;
+    int w = 30, done = (int)(nb ? (b * (uint64_t)w) / nb : 0);
+    char bar[40];
+    for (int i = 0; i < w; i++) bar[i] = i < done ? '#' : '.';
+    bar[w] = 0;
+    fprintf(stderr, "\r  epoch %u [%s] %llu/%llu loss %.4f ", e + 1, bar, (unsigned long long)b,
+            (unsigned long long)nb, (double)loss);
+    if (b == nb) fputs("\r\033[K", stderr);
+}
+
+/* One training run; fills *final (the last epoch). @return 0 or exits. */
+static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, const char *ckdir,
+                    sp_run_epoch *final) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader_config lcfg = o->lcfg;
+    lcfg.seed = seed;
+    sp_loader *ld = NULL;
+    if (sp_loader_create(&lcfg, &ld, &err)) cli_fail(a, &err);
+    int c, h, w;
+    sp_loader_sample_dims(ld, &c, &h, &w);
+    sp_train_config tcfg = o->tcfg;
+    tcfg.seed = seed;
+    tcfg.shape = (sp_model_shape){c, h, w, sp_dataset_num_classes(sp_loader_dataset(ld))};
+    sp_trainer *tr = NULL;
+    if (sp_trainer_create(&tcfg, &tr, &err)) cli_fail(a, &err);
+
+    sp_loader *ev = NULL;
+    sp_batch eb;
+    memset(&eb, 0, sizeof eb);
+    if (o->eval_dataset) {
+        sp_loader_config ecfg = lcfg;
+        ecfg.dataset = o->eval_dataset;
+        ecfg.pipeline = o->eval_pipeline ? o->eval_pipeline : lcfg.pipeline;
+        ecfg.drop_last = 0;
+        ecfg.rank = 0;
+        ecfg.world = 1;
+        if (sp_loader_create(&ecfg, &ev, &err)) cli_fail(a, &err);
+        int ec, eh, ew;
+        sp_loader_sample_dims(ev, &ec, &eh, &ew);
+        if (ec != c || eh != h || ew != w || sp_dataset_num_classes(sp_loader_dataset(ev)) !=
+                                                 tcfg.shape.classes) {
+            sp_error_set(&err, SP_EINVAL,
+                         "--eval: samples %dx%dx%d with %d classes, training has %dx%dx%d with %d",
+                         ec, eh, ew, sp_dataset_num_classes(sp_loader_dataset(ev)), c, h, w,
+                         tcfg.shape.classes);
+            cli_fail(a, &err);
+        }
+        if (sp_batch_alloc(ev, &eb)) {
+            sp_error_set(&err, SP_ENOMEM, "out of memory");
+            cli_fail(a, &err);
+        }
+    }
+
+    accum ac;
+    memset(&ac, 0, sizeof ac);
+    uint32_t e0 = 0;
+    uint64_t b0 = 0;
+    sp_loader_state rst;
+    if (o->resume) {
+        char *blob = NULL;
+        if (sp_trainer_load(tr, o->resume, &blob, NULL, &err)) cli_fail(a, &err);
+        if (blob_parse(blob, &rst, &ac, &err) || sp_loader_state_check(ld, &rst, &err)) {
+            free(blob);
+            char m[SP_ERROR_MSG_MAX];
+            memcpy(m, err.msg, sizeof m);
+            sp_error_set(&err, err.code, "%s: %s", o->resume, m);
+            cli_fail(a, &err);
+        }
+        free(blob);
+        e0 = rst.epoch;
+        b0 = rst.batch;
+        printf("resumed from %s: step %llu, epoch %u, batch %llu\n", o->resume,
+               (unsigned long long)sp_trainer_steps(tr), e0 + 1, (unsigned long long)b0);
+    }
+
+    /* The batch source: in-process loader, or (--workers >= 1) the pool. */
+    cli_stream *stream = NULL;
+    sp_batch lb;
+    memset(&lb, 0, sizeof lb);
+    if (o->workers > 0) {
+        if (cli_stream_open(&lcfg, o->workers, o->ring, o->epochs, o->resume ? &rst : NULL,
+                            &stream, &err))
+            cli_fail(a, &err);
+    } else if (sp_batch_alloc(ld, &lb)) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(a, &err);
+    }
+
+    char dev[4096];
+    sp_trainer_describe(tr, dev, sizeof dev);
+    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    double t0 = now(), te = t0, tstep = 0, tdata = 0;
+    uint64_t nstep_timed = 0;
+    int stopped = 0;
+    for (uint32_t e = e0; e < o->epochs && !stopped; e++) {
+        for (uint64_t bi = e == e0 ? b0 : 0; bi < nb; bi++) {
+            sp_batch *b = &lb;
+            double td = now();
+            if (stream) {
+                int rc = cli_stream_next(stream, &b, &err);
+                if (rc == SP_POOL_END) {
+                    sp_error_set(&err, SP_EIO, "worker pool ended the stream early");
+                    cli_fail(a, &err);
+                }
+                if (rc) cli_fail(a, &err);
+                if (b->epoch != e || b->index != bi) {
+                    sp_error_set(&err, SP_EIO, "worker pool gave batch %u/%llu, expected %u/%llu",
+                                 b->epoch, (unsigned long long)b->index, e, (unsigned long long)bi);
+                    cli_fail(a, &err);
+                }
+            } else if (sp_loader_batch(ld, e, bi, &lb, &err)) {
+                cli_fail(a, &err);
+            }
+            float loss;
+            uint32_t correct;
+            double ts = now();
+            tdata += ts - td;
+            int rc = sp_trainer_step_batch(tr, ld, b, &loss, &correct, &err);
+            tstep += now() - ts;
+            nstep_timed++;
+            if (stream) cli_stream_release(stream);
+            if (rc) cli_fail(a, &err);
+            ac.loss_sum += (double)loss * b->count;
+            ac.correct += correct;
+            ac.seen += b->count;
+            if (push_loss(&ac, loss)) {
+                sp_error_set(&err, SP_ENOMEM, "out of memory");
+                cli_fail(a, &err);
+            }
+            progress(o, e, bi + 1, nb, loss);
+            uint64_t step = sp_trainer_steps(tr);
+            if (bi + 1 == nb) {     /* end of epoch */
+                sp_run_epoch ep = {ac.seen ? ac.loss_sum / (double)ac.seen : 0,
+                                   ac.seen ? (double)ac.correct / (double)ac.seen : 0, -1, 0};
+                if (ev && run_eval(tr, ev, &eb, &ep.eval_accuracy, &ep.eval_loss, &err))
+                    cli_fail(a, &err);
+                if (push_epoch(&ac, ep)) {
+                    sp_error_set(&err, SP_ENOMEM, "out of memory");
+                    cli_fail(a, &err);
+                }
+                ac.loss_sum = 0;
+                ac.correct = ac.seen = 0;
+                double tn = now();
+                printf("epoch %u/%u: loss %.4f  acc %5.1f%%", e + 1, o->epochs, ep.loss,
+                       100.0 * ep.accuracy);
+                if (ev) printf("  | eval loss %.4f  acc %5.1f%%", ep.eval_loss, 100.0 * ep.eval_accuracy);
+                printf("  (%.1f s)\n", tn - te);
+                fflush(stdout);
+                te = tn;
+            }
+            if (ckdir && o->ckpt_every && step % o->ckpt_every == 0) {
+                sp_loader_state st;
+                sp_loader_state_at(ld, e, bi + 1, &st);
+                size_t blen = 0;
+                char *blob = blob_make(&st, &ac, &blen);
+                char path[4096];
+                snprintf(path, sizeof path, "%s/step-%llu.ckpt", ckdir, (unsigned long long)step);
+                if (!blob) sp_error_set(&err, SP_ENOMEM, "out of memory");
+                if (!blob || sp_trainer_save(tr, path, blob, blen, &err)) cli_fail(a, &err);
+                free(blob);
+            }
+            if (o->stop_after && step >= o->stop_after) {
+                printf("stopped after step %llu (--stop-after)\n", (unsigned long long)step);
+                stopped = 1;
+                break;
+            }
+        }
+    }
+    double secs = now() - t0;
+    if (nstep_timed)
+        printf("step time %.2f ms, data wait %.2f ms (means of %llu steps, %s, %s)\n",
+               1e3 * tstep / (double)nstep_timed, 1e3 * tdata / (double)nstep_timed,
+               (unsigned long long)nstep_timed, sp_device_name(tcfg.device),
+               o->workers > 0 ? "worker pool" : "in-process loader");
+
+    sp_run_record r;
+    memset(&r, 0, sizeof r);
+    char *cfgj = NULL;
+    size_t cfgn = 0;
+    FILE *cf = open_memstream(&cfgj, &cfgn);
+    if (!cf) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(a, &err);
+    }
+    config_json(cf, o, ld, tr);
+    fclose(cf);
+    r.seed = seed;
+    r.config_json = cfgj;
+    r.dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(ld));
+    r.loader_fingerprint = sp_loader_fingerprint(ld);
+    r.device_json = dev;
+    r.nepochs = ac.nepochs;
+    r.epochs = ac.epochs;
+    r.nsteps = ac.nsteps;
+    r.step_loss = ac.step_loss;
+    r.step_loss_first = ac.first;
+    r.seconds = secs;
+    if (sp_trainer_weights_digest(tr, &r.final_weights, &err)) cli_fail(a, &err);
+    char hex[33];
+    sp_digest_hex(r.final_weights, hex);
+    printf("final weights digest %s (%llu steps)\n", hex, (unsigned long long)sp_trainer_steps(tr));
+    if (out_path && sp_run_record_write(out_path, &r, &err)) cli_fail(a, &err);
+    if (final) {
+        sp_run_epoch none = {0, 0, -1, 0};
+        *final = ac.nepochs ? ac.epochs[ac.nepochs - 1] : none;
+    }
+    free(cfgj);
+    free(ac.epochs);
+    free(ac.step_loss);
+    cli_stream_close(stream);
+    sp_batch_free(&lb);
+    sp_batch_free(&eb);
+    sp_loader_destroy(ev);
+    sp_trainer_destroy(tr);
+    sp_loader_destroy(ld);
+}
+
+/* --compare-devices N: the first N batches on the CPU reference and on
+ * CUDA (strict), each twice; reports whether each backend repeated itself
+ * bit for bit and the max absolute / relative weight difference CPU vs GPU.
+ * Writes a small JSON object to out. */
+static int compare_devices(cli_args *a, topts *o, uint64_t steps, const char *out) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld = NULL;
+    if (sp_loader_create(&o->lcfg, &ld, &err)) cli_fail(a, &err);
+    sp_batch b;
+    if (sp_batch_alloc(ld, &b)) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(a, &err);
+    }
+    sp_train_config cfg = o->tcfg;
+    cfg.seed = o->lcfg.seed;
+    sp_loader_sample_dims(ld, &cfg.shape.c, &cfg.shape.h, &cfg.shape.w);
+    cfg.shape.classes = sp_dataset_num_classes(sp_loader_dataset(ld));
+    sp_model_layout l;
+    if (sp_model_layout_of(&cfg.shape, &l, &err)) cli_fail(a, &err);
+    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    float *w[4];
+    sp_digest d[4];
+    double secs[4];
+    const char *names[4] = {"cpu", "cpu", "cuda", "cuda"};
+    for (int r = 0; r < 4; r++) {
+        cfg.device = r < 2 ? SP_DEVICE_CPU : SP_DEVICE_CUDA;
+        if (r >= 2) cfg.strict = 1, cfg.fast = 0;
+        sp_trainer *tr = NULL;
+        if (sp_trainer_create(&cfg, &tr, &err)) cli_fail(a, &err);
+        w[r] = malloc(l.nparams * sizeof(float));
+        if (!w[r]) {
+            sp_error_set(&err, SP_ENOMEM, "out of memory");
+            cli_fail(a, &err);
+        }
+        double t0 = now();
+        for (uint64_t k = 0; k < steps; k++) {
+            if (sp_loader_batch(ld, (uint32_t)(k / nb), k % nb, &b, &err) ||
+                sp_trainer_step_batch(tr, ld, &b, NULL, NULL, &err))
+                cli_fail(a, &err);
+        }
+        secs[r] = now() - t0;
+        if (sp_trainer_get_params(tr, w[r], NULL, &err) || sp_trainer_weights_digest(tr, &d[r], &err))
+            cli_fail(a, &err);
+        sp_trainer_destroy(tr);
+        char hex[33];
+        sp_digest_hex(d[r], hex);
+        printf("%-5s run %d: %llu steps in %.2f s, weights digest %s\n", names[r], r % 2 + 1,
+               (unsigned long long)steps, secs[r], hex);
+    }
+    double maxabs = 0, maxrel = 0;
+    for (size_t i = 0; i < l.nparams; i++) {
+        double df = fabs((double)w[0][i] - (double)w[2][i]);
+        double rel = df / (fabs((double)w[0][i]) + 1e-3);
+        if (df > maxabs) maxabs = df;
+        if (rel > maxrel) maxrel = rel;
+    }
+    int cpu_rep = d[0].hi == d[1].hi && d[0].lo == d[1].lo;
+    int gpu_rep = d[2].hi == d[3].hi && d[2].lo == d[3].lo;
+    printf("cpu repeats itself: %s; cuda (strict) repeats itself: %s\n", cpu_rep ? "yes" : "NO",
+           gpu_rep ? "yes" : "NO");
+    printf("cpu vs cuda after %llu steps: max |dw| %.3e, max |dw| / (|w| + 1e-3) %.3e\n",
+           (unsigned long long)steps, maxabs, maxrel);
+    FILE *f = fopen(out, "w");
+    if (f) {
+        fprintf(f, "{\"steps\":%llu,\"cpu_repeats\":%s,\"cuda_repeats\":%s,\"max_abs_diff\":%.9g,"
+                   "\"max_rel_diff\":%.9g,\"cpu_seconds\":%.3f,\"cuda_seconds\":%.3f}\n",
+                (unsigned long long)steps, cpu_rep ? "true" : "false", gpu_rep ? "true" : "false",
+                maxabs, maxrel, secs[0], secs[2]);
+        fclose(f);
+    }
+    for (int r = 0; r < 4; r++) free(w[r]);
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+    return cpu_rep && gpu_rep ? 0 : 1;
+}
+
+static void ensure_dir(cli_args *a, const char *dir) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        sp_error err;
+        sp_error_set(&err, SP_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
+        cli_fail(a, &err);
+    }
+}
+
+static void mean_std(const double *v, int n, double *m, double *s) {
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++) sum += v[i];
+    *m = sum / n;
+    for (int i = 0; i < n; i++) sq += (v[i] - *m) * (v[i] - *m);
+    *s = n > 1 ? sqrt(sq / (n - 1)) : 0;
+}
+
+int cmd_train(cli_args *a) {
+    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe train DATASET --epochs E --out RUN.json ...");
+    topts o;
+    memset(&o, 0, sizeof o);
+    o.dataset = a->pos[0];
+    cli_loader_config(a, o.dataset, &o.lcfg);
+    sp_train_config_default(&o.tcfg);
+    sp_error err;
+    sp_error_clear(&err);
+    if (sp_device_parse(cli_str(a, "device", "cpu"), &o.tcfg.device, &err))
+        cli_usage_error(a, "%s", err.msg);
+    o.tcfg.threads = (int)cli_u64(a, "train-threads", (uint64_t)o.lcfg.threads);
+    if (o.tcfg.threads < 1 || o.tcfg.threads > 64) cli_usage_error(a, "--train-threads must be in 1..64");
+    o.tcfg.lr = parse_float(a, "lr", o.tcfg.lr);
+    o.tcfg.momentum = parse_float(a, "momentum", o.tcfg.momentum);
+    o.tcfg.weight_decay = parse_float(a, "weight-decay", o.tcfg.weight_decay);
+    const char *mode = cli_str(a, "mode", "strict");
+    if (cli_has(a, "fast")) mode = "fast";
+    if (cli_has(a, "strict")) mode = "strict";
+    if (!strcmp(mode, "strict")) o.tcfg.strict = 1, o.tcfg.fast = 0;
+    else if (!strcmp(mode, "fast")) o.tcfg.strict = 0, o.tcfg.fast = 1;
+    else if (!strcmp(mode, "default")) o.tcfg.strict = 0, o.tcfg.fast = 0;
+    else cli_usage_error(a, "--mode must be strict, fast or default");
+    o.tcfg.cuda_device = (int)cli_u64(a, "cuda-device", 0);
+    uint64_t ep = cli_u64(a, "epochs", 1);
+    if (ep == 0 || ep > 1000000) cli_usage_error(a, "--epochs must be in 1..1000000");
+    o.epochs = (uint32_t)ep;
+    o.eval_dataset = cli_str(a, "eval", NULL);
+    o.eval_pipeline = cli_str(a, "eval-pipeline", NULL);
+    o.ckpt_dir = cli_str(a, "checkpoint-dir", NULL);
+    o.ckpt_every = cli_u64(a, "checkpoint-every", o.ckpt_dir ? 100 : 0);
+    o.resume = cli_str(a, "resume", NULL);
+    o.stop_after = cli_u64(a, "stop-after", 0);
+    /* --on-error, --rng-mode, --workers, --ring as the pool commands. */
+    cli_pool_options(a, &o.lcfg, &o.workers, &o.ring);
+    const char *out = cli_str(a, "out", NULL);
+    const char *seeds = cli_str(a, "seeds", NULL);
+    uint64_t compare = cli_u64(a, "compare-devices", 0);
+    o.progress = isatty(2);
+    cli_check_unused(a);
+    if (!out) cli_usage_error(a, "--out RUN.json is required");
+    if (compare) return compare_devices(a, &o, compare, out);
+    if (o.ckpt_dir) ensure_dir(a, o.ckpt_dir);
+
+    if (!seeds) {
+        run_one(a, &o, o.lcfg.seed, out, o.ckpt_dir, NULL);
+        printf("run record: %s\n", out);
+        return 0;
+    }
+    if (o.resume) cli_usage_error(a, "--resume resumes one run; it cannot be combined with --seeds");
+    uint64_t list[64];
+    int n = 0;
+    for (const char *p = seeds; *p;) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 0);
+        if (errno || end == p || (*end && *end != ',') || n == 64 || *p == '-')
+            cli_usage_error(a, "--seeds: expected up to 64 comma-separated integers (\"%s\")", seeds);
+        list[n++] = v;
+        p = *end ? end + 1 : end;
+    }
+    double loss[64] = {0}, acc[64] = {0}, eacc[64] = {0};
+    int have_eval = 0;
+    char base[4096];
+    snprintf(base, sizeof base, "%s", out);
+    size_t bl = strlen(base);
+    if (bl > 5 && !strcmp(base + bl - 5, ".json")) base[bl - 5] = 0;
+    FILE *sf = NULL;
+    char *sum = NULL;
+    size_t sumn = 0;
+    sf = open_memstream(&sum, &sumn);
+    if (!sf) return 1;
+    fprintf(sf, "{\"seeds\":[");
+    for (int i = 0; i < n; i++) fprintf(sf, "%s%llu", i ? "," : "", (unsigned long long)list[i]);
+    fprintf(sf, "],\"runs\":[");
+    for (int i = 0; i < n; i++) {
+        char path[4200], dir[4200];
+        snprintf(path, sizeof path, "%s-seed%llu.json", base, (unsigned long long)list[i]);
+        const char *ck = NULL;
+        if (o.ckpt_dir) {
+            snprintf(dir, sizeof dir, "%s/seed-%llu", o.ckpt_dir, (unsigned long long)list[i]);
+            ensure_dir(a, dir);
+            ck = dir;
+        }
+        printf("== seed %llu ==\n", (unsigned long long)list[i]);
+        sp_run_epoch fin;
+        run_one(a, &o, list[i], path, ck, &fin);
+        loss[i] = fin.loss;
+        acc[i] = fin.accuracy;
+        eacc[i] = fin.eval_accuracy;
+        have_eval = fin.eval_accuracy >= 0;
+        fprintf(sf, "%s", i ? "," : "");
+        json_str(sf, path);
+    }
+    double lm, ls, am, as, em = 0, es = 0;
+    mean_std(loss, n, &lm, &ls);
+    mean_std(acc, n, &am, &as);
+    printf("over %d seeds: final loss %.4f +- %.4f, train acc %.2f%% +- %.2f", n, lm, ls,
+           100 * am, 100 * as);
+    fprintf(sf, "],\"final_loss\":{\"mean\":%.9g,\"std\":%.9g},\"final_accuracy\":{\"mean\":%.9g,"
+                "\"std\":%.9g}",
+            lm, ls, am, as);
+    if (have_eval) {
+        mean_std(eacc, n, &em, &es);
+        printf(", eval acc %.2f%% +- %.2f", 100 * em, 100 * es);
+        fprintf(sf, ",\"final_eval_accuracy\":{\"mean\":%.9g,\"std\":%.9g}", em, es);
+    }
+    printf(" (sample std)\n");
+    fprintf(sf, "}\n");
+    fclose(sf);
+    FILE *f = fopen(out, "w");
+    if (!f || fwrite(sum, 1, sumn, f) != sumn || fclose(f) != 0) {
+        sp_error_set(&err, SP_EIO, "%s: cannot write: %s", out, strerror(errno));
+        free(sum);
+        cli_fail(a, &err);
+    }
+    free(sum);
+    printf("summary: %s\n", out);
+    return 0;
+}
