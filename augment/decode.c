@@ -216,6 +216,12 @@ int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
 int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
                     const sp_decode_req *req, const sp_decode_limits *lim,
                     sp_image *out, sp_error *err) {
+    return sp__image_decode_ex(buf, len, path, req, lim, 0, out, err);
+}
+
+int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
+                        const sp_decode_req *req, const sp_decode_limits *lim, int flags,
+                        sp_image *out, sp_error *err) {
     sp_decode_limits L;
     if (!path) path = "(memory)";
     if (!out)
@@ -230,7 +236,7 @@ int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
     int rc;
     switch (sp_format_sniff(buf, len)) {
     case SP_FORMAT_PNG: rc = sp__png_decode(buf, len, path, req, &L, out, err); break;
-    case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, out, err); break;
+    case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, flags, out, err); break;
     default: rc = sp__unknown_format(buf, len, path, err); break;
     }
     if (rc != SP_OK) sp_image_free(out);  /* codecs already do; keep the promise */

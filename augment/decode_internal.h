@@ -68,7 +68,19 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
 int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
-                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                     sp_image *out, sp_error *err);
+
+/* sp__image_decode_ex() flags. SP__DECODE_WIDE: the result may have a
+ * stride wider than width * channels (JPEG: libjpeg writes its widened
+ * crop rows straight into the image, which is then a window of them, so
+ * no row is copied); the pixels are those of sp_image_decode() and the
+ * image is freed with sp_image_free() as usual. */
+#define SP__DECODE_WIDE 1
+
+/*! sp__image_decode_ex() : sp_image_decode() with flags. */
+int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
+                        const sp_decode_req *req, const sp_decode_limits *lim, int flags,
+                        sp_image *out, sp_error *err);
 
 #endif

@@ -22,7 +22,11 @@
  * are never copied, and a region decode equals the same crop of a full
  * decode (tests/test_decode.c checks this on every sampling layout). Where
  * libjpeg-turbo 2.1's cropping is wrong (sp_jpeg_crop_is_exact()) the rows
- * are decoded at full width instead.
+ * are decoded at full width instead. With SP__DECODE_WIDE (the pipeline's
+ * fused region decode) nothing is copied when libjpeg's output layout is
+ * the requested one: its (widened) rows are written straight into the
+ * image, whose stride is then one libjpeg row and whose pixels are a
+ * window of them.
  *
  * Errors: libjpeg errors AND warnings (corrupt data, premature end; all but
  * "extraneous bytes before marker", which changes no pixel) longjmp
@@ -171,7 +175,7 @@ static int sp_jpeg_crop_is_exact(j_decompress_ptr ci) {
 }
 
 static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
-                        const sp_decode_req *req, const sp_decode_limits *lim,
+                        const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err) {
     sp__pixfmt fmt;
     int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
@@ -195,10 +199,16 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                             ci->image_width, ci->image_height, ci->output_width,
                             ci->output_height, win.scaled_w, win.scaled_h);
 
-    rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
-    if (rc != SP_OK)
-        return sp_error_set(err, rc, "%s: JPEG: cannot allocate the %dx%d output", c->path,
-                            win.x1 - win.x0, win.y1 - win.y0);
+    /* Same layout as the output: libjpeg can write into it (direct). */
+    int same = (fmt == SP__PIX_RGB && req->channels == 3) ||
+               (fmt == SP__PIX_GRAY && req->channels == 1);
+    int wide = same && (flags & SP__DECODE_WIDE);
+    if (!wide) {
+        rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
+        if (rc != SP_OK)
+            return sp_error_set(err, rc, "%s: JPEG: cannot allocate the %dx%d output", c->path,
+                                win.x1 - win.x0, win.y1 - win.y0);
+    }
 
     jpeg_start_decompress(ci);
 
@@ -236,9 +246,41 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
             return sp_error_set(err, SP_EFORMAT, "%s: JPEG: skipped %u of %d rows", c->path,
                                 skipped, win.y0);
     }
+    if (wide) {
+        /* The image is the window [x0 - row_x0, ...) of libjpeg's rows laid
+         * end to end (stride = one libjpeg row): row y is written at
+         * data + y * stride - off, which keeps the previous rows' pixels
+         * (off + width * comps <= stride); row 0 (when off > 0) goes
+         * through c->row. */
+        size_t stride = (size_t)ci->output_width * comps;
+        size_t off = (size_t)((JDIMENSION)win.x0 - row_x0) * comps;
+        int w = win.x1 - win.x0, h = win.y1 - win.y0;
+        out->data = malloc(stride * (size_t)h);
+        if (!out->data)
+            return sp_error_set(err, SP_ENOMEM, "%s: JPEG: cannot allocate the %dx%d output",
+                                c->path, w, h);
+        out->width = w;
+        out->height = h;
+        out->channels = req->channels;
+        out->stride = stride;
+        for (int y = 0; y < h;) {
+            JSAMPROW rows[16];
+            int n = h - y < 16 ? h - y : 16;
+            for (int i = 0; i < n; i++)
+                rows[i] = (y + i == 0 && off) ? c->row
+                                              : out->data + (size_t)(y + i) * stride - off;
+            JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+            if (got == 0)
+                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
+                                    c->path, win.y0 + y);
+            if (y == 0 && off) memcpy(out->data, c->row + off, (size_t)w * comps);
+            y += (int)got;
+        }
+        if (win.y1 == win.scaled_h) jpeg_finish_decompress(ci);  /* check to EOI */
+        return SP_OK;
+    }
     int direct = row_x0 == (JDIMENSION)win.x0 && ci->output_width == (JDIMENSION)out->width &&
-                 ((fmt == SP__PIX_RGB && out->channels == 3) ||
-                  (fmt == SP__PIX_GRAY && out->channels == 1));
+                 same;
     if (direct) {  /* libjpeg writes straight into the output, 16 rows per call */
         for (int y = 0; y < out->height;) {
             JSAMPROW rows[16];
@@ -266,11 +308,11 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
 }
 
 static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
-                           const sp_decode_req *req, const sp_decode_limits *lim,
+                           const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                            sp_image_info *info, sp_image *out, sp_error *err) {
     if (setjmp(c->jb))
         return sp_error_set(err, c->code, "%s: JPEG: %s", c->path, c->msg);
-    if (out) return sp_jpeg_body(c, buf, len, req, lim, out, err);
+    if (out) return sp_jpeg_body(c, buf, len, req, lim, flags, out, err);
     sp__pixfmt fmt;
     int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
     if (rc != SP_OK) return rc;
@@ -283,12 +325,12 @@ static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
 
 /* probe (out == NULL) or decode, with cleanup on every path */
 static int sp_jpeg_run(const uint8_t *buf, size_t len, const char *path,
-                       const sp_decode_req *req, const sp_decode_limits *lim,
+                       const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                        sp_image_info *info, sp_image *out, sp_error *err) {
     sp_jpeg_ctx *c = calloc(1, sizeof *c);
     if (!c) return sp_error_set(err, SP_ENOMEM, "%s: JPEG: out of memory", path);
     c->path = path;
-    int rc = sp_jpeg_guarded(c, buf, len, req, lim, info, out, err);
+    int rc = sp_jpeg_guarded(c, buf, len, req, lim, flags, info, out, err);
     if (c->created) jpeg_destroy_decompress(&c->cinfo);
     free(c->row);
     free(c);
@@ -298,11 +340,11 @@ static int sp_jpeg_run(const uint8_t *buf, size_t len, const char *path,
 
 int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
-    return sp_jpeg_run(buf, len, path, NULL, lim, info, NULL, err);
+    return sp_jpeg_run(buf, len, path, NULL, lim, 0, info, NULL, err);
 }
 
 int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
-                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                     sp_image *out, sp_error *err) {
-    return sp_jpeg_run(buf, len, path, req, lim, NULL, out, err);
+    return sp_jpeg_run(buf, len, path, req, lim, flags, NULL, out, err);
 }

@@ -17,16 +17,28 @@
  * coordinates: a full-resolution edge u becomes u / d. With d = 1 the bytes
  * equal those of full decode followed by the op; docs/pipeline.md states
  * the rules.
+ *
+ * A horizontal flip is not done in place: it is recorded and the output
+ * is written mirrored (all other non-geometric ops are per pixel, or a sum
+ * over all pixels, so they commute with it); a geometric op that follows
+ * applies it first. The decoded region keeps libjpeg's row layout
+ * (SP__DECODE_WIDE: no copy).
  */
 #include "augment/pipeline_internal.h"
+#include "augment/decode_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 typedef struct state {
     sp_image hold;   /* owned pixels, or zeroed */
     sp_image cur;    /* the image the next op sees */
     int writable;    /* cur points into hold */
+    int hflip;       /* a pending horizontal flip of cur (applied on output) */
 } state;
 
 static void st_take(state *s, sp_image *owned) {
@@ -77,7 +89,8 @@ static int source_region(const source *s, int x, int y, int w, int h, int d, sp_
         return SP_OK;
     }
     sp_decode_req req = {s->channels, x, y, w, h, d};
-    int rc = sp_image_decode(s->src->bytes, s->src->len, path, &req, s->lim, out, err);
+    int rc = sp__image_decode_ex(s->src->bytes, s->src->len, path, &req, s->lim,
+                                 SP__DECODE_WIDE, out, err);
     if (rc) return rc;
     *owned = 1;
     int ws = (s->W + d - 1) / d, hs = (s->H + d - 1) / d;
@@ -234,20 +247,39 @@ static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
     return sp_u01d(d.c[0]) < op->p;
 }
 
-static void write_output(const sp_pipeline *p, const sp_image *im, const sp_run_opts *o,
+/* Write the output; with flip, each row is read mirrored (a pending hflip).
+ * One pass per row, every channel at once, through the per-channel table
+ * for float32 (exact: a table lookup; with SSE2 four values are stored at
+ * a time, which halves the cost of the float32 NCHW case). */
+
+static void write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                          void *out) {
-    int H = im->height, W = im->width, C = im->channels;
-    size_t plane = (size_t)H * (size_t)W;
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
+    const int nhwc = o->layout == SP_LAYOUT_NHWC || C == 1;
     if (o->dtype == SP_DTYPE_UINT8) {
         uint8_t *dst = out;
         for (int y = 0; y < H; y++) {
             const uint8_t *row = im->data + (size_t)y * im->stride;
-            if (o->layout == SP_LAYOUT_NHWC || C == 1) {
+            const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
+            if (nhwc && !flip) {
                 memcpy(dst + (size_t)y * (size_t)W * (size_t)C, row, (size_t)W * (size_t)C);
+            } else if (nhwc) {
+                uint8_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+                for (int x = 0; x < W; x++, s += step, d += C)
+                    for (int c = 0; c < C; c++) d[c] = s[c];
+            } else if (C == 3) {
+                uint8_t *d0 = dst + (size_t)y * (size_t)W, *d1 = d0 + plane, *d2 = d1 + plane;
+                for (int x = 0; x < W; x++, s += step) {
+                    d0[x] = s[0];
+                    d1[x] = s[1];
+                    d2[x] = s[2];
+                }
             } else {
                 uint8_t *d0 = dst + (size_t)y * (size_t)W;
-                for (int x = 0; x < W; x++)
-                    for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = row[x * C + c];
+                for (int x = 0; x < W; x++, s += step)
+                    for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = s[c];
             }
         }
         return;
@@ -255,20 +287,54 @@ static void write_output(const sp_pipeline *p, const sp_image *im, const sp_run_
     const float *tab[3];
     int norm = p->has_normalize && !o->skip_normalize;
     for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
+    const float *restrict t0 = tab[0], *restrict t1 = tab[1], *restrict t2 = tab[2];
     float *dst = out;
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
-        if (o->layout == SP_LAYOUT_NHWC || C == 1) {
-            float *d = dst + (size_t)y * (size_t)W * (size_t)C;
-            for (int x = 0; x < W; x++)
-                for (int c = 0; c < C; c++) d[x * C + c] = tab[c][row[x * C + c]];
+        const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (C == 1) {
+            float *restrict d = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step) d[x] = t0[s[0]];
+        } else if (C == 3 && nhwc) {
+            float *restrict d = dst + (size_t)y * (size_t)W * 3;
+            int x = 0;
+#if defined(__SSE2__)
+            for (; x + 4 <= W; x += 4, s += 4 * step, d += 12) {
+                const uint8_t *p1 = s + step, *p2 = p1 + step, *p3 = p2 + step;
+                _mm_storeu_ps(d, _mm_set_ps(t0[p1[0]], t2[s[2]], t1[s[1]], t0[s[0]]));
+                _mm_storeu_ps(d + 4, _mm_set_ps(t1[p2[1]], t0[p2[0]], t2[p1[2]], t1[p1[1]]));
+                _mm_storeu_ps(d + 8, _mm_set_ps(t2[p3[2]], t1[p3[1]], t0[p3[0]], t2[p2[2]]));
+            }
+#endif
+            for (; x < W; x++, s += step, d += 3) {
+                d[0] = t0[s[0]];
+                d[1] = t1[s[1]];
+                d[2] = t2[s[2]];
+            }
+        } else if (C == 3) {
+            float *d0 = dst + (size_t)y * (size_t)W;
+            float *d1 = d0 + plane;
+            float *d2 = d1 + plane;
+            int x = 0;
+#if defined(__SSE2__)
+            for (; x + 4 <= W; x += 4, s += 4 * step) {
+                __m128 v0 = _mm_set_ps(t0[s[3 * step]], t0[s[2 * step]], t0[s[step]], t0[s[0]]);
+                __m128 v1 = _mm_set_ps(t1[s[3 * step + 1]], t1[s[2 * step + 1]], t1[s[step + 1]], t1[s[1]]);
+                __m128 v2 = _mm_set_ps(t2[s[3 * step + 2]], t2[s[2 * step + 2]], t2[s[step + 2]], t2[s[2]]);
+                _mm_storeu_ps(d0 + x, v0);
+                _mm_storeu_ps(d1 + x, v1);
+                _mm_storeu_ps(d2 + x, v2);
+            }
+#endif
+            for (; x < W; x++, s += step) {
+                d0[x] = t0[s[0]];
+                d1[x] = t1[s[1]];
+                d2[x] = t2[s[2]];
+            }
         } else {
             float *d0 = dst + (size_t)y * (size_t)W;
-            for (int c = 0; c < C; c++) {
-                const float *t = tab[c];
-                float *d = d0 + (size_t)c * plane;
-                for (int x = 0; x < W; x++) d[x] = t[row[x * C + c]];
-            }
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = tab[c][s[c]];
         }
     }
 }
@@ -330,6 +396,15 @@ int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
     while (!rc && k < p->nops) {
         const sp_op *op = &p->ops[k];
         if (sp__op_is_geometric(op->kind)) {
+            if (st.hflip) {   /* a region is read: apply the pending flip */
+                rc = st_make_writable(&st);
+                if (rc) {
+                    sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
+                    break;
+                }
+                sp_image_hflip(&st.cur);
+                st.hflip = 0;
+            }
             source s = {st.cur.width, st.cur.height, NULL, NULL, SP_FORMAT_UNKNOWN, p->channels, 0,
                         &st.cur};
             sp_image keep = st.cur;   /* s.img must stay valid during the op */
@@ -341,11 +416,14 @@ int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
         }
         switch (op->kind) {
         case SP_OP_HFLIP:
+            /* Deferred: the output is written mirrored. Every other
+             * non-geometric op is per pixel (contrast's mean is a sum), so
+             * it commutes with the flip. */
+            if (bernoulli(op, (uint32_t)k, ctx)) st.hflip ^= 1;
+            break;
         case SP_OP_VFLIP:
-            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st))) {
-                if (op->kind == SP_OP_HFLIP) sp_image_hflip(&st.cur);
-                else sp_image_vflip(&st.cur);
-            }
+            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st)))
+                sp_image_vflip(&st.cur);
             break;
         case SP_OP_GRAYSCALE:
             if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st)))
@@ -364,7 +442,7 @@ int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
             rc = sp_error_set(err, SP_ERANGE, "%s: output %dx%dx%d needs %zu bytes, %zu available",
                               path, st.cur.height, st.cur.width, st.cur.channels, need, out_bytes);
         else
-            write_output(p, &st.cur, o, out);
+            write_output(p, &st.cur, st.hflip, o, out);
     }
     sp_image_free(&st.hold);
     return rc;
