@@ -177,7 +177,7 @@ static int sp_jpeg_crop_is_exact(j_decompress_ptr ci) {
 static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                         const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err) {
-    sp__pixfmt fmt;
+    sp__pixfmt fmt = SP__PIX_RGB;
     int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
     if (rc != SP_OK) return rc;
     struct jpeg_decompress_struct *ci = &c->cinfo;
@@ -313,7 +313,7 @@ static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
     if (setjmp(c->jb))
         return sp_error_set(err, c->code, "%s: JPEG: %s", c->path, c->msg);
     if (out) return sp_jpeg_body(c, buf, len, req, lim, flags, out, err);
-    sp__pixfmt fmt;
+    sp__pixfmt fmt = SP__PIX_RGB;
     int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
     if (rc != SP_OK) return rc;
     info->format = SP_FORMAT_JPEG;

@@ -8,6 +8,7 @@
  * reader never sees half a record.
  */
 #include "seedpipe/train.h"
+#include "seedpipe/env.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,10 +30,13 @@ int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err)
     XXH128_hash_t h = XXH3_128bits(r->step_loss, (size_t)r->nsteps * sizeof(float));
     sp_digest sdg = {h.high64, h.low64};
     sp_digest_hex(sdg, sd);
+    char env[8192];
+    if (sp_env_json(env, sizeof env) >= (int)sizeof env) snprintf(env, sizeof env, "{}");
     fprintf(f, "{\"seed\":%llu,\"config\":%s,\"dataset_fingerprint\":\"%s\","
-               "\"loader_fingerprint\":\"%s\",\"versions\":%s,\"device\":%s,\"epochs\":[",
+               "\"loader_fingerprint\":\"%s\",\"versions\":%s,\"device\":%s,"
+               "\"environment\":%s,\"epochs\":[",
             (unsigned long long)r->seed, r->config_json ? r->config_json : "{}", dfp, lfp, versions,
-            r->device_json ? r->device_json : "{}");
+            r->device_json ? r->device_json : "{}", env);
     for (uint32_t e = 0; e < r->nepochs; e++) {
         const sp_run_epoch *ep = &r->epochs[e];
         fprintf(f, "%s{\"epoch\":%u,\"loss\":%.9g,\"accuracy\":%.6f", e ? "," : "", e, ep->loss,

@@ -43,8 +43,8 @@ static void usage(FILE *f) {
           "\n"
           "  make-shapes OUT_DIR [--count N] [--size PX] [--seed S]\n"
           "      write the built-in shapes dataset (an ImageFolder)\n"
-          "  inspect DATASET\n"
-          "      sample count, classes with counts, fingerprint\n"
+          "  inspect DATASET [--split NAME=FRACTION,... [--split-seed S]]\n"
+          "      sample count, classes with counts, fingerprint, subset sizes\n"
           "  digest DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--threads T] [--drop-last] [--rank R --world W]\n"
           "         [--dtype uint8|float32] [--layout nchw|nhwc] --out FILE.jsonl\n"
@@ -88,7 +88,16 @@ static void usage(FILE *f) {
           "  rng --batch                            the same, 'k0 k1 c0 c1 c2 c3' lines on stdin\n"
           "  rng --seed S --stream shuffle|augment|init|worker|other [--worker W]\n"
           "      print a derived key\n"
-          "  version\n",
+          "  gcn-demo [--threads T] [--device cpu|cuda] [--runs 5] [--seed S]\n"
+          "      a GCN layer on an Erdos-Renyi graph, atomic vs deterministic scatter-add:\n"
+          "      the output sums of each run and \"All equal\" (docs/graph.md)\n"
+          "  env [--json FILE]\n"
+          "      versions, build options, compiler, CUDA/cuDNN/cuBLAS, device, CPU\n"
+          "  version\n"
+          "\n"
+          "Every command that takes a DATASET also takes --split NAME=FRACTION,...\n"
+          "[--subset NAME] [--split-seed S]: the samples of one subset, decided by a\n"
+          "keyed hash of each sample's path (docs/graph.md; inspect prints the sizes)\n",
           f);
 }
 
@@ -157,6 +166,17 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg) 
     if (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||
         sp_layout_parse(cli_str(a, "layout", "nchw"), &cfg->layout, &err) != 0)
         cli_usage_error(a, "%s", err.msg);
+    cfg->split = cli_str(a, "split", NULL);
+    cfg->subset = cli_str(a, "subset", NULL);
+    cfg->split_seed = cli_u64(a, "split-seed", 0);
+    sp_split sp;
+    if (cfg->split && sp_split_parse(cfg->split, cfg->split_seed, &sp, &err) != 0)
+        cli_usage_error(a, "--split: %s", err.msg);
+    if (!cfg->split != !cfg->subset)
+        cli_usage_error(a, "%s", cfg->split ? "--split needs --subset NAME"
+                                            : "--subset needs --split NAME=FRACTION,...");
+    if (cfg->split && sp_split_find(&sp, cfg->subset) < 0)
+        cli_usage_error(a, "--subset %s: not a subset of --split %s", cfg->subset, cfg->split);
 }
 
 int main(int argc, char **argv) {
@@ -208,6 +228,7 @@ int main(int argc, char **argv) {
         {"verify", cmd_verify},   {"diff", cmd_diff},
         {"serve", cmd_serve},     {"status", cmd_status},
         {"cache", cmd_cache},     {"train", cmd_train},
+        {"gcn-demo", cmd_gcn_demo}, {"env", cmd_env},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmds[i].name, a.cmd)) return cmds[i].fn(&a);

@@ -46,7 +46,8 @@ _Noreturn void cli_fail(const cli_args *a, const sp_error *err);
 _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
 
 /* Fill a loader config from the common options: --pipeline --seed
- * --batch-size --drop-last --rank --world --dtype --layout --threads. */
+ * --batch-size --drop-last --rank --world --dtype --layout --threads
+ * --split --subset --split-seed. */
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg);
 
 /* A stream of batches: the in-process loader (workers 0) or the worker
@@ -90,5 +91,7 @@ int cmd_serve(cli_args *a);    /* cli_service.c */
 int cmd_status(cli_args *a);
 int cmd_cache(cli_args *a);     /* cli_cache.c */
 int cmd_train(cli_args *a);     /* cli_train.c */
+int cmd_gcn_demo(cli_args *a);  /* cli_gcn.c */
+int cmd_env(cli_args *a);       /* cli_env.c */
 
 #endif

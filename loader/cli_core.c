@@ -8,6 +8,7 @@
 #include "loader/cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,9 @@ int cmd_order(cli_args *a) {
     sp_dataset *ds = NULL;
     sp_error err;
     sp_error_clear(&err);
+    const char *split_spec = cli_str(a, "split", NULL), *subset = cli_str(a, "subset", NULL);
+    uint64_t split_seed = cli_u64(a, "split-seed", 0);
+    uint64_t *map = NULL;
     if (a->npos == 1) {
         if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
         n = sp_dataset_size(ds);
@@ -123,23 +127,56 @@ int cmd_order(cli_args *a) {
     } else {
         cli_usage_error(a, "give a DATASET or --n N");
     }
+    if (split_spec || subset) {   /* the subset's epoch order, as the loader draws it */
+        sp_split split;
+        if (!ds) cli_usage_error(a, "--split needs a DATASET");
+        if (!split_spec || !subset) cli_usage_error(a, "--split and --subset go together");
+        if (sp_split_parse(split_spec, split_seed, &split, &err) != 0)
+            cli_usage_error(a, "--split: %s", err.msg);
+        int k = sp_split_find(&split, subset);
+        if (k < 0) cli_usage_error(a, "--subset %s: not a subset of --split %s", subset, split_spec);
+        map = malloc((n ? n : 1) * sizeof *map);
+        if (!map) {
+            sp_error_set(&err, SP_ENOMEM, "out of memory");
+            cli_fail(a, &err);
+        }
+        uint64_t m = 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (sp_split_assign(&split, sp_dataset_path(ds, i)) == k) map[m++] = i;
+        n = m;
+        if (n == 0) {
+            sp_error_set(&err, SP_EINVAL, "subset %s is empty", subset);
+            cli_fail(a, &err);
+        }
+    }
     uint64_t seed = cli_u64(a, "seed", 0);
     uint64_t epoch = cli_u64(a, "epoch", 0);
     if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
     cli_check_unused(a);
     sp_perm p;
     sp_perm_init(&p, n, sp_stream_key(seed, SP_STREAM_SHUFFLE), (uint32_t)epoch);
-    for (uint64_t i = 0; i < n; i++) printf("%llu\n", (unsigned long long)sp_perm_at(&p, i));
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t j = sp_perm_at(&p, i);
+        printf("%llu\n", (unsigned long long)(map ? map[j] : j));
+    }
+    free(map);
     sp_dataset_destroy(ds);
     return 0;
 }
 
 int cmd_inspect(cli_args *a) {
-    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe inspect DATASET");
+    if (a->npos != 1)
+        cli_usage_error(a, "usage: seedpipe inspect DATASET [--split NAME=FRACTION,... "
+                           "[--split-seed S]]");
+    const char *split_spec = cli_str(a, "split", NULL);
+    uint64_t split_seed = cli_u64(a, "split-seed", 0);
     cli_check_unused(a);
-    sp_dataset *ds;
     sp_error err;
     sp_error_clear(&err);
+    sp_split split;
+    if (split_spec && sp_split_parse(split_spec, split_seed, &split, &err) != 0)
+        cli_usage_error(a, "--split: %s", err.msg);
+    sp_dataset *ds;
     if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
     char fp[33];
     sp_digest_hex(sp_dataset_fingerprint(ds), fp);
@@ -151,6 +188,18 @@ int cmd_inspect(cli_args *a) {
         printf("  %3d  %-20s %llu\n", c, sp_dataset_class_name(ds, c),
                (unsigned long long)sp_dataset_class_count(ds, c));
     printf("fingerprint: %s\n", fp);
+    if (split_spec) {
+        uint64_t counts[SP_SPLIT_MAX];
+        sp_split_counts(&split, ds, counts);
+        double n = (double)sp_dataset_size(ds);
+        printf("split:       %s (split seed %llu; by keyed hash of the path)\n", split_spec,
+               (unsigned long long)split_seed);
+        for (int k = 0; k < split.n; k++) {
+            double f = split.frac[k], mean = n * f, tol = 3.0 * sqrt(n * f * (1.0 - f));
+            printf("  %-12s %llu samples  (expected %.1f +- %.1f at 3 sigma)\n", split.name[k],
+                   (unsigned long long)counts[k], mean, tol);
+        }
+    }
     sp_dataset_destroy(ds);
     return 0;
 }

@@ -43,7 +43,153 @@ struct sp_loader {
     pthread_mutex_t log_lock;         /* guards the failure log */
     sp_failure *failures;
     size_t nfailures, cap_failures;
+    char *split_spec, *subset_name;   /* copies; NULL: no split */
+    sp_split split;
+    uint64_t *map;                    /* subset sample j -> dataset index */
+    uint64_t nmap;
 };
+
+/* ---- splits ------------------------------------------------------------------ */
+
+int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err) {
+    memset(out, 0, sizeof *out);
+    out->seed = seed;
+    if (!spec || !*spec)
+        return sp_error_set(err, SP_EINVAL, "split: empty spec (expected NAME=FRACTION,...)");
+    const char *p = spec;
+    double sum = 0.0;
+    while (*p) {
+        if (out->n == SP_SPLIT_MAX)
+            return sp_error_set(err, SP_EINVAL, "split \"%s\": more than %d subsets", spec,
+                                SP_SPLIT_MAX);
+        const char *eq = strchr(p, '=');
+        const char *comma = strchr(p, ',');
+        if (!eq || (comma && comma < eq))
+            return sp_error_set(err, SP_EINVAL,
+                                "split \"%s\": expected NAME=FRACTION at \"%.*s\"", spec,
+                                (int)(comma ? (size_t)(comma - p) : strlen(p)), p);
+        size_t len = (size_t)(eq - p);
+        if (len == 0 || len >= SP_SPLIT_NAME_MAX)
+            return sp_error_set(err, SP_EINVAL, "split \"%s\": subset name must be 1..%d bytes",
+                                spec, SP_SPLIT_NAME_MAX - 1);
+        for (size_t i = 0; i < len; i++) {
+            char c = p[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.'))
+                return sp_error_set(err, SP_EINVAL,
+                                    "split \"%s\": subset name \"%.*s\": use letters, digits, "
+                                    "'_', '-', '.'",
+                                    spec, (int)len, p);
+        }
+        memcpy(out->name[out->n], p, len);
+        out->name[out->n][len] = '\0';
+        for (int k = 0; k < out->n; k++)
+            if (strcmp(out->name[k], out->name[out->n]) == 0)
+                return sp_error_set(err, SP_EINVAL, "split \"%s\": subset \"%s\" given twice",
+                                    spec, out->name[k]);
+        char *end;
+        double f = strtod(eq + 1, &end);
+        if (end == eq + 1 || (*end && *end != ',') || !(f > 0.0 && f <= 1.0))
+            return sp_error_set(err, SP_EINVAL,
+                                "split \"%s\": subset \"%s\": fraction must be a number in "
+                                "(0, 1]",
+                                spec, out->name[out->n]);
+        out->frac[out->n] = f;
+        sum = sum + f;
+        out->cum[out->n] = sum;
+        out->n++;
+        p = end;
+        if (*p == ',') {
+            p++;
+            if (!*p)
+                return sp_error_set(err, SP_EINVAL, "split \"%s\": trailing comma", spec);
+        }
+    }
+    if (!(sum >= 1.0 - 1e-9 && sum <= 1.0 + 1e-9))
+        return sp_error_set(err, SP_EINVAL, "split \"%s\": fractions sum to %.17g, not 1", spec,
+                            sum);
+    out->cum[out->n - 1] = 1.0;
+    return SP_OK;
+}
+
+double sp_split_u01(uint64_t seed, const char *path) {
+    uint64_t h = XXH3_64bits_withSeed(path, strlen(path), seed);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int sp_split_assign(const sp_split *s, const char *path) {
+    double u = sp_split_u01(s->seed, path);
+    for (int k = 0; k < s->n - 1; k++)
+        if (u < s->cum[k]) return k;
+    return s->n - 1;
+}
+
+int sp_split_find(const sp_split *s, const char *name) {
+    for (int k = 0; name && k < s->n; k++)
+        if (strcmp(s->name[k], name) == 0) return k;
+    return -1;
+}
+
+int sp_split_canonical(const sp_split *s, char *buf, size_t n) {
+    size_t len = 0;
+    if (n) buf[0] = '\0';
+    for (int k = 0; k < s->n; k++) {
+        int w = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s=%.17g",
+                         k ? "," : "", s->name[k], s->frac[k]);
+        if (w > 0) len += (size_t)w;
+    }
+    return (int)len;
+}
+
+void sp_split_counts(const sp_split *s, const sp_dataset *ds, uint64_t *counts) {
+    for (int k = 0; k < s->n; k++) counts[k] = 0;
+    uint64_t n = sp_dataset_size(ds);
+    for (uint64_t i = 0; i < n; i++) counts[sp_split_assign(s, sp_dataset_path(ds, i))]++;
+}
+
+/* The subset's dataset indices in canonical order. */
+static int build_subset(sp_loader *ld, sp_error *err) {
+    const sp_loader_config *c = &ld->cfg;
+    if (!c->split && !c->subset) return SP_OK;
+    if (!c->split || !c->subset)
+        return sp_error_set(err, SP_EINVAL, "%s", c->split ? "--split needs --subset NAME (the "
+                            "subset to load)" : "--subset needs --split NAME=FRACTION,...");
+    int rc = sp_split_parse(c->split, c->split_seed, &ld->split, err);
+    if (rc != 0) return rc;
+    int k = sp_split_find(&ld->split, c->subset);
+    if (k < 0) {
+        char names[SP_SPLIT_MAX * SP_SPLIT_NAME_MAX + 64];
+        size_t len = 0;
+        names[0] = '\0';
+        for (int i = 0; i < ld->split.n; i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "",
+                                    ld->split.name[i]);
+        return sp_error_set(err, SP_EINVAL, "subset \"%s\" is not in split \"%s\" (subsets: %s)",
+                            c->subset, c->split, names);
+    }
+    uint64_t n = sp_dataset_size(ld->ds);
+    ld->map = malloc((n ? n : 1) * sizeof *ld->map);
+    if (!ld->map) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
+    ld->nmap = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (sp_split_assign(&ld->split, sp_dataset_path(ld->ds, i)) == k) ld->map[ld->nmap++] = i;
+    if (ld->nmap == 0)
+        return sp_error_set(err, SP_EINVAL, "%s: subset \"%s\" of split \"%s\" is empty "
+                            "(%llu samples)", ld->dataset_path, c->subset, c->split,
+                            (unsigned long long)n);
+    return SP_OK;
+}
+
+/* The dataset index at epoch position pos. */
+static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos) {
+    uint64_t j = sp_perm_at(perm, pos);
+    return ld->map ? ld->map[j] : j;
+}
+
+uint64_t sp_loader_size(const sp_loader *ld) { return ld->bt.n; }
+uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j) {
+    return ld->map ? (j < ld->nmap ? ld->map[j] : UINT64_MAX) : j;
+}
 
 static const char *const on_error_names[] = {"fail", "skip", "substitute"};
 static const char *const rng_mode_names[] = {"per-sample", "per-worker"};
@@ -126,6 +272,14 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
         hash_str(st, "rng_mode");
         hash_u64(st, (uint64_t)ld->cfg.rng_mode);
     }
+    if (ld->map) {
+        char canon[SP_SPLIT_MAX * (SP_SPLIT_NAME_MAX + 32)];
+        sp_split_canonical(&ld->split, canon, sizeof canon);
+        hash_str(st, "split");
+        hash_str(st, canon);
+        hash_u64(st, ld->split.seed);
+        hash_str(st, ld->cfg.subset);
+    }
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     d.hi = h.high64;
@@ -157,9 +311,17 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     }
     ld->cfg.dataset = ld->dataset_path;
     ld->cfg.pipeline = ld->pipeline_spec;
+    if ((cfg->split && !(ld->split_spec = dupstr(cfg->split))) ||
+        (cfg->subset && !(ld->subset_name = dupstr(cfg->subset)))) {
+        sp_loader_destroy(ld);
+        return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
+    }
+    ld->cfg.split = ld->split_spec;
+    ld->cfg.subset = ld->subset_name;
     if (ld->cfg.world == 0) ld->cfg.world = 1;
 
     int rc = sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
+    if (rc == 0) rc = build_subset(ld, err);
     if (rc == 0) rc = sp_pipeline_parse(ld->pipeline_spec, &ld->pl, err);
     if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype != SP_DTYPE_FLOAT32 &&
         !cfg->skip_normalize)
@@ -172,7 +334,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         rc = sp_pipeline_output_dims(ld->pl, rw, rh, &ld->h, &ld->w, &ld->c, err);
     }
     if (rc == 0) {
-        ld->bt.n = sp_dataset_size(ld->ds);
+        ld->bt.n = ld->map ? ld->nmap : sp_dataset_size(ld->ds);
         ld->bt.batch_size = cfg->batch_size;
         ld->bt.drop_last = cfg->drop_last;
         ld->bt.rank = cfg->rank;
@@ -210,6 +372,9 @@ void sp_loader_destroy(sp_loader *ld) {
     free(ld->dataset_path);
     free(ld->pipeline_spec);
     free(ld->failures);
+    free(ld->split_spec);
+    free(ld->subset_name);
+    free(ld->map);
     pthread_mutex_destroy(&ld->log_lock);
     free(ld);
 }
@@ -334,7 +499,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
                       int32_t *label) {
     sp_perm perm;
     sp_perm_init(&perm, ld->bt.n, ld->k_shuffle, epoch);
-    uint64_t idx = sp_perm_at(&perm, pos);
+    uint64_t idx = index_at(ld, &perm, pos);
     *index = idx;
     *label = sp_dataset_label(ld->ds, idx);
     it->status = SP__ITEM_OK;
@@ -359,7 +524,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
         return SP_OK;
     case SP_ON_ERROR_SUBSTITUTE:
         for (uint64_t t = 1; t <= SP_SUBSTITUTE_TRIES && t < ld->bt.n; t++) {
-            uint64_t cand = sp_perm_at(&perm, (pos + t) % ld->bt.n);
+            uint64_t cand = index_at(ld, &perm, (pos + t) % ld->bt.n);
             sp_error_clear(&e);
             if (run_one(ld, epoch, cand, rng, dst, &e) == 0) {
                 it->status = SP__ITEM_SUBSTITUTED;
@@ -460,7 +625,7 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     out->nskipped = 0;
     out->nsubstituted = 0;
     for (uint32_t s = 0; s < count; s++) {
-        out->indices[s] = sp_perm_at(&perm, pos + s);
+        out->indices[s] = index_at(ld, &perm, pos + s);
         out->labels[s] = sp_dataset_label(ld->ds, out->indices[s]);
     }
     if (count == 0) return SP_OK;

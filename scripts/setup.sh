@@ -13,6 +13,7 @@ pkgs=(
   libxxhash-dev                      # XXH3-128 fingerprints and digests
   zlib1g-dev                         # gzip'd IDX files
   python3                            # reference implementation tests (standard library only)
+  python3-numpy python3-pytest       # the Python bindings (bindings/python) and their tests
   librandom123-doc                   # Random123 known-answer vectors for the Philox test
   dataset-fashion-mnist              # a real IDX dataset for the dataset tests
 )
@@ -29,5 +30,8 @@ fi
 
 # The CUDA parts build when nvcc and cuDNN are present (CMake reports it).
 if [ -d /usr/local/cuda/bin ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Tests run with Debian's python3 (it has the packages above), whatever
+# other python3 may come first on PATH.
+py=/usr/bin/python3
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$py >/dev/null
 cmake --build build -j"$(nproc)"

@@ -89,7 +89,53 @@ typedef struct sp_loader_config {
     int skip_normalize;      /* uint8 preview of a normalizing pipeline */
     sp_on_error on_error;    /* default SP_ON_ERROR_FAIL */
     sp_rng_mode rng_mode;    /* default SP_RNG_PER_SAMPLE */
+    /* Deterministic split (see "Splits" below). NULL/NULL: the whole
+     * dataset. Both or neither must be set. */
+    const char *split;       /* "train=0.9,val=0.1" */
+    const char *subset;      /* "train" */
+    uint64_t split_seed;     /* key of the path hash; default 0, independent of seed */
 } sp_loader_config;
+
+/* Splits. A split spec is NAME=FRACTION,... (1 to SP_SPLIT_MAX subsets;
+ * names of [A-Za-z0-9_.-], at most 31 bytes, distinct; fractions in
+ * (0, 1], summing to 1 within 1e-9). Sample i belongs to subset k when
+ *     u = (XXH3_64bits_withSeed(path, strlen(path), split_seed) >> 11) * 2^-53
+ * (path = sp_dataset_path(ds, i), the relative path) is below cum[k] and
+ * not below cum[k-1], cum[k] = frac[0] + ... + frac[k] in double, left to
+ * right, the last one set to 1. The subset is a function of the path and
+ * the split seed alone: adding or removing other files never moves a
+ * sample to another subset; changing only the fractions moves samples
+ * only across the boundaries that moved. Subset sizes are Binomial(N,
+ * frac): within 3 * sqrt(N * frac * (1 - frac)) of N * frac with
+ * probability 99.7% for a given dataset (a fixed dataset always gets the
+ * same sizes). A loader with a subset sees only that subset's samples, in
+ * canonical order: its epoch order is a permutation of the subset, and
+ * sp_batch.indices are still dataset indices. The loader fingerprint
+ * covers the canonical spec, the split seed and the subset. */
+#define SP_SPLIT_MAX 16
+#define SP_SPLIT_NAME_MAX 32
+typedef struct sp_split {
+    int n;
+    char name[SP_SPLIT_MAX][SP_SPLIT_NAME_MAX];
+    double frac[SP_SPLIT_MAX];
+    double cum[SP_SPLIT_MAX];
+    uint64_t seed;
+} sp_split;
+
+/*! sp_split_parse() : parse a spec. @return 0 or SP_EINVAL with a message
+ *  naming the problem ("split \"a=0.5\": fractions sum to 0.5, not 1"). */
+int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err);
+/*! sp_split_u01() : the path's position u in [0, 1) (formula above). */
+double sp_split_u01(uint64_t seed, const char *path);
+/*! sp_split_assign() : the subset (0 .. n-1) of a relative path. */
+int sp_split_assign(const sp_split *s, const char *path);
+/*! sp_split_find() : the index of subset `name`, or -1. */
+int sp_split_find(const sp_split *s, const char *name);
+/*! sp_split_canonical() : "name=%.17g,..." (hashed into fingerprints);
+ *  snprintf semantics. */
+int sp_split_canonical(const sp_split *s, char *buf, size_t n);
+/*! sp_split_counts() : counts[k] = samples of ds in subset k (n entries). */
+void sp_split_counts(const sp_split *s, const sp_dataset *ds, uint64_t *counts);
 
 /*! sp_loader_config_default() : seed 0, B 32, world 1, uint8, NCHW,
  *  1 thread, pipeline "shapes-train". dataset must be set. */
@@ -108,6 +154,12 @@ const sp_dataset *sp_loader_dataset(const sp_loader *ld);
 const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
 const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
 uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
+/*! sp_loader_size() : the number of samples the loader draws from (the
+ *  subset's size with a split, else the dataset's). */
+uint64_t sp_loader_size(const sp_loader *ld);
+/*! sp_loader_sample_index() : the dataset index of the loader's j-th
+ *  sample (j < sp_loader_size(); the identity without a split). */
+uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 /*! sp_loader_sample_dims() : channels, height, width of one sample. */
 void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
 /*! sp_loader_sample_bytes() : c * h * w * sizeof(dtype). */
@@ -117,7 +169,8 @@ size_t sp_loader_sample_bytes(const sp_loader *ld);
  *  dtype, layout, batch size, drop_last. Rank and world are left out on
  *  purpose: the global stream does not depend on them, so a loader state
  *  can be resumed with another world size. A non-default on_error or
- *  rng_mode is hashed too (the default leaves the v1 value unchanged). */
+ *  rng_mode is hashed too (the default leaves the v1 value unchanged), and so
+ *  are a split's canonical spec, split seed and subset. */
 sp_digest sp_loader_fingerprint(const sp_loader *ld);
 /*! sp_loader_pipeline_hash() : XXH3-128 of the canonical pipeline string
  *  (stored in loader states to name a pipeline mismatch). */

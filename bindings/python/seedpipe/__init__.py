@@ -1,0 +1,34 @@
+"""seedpipe: deterministic, zero-copy batches for Python trainers.
+
+    import seedpipe
+    with seedpipe.Loader("data/train", pipeline="imagenet-train", seed=1,
+                         batch_size=64, workers=4, dtype="float32") as loader:
+        for epoch in range(10):
+            loader.set_epoch(epoch)
+            for images, labels in loader:     # numpy views, valid until the next step
+                ...
+
+Every batch is a pure function of (dataset, pipeline, seed, epoch, batch
+index, format, geometry): worker count, scheduling, resume and cache never
+change a byte. See docs/python.md.
+"""
+from ._core import BatchInfo, Client, Error, Loader, attach
+from ._cli import DigestResult, VerifyResult, digest, verify
+from . import _lib
+
+__version__ = "0.1.0"
+LIB_PATH = _lib.LIB_PATH
+
+
+def version() -> str:
+    """The C library's version string, e.g. "seedpipe 0.1.0"."""
+    return _lib.sp_version_string().decode()
+
+
+def find_binary() -> str:
+    """Path of the `seedpipe` tool used by digest() and verify()."""
+    return _lib.find_binary()
+
+
+__all__ = ["Loader", "Client", "attach", "Error", "BatchInfo", "digest", "verify",
+           "DigestResult", "VerifyResult", "version", "find_binary", "LIB_PATH"]

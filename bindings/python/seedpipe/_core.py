@@ -1,0 +1,645 @@
+"""Loader (in-process or worker pool) and attach (client of `seedpipe serve`).
+
+Zero copy: the arrays a Loader or Client yields are numpy VIEWS on memory
+owned by the C library: the in-process loader's batch buffer (workers=0) or
+a slot of the shared-memory ring the worker processes write into
+(workers >= 1, and attach()). A batch's arrays are valid until the next
+batch is taken from the same loader (the slot is then given back and gets
+overwritten), until set_epoch()/load_state_dict() repositions it, and until
+close(). Keep a batch longer with copy=True (or images.copy()). Reading a
+view after close() reads unmapped memory: don't.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import weakref
+from ctypes import byref
+from typing import Any, Iterator, Optional, Tuple
+
+import numpy as np
+
+from . import _lib as L
+
+__all__ = ["Error", "Loader", "Client", "attach", "BatchInfo"]
+
+_U32_MAX = 0xFFFFFFFF
+_UNBOUNDED_EPOCHS = _U32_MAX
+
+
+class Error(RuntimeError):
+    """A seedpipe C error. str(e) is the C message ("path: reason");
+    e.code is the SP_E* code (negative int), e.code_name e.g. "EIO"."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.code_name = L.ERROR_NAMES.get(code, str(code))
+        self.message = message
+
+
+def _raise(rc: int, err: L.sp_error, what: str = "") -> None:
+    msg = err.msg.decode("utf-8", "replace")
+    if not msg:
+        msg = (L.sp_strerror(rc) or b"error").decode()
+        if what:
+            msg = f"{what}: {msg}"
+    raise Error(rc, msg)
+
+
+class BatchInfo:
+    """Where the last batch came from: epoch, index (within the epoch),
+    count, and its sample indices (a view, like the images, unless the
+    loader copies), skipped samples and (failed, substitute) pairs."""
+    __slots__ = ("epoch", "index", "count", "_b", "_copy", "_indices")
+
+    def __init__(self, b: L.sp_batch, copy: bool):
+        self.epoch, self.index, self.count = b.epoch, b.index, b.count
+        self._b, self._copy, self._indices = b, copy, None
+        if copy:
+            self._indices = _view(b.indices, (b.count,), "<u8", True)
+            self._b = (self.skipped, self.substituted)
+
+    @property
+    def indices(self) -> np.ndarray:
+        if self._indices is None:
+            self._indices = _view(self._b.indices, (self.count,), "<u8", False)
+        return self._indices
+
+    @property
+    def skipped(self) -> list:
+        if isinstance(self._b, tuple):
+            return self._b[0]
+        b = self._b
+        if not b.nskipped:
+            return []
+        return _view(b.skipped, (b.nskipped,), "<u8", True).tolist()
+
+    @property
+    def substituted(self) -> list:
+        if isinstance(self._b, tuple):
+            return self._b[1]
+        b = self._b
+        if not b.nsubstituted:
+            return []
+        return [tuple(p) for p in _view(b.substituted, (b.nsubstituted, 2), "<u8", True).tolist()]
+
+    def __repr__(self):
+        return f"BatchInfo(epoch={self.epoch}, index={self.index}, count={self.count})"
+
+
+class _Mem:
+    """The base object of a view: describes C memory through the array
+    interface (no copy); numpy keeps it as the array's .base."""
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, addr: int, shape: tuple, typestr: str):
+        self.__array_interface__ = {"data": (addr, False), "shape": shape,
+                                    "typestr": typestr, "version": 3}
+
+
+def _view(addr: Optional[int], shape: tuple, typestr: str, copy: bool) -> np.ndarray:
+    """A numpy array over C memory at addr (no copy unless copy=True)."""
+    if not addr or 0 in shape:
+        return np.empty(shape, np.dtype(typestr))
+    a = np.asarray(_Mem(addr, shape, typestr))
+    return a.copy() if copy else a
+
+
+def _check_choice(name: str, value: Any, table: dict) -> int:
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        value = np.dtype(value).name
+    if not isinstance(value, str) or value.lower() not in table:
+        raise ValueError(f"{name} must be one of {', '.join(repr(k) for k in table)}, "
+                         f"got {value!r}")
+    return table[value.lower()]
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def _state_to_dict(st: L.sp_loader_state) -> dict:
+    buf = ctypes.create_string_buffer(4096)
+    n = L.sp_loader_state_format(byref(st), buf, len(buf))
+    if n >= len(buf):
+        buf = ctypes.create_string_buffer(n + 1)
+        L.sp_loader_state_format(byref(st), buf, len(buf))
+    return json.loads(buf.value.decode())
+
+
+def _state_from(obj: Any) -> L.sp_loader_state:
+    if isinstance(obj, dict):
+        text = json.dumps(obj, separators=(",", ":"))
+    elif isinstance(obj, (str, bytes)):
+        text = obj if isinstance(obj, str) else obj.decode()
+    else:
+        raise ValueError(f"state must be a dict from state_dict() or its JSON text, "
+                         f"got {type(obj).__name__}")
+    raw = text.encode()
+    st = L.sp_loader_state()
+    err = L.sp_error()
+    rc = L.sp_loader_state_parse(raw, len(raw), byref(st), byref(err))
+    if rc != 0:
+        _raise(rc, err, "state")
+    return st
+
+
+# ---- resources (owned by a finalizer, never by the Python object itself) -------
+
+class _Res:
+    """C handles of one Loader. Freed by free(), which a weakref.finalize
+    calls on close(), on garbage collection, or at interpreter exit."""
+
+    def __init__(self):
+        self.loader = None   # sp_loader * (in-process) or None
+        self.batch = None    # sp_batch (in-process buffer)
+        self.pool = None     # sp_pool *
+        self.held = False    # a pool batch is held
+        self.client = None   # sp_client *
+        self.cview = None    # held client view (sp_batch)
+
+    def free_pool(self):
+        if self.pool:
+            L.sp_pool_destroy(self.pool)   # SIGKILLs and reaps workers, unmaps
+            self.pool = None
+            self.held = False
+
+    def free(self):
+        self.free_pool()
+        if self.batch is not None:
+            L.sp_batch_free(byref(self.batch))
+            self.batch = None
+        if self.loader:
+            L.sp_loader_destroy(self.loader)
+            self.loader = None
+        if self.client:
+            L.sp_client_detach(self.client)   # drops held views, unmaps
+            self.client = None
+            self.cview = None
+
+
+class _Base:
+    """Shared iteration machinery: images/labels views of one sp_batch."""
+
+    _res: _Res
+    copy: bool
+
+    def _arrays(self, b: L.sp_batch) -> Tuple[np.ndarray, np.ndarray]:
+        n = b.count
+        self._info = BatchInfo(b, self.copy)
+        return (_view(b.images, (n,) + self._sshape, self._typestr, self.copy),
+                _view(b.labels, (n,), "<i4", self.copy))
+
+    def _geometry(self, chw, dtype, layout):
+        self._chw, self._dtype, self._layout = chw, dtype, layout
+        c, h, w = chw
+        self._sshape = (c, h, w) if layout == 0 else (h, w, c)
+        self._typestr = "|u1" if dtype == 0 else "<f4"
+
+    @property
+    def batch_info(self) -> Optional[BatchInfo]:
+        """Epoch, index, sample indices, skipped/substituted of the last batch."""
+        return self._info
+
+    @property
+    def sample_shape(self) -> Tuple[int, int, int]:
+        c, h, w = self._chw
+        return (c, h, w) if self._layout == 0 else (h, w, c)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.uint8 if self._dtype == 0 else np.float32)
+
+    @property
+    def layout(self) -> str:
+        return "nchw" if self._layout == 0 else "nhwc"
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Free everything now: workers SIGKILLed and reaped, shared memory
+        unmapped, client detached. Views handed out become invalid."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _check_open(self):
+        if self.closed:
+            raise ValueError(f"{type(self).__name__} is closed")
+
+    def stream(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        """Every remaining batch of every remaining epoch (to `epochs`)."""
+        while not self._at_end():
+            yield from iter(self)
+
+
+class Loader(_Base):
+    """Deterministic batches of a dataset as numpy arrays.
+
+    Loader(data, pipeline="shapes-train", seed=0, batch_size=32, workers=0,
+           epochs=None, drop_last=False, dtype="uint8", layout="nchw",
+           rank=0, world=1, on_error="fail", copy=False, threads=1,
+           ring=0, rng_mode="per-sample", split=None, subset=None, split_seed=0)
+
+    The batch bytes are a pure function of (dataset, pipeline, seed, epoch,
+    batch index, dtype, layout, batch_size, drop_last, rank, world): the
+    worker count, threads and ring depth never change a byte.
+
+    Iteration is per epoch, like torch's DataLoader: `for images, labels in
+    loader` yields the remaining batches of the current epoch, and the next
+    `for` continues with the following epoch (or call set_epoch(e)).
+    `stream()` yields every remaining batch up to `epochs`. epochs=None
+    means no end; with epochs=E an iteration past epoch E-1 yields nothing.
+
+    images: (n, C, H, W) for nchw or (n, H, W, C) for nhwc, uint8 or float32;
+    labels: (n,) int32; n = batch_size / world (the last batch may be short
+    unless drop_last). They are VIEWS (no copy) on the loader's batch buffer
+    (workers=0) or on the shared-memory slot the workers wrote (workers>=1),
+    valid until the next batch, set_epoch(), load_state_dict() or close().
+    copy=True yields private copies instead.
+
+    workers=0 computes batches in this process (`threads` threads per
+    batch); workers>=1 forks a pool of worker processes (pool.h) with `ring`
+    prefetched batches (0: 2 * workers). split/subset/split_seed select a
+    deterministic subset of the dataset (loader.h "Splits"; needs a library
+    with splits), e.g. split="train=0.9,val=0.1", subset="val". Create, iterate and close a pool
+    loader on one thread (the workers are tied to the forking thread).
+    """
+
+    def __init__(self, data, pipeline: str = "shapes-train", seed: int = 0,
+                 batch_size: int = 32, workers: int = 0, epochs: Optional[int] = None,
+                 drop_last: bool = False, dtype="uint8", layout: str = "nchw", rank: int = 0,
+                 world: int = 1, on_error: str = "fail", copy: bool = False, threads: int = 1,
+                 ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
+                 subset: Optional[str] = None, split_seed: int = 0):
+        self._res = _Res()
+        self._finalizer = weakref.finalize(self, _Res.free, self._res)
+        self._info = self._last = None
+        if not isinstance(data, (str, bytes, os.PathLike)):
+            raise ValueError(f"data must be a dataset path, got {type(data).__name__}")
+        data = os.fsdecode(data)
+        if not isinstance(pipeline, str) or not pipeline.strip():
+            raise ValueError(f"pipeline must be a non-empty spec string, got {pipeline!r}")
+        seed = _check_int("seed", seed, 0, 2**64 - 1)
+        batch_size = _check_int("batch_size", batch_size, 1, _U32_MAX)
+        self.workers = _check_int("workers", workers, 0, 64)
+        if epochs is not None:
+            epochs = _check_int("epochs", epochs, 1, _U32_MAX - 1)
+        world = _check_int("world", world, 1, 1 << 16)
+        rank = _check_int("rank", rank, 0, world - 1)
+        if batch_size % world:
+            raise ValueError(f"batch_size ({batch_size}) must be a multiple of world ({world})")
+        self._dtype = _check_choice("dtype", dtype, L.DTYPES)
+        self._layout = _check_choice("layout", layout, L.LAYOUTS)
+        on_err = _check_choice("on_error", on_error, L.ON_ERROR)
+        rng = _check_choice("rng_mode", rng_mode, L.RNG_MODES)
+        threads = _check_int("threads", threads, 1, 1024)
+        split_seed = _check_int("split_seed", split_seed, 0, 2**64 - 1)
+        if (split is None) != (subset is None):
+            raise ValueError("split and subset must be given together (e.g. "
+                             "split='train=0.9,val=0.1', subset='train')")
+        for nm, v in (("split", split), ("subset", subset)):
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ValueError(f"{nm} must be a non-empty string, got {v!r}")
+        if split is not None and not L.HAS_SPLIT:
+            raise Error(-9, f"split: {L.LIB_PATH} has no dataset splits (a newer "
+                            "libseedpipe is needed)")
+        self.ring = _check_int("ring", ring, 0, 1024)
+        self.copy = bool(copy)
+        self.epochs = epochs
+        self.data, self.pipeline, self.seed = data, pipeline, seed
+        self.batch_size, self.drop_last, self.rank, self.world = (batch_size, bool(drop_last),
+                                                                  rank, world)
+        self.on_error, self.rng_mode = on_error, rng_mode
+
+        self._bdata, self._bpipe = data.encode(), pipeline.encode()
+        cfg = L.sp_loader_config()
+        L.sp_loader_config_default(byref(cfg))
+        cfg.dataset, cfg.pipeline, cfg.seed = self._bdata, self._bpipe, seed
+        cfg.batch_size, cfg.drop_last, cfg.rank, cfg.world = (batch_size, int(bool(drop_last)),
+                                                              rank, world)
+        cfg.dtype, cfg.layout, cfg.threads = self._dtype, self._layout, threads
+        cfg.on_error, cfg.rng_mode = on_err, rng
+        if split is not None:
+            self._bsplit, self._bsubset = split.encode(), subset.encode()
+            cfg.split, cfg.subset, cfg.split_seed = self._bsplit, self._bsubset, split_seed
+        self._cfg = cfg
+        err = L.sp_error()
+        ld = ctypes.c_void_p()
+        rc = L.sp_loader_create(byref(cfg), byref(ld), byref(err))
+        if rc != 0:
+            _raise(rc, err, data)
+        self._res.loader = ld.value
+        c, h, w = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        L.sp_loader_sample_dims(self._res.loader, byref(c), byref(h), byref(w))
+        self._geometry((c.value, h.value, w.value), self._dtype, self._layout)
+        self._err, self._view_b = L.sp_error(), L.sp_batch()
+        self._nb = int(L.sp_loader_batches_per_epoch(self._res.loader))
+        self.fingerprint = L.sp_loader_fingerprint(self._res.loader).hex()
+        if self.workers == 0:
+            self._res.batch = L.sp_batch()
+            rc = L.sp_batch_alloc(self._res.loader, byref(self._res.batch))
+            if rc != 0:
+                self._res.batch = None
+                _raise(rc, L.sp_error(), "batch buffer")
+        # stream position: the next batch to deliver
+        self._epoch, self._batch = 0, 0
+
+    # ---- geometry ----
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        return self._nb
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to."""
+        return self._epoch
+
+    def _at_end(self) -> bool:
+        return self.epochs is not None and self._epoch >= self.epochs
+
+    # ---- positioning ----
+    def set_epoch(self, epoch: int) -> None:
+        """Position at batch 0 of `epoch` (like DistributedSampler.set_epoch).
+        Invalidates the views of the last batch."""
+        self._check_open()
+        epoch = _check_int("epoch", epoch, 0, _U32_MAX - 1)
+        if (epoch, 0) != (self._epoch, self._batch):
+            self._reposition(epoch, 0)
+
+    def _reposition(self, epoch: int, batch: int) -> None:
+        self._res.free_pool()
+        self._epoch, self._batch = epoch, batch
+        self._info = self._last = None
+
+    def _state(self) -> L.sp_loader_state:
+        st = L.sp_loader_state()
+        L.sp_loader_state_at(self._res.loader, self._epoch, self._batch, byref(st))
+        return st
+
+    def state_dict(self) -> dict:
+        """The C loader state (state.h) of the position after the last batch
+        taken, as a JSON-able dict; load_state_dict() of a loader with the
+        same configuration (any worker count) resumes exactly there."""
+        self._check_open()
+        return _state_to_dict(self._state())
+
+    def load_state_dict(self, state) -> None:
+        """Resume from state_dict() (dict or its JSON text). Raises
+        seedpipe.Error with the C message if the state belongs to another
+        stream (fingerprint mismatch: it lists what differs)."""
+        self._check_open()
+        st = _state_from(state)
+        err = L.sp_error()
+        rc = L.sp_loader_state_check(self._res.loader, byref(st), byref(err))
+        if rc != 0:
+            _raise(rc, err, "state")
+        self._reposition(int(st.epoch), int(st.batch))
+
+    # ---- iteration ----
+    def _start_pool(self) -> None:
+        st = self._state()
+        pcfg = L.sp_pool_config()
+        pcfg.workers = self.workers
+        pcfg.ring_slots = self.ring
+        pcfg.epochs = self.epochs if self.epochs is not None else _UNBOUNDED_EPOCHS
+        pcfg.resume = ctypes.pointer(st)
+        pcfg.region_name = None
+        pool = ctypes.c_void_p()
+        err = L.sp_error()
+        rc = L.sp_pool_create(byref(self._cfg), byref(pcfg), byref(pool), byref(err))
+        if rc != 0:
+            _raise(rc, err, "pool")
+        self._res.pool = pool.value
+
+    def _next_batch(self) -> L.sp_batch:
+        res = self._res
+        err = self._err
+        if self.workers == 0:
+            b = res.batch
+            rc = L.sp_loader_batch(res.loader, self._epoch, self._batch, byref(b), byref(err))
+            if rc != 0:
+                _raise(rc, err)
+            return b
+        if res.pool is None:
+            self._start_pool()
+        if res.held:
+            res.held = False
+            rc = L.sp_pool_release(res.pool, byref(err))
+            if rc != 0:
+                _raise(rc, err)
+        view = self._view_b          # one struct, refilled: only the last batch is valid
+        rc = L.sp_pool_next(res.pool, byref(view), byref(err))
+        if rc == L.SP_POOL_END:
+            raise Error(-8, "pool: the stream ended before the epoch did")
+        if rc != 0:
+            _raise(rc, err)
+        res.held = True
+        return view
+
+    def __iter__(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+        self._check_open()
+        return _EpochIter(self)
+
+    # ---- extras ----
+    def batch_digest(self) -> str:
+        """sp_batch_digest() of the last batch (the digest `seedpipe digest`
+        writes in its manifest), computed by the C library."""
+        self._check_open()
+        b = self._last
+        if b is None:
+            raise ValueError("batch_digest: no batch taken yet")
+        ld = L.sp_pool_loader(self._res.pool) if self.workers else self._res.loader
+        return L.sp_batch_digest(ld, byref(b)).hex()
+
+    def failures(self) -> list:
+        """The failure log (on_error skip/substitute): [(sample, message)]."""
+        self._check_open()
+        ld = L.sp_pool_loader(self._res.pool) if (self.workers and self._res.pool) \
+            else self._res.loader
+        out = []
+        for i in range(L.sp_loader_failure_count(ld)):
+            f = L.sp_loader_failure(ld, i).contents
+            out.append((int(f.sample), f.msg.decode("utf-8", "replace")))
+        return out
+
+    def worker_pids(self) -> list:
+        """PIDs of the live worker processes (empty before iteration / workers=0)."""
+        if not self._res.pool:
+            return []
+        return [p for p in (L.sp_pool_worker_pid(self._res.pool, w) for w in range(self.workers))
+                if p > 0]
+
+    def __repr__(self):
+        return (f"seedpipe.Loader({self.data!r}, pipeline={self.pipeline!r}, seed={self.seed}, "
+                f"batch_size={self.batch_size}, workers={self.workers}, epochs={self.epochs}, "
+                f"epoch={self._epoch}, batch={self._batch}{', closed' if self.closed else ''})")
+
+
+class _EpochIter:
+    """Iterator over the rest of the current epoch of a Loader."""
+
+    def __init__(self, ld: Loader):
+        self.ld = ld
+        self.epoch = ld._epoch
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ld = self.ld
+        if ld.closed or ld._at_end() or ld._epoch != self.epoch:
+            raise StopIteration
+        b = ld._next_batch()
+        ld._last = b
+        out = ld._arrays(b)
+        ld._batch += 1
+        if ld._batch >= ld._nb:
+            ld._epoch, ld._batch = ld._epoch + 1, 0
+            self.epoch = -2                 # this iterator is finished after this batch
+        return out
+
+
+class Client(_Base):
+    """Batches of a running `seedpipe serve` (attach(name, rank)), as views
+    on the service's shared memory. Same iteration interface as Loader:
+    each `for` yields the rest of the current epoch; stream() yields all."""
+
+    def __init__(self, name: str, rank: int = 0, copy: bool = False):
+        self._res = _Res()
+        self._finalizer = weakref.finalize(self, _Res.free, self._res)
+        self._info = self._last = None
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty region name, got {name!r}")
+        rank = _check_int("rank", rank, 0, 63)
+        self.name, self.rank, self.copy = name, rank, bool(copy)
+        cl = ctypes.c_void_p()
+        err = L.sp_error()
+        rc = L.sp_client_attach(name.encode(), rank, byref(cl), byref(err))
+        if rc != 0:
+            _raise(rc, err, f"region {name}")
+        self._res.client = cl.value
+        self._err = L.sp_error()
+        info = L.sp_client_info()
+        L.sp_client_info_get(self._res.client, byref(info))
+        self.info = info
+        self._geometry((info.c, info.h, info.w), info.dtype, info.layout)
+        self._nb = int(info.batches_per_epoch)
+        self.world, self.epochs, self.seed = int(info.world), int(info.epochs), int(info.seed)
+        self.batch_size = int(info.batch_size)
+        self.fingerprint = info.fingerprint.hex()
+        self.service_pid = int(info.service_pid)
+        self._ended = False
+
+    def __len__(self) -> int:
+        return self._nb
+
+    def _pos(self) -> Tuple[int, int]:
+        st = L.sp_loader_state()
+        L.sp_client_state(self._res.client, byref(st))
+        return int(st.epoch), int(st.batch)
+
+    @property
+    def epoch(self) -> int:
+        return self._pos()[0]
+
+    def _at_end(self) -> bool:
+        return self._ended or self.closed
+
+    def state_dict(self) -> dict:
+        """Loader state after the last batch taken (for `serve --resume`,
+        or Loader.load_state_dict: it resumes with any rank count)."""
+        self._check_open()
+        st = L.sp_loader_state()
+        L.sp_client_state(self._res.client, byref(st))
+        return _state_to_dict(st)
+
+    def set_epoch(self, epoch: int) -> None:
+        raise ValueError("set_epoch: a service client follows the service's stream; "
+                         "start the service at another position with serve --resume")
+
+    def load_state_dict(self, state) -> None:
+        raise ValueError("load_state_dict: a service client follows the service's stream; "
+                         "start the service with serve --resume STATE")
+
+    def _release(self):
+        res = self._res
+        if res.cview is not None:
+            err = self._err
+            v, res.cview = res.cview, None
+            rc = L.sp_client_release(res.client, byref(v), byref(err))
+            if rc != 0:
+                _raise(rc, err)
+
+    def _next_batch(self) -> Optional[L.sp_batch]:
+        self._release()
+        view = L.sp_batch()
+        err = self._err
+        rc = L.sp_client_next(self._res.client, byref(view), byref(err))
+        if rc == L.SP_CLIENT_END:
+            self._ended = True
+            return None
+        if rc != 0:
+            _raise(rc, err)
+        self._res.cview = view
+        return view
+
+    def __iter__(self):
+        self._check_open()
+        return _ClientIter(self)
+
+    def batch_digest(self) -> str:
+        """sp_client_batch_digest() of the last batch (= sp_batch_digest)."""
+        self._check_open()
+        if self._last is None:
+            raise ValueError("batch_digest: no batch taken yet")
+        return L.sp_client_batch_digest(self._res.client, byref(self._last)).hex()
+
+    def __repr__(self):
+        return f"seedpipe.Client({self.name!r}, rank={self.rank}, world={self.world})"
+
+
+class _ClientIter:
+    def __init__(self, cl: Client):
+        self.cl = cl
+        self.epoch = None
+        self.done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cl = self.cl
+        if self.done or cl._at_end():
+            raise StopIteration
+        if self.epoch is None:
+            self.epoch = cl._pos()[0]
+        elif cl._pos()[0] != self.epoch:    # the last batch taken ended the epoch
+            self.done = True
+            raise StopIteration
+        b = cl._next_batch()
+        if b is None:
+            self.done = True
+            raise StopIteration
+        cl._last = b
+        return cl._arrays(b)
+
+
+def attach(name: str, rank: int = 0, copy: bool = False) -> Client:
+    """Attach to the running service NAME (`seedpipe serve --name NAME`) as
+    `rank`; raises seedpipe.Error with the C message ("region NAME: ...")."""
+    return Client(name, rank, copy)

@@ -1,0 +1,207 @@
+"""ctypes declarations of the seedpipe C API (include/seedpipe/*.h) and the
+search for libseedpipe.so and the `seedpipe` command-line tool.
+
+Library search order (the first that exists wins):
+  1. $SEEDPIPE_LIB: path of a built libseedpipe.so;
+  2. seedpipe/_native/libseedpipe.so inside the installed package (pip install
+     builds the C library with CMake and puts it there, see setup.py);
+  3. the repository's build directories, when the package is used from a
+     checkout (bindings/python on PYTHONPATH): ../../build*/libseedpipe.so;
+  4. the system loader (ctypes.util.find_library("seedpipe")).
+Tool search order: $SEEDPIPE_BIN, `seedpipe` next to the library found above,
+seedpipe/_native/seedpipe, then `seedpipe` on PATH.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import shutil
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint64,
+                    c_void_p)
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NATIVE = os.path.join(_HERE, "_native")
+_REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
+
+SP_ERROR_MSG_MAX = 512
+SP_POOL_END = 1
+SP_CLIENT_END = 1
+
+DTYPES = {"uint8": 0, "float32": 1}
+LAYOUTS = {"nchw": 0, "nhwc": 1}
+ON_ERROR = {"fail": 0, "skip": 1, "substitute": 2}
+RNG_MODES = {"per-sample": 0, "per-worker": 1}
+
+ERROR_NAMES = {-1: "EINVAL", -2: "ENOMEM", -3: "EIO", -4: "EFORMAT", -5: "ELIMIT",
+               -6: "EMISMATCH", -7: "ESPEC", -8: "ERANGE", -9: "EUNSUPP"}
+
+
+# Every struct the C library writes into (or reads from) ends with _RESERVED
+# spare zero bytes: if a newer library appends a field, it lands there
+# instead of past the end of a Python-owned buffer (a new config field then
+# reads as 0). tests/test_abi.py checks that each struct's C fields, in the
+# headers, are a prefix of the fields declared here.
+_RESERVED = ("_reserved", ctypes.c_uint8 * 256)
+
+
+class sp_error(Structure):
+    _fields_ = [("code", c_int), ("msg", c_char * SP_ERROR_MSG_MAX)]
+
+
+class sp_digest(Structure):
+    _fields_ = [("hi", c_uint64), ("lo", c_uint64)]
+
+    def hex(self) -> str:
+        return f"{self.hi:016x}{self.lo:016x}"
+
+
+class sp_loader_config(Structure):
+    _fields_ = [("dataset", c_char_p), ("pipeline", c_char_p), ("seed", c_uint64),
+                ("batch_size", c_uint32), ("drop_last", c_int), ("rank", c_uint32),
+                ("world", c_uint32), ("dtype", c_int), ("layout", c_int), ("threads", c_int),
+                ("skip_normalize", c_int), ("on_error", c_int), ("rng_mode", c_int),
+                ("split", c_char_p), ("subset", c_char_p), ("split_seed", c_uint64), _RESERVED]
+
+
+class sp_batch(Structure):
+    _fields_ = [("capacity", c_uint32), ("count", c_uint32), ("epoch", c_uint32),
+                ("index", c_uint64), ("images", c_void_p), ("labels", c_void_p),
+                ("indices", c_void_p), ("nskipped", c_uint32),
+                ("skipped", c_void_p), ("nsubstituted", c_uint32),
+                ("substituted", c_void_p), _RESERVED]
+
+
+class sp_loader_state(Structure):
+    _fields_ = [("fingerprint", sp_digest), ("dataset_fingerprint", sp_digest),
+                ("pipeline_hash", sp_digest), ("seed", c_uint64), ("epoch", c_uint32),
+                ("batch", c_uint64), ("samples", c_uint64), ("batch_size", c_uint32),
+                ("drop_last", c_int), ("dtype", c_int), ("layout", c_int), ("c", c_int),
+                ("h", c_int), ("w", c_int), ("on_error", c_int), ("rng_mode", c_int), _RESERVED]
+
+
+class sp_pool_config(Structure):
+    _fields_ = [("workers", c_int), ("ring_slots", c_int), ("epochs", c_uint32),
+                ("resume", POINTER(sp_loader_state)), ("region_name", c_char_p), _RESERVED]
+
+
+class sp_pool_stats(Structure):
+    _fields_ = [("workers", c_int), ("ring_slots", c_int), ("batches_taken", c_uint64),
+                ("batches_total", c_uint64), ("worker_deaths", c_uint64),
+                ("positions_redone", c_uint64), ("last_ready_ns", c_uint64),
+                ("last_taken_ns", c_uint64), _RESERVED]
+
+
+class sp_client_info(Structure):
+    _fields_ = [("rank", c_uint32), ("world", c_uint32), ("ring_slots", c_uint32),
+                ("batch_size", c_uint32), ("c", c_int), ("h", c_int), ("w", c_int),
+                ("dtype", c_int), ("layout", c_int), ("sample_bytes", c_size_t),
+                ("batches_per_epoch", c_uint64), ("total", c_uint64), ("first", c_uint64),
+                ("epochs", c_uint32), ("service_pid", c_int), ("fingerprint", sp_digest),
+                ("seed", c_uint64), _RESERVED]
+
+
+class sp_failure(Structure):
+    _fields_ = [("sample", c_uint64), ("code", c_int), ("msg", c_char * SP_ERROR_MSG_MAX)]
+
+
+def _candidates():
+    env = os.environ.get("SEEDPIPE_LIB")
+    if env:
+        yield env
+        return  # an explicit choice is never silently replaced
+    yield os.path.join(_NATIVE, "libseedpipe.so")
+    for d in ["build", "build-py"] + sorted(glob.glob(os.path.join(_REPO, "build*"))):
+        yield os.path.join(_REPO, d, "libseedpipe.so")
+    found = ctypes.util.find_library("seedpipe")
+    if found:
+        yield found
+
+
+def find_library() -> str:
+    tried = []
+    for p in _candidates():
+        if os.path.isabs(p) and not os.path.exists(p):
+            tried.append(p)
+            continue
+        return p
+    raise ImportError("seedpipe: libseedpipe.so not found (set SEEDPIPE_LIB to a built "
+                      "libseedpipe.so, or pip install ./bindings/python to build it); tried: "
+                      + ", ".join(tried))
+
+
+LIB_PATH = find_library()
+lib = ctypes.CDLL(LIB_PATH)
+HAS_SPLIT = hasattr(lib, "sp_split_parse")   # sp_loader_config.split/subset/split_seed
+
+
+def find_binary() -> str:
+    env = os.environ.get("SEEDPIPE_BIN")
+    if env:
+        return env
+    for p in (os.path.join(os.path.dirname(os.path.abspath(LIB_PATH)), "seedpipe"),
+              os.path.join(_NATIVE, "seedpipe")):
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    w = shutil.which("seedpipe")
+    if w:
+        return w
+    raise FileNotFoundError("seedpipe: the `seedpipe` tool was not found (set SEEDPIPE_BIN, or "
+                            f"put it next to {LIB_PATH})")
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+E = POINTER(sp_error)
+P = c_void_p
+sp_strerror = _fn("sp_strerror", c_char_p, c_int)
+sp_version_string = _fn("sp_version_string", c_char_p)
+sp_digest_hex = _fn("sp_digest_hex", None, sp_digest, c_char * 33)
+
+sp_loader_config_default = _fn("sp_loader_config_default", None, POINTER(sp_loader_config))
+sp_loader_create = _fn("sp_loader_create", c_int, POINTER(sp_loader_config), POINTER(P), E)
+sp_loader_destroy = _fn("sp_loader_destroy", None, P)
+sp_loader_batches_per_epoch = _fn("sp_loader_batches_per_epoch", c_uint64, P)
+sp_loader_sample_dims = _fn("sp_loader_sample_dims", None, P, POINTER(c_int), POINTER(c_int),
+                            POINTER(c_int))
+sp_loader_sample_bytes = _fn("sp_loader_sample_bytes", c_size_t, P)
+sp_loader_fingerprint = _fn("sp_loader_fingerprint", sp_digest, P)
+sp_loader_failure_count = _fn("sp_loader_failure_count", c_size_t, P)
+sp_loader_failure = _fn("sp_loader_failure", POINTER(sp_failure), P, c_size_t)
+sp_batch_alloc = _fn("sp_batch_alloc", c_int, P, POINTER(sp_batch))
+sp_batch_free = _fn("sp_batch_free", None, POINTER(sp_batch))
+sp_loader_batch = _fn("sp_loader_batch", c_int, P, c_uint32, c_uint64, POINTER(sp_batch), E)
+sp_batch_digest = _fn("sp_batch_digest", sp_digest, P, POINTER(sp_batch))
+
+sp_loader_state_at = _fn("sp_loader_state_at", None, P, c_uint32, c_uint64,
+                         POINTER(sp_loader_state))
+sp_loader_state_check = _fn("sp_loader_state_check", c_int, P, POINTER(sp_loader_state), E)
+sp_loader_state_format = _fn("sp_loader_state_format", c_int, POINTER(sp_loader_state),
+                             c_char_p, c_size_t)
+sp_loader_state_parse = _fn("sp_loader_state_parse", c_int, c_char_p, c_size_t,
+                            POINTER(sp_loader_state), E)
+
+sp_pool_create = _fn("sp_pool_create", c_int, POINTER(sp_loader_config), POINTER(sp_pool_config),
+                     POINTER(P), E)
+sp_pool_destroy = _fn("sp_pool_destroy", None, P)
+sp_pool_next = _fn("sp_pool_next", c_int, P, POINTER(sp_batch), E)
+sp_pool_release = _fn("sp_pool_release", c_int, P, E)
+sp_pool_state = _fn("sp_pool_state", None, P, POINTER(sp_loader_state))
+sp_pool_loader = _fn("sp_pool_loader", P, P)
+sp_pool_stats_get = _fn("sp_pool_stats_get", None, P, POINTER(sp_pool_stats))
+sp_pool_worker_pid = _fn("sp_pool_worker_pid", c_int, P, c_int)
+
+sp_client_attach = _fn("sp_client_attach", c_int, c_char_p, c_uint32, POINTER(P), E)
+sp_client_next = _fn("sp_client_next", c_int, P, POINTER(sp_batch), E)
+sp_client_release = _fn("sp_client_release", c_int, P, POINTER(sp_batch), E)
+sp_client_state = _fn("sp_client_state", None, P, POINTER(sp_loader_state))
+sp_client_detach = _fn("sp_client_detach", None, P)
+sp_client_info_get = _fn("sp_client_info_get", None, P, POINTER(sp_client_info))
+sp_client_batch_digest = _fn("sp_client_batch_digest", sp_digest, P, POINTER(sp_batch))
+

@@ -1,0 +1,45 @@
+"""The ctypes structs must match the C headers: each struct's C members (in
+include/seedpipe/*.h, in order) must be a prefix of the ctypes fields (the
+ctypes side may be longer: spare bytes for fields a newer library appends).
+Catches a header change the bindings have not followed."""
+import os
+import re
+
+import pytest
+
+from seedpipe import _lib as L
+
+INCLUDE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "include", "seedpipe")
+STRUCTS = ["sp_error", "sp_digest", "sp_loader_config", "sp_batch", "sp_loader_state",
+           "sp_pool_config", "sp_pool_stats", "sp_client_info", "sp_failure"]
+
+
+def header_fields(name):
+    text = ""
+    for f in sorted(os.listdir(INCLUDE)):
+        if f.endswith(".h"):
+            with open(os.path.join(INCLUDE, f)) as fh:
+                text += fh.read() + "\n"
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    m = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), text, flags=re.S)
+    if not m:
+        return None
+    names = []
+    for decl in m.group(1).split(";"):
+        decl = " ".join(decl.split())
+        if not decl:
+            continue
+        for part in decl.split(","):
+            part = re.sub(r"\[.*?\]", "", part).strip()
+            names.append(re.split(r"[\s*]+", part)[-1])
+    return names
+
+
+@pytest.mark.skipif(not os.path.isdir(INCLUDE), reason="headers not available")
+@pytest.mark.parametrize("name", STRUCTS)
+def test_struct_matches_header(name):
+    c = header_fields(name)
+    assert c is not None, f"{name} not found in the headers"
+    py = [f[0] for f in getattr(L, name)._fields_]
+    assert py[:len(c)] == c, f"{name}: header {c}, ctypes {py}"

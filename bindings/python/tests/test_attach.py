@@ -1,0 +1,119 @@
+"""seedpipe.attach(): a client of a `seedpipe serve` started by the test."""
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import seedpipe
+from conftest import array_digest, our_regions
+
+COMMON = ["--pipeline", "shapes-train", "--seed", "11", "--epochs", "2", "--batch-size", "8"]
+
+
+def serve(binary, shapes, name, *extra):
+    p = subprocess.Popen([binary, "serve", "--name", name, shapes, *COMMON, *map(str, extra)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("ready "):
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"serve did not get ready: {line}{out}{err}")
+    return p
+
+
+def finish(p):
+    try:
+        out, err = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise
+    return p.returncode, out, err
+
+
+def test_attach_same_bytes_as_digest(binary, shapes, region_name):
+    ref = seedpipe.digest(shapes, pipeline="shapes-train", seed=11, epochs=2, batch_size=8)
+    p = serve(binary, shapes, region_name, "--workers", 2)
+    try:
+        with seedpipe.attach(region_name) as cl:
+            assert cl.world == 1 and len(cl) == 8 and cl.service_pid == p.pid
+            assert cl.fingerprint == ref.header["fingerprint"]
+            got, per_epoch = [], []
+            for e in range(2):
+                assert cl.epoch == e
+                n = 0
+                for x, y in cl:
+                    assert x.shape[1:] == (3, 48, 48) and x.dtype == np.uint8
+                    assert x.base is not None and not x.flags.owndata   # view on the region
+                    info = cl.batch_info
+                    got.append((array_digest(x, y, info.indices, (3, 48, 48), 0),
+                                cl.batch_digest()))
+                    n += 1
+                per_epoch.append(n)
+            assert list(cl) == []                         # the stream is over
+        assert per_epoch == [8, 8]
+        assert [g[0] for g in got] == ref.digests and [g[1] for g in got] == ref.digests
+        rc, out, err = finish(p)
+        assert rc == 0, (out, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert not our_regions()
+
+
+def test_attach_two_ranks(binary, shapes, region_name):
+    refs = [seedpipe.digest(shapes, pipeline="shapes-train", seed=11, epochs=2, batch_size=8,
+                            rank=r, world=2).digests for r in (0, 1)]
+    p = serve(binary, shapes, region_name, "--workers", 2, "--world", 2)
+    got = {}
+    errors = []
+
+    def consume(rank):
+        try:
+            with seedpipe.attach(region_name, rank=rank) as cl:
+                got[rank] = [cl.batch_digest() for _ in cl.stream()]
+        except Exception as e:      # reported below
+            errors.append(e)
+
+    try:
+        ts = [threading.Thread(target=consume, args=(r,)) for r in (0, 1)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        assert not errors, errors
+        assert got[0] == refs[0] and got[1] == refs[1]
+        assert finish(p)[0] == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_client_state_resumes_in_loader(binary, shapes, region_name):
+    ref = seedpipe.digest(shapes, pipeline="shapes-train", seed=11, epochs=2, batch_size=8)
+    p = serve(binary, shapes, region_name, "--workers", 1)
+    try:
+        cl = seedpipe.attach(region_name, copy=True)
+        got = []
+        for x, y in cl.stream():
+            assert x.flags.owndata
+            got.append(cl.batch_digest())
+            if len(got) == 5:
+                break
+        state = cl.state_dict()
+        with pytest.raises(ValueError):
+            cl.set_epoch(1)
+        del cl                                  # detaches; the service serves on and ends
+        assert finish(p)[0] == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    with seedpipe.Loader(shapes, pipeline="shapes-train", seed=11, epochs=2, batch_size=8,
+                         workers=2) as ld:
+        ld.load_state_dict(state)
+        got += [ld.batch_digest() for _ in ld.stream()]
+    assert got == ref.digests

@@ -1,0 +1,46 @@
+"""seedpipe.digest() / seedpipe.verify(): the CLI as Python objects."""
+import pytest
+
+import seedpipe
+from conftest import stream_digest
+
+
+def test_digest_objects(shapes):
+    m = seedpipe.digest(shapes, pipeline="shapes-train", seed=7, epochs=2, batch_size=16,
+                        workers=2)
+    assert isinstance(m, list) and len(m) == 8
+    assert m.header["seedpipe_manifest"] == 1 and m.header["sample_shape"] == [3, 48, 48]
+    assert [(b["epoch"], b["batch"]) for b in m] == [(e, i) for e in range(2) for i in range(4)]
+    assert m[3]["count"] == 12 and len(m[3]["indices"]) == 12
+    assert len(m.stream) == 32 and stream_digest(m.digests) == m.stream
+    assert m.images_per_s > 0
+    again = seedpipe.digest(shapes, pipeline="shapes-train", seed=7, epochs=2, batch_size=16)
+    assert again.digests == m.digests
+
+
+def test_digest_error_carries_message(tmp_path):
+    with pytest.raises(seedpipe.Error) as ei:
+        seedpipe.digest(str(tmp_path / "nope"), epochs=1)
+    assert "nope: No such file or directory" in str(ei.value)
+
+
+def test_verify_ok(shapes):
+    r = seedpipe.verify(shapes, pipeline="shapes-train", seed=3, epochs=1, batch_size=8,
+                        workers=[1, 2], cache=False)
+    assert r.ok and bool(r) and r.returncode == 0
+    names = [row["configuration"] for row in r.rows]
+    assert names[0] == "in-process (reference)" and "workers 2" in names
+    assert any("SIGKILL" in n for n in names) and any("service" in n for n in names)
+    assert len(set(r.digests.values())) == 1
+    assert all(row["equal"] in (None, True) for row in r.rows)
+    assert "identical" in r.summary
+
+
+def test_verify_per_worker_rng_mismatch(shapes):
+    r = seedpipe.verify(shapes, pipeline="shapes-train", seed=3, epochs=1, batch_size=8,
+                        workers=[1, 2], rng_mode="per-worker", crash=False, resume=False,
+                        service=False, cache=False)
+    assert not r.ok and r.returncode != 0
+    assert any(row["equal"] is False for row in r.rows)
+    assert any("first divergence" in n for n in r.notes)
+    assert "MISMATCH" in r.summary

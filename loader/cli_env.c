@@ -1,0 +1,34 @@
+/* cli_env.c - `seedpipe env [--json FILE]`: the environment (env.h). */
+#include "loader/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "seedpipe/env.h"
+
+int cmd_env(cli_args *a) {
+    const char *json = cli_str(a, "json", NULL);
+    cli_check_unused(a);
+    if (a->npos) cli_usage_error(a, "takes no arguments");
+    char buf[16384];
+    int len = sp_env_json(buf, sizeof buf);
+    if (len < 0 || (size_t)len >= sizeof buf) {
+        sp_error err;
+        sp_error_set(&err, SP_ELIMIT, "environment description longer than %zu bytes", sizeof buf);
+        cli_fail(a, &err);
+    }
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (!f || fprintf(f, "%s\n", buf) < 0 || fclose(f) != 0) {
+            sp_error err;
+            sp_error_set(&err, SP_EIO, "%s: cannot write: %s", json, strerror(errno));
+            cli_fail(a, &err);
+        }
+    }
+    char text[16384];
+    sp_env_text(text, sizeof text);
+    fputs(text, stdout);
+    if (json) printf("written: %s\n", json);
+    return 0;
+}

@@ -1,0 +1,187 @@
+/* env.c - the environment a run depends on (include/seedpipe/env.h). */
+#include "seedpipe/env.h"
+#include "seedpipe/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#ifndef SEEDPIPE_HAVE_CUDA
+void sp_env_cuda_query(sp_env_cuda_info *out) { memset(out, 0, sizeof *out); }
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SP_ENV_SANITIZERS "address,undefined"
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SP_ENV_SANITIZERS "address,undefined"
+#endif
+#endif
+#ifndef SP_ENV_SANITIZERS
+#define SP_ENV_SANITIZERS "none"
+#endif
+
+#if defined(__clang__)
+#define SP_ENV_COMPILER "clang " __clang_version__
+#elif defined(__GNUC__)
+#define SP_ENV_COMPILER "gcc " __VERSION__
+#else
+#define SP_ENV_COMPILER "unknown"
+#endif
+
+typedef struct env_info {
+    char cpu[256];
+    long threads;
+    struct utsname un;
+    char libs[1024];
+    sp_env_cuda_info cuda;
+} env_info;
+
+static void gather(env_info *e) {
+    memset(e, 0, sizeof *e);
+    snprintf(e->cpu, sizeof e->cpu, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10) != 0) continue;
+            char *c = strchr(line, ':');
+            if (!c) continue;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = '\0';
+            snprintf(e->cpu, sizeof e->cpu, "%s", c);
+            break;
+        }
+        fclose(f);
+    }
+    e->threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (uname(&e->un) != 0) memset(&e->un, 0, sizeof e->un);
+    sp_library_versions_json(e->libs, sizeof e->libs);
+    sp_env_cuda_query(&e->cuda);
+}
+
+/* A bounded appender (snprintf semantics over the whole output). */
+typedef struct out_buf {
+    char *p;
+    size_t n, len;
+} out_buf;
+
+static void put(out_buf *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->n ? o->n - o->len : 0;
+    int k = vsnprintf(room ? o->p + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (k > 0) o->len += (size_t)k;
+}
+
+static void put_str(out_buf *o, const char *s) {   /* a JSON string */
+    put(o, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') put(o, "\\%c", c);
+        else if (c < 0x20) put(o, "\\u%04x", c);
+        else put(o, "%c", c);
+    }
+    put(o, "\"");
+}
+
+static void ver3(char *b, size_t n, const int v[3]) { snprintf(b, n, "%d.%d.%d", v[0], v[1], v[2]); }
+static void ver_cuda(char *b, size_t n, int v) { snprintf(b, n, "%d.%d", v / 1000, v % 1000 / 10); }
+
+static int finish(out_buf *o) {
+    if (o->n) o->p[o->len < o->n ? o->len : o->n - 1] = '\0';
+    return (int)o->len;
+}
+
+int sp_env_json(char *buf, size_t n) {
+    env_info e;
+    gather(&e);
+    out_buf o = {buf, n, 0};
+    put(&o, "{\"seedpipe\":");
+    put_str(&o, sp_version_string());
+    put(&o, ",\"build\":{\"cuda\":%s,\"sanitizers\":\"%s\",\"assertions\":%s,"
+            "\"fp_contract\":\"off\"},\"compiler\":",
+        e.cuda.compiled ? "true" : "false", SP_ENV_SANITIZERS,
+#ifdef NDEBUG
+        "false"
+#else
+        "true"
+#endif
+    );
+    put_str(&o, SP_ENV_COMPILER);
+    put(&o, ",\"libraries\":%s,\"cuda\":{\"compiled\":%s", e.libs,
+        e.cuda.compiled ? "true" : "false");
+    if (e.cuda.compiled) {
+        char rt[32], drv[32], dnn[32], bl[32];
+        ver_cuda(rt, sizeof rt, e.cuda.runtime);
+        ver_cuda(drv, sizeof drv, e.cuda.driver);
+        ver3(dnn, sizeof dnn, e.cuda.cudnn);
+        ver3(bl, sizeof bl, e.cuda.cublas);
+        put(&o, ",\"runtime\":\"%s\",\"driver\":\"%s\",\"cudnn\":\"%s\",\"cublas\":\"%s\"", rt,
+            e.cuda.driver ? drv : "none", dnn, bl);
+        if (e.cuda.devices > 0) {
+            put(&o, ",\"devices\":%d,\"device\":{\"name\":", e.cuda.devices);
+            put_str(&o, e.cuda.name);
+            put(&o, ",\"compute_capability\":\"%d.%d\",\"memory_mib\":%llu}", e.cuda.cc_major,
+                e.cuda.cc_minor, e.cuda.memory_mib);
+        } else {
+            put(&o, ",\"devices\":0,\"device\":\"no CUDA device\"");
+        }
+        if (e.cuda.error[0]) {
+            put(&o, ",\"error\":");
+            put_str(&o, e.cuda.error);
+        }
+    }
+    put(&o, "},\"cpu\":{\"model\":");
+    put_str(&o, e.cpu);
+    put(&o, ",\"threads\":%ld},\"os\":{\"sysname\":", e.threads);
+    put_str(&o, e.un.sysname);
+    put(&o, ",\"release\":");
+    put_str(&o, e.un.release);
+    put(&o, ",\"machine\":");
+    put_str(&o, e.un.machine);
+    put(&o, "}}");
+    return finish(&o);
+}
+
+int sp_env_text(char *buf, size_t n) {
+    env_info e;
+    gather(&e);
+    out_buf o = {buf, n, 0};
+    put(&o, "seedpipe:    %s\n", sp_version_string());
+    put(&o, "build:       CUDA %s, sanitizers %s, assertions %s, fp-contract off\n",
+        e.cuda.compiled ? "compiled in" : "not compiled in", SP_ENV_SANITIZERS,
+#ifdef NDEBUG
+        "off"
+#else
+        "on"
+#endif
+    );
+    put(&o, "compiler:    %s\n", SP_ENV_COMPILER);
+    put(&o, "libraries:   %s\n", e.libs);
+    if (!e.cuda.compiled) {
+        put(&o, "CUDA:        not compiled in\n");
+    } else {
+        char rt[32], drv[32], dnn[32], bl[32];
+        ver_cuda(rt, sizeof rt, e.cuda.runtime);
+        ver_cuda(drv, sizeof drv, e.cuda.driver);
+        ver3(dnn, sizeof dnn, e.cuda.cudnn);
+        ver3(bl, sizeof bl, e.cuda.cublas);
+        put(&o, "CUDA:        runtime %s, driver %s\n", rt, e.cuda.driver ? drv : "none");
+        put(&o, "cuDNN:       %s\ncuBLAS:      %s\n", dnn, bl);
+        if (e.cuda.devices > 0)
+            put(&o, "device:      %s, compute capability %d.%d, %llu MiB (%d device%s)\n",
+                e.cuda.name, e.cuda.cc_major, e.cuda.cc_minor, e.cuda.memory_mib,
+                e.cuda.devices, e.cuda.devices == 1 ? "" : "s");
+        else
+            put(&o, "device:      no CUDA device\n");
+        if (e.cuda.error[0]) put(&o, "cuda error:  %s\n", e.cuda.error);
+    }
+    put(&o, "cpu:         %s, %ld threads\n", e.cpu, e.threads);
+    put(&o, "os:          %s %s %s\n", e.un.sysname, e.un.release, e.un.machine);
+    return finish(&o);
+}

@@ -1,0 +1,72 @@
+"""test_python_bindings.py - run the Python bindings' pytest suite from ctest.
+
+Runs `python3 -m pytest bindings/python/tests -q` with PYTHONPATH=bindings/python
+and SEEDPIPE_LIB=$SP_BUILD_DIR/libseedpipe.so (SEEDPIPE_BIN as ctest sets it),
+with the interpreter running this file (the one CMake's FindPython3 chose).
+Exits 77 (skipped) only when numpy or pytest is not importable by it; otherwise
+pytest's exit code, where 5 ("no tests collected") counts as a failure.
+Standard library only at the top level.
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+
+
+def sanitizer_preload(lib):
+    """A SEEDPIPE_SANITIZE=ON library needs the ASan/UBSan runtimes first in
+    the process: LD_PRELOAD them for python (the paths ldd resolves)."""
+    try:
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pre = []
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith(("libasan.so", "libubsan.so")) and "=>" in parts:
+            path = parts[parts.index("=>") + 1]
+            if os.path.exists(path):
+                pre.append(path)
+    pre.sort(key=lambda p: "libasan" not in p)   # ASan first
+    return pre
+
+
+def main():
+    missing = [m for m in ("numpy", "pytest") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"SKIP: {' and '.join(missing)} not importable by {sys.executable} "
+              f"(install python3-numpy python3-pytest, or {sys.executable} -m pip install "
+              f"numpy pytest)")
+        return 77
+    src = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))
+    build = os.environ.get("SP_BUILD_DIR") or os.path.join(src, "build")
+    lib = os.path.join(build, "libseedpipe.so")
+    if not os.path.exists(lib):
+        print(f"FAIL: {lib} not built")
+        return 1
+    pkg = os.path.join(src, "bindings", "python")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["SEEDPIPE_LIB"] = lib
+    if not env.get("SEEDPIPE_BIN"):
+        env["SEEDPIPE_BIN"] = os.path.join(build, "seedpipe")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"      # leave the source tree clean
+    pre = sanitizer_preload(lib)
+    if pre:
+        env["LD_PRELOAD"] = " ".join(pre + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+        # CPython's own allocations look leaked to LeakSanitizer
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+        print(f"sanitized library: LD_PRELOAD={env['LD_PRELOAD']}")
+    cmd = [sys.executable, "-m", "pytest", os.path.join(pkg, "tests"), "-q",
+           "-p", "no:cacheprovider"]
+    print("+", " ".join(cmd), flush=True)
+    rc = subprocess.call(cmd, env=env, cwd=pkg, timeout=540)
+    if rc == 5:
+        print("FAIL: pytest collected no tests")
+        return 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
