@@ -8,14 +8,17 @@
 # CUDA device (or a build without CUDA) the CUDA rows are skipped with a note.
 # Knobs (environment): COUNT (images, default 2048), SIZE (px, default 32),
 # BATCH (default 64), EPOCHS (default 2), WORKERS (pool workers, default 4),
-# THREADS (CPU backend threads, default: nproc).
+# THREADS (CPU backend threads, default: nproc), PYTHON (the interpreter that
+# has torch for the PyTorch peer, default python3; e.g. PYTHON=/usr/bin/python3
+# where python3 is a torch-less pyenv), OMP_PASSIVE=1 (the peer runs with
+# OMP_WAIT_POLICY=PASSIVE: fairer on a machine whose cores are busy).
 # Writes OUT_DIR/train_bench.md (a table) and the run records.
 set -euo pipefail
 BUILD=${1:-build}
 OUT=${2:-bench-out}
 SP="$BUILD/seedpipe"
 COUNT=${COUNT:-2048}; SIZE=${SIZE:-32}; BATCH=${BATCH:-64}; EPOCHS=${EPOCHS:-2}
-WORKERS=${WORKERS:-4}; THREADS=${THREADS:-$(nproc)}
+WORKERS=${WORKERS:-4}; THREADS=${THREADS:-$(nproc)}; PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 if "$SP" train 2>&1 | grep -q "unknown command"; then
   echo "train_bench: $SP has no 'train' command (wire cmd_train into loader/cli.c)"; exit 1
@@ -64,13 +67,24 @@ run() {  # name, extra args...
   echo
   echo "## PyTorch CPU peer (same model, batch, threads)"
   echo '```'
-  python3 "$(dirname "$0")/train_torch.py" --size "$SIZE" --batch "$BATCH" --threads "$THREADS" --cuda 2>&1 || true
+  "$PYTHON" "$(dirname "$0")/train_torch.py" --size "$SIZE" --batch "$BATCH" --threads "$THREADS" \
+    --cuda ${OMP_PASSIVE:+--omp-passive} > "$OUT/torch.log" 2>&1 || true
+  cat "$OUT/torch.log"
   echo '```'
 } | tee -a "$OUT/train_bench.md"
 
-python3 - "$OUT" <<'PY' | tee -a "$OUT/train_bench.md"
-import json, os, sys
-out = sys.argv[1]
+python3 - "$OUT" "$THREADS" <<'PY' | tee -a "$OUT/train_bench.md"
+import json, os, re, sys
+out, threads = sys.argv[1], sys.argv[2]
+def grab(name, pat):
+    p = os.path.join(out, name)
+    m = re.search(pat, open(p).read()) if os.path.exists(p) else None
+    return float(m.group(1)) if m else None
+sp = grab(f"cpu-t{threads}.log", r"step time ([0-9.]+) ms")
+pt = grab("torch.log", r"cpu step time ([0-9.]+) ms")
+if sp and pt:
+    print(f"\nseedpipe CPU reference {sp:.2f} ms/step vs PyTorch CPU {pt:.2f} ms/step "
+          f"({threads} threads): {sp / pt:.2f}x (target <= 2x)")
 def rec(n):
     p = os.path.join(out, n + ".json")
     return json.load(open(p)) if os.path.exists(p) else None

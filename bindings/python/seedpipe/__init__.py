@@ -15,6 +15,13 @@ change a byte. See docs/python.md.
 from ._core import BatchInfo, Client, Error, Loader, attach
 from ._cli import DigestResult, VerifyResult, digest, verify
 from . import _lib
+from .audit import AuditReport, audit   # the function shadows the submodule's name here
+
+# `python -m seedpipe.audit` imports this package (and so seedpipe.audit) before
+# running audit.py as __main__; runpy's warning about that is harmless noise.
+import warnings as _warnings
+_warnings.filterwarnings("ignore", message="'seedpipe.audit' found in sys.modules",
+                         category=RuntimeWarning)
 
 __version__ = "0.1.0"
 LIB_PATH = _lib.LIB_PATH
@@ -31,4 +38,4 @@ def find_binary() -> str:
 
 
 __all__ = ["Loader", "Client", "attach", "Error", "BatchInfo", "digest", "verify",
-           "DigestResult", "VerifyResult", "version", "find_binary", "LIB_PATH"]
+           "DigestResult", "VerifyResult", "audit", "AuditReport", "version", "find_binary", "LIB_PATH"]
