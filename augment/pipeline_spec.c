@@ -141,7 +141,8 @@ static int parse_size(sp_error *err, int idx, const op_desc *d, const char *v, i
                                       : "H,W integers in [1, 16384]";
     if (!parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
     for (int i = 0; i < n; i++)
-        if (s[i] != (double)(int)s[i] || s[i] < 1 || s[i] > SP_SPEC_MAX_SIZE)
+        /* range first: converting an out-of-range double to int is UB */
+        if (!(s[i] >= 1 && s[i] <= SP_SPEC_MAX_SIZE) || s[i] != (double)(int)s[i])
             return bad_value(err, idx, d, "size", v, expect);
     *h = (int)s[0];
     *w = n == 2 ? (int)s[1] : (allow_single ? 0 : (int)s[0]);

@@ -250,7 +250,8 @@ int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, c
         rc = sp__cb_parse_header(file.p, len, fpath, &h, &e);
         if (rc == 0 && (h.key.hi != m.key.hi || h.key.lo != m.key.lo ||
                         h.epoch != m.info.epoch || h.index != i ||
-                        h.sample_bytes != m.info.sample_bytes || h.file_hash != m.b[i].file_hash))
+                        h.sample_bytes != m.info.sample_bytes || h.count > m.info.batch_size ||
+                        h.file_hash != m.b[i].file_hash))
             rc = sp_error_set(&e, SP_EFORMAT, "%s: header does not match the manifest", fpath);
         if (rc == 0) rc = sp__cb_decode(dctx, file.p, len, fpath, &h, NULL, &meta, &scratch, &e);
         if (rc == SP_ENOMEM) out_rc = sp_error_set(err, rc, "%s", e.msg);

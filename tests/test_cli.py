@@ -108,6 +108,9 @@ def main():
         assert p.returncode == 1 and "nope" in p.stderr, p.stderr
         p = run("digest", a, "--pipeline", "hflip p=0.5 | blur k=3", "--out", m3, ok=False)
         assert p.returncode == 1 and "blur" in p.stderr, p.stderr
+        # a size far beyond int range is refused, not converted (fuzz find)
+        p = run("digest", a, "--pipeline", "resize size=2499999999999", "--out", m3, ok=False)
+        assert p.returncode == 1 and "size" in p.stderr, p.stderr
         p = run("digest", a, "--frobnicate", 1, "--out", m3, ok=False)
         assert p.returncode == 2 and "frobnicate" in p.stderr, p.stderr
         p = run("rng", "--key", "0", "zz", "--counter", 0, 0, 0, 0, ok=False)

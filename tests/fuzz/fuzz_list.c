@@ -1,0 +1,60 @@
+/* fuzz_list - the list-file reader (`path<TAB>label` lines). The input is
+ * written as list.txt into a private temporary directory that also holds
+ * a.png, b.png and sub/c.jpg (a few bytes each), and opened with
+ * sp_dataset_open(); an opened dataset's samples are read back. Small
+ * limits keep absolute paths (/etc/...) cheap. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fuzz_util.h"
+#include "seedpipe/dataset.h"
+
+static void init_files(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    char *p = fz_write("a.png", (const uint8_t *)"aaaa", 4);
+    free(p);
+    p = fz_write("b.png", (const uint8_t *)"bbbbbbbb", 8);
+    free(p);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/sub", fz_tmpdir());
+    mkdir(sub, 0700);
+    p = fz_write("sub/c.jpg", (const uint8_t *)"c", 1);
+    free(p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1u << 16)) return 0;
+    init_files();
+    char *list = fz_write("list.txt", data, size);
+    sp_dataset_limits lim = {64, 4096};
+    sp_dataset *ds = NULL;
+    sp_error err;
+    int rc = sp_dataset_open(list, &lim, &ds, &err);
+    if (rc == 0) {
+        uint64_t n = sp_dataset_size(ds);
+        if (n == 0 || n > lim.max_samples) abort();
+        int k = sp_dataset_num_classes(ds);
+        if (k <= 0 || k > 65536) abort();
+        uint64_t tot = 0;
+        for (int c = 0; c < k; c++) tot += sp_dataset_class_count(ds, c);
+        if (tot != n) abort();
+        for (uint64_t i = 0; i < n; i++) {
+            const char *p = sp_dataset_path(ds, i);
+            if (!p) abort();
+            if (i > 0 && strcmp(sp_dataset_path(ds, i - 1), p) >= 0) abort();   /* sorted, unique */
+            if (i < 4) {
+                sp_sample_data sd;
+                if (sp_dataset_read(ds, i, &sd, &err) == 0) sp_sample_data_free(&sd);
+            }
+        }
+        sp_dataset_destroy(ds);
+    } else if (ds != NULL || err.msg[0] == '\0') {
+        abort();
+    }
+    free(list);
+    return 0;
+}
