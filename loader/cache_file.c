@@ -439,6 +439,12 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
                 h->nsubstituted > out->capacity))
         return sp_error_set(err, SP_EFORMAT, "%s: %u samples, the batch holds %u", path,
                             h->count, out->capacity);
+    /* A batch logs at most one failure per position and substitute try, so
+     * this bounds the metadata allocation by the batch, not by the header. */
+    if (out && (uint64_t)h->nfailures > (uint64_t)out->capacity * (SP_SUBSTITUTE_TRIES + 1))
+        return sp_error_set(err, SP_EFORMAT,
+                            "%s: %u failure records, a batch of %u has at most %u", path,
+                            h->nfailures, out->capacity, out->capacity * (SP_SUBSTITUTE_TRIES + 1));
     size_t img_raw = (size_t)h->count * (size_t)h->sample_bytes;
     if (sp__cbuf_reserve(meta, (size_t)h->meta_raw + 1) != 0)
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
