@@ -203,19 +203,24 @@ static void age(int64_t t, char *out, size_t cap) {
     else snprintf(out, cap, "%" PRId64 "d ago", d / 86400);
 }
 
-static int cache_ls(cli_args *a) {
-    if (a->npos != 2) cli_usage_error(a, "usage: seedpipe cache ls DIR");
-    cli_check_unused(a);
+/* Open DIR (a->pos[1]) read-only and list its entries, or fail. */
+static void open_listed(cli_args *a, sp_cache **c, sp_cache_entry_info **e, size_t *n) {
     sp_cache_opts o;
     sp_cache_opts_default(&o);
     o.read_only = 1;
     sp_error err;
     sp_error_clear(&err);
+    if (sp_cache_open(a->pos[1], &o, c, &err) != 0 || sp_cache_list(*c, e, n, &err) != 0)
+        cli_fail(a, &err);
+}
+
+static int cache_ls(cli_args *a) {
+    if (a->npos != 2) cli_usage_error(a, "usage: seedpipe cache ls DIR");
+    cli_check_unused(a);
     sp_cache *c;
     sp_cache_entry_info *e;
     size_t n;
-    if (sp_cache_open(a->pos[1], &o, &c, &err) != 0 || sp_cache_list(c, &e, &n, &err) != 0)
-        cli_fail(a, &err);
+    open_listed(a, &c, &e, &n);
     printf("%-12s %5s %12s %9s %-7s %7s %10s %10s %6s  %s\n", "key", "epoch", "seed",
            "rank/wld", "dtype", "batches", "stored", "raw", "ratio", "last use");
     uint64_t tot_disk = 0, tot_raw = 0, tot_st = 0;
@@ -299,16 +304,12 @@ static int cache_verify(cli_args *a) {
     uint64_t nre = cli_u64(a, "recompute", 0);
     const char *dataset = cli_str(a, "dataset", NULL);
     cli_check_unused(a);
-    sp_cache_opts o;
-    sp_cache_opts_default(&o);
-    o.read_only = 1;
-    sp_error err;
-    sp_error_clear(&err);
     sp_cache *c;
     sp_cache_entry_info *e;
     size_t n;
-    if (sp_cache_open(a->pos[1], &o, &c, &err) != 0 || sp_cache_list(c, &e, &n, &err) != 0)
-        cli_fail(a, &err);
+    open_listed(a, &c, &e, &n);
+    sp_error err;
+    sp_error_clear(&err);
     uint64_t bad_total = 0, batches = 0, bytes = 0;
     char *ok = calloc(n ? n : 1, 1);
     double t0 = now_s();

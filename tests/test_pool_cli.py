@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 
+from cli_testlib import children_left
+
 BIN = os.environ.get("SEEDPIPE_BIN")
 DATA = os.environ.get("SP_SHARED_DATA", "../shared/data")
 
@@ -38,24 +40,6 @@ def strip_versions(header):
     h = json.loads(header)
     h.pop("versions", None)
     return h
-
-
-def children_left():
-    """Processes whose parent is this test (the CLI's workers must die with it)."""
-    me = str(os.getpid())
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[1] == me:
-            left.append(pid)
-    return left
 
 
 def main():

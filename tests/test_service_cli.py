@@ -25,41 +25,19 @@ import tempfile
 import time
 import shutil
 
+from cli_testlib import (alive, children_left, finish, procs, run, serve,
+                         worker_pids)
+
 BIN = os.environ.get("SEEDPIPE_BIN")
 BUILD = os.environ.get("SP_BUILD_DIR", "")
 TRAINER = os.path.join(BUILD, "example_trainer")
 PREFIX = f".sp-test-svccli-{os.getpid()}"   # dot: unseen by test_pool's /dev/shm count
 _n = [0]
-procs = []
 
 
 def new_name():
     _n[0] += 1
     return f"{PREFIX}-{_n[0]}"
-
-
-def run(*args, ok=True, exe=None, timeout=60):
-    p = subprocess.run([exe or BIN, *map(str, args)], capture_output=True, text=True,
-                       timeout=timeout)
-    if ok and p.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({p.returncode}): "
-                             f"{p.stdout}{p.stderr}")
-    return p
-
-
-def serve(name, ds, common, *extra):
-    p = subprocess.Popen([BIN, "serve", "--name", name, ds, *map(str, common),
-                          *map(str, extra)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    procs.append(p)
-    line = p.stdout.readline()
-    assert line.startswith("ready "), (line, p.stderr.read() if p.poll() is not None else "")
-    return p, line
-
-
-def finish(p, timeout=15):
-    out, err = p.communicate(timeout=timeout)
-    return p.returncode, out, err
 
 
 def trainer(name, *extra, ok=True):
@@ -82,36 +60,6 @@ def digest_of(p):
 
 def region(name):
     return os.path.exists(f"/dev/shm/{name}")
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-        return s[s.rindex(")") + 2] not in "ZX"
-    except OSError:
-        return False
-
-
-def children_left():
-    me = str(os.getpid())
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2:].split()[1] == me:
-            left.append(pid)
-    return left
-
-
-def worker_pids(name):
-    out = run("status", name).stdout
-    return [int(l.split()[3]) for l in out.splitlines() if l.strip().startswith("worker ")]
 
 
 def main():

@@ -36,13 +36,25 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_testlib import alive, finish, procs, run, worker_pids  # noqa: E402
+from cli_testlib import children_left as _children_left  # noqa: E402
+from cli_testlib import serve as _serve  # noqa: E402
+
+
+def serve(name, ds, common, *extra, env=None):
+    return _serve(name, ds, common, *extra, env=env)[0]
+
+
+def children_left():
+    return _children_left(live_only=True)
+
 BIN = os.environ.get("SEEDPIPE_BIN", "")
 BUILD = os.environ.get("SP_BUILD_DIR") or os.path.dirname(BIN)
 LIB = os.path.join(BUILD, "libseedpipe.so")
 TRAINER = os.path.join(BUILD, "example_trainer")
 PREFIX = f".sp-faults-{os.getpid()}"
 _n = [0]
-procs = []
 mounts = []
 
 
@@ -175,43 +187,6 @@ def new_name():
     return f"{PREFIX}-{_n[0]}"
 
 
-def run(*args, ok=True, env=None, exe=None, timeout=60):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run([exe or BIN, *map(str, args)], capture_output=True, text=True, env=e,
-                       timeout=timeout)
-    if ok and p.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({p.returncode}): "
-                             f"{p.stdout}{p.stderr}")
-    return p
-
-
-def serve(name, ds, common, *extra, env=None):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.Popen([BIN, "serve", "--name", name, ds, *map(str, common),
-                          *map(str, extra)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=e)
-    procs.append(p)
-    line = p.stdout.readline()
-    assert line.startswith("ready "), (line, p.stderr.read() if p.poll() is not None else "")
-    return p
-
-
-def finish(p, timeout=20):
-    out, err = p.communicate(timeout=timeout)
-    return p.returncode, out, err
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            s = f.read()
-        return s[s.rindex(")") + 2] not in "ZX"
-    except OSError:
-        return False
-
-
 def wait_dead(pids, secs=3.0):
     t = time.time() + secs
     while time.time() < t and any(alive(p) for p in pids):
@@ -219,31 +194,8 @@ def wait_dead(pids, secs=3.0):
     return not any(alive(p) for p in pids)
 
 
-def children_left():
-    """Live processes whose parent is this test (zombies of finished Popens excluded)."""
-    me = str(os.getpid())
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[1] == me and fields[0] not in "ZX":
-            left.append(pid)
-    return left
-
-
 def regions():
     return sorted(f for f in os.listdir("/dev/shm") if f.startswith(PREFIX))
-
-
-def worker_pids(name):
-    out = run("status", name).stdout
-    return [int(l.split()[3]) for l in out.splitlines() if l.strip().startswith("worker ")]
 
 
 def manifest(path):

@@ -1,0 +1,77 @@
+"""cli_testlib.py - helpers shared by the CLI-level tests (stdlib only).
+
+Running the `seedpipe` CLI ($SEEDPIPE_BIN), starting `seedpipe serve` and
+waiting for its `ready` line, and looking at processes through /proc (is a
+pid alive, which children of this test are left). Not a test itself: ctest
+only runs tests/test_*.py.
+"""
+import os
+import subprocess
+
+BIN = os.environ.get("SEEDPIPE_BIN")
+
+# Every process started by serve() (the tests kill what is left at the end).
+procs = []
+
+
+def run(*args, ok=True, env=None, exe=None, timeout=60):
+    """Run the CLI (or exe) with args; env entries are added to os.environ."""
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([exe or BIN, *map(str, args)], capture_output=True, text=True, env=e,
+                       timeout=timeout)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, args))} failed ({p.returncode}): "
+                             f"{p.stdout}{p.stderr}")
+    return p
+
+
+def serve(name, ds, common, *extra, env=None):
+    """Start `seedpipe serve --name name ds ...`; returns (process, ready line)."""
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen([BIN, "serve", "--name", name, ds, *map(str, common),
+                          *map(str, extra)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=e)
+    procs.append(p)
+    line = p.stdout.readline()
+    assert line.startswith("ready "), (line, p.stderr.read() if p.poll() is not None else "")
+    return p, line
+
+
+def finish(p, timeout=20):
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def worker_pids(name):
+    out = run("status", name).stdout
+    return [int(l.split()[3]) for l in out.splitlines() if l.strip().startswith("worker ")]
+
+
+def alive(pid):
+    """True while pid exists and is neither a zombie nor dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+        return s[s.rindex(")") + 2] not in "ZX"
+    except OSError:
+        return False
+
+
+def children_left(live_only=False):
+    """Pids whose parent is this test (live_only: zombies of finished Popens excluded)."""
+    me = str(os.getpid())
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[1] == me and not (live_only and fields[0] in "ZX"):
+            left.append(pid)
+    return left
