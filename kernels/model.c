@@ -3,18 +3,25 @@
  *
  * HOW THE CPU BACKEND STAYS BIT-IDENTICAL FOR ANY THREAD COUNT:
  *  1. Per-sample phase: sample n's forward and backward run start to end
- *     in one thread and write its own slice grads[n * P .. (n+1) * P) and
- *     loss[n] (P = number of parameters; the loss gradient is pre-scaled by
- *     1/B). Threads take samples t, t + T, t + 2T, ...; which thread ran a
- *     sample cannot change its bits.
- *  2. Reduce-and-update phase: parameter p's batch gradient is
- *     sp_nn_tree_sum(grads + p, B, P), the fixed tree of nn_math.h over
- *     the samples in batch order, followed by sp_nn_sgd_update. Threads
- *     take fixed contiguous parameter ranges; each parameter is computed
- *     by exactly one thread with the same tree.
+ *     in one thread and write its own slices: the conv tensors' gradients
+ *     grads[n * Pc .. (n+1) * Pc) (Pc = parameters before fc.w), the fc
+ *     input feat[n] (32 * H/4 * W/4 floats) and dlogits dl[n] (the loss
+ *     gradient, pre-scaled by 1/B), and loss[n]. Threads take samples t,
+ *     t + T, t + 2T, ...; which thread ran a sample cannot change its bits.
+ *  2. Reduce-and-update phase: parameter p's batch gradient is the fixed
+ *     tree of nn_math.h (sp_nn_tree_sum) over the samples in batch order
+ *     of its per-sample gradient: grads[n * Pc + p] for a conv parameter,
+ *     dl[n][o] * feat[n][i] for fc.w[o][i] (the very product
+ *     sp_model_sample_grad writes, formed here instead of stored), dl[n][o]
+ *     for fc.b[o]; then sp_nn_sgd_update. The tree runs on 32 consecutive
+ *     parameters at once (tree_lanes), each lane with sp_nn_tree_sum's
+ *     additions. Threads take fixed contiguous ranges of these blocks;
+ *     each parameter is computed by exactly one thread with the same tree.
+ *     (tests/test_nn.c checks a step bit for bit against
+ *     sp_model_sample_grad + sp_nn_tree_sum + sp_nn_sgd_update.)
  *  3. The batch loss is sp_nn_tree_sum(loss, B, 1) / B.
- * Cost: B * P floats of per-sample gradients (about 1 MB per sample for a
- * 64 px RGB input and 10 classes), the price of a reduction order that
+ * Cost: B * (Pc + feat + classes) floats of per-sample state (about 53 KB
+ * per sample for a 64 px RGB input and 10 classes), the price of a reduction order that
  * depends on nothing but B. If a thread cannot be created its share runs
  * in the calling thread, with the same result.
  */
@@ -64,10 +71,12 @@ int sp_model_layout_of(const sp_model_shape *s, sp_model_layout *l, sp_error *er
     if (l->nparams > 0xffffffffu)
         return sp_error_set(err, SP_EINVAL, "model: %zu parameters (more than 2^32)", l->nparams);
     size_t hw = (size_t)s->h * (size_t)s->w, hw1 = (size_t)l->h1 * (size_t)l->w1;
-    /* r1, p1, r2, p2(feat), logits, dlogits, dfeat, dr2, dp1, dr1 */
+    /* r1, p1, r2, p2(feat), logits, dlogits, dfeat, dr2, dp1, dr1, conv scratch */
+    size_t sc1 = sp_nn_conv3x3_scratch(s->c, s->h, s->w, SP_MODEL_C1),
+           sc2 = sp_nn_conv3x3_scratch(SP_MODEL_C1, l->h1, l->w1, SP_MODEL_C2);
     l->workspace = SP_MODEL_C1 * hw + SP_MODEL_C1 * hw1 + SP_MODEL_C2 * hw1 + l->feat +
                    2 * (size_t)s->classes + l->feat + SP_MODEL_C2 * hw1 + SP_MODEL_C1 * hw1 +
-                   SP_MODEL_C1 * hw;
+                   SP_MODEL_C1 * hw + (sc1 > sc2 ? sc1 : sc2);
     return 0;
 }
 
@@ -89,7 +98,7 @@ void sp_model_init(const sp_model_layout *l, uint64_t seed, float *params) {
 
 /* Workspace slices of one sample. */
 typedef struct ws_view {
-    float *r1, *p1, *r2, *p2, *logits, *dlogits, *dfeat, *dr2, *dp1, *dr1;
+    float *r1, *p1, *r2, *p2, *logits, *dlogits, *dfeat, *dr2, *dp1, *dr1, *scratch;
 } ws_view;
 
 static ws_view ws_split(const sp_model_layout *l, float *ws) {
@@ -104,7 +113,8 @@ static ws_view ws_split(const sp_model_layout *l, float *ws) {
     v.dfeat = ws;                ws += l->feat;
     v.dr2 = ws;                  ws += SP_MODEL_C2 * hw1;
     v.dp1 = ws;                  ws += SP_MODEL_C1 * hw1;
-    v.dr1 = ws;
+    v.dr1 = ws;                  ws += SP_MODEL_C1 * hw;
+    v.scratch = ws;
     return v;
 }
 
@@ -112,11 +122,11 @@ static void forward(const sp_model_layout *l, const float *P, const float *x, ws
     int h = l->in.h, w = l->in.w;
     size_t hw = (size_t)h * (size_t)w, hw1 = (size_t)l->h1 * (size_t)l->w1;
     sp_nn_conv3x3_forward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], P + l->off[SP_T_CONV1_B],
-                          SP_MODEL_C1, v->r1);
+                          SP_MODEL_C1, v->r1, v->scratch);
     sp_nn_relu_forward(v->r1, SP_MODEL_C1 * hw, v->r1);
     sp_nn_maxpool2_forward(v->r1, SP_MODEL_C1, h, w, v->p1);
     sp_nn_conv3x3_forward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
-                          P + l->off[SP_T_CONV2_B], SP_MODEL_C2, v->r2);
+                          P + l->off[SP_T_CONV2_B], SP_MODEL_C2, v->r2, v->scratch);
     sp_nn_relu_forward(v->r2, SP_MODEL_C2 * hw1, v->r2);
     sp_nn_maxpool2_forward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->p2);
     sp_nn_linear_forward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], P + l->off[SP_T_FC_B],
@@ -132,26 +142,77 @@ float sp_model_sample_forward(const sp_model_layout *l, const float *params, con
     return sp_nn_softmax_xent_row(v.logits, l->in.classes, label, 1.0f, NULL);
 }
 
+/* One sample's forward and backward. The fc layer's weight and bias
+ * gradients are dlogits[o] * p2[i] and dlogits[o]: with fc_w == NULL
+ * they are not written (the backend forms them in its reduction, from the
+ * p2 and dlogits it keeps per sample: the same products); else fc_w and
+ * fc_b get them. Conv gradients go to G (the conv tensors' offsets). */
+static float sample_backward(const sp_model_layout *l, const float *P, const float *x, int label,
+                             float scale, ws_view *v, float *G, float *fc_w, float *fc_b,
+                             int *pred) {
+    int h = l->in.h, w = l->in.w;
+    size_t hw = (size_t)h * (size_t)w, hw1 = (size_t)l->h1 * (size_t)l->w1;
+    forward(l, P, x, v);
+    float loss = sp_nn_softmax_xent_row(v->logits, l->in.classes, label, scale, v->dlogits);
+    if (pred) *pred = sp_nn_argmax(v->logits, l->in.classes);
+    sp_nn_linear_backward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], l->in.classes, v->dlogits,
+                          v->dfeat, fc_w, fc_b);
+    sp_nn_maxpool2_backward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->dfeat, v->dr2);
+    sp_nn_relu_backward(v->r2, v->dr2, SP_MODEL_C2 * hw1, v->dr2);
+    sp_nn_conv3x3_backward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
+                           SP_MODEL_C2, v->dr2, v->dp1, G + l->off[SP_T_CONV2_W],
+                           G + l->off[SP_T_CONV2_B], v->scratch);
+    sp_nn_maxpool2_backward(v->r1, SP_MODEL_C1, h, w, v->dp1, v->dr1);
+    sp_nn_relu_backward(v->r1, v->dr1, SP_MODEL_C1 * hw, v->dr1);
+    sp_nn_conv3x3_backward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], SP_MODEL_C1, v->dr1, NULL,
+                           G + l->off[SP_T_CONV1_W], G + l->off[SP_T_CONV1_B], v->scratch);
+    return loss;
+}
+
 float sp_model_sample_grad(const sp_model_layout *l, const float *P, const float *x, int label,
                            float scale, float *ws, float *G, int *pred) {
     ws_view v = ws_split(l, ws);
-    int h = l->in.h, w = l->in.w;
-    size_t hw = (size_t)h * (size_t)w, hw1 = (size_t)l->h1 * (size_t)l->w1;
-    forward(l, P, x, &v);
-    float loss = sp_nn_softmax_xent_row(v.logits, l->in.classes, label, scale, v.dlogits);
-    if (pred) *pred = sp_nn_argmax(v.logits, l->in.classes);
-    sp_nn_linear_backward(v.p2, (int)l->feat, P + l->off[SP_T_FC_W], l->in.classes, v.dlogits,
-                          v.dfeat, G + l->off[SP_T_FC_W], G + l->off[SP_T_FC_B]);
-    sp_nn_maxpool2_backward(v.r2, SP_MODEL_C2, l->h1, l->w1, v.dfeat, v.dr2);
-    sp_nn_relu_backward(v.r2, v.dr2, SP_MODEL_C2 * hw1, v.dr2);
-    sp_nn_conv3x3_backward(v.p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
-                           SP_MODEL_C2, v.dr2, v.dp1, G + l->off[SP_T_CONV2_W],
-                           G + l->off[SP_T_CONV2_B]);
-    sp_nn_maxpool2_backward(v.r1, SP_MODEL_C1, h, w, v.dp1, v.dr1);
-    sp_nn_relu_backward(v.r1, v.dr1, SP_MODEL_C1 * hw, v.dr1);
-    sp_nn_conv3x3_backward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], SP_MODEL_C1, v.dr1, NULL,
-                           G + l->off[SP_T_CONV1_W], G + l->off[SP_T_CONV1_B]);
-    return loss;
+    return sample_backward(l, P, x, label, scale, &v, G, G + l->off[SP_T_FC_W],
+                           G + l->off[SP_T_FC_B], pred);
+}
+
+/* The fixed tree of nn_math.h (sp_nn_tree_push / _value) run on TREE_LANES
+ * consecutive parameters at once: the merges depend only on the count, so
+ * every lane gets exactly the additions sp_nn_tree_sum would do for it.
+ * Sample s's value of lane j is a[s * sa + j] (b == NULL) or
+ * a[s * sa] * b[s * sb + j]. lanes <= TREE_LANES; n == 0 gives 0. */
+#define TREE_LANES 32
+static void tree_lanes(long n, const float *a, size_t sa, const float *b, size_t sb, int lanes,
+                       float *out) {
+    float val[64][TREE_LANES];
+    long size[64];
+    int top = 0;
+    for (long s = 0; s < n; s++) {
+        float x[TREE_LANES];
+        if (b) {
+            float g = a[(size_t)s * sa];
+            const float *bs = b + (size_t)s * sb;
+            for (int j = 0; j < lanes; j++) x[j] = g * bs[j];
+        } else {
+            memcpy(x, a + (size_t)s * sa, (size_t)lanes * sizeof *x);
+        }
+        long sz = 1;
+        while (top > 0 && size[top - 1] == sz) {
+            for (int j = 0; j < lanes; j++) x[j] = val[top - 1][j] + x[j];
+            sz += size[top - 1];
+            top--;
+        }
+        memcpy(val[top], x, (size_t)lanes * sizeof *x);
+        size[top] = sz;
+        top++;
+    }
+    if (top == 0) {
+        for (int j = 0; j < lanes; j++) out[j] = 0.0f;
+        return;
+    }
+    memcpy(out, val[top - 1], (size_t)lanes * sizeof *out);
+    for (int i = top - 2; i >= 0; i--)
+        for (int j = 0; j < lanes; j++) out[j] = val[i][j] + out[j];
 }
 
 /* ---- the CPU backend ---------------------------------------------------------- */
@@ -162,7 +223,10 @@ typedef struct cpu_ctx {
     int threads;
     float *params, *mom;
     float *ws;              /* threads * l.workspace */
-    float *grads;           /* cap * nparams per-sample gradients */
+    size_t pconv;           /* parameters before fc.w: the conv tensors */
+    float *grads;           /* cap * pconv per-sample conv gradients */
+    float *feat;            /* cap * feat per-sample fc inputs (p2) */
+    float *dl;              /* cap * classes per-sample dlogits (scaled) */
     float *loss;            /* cap per-sample losses */
     int32_t *pred;          /* cap predictions (eval) */
     uint32_t cap;
@@ -186,18 +250,46 @@ static void run_task(const job *j, int t) {
     size_t sample = (size_t)l->in.c * (size_t)l->in.h * (size_t)l->in.w;
     if (j->kind == 0) {
         float scale = 1.0f / (float)j->n;
+        size_t F = l->feat, K = (size_t)l->in.classes;
         for (uint32_t s = (uint32_t)t; s < j->n; s += (uint32_t)T) {
             int pred = 0;
-            c->loss[s] = sp_model_sample_grad(l, c->params, j->x + s * sample, j->labels[s], scale,
-                                              ws, c->grads + (size_t)s * l->nparams, &pred);
+            ws_view v = ws_split(l, ws);
+            c->loss[s] = sample_backward(l, c->params, j->x + s * sample, j->labels[s], scale, &v,
+                                         c->grads + (size_t)s * c->pconv, NULL, NULL, &pred);
+            memcpy(c->feat + (size_t)s * F, v.p2, F * sizeof(float));
+            memcpy(c->dl + (size_t)s * K, v.dlogits, K * sizeof(float));
             c->pred[s] = pred;
         }
     } else if (j->kind == 1) {
-        size_t P = l->nparams, per = (P + (size_t)T - 1) / (size_t)T;
-        size_t p0 = (size_t)t * per, p1 = p0 + per < P ? p0 + per : P;
-        for (size_t p = p0; p < p1; p++) {
-            float g = sp_nn_tree_sum(c->grads + p, (long)j->n, (long)P);
-            sp_nn_sgd_update(&c->params[p], &c->mom[p], g, c->lr, c->mu, c->wd);
+        /* Blocks of TREE_LANES parameters; thread t takes a contiguous
+         * range of blocks. A block lies within one of: the conv tensors
+         * (per-sample gradients), one row o of fc.w (dl[o] * feat), fc.b. */
+        size_t F = l->feat, K = (size_t)l->in.classes, Pc = c->pconv;
+        size_t per_row = (F + TREE_LANES - 1) / TREE_LANES;
+        size_t nb_conv = (Pc + TREE_LANES - 1) / TREE_LANES, nb_fc = K * per_row,
+               nb = nb_conv + nb_fc + (K + TREE_LANES - 1) / TREE_LANES;
+        size_t per = (nb + (size_t)T - 1) / (size_t)T;
+        size_t b0 = (size_t)t * per, b1 = b0 + per < nb ? b0 + per : nb;
+        float g[TREE_LANES];
+        for (size_t bi = b0; bi < b1; bi++) {
+            size_t p0, lanes;
+            if (bi < nb_conv) {
+                p0 = bi * TREE_LANES;
+                lanes = Pc - p0 < TREE_LANES ? Pc - p0 : TREE_LANES;
+                tree_lanes((long)j->n, c->grads + p0, Pc, NULL, 0, (int)lanes, g);
+            } else if (bi < nb_conv + nb_fc) {
+                size_t o = (bi - nb_conv) / per_row, i0 = (bi - nb_conv) % per_row * TREE_LANES;
+                p0 = l->off[SP_T_FC_W] + o * F + i0;
+                lanes = F - i0 < TREE_LANES ? F - i0 : TREE_LANES;
+                tree_lanes((long)j->n, c->dl + o, K, c->feat + i0, F, (int)lanes, g);
+            } else {
+                size_t o0 = (bi - nb_conv - nb_fc) * TREE_LANES;
+                p0 = l->off[SP_T_FC_B] + o0;
+                lanes = K - o0 < TREE_LANES ? K - o0 : TREE_LANES;
+                tree_lanes((long)j->n, c->dl + o0, K, NULL, 0, (int)lanes, g);
+            }
+            for (size_t q = 0; q < lanes; q++)
+                sp_nn_sgd_update(&c->params[p0 + q], &c->mom[p0 + q], g[q], c->lr, c->mu, c->wd);
         }
     } else {
         float *logits = ws_split(l, ws).dlogits;   /* unused by the forward pass */
@@ -236,12 +328,19 @@ static void run_job(const job *j) {
 
 static int ensure_cap(cpu_ctx *c, uint32_t n, sp_error *err) {
     if (n <= c->cap) return 0;
-    size_t P = c->l.nparams;
-    if ((size_t)n > SIZE_MAX / sizeof(float) / P)
+    size_t F = c->l.feat, K = (size_t)c->l.in.classes, per = c->pconv + F + K;
+    if ((size_t)n > SIZE_MAX / sizeof(float) / per)
         return sp_error_set(err, SP_ENOMEM, "cpu backend: batch of %u too large", n);
-    float *g = (float *)realloc(c->grads, (size_t)n * P * sizeof *g);
-    if (!g) return sp_error_set(err, SP_ENOMEM, "cpu backend: per-sample gradients (%u x %zu)", n, P);
+    float *g = (float *)realloc(c->grads, (size_t)n * c->pconv * sizeof *g);
+    if (!g) return sp_error_set(err, SP_ENOMEM, "cpu backend: per-sample gradients (%u x %zu)", n,
+                                c->pconv);
     c->grads = g;
+    float *fe = (float *)realloc(c->feat, (size_t)n * F * sizeof *fe);
+    if (!fe) return sp_error_set(err, SP_ENOMEM, "cpu backend: per-sample features (%u x %zu)", n, F);
+    c->feat = fe;
+    float *dl = (float *)realloc(c->dl, (size_t)n * K * sizeof *dl);
+    if (!dl) return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
+    c->dl = dl;
     float *lo = (float *)realloc(c->loss, n * sizeof *lo);
     if (!lo) return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
     c->loss = lo;
@@ -259,6 +358,8 @@ static void cpu_destroy(void *ctx) {
     free(c->mom);
     free(c->ws);
     free(c->grads);
+    free(c->feat);
+    free(c->dl);
     free(c->loss);
     free(c->pred);
     free(c);
@@ -269,6 +370,7 @@ static int cpu_create(const sp_model_layout *l, const sp_train_config *cfg, cons
     cpu_ctx *c = (cpu_ctx *)calloc(1, sizeof *c);
     if (!c) return sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory");
     c->l = *l;
+    c->pconv = l->off[SP_T_FC_W];
     c->lr = cfg->lr;
     c->mu = cfg->momentum;
     c->wd = cfg->weight_decay;

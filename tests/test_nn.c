@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernels/nn_math.h"   /* sp_nn_sgd_update: the reference step */
 #include "seedpipe/model.h"
 #include "seedpipe/philox.h"
 #include "seedpipe/train.h"
@@ -76,12 +77,13 @@ static void test_conv(void) {
     fill(wt, CO * CI * 9, 11);
     fill(b, CO, 12);
     fill(r, CO * H * W, 13);
-    sp_nn_conv3x3_forward(x, CI, H, W, wt, b, CO, y);
+    float *scr = malloc(sp_nn_conv3x3_scratch(CI, H, W, CO) * sizeof(float));
+    sp_nn_conv3x3_forward(x, CI, H, W, wt, b, CO, y, scr);
     double *xd = to_d(x, CI * H * W), *wd = to_d(wt, CO * CI * 9), *bd = to_d(b, CO),
            *rd = to_d(r, CO * H * W), yd[CO * H * W];
     conv_ref(xd, CI, H, W, wd, bd, CO, yd);
     for (int k = 0; k < CO * H * W; k++) CHECK(fabs(y[k] - yd[k]) < 1e-5);
-    sp_nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db);
+    sp_nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db, scr);
     const double eps = 1e-6;
     double worst = 0;
     for (int k = 0; k < CI * H * W; k++) {
@@ -121,7 +123,7 @@ static void test_conv(void) {
      * every (i, j) in row-major order that does not skip. */
     for (int k = 0; k < CO * H * W; k++)
         if (k % 4 != 1) r[k] = (k % 8 == 0) ? -0.0f : 0.0f;
-    sp_nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db);
+    sp_nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db, scr);
     for (int o = 0; o < CO; o++)
         for (int c = 0; c < CI; c++)
             for (int ky = 0; ky < 3; ky++)
@@ -144,6 +146,7 @@ static void test_conv(void) {
     free(wd);
     free(bd);
     free(rd);
+    free(scr);
 }
 
 /* The documented per-element order, bit for bit: forward y = b, then
@@ -157,8 +160,11 @@ static void conv_order_case(int ci, int h, int w, int co) {
     fill(wt, nw, 71);
     fill(b, (size_t)co, 72);
     fill(dy, ny, 73);
-    sp_nn_conv3x3_forward(x, ci, h, w, wt, b, co, y);
-    sp_nn_conv3x3_backward(x, ci, h, w, wt, co, dy, dx, dw, db);
+    for (size_t k = 0; k < ny; k++)   /* zeros as after ReLU + max-pool, some -0 */
+        if (k % 4 != 1) dy[k] = (k % 8 == 0) ? -0.0f : 0.0f;
+    float *scr = malloc(sp_nn_conv3x3_scratch(ci, h, w, co) * sizeof(float));
+    sp_nn_conv3x3_forward(x, ci, h, w, wt, b, co, y, scr);
+    sp_nn_conv3x3_backward(x, ci, h, w, wt, co, dy, dx, dw, db, scr);
     for (int o = 0; o < co; o++)
         for (int i = 0; i < h; i++)
             for (int j = 0; j < w; j++) {
@@ -185,16 +191,44 @@ static void conv_order_case(int ci, int h, int w, int co) {
                         }
                 CHECK(memcmp(&s, &dx[(c * h + i) * w + j], 4) == 0);
             }
-    free(x); free(wt); free(b); free(y); free(dy); free(dx); free(dw); free(db);
+    /* dw = +0, then + dy * x over the valid (i, j) row-major; db = +0 +
+     * dy[o][0] + dy[o][1] + ... */
+    for (int o = 0; o < co; o++) {
+        float sb = 0.0f;
+        for (int p = 0; p < h * w; p++) sb = sb + dy[o * h * w + p];
+        CHECK(memcmp(&sb, &db[o], 4) == 0);
+        for (int c = 0; c < ci; c++)
+            for (int ky = 0; ky < 3; ky++)
+                for (int kx = 0; kx < 3; kx++) {
+                    float sf = 0.0f;
+                    for (int i = 0; i < h; i++)
+                        for (int j = 0; j < w; j++) {
+                            int ii = i + ky - 1, jj = j + kx - 1;
+                            if (ii < 0 || jj < 0 || ii >= h || jj >= w) continue;
+                            sf = sf + dy[(o * h + i) * w + j] * x[(c * h + ii) * w + jj];
+                        }
+                    CHECK(memcmp(&sf, &dw[((o * ci + c) * 3 + ky) * 3 + kx], 4) == 0);
+                }
+    }
+    free(x); free(wt); free(b); free(y); free(dy); free(dx); free(dw); free(db); free(scr);
 }
 
+/* Shapes that reach every tile and tail of the matrix product (rows: 4, 6,
+ * 8, 16 high, leftovers; columns: 2 vectors, 1 vector, scalars) at each
+ * SIMD width, and the model's own layers. */
 static void test_conv_order(void) {
     conv_order_case(3, 7, 9, 4);
     conv_order_case(2, 4, 4, 3);
     conv_order_case(1, 3, 1, 2);
     conv_order_case(2, 1, 5, 2);
     conv_order_case(16, 14, 14, 5);
-    printf("conv3x3: forward and backward data bit-equal to the documented loop order\n");
+    conv_order_case(3, 32, 32, 16);    /* conv1 of the bench model */
+    conv_order_case(16, 16, 16, 32);   /* conv2 */
+    conv_order_case(1, 9, 13, 16);
+    conv_order_case(5, 6, 11, 40);
+    conv_order_case(7, 5, 7, 24);
+    printf("conv3x3: forward, backward data, weights and bias bit-equal to the documented "
+           "loop order\n");
 }
 
 static void test_pool_relu(void) {
@@ -284,6 +318,19 @@ static void test_linear(void) {
     }
     printf("linear: backward vs float64 derivative, worst rel err %.2e\n", worst);
     CHECK(worst < 1e-5);
+    /* Forward bits: b[o], then + w * x in i order (outputs run four at a
+     * time; 7 outputs reach the leftover path). */
+    enum { NI2 = 300, NO2 = 7 };
+    float x2[NI2], w2[NO2 * NI2], b2[NO2], y2[NO2];
+    fill(x2, NI2, 34);
+    fill(w2, NO2 * NI2, 35);
+    fill(b2, NO2, 36);
+    sp_nn_linear_forward(x2, NI2, w2, b2, NO2, y2);
+    for (int o = 0; o < NO2; o++) {
+        float sf = b2[o];
+        for (int i = 0; i < NI2; i++) sf = sf + w2[o * NI2 + i] * x2[i];
+        CHECK(memcmp(&sf, &y2[o], 4) == 0);
+    }
 }
 
 static void test_softmax(void) {
@@ -455,6 +502,92 @@ static void test_threads(void) {
     }
 }
 
+/* The CPU backend's step, bit for bit, against its definition (model.c):
+ * per-sample gradients (sp_model_sample_grad, scale 1/B), each parameter's
+ * batch gradient the fixed tree over the samples (sp_nn_tree_sum), then
+ * sp_nn_sgd_update. The backend forms fc.w's per-sample terms inside its
+ * reduction and runs the tree on many parameters at once; this checks that
+ * it is still the same arithmetic. Two steps (momentum non-zero in the
+ * second), 2 threads, batch sizes that are not powers of two, more than 32
+ * classes (fc.b spans two lane blocks). */
+static void step_reference_case(sp_model_shape shape, uint32_t batch) {
+    sp_train_config cfg;
+    sp_train_config_default(&cfg);
+    cfg.seed = 5;
+    cfg.shape = shape;
+    cfg.threads = 2;
+    sp_trainer *tr;
+    sp_error err;
+    CHECK_OK(sp_trainer_create(&cfg, &tr, &err), &err);
+    const sp_model_layout *l = sp_trainer_layout(tr);
+    size_t P = l->nparams, sample = (size_t)shape.c * (size_t)shape.h * (size_t)shape.w;
+    float *w = malloc(P * 4), *m = calloc(P, 4), *g = malloc((size_t)batch * P * 4),
+          *ws = malloc(l->workspace * 4), *x = malloc((size_t)batch * sample * 4),
+          *col = malloc(batch * 4), *tw = malloc(P * 4), *tm = malloc(P * 4);
+    int32_t *lab = malloc(batch * 4);
+    sp_model_init(l, cfg.seed, w);
+    for (int step = 0; step < 2; step++) {
+        fill(x, (size_t)batch * sample, 80 + (uint32_t)step);
+        for (uint32_t i = 0; i < batch; i++)
+            lab[i] = (int32_t)((i * 5 + (uint32_t)step) % (uint32_t)shape.classes);
+        CHECK_OK(sp_trainer_step(tr, x, lab, batch, NULL, NULL, &err), &err);
+        for (uint32_t s = 0; s < batch; s++)
+            sp_model_sample_grad(l, w, x + s * sample, lab[s], 1.0f / (float)batch, ws,
+                                 g + (size_t)s * P, NULL);
+        for (size_t p = 0; p < P; p++) {
+            for (uint32_t s = 0; s < batch; s++) col[s] = g[(size_t)s * P + p];
+            float gp = sp_nn_tree_sum_f(col, (long)batch, 1);
+            sp_nn_sgd_update(&w[p], &m[p], gp, cfg.lr, cfg.momentum, cfg.weight_decay);
+        }
+        CHECK_OK(sp_trainer_get_params(tr, tw, tm, &err), &err);
+        size_t bad = 0;
+        for (size_t p = 0; p < P; p++) bad += memcmp(&w[p], &tw[p], 4) != 0 || memcmp(&m[p], &tm[p], 4) != 0;
+        CHECK_MSG(bad == 0, "%zu of %zu parameters differ from the reference step %d", bad, P, step);
+    }
+    sp_trainer_destroy(tr);
+    free(w); free(m); free(g); free(ws); free(x); free(col); free(tw); free(tm); free(lab);
+}
+
+static void test_step_reference(void) {
+    step_reference_case((sp_model_shape){3, 16, 16, 4}, 7);
+    step_reference_case((sp_model_shape){1, 12, 20, 37}, 13);
+    printf("cpu step: bit-equal to per-sample gradients + sp_nn_tree_sum + SGD\n");
+}
+
+/* Every SIMD level of the convolutions (nn_cpu.c: SEEDPIPE_ISA caps it)
+ * gives the documented bits and the same trained weights. */
+static void test_isa_levels(void) {
+    static const struct { const char *name, *cpu; } levels[] = {
+        {"sse2", "sse2"}, {"avx2", "avx2"}, {"avx512", "avx512f"}};
+    sp_digest ref = {0, 0};
+    int ran = 0;
+    for (int i = 0; i < 3; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_cpu_init();
+        int have = i == 0 ? 1 : i == 1 ? __builtin_cpu_supports("avx2")
+                                       : __builtin_cpu_supports("avx512f");
+#else
+        int have = i == 0;   /* one portable level: the cap changes nothing */
+#endif
+        if (!have) {
+            printf("level %s: not on this CPU, not run\n", levels[i].name);
+            continue;
+        }
+        setenv("SEEDPIPE_ISA", levels[i].name, 1);
+        test_conv_order();
+        sp_digest d = train_digest(2, 16);
+        char h[33];
+        sp_digest_hex(d, h);
+        printf("level %s: weights digest %s\n", levels[i].name, h);
+        if (ran == 0) ref = d;
+        CHECK_MSG(d.hi == ref.hi && d.lo == ref.lo, "level %s gives other weights than sse2",
+                  levels[i].name);
+        ran++;
+    }
+    unsetenv("SEEDPIPE_ISA");
+    printf("conv3x3: %d SIMD level(s) give identical bits\n", ran);
+}
+
 static void test_errors(void) {
     sp_train_config cfg;
     sp_train_config_default(&cfg);
@@ -500,6 +633,8 @@ int main(void) {
     test_init();
     test_model_grad();
     test_threads();
+    test_step_reference();
+    test_isa_levels();
     test_errors();
     printf("test_nn: ok\n");
     return 0;

@@ -24,9 +24,11 @@
  * ReLU gain sqrt(6 / fan_in) trained worse here: larger initial logits.)
  *
  * The layer functions below work on ONE sample (CHW) and are the CPU
- * reference: plain loops in a fixed order (documented on each), compiled
- * with -ffp-contract=off; their per-element arithmetic comes from
- * kernels/nn_math.h, which the CUDA kernels share. Weight gradients are
+ * reference: loops in a fixed order (documented on each; the convolutions
+ * are matrix products vectorised across output elements only, so SIMD
+ * width and CPU never change a bit), compiled with -ffp-contract=off and
+ * no FMA; their per-element arithmetic comes from kernels/nn_math.h,
+ * which the CUDA kernels share. Weight gradients are
  * per-sample (overwritten, not accumulated); the trainer sums them over the
  * batch with the fixed tree of nn_math.h, so the result does not depend on
  * how samples are spread over threads.
@@ -97,18 +99,26 @@ float sp_model_sample_grad(const sp_model_layout *l, const float *params, const 
 
 /* ---- CPU reference layers (one sample, CHW) -------------------------------- */
 
+/*! sp_nn_conv3x3_scratch() : floats of scratch memory that
+ *  sp_nn_conv3x3_forward and _backward need for these sizes (the larger
+ *  of the two; the content is garbage on entry and on return). */
+size_t sp_nn_conv3x3_scratch(int cin, int h, int w, int cout);
 /*! sp_nn_conv3x3_forward() : y[o][i][j] = b[o] + sum over (c, ky, kx) of
  *  w[o][c][ky][kx] * x[c][i+ky-1][j+kx-1] (zero padding), accumulated in
- *  the order c, ky, kx starting from b[o]. x: cin*h*w, y: cout*h*w. */
+ *  the order c, ky, kx starting from b[o]; a padding tap adds w * 0 = +-0,
+ *  which gives the same bits as leaving it out (the sum is never -0 when
+ *  b[o] is not -0). x: cin*h*w, y: cout*h*w, scratch: see above. */
 void sp_nn_conv3x3_forward(const float *x, int cin, int h, int w, const float *wt,
-                           const float *bias, int cout, float *y);
+                           const float *bias, int cout, float *y, float *scratch);
 /*! sp_nn_conv3x3_backward() : given dy (cout*h*w):
  *  dx (may be NULL) = +0, then + w * dy over (o, ky, kx) in that order,
- *  dw[o][c][ky][kx] = +0, then + dy[o][i][j] * x[c][..] over (i, j)
- *  row-major (zero dy terms skipped: the same bits for finite x),
- *  db[o] = left-to-right sum of dy[o]. dx, dw, db are overwritten. */
+ *  dw[o][c][ky][kx] = +0, then + dy[o][i][j] * x[c][i+ky-1][j+kx-1] over
+ *  every (i, j) row-major (padding taps add dy * 0),
+ *  db[o] = left-to-right sum of dy[o]. Zero terms (padding, dy == 0) add
+ *  +-0: the same bits as leaving them out, for finite x, w and dy. dx, dw,
+ *  db are overwritten. */
 void sp_nn_conv3x3_backward(const float *x, int cin, int h, int w, const float *wt, int cout,
-                            const float *dy, float *dx, float *dw, float *db);
+                            const float *dy, float *dx, float *dw, float *db, float *scratch);
 /*! sp_nn_relu_forward() / _backward() : y = max(x, 0) (may be in place);
  *  dx = dy where y > 0, else 0 (may be in place on dy). */
 void sp_nn_relu_forward(const float *x, size_t n, float *y);
@@ -122,8 +132,9 @@ void sp_nn_relu_backward(const float *y, const float *dy, size_t n, float *dx);
 void sp_nn_maxpool2_forward(const float *x, int c, int h, int w, float *y);
 void sp_nn_maxpool2_backward(const float *x, int c, int h, int w, const float *dy, float *dx);
 /*! sp_nn_linear_forward() : y[o] = b[o] + sum_i w[o][i] x[i], i ascending.
- *  _backward() : dx[i] (may be NULL) = sum over o ascending of w[o][i]
- *  dy[o]; dw[o][i] = dy[o] * x[i]; db = dy (overwritten). */
+ *  _backward() : dx[i] = sum over o ascending of w[o][i] dy[o];
+ *  dw[o][i] = dy[o] * x[i]; db = dy (overwritten; each of dx, dw, db may
+ *  be NULL: not computed). */
 void sp_nn_linear_forward(const float *x, int nin, const float *wt, const float *bias, int nout,
                           float *y);
 void sp_nn_linear_backward(const float *x, int nin, const float *wt, int nout, const float *dy,
