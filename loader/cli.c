@@ -71,7 +71,7 @@ static void usage(FILE *f) {
           "  diff A.jsonl B.jsonl\n"
           "      compare two manifests; the first divergence; exit 0 only if equal\n"
           "  cache build DATASET --cache DIR --pipeline P --seed S --batch-size B --epochs 0-9\n"
-          "        [--threads T] [--level L] [--max-size SIZE]   fill the epoch cache\n"
+          "        [--threads T | --workers W] [--level L] [--max-size SIZE]   fill the epoch cache\n"
           "  cache ls DIR | cache verify DIR [--recompute N [--dataset D]]\n"
           "  cache gc DIR --max-size SIZE\n"
           "  train DATASET --seed S --epochs E --batch-size B --out RUN.json\n"
