@@ -89,8 +89,7 @@ struct sp_cache_reader {
     char path[PATH_CAP];       /* the entry directory (moves with it) */
     sp__cm m;
     size_t sample_bytes;
-    ZSTD_DCtx *dctx;
-    sp__cbuf file, meta, scratch;
+    sp__cb_io io;
 };
 
 
@@ -233,10 +232,7 @@ void sp_cache_reader_close(sp_cache_reader *r) {
     if (!r) return;
     if (r->dirfd >= 0) close(r->dirfd);
     sp__cm_free(&r->m);
-    ZSTD_freeDCtx(r->dctx);
-    sp__cbuf_free(&r->file);
-    sp__cbuf_free(&r->meta);
-    sp__cbuf_free(&r->scratch);
+    sp__cb_io_free(&r->io);
     free(r);
 }
 
@@ -327,8 +323,8 @@ int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_re
     }
     if (!c->o.read_only)
         (void)utimensat(r->dirfd, SP__CM_NAME, NULL, 0);   /* LRU; best effort */
-    r->dctx = ZSTD_createDCtx();
-    if (!r->dctx) {
+    r->io.dctx = ZSTD_createDCtx();
+    if (!r->io.dctx) {
         sp_cache_reader_close(r);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
@@ -337,46 +333,83 @@ int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_re
     return SP_OK;
 }
 
+void sp__cb_io_free(sp__cb_io *io) {
+    ZSTD_freeDCtx(io->dctx);
+    ZSTD_freeCCtx(io->cctx);
+    sp__cbuf_free(&io->file);
+    sp__cbuf_free(&io->meta);
+    sp__cbuf_free(&io->scratch);
+    memset(io, 0, sizeof *io);
+}
+
+int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key, uint32_t epoch,
+                uint64_t index, size_t sample_bytes, const sp__cm_batch *line, sp__cb_io *io,
+                sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err) {
+    char path[PATH_CAP + 40];
+    snprintf(path, sizeof path, "%s/%s", dirpath, name);
+    *enoent = 0;
+    if (!io->dctx && !(io->dctx = ZSTD_createDCtx()))
+        return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+    size_t len;
+    if (sp__read_file_at(dirfd, name, &io->file, &len) != 0) {
+        int e = errno;
+        if (e == ENOMEM) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+        *enoent = e == ENOENT;
+        return sp_error_set(err, SP_EFORMAT, "%s: %s", path, e == ENOENT ? "missing" : strerror(e));
+    }
+    if (len != line->stored)
+        return sp_error_set(err, SP_EFORMAT, "%s: %zu bytes, the manifest says %" PRIu64
+                            " (truncated or extended)", path, len, line->stored);
+    int rc = sp__cb_parse_header(io->file.p, len, path, h, err);
+    if (rc == 0 && (h->key.hi != key.hi || h->key.lo != key.lo || h->epoch != epoch ||
+                    h->index != index || h->sample_bytes != sample_bytes ||
+                    h->file_hash != line->file_hash ||
+                    h->meta_raw + (uint64_t)h->count * h->sample_bytes != line->raw))
+        rc = sp_error_set(err, SP_EFORMAT, "%s: header does not match the entry's manifest",
+                          path);
+    if (rc == 0)
+        rc = sp__cb_decode(io->dctx, io->file.p, len, path, h, out, &io->meta, &io->scratch, err);
+    return rc;
+}
+
+const char *sp__cache_reader_key(const sp_cache_reader *r) { return r->key; }
+const sp__cm_batch *sp__cache_reader_line(const sp_cache_reader *r, uint64_t index) {
+    return index < r->m.info.batches ? &r->m.b[index] : NULL;
+}
+const sp_cache_opts *sp__cache_opts(const sp_cache *c) { return &c->o; }
+
+void sp__cache_reader_count(sp_cache_reader *r, uint64_t index) {
+    r->c->st.batches_read++;
+    r->c->st.bytes_read += r->m.b[index].stored;
+    r->c->st.raw_read += r->m.b[index].raw;
+}
+
+int sp__cache_reader_failed(sp_cache_reader *r, int enoent, sp_error *err) {
+    if (err->code == SP_ENOMEM) return SP_ENOMEM;
+    if (enoent && !r->moved && !reader_in_place(r)) {
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, " (entry evicted while reading)");
+        err->code = SP_EIO;
+        return SP_EIO;
+    }
+    return reader_corrupt(r, err);
+}
+
 int sp_cache_reader_batch(sp_cache_reader *r, uint64_t index, sp_batch *out, sp_error *err) {
     if (index >= r->m.info.batches)
         return sp_error_set(err, SP_ERANGE, "%s: batch %" PRIu64 " out of range (%" PRIu64 ")",
                             r->path, index, r->m.info.batches);
-    char name[32], path[PATH_CAP + 40];
+    char name[32];
     snprintf(name, sizeof name, "b%08" PRIu64, index);
-    snprintf(path, sizeof path, "%s/%s", r->path, name);
-    size_t len;
-    if (sp__read_file_at(r->dirfd, name, &r->file, &len) != 0) {
-        int e = errno;
-        if (e == ENOMEM) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-        if (e == ENOENT && !r->moved && !reader_in_place(r))
-            return sp_error_set(err, SP_EIO, "%s: gone (entry evicted while reading)", path);
-        sp_error_set(err, SP_EFORMAT, "%s: %s", path, e == ENOENT ? "missing" : strerror(e));
-        return reader_corrupt(r, err);
-    }
-    const sp__cm_batch *mb = &r->m.b[index];
-    if (len != mb->stored) {
-        sp_error_set(err, SP_EFORMAT, "%s: %zu bytes, the manifest says %" PRIu64
-                     " (truncated or extended)", path, len, mb->stored);
-        return reader_corrupt(r, err);
-    }
     sp__cb_header h;
     sp_digest key;
     sp_digest_parse(r->key, &key);
-    int rc = sp__cb_parse_header(r->file.p, len, path, &h, err);
-    if (rc == 0 && (h.key.hi != key.hi || h.key.lo != key.lo || h.epoch != r->m.info.epoch ||
-                    h.index != index || h.sample_bytes != r->sample_bytes ||
-                    h.file_hash != mb->file_hash ||
-                    h.meta_raw + (uint64_t)h.count * h.sample_bytes != mb->raw))
-        rc = sp_error_set(err, SP_EFORMAT, "%s: header does not match the entry's manifest",
-                          path);
-    if (rc == 0) rc = sp__cb_decode(r->dctx, r->file.p, len, path, &h, out, &r->meta,
-                                    &r->scratch, err);
-    if (rc == SP_ENOMEM) return rc;
-    if (rc != 0) return reader_corrupt(r, err);
-    sp__cb_replay_failures(r->ld, &h, r->meta.p);
-    r->c->st.batches_read++;
-    r->c->st.bytes_read += len;
-    r->c->st.raw_read += mb->raw;
+    int enoent;
+    int rc = sp__cb_read(r->dirfd, r->path, name, key, r->m.info.epoch, index, r->sample_bytes,
+                         &r->m.b[index], &r->io, out, &h, &enoent, err);
+    if (rc != 0) return sp__cache_reader_failed(r, enoent, err);
+    sp__cb_replay_failures(r->ld, &h, r->io.meta.p);
+    sp__cache_reader_count(r, index);
     return SP_OK;
 }
 

@@ -124,6 +124,62 @@ int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path
  *  buffer into the loader (the same log a recompute writes). */
 void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t *meta);
 
+/* ---- whole batch files, for readers, writers and pool workers ---------------
+ * A pool's workers (pool.c) read and write batch files in their own
+ * processes, in parallel; the consumer keeps the epoch's reader or writer
+ * (manifest, lock, staging directory, stats, the corrupt-entry policy) and
+ * learns what each worker did through the pool's slot records. These two
+ * functions are the whole-file steps both paths share. */
+
+/* A codec state with its buffers, one per reader, writer or worker. */
+typedef struct sp__cb_io {
+    ZSTD_DCtx *dctx;
+    ZSTD_CCtx *cctx;
+    sp__cbuf file, meta, scratch;
+} sp__cb_io;
+void sp__cb_io_free(sp__cb_io *io);   /* and zero it */
+
+/*! sp__cb_read() : read the batch file dirfd/name (dirpath/name in
+ *  messages), check it against its manifest line and (key, epoch, index,
+ *  sample_bytes), decode it into out. *enoent is set when the file was
+ *  missing. The metadata stays in io->meta, the header in *h.
+ *  @return 0; SP_EFORMAT ("path: reason": damaged, truncated, missing,
+ *  foreign); SP_ENOMEM. */
+int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key, uint32_t epoch,
+                uint64_t index, size_t sample_bytes, const sp__cm_batch *line, sp__cb_io *io,
+                sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err);
+
+/*! sp__cb_write() : encode b (sp__cb_encode()) with zstd `level` and write
+ *  it as the new file dirfd/bNNNNNNNN (O_EXCL; fsync unless no_fsync); on
+ *  a write error the file is removed. *line gets its manifest line.
+ *  @return 0, SP_EIO ("dirpath/name: reason"), SP_ENOMEM. */
+int sp__cb_write(int dirfd, const char *dirpath, sp_digest key, const sp_batch *b,
+                 size_t sample_bytes, int filter, int level, int no_fsync, const sp_loader *ld,
+                 sp__cb_io *io, sp__cm_batch *line, sp_error *err);
+
+/* ---- the pool's side of a reader and a writer (pool.c) ---------------------- */
+const char *sp__cache_reader_key(const sp_cache_reader *r);      /* 32 hex */
+const sp__cm_batch *sp__cache_reader_line(const sp_cache_reader *r, uint64_t index);
+/*! sp__cache_reader_count() : a worker read batch `index` of r's entry. */
+void sp__cache_reader_count(sp_cache_reader *r, uint64_t index);
+/*! sp__cache_reader_failed() : a worker's sp__cb_read() of r's entry
+ *  failed with err (enoent as it set it): decide as sp_cache_reader_batch()
+ *  does: SP_EIO when the entry was evicted, else SP_EFORMAT and the entry
+ *  is moved aside (once); err's message is completed. */
+int sp__cache_reader_failed(sp_cache_reader *r, int enoent, sp_error *err);
+
+const char *sp__cache_writer_stage(const sp_cache_writer *w);    /* name under DIR/.tmp */
+sp_digest sp__cache_writer_key(const sp_cache_writer *w);
+int sp__cache_writer_filter(const sp_cache_writer *w);
+/*! sp__cache_writer_record() : batch b->index was written by a worker as
+ *  described by line. @return 0 or SP_EINVAL (as sp_cache_writer_put()). */
+int sp__cache_writer_record(sp_cache_writer *w, const sp_batch *b, const sp__cm_batch *line,
+                            sp_error *err);
+/*! sp__cache_writer_spoil() : a worker's write failed: the entry cannot be
+ *  committed (counts a write failure). */
+void sp__cache_writer_spoil(sp_cache_writer *w);
+const sp_cache_opts *sp__cache_opts(const sp_cache *c);
+
 /*! sp__cm_format() : the manifest text (malloc'ed, *len bytes).
  *  @return 0 or SP_ENOMEM. */
 int sp__cm_format(const sp__cm *m, char **text, size_t *len);

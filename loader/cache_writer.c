@@ -33,8 +33,7 @@ struct sp_cache_writer {
     char stage[128];           /* name under DIR/.tmp */
     int filter, spoiled;
     size_t sample_bytes;
-    ZSTD_CCtx *cctx;
-    sp__cbuf out, scratch;
+    sp__cb_io io;
     sp__cm m;
     uint8_t *have;
     uint64_t nput;
@@ -85,9 +84,7 @@ static void writer_free(sp_cache_writer *w) {
     unlock_key(w->c, w->key, w->lockfd);
     if (w->stagefd >= 0) close(w->stagefd);
     if (w->tmpfd >= 0) close(w->tmpfd);
-    ZSTD_freeCCtx(w->cctx);
-    sp__cbuf_free(&w->out);
-    sp__cbuf_free(&w->scratch);
+    sp__cb_io_free(&w->io);
     sp__cm_free(&w->m);
     free(w->have);
     free(w);
@@ -180,10 +177,7 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
     w->m.info.pipeline = malloc(strlen(pl) + 1);
     w->m.b = calloc((size_t)w->m.info.batches, sizeof *w->m.b);
     w->have = calloc((size_t)w->m.info.batches, 1);
-    w->cctx = ZSTD_createCCtx();
-    if (!w->m.info.dataset || !w->m.info.pipeline || !w->m.b || !w->have || !w->cctx ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, c->o.level)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_contentSizeFlag, 1))) {
+    if (!w->m.info.dataset || !w->m.info.pipeline || !w->m.b || !w->have) {
         sp_cache_writer_abort(w);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
@@ -196,21 +190,56 @@ int sp_cache_writer_complete(const sp_cache_writer *w) {
     return w && !w->spoiled && w->nput == w->m.info.batches;
 }
 
-/* Write `len` bytes as a new file stagefd/name. @return 0 or errno. */
-static int write_new(sp_cache_writer *w, const char *name, const void *p, size_t len) {
-    int fd = openat(w->stagefd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+/* Write `len` bytes as a new file dirfd/name. @return 0 or errno. */
+static int write_new(int dirfd, int no_fsync, const char *name, const void *p, size_t len) {
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return errno;
     int e = 0;
     if (sp__write_all(fd, p, len) != 0) e = errno;
-    else if (!w->c->o.no_fsync && fsync(fd) != 0) e = errno;
+    else if (!no_fsync && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
-    if (e) unlinkat(w->stagefd, name, 0);
+    if (e) unlinkat(dirfd, name, 0);
     return e;
 }
 
-int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
+int sp__cb_write(int dirfd, const char *dirpath, sp_digest key, const sp_batch *b,
+                 size_t sample_bytes, int filter, int level, int no_fsync, const sp_loader *ld,
+                 sp__cb_io *io, sp__cm_batch *line, sp_error *err) {
+    if (!io->cctx) {
+        io->cctx = ZSTD_createCCtx();
+        if (!io->cctx ||
+            ZSTD_isError(ZSTD_CCtx_setParameter(io->cctx, ZSTD_c_compressionLevel, level)) ||
+            ZSTD_isError(ZSTD_CCtx_setParameter(io->cctx, ZSTD_c_contentSizeFlag, 1))) {
+            ZSTD_freeCCtx(io->cctx);
+            io->cctx = NULL;
+            return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+        }
+    }
+    sp__cb_header h;
+    size_t len;
+    int rc = sp__cb_encode(io->cctx, key, b, sample_bytes, filter, ld, &io->file, &len,
+                           &io->scratch, &h, err);
+    if (rc) return rc;
     char name[32];
     snprintf(name, sizeof name, "b%08" PRIu64, b->index);
+    int e = write_new(dirfd, no_fsync, name, io->file.p, len);
+    if (e) return sp_error_set(err, SP_EIO, "%s/%s: %s", dirpath, name, strerror(e));
+    line->stored = len;
+    line->raw = h.meta_raw + (uint64_t)b->count * sample_bytes;
+    line->file_hash = h.file_hash;
+    return SP_OK;
+}
+
+const char *sp__cache_writer_stage(const sp_cache_writer *w) { return w->stage; }
+sp_digest sp__cache_writer_key(const sp_cache_writer *w) { return w->m.key; }
+int sp__cache_writer_filter(const sp_cache_writer *w) { return w->filter; }
+
+void sp__cache_writer_spoil(sp_cache_writer *w) {
+    if (!w->spoiled) w->c->st.write_failures++;
+    w->spoiled = 1;
+}
+
+static int put_check(const sp_cache_writer *w, const sp_batch *b, sp_error *err) {
     if (w->spoiled)
         return sp_error_set(err, SP_EIO, "%s/.tmp/%s: writer spoiled by an earlier error",
                             w->c->dir, w->stage);
@@ -218,28 +247,33 @@ int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
         b->count > b->capacity)
         return sp_error_set(err, SP_EINVAL, "cache: batch %" PRIu64 " of epoch %u: wrong epoch, "
                             "out of range or put twice", b->index, b->epoch);
-    sp__cb_header h;
-    size_t len;
-    sp_digest key = w->m.key;
-    int rc = sp__cb_encode(w->cctx, key, b, w->sample_bytes, w->filter, w->ld, &w->out, &len,
-                           &w->scratch, &h, err);
+    return SP_OK;
+}
+
+int sp__cache_writer_record(sp_cache_writer *w, const sp_batch *b, const sp__cm_batch *line,
+                            sp_error *err) {
+    int rc = put_check(w, b, err);
     if (rc) return rc;
-    int e = write_new(w, name, w->out.p, len);
-    if (e) {
-        w->spoiled = 1;
-        w->c->st.write_failures++;
-        return sp_error_set(err, SP_EIO, "%s/.tmp/%s/%s: %s", w->c->dir, w->stage, name,
-                            strerror(e));
-    }
     w->have[b->index] = 1;
     w->nput++;
-    w->m.b[b->index].stored = len;
-    w->m.b[b->index].raw = h.meta_raw + (uint64_t)b->count * w->sample_bytes;
-    w->m.b[b->index].file_hash = h.file_hash;
+    w->m.b[b->index] = *line;
     w->c->st.batches_written++;
-    w->c->st.bytes_written += len;
-    w->c->st.raw_written += w->m.b[b->index].raw;
+    w->c->st.bytes_written += line->stored;
+    w->c->st.raw_written += line->raw;
     return SP_OK;
+}
+
+int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
+    int rc = put_check(w, b, err);
+    if (rc) return rc;
+    char dirpath[PATH_CAP];
+    snprintf(dirpath, sizeof dirpath, "%s/.tmp/%s", w->c->dir, w->stage);
+    sp__cm_batch line;
+    rc = sp__cb_write(w->stagefd, dirpath, w->m.key, b, w->sample_bytes, w->filter,
+                      w->c->o.level, w->c->o.no_fsync, w->ld, &w->io, &line, err);
+    if (rc == SP_EIO) sp__cache_writer_spoil(w);
+    if (rc) return rc;
+    return sp__cache_writer_record(w, b, &line, err);
 }
 
 int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
@@ -265,7 +299,7 @@ int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
         sp_cache_writer_abort(w);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
-    int ev = write_new(w, SP__CM_NAME, text, len);
+    int ev = write_new(w->stagefd, c->o.no_fsync, SP__CM_NAME, text, len);
     free(text);
     if (!ev && !c->o.no_fsync && fsync(w->stagefd) != 0) ev = errno;
     if (ev) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/state.h"
 
@@ -58,12 +59,18 @@ typedef struct cli_stream cli_stream;
 int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
                     const sp_loader_state *resume, cli_stream **out, sp_error *err);
 /* The same through the epoch cache at cache_dir (NULL: none): in-process,
- * batches go through sp_cache_epoch_batch(); on the pool, epochs are stored
- * as they stream, and when every epoch is a hit no pool is started. A cache
- * problem is a warning on stderr, never a stream error. */
+ * batches go through sp_cache_epoch_batch(); on the pool, its workers read
+ * and write the cache (pool.h). A cache problem is a warning on stderr,
+ * never a stream error. */
 int cli_stream_open_cached(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
                            const sp_loader_state *resume, const char *cache_dir,
                            cli_stream **out, sp_error *err);
+/* The stream's cache (for its stats), or NULL. */
+sp_cache *cli_stream_cache(cli_stream *s);
+/* One line of cache counters (nothing when c is NULL). */
+void cli_print_cache_stats(sp_cache *c, FILE *f);
+/* Default cache options with warnings printed as "seedpipe: cache: ..." */
+void cli_cache_opts(sp_cache_opts *o);
 int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err);
 void cli_stream_release(cli_stream *s);
 sp_loader *cli_stream_loader(cli_stream *s);

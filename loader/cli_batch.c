@@ -139,6 +139,7 @@ int cmd_digest(cli_args *a) {
             "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
             (unsigned long long)done, (unsigned long long)images, dt,
             dt > 0 ? (double)images / dt : 0.0, hex);
+    cli_print_cache_stats(cli_stream_cache(stream), f == stdout ? stderr : stdout);
     cli_stream_close(stream);
     return 0;
 }

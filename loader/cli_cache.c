@@ -1,12 +1,14 @@
 /* cli_cache.c - seedpipe cache: build, ls, verify, gc (include/seedpipe/cache.h).
  *
  *   seedpipe cache build DATASET --cache DIR --pipeline P --seed S
- *         --batch-size B --epochs 0-9 [--threads T] [--level L]
+ *         --batch-size B --epochs 0-9 [--threads T | --workers W] [--level L]
  *         [--max-size SIZE] [--dtype ..] [--layout ..] [--drop-last]
  *         [--rank R --world W] [--on-error fail|skip|substitute]
  *       fill the cache with epochs (N = 0..N-1, A-B inclusive, lists with
- *       commas); entries already there are skipped; a progress bar on a
- *       terminal; throughput and compression at the end
+ *       commas); entries already there are verified and kept; a progress
+ *       bar on a terminal; throughput and compression at the end. With
+ *       --workers W the epochs are computed, compressed and written by a
+ *       worker pool (pool.h) of W processes, one pool per epoch.
  *   seedpipe cache ls DIR
  *       entries, most recently used first: key, epoch, seed, rank/world,
  *       dtype, batches, stored and raw size, compression ratio, last use
@@ -27,7 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loader/loader_internal.h"
 #include "seedpipe/cache.h"
+#include "seedpipe/pool.h"
 
 int cmd_cache(cli_args *a);
 
@@ -118,6 +122,9 @@ static int cache_build(cli_args *a) {
         cli_usage_error(a, "--epochs \"%s\": expected N, A-B or a comma list (at most 65536)", es);
     sp_cache_opts o;
     cache_opts(a, &o);
+    uint64_t workers = cli_u64(a, "workers", 0);
+    if (workers > SP_POOL_MAX_WORKERS)
+        cli_usage_error(a, "--workers must be <= %d", SP_POOL_MAX_WORKERS);
     cli_check_unused(a);
 
     sp_loader *ld;
@@ -131,6 +138,8 @@ static int cache_build(cli_args *a) {
     }
     uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0, present = 0;
     uint64_t total = nb * ne;
+    sp_cache_stats pooled;
+    memset(&pooled, 0, sizeof pooled);
     int tty = isatty(2);
     double t0 = now_s(), last = 0;
     for (size_t k = 0; k < ne; k++) {
@@ -155,14 +164,24 @@ static int cache_build(cli_args *a) {
         } else if (err.code) {
             on_warn(NULL, err.msg);
         }
+        sp_pool *pool = NULL;
+        if (workers) {   /* the workers compute, compress and write */
+            sp_loader_state at;
+            sp_loader_state_at(ld, epochs[k], 0, &at);
+            sp_pool_config pc = {(int)workers, 0, epochs[k] + 1, &at, NULL, dir, &o};
+            if (sp_pool_create(&cfg, &pc, &pool, &err) != 0) cli_fail(a, &err);
+        }
         for (uint64_t i = 0; i < nb; i++) {
-            if (sp_cache_epoch_batch(c, ld, epochs[k], i, &b, &err) != 0) {
+            sp_batch view, *bp = pool ? &view : &b;
+            int brc = pool ? sp_pool_next(pool, &view, &err)
+                           : sp_cache_epoch_batch(c, ld, epochs[k], i, &b, &err);
+            if (brc != 0) {
                 if (tty) fputc('\n', stderr);
-                cli_print_failures(ld, stderr);
+                cli_print_failures(pool ? sp_pool_loader(pool) : ld, stderr);
                 cli_fail(a, &err);
             }
-            done++;
-            images += b.count;
+            images += bp->count;
+            if (pool) sp_pool_release(pool, NULL);
             double t = now_s();
             if (tty && (t - last > 0.2 || done == total)) {
                 last = t;
@@ -173,11 +192,28 @@ static int cache_build(cli_args *a) {
             }
         }
         sp_cache_flush(c);
+        if (pool) {
+            sp_cache_stats ps;
+            sp_cache_stats_get(sp_pool_cache(pool), &ps);
+            pooled.committed += ps.committed;
+            pooled.bytes_written += ps.bytes_written;
+            pooled.raw_written += ps.raw_written;
+            pooled.write_failures += ps.write_failures;
+            for (size_t f = 0; f < sp_loader_failure_count(sp_pool_loader(pool)); f++) {
+                const sp_failure *fl = sp_loader_failure(sp_pool_loader(pool), f);
+                sp__loader_log_failure(ld, fl->sample, fl->code, fl->msg);
+            }
+            sp_pool_destroy(pool);
+        }
     }
     if (tty && images) fputc('\n', stderr);
     double dt = now_s() - t0;
     sp_cache_stats s;
     sp_cache_stats_get(c, &s);
+    s.committed += pooled.committed;
+    s.bytes_written += pooled.bytes_written;
+    s.raw_written += pooled.raw_written;
+    s.write_failures += pooled.write_failures;
     char st[32], raw[32];
     human(s.bytes_written, st, sizeof st);
     human(s.raw_written, raw, sizeof raw);

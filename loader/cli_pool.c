@@ -36,8 +36,7 @@
 struct cli_stream {
     sp_loader *ld;       /* in-process loader, or the pool's */
     sp_pool *pool;
-    sp_cache *cache;     /* --cache DIR, or NULL */
-    sp_cache_writer *w;  /* pool path: the epoch entry being filled */
+    sp_cache *cache;     /* in-process --cache DIR, or NULL (the pool has its own) */
     sp_batch buf;        /* in-process batch buffer */
     uint64_t abs, end;   /* in-process: next and end stream positions */
     uint64_t nb;
@@ -49,21 +48,9 @@ static void cache_warn(void *ud, const char *msg) {
     fprintf(stderr, "seedpipe: cache: %s\n", msg);
 }
 
-/* With a cache and workers, are all epochs the stream will visit hits? Then
- * the pool is not needed: the batches are read in-process. */
-static int cache_all_hits(sp_cache *c, const sp_loader_config *cfg, uint32_t first,
-                          uint32_t epochs) {
-    sp_loader *ld;
-    sp_error err;
-    if (sp_loader_create(cfg, &ld, &err) != 0) return 0;
-    int all = 1;
-    for (uint32_t e = first; all && e < epochs; e++) {
-        sp_cache_reader *r = NULL;
-        if (sp_cache_reader_open(c, ld, e, &r, &err) != 0) all = 0;
-        sp_cache_reader_close(r);
-    }
-    sp_loader_destroy(ld);
-    return all;
+void cli_cache_opts(sp_cache_opts *o) {
+    sp_cache_opts_default(o);
+    o->warn = cache_warn;
 }
 
 int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
@@ -77,24 +64,17 @@ int cli_stream_open_cached(const sp_loader_config *cfg, int workers, int ring, u
     *out = NULL;
     cli_stream *s = calloc(1, sizeof *s);
     if (!s) return sp_error_set(err, SP_ENOMEM, "out of memory");
+    sp_cache_opts o;
+    cli_cache_opts(&o);
     int rc = 0;
-    if (cache_dir) {
-        sp_cache_opts o;
-        sp_cache_opts_default(&o);
-        o.warn = cache_warn;
-        rc = sp_cache_open(cache_dir, &o, &s->cache, err);
-        if (rc == 0 && workers >= 1 &&
-            cache_all_hits(s->cache, cfg, resume ? resume->epoch : 0, epochs))
-            workers = 0;
-    }
-    if (rc != 0) {
-    } else if (workers >= 1) {
-        sp_pool_config pc = {workers, ring, epochs, resume, NULL};
+    if (workers >= 1) {
+        sp_pool_config pc = {workers, ring, epochs, resume, NULL, cache_dir, &o};
         rc = sp_pool_create(cfg, &pc, &s->pool, err);
         if (rc == 0) s->ld = sp_pool_loader(s->pool);
         if (rc == 0) s->nb = sp_loader_batches_per_epoch(s->ld);
     } else {
-        rc = sp_loader_create(cfg, &s->ld, err);
+        if (cache_dir) rc = sp_cache_open(cache_dir, &o, &s->cache, err);
+        if (rc == 0) rc = sp_loader_create(cfg, &s->ld, err);
         if (rc == 0 && resume) rc = sp_loader_state_check(s->ld, resume, err);
         if (rc == 0 && sp_batch_alloc(s->ld, &s->buf) != 0)
             rc = sp_error_set(err, SP_ENOMEM, "out of memory for a batch");
@@ -112,34 +92,10 @@ int cli_stream_open_cached(const sp_loader_config *cfg, int workers, int ring, u
     return SP_OK;
 }
 
-/* Pool path with a cache: store each epoch that streams from batch 0 and
- * has no entry yet; a cache problem is a warning, never a stream error. */
-static void cache_store(cli_stream *s, const sp_batch *b) {
-    sp_error e;
-    if (b->index == 0) {
-        sp_cache_writer_abort(s->w);
-        s->w = NULL;
-        int rc = sp_cache_writer_open(s->cache, s->ld, b->epoch, &s->w, &e);
-        if (rc != 0 && rc != SP_CACHE_SKIP) cache_warn(NULL, e.msg);
-        if (rc != 0) s->w = NULL;
-    }
-    if (!s->w) return;
-    if (sp_cache_writer_put(s->w, b, &e) != 0) {
-        fprintf(stderr, "seedpipe: cache: %s; the stream goes on uncached\n", e.msg);
-        sp_cache_writer_abort(s->w);
-        s->w = NULL;
-    } else if (b->index + 1 == s->nb) {
-        if (sp_cache_writer_commit(s->w, &e) != 0)
-            fprintf(stderr, "seedpipe: cache: %s; the stream goes on uncached\n", e.msg);
-        s->w = NULL;
-    }
-}
-
 int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err) {
     if (s->pool) {
         int rc = sp_pool_next(s->pool, &s->buf, err);
         if (rc == 0) *b = &s->buf;
-        if (rc == 0 && s->cache) cache_store(s, &s->buf);
         return rc;
     }
     if (s->abs >= s->end) return SP_POOL_END;
@@ -151,6 +107,21 @@ int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err) {
     *b = &s->buf;
     return SP_OK;
 }
+
+void cli_print_cache_stats(sp_cache *c, FILE *f) {
+    if (!c) return;
+    sp_cache_stats st;
+    sp_cache_stats_get(c, &st);
+    fprintf(f, "cache %s: %llu batches read, %llu computed, %llu written (%.1f MB stored, "
+            "%.1f MB raw); %llu corrupt, %llu write failures\n",
+            sp_cache_dir(c), (unsigned long long)st.batches_read,
+            (unsigned long long)st.batches_computed, (unsigned long long)st.batches_written,
+            (double)st.bytes_written / 1e6, (double)st.raw_written / 1e6,
+            (unsigned long long)st.corrupt, (unsigned long long)st.write_failures);
+    fflush(f);
+}
+
+sp_cache *cli_stream_cache(cli_stream *s) { return s->pool ? sp_pool_cache(s->pool) : s->cache; }
 
 void cli_stream_release(cli_stream *s) {
     if (s->pool) sp_pool_release(s->pool, NULL);
@@ -185,8 +156,7 @@ int cli_stream_kill_worker(cli_stream *s, int w) {
 
 void cli_stream_close(cli_stream *s) {
     if (!s) return;
-    sp_cache_writer_abort(s->w);
-    if (s->cache && !s->pool) sp_cache_flush(s->cache);
+    sp_cache_flush(s->cache);
     sp_cache_close(s->cache);
     if (s->pool) sp_pool_destroy(s->pool);
     else {
@@ -424,7 +394,9 @@ static void run_service(verify_ctx *v, run_result *r, int workers, uint32_t K) {
     char name[64];
     /* A private name; the leading dot keeps it out of plain `ls /dev/shm`. */
     snprintf(name, sizeof name, ".seedpipe-verify-%d-%u", (int)getpid(), K);
-    sp_service_config sc = {name, K, workers, v->ring, v->epochs, NULL};
+    sp_cache_opts co;
+    cli_cache_opts(&co);
+    sp_service_config sc = {name, K, workers, v->ring, v->epochs, NULL, v->cache, &co};
     sp_client *c[SP_SERVICE_MAX_RANKS] = {0};
     sp_batch views[SP_SERVICE_MAX_RANKS], cat;
     memset(&cat, 0, sizeof cat);

@@ -29,7 +29,7 @@ static void on_signal(int sig) {
 int cmd_serve(cli_args *a) {
     if (a->npos != 1)
         cli_usage_error(a, "usage: seedpipe serve --name NAME DATASET --pipeline P --seed S "
-                           "--batch-size B --workers W [--epochs E] [--world K]");
+                           "--batch-size B --workers W [--epochs E] [--world K] [--cache DIR]");
     const char *name = cli_str(a, "name", NULL);
     if (!name) cli_usage_error(a, "--name NAME is required");
     if (cli_has(a, "rank"))
@@ -45,6 +45,7 @@ int cmd_serve(cli_args *a) {
     uint64_t epochs = cli_u64(a, "epochs", 1);
     if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
     const char *resume_path = cli_str(a, "resume", NULL);
+    const char *cache_dir = cli_str(a, "cache", NULL);
     cli_check_unused(a);
     if (world > SP_SERVICE_MAX_RANKS)
         cli_usage_error(a, "--world must be <= %d", SP_SERVICE_MAX_RANKS);
@@ -64,8 +65,10 @@ int cmd_serve(cli_args *a) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    sp_service_config sc = {name, world, workers, ring, (uint32_t)epochs,
-                            resume_path ? &resume : NULL};
+    sp_cache_opts co;
+    cli_cache_opts(&co);
+    sp_service_config sc = {name,      world, workers, ring, (uint32_t)epochs,
+                            resume_path ? &resume : NULL, cache_dir, &co};
     sp_service *svc;
     if (sp_service_create(&cfg, &sc, &svc, &err) != 0) cli_fail(a, &err);
     if (sp_service_note(svc)[0]) fprintf(stderr, "seedpipe serve: %s\n", sp_service_note(svc));
@@ -94,6 +97,7 @@ int cmd_serve(cli_args *a) {
                rc == SP_SERVICE_STOPPED ? "; stopped by a signal" : "");
     fflush(stdout);
     cli_print_failures(sp_service_loader(svc), stderr);
+    cli_print_cache_stats(sp_service_cache(svc), stdout);
     sp_service_destroy(svc);
     if (rc != 0 && rc != SP_SERVICE_STOPPED) cli_fail(a, &err);
     return 0;

@@ -188,7 +188,8 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     sp_loader_config lc = *lcfg;
     lc.world = 1;
     lc.rank = 0;
-    sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume, scfg->name};
+    sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
+                         scfg->name, scfg->cache_dir, scfg->cache_opts};
     rc = sp__pool_create_ex(&lc, &pc, K, &svc->pool, err);
     if (rc != 0) {
         free(svc);
@@ -227,6 +228,7 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
 
 const char *sp_service_note(const sp_service *svc) { return svc->note; }
 sp_loader *sp_service_loader(sp_service *svc) { return svc->ld; }
+sp_cache *sp_service_cache(sp_service *svc) { return sp_pool_cache(svc->pool); }
 
 static void wake_clients(sp__ring_hdr *h) {
     atomic_fetch_add(&h->pub_wake, 1);

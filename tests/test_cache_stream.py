@@ -55,6 +55,17 @@ def main():
             entries = [d for d in os.listdir(cache) if not d.startswith(".")]
             assert len(entries) == 2, f"expected one entry per epoch, got {entries}"
 
+        # `cache build --workers 2`: the pool's workers fill it; a warm digest
+        # then reads every batch and computes none.
+        cache = os.path.join(tmp, "cache-build-w2")
+        p = run("cache", "build", ds, "--cache", cache, *common,
+                "--workers", 2)
+        assert "2 committed" in p.stdout, p.stdout
+        out = os.path.join(tmp, "built.jsonl")
+        p = run("digest", ds, *common, "--workers", 2, "--cache", cache, "--out", out)
+        assert lines(out) == want, "cache build --workers: stream changed"
+        assert "20 batches read, 0 computed" in p.stdout, p.stdout
+
         # A flipped byte in a cached batch: reported once by path, recomputed.
         cache = os.path.join(tmp, "cache-w3")
         victim = sorted(glob.glob(os.path.join(cache, "*", "b*")))[3]

@@ -120,7 +120,7 @@ static int same_digest(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo =
 
 static pid_t fork_service(const sp_loader_config *c, const char *name, uint32_t world,
                           int workers, int ring) {
-    sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL};
+    sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL, NULL, NULL};
     pid_t pid;
     sp_error err;
     CHECK_OK(sp_service_fork(c, &sc, &pid, &err), &err);
@@ -403,7 +403,7 @@ static void test_hostile(void) {
         CHECK_MSG(strstr(err.msg, "did not answer") != NULL, "%s", err.msg);   /* got past it */
         sp_loader_config fc;
         cfg_of(&fc, shapes, 0, 1);
-        sp_service_config fsc = {name, 1, 1, 0, 1, NULL};
+        sp_service_config fsc = {name, 1, 1, 0, 1, NULL, NULL, NULL};
         sp_service *fsvc;
         CHECK(sp_service_create(&fc, &fsc, &fsvc, &err) == SP_EIO);
         CHECK_MSG(strstr(err.msg, "belongs to uid 65534") != NULL, "%s", err.msg);
@@ -433,7 +433,7 @@ static void test_hostile(void) {
     /* A service refuses a foreign file with its name; removes a stale one. */
     sp_loader_config c;
     cfg_of(&c, shapes, 0, 1);
-    sp_service_config sc = {name, 1, 1, 0, 1, NULL};
+    sp_service_config sc = {name, 1, 1, 0, 1, NULL, NULL, NULL};
     sp_service *svc;
     write_region(name, buf, 64, 64, 0600);   /* garbage, not a header */
     memset(buf, 0x5a, 64);
@@ -467,7 +467,7 @@ static void test_stale_and_live(void) {
     CHECK(st.alive && st.running && st.pid == pid && st.nworkers == 2);
     int wpids[2] = {st.workers[0].pid, st.workers[1].pid};
     CHECK(wpids[0] > 0 && wpids[1] > 0 && st.workers[0].alive);
-    sp_service_config sc = {name, 1, 1, 0, EPOCHS, NULL};
+    sp_service_config sc = {name, 1, 1, 0, EPOCHS, NULL, NULL, NULL};
     sp_service *svc;
     CHECK(sp_service_create(&c, &sc, &svc, &err) == SP_EIO);
     CHECK_MSG(strstr(err.msg, "is served by pid") != NULL, "%s", err.msg);

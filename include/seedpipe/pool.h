@@ -22,6 +22,22 @@
  * stream order) are those of loader.h: sp_loader_failure() on
  * sp_pool_loader(pool).
  *
+ * Epoch cache (cache.h; pcfg.cache_dir). Before the first batch of an
+ * epoch enters the ring, the consumer looks its entry up. On a hit, the
+ * workers read the batch files instead of computing: one worker per batch
+ * reads, verifies and decompresses the whole file straight into the slot,
+ * so a warm epoch is read by W processes in parallel. On a miss (and when
+ * the epoch streams from its batch 0), the worker that completes a batch
+ * compresses and writes its file into the entry's staging directory, also
+ * in parallel; the consumer records it and commits the entry after the
+ * epoch's last batch. The cache never changes a byte of the stream: a
+ * cached batch is checked against two checksums and the manifest, and any
+ * problem (a damaged file: reported once with its path through
+ * cache_opts->warn and the entry moved aside; an evicted entry; a batch
+ * with failed samples, whose failure log only the consumer keeps) makes the
+ * workers compute that batch instead. A failed write (full disk) is a
+ * warning: the epoch goes on uncached. Per-worker rng mode is not cached.
+ *
  * cfg.rng_mode SP_RNG_PER_WORKER is the documented demonstration of the
  * classic scheme (loader.h): each worker draws from K_worker(w) with its own
  * counter, so the bytes then depend on W and on scheduling.
@@ -41,6 +57,7 @@
 #ifndef SEEDPIPE_POOL_H
 #define SEEDPIPE_POOL_H
 
+#include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/state.h"
 
@@ -59,6 +76,9 @@ typedef struct sp_pool_config {
     const sp_loader_state *resume;  /* NULL: start at epoch 0, batch 0 */
     const char *region_name;        /* NULL (anonymous); a named region is the
                                        service's (service.h): SP_EUNSUPP here */
+    const char *cache_dir;          /* NULL: no cache; else the epoch cache
+                                       directory (cache.h), created if missing */
+    const sp_cache_opts *cache_opts;   /* NULL: sp_cache_opts_default() */
 } sp_pool_config;
 
 typedef struct sp_pool sp_pool;
@@ -102,6 +122,9 @@ typedef struct sp_pool_stats {
     uint64_t last_taken_ns;        /* ... and when sp_pool_next returned it */
 } sp_pool_stats;
 void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st);
+
+/*! sp_pool_cache() : the pool's cache (for sp_cache_stats_get()), or NULL. */
+sp_cache *sp_pool_cache(sp_pool *pool);
 
 /*! sp_pool_worker_pid() : pid of worker w (0 if none). For tests and
  *  `verify`, which kill a worker to prove recovery. */

@@ -72,6 +72,9 @@ typedef struct sp_service_config {
     int ring_slots;                 /* 0: max(2, 2 * workers) */
     uint32_t epochs;                /* >= 1 */
     const sp_loader_state *resume;  /* NULL: from epoch 0, batch 0 */
+    const char *cache_dir;          /* NULL, or the epoch cache (pool.h, cache.h): the
+                                       global stream's epochs (rank 0, world 1) */
+    const sp_cache_opts *cache_opts;   /* NULL: defaults */
 } sp_service_config;
 
 typedef struct sp_service sp_service;
@@ -96,6 +99,8 @@ int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err);
 void sp_service_destroy(sp_service *svc);
 /*! sp_service_loader() : the service's loader (failure log, dims). */
 sp_loader *sp_service_loader(sp_service *svc);
+/*! sp_service_cache() : the service's epoch cache (stats), or NULL. */
+sp_cache *sp_service_cache(sp_service *svc);
 
 /*! sp_service_fork() : run a service in a child process (for tests, verify
  *  and tools): the child creates it, reports success or the error through a

@@ -70,11 +70,13 @@ def digest(data, pipeline: str = "shapes-train", seed: int = 0, epochs: int = 1,
            dtype: str = "uint8", layout: str = "nchw", rank: int = 0, world: int = 1,
            on_error: str = "fail", rng_mode: str = "per-sample", threads: int = 1,
            ring: int = 0, resume: Union[None, dict, str, os.PathLike] = None,
-           stop_after: Optional[int] = None, timeout: Optional[float] = 600) -> DigestResult:
+           stop_after: Optional[int] = None, timeout: Optional[float] = 600,
+           cache: Union[None, str, os.PathLike] = None) -> DigestResult:
     """Run `seedpipe digest` on this configuration and return its manifest
     (DigestResult). resume: a state dict (Loader.state_dict()), its JSON
-    text, or a state file path. Raises seedpipe.Error with the tool's
-    message ("path: reason") when it fails."""
+    text, or a state file path. cache: an epoch cache directory (--cache).
+    Raises seedpipe.Error with the tool's message ("path: reason") when it
+    fails."""
     args = ["digest", *_common(data, pipeline, seed, epochs, batch_size, on_error, rng_mode),
             "--dtype", _name("dtype", dtype, L.DTYPES),
             "--layout", _name("layout", layout, L.LAYOUTS),
@@ -86,6 +88,8 @@ def digest(data, pipeline: str = "shapes-train", seed: int = 0, epochs: int = 1,
         args += ["--ring", str(_check_int("ring", ring, 1, 1024))]
     if drop_last:
         args.append("--drop-last")
+    if cache is not None:
+        args += ["--cache", os.fsdecode(cache)]
     with tempfile.TemporaryDirectory(prefix="seedpipe-digest-") as tmp:
         if resume is not None:
             if isinstance(resume, dict):

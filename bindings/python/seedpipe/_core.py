@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import warnings
 import weakref
 from ctypes import byref
 from typing import Any, Iterator, Optional, Tuple
@@ -153,6 +154,11 @@ def _state_from(obj: Any) -> L.sp_loader_state:
 
 # ---- resources (owned by a finalizer, never by the Python object itself) -------
 
+def _cache_warning(ud, msg) -> None:
+    warnings.warn("seedpipe cache: " + msg.decode("utf-8", "replace"), RuntimeWarning,
+                  stacklevel=2)
+
+
 class _Res:
     """C handles of one Loader. Freed by free(), which a weakref.finalize
     calls on close(), on garbage collection, or at interpreter exit."""
@@ -164,6 +170,7 @@ class _Res:
         self.held = False    # a pool batch is held
         self.client = None   # sp_client *
         self.cview = None    # held client view (sp_batch)
+        self.cache = None    # sp_cache * (in-process loader with a cache)
 
     def free_pool(self):
         if self.pool:
@@ -173,6 +180,9 @@ class _Res:
 
     def free(self):
         self.free_pool()
+        if self.cache:
+            L.sp_cache_close(self.cache)   # commits a complete entry, aborts a partial one
+            self.cache = None
         if self.batch is not None:
             L.sp_batch_free(byref(self.batch))
             self.batch = None
@@ -253,7 +263,8 @@ class Loader(_Base):
     Loader(data, pipeline="shapes-train", seed=0, batch_size=32, workers=0,
            epochs=None, drop_last=False, dtype="uint8", layout="nchw",
            rank=0, world=1, on_error="fail", copy=False, threads=1,
-           ring=0, rng_mode="per-sample", split=None, subset=None, split_seed=0)
+           ring=0, rng_mode="per-sample", split=None, subset=None, split_seed=0,
+           cache=None)
 
     The batch bytes are a pure function of (dataset, pipeline, seed, epoch,
     batch index, dtype, layout, batch_size, drop_last, rank, world): the
@@ -278,6 +289,13 @@ class Loader(_Base):
     deterministic subset of the dataset (loader.h "Splits"; needs a library
     with splits), e.g. split="train=0.9,val=0.1", subset="val". Create, iterate and close a pool
     loader on one thread (the workers are tied to the forking thread).
+
+    cache=DIR reads and writes the epoch cache (cache.h, docs/cache.md): an
+    epoch that is in it is read (and checked) instead of computed; one that
+    is not is stored as it streams from its first batch. The bytes are the
+    same either way; a cache problem (a damaged file, a full disk) is a
+    RuntimeWarning (warnings.warn) and the batch is computed instead.
+    cache_stats() gives the counters.
     """
 
     def __init__(self, data, pipeline: str = "shapes-train", seed: int = 0,
@@ -285,7 +303,7 @@ class Loader(_Base):
                  drop_last: bool = False, dtype="uint8", layout: str = "nchw", rank: int = 0,
                  world: int = 1, on_error: str = "fail", copy: bool = False, threads: int = 1,
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
-                 subset: Optional[str] = None, split_seed: int = 0):
+                 subset: Optional[str] = None, split_seed: int = 0, cache=None):
         self._res = _Res()
         self._finalizer = weakref.finalize(self, _Res.free, self._res)
         self._info = self._last = None
@@ -319,6 +337,14 @@ class Loader(_Base):
             raise Error(-9, f"split: {L.LIB_PATH} has no dataset splits (a newer "
                             "libseedpipe is needed)")
         self.ring = _check_int("ring", ring, 0, 1024)
+        if cache is not None:
+            if not isinstance(cache, (str, bytes, os.PathLike)):
+                raise ValueError(f"cache must be a directory path, got {type(cache).__name__}")
+            cache = os.fsdecode(cache)
+            if self.workers and not L.HAS_POOL_CACHE:
+                raise Error(-9, f"cache: {L.LIB_PATH} has no pool cache (a newer libseedpipe "
+                                "is needed)")
+        self.cache = cache
         self.copy = bool(copy)
         self.epochs = epochs
         self.data, self.pipeline, self.seed = data, pipeline, seed
@@ -350,12 +376,26 @@ class Loader(_Base):
         self._err, self._view_b = L.sp_error(), L.sp_batch()
         self._nb = int(L.sp_loader_batches_per_epoch(self._res.loader))
         self.fingerprint = L.sp_loader_fingerprint(self._res.loader).hex()
+        if cache is not None:
+            # The callback and the options must outlive every C call that may warn.
+            self._bcache = cache.encode()
+            self._cache_warn = L.CACHE_WARN(_cache_warning)
+            self._copts = L.sp_cache_opts()
+            L.sp_cache_opts_default(byref(self._copts))
+            self._copts.warn = self._cache_warn
         if self.workers == 0:
             self._res.batch = L.sp_batch()
             rc = L.sp_batch_alloc(self._res.loader, byref(self._res.batch))
             if rc != 0:
                 self._res.batch = None
                 _raise(rc, L.sp_error(), "batch buffer")
+            if cache is not None:
+                c = ctypes.c_void_p()
+                err = L.sp_error()
+                rc = L.sp_cache_open(self._bcache, byref(self._copts), byref(c), byref(err))
+                if rc != 0:
+                    _raise(rc, err, cache)
+                self._res.cache = c.value
         # stream position: the next batch to deliver
         self._epoch, self._batch = 0, 0
 
@@ -419,6 +459,9 @@ class Loader(_Base):
         pcfg.epochs = self.epochs if self.epochs is not None else _UNBOUNDED_EPOCHS
         pcfg.resume = ctypes.pointer(st)
         pcfg.region_name = None
+        if self.cache is not None:
+            pcfg.cache_dir = self._bcache
+            pcfg.cache_opts = ctypes.pointer(self._copts)
         pool = ctypes.c_void_p()
         err = L.sp_error()
         rc = L.sp_pool_create(byref(self._cfg), byref(pcfg), byref(pool), byref(err))
@@ -431,7 +474,11 @@ class Loader(_Base):
         err = self._err
         if self.workers == 0:
             b = res.batch
-            rc = L.sp_loader_batch(res.loader, self._epoch, self._batch, byref(b), byref(err))
+            if res.cache:
+                rc = L.sp_cache_epoch_batch(res.cache, res.loader, self._epoch, self._batch,
+                                            byref(b), byref(err))
+            else:
+                rc = L.sp_loader_batch(res.loader, self._epoch, self._batch, byref(b), byref(err))
             if rc != 0:
                 _raise(rc, err)
             return b
@@ -465,6 +512,24 @@ class Loader(_Base):
             raise ValueError("batch_digest: no batch taken yet")
         ld = L.sp_pool_loader(self._res.pool) if self.workers else self._res.loader
         return L.sp_batch_digest(ld, byref(b)).hex()
+
+    def cache_stats(self) -> Optional[dict]:
+        """The cache's counters (sp_cache_stats: hits, misses, batches_read,
+        batches_computed, batches_written, corrupt, write_failures, committed,
+        lost_races, bytes_read, bytes_written, raw_read, raw_written), or
+        None without a cache. A pool's cache lives with the pool: its
+        counters start again when the pool is restarted (set_epoch,
+        load_state_dict)."""
+        self._check_open()
+        c = self._res.cache
+        if self.workers and self._res.pool:
+            c = L.sp_pool_cache(self._res.pool)
+        if self.cache is None or not c:
+            return None
+        st = L.sp_cache_stats()
+        L.sp_cache_stats_get(c, byref(st))
+        return {name: int(getattr(st, name)) for name, _ in L.sp_cache_stats._fields_
+                if name != "_reserved"}
 
     def failures(self) -> list:
         """The failure log (on_error skip/substitute): [(sample, message)]."""

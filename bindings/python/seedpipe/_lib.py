@@ -81,9 +81,28 @@ class sp_loader_state(Structure):
                 ("h", c_int), ("w", c_int), ("on_error", c_int), ("rng_mode", c_int), _RESERVED]
 
 
+# void (*warn)(void *ud, const char *msg)
+CACHE_WARN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)
+
+
+class sp_cache_opts(Structure):
+    _fields_ = [("max_size", c_uint64), ("level", c_int), ("filter", c_int), ("no_lock", c_int),
+                ("read_only", c_int), ("no_fsync", c_int), ("warn", CACHE_WARN),
+                ("warn_ud", ctypes.c_void_p), _RESERVED]
+
+
+class sp_cache_stats(Structure):
+    _fields_ = [("hits", c_uint64), ("misses", c_uint64), ("batches_read", c_uint64),
+                ("batches_computed", c_uint64), ("batches_written", c_uint64),
+                ("corrupt", c_uint64), ("write_failures", c_uint64), ("committed", c_uint64),
+                ("lost_races", c_uint64), ("bytes_read", c_uint64), ("bytes_written", c_uint64),
+                ("raw_read", c_uint64), ("raw_written", c_uint64), _RESERVED]
+
+
 class sp_pool_config(Structure):
     _fields_ = [("workers", c_int), ("ring_slots", c_int), ("epochs", c_uint32),
-                ("resume", POINTER(sp_loader_state)), ("region_name", c_char_p), _RESERVED]
+                ("resume", POINTER(sp_loader_state)), ("region_name", c_char_p),
+                ("cache_dir", c_char_p), ("cache_opts", POINTER(sp_cache_opts)), _RESERVED]
 
 
 class sp_pool_stats(Structure):
@@ -196,6 +215,17 @@ sp_pool_state = _fn("sp_pool_state", None, P, POINTER(sp_loader_state))
 sp_pool_loader = _fn("sp_pool_loader", P, P)
 sp_pool_stats_get = _fn("sp_pool_stats_get", None, P, POINTER(sp_pool_stats))
 sp_pool_worker_pid = _fn("sp_pool_worker_pid", c_int, P, c_int)
+
+HAS_POOL_CACHE = hasattr(lib, "sp_pool_cache")   # sp_pool_config.cache_dir/cache_opts
+sp_cache_opts_default = _fn("sp_cache_opts_default", None, POINTER(sp_cache_opts))
+sp_cache_open = _fn("sp_cache_open", c_int, c_char_p, POINTER(sp_cache_opts), POINTER(P), E)
+sp_cache_close = _fn("sp_cache_close", None, P)
+sp_cache_flush = _fn("sp_cache_flush", None, P)
+sp_cache_epoch_batch = _fn("sp_cache_epoch_batch", c_int, P, P, c_uint32, c_uint64,
+                           POINTER(sp_batch), E)
+sp_cache_stats_get = _fn("sp_cache_stats_get", None, P, POINTER(sp_cache_stats))
+if HAS_POOL_CACHE:
+    sp_pool_cache = _fn("sp_pool_cache", P, P)
 
 sp_client_attach = _fn("sp_client_attach", c_int, c_char_p, c_uint32, POINTER(P), E)
 sp_client_next = _fn("sp_client_next", c_int, P, POINTER(sp_batch), E)

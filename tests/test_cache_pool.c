@@ -1,0 +1,404 @@
+/* test_cache_pool.c - the epoch cache read and written by the worker pool's workers.
+ *
+ * The pool's cache (pool.h) must never change a byte of the stream:
+ *  - cold then warm runs at 1, 2 and 3 workers give the in-process digests,
+ *    the cold run writes every batch (by the workers) and commits every
+ *    epoch, the warm run reads every batch and computes none;
+ *  - an entry written by the pool is read by the in-process helper and the
+ *    other way round (one format);
+ *  - a byte flipped at a random offset of a random batch file, a truncated
+ *    file, a missing file: reported once (naming the file), the entry moved
+ *    aside, the stream identical; a missing manifest is a miss (refilled);
+ *  - a batch with a failed sample (on_error skip) is written by the
+ *    consumer with its failure-log lines and, warm, recomputed by the
+ *    workers: same digests, same failure log;
+ *  - a full disk in the workers: a warning, the stream identical, nothing
+ *    committed, nothing left in .tmp;
+ *  - two pools filling one key at once: both streams identical, one entry;
+ *  - a worker SIGKILLed during a cold and a warm run: identical streams.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "loader/cache_internal.h"
+#include "seedpipe/cache.h"
+#include "seedpipe/loader.h"
+#include "seedpipe/pool.h"
+#include "seedpipe/shapes.h"
+
+#define NSAMPLES 60
+#define BATCH 8
+#define NB ((NSAMPLES + BATCH - 1) / BATCH)
+#define EPOCHS 2
+#define TOTAL (EPOCHS * NB)
+
+static char root[256], data[300], bad_data[300];
+static const char *PIPE = "random_resized_crop size=24 scale=0.3,1 | hflip p=0.5 | "
+                          "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225";
+
+typedef struct warns {
+    int n;
+    char last[SP_ERROR_MSG_MAX + 256];
+} warns;
+static void on_warn(void *ud, const char *msg) {
+    warns *w = ud;
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", msg);
+}
+
+static void config(sp_loader_config *cfg, const char *ds, sp_on_error oe) {
+    sp_loader_config_default(cfg);
+    cfg->dataset = ds;
+    cfg->pipeline = PIPE;
+    cfg->seed = 5;
+    cfg->batch_size = BATCH;
+    cfg->dtype = SP_DTYPE_FLOAT32;
+    cfg->on_error = oe;
+}
+
+static int eq(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
+
+/* In-process reference digests and failure count. */
+static size_t reference(const char *ds, sp_on_error oe, sp_digest *ref) {
+    sp_loader_config cfg;
+    config(&cfg, ds, oe);
+    sp_loader *ld;
+    sp_error err;
+    CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
+    sp_batch b;
+    CHECK(sp_batch_alloc(ld, &b) == 0);
+    for (uint32_t e = 0; e < EPOCHS; e++)
+        for (uint64_t i = 0; i < NB; i++) {
+            CHECK_OK(sp_loader_batch(ld, e, i, &b, &err), &err);
+            ref[e * NB + i] = sp_batch_digest(ld, &b);
+        }
+    size_t nf = sp_loader_failure_count(ld);
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+    return nf;
+}
+
+static void opts(sp_cache_opts *o, warns *w) {
+    sp_cache_opts_default(o);
+    o->no_fsync = 1;
+    o->warn = on_warn;
+    o->warn_ud = w;
+}
+
+/* One pool run through the cache; every digest checked; kill_at >= 0
+ * SIGKILLs worker 0 after that many batches. */
+static void pool_run(const char *dir, const char *ds, sp_on_error oe, int workers,
+                     const sp_digest *ref, size_t nfail, warns *w, sp_cache_stats *st,
+                     int kill_at) {
+    sp_loader_config cfg;
+    config(&cfg, ds, oe);
+    sp_cache_opts o;
+    opts(&o, w);
+    sp_pool_config pc = {workers, 0, EPOCHS, NULL, NULL, dir, &o};
+    sp_pool *pool;
+    sp_error err;
+    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    sp_batch v;
+    for (int q = 0; q < TOTAL; q++) {
+        if (q == kill_at) {
+            int pid = sp_pool_worker_pid(pool, 0);
+            CHECK(pid > 0 && kill(pid, SIGKILL) == 0);
+        }
+        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
+        CHECK_MSG(eq(sp_batch_digest(sp_pool_loader(pool), &v), ref[q]),
+                  "%d workers: batch %d differs from the uncached stream", workers, q);
+        CHECK_OK(sp_pool_release(pool, &err), &err);
+    }
+    CHECK(sp_pool_next(pool, &v, &err) == SP_POOL_END);
+    CHECK_MSG(sp_loader_failure_count(sp_pool_loader(pool)) == nfail,
+              "failure log: %zu lines, uncached %zu", sp_loader_failure_count(sp_pool_loader(pool)),
+              nfail);
+    sp_cache_stats_get(sp_pool_cache(pool), st);
+    sp_pool_destroy(pool);
+}
+
+static int count_dir(const char *p) {
+    DIR *d = opendir(p);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static void rmrf(const char *p) { CHECK(sp__rmtree_at(AT_FDCWD, p) == 0 || count_dir(p) < 0); }
+
+/* The entry directory of epoch e. */
+static void entry_of(const char *dir, const char *ds, uint32_t e, char *out, size_t cap) {
+    sp_loader_config cfg;
+    config(&cfg, ds, SP_ON_ERROR_FAIL);
+    sp_loader *ld;
+    sp_error err;
+    CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
+    char hex[33];
+    sp_digest_hex(sp_cache_key(ld, e), hex);
+    snprintf(out, cap, "%s/%s", dir, hex);
+    sp_loader_destroy(ld);
+}
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void) {   /* xorshift: test offsets only */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void cp(const char *from, const char *to) {
+    char cmd[3 * 400 + 64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_cold_warm(const sp_digest *ref) {
+    for (int workers = 1; workers <= 3; workers++) {
+        char dir[400];
+        snprintf(dir, sizeof dir, "%s/cw%d", root, workers);
+        warns w = {0, ""};
+        sp_cache_stats st;
+        pool_run(dir, data, SP_ON_ERROR_FAIL, workers, ref, 0, &w, &st, -1);
+        CHECK_MSG(w.n == 0, "cold run warned: %s", w.last);
+        CHECK_MSG(st.batches_written == TOTAL && st.committed == EPOCHS && st.batches_read == 0,
+                  "cold, %d workers: %llu written, %llu committed, %llu read", workers,
+                  (unsigned long long)st.batches_written, (unsigned long long)st.committed,
+                  (unsigned long long)st.batches_read);
+        CHECK(count_dir(dir) == EPOCHS);
+        /* warm, with another worker count */
+        pool_run(dir, data, SP_ON_ERROR_FAIL, 4 - workers, ref, 0, &w, &st, -1);
+        CHECK_MSG(w.n == 0, "warm run warned: %s", w.last);
+        CHECK_MSG(st.batches_read == TOTAL && st.batches_computed == 0 && st.hits == EPOCHS,
+                  "warm: %llu read, %llu computed, %llu hits",
+                  (unsigned long long)st.batches_read, (unsigned long long)st.batches_computed,
+                  (unsigned long long)st.hits);
+        CHECK_MSG(st.bytes_read > 0 && st.raw_read > st.bytes_read,
+                  "warm: %llu stored bytes read, %llu raw", (unsigned long long)st.bytes_read,
+                  (unsigned long long)st.raw_read);
+    }
+    /* One format: the pool's entries are read by the in-process helper. */
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/cw2", root);
+    sp_loader_config cfg;
+    config(&cfg, data, SP_ON_ERROR_FAIL);
+    sp_loader *ld;
+    sp_error err;
+    CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
+    warns w = {0, ""};
+    sp_cache_opts o;
+    opts(&o, &w);
+    sp_cache *c;
+    CHECK_OK(sp_cache_open(dir, &o, &c, &err), &err);
+    sp_batch b;
+    CHECK(sp_batch_alloc(ld, &b) == 0);
+    for (uint32_t e = 0; e < EPOCHS; e++)
+        for (uint64_t i = 0; i < NB; i++) {
+            CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+            CHECK(eq(sp_batch_digest(ld, &b), ref[e * NB + i]));
+        }
+    sp_cache_flush(c);
+    sp_cache_stats st;
+    sp_cache_stats_get(c, &st);
+    CHECK_MSG(st.batches_read == TOTAL && st.batches_computed == 0,
+              "in-process read of a pool-written entry: %llu read",
+              (unsigned long long)st.batches_read);
+    sp_cache_close(c);
+    /* ...and the other way round: the in-process helper fills, the pool reads. */
+    snprintf(dir, sizeof dir, "%s/inproc", root);
+    CHECK_OK(sp_cache_open(dir, &o, &c, &err), &err);
+    for (uint32_t e = 0; e < EPOCHS; e++)
+        for (uint64_t i = 0; i < NB; i++) CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+    sp_cache_close(c);
+    sp_batch_free(&b);
+    sp_loader_destroy(ld);
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    CHECK(w.n == 0 && st.batches_read == TOTAL);
+}
+
+/* Damage one file of a pristine copy; a warm pool run must report it once
+ * and stream the same bytes. */
+static void test_damage(const sp_digest *ref) {
+    char pristine[400], dir[400], ent[800], victim[900], corrupt[500];
+    snprintf(pristine, sizeof pristine, "%s/cw1", root);
+    snprintf(dir, sizeof dir, "%s/damage", root);
+    snprintf(corrupt, sizeof corrupt, "%s/.corrupt", dir);
+    int rounds = 0;
+    for (int r = 0; r < 24; r++) {
+        cp(pristine, dir);
+        uint32_t e = (uint32_t)(rnd() % EPOCHS);
+        entry_of(dir, data, e, ent, sizeof ent);
+        unsigned bi = (unsigned)(rnd() % NB);
+        snprintf(victim, sizeof victim, "%s/b%08u", ent, bi);
+        int fd = open(victim, O_RDWR);
+        CHECK(fd >= 0);
+        struct stat sb;
+        CHECK(fstat(fd, &sb) == 0 && sb.st_size > 0);
+        const char *what;
+        if (r % 8 == 6) {
+            CHECK(ftruncate(fd, sb.st_size - 1 - (off_t)(rnd() % (uint64_t)sb.st_size)) == 0);
+            what = "truncated";
+        } else if (r % 8 == 7) {
+            CHECK(unlink(victim) == 0);
+            what = "removed";
+        } else {
+            off_t off = (off_t)(rnd() % (uint64_t)sb.st_size);
+            uint8_t byte;
+            CHECK(pread(fd, &byte, 1, off) == 1);
+            byte ^= (uint8_t)(1u << (rnd() % 8));
+            CHECK(pwrite(fd, &byte, 1, off) == 1);
+            what = "flipped";
+        }
+        close(fd);
+        warns w = {0, ""};
+        sp_cache_stats st;
+        pool_run(dir, data, SP_ON_ERROR_FAIL, 1 + r % 3, ref, 0, &w, &st, -1);
+        CHECK_MSG(w.n == 1, "round %d (%s byte in %s): %d warnings, last: %s", r, what, victim,
+                  w.n, w.last);
+        char base[16];
+        snprintf(base, sizeof base, "b%08u", bi);
+        CHECK_MSG(strstr(w.last, base) != NULL, "round %d: the warning does not name %s: %s", r,
+                  base, w.last);
+        CHECK_MSG(st.corrupt >= 1 && count_dir(corrupt) == 1,
+                  "round %d: entry not moved aside (%llu corrupt)", r,
+                  (unsigned long long)st.corrupt);
+        rounds++;
+    }
+    /* A missing manifest: a miss; the pool recomputes and refills it. */
+    cp(pristine, dir);
+    entry_of(dir, data, 1, ent, sizeof ent);
+    snprintf(victim, sizeof victim, "%s/%s", ent, SP__CM_NAME);
+    CHECK(unlink(victim) == 0);
+    warns w = {0, ""};
+    sp_cache_stats st;
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    CHECK_MSG(w.n == 1 && strstr(w.last, SP__CM_NAME), "missing manifest: %d warnings: %s", w.n,
+              w.last);
+    CHECK(st.batches_read == NB && st.committed == 1);
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    CHECK(st.batches_read == TOTAL);
+    printf("  %d damaged files caught by the pool's readers\n", rounds);
+}
+
+static void test_failures(void) {
+    sp_digest ref[TOTAL];
+    size_t nf = reference(bad_data, SP_ON_ERROR_SKIP, ref);
+    CHECK(nf >= 1);
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/skip", root);
+    warns w = {0, ""};
+    sp_cache_stats st;
+    pool_run(dir, bad_data, SP_ON_ERROR_SKIP, 2, ref, nf, &w, &st, -1);
+    CHECK_MSG(w.n == 0 && st.committed == EPOCHS && st.batches_written == TOTAL,
+              "skip, cold: %d warnings (%s), %llu committed", w.n, w.last,
+              (unsigned long long)st.committed);
+    pool_run(dir, bad_data, SP_ON_ERROR_SKIP, 3, ref, nf, &w, &st, -1);
+    /* The batches with a skipped sample are recomputed by the workers. */
+    CHECK_MSG(w.n == 0 && st.batches_read + st.batches_computed == TOTAL &&
+                  st.batches_computed >= 1 && st.batches_computed <= EPOCHS,
+              "skip, warm: %llu read, %llu computed", (unsigned long long)st.batches_read,
+              (unsigned long long)st.batches_computed);
+}
+
+static void test_full_disk(const sp_digest *ref) {
+    char dir[400], tmp[500];
+    snprintf(dir, sizeof dir, "%s/full", root);
+    snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
+    sp__cache_fail_after_bytes = 3000;   /* inherited by the workers: each fails its writes */
+    warns w = {0, ""};
+    sp_cache_stats st;
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    sp__cache_fail_after_bytes = 0;
+    CHECK_MSG(w.n >= 1 && strstr(w.last, "uncached") && st.committed == 0,
+              "full disk: %d warnings (%s), %llu committed", w.n, w.last,
+              (unsigned long long)st.committed);
+    CHECK_MSG(count_dir(dir) == 0 && count_dir(tmp) == 0, "full disk left %d entries, %d staged",
+              count_dir(dir), count_dir(tmp));
+}
+
+static void test_concurrent(const sp_digest *ref) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/race", root);
+    for (int lock = 0; lock < 2; lock++) {
+        rmrf(dir);
+        pid_t kids[2];
+        for (int k = 0; k < 2; k++) {
+            kids[k] = fork();
+            CHECK(kids[k] >= 0);
+            if (kids[k] == 0) {
+                warns w = {0, ""};
+                sp_cache_stats st;
+                pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+                _exit(0);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            int status;
+            CHECK(waitpid(kids[k], &status, 0) == kids[k]);
+            CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a concurrent filler failed");
+        }
+        char tmp[500];
+        snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
+        CHECK(count_dir(dir) == EPOCHS && count_dir(tmp) == 0);
+        warns w = {0, ""};
+        sp_cache_stats st;
+        pool_run(dir, data, SP_ON_ERROR_FAIL, 3, ref, 0, &w, &st, -1);
+        CHECK(w.n == 0 && st.batches_read == TOTAL);
+    }
+}
+
+static void test_kill(const sp_digest *ref) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/kill", root);
+    warns w = {0, ""};
+    sp_cache_stats st;
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 3, ref, 0, &w, &st, 2);   /* cold */
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 3, ref, 0, &w, &st, 3);   /* warm (or refilled) */
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    CHECK_MSG(st.batches_read + st.batches_computed == TOTAL, "after kills: %llu read",
+              (unsigned long long)st.batches_read);
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "/tmp/sp_test_cache_pool.XXXXXX");
+    CHECK(mkdtemp(root));
+    snprintf(data, sizeof data, "%s/data", root);
+    snprintf(bad_data, sizeof bad_data, "%s/bad", root);
+    sp_error err;
+    sp_shapes_opts so = {NSAMPLES, 32, 9};
+    CHECK_OK(sp_shapes_make(data, &so, &err), &err);
+    CHECK_OK(sp_shapes_make(bad_data, &so, &err), &err);
+    {   /* one undecodable file for the on-error test */
+        char cmd[700], p[400];
+        snprintf(cmd, sizeof cmd, "ls %s/*/*.png | sed -n 7p", bad_data);
+        FILE *f = popen(cmd, "r");
+        CHECK(f && fgets(p, sizeof p, f));
+        pclose(f);
+        p[strcspn(p, "\n")] = '\0';
+        FILE *g = fopen(p, "wb");
+        CHECK(g && fwrite("broken", 1, 6, g) == 6 && fclose(g) == 0);
+    }
+    sp_digest ref[TOTAL];
+    CHECK(reference(data, SP_ON_ERROR_FAIL, ref) == 0);
+    test_cold_warm(ref);
+    test_damage(ref);
+    test_failures();
+    test_full_disk(ref);
+    test_concurrent(ref);
+    test_kill(ref);
+    rmrf(root);
+    printf("test_cache_pool: ok\n");
+    return 0;
+}
