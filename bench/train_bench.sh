@@ -11,7 +11,9 @@
 # THREADS (CPU backend threads, default: nproc), PYTHON (the interpreter that
 # has torch for the PyTorch peer, default python3; e.g. PYTHON=/usr/bin/python3
 # where python3 is a torch-less pyenv), OMP_PASSIVE=1 (the peer runs with
-# OMP_WAIT_POLICY=PASSIVE: fairer on a machine whose cores are busy).
+# OMP_WAIT_POLICY=PASSIVE: fairer on a machine whose cores are busy),
+# SEEDPIPE_ISA=sse2|avx2|avx512 (caps the CPU reference's SIMD level; the
+# weights digest must not change).
 # Writes OUT_DIR/train_bench.md (a table) and the run records.
 set -euo pipefail
 BUILD=${1:-build}
@@ -82,9 +84,11 @@ def grab(name, pat):
     return float(m.group(1)) if m else None
 sp = grab(f"cpu-t{threads}.log", r"step time ([0-9.]+) ms")
 pt = grab("torch.log", r"cpu step time ([0-9.]+) ms")
+cpu = os.path.join(out, f"cpu-t{threads}.json")
+simd = json.load(open(cpu))["device"].get("conv_simd", "?") if os.path.exists(cpu) else "?"
 if sp and pt:
-    print(f"\nseedpipe CPU reference {sp:.2f} ms/step vs PyTorch CPU {pt:.2f} ms/step "
-          f"({threads} threads): {sp / pt:.2f}x (target <= 2x)")
+    print(f"\nseedpipe CPU reference {sp:.2f} ms/step (convolutions: {simd}) vs PyTorch CPU "
+          f"{pt:.2f} ms/step ({threads} threads): {sp / pt:.2f}x (target <= 2x)")
 def rec(n):
     p = os.path.join(out, n + ".json")
     return json.load(open(p)) if os.path.exists(p) else None

@@ -436,9 +436,9 @@ static int cpu_set(void *ctx, const float *params, const float *momentum, sp_err
 
 static int cpu_describe(void *ctx, char *buf, size_t size) {
     cpu_ctx *c = (cpu_ctx *)ctx;
-    return snprintf(buf, size, "\"backend\":\"cpu\",\"threads\":%d,"
+    return snprintf(buf, size, "\"backend\":\"cpu\",\"threads\":%d,\"conv_simd\":\"%s\","
                     "\"reduction\":\"per-sample gradients, fixed binary-counter tree over the batch\"",
-                    c->threads);
+                    c->threads, sp_nn_conv_isa());
 }
 
 const sp__nn_backend sp__nn_cpu_backend = {"cpu",    cpu_create, cpu_destroy, cpu_step,

@@ -143,6 +143,16 @@ static int nn_isa(void) {
 #endif
 }
 
+const char *sp_nn_conv_isa(void) {
+    static const char *const names[3] = {"sse2", "avx2", "avx512"};
+#ifdef SP_NN_X86
+    return names[nn_isa()];
+#else
+    (void)names;
+    return "portable";
+#endif
+}
+
 static void gemm_acc(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb,
                      float *C, size_t ldc) {
 #ifdef SP_NN_X86

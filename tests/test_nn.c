@@ -574,6 +574,10 @@ static void test_isa_levels(void) {
             continue;
         }
         setenv("SEEDPIPE_ISA", levels[i].name, 1);
+#if defined(__x86_64__) || defined(__i386__)
+        CHECK_MSG(!strcmp(sp_nn_conv_isa(), levels[i].name), "level %s runs as %s",
+                  levels[i].name, sp_nn_conv_isa());
+#endif
         test_conv_order();
         sp_digest d = train_digest(2, 16);
         char h[33];

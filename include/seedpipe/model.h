@@ -99,6 +99,11 @@ float sp_model_sample_grad(const sp_model_layout *l, const float *params, const 
 
 /* ---- CPU reference layers (one sample, CHW) -------------------------------- */
 
+/*! sp_nn_conv_isa() : the SIMD level the convolutions use now: "sse2",
+ *  "avx2", "avx512" (x86-64: the widest the CPU has, capped by
+ *  SEEDPIPE_ISA=sse2|avx2|avx512) or "portable". Informational: every
+ *  level gives the same bits. */
+const char *sp_nn_conv_isa(void);
 /*! sp_nn_conv3x3_scratch() : floats of scratch memory that
  *  sp_nn_conv3x3_forward and _backward need for these sizes (the larger
  *  of the two; the content is garbage on entry and on return). */
