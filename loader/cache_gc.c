@@ -38,6 +38,8 @@ void sp_cache_list_free(sp_cache_entry_info *e, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(e[i].dataset);
         free(e[i].pipeline);
+        free(e[i].split);
+        free(e[i].subset);
     }
     free(e);
 }
@@ -279,6 +281,9 @@ int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
     cfg->rank = e->rank;
     cfg->world = e->world;
     cfg->skip_normalize = e->skip_normalize;
+    cfg->split = e->split;
+    cfg->subset = e->subset;
+    cfg->split_seed = e->split_seed;
     cfg->threads = 1;
     if (sp_dtype_parse(e->dtype, &cfg->dtype, err) != 0 ||
         sp_layout_parse(e->layout, &cfg->layout, err) != 0 ||

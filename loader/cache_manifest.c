@@ -89,6 +89,9 @@ int sp__cm_format(const sp__cm *m, char **text, size_t *len) {
            e->sample_bytes, e->batches, e->raw_bytes, e->stored_bytes, e->level, e->created);
     tb_add(&t, "dataset %s\npipeline %s\n", e->dataset ? e->dataset : "",
            e->pipeline ? e->pipeline : "");
+    if (e->split && e->subset)   /* optional: entries of a whole dataset have none */
+        tb_add(&t, "split %s\nsubset %s\nsplit_seed %" PRIu64 "\n", e->split, e->subset,
+               e->split_seed);
     for (uint64_t i = 0; i < e->batches; i++)
         tb_add(&t, "b %" PRIu64 " %" PRIu64 " %" PRIu64 " %016" PRIx64 "\n", i, m->b[i].stored,
                m->b[i].raw, m->b[i].file_hash);
@@ -109,6 +112,8 @@ void sp__cm_free(sp__cm *m) {
     if (!m) return;
     free(m->info.dataset);
     free(m->info.pipeline);
+    free(m->info.split);
+    free(m->info.subset);
     free(m->b);
     memset(m, 0, sizeof *m);
 }
@@ -186,12 +191,12 @@ static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err
         return sp_error_set(err, SP_EFORMAT, "%s: checksum mismatch", path);
     s[last] = '\0';
 
-    enum { NFIELDS = 24 };
+    enum { NFIELDS = 26, NREQUIRED = 22 };   /* split, subset, split_seed: optional */
     static const char *const names[NFIELDS] = {
         "key", "fingerprint", "dataset_fingerprint", "seed", "epoch", "rank", "world",
         "batch_size", "drop_last", "skip_normalize", "dtype", "layout", "on_error", "rng_mode",
         "sample_bytes", "batches", "raw_bytes", "stored_bytes", "level", "created", "dataset",
-        "pipeline", NULL, NULL};
+        "pipeline", "split", "subset", "split_seed", NULL};
     int seen[NFIELDS] = {0};
     sp_cache_entry_info *e = &m->info;
     uint64_t nextb = 0;
@@ -262,14 +267,19 @@ static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err
             case 19: bad = parse_u64(v, &u) || u > INT64_MAX; e->created = (int64_t)u; break;
             case 20: bad = !(e->dataset = dup_or_null(v)); break;
             case 21: bad = !(e->pipeline = dup_or_null(v)); break;
+            case 22: bad = !*v || !(e->split = dup_or_null(v)); break;
+            case 23: bad = !*v || !(e->subset = dup_or_null(v)); break;
+            case 24: bad = parse_u64(v, &e->split_seed); break;
             }
             if (bad)
                 return sp_error_set(err, SP_EFORMAT, "%s: bad value of \"%s\"", path, line);
         }
         line = end + 1;
     }
-    for (int i = 0; names[i]; i++)
+    for (int i = 0; i < NREQUIRED; i++)
         if (!seen[i]) return sp_error_set(err, SP_EFORMAT, "%s: missing \"%s\"", path, names[i]);
+    if (seen[22] != seen[23] || seen[22] != seen[24])
+        return sp_error_set(err, SP_EFORMAT, "%s: split, subset and split_seed go together", path);
     if (nextb != e->batches)
         return sp_error_set(err, SP_EFORMAT, "%s: %" PRIu64 " batch lines, %" PRIu64 " expected",
                             path, nextb, e->batches);
@@ -309,12 +319,13 @@ int sp__cm_read(int dirfd, const char *path, sp__cm *m, int *enoent, sp_error *e
     int rc = parse((char *)buf.p, len, path, m, err);
     sp__cbuf_free(&buf);
     if (rc) {
-        char *ds = m->info.dataset, *pl = m->info.pipeline;
-        free(ds);
-        free(pl);
+        free(m->info.dataset);
+        free(m->info.pipeline);
+        free(m->info.split);
+        free(m->info.subset);
         free(m->b);
         m->b = NULL;
-        m->info.dataset = m->info.pipeline = NULL;
+        m->info.dataset = m->info.pipeline = m->info.split = m->info.subset = NULL;
     }
     return rc;
 }

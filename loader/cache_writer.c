@@ -111,8 +111,10 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
         return sp_error_set(err, SP_EUNSUPP, "cache: per-worker rng mode is not cacheable "
                             "(its bytes depend on the order batches are asked for)");
     const char *pl = sp_pipeline_canonical(sp_loader_pipeline(ld));
-    if (strchr(cfg->dataset, '\n') || strchr(pl, '\n'))
-        return sp_error_set(err, SP_EUNSUPP, "cache: a newline in the dataset path or pipeline");
+    if (strchr(cfg->dataset, '\n') || strchr(pl, '\n') ||
+        (cfg->split && cfg->subset && (strchr(cfg->split, '\n') || strchr(cfg->subset, '\n'))))
+        return sp_error_set(err, SP_EUNSUPP, "cache: a newline in the dataset path, pipeline "
+                            "or split");
     if (c->o.read_only)
         return sp_error_set(err, SP_CACHE_SKIP, "%s: read-only cache", c->dir);
     sp_cache_writer *w = calloc(1, sizeof *w);
@@ -182,6 +184,15 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
     strcpy(w->m.info.pipeline, pl);
+    if (cfg->split && cfg->subset && *cfg->split && *cfg->subset) {   /* for --recompute */
+        w->m.info.split = strdup(cfg->split);
+        w->m.info.subset = strdup(cfg->subset);
+        w->m.info.split_seed = cfg->split_seed;
+        if (!w->m.info.split || !w->m.info.subset) {
+            sp_cache_writer_abort(w);
+            return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+        }
+    }
     *out = w;
     return SP_OK;
 }

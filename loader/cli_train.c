@@ -4,9 +4,9 @@
  *       [--pipeline P] [--dtype uint8|float32] [--threads T] [--train-threads T]
  *       [--device cpu|cuda] [--mode strict|fast] [--cuda-device N]
  *       [--lr X] [--momentum X] [--weight-decay X]
- *       [--eval DATASET [--eval-pipeline P]]
+ *       [--eval DATASET] [--eval-subset NAME] [--eval-pipeline P]
  *       [--checkpoint-dir DIR --checkpoint-every N] [--resume CKPT] [--stop-after N]
- *       [--workers W [--ring R]] [--seeds 1,2,3] --out RUN.json
+ *       [--workers W [--ring R]] [--cache DIR] [--seeds 1,2,3] --out RUN.json
  *   seedpipe train DATASET ... --compare-devices STEPS --out CMP.json
  *
  * The same seed drives the data order and augmentation (loader) and the
@@ -15,7 +15,13 @@
  * worker pool through cli_stream (cli_pool.c) - the hook for the
  * multi-process loader; both give the same bytes, so the same weights.
  * --threads sets the loader threads and, unless --train-threads is given,
- * the CPU backend's threads (neither changes a bit).
+ * the CPU backend's threads (neither changes a bit). --cache DIR reads and
+ * fills the epoch cache (cache.h; bytes unchanged).
+ *
+ * Evaluation: --eval DATASET evaluates on that whole dataset (a training
+ * --split does not carry over to it); --eval-subset NAME evaluates on
+ * subset NAME of the training split (of DATASET, or of the --eval one),
+ * e.g. --split train=0.9,val=0.1 --subset train --eval-subset val.
  *
  * Every --checkpoint-every N steps, DIR/step-<step>.ckpt holds weights,
  * momentum, step count, hyperparameters and a blob: the loader state of
@@ -46,7 +52,8 @@
 #include "seedpipe/train.h"
 
 typedef struct topts {
-    const char *dataset, *eval_dataset, *eval_pipeline, *ckpt_dir, *resume;
+    const char *dataset, *eval_dataset, *eval_pipeline, *eval_subset, *ckpt_dir, *resume;
+    const char *cache_dir;
     sp_loader_config lcfg;
     sp_train_config tcfg;
     uint32_t epochs;
@@ -221,6 +228,12 @@ static void config_json(FILE *f, const topts *o, const sp_loader *ld, const sp_t
     fputs(",\"eval_dataset\":", f);
     if (o->eval_dataset) json_str(f, o->eval_dataset);
     else fputs("null", f);
+    fputs(",\"eval_subset\":", f);
+    if (o->eval_subset) json_str(f, o->eval_subset);
+    else fputs("null", f);
+    fputs(",\"cache\":", f);
+    if (o->cache_dir) json_str(f, o->cache_dir);
+    else fputs("null", f);
     fprintf(f, ",\"seed\":%llu,\"epochs\":%u,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
                "\"layout\":\"%s\",\"loader_threads\":%d,\"workers\":%d,\"device\":\"%s\","
                "\"threads\":%d,\"mode\":\"%s\",\"lr\":%.9g,\"momentum\":%.9g,"
@@ -267,9 +280,11 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     sp_loader *ev = NULL;
     sp_batch eb;
     memset(&eb, 0, sizeof eb);
-    if (o->eval_dataset) {
+    if (o->eval_dataset || o->eval_subset) {
         sp_loader_config ecfg = lcfg;
-        ecfg.dataset = o->eval_dataset;
+        ecfg.dataset = o->eval_dataset ? o->eval_dataset : lcfg.dataset;
+        ecfg.subset = o->eval_subset;   /* no split without --eval-subset */
+        if (!o->eval_subset) ecfg.split = NULL;
         ecfg.pipeline = o->eval_pipeline ? o->eval_pipeline : lcfg.pipeline;
         ecfg.drop_last = 0;
         ecfg.rank = 0;
@@ -318,8 +333,12 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     sp_batch lb;
     memset(&lb, 0, sizeof lb);
     if (o->workers > 0) {
-        if (cli_stream_open(&lcfg, o->workers, o->ring, o->epochs, o->resume ? &rst : NULL,
-                            &stream, &err))
+        if (cli_stream_open_cached(&lcfg, o->workers, o->ring, o->epochs,
+                                   o->resume ? &rst : NULL, o->cache_dir, &stream, &err))
+            cli_fail(a, &err);
+    } else if (o->cache_dir) {   /* in-process through the cache: the stream does it */
+        if (cli_stream_open_cached(&lcfg, 0, 0, o->epochs, o->resume ? &rst : NULL,
+                                   o->cache_dir, &stream, &err))
             cli_fail(a, &err);
     } else if (sp_batch_alloc(ld, &lb)) {
         sp_error_set(&err, SP_ENOMEM, "out of memory");
@@ -447,6 +466,7 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     free(cfgj);
     free(ac.epochs);
     free(ac.step_loss);
+    if (stream) cli_print_cache_stats(cli_stream_cache(stream), stdout);
     cli_stream_close(stream);
     sp_batch_free(&lb);
     sp_batch_free(&eb);
@@ -577,6 +597,10 @@ int cmd_train(cli_args *a) {
     o.epochs = (uint32_t)ep;
     o.eval_dataset = cli_str(a, "eval", NULL);
     o.eval_pipeline = cli_str(a, "eval-pipeline", NULL);
+    o.eval_subset = cli_str(a, "eval-subset", NULL);
+    if (o.eval_subset && !o.lcfg.split)
+        cli_usage_error(a, "--eval-subset NAME needs the training --split");
+    o.cache_dir = cli_str(a, "cache", NULL);
     o.ckpt_dir = cli_str(a, "checkpoint-dir", NULL);
     o.ckpt_every = cli_u64(a, "checkpoint-every", o.ckpt_dir ? 100 : 0);
     o.resume = cli_str(a, "resume", NULL);

@@ -66,6 +66,15 @@ def main():
         assert lines(out) == want, "cache build --workers: stream changed"
         assert "20 batches read, 0 computed" in p.stdout, p.stdout
 
+        # An entry of a split's subset records the split: `cache verify
+        # --recompute` rebuilds the same subset and finds the same bytes.
+        cache = os.path.join(tmp, "cache-split")
+        run("cache", "build", ds, "--cache", cache, *common, "--split", "train=0.7,val=0.3",
+            "--subset", "val", "--split-seed", 5)
+        p = run("cache", "verify", cache, "--recompute", 6)
+        assert "0 differ" in p.stdout, p.stdout
+        assert "6 batches recomputed" in p.stdout, p.stdout
+
         # A flipped byte in a cached batch: reported once by path, recomputed.
         cache = os.path.join(tmp, "cache-w3")
         victim = sorted(glob.glob(os.path.join(cache, "*", "b*")))[3]

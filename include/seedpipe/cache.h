@@ -201,6 +201,8 @@ typedef struct sp_cache_entry_info {
     int64_t last_use_ns;                /* manifest mtime in ns: the LRU order */
     int level;
     char *dataset, *pipeline;           /* owned; NULL if unknown */
+    char *split, *subset;               /* owned; NULL: the whole dataset */
+    uint64_t split_seed;
 } sp_cache_entry_info;
 
 /*! sp_cache_list() : every committed entry, most recently used first.
