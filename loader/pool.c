@@ -64,6 +64,28 @@
  * computing it", deterministically for a deterministic crash, and
  * cfg.on_error applies.
  *
+ * Cache (pool.h, cache.h). With a cache directory each slot has a record in
+ * a second shared mapping (slot_cache, below): a mode, set by the consumer
+ * when it activates the slot from its epoch's lookup (READ: the entry's
+ * key and the manifest line of the batch; FILL: the staging directory;
+ * NONE), and a state the workers report through. READ: only position 0 is
+ * claimed; its holder reads the batch file into the slot, marks every
+ * position DONE (position 0 last, so a death before that leaves position
+ * 0 CLAIMED, to be freed and redone like any other) and adds count to the
+ * completion counter. If the file is unusable it records why (FALLBACK),
+ * turns the slot into NONE and bumps scan_gen: the other workers' orphan
+ * scans then claim positions 1.. as usual. FILL: a worker about to make
+ * the completion counter reach count (every other position is DONE) first
+ * wins the record (EMPTY -> BUSY by CAS), encodes and writes the file, and
+ * records the result (OK with its manifest line, FAILED, or CONSUMER when
+ * the batch has failed samples), then bumps. If a bump was lost (a worker
+ * died between DONE and its bump) nobody writes: the consumer, finding the
+ * batch complete by its scan, takes the record (EMPTY -> CONSUMER) and
+ * writes the batch itself; the CAS decides between it and a late last
+ * worker. The consumer never takes a FILL batch whose record is BUSY;
+ * check_workers() turns the BUSY record of a dead worker into FAILED (the
+ * entry is then abandoned: the stream goes on uncached).
+ *
  * The service (service.c) is a consumer too: it takes batches with
  * sp__pool_poll() (the same take, without the wait and without the
  * finalising, which it does per rank slice), from a pool whose region is
@@ -289,7 +311,9 @@ static int cache_read_slot(worker_ctx *wc, uint64_t q, uint32_t s, const batch_g
         it[p].msg[0] = '\0';
     }
     atomic_store(&sc->state, CR_OK);
-    for (uint32_t p = 0; p < g->count; p++)
+    /* Position 0 (ours, CLAIMED) last: if we die before it, the consumer
+     * frees it and another worker redoes the whole read. */
+    for (uint32_t p = g->count; p-- > 0;)
         atomic_store_explicit(&st[p], sp__st(q, SP__ST_DONE, wc->w), memory_order_release);
     atomic_fetch_add_explicit(&h->workers[wc->w].samples, g->count, memory_order_relaxed);
     done_add(pool, q, s, g->count, g->count);
