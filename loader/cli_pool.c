@@ -493,7 +493,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 /* Remove a directory tree of our own (the verify cache). */
 static void remove_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-#define MAX_CONFIGS 24
+#define MAX_CONFIGS 32
 
 int cmd_verify(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe verify DATASET --workers 1,2,4 ...");
@@ -561,8 +561,9 @@ int cmd_verify(cli_args *a) {
         run_config(&v, &rs[nr++], ws[0], -1, at, wmax);
     }
 
-    /* Through the epoch cache: a cold run on the pool fills it, a warm run
-     * reads every batch back from it (no pool is started). */
+    /* Through the epoch cache: a cold run on the pool fills it (the workers
+     * write), warm runs read every batch back (the workers read) at two
+     * worker counts and through the service. */
     char cdir[64] = "";
     if (!no_cache && v.cfg.rng_mode == SP_RNG_PER_SAMPLE) {
         snprintf(cdir, sizeof cdir, "/tmp/seedpipe-verify-cache-XXXXXX");
@@ -570,8 +571,14 @@ int cmd_verify(cli_args *a) {
             v.cache = cdir;
             snprintf(rs[nr].name, sizeof rs[nr].name, "cache cold, workers %d", wmax);
             run_config(&v, &rs[nr++], wmax, -1, -1, 0);
-            snprintf(rs[nr].name, sizeof rs[nr].name, "cache warm (hits)");
+            snprintf(rs[nr].name, sizeof rs[nr].name, "cache warm, workers %d", wmax);
             run_config(&v, &rs[nr++], wmax, -1, -1, 0);
+            snprintf(rs[nr].name, sizeof rs[nr].name, "cache warm, workers 1");
+            run_config(&v, &rs[nr++], 1, -1, -1, 0);
+            if (!no_service && v.cfg.world == 1) {
+                snprintf(rs[nr].name, sizeof rs[nr].name, "cache warm, service -> client");
+                run_service(&v, &rs[nr++], wmax, 1);
+            }
             v.cache = NULL;
             remove_tree(cdir);
         }
