@@ -754,6 +754,26 @@ static int check_workers(sp_pool *pool, sp_error *err) {
     return SP_OK;
 }
 
+static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) {
+    pool->sticky = rc;
+    pool->sticky_err = *e;
+    if (err) *err = *e;
+    return rc;
+}
+
+/* A liveness poll (check_workers) when the last one is CONSUMER_TIMEOUT_NS
+ * old. @return 0 (*polled: whether it ran) or the sticky error. */
+static int poll_due(sp_pool *pool, int *polled, sp_error *err) {
+    uint64_t now = sp__now_ns();
+    *polled = now - pool->last_check_ns >= CONSUMER_TIMEOUT_NS;
+    if (!*polled) return SP_OK;
+    pool->last_check_ns = now;
+    sp_error e;
+    sp_error_clear(&e);
+    int rc = check_workers(pool, &e);
+    return rc != 0 ? fail_sticky(pool, rc, &e, err) : SP_OK;
+}
+
 static int slot_complete(const sp_pool *pool, uint64_t q, uint32_t count) {
     _Atomic uint64_t *st = sp__slot_state(pool->h, (uint32_t)(q % pool->R));
     for (uint32_t p = 0; p < count; p++) {
@@ -772,13 +792,6 @@ static void consumer_sleep(sp__ring_hdr *h, uint32_t wv, uint64_t timeout_ns) {
     atomic_store(&h->csleep, 1);
     if (atomic_load(&h->cwake) == wv) sp__futex_wait(&h->cwake, wv, timeout_ns);
     atomic_store(&h->csleep, 0);
-}
-
-static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) {
-    pool->sticky = rc;
-    pool->sticky_err = *e;
-    if (err) *err = *e;
-    return rc;
 }
 
 int sp__pool_poll(sp_pool *pool, uint32_t *slot, uint64_t *qout, sp_error *err) {
@@ -802,25 +815,13 @@ int sp__pool_poll(sp_pool *pool, uint32_t *slot, uint64_t *qout, sp_error *err) 
     sp__ring_hdr *h = pool->h;
     sp__slot_hdr *sh = sp__slot(h, s);
     if (atomic_load_explicit(&sh->done, memory_order_acquire) != done_want(pool, q)) {
-        uint64_t now = sp__now_ns();
-        if (now - pool->last_check_ns < CONSUMER_TIMEOUT_NS) return SP__POOL_AGAIN;
-        pool->last_check_ns = now;
-        sp_error e;
-        sp_error_clear(&e);
-        int rc = check_workers(pool, &e);
-        if (rc != 0) return fail_sticky(pool, rc, &e, err);
-        if (!slot_complete(pool, q, sh->count)) return SP__POOL_AGAIN;
+        int polled, rc = poll_due(pool, &polled, err);
+        if (rc != 0) return rc;
+        if (!polled || !slot_complete(pool, q, sh->count)) return SP__POOL_AGAIN;
     }
     if (pool->sc && pool->smode[s] == CM_FILL && !fill_settled(pool, s)) {
-        uint64_t now = sp__now_ns();   /* a worker is writing it: wait, watching for its death */
-        if (now - pool->last_check_ns >= CONSUMER_TIMEOUT_NS) {
-            pool->last_check_ns = now;
-            sp_error e;
-            sp_error_clear(&e);
-            int rc = check_workers(pool, &e);
-            if (rc != 0) return fail_sticky(pool, rc, &e, err);
-        }
-        return SP__POOL_AGAIN;
+        int polled, rc = poll_due(pool, &polled, err);   /* a worker writes it: watch it */
+        return rc != 0 ? rc : SP__POOL_AGAIN;
     }
     atomic_thread_fence(memory_order_acquire);
     if (pool->cache) cache_take(pool, q, s);
@@ -857,17 +858,8 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
         consumer_sleep(h, wv, CONSUMER_TIMEOUT_NS);
     }
     if (rc != 0) return rc;
-    sp__slot_hdr *sh = sp__slot(h, s);
-    memset(view, 0, sizeof *view);
-    view->capacity = pool->cap;
-    view->count = sh->count;
-    view->epoch = sh->epoch;
-    view->index = sh->index;
-    view->images = sp__slot_images(h, s);
-    view->labels = sp__slot_labels(h, s);
-    view->indices = sp__slot_indices(h, s);
-    view->skipped = sp__slot_skipped(h, s);
-    view->substituted = sp__slot_subst(h, s);
+    batch_geo g = geo_of(pool, q);
+    *view = slot_view(pool, s, &g);
     sp_error e;
     sp_error_clear(&e);
     rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
@@ -888,15 +880,8 @@ int sp_pool_release(sp_pool *pool, sp_error *err) {
     wake_workers(pool);
     /* A liveness poll at most every 10 ms even when batches are always
      * ready (a dead worker's claims would stall a later batch). */
-    uint64_t now = sp__now_ns();
-    if (now - pool->last_check_ns >= CONSUMER_TIMEOUT_NS) {
-        pool->last_check_ns = now;
-        sp_error e;
-        sp_error_clear(&e);
-        int rc = check_workers(pool, &e);
-        if (rc != 0) return fail_sticky(pool, rc, &e, err);
-    }
-    return SP_OK;
+    int polled;
+    return poll_due(pool, &polled, err);
 }
 
 void sp_pool_state(const sp_pool *pool, sp_loader_state *st) {
