@@ -253,8 +253,17 @@ int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, c
         if (rc == 0 && (h.key.hi != m.key.hi || h.key.lo != m.key.lo ||
                         h.epoch != m.info.epoch || h.index != i ||
                         h.sample_bytes != m.info.sample_bytes || h.count > m.info.batch_size ||
-                        h.file_hash != m.b[i].file_hash))
+                        h.file_hash != m.b[i].file_hash ||
+                        h.meta_raw + (uint64_t)h.count * h.sample_bytes != m.b[i].raw))
             rc = sp_error_set(&e, SP_EFORMAT, "%s: header does not match the manifest", fpath);
+        /* Bound what the metadata may claim by the batch (as a reader does
+         * with its batch's capacity), before allocating for it. */
+        uint64_t cap = m.info.batch_size;
+        if (rc == 0 && (h.nskipped > cap || h.nsubstituted > cap ||
+                        h.nfailures > cap * (SP_SUBSTITUTE_TRIES + 1) ||
+                        h.meta_raw > cap * 36 + (uint64_t)h.nfailures * (16 + SP_ERROR_MSG_MAX)))
+            rc = sp_error_set(&e, SP_EFORMAT, "%s: metadata larger than a batch of %" PRIu64
+                              " can have", fpath, cap);
         if (rc == 0) rc = sp__cb_decode(dctx, file.p, len, fpath, &h, NULL, &meta, &scratch, &e);
         if (rc == SP_ENOMEM) out_rc = sp_error_set(err, rc, "%s", e.msg);
         else if (rc != 0) problem(report, ud, bad, &e);

@@ -735,6 +735,82 @@ static void test_gc(const char *dir) {
     printf("gc: least recently used first, hits refresh, live writers kept\n");
 }
 
+static void put_le(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A batch file whose checksums are right but whose header claims metadata
+ * no batch can have (a hostile or buggy writer): verify must report it,
+ * not allocate what it claims. The manifest is rewritten to match. */
+static void test_verify_hostile_header(const char *dir) {
+    rmrf(dir);
+    sp_loader *ld = make(data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_FAIL);
+    sp_digest ref[EPOCHS * NB];
+    ref_digests(ld, ref);
+    warns w = {0, ""};
+    sp_cache *c = open_cache(dir, &w, 0);
+    stream_check(c, ld, 0, 1, ref);
+    char ent[400], f[500], mf[500];
+    entry_path(dir, ld, 0, ent, sizeof ent);
+    snprintf(f, sizeof f, "%s/b00000000", ent);
+    snprintf(mf, sizeof mf, "%s/%s", ent, SP__CM_NAME);
+    uint8_t *b;
+    size_t n = read_all(f, &b);
+    uint32_t count = (uint32_t)b[48] | (uint32_t)b[49] << 8;
+    uint64_t sb = 0, old_raw = 0;
+    for (int i = 7; i >= 0; i--) sb = sb << 8 | b[64 + i];
+    for (int i = 7; i >= 0; i--) old_raw = old_raw << 8 | b[72 + i];
+    /* The most the header's own bounds allow: 2^21 failure records of
+     * 500-byte messages, ~1.1 GB of "metadata". */
+    uint64_t meta_raw = (uint64_t)count * 12 + (1ull << 21) * (16 + 500);
+    put_le(b + 60, 1u << 21, 4);      /* nfailures */
+    put_le(b + 72, meta_raw, 8);
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, b, 120);
+    XXH3_64bits_update(st, b + 128, n - 128);
+    uint64_t fh = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    put_le(b + 120, fh, 8);
+    write_all(f, b, n);
+    free(b);
+    /* The manifest: batch 0's line (raw, hash), raw_bytes, the checksum. */
+    uint8_t *mt;
+    size_t mn = read_all(mf, &mt);
+    char *out = malloc(mn + 256), *o = out;
+    uint64_t raw0 = meta_raw + (uint64_t)count * sb;
+    for (char *line = (char *)mt; line < (char *)mt + mn;) {
+        char *end = memchr(line, '\n', (size_t)((char *)mt + mn - line));
+        *end = '\0';
+        unsigned long long x, y, z;
+        if (!strncmp(line, "checksum ", 9)) {
+            o += sprintf(o, "checksum %016llx\n", (unsigned long long)XXH3_64bits(out,
+                                                                              (size_t)(o - out)));
+        } else if (sscanf(line, "b 0 %llu %llu", &x, &y) == 2) {
+            o += sprintf(o, "b 0 %llu %llu %016llx\n", x, (unsigned long long)raw0,
+                         (unsigned long long)fh);
+        } else if (sscanf(line, "raw_bytes %llu", &z) == 1) {
+            o += sprintf(o, "raw_bytes %llu\n", z - (old_raw + (uint64_t)count * sb) + raw0);
+        } else {
+            o += sprintf(o, "%s\n", line);
+        }
+        line = end + 1;
+    }
+    write_all(mf, (uint8_t *)out, (size_t)(o - out));
+    free(out);
+    free(mt);
+    char hex[33];
+    sp_digest_hex(sp_cache_key(ld, 0), hex);
+    uint64_t nbad = 0;
+    sp_error err;
+    CHECK_OK(sp_cache_verify_entry(c, hex, on_warn, &w, &nbad, &err), &err);
+    CHECK_MSG(nbad == 1 && strstr(w.last, "b00000000") && strstr(w.last, "metadata larger"),
+              "hostile header: %llu problems, last: %s", (unsigned long long)nbad, w.last);
+    sp_cache_close(c);
+    sp_loader_destroy(ld);
+    printf("verify: a header claiming 1.1 GB of metadata is reported, not allocated\n");
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/sp_test_cache.XXXXXX");
     CHECK(mkdtemp(root));
@@ -766,6 +842,7 @@ int main(void) {
     test_concurrent(dir);
     test_full_disk(dir);
     test_gc(dir);
+    test_verify_hostile_header(dir);
     rmrf(root);
     printf("test_cache: ok\n");
     return 0;
