@@ -5,7 +5,8 @@
 # Then it serves the stream from worker processes over shared memory to the
 # example trainer (examples/trainer.c), proves the guarantee with `verify`
 # across worker counts (with a worker killed, a stop/resume, the service to
-# one client and to 2 ranks), and shows the contrast: the classic
+# one client and to 2 ranks), streams through the epoch cache cold and warm,
+# and shows the contrast: the classic
 # per-worker seeding diverges; last, trains the small CNN on the stream with
 # 1 and 3 loader workers and checks the final weights are identical.
 # Everything lands in out/.
@@ -54,6 +55,17 @@ $sp digest out/shapes "${common[@]}" --workers 2 --out out/shapes-digest-w2.json
 $sp diff out/shapes-digest.jsonl out/shapes-digest-w2.jsonl
 $sp verify out/shapes --pipeline shapes-train --seed 42 --epochs 2 --batch-size 64 \
     --workers 1,2,3,4
+# The epoch cache: the first run computes and stores each epoch (the
+# workers compress and write), the second reads them back; both manifests
+# equal the uncached one.
+rm -rf out/cache
+for pass in cold warm; do
+  $sp digest out/shapes "${common[@]}" --workers 2 --cache out/cache \
+      --out out/shapes-digest-cache-$pass.jsonl | tail -n 2
+  $sp diff out/shapes-digest.jsonl out/shapes-digest-cache-$pass.jsonl >/dev/null || {
+    echo "main: THE CACHED STREAM DIFFERS ($pass)" >&2; exit 1; }
+done
+echo "main: cold and warm cached streams equal the uncached one"
 echo "main: the classic per-worker seeding, for contrast (expected to diverge):"
 if $sp verify out/shapes --pipeline shapes-train --seed 42 --epochs 1 --batch-size 64 \
     --workers 1,2 --rng-mode per-worker --no-crash --no-resume; then
