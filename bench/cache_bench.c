@@ -16,6 +16,10 @@
  *    is of correct bytes only;
  * 4. raw zstd: ZSTD_decompressDCtx() of the very same frames, already in
  *    memory, no checksums: the ceiling of the read path.
+ * Also printed, not part of either pass's time: the digest check's time
+ * (sp_batch_digest(), a consumer's first read of each batch) after the
+ * computed and after the warm batches, so that a read path that merely
+ * moved work to the consumer (say, a batch left out of cache) would show.
  * The cache directory defaults to a fresh one under /tmp (same file system
  * as the build), so "warm" means the files are in the page cache, which is
  * what a second run on the same node sees.
@@ -53,7 +57,7 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct tm2 { double wall, cpu; } tm2;
+typedef struct tm2 { double wall, cpu, digest; } tm2;
 
 /* One pass over epoch 0: through the cache (c != NULL) or computed. Only
  * the calls that produce batches are timed (wall and process CPU time);
@@ -61,7 +65,7 @@ typedef struct tm2 { double wall, cpu; } tm2;
 static tm2 pass(sp_cache *c, sp_loader *ld, sp_batch *b, sp_digest *dig, int check) {
     uint64_t nb = sp_loader_batches_per_epoch(ld);
     sp_error err;
-    tm2 t = {0, 0};
+    tm2 t = {0, 0, 0};
     for (uint64_t i = 0; i < nb; i++) {
         double t0 = now_s(), c0 = cpu_s();
         int rc = c ? sp_cache_epoch_batch(c, ld, 0, i, b, &err)
@@ -70,7 +74,9 @@ static tm2 pass(sp_cache *c, sp_loader *ld, sp_batch *b, sp_digest *dig, int che
         t.wall += now_s() - t0;
         t.cpu += cpu_s() - c0;
         if (rc) die("batch", &err);
+        double d0 = now_s();
         sp_digest d = sp_batch_digest(ld, b);
+        t.digest += now_s() - d0;
         if (!check) dig[i] = d;
         else if (d.hi != dig[i].hi || d.lo != dig[i].lo) {
             fprintf(stderr, "cache_bench: batch %llu differs from the computed one\n",
@@ -84,6 +90,7 @@ static tm2 pass(sp_cache *c, sp_loader *ld, sp_batch *b, sp_digest *dig, int che
 static void tmin(tm2 *best, tm2 t) {
     if (t.wall < best->wall) best->wall = t.wall;
     if (t.cpu < best->cpu) best->cpu = t.cpu;
+    if (t.digest < best->digest) best->digest = t.digest;
 }
 
 int main(int argc, char **argv) {
@@ -161,7 +168,7 @@ int main(int argc, char **argv) {
     sp_cache_stats_get(c, &cs);
     sp_cache_close(c);
     if (cs.committed != 1) die("the cold pass did not commit an entry", NULL);
-    tm2 warm = {1e30, 1e30};
+    tm2 warm = {1e30, 1e30, 1e30};
     for (int r = 0; r < warm_runs; r++) {
         if (r > 0) tmin(&comp, pass(NULL, ld, &b, dig, 1));
         if (sp_cache_open(dir, &o, &c, &err)) die("cache", &err);
@@ -228,6 +235,8 @@ int main(int argc, char **argv) {
            cold.cpu, cold.wall / comp.wall);
     printf("  warm from cache      %7.3f s wall %7.3f s cpu  -> %.1fx faster (wall), %.1fx (cpu)\n",
            warm.wall, warm.cpu, comp.wall / warm.wall, comp.cpu / warm.cpu);
+    printf("  first read of the batches (sp_batch_digest): %.3f s after computed, %.3f s after "
+           "warm\n", comp.digest, warm.digest);
     printf("  stored %.1f MB for %.1f MB of batch bytes: ratio %.2f (zstd alone %.2f on %.1f MB of "
            "frames)\n", st_mb, out_mb, out_mb / st_mb, raw_mb / st_mb, raw_mb);
     printf("  cache read path     %8.0f MB/s of batch bytes (%.0f MB/s of zstd output: read + "

@@ -23,7 +23,9 @@
 // BWD_FILTER_ALGO_0/3, or any algorithm cuDNN itself reports
 // CUDNN_NON_DETERMINISTIC for these shapes) and the fast mode. fast lets
 // cuDNN's heuristics pick the algorithms (cudnnGet*Algorithm_v7, first
-// result) with CUDNN_DEFAULT_MATH and cuBLAS's default math (TF32 allowed):
+// result cuDNN can run) with CUDNN_DEFAULT_MATH (TF32 permitted on sm_80+)
+// and cuBLAS CUBLAS_TF32_TENSOR_OP_MATH (CUBLAS_DEFAULT_MATH never uses TF32
+// for SGEMM):
 // for the strict-vs-fast benchmark only, not reproducible by contract.
 //
 // Bits: run-to-run identical in strict mode; NOT bit-equal to the CPU
@@ -58,7 +60,16 @@
         if (e_ != CUBLAS_STATUS_SUCCESS)                                                        \
             return sp_error_set(err, SP_EIO, "cublas: %s: %s", #call, cublasGetStatusString(e_)); \
     } while (0)
-#define LAUNCHED(name) CU(cudaPeekAtLastError())
+// After every kernel launch: cudaGetLastError reports (and clears) a bad
+// launch configuration at once; a fault while the kernel runs surfaces at
+// the next checked synchronising call (fetch_results, get, set).
+#define LAUNCHED(name)                                                                      \
+    do {                                                                                    \
+        cudaError_t e_ = cudaGetLastError();                                                \
+        if (e_ != cudaSuccess)                                                              \
+            return sp_error_set(err, SP_EIO, "cuda: launch of %s: %s", #name,               \
+                                cudaGetErrorString(e_));                                    \
+    } while (0)
 
 #define SP_CUBLAS_WORKSPACE (8u * 4096u * 1024u)   // CUBLAS_WORKSPACE_CONFIG=:4096:8
 
@@ -88,6 +99,7 @@ typedef struct cuda_ctx {
     uint32_t cap;                 // batch capacity of the activation buffers
     float *params, *mom, *grads;  // nparams each
     float *x, *r1, *p1, *r2, *p2, *logits, *dlogits, *dfeat, *dr2, *dp1, *dr1, *loss, *loss1;
+    float *dbpart;                // N x C2: per-sample conv bias gradients
     int32_t *labels, *pred;
     int32_t *h_pred;
 } cuda_ctx;
@@ -108,9 +120,28 @@ static const char *bwd_filter_name(int a) {
     return a >= 0 && a < 7 ? n[a] : "?";
 }
 
-// ---- strict-mode checks ----------------------------------------------------------
+// ---- request checks (every mode) and strict-mode checks ---------------------------
 
-static int strict_check_request(const sp_train_config *cfg, sp_error *err) {
+static int check_request(const sp_train_config *cfg, sp_error *err) {
+    // A raw algorithm number outside cuDNN's enum would otherwise reach
+    // cuDNN as CUDNN_STATUS_BAD_PARAM with no hint of which option it was.
+    if (cfg->conv_fwd_algo != SP_ALGO_DEFAULT &&
+        (cfg->conv_fwd_algo < 0 || cfg->conv_fwd_algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT))
+        return sp_error_set(err, SP_EINVAL, "cuda: forward algorithm %d is not a cuDNN "
+                            "cudnnConvolutionFwdAlgo_t (0..%d)", cfg->conv_fwd_algo,
+                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1);
+    if (cfg->conv_bwd_data_algo != SP_ALGO_DEFAULT &&
+        (cfg->conv_bwd_data_algo < 0 ||
+         cfg->conv_bwd_data_algo >= CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT))
+        return sp_error_set(err, SP_EINVAL, "cuda: backward data algorithm %d is not a cuDNN "
+                            "cudnnConvolutionBwdDataAlgo_t (0..%d)", cfg->conv_bwd_data_algo,
+                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT - 1);
+    if (cfg->conv_bwd_filter_algo != SP_ALGO_DEFAULT &&
+        (cfg->conv_bwd_filter_algo < 0 ||
+         cfg->conv_bwd_filter_algo >= CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT))
+        return sp_error_set(err, SP_EINVAL, "cuda: backward filter algorithm %d is not a cuDNN "
+                            "cudnnConvolutionBwdFilterAlgo_t (0..%d)", cfg->conv_bwd_filter_algo,
+                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT - 1);
     if (!cfg->strict) return 0;
     if (cfg->fast)
         return sp_error_set(err, SP_EUNSUPP,
@@ -129,12 +160,22 @@ static int strict_check_request(const sp_train_config *cfg, sp_error *err) {
     return 0;
 }
 
-// cuDNN's own verdict on the chosen algorithms for these shapes.
+// cuDNN's own verdict on the chosen algorithms for these shapes and this
+// math type (the heuristics list every algorithm with its determinism).
 static int strict_check_dnn(cuda_ctx *c, conv_layer *L, int need_data, sp_error *err) {
     int n = 0;
-    cudnnConvolutionBwdFilterAlgoPerf_t pf[16];
-    DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, L->xD, L->yD, L->cD, L->wD, 16, &n,
-                                                      pf));
+    cudnnConvolutionFwdAlgoPerf_t pw[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    DNN(cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, L->xD, L->wD, L->cD, L->yD,
+                                               2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, pw));
+    for (int i = 0; i < n; i++)
+        if (pw[i].algo == L->fwd && pw[i].status == CUDNN_STATUS_SUCCESS &&
+            pw[i].determinism == CUDNN_NON_DETERMINISTIC)
+            return sp_error_set(err, SP_EUNSUPP,
+                                "strict mode: cuDNN reports forward %s as non-deterministic "
+                                "for %dx%dx%d", fwd_name(L->fwd), L->cin, L->h, L->w);
+    cudnnConvolutionBwdFilterAlgoPerf_t pf[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        c->dnn, L->xD, L->yD, L->cD, L->wD, 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pf));
     for (int i = 0; i < n; i++)
         if (pf[i].algo == L->bwd_filter && pf[i].status == CUDNN_STATUS_SUCCESS &&
             pf[i].determinism == CUDNN_NON_DETERMINISTIC)
@@ -143,9 +184,9 @@ static int strict_check_dnn(cuda_ctx *c, conv_layer *L, int need_data, sp_error 
                                 "non-deterministic for %dx%dx%d",
                                 bwd_filter_name(L->bwd_filter), L->cin, L->h, L->w);
     if (!need_data) return 0;
-    cudnnConvolutionBwdDataAlgoPerf_t pd[16];
-    DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, L->wD, L->yD, L->cD, L->xD, 16, &n,
-                                                    pd));
+    cudnnConvolutionBwdDataAlgoPerf_t pd[2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        c->dnn, L->wD, L->yD, L->cD, L->xD, 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd));
     for (int i = 0; i < n; i++)
         if (pd[i].algo == L->bwd_data && pd[i].status == CUDNN_STATUS_SUCCESS &&
             pd[i].determinism == CUDNN_NON_DETERMINISTIC)
@@ -187,20 +228,42 @@ static int conv_setup(cuda_ctx *c, conv_layer *L, int n, int need_data, sp_error
                                    L->w));
     DNN(cudnnSetTensor4dDescriptor(L->yD, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, L->cout, L->h,
                                    L->w));
+    // 3x3, pad 1, stride 1 keeps H x W: check cuDNN agrees with yD.
+    int on = 0, oc = 0, oh = 0, ow = 0;
+    DNN(cudnnGetConvolution2dForwardOutputDim(L->cD, L->xD, L->wD, &on, &oc, &oh, &ow));
+    if (on != n || oc != L->cout || oh != L->h || ow != L->w)
+        return sp_error_set(err, SP_EIO, "cudnn: convolution output %dx%dx%dx%d, expected %dx%dx%dx%d",
+                            on, oc, oh, ow, n, L->cout, L->h, L->w);
     DNN(cudnnSetConvolutionMathType(L->cD, c->cfg.fast ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     if (c->cfg.fast) {
-        int k = 0;
-        cudnnConvolutionFwdAlgoPerf_t f[16];
-        cudnnConvolutionBwdDataAlgoPerf_t d[16];
-        cudnnConvolutionBwdFilterAlgoPerf_t g[16];
-        DNN(cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, L->xD, L->wD, L->cD, L->yD, 16, &k, f));
-        L->fwd = f[0].algo;
-        DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, L->wD, L->yD, L->cD, L->xD, 16, &k,
-                                                        d));
-        L->bwd_data = d[0].algo;
-        DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, L->xD, L->yD, L->cD, L->wD, 16,
-                                                          &k, g));
-        L->bwd_filter = g[0].algo;
+        // cuDNN's heuristic order, first entry that cuDNN says it can run
+        // (an entry may carry a failure status, and k may be short).
+        int k = 0, i;
+        cudnnConvolutionFwdAlgoPerf_t f[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        cudnnConvolutionBwdDataAlgoPerf_t d[2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        cudnnConvolutionBwdFilterAlgoPerf_t g[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        DNN(cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, L->xD, L->wD, L->cD, L->yD,
+                                                   2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &k, f));
+        for (i = 0; i < k && f[i].status != CUDNN_STATUS_SUCCESS; i++) {}
+        if (i == k)
+            return sp_error_set(err, SP_EIO, "cudnn: no forward algorithm for %dx%dx%d", L->cin,
+                                L->h, L->w);
+        L->fwd = f[i].algo;
+        DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            c->dnn, L->wD, L->yD, L->cD, L->xD, 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &k, d));
+        for (i = 0; i < k && d[i].status != CUDNN_STATUS_SUCCESS; i++) {}
+        if (i == k)
+            return sp_error_set(err, SP_EIO, "cudnn: no backward data algorithm for %dx%dx%d",
+                                L->cin, L->h, L->w);
+        L->bwd_data = d[i].algo;
+        DNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            c->dnn, L->xD, L->yD, L->cD, L->wD, 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &k,
+            g));
+        for (i = 0; i < k && g[i].status != CUDNN_STATUS_SUCCESS; i++) {}
+        if (i == k)
+            return sp_error_set(err, SP_EIO, "cudnn: no backward filter algorithm for %dx%dx%d",
+                                L->cin, L->h, L->w);
+        L->bwd_filter = g[i].algo;
     } else {
         L->fwd = c->cfg.conv_fwd_algo == SP_ALGO_DEFAULT
                      ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM
@@ -239,7 +302,7 @@ static int conv_setup(cuda_ctx *c, conv_layer *L, int n, int need_data, sp_error
 
 static void free_acts(cuda_ctx *c) {
     float **f[] = {&c->x,      &c->r1,      &c->p1,    &c->r2,  &c->p2,  &c->logits, &c->dlogits,
-                   &c->dfeat, &c->dr2,     &c->dp1,   &c->dr1, &c->loss};
+                   &c->dfeat, &c->dr2,     &c->dp1,   &c->dr1, &c->loss,   &c->dbpart};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (*f[i]) cudaFree(*f[i]);
         *f[i] = NULL;
@@ -270,6 +333,7 @@ static int ensure_batch(cuda_ctx *c, uint32_t n, sp_error *err) {
         CU(cudaMalloc(&c->logits, N * K * sizeof(float)));
         CU(cudaMalloc(&c->dlogits, N * K * sizeof(float)));
         CU(cudaMalloc(&c->loss, N * sizeof(float)));
+        CU(cudaMalloc(&c->dbpart, N * SP_MODEL_C2 * sizeof(float)));
         CU(cudaMalloc(&c->labels, N * sizeof(int32_t)));
         CU(cudaMalloc(&c->pred, N * sizeof(int32_t)));
         c->h_pred = (int32_t *)malloc(N * sizeof(int32_t));
@@ -363,9 +427,12 @@ static int backward_update(cuda_ctx *c, uint32_t n, sp_error *err) {
         c->r2, c->dfeat, c->dr2, (long)n * SP_MODEL_C2, l->h1, l->w1);
     LAUNCHED(sp_k_pool_relu_bwd);
     // conv2: bias, filter, data gradients
-    sp_k_conv_bias_grad<<<1, SP_MODEL_C2, 0, c->stream>>>(c->dr2, (int)n, SP_MODEL_C2, (long)hw1,
-                                                          G + l->off[SP_T_CONV2_B]);
-    LAUNCHED(sp_k_conv_bias_grad);
+    sp_k_seq_rows<<<sp_cuda_blocks((long)n * SP_MODEL_C2), SP_CUDA_THREADS, 0, c->stream>>>(
+        c->dr2, (long)n * SP_MODEL_C2, (long)hw1, c->dbpart);
+    LAUNCHED(sp_k_seq_rows);
+    sp_k_tree_cols<<<1, SP_MODEL_C2, 0, c->stream>>>(c->dbpart, (long)n, SP_MODEL_C2, SP_MODEL_C2,
+                                                     1.0f, G + l->off[SP_T_CONV2_B]);
+    LAUNCHED(sp_k_tree_cols);
     DNN(cudnnConvolutionBackwardFilter(c->dnn, &one, c->c2.xD, c->p1, c->c2.yD, c->dr2, c->c2.cD,
                                        c->c2.bwd_filter, c->dnn_ws, c->dnn_ws_size, &zero,
                                        c->c2.wD, G + l->off[SP_T_CONV2_W]));
@@ -377,9 +444,12 @@ static int backward_update(cuda_ctx *c, uint32_t n, sp_error *err) {
     sp_k_pool_relu_bwd<<<sp_cuda_blocks(t1), SP_CUDA_THREADS, 0, c->stream>>>(
         c->r1, c->dp1, c->dr1, (long)n * SP_MODEL_C1, l->in.h, l->in.w);
     LAUNCHED(sp_k_pool_relu_bwd);
-    sp_k_conv_bias_grad<<<1, SP_MODEL_C1, 0, c->stream>>>(c->dr1, (int)n, SP_MODEL_C1, (long)hw,
-                                                          G + l->off[SP_T_CONV1_B]);
-    LAUNCHED(sp_k_conv_bias_grad);
+    sp_k_seq_rows<<<sp_cuda_blocks((long)n * SP_MODEL_C1), SP_CUDA_THREADS, 0, c->stream>>>(
+        c->dr1, (long)n * SP_MODEL_C1, (long)hw, c->dbpart);
+    LAUNCHED(sp_k_seq_rows);
+    sp_k_tree_cols<<<1, SP_MODEL_C1, 0, c->stream>>>(c->dbpart, (long)n, SP_MODEL_C1, SP_MODEL_C1,
+                                                     1.0f, G + l->off[SP_T_CONV1_B]);
+    LAUNCHED(sp_k_tree_cols);
     DNN(cudnnConvolutionBackwardFilter(c->dnn, &one, c->c1.xD, c->x, c->c1.yD, c->dr1, c->c1.cD,
                                        c->c1.bwd_filter, c->dnn_ws, c->dnn_ws_size, &zero,
                                        c->c1.wD, G + l->off[SP_T_CONV1_W]));
@@ -407,7 +477,12 @@ static int fetch_results(cuda_ctx *c, const int32_t *labels, uint32_t n, float *
 static void cuda_destroy(void *ctx) {
     cuda_ctx *c = (cuda_ctx *)ctx;
     if (!c) return;
-    if (c->stream) cudaStreamSynchronize(c->stream);
+    // Teardown cannot report errors (destroy returns void); each call is
+    // still made so nothing leaks when an earlier one failed.
+    if (c->stream) {
+        cudaSetDevice(c->device);
+        cudaStreamSynchronize(c->stream);
+    }
     free_acts(c);
     if (c->params) cudaFree(c->params);
     if (c->mom) cudaFree(c->mom);
@@ -447,7 +522,10 @@ static int cuda_init(cuda_ctx *c, const float *params, const float *momentum, sp
     BLAS(cublasSetStream(c->blas, c->stream));
     CU(cudaMalloc(&c->blas_ws, SP_CUBLAS_WORKSPACE));
     BLAS(cublasSetWorkspace(c->blas, c->blas_ws, SP_CUBLAS_WORKSPACE));
-    BLAS(cublasSetMathMode(c->blas, c->cfg.fast ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH));
+    // strict/default: PEDANTIC (no TF32, no reduced-precision reduction);
+    // fast: TF32 allowed (CUBLAS_DEFAULT_MATH alone would not use TF32).
+    BLAS(cublasSetMathMode(c->blas,
+                           c->cfg.fast ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
     BLAS(cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
     BLAS(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
     const sp_model_layout *l = &c->l;
@@ -470,7 +548,7 @@ static int cuda_init(cuda_ctx *c, const float *params, const float *momentum, sp
 
 static int cuda_create(const sp_model_layout *l, const sp_train_config *cfg, const float *params,
                        const float *momentum, void **out, sp_error *err) {
-    int rc = strict_check_request(cfg, err);
+    int rc = check_request(cfg, err);
     if (rc) return rc;
     cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
     if (!c) return sp_error_set(err, SP_ENOMEM, "cuda backend: out of memory");
@@ -488,6 +566,7 @@ static int cuda_create(const sp_model_layout *l, const sp_train_config *cfg, con
 static int cuda_step(void *ctx, const float *x, const int32_t *labels, uint32_t n, float *loss,
                      uint32_t *correct, sp_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
+    CU(cudaSetDevice(c->device));   // the calling thread may not be the creating one
     int rc = forward(c, x, labels, n, 1, err);
     if (!rc) rc = backward_update(c, n, err);
     if (!rc) rc = fetch_results(c, labels, n, loss, correct, err);
@@ -497,6 +576,7 @@ static int cuda_step(void *ctx, const float *x, const int32_t *labels, uint32_t 
 static int cuda_eval(void *ctx, const float *x, const int32_t *labels, uint32_t n,
                      uint32_t *correct, float *loss, sp_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
+    CU(cudaSetDevice(c->device));   // the calling thread may not be the creating one
     int rc = forward(c, x, labels, n, 0, err);
     if (!rc) rc = fetch_results(c, labels, n, loss, correct, err);
     return rc;
@@ -504,6 +584,7 @@ static int cuda_eval(void *ctx, const float *x, const int32_t *labels, uint32_t 
 
 static int cuda_get(void *ctx, float *params, float *momentum, sp_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
+    CU(cudaSetDevice(c->device));
     size_t bytes = c->l.nparams * sizeof(float);
     if (params) CU(cudaMemcpyAsync(params, c->params, bytes, cudaMemcpyDeviceToHost, c->stream));
     if (momentum) CU(cudaMemcpyAsync(momentum, c->mom, bytes, cudaMemcpyDeviceToHost, c->stream));
@@ -513,6 +594,7 @@ static int cuda_get(void *ctx, float *params, float *momentum, sp_error *err) {
 
 static int cuda_set(void *ctx, const float *params, const float *momentum, sp_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
+    CU(cudaSetDevice(c->device));
     size_t bytes = c->l.nparams * sizeof(float);
     if (params) CU(cudaMemcpyAsync(c->params, params, bytes, cudaMemcpyHostToDevice, c->stream));
     if (momentum) CU(cudaMemcpyAsync(c->mom, momentum, bytes, cudaMemcpyHostToDevice, c->stream));
@@ -522,11 +604,13 @@ static int cuda_set(void *ctx, const float *params, const float *momentum, sp_er
 
 static int cuda_describe(void *ctx, char *buf, size_t size) {
     cuda_ctx *c = (cuda_ctx *)ctx;
+    // Versions the calls cannot give are written as 0.0 (never seen in
+    // practice: the handles exist once create succeeded).
     int rt = 0, drv = 0, bl = 0;
-    cudaRuntimeGetVersion(&rt);
-    cudaDriverGetVersion(&drv);
-    cublasGetVersion(c->blas, &bl);
-    size_t dnn = cudnnGetVersion();
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+    if (cublasGetVersion(c->blas, &bl) != CUBLAS_STATUS_SUCCESS) bl = 0;
+    size_t dnn = cudnnGetVersion();   // 9.x: major * 10000 + minor * 100 + patch
     return snprintf(
         buf, size,
         "\"backend\":\"cuda\",\"device_name\":\"%s\",\"cuda_runtime\":\"%d.%d\","
@@ -540,7 +624,7 @@ static int cuda_describe(void *ctx, char *buf, size_t size) {
         c->cfg.fast ? "fast" : c->cfg.strict ? "strict" : "default", fwd_name(c->c1.fwd),
         bwd_filter_name(c->c1.bwd_filter), fwd_name(c->c2.fwd), bwd_data_name(c->c2.bwd_data),
         bwd_filter_name(c->c2.bwd_filter), c->cfg.fast ? "DEFAULT" : "FMA",
-        c->cfg.fast ? "DEFAULT" : "PEDANTIC");
+        c->cfg.fast ? "TF32_TENSOR_OP" : "PEDANTIC");
 }
 
 extern "C" const sp__nn_backend sp__nn_cuda_backend = {

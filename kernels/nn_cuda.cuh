@@ -92,15 +92,14 @@ __global__ void sp_k_tree_cols(const float *v, long n, long stride, long count, 
     out[c] = sp_nn_tree_sum(v + c, n, stride) / div;   // / 1 is exact
 }
 
-// Conv bias gradient: db[c] = tree over samples n of the left-to-right
-// sum of dy[n][c][0..hw) (dy: N x C x hw), as the CPU reference.
-__global__ void sp_k_conv_bias_grad(const float *dy, int n, int C, long hw, float *db) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    sp_nn_tree t;
-    sp_nn_tree_init(&t);
-    for (int s = 0; s < n; s++) sp_nn_tree_push(&t, sp_nn_seq_sum(dy + ((long)s * C + c) * hw, hw));
-    db[c] = sp_nn_tree_value(&t);
+// Conv bias gradient, stage 1: part[r] = left-to-right sum of dy row r
+// (dy: N x C x hw, one row per (sample, channel), r = s*C + c). Stage 2
+// is sp_k_tree_cols(part, N, C, C, 1, db): the tree over samples of each
+// channel, as the CPU reference (per-sample sum, then the fixed tree).
+__global__ void sp_k_seq_rows(const float *dy, long rows, long hw, float *part) {
+    long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    part[r] = sp_nn_seq_sum(dy + r * hw, hw);
 }
 
 // SGD with momentum and weight decay, one parameter per thread.
