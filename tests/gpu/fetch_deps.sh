@@ -2,15 +2,13 @@
 # tests/gpu/fetch_deps.sh - run HERE (a Debian/Ubuntu x86-64 machine where
 # apt works), not on the GPU machine: downloads the host libraries seedpipe
 # builds against (headers, .pc files, shared objects) and pkgconf as .debs,
-# and unpacks them into ROOT/.gpudeps/root (ignored by git through
-# .git/info/exclude). Carry `.gpudeps` to a GPU machine whose image lacks
+# and unpacks them into ROOT/.gpudeps/root (in .gitignore). Carry `.gpudeps` to a GPU machine whose image lacks
 # them; tests/gpu/run.sh then builds against that prefix
 # (PKG_CONFIG_SYSROOT_DIR, CMAKE_PREFIX_PATH, LD_LIBRARY_PATH). Nothing is
 # installed into / on either machine. About 5 MiB.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$ROOT/.gpudeps
-grep -qx '/.gpudeps/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.gpudeps/' >> "$ROOT/.git/info/exclude"
 mkdir -p "$D/debs" "$D/root"
 # Debian names; Ubuntu has the same except libjpeg-turbo8(-dev).
 PKGS=(libpng-dev libpng16-16 zlib1g-dev zlib1g libturbojpeg0-dev libturbojpeg0 libzstd-dev libzstd1
