@@ -126,13 +126,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--warm-runs")) warm_runs = atoi(v);
         else { fprintf(stderr, "cache_bench: unknown option %s\n", k); return 2; }
     }
-    char tmpl[] = "/tmp/sp_cache_bench.XXXXXX";
+    sp_loader *ld;
+    if (sp_loader_create(&cfg, &ld, &err)) die("loader", &err);
+    char tmpl[] = "/tmp/sp_cache_bench.XXXXXX";   /* after the loader: a bad option leaves none */
     if (!dir) {
         if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
         dir = tmpl;
     }
-    sp_loader *ld;
-    if (sp_loader_create(&cfg, &ld, &err)) die("loader", &err);
     uint64_t nb = sp_loader_batches_per_epoch(ld);
     sp_batch b;
     if (sp_batch_alloc(ld, &b)) die("alloc", NULL);
