@@ -134,29 +134,49 @@ typedef struct dict_slot { uint32_t key; int16_t idx; } dict_slot;
 
 static size_t dict_frame_size(uint32_t C, size_t nvals) { return (size_t)C * 1024 + nvals; }
 
-/* One channel's dictionary while encoding. */
+/* One channel's dictionary while encoding. Lookups go first to a
+ * direct-mapped table of 2^16 slots (the first index whose value hashes
+ * there), checked against the value: with at most 256 values per channel
+ * nearly every lookup hits it, without a data-dependent branch to
+ * mispredict. A miss (a new value, or a value that collides with another)
+ * goes to the authoritative open-addressing table, which assigns indices
+ * in order of first appearance. */
+#define DICT_FAST_BITS 16
 typedef struct dict_chan {
+    int16_t fast[1u << DICT_FAST_BITS];
+    uint32_t val[256];    /* the value of each index */
     dict_slot slot[DICT_SLOTS];
     uint8_t *table;       /* 256 x 4 bytes in the frame */
-    uint32_t n, last;
-    int lastidx;
+    uint32_t n;
 } dict_chan;
 
-/* Index of `bits` in channel d, adding it if new; -1 when full. */
-static inline int dict_index(dict_chan *d, uint32_t bits) {
-    if (d->lastidx >= 0 && bits == d->last) return d->lastidx;
+static inline uint32_t dict_fast_hash(uint32_t bits) {
+    return (bits * 0x9E3779B1u) >> (32 - DICT_FAST_BITS);
+}
+
+/* The slow path of dict_index(): probe, insert if new. -1 when full. */
+static int dict_index_slow(dict_chan *d, uint32_t bits) {
     uint32_t h = (bits * 0x9E3779B1u) >> 22;
     while (d->slot[h].idx >= 0 && d->slot[h].key != bits) h = (h + 1) & (DICT_SLOTS - 1);
     if (d->slot[h].idx < 0) {
         if (d->n == 256) return -1;
         d->slot[h].key = bits;
         d->slot[h].idx = (int16_t)d->n;
+        d->val[d->n] = bits;
         memcpy(d->table + 4 * d->n, &bits, 4);
         d->n++;
     }
-    d->last = bits;
-    d->lastidx = d->slot[h].idx;
-    return d->lastidx;
+    int k = d->slot[h].idx;
+    int16_t *f = &d->fast[dict_fast_hash(bits)];
+    if (*f < 0) *f = (int16_t)k;
+    return k;
+}
+
+/* Index of `bits` in channel d, adding it if new; -1 when full. */
+static inline int dict_index(dict_chan *d, uint32_t bits) {
+    int k = d->fast[dict_fast_hash(bits)];
+    if (k >= 0 && d->val[k] == bits) return k;
+    return dict_index_slow(d, bits);
 }
 
 /* @return 0, -1 if some channel has more than 256 distinct values, -2 (no memory). */
@@ -167,9 +187,9 @@ static int dict_encode(const uint8_t *img, size_t nvals, uint32_t C, size_t plan
     memset(frame, 0, (size_t)C * 1024);
     for (uint32_t c = 0; c < C; c++) {
         for (int i = 0; i < DICT_SLOTS; i++) d[c].slot[i].idx = -1;
+        memset(d[c].fast, 0xff, sizeof d[c].fast);   /* -1 */
         d[c].table = frame + (size_t)c * 1024;
-        d[c].n = d[c].last = 0;
-        d[c].lastidx = -1;
+        d[c].n = 0;
     }
     uint8_t *idx = frame + (size_t)C * 1024;
     uint32_t bits;
