@@ -54,10 +54,11 @@ extern "C" {
 /* The on-disk format version; part of the key and of every file. */
 #define SP_CACHE_FORMAT_VERSION 1
 
-/* zstd level -1 ("fast": literals stored raw) reads 2-2.5x faster than
- * level 3 for ~15% more disk on augmented photos (bench/cache_bench.c,
+/* zstd level -5 (a "fast" level: literals stored raw, few matches looked
+ * for) reads augmented photos 15-20% faster than level -1 and 3-4x faster
+ * than level 3, for 6-7% more disk than -1 (bench/cache_bench.c,
  * docs/cache.md); a cache exists to be read fast. */
-#define SP_CACHE_DEFAULT_LEVEL (-1)
+#define SP_CACHE_DEFAULT_LEVEL (-5)
 
 /* Positive outcomes that are not errors. */
 #define SP_CACHE_MISS 1   /* sp_cache_reader_open(): no usable entry */
@@ -87,7 +88,7 @@ typedef struct sp_cache_opts {
     void *warn_ud;
 } sp_cache_opts;
 
-/*! sp_cache_opts_default() : unlimited size, level -1, auto filter, lock,
+/*! sp_cache_opts_default() : unlimited size, level -5, auto filter, lock,
  *  fsync, no warning callback. */
 void sp_cache_opts_default(sp_cache_opts *o);
 
