@@ -57,6 +57,12 @@
 #include <immintrin.h>
 #define XXH_DISPATCH_AVX2 1
 #define XXH_TARGET_AVX2 __attribute__((target("avx2")))
+/* The AVX2 loop dereferences its accumulators as __m256i (aligned 32-byte
+ * loads), and XXH3_update() keeps them in a stack copy aligned to
+ * XXH_ACC_ALIGN, which a baseline (SSE2) build makes 16: align them for
+ * any vector width (UBSan caught a misaligned load; unaligned vmovdqa
+ * faults). */
+#define XXH_ACC_ALIGN 64
 #endif
 #define XXH_INLINE_ALL
 #include <xxhash.h>
