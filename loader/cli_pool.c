@@ -515,6 +515,8 @@ int cmd_verify(cli_args *a) {
     int no_crash = cli_has(a, "no-crash"), no_resume = cli_has(a, "no-resume");
     int no_service = cli_has(a, "no-service");
     int no_cache = cli_has(a, "no-cache");
+    const char *user_cache = cli_str(a, "cache", NULL);   /* kept; else a temporary one */
+    if (user_cache && no_cache) cli_usage_error(a, "--cache DIR and --no-cache exclude each other");
     cli_check_unused(a);
     int ws[16], nw = 0;
     for (const char *p = wlist; *p;) {
@@ -567,9 +569,10 @@ int cmd_verify(cli_args *a) {
     char cdir[64] = "";
     if (!no_cache && v.cfg.rng_mode == SP_RNG_PER_SAMPLE) {
         snprintf(cdir, sizeof cdir, "/tmp/seedpipe-verify-cache-XXXXXX");
-        if (mkdtemp(cdir)) {
-            v.cache = cdir;
-            snprintf(rs[nr].name, sizeof rs[nr].name, "cache cold, workers %d", wmax);
+        if (user_cache || mkdtemp(cdir)) {
+            v.cache = user_cache ? user_cache : cdir;
+            snprintf(rs[nr].name, sizeof rs[nr].name, "cache %s, workers %d",
+                     user_cache ? "(--cache)" : "cold", wmax);
             run_config(&v, &rs[nr++], wmax, -1, -1, 0);
             snprintf(rs[nr].name, sizeof rs[nr].name, "cache warm, workers %d", wmax);
             run_config(&v, &rs[nr++], wmax, -1, -1, 0);
@@ -580,7 +583,7 @@ int cmd_verify(cli_args *a) {
                 run_service(&v, &rs[nr++], wmax, 1);
             }
             v.cache = NULL;
-            remove_tree(cdir);
+            if (!user_cache) remove_tree(cdir);
         }
     }
 

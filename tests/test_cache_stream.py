@@ -66,6 +66,13 @@ def main():
         assert lines(out) == want, "cache build --workers: stream changed"
         assert "20 batches read, 0 computed" in p.stdout, p.stdout
 
+        # verify --cache DIR: the stream through an existing cache (read by
+        # 2 workers, 1 worker and the service) equals the in-process one.
+        p = run("verify", ds, *common, "--workers", "1,2", "--cache", cache, "--no-crash",
+                "--no-resume")
+        assert "cache (--cache), workers 2" in p.stdout and "identical" in p.stdout, p.stdout
+        assert os.path.isdir(cache), "verify removed the user's cache"
+
         # An entry of a split's subset records the split: `cache verify
         # --recompute` rebuilds the same subset and finds the same bytes.
         cache = os.path.join(tmp, "cache-split")
