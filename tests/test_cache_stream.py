@@ -82,6 +82,18 @@ def main():
         assert "0 differ" in p.stdout, p.stdout
         assert "6 batches recomputed" in p.stdout, p.stdout
 
+        # A rank's stream (rank 1 of 2) is its own entry: cold and warm on
+        # the pool equal the uncached rank stream.
+        rank = ["--rank", 1, "--world", 2]
+        ref1 = os.path.join(tmp, "rank1.jsonl")
+        run("digest", ds, *common, *rank, "--out", ref1)
+        cache = os.path.join(tmp, "cache-rank1")
+        for attempt in ("cold", "warm"):
+            out = os.path.join(tmp, f"rank1-{attempt}.jsonl")
+            p = run("digest", ds, *common, *rank, "--workers", 2, "--cache", cache, "--out", out)
+            assert lines(out) == lines(ref1), f"rank 1 {attempt}: stream changed"
+        assert f"{len(lines(ref1))} batches read, 0 computed" in p.stdout, p.stdout
+
         # A flipped byte in a cached batch: reported once by path, recomputed.
         cache = os.path.join(tmp, "cache-w3")
         victim = sorted(glob.glob(os.path.join(cache, "*", "b*")))[3]
