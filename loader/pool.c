@@ -645,7 +645,8 @@ static void cache_take(sp_pool *pool, uint64_t q, uint32_t s) {
     slot_cache *sc = &pool->sc[s];
     sp_cache_stats *cst = &pool->cache->st;
     uint32_t st = atomic_load(&sc->state) & 0xff;
-    if (pool->smode[s] == CM_READ && st == CR_OK) {
+    if (pool->smode[s] == CM_READ && (st == CR_OK || g.count == 0)) {
+        /* (An empty batch, a rank's slice past the data, has nothing to read.) */
         sp__cache_reader_count(ec->rd, g.index);
     } else {
         cst->batches_computed++;
