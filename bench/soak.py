@@ -34,6 +34,9 @@ Environment (defaults):
   WORKERS=3  BATCH=64  SEED=1 (pipeline seed)  PIPELINE=shapes-train
   DATASET=out/soak-shapes  BUILD=build  CLIENT=check|trainer
   TIMEOUT=110 (seconds for the serve phase; the run fails past it)
+  CACHE=DIR (serve --cache DIR: the first run fills the epoch cache while
+  workers are killed mid-write, a second run with the same DIR reads it
+  while workers are killed mid-read; the service's cache line is printed)
 
   /usr/bin/python3 bench/soak.py
   EPOCHS=200 TIMEOUT=600 /usr/bin/python3 bench/soak.py
@@ -267,8 +270,10 @@ def main():
     # the service
     t0 = time.time()
     serve_out = open(os.path.join(tmp, "serve.out"), "w+")
+    cache = os.environ.get("CACHE")
     sp = subprocess.Popen([BIN, "serve", "--name", name, dataset, *common, "--workers",
-                           str(workers), "--world", str(WORLD)],
+                           str(workers), "--world", str(WORLD),
+                           *(["--cache", cache] if cache else [])],
                           stdout=serve_out, stderr=subprocess.STDOUT, text=True)
     started.append(sp)
     state["serve"] = sp
@@ -343,7 +348,10 @@ def main():
     serve_out.seek(0)
     serve_text = serve_out.read()
     serve_out.close()
-    last = serve_text.strip().splitlines()[-1] if serve_text.strip() else ""
+    lines_out = serve_text.strip().splitlines()
+    cache_line = next((ln for ln in lines_out if ln.startswith("cache ")), "")
+    lines_out = [ln for ln in lines_out if not ln.startswith("cache ")]
+    last = lines_out[-1] if lines_out else ""
 
     # outcome
     fail = []
@@ -398,6 +406,8 @@ def main():
           f"worker kills {kills}; worker deaths noticed by the service {noticed}; "
           f"mismatches {mismatches}; serve phase {t_serve:.1f} s, "
           f"wall {time.time() - t_start:.1f} s", flush=True)
+    if cache_line:
+        print(cache_line, flush=True)
     print(f"serve: {last}", flush=True)
     print(f"kills at (s after serve start): {kill_log}", flush=True)
     leaked = [f for f in fail if "left" in f]

@@ -175,6 +175,9 @@ int sp__cache_writer_filter(const sp_cache_writer *w);
  *  described by line. @return 0 or SP_EINVAL (as sp_cache_writer_put()). */
 int sp__cache_writer_record(sp_cache_writer *w, const sp_batch *b, const sp__cm_batch *line,
                             sp_error *err);
+/*! sp__cache_writer_discard() : remove the staged file of batch `index`
+ *  (not yet recorded) that a dead worker may have left half written. */
+void sp__cache_writer_discard(sp_cache_writer *w, uint64_t index);
 /*! sp__cache_writer_spoil() : a worker's write failed: the entry cannot be
  *  committed (counts a write failure). */
 void sp__cache_writer_spoil(sp_cache_writer *w);

@@ -245,6 +245,13 @@ const char *sp__cache_writer_stage(const sp_cache_writer *w) { return w->stage; 
 sp_digest sp__cache_writer_key(const sp_cache_writer *w) { return w->m.key; }
 int sp__cache_writer_filter(const sp_cache_writer *w) { return w->filter; }
 
+void sp__cache_writer_discard(sp_cache_writer *w, uint64_t index) {
+    if (w->stagefd < 0 || index >= w->m.info.batches || w->have[index]) return;
+    char name[32];
+    snprintf(name, sizeof name, "b%08" PRIu64, index);
+    (void)unlinkat(w->stagefd, name, 0);   /* ENOENT: nothing was written */
+}
+
 void sp__cache_writer_spoil(sp_cache_writer *w) {
     if (!w->spoiled) w->c->st.write_failures++;
     w->spoiled = 1;

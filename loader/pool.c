@@ -83,8 +83,12 @@
  * batch complete by its scan, takes the record (EMPTY -> CONSUMER) and
  * writes the batch itself; the CAS decides between it and a late last
  * worker. The consumer never takes a FILL batch whose record is BUSY;
- * check_workers() turns the BUSY record of a dead worker into FAILED (the
- * entry is then abandoned: the stream goes on uncached).
+ * check_workers() turns the BUSY record of a dead worker into CONSUMER
+ * (marked partial): the batch is in the slot, so the consumer removes the
+ * half-written file and writes the batch itself. A write that fails
+ * (FAILED: full disk) spoils the entry: the epoch goes on uncached, and
+ * the staging directory is removed once the epoch's last batch is taken
+ * (no worker can be writing into it then).
  *
  * The service (service.c) is a consumer too: it takes batches with
  * sp__pool_poll() (the same take, without the wait and without the
@@ -152,7 +156,8 @@ typedef struct slot_cache {
     _Atomic uint32_t mode;       /* CM_* */
     _Atomic uint32_t state;      /* CR_* | worker << 8 */
     int32_t code, enoent;        /* FAILED / FALLBACK: the problem (code 0: none to report) */
-    int32_t filter, pad;         /* FILL: the writer's image filter */
+    int32_t filter;              /* FILL: the writer's image filter */
+    int32_t partial;             /* FILL: its writer died: a partial file may be there */
     sp_digest key;               /* the entry key */
     sp__cm_batch line;           /* READ: the manifest's line; FILL: the file written */
     char name[128];              /* READ: the entry key; FILL: the staging dir under .tmp */
@@ -180,6 +185,7 @@ struct sp_pool {
     uint64_t last_ready_ns, last_taken_ns;
     uint64_t last_check_ns;            /* last liveness poll */
     uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
+    uint64_t crash_cache_write;        /* test hook, UINT64_MAX: none */
     int sticky;                        /* a stream error: returned again */
     sp_error sticky_err;
     /* The epoch cache (NULL: none); see CACHE below. */
@@ -349,6 +355,10 @@ static void cache_write_slot(worker_ctx *wc, uint32_t s, const batch_geo *g) {
         rc = sp__cb_write(dfd, dir, sc->key, &b, h->sample_bytes, sc->filter, o->level,
                           o->no_fsync, pool->ld, &wc->io, &sc->line, &e);
         close(dfd);
+    }
+    if (g->index == pool->crash_cache_write) {   /* test hook: die with the file written */
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
     }
     if (rc != 0) {
         sc->code = e.code;
@@ -562,10 +572,14 @@ static void ec_close(sp_pool *pool) {
     pool->ec_n--;
 }
 
+/* The epoch's entry cannot be completed: spoil its writer. It is aborted
+ * (its staging directory removed) only at ec_close(), when every batch of
+ * the epoch has been taken: until then a worker may still be writing
+ * another of its batches there, and removing the directory under it would
+ * leave it behind. */
 static void ec_drop_writer(sp_pool *pool, epoch_cache *ec, const char *msg) {
     if (msg) cwarn(pool, "%s; epoch %u goes on uncached", msg, ec->epoch);
-    sp_cache_writer_abort(ec->wr);
-    ec->wr = NULL;
+    sp__cache_writer_spoil(ec->wr);
     ec->mode = CM_NONE;
 }
 
@@ -577,7 +591,7 @@ static void cache_activate(sp_pool *pool, uint32_t s, const batch_geo *g) {
         t = ec_tail(pool);
     }
     slot_cache *sc = &pool->sc[s];
-    sc->code = sc->enoent = 0;
+    sc->code = sc->enoent = sc->partial = 0;
     sc->msg[0] = '\0';
     memset(&sc->line, 0, sizeof sc->line);
     uint32_t mode = t->mode;
@@ -600,8 +614,9 @@ static void cache_activate(sp_pool *pool, uint32_t s, const batch_geo *g) {
     atomic_store(&sc->mode, mode);
 }
 
-/* A batch with failed samples: the consumer writes it (finalised, with
- * its failure-log lines) from a copy, leaving the slot as it is. */
+/* A batch with failed samples, one whose counter bump was lost, or one
+ * whose writer died: the consumer writes it (finalised, with its
+ * failure-log lines) from a copy, leaving the slot as it is. */
 static void consumer_put(sp_pool *pool, epoch_cache *ec, uint32_t s, const batch_geo *g) {
     sp_batch b;
     sp_error e;
@@ -621,6 +636,7 @@ static void consumer_put(sp_pool *pool, epoch_cache *ec, uint32_t s, const batch
     b.count = g->count;
     b.epoch = g->epoch;
     b.index = g->index;
+    if (pool->sc[s].partial) sp__cache_writer_discard(ec->wr, g->index);
     if (sp__batch_finalize(pool->ld, &b, items, &e) != 0)
         ec_drop_writer(pool, ec, NULL);   /* the stream fails here (on_error fail) */
     else if (sp_cache_writer_put(ec->wr, &b, &e) != 0)
@@ -657,7 +673,7 @@ static void cache_take(sp_pool *pool, uint64_t q, uint32_t s) {
             sp__cache_reader_failed(ec->rd, sc->enoent, &e);
             cwarn(pool, "%s; batch recomputed", e.msg);
             ec->mode = CM_NONE;   /* one report per entry; the rest is computed */
-        } else if (pool->smode[s] == CM_FILL && ec->wr) {
+        } else if (pool->smode[s] == CM_FILL && ec->mode == CM_FILL) {
             if (st == CR_OK) {
                 sp_batch b;
                 memset(&b, 0, sizeof b);
@@ -669,7 +685,6 @@ static void cache_take(sp_pool *pool, uint64_t q, uint32_t s) {
                 if (sp__cache_writer_record(ec->wr, &b, &sc->line, &e) != 0)
                     ec_drop_writer(pool, ec, e.msg);
             } else if (st == CR_FAILED) {
-                sp__cache_writer_spoil(ec->wr);
                 ec_drop_writer(pool, ec, sc->msg);
             } else {
                 consumer_put(pool, ec, s, &g);
@@ -732,14 +747,13 @@ static int check_workers(sp_pool *pool, sp_error *err) {
                 if (atomic_compare_exchange_strong(&st[p], &v, sp__st(q, SP__ST_FREE, 0)))
                     pool->redone++;
             }
+            /* A worker that died writing a batch file: the batch is in the
+             * slot (every position DONE), so the consumer writes it again. */
             uint32_t busy = CR_BUSY | ((uint32_t)w << 8);
             if (pool->sc && pool->smode[s] == CM_FILL &&
                 atomic_load(&pool->sc[s].state) == busy) {
-                slot_cache *sc = &pool->sc[s];
-                sc->code = SP_EIO;
-                snprintf(sc->msg, sizeof sc->msg, "%s/.tmp/%s: worker %d died writing batch %"
-                         PRIu64, sp_cache_dir(pool->cache), sc->name, w, sp__slot(h, s)->index);
-                atomic_compare_exchange_strong(&sc->state, &busy, CR_FAILED);
+                pool->sc[s].partial = 1;
+                atomic_compare_exchange_strong(&pool->sc[s].state, &busy, CR_CONSUMER);
             }
         }
         atomic_fetch_add(&h->scan_gen, 1);
@@ -976,6 +990,8 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     pool->respawn_limit = 100 + 16 * (uint64_t)pcfg->workers;
     const char *crash = getenv("SEEDPIPE_TEST_CRASH_SAMPLE");
     pool->crash_sample = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
+    crash = getenv("SEEDPIPE_TEST_CRASH_CACHE_WRITE");
+    pool->crash_cache_write = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
 
     sp__ring_hdr hh;
     memset(&hh, 0, sizeof hh);

@@ -15,7 +15,9 @@
  *  - a full disk in the workers: a warning, the stream identical, nothing
  *    committed, nothing left in .tmp;
  *  - two pools filling one key at once: both streams identical, one entry;
- *  - a worker SIGKILLed during a cold and a warm run: identical streams.
+ *  - a worker SIGKILLed during a cold and a warm run: identical streams;
+ *  - a worker dying right after writing a batch file: the consumer writes
+ *    it again, every entry is committed.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -63,6 +65,8 @@ static void config(sp_loader_config *cfg, const char *ds, sp_on_error oe) {
     cfg->dtype = SP_DTYPE_FLOAT32;
     cfg->on_error = oe;
 }
+
+static uint64_t last_deaths;   /* worker deaths of the last pool_run() */
 
 static int eq(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
 
@@ -122,6 +126,9 @@ static void pool_run(const char *dir, const char *ds, sp_on_error oe, int worker
               "failure log: %zu lines, uncached %zu", sp_loader_failure_count(sp_pool_loader(pool)),
               nfail);
     sp_cache_stats_get(sp_pool_cache(pool), st);
+    sp_pool_stats ps;
+    sp_pool_stats_get(pool, &ps);
+    last_deaths = ps.worker_deaths;
     sp_pool_destroy(pool);
 }
 
@@ -359,6 +366,29 @@ static void test_concurrent(const sp_digest *ref) {
     }
 }
 
+/* A worker dies right after writing a batch file (every epoch's batch 2):
+ * the consumer replaces the file and the entries are still committed. */
+static void test_die_writing(const sp_digest *ref) {
+    char dir[400], tmp[500];
+    snprintf(dir, sizeof dir, "%s/diewrite", root);
+    snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
+    CHECK(setenv("SEEDPIPE_TEST_CRASH_CACHE_WRITE", "2", 1) == 0);
+    warns w = {0, ""};
+    sp_cache_stats st;
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    CHECK(unsetenv("SEEDPIPE_TEST_CRASH_CACHE_WRITE") == 0);
+    CHECK_MSG(last_deaths >= EPOCHS, "the hook killed %llu workers",
+              (unsigned long long)last_deaths);
+    CHECK_MSG(w.n == 0 && st.committed == EPOCHS && st.batches_written == TOTAL &&
+                  st.write_failures == 0,
+              "a writer's death: %d warnings (%s), %llu committed, %llu written",
+              w.n, w.last, (unsigned long long)st.committed,
+              (unsigned long long)st.batches_written);
+    CHECK(count_dir(tmp) == 0);
+    pool_run(dir, data, SP_ON_ERROR_FAIL, 2, ref, 0, &w, &st, -1);
+    CHECK(w.n == 0 && st.batches_read == TOTAL);
+}
+
 static void test_kill(const sp_digest *ref) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/kill", root);
@@ -398,6 +428,7 @@ int main(void) {
     test_full_disk(ref);
     test_concurrent(ref);
     test_kill(ref);
+    test_die_writing(ref);
     rmrf(root);
     printf("test_cache_pool: ok\n");
     return 0;

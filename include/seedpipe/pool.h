@@ -45,6 +45,8 @@
  * Test hook: with SEEDPIPE_TEST_CRASH_SAMPLE=i in the environment at
  * sp_pool_create(), a worker that starts computing sample i dies by SIGSEGV
  * (as in a decoder crash); it exists to test recovery, nothing else.
+ * SEEDPIPE_TEST_CRASH_CACHE_WRITE=i: a worker that has written the cache
+ * file of batch index i (of any epoch) dies before reporting it.
  *
  * Thread/fork safety: one consumer thread per pool. The library installs
  * no signal handlers; workers get PR_SET_PDEATHSIG(SIGKILL), so they never
