@@ -402,15 +402,10 @@ static int sp_isa(void) {
 #ifdef SP_FORCE_ISA   /* testing: force a level */
     return SP_FORCE_ISA;
 #endif
-    int best = __builtin_cpu_supports("avx512bw") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-    /* SEEDPIPE_ISA=sse2|avx2|avx512 caps the level (tests compare them:
-     * every level must give the same bytes). */
-    const char *cap = getenv("SEEDPIPE_ISA");
-    if (cap) {
-        int want = !strcmp(cap, "sse2") ? 0 : !strcmp(cap, "avx2") ? 1 : 2;
-        if (want < best) best = want;
-    }
-    return best;
+    /* SEEDPIPE_ISA caps the level (common.h). */
+    return sp_isa_cap(__builtin_cpu_supports("avx512bw") ? 2
+                      : __builtin_cpu_supports("avx2")  ? 1
+                                                        : 0);
 }
 #endif
 

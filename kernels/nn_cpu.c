@@ -131,13 +131,9 @@ SP_GEMM_DEF(gemm_avx512, sp_v16, 16, 8, __attribute__((target("avx512f"))))
 static int nn_isa(void) {
 #ifdef SP_NN_X86
     __builtin_cpu_init();
-    int best = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-    const char *cap = getenv("SEEDPIPE_ISA");
-    if (cap) {
-        int want = !strcmp(cap, "sse2") ? 0 : !strcmp(cap, "avx2") ? 1 : 2;
-        if (want < best) best = want;
-    }
-    return best;
+    return sp_isa_cap(__builtin_cpu_supports("avx512f") ? 2
+                      : __builtin_cpu_supports("avx2")  ? 1
+                                                        : 0);
 #else
     return 0;
 #endif

@@ -236,17 +236,11 @@ static int dict_encode(const uint8_t *img, size_t nvals, uint32_t C, size_t plan
  * tests/test_cache_file.c compares them. */
 static int cf_isa(void) {
 #ifdef CF_X86
-    int best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512vbmi")
-                   ? 2
-               : __builtin_cpu_supports("avx2") ? 1
-                                                : 0;
-    const char *cap = getenv("SEEDPIPE_ISA");
-    if (cap) {
-        int want = !strcmp(cap, "sse2") ? 0 : !strcmp(cap, "avx2") ? 1 : 2;
-        if (want < best) best = want;
-    }
-    return best;
+    return sp_isa_cap(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                              __builtin_cpu_supports("avx512vbmi")
+                          ? 2
+                      : __builtin_cpu_supports("avx2") ? 1
+                                                       : 0);
 #else
     return 0;
 #endif

@@ -88,6 +88,15 @@ int sp_digest_parse(const char *hex, sp_digest *out) {
 
 const char *sp_version_string(void) { return "seedpipe " SEEDPIPE_VERSION; }
 
+int sp_isa_cap(int best) {
+    const char *cap = getenv("SEEDPIPE_ISA");
+    if (cap) {
+        int want = !strcmp(cap, "sse2") ? 0 : !strcmp(cap, "avx2") ? 1 : 2;
+        if (want < best) best = want;
+    }
+    return best;
+}
+
 int sp_library_versions_json(char *buf, size_t size) {
     unsigned xv = XXH_versionNumber();
     return snprintf(buf, size,

@@ -90,6 +90,13 @@ typedef struct sp_sample_src {
     const sp_image *raw;
 } sp_sample_src;
 
+/*! sp_isa_cap() : a SIMD level (0 baseline, 1 AVX2, 2 AVX-512) capped by
+ *  the environment variable SEEDPIPE_ISA=sse2|avx2|avx512 (unset: best).
+ *  Every module with run-time SIMD dispatch (resize, the CPU convolutions,
+ *  the cache's hashing and dictionary expansion) gives the same bytes at
+ *  every level; tests compare them through this variable. */
+int sp_isa_cap(int best);
+
 /*! sp_version_string() : "seedpipe X.Y.Z". */
 const char *sp_version_string(void);
 /*! sp_library_versions() : writes a JSON object of the linked library
