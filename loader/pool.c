@@ -622,7 +622,7 @@ static void consumer_put(sp_pool *pool, epoch_cache *ec, uint32_t s, const batch
     sp_error e;
     sp_error_clear(&e);
     size_t sb = sp_loader_sample_bytes(pool->ld);
-    sp__item *items = malloc((size_t)g->count * sizeof *items);
+    sp__item *items = malloc(((size_t)g->count + 1) * sizeof *items);   /* +1: count 0 */
     if (!items || sp_batch_alloc(pool->ld, &b) != 0) {
         free(items);
         ec_drop_writer(pool, ec, "cache: out of memory");
