@@ -171,6 +171,7 @@ class _Res:
         self.client = None   # sp_client *
         self.cview = None    # held client view (sp_batch)
         self.cache = None    # sp_cache * (in-process loader with a cache)
+        self.keep = None     # the cache's warning callback and options
 
     def free_pool(self):
         if self.pool:
@@ -383,6 +384,8 @@ class Loader(_Base):
             self._copts = L.sp_cache_opts()
             L.sp_cache_opts_default(byref(self._copts))
             self._copts.warn = self._cache_warn
+            # free() (a finalizer) may still warn: the resources keep them alive.
+            self._res.keep = (self._cache_warn, self._copts)
         if self.workers == 0:
             self._res.batch = L.sp_batch()
             rc = L.sp_batch_alloc(self._res.loader, byref(self._res.batch))
