@@ -36,7 +36,9 @@
  * cache_opts->warn and the entry moved aside; an evicted entry; a batch
  * with failed samples, whose failure log only the consumer keeps) makes the
  * workers compute that batch instead. A failed write (full disk) is a
- * warning: the epoch goes on uncached. Per-worker rng mode is not cached.
+ * warning: the epoch goes on uncached. A worker that dies writing a batch
+ * file costs nothing: the consumer writes that batch from the slot.
+ * Per-worker rng mode is not cached.
  *
  * cfg.rng_mode SP_RNG_PER_WORKER is the documented demonstration of the
  * classic scheme (loader.h): each worker draws from K_worker(w) with its own
