@@ -86,9 +86,11 @@ def main():
         rows = [l for l in p.stdout.splitlines() if l.startswith(("workers", "stop", "in-process"))]
         assert len(rows) == 6, p.stdout
         assert all(r.rstrip().endswith(("yes", "reference")) for r in rows), p.stdout
-        p = run("verify", ds, *common, "--workers", "1,2", "--rng-mode", "per-worker", ok=False)
+        # (4 workers: with 2, a loaded machine may leave worker 1 idle for a
+        # whole epoch, and the per-worker bytes then happen to agree)
+        p = run("verify", ds, *common, "--workers", "1,4", "--rng-mode", "per-worker", ok=False)
         assert p.returncode == 1, p.stdout + p.stderr
-        assert "first divergence at epoch 0, batch" in p.stdout, p.stdout
+        assert "first divergence at epoch " in p.stdout, p.stdout
         assert "byte offset" in p.stdout, p.stdout
         assert [l for l in p.stdout.splitlines() if l.startswith("workers 1 ")][0].endswith("yes")
 
