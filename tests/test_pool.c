@@ -280,8 +280,10 @@ static void test_per_worker_mode(void) {
     run_inproc(&c, &ref);
     run_pool(&c, 1, 0, -1, -1, 0, &s1);
     same(&ref, &s1, "per-worker 1 worker");
-    run_pool(&c, 3, 0, -1, -1, 0, &s3);
-    CHECK_MSG(differs(&ref, &s3), "per-worker mode with 3 workers did not diverge");
+    /* 4 workers: with fewer on 60 samples, a loaded machine may leave all
+     * but worker 0 idle, and the per-worker bytes then happen to agree. */
+    run_pool(&c, 4, 0, -1, -1, 0, &s3);
+    CHECK_MSG(differs(&ref, &s3), "per-worker mode with 4 workers did not diverge");
     c.rng_mode = SP_RNG_PER_SAMPLE;
     stream d;
     run_inproc(&c, &d);
