@@ -181,6 +181,7 @@ static int cache_build(cli_args *a) {
                 cli_fail(a, &err);
             }
             images += bp->count;
+            done++;
             if (pool) sp_pool_release(pool, NULL);
             double t = now_s();
             if (tty && (t - last > 0.2 || done == total)) {
