@@ -343,8 +343,8 @@ void sp__cb_io_free(sp__cb_io *io) {
 }
 
 int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key, uint32_t epoch,
-                uint64_t index, size_t sample_bytes, const sp__cm_batch *line, sp__cb_io *io,
-                sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err) {
+                uint64_t index, size_t sample_bytes, uint32_t cap, const sp__cm_batch *line,
+                sp__cb_io *io, sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err) {
     char path[PATH_CAP + 40];
     snprintf(path, sizeof path, "%s/%s", dirpath, name);
     *enoent = 0;
@@ -367,6 +367,13 @@ int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key,
                     h->meta_raw + (uint64_t)h->count * h->sample_bytes != line->raw))
         rc = sp_error_set(err, SP_EFORMAT, "%s: header does not match the entry's manifest",
                           path);
+    /* A batch logs at most one failure per position and substitute try. */
+    if (rc == 0 && (h->count > cap || h->nskipped > cap || h->nsubstituted > cap ||
+                    h->nfailures > (uint64_t)cap * (SP_SUBSTITUTE_TRIES + 1) ||
+                    h->meta_raw > (uint64_t)cap * 36 +
+                                      (uint64_t)h->nfailures * (16 + SP_ERROR_MSG_MAX)))
+        rc = sp_error_set(err, SP_EFORMAT, "%s: metadata larger than a batch of %u can have",
+                          path, cap);
     if (rc == 0)
         rc = sp__cb_decode(io->dctx, io->file.p, len, path, h, out, &io->meta, &io->scratch, err);
     return rc;
@@ -406,7 +413,7 @@ int sp_cache_reader_batch(sp_cache_reader *r, uint64_t index, sp_batch *out, sp_
     sp_digest_parse(r->key, &key);
     int enoent;
     int rc = sp__cb_read(r->dirfd, r->path, name, key, r->m.info.epoch, index, r->sample_bytes,
-                         &r->m.b[index], &r->io, out, &h, &enoent, err);
+                         out->capacity, &r->m.b[index], &r->io, out, &h, &enoent, err);
     if (rc != 0) return sp__cache_reader_failed(r, enoent, err);
     sp__cb_replay_failures(r->ld, &h, r->io.meta.p);
     sp__cache_reader_count(r, index);

@@ -227,51 +227,23 @@ int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, c
         close(fd);
         return SP_OK;
     }
-    ZSTD_DCtx *dctx = ZSTD_createDCtx();
-    sp__cbuf file = {NULL, 0}, meta = {NULL, 0}, scratch = {NULL, 0};
-    int out_rc = dctx ? SP_OK : sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+    sp__cb_io io;
+    memset(&io, 0, sizeof io);
+    int out_rc = SP_OK;
+    /* The manifest records the global batch size: a bound for any rank's. */
+    uint32_t cap = m.info.batch_size;
     for (uint64_t i = 0; out_rc == 0 && i < m.info.batches; i++) {
-        char name[32], fpath[PATH_CAP + 48];
+        char name[32];
         snprintf(name, sizeof name, "b%08" PRIu64, i);
-        snprintf(fpath, sizeof fpath, "%s/%s", path, name);
-        size_t len;
         sp_error_clear(&e);
-        if (sp__read_file_at(fd, name, &file, &len) != 0) {
-            sp_error_set(&e, SP_EFORMAT, "%s: %s", fpath, errno == ENOENT ? "missing" :
-                         strerror(errno));
-            problem(report, ud, bad, &e);
-            continue;
-        }
-        if (len != m.b[i].stored) {
-            sp_error_set(&e, SP_EFORMAT, "%s: %zu bytes, the manifest says %" PRIu64
-                         " (truncated or extended)", fpath, len, m.b[i].stored);
-            problem(report, ud, bad, &e);
-            continue;
-        }
         sp__cb_header h;
-        rc = sp__cb_parse_header(file.p, len, fpath, &h, &e);
-        if (rc == 0 && (h.key.hi != m.key.hi || h.key.lo != m.key.lo ||
-                        h.epoch != m.info.epoch || h.index != i ||
-                        h.sample_bytes != m.info.sample_bytes || h.count > m.info.batch_size ||
-                        h.file_hash != m.b[i].file_hash ||
-                        h.meta_raw + (uint64_t)h.count * h.sample_bytes != m.b[i].raw))
-            rc = sp_error_set(&e, SP_EFORMAT, "%s: header does not match the manifest", fpath);
-        /* Bound what the metadata may claim by the batch (as a reader does
-         * with its batch's capacity), before allocating for it. */
-        uint64_t cap = m.info.batch_size;
-        if (rc == 0 && (h.nskipped > cap || h.nsubstituted > cap ||
-                        h.nfailures > cap * (SP_SUBSTITUTE_TRIES + 1) ||
-                        h.meta_raw > cap * 36 + (uint64_t)h.nfailures * (16 + SP_ERROR_MSG_MAX)))
-            rc = sp_error_set(&e, SP_EFORMAT, "%s: metadata larger than a batch of %" PRIu64
-                              " can have", fpath, cap);
-        if (rc == 0) rc = sp__cb_decode(dctx, file.p, len, fpath, &h, NULL, &meta, &scratch, &e);
+        int enoent;
+        rc = sp__cb_read(fd, path, name, m.key, m.info.epoch, i, (size_t)m.info.sample_bytes, cap,
+                         &m.b[i], &io, NULL, &h, &enoent, &e);
         if (rc == SP_ENOMEM) out_rc = sp_error_set(err, rc, "%s", e.msg);
         else if (rc != 0) problem(report, ud, bad, &e);
     }
-    ZSTD_freeDCtx(dctx);
-    sp__cbuf_free(&file);
-    sp__cbuf_free(&meta);
-    sp__cbuf_free(&scratch);
+    sp__cb_io_free(&io);
     sp__cm_free(&m);
     close(fd);
     return out_rc;

@@ -141,13 +141,16 @@ void sp__cb_io_free(sp__cb_io *io);   /* and zero it */
 
 /*! sp__cb_read() : read the batch file dirfd/name (dirpath/name in
  *  messages), check it against its manifest line and (key, epoch, index,
- *  sample_bytes), decode it into out. *enoent is set when the file was
- *  missing. The metadata stays in io->meta, the header in *h.
+ *  sample_bytes), bound what its metadata claims by a batch of `cap`
+ *  samples (before allocating for it), decode it into out (NULL: verify
+ *  only). *enoent is set when the file was missing. The metadata stays in
+ *  io->meta, the header in *h. Readers, pool workers and `cache verify`
+ *  all read through here.
  *  @return 0; SP_EFORMAT ("path: reason": damaged, truncated, missing,
  *  foreign); SP_ENOMEM. */
 int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key, uint32_t epoch,
-                uint64_t index, size_t sample_bytes, const sp__cm_batch *line, sp__cb_io *io,
-                sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err);
+                uint64_t index, size_t sample_bytes, uint32_t cap, const sp__cm_batch *line,
+                sp__cb_io *io, sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err);
 
 /*! sp__cb_write() : encode b (sp__cb_encode()) with zstd `level` and write
  *  it as the new file dirfd/bNNNNNNNN (O_EXCL; fsync unless no_fsync); on

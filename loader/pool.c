@@ -289,7 +289,7 @@ static int cache_read_slot(worker_ctx *wc, uint64_t q, uint32_t s, const batch_g
         } else {
             sp__cb_header hd;
             rc = sp__cb_read(dfd, dir, name, sc->key, g->epoch, g->index, h->sample_bytes,
-                             &sc->line, &wc->io, &v, &hd, &enoent, &e);
+                             pool->cap, &sc->line, &wc->io, &v, &hd, &enoent, &e);
             close(dfd);
             if (rc == 0 && (v.count != g->count || hd.nskipped || hd.nsubstituted ||
                             hd.nfailures)) {
