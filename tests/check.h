@@ -3,6 +3,8 @@
  * Tests only (library code never aborts). CHECK(cond) prints the failing
  * expression with file:line and exits 1; SKIP(msg) exits 77, which ctest
  * reports as a skipped test. sp_test_data(rel) returns $SP_SHARED_DATA/rel.
+ * sp_test_break_png(dir, n) overwrites the n-th (1-based, sorted) PNG of an
+ * ImageFolder with 6 undecodable bytes (on-error tests).
  */
 #ifndef SP_TESTS_CHECK_H
 #define SP_TESTS_CHECK_H
@@ -27,5 +29,16 @@ static inline const char *sp_test_data(const char *rel) {
     if (!root) root = "../shared/data";
     snprintf(buf, sizeof buf, "%s/%s", root, rel);
     return buf;
+}
+
+static inline void sp_test_break_png(const char *dir, int n) {
+    char cmd[4200], p[4096];
+    snprintf(cmd, sizeof cmd, "ls %s/*/*.png | sed -n %dp", dir, n);
+    FILE *f = popen(cmd, "r");
+    CHECK(f && fgets(p, sizeof p, f));
+    pclose(f);
+    p[strcspn(p, "\n")] = '\0';
+    FILE *g = fopen(p, "wb");
+    CHECK(g && fwrite("broken", 1, 6, g) == 6 && fclose(g) == 0);
 }
 #endif

@@ -820,19 +820,7 @@ int main(void) {
     sp_shapes_opts so = {NSAMPLES, 32, 5};
     CHECK_OK(sp_shapes_make(data, &so, &err), &err);
     CHECK_OK(sp_shapes_make(bad_data, &so, &err), &err);
-    {   /* one broken file for the on-error test */
-        char p[400];
-        snprintf(p, sizeof p, "%s/circle/000000.png", bad_data);
-        if (!exists(p)) {
-            char cmd[600];
-            snprintf(cmd, sizeof cmd, "ls %s/*/*.png | head -1", bad_data);
-            FILE *f = popen(cmd, "r");
-            CHECK(f && fgets(p, sizeof p, f));
-            pclose(f);
-            p[strcspn(p, "\n")] = '\0';
-        }
-        write_all(p, (const uint8_t *)"broken", 6);
-    }
+    sp_test_break_png(bad_data, 1);   /* one broken file for the on-error test */
     char dir[300];
     snprintf(dir, sizeof dir, "%s/cache", root);
     test_cold_warm(dir);

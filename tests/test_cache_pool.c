@@ -410,16 +410,7 @@ int main(void) {
     sp_shapes_opts so = {NSAMPLES, 32, 9};
     CHECK_OK(sp_shapes_make(data, &so, &err), &err);
     CHECK_OK(sp_shapes_make(bad_data, &so, &err), &err);
-    {   /* one undecodable file for the on-error test */
-        char cmd[700], p[400];
-        snprintf(cmd, sizeof cmd, "ls %s/*/*.png | sed -n 7p", bad_data);
-        FILE *f = popen(cmd, "r");
-        CHECK(f && fgets(p, sizeof p, f));
-        pclose(f);
-        p[strcspn(p, "\n")] = '\0';
-        FILE *g = fopen(p, "wb");
-        CHECK(g && fwrite("broken", 1, 6, g) == 6 && fclose(g) == 0);
-    }
+    sp_test_break_png(bad_data, 7);   /* one undecodable file for the on-error test */
     sp_digest ref[TOTAL];
     CHECK(reference(data, SP_ON_ERROR_FAIL, ref) == 0);
     test_cold_warm(ref);
