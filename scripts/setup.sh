@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh - install seedpipe's build and test dependencies (Debian, as root)
-# and build it into build/. Safe to rerun. Used by scripts/main.sh,
+# and build it into build/ (extra arguments go to cmake, e.g.
+# -DSEEDPIPE_WERROR=ON as the tests use). Safe to rerun. Used by scripts/main.sh,
 # scripts/test.sh and CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +35,5 @@ if [ -d /usr/local/cuda/bin ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 # Tests run with Debian's python3 (it has the packages above), whatever
 # other python3 may come first on PATH.
 py=/usr/bin/python3
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$py >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$py "$@" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -6,12 +6,12 @@
 # briefly (libFuzzer with clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh -DSEEDPIPE_WERROR=ON
 ctest --test-dir build --output-on-failure -j2
 
 echo "== the same suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSEEDPIPE_SANITIZE=ON \
-      -DSEEDPIPE_CUDA=OFF -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+      -DSEEDPIPE_CUDA=OFF -DSEEDPIPE_WERROR=ON -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 cmake --build build-asan -j"$(nproc)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2
