@@ -1,13 +1,14 @@
-// env_cuda.cu - the CUDA part of the environment record (seedpipe/env.h):
-// runtime, driver, cuDNN and cuBLAS versions, device 0's name and compute
-// capability. Compiled only with CUDA; loader/env.c has the stub otherwise.
+// env_cuda.cu - the CUDA part of the environment record (seedpipe/env.h,
+// sp_env_cuda_query() in seedpipe/train.h): runtime, driver, cuDNN and
+// cuBLAS versions, device 0's name and compute capability. Compiled only
+// with CUDA; kernels/record.c has the stub otherwise.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "seedpipe/env.h"
+#include "seedpipe/train.h"
 
 extern "C" void sp_env_cuda_query(sp_env_cuda_info *out) {
     memset(out, 0, sizeof *out);

@@ -17,6 +17,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#ifndef SEEDPIPE_HAVE_CUDA
+/* Built without CUDA: kernels/env_cuda.cu has the real one. */
+void sp_env_cuda_query(sp_env_cuda_info *out) { memset(out, 0, sizeof *out); }
+#endif
+
 int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err) {
     char *text = NULL;
     size_t len = 0;
@@ -31,7 +36,9 @@ int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err)
     sp_digest sdg = {h.high64, h.low64};
     sp_digest_hex(sdg, sd);
     char env[8192];
-    if (sp_env_json(env, sizeof env) >= (int)sizeof env) snprintf(env, sizeof env, "{}");
+    sp_env_cuda_info cuda;
+    sp_env_cuda_query(&cuda);
+    if (sp_env_json(env, sizeof env, &cuda) >= (int)sizeof env) snprintf(env, sizeof env, "{}");
     fprintf(f, "{\"seed\":%llu,\"config\":%s,\"dataset_fingerprint\":\"%s\","
                "\"loader_fingerprint\":\"%s\",\"versions\":%s,\"device\":%s,"
                "\"environment\":%s,\"epochs\":[",

@@ -1,5 +1,6 @@
 /* common.c - error records, image buffers, digests and version strings
- * shared by every seedpipe module (include/seedpipe/common.h). */
+ * shared by every seedpipe module (include/seedpipe/common.h,
+ * include/seedpipe/version.h). */
 #include "seedpipe/common.h"
 
 #include <stdarg.h>
@@ -13,9 +14,11 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#ifndef SEEDPIPE_VERSION
-#define SEEDPIPE_VERSION "0.0.0"
-#endif
+/* "X.Y.Z" from seedpipe/version.h, the one place the version is written. */
+#define SP_STR_(x) #x
+#define SP_STR(x) SP_STR_(x)
+#define SEEDPIPE_VERSION \
+    SP_STR(SP_VERSION_MAJOR) "." SP_STR(SP_VERSION_MINOR) "." SP_STR(SP_VERSION_PATCH)
 
 const char *sp_strerror(int code) {
     switch (code) {
@@ -87,6 +90,8 @@ int sp_digest_parse(const char *hex, sp_digest *out) {
 }
 
 const char *sp_version_string(void) { return "seedpipe " SEEDPIPE_VERSION; }
+
+int sp_abi_version(void) { return SP_ABI_VERSION; }
 
 int sp_isa_cap(int best) {
     const char *cap = getenv("SEEDPIPE_ISA");

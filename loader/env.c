@@ -8,10 +8,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#ifndef SEEDPIPE_HAVE_CUDA
-void sp_env_cuda_query(sp_env_cuda_info *out) { memset(out, 0, sizeof *out); }
-#endif
-
 #if defined(__SANITIZE_ADDRESS__)
 #define SP_ENV_SANITIZERS "address,undefined"
 #elif defined(__has_feature)
@@ -39,7 +35,7 @@ typedef struct env_info {
     sp_env_cuda_info cuda;
 } env_info;
 
-static void gather(env_info *e) {
+static void gather(env_info *e, const sp_env_cuda_info *cuda) {
     memset(e, 0, sizeof *e);
     snprintf(e->cpu, sizeof e->cpu, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -60,7 +56,7 @@ static void gather(env_info *e) {
     e->threads = sysconf(_SC_NPROCESSORS_ONLN);
     if (uname(&e->un) != 0) memset(&e->un, 0, sizeof e->un);
     sp_library_versions_json(e->libs, sizeof e->libs);
-    sp_env_cuda_query(&e->cuda);
+    if (cuda) e->cuda = *cuda;
 }
 
 /* A bounded appender (snprintf semantics over the whole output). */
@@ -97,9 +93,9 @@ static int finish(out_buf *o) {
     return (int)o->len;
 }
 
-int sp_env_json(char *buf, size_t n) {
+int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda) {
     env_info e;
-    gather(&e);
+    gather(&e, cuda);
     out_buf o = {buf, n, 0};
     put(&o, "{\"seedpipe\":");
     put_str(&o, sp_version_string());
@@ -148,9 +144,9 @@ int sp_env_json(char *buf, size_t n) {
     return finish(&o);
 }
 
-int sp_env_text(char *buf, size_t n) {
+int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda) {
     env_info e;
-    gather(&e);
+    gather(&e, cuda);
     out_buf o = {buf, n, 0};
     put(&o, "seedpipe:    %s\n", sp_version_string());
     put(&o, "build:       CUDA %s, sanitizers %s, assertions %s, fp-contract off\n",

@@ -90,21 +90,21 @@ typedef struct sp_cache_opts {
 
 /*! sp_cache_opts_default() : unlimited size, level -5, auto filter, lock,
  *  fsync, no warning callback. */
-void sp_cache_opts_default(sp_cache_opts *o);
+SP_API void sp_cache_opts_default(sp_cache_opts *o);
 
 typedef struct sp_cache sp_cache;
 
 /*! sp_cache_open() : open (creating it and its .tmp/.corrupt/.locks
  *  subdirectories if missing) the cache directory `dir`. opts may be NULL.
  *  @return 0, SP_EIO ("dir: reason"), SP_EINVAL (bad level), SP_ENOMEM. */
-int sp_cache_open(const char *dir, const sp_cache_opts *opts, sp_cache **out, sp_error *err);
+SP_API int sp_cache_open(const char *dir, const sp_cache_opts *opts, sp_cache **out, sp_error *err);
 /*! sp_cache_close() : finishes the helper's open entry (commits it if
  *  complete, else aborts it), then frees. Accepts NULL. */
-void sp_cache_close(sp_cache *c);
-const char *sp_cache_dir(const sp_cache *c);
+SP_API void sp_cache_close(sp_cache *c);
+SP_API const char *sp_cache_dir(const sp_cache *c);
 
 /*! sp_cache_key() : the entry key of (ld, epoch) as defined above. */
-sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch);
+SP_API sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch);
 
 /* ---- the convenience path: one batch stream through the cache ------------- */
 
@@ -118,10 +118,10 @@ sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch);
  *  one open entry (and the loader pointer): use one sp_cache per stream, and
  *  call sp_cache_flush() before destroying the loader.
  *  @return 0, or sp_loader_batch()'s error (SP_ERANGE, a sample's error). */
-int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
-                         sp_batch *out, sp_error *err);
+SP_API int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
+                                sp_batch *out, sp_error *err);
 /*! sp_cache_flush() : commit (if complete) or abort the helper's open entry. */
-void sp_cache_flush(sp_cache *c);
+SP_API void sp_cache_flush(sp_cache *c);
 
 typedef struct sp_cache_stats {
     uint64_t hits, misses;             /* entry lookups */
@@ -134,7 +134,7 @@ typedef struct sp_cache_stats {
     uint64_t bytes_read, bytes_written;   /* stored (compressed) bytes */
     uint64_t raw_read, raw_written;       /* uncompressed bytes */
 } sp_cache_stats;
-void sp_cache_stats_get(const sp_cache *c, sp_cache_stats *s);
+SP_API void sp_cache_stats_get(const sp_cache *c, sp_cache_stats *s);
 
 /* ---- reading an entry ------------------------------------------------------- */
 
@@ -146,16 +146,16 @@ typedef struct sp_cache_reader sp_cache_reader;
  *  @return 0 (hit, *out set), SP_CACHE_MISS (*out NULL; if an entry was
  *  there but unusable, err says why with its path and it was moved aside),
  *  or SP_ENOMEM / SP_EIO (*out NULL). */
-int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_reader **out,
-                         sp_error *err);
+SP_API int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_reader **out,
+                                sp_error *err);
 /*! sp_cache_reader_batch() : read, verify and decompress batch `index`
  *  into out (allocated with sp_batch_alloc(ld)); replays the batch's
  *  failure-log lines into the loader. out is only meaningful on success.
  *  @return 0; SP_EFORMAT (corrupt or truncated: err names the file, the
  *  entry was moved aside, recompute); SP_EIO (vanished, e.g. evicted:
  *  recompute); SP_ERANGE; SP_ENOMEM. */
-int sp_cache_reader_batch(sp_cache_reader *r, uint64_t index, sp_batch *out, sp_error *err);
-void sp_cache_reader_close(sp_cache_reader *r);   /* accepts NULL */
+SP_API int sp_cache_reader_batch(sp_cache_reader *r, uint64_t index, sp_batch *out, sp_error *err);
+SP_API void sp_cache_reader_close(sp_cache_reader *r);   /* accepts NULL */
 
 /* ---- writing an entry ------------------------------------------------------- */
 
@@ -166,23 +166,23 @@ typedef struct sp_cache_writer sp_cache_writer;
  *  @return 0 (*out set); SP_CACHE_SKIP (*out NULL: the entry exists or
  *  another process holds the key's lock; err says which); SP_EUNSUPP
  *  (per-worker rng mode); SP_EIO; SP_ENOMEM. */
-int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
-                         sp_cache_writer **out, sp_error *err);
+SP_API int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
+                                sp_cache_writer **out, sp_error *err);
 /*! sp_cache_writer_put() : compress, checksum and write one batch (any
  *  order, each index once). On a write error (ENOSPC, EFBIG, EIO) the file
  *  is removed and the writer is spoiled: abort it.
  *  @return 0, SP_EIO ("path: reason"), SP_EINVAL (wrong epoch, duplicate
  *  index, bad count), SP_ENOMEM. */
-int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err);
+SP_API int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err);
 /*! sp_cache_writer_complete() : 1 if every batch of the epoch was put. */
-int sp_cache_writer_complete(const sp_cache_writer *w);
+SP_API int sp_cache_writer_complete(const sp_cache_writer *w);
 /*! sp_cache_writer_commit() : write the manifest, rename the entry into
  *  place, free w (always). Losing a race to a concurrent writer of the same
  *  key is success (the entry is there). With opts.max_size, collects.
  *  @return 0, SP_EINVAL (incomplete: aborted), SP_EIO (aborted). */
-int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err);
+SP_API int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err);
 /*! sp_cache_writer_abort() : remove everything written, free. Accepts NULL. */
-void sp_cache_writer_abort(sp_cache_writer *w);
+SP_API void sp_cache_writer_abort(sp_cache_writer *w);
 
 /* ---- maintenance: ls, gc, verify ------------------------------------------- */
 
@@ -208,14 +208,14 @@ typedef struct sp_cache_entry_info {
 
 /*! sp_cache_list() : every committed entry, most recently used first.
  *  Free with sp_cache_list_free(). @return 0, SP_EIO, SP_ENOMEM. */
-int sp_cache_list(sp_cache *c, sp_cache_entry_info **out, size_t *n, sp_error *err);
-void sp_cache_list_free(sp_cache_entry_info *e, size_t n);   /* accepts NULL */
+SP_API int sp_cache_list(sp_cache *c, sp_cache_entry_info **out, size_t *n, sp_error *err);
+SP_API void sp_cache_list_free(sp_cache_entry_info *e, size_t n);   /* accepts NULL */
 
 /*! sp_cache_entry_config() : a loader config that recomputes the entry
  *  (dataset may override the recorded path; threads 1). Pointers in cfg
  *  point into e. @return 0 or SP_EFORMAT. */
-int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
-                          sp_loader_config *cfg, sp_error *err);
+SP_API int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
+                                 sp_loader_config *cfg, sp_error *err);
 
 typedef struct sp_cache_gc_report {
     uint64_t bytes_before, bytes_after;
@@ -230,19 +230,19 @@ typedef struct sp_cache_gc_report {
  *  being written (a live staging directory) is never touched; an entry
  *  being read is renamed away first, so its reader sees a miss (SP_EIO),
  *  never a partial file. rep may be NULL. @return 0, SP_EIO. */
-int sp_cache_gc(sp_cache *c, uint64_t max_size, sp_cache_gc_report *rep, sp_error *err);
+SP_API int sp_cache_gc(sp_cache *c, uint64_t max_size, sp_cache_gc_report *rep, sp_error *err);
 
 /*! sp_cache_verify_entry() : re-check the manifest and every batch file of
  *  entry `key` (32 hex): sizes, both checksums, decompression, the layout
  *  of the metadata. Read-only (nothing is moved). report(ud, msg) is called
  *  once per problem ("path: reason"); *bad gets the number of problems.
  *  @return 0 (check *bad), SP_ENOMEM. */
-int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, const char *),
-                          void *ud, uint64_t *bad, sp_error *err);
+SP_API int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, const char *),
+                                 void *ud, uint64_t *bad, sp_error *err);
 
 /*! sp_cache_parse_size() : "123", "10K", "10M", "2G", "1T" (binary units,
  *  optional trailing "B"/"iB"). @return 0 or SP_EINVAL. */
-int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err);
+SP_API int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -58,9 +58,9 @@ typedef struct sp_client sp_client;
  *  (not a seedpipe region, truncated, hostile sizes, layout version),
  *  SP_EMISMATCH (fingerprint), SP_EINVAL (rank, name), SP_ENOMEM. Messages
  *  start with "region NAME: ". */
-int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err);
-int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
-                          sp_client **out, sp_error *err);
+SP_API int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err);
+SP_API int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
+                                 sp_client **out, sp_error *err);
 
 /*! sp_client_next() : the next batch of this rank, waiting (futex) until
  *  the service publishes it. *view: capacity B/K, count, epoch, index,
@@ -69,21 +69,21 @@ int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts 
  *  @return 0, SP_CLIENT_END, SP_EINVAL (R views already held), the
  *  stream's error (on-error fail: "path: reason"), SP_EIO (the service died
  *  or stopped before the end; this rank was dropped). */
-int sp_client_next(sp_client *c, sp_batch *view, sp_error *err);
+SP_API int sp_client_next(sp_client *c, sp_batch *view, sp_error *err);
 /*! sp_client_release() : give back a view from sp_client_next(); the view
  *  is cleared. @return 0 or SP_EINVAL (not held: released twice, or not
  *  ours). */
-int sp_client_release(sp_client *c, sp_batch *view, sp_error *err);
+SP_API int sp_client_release(sp_client *c, sp_batch *view, sp_error *err);
 
 /*! sp_client_state() : the loader state after the last batch this rank
  *  took (the next batch it has not consumed): pass it to `serve --resume`,
  *  `digest --resume` or sp_pool_create(); the fingerprint ignores world, so
  *  it resumes with any rank count. */
-void sp_client_state(const sp_client *c, sp_loader_state *st);
+SP_API void sp_client_state(const sp_client *c, sp_loader_state *st);
 
 /*! sp_client_detach() : drop held views, mark the rank detached, unmap.
  *  Accepts NULL. */
-void sp_client_detach(sp_client *c);
+SP_API void sp_client_detach(sp_client *c);
 
 /* What the stream is. */
 typedef struct sp_client_info {
@@ -100,12 +100,12 @@ typedef struct sp_client_info {
     sp_digest fingerprint;
     uint64_t seed;
 } sp_client_info;
-void sp_client_info_get(const sp_client *c, sp_client_info *info);
+SP_API void sp_client_info_get(const sp_client *c, sp_client_info *info);
 
 /*! sp_client_batch_digest() : sp_batch_digest() of a view (the same bytes
  *  hashed the same way), so `seedpipe digest --rank r --world K` manifests
  *  and stream digests can be compared with what a client received. */
-sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *view);
+SP_API sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *view);
 
 /* Timing of the last sp_client_next() (CLOCK_MONOTONIC ns; stats only). */
 typedef struct sp_client_timing {
@@ -114,7 +114,7 @@ typedef struct sp_client_timing {
     uint64_t call_ns;       /* sp_client_next() was called */
     uint64_t taken_ns;      /* ... and returned it */
 } sp_client_timing;
-void sp_client_timing_get(const sp_client *c, sp_client_timing *t);
+SP_API void sp_client_timing_get(const sp_client *c, sp_client_timing *t);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seedpipe/version.h"   /* SP_API, sp_version_string() */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,7 +41,7 @@ typedef enum {
 } sp_status;
 
 /*! sp_strerror() : @return a static string for an SP_E* code ("ok" for 0). */
-const char *sp_strerror(int code);
+SP_API const char *sp_strerror(int code);
 
 #define SP_ERROR_MSG_MAX 512
 typedef struct sp_error {
@@ -48,11 +50,11 @@ typedef struct sp_error {
 } sp_error;
 
 /*! sp_error_clear() : reset to SP_OK and an empty message. Accepts NULL. */
-void sp_error_clear(sp_error *err);
+SP_API void sp_error_clear(sp_error *err);
 
 /*! sp_error_set() : set code and printf-style message; @return code.
  *  Accepts err == NULL (then only returns code). Used by every module. */
-int sp_error_set(sp_error *err, int code, const char *fmt, ...)
+SP_API int sp_error_set(sp_error *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -70,15 +72,15 @@ typedef struct sp_image {
 
 /*! sp_image_alloc() : allocate a tightly packed w x h x c image.
  *  @return 0, or SP_ENOMEM / SP_EINVAL (non-positive or overflowing size). */
-int sp_image_alloc(sp_image *img, int width, int height, int channels);
+SP_API int sp_image_alloc(sp_image *img, int width, int height, int channels);
 /*! sp_image_free() : free data allocated by seedpipe; zeroes *img. Accepts NULL. */
-void sp_image_free(sp_image *img);
+SP_API void sp_image_free(sp_image *img);
 
 /* A 128-bit digest / fingerprint (XXH3-128). hex is 32 lowercase digits. */
 typedef struct sp_digest { uint64_t hi, lo; } sp_digest;
-void sp_digest_hex(sp_digest d, char hex[33]);
+SP_API void sp_digest_hex(sp_digest d, char hex[33]);
 /*! sp_digest_parse() : @return 0 if `hex` is exactly 32 hex digits. */
-int sp_digest_parse(const char *hex, sp_digest *out);
+SP_API int sp_digest_parse(const char *hex, sp_digest *out);
 
 /* One sample's input as the pipeline sees it: either encoded file bytes
  * (PNG or JPEG; `raw` is NULL) or already-decoded pixels (IDX datasets;
@@ -95,15 +97,13 @@ typedef struct sp_sample_src {
  *  Every module with run-time SIMD dispatch (resize, the CPU convolutions,
  *  the cache's hashing and dictionary expansion) gives the same bytes at
  *  every level; tests compare them through this variable. */
-int sp_isa_cap(int best);
+SP_API int sp_isa_cap(int best);
 
-/*! sp_version_string() : "seedpipe X.Y.Z". */
-const char *sp_version_string(void);
 /*! sp_library_versions() : writes a JSON object of the linked library
  *  versions, e.g. {"seedpipe":"0.1.0","libpng":"1.6.39",
  *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13"}.
  *  @return the length that was needed (snprintf semantics). */
-int sp_library_versions_json(char *buf, size_t size);
+SP_API int sp_library_versions_json(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -70,32 +70,32 @@ typedef struct sp_dataset_limits {
  *  SP_EUNSUPP (IDX data type other than unsigned byte), SP_ELIMIT,
  *  SP_ENOMEM, SP_EINVAL. An ImageFolder with no class folder or no images
  *  is SP_EFORMAT. On failure *out is NULL. */
-int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
-                    sp_dataset **out, sp_error *err);
-void sp_dataset_destroy(sp_dataset *ds);   /* accepts NULL */
+SP_API int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
+                           sp_dataset **out, sp_error *err);
+SP_API void sp_dataset_destroy(sp_dataset *ds);   /* accepts NULL */
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
-sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list" */
-const char *sp_dataset_root(const sp_dataset *ds);
-uint64_t sp_dataset_size(const sp_dataset *ds);
-int sp_dataset_num_classes(const sp_dataset *ds);
-const char *sp_dataset_class_name(const sp_dataset *ds, int cls);
+SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
+SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list" */
+SP_API const char *sp_dataset_root(const sp_dataset *ds);
+SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
+SP_API int sp_dataset_num_classes(const sp_dataset *ds);
+SP_API const char *sp_dataset_class_name(const sp_dataset *ds, int cls);
 /*! sp_dataset_class_count() : number of samples with label cls. */
-uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls);
-int sp_dataset_label(const sp_dataset *ds, uint64_t i);
+SP_API uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls);
+SP_API int sp_dataset_label(const sp_dataset *ds, uint64_t i);
 /*! sp_dataset_path() : the sample's relative path ("class/file.png"), for
  *  lists the path as written, or for IDX "<images file name>#<index>" with a
  *  ".gz" suffix dropped (a plain and a gzip'd copy fingerprint alike).
  *  Owned by ds. */
-const char *sp_dataset_path(const sp_dataset *ds, uint64_t i);
-sp_digest sp_dataset_fingerprint(const sp_dataset *ds);
+SP_API const char *sp_dataset_path(const sp_dataset *ds, uint64_t i);
+SP_API sp_digest sp_dataset_fingerprint(const sp_dataset *ds);
 /*! sp_dataset_content_hash() : XXH3-128 of sample i's content as indexed
  *  (file bytes, or IDX pixels); {0, 0} when i is out of range. */
-sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
+SP_API sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
 /*! sp_dataset_raw_dims() : for IDX, the common image size (w, h, 1 channel);
  *  returns SP_EINVAL for encoded-file datasets. */
-int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h);
+SP_API int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h);
 
 /* One sample's input. For encoded datasets `bytes` is a malloc'd copy of the
  * file; for IDX `raw` points at raw_view, a view into the dataset's pixels
@@ -116,9 +116,9 @@ typedef struct sp_sample_data {
  *  changed since the dataset was indexed"), never silently used.
  *  @return 0, SP_EIO, SP_EMISMATCH, SP_ERANGE, SP_ENOMEM. On failure *out
  *  is left zeroed (nothing to free). Free with sp_sample_data_free(). */
-int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
-                    sp_error *err);
-void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
+SP_API int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
+                           sp_error *err);
+SP_API void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
 
 #ifdef __cplusplus
 }

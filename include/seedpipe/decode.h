@@ -55,7 +55,7 @@ typedef struct sp_decode_limits {
 } sp_decode_limits;
 
 /*! sp_decode_limits_default() : fill with the defaults above. */
-void sp_decode_limits_default(sp_decode_limits *lim);
+SP_API void sp_decode_limits_default(sp_decode_limits *lim);
 
 typedef struct sp_image_info {
     sp_format format;
@@ -68,8 +68,8 @@ typedef struct sp_image_info {
  *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
  *  up to the first scan. info may be NULL (then only the checks are made).
  *  @return 0, SP_EFORMAT (not PNG/JPEG, or a broken header) or SP_ELIMIT. */
-int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
-                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+SP_API int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
+                          const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 
 /* What to decode. Region (x, y, w, h) is in full-resolution pixel
  * coordinates and must lie inside the image; w == 0 (or h == 0) means the
@@ -99,19 +99,19 @@ typedef struct sp_decode_req {
  *  the data it needs (Adam7 PNGs and multi-scan JPEGs, e.g. progressive,
  *  are read whole), so damage after it may go unnoticed, but its pixels are
  *  still exact. */
-int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
-                    const sp_decode_req *req, const sp_decode_limits *lim,
-                    sp_image *out, sp_error *err);
+SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
+                           const sp_decode_req *req, const sp_decode_limits *lim,
+                           sp_image *out, sp_error *err);
 
 /*! sp_format_sniff() : PNG / JPEG by magic bytes, else SP_FORMAT_UNKNOWN. */
-sp_format sp_format_sniff(const uint8_t *buf, size_t len);
+SP_API sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 
 /*! sp_read_file() : read a whole file into a malloc'd buffer (max_bytes
  *  bound, 0 = 1 GiB); the caller frees *data. Works on pipes too. On
  *  failure *data is NULL and *len 0; the message names the path.
  *  @return 0, SP_EIO (with strerror; also for a directory) or SP_ELIMIT. */
-int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
-                 size_t *len, sp_error *err);
+SP_API int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
+                        size_t *len, sp_error *err);
 
 #ifdef __cplusplus
 }

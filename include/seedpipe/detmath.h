@@ -25,17 +25,19 @@
 #ifndef SEEDPIPE_DETMATH_H
 #define SEEDPIPE_DETMATH_H
 
+#include "seedpipe/version.h"   /* SP_API */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /*! sp_det_log() : natural logarithm, deterministic, < 1 ulp. */
-double sp_det_log(double x);
+SP_API double sp_det_log(double x);
 /*! sp_det_exp() : e^x, deterministic, < 1 ulp. */
-double sp_det_exp(double x);
+SP_API double sp_det_exp(double x);
 /*! sp_det_round_half_even() : round to nearest, ties to even (Python's
  *  round()), exact; |x| must be < 2^62. Used where torchvision rounds. */
-double sp_det_round_half_even(double x);
+SP_API double sp_det_round_half_even(double x);
 
 #ifdef __cplusplus
 }

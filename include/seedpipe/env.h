@@ -23,21 +23,17 @@
 
 #include <stddef.h>
 
+#include "seedpipe/version.h"   /* SP_API */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/*! sp_env_json() : write the JSON object into buf (snprintf semantics:
- *  always NUL-terminated when n > 0). @return the length it needed (>= n:
- *  truncated; 8 KiB is plenty). */
-int sp_env_json(char *buf, size_t n);
-
-/*! sp_env_text() : the same as "key: value" lines for people. */
-int sp_env_text(char *buf, size_t n);
-
-/* The CUDA part (loader/env.c without CUDA, kernels/env_cuda.cu with). */
+/* The CUDA part of the record. libseedpipe (the loader) holds no CUDA code:
+ * the training library fills this (sp_env_cuda_query() in train.h) and the
+ * caller passes it in; NULL means "no CUDA here". */
 typedef struct sp_env_cuda_info {
-    int compiled;            /* 0: the library was built without CUDA */
+    int compiled;            /* 0: built without CUDA */
     int runtime, driver;     /* cudaRuntimeGetVersion / cudaDriverGetVersion, e.g. 13000 */
     int cudnn[3];            /* major, minor, patch (cudnnGetVersion) */
     int cublas[3];           /* major, minor, patch (cublasGetProperty) */
@@ -48,9 +44,14 @@ typedef struct sp_env_cuda_info {
     char error[160];         /* a runtime error while asking, or "" */
 } sp_env_cuda_info;
 
-/*! sp_env_cuda_query() : fill *out (zeroed first). Never fails: problems
- *  go to out->error. */
-void sp_env_cuda_query(sp_env_cuda_info *out);
+/*! sp_env_json() : write the JSON object into buf (snprintf semantics:
+ *  always NUL-terminated when n > 0). `cuda` may be NULL (reported as not
+ *  compiled in). @return the length it needed (>= n: truncated; 8 KiB is
+ *  plenty). */
+SP_API int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda);
+
+/*! sp_env_text() : the same as "key: value" lines for people. */
+SP_API int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda);
 
 #ifdef __cplusplus
 }

@@ -71,25 +71,25 @@ typedef struct sp_csr {
 /*! sp_csr_build() : stable sort of m edges by (dst, src) (two counting
  *  passes, O(n + m)). Node ids must be < n.
  *  @return 0, SP_EINVAL (an id >= n: names the edge), SP_ENOMEM. */
-int sp_csr_build(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst, sp_csr *out,
-                 sp_error *err);
-void sp_csr_free(sp_csr *g);   /* accepts NULL and a zeroed struct */
+SP_API int sp_csr_build(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst, sp_csr *out,
+                        sp_error *err);
+SP_API void sp_csr_free(sp_csr *g);   /* accepts NULL and a zeroed struct */
 
 /*! sp_scatter_add_atomic() : out (n x f, overwritten) = scatter-add of the
  *  m edges, `threads` pthreads (<= 1: the caller only) each adding a
  *  contiguous chunk of edges with a CAS loop on uint32 bit patterns.
  *  w may be NULL (1). @return 0, SP_EINVAL, SP_ENOMEM. */
-int sp_scatter_add_atomic(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst,
-                          const float *w, const float *x, uint32_t f, int threads, float *out,
-                          sp_error *err);
+SP_API int sp_scatter_add_atomic(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst,
+                                 const float *w, const float *x, uint32_t f, int threads, float *out,
+                                 sp_error *err);
 
 /*! sp_scatter_add_csr() : the deterministic form: out (g->n x f) row d =
  *  the fixed-order sum of its CSR row; w_csr (CSR order, may be NULL) are
  *  the weights. `threads` split the destinations; the bits never depend on
  *  it. @return 0, SP_EINVAL, SP_ENOMEM (threads could not start: the
  *  caller's thread does the rest, never an error). */
-int sp_scatter_add_csr(const sp_csr *g, const float *w_csr, const float *x, uint32_t f,
-                       int threads, float *out, sp_error *err);
+SP_API int sp_scatter_add_csr(const sp_csr *g, const float *w_csr, const float *x, uint32_t f,
+                              int threads, float *out, sp_error *err);
 
 /* A GCN layer over a fixed graph. */
 typedef struct sp_gcn {
@@ -106,46 +106,46 @@ typedef struct sp_gcn {
 /*! sp_gcn_create() : the layer for n nodes and m directed edges (self-loops
  *  are added; do not pass them), weights from seed's init stream.
  *  @return 0, SP_EINVAL, SP_ENOMEM. */
-int sp_gcn_create(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst, uint32_t fin,
-                  uint32_t fout, uint64_t seed, sp_gcn **out, sp_error *err);
-void sp_gcn_destroy(sp_gcn *g);   /* accepts NULL */
+SP_API int sp_gcn_create(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst, uint32_t fin,
+                         uint32_t fout, uint64_t seed, sp_gcn **out, sp_error *err);
+SP_API void sp_gcn_destroy(sp_gcn *g);   /* accepts NULL */
 
 /*! sp_gcn_forward_cpu() : out (n x fout) = the layer on x (n x fin), with
  *  the aggregation in `mode` on `threads` threads. The linear part is
  *  deterministic in both modes. @return 0, SP_ENOMEM. */
-int sp_gcn_forward_cpu(const sp_gcn *g, const float *x, sp_scatter_mode mode, int threads,
-                       float *out, sp_error *err);
+SP_API int sp_gcn_forward_cpu(const sp_gcn *g, const float *x, sp_scatter_mode mode, int threads,
+                              float *out, sp_error *err);
 
 /*! sp_graph_sum() : the fixed-tree float sum (sp_nn_tree_sum) of v[0..n). */
-float sp_graph_sum(const float *v, size_t n);
+SP_API float sp_graph_sum(const float *v, size_t n);
 
 /*! sp_graph_erdos_renyi() : G(n, p) from seed's "other" stream
  *  (SP_STREAM_OTHER): pair i < j is an edge iff
  *  sp_u01d(philox((i, j, 1, 0), K_other)[0]) < p; for each, in (i, j)
  *  order, the edges i -> j then j -> i. *src / *dst are malloc'd arrays of
  *  *m edges. @return 0, SP_EINVAL, SP_ENOMEM. */
-int sp_graph_erdos_renyi(uint32_t n, double p, uint64_t seed, uint32_t **src, uint32_t **dst,
-                         uint64_t *m, sp_error *err);
+SP_API int sp_graph_erdos_renyi(uint32_t n, double p, uint64_t seed, uint32_t **src, uint32_t **dst,
+                                uint64_t *m, sp_error *err);
 
 /*! sp_graph_features() : n x f floats, element e = i*f + k is 2u - 1 with
  *  u = sp_u01f(philox((e / 4, 0, 2, 0), K_other)[e % 4]). */
-void sp_graph_features(uint32_t n, uint32_t f, uint64_t seed, float *x);
+SP_API void sp_graph_features(uint32_t n, uint32_t f, uint64_t seed, float *x);
 
 /* CUDA. Always declared; in a build without CUDA (the library was not
  * compiled with SEEDPIPE_HAVE_CUDA) sp_graph_cuda_compiled() is 0,
  * sp_graph_cuda_device() is 0 and the others return SP_EUNSUPP. */
-int sp_graph_cuda_compiled(void);
+SP_API int sp_graph_cuda_compiled(void);
 /*! sp_graph_cuda_device() : the number of CUDA devices (0: none; negative
  *  on a runtime error) and device 0's name into name. */
-int sp_graph_cuda_device(char *name, size_t n);
+SP_API int sp_graph_cuda_device(char *name, size_t n);
 /*! sp_gcn_forward_cuda() : the same layer on device 0 (uploads, runs,
  *  downloads). The deterministic mode gives the CPU's bits. */
-int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_mode mode, float *out,
-                        sp_error *err);
+SP_API int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_mode mode, float *out,
+                               sp_error *err);
 /*! sp_scatter_cuda_time() : device-resident timing of `reps` scatter-adds
  *  (f features, unit weights, zero input) in each form: mean ms per call. */
-int sp_scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst, uint64_t m,
-                         uint32_t f, int reps, double *ms_atomic, double *ms_det, sp_error *err);
+SP_API int sp_scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst, uint64_t m,
+                                uint32_t f, int reps, double *ms_atomic, double *ms_det, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -22,16 +22,16 @@ extern "C" {
 /*! sp_png_write() : write img (1 or 3 channels) as an 8-bit PNG (gray or
  *  RGB, not interlaced, zlib level 6, no time/text chunks).
  *  @return 0 or SP_EIO naming the path. */
-int sp_png_write(const char *path, const sp_image *img, sp_error *err);
+SP_API int sp_png_write(const char *path, const sp_image *img, sp_error *err);
 /*! sp_png_encode() : encode to a malloc'd buffer. */
-int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err);
+SP_API int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err);
 
 /*! sp_jpeg_write() / sp_jpeg_encode() : baseline JPEG, quality 1..100,
  *  4:2:0 for RGB (gray for 1 channel), accurate integer forward DCT, through
  *  TurboJPEG. At most 65535 x 65535. */
-int sp_jpeg_write(const char *path, const sp_image *img, int quality, sp_error *err);
-int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
-                   sp_error *err);
+SP_API int sp_jpeg_write(const char *path, const sp_image *img, int quality, sp_error *err);
+SP_API int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
+                          sp_error *err);
 
 /* Contact-sheet geometry: SP_CONTACT_GAP pixels of SP_CONTACT_BG gray
  * between the tiles and around the border. */
@@ -47,8 +47,8 @@ int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
  *      image k at x = 2 + (k % cols) * (w + 2), y = 2 + (k / cols) * (h + 2)
  *  Empty cells and gaps are SP_CONTACT_BG. @return 0, SP_EINVAL, SP_ELIMIT
  *  (more than 2^32 pixels), SP_ENOMEM. */
-int sp_contact_sheet(const uint8_t *pixels, int count, int h, int w, int c,
-                     int cols, sp_image *out, sp_error *err);
+SP_API int sp_contact_sheet(const uint8_t *pixels, int count, int h, int w, int c,
+                            int cols, sp_image *out, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -72,10 +72,10 @@ typedef enum { SP_RNG_PER_SAMPLE = 0, SP_RNG_PER_WORKER = 1 } sp_rng_mode;
 
 /*! sp_on_error_parse() / sp_rng_mode_parse() : "fail" | "skip" |
  *  "substitute", "per-sample" | "per-worker". @return 0 or SP_EINVAL. */
-int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
-int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
-const char *sp_on_error_name(sp_on_error p);
-const char *sp_rng_mode_name(sp_rng_mode m);
+SP_API int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
+SP_API int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
+SP_API const char *sp_on_error_name(sp_on_error p);
+SP_API const char *sp_rng_mode_name(sp_rng_mode m);
 
 typedef struct sp_loader_config {
     const char *dataset;     /* dataset path (dataset.h) */
@@ -101,7 +101,7 @@ typedef struct sp_loader_config {
 
 /*! sp_loader_config_default() : seed 0, B 32, world 1, uint8, NCHW,
  *  1 thread, pipeline "shapes-train". dataset must be set. */
-void sp_loader_config_default(sp_loader_config *cfg);
+SP_API void sp_loader_config_default(sp_loader_config *cfg);
 
 typedef struct sp_loader sp_loader;
 
@@ -109,23 +109,23 @@ typedef struct sp_loader sp_loader;
  *  geometry. @return 0 or the failing module's code with its message
  *  (e.g. SP_ESPEC: "pipeline op 2 ..."; SP_EINVAL: "normalize needs
  *  --dtype float32"). */
-int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err);
-void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
+SP_API int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err);
+SP_API void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
 
-const sp_dataset *sp_loader_dataset(const sp_loader *ld);
-const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
-const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
-uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
+SP_API const sp_dataset *sp_loader_dataset(const sp_loader *ld);
+SP_API const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
+SP_API const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
+SP_API uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
 /*! sp_loader_size() : the number of samples the loader draws from (the
  *  subset's size with a split, else the dataset's). */
-uint64_t sp_loader_size(const sp_loader *ld);
+SP_API uint64_t sp_loader_size(const sp_loader *ld);
 /*! sp_loader_sample_index() : the dataset index of the loader's j-th
  *  sample (j < sp_loader_size(); the identity without a split). */
-uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
+SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 /*! sp_loader_sample_dims() : channels, height, width of one sample. */
-void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
+SP_API void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
 /*! sp_loader_sample_bytes() : c * h * w * sizeof(dtype). */
-size_t sp_loader_sample_bytes(const sp_loader *ld);
+SP_API size_t sp_loader_sample_bytes(const sp_loader *ld);
 /*! sp_loader_fingerprint() : XXH3-128 of everything but the seed that
  *  decides the global batches: dataset fingerprint, canonical pipeline,
  *  dtype, layout, batch size, drop_last. Rank and world are left out on
@@ -133,10 +133,10 @@ size_t sp_loader_sample_bytes(const sp_loader *ld);
  *  can be resumed with another world size. A non-default on_error or
  *  rng_mode is hashed too (the default leaves the v1 value unchanged), and so
  *  are a split's canonical spec, split seed and subset. */
-sp_digest sp_loader_fingerprint(const sp_loader *ld);
+SP_API sp_digest sp_loader_fingerprint(const sp_loader *ld);
 /*! sp_loader_pipeline_hash() : XXH3-128 of the canonical pipeline string
  *  (stored in loader states to name a pipeline mismatch). */
-sp_digest sp_loader_pipeline_hash(const sp_loader *ld);
+SP_API sp_digest sp_loader_pipeline_hash(const sp_loader *ld);
 
 /* One logged failure: the sample, its error code and "path: reason". */
 typedef struct sp_failure {
@@ -148,8 +148,8 @@ typedef struct sp_failure {
 /*! sp_loader_failure_count() / sp_loader_failure() : the failure log, one
  *  entry per failing sample index, in the order the stream met them.
  *  sp_loader_failure() returns NULL for i out of range. Thread-safe. */
-size_t sp_loader_failure_count(const sp_loader *ld);
-const sp_failure *sp_loader_failure(const sp_loader *ld, size_t i);
+SP_API size_t sp_loader_failure_count(const sp_loader *ld);
+SP_API const sp_failure *sp_loader_failure(const sp_loader *ld, size_t i);
 
 /* A batch buffer for one rank's slice: capacity = B / world samples. */
 typedef struct sp_batch {
@@ -167,19 +167,19 @@ typedef struct sp_batch {
 } sp_batch;
 
 /*! sp_batch_alloc() : buffers sized for ld. @return 0 or SP_ENOMEM. */
-int sp_batch_alloc(const sp_loader *ld, sp_batch *b);
-void sp_batch_free(sp_batch *b);   /* accepts NULL */
+SP_API int sp_batch_alloc(const sp_loader *ld, sp_batch *b);
+SP_API void sp_batch_free(sp_batch *b);   /* accepts NULL */
 
 /*! sp_loader_batch() : compute batch `index` of `epoch` into out.
  *  @return 0, SP_ERANGE (index >= batches per epoch), or (on_error fail, or
  *  no substitute found) the first (by position) failing sample's error,
  *  naming its file. */
-int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out,
-                    sp_error *err);
+SP_API int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out,
+                           sp_error *err);
 
 /*! sp_batch_digest() : XXH3-128 of (count, sample dims, dtype, indices,
  *  labels, image bytes), all integers little-endian. */
-sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b);
+SP_API sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b);
 
 #ifdef __cplusplus
 }

@@ -27,9 +27,9 @@ extern "C" {
 #endif
 
 /*! sp_manifest_write_header() : @return 0 or SP_EIO. */
-int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_error *err);
+SP_API int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_error *err);
 /*! sp_manifest_write_batch() : one batch line. @return 0 or SP_EIO. */
-int sp_manifest_write_batch(FILE *f, const sp_batch *b, sp_digest digest, sp_error *err);
+SP_API int sp_manifest_write_batch(FILE *f, const sp_batch *b, sp_digest digest, sp_error *err);
 /* ---- reading ---------------------------------------------------------------
  * sp_manifest_read() is strict and bounded (a manifest may come from another
  * machine): a line is at most 64 MiB, a batch at most 2^20 samples, every
@@ -62,8 +62,8 @@ typedef struct sp_manifest {
 } sp_manifest;
 
 /*! sp_manifest_read() : @return 0, SP_EIO, SP_EFORMAT, SP_ELIMIT, SP_ENOMEM. */
-int sp_manifest_read(const char *path, sp_manifest **out, sp_error *err);
-void sp_manifest_free(sp_manifest *m);   /* accepts NULL */
+SP_API int sp_manifest_read(const char *path, sp_manifest **out, sp_error *err);
+SP_API void sp_manifest_free(sp_manifest *m);   /* accepts NULL */
 
 /* The first difference between two manifests. */
 typedef struct sp_manifest_divergence {
@@ -79,11 +79,11 @@ typedef struct sp_manifest_divergence {
 } sp_manifest_divergence;
 
 /*! sp_manifest_compare() : fill *d (versions are not compared). */
-void sp_manifest_compare(const sp_manifest *a, const sp_manifest *b, sp_manifest_divergence *d);
+SP_API void sp_manifest_compare(const sp_manifest *a, const sp_manifest *b, sp_manifest_divergence *d);
 
 /*! sp_json_write_string() : write s as a JSON string literal (quoted,
  *  escaped). */
-void sp_json_write_string(FILE *f, const char *s);
+SP_API void sp_json_write_string(FILE *f, const char *s);
 
 #ifdef __cplusplus
 }

@@ -29,16 +29,16 @@ extern "C" {
 /*! sp_image_crop() : make `view` the w x h sub-image of `src` at (x, y);
  *  it shares src's data (free the parent, never the view).
  *  @return 0 or SP_EINVAL if the rectangle is empty or not inside src. */
-int sp_image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view);
+SP_API int sp_image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view);
 
 /*! sp_image_copy() : allocate `dst` (tightly packed) and copy src into it.
  *  @return 0 or SP_ENOMEM / SP_EINVAL. */
-int sp_image_copy(const sp_image *src, sp_image *dst);
+SP_API int sp_image_copy(const sp_image *src, sp_image *dst);
 
 /*! sp_image_hflip() / sp_image_vflip() : mirror left-right / top-bottom,
  *  in place (views included). */
-void sp_image_hflip(sp_image *img);
-void sp_image_vflip(sp_image *img);
+SP_API void sp_image_hflip(sp_image *img);
+SP_API void sp_image_vflip(sp_image *img);
 
 /* ---- grayscale ------------------------------------------------------------- */
 
@@ -53,11 +53,11 @@ static inline uint8_t sp_luma601(uint32_t r, uint32_t g, uint32_t b) {
  *  rgb_to_grayscale(num_output_channels=3)). A 1-channel src is copied /
  *  replicated. dst may be src itself when the channel counts are equal.
  *  @return 0 or SP_EINVAL (size or channel mismatch). */
-int sp_image_to_gray(const sp_image *src, sp_image *dst);
+SP_API int sp_image_to_gray(const sp_image *src, sp_image *dst);
 
 /*! sp_image_gray_to_rgb() : replicate a 1-channel src into a 3-channel dst
  *  of the same size. @return 0 or SP_EINVAL. */
-int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
+SP_API int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
 
 /* ---- colour adjustments (torchvision adjust_*, fixed point) --------------
  *
@@ -74,13 +74,13 @@ int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
 #define SP_FACTOR_MAX 255.0   /* largest factor accepted */
 
 /*! sp_factor_q12() : (int32)(f * 4096 + 0.5) for 0 <= f <= SP_FACTOR_MAX. */
-int32_t sp_factor_q12(double f);
+SP_API int32_t sp_factor_q12(double f);
 /*! sp_blend_q12() : the blend above for one value (reference form). */
-uint8_t sp_blend_q12(uint32_t v, int64_t o8, int32_t fq);
+SP_API uint8_t sp_blend_q12(uint32_t v, int64_t o8, int32_t fq);
 
-void sp_adjust_brightness(sp_image *img, int32_t fq);   /* in place */
-void sp_adjust_contrast(sp_image *img, int32_t fq);     /* in place */
-void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
+SP_API void sp_adjust_brightness(sp_image *img, int32_t fq);   /* in place */
+SP_API void sp_adjust_contrast(sp_image *img, int32_t fq);     /* in place */
+SP_API void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
 
 /* ---- resize --------------------------------------------------------------
  *
@@ -123,18 +123,18 @@ typedef struct sp_resample_geom {
 /*! sp_resample_span() : the plane pixels [*x0, *x1) x [*y0, *y1) that the
  *  window reads. @return 0 or SP_EINVAL (bad geometry: empty box, box not
  *  inside the plane, window not inside the output). */
-int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1);
+SP_API int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1);
 
 /*! sp_resample() : compute the window of g into `out` (caller-allocated,
  *  win_w x win_h, src->channels). src holds plane pixels starting at
  *  (src_x, src_y). @return 0, SP_EINVAL (bad geometry, a tap outside src,
  *  channel mismatch) or SP_ENOMEM (scratch). */
-int sp_resample(const sp_image *src, int src_x, int src_y,
-                const sp_resample_geom *g, sp_image *out);
+SP_API int sp_resample(const sp_image *src, int src_x, int src_y,
+                       const sp_resample_geom *g, sp_image *out);
 
 /*! sp_image_resize() : resize the whole of src to out_w x out_h into a
  *  newly allocated `out` (box = plane = src). @return as sp_resample. */
-int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
+SP_API int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
 
 /* ---- random parameters ---------------------------------------------------- */
 
@@ -156,15 +156,15 @@ typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;
  *  is clamped to [r0, r1] (torchvision's fallback; w or h at least 1).
  *  @return the number of the accepted try plus one (1..10), or 0 for the
  *  fallback. */
-int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
-                  sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
-                  sp_crop_box *box);
+SP_API int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
+                         sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                         sp_crop_box *box);
 
 /*! sp_center_crop_offset() : torchvision CenterCrop's offset along one axis:
  *  round((size - crop) / 2) with ties to even when crop <= size; when
  *  crop > size the image is zero-padded by (crop - size) / 2 (floor) before
  *  it, returned as a negative offset -((crop - size) / 2). */
-int sp_center_crop_offset(int size, int crop);
+SP_API int sp_center_crop_offset(int size, int crop);
 
 #ifdef __cplusplus
 }

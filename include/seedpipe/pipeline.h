@@ -66,27 +66,27 @@ typedef enum { SP_DTYPE_UINT8 = 0, SP_DTYPE_FLOAT32 = 1 } sp_dtype;
 typedef enum { SP_LAYOUT_NCHW = 0, SP_LAYOUT_NHWC = 1 } sp_layout;
 
 /*! sp_dtype_size() : 1 or 4. */
-size_t sp_dtype_size(sp_dtype t);
+SP_API size_t sp_dtype_size(sp_dtype t);
 /*! sp_dtype_parse() / sp_layout_parse() : "uint8"/"float32", "nchw"/"nhwc".
  *  @return 0 or SP_EINVAL with a message naming the word. */
-int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err);
-int sp_layout_parse(const char *s, sp_layout *out, sp_error *err);
-const char *sp_dtype_name(sp_dtype t);
-const char *sp_layout_name(sp_layout l);
+SP_API int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err);
+SP_API int sp_layout_parse(const char *s, sp_layout *out, sp_error *err);
+SP_API const char *sp_dtype_name(sp_dtype t);
+SP_API const char *sp_layout_name(sp_layout l);
 
 typedef struct sp_pipeline sp_pipeline;
 
 /*! sp_pipeline_parse() : parse a spec string, a preset name or "@file".
  *  @return 0 or SP_ESPEC with a message that quotes the offending word and
  *  its op, e.g. `pipeline op 2 "hflip": unknown key "q" (known: p)`. */
-int sp_pipeline_parse(const char *spec, sp_pipeline **out, sp_error *err);
-void sp_pipeline_destroy(sp_pipeline *p);   /* accepts NULL */
+SP_API int sp_pipeline_parse(const char *spec, sp_pipeline **out, sp_error *err);
+SP_API void sp_pipeline_destroy(sp_pipeline *p);   /* accepts NULL */
 
 /*! sp_pipeline_canonical() : the canonical spec string (owned by p). */
-const char *sp_pipeline_canonical(const sp_pipeline *p);
+SP_API const char *sp_pipeline_canonical(const sp_pipeline *p);
 
 /*! sp_pipeline_presets() : NULL-terminated list of preset names. */
-const char *const *sp_pipeline_presets(void);
+SP_API const char *const *sp_pipeline_presets(void);
 
 /*! sp_pipeline_output_dims() : the output size of one sample.
  *  The last of random_resized_crop / center_crop / resize size=H,W fixes
@@ -95,11 +95,11 @@ const char *const *sp_pipeline_presets(void);
  *  Where the size depends on the input, in_w/in_h (all samples must share
  *  them, e.g. IDX datasets) are used; pass 0 if unknown.
  *  @return 0, or SP_ESPEC "pipeline has no fixed output size". */
-int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h,
-                            int *out_h, int *out_w, int *out_c, sp_error *err);
+SP_API int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h,
+                                   int *out_h, int *out_w, int *out_c, sp_error *err);
 
 /*! sp_pipeline_has_normalize() : 1 if the pipeline normalizes. */
-int sp_pipeline_has_normalize(const sp_pipeline *p);
+SP_API int sp_pipeline_has_normalize(const sp_pipeline *p);
 
 /* Identity of one sample's randomness. */
 typedef struct sp_sample_ctx {
@@ -127,17 +127,17 @@ typedef struct sp_run_opts {
  *  @return 0, or the decoder's error / SP_EINVAL / SP_ELIMIT (a resize
  *  beyond 65535 per side or 2^28 pixels) / SP_ENOMEM, with the sample's
  *  path in the message. */
-int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                    const sp_sample_src *src, const sp_run_opts *opts,
-                    void *out, sp_error *err);
+SP_API int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                           const sp_sample_src *src, const sp_run_opts *opts,
+                           void *out, sp_error *err);
 
 /*! sp_pipeline_run_checked() : sp_pipeline_run() that first checks that the
  *  sample's output fits in out_bytes (it may not, for a pipeline without a
  *  fixed output size fed images of different sizes).
  *  @return as sp_pipeline_run(), or SP_ERANGE (nothing written). */
-int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                            const sp_sample_src *src, const sp_run_opts *opts,
-                            void *out, size_t out_bytes, sp_error *err);
+SP_API int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                                   const sp_sample_src *src, const sp_run_opts *opts,
+                                   void *out, size_t out_bytes, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -91,11 +91,11 @@ typedef struct sp_pool sp_pool;
  *  (sp_loader_state_check), map the region, fork the workers.
  *  @return 0, the loader's errors, SP_EMISMATCH (foreign state), SP_EINVAL
  *  (workers/slots/epochs out of range), SP_EIO (mmap/fork failed). */
-int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
-                   sp_error *err);
+SP_API int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
+                          sp_error *err);
 /*! sp_pool_destroy() : SIGKILL and reap every worker, unmap the region.
  *  Views from sp_pool_next() become invalid. Accepts NULL. */
-void sp_pool_destroy(sp_pool *pool);
+SP_API void sp_pool_destroy(sp_pool *pool);
 
 /*! sp_pool_next() : the next batch of the stream, waiting for it if needed.
  *  *view points into the shared slot (images, labels, indices, skipped,
@@ -105,17 +105,17 @@ void sp_pool_destroy(sp_pool *pool);
  *  (R batches already held), a sample's error under on_error fail (then
  *  every later call returns it again), or SP_EIO (workers could not be
  *  respawned). */
-int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err);
+SP_API int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err);
 /*! sp_pool_release() : give back the oldest batch taken. @return 0 or
  *  SP_EINVAL (none held). */
-int sp_pool_release(sp_pool *pool, sp_error *err);
+SP_API int sp_pool_release(sp_pool *pool, sp_error *err);
 
 /*! sp_pool_state() : the stream position after the last batch taken by
  *  sp_pool_next(), as a state a new pool (or loader) can resume from. */
-void sp_pool_state(const sp_pool *pool, sp_loader_state *st);
+SP_API void sp_pool_state(const sp_pool *pool, sp_loader_state *st);
 
 /*! sp_pool_loader() : the consumer's loader (dims, digest, failure log). */
-sp_loader *sp_pool_loader(sp_pool *pool);
+SP_API sp_loader *sp_pool_loader(sp_pool *pool);
 
 typedef struct sp_pool_stats {
     int workers, ring_slots;
@@ -125,14 +125,14 @@ typedef struct sp_pool_stats {
     uint64_t last_ready_ns;        /* CLOCK_MONOTONIC: last taken batch became complete */
     uint64_t last_taken_ns;        /* ... and when sp_pool_next returned it */
 } sp_pool_stats;
-void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st);
+SP_API void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st);
 
 /*! sp_pool_cache() : the pool's cache (for sp_cache_stats_get()), or NULL. */
-sp_cache *sp_pool_cache(sp_pool *pool);
+SP_API sp_cache *sp_pool_cache(sp_pool *pool);
 
 /*! sp_pool_worker_pid() : pid of worker w (0 if none). For tests and
  *  `verify`, which kill a worker to prove recovery. */
-int sp_pool_worker_pid(const sp_pool *pool, int w);
+SP_API int sp_pool_worker_pid(const sp_pool *pool, int w);
 
 #ifdef __cplusplus
 }

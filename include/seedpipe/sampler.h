@@ -41,11 +41,11 @@ typedef struct sp_perm {
 /*! sp_perm_init() : the order of epoch `epoch` over n samples (n >= 1,
  *  n <= 2^62) under k_shuffle = sp_stream_key(seed, SP_STREAM_SHUFFLE).
  *  For n outside [1, 2^62] every sp_perm_at() returns UINT64_MAX. */
-void sp_perm_init(sp_perm *p, uint64_t n, sp_key k_shuffle, uint32_t epoch);
+SP_API void sp_perm_init(sp_perm *p, uint64_t n, sp_key k_shuffle, uint32_t epoch);
 /*! sp_perm_at() : the sample index at position pos (< n) of the order;
  *  UINT64_MAX when pos >= n. At most 4 Feistel passes per position on
  *  average over an epoch (cycle-walking). */
-uint64_t sp_perm_at(const sp_perm *p, uint64_t pos);
+SP_API uint64_t sp_perm_at(const sp_perm *p, uint64_t pos);
 
 typedef struct sp_batching {
     uint64_t n;           /* dataset size */
@@ -57,13 +57,13 @@ typedef struct sp_batching {
 /*! sp_batching_check() : @return 0 or SP_EINVAL naming the bad field
  *  (n == 0 or n > 2^62, batch_size == 0, world == 0, rank >= world,
  *  batch_size % world != 0). drop_last with n < B is valid: 0 batches. */
-int sp_batching_check(const sp_batching *bt, sp_error *err);
+SP_API int sp_batching_check(const sp_batching *bt, sp_error *err);
 /*! sp_batches_per_epoch() : floor or ceil of n / B per drop_last. */
-uint64_t sp_batches_per_epoch(const sp_batching *bt);
+SP_API uint64_t sp_batches_per_epoch(const sp_batching *bt);
 /*! sp_batch_slice() : this rank's positions of global batch b:
  *  [*pos, *pos + *count). count may be 0 for a short last batch, and is 0
  *  for b >= sp_batches_per_epoch() (then *pos is meaningless, <= n). */
-void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count);
+SP_API void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count);
 
 #ifdef __cplusplus
 }

@@ -84,35 +84,35 @@ typedef struct sp_service sp_service;
  *  the region, fork the workers, mark the region running.
  *  @return 0, SP_EINVAL (name, world, B % K), SP_EIO ("region NAME is served
  *  by pid P", or not ours), SP_EMISMATCH (resume), the loader's errors. */
-int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
-                      sp_service **out, sp_error *err);
+SP_API int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
+                             sp_service **out, sp_error *err);
 /*! sp_service_note() : "" or what create did on the way, e.g.
  *  "removed stale region NAME (service pid 123 is gone)". */
-const char *sp_service_note(const sp_service *svc);
+SP_API const char *sp_service_note(const sp_service *svc);
 /*! sp_service_run() : serve until the end (see above) or until *stop
  *  becomes nonzero (checked at least every 10 ms; may be NULL).
  *  @return 0 (served to the end), SP_SERVICE_STOPPED, the stream's error
  *  (served to the clients first), or SP_EIO (workers keep dying). */
-int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err);
+SP_API int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err);
 /*! sp_service_destroy() : mark not running, stop the workers, unlink the
  *  region. Accepts NULL. */
-void sp_service_destroy(sp_service *svc);
+SP_API void sp_service_destroy(sp_service *svc);
 /*! sp_service_loader() : the service's loader (failure log, dims). */
-sp_loader *sp_service_loader(sp_service *svc);
+SP_API sp_loader *sp_service_loader(sp_service *svc);
 /*! sp_service_cache() : the service's epoch cache (stats), or NULL. */
-sp_cache *sp_service_cache(sp_service *svc);
+SP_API sp_cache *sp_service_cache(sp_service *svc);
 
 /*! sp_service_fork() : run a service in a child process (for tests, verify
  *  and tools): the child creates it, reports success or the error through a
  *  pipe, serves, and exits 0 (end or SIGTERM/SIGINT/parent death, which it
  *  turns into a stop) or 1. Returns once the region is ready.
  *  @return 0 (*pid set) or the child's create error (child reaped). */
-int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
-                    sp_error *err);
+SP_API int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
+                           sp_error *err);
 /*! sp_service_join() : wait for a forked service to exit, at most
  *  timeout_ms (then SIGTERM, and SIGKILL 2 s later). @return its exit
  *  status (0..255), 128 + signal if killed, -1 on waitpid error. */
-int sp_service_join(pid_t pid, int timeout_ms);
+SP_API int sp_service_join(pid_t pid, int timeout_ms);
 
 /* What `seedpipe status NAME` shows. */
 typedef struct sp_service_status {
@@ -140,7 +140,7 @@ typedef struct sp_service_status {
 /*! sp_service_status_read() : map NAME read-only, validate it like a client,
  *  and copy its progress. @return 0, SP_EIO (missing), SP_EFORMAT (not a
  *  valid seedpipe region). A stale region reads fine (alive 0). */
-int sp_service_status_read(const char *name, sp_service_status *st, sp_error *err);
+SP_API int sp_service_status_read(const char *name, sp_service_status *st, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -41,18 +41,18 @@ typedef struct sp_split {
 
 /*! sp_split_parse() : parse a spec. @return 0 or SP_EINVAL with a message
  *  naming the problem ("split \"a=0.5\": fractions sum to 0.5, not 1"). */
-int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err);
+SP_API int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err);
 /*! sp_split_u01() : the path's position u in [0, 1) (formula above). */
-double sp_split_u01(uint64_t seed, const char *path);
+SP_API double sp_split_u01(uint64_t seed, const char *path);
 /*! sp_split_assign() : the subset (0 .. n-1) of a relative path. */
-int sp_split_assign(const sp_split *s, const char *path);
+SP_API int sp_split_assign(const sp_split *s, const char *path);
 /*! sp_split_find() : the index of subset `name`, or -1. */
-int sp_split_find(const sp_split *s, const char *name);
+SP_API int sp_split_find(const sp_split *s, const char *name);
 /*! sp_split_canonical() : "name=%.17g,..." (hashed into fingerprints);
  *  snprintf semantics. */
-int sp_split_canonical(const sp_split *s, char *buf, size_t n);
+SP_API int sp_split_canonical(const sp_split *s, char *buf, size_t n);
 /*! sp_split_counts() : counts[k] = samples of ds in subset k (n entries). */
-void sp_split_counts(const sp_split *s, const sp_dataset *ds, uint64_t *counts);
+SP_API void sp_split_counts(const sp_split *s, const sp_dataset *ds, uint64_t *counts);
 
 #ifdef __cplusplus
 }

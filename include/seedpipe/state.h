@@ -51,30 +51,30 @@ typedef struct sp_loader_state {
 /*! sp_loader_state_at() : the state of ld's stream positioned before batch
  *  `batch` of epoch `epoch`; a batch equal to the batches per epoch is
  *  normalised to (epoch + 1, 0). */
-void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
-                        sp_loader_state *st);
+SP_API void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
+                               sp_loader_state *st);
 
 /*! sp_loader_state_check() : may ld resume from st?
  *  @return 0, or SP_EMISMATCH with a message listing every difference, e.g.
  *  "state is for another stream: seed 5 in the state, 7 here; dataset
  *  fingerprint 1a2b.. in the state, 3c4d.. here", or SP_ERANGE if the batch
  *  is past the end of an epoch. */
-int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_error *err);
+SP_API int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_error *err);
 
 /*! sp_loader_state_format() : the JSON line (with '\n'). @return the
  *  length needed, snprintf-style. */
-int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size);
+SP_API int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size);
 /*! sp_loader_state_parse() : parse `len` bytes (need not be NUL-terminated).
  *  @return 0 or SP_EFORMAT naming the key or offset at fault. */
-int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_error *err);
+SP_API int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_error *err);
 
 /*! sp_loader_state_save() : write to path through a temporary file and a
  *  rename, so a reader sees the old or the new state, never half of one.
  *  @return 0 or SP_EIO. */
-int sp_loader_state_save(const char *path, const sp_loader_state *st, sp_error *err);
+SP_API int sp_loader_state_save(const char *path, const sp_loader_state *st, sp_error *err);
 /*! sp_loader_state_load() : @return 0, SP_EIO, SP_EFORMAT (messages start
  *  with the path). */
-int sp_loader_state_load(const char *path, sp_loader_state *st, sp_error *err);
+SP_API int sp_loader_state_load(const char *path, sp_loader_state *st, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,10 @@
  * A checkpoint stores weights, momentum and the step count exactly, so a
  * resumed run ends with the bits of an uninterrupted one.
  *
+ * The training core is its own library, libseedpipe_train, on top of
+ * libseedpipe (the loader, which needs no CUDA); only it links the CUDA
+ * runtime, cuBLAS and cuDNN, when built with them.
+ *
  * Thread safety: one trainer per thread at a time.
  */
 #ifndef SEEDPIPE_TRAIN_H
@@ -30,6 +34,7 @@
 #include <stdint.h>
 
 #include "seedpipe/common.h"
+#include "seedpipe/env.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/model.h"
 
@@ -62,10 +67,10 @@ typedef struct sp_train_config {
 } sp_train_config;
 
 /*! sp_train_config_default() : the defaults above; shape must be set. */
-void sp_train_config_default(sp_train_config *cfg);
+SP_API void sp_train_config_default(sp_train_config *cfg);
 /*! sp_device_parse() : "cpu" | "cuda". @return 0 or SP_EINVAL. */
-int sp_device_parse(const char *s, sp_device *out, sp_error *err);
-const char *sp_device_name(sp_device d);
+SP_API int sp_device_parse(const char *s, sp_device *out, sp_error *err);
+SP_API const char *sp_device_name(sp_device d);
 
 typedef struct sp_trainer sp_trainer;
 
@@ -73,43 +78,43 @@ typedef struct sp_trainer sp_trainer;
  *  @return 0, SP_EINVAL (bad shape or hyperparameter), SP_ENOMEM,
  *  SP_EUNSUPP (cuda not built; strict mode refusing a setting, the message
  *  names it), SP_EIO (CUDA/cuDNN/cuBLAS failure, message names the call). */
-int sp_trainer_create(const sp_train_config *cfg, sp_trainer **out, sp_error *err);
-void sp_trainer_destroy(sp_trainer *tr);   /* accepts NULL */
+SP_API int sp_trainer_create(const sp_train_config *cfg, sp_trainer **out, sp_error *err);
+SP_API void sp_trainer_destroy(sp_trainer *tr);   /* accepts NULL */
 
-const sp_train_config *sp_trainer_config(const sp_trainer *tr);
-const sp_model_layout *sp_trainer_layout(const sp_trainer *tr);
+SP_API const sp_train_config *sp_trainer_config(const sp_trainer *tr);
+SP_API const sp_model_layout *sp_trainer_layout(const sp_trainer *tr);
 /*! sp_trainer_steps() : SGD steps taken (restored by sp_trainer_load). */
-uint64_t sp_trainer_steps(const sp_trainer *tr);
+SP_API uint64_t sp_trainer_steps(const sp_trainer *tr);
 
 /*! sp_trainer_step() : one SGD step on n samples, x float32 NCHW
  *  (n*C*H*W), labels in [0, classes). *loss (may be NULL) = mean loss
  *  and *correct (may be NULL) = argmax hits, both before the update.
  *  @return 0, SP_EINVAL (label out of range, n == 0), or a backend error. */
-int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                    float *loss, uint32_t *correct, sp_error *err);
+SP_API int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
+                           float *loss, uint32_t *correct, sp_error *err);
 /*! sp_trainer_eval() : forward only; *correct = argmax hits, *loss mean. */
-int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                    uint32_t *correct, float *loss, sp_error *err);
+SP_API int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
+                           uint32_t *correct, float *loss, sp_error *err);
 
 /*! sp_trainer_step_batch() / sp_trainer_eval_batch() : the same on a loader
  *  batch (loader.h). uint8 images become v / 255.0f; the layout must be
  *  NCHW and the sample dims equal the model's input. @return SP_EINVAL
  *  naming the mismatch. */
-int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b, float *loss,
-                          uint32_t *correct, sp_error *err);
-int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
-                          uint32_t *correct, float *loss, sp_error *err);
+SP_API int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b, float *loss,
+                                 uint32_t *correct, sp_error *err);
+SP_API int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
+                                 uint32_t *correct, float *loss, sp_error *err);
 
 /*! sp_trainer_get_params() : copy nparams floats (layout order) out;
  *  momentum may be NULL. */
-int sp_trainer_get_params(sp_trainer *tr, float *params, float *momentum, sp_error *err);
+SP_API int sp_trainer_get_params(sp_trainer *tr, float *params, float *momentum, sp_error *err);
 /*! sp_trainer_weights_digest() : XXH3-128 (seed 0) of the parameter array
  *  as little-endian IEEE-754 float32 bytes, layout order. */
-int sp_trainer_weights_digest(sp_trainer *tr, sp_digest *out, sp_error *err);
+SP_API int sp_trainer_weights_digest(sp_trainer *tr, sp_digest *out, sp_error *err);
 /*! sp_trainer_describe() : JSON object text for the run record: backend,
  *  threads, and on CUDA the runtime/driver/cuDNN/cuBLAS versions, device
  *  name and algorithms. snprintf semantics. */
-int sp_trainer_describe(sp_trainer *tr, char *buf, size_t size);
+SP_API int sp_trainer_describe(sp_trainer *tr, char *buf, size_t size);
 
 /* ---- checkpoints -------------------------------------------------------------
  * Binary file, all integers little-endian:
@@ -122,15 +127,15 @@ int sp_trainer_describe(sp_trainer *tr, char *buf, size_t size);
  * Written to "<path>.tmp.<pid>" and renamed into place (atomic). */
 
 /*! sp_trainer_save() : @return 0 or SP_EIO naming the path. */
-int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t blob_len,
-                    sp_error *err);
+SP_API int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t blob_len,
+                           sp_error *err);
 /*! sp_trainer_load() : restore weights, momentum and the step count.
  *  *blob (malloc'd, NUL-terminated, caller frees; may be NULL) gets the
  *  stored blob. @return 0, SP_EIO, SP_EFORMAT (bad magic, truncated,
  *  checksum), SP_EMISMATCH listing every difference (seed, shape, classes,
  *  lr, momentum, weight decay) between the file and this trainer. */
-int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_len,
-                    sp_error *err);
+SP_API int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_len,
+                           sp_error *err);
 
 /* ---- run record ------------------------------------------------------------ */
 
@@ -162,7 +167,13 @@ typedef struct sp_run_record {
  *  eval_accuracy?, eval_loss?}], step_loss_first, step_loss [...], step_loss_digest
  *  (XXH3-128 of the float32 bytes), final_weights_digest, seconds.
  *  Written atomically (temp + rename). @return 0 or SP_EIO. */
-int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err);
+SP_API int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err);
+
+/*! sp_env_cuda_query() : the CUDA part of the environment record (env.h)
+ *  as this training library sees it: compiled = 0 when built without CUDA;
+ *  else the runtime, driver, cuDNN and cuBLAS versions and device 0.
+ *  Fills *out (zeroed first). Never fails: problems go to out->error. */
+SP_API void sp_env_cuda_query(sp_env_cuda_info *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,46 @@
+/* seedpipe/version.h - the library's version, its ABI version, and SP_API.
+ *
+ * The single source of seedpipe's version: CMakeLists.txt reads the three
+ * SP_VERSION_* numbers from this file (project(VERSION)), the Python
+ * package's build reads them for its metadata, and the library reports them
+ * at run time (sp_version_string()).
+ *
+ * SP_ABI_VERSION is the shared library's SONAME number (libseedpipe.so.N).
+ * It changes whenever a public struct's layout or a public function's
+ * signature changes incompatibly. A program or binding built for one ABI
+ * version compares it with sp_abi_version() of the library it loaded (the
+ * Python package does so at import) rather than calling through a wrong
+ * signature.
+ *
+ * SP_API marks the functions libseedpipe.so exports; the library is built
+ * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
+ */
+#ifndef SEEDPIPE_VERSION_H
+#define SEEDPIPE_VERSION_H
+
+#define SP_VERSION_MAJOR 0
+#define SP_VERSION_MINOR 1
+#define SP_VERSION_PATCH 0
+#define SP_ABI_VERSION 0
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SP_API __attribute__((visibility("default")))
+#else
+#define SP_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp_version_string() : "seedpipe X.Y.Z" of the library that is running. */
+SP_API const char *sp_version_string(void);
+
+/*! sp_abi_version() : SP_ABI_VERSION of the library that is running; a
+ *  caller built against another ABI version must not use it. */
+SP_API int sp_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
