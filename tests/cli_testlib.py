@@ -2,8 +2,10 @@
 
 Running the `seedpipe` CLI ($SEEDPIPE_BIN), starting `seedpipe serve` and
 waiting for its `ready` line, and looking at processes through /proc (is a
-pid alive, which children of this test are left). Not a test itself: ctest
-only runs tests/test_*.py.
+pid alive, which children of this test are left); corpus() and status() for
+the third-party data in $SP_SHARED_DATA, which a fresh clone lacks (the C
+tests have sp_test_corpus / sp_test_status in check.h). Not a test itself:
+ctest only runs tests/test_*.py.
 """
 import os
 import subprocess
@@ -12,6 +14,30 @@ BIN = os.environ.get("SEEDPIPE_BIN")
 
 # Every process started by serve() (the tests kill what is left at the end).
 procs = []
+
+# The corpus paths that corpus() found missing (status() turns them into 77).
+skipped = []
+
+
+def corpus(rel, what=None):
+    """$SP_SHARED_DATA/rel (a folder or file) when it exists; else prints a SKIP
+    line naming the path (and what is not run), records it and returns None.
+    The test runs its other parts and ends with sys.exit(status())."""
+    root = os.environ.get("SP_SHARED_DATA")
+    path = os.path.join(root or "../shared/data", rel)
+    if os.path.exists(path):
+        return path
+    print(f"SKIP: {path} not found (SP_SHARED_DATA={root or 'unset, default ../shared/data'}; "
+          f"the third-party corpora, see README)" + (f"; not run: {what}" if what else ""),
+          flush=True)
+    skipped.append(path)
+    return None
+
+
+def status():
+    """What a test returns once every part ran or was skipped: 77 (ctest:
+    skipped) when corpus() skipped a part, else 0 (a failed check has raised)."""
+    return 77 if skipped else 0
 
 
 def run(*args, ok=True, env=None, exe=None, timeout=60):

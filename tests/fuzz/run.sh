@@ -3,8 +3,10 @@
 # build-fuzz/ and run each for SECONDS (default 30) of wall time, one after
 # the other, on its seed corpus: tests/fuzz/corpus/<name>/ plus, for the
 # decoder, ../shared/data/{pngsuite,jpeg-bugs,jpeg-crashtest} (read in
-# place, never copied). New inputs go to build-fuzz/corpus/<name>/ (kept
-# between runs), crash reproducers to build-fuzz/artifacts/.
+# place, never copied; one that is absent, as in a fresh clone, is named in
+# a SKIP line and the decoder fuzzes from the repo's own seeds). New inputs
+# go to build-fuzz/corpus/<name>/ (kept between runs), crash reproducers to
+# build-fuzz/artifacts/.
 # Prints execs, coverage and corpus size per target; exits 1 if any target
 # crashed, leaked, timed out or ran out of memory (the reproducer is named).
 #
@@ -39,7 +41,13 @@ for t in $targets; do
   if [ "$t" = decode ]; then
     maxlen=262144
     for d in pngsuite jpeg-bugs jpeg-crashtest; do
-      [ -d "$shared/$d" ] && dirs+=("$shared/$d")
+      if [ -d "$shared/$d" ]; then
+        dirs+=("$shared/$d")
+      else
+        echo "SKIP: $shared/$d not found (SP_SHARED_DATA=${SP_SHARED_DATA:-unset};" \
+             "the third-party corpora, see README); not run: those seeds for fuzz_decode" \
+             "(it starts from tests/fuzz/corpus/decode and build-fuzz/corpus/decode)"
+      fi
     done
   fi
   log=$B/logs/$t.log
