@@ -23,8 +23,10 @@ import warnings as _warnings
 _warnings.filterwarnings("ignore", message="'seedpipe.audit' found in sys.modules",
                          category=RuntimeWarning)
 
-__version__ = "0.1.0"
 LIB_PATH = _lib.LIB_PATH
+# The version is written once (include/seedpipe/version.h); this is the
+# running library's, whose ABI the import has just checked.
+__version__ = _lib.sp_version_string().decode().split()[-1]
 
 
 def version() -> str:

@@ -2,12 +2,17 @@
 search for libseedpipe.so and the `seedpipe` command-line tool.
 
 Library search order (the first that exists wins):
-  1. $SEEDPIPE_LIB: path of a built libseedpipe.so;
-  2. seedpipe/_native/libseedpipe.so inside the installed package (pip install
-     builds the C library with CMake and puts it there, see setup.py);
-  3. the repository's build directories, when the package is used from a
-     checkout (bindings/python on PYTHONPATH): ../../build*/libseedpipe.so;
-  4. the system loader (ctypes.util.find_library("seedpipe")).
+  1. $SEEDPIPE_LIB: path of a built libseedpipe.so (an explicit choice: never
+     silently replaced by another);
+  2. seedpipe/_native/libseedpipe.so inside the installed package (the wheel
+     carries it; pip install . builds it with CMake, see pyproject.toml);
+  3. used from a checkout (bindings/python on PYTHONPATH): the repository's
+     build/libseedpipe.so, the README's build directory, and no other;
+  4. the system loader (ctypes.util.find_library("seedpipe")), e.g. after
+     cmake --install.
+At import the library's ABI version (sp_abi_version()) must equal ABI_VERSION,
+the one these declarations are written for; otherwise ImportError says which
+library was found and what to do.
 Tool search order: $SEEDPIPE_BIN, `seedpipe` next to the library found above,
 seedpipe/_native/seedpipe, then `seedpipe` on PATH.
 """
@@ -15,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import glob
 import os
 import shutil
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_size_t, c_uint32, c_uint64,
@@ -24,6 +28,10 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_size_t, c_uin
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NATIVE = os.path.join(_HERE, "_native")
 _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
+
+# SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
+# follow (tests/test_abi.py checks the two agree).
+ABI_VERSION = 0
 
 SP_ERROR_MSG_MAX = 512
 SP_POOL_END = 1
@@ -131,8 +139,9 @@ def _candidates():
         yield env
         return  # an explicit choice is never silently replaced
     yield os.path.join(_NATIVE, "libseedpipe.so")
-    for d in ["build", "build-py"] + sorted(glob.glob(os.path.join(_REPO, "build*"))):
-        yield os.path.join(_REPO, d, "libseedpipe.so")
+    if os.path.isfile(os.path.join(_REPO, "CMakeLists.txt")) and \
+            os.path.isfile(os.path.join(_REPO, "include", "seedpipe", "version.h")):
+        yield os.path.join(_REPO, "build", "libseedpipe.so")
     found = ctypes.util.find_library("seedpipe")
     if found:
         yield found
@@ -145,16 +154,35 @@ def find_library() -> str:
             tried.append(p)
             continue
         return p
-    raise ImportError("seedpipe: libseedpipe.so not found (set SEEDPIPE_LIB to a built "
-                      "libseedpipe.so, or pip install ./bindings/python to build it); tried: "
-                      + ", ".join(tried))
+    raise ImportError("seedpipe: libseedpipe.so not found (pip install . from the repository "
+                      "builds and ships it; or set SEEDPIPE_LIB to a built libseedpipe.so); "
+                      "tried: " + ", ".join(tried))
+
+
+def check_abi(lib, path: str) -> None:
+    """ImportError unless the loaded library has the ABI these declarations
+    are written for (calling through a wrong struct layout or signature
+    corrupts memory instead of failing)."""
+    fn = getattr(lib, "sp_abi_version", None)
+    if fn is None:
+        have = "an older one (no sp_abi_version())"
+    else:
+        fn.restype, fn.argtypes = c_int, []
+        abi = fn()
+        if abi == ABI_VERSION:
+            return
+        have = f"ABI {abi}"
+    raise ImportError(
+        f"seedpipe: {path} is {have}, but this Python package needs libseedpipe ABI "
+        f"{ABI_VERSION}. Use the library built from the same source as the package: "
+        "reinstall the package (pip install . from the repository), rebuild the checkout's "
+        "build/ (cmake --build build), or point SEEDPIPE_LIB at a matching libseedpipe.so.")
 
 
 LIB_PATH = find_library()
 lib = ctypes.CDLL(LIB_PATH)
+check_abi(lib, LIB_PATH)
 HAS_SPLIT = hasattr(lib, "sp_split_parse")   # sp_loader_config.split/subset/split_seed
-
-
 def find_binary() -> str:
     env = os.environ.get("SEEDPIPE_BIN")
     if env:
@@ -181,6 +209,7 @@ E = POINTER(sp_error)
 P = c_void_p
 sp_strerror = _fn("sp_strerror", c_char_p, c_int)
 sp_version_string = _fn("sp_version_string", c_char_p)
+sp_abi_version = _fn("sp_abi_version", c_int)
 sp_digest_hex = _fn("sp_digest_hex", None, sp_digest, c_char * 33)
 
 sp_loader_config_default = _fn("sp_loader_config_default", None, POINTER(sp_loader_config))

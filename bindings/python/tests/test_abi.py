@@ -43,3 +43,40 @@ def test_struct_matches_header(name):
     assert c is not None, f"{name} not found in the headers"
     py = [f[0] for f in getattr(L, name)._fields_]
     assert py[:len(c)] == c, f"{name}: header {c}, ctypes {py}"
+
+
+def test_abi_version_matches_header():
+    """The ctypes declarations' ABI_VERSION is the header's SP_ABI_VERSION,
+    and the loaded library reports it."""
+    with open(os.path.join(INCLUDE, "version.h")) as f:
+        m = re.search(r"^#define SP_ABI_VERSION (\d+)", f.read(), flags=re.M)
+    assert m, "SP_ABI_VERSION not found in version.h"
+    assert L.ABI_VERSION == int(m.group(1))
+    assert L.sp_abi_version() == L.ABI_VERSION
+
+
+def test_abi_mismatch_is_a_clear_import_error():
+    class Other:   # a library of another ABI version
+        @staticmethod
+        def sp_abi_version():
+            return L.ABI_VERSION + 1
+
+    with pytest.raises(ImportError, match=r"/x/libseedpipe\.so is ABI %d.*needs libseedpipe ABI "
+                       r"%d.*SEEDPIPE_LIB" % (L.ABI_VERSION + 1, L.ABI_VERSION)):
+        L.check_abi(Other(), "/x/libseedpipe.so")
+
+    class Old:     # a library from before sp_abi_version()
+        pass
+
+    with pytest.raises(ImportError, match="older one"):
+        L.check_abi(Old(), "/y/libseedpipe.so")
+
+
+def test_version_is_the_headers():
+    import seedpipe
+    with open(os.path.join(INCLUDE, "version.h")) as f:
+        text = f.read()
+    v = [re.search(r"^#define SP_VERSION_%s (\d+)" % k, text, flags=re.M).group(1)
+         for k in ("MAJOR", "MINOR", "PATCH")]
+    assert seedpipe.__version__ == ".".join(v)
+    assert seedpipe.version() == "seedpipe " + ".".join(v)
