@@ -52,9 +52,11 @@ static int sp_png_depth_ok(int color, int depth) {
     }
 }
 
-/* Parse and check the signature and the IHDR chunk that must follow it. */
+/* Parse and check the signature and the IHDR chunk that must follow it.
+ * *h is always written (zeroed first), whatever the outcome. */
 static int sp_png_parse_ihdr(const uint8_t *buf, size_t len, const char *path,
                              sp_png_ihdr *h, sp_error *err) {
+    memset(h, 0, sizeof *h);
     if (len < 8 + 25)
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: file too short for an IHDR", path);
     const uint8_t *c = buf + 8;

@@ -148,9 +148,11 @@ int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint3
     return 0;
 }
 
-/* The batch's images as float32 NCHW of the model's input shape. */
+/* The batch's images as float32 NCHW of the model's input shape (*x is
+ * NULL on failure). */
 static int batch_floats(sp_trainer *tr, const sp_loader *ld, const sp_batch *b, const float **x,
                         sp_error *err) {
+    *x = NULL;
     const sp_loader_config *lc = sp_loader_config_of(ld);
     int c, h, w;
     sp_loader_sample_dims(ld, &c, &h, &w);

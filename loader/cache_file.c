@@ -36,10 +36,11 @@
  * case) touches each byte as few times as it can: the file hash, then the
  * images frame in 64 KiB pieces straight from zstd's streaming decoder,
  * each piece hashed and expanded into the batch while it is in L2
- * (unzstd_chunks()). The hashes run XXH3's AVX2 loop, the expansion an
- * AVX-512 VBMI or AVX2 loop, chosen at run time (cf_isa()); every level
- * writes the same bytes (tests/test_cache_file.c). Files are the same
- * bytes as before: the pieces' streaming XXH3 digest is the one-shot one.
+ * (unzstd_chunks()). The hashes run XXH3's AVX2 loop (cache_hash_avx2.c),
+ * the expansion an AVX-512 VBMI or AVX2 loop, chosen at run time
+ * (cf_isa()); every level writes the same bytes (tests/test_cache_file.c).
+ * Files are the same bytes as before: the pieces' streaming XXH3 digest is
+ * the one-shot one.
  */
 #include "loader/cache_internal.h"
 
@@ -48,24 +49,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* xxHash is compiled in here (XXH_INLINE_ALL) rather than called in the
- * shared libxxhash, so that XXH3 can run its AVX2 loop where the CPU has
- * it (chosen at run time: hash_update() below); the library is built for
- * baseline x86-64. XXH3 is one function whichever loop computes it. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define CF_X86 1
 #include <immintrin.h>
-#define XXH_DISPATCH_AVX2 1
-#define XXH_TARGET_AVX2 __attribute__((target("avx2")))
-/* The AVX2 loop dereferences its accumulators as __m256i (aligned 32-byte
- * loads), and XXH3_update() keeps them in a stack copy aligned to
- * XXH_ACC_ALIGN, which a baseline (SSE2) build makes 16: align them for
- * any vector width (UBSan caught a misaligned load; unaligned vmovdqa
- * faults). */
-#define XXH_ACC_ALIGN 64
 #endif
+/* xxHash is compiled in here (XXH_INLINE_ALL; public API only), as it is
+ * in cache_hash_avx2.c, rather than called in the shared libxxhash: the two
+ * translation units then share one XXH3_state_t type (cache_hash.h). This
+ * file is built for baseline x86-64 (xxHash's SSE2 loop); where the CPU has
+ * AVX2, hash64()/hash128() below hand the updates to cache_hash_avx2.c,
+ * built with -mavx2. XXH3 is one function whichever loop computes it. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+
+#include "loader/cache_hash.h"
 
 #include "loader/loader_internal.h"
 
@@ -246,23 +243,29 @@ static int cf_isa(void) {
 #endif
 }
 
-#ifdef CF_X86
-XXH_TARGET_AVX2 static void hash_update_avx2(XXH3_state_t *st, const uint8_t *p, size_t n) {
-    XXH3_update(st, p, n, XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
-}
-#endif
-
-/* XXH3_64bits_update() and XXH3_128bits_update() are one routine
- * (XXH3_update in xxhash.h); this is it, with the AVX2 loop at isa >= 1. */
-static void hash_update(XXH3_state_t *st, const void *p, size_t n, int isa) {
-#ifdef CF_X86
+/* XXH3_64bits_update() (file hash) and XXH3_128bits_update() (raw hash),
+ * each on a state reset for its width: xxHash's AVX2 build
+ * (cache_hash_avx2.c) at isa >= 1, else this file's baseline build. */
+static void hash64(XXH3_state_t *st, const void *p, size_t n, int isa) {
+#ifdef SP__CACHE_HASH_AVX2
     if (isa >= 1) {
-        hash_update_avx2(st, (const uint8_t *)p, n);
+        sp__cache_hash64_update_avx2(st, p, n);
         return;
     }
 #endif
     (void)isa;
-    XXH3_128bits_update(st, p, n);
+    (void)XXH3_64bits_update(st, p, n);
+}
+
+static void hash128(XXH3_state_t *st, const void *p, size_t n, int isa) {
+#ifdef SP__CACHE_HASH_AVX2
+    if (isa >= 1) {
+        sp__cache_hash128_update_avx2(st, p, n);
+        return;
+    }
+#endif
+    (void)isa;
+    (void)XXH3_128bits_update(st, p, n);
 }
 
 /* ---- dictionary decode ------------------------------------------------------------- */
@@ -547,8 +550,8 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
     if (!st) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     int isa = cf_isa();
     XXH3_128bits_reset(st);
-    hash_update(st, scratch->p, meta_raw, isa);
-    hash_update(st, img, frame_raw, isa);
+    hash128(st, scratch->p, meta_raw, isa);
+    hash128(st, img, frame_raw, isa);
     XXH128_hash_t rh = XXH3_128bits_digest(st);
 
     h->version = SP_CACHE_FORMAT_VERSION;
@@ -589,8 +592,8 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
     put32(p + 112, h->channels);
     *len = SP__CB_HEADER + ms + is;
     XXH3_64bits_reset(st);
-    hash_update(st, p, 120, isa);
-    hash_update(st, p + SP__CB_HEADER, ms + is, isa);
+    hash64(st, p, 120, isa);
+    hash64(st, p + SP__CB_HEADER, ms + is, isa);
     h->file_hash = XXH3_64bits_digest(st);
     put64(p + 120, h->file_hash);
     XXH3_freeState(st);
@@ -700,7 +703,7 @@ typedef struct img_sink {
 /* Bytes [pos, pos + n) of the frame are at p: hash them; of a dictionary
  * frame, collect the table, then expand the index bytes. */
 static void sink_put(img_sink *s, const uint8_t *p, size_t pos, size_t n) {
-    hash_update(s->st, p, n, s->isa);
+    hash128(s->st, p, n, s->isa);
     if (!s->dd) return;
     if (pos < s->tab) {
         size_t m = s->tab - pos < n ? s->tab - pos : n;
@@ -751,8 +754,8 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
                           sp__cbuf *meta, sp__cbuf *scratch, sp_error *err) {
     int isa = cf_isa();
     XXH3_64bits_reset(st);
-    hash_update(st, p, 120, isa);
-    hash_update(st, p + SP__CB_HEADER, len - SP__CB_HEADER, isa);
+    hash64(st, p, 120, isa);
+    hash64(st, p + SP__CB_HEADER, len - SP__CB_HEADER, isa);
     if (XXH3_64bits_digest(st) != h->file_hash)
         return sp_error_set(err, SP_EFORMAT, "%s: checksum mismatch (stored bytes damaged)",
                             path);
@@ -799,12 +802,12 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
         s.tab = (size_t)h->channels * 1024;
     }
     XXH3_128bits_reset(st);
-    hash_update(st, meta->p, h->meta_raw, isa);
+    hash128(st, meta->p, h->meta_raw, isa);
     if (dict) {
         rc = unzstd_chunks(ctx, src, h->images_stored, frame_raw, dst, &s, path, err);
     } else {
         rc = unzstd(ctx, src, h->images_stored, dst, frame_raw, path, "images", err);
-        if (rc == 0) hash_update(st, dst, frame_raw, isa);
+        if (rc == 0) hash128(st, dst, frame_raw, isa);
     }
     if (rc) return rc;
     XXH128_hash_t rh = XXH3_128bits_digest(st);

@@ -443,8 +443,8 @@ static void test_center_crop_and_fusion(void) {
 static void test_edges(void) {
     static const int dims[][2] = {{1, 1}, {1, 7}, {7, 1}, {3, 2}, {2, 300}, {300, 2}};
     static const char *const specs[] = {
-        "random_resized_crop size=5,9 | hflip | vflip | grayscale p=0.5 | color_jitter "
-        "brightness=0.5 contrast=0.5 saturation=0.5",
+        ("random_resized_crop size=5,9 | hflip | vflip | grayscale p=0.5 | color_jitter "
+         "brightness=0.5 contrast=0.5 saturation=0.5"),
         "resize size=4 | center_crop size=6,3 | color_jitter contrast=0.9",
         "resize size=3,2 | random_resized_crop size=2 scale=1,1 ratio=0.01,100",
         "decode mode=gray | center_crop size=2 | resize size=17,5",
