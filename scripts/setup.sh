@@ -15,7 +15,8 @@ pkgs=(
   zlib1g-dev                         # gzip'd IDX files
   python3                            # reference implementation tests (standard library only)
   python3-numpy python3-pytest       # the Python bindings (bindings/python) and their tests
-  clang libclang-rt-14-dev           # libFuzzer targets (tests/fuzz)
+  python3-venv python3-pip           # tests/wheel.sh and tests/xxhash_newer.sh (tools from PyPI)
+  clang libclang-rt-14-dev           # the clang build and the libFuzzer targets (tests/fuzz)
   librandom123-doc                   # Random123 known-answer vectors for the Philox test
   dataset-fashion-mnist              # a real IDX dataset for the dataset tests
 )
