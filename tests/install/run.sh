@@ -31,8 +31,10 @@ so=$(readlink -f "$libdir/libseedpipe.so")
 soname=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [[ $soname == libseedpipe.so.[0-9]* ]] || fail "SONAME is '$soname'"
 [ -e "$libdir/$soname" ] || fail "$soname link not installed"
-internal=$(nm -D --defined-only "$so" | grep ' sp__' || true)
-[ -z "$internal" ] || fail "libseedpipe.so exports internals: $(echo "$internal" | head -3)"
+for f in "$so" "$(readlink -f "$libdir/libseedpipe_train.so")"; do
+  internal=$(nm -D --defined-only "$f" | grep ' sp__' || true)
+  [ -z "$internal" ] || fail "$(basename "$f") exports internals: $(echo "$internal" | head -3)"
+done
 cuda=$(ldd "$so" | grep -iE 'cuda|cublas|cudnn' || true)
 [ -z "$cuda" ] || fail "libseedpipe.so needs CUDA: $cuda"
 missing=$(ldd "$libdir/libseedpipe_train.so" "$P/bin/seedpipe" | grep 'not found' || true)
