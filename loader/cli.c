@@ -19,6 +19,7 @@ static const struct { const char *cmd, *key; int arity; } arities[] = {
     {"rng", "key", 2},      {"rng", "counter", 4},
     {"verify", "no-crash", 0}, {"verify", "no-resume", 0}, {"verify", "no-service", 0},
     {"verify", "no-cache", 0}, {"train", "strict", 0}, {"train", "fast", 0},
+    {"index", "rebuild", 0},
 };
 
 int cli_arity(const char *cmd, const char *key) {
@@ -45,6 +46,10 @@ static void usage(FILE *f) {
           "      write the built-in shapes dataset (an ImageFolder)\n"
           "  inspect DATASET [--split NAME=FRACTION,... [--split-seed S]]\n"
           "      sample count, classes with counts, fingerprint, subset sizes\n"
+          "  index DATASET [--rebuild] [--threads T]\n"
+          "      build or check the persistent index (the content hashes kept beside\n"
+          "      the data, trusted while each file's stat is unchanged): what was reused,\n"
+          "      what was hashed; --rebuild ignores the one there\n"
           "  digest DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--threads T] [--drop-last] [--rank R --world W]\n"
           "         [--dtype uint8|float32] [--layout nchw|nhwc] --out FILE.jsonl\n"
@@ -226,6 +231,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; int (*fn)(cli_args *); } cmds[] = {
         {"rng", cmd_rng},         {"order", cmd_order},
         {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},
+        {"index", cmd_index},
         {"digest", cmd_digest},   {"dump", cmd_dump},
         {"verify", cmd_verify},   {"diff", cmd_diff},
         {"serve", cmd_serve},     {"status", cmd_status},

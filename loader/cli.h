@@ -1,7 +1,7 @@
 /* cli.h - internals shared by the seedpipe command-line tool's files.
  *
  * The tool (cli.c: dispatch and option parsing; cli_core.c: rng, order,
- * inspect, make-shapes; cli_batch.c: digest, dump; cli_pool.c: batch
+ * inspect, index, make-shapes; cli_batch.c: digest, dump; cli_pool.c: batch
  * streams over the worker pool, verify, diff; cli_service.c: serve,
  * status) is the only code that
  * prints or exits; it turns every library error into "seedpipe CMD: msg" on
@@ -89,6 +89,9 @@ void cli_print_failures(const sp_loader *ld, FILE *f);
 int cmd_rng(cli_args *a);
 int cmd_order(cli_args *a);
 int cmd_inspect(cli_args *a);
+int cmd_index(cli_args *a);
+/* Print the dataset's persistent-index warning, if any, to stderr. */
+void cli_index_warning(const sp_dataset *ds);
 int cmd_make_shapes(cli_args *a);
 int cmd_digest(cli_args *a);
 int cmd_dump(cli_args *a);

@@ -192,36 +192,8 @@ int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
         ds->labels[i] = e->v[i].label;
         ds->class_counts[e->v[i].label]++;
     }
-    /* Hash every file once (this is what makes opening cost one full read). */
-    for (size_t i = 0; i < n; i++) {
-        char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
-        if (!full) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); goto done; }
-        int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
-        struct stat st;
-        if (fd < 0) {
-            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-        } else if (fstat(fd, &st) != 0) {
-            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-        } else if (!S_ISREG(st.st_mode)) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
-        } else if ((uint64_t)st.st_size > ds->max_file_bytes) {
-            rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu",
-                              full, (unsigned long long)st.st_size,
-                              (unsigned long long)ds->max_file_bytes);
-        } else {
-            rc = sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i], &ds->hashes[i], err);
-        }
-        if (fd >= 0) close(fd);
-        free(full);
-        if (rc) {
-            if (err && e->v[i].line > 0) {
-                char msg[SP_ERROR_MSG_MAX];
-                snprintf(msg, sizeof msg, "%s", err->msg);
-                sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
-            }
-            goto done;
-        }
-    }
+    /* Every file's content hash: from the persistent index, or read. */
+    rc = sp__ds_hash_files(ds, e, err);
 done:
     for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
     e->n = 0;
@@ -318,6 +290,8 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
                                                     : SP_DS_DEFAULT_MAX_SAMPLES;
     ds->max_file_bytes = limits && limits->max_file_bytes ? limits->max_file_bytes
                                                           : SP_DS_DEFAULT_MAX_FILE_BYTES;
+    ds->index_mode = limits ? limits->index : SP_INDEX_AUTO;
+    ds->hash_threads = limits ? limits->hash_threads : 0;
     /* Sample indices are 32-bit in the sampler and the Philox counters. */
     if (ds->max_samples > UINT32_MAX) ds->max_samples = UINT32_MAX;
 

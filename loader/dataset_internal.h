@@ -7,8 +7,9 @@
  * (ImageFolder directory walk), dataset_idx.c (MNIST-style IDX files) and
  * dataset_list.c (`path<TAB>label` list files). The encoded-file kinds
  * collect (relative path, label) pairs into an sp__ds_entries and hand them
- * to sp__ds_finish_files(), which sorts, checks for duplicates, hashes every
- * file and packs the index; IDX fills the arrays itself.
+ * to sp__ds_finish_files(), which sorts, checks for duplicates, packs the
+ * index and has dataset_index.c hash the files (or take their hashes from
+ * the persistent index); IDX fills the arrays itself.
  *
  * Not installed, not part of the API: names are sp__ds_*.
  */
@@ -55,6 +56,11 @@ struct sp_dataset {
     char *idx_file;        /* the images file as opened, for messages */
 
     sp_digest fingerprint;
+
+    /* The persistent index (dataset_index.c). */
+    sp_index_mode index_mode;
+    int hash_threads;
+    sp_dataset_index_info index;
 };
 
 /* One collected sample of an encoded-file dataset before packing. */
@@ -84,6 +90,12 @@ char *sp__ds_join(const char *a, const char *b);
  * entries array itself is left to the caller). */
 int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
                         sp_error *err);
+
+/* Fill ds->sizes/hashes of the n packed samples: from the persistent
+ * index where a file's stat is unchanged, else by hashing it (threads),
+ * then rewrite the index if anything differed (dataset_index.c). Errors
+ * name the file (and its list line, from e). */
+int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err);
 
 /* Class names "0".."k-1" (for IDX and list files). */
 int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);

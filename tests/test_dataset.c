@@ -480,7 +480,7 @@ static void test_idx_valid(void) {
     CHECK(!fp_eq(fp, fp_of(tpath("idx/mini-images-idx3-ubyte"))));
 
     /* limits */
-    sp_dataset_limits lim = {3, 0};
+    sp_dataset_limits lim = {.max_samples = 3};
     open_fails(tpath("idxgz/mini-images-idx3-ubyte.gz"), &lim, SP_ELIMIT,
                "mini-images-idx3-ubyte.gz", "limit");
 }
@@ -712,9 +712,9 @@ static void test_errors(void) {
         snprintf(rel, sizeof rel, "lim/c/%d.png", k);
         write_str(tpath(rel), k == 2 ? "0123456789012345678901234567890123456789" : "small");
     }
-    sp_dataset_limits lim = {3, 0};
+    sp_dataset_limits lim = {.max_samples = 3};
     open_fails(tpath("lim"), &lim, SP_ELIMIT, tpath("lim"), "more than 3 samples");
-    sp_dataset_limits lim2 = {0, 20};
+    sp_dataset_limits lim2 = {.max_file_bytes = 20};
     open_fails(tpath("lim"), &lim2, SP_ELIMIT, "lim/c/2.png", "limit of 20");
 
     /* a dangling link named like an image; a link loop */

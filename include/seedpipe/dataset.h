@@ -32,8 +32,20 @@
  * The content hash is XXH3-128 (seed 0) of the file bytes (IDX: of the
  * image's h*w pixel bytes). digest.hi/lo = XXH128_hash_t.high64/low64. The
  * root path is not hashed, so a copied dataset keeps its fingerprint; a
- * changed byte, label, path, class name or sample set changes it. Opening
- * reads every file once to hash it.
+ * changed byte, label, path, class name or sample set changes it.
+ *
+ * Persistent index (ImageFolder and list files): the first open reads and
+ * hashes every file (in threads) and keeps the hashes in a sidecar file,
+ * <root>/.seedpipe-index or .<list name>.seedpipe-index beside a list file
+ * (in $XDG_CACHE_HOME/seedpipe/ when that folder is not writable). A later
+ * open stats every file and re-hashes only those whose device, inode,
+ * size, mtime or ctime changed (and those changed within 2 s of the last
+ * index write, whose timestamps cannot tell), so reopening an unchanged
+ * dataset reads no sample file; the fingerprint is the same as a full
+ * hash's. A damaged, foreign or stale sidecar is never trusted: it is
+ * rebuilt (sp_dataset_index_info_get() says why). A file changed without a
+ * stat change is still refused when read: sp_dataset_read() re-hashes
+ * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
  *
  * Thread/fork safety: an open sp_dataset is immutable; sp_dataset_read()
  * may be called concurrently from threads and from forked children (it
@@ -56,13 +68,33 @@ typedef enum {
 
 typedef struct sp_dataset sp_dataset;
 
-/* Bounds applied while opening (hostile IDX headers, huge lists). A zero
- * field means "use the default". For IDX, max_file_bytes bounds one image
- * (rows * cols); the whole images file is also bounded by 16 GiB. */
+/* What sp_dataset_open() does with the persistent index (see above). */
+typedef enum {
+    SP_INDEX_AUTO = 0,     /* use a sound sidecar, write one when anything changed */
+    SP_INDEX_OFF = 1,      /* hash every file; neither read nor write a sidecar */
+    SP_INDEX_REBUILD = 2   /* ignore any sidecar: hash every file, write a new one */
+} sp_index_mode;
+
+/* Bounds and choices applied while opening (hostile IDX headers, huge
+ * lists). A zero field means "use the default". For IDX, max_file_bytes
+ * bounds one image (rows * cols); the whole images file is also bounded by
+ * 16 GiB. */
 typedef struct sp_dataset_limits {
     uint64_t max_samples;     /* default 1<<31 (never more than 2^32-1) */
     uint64_t max_file_bytes;  /* per sample file, default 256 MiB */
+    sp_index_mode index;      /* default SP_INDEX_AUTO */
+    int hash_threads;         /* threads hashing files; default online CPUs, at most 8 */
 } sp_dataset_limits;
+
+/* What the persistent index did at open (sp_dataset_index_info_get()). */
+typedef struct sp_dataset_index_info {
+    int used;                 /* 0: no index (IDX, SP_INDEX_OFF, SEEDPIPE_INDEX=off) */
+    int written;              /* 1: the sidecar was (re)written at this open */
+    uint64_t reused;          /* samples whose hash came from the sidecar (file not read) */
+    uint64_t hashed;          /* samples read and hashed at this open */
+    char path[4096];          /* the sidecar read or written ("" if none) */
+    char warning[768];        /* why a sidecar found was not trusted, or "" */
+} sp_dataset_index_info;
 
 /*! sp_dataset_open() : index the dataset at `path` (limits may be NULL).
  *  @return 0, SP_EIO (unreadable root or file: path and strerror),
@@ -73,6 +105,12 @@ typedef struct sp_dataset_limits {
 SP_API int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
                            sp_dataset **out, sp_error *err);
 SP_API void sp_dataset_destroy(sp_dataset *ds);   /* accepts NULL */
+
+/*! sp_dataset_index_info_get() : what the persistent index did when ds was
+ *  opened: how many hashes were reused and how many files were hashed, the
+ *  sidecar's path, and a warning when one was found but not trusted (the
+ *  tool prints it). */
+SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out);
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
 SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);

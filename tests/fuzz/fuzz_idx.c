@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (L > size) L = (uint32_t)size;
     char *img = fz_write("fz-images-idx3-ubyte", data, L);
     char *lab = fz_write("fz-labels-idx1-ubyte", data + L, size - L);
-    sp_dataset_limits lim = {4096, 64 * 1024};
+    sp_dataset_limits lim = {.max_samples = 4096, .max_file_bytes = 64 * 1024};
     sp_dataset *ds = NULL;
     sp_error err;
     int rc = sp_dataset_open(img, &lim, &ds, &err);

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > (1u << 16)) return 0;
     init_files();
     char *list = fz_write("list.txt", data, size);
-    sp_dataset_limits lim = {64, 4096};
+    sp_dataset_limits lim = {.max_samples = 64, .max_file_bytes = 4096, .index = SP_INDEX_OFF};
     sp_dataset *ds = NULL;
     sp_error err;
     int rc = sp_dataset_open(list, &lim, &ds, &err);

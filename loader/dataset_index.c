@@ -1,0 +1,555 @@
+/* dataset_index.c - the persistent dataset index: content hashes kept in a
+ * sidecar file and trusted again while each file's stat is unchanged
+ * (include/seedpipe/dataset.h, "Persistent index").
+ *
+ * Opening an ImageFolder or a list file needs every sample's XXH3-128 for
+ * the fingerprint. Reading every byte of the dataset at every open is what
+ * this file avoids: sp__ds_hash_files() stats every sample, takes the hash
+ * of each file whose (device, inode, size, mtime ns, ctime ns) equals the
+ * sidecar's record, hashes the others (pthreads, one 64 KiB buffer each)
+ * and rewrites the sidecar when anything differed. The fingerprint is the
+ * one a full hash gives; a file changed without a stat change is still
+ * refused when it is read (sp_dataset_read() re-hashes every sample).
+ *
+ * HOW IT WORKS
+ *  - Where: <root>/.seedpipe-index for an ImageFolder, .<name>.seedpipe-index
+ *    beside a list file (hidden: the folder walk skips it); when that folder
+ *    is not writable, $XDG_CACHE_HOME/seedpipe/index-<hex> (default
+ *    ~/.cache), <hex> = XXH3-128 of the kind and the absolute root. Reading
+ *    tries the same two places in that order.
+ *  - Format (little-endian): "SPDSIDX\0", u32 version 1, u32 kind, u64 n,
+ *    u32 len + the absolute root, then n records in canonical (byte-wise
+ *    path) order: u32 len + relative path, u32 flags (1 = racy), u64 dev,
+ *    ino, size, mtime ns, ctime ns, hash hi, hash lo; last an XXH3-64 of
+ *    all the bytes before it. A sidecar whose checksum, magic, version, kind
+ *    or root does not match is not trusted: it is rebuilt, and the reason
+ *    is kept for sp_dataset_index_info_get() (the tool prints it as a warning).
+ *  - Racy entries (git's "racily clean" problem): timestamps are coarse (a
+ *    jiffy, or a second on some filesystems), so a file rewritten with the
+ *    same size in the same tick as the stat taken here would look
+ *    unchanged. A record whose mtime or ctime is within SP_DS_RACY_NS of the
+ *    moment the stats were taken is written with the racy flag and hashed
+ *    again at the next open (then it is old enough to be trusted).
+ *  - Concurrency: the sidecar is written to a unique temporary name in the
+ *    same folder and renamed over the old one, so a reader sees a whole
+ *    file or the previous one; concurrent openers each write a complete
+ *    file and the last rename wins. A failed write only costs the next open
+ *    its hashing: opening never fails because of the sidecar.
+ *
+ * LIMITS: the stat check trusts the filesystem's timestamps; a tool that
+ * rewrites a file and restores both mtime and ctime (ctime cannot be set
+ * through the normal API) defeats it, and then the read-time re-hash
+ * refuses the sample, naming it. SEEDPIPE_INDEX=off in the environment (or
+ * sp_dataset_limits.index = SP_INDEX_OFF) hashes every file and touches no
+ * sidecar.
+ */
+#include "loader/dataset_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#define SIDECAR_MAGIC "SPDSIDX"   /* 7 characters + NUL = 8 bytes */
+#define SIDECAR_VERSION 1u
+#define SIDECAR_RACY 1u
+#define RECORD_FIXED (4 + 4 + 7 * 8)       /* len, flags, 7 u64 */
+#define SP_DS_RACY_NS (2000000000ll)       /* 2 s: coarse timestamps, clock skew */
+#define SP_DS_MAX_HASH_THREADS 8   /* default: online CPUs, at most this */
+#define SP_DS_THREADS_CAP 64       /* sp_dataset_limits.hash_threads at most */
+
+typedef struct rec {
+    uint64_t dev, ino, size, mtime, ctime;
+} rec;
+
+static uint64_t ns_of(struct timespec t) {
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static rec rec_of(const struct stat *st) {
+    rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+             ns_of(st->st_mtim), ns_of(st->st_ctim)};
+    return r;
+}
+
+/* ---- byte buffers ------------------------------------------------------------ */
+
+typedef struct buf {
+    uint8_t *p;
+    size_t len, cap;
+    int oom;
+} buf;
+
+static void put(buf *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 1 << 16;
+        while (cap < b->len + n) cap *= 2;
+        uint8_t *p = realloc(b->p, cap);
+        if (!p) { b->oom = 1; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void put32(buf *b, uint32_t v) {
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    put(b, x, 4);
+}
+
+static void put64(buf *b, uint64_t v) {
+    put32(b, (uint32_t)v);
+    put32(b, (uint32_t)(v >> 32));
+}
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+/* ---- where the sidecar lives -------------------------------------------------- */
+
+/* The absolute root the sidecar belongs to: the folder of an ImageFolder,
+ * the list file itself (resolved). malloc'd, or NULL. */
+static char *abs_root(const sp_dataset *ds) {
+    if (ds->kind == SP_DATASET_IMAGEFOLDER) return sp__ds_strdup(ds->base);
+    return realpath(ds->root, NULL);
+}
+
+/* The two candidate paths: [0] beside the data, [1] in the user cache
+ * ("" when no cache folder is known). */
+static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096]) {
+    if (ds->kind == SP_DATASET_IMAGEFOLDER) {
+        snprintf(p[0], 4096, "%s/.seedpipe-index", root);
+    } else {
+        const char *slash = strrchr(root, '/');
+        snprintf(p[0], 4096, "%.*s/.%s.seedpipe-index", (int)(slash - root), root, slash + 1);
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[3072];
+    if (xdg && xdg[0] == '/')
+        snprintf(dir, sizeof dir, "%s/seedpipe", xdg);
+    else if (home && home[0] == '/')
+        snprintf(dir, sizeof dir, "%s/.cache/seedpipe", home);
+    else
+        dir[0] = '\0';
+    p[1][0] = '\0';
+    if (dir[0]) {
+        XXH3_state_t *st = XXH3_createState();
+        if (!st) return;
+        XXH3_128bits_reset(st);
+        uint8_t k = (uint8_t)ds->kind;
+        XXH3_128bits_update(st, &k, 1);
+        XXH3_128bits_update(st, root, strlen(root));
+        XXH128_hash_t h = XXH3_128bits_digest(st);
+        XXH3_freeState(st);
+        snprintf(p[1], 4096, "%s/index-%016llx%016llx", dir, (unsigned long long)h.high64,
+                 (unsigned long long)h.low64);
+    }
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* printf into a bounded message (truncating is fine: it is a warning). */
+__attribute__((format(printf, 3, 4))) static void note(char *why, size_t wn, const char *fmt,
+                                                       ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, wn, fmt, ap);
+    va_end(ap);
+}
+
+typedef struct sidecar {
+    uint8_t *data;
+    size_t len;
+    uint64_t n;
+    size_t first;   /* offset of the first record */
+} sidecar;
+
+/* Load and check the sidecar at `path`. @return 1 (valid: *sc filled), 0
+ * (absent), -1 (present but not trusted: why in `why`). */
+static int sidecar_load(const char *path, const sp_dataset *ds, const char *root, sidecar *sc,
+                        char *why, size_t wn) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return 0;
+        note(why, wn, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    int rc = -1;
+    uint8_t *data = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = 0;   /* something else holds the name: as if absent (written elsewhere) */
+        goto out;
+    }
+    size_t len = (size_t)st.st_size, got = 0;
+    size_t head = 8 + 4 + 4 + 8 + 4;
+    if (st.st_size < (off_t)(head + 8) || (uint64_t)st.st_size > (UINT64_C(1) << 36)) {
+        note(why, wn, "%s: truncated or implausible size (%lld bytes)", path,
+                 (long long)st.st_size);
+        goto out;
+    }
+    data = malloc(len);
+    if (!data) {
+        note(why, wn, "%s: out of memory for %zu bytes", path, len);
+        goto out;
+    }
+    while (got < len) {
+        ssize_t r = read(fd, data + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    if (got != len) {
+        note(why, wn, "%s: short read", path);
+        goto out;
+    }
+    if (XXH3_64bits(data, len - 8) != get64(data + len - 8)) {
+        note(why, wn, "%s: checksum mismatch (damaged)", path);
+        goto out;
+    }
+    if (memcmp(data, SIDECAR_MAGIC, 8) != 0) {
+        note(why, wn, "%s: not a seedpipe dataset index", path);
+        goto out;
+    }
+    if (get32(data + 8) != SIDECAR_VERSION) {
+        note(why, wn, "%s: index format version %u, this library writes %u", path,
+                 get32(data + 8), SIDECAR_VERSION);
+        goto out;
+    }
+    uint32_t rl = get32(data + 24);
+    if (get32(data + 12) != (uint32_t)ds->kind || head + rl + 8 > len ||
+        rl != strlen(root) || memcmp(data + head, root, rl) != 0) {
+        note(why, wn, "%s: belongs to another dataset (%.*s)", path,
+                 (int)(rl < 512 && head + rl + 8 <= len ? rl : 0), (const char *)data + head);
+        goto out;
+    }
+    /* Every record must lie inside the file, ending at the checksum. */
+    uint64_t n = get64(data + 16);
+    size_t off = head + rl;
+    for (uint64_t i = 0; i < n; i++) {
+        if (off + 4 > len - 8 || get32(data + off) > 4096 ||
+            off + 4 + get32(data + off) + RECORD_FIXED - 4 > len - 8) {
+            note(why, wn, "%s: record %llu out of bounds (damaged)", path,
+                     (unsigned long long)i);
+            goto out;
+        }
+        off += 4 + get32(data + off) + RECORD_FIXED - 4;
+    }
+    if (off != len - 8) {
+        note(why, wn, "%s: %zu bytes after the last record (damaged)", path, len - 8 - off);
+        goto out;
+    }
+    sc->data = data;
+    sc->len = len;
+    sc->n = n;
+    sc->first = head + rl;
+    data = NULL;
+    rc = 1;
+out:
+    free(data);
+    close(fd);
+    return rc;
+}
+
+/* ---- hashing in threads --------------------------------------------------------- */
+
+typedef struct hash_job {
+    sp_dataset *ds;
+    const uint64_t *todo;      /* sample indices to hash, ascending */
+    uint64_t ntodo;
+    rec *recs;                 /* filled with the fstat of the file hashed */
+    uint64_t next;             /* guarded by lock */
+    pthread_mutex_t lock;
+    uint64_t err_at;           /* smallest todo position that failed (ntodo: none) */
+    int err_rc;
+    sp_error err;
+} hash_job;
+
+static int hash_one(hash_job *j, uint64_t i, sp_error *err) {
+    sp_dataset *ds = j->ds;
+    char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+    if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    int rc;
+    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
+    struct stat st;
+    if (fd < 0) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+    } else if (fstat(fd, &st) != 0) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
+    } else if ((uint64_t)st.st_size > ds->max_file_bytes) {
+        rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu", full,
+                          (unsigned long long)st.st_size, (unsigned long long)ds->max_file_bytes);
+    } else {
+        j->recs[i] = rec_of(&st);
+        rc = sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i], &ds->hashes[i], err);
+    }
+    if (fd >= 0) close(fd);
+    free(full);
+    return rc;
+}
+
+static void *hash_worker(void *arg) {
+    hash_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        uint64_t k = j->next++;
+        int stop = k >= j->ntodo || k > j->err_at;
+        pthread_mutex_unlock(&j->lock);
+        if (stop) return NULL;
+        sp_error e;
+        int rc = hash_one(j, j->todo[k], &e);
+        if (rc) {
+            pthread_mutex_lock(&j->lock);
+            if (k < j->err_at) {   /* report the first failing file in canonical order */
+                j->err_at = k;
+                j->err_rc = rc;
+                j->err = e;
+            }
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+}
+
+static int hash_threads(const sp_dataset *ds, uint64_t ntodo) {
+    int t = ds->hash_threads;
+    if (t <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        t = cpus > SP_DS_MAX_HASH_THREADS ? SP_DS_MAX_HASH_THREADS : cpus < 1 ? 1 : (int)cpus;
+    }
+    if (t > SP_DS_THREADS_CAP) t = SP_DS_THREADS_CAP;
+    if ((uint64_t)t > ntodo) t = ntodo ? (int)ntodo : 1;
+    return t;
+}
+
+/* Hash the files todo[0..ntodo) into ds->sizes/hashes and recs (threads).
+ * On failure *failed is the first failing sample in canonical order. */
+static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *recs,
+                    uint64_t *failed, sp_error *err) {
+    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}};
+    int nt = hash_threads(ds, ntodo);
+    pthread_t tid[SP_DS_THREADS_CAP];
+    int started = 0;
+    for (; started < nt - 1; started++)   /* fewer threads if the system refuses more */
+        if (pthread_create(&tid[started], NULL, hash_worker, &j) != 0) break;
+    hash_worker(&j);   /* the caller is a worker too */
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&j.lock);
+    if (j.err_at < ntodo) {
+        if (err) *err = j.err;
+        *failed = todo[j.err_at];
+        return j.err_rc;
+    }
+    return SP_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static int write_at(const char *path, const buf *b) {
+    char tmp[4200];
+    static unsigned counter;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
+             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    size_t done = 0;
+    while (done < b->len) {
+        ssize_t w = write(fd, b->p + done, b->len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    if (close(fd) != 0 || done != b->len || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int mkdir_p(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- the entry point ------------------------------------------------------------- */
+
+static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc, sp_error *err) {
+    if (!err || e->v[i].line <= 0) return;
+    char msg[SP_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
+}
+
+int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
+    sp_dataset_index_info *info = &ds->index;
+    uint64_t n = ds->n;
+    const char *env = getenv("SEEDPIPE_INDEX");
+    int use = ds->index_mode != SP_INDEX_OFF && !(env && strcmp(env, "off") == 0);
+    rec *recs = calloc(n ? n : 1, sizeof *recs);
+    uint32_t *flags = calloc(n ? n : 1, sizeof *flags);
+    uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
+    char *root = use ? abs_root(ds) : NULL;
+    sidecar sc = {0};
+    buf b = {0};
+    int rc = SP_OK;
+    if (!recs || !flags || !todo || (use && !root)) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
+                          (unsigned long long)n);
+        goto done;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t racy_from = ns_of(now) - (uint64_t)SP_DS_RACY_NS;
+
+    /* 1. stat every sample (in canonical order: the first bad file is named). */
+    for (uint64_t i = 0; i < n && use; i++) {
+        char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+        if (!full) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); goto done; }
+        struct stat st;
+        if (stat(full, &st) != 0)
+            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        else if (!S_ISREG(st.st_mode))
+            rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
+        else if ((uint64_t)st.st_size > ds->max_file_bytes)
+            rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu", full,
+                              (unsigned long long)st.st_size,
+                              (unsigned long long)ds->max_file_bytes);
+        free(full);
+        if (rc) { annotate(ds, e, i, rc, err); goto done; }
+        recs[i] = rec_of(&st);
+    }
+
+    /* 2. the sidecar, if one is there and sound. */
+    char paths[2][4096] = {"", ""};
+    int found = -1;   /* which of paths[] held the sidecar used */
+    if (use) {
+        sidecar_paths(ds, root, paths);
+        snprintf(info->path, sizeof info->path, "%s", paths[0]);
+        for (int k = 0; k < 2 && found < 0; k++) {
+            if (!paths[k][0]) continue;
+            if (ds->index_mode == SP_INDEX_REBUILD) break;
+            char why[sizeof info->warning];
+            int r = sidecar_load(paths[k], ds, root, &sc, why, sizeof why);
+            if (r == 1) found = k;
+            if (r < 0 && !info->warning[0])
+                note(info->warning, sizeof info->warning, "%s; rebuilt", why);
+        }
+        if (found >= 0) snprintf(info->path, sizeof info->path, "%s", paths[found]);
+    }
+
+    /* 3. merge: trust a record whose path and stat match and that is not racy. */
+    uint64_t ntodo = 0, reused = 0;
+    size_t off = sc.first;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *path = ds->pool + ds->path_off[i];
+        int hit = 0;
+        while (found >= 0 && k < sc.n) {
+            uint32_t pl = get32(sc.data + off);
+            const char *sp = (const char *)sc.data + off + 4;
+            size_t pathlen = strlen(path);
+            int c = memcmp(sp, path, pl < pathlen ? pl : pathlen);
+            if (c == 0) c = (pl > pathlen) - (pl < pathlen);
+            if (c > 0) break;                       /* path not in the sidecar */
+            const uint8_t *r = sc.data + off + 4 + pl;
+            off += 4 + pl + RECORD_FIXED - 4;
+            k++;
+            if (c < 0) continue;                    /* a record of a file now gone */
+            rec old = {get64(r + 4), get64(r + 12), get64(r + 20), get64(r + 28), get64(r + 36)};
+            if (!(get32(r) & SIDECAR_RACY) && !memcmp(&old, &recs[i], sizeof old)) {
+                ds->sizes[i] = old.size;
+                ds->hashes[i].hi = get64(r + 44);
+                ds->hashes[i].lo = get64(r + 52);
+                hit = 1;
+            }
+            break;
+        }
+        if (hit) reused++;
+        else todo[ntodo++] = i;
+    }
+    int dirty = found < 0 || ntodo > 0 || sc.n != n;
+
+    /* 4. hash what could not be trusted. */
+    uint64_t failed = 0;
+    rc = hash_all(ds, todo, ntodo, recs, &failed, err);
+    if (rc) {
+        annotate(ds, e, failed, rc, err);
+        goto done;
+    }
+    info->reused = reused;
+    info->hashed = ntodo;
+    info->used = use;
+    if (!use || !dirty) goto done;
+
+    /* 5. write the sidecar (beside the data, else in the user cache). */
+    for (uint64_t i = 0; i < n; i++)
+        flags[i] = recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0;
+    put(&b, SIDECAR_MAGIC, 8);
+    put32(&b, SIDECAR_VERSION);
+    put32(&b, (uint32_t)ds->kind);
+    put64(&b, n);
+    put32(&b, (uint32_t)strlen(root));
+    put(&b, root, strlen(root));
+    for (uint64_t i = 0; i < n; i++) {
+        const char *path = ds->pool + ds->path_off[i];
+        put32(&b, (uint32_t)strlen(path));
+        put(&b, path, strlen(path));
+        put32(&b, flags[i]);
+        put64(&b, recs[i].dev);
+        put64(&b, recs[i].ino);
+        put64(&b, ds->sizes[i]);
+        put64(&b, recs[i].mtime);
+        put64(&b, recs[i].ctime);
+        put64(&b, ds->hashes[i].hi);
+        put64(&b, ds->hashes[i].lo);
+    }
+    if (!b.oom) put64(&b, XXH3_64bits(b.p, b.len));
+    if (b.oom) goto done;   /* no sidecar this time; the next open hashes again */
+    for (int w = found > 0 ? 1 : 0; w < 2; w++) {
+        if (!paths[w][0]) continue;
+        if (w == 1) {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s", paths[1]);
+            *strrchr(dir, '/') = '\0';
+            if (mkdir_p(dir) != 0) continue;
+        }
+        if (write_at(paths[w], &b) == 0) {
+            info->written = 1;
+            snprintf(info->path, sizeof info->path, "%s", paths[w]);
+            break;
+        }
+    }
+done:
+    free(b.p);
+    free(sc.data);
+    free(root);
+    free(todo);
+    free(flags);
+    free(recs);
+    return rc;
+}
+
+void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out) {
+    *out = ds->index;
+}
