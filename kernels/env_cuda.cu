@@ -1,16 +1,17 @@
 // env_cuda.cu - the CUDA part of the environment record (seedpipe/env.h,
 // sp_env_cuda_query() in seedpipe/train.h): runtime, driver, cuDNN and
-// cuBLAS versions, device 0's name and compute capability. Compiled only
-// with CUDA; kernels/record.c has the stub otherwise.
+// cuBLAS versions, device 0's name and compute capability. Part of the
+// CUDA plugin (kernels/cuda_plugin.h); kernels/record.c calls it through
+// the plugin's table.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "seedpipe/train.h"
+#include "kernels/cuda_plugin.h"
 
-extern "C" void sp_env_cuda_query(sp_env_cuda_info *out) {
+extern "C" void sp__cuda_env_query(sp_env_cuda_info *out) {
     memset(out, 0, sizeof *out);
     out->compiled = 1;
     cudaRuntimeGetVersion(&out->runtime);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda_plugin.h"
 #include "kernels/nn_math.h"
 
 void sp_csr_free(sp_csr *g) {
@@ -327,26 +328,30 @@ void sp_graph_features(uint32_t n, uint32_t f, uint64_t seed, float *x) {
     }
 }
 
+/* The CUDA forms live in the CUDA plugin (graph_cuda.cu, loaded on the
+ * first call: kernels/cuda_plugin.h). */
 #ifdef SEEDPIPE_HAVE_CUDA
 int sp_graph_cuda_compiled(void) { return 1; }
 #else
 int sp_graph_cuda_compiled(void) { return 0; }
+#endif
 
 int sp_graph_cuda_device(char *name, size_t n) {
     if (name && n) name[0] = '\0';
-    return 0;
+    const sp__cuda_plugin *cuda = sp__cuda_plugin_load(NULL);
+    return cuda ? cuda->device(name, n) : 0;
 }
 
 int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_mode mode, float *out,
                         sp_error *err) {
-    (void)g, (void)x, (void)mode, (void)out;
-    return sp_error_set(err, SP_EUNSUPP, "CUDA: not compiled in");
+    const sp__cuda_plugin *cuda = sp__cuda_plugin_load(err);
+    return cuda ? cuda->gcn_forward(g, x, mode, out, err) : SP_EUNSUPP;
 }
 
 int sp_scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst, uint64_t m,
                          uint32_t f, int reps, double *ms_atomic, double *ms_det, sp_error *err) {
-    (void)g, (void)src, (void)dst, (void)m, (void)f, (void)reps;
     *ms_atomic = *ms_det = 0.0;
-    return sp_error_set(err, SP_EUNSUPP, "CUDA: not compiled in");
+    const sp__cuda_plugin *cuda = sp__cuda_plugin_load(err);
+    return cuda ? cuda->scatter_time(g, src, dst, m, f, reps, ms_atomic, ms_det, err)
+                : SP_EUNSUPP;
 }
-#endif

@@ -7,11 +7,14 @@
 // operations; with --fmad=false (CMakeLists.txt) the bits equal the CPU's.
 // The linear part: one thread per (node, output) with the same term and
 // order as the CPU; the bias is added after the aggregation, as on the CPU.
-// Every CUDA call is checked; a failure is SP_EIO naming the call.
+// Every CUDA call is checked; a failure is SP_EIO naming the call. Part of
+// the CUDA plugin (kernels/cuda_plugin.h): graph.c's sp_graph_cuda_device(),
+// sp_gcn_forward_cuda() and sp_scatter_cuda_time() call these through it.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/cuda_plugin.h"
 #include "seedpipe/graph.h"
 
 #define CU(call)                                                                              \
@@ -79,7 +82,7 @@ unsigned blocks(uint64_t threads) { return (unsigned)((threads + 255) / 256); }
 
 }  // namespace
 
-extern "C" int sp_graph_cuda_device(char *name, size_t n) {
+extern "C" int sp__cuda_device(char *name, size_t n) {
     int count = 0;
     if (name && n) name[0] = '\0';
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -98,8 +101,8 @@ extern "C" int sp_graph_cuda_device(char *name, size_t n) {
     return count;
 }
 
-extern "C" int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_mode mode,
-                                   float *out, sp_error *err) {
+extern "C" int sp__cuda_gcn_forward(const sp_gcn *g, const float *x, sp_scatter_mode mode,
+                                    float *out, sp_error *err) {
     dev_bufs b;
     float *dx, *dwt, *db, *dh, *dout, *dw;
     uint32_t *dsrc = nullptr, *ddst = nullptr, *dcol = nullptr;
@@ -140,9 +143,9 @@ extern "C" int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_m
     return SP_OK;
 }
 
-extern "C" int sp_scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst,
-                                    uint64_t m, uint32_t f, int reps, double *ms_atomic,
-                                    double *ms_det, sp_error *err) {
+extern "C" int sp__cuda_scatter_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst,
+                                     uint64_t m, uint32_t f, int reps, double *ms_atomic,
+                                     double *ms_det, sp_error *err) {
     dev_bufs b;
     float *dx, *dout;
     uint32_t *dsrc, *ddst, *dcol;

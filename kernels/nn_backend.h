@@ -6,7 +6,8 @@
  * backend owns the device-side copies of parameters and momentum and does
  * one SGD step or one evaluation on a batch of float32 NCHW images.
  * Backends: sp__nn_cpu_backend (model.c, always built) and
- * sp__nn_cuda_backend (nn_cuda.cu, only with SEEDPIPE_HAVE_CUDA).
+ * sp__nn_cuda_backend (nn_cuda.cu, only with SEEDPIPE_HAVE_CUDA, in the
+ * CUDA plugin loaded at run time: kernels/cuda_plugin.h).
  */
 #ifndef SEEDPIPE_NN_BACKEND_H
 #define SEEDPIPE_NN_BACKEND_H
@@ -41,9 +42,6 @@ typedef struct sp__nn_backend {
 } sp__nn_backend;
 
 extern const sp__nn_backend sp__nn_cpu_backend;
-#ifdef SEEDPIPE_HAVE_CUDA
-extern const sp__nn_backend sp__nn_cuda_backend;
-#endif
 
 #ifdef __cplusplus
 }

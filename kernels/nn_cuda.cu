@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda_plugin.h"
 #include "kernels/nn_backend.h"
 #include "kernels/nn_cuda.cuh"
 

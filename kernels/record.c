@@ -17,10 +17,23 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#ifndef SEEDPIPE_HAVE_CUDA
-/* Built without CUDA: kernels/env_cuda.cu has the real one. */
-void sp_env_cuda_query(sp_env_cuda_info *out) { memset(out, 0, sizeof *out); }
+#include "kernels/cuda_plugin.h"
+
+/* From the CUDA plugin (env_cuda.cu) when it can be loaded; else only
+ * whether CUDA was built and why it is not there. */
+void sp_env_cuda_query(sp_env_cuda_info *out) {
+    sp_error err;
+    const sp__cuda_plugin *cuda = sp__cuda_plugin_load(&err);
+    if (cuda) {
+        cuda->env_query(out);
+        return;
+    }
+    memset(out, 0, sizeof *out);
+#ifdef SEEDPIPE_HAVE_CUDA
+    out->compiled = 1;
+    snprintf(out->error, sizeof out->error, "%s", err.msg);
 #endif
+}
 
 int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err) {
     char *text = NULL;

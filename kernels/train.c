@@ -2,7 +2,8 @@
  *
  * A trainer owns the model layout, the hyperparameters, the step counter
  * and one backend (nn_backend.h): the CPU reference always, CUDA when the
- * library was built with SEEDPIPE_HAVE_CUDA. The initial parameters are
+ * library was built with SEEDPIPE_HAVE_CUDA (loaded at run time, on the
+ * first CUDA trainer: kernels/cuda_plugin.h). The initial parameters are
  * computed here, on the host, by sp_model_init, and handed to the backend,
  * so every backend starts from the same bits; momentum starts at 0.
  * Checkpoints (format in seedpipe/train.h) carry weights, momentum, the
@@ -21,6 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "kernels/cuda_plugin.h"
 #include "kernels/nn_backend.h"
 
 struct sp_trainer {
@@ -67,13 +69,9 @@ int sp_trainer_create(const sp_train_config *cfg, sp_trainer **out, sp_error *er
     if (cfg->threads > 64) return sp_error_set(err, SP_EINVAL, "train: threads must be <= 64");
     const sp__nn_backend *be = &sp__nn_cpu_backend;
     if (cfg->device == SP_DEVICE_CUDA) {
-#ifdef SEEDPIPE_HAVE_CUDA
-        be = &sp__nn_cuda_backend;
-#else
-        return sp_error_set(err, SP_EUNSUPP,
-                            "device cuda: this seedpipe was built without CUDA "
-                            "(configure with nvcc and cuDNN present, -DSEEDPIPE_CUDA=ON)");
-#endif
+        const sp__cuda_plugin *cuda = sp__cuda_plugin_load(err);   /* dlopen, once */
+        if (!cuda) return SP_EUNSUPP;
+        be = cuda->nn;
     }
     sp_trainer *tr = (sp_trainer *)calloc(1, sizeof *tr);
     float *p = (float *)malloc(l.nparams * sizeof(float));

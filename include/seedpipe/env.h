@@ -41,7 +41,7 @@ typedef struct sp_env_cuda_info {
     char name[256];          /* device 0 */
     int cc_major, cc_minor;  /* device 0's compute capability */
     unsigned long long memory_mib;
-    char error[160];         /* a runtime error while asking, or "" */
+    char error[512];         /* why CUDA could not be asked (plugin, runtime), or "" */
 } sp_env_cuda_info;
 
 /*! sp_env_json() : write the JSON object into buf (snprintf semantics:

@@ -37,6 +37,22 @@ for f in "$so" "$(readlink -f "$libdir/libseedpipe_train.so")"; do
 done
 cuda=$(ldd "$so" | grep -iE 'cuda|cublas|cudnn' || true)
 [ -z "$cuda" ] || fail "libseedpipe.so needs CUDA: $cuda"
+for f in "$libdir/libseedpipe_train.so" "$P/bin/seedpipe"; do
+  cuda=$(ldd "$f" | grep -iE 'cuda|cublas|cudnn' || true)
+  [ -z "$cuda" ] || fail "$(basename "$f") links CUDA (the plugin should be loaded on demand): $cuda"
+done
+if [ -e "$libdir/libseedpipe_cuda.so.${soname##*.so.}" ]; then
+  # the CUDA backend, loaded on demand from the prefix by the installed tool
+  "$P/bin/seedpipe" env --json "$W/env.json" >/dev/null
+  python3 - "$W/env.json" <<'PY' || fail "the installed tool did not load its CUDA backend"
+import json, sys
+c = json.load(open(sys.argv[1]))["cuda"]
+assert c["compiled"] and c["runtime"] != "0.0" and "error" not in c, c
+print(f"CUDA backend loaded on demand: runtime {c['runtime']}, cuDNN {c['cudnn']}, {c['device']}")
+PY
+  missing=$(ldd "$libdir/libseedpipe_cuda.so.${soname##*.so.}" | grep 'not found' || true)
+  [ -z "$missing" ] || fail "libseedpipe_cuda misses libraries: $missing"
+fi
 missing=$(ldd "$libdir/libseedpipe_train.so" "$P/bin/seedpipe" | grep 'not found' || true)
 [ -z "$missing" ] || fail "installed files miss libraries: $missing"
 echo "installed into a temporary prefix: $soname, $(nm -D --defined-only "$so" | grep -c ' sp_') exported sp_ functions, no sp__, no CUDA"
