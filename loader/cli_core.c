@@ -248,6 +248,11 @@ int cmd_index(cli_args *a) {
     }
     printf("time:        %.3f s\n",
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    FILE *st = fopen("/proc/self/status", "r");   /* what the open index keeps resident */
+    char line[256];
+    while (st && fgets(line, sizeof line, st))
+        if (strncmp(line, "VmRSS:", 6) == 0) printf("resident:    %s", line + 6 + strspn(line + 6, " \t"));
+    if (st) fclose(st);
     sp_dataset_destroy(ds);
     return 0;
 }
