@@ -172,7 +172,6 @@ __attribute__((format(printf, 3, 4))) static void note(char *why, size_t wn, con
 
 typedef struct sidecar {
     uint8_t *data;
-    size_t len;
     uint64_t n;
     size_t first;   /* offset of the first record */
 } sidecar;
@@ -253,7 +252,6 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
         goto out;
     }
     sc->data = data;
-    sc->len = len;
     sc->n = n;
     sc->first = head + rl;
     data = NULL;
@@ -362,8 +360,9 @@ static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *r
 static int write_at(const char *path, const buf *b) {
     char tmp[4200];
     static unsigned counter;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
-             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)) >= (int)sizeof tmp)
+        return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     size_t done = 0;
@@ -526,7 +525,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     }
     if (!b.oom) put64(&b, XXH3_64bits(b.p, b.len));
     if (b.oom) goto done;   /* no sidecar this time; the next open hashes again */
-    for (int w = found > 0 ? 1 : 0; w < 2; w++) {
+    for (int w = 0; w < 2; w++) {   /* beside the data when possible, even if read elsewhere */
         if (!paths[w][0]) continue;
         if (w == 1) {
             char dir[4096];
@@ -536,7 +535,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
         }
         if (write_at(paths[w], &b) == 0) {
             info->written = 1;
-            snprintf(info->path, sizeof info->path, "%s", paths[w]);
+            memcpy(info->path, paths[w], sizeof paths[w]);   /* same size, NUL-terminated */
             break;
         }
     }
