@@ -42,7 +42,7 @@ with open(os.path.join(w, "list.txt"), "w") as lst:
             os.close(fd)
             lst.write(f"ds/n{c:08d}/{name}\t{c}\n")
 PY
-sleep 3   # older than the index's racy window
+sync; sleep 3   # written back, and older than the index's racy window
 
 run() {  # LABEL ENV... -- ARGS
   local label=$1; shift

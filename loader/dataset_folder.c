@@ -55,6 +55,10 @@ static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
         }
         const char *name = de->d_name;
         if (name[0] == '.') continue;   /* hidden, "." and ".." */
+        /* A regular file (d_type from readdir: no stat needed; symlinks and
+         * filesystems without d_type take the stat path below) that is not
+         * an image is not a candidate. */
+        if (de->d_type == DT_REG && !has_image_ext(name)) continue;
         char *full = sp__ds_join(dir, name);
         char *r = full ? sp__ds_join(rel, name) : NULL;
         if (!r) {
@@ -63,7 +67,10 @@ static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
             break;
         }
         struct stat st;
-        if (stat(full, &st) != 0) {
+        if (de->d_type == DT_REG) {
+            /* An image file: its stat is taken once, by the index (dataset_index.c). */
+            st.st_mode = S_IFREG;
+        } else if (stat(full, &st) != 0) {
             /* A dangling link named like an image would be a silently lost
              * sample: refuse it. Anything else that cannot be stat'ed is
              * not a candidate and is ignored. */
