@@ -421,12 +421,32 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     clock_gettime(CLOCK_REALTIME, &now);
     uint64_t racy_from = ns_of(now) - (uint64_t)SP_DS_RACY_NS;
 
-    /* 1. stat every sample (in canonical order: the first bad file is named). */
+    /* 1. stat every sample (in canonical order: the first bad file is named).
+     * Sorted paths come folder by folder: each folder is looked up once and
+     * its files stat'ed relative to it (fstatat), not walked from the root. */
+    int dfd = -1;
+    size_t dlen = 0;
+    const char *dpath = NULL;
     for (uint64_t i = 0; i < n && use; i++) {
-        char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+        const char *rel = ds->pool + ds->path_off[i];
+        const char *slash = strrchr(rel, '/');
+        size_t len = slash ? (size_t)(slash - rel) : 0;
+        if (rel[0] != '/' && (!dpath || len != dlen || memcmp(rel, dpath, len) != 0)) {
+            if (dfd >= 0) close(dfd);
+            char *dir = len ? strndup(rel, len) : NULL;
+            char *full = dir ? sp__ds_join(ds->base, dir) : sp__ds_strdup(ds->base);
+            dfd = full ? open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+            free(dir);
+            free(full);
+            dpath = rel;
+            dlen = len;
+        }
+        char *full = sp__ds_join(ds->base, rel);
         if (!full) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); goto done; }
         struct stat st;
-        if (stat(full, &st) != 0)
+        int r = rel[0] != '/' && dfd >= 0 ? fstatat(dfd, slash ? slash + 1 : rel, &st, 0)
+                                          : stat(full, &st);
+        if (r != 0)
             rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
         else if (!S_ISREG(st.st_mode))
             rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
@@ -435,9 +455,14 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
                               (unsigned long long)st.st_size,
                               (unsigned long long)ds->max_file_bytes);
         free(full);
-        if (rc) { annotate(ds, e, i, rc, err); goto done; }
+        if (rc) {
+            if (dfd >= 0) close(dfd);
+            annotate(ds, e, i, rc, err);
+            goto done;
+        }
         recs[i] = rec_of(&st);
     }
+    if (dfd >= 0) close(dfd);
 
     /* 2. the sidecar, if one is there and sound. */
     char paths[2][4096] = {"", ""};
