@@ -30,7 +30,7 @@ _NATIVE = os.path.join(_HERE, "_native")
 _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
-# follow (tests/test_abi.py checks the two agree).
+# follow (bindings/python/tests/test_abi.py checks the two agree).
 ABI_VERSION = 0
 
 SP_ERROR_MSG_MAX = 512
@@ -183,6 +183,8 @@ LIB_PATH = find_library()
 lib = ctypes.CDLL(LIB_PATH)
 check_abi(lib, LIB_PATH)
 HAS_SPLIT = hasattr(lib, "sp_split_parse")   # sp_loader_config.split/subset/split_seed
+
+
 def find_binary() -> str:
     env = os.environ.get("SEEDPIPE_BIN")
     if env:
