@@ -165,6 +165,22 @@ int cmd_order(cli_args *a) {
     return 0;
 }
 
+/* The head of `inspect` and `index`: path, kind, samples, [classes,] fingerprint. */
+static void print_dataset(const char *path, const sp_dataset *ds, int classes) {
+    char fp[33];
+    sp_digest_hex(sp_dataset_fingerprint(ds), fp);
+    printf("dataset:     %s\n", path);
+    printf("kind:        %s\n", sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+    printf("samples:     %llu\n", (unsigned long long)sp_dataset_size(ds));
+    if (classes) {
+        printf("classes:     %d\n", sp_dataset_num_classes(ds));
+        for (int c = 0; c < sp_dataset_num_classes(ds); c++)
+            printf("  %3d  %-20s %llu\n", c, sp_dataset_class_name(ds, c),
+                   (unsigned long long)sp_dataset_class_count(ds, c));
+    }
+    printf("fingerprint: %s\n", fp);
+}
+
 int cmd_inspect(cli_args *a) {
     if (a->npos != 1)
         cli_usage_error(a, "usage: seedpipe inspect DATASET [--split NAME=FRACTION,... "
@@ -180,16 +196,7 @@ int cmd_inspect(cli_args *a) {
     sp_dataset *ds;
     if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
     cli_index_warning(ds);
-    char fp[33];
-    sp_digest_hex(sp_dataset_fingerprint(ds), fp);
-    printf("dataset:     %s\n", a->pos[0]);
-    printf("kind:        %s\n", sp_dataset_kind_name(sp_dataset_kind_of(ds)));
-    printf("samples:     %llu\n", (unsigned long long)sp_dataset_size(ds));
-    printf("classes:     %d\n", sp_dataset_num_classes(ds));
-    for (int c = 0; c < sp_dataset_num_classes(ds); c++)
-        printf("  %3d  %-20s %llu\n", c, sp_dataset_class_name(ds, c),
-               (unsigned long long)sp_dataset_class_count(ds, c));
-    printf("fingerprint: %s\n", fp);
+    print_dataset(a->pos[0], ds, 1);
     if (split_spec) {
         uint64_t counts[SP_SPLIT_MAX];
         sp_split_counts(&split, ds, counts);
@@ -229,12 +236,7 @@ int cmd_index(cli_args *a) {
     sp_dataset_index_info info;
     sp_dataset_index_info_get(ds, &info);
     cli_index_warning(ds);
-    char fp[33];
-    sp_digest_hex(sp_dataset_fingerprint(ds), fp);
-    printf("dataset:     %s\n", a->pos[0]);
-    printf("kind:        %s\n", sp_dataset_kind_name(sp_dataset_kind_of(ds)));
-    printf("samples:     %llu\n", (unsigned long long)sp_dataset_size(ds));
-    printf("fingerprint: %s\n", fp);
+    print_dataset(a->pos[0], ds, 0);
     if (!info.used) {
         printf("index:       none (%s)\n", sp_dataset_kind_of(ds) == SP_DATASET_IDX
                                                  ? "an IDX file is read whole at open"
