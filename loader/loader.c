@@ -559,22 +559,27 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     return rc;
 }
 
-sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {
+sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
+                           size_t sample_bytes) {
     XXH3_state_t *st = XXH3_createState();
     sp_digest d = {0, 0};
     if (!st) return d;
     XXH3_128bits_reset(st);
     hash_u64(st, b->count);
-    hash_u64(st, (uint64_t)ld->c);
-    hash_u64(st, (uint64_t)ld->h);
-    hash_u64(st, (uint64_t)ld->w);
-    hash_u64(st, (uint64_t)ld->cfg.dtype);
+    hash_u64(st, (uint64_t)c);
+    hash_u64(st, (uint64_t)h);
+    hash_u64(st, (uint64_t)w);
+    hash_u64(st, (uint64_t)dtype);
     for (uint32_t s = 0; s < b->count; s++) hash_u64(st, b->indices[s]);
     for (uint32_t s = 0; s < b->count; s++) hash_u64(st, (uint64_t)(uint32_t)b->labels[s]);
-    XXH3_128bits_update(st, b->images, (size_t)b->count * ld->sample_bytes);
-    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_128bits_update(st, b->images, (size_t)b->count * sample_bytes);
+    XXH128_hash_t x = XXH3_128bits_digest(st);
     XXH3_freeState(st);
-    d.hi = h.high64;
-    d.lo = h.low64;
+    d.hi = x.high64;
+    d.lo = x.low64;
     return d;
+}
+
+sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {
+    return sp__batch_digest(b, ld->c, ld->h, ld->w, ld->cfg.dtype, ld->sample_bytes);
 }

@@ -60,6 +60,13 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
  *  the buffers). @return 0 or the failing position's code (err filled). */
 int sp__batch_finalize(sp_loader *ld, sp_batch *b, const sp__item *items, sp_error *err);
 
+/*! sp__batch_digest() : the batch digest, from the sample geometry: what
+ *  sp_batch_digest() (a loader) and sp_client_batch_digest() (a client of
+ *  the service, which has no loader) both return. {0, 0} when out of
+ *  memory. */
+sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
+                           size_t sample_bytes);
+
 /* Log a failure (deduplicated by sample index). Thread-safe. */
 void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char *msg);
 

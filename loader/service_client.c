@@ -41,8 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
+#include "loader/loader_internal.h"
 #include "loader/ring_internal.h"
 #include "seedpipe/pipeline.h"
 
@@ -447,30 +446,7 @@ void sp_client_info_get(const sp_client *c, sp_client_info *in) {
 
 void sp_client_timing_get(const sp_client *c, sp_client_timing *t) { *t = c->timing; }
 
-static void hash_u64(XXH3_state_t *st, uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    XXH3_128bits_update(st, b, 8);
-}
-
-/* Exactly sp_batch_digest() (loader.c): count, c, h, w, dtype, indices,
- * labels, image bytes; integers little-endian. */
 sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *b) {
-    sp_digest d = {0, 0};
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) return d;
-    XXH3_128bits_reset(st);
-    hash_u64(st, b->count);
-    hash_u64(st, (uint64_t)c->st0.c);
-    hash_u64(st, (uint64_t)c->st0.h);
-    hash_u64(st, (uint64_t)c->st0.w);
-    hash_u64(st, (uint64_t)c->st0.dtype);
-    for (uint32_t s = 0; s < b->count; s++) hash_u64(st, b->indices[s]);
-    for (uint32_t s = 0; s < b->count; s++) hash_u64(st, (uint64_t)(uint32_t)b->labels[s]);
-    XXH3_128bits_update(st, b->images, (size_t)b->count * (size_t)c->hc->sample_bytes);
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    d.hi = h.high64;
-    d.lo = h.low64;
-    return d;
+    return sp__batch_digest(b, c->st0.c, c->st0.h, c->st0.w, (sp_dtype)c->st0.dtype,
+                            (size_t)c->hc->sample_bytes);
 }
