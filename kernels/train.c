@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "kernels/cuda_plugin.h"
+#include "loader/le_internal.h"
 #include "kernels/nn_backend.h"
 
 struct sp_trainer {
@@ -222,30 +223,14 @@ int sp_trainer_describe(sp_trainer *tr, char *buf, size_t size) {
 #define CKPT_HEADER 72u       /* bytes up to and including the blob length */
 #define CKPT_BLOB_MAX (1u << 20)
 
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static void put_floats(uint8_t *p, const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++) put32(p + 4 * i, fbits(v[i]));
+    for (size_t i = 0; i < n; i++) sp__le_put32(p + 4 * i, fbits(v[i]));
 }
 static void get_floats(const uint8_t *p, float *v, size_t n) {
-    for (size_t i = 0; i < n; i++) v[i] = bitsf(get32(p + 4 * i));
+    for (size_t i = 0; i < n; i++) v[i] = bitsf(sp__le_get32(p + 4 * i));
 }
 
 int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t blob_len,
@@ -270,27 +255,27 @@ int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t b
     }
     uint8_t *p = buf;
     memcpy(p, CKPT_MAGIC, 8);
-    put32(p + 8, CKPT_VERSION);
-    put32(p + 12, CKPT_HEADER);
-    put64(p + 16, tr->cfg.seed);
-    put32(p + 24, (uint32_t)tr->l.in.c);
-    put32(p + 28, (uint32_t)tr->l.in.h);
-    put32(p + 32, (uint32_t)tr->l.in.w);
-    put32(p + 36, (uint32_t)tr->l.in.classes);
-    put32(p + 40, fbits(tr->cfg.lr));
-    put32(p + 44, fbits(tr->cfg.momentum));
-    put32(p + 48, fbits(tr->cfg.weight_decay));
-    put64(p + 52, tr->steps);
-    put64(p + 60, (uint64_t)P);
-    put32(p + 68, (uint32_t)blob_len);
+    sp__le_put32(p + 8, CKPT_VERSION);
+    sp__le_put32(p + 12, CKPT_HEADER);
+    sp__le_put64(p + 16, tr->cfg.seed);
+    sp__le_put32(p + 24, (uint32_t)tr->l.in.c);
+    sp__le_put32(p + 28, (uint32_t)tr->l.in.h);
+    sp__le_put32(p + 32, (uint32_t)tr->l.in.w);
+    sp__le_put32(p + 36, (uint32_t)tr->l.in.classes);
+    sp__le_put32(p + 40, fbits(tr->cfg.lr));
+    sp__le_put32(p + 44, fbits(tr->cfg.momentum));
+    sp__le_put32(p + 48, fbits(tr->cfg.weight_decay));
+    sp__le_put64(p + 52, tr->steps);
+    sp__le_put64(p + 60, (uint64_t)P);
+    sp__le_put32(p + 68, (uint32_t)blob_len);
     p += CKPT_HEADER;
     if (blob_len) memcpy(p, blob, blob_len);
     p += blob_len;
     put_floats(p, w, 2 * P);
     p += 8 * P;
     XXH128_hash_t h = XXH3_128bits(buf, (size_t)(p - buf));
-    put64(p, h.high64);
-    put64(p + 8, h.low64);
+    sp__le_put64(p, h.high64);
+    sp__le_put64(p + 8, h.low64);
     free(w);
 
     char tmp[4096];
@@ -371,20 +356,20 @@ int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_
         sp_error_set(err, rc, "%s: not a seedpipe checkpoint (bad magic or truncated)", path);
         goto out;
     }
-    if (get32(b + 8) != CKPT_VERSION || get32(b + 12) != CKPT_HEADER) {
+    if (sp__le_get32(b + 8) != CKPT_VERSION || sp__le_get32(b + 12) != CKPT_HEADER) {
         sp_error_set(err, rc, "%s: checkpoint version %u is not supported (expected %u)", path,
-                     get32(b + 8), CKPT_VERSION);
+                     sp__le_get32(b + 8), CKPT_VERSION);
         goto out;
     }
-    uint32_t bl = get32(b + 68);
-    uint64_t fp = get64(b + 60);
+    uint32_t bl = sp__le_get32(b + 68);
+    uint64_t fp = sp__le_get64(b + 60);
     if (bl > CKPT_BLOB_MAX || fp > (uint64_t)(SIZE_MAX / 16) ||
         n != CKPT_HEADER + bl + 8 * (size_t)fp + 16) {
         sp_error_set(err, rc, "%s: checkpoint is truncated or has trailing bytes", path);
         goto out;
     }
     XXH128_hash_t h = XXH3_128bits(b, n - 16);
-    if (get64(b + n - 16) != h.high64 || get64(b + n - 8) != h.low64) {
+    if (sp__le_get64(b + n - 16) != h.high64 || sp__le_get64(b + n - 8) != h.low64) {
         sp_error_set(err, rc, "%s: checkpoint checksum mismatch (corrupt file)", path);
         goto out;
     }
@@ -393,11 +378,11 @@ int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_
     size_t m = 0;
     msg[0] = 0;
 #define DIFF(...) do { if (m < sizeof msg) m += (size_t)snprintf(msg + m, sizeof msg - m, __VA_ARGS__); } while (0)
-    if (get64(b + 16) != tr->cfg.seed)
-        DIFF("; seed %llu in the checkpoint, %llu here", (unsigned long long)get64(b + 16),
+    if (sp__le_get64(b + 16) != tr->cfg.seed)
+        DIFF("; seed %llu in the checkpoint, %llu here", (unsigned long long)sp__le_get64(b + 16),
              (unsigned long long)tr->cfg.seed);
-    int fc = (int)get32(b + 24), fh = (int)get32(b + 28), fw = (int)get32(b + 32),
-        fk = (int)get32(b + 36);
+    int fc = (int)sp__le_get32(b + 24), fh = (int)sp__le_get32(b + 28), fw = (int)sp__le_get32(b + 32),
+        fk = (int)sp__le_get32(b + 36);
     if (fc != tr->l.in.c || fh != tr->l.in.h || fw != tr->l.in.w)
         DIFF("; input %dx%dx%d in the checkpoint, %dx%dx%d here", fc, fh, fw, tr->l.in.c,
              tr->l.in.h, tr->l.in.w);
@@ -405,8 +390,8 @@ int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_
     const char *hp[3] = {"lr", "momentum", "weight decay"};
     float mine[3] = {tr->cfg.lr, tr->cfg.momentum, tr->cfg.weight_decay};
     for (int i = 0; i < 3; i++)
-        if (get32(b + 40 + 4 * i) != fbits(mine[i]))
-            DIFF("; %s %.9g in the checkpoint, %.9g here", hp[i], (double)bitsf(get32(b + 40 + 4 * i)),
+        if (sp__le_get32(b + 40 + 4 * i) != fbits(mine[i]))
+            DIFF("; %s %.9g in the checkpoint, %.9g here", hp[i], (double)bitsf(sp__le_get32(b + 40 + 4 * i)),
                  (double)mine[i]);
 #undef DIFF
     if (m) {
@@ -433,7 +418,7 @@ int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_
         free(bb);
         goto out;
     }
-    tr->steps = get64(b + 52);
+    tr->steps = sp__le_get64(b + 52);
     if (blob) {
         memcpy(bb, b + CKPT_HEADER, bl);
         bb[bl] = 0;

@@ -64,26 +64,11 @@
 
 #include "loader/cache_hash.h"
 
+#include "loader/le_internal.h"
 #include "loader/loader_internal.h"
 
 /* ---- little helpers ---------------------------------------------------------- */
 
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
 
 int sp__cbuf_reserve(sp__cbuf *b, size_t n) {
     if (n <= b->cap) return 0;
@@ -503,17 +488,17 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
     uint8_t *m = scratch->p + meta_off;
-    for (size_t i = 0; i < count; i++) put64(m + 8 * i, b->indices[i]);
+    for (size_t i = 0; i < count; i++) sp__le_put64(m + 8 * i, b->indices[i]);
     m += 8 * count;
-    for (size_t i = 0; i < count; i++) put32(m + 4 * i, (uint32_t)b->labels[i]);
+    for (size_t i = 0; i < count; i++) sp__le_put32(m + 4 * i, (uint32_t)b->labels[i]);
     m += 4 * count;
-    for (uint32_t i = 0; i < b->nskipped; i++, m += 8) put64(m, b->skipped[i]);
-    for (uint32_t i = 0; i < 2 * b->nsubstituted; i++, m += 8) put64(m, b->substituted[i]);
+    for (uint32_t i = 0; i < b->nskipped; i++, m += 8) sp__le_put64(m, b->skipped[i]);
+    for (uint32_t i = 0; i < 2 * b->nsubstituted; i++, m += 8) sp__le_put64(m, b->substituted[i]);
     for (size_t i = 0; i < nfl; i++) {
         size_t n = strlen(fails[i]->msg);
-        put64(m, fails[i]->sample);
-        put32(m + 8, (uint32_t)fails[i]->code);
-        put32(m + 12, (uint32_t)n);
+        sp__le_put64(m, fails[i]->sample);
+        sp__le_put32(m + 8, (uint32_t)fails[i]->code);
+        sp__le_put32(m + 12, (uint32_t)n);
         memcpy(m + 16, fails[i]->msg, n);
         m += 16 + n;
     }
@@ -572,30 +557,30 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
     h->raw_hash.lo = rh.low64;
     memset(p, 0, SP__CB_HEADER);
     memcpy(p, SP__CB_MAGIC, 8);
-    put32(p + 8, h->version);
-    put32(p + 12, SP__CB_HEADER);
-    put64(p + 16, key.hi);
-    put64(p + 24, key.lo);
-    put32(p + 32, h->epoch);
-    put32(p + 36, h->filter);
-    put64(p + 40, h->index);
-    put32(p + 48, h->count);
-    put32(p + 52, h->nskipped);
-    put32(p + 56, h->nsubstituted);
-    put32(p + 60, h->nfailures);
-    put64(p + 64, h->sample_bytes);
-    put64(p + 72, h->meta_raw);
-    put64(p + 80, h->meta_stored);
-    put64(p + 88, h->images_stored);
-    put64(p + 96, h->raw_hash.hi);
-    put64(p + 104, h->raw_hash.lo);
-    put32(p + 112, h->channels);
+    sp__le_put32(p + 8, h->version);
+    sp__le_put32(p + 12, SP__CB_HEADER);
+    sp__le_put64(p + 16, key.hi);
+    sp__le_put64(p + 24, key.lo);
+    sp__le_put32(p + 32, h->epoch);
+    sp__le_put32(p + 36, h->filter);
+    sp__le_put64(p + 40, h->index);
+    sp__le_put32(p + 48, h->count);
+    sp__le_put32(p + 52, h->nskipped);
+    sp__le_put32(p + 56, h->nsubstituted);
+    sp__le_put32(p + 60, h->nfailures);
+    sp__le_put64(p + 64, h->sample_bytes);
+    sp__le_put64(p + 72, h->meta_raw);
+    sp__le_put64(p + 80, h->meta_stored);
+    sp__le_put64(p + 88, h->images_stored);
+    sp__le_put64(p + 96, h->raw_hash.hi);
+    sp__le_put64(p + 104, h->raw_hash.lo);
+    sp__le_put32(p + 112, h->channels);
     *len = SP__CB_HEADER + ms + is;
     XXH3_64bits_reset(st);
     hash64(st, p, 120, isa);
     hash64(st, p + SP__CB_HEADER, ms + is, isa);
     h->file_hash = XXH3_64bits_digest(st);
-    put64(p + 120, h->file_hash);
+    sp__le_put64(p + 120, h->file_hash);
     XXH3_freeState(st);
     return SP_OK;
 }
@@ -610,35 +595,35 @@ int sp__cb_parse_header(const uint8_t *p, size_t len, const char *path, sp__cb_h
                             len, SP__CB_HEADER);
     if (memcmp(p, SP__CB_MAGIC, 8) != 0)
         return sp_error_set(err, SP_EFORMAT, "%s: not a seedpipe cache batch file", path);
-    h->version = get32(p + 8);
+    h->version = sp__le_get32(p + 8);
     if (h->version != SP_CACHE_FORMAT_VERSION)
         return sp_error_set(err, SP_EFORMAT, "%s: cache format version %u (this library reads %d)",
                             path, h->version, SP_CACHE_FORMAT_VERSION);
-    if (get32(p + 12) != SP__CB_HEADER)
-        return sp_error_set(err, SP_EFORMAT, "%s: bad header size %u", path, get32(p + 12));
-    h->key.hi = get64(p + 16);
-    h->key.lo = get64(p + 24);
-    h->epoch = get32(p + 32);
-    h->filter = get32(p + 36);
-    h->index = get64(p + 40);
-    h->count = get32(p + 48);
-    h->nskipped = get32(p + 52);
-    h->nsubstituted = get32(p + 56);
-    h->nfailures = get32(p + 60);
-    h->sample_bytes = get64(p + 64);
-    h->meta_raw = get64(p + 72);
-    h->meta_stored = get64(p + 80);
-    h->images_stored = get64(p + 88);
-    h->raw_hash.hi = get64(p + 96);
-    h->raw_hash.lo = get64(p + 104);
-    h->channels = get32(p + 112);
-    h->file_hash = get64(p + 120);
+    if (sp__le_get32(p + 12) != SP__CB_HEADER)
+        return sp_error_set(err, SP_EFORMAT, "%s: bad header size %u", path, sp__le_get32(p + 12));
+    h->key.hi = sp__le_get64(p + 16);
+    h->key.lo = sp__le_get64(p + 24);
+    h->epoch = sp__le_get32(p + 32);
+    h->filter = sp__le_get32(p + 36);
+    h->index = sp__le_get64(p + 40);
+    h->count = sp__le_get32(p + 48);
+    h->nskipped = sp__le_get32(p + 52);
+    h->nsubstituted = sp__le_get32(p + 56);
+    h->nfailures = sp__le_get32(p + 60);
+    h->sample_bytes = sp__le_get64(p + 64);
+    h->meta_raw = sp__le_get64(p + 72);
+    h->meta_stored = sp__le_get64(p + 80);
+    h->images_stored = sp__le_get64(p + 88);
+    h->raw_hash.hi = sp__le_get64(p + 96);
+    h->raw_hash.lo = sp__le_get64(p + 104);
+    h->channels = sp__le_get32(p + 112);
+    h->file_hash = sp__le_get64(p + 120);
     if (h->filter >= SP__FILTER_DICT8_NCHW
             ? h->channels < 1 || h->channels > 4 || h->sample_bytes == 0 ||
                   h->sample_bytes % (4 * (uint64_t)h->channels)
             : h->channels != 0)
         return sp_error_set(err, SP_EFORMAT, "%s: bad filter parameters", path);
-    if (h->filter > SP__FILTER_DICT8_NHWC || get32(p + 116) != 0 || h->count > SP__CB_MAX_COUNT ||
+    if (h->filter > SP__FILTER_DICT8_NHWC || sp__le_get32(p + 116) != 0 || h->count > SP__CB_MAX_COUNT ||
         h->nskipped > SP__CB_MAX_COUNT || h->nsubstituted > SP__CB_MAX_COUNT ||
         h->nfailures > 2 * SP__CB_MAX_COUNT || h->sample_bytes > SP__CB_MAX_RAW ||
         (h->count && h->sample_bytes > SP__CB_MAX_RAW / h->count) ||
@@ -819,10 +804,10 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
     const uint8_t *m = meta->p;
     size_t off = (size_t)h->count * 12 + (size_t)h->nskipped * 8 + (size_t)h->nsubstituted * 16;
     for (uint32_t i = 0; i < h->nfailures; i++) {
-        if (off + 16 > h->meta_raw || get32(m + off + 12) >= SP_ERROR_MSG_MAX ||
-            off + 16 + get32(m + off + 12) > h->meta_raw)
+        if (off + 16 > h->meta_raw || sp__le_get32(m + off + 12) >= SP_ERROR_MSG_MAX ||
+            off + 16 + sp__le_get32(m + off + 12) > h->meta_raw)
             return sp_error_set(err, SP_EFORMAT, "%s: bad failure record %u", path, i);
-        off += 16 + get32(m + off + 12);
+        off += 16 + sp__le_get32(m + off + 12);
     }
     if (off != h->meta_raw)
         return sp_error_set(err, SP_EFORMAT, "%s: metadata has %zu trailing bytes", path,
@@ -831,16 +816,16 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
     out->count = h->count;
     out->epoch = h->epoch;
     out->index = h->index;
-    for (uint32_t i = 0; i < h->count; i++) out->indices[i] = get64(m + 8 * (size_t)i);
+    for (uint32_t i = 0; i < h->count; i++) out->indices[i] = sp__le_get64(m + 8 * (size_t)i);
     m += 8 * (size_t)h->count;
-    for (uint32_t i = 0; i < h->count; i++) out->labels[i] = (int32_t)get32(m + 4 * (size_t)i);
+    for (uint32_t i = 0; i < h->count; i++) out->labels[i] = (int32_t)sp__le_get32(m + 4 * (size_t)i);
     m += 4 * (size_t)h->count;
     out->nskipped = h->nskipped;
     for (uint32_t i = 0; i < h->nskipped; i++, m += 8)
-        if (out->skipped) out->skipped[i] = get64(m);
+        if (out->skipped) out->skipped[i] = sp__le_get64(m);
     out->nsubstituted = h->nsubstituted;
     for (uint32_t i = 0; i < 2 * h->nsubstituted; i++, m += 8)
-        if (out->substituted) out->substituted[i] = get64(m);
+        if (out->substituted) out->substituted[i] = sp__le_get64(m);
     return SP_OK;
 }
 
@@ -860,10 +845,10 @@ void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t
     size_t off = (size_t)h->count * 12 + (size_t)h->nskipped * 8 + (size_t)h->nsubstituted * 16;
     char msg[SP_ERROR_MSG_MAX];
     for (uint32_t i = 0; i < h->nfailures; i++) {
-        uint32_t n = get32(meta + off + 12);
+        uint32_t n = sp__le_get32(meta + off + 12);
         memcpy(msg, meta + off + 16, n);
         msg[n] = '\0';
-        sp__loader_log_failure(ld, get64(meta + off), (int)(int32_t)get32(meta + off + 8), msg);
+        sp__loader_log_failure(ld, sp__le_get64(meta + off), (int)(int32_t)sp__le_get32(meta + off + 8), msg);
         off += 16 + n;
     }
 }

@@ -36,6 +36,7 @@
  * children; it re-hashes the bytes and refuses a file that changed.
  */
 #include "loader/dataset_internal.h"
+#include "loader/le_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,13 +226,15 @@ static void fp_bytes(fp_buf *f, const void *p, size_t len) {
 }
 
 static void put_u32(fp_buf *f, uint32_t v) {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t b[4];
+    sp__le_put32(b, v);
     fp_bytes(f, b, 4);
 }
 
 static void put_u64(fp_buf *f, uint64_t v) {
-    put_u32(f, (uint32_t)v);
-    put_u32(f, (uint32_t)(v >> 32));
+    uint8_t b[8];
+    sp__le_put64(b, v);
+    fp_bytes(f, b, 8);
 }
 
 static void put_str(fp_buf *f, const char *s) {

@@ -44,6 +44,7 @@
  * sidecar.
  */
 #include "loader/dataset_internal.h"
+#include "loader/le_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -103,20 +104,16 @@ static void put(buf *b, const void *src, size_t n) {
 }
 
 static void put32(buf *b, uint32_t v) {
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t x[4];
+    sp__le_put32(x, v);
     put(b, x, 4);
 }
 
 static void put64(buf *b, uint64_t v) {
-    put32(b, (uint32_t)v);
-    put32(b, (uint32_t)(v >> 32));
+    uint8_t x[8];
+    sp__le_put64(x, v);
+    put(b, x, 8);
 }
-
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 /* ---- where the sidecar lives -------------------------------------------------- */
 
@@ -215,7 +212,7 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
         note(why, wn, "%s: short read", path);
         goto out;
     }
-    if (XXH3_64bits(data, len - 8) != get64(data + len - 8)) {
+    if (XXH3_64bits(data, len - 8) != sp__le_get64(data + len - 8)) {
         note(why, wn, "%s: checksum mismatch (damaged)", path);
         goto out;
     }
@@ -223,29 +220,29 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
         note(why, wn, "%s: not a seedpipe dataset index", path);
         goto out;
     }
-    if (get32(data + 8) != SIDECAR_VERSION) {
+    if (sp__le_get32(data + 8) != SIDECAR_VERSION) {
         note(why, wn, "%s: index format version %u, this library writes %u", path,
-                 get32(data + 8), SIDECAR_VERSION);
+                 sp__le_get32(data + 8), SIDECAR_VERSION);
         goto out;
     }
-    uint32_t rl = get32(data + 24);
-    if (get32(data + 12) != (uint32_t)ds->kind || head + rl + 8 > len ||
+    uint32_t rl = sp__le_get32(data + 24);
+    if (sp__le_get32(data + 12) != (uint32_t)ds->kind || head + rl + 8 > len ||
         rl != strlen(root) || memcmp(data + head, root, rl) != 0) {
         note(why, wn, "%s: belongs to another dataset (%.*s)", path,
                  (int)(rl < 512 && head + rl + 8 <= len ? rl : 0), (const char *)data + head);
         goto out;
     }
     /* Every record must lie inside the file, ending at the checksum. */
-    uint64_t n = get64(data + 16);
+    uint64_t n = sp__le_get64(data + 16);
     size_t off = head + rl;
     for (uint64_t i = 0; i < n; i++) {
-        if (off + 4 > len - 8 || get32(data + off) > 4096 ||
-            off + 4 + get32(data + off) + RECORD_FIXED - 4 > len - 8) {
+        if (off + 4 > len - 8 || sp__le_get32(data + off) > 4096 ||
+            off + 4 + sp__le_get32(data + off) + RECORD_FIXED - 4 > len - 8) {
             note(why, wn, "%s: record %llu out of bounds (damaged)", path,
                      (unsigned long long)i);
             goto out;
         }
-        off += 4 + get32(data + off) + RECORD_FIXED - 4;
+        off += 4 + sp__le_get32(data + off) + RECORD_FIXED - 4;
     }
     if (off != len - 8) {
         note(why, wn, "%s: %zu bytes after the last record (damaged)", path, len - 8 - off);
@@ -490,7 +487,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
         const char *path = ds->pool + ds->path_off[i];
         int hit = 0;
         while (found >= 0 && k < sc.n) {
-            uint32_t pl = get32(sc.data + off);
+            uint32_t pl = sp__le_get32(sc.data + off);
             const char *sp = (const char *)sc.data + off + 4;
             size_t pathlen = strlen(path);
             int c = memcmp(sp, path, pl < pathlen ? pl : pathlen);
@@ -500,11 +497,11 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
             off += 4 + pl + RECORD_FIXED - 4;
             k++;
             if (c < 0) continue;                    /* a record of a file now gone */
-            rec old = {get64(r + 4), get64(r + 12), get64(r + 20), get64(r + 28), get64(r + 36)};
-            if (!(get32(r) & SIDECAR_RACY) && !memcmp(&old, &recs[i], sizeof old)) {
+            rec old = {sp__le_get64(r + 4), sp__le_get64(r + 12), sp__le_get64(r + 20), sp__le_get64(r + 28), sp__le_get64(r + 36)};
+            if (!(sp__le_get32(r) & SIDECAR_RACY) && !memcmp(&old, &recs[i], sizeof old)) {
                 ds->sizes[i] = old.size;
-                ds->hashes[i].hi = get64(r + 44);
-                ds->hashes[i].lo = get64(r + 52);
+                ds->hashes[i].hi = sp__le_get64(r + 44);
+                ds->hashes[i].lo = sp__le_get64(r + 52);
                 hit = 1;
             }
             break;

@@ -23,6 +23,7 @@
 #include "seedpipe/shapes.h"
 
 #include "check.h"
+#include "loader/le_internal.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -118,21 +119,17 @@ static void write_file(const char *path, const unsigned char *p, size_t n) {
     fclose(f);
 }
 
-static uint32_t rd32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Forge the sidecar: sample 0's hash changed, checksum made right again. */
 static void forge_first_hash(const char *sidecar) {
     unsigned char *p;
     size_t n;
     read_file(sidecar, &p, &n);
     size_t off = 8 + 4 + 4 + 8;
-    off += 4 + rd32(p + off);                 /* the root */
-    off += 4 + rd32(p + off) + 4 + 5 * 8;     /* record 0: path, flags, stat */
+    off += 4 + sp__le_get32(p + off);                 /* the root */
+    off += 4 + sp__le_get32(p + off) + 4 + 5 * 8;     /* record 0: path, flags, stat */
     p[off] ^= 1;                              /* its hash's low byte */
     uint64_t h = XXH3_64bits(p, n - 8);
-    for (int k = 0; k < 8; k++) p[n - 8 + (size_t)k] = (unsigned char)(h >> (8 * k));
+    sp__le_put64(p + n - 8, h);
     write_file(sidecar, p, n);
     free(p);
 }
