@@ -28,17 +28,22 @@
  * image, whose stride is then one libjpeg row and whose pixels are a
  * window of them.
  *
- * Errors: libjpeg errors AND warnings (corrupt data, premature end; all but
- * "extraneous bytes before marker", which changes no pixel) longjmp
- * back with the library's message (SP_EFORMAT; SP_ENOMEM when libjpeg is
+ * Errors: libjpeg errors AND every libjpeg warning (corrupt data, premature
+ * end, extraneous bytes, bad Huffman or arithmetic codes) longjmp back with
+ * the library's message (SP_EFORMAT; SP_ENOMEM when libjpeg is
  * out of memory); a file with more than 500 scans is refused with
  * SP_ELIMIT (the scan-count DoS, as TurboJPEG's TJFLAG_LIMITSCANS);
  * libjpeg's whole-image buffers (multi-scan files) are capped at
  * 4 * max_bytes (SP_ELIMIT; a safety net: a file within the limits needs
- * at most 8 bytes per pixel there, and max_bytes >= 3 bytes per pixel). When the last row was read, the rest of the file is checked
- * to EOI (jpeg_finish_decompress), so a full decode of a truncated file
- * fails; a region decode may not notice damage after its last row (its
- * pixels are still exact). Reentrant: no global state.
+ * at most 8 bytes per pixel there, and max_bytes >= 3 bytes per pixel).
+ * Whatever the region, the whole file is read to EOI: the rows after the
+ * region are skipped (jpeg_skip_scanlines: entropy decoding only, no IDCT
+ * or colour conversion) and jpeg_finish_decompress reads the trailing
+ * markers, so damage anywhere is an error for every crop, baseline,
+ * progressive (read whole at jpeg_start_decompress) or arithmetic-coded
+ * alike. Before libjpeg sees the file, sp_jpeg_walk() checks that every
+ * marker segment up to the first scan fits in the bytes that remain.
+ * Reentrant: no global state.
  */
 #include "augment/decode_internal.h"
 
@@ -82,12 +87,14 @@ static void sp_jpeg_fail(j_common_ptr cinfo) {
     longjmp(c->jb, 1);
 }
 
-/* Warnings (level -1) are errors here; trace messages are ignored. */
-/* Warnings are errors (a sample must be exact or refused), except
- * JWRN_EXTRANEOUS_DATA: stray bytes between segments, common in camera
- * files, which libjpeg skips without touching any coefficient. */
+/* Every warning (level -1) is an error: a sample must be exact or refused
+ * (docs/security.md, "Decoder warnings"). Trace messages (level >= 0) are
+ * ignored. No warning is tolerated, not even JWRN_EXTRANEOUS_DATA ("N
+ * extraneous bytes before marker"): after a bit error the entropy decoder
+ * can lose sync, decode wrong coefficients from fewer bits and stop short
+ * of the next marker, and that is how it shows. */
 static void sp_jpeg_emit(j_common_ptr cinfo, int level) {
-    if (level < 0 && cinfo->err->msg_code != JWRN_EXTRANEOUS_DATA) sp_jpeg_fail(cinfo);
+    if (level < 0) sp_jpeg_fail(cinfo);
 }
 
 static void sp_jpeg_output(j_common_ptr cinfo) { (void)cinfo; /* never prints */ }
@@ -103,11 +110,55 @@ static void sp_jpeg_progress(j_common_ptr cinfo) {
     }
 }
 
+/* The marker segments from SOI to the first SOS, walked before libjpeg
+ * sees the file: each declared length must fit in the bytes that remain
+ * (an APPn claiming 64 KB at the end of a 300-byte file is named here,
+ * with its offset, instead of surfacing as libjpeg's generic premature
+ * end). Fill bytes (0xFF) before a marker are allowed, anything else
+ * between segments is not (libjpeg would warn: extraneous data). What
+ * follows the first SOS is entropy-coded and is libjpeg's to check. */
+static int sp_jpeg_walk(const uint8_t *buf, size_t len, const char *path, sp_error *err) {
+    size_t pos = 2;   /* after SOI (sniffed by the caller) */
+    for (;;) {
+        if (pos >= len || buf[pos] != 0xFF) {
+            if (pos >= len)
+                return sp_error_set(err, SP_EFORMAT,
+                                    "%s: JPEG: the file ends at byte %zu, before its first scan "
+                                    "(truncated)", path, len);
+            return sp_error_set(err, SP_EFORMAT,
+                                "%s: JPEG: byte %zu: 0x%02x where a marker should begin", path,
+                                pos, buf[pos]);
+        }
+        while (pos < len && buf[pos] == 0xFF) pos++;
+        if (pos >= len) continue;   /* reported above */
+        unsigned m = buf[pos++];
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) continue;   /* TEM, RSTn, SOI: no length */
+        if (m == 0xD9) return SP_OK;   /* EOI before any scan: libjpeg names that */
+        if (len - pos < 2)
+            return sp_error_set(err, SP_EFORMAT,
+                                "%s: JPEG: marker 0xFF%02X at byte %zu has no length (truncated)",
+                                path, m, pos - 2);
+        size_t seg = ((size_t)buf[pos] << 8) | buf[pos + 1];
+        if (seg < 2 || m == 0x00)
+            return sp_error_set(err, SP_EFORMAT, "%s: JPEG: marker 0xFF%02X at byte %zu: invalid",
+                                path, m, pos - 2);
+        if (seg > len - pos)
+            return sp_error_set(err, SP_EFORMAT,
+                                "%s: JPEG: marker 0xFF%02X at byte %zu declares %zu bytes, the "
+                                "file has %zu left (truncated)", path, m, pos - 2, seg,
+                                len - pos);
+        if (m == 0xDA) return SP_OK;   /* SOS: entropy-coded data follows */
+        pos += seg;
+    }
+}
+
 /* Create the decompressor, read the header, map the colour space and check
  * the limits. Runs under sp_jpeg_guarded()'s setjmp. */
 static int sp_jpeg_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                         const sp_decode_limits *lim, sp__pixfmt *fmt, sp_error *err) {
     struct jpeg_decompress_struct *ci = &c->cinfo;
+    int rc = sp_jpeg_walk(buf, len, c->path, err);
+    if (rc != SP_OK) return rc;
     ci->err = jpeg_std_error(&c->jerr);
     c->jerr.error_exit = sp_jpeg_fail;
     c->jerr.emit_message = sp_jpeg_emit;
@@ -172,6 +223,49 @@ static int sp_jpeg_crop_is_exact(j_decompress_ptr ci) {
         return 0;
     }
     return 1;
+}
+
+/* libjpeg-turbo 2.1's jpeg_skip_scanlines() after rows were read loses
+ * entropy sync when a component's IDCT is scaled unlike the luma's (a 2x4
+ * file at scale 1/2: "premature end of data segment" on a valid file).
+ * Skip only when every component has the minimum scaled DCT size in both
+ * directions; otherwise the rows after the region are decoded and dropped. */
+static int sp_jpeg_skip_is_exact(j_decompress_ptr ci) {
+    for (int i = 0; i < ci->num_components; i++) {
+        const jpeg_component_info *cp = &ci->comp_info[i];
+#if JPEG_LIB_VERSION >= 70
+        if (cp->DCT_h_scaled_size != ci->min_DCT_h_scaled_size ||
+            cp->DCT_v_scaled_size != ci->min_DCT_v_scaled_size)
+            return 0;
+#else
+        if (cp->DCT_scaled_size != ci->min_DCT_scaled_size) return 0;
+#endif
+    }
+    return 1;
+}
+
+/* After the region's last row: skip the rows below it and read to EOI, so
+ * a warning anywhere in the file fails every request (the policy must not
+ * depend on which rows the crop needs). The last row is read, not skipped:
+ * libjpeg-turbo's jpeg_skip_scanlines() to the bottom of the image returns
+ * without decoding anything. c->row holds one libjpeg row. */
+static int sp_jpeg_finish(sp_jpeg_ctx *c, const sp__window *win, sp_error *err) {
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+    JDIMENSION end = (JDIMENSION)win->scaled_h;
+    if (ci->output_scanline + 1 < end && sp_jpeg_skip_is_exact(ci)) {
+        JDIMENSION n = end - 1 - ci->output_scanline;
+        if (jpeg_skip_scanlines(ci, n) != n)
+            return sp_error_set(err, SP_EFORMAT, "%s: JPEG: rows after %d could not be skipped",
+                                c->path, win->y1);
+    }
+    while (ci->output_scanline < end) {
+        JSAMPROW r = c->row;
+        if (jpeg_read_scanlines(ci, &r, 1) != 1)
+            return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %u could not be read", c->path,
+                                ci->output_scanline);
+    }
+    jpeg_finish_decompress(ci);
+    return SP_OK;
 }
 
 static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
@@ -276,8 +370,7 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
             if (y == 0 && off) memcpy(out->data, c->row + off, (size_t)w * comps);
             y += (int)got;
         }
-        if (win.y1 == win.scaled_h) jpeg_finish_decompress(ci);  /* check to EOI */
-        return SP_OK;
+        return sp_jpeg_finish(c, &win, err);
     }
     int direct = row_x0 == (JDIMENSION)win.x0 && ci->output_width == (JDIMENSION)out->width &&
                  same;
@@ -303,8 +396,7 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                             (size_t)out->width);
         }
     }
-    if (win.y1 == win.scaled_h) jpeg_finish_decompress(ci);  /* check to EOI */
-    return SP_OK;
+    return sp_jpeg_finish(c, &win, err);
 }
 
 static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,

@@ -1,25 +1,25 @@
 /* augment/decode_png.c - PNG probe and decode for include/seedpipe/decode.h,
  * through libpng's low-level read API reading from memory.
  *
- * Every colour type and bit depth, palette, tRNS and Adam7 are accepted.
- * libpng only unpacks: palettes are expanded, 1/2/4-bit gray is scaled to
- * 8 bits, 16-bit samples are reduced with png_set_scale_16 (the rule in
- * decode.h); no gamma, sBIT or background transform is ever applied, so the
- * output does not depend on ancillary chunks. Alpha (from the file or from
- * tRNS) is dropped by the shared converter in decode.c.
+ * Every colour type and bit depth, palette and Adam7 are accepted.
+ * libpng only unpacks: 1/2/4-bit gray is scaled to 8 bits, 16-bit samples
+ * are reduced with png_set_scale_16 (the rule in decode.h), palette indices
+ * are expanded here after a check against the PLTE; no gamma, sBIT or
+ * background transform is ever applied, so the output does not depend on
+ * ancillary chunks, and libpng skips every one of them unread (tRNS
+ * included: alpha is dropped anyway by the shared converter in decode.c).
  *
  * HOW IT WORKS: the IHDR is parsed and CRC-checked here first (that is all
  * a probe does), so the limits and the request are checked before libpng
- * allocates anything. libpng errors longjmp back through our error handler
- * (message kept, warnings ignored), and every resource lives in a context
- * struct that the caller frees on every path. A non-interlaced file is
- * decoded row by row and only the region's rows are kept; decoding stops
- * after the region's last row. An interlaced file is read completely (all
- * seven passes), keeping only the region's rows. When the last image row
- * was read the rest of the file is checked to IEND (png_read_end), so a full
- * decode of a file that is damaged anywhere fails; a region decode may not
- * notice damage after its last row (its pixels are still exact).
- * Reentrant: no global state.
+ * allocates anything; a decode then walks the chunk headers to IEND
+ * (sp_png_walk), so no declared length exceeds the file. libpng errors,
+ * benign errors and warnings all longjmp back through our error handler
+ * with libpng's message (one policy: a sample is exact or refused), and
+ * every resource lives in a context struct that the caller frees on every
+ * path. Every row is decoded and only the region's rows are kept (an
+ * interlaced file: all seven passes), then the rest of the file is read to
+ * IEND (png_read_end), so damage anywhere fails every request whatever the
+ * region. Reentrant: no global state.
  */
 #include "augment/decode_internal.h"
 
@@ -30,7 +30,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#define SP_PNG_CHUNK_MAX (8u << 20)   /* bound on one ancillary chunk's memory */
+#define SP_PNG_CHUNK_MAX (8u << 20)   /* bound on one chunk's memory in libpng */
+#define SP_PNG_CHUNK_CACHE 64         /* bound on stored ancillary chunks (none are) */
 
 /* ---- IHDR (probe) ------------------------------------------------------ */
 
@@ -97,6 +98,44 @@ int sp__png_probe(const uint8_t *buf, size_t len, const char *path,
     return SP_OK;
 }
 
+/* ---- chunk walk ---------------------------------------------------------- */
+
+/* Every chunk from the signature to IEND, walked before libpng sees the
+ * file: a declared length must fit in the bytes that remain and a type
+ * must be four ASCII letters. This is what bounds a file by its size: a
+ * 60-byte file whose tEXt claims 2 GB is refused here, in microseconds,
+ * instead of libpng reading 2 GB through the read callback. A file without
+ * IEND (cut at a chunk boundary) is truncated. Bytes after IEND are
+ * ignored, as by libpng and Pillow. */
+static int sp_png_walk(const uint8_t *buf, size_t len, const char *path, sp_error *err) {
+    size_t pos = 8;
+    char prev[5] = "";
+    while (len - pos >= 8) {
+        uint32_t n = sp_be32(buf + pos);
+        char type[5];
+        memcpy(type, buf + pos + 4, 4);
+        type[4] = '\0';
+        for (int i = 0; i < 4; i++) {
+            unsigned char ch = (unsigned char)type[i];
+            if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z')))
+                return sp_error_set(err, SP_EFORMAT,
+                                    "%s: PNG: byte %zu: not a chunk type (after chunk '%s')",
+                                    path, pos + 4, prev);
+        }
+        if (n > 0x7fffffffu || (size_t)n > len - pos - 8 || len - pos - 8 - n < 4)
+            return sp_error_set(err, SP_EFORMAT,
+                                "%s: PNG: chunk '%s' at byte %zu declares %lu bytes, the file "
+                                "has %zu left (truncated)", path, type, pos,
+                                (unsigned long)n, len - pos - 8);
+        if (memcmp(type, "IEND", 4) == 0) return SP_OK;
+        memcpy(prev, type, 5);
+        pos += 12 + (size_t)n;
+    }
+    return sp_error_set(err, SP_EFORMAT,
+                        "%s: PNG: no IEND chunk: the file ends at byte %zu, after chunk '%s' "
+                        "(truncated)", path, len, prev);
+}
+
 /* ---- decode ------------------------------------------------------------ */
 
 typedef struct sp_png_ctx {
@@ -104,10 +143,12 @@ typedef struct sp_png_ctx {
     const uint8_t *buf;
     size_t len, pos;
     jmp_buf jb;
-    char msg[256];          /* libpng's error message */
+    char msg[256];          /* libpng's error or warning message */
     png_structp png;
     png_infop info;
     uint8_t *rows;          /* transformed rows: 1 (sequential) or region height */
+    uint8_t *scratch;       /* Adam7 palette files: rows outside the region */
+    uint8_t *rgb;           /* palette files: one row expanded to RGB */
 } sp_png_ctx;
 
 static void sp_png_on_error(png_structp png, png_const_charp msg) {
@@ -116,8 +157,12 @@ static void sp_png_on_error(png_structp png, png_const_charp msg) {
     longjmp(c->jb, 1);
 }
 
+/* Warnings and benign errors (png_set_benign_errors(0) makes the latter
+ * errors anyway) fail the sample too: with every ancillary chunk skipped
+ * unread, what libpng still warns about is the image data or the critical
+ * chunks (docs/security.md, "Decoder warnings"). */
 static void sp_png_on_warning(png_structp png, png_const_charp msg) {
-    (void)png; (void)msg;   /* benign (ancillary chunks); never printed */
+    sp_png_on_error(png, msg);
 }
 
 static void sp_png_on_read(png_structp png, png_bytep dst, size_t n) {
@@ -127,7 +172,58 @@ static void sp_png_on_read(png_structp png, png_bytep dst, size_t n) {
     c->pos += n;
 }
 
-/* All libpng work; a libpng error longjmps to sp_png_guarded(). */
+/* Chunks skipped without being read into memory (only their CRC is
+ * checked): none of them changes a decoded pixel, since no gamma, sBIT or
+ * background transform is applied and alpha (tRNS) is dropped. With the
+ * negative count libpng ignores every chunk it knows except the critical
+ * ones and tRNS; tRNS is added by name. Unknown chunks: the same. */
+static void sp_png_skip_ancillary(png_structp png) {
+    static const png_byte trns[] = "tRNS";
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, trns, 1);
+}
+
+/* Palette files: libpng hands over the indices (one byte each after
+ * png_set_packing) and they are expanded here, each checked against the
+ * PLTE: an index past its end is an error in the PNG specification that
+ * libpng 1.6 reports only as a benign error after the last row (and misses
+ * for index == num_palette). Returns the first bad index's column or -1. */
+static int sp_png_bad_index(const uint8_t *idx, size_t n, int npal) {
+    uint8_t mx = 0;
+    for (size_t i = 0; i < n; i++) mx = idx[i] > mx ? idx[i] : mx;
+    if (mx < npal) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (idx[i] >= npal) return (int)i;
+    return -1;
+}
+
+static void sp_png_index_error(sp_png_ctx *c, const uint8_t *idx, int x, int y, int npal) {
+    snprintf(c->msg, sizeof c->msg,
+             "palette index %u at row %d, column %d is past the end of the %d-entry PLTE",
+             idx[x], y, x, npal);
+    longjmp(c->jb, 1);
+}
+
+/* One row of the region to the output: indices expanded first. */
+static void sp_png_emit_row(sp_png_ctx *c, const uint8_t *row, sp__pixfmt fmt,
+                            const png_color *pal, size_t xoff, uint8_t *dst, int dst_channels,
+                            size_t ow) {
+    if (pal) {
+        for (size_t i = 0; i < ow; i++) {
+            const png_color *e = &pal[row[xoff + i]];
+            c->rgb[3 * i] = e->red;
+            c->rgb[3 * i + 1] = e->green;
+            c->rgb[3 * i + 2] = e->blue;
+        }
+        sp__convert_row(c->rgb, SP__PIX_RGB, dst, dst_channels, ow);
+    } else {
+        sp__convert_row(row + xoff, fmt, dst, dst_channels, ow);
+    }
+}
+
+/* All libpng work; a libpng error longjmps to sp_png_guarded(). Every row
+ * is decoded and the file is read to IEND whatever the region, so damage
+ * anywhere fails every request. */
 static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
                        const sp_decode_limits *lim, const sp__window *win,
                        sp_image *out, sp_error *err) {
@@ -137,16 +233,24 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
     if (!c->png || !c->info)
         return sp_error_set(err, SP_ENOMEM, "%s: PNG: out of memory", c->path);
     png_set_read_fn(c->png, c, sp_png_on_read);
+    png_set_benign_errors(c->png, 0);
     png_set_user_limits(c->png, lim->max_width, lim->max_height);
     png_set_chunk_malloc_max(c->png, SP_PNG_CHUNK_MAX);
-    png_set_keep_unknown_chunks(c->png, PNG_HANDLE_CHUNK_NEVER, NULL, 0);
+    png_set_chunk_cache_max(c->png, SP_PNG_CHUNK_CACHE);
+    sp_png_skip_ancillary(c->png);
 
     png_read_info(c->png, c->info);
     png_uint_32 w, h;
     int depth, color, interlace;
     png_get_IHDR(c->png, c->info, &w, &h, &depth, &color, &interlace, NULL, NULL);
 
-    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(c->png);
+    png_colorp pal = NULL;
+    int npal = 0;
+    if (color == PNG_COLOR_TYPE_PALETTE) {
+        if (!png_get_PLTE(c->png, c->info, &pal, &npal) || npal < 1)
+            return sp_error_set(err, SP_EFORMAT, "%s: PNG: palette image without PLTE", c->path);
+        if (depth < 8) png_set_packing(c->png);
+    }
     if ((color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) && depth < 8)
         png_set_expand_gray_1_2_4_to_8(c->png);
     if (depth == 16) png_set_scale_16(c->png);
@@ -155,7 +259,7 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
 
     int pc = png_get_channels(c->png, c->info);
     size_t rowbytes = png_get_rowbytes(c->png, c->info);
-    if (png_get_bit_depth(c->png, c->info) != 8 || pc < 1 || pc > 4 ||
+    if (png_get_bit_depth(c->png, c->info) != 8 || pc < 1 || pc > 4 || (pal && pc != 1) ||
         rowbytes != (size_t)w * (size_t)pc)
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: unexpected row layout after unpacking",
                             c->path);
@@ -167,34 +271,42 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
     if (rc != SP_OK)
         return sp_error_set(err, rc, "%s: PNG: cannot allocate the %dx%d output", c->path,
                             win->x1 - win->x0, win->y1 - win->y0);
+    const size_t ow = (size_t)out->width, xoff = (size_t)win->x0 * (size_t)pc;
     size_t nrows = (passes > 1) ? (size_t)(win->y1 - win->y0) : 1;
-    if (nrows > SIZE_MAX / rowbytes || !(c->rows = malloc(nrows * rowbytes)))
+    /* zeroed: an Adam7 row holds index 0 until a pass writes its pixel */
+    if (nrows > SIZE_MAX / rowbytes || !(c->rows = calloc(nrows, rowbytes)) ||
+        (pal && (!(c->scratch = calloc(1, rowbytes)) || !(c->rgb = malloc(ow * 3)))))
         return sp_error_set(err, SP_ENOMEM, "%s: PNG: out of memory for rows", c->path);
 
-    const size_t ow = (size_t)out->width, xoff = (size_t)win->x0 * (size_t)pc;
     if (passes > 1) {
         /* Adam7: every pass visits rows; libpng merges each pass's pixels
-         * into the row we pass, so the region's rows fill up in place. */
+         * into the row we pass, so the region's rows fill up in place. A
+         * palette file's rows outside the region go through one scratch
+         * row, checked after every read (its stale pixels were checked
+         * when they were written). */
         for (int p = 0; p < passes; p++)
             for (png_uint_32 y = 0; y < h; y++) {
                 int keep = (int)y >= win->y0 && (int)y < win->y1;
-                png_read_row(c->png, keep ? c->rows + (size_t)(y - win->y0) * rowbytes : NULL,
-                             NULL);
+                uint8_t *dst = keep ? c->rows + (size_t)(y - win->y0) * rowbytes : c->scratch;
+                png_read_row(c->png, dst, NULL);
+                int bad = pal ? sp_png_bad_index(dst, w, npal) : -1;
+                if (bad >= 0) sp_png_index_error(c, dst, bad, (int)y, npal);
             }
         for (int y = 0; y < out->height; y++)
-            sp__convert_row(c->rows + (size_t)y * rowbytes + xoff, fmt,
+            sp_png_emit_row(c, c->rows + (size_t)y * rowbytes, fmt, pal, xoff,
                             out->data + (size_t)y * out->stride, out->channels, ow);
     } else {
-        for (int y = 0; y < win->y1; y++) {
-            int keep = y >= win->y0;
-            png_read_row(c->png, keep ? c->rows : NULL, NULL);
-            if (keep)
-                sp__convert_row(c->rows + xoff, fmt,
-                                out->data + (size_t)(y - win->y0) * out->stride,
+        for (png_uint_32 y = 0; y < h; y++) {
+            png_read_row(c->png, c->rows, NULL);
+            int bad = pal ? sp_png_bad_index(c->rows, w, npal) : -1;
+            if (bad >= 0) sp_png_index_error(c, c->rows, bad, (int)y, npal);
+            if ((int)y >= win->y0 && (int)y < win->y1)
+                sp_png_emit_row(c, c->rows, fmt, pal, xoff,
+                                out->data + (size_t)((int)y - win->y0) * out->stride,
                                 out->channels, ow);
         }
     }
-    if (win->y1 == (int)h) png_read_end(c->png, NULL);  /* check to IEND */
+    png_read_end(c->png, NULL);  /* to IEND: trailing chunks' CRCs, extra data */
     return SP_OK;
 }
 
@@ -219,6 +331,7 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
                             "%s: PNG: scale_denom %d (PNG decodes only at scale 1)", path,
                             req->scale_denom);
     rc = sp__decode_window(path, "PNG", (int)ih.width, (int)ih.height, req, &win, err);
+    if (rc == SP_OK) rc = sp_png_walk(buf, len, path, err);
     if (rc != SP_OK) return rc;
 
     sp_png_ctx c;
@@ -229,6 +342,8 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
     rc = sp_png_guarded(&c, req, lim, &win, out, err);
     if (c.png) png_destroy_read_struct(&c.png, c.info ? &c.info : NULL, NULL);
     free(c.rows);
+    free(c.scratch);
+    free(c.rgb);
     if (rc != SP_OK) sp_image_free(out);
     return rc;
 }

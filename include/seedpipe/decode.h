@@ -91,14 +91,14 @@ typedef struct sp_decode_req {
  *  tightly packed image (free with sp_image_free()).
  *  @return 0, SP_EFORMAT (corrupt/truncated/unsupported), SP_ELIMIT,
  *  SP_EINVAL (bad request: region outside the image, bad scale) or
- *  SP_ENOMEM. On failure *out is left zeroed. Warnings from libjpeg on a
- *  truncated-but-decodable file are treated as errors (a training sample
- *  must be exact or refused); libpng warnings (ancillary chunks) are not.
- *  When the request reaches the last row of the image, the file is also
- *  checked to its end (IEND / EOI); a region that stops earlier reads only
- *  the data it needs (Adam7 PNGs and multi-scan JPEGs, e.g. progressive,
- *  are read whole), so damage after it may go unnoticed, but its pixels are
- *  still exact. */
+ *  SP_ENOMEM. On failure *out is left zeroed. Every warning of the decoder
+ *  library (libjpeg warnings such as a premature end or corrupt data,
+ *  libpng warnings and benign errors, a palette index past the PLTE) is an
+ *  error: a training sample must be exact or refused. The whole file is
+ *  read to its end (IEND / EOI) whatever the region, so damage anywhere in
+ *  it fails every request; the rows outside the region are decoded (PNG)
+ *  or entropy-decoded only (JPEG) and thrown away. docs/security.md,
+ *  "Decoder warnings", has the policy. */
 SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
                            const sp_decode_req *req, const sp_decode_limits *lim,
                            sp_image *out, sp_error *err);
