@@ -735,6 +735,15 @@ static int check_workers(sp_pool *pool, sp_error *err) {
         atomic_store(&h->workers[w].busy, 0);
         pool->deaths++;
         atomic_fetch_add(&h->deaths, 1);
+        if (sig == SIGBUS) {
+            /* Not the sample's fault: the ring's memory could not be backed
+             * (it is reserved at creation, so something shrank or evicted
+             * it). Retrying would loop; stop with the reason. */
+            wake_workers(pool);
+            return sp_error_set(err, SP_EIO,
+                                "pool: worker %d died of SIGBUS (bus error): the shared memory "
+                                "of the ring is gone or could not be backed; not retried", w);
+        }
         for (uint64_t q = pool->released; q < pool->released + pool->R && q < pool->total; q++) {
             uint32_t s = (uint32_t)(q % pool->R);
             _Atomic uint64_t *st = sp__slot_state(h, s);

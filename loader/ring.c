@@ -1,8 +1,9 @@
 /* ring.c - shared-memory regions, the batch ring's layout, futex wait/wake.
  *
  * The mechanics under the worker pool (pool.c) and, later, the service:
- * mapping a region (anonymous for forked workers, or named through
- * shm_open with mode 0600 so other processes can attach), computing the
+ * mapping a region (a memfd for forked workers, or named through
+ * shm_open with mode 0600 so other processes can attach; either way every
+ * page reserved at creation), computing the
  * ring's layout from three numbers (slots, positions per slot, sample
  * bytes) with overflow checks, validating a header found in a mapping
  * before trusting any offset in it, and sleeping/waking on a 32-bit word of
@@ -18,10 +19,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <linux/futex.h>
+#include <linux/memfd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,44 +53,79 @@ int sp__region_name_check(const char *name, sp_error *err) {
     return SP_OK;
 }
 
+static void sp_mb(char *buf, size_t n, uint64_t bytes) {
+    snprintf(buf, n, "%.1f MB", (double)bytes / 1e6);
+}
+
+/* Reserve every page of a region now (posix_fallocate), so that a region
+ * its filesystem cannot hold fails here, before `ready`, with the sizes
+ * and what to change, instead of as SIGBUS in a worker later: ftruncate on
+ * tmpfs reserves nothing (Docker's /dev/shm is 64 MB by default). */
+static int sp_region_reserve(int fd, const char *name, size_t size, sp_error *err) {
+    int e = posix_fallocate(fd, 0, (off_t)size);
+    if (e == 0) return SP_OK;
+    char need[32], avail[32], total[32];
+    sp_mb(need, sizeof need, size);
+    if (!name)
+        return sp_error_set(err, SP_ENOMEM,
+                            "worker pool ring: cannot reserve %s of shared memory (%s); lower "
+                            "--ring or the batch size, or raise the memory limit", need,
+                            strerror(e));
+    struct statvfs vfs;
+    if ((e == ENOSPC || e == ENOMEM) && statvfs("/dev/shm", &vfs) == 0) {
+        sp_mb(avail, sizeof avail, (uint64_t)vfs.f_bavail * vfs.f_frsize);
+        sp_mb(total, sizeof total, (uint64_t)vfs.f_blocks * vfs.f_frsize);
+        return sp_error_set(err, SP_ENOMEM,
+                            "region %s: /dev/shm is too small: the region needs %s, /dev/shm "
+                            "has %s free of %s; lower --ring or the batch size, or give "
+                            "/dev/shm more room (docker run --shm-size=..., or mount -o "
+                            "remount,size=... /dev/shm)", name, need, avail, total);
+    }
+    return sp_error_set(err, SP_EIO, "region %s: cannot reserve %s in /dev/shm: %s", name, need,
+                        strerror(e));
+}
+
 int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err) {
     memset(r, 0, sizeof *r);
     if (size == 0) return sp_error_set(err, SP_EINVAL, "region: zero size");
+    int fd, rc;
     if (!name || !name[0]) {
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
-            return sp_error_set(err, SP_EIO, "region: mmap of %zu bytes: %s", size,
+        /* The worker pool's own ring: a memfd, inherited by the forked
+         * workers through the mapping (the descriptor is closed). */
+        name = NULL;
+        fd = (int)syscall(SYS_memfd_create, "seedpipe-ring", MFD_CLOEXEC);
+        if (fd < 0)
+            return sp_error_set(err, SP_EIO, "worker pool ring: memfd_create: %s",
                                 strerror(errno));
-        r->base = p;
-        r->size = size;
-        r->owner = 1;
-        return SP_OK;
+    } else {
+        rc = sp__region_name_check(name, err);
+        if (rc != 0) return rc;
+        snprintf(r->name, sizeof r->name, "/%s", name);
+        fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0) {
+            int e = errno;
+            r->name[0] = '\0';
+            return sp_error_set(err, SP_EIO, "region %s: %s", name,
+                                e == EEXIST ? "exists (a live service, or a stale one to clean up)"
+                                            : strerror(e));
+        }
     }
-    int rc = sp__region_name_check(name, err);
-    if (rc != 0) return rc;
-    snprintf(r->name, sizeof r->name, "/%s", name);
-    int fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-        int e = errno;
-        r->name[0] = '\0';
-        return sp_error_set(err, SP_EIO, "region %s: %s", name,
-                            e == EEXIST ? "exists (a live service, or a stale one to clean up)"
-                                        : strerror(e));
+    const char *what = name ? name : "(worker pool ring)";
+    rc = SP_OK;
+    if (ftruncate(fd, (off_t)size) != 0)
+        rc = sp_error_set(err, SP_EIO, "region %s: ftruncate: %s", what, strerror(errno));
+    if (rc == SP_OK) rc = sp_region_reserve(fd, name, size, err);
+    void *p = MAP_FAILED;
+    if (rc == SP_OK) {
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            rc = sp_error_set(err, SP_EIO, "region %s: mmap: %s", what, strerror(errno));
     }
-    if (ftruncate(fd, (off_t)size) != 0) {
-        int e = errno;
-        close(fd);
-        shm_unlink(r->name);
-        r->name[0] = '\0';
-        return sp_error_set(err, SP_EIO, "region %s: ftruncate: %s", name, strerror(e));
-    }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
     close(fd);
-    if (p == MAP_FAILED) {
-        shm_unlink(r->name);
+    if (rc != SP_OK) {
+        if (name) shm_unlink(r->name);
         r->name[0] = '\0';
-        return sp_error_set(err, SP_EIO, "region %s: mmap: %s", name, strerror(e));
+        return rc;
     }
     r->base = p;
     r->size = size;
