@@ -51,7 +51,7 @@ for t in $targets; do
     done
   fi
   log=$B/logs/$t.log
-  "$bin" -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -max_len=$maxlen \
+  "$bin" -max_total_time="$secs" -timeout=25 -rss_limit_mb=512 -malloc_limit_mb=512 -max_len=$maxlen \
          -print_final_stats=1 -artifact_prefix=$B/artifacts/$t- "${dirs[@]}" >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
