@@ -4,7 +4,7 @@
  * read: a reader trusts an entry only through it. It is text so that a
  * person can `cat` it, one "name value" per line:
  *
- *   seedpipe-cache 1                  format version (first line, always)
+ *   seedpipe-cache 2                  format version (first line, always)
  *   key <32 hex>                      the entry key (= the directory name)
  *   fingerprint <32 hex>              sp_loader_fingerprint()
  *   dataset_fingerprint <32 hex>

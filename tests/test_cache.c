@@ -402,11 +402,15 @@ static void test_damage(const char *dir, sp_dtype dt) {
 
     /* Another format version: refused, by the manifest and by a batch file. */
     copy_tree(backup, entry);
+    char vnow[32], vother[32];
+    snprintf(vnow, sizeof vnow, "seedpipe-cache %d\n", SP_CACHE_FORMAT_VERSION);
+    snprintf(vother, sizeof vother, "format version %d", SP_CACHE_FORMAT_VERSION + 1);
+    CHECK(SP_CACHE_FORMAT_VERSION + 1 < 10);   /* one digit, patched in place */
     {
         uint8_t *buf;
         size_t n = read_all(files[NB], &buf);
-        CHECK(memcmp(buf, "seedpipe-cache 1\n", 17) == 0);
-        buf[15] = '2';
+        CHECK(memcmp(buf, vnow, strlen(vnow)) == 0);
+        buf[15] = (uint8_t)('0' + SP_CACHE_FORMAT_VERSION + 1);
         /* Re-seal the checksum so only the version is wrong. */
         size_t last = n - 1;
         while (buf[last - 1] != '\n') last--;
@@ -419,17 +423,17 @@ static void test_damage(const char *dir, sp_dtype dt) {
         c = open_cache(dir, &w, 0);
         sp_error_clear(&err);
         CHECK(sp_cache_reader_open(c, ld, 0, &r, &err) == SP_CACHE_MISS);
-        CHECK_MSG(strstr(err.msg, "format version 2"), "%s", err.msg);
+        CHECK_MSG(strstr(err.msg, vother), "%s", err.msg);
         sp_cache_close(c);
     }
     copy_tree(backup, entry);
     {
         uint8_t *buf;
         size_t n = read_all(files[1], &buf);
-        buf[8] = 2;   /* format version field */
+        buf[8] = (uint8_t)(SP_CACHE_FORMAT_VERSION + 1);   /* format version field */
         write_all(files[1], buf, n);
         free(buf);
-        CHECK(run_epoch0(dir, ld, ref, &w) == 1 && strstr(w.last, "format version 2"));
+        CHECK(run_epoch0(dir, ld, ref, &w) == 1 && strstr(w.last, vother));
     }
     /* verify_entry: clean entry 0 problems, a flipped one 1, read-only. */
     copy_tree(backup, entry);

@@ -11,7 +11,8 @@
  *  - JPEG corpora (jpeg-bugs, jpeg-crashtest, recursively): probe, full
  *    decode and a region at scale 2 never crash (run this under ASan); each
  *    failure names the path; a file that decodes fully also decodes the
- *    region, equal to the crop of a full scale-2 decode.
+ *    region, equal to the crop of a full scale-2 decode, and a file refused
+ *    in full is refused as the region and at scale 2 too (the policy).
  *  - JPEGs encoded here (4:2:0, 4:2:2, 4:4:0, 4:4:4, 4:1:1, 4:1:0, 2x4,
  *    gray, RGB, progressive, restart markers, CMYK with and without Adobe
  *    marker, YCCK): at scales 1, 2, 4, 8 the output has decode.h's geometry and a
@@ -690,6 +691,10 @@ static void test_jpeg_corpus(const char *rel) {
             sp_image_free(&gray);
             decoded++;
         } else {
+            /* the policy: what a full decode refuses, every request refuses */
+            CHECK_MSG(rrc != 0 && rc2 != 0,
+                      "%s: refused in full (rc %d) but served as a scale-2 %s", path, rc,
+                      rrc == 0 ? "region" : "image");
             rejected++;
         }
         sp_image_free(&full);

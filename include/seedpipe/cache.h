@@ -51,8 +51,12 @@
 extern "C" {
 #endif
 
-/* The on-disk format version; part of the key and of every file. */
-#define SP_CACHE_FORMAT_VERSION 1
+/* The on-disk format version; part of the key and of every file. Bumped
+ * when the bytes an entry holds would mean something else, not only when
+ * the layout changes: 2 = the decoders' warning policy (docs/security.md),
+ * under which some samples that version 1 entries hold as pixels (a
+ * truncated JPEG under a crop, a palette index past the PLTE) are errors. */
+#define SP_CACHE_FORMAT_VERSION 2
 
 /* zstd level -5 (a "fast" level: literals stored raw, few matches looked
  * for) reads augmented photos 15-20% faster than level -1 and 3-4x faster
