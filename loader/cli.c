@@ -50,6 +50,12 @@ static void usage(FILE *f) {
           "      build or check the persistent index (the content hashes kept beside\n"
           "      the data, trusted while each file's stat is unchanged): what was reused,\n"
           "      what was hashed; --rebuild ignores the one there\n"
+          "  shard DATASET OUT_DIR [--max-count N]\n"
+          "      write an ImageFolder or list as WebDataset tar shards (canonical order,\n"
+          "      N samples a shard, default 10000); they stream the same batches\n"
+          "  split DATASET --split NAME=FRACTION,... --subset NAME [--split-seed S]\n"
+          "      print the paths of one subset of the split (relative to the dataset\n"
+          "      root, one a line), to record it\n"
           "  digest DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--threads T] [--drop-last] [--rank R --world W]\n"
           "         [--dtype uint8|float32] [--layout nchw|nhwc] --out FILE.jsonl\n"
@@ -231,7 +237,8 @@ int main(int argc, char **argv) {
     static const struct { const char *name; int (*fn)(cli_args *); } cmds[] = {
         {"rng", cmd_rng},         {"order", cmd_order},
         {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},
-        {"index", cmd_index},
+        {"index", cmd_index},     {"shard", cmd_shard},
+        {"split", cmd_split},
         {"digest", cmd_digest},   {"dump", cmd_dump},
         {"verify", cmd_verify},   {"diff", cmd_diff},
         {"serve", cmd_serve},     {"status", cmd_status},

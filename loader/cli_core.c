@@ -259,6 +259,70 @@ int cmd_index(cli_args *a) {
     return 0;
 }
 
+int cmd_shard(cli_args *a) {
+    if (a->npos != 2)
+        cli_usage_error(a, "usage: seedpipe shard DATASET OUT_DIR [--max-count N]");
+    uint64_t max_count = cli_u64(a, "max-count", 10000);
+    if (max_count == 0) cli_usage_error(a, "--max-count must be >= 1");
+    cli_check_unused(a);
+    sp_error err;
+    sp_error_clear(&err);
+    sp_dataset *ds;
+    if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
+    cli_index_warning(ds);
+    uint64_t n = 0;
+    if (sp_dataset_write_shards(ds, a->pos[1], max_count, &n, &err) != 0) {
+        sp_dataset_destroy(ds);
+        cli_fail(a, &err);
+    }
+    sp_digest fp = sp_dataset_fingerprint(ds);
+    printf("wrote %llu samples of %s into %llu shards in %s (at most %llu each)\n",
+           (unsigned long long)sp_dataset_size(ds), a->pos[0], (unsigned long long)n,
+           a->pos[1], (unsigned long long)max_count);
+    printf("source fingerprint %016llx%016llx\n", (unsigned long long)fp.hi,
+           (unsigned long long)fp.lo);
+    sp_dataset_destroy(ds);
+    return 0;
+}
+
+int cmd_split(cli_args *a) {
+    if (a->npos != 1)
+        cli_usage_error(a, "usage: seedpipe split DATASET --split NAME=FRACTION,... "
+                           "--subset NAME [--split-seed S]");
+    const char *spec = cli_str(a, "split", NULL), *subset = cli_str(a, "subset", NULL);
+    uint64_t seed = cli_u64(a, "split-seed", 0);
+    cli_check_unused(a);
+    if (!spec || !subset) cli_usage_error(a, "seedpipe split needs --split and --subset");
+    sp_error err;
+    sp_error_clear(&err);
+    sp_split split;
+    if (sp_split_parse(spec, seed, &split, &err) != 0) cli_usage_error(a, "--split: %s", err.msg);
+    int k = sp_split_find(&split, subset);
+    if (k < 0) cli_usage_error(a, "--subset %s is not in --split %s", subset, spec);
+    sp_dataset *ds;
+    if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
+    cli_index_warning(ds);
+    uint64_t n = sp_dataset_size(ds), m = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *p = sp_dataset_path(ds, i);
+        if (sp_split_assign(&split, p) == k) {
+            puts(p);
+            m++;
+        }
+    }
+    char canon[512];
+    sp_split_canonical(&split, canon, sizeof canon);
+    fprintf(stderr, "seedpipe split: %llu of %llu samples in %s (split %s, split seed %llu)\n",
+            (unsigned long long)m, (unsigned long long)n, subset, canon,
+            (unsigned long long)seed);
+    sp_dataset_destroy(ds);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "seedpipe split: writing the list failed\n");
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_make_shapes(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe make-shapes OUT_DIR [--count N] "
                                          "[--size PX] [--seed S]");

@@ -330,21 +330,40 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
 
     int rc;
     struct stat st;
-    if (stat(ds->root, &st) != 0) {
+    int shards = 0, folders = 0;
+    if (sp__ds_is_shard_pattern(ds->root)) {
+        ds->kind = SP_DATASET_WEBDATASET;
+        rc = set_base(ds, 0, err);
+        if (rc == SP_OK) rc = sp__ds_open_tar(ds, err);
+    } else if (stat(ds->root, &st) != 0) {
         rc = sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
     } else if (!(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
         rc = sp_error_set(err, SP_EFORMAT, "%s: not a directory or a regular file", ds->root);
     } else if ((rc = set_base(ds, S_ISDIR(st.st_mode), err)) != SP_OK) {
         /* err is set */
+    } else if (S_ISDIR(st.st_mode) &&
+               (rc = sp__ds_dir_kind(ds->root, &shards, &folders, err)) != SP_OK) {
+        /* err is set */
+    } else if (S_ISDIR(st.st_mode) && shards && folders) {
+        rc = sp_error_set(err, SP_EFORMAT,
+                          "%s: holds both class folders (an ImageFolder) and .tar shards (a "
+                          "WebDataset); give the shards their own folder", ds->root);
+    } else if (S_ISDIR(st.st_mode) && shards) {
+        ds->kind = SP_DATASET_WEBDATASET;
+        rc = sp__ds_open_tar(ds, err);
     } else if (S_ISDIR(st.st_mode)) {
         ds->kind = SP_DATASET_IMAGEFOLDER;
         rc = sp__ds_open_folder(ds, err);
     } else {
         const char *slash = strrchr(ds->root, '/');
         const char *base = slash ? slash + 1 : ds->root;
+        size_t bl = strlen(base);
         if (sp__ds_is_idx_name(base)) {
             ds->kind = SP_DATASET_IDX;
             rc = sp__ds_open_idx(ds, err);
+        } else if (bl > 4 && strcmp(base + bl - 4, ".tar") == 0) {
+            ds->kind = SP_DATASET_WEBDATASET;
+            rc = sp__ds_open_tar(ds, err);
         } else {
             ds->kind = SP_DATASET_LIST;
             rc = sp__ds_open_list(ds, err);
@@ -372,6 +391,12 @@ void sp_dataset_destroy(sp_dataset *ds) {
     free(ds->hashes);
     free(ds->pixels);
     free(ds->idx_file);
+    for (size_t i = 0; ds->shards && i < ds->nshards; i++) free(ds->shards[i]);
+    free(ds->shards);
+    free(ds->shard_of);
+    free(ds->offsets);
+    for (size_t i = 0; i < ds->nbad; i++) free(ds->bad[i].msg);
+    free(ds->bad);
     free(ds->base);
     free(ds->root);
     free(ds);
@@ -386,6 +411,7 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
     case SP_DATASET_IMAGEFOLDER: return "imagefolder";
     case SP_DATASET_IDX: return "idx";
     case SP_DATASET_LIST: return "list";
+    case SP_DATASET_WEBDATASET: return "webdataset";
     }
     return "unknown";
 }
@@ -520,7 +546,8 @@ int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
     out->full_path = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
     if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     out->src.path = out->full_path;
-    rc = read_encoded(ds, i, out, err);
+    rc = ds->kind == SP_DATASET_WEBDATASET ? sp__ds_read_tar(ds, i, out, err)
+                                           : read_encoded(ds, i, out, err);
     if (rc != SP_OK) sp_sample_data_free(out);
     return rc;
 }

@@ -4,8 +4,9 @@
  * dataset.c holds what every kind has in common (kind detection, the
  * accessors, content hashing, the fingerprint, sp_dataset_read); each kind
  * has its own file that only fills a sp_dataset: dataset_folder.c
- * (ImageFolder directory walk), dataset_idx.c (MNIST-style IDX files) and
- * dataset_list.c (`path<TAB>label` list files). The encoded-file kinds
+ * (ImageFolder directory walk), dataset_idx.c (MNIST-style IDX files),
+ * dataset_list.c (`path<TAB>label` list files) and dataset_tar.c
+ * (WebDataset tar shards, which fills its arrays itself). The encoded-file kinds
  * collect (relative path, label) pairs into an sp__ds_entries and hand them
  * to sp__ds_finish_files(), which sorts, checks for duplicates, packs the
  * index and has dataset_index.c hash the files (or take their hashes from
@@ -57,11 +58,27 @@ struct sp_dataset {
 
     sp_digest fingerprint;
 
+    /* WebDataset shards only (dataset_tar.c): the shards (relative to base,
+     * sorted), where each sample's image member lies, and the samples that
+     * fail when read (sorted by index). */
+    char **shards;
+    size_t nshards;
+    uint32_t *shard_of;
+    uint64_t *offsets;
+    struct sp__ds_bad *bad;
+    size_t nbad;
+
     /* The persistent index (dataset_index.c). */
     sp_index_mode index_mode;
     int hash_threads;
     sp_dataset_index_info index;
 };
+
+/* A WebDataset sample that cannot be read, and why ("shard/member: reason"). */
+typedef struct sp__ds_bad {
+    uint64_t i;
+    char *msg;
+} sp__ds_bad;
 
 /* One collected sample of an encoded-file dataset before packing. */
 typedef struct sp__ds_entry {
@@ -110,6 +127,16 @@ int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
 int sp__ds_open_folder(sp_dataset *ds, sp_error *err);
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
 int sp__ds_open_list(sp_dataset *ds, sp_error *err);
+
+/* WebDataset shards (dataset_tar.c): 1 if path is a brace pattern
+ * ("dir/train-{000000..000099}.tar"); the count of .tar files and of
+ * sub-folders directly in dir; the opener; one sample's read (full_path
+ * set by the caller); the error recorded against sample i, or NULL. */
+int sp__ds_is_shard_pattern(const char *path);
+int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
+int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
+int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
+const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
 
 /* 1 if `name` (a basename) is an IDX images file name. */
 int sp__ds_is_idx_name(const char *name);

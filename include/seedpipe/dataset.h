@@ -23,6 +23,19 @@
  *    K = largest label + 1. Samples in byte-wise sorted path order
  *    (duplicate paths are an error naming both lines).
  *
+ *  - WebDataset (a .tar file, a folder of .tar shards and no class folder,
+ *    or a brace pattern "dir/train-{000000..000099}.tar"): a sample is the
+ *    adjacent members sharing a key, KEY.jpg / KEY.jpeg / KEY.png its image
+ *    and KEY.cls its label (decimal text, below 65536); other members are
+ *    ignored. Shards in byte-wise sorted name order, samples in tar order;
+ *    classes "0".."K-1" as for lists; paths "<shard>/<image member>". Read
+ *    in place (one pread per sample). A member that is a link, device or
+ *    FIFO, a key without an image or label, an image cut short by the end
+ *    of its shard: that sample fails when read (SP_EFORMAT, naming shard and
+ *    member), so --on-error decides; a shard that is not a tar or ends
+ *    between members without its end-of-archive block fails the open. No
+ *    persistent index: every open reads the shards once, sequentially.
+ *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
  *     per class: u32 len + name bytes; u32 raw_w, u32 raw_h (0, 0 unless IDX);
@@ -63,7 +76,8 @@ extern "C" {
 typedef enum {
     SP_DATASET_IMAGEFOLDER = 0,
     SP_DATASET_IDX = 1,
-    SP_DATASET_LIST = 2
+    SP_DATASET_LIST = 2,
+    SP_DATASET_WEBDATASET = 3
 } sp_dataset_kind;
 
 typedef struct sp_dataset sp_dataset;
@@ -114,7 +128,7 @@ SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_inf
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
 SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list" */
+SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset" */
 SP_API const char *sp_dataset_root(const sp_dataset *ds);
 SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
 SP_API int sp_dataset_num_classes(const sp_dataset *ds);
@@ -157,6 +171,18 @@ typedef struct sp_sample_data {
 SP_API int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
                            sp_error *err);
 SP_API void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
+
+/*! sp_dataset_write_shards() : write the samples of an ImageFolder or list
+ *  dataset, in canonical order, as WebDataset shards OUT_DIR/shard-000000.tar,
+ *  ... of at most max_count samples each (members "%09llu.<ext>" and
+ *  "%09llu.cls"; fixed tar metadata, so the bytes depend only on the
+ *  samples). The sharded dataset streams the same batches as ds. OUT_DIR is
+ *  created if missing and must not hold .tar files yet; each shard is
+ *  written to a temporary name, fsync'd and renamed. *nshards (may be NULL)
+ *  gets the count written. @return 0, SP_EUNSUPP (IDX), SP_EINVAL, SP_EIO,
+ *  or a read error of a sample (which names it). */
+SP_API int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir,
+                                   uint64_t max_count, uint64_t *nshards, sp_error *err);
 
 #ifdef __cplusplus
 }
