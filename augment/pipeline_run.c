@@ -29,6 +29,8 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -451,4 +453,105 @@ int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
 int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, void *out, sp_error *err) {
     return sp_pipeline_run_checked(p, ctx, src, opts, out, SIZE_MAX, err);
+}
+
+/* ---- explain ------------------------------------------------------------------- */
+
+typedef struct ex_buf { char *b; size_t n, len; } ex_buf;
+
+static void ex_put(ex_buf *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ex_put(ex_buf *e, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *dst = e->len < e->n ? e->b + e->len : NULL;
+    int k = vsnprintf(dst, dst ? e->n - e->len : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0) e->len += (size_t)k;
+}
+
+/* The draws of sp_pipeline_run_checked(), op by op, without pixels: the
+ * same functions are called with the same arguments, and the image size is
+ * tracked through the geometric ops as they would change it. */
+size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
+                           sp_format format, char *buf, size_t n) {
+    ex_buf e = {buf, n, 0};
+    if (n) buf[0] = '\0';
+    if (!p || !ctx) return 0;
+    static const char *const NAMES[3] = {"brightness", "contrast", "saturation"};
+    static const uint8_t ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                         {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    int at_source = 1;
+    for (int k = 0; k < p->nops; k++) {
+        const sp_op *op = &p->ops[k];
+        source s = {W, H, NULL, NULL, format, p->channels, p->dct, NULL};
+        sp_sample_src dummy = {0};
+        if (at_source) s.src = &dummy;   /* pick_scale() only asks whether there is one */
+        switch (op->kind) {
+        case SP_OP_DECODE:
+            ex_put(&e, "%d decode: %dx%d %s, %s\n", k, W, H,
+                   format == SP_FORMAT_JPEG ? "JPEG" : format == SP_FORMAT_PNG ? "PNG" : "pixels",
+                   p->channels == 1 ? "gray" : "rgb");
+            continue;
+        case SP_OP_RRC: {
+            sp_crop_box b;
+            sp_rrc_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                          ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b);
+            int d = pick_scale(&s, b.w, b.h, op->w, op->h);
+            ex_put(&e, "%d random_resized_crop: box x=%d y=%d w=%d h=%d of %dx%d -> %dx%d "
+                   "(decoded at 1/%d)\n", k, b.x, b.y, b.w, b.h, W, H, op->w, op->h, d);
+            W = op->w;
+            H = op->h;
+            break;
+        }
+        case SP_OP_RESIZE: {
+            int ow, oh;
+            sp__resize_dims(op, W, H, &ow, &oh);
+            ex_put(&e, "%d resize: %dx%d -> %dx%d (decoded at 1/%d)\n", k, W, H, ow, oh,
+                   pick_scale(&s, W, H, ow, oh));
+            W = ow;
+            H = oh;
+            break;
+        }
+        case SP_OP_CENTER_CROP:
+            ex_put(&e, "%d center_crop: offset x=%d y=%d of %dx%d -> %dx%d\n", k,
+                   sp_center_crop_offset(W, op->w), sp_center_crop_offset(H, op->h), W, H,
+                   op->w, op->h);
+            W = op->w;
+            H = op->h;
+            break;
+        case SP_OP_HFLIP:
+        case SP_OP_VFLIP:
+        case SP_OP_GRAYSCALE: {
+            sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
+            double u = sp_u01d(d.c[0]);
+            const char *name = op->kind == SP_OP_HFLIP   ? "hflip"
+                             : op->kind == SP_OP_VFLIP ? "vflip" : "grayscale";
+            const char *did = op->kind == SP_OP_GRAYSCALE ? "converted" : "flipped";
+            ex_put(&e, "%d %s: %s (u=%.4f %s p=%g)\n", k, name, u < op->p ? did : "not applied",
+                   u, u < op->p ? "<" : ">=", op->p);
+            break;
+        }
+        case SP_OP_COLOR_JITTER: {
+            sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
+            int32_t fq[3];
+            for (int t = 0; t < 3; t++) {
+                double lo = op->jitter[t][0], hi = op->jitter[t][1];
+                fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
+            }
+            const uint8_t *o = ORDERS[sp_uniform_int(d.c[0], 6)];
+            ex_put(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f, "
+                   "order %s, %s, %s\n", k, fq[0] / 4096.0, fq[1] / 4096.0, fq[2] / 4096.0,
+                   NAMES[o[0]], NAMES[o[1]], NAMES[o[2]]);
+            break;
+        }
+        case SP_OP_NORMALIZE:
+            ex_put(&e, "%d normalize: fixed (no draw)\n", k);
+            break;
+        default:
+            ex_put(&e, "%d (op %d): no draw\n", k, (int)op->kind);
+            break;
+        }
+        if (sp__op_is_geometric(op->kind)) at_source = 0;
+    }
+    return e.len;
 }

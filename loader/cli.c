@@ -56,6 +56,8 @@ static void usage(FILE *f) {
           "  split DATASET --split NAME=FRACTION,... --subset NAME [--split-seed S]\n"
           "      print the paths of one subset of the split (relative to the dataset\n"
           "      root, one a line), to record it\n"
+          "  explain DATASET --pipeline P --seed S --epoch E --sample I\n"
+          "      what each op draws for one sample: crop box, flips, jitter factors/order\n"
           "  digest DATASET --pipeline P --seed S --epochs E --batch-size B\n"
           "         [--threads T] [--drop-last] [--rank R --world W]\n"
           "         [--dtype uint8|float32] [--layout nchw|nhwc] --out FILE.jsonl\n"
@@ -238,7 +240,7 @@ int main(int argc, char **argv) {
         {"rng", cmd_rng},         {"order", cmd_order},
         {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},
         {"index", cmd_index},     {"shard", cmd_shard},
-        {"split", cmd_split},
+        {"split", cmd_split},     {"explain", cmd_explain},
         {"digest", cmd_digest},   {"dump", cmd_dump},
         {"verify", cmd_verify},   {"diff", cmd_diff},
         {"serve", cmd_serve},     {"status", cmd_status},

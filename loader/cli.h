@@ -91,6 +91,7 @@ int cmd_order(cli_args *a);
 int cmd_inspect(cli_args *a);
 int cmd_index(cli_args *a);
 int cmd_shard(cli_args *a);
+int cmd_explain(cli_args *a);
 int cmd_split(cli_args *a);
 /* Print the dataset's persistent-index warning, if any, to stderr. */
 void cli_index_warning(const sp_dataset *ds);

@@ -180,3 +180,31 @@ int cmd_dump(cli_args *a) {
     sp_loader_destroy(ld);
     return 0;
 }
+
+int cmd_explain(cli_args *a) {
+    if (a->npos != 1)
+        cli_usage_error(a, "usage: seedpipe explain DATASET --pipeline P --seed S --epoch E "
+                           "--sample I");
+    sp_loader_config cfg;
+    cli_loader_config(a, a->pos[0], &cfg);
+    cfg.dtype = SP_DTYPE_FLOAT32;   /* any pipeline; nothing is computed */
+    uint64_t epoch = cli_u64(a, "epoch", 0), index = cli_u64(a, "sample", 0);
+    if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
+    if (!cli_has(a, "sample")) cli_usage_error(a, "--sample I (a dataset index) is required");
+    cli_check_unused(a);
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld;
+    if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
+    char text[4096];
+    if (sp_loader_explain(ld, (uint32_t)epoch, index, text, sizeof text, &err) != 0) {
+        sp_loader_destroy(ld);
+        cli_fail(a, &err);
+    }
+    const sp_dataset *ds = sp_loader_dataset(ld);
+    printf("sample %llu (%s, label %d), epoch %llu, seed %llu:\n%s", (unsigned long long)index,
+           sp_dataset_path(ds, index), sp_dataset_label(ds, index), (unsigned long long)epoch,
+           (unsigned long long)cfg.seed, text);
+    sp_loader_destroy(ld);
+    return 0;
+}

@@ -675,7 +675,7 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
             ds->path_off[i] = off;
             off += len;
             ds->labels[i] = s->label >= 0 ? s->label : 0;
-            ds->class_counts[ds->labels[i]] += s->bad == NULL;
+            ds->class_counts[ds->labels[i]]++;   /* a bad sample under its label, or 0 */
             ds->sizes[i] = s->bad ? 0 : s->size;
             ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
             ds->shard_of[i] = s->shard;

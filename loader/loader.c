@@ -379,6 +379,39 @@ void sp_batch_free(sp_batch *b) {
     memset(b, 0, sizeof *b);
 }
 
+int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char *buf,
+                      size_t n, sp_error *err) {
+    if (n) buf[0] = '\0';
+    if (ld->cfg.rng_mode != SP_RNG_PER_SAMPLE)
+        return sp_error_set(err, SP_EINVAL, "explain: only in the per-sample rng mode (in "
+                            "per-worker mode the draws depend on scheduling)");
+    if (index >= sp_dataset_size(ld->ds))
+        return sp_error_set(err, SP_ERANGE, "explain: sample %llu out of range (dataset has %llu)",
+                            (unsigned long long)index,
+                            (unsigned long long)sp_dataset_size(ld->ds));
+    sp_sample_data sd;
+    int rc = sp_dataset_read(ld->ds, index, &sd, err);
+    if (rc != 0) return rc;
+    int W, H;
+    sp_format fmt = SP_FORMAT_UNKNOWN;
+    if (sd.src.raw) {
+        W = sd.src.raw->width;
+        H = sd.src.raw->height;
+    } else {
+        sp_image_info info = {0};
+        rc = sp_image_probe(sd.src.bytes, sd.src.len, sd.src.path, NULL, &info, err);
+        W = info.width;
+        H = info.height;
+        fmt = info.format;
+    }
+    if (rc == 0) {
+        sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)index};
+        sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
+    }
+    sp_sample_data_free(&sd);
+    return rc;
+}
+
 /* One sample through read + pipeline. */
 static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, sp__rng rng, void *dst,
                    sp_error *err) {

@@ -614,6 +614,87 @@ static void test_encoded(void) {
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) test_encoded_size(odd[i][0], odd[i][1], 0);
 }
 
+/* sp_pipeline_explain() agrees with the bytes: its box, cut from the full
+ * decode and resized (sp_image_resize), flipped when it says so, is the
+ * pipeline's output, for a JPEG (DCT scaling off) and a PNG, over many
+ * samples and epochs; and a color_jitter line names three factors and an
+ * order. */
+static void test_explain(void) {
+    sp_image img = make_smooth(157, 101);
+    uint8_t *bufs[2];
+    size_t lens[2];
+    encode_jpeg(&img, &bufs[0], &lens[0]);
+    encode_png(&img, &bufs[1], &lens[1]);
+    sp_pipeline *p = parse_ok("decode dct=off | random_resized_crop size=40,24 | hflip p=0.5");
+    sp_pipeline *pj = parse_ok("random_resized_crop size=40 | color_jitter brightness=0.4 "
+                               "contrast=0.4 saturation=0.4");
+    int checked = 0, flipped = 0;
+    for (int f = 0; f < 2; f++) {
+        sp_error err;
+        sp_image full;
+        sp_decode_req rq = {3, 0, 0, 0, 0, 1};
+        CHECK_OK(sp_image_decode(bufs[f], lens[f], "x", &rq, NULL, &full, &err), &err);
+        for (uint32_t e = 0; e < 3; e++)
+            for (uint32_t i = 0; i < 20; i++) {
+                sp_sample_ctx ctx = ctx_for(77, e, i);
+                char text[1024];
+                size_t need = sp_pipeline_explain(p, &ctx, 157, 101,
+                                                  f ? SP_FORMAT_PNG : SP_FORMAT_JPEG, text,
+                                                  sizeof text);
+                CHECK(need == strlen(text));
+                int x, y, w, h;
+                const char *l = strstr(text, "random_resized_crop: box");
+                CHECK_MSG(l && sscanf(l, "random_resized_crop: box x=%d y=%d w=%d h=%d", &x, &y,
+                                      &w, &h) == 4, "%s", text);
+                int flip = strstr(text, "hflip: flipped") != NULL;
+                CHECK(flip || strstr(text, "hflip: not applied"));
+                sp_sample_src src = {"x", bufs[f], lens[f], NULL};
+                int oh, ow, oc;
+                uint8_t *got = run(p, &ctx, &src, SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 157, 101, &oh,
+                                   &ow, &oc);
+                CHECK(oh == 40 && ow == 24 && oc == 3);   /* size=H,W as torchvision */
+                /* a fixed crop of the full decode (a view), then a resize of it */
+                CHECK(x >= 0 && y >= 0 && w > 0 && h > 0 && x + w <= 157 && y + h <= 101);
+                sp_image crop = full, want;
+                crop.data = full.data + (size_t)y * full.stride + (size_t)x * 3;
+                crop.width = w;
+                crop.height = h;
+                CHECK(sp_image_resize(&crop, ow, oh, &want) == 0);
+                if (flip) sp_image_hflip(&want);
+                CHECK_MSG(image_equals(&want, got), "explain's box %d,%d %dx%d%s does not "
+                          "reproduce sample %u epoch %u (%s)", x, y, w, h, flip ? " flipped" : "",
+                          i, e, f ? "PNG" : "JPEG");
+                free(got);
+                sp_image_free(&want);
+                checked++;
+                flipped += flip;
+            }
+        sp_image_free(&full);
+    }
+    CHECK(flipped > 10 && flipped < checked - 10);
+    sp_sample_ctx ctx = ctx_for(5, 1, 3);
+    char text[1024];
+    sp_pipeline_explain(pj, &ctx, 640, 480, SP_FORMAT_JPEG, text, sizeof text);
+    double fb, fc, fs;
+    char o1[16], o2[16], o3[16];
+    const char *l = strstr(text, "color_jitter:");
+    CHECK_MSG(l && sscanf(l, "color_jitter: brightness %lf contrast %lf saturation %lf, order "
+                             "%15[a-z], %15[a-z], %15s", &fb, &fc, &fs, o1, o2, o3) == 6,
+              "%s", text);
+    CHECK(fb >= 0.6 && fb <= 1.4 && fc >= 0.6 && fc <= 1.4 && fs >= 0.6 && fs <= 1.4);
+    CHECK(strstr(text, "(decoded at 1/"));
+    char small[8];
+    CHECK(sp_pipeline_explain(pj, &ctx, 640, 480, SP_FORMAT_JPEG, small, sizeof small) >
+          sizeof small && strlen(small) == sizeof small - 1);
+    sp_pipeline_destroy(p);
+    sp_pipeline_destroy(pj);
+    sp_image_free(&img);
+    free(bufs[0]);
+    free(bufs[1]);
+    printf("explain: %d boxes reproduce their samples (%d flipped), jitter line parsed\n",
+           checked, flipped);
+}
+
 int main(void) {
     test_parse();
     test_rrc_and_flip();
@@ -623,6 +704,7 @@ int main(void) {
     test_center_crop_and_fusion();
     test_edges();
     test_encoded();
+    test_explain();
     puts("test_pipeline: ok");
     return 0;
 }

@@ -181,6 +181,16 @@ SP_API int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_bat
  *  labels, image bytes), all integers little-endian. */
 SP_API sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b);
 
+/*! sp_loader_explain() : what the pipeline draws for dataset sample `index`
+ *  in `epoch` (sp_pipeline_explain(): the crop box, flips, jitter factors
+ *  and order), from the sample's own header. Per-sample mode only (in the
+ *  per-worker mode the draws depend on scheduling). The text goes to buf
+ *  (NUL-terminated; truncated if n is too small).
+ *  @return 0, SP_ERANGE (index), SP_EINVAL (per-worker mode), or the
+ *  sample's read / probe error. */
+SP_API int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char *buf,
+                             size_t n, sp_error *err);
+
 #ifdef __cplusplus
 }
 #endif

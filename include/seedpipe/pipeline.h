@@ -139,6 +139,21 @@ SP_API int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ct
                                    const sp_sample_src *src, const sp_run_opts *opts,
                                    void *out, size_t out_bytes, sp_error *err);
 
+/*! sp_pipeline_explain() : what each op of p draws for the sample of ctx
+ *  (the per-sample mode, as sp_pipeline_run()), given the source image's
+ *  size W x H and format (SP_FORMAT_JPEG lets a DCT scale be chosen; raw
+ *  pixels are SP_FORMAT_UNKNOWN). One line per op into buf, e.g.
+ *      1 random_resized_crop: box x=17 y=4 w=120 h=96 of 160x120 -> 64x64 (decoded at 1/1)
+ *      2 hflip: flipped (u=0.2135 < p=0.5)
+ *      3 color_jitter: brightness 1.1733 contrast 0.8152 saturation 1.0000, order contrast, brightness, saturation
+ *  The box is in source pixels: cropping it from the full decode and
+ *  resizing the crop (sp_image_resize) gives the op's output when it is
+ *  decoded at 1/1.
+ *  Always NUL-terminated (truncated if n is too small).
+ *  @return the length the whole text needs (excluding the NUL). */
+SP_API size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
+                                  sp_format format, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

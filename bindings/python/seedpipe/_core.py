@@ -534,6 +534,22 @@ class Loader(_Base):
         return {name: int(getattr(st, name)) for name, _ in L.sp_cache_stats._fields_
                 if name != "_reserved"}
 
+    def explain(self, epoch: int, sample: int) -> str:
+        """What the pipeline draws for dataset sample `sample` in `epoch`: one
+        line per op (crop box in source pixels, flips, jitter factors and
+        order), as `seedpipe explain` prints it (sp_loader_explain)."""
+        self._check_open()
+        epoch = _check_int("epoch", epoch, 0, 2**32 - 1)
+        sample = _check_int("sample", sample, 0, 2**64 - 1)
+        buf = ctypes.create_string_buffer(8192)
+        err = L.sp_error()
+        ld = L.sp_pool_loader(self._res.pool) if (self.workers and self._res.pool) \
+            else self._res.loader
+        rc = L.sp_loader_explain(ld, epoch, sample, buf, len(buf), byref(err))
+        if rc != 0:
+            _raise(rc, err, "explain")
+        return buf.value.decode("utf-8", "replace")
+
     def failures(self) -> list:
         """The failure log (on_error skip/substitute): [(sample, message)]."""
         self._check_open()

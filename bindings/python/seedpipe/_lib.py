@@ -228,6 +228,8 @@ sp_batch_alloc = _fn("sp_batch_alloc", c_int, P, POINTER(sp_batch))
 sp_batch_free = _fn("sp_batch_free", None, POINTER(sp_batch))
 sp_loader_batch = _fn("sp_loader_batch", c_int, P, c_uint32, c_uint64, POINTER(sp_batch), E)
 sp_batch_digest = _fn("sp_batch_digest", sp_digest, P, POINTER(sp_batch))
+sp_loader_explain = _fn("sp_loader_explain", c_int, P, c_uint32, c_uint64, c_char_p, c_size_t,
+                        POINTER(sp_error))
 
 sp_loader_state_at = _fn("sp_loader_state_at", None, P, c_uint32, c_uint64,
                          POINTER(sp_loader_state))

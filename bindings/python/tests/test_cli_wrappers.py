@@ -48,3 +48,20 @@ def test_verify_per_worker_rng_mismatch(shapes):
     assert any(row["equal"] is False for row in r.rows)
     assert any("first divergence" in n for n in r.notes)
     assert "MISMATCH" in r.summary
+
+
+def test_explain_matches_the_cli(binary, shapes):
+    pipe = "random_resized_crop size=24 | hflip p=0.5 | color_jitter brightness=0.4"
+    with seedpipe.Loader(shapes, pipeline=pipe, seed=11, batch_size=8) as ld:
+        text = ld.explain(2, 17)
+        with pytest.raises(seedpipe.Error, match="out of range"):
+            ld.explain(0, 10**6)
+    assert text.splitlines()[0].startswith("0 random_resized_crop: box x=")
+    assert "hflip: " in text and "color_jitter: brightness " in text
+    import subprocess
+    cli = subprocess.run([binary, "explain", shapes, "--pipeline", pipe, "--seed", "11",
+                          "--epoch", "2", "--sample", "17"], capture_output=True, text=True,
+                         check=True).stdout
+    assert cli.split("\n", 1)[1] == text, (cli, text)
+    with seedpipe.Loader(shapes, pipeline=pipe, seed=11, batch_size=8, workers=2) as ld:
+        assert ld.explain(2, 17) == text   # the same on the worker pool
