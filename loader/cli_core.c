@@ -243,7 +243,10 @@ int cmd_index(cli_args *a) {
                                                  : "SEEDPIPE_INDEX=off");
     } else {
         printf("index:       %s (%s)\n", info.path[0] ? info.path : "not written",
-               info.written ? "written now" : "up to date");
+               info.written  ? "written now"
+               : info.hashed ? "not rewritten: what changed in the last 2 s is hashed again "
+                               "at the next open"
+                             : "up to date");
         printf("reused:      %llu samples (stat unchanged, file not read)\n",
                (unsigned long long)info.reused);
         printf("hashed:      %llu samples\n", (unsigned long long)info.hashed);

@@ -391,6 +391,7 @@ void sp_dataset_destroy(sp_dataset *ds) {
     free(ds->hashes);
     free(ds->pixels);
     free(ds->idx_file);
+    sp__ds_close_shards(ds);
     for (size_t i = 0; ds->shards && i < ds->nshards; i++) free(ds->shards[i]);
     free(ds->shards);
     free(ds->shard_of);

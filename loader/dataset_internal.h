@@ -63,6 +63,7 @@ struct sp_dataset {
      * fail when read (sorted by index). */
     char **shards;
     size_t nshards;
+    _Atomic int *shard_fds;   /* opened on first read (0: not yet; fd + 1), kept to destroy */
     uint32_t *shard_of;
     uint64_t *offsets;
     struct sp__ds_bad *bad;
@@ -137,6 +138,7 @@ int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
 int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
 const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
+void sp__ds_close_shards(sp_dataset *ds);   /* the kept descriptors (destroy) */
 
 /* 1 if `name` (a basename) is an IDX images file name. */
 int sp__ds_is_idx_name(const char *name);

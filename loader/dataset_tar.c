@@ -18,7 +18,9 @@
  * GNU long names (`L`), each bounded. Image members are hashed (XXH3-128)
  * as they stream by and their (shard, offset, size) kept, so a worker later
  * reads one sample with one pread and re-checks its hash, never scanning
- * the tar again. What cannot be a sample is recorded against the sample and
+ * the tar again; the descriptor of each shard is opened once and kept. The
+ * table of each shard is kept in an index file beside it (below), so a
+ * later open of unchanged shards reads none of them. What cannot be a sample is recorded against the sample and
  * returned by sp_dataset_read() as that sample's SP_EFORMAT error, so the
  * loader's --on-error policy (fail / skip / substitute) decides: a member
  * that is a symlink, hard link, device or FIFO; a key without an image or
@@ -41,25 +43,44 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
+
+#include "loader/le_internal.h"
+#include "seedpipe/decode.h"   /* sp_read_file */
 
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (64u << 10)     /* one pax record set or GNU long name */
 #define TAR_CLS_MAX 64              /* bytes of a .cls member */
 #define TAR_READ_BUF (1u << 20)
 #define TAR_MAX_SHARDS 1000000
+#define TAR_FROM_INDEX 1              /* read_shard(): taken from the shard's index file */
+#define TAR_MAX_OPEN 256             /* shards kept open for reading; more: open per read */
 
 static int lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
 
 static int ends_with(const char *s, const char *suf) {
     size_t ls = strlen(s), lf = strlen(suf);
     return ls > lf && strcmp(s + ls - lf, suf) == 0;
+}
+
+static int write_all_quiet(int fd, const void *p, size_t n) {
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 1;
 }
 
 /* ---- which paths are shard datasets ------------------------------------------ */
@@ -411,6 +432,191 @@ static tar_sample *sample_for(tar_set *t, size_t first, const char *shard_rel, u
     return s;
 }
 
+/* ---- the per-shard index ------------------------------------------------------------ */
+
+/* Beside each shard, .<shard name>.seedpipe-index holds what reading it
+ * found: its samples (member path, label, offset, size, hash, or the
+ * reason it cannot be read), trusted again while the shard's (device,
+ * inode, size, mtime ns, ctime ns), its name and max_file_bytes are those
+ * recorded, so reopening unchanged shards reads none of them (the same
+ * rule as the files' index, dataset_index.c; a sample is still re-hashed
+ * when read). A shard changed within the last 2 s is not recorded (its
+ * timestamps cannot tell a later change). Format, little-endian:
+ * "SPTARIX\0", u32 version 1, u64 dev, ino, size, mtime, ctime,
+ * max_file_bytes, u32 len + shard name, u32 n, then per sample u32 len +
+ * member path, i32 label, u64 offset, size, hash hi, hash lo, u32 len +
+ * reason (0: none); last an XXH3-64 of all the bytes before it. A file
+ * that does not check out is ignored and rewritten; writing is best
+ * effort (temporary name + rename), and opening never fails because of it. */
+#define TAR_IDX_MAGIC "SPTARIX"
+#define TAR_IDX_VERSION 1u
+#define TAR_RACY_NS 2000000000ll
+
+typedef struct tbuf { uint8_t *p; size_t n, cap; int oom; } tbuf;
+
+static void tb_put(tbuf *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n) cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) { b->oom = 1; return; }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+static void tb_u32(tbuf *b, uint32_t v) { uint8_t x[4]; sp__le_put32(x, v); tb_put(b, x, 4); }
+static void tb_u64(tbuf *b, uint64_t v) { uint8_t x[8]; sp__le_put64(x, v); tb_put(b, x, 8); }
+static void tb_str(tbuf *b, const char *s) {
+    size_t l = s ? strlen(s) : 0;
+    tb_u32(b, (uint32_t)l);
+    if (l) tb_put(b, s, l);
+}
+
+static uint64_t ts_ns(struct timespec t) {
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static char *index_path(const sp_dataset *ds, const char *rel) {
+    const char *slash = strrchr(rel, '/');
+    size_t dl = slash ? (size_t)(slash - rel) + 1 : 0;
+    size_t n = strlen(ds->base) + strlen(rel) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%.*s.%s.seedpipe-index", ds->base, (int)dl, rel,
+                 slash ? slash + 1 : rel);
+    return p;
+}
+
+static void stat_key(tbuf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
+    tb_put(b, TAR_IDX_MAGIC, 8);
+    tb_u32(b, TAR_IDX_VERSION);
+    tb_u64(b, (uint64_t)st->st_dev);
+    tb_u64(b, (uint64_t)st->st_ino);
+    tb_u64(b, (uint64_t)st->st_size);
+    tb_u64(b, ts_ns(st->st_mtim));
+    tb_u64(b, ts_ns(st->st_ctim));
+    tb_u64(b, max_file_bytes);
+    tb_str(b, rel);
+}
+
+/* Samples [first, t->n) of shard `rel` into its index file. */
+static int index_write(const sp_dataset *ds, const char *rel, const struct stat *st,
+                       const tar_set *t, size_t first) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t racy = ts_ns(now) - (uint64_t)TAR_RACY_NS;
+    if (ts_ns(st->st_mtim) >= racy || ts_ns(st->st_ctim) >= racy) return 0;
+    size_t rl = strlen(rel) + 1;
+    tbuf b = {0};
+    stat_key(&b, st, ds->max_file_bytes, rel);
+    tb_u32(&b, (uint32_t)(t->n - first));
+    for (size_t i = first; i < t->n; i++) {
+        const tar_sample *s = &t->v[i];
+        tb_str(&b, s->path + rl);   /* the member part of "rel/member" */
+        tb_u32(&b, (uint32_t)s->label);
+        tb_u64(&b, s->offset);
+        tb_u64(&b, s->size);
+        tb_u64(&b, s->hash.hi);
+        tb_u64(&b, s->hash.lo);
+        tb_str(&b, s->bad);
+    }
+    tb_u64(&b, XXH3_64bits(b.p, b.n));
+    char *path = index_path(ds, rel), tmp[4200];
+    int ok = 0;
+    if (!b.oom && path) {
+        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ok = fd >= 0 && write_all_quiet(fd, b.p, b.n);
+        if (fd >= 0 && close(fd) != 0) ok = 0;
+        if (!ok || rename(tmp, path) != 0) {
+            unlink(tmp);
+            ok = 0;
+        }
+    }
+    free(path);
+    free(b.p);
+    return ok;
+}
+
+/* 1: the shard's samples were taken from its index file (appended to t). */
+static int index_read(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
+                      tar_set *t) {
+    char *path = index_path(ds, rel);
+    if (!path) return 0;
+    uint8_t *d = NULL;
+    size_t n = 0;
+    sp_error e;
+    int ok = sp_read_file(path, 1u << 30, &d, &n, &e) == 0;
+    free(path);
+    tbuf key = {0};
+    stat_key(&key, st, ds->max_file_bytes, rel);
+    size_t first = t->n, pos = key.n, rl = strlen(rel);
+    ok = ok && !key.oom && n >= key.n + 12 && memcmp(d, key.p, key.n) == 0 &&
+         XXH3_64bits(d, n - 8) == sp__le_get64(d + n - 8);
+    free(key.p);
+    size_t end = n - 8;
+#define NEED(k) do { if (end - pos < (size_t)(k)) { ok = 0; break; } } while (0)
+    uint32_t count = 0;
+    if (ok) { count = sp__le_get32(d + pos); pos += 4; }
+    if (ok && t->n + count > ds->max_samples) ok = 0;   /* let the reader name it */
+    for (uint32_t k = 0; ok && k < count; k++) {
+        NEED(4);
+        if (!ok) break;
+        uint32_t ml = sp__le_get32(d + pos);
+        pos += 4;
+        NEED((uint64_t)ml + 40);
+        if (!ok) break;
+        const char *member = (const char *)d + pos;
+        pos += ml;
+        int32_t label = (int32_t)sp__le_get32(d + pos);
+        uint64_t off = sp__le_get64(d + pos + 4), size = sp__le_get64(d + pos + 12);
+        sp_digest h = {sp__le_get64(d + pos + 20), sp__le_get64(d + pos + 28)};
+        uint32_t bl = sp__le_get32(d + pos + 36);
+        pos += 40;
+        NEED(bl);
+        if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0) { ok = 0; break; }
+        if (t->n == t->cap) {
+            size_t cap = t->cap ? 2 * t->cap : 1024;
+            tar_sample *v = realloc(t->v, cap * sizeof *v);
+            if (!v) { ok = 0; break; }
+            t->v = v;
+            t->cap = cap;
+        }
+        tar_sample *s = &t->v[t->n];
+        memset(s, 0, sizeof *s);
+        s->path = malloc(rl + ml + 2);
+        s->key = sp__ds_strdup("");
+        s->bad = bl ? strndup((const char *)d + pos, bl) : NULL;
+        if (!s->path || !s->key || (bl && !s->bad)) {
+            free(s->path); free(s->key); free(s->bad);
+            ok = 0;
+            break;
+        }
+        snprintf(s->path, rl + ml + 2, "%s/%.*s", rel, (int)ml, member);
+        pos += bl;
+        s->label = label;
+        s->shard = shard;
+        s->offset = off;
+        s->size = size;
+        s->hash = h;
+        s->has_image = 1;
+        t->n++;
+    }
+#undef NEED
+    if (ok && pos != end) ok = 0;
+    if (!ok) {   /* drop what was appended; the shard is read instead */
+        for (size_t i = first; i < t->n; i++) {
+            free(t->v[i].path); free(t->v[i].key); free(t->v[i].bad);
+        }
+        t->n = first;
+    }
+    free(d);
+    return ok;
+}
+
 /* One shard, read from start to end-of-archive. */
 static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *t,
                       uint8_t *buf, sp_error *err) {
@@ -421,6 +627,14 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
         int rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
         free(full);
         return rc;
+    }
+    struct stat fst;
+    int use_index = ds->index_mode != SP_INDEX_OFF && fstat(fd, &fst) == 0;
+    if (use_index && ds->index_mode != SP_INDEX_REBUILD &&
+        index_read(ds, shard, rel, &fst, t)) {
+        close(fd);
+        free(full);
+        return TAR_FROM_INDEX;
     }
     tar_rd r = {fd, full, buf, 0, 0, 0, 0};
     XXH3_state_t *st = XXH3_createState();
@@ -628,6 +842,7 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
             mark_bad(s, "%s/%s: %s", rel, s->key, "no .cls label member");
         }
     }
+    if (rc == SP_OK && use_index && index_write(ds, rel, &fst, t, first)) ds->index.written = 1;
     return rc;
 }
 
@@ -637,8 +852,22 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
     uint8_t *buf = malloc(TAR_READ_BUF);
     int rc = buf ? list_shards(ds, &rel, err)
                  : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    for (size_t i = 0; rc == SP_OK && i < rel.n; i++)
+    const char *env = getenv("SEEDPIPE_INDEX");
+    if (env && strcmp(env, "off") == 0) ds->index_mode = SP_INDEX_OFF;
+    ds->index.used = ds->index_mode != SP_INDEX_OFF;
+    for (size_t i = 0; rc == SP_OK && i < rel.n; i++) {
+        size_t before = t.n;
         rc = read_shard(ds, (uint32_t)i, rel.v[i], &t, buf, err);
+        if (rc == TAR_FROM_INDEX) ds->index.reused += t.n - before;
+        else if (rc == SP_OK) ds->index.hashed += t.n - before;
+        if (rc == TAR_FROM_INDEX) rc = SP_OK;
+    }
+    if (ds->index.used && rel.n) {
+        char *ip = index_path(ds, rel.v[0]);
+        if (ip) snprintf(ds->index.path, sizeof ds->index.path, "%s%s", ip,
+                         rel.n > 1 ? " (one per shard)" : "");
+        free(ip);
+    }
     free(buf);
     if (rc == SP_OK && t.n == 0) rc = sp_error_set(err, SP_EFORMAT, "%s: no samples", ds->root);
     int32_t maxl = -1;
@@ -689,6 +918,7 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         }
         ds->shards = rel.v;
         ds->nshards = rel.n;
+        ds->shard_fds = rel.n <= TAR_MAX_OPEN ? calloc(rel.n, sizeof *ds->shard_fds) : NULL;
         rel.v = NULL;
         rel.n = 0;
     }
@@ -710,51 +940,69 @@ const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i) {
     return b ? b->msg : NULL;
 }
 
+/* The shard's descriptor, opened on first use and kept (O_CLOEXEC, read
+ * with pread only, so threads and forked workers share it safely): a
+ * sample read is one pread, not an open + pread + close. Two threads that
+ * race to open it keep one descriptor and close the other. */
+static int shard_fd(const sp_dataset *ds, uint32_t s, int *kept, sp_error *err) {
+    *kept = ds->shard_fds != NULL;   /* else the caller closes it */
+    int have = ds->shard_fds ? atomic_load(&ds->shard_fds[s]) : 0;
+    if (have > 0) return have - 1;
+    char *path = sp__ds_join(ds->base, ds->shards[s]);
+    if (!path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root), -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    free(path);
+    if (fd < 0 || !ds->shard_fds) return fd;
+    int expect = 0;
+    if (!atomic_compare_exchange_strong(&ds->shard_fds[s], &expect, fd + 1)) {
+        close(fd);
+        return expect - 1;
+    }
+    return fd;
+}
+
+void sp__ds_close_shards(sp_dataset *ds) {
+    for (size_t s = 0; ds->shard_fds && s < ds->nshards; s++) {
+        int v = atomic_load(&ds->shard_fds[s]);
+        if (v > 0) close(v - 1);
+    }
+    free(ds->shard_fds);
+    ds->shard_fds = NULL;
+}
+
 int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
     const char *bad = sp__ds_tar_bad(ds, i);
     if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
-    char *shard = sp__ds_join(ds->base, ds->shards[ds->shard_of[i]]);
-    if (!shard) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     const char *full = out->full_path;
+    int kept;
+    int fd = shard_fd(ds, ds->shard_of[i], &kept, err);
+    if (fd < 0) return err->code ? err->code : SP_EIO;
+    uint64_t want = ds->sizes[i], got = 0;
     int rc = SP_OK;
-    int fd = open(shard, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    uint64_t want = ds->sizes[i];
-    if (fd < 0) {
-        rc = sp_error_set(err, SP_EIO, "%s: %s", shard, strerror(errno));
-        goto done;
-    }
     out->owned = malloc(want ? (size_t)want : 1);
-    if (!out->owned) {
+    if (!out->owned)
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu bytes", full,
                           (unsigned long long)want);
-        goto done;
-    }
-    uint64_t got = 0;
-    while (got < want) {
+    while (rc == SP_OK && got < want) {
         ssize_t k = pread(fd, out->owned + got, (size_t)(want - got),
                           (off_t)(ds->offsets[i] + got));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-            goto done;
-        }
-        if (k == 0) break;
+        if (k < 0) rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        if (k <= 0) break;
         got += (uint64_t)k;
     }
+    if (!kept) close(fd);
+    if (rc != SP_OK) return rc;
     XXH128_hash_t d = XXH3_128bits(out->owned, (size_t)got);
-    if (got != want || d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo) {
-        rc = sp_error_set(err, SP_EMISMATCH,
-                          "%s: file changed since the dataset was indexed (%s)", full,
-                          got != want ? "the shard is shorter than indexed"
-                                      : "content hash differs");
-        goto done;
-    }
+    if (got != want || d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo)
+        return sp_error_set(err, SP_EMISMATCH,
+                            "%s: file changed since the dataset was indexed (%s)", full,
+                            got != want ? "the shard is shorter than indexed"
+                                        : "content hash differs");
     out->src.bytes = out->owned;
     out->src.len = (size_t)want;
-done:
-    if (fd >= 0) close(fd);
-    free(shard);
-    return rc;
+    return SP_OK;
 }
 
 /* ---- writing shards --------------------------------------------------------------------- */

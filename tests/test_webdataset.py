@@ -8,6 +8,10 @@ On a shapes ImageFolder (PNG and JPEG files) sharded by `seedpipe shard
    `serve` + the example trainer, and through the cache (cold, then warm);
    `inspect` says webdataset with the same sample count and class counts;
    the shard bytes are the same when written twice (fixed tar metadata);
+ - the per-shard index: a shard seconds old is not recorded (racy); later
+   the index is written, then reused (no shard read); a damaged index file
+   is ignored and its shard read again; --rebuild and SEEDPIPE_INDEX=off read
+   every shard; the fingerprint is the same every way;
  - shards written by Python's tarfile (GNU and pax formats, long member
    names, members in subfolders, extra .json members) read too;
  - hostile shards: a shard cut inside a member (that sample is a named
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 from cli_testlib import finish, procs, run, serve
 
@@ -88,6 +93,27 @@ def main():
         # standard tools read them
         with tarfile.open(os.path.join(sh, names[0])) as tf:
             assert tf.getnames()[:2] == ["000000000.png", "000000000.cls"], tf.getnames()[:4]
+
+        # the per-shard index: a second open reads no shard; a damaged index
+        # file is ignored and that shard read again; the same fingerprint
+        idx0 = run("index", sh).stdout   # the shards are seconds old: racy, not recorded
+        assert "hashed:      60" in idx0 and "not rewritten" in idx0, idx0
+        time.sleep(2.5)
+        idx1 = run("index", sh).stdout
+        assert "hashed:      60" in idx1 and "written now" in idx1, idx1
+        idx2 = run("index", sh).stdout
+        assert "reused:      60 samples" in idx2 and "hashed:      0" in idx2, (idx1, idx2)
+        first_idx = os.path.join(sh, "." + names[0] + ".seedpipe-index")
+        with open(first_idx, "r+b") as f:   # damage it: ignored, rebuilt
+            f.seek(40)
+            f.write(b"\xff\xff")
+        idx3 = run("index", sh).stdout
+        assert "hashed:      7 samples" in idx3 and "reused:      53" in idx3, idx3
+        fp = lambda t: next(l for l in t.splitlines() if l.startswith("fingerprint"))
+        assert fp(idx1) == fp(idx2) == fp(idx3), (idx1, idx3)
+        assert "hashed:      60" in run("index", sh, "--rebuild").stdout
+        off = run("index", sh, env={"SEEDPIPE_INDEX": "off"}).stdout
+        assert "index:       none" in off and fp(off) == fp(idx1), off
 
         ins = run("inspect", sh).stdout
         ref_ins = run("inspect", ds).stdout

@@ -33,8 +33,10 @@
  *    FIFO, a key without an image or label, an image cut short by the end
  *    of its shard: that sample fails when read (SP_EFORMAT, naming shard and
  *    member), so --on-error decides; a shard that is not a tar or ends
- *    between members without its end-of-archive block fails the open. No
- *    persistent index: every open reads the shards once, sequentially.
+ *    between members without its end-of-archive block fails the open. The
+ *    first open reads every shard once, sequentially; what it found is kept
+ *    in .<shard>.seedpipe-index beside each shard and trusted while the
+ *    shard's stat is unchanged (the rules of the persistent index below).
  *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
