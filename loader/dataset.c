@@ -155,6 +155,20 @@ static int cmp_entry(const void *a, const void *b) {
     return (x->line > y->line) - (x->line < y->line);
 }
 
+int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *err) {
+    ds->n = n;
+    ds->pool = malloc(pool_len ? pool_len : 1);
+    ds->path_off = malloc(n * sizeof *ds->path_off);
+    ds->labels = malloc(n * sizeof *ds->labels);
+    ds->sizes = malloc(n * sizeof *ds->sizes);
+    ds->hashes = malloc(n * sizeof *ds->hashes);
+    ds->class_counts = calloc((size_t)ds->num_classes, sizeof *ds->class_counts);
+    if (!ds->pool || !ds->path_off || !ds->labels || !ds->sizes || !ds->hashes ||
+        !ds->class_counts)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root, n);
+    return SP_OK;
+}
+
 int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
                         sp_error *err) {
     int rc = SP_OK;
@@ -172,18 +186,8 @@ int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
     }
     size_t n = e->n, pool_len = 0;
     for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
-    ds->n = n;
-    ds->pool = malloc(pool_len);
-    ds->path_off = malloc(n * sizeof *ds->path_off);
-    ds->labels = malloc(n * sizeof *ds->labels);
-    ds->sizes = malloc(n * sizeof *ds->sizes);
-    ds->hashes = malloc(n * sizeof *ds->hashes);
-    ds->class_counts = calloc((size_t)ds->num_classes, sizeof *ds->class_counts);
-    if (!ds->pool || !ds->path_off || !ds->labels || !ds->sizes || !ds->hashes ||
-        !ds->class_counts) {
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root, n);
-        goto done;
-    }
+    rc = sp__ds_alloc_samples(ds, n, pool_len, err);
+    if (rc != SP_OK) goto done;
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(e->v[i].rel) + 1;

@@ -109,6 +109,11 @@ char *sp__ds_join(const char *a, const char *b);
 int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
                         sp_error *err);
 
+/* Allocate ds->pool (pool_len bytes), path_off, labels, sizes, hashes (n
+ * each) and class_counts (num_classes, zeroed); sets ds->n.
+ * @return 0 / SP_ENOMEM (what was allocated is freed by destroy). */
+int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *err);
+
 /* Fill ds->sizes/hashes of the n packed samples: from the persistent
  * index where a file's stat is unchanged, else by hashing it (threads),
  * then rewrite the index if anything differed (dataset_index.c). Errors

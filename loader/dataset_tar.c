@@ -879,21 +879,14 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         pool_len += strlen(t.v[i].path) + 1;
         nbad += t.v[i].bad != NULL;
     }
+    if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t.n, pool_len, err);
     if (rc == SP_OK) {
-        size_t n = t.n;
-        ds->n = n;
-        ds->pool = malloc(pool_len);
-        ds->path_off = malloc(n * sizeof *ds->path_off);
-        ds->labels = malloc(n * sizeof *ds->labels);
-        ds->sizes = malloc(n * sizeof *ds->sizes);
-        ds->hashes = malloc(n * sizeof *ds->hashes);
-        ds->class_counts = calloc((size_t)ds->num_classes, sizeof *ds->class_counts);
-        ds->shard_of = malloc(n * sizeof *ds->shard_of);
-        ds->offsets = malloc(n * sizeof *ds->offsets);
+        ds->shard_of = malloc(t.n * sizeof *ds->shard_of);
+        ds->offsets = malloc(t.n * sizeof *ds->offsets);
         ds->bad = nbad ? calloc(nbad, sizeof *ds->bad) : NULL;
-        if (!ds->pool || !ds->path_off || !ds->labels || !ds->sizes || !ds->hashes ||
-            !ds->class_counts || !ds->shard_of || !ds->offsets || (nbad && !ds->bad))
-            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root, n);
+        if (!ds->shard_of || !ds->offsets || (nbad && !ds->bad))
+            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
+                              t.n);
     }
     if (rc == SP_OK) {
         size_t off = 0;
