@@ -43,8 +43,12 @@ int sp_layout_parse(const char *s, sp_layout *out, sp_error *err) {
 /* ---- presets ------------------------------------------------------------------- */
 
 #define IMAGENET_NORM "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225"
+/* The -fast variants decode JPEG in the DCT domain at 1/2, 1/4 or 1/8 where
+ * the crop allows (dct=auto): faster, and no longer torchvision's pixels
+ * (docs/pipeline.md has both the speed and the PSNR). */
 static const char *const PRESET_NAMES[] = {"imagenet-train", "imagenet-eval", "shapes-train",
-                                           "shapes-eval", "mnist", NULL};
+                                           "shapes-eval", "mnist", "imagenet-train-fast",
+                                           "imagenet-eval-fast", NULL};
 static const char *const PRESET_SPECS[] = {
     "random_resized_crop size=224 scale=0.08,1 ratio=0.75,1.3333333333 | hflip p=0.5 | "
     IMAGENET_NORM,
@@ -53,6 +57,9 @@ static const char *const PRESET_SPECS[] = {
     "color_jitter brightness=0.2 contrast=0.2 saturation=0.2",
     "resize size=48,48",
     "decode mode=gray | normalize mean=0.1307 std=0.3081",
+    "decode dct=auto | random_resized_crop size=224 scale=0.08,1 ratio=0.75,1.3333333333 | "
+    "hflip p=0.5 | " IMAGENET_NORM,
+    "decode dct=auto | resize size=256 | center_crop size=224 | " IMAGENET_NORM,
 };
 
 const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
@@ -169,7 +176,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     switch (op->kind) {
     case SP_OP_DECODE:
         op->channels = 3;
-        op->dct = 1;
+        op->dct = 0;   /* default: torchvision's pixels (no DCT-domain scaling) */
         if ((v = vals[0])) {
             if (strcmp(v, "rgb") == 0) op->channels = 3;
             else if (strcmp(v, "gray") == 0) op->channels = 1;
@@ -492,7 +499,7 @@ static int parse_all(const char *spec, sp_pipeline **out, sp_error *err) {
         return sp_error_set(err, SP_ENOMEM, "pipeline: out of memory");
     }
     p->channels = 3;
-    p->dct = 1;
+    p->dct = 0;
     int rc = parse_text(text, p, err);
     free(file_text);
     if (!rc) {

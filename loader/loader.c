@@ -155,7 +155,9 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
     sp_digest d = {0, 0};
     if (!st) return d;
     XXH3_128bits_reset(st);
-    hash_str(st, "seedpipe-loader-v1");
+    /* v2: the decoders' warning policy and dct=off by default (a pipeline
+     * text without decode means other bytes than under v1) */
+    hash_str(st, "seedpipe-loader-v2");
     sp_digest dfp = sp_dataset_fingerprint(ld->ds);
     hash_u64(st, dfp.hi);
     hash_u64(st, dfp.lo);

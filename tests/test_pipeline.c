@@ -76,7 +76,7 @@ static void test_parse(void) {
     sp_pipeline_destroy(p);
     p = parse_ok("mnist");
     CHECK(strcmp(sp_pipeline_canonical(p),
-                 "decode mode=gray dct=auto | normalize mean=0.1307 std=0.3081") == 0);
+                 "decode mode=gray dct=off | normalize mean=0.1307 std=0.3081") == 0);
     sp_pipeline_destroy(p);
     p = parse_ok("normalize mean=0.5 std=0.25");   /* one value for all channels */
     CHECK(strcmp(sp_pipeline_canonical(p), "normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25") == 0);
