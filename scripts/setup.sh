@@ -18,6 +18,7 @@ pkgs=(
   python3-venv python3-pip           # tests/wheel.sh and tests/xxhash_newer.sh (tools from PyPI)
   clang libclang-rt-14-dev           # the clang build and the libFuzzer targets (tests/fuzz)
   python3-pil libjpeg-turbo-progs    # the second decoders of tests/test_witness.py (Pillow, djpeg/cjpeg)
+  python3-torchvision mate-backgrounds  # torchvision parity on real JPEGs (bindings/python/tests)
   librandom123-doc                   # Random123 known-answer vectors for the Philox test
   dataset-fashion-mnist              # a real IDX dataset for the dataset tests
 )

@@ -15,6 +15,7 @@ change a byte. See docs/python.md.
 from ._core import BatchInfo, Client, Error, Loader, attach
 from ._cli import DigestResult, VerifyResult, digest, verify
 from . import _lib
+from . import transforms
 from .audit import AuditReport, audit   # the function shadows the submodule's name here
 
 # `python -m seedpipe.audit` imports this package (and so seedpipe.audit) before
@@ -40,4 +41,5 @@ def find_binary() -> str:
 
 
 __all__ = ["Loader", "Client", "attach", "Error", "BatchInfo", "digest", "verify",
-           "DigestResult", "VerifyResult", "audit", "AuditReport", "version", "find_binary", "LIB_PATH"]
+           "DigestResult", "VerifyResult", "audit", "AuditReport", "version", "find_binary", "LIB_PATH",
+           "transforms"]

@@ -301,7 +301,7 @@ class Loader(_Base):
 
     def __init__(self, data, pipeline: str = "shapes-train", seed: int = 0,
                  batch_size: int = 32, workers: int = 0, epochs: Optional[int] = None,
-                 drop_last: bool = False, dtype="uint8", layout: str = "nchw", rank: int = 0,
+                 drop_last: bool = False, dtype=None, layout: str = "nchw", rank: int = 0,
                  world: int = 1, on_error: str = "fail", copy: bool = False, threads: int = 1,
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None):
@@ -311,8 +311,17 @@ class Loader(_Base):
         if not isinstance(data, (str, bytes, os.PathLike)):
             raise ValueError(f"data must be a dataset path, got {type(data).__name__}")
         data = os.fsdecode(data)
+        if hasattr(pipeline, "spec") and hasattr(pipeline, "dtype"):
+            # seedpipe.transforms.Compose (or one transform): its spec string,
+            # and the dtype it implies unless dtype= says otherwise
+            if dtype is None:
+                dtype = pipeline.dtype or "uint8"
+            pipeline = pipeline.spec()
+        if dtype is None:
+            dtype = "uint8"
         if not isinstance(pipeline, str) or not pipeline.strip():
-            raise ValueError(f"pipeline must be a non-empty spec string, got {pipeline!r}")
+            raise ValueError(f"pipeline must be a non-empty spec string or a "
+                             f"seedpipe.transforms.Compose, got {pipeline!r}")
         seed = _check_int("seed", seed, 0, 2**64 - 1)
         batch_size = _check_int("batch_size", batch_size, 1, _U32_MAX)
         self.workers = _check_int("workers", workers, 0, 64)

@@ -1,0 +1,219 @@
+"""seedpipe.transforms - the torchvision transforms users already write, as
+seedpipe pipelines.
+
+    from seedpipe import transforms as T
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                    T.ToTensor(), T.Normalize(mean, std)])
+    loader = seedpipe.Loader("data/train", pipeline=tf, batch_size=64)
+
+Each class takes torchvision's argument names and defaults and stands for
+one op of the pipeline language (docs/pipeline.md); `Compose.spec()` is the
+equivalent spec string and `Compose.dtype` the output dtype it implies
+(float32 after ToTensor / ConvertImageDtype(torch.float32), else uint8), so
+`Loader(pipeline=Compose([...]))` produces exactly the bytes of
+`Loader(pipeline=compose.spec(), dtype=compose.dtype)`. Nothing runs in
+Python: the C pipeline computes every sample, with its own deterministic
+draws (the same distributions as torchvision, not torchvision's random
+numbers).
+
+An argument torchvision accepts that seedpipe cannot honour (another
+interpolation, antialias=False, hue, max_size, fill/padding modes...) is a
+ValueError naming it, never silently ignored.
+"""
+import numbers
+
+__all__ = ["Compose", "RandomResizedCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
+           "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
+           "PILToTensor", "ConvertImageDtype"]
+
+
+def _num(x):
+    """A number in the spec's canonical-enough text (repr round-trips)."""
+    return repr(float(x)) if not float(x).is_integer() else str(int(x)) if abs(x) < 1e15 \
+        else repr(float(x))
+
+
+def _size(name, size):
+    """torchvision's size: an int, or a sequence (h, w) / (s,) -> 'H,W' or 'S'."""
+    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+        return str(int(size)), int(size), int(size)
+    try:
+        seq = [int(v) for v in size]
+    except TypeError:
+        raise ValueError(f"{name}: size must be an int or a sequence (h, w), got {size!r}")
+    if len(seq) == 1:
+        return str(seq[0]), seq[0], seq[0]
+    if len(seq) != 2:
+        raise ValueError(f"{name}: size must have 1 or 2 elements, got {size!r}")
+    return f"{seq[0]},{seq[1]}", seq[0], seq[1]
+
+
+def _bilinear(name, interpolation):
+    """Only bilinear (antialiased) resampling exists in seedpipe."""
+    if interpolation is None:
+        return
+    v = getattr(interpolation, "value", interpolation)
+    if v in ("bilinear", 2):   # InterpolationMode.BILINEAR, or PIL.Image.BILINEAR
+        return
+    raise ValueError(f"{name}: interpolation={interpolation!r} is not supported (seedpipe "
+                     "resamples bilinearly with antialiasing, as torchvision's default)")
+
+
+def _antialias(name, antialias):
+    if antialias not in (None, True, "warn"):
+        raise ValueError(f"{name}: antialias={antialias!r} is not supported (seedpipe always "
+                         "antialiases, as torchvision does on PIL images)")
+
+
+def _pair(name, key, v, center):
+    """ColorJitter's value: b -> [max(0, center - b), center + b], or (lo, hi)."""
+    if isinstance(v, numbers.Number) and not isinstance(v, bool):
+        if v < 0:
+            raise ValueError(f"{name}: {key}={v!r} must be non-negative")
+        return (max(0.0, center - float(v)), center + float(v))
+    try:
+        lo, hi = (float(x) for x in v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {key} must be a number or a pair (min, max), got {v!r}")
+    if not 0 <= lo <= hi:
+        raise ValueError(f"{name}: {key}={v!r} must satisfy 0 <= min <= max")
+    return (lo, hi)
+
+
+class _Op:
+    op = None   # the spec text, or None (a dtype-only transform)
+    dtype = None
+
+    def spec(self):
+        return self.op
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.op or self.dtype})"
+
+
+class RandomResizedCrop(_Op):
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
+                 interpolation=None, antialias=None):
+        n = "RandomResizedCrop"
+        _bilinear(n, interpolation)
+        _antialias(n, antialias)
+        s, _, _ = _size(n, size)
+        (s0, s1), (r0, r1) = [float(x) for x in scale], [float(x) for x in ratio]
+        self.op = (f"random_resized_crop size={s} scale={_num(s0)},{_num(s1)} "
+                   f"ratio={_num(r0)},{_num(r1)}")
+
+
+class RandomHorizontalFlip(_Op):
+    def __init__(self, p=0.5):
+        self.op = f"hflip p={_num(p)}"
+
+
+class RandomVerticalFlip(_Op):
+    def __init__(self, p=0.5):
+        self.op = f"vflip p={_num(p)}"
+
+
+class RandomGrayscale(_Op):
+    def __init__(self, p=0.1):
+        self.op = f"grayscale p={_num(p)}"
+
+
+class ColorJitter(_Op):
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        n = "ColorJitter"
+        if hue not in (0, 0.0, (0, 0), [0, 0]):
+            raise ValueError(f"{n}: hue={hue!r} is not supported yet (seedpipe's color_jitter "
+                             "has brightness, contrast and saturation)")
+        parts = []
+        for key, v in (("brightness", brightness), ("contrast", contrast),
+                       ("saturation", saturation)):
+            lo, hi = _pair(n, key, v, 1.0)
+            parts.append(f"{key}={_num(lo)},{_num(hi)}")
+        self.op = "color_jitter " + " ".join(parts)
+
+
+class Resize(_Op):
+    def __init__(self, size, interpolation=None, max_size=None, antialias=None):
+        n = "Resize"
+        _bilinear(n, interpolation)
+        _antialias(n, antialias)
+        if max_size is not None:
+            raise ValueError(f"{n}: max_size={max_size!r} is not supported")
+        s, _, _ = _size(n, size)
+        self.op = f"resize size={s}"
+
+
+class CenterCrop(_Op):
+    def __init__(self, size):
+        s, h, w = _size("CenterCrop", size)
+        self.op = f"center_crop size={h},{w}"
+
+
+class Normalize(_Op):
+    def __init__(self, mean, std, inplace=False):
+        mean = [float(m) for m in (mean if hasattr(mean, "__iter__") else [mean])]
+        std = [float(s) for s in (std if hasattr(std, "__iter__") else [std])]
+        if any(s <= 0 for s in std):
+            raise ValueError(f"Normalize: std={std!r} must be positive")
+        self.op = (f"normalize mean={','.join(_num(m) for m in mean)} "
+                   f"std={','.join(_num(s) for s in std)}")
+
+
+class ToTensor(_Op):
+    """float32 in [0, 1] (HWC uint8 -> CHW float); the layout is the
+    Loader's (nchw by default)."""
+    dtype = "float32"
+
+
+class PILToTensor(_Op):
+    dtype = "uint8"
+
+
+class ConvertImageDtype(_Op):
+    def __init__(self, dtype):
+        name = str(dtype).replace("torch.", "")
+        if name not in ("float32", "float", "uint8"):
+            raise ValueError(f"ConvertImageDtype: dtype={dtype!r} is not supported (float32 or "
+                             "uint8)")
+        self.dtype = "uint8" if name == "uint8" else "float32"
+
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+        for t in self.transforms:
+            if not isinstance(t, (_Op, Compose)):
+                raise ValueError(f"Compose: {t!r} is not a seedpipe.transforms transform (a "
+                                 "Python callable cannot run inside the C pipeline)")
+
+    def _flat(self):
+        for t in self.transforms:
+            if isinstance(t, Compose):
+                yield from t._flat()
+            else:
+                yield t
+
+    def spec(self):
+        ops = [t.spec() for t in self._flat() if t.spec()]
+        norm = [i for i, o in enumerate(ops) if o.startswith("normalize")]
+        if norm and norm[-1] != len(ops) - 1:
+            raise ValueError("Compose: Normalize must be the last op that changes pixels")
+        if norm and self.dtype != "float32":
+            raise ValueError("Compose: Normalize needs ToTensor() (float output) before it")
+        if not ops:
+            # ToTensor alone: the identity on [0, 1]
+            return "normalize mean=0 std=1" if self.dtype == "float32" else "hflip p=0"
+        if self.dtype == "float32" and not norm:
+            ops.append("normalize mean=0 std=1")   # ToTensor: x / 255
+        return " | ".join(ops)
+
+    @property
+    def dtype(self):
+        d = "uint8"
+        for t in self._flat():
+            if t.dtype:
+                d = t.dtype
+        return d
+
+    def __repr__(self):
+        return "Compose([" + ", ".join(map(repr, self.transforms)) + "])"

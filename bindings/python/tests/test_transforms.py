@@ -1,0 +1,76 @@
+"""seedpipe.transforms: torchvision's names and defaults, the bytes of the
+equivalent spec string, and a clear error for what seedpipe cannot do."""
+import numpy as np
+import pytest
+
+import seedpipe
+from seedpipe import transforms as T
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def digests(shapes, pipeline, **kw):
+    out = []
+    with seedpipe.Loader(shapes, pipeline=pipeline, seed=3, batch_size=8, epochs=2, **kw) as ld:
+        for _ in ld:
+            out.append(ld.batch_digest())
+    return out
+
+
+@pytest.mark.parametrize("compose,spec,dtype", [
+    (T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(),
+                T.Normalize(MEAN, STD)]),
+     "random_resized_crop size=24 scale=0.08,1 ratio=0.75,1.3333333333333333 | hflip p=0.5 | "
+     "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225", "float32"),
+    (T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor()]),
+     "resize size=40 | center_crop size=32", "uint8"),
+    (T.Compose([T.RandomResizedCrop((20, 28), scale=(0.5, 1.0), ratio=(0.5, 2)),
+                T.ColorJitter(brightness=0.4, contrast=(0.5, 1.5), saturation=0.2),
+                T.RandomVerticalFlip(p=0.25), T.RandomGrayscale()]),
+     "random_resized_crop size=20,28 scale=0.5,1 ratio=0.5,2 | color_jitter "
+     "brightness=0.6,1.4 contrast=0.5,1.5 saturation=0.8,1.2 | vflip p=0.25 | grayscale p=0.1",
+     "uint8"),
+    (T.Compose([T.Resize((30, 34)), T.ToTensor()]), "resize size=30,34 | normalize mean=0 std=1",
+     "float32"),
+])
+def test_compose_is_its_spec(shapes, compose, spec, dtype):
+    assert compose.dtype == dtype
+    got = seedpipe.Loader(shapes, pipeline=compose, batch_size=8)
+    want = seedpipe.Loader(shapes, pipeline=spec, batch_size=8, dtype=dtype)
+    assert got.fingerprint == want.fingerprint, (compose.spec(), spec)
+    got.close()
+    want.close()
+    assert digests(shapes, compose) == digests(shapes, spec, dtype=dtype)
+
+
+def test_totensor_is_x_over_255(shapes):
+    with seedpipe.Loader(shapes, pipeline=T.Compose([T.CenterCrop(32), T.ToTensor()]),
+                         batch_size=4, epochs=1) as a, \
+         seedpipe.Loader(shapes, pipeline="center_crop size=32", batch_size=4,
+                         epochs=1) as b:
+        (x, _), (y, _) = next(iter(a)), next(iter(b))
+        assert x.dtype == np.float32 and y.dtype == np.uint8
+        np.testing.assert_allclose(x, y.astype(np.float32) / 255, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("make,word", [
+    (lambda: T.ColorJitter(hue=0.1), "hue"),
+    (lambda: T.Resize(32, interpolation="nearest"), "interpolation"),
+    (lambda: T.RandomResizedCrop(32, antialias=False), "antialias"),
+    (lambda: T.Resize(32, max_size=64), "max_size"),
+    (lambda: T.ConvertImageDtype("float64"), "dtype"),
+    (lambda: T.Compose([lambda im: im]), "not a seedpipe.transforms"),
+    (lambda: T.Compose([T.Normalize(MEAN, STD), T.RandomHorizontalFlip()]).spec(), "last"),
+    (lambda: T.Compose([T.Resize(32), T.Normalize(MEAN, STD)]).spec(), "ToTensor"),
+])
+def test_unsupported_arguments_are_named(make, word):
+    with pytest.raises(ValueError, match=word):
+        make()
+
+
+def test_torchvision_enums_accepted():
+    tv = pytest.importorskip("torchvision.transforms")
+    r = T.Resize(32, interpolation=tv.InterpolationMode.BILINEAR, antialias=True)
+    assert r.spec() == "resize size=32"
+    with pytest.raises(ValueError, match="interpolation"):
+        T.Resize(32, interpolation=tv.InterpolationMode.BICUBIC)
