@@ -48,6 +48,9 @@ struct sp_pipeline {
     int has_normalize;         /* the last op is normalize */
     float unit_table[256];     /* v / 255 */
     float norm_table[3][256];  /* ((v / 255) - mean) / std, in float */
+    /* The float tables rounded to nearest even: [0] bfloat16, [1] float16;
+     * [k][0..2] norm_table per channel, [k][3] unit_table. */
+    uint16_t half_table[2][4][256];
     char *canonical;
 };
 

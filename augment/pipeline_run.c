@@ -286,6 +286,27 @@ static void write_output(const sp_pipeline *p, const sp_image *im, int flip, con
         }
         return;
     }
+    if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16) {
+        /* 16-bit words from the rounded tables, in the same layouts */
+        int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
+        const uint16_t *t[3];
+        for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
+        uint16_t *dst = out;
+        for (int y = 0; y < H; y++) {
+            const uint8_t *s = im->data + (size_t)y * im->stride +
+                               (flip ? (size_t)(W - 1) * (size_t)C : 0);
+            if (nhwc) {
+                uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+                for (int x = 0; x < W; x++, s += step, d += C)
+                    for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
+            } else {
+                uint16_t *d0 = dst + (size_t)y * (size_t)W;
+                for (int x = 0; x < W; x++, s += step)
+                    for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
+            }
+        }
+        return;
+    }
     const float *tab[3];
     int norm = p->has_normalize && !o->skip_normalize;
     for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;

@@ -22,14 +22,26 @@
 
 /* ---- dtype / layout ---------------------------------------------------------- */
 
-size_t sp_dtype_size(sp_dtype t) { return t == SP_DTYPE_FLOAT32 ? 4 : 1; }
-const char *sp_dtype_name(sp_dtype t) { return t == SP_DTYPE_FLOAT32 ? "float32" : "uint8"; }
+size_t sp_dtype_size(sp_dtype t) {
+    return t == SP_DTYPE_FLOAT32 ? 4 : (t == SP_DTYPE_BFLOAT16 || t == SP_DTYPE_FLOAT16) ? 2 : 1;
+}
+const char *sp_dtype_name(sp_dtype t) {
+    switch (t) {
+    case SP_DTYPE_FLOAT32: return "float32";
+    case SP_DTYPE_BFLOAT16: return "bfloat16";
+    case SP_DTYPE_FLOAT16: return "float16";
+    default: return "uint8";
+    }
+}
 const char *sp_layout_name(sp_layout l) { return l == SP_LAYOUT_NHWC ? "nhwc" : "nchw"; }
 
 int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err) {
     if (s && strcmp(s, "uint8") == 0) { *out = SP_DTYPE_UINT8; return SP_OK; }
     if (s && strcmp(s, "float32") == 0) { *out = SP_DTYPE_FLOAT32; return SP_OK; }
-    return sp_error_set(err, SP_EINVAL, "unknown dtype \"%s\" (known: uint8, float32)",
+    if (s && strcmp(s, "bfloat16") == 0) { *out = SP_DTYPE_BFLOAT16; return SP_OK; }
+    if (s && strcmp(s, "float16") == 0) { *out = SP_DTYPE_FLOAT16; return SP_OK; }
+    return sp_error_set(err, SP_EINVAL,
+                        "unknown dtype \"%s\" (known: uint8, float32, bfloat16, float16)",
                         s ? s : "(null)");
 }
 
@@ -453,6 +465,44 @@ static int read_spec_file(const char *path, char **text, sp_error *err) {
     return SP_OK;
 }
 
+/* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* float32 -> IEEE binary16, round to nearest, ties to even: overflow to
+ * infinity, subnormals through one float addition (which rounds to nearest
+ * even in the default rounding mode), normals by rounding the mantissa. */
+static uint16_t to_f16(float f) {
+    const uint32_t infty = 255u << 23, max16 = (127u + 16u) << 23;
+    const uint32_t magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = u & 0x80000000u;
+    u ^= sign;
+    uint16_t o;
+    if (u >= max16) {
+        o = u > infty ? 0x7e00 : 0x7c00;
+    } else if (u < (113u << 23)) {
+        float x, magic;
+        memcpy(&x, &u, 4);
+        memcpy(&magic, &magic_u, 4);
+        x += magic;
+        uint32_t r;
+        memcpy(&r, &x, 4);
+        o = (uint16_t)(r - magic_u);
+    } else {
+        uint32_t odd = (u >> 13) & 1u;
+        u += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
+        o = (uint16_t)(u >> 13);
+    }
+    return (uint16_t)(o | (sign >> 16));
+}
+
 static void build_tables(sp_pipeline *p) {
     for (int v = 0; v < 256; v++) p->unit_table[v] = (float)v / 255.0f;
     const sp_op *n = p->has_normalize ? &p->ops[p->nops - 1] : NULL;
@@ -466,6 +516,14 @@ static void build_tables(sp_pipeline *p) {
             x = x / s;
             p->norm_table[c][v] = x;
         }
+    for (int v = 0; v < 256; v++) {
+        for (int c = 0; c < 3; c++) {
+            p->half_table[0][c][v] = to_bf16(p->norm_table[c][v]);
+            p->half_table[1][c][v] = to_f16(p->norm_table[c][v]);
+        }
+        p->half_table[0][3][v] = to_bf16(p->unit_table[v]);
+        p->half_table[1][3][v] = to_f16(p->unit_table[v]);
+    }
 }
 
 /* The preset named by `text` (alone, whitespace and comments allowed). */

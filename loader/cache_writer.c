@@ -128,7 +128,8 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
     char hex[33];   /* messages below outlive w */
     sp_digest_hex(key, hex);
     memcpy(w->key, hex, sizeof hex);
-    w->filter = c->o.filter == 2   ? SP__FILTER_NONE
+    int half = sp_dtype_size(cfg->dtype) == 2;   /* bfloat16, float16: unfiltered */
+    w->filter = c->o.filter == 2 || half ? SP__FILTER_NONE
                 : c->o.filter == 1 ? SP__FILTER_SHUFFLE4
                 : cfg->dtype == SP_DTYPE_FLOAT32 ? SP__FILTER_DICT8_NCHW : SP__FILTER_NONE;
     if (entry_exists(c, w->key)) {

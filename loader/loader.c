@@ -195,7 +195,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     *out = NULL;
     if (!cfg || !cfg->dataset || !cfg->pipeline)
         return sp_error_set(err, SP_EINVAL, "loader: dataset and pipeline must be set");
-    if (cfg->dtype != SP_DTYPE_UINT8 && cfg->dtype != SP_DTYPE_FLOAT32)
+    if (cfg->dtype != SP_DTYPE_UINT8 && cfg->dtype != SP_DTYPE_FLOAT32 &&
+        cfg->dtype != SP_DTYPE_BFLOAT16 && cfg->dtype != SP_DTYPE_FLOAT16)
         return sp_error_set(err, SP_EINVAL, "loader: bad dtype %d", (int)cfg->dtype);
     if (cfg->layout != SP_LAYOUT_NCHW && cfg->layout != SP_LAYOUT_NHWC)
         return sp_error_set(err, SP_EINVAL, "loader: bad layout %d", (int)cfg->layout);
@@ -227,11 +228,11 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     int rc = sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
     if (rc == 0) rc = build_subset(ld, err);
     if (rc == 0) rc = sp_pipeline_parse(ld->pipeline_spec, &ld->pl, err);
-    if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype != SP_DTYPE_FLOAT32 &&
+    if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype == SP_DTYPE_UINT8 &&
         !cfg->skip_normalize)
         rc = sp_error_set(err, SP_EINVAL,
-                          "pipeline normalizes: it needs --dtype float32 (uint8 output "
-                          "would lose the normalization)");
+                          "pipeline normalizes: it needs --dtype float32 (or bfloat16, "
+                          "float16; uint8 output would lose the normalization)");
     if (rc == 0) {
         int rw = 0, rh = 0;
         if (sp_dataset_raw_dims(ld->ds, &rw, &rh) != 0) rw = rh = 0;

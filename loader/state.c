@@ -212,7 +212,7 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
     }
     if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "dtype"), word, sizeof word) != 0 ||
                     sp_dtype_parse(word, &st->dtype, NULL) != 0))
-        rc = bad(err, "dtype", "expected uint8 or float32");
+        rc = bad(err, "dtype", "expected uint8, float32, bfloat16 or float16");
     if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "layout"), word, sizeof word) != 0 ||
                     sp_layout_parse(word, &st->layout, NULL) != 0))
         rc = bad(err, "layout", "expected nchw or nhwc");

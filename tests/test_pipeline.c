@@ -695,6 +695,90 @@ static void test_explain(void) {
            checked, flipped);
 }
 
+/* Reference roundings, independent of the library's: the two neighbours of
+ * x in the format, found in double, the nearer taken, ties to the even one. */
+static double bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static double f16_value(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? INFINITY : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+static uint16_t nearest_even(double x, double (*val)(uint16_t), uint16_t lo) {
+    /* lo: a code at or below |x| with the same sign; try lo and lo + 1 */
+    double a = fabs(val(lo)), b = fabs(val((uint16_t)(lo + 1))), ax = fabs(x);
+    if (ax - a < b - ax) return lo;
+    if (ax - a > b - ax) return (uint16_t)(lo + 1);
+    return (lo & 1) ? (uint16_t)(lo + 1) : lo;
+}
+static uint16_t ref_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return nearest_even(f, bf16_value, (uint16_t)(u >> 16));
+}
+static uint16_t ref_f16(float f) {
+    uint16_t sign = f < 0 ? 0x8000 : 0;
+    unsigned lo = 0, hi = 0x7bff;   /* the largest finite code whose value <= |f| */
+    while (lo < hi) {
+        unsigned mid = (lo + hi + 1) / 2;
+        if (f16_value((uint16_t)mid) <= fabs(f)) lo = mid;
+        else hi = mid - 1;
+    }
+    return (uint16_t)(sign | nearest_even(f, f16_value, (uint16_t)lo));
+}
+
+/* bfloat16 / float16 outputs equal the float32 output rounded to nearest
+ * even, element for element, in both layouts, with and without normalize,
+ * flipped or not. */
+static void test_half(void) {
+    const char *specs[] = {
+        "random_resized_crop size=20,24 | hflip p=0.5 | "
+        "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225",
+        "resize size=18 | center_crop size=16",
+        "decode mode=gray | resize size=12,10 | normalize mean=0.3 std=0.02",
+    };
+    sp_image img = make_smooth(61, 47);
+    uint8_t *png;
+    size_t plen;
+    encode_png(&img, &png, &plen);
+    sp_sample_src src = {"x.png", png, plen, NULL};
+    long n16 = 0;
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        sp_pipeline *p = parse_ok(specs[k]);
+        for (int lay = 0; lay < 2; lay++)
+            for (uint32_t i = 0; i < 6; i++) {
+                sp_sample_ctx ctx = ctx_for(9, 0, i);
+                sp_layout L = lay ? SP_LAYOUT_NHWC : SP_LAYOUT_NCHW;
+                int oh, ow, oc;
+                float *f = run(p, &ctx, &src, SP_DTYPE_FLOAT32, L, 61, 47, &oh, &ow, &oc);
+                uint16_t *b = run(p, &ctx, &src, SP_DTYPE_BFLOAT16, L, 61, 47, &oh, &ow, &oc);
+                uint16_t *h = run(p, &ctx, &src, SP_DTYPE_FLOAT16, L, 61, 47, &oh, &ow, &oc);
+                for (size_t e = 0; e < (size_t)oh * ow * oc; e++, n16++) {
+                    CHECK_MSG(b[e] == ref_bf16(f[e]), "%s: bfloat16 %04x for %.9g (want %04x)",
+                              specs[k], b[e], f[e], ref_bf16(f[e]));
+                    CHECK_MSG(h[e] == ref_f16(f[e]), "%s: float16 %04x for %.9g (want %04x)",
+                              specs[k], h[e], f[e], ref_f16(f[e]));
+                }
+                free(f);
+                free(b);
+                free(h);
+            }
+        sp_pipeline_destroy(p);
+    }
+    CHECK(sp_dtype_size(SP_DTYPE_BFLOAT16) == 2 && sp_dtype_size(SP_DTYPE_FLOAT16) == 2);
+    sp_dtype d;
+    CHECK(sp_dtype_parse("bfloat16", &d, NULL) == 0 && d == SP_DTYPE_BFLOAT16);
+    CHECK(strcmp(sp_dtype_name(SP_DTYPE_FLOAT16), "float16") == 0);
+    sp_image_free(&img);
+    free(png);
+    printf("half outputs: %ld bfloat16 and float16 elements equal float32 rounded to nearest "
+           "even\n", n16);
+}
+
 int main(void) {
     test_parse();
     test_rrc_and_flip();
@@ -705,6 +789,7 @@ int main(void) {
     test_edges();
     test_encoded();
     test_explain();
+    test_half();
     puts("test_pipeline: ok");
     return 0;
 }

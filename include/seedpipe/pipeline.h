@@ -62,7 +62,17 @@
 extern "C" {
 #endif
 
-typedef enum { SP_DTYPE_UINT8 = 0, SP_DTYPE_FLOAT32 = 1 } sp_dtype;
+/* Output element types. The half-precision ones are 16-bit words (host
+ * byte order): each element is the float32 output rounded to nearest, ties
+ * to even (bfloat16: the top 16 bits of the float32 after rounding;
+ * float16: IEEE binary16), so a half batch equals its float32 batch
+ * rounded, element for element, at half the bytes. */
+typedef enum {
+    SP_DTYPE_UINT8 = 0,
+    SP_DTYPE_FLOAT32 = 1,
+    SP_DTYPE_BFLOAT16 = 2,
+    SP_DTYPE_FLOAT16 = 3
+} sp_dtype;
 typedef enum { SP_LAYOUT_NCHW = 0, SP_LAYOUT_NHWC = 1 } sp_layout;
 
 /*! sp_dtype_size() : 1 or 4. */

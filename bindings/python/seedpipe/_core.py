@@ -100,6 +100,12 @@ class _Mem:
                                     "typestr": typestr, "version": 3}
 
 
+# bfloat16 images: numpy has no such type, so they are uint16 words (the
+# top half of the float32 after rounding to nearest even), marked with this
+# dtype's metadata for seedpipe.torch.
+BFLOAT16 = np.dtype(np.uint16, metadata={"seedpipe_dtype": "bfloat16"})
+
+
 def _view(addr: Optional[int], shape: tuple, typestr: str, copy: bool) -> np.ndarray:
     """A numpy array over C memory at addr (no copy unless copy=True)."""
     if not addr or 0 in shape:
@@ -205,14 +211,16 @@ class _Base:
     def _arrays(self, b: L.sp_batch) -> Tuple[np.ndarray, np.ndarray]:
         n = b.count
         self._info = BatchInfo(b, self.copy)
-        return (_view(b.images, (n,) + self._sshape, self._typestr, self.copy),
-                _view(b.labels, (n,), "<i4", self.copy))
+        images = _view(b.images, (n,) + self._sshape, self._typestr, self.copy)
+        if self._dtype == 2:   # bfloat16: numpy has none; uint16 words, marked
+            images = images.view(BFLOAT16)
+        return images, _view(b.labels, (n,), "<i4", self.copy)
 
     def _geometry(self, chw, dtype, layout):
         self._chw, self._dtype, self._layout = chw, dtype, layout
         c, h, w = chw
         self._sshape = (c, h, w) if layout == 0 else (h, w, c)
-        self._typestr = "|u1" if dtype == 0 else "<f4"
+        self._typestr = {0: "|u1", 1: "<f4", 2: "<u2", 3: "<f2"}[dtype]
 
     @property
     def batch_info(self) -> Optional[BatchInfo]:
@@ -226,7 +234,11 @@ class _Base:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(np.uint8 if self._dtype == 0 else np.float32)
+        """numpy dtype of the images: uint8, float32, float16, or for bfloat16
+        uint16 words carrying the bits (BFLOAT16; seedpipe.torch.to_tensors
+        makes torch.bfloat16 tensors of them without a copy)."""
+        return {0: np.dtype(np.uint8), 1: np.dtype(np.float32), 2: BFLOAT16,
+                3: np.dtype(np.float16)}[self._dtype]
 
     @property
     def layout(self) -> str:

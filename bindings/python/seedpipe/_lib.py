@@ -37,7 +37,7 @@ SP_ERROR_MSG_MAX = 512
 SP_POOL_END = 1
 SP_CLIENT_END = 1
 
-DTYPES = {"uint8": 0, "float32": 1}
+DTYPES = {"uint8": 0, "float32": 1, "bfloat16": 2, "float16": 3}
 LAYOUTS = {"nchw": 0, "nhwc": 1}
 ON_ERROR = {"fail": 0, "skip": 1, "substitute": 2}
 RNG_MODES = {"per-sample": 0, "per-worker": 1}

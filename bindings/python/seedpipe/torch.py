@@ -28,9 +28,13 @@ def _need():
 
 
 def to_tensor(a: np.ndarray, copy: bool = False):
+    """numpy -> torch sharing memory; a seedpipe bfloat16 array (uint16 words
+    marked by its dtype's metadata) becomes a torch.bfloat16 tensor."""
     torch = _need()
     if copy:
-        a = np.array(a, copy=True)
+        a = np.array(a, copy=True, dtype=a.dtype)
+    if (a.dtype.metadata or {}).get("seedpipe_dtype") == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 
 

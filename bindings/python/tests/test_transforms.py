@@ -74,3 +74,37 @@ def test_torchvision_enums_accepted():
     assert r.spec() == "resize size=32"
     with pytest.raises(ValueError, match="interpolation"):
         T.Resize(32, interpolation=tv.InterpolationMode.BICUBIC)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_outputs_are_float32_rounded(shapes, dtype):
+    spec = ("random_resized_crop size=24 | hflip | "
+            "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225")
+    kw = dict(pipeline=spec, seed=5, batch_size=8, epochs=1)
+    with seedpipe.Loader(shapes, dtype="float32", **kw) as a, \
+         seedpipe.Loader(shapes, dtype=dtype, **kw) as b:
+        assert b.dtype.itemsize == 2
+        for (x, _), (h, _) in zip(a, b):
+            if dtype == "float16":
+                assert h.dtype == np.float16
+                np.testing.assert_array_equal(h, x.astype(np.float16))   # numpy rounds RNE
+            else:
+                u = x.view(np.uint32).astype(np.uint64)
+                want = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+                np.testing.assert_array_equal(h.view(np.uint16), want)
+                torch = pytest.importorskip("torch")
+                from seedpipe.torch import to_tensor
+                t = to_tensor(h)
+                assert t.dtype == torch.bfloat16 and t.data_ptr() == h.ctypes.data
+                assert torch.equal(t, torch.from_numpy(np.array(x)).to(torch.bfloat16))
+            assert h.nbytes * 2 == x.nbytes
+
+
+def test_bfloat16_through_pool_and_cache(shapes, tmp_path):
+    spec = "random_resized_crop size=24 | normalize mean=0.5 std=0.25"
+    ref = digests(shapes, spec, dtype="bfloat16")
+    assert digests(shapes, spec, dtype="bfloat16", workers=2) == ref
+    cache = str(tmp_path / "cache")
+    assert digests(shapes, spec, dtype="bfloat16", cache=cache) == ref   # cold
+    assert digests(shapes, spec, dtype="bfloat16", cache=cache, workers=2) == ref   # warm
+    assert ref != digests(shapes, spec, dtype="float16")
