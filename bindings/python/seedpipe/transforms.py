@@ -22,7 +22,7 @@ ValueError naming it, never silently ignored.
 """
 import numbers
 
-__all__ = ["Compose", "RandomResizedCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
+__all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype"]
 
@@ -217,3 +217,38 @@ class Compose:
 
     def __repr__(self):
         return "Compose([" + ", ".join(map(repr, self.transforms)) + "])"
+
+
+def from_torchvision(t):
+    """The seedpipe transform for a torchvision transform (or Compose of
+    them), read from its attributes: RandomResizedCrop, RandomHorizontalFlip,
+    RandomVerticalFlip, ColorJitter, RandomGrayscale, Resize, CenterCrop,
+    Normalize, ToTensor, PILToTensor, ConvertImageDtype, Compose. Anything
+    else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
+    run inside the C pipeline."""
+    name = type(t).__name__
+    g = lambda a, d=None: getattr(t, a, d)
+    if name == "Compose":
+        return Compose([from_torchvision(x) for x in t.transforms])
+    if name == "RandomResizedCrop":
+        return RandomResizedCrop(g("size"), g("scale"), g("ratio"), g("interpolation"),
+                                 g("antialias"))
+    if name in ("RandomHorizontalFlip", "RandomVerticalFlip", "RandomGrayscale"):
+        return globals()[name](g("p"))
+    if name == "ColorJitter":
+        none = lambda v: (1.0, 1.0) if v is None else tuple(v)
+        hue = g("hue")
+        return ColorJitter(none(g("brightness")), none(g("contrast")), none(g("saturation")),
+                           0 if hue is None or tuple(hue) == (0, 0) else hue)
+    if name == "Resize":
+        return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
+    if name == "CenterCrop":
+        return CenterCrop(g("size"))
+    if name == "Normalize":
+        return Normalize(g("mean"), g("std"), g("inplace", False))
+    if name in ("ToTensor", "PILToTensor"):
+        return globals()[name]()
+    if name == "ConvertImageDtype":
+        return ConvertImageDtype(g("dtype"))
+    raise ValueError(f"from_torchvision: {name} has no seedpipe equivalent (a Python transform "
+                     "cannot run inside the C pipeline)")

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""train_seedpipe.py - train_torchvision.py on seedpipe: the diff is the imports
+(the batches come from seedpipe's C pipeline, the same for any --workers).
+
+    examples/imagefolder/train_seedpipe.py DATA_DIR [--epochs 2] [--batch-size 32]
+"""
+import argparse
+
+import torch
+import torch.nn as nn
+from seedpipe.torch import DataLoader   # was: from torch.utils.data import DataLoader
+from torchvision import datasets
+from seedpipe import transforms          # was: from torchvision import transforms
+
+ap = argparse.ArgumentParser()
+ap.add_argument("data")
+ap.add_argument("--epochs", type=int, default=2)
+ap.add_argument("--batch-size", type=int, default=32)
+ap.add_argument("--workers", type=int, default=2)
+args = ap.parse_args()
+
+tf = transforms.Compose([
+    transforms.RandomResizedCrop(32),
+    transforms.RandomHorizontalFlip(),
+    transforms.ToTensor(),
+    transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+])
+dataset = datasets.ImageFolder(args.data, transform=tf)
+loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
+                    num_workers=args.workers, seed=0)
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
+                      nn.Flatten(), nn.Linear(128, len(dataset.classes)))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for epoch in range(args.epochs):
+    total = 0.0
+    for images, labels in loader:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        opt.step()
+        total += loss.item() * len(labels)
+    print(f"epoch {epoch}: loss {total / len(dataset):.4f}")
