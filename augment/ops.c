@@ -107,8 +107,7 @@ int32_t sp_factor_q12(double f) {
 }
 
 uint8_t sp_blend_q12(uint32_t v, int64_t o8, int32_t fq) {
-    int64_t num = (int64_t)fq * (int64_t)v * 256 + (int64_t)(SP_FACTOR_ONE - fq) * o8 +
-                  ((int64_t)1 << 19);
+    int64_t num = (int64_t)fq * (int64_t)v * 256 + (int64_t)(SP_FACTOR_ONE - fq) * o8;
     if (num < 0) return 0;
     num >>= 20;
     return (uint8_t)(num > 255 ? 255 : num);
@@ -138,7 +137,7 @@ void sp_adjust_contrast(sp_image *img, int32_t fq) {
         else
             for (int x = 0; x < img->width; x++) sum += p[x];
     }
-    int64_t mean8 = (int64_t)((sum * 256 + n / 2) / n);
+    int64_t mean8 = 256 * (int64_t)((sum + n / 2) / n);   /* PIL: int(mean + 0.5) */
     uint8_t lut[256];
     for (int v = 0; v < 256; v++) lut[v] = sp_blend_q12((uint32_t)v, mean8, fq);
     apply_lut(img, lut);
@@ -147,12 +146,12 @@ void sp_adjust_contrast(sp_image *img, int32_t fq) {
 void sp_adjust_saturation(sp_image *img, int32_t fq) {
     if (img->channels != 3) return;   /* torchvision: identity on 1 channel */
     /* The Q20 blend with o8 = 256 g equals the Q12 form
-     * floor((fq v + (4096 - fq) g + 2048) / 4096), which fits in int32 for
+     * floor((fq v + (4096 - fq) g) / 4096), which fits in int32 for
      * fq <= 255 * 4096. */
     int32_t a[256], b[256];
     for (int v = 0; v < 256; v++) {
         a[v] = fq * v;
-        b[v] = (SP_FACTOR_ONE - fq) * v + 2048;
+        b[v] = (SP_FACTOR_ONE - fq) * v;
     }
     for (int y = 0; y < img->height; y++) {
         uint8_t *p = img->data + (size_t)y * img->stride;

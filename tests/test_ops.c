@@ -153,14 +153,14 @@ static void test_gray(void) {
 static void test_color(void) {
     CHECK(sp_factor_q12(1.0) == 4096 && sp_factor_q12(0.5) == 2048);
     CHECK(sp_factor_q12(0.2) == 819 && sp_factor_q12(1.4) == 5734 && sp_factor_q12(0.0) == 0);
-    /* The blend equals round-half-up of f v + (1 - f) o, clamped: every
-     * term is a short dyadic rational, so double evaluates it exactly. */
+    /* The blend equals floor(f v + (1 - f) o), clamped (PIL's truncation):
+     * every term is a short dyadic rational, so double evaluates it exactly. */
     for (int i = 0; i < 200000; i++) {
         int32_t fq = (int32_t)(rnd() % (4096 * 3));
         uint32_t v = (uint32_t)(rnd() % 256);
         int64_t o8 = (int64_t)(rnd() % (256 * 256));
         double f = fq / 4096.0;
-        double e = floor(f * v + (1.0 - f) * (o8 / 256.0) + 0.5);
+        double e = floor(f * v + (1.0 - f) * (o8 / 256.0));
         e = e < 0 ? 0 : e > 255 ? 255 : e;
         CHECK_MSG(sp_blend_q12(v, o8, fq) == (uint8_t)e, "fq %d v %u o8 %lld", fq, v, (long long)o8);
     }

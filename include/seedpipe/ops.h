@@ -63,13 +63,18 @@ SP_API int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
  *
  * A factor f >= 0 is used in Q12: fq = (int32)(f * 4096 + 0.5) evaluated in
  * double (sp_factor_q12). Every adjustment is the blend
- *     out = clamp(floor((fq * v * 256 + (4096 - fq) * o8 + 2^19) / 2^20), 0, 255)
+ *     out = clamp(floor((fq * v * 256 + (4096 - fq) * o8) / 2^20), 0, 255)
  * of the pixel value v with an "other" value o8 given in Q8 (1/256 units):
  *   brightness: o8 = 0                          (blend with black)
- *   contrast:   o8 = mean of the image's luma, (sum * 256 + N/2) / N, in
- *               integers (luma = sp_luma601 for RGB, the value for gray)
+ *   contrast:   o8 = 256 * round-half-up(mean of the image's luma), the mean
+ *               as (sum + N/2) / N in integers (luma = sp_luma601 for RGB,
+ *               the value for gray)
  *   saturation: o8 = 256 * luma of the same pixel (identity on gray images)
- * i.e. round(f v + (1 - f) o), ties up, then clamp. */
+ * i.e. floor(o + f (v - o)), then clamp: what torchvision's ColorJitter
+ * does on PIL images (PIL's ImageEnhance blends in float and truncates, and
+ * rounds the contrast mean to an integer), up to the factor's Q12 rounding.
+ * (Before cache format 2 / loader v2 the blend rounded half up, on average
+ * 0.3 grey levels above PIL per adjustment.) */
 #define SP_FACTOR_ONE 4096
 #define SP_FACTOR_MAX 255.0   /* largest factor accepted */
 
