@@ -736,8 +736,8 @@ static uint16_t ref_f16(float f) {
  * flipped or not. */
 static void test_half(void) {
     const char *specs[] = {
-        "random_resized_crop size=20,24 | hflip p=0.5 | "
-        "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225",
+        ("random_resized_crop size=20,24 | hflip p=0.5 | "
+         "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225"),
         "resize size=18 | center_crop size=16",
         "decode mode=gray | resize size=12,10 | normalize mean=0.3 std=0.02",
     };
