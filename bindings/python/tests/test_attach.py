@@ -117,3 +117,33 @@ def test_client_state_resumes_in_loader(binary, shapes, region_name):
         ld.load_state_dict(state)
         got += [ld.batch_digest() for _ in ld.stream()]
     assert got == ref.digests
+
+
+def test_attach_bfloat16(binary, shapes, region_name):
+    """The service carries bfloat16 batches: the client's digests are the
+    in-process loader's, and its arrays are the marked uint16 words."""
+    spec = "random_resized_crop size=24 | normalize mean=0.5 std=0.25"
+    with seedpipe.Loader(shapes, pipeline=spec, seed=2, batch_size=8, epochs=1,
+                         dtype="bfloat16") as ld:
+        ref = []
+        for _ in ld:
+            ref.append(ld.batch_digest())
+    p = subprocess.Popen([binary, "serve", "--name", region_name, shapes, "--pipeline", spec,
+                          "--seed", "2", "--epochs", "1", "--batch-size", "8", "--dtype",
+                          "bfloat16", "--workers", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        got = []
+        with seedpipe.attach(region_name) as cl:
+            for x, _ in cl:
+                assert x.dtype.itemsize == 2 and (x.dtype.metadata or {}).get(
+                    "seedpipe_dtype") == "bfloat16"
+                got.append(cl.batch_digest())
+        assert got == ref
+        assert finish(p)[0] == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert not our_regions()
