@@ -297,10 +297,13 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
                             out->data + (size_t)y * out->stride, out->channels, ow);
     } else {
         for (png_uint_32 y = 0; y < h; y++) {
-            png_read_row(c->png, c->rows, NULL);
+            /* rows outside the region are decoded but not copied out, unless
+             * their palette indices must be checked */
+            int keep = (int)y >= win->y0 && (int)y < win->y1;
+            png_read_row(c->png, keep || pal ? c->rows : NULL, NULL);
             int bad = pal ? sp_png_bad_index(c->rows, w, npal) : -1;
             if (bad >= 0) sp_png_index_error(c, c->rows, bad, (int)y, npal);
-            if ((int)y >= win->y0 && (int)y < win->y1)
+            if (keep)
                 sp_png_emit_row(c, c->rows, fmt, pal, xoff,
                                 out->data + (size_t)((int)y - win->y0) * out->stride,
                                 out->channels, ow);

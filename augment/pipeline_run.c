@@ -218,22 +218,28 @@ static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, 
 }
 
 /* color_jitter: block 0; c[0] picks one of the 6 orders of (brightness,
- * contrast, saturation) in lexicographic order, c[1..3] the factors. */
-static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
-    static const uint8_t ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
-                                         {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+ * contrast, saturation) in lexicographic order, c[1..3] the factors (Q12).
+ * Returns the order; shared by the run and by sp_pipeline_explain(). */
+static const uint8_t JITTER_ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                            {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+static const uint8_t *jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx,
+                                  int32_t fq[3]) {
     sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
-    int32_t fq[3];
-    int any = 0;
     for (int t = 0; t < 3; t++) {
         double lo = op->jitter[t][0], hi = op->jitter[t][1];
         fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
-        any |= fq[t] != SP_FACTOR_ONE;
     }
-    if (!any) return SP_OK;
+    return JITTER_ORDERS[sp_uniform_int(d.c[0], 6)];
+}
+
+static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
+    int32_t fq[3];
+    const uint8_t *order = jitter_draw(op, k, ctx, fq);
+    if (fq[0] == SP_FACTOR_ONE && fq[1] == SP_FACTOR_ONE && fq[2] == SP_FACTOR_ONE)
+        return SP_OK;
     int rc = st_make_writable(st);
     if (rc) return rc;
-    const uint8_t *order = ORDERS[sp_uniform_int(d.c[0], 6)];
     for (int t = 0; t < 3; t++) {
         int fn = order[t];
         if (fq[fn] == SP_FACTOR_ONE) continue;
@@ -244,9 +250,14 @@ static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sta
     return SP_OK;
 }
 
-static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
+/* hflip / vflip / grayscale: block 0, c[0]; applied iff u < p. */
+static double bernoulli_u(uint32_t k, const sp_sample_ctx *ctx) {
     sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
-    return sp_u01d(d.c[0]) < op->p;
+    return sp_u01d(d.c[0]);
+}
+
+static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
+    return bernoulli_u(k, ctx) < op->p;
 }
 
 /* Write the output; with flip, each row is read mirrored (a pending hflip).
@@ -499,8 +510,6 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
     if (n) buf[0] = '\0';
     if (!p || !ctx) return 0;
     static const char *const NAMES[3] = {"brightness", "contrast", "saturation"};
-    static const uint8_t ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
-                                         {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     int at_source = 1;
     for (int k = 0; k < p->nops; k++) {
         const sp_op *op = &p->ops[k];
@@ -543,8 +552,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         case SP_OP_HFLIP:
         case SP_OP_VFLIP:
         case SP_OP_GRAYSCALE: {
-            sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
-            double u = sp_u01d(d.c[0]);
+            double u = bernoulli_u((uint32_t)k, ctx);
             const char *name = op->kind == SP_OP_HFLIP   ? "hflip"
                              : op->kind == SP_OP_VFLIP ? "vflip" : "grayscale";
             const char *did = op->kind == SP_OP_GRAYSCALE ? "converted" : "flipped";
@@ -553,13 +561,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             break;
         }
         case SP_OP_COLOR_JITTER: {
-            sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
             int32_t fq[3];
-            for (int t = 0; t < 3; t++) {
-                double lo = op->jitter[t][0], hi = op->jitter[t][1];
-                fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
-            }
-            const uint8_t *o = ORDERS[sp_uniform_int(d.c[0], 6)];
+            const uint8_t *o = jitter_draw(op, (uint32_t)k, ctx, fq);
             ex_put(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f, "
                    "order %s, %s, %s\n", k, fq[0] / 4096.0, fq[1] / 4096.0, fq[2] / 4096.0,
                    NAMES[o[0]], NAMES[o[1]], NAMES[o[2]]);

@@ -63,7 +63,6 @@
 #define SIDECAR_VERSION 1u
 #define SIDECAR_RACY 1u
 #define RECORD_FIXED (4 + 4 + 7 * 8)       /* len, flags, 7 u64 */
-#define SP_DS_RACY_NS (2000000000ll)       /* 2 s: coarse timestamps, clock skew */
 #define SP_DS_MAX_HASH_THREADS 8   /* default: online CPUs, at most this */
 #define SP_DS_THREADS_CAP 64       /* sp_dataset_limits.hash_threads at most */
 
@@ -71,25 +70,15 @@ typedef struct rec {
     uint64_t dev, ino, size, mtime, ctime;
 } rec;
 
-static uint64_t ns_of(struct timespec t) {
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static rec rec_of(const struct stat *st) {
     rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
-             ns_of(st->st_mtim), ns_of(st->st_ctim)};
+             sp__ds_ns(st->st_mtim), sp__ds_ns(st->st_ctim)};
     return r;
 }
 
 /* ---- byte buffers ------------------------------------------------------------ */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t len, cap;
-    int oom;
-} buf;
-
-static void put(buf *b, const void *src, size_t n) {
+void sp__ds_buf_put(sp__ds_buf *b, const void *src, size_t n) {
     if (b->oom) return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 1 << 16;
@@ -103,16 +92,22 @@ static void put(buf *b, const void *src, size_t n) {
     b->len += n;
 }
 
-static void put32(buf *b, uint32_t v) {
+void sp__ds_buf_u32(sp__ds_buf *b, uint32_t v) {
     uint8_t x[4];
     sp__le_put32(x, v);
-    put(b, x, 4);
+    sp__ds_buf_put(b, x, 4);
 }
 
-static void put64(buf *b, uint64_t v) {
+void sp__ds_buf_u64(sp__ds_buf *b, uint64_t v) {
     uint8_t x[8];
     sp__le_put64(x, v);
-    put(b, x, 8);
+    sp__ds_buf_put(b, x, 8);
+}
+
+void sp__ds_buf_str(sp__ds_buf *b, const char *s) {
+    size_t l = s ? strlen(s) : 0;
+    sp__ds_buf_u32(b, (uint32_t)l);
+    if (l) sp__ds_buf_put(b, s, l);
 }
 
 /* ---- where the sidecar lives -------------------------------------------------- */
@@ -354,7 +349,7 @@ static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *r
 
 /* ---- writing ------------------------------------------------------------------ */
 
-static int write_at(const char *path, const buf *b) {
+int sp__ds_write_file(const char *path, const void *data, size_t n) {
     char tmp[4200];
     static unsigned counter;
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
@@ -362,14 +357,15 @@ static int write_at(const char *path, const buf *b) {
         return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
+    const uint8_t *p = data;
     size_t done = 0;
-    while (done < b->len) {
-        ssize_t w = write(fd, b->p + done, b->len - done);
+    while (done < n) {
+        ssize_t w = write(fd, p + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) break;
         done += (size_t)w;
     }
-    if (close(fd) != 0 || done != b->len || rename(tmp, path) != 0) {
+    if (close(fd) != 0 || done != n || rename(tmp, path) != 0) {
         unlink(tmp);
         return -1;
     }
@@ -407,7 +403,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
     char *root = use ? abs_root(ds) : NULL;
     sidecar sc = {0};
-    buf b = {0};
+    sp__ds_buf b = {0};
     int rc = SP_OK;
     if (!recs || !flags || !todo || (use && !root)) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
@@ -416,7 +412,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t racy_from = ns_of(now) - (uint64_t)SP_DS_RACY_NS;
+    uint64_t racy_from = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
 
     /* 1. stat every sample (in canonical order: the first bad file is named).
      * Sorted paths come folder by folder: each folder is looked up once and
@@ -526,26 +522,26 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     /* 5. write the sidecar (beside the data, else in the user cache). */
     for (uint64_t i = 0; i < n; i++)
         flags[i] = recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0;
-    put(&b, SIDECAR_MAGIC, 8);
-    put32(&b, SIDECAR_VERSION);
-    put32(&b, (uint32_t)ds->kind);
-    put64(&b, n);
-    put32(&b, (uint32_t)strlen(root));
-    put(&b, root, strlen(root));
+    sp__ds_buf_put(&b, SIDECAR_MAGIC, 8);
+    sp__ds_buf_u32(&b, SIDECAR_VERSION);
+    sp__ds_buf_u32(&b, (uint32_t)ds->kind);
+    sp__ds_buf_u64(&b, n);
+    sp__ds_buf_u32(&b, (uint32_t)strlen(root));
+    sp__ds_buf_put(&b, root, strlen(root));
     for (uint64_t i = 0; i < n; i++) {
         const char *path = ds->pool + ds->path_off[i];
-        put32(&b, (uint32_t)strlen(path));
-        put(&b, path, strlen(path));
-        put32(&b, flags[i]);
-        put64(&b, recs[i].dev);
-        put64(&b, recs[i].ino);
-        put64(&b, ds->sizes[i]);
-        put64(&b, recs[i].mtime);
-        put64(&b, recs[i].ctime);
-        put64(&b, ds->hashes[i].hi);
-        put64(&b, ds->hashes[i].lo);
+        sp__ds_buf_u32(&b, (uint32_t)strlen(path));
+        sp__ds_buf_put(&b, path, strlen(path));
+        sp__ds_buf_u32(&b, flags[i]);
+        sp__ds_buf_u64(&b, recs[i].dev);
+        sp__ds_buf_u64(&b, recs[i].ino);
+        sp__ds_buf_u64(&b, ds->sizes[i]);
+        sp__ds_buf_u64(&b, recs[i].mtime);
+        sp__ds_buf_u64(&b, recs[i].ctime);
+        sp__ds_buf_u64(&b, ds->hashes[i].hi);
+        sp__ds_buf_u64(&b, ds->hashes[i].lo);
     }
-    if (!b.oom) put64(&b, XXH3_64bits(b.p, b.len));
+    if (!b.oom) sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
     if (b.oom) goto done;   /* no sidecar this time; the next open hashes again */
     for (int w = 0; w < 2; w++) {   /* beside the data when possible, even if read elsewhere */
         if (!paths[w][0]) continue;
@@ -555,7 +551,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
             *strrchr(dir, '/') = '\0';
             if (mkdir_p(dir) != 0) continue;
         }
-        if (write_at(paths[w], &b) == 0) {
+        if (sp__ds_write_file(paths[w], b.p, b.len) == 0) {
             info->written = 1;
             memcpy(info->path, paths[w], sizeof paths[w]);   /* same size, NUL-terminated */
             break;

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Label values of list files are bounded so that a hostile list cannot make
  * us allocate a huge class table: labels are 0 .. SP_DS_MAX_CLASSES-1. */
@@ -113,6 +114,34 @@ int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
  * each) and class_counts (num_classes, zeroed); sets ds->n.
  * @return 0 / SP_ENOMEM (what was allocated is freed by destroy). */
 int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *err);
+
+/* The index files (dataset_index.c: the files' sidecar; dataset_tar.c: one
+ * beside each shard) share these. A record whose mtime or ctime is within
+ * SP_DS_RACY_NS of the moment the stats were taken cannot be trusted later
+ * (coarse timestamps, clock skew). */
+#define SP_DS_RACY_NS (2000000000ll)
+
+/* A struct timespec in nanoseconds. */
+static inline uint64_t sp__ds_ns(struct timespec t) {
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A growing byte buffer of little-endian fields; an allocation failure sets
+ * oom and makes every later put a no-op (the caller checks oom once). */
+typedef struct sp__ds_buf {
+    uint8_t *p;
+    size_t len, cap;
+    int oom;
+} sp__ds_buf;
+void sp__ds_buf_put(sp__ds_buf *b, const void *src, size_t n);
+void sp__ds_buf_u32(sp__ds_buf *b, uint32_t v);
+void sp__ds_buf_u64(sp__ds_buf *b, uint64_t v);
+void sp__ds_buf_str(sp__ds_buf *b, const char *s);   /* u32 length + bytes; NULL: "" */
+
+/* Write n bytes to path through a unique temporary name in its folder and
+ * rename(2), so a reader sees the old file or the whole new one.
+ * @return 0, or -1 (nothing left behind). */
+int sp__ds_write_file(const char *path, const void *p, size_t n);
 
 /* Fill ds->sizes/hashes of the n packed samples: from the persistent
  * index where a file's stat is unchanged, else by hashing it (threads),

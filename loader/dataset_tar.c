@@ -71,18 +71,6 @@ static int ends_with(const char *s, const char *suf) {
     return ls > lf && strcmp(s + ls - lf, suf) == 0;
 }
 
-static int write_all_quiet(int fd, const void *p, size_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return 0;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 1;
-}
-
 /* ---- which paths are shard datasets ------------------------------------------ */
 
 int sp__ds_is_shard_pattern(const char *path) {
@@ -450,34 +438,6 @@ static tar_sample *sample_for(tar_set *t, size_t first, const char *shard_rel, u
  * effort (temporary name + rename), and opening never fails because of it. */
 #define TAR_IDX_MAGIC "SPTARIX"
 #define TAR_IDX_VERSION 1u
-#define TAR_RACY_NS 2000000000ll
-
-typedef struct tbuf { uint8_t *p; size_t n, cap; int oom; } tbuf;
-
-static void tb_put(tbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) { b->oom = 1; return; }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-static void tb_u32(tbuf *b, uint32_t v) { uint8_t x[4]; sp__le_put32(x, v); tb_put(b, x, 4); }
-static void tb_u64(tbuf *b, uint64_t v) { uint8_t x[8]; sp__le_put64(x, v); tb_put(b, x, 8); }
-static void tb_str(tbuf *b, const char *s) {
-    size_t l = s ? strlen(s) : 0;
-    tb_u32(b, (uint32_t)l);
-    if (l) tb_put(b, s, l);
-}
-
-static uint64_t ts_ns(struct timespec t) {
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 static char *index_path(const sp_dataset *ds, const char *rel) {
     const char *slash = strrchr(rel, '/');
@@ -490,16 +450,16 @@ static char *index_path(const sp_dataset *ds, const char *rel) {
     return p;
 }
 
-static void stat_key(tbuf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
-    tb_put(b, TAR_IDX_MAGIC, 8);
-    tb_u32(b, TAR_IDX_VERSION);
-    tb_u64(b, (uint64_t)st->st_dev);
-    tb_u64(b, (uint64_t)st->st_ino);
-    tb_u64(b, (uint64_t)st->st_size);
-    tb_u64(b, ts_ns(st->st_mtim));
-    tb_u64(b, ts_ns(st->st_ctim));
-    tb_u64(b, max_file_bytes);
-    tb_str(b, rel);
+static void stat_key(sp__ds_buf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
+    sp__ds_buf_put(b, TAR_IDX_MAGIC, 8);
+    sp__ds_buf_u32(b, TAR_IDX_VERSION);
+    sp__ds_buf_u64(b, (uint64_t)st->st_dev);
+    sp__ds_buf_u64(b, (uint64_t)st->st_ino);
+    sp__ds_buf_u64(b, (uint64_t)st->st_size);
+    sp__ds_buf_u64(b, sp__ds_ns(st->st_mtim));
+    sp__ds_buf_u64(b, sp__ds_ns(st->st_ctim));
+    sp__ds_buf_u64(b, max_file_bytes);
+    sp__ds_buf_str(b, rel);
 }
 
 /* Samples [first, t->n) of shard `rel` into its index file. */
@@ -507,35 +467,25 @@ static int index_write(const sp_dataset *ds, const char *rel, const struct stat 
                        const tar_set *t, size_t first) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t racy = ts_ns(now) - (uint64_t)TAR_RACY_NS;
-    if (ts_ns(st->st_mtim) >= racy || ts_ns(st->st_ctim) >= racy) return 0;
+    uint64_t racy = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
+    if (sp__ds_ns(st->st_mtim) >= racy || sp__ds_ns(st->st_ctim) >= racy) return 0;
     size_t rl = strlen(rel) + 1;
-    tbuf b = {0};
+    sp__ds_buf b = {0};
     stat_key(&b, st, ds->max_file_bytes, rel);
-    tb_u32(&b, (uint32_t)(t->n - first));
+    sp__ds_buf_u32(&b, (uint32_t)(t->n - first));
     for (size_t i = first; i < t->n; i++) {
         const tar_sample *s = &t->v[i];
-        tb_str(&b, s->path + rl);   /* the member part of "rel/member" */
-        tb_u32(&b, (uint32_t)s->label);
-        tb_u64(&b, s->offset);
-        tb_u64(&b, s->size);
-        tb_u64(&b, s->hash.hi);
-        tb_u64(&b, s->hash.lo);
-        tb_str(&b, s->bad);
+        sp__ds_buf_str(&b, s->path + rl);   /* the member part of "rel/member" */
+        sp__ds_buf_u32(&b, (uint32_t)s->label);
+        sp__ds_buf_u64(&b, s->offset);
+        sp__ds_buf_u64(&b, s->size);
+        sp__ds_buf_u64(&b, s->hash.hi);
+        sp__ds_buf_u64(&b, s->hash.lo);
+        sp__ds_buf_str(&b, s->bad);
     }
-    tb_u64(&b, XXH3_64bits(b.p, b.n));
-    char *path = index_path(ds, rel), tmp[4200];
-    int ok = 0;
-    if (!b.oom && path) {
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ok = fd >= 0 && write_all_quiet(fd, b.p, b.n);
-        if (fd >= 0 && close(fd) != 0) ok = 0;
-        if (!ok || rename(tmp, path) != 0) {
-            unlink(tmp);
-            ok = 0;
-        }
-    }
+    sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
+    char *path = index_path(ds, rel);
+    int ok = !b.oom && path && sp__ds_write_file(path, b.p, b.len) == 0;
     free(path);
     free(b.p);
     return ok;
@@ -551,10 +501,10 @@ static int index_read(sp_dataset *ds, uint32_t shard, const char *rel, const str
     sp_error e;
     int ok = sp_read_file(path, 1u << 30, &d, &n, &e) == 0;
     free(path);
-    tbuf key = {0};
+    sp__ds_buf key = {0};
     stat_key(&key, st, ds->max_file_bytes, rel);
-    size_t first = t->n, pos = key.n, rl = strlen(rel);
-    ok = ok && !key.oom && n >= key.n + 12 && memcmp(d, key.p, key.n) == 0 &&
+    size_t first = t->n, pos = key.len, rl = strlen(rel);
+    ok = ok && !key.oom && n >= key.len + 12 && memcmp(d, key.p, key.len) == 0 &&
          XXH3_64bits(d, n - 8) == sp__le_get64(d + n - 8);
     free(key.p);
     size_t end = n - 8;

@@ -52,4 +52,33 @@ static char *fz_write(const char *name, const uint8_t *data, size_t len) {
     return p;
 }
 
+#ifdef SEEDPIPE_DATASET_H
+/* The invariants of any opened dataset: 1..max_samples samples, 1..65536
+ * classes whose counts add up to the samples, every label one of them,
+ * every path present; then the first `nread` samples are read back, each
+ * one either returning its bytes or failing with a message. */
+static void fz_check_dataset(const sp_dataset *ds, uint64_t max_samples, uint64_t nread) {
+    uint64_t n = sp_dataset_size(ds);
+    if (n == 0 || n > max_samples) abort();
+    int k = sp_dataset_num_classes(ds);
+    if (k <= 0 || k > 65536) abort();
+    uint64_t tot = 0;
+    for (int c = 0; c < k; c++) tot += sp_dataset_class_count(ds, c);
+    if (tot != n) abort();
+    for (uint64_t i = 0; i < n; i++) {
+        int l = sp_dataset_label(ds, i);
+        if (!sp_dataset_path(ds, i) || l < 0 || l >= k) abort();
+        if (i >= nread) continue;
+        sp_sample_data sd;
+        sp_error err;
+        if (sp_dataset_read(ds, i, &sd, &err) == 0) {
+            if (!sd.src.bytes && !sd.src.raw) abort();
+            sp_sample_data_free(&sd);
+        } else if (err.msg[0] == '\0') {
+            abort();
+        }
+    }
+}
+#endif
+
 #endif

@@ -28,9 +28,9 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
 
 
 def _num(x):
-    """A number in the spec's canonical-enough text (repr round-trips)."""
-    return repr(float(x)) if not float(x).is_integer() else str(int(x)) if abs(x) < 1e15 \
-        else repr(float(x))
+    """A number as spec text: repr round-trips a float; the parser
+    normalises it (canonical "%.9g"), so 1.0 and "1" mean the same."""
+    return repr(float(x))
 
 
 def _size(name, size):
