@@ -177,16 +177,45 @@ float sp_model_sample_grad(const sp_model_layout *l, const float *P, const float
 }
 
 /* The fixed tree of nn_math.h (sp_nn_tree_push / _value) run on TREE_LANES
- * consecutive parameters at once: the merges depend only on the count, so
- * every lane gets exactly the additions sp_nn_tree_sum would do for it.
- * Sample s's value of lane j is a[s * sa + j] (b == NULL) or
- * a[s * sa] * b[s * sb + j]. lanes <= TREE_LANES; n == 0 gives 0. */
+ * consecutive parameters at once: the merges depend only on the sizes
+ * pushed, so every lane gets exactly the additions sp_nn_tree_sum would do
+ * for it. lt_push takes a run of `size` leaves already summed (a leaf:
+ * size 1; a whole aligned subtree: its size, see train.h). */
 #define TREE_LANES 32
-static void tree_lanes(long n, const float *a, size_t sa, const float *b, size_t sb, int lanes,
-                       float *out) {
+typedef struct lane_tree {
     float val[64][TREE_LANES];
     long size[64];
-    int top = 0;
+    int top;
+} lane_tree;
+
+static void lt_push(lane_tree *t, float *x, long sz, int lanes) {
+    while (t->top > 0 && t->size[t->top - 1] == sz) {
+        for (int j = 0; j < lanes; j++) x[j] = t->val[t->top - 1][j] + x[j];
+        sz += t->size[t->top - 1];
+        t->top--;
+    }
+    memcpy(t->val[t->top], x, (size_t)lanes * sizeof *x);
+    t->size[t->top] = sz;
+    t->top++;
+}
+
+static void lt_value(const lane_tree *t, int lanes, float *out) {
+    if (t->top == 0) {
+        for (int j = 0; j < lanes; j++) out[j] = 0.0f;
+        return;
+    }
+    memcpy(out, t->val[t->top - 1], (size_t)lanes * sizeof *out);
+    for (int i = t->top - 2; i >= 0; i--)
+        for (int j = 0; j < lanes; j++) out[j] = t->val[i][j] + out[j];
+}
+
+/* The tree over n samples: sample s's value of lane j is a[s * sa + j]
+ * (b == NULL) or a[s * sa] * b[s * sb + j]. lanes <= TREE_LANES; n == 0
+ * gives 0. */
+static void tree_lanes(long n, const float *a, size_t sa, const float *b, size_t sb, int lanes,
+                       float *out) {
+    lane_tree t;
+    t.top = 0;
     for (long s = 0; s < n; s++) {
         float x[TREE_LANES];
         if (b) {
@@ -196,23 +225,27 @@ static void tree_lanes(long n, const float *a, size_t sa, const float *b, size_t
         } else {
             memcpy(x, a + (size_t)s * sa, (size_t)lanes * sizeof *x);
         }
-        long sz = 1;
-        while (top > 0 && size[top - 1] == sz) {
-            for (int j = 0; j < lanes; j++) x[j] = val[top - 1][j] + x[j];
-            sz += size[top - 1];
-            top--;
-        }
-        memcpy(val[top], x, (size_t)lanes * sizeof *x);
-        size[top] = sz;
-        top++;
+        lt_push(&t, x, 1, lanes);
     }
-    if (top == 0) {
-        for (int j = 0; j < lanes; j++) out[j] = 0.0f;
-        return;
+    lt_value(&t, lanes, out);
+}
+
+/* The maximal aligned spans of [off, off + m): [p, p + 2^j) with 2^j
+ * dividing p (any 2^j for p = 0), greedily from off. At most 2 * 32 + 1
+ * spans for 32-bit positions. @return their number. */
+#define MAX_SPANS 66
+static int aligned_spans(uint32_t off, uint32_t m, uint32_t *start, uint32_t *size) {
+    int k = 0;
+    uint64_t p = off, end = (uint64_t)off + m;
+    while (p < end) {
+        uint64_t s = p ? (p & (~p + 1)) : (uint64_t)1 << 40;
+        while (p + s > end) s >>= 1;
+        start[k] = (uint32_t)p;
+        size[k] = (uint32_t)s;
+        k++;
+        p += s;
     }
-    memcpy(out, val[top - 1], (size_t)lanes * sizeof *out);
-    for (int i = top - 2; i >= 0; i--)
-        for (int j = 0; j < lanes; j++) out[j] = val[i][j] + out[j];
+    return k;
 }
 
 /* ---- the CPU backend ---------------------------------------------------------- */
@@ -230,17 +263,64 @@ typedef struct cpu_ctx {
     float *loss;            /* cap per-sample losses */
     int32_t *pred;          /* cap predictions (eval) */
     uint32_t cap;
+    uint8_t *xch;           /* data-parallel exchange: send, then receive bytes */
+    size_t xch_cap;
 } cpu_ctx;
 
 typedef struct job {
     cpu_ctx *c;
-    int kind;               /* 0: grads, 1: reduce+update, 2: eval forward */
+    int kind;               /* 0: grads, 1: reduce+update, 2: eval forward,
+                             * 3: span sums (data-parallel), 4: spans+update */
     const float *x;
     const int32_t *labels;
-    uint32_t n;
+    uint32_t n;             /* samples here */
+    uint32_t total;         /* samples in the global batch (the 1/B scale) */
+    /* kind 3: nspans local spans (first sample, size) -> span_out[k] */
+    int nspans;
+    const uint32_t *span_first, *span_size;
+    float *const *span_out;
+    /* kind 4: every rank's spans, in position order */
+    int ngspans;
+    const float *const *gspan;
+    const uint32_t *gspan_size;
 } job;
 
 typedef struct task { const job *j; int t; } task;
+
+/* The parameter vector in blocks of TREE_LANES, each within one of: the
+ * conv tensors (per-sample gradients), one row o of fc.w (dl[o] * feat),
+ * fc.b. */
+static size_t nblocks(const cpu_ctx *c) {
+    size_t F = c->l.feat, K = (size_t)c->l.in.classes;
+    return (c->pconv + TREE_LANES - 1) / TREE_LANES + K * ((F + TREE_LANES - 1) / TREE_LANES) +
+           (K + TREE_LANES - 1) / TREE_LANES;
+}
+
+/* Block bi: its first parameter *p0, its *lanes, and in g the tree over
+ * samples [s0, s0 + n) of their per-sample gradients (n == 0: zeros). */
+static void block_sum(const cpu_ctx *c, size_t bi, uint32_t s0, uint32_t n, float *g, size_t *p0,
+                      size_t *lanes) {
+    const sp_model_layout *l = &c->l;
+    size_t F = l->feat, K = (size_t)l->in.classes, Pc = c->pconv;
+    size_t per_row = (F + TREE_LANES - 1) / TREE_LANES;
+    size_t nb_conv = (Pc + TREE_LANES - 1) / TREE_LANES, nb_fc = K * per_row;
+    const float *dl = c->dl + (size_t)s0 * K;
+    if (bi < nb_conv) {
+        *p0 = bi * TREE_LANES;
+        *lanes = Pc - *p0 < TREE_LANES ? Pc - *p0 : TREE_LANES;
+        tree_lanes((long)n, c->grads + (size_t)s0 * Pc + *p0, Pc, NULL, 0, (int)*lanes, g);
+    } else if (bi < nb_conv + nb_fc) {
+        size_t o = (bi - nb_conv) / per_row, i0 = (bi - nb_conv) % per_row * TREE_LANES;
+        *p0 = l->off[SP_T_FC_W] + o * F + i0;
+        *lanes = F - i0 < TREE_LANES ? F - i0 : TREE_LANES;
+        tree_lanes((long)n, dl + o, K, c->feat + (size_t)s0 * F + i0, F, (int)*lanes, g);
+    } else {
+        size_t o0 = (bi - nb_conv - nb_fc) * TREE_LANES;
+        *p0 = l->off[SP_T_FC_B] + o0;
+        *lanes = K - o0 < TREE_LANES ? K - o0 : TREE_LANES;
+        tree_lanes((long)n, dl + o0, K, NULL, 0, (int)*lanes, g);
+    }
+}
 
 static void run_task(const job *j, int t) {
     cpu_ctx *c = j->c;
@@ -249,7 +329,7 @@ static void run_task(const job *j, int t) {
     float *ws = c->ws + (size_t)t * l->workspace;
     size_t sample = (size_t)l->in.c * (size_t)l->in.h * (size_t)l->in.w;
     if (j->kind == 0) {
-        float scale = 1.0f / (float)j->n;
+        float scale = 1.0f / (float)j->total;
         size_t F = l->feat, K = (size_t)l->in.classes;
         for (uint32_t s = (uint32_t)t; s < j->n; s += (uint32_t)T) {
             int pred = 0;
@@ -260,43 +340,42 @@ static void run_task(const job *j, int t) {
             memcpy(c->dl + (size_t)s * K, v.dlogits, K * sizeof(float));
             c->pred[s] = pred;
         }
-    } else if (j->kind == 1) {
-        /* Blocks of TREE_LANES parameters; thread t takes a contiguous
-         * range of blocks. A block lies within one of: the conv tensors
-         * (per-sample gradients), one row o of fc.w (dl[o] * feat), fc.b. */
-        size_t F = l->feat, K = (size_t)l->in.classes, Pc = c->pconv;
-        size_t per_row = (F + TREE_LANES - 1) / TREE_LANES;
-        size_t nb_conv = (Pc + TREE_LANES - 1) / TREE_LANES, nb_fc = K * per_row,
-               nb = nb_conv + nb_fc + (K + TREE_LANES - 1) / TREE_LANES;
-        size_t per = (nb + (size_t)T - 1) / (size_t)T;
-        size_t b0 = (size_t)t * per, b1 = b0 + per < nb ? b0 + per : nb;
-        float g[TREE_LANES];
-        for (size_t bi = b0; bi < b1; bi++) {
-            size_t p0, lanes;
-            if (bi < nb_conv) {
-                p0 = bi * TREE_LANES;
-                lanes = Pc - p0 < TREE_LANES ? Pc - p0 : TREE_LANES;
-                tree_lanes((long)j->n, c->grads + p0, Pc, NULL, 0, (int)lanes, g);
-            } else if (bi < nb_conv + nb_fc) {
-                size_t o = (bi - nb_conv) / per_row, i0 = (bi - nb_conv) % per_row * TREE_LANES;
-                p0 = l->off[SP_T_FC_W] + o * F + i0;
-                lanes = F - i0 < TREE_LANES ? F - i0 : TREE_LANES;
-                tree_lanes((long)j->n, c->dl + o, K, c->feat + i0, F, (int)lanes, g);
-            } else {
-                size_t o0 = (bi - nb_conv - nb_fc) * TREE_LANES;
-                p0 = l->off[SP_T_FC_B] + o0;
-                lanes = K - o0 < TREE_LANES ? K - o0 : TREE_LANES;
-                tree_lanes((long)j->n, c->dl + o0, K, NULL, 0, (int)lanes, g);
-            }
-            for (size_t q = 0; q < lanes; q++)
-                sp_nn_sgd_update(&c->params[p0 + q], &c->mom[p0 + q], g[q], c->lr, c->mu, c->wd);
-        }
-    } else {
+    } else if (j->kind == 2) {
         float *logits = ws_split(l, ws).dlogits;   /* unused by the forward pass */
         for (uint32_t s = (uint32_t)t; s < j->n; s += (uint32_t)T) {
             c->loss[s] = sp_model_sample_forward(l, c->params, j->x + s * sample, j->labels[s],
                                                  ws, logits);
             c->pred[s] = sp_nn_argmax(logits, l->in.classes);
+        }
+    } else {
+        /* Thread t takes a contiguous range of parameter blocks; each
+         * parameter is computed by exactly one thread with the same tree. */
+        size_t nb = nblocks(c), per = (nb + (size_t)T - 1) / (size_t)T;
+        size_t b0 = (size_t)t * per, b1 = b0 + per < nb ? b0 + per : nb;
+        float g[TREE_LANES];
+        for (size_t bi = b0; bi < b1; bi++) {
+            size_t p0, lanes;
+            if (j->kind == 3) {
+                for (int k = 0; k < j->nspans; k++) {
+                    block_sum(c, bi, j->span_first[k], j->span_size[k], g, &p0, &lanes);
+                    memcpy(j->span_out[k] + p0, g, lanes * sizeof *g);
+                }
+                continue;
+            }
+            if (j->kind == 1) {
+                block_sum(c, bi, 0, j->n, g, &p0, &lanes);
+            } else {
+                block_sum(c, bi, 0, 0, g, &p0, &lanes);
+                lane_tree lt;
+                lt.top = 0;
+                for (int k = 0; k < j->ngspans; k++) {
+                    memcpy(g, j->gspan[k] + p0, lanes * sizeof *g);
+                    lt_push(&lt, g, (long)j->gspan_size[k], (int)lanes);
+                }
+                lt_value(&lt, (int)lanes, g);
+            }
+            for (size_t q = 0; q < lanes; q++)
+                sp_nn_sgd_update(&c->params[p0 + q], &c->mom[p0 + q], g[q], c->lr, c->mu, c->wd);
         }
     }
 }
@@ -362,6 +441,7 @@ static void cpu_destroy(void *ctx) {
     free(c->dl);
     free(c->loss);
     free(c->pred);
+    free(c->xch);
     free(c);
 }
 
@@ -393,7 +473,12 @@ static int cpu_step(void *ctx, const float *x, const int32_t *labels, uint32_t n
     cpu_ctx *c = (cpu_ctx *)ctx;
     int rc = ensure_cap(c, n, err);
     if (rc) return rc;
-    job j = {c, 0, x, labels, n};
+    job j;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    j.x = x;
+    j.labels = labels;
+    j.n = j.total = n;
     run_job(&j);
     j.kind = 1;
     run_job(&j);
@@ -404,12 +489,123 @@ static int cpu_step(void *ctx, const float *x, const int32_t *labels, uint32_t n
     return 0;
 }
 
+/* A data-parallel step (train.h "data-parallel training"). Rank k sends
+ * u32 correct, counts[k] float losses, then its aligned spans' sums
+ * (nparams floats each); every rank pushes all spans in position order
+ * and updates its own copy of the parameters: the same bits everywhere. */
+static int cpu_step_part(void *ctx, const float *x, const int32_t *labels, const sp__nn_part *pt,
+                         float *loss, uint32_t *correct, sp_error *err) {
+    cpu_ctx *c = (cpu_ctx *)ctx;
+    const sp_train_comm *comm = pt->comm;
+    uint32_t W = comm->world, n = pt->counts[comm->rank];
+    size_t P = c->l.nparams;
+    int rc = ensure_cap(c, n, err);
+    if (rc) return rc;
+    size_t *bytes = (size_t *)malloc(W * sizeof *bytes);
+    int *nsp = (int *)malloc(W * sizeof *nsp);
+    uint32_t *gsize = (uint32_t *)malloc((size_t)W * MAX_SPANS * sizeof *gsize);
+    const float **gspan = (const float **)malloc((size_t)W * MAX_SPANS * sizeof *gspan);
+    float *losses = (float *)malloc(((size_t)pt->total + 1) * sizeof *losses);
+    if (!bytes || !nsp || !gsize || !gspan || !losses) {
+        rc = sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory (data-parallel step)");
+        goto out;
+    }
+    uint32_t first[MAX_SPANS], size[MAX_SPANS];
+    size_t recv = 0, off = 0;
+    for (uint32_t k = 0; k < W; k++) {
+        nsp[k] = aligned_spans((uint32_t)off, pt->counts[k], first, gsize + (size_t)k * MAX_SPANS);
+        off += pt->counts[k];
+        bytes[k] = 4 + 4 * (size_t)pt->counts[k] + 4 * P * (size_t)nsp[k];
+        recv += bytes[k];
+    }
+    size_t me = bytes[comm->rank];
+    if (me + recv > c->xch_cap) {
+        uint8_t *nb = (uint8_t *)realloc(c->xch, me + recv);
+        if (!nb) {
+            rc = sp_error_set(err, SP_ENOMEM, "cpu backend: %zu bytes for the gradient exchange",
+                              me + recv);
+            goto out;
+        }
+        c->xch = nb;
+        c->xch_cap = me + recv;
+    }
+    uint8_t *sb = c->xch, *rb = c->xch + me;
+
+    /* Per-sample gradients with the global 1/B, then this rank's spans. */
+    job j;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    j.x = x;
+    j.labels = labels;
+    j.n = n;
+    j.total = pt->total;
+    if (n) run_job(&j);
+    int ns = aligned_spans(pt->offset, n, first, size);
+    float *out[MAX_SPANS];
+    for (int k = 0; k < ns; k++) {
+        first[k] -= pt->offset;                   /* local sample index */
+        out[k] = (float *)(void *)(sb + 4 + 4 * (size_t)n + 4 * P * (size_t)k);
+    }
+    uint32_t ok = 0;
+    for (uint32_t s = 0; s < n; s++) ok += c->pred[s] == labels[s];
+    memcpy(sb, &ok, 4);
+    if (n) memcpy(sb + 4, c->loss, 4 * (size_t)n);
+    j.kind = 3;
+    j.nspans = ns;
+    j.span_first = first;
+    j.span_size = size;
+    j.span_out = out;
+    if (ns) run_job(&j);
+
+    rc = comm->allgather(comm->ctx, sb, me, rb, bytes, err);
+    if (rc) goto out;
+
+    /* Every rank's spans in position order, then the tree's last merges. */
+    uint32_t hits = 0;
+    int ng = 0;
+    const uint8_t *p = rb;
+    off = 0;
+    for (uint32_t k = 0; k < W; k++) {
+        uint32_t hk;
+        memcpy(&hk, p, 4);
+        hits += hk;
+        memcpy(losses + off, p + 4, 4 * (size_t)pt->counts[k]);
+        off += pt->counts[k];
+        const uint8_t *q = p + 4 + 4 * (size_t)pt->counts[k];
+        for (int i = 0; i < nsp[k]; i++, ng++) {
+            gspan[ng] = (const float *)(const void *)(q + 4 * P * (size_t)i);
+            gsize[ng] = gsize[(size_t)k * MAX_SPANS + (size_t)i];
+        }
+        p += bytes[k];
+    }
+    j.kind = 4;
+    j.ngspans = ng;
+    j.gspan = gspan;
+    j.gspan_size = gsize;
+    run_job(&j);
+    *loss = sp_nn_tree_sum(losses, (long)pt->total, 1) / (float)pt->total;
+    *correct = hits;
+out:
+    free(bytes);
+    free(nsp);
+    free(gsize);
+    free(gspan);
+    free(losses);
+    return rc;
+}
+
 static int cpu_eval(void *ctx, const float *x, const int32_t *labels, uint32_t n,
                     uint32_t *correct, float *loss, sp_error *err) {
     cpu_ctx *c = (cpu_ctx *)ctx;
     int rc = ensure_cap(c, n, err);
     if (rc) return rc;
-    job j = {c, 2, x, labels, n};
+    job j;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    j.kind = 2;
+    j.x = x;
+    j.labels = labels;
+    j.n = j.total = n;
     run_job(&j);
     uint32_t ok = 0;
     for (uint32_t s = 0; s < n; s++) ok += c->pred[s] == labels[s];
@@ -441,5 +637,6 @@ static int cpu_describe(void *ctx, char *buf, size_t size) {
                     c->threads, sp_nn_conv_isa());
 }
 
-const sp__nn_backend sp__nn_cpu_backend = {"cpu",    cpu_create, cpu_destroy, cpu_step,
-                                           cpu_eval, cpu_get,    cpu_set,     cpu_describe};
+const sp__nn_backend sp__nn_cpu_backend = {"cpu",    cpu_create,    cpu_destroy,
+                                           cpu_step, cpu_step_part, cpu_eval,
+                                           cpu_get,  cpu_set,       cpu_describe};

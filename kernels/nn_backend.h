@@ -19,6 +19,14 @@
 extern "C" {
 #endif
 
+/* This rank's place in a data-parallel step (filled by train.c after an
+ * allgather of the slice sizes). */
+typedef struct sp__nn_part {
+    const sp_train_comm *comm;
+    const uint32_t *counts;   /* comm->world slice sizes, rank order */
+    uint32_t offset, total;   /* sum of counts[0..rank), sum of all */
+} sp__nn_part;
+
 typedef struct sp__nn_backend {
     const char *name;   /* "cpu", "cuda" */
     /* params/momentum: l->nparams floats each, copied. */
@@ -30,6 +38,14 @@ typedef struct sp__nn_backend {
      * before the update. */
     int (*step)(void *ctx, const float *x, const int32_t *labels, uint32_t n, float *loss,
                 uint32_t *correct, sp_error *err);
+    /* One data-parallel step (train.h, "data-parallel training"): x and
+     * labels are this rank's part->counts[rank] samples, at positions
+     * part->offset.. of a global batch of part->total; the backend trades
+     * partial sums through part->comm. *loss and *correct are the global
+     * batch's. NULL: the backend cannot train data-parallel. */
+    int (*step_part)(void *ctx, const float *x, const int32_t *labels,
+                     const struct sp__nn_part *part, float *loss, uint32_t *correct,
+                     sp_error *err);
     /* Forward only: correct predictions and mean loss. */
     int (*eval)(void *ctx, const float *x, const int32_t *labels, uint32_t n, uint32_t *correct,
                 float *loss, sp_error *err);

@@ -629,4 +629,5 @@ static int cuda_describe(void *ctx, char *buf, size_t size) {
 }
 
 extern "C" const sp__nn_backend sp__nn_cuda_backend = {
-    "cuda", cuda_create, cuda_destroy, cuda_step, cuda_eval, cuda_get, cuda_set, cuda_describe};
+    "cuda", cuda_create, cuda_destroy, cuda_step, NULL /* no data-parallel step yet */,
+    cuda_eval, cuda_get, cuda_set, cuda_describe};

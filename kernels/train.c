@@ -34,6 +34,9 @@ struct sp_trainer {
     uint64_t steps;
     float *xbuf;            /* uint8 batch converted to float */
     size_t xcap;
+    int have_comm;          /* data-parallel (sp_trainer_set_comm) */
+    sp_train_comm comm;
+    uint32_t last_samples;
 };
 
 void sp_train_config_default(sp_train_config *cfg) {
@@ -120,13 +123,75 @@ static int check_labels(const sp_trainer *tr, const int32_t *labels, uint32_t n,
     return 0;
 }
 
+int sp_trainer_set_comm(sp_trainer *tr, const sp_train_comm *comm, sp_error *err) {
+    if (!comm) {
+        tr->have_comm = 0;
+        return 0;
+    }
+    if (comm->world < 1 || comm->rank >= comm->world || comm->world > (1u << 20) || !comm->allgather)
+        return sp_error_set(err, SP_EINVAL, "train: communicator with rank %u of world %u (need "
+                            "rank < world, 1 <= world <= 2^20, an allgather)", comm->rank, comm->world);
+    if (!tr->be->step_part)
+        return sp_error_set(err, SP_EUNSUPP, "train: the %s backend does not train data-parallel "
+                            "(use the cpu backend)", tr->be->name);
+    tr->comm = *comm;
+    tr->have_comm = 1;
+    return 0;
+}
+
+uint32_t sp_trainer_last_samples(const sp_trainer *tr) { return tr->last_samples; }
+
+/* A data-parallel step: trade the slice sizes, then let the backend trade
+ * its partial sums (nn_backend.h, sp__nn_part). */
+static int step_part(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n, float *l,
+                     uint32_t *c, sp_error *err) {
+    uint32_t W = tr->comm.world;
+    uint32_t *counts = (uint32_t *)malloc(W * sizeof *counts);
+    size_t *four = (size_t *)malloc(W * sizeof *four);
+    int rc = 0;
+    if (!counts || !four) {
+        rc = sp_error_set(err, SP_ENOMEM, "train: out of memory");
+        goto out;
+    }
+    for (uint32_t k = 0; k < W; k++) four[k] = 4;
+    rc = tr->comm.allgather(tr->comm.ctx, &n, 4, counts, four, err);
+    if (rc) goto out;
+    uint64_t total = 0, offset = 0;
+    for (uint32_t k = 0; k < W; k++) {
+        if (k == tr->comm.rank) offset = total;
+        total += counts[k];
+    }
+    if (counts[tr->comm.rank] != n) {
+        rc = sp_error_set(err, SP_EIO, "train: the exchange of slice sizes returned %u for this "
+                          "rank, which has %u samples", counts[tr->comm.rank], n);
+        goto out;
+    }
+    if (total == 0 || total > UINT32_MAX) {
+        rc = sp_error_set(err, SP_EINVAL, "train: the global batch has %llu samples",
+                          (unsigned long long)total);
+        goto out;
+    }
+    sp__nn_part part = {&tr->comm, counts, (uint32_t)offset, (uint32_t)total};
+    rc = tr->be->step_part(tr->ctx, x, labels, &part, l, c, err);
+    if (rc == 0) tr->last_samples = (uint32_t)total;
+out:
+    free(counts);
+    free(four);
+    return rc;
+}
+
 int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
                     float *loss, uint32_t *correct, sp_error *err) {
-    int rc = check_labels(tr, labels, n, err);
+    int rc = tr->have_comm && n == 0 ? 0 : check_labels(tr, labels, n, err);
     if (rc) return rc;
     float l = 0.0f;
     uint32_t c = 0;
-    rc = tr->be->step(tr->ctx, x, labels, n, &l, &c, err);
+    if (tr->have_comm) {
+        rc = step_part(tr, x, labels, n, &l, &c, err);
+    } else {
+        rc = tr->be->step(tr->ctx, x, labels, n, &l, &c, err);
+        tr->last_samples = n;
+    }
     if (rc) return rc;
     tr->steps++;
     if (loss) *loss = l;

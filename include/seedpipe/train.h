@@ -105,6 +105,52 @@ SP_API int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_b
 SP_API int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
                                  uint32_t *correct, float *loss, sp_error *err);
 
+/* ---- data-parallel training ---------------------------------------------------
+ * K processes ("ranks") train one model on one global batch stream: rank r
+ * holds the r-th contiguous slice of every global batch (the loader's
+ * rank/world, sampler.h), computes its samples' gradients, and the ranks
+ * exchange partial sums through a communicator the caller provides (the
+ * CLI's is MPI: docs/distributed.md). The weights after every step are the
+ * same bits on every rank AND the same bits a single process computes on
+ * the whole global batch, for any K dividing the batch size.
+ *
+ * HOW: the CPU reference sums per-sample gradients over the batch with the
+ * fixed binary-counter tree of kernels/nn_math.h, which depends only on the
+ * global count n. Its subtrees over aligned spans [p, p + 2^j) (2^j divides
+ * p) are whole nodes of that tree, and pushing such a node's value into
+ * the counter as a run of size 2^j continues the tree exactly as pushing
+ * its 2^j leaves would. So each rank splits its slice [o, o + m) into
+ * maximal aligned spans (at most 2 log2 m of them), sums each with the
+ * tree, and every rank gathers all ranks' spans and pushes them in
+ * position order: every addition of the single-process tree happens, in
+ * the same order, on the same operands. Per step: one allgather of the
+ * slice sizes (4 bytes per rank), one of the spans (per rank: spans *
+ * nparams * 4 bytes, plus 4 bytes per sample for the losses). MPI's own
+ * float reductions are never used (their order follows the process count).
+ */
+
+/* allgather: every rank sends `send` (send_bytes, may differ per rank);
+ * on return recv holds rank 0's bytes, then rank 1's, ..., recv_bytes[k]
+ * bytes from rank k (known to every rank in advance). @return 0, or an
+ * error (set in err) that fails the step on this rank: the caller is
+ * expected to stop the whole job (a peer is waiting in the exchange). */
+typedef struct sp_train_comm {
+    uint32_t rank, world;     /* world >= 1, rank < world */
+    void *ctx;
+    int (*allgather)(void *ctx, const void *send, size_t send_bytes, void *recv,
+                     const size_t *recv_bytes, sp_error *err);
+} sp_train_comm;
+
+/*! sp_trainer_set_comm() : train data-parallel through comm (copied; the
+ *  ctx must outlive the trainer's steps); NULL: a single process again.
+ *  From then on sp_trainer_step / _step_batch take this rank's slice (n
+ *  may be 0 for a slice of a short last batch, not for the whole batch)
+ *  and *loss / *correct are those of the global batch. Only the cpu
+ *  backend trains data-parallel. @return 0, SP_EINVAL, SP_EUNSUPP. */
+SP_API int sp_trainer_set_comm(sp_trainer *tr, const sp_train_comm *comm, sp_error *err);
+/*! sp_trainer_last_samples() : samples in the last step's (global) batch. */
+SP_API uint32_t sp_trainer_last_samples(const sp_trainer *tr);
+
 /*! sp_trainer_get_params() : copy nparams floats (layout order) out;
  *  momentum may be NULL. */
 SP_API int sp_trainer_get_params(sp_trainer *tr, float *params, float *momentum, sp_error *err);
