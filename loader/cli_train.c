@@ -6,8 +6,10 @@
  *       [--lr X] [--momentum X] [--weight-decay X]
  *       [--eval DATASET] [--eval-subset NAME] [--eval-pipeline P]
  *       [--checkpoint-dir DIR --checkpoint-every N] [--resume CKPT] [--stop-after N]
- *       [--workers W [--ring R]] [--cache DIR] [--seeds 1,2,3] --out RUN.json
+ *       [--workers W [--ring R] | --attach NAME] [--cache DIR] [--seeds 1,2,3]
+ *       --out RUN.json
  *   seedpipe train DATASET ... --compare-devices STEPS --out CMP.json
+ *   mpirun -np K seedpipe train DATASET ...      (data-parallel, any K dividing B)
  *
  * The same seed drives the data order and augmentation (loader) and the
  * model initialisation (stream 3). Batches come from the in-process loader
@@ -34,6 +36,17 @@
  * loss and accuracies. --compare-devices STEPS runs the first STEPS batches
  * on the CPU and on CUDA (strict), each twice, and reports repeatability
  * and the max weight difference (exit 1 if a backend did not repeat).
+ *
+ * Data-parallel (docs/distributed.md): started by mpirun or srun, each of
+ * the K ranks reads only its slice of every global batch (its own loader,
+ * its own worker pool, or --attach NAME: its node's `seedpipe serve
+ * --world K --ranks A-B`), and the trainer combines the ranks' partial
+ * sums so the weights are the single process's bits (train.h). The ranks
+ * check they hold the same dataset and stream (fingerprints) before the
+ * first step and the same weights after the last; rank 0 alone prints,
+ * evaluates, writes checkpoints and the run record (with "world"). A
+ * checkpoint holds the global stream's position, so it resumes at any K.
+ * Any error on any rank stops the whole job (cli_dist.h).
  */
 #include "loader/cli.h"
 
@@ -46,6 +59,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loader/cli_dist.h"
+#include "seedpipe/client.h"
 #include "seedpipe/dataset.h"
 #include "seedpipe/pipeline.h"
 #include "seedpipe/pool.h"
@@ -53,7 +68,7 @@
 
 typedef struct topts {
     const char *dataset, *eval_dataset, *eval_pipeline, *eval_subset, *ckpt_dir, *resume;
-    const char *cache_dir;
+    const char *cache_dir, *attach;
     sp_loader_config lcfg;
     sp_train_config tcfg;
     uint32_t epochs;
@@ -70,6 +85,14 @@ typedef struct accum {           /* what a checkpoint must carry besides the mod
     uint64_t nsteps, cap, first; /* step losses of steps first.. */
     float *step_loss;
 } accum;
+
+/* This process's place in the job (rank 0 of 1 without a launcher). */
+static cli_dist g_dist = {0, 1, 0, 0.0, 0};
+
+/* Every failure stops the whole job, naming this rank (cli_dist.h). */
+static _Noreturn void train_fail(const cli_args *a, const sp_error *err) {
+    cli_dist_fail(&g_dist, a->cmd, err);
+}
 
 static double now(void) {
     struct timespec ts;
@@ -237,12 +260,12 @@ static void config_json(FILE *f, const topts *o, const sp_loader *ld, const sp_t
     fprintf(f, ",\"seed\":%llu,\"epochs\":%u,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
                "\"layout\":\"%s\",\"loader_threads\":%d,\"workers\":%d,\"device\":\"%s\","
                "\"threads\":%d,\"mode\":\"%s\",\"lr\":%.9g,\"momentum\":%.9g,"
-               "\"weight_decay\":%.9g,\"checkpoint_every\":%llu,\"resume\":",
+               "\"weight_decay\":%.9g,\"checkpoint_every\":%llu,\"world\":%u,\"resume\":",
             (unsigned long long)lc->seed, o->epochs, lc->batch_size, lc->drop_last ? "true" : "false",
             sp_dtype_name(lc->dtype), sp_layout_name(lc->layout), lc->threads, o->workers,
             sp_device_name(tc->device), tc->threads, tc->fast ? "fast" : tc->strict ? "strict" : "default",
             (double)tc->lr, (double)tc->momentum, (double)tc->weight_decay,
-            (unsigned long long)o->ckpt_every);
+            (unsigned long long)o->ckpt_every, lc->world);
     if (o->resume) json_str(f, o->resume);
     else fputs("null", f);
     fprintf(f, ",\"model\":{\"input\":[%d,%d,%d],\"classes\":%d,\"conv\":[16,32],\"params\":%zu}}",
@@ -268,19 +291,29 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     sp_loader_config lcfg = o->lcfg;
     lcfg.seed = seed;
     sp_loader *ld = NULL;
-    if (sp_loader_create(&lcfg, &ld, &err)) cli_fail(a, &err);
+    if (sp_loader_create(&lcfg, &ld, &err)) train_fail(a, &err);
+    /* Every rank must read the same dataset and stream (DESIGN.md 9). */
+    if (cli_dist_same(&g_dist, sp_dataset_fingerprint(sp_loader_dataset(ld)),
+                      "dataset fingerprint (every rank must see the same dataset: a shared "
+                      "filesystem or identical copies)", &err) ||
+        cli_dist_same(&g_dist, sp_loader_fingerprint(ld),
+                      "loader fingerprint (pipeline, seed, batch geometry, format)", &err))
+        train_fail(a, &err);
+    int lead = g_dist.rank == 0;   /* prints, evaluates, writes files */
     int c, h, w;
     sp_loader_sample_dims(ld, &c, &h, &w);
     sp_train_config tcfg = o->tcfg;
     tcfg.seed = seed;
     tcfg.shape = (sp_model_shape){c, h, w, sp_dataset_num_classes(sp_loader_dataset(ld))};
     sp_trainer *tr = NULL;
-    if (sp_trainer_create(&tcfg, &tr, &err)) cli_fail(a, &err);
+    if (sp_trainer_create(&tcfg, &tr, &err)) train_fail(a, &err);
+    sp_train_comm comm = cli_dist_comm(&g_dist);
+    if (g_dist.world > 1 && sp_trainer_set_comm(tr, &comm, &err)) train_fail(a, &err);
 
     sp_loader *ev = NULL;
     sp_batch eb;
     memset(&eb, 0, sizeof eb);
-    if (o->eval_dataset || o->eval_subset) {
+    if ((o->eval_dataset || o->eval_subset) && lead) {   /* the same weights everywhere */
         sp_loader_config ecfg = lcfg;
         ecfg.dataset = o->eval_dataset ? o->eval_dataset : lcfg.dataset;
         ecfg.subset = o->eval_subset;   /* no split without --eval-subset */
@@ -289,7 +322,7 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
         ecfg.drop_last = 0;
         ecfg.rank = 0;
         ecfg.world = 1;
-        if (sp_loader_create(&ecfg, &ev, &err)) cli_fail(a, &err);
+        if (sp_loader_create(&ecfg, &ev, &err)) train_fail(a, &err);
         int ec, eh, ew;
         sp_loader_sample_dims(ev, &ec, &eh, &ew);
         if (ec != c || eh != h || ew != w || sp_dataset_num_classes(sp_loader_dataset(ev)) !=
@@ -298,11 +331,11 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
                          "--eval: samples %dx%dx%d with %d classes, training has %dx%dx%d with %d",
                          ec, eh, ew, sp_dataset_num_classes(sp_loader_dataset(ev)), c, h, w,
                          tcfg.shape.classes);
-            cli_fail(a, &err);
+            train_fail(a, &err);
         }
         if (sp_batch_alloc(ev, &eb)) {
             sp_error_set(&err, SP_ENOMEM, "out of memory");
-            cli_fail(a, &err);
+            train_fail(a, &err);
         }
     }
 
@@ -313,36 +346,54 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     sp_loader_state rst;
     if (o->resume) {
         char *blob = NULL;
-        if (sp_trainer_load(tr, o->resume, &blob, NULL, &err)) cli_fail(a, &err);
+        if (sp_trainer_load(tr, o->resume, &blob, NULL, &err)) train_fail(a, &err);
         if (blob_parse(blob, &rst, &ac, &err) || sp_loader_state_check(ld, &rst, &err)) {
             free(blob);
             char m[SP_ERROR_MSG_MAX];
             memcpy(m, err.msg, sizeof m);
             sp_error_set(&err, err.code, "%s: %s", o->resume, m);
-            cli_fail(a, &err);
+            train_fail(a, &err);
         }
         free(blob);
         e0 = rst.epoch;
         b0 = rst.batch;
-        printf("resumed from %s: step %llu, epoch %u, batch %llu\n", o->resume,
-               (unsigned long long)sp_trainer_steps(tr), e0 + 1, (unsigned long long)b0);
+        if (lead)
+            printf("resumed from %s: step %llu, epoch %u, batch %llu\n", o->resume,
+                   (unsigned long long)sp_trainer_steps(tr), e0 + 1, (unsigned long long)b0);
     }
 
-    /* The batch source: in-process loader, or (--workers >= 1) the pool. */
+    /* The batch source: in-process loader, (--workers >= 1) the pool, or
+     * (--attach) this rank's slice from a service. */
     cli_stream *stream = NULL;
-    sp_batch lb;
+    sp_client *cl = NULL;
+    sp_batch lb, view;
     memset(&lb, 0, sizeof lb);
-    if (o->workers > 0) {
+    memset(&view, 0, sizeof view);
+    if (o->attach) {
+        sp_client_opts co;
+        memset(&co, 0, sizeof co);
+        sp_digest fp = sp_loader_fingerprint(ld);
+        co.expect_fingerprint = &fp;
+        if (sp_client_attach_opts(o->attach, lcfg.rank, &co, &cl, &err)) train_fail(a, &err);
+        sp_client_info ci;
+        sp_client_info_get(cl, &ci);
+        if (ci.world != lcfg.world) {
+            sp_error_set(&err, SP_EINVAL, "--attach %s: the service serves a world of %u ranks, "
+                         "this job has %u (serve --world %u)", o->attach, ci.world, lcfg.world,
+                         lcfg.world);
+            train_fail(a, &err);
+        }
+    } else if (o->workers > 0) {
         if (cli_stream_open_cached(&lcfg, o->workers, o->ring, o->epochs,
                                    o->resume ? &rst : NULL, o->cache_dir, &stream, &err))
-            cli_fail(a, &err);
+            train_fail(a, &err);
     } else if (o->cache_dir) {   /* in-process through the cache: the stream does it */
         if (cli_stream_open_cached(&lcfg, 0, 0, o->epochs, o->resume ? &rst : NULL,
                                    o->cache_dir, &stream, &err))
-            cli_fail(a, &err);
+            train_fail(a, &err);
     } else if (sp_batch_alloc(ld, &lb)) {
         sp_error_set(&err, SP_ENOMEM, "out of memory");
-        cli_fail(a, &err);
+        train_fail(a, &err);
     }
 
     char dev[4096];
@@ -355,20 +406,34 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
         for (uint64_t bi = e == e0 ? b0 : 0; bi < nb; bi++) {
             sp_batch *b = &lb;
             double td = now();
-            if (stream) {
+            if (cl) {
+                int rc = sp_client_next(cl, &view, &err);
+                if (rc == SP_CLIENT_END)
+                    sp_error_set(&err, SP_EIO, "--attach %s: the service ended the stream early",
+                                 o->attach);
+                if (rc) train_fail(a, &err);
+                if (view.epoch != e || view.index != bi) {
+                    sp_error_set(&err, SP_EIO, "--attach %s: the service gave batch %u/%llu, "
+                                 "expected %u/%llu (serve --resume from the checkpoint's state)",
+                                 o->attach, view.epoch, (unsigned long long)view.index, e,
+                                 (unsigned long long)bi);
+                    train_fail(a, &err);
+                }
+                b = &view;
+            } else if (stream) {
                 int rc = cli_stream_next(stream, &b, &err);
                 if (rc == SP_POOL_END) {
                     sp_error_set(&err, SP_EIO, "worker pool ended the stream early");
-                    cli_fail(a, &err);
+                    train_fail(a, &err);
                 }
-                if (rc) cli_fail(a, &err);
+                if (rc) train_fail(a, &err);
                 if (b->epoch != e || b->index != bi) {
                     sp_error_set(&err, SP_EIO, "worker pool gave batch %u/%llu, expected %u/%llu",
                                  b->epoch, (unsigned long long)b->index, e, (unsigned long long)bi);
-                    cli_fail(a, &err);
+                    train_fail(a, &err);
                 }
             } else if (sp_loader_batch(ld, e, bi, &lb, &err)) {
-                cli_fail(a, &err);
+                train_fail(a, &err);
             }
             float loss;
             uint32_t correct;
@@ -378,36 +443,46 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
             tstep += now() - ts;
             nstep_timed++;
             if (stream) cli_stream_release(stream);
-            if (rc) cli_fail(a, &err);
-            ac.loss_sum += (double)loss * b->count;
+            sp_error rerr;
+            if (cl && sp_client_release(cl, &view, &rerr) && !rc) {
+                err = rerr;
+                rc = err.code;
+            }
+            if (rc) train_fail(a, &err);
+            uint32_t count = sp_trainer_last_samples(tr);   /* the global batch's */
+            ac.loss_sum += (double)loss * count;
             ac.correct += correct;
-            ac.seen += b->count;
+            ac.seen += count;
             if (push_loss(&ac, loss)) {
                 sp_error_set(&err, SP_ENOMEM, "out of memory");
-                cli_fail(a, &err);
+                train_fail(a, &err);
             }
-            progress(o, e, bi + 1, nb, loss);
+            if (lead) progress(o, e, bi + 1, nb, loss);
             uint64_t step = sp_trainer_steps(tr);
             if (bi + 1 == nb) {     /* end of epoch */
                 sp_run_epoch ep = {ac.seen ? ac.loss_sum / (double)ac.seen : 0,
                                    ac.seen ? (double)ac.correct / (double)ac.seen : 0, -1, 0};
                 if (ev && run_eval(tr, ev, &eb, &ep.eval_accuracy, &ep.eval_loss, &err))
-                    cli_fail(a, &err);
+                    train_fail(a, &err);
                 if (push_epoch(&ac, ep)) {
                     sp_error_set(&err, SP_ENOMEM, "out of memory");
-                    cli_fail(a, &err);
+                    train_fail(a, &err);
                 }
                 ac.loss_sum = 0;
                 ac.correct = ac.seen = 0;
                 double tn = now();
-                printf("epoch %u/%u: loss %.4f  acc %5.1f%%", e + 1, o->epochs, ep.loss,
-                       100.0 * ep.accuracy);
-                if (ev) printf("  | eval loss %.4f  acc %5.1f%%", ep.eval_loss, 100.0 * ep.eval_accuracy);
-                printf("  (%.1f s)\n", tn - te);
-                fflush(stdout);
+                if (lead) {
+                    printf("epoch %u/%u: loss %.4f  acc %5.1f%%", e + 1, o->epochs, ep.loss,
+                           100.0 * ep.accuracy);
+                    if (ev)
+                        printf("  | eval loss %.4f  acc %5.1f%%", ep.eval_loss,
+                               100.0 * ep.eval_accuracy);
+                    printf("  (%.1f s)\n", tn - te);
+                    fflush(stdout);
+                }
                 te = tn;
             }
-            if (ckdir && o->ckpt_every && step % o->ckpt_every == 0) {
+            if (lead && ckdir && o->ckpt_every && step % o->ckpt_every == 0) {
                 sp_loader_state st;
                 sp_loader_state_at(ld, e, bi + 1, &st);
                 size_t blen = 0;
@@ -415,22 +490,32 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
                 char path[4096];
                 snprintf(path, sizeof path, "%s/step-%llu.ckpt", ckdir, (unsigned long long)step);
                 if (!blob) sp_error_set(&err, SP_ENOMEM, "out of memory");
-                if (!blob || sp_trainer_save(tr, path, blob, blen, &err)) cli_fail(a, &err);
+                if (!blob || sp_trainer_save(tr, path, blob, blen, &err)) train_fail(a, &err);
                 free(blob);
             }
             if (o->stop_after && step >= o->stop_after) {
-                printf("stopped after step %llu (--stop-after)\n", (unsigned long long)step);
+                if (lead) printf("stopped after step %llu (--stop-after)\n", (unsigned long long)step);
                 stopped = 1;
                 break;
             }
         }
     }
     double secs = now() - t0;
-    if (nstep_timed)
+    const char *source = cl ? "service" : o->workers > 0 ? "worker pool" : "in-process loader";
+    if (nstep_timed && g_dist.world > 1)
+        printf("rank %u/%u: step time %.2f ms (exchange %.2f ms, %.1f KB), data wait %.2f ms "
+               "(means of %llu steps, %s, %s)\n",
+               g_dist.rank, g_dist.world, 1e3 * tstep / (double)nstep_timed,
+               1e3 * g_dist.comm_seconds / (double)nstep_timed,
+               (double)g_dist.comm_bytes / 1e3 / (double)nstep_timed,
+               1e3 * tdata / (double)nstep_timed, (unsigned long long)nstep_timed,
+               sp_device_name(tcfg.device), source);
+    else if (nstep_timed)
         printf("step time %.2f ms, data wait %.2f ms (means of %llu steps, %s, %s)\n",
                1e3 * tstep / (double)nstep_timed, 1e3 * tdata / (double)nstep_timed,
-               (unsigned long long)nstep_timed, sp_device_name(tcfg.device),
-               o->workers > 0 ? "worker pool" : "in-process loader");
+               (unsigned long long)nstep_timed, sp_device_name(tcfg.device), source);
+    g_dist.comm_seconds = 0;
+    g_dist.comm_bytes = 0;
 
     sp_run_record r;
     memset(&r, 0, sizeof r);
@@ -439,7 +524,7 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     FILE *cf = open_memstream(&cfgj, &cfgn);
     if (!cf) {
         sp_error_set(&err, SP_ENOMEM, "out of memory");
-        cli_fail(a, &err);
+        train_fail(a, &err);
     }
     config_json(cf, o, ld, tr);
     fclose(cf);
@@ -454,11 +539,16 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     r.step_loss = ac.step_loss;
     r.step_loss_first = ac.first;
     r.seconds = secs;
-    if (sp_trainer_weights_digest(tr, &r.final_weights, &err)) cli_fail(a, &err);
+    if (sp_trainer_weights_digest(tr, &r.final_weights, &err) ||
+        cli_dist_same(&g_dist, r.final_weights, "final weights", &err))
+        train_fail(a, &err);
     char hex[33];
     sp_digest_hex(r.final_weights, hex);
-    printf("final weights digest %s (%llu steps)\n", hex, (unsigned long long)sp_trainer_steps(tr));
-    if (out_path && sp_run_record_write(out_path, &r, &err)) cli_fail(a, &err);
+    if (lead)
+        printf("final weights digest %s (%llu steps%s)\n", hex,
+               (unsigned long long)sp_trainer_steps(tr),
+               g_dist.world > 1 ? ", the same on every rank" : "");
+    if (lead && out_path && sp_run_record_write(out_path, &r, &err)) train_fail(a, &err);
     if (final) {
         sp_run_epoch none = {0, 0, -1, 0};
         *final = ac.nepochs ? ac.epochs[ac.nepochs - 1] : none;
@@ -466,8 +556,9 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     free(cfgj);
     free(ac.epochs);
     free(ac.step_loss);
-    if (stream) cli_print_cache_stats(cli_stream_cache(stream), stdout);
+    if (stream && lead) cli_print_cache_stats(cli_stream_cache(stream), stdout);
     cli_stream_close(stream);
+    sp_client_detach(cl);
     sp_batch_free(&lb);
     sp_batch_free(&eb);
     sp_loader_destroy(ev);
@@ -483,18 +574,18 @@ static int compare_devices(cli_args *a, topts *o, uint64_t steps, const char *ou
     sp_error err;
     sp_error_clear(&err);
     sp_loader *ld = NULL;
-    if (sp_loader_create(&o->lcfg, &ld, &err)) cli_fail(a, &err);
+    if (sp_loader_create(&o->lcfg, &ld, &err)) train_fail(a, &err);
     sp_batch b;
     if (sp_batch_alloc(ld, &b)) {
         sp_error_set(&err, SP_ENOMEM, "out of memory");
-        cli_fail(a, &err);
+        train_fail(a, &err);
     }
     sp_train_config cfg = o->tcfg;
     cfg.seed = o->lcfg.seed;
     sp_loader_sample_dims(ld, &cfg.shape.c, &cfg.shape.h, &cfg.shape.w);
     cfg.shape.classes = sp_dataset_num_classes(sp_loader_dataset(ld));
     sp_model_layout l;
-    if (sp_model_layout_of(&cfg.shape, &l, &err)) cli_fail(a, &err);
+    if (sp_model_layout_of(&cfg.shape, &l, &err)) train_fail(a, &err);
     uint64_t nb = sp_loader_batches_per_epoch(ld);
     float *w[4];
     sp_digest d[4];
@@ -504,21 +595,21 @@ static int compare_devices(cli_args *a, topts *o, uint64_t steps, const char *ou
         cfg.device = r < 2 ? SP_DEVICE_CPU : SP_DEVICE_CUDA;
         if (r >= 2) cfg.strict = 1, cfg.fast = 0;
         sp_trainer *tr = NULL;
-        if (sp_trainer_create(&cfg, &tr, &err)) cli_fail(a, &err);
+        if (sp_trainer_create(&cfg, &tr, &err)) train_fail(a, &err);
         w[r] = malloc(l.nparams * sizeof(float));
         if (!w[r]) {
             sp_error_set(&err, SP_ENOMEM, "out of memory");
-            cli_fail(a, &err);
+            train_fail(a, &err);
         }
         double t0 = now();
         for (uint64_t k = 0; k < steps; k++) {
             if (sp_loader_batch(ld, (uint32_t)(k / nb), k % nb, &b, &err) ||
                 sp_trainer_step_batch(tr, ld, &b, NULL, NULL, &err))
-                cli_fail(a, &err);
+                train_fail(a, &err);
         }
         secs[r] = now() - t0;
         if (sp_trainer_get_params(tr, w[r], NULL, &err) || sp_trainer_weights_digest(tr, &d[r], &err))
-            cli_fail(a, &err);
+            train_fail(a, &err);
         sp_trainer_destroy(tr);
         char hex[33];
         sp_digest_hex(d[r], hex);
@@ -556,7 +647,7 @@ static void ensure_dir(cli_args *a, const char *dir) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         sp_error err;
         sp_error_set(&err, SP_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
-        cli_fail(a, &err);
+        train_fail(a, &err);
     }
 }
 
@@ -573,10 +664,25 @@ int cmd_train(cli_args *a) {
     topts o;
     memset(&o, 0, sizeof o);
     o.dataset = a->pos[0];
-    cli_loader_config(a, o.dataset, &o.lcfg);
-    sp_train_config_default(&o.tcfg);
     sp_error err;
     sp_error_clear(&err);
+    if (cli_dist_start(&g_dist, &err)) train_fail(a, &err);
+    cli_loader_config(a, o.dataset, &o.lcfg);
+    /* Rank and world come from the launcher; --world/--rank may only agree. */
+    const char *wopt = cli_str(a, "world", NULL), *ropt = cli_str(a, "rank", NULL);
+    if (g_dist.mpi) {
+        if ((wopt && o.lcfg.world != g_dist.world) || (ropt && o.lcfg.rank != g_dist.rank))
+            cli_usage_error(a, "--rank %u --world %u, but the launcher made this rank %u of %u",
+                            o.lcfg.rank, o.lcfg.world, g_dist.rank, g_dist.world);
+        o.lcfg.world = g_dist.world;
+        o.lcfg.rank = g_dist.rank;
+    } else if (o.lcfg.world > 1) {
+        cli_usage_error(a, "--world %u needs %u processes: run `mpirun -np %u seedpipe train ...` "
+                        "(this one was not started by mpirun or srun%s)",
+                        o.lcfg.world, o.lcfg.world, o.lcfg.world,
+                        cli_dist_have_mpi() ? "" : "; and this seedpipe was built without MPI");
+    }
+    sp_train_config_default(&o.tcfg);
     if (sp_device_parse(cli_str(a, "device", "cpu"), &o.tcfg.device, &err))
         cli_usage_error(a, "%s", err.msg);
     o.tcfg.threads = (int)cli_u64(a, "train-threads", (uint64_t)o.lcfg.threads);
@@ -601,6 +707,7 @@ int cmd_train(cli_args *a) {
     if (o.eval_subset && !o.lcfg.split)
         cli_usage_error(a, "--eval-subset NAME needs the training --split");
     o.cache_dir = cli_str(a, "cache", NULL);
+    o.attach = cli_str(a, "attach", NULL);
     o.ckpt_dir = cli_str(a, "checkpoint-dir", NULL);
     o.ckpt_every = cli_u64(a, "checkpoint-every", o.ckpt_dir ? 100 : 0);
     o.resume = cli_str(a, "resume", NULL);
@@ -613,12 +720,18 @@ int cmd_train(cli_args *a) {
     o.progress = isatty(2);
     cli_check_unused(a);
     if (!out) cli_usage_error(a, "--out RUN.json is required");
+    if (o.attach && (o.workers > 0 || o.cache_dir))
+        cli_usage_error(a, "--attach NAME reads the service's stream: no --workers or --cache");
+    if (compare && g_dist.world > 1)
+        cli_usage_error(a, "--compare-devices runs as one process, not under mpirun -np %u",
+                        g_dist.world);
     if (compare) return compare_devices(a, &o, compare, out);
     if (o.ckpt_dir) ensure_dir(a, o.ckpt_dir);
 
     if (!seeds) {
         run_one(a, &o, o.lcfg.seed, out, o.ckpt_dir, NULL);
-        printf("run record: %s\n", out);
+        if (g_dist.rank == 0) printf("run record: %s\n", out);
+        cli_dist_finish(&g_dist);
         return 0;
     }
     if (o.resume) cli_usage_error(a, "--resume resumes one run; it cannot be combined with --seeds");
@@ -656,7 +769,7 @@ int cmd_train(cli_args *a) {
             ensure_dir(a, dir);
             ck = dir;
         }
-        printf("== seed %llu ==\n", (unsigned long long)list[i]);
+        if (g_dist.rank == 0) printf("== seed %llu ==\n", (unsigned long long)list[i]);
         sp_run_epoch fin;
         run_one(a, &o, list[i], path, ck, &fin);
         loss[i] = fin.loss;
@@ -665,6 +778,12 @@ int cmd_train(cli_args *a) {
         have_eval = fin.eval_accuracy >= 0;
         fprintf(sf, "%s", i ? "," : "");
         json_str(sf, path);
+    }
+    if (g_dist.rank != 0) {   /* rank 0 writes the summary */
+        fclose(sf);
+        free(sum);
+        cli_dist_finish(&g_dist);
+        return 0;
     }
     double lm, ls, am, as, em = 0, es = 0;
     mean_std(loss, n, &lm, &ls);
@@ -686,9 +805,10 @@ int cmd_train(cli_args *a) {
     if (!f || fwrite(sum, 1, sumn, f) != sumn || fclose(f) != 0) {
         sp_error_set(&err, SP_EIO, "%s: cannot write: %s", out, strerror(errno));
         free(sum);
-        cli_fail(a, &err);
+        train_fail(a, &err);
     }
     free(sum);
     printf("summary: %s\n", out);
+    cli_dist_finish(&g_dist);
     return 0;
 }

@@ -21,6 +21,8 @@ pkgs=(
   python3-torchvision mate-backgrounds  # torchvision parity on real JPEGs (bindings/python/tests)
   librandom123-doc                   # Random123 known-answer vectors for the Philox test
   dataset-fashion-mnist              # a real IDX dataset for the dataset tests
+  libopenmpi-dev openmpi-bin         # data-parallel `seedpipe train` under mpirun (docs/distributed.md)
+  iproute2                           # ip netns: the two-namespace MPI test (tests/mpi/netns_run.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do
