@@ -1,7 +1,9 @@
 /* cli_service.c - seedpipe serve and seedpipe status.
  *
  * `serve` runs the loader as a service (service.h) behind the named
- * shared-memory region NAME: it prints one line starting with "ready" once
+ * shared-memory region NAME, for all --world K ranks or, one service per
+ * node, for the ranks --ranks A-B (it computes only their samples): it
+ * prints one line starting with "ready" once
  * clients can attach, serves until the stream has been consumed by every
  * rank or until SIGTERM/SIGINT (then it stops the workers and unlinks the
  * region; exit 0), and prints a summary. A stale region of the same name is
@@ -13,6 +15,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,10 +29,37 @@ static void on_signal(int sig) {
     stop_flag = 1;
 }
 
+/* --ranks A-B (or A) of world K into *first, *count; absent: all K. */
+static void parse_ranks(cli_args *a, uint32_t world, uint32_t *first, uint32_t *count) {
+    const char *v = cli_str(a, "ranks", NULL);
+    *first = 0;
+    *count = world;
+    if (!v) return;
+    char *end;
+    unsigned long lo = strtoul(v, &end, 10), hi = lo;
+    int ok = end != v && v[0] >= '0' && v[0] <= '9';
+    if (ok && *end == '-') {
+        const char *p = end + 1;
+        hi = strtoul(p, &end, 10);
+        ok = end != p && p[0] >= '0' && p[0] <= '9';
+    }
+    if (!ok || *end)
+        cli_usage_error(a, "--ranks \"%s\": expected A-B (first and last rank served) or A", v);
+    if (!cli_has(a, "world")) cli_usage_error(a, "--ranks needs --world K (the job's ranks)");
+    if (lo > hi || hi >= world)
+        cli_usage_error(a, "--ranks %s: need A <= B < --world %u", v, world);
+    if (hi - lo + 1 > SP_SERVICE_MAX_RANKS)
+        cli_usage_error(a, "--ranks %s: one service serves at most %d ranks", v,
+                        SP_SERVICE_MAX_RANKS);
+    *first = (uint32_t)lo;
+    *count = (uint32_t)(hi - lo + 1);
+}
+
 int cmd_serve(cli_args *a) {
     if (a->npos != 1)
         cli_usage_error(a, "usage: seedpipe serve --name NAME DATASET --pipeline P --seed S "
-                           "--batch-size B --workers W [--epochs E] [--world K] [--cache DIR]");
+                           "--batch-size B --workers W [--epochs E] [--world K [--ranks A-B]] "
+                           "[--cache DIR]");
     const char *name = cli_str(a, "name", NULL);
     if (!name) cli_usage_error(a, "--name NAME is required");
     if (cli_has(a, "rank"))
@@ -46,9 +76,14 @@ int cmd_serve(cli_args *a) {
     if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
     const char *resume_path = cli_str(a, "resume", NULL);
     const char *cache_dir = cli_str(a, "cache", NULL);
+    uint32_t first, count;
+    parse_ranks(a, world, &first, &count);
     cli_check_unused(a);
-    if (world > SP_SERVICE_MAX_RANKS)
-        cli_usage_error(a, "--world must be <= %d", SP_SERVICE_MAX_RANKS);
+    if (world > SP_SERVICE_MAX_WORLD)
+        cli_usage_error(a, "--world must be <= %u", SP_SERVICE_MAX_WORLD);
+    if (count > SP_SERVICE_MAX_RANKS)
+        cli_usage_error(a, "--world %u: one service serves at most %d ranks; run one per node "
+                        "with --ranks A-B", world, SP_SERVICE_MAX_RANKS);
     if (cfg.batch_size % world != 0)
         cli_usage_error(a, "--batch-size %u is not divisible by --world %u", cfg.batch_size,
                         world);
@@ -68,7 +103,7 @@ int cmd_serve(cli_args *a) {
     sp_cache_opts co;
     cli_cache_opts(&co);
     sp_service_config sc = {name,      world, workers, ring, (uint32_t)epochs,
-                            resume_path ? &resume : NULL, cache_dir, &co};
+                            resume_path ? &resume : NULL, cache_dir, &co, first, count};
     sp_service *svc;
     if (sp_service_create(&cfg, &sc, &svc, &err) != 0) cli_fail(a, &err);
     if (sp_service_note(svc)[0]) fprintf(stderr, "seedpipe serve: %s\n", sp_service_note(svc));
@@ -79,9 +114,12 @@ int cmd_serve(cli_args *a) {
         sp_service_destroy(svc);
         cli_fail(a, &e2);
     }
-    printf("ready %s pid %d world %u workers %u ring %u batches %llu (epochs %u x %llu) "
+    char range[48] = "";
+    if (st.nranks != st.world)
+        snprintf(range, sizeof range, " ranks %u-%u", st.rank_first, st.rank_first + st.nranks - 1);
+    printf("ready %s pid %d world %u%s workers %u ring %u batches %llu (epochs %u x %llu) "
            "fingerprint %s\n",
-           name, (int)getpid(), st.world, st.nworkers, st.ring_slots,
+           name, (int)getpid(), st.world, range, st.nworkers, st.ring_slots,
            (unsigned long long)st.total, st.epochs, (unsigned long long)st.batches_per_epoch,
            st.fingerprint);
     fflush(stdout);
@@ -143,9 +181,14 @@ int cmd_status(cli_args *a) {
                st.workers[w].pid, st.workers[w].alive ? "alive" : "dead",
                st.workers[w].busy ? "busy" : "idle", (unsigned long long)st.workers[w].samples,
                st.workers[w].respawns);
-    printf("  clients (world %u; %u client deaths noticed):\n", st.world, st.client_deaths);
-    for (uint32_t r = 0; r < st.world; r++) {
-        printf("    rank %u: %s", r, rank_state(st.ranks[r].state));
+    if (st.nranks == st.world)
+        printf("  clients (world %u; %u client deaths noticed):\n", st.world, st.client_deaths);
+    else
+        printf("  clients (ranks %u-%u of world %u, the others served elsewhere; %u client "
+               "deaths noticed):\n", st.rank_first, st.rank_first + st.nranks - 1, st.world,
+               st.client_deaths);
+    for (uint32_t r = 0; r < st.nranks; r++) {
+        printf("    rank %u: %s", st.rank_first + r, rank_state(st.ranks[r].state));
         if (st.ranks[r].state == SP_RANK_ATTACHED) printf(" (pid %d)", st.ranks[r].pid);
         if (st.ranks[r].state != SP_RANK_NEVER)
             printf(", next batch %llu, released %llu, attached %u times",

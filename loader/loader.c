@@ -35,6 +35,7 @@ struct sp_loader {
     sp_dataset *ds;
     sp_pipeline *pl;
     sp_batching bt;
+    uint32_t span;                    /* consecutive ranks per batch (1; the service: more) */
     sp_key k_shuffle, k_augment;
     int c, h, w;
     size_t sample_bytes;
@@ -258,6 +259,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         sp_loader_destroy(ld);
         return rc;
     }
+    ld->span = 1;
     ld->sample_bytes = (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(cfg->dtype);
     ld->k_shuffle = sp_stream_key(cfg->seed, SP_STREAM_SHUFFLE);
     ld->k_augment = sp_stream_key(cfg->seed, SP_STREAM_AUGMENT);
@@ -286,6 +288,24 @@ void sp_loader_destroy(sp_loader *ld) {
 
 sp_digest sp_loader_pipeline_hash(const sp_loader *ld) { return ld->pipeline_hash; }
 const sp_batching *sp__loader_batching(const sp_loader *ld) { return &ld->bt; }
+
+int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err) {
+    if (span == 0 || (uint64_t)ld->bt.rank + span > ld->bt.world)
+        return sp_error_set(err, SP_EINVAL, "loader: a span of %u ranks from rank %u does not "
+                            "fit in world %u", span, ld->bt.rank, ld->bt.world);
+    ld->span = span;
+    return SP_OK;
+}
+
+uint32_t sp__loader_span(const sp_loader *ld) { return ld->span; }
+
+uint32_t sp__loader_capacity(const sp_loader *ld) {
+    return ld->bt.batch_size / ld->bt.world * ld->span;
+}
+
+void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count) {
+    sp_batch_span(&ld->bt, b, ld->span, pos, count);
+}
 uint64_t sp__loader_worker_counter(const sp_loader *ld) { return ld->worker_counter; }
 void sp__loader_set_worker_counter(sp_loader *ld, uint64_t c) { ld->worker_counter = c; }
 
@@ -358,7 +378,7 @@ void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
 
 int sp_batch_alloc(const sp_loader *ld, sp_batch *b) {
     memset(b, 0, sizeof *b);
-    uint32_t cap = ld->bt.batch_size / ld->bt.world;
+    uint32_t cap = sp__loader_capacity(ld);
     b->capacity = cap;
     b->images = malloc((size_t)cap * ld->sample_bytes);
     b->labels = malloc((size_t)cap * sizeof *b->labels);
@@ -551,7 +571,7 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
                             (unsigned long long)index, (unsigned long long)nb);
     uint64_t pos;
     uint32_t count;
-    sp_batch_slice(&ld->bt, index, &pos, &count);
+    sp__loader_slice(ld, index, &pos, &count);
     if (count > out->capacity)
         return sp_error_set(err, SP_EINVAL, "batch buffer holds %u samples, slice needs %u",
                             out->capacity, count);

@@ -73,6 +73,21 @@ void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char
 /* The loader's batching geometry (sampler.h) and keys. */
 const sp_batching *sp__loader_batching(const sp_loader *ld);
 
+/*! sp__loader_set_span() : make every batch of ld the span of `span`
+ *  consecutive ranks cfg.rank .. cfg.rank + span - 1 of cfg.world
+ *  (sp_batch_span(): their slices concatenated in rank order), instead of
+ *  the one rank cfg.rank; call it before the first batch or sp_batch_alloc.
+ *  The service (one per node) computes its local ranks with it; a span is
+ *  not part of the fingerprint, of a state or of a cache key (like rank and
+ *  world), so its bytes must not be cached as cfg.rank's. Default 1.
+ *  @return 0 or SP_EINVAL (span 0, or past the world). */
+int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err);
+uint32_t sp__loader_span(const sp_loader *ld);
+/* Positions per batch buffer: B / world * span. */
+uint32_t sp__loader_capacity(const sp_loader *ld);
+/* The loader's positions of global batch b (its rank, or its span). */
+void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count);
+
 /* Per-worker mode in-process: the running sample counter (sp_loader_batch
  * advances it by each batch's positions). verify sets it to recompute one
  * batch of a per-worker stream. */

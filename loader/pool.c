@@ -7,7 +7,8 @@
  * The stream is numbered: batch q = 0, 1, ..., total-1 is batch
  * (start + q) mod nb of epoch (start + q) / nb, where start = epoch * nb +
  * batch of the resume state. Slot q mod R holds batch q. The work unit is
- * one position p of one batch: item t = q * cap + p (cap = B / world).
+ * one position p of one batch: item t = q * cap + p (cap = B / world, the
+ * loader's slice; the service's span of m ranks: m * B / world).
  *
  * Claiming. A shared counter `hint` hands out items: a worker takes
  * t = fetch_add(hint, 1). The counter only distributes work; ownership is
@@ -94,7 +95,10 @@
  * sp__pool_poll() (the same take, without the wait and without the
  * finalising, which it does per rank slice), from a pool whose region is
  * named and carries a per-slot rank table (sp__pool_create_ex()), and it
- * sleeps on the same `cwake` word, which its clients also bump.
+ * sleeps on the same `cwake` word, which its clients also bump. Its loader
+ * computes only the positions of the ranks it serves: one rank of a
+ * smaller world when they line up (ranks 2-3 of world 4 are rank 1 of
+ * world 2), else a span of consecutive ranks (sp__loader_set_span()).
  *
  * Sync primitive. Futexes on 32-bit words of the shared mapping plus C11
  * atomics: no process-shared mutex, so a worker killed at any instruction
@@ -209,7 +213,7 @@ static batch_geo geo_of(const sp_pool *pool, uint64_t q) {
     uint64_t abs = pool->start_abs + q;
     g.epoch = (uint32_t)(abs / pool->nb);
     g.index = abs % pool->nb;
-    sp_batch_slice(sp__loader_batching(pool->ld), g.index, &g.pos0, &g.count);
+    sp__loader_slice(pool->ld, g.index, &g.pos0, &g.count);
     return g;
 }
 
@@ -943,11 +947,11 @@ int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_
     if (pcfg && pcfg->region_name && pcfg->region_name[0])
         return sp_error_set(err, SP_EUNSUPP,
                             "pool: a named region is the service's (service.h)");
-    return sp__pool_create_ex(lcfg, pcfg, 1, out, err);
+    return sp__pool_create_ex(lcfg, pcfg, 1, 1, out, err);
 }
 
 int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg, uint32_t nranks,
-                       sp_pool **out, sp_error *err) {
+                       uint32_t span, sp_pool **out, sp_error *err) {
     *out = NULL;
     if (!lcfg || !pcfg) return sp_error_set(err, SP_EINVAL, "pool: missing config");
     if (pcfg->workers < 1 || pcfg->workers > SP_POOL_MAX_WORKERS)
@@ -964,11 +968,18 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
         free(pool);
         return rc;
     }
+    if (span != 1 && (rc = sp__loader_set_span(pool->ld, span, err)) != 0) goto fail;
+    if (span != 1 && pcfg->cache_dir) {
+        /* A cache entry is one rank's stream (its key names rank and world):
+         * a span's batches are no rank's. */
+        rc = sp_error_set(err, SP_EUNSUPP, "pool: the epoch cache holds one rank's stream; a "
+                          "span of %u ranks is not one", span);
+        goto fail;
+    }
     pool->nworkers = pcfg->workers;
     pool->R = (uint32_t)R;
     pool->nb = sp_loader_batches_per_epoch(pool->ld);
-    const sp_batching *bt = sp__loader_batching(pool->ld);
-    pool->cap = bt->batch_size / bt->world;
+    pool->cap = sp__loader_capacity(pool->ld);
     if (pcfg->resume) {
         rc = sp_loader_state_check(pool->ld, pcfg->resume, err);
         if (rc != 0) goto fail;

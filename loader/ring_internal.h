@@ -27,10 +27,21 @@
  *
  * The header's service block (service.c, service_client.c) is zero in a plain
  * pool's region: `published` batches are visible to clients, one rank
- * record per rank (K = nranks) holds that client's pid and cursors, and
+ * record per rank served holds that client's pid and cursors, and
  * state_text is the sp_loader_state (state.h JSON) of the stream's start,
  * from which a client learns fingerprints, shape and dtype. Version 2 added
  * the service block, cwake, nranks and the per-slot rank table.
+ *
+ * Ranks (version 3). A service serves the nranks consecutive ranks
+ * rank_first .. rank_first + nranks - 1 of a job of `world` ranks (one
+ * service per node; all of them by default: rank_first 0, nranks = world).
+ * Each rank's slice has rank_cap = B / world positions; a slot holds the
+ * served ranks' slices in rank order, cap = nranks * rank_cap positions, and
+ * rank record / rank table entry k is rank rank_first + k. Version 2 had no
+ * world or rank_first (nranks was the world, cap = B): a version-2 client
+ * would take a partial service's slices for the wrong ranks, so the version
+ * changed and such a client is refused ("layout version 3, this build reads
+ * 2"), as a version-3 client refuses a version-2 region.
  *
  * A position's state word (64 bits) names the batch it belongs to, so a
  * stale compare-and-swap can never hit a later batch that reuses the slot:
@@ -48,11 +59,12 @@
 #include "loader/loader_internal.h"
 
 #define SP__RING_MAGIC 0x31474e5250535053ull   /* "SPSPRNG1" little-endian */
-#define SP__RING_VERSION 2u
+#define SP__RING_VERSION 3u
 #define SP__RING_MAX_WORKERS 64
 #define SP__RING_MAX_SLOTS 1024
 #define SP__RING_MAX_CAP (1u << 20)
-#define SP__RING_MAX_RANKS 64
+#define SP__RING_MAX_RANKS 64      /* ranks served by one region */
+#define SP__RING_MAX_WORLD (1u << 16)
 #define SP__STATE_TEXT_MAX 1024
 
 /* ---- the region ------------------------------------------------------------ */
@@ -126,7 +138,7 @@ typedef struct sp__ring_hdr {
     uint64_t magic;
     uint32_t version, hdr_size;
     uint64_t region_size;
-    uint32_t nslots, cap;             /* R; positions per slot (B / world) */
+    uint32_t nslots, cap;             /* R; positions per slot (nranks * B / world) */
     uint64_t sample_bytes;
     uint64_t slots_offset, slot_size;
     uint64_t off_state, off_crash, off_items, off_indices, off_labels, off_skipped,
@@ -137,9 +149,10 @@ typedef struct sp__ring_hdr {
     uint64_t start_abs;               /* stream position of q = 0: epoch*nb + batch */
     uint64_t total;                   /* batches in the stream */
     uint64_t batches_per_epoch;
-    uint32_t nranks, rank_cap;        /* K ranks (1: plain pool); cap / K */
+    uint32_t nranks, rank_cap;        /* ranks served (1: plain pool); cap / nranks */
     uint64_t off_ranks;               /* per-slot rank table */
-    uint8_t pad0[16];
+    uint32_t world, rank_first;       /* service: the job's K; the first rank served */
+    uint8_t pad0[8];
     /* Shared, mutable; each group on its own cache line. */
     _Alignas(64) _Atomic uint64_t hint;      /* work claim counter: t = q*cap + p */
     _Alignas(64) _Atomic uint64_t released;  /* batches released by the consumer */
@@ -234,9 +247,12 @@ struct sp_pool;
 struct sp_pool_config;
 #define SP__POOL_AGAIN 2
 /*! sp__pool_create_ex() : sp_pool_create() with pcfg->region_name allowed
- *  (a named region, O_EXCL, 0600) and a per-slot rank table of nranks. */
+ *  (a named region, O_EXCL, 0600), a per-slot rank table of nranks, and a
+ *  loader whose batches are the span of `span` ranks from lcfg->rank
+ *  (sp__loader_set_span(); 1: one rank; a span > 1 can't use the cache:
+ *  SP_EUNSUPP). */
 int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config *pcfg,
-                       uint32_t nranks, struct sp_pool **out, sp_error *err);
+                       uint32_t nranks, uint32_t span, struct sp_pool **out, sp_error *err);
 /*! sp__pool_poll() : take the next batch if it is complete, without
  *  finalising it: @return 0 (*slot, *q set; taken), SP__POOL_AGAIN (not yet),
  *  SP_POOL_END, or a sticky error. Polls worker liveness every 10 ms. */

@@ -1,5 +1,6 @@
 /* sampler.c - the epoch order (a keyed Feistel permutation with
- * cycle-walking) and batching / rank slicing (include/seedpipe/sampler.h).
+ * cycle-walking) and batching / rank slicing, one rank or a span of
+ * consecutive ranks (include/seedpipe/sampler.h).
  *
  * Guarantees: every function here is a pure function of its arguments (no
  * state, no allocation, no I/O, no floating point), so it is thread- and
@@ -123,14 +124,22 @@ uint64_t sp_batches_per_epoch(const sp_batching *bt) {
 }
 
 void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count) {
+    sp_batch_span(bt, b, 1, pos, count);
+}
+
+void sp_batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t *pos,
+                   uint32_t *count) {
     *pos = bt->n;
     *count = 0;
-    if (bt->batch_size == 0 || bt->world == 0 || bt->rank >= bt->world) return;
+    if (bt->batch_size == 0 || bt->world == 0 || nranks == 0 ||
+        (uint64_t)bt->rank + nranks > bt->world)
+        return;
     if (b >= sp_batches_per_epoch(bt)) return;
     uint64_t per = bt->batch_size / bt->world;
-    /* b < batches <= n / B + 1, so b * B < n + B: no overflow for n <= 2^62. */
+    /* b < batches <= n / B + 1, so b * B < n + B: no overflow for n <= 2^62;
+     * (rank + nranks) * per <= B. */
     uint64_t first = b * bt->batch_size + (uint64_t)bt->rank * per;
-    uint64_t end = first + per;
+    uint64_t end = first + (uint64_t)nranks * per;
     if (end > bt->n) end = bt->n;
     if (first >= end) {
         *pos = first < bt->n ? first : bt->n;

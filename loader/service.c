@@ -13,11 +13,12 @@
  *     ATTACHED rank, a GONE rank never blocks, a NEVER or ATTACHING rank
  *     always does (a first attach must start at batch 0);
  *  3. publishes: when the next batch is complete (sp__pool_poll), it
- *     finalises each rank's slice in place (the loader's sp__batch_finalize
- *     on positions [r*B/K, (r+1)*B/K): skip compacts within the slice,
- *     exactly as an in-process loader with that rank would), writes the
- *     slot's rank table, then stores published = q + 1 with release order
- *     and wakes sleeping clients (futex pub_wake);
+ *     finalises each served rank's slice in place (the loader's
+ *     sp__batch_finalize on the slot's positions [k*B/K, (k+1)*B/K) for
+ *     the k-th rank served: skip compacts within the slice, exactly as an
+ *     in-process loader with that rank would), writes the slot's rank
+ *     table, then stores published = q + 1 with release order and wakes
+ *     sleeping clients (futex pub_wake);
  *  4. sleeps on the consumer word cwake (10 ms at most) when nothing moved;
  *     workers (a batch complete) and clients (a release, an attach, a
  *     detach) bump it and wake the service if it sleeps.
@@ -25,6 +26,14 @@
  * sees a slot change under a batch it holds: every rank record field has
  * one writer at a time (the client: pid, cursor, released; the service:
  * state ATTACHED/GONE, first).
+ *
+ * Ranks served. A service serves ranks A..A+m-1 of world K (all by
+ * default). Its pool's loader computes their positions and nothing else:
+ * rank A/m of world K/m when m divides A and K (ranks 2-3 of world 4 are
+ * rank 1 of world 2; all ranks are the global stream), else the span of m
+ * consecutive slices from rank A (sp__loader_set_span()). The slot then
+ * holds the m slices in rank order; rank record k is rank A + k. The header
+ * records world and rank_first for clients and status (layout version 3).
  *
  * Staleness. Regions are checked before creation (stale_check): a live
  * owner (pid alive with the recorded start time, header says running) is
@@ -68,7 +77,7 @@ struct sp_service {
     sp_pool *pool;
     sp_loader *ld;
     sp__ring_hdr *h;
-    uint32_t K, R, rank_cap;
+    uint32_t nranks, R, rank_cap;   /* ranks served (records 0..nranks-1) */
     uint64_t total, published, recycled;
     uint64_t last_live_ns;
     uint64_t attaching_since[SP__RING_MAX_RANKS];
@@ -169,14 +178,46 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     int rc = sp__region_name_check(scfg->name, err);
     if (rc != 0) return rc;
     uint32_t K = scfg->world ? scfg->world : 1;
-    if (K > SP_SERVICE_MAX_RANKS)
-        return sp_error_set(err, SP_EINVAL, "service: world %u (1..%d)", K, SP_SERVICE_MAX_RANKS);
+    if (K > SP_SERVICE_MAX_WORLD)
+        return sp_error_set(err, SP_EINVAL, "service: world %u (1..%u)", K, SP_SERVICE_MAX_WORLD);
+    uint32_t A = scfg->rank_first;
+    if (A >= K)
+        return sp_error_set(err, SP_EINVAL, "service: first rank %u, the world has %u", A, K);
+    uint32_t m = scfg->rank_count ? scfg->rank_count : K - A;
+    if ((uint64_t)A + m > K)
+        return sp_error_set(err, SP_EINVAL, "service: ranks %u-%llu, the world has %u (0-%u)", A,
+                            (unsigned long long)A + m - 1, K, K - 1);
+    if (m > SP_SERVICE_MAX_RANKS)
+        return sp_error_set(err, SP_EINVAL, "service: %u ranks; one service serves at most %d "
+                            "(run one per node, each with its --ranks)", m, SP_SERVICE_MAX_RANKS);
     if (lcfg->world > 1 || lcfg->rank != 0)
         return sp_error_set(err, SP_EINVAL, "service: the loader must be global (rank 0, "
                             "world 1); ranks are the service's world");
     if (lcfg->batch_size % K != 0)
         return sp_error_set(err, SP_EINVAL, "service: batch size %u is not divisible by world %u",
                             lcfg->batch_size, K);
+    /* The loader computes the served positions only. Ranks A..A+m-1 that
+     * line up (m divides A and K) are one rank of world K/m: the loader is
+     * that rank (its cache key is that rank's; all ranks: the global
+     * stream, exactly as before ranges existed). Otherwise it takes the
+     * span of m slices from rank A of world K. */
+    sp_loader_config lc = *lcfg;
+    uint32_t span = 1;
+    if (A % m == 0 && K % m == 0) {
+        lc.rank = A / m;
+        lc.world = K / m;
+    } else {
+        lc.rank = A;
+        lc.world = K;
+        span = m;
+        if (scfg->cache_dir)
+            return sp_error_set(err, SP_EUNSUPP,
+                                "service: ranks %u-%u of world %u with the epoch cache: a cache "
+                                "entry holds one rank's stream of some world size, and these %u "
+                                "ranks are not one (serve ranges whose size divides their first "
+                                "rank and the world, e.g. 0-1 and 2-3 of world 4, or serve "
+                                "without a cache)", A, A + m - 1, K, m);
+    }
     sp_service *svc = calloc(1, sizeof *svc);
     if (!svc) return sp_error_set(err, SP_ENOMEM, "service: out of memory");
     snprintf(svc->name, sizeof svc->name, "%s", scfg->name);
@@ -185,12 +226,9 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
         free(svc);
         return rc;
     }
-    sp_loader_config lc = *lcfg;
-    lc.world = 1;
-    lc.rank = 0;
     sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
                          scfg->name, scfg->cache_dir, scfg->cache_opts};
-    rc = sp__pool_create_ex(&lc, &pc, K, &svc->pool, err);
+    rc = sp__pool_create_ex(&lc, &pc, m, span, &svc->pool, err);
     if (rc != 0) {
         free(svc);
         return rc;
@@ -198,9 +236,11 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     svc->ld = sp_pool_loader(svc->pool);
     svc->h = sp__pool_hdr(svc->pool);
     sp__ring_hdr *h = svc->h;
-    svc->K = K;
+    svc->nranks = m;
     svc->R = h->nslots;
     svc->rank_cap = h->rank_cap;
+    h->world = K;
+    h->rank_first = A;
     svc->total = sp__pool_total(svc->pool);
     if (h->batches_per_epoch == 0) {
         sp_service_destroy(svc);
@@ -268,7 +308,7 @@ static int tend_ranks(sp_service *svc, uint64_t now) {
     sp__ring_hdr *h = svc->h;
     int progress = 0, check = now - svc->last_live_ns >= LIVENESS_NS;
     if (check) svc->last_live_ns = now;
-    for (uint32_t r = 0; r < svc->K; r++) {
+    for (uint32_t r = 0; r < svc->nranks; r++) {
         sp__rank_rec *rec = &h->ranks[r];
         uint32_t s = atomic_load(&rec->state);
         if (s == SP__RANK_ATTACHING) {
@@ -309,7 +349,7 @@ static int tend_ranks(sp_service *svc, uint64_t now) {
 }
 
 static int can_recycle(const sp_service *svc, uint64_t q) {
-    for (uint32_t r = 0; r < svc->K; r++) {
+    for (uint32_t r = 0; r < svc->nranks; r++) {
         sp__rank_rec *rec = &svc->h->ranks[r];
         uint32_t s = atomic_load(&rec->state);
         if (s == SP__RANK_NEVER || s == SP__RANK_ATTACHING) return 0;   /* its first batch
@@ -321,13 +361,16 @@ static int can_recycle(const sp_service *svc, uint64_t q) {
     return 1;
 }
 
-/* Finalise each rank's slice of slot s in place; 0 or the first error. */
+/* Finalise each served rank's slice of slot s in place (the slot holds the
+ * span of the served ranks: local rank r's slice starts at r * rank_cap and
+ * is cut by a short last batch as the rank's own would be); 0 or the first
+ * error. */
 static int finalize_slices(sp_service *svc, uint32_t s, uint64_t *samples, sp_error *err) {
     sp__ring_hdr *h = svc->h;
     sp__slot_hdr *sh = sp__slot(h, s);
     sp__rank_slice *tab = sp__slot_ranks(h, s);
     size_t sb = (size_t)h->sample_bytes;
-    for (uint32_t r = 0; r < svc->K; r++) {
+    for (uint32_t r = 0; r < svc->nranks; r++) {
         uint64_t pos0 = (uint64_t)r * svc->rank_cap;
         uint32_t count = sh->count > pos0 ? sh->count - (uint32_t)pos0 : 0;
         if (count > svc->rank_cap) count = svc->rank_cap;
@@ -556,7 +599,9 @@ int sp_service_status_read(const char *name, sp_service_status *out, sp_error *e
     out->alive = sp__proc_alive(h->owner_pid, h->owner_start);
     out->running = h->svc_running != 0;
     out->ended = h->svc_end != 0;
-    out->world = h->nranks;
+    out->world = h->world;
+    out->rank_first = h->rank_first;
+    out->nranks = h->nranks;
     out->ring_slots = h->nslots;
     out->nworkers = h->nworkers;
     out->epochs = h->epochs;

@@ -19,8 +19,11 @@
  * q < `published` (store-release by the service after it wrote the slot's
  * per-rank table); the client waits on the futex `pub_wake` (short spin
  * first), checking every 50 ms that the service is alive. The view points
- * into the slot: rank r's slice starts at position r * B/K. Counts read from
- * the slot are range-checked before use.
+ * into the slot, which holds the slices of the ranks the service serves
+ * (rank_first .. rank_first + nranks - 1 of world K, in rank order): rank
+ * r's slice starts at position (r - rank_first) * B/K. A rank outside that
+ * range is refused at attach, naming the range. Counts read from the slot
+ * are range-checked before use.
  *
  * Releasing. Views may be released in any order; the rank record's
  * `released` cursor moves to the oldest batch still held (or to the
@@ -53,7 +56,8 @@ struct sp_client {
     sp__ring_hdr *live;   /* the shared header (mutable fields only) */
     sp__ring_hdr *hc;     /* validated copy: every offset comes from here */
     char name[256];
-    uint32_t rank, world, R, rank_cap;
+    uint32_t rank, world, R, rank_cap;   /* rank: the global rank */
+    uint32_t local;                      /* rank - the first rank served: record, slice */
     uint64_t nb, total, start_abs;
     sp_loader_state st0;
     int owner_pid;
@@ -77,6 +81,10 @@ int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *
     if (rc != 0) return rc;
     if (h->nranks < 1 || h->nranks > SP__RING_MAX_RANKS)
         return sp_error_set(err, SP_EFORMAT, "ring: %u ranks", h->nranks);
+    if (h->world < 1 || h->world > SP__RING_MAX_WORLD || h->rank_first >= h->world ||
+        h->nranks > h->world - h->rank_first)
+        return sp_error_set(err, SP_EFORMAT, "ring: ranks %u+%u of world %u", h->rank_first,
+                            h->nranks, h->world);
     const char *text = h->state_text;
     const char *nul = memchr(text, '\0', SP__STATE_TEXT_MAX);
     if (!nul || nul == text)
@@ -94,9 +102,9 @@ int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *
     if (sb != h->sample_bytes)
         return sp_error_set(err, SP_EFORMAT, "ring: sample of %llu bytes, the state says %llu",
                             (unsigned long long)h->sample_bytes, (unsigned long long)sb);
-    if (st0->batch_size != h->cap)
-        return sp_error_set(err, SP_EFORMAT, "ring: %u positions per slot, batch size %u",
-                            h->cap, st0->batch_size);
+    if ((uint64_t)st0->batch_size != (uint64_t)h->world * h->rank_cap)
+        return sp_error_set(err, SP_EFORMAT, "ring: %u positions per rank, world %u, batch "
+                            "size %u", h->rank_cap, h->world, st0->batch_size);
     if (st0->fingerprint.hi != h->fp_hi || st0->fingerprint.lo != h->fp_lo)
         return sp_error_set(err, SP_EFORMAT, "ring: fingerprint differs from the start state's");
     if (h->batches_per_epoch == 0 || h->batches_per_epoch > (1ull << 40) ||
@@ -121,7 +129,7 @@ static sp__slot_hdr *slot_hdr(const sp_client *c, uint32_t s) {
 }
 static uint8_t *slice_images(const sp_client *c, uint32_t s) {
     return slot_base(c, s) + c->hc->off_images +
-           (uint64_t)c->rank * c->rank_cap * c->hc->sample_bytes;
+           (uint64_t)c->local * c->rank_cap * c->hc->sample_bytes;
 }
 
 static void service_wake(sp__ring_hdr *h) {
@@ -177,7 +185,7 @@ int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts 
     rc = sp__service_validate(c->hc, c->region.size, &c->st0, &e);
     if (rc != 0) return fail_attach(c, sp_error_set(err, rc, "region %s: %s", name, e.msg));
     const sp__ring_hdr *hc = c->hc;
-    c->world = hc->nranks;
+    c->world = hc->world;
     c->R = hc->nslots;
     c->rank_cap = hc->rank_cap;
     c->nb = hc->batches_per_epoch;
@@ -188,6 +196,12 @@ int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts 
     if (rank >= c->world)
         return fail_attach(c, sp_error_set(err, SP_EINVAL, "region %s: rank %u, the service has "
                                            "world %u", name, rank, c->world));
+    if (rank < hc->rank_first || rank - hc->rank_first >= hc->nranks)
+        return fail_attach(c, sp_error_set(err, SP_EINVAL, "region %s: service %s serves ranks "
+                                           "%u-%u of world %u; rank %u is served by another "
+                                           "node's service", name, name, hc->rank_first,
+                                           hc->rank_first + hc->nranks - 1, c->world, rank));
+    c->local = rank - hc->rank_first;
     if (o.expect_fingerprint && (o.expect_fingerprint->hi != hc->fp_hi ||
                                  o.expect_fingerprint->lo != hc->fp_lo)) {
         char a[33], b[33];
@@ -211,7 +225,7 @@ int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts 
         return fail_attach(c, sp_error_set(err, SP_ENOMEM, "client: out of memory"));
 
     /* Claim the rank. */
-    sp__rank_rec *rec = &c->live->ranks[rank];
+    sp__rank_rec *rec = &c->live->ranks[c->local];
     c->pid = (int32_t)getpid();
     uint64_t t0 = sp__now_ns(), limit = (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
@@ -358,14 +372,14 @@ int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
         return sp_error_set(err, SP_EFORMAT, "region %s: slot %u holds batch %llu, expected %llu",
                             c->name, s, (unsigned long long)sq, (unsigned long long)q);
     const sp__rank_slice *rs =
-        (const sp__rank_slice *)(slot_base(c, s) + c->hc->off_ranks) + c->rank;
+        (const sp__rank_slice *)(slot_base(c, s) + c->hc->off_ranks) + c->local;
     sp__rank_slice sl;
     memcpy(&sl, rs, sizeof sl);
     if (sl.count > c->rank_cap || sl.nskipped > c->rank_cap || sl.nsubst > c->rank_cap)
         return sp_error_set(err, SP_EFORMAT, "region %s: batch %llu: hostile counts", c->name,
                             (unsigned long long)q);
     uint64_t abs = c->start_abs + q;
-    uint64_t off = (uint64_t)c->rank * c->rank_cap;
+    uint64_t off = (uint64_t)c->local * c->rank_cap;
     memset(view, 0, sizeof *view);
     view->capacity = c->rank_cap;
     view->count = sl.count;
@@ -428,7 +442,7 @@ void sp_client_info_get(const sp_client *c, sp_client_info *in) {
     in->rank = c->rank;
     in->world = c->world;
     in->ring_slots = c->R;
-    in->batch_size = c->hc->cap;
+    in->batch_size = c->world * c->rank_cap;   /* = the start state's, validated */
     in->c = c->st0.c;
     in->h = c->st0.h;
     in->w = c->st0.w;

@@ -20,6 +20,11 @@
  *  6. Batching: sp_batching_check names the bad field; batches per epoch with
  *     and without drop_last; rank slices for world 1/2/4 are contiguous and
  *     concatenate, in rank order, to the global batch (partial last batch).
+ *  7. Rank spans (one data service per node): sp_batch_span() of m ranks
+ *     from rank r is exactly the concatenation of those ranks' slices, for
+ *     every r, m, world up to 8 (partial last batch, drop_last); an aligned
+ *     span (m divides r and world) is rank r/m of world world/m; span 1 is
+ *     the slice; a span past the world or of 0 ranks is empty.
  */
 #include "seedpipe/sampler.h"
 
@@ -355,12 +360,83 @@ static void test_batching(void) {
     }
 }
 
+static void test_spans(void) {
+    const uint64_t ns[] = {1, 7, 10, 33, 100};
+    const uint32_t Bs[] = {8, 24, 48};
+    int cases = 0;
+    for (size_t a = 0; a < 5; a++)
+        for (size_t c = 0; c < 3; c++)
+            for (int drop = 0; drop < 2; drop++)
+                for (uint32_t world = 1; world <= 8; world++) {
+                    uint64_t n = ns[a];
+                    uint32_t B = Bs[c];
+                    if (B % world) continue;
+                    sp_batching g = mk(n, B, drop, 0, world);
+                    uint64_t nb = sp_batches_per_epoch(&g);
+                    for (uint32_t r = 0; r < world; r++)
+                        for (uint32_t m = 0; m <= world - r + 1; m++) {
+                            sp_batching bt = mk(n, B, drop, r, world);
+                            for (uint64_t b = 0; b < nb + 2; b++) {
+                                uint64_t pos, p1;
+                                uint32_t cnt, c1;
+                                sp_batch_span(&bt, b, m, &pos, &cnt);
+                                cases++;
+                                if (m == 0 || r + m > world || b >= nb) {
+                                    CHECK(cnt == 0);
+                                    continue;
+                                }
+                                /* The slices of ranks r .. r+m-1, in rank order. */
+                                uint64_t next = 0, total = 0;
+                                int started = 0;
+                                for (uint32_t k = r; k < r + m; k++) {
+                                    sp_batching one = mk(n, B, drop, k, world);
+                                    sp_batch_slice(&one, b, &p1, &c1);
+                                    if (!c1) continue;
+                                    if (started) CHECK(p1 == next);
+                                    else CHECK(p1 == pos);
+                                    started = 1;
+                                    next = p1 + c1;
+                                    total += c1;
+                                }
+                                CHECK(cnt == total);
+                                CHECK(cnt <= m * (B / world));
+                                if (m == 1) {
+                                    sp_batch_slice(&bt, b, &p1, &c1);
+                                    CHECK(p1 == pos && c1 == cnt);
+                                }
+                                if (r % m == 0 && world % m == 0) {   /* rank r/m of world/m */
+                                    sp_batching big = mk(n, B, drop, r / m, world / m);
+                                    sp_batch_slice(&big, b, &p1, &c1);
+                                    CHECK(c1 == cnt && (cnt == 0 || p1 == pos));
+                                }
+                            }
+                        }
+                }
+    /* By hand: n = 10, B = 8, world 4, batch 0: ranks 1-2 are [2, 6); batch 1
+     * (2 samples): ranks 0-1 hold both, ranks 2-3 none. */
+    uint64_t pos;
+    uint32_t cnt;
+    sp_batching bt = mk(10, 8, 0, 1, 4);
+    sp_batch_span(&bt, 0, 2, &pos, &cnt);
+    CHECK(pos == 2 && cnt == 4);
+    bt.rank = 0;
+    sp_batch_span(&bt, 1, 2, &pos, &cnt);
+    CHECK(pos == 8 && cnt == 2);
+    bt.rank = 2;
+    sp_batch_span(&bt, 1, 2, &pos, &cnt);
+    CHECK(cnt == 0);
+    sp_batch_span(&bt, 0, 3, &pos, &cnt);   /* ranks 2-4 of 4: no such span */
+    CHECK(cnt == 0);
+    printf("  spans: %d cases equal to their ranks' slices\n", cases);
+}
+
 int main(void) {
     test_spec_and_permutation();
     test_independence();
     test_uniformity();
     test_limits();
     test_batching();
+    test_spans();
     printf("test_sampler: ok\n");
     return 0;
 }

@@ -11,6 +11,20 @@
  *  - 2 clients as ranks: each rank equals an in-process loader with rank r,
  *    world 2, and the concatenated slices equal the global batch; also with
  *    a corrupt file under on-error skip (the service compacts per slice);
+ *  - rank spans: a loader computing ranks A..A+m-1 of world 4 (aligned and
+ *    not) gives, batch by batch, the per-rank loaders' batches concatenated
+ *    (bytes, labels, indices, skipped and substituted samples); a span past
+ *    the world is refused;
+ *  - one service per node: two services of world 4 (ranks 0-1 + 2-3, and
+ *    0 + 1-3, where 1-3 is a span), 4 clients with their global ranks: each
+ *    rank's batches equal the in-process loader's with rank r, world 4,
+ *    exactly (also the skipped / substituted samples, under on-error skip
+ *    and substitute with a corrupt file); a rank another service serves is
+ *    refused, naming the range; status shows the range; each service's
+ *    workers computed exactly its ranks' positions; under on-error fail the
+ *    service whose ranks meet the corrupt file fails for its ranks only,
+ *    after the batches before it, and the other service serves its ranks to
+ *    the end;
  *  - hostile regions written under /dev/shm with the right name (missing,
  *    empty, truncated, garbage, wrong magic, wrong version, huge sizes and
  *    offsets, a bad start state, a fingerprint that disagrees, mode 0644, a
@@ -120,7 +134,7 @@ static int same_digest(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo =
 
 static pid_t fork_service(const sp_loader_config *c, const char *name, uint32_t world,
                           int workers, int ring) {
-    sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL, NULL, NULL};
+    sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL, NULL, NULL, 0, 0};
     pid_t pid;
     sp_error err;
     CHECK_OK(sp_service_fork(c, &sc, &pid, &err), &err);
@@ -268,6 +282,214 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
     printf("  2 ranks (%s): %d batches, slices and concatenation equal\n", what, n);
 }
 
+/* ---- rank spans: one service per node ---------------------------------------------------- */
+
+#define K4 4
+
+/* a == b: count, images, labels, indices, skipped, substituted. */
+static int same_batch(const sp_batch *a, const sp_batch *b, size_t sb) {
+    return a->count == b->count && a->nskipped == b->nskipped &&
+           a->nsubstituted == b->nsubstituted &&
+           memcmp(a->images, b->images, (size_t)a->count * sb) == 0 &&
+           memcmp(a->labels, b->labels, a->count * sizeof(int32_t)) == 0 &&
+           memcmp(a->indices, b->indices, a->count * sizeof(uint64_t)) == 0 &&
+           memcmp(a->skipped, b->skipped, a->nskipped * sizeof(uint64_t)) == 0 &&
+           memcmp(a->substituted, b->substituted, 2 * a->nsubstituted * sizeof(uint64_t)) == 0;
+}
+
+static void open_rank_loaders(const sp_loader_config *c, sp_loader **ld, sp_batch *b) {
+    sp_error err;
+    for (uint32_t k = 0; k < K4; k++) {
+        sp_loader_config ck = *c;
+        ck.rank = k;
+        ck.world = K4;
+        CHECK_OK(sp_loader_create(&ck, &ld[k], &err), &err);
+        CHECK(sp_batch_alloc(ld[k], &b[k]) == 0);
+    }
+}
+
+static void close_rank_loaders(sp_loader **ld, sp_batch *b) {
+    for (uint32_t k = 0; k < K4; k++) {
+        sp_batch_free(&b[k]);
+        sp_loader_destroy(ld[k]);
+    }
+}
+
+static void test_span_loader(const char *ds, sp_on_error on_error, const char *what) {
+    sp_loader_config c;
+    cfg_of(&c, ds, 0, 1);
+    c.on_error = on_error;
+    sp_loader *rk[K4];
+    sp_batch rb[K4];
+    open_rank_loaders(&c, rk, rb);
+    size_t sb = sp_loader_sample_bytes(rk[0]);
+    uint64_t nb = sp_loader_batches_per_epoch(rk[0]);
+    static const uint32_t spans[][2] = {{0, 2}, {2, 2}, {1, 2}, {1, 3}, {0, 4}, {3, 1}, {0, 3}};
+    int batches = 0, listed = 0;
+    sp_error err;
+    for (size_t t = 0; t < sizeof spans / sizeof spans[0]; t++) {
+        uint32_t A = spans[t][0], m = spans[t][1];
+        sp_loader_config cs = c;
+        cs.rank = A;
+        cs.world = K4;
+        sp_loader *ld;
+        CHECK_OK(sp_loader_create(&cs, &ld, &err), &err);
+        CHECK(sp__loader_set_span(ld, 0, &err) == SP_EINVAL);
+        CHECK(sp__loader_set_span(ld, K4 - A + 1, &err) == SP_EINVAL);
+        CHECK_MSG(strstr(err.msg, "does not fit in world 4") != NULL, "%s", err.msg);
+        CHECK_OK(sp__loader_set_span(ld, m, &err), &err);
+        sp_batch b, cat;
+        CHECK(sp_batch_alloc(ld, &b) == 0 && b.capacity == m * 2);
+        CHECK(sp_batch_alloc(ld, &cat) == 0);
+        for (uint32_t e = 0; e < EPOCHS; e++)
+            for (uint64_t i = 0; i < nb; i++) {
+                CHECK_OK(sp_loader_batch(ld, e, i, &b, &err), &err);
+                cat.count = cat.nskipped = cat.nsubstituted = 0;
+                for (uint32_t k = A; k < A + m; k++) {   /* the ranks' batches, in rank order */
+                    const sp_batch *v = &rb[k];
+                    CHECK_OK(sp_loader_batch(rk[k], e, i, &rb[k], &err), &err);
+                    memcpy(cat.images + cat.count * sb, v->images, v->count * sb);
+                    memcpy(cat.labels + cat.count, v->labels, v->count * sizeof(int32_t));
+                    memcpy(cat.indices + cat.count, v->indices, v->count * sizeof(uint64_t));
+                    memcpy(cat.skipped + cat.nskipped, v->skipped, v->nskipped * 8);
+                    memcpy(cat.substituted + 2 * cat.nsubstituted, v->substituted,
+                           v->nsubstituted * 16);
+                    cat.count += v->count;
+                    cat.nskipped += v->nskipped;
+                    cat.nsubstituted += v->nsubstituted;
+                }
+                CHECK_MSG(same_batch(&b, &cat, sb), "%s: ranks %u+%u, epoch %u batch %llu", what,
+                          A, m, e, (unsigned long long)i);
+                listed += (int)(b.nskipped + b.nsubstituted);
+                batches++;
+            }
+        sp_batch_free(&b);
+        sp_batch_free(&cat);
+        sp_loader_destroy(ld);
+    }
+    close_rank_loaders(rk, rb);
+    CHECK(on_error == SP_ON_ERROR_FAIL || listed > 0);
+    printf("  span loader (%s): %d batches of 7 spans equal to their ranks' concatenated "
+           "(%d skipped/substituted)\n", what, batches, listed);
+}
+
+/* Two services of world 4 serving ranks [0, split) and [split, 4). */
+static void test_node_services(const char *ds, sp_on_error on_error, uint32_t split,
+                               const char *what) {
+    sp_loader_config c;
+    cfg_of(&c, ds, 0, 1);
+    c.on_error = on_error;
+    sp_loader *rk[K4];
+    sp_batch rb[K4];
+    open_rank_loaders(&c, rk, rb);
+    size_t sb = sp_loader_sample_bytes(rk[0]);
+    uint64_t nb = sp_loader_batches_per_epoch(rk[0]);
+    /* Per rank: the first batch its in-process loader fails on (on-error
+     * fail), and the positions it computes; a service fails at its ranks'
+     * first failure. */
+    int64_t fails[K4], svc_fail[2] = {-1, -1};
+    uint64_t positions[2] = {0, 0};
+    sp_error err;
+    for (uint32_t k = 0; k < K4; k++) {
+        fails[k] = -1;
+        for (uint64_t q = 0; q < EPOCHS * nb && fails[k] < 0; q++) {
+            int rc = sp_loader_batch(rk[k], (uint32_t)(q / nb), q % nb, &rb[k], &err);
+            if (rc != 0) fails[k] = (int64_t)q;
+            else positions[k >= split] += rb[k].count + rb[k].nskipped;
+        }
+        int s = k >= split;
+        if (fails[k] >= 0 && (svc_fail[s] < 0 || fails[k] < svc_fail[s])) svc_fail[s] = fails[k];
+    }
+    const char *names[2];
+    char nbuf[2][96];
+    pid_t pid[2];
+    for (int s = 0; s < 2; s++) {
+        snprintf(nbuf[s], sizeof nbuf[s], "%s", new_name());
+        names[s] = nbuf[s];
+        uint32_t first = s ? split : 0, count = s ? K4 - split : split;
+        sp_service_config sc = {names[s], K4, 2, 3, EPOCHS, NULL, NULL, NULL, first, count};
+        CHECK_OK(sp_service_fork(&c, &sc, &pid[s], &err), &err);
+    }
+    sp_client *cl[K4];
+    /* A rank of the other service is refused, naming the range served. */
+    CHECK(sp_client_attach(names[1], 0, &cl[0], &err) == SP_EINVAL);
+    char want[160];
+    snprintf(want, sizeof want, "serves ranks %u-%u of world 4; rank 0 is served by another "
+             "node's service", split, K4 - 1);
+    CHECK_MSG(strstr(err.msg, want) != NULL && strstr(err.msg, names[1]) != NULL, "%s", err.msg);
+    CHECK(sp_client_attach(names[0], split, &cl[0], &err) == SP_EINVAL);
+    CHECK(sp_client_attach(names[0], K4, &cl[0], &err) == SP_EINVAL);
+    CHECK_MSG(strstr(err.msg, "world 4") != NULL, "%s", err.msg);
+    for (uint32_t k = 0; k < K4; k++) CHECK_OK(sp_client_attach(names[k >= split], k, &cl[k], &err), &err);
+    for (int s = 0; s < 2; s++) {
+        sp_service_status st;
+        CHECK_OK(sp_service_status_read(names[s], &st, &err), &err);
+        CHECK(st.world == K4 && st.rank_first == (s ? split : 0) &&
+              st.nranks == (s ? K4 - split : split));
+        sp_client_info info;
+        sp_client_info_get(cl[s ? split : 0], &info);
+        CHECK(info.world == K4 && info.rank == (s ? split : 0) && info.batch_size == 8);
+    }
+    int n[K4] = {0}, gone[K4] = {0};
+    for (uint64_t q = 0; q <= EPOCHS * nb; q++)
+        for (uint32_t k = 0; k < K4; k++) {
+            int s = k >= split;
+            if (gone[k]) continue;   /* got its stream's error */
+            sp_batch v;
+            int rc = sp_client_next(cl[k], &v, &err);
+            if (q == EPOCHS * nb) {
+                CHECK_MSG(rc == SP_CLIENT_END, "%s: rank %u rc %d", what, k, rc);
+                continue;
+            }
+            if (svc_fail[s] >= 0 && q == (uint64_t)svc_fail[s]) {
+                CHECK_MSG(rc != 0 && rc != SP_CLIENT_END && strstr(err.msg, "zz-bad.png"),
+                          "%s: rank %u at batch %llu: rc %d %s", what, k, (unsigned long long)q,
+                          rc, err.msg);
+                gone[k] = 1;
+                continue;
+            }
+            CHECK_OK(rc, &err);
+            CHECK(v.epoch == q / nb && v.index == q % nb);
+            CHECK_OK(sp_loader_batch(rk[k], v.epoch, v.index, &rb[k], &err), &err);
+            CHECK_MSG(same_batch(&v, &rb[k], sb), "%s: rank %u batch %llu differs", what, k,
+                      (unsigned long long)q);
+            CHECK(same_digest(sp_client_batch_digest(cl[k], &v), sp_batch_digest(rk[k], &rb[k])));
+            n[k]++;
+            if (q + 1 == EPOCHS * nb && k + 1 == (s ? K4 : split) && svc_fail[s] < 0) {
+                /* The service's last batch, held by its last rank: all is
+                 * computed, and its workers did its ranks' positions, no
+                 * other (it ends once this is released). */
+                sp_service_status st;
+                CHECK_OK(sp_service_status_read(names[s], &st, &err), &err);
+                uint64_t done = 0;
+                for (uint32_t w = 0; w < st.nworkers; w++) done += st.workers[w].samples;
+                CHECK_MSG(done == positions[s], "%s: service %d computed %llu positions, its "
+                          "ranks have %llu", what, s, (unsigned long long)done,
+                          (unsigned long long)positions[s]);
+            }
+            CHECK_OK(sp_client_release(cl[k], &v, &err), &err);
+        }
+    for (uint32_t k = 0; k < K4; k++) sp_client_detach(cl[k]);
+    for (int s = 0; s < 2; s++) {
+        int status = sp_service_join(pid[s], 10000);
+        CHECK_MSG(status == (svc_fail[s] >= 0 ? 1 : 0), "%s: service %d exit %d", what, s,
+                  status);
+    }
+    close_rank_loaders(rk, rb);
+    check_no_leaks();
+    char r0[16], r1[16];
+    snprintf(r0, sizeof r0, split > 1 ? "0-%u" : "0", split - 1);
+    snprintf(r1, sizeof r1, split < 3 ? "%u-3" : "3", split);
+    printf("  2 services, ranks %s + %s of world 4 (%s): %d+%d+%d+%d batches equal to the "
+           "ranks' loaders", r0, r1, what, n[0], n[1], n[2], n[3]);
+    for (int t = 0; t < 2; t++)
+        if (svc_fail[t] >= 0)
+            printf("; ranks %s got the error at batch %lld, the other service's ranks %s%s",
+                   t ? r1 : r0, (long long)svc_fail[t], t ? r0 : r1,
+                   svc_fail[1 - t] >= 0 ? " too" : " their whole stream");
+    printf("\n");
+}
+
 /* ---- hostile regions --------------------------------------------------------------------- */
 
 static void write_region(const char *name, const void *data, size_t len, size_t total,
@@ -301,6 +523,7 @@ static sp__ring_hdr *good_header(void) {
     h->nslots = 2;
     h->cap = 8;
     h->nranks = 1;
+    h->world = 1;
     h->sample_bytes = sp_loader_sample_bytes(ld);
     CHECK_OK(sp__ring_layout(h, &err), &err);
     h->magic = SP__RING_MAGIC;
@@ -373,6 +596,11 @@ static void test_hostile(void) {
     } while (0)
     HOSTILE("wrong magic", "bad magic", SP_EFORMAT, h->magic ^= 1);
     HOSTILE("wrong version", "layout version", SP_EFORMAT, h->version = 99);
+    HOSTILE("version 2 region", "layout version 2, this build reads 3", SP_EFORMAT,
+            h->version = 2);
+    HOSTILE("world 0", "of world 0", SP_EFORMAT, h->world = 0);
+    HOSTILE("ranks past world", "ranks 1+1 of world 1", SP_EFORMAT, h->rank_first = 1);
+    HOSTILE("world vs batch", "batch size", SP_EFORMAT, h->world = 2);
     HOSTILE("huge slots", "hostile", SP_EFORMAT, h->nslots = 0xffffffffu);
     HOSTILE("huge sample", "hostile", SP_EFORMAT, h->sample_bytes = 1ull << 62);
     HOSTILE("huge offset", "disagree", SP_EFORMAT, h->off_images = 1ull << 60);
@@ -403,7 +631,7 @@ static void test_hostile(void) {
         CHECK_MSG(strstr(err.msg, "did not answer") != NULL, "%s", err.msg);   /* got past it */
         sp_loader_config fc;
         cfg_of(&fc, shapes, 0, 1);
-        sp_service_config fsc = {name, 1, 1, 0, 1, NULL, NULL, NULL};
+        sp_service_config fsc = {name, 1, 1, 0, 1, NULL, NULL, NULL, 0, 0};
         sp_service *fsvc;
         CHECK(sp_service_create(&fc, &fsc, &fsvc, &err) == SP_EIO);
         CHECK_MSG(strstr(err.msg, "belongs to uid 65534") != NULL, "%s", err.msg);
@@ -433,7 +661,7 @@ static void test_hostile(void) {
     /* A service refuses a foreign file with its name; removes a stale one. */
     sp_loader_config c;
     cfg_of(&c, shapes, 0, 1);
-    sp_service_config sc = {name, 1, 1, 0, 1, NULL, NULL, NULL};
+    sp_service_config sc = {name, 1, 1, 0, 1, NULL, NULL, NULL, 0, 0};
     sp_service *svc;
     write_region(name, buf, 64, 64, 0600);   /* garbage, not a header */
     memset(buf, 0x5a, 64);
@@ -467,7 +695,7 @@ static void test_stale_and_live(void) {
     CHECK(st.alive && st.running && st.pid == pid && st.nworkers == 2);
     int wpids[2] = {st.workers[0].pid, st.workers[1].pid};
     CHECK(wpids[0] > 0 && wpids[1] > 0 && st.workers[0].alive);
-    sp_service_config sc = {name, 1, 1, 0, EPOCHS, NULL, NULL, NULL};
+    sp_service_config sc = {name, 1, 1, 0, EPOCHS, NULL, NULL, NULL, 0, 0};
     sp_service *svc;
     CHECK(sp_service_create(&c, &sc, &svc, &err) == SP_EIO);
     CHECK_MSG(strstr(err.msg, "is served by pid") != NULL, "%s", err.msg);
@@ -629,6 +857,14 @@ int main(void) {
     test_one_client();
     test_ranks(shapes, SP_ON_ERROR_FAIL, "clean");
     test_ranks(shapes_bad, SP_ON_ERROR_SKIP, "corrupt file, skip");
+    test_span_loader(shapes, SP_ON_ERROR_FAIL, "clean");
+    test_span_loader(shapes_bad, SP_ON_ERROR_SKIP, "corrupt file, skip");
+    test_span_loader(shapes_bad, SP_ON_ERROR_SUBSTITUTE, "corrupt file, substitute");
+    test_node_services(shapes, SP_ON_ERROR_FAIL, 2, "clean");
+    test_node_services(shapes_bad, SP_ON_ERROR_SKIP, 2, "corrupt file, skip");
+    test_node_services(shapes_bad, SP_ON_ERROR_SUBSTITUTE, 1, "corrupt file, substitute");
+    test_node_services(shapes_bad, SP_ON_ERROR_FAIL, 2, "corrupt file, fail");
+    test_node_services(shapes_bad, SP_ON_ERROR_FAIL, 1, "corrupt file, fail");
     test_hostile();
     test_stale_and_live();
     test_dead_client();

@@ -52,12 +52,15 @@ typedef struct sp_client_opts {
 
 typedef struct sp_client sp_client;
 
-/*! sp_client_attach() : attach to region NAME as `rank` (< the service's
- *  world). @return 0, SP_EIO ("no such region", "service pid P is gone
- *  (stale region)", "rank r is attached by pid P", no answer), SP_EFORMAT
- *  (not a seedpipe region, truncated, hostile sizes, layout version),
- *  SP_EMISMATCH (fingerprint), SP_EINVAL (rank, name), SP_ENOMEM. Messages
- *  start with "region NAME: ". */
+/*! sp_client_attach() : attach to region NAME as global `rank`, one of the
+ *  ranks the service serves (all of its world, or its `--ranks A-B`).
+ *  @return 0, SP_EIO ("no such region", "service pid P is gone (stale
+ *  region)", "rank r is attached by pid P", no answer), SP_EFORMAT (not a
+ *  seedpipe region, truncated, hostile sizes, layout version),
+ *  SP_EMISMATCH (fingerprint), SP_EINVAL (a bad name, a rank outside the
+ *  world, or "service NAME serves ranks A-B of world K; rank r is served
+ *  by another node's service"), SP_ENOMEM. Messages start with "region
+ *  NAME: ". */
 SP_API int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err);
 SP_API int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
                                  sp_client **out, sp_error *err);

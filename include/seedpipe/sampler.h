@@ -16,7 +16,9 @@
  * `world` ranks (B % world == 0) rank r takes the r-th contiguous slice of
  * B/world positions of each global batch (a slice of a partial last batch may
  * be shorter or empty); the ranks' slices concatenated in rank order are the
- * global batch.
+ * global batch. A span of consecutive ranks r .. r+m-1 (what one data
+ * service per node computes for its local ranks) is one contiguous range of
+ * positions too: their slices concatenated (sp_batch_span()).
  *
  * Pure functions; thread- and fork-safe.
  */
@@ -64,6 +66,15 @@ SP_API uint64_t sp_batches_per_epoch(const sp_batching *bt);
  *  [*pos, *pos + *count). count may be 0 for a short last batch, and is 0
  *  for b >= sp_batches_per_epoch() (then *pos is meaningless, <= n). */
 SP_API void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count);
+/*! sp_batch_span() : the positions of the nranks consecutive ranks
+ *  bt->rank .. bt->rank + nranks - 1 of global batch b: [*pos, *pos + *count),
+ *  the concatenation of their sp_batch_slice()s in rank order (positions
+ *  [b*B + rank*B/world, b*B + (rank+nranks)*B/world), cut at n). nranks 1
+ *  is sp_batch_slice(). count is 0 when nranks is 0 or rank + nranks >
+ *  world, for b >= sp_batches_per_epoch(), and when every slice of the span
+ *  lies past a short last batch. */
+SP_API void sp_batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t *pos,
+                          uint32_t *count);
 
 #ifdef __cplusplus
 }

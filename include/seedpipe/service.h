@@ -5,13 +5,21 @@
  * other processes attach to (client.h) and read batches from in place: the
  * image bytes are written once, by a worker, into the slot a client reads.
  *
- * Ranks. With world K the service computes GLOBAL batches (batch size B,
- * B % K == 0) and client rank r reads the r-th contiguous slice of B / K
- * positions of each (sampler.h), finalised by the service per slice, so a
- * rank gets exactly what an in-process loader with --rank r --world K gives
- * (on-error skip compacts within the slice) and the slices concatenated in
- * rank order are the global batch. A slot is recycled when every rank has
- * released its slice of it, where:
+ * Ranks. A job of world K ranks reads global batches of B samples
+ * (B % K == 0); rank r's slice is the r-th contiguous B / K positions of
+ * each (sampler.h). A service serves the consecutive ranks A .. A+m-1 of
+ * that world (rank_first A, rank_count m; by default all K: one service for
+ * the whole job) and computes only their positions, [b*B + A*B/K,
+ * b*B + (A+m)*B/K) of global batch b: with one service per node, a node
+ * never reads or decodes another node's samples. Clients attach with their
+ * GLOBAL rank r (A <= r < A+m; another rank is refused, naming the range
+ * served); each slice is finalised by the service on its own, so rank r
+ * gets exactly what an in-process loader with --rank r --world K gives
+ * (bytes, labels, indices, skipped and substituted lists: on-error skip
+ * compacts within the slice; a short last batch cuts the slices the same
+ * way), and the slices of all K ranks concatenated in rank order, over all
+ * the nodes' services, are the global batch. A slot is recycled when every
+ * rank served has released its slice of it, where:
  *  - a rank that has never attached (or is attaching) blocks recycling
  *    (the stream waits for all K ranks, so no rank silently misses batches);
  *  - a rank whose client detached or died does not block: its slices count
@@ -23,9 +31,12 @@
  *    oldest batch still in the ring (its missing slices are lost to it).
  *
  * Errors under on-error fail: the first failing slice stops the stream;
- * every rank gets that sample's error after the batches before it (with
- * world 1 this is the in-process error; with world K a rank whose own slice
- * is fine sees the other slice's error too).
+ * every rank this service serves gets that sample's error after the batches
+ * before it (with world 1 this is the in-process error; a rank whose own
+ * slice is fine sees the error of another rank of the same service too).
+ * Ranks served by other services (other nodes) do not see it: their
+ * services never compute that sample; their trainers learn of it, if at
+ * all, from the job's launcher when the failing ranks stop.
  *
  * Staleness. At create, an existing region with the same name is
  *  - refused when its service is alive (owner pid running, same start time,
@@ -60,30 +71,42 @@
 extern "C" {
 #endif
 
-#define SP_SERVICE_MAX_RANKS 64
+#define SP_SERVICE_MAX_RANKS 64          /* ranks one service serves */
+#define SP_SERVICE_MAX_WORLD (1u << 16)  /* ranks of the job */
 #define SP_SERVICE_NAME_MAX 200
 /* sp_service_run() returns this when stopped by the flag (not an error). */
 #define SP_SERVICE_STOPPED 1
 
 typedef struct sp_service_config {
     const char *name;               /* region name: 1..200 of [A-Za-z0-9._-] */
-    uint32_t world;                 /* K ranks, 1..64; B % K == 0 (0: 1) */
+    uint32_t world;                 /* the job's K ranks, 1..2^16; B % K == 0 (0: 1) */
     int workers;                    /* 1..SP_POOL_MAX_WORKERS */
     int ring_slots;                 /* 0: max(2, 2 * workers) */
     uint32_t epochs;                /* >= 1 */
     const sp_loader_state *resume;  /* NULL: from epoch 0, batch 0 */
-    const char *cache_dir;          /* NULL, or the epoch cache (pool.h, cache.h): the
-                                       global stream's epochs (rank 0, world 1) */
+    const char *cache_dir;          /* NULL, or the epoch cache (pool.h, cache.h) of the
+                                       loader's stream: the global one (rank 0, world 1)
+                                       for all ranks; see sp_service_create() */
     const sp_cache_opts *cache_opts;   /* NULL: defaults */
+    /* The ranks served: rank_first .. rank_first + rank_count - 1 of world
+     * (rank_count 1..64; 0: every rank from rank_first on, so a zeroed pair
+     * serves all K, as before these fields existed). */
+    uint32_t rank_first, rank_count;
 } sp_service_config;
 
 typedef struct sp_service sp_service;
 
 /*! sp_service_create() : check/clean the name, open the loader (lcfg, whose
- *  rank/world must be 0/1: the service computes global batches), create
- *  the region, fork the workers, mark the region running.
- *  @return 0, SP_EINVAL (name, world, B % K), SP_EIO ("region NAME is served
- *  by pid P", or not ours), SP_EMISMATCH (resume), the loader's errors. */
+ *  rank/world must be 0/1: the service's ranks come from scfg), create the
+ *  region, fork the workers, mark the region running.
+ *  The loader computes the served ranks' positions only: ranks A .. A+m-1
+ *  with A and K multiples of m are rank A/m of world K/m (so the epoch
+ *  cache, cache_dir, holds that rank's stream: all ranks, the global one);
+ *  other spans (e.g. ranks 1-2 of 4) take consecutive slices and cannot use
+ *  the cache (SP_EUNSUPP).
+ *  @return 0, SP_EINVAL (name, world, range, B % K), SP_EUNSUPP (cache with
+ *  such a span), SP_EIO ("region NAME is served by pid P", or not ours),
+ *  SP_EMISMATCH (resume), the loader's errors. */
 SP_API int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
                              sp_service **out, sp_error *err);
 /*! sp_service_note() : "" or what create did on the way, e.g.
@@ -117,7 +140,7 @@ SP_API int sp_service_join(pid_t pid, int timeout_ms);
 /* What `seedpipe status NAME` shows. */
 typedef struct sp_service_status {
     int pid, alive, running, ended;
-    uint32_t world, ring_slots, nworkers, epochs;
+    uint32_t world, ring_slots, nworkers, epochs;   /* world: the job's K */
     uint64_t batches_per_epoch, start_abs, total;
     uint64_t published, recycled;    /* batches handed to clients / recycled */
     uint64_t samples;                /* samples published */
@@ -130,7 +153,9 @@ typedef struct sp_service_status {
     uint64_t seed;
     uint32_t slots_ready, slots_computing;   /* ring occupancy */
     struct { int pid, alive, busy; uint32_t respawns; uint64_t samples; } workers[SP_POOL_MAX_WORKERS];
+    /* ranks[k]: rank rank_first + k, k < nranks */
     struct { int pid, state; uint32_t attaches, deaths; uint64_t next, released; } ranks[SP_SERVICE_MAX_RANKS];
+    uint32_t rank_first, nranks;     /* the ranks served (all: 0, world) */
 } sp_service_status;
 #define SP_RANK_NEVER 0
 #define SP_RANK_ATTACHING 1

@@ -27,6 +27,7 @@ static void make_template(void) {
     tmpl.nslots = 2;
     tmpl.cap = 4;
     tmpl.nranks = 2;
+    tmpl.world = 2;
     tmpl.sample_bytes = 12;
     if (sp__ring_layout(&tmpl, NULL) != 0) abort();
     tmpl.fp_hi = 0x1122334455667788ull;

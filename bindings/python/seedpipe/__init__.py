@@ -12,7 +12,7 @@ Every batch is a pure function of (dataset, pipeline, seed, epoch, batch
 index, format, geometry): worker count, scheduling, resume and cache never
 change a byte. See docs/python.md.
 """
-from ._core import BatchInfo, Client, Error, Loader, attach
+from ._core import BatchInfo, Client, DistributedEnv, Error, Loader, attach, distributed_env
 from ._cli import DigestResult, VerifyResult, digest, verify
 from . import _lib
 from . import transforms
@@ -42,4 +42,4 @@ def find_binary() -> str:
 
 __all__ = ["Loader", "Client", "attach", "Error", "BatchInfo", "digest", "verify",
            "DigestResult", "VerifyResult", "audit", "AuditReport", "version", "find_binary", "LIB_PATH",
-           "transforms"]
+           "transforms", "distributed_env", "DistributedEnv"]

@@ -17,13 +17,14 @@ import os
 import warnings
 import weakref
 from ctypes import byref
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from . import _lib as L
 
-__all__ = ["Error", "Loader", "Client", "attach", "BatchInfo"]
+__all__ = ["Error", "Loader", "Client", "attach", "BatchInfo", "distributed_env",
+           "DistributedEnv"]
 
 _U32_MAX = 0xFFFFFFFF
 _UNBOUNDED_EPOCHS = _U32_MAX
@@ -158,6 +159,118 @@ def _state_from(obj: Any) -> L.sp_loader_state:
     return st
 
 
+# ---- rank and world from the launcher's environment -----------------------------
+
+# (rank variable, world variable), in order of precedence.
+_DIST_SOURCES = (
+    ("RANK", "WORLD_SIZE"),                              # torchrun / torch.distributed.launch
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),    # OpenMPI's mpirun
+    ("PMI_RANK", "PMI_SIZE"),                            # MPICH / Intel MPI (Hydra), srun --mpi=pmi2
+    ("SLURM_PROCID", "SLURM_NTASKS"),                    # srun
+)
+
+
+class _DistributedEnv(NamedTuple):
+    rank: int
+    world: int
+    source: str
+
+
+class DistributedEnv(_DistributedEnv):
+    """(rank, world, source) from distributed_env(), with .local_rank besides:
+    LOCAL_RANK's value under torchrun, else None. It is information (the
+    rank within one node, e.g. to pick a device), never the rank."""
+    local_rank: Optional[int] = None
+
+    def __new__(cls, rank: int, world: int, source: str, local_rank: Optional[int] = None):
+        self = super().__new__(cls, rank, world, source)
+        self.local_rank = local_rank
+        return self
+
+    def __repr__(self):
+        extra = f", local_rank={self.local_rank}" if self.local_rank is not None else ""
+        return (f"DistributedEnv(rank={self.rank}, world={self.world}, "
+                f"source={self.source!r}{extra})")
+
+
+def _env_uint(env, name: str) -> int:
+    v = env[name]
+    t = v.strip()
+    if not t or not t.isascii() or not t.isdigit():
+        raise ValueError(f"{name}={v!r} is not a non-negative integer")
+    return int(t)
+
+
+def distributed_env(environ=None) -> DistributedEnv:
+    """(rank, world, source) of this process as its launcher set them.
+
+    The first complete pair of these environment variables wins:
+        RANK / WORLD_SIZE                             torchrun (torch.distributed.run)
+        OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE   OpenMPI's mpirun
+        PMI_RANK / PMI_SIZE                           MPICH, Intel MPI (Hydra)
+        SLURM_PROCID / SLURM_NTASKS                   srun
+    and source names it ("RANK/WORLD_SIZE", ...); with none of them set it
+    is (0, 1, "default"). LOCAL_RANK is never the rank (it is the rank
+    within one node); under torchrun its value is given as .local_rank.
+
+    Raises ValueError naming the variable and its value when a value is not
+    a non-negative integer (LOCAL_RANK included, when RANK/WORLD_SIZE are
+    used), when world is 0 or rank >= world, or when only
+    one variable of a pair is set (a launcher sets both; half a pair is a
+    mistake, not a reason to try the next launcher). Pairs after the one
+    used are not looked at. Note that inside an sbatch script, outside srun,
+    SLURM_PROCID=0 and SLURM_NTASKS=N are set for the one batch process.
+    `environ` defaults to os.environ.
+    """
+    env = os.environ if environ is None else environ
+    for rname, wname in _DIST_SOURCES:
+        have_r, have_w = rname in env, wname in env
+        if not have_r and not have_w:
+            continue
+        if have_r != have_w:
+            set_, unset = (rname, wname) if have_r else (wname, rname)
+            raise ValueError(f"{set_}={env[set_]!r} is set but {unset} is not "
+                             f"(a launcher sets both)")
+        rank, world = _env_uint(env, rname), _env_uint(env, wname)
+        if world < 1:
+            raise ValueError(f"{wname}={env[wname]!r} must be at least 1")
+        if rank >= world:
+            raise ValueError(f"{rname}={env[rname]!r} must be less than "
+                             f"{wname}={env[wname]!r}")
+        local = None
+        if rname == "RANK" and "LOCAL_RANK" in env:
+            local = _env_uint(env, "LOCAL_RANK")
+        return DistributedEnv(rank, world, f"{rname}/{wname}", local)
+    return DistributedEnv(0, 1, "default")
+
+
+def _resolve_rank_world(rank: Any, world: Any) -> Tuple[int, int]:
+    """Loader's rank/world: ints as given; "auto" from distributed_env(). One
+    "auto" with one int must agree with the environment."""
+    auto_r = isinstance(rank, str) and rank == "auto"
+    auto_w = isinstance(world, str) and world == "auto"
+    for name, v, auto in (("rank", rank, auto_r), ("world", world, auto_w)):
+        if isinstance(v, str) and not auto:
+            raise ValueError(f"{name} must be an integer or 'auto', got {v!r}")
+    if not auto_r and not auto_w:
+        return rank, world
+    de = distributed_env()
+    if auto_r and auto_w:
+        return de.rank, de.world
+    if auto_r:
+        world = _check_int("world", world, 1, 1 << 16)
+        if world != de.world:
+            raise ValueError(f"rank='auto' with world={world}, but the environment says world "
+                             f"{de.world} ({de.source}); pass world='auto' too, or both as "
+                             "integers")
+        return de.rank, world
+    rank = _check_int("rank", rank, 0, 1 << 16)
+    if rank != de.rank:
+        raise ValueError(f"world='auto' with rank={rank}, but the environment says rank "
+                         f"{de.rank} ({de.source}); pass rank='auto' too, or both as integers")
+    return rank, de.world
+
+
 # ---- resources (owned by a finalizer, never by the Python object itself) -------
 
 def _cache_warning(ud, msg) -> None:
@@ -289,6 +402,18 @@ class Loader(_Base):
     `stream()` yields every remaining batch up to `epochs`. epochs=None
     means no end; with epochs=E an iteration past epoch E-1 yields nothing.
 
+    rank/world: this process's slice of each global batch of batch_size
+    samples (world must divide batch_size); the union of the world slices is
+    the same global batch, byte for byte, for any world. rank="auto",
+    world="auto" take them from the launcher's environment through
+    seedpipe.distributed_env(): RANK/WORLD_SIZE (torchrun), else
+    OMPI_COMM_WORLD_RANK/_SIZE (OpenMPI), PMI_RANK/PMI_SIZE (MPICH, Intel
+    MPI), SLURM_PROCID/SLURM_NTASKS (srun), else rank 0 of 1; a malformed or
+    half-set pair is a ValueError naming the variable. "auto" for one and an
+    integer for the other is accepted only when the integer equals what the
+    environment says (e.g. world=4 checks the launcher agrees); otherwise
+    ValueError. The resolved integers are .rank and .world.
+
     images: (n, C, H, W) for nchw or (n, H, W, C) for nhwc, uint8 or float32;
     labels: (n,) int32; n = batch_size / world (the last batch may be short
     unless drop_last). They are VIEWS (no copy) on the loader's batch buffer
@@ -313,8 +438,8 @@ class Loader(_Base):
 
     def __init__(self, data, pipeline: str = "shapes-train", seed: int = 0,
                  batch_size: int = 32, workers: int = 0, epochs: Optional[int] = None,
-                 drop_last: bool = False, dtype=None, layout: str = "nchw", rank: int = 0,
-                 world: int = 1, on_error: str = "fail", copy: bool = False, threads: int = 1,
+                 drop_last: bool = False, dtype=None, layout: str = "nchw", rank=0,
+                 world=1, on_error: str = "fail", copy: bool = False, threads: int = 1,
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None):
         self._res = _Res()
@@ -339,6 +464,7 @@ class Loader(_Base):
         self.workers = _check_int("workers", workers, 0, 64)
         if epochs is not None:
             epochs = _check_int("epochs", epochs, 1, _U32_MAX - 1)
+        rank, world = _resolve_rank_world(rank, world)
         world = _check_int("world", world, 1, 1 << 16)
         rank = _check_int("rank", rank, 0, world - 1)
         if batch_size % world:
