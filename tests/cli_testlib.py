@@ -65,6 +65,27 @@ def serve(name, ds, common, *extra, env=None):
     return p, line
 
 
+def stop_all():
+    """Stop every process serve() (or a test) put in procs: SIGTERM first (a
+    service unlinks its region), SIGKILL after 5 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def final_digest(out):
+    """The final-weights digest `seedpipe train` printed."""
+    for line in out.splitlines():
+        if line.startswith("final weights digest "):
+            return line.split()[3]
+    raise AssertionError(f"no final weights digest in: {out}")
+
+
 def finish(p, timeout=20):
     out, err = p.communicate(timeout=timeout)
     return p.returncode, out, err

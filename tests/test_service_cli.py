@@ -25,7 +25,7 @@ import tempfile
 import time
 import shutil
 
-from cli_testlib import (alive, children_left, finish, procs, run, serve,
+from cli_testlib import (alive, children_left, finish, procs, run, serve, stop_all,
                          worker_pids)
 
 BIN = os.environ.get("SEEDPIPE_BIN")
@@ -171,14 +171,7 @@ def main():
         rows = [l for l in v.stdout.splitlines() if l.startswith("service")]
         assert len(rows) == 2 and all(r.rstrip().endswith("yes") for r in rows), v.stdout
     finally:
-        for p in procs:   # SIGTERM first: a service unlinks its region
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
     left = [f for f in os.listdir("/dev/shm") if f.startswith(PREFIX)]
     assert not left, f"regions left: {left}"

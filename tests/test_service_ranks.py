@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli_testlib import children_left, finish, procs, run, serve
+from cli_testlib import children_left, finish, procs, run, serve, stop_all
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 BUILD = os.environ.get("SP_BUILD_DIR", "")
@@ -197,14 +197,7 @@ def main():
         assert v.returncode == 2 and "not divisible by 3" in v.stderr, v.stderr
         print("verify --world: 1,2,4 equal; per-worker rng diverges at rank 1's first sample")
     finally:
-        for p in procs:   # SIGTERM first: a service unlinks its region
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
     left = [f for f in os.listdir("/dev/shm") if f.startswith(PREFIX)]
     assert not left, f"regions left: {left}"

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from cli_testlib import BIN, procs, run, serve
+from cli_testlib import BIN, final_digest, procs, run, serve, stop_all
 
 MPIEXEC = os.environ.get("SP_MPIEXEC")
 ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -45,13 +45,6 @@ def mpirun(np, *args, ok=True, timeout=120, env=None, wrap=None):
         raise AssertionError(f"mpirun -np {np} {' '.join(map(str, args))} failed "
                              f"({p.returncode}): {p.stdout}{p.stderr}")
     return p
-
-
-def digest(out):
-    for line in out.splitlines():
-        if line.startswith("final weights digest "):
-            return line.split()[3]
-    raise AssertionError(f"no digest in: {out}")
 
 
 def record(path):
@@ -88,24 +81,24 @@ def main():
 
         # 1. one process, then 2, 3 and 4 ranks
         t0 = time.time()
-        one = digest(run("train", ds, *common, "--out", os.path.join(tmp, "r1.json")).stdout)
+        one = final_digest(run("train", ds, *common, "--out", os.path.join(tmp, "r1.json")).stdout)
         seen = {"np 1": one}
         for np in (2, 3, 4):
             out = os.path.join(tmp, f"r{np}.json")
             p = mpirun(np, "train", ds, *common, "--out", out)
-            seen[f"np {np}"] = digest(p.stdout)
+            seen[f"np {np}"] = final_digest(p.stdout)
             assert record(out)["config"]["world"] == np, record(out)["config"]
             # every rank reports its own timing line: all of them trained
             ranks = {l.split(":")[0] for l in p.stdout.splitlines() if l.startswith("rank ")}
             assert ranks == {f"rank {r}/{np}" for r in range(np)}, p.stdout
         p = mpirun(2, "train", ds, *common, "--workers", 1, "--out", os.path.join(tmp, "rw.json"))
-        seen["np 2, a pool per rank"] = digest(p.stdout)
+        seen["np 2, a pool per rank"] = final_digest(p.stdout)
         sp, _ = serve("sp-train-mpi-attach", ds, ["--seed", 3, "--epochs", 2, "--batch-size", 48],
                       "--world", 2, "--workers", 1)
         p = mpirun(2, "train", ds, *common, "--attach", "sp-train-mpi-attach",
                    "--out", os.path.join(tmp, "ra.json"))
         sp.wait(timeout=30)
-        seen["np 2, --attach a service"] = digest(p.stdout)
+        seen["np 2, --attach a service"] = final_digest(p.stdout)
         assert set(seen.values()) == {one}, seen
         print(f"final weights {one} for: {', '.join(seen)} ({time.time() - t0:.1f} s)")
 
@@ -118,7 +111,7 @@ def main():
                     "--out", os.path.join(tmp, "res2.json"))
         p1 = run("train", ds, *common, "--resume", os.path.join(ck, "step-3.ckpt"),
                  "--out", os.path.join(tmp, "res1.json"))
-        assert digest(p2.stdout) == one and digest(p1.stdout) == one, (p2.stdout, p1.stdout)
+        assert final_digest(p2.stdout) == one and final_digest(p1.stdout) == one, (p2.stdout, p1.stdout)
         full = record(os.path.join(tmp, "r1.json"))
         for name in ("res2.json", "res1.json"):
             r = record(os.path.join(tmp, name))
@@ -182,10 +175,7 @@ def main():
         print(f"rank 2 killed: the job failed ({job.returncode}), mpirun names rank 2")
         return 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -20,18 +20,11 @@ import sys
 import tempfile
 import time
 
-from cli_testlib import BIN, procs, run, serve
+from cli_testlib import BIN, final_digest, procs, run, serve, stop_all
 
 SRC = os.environ.get("SP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
 NETNS_RUN = os.path.join(SRC, "tests", "mpi", "netns_run.sh")
 MPIEXEC = os.environ.get("SP_MPIEXEC")
-
-
-def digest(out):
-    for line in out.splitlines():
-        if line.startswith("final weights digest "):
-            return line.split()[3]
-    raise AssertionError(f"no digest in: {out}")
 
 
 def namespaces():
@@ -60,7 +53,7 @@ def main():
         ds = os.path.join(tmp, "shapes")
         run("make-shapes", ds, "--count", 192, "--size", 32, "--seed", 4)
         common = ["--seed", 5, "--epochs", 2, "--batch-size", 48]
-        one = digest(run("train", ds, *common, "--out", os.path.join(tmp, "r1.json")).stdout)
+        one = final_digest(run("train", ds, *common, "--out", os.path.join(tmp, "r1.json")).stdout)
 
         t = time.time()
         p = across(4, BIN, "train", ds, *common, "--out", os.path.join(tmp, "r4.json"))
@@ -69,7 +62,7 @@ def main():
             return 77
         assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
         assert "netns_run: ranks 0..1 in A" in p.stdout and "2..3 in B" in p.stdout, p.stdout
-        assert digest(p.stdout) == one, (p.stdout, one)
+        assert final_digest(p.stdout) == one, (p.stdout, one)
         print(f"np 4 across two namespaces: {one}, as one process ({time.time() - t:.1f} s)")
 
         help_text = run("help").stdout + run("help").stderr
@@ -84,7 +77,7 @@ def main():
                     f'--out "{os.path.join(tmp, "svc.json")}"')
             p = across(4, "sh", "-c", pick)
             assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
-            assert digest(p.stdout) == one, (p.stdout, one)
+            assert final_digest(p.stdout) == one, (p.stdout, one)
             for s in svc:
                 s.wait(timeout=30)
             print("np 4 across two namespaces, one service per node (--ranks 0-1, 2-3): "
@@ -99,10 +92,7 @@ def main():
         print("no namespace or process left")
         return 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
