@@ -21,7 +21,7 @@
  * crop's chroma is under 2 samples wide. With the margins the edge pixels
  * are never copied, and a region decode equals the same crop of a full
  * decode (tests/test_decode.c checks this on every sampling layout). Where
- * libjpeg-turbo 2.1's cropping is wrong (sp_jpeg_crop_is_exact()) the rows
+ * libjpeg-turbo 2.1's cropping is wrong (jd_crop_is_exact()) the rows
  * are decoded at full width instead. With SP__DECODE_WIDE (the pipeline's
  * fused region decode) nothing is copied when libjpeg's output layout is
  * the requested one: its (widened) rows are written straight into the
@@ -41,7 +41,7 @@
  * or colour conversion) and jpeg_finish_decompress reads the trailing
  * markers, so damage anywhere is an error for every crop, baseline,
  * progressive (read whole at jpeg_start_decompress) or arithmetic-coded
- * alike. Before libjpeg sees the file, sp_jpeg_walk() checks that every
+ * alike. Before libjpeg sees the file, jd_walk() checks that every
  * marker segment up to the first scan fits in the bytes that remain.
  * Reentrant: no global state.
  */
@@ -70,7 +70,7 @@ typedef struct sp_jpeg_ctx {
     uint8_t *row;                      /* one scanline of libjpeg output */
 } sp_jpeg_ctx;
 
-static void sp_jpeg_fail(j_common_ptr cinfo) {
+static void jd_fail(j_common_ptr cinfo) {
     sp_jpeg_ctx *c = (sp_jpeg_ctx *)cinfo->err;
     char buf[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, buf);
@@ -93,13 +93,13 @@ static void sp_jpeg_fail(j_common_ptr cinfo) {
  * extraneous bytes before marker"): after a bit error the entropy decoder
  * can lose sync, decode wrong coefficients from fewer bits and stop short
  * of the next marker, and that is how it shows. */
-static void sp_jpeg_emit(j_common_ptr cinfo, int level) {
-    if (level < 0) sp_jpeg_fail(cinfo);
+static void jd_emit(j_common_ptr cinfo, int level) {
+    if (level < 0) jd_fail(cinfo);
 }
 
-static void sp_jpeg_output(j_common_ptr cinfo) { (void)cinfo; /* never prints */ }
+static void jd_output(j_common_ptr cinfo) { (void)cinfo; /* never prints */ }
 
-static void sp_jpeg_progress(j_common_ptr cinfo) {
+static void jd_progress(j_common_ptr cinfo) {
     if (!cinfo->is_decompressor) return;
     j_decompress_ptr d = (j_decompress_ptr)cinfo;
     if (d->input_scan_number > SP_JPEG_MAX_SCANS) {
@@ -117,7 +117,7 @@ static void sp_jpeg_progress(j_common_ptr cinfo) {
  * end). Fill bytes (0xFF) before a marker are allowed, anything else
  * between segments is not (libjpeg would warn: extraneous data). What
  * follows the first SOS is entropy-coded and is libjpeg's to check. */
-static int sp_jpeg_walk(const uint8_t *buf, size_t len, const char *path, sp_error *err) {
+static int jd_walk(const uint8_t *buf, size_t len, const char *path, sp_error *err) {
     size_t pos = 2;   /* after SOI (sniffed by the caller) */
     for (;;) {
         if (pos >= len || buf[pos] != 0xFF) {
@@ -153,19 +153,19 @@ static int sp_jpeg_walk(const uint8_t *buf, size_t len, const char *path, sp_err
 }
 
 /* Create the decompressor, read the header, map the colour space and check
- * the limits. Runs under sp_jpeg_guarded()'s setjmp. */
-static int sp_jpeg_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
+ * the limits. Runs under jd_guarded()'s setjmp. */
+static int jd_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                         const sp_decode_limits *lim, sp__pixfmt *fmt, sp_error *err) {
     struct jpeg_decompress_struct *ci = &c->cinfo;
-    int rc = sp_jpeg_walk(buf, len, c->path, err);
+    int rc = jd_walk(buf, len, c->path, err);
     if (rc != SP_OK) return rc;
     ci->err = jpeg_std_error(&c->jerr);
-    c->jerr.error_exit = sp_jpeg_fail;
-    c->jerr.emit_message = sp_jpeg_emit;
-    c->jerr.output_message = sp_jpeg_output;
+    c->jerr.error_exit = jd_fail;
+    c->jerr.emit_message = jd_emit;
+    c->jerr.output_message = jd_output;
     jpeg_create_decompress(ci);
     c->created = 1;
-    c->progress.progress_monitor = sp_jpeg_progress;
+    c->progress.progress_monitor = jd_progress;
     ci->progress = &c->progress;
     uint64_t cap = lim->max_bytes > (uint64_t)LONG_MAX / 4 ? (uint64_t)LONG_MAX
                                                            : lim->max_bytes * 4;
@@ -203,7 +203,7 @@ static int sp_jpeg_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
  * a cropped decode is wrong (e.g. 2x4 or 4:1:0 files at scale 1/2). Crop
  * only when every component either shares the minimum scaled DCT size or
  * needs no upsampling; otherwise decode full rows and copy out. */
-static int sp_jpeg_crop_is_exact(j_decompress_ptr ci) {
+static int jd_crop_is_exact(j_decompress_ptr ci) {
 #if JPEG_LIB_VERSION >= 70
     int m = ci->min_DCT_h_scaled_size;
 #else
@@ -230,7 +230,7 @@ static int sp_jpeg_crop_is_exact(j_decompress_ptr ci) {
  * file at scale 1/2: "premature end of data segment" on a valid file).
  * Skip only when every component has the minimum scaled DCT size in both
  * directions; otherwise the rows after the region are decoded and dropped. */
-static int sp_jpeg_skip_is_exact(j_decompress_ptr ci) {
+static int jd_skip_is_exact(j_decompress_ptr ci) {
     for (int i = 0; i < ci->num_components; i++) {
         const jpeg_component_info *cp = &ci->comp_info[i];
 #if JPEG_LIB_VERSION >= 70
@@ -249,10 +249,10 @@ static int sp_jpeg_skip_is_exact(j_decompress_ptr ci) {
  * depend on which rows the crop needs). The last row is read, not skipped:
  * libjpeg-turbo's jpeg_skip_scanlines() to the bottom of the image returns
  * without decoding anything. c->row holds one libjpeg row. */
-static int sp_jpeg_finish(sp_jpeg_ctx *c, const sp__window *win, sp_error *err) {
+static int jd_finish(sp_jpeg_ctx *c, const sp__window *win, sp_error *err) {
     struct jpeg_decompress_struct *ci = &c->cinfo;
     JDIMENSION end = (JDIMENSION)win->scaled_h;
-    if (ci->output_scanline + 1 < end && sp_jpeg_skip_is_exact(ci)) {
+    if (ci->output_scanline + 1 < end && jd_skip_is_exact(ci)) {
         JDIMENSION n = end - 1 - ci->output_scanline;
         if (jpeg_skip_scanlines(ci, n) != n)
             return sp_error_set(err, SP_EFORMAT, "%s: JPEG: rows after %d could not be skipped",
@@ -268,11 +268,11 @@ static int sp_jpeg_finish(sp_jpeg_ctx *c, const sp__window *win, sp_error *err) 
     return SP_OK;
 }
 
-static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
+static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                         const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err) {
     sp__pixfmt fmt = SP__PIX_RGB;
-    int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
+    int rc = jd_open(c, buf, len, lim, &fmt, err);
     if (rc != SP_OK) return rc;
     struct jpeg_decompress_struct *ci = &c->cinfo;
 
@@ -318,7 +318,7 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
         if (cx1 - cx0 < minw) cx0 = cx1 > minw ? cx1 - minw : 0;
     }
     JDIMENSION row_x0 = 0;  /* scaled column of the row buffer's first pixel */
-    if ((cx0 != 0 || cx1 != (JDIMENSION)win.scaled_w) && sp_jpeg_crop_is_exact(ci)) {
+    if ((cx0 != 0 || cx1 != (JDIMENSION)win.scaled_w) && jd_crop_is_exact(ci)) {
         JDIMENSION xoff = cx0, cw = cx1 - cx0;
         jpeg_crop_scanline(ci, &xoff, &cw);
         row_x0 = xoff;
@@ -370,7 +370,7 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
             if (y == 0 && off) memcpy(out->data, c->row + off, (size_t)w * comps);
             y += (int)got;
         }
-        return sp_jpeg_finish(c, &win, err);
+        return jd_finish(c, &win, err);
     }
     int direct = row_x0 == (JDIMENSION)win.x0 && ci->output_width == (JDIMENSION)out->width &&
                  same;
@@ -396,17 +396,17 @@ static int sp_jpeg_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                             (size_t)out->width);
         }
     }
-    return sp_jpeg_finish(c, &win, err);
+    return jd_finish(c, &win, err);
 }
 
-static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
+static int jd_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                            const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                            sp_image_info *info, sp_image *out, sp_error *err) {
     if (setjmp(c->jb))
         return sp_error_set(err, c->code, "%s: JPEG: %s", c->path, c->msg);
-    if (out) return sp_jpeg_body(c, buf, len, req, lim, flags, out, err);
+    if (out) return jd_body(c, buf, len, req, lim, flags, out, err);
     sp__pixfmt fmt = SP__PIX_RGB;
-    int rc = sp_jpeg_open(c, buf, len, lim, &fmt, err);
+    int rc = jd_open(c, buf, len, lim, &fmt, err);
     if (rc != SP_OK) return rc;
     info->format = SP_FORMAT_JPEG;
     info->width = (int)c->cinfo.image_width;
@@ -416,13 +416,13 @@ static int sp_jpeg_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
 }
 
 /* probe (out == NULL) or decode, with cleanup on every path */
-static int sp_jpeg_run(const uint8_t *buf, size_t len, const char *path,
+static int jd_run(const uint8_t *buf, size_t len, const char *path,
                        const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                        sp_image_info *info, sp_image *out, sp_error *err) {
     sp_jpeg_ctx *c = calloc(1, sizeof *c);
     if (!c) return sp_error_set(err, SP_ENOMEM, "%s: JPEG: out of memory", path);
     c->path = path;
-    int rc = sp_jpeg_guarded(c, buf, len, req, lim, flags, info, out, err);
+    int rc = jd_guarded(c, buf, len, req, lim, flags, info, out, err);
     if (c->created) jpeg_destroy_decompress(&c->cinfo);
     free(c->row);
     free(c);
@@ -432,11 +432,11 @@ static int sp_jpeg_run(const uint8_t *buf, size_t len, const char *path,
 
 int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
-    return sp_jpeg_run(buf, len, path, NULL, lim, 0, info, NULL, err);
+    return jd_run(buf, len, path, NULL, lim, 0, info, NULL, err);
 }
 
 int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
                     const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                     sp_image *out, sp_error *err) {
-    return sp_jpeg_run(buf, len, path, req, lim, flags, NULL, out, err);
+    return jd_run(buf, len, path, req, lim, flags, NULL, out, err);
 }

@@ -12,7 +12,7 @@
  * HOW IT WORKS: the IHDR is parsed and CRC-checked here first (that is all
  * a probe does), so the limits and the request are checked before libpng
  * allocates anything; a decode then walks the chunk headers to IEND
- * (sp_png_walk), so no declared length exceeds the file. libpng errors,
+ * (pd_walk), so no declared length exceeds the file. libpng errors,
  * benign errors and warnings all longjmp back through our error handler
  * with libpng's message (one policy: a sample is exact or refused), and
  * every resource lives in a context struct that the caller frees on every
@@ -44,7 +44,7 @@ static uint32_t sp_be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-static int sp_png_depth_ok(int color, int depth) {
+static int pd_depth_ok(int color, int depth) {
     switch (color) {
     case 0: return depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
     case 3: return depth == 1 || depth == 2 || depth == 4 || depth == 8;
@@ -55,7 +55,7 @@ static int sp_png_depth_ok(int color, int depth) {
 
 /* Parse and check the signature and the IHDR chunk that must follow it.
  * *h is always written (zeroed first), whatever the outcome. */
-static int sp_png_parse_ihdr(const uint8_t *buf, size_t len, const char *path,
+static int pd_parse_ihdr(const uint8_t *buf, size_t len, const char *path,
                              sp_png_ihdr *h, sp_error *err) {
     memset(h, 0, sizeof *h);
     if (len < 8 + 25)
@@ -74,7 +74,7 @@ static int sp_png_parse_ihdr(const uint8_t *buf, size_t len, const char *path,
     if (h->width == 0 || h->height == 0 || h->width > 0x7fffffffu || h->height > 0x7fffffffu)
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: IHDR: invalid size %lux%lu", path,
                             (unsigned long)h->width, (unsigned long)h->height);
-    if (!sp_png_depth_ok(h->color, h->depth))
+    if (!pd_depth_ok(h->color, h->depth))
         return sp_error_set(err, SP_EFORMAT,
                             "%s: PNG: IHDR: invalid colour type %d with bit depth %d", path,
                             h->color, h->depth);
@@ -88,7 +88,7 @@ static int sp_png_parse_ihdr(const uint8_t *buf, size_t len, const char *path,
 int sp__png_probe(const uint8_t *buf, size_t len, const char *path,
                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
     sp_png_ihdr h;
-    int rc = sp_png_parse_ihdr(buf, len, path, &h, err);
+    int rc = pd_parse_ihdr(buf, len, path, &h, err);
     if (rc == SP_OK) rc = sp__decode_check_limits(path, "PNG", h.width, h.height, lim, err);
     if (rc != SP_OK) return rc;
     info->format = SP_FORMAT_PNG;
@@ -107,7 +107,7 @@ int sp__png_probe(const uint8_t *buf, size_t len, const char *path,
  * instead of libpng reading 2 GB through the read callback. A file without
  * IEND (cut at a chunk boundary) is truncated. Bytes after IEND are
  * ignored, as by libpng and Pillow. */
-static int sp_png_walk(const uint8_t *buf, size_t len, const char *path, sp_error *err) {
+static int pd_walk(const uint8_t *buf, size_t len, const char *path, sp_error *err) {
     size_t pos = 8;
     char prev[5] = "";
     while (len - pos >= 8) {
@@ -151,7 +151,7 @@ typedef struct sp_png_ctx {
     uint8_t *rgb;           /* palette files: one row expanded to RGB */
 } sp_png_ctx;
 
-static void sp_png_on_error(png_structp png, png_const_charp msg) {
+static void pd_on_error(png_structp png, png_const_charp msg) {
     sp_png_ctx *c = (sp_png_ctx *)png_get_error_ptr(png);
     snprintf(c->msg, sizeof c->msg, "%s", msg ? msg : "error");
     longjmp(c->jb, 1);
@@ -161,11 +161,11 @@ static void sp_png_on_error(png_structp png, png_const_charp msg) {
  * errors anyway) fail the sample too: with every ancillary chunk skipped
  * unread, what libpng still warns about is the image data or the critical
  * chunks (docs/security.md, "Decoder warnings"). */
-static void sp_png_on_warning(png_structp png, png_const_charp msg) {
-    sp_png_on_error(png, msg);
+static void pd_on_warning(png_structp png, png_const_charp msg) {
+    pd_on_error(png, msg);
 }
 
-static void sp_png_on_read(png_structp png, png_bytep dst, size_t n) {
+static void pd_on_read(png_structp png, png_bytep dst, size_t n) {
     sp_png_ctx *c = (sp_png_ctx *)png_get_io_ptr(png);
     if (n > c->len - c->pos) png_error(png, "unexpected end of file (truncated)");
     memcpy(dst, c->buf + c->pos, n);
@@ -177,7 +177,7 @@ static void sp_png_on_read(png_structp png, png_bytep dst, size_t n) {
  * background transform is applied and alpha (tRNS) is dropped. With the
  * negative count libpng ignores every chunk it knows except the critical
  * ones and tRNS; tRNS is added by name. Unknown chunks: the same. */
-static void sp_png_skip_ancillary(png_structp png) {
+static void pd_skip_ancillary(png_structp png) {
     static const png_byte trns[] = "tRNS";
     png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
     png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, trns, 1);
@@ -188,7 +188,7 @@ static void sp_png_skip_ancillary(png_structp png) {
  * PLTE: an index past its end is an error in the PNG specification that
  * libpng 1.6 reports only as a benign error after the last row (and misses
  * for index == num_palette). Returns the first bad index's column or -1. */
-static int sp_png_bad_index(const uint8_t *idx, size_t n, int npal) {
+static int pd_bad_index(const uint8_t *idx, size_t n, int npal) {
     uint8_t mx = 0;
     for (size_t i = 0; i < n; i++) mx = idx[i] > mx ? idx[i] : mx;
     if (mx < npal) return -1;
@@ -197,7 +197,7 @@ static int sp_png_bad_index(const uint8_t *idx, size_t n, int npal) {
     return -1;
 }
 
-static void sp_png_index_error(sp_png_ctx *c, const uint8_t *idx, int x, int y, int npal) {
+static void pd_index_error(sp_png_ctx *c, const uint8_t *idx, int x, int y, int npal) {
     snprintf(c->msg, sizeof c->msg,
              "palette index %u at row %d, column %d is past the end of the %d-entry PLTE",
              idx[x], y, x, npal);
@@ -205,7 +205,7 @@ static void sp_png_index_error(sp_png_ctx *c, const uint8_t *idx, int x, int y, 
 }
 
 /* One row of the region to the output: indices expanded first. */
-static void sp_png_emit_row(sp_png_ctx *c, const uint8_t *row, sp__pixfmt fmt,
+static void pd_emit_row(sp_png_ctx *c, const uint8_t *row, sp__pixfmt fmt,
                             const png_color *pal, size_t xoff, uint8_t *dst, int dst_channels,
                             size_t ow) {
     if (pal) {
@@ -221,23 +221,23 @@ static void sp_png_emit_row(sp_png_ctx *c, const uint8_t *row, sp__pixfmt fmt,
     }
 }
 
-/* All libpng work; a libpng error longjmps to sp_png_guarded(). Every row
+/* All libpng work; a libpng error longjmps to pd_guarded(). Every row
  * is decoded and the file is read to IEND whatever the region, so damage
  * anywhere fails every request. */
-static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
+static int pd_body(sp_png_ctx *c, const sp_decode_req *req,
                        const sp_decode_limits *lim, const sp__window *win,
                        sp_image *out, sp_error *err) {
-    c->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, sp_png_on_error,
-                                    sp_png_on_warning);
+    c->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, pd_on_error,
+                                    pd_on_warning);
     if (c->png) c->info = png_create_info_struct(c->png);
     if (!c->png || !c->info)
         return sp_error_set(err, SP_ENOMEM, "%s: PNG: out of memory", c->path);
-    png_set_read_fn(c->png, c, sp_png_on_read);
+    png_set_read_fn(c->png, c, pd_on_read);
     png_set_benign_errors(c->png, 0);
     png_set_user_limits(c->png, lim->max_width, lim->max_height);
     png_set_chunk_malloc_max(c->png, SP_PNG_CHUNK_MAX);
     png_set_chunk_cache_max(c->png, SP_PNG_CHUNK_CACHE);
-    sp_png_skip_ancillary(c->png);
+    pd_skip_ancillary(c->png);
 
     png_read_info(c->png, c->info);
     png_uint_32 w, h;
@@ -289,11 +289,11 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
                 int keep = (int)y >= win->y0 && (int)y < win->y1;
                 uint8_t *dst = keep ? c->rows + (size_t)(y - win->y0) * rowbytes : c->scratch;
                 png_read_row(c->png, dst, NULL);
-                int bad = pal ? sp_png_bad_index(dst, w, npal) : -1;
-                if (bad >= 0) sp_png_index_error(c, dst, bad, (int)y, npal);
+                int bad = pal ? pd_bad_index(dst, w, npal) : -1;
+                if (bad >= 0) pd_index_error(c, dst, bad, (int)y, npal);
             }
         for (int y = 0; y < out->height; y++)
-            sp_png_emit_row(c, c->rows + (size_t)y * rowbytes, fmt, pal, xoff,
+            pd_emit_row(c, c->rows + (size_t)y * rowbytes, fmt, pal, xoff,
                             out->data + (size_t)y * out->stride, out->channels, ow);
     } else {
         for (png_uint_32 y = 0; y < h; y++) {
@@ -301,10 +301,10 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
              * their palette indices must be checked */
             int keep = (int)y >= win->y0 && (int)y < win->y1;
             png_read_row(c->png, keep || pal ? c->rows : NULL, NULL);
-            int bad = pal ? sp_png_bad_index(c->rows, w, npal) : -1;
-            if (bad >= 0) sp_png_index_error(c, c->rows, bad, (int)y, npal);
+            int bad = pal ? pd_bad_index(c->rows, w, npal) : -1;
+            if (bad >= 0) pd_index_error(c, c->rows, bad, (int)y, npal);
             if (keep)
-                sp_png_emit_row(c, c->rows, fmt, pal, xoff,
+                pd_emit_row(c, c->rows, fmt, pal, xoff,
                                 out->data + (size_t)((int)y - win->y0) * out->stride,
                                 out->channels, ow);
         }
@@ -313,12 +313,12 @@ static int sp_png_body(sp_png_ctx *c, const sp_decode_req *req,
     return SP_OK;
 }
 
-static int sp_png_guarded(sp_png_ctx *c, const sp_decode_req *req,
+static int pd_guarded(sp_png_ctx *c, const sp_decode_req *req,
                           const sp_decode_limits *lim, const sp__window *win,
                           sp_image *out, sp_error *err) {
     if (setjmp(c->jb))
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: %s", c->path, c->msg);
-    return sp_png_body(c, req, lim, win, out, err);
+    return pd_body(c, req, lim, win, out, err);
 }
 
 int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
@@ -326,7 +326,7 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
                    sp_image *out, sp_error *err) {
     sp_png_ihdr ih;
     sp__window win;
-    int rc = sp_png_parse_ihdr(buf, len, path, &ih, err);
+    int rc = pd_parse_ihdr(buf, len, path, &ih, err);
     if (rc == SP_OK) rc = sp__decode_check_limits(path, "PNG", ih.width, ih.height, lim, err);
     if (rc != SP_OK) return rc;
     if (req->scale_denom != 1)
@@ -334,7 +334,7 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
                             "%s: PNG: scale_denom %d (PNG decodes only at scale 1)", path,
                             req->scale_denom);
     rc = sp__decode_window(path, "PNG", (int)ih.width, (int)ih.height, req, &win, err);
-    if (rc == SP_OK) rc = sp_png_walk(buf, len, path, err);
+    if (rc == SP_OK) rc = pd_walk(buf, len, path, err);
     if (rc != SP_OK) return rc;
 
     sp_png_ctx c;
@@ -342,7 +342,7 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
     c.path = path;
     c.buf = buf;
     c.len = len;
-    rc = sp_png_guarded(&c, req, lim, &win, out, err);
+    rc = pd_guarded(&c, req, lim, &win, out, err);
     if (c.png) png_destroy_read_struct(&c.png, c.info ? &c.info : NULL, NULL);
     free(c.rows);
     free(c.scratch);

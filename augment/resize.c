@@ -330,7 +330,7 @@ __attribute__((target("avx512bw"))) static void hblock3_avx512(const axis *ax, c
 }
 
 /* In-lane 16 x 16 byte transposes of four 128-bit lanes at once (the
- * stages of sp_tr16 below). */
+ * stages of tr16 below). */
 #define SP_TR16_512(r)                                                                 \
     do {                                                                               \
         __m512i s_[16], u_[16];                                                        \
@@ -398,7 +398,7 @@ __attribute__((target("avx512bw"))) static size_t from_columns_avx512(const uint
 }
 
 /* 0: SSE2, 1: AVX2, 2: AVX-512BW. */
-static int sp_isa(void) {
+static int resize_isa(void) {
 #ifdef SP_FORCE_ISA   /* testing: force a level */
     return SP_FORCE_ISA;
 #endif
@@ -439,7 +439,7 @@ static void vrow(const uint8_t *const *rows, const int32_t *w, const uint32_t *w
 }
 
 /* Transpose a 16 x 16 byte block in place: r[i] byte j -> r[j] byte i. */
-static inline void sp_tr16(__m128i r[16]) {
+static inline void tr16(__m128i r[16]) {
     __m128i s[16], u[16];
     for (int p = 0; p < 8; p++) {
         s[p] = _mm_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
@@ -473,7 +473,7 @@ static void to_columns(const uint8_t *R, size_t rs, size_t len, uint8_t *T, int 
     for (; i < len; i += 16) {
         __m128i v[16];
         for (int r = 0; r < 16; r++) v[r] = _mm_loadu_si128((const __m128i *)(R + r * rs + i));
-        sp_tr16(v);
+        tr16(v);
         for (int j = 0; j < 16; j++) _mm_storeu_si128((__m128i *)(T + (i + j) * 16), v[j]);
     }
 }
@@ -516,7 +516,7 @@ static void from_columns(const uint8_t *O, size_t m, uint8_t *out, size_t ostrid
     for (; i + 16 <= m; i += 16) {
         __m128i v[16];
         for (int j = 0; j < 16; j++) v[j] = _mm_load_si128((const __m128i *)(O + (i + j) * 16));
-        sp_tr16(v);
+        tr16(v);
         for (int r = 0; r < nr; r++) _mm_storeu_si128((__m128i *)(out + (size_t)r * ostride + i), v[r]);
     }
     for (; i < m; i++)
@@ -564,7 +564,7 @@ int sp_resample(const sp_image *src, int src_x, int src_y, const sp_resample_geo
     }
     const int HB = SP_HB;
 #ifdef SP_ISA_MULTI
-    const int isa = sp_isa();
+    const int isa = resize_isa();
 #else
     const int isa = 0;
 #endif

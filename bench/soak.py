@@ -73,7 +73,8 @@ class SpBatch(ctypes.Structure):   # sp_batch (include/seedpipe/pool.h), as test
                 ("images", ctypes.c_void_p), ("labels", ctypes.c_void_p),
                 ("indices", ctypes.c_void_p), ("nskipped", ctypes.c_uint32),
                 ("skipped", ctypes.c_void_p), ("nsubstituted", ctypes.c_uint32),
-                ("substituted", ctypes.c_void_p)]
+                ("substituted", ctypes.c_void_p), ("flags", ctypes.c_uint32),
+                ("_reserved", ctypes.c_uint8 * 256)]   # include/seedpipe/loader.h, and room
 
 
 class SpDigest(ctypes.Structure):

@@ -595,7 +595,7 @@ out:
 }
 
 static int cpu_eval(void *ctx, const float *x, const int32_t *labels, uint32_t n,
-                    uint32_t *correct, float *loss, sp_error *err) {
+                    float *loss, uint32_t *correct, sp_error *err) {
     cpu_ctx *c = (cpu_ctx *)ctx;
     int rc = ensure_cap(c, n, err);
     if (rc) return rc;

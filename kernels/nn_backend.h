@@ -46,9 +46,9 @@ typedef struct sp__nn_backend {
     int (*step_part)(void *ctx, const float *x, const int32_t *labels,
                      const struct sp__nn_part *part, float *loss, uint32_t *correct,
                      sp_error *err);
-    /* Forward only: correct predictions and mean loss. */
-    int (*eval)(void *ctx, const float *x, const int32_t *labels, uint32_t n, uint32_t *correct,
-                float *loss, sp_error *err);
+    /* Forward only: mean loss and correct predictions. */
+    int (*eval)(void *ctx, const float *x, const int32_t *labels, uint32_t n, float *loss,
+                uint32_t *correct, sp_error *err);
     /* Copy parameters and momentum out (either may be NULL) or in. */
     int (*get)(void *ctx, float *params, float *momentum, sp_error *err);
     int (*set)(void *ctx, const float *params, const float *momentum, sp_error *err);

@@ -575,7 +575,7 @@ static int cuda_step(void *ctx, const float *x, const int32_t *labels, uint32_t 
 }
 
 static int cuda_eval(void *ctx, const float *x, const int32_t *labels, uint32_t n,
-                     uint32_t *correct, float *loss, sp_error *err) {
+                     float *loss, uint32_t *correct, sp_error *err) {
     cuda_ctx *c = (cuda_ctx *)ctx;
     CU(cudaSetDevice(c->device));   // the calling thread may not be the creating one
     int rc = forward(c, x, labels, n, 0, err);

@@ -200,12 +200,12 @@ int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint3
 }
 
 int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                    uint32_t *correct, float *loss, sp_error *err) {
+                    float *loss, uint32_t *correct, sp_error *err) {
     int rc = check_labels(tr, labels, n, err);
     if (rc) return rc;
     uint32_t c = 0;
     float l = 0.0f;
-    rc = tr->be->eval(tr->ctx, x, labels, n, &c, &l, err);
+    rc = tr->be->eval(tr->ctx, x, labels, n, &l, &c, err);
     if (rc) return rc;
     if (correct) *correct = c;
     if (loss) *loss = l;
@@ -251,10 +251,10 @@ int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b
 }
 
 int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
-                          uint32_t *correct, float *loss, sp_error *err) {
+                          float *loss, uint32_t *correct, sp_error *err) {
     const float *x;
     int rc = batch_floats(tr, ld, b, &x, err);
-    return rc ? rc : sp_trainer_eval(tr, x, b->labels, b->count, correct, loss, err);
+    return rc ? rc : sp_trainer_eval(tr, x, b->labels, b->count, loss, correct, err);
 }
 
 int sp_trainer_get_params(sp_trainer *tr, float *params, float *momentum, sp_error *err) {

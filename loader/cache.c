@@ -1,5 +1,6 @@
-/* cache.c - the epoch cache: open, readers, writers, the batch helper
- * (include/seedpipe/cache.h).
+/* cache.c - the epoch cache: open/close, entry keys, readers and the batch
+ * helper (include/seedpipe/cache.h); writers are in cache_writer.c, gc in
+ * cache_gc.c, the file formats in cache_file.c and cache_manifest.c.
  *
  * A cache directory holds one subdirectory per committed entry, named by the
  * entry key, plus three bookkeeping directories:

@@ -1,4 +1,5 @@
-/* cache_file.c - the cache's file formats: batch files and entry manifests.
+/* cache_file.c - the cache's batch file format: encode, parse, decode, the
+ * filters (the entry manifest's format is cache_manifest.c).
  *
  * A batch file is a 128-byte header and two zstd frames (the metadata and
  * the images; the layout is in cache_internal.h). Two checksums guard it:
@@ -430,15 +431,14 @@ static void dict_dec_range(const dict_dec *d, const uint8_t *idx, size_t v0, siz
     }
 }
 
-/* The failure record of `sample` in the loader's log, or NULL. */
-static const sp_failure *find_failure(const sp_loader *ld, uint64_t sample) {
-    if (!ld) return NULL;
+/* The failure record of `sample` in the loader's log, copied to *out:
+ * @return 1 if there is one, else 0. */
+static int find_failure(const sp_loader *ld, uint64_t sample, sp_failure *out) {
+    if (!ld) return 0;
     size_t n = sp_loader_failure_count(ld);
-    for (size_t i = 0; i < n; i++) {
-        const sp_failure *f = sp_loader_failure(ld, i);
-        if (f && f->sample == sample) return f;
-    }
-    return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (sp_loader_failure_get(ld, i, out) == 0 && out->sample == sample) return 1;
+    return 0;
 }
 
 /* ---- batch files: encode ------------------------------------------------------ */
@@ -468,14 +468,13 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
     uint32_t nfail = 0;
     size_t fail_bytes = 0, nfl = 0;
     size_t nbad = (size_t)b->nskipped + b->nsubstituted;
-    const sp_failure **fails = nbad ? malloc(nbad * sizeof *fails) : NULL;
+    sp_failure *fails = nbad ? malloc(nbad * sizeof *fails) : NULL;
     if (nbad && !fails) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     for (size_t i = 0; i < nbad; i++) {
         uint64_t s = i < b->nskipped ? b->skipped[i] : b->substituted[2 * (i - b->nskipped)];
-        const sp_failure *f = find_failure(ld, s);
-        if (f) {
-            fails[nfl++] = f;
-            fail_bytes += 16 + strlen(f->msg);
+        if (find_failure(ld, s, &fails[nfl])) {
+            fail_bytes += 16 + strlen(fails[nfl].msg);
+            nfl++;
             nfail++;
         }
     }
@@ -495,11 +494,11 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
     for (uint32_t i = 0; i < b->nskipped; i++, m += 8) sp__le_put64(m, b->skipped[i]);
     for (uint32_t i = 0; i < 2 * b->nsubstituted; i++, m += 8) sp__le_put64(m, b->substituted[i]);
     for (size_t i = 0; i < nfl; i++) {
-        size_t n = strlen(fails[i]->msg);
-        sp__le_put64(m, fails[i]->sample);
-        sp__le_put32(m + 8, (uint32_t)fails[i]->code);
+        size_t n = strlen(fails[i].msg);
+        sp__le_put64(m, fails[i].sample);
+        sp__le_put32(m + 8, (uint32_t)fails[i].code);
         sp__le_put32(m + 12, (uint32_t)n);
-        memcpy(m + 16, fails[i]->msg, n);
+        memcpy(m + 16, fails[i].msg, n);
         m += 16 + n;
     }
     free(fails);

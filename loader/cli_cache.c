@@ -201,8 +201,9 @@ static int cache_build(cli_args *a) {
             pooled.raw_written += ps.raw_written;
             pooled.write_failures += ps.write_failures;
             for (size_t f = 0; f < sp_loader_failure_count(sp_pool_loader(pool)); f++) {
-                const sp_failure *fl = sp_loader_failure(sp_pool_loader(pool), f);
-                sp__loader_log_failure(ld, fl->sample, fl->code, fl->msg);
+                sp_failure fl;
+                if (sp_loader_failure_get(sp_pool_loader(pool), f, &fl) == 0)
+                    sp__loader_log_failure(ld, fl.sample, fl.code, fl.msg);
             }
             sp_pool_destroy(pool);
         }

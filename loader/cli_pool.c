@@ -175,8 +175,9 @@ void cli_print_failures(const sp_loader *ld, FILE *f) {
     fprintf(f, "%zu sample%s failed (on-error %s):\n", n, n > 1 ? "s" : "",
             sp_on_error_name(sp_loader_config_of(ld)->on_error));
     for (size_t i = 0; i < n; i++) {
-        const sp_failure *fl = sp_loader_failure(ld, i);
-        fprintf(f, "  sample %llu: %s\n", (unsigned long long)fl->sample, fl->msg);
+        sp_failure fl;
+        if (sp_loader_failure_get(ld, i, &fl) == 0)
+            fprintf(f, "  sample %llu: %s\n", (unsigned long long)fl.sample, fl.msg);
     }
 }
 

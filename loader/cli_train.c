@@ -229,7 +229,7 @@ static int run_eval(sp_trainer *tr, sp_loader *ev, sp_batch *eb, double *acc, do
         if (rc) return rc;
         uint32_t c;
         float l;
-        rc = sp_trainer_eval_batch(tr, ev, eb, &c, &l, err);
+        rc = sp_trainer_eval_batch(tr, ev, eb, &l, &c, err);
         if (rc) return rc;
         correct += c;
         seen += eb->count;

@@ -25,8 +25,9 @@ const char *sp_strerror(int code) {
     case SP_OK: return "ok";
 #define XX(name, val, str) case SP_##name: return str;
     SP_ERRNO_MAP(XX)
+    SP_STATUS_MAP(XX)
 #undef XX
-    default: return "unknown error";
+    default: return "unknown status";
     }
 }
 

@@ -355,12 +355,13 @@ size_t sp_loader_failure_count(const sp_loader *ld) {
     return n;
 }
 
-const sp_failure *sp_loader_failure(const sp_loader *ld, size_t i) {
+int sp_loader_failure_get(const sp_loader *ld, size_t i, sp_failure *out) {
     sp_loader *m = (sp_loader *)ld;
     pthread_mutex_lock(&m->log_lock);
-    const sp_failure *f = i < m->nfailures ? &m->failures[i] : NULL;
+    int rc = i < m->nfailures ? SP_OK : SP_ERANGE;
+    if (rc == SP_OK) *out = m->failures[i];
     pthread_mutex_unlock(&m->log_lock);
-    return f;
+    return rc;
 }
 
 const sp_dataset *sp_loader_dataset(const sp_loader *ld) { return ld->ds; }
@@ -394,6 +395,10 @@ int sp_batch_alloc(const sp_loader *ld, sp_batch *b) {
 
 void sp_batch_free(sp_batch *b) {
     if (!b) return;
+    if (b->flags & SP_BATCH_VIEW) {   /* borrowed: the owner gives it back */
+        memset(b, 0, sizeof *b);
+        return;
+    }
     free(b->images);
     free(b->labels);
     free(b->indices);

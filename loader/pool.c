@@ -248,6 +248,7 @@ static sp_batch slot_view(const sp_pool *pool, uint32_t s, const batch_geo *g) {
     b.indices = sp__slot_indices(h, s);
     b.skipped = sp__slot_skipped(h, s);
     b.substituted = sp__slot_subst(h, s);
+    b.flags = SP_BATCH_VIEW;
     return b;
 }
 

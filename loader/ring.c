@@ -53,7 +53,7 @@ int sp__region_name_check(const char *name, sp_error *err) {
     return SP_OK;
 }
 
-static void sp_mb(char *buf, size_t n, uint64_t bytes) {
+static void mb_text(char *buf, size_t n, uint64_t bytes) {
     snprintf(buf, n, "%.1f MB", (double)bytes / 1e6);
 }
 
@@ -61,11 +61,11 @@ static void sp_mb(char *buf, size_t n, uint64_t bytes) {
  * its filesystem cannot hold fails here, before `ready`, with the sizes
  * and what to change, instead of as SIGBUS in a worker later: ftruncate on
  * tmpfs reserves nothing (Docker's /dev/shm is 64 MB by default). */
-static int sp_region_reserve(int fd, const char *name, size_t size, sp_error *err) {
+static int region_reserve(int fd, const char *name, size_t size, sp_error *err) {
     int e = posix_fallocate(fd, 0, (off_t)size);
     if (e == 0) return SP_OK;
     char need[32], avail[32], total[32];
-    sp_mb(need, sizeof need, size);
+    mb_text(need, sizeof need, size);
     if (!name)
         return sp_error_set(err, SP_ENOMEM,
                             "worker pool ring: cannot reserve %s of shared memory (%s); lower "
@@ -73,8 +73,8 @@ static int sp_region_reserve(int fd, const char *name, size_t size, sp_error *er
                             strerror(e));
     struct statvfs vfs;
     if ((e == ENOSPC || e == ENOMEM) && statvfs("/dev/shm", &vfs) == 0) {
-        sp_mb(avail, sizeof avail, (uint64_t)vfs.f_bavail * vfs.f_frsize);
-        sp_mb(total, sizeof total, (uint64_t)vfs.f_blocks * vfs.f_frsize);
+        mb_text(avail, sizeof avail, (uint64_t)vfs.f_bavail * vfs.f_frsize);
+        mb_text(total, sizeof total, (uint64_t)vfs.f_blocks * vfs.f_frsize);
         return sp_error_set(err, SP_ENOMEM,
                             "region %s: /dev/shm is too small: the region needs %s, /dev/shm "
                             "has %s free of %s; lower --ring or the batch size, or give "
@@ -114,7 +114,7 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
     rc = SP_OK;
     if (ftruncate(fd, (off_t)size) != 0)
         rc = sp_error_set(err, SP_EIO, "region %s: ftruncate: %s", what, strerror(errno));
-    if (rc == SP_OK) rc = sp_region_reserve(fd, name, size, err);
+    if (rc == SP_OK) rc = region_reserve(fd, name, size, err);
     void *p = MAP_FAILED;
     if (rc == SP_OK) {
         p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -383,6 +383,7 @@ static int finalize_slices(sp_service *svc, uint32_t s, uint64_t *samples, sp_er
         v.indices = sp__slot_indices(h, s) + pos0;
         v.skipped = sp__slot_skipped(h, s) + pos0;
         v.substituted = sp__slot_subst(h, s) + 2 * pos0;
+        v.flags = SP_BATCH_VIEW;
         int rc = sp__batch_finalize(svc->ld, &v, sp__slot_items(h, s) + pos0, err);
         if (rc != 0) return rc;
         tab[r].count = v.count;

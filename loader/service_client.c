@@ -392,6 +392,7 @@ int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
     view->skipped = (uint64_t *)(slot_base(c, s) + c->hc->off_skipped) + off;
     view->nsubstituted = sl.nsubst;
     view->substituted = (uint64_t *)(slot_base(c, s) + c->hc->off_subst) + 2 * off;
+    view->flags = SP_BATCH_VIEW;
     c->timing.ready_ns = atomic_load(&sh->ready_ns);
     c->timing.published_ns = atomic_load(&sh->pub_ns);
     c->timing.taken_ns = sp__now_ns();

@@ -280,7 +280,9 @@ static void test_on_error_skip(const char *dir) {
     size_t nf = sp_loader_failure_count(l0);
     CHECK(nf >= 1);
     char msg0[SP_ERROR_MSG_MAX];
-    snprintf(msg0, sizeof msg0, "%s", sp_loader_failure(l0, 0)->msg);
+    sp_failure f0;
+    CHECK(sp_loader_failure_get(l0, 0, &f0) == 0);
+    snprintf(msg0, sizeof msg0, "%s", f0.msg);
     sp_loader_destroy(l0);
     for (int round = 0; round < 2; round++) {   /* cold, warm */
         sp_loader *ld = make(bad_data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_SKIP);
@@ -292,7 +294,7 @@ static void test_on_error_skip(const char *dir) {
         CHECK(round == 0 ? s.committed == EPOCHS : s.batches_read == EPOCHS * NB);
         CHECK_MSG(sp_loader_failure_count(ld) == nf, "failure log %zu vs %zu",
                   sp_loader_failure_count(ld), nf);
-        CHECK(strcmp(sp_loader_failure(ld, 0)->msg, msg0) == 0);
+        CHECK(sp_loader_failure_get(ld, 0, &f0) == 0 && strcmp(f0.msg, msg0) == 0);
         sp_cache_close(c);
         sp_loader_destroy(ld);
     }

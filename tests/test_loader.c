@@ -219,8 +219,12 @@ static void test_on_error_policies(void) {
             CHECK(sp_batch_alloc(ld, &b) == 0);
             for (int rep = 0; rep < 2; rep++) CHECK_OK(sp_loader_batch(ld, 0, 0, &b, &err), &err);
             CHECK(sp_loader_failure_count(ld) == 1);   /* once, though met twice */
-            CHECK(strcmp(sp_loader_failure(ld, 0)->msg, ferr.msg) == 0);
-            victim = sp_loader_failure(ld, 0)->sample;
+            sp_failure f0;
+            CHECK(sp_loader_failure_get(ld, 0, &f0) == 0);
+            CHECK(sp_loader_failure_get(ld, 1, &f0) == SP_ERANGE);
+            CHECK(sp_loader_failure_get(ld, 0, &f0) == 0);
+            CHECK(strcmp(f0.msg, ferr.msg) == 0);
+            victim = f0.sample;
             if (pol == SP_ON_ERROR_SKIP) {
                 CHECK(b.count == BATCH - 1 && b.nskipped == 1 && b.skipped[0] == victim);
                 for (uint32_t s = 0; s < b.count; s++) CHECK(b.indices[s] != victim);

@@ -89,7 +89,11 @@ static void record(stream *s, const sp_loader *ld, const sp_batch *b) {
 
 static void record_failures(stream *s, const sp_loader *ld) {
     s->nfail = sp_loader_failure_count(ld);
-    for (size_t i = 0; i < s->nfail && i < 64; i++) s->fail_samples[i] = sp_loader_failure(ld, i)->sample;
+    for (size_t i = 0; i < s->nfail && i < 64; i++) {
+        sp_failure f;
+        CHECK(sp_loader_failure_get(ld, i, &f) == 0);
+        s->fail_samples[i] = f.sample;
+    }
 }
 
 static void cfg_of(sp_loader_config *c, const char *ds, const char *pipe, uint64_t seed,

@@ -106,7 +106,7 @@ static double evaluate(sp_trainer *tr, sp_loader *ev, uint64_t max_batches) {
         CHECK_OK(sp_loader_batch(ev, 0, k, &b, &err), &err);
         uint32_t c;
         float l;
-        CHECK_OK(sp_trainer_eval_batch(tr, ev, &b, &c, &l, &err), &err);
+        CHECK_OK(sp_trainer_eval_batch(tr, ev, &b, &l, &c, &err), &err);
         correct += c;
         seen += b.count;
     }

@@ -64,9 +64,9 @@ extern "C" {
  * docs/cache.md); a cache exists to be read fast. */
 #define SP_CACHE_DEFAULT_LEVEL (-5)
 
-/* Positive outcomes that are not errors. */
-#define SP_CACHE_MISS 1   /* sp_cache_reader_open(): no usable entry */
-#define SP_CACHE_SKIP 2   /* sp_cache_writer_open(): someone else writes it / it exists */
+/* Positive outcomes that are not errors (common.h, SP_STATUS_MAP):
+ * SP_CACHE_MISS  sp_cache_reader_open(): no usable entry;
+ * SP_CACHE_SKIP  sp_cache_writer_open(): someone else writes it / it exists. */
 
 typedef struct sp_cache_opts {
     uint64_t max_size;  /* bytes; 0 = unlimited. After each commit the cache

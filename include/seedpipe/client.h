@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* sp_client_next() return value at the end of the stream (not an error). */
-#define SP_CLIENT_END 1
+#define SP_CLIENT_END SP_END
 
 /* Attach flags. */
 #define SP_CLIENT_ALLOW_FOREIGN 1u   /* accept a region of another uid / mode */

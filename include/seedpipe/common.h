@@ -21,7 +21,11 @@
 extern "C" {
 #endif
 
-/* One X-macro generates the enum and the strings so they never drift apart. */
+/* X-macros generate the enum and the strings so they never drift apart:
+ * the errors (negative) and the outcomes that are not errors (positive,
+ * each its own value: SP_POOL_END and SP_CLIENT_END are SP_END,
+ * SP_SERVICE_STOPPED is SP_STOPPED). A function returns 0, one of its
+ * documented outcomes, or an error; rc < 0 is always an error. */
 #define SP_ERRNO_MAP(XX)                                                  \
     XX(EINVAL,   -1, "invalid argument")                                  \
     XX(ENOMEM,   -2, "out of memory")                                     \
@@ -33,14 +37,22 @@ extern "C" {
     XX(ERANGE,   -8, "out of range")                                      \
     XX(EUNSUPP,  -9, "unsupported")
 
+#define SP_STATUS_MAP(XX)                                                 \
+    XX(END,        1, "end of stream (not an error)")                     \
+    XX(STOPPED,    2, "stopped on request (not an error)")                \
+    XX(CACHE_MISS, 3, "no usable cache entry (not an error)")             \
+    XX(CACHE_SKIP, 4, "cache entry present or being written elsewhere (not an error)")
+
 typedef enum {
     SP_OK = 0,
 #define XX(name, val, str) SP_##name = val,
     SP_ERRNO_MAP(XX)
+    SP_STATUS_MAP(XX)
 #undef XX
 } sp_status;
 
-/*! sp_strerror() : @return a static string for an SP_E* code ("ok" for 0). */
+/*! sp_strerror() : @return a static string for every sp_status code ("ok"
+ *  for 0), "unknown status" for anything else. */
 SP_API const char *sp_strerror(int code);
 
 #define SP_ERROR_MSG_MAX 512

@@ -145,13 +145,21 @@ typedef struct sp_failure {
     char msg[SP_ERROR_MSG_MAX];
 } sp_failure;
 
-/*! sp_loader_failure_count() / sp_loader_failure() : the failure log, one
- *  entry per failing sample index, in the order the stream met them.
- *  sp_loader_failure() returns NULL for i out of range. Thread-safe. */
+/*! sp_loader_failure_count() / sp_loader_failure_get() : the failure log,
+ *  one entry per failing sample index, in the order the stream met them.
+ *  sp_loader_failure_get() copies entry i into *out under the log's lock,
+ *  so it is safe while other threads' batches are logging failures (the
+ *  log grows; no pointer into it is ever handed out). Thread-safe.
+ *  @return 0, or SP_ERANGE for i >= the count. */
 SP_API size_t sp_loader_failure_count(const sp_loader *ld);
-SP_API const sp_failure *sp_loader_failure(const sp_loader *ld, size_t i);
+SP_API int sp_loader_failure_get(const sp_loader *ld, size_t i, sp_failure *out);
 
-/* A batch buffer for one rank's slice: capacity = B / world samples. */
+/* A batch for one rank's slice: capacity = B / world samples. Either owned
+ * (sp_batch_alloc: the caller frees it with sp_batch_free) or a view that
+ * borrows the memory of a pool, a service or a client (flags has
+ * SP_BATCH_VIEW; it is valid until given back, and sp_batch_free() on it
+ * only clears the struct, never frees what it points to). */
+#define SP_BATCH_VIEW 1u
 typedef struct sp_batch {
     uint32_t capacity;
     uint32_t count;       /* samples in this batch (last one may be short) */
@@ -164,11 +172,14 @@ typedef struct sp_batch {
     uint64_t *skipped;        /* nskipped sample indices, by position */
     uint32_t nsubstituted;    /* on_error substitute: replaced samples */
     uint64_t *substituted;    /* nsubstituted (failed, substitute) pairs */
+    uint32_t flags;           /* SP_BATCH_VIEW: borrowed memory (0: owned) */
 } sp_batch;
 
 /*! sp_batch_alloc() : buffers sized for ld. @return 0 or SP_ENOMEM. */
 SP_API int sp_batch_alloc(const sp_loader *ld, sp_batch *b);
-SP_API void sp_batch_free(sp_batch *b);   /* accepts NULL */
+/*! sp_batch_free() : free an owned batch's buffers; a view (SP_BATCH_VIEW)
+ *  is only cleared. Accepts NULL. */
+SP_API void sp_batch_free(sp_batch *b);
 
 /*! sp_loader_batch() : compute batch `index` of `epoch` into out.
  *  @return 0, SP_ERANGE (index >= batches per epoch), or (on_error fail, or

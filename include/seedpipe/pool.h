@@ -71,7 +71,7 @@ extern "C" {
 
 #define SP_POOL_MAX_WORKERS 64
 /* sp_pool_next() return value at the end of the stream (not an error). */
-#define SP_POOL_END 1
+#define SP_POOL_END SP_END
 
 typedef struct sp_pool_config {
     int workers;                    /* 1..SP_POOL_MAX_WORKERS */

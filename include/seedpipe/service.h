@@ -75,7 +75,7 @@ extern "C" {
 #define SP_SERVICE_MAX_WORLD (1u << 16)  /* ranks of the job */
 #define SP_SERVICE_NAME_MAX 200
 /* sp_service_run() returns this when stopped by the flag (not an error). */
-#define SP_SERVICE_STOPPED 1
+#define SP_SERVICE_STOPPED SP_STOPPED
 
 typedef struct sp_service_config {
     const char *name;               /* region name: 1..200 of [A-Za-z0-9._-] */

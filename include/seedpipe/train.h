@@ -92,9 +92,10 @@ SP_API uint64_t sp_trainer_steps(const sp_trainer *tr);
  *  @return 0, SP_EINVAL (label out of range, n == 0), or a backend error. */
 SP_API int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
                            float *loss, uint32_t *correct, sp_error *err);
-/*! sp_trainer_eval() : forward only; *correct = argmax hits, *loss mean. */
+/*! sp_trainer_eval() : forward only; *loss mean, *correct = argmax hits
+ *  (the order of sp_trainer_step's outputs; either may be NULL). */
 SP_API int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                           uint32_t *correct, float *loss, sp_error *err);
+                           float *loss, uint32_t *correct, sp_error *err);
 
 /*! sp_trainer_step_batch() / sp_trainer_eval_batch() : the same on a loader
  *  batch (loader.h). uint8 images become v / 255.0f; the layout must be
@@ -103,7 +104,7 @@ SP_API int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels
 SP_API int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b, float *loss,
                                  uint32_t *correct, sp_error *err);
 SP_API int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
-                                 uint32_t *correct, float *loss, sp_error *err);
+                                 float *loss, uint32_t *correct, sp_error *err);
 
 /* ---- data-parallel training ---------------------------------------------------
  * K processes ("ranks") train one model on one global batch stream: rank r

@@ -118,7 +118,7 @@ static void run(const char *label, const sp_train_config *cfg, result *r) {
     }
     r->sec_per_step = t / (STEPS - 1);
     // Eval on all NIMG images: a batch larger than any step's (buffers grow).
-    if (sp_trainer_eval(tr, g_x, g_y, NIMG, &r->eval_correct, &r->eval_loss, &err))
+    if (sp_trainer_eval(tr, g_x, g_y, NIMG, &r->eval_loss, &r->eval_correct, &err))
         FAIL("%s: eval: %s", label, err.msg);
     if (sp_trainer_get_params(tr, r->w, r->m, &err)) FAIL("%s: get: %s", label, err.msg);
     if (sp_trainer_weights_digest(tr, &r->d, &err)) FAIL("%s: digest: %s", label, err.msg);

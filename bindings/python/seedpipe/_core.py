@@ -703,9 +703,10 @@ class Loader(_Base):
         ld = L.sp_pool_loader(self._res.pool) if (self.workers and self._res.pool) \
             else self._res.loader
         out = []
+        f = L.sp_failure()
         for i in range(L.sp_loader_failure_count(ld)):
-            f = L.sp_loader_failure(ld, i).contents
-            out.append((int(f.sample), f.msg.decode("utf-8", "replace")))
+            if L.sp_loader_failure_get(ld, i, byref(f)) == 0:
+                out.append((int(f.sample), f.msg.decode("utf-8", "replace")))
         return out
 
     def worker_pids(self) -> list:

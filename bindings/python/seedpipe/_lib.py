@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 0
+ABI_VERSION = 1
 
 SP_ERROR_MSG_MAX = 512
 SP_POOL_END = 1
@@ -78,7 +78,7 @@ class sp_batch(Structure):
                 ("index", c_uint64), ("images", c_void_p), ("labels", c_void_p),
                 ("indices", c_void_p), ("nskipped", c_uint32),
                 ("skipped", c_void_p), ("nsubstituted", c_uint32),
-                ("substituted", c_void_p), _RESERVED]
+                ("substituted", c_void_p), ("flags", c_uint32), _RESERVED]
 
 
 class sp_loader_state(Structure):
@@ -223,7 +223,7 @@ sp_loader_sample_dims = _fn("sp_loader_sample_dims", None, P, POINTER(c_int), PO
 sp_loader_sample_bytes = _fn("sp_loader_sample_bytes", c_size_t, P)
 sp_loader_fingerprint = _fn("sp_loader_fingerprint", sp_digest, P)
 sp_loader_failure_count = _fn("sp_loader_failure_count", c_size_t, P)
-sp_loader_failure = _fn("sp_loader_failure", POINTER(sp_failure), P, c_size_t)
+sp_loader_failure_get = _fn("sp_loader_failure_get", c_int, P, c_size_t, POINTER(sp_failure))
 sp_batch_alloc = _fn("sp_batch_alloc", c_int, P, POINTER(sp_batch))
 sp_batch_free = _fn("sp_batch_free", None, POINTER(sp_batch))
 sp_loader_batch = _fn("sp_loader_batch", c_int, P, c_uint32, c_uint64, POINTER(sp_batch), E)

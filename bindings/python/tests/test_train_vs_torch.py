@@ -20,7 +20,7 @@ from seedpipe import _lib
 torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
 
 TRAIN = next((os.path.join(os.path.dirname(_lib.LIB_PATH), n)
-              for n in ("libseedpipe_train.so", "libseedpipe_train.so.0")
+              for n in ("libseedpipe_train.so", f"libseedpipe_train.so.{_lib.ABI_VERSION}")
               if os.path.exists(os.path.join(os.path.dirname(_lib.LIB_PATH), n))), None)
 
 
