@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/client.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/pool.h"
@@ -183,19 +184,31 @@ static void test_views(const char *root) {
     printf("views: pool batches are views, sp_batch_free leaves their memory alone\n");
 }
 
-int main(void) {
-    test_status_codes();
-    char root[64];
-    snprintf(root, sizeof root, "/tmp/sp-test-api-XXXXXX");
-    CHECK(mkdtemp(root) != NULL);
+static char g_root[64];
+
+static void setup(void) {
+    snprintf(g_root, sizeof g_root, "/tmp/sp-test-api-XXXXXX");
+    CHECK(mkdtemp(g_root) != NULL);
     sp_shapes_opts o = {NSAMPLES, 16, 5};
     sp_error err;
-    CHECK_OK(sp_shapes_make(root, &o, &err), &err);
-    test_failure_log(root);   /* corrupts every second file */
-    test_views(root);
+    CHECK_OK(sp_shapes_make(g_root, &o, &err), &err);
+}
+
+static void teardown(void) {
     char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
     CHECK(system(cmd) == 0);
-    printf("api: all checks passed\n");
-    return 0;
+}
+
+static void test_failure_log_threads(void) { test_failure_log(g_root); }   /* corrupts files */
+static void test_batch_views(void) { test_views(g_root); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_status_codes),
+    SP_CASE(test_failure_log_threads),
+    SP_CASE(test_batch_views),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/train.h"
 
 #define C_ 3
@@ -238,12 +239,13 @@ static void test_refusals(void) {
     sp_trainer_destroy(tr);
 }
 
-int main(void) {
-    make_data();
-    test_partial_differs();
-    test_refusals();
-    test_uneven();
-    test_world_sizes();
-    printf("test_train_dist: OK\n");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_partial_differs),
+    SP_CASE(test_refusals),
+    SP_CASE(test_uneven),
+    SP_CASE(test_world_sizes),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), make_data, NULL);
 }

@@ -17,6 +17,6 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDPIPE_CUDA=OFF -
       -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread >/dev/null
 # shellcheck disable=SC2086
 cmake --build build-tsan -j"${TSAN_BUILD_JOBS:-2}" --target seedpipe_cli $tests
-regex="^($(echo $tests | tr ' ' '|'))\$"
+regex="^($(echo $tests | tr ' ' '|'))(\\..*)?\$"   # the file's test, or its cases
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
   ctest --test-dir build-tsan --output-on-failure -j"${TSAN_JOBS:-1}" -R "$regex"
