@@ -12,7 +12,13 @@
  * full disk (a 24 KiB tmpfs when mount works, RLIMIT_FSIZE, and the
  * injected-failure hook) leaves no entry and no temp files while the stream
  * goes on; gc evicts least recently used first and never a live writer's
- * staging directory.
+ * staging directory; verify reports a header claiming huge metadata.
+ *
+ * Cases (tests/runner.h; each in its own process, with its own cache folder
+ * under one mkdtemp root that setup fills with the shapes dataset):
+ * test_cold_warm, test_on_error_skip (makes its own broken copy),
+ * test_damage_uint8, test_damage_float32, test_concurrent, test_full_disk,
+ * test_gc, test_verify_hostile_header.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,6 +37,7 @@
 #include <xxhash.h>
 
 #include "check.h"
+#include "runner.h"
 #include "loader/cache_internal.h"
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
@@ -196,7 +203,7 @@ static uint64_t rnd(void) {
 
 /* ---- tests -------------------------------------------------------------------------- */
 
-static void test_cold_warm(const char *dir) {
+static void cold_warm(const char *dir) {
     sp_digest ref[EPOCHS * NB];
     sp_loader *l0 = make(data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_FAIL);
     ref_digests(l0, ref);
@@ -272,7 +279,7 @@ static void test_cold_warm(const char *dir) {
     printf("cold/warm: digests equal for threads 1, 2, uint8 and float32 (4 filters)\n");
 }
 
-static void test_on_error_skip(const char *dir) {
+static void on_error_skip(const char *dir) {
     rmrf(dir);
     sp_digest ref[EPOCHS * NB];
     sp_loader *l0 = make(bad_data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_SKIP);
@@ -313,7 +320,7 @@ static int run_epoch0(const char *dir, sp_loader *ld, const sp_digest *ref, warn
     return (int)s.corrupt;
 }
 
-static void test_damage(const char *dir, sp_dtype dt) {
+static void damage(const char *dir, sp_dtype dt) {
     rmrf(dir);
     char backup[400], entry[600], corrupt[320], tmp[320];
     snprintf(backup, sizeof backup, "%s.pristine", dir);
@@ -515,7 +522,7 @@ static void race(const char *dir, int n, int no_lock, const sp_digest *ref) {
     sp_loader_destroy(ld);
 }
 
-static void test_concurrent(const char *dir) {
+static void concurrent(const char *dir) {
     sp_digest ref[EPOCHS * NB];
     sp_loader *ld = make(data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_FAIL);
     ref_digests(ld, ref);
@@ -583,7 +590,7 @@ static void check_full_disk(const char *dir, sp_loader *ld, const sp_digest *ref
     printf("full disk (%s): %s\n", what, w.last);
 }
 
-static void test_full_disk(const char *dir) {
+static void full_disk(const char *dir) {
     sp_digest ref[EPOCHS * NB];
     sp_loader *ld = make(data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_FAIL);
     ref_digests(ld, ref);
@@ -652,7 +659,7 @@ static void set_mtime(const char *entry, time_t t) {
     CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
 }
 
-static void test_gc(const char *dir) {
+static void gc(const char *dir) {
     rmrf(dir);
     sp_digest ref[4 * NB];
     sp_loader *ld = make(data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_FAIL);
@@ -748,7 +755,7 @@ static void put_le(uint8_t *p, uint64_t v, int n) {
 /* A batch file whose checksums are right but whose header claims metadata
  * no batch can have (a hostile or buggy writer): verify must report it,
  * not allocate what it claims. The manifest is rewritten to match. */
-static void test_verify_hostile_header(const char *dir) {
+static void verify_hostile_header(const char *dir) {
     rmrf(dir);
     sp_loader *ld = make(data, PIPE, 1, SP_DTYPE_UINT8, SP_ON_ERROR_FAIL);
     sp_digest ref[EPOCHS * NB];
@@ -817,7 +824,9 @@ static void test_verify_hostile_header(const char *dir) {
     printf("verify: a header claiming 1.1 GB of metadata is reported, not allocated\n");
 }
 
-int main(void) {
+/* ---- cases: each in its own process, on its own cache folder under root --------------- */
+
+static void setup(void) {
     snprintf(root, sizeof root, "/tmp/sp_test_cache.XXXXXX");
     CHECK(mkdtemp(root));
     snprintf(data, sizeof data, "%s/data", root);
@@ -825,19 +834,47 @@ int main(void) {
     sp_error err;
     sp_shapes_opts so = {NSAMPLES, 32, 5};
     CHECK_OK(sp_shapes_make(data, &so, &err), &err);
+}
+
+static void teardown(void) { rmrf(root); }
+
+/* The case's cache folder, root/cache-NAME (no case sees another's). */
+static const char *cache_dir(const char *name) {
+    static char dir[300];
+    snprintf(dir, sizeof dir, "%s/cache-%s", root, name);
+    return dir;
+}
+
+static void test_cold_warm(void) { cold_warm(cache_dir("cold_warm")); }
+static void test_on_error_skip(void) {
+    /* The broken copy only this case reads (made here, not in setup). */
+    sp_error err;
+    sp_shapes_opts so = {NSAMPLES, 32, 5};
     CHECK_OK(sp_shapes_make(bad_data, &so, &err), &err);
     sp_test_break_png(bad_data, 1);   /* one broken file for the on-error test */
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/cache", root);
-    test_cold_warm(dir);
-    test_on_error_skip(dir);
-    test_damage(dir, SP_DTYPE_UINT8);
-    test_damage(dir, SP_DTYPE_FLOAT32);
-    test_concurrent(dir);
-    test_full_disk(dir);
-    test_gc(dir);
-    test_verify_hostile_header(dir);
-    rmrf(root);
-    printf("test_cache: ok\n");
-    return 0;
+    on_error_skip(cache_dir("on_error"));
+}
+static void test_damage_uint8(void) { damage(cache_dir("damage_u8"), SP_DTYPE_UINT8); }
+static void test_damage_float32(void) {
+    rng_state = 0x2F6B3C7A91D4E805ull;   /* other offsets than the uint8 case's */
+    damage(cache_dir("damage_f32"), SP_DTYPE_FLOAT32);
+}
+static void test_concurrent(void) { concurrent(cache_dir("concurrent")); }
+static void test_full_disk(void) { full_disk(cache_dir("full_disk")); }
+static void test_gc(void) { gc(cache_dir("gc")); }
+static void test_verify_hostile_header(void) { verify_hostile_header(cache_dir("hostile")); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_cold_warm),
+    SP_CASE(test_on_error_skip),
+    SP_CASE(test_damage_uint8),
+    SP_CASE(test_damage_float32),
+    SP_CASE(test_concurrent),
+    SP_CASE(test_full_disk),
+    SP_CASE(test_gc),
+    SP_CASE(test_verify_hostile_header),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

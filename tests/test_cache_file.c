@@ -15,6 +15,10 @@
  * (content hash: in the first and in the last piece), frames that do not
  * match the header. Last, the encoder writes the same bytes at every level
  * (the hashes are XXH3 whichever loop computes them).
+ *
+ * Cases (tests/runner.h, each in its own process; setup prints the levels
+ * tested): test_geometry_{dict8_nchw,dict8_nhwc,none,shuffle4},
+ * test_damage_{dict8_nchw,dict8_nhwc,none}, test_encode_{none,shuffle4}.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +29,7 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "loader/cache_internal.h"
 #include "seedpipe/philox.h"
 
@@ -400,28 +405,51 @@ static void check_encode(int filter) {
     tbatch_free(&t);
 }
 
-int main(void) {
+/* ---- cases ------------------------------------------------------------------------- */
+
+static void setup(void) {
     for (int i = 0; i < 3; i++)
         printf("level %s: %s\n", LEVELS[i], have_level(i) ? "tested" : "not on this CPU");
-    for (int nhwc = 0; nhwc < 2; nhwc++) {
-        uint32_t f = nhwc ? SP__FILTER_DICT8_NHWC : SP__FILTER_DICT8_NCHW;
-        check_geometry(f, 3, 224 * 224, 3);   /* the photos' planes, many pieces */
-        check_geometry(f, 3, 7 * 13, 5);      /* tails everywhere */
-        check_geometry(f, 1, 1001, 131);      /* an odd number of values, > 1 piece */
-        check_geometry(f, 2, 64, 1);
-        check_geometry(f, 4, 33 * 31, 70);
-        check_geometry(f, 3, 1, 1);           /* 3 values */
-        check_geometry(f, 3, 5, 0);           /* an empty batch: the table only */
-    }
+}
+
+static void geometry_dict(uint32_t f) {
+    check_geometry(f, 3, 224 * 224, 3);   /* the photos' planes, many pieces */
+    check_geometry(f, 3, 7 * 13, 5);      /* tails everywhere */
+    check_geometry(f, 1, 1001, 131);      /* an odd number of values, > 1 piece */
+    check_geometry(f, 2, 64, 1);
+    check_geometry(f, 4, 33 * 31, 70);
+    check_geometry(f, 3, 1, 1);           /* 3 values */
+    check_geometry(f, 3, 5, 0);           /* an empty batch: the table only */
+}
+
+static void test_geometry_dict8_nchw(void) { geometry_dict(SP__FILTER_DICT8_NCHW); }
+static void test_geometry_dict8_nhwc(void) { geometry_dict(SP__FILTER_DICT8_NHWC); }
+static void test_geometry_none(void) {
     check_geometry(SP__FILTER_NONE, 3, 100003, 3);
     check_geometry(SP__FILTER_NONE, 1, 17, 1);
+}
+static void test_geometry_shuffle4(void) {
     check_geometry(SP__FILTER_SHUFFLE4, 3, 30011, 4);
     check_geometry(SP__FILTER_SHUFFLE4, 1, 1, 1);
-    check_damage(SP__FILTER_DICT8_NCHW);
-    check_damage(SP__FILTER_DICT8_NHWC);
-    check_damage(SP__FILTER_NONE);
-    check_encode(SP__FILTER_NONE);
-    check_encode(SP__FILTER_SHUFFLE4);
-    printf("cache_file: all checks passed\n");
-    return 0;
+}
+static void test_damage_dict8_nchw(void) { check_damage(SP__FILTER_DICT8_NCHW); }
+static void test_damage_dict8_nhwc(void) { check_damage(SP__FILTER_DICT8_NHWC); }
+static void test_damage_none(void) { check_damage(SP__FILTER_NONE); }
+static void test_encode_none(void) { check_encode(SP__FILTER_NONE); }
+static void test_encode_shuffle4(void) { check_encode(SP__FILTER_SHUFFLE4); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_geometry_dict8_nchw),
+    SP_CASE(test_geometry_dict8_nhwc),
+    SP_CASE(test_geometry_none),
+    SP_CASE(test_geometry_shuffle4),
+    SP_CASE(test_damage_dict8_nchw),
+    SP_CASE(test_damage_dict8_nhwc),
+    SP_CASE(test_damage_none),
+    SP_CASE(test_encode_none),
+    SP_CASE(test_encode_shuffle4),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, NULL);
 }

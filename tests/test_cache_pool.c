@@ -18,6 +18,12 @@
  *  - a worker SIGKILLed during a cold and a warm run: identical streams;
  *  - a worker dying right after writing a batch file: the consumer writes
  *    it again, every entry is committed.
+ *
+ * Cases (tests/runner.h; each in its own process, under one mkdtemp root
+ * whose dataset and reference digests setup makes): test_cold_warm,
+ * test_damage (fills its own pristine entries), test_failures (makes its
+ * own broken copy), test_full_disk, test_concurrent, test_kill,
+ * test_die_writing.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -30,6 +36,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "loader/cache_internal.h"
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
@@ -172,7 +179,7 @@ static void cp(const char *from, const char *to) {
     CHECK(system(cmd) == 0);
 }
 
-static void test_cold_warm(const sp_digest *ref) {
+static void cold_warm(const sp_digest *ref) {
     for (int workers = 1; workers <= 3; workers++) {
         char dir[400];
         snprintf(dir, sizeof dir, "%s/cw%d", root, workers);
@@ -237,11 +244,19 @@ static void test_cold_warm(const sp_digest *ref) {
 
 /* Damage one file of a pristine copy; a warm pool run must report it once
  * and stream the same bytes. */
-static void test_damage(const sp_digest *ref) {
+static void damage(const sp_digest *ref) {
     char pristine[400], dir[400], ent[800], victim[900], corrupt[500];
-    snprintf(pristine, sizeof pristine, "%s/cw1", root);
+    snprintf(pristine, sizeof pristine, "%s/pristine", root);
     snprintf(dir, sizeof dir, "%s/damage", root);
     snprintf(corrupt, sizeof corrupt, "%s/.corrupt", dir);
+    {   /* the pristine entries: a cold run by one worker (as test_cold_warm's cw1) */
+        warns w = {0, ""};
+        sp_cache_stats st;
+        pool_run(pristine, data, SP_ON_ERROR_FAIL, 1, ref, 0, &w, &st, -1);
+        CHECK_MSG(w.n == 0 && st.committed == EPOCHS && count_dir(pristine) == EPOCHS,
+                  "pristine fill: %d warnings (%s), %llu committed", w.n, w.last,
+                  (unsigned long long)st.committed);
+    }
     int rounds = 0;
     for (int r = 0; r < 24; r++) {
         cp(pristine, dir);
@@ -299,7 +314,7 @@ static void test_damage(const sp_digest *ref) {
     printf("  %d damaged files caught by the pool's readers\n", rounds);
 }
 
-static void test_failures(void) {
+static void failures(void) {
     sp_digest ref[TOTAL];
     size_t nf = reference(bad_data, SP_ON_ERROR_SKIP, ref);
     CHECK(nf >= 1);
@@ -319,7 +334,7 @@ static void test_failures(void) {
               (unsigned long long)st.batches_computed);
 }
 
-static void test_full_disk(const sp_digest *ref) {
+static void full_disk(const sp_digest *ref) {
     char dir[400], tmp[500];
     snprintf(dir, sizeof dir, "%s/full", root);
     snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
@@ -335,7 +350,7 @@ static void test_full_disk(const sp_digest *ref) {
               count_dir(dir), count_dir(tmp));
 }
 
-static void test_concurrent(const sp_digest *ref) {
+static void concurrent(const sp_digest *ref) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/race", root);
     for (int lock = 0; lock < 2; lock++) {
@@ -368,7 +383,7 @@ static void test_concurrent(const sp_digest *ref) {
 
 /* A worker dies right after writing a batch file (every epoch's batch 2):
  * the consumer replaces the file and the entries are still committed. */
-static void test_die_writing(const sp_digest *ref) {
+static void die_writing(const sp_digest *ref) {
     char dir[400], tmp[500];
     snprintf(dir, sizeof dir, "%s/diewrite", root);
     snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
@@ -389,7 +404,7 @@ static void test_die_writing(const sp_digest *ref) {
     CHECK(w.n == 0 && st.batches_read == TOTAL);
 }
 
-static void test_kill(const sp_digest *ref) {
+static void kill_worker(const sp_digest *ref) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/kill", root);
     warns w = {0, ""};
@@ -401,7 +416,11 @@ static void test_kill(const sp_digest *ref) {
               (unsigned long long)st.batches_read);
 }
 
-int main(void) {
+/* ---- cases: each in its own process; ref is the in-process stream of `data` ------------ */
+
+static sp_digest g_ref[TOTAL];
+
+static void setup(void) {
     snprintf(root, sizeof root, "/tmp/sp_test_cache_pool.XXXXXX");
     CHECK(mkdtemp(root));
     snprintf(data, sizeof data, "%s/data", root);
@@ -409,18 +428,36 @@ int main(void) {
     sp_error err;
     sp_shapes_opts so = {NSAMPLES, 32, 9};
     CHECK_OK(sp_shapes_make(data, &so, &err), &err);
+    CHECK(reference(data, SP_ON_ERROR_FAIL, g_ref) == 0);
+}
+
+static void teardown(void) { rmrf(root); }
+
+static void test_cold_warm(void) { cold_warm(g_ref); }
+static void test_damage(void) { damage(g_ref); }
+static void test_failures(void) {
+    /* The broken copy only this case reads (made here, not in setup). */
+    sp_error err;
+    sp_shapes_opts so = {NSAMPLES, 32, 9};
     CHECK_OK(sp_shapes_make(bad_data, &so, &err), &err);
     sp_test_break_png(bad_data, 7);   /* one undecodable file for the on-error test */
-    sp_digest ref[TOTAL];
-    CHECK(reference(data, SP_ON_ERROR_FAIL, ref) == 0);
-    test_cold_warm(ref);
-    test_damage(ref);
-    test_failures();
-    test_full_disk(ref);
-    test_concurrent(ref);
-    test_kill(ref);
-    test_die_writing(ref);
-    rmrf(root);
-    printf("test_cache_pool: ok\n");
-    return 0;
+    failures();
+}
+static void test_full_disk(void) { full_disk(g_ref); }
+static void test_concurrent(void) { concurrent(g_ref); }
+static void test_kill(void) { kill_worker(g_ref); }
+static void test_die_writing(void) { die_writing(g_ref); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_cold_warm),
+    SP_CASE(test_damage),
+    SP_CASE(test_failures),
+    SP_CASE(test_full_disk),
+    SP_CASE(test_concurrent),
+    SP_CASE(test_kill),
+    SP_CASE(test_die_writing),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

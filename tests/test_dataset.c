@@ -23,11 +23,17 @@
  *    roots, unreadable files, limits, dangling links, link loops, FIFOs;
  *    sample paths stay valid after a chdir();
  *  - Fashion-MNIST, when installed: 60000 samples, 10 classes of 6000.
+ *
+ * Cases (tests/runner.h; each in its own process, in its own folders under
+ * one mkdtemp() folder): test_folder_order, test_fingerprint, test_read,
+ * test_idx_valid, test_idx_malformed, test_list, test_errors,
+ * test_cwd_and_fifo, test_fashion_mnist (skipped, 77, when not installed).
  */
 #define _XOPEN_SOURCE 700   /* nftw */
 #include "seedpipe/dataset.h"
 
 #include "check.h"
+#include "runner.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -740,8 +746,8 @@ static void test_fashion_mnist(void) {
     char p[256];
     snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz", dir);
     if (access(p, R_OK) != 0) {
-        printf("SKIP: %s not installed (apt-get install dataset-fashion-mnist); the rest ran\n", p);
-        return;
+        printf("SKIP: %s not installed (apt-get install dataset-fashion-mnist)\n", p);
+        exit(77);   /* this case alone is skipped */
     }
     static const struct { const char *file; uint64_t n, per; } sets[] = {
         {"train-images-idx3-ubyte.gz", 60000, 6000}, {"t10k-images-idx3-ubyte.gz", 10000, 1000}};
@@ -769,19 +775,27 @@ static void test_fashion_mnist(void) {
     }
 }
 
-int main(void) {
+/* ---- cases: each in its own process, in its own folders under g_tmp ------------------- */
+
+static void setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_dataset_XXXXXX");
     CHECK(mkdtemp(g_tmp));
-    test_folder_order();
-    test_fingerprint();
-    test_read();
-    test_idx_valid();
-    test_idx_malformed();
-    test_list();
-    test_errors();
-    test_cwd_and_fifo();
-    rm_rf(g_tmp);
-    test_fashion_mnist();
-    printf("test_dataset: ok\n");
-    return 0;
+}
+
+static void teardown(void) { rm_rf(g_tmp); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_folder_order),
+    SP_CASE(test_fingerprint),
+    SP_CASE(test_read),
+    SP_CASE(test_idx_valid),
+    SP_CASE(test_idx_malformed),
+    SP_CASE(test_list),
+    SP_CASE(test_errors),
+    SP_CASE(test_cwd_and_fifo),
+    SP_CASE(test_fashion_mnist),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

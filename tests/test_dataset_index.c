@@ -17,12 +17,19 @@
  *  - freshly written files are hashed again at the next open (racy);
  *  - four processes rebuilding at once all succeed with one fingerprint and
  *    leave a sound sidecar.
+ *
+ * Cases (tests/runner.h; each in its own process, on its own datasets under
+ * one mkdtemp() folder): test_racy (fresh files), test_imagefolder (the
+ * sidecar's reuse, rewrites, a forged hash, damaged and foreign sidecars,
+ * concurrent rebuilds: one sequence on one dataset), test_cache_dir_and_list
+ * ($XDG_CACHE_HOME, the list file, SEEDPIPE_INDEX=off).
  */
 #define _XOPEN_SOURCE 700   /* nftw */
 #include "seedpipe/dataset.h"
 #include "seedpipe/shapes.h"
 
 #include "check.h"
+#include "runner.h"
 #include "loader/le_internal.h"
 
 #include <fcntl.h>
@@ -336,14 +343,22 @@ static void test_racy(void) {
     CHECK(b.hashed == 0 && b.reused == 10);
 }
 
-int main(void) {
+/* ---- cases: each in its own process, in its own folders under g_tmp ------------------- */
+
+static void setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_dsindex.XXXXXX");
     CHECK(mkdtemp(g_tmp));
     unsetenv("SEEDPIPE_INDEX");
-    test_racy();
-    test_imagefolder();
-    test_cache_dir_and_list();
-    nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    printf("test_dataset_index: ok\n");
-    return 0;
+}
+
+static void teardown(void) { nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_racy),
+    SP_CASE(test_imagefolder),
+    SP_CASE(test_cache_dir_and_list),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

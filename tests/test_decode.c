@@ -31,10 +31,17 @@
  * Without a third-party corpus ($SP_SHARED_DATA: pngsuite/, jpeg-bugs/,
  * jpeg-crashtest/) the parts that need it print SKIP (sp_test_corpus), the
  * rest runs (the 16-bit rule, the JPEGs made here, JPEG limits, requests,
- * truncations and threads), and the test exits 77 if no check failed.
+ * truncations and threads), and a case that skipped a part exits 77 if no
+ * check failed.
+ * Cases (tests/runner.h, each its own process): test_png_known_pixels,
+ * test_png_16bit_rule, test_pngsuite, test_requests, test_limits (PNG and
+ * JPEG), test_scan_limit, test_truncated, test_png_policy,
+ * test_jpeg_policy, test_jpeg_regions, test_threads, and the two hostile
+ * corpora, test_jpeg_bugs and test_jpeg_crashtest.
  */
 #include "seedpipe/decode.h"
 #include "check.h"
+#include "runner.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -44,7 +51,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -1311,23 +1317,34 @@ static void test_threads(void) {
     }
 }
 
-int main(void) {
-    clock_t t0 = clock();
-    test_png_known_pixels();
-    test_png_16bit_rule();
-    test_pngsuite();
-    test_requests();
-    test_limits();
-    test_scan_limit();
-    test_truncated();
-    test_png_policy();
-    test_jpeg_policy();
-    test_jpeg_regions();
-    test_threads();
-    test_jpeg_corpus("jpeg-bugs");
-    test_jpeg_corpus("jpeg-crashtest");
-    printf("test_decode: all %s (%.1f s CPU)\n",
-           sp_test_status() ? "that ran passed, parts skipped (SKIP above)" : "passed",
-           (double)(clock() - t0) / CLOCKS_PER_SEC);
-    return sp_test_status();
+static void test_jpeg_bugs(void) { test_jpeg_corpus("jpeg-bugs"); }
+static void test_jpeg_crashtest(void) { test_jpeg_corpus("jpeg-crashtest"); }
+
+/* The runner waited for every case: its children's CPU time is theirs. */
+static void teardown(void) {
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_CHILDREN, &ru) == 0);
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    printf("test_decode: %.1f s CPU in the cases run\n", cpu);
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_png_known_pixels),
+    SP_CASE(test_png_16bit_rule),
+    SP_CASE(test_pngsuite),
+    SP_CASE(test_requests),
+    SP_CASE(test_limits),
+    SP_CASE(test_scan_limit),
+    SP_CASE(test_truncated),
+    SP_CASE(test_png_policy),
+    SP_CASE(test_jpeg_policy),
+    SP_CASE(test_jpeg_regions),
+    SP_CASE(test_threads),
+    SP_CASE(test_jpeg_bugs),
+    SP_CASE(test_jpeg_crashtest),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, teardown);
 }

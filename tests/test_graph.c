@@ -9,6 +9,9 @@
  * the Erdos-Renyi draw and the features are pure functions of the seed;
  * bad edges are refused. On a CUDA build with a device, the deterministic
  * CUDA layer equals the CPU bit for bit.
+ * Cases: test_csr, test_scatter_small, and the layer on two graphs,
+ * test_gcn_n1000_p001 (n 1000, p 0.01, seed 0) and test_gcn_n777_p003
+ * (n 777, p 0.03, seed 12345).
  */
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/graph.h"
 
 static int same_bits(const float *a, const float *b, size_t n) {
@@ -192,11 +196,16 @@ static void test_gcn(uint32_t n, double p, uint64_t seed) {
     free(dst2);
 }
 
-int main(void) {
-    test_csr();
-    test_scatter_small();
-    test_gcn(1000, 0.01, 0);
-    test_gcn(777, 0.03, 12345);
-    printf("test_graph: ok\n");
-    return 0;
+static void test_gcn_n1000_p001(void) { test_gcn(1000, 0.01, 0); }
+static void test_gcn_n777_p003(void) { test_gcn(777, 0.03, 12345); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_csr),
+    SP_CASE(test_scatter_small),
+    SP_CASE(test_gcn_n1000_p001),
+    SP_CASE(test_gcn_n777_p003),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

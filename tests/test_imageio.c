@@ -7,10 +7,13 @@
  * TurboJPEG reads back the size and 4:2:0 (gray for 1 channel) subsampling,
  * the pixels are close, quality is range-checked. Contact sheet: the
  * documented geometry, pixel for pixel. Errors name the path.
+ * Cases: test_png_write, test_jpeg_write (files in setup's mkdtemp
+ * directory, removed by teardown), test_contact_sheet.
  */
 #include "seedpipe/imageio.h"
 
 #include "check.h"
+#include "runner.h"
 
 #include <png.h>
 #include <stdint.h>
@@ -225,14 +228,28 @@ static void test_contact_sheet(void) {
     CHECK(s.data == NULL);
 }
 
-int main(void) {
-    char tmpl[] = "/tmp/sp_test_imageio_XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    CHECK(dir);
-    test_png(dir);
-    test_jpeg(dir);
-    test_contact_sheet();
-    rmdir(dir);
-    printf("test_imageio: ok\n");
-    return 0;
+static char g_dir[64];   /* setup's temporary directory (the files the cases write) */
+
+static void setup(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/sp_test_imageio_XXXXXX");
+    CHECK(mkdtemp(g_dir) != NULL);
+}
+
+static void teardown(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_png_write(void) { test_png(g_dir); }
+static void test_jpeg_write(void) { test_jpeg(g_dir); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_png_write),
+    SP_CASE(test_jpeg_write),
+    SP_CASE(test_contact_sheet),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

@@ -6,6 +6,11 @@
  * bytes; the last partial batch and drop_last; a corrupt file is reported by
  * name, identically for any thread count; the fingerprint follows the
  * pipeline and output format.
+ * Cases (tests/runner.h): test_threads_and_order, test_epoch_covers_dataset,
+ * test_world_slices, test_fingerprint_and_errors, test_on_error_policies.
+ * setup makes the dataset once in a fresh temp dir; the two cases that
+ * corrupt a file (test_fingerprint_and_errors, test_on_error_policies) each
+ * corrupt their own copy of it, so every case runs alone and in any order.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
 
@@ -20,7 +26,18 @@
 #define BATCH 8
 #define EPOCHS 2
 
-static char root[256];
+static char g_tmp[256];    /* per runner process: data/ and the cases' copies */
+static char root[320];     /* the dataset a case uses: g_tmp/data or its own copy */
+
+/* Point `root` at a private copy of the clean dataset (for a case that
+ * corrupts a file); under g_tmp, so teardown removes it. */
+static void use_own_copy(void) {
+    char dst[320], cmd[1000];
+    snprintf(dst, sizeof dst, "%s/copy-%d", g_tmp, (int)getpid());
+    snprintf(cmd, sizeof cmd, "cp -r '%s/data' '%s'", g_tmp, dst);
+    CHECK(system(cmd) == 0);
+    snprintf(root, sizeof root, "%s", dst);
+}
 
 static sp_loader *make(const char *pipeline, int threads, uint32_t rank, uint32_t world,
                        int drop_last, sp_dtype dt) {
@@ -148,6 +165,7 @@ static void test_world_slices(void) {
 }
 
 static void test_fingerprint_and_errors(void) {
+    use_own_copy();   /* it corrupts a file */
     sp_loader *a = make(PIPE, 1, 0, 1, 0, SP_DTYPE_UINT8);
     sp_loader *b = make("random_resized_crop size=32 scale=0.3,1 | hflip p=0.4", 1, 0, 1, 0,
                         SP_DTYPE_UINT8);
@@ -179,7 +197,7 @@ static void test_fingerprint_and_errors(void) {
     CHECK(sp_batch_alloc(a, &bt) == 0);
     CHECK_OK(sp_loader_batch(a, 0, 0, &bt, &err), &err);
     const char *victim = sp_dataset_path(ds, bt.indices[3]);
-    char full[512];
+    char full[700];
     snprintf(full, sizeof full, "%s/%s", root, victim);
     FILE *f = fopen(full, "wb");
     CHECK(f != NULL);
@@ -195,11 +213,34 @@ static void test_fingerprint_and_errors(void) {
     sp_loader_destroy(a2);
 }
 
-/* On-error policies in-process (after test_fingerprint_and_errors corrupted
- * the sample at position 3 of batch 0, epoch 0): skip leaves it out and
- * lists it, substitute puts the next position's sample in its place, both
- * alike for 1 and 2 threads; the failure is logged once. */
+/* Replace the file of the sample at position 3 of batch 0, epoch 0 (PIPE,
+ * seed 1234) with bytes that are not an image, as test_fingerprint_and_errors
+ * does after indexing. */
+static void corrupt_batch0_pos3(void) {
+    sp_loader *a = make(PIPE, 1, 0, 1, 0, SP_DTYPE_UINT8);
+    sp_batch bt;
+    sp_error err;
+    CHECK(sp_batch_alloc(a, &bt) == 0);
+    CHECK_OK(sp_loader_batch(a, 0, 0, &bt, &err), &err);
+    char full[700];
+    snprintf(full, sizeof full, "%s/%s", root,
+             sp_dataset_path(sp_loader_dataset(a), bt.indices[3]));
+    FILE *f = fopen(full, "wb");
+    CHECK(f != NULL);
+    fputs("not an image any more", f);
+    fclose(f);
+    sp_batch_free(&bt);
+    sp_loader_destroy(a);
+}
+
+/* On-error policies in-process (on its own copy of the dataset, where the
+ * sample at position 3 of batch 0, epoch 0 is corrupted first, as
+ * test_fingerprint_and_errors leaves it): skip leaves it out and lists it,
+ * substitute puts the next position's sample in its place, both alike for
+ * 1 and 2 threads; the failure is logged once. */
 static void test_on_error_policies(void) {
+    use_own_copy();
+    corrupt_batch0_pos3();
     sp_error err, ferr;
     sp_loader *f = make(PIPE, 1, 0, 1, 0, SP_DTYPE_UINT8);
     sp_batch fb;
@@ -243,20 +284,29 @@ static void test_on_error_policies(void) {
     sp_loader_destroy(f);
 }
 
-int main(void) {
-    snprintf(root, sizeof root, "/tmp/sp-test-loader-XXXXXX");
-    CHECK(mkdtemp(root) != NULL);
+static void setup(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp-test-loader-XXXXXX");
+    CHECK(mkdtemp(g_tmp) != NULL);
+    snprintf(root, sizeof root, "%s/data", g_tmp);
     sp_shapes_opts o = {NSAMPLES, 40, 7};
     sp_error err;
     CHECK_OK(sp_shapes_make(root, &o, &err), &err);
-    test_threads_and_order();
-    test_epoch_covers_dataset();
-    test_world_slices();
-    test_fingerprint_and_errors();   /* last: it corrupts a file */
-    test_on_error_policies();        /* uses the corrupt file */
+}
+
+static void teardown(void) {
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     CHECK(system(cmd) == 0);
-    printf("loader: all checks passed\n");
-    return 0;
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_threads_and_order),
+    SP_CASE(test_epoch_covers_dataset),
+    SP_CASE(test_world_slices),
+    SP_CASE(test_fingerprint_and_errors),
+    SP_CASE(test_on_error_policies),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

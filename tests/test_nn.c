@@ -7,6 +7,10 @@
  * exact shape; init reproducible, seed-dependent and within its bound; the
  * whole model's gradient against finite differences; 1, 2 and 3 CPU
  * threads give bit-identical weights after several SGD steps.
+ * Cases (tests/runner.h), each in its own process: test_detmath, test_tree,
+ * test_conv, test_conv_order, test_pool_relu, test_linear, test_softmax,
+ * test_init, test_model_grad, test_threads, test_step_reference,
+ * test_isa_levels (sets SEEDPIPE_ISA in its own process only), test_errors.
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "runner.h"
 #include "kernels/nn_math.h"   /* sp_nn_sgd_update: the reference step */
 #include "seedpipe/model.h"
 #include "seedpipe/philox.h"
@@ -626,20 +631,22 @@ static void test_errors(void) {
     CHECK(strstr(err.msg, "fast") || strstr(err.msg, "without CUDA"));
 }
 
-int main(void) {
-    test_detmath();
-    test_tree();
-    test_conv();
-    test_conv_order();
-    test_pool_relu();
-    test_linear();
-    test_softmax();
-    test_init();
-    test_model_grad();
-    test_threads();
-    test_step_reference();
-    test_isa_levels();
-    test_errors();
-    printf("test_nn: ok\n");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_detmath),
+    SP_CASE(test_tree),
+    SP_CASE(test_conv),
+    SP_CASE(test_conv_order),
+    SP_CASE(test_pool_relu),
+    SP_CASE(test_linear),
+    SP_CASE(test_softmax),
+    SP_CASE(test_init),
+    SP_CASE(test_model_grad),
+    SP_CASE(test_threads),
+    SP_CASE(test_step_reference),
+    SP_CASE(test_isa_levels),
+    SP_CASE(test_errors),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

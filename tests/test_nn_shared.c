@@ -12,6 +12,9 @@
  * value against a double reference, dlogits NULL) and sp_nn_sgd_update
  * (bits against the formula). The kernels add only launch geometry, so
  * these are the values a GPU computes, given --fmad=false.
+ * Cases (tests/runner.h), one per group above: test_relu, test_pool_argmax,
+ * test_argmax, test_seq_sum, test_tree, test_exp_log, test_softmax, test_sgd
+ * (each process starts the test data generator from the same seed).
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "runner.h"
 #include "kernels/nn_math.h"
 #include "seedpipe/model.h"
 
@@ -256,15 +260,17 @@ static void test_sgd(void) {
     }
 }
 
-int main(void) {
-    test_relu();
-    test_pool_argmax();
-    test_argmax();
-    test_seq_sum();
-    test_tree();
-    test_exp_log();
-    test_softmax();
-    test_sgd();
-    printf("nn_math shared (CUDA kernel arithmetic) on the CPU: ok\n");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_relu),
+    SP_CASE(test_pool_argmax),
+    SP_CASE(test_argmax),
+    SP_CASE(test_seq_sum),
+    SP_CASE(test_tree),
+    SP_CASE(test_exp_log),
+    SP_CASE(test_softmax),
+    SP_CASE(test_sgd),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

@@ -1,6 +1,10 @@
 /* test_ops.c - the pixel ops (ops.h) and detmath (detmath.h) against
  * independent expectations: reference loops, closed-form values, a
  * floating-point reference resampler, and libm (allowed in tests only).
+ * Cases: test_detmath, test_crop_flip, test_gray, test_color, test_resize,
+ * test_resample_window, test_center_offset, test_rrc; each is its own
+ * process, so each draws its random inputs from the same fixed start of
+ * rnd()'s sequence.
  */
 #include <math.h>
 #include <stdint.h>
@@ -9,10 +13,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/detmath.h"
 #include "seedpipe/ops.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;   /* every case starts here */
 static uint64_t rnd(void) {   /* xorshift64*, test-local */
     rng_state ^= rng_state >> 12;
     rng_state ^= rng_state << 25;
@@ -385,15 +390,17 @@ static void test_rrc(void) {
     CHECK(b.w == 10 && b.h == 13 && b.x == 0 && b.y == 43);
 }
 
-int main(void) {
-    test_detmath();
-    test_crop_flip();
-    test_gray();
-    test_color();
-    test_resize();
-    test_resample_window();
-    test_center_offset();
-    test_rrc();
-    puts("test_ops: ok");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_detmath),
+    SP_CASE(test_crop_flip),
+    SP_CASE(test_gray),
+    SP_CASE(test_color),
+    SP_CASE(test_resize),
+    SP_CASE(test_resample_window),
+    SP_CASE(test_center_offset),
+    SP_CASE(test_rrc),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

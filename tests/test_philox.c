@@ -14,12 +14,15 @@
  *     2^24 values of the top 24 bits, and the float and double agree.
  *  5. sp_uniform_int is floor(x * n / 2^32): in [0, n), endpoints, and the
  *     exact boundaries between consecutive results.
+ * Cases: test_kat_files (1), test_design_vector (2),
+ * test_keys (3), test_u01 (4), test_uniform_int (5).
  */
 #include "seedpipe/philox.h"
 
 #include <zlib.h>
 
 #include "check.h"
+#include "runner.h"
 
 static sp_ctr philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
                      uint32_t k0, uint32_t k1) {
@@ -190,12 +193,14 @@ static void test_uniform_int(void) {
     CHECK(c0 - c2 <= 1 && c1 - c2 <= 1);
 }
 
-int main(void) {
-    test_design_vector();
-    test_kat_files();
-    test_keys();
-    test_u01();
-    test_uniform_int();
-    printf("test_philox: ok\n");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_design_vector),
+    SP_CASE(test_kat_files),
+    SP_CASE(test_keys),
+    SP_CASE(test_u01),
+    SP_CASE(test_uniform_int),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

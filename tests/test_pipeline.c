@@ -6,6 +6,11 @@
  * dtypes, the normalize table against its formula, the fusions (resize +
  * center_crop window; decode + crop region at DCT scale) against the
  * unfused path.
+ * Cases: test_parse; test_rrc_and_flip, test_jitter,
+ * test_layouts_and_normalize, test_variation_and_channels,
+ * test_center_crop_and_fusion, test_edges; encoded inputs
+ * (test_encoded_320x240 with the DCT-vs-full closeness bound,
+ * test_encoded_odd_sizes); test_explain; test_half (bf16/f16 rounding).
  */
 #include <locale.h>
 #include <math.h>
@@ -19,6 +24,7 @@
 #include <turbojpeg.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/decode.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
@@ -608,8 +614,9 @@ static void test_encoded_size(int W, int H, int check_close) {
     sp_image_free(&img);
 }
 
-static void test_encoded(void) {
-    test_encoded_size(320, 240, 1);
+static void test_encoded_320x240(void) { test_encoded_size(320, 240, 1); }
+
+static void test_encoded_odd_sizes(void) {
     static const int odd[][2] = {{1, 1}, {17, 9}, {250, 7}, {7, 250}, {1000, 24}, {97, 613}};
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) test_encoded_size(odd[i][0], odd[i][1], 0);
 }
@@ -779,17 +786,20 @@ static void test_half(void) {
            "even\n", n16);
 }
 
-int main(void) {
-    test_parse();
-    test_rrc_and_flip();
-    test_jitter();
-    test_layouts_and_normalize();
-    test_variation_and_channels();
-    test_center_crop_and_fusion();
-    test_edges();
-    test_encoded();
-    test_explain();
-    test_half();
-    puts("test_pipeline: ok");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_parse),
+    SP_CASE(test_rrc_and_flip),
+    SP_CASE(test_jitter),
+    SP_CASE(test_layouts_and_normalize),
+    SP_CASE(test_variation_and_channels),
+    SP_CASE(test_center_crop_and_fusion),
+    SP_CASE(test_edges),
+    SP_CASE(test_encoded_320x240),
+    SP_CASE(test_encoded_odd_sizes),
+    SP_CASE(test_explain),
+    SP_CASE(test_half),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

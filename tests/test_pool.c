@@ -19,9 +19,14 @@
  *  - a state from another dataset / pipeline / seed is refused naming it;
  *    hostile state texts are refused;
  *  - after every pool: no child process left, no new /dev/shm entry.
+ * Cases (tests/runner.h): test_worker_counts_shapes (worker counts, kill,
+ * resume on shapes), test_worker_counts_pngsuite (the same on PngSuite),
+ * test_per_worker_mode, test_on_error, test_crashing_sample,
+ * test_state_refusal. setup makes the datasets once, in a fresh temp dir;
+ * no case changes them (the state file goes beside them).
  * Without PngSuite ($SP_SHARED_DATA/pngsuite) the PngSuite parts (its worker
- * counts, on-error, the other-dataset refusal) print SKIP, the shapes parts
- * run, and the test exits 77 if no check failed.
+ * counts, on-error, the other-dataset refusal) print SKIP and their cases
+ * exit 77 (test_state_refusal after its other checks); the shapes cases run.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -34,6 +39,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/pool.h"
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
@@ -41,7 +47,8 @@
 #define EPOCHS 2
 #define MAXB 256
 
-static char shapes[256], png[256], pngbad[256];
+static char g_tmp[256];   /* per runner process: shapes/, png/, pngbad/ */
+static char shapes[300], png[300], pngbad[300];
 static int shm_before;
 static int have_png;   /* $SP_SHARED_DATA/pngsuite is there */
 
@@ -219,6 +226,18 @@ static int differs(const stream *a, const stream *b) {
     return 0;
 }
 
+/* cp from to (in-process: setup runs once per case under ctest). */
+static void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    CHECK_MSG(in && out, "cannot copy %s to %s", from, to);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, n, out) == n);
+    CHECK(!ferror(in));
+    fclose(in);
+    CHECK(fclose(out) == 0);
+}
+
 static void make_png_sets(void) {
     const char *src = sp_test_data("pngsuite");
     DIR *d = opendir(src);
@@ -243,9 +262,10 @@ static void make_png_sets(void) {
             if (!strncmp(e->d_name + 4, classes[c], 2)) cls = classes[c];
         if (!cls) cls = "2c";
         for (int k = bad; k < 2; k++) {
-            snprintf(path, sizeof path, "cp '%s/%s' '%s/%s/%s'", src, e->d_name, k ? pngbad : png,
-                     cls, e->d_name);
-            CHECK(system(path) == 0);
+            char from[4200];
+            snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+            snprintf(path, sizeof path, "%s/%s/%s", k ? pngbad : png, cls, e->d_name);
+            copy_file(from, path);
         }
         nbad += bad;
     }
@@ -299,6 +319,7 @@ static void test_per_worker_mode(void) {
 }
 
 static void test_on_error(void) {
+    if (!sp_test_corpus("pngsuite", "on-error with PngSuite's x*.png")) return;
     sp_loader_config c;
     cfg_of(&c, pngbad, PIPE, 5, 16);
     stream ref, s;
@@ -363,6 +384,7 @@ static void test_crashing_sample(void) {
 }
 
 static void test_state_refusal(void) {
+    int png_ok = sp_test_corpus("pngsuite", "the other-dataset state refusal");
     sp_loader_config c;
     cfg_of(&c, shapes, PIPE, 77, 8);
     sp_loader *ld;
@@ -376,11 +398,11 @@ static void test_state_refusal(void) {
         const char *ds, *pipe;
         uint64_t seed;
         const char *word;
-    } cases[] = {{have_png ? png : NULL, PIPE, 77, "dataset"},
+    } cases[] = {{png_ok ? png : NULL, PIPE, 77, "dataset"},
                  {shapes, "hflip p=0.5 | random_resized_crop size=24", 77, "pipeline"},
                  {shapes, PIPE, 78, "seed 77 in the state, 78 here"}};
     for (int i = 0; i < 3; i++) {
-        if (!cases[i].ds) continue;   /* no PngSuite: no other dataset (skipped in main) */
+        if (!cases[i].ds) continue;   /* no PngSuite: no other dataset (SKIP above) */
         sp_loader_config o;
         cfg_of(&o, cases[i].ds, cases[i].pipe, cases[i].seed, 8);
         sp_pool_config pc = {2, 0, EPOCHS, &st, NULL, NULL, NULL};
@@ -392,8 +414,8 @@ static void test_state_refusal(void) {
         check_no_leaks();
     }
     /* Round trip through a file, and hostile texts. */
-    char path[300];
-    snprintf(path, sizeof path, "%s/state.json", shapes);
+    char path[400];
+    snprintf(path, sizeof path, "%s/state-%d.json", g_tmp, (int)getpid());
     CHECK_OK(sp_loader_state_save(path, &st, &err), &err);
     sp_loader_state back;
     CHECK_OK(sp_loader_state_load(path, &back, &err), &err);
@@ -417,31 +439,44 @@ static void test_state_refusal(void) {
     CHECK(strstr(err.msg, "bogus") != NULL);
 }
 
-int main(void) {
-    have_png = sp_test_corpus("pngsuite", "the PngSuite ImageFolder (worker counts, on-error "
-                                          "with x*.png, the other-dataset state refusal)");
+static void test_worker_counts_shapes(void) { test_worker_counts(shapes, 8); }
+
+static void test_worker_counts_pngsuite(void) {
+    if (!sp_test_corpus("pngsuite", "the PngSuite ImageFolder's worker counts")) return;
+    test_worker_counts(png, 16);
+}
+
+static void setup(void) {
+    struct stat sb;
+    have_png = stat(sp_test_data("pngsuite"), &sb) == 0;   /* the cases say SKIP */
     shm_before = count_shm();
-    snprintf(shapes, sizeof shapes, "/tmp/sp-test-pool-XXXXXX");
-    CHECK(mkdtemp(shapes) != NULL);
-    snprintf(png, sizeof png, "/tmp/sp-test-pool-png-XXXXXX");
-    CHECK(mkdtemp(png) != NULL);
-    snprintf(pngbad, sizeof pngbad, "/tmp/sp-test-pool-bad-XXXXXX");
-    CHECK(mkdtemp(pngbad) != NULL);
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp-test-pool-XXXXXX");
+    CHECK(mkdtemp(g_tmp) != NULL);
+    snprintf(shapes, sizeof shapes, "%s/shapes", g_tmp);
+    snprintf(png, sizeof png, "%s/png", g_tmp);
+    snprintf(pngbad, sizeof pngbad, "%s/pngbad", g_tmp);
+    CHECK(mkdir(png, 0755) == 0 && mkdir(pngbad, 0755) == 0);
     sp_shapes_opts o = {60, 32, 3};
     sp_error err;
     CHECK_OK(sp_shapes_make(shapes, &o, &err), &err);
     if (have_png) make_png_sets();
+}
 
-    test_worker_counts(shapes, 8);
-    if (have_png) test_worker_counts(png, 16);
-    test_per_worker_mode();
-    if (have_png) test_on_error();
-    test_crashing_sample();
-    test_state_refusal();
-
-    char cmd[1000];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", shapes, png, pngbad);
+static void teardown(void) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     CHECK(system(cmd) == 0);
-    printf("pool: all %s\n", have_png ? "checks passed" : "checks that ran passed (SKIP above)");
-    return sp_test_status();
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_worker_counts_shapes),
+    SP_CASE(test_worker_counts_pngsuite),
+    SP_CASE(test_per_worker_mode),
+    SP_CASE(test_on_error),
+    SP_CASE(test_crashing_sample),
+    SP_CASE(test_state_refusal),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

@@ -8,6 +8,9 @@
  * the SSE2 outputs also stay within the source's value range (the filter's
  * weights are non-negative). Closeness to a float reference is
  * test_ops.c's job. Levels the CPU lacks are reported and not run.
+ * Cases (each its own process): test_sse2_within_source_range (the range
+ * bound on the SSE2 pass) and test_levels_equal_sse2 (its own SSE2 pass,
+ * then AVX2, AVX-512BW and the default dispatch, SEEDPIPE_ISA unset).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include <xxhash.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/philox.h"
 
@@ -72,32 +76,66 @@ static uint64_t run_all(int check_ref) {
     return h;
 }
 
-int main(void) {
-    static const struct { const char *name, *cpu; } levels[] = {
-        {"sse2", "sse2"}, {"avx2", "avx2"}, {"avx512", "avx512bw"}};
+/* The bytes of one pass at ISA level `name` (SEEDPIPE_ISA; NULL: unset, the
+ * default dispatch). */
+static uint64_t run_at(const char *name, int check_ref) {
+    if (name) setenv("SEEDPIPE_ISA", name, 1);
+    else unsetenv("SEEDPIPE_ISA");
+    uint64_t h = run_all(check_ref);
+    unsetenv("SEEDPIPE_ISA");
+    return h;
+}
+
+/* 1 when the CPU has level i (0 sse2, 1 avx2, 2 avx512bw). */
+static int cpu_has(int i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return i == 0 ? __builtin_cpu_supports("sse2")
+         : i == 1 ? __builtin_cpu_supports("avx2") : __builtin_cpu_supports("avx512bw");
+#else
+    return i == 0;
+#endif
+}
+
+/* The SSE2 pass, with the source-range bound on its outputs. */
+static void test_sse2_within_source_range(void) {
+    if (!cpu_has(0)) {
+        printf("level sse2: not on this CPU, not run\n");
+        return;
+    }
+    uint64_t h = run_at("sse2", 1);
+    printf("level sse2: outputs digest %016llx\n", (unsigned long long)h);
+}
+
+/* Every level the CPU has, and the default dispatch (SEEDPIPE_ISA unset),
+ * against the SSE2 pass, computed here (each case is its own process). A
+ * level the CPU lacks is reported and not run (the case passes, as before). */
+static void test_levels_equal_sse2(void) {
+    static const char *const levels[] = {"sse2", "avx2", "avx512"};
     uint64_t ref = 0;
     int ran = 0;
     for (int i = 0; i < 3; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_cpu_init();
-        int have = i == 0 ? __builtin_cpu_supports("sse2")
-                 : i == 1 ? __builtin_cpu_supports("avx2") : __builtin_cpu_supports("avx512bw");
-#else
-        int have = i == 0;
-#endif
-        if (!have) {
-            printf("level %s: not on this CPU, not run\n", levels[i].name);
+        if (!cpu_has(i)) {
+            printf("level %s: not on this CPU, not run\n", levels[i]);
             continue;
         }
-        setenv("SEEDPIPE_ISA", levels[i].name, 1);
-        uint64_t h = run_all(i == 0);
-        printf("level %s: outputs digest %016llx\n", levels[i].name, (unsigned long long)h);
+        uint64_t h = run_at(levels[i], 0);
+        printf("level %s: outputs digest %016llx\n", levels[i], (unsigned long long)h);
         if (ran == 0) ref = h;
-        CHECK_MSG(h == ref, "level %s gives other bytes than sse2", levels[i].name);
+        CHECK_MSG(h == ref, "level %s gives other bytes than sse2", levels[i]);
         ran++;
     }
-    unsetenv("SEEDPIPE_ISA");
-    CHECK(run_all(0) == ref);
+    uint64_t h = run_at(NULL, 0);
+    printf("default dispatch: outputs digest %016llx\n", (unsigned long long)h);
+    CHECK(h == ref);
     printf("resize: %d SIMD level(s) give identical bytes\n", ran);
-    return 0;
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_sse2_within_source_range),
+    SP_CASE(test_levels_equal_sse2),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

@@ -25,12 +25,15 @@
  *     every r, m, world up to 8 (partial last batch, drop_last); an aligned
  *     span (m divides r and world) is rank r/m of world world/m; span 1 is
  *     the slice; a span past the world or of 0 ranks is empty.
+ * Cases (tests/runner.h): test_spec_and_permutation (1, 2), test_independence
+ * (3), test_uniformity (4), test_limits (5), test_batching (6), test_spans (7).
  */
 #include "seedpipe/sampler.h"
 
 #include <math.h>
 
 #include "check.h"
+#include "runner.h"
 
 /* ---- the spec, written out independently ------------------------------------ */
 
@@ -430,13 +433,15 @@ static void test_spans(void) {
     printf("  spans: %d cases equal to their ranks' slices\n", cases);
 }
 
-int main(void) {
-    test_spec_and_permutation();
-    test_independence();
-    test_uniformity();
-    test_limits();
-    test_batching();
-    test_spans();
-    printf("test_sampler: ok\n");
-    return 0;
+static const sp_case cases[] = {
+    SP_CASE(test_spec_and_permutation),
+    SP_CASE(test_independence),
+    SP_CASE(test_uniformity),
+    SP_CASE(test_limits),
+    SP_CASE(test_batching),
+    SP_CASE(test_spans),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
 }

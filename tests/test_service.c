@@ -40,6 +40,14 @@
  *  - SIGTERM: the service exits 0, its region is unlinked, its workers are
  *    gone, and a client waiting for more sees an error, not a hang;
  *  - after every case: no child process left, no region of ours in /dev/shm.
+ * Cases (tests/runner.h), one per part above, each in its own process:
+ * test_one_client; test_ranks_clean, _corrupt_skip; test_span_loader_clean,
+ * _corrupt_skip, _corrupt_substitute; test_node_services_clean (ranks
+ * 0-1 + 2-3), _corrupt_skip, _corrupt_substitute (0 + 1-3), _corrupt_fail
+ * (0-1 + 2-3), _corrupt_fail_split1 (0 + 1-3); test_hostile;
+ * test_stale_and_live; test_dead_client; test_sigterm. setup makes the clean
+ * and the corrupt dataset once, in fresh temp dirs; no case changes them;
+ * a case's regions are named .sp-test-svc-<runner pid>-<case pid>-<n>.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -54,6 +62,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "loader/ring_internal.h"
 #include "seedpipe/client.h"
 #include "seedpipe/service.h"
@@ -64,23 +73,31 @@
 #define MAXB 64
 
 static char shapes[256], shapes_bad[256];
-static char prefix[64];
+static char prefix[64];   /* .sp-test-svc-<runner pid> */
 static int name_no;
 static const char *PIPE = "random_resized_crop size=24 scale=0.3,1 | hflip p=0.5 | "
                           "color_jitter brightness=0.3 contrast=0.3";
 
-static const char *new_name(void) {
+/* The names of this process's (this case's) regions start so. */
+static const char *case_prefix(void) {
     static char buf[96];
-    snprintf(buf, sizeof buf, "%s-%d", prefix, name_no++);
+    snprintf(buf, sizeof buf, "%s-%d-", prefix, (int)getpid());
+    return buf;
+}
+
+static const char *new_name(void) {
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s%d", case_prefix(), name_no++);
     return buf;
 }
 
 static int ours_in_shm(void) {
     DIR *d = opendir("/dev/shm");
     if (!d) return 0;
+    const char *p = case_prefix();
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d))) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    while ((e = readdir(d))) n += strncmp(e->d_name, p, strlen(p)) == 0;
     closedir(d);
     return n;
 }
@@ -841,7 +858,7 @@ static void make_bad_copy(void) {
     CHECK(system(cmd) == 0);
 }
 
-int main(void) {
+static void setup(void) {
     /* Dot names: invisible to other tests that count /dev/shm entries
      * (test_pool counts every name not starting with '.'). */
     snprintf(prefix, sizeof prefix, ".sp-test-svc-%d", (int)getpid());
@@ -853,27 +870,60 @@ int main(void) {
     sp_error err;
     CHECK_OK(sp_shapes_make(shapes, &o, &err), &err);
     make_bad_copy();
+}
 
-    test_one_client();
-    test_ranks(shapes, SP_ON_ERROR_FAIL, "clean");
-    test_ranks(shapes_bad, SP_ON_ERROR_SKIP, "corrupt file, skip");
-    test_span_loader(shapes, SP_ON_ERROR_FAIL, "clean");
-    test_span_loader(shapes_bad, SP_ON_ERROR_SKIP, "corrupt file, skip");
-    test_span_loader(shapes_bad, SP_ON_ERROR_SUBSTITUTE, "corrupt file, substitute");
-    test_node_services(shapes, SP_ON_ERROR_FAIL, 2, "clean");
-    test_node_services(shapes_bad, SP_ON_ERROR_SKIP, 2, "corrupt file, skip");
-    test_node_services(shapes_bad, SP_ON_ERROR_SUBSTITUTE, 1, "corrupt file, substitute");
-    test_node_services(shapes_bad, SP_ON_ERROR_FAIL, 2, "corrupt file, fail");
-    test_node_services(shapes_bad, SP_ON_ERROR_FAIL, 1, "corrupt file, fail");
-    test_hostile();
-    test_stale_and_live();
-    test_dead_client();
-    test_sigterm();
-
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", shapes, shapes_bad);
+/* The cases check for leaks themselves; a failed one may leave a region. */
+static void teardown(void) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' /dev/shm/%s-*", shapes, shapes_bad, prefix);
     CHECK(system(cmd) == 0);
-    check_no_leaks();
-    printf("service: all checks passed\n");
-    return 0;
+}
+
+static void test_ranks_clean(void) { test_ranks(shapes, SP_ON_ERROR_FAIL, "clean"); }
+static void test_ranks_corrupt_skip(void) {
+    test_ranks(shapes_bad, SP_ON_ERROR_SKIP, "corrupt file, skip");
+}
+static void test_span_loader_clean(void) { test_span_loader(shapes, SP_ON_ERROR_FAIL, "clean"); }
+static void test_span_loader_corrupt_skip(void) {
+    test_span_loader(shapes_bad, SP_ON_ERROR_SKIP, "corrupt file, skip");
+}
+static void test_span_loader_corrupt_substitute(void) {
+    test_span_loader(shapes_bad, SP_ON_ERROR_SUBSTITUTE, "corrupt file, substitute");
+}
+static void test_node_services_clean(void) {
+    test_node_services(shapes, SP_ON_ERROR_FAIL, 2, "clean");
+}
+static void test_node_services_corrupt_skip(void) {
+    test_node_services(shapes_bad, SP_ON_ERROR_SKIP, 2, "corrupt file, skip");
+}
+static void test_node_services_corrupt_substitute(void) {
+    test_node_services(shapes_bad, SP_ON_ERROR_SUBSTITUTE, 1, "corrupt file, substitute");
+}
+static void test_node_services_corrupt_fail(void) {
+    test_node_services(shapes_bad, SP_ON_ERROR_FAIL, 2, "corrupt file, fail");
+}
+static void test_node_services_corrupt_fail_split1(void) {
+    test_node_services(shapes_bad, SP_ON_ERROR_FAIL, 1, "corrupt file, fail");
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_one_client),
+    SP_CASE(test_ranks_clean),
+    SP_CASE(test_ranks_corrupt_skip),
+    SP_CASE(test_span_loader_clean),
+    SP_CASE(test_span_loader_corrupt_skip),
+    SP_CASE(test_span_loader_corrupt_substitute),
+    SP_CASE(test_node_services_clean),
+    SP_CASE(test_node_services_corrupt_skip),
+    SP_CASE(test_node_services_corrupt_substitute),
+    SP_CASE(test_node_services_corrupt_fail),
+    SP_CASE(test_node_services_corrupt_fail_split1),
+    SP_CASE(test_hostile),
+    SP_CASE(test_stale_and_live),
+    SP_CASE(test_dead_client),
+    SP_CASE(test_sigterm),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

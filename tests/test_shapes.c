@@ -8,12 +8,17 @@
  * the JPEGs are close to them; images are not blank; the rendered pixels
  * match a pinned digest (integer drawing: the same on every machine);
  * bad options and unwritable folders are clear errors.
+ *
+ * Cases (tests/runner.h, each in its own process, the files in one
+ * mkdtemp() folder): test_class_scheme, test_files, test_not_blank,
+ * test_errors, test_pinned.
  */
 #define _XOPEN_SOURCE 700   /* nftw */
 #include "seedpipe/dataset.h"
 #include "seedpipe/shapes.h"
 
 #include "check.h"
+#include "runner.h"
 
 #include <ftw.h>
 #include <png.h>
@@ -76,7 +81,7 @@ static void make(const char *dir, uint32_t count, int size, uint64_t seed) {
     CHECK_OK(sp_shapes_make(dir, &o, &err), &err);
 }
 
-static void test_files(const char *tmp) {
+static void files(const char *tmp) {
     enum { N = 24, S = 32 };
     char a[600], b[600], c[600], pa[700], pb[700], pc[700];
     snprintf(a, sizeof a, "%s/a", tmp);
@@ -227,7 +232,7 @@ static void test_pinned(void) {
     CHECK_MSG(strcmp(hex, PINNED) == 0, "pixels changed: %s, pinned %s", hex, PINNED);
 }
 
-static void test_errors(const char *tmp) {
+static void errors(const char *tmp) {
     sp_error err;
     sp_shapes_opts o = {4, 8, 0};
     CHECK(sp_shapes_make(tmp, &o, &err) == SP_EINVAL);
@@ -248,16 +253,28 @@ static void test_errors(const char *tmp) {
     sp_image_free(&im);
 }
 
-int main(void) {
-    char tmpl[] = "/tmp/sp_test_shapes_XXXXXX";
-    char *tmp = mkdtemp(tmpl);
-    CHECK(tmp);
-    test_class_scheme();
-    test_files(tmp);
-    test_not_blank();
-    test_errors(tmp);
-    rm_rf(tmp);
-    test_pinned();
-    printf("test_shapes: ok\n");
-    return 0;
+/* ---- cases: each in its own process ---------------------------------------------------- */
+
+static char g_tmp[64];
+
+static void setup(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_shapes_XXXXXX");
+    CHECK(mkdtemp(g_tmp));
+}
+
+static void teardown(void) { rm_rf(g_tmp); }
+
+static void test_files(void) { files(g_tmp); }
+static void test_errors(void) { errors(g_tmp); }
+
+static const sp_case cases[] = {
+    SP_CASE(test_class_scheme),
+    SP_CASE(test_files),
+    SP_CASE(test_not_blank),
+    SP_CASE(test_errors),
+    SP_CASE(test_pinned),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

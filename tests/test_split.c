@@ -11,14 +11,22 @@
  * between subsets, split seeds and no split, and is stable otherwise;
  * --split without --subset, an unknown subset and an empty subset are
  * refused with a clear message.
+ *
+ * Cases (tests/runner.h, each in its own process; the loader cases make
+ * the two shapes datasets, once a run, in setup's mkdtemp() folder):
+ * test_parse, test_sizes,
+ * test_loader_subsets, test_loader_stability (finds each old sample's
+ * subset itself, with the subsets' checks), test_loader_errors.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
 
@@ -128,14 +136,17 @@ static sp_loader *loader_ok(const char *root, const char *split, const char *sub
 
 static int same_digest(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
 
-static void test_loader(const char *small, const char *big) {
-    const char *spec = "train=0.7,val=0.2,test=0.1";
-    const char *names[] = {"train", "val", "test"};
-    sp_loader *all = loader_ok(small, NULL, NULL, 0);
+static char g_root[64], g_small[128], g_big[128];
+static const char *const SPEC = "train=0.7,val=0.2,test=0.1";
+static const char *const NAMES[] = {"train", "val", "test"};
+
+/* The subsets of the small dataset: disjoint, covering, canonical order,
+ * one visit an epoch, fingerprints; owner[i] gets sample i's subset. */
+static void subsets(const char *small, sp_loader *all, int *owner) {
+    const char *spec = SPEC;
+    const char *const *names = NAMES;
     const sp_dataset *ds = sp_loader_dataset(all);
     uint64_t n = sp_dataset_size(ds);
-    int *owner = malloc(n * sizeof *owner);
-    CHECK(owner);
     for (uint64_t i = 0; i < n; i++) owner[i] = -1;
     sp_split s;
     sp_error err;
@@ -193,6 +204,47 @@ static void test_loader(const char *small, const char *big) {
     printf("loader: %llu samples: train %llu, val %llu, test %llu\n", (unsigned long long)n,
            (unsigned long long)counts[0], (unsigned long long)counts[1],
            (unsigned long long)counts[2]);
+}
+
+/* The two shapes datasets of the loader cases (`big` has all of `small`'s
+ * files and more), each made by the first loader case of a run that needs
+ * it, under g_root; a marker file tells the cases after it (forked from the
+ * same runner). */
+static void need_dataset(const char *dir, uint32_t count) {
+    char mark[160];
+    snprintf(mark, sizeof mark, "%s.made", dir);
+    if (access(mark, F_OK) == 0) return;
+    sp_error err;
+    sp_error_clear(&err);
+    sp_shapes_opts o = {count, 16, 0};
+    CHECK_OK(sp_shapes_make(dir, &o, &err), &err);
+    FILE *f = fopen(mark, "w");
+    CHECK(f && fclose(f) == 0);
+}
+static void need_small(void) { need_dataset(g_small, 240); }
+static void need_big(void) { need_dataset(g_big, 330); }
+
+static void test_loader_subsets(void) {
+    need_small();
+    sp_loader *all = loader_ok(g_small, NULL, NULL, 0);
+    int *owner = malloc(sp_dataset_size(sp_loader_dataset(all)) * sizeof *owner);
+    CHECK(owner);
+    subsets(g_small, all, owner);
+    free(owner);
+    sp_loader_destroy(all);
+}
+
+static void test_loader_stability(void) {
+    const char *small = g_small, *big = g_big, *spec = SPEC;
+    const char *const *names = NAMES;
+    need_small();
+    need_big();
+    sp_loader *all = loader_ok(small, NULL, NULL, 0);
+    const sp_dataset *ds = sp_loader_dataset(all);
+    uint64_t n = sp_dataset_size(ds);
+    int *owner = malloc(n * sizeof *owner);
+    CHECK(owner);
+    subsets(small, all, owner);   /* each small sample's subset, checked */
 
     /* Stability: the bigger dataset has all the small one's files and more. */
     sp_loader *ball = loader_ok(big, NULL, NULL, 0);
@@ -217,8 +269,15 @@ static void test_loader(const char *small, const char *big) {
     printf("stability: %llu -> %llu samples, all %llu old samples kept their subset\n",
            (unsigned long long)n, (unsigned long long)bn, (unsigned long long)matched);
     sp_loader_destroy(ball);
+    free(owner);
+    sp_loader_destroy(all);
+}
 
-    /* Errors. */
+static void test_loader_errors(void) {
+    need_small();
+    const char *small = g_small, *spec = SPEC;
+    sp_error err;
+    sp_error_clear(&err);
     int rc;
     sp_loader *ld = make_loader(small, spec, NULL, 0, &err, &rc);
     CHECK(rc == SP_EINVAL && !ld && strstr(err.msg, "--subset"));
@@ -231,29 +290,32 @@ static void test_loader(const char *small, const char *big) {
     CHECK(rc == SP_EINVAL && !ld && strstr(err.msg, "not 1"));
     ld = make_loader(small, "big=0.9999999,tiny=0.0000001", "tiny", 0, &err, &rc);
     CHECK(rc == SP_EINVAL && !ld && strstr(err.msg, "empty"));
-    free(owner);
-    sp_loader_destroy(all);
     printf("errors ok\n");
 }
 
-int main(void) {
-    test_parse();
-    test_sizes();
-    char root[] = "/tmp/sp-test-split-XXXXXX";
-    CHECK(mkdtemp(root) != NULL);
-    char small[512], big[512];
-    snprintf(small, sizeof small, "%s/small", root);
-    snprintf(big, sizeof big, "%s/big", root);
-    sp_error err;
-    sp_error_clear(&err);
-    sp_shapes_opts o = {240, 16, 0};
-    CHECK_OK(sp_shapes_make(small, &o, &err), &err);
-    sp_shapes_opts o2 = {330, 16, 0};
-    CHECK_OK(sp_shapes_make(big, &o2, &err), &err);
-    test_loader(small, big);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", root);
-    printf("test_split: ok\n");
-    return 0;
+/* ---- cases ------------------------------------------------------------------------- */
+
+static void setup(void) {
+    snprintf(g_root, sizeof g_root, "/tmp/sp-test-split-XXXXXX");
+    CHECK(mkdtemp(g_root) != NULL);
+    snprintf(g_small, sizeof g_small, "%s/small", g_root);
+    snprintf(g_big, sizeof g_big, "%s/big", g_root);
+}
+
+static void teardown(void) {
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_root);
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_parse),
+    SP_CASE(test_sizes),
+    SP_CASE(test_loader_subsets),
+    SP_CASE(test_loader_stability),
+    SP_CASE(test_loader_errors),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }

@@ -15,7 +15,10 @@
  *     byte is corrupted (SP_EFORMAT).
  *  3. If /usr/share/datasets/fashion-mnist exists: 100 steps of batch 32 on
  *     Fashion-MNIST give test accuracy (1024 test images) >= 0.55 (chance
- *     0.10); else SKIP for that part.
+ *     0.10); else SKIP for that part (its case exits 77).
+ * Cases (tests/runner.h): test_learns (1), test_resume (2),
+ * test_fashion_mnist (3); setup makes a fresh temp dir, and each case makes
+ * the shapes sets it uses there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "runner.h"
 #include "seedpipe/dataset.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
@@ -114,7 +118,7 @@ static double evaluate(sp_trainer *tr, sp_loader *ev, uint64_t max_batches) {
     return (double)correct / (double)seen;
 }
 
-static void test_learns(const char *train, const char *val) {
+static void learns(const char *train, const char *val) {
     double t0 = now();
     sp_loader *ld = make_loader(train, "random_resized_crop size=32 scale=0.85,1 | hflip p=0.5 | " NORM,
                                 1, 16, 1, SP_DTYPE_FLOAT32);
@@ -146,7 +150,7 @@ static sp_digest digest_of(sp_trainer *tr) {
 
 static int same(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
 
-static void test_resume(const char *ds) {
+static void resume(const char *ds) {
     /* 96 images, batch 16: 6 batches per epoch, 3 epochs = 18 steps;
      * the checkpoint is at step 8 = epoch 1, batch 2 (mid-epoch). */
     const uint64_t total = 18, cut = 8;
@@ -233,8 +237,9 @@ static void test_fashion_mnist(void) {
     const char *test = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
     struct stat sb;
     if (stat(train, &sb) != 0 || stat(test, &sb) != 0) {
-        printf("SKIP: Fashion-MNIST part (%s not found)\n", train);
-        return;
+        char msg[300];
+        snprintf(msg, sizeof msg, "Fashion-MNIST part (%s not found)", train);
+        SKIP(msg);
     }
     double t0 = now();
     const char *pipe = "decode mode=gray | normalize mean=0.286 std=0.353";
@@ -254,28 +259,44 @@ static void test_fashion_mnist(void) {
     sp_loader_destroy(ld);
 }
 
-int main(void) {
+/* g_dir/NAME: a shapes set of n images of 32 px. */
+static const char *shapes_set(const char *name, uint32_t n, uint64_t seed, char *path,
+                              size_t cap) {
+    snprintf(path, cap, "%s/%s", g_dir, name);
+    sp_error err;
+    sp_shapes_opts o = {n, 32, seed};
+    CHECK_OK(sp_shapes_make(path, &o, &err), &err);
+    return path;
+}
+
+static void test_learns(void) {
+    char train[300], val[300];
+    learns(shapes_set("train", 360, 1, train, sizeof train),
+           shapes_set("val", 180, 2, val, sizeof val));
+}
+
+static void test_resume(void) {
+    char small[300];
+    resume(shapes_set("small", 96, 3, small, sizeof small));
+}
+
+static void setup(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/sp_test_train_XXXXXX");
     CHECK(mkdtemp(g_dir));
-    char train[300], val[300], small[300];
-    snprintf(train, sizeof train, "%s/train", g_dir);
-    snprintf(val, sizeof val, "%s/val", g_dir);
-    snprintf(small, sizeof small, "%s/small", g_dir);
-    sp_error err;
-    sp_shapes_opts o = {360, 32, 1};
-    CHECK_OK(sp_shapes_make(train, &o, &err), &err);
-    sp_shapes_opts ov = {180, 32, 2};
-    CHECK_OK(sp_shapes_make(val, &ov, &err), &err);
-    sp_shapes_opts os = {96, 32, 3};
-    CHECK_OK(sp_shapes_make(small, &os, &err), &err);
+}
 
-    test_resume(small);
-    test_learns(train, val);
-    test_fashion_mnist();
-
+static void teardown(void) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     CHECK(system(cmd) == 0);
-    printf("test_train: ok\n");
-    return 0;
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_resume),
+    SP_CASE(test_learns),
+    SP_CASE(test_fashion_mnist),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), setup, teardown);
 }
