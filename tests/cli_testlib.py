@@ -78,6 +78,11 @@ def stop_all():
                 p.wait()
 
 
+def region(name):
+    """Does the shared-memory region NAME exist?"""
+    return os.path.exists(f"/dev/shm/{name}")
+
+
 def final_digest(out):
     """The final-weights digest `seedpipe train` printed."""
     for line in out.splitlines():

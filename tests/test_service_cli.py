@@ -25,8 +25,8 @@ import tempfile
 import time
 import shutil
 
-from cli_testlib import (alive, children_left, finish, procs, run, serve, stop_all,
-                         worker_pids)
+from cli_testlib import (alive, children_left, finish, procs, region, run, serve,
+                         stop_all, worker_pids)
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 BUILD = os.environ.get("SP_BUILD_DIR", "")
@@ -56,10 +56,6 @@ def digest_of(p):
         if l.startswith("digest:"):
             return l.split("stream ")[1].strip()
     raise AssertionError(p.stdout + p.stderr)
-
-
-def region(name):
-    return os.path.exists(f"/dev/shm/{name}")
 
 
 def main():

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli_testlib import children_left, finish, procs, run, serve, stop_all
+from cli_testlib import children_left, finish, procs, region, run, serve, stop_all
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 BUILD = os.environ.get("SP_BUILD_DIR", "")
@@ -72,10 +72,6 @@ def trainers(names_by_rank):
         assert p.returncode == 0, (r, p.returncode, o, e)
         out[r] = o
     return out
-
-
-def region(name):
-    return os.path.exists(f"/dev/shm/{name}")
 
 
 def main():
