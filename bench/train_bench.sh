@@ -4,7 +4,7 @@
 #
 #   bench/train_bench.sh [BUILD_DIR] [OUT_DIR]
 #
-# Needs `seedpipe train` (loader/cli_train.c) in BUILD_DIR/seedpipe. Without a
+# Needs `seedpipe train` (programs/cli_train.c) in BUILD_DIR/seedpipe. Without a
 # CUDA device (or a build without CUDA) the CUDA rows are skipped with a note.
 # Knobs (environment): COUNT (images, default 2048), SIZE (px, default 32),
 # BATCH (default 64), EPOCHS (default 2), WORKERS (pool workers, default 4),
@@ -23,7 +23,7 @@ COUNT=${COUNT:-2048}; SIZE=${SIZE:-32}; BATCH=${BATCH:-64}; EPOCHS=${EPOCHS:-2}
 WORKERS=${WORKERS:-4}; THREADS=${THREADS:-$(nproc)}; PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 if "$SP" train 2>&1 | grep -q "unknown command"; then
-  echo "train_bench: $SP has no 'train' command (wire cmd_train into loader/cli.c)"; exit 1
+  echo "train_bench: $SP has no 'train' command (wire cmd_train into programs/cli.c)"; exit 1
 fi
 DS="$OUT/shapes-$SIZE"
 [ -d "$DS" ] || "$SP" make-shapes "$DS" --count "$COUNT" --size "$SIZE" --seed 1 >/dev/null

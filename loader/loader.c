@@ -306,8 +306,6 @@ uint32_t sp__loader_capacity(const sp_loader *ld) {
 void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count) {
     sp_batch_span(&ld->bt, b, ld->span, pos, count);
 }
-uint64_t sp__loader_worker_counter(const sp_loader *ld) { return ld->worker_counter; }
-void sp__loader_set_worker_counter(sp_loader *ld, uint64_t c) { ld->worker_counter = c; }
 
 sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w) {
     return sp_worker_key(ld->cfg.seed, w);

@@ -88,10 +88,4 @@ uint32_t sp__loader_capacity(const sp_loader *ld);
 /* The loader's positions of global batch b (its rank, or its span). */
 void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count);
 
-/* Per-worker mode in-process: the running sample counter (sp_loader_batch
- * advances it by each batch's positions). verify sets it to recompute one
- * batch of a per-worker stream. */
-uint64_t sp__loader_worker_counter(const sp_loader *ld);
-void sp__loader_set_worker_counter(sp_loader *ld, uint64_t counter);
-
 #endif

@@ -13,7 +13,7 @@
  * sum is printed with its bits; a left-to-right double sum next to it
  * shows such differences).
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

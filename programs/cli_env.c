@@ -1,5 +1,5 @@
 /* cli_env.c - `seedpipe env [--json FILE]`: the environment (env.h). */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  *
  * Commands are listed in usage() below and documented in README.md.
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
  * data order; `inspect` summarises a dataset; `make-shapes` writes the
  * built-in dataset.
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>

@@ -11,7 +11,7 @@
  * prints a running service's progress, throughput, ring occupancy, workers
  * and clients (exit 0; 1 if the region is missing, invalid or stale).
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <signal.h>
 #include <stdio.h>

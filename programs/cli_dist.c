@@ -16,7 +16,7 @@
  * ..." and calls MPI_Abort, so the other ranks stop too (mpirun then
  * names the rank that died and its exit status or signal).
  */
-#include "loader/cli_dist.h"
+#include "cli_dist.h"
 
 #include <stdio.h>
 #include <stdlib.h>

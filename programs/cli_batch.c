@@ -7,7 +7,7 @@
  * runs can be compared by one line. `dump` renders one batch
  * as a contact-sheet PNG (uint8 preview, before normalization).
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

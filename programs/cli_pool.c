@@ -14,7 +14,7 @@
  * `diff` compares two manifests.
  */
 #define _XOPEN_SOURCE 700   /* nftw */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <ftw.h>
 #include <signal.h>
@@ -26,7 +26,6 @@
 
 #include <xxhash.h>
 
-#include "loader/loader_internal.h"
 #include "seedpipe/cache.h"
 #include "seedpipe/client.h"
 #include "seedpipe/manifest.h"
@@ -169,16 +168,46 @@ void cli_stream_close(cli_stream *s) {
     free(s);
 }
 
-void cli_print_failures(const sp_loader *ld, FILE *f) {
+int cli_failures_add(cli_failures *fl, const sp_loader *ld) {
     size_t n = sp_loader_failure_count(ld);
-    if (!n) return;
-    fprintf(f, "%zu sample%s failed (on-error %s):\n", n, n > 1 ? "s" : "",
-            sp_on_error_name(sp_loader_config_of(ld)->on_error));
+    fl->on_error = sp_loader_config_of(ld)->on_error;
     for (size_t i = 0; i < n; i++) {
-        sp_failure fl;
-        if (sp_loader_failure_get(ld, i, &fl) == 0)
-            fprintf(f, "  sample %llu: %s\n", (unsigned long long)fl.sample, fl.msg);
+        sp_failure f;
+        if (sp_loader_failure_get(ld, i, &f) != 0) continue;
+        size_t k = 0;
+        while (k < fl->n && fl->v[k].sample != f.sample) k++;
+        if (k < fl->n) continue;   /* once per sample, as a loader's log */
+        if (fl->n == fl->cap) {
+            size_t cap = fl->cap ? 2 * fl->cap : 16;
+            sp_failure *nv = realloc(fl->v, cap * sizeof *nv);
+            if (!nv) return -1;
+            fl->v = nv;
+            fl->cap = cap;
+        }
+        fl->v[fl->n++] = f;
     }
+    return 0;
+}
+
+void cli_failures_print(const cli_failures *fl, FILE *f) {
+    if (!fl->n) return;
+    fprintf(f, "%zu sample%s failed (on-error %s):\n", fl->n, fl->n > 1 ? "s" : "",
+            sp_on_error_name(fl->on_error));
+    for (size_t i = 0; i < fl->n; i++)
+        fprintf(f, "  sample %llu: %s\n", (unsigned long long)fl->v[i].sample, fl->v[i].msg);
+}
+
+void cli_failures_free(cli_failures *fl) {
+    free(fl->v);
+    memset(fl, 0, sizeof *fl);
+}
+
+void cli_print_failures(const sp_loader *ld, FILE *f) {
+    cli_failures fl;
+    memset(&fl, 0, sizeof fl);
+    if (cli_failures_add(&fl, ld) != 0) fprintf(f, "(out of memory listing the failures)\n");
+    cli_failures_print(&fl, f);
+    cli_failures_free(&fl);
 }
 
 void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *ring) {
@@ -450,19 +479,6 @@ static void run_world(verify_ctx *v, run_result *r, uint32_t K) {
     result_end(v, r, st, rc, &err);
 }
 
-/* Samples' positions before batch (e, b) from the start of the stream: the
- * per-worker counter of an in-process run. */
-static uint64_t positions_before(const sp_loader *ld, uint32_t e, uint64_t b) {
-    uint64_t nb = sp_loader_batches_per_epoch(ld), per_epoch = 0, before = 0, pos;
-    uint32_t c;
-    for (uint64_t i = 0; i < nb; i++) {
-        sp__loader_slice(ld, i, &pos, &c);
-        per_epoch += c;
-        if (i < b) before += c;
-    }
-    return (uint64_t)e * per_epoch + before;
-}
-
 /* " (rank k of world K, its position j)" for position p of a --world row's
  * divergent batch, from the ranks' sample counts. */
 static void rank_of(const run_result *r, uint32_t p, char *buf, size_t n) {
@@ -508,9 +524,13 @@ static void report_divergence(verify_ctx *v, const run_result *r) {
         sp_loader_destroy(ld);
         return;
     }
+    /* Per-worker mode: a loader's running sample counter decides the draws,
+     * so replay the stream up to the batch (the demonstration mode only). */
+    int rrc = 0;
     if (v->cfg.rng_mode == SP_RNG_PER_WORKER)
-        sp__loader_set_worker_counter(ld, positions_before(ld, e, bi));
-    if (sp_loader_batch(ld, e, bi, &b, &err) != 0) {
+        for (uint64_t q = 0; q < (uint64_t)r->div && rrc == 0; q++)
+            rrc = sp_loader_batch(ld, (uint32_t)(q / nb), q % nb, &b, &err);
+    if (rrc != 0 || sp_loader_batch(ld, e, bi, &b, &err) != 0) {
         printf("    (cannot recompute: %s)\n", err.msg);
     } else {
         size_t sb = sp_loader_sample_bytes(ld);

@@ -48,7 +48,7 @@
  * checkpoint holds the global stream's position, so it resumes at any K.
  * Any error on any rank stops the whole job (cli_dist.h).
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -59,7 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/cli_dist.h"
+#include "cli_dist.h"
 #include "seedpipe/client.h"
 #include "seedpipe/dataset.h"
 #include "seedpipe/pipeline.h"

@@ -19,7 +19,7 @@
  *   seedpipe cache gc DIR --max-size SIZE
  *       evict least recently used entries down to SIZE (10M, 2G, ...)
  */
-#include "loader/cli.h"
+#include "cli.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/loader_internal.h"
 #include "seedpipe/cache.h"
 #include "seedpipe/pool.h"
 
@@ -128,6 +127,8 @@ static int cache_build(cli_args *a) {
     cli_check_unused(a);
 
     sp_loader *ld;
+    cli_failures failed;
+    memset(&failed, 0, sizeof failed);
     if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
     sp_cache *c;
     if (sp_cache_open(dir, &o, &c, &err) != 0) cli_fail(a, &err);
@@ -200,10 +201,9 @@ static int cache_build(cli_args *a) {
             pooled.bytes_written += ps.bytes_written;
             pooled.raw_written += ps.raw_written;
             pooled.write_failures += ps.write_failures;
-            for (size_t f = 0; f < sp_loader_failure_count(sp_pool_loader(pool)); f++) {
-                sp_failure fl;
-                if (sp_loader_failure_get(sp_pool_loader(pool), f, &fl) == 0)
-                    sp__loader_log_failure(ld, fl.sample, fl.code, fl.msg);
+            if (cli_failures_add(&failed, sp_pool_loader(pool)) != 0) {
+                sp_error_set(&err, SP_ENOMEM, "out of memory");
+                cli_fail(a, &err);
             }
             sp_pool_destroy(pool);
         }
@@ -225,7 +225,12 @@ static int cache_build(cli_args *a) {
            ne, present, s.committed, images, dt, dt > 0 ? (double)images / dt : 0.0,
            dt > 0 ? (double)s.raw_written / dt / 1e6 : 0.0, st, raw,
            s.bytes_written ? (double)s.raw_written / (double)s.bytes_written : 0.0);
-    cli_print_failures(ld, stderr);
+    if (cli_failures_add(&failed, ld) != 0) {   /* the in-process epochs' */
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(a, &err);
+    }
+    cli_failures_print(&failed, stderr);
+    cli_failures_free(&failed);
     sp_batch_free(&b);
     sp_cache_close(c);
     sp_loader_destroy(ld);

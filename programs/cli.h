@@ -85,6 +85,16 @@ struct XXH3_state_s;
 void cli_digest_fold(struct XXH3_state_s *st, sp_digest d);
 /* The failure log, one line per sample ("  sample I: path: reason"). */
 void cli_print_failures(const sp_loader *ld, FILE *f);
+/* Failures gathered from several loaders' logs (e.g. one pool an epoch),
+ * once per sample; printed as cli_print_failures() prints one log. */
+typedef struct cli_failures {
+    sp_failure *v;
+    size_t n, cap;
+    sp_on_error on_error;
+} cli_failures;
+int cli_failures_add(cli_failures *fl, const sp_loader *ld);   /* -1: out of memory */
+void cli_failures_print(const cli_failures *fl, FILE *f);
+void cli_failures_free(cli_failures *fl);
 
 int cmd_rng(cli_args *a);
 int cmd_order(cli_args *a);
