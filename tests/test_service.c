@@ -418,7 +418,7 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
         if (fails[k] >= 0 && (svc_fail[s] < 0 || fails[k] < svc_fail[s])) svc_fail[s] = fails[k];
     }
     const char *names[2];
-    char nbuf[2][96];
+    char nbuf[2][128];
     pid_t pid[2];
     for (int s = 0; s < 2; s++) {
         snprintf(nbuf[s], sizeof nbuf[s], "%s", new_name());
