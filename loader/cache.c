@@ -63,6 +63,7 @@
  * locks, which suffices). Per-worker rng mode is never cached.
  */
 #include "loader/cache_internal.h"
+#include "loader/hash_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,7 +76,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
 
 #include "seedpipe/pipeline.h"
 
@@ -178,33 +178,20 @@ void sp_cache_close(sp_cache *c) {
     free(c);
 }
 
-static void hash_u64(XXH3_state_t *st, uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    XXH3_128bits_update(st, b, 8);
-}
-
 sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch) {
-    static const char tag[] = "seedpipe-cache-key";
     const sp_loader_config *cfg = sp_loader_config_of(ld);
-    sp_digest fp = sp_loader_fingerprint(ld), d = {0, 0};
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) return d;
-    XXH3_128bits_reset(st);
-    hash_u64(st, sizeof tag - 1);
-    XXH3_128bits_update(st, tag, sizeof tag - 1);
-    hash_u64(st, SP_CACHE_FORMAT_VERSION);
-    hash_u64(st, fp.hi);
-    hash_u64(st, fp.lo);
-    hash_u64(st, cfg->seed);
-    hash_u64(st, epoch);
-    hash_u64(st, cfg->rank);
-    hash_u64(st, cfg->world ? cfg->world : 1);
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    d.hi = h.high64;
-    d.lo = h.low64;
-    return d;
+    sp_digest fp = sp_loader_fingerprint(ld);
+    sp__hash st;
+    sp__hash_init(&st);
+    sp__hash_str(&st, "seedpipe-cache-key");
+    sp__hash_u64(&st, SP_CACHE_FORMAT_VERSION);
+    sp__hash_u64(&st, fp.hi);
+    sp__hash_u64(&st, fp.lo);
+    sp__hash_u64(&st, cfg->seed);
+    sp__hash_u64(&st, epoch);
+    sp__hash_u64(&st, cfg->rank);
+    sp__hash_u64(&st, cfg->world ? cfg->world : 1);
+    return sp__hash_digest(&st);
 }
 
 /* The manifest fields a loader decides (everything but sizes and times). */

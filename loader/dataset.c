@@ -36,6 +36,7 @@
  * children; it re-hashes the bytes and refuses a file that changed.
  */
 #include "loader/dataset_internal.h"
+#include "loader/hash_internal.h"
 #include "loader/le_internal.h"
 
 #include <errno.h>
@@ -112,15 +113,11 @@ static sp_digest digest_of(XXH128_hash_t h) {
 
 int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
                    uint64_t *size, sp_digest *digest, sp_error *err) {
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    XXH3_128bits_reset(st);
+    sp__hash hs, *st = &hs;
+    sp__hash_init(st);
     enum { CHUNK = 1 << 16 };
     uint8_t *buf = malloc(CHUNK);
-    if (!buf) {
-        XXH3_freeState(st);
-        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    }
+    if (!buf) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     uint64_t total = 0;
     int rc = SP_OK;
     for (;;) {
@@ -137,14 +134,13 @@ int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
                               path, (unsigned long long)max_bytes);
             break;
         }
-        XXH3_128bits_update(st, buf, (size_t)r);
+        sp__hash_bytes(st, buf, (size_t)r);
     }
     if (rc == SP_OK) {
         *size = total;
-        *digest = digest_of(XXH3_128bits_digest(st));
+        *digest = sp__hash_digest(st);
     }
     free(buf);
-    XXH3_freeState(st);
     return rc;
 }
 
@@ -211,18 +207,18 @@ done:
  * is XXH3 over their concatenation, and a few million 4-byte updates cost
  * more than the hashing. */
 typedef struct fp_buf {
-    XXH3_state_t *st;
+    sp__hash *st;
     size_t n;
     uint8_t b[4096];
 } fp_buf;
 
 static void fp_bytes(fp_buf *f, const void *p, size_t len) {
     if (f->n + len > sizeof f->b) {
-        XXH3_128bits_update(f->st, f->b, f->n);
+        sp__hash_bytes(f->st, f->b, f->n);
         f->n = 0;
     }
     if (len > sizeof f->b) {
-        XXH3_128bits_update(f->st, p, len);
+        sp__hash_bytes(f->st, p, len);
         return;
     }
     memcpy(f->b + f->n, p, len);
@@ -249,12 +245,9 @@ static void put_str(fp_buf *f, const char *s) {
 
 static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
     fp_buf *f = malloc(sizeof *f);
-    XXH3_state_t *st = f ? XXH3_createState() : NULL;
-    if (!st) {
-        free(f);
-        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    }
-    XXH3_128bits_reset(st);
+    if (!f) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    sp__hash hs, *st = &hs;
+    sp__hash_init(st);
     f->st = st;
     f->n = 0;
     static const char tag[] = "seedpipe.dataset.v1";
@@ -272,10 +265,9 @@ static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
         put_u64(f, ds->hashes[i].hi);
         put_u64(f, ds->hashes[i].lo);
     }
-    XXH3_128bits_update(st, f->b, f->n);
+    sp__hash_bytes(st, f->b, f->n);
     free(f);
-    ds->fingerprint = digest_of(XXH3_128bits_digest(st));
-    XXH3_freeState(st);
+    ds->fingerprint = sp__hash_digest(st);
     return SP_OK;
 }
 

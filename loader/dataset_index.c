@@ -44,6 +44,7 @@
  * sidecar.
  */
 #include "loader/dataset_internal.h"
+#include "loader/hash_internal.h"
 #include "loader/le_internal.h"
 
 #include <errno.h>
@@ -138,16 +139,14 @@ static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096
         dir[0] = '\0';
     p[1][0] = '\0';
     if (dir[0]) {
-        XXH3_state_t *st = XXH3_createState();
-        if (!st) return;
-        XXH3_128bits_reset(st);
+        sp__hash st;
+        sp__hash_init(&st);
         uint8_t k = (uint8_t)ds->kind;
-        XXH3_128bits_update(st, &k, 1);
-        XXH3_128bits_update(st, root, strlen(root));
-        XXH128_hash_t h = XXH3_128bits_digest(st);
-        XXH3_freeState(st);
-        snprintf(p[1], 4096, "%s/index-%016llx%016llx", dir, (unsigned long long)h.high64,
-                 (unsigned long long)h.low64);
+        sp__hash_bytes(&st, &k, 1);
+        sp__hash_bytes(&st, root, strlen(root));
+        sp_digest h = sp__hash_digest(&st);
+        snprintf(p[1], 4096, "%s/index-%016llx%016llx", dir, (unsigned long long)h.hi,
+                 (unsigned long long)h.lo);
     }
 }
 

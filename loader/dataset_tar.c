@@ -38,6 +38,7 @@
  * batch bytes depend on indices, labels and pixels, not on paths).
  */
 #include "loader/dataset_internal.h"
+#include "loader/hash_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -218,7 +219,7 @@ typedef struct tar_rd {
 
 /* Consume up to n bytes: copied to dst (if any), hashed into st (if any).
  * Returns the bytes consumed (< n only at the end of the shard) or -1. */
-static int64_t rd_take(tar_rd *r, uint64_t n, uint8_t *dst, XXH3_state_t *st, sp_error *err) {
+static int64_t rd_take(tar_rd *r, uint64_t n, uint8_t *dst, sp__hash *st, sp_error *err) {
     uint64_t done = 0;
     while (done < n) {
         if (r->pos == r->len) {
@@ -236,7 +237,7 @@ static int64_t rd_take(tar_rd *r, uint64_t n, uint8_t *dst, XXH3_state_t *st, sp
         size_t m = r->len - r->pos;
         if (m > n - done) m = (size_t)(n - done);
         if (dst) memcpy(dst + done, r->buf + r->pos, m);
-        if (st) XXH3_128bits_update(st, r->buf + r->pos, m);
+        if (st) sp__hash_bytes(st, r->buf + r->pos, m);
         r->pos += m;
         r->off += m;
         done += m;
@@ -587,13 +588,12 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
         return TAR_FROM_INDEX;
     }
     tar_rd r = {fd, full, buf, 0, 0, 0, 0};
-    XXH3_state_t *st = XXH3_createState();
+    sp__hash hs, *st = &hs;
     char *xpath = NULL;    /* from a pax 'x' or GNU 'L' header, for the next member */
     uint64_t xsize = 0;
     int has_xsize = 0, rc = SP_OK;
     size_t first = t->n;
     uint8_t *ext = NULL;
-    if (!st) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", full);
     while (rc == SP_OK) {
         uint8_t h[TAR_BLOCK];
         uint64_t at = r.off;
@@ -740,7 +740,7 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
                                  (unsigned long long)size, (unsigned long long)ds->max_file_bytes);
                         mark_bad(s, "%s/%s: %s", rel, nmp, lim);
                     } else {
-                        XXH3_128bits_reset(st);
+                        sp__hash_init(st);
                         got = rd_take(&r, size, NULL, st, err);
                         if (got < 0) { rc = SP_EIO; break; }
                         consumed = 1;
@@ -752,9 +752,7 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
                                      (unsigned long long)got);
                             mark_bad(s, "%s/%s: %s", rel, nmp, why);
                         }
-                        XXH128_hash_t d = XXH3_128bits_digest(st);
-                        s->hash.hi = d.high64;
-                        s->hash.lo = d.low64;
+                        s->hash = sp__hash_digest(st);
                     }
                 }
             }
@@ -776,7 +774,6 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
     }
     free(xpath);
     free(ext);
-    XXH3_freeState(st);
     close(fd);
     free(full);
     /* Keys without an image or a label are samples that fail when read. */

@@ -18,6 +18,7 @@
  * are decided from the samples only, so the pool and the threads agree.
  */
 #include "seedpipe/loader.h"
+#include "loader/hash_internal.h"
 #include "loader/loader_internal.h"
 
 #include <pthread.h>
@@ -139,57 +140,39 @@ static char *dupstr(const char *s) {
     return d;
 }
 
-static void hash_u64(XXH3_state_t *st, uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    XXH3_128bits_update(st, b, 8);
-}
-
-static void hash_str(XXH3_state_t *st, const char *s) {
-    size_t n = strlen(s);
-    hash_u64(st, n);
-    XXH3_128bits_update(st, s, n);
-}
-
 static sp_digest compute_fingerprint(const sp_loader *ld) {
-    XXH3_state_t *st = XXH3_createState();
-    sp_digest d = {0, 0};
-    if (!st) return d;
-    XXH3_128bits_reset(st);
+    sp__hash hs, *st = &hs;
+    sp__hash_init(st);
     /* v2: the decoders' warning policy and dct=off by default (a pipeline
      * text without decode means other bytes than under v1) */
-    hash_str(st, "seedpipe-loader-v2");
+    sp__hash_str(st, "seedpipe-loader-v2");
     sp_digest dfp = sp_dataset_fingerprint(ld->ds);
-    hash_u64(st, dfp.hi);
-    hash_u64(st, dfp.lo);
-    hash_str(st, sp_pipeline_canonical(ld->pl));
-    hash_u64(st, (uint64_t)ld->cfg.dtype);
-    hash_u64(st, (uint64_t)ld->cfg.layout);
-    hash_u64(st, (uint64_t)ld->cfg.skip_normalize);
-    hash_u64(st, ld->bt.batch_size);
-    hash_u64(st, (uint64_t)ld->bt.drop_last);
+    sp__hash_u64(st, dfp.hi);
+    sp__hash_u64(st, dfp.lo);
+    sp__hash_str(st, sp_pipeline_canonical(ld->pl));
+    sp__hash_u64(st, (uint64_t)ld->cfg.dtype);
+    sp__hash_u64(st, (uint64_t)ld->cfg.layout);
+    sp__hash_u64(st, (uint64_t)ld->cfg.skip_normalize);
+    sp__hash_u64(st, ld->bt.batch_size);
+    sp__hash_u64(st, (uint64_t)ld->bt.drop_last);
     /* v1 fingerprints stay valid for the defaults. */
     if (ld->cfg.on_error != SP_ON_ERROR_FAIL) {
-        hash_str(st, "on_error");
-        hash_u64(st, (uint64_t)ld->cfg.on_error);
+        sp__hash_str(st, "on_error");
+        sp__hash_u64(st, (uint64_t)ld->cfg.on_error);
     }
     if (ld->cfg.rng_mode != SP_RNG_PER_SAMPLE) {
-        hash_str(st, "rng_mode");
-        hash_u64(st, (uint64_t)ld->cfg.rng_mode);
+        sp__hash_str(st, "rng_mode");
+        sp__hash_u64(st, (uint64_t)ld->cfg.rng_mode);
     }
     if (ld->map) {
         char canon[SP_SPLIT_MAX * (SP_SPLIT_NAME_MAX + 32)];
         sp_split_canonical(&ld->split, canon, sizeof canon);
-        hash_str(st, "split");
-        hash_str(st, canon);
-        hash_u64(st, ld->split.seed);
-        hash_str(st, ld->cfg.subset);
+        sp__hash_str(st, "split");
+        sp__hash_str(st, canon);
+        sp__hash_u64(st, ld->split.seed);
+        sp__hash_str(st, ld->cfg.subset);
     }
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    d.hi = h.high64;
-    d.lo = h.low64;
-    return d;
+    return sp__hash_digest(st);
 }
 
 int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err) {
@@ -620,23 +603,17 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
 
 sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
                            size_t sample_bytes) {
-    XXH3_state_t *st = XXH3_createState();
-    sp_digest d = {0, 0};
-    if (!st) return d;
-    XXH3_128bits_reset(st);
-    hash_u64(st, b->count);
-    hash_u64(st, (uint64_t)c);
-    hash_u64(st, (uint64_t)h);
-    hash_u64(st, (uint64_t)w);
-    hash_u64(st, (uint64_t)dtype);
-    for (uint32_t s = 0; s < b->count; s++) hash_u64(st, b->indices[s]);
-    for (uint32_t s = 0; s < b->count; s++) hash_u64(st, (uint64_t)(uint32_t)b->labels[s]);
-    XXH3_128bits_update(st, b->images, (size_t)b->count * sample_bytes);
-    XXH128_hash_t x = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    d.hi = x.high64;
-    d.lo = x.low64;
-    return d;
+    sp__hash hs, *st = &hs;
+    sp__hash_init(st);
+    sp__hash_u64(st, b->count);
+    sp__hash_u64(st, (uint64_t)c);
+    sp__hash_u64(st, (uint64_t)h);
+    sp__hash_u64(st, (uint64_t)w);
+    sp__hash_u64(st, (uint64_t)dtype);
+    for (uint32_t s = 0; s < b->count; s++) sp__hash_u64(st, b->indices[s]);
+    for (uint32_t s = 0; s < b->count; s++) sp__hash_u64(st, (uint64_t)(uint32_t)b->labels[s]);
+    sp__hash_bytes(st, b->images, (size_t)b->count * sample_bytes);
+    return sp__hash_digest(st);
 }
 
 sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {

@@ -1,0 +1,34 @@
+/* hash_internal.h - the library's one set of XXH3-128 feeding helpers.
+ *
+ * Every fingerprint, key and digest the loader computes (dataset and loader
+ * fingerprints, file content hashes, batch digests, cache keys, the index's
+ * path) streams its bytes through these: integers as 8 little-endian bytes,
+ * strings as their length (8 bytes) then their bytes. The state lives in the
+ * caller's sp__hash (on the stack), so hashing never allocates and no digest
+ * can fail or come back as zeros.
+ *
+ * Not installed, not part of the API. xxHash is compiled into hash.c
+ * (XXH_INLINE_ALL, public API only), so the state's layout is that of the
+ * header the library was built with, whatever libxxhash is loaded.
+ */
+#ifndef SEEDPIPE_HASH_INTERNAL_H
+#define SEEDPIPE_HASH_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seedpipe/common.h"
+
+#define SP__HASH_STATE_BYTES 1024   /* >= sizeof(XXH3_state_t), checked in hash.c */
+
+typedef struct sp__hash {
+    _Alignas(64) unsigned char opaque[SP__HASH_STATE_BYTES];
+} sp__hash;
+
+void sp__hash_init(sp__hash *h);
+void sp__hash_bytes(sp__hash *h, const void *p, size_t n);
+void sp__hash_u64(sp__hash *h, uint64_t v);      /* 8 bytes, little-endian */
+void sp__hash_str(sp__hash *h, const char *s);   /* sp__hash_u64(strlen), then the bytes */
+sp_digest sp__hash_digest(const sp__hash *h);    /* XXH3-128: hi = high64, lo = low64 */
+
+#endif
