@@ -83,6 +83,15 @@ def region(name):
     return os.path.exists(f"/dev/shm/{name}")
 
 
+def assert_nothing_left(prefix):
+    """No shared-memory region named prefix* and no child process of this
+    test is left (a service test's last check)."""
+    left = [f for f in os.listdir("/dev/shm") if f.startswith(prefix)]
+    assert not left, f"regions left: {left}"
+    kids = children_left()
+    assert not kids, f"processes left: {kids}"
+
+
 def final_digest(out):
     """The final-weights digest `seedpipe train` printed."""
     for line in out.splitlines():

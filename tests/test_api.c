@@ -71,6 +71,20 @@ static void test_status_codes(void) {
     printf("status codes: %zu codes, distinct values and texts\n", n);
 }
 
+static char g_root[64];   /* the dataset, made by setup() */
+
+/* The loader both cases use (on-error skip: the corrupt files are left out). */
+static sp_loader_config loader_cfg(uint64_t seed) {
+    sp_loader_config cfg;
+    sp_loader_config_default(&cfg);
+    cfg.dataset = g_root;
+    cfg.pipeline = "resize size=16,16";
+    cfg.seed = seed;
+    cfg.batch_size = BATCH;
+    cfg.on_error = SP_ON_ERROR_SKIP;
+    return cfg;
+}
+
 typedef struct shared {
     sp_loader *ld;
     const char *root;
@@ -114,18 +128,13 @@ static void *reader(void *arg) {
     return NULL;
 }
 
-static void test_failure_log(const char *root) {
+static void test_failure_log_threads(void) {
+    const char *root = g_root;
     char cmd[600];
     snprintf(cmd, sizeof cmd, "ls %s/*/* | awk 'NR %% 2 == 0' | "
                               "while read f; do printf broken > \"$f\"; done", root);
     CHECK(system(cmd) == 0);
-    sp_loader_config cfg;
-    sp_loader_config_default(&cfg);
-    cfg.dataset = root;
-    cfg.pipeline = "resize size=16,16";
-    cfg.seed = 3;
-    cfg.batch_size = BATCH;
-    cfg.on_error = SP_ON_ERROR_SKIP;
+    sp_loader_config cfg = loader_cfg(3);
     shared s;
     memset(&s, 0, sizeof s);
     s.root = root;
@@ -147,14 +156,8 @@ static void test_failure_log(const char *root) {
     sp_loader_destroy(s.ld);
 }
 
-static void test_views(const char *root) {
-    sp_loader_config cfg;
-    sp_loader_config_default(&cfg);
-    cfg.dataset = root;
-    cfg.pipeline = "resize size=16,16";
-    cfg.seed = 4;
-    cfg.batch_size = BATCH;
-    cfg.on_error = SP_ON_ERROR_SKIP;
+static void test_batch_views(void) {
+    sp_loader_config cfg = loader_cfg(4);
     sp_error err;
     sp_loader *ld;
     CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
@@ -184,8 +187,6 @@ static void test_views(const char *root) {
     printf("views: pool batches are views, sp_batch_free leaves their memory alone\n");
 }
 
-static char g_root[64];
-
 static void setup(void) {
     snprintf(g_root, sizeof g_root, "/tmp/sp-test-api-XXXXXX");
     CHECK(mkdtemp(g_root) != NULL);
@@ -200,8 +201,6 @@ static void teardown(void) {
     CHECK(system(cmd) == 0);
 }
 
-static void test_failure_log_threads(void) { test_failure_log(g_root); }   /* corrupts files */
-static void test_batch_views(void) { test_views(g_root); }
 
 static const sp_case cases[] = {
     SP_CASE(test_status_codes),

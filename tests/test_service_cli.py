@@ -25,7 +25,7 @@ import tempfile
 import time
 import shutil
 
-from cli_testlib import (alive, children_left, finish, procs, region, run, serve,
+from cli_testlib import (alive, assert_nothing_left, finish, procs, region, run, serve,
                          stop_all, worker_pids)
 
 BIN = os.environ.get("SEEDPIPE_BIN")
@@ -169,10 +169,7 @@ def main():
     finally:
         stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
-    left = [f for f in os.listdir("/dev/shm") if f.startswith(PREFIX)]
-    assert not left, f"regions left: {left}"
-    kids = children_left()
-    assert not kids, f"processes left: {kids}"
+    assert_nothing_left(PREFIX)
     print("service cli: all checks passed")
     return 0
 

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from cli_testlib import children_left, finish, procs, region, run, serve, stop_all
+from cli_testlib import assert_nothing_left, finish, procs, region, run, serve, stop_all
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 BUILD = os.environ.get("SP_BUILD_DIR", "")
@@ -195,10 +195,7 @@ def main():
     finally:
         stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
-    left = [f for f in os.listdir("/dev/shm") if f.startswith(PREFIX)]
-    assert not left, f"regions left: {left}"
-    kids = children_left()
-    assert not kids, f"processes left: {kids}"
+    assert_nothing_left(PREFIX)
     print("service ranks: all checks passed")
     return 0
 
