@@ -12,13 +12,16 @@
  * docs/pipeline.md.
  */
 #include "augment/pipeline_internal.h"
+#include "common/fileio_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- dtype / layout ---------------------------------------------------------- */
 
@@ -444,24 +447,26 @@ out:
 }
 
 static int read_spec_file(const char *path, char **text, sp_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    char *buf = malloc(65536);
-    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
-    int bad = ferror(f), more = !feof(f);
-    fclose(f);
-    if (!buf) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    if (bad || more) {
-        free(buf);
-        return sp_error_set(err, bad ? SP_EIO : SP_ESPEC, "%s: %s", path,
-                            bad ? "read error" : "pipeline spec file larger than 64 KiB");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    sp__buf buf = {NULL, 0};
+    size_t n = 0;
+    int rc = sp__read_fd(fd, path, 65535, &buf, &n, err);
+    close(fd);
+    if (rc == SP_ELIMIT)
+        rc = sp_error_set(err, SP_ESPEC, "%s: pipeline spec file larger than 64 KiB", path);
+    else if (rc == SP_OK && !buf.p && sp__buf_reserve(&buf, 1) != 0)
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (rc == SP_OK) {
+        buf.p[n] = '\0';   /* the spare byte */
+        if (strlen((char *)buf.p) != n)
+            rc = sp_error_set(err, SP_ESPEC, "%s: pipeline spec contains a NUL byte", path);
     }
-    buf[n] = '\0';
-    if (strlen(buf) != n) {
-        free(buf);
-        return sp_error_set(err, SP_ESPEC, "%s: pipeline spec contains a NUL byte", path);
+    if (rc) {
+        sp__buf_free(&buf);
+        return rc;
     }
-    *text = buf;
+    *text = (char *)buf.p;
     return SP_OK;
 }
 

@@ -1,7 +1,7 @@
 /* cuda_plugin.h - the training core's CUDA half, a library loaded at run time.
  *
  * Not a public header. Everything that needs the CUDA runtime, cuBLAS or
- * cuDNN (kernels/nn_cuda.cu, graph_cuda.cu, env_cuda.cu) is built into
+ * cuDNN (kernels/cuda/nn_cuda.cu, graph_cuda.cu, env_cuda.cu) is built into
  * libseedpipe_cuda.so.N, which links those libraries and nothing of
  * seedpipe's but libseedpipe's public API. The training library
  * (libseedpipe_train and the tool) links no CUDA library: the first call

@@ -23,7 +23,7 @@
 #include <xxhash.h>
 
 #include "kernels/cuda_plugin.h"
-#include "loader/le_internal.h"
+#include "common/le_internal.h"
 #include "kernels/nn_backend.h"
 
 struct sp_trainer {
@@ -375,46 +375,15 @@ int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t b
     return 0;
 }
 
-static int read_all(const char *path, size_t max, uint8_t **out, size_t *len, sp_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return sp_error_set(err, SP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *b = (uint8_t *)malloc(cap);
-    while (b) {
-        if (n == cap) {
-            if (cap > max) break;
-            uint8_t *nb = (uint8_t *)realloc(b, cap * 2);
-            if (!nb) { free(b); b = NULL; break; }
-            b = nb;
-            cap *= 2;
-        }
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int ioerr = ferror(f);
-    fclose(f);
-    if (!b) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    if (ioerr) {
-        free(b);
-        return sp_error_set(err, SP_EIO, "%s: read error", path);
-    }
-    if (n > max) {
-        free(b);
-        return sp_error_set(err, SP_EFORMAT, "%s: not a checkpoint of this model (too large)", path);
-    }
-    *out = b;
-    *len = n;
-    return 0;
-}
-
 int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_len,
                     sp_error *err) {
     size_t P = tr->l.nparams;
     size_t max = CKPT_HEADER + CKPT_BLOB_MAX + 8 * P + 16;
     uint8_t *b = NULL;
     size_t n = 0;
-    int rc = read_all(path, max, &b, &n, err);
+    int rc = sp_read_file(path, max, &b, &n, err);
+    if (rc == SP_ELIMIT)
+        return sp_error_set(err, SP_EFORMAT, "%s: not a checkpoint of this model (too large)", path);
     if (rc) return rc;
     rc = SP_EFORMAT;
     if (n < CKPT_HEADER + 16 || memcmp(b, CKPT_MAGIC, 8) != 0) {

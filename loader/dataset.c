@@ -36,8 +36,9 @@
  * children; it re-hashes the bytes and refuses a file that changed.
  */
 #include "loader/dataset_internal.h"
-#include "loader/hash_internal.h"
-#include "loader/le_internal.h"
+#include "common/fileio_internal.h"
+#include "common/hash_internal.h"
+#include "common/le_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -467,6 +468,8 @@ static int read_encoded(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
     int rc = SP_OK;
     struct stat st;
     uint64_t want = ds->sizes[i];
+    sp__buf buf = {NULL, 0};
+    size_t got = 0;
     if (fstat(fd, &st) != 0) {
         rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
         goto done;
@@ -478,30 +481,15 @@ static int read_encoded(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
         rc = changed(err, full, why);
         goto done;
     }
-    out->owned = malloc(want ? (size_t)want : 1);
-    if (!out->owned) {
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu bytes", full,
-                          (unsigned long long)want);
+    /* Read to the end, at most the indexed size: a file that changed since
+     * it was indexed is refused, shorter, longer or with other bytes. */
+    rc = sp__read_fd(fd, full, want, &buf, &got, err);
+    out->owned = buf.p;
+    if (rc == SP_ELIMIT || (rc == SP_OK && got != want)) {
+        rc = changed(err, full, rc == SP_OK ? "shorter than indexed" : "longer than indexed");
         goto done;
     }
-    uint64_t got = 0;
-    while (got < want) {
-        ssize_t r = read(fd, out->owned + got, (size_t)(want - got));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-            goto done;
-        }
-        if (r == 0) break;
-        got += (uint64_t)r;
-    }
-    uint8_t extra;
-    ssize_t more;
-    do more = read(fd, &extra, 1); while (more < 0 && errno == EINTR);
-    if (got != want || more > 0) {
-        rc = changed(err, full, got != want ? "shorter than indexed" : "longer than indexed");
-        goto done;
-    }
+    if (rc != SP_OK) goto done;
     sp_digest d = digest_of(XXH3_128bits(out->owned, (size_t)want));
     if (d.hi != ds->hashes[i].hi || d.lo != ds->hashes[i].lo) {
         rc = changed(err, full, "content hash differs");

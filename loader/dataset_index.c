@@ -44,8 +44,9 @@
  * sidecar.
  */
 #include "loader/dataset_internal.h"
-#include "loader/hash_internal.h"
-#include "loader/le_internal.h"
+#include "common/fileio_internal.h"
+#include "common/hash_internal.h"
+#include "common/le_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -191,19 +192,14 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
                  (long long)st.st_size);
         goto out;
     }
-    data = malloc(len);
-    if (!data) {
-        note(why, wn, "%s: out of memory for %zu bytes", path, len);
-        goto out;
-    }
-    while (got < len) {
-        ssize_t r = read(fd, data + got, len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    if (got != len) {
-        note(why, wn, "%s: short read", path);
+    sp__buf buf = {NULL, 0};
+    sp_error e;
+    int rd = sp__read_fd(fd, path, len, &buf, &got, &e);
+    data = buf.p;
+    if (rd == SP_OK && got != len) rd = sp_error_set(&e, SP_EIO, "%s: short read", path);
+    if (rd == SP_ELIMIT) rd = sp_error_set(&e, SP_EIO, "%s: grew while read", path);
+    if (rd != SP_OK) {
+        note(why, wn, "%s", e.msg);
         goto out;
     }
     if (XXH3_64bits(data, len - 8) != sp__le_get64(data + len - 8)) {

@@ -14,6 +14,7 @@
  * every file is read once and hashed at open (dataset.c).
  */
 #include "loader/dataset_internal.h"
+#include "common/fileio_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,35 +26,20 @@
 static int read_list(const char *path, char **text, size_t *len, sp_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    int rc = SP_OK;
-    char *buf = NULL;
-    size_t cap = 1 << 16, n = 0;
-    for (;;) {
-        if (n + 1 >= cap || !buf) {
-            if (buf) cap *= 2;
-            if (cap > SP_DS_MAX_LIST_BYTES + 2) {
-                rc = sp_error_set(err, SP_ELIMIT, "%s: list file larger than %llu bytes", path,
-                                  (unsigned long long)SP_DS_MAX_LIST_BYTES);
-                break;
-            }
-            char *nb = realloc(buf, cap);
-            if (!nb) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); break; }
-            buf = nb;
-        }
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-            break;
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
+    sp__buf buf = {NULL, 0};
+    int rc = sp__read_fd(fd, path, SP_DS_MAX_LIST_BYTES, &buf, len, err);
     close(fd);
-    if (rc) { free(buf); return rc; }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
+    if (rc == SP_ELIMIT)
+        rc = sp_error_set(err, SP_ELIMIT, "%s: list file larger than %llu bytes", path,
+                          (unsigned long long)SP_DS_MAX_LIST_BYTES);
+    if (rc == SP_OK && !buf.p && sp__buf_reserve(&buf, 1) != 0)
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (rc) {
+        sp__buf_free(&buf);
+        return rc;
+    }
+    buf.p[*len] = '\0';   /* the spare byte */
+    *text = (char *)buf.p;
     return SP_OK;
 }
 

@@ -38,7 +38,7 @@
  * batch bytes depend on indices, labels and pixels, not on paths).
  */
 #include "loader/dataset_internal.h"
-#include "loader/hash_internal.h"
+#include "common/hash_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -54,8 +54,8 @@
 
 #include <xxhash.h>
 
-#include "loader/le_internal.h"
-#include "seedpipe/decode.h"   /* sp_read_file */
+#include "common/le_internal.h"
+#include "seedpipe/decode.h"
 
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (64u << 10)     /* one pax record set or GNU long name */

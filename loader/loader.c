@@ -18,7 +18,7 @@
  * are decided from the samples only, so the pool and the threads agree.
  */
 #include "seedpipe/loader.h"
-#include "loader/hash_internal.h"
+#include "common/hash_internal.h"
 #include "loader/loader_internal.h"
 
 #include <pthread.h>

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/json_internal.h"
+#include "common/json_internal.h"
 
 void sp_json_write_string(FILE *f, const char *s) {
     fputc('"', f);

@@ -17,7 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loader/json_internal.h"
+#include "common/fileio_internal.h"
+#include "common/json_internal.h"
 
 void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
                         sp_loader_state *st) {
@@ -266,32 +267,24 @@ int sp_loader_state_save(const char *path, const sp_loader_state *st, sp_error *
 
 int sp_loader_state_load(const char *path, sp_loader_state *st, sp_error *err) {
     memset(st, 0, sizeof *st);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    char *buf = malloc(SP_STATE_MAX_BYTES + 1);
-    if (!buf) {
-        close(fd);
-        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    }
+    sp__buf raw = {NULL, 0};
     size_t len = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + len, SP_STATE_MAX_BYTES + 1 - len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            free(buf);
-            return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(e));
-        }
-        if (r == 0) break;
-        len += (size_t)r;
-        if (len > SP_STATE_MAX_BYTES) break;
-    }
+    int rd = sp__read_fd(fd, path, SP_STATE_MAX_BYTES + 1, &raw, &len, err);
     close(fd);
+    if (rd != SP_OK && rd != SP_ELIMIT) {
+        sp__buf_free(&raw);
+        return rd;
+    }
+    /* Longer than SP_STATE_MAX_BYTES + 1: the parser sees max + 1 bytes
+     * and refuses the size, as it always has. */
+    if (rd == SP_ELIMIT) len = SP_STATE_MAX_BYTES + 1;
+    char *buf = (char *)raw.p;
     sp_error e;
     sp_error_clear(&e);
     int rc = sp_loader_state_parse(buf, len, st, &e);
-    free(buf);
+    sp__buf_free(&raw);
     if (rc != 0) return sp_error_set(err, rc, "%s: %s", path, e.msg);
     return SP_OK;
 }

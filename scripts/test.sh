@@ -12,14 +12,14 @@ cd "$(dirname "$0")/.."
 SECONDS=0
 stage() { echo; echo "== [${SECONDS}s] $* =="; }
 
-bash scripts/setup.sh -DSEEDPIPE_WERROR=ON
+bash scripts/setup.sh -DSEEDPIPE_WERROR=ON -DSEEDPIPE_TEST_HOOKS=ON
 ctest --test-dir build --output-on-failure -j2
 
 stage "the same suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 # (MPI off: OpenMPI's own allocations would be leak reports; this build's
 # tool shows the refusals of a build without MPI instead)
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSEEDPIPE_SANITIZE=ON \
-      -DSEEDPIPE_CUDA=OFF -DSEEDPIPE_MPI=OFF -DSEEDPIPE_WERROR=ON -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+      -DSEEDPIPE_CUDA=OFF -DSEEDPIPE_MPI=OFF -DSEEDPIPE_WERROR=ON -DSEEDPIPE_TEST_HOOKS=ON -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 cmake --build build-asan -j"$(nproc)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2

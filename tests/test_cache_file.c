@@ -1,10 +1,10 @@
 /* test_cache_file.c - the batch-file decoder at every SIMD level, on hand-made files.
  *
- * loader/cache_file.c decodes a batch file's images frame in pieces as zstd
+ * loader/cache/cache_file.c decodes a batch file's images frame in pieces as zstd
  * produces them, hashing each piece and, for the dictionary filters,
  * expanding its index bytes into the batch, with portable C, AVX2 or
  * AVX-512 VBMI loops chosen at run time (SEEDPIPE_ISA caps the level).
- * Here files are built by hand from the layout in loader/cache_internal.h
+ * Here files are built by hand from the layout in loader/cache/cache_internal.h
  * (hashes by libxxhash, frames by ZSTD_compress), for geometries that put
  * the ends of the pieces and of the SIMD steps everywhere: planes that are
  * not multiples of 64, an odd number of values, C = 1..4, NCHW and NHWC,
@@ -30,7 +30,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 #include "seedpipe/philox.h"
 
 static const char *const LEVELS[] = {"sse2", "avx2", "avx512"};
@@ -149,11 +149,11 @@ static int decode(const uint8_t *p, size_t len, sp_batch *out, sp_error *err) {
     int rc = sp__cb_parse_header(p, len, "t", &h, err);
     if (rc) return rc;
     ZSTD_DCtx *dc = ZSTD_createDCtx();
-    sp__cbuf meta = {NULL, 0}, scratch = {NULL, 0};
+    sp__buf meta = {NULL, 0}, scratch = {NULL, 0};
     rc = sp__cb_decode(dc, p, len, "t", &h, out, &meta, &scratch, err);
     ZSTD_freeDCtx(dc);
-    sp__cbuf_free(&meta);
-    sp__cbuf_free(&scratch);
+    sp__buf_free(&meta);
+    sp__buf_free(&scratch);
     return rc;
 }
 
@@ -368,7 +368,7 @@ static void check_encode(int filter) {
         setenv("SEEDPIPE_ISA", LEVELS[lv], 1);
         ZSTD_CCtx *cc = ZSTD_createCCtx();
         CHECK(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, -1) == 0);
-        sp__cbuf out = {NULL, 0}, scratch = {NULL, 0};
+        sp__buf out = {NULL, 0}, scratch = {NULL, 0};
         sp__cb_header h;
         sp_error err;
         size_t len;
@@ -395,8 +395,8 @@ static void check_encode(int filter) {
         CHECK_OK(decode(out.p, len, &d.b, &err), &err);
         CHECK(memcmp(d.b.images, t.b.images, count * sb) == 0);
         tbatch_free(&d);
-        sp__cbuf_free(&out);
-        sp__cbuf_free(&scratch);
+        sp__buf_free(&out);
+        sp__buf_free(&scratch);
         ZSTD_freeCCtx(cc);
     }
     unsetenv("SEEDPIPE_ISA");

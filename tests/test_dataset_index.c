@@ -30,7 +30,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "loader/le_internal.h"
+#include "common/le_internal.h"
 
 #include <fcntl.h>
 #include <ftw.h>

@@ -1,5 +1,5 @@
 /* test_nn_shared.c - the SP_HOSTDEV arithmetic of kernels/nn_math.h that the
- * CUDA kernels (kernels/nn_cuda.cuh) run, tested on the CPU.
+ * CUDA kernels (kernels/cuda/nn_cuda.cuh) run, tested on the CPU.
  *
  * Every function a kernel calls is covered here, each against an
  * independent reference: sp_nn_relu / _relu_grad (bits, signed zero),

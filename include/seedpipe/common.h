@@ -1,4 +1,5 @@
-/* seedpipe/common.h - error codes, the error record, images and digests.
+/* seedpipe/common.h - error codes, the error record, images, digests and
+ * whole-file reading.
  *
  * Every seedpipe function that can fail returns an int: 0 (SP_OK) on
  * success, a negative SP_E* code on failure. Functions that can fail also take
@@ -103,6 +104,13 @@ typedef struct sp_sample_src {
     size_t len;
     const sp_image *raw;
 } sp_sample_src;
+
+/*! sp_read_file() : read a whole file into a malloc'd buffer (max_bytes
+ *  bound, 0 = 1 GiB); the caller frees *data. Works on pipes too. On
+ *  failure *data is NULL and *len 0; the message names the path.
+ *  @return 0, SP_EIO (with strerror; also for a directory) or SP_ELIMIT. */
+SP_API int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
+                        size_t *len, sp_error *err);
 
 /*! sp_isa_cap() : a SIMD level (0 baseline, 1 AVX2, 2 AVX-512) capped by
  *  the environment variable SEEDPIPE_ISA=sse2|avx2|avx512 (unset: best).

@@ -106,12 +106,6 @@ SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
 /*! sp_format_sniff() : PNG / JPEG by magic bytes, else SP_FORMAT_UNKNOWN. */
 SP_API sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 
-/*! sp_read_file() : read a whole file into a malloc'd buffer (max_bytes
- *  bound, 0 = 1 GiB); the caller frees *data. Works on pipes too. On
- *  failure *data is NULL and *len 0; the message names the path.
- *  @return 0, SP_EIO (with strerror; also for a directory) or SP_ELIMIT. */
-SP_API int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
-                        size_t *len, sp_error *err);
 
 #ifdef __cplusplus
 }

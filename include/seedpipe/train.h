@@ -9,7 +9,7 @@
  *         batch size; parameters are updated by fixed ranges).
  *   cuda  cuDNN convolutions with fixed deterministic algorithms, cuBLAS
  *         with pedantic math and no atomics, the project's own kernels for
- *         the rest (kernels/nn_cuda.cu). Run-to-run bit-identical in strict
+ *         the rest (kernels/cuda/nn_cuda.cu). Run-to-run bit-identical in strict
  *         mode; close to, not bit-equal with, the CPU (other summation
  *         orders inside cuDNN/cuBLAS). Only when built with CUDA; otherwise
  *         SP_EUNSUPP "built without CUDA".

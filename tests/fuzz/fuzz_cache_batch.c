@@ -18,7 +18,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     sp__cb_header h;
     sp_error err;
-    sp__cbuf meta = {NULL, 0}, scratch = {NULL, 0};
+    sp__buf meta = {NULL, 0}, scratch = {NULL, 0};
     /* Callers bound the geometry before decoding (the reader: the loader's
      * batch; `cache verify`: the manifest's batch size and sample bytes);
      * the header alone allows up to 2^36 image bytes and ~1.1 GB of
@@ -139,8 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(b.substituted);
         }
     }
-    sp__cbuf_free(&meta);
-    sp__cbuf_free(&scratch);
+    sp__buf_free(&meta);
+    sp__buf_free(&scratch);
     free(f);
     return 0;
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/ring_internal.h"
+#include "loader/shm/ring_internal.h"
 #include "seedpipe/state.h"
 
 static sp__ring_hdr tmpl;

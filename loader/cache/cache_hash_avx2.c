@@ -1,5 +1,5 @@
 /* cache_hash_avx2.c - XXH3's streaming update with its AVX2 loop, for the
- * cache's checksums (loader/cache_hash.h).
+ * cache's checksums (loader/cache/cache_hash.h).
  *
  * The library is built for baseline x86-64; this one file is compiled with
  * -mavx2 (CMakeLists.txt) and xxHash compiled in with its documented
@@ -13,14 +13,14 @@
  */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #ifndef __AVX2__
-#error "loader/cache_hash_avx2.c must be compiled with -mavx2 (see CMakeLists.txt)"
+#error "loader/cache/cache_hash_avx2.c must be compiled with -mavx2 (see CMakeLists.txt)"
 #endif
 #define XXH_VECTOR XXH_AVX2
 #endif
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "loader/cache_hash.h"
+#include "loader/cache/cache_hash.h"
 
 #ifdef SP__CACHE_HASH_AVX2
 void sp__cache_hash64_update_avx2(XXH3_state_t *st, const void *p, size_t n) {

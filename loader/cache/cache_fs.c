@@ -5,7 +5,7 @@
  * test hook that makes writes fail as on a full disk
  * (sp__cache_fail_after_bytes; tests only, never set by the library).
  */
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -46,36 +46,6 @@ int sp__write_all(int fd, const void *p, size_t n) {
         s += w;
         n -= (size_t)w;
     }
-    return 0;
-}
-
-int sp__read_file_at(int dirfd, const char *name, sp__cbuf *buf, size_t *len) {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return -1;
-    struct stat st;
-    int e = 0;
-    if (fstat(fd, &st) != 0) e = errno;
-    else if (!S_ISREG(st.st_mode)) e = EINVAL;
-    else if ((uint64_t)st.st_size > SP__CB_MAX_RAW) e = EFBIG;
-    if (e) {
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    if (sp__cbuf_reserve(buf, n + 1) != 0) {
-        close(fd);
-        errno = ENOMEM;
-        return -1;
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf->p + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;   /* shrank under us: the size check catches it */
-        got += (size_t)r;
-    }
-    close(fd);
-    *len = got;
     return 0;
 }
 

@@ -37,6 +37,7 @@
 #ifndef SEEDPIPE_CACHE_INTERNAL_H
 #define SEEDPIPE_CACHE_INTERNAL_H
 
+#include "common/fileio_internal.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -89,13 +90,8 @@ typedef struct sp__cm {
     sp__cm_batch *b;            /* info.batches */
 } sp__cm;
 
-/* Scratch buffers reused across batches by readers and writers. */
-typedef struct sp__cbuf {
-    uint8_t *p;
-    size_t cap;
-} sp__cbuf;
-int sp__cbuf_reserve(sp__cbuf *b, size_t n);
-void sp__cbuf_free(sp__cbuf *b);
+/* Scratch buffers reused across batches by readers and writers are
+ * sp__buf (common/fileio_internal.h). */
 
 /*! sp__cb_encode() : the batch file bytes of b into out (size in *len),
  *  with the failure-log lines of its failed samples from ld. filter is
@@ -103,8 +99,8 @@ void sp__cbuf_free(sp__cbuf *b);
  *  batch allows it" (it falls back to the shuffle). ctx is reused; scratch
  *  is a work buffer. @return 0, SP_ENOMEM, SP_EIO. */
 int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sample_bytes,
-                  int filter, const sp_loader *ld, sp__cbuf *out, size_t *len,
-                  sp__cbuf *scratch, sp__cb_header *h, sp_error *err);
+                  int filter, const sp_loader *ld, sp__buf *out, size_t *len,
+                  sp__buf *scratch, sp__cb_header *h, sp_error *err);
 
 /*! sp__cb_parse_header() : parse and bound-check the header of a file of
  *  `len` bytes (not the checksums). @return 0 or SP_EFORMAT "path: reason". */
@@ -117,7 +113,7 @@ int sp__cb_parse_header(const uint8_t *p, size_t len, const char *path, sp__cb_h
  *  sp__cb_replay_failures()).
  *  @return 0 or SP_EFORMAT "path: reason", SP_ENOMEM. */
 int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
-                  const sp__cb_header *h, sp_batch *out, sp__cbuf *meta, sp__cbuf *scratch,
+                  const sp__cb_header *h, sp_batch *out, sp__buf *meta, sp__buf *scratch,
                   sp_error *err);
 
 /*! sp__cb_replay_failures() : log the failure records of a decoded meta
@@ -135,7 +131,7 @@ void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t
 typedef struct sp__cb_io {
     ZSTD_DCtx *dctx;
     ZSTD_CCtx *cctx;
-    sp__cbuf file, meta, scratch;
+    sp__buf file, meta, scratch;
 } sp__cb_io;
 void sp__cb_io_free(sp__cb_io *io);   /* and zero it */
 
@@ -201,9 +197,6 @@ extern _Atomic long long sp__cache_fail_after_bytes;
 /*! sp__write_all() : write n bytes or fail with errno set (honours the
  *  test hook). @return 0 or -1. */
 int sp__write_all(int fd, const void *p, size_t n);
-/*! sp__read_file_at() : read the whole regular file dirfd/name into buf.
- *  @return 0 or -1 with errno set. */
-int sp__read_file_at(int dirfd, const char *name, sp__cbuf *buf, size_t *len);
 /*! sp__rmtree_at() : remove dirfd/name and everything under it (no
  *  symlink following). @return 0 or -1. */
 int sp__rmtree_at(int dirfd, const char *name);

@@ -22,7 +22,7 @@
  * manifest of another format version is refused by its first line, before
  * anything else is interpreted.
  */
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -298,26 +298,26 @@ static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err
 int sp__cm_read(int dirfd, const char *path, sp__cm *m, int *enoent, sp_error *err) {
     memset(m, 0, sizeof *m);
     *enoent = 0;
-    sp__cbuf buf = {NULL, 0};
+    sp__buf buf = {NULL, 0};
     size_t len;
-    if (sp__read_file_at(dirfd, SP__CM_NAME, &buf, &len) != 0) {
+    if (sp__read_file_at(dirfd, SP__CM_NAME, NULL, SP__CB_MAX_RAW, &buf, &len, NULL) != 0) {
         int e = errno;
-        sp__cbuf_free(&buf);
+        sp__buf_free(&buf);
         *enoent = e == ENOENT;
         return sp_error_set(err, e == ENOENT ? SP_EIO : SP_EFORMAT, "%s: %s", path,
                             e == ENOENT ? "missing manifest" : strerror(e));
     }
     if (len > SP__CM_MAX_BYTES) {
-        sp__cbuf_free(&buf);
+        sp__buf_free(&buf);
         return sp_error_set(err, SP_EFORMAT, "%s: manifest too large", path);
     }
     buf.p[len] = '\0';
     if (memchr(buf.p, '\0', len)) {
-        sp__cbuf_free(&buf);
+        sp__buf_free(&buf);
         return sp_error_set(err, SP_EFORMAT, "%s: NUL byte in manifest", path);
     }
     int rc = parse((char *)buf.p, len, path, m, err);
-    sp__cbuf_free(&buf);
+    sp__buf_free(&buf);
     if (rc) {
         free(m->info.dataset);
         free(m->info.pipeline);

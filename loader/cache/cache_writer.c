@@ -9,7 +9,7 @@
  * spoils the writer; abort removes the staging directory, so a full disk
  * leaves nothing behind.
  */
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -66,7 +66,7 @@
 #include <unistd.h>
 
 #include "loader/loader_internal.h"
-#include "loader/ring_internal.h"
+#include "loader/shm/ring_internal.h"
 
 #define SLEEP_NS 10000000ull      /* longest sleep between loop turns */
 #define LIVENESS_NS 20000000ull   /* client pid checks */

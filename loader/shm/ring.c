@@ -11,7 +11,7 @@
  * region, so a process that dies holds no lock that others would inherit).
  * The layout itself is documented in ring_internal.h.
  */
-#include "loader/ring_internal.h"
+#include "loader/shm/ring_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

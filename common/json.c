@@ -1,4 +1,4 @@
-/* json.c - a small strict JSON tokenizer (loader/json_internal.h).
+/* json.c - a small strict JSON tokenizer (common/json_internal.h).
  *
  * Recursive descent over RFC 8259 with a depth limit (the recursion depth
  * is the nesting depth, bounded by max_depth), a token-count limit and
@@ -6,7 +6,7 @@
  * (state.c) and manifests (manifest.c); both are inputs from elsewhere, so
  * every malformed byte is an SP_EFORMAT error with its offset.
  */
-#include "loader/json_internal.h"
+#include "common/json_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

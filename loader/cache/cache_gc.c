@@ -17,7 +17,7 @@
  * read path (sp__cb_decode) with no batch to fill, so it checks exactly
  * what a reader would check; it never moves anything.
  */
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

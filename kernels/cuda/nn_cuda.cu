@@ -41,7 +41,7 @@
 
 #include "kernels/cuda_plugin.h"
 #include "kernels/nn_backend.h"
-#include "kernels/nn_cuda.cuh"
+#include "kernels/cuda/nn_cuda.cuh"
 
 #define CU(call)                                                                              \
     do {                                                                                      \

@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #include "loader/loader_internal.h"
-#include "loader/ring_internal.h"
+#include "loader/shm/ring_internal.h"
 #include "seedpipe/pipeline.h"
 
 #define SPIN_NS 20000ull

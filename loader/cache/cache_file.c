@@ -43,7 +43,7 @@
  * Files are the same bytes as before: the pieces' streaming XXH3 digest is
  * the one-shot one.
  */
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -63,30 +63,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "loader/cache_hash.h"
+#include "loader/cache/cache_hash.h"
 
-#include "loader/le_internal.h"
+#include "common/le_internal.h"
 #include "loader/loader_internal.h"
 
 /* ---- little helpers ---------------------------------------------------------- */
 
-
-int sp__cbuf_reserve(sp__cbuf *b, size_t n) {
-    if (n <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < n) cap = cap > SIZE_MAX / 2 ? n : cap * 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void sp__cbuf_free(sp__cbuf *b) {
-    free(b->p);
-    b->p = NULL;
-    b->cap = 0;
-}
 
 /* Byte shuffle: dst[k * m + i] = src[4 i + k], m = n / 4 (n % 4 == 0). */
 static void shuffle4(const uint8_t *src, uint8_t *dst, size_t n) {
@@ -444,8 +427,8 @@ static int find_failure(const sp_loader *ld, uint64_t sample, sp_failure *out) {
 /* ---- batch files: encode ------------------------------------------------------ */
 
 int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sample_bytes,
-                  int filter, const sp_loader *ld, sp__cbuf *out, size_t *len,
-                  sp__cbuf *scratch, sp__cb_header *h, sp_error *err) {
+                  int filter, const sp_loader *ld, sp__buf *out, size_t *len,
+                  sp__buf *scratch, sp__cb_header *h, sp_error *err) {
     memset(h, 0, sizeof *h);
     size_t count = b->count;
     size_t img_raw = count * sample_bytes;
@@ -481,7 +464,7 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
     size_t meta_raw = count * 12 + (size_t)b->nskipped * 8 + (size_t)b->nsubstituted * 16 +
                       fail_bytes;
     size_t meta_off = 0, img_off = (meta_raw + 63) & ~(size_t)63;
-    if (sp__cbuf_reserve(scratch, img_off + (filter ? (frame_raw > img_raw ? frame_raw : img_raw)
+    if (sp__buf_reserve(scratch, img_off + (filter ? (frame_raw > img_raw ? frame_raw : img_raw)
                                                     : 0) + 1) != 0) {
         free(fails);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
@@ -519,7 +502,7 @@ int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sampl
         img = scratch->p + img_off;
     }
     size_t cap = SP__CB_HEADER + ZSTD_compressBound(meta_raw) + ZSTD_compressBound(frame_raw);
-    if (sp__cbuf_reserve(out, cap) != 0)
+    if (sp__buf_reserve(out, cap) != 0)
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     uint8_t *p = out->p;
     size_t ms = ZSTD_compress2(ctx, p + SP__CB_HEADER, cap - SP__CB_HEADER, scratch->p, meta_raw);
@@ -735,7 +718,7 @@ static int unzstd_chunks(ZSTD_DCtx *ctx, const uint8_t *src, size_t stored, size
 
 static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, size_t len,
                           const char *path, const sp__cb_header *h, sp_batch *out,
-                          sp__cbuf *meta, sp__cbuf *scratch, sp_error *err) {
+                          sp__buf *meta, sp__buf *scratch, sp_error *err) {
     int isa = cf_isa();
     XXH3_64bits_reset(st);
     hash64(st, p, 120, isa);
@@ -756,7 +739,7 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
     size_t img_raw = (size_t)h->count * (size_t)h->sample_bytes;
     if (h->filter == SP__FILTER_SHUFFLE4 && img_raw % 4)
         return sp_error_set(err, SP_EFORMAT, "%s: shuffled images of %zu bytes", path, img_raw);
-    if (sp__cbuf_reserve(meta, (size_t)h->meta_raw + 1) != 0)
+    if (sp__buf_reserve(meta, (size_t)h->meta_raw + 1) != 0)
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     const uint8_t *src = p + SP__CB_HEADER;
     int rc = unzstd(ctx, src, h->meta_stored, meta->p, h->meta_raw, path, "metadata", err);
@@ -771,7 +754,7 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
     size_t frame_raw = dict ? dict_frame_size(h->channels, nvals) : img_raw;
     size_t front = dict ? CHUNK
                  : h->filter == SP__FILTER_SHUFFLE4 ? (frame_raw + 63) & ~(size_t)63 : 0;
-    if (sp__cbuf_reserve(scratch, front + (out ? 0 : img_raw) + 1) != 0)
+    if (sp__buf_reserve(scratch, front + (out ? 0 : img_raw) + 1) != 0)
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     uint8_t *final = out ? out->images : scratch->p + front;
     uint8_t *dst = h->filter ? scratch->p : final;
@@ -830,7 +813,7 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
 
 
 int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
-                  const sp__cb_header *h, sp_batch *out, sp__cbuf *meta, sp__cbuf *scratch,
+                  const sp__cb_header *h, sp_batch *out, sp__buf *meta, sp__buf *scratch,
                   sp_error *err) {
     XXH3_state_t *st = XXH3_createState();
     if (!st) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");

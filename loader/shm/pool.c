@@ -131,9 +131,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "loader/cache_internal.h"
+#include "loader/cache/cache_internal.h"
 #include "loader/loader_internal.h"
-#include "loader/ring_internal.h"
+#include "loader/shm/ring_internal.h"
 
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
 #define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */

@@ -1,4 +1,4 @@
-/* hash.c - XXH3-128 streaming on a caller's state (loader/hash_internal.h).
+/* hash.c - XXH3-128 streaming on a caller's state (common/hash_internal.h).
  *
  * xxHash is compiled in here (XXH_INLINE_ALL before <xxhash.h>: its public
  * API, made static), so XXH3_state_t is the layout of the header at hand and
@@ -7,8 +7,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "loader/hash_internal.h"
-#include "loader/le_internal.h"
+#include "common/hash_internal.h"
+#include "common/le_internal.h"
 
 #include <string.h>
 

@@ -62,8 +62,8 @@
  * semantics (local file systems; NFS v4 emulates flock with byte-range
  * locks, which suffices). Per-worker rng mode is never cached.
  */
-#include "loader/cache_internal.h"
-#include "loader/hash_internal.h"
+#include "loader/cache/cache_internal.h"
+#include "common/hash_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -324,9 +324,9 @@ int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_re
 void sp__cb_io_free(sp__cb_io *io) {
     ZSTD_freeDCtx(io->dctx);
     ZSTD_freeCCtx(io->cctx);
-    sp__cbuf_free(&io->file);
-    sp__cbuf_free(&io->meta);
-    sp__cbuf_free(&io->scratch);
+    sp__buf_free(&io->file);
+    sp__buf_free(&io->meta);
+    sp__buf_free(&io->scratch);
     memset(io, 0, sizeof *io);
 }
 
@@ -339,7 +339,7 @@ int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key,
     if (!io->dctx && !(io->dctx = ZSTD_createDCtx()))
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     size_t len;
-    if (sp__read_file_at(dirfd, name, &io->file, &len) != 0) {
+    if (sp__read_file_at(dirfd, name, NULL, SP__CB_MAX_RAW, &io->file, &len, NULL) != 0) {
         int e = errno;
         if (e == ENOMEM) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
         *enoent = e == ENOENT;

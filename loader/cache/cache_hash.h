@@ -1,5 +1,5 @@
 /* cache_hash.h - XXH3's streaming update built for AVX2, for the cache's
- * checksums (loader/cache_hash_avx2.c; used by loader/cache_file.c).
+ * checksums (loader/cache/cache_hash_avx2.c; used by loader/cache/cache_file.c).
  *
  * Not a public header. Both translation units that include it compile
  * xxHash in (XXH_INLINE_ALL before <xxhash.h>), so XXH3_state_t names the
@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #ifndef XXH_INLINE_ALL
-#error "loader/cache_hash.h: define XXH_INLINE_ALL and include <xxhash.h> first"
+#error "loader/cache/cache_hash.h: define XXH_INLINE_ALL and include <xxhash.h> first"
 #endif
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)

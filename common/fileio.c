@@ -1,0 +1,161 @@
+/* common/fileio.c - bounded whole-file reading (common/fileio_internal.h;
+ * sp_read_file() in include/seedpipe/common.h).
+ *
+ * One reader for the whole library: datasets' list files, loader state,
+ * pipeline specs, cache batch files and manifests, checkpoints and the
+ * public sp_read_file() all come through sp__read_fd(), so each has the
+ * same bound, the same handling of short reads and EINTR, and messages that
+ * name the file. Reentrant; no global state.
+ */
+#include "common/fileio_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SP_READ_FILE_DEFAULT_MAX (1ull << 30)   /* sp_read_file: 1 GiB */
+
+int sp__buf_reserve(sp__buf *b, size_t n) {
+    if (n <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < n) cap = cap > SIZE_MAX / 2 ? n : cap * 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) {
+        errno = ENOMEM;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void sp__buf_free(sp__buf *b) {
+    if (!b) return;
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+static int limit_error(sp_error *err, const char *path, uint64_t max) {
+    return sp_error_set(err, SP_ELIMIT, "%s: file exceeds the limit of %llu bytes", path,
+                        (unsigned long long)max);
+}
+
+int sp__read_fd(int fd, const char *path, uint64_t max, sp__buf *buf, size_t *len,
+                sp_error *err) {
+    *len = 0;
+    if (max > SIZE_MAX - 2) max = SIZE_MAX - 2;
+    /* The first allocation: the rest of a regular file (+ 1 to see its
+     * end, + 1 spare), else 64 KiB; never more than the bound allows. */
+    uint64_t first = 65536;
+    struct stat st;
+    off_t off;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (off = lseek(fd, 0, SEEK_CUR)) >= 0)
+        first = st.st_size > off ? (uint64_t)(st.st_size - off) + 2 : 2;
+    if (first > max + 2) first = max + 2;
+    size_t n = 0;
+    for (;;) {
+        if (n + 1 >= buf->cap) {   /* room for one byte more and the spare */
+            uint64_t want = buf->cap ? (uint64_t)buf->cap * 2 : first;
+            if (want < first) want = first;
+            if (want > max + 2) want = max + 2;
+            if (want <= n + 1) return limit_error(err, path, max);
+            /* Exactly `want`: a file of known size costs its size + 2. */
+            uint8_t *p = realloc(buf->p, (size_t)want);
+            if (!p) {
+                sp_error_set(err, SP_ENOMEM, "%s: out of memory reading the file", path);
+                errno = ENOMEM;
+                return SP_ENOMEM;
+            }
+            buf->p = p;
+            buf->cap = (size_t)want;
+        }
+        ssize_t r = read(fd, buf->p + n, buf->cap - 1 - n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            sp_error_set(err, SP_EIO, "%s: read error: %s", path, strerror(e));
+            errno = e;
+            return SP_EIO;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+        if (n > max) return limit_error(err, path, max);
+    }
+    *len = n;
+    return SP_OK;
+}
+
+/* sp_error_set() may touch errno (it formats); callers of
+ * sp__read_file_at() read it after the call. */
+static int fail_errno(sp_error *err, int code, int e, const char *path, const char *why) {
+    sp_error_set(err, code, "%s: %s", path, why ? why : strerror(e));
+    errno = e;
+    return code;
+}
+
+int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max,
+                     sp__buf *buf, size_t *len, sp_error *err) {
+    if (!path) path = name;
+    *len = 0;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail_errno(err, SP_EIO, errno, path, NULL);
+    struct stat st;
+    int rc = SP_OK;
+    if (fstat(fd, &st) != 0) {
+        rc = fail_errno(err, SP_EIO, errno, path, NULL);
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = fail_errno(err, SP_EIO, EINVAL, path, "is not a regular file");
+    } else if ((uint64_t)st.st_size > max) {
+        char why[96];
+        snprintf(why, sizeof why, "file is %llu bytes, limit %llu",
+                 (unsigned long long)st.st_size, (unsigned long long)max);
+        rc = fail_errno(err, SP_ELIMIT, EFBIG, path, why);
+    } else {
+        rc = sp__read_fd(fd, path, max, buf, len, err);
+        if (rc == SP_ELIMIT) errno = EFBIG;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data, size_t *len,
+                 sp_error *err) {
+    if (!data || !len)
+        return sp_error_set(err, SP_EINVAL, "%s: sp_read_file: no output", path ? path : "(null)");
+    *data = NULL;
+    *len = 0;
+    if (!path) return sp_error_set(err, SP_EINVAL, "(null): no path");
+    if (max_bytes == 0) max_bytes = SP_READ_FILE_DEFAULT_MAX;
+    /* Follows symbolic links and reads pipes: the caller named the file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = SP_OK;
+    if (fstat(fd, &st) != 0)
+        rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = sp_error_set(err, SP_EIO, "%s: is a directory", path);
+    else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes)
+        rc = sp_error_set(err, SP_ELIMIT, "%s: file is %llu bytes, limit %llu", path,
+                          (unsigned long long)st.st_size, (unsigned long long)max_bytes);
+    sp__buf buf = {NULL, 0};
+    size_t n = 0;
+    if (rc == SP_OK) rc = sp__read_fd(fd, path, max_bytes, &buf, &n, err);
+    close(fd);
+    if (rc != SP_OK) {
+        sp__buf_free(&buf);
+        return rc;
+    }
+    if (!buf.p && !(buf.p = malloc(1))) /* an empty file: still a buffer to free */
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory reading the file", path);
+    *data = buf.p;
+    *len = n;
+    return SP_OK;
+}

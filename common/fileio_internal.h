@@ -1,0 +1,49 @@
+/* common/fileio_internal.h - the one bounded whole-file reader (internal to
+ * the library; not installed). sp_read_file() (common.h) is its public face.
+ *
+ * Every reader of a whole file in the library goes through sp__read_fd():
+ * it reads to end of file (a size from fstat is only a hint: pipes and
+ * files that grow or shrink under it are handled), never past a caller's
+ * bound, and names the path in every error. Reentrant; no global state.
+ */
+#ifndef SEEDPIPE_COMMON_FILEIO_INTERNAL_H
+#define SEEDPIPE_COMMON_FILEIO_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "seedpipe/common.h"
+
+/* A growable byte buffer, reusable across reads (p and cap are the
+ * caller's; {NULL, 0} is an empty one). */
+typedef struct sp__buf {
+    uint8_t *p;
+    size_t cap;
+} sp__buf;
+
+/*! sp__buf_reserve() : grow b to at least n bytes (contents kept).
+ *  @return 0, or -1 (errno ENOMEM; b unchanged). */
+int sp__buf_reserve(sp__buf *b, size_t n);
+/*! sp__buf_free() : free b's memory and empty it. Accepts NULL. */
+void sp__buf_free(sp__buf *b);
+
+/*! sp__read_fd() : read the open descriptor fd from its current offset to
+ *  end of file into buf (grown as needed), at most max bytes; one spare
+ *  byte stays after the data, so text can be NUL-terminated in place. The
+ *  fd is not closed. `path` only names the file in messages.
+ *  @return 0 with *len set; SP_ELIMIT ("path: file exceeds the limit of N
+ *  bytes") when there are more than max bytes, SP_EIO (with strerror) or
+ *  SP_ENOMEM; buf keeps what it held before on failure. */
+int sp__read_fd(int fd, const char *path, uint64_t max, sp__buf *buf, size_t *len,
+                sp_error *err);
+
+/*! sp__read_file_at() : open dirfd/name (O_NOFOLLOW; AT_FDCWD and a path
+ *  work too), refuse anything but a regular file (SP_EIO "is not a regular
+ *  file"), refuse one whose size exceeds max before reading it (SP_ELIMIT),
+ *  then sp__read_fd(). Messages name `path` (NULL: name).
+ *  On failure errno is that of the failing call (ENOENT when the file does
+ *  not exist, EFBIG for SP_ELIMIT), for callers that treat "absent" apart. */
+int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max,
+                     sp__buf *buf, size_t *len, sp_error *err);
+
+#endif

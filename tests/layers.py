@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""layers.py - the layering rules of DESIGN.md section 8, checked on a build.
+
+    python3 tests/layers.py BUILD_DIR [--graph]
+
+Reads every object file of the libraries and the tool under BUILD_DIR (the
+CMake object folders, CMakeFiles/<target>.dir/<source>.o) with nm, and
+draws one edge from a source file to another for each global symbol the
+first uses and the second defines. Then it checks, and fails naming the
+files and the symbol:
+
+  1. direction: a file calls only into its own layer or a layer below it
+     (LAYERS, bottom first); the tool (programs/) only into the public API;
+  2. no call-level cycle between two files (strongly connected components
+     of the file graph, each printed with one edge of the cycle);
+  3. includes: a file includes only headers of its own layer or below, and
+     programs/ only include/seedpipe/ and its own headers.
+
+--graph prints the file graph (one "a -> b  (symbol)" line per edge).
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Bottom first. A source belongs to the longest prefix it starts with.
+LAYERS = [
+    "common/",
+    "augment/",
+    "loader/",
+    "loader/cache/",
+    "loader/shm/",
+    "loader/service/",
+    "loader/stream/",
+    "kernels/",
+    "kernels/cuda/",
+    "programs/",
+]
+# Public headers (include/seedpipe/) of the layers above libseedpipe; the
+# others may be included by any library file.
+HEADER_LAYER = {
+    "seedpipe/train.h": "kernels/",
+    "seedpipe/model.h": "kernels/",
+    "seedpipe/graph.h": "kernels/",
+}
+SOURCE_EXT = (".c", ".cu")
+
+
+def layer_of(path):
+    best = None
+    for name in LAYERS:
+        if path.startswith(name) and (best is None or len(name) > len(best)):
+            best = name
+    return best
+
+
+def rank(layer):
+    return LAYERS.index(layer)
+
+
+def objects(build, tree):
+    """(source path relative to the tree, object path) for the library and
+    tool objects: CMakeFiles/<target>.dir/<source>.o, tests and benches
+    left out."""
+    out = []
+    top = os.path.join(build, "CMakeFiles")
+    # The targets of the build as configured now (folders of targets that
+    # are gone may still hold stale objects).
+    listed = os.path.join(top, "TargetDirectories.txt")
+    with open(listed, encoding="utf-8") as f:
+        current = {os.path.basename(line.strip()) for line in f if line.strip()}
+    for target in sorted(os.listdir(top)):
+        if not target.endswith(".dir") or target not in current:
+            continue
+        base = os.path.join(top, target)
+        for root, _, files in os.walk(base):
+            for f in files:
+                if not f.endswith(".o"):
+                    continue
+                obj = os.path.join(root, f)
+                src = os.path.relpath(obj, base)[:-2]
+                # (an object whose source is gone is a stale leftover)
+                if (src.endswith(SOURCE_EXT) and layer_of(src)
+                        and os.path.exists(os.path.join(tree, src))):
+                    out.append((src, obj))
+    return out
+
+
+def symbols(obj):
+    """(defined, undefined) global symbol sets of one object file."""
+    text = subprocess.run(["nm", "-P", "-g", obj], check=True,
+                          capture_output=True, text=True).stdout
+    defined, undefined = set(), set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind == "U":
+            undefined.add(name)
+        elif kind in "TDBRVWCGS" or kind in "tdbr":
+            defined.add(name)
+    return defined, undefined
+
+
+def sccs(nodes, edges):
+    """Tarjan's strongly connected components (iterative)."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+    for start in sorted(nodes):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, {}))))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter[0]
+                    counter[0] += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(edges.get(nxt, {})))))
+                    advanced = True
+                    break
+                if nxt in on:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    n = stack.pop()
+                    on.discard(n)
+                    comp.append(n)
+                    if n == node:
+                        break
+                out.append(sorted(comp))
+    return out
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def check_includes(tree, sources):
+    problems = []
+    for src in sorted(sources):
+        layer = layer_of(src)
+        with open(os.path.join(tree, src), encoding="utf-8") as f:
+            text = f.read()
+        for inc in INCLUDE.findall(text):
+            if layer == "programs/":
+                if not (inc.startswith("seedpipe/") or "/" not in inc):
+                    problems.append(f"{src}: includes \"{inc}\": the tool includes "
+                                    "only the public headers (include/seedpipe/) and its own")
+                continue
+            if inc.startswith("seedpipe/"):
+                owner = HEADER_LAYER.get(inc)
+            elif "/" in inc:
+                owner = layer_of(inc)
+            else:
+                continue   # a header beside the file
+            if owner is not None and rank(owner) > rank(layer):
+                problems.append(f"{src}: includes \"{inc}\" of {owner}, a layer above {layer}")
+    return problems
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    build = argv[1]
+    tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    objs = objects(build, tree)
+    if not objs:
+        print(f"layers.py: no library objects under {build}/CMakeFiles", file=sys.stderr)
+        return 2
+    # One source can be compiled into several targets (the fuzz build); the
+    # graph is over sources.
+    defined, undefined = {}, {}
+    owner = {}
+    for src, obj in objs:
+        d, u = symbols(obj)
+        defined.setdefault(src, set()).update(d)
+        undefined.setdefault(src, set()).update(u)
+        for name in d:
+            owner.setdefault(name, src)
+    edges = {}
+    for src, used in undefined.items():
+        for name in sorted(used):
+            dst = owner.get(name)
+            if dst and dst != src:
+                edges.setdefault(src, {}).setdefault(dst, name)
+
+    if "--graph" in argv:
+        for a in sorted(edges):
+            for b, name in sorted(edges[a].items()):
+                print(f"{a} -> {b}  ({name})")
+
+    problems = []
+    for a in sorted(edges):
+        la = layer_of(a)
+        for b, name in sorted(edges[a].items()):
+            lb = layer_of(b)
+            if rank(lb) > rank(la):
+                problems.append(f"{a} calls {name} in {b}: {lb} is a layer above {la}")
+    for comp in sccs(set(defined), edges):
+        if len(comp) < 2:
+            continue
+        members = set(comp)
+        ring = [f"{a} -> {b} ({name})" for a in comp
+                for b, name in sorted(edges.get(a, {}).items()) if b in members]
+        problems.append("call cycle between " + ", ".join(comp) + ": " + "; ".join(ring))
+    problems += check_includes(tree, defined)
+
+    files = len(defined)
+    nedges = sum(len(v) for v in edges.values())
+    for p in problems:
+        print("layers: " + p)
+    if problems:
+        print(f"layers: FAIL, {len(problems)} problem(s) in {files} files, {nedges} file edges")
+        return 1
+    print(f"layers: ok, {files} files in {len(set(map(layer_of, defined)))} layers, "
+          f"{nedges} file edges, every one downward or within a layer, no cycle")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
