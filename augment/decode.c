@@ -22,7 +22,7 @@ sp_format sp_format_sniff(const uint8_t *buf, size_t len) {
     return SP_FORMAT_UNKNOWN;
 }
 
-static int sp__unknown_format(const uint8_t *buf, size_t len, const char *path,
+static int unknown_format(const uint8_t *buf, size_t len, const char *path,
                               sp_error *err) {
     if (!buf || len == 0)
         return sp_error_set(err, SP_EFORMAT, "%s: empty input", path);
@@ -41,7 +41,7 @@ int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
     switch (sp_format_sniff(buf, len)) {
     case SP_FORMAT_PNG: return sp__png_probe(buf, len, path, &L, info, err);
     case SP_FORMAT_JPEG: return sp__jpeg_probe(buf, len, path, &L, info, err);
-    default: return sp__unknown_format(buf, len, path, err);
+    default: return unknown_format(buf, len, path, err);
     }
 }
 
@@ -69,7 +69,7 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
     switch (sp_format_sniff(buf, len)) {
     case SP_FORMAT_PNG: rc = sp__png_decode(buf, len, path, req, &L, out, err); break;
     case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, flags, out, err); break;
-    default: rc = sp__unknown_format(buf, len, path, err); break;
+    default: rc = unknown_format(buf, len, path, err); break;
     }
     if (rc != SP_OK) sp_image_free(out);  /* codecs already do; keep the promise */
     return rc;

@@ -26,7 +26,10 @@
  * fused region decode) nothing is copied when libjpeg's output layout is
  * the requested one: its (widened) rows are written straight into the
  * image, whose stride is then one libjpeg row and whose pixels are a
- * window of them.
+ * window of them. In the code: jd_body() opens the file (jd_open()), sets
+ * the scale (jd_scale()), picks the columns (jd_columns()), skips to y0,
+ * reads the rows (jd_read_wide() or jd_read_rows()) and reads to EOI
+ * (jd_finish()), all inside jd_guarded()'s setjmp.
  *
  * Errors: libjpeg errors AND every libjpeg warning (corrupt data, premature
  * end, extraneous bytes, bad Huffman or arithmetic codes) longjmp back with
@@ -268,6 +271,123 @@ static int jd_finish(sp_jpeg_ctx *c, const sp__window *win, sp_error *err) {
     return SP_OK;
 }
 
+/* The DCT scale 1/req->scale_denom, with the fixed decoder settings; the
+ * scaled size must be the window's. */
+static int jd_scale(sp_jpeg_ctx *c, const sp_decode_req *req, const sp__window *win,
+                    sp_error *err) {
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+    ci->dct_method = JDCT_ISLOW;
+    ci->do_fancy_upsampling = TRUE;
+    ci->do_block_smoothing = FALSE;
+    ci->scale_num = 1;
+    ci->scale_denom = (unsigned)req->scale_denom;
+    jpeg_calc_output_dimensions(ci);
+    if ((int)ci->output_width != win->scaled_w || (int)ci->output_height != win->scaled_h)
+        return sp_error_set(err, SP_EFORMAT,
+                            "%s: JPEG: libjpeg scales %ux%u to %ux%u, expected %dx%d", c->path,
+                            ci->image_width, ci->image_height, ci->output_width,
+                            ci->output_height, win->scaled_w, win->scaled_h);
+    return SP_OK;
+}
+
+/* The columns libjpeg decodes (after jpeg_start_decompress): the window's
+ * with the margins of HOW IT WORKS; *row_x0 is the scaled column of the row
+ * buffer's first pixel. */
+static int jd_columns(sp_jpeg_ctx *c, const sp__window *win, JDIMENSION *row_x0,
+                      sp_error *err) {
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+    /* Columns: one pixel of margin each side keeps the crop's edge pixels
+     * (simplified upsampling) out of the output; see HOW IT WORKS. */
+    JDIMENSION cx0 = (JDIMENSION)(win->x0 > 0 ? win->x0 - 1 : 0);
+    JDIMENSION cx1 = (JDIMENSION)(win->x1 < win->scaled_w ? win->x1 + 1 : win->scaled_w);
+    /* ... and a minimum width: a crop whose chroma is narrower than 2
+     * samples makes libjpeg switch to plain (box) upsampling. */
+    JDIMENSION minw = 4u * (JDIMENSION)ci->max_h_samp_factor;
+    if (cx1 - cx0 < minw) {
+        cx1 = cx0 + minw < (JDIMENSION)win->scaled_w ? cx0 + minw : (JDIMENSION)win->scaled_w;
+        if (cx1 - cx0 < minw) cx0 = cx1 > minw ? cx1 - minw : 0;
+    }
+    *row_x0 = 0;
+    if ((cx0 != 0 || cx1 != (JDIMENSION)win->scaled_w) && jd_crop_is_exact(ci)) {
+        JDIMENSION xoff = cx0, cw = cx1 - cx0;
+        jpeg_crop_scanline(ci, &xoff, &cw);
+        *row_x0 = xoff;
+    }
+    if ((JDIMENSION)win->x0 < *row_x0 || (JDIMENSION)win->x1 > *row_x0 + ci->output_width)
+        return sp_error_set(err, SP_EFORMAT, "%s: JPEG: crop to columns %d..%d failed",
+                            c->path, win->x0, win->x1);
+    return SP_OK;
+}
+
+/* SP__DECODE_WIDE: the image is the window [x0 - row_x0, ...) of libjpeg's
+ * rows laid end to end (stride = one libjpeg row): row y is written at
+ * data + y * stride - off, which keeps the previous rows' pixels
+ * (off + width * comps <= stride); row 0 (when off > 0) goes through
+ * c->row. */
+static int jd_read_wide(sp_jpeg_ctx *c, const sp__window *win, JDIMENSION row_x0,
+                        size_t comps, int channels, sp_image *out, sp_error *err) {
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+    size_t stride = (size_t)ci->output_width * comps;
+    size_t off = (size_t)((JDIMENSION)win->x0 - row_x0) * comps;
+    int w = win->x1 - win->x0, h = win->y1 - win->y0;
+    out->data = malloc(stride * (size_t)h);
+    if (!out->data)
+        return sp_error_set(err, SP_ENOMEM, "%s: JPEG: cannot allocate the %dx%d output",
+                            c->path, w, h);
+    out->width = w;
+    out->height = h;
+    out->channels = channels;
+    out->stride = stride;
+    for (int y = 0; y < h;) {
+        JSAMPROW rows[16];
+        int n = h - y < 16 ? h - y : 16;
+        for (int i = 0; i < n; i++)
+            rows[i] = (y + i == 0 && off) ? c->row
+                                          : out->data + (size_t)(y + i) * stride - off;
+        JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+        if (got == 0)
+            return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
+                                c->path, win->y0 + y);
+        if (y == 0 && off) memcpy(out->data, c->row + off, (size_t)w * comps);
+        y += (int)got;
+    }
+    return SP_OK;
+}
+
+/* The window's rows into the allocated output: straight from libjpeg when
+ * its rows are the output's (direct), else through c->row, converted. */
+static int jd_read_rows(sp_jpeg_ctx *c, const sp__window *win, JDIMENSION row_x0,
+                        size_t comps, sp__pixfmt fmt, int same, sp_image *out,
+                        sp_error *err) {
+    struct jpeg_decompress_struct *ci = &c->cinfo;
+    int direct = row_x0 == (JDIMENSION)win->x0 && ci->output_width == (JDIMENSION)out->width &&
+                 same;
+    if (direct) {  /* libjpeg writes straight into the output, 16 rows per call */
+        for (int y = 0; y < out->height;) {
+            JSAMPROW rows[16];
+            int n = out->height - y < 16 ? out->height - y : 16;
+            for (int i = 0; i < n; i++) rows[i] = out->data + (size_t)(y + i) * out->stride;
+            JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
+            if (got == 0)
+                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
+                                    c->path, win->y0 + y);
+            y += (int)got;
+        }
+    } else {
+        const uint8_t *src = c->row + (size_t)((JDIMENSION)win->x0 - row_x0) * comps;
+        for (int y = 0; y < out->height; y++) {
+            JSAMPROW r = c->row;
+            if (jpeg_read_scanlines(ci, &r, 1) != 1)
+                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
+                                    c->path, win->y0 + y);
+            sp__convert_row(src, fmt, out->data + (size_t)y * out->stride, out->channels,
+                            (size_t)out->width);
+        }
+    }
+    return SP_OK;
+}
+
+/* Decode the request's window (inside jd_guarded()'s setjmp). */
 static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                         const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err) {
@@ -280,18 +400,8 @@ static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
     rc = sp__decode_window(c->path, "JPEG", (int)ci->image_width, (int)ci->image_height,
                            req, &win, err);
     if (rc != SP_OK) return rc;
-
-    ci->dct_method = JDCT_ISLOW;
-    ci->do_fancy_upsampling = TRUE;
-    ci->do_block_smoothing = FALSE;
-    ci->scale_num = 1;
-    ci->scale_denom = (unsigned)req->scale_denom;
-    jpeg_calc_output_dimensions(ci);
-    if ((int)ci->output_width != win.scaled_w || (int)ci->output_height != win.scaled_h)
-        return sp_error_set(err, SP_EFORMAT,
-                            "%s: JPEG: libjpeg scales %ux%u to %ux%u, expected %dx%d", c->path,
-                            ci->image_width, ci->image_height, ci->output_width,
-                            ci->output_height, win.scaled_w, win.scaled_h);
+    rc = jd_scale(c, req, &win, err);
+    if (rc != SP_OK) return rc;
 
     /* Same layout as the output: libjpeg can write into it (direct). */
     int same = (fmt == SP__PIX_RGB && req->channels == 3) ||
@@ -305,27 +415,9 @@ static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
     }
 
     jpeg_start_decompress(ci);
-
-    /* Columns: one pixel of margin each side keeps the crop's edge pixels
-     * (simplified upsampling) out of the output; see HOW IT WORKS. */
-    JDIMENSION cx0 = (JDIMENSION)(win.x0 > 0 ? win.x0 - 1 : 0);
-    JDIMENSION cx1 = (JDIMENSION)(win.x1 < win.scaled_w ? win.x1 + 1 : win.scaled_w);
-    /* ... and a minimum width: a crop whose chroma is narrower than 2
-     * samples makes libjpeg switch to plain (box) upsampling. */
-    JDIMENSION minw = 4u * (JDIMENSION)ci->max_h_samp_factor;
-    if (cx1 - cx0 < minw) {
-        cx1 = cx0 + minw < (JDIMENSION)win.scaled_w ? cx0 + minw : (JDIMENSION)win.scaled_w;
-        if (cx1 - cx0 < minw) cx0 = cx1 > minw ? cx1 - minw : 0;
-    }
-    JDIMENSION row_x0 = 0;  /* scaled column of the row buffer's first pixel */
-    if ((cx0 != 0 || cx1 != (JDIMENSION)win.scaled_w) && jd_crop_is_exact(ci)) {
-        JDIMENSION xoff = cx0, cw = cx1 - cx0;
-        jpeg_crop_scanline(ci, &xoff, &cw);
-        row_x0 = xoff;
-    }
-    if ((JDIMENSION)win.x0 < row_x0 || (JDIMENSION)win.x1 > row_x0 + ci->output_width)
-        return sp_error_set(err, SP_EFORMAT, "%s: JPEG: crop to columns %d..%d failed",
-                            c->path, win.x0, win.x1);
+    JDIMENSION row_x0;
+    rc = jd_columns(c, &win, &row_x0, err);
+    if (rc != SP_OK) return rc;
 
     size_t comps = (size_t)ci->output_components;
     if ((int)comps != sp__pixfmt_bytes(fmt))
@@ -340,62 +432,9 @@ static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
             return sp_error_set(err, SP_EFORMAT, "%s: JPEG: skipped %u of %d rows", c->path,
                                 skipped, win.y0);
     }
-    if (wide) {
-        /* The image is the window [x0 - row_x0, ...) of libjpeg's rows laid
-         * end to end (stride = one libjpeg row): row y is written at
-         * data + y * stride - off, which keeps the previous rows' pixels
-         * (off + width * comps <= stride); row 0 (when off > 0) goes
-         * through c->row. */
-        size_t stride = (size_t)ci->output_width * comps;
-        size_t off = (size_t)((JDIMENSION)win.x0 - row_x0) * comps;
-        int w = win.x1 - win.x0, h = win.y1 - win.y0;
-        out->data = malloc(stride * (size_t)h);
-        if (!out->data)
-            return sp_error_set(err, SP_ENOMEM, "%s: JPEG: cannot allocate the %dx%d output",
-                                c->path, w, h);
-        out->width = w;
-        out->height = h;
-        out->channels = req->channels;
-        out->stride = stride;
-        for (int y = 0; y < h;) {
-            JSAMPROW rows[16];
-            int n = h - y < 16 ? h - y : 16;
-            for (int i = 0; i < n; i++)
-                rows[i] = (y + i == 0 && off) ? c->row
-                                              : out->data + (size_t)(y + i) * stride - off;
-            JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
-            if (got == 0)
-                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
-                                    c->path, win.y0 + y);
-            if (y == 0 && off) memcpy(out->data, c->row + off, (size_t)w * comps);
-            y += (int)got;
-        }
-        return jd_finish(c, &win, err);
-    }
-    int direct = row_x0 == (JDIMENSION)win.x0 && ci->output_width == (JDIMENSION)out->width &&
-                 same;
-    if (direct) {  /* libjpeg writes straight into the output, 16 rows per call */
-        for (int y = 0; y < out->height;) {
-            JSAMPROW rows[16];
-            int n = out->height - y < 16 ? out->height - y : 16;
-            for (int i = 0; i < n; i++) rows[i] = out->data + (size_t)(y + i) * out->stride;
-            JDIMENSION got = jpeg_read_scanlines(ci, rows, (JDIMENSION)n);
-            if (got == 0)
-                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
-                                    c->path, win.y0 + y);
-            y += (int)got;
-        }
-    } else {
-        const uint8_t *src = c->row + (size_t)((JDIMENSION)win.x0 - row_x0) * comps;
-        for (int y = 0; y < out->height; y++) {
-            JSAMPROW r = c->row;
-            if (jpeg_read_scanlines(ci, &r, 1) != 1)
-                return sp_error_set(err, SP_EFORMAT, "%s: JPEG: row %d could not be read",
-                                    c->path, win.y0 + y);
-            sp__convert_row(src, fmt, out->data + (size_t)y * out->stride, out->channels,
-                            (size_t)out->width);
-        }
-    }
+    rc = wide ? jd_read_wide(c, &win, row_x0, comps, req->channels, out, err)
+              : jd_read_rows(c, &win, row_x0, comps, fmt, same, out, err);
+    if (rc != SP_OK) return rc;
     return jd_finish(c, &win, err);
 }
 

@@ -7,7 +7,7 @@
  * are expanded here after a check against the PLTE; no gamma, sBIT or
  * background transform is ever applied, so the output does not depend on
  * ancillary chunks, and libpng skips every one of them unread (tRNS
- * included: alpha is dropped anyway by the shared converter in decode.c).
+ * included: alpha is dropped anyway by the shared converter in decode_shared.c).
  *
  * HOW IT WORKS: the IHDR is parsed and CRC-checked here first (that is all
  * a probe does), so the limits and the request are checked before libpng
@@ -40,7 +40,7 @@ typedef struct sp_png_ihdr {
     int depth, color, interlace;
 } sp_png_ihdr;
 
-static uint32_t sp_be32(const uint8_t *p) {
+static uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
@@ -61,13 +61,13 @@ static int pd_parse_ihdr(const uint8_t *buf, size_t len, const char *path,
     if (len < 8 + 25)
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: file too short for an IHDR", path);
     const uint8_t *c = buf + 8;
-    if (sp_be32(c) != 13 || memcmp(c + 4, "IHDR", 4) != 0)
+    if (be32(c) != 13 || memcmp(c + 4, "IHDR", 4) != 0)
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: IHDR: missing or malformed", path);
-    if ((uint32_t)crc32(crc32(0L, Z_NULL, 0), c + 4, 17) != sp_be32(c + 21))
+    if ((uint32_t)crc32(crc32(0L, Z_NULL, 0), c + 4, 17) != be32(c + 21))
         return sp_error_set(err, SP_EFORMAT, "%s: PNG: IHDR: CRC error", path);
     const uint8_t *d = c + 8;
-    h->width = sp_be32(d);
-    h->height = sp_be32(d + 4);
+    h->width = be32(d);
+    h->height = be32(d + 4);
     h->depth = d[8];
     h->color = d[9];
     h->interlace = d[12];
@@ -111,7 +111,7 @@ static int pd_walk(const uint8_t *buf, size_t len, const char *path, sp_error *e
     size_t pos = 8;
     char prev[5] = "";
     while (len - pos >= 8) {
-        uint32_t n = sp_be32(buf + pos);
+        uint32_t n = be32(buf + pos);
         char type[5];
         memcpy(type, buf + pos + 4, 4);
         type[4] = '\0';

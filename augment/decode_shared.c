@@ -111,12 +111,12 @@ int sp__pixfmt_bytes(sp__pixfmt fmt) {
     }
 }
 
-static inline uint8_t sp__luma(unsigned r, unsigned g, unsigned b) {
+static inline uint8_t luma(unsigned r, unsigned g, unsigned b) {
     return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 32768u) >> 16);
 }
 
 /* round(a * b / 255) for a, b in 0..255; never a tie (255 is odd). */
-static inline unsigned sp__mul255(unsigned a, unsigned b) {
+static inline unsigned mul255(unsigned a, unsigned b) {
     return (a * b + 127u) / 255u;
 }
 
@@ -144,7 +144,7 @@ void sp__convert_row(const uint8_t *src, sp__pixfmt fmt, uint8_t *dst,
         if (dst_channels == 1) {
             for (i = 0; i < n; i++) {
                 const uint8_t *p = src + i * step;
-                dst[i] = sp__luma(p[0], p[1], p[2]);
+                dst[i] = luma(p[0], p[1], p[2]);
             }
         } else if (step == 3) {
             memcpy(dst, src, n * 3);
@@ -163,11 +163,11 @@ void sp__convert_row(const uint8_t *src, sp__pixfmt fmt, uint8_t *dst,
         for (i = 0; i < n; i++) {
             const uint8_t *p = src + 4 * i;
             unsigned k = p[3] ^ flip;  /* 255 - v when flip == 255 */
-            unsigned r = sp__mul255(p[0] ^ flip, k);
-            unsigned g = sp__mul255(p[1] ^ flip, k);
-            unsigned b = sp__mul255(p[2] ^ flip, k);
+            unsigned r = mul255(p[0] ^ flip, k);
+            unsigned g = mul255(p[1] ^ flip, k);
+            unsigned b = mul255(p[2] ^ flip, k);
             if (dst_channels == 1) {
-                dst[i] = sp__luma(r, g, b);
+                dst[i] = luma(r, g, b);
             } else {
                 dst[3 * i] = (uint8_t)r;
                 dst[3 * i + 1] = (uint8_t)g;

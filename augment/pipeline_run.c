@@ -23,6 +23,13 @@
  * over all pixels, so they commute with it); a geometric op that follows
  * applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
+ *
+ * In the code: sp_pipeline_run_checked() makes the first state from the
+ * encoded bytes (start_encoded(), fused with the first op when it is
+ * geometric) or the raw pixels (start_raw()), runs the other ops
+ * (run_ops()), and writes the output (write_output(): write_u8(),
+ * write_half() or write_f32() by dtype). sp_pipeline_explain() replays the
+ * same draws as text.
  */
 #include "augment/pipeline_internal.h"
 #include "augment/decode_internal.h"
@@ -260,69 +267,70 @@ static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
     return bernoulli_u(k, ctx) < op->p;
 }
 
-/* Write the output; with flip, each row is read mirrored (a pending hflip).
- * One pass per row, every channel at once, through the per-channel table
- * for float32 (exact: a table lookup; with SSE2 four values are stored at
- * a time, which halves the cost of the float32 NCHW case). */
-
-static void write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
-                         void *out) {
+/* uint8 output: the pixels as they are (a copy per row, or mirrored). */
+static void write_u8(const sp_image *im, int flip, int nhwc, uint8_t *dst) {
     const int H = im->height, W = im->width, C = im->channels;
     const size_t plane = (size_t)H * (size_t)W;
     const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
-    const int nhwc = o->layout == SP_LAYOUT_NHWC || C == 1;
-    if (o->dtype == SP_DTYPE_UINT8) {
-        uint8_t *dst = out;
-        for (int y = 0; y < H; y++) {
-            const uint8_t *row = im->data + (size_t)y * im->stride;
-            const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
-            if (nhwc && !flip) {
-                memcpy(dst + (size_t)y * (size_t)W * (size_t)C, row, (size_t)W * (size_t)C);
-            } else if (nhwc) {
-                uint8_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
-                for (int x = 0; x < W; x++, s += step, d += C)
-                    for (int c = 0; c < C; c++) d[c] = s[c];
-            } else if (C == 3) {
-                uint8_t *d0 = dst + (size_t)y * (size_t)W, *d1 = d0 + plane, *d2 = d1 + plane;
-                for (int x = 0; x < W; x++, s += step) {
-                    d0[x] = s[0];
-                    d1[x] = s[1];
-                    d2[x] = s[2];
-                }
-            } else {
-                uint8_t *d0 = dst + (size_t)y * (size_t)W;
-                for (int x = 0; x < W; x++, s += step)
-                    for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = s[c];
+    for (int y = 0; y < H; y++) {
+        const uint8_t *row = im->data + (size_t)y * im->stride;
+        const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (nhwc && !flip) {
+            memcpy(dst + (size_t)y * (size_t)W * (size_t)C, row, (size_t)W * (size_t)C);
+        } else if (nhwc) {
+            uint8_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+            for (int x = 0; x < W; x++, s += step, d += C)
+                for (int c = 0; c < C; c++) d[c] = s[c];
+        } else if (C == 3) {
+            uint8_t *d0 = dst + (size_t)y * (size_t)W, *d1 = d0 + plane, *d2 = d1 + plane;
+            for (int x = 0; x < W; x++, s += step) {
+                d0[x] = s[0];
+                d1[x] = s[1];
+                d2[x] = s[2];
             }
+        } else {
+            uint8_t *d0 = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = s[c];
         }
-        return;
     }
-    if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16) {
-        /* 16-bit words from the rounded tables, in the same layouts */
-        int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
-        const uint16_t *t[3];
-        for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
-        uint16_t *dst = out;
-        for (int y = 0; y < H; y++) {
-            const uint8_t *s = im->data + (size_t)y * im->stride +
-                               (flip ? (size_t)(W - 1) * (size_t)C : 0);
-            if (nhwc) {
-                uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
-                for (int x = 0; x < W; x++, s += step, d += C)
-                    for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
-            } else {
-                uint16_t *d0 = dst + (size_t)y * (size_t)W;
-                for (int x = 0; x < W; x++, s += step)
-                    for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
-            }
+}
+
+/* bfloat16 / float16 output: 16-bit words from the rounded tables, in the
+ * same layouts. */
+static void write_half(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                       const sp_run_opts *o, uint16_t *dst) {
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
+    int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
+    const uint16_t *t[3];
+    for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
+    for (int y = 0; y < H; y++) {
+        const uint8_t *s = im->data + (size_t)y * im->stride +
+                           (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (nhwc) {
+            uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+            for (int x = 0; x < W; x++, s += step, d += C)
+                for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
+        } else {
+            uint16_t *d0 = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
         }
-        return;
     }
+}
+
+/* float32 output through the per-channel tables. */
+static void write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                      const sp_run_opts *o, float *dst) {
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
     const float *tab[3];
     int norm = p->has_normalize && !o->skip_normalize;
     for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
     const float *restrict t0 = tab[0], *restrict t1 = tab[1], *restrict t2 = tab[2];
-    float *dst = out;
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
         const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
@@ -373,6 +381,113 @@ static void write_output(const sp_pipeline *p, const sp_image *im, int flip, con
     }
 }
 
+/* Write the output; with flip, each row is read mirrored (a pending hflip).
+ * One pass per row, every channel at once, through the per-channel table
+ * for float32 (exact: a table lookup; with SSE2 four values are stored at
+ * a time, which halves the cost of the float32 NCHW case). */
+static void write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
+                         void *out) {
+    const int nhwc = o->layout == SP_LAYOUT_NHWC || im->channels == 1;
+    if (o->dtype == SP_DTYPE_UINT8) write_u8(im, flip, nhwc, out);
+    else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16)
+        write_half(p, im, flip, nhwc, o, out);
+    else write_f32(p, im, flip, nhwc, o, out);
+}
+
+/* The first state from encoded bytes: probed, then the first op after
+ * decode fused with decoding when it is geometric (*k moves past it), else
+ * the whole image decoded. */
+static int start_encoded(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
+                         const sp_decode_limits *lim, state *st, int *k, const char *path,
+                         sp_error *err) {
+    source s = {0, 0, src, lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL};
+    sp_image_info info;
+    int rc = sp_image_probe(src->bytes, src->len, path, lim, &info, err);
+    if (rc) return rc;
+    s.W = info.width;
+    s.H = info.height;
+    s.format = info.format;
+    if (*k < p->nops && sp__op_is_geometric(p->ops[*k].kind)) {
+        int consumed;
+        rc = run_geometric(p, *k, ctx, &s, st, &consumed, path, err);
+        *k += consumed;
+    } else {
+        sp_image full;
+        int owned;
+        rc = source_region(&s, 0, 0, s.W, s.H, 1, &full, &owned, path, err);
+        if (!rc) st_take(st, &full);
+    }
+    return rc;
+}
+
+/* The first state from raw pixels: a view of them, or converted to the
+ * pipeline's channel count. */
+static int start_raw(const sp_pipeline *p, const sp_image *r, state *st, const char *path,
+                     sp_error *err) {
+    if (!r->data || r->width <= 0 || r->height <= 0 || (r->channels != 1 && r->channels != 3) ||
+        r->stride < (size_t)r->width * (size_t)r->channels)
+        return sp_error_set(err, SP_EINVAL, "%s: invalid raw image", path);
+    if (r->channels == p->channels) {
+        st->cur = *r;
+        return SP_OK;
+    }
+    sp_image conv;
+    int rc = sp_image_alloc(&conv, r->width, r->height, p->channels);
+    if (!rc) rc = sp_image_to_gray(r, &conv);   /* 3 -> 1 luma, 1 -> 3 replicate */
+    if (rc) sp_image_free(&conv);
+    else st_take(st, &conv);
+    return rc;
+}
+
+/* Ops k.. of the pipeline on the state, in spec order. */
+static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, int k,
+                   const char *path, sp_error *err) {
+    int rc = SP_OK;
+    while (!rc && k < p->nops) {
+        const sp_op *op = &p->ops[k];
+        if (sp__op_is_geometric(op->kind)) {
+            if (st->hflip) {   /* a region is read: apply the pending flip */
+                rc = st_make_writable(st);
+                if (rc) {
+                    sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
+                    break;
+                }
+                sp_image_hflip(&st->cur);
+                st->hflip = 0;
+            }
+            source s = {st->cur.width, st->cur.height, NULL, NULL, SP_FORMAT_UNKNOWN, p->channels,
+                        0, &st->cur};
+            sp_image keep = st->cur;   /* s.img must stay valid during the op */
+            s.img = &keep;
+            int consumed;
+            rc = run_geometric(p, k, ctx, &s, st, &consumed, path, err);
+            k += consumed;
+            continue;
+        }
+        switch (op->kind) {
+        case SP_OP_HFLIP:
+            /* Deferred: the output is written mirrored. Every other
+             * non-geometric op is per pixel (contrast's mean is a sum), so
+             * it commutes with the flip. */
+            if (bernoulli(op, (uint32_t)k, ctx)) st->hflip ^= 1;
+            break;
+        case SP_OP_VFLIP:
+            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(st)))
+                sp_image_vflip(&st->cur);
+            break;
+        case SP_OP_GRAYSCALE:
+            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(st)))
+                rc = sp_image_to_gray(&st->cur, &st->cur);
+            break;
+        case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, st); break;
+        default: break;   /* decode (op 0) and normalize (applied on output) */
+        }
+        if (rc) sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
+        k++;
+    }
+    return rc;
+}
+
 int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
                             const sp_sample_src *src, const sp_run_opts *opts, void *out,
                             size_t out_bytes, sp_error *err) {
@@ -390,85 +505,11 @@ int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
 
     state st;
     memset(&st, 0, sizeof st);
-    int rc = SP_OK, k = p->has_decode ? 1 : 0;
-    if (src->bytes) {
-        source s = {0, 0, src, &lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL};
-        sp_image_info info;
-        rc = sp_image_probe(src->bytes, src->len, path, &lim, &info, err);
-        if (rc) return rc;
-        s.W = info.width;
-        s.H = info.height;
-        s.format = info.format;
-        if (k < p->nops && sp__op_is_geometric(p->ops[k].kind)) {
-            int consumed;
-            rc = run_geometric(p, k, ctx, &s, &st, &consumed, path, err);
-            k += consumed;
-        } else {
-            sp_image full;
-            int owned;
-            rc = source_region(&s, 0, 0, s.W, s.H, 1, &full, &owned, path, err);
-            if (!rc) st_take(&st, &full);
-        }
-    } else if (src->raw) {
-        const sp_image *r = src->raw;
-        if (!r->data || r->width <= 0 || r->height <= 0 || (r->channels != 1 && r->channels != 3) ||
-            r->stride < (size_t)r->width * (size_t)r->channels)
-            return sp_error_set(err, SP_EINVAL, "%s: invalid raw image", path);
-        if (r->channels == p->channels) {
-            st.cur = *r;
-        } else {
-            sp_image conv;
-            rc = sp_image_alloc(&conv, r->width, r->height, p->channels);
-            if (!rc) rc = sp_image_to_gray(r, &conv);   /* 3 -> 1 luma, 1 -> 3 replicate */
-            if (rc) sp_image_free(&conv);
-            else st_take(&st, &conv);
-        }
-    } else {
-        return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
-    }
-
-    while (!rc && k < p->nops) {
-        const sp_op *op = &p->ops[k];
-        if (sp__op_is_geometric(op->kind)) {
-            if (st.hflip) {   /* a region is read: apply the pending flip */
-                rc = st_make_writable(&st);
-                if (rc) {
-                    sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
-                    break;
-                }
-                sp_image_hflip(&st.cur);
-                st.hflip = 0;
-            }
-            source s = {st.cur.width, st.cur.height, NULL, NULL, SP_FORMAT_UNKNOWN, p->channels, 0,
-                        &st.cur};
-            sp_image keep = st.cur;   /* s.img must stay valid during the op */
-            s.img = &keep;
-            int consumed;
-            rc = run_geometric(p, k, ctx, &s, &st, &consumed, path, err);
-            k += consumed;
-            continue;
-        }
-        switch (op->kind) {
-        case SP_OP_HFLIP:
-            /* Deferred: the output is written mirrored. Every other
-             * non-geometric op is per pixel (contrast's mean is a sum), so
-             * it commutes with the flip. */
-            if (bernoulli(op, (uint32_t)k, ctx)) st.hflip ^= 1;
-            break;
-        case SP_OP_VFLIP:
-            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st)))
-                sp_image_vflip(&st.cur);
-            break;
-        case SP_OP_GRAYSCALE:
-            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(&st)))
-                rc = sp_image_to_gray(&st.cur, &st.cur);
-            break;
-        case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, &st); break;
-        default: break;   /* decode (op 0) and normalize (applied on output) */
-        }
-        if (rc) sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
-        k++;
-    }
+    int rc, k = p->has_decode ? 1 : 0;
+    if (src->bytes) rc = start_encoded(p, ctx, src, &lim, &st, &k, path, err);
+    else if (src->raw) rc = start_raw(p, src->raw, &st, path, err);
+    else return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
+    if (!rc) rc = run_ops(p, ctx, &st, k, path, err);
     if (!rc) {
         size_t need = (size_t)st.cur.width * (size_t)st.cur.height * (size_t)st.cur.channels *
                       sp_dtype_size(o->dtype);

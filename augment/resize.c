@@ -224,7 +224,7 @@ static void vrow_tail(const uint8_t *const *rows, const int32_t *w, int n, size_
 /* The 16 values (uint8_t)(sum >> 14) as bytes: the low 8 bits are kept
  * before packing, so even a sum outside 0..255 << 14 (impossible unless a
  * weight is negative) gives the scalar code's byte. */
-static inline __m128i sp_pack16(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
+static inline __m128i pack16(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
     const __m128i m = _mm_set1_epi32(255);
     a0 = _mm_and_si128(_mm_srai_epi32(a0, SP_RESIZE_BITS), m);
     a1 = _mm_and_si128(_mm_srai_epi32(a1, SP_RESIZE_BITS), m);
@@ -433,7 +433,7 @@ static void vrow(const uint8_t *const *rows, const int32_t *w, const uint32_t *w
             __m128i wv = _mm_set1_epi32((int)wp[t / 2]);
             SP_MADD16(a0, a1, a2, a3, x, y, wv);
         }
-        _mm_storeu_si128((__m128i *)(o + i), sp_pack16(a0, a1, a2, a3));
+        _mm_storeu_si128((__m128i *)(o + i), pack16(a0, a1, a2, a3));
     }
     vrow_tail(rows, w, n, i, len, o);
 }
@@ -499,7 +499,7 @@ static void hblock(const axis *ax, const uint32_t *wp, int ps, const uint8_t *T,
                 SP_MADD16(a0, a1, a2, a3, x, y, wv);
             }
             _mm_store_si128((__m128i *)(O + ((size_t)i * (size_t)c + (size_t)ch) * 16),
-                            sp_pack16(a0, a1, a2, a3));
+                            pack16(a0, a1, a2, a3));
         }
     }
 }

@@ -3,9 +3,14 @@
  *
  * An sp_dataset is built once by sp_dataset_open() and is immutable after:
  * every sample has a canonical index, a relative path, a label, a content
- * size and an XXH3-128 of its content. The per-kind files (dataset_folder.c,
- * dataset_idx.c, dataset_list.c) fill those arrays; this file computes the
- * fingerprint over them and serves the samples.
+ * size and an XXH3-128 of its content. This file is the dispatcher on top
+ * of the dataset sources: it detects the kind and calls down into the
+ * per-kind opener (dataset_folder.c, dataset_idx.c, dataset_list.c,
+ * dataset_tar.c), which fills those arrays with the helpers below it
+ * (dataset_index.c, dataset_common.c); then it computes the fingerprint over
+ * them and serves the samples (a shard's through dataset_tar_read.c). No
+ * source calls back up into this file; only the shard writer
+ * (dataset_tar_write.c), above it, reads samples through sp_dataset_read().
  *
  * FINGERPRINT LAYOUT (format version 1). XXH3-128 with seed 0, streamed
  * over these bytes, all integers little-endian:
@@ -50,156 +55,9 @@
 
 #include <xxhash.h>
 
-/* ---- small helpers ---------------------------------------------------------- */
-
-char *sp__ds_strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *p = malloc(n);
-    if (p) memcpy(p, s, n);
-    return p;
-}
-
-char *sp__ds_join(const char *a, const char *b) {
-    if (b[0] == '/') return sp__ds_strdup(b);
-    size_t la = strlen(a), lb = strlen(b);
-    int slash = la > 0 && a[la - 1] != '/';
-    char *p = malloc(la + (size_t)slash + lb + 1);
-    if (!p) return NULL;
-    memcpy(p, a, la);
-    if (slash) p[la] = '/';
-    memcpy(p + la + (size_t)slash, b, lb + 1);
-    return p;
-}
-
-int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line) {
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 256;
-        sp__ds_entry *v = realloc(e->v, cap * sizeof *v);
-        if (!v) { free(rel); return SP_ENOMEM; }
-        e->v = v;
-        e->cap = cap;
-    }
-    e->v[e->n].rel = rel;
-    e->v[e->n].label = label;
-    e->v[e->n].line = line;
-    e->n++;
-    return SP_OK;
-}
-
-void sp__ds_entries_free(sp__ds_entries *e) {
-    for (size_t i = 0; i < e->n; i++) free(e->v[i].rel);
-    free(e->v);
-    e->v = NULL;
-    e->n = e->cap = 0;
-}
-
-int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err) {
-    ds->class_names = calloc((size_t)k, sizeof *ds->class_names);
-    if (!ds->class_names) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    ds->num_classes = k;
-    for (int c = 0; c < k; c++) {
-        char buf[16];
-        snprintf(buf, sizeof buf, "%d", c);
-        ds->class_names[c] = sp__ds_strdup(buf);
-        if (!ds->class_names[c])
-            return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    }
-    return SP_OK;
-}
-
 static sp_digest digest_of(XXH128_hash_t h) {
     sp_digest d = {h.high64, h.low64};
     return d;
-}
-
-int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
-                   uint64_t *size, sp_digest *digest, sp_error *err) {
-    sp__hash hs, *st = &hs;
-    sp__hash_init(st);
-    enum { CHUNK = 1 << 16 };
-    uint8_t *buf = malloc(CHUNK);
-    if (!buf) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    uint64_t total = 0;
-    int rc = SP_OK;
-    for (;;) {
-        ssize_t r = read(fd, buf, CHUNK);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-            break;
-        }
-        if (r == 0) break;
-        total += (uint64_t)r;
-        if (total > max_bytes) {
-            rc = sp_error_set(err, SP_ELIMIT, "%s: file larger than the limit of %llu bytes",
-                              path, (unsigned long long)max_bytes);
-            break;
-        }
-        sp__hash_bytes(st, buf, (size_t)r);
-    }
-    if (rc == SP_OK) {
-        *size = total;
-        *digest = sp__hash_digest(st);
-    }
-    free(buf);
-    return rc;
-}
-
-static int cmp_entry(const void *a, const void *b) {
-    const sp__ds_entry *x = a, *y = b;
-    int c = strcmp(x->rel, y->rel);
-    if (c) return c;
-    return (x->line > y->line) - (x->line < y->line);
-}
-
-int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *err) {
-    ds->n = n;
-    ds->pool = malloc(pool_len ? pool_len : 1);
-    ds->path_off = malloc(n * sizeof *ds->path_off);
-    ds->labels = malloc(n * sizeof *ds->labels);
-    ds->sizes = malloc(n * sizeof *ds->sizes);
-    ds->hashes = malloc(n * sizeof *ds->hashes);
-    ds->class_counts = calloc((size_t)ds->num_classes, sizeof *ds->class_counts);
-    if (!ds->pool || !ds->path_off || !ds->labels || !ds->sizes || !ds->hashes ||
-        !ds->class_counts)
-        return sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root, n);
-    return SP_OK;
-}
-
-int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
-                        sp_error *err) {
-    int rc = SP_OK;
-    if (e->n == 0) {
-        rc = sp_error_set(err, SP_EFORMAT, "%s: %s", ds->root, what);
-        goto done;
-    }
-    qsort(e->v, e->n, sizeof *e->v, cmp_entry);
-    for (size_t i = 1; i < e->n; i++) {
-        if (strcmp(e->v[i - 1].rel, e->v[i].rel) == 0) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s:%d: duplicate path \"%s\" (first on line %d)",
-                              ds->root, e->v[i].line, e->v[i].rel, e->v[i - 1].line);
-            goto done;
-        }
-    }
-    size_t n = e->n, pool_len = 0;
-    for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
-    rc = sp__ds_alloc_samples(ds, n, pool_len, err);
-    if (rc != SP_OK) goto done;
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(e->v[i].rel) + 1;
-        memcpy(ds->pool + off, e->v[i].rel, len);
-        ds->path_off[i] = off;
-        off += len;
-        ds->labels[i] = e->v[i].label;
-        ds->class_counts[e->v[i].label]++;
-    }
-    /* Every file's content hash: from the persistent index, or read. */
-    rc = sp__ds_hash_files(ds, e, err);
-done:
-    for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
-    e->n = 0;
-    return rc;
 }
 
 /* ---- fingerprint -------------------------------------------------------------- */
@@ -274,7 +132,8 @@ static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
 
 /* ---- open / destroy ---------------------------------------------------------- */
 
-int sp__ds_is_idx_name(const char *name) {
+/* 1 if `name` (a basename) is an IDX images file name. */
+static int is_idx_name(const char *name) {
     static const char *const suffixes[] = {
         "images-idx3-ubyte", "images.idx3-ubyte",
         "images-idx3-ubyte.gz", "images.idx3-ubyte.gz", NULL};
@@ -355,7 +214,7 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
         const char *slash = strrchr(ds->root, '/');
         const char *base = slash ? slash + 1 : ds->root;
         size_t bl = strlen(base);
-        if (sp__ds_is_idx_name(base)) {
+        if (is_idx_name(base)) {
             ds->kind = SP_DATASET_IDX;
             rc = sp__ds_open_idx(ds, err);
         } else if (bl > 4 && strcmp(base + bl - 4, ".tar") == 0) {

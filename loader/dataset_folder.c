@@ -10,8 +10,9 @@
  * files with other extensions, files directly in the root, and anything that
  * is neither a directory nor a regular file. A symlink loop is an error, not
  * an endless walk. The samples are then sorted byte-wise by relative path
- * "class/sub/file.png" by sp__ds_finish_files() (dataset.c), so readdir order
- * never matters.
+ * "class/sub/file.png" by sp__ds_finish_files() (dataset_index.c), so
+ * readdir order never matters. Called by dataset.c; calls down into
+ * dataset_index.c and dataset_common.c only.
  */
 #include "loader/dataset_internal.h"
 

@@ -20,6 +20,11 @@
  * a sample's path is "<images file name>#<index>" with a ".gz" suffix
  * dropped, so a gzip'd and a plain copy of the same data have the same
  * fingerprint.
+ *
+ * sp__ds_open_idx() reads the header, checks the declared dimensions
+ * (check_dims()), reads the pixels (read_pixels()) and the labels file
+ * (read_labels()), then fills the index (fill_index()). Called by
+ * dataset.c; calls down into dataset_common.c only.
  */
 #include "loader/dataset_internal.h"
 
@@ -205,9 +210,101 @@ static int read_labels(sp_dataset *ds, uint32_t n, uint8_t **labels_out, sp_erro
     return SP_OK;
 }
 
+/* The declared dimensions against the limits, before anything is allocated. */
+static int check_dims(const sp_dataset *ds, const char *path, uint32_t n, uint32_t rows,
+                      uint32_t cols, uint64_t plane, uint64_t total, sp_error *err) {
+    if (n == 0)
+        return sp_error_set(err, SP_EFORMAT, "%s: declares 0 images", path);
+    if (rows == 0 || cols == 0)
+        return sp_error_set(err, SP_EFORMAT, "%s: declares images of %u x %u pixels", path,
+                            rows, cols);
+    if (n > ds->max_samples)
+        return sp_error_set(err, SP_ELIMIT, "%s: declares %u images, more than the limit of %llu",
+                            path, n, (unsigned long long)ds->max_samples);
+    if (plane > ds->max_file_bytes || rows > 65535 || cols > 65535)
+        return sp_error_set(err, SP_ELIMIT,
+                            "%s: declares images of %u x %u pixels, over the limit (65535 per "
+                            "side, %llu bytes per sample)",
+                            path, rows, cols, (unsigned long long)ds->max_file_bytes);
+    if (total > SP_DS_MAX_IDX_BYTES || total > SIZE_MAX / 2)
+        return sp_error_set(err, SP_ELIMIT,
+                            "%s: declares %u images of %u x %u (%llu bytes), over the limit of "
+                            "%llu bytes",
+                            path, n, rows, cols, (unsigned long long)total,
+                            (unsigned long long)SP_DS_MAX_IDX_BYTES);
+    return SP_OK;
+}
+
+/* The `total` pixel bytes after the header, into *px (malloc'd; the
+ * caller frees it, also on failure). The buffer grows with the data
+ * actually present, never with the declared size. */
+static int read_pixels(gzFile gz, const char *path, uint32_t n, uint32_t rows, uint32_t cols,
+                       uint64_t total, uint8_t **px, sp_error *err) {
+    int rc = SP_OK;
+    uint64_t have = 0, cap = 0, got;
+    while (!rc && have < total) {
+        if (have == cap) {
+            cap = cap ? cap * 2 : (UINT64_C(1) << 22);
+            if (cap > total) cap = total;
+            uint8_t *np = realloc(*px, (size_t)cap);
+            if (!np) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); break; }
+            *px = np;
+        }
+        rc = idx_read(gz, path, *px + have, cap - have, &got, err);
+        if (rc) break;
+        have += got;
+        if (have < cap) break;   /* end of data */
+    }
+    if (!rc && have < total)
+        rc = sp_error_set(err, SP_EFORMAT,
+                          "%s: truncated: %llu of %llu pixel bytes (%u images of %u x %u declared)",
+                          path, (unsigned long long)have, (unsigned long long)total, n, rows,
+                          cols);
+    return rc;
+}
+
+/* The index of n images of rows x cols (px, taken by ds) with labels lab:
+ * paths "<base>#<i>", the pixels' hashes. lab stays the caller's. */
+static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8_t *lab,
+                      uint32_t n, uint32_t rows, uint32_t cols, sp_error *err) {
+    uint64_t plane = (uint64_t)rows * cols;
+    ds->pixels = px;
+    ds->raw_w = (int)cols;
+    ds->raw_h = (int)rows;
+    ds->n = n;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t lb = strlen(base);
+    if (lb > 3 && strcmp(base + lb - 3, ".gz") == 0) lb -= 3;
+    int rc = sp__ds_numeric_classes(ds, SP_DS_IDX_CLASSES, err);
+    ds->class_counts = calloc(SP_DS_IDX_CLASSES, sizeof *ds->class_counts);
+    ds->pool = malloc((size_t)n * (lb + 12));
+    ds->path_off = malloc((size_t)n * sizeof *ds->path_off);
+    ds->labels = malloc((size_t)n * sizeof *ds->labels);
+    ds->sizes = malloc((size_t)n * sizeof *ds->sizes);
+    ds->hashes = malloc((size_t)n * sizeof *ds->hashes);
+    if (!rc && (!ds->class_counts || !ds->pool || !ds->path_off || !ds->labels || !ds->sizes ||
+                !ds->hashes))
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (rc) return rc;
+    size_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        ds->path_off[i] = off;
+        memcpy(ds->pool + off, base, lb);
+        off += lb;
+        off += (size_t)snprintf(ds->pool + off, 12, "#%u", i) + 1;
+        ds->labels[i] = lab[i];
+        ds->class_counts[lab[i]]++;
+        ds->sizes[i] = plane;
+        XXH128_hash_t hh = XXH3_128bits(px + (size_t)i * (size_t)plane, (size_t)plane);
+        ds->hashes[i].hi = hh.high64;
+        ds->hashes[i].lo = hh.low64;
+    }
+    return SP_OK;
+}
+
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     const char *path = ds->root;
-    const char *slash = strrchr(path, '/');
     ds->idx_file = sp__ds_strdup(path);
     if (!ds->idx_file) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
 
@@ -224,90 +321,20 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
                           (unsigned long long)got);
     if (!rc) rc = check_magic(h, path, 3, "images: unsigned bytes in 3 dimensions", err);
     uint32_t n = 0, rows = 0, cols = 0;
-    uint64_t plane = 0, total = 0;
+    uint64_t total = 0;
     if (!rc) {
         n = be32(h + 4);
         rows = be32(h + 8);
         cols = be32(h + 12);
-        plane = (uint64_t)rows * cols;
-        total = plane * n;
-        if (n == 0)
-            rc = sp_error_set(err, SP_EFORMAT, "%s: declares 0 images", path);
-        else if (rows == 0 || cols == 0)
-            rc = sp_error_set(err, SP_EFORMAT, "%s: declares images of %u x %u pixels", path,
-                              rows, cols);
-        else if (n > ds->max_samples)
-            rc = sp_error_set(err, SP_ELIMIT, "%s: declares %u images, more than the limit of %llu",
-                              path, n, (unsigned long long)ds->max_samples);
-        else if (plane > ds->max_file_bytes || rows > 65535 || cols > 65535)
-            rc = sp_error_set(err, SP_ELIMIT,
-                              "%s: declares images of %u x %u pixels, over the limit (65535 per "
-                              "side, %llu bytes per sample)",
-                              path, rows, cols, (unsigned long long)ds->max_file_bytes);
-        else if (total > SP_DS_MAX_IDX_BYTES || total > SIZE_MAX / 2)
-            rc = sp_error_set(err, SP_ELIMIT,
-                              "%s: declares %u images of %u x %u (%llu bytes), over the limit of "
-                              "%llu bytes",
-                              path, n, rows, cols, (unsigned long long)total,
-                              (unsigned long long)SP_DS_MAX_IDX_BYTES);
+        total = (uint64_t)rows * cols * n;
+        rc = check_dims(ds, path, n, rows, cols, (uint64_t)rows * cols, total, err);
     }
-    /* Grow with the data actually present, never with the declared size. */
-    uint64_t have = 0, cap = 0;
-    while (!rc && have < total) {
-        if (have == cap) {
-            cap = cap ? cap * 2 : (UINT64_C(1) << 22);
-            if (cap > total) cap = total;
-            uint8_t *np = realloc(px, (size_t)cap);
-            if (!np) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); break; }
-            px = np;
-        }
-        rc = idx_read(gz, path, px + have, cap - have, &got, err);
-        if (rc) break;
-        have += got;
-        if (have < cap) break;   /* end of data */
-    }
-    if (!rc && have < total)
-        rc = sp_error_set(err, SP_EFORMAT,
-                          "%s: truncated: %llu of %llu pixel bytes (%u images of %u x %u declared)",
-                          path, (unsigned long long)have, (unsigned long long)total, n, rows,
-                          cols);
+    if (!rc) rc = read_pixels(gz, path, n, rows, cols, total, &px, err);
     if (!rc) rc = idx_expect_end(gz, path, "declared images", err);
     gzclose(gz);
     if (!rc) rc = read_labels(ds, n, &lab, err);
     if (rc) { free(px); free(lab); return rc; }
-
-    /* Fill the index. */
-    ds->pixels = px;
-    ds->raw_w = (int)cols;
-    ds->raw_h = (int)rows;
-    ds->n = n;
-    const char *base = slash ? slash + 1 : path;
-    size_t lb = strlen(base);
-    if (lb > 3 && strcmp(base + lb - 3, ".gz") == 0) lb -= 3;
-    rc = sp__ds_numeric_classes(ds, SP_DS_IDX_CLASSES, err);
-    ds->class_counts = calloc(SP_DS_IDX_CLASSES, sizeof *ds->class_counts);
-    ds->pool = malloc((size_t)n * (lb + 12));
-    ds->path_off = malloc((size_t)n * sizeof *ds->path_off);
-    ds->labels = malloc((size_t)n * sizeof *ds->labels);
-    ds->sizes = malloc((size_t)n * sizeof *ds->sizes);
-    ds->hashes = malloc((size_t)n * sizeof *ds->hashes);
-    if (!rc && (!ds->class_counts || !ds->pool || !ds->path_off || !ds->labels || !ds->sizes ||
-                !ds->hashes))
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    if (rc) { free(lab); return rc; }
-    size_t off = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        ds->path_off[i] = off;
-        memcpy(ds->pool + off, base, lb);
-        off += lb;
-        off += (size_t)snprintf(ds->pool + off, 12, "#%u", i) + 1;
-        ds->labels[i] = lab[i];
-        ds->class_counts[lab[i]]++;
-        ds->sizes[i] = plane;
-        XXH128_hash_t hh = XXH3_128bits(px + (size_t)i * (size_t)plane, (size_t)plane);
-        ds->hashes[i].hi = hh.high64;
-        ds->hashes[i].lo = hh.low64;
-    }
+    rc = fill_index(ds, path, px, lab, n, rows, cols, err);
     free(lab);
-    return SP_OK;
+    return rc;
 }

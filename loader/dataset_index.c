@@ -3,11 +3,13 @@
  * (include/seedpipe/dataset.h, "Persistent index").
  *
  * Opening an ImageFolder or a list file needs every sample's XXH3-128 for
- * the fingerprint. Reading every byte of the dataset at every open is what
- * this file avoids: sp__ds_hash_files() stats every sample, takes the hash
- * of each file whose (device, inode, size, mtime ns, ctime ns) equals the
- * sidecar's record, hashes the others (pthreads, one 64 KiB buffer each)
- * and rewrites the sidecar when anything differed. The fingerprint is the
+ * the fingerprint. sp__ds_finish_files(), called by dataset_folder.c and
+ * dataset_list.c with their collected entries, sorts and packs them and
+ * then has hash_files() fill the hashes. Reading every byte of the dataset
+ * at every open is what this file avoids: hash_files() stats every sample,
+ * takes the hash of each file whose (device, inode, size, mtime ns, ctime
+ * ns) equals the sidecar's record, hashes the others (pthreads, one 64 KiB
+ * buffer each) and rewrites the sidecar when anything differed. The fingerprint is the
  * one a full hash gives; a file changed without a stat change is still
  * refused when it is read (sp_dataset_read() re-hashes every sample).
  *
@@ -76,40 +78,6 @@ static rec rec_of(const struct stat *st) {
     rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
              sp__ds_ns(st->st_mtim), sp__ds_ns(st->st_ctim)};
     return r;
-}
-
-/* ---- byte buffers ------------------------------------------------------------ */
-
-void sp__ds_buf_put(sp__ds_buf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-void sp__ds_buf_u32(sp__ds_buf *b, uint32_t v) {
-    uint8_t x[4];
-    sp__le_put32(x, v);
-    sp__ds_buf_put(b, x, 4);
-}
-
-void sp__ds_buf_u64(sp__ds_buf *b, uint64_t v) {
-    uint8_t x[8];
-    sp__le_put64(x, v);
-    sp__ds_buf_put(b, x, 8);
-}
-
-void sp__ds_buf_str(sp__ds_buf *b, const char *s) {
-    size_t l = s ? strlen(s) : 0;
-    sp__ds_buf_u32(b, (uint32_t)l);
-    if (l) sp__ds_buf_put(b, s, l);
 }
 
 /* ---- where the sidecar lives -------------------------------------------------- */
@@ -344,29 +312,6 @@ static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *r
 
 /* ---- writing ------------------------------------------------------------------ */
 
-int sp__ds_write_file(const char *path, const void *data, size_t n) {
-    char tmp[4200];
-    static unsigned counter;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)) >= (int)sizeof tmp)
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    const uint8_t *p = data;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, p + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    if (close(fd) != 0 || done != n || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 static int mkdir_p(const char *dir) {
     char p[4096];
     snprintf(p, sizeof p, "%s", dir);
@@ -379,7 +324,7 @@ static int mkdir_p(const char *dir) {
     return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* ---- the entry point ------------------------------------------------------------- */
+/* ---- hashing a dataset's files ------------------------------------------------------ */
 
 static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc, sp_error *err) {
     if (!err || e->v[i].line <= 0) return;
@@ -388,34 +333,15 @@ static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc
     sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
 }
 
-int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
-    sp_dataset_index_info *info = &ds->index;
-    uint64_t n = ds->n;
-    const char *env = getenv("SEEDPIPE_INDEX");
-    int use = ds->index_mode != SP_INDEX_OFF && !(env && strcmp(env, "off") == 0);
-    rec *recs = calloc(n ? n : 1, sizeof *recs);
-    uint32_t *flags = calloc(n ? n : 1, sizeof *flags);
-    uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
-    char *root = use ? abs_root(ds) : NULL;
-    sidecar sc = {0};
-    sp__ds_buf b = {0};
+/* 1. stat every sample (in canonical order: the first bad file is named).
+ * Sorted paths come folder by folder: each folder is looked up once and
+ * its files stat'ed relative to it (fstatat), not walked from the root. */
+static int stat_all(sp_dataset *ds, const sp__ds_entries *e, rec *recs, sp_error *err) {
     int rc = SP_OK;
-    if (!recs || !flags || !todo || (use && !root)) {
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
-                          (unsigned long long)n);
-        goto done;
-    }
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t racy_from = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
-
-    /* 1. stat every sample (in canonical order: the first bad file is named).
-     * Sorted paths come folder by folder: each folder is looked up once and
-     * its files stat'ed relative to it (fstatat), not walked from the root. */
     int dfd = -1;
     size_t dlen = 0;
     const char *dpath = NULL;
-    for (uint64_t i = 0; i < n && use; i++) {
+    for (uint64_t i = 0; i < ds->n; i++) {
         const char *rel = ds->pool + ds->path_off[i];
         const char *slash = strrchr(rel, '/');
         size_t len = slash ? (size_t)(slash - rel) : 0;
@@ -430,7 +356,10 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
             dlen = len;
         }
         char *full = sp__ds_join(ds->base, rel);
-        if (!full) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); goto done; }
+        if (!full) {
+            if (dfd >= 0) close(dfd);
+            return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+        }
         struct stat st;
         int r = rel[0] != '/' && dfd >= 0 ? fstatat(dfd, slash ? slash + 1 : rel, &st, 0)
                                           : stat(full, &st);
@@ -446,45 +375,53 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
         if (rc) {
             if (dfd >= 0) close(dfd);
             annotate(ds, e, i, rc, err);
-            goto done;
+            return rc;
         }
         recs[i] = rec_of(&st);
     }
     if (dfd >= 0) close(dfd);
+    return SP_OK;
+}
 
-    /* 2. the sidecar, if one is there and sound. */
-    char paths[2][4096] = {"", ""};
-    int found = -1;   /* which of paths[] held the sidecar used */
-    if (use) {
-        sidecar_paths(ds, root, paths);
-        snprintf(info->path, sizeof info->path, "%s", paths[0]);
-        for (int k = 0; k < 2 && found < 0; k++) {
-            if (!paths[k][0]) continue;
-            if (ds->index_mode == SP_INDEX_REBUILD) break;
-            char why[sizeof info->warning];
-            int r = sidecar_load(paths[k], ds, root, &sc, why, sizeof why);
-            if (r == 1) found = k;
-            if (r < 0 && !info->warning[0])
-                note(info->warning, sizeof info->warning, "%s; rebuilt", why);
-        }
-        if (found >= 0) snprintf(info->path, sizeof info->path, "%s", paths[found]);
+/* 2. the sidecar, if one is there and sound: loaded into *sc; returns which
+ * of paths[] (filled here) held it, or -1. */
+static int find_sidecar(sp_dataset *ds, const char *root, char paths[2][4096], sidecar *sc) {
+    sp_dataset_index_info *info = &ds->index;
+    int found = -1;
+    sidecar_paths(ds, root, paths);
+    snprintf(info->path, sizeof info->path, "%.4095s", paths[0]);   /* < 4096 bytes */
+    for (int k = 0; k < 2 && found < 0; k++) {
+        if (!paths[k][0]) continue;
+        if (ds->index_mode == SP_INDEX_REBUILD) break;
+        char why[sizeof info->warning];
+        int r = sidecar_load(paths[k], ds, root, sc, why, sizeof why);
+        if (r == 1) found = k;
+        if (r < 0 && !info->warning[0])
+            note(info->warning, sizeof info->warning, "%s; rebuilt", why);
     }
+    if (found >= 0) snprintf(info->path, sizeof info->path, "%.4095s", paths[found]);
+    return found;
+}
 
-    /* 3. merge: trust a record whose path and stat match and that is not racy. */
-    uint64_t ntodo = 0, reused = 0;
-    size_t off = sc.first;
+/* 3. merge: trust a record whose path and stat match and that is not racy
+ * (its size and hash go to ds); the others are listed in todo. Returns
+ * how many are in todo; *reused counts the trusted ones. */
+static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *recs,
+                      uint64_t *todo, uint64_t *reused) {
+    uint64_t ntodo = 0;
+    size_t off = sc->first;
     uint64_t k = 0;
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; i < ds->n; i++) {
         const char *path = ds->pool + ds->path_off[i];
         int hit = 0;
-        while (found >= 0 && k < sc.n) {
-            uint32_t pl = sp__le_get32(sc.data + off);
-            const char *sp = (const char *)sc.data + off + 4;
+        while (found >= 0 && k < sc->n) {
+            uint32_t pl = sp__le_get32(sc->data + off);
+            const char *sp = (const char *)sc->data + off + 4;
             size_t pathlen = strlen(path);
             int c = memcmp(sp, path, pl < pathlen ? pl : pathlen);
             if (c == 0) c = (pl > pathlen) - (pl < pathlen);
             if (c > 0) break;                       /* path not in the sidecar */
-            const uint8_t *r = sc.data + off + 4 + pl;
+            const uint8_t *r = sc->data + off + 4 + pl;
             off += 4 + pl + RECORD_FIXED - 4;
             k++;
             if (c < 0) continue;                    /* a record of a file now gone */
@@ -497,24 +434,19 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
             }
             break;
         }
-        if (hit) reused++;
+        if (hit) (*reused)++;
         else todo[ntodo++] = i;
     }
-    int dirty = found < 0 || ntodo > 0 || sc.n != n;
+    return ntodo;
+}
 
-    /* 4. hash what could not be trusted. */
-    uint64_t failed = 0;
-    rc = hash_all(ds, todo, ntodo, recs, &failed, err);
-    if (rc) {
-        annotate(ds, e, failed, rc, err);
-        goto done;
-    }
-    info->reused = reused;
-    info->hashed = ntodo;
-    info->used = use;
-    if (!use || !dirty) goto done;
-
-    /* 5. write the sidecar (beside the data, else in the user cache). */
+/* 5. write the sidecar (beside the data, else in the user cache); best
+ * effort: on failure the next open hashes again. flags: n spare words. */
+static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uint32_t *flags,
+                          uint64_t racy_from, char paths[2][4096]) {
+    sp_dataset_index_info *info = &ds->index;
+    uint64_t n = ds->n;
+    sp__ds_buf b = {0};
     for (uint64_t i = 0; i < n; i++)
         flags[i] = recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0;
     sp__ds_buf_put(&b, SIDECAR_MAGIC, 8);
@@ -537,8 +469,7 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
         sp__ds_buf_u64(&b, ds->hashes[i].lo);
     }
     if (!b.oom) sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
-    if (b.oom) goto done;   /* no sidecar this time; the next open hashes again */
-    for (int w = 0; w < 2; w++) {   /* beside the data when possible, even if read elsewhere */
+    for (int w = 0; !b.oom && w < 2; w++) {   /* beside the data when possible, even if read elsewhere */
         if (!paths[w][0]) continue;
         if (w == 1) {
             char dir[4096];
@@ -552,13 +483,101 @@ int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
             break;
         }
     }
-done:
     free(b.p);
+}
+
+/* Fill ds->sizes/hashes of the n packed samples: from the persistent
+ * index where a file's stat is unchanged, else by hashing it (threads),
+ * then rewrite the index if anything differed. Errors name the file (and
+ * its list line, from e). */
+static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
+    sp_dataset_index_info *info = &ds->index;
+    uint64_t n = ds->n;
+    const char *env = getenv("SEEDPIPE_INDEX");
+    int use = ds->index_mode != SP_INDEX_OFF && !(env && strcmp(env, "off") == 0);
+    rec *recs = calloc(n ? n : 1, sizeof *recs);
+    uint32_t *flags = calloc(n ? n : 1, sizeof *flags);
+    uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
+    char *root = use ? abs_root(ds) : NULL;
+    sidecar sc = {0};
+    int rc = SP_OK;
+    if (!recs || !flags || !todo || (use && !root)) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
+                          (unsigned long long)n);
+        goto done;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t racy_from = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
+    if (use && (rc = stat_all(ds, e, recs, err)) != SP_OK) goto done;
+    char paths[2][4096] = {"", ""};
+    int found = use ? find_sidecar(ds, root, paths, &sc) : -1;
+    uint64_t reused = 0;
+    uint64_t ntodo = merge(ds, &sc, found, recs, todo, &reused);
+    int dirty = found < 0 || ntodo > 0 || sc.n != n;
+
+    /* 4. hash what could not be trusted. */
+    uint64_t failed = 0;
+    rc = hash_all(ds, todo, ntodo, recs, &failed, err);
+    if (rc) {
+        annotate(ds, e, failed, rc, err);
+        goto done;
+    }
+    info->reused = reused;
+    info->hashed = ntodo;
+    info->used = use;
+    if (use && dirty) write_sidecar(ds, root, recs, flags, racy_from, paths);
+done:
     free(sc.data);
     free(root);
     free(todo);
     free(flags);
     free(recs);
+    return rc;
+}
+
+/* ---- the entry point: packing an encoded-file dataset ------------------------------ */
+
+static int cmp_entry(const void *a, const void *b) {
+    const sp__ds_entry *x = a, *y = b;
+    int c = strcmp(x->rel, y->rel);
+    if (c) return c;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
+                        sp_error *err) {
+    int rc = SP_OK;
+    if (e->n == 0) {
+        rc = sp_error_set(err, SP_EFORMAT, "%s: %s", ds->root, what);
+        goto done;
+    }
+    qsort(e->v, e->n, sizeof *e->v, cmp_entry);
+    for (size_t i = 1; i < e->n; i++) {
+        if (strcmp(e->v[i - 1].rel, e->v[i].rel) == 0) {
+            rc = sp_error_set(err, SP_EFORMAT, "%s:%d: duplicate path \"%s\" (first on line %d)",
+                              ds->root, e->v[i].line, e->v[i].rel, e->v[i - 1].line);
+            goto done;
+        }
+    }
+    size_t n = e->n, pool_len = 0;
+    for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
+    rc = sp__ds_alloc_samples(ds, n, pool_len, err);
+    if (rc != SP_OK) goto done;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(e->v[i].rel) + 1;
+        memcpy(ds->pool + off, e->v[i].rel, len);
+        ds->path_off[i] = off;
+        off += len;
+        ds->labels[i] = e->v[i].label;
+        ds->class_counts[e->v[i].label]++;
+    }
+    /* Every file's content hash: from the persistent index, or read. */
+    rc = hash_files(ds, e, err);
+done:
+    for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
+    e->n = 0;
     return rc;
 }
 

@@ -1,16 +1,28 @@
 /* dataset_internal.h - the private layout of sp_dataset and the helpers that
  * the dataset sources share.
  *
- * dataset.c holds what every kind has in common (kind detection, the
- * accessors, content hashing, the fingerprint, sp_dataset_read); each kind
- * has its own file that only fills a sp_dataset: dataset_folder.c
- * (ImageFolder directory walk), dataset_idx.c (MNIST-style IDX files),
- * dataset_list.c (`path<TAB>label` list files) and dataset_tar.c
- * (WebDataset tar shards, which fills its arrays itself). The encoded-file kinds
- * collect (relative path, label) pairs into an sp__ds_entries and hand them
- * to sp__ds_finish_files(), which sorts, checks for duplicates, packs the
- * index and has dataset_index.c hash the files (or take their hashes from
- * the persistent index); IDX fills the arrays itself.
+ * The files form a one-way stack; each calls only the ones below it:
+ *
+ *   dataset_tar_write.c   the shard writer (`seedpipe shard`): reads samples
+ *                         through sp_dataset_read()
+ *   dataset.c             the dispatcher: kind detection, the accessors, the
+ *                         fingerprint, sp_dataset_read(), destroy
+ *   dataset_folder.c      ImageFolder directory walk    \
+ *   dataset_list.c        `path<TAB>label` list files    |  the per-kind
+ *   dataset_idx.c         MNIST-style IDX files          |  openers: each
+ *   dataset_tar.c         WebDataset shards, read once   |  fills an
+ *   dataset_tar_read.c    one WebDataset sample's read  /   sp_dataset
+ *   dataset_tar_index.c   the shard sample table and its per-shard index file
+ *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
+ *                         collected files, with the persistent index
+ *   dataset_common.c      strings, entries, sample arrays, fd hashing, byte
+ *                         buffers, the atomic file write
+ *
+ * The encoded-file kinds (folder, list) collect (relative path, label)
+ * pairs into an sp__ds_entries and hand them to sp__ds_finish_files(),
+ * which sorts, checks for duplicates, packs the index and hashes the files
+ * (or takes their hashes from the persistent index); IDX and WebDataset
+ * fill the arrays themselves.
  *
  * Not installed, not part of the API: names are sp__ds_*.
  */
@@ -22,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+struct stat;
 
 /* Label values of list files are bounded so that a hostile list cannot make
  * us allocate a huge class table: labels are 0 .. SP_DS_MAX_CLASSES-1. */
@@ -94,7 +108,8 @@ typedef struct sp__ds_entries {
     size_t n, cap;
 } sp__ds_entries;
 
-/* Append (takes ownership of rel, frees it on failure). @return 0 / SP_ENOMEM. */
+/* dataset_common.c, up to sp__ds_hash_fd() below.
+ * Append (takes ownership of rel, frees it on failure). @return 0 / SP_ENOMEM. */
 int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line);
 void sp__ds_entries_free(sp__ds_entries *e);
 
@@ -102,9 +117,10 @@ void sp__ds_entries_free(sp__ds_entries *e);
 char *sp__ds_strdup(const char *s);
 char *sp__ds_join(const char *a, const char *b);
 
-/* Sort the entries byte-wise by path, refuse duplicates (naming both list
- * lines), hash every file under ds->base, fill ds->pool/path_off/labels/
- * sizes/hashes/class_counts. ds->num_classes and class_names must be set;
+/* dataset_index.c: sort the entries byte-wise by path, refuse duplicates
+ * (naming both list lines), hash every file under ds->base (from the
+ * persistent index where a file's stat is unchanged), fill ds->pool/
+ * path_off/labels/sizes/hashes/class_counts. ds->num_classes and class_names must be set;
  * every label must be below num_classes. Frees the entries' strings (the
  * entries array itself is left to the caller). */
 int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
@@ -115,7 +131,7 @@ int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
  * @return 0 / SP_ENOMEM (what was allocated is freed by destroy). */
 int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *err);
 
-/* The index files (dataset_index.c: the files' sidecar; dataset_tar.c: one
+/* The index files (dataset_index.c: the files' sidecar; dataset_tar_index.c: one
  * beside each shard) share these. A record whose mtime or ctime is within
  * SP_DS_RACY_NS of the moment the stats were taken cannot be trusted later
  * (coarse timestamps, clock skew). */
@@ -143,12 +159,6 @@ void sp__ds_buf_str(sp__ds_buf *b, const char *s);   /* u32 length + bytes; NULL
  * @return 0, or -1 (nothing left behind). */
 int sp__ds_write_file(const char *path, const void *p, size_t n);
 
-/* Fill ds->sizes/hashes of the n packed samples: from the persistent
- * index where a file's stat is unchanged, else by hashing it (threads),
- * then rewrite the index if anything differed (dataset_index.c). Errors
- * name the file (and its list line, from e). */
-int sp__ds_hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err);
-
 /* Class names "0".."k-1" (for IDX and list files). */
 int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
 
@@ -163,8 +173,8 @@ int sp__ds_open_folder(sp_dataset *ds, sp_error *err);
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
 int sp__ds_open_list(sp_dataset *ds, sp_error *err);
 
-/* WebDataset shards (dataset_tar.c): 1 if path is a brace pattern
- * ("dir/train-{000000..000099}.tar"); the count of .tar files and of
+/* WebDataset shards (dataset_tar.c, dataset_tar_read.c): 1 if path is a
+ * brace pattern ("dir/train-{000000..000099}.tar"); the count of .tar files and of
  * sub-folders directly in dir; the opener; one sample's read (full_path
  * set by the caller); the error recorded against sample i, or NULL. */
 int sp__ds_is_shard_pattern(const char *path);
@@ -174,7 +184,38 @@ int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
 const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
 void sp__ds_close_shards(sp_dataset *ds);   /* the kept descriptors (destroy) */
 
-/* 1 if `name` (a basename) is an IDX images file name. */
-int sp__ds_is_idx_name(const char *name);
+/* A WebDataset sample as the shards are read (dataset_tar.c) or taken from
+ * a shard's index file (dataset_tar_index.c), before packing. */
+typedef struct sp__ds_tar_sample {
+    char *path;            /* "shard/member" (or "shard/key" without an image) */
+    char *key;
+    int32_t label;         /* -1 until a valid .cls */
+    uint32_t shard;
+    uint64_t offset, size;
+    sp_digest hash;
+    int has_image;
+    char *bad;             /* the first reason it cannot be read, or NULL */
+} sp__ds_tar_sample;
+
+typedef struct sp__ds_tar_set {
+    sp__ds_tar_sample *v;
+    size_t n, cap;
+} sp__ds_tar_set;
+
+/* dataset_tar_index.c: the zeroed slot t->v[t->n] (the caller fills it and
+ * counts it, t->n++), or NULL on out of memory; freeing every sample. */
+sp__ds_tar_sample *sp__ds_tar_set_slot(sp__ds_tar_set *t);
+void sp__ds_tar_set_free(sp__ds_tar_set *t);
+
+/* The index file of shard `rel` (relative to ds->base): its path
+ * (malloc'd, NULL on OOM); write samples [first, t->n) of the shard whose
+ * stat is st (1: written; 0: not, e.g. the shard changed too recently);
+ * read it back, appending the shard's samples to t (1: taken; 0: absent,
+ * stale or damaged, t unchanged). */
+char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel);
+int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct stat *st,
+                           const sp__ds_tar_set *t, size_t first);
+int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel,
+                          const struct stat *st, sp__ds_tar_set *t);
 
 #endif

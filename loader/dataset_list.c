@@ -11,7 +11,9 @@
  * duplicate path is SP_EFORMAT "list:LINE: reason". The class names are
  * "0" .. "K-1" with K = largest label + 1. Samples are sorted byte-wise by
  * PATH as written (that string is also what the fingerprint hashes), and
- * every file is read once and hashed at open (dataset.c).
+ * every file is hashed at open, or its hash taken from the persistent
+ * index (sp__ds_finish_files(), dataset_index.c). Called by dataset.c;
+ * calls down into dataset_index.c and dataset_common.c only.
  */
 #include "loader/dataset_internal.h"
 #include "common/fileio_internal.h"

@@ -1,5 +1,6 @@
-/* dataset_tar.c - the WebDataset source: POSIX tar shards, read in place, and
- * the writer behind `seedpipe shard`.
+/* dataset_tar.c - the WebDataset source: finding the shards of a dataset
+ * and reading each one once, at open, into the sample table (POSIX tar
+ * shards, read in place).
  *
  * A dataset is one `.tar` file, a folder whose entries are `.tar` shards (and
  * no class folder), or a brace pattern `dir/train-{000000..000099}.tar`. By
@@ -19,8 +20,9 @@
  * as they stream by and their (shard, offset, size) kept, so a worker later
  * reads one sample with one pread and re-checks its hash, never scanning
  * the tar again; the descriptor of each shard is opened once and kept. The
- * table of each shard is kept in an index file beside it (below), so a
- * later open of unchanged shards reads none of them. What cannot be a sample is recorded against the sample and
+ * table of each shard is kept in an index file beside it
+ * (dataset_tar_index.c), so a later open of unchanged shards reads none of
+ * them. What cannot be a sample is recorded against the sample and
  * returned by sp_dataset_read() as that sample's SP_EFORMAT error, so the
  * loader's --on-error policy (fail / skip / substitute) decides: a member
  * that is a symlink, hard link, device or FIFO; a key without an image or
@@ -31,11 +33,11 @@
  * fails the open, naming the shard and the byte offset. Members of one key
  * that are not adjacent are an error, as in WebDataset.
  *
- * The writer stores the samples of an encoded-file dataset in canonical
- * order as `%09llu.<ext>` + `%09llu.cls` members of ustar shards with fixed
- * metadata (mode 0644, uid/gid 0, mtime 0), so a shard's bytes depend only
- * on the samples, and the sharded dataset streams the same batches (the
- * batch bytes depend on indices, labels and pixels, not on paths).
+ * Layering: dataset.c calls down into this file (the kind checks and the
+ * opener); it calls down into dataset_tar_index.c (the sample table and
+ * the per-shard index file) and dataset_common.c. One sample's read is in
+ * dataset_tar_read.c, the writer behind `seedpipe shard` in
+ * dataset_tar_write.c.
  */
 #include "loader/dataset_internal.h"
 #include "common/hash_internal.h"
@@ -319,31 +321,8 @@ static int pax_parse(const char *shard, uint64_t at, const uint8_t *d, size_t n,
 
 /* ---- samples as they are collected ------------------------------------------------------- */
 
-typedef struct tar_sample {
-    char *path;            /* "shard/member" (or "shard/key" without an image) */
-    char *key;
-    int32_t label;         /* -1 until a valid .cls */
-    uint32_t shard;
-    uint64_t offset, size;
-    sp_digest hash;
-    int has_image;
-    char *bad;             /* the first reason it cannot be read, or NULL */
-} tar_sample;
-
-typedef struct tar_set {
-    tar_sample *v;
-    size_t n, cap;
-} tar_set;
-
-static void ts_free(tar_set *t) {
-    for (size_t i = 0; i < t->n; i++) {
-        free(t->v[i].path);
-        free(t->v[i].key);
-        free(t->v[i].bad);
-    }
-    free(t->v);
-    memset(t, 0, sizeof *t);
-}
+typedef sp__ds_tar_sample tar_sample;
+typedef sp__ds_tar_set tar_set;
 
 static void mark_bad(tar_sample *s, const char *fmt, const char *shard, const char *member,
                      const char *what) {
@@ -398,18 +377,11 @@ static tar_sample *sample_for(tar_set *t, size_t first, const char *shard_rel, u
                            (unsigned long long)max_samples);
         return NULL;
     }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 1024;
-        tar_sample *v = realloc(t->v, cap * sizeof *v);
-        if (!v) {
-            *rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", shard_rel);
-            return NULL;
-        }
-        t->v = v;
-        t->cap = cap;
+    tar_sample *s = sp__ds_tar_set_slot(t);
+    if (!s) {
+        *rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", shard_rel);
+        return NULL;
     }
-    tar_sample *s = &t->v[t->n];
-    memset(s, 0, sizeof *s);
     s->key = strndup(key, keylen);
     s->label = -1;
     s->shard = shard;
@@ -421,154 +393,272 @@ static tar_sample *sample_for(tar_set *t, size_t first, const char *shard_rel, u
     return s;
 }
 
-/* ---- the per-shard index ------------------------------------------------------------ */
+/* ---- reading one shard ------------------------------------------------------------------ */
 
-/* Beside each shard, .<shard name>.seedpipe-index holds what reading it
- * found: its samples (member path, label, offset, size, hash, or the
- * reason it cannot be read), trusted again while the shard's (device,
- * inode, size, mtime ns, ctime ns), its name and max_file_bytes are those
- * recorded, so reopening unchanged shards reads none of them (the same
- * rule as the files' index, dataset_index.c; a sample is still re-hashed
- * when read). A shard changed within the last 2 s is not recorded (its
- * timestamps cannot tell a later change). Format, little-endian:
- * "SPTARIX\0", u32 version 1, u64 dev, ino, size, mtime, ctime,
- * max_file_bytes, u32 len + shard name, u32 n, then per sample u32 len +
- * member path, i32 label, u64 offset, size, hash hi, hash lo, u32 len +
- * reason (0: none); last an XXH3-64 of all the bytes before it. A file
- * that does not check out is ignored and rewritten; writing is best
- * effort (temporary name + rename), and opening never fails because of it. */
-#define TAR_IDX_MAGIC "SPTARIX"
-#define TAR_IDX_VERSION 1u
+/* One shard as it is read: where the reader is, the samples collected from
+ * it (t->v[first ..]) and what a pax 'x' or GNU 'L' header said about the
+ * next member. */
+typedef struct shard_rd {
+    sp_dataset *ds;
+    uint32_t shard;
+    const char *rel;       /* the shard relative to ds->base, for sample paths */
+    const char *full;      /* the shard's path, for messages */
+    tar_set *t;
+    size_t first;          /* the shard's first sample in t */
+    tar_rd r;
+    sp__hash hs;           /* an image member's hash as it streams by */
+    char *xpath;           /* from a pax 'x' or GNU 'L' header, for the next member */
+    uint64_t xsize;
+    int has_xsize;
+    uint8_t *ext;          /* the last extended header's bytes */
+} shard_rd;
 
-static char *index_path(const sp_dataset *ds, const char *rel) {
-    const char *slash = strrchr(rel, '/');
-    size_t dl = slash ? (size_t)(slash - rel) + 1 : 0;
-    size_t n = strlen(ds->base) + strlen(rel) + 32;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%.*s.%s.seedpipe-index", ds->base, (int)dl, rel,
-                 slash ? slash + 1 : rel);
-    return p;
+/* The next 512-byte header at shard offset `at`, checked: its checksum,
+ * its size field (or the pax size before it). *end: the end-of-archive
+ * block came. */
+static int read_header(shard_rd *p, uint8_t h[TAR_BLOCK], uint64_t at, uint64_t *size,
+                       int *end, sp_error *err) {
+    const char *full = p->full;
+    int64_t got = rd_take(&p->r, TAR_BLOCK, h, NULL, err);
+    if (got < 0) return SP_EIO;
+    if (got == 0 && !p->xpath && !p->has_xsize)
+        return sp_error_set(err, SP_EFORMAT,
+                            "%s: ends at byte %llu without the end-of-archive block "
+                            "(truncated)", full, (unsigned long long)at);
+    if (got < TAR_BLOCK)
+        return sp_error_set(err, SP_EFORMAT, "%s: ends inside the header at byte %llu "
+                            "(truncated)", full, (unsigned long long)at);
+    if (all_zero(h)) {   /* end of archive */
+        *end = 1;
+        return SP_OK;
+    }
+    uint64_t sum = 0, want;
+    for (int i = 0; i < TAR_BLOCK; i++) sum += (i >= 148 && i < 156) ? ' ' : h[i];
+    if (tar_num(h + 148, 8, &want) != 0 || want != sum)
+        return sp_error_set(err, SP_EFORMAT,
+                            "%s: byte %llu: not a tar header (checksum %llu, computed %llu)",
+                            full, (unsigned long long)at, (unsigned long long)want,
+                            (unsigned long long)sum);
+    if (tar_num(h + 124, 12, size) != 0)
+        return sp_error_set(err, SP_EFORMAT, "%s: byte %llu: bad size field", full,
+                            (unsigned long long)at);
+    if (p->has_xsize) *size = p->xsize;
+    return SP_OK;
 }
 
-static void stat_key(sp__ds_buf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
-    sp__ds_buf_put(b, TAR_IDX_MAGIC, 8);
-    sp__ds_buf_u32(b, TAR_IDX_VERSION);
-    sp__ds_buf_u64(b, (uint64_t)st->st_dev);
-    sp__ds_buf_u64(b, (uint64_t)st->st_ino);
-    sp__ds_buf_u64(b, (uint64_t)st->st_size);
-    sp__ds_buf_u64(b, sp__ds_ns(st->st_mtim));
-    sp__ds_buf_u64(b, sp__ds_ns(st->st_ctim));
-    sp__ds_buf_u64(b, max_file_bytes);
-    sp__ds_buf_str(b, rel);
+/* An extended header (pax 'x' / 'g', GNU 'L' / 'K') of `size` bytes:
+ * bounded, read whole; 'x' and 'L' set the next member's path (and size). */
+static int read_ext(shard_rd *p, int type, uint64_t at, uint64_t size, uint64_t padded,
+                    sp_error *err) {
+    const char *full = p->full;
+    if (size > TAR_EXT_MAX)
+        return sp_error_set(err, SP_ELIMIT,
+                            "%s: byte %llu: extended header of %llu bytes (limit %u)", full,
+                            (unsigned long long)at, (unsigned long long)size, TAR_EXT_MAX);
+    free(p->ext);
+    p->ext = malloc(padded ? (size_t)padded : 1);
+    if (!p->ext) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", full);
+    int64_t got = rd_take(&p->r, padded, p->ext, NULL, err);
+    if (got < 0) return SP_EIO;
+    if ((uint64_t)got < padded)
+        return sp_error_set(err, SP_EFORMAT, "%s: ends inside the extended header at "
+                            "byte %llu (truncated)", full, (unsigned long long)at);
+    if (type == 'x')
+        return pax_parse(full, at, p->ext, (size_t)size, &p->xpath, &p->xsize, &p->has_xsize,
+                         err);
+    if (type == 'L') {
+        free(p->xpath);
+        p->xpath = strndup((const char *)p->ext, (size_t)size);
+        if (!p->xpath) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", full);
+    }
+    return SP_OK;
 }
 
-/* Samples [first, t->n) of shard `rel` into its index file. */
-static int index_write(const sp_dataset *ds, const char *rel, const struct stat *st,
-                       const tar_set *t, size_t first) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t racy = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
-    if (sp__ds_ns(st->st_mtim) >= racy || sp__ds_ns(st->st_ctim) >= racy) return 0;
-    size_t rl = strlen(rel) + 1;
-    sp__ds_buf b = {0};
-    stat_key(&b, st, ds->max_file_bytes, rel);
-    sp__ds_buf_u32(&b, (uint32_t)(t->n - first));
+/* The member's name: pax path, GNU long name, or ustar prefix/name. What
+ * the extended headers said is used up. */
+static void member_name(shard_rd *p, const uint8_t *h, char name[4096]) {
+    if (p->xpath) {
+        snprintf(name, 4096, "%s", p->xpath);
+    } else {
+        char nm[101], pre[156];
+        memcpy(nm, h, 100);
+        nm[100] = '\0';
+        memcpy(pre, h + 345, 155);
+        pre[155] = '\0';
+        if (memcmp(h + 257, "ustar\0", 6) == 0 && pre[0])
+            snprintf(name, 4096, "%s/%s", pre, nm);
+        else
+            snprintf(name, 4096, "%s", nm);
+    }
+    free(p->xpath);
+    p->xpath = NULL;
+    p->has_xsize = 0;
+}
+
+/* A `.cls` member of `size` bytes: the sample's label. *consumed: its data
+ * was read; *cut: the shard ended inside it. */
+static int read_cls(shard_rd *p, tar_sample *s, const char *nmp, uint64_t size, int *consumed,
+                    int *cut, sp_error *err) {
+    const char *rel = p->rel;
+    char lb[TAR_CLS_MAX + 1];
+    if (size > TAR_CLS_MAX) {
+        mark_bad(s, "%s/%s: %s", rel, nmp, "label member longer than 64 bytes");
+        return SP_OK;
+    }
+    int64_t got = rd_take(&p->r, size, (uint8_t *)lb, NULL, err);
+    if (got < 0) return SP_EIO;
+    *consumed = 1;
+    lb[got] = '\0';
+    char *endp;
+    errno = 0;
+    long v = strtol(lb, &endp, 10);
+    while (*endp == ' ' || *endp == '\n' || *endp == '\r' || *endp == '\t')
+        endp++;
+    if ((uint64_t)got < size) {
+        *cut = 1;
+        mark_bad(s, "%s/%s: %s", rel, nmp,
+                 "the shard ends inside this member (truncated)");
+    }
+    else if (endp == lb || *endp || errno || v < 0 || v >= SP_DS_MAX_CLASSES ||
+             lb[0] == '-' || lb[0] == '+' || lb[0] == ' ')
+        mark_bad(s, "%s/%s: %s", rel, nmp,
+                 "label is not an integer in 0..65535");
+    else if (s->label >= 0)
+        mark_bad(s, "%s/%s: %s", rel, nmp, "a second label");
+    else
+        s->label = (int32_t)v;
+    return SP_OK;
+}
+
+/* An image member of `size` bytes at shard offset data_at: where it lies
+ * and its hash, read as it streams by. *consumed, *cut: as read_cls(). */
+static int read_image(shard_rd *p, tar_sample *s, const char *nmp, uint64_t size,
+                      uint64_t data_at, int *consumed, int *cut, sp_error *err) {
+    const char *rel = p->rel;
+    if (s->has_image) {
+        mark_bad(s, "%s/%s: %s", rel, nmp, "a second image under the same key");
+        return SP_OK;
+    }
+    s->has_image = 1;
+    size_t pl = strlen(rel) + strlen(nmp) + 2;
+    free(s->path);
+    s->path = malloc(pl);
+    if (!s->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", p->full);
+    snprintf(s->path, pl, "%s/%s", rel, nmp);
+    s->offset = data_at;
+    s->size = size;
+    if (size > p->ds->max_file_bytes) {
+        char lim[96];
+        snprintf(lim, sizeof lim, "%llu bytes, above the limit of %llu",
+                 (unsigned long long)size, (unsigned long long)p->ds->max_file_bytes);
+        mark_bad(s, "%s/%s: %s", rel, nmp, lim);
+        return SP_OK;
+    }
+    sp__hash *st = &p->hs;
+    sp__hash_init(st);
+    int64_t got = rd_take(&p->r, size, NULL, st, err);
+    if (got < 0) return SP_EIO;
+    *consumed = 1;
+    if ((uint64_t)got < size) {
+        *cut = 1;
+        char why[96];
+        snprintf(why, sizeof why, "declares %llu bytes, the shard ends "
+                 "after %llu (truncated)", (unsigned long long)size,
+                 (unsigned long long)got);
+        mark_bad(s, "%s/%s: %s", rel, nmp, why);
+    }
+    s->hash = sp__hash_digest(st);
+    return SP_OK;
+}
+
+/* A member (not an extended header) named `name`: an image or label of a
+ * sample is taken, anything else read past. *end: nothing follows (the
+ * shard ended inside the member). */
+static int read_member(shard_rd *p, int type, const char *name, uint64_t size,
+                       uint64_t padded, int *end, sp_error *err) {
+    tar_set *t = p->t;
+    const char *rel = p->rel;
+    const char *nmp = name;
+    while (nmp[0] == '.' && nmp[1] == '/') nmp += 2;
+    int regular = type == '0' || type == '\0' || type == '7';
+    char e[16];
+    const char *dot = member_ext(nmp, e, sizeof e);
+    uint64_t data_at = p->r.off;
+    int consumed = 0;
+    int cut = 0;   /* the shard ended inside this member's data */
+    if (type != '5' && dot && dot != nmp && dot[-1] != '/' &&
+        (is_image_ext(e) || strcmp(e, "cls") == 0)) {
+        int rc = SP_OK;
+        tar_sample *s = sample_for(t, p->first, p->full, p->shard, nmp, (size_t)(dot - nmp),
+                                   p->ds->max_samples, &rc, err);
+        if (!s) return rc;
+        if (!regular)
+            mark_bad(s, "%s/%s: the member is %s: only regular members are read", rel, nmp,
+                     type_name(type));
+        else if (strcmp(e, "cls") == 0)
+            rc = read_cls(p, s, nmp, size, &consumed, &cut, err);
+        else
+            rc = read_image(p, s, nmp, size, data_at, &consumed, &cut, err);
+        if (rc) return rc;
+        if (consumed) padded -= size;
+    }
+    if (cut) {   /* its sample carries the error; nothing follows */
+        *end = 1;
+        return SP_OK;
+    }
+    int64_t got = rd_take(&p->r, padded, NULL, NULL, err);   /* the rest of the member */
+    if (got < 0) return SP_EIO;
+    if ((uint64_t)got < padded) {
+        /* cut inside the data of a member read past or its padding: the
+         * sample it belongs to (if any) carries the error */
+        if (t->n > p->first && !consumed && dot &&
+            strlen(t->v[t->n - 1].key) == (size_t)(dot - nmp) &&
+            memcmp(t->v[t->n - 1].key, nmp, (size_t)(dot - nmp)) == 0)
+            mark_bad(&t->v[t->n - 1], "%s/%s: %s", rel, nmp,
+                     "the shard ends inside this member (truncated)");
+        *end = 1;
+    }
+    return SP_OK;
+}
+
+/* One header and what follows it. *end: the shard is done. */
+static int read_entry(shard_rd *p, int *end, sp_error *err) {
+    uint8_t h[TAR_BLOCK];
+    uint64_t at = p->r.off, size = 0;
+    int rc = read_header(p, h, at, &size, end, err);
+    if (rc != SP_OK || *end) return rc;
+    int type = h[156];
+    uint64_t padded = size + ((TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK);
+    if (size > UINT64_MAX / 2)
+        return sp_error_set(err, SP_EFORMAT, "%s: byte %llu: size out of range", p->full,
+                            (unsigned long long)at);
+    if (type == 'x' || type == 'g' || type == 'L' || type == 'K')
+        return read_ext(p, type, at, size, padded, err);
+    char name[4096];
+    member_name(p, h, name);
+    return read_member(p, type, name, size, padded, end, err);
+}
+
+/* Keys without an image or a label are samples that fail when read. */
+static int finish_keys(const sp_dataset *ds, const char *rel, tar_set *t, size_t first,
+                       sp_error *err) {
     for (size_t i = first; i < t->n; i++) {
-        const tar_sample *s = &t->v[i];
-        sp__ds_buf_str(&b, s->path + rl);   /* the member part of "rel/member" */
-        sp__ds_buf_u32(&b, (uint32_t)s->label);
-        sp__ds_buf_u64(&b, s->offset);
-        sp__ds_buf_u64(&b, s->size);
-        sp__ds_buf_u64(&b, s->hash.hi);
-        sp__ds_buf_u64(&b, s->hash.lo);
-        sp__ds_buf_str(&b, s->bad);
+        tar_sample *s = &t->v[i];
+        if (!s->has_image) {
+            size_t pl = strlen(rel) + strlen(s->key) + 2;
+            s->path = malloc(pl);
+            if (!s->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            snprintf(s->path, pl, "%s/%s", rel, s->key);
+            mark_bad(s, "%s/%s: %s", rel, s->key, "a key without an image (.jpg, .jpeg or .png)");
+        } else if (s->label < 0) {
+            mark_bad(s, "%s/%s: %s", rel, s->key, "no .cls label member");
+        }
     }
-    sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
-    char *path = index_path(ds, rel);
-    int ok = !b.oom && path && sp__ds_write_file(path, b.p, b.len) == 0;
-    free(path);
-    free(b.p);
-    return ok;
+    return SP_OK;
 }
 
-/* 1: the shard's samples were taken from its index file (appended to t). */
-static int index_read(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
-                      tar_set *t) {
-    char *path = index_path(ds, rel);
-    if (!path) return 0;
-    uint8_t *d = NULL;
-    size_t n = 0;
-    sp_error e;
-    int ok = sp_read_file(path, 1u << 30, &d, &n, &e) == 0;
-    free(path);
-    sp__ds_buf key = {0};
-    stat_key(&key, st, ds->max_file_bytes, rel);
-    size_t first = t->n, pos = key.len, rl = strlen(rel);
-    ok = ok && !key.oom && n >= key.len + 12 && memcmp(d, key.p, key.len) == 0 &&
-         XXH3_64bits(d, n - 8) == sp__le_get64(d + n - 8);
-    free(key.p);
-    size_t end = n - 8;
-#define NEED(k) do { if (end - pos < (size_t)(k)) { ok = 0; break; } } while (0)
-    uint32_t count = 0;
-    if (ok) { count = sp__le_get32(d + pos); pos += 4; }
-    if (ok && t->n + count > ds->max_samples) ok = 0;   /* let the reader name it */
-    for (uint32_t k = 0; ok && k < count; k++) {
-        NEED(4);
-        if (!ok) break;
-        uint32_t ml = sp__le_get32(d + pos);
-        pos += 4;
-        NEED((uint64_t)ml + 40);
-        if (!ok) break;
-        const char *member = (const char *)d + pos;
-        pos += ml;
-        int32_t label = (int32_t)sp__le_get32(d + pos);
-        uint64_t off = sp__le_get64(d + pos + 4), size = sp__le_get64(d + pos + 12);
-        sp_digest h = {sp__le_get64(d + pos + 20), sp__le_get64(d + pos + 28)};
-        uint32_t bl = sp__le_get32(d + pos + 36);
-        pos += 40;
-        NEED(bl);
-        if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0) { ok = 0; break; }
-        if (t->n == t->cap) {
-            size_t cap = t->cap ? 2 * t->cap : 1024;
-            tar_sample *v = realloc(t->v, cap * sizeof *v);
-            if (!v) { ok = 0; break; }
-            t->v = v;
-            t->cap = cap;
-        }
-        tar_sample *s = &t->v[t->n];
-        memset(s, 0, sizeof *s);
-        s->path = malloc(rl + ml + 2);
-        s->key = sp__ds_strdup("");
-        s->bad = bl ? strndup((const char *)d + pos, bl) : NULL;
-        if (!s->path || !s->key || (bl && !s->bad)) {
-            free(s->path); free(s->key); free(s->bad);
-            ok = 0;
-            break;
-        }
-        snprintf(s->path, rl + ml + 2, "%s/%.*s", rel, (int)ml, member);
-        pos += bl;
-        s->label = label;
-        s->shard = shard;
-        s->offset = off;
-        s->size = size;
-        s->hash = h;
-        s->has_image = 1;
-        t->n++;
-    }
-#undef NEED
-    if (ok && pos != end) ok = 0;
-    if (!ok) {   /* drop what was appended; the shard is read instead */
-        for (size_t i = first; i < t->n; i++) {
-            free(t->v[i].path); free(t->v[i].key); free(t->v[i].bad);
-        }
-        t->n = first;
-    }
-    free(d);
-    return ok;
-}
-
-/* One shard, read from start to end-of-archive. */
+/* One shard, read from start to end-of-archive, or taken from its index
+ * file (TAR_FROM_INDEX). Its samples are appended to t. */
 static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *t,
                       uint8_t *buf, sp_error *err) {
     char *full = sp__ds_join(ds->base, rel);
@@ -582,214 +672,22 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
     struct stat fst;
     int use_index = ds->index_mode != SP_INDEX_OFF && fstat(fd, &fst) == 0;
     if (use_index && ds->index_mode != SP_INDEX_REBUILD &&
-        index_read(ds, shard, rel, &fst, t)) {
+        sp__ds_tar_index_read(ds, shard, rel, &fst, t)) {
         close(fd);
         free(full);
         return TAR_FROM_INDEX;
     }
-    tar_rd r = {fd, full, buf, 0, 0, 0, 0};
-    sp__hash hs, *st = &hs;
-    char *xpath = NULL;    /* from a pax 'x' or GNU 'L' header, for the next member */
-    uint64_t xsize = 0;
-    int has_xsize = 0, rc = SP_OK;
-    size_t first = t->n;
-    uint8_t *ext = NULL;
-    while (rc == SP_OK) {
-        uint8_t h[TAR_BLOCK];
-        uint64_t at = r.off;
-        int64_t got = rd_take(&r, TAR_BLOCK, h, NULL, err);
-        if (got < 0) { rc = SP_EIO; break; }
-        if (got == 0 && !xpath && !has_xsize) {
-            rc = sp_error_set(err, SP_EFORMAT,
-                              "%s: ends at byte %llu without the end-of-archive block "
-                              "(truncated)", full, (unsigned long long)at);
-            break;
-        }
-        if (got < TAR_BLOCK) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s: ends inside the header at byte %llu "
-                              "(truncated)", full, (unsigned long long)at);
-            break;
-        }
-        if (all_zero(h)) break;   /* end of archive */
-        uint64_t sum = 0, want;
-        for (int i = 0; i < TAR_BLOCK; i++) sum += (i >= 148 && i < 156) ? ' ' : h[i];
-        if (tar_num(h + 148, 8, &want) != 0 || want != sum) {
-            rc = sp_error_set(err, SP_EFORMAT,
-                              "%s: byte %llu: not a tar header (checksum %llu, computed %llu)",
-                              full, (unsigned long long)at, (unsigned long long)want,
-                              (unsigned long long)sum);
-            break;
-        }
-        uint64_t size;
-        if (tar_num(h + 124, 12, &size) != 0) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s: byte %llu: bad size field", full,
-                              (unsigned long long)at);
-            break;
-        }
-        if (has_xsize) size = xsize;
-        int type = h[156];
-        uint64_t padded = size + ((TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK);
-        if (size > UINT64_MAX / 2) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s: byte %llu: size out of range", full,
-                              (unsigned long long)at);
-            break;
-        }
-        if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
-            if (size > TAR_EXT_MAX) {
-                rc = sp_error_set(err, SP_ELIMIT,
-                                  "%s: byte %llu: extended header of %llu bytes (limit %u)", full,
-                                  (unsigned long long)at, (unsigned long long)size, TAR_EXT_MAX);
-                break;
-            }
-            free(ext);
-            ext = malloc(padded ? (size_t)padded : 1);
-            if (!ext) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", full); break; }
-            got = rd_take(&r, padded, ext, NULL, err);
-            if (got < 0) { rc = SP_EIO; break; }
-            if ((uint64_t)got < padded) {
-                rc = sp_error_set(err, SP_EFORMAT, "%s: ends inside the extended header at "
-                                  "byte %llu (truncated)", full, (unsigned long long)at);
-                break;
-            }
-            if (type == 'x')
-                rc = pax_parse(full, at, ext, (size_t)size, &xpath, &xsize, &has_xsize, err);
-            else if (type == 'L') {
-                free(xpath);
-                xpath = strndup((const char *)ext, (size_t)size);
-                if (!xpath) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", full);
-            }
-            continue;
-        }
-        /* The member's name: pax path, GNU long name, or ustar prefix/name. */
-        char name[4096];
-        if (xpath) {
-            snprintf(name, sizeof name, "%s", xpath);
-        } else {
-            char nm[101], pre[156];
-            memcpy(nm, h, 100);
-            nm[100] = '\0';
-            memcpy(pre, h + 345, 155);
-            pre[155] = '\0';
-            if (memcmp(h + 257, "ustar\0", 6) == 0 && pre[0])
-                snprintf(name, sizeof name, "%s/%s", pre, nm);
-            else
-                snprintf(name, sizeof name, "%s", nm);
-        }
-        free(xpath);
-        xpath = NULL;
-        has_xsize = 0;
-        const char *nmp = name;
-        while (nmp[0] == '.' && nmp[1] == '/') nmp += 2;
-        int regular = type == '0' || type == '\0' || type == '7';
-        char e[16];
-        const char *dot = member_ext(nmp, e, sizeof e);
-        uint64_t data_at = r.off;
-        int consumed = 0;
-        int cut = 0;   /* the shard ended inside this member's data */
-        if (type != '5' && dot && dot != nmp && dot[-1] != '/' &&
-            (is_image_ext(e) || strcmp(e, "cls") == 0)) {
-            tar_sample *s = sample_for(t, first, full, shard, nmp, (size_t)(dot - nmp),
-                                       ds->max_samples, &rc, err);
-            if (!s) break;
-            if (!regular) {
-                mark_bad(s, "%s/%s: the member is %s: only regular members are read", rel, nmp,
-                         type_name(type));
-            } else if (strcmp(e, "cls") == 0) {
-                char lb[TAR_CLS_MAX + 1];
-                if (size > TAR_CLS_MAX) {
-                    mark_bad(s, "%s/%s: %s", rel, nmp, "label member longer than 64 bytes");
-                } else {
-                    got = rd_take(&r, size, (uint8_t *)lb, NULL, err);
-                    if (got < 0) { rc = SP_EIO; break; }
-                    consumed = 1;
-                    lb[got] = '\0';
-                    char *endp;
-                    errno = 0;
-                    long v = strtol(lb, &endp, 10);
-                    while (*endp == ' ' || *endp == '\n' || *endp == '\r' || *endp == '\t')
-                        endp++;
-                    if ((uint64_t)got < size) {
-                        cut = 1;
-                        mark_bad(s, "%s/%s: %s", rel, nmp,
-                                 "the shard ends inside this member (truncated)");
-                    }
-                    else if (endp == lb || *endp || errno || v < 0 || v >= SP_DS_MAX_CLASSES ||
-                             lb[0] == '-' || lb[0] == '+' || lb[0] == ' ')
-                        mark_bad(s, "%s/%s: %s", rel, nmp,
-                                 "label is not an integer in 0..65535");
-                    else if (s->label >= 0)
-                        mark_bad(s, "%s/%s: %s", rel, nmp, "a second label");
-                    else
-                        s->label = (int32_t)v;
-                }
-            } else {   /* the image */
-                if (s->has_image) {
-                    mark_bad(s, "%s/%s: %s", rel, nmp, "a second image under the same key");
-                } else {
-                    s->has_image = 1;
-                    size_t pl = strlen(rel) + strlen(nmp) + 2;
-                    free(s->path);
-                    s->path = malloc(pl);
-                    if (!s->path) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", full); break; }
-                    snprintf(s->path, pl, "%s/%s", rel, nmp);
-                    s->offset = data_at;
-                    s->size = size;
-                    if (size > ds->max_file_bytes) {
-                        char lim[96];
-                        snprintf(lim, sizeof lim, "%llu bytes, above the limit of %llu",
-                                 (unsigned long long)size, (unsigned long long)ds->max_file_bytes);
-                        mark_bad(s, "%s/%s: %s", rel, nmp, lim);
-                    } else {
-                        sp__hash_init(st);
-                        got = rd_take(&r, size, NULL, st, err);
-                        if (got < 0) { rc = SP_EIO; break; }
-                        consumed = 1;
-                        if ((uint64_t)got < size) {
-                            cut = 1;
-                            char why[96];
-                            snprintf(why, sizeof why, "declares %llu bytes, the shard ends "
-                                     "after %llu (truncated)", (unsigned long long)size,
-                                     (unsigned long long)got);
-                            mark_bad(s, "%s/%s: %s", rel, nmp, why);
-                        }
-                        s->hash = sp__hash_digest(st);
-                    }
-                }
-            }
-            if (consumed) padded -= size;
-        }
-        if (cut) break;   /* its sample carries the error; nothing follows */
-        got = rd_take(&r, padded, NULL, NULL, err);   /* the rest of the member */
-        if (got < 0) { rc = SP_EIO; break; }
-        if ((uint64_t)got < padded) {
-            /* cut inside the data of a member read past or its padding: the
-             * sample it belongs to (if any) carries the error */
-            if (t->n > first && !consumed && dot &&
-                strlen(t->v[t->n - 1].key) == (size_t)(dot - nmp) &&
-                memcmp(t->v[t->n - 1].key, nmp, (size_t)(dot - nmp)) == 0)
-                mark_bad(&t->v[t->n - 1], "%s/%s: %s", rel, nmp,
-                         "the shard ends inside this member (truncated)");
-            break;
-        }
-    }
-    free(xpath);
-    free(ext);
+    shard_rd p = {.ds = ds, .shard = shard, .rel = rel, .full = full, .t = t, .first = t->n,
+                  .r = {fd, full, buf, 0, 0, 0, 0}};
+    int rc = SP_OK, end = 0;
+    while (rc == SP_OK && !end) rc = read_entry(&p, &end, err);
+    free(p.xpath);
+    free(p.ext);
     close(fd);
     free(full);
-    /* Keys without an image or a label are samples that fail when read. */
-    for (size_t i = first; rc == SP_OK && i < t->n; i++) {
-        tar_sample *s = &t->v[i];
-        if (!s->has_image) {
-            size_t pl = strlen(rel) + strlen(s->key) + 2;
-            s->path = malloc(pl);
-            if (!s->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-            snprintf(s->path, pl, "%s/%s", rel, s->key);
-            mark_bad(s, "%s/%s: %s", rel, s->key, "a key without an image (.jpg, .jpeg or .png)");
-        } else if (s->label < 0) {
-            mark_bad(s, "%s/%s: %s", rel, s->key, "no .cls label member");
-        }
-    }
-    if (rc == SP_OK && use_index && index_write(ds, rel, &fst, t, first)) ds->index.written = 1;
+    if (rc == SP_OK) rc = finish_keys(ds, rel, t, p.first, err);
+    if (rc == SP_OK && use_index && sp__ds_tar_index_write(ds, rel, &fst, t, p.first))
+        ds->index.written = 1;
     return rc;
 }
 
@@ -810,7 +708,7 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         if (rc == TAR_FROM_INDEX) rc = SP_OK;
     }
     if (ds->index.used && rel.n) {
-        char *ip = index_path(ds, rel.v[0]);
+        char *ip = sp__ds_tar_index_path(ds, rel.v[0]);
         if (ip) snprintf(ds->index.path, sizeof ds->index.path, "%s%s", ip,
                          rel.n > 1 ? " (one per shard)" : "");
         free(ip);
@@ -863,193 +761,6 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         rel.n = 0;
     }
     sv_free(&rel);
-    ts_free(&t);
-    return rc;
-}
-
-/* ---- reading one sample -------------------------------------------------------------- */
-
-static int cmp_bad(const void *k, const void *e) {
-    uint64_t i = *(const uint64_t *)k, j = ((const sp__ds_bad *)e)->i;
-    return (i > j) - (i < j);
-}
-
-const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i) {
-    if (!ds->nbad) return NULL;
-    const sp__ds_bad *b = bsearch(&i, ds->bad, ds->nbad, sizeof *ds->bad, cmp_bad);
-    return b ? b->msg : NULL;
-}
-
-/* The shard's descriptor, opened on first use and kept (O_CLOEXEC, read
- * with pread only, so threads and forked workers share it safely): a
- * sample read is one pread, not an open + pread + close. Two threads that
- * race to open it keep one descriptor and close the other. */
-static int shard_fd(const sp_dataset *ds, uint32_t s, int *kept, sp_error *err) {
-    *kept = ds->shard_fds != NULL;   /* else the caller closes it */
-    int have = ds->shard_fds ? atomic_load(&ds->shard_fds[s]) : 0;
-    if (have > 0) return have - 1;
-    char *path = sp__ds_join(ds->base, ds->shards[s]);
-    if (!path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root), -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    free(path);
-    if (fd < 0 || !ds->shard_fds) return fd;
-    int expect = 0;
-    if (!atomic_compare_exchange_strong(&ds->shard_fds[s], &expect, fd + 1)) {
-        close(fd);
-        return expect - 1;
-    }
-    return fd;
-}
-
-void sp__ds_close_shards(sp_dataset *ds) {
-    for (size_t s = 0; ds->shard_fds && s < ds->nshards; s++) {
-        int v = atomic_load(&ds->shard_fds[s]);
-        if (v > 0) close(v - 1);
-    }
-    free(ds->shard_fds);
-    ds->shard_fds = NULL;
-}
-
-int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
-    const char *bad = sp__ds_tar_bad(ds, i);
-    if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
-    const char *full = out->full_path;
-    int kept;
-    int fd = shard_fd(ds, ds->shard_of[i], &kept, err);
-    if (fd < 0) return err->code ? err->code : SP_EIO;
-    uint64_t want = ds->sizes[i], got = 0;
-    int rc = SP_OK;
-    out->owned = malloc(want ? (size_t)want : 1);
-    if (!out->owned)
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu bytes", full,
-                          (unsigned long long)want);
-    while (rc == SP_OK && got < want) {
-        ssize_t k = pread(fd, out->owned + got, (size_t)(want - got),
-                          (off_t)(ds->offsets[i] + got));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-        if (k <= 0) break;
-        got += (uint64_t)k;
-    }
-    if (!kept) close(fd);
-    if (rc != SP_OK) return rc;
-    XXH128_hash_t d = XXH3_128bits(out->owned, (size_t)got);
-    if (got != want || d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo)
-        return sp_error_set(err, SP_EMISMATCH,
-                            "%s: file changed since the dataset was indexed (%s)", full,
-                            got != want ? "the shard is shorter than indexed"
-                                        : "content hash differs");
-    out->src.bytes = out->owned;
-    out->src.len = (size_t)want;
-    return SP_OK;
-}
-
-/* ---- writing shards --------------------------------------------------------------------- */
-
-static void tar_header(uint8_t h[TAR_BLOCK], const char *name, uint64_t size) {
-    memset(h, 0, TAR_BLOCK);
-    snprintf((char *)h, 100, "%s", name);
-    memcpy(h + 100, "0000644", 7);
-    memcpy(h + 108, "0000000", 7);
-    memcpy(h + 116, "0000000", 7);
-    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-    memcpy(h + 136, "00000000000", 11);
-    h[156] = '0';
-    memcpy(h + 257, "ustar\0" "00", 8);
-    memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (int i = 0; i < TAR_BLOCK; i++) sum += h[i];
-    snprintf((char *)h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-}
-
-static int write_all(int fd, const void *p, size_t n, const char *path, sp_error *err) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-        b += k;
-        n -= (size_t)k;
-    }
-    return SP_OK;
-}
-
-static int write_member(int fd, const char *path, const char *name, const void *data,
-                        uint64_t size, sp_error *err) {
-    uint8_t h[TAR_BLOCK], zero[TAR_BLOCK] = {0};
-    tar_header(h, name, size);
-    int rc = write_all(fd, h, TAR_BLOCK, path, err);
-    if (rc == SP_OK) rc = write_all(fd, data, (size_t)size, path, err);
-    if (rc == SP_OK && size % TAR_BLOCK)
-        rc = write_all(fd, zero, TAR_BLOCK - (size_t)(size % TAR_BLOCK), path, err);
-    return rc;
-}
-
-int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t max_count,
-                            uint64_t *nshards, sp_error *err) {
-    if (nshards) *nshards = 0;
-    if (!ds || !out_dir || max_count == 0)
-        return sp_error_set(err, SP_EINVAL, "sp_dataset_write_shards: bad argument");
-    if (ds->kind == SP_DATASET_IDX)
-        return sp_error_set(err, SP_EUNSUPP, "%s: an IDX dataset holds pixels, not image "
-                            "files: shards hold files", ds->root);
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
-        return sp_error_set(err, SP_EIO, "%s: %s", out_dir, strerror(errno));
-    int shards = 0, folders = 0;
-    int rc = sp__ds_dir_kind(out_dir, &shards, &folders, err);
-    if (rc != SP_OK) return rc;
-    if (shards)
-        return sp_error_set(err, SP_EINVAL, "%s: already holds .tar shards; give an empty "
-                            "or new folder", out_dir);
-    uint64_t n = ds->n, made = 0;
-    char tmp[4096], final[4096];
-    int fd = -1;
-    for (uint64_t i = 0; rc == SP_OK && i < n; i++) {
-        if (i % max_count == 0) {
-            snprintf(tmp, sizeof tmp, "%s/.shard-%06llu.tar.tmp", out_dir,
-                     (unsigned long long)made);
-            snprintf(final, sizeof final, "%s/shard-%06llu.tar", out_dir,
-                     (unsigned long long)made);
-            fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            if (fd < 0) {
-                rc = sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
-                break;
-            }
-        }
-        sp_sample_data sd;
-        rc = sp_dataset_read(ds, i, &sd, err);
-        if (rc != SP_OK) break;
-        char e[16], name[64], cls[32];
-        const char *dot = strrchr(sp_dataset_path(ds, i), '.');
-        size_t k = 0;
-        for (const char *p = dot ? dot + 1 : "img"; *p && k + 1 < sizeof e; p++)
-            e[k++] = (char)lower(*p);
-        e[k] = '\0';
-        snprintf(name, sizeof name, "%09llu.%s", (unsigned long long)i, e);
-        rc = write_member(fd, tmp, name, sd.src.bytes, sd.src.len, err);
-        sp_sample_data_free(&sd);
-        int cl = snprintf(cls, sizeof cls, "%d\n", sp_dataset_label(ds, i));
-        snprintf(name, sizeof name, "%09llu.cls", (unsigned long long)i);
-        if (rc == SP_OK) rc = write_member(fd, tmp, name, cls, (uint64_t)cl, err);
-        if (rc == SP_OK && (i % max_count == max_count - 1 || i + 1 == n)) {
-            uint8_t zero[2 * TAR_BLOCK] = {0};
-            rc = write_all(fd, zero, sizeof zero, tmp, err);
-            if (rc == SP_OK && fsync(fd) != 0)
-                rc = sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
-            if (close(fd) != 0 && rc == SP_OK)
-                rc = sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
-            fd = -1;
-            if (rc == SP_OK && rename(tmp, final) != 0)
-                rc = sp_error_set(err, SP_EIO, "%s: %s", final, strerror(errno));
-            if (rc == SP_OK) made++;
-        }
-    }
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    }
-    if (nshards) *nshards = made;
+    sp__ds_tar_set_free(&t);
     return rc;
 }

@@ -14,7 +14,10 @@ files and the symbol:
   2. no call-level cycle between two files (strongly connected components
      of the file graph, each printed with one edge of the cycle);
   3. includes: a file includes only headers of its own layer or below, and
-     programs/ only include/seedpipe/ and its own headers.
+     programs/ only include/seedpipe/ and its own headers;
+  4. size: no library source over MAX_FILE_LINES lines and no library
+     function over MAX_FUNC_LINES lines (the tool's are listed, not failed),
+     except the functions in SIZE_EXEMPT, each with the reason.
 
 --graph prints the file graph (one "a -> b  (symbol)" line per edge).
 """
@@ -44,6 +47,10 @@ HEADER_LAYER = {
     "seedpipe/graph.h": "kernels/",
 }
 SOURCE_EXT = (".c", ".cu")
+MAX_FILE_LINES = 800
+MAX_FUNC_LINES = 100
+# "file:function": why it stays longer than MAX_FUNC_LINES.
+SIZE_EXEMPT = {}
 
 
 def layer_of(path):
@@ -172,6 +179,46 @@ def check_includes(tree, sources):
     return problems
 
 
+FUNC_HEAD = re.compile(r"^[A-Za-z_][A-Za-z_0-9 *]*?\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")
+
+
+def functions(text):
+    """(name, first line, line count) of each function definition, in the
+    house style: the head starts in column 0, the body ends with a '}' in
+    column 0."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = FUNC_HEAD.match(lines[i])
+        if m and not lines[i].startswith(("typedef", "#", "static const", "const")):
+            j = i
+            while j < len(lines) and not lines[j].rstrip().endswith("{") and ";" not in lines[j]:
+                j += 1
+            if j < len(lines) and lines[j].rstrip().endswith("{") and ";" not in lines[j]:
+                k = j + 1
+                while k < len(lines) and not lines[k].startswith("}"):
+                    k += 1
+                yield m.group(1), i + 1, k - i + 1
+                i = k
+        i += 1
+
+
+def check_sizes(tree, sources):
+    problems, notes = [], []
+    for src in sorted(sources):
+        with open(os.path.join(tree, src), encoding="utf-8") as f:
+            text = f.read()
+        tool = layer_of(src) == "programs/"
+        out = notes if tool else problems
+        n = text.count("\n")
+        if n > MAX_FILE_LINES:
+            out.append(f"{src}: {n} lines (limit {MAX_FILE_LINES})")
+        for name, line, count in functions(text):
+            if count > MAX_FUNC_LINES and f"{src}:{name}" not in SIZE_EXEMPT:
+                out.append(f"{src}:{line}: {name}() is {count} lines (limit {MAX_FUNC_LINES})")
+    return problems, notes
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
@@ -219,6 +266,10 @@ def main(argv):
                 for b, name in sorted(edges.get(a, {}).items()) if b in members]
         problems.append("call cycle between " + ", ".join(comp) + ": " + "; ".join(ring))
     problems += check_includes(tree, defined)
+    size_problems, size_notes = check_sizes(tree, defined)
+    problems += size_problems
+    for n in size_notes:
+        print("layers: note (the tool, not failed): " + n)
 
     files = len(defined)
     nedges = sum(len(v) for v in edges.values())
@@ -228,7 +279,8 @@ def main(argv):
         print(f"layers: FAIL, {len(problems)} problem(s) in {files} files, {nedges} file edges")
         return 1
     print(f"layers: ok, {files} files in {len(set(map(layer_of, defined)))} layers, "
-          f"{nedges} file edges, every one downward or within a layer, no cycle")
+          f"{nedges} file edges, every one downward or within a layer, no cycle; "
+          f"no library file over {MAX_FILE_LINES} lines, no function over {MAX_FUNC_LINES}")
     return 0
 
 

@@ -32,7 +32,8 @@ echo "== sdist"
   || { tail -20 "$W/sdist.log"; fail "python -m build --sdist"; }
 sdist=$(ls "$W"/sdist/seedpipe-*.tar.gz)
 listing=$(tar tzf "$sdist")
-for f in CMakeLists.txt include/seedpipe/version.h loader/loader.c augment/decode.c \
+for f in CMakeLists.txt include/seedpipe/version.h common/fileio.c augment/decode.c \
+         loader/loader.c loader/cache/cache_file.c loader/shm/pool.c loader/service/service.c \
          kernels/train.c bindings/python/seedpipe/_lib.py cmake/seedpipe.pc.in; do
   grep -qx "seedpipe-[0-9.]*/$f" <<<"$listing" || fail "the sdist lacks $f"
 done
@@ -56,6 +57,10 @@ echo "carries: $grafted"
 for l in libjpeg libpng16 libturbojpeg libxxhash libzstd; do
   [[ " $grafted " == *" $l "* ]] || fail "the wheel does not carry $l"
 done
+# A release build: the fault-injection hooks (SEEDPIPE_TEST_HOOKS) are not in it.
+hooks=$("$PY" -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); print(" ".join(n for n in z.namelist() if "/_native/" in n and b"SEEDPIPE_TEST_" in z.read(n)))' "$whl")
+[ -z "$hooks" ] || fail "test hooks compiled into the wheel: $hooks"
+echo "no test hooks in the wheel's library and tool"
 
 echo "== a bare venv"
 "$PY" -m venv "$W/bare"

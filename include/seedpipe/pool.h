@@ -44,7 +44,9 @@
  * classic scheme (loader.h): each worker draws from K_worker(w) with its own
  * counter, so the bytes then depend on W and on scheduling.
  *
- * Test hook: with SEEDPIPE_TEST_CRASH_SAMPLE=i in the environment at
+ * Test hooks, only in builds configured with SEEDPIPE_TEST_HOOKS=ON (a
+ * test build; a library built without it reads no SEEDPIPE_TEST_*
+ * variable): with SEEDPIPE_TEST_CRASH_SAMPLE=i in the environment at
  * sp_pool_create(), a worker that starts computing sample i dies by SIGSEGV
  * (as in a decoder crash); it exists to test recovery, nothing else.
  * SEEDPIPE_TEST_CRASH_CACHE_WRITE=i: a worker that has written the cache

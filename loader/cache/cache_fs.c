@@ -1,9 +1,15 @@
 /* cache_fs.c - the cache's small POSIX helpers (cache_internal.h).
  *
- * Whole-file reads and writes with the exact error the caller reports,
- * removing a tree without following symlinks, moving an entry aside, and the
- * test hook that makes writes fail as on a full disk
- * (sp__cache_fail_after_bytes; tests only, never set by the library).
+ * In the cache's stack (loader/cache/, bottom first) beside the file
+ * format: it calls no other cache file, and everything that touches a
+ * cache directory (cache_batch.c and up) builds on it.
+ *
+ * Writing a whole new file with the exact error the caller reports,
+ * removing a tree without following symlinks, moving an entry aside, the
+ * entry-name check and the per-process counter in staging names, an
+ * entry's size. In a test build (SEEDPIPE_TEST_HOOKS) also the hook that
+ * makes writes fail as on a full disk (sp__cache_fail_after_bytes, never
+ * set by the library); a release build has no hook.
  */
 #include "loader/cache/cache_internal.h"
 
@@ -16,7 +22,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef SEEDPIPE_TEST_HOOKS
 _Atomic long long sp__cache_fail_after_bytes = 0;
+
+/* The hook's part of a write of `chunk` bytes at s: 0 to go on, or -1 with
+ * errno ENOSPC after writing what the budget allows (a partial file). */
+static int hook_fail(int fd, const uint8_t *s, size_t chunk) {
+    long long lim = atomic_load(&sp__cache_fail_after_bytes);
+    if (lim <= 0) return 0;
+    if ((long long)chunk >= lim) {
+        atomic_store(&sp__cache_fail_after_bytes, 1);   /* stays failing */
+        if (lim > 1) (void)!write(fd, s, (size_t)(lim - 1));   /* a partial file */
+        errno = ENOSPC;
+        return -1;
+    }
+    atomic_fetch_sub(&sp__cache_fail_after_bytes, (long long)chunk);
+    return 0;
+}
+#endif
 
 /* ---- file-system helpers ------------------------------------------------------- */
 
@@ -24,16 +47,9 @@ int sp__write_all(int fd, const void *p, size_t n) {
     const uint8_t *s = p;
     while (n) {
         size_t chunk = n > (1u << 30) ? (1u << 30) : n;
-        long long lim = atomic_load(&sp__cache_fail_after_bytes);
-        if (lim > 0) {
-            if ((long long)chunk >= lim) {
-                atomic_store(&sp__cache_fail_after_bytes, 1);   /* stays failing */
-                if (lim > 1) (void)!write(fd, s, (size_t)(lim - 1));   /* a partial file */
-                errno = ENOSPC;
-                return -1;
-            }
-            atomic_fetch_sub(&sp__cache_fail_after_bytes, (long long)chunk);
-        }
+#ifdef SEEDPIPE_TEST_HOOKS
+        if (hook_fail(fd, s, chunk) != 0) return -1;
+#endif
         ssize_t w = write(fd, s, chunk);
         if (w < 0) {
             if (errno == EINTR) continue;
@@ -47,6 +63,17 @@ int sp__write_all(int fd, const void *p, size_t n) {
         n -= (size_t)w;
     }
     return 0;
+}
+
+int sp__write_new(int dirfd, int no_fsync, const char *name, const void *p, size_t len) {
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return errno;
+    int e = 0;
+    if (sp__write_all(fd, p, len) != 0) e = errno;
+    else if (!no_fsync && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (e) unlinkat(dirfd, name, 0);
+    return e;
 }
 
 int sp__rmtree_at(int dirfd, const char *name) {

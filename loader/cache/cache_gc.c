@@ -1,4 +1,12 @@
-/* cache_gc.c - cache maintenance: list entries, collect by size, verify.
+/* cache_gc.c - cache maintenance: list entries, collect by size, verify,
+ * and an entry's loader config for `verify --recompute`
+ * (include/seedpipe/cache.h).
+ *
+ * In the cache's stack (loader/cache/, bottom first): above whole batch
+ * files (cache_batch.c), the manifest (cache_manifest.c), the POSIX helpers
+ * (cache_fs.c) and the handle's accessors (cache_key.c), the cache files it
+ * calls; below the writer (cache_writer.c), whose commit collects down to
+ * opts.max_size. It never calls a reader or a writer.
  *
  * gc works in three steps, each safe against concurrent readers and writers
  * (the protocol is the HOW IT WORKS essay in cache.c):
@@ -13,9 +21,9 @@
  * Sizes are apparent sizes (st_size) of the entries' files, the number
  * `cache ls` shows; bookkeeping directories are not counted.
  *
- * verify re-reads every file of an entry through the same decoder as the
- * read path (sp__cb_decode) with no batch to fill, so it checks exactly
- * what a reader would check; it never moves anything.
+ * verify re-reads every file of an entry through the same code as the read
+ * path (sp__cb_read: the checks, then sp__cb_decode) with no batch to fill,
+ * so it checks exactly what a reader would check; it never moves anything.
  */
 #include "loader/cache/cache_internal.h"
 
@@ -236,10 +244,13 @@ int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, c
         char name[32];
         snprintf(name, sizeof name, "b%08" PRIu64, i);
         sp_error_clear(&e);
+        sp__cb_read_req rq = {.dirfd = fd, .dirpath = path, .name = name, .key = m.key,
+                              .epoch = m.info.epoch, .index = i,
+                              .sample_bytes = (size_t)m.info.sample_bytes, .cap = cap,
+                              .line = &m.b[i]};
         sp__cb_header h;
         int enoent;
-        rc = sp__cb_read(fd, path, name, m.key, m.info.epoch, i, (size_t)m.info.sample_bytes, cap,
-                         &m.b[i], &io, NULL, &h, &enoent, &e);
+        rc = sp__cb_read(&rq, &io, NULL, &h, &enoent, &e);
         if (rc == SP_ENOMEM) out_rc = sp_error_set(err, rc, "%s", e.msg);
         else if (rc != 0) problem(report, ud, bad, &e);
     }

@@ -1,10 +1,15 @@
-/* cache_internal.h - the cache's on-disk formats and file-system helpers.
+/* cache_internal.h - the cache's on-disk formats, its internal functions
+ * and the handle, for loader/cache/ and the worker pool (loader/shm/).
  *
- * Not a public header. cache_file.c encodes and decodes batch files,
- * cache_manifest.c the entry manifest, cache_fs.c holds the small POSIX
- * helpers (write-all with the test hook, remove a tree, move an entry
- * aside); cache.c (open, key, readers, the batch helper), cache_writer.c
- * (lock, staging, commit) and cache_gc.c (list, gc, verify) build on them.
+ * Not a public header. The cache is a one-way stack of files, each calling
+ * only files below it (the list, one line a file, is at the top of
+ * cache.c). At the bottom, calling no other cache file but the first:
+ * cache_filter.c (filters) under cache_file.c (batch file format),
+ * cache_fs.c (POSIX helpers), cache_manifest.c (the manifest), cache_key.c
+ * (entry key, handle accessors); above them, each on the ones before:
+ * cache_batch.c (whole batch files), cache_read.c (readers), cache_gc.c
+ * (list, gc, verify), cache_writer.c (lock, staging, commit), cache.c
+ * (open/close, the epoch helper). This header declares them in that order.
  *
  * BATCH FILE "bNNNNNNNN" (all integers little-endian):
  *     0   8  magic "SPCACHEB"
@@ -93,6 +98,8 @@ typedef struct sp__cm {
 /* Scratch buffers reused across batches by readers and writers are
  * sp__buf (common/fileio_internal.h). */
 
+/* ---- cache_file.c: the batch file format ----------------------------------------- */
+
 /*! sp__cb_encode() : the batch file bytes of b into out (size in *len),
  *  with the failure-log lines of its failed samples from ld. filter is
  *  SP__FILTER_NONE, _SHUFFLE4, or _DICT8_NCHW meaning "dictionary if the
@@ -120,8 +127,74 @@ int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path
  *  buffer into the loader (the same log a recompute writes). */
 void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t *meta);
 
-/* ---- whole batch files, for readers, writers and pool workers ---------------
- * A pool's workers (pool.c) read and write batch files in their own
+/* ---- cache_fs.c: POSIX helpers ------------------------------------------------- */
+
+#ifdef SEEDPIPE_TEST_HOOKS
+/* Test hook (test builds only: -DSEEDPIPE_TEST_HOOKS=ON): when > 0, cache
+ * file writes fail with ENOSPC once this many more bytes would be written
+ * (decremented by every write). A release build has no hook; tests that
+ * need it skip there. */
+extern _Atomic long long sp__cache_fail_after_bytes;
+#endif
+
+/*! sp__write_all() : write n bytes or fail with errno set (honours the
+ *  test hook where compiled in). @return 0 or -1. */
+int sp__write_all(int fd, const void *p, size_t n);
+/*! sp__write_new() : write `len` bytes as the new file dirfd/name (O_EXCL;
+ *  fsync unless no_fsync); on an error the file is removed.
+ *  @return 0 or the errno. */
+int sp__write_new(int dirfd, int no_fsync, const char *name, const void *p, size_t len);
+/*! sp__rmtree_at() : remove dirfd/name and everything under it (no
+ *  symlink following). @return 0 or -1. */
+int sp__rmtree_at(int dirfd, const char *name);
+/*! sp__move_aside() : rename DIR/<name> to DIR/.corrupt/<name>.<pid>.<n>;
+ *  `dst` gets the new path. @return 0 or -1 (e.g. already moved). */
+int sp__move_aside(const char *dir, const char *name, char *dst, size_t cap);
+/* 1 if s is 32 lowercase hex digits. */
+int sp__is_key_name(const char *s);
+/* A unique-per-process suffix counter. */
+unsigned long sp__cache_seq(void);
+/* Fill info->disk_bytes by stat'ing the files of entry dirfd. */
+uint64_t sp__dir_bytes(int dirfd);
+
+/* ---- cache_manifest.c: an entry's MANIFEST --------------------------------------- */
+
+/*! sp__cm_format() : the manifest text (malloc'ed, *len bytes).
+ *  @return 0 or SP_ENOMEM. */
+int sp__cm_format(const sp__cm *m, char **text, size_t *len);
+/*! sp__cm_read() : read and check the manifest at dirfd/MANIFEST.
+ *  @return 0, SP_EIO (errno ENOENT kept in *enoent), SP_EFORMAT, SP_ENOMEM. */
+int sp__cm_read(int dirfd, const char *path, sp__cm *m, int *enoent, sp_error *err);
+void sp__cm_free(sp__cm *m);
+
+/* ---- the handle; cache_key.c: the entry key and the handle's accessors ---------- */
+
+#define PATH_CAP 4096
+
+/* The cache handle (opened in cache.c); every file of the stack sees it. */
+struct sp_cache {
+    char *dir;
+    sp_cache_opts o;
+    sp_cache_stats st;
+    /* The helper's open entry. */
+    int slot_on;
+    sp_loader *slot_ld;
+    uint32_t slot_epoch;
+    sp_digest slot_key;        /* a new loader at a freed one's address differs here */
+    sp_cache_reader *rd;
+    sp_cache_writer *wr;
+};
+
+uint64_t sp__cache_max_size(const sp_cache *c);
+int sp__cache_read_only(const sp_cache *c);
+const sp_cache_opts *sp__cache_opts(const sp_cache *c);
+/* Pass a warning to opts.warn (if set). */
+void sp__cache_warn(sp_cache *c, const char *msg);
+/* The manifest fields a loader decides (everything but sizes and times). */
+void sp__cache_info_from_loader(const sp_loader *ld, uint32_t epoch, sp_cache_entry_info *e);
+
+/* ---- cache_batch.c: whole batch files, for readers, writers and pool workers ----
+ * A pool's workers (loader/shm/) read and write batch files in their own
  * processes, in parallel; the consumer keeps the epoch's reader or writer
  * (manifest, lock, staging directory, stats, the corrupt-entry policy) and
  * learns what each worker did through the pool's slot records. These two
@@ -135,7 +208,20 @@ typedef struct sp__cb_io {
 } sp__cb_io;
 void sp__cb_io_free(sp__cb_io *io);   /* and zero it */
 
-/*! sp__cb_read() : read the batch file dirfd/name (dirpath/name in
+/* Which batch file sp__cb_read() reads, and what it must be. */
+typedef struct sp__cb_read_req {
+    int dirfd;                  /* the entry's directory */
+    const char *dirpath;        /* its path, for messages */
+    const char *name;           /* the file, "bNNNNNNNN" */
+    sp_digest key;              /* the entry's key, epoch, the batch's index */
+    uint32_t epoch;
+    uint64_t index;
+    size_t sample_bytes;        /* the reader's sample size */
+    uint32_t cap;               /* the most samples a batch of the entry has */
+    const sp__cm_batch *line;   /* the file's line in the entry's manifest */
+} sp__cb_read_req;
+
+/*! sp__cb_read() : read the batch file rq->dirfd/name (dirpath/name in
  *  messages), check it against its manifest line and (key, epoch, index,
  *  sample_bytes), bound what its metadata claims by a batch of `cap`
  *  samples (before allocating for it), decode it into out (NULL: verify
@@ -144,19 +230,29 @@ void sp__cb_io_free(sp__cb_io *io);   /* and zero it */
  *  all read through here.
  *  @return 0; SP_EFORMAT ("path: reason": damaged, truncated, missing,
  *  foreign); SP_ENOMEM. */
-int sp__cb_read(int dirfd, const char *dirpath, const char *name, sp_digest key, uint32_t epoch,
-                uint64_t index, size_t sample_bytes, uint32_t cap, const sp__cm_batch *line,
-                sp__cb_io *io, sp_batch *out, sp__cb_header *h, int *enoent, sp_error *err);
+int sp__cb_read(const sp__cb_read_req *rq, sp__cb_io *io, sp_batch *out, sp__cb_header *h,
+                int *enoent, sp_error *err);
 
-/*! sp__cb_write() : encode b (sp__cb_encode()) with zstd `level` and write
- *  it as the new file dirfd/bNNNNNNNN (O_EXCL; fsync unless no_fsync); on
- *  a write error the file is removed. *line gets its manifest line.
- *  @return 0, SP_EIO ("dirpath/name: reason"), SP_ENOMEM. */
-int sp__cb_write(int dirfd, const char *dirpath, sp_digest key, const sp_batch *b,
-                 size_t sample_bytes, int filter, int level, int no_fsync, const sp_loader *ld,
-                 sp__cb_io *io, sp__cm_batch *line, sp_error *err);
+/* Where and how sp__cb_write() writes a batch file. */
+typedef struct sp__cb_write_req {
+    int dirfd;                  /* the staging directory */
+    const char *dirpath;        /* its path, for messages */
+    sp_digest key;              /* the entry's key */
+    size_t sample_bytes;
+    int filter;                 /* SP__FILTER_*, as for sp__cb_encode() */
+    int level;                  /* zstd level (set on io's first compression) */
+    int no_fsync;
+    const sp_loader *ld;        /* its failure log, and the dictionary's sample geometry */
+} sp__cb_write_req;
 
-/* ---- the pool's side of a reader and a writer (pool.c) ---------------------- */
+/*! sp__cb_write() : encode b (sp__cb_encode()) with zstd rq->level and
+ *  write it as the new file rq->dirfd/bNNNNNNNN (O_EXCL; fsync unless
+ *  no_fsync); on a write error the file is removed. *line gets its
+ *  manifest line. @return 0, SP_EIO ("dirpath/name: reason"), SP_ENOMEM. */
+int sp__cb_write(const sp__cb_write_req *rq, const sp_batch *b, sp__cb_io *io,
+                 sp__cm_batch *line, sp_error *err);
+
+/* ---- the pool's side of a reader (cache_read.c) and a writer (cache_writer.c) -- */
 const char *sp__cache_reader_key(const sp_cache_reader *r);      /* 32 hex */
 const sp__cm_batch *sp__cache_reader_line(const sp_cache_reader *r, uint64_t index);
 /*! sp__cache_reader_count() : a worker read batch `index` of r's entry. */
@@ -180,57 +276,5 @@ void sp__cache_writer_discard(sp_cache_writer *w, uint64_t index);
 /*! sp__cache_writer_spoil() : a worker's write failed: the entry cannot be
  *  committed (counts a write failure). */
 void sp__cache_writer_spoil(sp_cache_writer *w);
-const sp_cache_opts *sp__cache_opts(const sp_cache *c);
-
-/*! sp__cm_format() : the manifest text (malloc'ed, *len bytes).
- *  @return 0 or SP_ENOMEM. */
-int sp__cm_format(const sp__cm *m, char **text, size_t *len);
-/*! sp__cm_read() : read and check the manifest at dirfd/MANIFEST.
- *  @return 0, SP_EIO (errno ENOENT kept in *enoent), SP_EFORMAT, SP_ENOMEM. */
-int sp__cm_read(int dirfd, const char *path, sp__cm *m, int *enoent, sp_error *err);
-void sp__cm_free(sp__cm *m);
-
-/* Test hook: when > 0, cache file writes fail with ENOSPC once this many
- * more bytes would be written (decremented by every write). Tests only. */
-extern _Atomic long long sp__cache_fail_after_bytes;
-
-/*! sp__write_all() : write n bytes or fail with errno set (honours the
- *  test hook). @return 0 or -1. */
-int sp__write_all(int fd, const void *p, size_t n);
-/*! sp__rmtree_at() : remove dirfd/name and everything under it (no
- *  symlink following). @return 0 or -1. */
-int sp__rmtree_at(int dirfd, const char *name);
-/*! sp__move_aside() : rename DIR/<name> to DIR/.corrupt/<name>.<pid>.<n>;
- *  `dst` gets the new path. @return 0 or -1 (e.g. already moved). */
-int sp__move_aside(const char *dir, const char *name, char *dst, size_t cap);
-/* 1 if s is 32 lowercase hex digits. */
-int sp__is_key_name(const char *s);
-/* A unique-per-process suffix counter. */
-unsigned long sp__cache_seq(void);
-/* Fill info->disk_bytes by stat'ing the files of entry dirfd. */
-uint64_t sp__dir_bytes(int dirfd);
-
-#define PATH_CAP 4096
-
-/* The cache handle (cache.c); writers (cache_writer.c) see it too. */
-struct sp_cache {
-    char *dir;
-    sp_cache_opts o;
-    sp_cache_stats st;
-    /* The helper's open entry. */
-    int slot_on;
-    sp_loader *slot_ld;
-    uint32_t slot_epoch;
-    sp_digest slot_key;        /* a new loader at a freed one's address differs here */
-    sp_cache_reader *rd;
-    sp_cache_writer *wr;
-};
-
-uint64_t sp__cache_max_size(const sp_cache *c);
-int sp__cache_read_only(const sp_cache *c);
-/* Pass a warning to opts.warn (if set). */
-void sp__cache_warn(sp_cache *c, const char *msg);
-/* The manifest fields a loader decides (everything but sizes and times). */
-void sp__cache_info_from_loader(const sp_loader *ld, uint32_t epoch, sp_cache_entry_info *e);
 
 #endif

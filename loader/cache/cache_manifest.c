@@ -1,4 +1,9 @@
-/* cache_manifest.c - an entry's MANIFEST: what the entry is, in clear text.
+/* cache_manifest.c - an entry's MANIFEST: what the entry is, in clear text
+ * (its format and its strict reader; cache_internal.h).
+ *
+ * In the cache's stack (loader/cache/, bottom first) low, beside the batch
+ * file format: it calls no other cache file (the bounded file read is
+ * common/'s); readers, gc and writers above read and write it.
  *
  * The manifest is the last file written into an entry and the first one
  * read: a reader trusts an entry only through it. It is text so that a
@@ -164,9 +169,12 @@ static char *dup_or_null(const char *v) {
     return d;
 }
 
-/* Parse the text (NUL-terminated, length len) into m. */
-static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err) {
-    /* First line: the magic and the format version, before anything else. */
+/* The first line (the magic and the format version, before anything else)
+ * and the last (the checksum of everything before it) of the text s
+ * (NUL-terminated, length len). The checksum line is cut off (s ends
+ * before it); *body gets the second line. */
+static int parse_frame(char *s, size_t len, const char *path, sp__cm *m, char **body,
+                       sp_error *err) {
     size_t ml = strlen(SP__CM_MAGIC);
     if (len < ml + 3 || memcmp(s, SP__CM_MAGIC " ", ml + 1) != 0)
         return sp_error_set(err, SP_EFORMAT, "%s: not a seedpipe cache manifest", path);
@@ -179,7 +187,6 @@ static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err
         return sp_error_set(err, SP_EFORMAT, "%s: cache format version %u (this library reads "
                             "%d): refused", path, m->version, SP_CACHE_FORMAT_VERSION);
     *nl = '\n';
-    /* Last line: the checksum of everything before it. */
     if (s[len - 1] != '\n') return sp_error_set(err, SP_EFORMAT, "%s: truncated", path);
     size_t last = len - 1;
     while (last > 0 && s[last - 1] != '\n') last--;
@@ -190,94 +197,89 @@ static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err
     if (XXH3_64bits(s, last) != want)
         return sp_error_set(err, SP_EFORMAT, "%s: checksum mismatch", path);
     s[last] = '\0';
+    *body = nl + 1;
+    return SP_OK;
+}
 
-    enum { NFIELDS = 26, NREQUIRED = 22 };   /* split, subset, split_seed: optional */
-    static const char *const names[NFIELDS] = {
-        "key", "fingerprint", "dataset_fingerprint", "seed", "epoch", "rank", "world",
-        "batch_size", "drop_last", "skip_normalize", "dtype", "layout", "on_error", "rng_mode",
-        "sample_bytes", "batches", "raw_bytes", "stored_bytes", "level", "created", "dataset",
-        "pipeline", "split", "subset", "split_seed", NULL};
-    int seen[NFIELDS] = {0};
+/* The "name value" fields, in the order of their index in parse_field(). */
+enum { NFIELDS = 26, NREQUIRED = 22 };   /* split, subset, split_seed: optional */
+static const char *const FIELDS[NFIELDS] = {
+    "key", "fingerprint", "dataset_fingerprint", "seed", "epoch", "rank", "world",
+    "batch_size", "drop_last", "skip_normalize", "dtype", "layout", "on_error", "rng_mode",
+    "sample_bytes", "batches", "raw_bytes", "stored_bytes", "level", "created", "dataset",
+    "pipeline", "split", "subset", "split_seed", NULL};
+
+/* Field f (an index of FIELDS) has value v: store it in m.
+ * @return 0, 1 (a bad value), or -1 (out of memory). */
+static int parse_field(int f, const char *v, sp__cm *m) {
     sp_cache_entry_info *e = &m->info;
-    uint64_t nextb = 0;
-    char *line = nl + 1;
-    while (*line) {
-        char *end = strchr(line, '\n');
-        if (!end) return sp_error_set(err, SP_EFORMAT, "%s: truncated", path);
-        *end = '\0';
-        char *sp = strchr(line, ' ');
-        if (!sp) return sp_error_set(err, SP_EFORMAT, "%s: bad line \"%.40s\"", path, line);
-        *sp = '\0';
-        const char *v = sp + 1;
-        int bad = 0;
-        if (!strcmp(line, "b")) {
-            uint64_t idx, st, raw, fh;
-            char w[4][32];
-            if (!m->b || sscanf(v, "%31s %31s %31s %31s", w[0], w[1], w[2], w[3]) != 4 ||
-                parse_u64(w[0], &idx) || parse_u64(w[1], &st) || parse_u64(w[2], &raw) ||
-                parse_hex64(w[3], &fh) || idx != nextb || idx >= e->batches)
-                return sp_error_set(err, SP_EFORMAT, "%s: bad batch line %" PRIu64, path, nextb);
-            m->b[idx].stored = st;
-            m->b[idx].raw = raw;
-            m->b[idx].file_hash = fh;
-            nextb++;
-        } else {
-            int f = -1;
-            for (int i = 0; names[i]; i++)
-                if (!strcmp(names[i], line)) f = i;
-            if (f < 0 || seen[f])
-                return sp_error_set(err, SP_EFORMAT, "%s: %s field \"%s\"", path,
-                                    f < 0 ? "unknown" : "repeated", line);
-            seen[f] = 1;
-            uint64_t u = 0;
-            switch (f) {
-            case 0: bad = sp_digest_parse(v, &m->key) != 0; break;
-            case 1: bad = sp_digest_parse(v, &e->fingerprint) != 0; break;
-            case 2: bad = sp_digest_parse(v, &e->dataset_fingerprint) != 0; break;
-            case 3: bad = parse_u64(v, &e->seed); break;
-            case 4: bad = parse_u32(v, &e->epoch); break;
-            case 5: bad = parse_u32(v, &e->rank); break;
-            case 6: bad = parse_u32(v, &e->world); break;
-            case 7: bad = parse_u32(v, &e->batch_size); break;
-            case 8: bad = parse_u64(v, &u) || u > 1; e->drop_last = (int)u; break;
-            case 9: bad = parse_u64(v, &u) || u > 1; e->skip_normalize = (int)u; break;
-            case 10: bad = copy_word(e->dtype, sizeof e->dtype, v); break;
-            case 11: bad = copy_word(e->layout, sizeof e->layout, v); break;
-            case 12: bad = copy_word(e->on_error, sizeof e->on_error, v); break;
-            case 13: bad = copy_word(e->rng_mode, sizeof e->rng_mode, v); break;
-            case 14:
-                bad = parse_u64(v, &e->sample_bytes) || e->sample_bytes > SP__CB_MAX_RAW;
-                break;
-            case 15:
-                bad = parse_u64(v, &e->batches) || e->batches == 0 ||
-                      e->batches > SP__CM_MAX_BATCHES;
-                if (!bad) {
-                    m->b = calloc((size_t)e->batches, sizeof *m->b);
-                    if (!m->b) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-                }
-                break;
-            case 16: bad = parse_u64(v, &e->raw_bytes); break;
-            case 17: bad = parse_u64(v, &e->stored_bytes); break;
-            case 18: {
-                int neg = v[0] == '-';
-                bad = parse_u64(v + neg, &u) || u > 1000;
-                e->level = neg ? -(int)u : (int)u;
-                break;
-            }
-            case 19: bad = parse_u64(v, &u) || u > INT64_MAX; e->created = (int64_t)u; break;
-            case 20: bad = !(e->dataset = dup_or_null(v)); break;
-            case 21: bad = !(e->pipeline = dup_or_null(v)); break;
-            case 22: bad = !*v || !(e->split = dup_or_null(v)); break;
-            case 23: bad = !*v || !(e->subset = dup_or_null(v)); break;
-            case 24: bad = parse_u64(v, &e->split_seed); break;
-            }
-            if (bad)
-                return sp_error_set(err, SP_EFORMAT, "%s: bad value of \"%s\"", path, line);
+    uint64_t u = 0;
+    int bad = 0;
+    switch (f) {
+    case 0: bad = sp_digest_parse(v, &m->key) != 0; break;
+    case 1: bad = sp_digest_parse(v, &e->fingerprint) != 0; break;
+    case 2: bad = sp_digest_parse(v, &e->dataset_fingerprint) != 0; break;
+    case 3: bad = parse_u64(v, &e->seed); break;
+    case 4: bad = parse_u32(v, &e->epoch); break;
+    case 5: bad = parse_u32(v, &e->rank); break;
+    case 6: bad = parse_u32(v, &e->world); break;
+    case 7: bad = parse_u32(v, &e->batch_size); break;
+    case 8: bad = parse_u64(v, &u) || u > 1; e->drop_last = (int)u; break;
+    case 9: bad = parse_u64(v, &u) || u > 1; e->skip_normalize = (int)u; break;
+    case 10: bad = copy_word(e->dtype, sizeof e->dtype, v); break;
+    case 11: bad = copy_word(e->layout, sizeof e->layout, v); break;
+    case 12: bad = copy_word(e->on_error, sizeof e->on_error, v); break;
+    case 13: bad = copy_word(e->rng_mode, sizeof e->rng_mode, v); break;
+    case 14: bad = parse_u64(v, &e->sample_bytes) || e->sample_bytes > SP__CB_MAX_RAW; break;
+    case 15:
+        bad = parse_u64(v, &e->batches) || e->batches == 0 || e->batches > SP__CM_MAX_BATCHES;
+        if (!bad) {
+            m->b = calloc((size_t)e->batches, sizeof *m->b);
+            if (!m->b) return -1;
         }
-        line = end + 1;
+        break;
+    case 16: bad = parse_u64(v, &e->raw_bytes); break;
+    case 17: bad = parse_u64(v, &e->stored_bytes); break;
+    case 18: {
+        int neg = v[0] == '-';
+        bad = parse_u64(v + neg, &u) || u > 1000;
+        e->level = neg ? -(int)u : (int)u;
+        break;
     }
+    case 19: bad = parse_u64(v, &u) || u > INT64_MAX; e->created = (int64_t)u; break;
+    case 20: bad = !(e->dataset = dup_or_null(v)); break;
+    case 21: bad = !(e->pipeline = dup_or_null(v)); break;
+    case 22: bad = !*v || !(e->split = dup_or_null(v)); break;
+    case 23: bad = !*v || !(e->subset = dup_or_null(v)); break;
+    case 24: bad = parse_u64(v, &e->split_seed); break;
+    }
+    return bad;
+}
+
+/* A "b <index> <stored> <raw> <file xxh64>" line's value v, which must be
+ * batch *nextb (after the batches field). */
+static int parse_batch_line(const char *v, sp__cm *m, uint64_t *nextb, const char *path,
+                            sp_error *err) {
+    uint64_t idx, st, raw, fh;
+    char w[4][32];
+    if (!m->b || sscanf(v, "%31s %31s %31s %31s", w[0], w[1], w[2], w[3]) != 4 ||
+        parse_u64(w[0], &idx) || parse_u64(w[1], &st) || parse_u64(w[2], &raw) ||
+        parse_hex64(w[3], &fh) || idx != *nextb || idx >= m->info.batches)
+        return sp_error_set(err, SP_EFORMAT, "%s: bad batch line %" PRIu64, path, *nextb);
+    m->b[idx].stored = st;
+    m->b[idx].raw = raw;
+    m->b[idx].file_hash = fh;
+    (*nextb)++;
+    return SP_OK;
+}
+
+/* After the last line: every required field seen, the split fields all or
+ * none, every batch line there, and the sizes adding up. */
+static int check_complete(const sp__cm *m, const int *seen, uint64_t nextb, const char *path,
+                          sp_error *err) {
+    const sp_cache_entry_info *e = &m->info;
     for (int i = 0; i < NREQUIRED; i++)
-        if (!seen[i]) return sp_error_set(err, SP_EFORMAT, "%s: missing \"%s\"", path, names[i]);
+        if (!seen[i]) return sp_error_set(err, SP_EFORMAT, "%s: missing \"%s\"", path, FIELDS[i]);
     if (seen[22] != seen[23] || seen[22] != seen[24])
         return sp_error_set(err, SP_EFORMAT, "%s: split, subset and split_seed go together", path);
     if (nextb != e->batches)
@@ -290,8 +292,46 @@ static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err
     }
     if (st != e->stored_bytes || raw != e->raw_bytes)
         return sp_error_set(err, SP_EFORMAT, "%s: batch sizes do not add up", path);
-    sp_digest_hex(m->key, e->key);
-    e->ok = 1;
+    return SP_OK;
+}
+
+/* Parse the text (NUL-terminated, length len) into m. */
+static int parse(char *s, size_t len, const char *path, sp__cm *m, sp_error *err) {
+    char *line = NULL;
+    int rc = parse_frame(s, len, path, m, &line, err);
+    if (rc) return rc;
+    int seen[NFIELDS] = {0};
+    uint64_t nextb = 0;
+    while (*line) {
+        char *end = strchr(line, '\n');
+        if (!end) return sp_error_set(err, SP_EFORMAT, "%s: truncated", path);
+        *end = '\0';
+        char *sp = strchr(line, ' ');
+        if (!sp) return sp_error_set(err, SP_EFORMAT, "%s: bad line \"%.40s\"", path, line);
+        *sp = '\0';
+        const char *v = sp + 1;
+        if (!strcmp(line, "b")) {
+            rc = parse_batch_line(v, m, &nextb, path, err);
+            if (rc) return rc;
+        } else {
+            int f = -1;
+            for (int i = 0; FIELDS[i]; i++)
+                if (!strcmp(FIELDS[i], line)) f = i;
+            if (f < 0 || seen[f])
+                return sp_error_set(err, SP_EFORMAT, "%s: %s field \"%s\"", path,
+                                    f < 0 ? "unknown" : "repeated", line);
+            seen[f] = 1;
+            int bad = parse_field(f, v, m);
+            if (bad < 0) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+            if (bad)
+                return sp_error_set(err, SP_EFORMAT, "%s: bad value of \"%s\"", path, line);
+        }
+        line = end + 1;
+    }
+    rc = check_complete(m, seen, nextb, path, err);
+    if (rc) return rc;
+    sp_digest_hex(m->key, m->info.key);
+    m->info.ok = 1;
     return SP_OK;
 }
 

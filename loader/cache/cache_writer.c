@@ -1,5 +1,12 @@
-/* cache_writer.c - writing a cache entry: the per-key lock, staging, commit
- * (include/seedpipe/cache.h).
+/* cache_writer.c - writing a cache entry: the per-key lock, staging, commit,
+ * and the pool's side of a writer (include/seedpipe/cache.h,
+ * cache_internal.h).
+ *
+ * In the cache's stack (loader/cache/, bottom first): above whole batch
+ * files (cache_batch.c), the manifest (cache_manifest.c), the POSIX helpers
+ * (cache_fs.c), the entry key (cache_key.c) and gc (cache_gc.c: a commit
+ * collects down to opts.max_size), the cache files it calls; below the
+ * epoch helper (cache.c).
  *
  * A writer fills a private staging directory DIR/.tmp/<key>.<pid>.<n>/ (it
  * holds flock on it, so gc knows it is alive), one O_EXCL file per batch,
@@ -103,6 +110,34 @@ static int entry_exists(const sp_cache *c, const char *key) {
     return lstat(p, &st) == 0;
 }
 
+/* The manifest w will commit, but for its sizes and batch lines (pl: the
+ * canonical pipeline), and the table of batches put. @return 0 or -1 (out
+ * of memory; w is left for sp_cache_writer_abort()). */
+static int writer_manifest(sp_cache_writer *w, sp_digest key, const char *pl) {
+    const sp_loader_config *cfg = sp_loader_config_of(w->ld);
+    sp__cache_info_from_loader(w->ld, w->epoch, &w->m.info);
+    w->m.version = SP_CACHE_FORMAT_VERSION;
+    w->m.key = key;
+    w->m.info.level = w->c->o.level;
+    char *abs = realpath(cfg->dataset, NULL);   /* for `cache verify --recompute` */
+    const char *ds = abs && !strchr(abs, '\n') ? abs : cfg->dataset;
+    w->m.info.dataset = malloc(strlen(ds) + 1);
+    if (w->m.info.dataset) strcpy(w->m.info.dataset, ds);
+    free(abs);
+    w->m.info.pipeline = malloc(strlen(pl) + 1);
+    w->m.b = calloc((size_t)w->m.info.batches, sizeof *w->m.b);
+    w->have = calloc((size_t)w->m.info.batches, 1);
+    if (!w->m.info.dataset || !w->m.info.pipeline || !w->m.b || !w->have) return -1;
+    strcpy(w->m.info.pipeline, pl);
+    if (cfg->split && cfg->subset && *cfg->split && *cfg->subset) {   /* for --recompute */
+        w->m.info.split = strdup(cfg->split);
+        w->m.info.subset = strdup(cfg->subset);
+        w->m.info.split_seed = cfg->split_seed;
+        if (!w->m.info.split || !w->m.info.subset) return -1;
+    }
+    return 0;
+}
+
 int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
                          sp_cache_writer **out, sp_error *err) {
     *out = NULL;
@@ -168,31 +203,9 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
         sp_cache_writer_abort(w);
         return SP_EIO;
     }
-    sp__cache_info_from_loader(ld, epoch, &w->m.info);
-    w->m.version = SP_CACHE_FORMAT_VERSION;
-    w->m.key = key;
-    w->m.info.level = c->o.level;
-    char *abs = realpath(cfg->dataset, NULL);   /* for `cache verify --recompute` */
-    const char *ds = abs && !strchr(abs, '\n') ? abs : cfg->dataset;
-    w->m.info.dataset = malloc(strlen(ds) + 1);
-    if (w->m.info.dataset) strcpy(w->m.info.dataset, ds);
-    free(abs);
-    w->m.info.pipeline = malloc(strlen(pl) + 1);
-    w->m.b = calloc((size_t)w->m.info.batches, sizeof *w->m.b);
-    w->have = calloc((size_t)w->m.info.batches, 1);
-    if (!w->m.info.dataset || !w->m.info.pipeline || !w->m.b || !w->have) {
+    if (writer_manifest(w, key, pl) != 0) {
         sp_cache_writer_abort(w);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-    }
-    strcpy(w->m.info.pipeline, pl);
-    if (cfg->split && cfg->subset && *cfg->split && *cfg->subset) {   /* for --recompute */
-        w->m.info.split = strdup(cfg->split);
-        w->m.info.subset = strdup(cfg->subset);
-        w->m.info.split_seed = cfg->split_seed;
-        if (!w->m.info.split || !w->m.info.subset) {
-            sp_cache_writer_abort(w);
-            return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-        }
     }
     *out = w;
     return SP_OK;
@@ -200,46 +213,6 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
 
 int sp_cache_writer_complete(const sp_cache_writer *w) {
     return w && !w->spoiled && w->nput == w->m.info.batches;
-}
-
-/* Write `len` bytes as a new file dirfd/name. @return 0 or errno. */
-static int write_new(int dirfd, int no_fsync, const char *name, const void *p, size_t len) {
-    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return errno;
-    int e = 0;
-    if (sp__write_all(fd, p, len) != 0) e = errno;
-    else if (!no_fsync && fsync(fd) != 0) e = errno;
-    if (close(fd) != 0 && !e) e = errno;
-    if (e) unlinkat(dirfd, name, 0);
-    return e;
-}
-
-int sp__cb_write(int dirfd, const char *dirpath, sp_digest key, const sp_batch *b,
-                 size_t sample_bytes, int filter, int level, int no_fsync, const sp_loader *ld,
-                 sp__cb_io *io, sp__cm_batch *line, sp_error *err) {
-    if (!io->cctx) {
-        io->cctx = ZSTD_createCCtx();
-        if (!io->cctx ||
-            ZSTD_isError(ZSTD_CCtx_setParameter(io->cctx, ZSTD_c_compressionLevel, level)) ||
-            ZSTD_isError(ZSTD_CCtx_setParameter(io->cctx, ZSTD_c_contentSizeFlag, 1))) {
-            ZSTD_freeCCtx(io->cctx);
-            io->cctx = NULL;
-            return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-        }
-    }
-    sp__cb_header h;
-    size_t len;
-    int rc = sp__cb_encode(io->cctx, key, b, sample_bytes, filter, ld, &io->file, &len,
-                           &io->scratch, &h, err);
-    if (rc) return rc;
-    char name[32];
-    snprintf(name, sizeof name, "b%08" PRIu64, b->index);
-    int e = write_new(dirfd, no_fsync, name, io->file.p, len);
-    if (e) return sp_error_set(err, SP_EIO, "%s/%s: %s", dirpath, name, strerror(e));
-    line->stored = len;
-    line->raw = h.meta_raw + (uint64_t)b->count * sample_bytes;
-    line->file_hash = h.file_hash;
-    return SP_OK;
 }
 
 const char *sp__cache_writer_stage(const sp_cache_writer *w) { return w->stage; }
@@ -287,9 +260,11 @@ int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
     if (rc) return rc;
     char dirpath[PATH_CAP];
     snprintf(dirpath, sizeof dirpath, "%s/.tmp/%s", w->c->dir, w->stage);
+    sp__cb_write_req rq = {.dirfd = w->stagefd, .dirpath = dirpath, .key = w->m.key,
+                           .sample_bytes = w->sample_bytes, .filter = w->filter,
+                           .level = w->c->o.level, .no_fsync = w->c->o.no_fsync, .ld = w->ld};
     sp__cm_batch line;
-    rc = sp__cb_write(w->stagefd, dirpath, w->m.key, b, w->sample_bytes, w->filter,
-                      w->c->o.level, w->c->o.no_fsync, w->ld, &w->io, &line, err);
+    rc = sp__cb_write(&rq, b, &w->io, &line, err);
     if (rc == SP_EIO) sp__cache_writer_spoil(w);
     if (rc) return rc;
     return sp__cache_writer_record(w, b, &line, err);
@@ -318,7 +293,7 @@ int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
         sp_cache_writer_abort(w);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
-    int ev = write_new(w->stagefd, c->o.no_fsync, SP__CM_NAME, text, len);
+    int ev = sp__write_new(w->stagefd, c->o.no_fsync, SP__CM_NAME, text, len);
     free(text);
     if (!ev && !c->o.no_fsync && fsync(w->stagefd) != 0) ev = errno;
     if (ev) {

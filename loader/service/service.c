@@ -40,6 +40,11 @@
  * refused; a dead owner, a not-running header, or a zero header older than
  * 2 s (a service killed while creating it) is unlinked and reported.
  *
+ * Also here: sp_service_fork() / sp_service_join() (the service in a child
+ * process) and sp_service_status_read() (`seedpipe status`: a read-only
+ * look at a region, its header copy checked by region.c, which the client's
+ * attach uses too: both files call down into it).
+ *
  * LIMITATIONS
  * - A rank that never attaches holds the stream after R batches (by
  *   design: no rank misses batches silently); stop the service to give up.
@@ -66,6 +71,7 @@
 #include <unistd.h>
 
 #include "loader/loader_internal.h"
+#include "loader/service/region_internal.h"
 #include "loader/shm/ring_internal.h"
 
 #define SLEEP_NS 10000000ull      /* longest sleep between loop turns */

@@ -1,15 +1,16 @@
 /* service_client.c - attach to a service's region and read its batches in place
- * (include/seedpipe/client.h).
+ * (include/seedpipe/client.h): attach (owner check, header copy, rank claim,
+ * the service's answer), next / release, detach, state and info.
  *
  * HOW IT WORKS
  *
  * Attach. The region is mapped read-write (the client writes its rank
  * record and sleeps on futex words in it). Before anything in it is used,
  * the header is copied out of the shared mapping and the COPY is validated
- * (sp__service_validate): a service, or anyone able to write the region,
- * cannot change an offset between the check and its use, because every
- * pointer the client forms is computed from the copy's offsets and the
- * mapping's base. Then the rank is claimed with a compare-and-swap on its
+ * (sp__service_validate, region.c): a service, or anyone able to write the
+ * region, cannot change an offset between the check and its use, because
+ * every pointer the client forms is computed from the copy's offsets and
+ * the mapping's base. Then the rank is claimed with a compare-and-swap on its
  * record's state (NEVER or GONE -> ATTACHING), the pid and its start time
  * are written, and the service, woken through the consumer word `cwake`,
  * answers by setting `first` (the batch this attachment starts at) and
@@ -45,6 +46,7 @@
 #include <unistd.h>
 
 #include "loader/loader_internal.h"
+#include "loader/service/region_internal.h"
 #include "loader/shm/ring_internal.h"
 #include "seedpipe/pipeline.h"
 
@@ -72,52 +74,6 @@ struct sp_client {
     uint64_t last_live_ns;
     sp_client_timing timing;
 };
-
-/* ---- validation -------------------------------------------------------------- */
-
-int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *st0,
-                         sp_error *err) {
-    int rc = sp__ring_validate(h, mapped, err);
-    if (rc != 0) return rc;
-    if (h->nranks < 1 || h->nranks > SP__RING_MAX_RANKS)
-        return sp_error_set(err, SP_EFORMAT, "ring: %u ranks", h->nranks);
-    if (h->world < 1 || h->world > SP__RING_MAX_WORLD || h->rank_first >= h->world ||
-        h->nranks > h->world - h->rank_first)
-        return sp_error_set(err, SP_EFORMAT, "ring: ranks %u+%u of world %u", h->rank_first,
-                            h->nranks, h->world);
-    const char *text = h->state_text;
-    const char *nul = memchr(text, '\0', SP__STATE_TEXT_MAX);
-    if (!nul || nul == text)
-        return sp_error_set(err, SP_EFORMAT, "ring: no start state in the header");
-    sp_error e;
-    sp_error_clear(&e);
-    if (sp_loader_state_parse(text, (size_t)(nul - text), st0, &e) != 0)
-        return sp_error_set(err, SP_EFORMAT, "ring: start state: %s", e.msg);
-    if (st0->c <= 0 || st0->h <= 0 || st0->w <= 0 || st0->c > 65535 || st0->h > 65535 ||
-        st0->w > 65535)
-        return sp_error_set(err, SP_EFORMAT, "ring: sample shape %dx%dx%d", st0->c, st0->h,
-                            st0->w);
-    uint64_t sb = (uint64_t)st0->c * (uint64_t)st0->h * (uint64_t)st0->w *
-                  (uint64_t)sp_dtype_size(st0->dtype);
-    if (sb != h->sample_bytes)
-        return sp_error_set(err, SP_EFORMAT, "ring: sample of %llu bytes, the state says %llu",
-                            (unsigned long long)h->sample_bytes, (unsigned long long)sb);
-    if ((uint64_t)st0->batch_size != (uint64_t)h->world * h->rank_cap)
-        return sp_error_set(err, SP_EFORMAT, "ring: %u positions per rank, world %u, batch "
-                            "size %u", h->rank_cap, h->world, st0->batch_size);
-    if (st0->fingerprint.hi != h->fp_hi || st0->fingerprint.lo != h->fp_lo)
-        return sp_error_set(err, SP_EFORMAT, "ring: fingerprint differs from the start state's");
-    if (h->batches_per_epoch == 0 || h->batches_per_epoch > (1ull << 40) ||
-        h->total > (1ull << 40) || h->epochs == 0)
-        return sp_error_set(err, SP_EFORMAT, "ring: stream of %llu batches, %llu per epoch",
-                            (unsigned long long)h->total,
-                            (unsigned long long)h->batches_per_epoch);
-    uint64_t start = (uint64_t)st0->epoch * h->batches_per_epoch + st0->batch;
-    if (start != h->start_abs || h->start_abs + h->total != (uint64_t)h->epochs * h->batches_per_epoch)
-        return sp_error_set(err, SP_EFORMAT, "ring: stream bounds disagree with the start state");
-    if (h->owner_pid <= 0) return sp_error_set(err, SP_EFORMAT, "ring: owner pid %d", h->owner_pid);
-    return SP_OK;
-}
 
 /* ---- pointers from the validated copy --------------------------------------- */
 
@@ -150,6 +106,130 @@ int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error 
     return sp_client_attach_opts(name, rank, NULL, out, err);
 }
 
+/* The region's owner must be this user and its mode 0600, unless the caller
+ * accepts a foreign region (SP_CLIENT_ALLOW_FOREIGN). */
+static int check_owner(const struct stat *st, const char *name, unsigned flags, sp_error *err) {
+    if (flags & SP_CLIENT_ALLOW_FOREIGN) return SP_OK;
+    if (st->st_uid != geteuid())
+        return sp_error_set(err, SP_EIO, "region %s: owned by uid %u, not by this user "
+                            "(SP_CLIENT_ALLOW_FOREIGN accepts it)", name, (unsigned)st->st_uid);
+    if (st->st_mode & 077)
+        return sp_error_set(err, SP_EIO, "region %s: mode %04o, expected 0600", name,
+                            (unsigned)(st->st_mode & 0777));
+    return SP_OK;
+}
+
+/* Copy the header out of the shared mapping, validate the COPY
+ * (sp__service_validate, region.c) and take the stream's numbers from it. */
+static int read_header(sp_client *c, const char *name, sp_error *err) {
+    c->hc = malloc(sizeof *c->hc);
+    if (!c->hc) return sp_error_set(err, SP_ENOMEM, "client: out of memory");
+    memcpy(c->hc, c->region.base, sizeof *c->hc);   /* size checked by attach */
+    c->live = (sp__ring_hdr *)c->region.base;
+    sp_error e;
+    sp_error_clear(&e);
+    int rc = sp__service_validate(c->hc, c->region.size, &c->st0, &e);
+    if (rc != 0) return sp_error_set(err, rc, "region %s: %s", name, e.msg);
+    const sp__ring_hdr *hc = c->hc;
+    c->world = hc->world;
+    c->R = hc->nslots;
+    c->rank_cap = hc->rank_cap;
+    c->nb = hc->batches_per_epoch;
+    c->total = hc->total;
+    c->start_abs = hc->start_abs;
+    c->owner_pid = hc->owner_pid;
+    c->owner_start = hc->owner_start;
+    return SP_OK;
+}
+
+/* The service must serve c->rank, the expected stream (if the caller names
+ * one), be alive and be running; sets c->local. */
+static int check_service(sp_client *c, const char *name, const sp_client_opts *o,
+                         sp_error *err) {
+    const sp__ring_hdr *hc = c->hc;
+    uint32_t rank = c->rank;
+    if (rank >= c->world)
+        return sp_error_set(err, SP_EINVAL, "region %s: rank %u, the service has world %u", name,
+                            rank, c->world);
+    if (rank < hc->rank_first || rank - hc->rank_first >= hc->nranks)
+        return sp_error_set(err, SP_EINVAL, "region %s: service %s serves ranks %u-%u of world "
+                            "%u; rank %u is served by another node's service", name, name,
+                            hc->rank_first, hc->rank_first + hc->nranks - 1, c->world, rank);
+    c->local = rank - hc->rank_first;
+    if (o->expect_fingerprint && (o->expect_fingerprint->hi != hc->fp_hi ||
+                                  o->expect_fingerprint->lo != hc->fp_lo)) {
+        char a[33], b[33];
+        sp_digest_hex(*o->expect_fingerprint, a);
+        sp_digest_hex(c->st0.fingerprint, b);
+        return sp_error_set(err, SP_EMISMATCH, "region %s: serves stream %s, expected %s", name,
+                            b, a);
+    }
+    if (!owner_alive(c))
+        return sp_error_set(err, SP_EIO, "region %s: service pid %d is gone (stale region; the "
+                            "next `seedpipe serve --name %s` removes it)", name, c->owner_pid,
+                            name);
+    if (!atomic_load(&c->live->svc_running))
+        return sp_error_set(err, SP_EIO, "region %s: the service is %s", name,
+                            atomic_load(&c->live->svc_end) ? "finished" : "not running yet");
+    return SP_OK;
+}
+
+/* Claim the rank's record (NEVER or GONE -> ATTACHING by CAS), waiting while
+ * another attachment is in progress or a dead holder is not yet dropped by
+ * the service; sets c->rec. t0, limit: the attach timeout's start and span. */
+static int claim_rank(sp_client *c, const char *name, uint64_t t0, uint64_t limit,
+                      sp_error *err) {
+    sp__rank_rec *rec = &c->live->ranks[c->local];
+    for (;;) {
+        uint32_t s = atomic_load(&rec->state);
+        if ((s == SP__RANK_NEVER || s == SP__RANK_GONE) &&
+            atomic_compare_exchange_strong(&rec->state, &s, SP__RANK_ATTACHING))
+            break;
+        int holder = atomic_load(&rec->pid);
+        if (s == SP__RANK_ATTACHED && holder > 0 &&
+            sp__proc_alive(holder, atomic_load(&rec->pid_start)))
+            return sp_error_set(err, SP_EIO, "region %s: rank %u is attached by pid %d", name,
+                                c->rank, holder);
+        if (sp__now_ns() - t0 > limit || !owner_alive(c))   /* the service will notice */
+            return sp_error_set(err, SP_EIO, "region %s: rank %u is busy (attaching or held by "
+                                "a dead client the service has not dropped)", name, c->rank);
+        usleep(2000);
+    }
+    c->rec = rec;
+    return SP_OK;
+}
+
+/* Write our pid (and start time) into the claimed record, wake the service
+ * and wait for its answer: state ATTACHED with our pid. On a refusal or a
+ * timeout the record is let go (c->rec NULL). */
+static int await_attached(sp_client *c, const char *name, uint64_t t0, uint64_t limit,
+                          sp_error *err) {
+    sp__rank_rec *rec = c->rec;
+    atomic_store(&rec->pid_start, sp__proc_start(c->pid));
+    uint32_t wv = atomic_load(&rec->wake);
+    atomic_store(&rec->pid, c->pid);
+    service_wake(c->live);
+    for (;;) {
+        uint32_t s = atomic_load(&rec->state);
+        if (s == SP__RANK_ATTACHED && atomic_load(&rec->pid) == c->pid) return SP_OK;
+        if (s != SP__RANK_ATTACHING) {
+            c->rec = NULL;
+            return sp_error_set(err, SP_EIO, "region %s: rank %u: the service refused the "
+                                "attachment", name, c->rank);
+        }
+        if (sp__now_ns() - t0 > limit || !owner_alive(c)) {
+            uint32_t a = SP__RANK_ATTACHING;
+            atomic_store(&rec->pid, 0);
+            atomic_compare_exchange_strong(&rec->state, &a, SP__RANK_GONE);
+            c->rec = NULL;
+            return sp_error_set(err, SP_EIO, "region %s: the service (pid %d) did not answer",
+                                name, c->owner_pid);
+        }
+        sp__futex_wait(&rec->wake, wv, 10000000ull);
+        wv = atomic_load(&rec->wake);
+    }
+}
+
 int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
                           sp_client **out, sp_error *err) {
     *out = NULL;
@@ -165,112 +245,20 @@ int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts 
     c->rank = rank;
     struct stat st;
     rc = sp__region_attach(&c->region, name, 0, &st, err);
+    if (rc == 0) rc = check_owner(&st, name, o.flags, err);
+    if (rc == 0) rc = read_header(c, name, err);
+    if (rc == 0) rc = check_service(c, name, &o, err);
     if (rc != 0) return fail_attach(c, rc);
-    if (!(o.flags & SP_CLIENT_ALLOW_FOREIGN)) {
-        if (st.st_uid != geteuid())
-            return fail_attach(c, sp_error_set(err, SP_EIO,
-                                               "region %s: owned by uid %u, not by this user "
-                                               "(SP_CLIENT_ALLOW_FOREIGN accepts it)",
-                                               name, (unsigned)st.st_uid));
-        if (st.st_mode & 077)
-            return fail_attach(c, sp_error_set(err, SP_EIO, "region %s: mode %04o, expected 0600",
-                                               name, (unsigned)(st.st_mode & 0777)));
-    }
-    c->hc = malloc(sizeof *c->hc);
-    if (!c->hc) return fail_attach(c, sp_error_set(err, SP_ENOMEM, "client: out of memory"));
-    memcpy(c->hc, c->region.base, sizeof *c->hc);   /* size checked by attach */
-    c->live = (sp__ring_hdr *)c->region.base;
-    sp_error e;
-    sp_error_clear(&e);
-    rc = sp__service_validate(c->hc, c->region.size, &c->st0, &e);
-    if (rc != 0) return fail_attach(c, sp_error_set(err, rc, "region %s: %s", name, e.msg));
-    const sp__ring_hdr *hc = c->hc;
-    c->world = hc->world;
-    c->R = hc->nslots;
-    c->rank_cap = hc->rank_cap;
-    c->nb = hc->batches_per_epoch;
-    c->total = hc->total;
-    c->start_abs = hc->start_abs;
-    c->owner_pid = hc->owner_pid;
-    c->owner_start = hc->owner_start;
-    if (rank >= c->world)
-        return fail_attach(c, sp_error_set(err, SP_EINVAL, "region %s: rank %u, the service has "
-                                           "world %u", name, rank, c->world));
-    if (rank < hc->rank_first || rank - hc->rank_first >= hc->nranks)
-        return fail_attach(c, sp_error_set(err, SP_EINVAL, "region %s: service %s serves ranks "
-                                           "%u-%u of world %u; rank %u is served by another "
-                                           "node's service", name, name, hc->rank_first,
-                                           hc->rank_first + hc->nranks - 1, c->world, rank));
-    c->local = rank - hc->rank_first;
-    if (o.expect_fingerprint && (o.expect_fingerprint->hi != hc->fp_hi ||
-                                 o.expect_fingerprint->lo != hc->fp_lo)) {
-        char a[33], b[33];
-        sp_digest_hex(*o.expect_fingerprint, a);
-        sp_digest_hex(c->st0.fingerprint, b);
-        return fail_attach(c, sp_error_set(err, SP_EMISMATCH,
-                                           "region %s: serves stream %s, expected %s", name, b, a));
-    }
-    if (!owner_alive(c))
-        return fail_attach(c, sp_error_set(err, SP_EIO,
-                                           "region %s: service pid %d is gone (stale region; the "
-                                           "next `seedpipe serve --name %s` removes it)",
-                                           name, c->owner_pid, name));
-    if (!atomic_load(&c->live->svc_running))
-        return fail_attach(c, sp_error_set(err, SP_EIO, "region %s: the service is %s", name,
-                                           atomic_load(&c->live->svc_end) ? "finished"
-                                                                          : "not running yet"));
     c->held = calloc(c->R, sizeof *c->held);
     c->held_rel = calloc(c->R, 1);
     if (!c->held || !c->held_rel)
         return fail_attach(c, sp_error_set(err, SP_ENOMEM, "client: out of memory"));
-
-    /* Claim the rank. */
-    sp__rank_rec *rec = &c->live->ranks[c->local];
     c->pid = (int32_t)getpid();
     uint64_t t0 = sp__now_ns(), limit = (uint64_t)timeout_ms * 1000000ull;
-    for (;;) {
-        uint32_t s = atomic_load(&rec->state);
-        if ((s == SP__RANK_NEVER || s == SP__RANK_GONE) &&
-            atomic_compare_exchange_strong(&rec->state, &s, SP__RANK_ATTACHING))
-            break;
-        int holder = atomic_load(&rec->pid);
-        if (s == SP__RANK_ATTACHED && holder > 0 &&
-            sp__proc_alive(holder, atomic_load(&rec->pid_start)))
-            return fail_attach(c, sp_error_set(err, SP_EIO,
-                                               "region %s: rank %u is attached by pid %d", name,
-                                               rank, holder));
-        if (sp__now_ns() - t0 > limit || !owner_alive(c))   /* the service will notice */
-            return fail_attach(c, sp_error_set(err, SP_EIO,
-                                               "region %s: rank %u is busy (attaching or held "
-                                               "by a dead client the service has not dropped)",
-                                               name, rank));
-        usleep(2000);
-    }
-    c->rec = rec;
-    atomic_store(&rec->pid_start, sp__proc_start(c->pid));
-    uint32_t wv = atomic_load(&rec->wake);
-    atomic_store(&rec->pid, c->pid);
-    service_wake(c->live);
-    for (;;) {
-        uint32_t s = atomic_load(&rec->state);
-        if (s == SP__RANK_ATTACHED && atomic_load(&rec->pid) == c->pid) break;
-        if (s != SP__RANK_ATTACHING) {
-            c->rec = NULL;
-            return fail_attach(c, sp_error_set(err, SP_EIO, "region %s: rank %u: the service "
-                                               "refused the attachment", name, rank));
-        }
-        if (sp__now_ns() - t0 > limit || !owner_alive(c)) {
-            uint32_t a = SP__RANK_ATTACHING;
-            atomic_store(&rec->pid, 0);
-            atomic_compare_exchange_strong(&rec->state, &a, SP__RANK_GONE);
-            c->rec = NULL;
-            return fail_attach(c, sp_error_set(err, SP_EIO, "region %s: the service (pid %d) did "
-                                               "not answer", name, c->owner_pid));
-        }
-        sp__futex_wait(&rec->wake, wv, 10000000ull);
-        wv = atomic_load(&rec->wake);
-    }
-    c->first = c->cursor = atomic_load(&rec->first);
+    rc = claim_rank(c, name, t0, limit, err);
+    if (rc == 0) rc = await_attached(c, name, t0, limit, err);
+    if (rc != 0) return fail_attach(c, rc);
+    c->first = c->cursor = atomic_load(&c->rec->first);
     if (c->cursor > c->total) c->cursor = c->total;
     c->last_live_ns = sp__now_ns();
     *out = c;

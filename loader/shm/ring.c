@@ -1,15 +1,16 @@
 /* ring.c - shared-memory regions, the batch ring's layout, futex wait/wake.
  *
- * The mechanics under the worker pool (pool.c) and, later, the service:
- * mapping a region (a memfd for forked workers, or named through
- * shm_open with mode 0600 so other processes can attach; either way every
- * page reserved at creation), computing the
- * ring's layout from three numbers (slots, positions per slot, sample
- * bytes) with overflow checks, validating a header found in a mapping
- * before trusting any offset in it, and sleeping/waking on a 32-bit word of
- * shared memory with the Linux futex call (no pthread objects live in the
- * region, so a process that dies holds no lock that others would inherit).
- * The layout itself is documented in ring_internal.h.
+ * The mechanics under the worker pool (pool.c) and the service
+ * (loader/service): mapping a region (a memfd for forked workers, or named
+ * through shm_open with mode 0600 so other processes can attach; either way
+ * every page reserved at creation), computing the ring's layout from three
+ * numbers (slots, positions per slot, sample bytes) with overflow checks,
+ * validating a header found in a mapping before trusting any offset in it,
+ * pointers into a slot, sleeping/waking on a 32-bit word of shared memory
+ * with the Linux futex call (no pthread objects live in the region, so a
+ * process that dies holds no lock that others would inherit), and process
+ * liveness by pid and start time. The layout itself is documented in
+ * ring_internal.h.
  */
 #include "loader/shm/ring_internal.h"
 

@@ -1,4 +1,5 @@
-/* ring_internal.h - the shared-memory region and the batch ring laid out in it.
+/* ring_internal.h - the shared-memory region and the batch ring laid out in
+ * it (ring.c), and the worker pool's entry points for the service (pool.c).
  *
  * Not a public header. A region is one mapping shared between processes:
  * anonymous (MAP_SHARED | MAP_ANONYMOUS, inherited by forked workers; the
@@ -25,12 +26,13 @@
  *       +off_ranks            nranks x sp__rank_slice  per-rank slice as published
  *       +off_images           cap x sample_bytes       the images, 64-aligned
  *
- * The header's service block (service.c, service_client.c) is zero in a plain
- * pool's region: `published` batches are visible to clients, one rank
- * record per rank served holds that client's pid and cursors, and
- * state_text is the sp_loader_state (state.h JSON) of the stream's start,
- * from which a client learns fingerprints, shape and dtype. Version 2 added
- * the service block, cwake, nranks and the per-slot rank table.
+ * The header's service block (service.c, service_client.c; a reader checks
+ * it with loader/service/region.c) is zero in a plain pool's region:
+ * `published` batches are visible to clients, one rank record per rank
+ * served holds that client's pid and cursors, and state_text is the
+ * sp_loader_state (state.h JSON) of the stream's start, from which a client
+ * learns fingerprints, shape and dtype. Version 2 added the service block,
+ * cwake, nranks and the per-slot rank table.
  *
  * Ranks (version 3). A service serves the nranks consecutive ranks
  * rank_first .. rank_first + nranks - 1 of a job of `world` ranks (one
@@ -232,15 +234,6 @@ uint64_t sp__proc_start(int pid);
 /*! sp__proc_alive() : pid > 0 names a live (non-zombie) process started at
  *  `start` (0: any start time). */
 int sp__proc_alive(int pid, uint64_t start);
-
-/* ---- the service's region (service_client.c) -------------------------------------- */
-struct sp_loader_state;
-/*! sp__service_validate() : sp__ring_validate() plus the service block of a
- *  header COPY: rank count, the start state (strictly parsed into *st0), its
- *  shape, batch size and fingerprint against the ring, stream counters.
- *  @return 0 or SP_EFORMAT naming what is wrong. */
-int sp__service_validate(const sp__ring_hdr *h, size_t mapped, struct sp_loader_state *st0,
-                         sp_error *err);
 
 /* ---- the pool's interface for the service (pool.c) ----------------------- */
 struct sp_pool;

@@ -12,8 +12,10 @@ Every row injects one fault into a small shapes stream (60 images, batch 8,
            --resume`; the cache goes on uncached; the on-error policy acts).
 
 Rows: SIGKILL of a worker (idle and mid-stream), a worker crash on a poison
-sample (on-error fail and skip), SIGKILL of the service, SIGKILL of a client
-holding a batch, SIGTERM of the service, a disk that fills during a cache
+sample (on-error fail and skip; a test hook: skipped with the reason unless
+SP_TEST_HOOKS=1, which ctest sets for a build with SEEDPIPE_TEST_HOOKS=ON),
+SIGKILL of the service, SIGKILL of a client holding a batch, SIGTERM of the
+service, a disk that fills during a cache
 write (tmpfs of 256 KiB; skipped with the reason if mount fails), a file
 that changes or disappears mid-epoch, a corrupt file under each --on-error
 policy, a stale region and a hostile region (garbage, bad offsets, too big,
@@ -276,7 +278,12 @@ def row_worker_kill(x):
 
 
 def row_poison(x):
-    """A worker that crashes on one sample (SEEDPIPE_TEST_CRASH_SAMPLE=17)."""
+    """A worker that crashes on one sample (SEEDPIPE_TEST_CRASH_SAMPLE=17: a
+    test hook, only in builds configured with SEEDPIPE_TEST_HOOKS=ON, for
+    which ctest sets SP_TEST_HOOKS=1)."""
+    if os.environ.get("SP_TEST_HOOKS") != "1":
+        return None, None, ("SKIP: the crash hook is compiled only with "
+                            "-DSEEDPIPE_TEST_HOOKS=ON (SP_TEST_HOOKS=1 not set)")
     env = {"SEEDPIPE_TEST_CRASH_SAMPLE": "17"}
     out = os.path.join(x.tmp, "poison.jsonl")
     p = run("digest", x.ds, *x.common, "--workers", 2, "--out", out, ok=False, env=env)

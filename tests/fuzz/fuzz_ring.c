@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "loader/shm/ring_internal.h"
+#include "loader/service/region_internal.h"
 #include "seedpipe/state.h"
 
 static sp__ring_hdr tmpl;
