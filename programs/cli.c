@@ -6,8 +6,6 @@
  */
 #include "cli.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,21 +20,12 @@ static const struct { const char *cmd, *key; int arity; } arities[] = {
     {"index", "rebuild", 0},
 };
 
-int cli_arity(const char *cmd, const char *key) {
+static int cli_arity(const char *cmd, const char *key) {
     for (size_t i = 0; i < sizeof arities / sizeof arities[0]; i++)
         if ((!arities[i].cmd || strcmp(arities[i].cmd, cmd) == 0) &&
             strcmp(arities[i].key, key) == 0)
             return arities[i].arity;
     return 1;
-}
-
-const char *const *cli_words(cli_args *a, const char *key) {
-    for (int i = 0; i < a->nopt; i++)
-        if (strcmp(a->opt[i].key, key) == 0) {
-            a->opt[i].used = 1;
-            return a->opt[i].words;
-        }
-    return NULL;
 }
 
 static void usage(FILE *f) {
@@ -126,84 +115,6 @@ static void usage(FILE *f) {
           "[--subset NAME] [--split-seed S]: the samples of one subset, decided by a\n"
           "keyed hash of each sample's path (docs/graph.md; inspect prints the sizes)\n",
           f);
-}
-
-const char *cli_str(cli_args *a, const char *key, const char *dflt) {
-    for (int i = 0; i < a->nopt; i++)
-        if (strcmp(a->opt[i].key, key) == 0) {
-            a->opt[i].used = 1;
-            return a->opt[i].val;
-        }
-    return dflt;
-}
-
-int cli_has(cli_args *a, const char *key) { return cli_str(a, key, NULL) != NULL; }
-
-uint64_t cli_u64(cli_args *a, const char *key, uint64_t dflt) {
-    const char *v = cli_str(a, key, NULL);
-    if (!v) return dflt;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (errno || end == v || *end || v[0] == '-')
-        cli_usage_error(a, "--%s: \"%s\" is not a non-negative integer", key, v);
-    return (uint64_t)x;
-}
-
-void cli_check_unused(cli_args *a) {
-    for (int i = 0; i < a->nopt; i++)
-        if (!a->opt[i].used) cli_usage_error(a, "unknown option --%s", a->opt[i].key);
-}
-
-_Noreturn void cli_fail(const cli_args *a, const sp_error *err) {
-    fprintf(stderr, "seedpipe %s: %s\n", a->cmd, err->msg[0] ? err->msg : sp_strerror(err->code));
-    exit(1);
-}
-
-_Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "seedpipe %s: ", a->cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs(" (seedpipe help)\n", stderr);
-    exit(2);
-}
-
-void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg) {
-    sp_loader_config_default(cfg);
-    cfg->dataset = dataset;
-    cfg->pipeline = cli_str(a, "pipeline", cfg->pipeline);
-    cfg->seed = cli_u64(a, "seed", 0);
-    uint64_t b = cli_u64(a, "batch-size", cfg->batch_size);
-    if (b == 0 || b > 1u << 20) cli_usage_error(a, "--batch-size must be in 1..1048576");
-    cfg->batch_size = (uint32_t)b;
-    cfg->drop_last = cli_has(a, "drop-last");
-    uint64_t world = cli_u64(a, "world", 1), rank = cli_u64(a, "rank", 0);
-    if (world == 0 || world > 1u << 16 || rank >= world)
-        cli_usage_error(a, "--rank must be < --world (got rank %llu, world %llu)",
-                        (unsigned long long)rank, (unsigned long long)world);
-    cfg->world = (uint32_t)world;
-    cfg->rank = (uint32_t)rank;
-    uint64_t t = cli_u64(a, "threads", 1);
-    if (t > 64) cli_usage_error(a, "--threads must be <= 64");
-    cfg->threads = (int)t;
-    sp_error err;
-    sp_error_clear(&err);
-    if (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||
-        sp_layout_parse(cli_str(a, "layout", "nchw"), &cfg->layout, &err) != 0)
-        cli_usage_error(a, "%s", err.msg);
-    cfg->split = cli_str(a, "split", NULL);
-    cfg->subset = cli_str(a, "subset", NULL);
-    cfg->split_seed = cli_u64(a, "split-seed", 0);
-    sp_split sp;
-    if (cfg->split && sp_split_parse(cfg->split, cfg->split_seed, &sp, &err) != 0)
-        cli_usage_error(a, "--split: %s", err.msg);
-    if (!cfg->split != !cfg->subset)
-        cli_usage_error(a, "%s", cfg->split ? "--split needs --subset NAME"
-                                            : "--subset needs --split NAME=FRACTION,...");
-    if (cfg->split && sp_split_find(&sp, cfg->subset) < 0)
-        cli_usage_error(a, "--subset %s: not a subset of --split %s", cfg->subset, cfg->split);
 }
 
 int main(int argc, char **argv) {

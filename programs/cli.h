@@ -1,9 +1,10 @@
 /* cli.h - internals shared by the seedpipe command-line tool's files.
  *
- * The tool (cli.c: dispatch and option parsing; cli_core.c: rng, order,
- * inspect, index, make-shapes; cli_batch.c: digest, dump; cli_pool.c: batch
- * streams over the worker pool, verify, diff; cli_service.c: serve,
- * status) is the only code that
+ * The tool (cli.c: dispatch and the command line's words; cli_args.c, the
+ * bottom, called by all: option lookups, errors, the loader and stream
+ * options; cli_core.c: rng, order, inspect, index, make-shapes;
+ * cli_batch.c: digest, dump; cli_verify.c: verify, diff; cli_service.c:
+ * serve, status; cli_cache.c; cli_train.c) is the only code that
  * prints or exits; it turns every library error into "seedpipe CMD: msg" on
  * stderr and exit status 1 (2 for a usage error).
  */
@@ -16,6 +17,7 @@
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/state.h"
+#include "seedpipe/stream.h"
 
 /* Parsed command line: positional arguments and --key value options. */
 typedef struct cli_args {
@@ -31,8 +33,6 @@ typedef struct cli_args {
     } opt[48];
 } cli_args;
 
-/* How many words follow --key: 0 for flags, 2 for --key, 4 for --counter. */
-int cli_arity(const char *cmd, const char *key);
 /* The words of a multi-word option, or NULL if absent. */
 const char *const *cli_words(cli_args *a, const char *key);
 
@@ -51,32 +51,18 @@ _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
  * --split --subset --split-seed. */
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg);
 
-/* A stream of batches: the in-process loader (workers 0) or the worker
- * pool (workers >= 1), from the start or from `resume` to the end of epoch
- * epochs - 1 (cli_pool.c). next returns 0, SP_POOL_END or an error; the
- * batch is valid until cli_stream_release(). */
-typedef struct cli_stream cli_stream;
+/* A batch stream (stream.h) from the command's options: the in-process
+ * loader (workers 0, cfg->threads threads) or the worker pool (workers >=
+ * 1), from the start or from `resume` to the end of epoch epochs - 1,
+ * through the epoch cache at cache_dir (NULL: none), whose warnings are
+ * printed as "seedpipe: cache: ..." (never a stream error). */
 int cli_stream_open(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
-                    const sp_loader_state *resume, cli_stream **out, sp_error *err);
-/* The same through the epoch cache at cache_dir (NULL: none): in-process,
- * batches go through sp_cache_epoch_batch(); on the pool, its workers read
- * and write the cache (pool.h). A cache problem is a warning on stderr,
- * never a stream error. */
-int cli_stream_open_cached(const sp_loader_config *cfg, int workers, int ring, uint32_t epochs,
-                           const sp_loader_state *resume, const char *cache_dir,
-                           cli_stream **out, sp_error *err);
-/* The stream's cache (for its stats), or NULL. */
-sp_cache *cli_stream_cache(cli_stream *s);
+                    const sp_loader_state *resume, const char *cache_dir, sp_stream **out,
+                    sp_error *err);
 /* One line of cache counters (nothing when c is NULL). */
 void cli_print_cache_stats(sp_cache *c, FILE *f);
 /* Default cache options with warnings printed as "seedpipe: cache: ..." */
 void cli_cache_opts(sp_cache_opts *o);
-int cli_stream_next(cli_stream *s, sp_batch **b, sp_error *err);
-void cli_stream_release(cli_stream *s);
-sp_loader *cli_stream_loader(cli_stream *s);
-void cli_stream_state(cli_stream *s, sp_loader_state *st);
-int cli_stream_kill_worker(cli_stream *s, int w);
-void cli_stream_close(cli_stream *s);   /* accepts NULL */
 /* --on-error, --rng-mode into cfg; --workers, --ring. */
 void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *ring);
 /* Fold a batch digest into a stream digest (big-endian hi, lo), as
@@ -108,7 +94,7 @@ void cli_index_warning(const sp_dataset *ds);
 int cmd_make_shapes(cli_args *a);
 int cmd_digest(cli_args *a);
 int cmd_dump(cli_args *a);
-int cmd_verify(cli_args *a);
+int cmd_verify(cli_args *a);   /* cli_verify.c */
 int cmd_diff(cli_args *a);
 int cmd_serve(cli_args *a);    /* cli_service.c */
 int cmd_status(cli_args *a);

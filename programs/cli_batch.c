@@ -4,7 +4,8 @@
  * 0..E-1 (from --resume STATE on; up to --stop-after N batches, then
  * --save-state FILE), in-process or on the worker pool (--workers W), and
  * prints a stream digest (XXH3-128 over the batch digests in order), so two
- * runs can be compared by one line. `dump` renders one batch
+ * runs can be compared by one line; the batches come from a batch stream
+ * (stream.h), whichever kind. `dump` renders one batch
  * as a contact-sheet PNG (uint8 preview, before normalization).
  */
 #include "cli.h"
@@ -29,6 +30,31 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The manifest's FILE: stdout for "-", a special file (/dev/null) as it
+ * is, else a temporary name (tmp) renamed into place at the end. Exits on
+ * failure (the stream closed first). */
+static FILE *open_manifest(cli_args *a, const char *out, char *tmp, size_t ntmp, int *special,
+                           sp_stream *stream) {
+    sp_error err;
+    sp_error_clear(&err);
+    FILE *f = stdout;
+    struct stat sbuf;
+    *special = stat(out, &sbuf) == 0 && !S_ISREG(sbuf.st_mode);   /* /dev/null */
+    if (*special) {
+        f = fopen(out, "w");
+        if (!f) sp_error_set(&err, SP_EIO, "%s: cannot open", out);
+    } else if (strcmp(out, "-") != 0) {
+        snprintf(tmp, ntmp, "%s.tmp.%ld", out, (long)getpid());
+        f = fopen(tmp, "w");
+        if (!f) sp_error_set(&err, SP_EIO, "%s: cannot create", tmp);
+    }
+    if (!f) {
+        sp_stream_close(stream);
+        cli_fail(a, &err);
+    }
+    return f;
+}
+
 int cmd_digest(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
     sp_loader_config cfg;
@@ -51,31 +77,14 @@ int cmd_digest(cli_args *a) {
     sp_error_clear(&err);
     sp_loader_state resume;
     if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
-    cli_stream *stream;
-    if (cli_stream_open_cached(&cfg, workers, ring, (uint32_t)epochs,
-                               resume_path ? &resume : NULL, cache_dir, &stream, &err) != 0)
+    sp_stream *stream;
+    if (cli_stream_open(&cfg, workers, ring, (uint32_t)epochs, resume_path ? &resume : NULL,
+                        cache_dir, &stream, &err) != 0)
         cli_fail(a, &err);
-    sp_loader *ld = cli_stream_loader(stream);
+    sp_loader *ld = sp_stream_loader(stream);
     char tmp[4096];
-    FILE *f = stdout;
-    struct stat sbuf;
-    int special = stat(out, &sbuf) == 0 && !S_ISREG(sbuf.st_mode);   /* /dev/null */
-    if (special) {
-        f = fopen(out, "w");
-        if (!f) {
-            sp_error_set(&err, SP_EIO, "%s: cannot open", out);
-            cli_stream_close(stream);
-            cli_fail(a, &err);
-        }
-    } else if (strcmp(out, "-") != 0) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-        f = fopen(tmp, "w");
-        if (!f) {
-            sp_error_set(&err, SP_EIO, "%s: cannot create", tmp);
-            cli_stream_close(stream);
-            cli_fail(a, &err);
-        }
-    }
+    int special;
+    FILE *f = open_manifest(a, out, tmp, sizeof tmp, &special, stream);
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
     int tty = isatty(2);
@@ -83,9 +92,9 @@ int cmd_digest(cli_args *a) {
     double t0 = now_s(), last = t0;
     int rc = sp_manifest_write_header(f, ld, (uint32_t)epochs, &err);
     while (rc == 0 && done < stop_after) {
-        sp_batch *b;
-        rc = cli_stream_next(stream, &b, &err);
-        if (rc == SP_POOL_END) {
+        sp_batch view, *b = &view;
+        rc = sp_stream_next(stream, &view, &err);
+        if (rc == SP_STREAM_END) {
             rc = 0;
             break;
         }
@@ -102,12 +111,12 @@ int cmd_digest(cli_args *a) {
                     (unsigned long long)b->index + 1, (unsigned long long)nb,
                     (double)images / (t - t0));
         }
-        cli_stream_release(stream);
+        sp_stream_release(stream, &view, NULL);
     }
     if (tty && done) fputc('\n', stderr);
     if (rc == 0 && save_path) {
         sp_loader_state state;
-        cli_stream_state(stream, &state);
+        sp_stream_state(stream, &state);
         rc = sp_loader_state_save(save_path, &state, &err);
         if (rc == 0)
             fprintf(f == stdout ? stderr : stdout, "state: epoch %u batch %llu saved to %s\n",
@@ -125,7 +134,7 @@ int cmd_digest(cli_args *a) {
     if (rc != 0) {
         if (f && f != stdout) fclose(f);
         if (strcmp(out, "-") != 0 && !special) remove(tmp);
-        cli_stream_close(stream);
+        sp_stream_close(stream);
         XXH3_freeState(st);
         cli_fail(a, &err);
     }
@@ -139,8 +148,8 @@ int cmd_digest(cli_args *a) {
             "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
             (unsigned long long)done, (unsigned long long)images, dt,
             dt > 0 ? (double)images / dt : 0.0, hex);
-    cli_print_cache_stats(cli_stream_cache(stream), f == stdout ? stderr : stdout);
-    cli_stream_close(stream);
+    cli_print_cache_stats(sp_stream_cache(stream), f == stdout ? stderr : stdout);
+    sp_stream_close(stream);
     return 0;
 }
 

@@ -13,9 +13,9 @@
  *
  * The same seed drives the data order and augmentation (loader) and the
  * model initialisation (stream 3). Batches come from the in-process loader
- * (sp_loader_batch, batch by number), or, with --workers W >= 1, from the
- * worker pool through cli_stream (cli_pool.c) - the hook for the
- * multi-process loader; both give the same bytes, so the same weights.
+ * or, with --workers W >= 1, from the worker pool, or (--attach) from a
+ * service, all through one batch stream (stream.h); every way gives the
+ * same bytes, so the same weights.
  * --threads sets the loader threads and, unless --train-threads is given,
  * the CPU backend's threads (neither changes a bit). --cache DIR reads and
  * fills the epoch cache (cache.h; bytes unchanged).
@@ -283,240 +283,239 @@ static void progress(const topts *o, uint32_t e, uint64_t b, uint64_t nb, float 
     if (b == nb) fputs("\r\033[K", stderr);
 }
 
-/* One training run; fills *final (the last epoch). @return 0 or exits. */
-static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, const char *ckdir,
-                    sp_run_epoch *final) {
+/* The batch source of run_one(): a stream of the in-process loader, the
+ * pool, or (--attach) this rank's slice of its node's service, which must
+ * serve this stream (fingerprint) to a job of this world size. */
+static sp_stream *open_source(cli_args *a, const topts *o, const sp_loader_config *lcfg,
+                              const sp_loader *ld, const sp_loader_state *resume) {
     sp_error err;
     sp_error_clear(&err);
-    sp_loader_config lcfg = o->lcfg;
-    lcfg.seed = seed;
-    sp_loader *ld = NULL;
-    if (sp_loader_create(&lcfg, &ld, &err)) train_fail(a, &err);
-    /* Every rank must read the same dataset and stream (DESIGN.md 9). */
-    if (cli_dist_same(&g_dist, sp_dataset_fingerprint(sp_loader_dataset(ld)),
-                      "dataset fingerprint (every rank must see the same dataset: a shared "
-                      "filesystem or identical copies)", &err) ||
-        cli_dist_same(&g_dist, sp_loader_fingerprint(ld),
-                      "loader fingerprint (pipeline, seed, batch geometry, format)", &err))
-        train_fail(a, &err);
-    int lead = g_dist.rank == 0;   /* prints, evaluates, writes files */
-    int c, h, w;
-    sp_loader_sample_dims(ld, &c, &h, &w);
-    sp_train_config tcfg = o->tcfg;
-    tcfg.seed = seed;
-    tcfg.shape = (sp_model_shape){c, h, w, sp_dataset_num_classes(sp_loader_dataset(ld))};
-    sp_trainer *tr = NULL;
-    if (sp_trainer_create(&tcfg, &tr, &err)) train_fail(a, &err);
-    sp_train_comm comm = cli_dist_comm(&g_dist);
-    if (g_dist.world > 1 && sp_trainer_set_comm(tr, &comm, &err)) train_fail(a, &err);
-
-    sp_loader *ev = NULL;
-    sp_batch eb;
-    memset(&eb, 0, sizeof eb);
-    if ((o->eval_dataset || o->eval_subset) && lead) {   /* the same weights everywhere */
-        sp_loader_config ecfg = lcfg;
-        ecfg.dataset = o->eval_dataset ? o->eval_dataset : lcfg.dataset;
-        ecfg.subset = o->eval_subset;   /* no split without --eval-subset */
-        if (!o->eval_subset) ecfg.split = NULL;
-        ecfg.pipeline = o->eval_pipeline ? o->eval_pipeline : lcfg.pipeline;
-        ecfg.drop_last = 0;
-        ecfg.rank = 0;
-        ecfg.world = 1;
-        if (sp_loader_create(&ecfg, &ev, &err)) train_fail(a, &err);
-        int ec, eh, ew;
-        sp_loader_sample_dims(ev, &ec, &eh, &ew);
-        if (ec != c || eh != h || ew != w || sp_dataset_num_classes(sp_loader_dataset(ev)) !=
-                                                 tcfg.shape.classes) {
-            sp_error_set(&err, SP_EINVAL,
-                         "--eval: samples %dx%dx%d with %d classes, training has %dx%dx%d with %d",
-                         ec, eh, ew, sp_dataset_num_classes(sp_loader_dataset(ev)), c, h, w,
-                         tcfg.shape.classes);
+    sp_stream *s = NULL;
+    if (!o->attach) {
+        if (cli_stream_open(lcfg, o->workers, o->ring, o->epochs, resume, o->cache_dir, &s, &err))
             train_fail(a, &err);
-        }
-        if (sp_batch_alloc(ev, &eb)) {
-            sp_error_set(&err, SP_ENOMEM, "out of memory");
-            train_fail(a, &err);
-        }
+        return s;
     }
+    sp_client_opts co;
+    memset(&co, 0, sizeof co);
+    sp_digest fp = sp_loader_fingerprint(ld);
+    co.expect_fingerprint = &fp;
+    sp_stream_config sc;
+    sp_stream_config_default(&sc);
+    sc.kind = SP_STREAM_SERVICE;
+    sc.service_name = o->attach;
+    sc.rank = lcfg->rank;
+    sc.client_opts = &co;
+    if (sp_stream_open(NULL, &sc, &s, &err)) train_fail(a, &err);
+    sp_stream_info in;
+    sp_stream_info_get(s, &in);
+    if (in.world != lcfg->world) {
+        sp_error_set(&err, SP_EINVAL, "--attach %s: the service serves a world of %u ranks, "
+                     "this job has %u (serve --world %u)", o->attach, in.world, lcfg->world,
+                     lcfg->world);
+        train_fail(a, &err);
+    }
+    return s;
+}
 
+/* Batch bi of epoch e from the stream, which must be at it. */
+static void next_batch(cli_args *a, const topts *o, sp_stream *s, uint32_t e, uint64_t bi,
+                       sp_batch *view) {
+    sp_error err;
+    sp_error_clear(&err);
+    int rc = sp_stream_next(s, view, &err);
+    if (rc == SP_STREAM_END) {
+        if (o->attach)
+            sp_error_set(&err, SP_EIO, "--attach %s: the service ended the stream early",
+                         o->attach);
+        else
+            sp_error_set(&err, SP_EIO, "worker pool ended the stream early");
+    }
+    if (rc) train_fail(a, &err);
+    if (view->epoch == e && view->index == bi) return;
+    if (o->attach)
+        sp_error_set(&err, SP_EIO, "--attach %s: the service gave batch %u/%llu, expected "
+                     "%u/%llu (serve --resume from the checkpoint's state)", o->attach,
+                     view->epoch, (unsigned long long)view->index, e, (unsigned long long)bi);
+    else
+        sp_error_set(&err, SP_EIO, "worker pool gave batch %u/%llu, expected %u/%llu",
+                     view->epoch, (unsigned long long)view->index, e, (unsigned long long)bi);
+    train_fail(a, &err);
+}
+
+/* What one training run carries between its steps. */
+typedef struct run_ctx {
+    cli_args *a;
+    const topts *o;
+    sp_loader *ld, *ev;     /* the training loader; the eval loader (lead only) or NULL */
+    sp_batch eb;            /* the eval batch */
+    sp_trainer *tr;
+    sp_stream *stream;
     accum ac;
-    memset(&ac, 0, sizeof ac);
-    uint32_t e0 = 0;
-    uint64_t b0 = 0;
-    sp_loader_state rst;
-    if (o->resume) {
-        char *blob = NULL;
-        if (sp_trainer_load(tr, o->resume, &blob, NULL, &err)) train_fail(a, &err);
-        if (blob_parse(blob, &rst, &ac, &err) || sp_loader_state_check(ld, &rst, &err)) {
-            free(blob);
-            char m[SP_ERROR_MSG_MAX];
-            memcpy(m, err.msg, sizeof m);
-            sp_error_set(&err, err.code, "%s: %s", o->resume, m);
-            train_fail(a, &err);
-        }
-        free(blob);
-        e0 = rst.epoch;
-        b0 = rst.batch;
-        if (lead)
-            printf("resumed from %s: step %llu, epoch %u, batch %llu\n", o->resume,
-                   (unsigned long long)sp_trainer_steps(tr), e0 + 1, (unsigned long long)b0);
-    }
+    int lead;               /* rank 0: prints, evaluates, writes files */
+    const char *ckdir;
+    uint64_t nb, nstep_timed;
+    double te, tstep, tdata; /* epoch start; step and data-wait time sums */
+} run_ctx;
 
-    /* The batch source: in-process loader, (--workers >= 1) the pool, or
-     * (--attach) this rank's slice from a service. */
-    cli_stream *stream = NULL;
-    sp_client *cl = NULL;
-    sp_batch lb, view;
-    memset(&lb, 0, sizeof lb);
-    memset(&view, 0, sizeof view);
-    if (o->attach) {
-        sp_client_opts co;
-        memset(&co, 0, sizeof co);
-        sp_digest fp = sp_loader_fingerprint(ld);
-        co.expect_fingerprint = &fp;
-        if (sp_client_attach_opts(o->attach, lcfg.rank, &co, &cl, &err)) train_fail(a, &err);
-        sp_client_info ci;
-        sp_client_info_get(cl, &ci);
-        if (ci.world != lcfg.world) {
-            sp_error_set(&err, SP_EINVAL, "--attach %s: the service serves a world of %u ranks, "
-                         "this job has %u (serve --world %u)", o->attach, ci.world, lcfg.world,
-                         lcfg.world);
-            train_fail(a, &err);
-        }
-    } else if (o->workers > 0) {
-        if (cli_stream_open_cached(&lcfg, o->workers, o->ring, o->epochs,
-                                   o->resume ? &rst : NULL, o->cache_dir, &stream, &err))
-            train_fail(a, &err);
-    } else if (o->cache_dir) {   /* in-process through the cache: the stream does it */
-        if (cli_stream_open_cached(&lcfg, 0, 0, o->epochs, o->resume ? &rst : NULL,
-                                   o->cache_dir, &stream, &err))
-            train_fail(a, &err);
-    } else if (sp_batch_alloc(ld, &lb)) {
+/* --eval / --eval-subset: the eval loader, which must give samples of the
+ * training shape and classes. */
+static void open_eval(run_ctx *x, const sp_loader_config *lcfg, const sp_model_shape *shape) {
+    const topts *o = x->o;
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader_config ecfg = *lcfg;
+    ecfg.dataset = o->eval_dataset ? o->eval_dataset : lcfg->dataset;
+    ecfg.subset = o->eval_subset;   /* no split without --eval-subset */
+    if (!o->eval_subset) ecfg.split = NULL;
+    ecfg.pipeline = o->eval_pipeline ? o->eval_pipeline : lcfg->pipeline;
+    ecfg.drop_last = 0;
+    ecfg.rank = 0;
+    ecfg.world = 1;
+    if (sp_loader_create(&ecfg, &x->ev, &err)) train_fail(x->a, &err);
+    int ec, eh, ew, ek = sp_dataset_num_classes(sp_loader_dataset(x->ev));
+    sp_loader_sample_dims(x->ev, &ec, &eh, &ew);
+    if (ec != shape->c || eh != shape->h || ew != shape->w || ek != shape->classes) {
+        sp_error_set(&err, SP_EINVAL,
+                     "--eval: samples %dx%dx%d with %d classes, training has %dx%dx%d with %d",
+                     ec, eh, ew, ek, shape->c, shape->h, shape->w, shape->classes);
+        train_fail(x->a, &err);
+    }
+    if (sp_batch_alloc(x->ev, &x->eb)) {
         sp_error_set(&err, SP_ENOMEM, "out of memory");
-        train_fail(a, &err);
+        train_fail(x->a, &err);
     }
+}
 
-    char dev[4096];
-    sp_trainer_describe(tr, dev, sizeof dev);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
-    double t0 = now(), te = t0, tstep = 0, tdata = 0;
-    uint64_t nstep_timed = 0;
-    int stopped = 0;
-    for (uint32_t e = e0; e < o->epochs && !stopped; e++) {
-        for (uint64_t bi = e == e0 ? b0 : 0; bi < nb; bi++) {
-            sp_batch *b = &lb;
-            double td = now();
-            if (cl) {
-                int rc = sp_client_next(cl, &view, &err);
-                if (rc == SP_CLIENT_END)
-                    sp_error_set(&err, SP_EIO, "--attach %s: the service ended the stream early",
-                                 o->attach);
-                if (rc) train_fail(a, &err);
-                if (view.epoch != e || view.index != bi) {
-                    sp_error_set(&err, SP_EIO, "--attach %s: the service gave batch %u/%llu, "
-                                 "expected %u/%llu (serve --resume from the checkpoint's state)",
-                                 o->attach, view.epoch, (unsigned long long)view.index, e,
-                                 (unsigned long long)bi);
-                    train_fail(a, &err);
-                }
-                b = &view;
-            } else if (stream) {
-                int rc = cli_stream_next(stream, &b, &err);
-                if (rc == SP_POOL_END) {
-                    sp_error_set(&err, SP_EIO, "worker pool ended the stream early");
-                    train_fail(a, &err);
-                }
-                if (rc) train_fail(a, &err);
-                if (b->epoch != e || b->index != bi) {
-                    sp_error_set(&err, SP_EIO, "worker pool gave batch %u/%llu, expected %u/%llu",
-                                 b->epoch, (unsigned long long)b->index, e, (unsigned long long)bi);
-                    train_fail(a, &err);
-                }
-            } else if (sp_loader_batch(ld, e, bi, &lb, &err)) {
-                train_fail(a, &err);
-            }
-            float loss;
-            uint32_t correct;
-            double ts = now();
-            tdata += ts - td;
-            int rc = sp_trainer_step_batch(tr, ld, b, &loss, &correct, &err);
-            tstep += now() - ts;
-            nstep_timed++;
-            if (stream) cli_stream_release(stream);
-            sp_error rerr;
-            if (cl && sp_client_release(cl, &view, &rerr) && !rc) {
-                err = rerr;
-                rc = err.code;
-            }
-            if (rc) train_fail(a, &err);
-            uint32_t count = sp_trainer_last_samples(tr);   /* the global batch's */
-            ac.loss_sum += (double)loss * count;
-            ac.correct += correct;
-            ac.seen += count;
-            if (push_loss(&ac, loss)) {
-                sp_error_set(&err, SP_ENOMEM, "out of memory");
-                train_fail(a, &err);
-            }
-            if (lead) progress(o, e, bi + 1, nb, loss);
-            uint64_t step = sp_trainer_steps(tr);
-            if (bi + 1 == nb) {     /* end of epoch */
-                sp_run_epoch ep = {ac.seen ? ac.loss_sum / (double)ac.seen : 0,
-                                   ac.seen ? (double)ac.correct / (double)ac.seen : 0, -1, 0};
-                if (ev && run_eval(tr, ev, &eb, &ep.eval_accuracy, &ep.eval_loss, &err))
-                    train_fail(a, &err);
-                if (push_epoch(&ac, ep)) {
-                    sp_error_set(&err, SP_ENOMEM, "out of memory");
-                    train_fail(a, &err);
-                }
-                ac.loss_sum = 0;
-                ac.correct = ac.seen = 0;
-                double tn = now();
-                if (lead) {
-                    printf("epoch %u/%u: loss %.4f  acc %5.1f%%", e + 1, o->epochs, ep.loss,
-                           100.0 * ep.accuracy);
-                    if (ev)
-                        printf("  | eval loss %.4f  acc %5.1f%%", ep.eval_loss,
-                               100.0 * ep.eval_accuracy);
-                    printf("  (%.1f s)\n", tn - te);
-                    fflush(stdout);
-                }
-                te = tn;
-            }
-            if (lead && ckdir && o->ckpt_every && step % o->ckpt_every == 0) {
-                sp_loader_state st;
-                sp_loader_state_at(ld, e, bi + 1, &st);
-                size_t blen = 0;
-                char *blob = blob_make(&st, &ac, &blen);
-                char path[4096];
-                snprintf(path, sizeof path, "%s/step-%llu.ckpt", ckdir, (unsigned long long)step);
-                if (!blob) sp_error_set(&err, SP_ENOMEM, "out of memory");
-                if (!blob || sp_trainer_save(tr, path, blob, blen, &err)) train_fail(a, &err);
-                free(blob);
-            }
-            if (o->stop_after && step >= o->stop_after) {
-                if (lead) printf("stopped after step %llu (--stop-after)\n", (unsigned long long)step);
-                stopped = 1;
-                break;
-            }
-        }
+/* --resume CKPT: weights and momentum into the trainer, the loader state
+ * (checked against this stream) into *rst, the accumulators into x->ac. */
+static void resume_from(run_ctx *x, sp_loader_state *rst) {
+    const topts *o = x->o;
+    sp_error err;
+    sp_error_clear(&err);
+    char *blob = NULL;
+    if (sp_trainer_load(x->tr, o->resume, &blob, NULL, &err)) train_fail(x->a, &err);
+    if (blob_parse(blob, rst, &x->ac, &err) || sp_loader_state_check(x->ld, rst, &err)) {
+        free(blob);
+        char m[SP_ERROR_MSG_MAX];
+        memcpy(m, err.msg, sizeof m);
+        sp_error_set(&err, err.code, "%s: %s", o->resume, m);
+        train_fail(x->a, &err);
     }
-    double secs = now() - t0;
-    const char *source = cl ? "service" : o->workers > 0 ? "worker pool" : "in-process loader";
-    if (nstep_timed && g_dist.world > 1)
+    free(blob);
+    if (x->lead)
+        printf("resumed from %s: step %llu, epoch %u, batch %llu\n", o->resume,
+               (unsigned long long)sp_trainer_steps(x->tr), rst->epoch + 1,
+               (unsigned long long)rst->batch);
+}
+
+/* After the last batch of epoch e: evaluate, record and print the epoch. */
+static void end_epoch(run_ctx *x, uint32_t e) {
+    sp_error err;
+    sp_error_clear(&err);
+    accum *ac = &x->ac;
+    sp_run_epoch ep = {ac->seen ? ac->loss_sum / (double)ac->seen : 0,
+                       ac->seen ? (double)ac->correct / (double)ac->seen : 0, -1, 0};
+    if (x->ev && run_eval(x->tr, x->ev, &x->eb, &ep.eval_accuracy, &ep.eval_loss, &err))
+        train_fail(x->a, &err);
+    if (push_epoch(ac, ep)) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        train_fail(x->a, &err);
+    }
+    ac->loss_sum = 0;
+    ac->correct = ac->seen = 0;
+    double tn = now();
+    if (x->lead) {
+        printf("epoch %u/%u: loss %.4f  acc %5.1f%%", e + 1, x->o->epochs, ep.loss,
+               100.0 * ep.accuracy);
+        if (x->ev)
+            printf("  | eval loss %.4f  acc %5.1f%%", ep.eval_loss, 100.0 * ep.eval_accuracy);
+        printf("  (%.1f s)\n", tn - x->te);
+        fflush(stdout);
+    }
+    x->te = tn;
+}
+
+/* DIR/step-<step>.ckpt: the trainer, the state of the batch after (e, bi), the accumulators. */
+static void checkpoint(run_ctx *x, uint32_t e, uint64_t bi, uint64_t step) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader_state st;
+    sp_loader_state_at(x->ld, e, bi + 1, &st);
+    size_t blen = 0;
+    char *blob = blob_make(&st, &x->ac, &blen);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/step-%llu.ckpt", x->ckdir, (unsigned long long)step);
+    if (!blob) sp_error_set(&err, SP_ENOMEM, "out of memory");
+    if (!blob || sp_trainer_save(x->tr, path, blob, blen, &err)) train_fail(x->a, &err);
+    free(blob);
+}
+
+/* One step on batch bi of epoch e. @return 1 when --stop-after stops the run. */
+static int train_step(run_ctx *x, uint32_t e, uint64_t bi) {
+    const topts *o = x->o;
+    sp_error err;
+    sp_error_clear(&err);
+    sp_batch view;
+    double td = now();
+    next_batch(x->a, o, x->stream, e, bi, &view);
+    float loss;
+    uint32_t correct;
+    double ts = now();
+    x->tdata += ts - td;
+    int rc = sp_trainer_step_batch(x->tr, x->ld, &view, &loss, &correct, &err);
+    x->tstep += now() - ts;
+    x->nstep_timed++;
+    sp_error rerr;
+    if (sp_stream_release(x->stream, &view, &rerr) && !rc) {
+        err = rerr;
+        rc = err.code;
+    }
+    if (rc) train_fail(x->a, &err);
+    uint32_t count = sp_trainer_last_samples(x->tr);   /* the global batch's */
+    x->ac.loss_sum += (double)loss * count;
+    x->ac.correct += correct;
+    x->ac.seen += count;
+    if (push_loss(&x->ac, loss)) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        train_fail(x->a, &err);
+    }
+    if (x->lead) progress(o, e, bi + 1, x->nb, loss);
+    uint64_t step = sp_trainer_steps(x->tr);
+    if (bi + 1 == x->nb) end_epoch(x, e);
+    if (x->lead && x->ckdir && o->ckpt_every && step % o->ckpt_every == 0)
+        checkpoint(x, e, bi, step);
+    if (o->stop_after && step >= o->stop_after) {
+        if (x->lead) printf("stopped after step %llu (--stop-after)\n", (unsigned long long)step);
+        return 1;
+    }
+    return 0;
+}
+
+/* The mean step and data-wait times (and, data-parallel, the exchange's). */
+static void print_timing(const run_ctx *x, sp_device dev) {
+    const char *source = x->o->attach ? "service" : x->o->workers > 0 ? "worker pool"
+                                                                      : "in-process loader";
+    double n = (double)x->nstep_timed;
+    if (x->nstep_timed && g_dist.world > 1)
         printf("rank %u/%u: step time %.2f ms (exchange %.2f ms, %.1f KB), data wait %.2f ms "
                "(means of %llu steps, %s, %s)\n",
-               g_dist.rank, g_dist.world, 1e3 * tstep / (double)nstep_timed,
-               1e3 * g_dist.comm_seconds / (double)nstep_timed,
-               (double)g_dist.comm_bytes / 1e3 / (double)nstep_timed,
-               1e3 * tdata / (double)nstep_timed, (unsigned long long)nstep_timed,
-               sp_device_name(tcfg.device), source);
-    else if (nstep_timed)
+               g_dist.rank, g_dist.world, 1e3 * x->tstep / n, 1e3 * g_dist.comm_seconds / n,
+               (double)g_dist.comm_bytes / 1e3 / n, 1e3 * x->tdata / n,
+               (unsigned long long)x->nstep_timed, sp_device_name(dev), source);
+    else if (x->nstep_timed)
         printf("step time %.2f ms, data wait %.2f ms (means of %llu steps, %s, %s)\n",
-               1e3 * tstep / (double)nstep_timed, 1e3 * tdata / (double)nstep_timed,
-               (unsigned long long)nstep_timed, sp_device_name(tcfg.device), source);
+               1e3 * x->tstep / n, 1e3 * x->tdata / n, (unsigned long long)x->nstep_timed,
+               sp_device_name(dev), source);
     g_dist.comm_seconds = 0;
     g_dist.comm_bytes = 0;
+}
 
+/* The final weights (the same on every rank) and the run record. */
+static void write_record(run_ctx *x, uint64_t seed, double secs, const char *dev,
+                         const char *out_path) {
+    sp_error err;
+    sp_error_clear(&err);
     sp_run_record r;
     memset(&r, 0, sizeof r);
     char *cfgj = NULL;
@@ -524,46 +523,97 @@ static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, 
     FILE *cf = open_memstream(&cfgj, &cfgn);
     if (!cf) {
         sp_error_set(&err, SP_ENOMEM, "out of memory");
-        train_fail(a, &err);
+        train_fail(x->a, &err);
     }
-    config_json(cf, o, ld, tr);
+    config_json(cf, x->o, x->ld, x->tr);
     fclose(cf);
     r.seed = seed;
     r.config_json = cfgj;
-    r.dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(ld));
-    r.loader_fingerprint = sp_loader_fingerprint(ld);
+    r.dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(x->ld));
+    r.loader_fingerprint = sp_loader_fingerprint(x->ld);
     r.device_json = dev;
-    r.nepochs = ac.nepochs;
-    r.epochs = ac.epochs;
-    r.nsteps = ac.nsteps;
-    r.step_loss = ac.step_loss;
-    r.step_loss_first = ac.first;
+    r.nepochs = x->ac.nepochs;
+    r.epochs = x->ac.epochs;
+    r.nsteps = x->ac.nsteps;
+    r.step_loss = x->ac.step_loss;
+    r.step_loss_first = x->ac.first;
     r.seconds = secs;
-    if (sp_trainer_weights_digest(tr, &r.final_weights, &err) ||
+    if (sp_trainer_weights_digest(x->tr, &r.final_weights, &err) ||
         cli_dist_same(&g_dist, r.final_weights, "final weights", &err))
-        train_fail(a, &err);
+        train_fail(x->a, &err);
     char hex[33];
     sp_digest_hex(r.final_weights, hex);
-    if (lead)
+    if (x->lead)
         printf("final weights digest %s (%llu steps%s)\n", hex,
-               (unsigned long long)sp_trainer_steps(tr),
+               (unsigned long long)sp_trainer_steps(x->tr),
                g_dist.world > 1 ? ", the same on every rank" : "");
-    if (lead && out_path && sp_run_record_write(out_path, &r, &err)) train_fail(a, &err);
+    if (x->lead && out_path && sp_run_record_write(out_path, &r, &err)) train_fail(x->a, &err);
+    free(cfgj);
+}
+
+/* One training run; fills *final (the last epoch). @return 0 or exits. */
+static void run_one(cli_args *a, topts *o, uint64_t seed, const char *out_path, const char *ckdir,
+                    sp_run_epoch *final) {
+    sp_error err;
+    sp_error_clear(&err);
+    run_ctx x;
+    memset(&x, 0, sizeof x);
+    x.a = a;
+    x.o = o;
+    x.ckdir = ckdir;
+    sp_loader_config lcfg = o->lcfg;
+    lcfg.seed = seed;
+    if (sp_loader_create(&lcfg, &x.ld, &err)) train_fail(a, &err);
+    /* Every rank must read the same dataset and stream (DESIGN.md 9). */
+    if (cli_dist_same(&g_dist, sp_dataset_fingerprint(sp_loader_dataset(x.ld)),
+                      "dataset fingerprint (every rank must see the same dataset: a shared "
+                      "filesystem or identical copies)", &err) ||
+        cli_dist_same(&g_dist, sp_loader_fingerprint(x.ld),
+                      "loader fingerprint (pipeline, seed, batch geometry, format)", &err))
+        train_fail(a, &err);
+    x.lead = g_dist.rank == 0;
+    int c, h, w;
+    sp_loader_sample_dims(x.ld, &c, &h, &w);
+    sp_train_config tcfg = o->tcfg;
+    tcfg.seed = seed;
+    tcfg.shape = (sp_model_shape){c, h, w, sp_dataset_num_classes(sp_loader_dataset(x.ld))};
+    if (sp_trainer_create(&tcfg, &x.tr, &err)) train_fail(a, &err);
+    sp_train_comm comm = cli_dist_comm(&g_dist);
+    if (g_dist.world > 1 && sp_trainer_set_comm(x.tr, &comm, &err)) train_fail(a, &err);
+    if ((o->eval_dataset || o->eval_subset) && x.lead)   /* the same weights everywhere */
+        open_eval(&x, &lcfg, &tcfg.shape);
+    sp_loader_state rst;
+    memset(&rst, 0, sizeof rst);
+    if (o->resume) resume_from(&x, &rst);
+    /* The batch source, a batch stream (stream.h): the in-process loader,
+     * (--workers >= 1) the pool, or (--attach) this rank's slice from a
+     * service. */
+    x.stream = open_source(a, o, &lcfg, x.ld, o->resume ? &rst : NULL);
+    char dev[4096];
+    sp_trainer_describe(x.tr, dev, sizeof dev);
+    x.nb = sp_loader_batches_per_epoch(x.ld);
+    double t0 = now();
+    x.te = t0;
+    int stopped = 0;
+    for (uint32_t e = rst.epoch; e < o->epochs && !stopped; e++)
+        for (uint64_t bi = e == rst.epoch ? rst.batch : 0; bi < x.nb && !stopped; bi++)
+            stopped = train_step(&x, e, bi);
+    double secs = now() - t0;
+    print_timing(&x, tcfg.device);
+    write_record(&x, seed, secs, dev, out_path);
     if (final) {
         sp_run_epoch none = {0, 0, -1, 0};
-        *final = ac.nepochs ? ac.epochs[ac.nepochs - 1] : none;
+        *final = x.ac.nepochs ? x.ac.epochs[x.ac.nepochs - 1] : none;
     }
-    free(cfgj);
-    free(ac.epochs);
-    free(ac.step_loss);
-    if (stream && lead) cli_print_cache_stats(cli_stream_cache(stream), stdout);
-    cli_stream_close(stream);
-    sp_client_detach(cl);
-    sp_batch_free(&lb);
-    sp_batch_free(&eb);
-    sp_loader_destroy(ev);
-    sp_trainer_destroy(tr);
-    sp_loader_destroy(ld);
+    free(x.ac.epochs);
+    free(x.ac.step_loss);
+    if (x.lead && (o->workers > 0 || o->cache_dir))
+        cli_print_cache_stats(sp_stream_cache(x.stream), stdout);
+    sp_stream_close(x.stream);
+    sp_batch_free(&x.eb);
+    sp_loader_destroy(x.ev);
+    sp_trainer_destroy(x.tr);
+    sp_loader_destroy(x.ld);
 }
 
 /* --compare-devices N: the first N batches on the CPU reference and on

@@ -36,7 +36,7 @@ def version() -> str:
 
 
 def find_binary() -> str:
-    """Path of the `seedpipe` tool used by digest() and verify()."""
+    """Path of the `seedpipe` tool used by digest() (verify() calls the library)."""
     return _lib.find_binary()
 
 

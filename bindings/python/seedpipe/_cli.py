@@ -1,9 +1,10 @@
-"""digest() and verify(): the `seedpipe digest` / `seedpipe verify` commands
-as Python functions returning Python objects. The tool is found by
-seedpipe.find_binary() ($SEEDPIPE_BIN, next to libseedpipe.so, the
-package's _native/ folder, PATH)."""
+"""digest() and verify() as Python functions returning Python objects.
+digest() runs the `seedpipe digest` command, found by seedpipe.find_binary()
+($SEEDPIPE_BIN, next to libseedpipe.so, the package's _native/ folder, PATH);
+verify() calls the library's sp_verify_run() (verify.h) through ctypes."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import tempfile
 from typing import Iterable, List, Optional, Union
 
 from . import _lib as L
-from ._core import Error, _check_choice, _check_int
+from ._core import Error, _check_choice, _check_int, _raise
 
 __all__ = ["digest", "verify", "DigestResult", "VerifyResult"]
 
@@ -131,32 +132,31 @@ def _name(arg: str, value, table: dict) -> str:
 
 
 class VerifyResult:
-    """The result of `seedpipe verify`: .ok (every configuration gave the
-    reference stream), .rows (dicts: configuration, batches, digest, equal
-    (True/False, None for the reference)), .notes (the lines under the
-    table: divergences, worker deaths), .summary (the last line),
-    .returncode, .output."""
+    """The result of verify(): .ok (every configuration gave the reference
+    stream), .rows (dicts: configuration, batches, digest (None if the row
+    failed), equal (True/False, None for the reference), error, world,
+    worker_deaths, divergence (None, or where the row first differs:
+    kind, epoch, batch, stream_batch, position, rank, rank_position,
+    sample_ref, sample, byte_offset, sample_byte, byte_ref, byte,
+    count_ref, count)), .notes (the lines under the table: divergences,
+    worker deaths, errors), .skipped (rows not run, with why), .summary,
+    .returncode (0 if ok, else 1, as `seedpipe verify` exits) and .output
+    (the report as `seedpipe verify` prints it). Built from the library's
+    report (sp_verify_json / sp_verify_format), not from the tool's output."""
 
-    def __init__(self, p: subprocess.CompletedProcess):
-        self.returncode = p.returncode
-        self.output = p.stdout + p.stderr
+    def __init__(self, report: dict, text: str):
+        self.ok = bool(report["ok"])
+        self.summary = report["summary"]
+        self.skipped = report.get("skipped", "")
         self.rows: List[dict] = []
         self.notes: List[str] = []
-        self.summary = ""
-        row = re.compile(r"^(.*?)\s+(\d+)\s+([0-9a-f]{32})\s+(reference|yes|NO)\s*$")
-        for line in p.stdout.splitlines():
-            m = row.match(line)
-            if m:
-                eq = {"reference": None, "yes": True, "NO": False}[m.group(4)]
-                self.rows.append({"configuration": m.group(1).strip(),
-                                  "batches": int(m.group(2)), "digest": m.group(3),
-                                  "equal": eq})
-            elif line.startswith("verify:"):
-                self.summary = line[len("verify:"):].strip()
-            elif line.startswith("  "):
-                self.notes.append(line.strip())
-        self.ok = (p.returncode == 0 and bool(self.rows)
-                   and all(r["equal"] is not False for r in self.rows))
+        for r in report["rows"]:
+            row = dict(r)
+            note = row.pop("note", "")
+            self.rows.append(row)
+            self.notes += [l.strip() for l in note.splitlines() if l.strip()]
+        self.returncode = 0 if self.ok else 1
+        self.output = text
 
     @property
     def digests(self) -> dict:
@@ -169,29 +169,58 @@ class VerifyResult:
         return f"VerifyResult(ok={self.ok}, rows={len(self.rows)}, summary={self.summary!r})"
 
 
+def _c_text(fn, rep) -> str:
+    n = fn(rep, None, 0)
+    buf = ctypes.create_string_buffer(n + 1)
+    fn(rep, buf, n + 1)
+    return buf.value.decode("utf-8", "replace")
+
+
 def verify(data, pipeline: str = "shapes-train", seed: int = 0, epochs: int = 1,
            batch_size: int = 32, workers: Iterable[int] = (1, 2), ring: int = 0,
            on_error: str = "fail", rng_mode: str = "per-sample", crash: bool = True,
            resume: bool = True, service: bool = True, cache: bool = True,
-           timeout: Optional[float] = 600) -> VerifyResult:
-    """Run `seedpipe verify` (the same stream in-process, at each worker
-    count, with a worker killed, with a stop/resume, through the cache and a
-    service) and return a VerifyResult; a mismatch is a result with
-    ok=False, not an exception. Raises seedpipe.Error if the tool fails."""
+           timeout: Optional[float] = None) -> VerifyResult:
+    """Verify the determinism contract with the library's sp_verify_run()
+    (verify.h; what `seedpipe verify` runs): the same stream in-process, at
+    each worker count, with a worker killed, with a stop/resume, through
+    the cache and a service; returns a VerifyResult. A mismatch is a result
+    with ok=False, not an exception. Raises seedpipe.Error with the C
+    message when the stream cannot be opened (e.g. "path: No such file or
+    directory"), ValueError for bad arguments. timeout is accepted for
+    compatibility and not used (the run is in this process)."""
+    del timeout
     ws = list(workers) if not isinstance(workers, int) else [workers]
     if not ws:
         raise ValueError("workers must list at least one worker count")
     ws = [_check_int("workers", w, 1, 64) for w in ws]
-    args = ["verify", *_common(data, pipeline, seed, epochs, batch_size, on_error, rng_mode),
-            "--workers", ",".join(map(str, ws))]
+    if len(ws) > 16:
+        raise ValueError(f"workers: at most 16 worker counts, got {len(ws)}")
+    _common(data, pipeline, seed, epochs, batch_size, on_error, rng_mode)   # checks only
+    if not L.HAS_VERIFY:
+        raise Error(-9, f"{L.LIB_PATH} has no sp_verify_run (an older library)")
+    cfg = L.sp_loader_config()
+    L.sp_loader_config_default(ctypes.byref(cfg))
+    keep = (os.fsencode(data), pipeline.encode())
+    cfg.dataset, cfg.pipeline, cfg.seed, cfg.batch_size = keep[0], keep[1], seed, batch_size
+    cfg.on_error, cfg.rng_mode = L.ON_ERROR[on_error.lower()], L.RNG_MODES[rng_mode.lower()]
+    vc = L.sp_verify_config()
+    arr = (ctypes.c_int * len(ws))(*ws)
+    vc.workers, vc.nworkers, vc.epochs = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int)), len(ws), epochs
     if ring:
-        args += ["--ring", str(_check_int("ring", ring, 1, 1024))]
-    for flag, on in (("--no-crash", crash), ("--no-resume", resume), ("--no-service", service),
-                     ("--no-cache", cache)):
+        vc.ring_slots = _check_int("ring", ring, 1, 1024)
+    for flag, on in ((L.VERIFY_NO_CRASH, crash), (L.VERIFY_NO_RESUME, resume),
+                     (L.VERIFY_NO_SERVICE, service), (L.VERIFY_NO_CACHE, cache)):
         if not on:
-            args.append(flag)
-    p = _run(args, timeout)
-    res = VerifyResult(p)
-    if p.returncode != 0 and not res.rows:
-        raise _cli_error("verify", p)
-    return res
+            vc.flags |= flag
+    rep = ctypes.c_void_p()
+    err = L.sp_error()
+    rc = L.sp_verify_run(ctypes.byref(cfg), ctypes.byref(vc), ctypes.byref(rep), ctypes.byref(err))
+    if rc != 0:
+        _raise(rc, err, os.fsdecode(data))
+    try:
+        report = json.loads(_c_text(L.sp_verify_json, rep))
+        text = _c_text(L.sp_verify_format, rep)
+    finally:
+        L.sp_verify_free(rep)
+    return VerifyResult(report, text)

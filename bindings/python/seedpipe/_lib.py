@@ -268,3 +268,66 @@ sp_client_detach = _fn("sp_client_detach", None, P)
 sp_client_info_get = _fn("sp_client_info_get", None, P, POINTER(sp_client_info))
 sp_client_batch_digest = _fn("sp_client_batch_digest", sp_digest, P, POINTER(sp_batch))
 
+
+# ---- batch streams (stream.h) and verify (verify.h); additions to ABI 1 -------------
+
+SP_STREAM_END = 1
+STREAM_KINDS = {"loader": 0, "pool": 1, "service": 2}
+
+
+class sp_client_opts(Structure):
+    _fields_ = [("flags", ctypes.c_uint), ("expect_fingerprint", POINTER(sp_digest)),
+                ("attach_timeout_ms", c_int), _RESERVED]
+
+
+class sp_stream_config(Structure):
+    _fields_ = [("kind", c_int), ("workers", c_int), ("ring_slots", c_int), ("epochs", c_uint32),
+                ("resume", POINTER(sp_loader_state)), ("cache_dir", c_char_p),
+                ("cache_opts", POINTER(sp_cache_opts)), ("service_name", c_char_p),
+                ("rank", c_uint32), ("client_opts", POINTER(sp_client_opts)), _RESERVED]
+
+
+class sp_stream_info(Structure):
+    _fields_ = [("kind", c_int), ("rank", c_uint32), ("world", c_uint32),
+                ("batch_size", c_uint32), ("c", c_int), ("h", c_int), ("w", c_int),
+                ("dtype", c_int), ("layout", c_int), ("sample_bytes", c_size_t),
+                ("batches_per_epoch", c_uint64), ("first", c_uint64), ("end", c_uint64),
+                ("taken", c_uint64), ("held", c_int), ("max_held", c_int),
+                ("fingerprint", sp_digest), ("seed", c_uint64), _RESERVED]
+
+
+VERIFY_NO_CRASH, VERIFY_NO_RESUME, VERIFY_NO_SERVICE, VERIFY_NO_CACHE = 1, 2, 4, 8
+
+
+class sp_verify_config(Structure):
+    _fields_ = [("workers", POINTER(c_int)), ("nworkers", c_int), ("worlds", POINTER(c_int)),
+                ("nworlds", c_int), ("ring_slots", c_int), ("epochs", c_uint32),
+                ("flags", ctypes.c_uint), ("cache_dir", c_char_p),
+                ("cache_opts", POINTER(sp_cache_opts)), ("progress", c_void_p),
+                ("progress_ud", c_void_p), _RESERVED]
+
+
+HAS_STREAM = hasattr(lib, "sp_stream_open")
+if HAS_STREAM:
+    sp_stream_config_default = _fn("sp_stream_config_default", None, POINTER(sp_stream_config))
+    sp_stream_open = _fn("sp_stream_open", c_int, POINTER(sp_loader_config),
+                         POINTER(sp_stream_config), POINTER(P), E)
+    sp_stream_close = _fn("sp_stream_close", None, P)
+    sp_stream_next = _fn("sp_stream_next", c_int, P, POINTER(sp_batch), E)
+    sp_stream_release = _fn("sp_stream_release", c_int, P, POINTER(sp_batch), E)
+    sp_stream_state = _fn("sp_stream_state", None, P, POINTER(sp_loader_state))
+    sp_stream_info_get = _fn("sp_stream_info_get", None, P, POINTER(sp_stream_info))
+    sp_stream_batch_digest = _fn("sp_stream_batch_digest", sp_digest, P, POINTER(sp_batch))
+    sp_stream_loader = _fn("sp_stream_loader", P, P)
+    sp_stream_cache = _fn("sp_stream_cache", P, P)
+    sp_stream_pool = _fn("sp_stream_pool", P, P)
+    sp_stream_client = _fn("sp_stream_client", P, P)
+
+HAS_VERIFY = hasattr(lib, "sp_verify_run")
+if HAS_VERIFY:
+    sp_verify_run = _fn("sp_verify_run", c_int, POINTER(sp_loader_config),
+                        POINTER(sp_verify_config), POINTER(P), E)
+    sp_verify_free = _fn("sp_verify_free", None, P)
+    sp_verify_ok = _fn("sp_verify_ok", c_int, P)
+    sp_verify_format = _fn("sp_verify_format", c_size_t, P, c_char_p, c_size_t)
+    sp_verify_json = _fn("sp_verify_json", c_size_t, P, c_char_p, c_size_t)
