@@ -33,7 +33,8 @@ void sp__buf_free(sp__buf *b);
  *  fd is not closed. `path` only names the file in messages.
  *  @return 0 with *len set; SP_ELIMIT ("path: file exceeds the limit of N
  *  bytes") when there are more than max bytes, SP_EIO (with strerror) or
- *  SP_ENOMEM; buf keeps what it held before on failure. */
+ *  SP_ENOMEM; on failure buf stays valid (the caller frees it) and its
+ *  contents are undefined. */
 int sp__read_fd(int fd, const char *path, uint64_t max, sp__buf *buf, size_t *len,
                 sp_error *err);
 

@@ -17,6 +17,7 @@
  *     a world size), the text and JSON renderings; the per-worker demo
  *     diverges and the divergence is located down to the byte.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,11 +136,26 @@ static void test_kinds_identical(void) {
         CHECK(sp_stream_cache(s) != NULL && sp_stream_pool(s) == NULL);
         CHECK(drain(s, d, 0, MAX) == n);
         check_same(ref, d, n, pass ? "loader, cache warm" : "loader, cache cold");
+        sp_cache_stats cs;
+        sp_cache_stats_get(sp_stream_cache(s), &cs);
+        if (pass == 0)   /* cold: the epoch helper computed and wrote every batch */
+            CHECK_MSG(cs.batches_written == n && cs.batches_read == 0, "cold: %llu written, "
+                      "%llu read", (unsigned long long)cs.batches_written,
+                      (unsigned long long)cs.batches_read);
+        else             /* warm: every batch came from the cache */
+            CHECK_MSG(cs.batches_read == n && cs.batches_computed == 0, "warm: %llu read, "
+                      "%llu computed", (unsigned long long)cs.batches_read,
+                      (unsigned long long)cs.batches_computed);
         sp_stream_close(s);
     }
     s = open_kind(&lc, SP_STREAM_POOL, 3, cache, NULL);   /* the pool reads it */
+    CHECK(sp_stream_cache(s) != NULL);
     CHECK(drain(s, d, 0, MAX) == n);
     check_same(ref, d, n, "pool, cache warm");
+    sp_cache_stats ps;
+    sp_cache_stats_get(sp_stream_cache(s), &ps);
+    CHECK_MSG(ps.hits > 0 && ps.batches_written == 0, "pool: %llu hits, %llu written",
+              (unsigned long long)ps.hits, (unsigned long long)ps.batches_written);
     sp_stream_close(s);
 
     s = open_kind(&lc, SP_STREAM_POOL, 2, NULL, NULL);
@@ -350,6 +366,18 @@ static void test_verify_api(void) {
     vc.nworlds = 1;
     expect(sp_verify_run(&lc, &vc, &r, &err), SP_EINVAL, &err, "not divisible by 3");
 
+    /* A count without its list, world sizes for one rank's slice. */
+    vc.worlds = NULL;
+    vc.nworlds = 0;
+    vc.workers = NULL;
+    expect(sp_verify_run(&lc, &vc, &r, &err), SP_EINVAL, &err, "worker counts");
+    vc.workers = ws;
+    vc.worlds = ks;
+    vc.nworlds = 2;
+    sp_loader_config half = lc;
+    half.world = 2;
+    expect(sp_verify_run(&half, &vc, &r, &err), SP_EINVAL, &err, "rank 0 of world 2");
+
     /* The classic per-worker scheme diverges, located to the byte. */
     int w4[] = {1, 4};
     memset(&vc, 0, sizeof vc);
@@ -367,6 +395,67 @@ static void test_verify_api(void) {
     CHECK(!strncmp(sp_verify_summary(r), "MISMATCH", 8));
     sp_verify_free(r);
     sp_verify_free(NULL);
+}
+
+/* A service stream with a loader configuration refuses another seed (the
+ * fingerprint covers everything but the seed) and another world; a stream
+ * that has failed keeps failing with its first error. */
+static void test_refusals_and_failure(void) {
+    sp_loader_config lc;
+    config(&lc);
+    char name[80];
+    pid_t pid = fork_service(&lc, name, sizeof name, 2);
+    sp_stream_config sc;
+    sp_stream_config_default(&sc);
+    sc.kind = SP_STREAM_SERVICE;
+    sc.service_name = name;
+    sp_stream *s = NULL;
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader_config other = lc;
+    other.seed = 43;
+    other.world = 2;
+    expect(sp_stream_open(&other, &sc, &s, &err), SP_EMISMATCH, &err, "serves seed 42");
+    CHECK(s == NULL);
+    expect(sp_stream_open(&lc, &sc, &s, &err), SP_EINVAL, &err, "world of 2 ranks");
+    sp_loader_config r1 = lc;
+    r1.world = 2;
+    r1.rank = 1;
+    s = open_service(&r1, name, 0);   /* rank from lcfg: 1 */
+    sp_stream_info in;
+    sp_stream_info_get(s, &in);
+    CHECK(in.rank == 1 && in.world == 2 && in.kind == SP_STREAM_SERVICE);
+    sp_stream_close(s);
+    CHECK(kill(pid, SIGTERM) == 0);
+    CHECK(sp_service_join(pid, 10000) == 0);
+
+    /* A damaged file in a copy of the set: on-error fail stops the stream
+     * at its batch, and every later call gives that error again. */
+    char bad[96], cmd[600];
+    snprintf(bad, sizeof bad, "%s-bad", g_root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && f=$(find '%s' -name '*.png' | "
+             "sort | head -1) && printf 'not a png' > \"$f\"", bad, g_root, bad, bad);
+    CHECK(system(cmd) == 0);
+    sp_loader_config lb = lc;
+    lb.dataset = bad;
+    for (int kind = SP_STREAM_LOADER; kind <= SP_STREAM_POOL; kind++) {
+        s = open_kind(&lb, (sp_stream_kind)kind, 2, NULL, NULL);
+        sp_batch v;
+        int rc;
+        while ((rc = sp_stream_next(s, &v, &err)) == 0) CHECK_OK(sp_stream_release(s, &v, &err), &err);
+        CHECK_MSG(rc < 0 && strstr(err.msg, "-bad/"), "%s: rc %d: %s",
+                  sp_stream_kind_name((sp_stream_kind)kind), rc, err.msg);
+        char first[SP_ERROR_MSG_MAX];
+        snprintf(first, sizeof first, "%s", err.msg);
+        sp_error again;
+        sp_error_clear(&again);
+        CHECK(sp_stream_next(s, &v, &again) == rc && !strcmp(again.msg, first));
+        sp_error_clear(&again);
+        CHECK(sp_stream_release(s, NULL, &again) == rc && !strcmp(again.msg, first));
+        sp_stream_close(s);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", bad);
+    CHECK(system(cmd) == 0);
 }
 
 static void setup(void) {
@@ -389,6 +478,7 @@ static const sp_case cases[] = {
     SP_CASE(test_state_resume),
     SP_CASE(test_bad_arguments),
     SP_CASE(test_verify_api),
+    SP_CASE(test_refusals_and_failure),
 };
 
 int main(int argc, char **argv) {

@@ -31,7 +31,8 @@
 extern "C" {
 #endif
 
-enum sp_stream {
+/* The generator-stream tags (DESIGN.md section 2); not the batch streams of stream.h. */
+enum sp_rng_stream {
     SP_STREAM_SHUFFLE = 1,
     SP_STREAM_AUGMENT = 2,
     SP_STREAM_INIT = 3,

@@ -36,17 +36,24 @@
  * images, labels, indices, skipped and substituted lists point into memory
  * the stream owns (the in-process batch buffer, a pool slot or the
  * service's region), valid until the view is given back with
- * sp_stream_release() or the stream is closed. sp_stream_info().max_held
+ * sp_stream_release() or the stream is closed. sp_stream_info_get()'s max_held
  * views may be held at once (1 in-process; the ring's slots otherwise);
  * give them back oldest first.
  *
  * Errors are those of the source, with its message ("path: reason" for a
- * sample under on-error fail); a stream that has failed keeps failing.
+ * sample under on-error fail). A stream that has failed keeps failing:
+ * from its first error on, sp_stream_next() and sp_stream_release() return
+ * that error (code and message) again, for every kind, so a retry can never
+ * hand out a batch an uninterrupted stream would not have; close it.
  * The library prints nothing: cache warnings go to cache_opts->warn.
  *
  * Thread/fork safety: one thread uses a stream (a pool stream: create, take
  * from and close it on one long-lived thread, pool.h's PR_SET_PDEATHSIG
  * rule). A child must not use its parent's stream.
+ *
+ * ABI: the structs here are fixed-layout parts of SP_ABI_VERSION (version.h):
+ * a field added bumps it, and the Python binding's ctypes mirrors
+ * (bindings/python/seedpipe/_lib.py, checked by its test_abi.py) change with it.
  */
 #ifndef SEEDPIPE_STREAM_H
 #define SEEDPIPE_STREAM_H
@@ -89,8 +96,7 @@ SP_API void sp_stream_config_default(sp_stream_config *sc);
 /*! sp_stream_kind_name() : "loader", "pool", "service" ("?" otherwise). */
 SP_API const char *sp_stream_kind_name(sp_stream_kind k);
 
-/* (The tag is not sp_stream: philox.h names its enum of generator streams so.) */
-typedef struct sp_batch_stream sp_stream;
+typedef struct sp_stream sp_stream;
 
 /*! sp_stream_open() : open a stream of kind sc->kind.
  *  LOADER, POOL: lcfg is required (the loader's configuration: dataset,
@@ -101,7 +107,7 @@ typedef struct sp_batch_stream sp_stream;
  *  sc->rank and takes whatever stream the service serves (expect a
  *  fingerprint through sc->client_opts); with lcfg it attaches as
  *  lcfg->rank and refuses a service whose stream is not lcfg's
- *  (SP_EMISMATCH: fingerprint) or whose world is not lcfg->world
+ *  (SP_EMISMATCH: fingerprint or seed) or whose world is not lcfg->world
  *  (SP_EINVAL). Position, epochs and cache are the service's: resume and
  *  cache_dir must be NULL.
  *  @return 0 (*out set), SP_EINVAL (a bad kind, NULL out, no lcfg, workers
@@ -118,13 +124,13 @@ SP_API void sp_stream_close(sp_stream *s);
 /*! sp_stream_next() : the next batch, as a view (see above), waiting for
  *  it if needed.
  *  @return 0, SP_STREAM_END (the stream is over; *view cleared), SP_EINVAL
- *  (max_held views already held), or the source's error (then the stream
- *  does not advance). */
+ *  (max_held views already held; the stream goes on), or the source's
+ *  error (the stream has failed: see above). */
 SP_API int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err);
 
 /*! sp_stream_release() : give back the oldest view held (view: that view,
- *  cleared on success; may be NULL). @return 0, or SP_EINVAL (none held,
- *  or view is not the oldest one held). */
+ *  cleared on success; may be NULL). @return 0, SP_EINVAL (none held, or
+ *  view is not the oldest one held), or the error of a failed stream. */
 SP_API int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err);
 
 /*! sp_stream_state() : the position after the last batch taken, as a

@@ -32,6 +32,10 @@
  *
  * Thread/fork safety: forks workers and services (pool.h, service.h): call
  * it from one long-lived thread, and do not reap children yourself.
+ *
+ * ABI: the structs here are fixed-layout parts of SP_ABI_VERSION (version.h):
+ * a field added bumps it, and the Python binding's ctypes mirrors
+ * (bindings/python/seedpipe/_lib.py, checked by its test_abi.py) change with it.
  */
 #ifndef SEEDPIPE_VERIFY_H
 #define SEEDPIPE_VERIFY_H
@@ -56,7 +60,8 @@ extern "C" {
 typedef struct sp_verify_config {
     const int *workers;        /* worker counts (1..64); NULL: 1,2,3,4,8 */
     int nworkers;              /* 1..16 (0 with workers NULL) */
-    const int *worlds;         /* world sizes to verify (1..128, each dividing B), or NULL */
+    const int *worlds;         /* world sizes to verify (1..128, each dividing B; lcfg of
+                                  world 1), or NULL */
     int nworlds;
     int ring_slots;            /* the pools' and services' rings (0: default) */
     uint32_t epochs;           /* >= 1 */
@@ -113,8 +118,10 @@ typedef struct sp_verify_report sp_verify_report;
 
 /*! sp_verify_run() : run the configurations (see above).
  *  @return 0 (*out set: inspect it, sp_verify_ok()), or before anything ran
- *  SP_EINVAL (epochs 0, empty or bad lists, a world size not dividing the
- *  batch size, too many rows), the loader's errors for lcfg, SP_ENOMEM.
+ *  SP_EINVAL (epochs 0, empty or bad lists, a count without its list, a
+ *  world size not dividing the batch size, world sizes with lcfg not the
+ *  whole stream (world 1), too many rows), the loader's errors for lcfg,
+ *  SP_ENOMEM.
  *  A row's own failure (a sample error, a service that cannot start) is
  *  in that row (rc, msg), not the return value. */
 SP_API int sp_verify_run(const sp_loader_config *lcfg, const sp_verify_config *vcfg,

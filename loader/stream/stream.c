@@ -16,7 +16,7 @@
 
 #include "seedpipe/stream.h"
 
-struct sp_batch_stream {
+struct sp_stream {
     sp_stream_kind kind;
     sp_loader *ld;        /* LOADER: owned; POOL: the pool's; SERVICE: owned check loader or NULL */
     sp_pool *pool;
@@ -28,6 +28,8 @@ struct sp_batch_stream {
     sp_batch *held;       /* max_held copies of the views handed out, a FIFO */
     int max_held, nheld, head;
     sp_stream_info info;  /* geometry, filled at open */
+    int failed;           /* the first error of next/release: returned again from then on */
+    sp_error failure;
 };
 
 void sp_stream_config_default(sp_stream_config *sc) {
@@ -144,6 +146,11 @@ static int open_service(sp_stream *s, const sp_loader_config *lcfg, const sp_str
         return sp_error_set(err, SP_EINVAL, "stream: service %s serves a world of %u ranks, the "
                             "loader configuration has world %u", sc->service_name, ci.world,
                             lcfg->world);
+    /* The fingerprint covers everything but the seed (loader.h). */
+    if (lcfg && ci.seed != lcfg->seed)
+        return sp_error_set(err, SP_EMISMATCH, "stream: service %s serves seed %llu, the loader "
+                            "configuration has seed %llu", sc->service_name,
+                            (unsigned long long)ci.seed, (unsigned long long)lcfg->seed);
     sp_stream_info *in = &s->info;
     in->c = ci.c;
     in->h = ci.h;
@@ -210,8 +217,25 @@ static int loader_next(sp_stream *s, sp_batch *view, sp_error *err) {
     return SP_OK;
 }
 
+/* A stream that has failed keeps failing (stream.h), whatever its kind:
+ * the first error is kept and returned again. */
+static int fail(sp_stream *s, int rc, sp_error *err) {
+    if (!s->failed) {
+        s->failed = rc;
+        if (err) s->failure = *err;
+        else sp_error_set(&s->failure, rc, "stream: %s", sp_strerror(rc));
+    }
+    return rc;
+}
+
+static int failed_again(const sp_stream *s, sp_error *err) {
+    if (err) *err = s->failure;
+    return s->failed;
+}
+
 int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
     if (!s || !view) return sp_error_set(err, SP_EINVAL, "stream: %s is NULL", s ? "view" : "stream");
+    if (s->failed) return failed_again(s, err);
     if (s->nheld >= s->max_held)
         return sp_error_set(err, SP_EINVAL, "stream: %d view%s already held (the most this %s "
                             "stream holds): give one back first", s->nheld,
@@ -220,6 +244,7 @@ int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
              : s->kind == SP_STREAM_POOL ? sp_pool_next(s->pool, view, err)
                                          : sp_client_next(s->client, view, err);
     if (rc == SP_STREAM_END) memset(view, 0, sizeof *view);
+    if (rc < 0) return fail(s, rc, err);
     if (rc != 0) return rc;
     s->held[(s->head + s->nheld) % s->max_held] = *view;
     s->nheld++;
@@ -229,6 +254,7 @@ int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
 
 int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err) {
     if (!s) return sp_error_set(err, SP_EINVAL, "stream: stream is NULL");
+    if (s->failed) return failed_again(s, err);
     if (s->nheld == 0) return sp_error_set(err, SP_EINVAL, "stream: no view is held");
     sp_batch *old = &s->held[s->head];
     if (view && (view->images != old->images || view->epoch != old->epoch ||
@@ -239,7 +265,7 @@ int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err) {
     int rc = SP_OK;
     if (s->kind == SP_STREAM_POOL) rc = sp_pool_release(s->pool, err);
     else if (s->kind == SP_STREAM_SERVICE) rc = sp_client_release(s->client, old, err);
-    if (rc != 0) return rc;
+    if (rc != 0) return fail(s, rc, err);
     memset(old, 0, sizeof *old);
     s->head = (s->head + 1) % s->max_held;
     s->nheld--;

@@ -457,7 +457,7 @@ static void run_all(sp__verify *v) {
 
 static int check_vcfg(const sp_loader_config *lcfg, const sp_verify_config *c, sp_error *err) {
     if (c->epochs < 1) return sp_error_set(err, SP_EINVAL, "verify: epochs must be >= 1");
-    if (c->nworkers < 1 || c->nworkers > SP_VERIFY_MAX_LIST || c->nworlds < 0 ||
+    if (c->nworkers < 1 || c->nworkers > SP_VERIFY_MAX_LIST || !c->workers || c->nworlds < 0 ||
         c->nworlds > SP_VERIFY_MAX_LIST || (c->nworlds && !c->worlds))
         return sp_error_set(err, SP_EINVAL, "verify: 1..%d worker counts and 0..%d world sizes",
                             SP_VERIFY_MAX_LIST, SP_VERIFY_MAX_LIST);
@@ -465,6 +465,11 @@ static int check_vcfg(const sp_loader_config *lcfg, const sp_verify_config *c, s
         if (c->workers[i] < 1 || c->workers[i] > SP_POOL_MAX_WORKERS)
             return sp_error_set(err, SP_EINVAL, "verify: worker count %d is not in 1..%d",
                                 c->workers[i], SP_POOL_MAX_WORKERS);
+    /* World rows compare K ranks' slices, concatenated, with the whole
+     * stream: the reference must be the whole stream. */
+    if (c->nworlds && lcfg->world != 1)
+        return sp_error_set(err, SP_EINVAL, "verify: world sizes need the whole stream (the loader "
+                            "configuration is rank %u of world %u)", lcfg->rank, lcfg->world);
     for (int i = 0; i < c->nworlds; i++) {
         int K = c->worlds[i];
         if (K < 1 || K > SP_VERIFY_MAX_WORLD)
