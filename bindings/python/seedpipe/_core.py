@@ -8,6 +8,35 @@ batch is taken from the same loader (the slot is then given back and gets
 overwritten), until set_epoch()/load_state_dict() repositions it, and until
 close(). Keep a batch longer with copy=True (or images.copy()). Reading a
 view after close() reads unmapped memory: don't.
+
+How the C library is reached. Every batch, whichever the source, comes
+from one batch stream (include/seedpipe/stream.h), one code path
+(_Base._take, _EpochIter): sp_stream_next() for a view, sp_stream_release()
+of the view held before taking the next (one held at a time),
+sp_stream_state() for state_dict(), sp_stream_batch_digest(),
+sp_stream_close(). The kinds:
+  Loader(workers=0)  SP_STREAM_LOADER, opened in __init__ (it is the
+                     loader: it opens the dataset and the cache);
+  Loader(workers>=1) SP_STREAM_POOL, opened at the first batch (the workers
+                     fork then, as before; worker_pids() is empty until);
+  attach()           SP_STREAM_SERVICE, opened by name and rank.
+A stream runs forward from where it was opened, so set_epoch() /
+load_state_dict() close it and open another at the new position (a pool at
+the next batch; in-process at once, the old stream kept until the next
+batch is taken so that the last views stay readable as they did on the one
+in-process buffer; its failure log and cache counters are carried over, so
+failures() and cache_stats() still cover the Loader's whole life).
+
+What stays on an sp_loader, and why: a pool Loader creates its own loader
+in __init__ (the pool's comes only with the workers) for what must work
+before the first batch: errors at construction, sample dims, len(),
+fingerprint, load_state_dict()'s sp_loader_state_check(), the resume state
+the pool starts from (sp_loader_state_at), explain(), failures(). Once a
+stream is open these use its loader (sp_stream_loader(); for in-process
+always). explain(epoch, sample) and the failure log are per-sample queries,
+not batches of a stream. The Client reads the service's epochs, pid and
+ring depth from sp_client_info of sp_stream_client() (stream info has no
+such fields).
 """
 from __future__ import annotations
 
@@ -278,48 +307,87 @@ def _cache_warning(ud, msg) -> None:
                   stacklevel=2)
 
 
+def _need_streams() -> None:
+    if not L.HAS_STREAM:
+        raise Error(-9, f"stream: {L.LIB_PATH} has no batch streams (stream.h; a newer "
+                        "libseedpipe is needed)")
+
+
 class _Res:
-    """C handles of one Loader. Freed by free(), which a weakref.finalize
-    calls on close(), on garbage collection, or at interpreter exit."""
+    """C handles of one Loader or Client. Freed by free(), which a
+    weakref.finalize calls on close(), on garbage collection, or at
+    interpreter exit."""
 
     def __init__(self):
-        self.loader = None   # sp_loader * (in-process) or None
-        self.batch = None    # sp_batch (in-process buffer)
-        self.pool = None     # sp_pool *
-        self.held = False    # a pool batch is held
-        self.client = None   # sp_client *
-        self.cview = None    # held client view (sp_batch)
-        self.cache = None    # sp_cache * (in-process loader with a cache)
-        self.keep = None     # the cache's warning callback and options
+        self.stream = None    # sp_stream * (stream.h): where every batch comes from
+        self.held = None      # the view taken from it and not yet given back (sp_batch)
+        self.retired = None   # in-process: the stream before a reposition, kept until the
+                              # next batch is taken (its buffer backs the last views)
+        self.loader = None    # sp_loader *: a pool Loader's own (see the module comment)
+        self.keep = None      # the cache's warning callback and options (C may call them)
+        self.keep_open = None  # what the open stream's configuration points to
 
-    def free_pool(self):
-        if self.pool:
-            L.sp_pool_destroy(self.pool)   # SIGKILLs and reaps workers, unmaps
-            self.pool = None
-            self.held = False
+    def close_retired(self):
+        if self.retired:
+            L.sp_stream_close(self.retired)
+            self.retired = None
+
+    def close_stream(self):
+        """Pool: SIGKILLs and reaps the workers, unmaps the ring; in-process:
+        frees the loader and its batch buffer; service: detaches. A cache is
+        flushed (a complete entry committed, a partial one aborted) and closed."""
+        if self.stream:
+            L.sp_stream_close(self.stream)
+            self.stream = None
+        self.held = None
 
     def free(self):
-        self.free_pool()
-        if self.cache:
-            L.sp_cache_close(self.cache)   # commits a complete entry, aborts a partial one
-            self.cache = None
-        if self.batch is not None:
-            L.sp_batch_free(byref(self.batch))
-            self.batch = None
+        self.close_retired()
+        self.close_stream()
         if self.loader:
             L.sp_loader_destroy(self.loader)
             self.loader = None
-        if self.client:
-            L.sp_client_detach(self.client)   # drops held views, unmaps
-            self.client = None
-            self.cview = None
 
 
 class _Base:
-    """Shared iteration machinery: images/labels views of one sp_batch."""
+    """Shared machinery: batches taken from one sp_stream, and the
+    images/labels views of each."""
 
     _res: _Res
     copy: bool
+
+    def _take(self) -> Optional[L.sp_batch]:
+        """Give back the view held and take the next one from the stream
+        (None at its end). The view stays valid until the next _take()."""
+        res, err = self._res, self._err
+        res.close_retired()
+        if res.held is not None:
+            res.held = None
+            rc = L.sp_stream_release(res.stream, None, byref(err))   # the oldest (only) one
+            if rc != 0:
+                _raise(rc, err)
+        view = L.sp_batch()
+        rc = L.sp_stream_next(res.stream, byref(view), byref(err))
+        if rc == L.SP_STREAM_END:
+            return None
+        if rc != 0:
+            self._failed = True
+            _raise(rc, err)
+        res.held = self._last = view
+        return view
+
+    def _stream_state(self) -> L.sp_loader_state:
+        st = L.sp_loader_state()
+        L.sp_stream_state(self._res.stream, byref(st))
+        return st
+
+    def batch_digest(self) -> str:
+        """sp_batch_digest() of the last batch (the digest `seedpipe digest`
+        writes in its manifest), computed by the C library."""
+        self._check_open()
+        if self._last is None:
+            raise ValueError("batch_digest: no batch taken yet")
+        return L.sp_stream_batch_digest(self._res.stream, byref(self._last)).hex()
 
     def _arrays(self, b: L.sp_batch) -> Tuple[np.ndarray, np.ndarray]:
         n = b.count
@@ -381,6 +449,38 @@ class _Base:
         """Every remaining batch of every remaining epoch (to `epochs`)."""
         while not self._at_end():
             yield from iter(self)
+
+
+class _EpochIter:
+    """Iterator over the rest of one epoch of a Loader or Client: the epoch
+    is the source's when the iterator is made (epoch=None: when its first
+    batch is taken); it ends after that epoch's last batch, when the
+    source is positioned elsewhere, at the end of the stream, or on close."""
+
+    def __init__(self, src: "_Base", epoch: Optional[int]):
+        self.src, self.epoch, self.done = src, epoch, False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        src = self.src
+        if self.done or src.closed or src._at_end():
+            raise StopIteration
+        e = src._next_epoch()
+        if self.epoch is None:
+            self.epoch = e
+        elif e != self.epoch:
+            self.done = True
+            raise StopIteration
+        b = src._take()
+        if b is None:
+            self.done = True
+            raise StopIteration
+        out = src._arrays(b)
+        if b.index + 1 >= src._nb:
+            self.done = True                # this iterator is finished after this batch
+        return out
 
 
 class Loader(_Base):
@@ -512,18 +612,9 @@ class Loader(_Base):
             self._bsplit, self._bsubset = split.encode(), subset.encode()
             cfg.split, cfg.subset, cfg.split_seed = self._bsplit, self._bsubset, split_seed
         self._cfg = cfg
-        err = L.sp_error()
-        ld = ctypes.c_void_p()
-        rc = L.sp_loader_create(byref(cfg), byref(ld), byref(err))
-        if rc != 0:
-            _raise(rc, err, data)
-        self._res.loader = ld.value
-        c, h, w = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        L.sp_loader_sample_dims(self._res.loader, byref(c), byref(h), byref(w))
-        self._geometry((c.value, h.value, w.value), self._dtype, self._layout)
-        self._err, self._view_b = L.sp_error(), L.sp_batch()
-        self._nb = int(L.sp_loader_batches_per_epoch(self._res.loader))
-        self.fingerprint = L.sp_loader_fingerprint(self._res.loader).hex()
+        _need_streams()
+        self._err, self._failed = L.sp_error(), False
+        self._fail_past, self._cache_past = [], None   # in-process: see _carry_over()
         if cache is not None:
             # The callback and the options must outlive every C call that may warn.
             self._bcache = cache.encode()
@@ -534,20 +625,55 @@ class Loader(_Base):
             # free() (a finalizer) may still warn: the resources keep them alive.
             self._res.keep = (self._cache_warn, self._copts)
         if self.workers == 0:
-            self._res.batch = L.sp_batch()
-            rc = L.sp_batch_alloc(self._res.loader, byref(self._res.batch))
+            # In-process: the stream is the loader (and opens the cache).
+            self._res.stream, self._res.keep_open = self._open(0, 0)
+        else:
+            # Pool: the workers are forked at the first batch (_take); until
+            # then this loader answers (errors now, geometry, explain, state).
+            err = L.sp_error()
+            ld = ctypes.c_void_p()
+            rc = L.sp_loader_create(byref(cfg), byref(ld), byref(err))
             if rc != 0:
-                self._res.batch = None
-                _raise(rc, L.sp_error(), "batch buffer")
-            if cache is not None:
-                c = ctypes.c_void_p()
-                err = L.sp_error()
-                rc = L.sp_cache_open(self._bcache, byref(self._copts), byref(c), byref(err))
-                if rc != 0:
-                    _raise(rc, err, cache)
-                self._res.cache = c.value
+                _raise(rc, err, data)
+            self._res.loader = ld.value
+        ld = self._ld()
+        c, h, w = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        L.sp_loader_sample_dims(ld, byref(c), byref(h), byref(w))
+        self._geometry((c.value, h.value, w.value), self._dtype, self._layout)
+        self._nb = int(L.sp_loader_batches_per_epoch(ld))
+        self.fingerprint = L.sp_loader_fingerprint(ld).hex()
         # stream position: the next batch to deliver
         self._epoch, self._batch = 0, 0
+
+    def _ld(self):
+        """The sp_loader that computes (or, before a pool runs, would
+        compute) this stream: the stream's own when one is open."""
+        s = self._res.stream
+        return L.sp_stream_loader(s) if s else self._res.loader
+
+    def _open(self, epoch: int, batch: int):
+        """Open this Loader's stream (in-process or pool) at (epoch, batch),
+        running to the end of epoch `epochs` - 1 (no end without epochs).
+        Returns (sp_stream *, what its configuration points to)."""
+        sc = L.sp_stream_config()
+        L.sp_stream_config_default(byref(sc))
+        sc.kind = L.STREAM_KINDS["pool" if self.workers else "loader"]
+        sc.workers, sc.ring_slots = self.workers, self.ring
+        sc.epochs = self.epochs if self.epochs is not None else _UNBOUNDED_EPOCHS
+        st = None
+        if (epoch, batch) != (0, 0):
+            st = L.sp_loader_state()
+            L.sp_loader_state_at(self._ld(), epoch, batch, byref(st))
+            sc.resume = ctypes.pointer(st)
+        if self.cache is not None:
+            sc.cache_dir = self._bcache
+            sc.cache_opts = ctypes.pointer(self._copts)
+        s = ctypes.c_void_p()
+        err = L.sp_error()
+        rc = L.sp_stream_open(byref(self._cfg), byref(sc), byref(s), byref(err))
+        if rc != 0:
+            _raise(rc, err, "pool" if self.workers else self.data)
+        return s.value, (sc, st)
 
     # ---- geometry ----
     def __len__(self) -> int:
@@ -557,6 +683,9 @@ class Loader(_Base):
     @property
     def epoch(self) -> int:
         """The epoch the next batch belongs to."""
+        return self._epoch
+
+    def _next_epoch(self) -> int:
         return self._epoch
 
     def _at_end(self) -> bool:
@@ -572,11 +701,35 @@ class Loader(_Base):
             self._reposition(epoch, 0)
 
     def _reposition(self, epoch: int, batch: int) -> None:
-        self._res.free_pool()
+        res = self._res
+        if self.workers:
+            res.close_stream()              # the pool restarts from here at the next batch
+        elif (epoch, batch) != (self._epoch, self._batch) or self._failed:
+            # A stream runs forward from where it was opened: open one at the
+            # new position (if that fails, nothing has changed). The old one
+            # is kept until the next batch is taken, so the last views stay
+            # readable as long as they did on the one in-process buffer.
+            new, keep = self._open(epoch, batch)
+            self._carry_over(res.stream)
+            res.close_retired()
+            res.retired, res.stream, res.held, res.keep_open = res.stream, new, None, keep
+            self._failed = False
         self._epoch, self._batch = epoch, batch
         self._info = self._last = None
 
+    def _carry_over(self, s) -> None:
+        """In-process, the failure log and the cache counters are the
+        Loader's whole life (they were one loader's and one cache's before
+        repositioning reopened the stream): keep those of a stream left."""
+        self._fail_past = self._failures(L.sp_stream_loader(s))
+        c = L.sp_stream_cache(s)
+        if c:
+            L.sp_cache_flush(c)             # what closing it would commit or abort
+            self._cache_past = _cache_counters(c, self._cache_past)
+
     def _state(self) -> L.sp_loader_state:
+        if self._res.stream:
+            return self._stream_state()
         st = L.sp_loader_state()
         L.sp_loader_state_at(self._res.loader, self._epoch, self._batch, byref(st))
         return st
@@ -595,74 +748,29 @@ class Loader(_Base):
         self._check_open()
         st = _state_from(state)
         err = L.sp_error()
-        rc = L.sp_loader_state_check(self._res.loader, byref(st), byref(err))
+        rc = L.sp_loader_state_check(self._ld(), byref(st), byref(err))
         if rc != 0:
             _raise(rc, err, "state")
         self._reposition(int(st.epoch), int(st.batch))
 
     # ---- iteration ----
-    def _start_pool(self) -> None:
-        st = self._state()
-        pcfg = L.sp_pool_config()
-        pcfg.workers = self.workers
-        pcfg.ring_slots = self.ring
-        pcfg.epochs = self.epochs if self.epochs is not None else _UNBOUNDED_EPOCHS
-        pcfg.resume = ctypes.pointer(st)
-        pcfg.region_name = None
-        if self.cache is not None:
-            pcfg.cache_dir = self._bcache
-            pcfg.cache_opts = ctypes.pointer(self._copts)
-        pool = ctypes.c_void_p()
-        err = L.sp_error()
-        rc = L.sp_pool_create(byref(self._cfg), byref(pcfg), byref(pool), byref(err))
-        if rc != 0:
-            _raise(rc, err, "pool")
-        self._res.pool = pool.value
-
-    def _next_batch(self) -> L.sp_batch:
-        res = self._res
-        err = self._err
-        if self.workers == 0:
-            b = res.batch
-            if res.cache:
-                rc = L.sp_cache_epoch_batch(res.cache, res.loader, self._epoch, self._batch,
-                                            byref(b), byref(err))
-            else:
-                rc = L.sp_loader_batch(res.loader, self._epoch, self._batch, byref(b), byref(err))
-            if rc != 0:
-                _raise(rc, err)
-            return b
-        if res.pool is None:
-            self._start_pool()
-        if res.held:
-            res.held = False
-            rc = L.sp_pool_release(res.pool, byref(err))
-            if rc != 0:
-                _raise(rc, err)
-        view = self._view_b          # one struct, refilled: only the last batch is valid
-        rc = L.sp_pool_next(res.pool, byref(view), byref(err))
-        if rc == L.SP_POOL_END:
-            raise Error(-8, "pool: the stream ended before the epoch did")
-        if rc != 0:
-            _raise(rc, err)
-        res.held = True
-        return view
+    def _take(self) -> L.sp_batch:
+        if self._res.stream is None:        # a pool: fork the workers now
+            self._res.stream, self._res.keep_open = self._open(self._epoch, self._batch)
+        b = super()._take()
+        if b is None:                       # not before `epochs` (_at_end() is checked first)
+            kind = "pool" if self.workers else "loader"
+            raise Error(-8, f"{kind}: the stream ended before the epoch did")
+        self._batch += 1
+        if self._batch >= self._nb:
+            self._epoch, self._batch = self._epoch + 1, 0
+        return b
 
     def __iter__(self) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         self._check_open()
-        return _EpochIter(self)
+        return _EpochIter(self, self._epoch)
 
     # ---- extras ----
-    def batch_digest(self) -> str:
-        """sp_batch_digest() of the last batch (the digest `seedpipe digest`
-        writes in its manifest), computed by the C library."""
-        self._check_open()
-        b = self._last
-        if b is None:
-            raise ValueError("batch_digest: no batch taken yet")
-        ld = L.sp_pool_loader(self._res.pool) if self.workers else self._res.loader
-        return L.sp_batch_digest(ld, byref(b)).hex()
-
     def cache_stats(self) -> Optional[dict]:
         """The cache's counters (sp_cache_stats: hits, misses, batches_read,
         batches_computed, batches_written, corrupt, write_failures, committed,
@@ -671,15 +779,11 @@ class Loader(_Base):
         counters start again when the pool is restarted (set_epoch,
         load_state_dict)."""
         self._check_open()
-        c = self._res.cache
-        if self.workers and self._res.pool:
-            c = L.sp_pool_cache(self._res.pool)
+        s = self._res.stream
+        c = L.sp_stream_cache(s) if s else None
         if self.cache is None or not c:
             return None
-        st = L.sp_cache_stats()
-        L.sp_cache_stats_get(c, byref(st))
-        return {name: int(getattr(st, name)) for name, _ in L.sp_cache_stats._fields_
-                if name != "_reserved"}
+        return _cache_counters(c, None if self.workers else self._cache_past)
 
     def explain(self, epoch: int, sample: int) -> str:
         """What the pipeline draws for dataset sample `sample` in `epoch`: one
@@ -690,30 +794,33 @@ class Loader(_Base):
         sample = _check_int("sample", sample, 0, 2**64 - 1)
         buf = ctypes.create_string_buffer(8192)
         err = L.sp_error()
-        ld = L.sp_pool_loader(self._res.pool) if (self.workers and self._res.pool) \
-            else self._res.loader
-        rc = L.sp_loader_explain(ld, epoch, sample, buf, len(buf), byref(err))
+        rc = L.sp_loader_explain(self._ld(), epoch, sample, buf, len(buf), byref(err))
         if rc != 0:
             _raise(rc, err, "explain")
         return buf.value.decode("utf-8", "replace")
 
-    def failures(self) -> list:
-        """The failure log (on_error skip/substitute): [(sample, message)]."""
-        self._check_open()
-        ld = L.sp_pool_loader(self._res.pool) if (self.workers and self._res.pool) \
-            else self._res.loader
-        out = []
+    def _failures(self, ld) -> list:
+        """self._fail_past, then ld's log entries for samples not in it (a
+        loader logs each sample once)."""
+        out = list(self._fail_past)
+        seen = {s for s, _ in out}
         f = L.sp_failure()
         for i in range(L.sp_loader_failure_count(ld)):
-            if L.sp_loader_failure_get(ld, i, byref(f)) == 0:
+            if L.sp_loader_failure_get(ld, i, byref(f)) == 0 and int(f.sample) not in seen:
                 out.append((int(f.sample), f.msg.decode("utf-8", "replace")))
         return out
 
+    def failures(self) -> list:
+        """The failure log (on_error skip/substitute): [(sample, message)]."""
+        self._check_open()
+        return self._failures(self._ld())
+
     def worker_pids(self) -> list:
         """PIDs of the live worker processes (empty before iteration / workers=0)."""
-        if not self._res.pool:
+        pool = L.sp_stream_pool(self._res.stream) if self._res.stream else None
+        if not pool:
             return []
-        return [p for p in (L.sp_pool_worker_pid(self._res.pool, w) for w in range(self.workers))
+        return [p for p in (L.sp_pool_worker_pid(pool, w) for w in range(self.workers))
                 if p > 0]
 
     def __repr__(self):
@@ -722,28 +829,15 @@ class Loader(_Base):
                 f"epoch={self._epoch}, batch={self._batch}{', closed' if self.closed else ''})")
 
 
-class _EpochIter:
-    """Iterator over the rest of the current epoch of a Loader."""
-
-    def __init__(self, ld: Loader):
-        self.ld = ld
-        self.epoch = ld._epoch
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        ld = self.ld
-        if ld.closed or ld._at_end() or ld._epoch != self.epoch:
-            raise StopIteration
-        b = ld._next_batch()
-        ld._last = b
-        out = ld._arrays(b)
-        ld._batch += 1
-        if ld._batch >= ld._nb:
-            ld._epoch, ld._batch = ld._epoch + 1, 0
-            self.epoch = -2                 # this iterator is finished after this batch
-        return out
+def _cache_counters(c, past: Optional[dict]) -> dict:
+    """sp_cache_stats of cache c as a dict, plus the counters in `past`."""
+    st = L.sp_cache_stats()
+    L.sp_cache_stats_get(c, byref(st))
+    out = {name: int(getattr(st, name)) for name, _ in L.sp_cache_stats._fields_
+           if name != "_reserved"}
+    if past:
+        out = {k: v + past.get(k, 0) for k, v in out.items()}
+    return out
 
 
 class Client(_Base):
@@ -759,15 +853,22 @@ class Client(_Base):
             raise ValueError(f"name must be a non-empty region name, got {name!r}")
         rank = _check_int("rank", rank, 0, 63)
         self.name, self.rank, self.copy = name, rank, bool(copy)
-        cl = ctypes.c_void_p()
+        _need_streams()
+        self._err, self._failed = L.sp_error(), False
+        sc = L.sp_stream_config()
+        L.sp_stream_config_default(byref(sc))
+        sc.kind = L.STREAM_KINDS["service"]
+        self._bname = name.encode()
+        sc.service_name, sc.rank = self._bname, rank
+        s = ctypes.c_void_p()
         err = L.sp_error()
-        rc = L.sp_client_attach(name.encode(), rank, byref(cl), byref(err))
+        rc = L.sp_stream_open(None, byref(sc), byref(s), byref(err))
         if rc != 0:
             _raise(rc, err, f"region {name}")
-        self._res.client = cl.value
-        self._err = L.sp_error()
+        self._res.stream = s.value
+        # What only a service has (epochs, its pid, ring slots): the client's info.
         info = L.sp_client_info()
-        L.sp_client_info_get(self._res.client, byref(info))
+        L.sp_client_info_get(L.sp_stream_client(self._res.stream), byref(info))
         self.info = info
         self._geometry((info.c, info.h, info.w), info.dtype, info.layout)
         self._nb = int(info.batches_per_epoch)
@@ -781,12 +882,14 @@ class Client(_Base):
         return self._nb
 
     def _pos(self) -> Tuple[int, int]:
-        st = L.sp_loader_state()
-        L.sp_client_state(self._res.client, byref(st))
+        st = self._stream_state()
         return int(st.epoch), int(st.batch)
 
     @property
     def epoch(self) -> int:
+        return self._pos()[0]
+
+    def _next_epoch(self) -> int:
         return self._pos()[0]
 
     def _at_end(self) -> bool:
@@ -796,9 +899,7 @@ class Client(_Base):
         """Loader state after the last batch taken (for `serve --resume`,
         or Loader.load_state_dict: it resumes with any rank count)."""
         self._check_open()
-        st = L.sp_loader_state()
-        L.sp_client_state(self._res.client, byref(st))
-        return _state_to_dict(st)
+        return _state_to_dict(self._stream_state())
 
     def set_epoch(self, epoch: int) -> None:
         raise ValueError("set_epoch: a service client follows the service's stream; "
@@ -808,67 +909,18 @@ class Client(_Base):
         raise ValueError("load_state_dict: a service client follows the service's stream; "
                          "start the service with serve --resume STATE")
 
-    def _release(self):
-        res = self._res
-        if res.cview is not None:
-            err = self._err
-            v, res.cview = res.cview, None
-            rc = L.sp_client_release(res.client, byref(v), byref(err))
-            if rc != 0:
-                _raise(rc, err)
-
-    def _next_batch(self) -> Optional[L.sp_batch]:
-        self._release()
-        view = L.sp_batch()
-        err = self._err
-        rc = L.sp_client_next(self._res.client, byref(view), byref(err))
-        if rc == L.SP_CLIENT_END:
+    def _take(self) -> Optional[L.sp_batch]:
+        b = super()._take()
+        if b is None:
             self._ended = True
-            return None
-        if rc != 0:
-            _raise(rc, err)
-        self._res.cview = view
-        return view
+        return b
 
     def __iter__(self):
         self._check_open()
-        return _ClientIter(self)
-
-    def batch_digest(self) -> str:
-        """sp_client_batch_digest() of the last batch (= sp_batch_digest)."""
-        self._check_open()
-        if self._last is None:
-            raise ValueError("batch_digest: no batch taken yet")
-        return L.sp_client_batch_digest(self._res.client, byref(self._last)).hex()
+        return _EpochIter(self, None)
 
     def __repr__(self):
         return f"seedpipe.Client({self.name!r}, rank={self.rank}, world={self.world})"
-
-
-class _ClientIter:
-    def __init__(self, cl: Client):
-        self.cl = cl
-        self.epoch = None
-        self.done = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        cl = self.cl
-        if self.done or cl._at_end():
-            raise StopIteration
-        if self.epoch is None:
-            self.epoch = cl._pos()[0]
-        elif cl._pos()[0] != self.epoch:    # the last batch taken ended the epoch
-            self.done = True
-            raise StopIteration
-        b = cl._next_batch()
-        if b is None:
-            self.done = True
-            raise StopIteration
-        cl._last = b
-        return cl._arrays(b)
 
 
 def attach(name: str, rank: int = 0, copy: bool = False) -> Client:
