@@ -397,6 +397,52 @@ static void test_verify_api(void) {
     sp_verify_free(NULL);
 }
 
+/* An in-process stream seeks back and forth without reopening: after a
+ * seek the batches are those of that position; a held view stays valid;
+ * pool streams refuse. */
+static void test_seek(void) {
+    sp_loader_config lc;
+    config(&lc);
+    sp_digest ref[64], d[64];
+    sp_stream *s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
+    size_t n = drain(s, ref, 0, 64), nb = n / EPOCHS;
+    sp_stream_close(s);
+    s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
+    sp_loader *ld = sp_stream_loader(s);
+    sp_error err;
+    sp_error_clear(&err);
+    sp_batch v;
+    CHECK_OK(sp_stream_next(s, &v, &err), &err);
+    sp_digest held = sp_stream_batch_digest(s, &v);
+    sp_loader_state st;
+    sp_loader_state_at(ld, 1, 3, &st);
+    CHECK_OK(sp_stream_seek(s, &st, &err), &err);   /* with a view held */
+    CHECK(same(sp_stream_batch_digest(s, &v), held) && same(held, ref[0]));
+    CHECK_OK(sp_stream_release(s, &v, &err), &err);
+    CHECK(drain(s, d, nb + 3, 64) == n);
+    check_same(ref + nb + 3, d + nb + 3, n - nb - 3, "after a seek to epoch 1 batch 3");
+    sp_loader_state_at(ld, 0, 1, &st);   /* back, past the end: again from there */
+    CHECK_OK(sp_stream_seek(s, &st, &err), &err);
+    CHECK(drain(s, d, 1, 64) == n);
+    check_same(ref + 1, d + 1, n - 1, "after a seek back to batch 1");
+    sp_loader_state_at(ld, EPOCHS, 0, &st);
+    CHECK_OK(sp_stream_seek(s, &st, &err), &err);   /* the end itself */
+    CHECK(sp_stream_next(s, &v, &err) == SP_STREAM_END);
+    sp_loader_state_at(ld, EPOCHS + 1, 0, &st);
+    expect(sp_stream_seek(s, &st, &err), SP_ERANGE, &err, "outside this stream");
+    sp_loader_config other = lc;
+    other.seed = 43;
+    sp_stream *o = open_kind(&other, SP_STREAM_LOADER, 0, NULL, NULL);
+    sp_stream_state(o, &st);
+    expect(sp_stream_seek(s, &st, &err), SP_EMISMATCH, &err, "seed 43");
+    sp_stream_close(o);
+    sp_stream_close(s);
+    s = open_kind(&lc, SP_STREAM_POOL, 2, NULL, NULL);
+    sp_loader_state_at(sp_stream_loader(s), 0, 2, &st);
+    expect(sp_stream_seek(s, &st, &err), SP_EUNSUPP, &err, "cannot seek");
+    sp_stream_close(s);
+}
+
 /* A service stream with a loader configuration refuses another seed (the
  * fingerprint covers everything but the seed) and another world; a stream
  * that has failed keeps failing with its first error. */
@@ -479,6 +525,7 @@ static const sp_case cases[] = {
     SP_CASE(test_bad_arguments),
     SP_CASE(test_verify_api),
     SP_CASE(test_refusals_and_failure),
+    SP_CASE(test_seek),
 };
 
 int main(int argc, char **argv) {

@@ -133,6 +133,16 @@ SP_API int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err);
  *  view is not the oldest one held), or the error of a failed stream. */
 SP_API int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err);
 
+/*! sp_stream_seek() : LOADER streams: continue from state st (any
+ *  position of this stream: checked with sp_loader_state_check()) without
+ *  reopening the dataset or the cache; the next batch is st's. A view
+ *  held stays valid until it is given back (the next batch is computed
+ *  only by sp_stream_next(), after that).
+ *  @return 0, SP_EUNSUPP (a pool or service stream, which computes ahead:
+ *  close it and open one with sc.resume), SP_EMISMATCH (another stream's
+ *  state), SP_ERANGE (past the stream's end), or a failed stream's error. */
+SP_API int sp_stream_seek(sp_stream *s, const sp_loader_state *st, sp_error *err);
+
 /*! sp_stream_state() : the position after the last batch taken, as a
  *  loader state any kind (any worker count, any world size) resumes from;
  *  for a service stream, sp_client_state(). */

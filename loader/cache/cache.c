@@ -242,6 +242,8 @@ int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t in
                 char msg[SP_ERROR_MSG_MAX + 64];
                 snprintf(msg, sizeof msg, "%s: epoch %u continues uncached", e.msg, epoch);
                 sp__cache_warn(c, msg);
+            } else {
+                c->slot_on = 0;   /* committed: the epoch again is read from its entry */
             }
         }
     }

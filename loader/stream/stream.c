@@ -273,6 +273,24 @@ int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err) {
     return SP_OK;
 }
 
+int sp_stream_seek(sp_stream *s, const sp_loader_state *st, sp_error *err) {
+    if (!s || !st) return sp_error_set(err, SP_EINVAL, "stream: %s is NULL", s ? "state" : "stream");
+    if (s->kind != SP_STREAM_LOADER)
+        return sp_error_set(err, SP_EUNSUPP, "stream: a %s stream cannot seek (its batches are "
+                            "computed ahead): close it and open one with sc.resume",
+                            sp_stream_kind_name(s->kind));
+    if (s->failed) return failed_again(s, err);
+    int rc = sp_loader_state_check(s->ld, st, err);
+    if (rc != 0) return rc;
+    uint64_t abs = (uint64_t)st->epoch * s->nb + st->batch;
+    if (st->batch >= s->nb || abs > s->end)
+        return sp_error_set(err, SP_ERANGE, "stream: epoch %u batch %llu is outside this stream "
+                            "(%llu batches an epoch, %u epochs)", st->epoch,
+                            (unsigned long long)st->batch, (unsigned long long)s->nb, s->epochs);
+    s->abs = abs;
+    return SP_OK;
+}
+
 void sp_stream_state(const sp_stream *s, sp_loader_state *st) {
     if (s->kind == SP_STREAM_POOL) sp_pool_state(s->pool, st);
     else if (s->kind == SP_STREAM_SERVICE) sp_client_state(s->client, st);

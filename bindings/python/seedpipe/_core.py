@@ -20,12 +20,15 @@ sp_stream_close(). The kinds:
   Loader(workers>=1) SP_STREAM_POOL, opened at the first batch (the workers
                      fork then, as before; worker_pids() is empty until);
   attach()           SP_STREAM_SERVICE, opened by name and rank.
-A stream runs forward from where it was opened, so set_epoch() /
-load_state_dict() close it and open another at the new position (a pool at
-the next batch; in-process at once, the old stream kept until the next
-batch is taken so that the last views stay readable as they did on the one
-in-process buffer; its failure log and cache counters are carried over, so
-failures() and cache_stats() still cover the Loader's whole life).
+set_epoch() / load_state_dict() move an in-process stream with
+sp_stream_seek() (the same loader and cache, nothing reopened; the last
+views stay readable until the next batch is taken, as on the one in-process
+buffer). A pool computes ahead and cannot seek: its stream is closed and
+another opened at the new position at the next batch. An in-process stream
+that has failed keeps failing, so a reposition after a failure opens a new
+one (the old kept until the next batch is taken; its failure log and cache
+counters carried over, so failures() and cache_stats() still cover the
+Loader's whole life).
 
 What stays on an sp_loader, and why: a pool Loader creates its own loader
 in __init__ (the pool's comes only with the workers) for what must work
@@ -704,11 +707,20 @@ class Loader(_Base):
         res = self._res
         if self.workers:
             res.close_stream()              # the pool restarts from here at the next batch
-        elif (epoch, batch) != (self._epoch, self._batch) or self._failed:
-            # A stream runs forward from where it was opened: open one at the
-            # new position (if that fails, nothing has changed). The old one
-            # is kept until the next batch is taken, so the last views stay
-            # readable as long as they did on the one in-process buffer.
+        elif not self._failed:
+            # In-process the stream seeks (same loader, same cache, nothing
+            # reopened); the last views stay readable until the next batch.
+            st = L.sp_loader_state()
+            L.sp_loader_state_at(self._ld(), epoch, batch, byref(st))
+            err = L.sp_error()
+            rc = L.sp_stream_seek(res.stream, byref(st), byref(err))
+            if rc != 0:
+                _raise(rc, err, self.data)
+        else:
+            # A failed stream keeps failing: open one at the new position (if
+            # that fails, nothing has changed). The old one is kept until the
+            # next batch is taken, so the last views stay readable as long
+            # as they did on the one in-process buffer.
             new, keep = self._open(epoch, batch)
             self._carry_over(res.stream)
             res.close_retired()
@@ -719,8 +731,9 @@ class Loader(_Base):
 
     def _carry_over(self, s) -> None:
         """In-process, the failure log and the cache counters are the
-        Loader's whole life (they were one loader's and one cache's before
-        repositioning reopened the stream): keep those of a stream left."""
+        Loader's whole life (one loader's and one cache's, until a
+        reposition after a failure reopens the stream): keep those of a
+        stream left."""
         self._fail_past = self._failures(L.sp_stream_loader(s))
         c = L.sp_stream_cache(s)
         if c:

@@ -316,6 +316,7 @@ if HAS_STREAM:
     sp_stream_next = _fn("sp_stream_next", c_int, P, POINTER(sp_batch), E)
     sp_stream_release = _fn("sp_stream_release", c_int, P, POINTER(sp_batch), E)
     sp_stream_state = _fn("sp_stream_state", None, P, POINTER(sp_loader_state))
+    sp_stream_seek = _fn("sp_stream_seek", c_int, P, POINTER(sp_loader_state), E)
     sp_stream_info_get = _fn("sp_stream_info_get", None, P, POINTER(sp_stream_info))
     sp_stream_batch_digest = _fn("sp_stream_batch_digest", sp_digest, P, POINTER(sp_batch))
     sp_stream_loader = _fn("sp_stream_loader", P, P)
