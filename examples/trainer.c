@@ -2,11 +2,12 @@
  *
  *   example_trainer --name NAME [--rank R] [--bench] [--hold-and-die N]
  *
- * Attaches to the service's shared-memory region as rank R (client.h),
- * takes every batch of the stream in order (zero copy: the view points into
- * the region), computes something simple from the pixels (the mean
- * intensity per class, a stand-in for a training step), folds each batch's
- * digest into a stream digest, releases the batch, and at the end prints
+ * Opens a batch stream (stream.h) on the service's shared-memory region as
+ * rank R (SP_STREAM_SERVICE), takes every batch in order (zero copy: the
+ * view points into the region), computes something simple from the pixels
+ * (the mean intensity per class, a stand-in for a training step), folds
+ * each batch's digest into a stream digest, gives the batch back, and at
+ * the end prints
  *
  *   stream digest: <32 hex> (N batches, M images, rank R of K)
  *
@@ -16,10 +17,16 @@
  * against an in-process one by one line. Per epoch it prints the batches,
  * images and per-class mean intensity.
  *
+ * The loop is the same for every source: with sc.kind SP_STREAM_LOADER or
+ * SP_STREAM_POOL and a loader configuration (loader.h) instead of a service
+ * name, it reads the same bytes in process or from a worker pool. Only
+ * what a service alone has (its pid, the handoff timing) comes from the
+ * stream's client (sp_stream_client(), client.h).
+ *
  * --bench: no per-class statistics; prints delivery rate and the handoff
- * latency of sp_client_next(): "ready" = the call's duration when the batch
+ * latency of each batch: "ready" = the call's duration when the batch
  * was already published; "wake-up" = from the last worker's store into the
- * slot to sp_client_next() returning, for batches the client waited for.
+ * slot to sp_stream_next() returning, for batches the trainer waited for.
  * --hold-and-die N: take N batches, then SIGKILL itself while holding the
  * last (tests: a dead client must not stall the other ranks).
  */
@@ -32,8 +39,8 @@
 
 #include <xxhash.h>
 
-#include "seedpipe/client.h"
 #include "seedpipe/pipeline.h"
+#include "seedpipe/stream.h"
 
 #define MAX_CLASSES 1024
 
@@ -93,6 +100,14 @@ static void print_epoch(uint32_t epoch, uint64_t batches, uint64_t images, const
     printf("\n");
 }
 
+/* --bench: the handoff latency of the batch just taken, into wake or ready. */
+static void time_handoff(sp_client *c, uint64_t *wake, size_t *nw, uint64_t *ready, size_t *nr) {
+    sp_client_timing tm;
+    sp_client_timing_get(c, &tm);
+    if (tm.published_ns > tm.call_ns && tm.ready_ns) wake[(*nw)++] = tm.taken_ns - tm.ready_ns;
+    else ready[(*nr)++] = tm.taken_ns - tm.call_ns;
+}
+
 int main(int argc, char **argv) {
     const char *name = NULL;
     unsigned rank = 0;
@@ -113,20 +128,28 @@ int main(int argc, char **argv) {
         fprintf(stderr, "example_trainer: --name NAME is required\n");
         return 2;
     }
+    /* The stream: this rank's slice of whatever the service serves. */
     sp_error err;
     sp_error_clear(&err);
-    sp_client *c;
-    if (sp_client_attach(name, rank, &c, &err) != 0) {
+    sp_stream_config sc;
+    sp_stream_config_default(&sc);
+    sc.kind = SP_STREAM_SERVICE;
+    sc.service_name = name;
+    sc.rank = rank;
+    sp_stream *s;
+    if (sp_stream_open(NULL, &sc, &s, &err) != 0) {
         fprintf(stderr, "example_trainer: %s\n", err.msg);
         return 1;
     }
-    sp_client_info info;
-    sp_client_info_get(c, &info);
+    sp_stream_info info;
+    sp_stream_info_get(s, &info);
+    sp_client_info ci;   /* what only the service has: its pid, its stream's length */
+    sp_client_info_get(sp_stream_client(s), &ci);
     char fp[33];
     sp_digest_hex(info.fingerprint, fp);
     printf("attached to %s as rank %u of %u (service pid %d): %llu batches of %u/%u samples "
            "%dx%dx%d %s, fingerprint %s\n",
-           name, info.rank, info.world, info.service_pid, (unsigned long long)info.total,
+           name, info.rank, info.world, ci.service_pid, (unsigned long long)ci.total,
            info.batch_size / info.world, info.batch_size, info.c, info.h, info.w,
            sp_dtype_name(info.dtype), fp);
     fflush(stdout);
@@ -138,24 +161,13 @@ int main(int argc, char **argv) {
     int ncls = 0;
     uint64_t batches = 0, images = 0, ep_batches = 0, ep_images = 0;
     uint32_t epoch = UINT32_MAX;
-    uint64_t *wake = calloc(info.total + 1, 8), *ready = calloc(info.total + 1, 8);
+    uint64_t *wake = calloc(ci.total + 1, 8), *ready = calloc(ci.total + 1, 8);
     size_t nw = 0, nr = 0;
     uint64_t t0 = now_ns();   /* from attach: the rate includes waiting for the first batch */
     int rc;
     sp_batch v;
-    for (;;) {
-        rc = sp_client_next(c, &v, &err);
-        if (rc == SP_CLIENT_END) {
-            rc = 0;
-            break;
-        }
-        if (rc != 0) break;
-        if (bench && wake && ready) {
-            sp_client_timing tm;
-            sp_client_timing_get(c, &tm);
-            if (tm.published_ns > tm.call_ns && tm.ready_ns) wake[nw++] = tm.taken_ns - tm.ready_ns;
-            else ready[nr++] = tm.taken_ns - tm.call_ns;
-        }
+    while ((rc = sp_stream_next(s, &v, &err)) == 0) {
+        if (bench && wake && ready) time_handoff(sp_stream_client(s), wake, &nw, ready, &nr);
         if (v.epoch != epoch) {
             if (epoch != UINT32_MAX && !bench) print_epoch(epoch, ep_batches, ep_images, sum, cnt, ncls);
             epoch = v.epoch;
@@ -163,16 +175,16 @@ int main(int argc, char **argv) {
             memset(sum, 0, sizeof sum);
             memset(cnt, 0, sizeof cnt);
         }
-        if (!bench)
-            for (uint32_t s = 0; s < v.count; s++) {
-                int32_t lb = v.labels[s];
+        if (!bench)   /* the "training step": v.images holds v.count samples */
+            for (uint32_t k = 0; k < v.count; k++) {
+                int32_t lb = v.labels[k];
                 if (lb < 0 || lb >= MAX_CLASSES) continue;
                 if (lb + 1 > ncls) ncls = lb + 1;
-                sum[lb] += sample_mean(v.images + (size_t)s * info.sample_bytes,
+                sum[lb] += sample_mean(v.images + (size_t)k * info.sample_bytes,
                                        info.sample_bytes, info.dtype);
                 cnt[lb]++;
             }
-        fold(st, sp_client_batch_digest(c, &v));
+        fold(st, sp_stream_batch_digest(s, &v));
         batches++;
         images += v.count;
         ep_batches++;
@@ -183,11 +195,12 @@ int main(int argc, char **argv) {
             fflush(stdout);
             raise(SIGKILL);
         }
-        if (sp_client_release(c, &v, &err) != 0) {
+        if (sp_stream_release(s, &v, &err) != 0) {
             rc = err.code;
             break;
         }
     }
+    if (rc == SP_STREAM_END) rc = 0;   /* the end of the stream, not an error */
     double dt = (double)(now_ns() - t0) / 1e9;
     if (epoch != UINT32_MAX && !bench) print_epoch(epoch, ep_batches, ep_images, sum, cnt, ncls);
     if (rc != 0) {
@@ -197,8 +210,8 @@ int main(int argc, char **argv) {
         sp_digest d = {h.high64, h.low64};
         char hex[33];
         sp_digest_hex(d, hex);
-        sp_loader_state ls;
-        sp_client_state(c, &ls);
+        sp_loader_state ls;   /* where a resumed service (serve --resume) would start */
+        sp_stream_state(s, &ls);
         printf("stream digest: %s (%llu batches, %llu images, rank %u of %u)\n", hex,
                (unsigned long long)batches, (unsigned long long)images, info.rank, info.world);
         printf("delivered %.0f images/s (%.0f batches/s) over %.2f s; next state: epoch %u "
@@ -213,6 +226,6 @@ int main(int argc, char **argv) {
     XXH3_freeState(st);
     free(wake);
     free(ready);
-    sp_client_detach(c);
+    sp_stream_close(s);
     return rc == 0 ? 0 : 1;
 }

@@ -4,7 +4,8 @@
  * bottom, called by all: option lookups, errors, the loader and stream
  * options; cli_core.c: rng, order, inspect, index, make-shapes;
  * cli_batch.c: digest, dump; cli_verify.c: verify, diff; cli_service.c:
- * serve, status; cli_cache.c; cli_train.c) is the only code that
+ * serve, status; cli_cache.c; cli_train.c over cli_train_run.c, see
+ * cli_train.h) is the only code that
  * prints or exits; it turns every library error into "seedpipe CMD: msg" on
  * stderr and exit status 1 (2 for a usage error).
  */

@@ -6,9 +6,10 @@
  *         [--rank R --world W] [--on-error fail|skip|substitute]
  *       fill the cache with epochs (N = 0..N-1, A-B inclusive, lists with
  *       commas); entries already there are verified and kept; a progress
- *       bar on a terminal; throughput and compression at the end. With
- *       --workers W the epochs are computed, compressed and written by a
- *       worker pool (pool.h) of W processes, one pool per epoch.
+ *       bar on a terminal; throughput and compression at the end. Each
+ *       epoch to build is one batch stream (stream.h) through the cache:
+ *       in-process, or with --workers W a worker pool (pool.h) of W
+ *       processes that compute, compress and write, one pool per epoch.
  *   seedpipe cache ls DIR
  *       entries, most recently used first: key, epoch, seed, rank/world,
  *       dtype, batches, stored and raw size, compression ratio, last use
@@ -30,7 +31,8 @@
 #include <unistd.h>
 
 #include "seedpipe/cache.h"
-#include "seedpipe/pool.h"
+#include "seedpipe/pool.h"   /* SP_POOL_MAX_WORKERS */
+#include "seedpipe/stream.h"
 
 int cmd_cache(cli_args *a);
 
@@ -104,6 +106,124 @@ static void cache_opts(cli_args *a, sp_cache_opts *o) {
     if (ms && sp_cache_parse_size(ms, &o->max_size, &err) != 0) cli_usage_error(a, "%s", err.msg);
 }
 
+/* What `cache build` carries across its epochs. */
+typedef struct build_ctx {
+    cli_args *a;
+    const char *dir;
+    const sp_loader_config *cfg;
+    const sp_cache_opts *o;
+    int workers;
+    sp_loader *ld;          /* geometry, and the key of each epoch's entry */
+    sp_cache *c;            /* the lookups of the entries already there */
+    sp_batch b;             /* ... and their batches */
+    uint64_t nb, total, done, images, present;
+    sp_cache_stats wrote;   /* what the epochs' streams wrote */
+    cli_failures failed;    /* the epochs' failures, once per sample */
+    int tty;
+    double t0, last;
+} build_ctx;
+
+/* 1 if epoch e is already cached and every batch checks out; a bad entry
+ * is moved aside by the reader (a warning) and 0 returned, to rebuild it. */
+static int build_verified(build_ctx *x, uint32_t e) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_cache_reader *r;
+    int rc = sp_cache_reader_open(x->c, x->ld, e, &r, &err);
+    if (rc == 0) {
+        for (uint64_t i = 0; i < x->nb && rc == 0; i++) {
+            rc = sp_cache_reader_batch(r, i, &x->b, &err);
+            if (rc == SP_ENOMEM) cli_fail(x->a, &err);
+            if (rc != 0) on_warn(NULL, err.msg);
+        }
+        sp_cache_reader_close(r);
+        return rc == 0;
+    }
+    if (rc < 0) cli_fail(x->a, &err);
+    if (err.code) on_warn(NULL, err.msg);
+    return 0;
+}
+
+static void build_progress(build_ctx *x, uint32_t e, uint64_t i) {
+    double t = now_s();
+    if (!x->tty || (t - x->last <= 0.2 && x->done != x->total)) return;
+    x->last = t;
+    int w = 30, fill = (int)((double)w * (double)x->done / (double)x->total);
+    fprintf(stderr, "\r  [%.*s%*s] epoch %u batch %" PRIu64 "/%" PRIu64 "  %.0f images/s ", fill,
+            "##############################", w - fill, "", e, i + 1, x->nb,
+            (double)x->images / (t - x->t0 + 1e-9));
+}
+
+/* A batch failed: the failures so far (in-process: every epoch's, as one
+ * loader's log; a pool: this epoch's), then the error. */
+static _Noreturn void build_fail(build_ctx *x, sp_stream *s, const sp_error *err) {
+    if (x->tty) fputc('\n', stderr);
+    if (x->workers) {
+        cli_print_failures(sp_stream_loader(s), stderr);
+    } else {
+        cli_failures fl = x->failed;
+        if (cli_failures_add(&fl, sp_stream_loader(s)) != 0)
+            fprintf(stderr, "(out of memory listing the failures)\n");
+        cli_failures_print(&fl, stderr);
+    }
+    cli_fail(x->a, err);
+}
+
+/* Stream epoch e through the cache (stream.h): in-process, or with
+ * --workers a pool whose workers compute, compress and write. */
+static void build_epoch(build_ctx *x, uint32_t e) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader_state at;
+    sp_loader_state_at(x->ld, e, 0, &at);
+    sp_stream_config sc;
+    sp_stream_config_default(&sc);
+    sc.kind = x->workers ? SP_STREAM_POOL : SP_STREAM_LOADER;
+    sc.workers = x->workers;
+    sc.epochs = e + 1;
+    sc.resume = &at;
+    sc.cache_dir = x->dir;
+    sc.cache_opts = x->o;
+    sp_stream *s;
+    if (sp_stream_open(x->cfg, &sc, &s, &err) != 0) cli_fail(x->a, &err);
+    for (uint64_t i = 0; i < x->nb; i++) {
+        sp_batch v;
+        if (sp_stream_next(s, &v, &err) != 0) build_fail(x, s, &err);
+        x->images += v.count;
+        x->done++;
+        sp_stream_release(s, &v, NULL);
+        build_progress(x, e, i);
+    }
+    sp_cache *written_by = sp_stream_cache(s);
+    sp_cache_flush(written_by);
+    sp_cache_stats ps;
+    sp_cache_stats_get(written_by, &ps);
+    x->wrote.committed += ps.committed;
+    x->wrote.bytes_written += ps.bytes_written;
+    x->wrote.raw_written += ps.raw_written;
+    x->wrote.write_failures += ps.write_failures;
+    if (cli_failures_add(&x->failed, sp_stream_loader(s)) != 0) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(x->a, &err);
+    }
+    sp_stream_close(s);
+}
+
+/* The closing line: epochs, throughput, what was written. */
+static void build_report(const build_ctx *x, size_t ne) {
+    double dt = now_s() - x->t0;
+    const sp_cache_stats *s = &x->wrote;
+    char st[32], raw[32];
+    human(s->bytes_written, st, sizeof st);
+    human(s->raw_written, raw, sizeof raw);
+    printf("cache build: %zu epochs (%" PRIu64 " already cached and verified, %" PRIu64
+           " committed), %" PRIu64 " images in %.2f s (%.0f images/s, %.1f MB/s raw); "
+           "wrote %s of %s raw (ratio %.2f)\n",
+           ne, x->present, s->committed, x->images, dt, dt > 0 ? (double)x->images / dt : 0.0,
+           dt > 0 ? (double)s->raw_written / dt / 1e6 : 0.0, st, raw,
+           s->bytes_written ? (double)s->raw_written / (double)s->bytes_written : 0.0);
+}
+
 static int cache_build(cli_args *a) {
     if (a->npos != 2) cli_usage_error(a, "usage: seedpipe cache build DATASET --cache DIR ...");
     const char *dir = cli_str(a, "cache", NULL);
@@ -126,115 +246,39 @@ static int cache_build(cli_args *a) {
         cli_usage_error(a, "--workers must be <= %d", SP_POOL_MAX_WORKERS);
     cli_check_unused(a);
 
-    sp_loader *ld;
-    cli_failures failed;
-    memset(&failed, 0, sizeof failed);
-    if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
-    sp_cache *c;
-    if (sp_cache_open(dir, &o, &c, &err) != 0) cli_fail(a, &err);
-    sp_batch b;
-    if (sp_batch_alloc(ld, &b) != 0) {
+    build_ctx x;
+    memset(&x, 0, sizeof x);
+    x.a = a;
+    x.dir = dir;
+    x.cfg = &cfg;
+    x.o = &o;
+    x.workers = (int)workers;
+    if (sp_loader_create(&cfg, &x.ld, &err) != 0) cli_fail(a, &err);
+    if (sp_cache_open(dir, &o, &x.c, &err) != 0) cli_fail(a, &err);
+    if (sp_batch_alloc(x.ld, &x.b) != 0) {
         sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
         cli_fail(a, &err);
     }
-    uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0, present = 0;
-    uint64_t total = nb * ne;
-    sp_cache_stats pooled;
-    memset(&pooled, 0, sizeof pooled);
-    int tty = isatty(2);
-    double t0 = now_s(), last = 0;
+    x.nb = sp_loader_batches_per_epoch(x.ld);
+    x.total = x.nb * ne;
+    x.tty = isatty(2);
+    x.t0 = now_s();
     for (size_t k = 0; k < ne; k++) {
-        sp_cache_reader *r;
-        sp_error_clear(&err);
-        int rc = sp_cache_reader_open(c, ld, epochs[k], &r, &err);
-        if (rc == 0) {   /* already cached: check every batch; a bad one is moved aside */
-            for (uint64_t i = 0; i < nb && rc == 0; i++) {
-                rc = sp_cache_reader_batch(r, i, &b, &err);
-                if (rc == SP_ENOMEM) cli_fail(a, &err);
-                if (rc != 0) on_warn(NULL, err.msg);
-            }
-            sp_cache_reader_close(r);
-            if (rc == 0) {
-                present++;
-                done += nb;
-                continue;
-            }
-            sp_error_clear(&err);   /* rebuild it */
-        } else if (rc < 0) {
-            cli_fail(a, &err);
-        } else if (err.code) {
-            on_warn(NULL, err.msg);
-        }
-        sp_pool *pool = NULL;
-        if (workers) {   /* the workers compute, compress and write */
-            sp_loader_state at;
-            sp_loader_state_at(ld, epochs[k], 0, &at);
-            sp_pool_config pc = {(int)workers, 0, epochs[k] + 1, &at, NULL, dir, &o};
-            if (sp_pool_create(&cfg, &pc, &pool, &err) != 0) cli_fail(a, &err);
-        }
-        for (uint64_t i = 0; i < nb; i++) {
-            sp_batch view, *bp = pool ? &view : &b;
-            int brc = pool ? sp_pool_next(pool, &view, &err)
-                           : sp_cache_epoch_batch(c, ld, epochs[k], i, &b, &err);
-            if (brc != 0) {
-                if (tty) fputc('\n', stderr);
-                cli_print_failures(pool ? sp_pool_loader(pool) : ld, stderr);
-                cli_fail(a, &err);
-            }
-            images += bp->count;
-            done++;
-            if (pool) sp_pool_release(pool, NULL);
-            double t = now_s();
-            if (tty && (t - last > 0.2 || done == total)) {
-                last = t;
-                int w = 30, fill = (int)((double)w * (double)done / (double)total);
-                fprintf(stderr, "\r  [%.*s%*s] epoch %u batch %" PRIu64 "/%" PRIu64
-                        "  %.0f images/s ", fill, "##############################", w - fill, "",
-                        epochs[k], i + 1, nb, (double)images / (t - t0 + 1e-9));
-            }
-        }
-        sp_cache_flush(c);
-        if (pool) {
-            sp_cache_stats ps;
-            sp_cache_stats_get(sp_pool_cache(pool), &ps);
-            pooled.committed += ps.committed;
-            pooled.bytes_written += ps.bytes_written;
-            pooled.raw_written += ps.raw_written;
-            pooled.write_failures += ps.write_failures;
-            if (cli_failures_add(&failed, sp_pool_loader(pool)) != 0) {
-                sp_error_set(&err, SP_ENOMEM, "out of memory");
-                cli_fail(a, &err);
-            }
-            sp_pool_destroy(pool);
+        if (build_verified(&x, epochs[k])) {
+            x.present++;
+            x.done += x.nb;
+        } else {
+            build_epoch(&x, epochs[k]);
         }
     }
-    if (tty && images) fputc('\n', stderr);
-    double dt = now_s() - t0;
-    sp_cache_stats s;
-    sp_cache_stats_get(c, &s);
-    s.committed += pooled.committed;
-    s.bytes_written += pooled.bytes_written;
-    s.raw_written += pooled.raw_written;
-    s.write_failures += pooled.write_failures;
-    char st[32], raw[32];
-    human(s.bytes_written, st, sizeof st);
-    human(s.raw_written, raw, sizeof raw);
-    printf("cache build: %zu epochs (%" PRIu64 " already cached and verified, %" PRIu64
-           " committed), %" PRIu64 " images in %.2f s (%.0f images/s, %.1f MB/s raw); "
-           "wrote %s of %s raw (ratio %.2f)\n",
-           ne, present, s.committed, images, dt, dt > 0 ? (double)images / dt : 0.0,
-           dt > 0 ? (double)s.raw_written / dt / 1e6 : 0.0, st, raw,
-           s.bytes_written ? (double)s.raw_written / (double)s.bytes_written : 0.0);
-    if (cli_failures_add(&failed, ld) != 0) {   /* the in-process epochs' */
-        sp_error_set(&err, SP_ENOMEM, "out of memory");
-        cli_fail(a, &err);
-    }
-    cli_failures_print(&failed, stderr);
-    cli_failures_free(&failed);
-    sp_batch_free(&b);
-    sp_cache_close(c);
-    sp_loader_destroy(ld);
-    return s.write_failures ? 1 : 0;
+    if (x.tty && x.images) fputc('\n', stderr);
+    build_report(&x, ne);
+    cli_failures_print(&x.failed, stderr);
+    cli_failures_free(&x.failed);
+    sp_batch_free(&x.b);
+    sp_cache_close(x.c);
+    sp_loader_destroy(x.ld);
+    return x.wrote.write_failures ? 1 : 0;
 }
 
 static void age(int64_t t, char *out, size_t cap) {
