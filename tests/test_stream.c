@@ -112,19 +112,25 @@ static sp_stream *open_service(const sp_loader_config *lc, const char *name, uin
     return s;
 }
 
+/* The in-process stream's digests, the reference of every case. */
+static size_t reference(const sp_loader_config *lc, sp_digest *ref, size_t max) {
+    sp_stream *s = open_kind(lc, SP_STREAM_LOADER, 0, NULL, NULL);
+    size_t n = drain(s, ref, 0, max);
+    sp_stream_close(s);
+    return n;
+}
+
 static void test_kinds_identical(void) {
     sp_loader_config lc;
     config(&lc);
     enum { MAX = 64 };
     sp_digest ref[MAX], d[MAX];
-    sp_stream *s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
-    size_t n = drain(s, ref, 0, MAX);
-    sp_stream_close(s);
+    size_t n = reference(&lc, ref, MAX);
     CHECK(n == EPOCHS * ((NSAMPLES + BATCH - 1) / BATCH));
 
     sp_loader_config l3 = lc;
     l3.threads = 3;
-    s = open_kind(&l3, SP_STREAM_LOADER, 0, NULL, NULL);
+    sp_stream *s = open_kind(&l3, SP_STREAM_LOADER, 0, NULL, NULL);
     CHECK(drain(s, d, 0, MAX) == n);
     check_same(ref, d, n, "loader, 3 threads");
     sp_stream_close(s);
@@ -209,9 +215,8 @@ static void test_state_resume(void) {
     sp_loader_config lc;
     config(&lc);
     sp_digest ref[64], d[64];
-    sp_stream *s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
-    size_t n = drain(s, ref, 0, 64), half = n / 2 + 1;   /* mid-epoch 1 */
-    sp_stream_close(s);
+    size_t n = reference(&lc, ref, 64), half = n / 2 + 1;   /* mid-epoch 1 */
+    sp_stream *s;
     for (int kind = 0; kind < 2; kind++) {
         s = open_kind(&lc, (sp_stream_kind)kind, kind ? 2 : 0, NULL, NULL);
         sp_error err;
@@ -404,10 +409,8 @@ static void test_seek(void) {
     sp_loader_config lc;
     config(&lc);
     sp_digest ref[64], d[64];
+    size_t n = reference(&lc, ref, 64), nb = n / EPOCHS;
     sp_stream *s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
-    size_t n = drain(s, ref, 0, 64), nb = n / EPOCHS;
-    sp_stream_close(s);
-    s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
     sp_loader *ld = sp_stream_loader(s);
     sp_error err;
     sp_error_clear(&err);
