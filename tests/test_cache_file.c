@@ -373,8 +373,9 @@ static void check_encode(int filter) {
         sp_error err;
         size_t len;
         sp_digest key = {1, 2};
-        CHECK_OK(sp__cb_encode(cc, key, &t.b, sb, filter, NULL, &out, &len, &scratch, &h, &err),
-                 &err);
+        sp__cb_encode_req eq = {.key = key, .sample_bytes = sb, .filter = filter, .ld = NULL,
+                                .ctx = cc, .scratch = &scratch};
+        CHECK_OK(sp__cb_encode(&eq, &t.b, &out, &len, &h, &err), &err);
         CHECK(h.filter == (uint32_t)filter);
         XXH3_state_t *st = XXH3_createState();
         XXH3_64bits_reset(st);

@@ -88,8 +88,10 @@ int sp__cb_write(const sp__cb_write_req *rq, const sp_batch *b, sp__cb_io *io,
     }
     sp__cb_header h;
     size_t len;
-    int rc = sp__cb_encode(io->cctx, rq->key, b, rq->sample_bytes, rq->filter, rq->ld, &io->file,
-                           &len, &io->scratch, &h, err);
+    sp__cb_encode_req eq = {.key = rq->key, .sample_bytes = rq->sample_bytes,
+                            .filter = rq->filter, .ld = rq->ld, .ctx = io->cctx,
+                            .scratch = &io->scratch};
+    int rc = sp__cb_encode(&eq, b, &io->file, &len, &h, err);
     if (rc) return rc;
     char name[32];
     snprintf(name, sizeof name, "b%08" PRIu64, b->index);

@@ -267,9 +267,14 @@ static void enc_header(uint8_t *p, const sp__cb_header *h) {
     sp__le_put32(p + 112, h->channels);
 }
 
-int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sample_bytes,
-                  int filter, const sp_loader *ld, sp__buf *out, size_t *len,
-                  sp__buf *scratch, sp__cb_header *h, sp_error *err) {
+int sp__cb_encode(const sp__cb_encode_req *rq, const sp_batch *b, sp__buf *out, size_t *len,
+                  sp__cb_header *h, sp_error *err) {
+    ZSTD_CCtx *ctx = rq->ctx;
+    sp__buf *scratch = rq->scratch;
+    const sp_loader *ld = rq->ld;
+    sp_digest key = rq->key;
+    size_t sample_bytes = rq->sample_bytes;
+    int filter = rq->filter;
     memset(h, 0, sizeof *h);
     enc_images im;
     enc_pick_filter(&im, filter, ld, b, sample_bytes);

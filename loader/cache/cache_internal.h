@@ -100,14 +100,22 @@ typedef struct sp__cm {
 
 /* ---- cache_file.c: the batch file format ----------------------------------------- */
 
+/* How sp__cb_encode() encodes a batch. */
+typedef struct sp__cb_encode_req {
+    sp_digest key;              /* the entry's key */
+    size_t sample_bytes;
+    int filter;                 /* SP__FILTER_NONE, _SHUFFLE4, or _DICT8_NCHW meaning
+                                   "dictionary if the batch allows it" (else the shuffle) */
+    const sp_loader *ld;        /* its failure log (NULL: none) */
+    ZSTD_CCtx *ctx;             /* reused across batches */
+    sp__buf *scratch;           /* a work buffer, reused */
+} sp__cb_encode_req;
+
 /*! sp__cb_encode() : the batch file bytes of b into out (size in *len),
- *  with the failure-log lines of its failed samples from ld. filter is
- *  SP__FILTER_NONE, _SHUFFLE4, or _DICT8_NCHW meaning "dictionary if the
- *  batch allows it" (it falls back to the shuffle). ctx is reused; scratch
- *  is a work buffer. @return 0, SP_ENOMEM, SP_EIO. */
-int sp__cb_encode(ZSTD_CCtx *ctx, sp_digest key, const sp_batch *b, size_t sample_bytes,
-                  int filter, const sp_loader *ld, sp__buf *out, size_t *len,
-                  sp__buf *scratch, sp__cb_header *h, sp_error *err);
+ *  with the failure-log lines of its failed samples from rq->ld; *h the
+ *  header written. @return 0, SP_ENOMEM, SP_EIO. */
+int sp__cb_encode(const sp__cb_encode_req *rq, const sp_batch *b, sp__buf *out, size_t *len,
+                  sp__cb_header *h, sp_error *err);
 
 /*! sp__cb_parse_header() : parse and bound-check the header of a file of
  *  `len` bytes (not the checksums). @return 0 or SP_EFORMAT "path: reason". */
