@@ -45,17 +45,14 @@ static int limit_error(sp_error *err, const char *path, uint64_t max) {
                         (unsigned long long)max);
 }
 
-int sp__read_fd(int fd, const char *path, uint64_t max, sp__buf *buf, size_t *len,
-                sp_error *err) {
+int sp__read_fd(int fd, const char *path, uint64_t max, uint64_t hint, sp__buf *buf,
+                size_t *len, sp_error *err) {
     *len = 0;
     if (max > SIZE_MAX - 2) max = SIZE_MAX - 2;
-    /* The first allocation: the rest of a regular file (+ 1 to see its
-     * end, + 1 spare), else 64 KiB; never more than the bound allows. */
-    uint64_t first = 65536;
-    struct stat st;
-    off_t off;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (off = lseek(fd, 0, SEEK_CUR)) >= 0)
-        first = st.st_size > off ? (uint64_t)(st.st_size - off) + 2 : 2;
+    /* The first allocation: the size the caller knows (+ 1 to see the end,
+     * + 1 spare), else 64 KiB; never more than the bound allows. No stat
+     * here: the callers that know the size have just stat'ed the file. */
+    uint64_t first = hint ? hint + 2 : 65536;
     if (first > max + 2) first = max + 2;
     size_t n = 0;
     for (;;) {
@@ -116,7 +113,7 @@ int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max
                  (unsigned long long)st.st_size, (unsigned long long)max);
         rc = fail_errno(err, SP_ELIMIT, EFBIG, path, why);
     } else {
-        rc = sp__read_fd(fd, path, max, buf, len, err);
+        rc = sp__read_fd(fd, path, max, (uint64_t)st.st_size, buf, len, err);
         if (rc == SP_ELIMIT) errno = EFBIG;
     }
     int e = errno;
@@ -147,7 +144,9 @@ int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data, size_t *l
                           (unsigned long long)st.st_size, (unsigned long long)max_bytes);
     sp__buf buf = {NULL, 0};
     size_t n = 0;
-    if (rc == SP_OK) rc = sp__read_fd(fd, path, max_bytes, &buf, &n, err);
+    if (rc == SP_OK)
+        rc = sp__read_fd(fd, path, max_bytes, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0,
+                         &buf, &n, err);
     close(fd);
     if (rc != SP_OK) {
         sp__buf_free(&buf);

@@ -30,13 +30,15 @@ void sp__buf_free(sp__buf *b);
 /*! sp__read_fd() : read the open descriptor fd from its current offset to
  *  end of file into buf (grown as needed), at most max bytes; one spare
  *  byte stays after the data, so text can be NUL-terminated in place. The
- *  fd is not closed. `path` only names the file in messages.
+ *  fd is not closed. `path` only names the file in messages. hint is the
+ *  size the caller expects (from its own fstat; 0: unknown), used only for
+ *  the first allocation: the read itself is bounded by max alone.
  *  @return 0 with *len set; SP_ELIMIT ("path: file exceeds the limit of N
  *  bytes") when there are more than max bytes, SP_EIO (with strerror) or
  *  SP_ENOMEM; on failure buf stays valid (the caller frees it) and its
  *  contents are undefined. */
-int sp__read_fd(int fd, const char *path, uint64_t max, sp__buf *buf, size_t *len,
-                sp_error *err);
+int sp__read_fd(int fd, const char *path, uint64_t max, uint64_t hint, sp__buf *buf,
+                size_t *len, sp_error *err);
 
 /*! sp__read_file_at() : open dirfd/name (O_NOFOLLOW; AT_FDCWD and a path
  *  work too), refuse anything but a regular file (SP_EIO "is not a regular

@@ -342,7 +342,7 @@ static int read_encoded(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
     }
     /* Read to the end, at most the indexed size: a file that changed since
      * it was indexed is refused, shorter, longer or with other bytes. */
-    rc = sp__read_fd(fd, full, want, &buf, &got, err);
+    rc = sp__read_fd(fd, full, want, want, &buf, &got, err);
     out->owned = buf.p;
     if (rc == SP_ELIMIT || (rc == SP_OK && got != want)) {
         rc = changed(err, full, rc == SP_OK ? "shorter than indexed" : "longer than indexed");

@@ -162,7 +162,7 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
     }
     sp__buf buf = {NULL, 0};
     sp_error e;
-    int rd = sp__read_fd(fd, path, len, &buf, &got, &e);
+    int rd = sp__read_fd(fd, path, len, len, &buf, &got, &e);
     data = buf.p;
     if (rd == SP_OK && got != len) rd = sp_error_set(&e, SP_EIO, "%s: short read", path);
     if (rd == SP_ELIMIT) rd = sp_error_set(&e, SP_EIO, "%s: grew while read", path);

@@ -271,7 +271,7 @@ int sp_loader_state_load(const char *path, sp_loader_state *st, sp_error *err) {
     if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
     sp__buf raw = {NULL, 0};
     size_t len = 0;
-    int rd = sp__read_fd(fd, path, SP_STATE_MAX_BYTES + 1, &raw, &len, err);
+    int rd = sp__read_fd(fd, path, SP_STATE_MAX_BYTES + 1, 0, &raw, &len, err);
     close(fd);
     if (rd != SP_OK && rd != SP_ELIMIT) {
         sp__buf_free(&raw);
