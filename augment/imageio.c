@@ -16,6 +16,7 @@
  * between. Warnings are dropped (library code never prints).
  */
 #include "seedpipe/imageio.h"
+#include "common/fileio_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,16 +45,10 @@ static int check_image(const sp_image *img, const char *what, sp_error *err) {
 static int write_all(const char *path, const uint8_t *buf, size_t len, sp_error *err) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, buf + done, len - done);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(e));
-        }
-        done += (size_t)w;
+    if (sp__write_full(fd, buf, len) != 0) {
+        int e = errno;
+        close(fd);
+        return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(e));
     }
     if (close(fd) != 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
     return SP_OK;

@@ -1,5 +1,5 @@
-/* common/fileio.c - bounded whole-file reading (common/fileio_internal.h;
- * sp_read_file() in include/seedpipe/common.h).
+/* common/fileio.c - bounded whole-file reading and whole-buffer writing
+ * (common/fileio_internal.h; sp_read_file() in include/seedpipe/common.h).
  *
  * One reader for the whole library: datasets' list files, loader state,
  * pipeline specs, cache batch files and manifests, checkpoints and the
@@ -85,6 +85,25 @@ int sp__read_fd(int fd, const char *path, uint64_t max, uint64_t hint, sp__buf *
     }
     *len = n;
     return SP_OK;
+}
+
+int sp__write_full(int fd, const void *p, size_t n) {
+    const uint8_t *s = p;
+    while (n) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
+        ssize_t w = write(fd, s, chunk);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }
 
 /* sp_error_set() may touch errno (it formats); callers of

@@ -1,7 +1,8 @@
 /* common/fileio_internal.h - the one bounded whole-file reader (internal to
  * the library; not installed). sp_read_file() (common.h) is its public face.
  *
- * Every reader of a whole file in the library goes through sp__read_fd():
+ * Every reader of a whole file in the library goes through sp__read_fd(),
+ * and every writer of a whole buffer through sp__write_full():
  * it reads to end of file (a size from fstat is only a hint: pipes and
  * files that grow or shrink under it are handled), never past a caller's
  * bound, and names the path in every error. Reentrant; no global state.
@@ -48,5 +49,11 @@ int sp__read_fd(int fd, const char *path, uint64_t max, uint64_t hint, sp__buf *
  *  not exist, EFBIG for SP_ELIMIT), for callers that treat "absent" apart. */
 int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max,
                      sp__buf *buf, size_t *len, sp_error *err);
+
+/*! sp__write_full() : write all n bytes of p to fd (retrying after EINTR
+ *  and short writes, in chunks of at most 1 GiB). @return 0, or -1 with
+ *  errno set (ENOSPC when the file system takes no more). The one write
+ *  loop of the library. */
+int sp__write_full(int fd, const void *p, size_t n);
 
 #endif

@@ -11,6 +11,7 @@
  * the dataset code.
  */
 #include "loader/dataset_internal.h"
+#include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
 
@@ -169,15 +170,8 @@ int sp__ds_write_file(const char *path, const void *data, size_t n) {
         return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
-    const uint8_t *p = data;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, p + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    if (close(fd) != 0 || done != n || rename(tmp, path) != 0) {
+    int bad = sp__write_full(fd, data, n) != 0;
+    if (close(fd) != 0 || bad || rename(tmp, path) != 0) {
         unlink(tmp);
         return -1;
     }

@@ -13,6 +13,7 @@
  * sp__ds_dir_kind() (dataset_tar.c); nothing of the dataset code calls it.
  */
 #include "loader/dataset_internal.h"
+#include "common/fileio_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,14 +44,8 @@ static void tar_header(uint8_t h[TAR_BLOCK], const char *name, uint64_t size) {
 }
 
 static int write_all(int fd, const void *p, size_t n, const char *path, sp_error *err) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-        b += k;
-        n -= (size_t)k;
-    }
+    if (sp__write_full(fd, p, n) != 0)
+        return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
     return SP_OK;
 }
 

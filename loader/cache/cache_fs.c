@@ -44,25 +44,10 @@ static int hook_fail(int fd, const uint8_t *s, size_t chunk) {
 /* ---- file-system helpers ------------------------------------------------------- */
 
 int sp__write_all(int fd, const void *p, size_t n) {
-    const uint8_t *s = p;
-    while (n) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
 #ifdef SEEDPIPE_TEST_HOOKS
-        if (hook_fail(fd, s, chunk) != 0) return -1;
+    if (hook_fail(fd, p, n) != 0) return -1;
 #endif
-        ssize_t w = write(fd, s, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = ENOSPC;
-            return -1;
-        }
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return sp__write_full(fd, p, n);
 }
 
 int sp__write_new(int dirfd, int no_fsync, const char *name, const void *p, size_t len) {
