@@ -181,7 +181,6 @@ int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
 int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
-const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
 void sp__ds_close_shards(sp_dataset *ds);   /* the kept descriptors (destroy) */
 
 /* A WebDataset sample as the shards are read (dataset_tar.c) or taken from

@@ -280,7 +280,6 @@ int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err) {
     return SP_OK;
 }
 
-uint32_t sp__loader_span(const sp_loader *ld) { return ld->span; }
 
 uint32_t sp__loader_capacity(const sp_loader *ld) {
     return ld->bt.batch_size / ld->bt.world * ld->span;

@@ -82,7 +82,6 @@ const sp_batching *sp__loader_batching(const sp_loader *ld);
  *  world), so its bytes must not be cached as cfg.rank's. Default 1.
  *  @return 0 or SP_EINVAL (span 0, or past the world). */
 int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err);
-uint32_t sp__loader_span(const sp_loader *ld);
 /* Positions per batch buffer: B / world * span. */
 uint32_t sp__loader_capacity(const sp_loader *ld);
 /* The loader's positions of global batch b (its rank, or its span). */

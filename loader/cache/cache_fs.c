@@ -43,7 +43,9 @@ static int hook_fail(int fd, const uint8_t *s, size_t chunk) {
 
 /* ---- file-system helpers ------------------------------------------------------- */
 
-int sp__write_all(int fd, const void *p, size_t n) {
+/* Write n bytes or fail with errno set (the full-disk hook first, where
+ * compiled in). @return 0 or -1. */
+static int write_all(int fd, const void *p, size_t n) {
 #ifdef SEEDPIPE_TEST_HOOKS
     if (hook_fail(fd, p, n) != 0) return -1;
 #endif
@@ -54,7 +56,7 @@ int sp__write_new(int dirfd, int no_fsync, const char *name, const void *p, size
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return errno;
     int e = 0;
-    if (sp__write_all(fd, p, len) != 0) e = errno;
+    if (write_all(fd, p, len) != 0) e = errno;
     else if (!no_fsync && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
     if (e) unlinkat(dirfd, name, 0);

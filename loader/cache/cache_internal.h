@@ -145,9 +145,6 @@ void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t
 extern _Atomic long long sp__cache_fail_after_bytes;
 #endif
 
-/*! sp__write_all() : write n bytes or fail with errno set (honours the
- *  test hook where compiled in). @return 0 or -1. */
-int sp__write_all(int fd, const void *p, size_t n);
 /*! sp__write_new() : write `len` bytes as the new file dirfd/name (O_EXCL;
  *  fsync unless no_fsync); on an error the file is removed.
  *  @return 0 or the errno. */
@@ -193,7 +190,6 @@ struct sp_cache {
     sp_cache_writer *wr;
 };
 
-uint64_t sp__cache_max_size(const sp_cache *c);
 int sp__cache_read_only(const sp_cache *c);
 const sp_cache_opts *sp__cache_opts(const sp_cache *c);
 /* Pass a warning to opts.warn (if set). */

@@ -17,7 +17,6 @@
 #include "seedpipe/pipeline.h"
 
 const char *sp_cache_dir(const sp_cache *c) { return c->dir; }
-uint64_t sp__cache_max_size(const sp_cache *c) { return c->o.max_size; }
 int sp__cache_read_only(const sp_cache *c) { return c->o.read_only; }
 const sp_cache_opts *sp__cache_opts(const sp_cache *c) { return &c->o; }
 void sp_cache_stats_get(const sp_cache *c, sp_cache_stats *s) { *s = c->st; }

@@ -492,8 +492,6 @@ void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
 }
 
 sp__ring_hdr *sp__pool_hdr(sp_pool *pool) { return pool->h; }
-uint64_t sp__pool_taken(const sp_pool *pool) { return pool->taken; }
-uint64_t sp__pool_released(const sp_pool *pool) { return pool->released; }
 uint64_t sp__pool_total(const sp_pool *pool) { return pool->total; }
 
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,

@@ -251,8 +251,6 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config
  *  SP_POOL_END, or a sticky error. Polls worker liveness every 10 ms. */
 int sp__pool_poll(struct sp_pool *pool, uint32_t *slot, uint64_t *q, sp_error *err);
 sp__ring_hdr *sp__pool_hdr(struct sp_pool *pool);
-uint64_t sp__pool_taken(const struct sp_pool *pool);
-uint64_t sp__pool_released(const struct sp_pool *pool);
 uint64_t sp__pool_total(const struct sp_pool *pool);
 
 #endif
