@@ -24,7 +24,8 @@
  * applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
- * In the code: sp_pipeline_run_checked() makes the first state from the
+ * In the code: run_into() (behind sp_pipeline_run, _checked and _shaped)
+ * makes the first state from the
  * encoded bytes (start_encoded(), fused with the first op when it is
  * geometric) or the raw pixels (start_raw()), runs the other ops
  * (run_ops()), and writes the output (write_output(): write_u8(),
@@ -194,7 +195,10 @@ static int run_center_crop(const sp_op *op, const source *s, state *st, const ch
     sp_image reg;
     int owned, rc = source_region(s, sx, sy, nx, ny, 1, &reg, &owned, path, err);
     if (rc) return rc;
-    if (ox >= 0 && oy >= 0) {           /* no padding: the region is the result */
+    /* Padding is decided by the sizes, never by the offsets' signs: a crop
+     * one larger than the image has offset 0 on that axis (the one zero
+     * column or row goes after the image) and still pads. */
+    if (op->w <= s->W && op->h <= s->H) {   /* no padding: the region is the result */
         if (owned) st_take(st, &reg);
         else st->cur = reg;            /* a view into the current pixels */
         return SP_OK;
@@ -488,9 +492,14 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
     return rc;
 }
 
-int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                            const sp_sample_src *src, const sp_run_opts *opts, void *out,
-                            size_t out_bytes, sp_error *err) {
+/* The shared body of the three entry points: run the ops, then write the
+ * output only if it has the declared shape (when one is given: the sample
+ * slot's geometry) and fits in out_bytes. A pixel of another geometry is
+ * never written: a wrong stride would scramble the slot, a short write
+ * would leave what the buffer held. */
+static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
+                    const sp_run_opts *opts, const sp_out_shape *shape, void *out,
+                    size_t out_bytes, sp_error *err) {
     static const sp_run_opts default_opts = {SP_DTYPE_UINT8, SP_LAYOUT_NCHW, 0, NULL};
     if (!p || !ctx || !src || !out) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL argument");
     const sp_run_opts *o = opts ? opts : &default_opts;
@@ -510,22 +519,41 @@ int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
     else if (src->raw) rc = start_raw(p, src->raw, &st, path, err);
     else return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
     if (!rc) rc = run_ops(p, ctx, &st, k, path, err);
-    if (!rc) {
-        size_t need = (size_t)st.cur.width * (size_t)st.cur.height * (size_t)st.cur.channels *
-                      sp_dtype_size(o->dtype);
-        if (need > out_bytes)
-            rc = sp_error_set(err, SP_ERANGE, "%s: output %dx%dx%d needs %zu bytes, %zu available",
-                              path, st.cur.height, st.cur.width, st.cur.channels, need, out_bytes);
-        else
-            write_output(p, &st.cur, st.hflip, o, out);
-    }
+    const sp_image *im = &st.cur;
+    size_t need = (size_t)im->width * (size_t)im->height * (size_t)im->channels *
+                  sp_dtype_size(o->dtype);
+    int other = shape && (im->height != shape->height || im->width != shape->width ||
+                          im->channels != shape->channels);
+    if (rc == SP_OK && other)
+        rc = sp_error_set(err, SP_ERANGE, "%s: output %dx%dx%d is not the sample's declared "
+                          "%dx%dx%d (a pipeline without a fixed output size needs images of "
+                          "one size); nothing written", path, im->height, im->width,
+                          im->channels, shape->height, shape->width, shape->channels);
+    else if (rc == SP_OK && need > out_bytes)
+        rc = sp_error_set(err, SP_ERANGE, "%s: output %dx%dx%d needs %zu bytes, %zu available",
+                          path, im->height, im->width, im->channels, need, out_bytes);
+    else if (rc == SP_OK)
+        write_output(p, im, st.hflip, o, out);
     sp_image_free(&st.hold);
     return rc;
 }
 
+int sp_pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                           const sp_sample_src *src, const sp_run_opts *opts,
+                           const sp_out_shape *shape, void *out, size_t out_bytes, sp_error *err) {
+    if (!shape) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL shape");
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, err);
+}
+
+int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                            const sp_sample_src *src, const sp_run_opts *opts, void *out,
+                            size_t out_bytes, sp_error *err) {
+    return run_into(p, ctx, src, opts, NULL, out, out_bytes, err);
+}
+
 int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, void *out, sp_error *err) {
-    return sp_pipeline_run_checked(p, ctx, src, opts, out, SIZE_MAX, err);
+    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, err);
 }
 
 /* ---- explain ------------------------------------------------------------------- */
@@ -583,13 +611,20 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             H = oh;
             break;
         }
-        case SP_OP_CENTER_CROP:
-            ex_put(&e, "%d center_crop: offset x=%d y=%d of %dx%d -> %dx%d\n", k,
-                   sp_center_crop_offset(W, op->w), sp_center_crop_offset(H, op->h), W, H,
-                   op->w, op->h);
+        case SP_OP_CENTER_CROP: {
+            /* Per axis: the crop's offset, or the zero padding before and
+             * after the image when the crop is larger (docs/pipeline.md). */
+            int ox = sp_center_crop_offset(W, op->w), oy = sp_center_crop_offset(H, op->h);
+            ex_put(&e, "%d center_crop: ", k);
+            if (op->w > W) ex_put(&e, "pad x=%d,%d ", -ox, op->w - W + ox);
+            else ex_put(&e, "offset x=%d ", ox);
+            if (op->h > H) ex_put(&e, "pad y=%d,%d ", -oy, op->h - H + oy);
+            else ex_put(&e, "offset y=%d ", oy);
+            ex_put(&e, "of %dx%d -> %dx%d\n", W, H, op->w, op->h);
             W = op->w;
             H = op->h;
             break;
+        }
         case SP_OP_HFLIP:
         case SP_OP_VFLIP:
         case SP_OP_GRAYSCALE: {

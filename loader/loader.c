@@ -432,7 +432,8 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, sp__rng rn
         ctx.sample = rng.counter;
     }
     sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
-    rc = sp_pipeline_run_checked(ld->pl, &ctx, &sd.src, &opts, dst, ld->sample_bytes, err);
+    sp_out_shape shape = {ld->h, ld->w, ld->c};
+    rc = sp_pipeline_run_shaped(ld->pl, &ctx, &sd.src, &opts, &shape, dst, ld->sample_bytes, err);
     sp_sample_data_free(&sd);
     return rc;
 }

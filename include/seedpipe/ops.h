@@ -168,7 +168,9 @@ SP_API int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r
 /*! sp_center_crop_offset() : torchvision CenterCrop's offset along one axis:
  *  round((size - crop) / 2) with ties to even when crop <= size; when
  *  crop > size the image is zero-padded by (crop - size) / 2 (floor) before
- *  it, returned as a negative offset -((crop - size) / 2). */
+ *  it, returned as a negative offset -((crop - size) / 2). That is 0 for
+ *  crop = size + 1 (the one zero column or row goes after the image): test
+ *  crop > size, never the offset's sign, to know whether an axis pads. */
 SP_API int sp_center_crop_offset(int size, int crop);
 
 #ifdef __cplusplus

@@ -149,6 +149,23 @@ SP_API int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ct
                                    const sp_sample_src *src, const sp_run_opts *opts,
                                    void *out, size_t out_bytes, sp_error *err);
 
+/* The declared geometry of one sample's output (sp_pipeline_output_dims). */
+typedef struct sp_out_shape {
+    int height, width, channels;
+} sp_out_shape;
+
+/*! sp_pipeline_run_shaped() : sp_pipeline_run_checked() that also refuses,
+ *  before writing a byte, an output whose height, width or channel count
+ *  differs from *shape, the sample slot's declared geometry. The loader,
+ *  the worker pool and the service write every sample through it, so a
+ *  sample is either exactly its slot's geometry or an error (SP_ERANGE,
+ *  naming both shapes), never bytes at another stride or a partial write.
+ *  @return as sp_pipeline_run_checked(); SP_EINVAL if shape is NULL. */
+SP_API int sp_pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                                  const sp_sample_src *src, const sp_run_opts *opts,
+                                  const sp_out_shape *shape, void *out, size_t out_bytes,
+                                  sp_error *err);
+
 /*! sp_pipeline_explain() : what each op of p draws for the sample of ctx
  *  (the per-sample mode, as sp_pipeline_run()), given the source image's
  *  size W x H and format (SP_FORMAT_JPEG lets a DCT scale be chosen; raw
