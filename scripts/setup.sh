@@ -23,6 +23,7 @@ pkgs=(
   dataset-fashion-mnist              # a real IDX dataset for the dataset tests
   libopenmpi-dev openmpi-bin         # data-parallel `seedpipe train` under mpirun (docs/distributed.md)
   iproute2                           # ip netns: the two-namespace MPI test (tests/mpi/netns_run.sh)
+  valgrind                           # memcheck: no uninitialised byte reaches a batch (tests/valgrind.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

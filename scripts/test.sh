@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - set up, build, and run every test: the ctest suite (C tests,
-# Python reference tests, GPU tests that skip without a device), then the
-# whole C suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+# Python reference tests, GPU tests that skip without a device), the C
+# cases again under another MALLOC_PERTURB_, Valgrind memcheck over a
+# matrix of pipelines (tests/valgrind.sh), then the whole C suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
 # the multi-threaded tests under ThreadSanitizer, each fuzz target briefly
 # (libFuzzer with clang), and the builds users make: clang Release, gcc
 # Release against a newer xxHash header, cmake --install with an outside
@@ -14,6 +15,15 @@ stage() { echo; echo "== [${SECONDS}s] $* =="; }
 
 bash scripts/setup.sh -DSEEDPIPE_WERROR=ON -DSEEDPIPE_TEST_HOOKS=ON
 ctest --test-dir build --output-on-failure -j2
+
+stage "the C suite again with MALLOC_PERTURB_=165 (glibc fills malloc'd and freed memory)"
+# No test, digest or comparison may depend on what memory held: run under
+# another fill byte, every C case must pass again (tests/test_malloc_perturb.py
+# compares the manifests of a pipeline matrix across fill bytes directly).
+MALLOC_PERTURB_=165 ctest --test-dir build --output-on-failure -j2 -R '^test_'
+
+stage "Valgrind memcheck: a matrix of pipelines and dtypes, no uninitialised byte"
+bash tests/valgrind.sh build
 
 stage "the same suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 # (MPI off: OpenMPI's own allocations would be leak reports; this build's
