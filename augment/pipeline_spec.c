@@ -447,12 +447,9 @@ out:
 }
 
 static int read_spec_file(const char *path, char **text, sp_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
     sp__buf buf = {NULL, 0};
     size_t n = 0;
-    int rc = sp__read_fd(fd, path, 65535, 0, &buf, &n, err);
-    close(fd);
+    int rc = sp__read_regular(AT_FDCWD, path, path, 0, 65535, &buf, &n, err);
     if (rc == SP_ELIMIT)
         rc = sp_error_set(err, SP_ESPEC, "%s: pipeline spec file larger than 64 KiB", path);
     else if (rc == SP_OK && !buf.p && sp__buf_reserve(&buf, 1) != 0)

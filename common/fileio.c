@@ -114,31 +114,55 @@ static int fail_errno(sp_error *err, int code, int e, const char *path, const ch
     return code;
 }
 
-int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max,
-                     sp__buf *buf, size_t *len, sp_error *err) {
+static const char *not_regular(mode_t m) {
+    return S_ISDIR(m)  ? "is a directory, not a regular file"
+         : S_ISFIFO(m) ? "is a FIFO, not a regular file"
+         : S_ISSOCK(m) ? "is a socket, not a regular file"
+         : S_ISCHR(m) || S_ISBLK(m) ? "is a device, not a regular file"
+                                    : "is not a regular file";
+}
+
+int sp__open_regular(int dirfd, const char *name, const char *path, int nofollow, uint64_t max,
+                     struct stat *st, sp_error *err) {
     if (!path) path = name;
-    *len = 0;
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
     if (fd < 0) return fail_errno(err, SP_EIO, errno, path, NULL);
-    struct stat st;
     int rc = SP_OK;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
         rc = fail_errno(err, SP_EIO, errno, path, NULL);
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = fail_errno(err, SP_EIO, EINVAL, path, "is not a regular file");
-    } else if ((uint64_t)st.st_size > max) {
+    } else if (!S_ISREG(st->st_mode)) {
+        rc = fail_errno(err, SP_EIO, EINVAL, path, not_regular(st->st_mode));
+    } else if ((uint64_t)st->st_size > max) {
         char why[96];
         snprintf(why, sizeof why, "file is %llu bytes, limit %llu",
-                 (unsigned long long)st.st_size, (unsigned long long)max);
+                 (unsigned long long)st->st_size, (unsigned long long)max);
         rc = fail_errno(err, SP_ELIMIT, EFBIG, path, why);
-    } else {
-        rc = sp__read_fd(fd, path, max, (uint64_t)st.st_size, buf, len, err);
-        if (rc == SP_ELIMIT) errno = EFBIG;
     }
+    if (rc == SP_OK) return fd;
     int e = errno;
     close(fd);
     errno = e;
     return rc;
+}
+
+int sp__read_regular(int dirfd, const char *name, const char *path, int nofollow, uint64_t max,
+                     sp__buf *buf, size_t *len, sp_error *err) {
+    if (!path) path = name;
+    *len = 0;
+    struct stat st;
+    int fd = sp__open_regular(dirfd, name, path, nofollow, max, &st, err);
+    if (fd < 0) return fd;
+    int rc = sp__read_fd(fd, path, max, (uint64_t)st.st_size, buf, len, err);
+    if (rc == SP_ELIMIT) errno = EFBIG;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max,
+                     sp__buf *buf, size_t *len, sp_error *err) {
+    return sp__read_regular(dirfd, name, path, 1, max, buf, len, err);
 }
 
 int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data, size_t *len,
@@ -149,24 +173,11 @@ int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data, size_t *l
     *len = 0;
     if (!path) return sp_error_set(err, SP_EINVAL, "(null): no path");
     if (max_bytes == 0) max_bytes = SP_READ_FILE_DEFAULT_MAX;
-    /* Follows symbolic links and reads pipes: the caller named the file. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    int rc = SP_OK;
-    if (fstat(fd, &st) != 0)
-        rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        rc = sp_error_set(err, SP_EIO, "%s: is a directory", path);
-    else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes)
-        rc = sp_error_set(err, SP_ELIMIT, "%s: file is %llu bytes, limit %llu", path,
-                          (unsigned long long)st.st_size, (unsigned long long)max_bytes);
+    /* Follows symbolic links (the caller named the file); regular files
+     * only, opened without blocking, the size checked before reading. */
     sp__buf buf = {NULL, 0};
     size_t n = 0;
-    if (rc == SP_OK)
-        rc = sp__read_fd(fd, path, max_bytes, S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0,
-                         &buf, &n, err);
-    close(fd);
+    int rc = sp__read_regular(AT_FDCWD, path, path, 0, max_bytes, &buf, &n, err);
     if (rc != SP_OK) {
         sp__buf_free(&buf);
         return rc;

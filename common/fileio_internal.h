@@ -2,6 +2,7 @@
  * the library; not installed). sp_read_file() (common.h) is its public face.
  *
  * Every reader of a whole file in the library goes through sp__read_fd(),
+ * after sp__open_regular() (the rule below),
  * and every writer of a whole buffer through sp__write_full():
  * it reads to end of file (a size from fstat is only a hint: pipes and
  * files that grow or shrink under it are handled), never past a caller's
@@ -12,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "seedpipe/common.h"
 
@@ -41,12 +43,29 @@ void sp__buf_free(sp__buf *b);
 int sp__read_fd(int fd, const char *path, uint64_t max, uint64_t hint, sp__buf *buf,
                 size_t *len, sp_error *err);
 
-/*! sp__read_file_at() : open dirfd/name (O_NOFOLLOW; AT_FDCWD and a path
- *  work too), refuse anything but a regular file (SP_EIO "is not a regular
- *  file"), refuse one whose size exceeds max before reading it (SP_ELIMIT),
- *  then sp__read_fd(). Messages name `path` (NULL: name).
- *  On failure errno is that of the failing call (ENOENT when the file does
- *  not exist, EFBIG for SP_ELIMIT), for callers that treat "absent" apart. */
+/* THE RULE for every file seedpipe reads (docs/security.md): open with
+ * O_NONBLOCK (a FIFO never blocks the open) and O_NOFOLLOW where the name
+ * is seedpipe's own (an index, a cache file), fstat the descriptor, refuse
+ * what is not a regular file, compare the size with the reader's limit
+ * before reading a byte, and read at most the limit (sp__read_fd). */
+
+/*! sp__open_regular() : open dirfd/name (AT_FDCWD and a path work too) by
+ *  the rule above; *st is the descriptor's fstat. Messages name `path`
+ *  (NULL: name): "is a FIFO, not a regular file", "file is N bytes, limit
+ *  M". @return the descriptor (>= 0), or SP_EIO / SP_ELIMIT with errno
+ *  that of the failing call (ENOENT when absent, ELOOP for a symlink under
+ *  nofollow, EINVAL for a non-regular file, EFBIG for SP_ELIMIT). */
+int sp__open_regular(int dirfd, const char *name, const char *path, int nofollow, uint64_t max,
+                     struct stat *st, sp_error *err);
+
+/*! sp__read_regular() : sp__open_regular() then sp__read_fd() (a file
+ *  that grows past max while read is SP_ELIMIT too, errno EFBIG). */
+int sp__read_regular(int dirfd, const char *name, const char *path, int nofollow, uint64_t max,
+                     sp__buf *buf, size_t *len, sp_error *err);
+
+/*! sp__read_file_at() : sp__read_regular() with nofollow (seedpipe's own
+ *  names). On failure errno is that of the failing call, for callers that
+ *  treat "absent" apart. */
 int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max,
                      sp__buf *buf, size_t *len, sp_error *err);
 

@@ -11,7 +11,7 @@
  *
  * Hostile headers: declared dimensions are checked against the limits before
  * anything is allocated (count <= max_samples, rows * cols <= max_file_bytes,
- * whole file <= SP_DS_MAX_IDX_BYTES), and the pixel buffer grows with the
+ * pixels <= 4 GiB or SEEDPIPE_IDX_MAX_BYTES), and the pixel buffer grows with the
  * data actually read, so a 100-byte file that declares a terabyte costs a
  * few megabytes at most before it is refused as truncated. Every refusal is
  * SP_EFORMAT, SP_ELIMIT or SP_EUNSUPP with the file and the reason.
@@ -27,19 +27,42 @@
  * dataset.c; calls down into dataset_common.c only.
  */
 #include "loader/dataset_internal.h"
+#include "common/fileio_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
 #include <zlib.h>
 
-/* Upper bound on the decoded pixel bytes of one IDX images file. */
-#define SP_DS_MAX_IDX_BYTES (UINT64_C(16) << 30)
+/* Upper bound on the decoded pixel bytes of one IDX images file, by
+ * default; SEEDPIPE_IDX_MAX_BYTES (decimal bytes, or with a K, M or G
+ * suffix: binary units) sets another, up to SP_DS_MAX_IDX_CEIL. The pixels
+ * stay in memory, so this is what one IDX dataset can cost. */
+#define SP_DS_MAX_IDX_BYTES (UINT64_C(4) << 30)
+#define SP_DS_MAX_IDX_CEIL (UINT64_C(1) << 40)
+
+static int idx_limit(const char *path, uint64_t *lim, sp_error *err) {
+    const char *v = getenv("SEEDPIPE_IDX_MAX_BYTES");
+    *lim = SP_DS_MAX_IDX_BYTES;
+    if (!v || !*v) return SP_OK;
+    uint64_t x = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9' && x <= SP_DS_MAX_IDX_CEIL; p++) x = x * 10 + (uint64_t)(*p - '0');
+    int shift = *p == 'K' ? 10 : *p == 'M' ? 20 : *p == 'G' ? 30 : 0;
+    if (shift) p++;
+    if (p == v || *p || x == 0 || x > (SP_DS_MAX_IDX_CEIL >> shift))
+        return sp_error_set(err, SP_EINVAL, "%s: SEEDPIPE_IDX_MAX_BYTES=\"%s\" is not a size in "
+                            "1..%llu bytes (digits, optionally K, M or G)", path, v,
+                            (unsigned long long)SP_DS_MAX_IDX_CEIL);
+    *lim = x << shift;
+    return SP_OK;
+}
 
 static uint32_t be32(const uint8_t *b) {
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
@@ -55,10 +78,13 @@ static const char *gz_msg(gzFile gz, int *zerr) {
     return m ? m : "error";
 }
 
-static int idx_open(const char *path, gzFile *out, int *eno, sp_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Open an IDX file by the rule every reader follows (common/fileio_internal.h:
+ * no blocking on a FIFO, a regular file only, its size within max). */
+static int idx_open(const char *path, uint64_t max, gzFile *out, int *eno, sp_error *err) {
+    struct stat st;
+    int fd = sp__open_regular(AT_FDCWD, path, path, 0, max, &st, err);
     *eno = errno;
-    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(*eno));
+    if (fd < 0) return fd;
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);
@@ -162,12 +188,13 @@ static int read_labels(sp_dataset *ds, uint32_t n, uint8_t **labels_out, sp_erro
     if (!lpath) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     gzFile gz = NULL;
     int eno = 0;
-    int rc = idx_open(lpath, &gz, &eno, err);
+    /* n labels and a header (gzip's own header and trailer fit in the slack) */
+    int rc = idx_open(lpath, (uint64_t)n + (1u << 20), &gz, &eno, err);
     if (rc == SP_EIO && eno == ENOENT) {
         char *alt = toggle_gz(lpath);
         if (!alt) { free(lpath); return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); }
         sp_error e2;
-        if (idx_open(alt, &gz, &eno, &e2) == SP_OK) {
+        if (idx_open(alt, (uint64_t)n + (1u << 20), &gz, &eno, &e2) == SP_OK) {
             free(lpath);
             lpath = alt;
             rc = SP_OK;
@@ -212,7 +239,8 @@ static int read_labels(sp_dataset *ds, uint32_t n, uint8_t **labels_out, sp_erro
 
 /* The declared dimensions against the limits, before anything is allocated. */
 static int check_dims(const sp_dataset *ds, const char *path, uint32_t n, uint32_t rows,
-                      uint32_t cols, uint64_t plane, uint64_t total, sp_error *err) {
+                      uint32_t cols, uint64_t plane, uint64_t total, uint64_t lim,
+                      sp_error *err) {
     if (n == 0)
         return sp_error_set(err, SP_EFORMAT, "%s: declares 0 images", path);
     if (rows == 0 || cols == 0)
@@ -226,12 +254,12 @@ static int check_dims(const sp_dataset *ds, const char *path, uint32_t n, uint32
                             "%s: declares images of %u x %u pixels, over the limit (65535 per "
                             "side, %llu bytes per sample)",
                             path, rows, cols, (unsigned long long)ds->max_file_bytes);
-    if (total > SP_DS_MAX_IDX_BYTES || total > SIZE_MAX / 2)
+    if (total > lim || total > SIZE_MAX / 2)
         return sp_error_set(err, SP_ELIMIT,
                             "%s: declares %u images of %u x %u (%llu bytes), over the limit of "
-                            "%llu bytes",
+                            "%llu bytes (SEEDPIPE_IDX_MAX_BYTES)",
                             path, n, rows, cols, (unsigned long long)total,
-                            (unsigned long long)SP_DS_MAX_IDX_BYTES);
+                            (unsigned long long)lim);
     return SP_OK;
 }
 
@@ -310,7 +338,9 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
 
     gzFile gz;
     int eno;
-    int rc = idx_open(path, &gz, &eno, err);
+    uint64_t lim;
+    int rc = idx_limit(path, &lim, err);
+    if (rc == SP_OK) rc = idx_open(path, lim + (1u << 20), &gz, &eno, err);
     if (rc) return rc;
     uint8_t h[16];
     uint64_t got;
@@ -327,7 +357,7 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
         rows = be32(h + 8);
         cols = be32(h + 12);
         total = (uint64_t)rows * cols * n;
-        rc = check_dims(ds, path, n, rows, cols, (uint64_t)rows * cols, total, err);
+        rc = check_dims(ds, path, n, rows, cols, (uint64_t)rows * cols, total, lim, err);
     }
     if (!rc) rc = read_pixels(gz, path, n, rows, cols, total, &px, err);
     if (!rc) rc = idx_expect_end(gz, path, "declared images", err);

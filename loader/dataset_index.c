@@ -140,28 +140,30 @@ typedef struct sidecar {
  * (absent), -1 (present but not trusted: why in `why`). */
 static int sidecar_load(const char *path, const sp_dataset *ds, const char *root, sidecar *sc,
                         char *why, size_t wn) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* The size a sidecar of this dataset has (its records and paths), with
+     * room for one written when the folder held as many files again: a
+     * larger file is refused before a byte of it is read. */
+    uint64_t pool = ds->n ? ds->path_off[ds->n - 1] + strlen(ds->pool + ds->path_off[ds->n - 1]) + 1
+                          : 0;
+    uint64_t expect = 8 + 4 + 4 + 8 + 4 + strlen(root) + ds->n * (4 + 4 + 7 * 8) + pool + 8;
+    struct stat st;
+    sp_error e;
+    int fd = sp__open_regular(AT_FDCWD, path, path, 1, 2 * expect + (1u << 20), &st, &e);
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) return 0;
-        note(why, wn, "%s: %s", path, strerror(errno));
+        if (errno == ENOENT || errno == ENOTDIR || errno == EINVAL)
+            return 0;   /* absent, or something else holds the name: written elsewhere */
+        note(why, wn, "%s", e.msg);
         return -1;
     }
-    struct stat st;
     int rc = -1;
     uint8_t *data = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = 0;   /* something else holds the name: as if absent (written elsewhere) */
-        goto out;
-    }
     size_t len = (size_t)st.st_size, got = 0;
     size_t head = 8 + 4 + 4 + 8 + 4;
-    if (st.st_size < (off_t)(head + 8) || (uint64_t)st.st_size > (UINT64_C(1) << 36)) {
-        note(why, wn, "%s: truncated or implausible size (%lld bytes)", path,
-                 (long long)st.st_size);
+    if (st.st_size < (off_t)(head + 8)) {
+        note(why, wn, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
         goto out;
     }
     sp__buf buf = {NULL, 0};
-    sp_error e;
     int rd = sp__read_fd(fd, path, len, len, &buf, &got, &e);
     data = buf.p;
     if (rd == SP_OK && got != len) rd = sp_error_set(&e, SP_EIO, "%s: short read", path);

@@ -26,11 +26,8 @@
 #include <unistd.h>
 
 static int read_list(const char *path, char **text, size_t *len, sp_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
     sp__buf buf = {NULL, 0};
-    int rc = sp__read_fd(fd, path, SP_DS_MAX_LIST_BYTES, 0, &buf, len, err);
-    close(fd);
+    int rc = sp__read_regular(AT_FDCWD, path, path, 0, SP_DS_MAX_LIST_BYTES, &buf, len, err);
     if (rc == SP_ELIMIT)
         rc = sp_error_set(err, SP_ELIMIT, "%s: list file larger than %llu bytes", path,
                           (unsigned long long)SP_DS_MAX_LIST_BYTES);

@@ -541,9 +541,32 @@ static void test_idx_malformed(void) {
     idx_case("hugecount", IMG(0x803, 0xFFFFFFFFu, 28, 28, 100), LAB(0x801, 1, lab, 1), 0,
              SP_ELIMIT, "x-images-idx3-ubyte", "4294967295 images");
     /* within the limits but not in the file: refused as truncated without
-     * allocating the declared 7.8 GB (ASan would abort on such a malloc) */
-    idx_case("bigcount", IMG(0x803, 10000000, 28, 28, 100), LAB(0x801, 1, lab, 1), 1,
+     * allocating the declared 784 MB (ASan would abort on such a malloc) */
+    idx_case("bigcount", IMG(0x803, 1000000, 28, 28, 100), LAB(0x801, 1, lab, 1), 1,
              SP_EFORMAT, "x-images-idx3-ubyte.gz", "truncated");
+    /* 7.8 GB declared: over the default 4 GiB of pixels, named with its knob;
+     * a lower SEEDPIPE_IDX_MAX_BYTES refuses even a small file, a malformed
+     * one is an error naming the variable */
+    idx_case("overlimit", IMG(0x803, 10000000, 28, 28, 100), LAB(0x801, 1, lab, 1), 1,
+             SP_ELIMIT, "x-images-idx3-ubyte.gz", "SEEDPIPE_IDX_MAX_BYTES");
+    setenv("SEEDPIPE_IDX_MAX_BYTES", "50", 1);   /* the file has 60 pixel bytes */
+    idx_case("envlimit", IMG(0x803, IN, IR, IC, full), LAB(0x801, IN, lab, IN), 0,
+             SP_ELIMIT, "x-images-idx3-ubyte", "limit of 50 bytes");
+    setenv("SEEDPIPE_IDX_MAX_BYTES", "1K", 1);
+    char okp[400];
+    snprintf(okp, sizeof okp, "%s", tpath("bad_envlimit/x-images-idx3-ubyte"));
+    sp_dataset *ds = NULL;
+    sp_error e;
+    CHECK_OK(sp_dataset_open(okp, NULL, &ds, &e), &e);
+    sp_dataset_destroy(ds);
+    setenv("SEEDPIPE_IDX_MAX_BYTES", "0x10", 1);
+    open_fails(okp, NULL, SP_EINVAL, "SEEDPIPE_IDX_MAX_BYTES=\"0x10\"", NULL);
+    unsetenv("SEEDPIPE_IDX_MAX_BYTES");
+    /* a FIFO where the labels file is expected: refused at once, no hang */
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s", tpath("bad_envlimit/x-labels-idx1-ubyte"));
+    CHECK(unlink(fifo) == 0 && mkfifo(fifo, 0600) == 0);
+    open_fails(okp, NULL, SP_EIO, "x-labels-idx1-ubyte", "FIFO");
     blob none = {NULL, 0};
     idx_case("nolabels", IMG(0x803, IN, IR, IC, full), none, 0, SP_EIO,
              "x-labels-idx1-ubyte", "No such file");

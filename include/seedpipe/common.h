@@ -106,9 +106,12 @@ typedef struct sp_sample_src {
 } sp_sample_src;
 
 /*! sp_read_file() : read a whole file into a malloc'd buffer (max_bytes
- *  bound, 0 = 1 GiB); the caller frees *data. Works on pipes too. On
+ *  bound, 0 = 1 GiB); the caller frees *data. Regular files only (symbolic
+ *  links followed): a FIFO, device, socket or directory is refused without
+ *  blocking, and a file larger than max_bytes before a byte is read. On
  *  failure *data is NULL and *len 0; the message names the path.
- *  @return 0, SP_EIO (with strerror; also for a directory) or SP_ELIMIT. */
+ *  @return 0, SP_EIO (with strerror, or "is a FIFO, not a regular file")
+ *  or SP_ELIMIT. */
 SP_API int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
                         size_t *len, sp_error *err);
 

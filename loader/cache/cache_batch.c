@@ -58,10 +58,16 @@ int sp__cb_read(const sp__cb_read_req *rq, sp__cb_io *io, sp_batch *out, sp__cb_
     if (!io->dctx && !(io->dctx = ZSTD_createDCtx()))
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     size_t len;
-    if (sp__read_file_at(rq->dirfd, rq->name, NULL, SP__CB_MAX_RAW, &io->file, &len, NULL) != 0) {
+    /* Bounded by the size the manifest records, compared before a byte is
+     * read: a file grown (or made sparse) under the entry costs nothing. */
+    uint64_t want = rq->line->stored < SP__CB_MAX_RAW ? rq->line->stored : SP__CB_MAX_RAW;
+    if (sp__read_file_at(rq->dirfd, rq->name, NULL, want, &io->file, &len, NULL) != 0) {
         int e = errno;
         if (e == ENOMEM) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
         *enoent = e == ENOENT;
+        if (e == EFBIG)
+            return sp_error_set(err, SP_EFORMAT, "%s: larger than the %" PRIu64 " bytes the "
+                                "manifest says (extended)", path, rq->line->stored);
         return sp_error_set(err, SP_EFORMAT, "%s: %s", path, e == ENOENT ? "missing" : strerror(e));
     }
     if (len != rq->line->stored)

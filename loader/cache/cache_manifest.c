@@ -340,16 +340,14 @@ int sp__cm_read(int dirfd, const char *path, sp__cm *m, int *enoent, sp_error *e
     *enoent = 0;
     sp__buf buf = {NULL, 0};
     size_t len;
-    if (sp__read_file_at(dirfd, SP__CM_NAME, NULL, SP__CB_MAX_RAW, &buf, &len, NULL) != 0) {
+    /* The size is compared with the limit before a byte is read. */
+    if (sp__read_file_at(dirfd, SP__CM_NAME, NULL, SP__CM_MAX_BYTES, &buf, &len, NULL) != 0) {
         int e = errno;
         sp__buf_free(&buf);
         *enoent = e == ENOENT;
         return sp_error_set(err, e == ENOENT ? SP_EIO : SP_EFORMAT, "%s: %s", path,
-                            e == ENOENT ? "missing manifest" : strerror(e));
-    }
-    if (len > SP__CM_MAX_BYTES) {
-        sp__buf_free(&buf);
-        return sp_error_set(err, SP_EFORMAT, "%s: manifest too large", path);
+                            e == ENOENT ? "missing manifest" : e == EFBIG ? "manifest too large"
+                                                                        : strerror(e));
     }
     buf.p[len] = '\0';
     if (memchr(buf.p, '\0', len)) {
