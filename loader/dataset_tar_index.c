@@ -24,6 +24,7 @@
 #include "common/fileio_internal.h"
 #include "common/le_internal.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,10 +121,15 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
                       tar_set *t) {
     char *path = sp__ds_tar_index_path(ds, rel);
     if (!path) return 0;
-    uint8_t *d = NULL;
+    /* Seedpipe's own name (no symlink followed), a regular file only, and
+     * no larger than its shard (each entry describes at least a 512-byte
+     * header of it) plus a margin: refused before a byte is read. */
+    sp__buf buf = {NULL, 0};
     size_t n = 0;
     sp_error e;
-    int ok = sp_read_file(path, 1u << 30, &d, &n, &e) == 0;
+    int ok = sp__read_regular(AT_FDCWD, path, path, 1, (uint64_t)st->st_size + (1u << 20), &buf,
+                              &n, &e) == 0;
+    uint8_t *d = buf.p;
     free(path);
     sp__ds_buf key = {0};
     stat_key(&key, st, ds->max_file_bytes, rel);
@@ -151,7 +157,11 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
         uint32_t bl = sp__le_get32(d + pos + 36);
         pos += 40;
         NEED(bl);
-        if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0) { ok = 0; break; }
+        /* Sizes are never taken on trust: the member lies inside the shard,
+         * where a tar member's data can start, within the per-file limit. */
+        if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0 || off % 512 != 0 ||
+            size > ds->max_file_bytes || off > (uint64_t)st->st_size ||
+            size > (uint64_t)st->st_size - off) { ok = 0; break; }
         tar_sample *s = sp__ds_tar_set_slot(t);
         if (!s) { ok = 0; break; }
         s->path = malloc(rl + ml + 2);

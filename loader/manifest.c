@@ -8,9 +8,16 @@
 #include "seedpipe/manifest.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/fileio_internal.h"
 #include "common/json_internal.h"
 
 void sp_json_write_string(FILE *f, const char *s) {
@@ -230,24 +237,60 @@ static const char *parse_batch(sp_manifest_batch *b, const sp__json *j) {
     return NULL;
 }
 
+/* The next line of f into *line (grown as it comes, never past max + 1
+ * bytes: a line longer than max is refused before more of it is held).
+ * @return its length, -1 at end of file, -2 on a read error, -3 if longer
+ * than max, -4 out of memory, -5 a NUL byte (no manifest has one). */
+static ptrdiff_t bounded_line(FILE *f, char **line, size_t *cap, size_t max) {
+    size_t len = 0;
+    int c;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (c == 0) return -5;
+        if (len + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            if (nc > max + 2) nc = max + 2;
+            if (len + 2 > nc) return -3;
+            char *p = realloc(*line, nc);
+            if (!p) return -4;
+            *line = p;
+            *cap = nc;
+        }
+        (*line)[len++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (ferror(f)) return -2;
+    if (len == 0) return -1;
+    (*line)[len] = '\0';
+    return (ptrdiff_t)len;
+}
+
 int sp_manifest_read(const char *path, sp_manifest **out, sp_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "r");
-    if (!f) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;   /* the rule every reader follows: no FIFO, a regular file */
+    int fd = sp__open_regular(AT_FDCWD, path, path, 0, UINT64_MAX, &st, err);
+    if (fd < 0) return fd;
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    }
     sp_manifest *m = calloc(1, sizeof *m);
     char *line = NULL;
     size_t lcap = 0, cap = 0;
     uint64_t lineno = 0;
     int rc = m ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     while (rc == 0) {
-        errno = 0;
-        ssize_t n = getline(&line, &lcap, f);
-        if (n < 0) {
-            if (ferror(f)) rc = sp_error_set(err, SP_EIO, "%s: read error", path);
+        ptrdiff_t n = bounded_line(f, &line, &lcap, LINE_MAX_BYTES);
+        if (n == -1) break;
+        lineno++;
+        if (n == -2 || n == -4 || n == -5) {
+            rc = n == -2 ? sp_error_set(err, SP_EIO, "%s: read error", path)
+               : n == -4 ? sp_error_set(err, SP_ENOMEM, "%s: out of memory", path)
+                         : sp_error_set(err, SP_EFORMAT, "%s:%llu: NUL byte", path,
+                                        (unsigned long long)lineno);
             break;
         }
-        lineno++;
-        if ((size_t)n > LINE_MAX_BYTES) {
+        if (n == -3) {
             rc = sp_error_set(err, SP_ELIMIT, "%s:%llu: line longer than %u bytes", path,
                               (unsigned long long)lineno, LINE_MAX_BYTES);
             break;
