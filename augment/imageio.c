@@ -42,16 +42,10 @@ static int check_image(const sp_image *img, const char *what, sp_error *err) {
 
 /* ---- file output -------------------------------------------------------------------- */
 
+/* Atomic publish (common.h): a reader never sees half an image, and a
+ * symlink at the name is replaced, never written through. */
 static int write_all(const char *path, const uint8_t *buf, size_t len, sp_error *err) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    if (sp__write_full(fd, buf, len) != 0) {
-        int e = errno;
-        close(fd);
-        return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(e));
-    }
-    if (close(fd) != 0) return sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
-    return SP_OK;
+    return sp_write_file_atomic(path, buf, len, 0, err);
 }
 
 /* ---- PNG -------------------------------------------------------------------------------- */

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SP_READ_FILE_DEFAULT_MAX (1ull << 30)   /* sp_read_file: 1 GiB */
@@ -187,4 +189,119 @@ int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data, size_t *l
     *data = buf.p;
     *len = n;
     return SP_OK;
+}
+
+/* ---- atomic publish (include/seedpipe/common.h) ------------------------------------------ */
+
+struct sp_publish {
+    int fd;
+    char *path;   /* the target */
+    char *tmp;    /* the temporary file beside it */
+};
+
+/* 64 bits from the kernel's generator for the temporary name (getrandom
+ * never fails for 8 bytes once the pool is initialised; a failure falls
+ * back to the clock and the pid, still behind O_EXCL). */
+static uint64_t tmp_bits(void) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+    }
+    return r;
+}
+
+int sp_publish_begin(const char *path, sp_publish **out, sp_error *err) {
+    *out = NULL;
+    if (!path || !*path) return sp_error_set(err, SP_EINVAL, "publish: no path");
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    size_t n = strlen(path) + 32;
+    sp_publish *p = calloc(1, sizeof *p);
+    char *tmp = malloc(n), *dup = strdup(path);
+    if (!p || !tmp || !dup) {
+        free(p); free(tmp); free(dup);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    }
+    int fd = -1, e = EEXIST;
+    for (int tries = 0; fd < 0 && e == EEXIST && tries < 64; tries++) {
+        snprintf(tmp, n, "%.*s.%s.tmp-%016llx", (int)dl, path, path + dl,
+                 (unsigned long long)tmp_bits());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        e = fd < 0 ? errno : 0;
+    }
+    if (fd < 0) {
+        sp_error_set(err, SP_EIO, "%s: cannot create a temporary file beside it: %s", path,
+                     strerror(e));
+        free(p); free(tmp); free(dup);
+        return SP_EIO;
+    }
+    p->fd = fd;
+    p->path = dup;
+    p->tmp = tmp;
+    *out = p;
+    return SP_OK;
+}
+
+int sp_publish_fd(const sp_publish *p) { return p ? p->fd : -1; }
+
+static void publish_free(sp_publish *p) {
+    free(p->path);
+    free(p->tmp);
+    free(p);
+}
+
+void sp_publish_abort(sp_publish *p) {
+    if (!p) return;
+    if (p->fd >= 0) close(p->fd);
+    unlink(p->tmp);
+    publish_free(p);
+}
+
+/* fsync the directory holding path (its entry, after a rename). */
+static int sync_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else return -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+int sp_publish_commit(sp_publish *p, int durable, sp_error *err) {
+    if (!p) return sp_error_set(err, SP_EINVAL, "publish: nothing to commit");
+    const char *why = NULL;
+    int e = 0;
+    if (fsync(p->fd) != 0) why = "fsync", e = errno;
+    if (close(p->fd) != 0 && !why) why = "close", e = errno;
+    p->fd = -1;
+    if (!why && rename(p->tmp, p->path) != 0) why = "rename", e = errno;
+    if (!why && durable && sync_dir(p->path) != 0) why = "fsync of its directory", e = errno;
+    int rc = SP_OK;
+    if (why) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s: %s", p->path, why, strerror(e));
+        if (strcmp(why, "fsync of its directory") != 0) unlink(p->tmp);
+    }
+    publish_free(p);
+    return rc;
+}
+
+int sp_write_file_atomic(const char *path, const void *data, size_t n, int durable,
+                         sp_error *err) {
+    sp_publish *p;
+    int rc = sp_publish_begin(path, &p, err);
+    if (rc) return rc;
+    if (sp__write_full(p->fd, data, n) != 0) {
+        int e = errno;
+        sp_error_set(err, SP_EIO, "%s: write: %s", path, strerror(e));
+        sp_publish_abort(p);
+        return SP_EIO;
+    }
+    return sp_publish_commit(p, durable, err);
 }

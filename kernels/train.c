@@ -343,35 +343,12 @@ int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t b
     sp__le_put64(p + 8, h.low64);
     free(w);
 
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        free(buf);
-        return sp_error_set(err, SP_EINVAL, "%s: path too long", path);
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        free(buf);
-        return sp_error_set(err, SP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    }
-    size_t off = 0;
-    while (off < total) {
-        ssize_t k = write(fd, buf + off, total - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        off += (size_t)k;
-    }
+    /* Published atomically and durably (an unpredictable temporary name
+     * beside it, O_EXCL | O_NOFOLLOW, fsync, rename, directory fsync). */
+    sp_error e;
+    rc = sp_write_file_atomic(path, buf, total, 1, &e);
     free(buf);
-    int bad = off != total || fsync(fd) != 0;
-    int e = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) e = errno;
-        unlink(tmp);
-        return sp_error_set(err, SP_EIO, "%s: cannot write checkpoint: %s", path, strerror(e));
-    }
+    if (rc) return sp_error_set(err, SP_EIO, "cannot write checkpoint: %s", e.msg);
     return 0;
 }
 

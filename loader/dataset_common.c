@@ -163,17 +163,5 @@ void sp__ds_buf_str(sp__ds_buf *b, const char *s) {
 }
 
 int sp__ds_write_file(const char *path, const void *data, size_t n) {
-    char tmp[4200];
-    static unsigned counter;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)) >= (int)sizeof tmp)
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    int bad = sp__write_full(fd, data, n) != 0;
-    if (close(fd) != 0 || bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return sp_write_file_atomic(path, data, n, 0, NULL) == SP_OK ? 0 : -1;
 }

@@ -77,19 +77,17 @@ int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t 
         return sp_error_set(err, SP_EINVAL, "%s: already holds .tar shards; give an empty "
                             "or new folder", out_dir);
     uint64_t n = ds->n, made = 0;
-    char tmp[4096], final[4096];
+    char tmp[4200], final[4096];
     int fd = -1;
+    sp_publish *pub = NULL;   /* the shard being written (common.h: atomic publish) */
     for (uint64_t i = 0; rc == SP_OK && i < n; i++) {
         if (i % max_count == 0) {
-            snprintf(tmp, sizeof tmp, "%s/.shard-%06llu.tar.tmp", out_dir,
-                     (unsigned long long)made);
             snprintf(final, sizeof final, "%s/shard-%06llu.tar", out_dir,
                      (unsigned long long)made);
-            fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            if (fd < 0) {
-                rc = sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
-                break;
-            }
+            snprintf(tmp, sizeof tmp, "%s (being written)", final);
+            rc = sp_publish_begin(final, &pub, err);
+            if (rc != SP_OK) break;
+            fd = sp_publish_fd(pub);
         }
         sp_sample_data sd;
         rc = sp_dataset_read(ds, i, &sd, err);
@@ -109,20 +107,14 @@ int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t 
         if (rc == SP_OK && (i % max_count == max_count - 1 || i + 1 == n)) {
             uint8_t zero[2 * TAR_BLOCK] = {0};
             rc = write_all(fd, zero, sizeof zero, tmp, err);
-            if (rc == SP_OK && fsync(fd) != 0)
-                rc = sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
-            if (close(fd) != 0 && rc == SP_OK)
-                rc = sp_error_set(err, SP_EIO, "%s: %s", tmp, strerror(errno));
+            if (rc == SP_OK) rc = sp_publish_commit(pub, 1, err);
+            else sp_publish_abort(pub);
+            pub = NULL;
             fd = -1;
-            if (rc == SP_OK && rename(tmp, final) != 0)
-                rc = sp_error_set(err, SP_EIO, "%s: %s", final, strerror(errno));
             if (rc == SP_OK) made++;
         }
     }
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    }
+    sp_publish_abort(pub);
     if (nshards) *nshards = made;
     return rc;
 }

@@ -115,6 +115,36 @@ typedef struct sp_sample_src {
 SP_API int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
                         size_t *len, sp_error *err);
 
+/* Atomic publish: how every file seedpipe writes reaches its name (loader
+ * states, checkpoints, run records, manifests, shards, index files, images).
+ * The bytes go to a temporary file created in the target's directory under
+ * an unpredictable name ("<dir>/.<name>.tmp-<16 random hex digits>") with
+ * O_CREAT | O_EXCL | O_NOFOLLOW, mode 0644 before the umask, are fsync'd,
+ * and the file is renamed over `path`: a reader sees the old file or the
+ * whole new one, never a part, and a symbolic link planted at the
+ * temporary name or at `path` is never written through (rename replaces a
+ * link at `path` itself). With durable, the directory is fsync'd too, so
+ * the new name survives a power cut. Reentrant; safe for several
+ * processes publishing the same name (the last rename wins). */
+typedef struct sp_publish sp_publish;
+
+/*! sp_publish_begin() : create the temporary file for `path`.
+ *  @return 0 with *out set, or SP_EIO naming the path and the reason. */
+SP_API int sp_publish_begin(const char *path, sp_publish **out, sp_error *err);
+/*! sp_publish_fd() : the temporary file's descriptor, to write into (for a
+ *  FILE, fdopen a dup() of it and fclose that before committing). */
+SP_API int sp_publish_fd(const sp_publish *p);
+/*! sp_publish_commit() : fsync, close, rename over the path (and fsync the
+ *  directory if durable); frees p whatever happens (on failure the
+ *  temporary file is removed). @return 0 or SP_EIO naming the path. */
+SP_API int sp_publish_commit(sp_publish *p, int durable, sp_error *err);
+/*! sp_publish_abort() : close and remove the temporary file, free p. Accepts NULL. */
+SP_API void sp_publish_abort(sp_publish *p);
+/*! sp_write_file_atomic() : begin, write n bytes of data, commit.
+ *  @return 0 or SP_EIO (ENOSPC and the like named) with the path. */
+SP_API int sp_write_file_atomic(const char *path, const void *data, size_t n, int durable,
+                                sp_error *err);
+
 /*! sp_isa_cap() : a SIMD level (0 baseline, 1 AVX2, 2 AVX-512) capped by
  *  the environment variable SEEDPIPE_ISA=sse2|avx2|avx512 (unset: best).
  *  Every module with run-time SIMD dispatch (resize, the CPU convolutions,
