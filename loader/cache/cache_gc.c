@@ -26,6 +26,7 @@
  * so it checks exactly what a reader would check; it never moves anything.
  */
 #include "loader/cache/cache_internal.h"
+#include "seedpipe/pipeline.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -265,6 +266,19 @@ int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
     sp_loader_config_default(cfg);
     if (!e->ok || !e->pipeline || (!dataset && (!e->dataset || !*e->dataset)))
         return sp_error_set(err, SP_EFORMAT, "cache entry %s: no usable manifest", e->key);
+    /* The manifest's pipeline is data: the canonical spec the writer
+     * recorded, never a preset or an "@file" to open (a forged manifest
+     * must not make `cache verify` read a file it names). */
+    const char *pl = e->pipeline;
+    while (*pl == ' ' || *pl == '\t' || *pl == '\n') pl++;
+    sp_pipeline *parsed = NULL;
+    int canon = *pl != '@' && sp_pipeline_parse(e->pipeline, &parsed, NULL) == SP_OK &&
+                strcmp(sp_pipeline_canonical(parsed), e->pipeline) == 0;
+    sp_pipeline_destroy(parsed);
+    if (!canon)
+        return sp_error_set(err, SP_EFORMAT, "cache entry %s: the manifest's pipeline is not a "
+                            "canonical spec (a preset, a file or a malformed spec): refused",
+                            e->key);
     cfg->dataset = dataset ? dataset : e->dataset;
     cfg->pipeline = e->pipeline;
     cfg->seed = e->seed;
