@@ -206,6 +206,20 @@ typedef struct sp__ds_tar_set {
 sp__ds_tar_sample *sp__ds_tar_set_slot(sp__ds_tar_set *t);
 void sp__ds_tar_set_free(sp__ds_tar_set *t);
 
+/* dataset_tar_index.c: the keys of one shard's samples (a hash set of
+ * indices into t->v; {NULL, 0, 0} is empty; the owner frees slot), so the
+ * reader checks "key seen before in this shard" in O(1) a member: find the
+ * sample with a key (or NULL); reserve room for one more (SP_ENOMEM); put
+ * t->v[index]'s key. */
+typedef struct sp__ds_tar_keys {
+    size_t *slot;
+    size_t cap, n;
+} sp__ds_tar_keys;
+sp__ds_tar_sample *sp__ds_tar_keys_find(const sp__ds_tar_keys *ks, sp__ds_tar_set *t,
+                                        const char *key, size_t len);
+int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const sp__ds_tar_set *t);
+void sp__ds_tar_keys_put(sp__ds_tar_keys *ks, const sp__ds_tar_set *t, size_t index);
+
 /* The index file of shard `rel` (relative to ds->base): its path
  * (malloc'd, NULL on OOM); write samples [first, t->n) of the shard whose
  * stat is st (1: written; 0: not, e.g. the shard changed too recently);

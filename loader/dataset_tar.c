@@ -357,57 +357,15 @@ static const char *type_name(int t) {
     }
 }
 
-/* The keys of one shard's samples, for the "key seen before" check in O(1)
- * per member: open addressing over XXH3-64 of the key, each slot the
- * sample's index in t->v plus one (0: empty), grown at half full. */
-typedef struct key_set {
-    size_t *slot;
-    size_t cap, n;
-} key_set;
-
-static size_t ks_home(const key_set *ks, const char *key, size_t len) {
-    return (size_t)XXH3_64bits(key, len) & (ks->cap - 1);
-}
-
-/* The sample of t with this key, or NULL. */
-static tar_sample *ks_find(const key_set *ks, tar_set *t, const char *key, size_t len) {
-    if (!ks->cap) return NULL;
-    for (size_t i = ks_home(ks, key, len); ks->slot[i]; i = (i + 1) & (ks->cap - 1)) {
-        tar_sample *s = &t->v[ks->slot[i] - 1];
-        if (strlen(s->key) == len && memcmp(s->key, key, len) == 0) return s;
-    }
-    return NULL;
-}
-
-static void ks_put(key_set *ks, const tar_set *t, size_t index) {
-    const char *key = t->v[index].key;
-    size_t i = ks_home(ks, key, strlen(key));
-    while (ks->slot[i]) i = (i + 1) & (ks->cap - 1);
-    ks->slot[i] = index + 1;
-    ks->n++;
-}
-
-/* Room for one more key. @return 0 or SP_ENOMEM. */
-static int ks_reserve(key_set *ks, const tar_set *t) {
-    if ((ks->n + 1) * 2 <= ks->cap) return SP_OK;
-    key_set g = {calloc(ks->cap ? ks->cap * 2 : 64, sizeof(size_t)), ks->cap ? ks->cap * 2 : 64, 0};
-    if (!g.slot) return SP_ENOMEM;
-    for (size_t i = 0; i < ks->cap; i++)
-        if (ks->slot[i]) ks_put(&g, t, ks->slot[i] - 1);
-    free(ks->slot);
-    *ks = g;
-    return SP_OK;
-}
-
 /* The sample a member belongs to: the last one if its key matches, else a
  * new one (a key seen before in this shard is an error). */
-static tar_sample *sample_for(tar_set *t, key_set *ks, const char *shard_rel, uint32_t shard,
+static tar_sample *sample_for(tar_set *t, sp__ds_tar_keys *ks, const char *shard_rel, uint32_t shard,
                               const char *key, size_t keylen, uint64_t max_samples,
                               int *rc, sp_error *err) {
     if (ks->n && strlen(t->v[t->n - 1].key) == keylen &&
         memcmp(t->v[t->n - 1].key, key, keylen) == 0)
         return &t->v[t->n - 1];
-    if (ks_find(ks, t, key, keylen)) {
+    if (sp__ds_tar_keys_find(ks, t, key, keylen)) {
         *rc = sp_error_set(err, SP_EFORMAT,
                            "%s: key \"%.*s\" appears again after other keys (the members "
                            "of a sample must be adjacent)", shard_rel, (int)keylen, key);
@@ -418,7 +376,7 @@ static tar_sample *sample_for(tar_set *t, key_set *ks, const char *shard_rel, ui
                            (unsigned long long)max_samples);
         return NULL;
     }
-    tar_sample *s = ks_reserve(ks, t) ? NULL : sp__ds_tar_set_slot(t);
+    tar_sample *s = sp__ds_tar_keys_reserve(ks, t) ? NULL : sp__ds_tar_set_slot(t);
     if (!s) {
         *rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", shard_rel);
         return NULL;
@@ -431,7 +389,7 @@ static tar_sample *sample_for(tar_set *t, key_set *ks, const char *shard_rel, ui
         return NULL;
     }
     t->n++;
-    ks_put(ks, t, t->n - 1);
+    sp__ds_tar_keys_put(ks, t, t->n - 1);
     return s;
 }
 
@@ -447,7 +405,7 @@ typedef struct shard_rd {
     const char *full;      /* the shard's path, for messages */
     tar_set *t;
     size_t first;          /* the shard's first sample in t */
-    key_set keys;          /* the keys of t->v[first ..] */
+    sp__ds_tar_keys keys;  /* the keys of t->v[first ..] */
     tar_rd r;
     sp__hash hs;           /* an image member's hash as it streams by */
     char *xpath;           /* from a pax 'x' or GNU 'L' header, for the next member */

@@ -1,5 +1,6 @@
 /* dataset_tar_index.c - the table of a WebDataset shard's samples as they
- * are collected (sp__ds_tar_set), and the index file beside each shard that
+ * are collected (sp__ds_tar_set, with the hash set of its keys,
+ * sp__ds_tar_keys), and the index file beside each shard that
  * keeps that table, so a later open of an unchanged shard reads none of it
  * (dataset_internal.h). dataset_tar.c reads the shards and calls down into
  * this file; this file calls only dataset_common.c (byte buffers, the
@@ -59,6 +60,44 @@ void sp__ds_tar_set_free(tar_set *t) {
     }
     free(t->v);
     memset(t, 0, sizeof *t);
+}
+
+/* ---- the keys of one shard, for the "key seen before" check ---------------------------- */
+
+/* Open addressing over XXH3-64 of the key, each slot a sample's index in
+ * t->v plus one (0: empty), grown at half full: O(1) a member. */
+static size_t keys_home(const sp__ds_tar_keys *ks, const char *key, size_t len) {
+    return (size_t)XXH3_64bits(key, len) & (ks->cap - 1);
+}
+
+tar_sample *sp__ds_tar_keys_find(const sp__ds_tar_keys *ks, tar_set *t, const char *key,
+                                 size_t len) {
+    if (!ks->cap) return NULL;
+    for (size_t i = keys_home(ks, key, len); ks->slot[i]; i = (i + 1) & (ks->cap - 1)) {
+        tar_sample *s = &t->v[ks->slot[i] - 1];
+        if (strlen(s->key) == len && memcmp(s->key, key, len) == 0) return s;
+    }
+    return NULL;
+}
+
+void sp__ds_tar_keys_put(sp__ds_tar_keys *ks, const tar_set *t, size_t index) {
+    const char *key = t->v[index].key;
+    size_t i = keys_home(ks, key, strlen(key));
+    while (ks->slot[i]) i = (i + 1) & (ks->cap - 1);
+    ks->slot[i] = index + 1;
+    ks->n++;
+}
+
+int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const tar_set *t) {
+    if ((ks->n + 1) * 2 <= ks->cap) return SP_OK;
+    size_t cap = ks->cap ? ks->cap * 2 : 64;
+    sp__ds_tar_keys g = {calloc(cap, sizeof(size_t)), cap, 0};
+    if (!g.slot) return SP_ENOMEM;
+    for (size_t i = 0; i < ks->cap; i++)
+        if (ks->slot[i]) sp__ds_tar_keys_put(&g, t, ks->slot[i] - 1);
+    free(ks->slot);
+    *ks = g;
+    return SP_OK;
 }
 
 /* ---- the per-shard index file --------------------------------------------------------- */
