@@ -8,8 +8,14 @@
  * recursive; a file is a sample when its name ends in .png, .jpg or .jpeg in
  * any case. Hidden entries (a leading '.') are skipped at every level, as are
  * files with other extensions, files directly in the root, and anything that
- * is neither a directory nor a regular file. A symlink loop is an error, not
- * an endless walk. The samples are then sorted byte-wise by relative path
+ * is neither a directory nor a regular file. Each real directory (device
+ * and inode) is walked once: sub-folders are visited in byte-wise order
+ * after the files, and a second path to a directory already walked (a
+ * symlink sideways, a bind mount) is skipped, so the first path in that
+ * order keeps its files and the result never depends on readdir order; a
+ * link back to an enclosing folder is an error, as are folders nested
+ * deeper than 64 levels and a walk that reads more than 2^26 entries (a
+ * named SP_ELIMIT, in bounded time). The samples are then sorted byte-wise by relative path
  * "class/sub/file.png" by sp__ds_finish_files() (dataset_index.c), so
  * readdir order never matters. Called by dataset.c; calls down into
  * dataset_index.c and dataset_common.c only.
@@ -23,8 +29,44 @@
 #include <sys/stat.h>
 
 #define MAX_DEPTH 64
+/* Every directory entry the walk reads counts (files, folders, anything):
+ * a folder of more is refused, naming the budget, in bounded time. */
+#define MAX_ENTRIES (UINT64_C(1) << 26)
 
 typedef struct dir_id { dev_t dev; ino_t ino; } dir_id;
+
+/* The walk's state: the folders seen (a hash set of device and inode, so
+ * each real directory is walked once, however many links lead to it) and
+ * the entries read so far. */
+typedef struct walk_ctx {
+    dir_id *seen;   /* open addressing; ino 0 and dev 0 marks a free slot */
+    size_t cap, n;
+    uint64_t entries;
+} walk_ctx;
+
+static size_t id_home(const walk_ctx *w, dir_id id) {
+    uint64_t h = ((uint64_t)id.dev * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)id.ino * 0xC2B2AE3D27D4EB4Full);
+    return (size_t)(h ^ (h >> 29)) & (w->cap - 1);
+}
+
+/* 1 if id was seen before, else records it and returns 0; -1 out of memory. */
+static int seen_before(walk_ctx *w, dir_id id) {
+    if ((w->n + 1) * 2 > w->cap) {
+        walk_ctx g = {calloc(w->cap ? w->cap * 2 : 256, sizeof(dir_id)), w->cap ? w->cap * 2 : 256,
+                      0, w->entries};
+        if (!g.seen) return -1;
+        for (size_t i = 0; i < w->cap; i++)
+            if (w->seen[i].dev || w->seen[i].ino) seen_before(&g, w->seen[i]);
+        free(w->seen);
+        *w = g;
+    }
+    size_t i = id_home(w, id);
+    for (; w->seen[i].dev || w->seen[i].ino; i = (i + 1) & (w->cap - 1))
+        if (w->seen[i].dev == id.dev && w->seen[i].ino == id.ino) return 1;
+    w->seen[i] = id;
+    w->n++;
+    return 0;
+}
 
 static int lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
 
@@ -42,11 +84,110 @@ static int has_image_ext(const char *name) {
            ends_with_ci(name, l, ".jpeg");
 }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
-                dir_id *stack, int depth, sp__ds_entries *e, sp_error *err) {
+                dir_id *stack, int depth, walk_ctx *w, sp__ds_entries *e, sp_error *err);
+
+/* The sub-folders of dir (names in subs[0..n)), in byte-wise order, each
+ * walked unless its real directory was walked already: the first path to
+ * a directory in this order keeps its files, so the result never depends
+ * on readdir order; a link back to an enclosing folder is an error. */
+static int walk_subdirs(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
+                        dir_id *stack, int depth, walk_ctx *w, char **subs, size_t n,
+                        sp__ds_entries *e, sp_error *err) {
+    int rc = SP_OK;
+    qsort(subs, n, sizeof *subs, cmp_str);
+    for (size_t k = 0; k < n && rc == SP_OK; k++) {
+        char *full = sp__ds_join(dir, subs[k]);
+        char *r = full ? sp__ds_join(rel, subs[k]) : NULL;
+        struct stat st;
+        if (!r) {
+            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+        } else if (stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+            dir_id id = {st.st_dev, st.st_ino};
+            for (int a = 0; a < depth && rc == SP_OK; a++)
+                if (stack[a].dev == id.dev && stack[a].ino == id.ino)
+                    rc = sp_error_set(err, SP_EFORMAT, "%s: directory loop (links back to an "
+                                      "enclosing folder)", full);
+            int seen = rc ? 0 : seen_before(w, id);
+            if (seen < 0) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+            if (rc == SP_OK && !seen && depth >= MAX_DEPTH)
+                rc = sp_error_set(err, SP_ELIMIT, "%s: folders nested deeper than %d levels",
+                                  full, MAX_DEPTH);
+            if (rc == SP_OK && !seen) {
+                stack[depth] = id;
+                rc = walk(ds, full, r, label, stack, depth + 1, w, e, err);
+            }
+        }
+        free(full);
+        free(r);
+    }
+    for (size_t k = 0; k < n; k++) free(subs[k]);
+    free(subs);
+    return rc;
+}
+
+/* One entry of dir: an image file is pushed, a folder (or a link to one)
+ * goes on *subs for walk_subdirs(). */
+static int walk_entry(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
+                      const struct dirent *de, char ***subs, size_t *ns, size_t *cap,
+                      sp__ds_entries *e, sp_error *err) {
+    const char *name = de->d_name;
+    /* A regular file (d_type from readdir: no stat needed; symlinks and
+     * filesystems without d_type take the stat path below) that is not
+     * an image is not a candidate. */
+    if (de->d_type == DT_REG && !has_image_ext(name)) return SP_OK;
+    int is_dir = de->d_type == DT_DIR, is_img = de->d_type == DT_REG;
+    if (!is_dir && !is_img) {
+        char *full = sp__ds_join(dir, name);
+        if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+        struct stat st;
+        int rc = SP_OK;
+        if (stat(full, &st) != 0) {
+            /* A dangling link named like an image would be a silently lost
+             * sample: refuse it. Anything else that cannot be stat'ed is
+             * not a candidate and is ignored. */
+            if (has_image_ext(name)) rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        } else {
+            is_dir = S_ISDIR(st.st_mode);
+            is_img = S_ISREG(st.st_mode) && has_image_ext(name);
+        }
+        free(full);
+        if (rc) return rc;
+    }
+    if (is_dir) {
+        if (*ns == *cap) {
+            size_t nc = *cap ? *cap * 2 : 16;
+            char **nn = realloc(*subs, nc * sizeof *nn);
+            if (!nn) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+            *subs = nn;
+            *cap = nc;
+        }
+        if (!((*subs)[*ns] = sp__ds_strdup(name)))
+            return sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+        (*ns)++;
+    } else if (is_img) {
+        if ((uint64_t)e->n >= ds->max_samples)
+            return sp_error_set(err, SP_ELIMIT, "%s: more than %llu samples (limit)", ds->root,
+                                (unsigned long long)ds->max_samples);
+        char *r = sp__ds_join(rel, name);
+        int rc = r ? sp__ds_entries_push(e, r, label, 0) : SP_ENOMEM;
+        if (rc == SP_ENOMEM) return sp_error_set(err, rc, "%s: out of memory", dir);
+        if (rc) return rc;
+    }
+    return SP_OK;
+}
+
+static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
+                dir_id *stack, int depth, walk_ctx *w, sp__ds_entries *e, sp_error *err) {
     DIR *d = opendir(dir);
     if (!d) return sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
     int rc = SP_OK;
+    char **subs = NULL;
+    size_t ns = 0, cap = 0;
     for (;;) {
         errno = 0;
         struct dirent *de = readdir(d);
@@ -54,71 +195,22 @@ static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
             if (errno) rc = sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
             break;
         }
-        const char *name = de->d_name;
-        if (name[0] == '.') continue;   /* hidden, "." and ".." */
-        /* A regular file (d_type from readdir: no stat needed; symlinks and
-         * filesystems without d_type take the stat path below) that is not
-         * an image is not a candidate. */
-        if (de->d_type == DT_REG && !has_image_ext(name)) continue;
-        char *full = sp__ds_join(dir, name);
-        char *r = full ? sp__ds_join(rel, name) : NULL;
-        if (!r) {
-            free(full);
-            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+        if (++w->entries > MAX_ENTRIES) {
+            rc = sp_error_set(err, SP_ELIMIT, "%s: the walk read more than %llu folder entries "
+                              "(limit; at %s)", ds->root, (unsigned long long)MAX_ENTRIES, dir);
             break;
         }
-        struct stat st;
-        if (de->d_type == DT_REG) {
-            /* An image file: its stat is taken once, by the index (dataset_index.c). */
-            st.st_mode = S_IFREG;
-        } else if (stat(full, &st) != 0) {
-            /* A dangling link named like an image would be a silently lost
-             * sample: refuse it. Anything else that cannot be stat'ed is
-             * not a candidate and is ignored. */
-            if (has_image_ext(name))
-                rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-            free(full);
-            free(r);
-            if (rc) break;
-            continue;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            for (int k = 0; k < depth; k++) {
-                if (stack[k].dev == st.st_dev && stack[k].ino == st.st_ino) {
-                    rc = sp_error_set(err, SP_EFORMAT,
-                                      "%s: directory loop (links back to an enclosing folder)", full);
-                    break;
-                }
-            }
-            if (!rc && depth >= MAX_DEPTH)
-                rc = sp_error_set(err, SP_ELIMIT, "%s: folders nested deeper than %d levels",
-                                  full, MAX_DEPTH);
-            if (!rc) {
-                stack[depth].dev = st.st_dev;
-                stack[depth].ino = st.st_ino;
-                rc = walk(ds, full, r, label, stack, depth + 1, e, err);
-            }
-            free(r);
-        } else if (S_ISREG(st.st_mode) && has_image_ext(name)) {
-            if ((uint64_t)e->n >= ds->max_samples) {
-                free(r);
-                rc = sp_error_set(err, SP_ELIMIT, "%s: more than %llu samples (limit)", ds->root,
-                                  (unsigned long long)ds->max_samples);
-            } else
-                rc = sp__ds_entries_push(e, r, label, 0);
-            if (rc == SP_ENOMEM) sp_error_set(err, rc, "%s: out of memory", dir);
-        } else {
-            free(r);
-        }
-        free(full);
+        if (de->d_name[0] == '.') continue;   /* hidden, "." and ".." */
+        rc = walk_entry(ds, dir, rel, label, de, &subs, &ns, &cap, e, err);
         if (rc) break;
     }
     closedir(d);
-    return rc;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    if (rc) {
+        for (size_t k = 0; k < ns; k++) free(subs[k]);
+        free(subs);
+        return rc;
+    }
+    return walk_subdirs(ds, dir, rel, label, stack, depth, w, subs, ns, e, err);
 }
 
 int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
@@ -175,23 +267,31 @@ int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
     /* 2. walk each class; 3. sort, hash, pack */
     sp__ds_entries e = {0};
     dir_id stack[MAX_DEPTH + 1];
+    walk_ctx w = {NULL, 0, 0, 0};
     struct stat st;
     if (stat(ds->root, &st) != 0)
         return sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
     stack[0].dev = st.st_dev;
     stack[0].ino = st.st_ino;
+    if (seen_before(&w, stack[0]) < 0) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     for (size_t c = 0; c < n && rc == SP_OK; c++) {
         char *dir = sp__ds_join(ds->root, names[c]);
         if (!dir) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); break; }
+        int seen = 0;
         if (stat(dir, &st) != 0) {
             rc = sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
         } else {
             stack[1].dev = st.st_dev;
             stack[1].ino = st.st_ino;
-            rc = walk(ds, dir, names[c], (int32_t)c, stack, 2, &e, err);
+            /* A class folder that is another class's (or the root) by a
+             * link stays a class, with no samples of its own. */
+            seen = seen_before(&w, stack[1]);
+            if (seen < 0) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            else if (!seen) rc = walk(ds, dir, names[c], (int32_t)c, stack, 2, &w, &e, err);
         }
         free(dir);
     }
+    free(w.seen);
     if (rc == SP_OK)
         rc = sp__ds_finish_files(ds, &e,
                                  "no images found (expected class folders with .png, .jpg or "
