@@ -8,14 +8,23 @@
  *    class. Samples in byte-wise sorted order of their relative path
  *    ("class/file"). Hidden entries (leading '.') are ignored at every
  *    level, as are other extensions and files directly in the root; nested
- *    folders inside a class are walked recursively (symlinks followed, a
- *    loop is SP_EFORMAT).
+ *    folders inside a class are walked recursively, symlinks followed, each
+ *    real directory (device, inode) once: sub-folders in byte-wise order
+ *    after the files, and a second path to a directory already walked (a
+ *    link sideways, a bind mount) is skipped, so the first path in that
+ *    order keeps its files whatever readdir's order; a link back to an
+ *    enclosing folder is SP_EFORMAT, more than 64 levels or 2^26 entries
+ *    read in all SP_ELIMIT (the walk's time is bounded by the folder's
+ *    real size, not the number of paths links make).
  *  - IDX (a file named *images-idx3-ubyte or *images.idx3-ubyte, optionally
  *    .gz): MNIST / Fashion-MNIST; labels from the sibling file with
  *    "images-idx3" replaced by "labels-idx1" (".gz" added or dropped if the
  *    exact name is missing). Samples in file order; 10 classes named
  *    "0".."9" (a label >= 10 is SP_EFORMAT). Only data type 0x08 (unsigned
- *    byte) is supported. Pixels are kept in memory.
+ *    byte) is supported. Pixels are kept in memory: at most 4 GiB of them
+ *    by default (the declared size is checked before reading, and the
+ *    buffer grows with the data actually decompressed), another limit by
+ *    SEEDPIPE_IDX_MAX_BYTES (bytes, or with a K, M or G suffix).
  *  - List file (any other regular file): one `path<TAB>label` per line,
  *    path relative to the list file's folder (or absolute), label a
  *    non-negative integer below 65536; a line whose first non-blank char is
