@@ -7,6 +7,14 @@
  * preserved."). The evaluation order below is fixed and written out
  * explicitly; the file must be compiled with -ffp-contract=off (the project
  * default) so no multiply-add is fused. No libm function is called.
+ *
+ * SPEC: docs/determinism.md section 5a states this algorithm to the
+ * operation (constants as exact hex floats, evaluation order, special
+ * cases, test vectors); tests/detmath_ref.py implements it from that page
+ * and tests/test_detmath_ref.py + test_ops.c (test_detmath_vectors) hold
+ * the two bit for bit. A change here that changes any result bit is a
+ * format change (random_resized_crop boxes move) and must change that
+ * section, its vectors, and the loader fingerprint's version string.
  */
 #include "seedpipe/detmath.h"
 

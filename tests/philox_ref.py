@@ -22,7 +22,12 @@ Command line (words in hex, with or without 0x; seeds in decimal or 0x-hex):
 Output formats are the same as the seedpipe CLI's.
 """
 import argparse
+import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from detmath_ref import det_exp, det_log, round_half_even  # noqa: E402,F401  (section 5a)
 
 MASK32 = 0xFFFFFFFF
 
@@ -151,6 +156,36 @@ def batch_slice(n, batch_size, drop_last, rank, world, b):
     start = b * batch_size + rank * per
     end = min(start + per, n)
     return (min(start, n), max(0, end - start))
+
+
+def rrc_sample(W, H, scale, ratio, k_augment, op, sample, epoch):
+    """random_resized_crop's box (docs/pipeline.md, section 3) for a W x H
+    image, scale = (a, b), ratio = (a, b), the draws of op `op`: returns
+    (x, y, w, h, try) with try = 1..10 for the accepted try, 0 for the
+    fallback. Every float operation is the page's, in its order; det_log and
+    det_exp are docs/determinism.md section 5a (detmath_ref); math.sqrt is
+    IEEE's correctly rounded square root."""
+    s0, s1 = float(scale[0]), float(scale[1])
+    r0, r1 = float(ratio[0]), float(ratio[1])
+    area = float(H) * float(W)
+    lr0, lr1 = det_log(r0), det_log(r1)
+    for t in range(10):
+        d = sample_draw(k_augment, t, op, sample, epoch)
+        target = area * (s0 + (s1 - s0) * u01(d[0]))
+        aspect = det_exp(lr0 + (lr1 - lr0) * u01(d[1]))
+        w = round_half_even(math.sqrt(target * aspect))
+        h = round_half_even(math.sqrt(target / aspect))
+        if 0 < w <= W and 0 < h <= H:
+            w, h = int(w), int(h)
+            return (uniform_int(d[3], W - w + 1), uniform_int(d[2], H - h + 1), w, h, t + 1)
+    in_ratio = float(W) / float(H)
+    w, h = W, H
+    if in_ratio < r0:
+        h = int(round_half_even(float(w) / r0))
+    elif in_ratio > r1:
+        w = int(round_half_even(float(h) * r1))
+    w, h = min(max(w, 1), W), min(max(h, 1), H)
+    return ((W - w) // 2, (H - h) // 2, w, h, 0)
 
 
 # ---- command line ------------------------------------------------------------

@@ -1,7 +1,7 @@
 /* test_ops.c - the pixel ops (ops.h) and detmath (detmath.h) against
  * independent expectations: reference loops, closed-form values, a
  * floating-point reference resampler, and libm (allowed in tests only).
- * Cases: test_detmath, test_crop_flip, test_gray, test_color, test_resize,
+ * Cases: test_detmath, test_detmath_vectors, test_crop_flip, test_gray, test_color, test_resize,
  * test_resample_window, test_center_offset, test_rrc; each is its own
  * process, so each draws its random inputs from the same fixed start of
  * rnd()'s sequence.
@@ -82,6 +82,121 @@ static void test_detmath(void) {
         if (i % 2) x = floor(x) + 0.5;
         CHECK(sp_det_round_half_even(x) == rint(x));   /* default mode: ties to even */
     }
+}
+
+/* det_log / det_exp bit for bit: the test vectors of docs/determinism.md
+ * section 5a, and the FNV-1a digest of the results on a seeded input
+ * sequence (splitmix64) that tests/test_detmath_ref.py recomputes with the
+ * independent Python reference (tests/detmath_ref.py) and compares with the
+ * same two constants. Any NaN result hashes as 7ff8000000000000. */
+static uint64_t dm_bits(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return u; }
+static double dm_double(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
+static uint64_t dm_result(double y) { return y != y ? 0x7ff8000000000000ull : dm_bits(y); }
+
+static uint64_t dm_sm_state;
+static uint64_t dm_splitmix(void) {
+    uint64_t z = (dm_sm_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint64_t dm_fnv(uint64_t h, uint64_t b) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (b >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static double dm_log_input(int i) {   /* as log_inputs() in test_detmath_ref.py */
+    uint64_t r = dm_splitmix();
+    double u = (double)(r >> 11) * 0x1p-53;
+    switch (i % 5) {
+    case 0: return dm_double(r >> 1);
+    case 1: return 0.05 + 19.95 * u;
+    case 2: return 1.0 + (u - 0.5) * 0x1p-17;
+    case 3: return ldexp(1.35 + 0.1 * u, (int)(r & 63) - 32);
+    default: return dm_double(r);
+    }
+}
+
+static double dm_exp_input(int i) {   /* as exp_inputs() in test_detmath_ref.py */
+    uint64_t r = dm_splitmix();
+    double u = (double)(r >> 11) * 0x1p-53;
+    switch (i % 5) {
+    case 0: return -750.0 + 1462.0 * u;
+    case 1: return (u - 0.5) * 2.0;
+    case 2: {
+        double x = ldexp(1.0 + u, (int)(r & 63) - 50);
+        return ((r >> 6) & 1) ? -x : x;
+    }
+    case 3: {
+        int k = (int)((r & 4095) % 2100) - 1076;
+        return ((double)k + 0.5) * 0.6931471805599453 + (u - 0.5) * 1e-9;
+    }
+    default:
+        switch (r & 3) {
+        case 0: return 0x1.62e42fefa39efp+9 + (u - 0.5) * 1e-11;
+        case 1: return -0x1.74910d52d3051p+9 + (u - 0.5) * 1e-11;
+        case 2: return -708.0 - 37.0 * u;
+        default: return dm_double(r);
+        }
+    }
+}
+
+#define DM_ANY_NAN 0xffffffffffffffffull
+
+static void test_detmath_vectors(void) {
+    /* {x bits, result bits}; DM_ANY_NAN means any NaN. docs/determinism.md 5a. */
+    static const uint64_t log_v[][2] = {
+        {0x3ff0000000000000ull, 0x0000000000000000ull}, {0x4000000000000000ull, 0x3fe62e42fefa39efull},
+        {0x3fe0000000000000ull, 0xbfe62e42fefa39efull}, {0x3fe8000000000000ull, 0xbfd269621134db92ull},
+        {0x3ff55555547044b7ull, 0x3fd269620e85a9b7ull}, {0x4024000000000000ull, 0x40026bb1bbb55516ull},
+        {0x3ff0000000000001ull, 0x3cafffffffffffffull}, {0x3fefffff00000000ull, 0xbea0000040000155ull},
+        {0x3ff68f5c28f5c28full, 0x3fd5fd5fabe64084ull}, {0x3ff6a09e667f3bcdull, 0x3fd62e42fefa39f0ull},
+        {0x00003739a252b281ull, 0xc086459f44103e87ull}, {0x0000000000000001ull, 0xc0874385446d71c3ull},
+        {0x7fefffffffffffffull, 0x40862e42fefa39efull}, {0x0000000000000000ull, 0xfff0000000000000ull},
+        {0x8000000000000000ull, 0xfff0000000000000ull}, {0xbff0000000000000ull, DM_ANY_NAN},
+        {0x7ff0000000000000ull, 0x7ff0000000000000ull}, {0x7ff8000000000000ull, DM_ANY_NAN},
+    };
+    static const uint64_t exp_v[][2] = {
+        {0x0000000000000000ull, 0x3ff0000000000000ull}, {0x3ff0000000000000ull, 0x4005bf0a8b14576aull},
+        {0xbff0000000000000ull, 0x3fd78b56362cef38ull}, {0x3fd0000000000000ull, 0x3ff48b5e3c3e8186ull},
+        {0x3fe0000000000000ull, 0x3ffa61298e1e069cull}, {0xbfe0000000000000ull, 0x3fe368b2fc6f960aull},
+        {0xbfd269621134db92ull, 0x3fe8000000000000ull}, {0x3fd269620e85a9b7ull, 0x3ff55555547044b7ull},
+        {0x3e112e0be826d695ull, 0x3ff000000044b830ull}, {0x3ddb7cdfd9d7bdbbull, 0x3ff000000006df38ull},
+        {0x4024000000000000ull, 0x40d5829dcf950560ull}, {0xc034800000000000ull, 0x3e157a3afeed00abull},
+        {0x40862e42fefa39efull, 0x7fefffffffffff2aull}, {0x40862e51eb851eb8ull, 0x7ff0000000000000ull},
+        {0xc086240000000000ull, 0x000e6cf6d08897acull}, {0xc087490a3d70a3d7ull, 0x0000000000000001ull},
+        {0xc087500000000000ull, 0x0000000000000000ull}, {0x7ff0000000000000ull, 0x7ff0000000000000ull},
+        {0xfff0000000000000ull, 0x0000000000000000ull}, {0x7ff8000000000000ull, DM_ANY_NAN},
+    };
+    for (size_t i = 0; i < sizeof log_v / sizeof log_v[0]; i++) {
+        double y = sp_det_log(dm_double(log_v[i][0]));
+        if (log_v[i][1] == DM_ANY_NAN) CHECK_MSG(y != y, "det_log(%016llx) is not NaN", (unsigned long long)log_v[i][0]);
+        else CHECK_MSG(dm_bits(y) == log_v[i][1], "det_log(%016llx) = %016llx, spec %016llx",
+                       (unsigned long long)log_v[i][0], (unsigned long long)dm_bits(y),
+                       (unsigned long long)log_v[i][1]);
+    }
+    for (size_t i = 0; i < sizeof exp_v / sizeof exp_v[0]; i++) {
+        double y = sp_det_exp(dm_double(exp_v[i][0]));
+        if (exp_v[i][1] == DM_ANY_NAN) CHECK_MSG(y != y, "det_exp(%016llx) is not NaN", (unsigned long long)exp_v[i][0]);
+        else CHECK_MSG(dm_bits(y) == exp_v[i][1], "det_exp(%016llx) = %016llx, spec %016llx",
+                       (unsigned long long)exp_v[i][0], (unsigned long long)dm_bits(y),
+                       (unsigned long long)exp_v[i][1]);
+    }
+    /* The seeded sequence: 20,000 inputs per function. */
+    uint64_t hl = 0xcbf29ce484222325ull, he = 0xcbf29ce484222325ull;
+    dm_sm_state = 0x5EED0001;
+    for (int i = 0; i < 20000; i++) hl = dm_fnv(hl, dm_result(sp_det_log(dm_log_input(i))));
+    dm_sm_state = 0x5EED0002;
+    for (int i = 0; i < 20000; i++) he = dm_fnv(he, dm_result(sp_det_exp(dm_exp_input(i))));
+    printf("detmath vectors: det_log digest %016llx det_exp digest %016llx\n",
+           (unsigned long long)hl, (unsigned long long)he);
+    CHECK_MSG(hl == 0x4be06560f10e4bc4ull, "det_log digest %016llx (test_detmath_ref.py: 4be06560f10e4bc4)",
+              (unsigned long long)hl);
+    CHECK_MSG(he == 0x00a88dcc7e852f25ull, "det_exp digest %016llx (test_detmath_ref.py: 00a88dcc7e852f25)",
+              (unsigned long long)he);
 }
 
 static void fill_random(sp_image *im) {
@@ -392,6 +507,7 @@ static void test_rrc(void) {
 
 static const sp_case cases[] = {
     SP_CASE(test_detmath),
+    SP_CASE(test_detmath_vectors),
     SP_CASE(test_crop_flip),
     SP_CASE(test_gray),
     SP_CASE(test_color),
