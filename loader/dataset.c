@@ -16,7 +16,8 @@
  * over these bytes, all integers little-endian:
  *
  *     "seedpipe.dataset.v1"            19 ASCII bytes, no NUL
- *     u32 kind                         0 imagefolder, 1 idx, 2 list
+ *     u32 kind                         0 imagefolder, 1 idx, 2 list, 3 webdataset,
+ *                                      4 an in-memory sample list
  *     u64 n                            number of samples
  *     u32 num_classes
  *     num_classes times:  u32 len, len bytes of the class name
@@ -165,6 +166,48 @@ static int set_base(sp_dataset *ds, int is_dir, sp_error *err) {
     return rc;
 }
 
+/* The bounds of sp_dataset_limits, defaults for zero fields. */
+static void apply_limits(sp_dataset *ds, const sp_dataset_limits *limits) {
+    ds->max_samples = limits && limits->max_samples ? limits->max_samples
+                                                    : SP_DS_DEFAULT_MAX_SAMPLES;
+    ds->max_file_bytes = limits && limits->max_file_bytes ? limits->max_file_bytes
+                                                          : SP_DS_DEFAULT_MAX_FILE_BYTES;
+    ds->index_mode = limits ? limits->index : SP_INDEX_AUTO;
+    ds->hash_threads = limits ? limits->hash_threads : 0;
+    /* Sample indices are 32-bit in the sampler and the Philox counters. */
+    if (ds->max_samples > UINT32_MAX) ds->max_samples = UINT32_MAX;
+}
+
+int sp_dataset_open_list(const char *base, const sp_sample_list *list,
+                         const sp_dataset_limits *limits, sp_dataset **out, sp_error *err) {
+    if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open_list: out is NULL");
+    *out = NULL;
+    if (!list) return sp_error_set(err, SP_EINVAL, "sp_dataset_open_list: list is NULL");
+    const char *dir = base && base[0] ? base : ".";
+    sp_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) return sp_error_set(err, SP_ENOMEM, "sample list: out of memory");
+    ds->kind = SP_DATASET_SAMPLES;
+    apply_limits(ds, limits);
+    int rc = SP_OK;
+    struct stat st;
+    /* root and base: the folder relative paths are under, resolved now */
+    ds->base = realpath(dir, NULL);
+    if (!ds->base)
+        rc = sp_error_set(err, SP_EIO, "sample list: base folder %s: %s", dir, strerror(errno));
+    else if (stat(ds->base, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = sp_error_set(err, SP_EINVAL, "sample list: base %s is not a folder", dir);
+    else if (!(ds->root = sp__ds_strdup(ds->base)))
+        rc = sp_error_set(err, SP_ENOMEM, "sample list: out of memory");
+    if (rc == SP_OK) rc = sp__ds_open_samples(ds, list, err);
+    if (rc == SP_OK) rc = compute_fingerprint(ds, err);
+    if (rc != SP_OK) {
+        sp_dataset_destroy(ds);
+        return rc;
+    }
+    *out = ds;
+    return SP_OK;
+}
+
 int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
                     sp_dataset **out, sp_error *err) {
     if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: out is NULL");
@@ -175,14 +218,7 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
     ds->root = sp__ds_strdup(path);
     if (!ds->root) { free(ds); return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); }
     for (size_t l = strlen(ds->root); l > 1 && ds->root[l - 1] == '/'; l--) ds->root[l - 1] = '\0';
-    ds->max_samples = limits && limits->max_samples ? limits->max_samples
-                                                    : SP_DS_DEFAULT_MAX_SAMPLES;
-    ds->max_file_bytes = limits && limits->max_file_bytes ? limits->max_file_bytes
-                                                          : SP_DS_DEFAULT_MAX_FILE_BYTES;
-    ds->index_mode = limits ? limits->index : SP_INDEX_AUTO;
-    ds->hash_threads = limits ? limits->hash_threads : 0;
-    /* Sample indices are 32-bit in the sampler and the Philox counters. */
-    if (ds->max_samples > UINT32_MAX) ds->max_samples = UINT32_MAX;
+    apply_limits(ds, limits);
 
     int rc;
     struct stat st;
@@ -269,6 +305,7 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
     case SP_DATASET_IDX: return "idx";
     case SP_DATASET_LIST: return "list";
     case SP_DATASET_WEBDATASET: return "webdataset";
+    case SP_DATASET_SAMPLES: return "samples";
     }
     return "unknown";
 }

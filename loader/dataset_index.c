@@ -332,7 +332,10 @@ static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc
     if (!err || e->v[i].line <= 0) return;
     char msg[SP_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg);
-    sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
+    if (ds->kind == SP_DATASET_SAMPLES)
+        sp_error_set(err, rc, "%s (sample list entry %d)", msg, e->v[i].line - 1);
+    else
+        sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
 }
 
 /* 1. stat every sample (in canonical order: the first bad file is named).
@@ -540,6 +543,24 @@ done:
 
 /* ---- the entry point: packing an encoded-file dataset ------------------------------ */
 
+/* Pack the entries, in their order, into ds's sample arrays. */
+static int pack(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
+    size_t n = e->n, pool_len = 0;
+    for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
+    int rc = sp__ds_alloc_samples(ds, n, pool_len, err);
+    if (rc != SP_OK) return rc;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(e->v[i].rel) + 1;
+        memcpy(ds->pool + off, e->v[i].rel, len);
+        ds->path_off[i] = off;
+        off += len;
+        ds->labels[i] = e->v[i].label;
+        ds->class_counts[e->v[i].label]++;
+    }
+    return SP_OK;
+}
+
 static int cmp_entry(const void *a, const void *b) {
     const sp__ds_entry *x = a, *y = b;
     int c = strcmp(x->rel, y->rel);
@@ -562,22 +583,19 @@ int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
             goto done;
         }
     }
-    size_t n = e->n, pool_len = 0;
-    for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
-    rc = sp__ds_alloc_samples(ds, n, pool_len, err);
-    if (rc != SP_OK) goto done;
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(e->v[i].rel) + 1;
-        memcpy(ds->pool + off, e->v[i].rel, len);
-        ds->path_off[i] = off;
-        off += len;
-        ds->labels[i] = e->v[i].label;
-        ds->class_counts[e->v[i].label]++;
-    }
+    rc = pack(ds, e, err);
     /* Every file's content hash: from the persistent index, or read. */
-    rc = hash_files(ds, e, err);
+    if (rc == SP_OK) rc = hash_files(ds, e, err);
 done:
+    for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
+    e->n = 0;
+    return rc;
+}
+
+int sp__ds_finish_listed(sp_dataset *ds, sp__ds_entries *e, sp_error *err) {
+    ds->index_mode = SP_INDEX_OFF;   /* a sidecar keeps sorted records of a root */
+    int rc = pack(ds, e, err);
+    if (rc == SP_OK) rc = hash_files(ds, e, err);
     for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
     e->n = 0;
     return rc;

@@ -9,8 +9,9 @@
  *                         fingerprint, sp_dataset_read(), destroy
  *   dataset_folder.c      ImageFolder directory walk    \
  *   dataset_list.c        `path<TAB>label` list files    |  the per-kind
- *   dataset_idx.c         MNIST-style IDX files          |  openers: each
- *   dataset_tar.c         WebDataset shards, read once   |  fills an
+ *   dataset_samples.c     an in-memory sample list       |  openers: each
+ *   dataset_idx.c         MNIST-style IDX files          |  fills an
+ *   dataset_tar.c         WebDataset shards, read once   |
  *   dataset_tar_read.c    one WebDataset sample's read  /   sp_dataset
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
  *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
@@ -126,6 +127,11 @@ char *sp__ds_join(const char *a, const char *b);
 int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
                         sp_error *err);
 
+/* dataset_index.c: as sp__ds_finish_files(), but the entries keep their
+ * order (duplicates allowed) and every file is hashed (no persistent
+ * index): the in-memory sample list (dataset_samples.c). */
+int sp__ds_finish_listed(sp_dataset *ds, sp__ds_entries *e, sp_error *err);
+
 /* Allocate ds->pool (pool_len bytes), path_off, labels, sizes, hashes (n
  * each) and class_counts (num_classes, zeroed); sets ds->n.
  * @return 0 / SP_ENOMEM (what was allocated is freed by destroy). */
@@ -172,6 +178,8 @@ int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
 int sp__ds_open_folder(sp_dataset *ds, sp_error *err);
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
 int sp__ds_open_list(sp_dataset *ds, sp_error *err);
+/* dataset_samples.c: the in-memory sample list (sp_dataset_open_list()). */
+int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *err);
 
 /* WebDataset shards (dataset_tar.c, dataset_tar_read.c): 1 if path is a
  * brace pattern ("dir/train-{000000..000099}.tar"); the count of .tar files and of

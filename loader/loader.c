@@ -49,7 +49,43 @@ struct sp_loader {
     sp_split split;
     uint64_t *map;                    /* subset sample j -> dataset index */
     uint64_t nmap;
+    sp_sample_list list;              /* cfg.samples: a view of the dataset's copy */
+    const char **list_paths;
+    int32_t *list_labels;
 };
+
+static char *dupstr(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* cfg.samples points at the loader's own view of the list (paths and
+ * labels as the dataset keeps them), so sp_loader_config_of() can be given
+ * to sp_loader_create() again while ld lives, as with any other config. */
+static int own_list(sp_loader *ld, sp_error *err) {
+    uint64_t n = sp_dataset_size(ld->ds);
+    ld->list_paths = malloc(n * sizeof *ld->list_paths);
+    ld->list_labels = malloc(n * sizeof *ld->list_labels);
+    if (!ld->list_paths || !ld->list_labels)
+        return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
+    for (uint64_t i = 0; i < n; i++) {
+        ld->list_paths[i] = sp_dataset_path(ld->ds, i);
+        ld->list_labels[i] = sp_dataset_label(ld->ds, i);
+    }
+    ld->list.count = (size_t)n;
+    ld->list.paths = ld->list_paths;
+    ld->list.labels = ld->list_labels;
+    ld->list.num_classes = sp_dataset_num_classes(ld->ds);
+    ld->cfg.samples = &ld->list;
+    char *base = dupstr(sp_dataset_root(ld->ds));   /* the absolute folder, even if NULL */
+    if (!base) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
+    free(ld->dataset_path);
+    ld->dataset_path = base;
+    ld->cfg.dataset = base;
+    return SP_OK;
+}
 
 /* The subset's dataset indices in canonical order. */
 static int build_subset(sp_loader *ld, sp_error *err) {
@@ -84,11 +120,41 @@ static int build_subset(sp_loader *ld, sp_error *err) {
     return SP_OK;
 }
 
-/* The dataset index at epoch position pos. */
+/* The dataset index at epoch position pos (< N): the Feistel order's, or
+ * the canonical order's (sequential). */
 static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos) {
-    uint64_t j = sp_perm_at(perm, pos);
+    uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL ? pos : sp_perm_at(perm, pos);
     return ld->map ? ld->map[j] : j;
 }
+
+/* The dataset index in slot `slot` (sampler.h "Slots") of the epoch. */
+static uint64_t index_of_slot(const sp_loader *ld, const sp_perm *perm, uint64_t slot) {
+    return index_at(ld, perm, sp_batch_position(&ld->bt, slot));
+}
+
+void sp__spread_slices(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t rank_cap,
+                       uint8_t *images, size_t sample_bytes, int32_t *labels,
+                       uint64_t *indices, sp__item *items) {
+    for (uint32_t k = nranks; k-- > 0;) {
+        uint32_t off, cnt;
+        sp__loader_span_part(ld, b, nranks, k, &off, &cnt);
+        size_t dst = (size_t)k * rank_cap;
+        if (cnt == 0 || dst == off) continue;
+        memmove(images + dst * sample_bytes, images + (size_t)off * sample_bytes,
+                cnt * sample_bytes);
+        memmove(labels + dst, labels + off, cnt * sizeof *labels);
+        memmove(indices + dst, indices + off, cnt * sizeof *indices);
+        memmove(items + dst, items + off, cnt * sizeof *items);
+    }
+}
+
+uint64_t sp__loader_index_at(const sp_loader *ld, uint32_t epoch, uint64_t slot) {
+    sp_perm perm;
+    sp_perm_init(&perm, ld->bt.n, ld->k_shuffle, epoch);
+    return index_of_slot(ld, &perm, slot);
+}
+
+uint64_t sp_loader_padded_size(const sp_loader *ld) { return sp_batching_padded(&ld->bt); }
 
 uint64_t sp_loader_size(const sp_loader *ld) { return ld->bt.n; }
 uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j) {
@@ -97,6 +163,19 @@ uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j) {
 
 static const char *const on_error_names[] = {"fail", "skip", "substitute"};
 static const char *const rng_mode_names[] = {"per-sample", "per-worker"};
+static const char *const order_names[] = {"shuffle", "sequential"};
+
+int sp_order_parse(const char *s, sp_order *out, sp_error *err) {
+    for (int i = 0; i < 2; i++)
+        if (s && strcmp(s, order_names[i]) == 0) {
+            *out = (sp_order)i;
+            return SP_OK;
+        }
+    return sp_error_set(err, SP_EINVAL, "order \"%s\": expected shuffle or sequential",
+                        s ? s : "");
+}
+
+const char *sp_order_name(sp_order o) { return (unsigned)o < 2 ? order_names[o] : "?"; }
 
 int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err) {
     for (int i = 0; i < 3; i++)
@@ -133,12 +212,6 @@ void sp_loader_config_default(sp_loader_config *cfg) {
     cfg->threads = 1;
 }
 
-static char *dupstr(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
 
 static sp_digest compute_fingerprint(const sp_loader *ld) {
     sp__hash hs, *st = &hs;
@@ -164,6 +237,14 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
         sp__hash_str(st, "rng_mode");
         sp__hash_u64(st, (uint64_t)ld->cfg.rng_mode);
     }
+    if (ld->cfg.order != SP_ORDER_SHUFFLE) {
+        sp__hash_str(st, "order");
+        sp__hash_u64(st, (uint64_t)ld->cfg.order);
+    }
+    if (ld->cfg.pad_tail) {   /* the padded size decides the last batch */
+        sp__hash_str(st, "pad_tail");
+        sp__hash_u64(st, sp_batching_padded(&ld->bt));
+    }
     if (ld->map) {
         char canon[SP_SPLIT_MAX * (SP_SPLIT_NAME_MAX + 32)];
         sp_split_canonical(&ld->split, canon, sizeof canon);
@@ -177,8 +258,9 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
 
 int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err) {
     *out = NULL;
-    if (!cfg || !cfg->dataset || !cfg->pipeline)
-        return sp_error_set(err, SP_EINVAL, "loader: dataset and pipeline must be set");
+    if (!cfg || (!cfg->dataset && !cfg->samples) || !cfg->pipeline)
+        return sp_error_set(err, SP_EINVAL, "loader: dataset (or samples) and pipeline must "
+                            "be set");
     if (cfg->dtype != SP_DTYPE_UINT8 && cfg->dtype != SP_DTYPE_FLOAT32 &&
         cfg->dtype != SP_DTYPE_BFLOAT16 && cfg->dtype != SP_DTYPE_FLOAT16)
         return sp_error_set(err, SP_EINVAL, "loader: bad dtype %d", (int)cfg->dtype);
@@ -188,17 +270,21 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return sp_error_set(err, SP_EINVAL, "loader: bad on_error %d", (int)cfg->on_error);
     if ((unsigned)cfg->rng_mode > SP_RNG_PER_WORKER)
         return sp_error_set(err, SP_EINVAL, "loader: bad rng_mode %d", (int)cfg->rng_mode);
+    if ((unsigned)cfg->order > SP_ORDER_SEQUENTIAL)
+        return sp_error_set(err, SP_EINVAL, "loader: bad order %d", (int)cfg->order);
     sp_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     pthread_mutex_init(&ld->log_lock, NULL);
     ld->cfg = *cfg;
-    ld->dataset_path = dupstr(cfg->dataset);
+    ld->dataset_path = dupstr(cfg->dataset ? cfg->dataset : "(sample list)");
     ld->pipeline_spec = dupstr(cfg->pipeline);
     if (!ld->dataset_path || !ld->pipeline_spec) {
         sp_loader_destroy(ld);
         return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     }
     ld->cfg.dataset = ld->dataset_path;
+    ld->cfg.samples = NULL;   /* the caller's list is not kept: see own_list() */
+    ld->cfg.pad_tail = cfg->pad_tail ? 1 : 0;
     ld->cfg.pipeline = ld->pipeline_spec;
     if ((cfg->split && !(ld->split_spec = dupstr(cfg->split))) ||
         (cfg->subset && !(ld->subset_name = dupstr(cfg->subset)))) {
@@ -209,7 +295,9 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     ld->cfg.subset = ld->subset_name;
     if (ld->cfg.world == 0) ld->cfg.world = 1;
 
-    int rc = sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
+    int rc = cfg->samples ? sp_dataset_open_list(cfg->dataset, cfg->samples, NULL, &ld->ds, err)
+                          : sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
+    if (rc == 0 && cfg->samples) rc = own_list(ld, err);
     if (rc == 0) rc = build_subset(ld, err);
     if (rc == 0) rc = sp_pipeline_parse(ld->pipeline_spec, &ld->pl, err);
     if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype == SP_DTYPE_UINT8 &&
@@ -228,6 +316,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         ld->bt.drop_last = cfg->drop_last;
         ld->bt.rank = cfg->rank;
         ld->bt.world = ld->cfg.world;
+        ld->bt.pad_tail = ld->cfg.pad_tail;
+        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL;
         rc = sp_batching_check(&ld->bt, err);
     }
     if (rc == 0 && ld->bt.n > (1ull << 32))
@@ -265,6 +355,8 @@ void sp_loader_destroy(sp_loader *ld) {
     free(ld->split_spec);
     free(ld->subset_name);
     free(ld->map);
+    free(ld->list_paths);
+    free(ld->list_labels);
     pthread_mutex_destroy(&ld->log_lock);
     free(ld);
 }
@@ -287,6 +379,26 @@ uint32_t sp__loader_capacity(const sp_loader *ld) {
 
 void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count) {
     sp_batch_span(&ld->bt, b, ld->span, pos, count);
+}
+
+void sp__loader_span_part(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t k,
+                          uint32_t *off, uint32_t *count) {
+    uint64_t first, pos;
+    uint32_t all;
+    sp_batch_span(&ld->bt, b, ld->span, &first, &all);
+    *off = 0;
+    *count = 0;
+    if (k >= nranks || all == 0) return;
+    if (nranks != ld->span) {   /* one rank of world K/m standing for m ranks of K */
+        uint32_t cap = sp__loader_capacity(ld) / nranks;
+        *off = (uint32_t)k * cap < all ? k * cap : all;
+        *count = all - *off < cap ? all - *off : cap;
+        return;
+    }
+    sp_batching one = ld->bt;
+    one.rank = ld->bt.rank + k;
+    sp_batch_span(&one, b, 1, &pos, count);
+    *off = *count ? (uint32_t)(pos - first) : 0;
 }
 
 sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w) {
@@ -443,6 +555,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
                       int32_t *label) {
     sp_perm perm;
     sp_perm_init(&perm, ld->bt.n, ld->k_shuffle, epoch);
+    pos = sp_batch_position(&ld->bt, pos);   /* the slot's epoch position, in [0, N) */
     uint64_t idx = index_at(ld, &perm, pos);
     *index = idx;
     *label = sp_dataset_label(ld->ds, idx);
@@ -569,7 +682,7 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     out->nskipped = 0;
     out->nsubstituted = 0;
     for (uint32_t s = 0; s < count; s++) {
-        out->indices[s] = index_at(ld, &perm, pos + s);
+        out->indices[s] = index_of_slot(ld, &perm, pos + s);
         out->labels[s] = sp_dataset_label(ld->ds, out->indices[s]);
     }
     if (count == 0) return SP_OK;

@@ -42,8 +42,9 @@ sp__rng sp__loader_rng(const sp_loader *ld, uint32_t counter);
 /* The worker key K_worker(w) of the loader's seed. */
 sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w);
 
-/*! sp__loader_sample() : compute the sample at position `pos` of epoch
- *  `epoch`'s order into dst (sample_bytes), applying cfg.on_error.
+/*! sp__loader_sample() : compute the sample in slot `pos` of epoch
+ *  `epoch` (sp__loader_slice(); its epoch position is sp_batch_position()
+ *  of it) into dst (sample_bytes), applying cfg.on_error.
  *  `forced` (may be NULL) makes the sample at `pos` fail with that reason
  *  without being run (the pool uses it for a sample that killed workers).
  *  Fills *it, *index and *label (the sample actually in dst).
@@ -84,7 +85,31 @@ const sp_batching *sp__loader_batching(const sp_loader *ld);
 int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err);
 /* Positions per batch buffer: B / world * span. */
 uint32_t sp__loader_capacity(const sp_loader *ld);
-/* The loader's positions of global batch b (its rank, or its span). */
+/* The loader's slots of global batch b (its rank, or its span): [*pos,
+ * *pos + *count), each mapped to its epoch position by sp_batch_position()
+ * (sampler.h "Slots"; in the default layout a slot is its position).
+ * sp__loader_sample() takes a slot. */
 void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count);
+/*! sp__loader_span_part() : where local rank k (0 .. nranks-1) of the
+ *  nranks ranks a loader's batch b holds lies in its buffer: *count slots
+ *  from *off. nranks is the loader's span (then k * B/world in the default
+ *  layout while the batch is full; with pad_tail or the strided layout a
+ *  short last batch is split evenly, so the offsets move), or, for a loader
+ *  of one rank of world K/nranks standing for nranks ranks of world K (the
+ *  default layout only), its batch cut into nranks contiguous slices. The
+ *  service spreads the slices to k * capacity/nranks for its clients. */
+void sp__loader_span_part(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t k,
+                          uint32_t *off, uint32_t *count);
+/*! sp__spread_slices() : move each local rank k's slice of the span's
+ *  batch b (at sp__loader_span_part()'s offset) to k * rank_cap, in place
+ *  (images of sample_bytes each, labels, indices, items; last rank first,
+ *  as a slice only moves up). A no-op for full batches and for the default
+ *  layout. Call once per batch, before sp__batch_finalize(). */
+void sp__spread_slices(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t rank_cap,
+                       uint8_t *images, size_t sample_bytes, int32_t *labels,
+                       uint64_t *indices, sp__item *items);
+/*! sp__loader_index_at() : the dataset index in slot `slot` of epoch
+ *  `epoch` (the one sp__loader_sample() computes, before any substitute). */
+uint64_t sp__loader_index_at(const sp_loader *ld, uint32_t epoch, uint64_t slot);
 
 #endif

@@ -117,10 +117,33 @@ int sp_batching_check(const sp_batching *bt, sp_error *err) {
     return SP_OK;
 }
 
+uint64_t sp_batching_padded(const sp_batching *bt) {
+    if (!bt->pad_tail || bt->world <= 1) return bt->n;
+    return (bt->n + bt->world - 1) / bt->world * bt->world;
+}
+
 uint64_t sp_batches_per_epoch(const sp_batching *bt) {
     if (bt->batch_size == 0) return 0;
-    uint64_t full = bt->n / bt->batch_size;
-    return full + (!bt->drop_last && bt->n % bt->batch_size != 0);
+    uint64_t n = sp_batching_padded(bt);
+    uint64_t full = n / bt->batch_size;
+    return full + (!bt->drop_last && n % bt->batch_size != 0);
+}
+
+/* Positions in global batch b (< batches per epoch): B, or a short last. */
+static uint64_t batch_count(const sp_batching *bt, uint64_t b) {
+    uint64_t first = b * bt->batch_size, np = sp_batching_padded(bt);
+    return np - first < bt->batch_size ? np - first : bt->batch_size;
+}
+
+/* off(r): where rank r's slots start within a global batch of cnt
+ * positions (the "Slots" rule of sampler.h); off(world) = cnt. */
+static uint64_t rank_offset(const sp_batching *bt, uint64_t cnt, uint64_t r) {
+    if (!bt->pad_tail && !bt->strided) {
+        uint64_t o = r * (bt->batch_size / bt->world);
+        return o < cnt ? o : cnt;
+    }
+    uint64_t a = cnt / bt->world, m = cnt % bt->world;
+    return r * a + (r < m ? r : m);
 }
 
 void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count) {
@@ -135,16 +158,32 @@ void sp_batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t 
         (uint64_t)bt->rank + nranks > bt->world)
         return;
     if (b >= sp_batches_per_epoch(bt)) return;
-    uint64_t per = bt->batch_size / bt->world;
-    /* b < batches <= n / B + 1, so b * B < n + B: no overflow for n <= 2^62;
-     * (rank + nranks) * per <= B. */
-    uint64_t first = b * bt->batch_size + (uint64_t)bt->rank * per;
-    uint64_t end = first + (uint64_t)nranks * per;
-    if (end > bt->n) end = bt->n;
-    if (first >= end) {
-        *pos = first < bt->n ? first : bt->n;
-        return;
-    }
+    /* b < batches <= N' / B + 1, so b * B < N' + B: no overflow for n <= 2^62. */
+    uint64_t cnt = batch_count(bt, b);
+    uint64_t first = b * bt->batch_size + rank_offset(bt, cnt, bt->rank);
+    uint64_t end = b * bt->batch_size + rank_offset(bt, cnt, (uint64_t)bt->rank + nranks);
     *pos = first;
     *count = (uint32_t)(end - first);
+}
+
+uint64_t sp_batch_position(const sp_batching *bt, uint64_t slot) {
+    uint64_t np = sp_batching_padded(bt);
+    if (bt->n == 0 || bt->batch_size == 0 || bt->world == 0 || slot >= np) return UINT64_MAX;
+    uint64_t p = slot;
+    if (bt->strided) {
+        /* Invert the rank-major numbering: slot k of the batch is rank r's
+         * j-th, ranks r < m holding a + 1 slots and the others a. */
+        uint64_t b = slot / bt->batch_size, g = b * bt->batch_size, k = slot - g;
+        uint64_t cnt = batch_count(bt, b), a = cnt / bt->world, m = cnt % bt->world;
+        uint64_t r, j;
+        if (k < m * (a + 1)) {
+            r = k / (a + 1);
+            j = k % (a + 1);
+        } else {
+            r = m + (k - m * (a + 1)) / a;   /* a >= 1 here: k < cnt */
+            j = (k - m * (a + 1)) % a;
+        }
+        p = g + r + bt->world * j;
+    }
+    return p % bt->n;
 }

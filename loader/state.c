@@ -43,6 +43,8 @@ void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
     sp_loader_sample_dims(ld, &st->c, &st->h, &st->w);
     st->on_error = cfg->on_error;
     st->rng_mode = cfg->rng_mode;
+    st->order = cfg->order;
+    st->pad_tail = cfg->pad_tail ? sp_loader_padded_size(ld) : 0;
 }
 
 static int dig_eq(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
@@ -98,6 +100,13 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
     if (me.rng_mode != st->rng_mode)
         add(why, sizeof why, "rng-mode %s in the state, %s here", sp_rng_mode_name(st->rng_mode),
             sp_rng_mode_name(me.rng_mode));
+    if (me.order != st->order)
+        add(why, sizeof why, "order %s in the state, %s here", sp_order_name(st->order),
+            sp_order_name(me.order));
+    if (me.pad_tail != st->pad_tail)
+        add(why, sizeof why, "pad_tail %s%llu in the state, %s%llu here",
+            st->pad_tail ? "to " : "", (unsigned long long)st->pad_tail,
+            me.pad_tail ? "to " : "", (unsigned long long)me.pad_tail);
     if (!why[0] && !dig_eq(me.fingerprint, st->fingerprint)) {
         sp_digest_hex(st->fingerprint, a);
         sp_digest_hex(me.fingerprint, b);
@@ -117,25 +126,34 @@ int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
     sp_digest_hex(st->fingerprint, fp);
     sp_digest_hex(st->dataset_fingerprint, dfp);
     sp_digest_hex(st->pipeline_hash, ph);
+    char extra[96] = "";   /* the optional keys, only when not the default */
+    size_t l = 0;
+    if (st->order != SP_ORDER_SHUFFLE)
+        l = (size_t)snprintf(extra, sizeof extra, ",\"order\":\"%s\"", sp_order_name(st->order));
+    if (st->pad_tail && l < sizeof extra)
+        snprintf(extra + l, sizeof extra - l, ",\"pad_tail\":%llu",
+                 (unsigned long long)st->pad_tail);
     return snprintf(buf, size,
                     "{\"seedpipe_state\":1,\"fingerprint\":\"%s\",\"dataset_fingerprint\":\"%s\","
                     "\"pipeline_hash\":\"%s\",\"seed\":%llu,\"epoch\":%u,\"batch\":%llu,"
                     "\"samples\":%llu,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
                     "\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"on_error\":\"%s\","
-                    "\"rng_mode\":\"%s\"}\n",
+                    "\"rng_mode\":\"%s\"%s}\n",
                     fp, dfp, ph, (unsigned long long)st->seed, st->epoch,
                     (unsigned long long)st->batch, (unsigned long long)st->samples,
                     st->batch_size, st->drop_last ? "true" : "false", sp_dtype_name(st->dtype),
                     sp_layout_name(st->layout), st->c, st->h, st->w,
-                    sp_on_error_name(st->on_error), sp_rng_mode_name(st->rng_mode));
+                    sp_on_error_name(st->on_error), sp_rng_mode_name(st->rng_mode), extra);
 }
 
 static const char *const KEYS[] = {"seedpipe_state", "fingerprint", "dataset_fingerprint",
                                    "pipeline_hash",  "seed",        "epoch",
                                    "batch",          "samples",     "batch_size",
                                    "drop_last",      "dtype",       "layout",
-                                   "sample_shape",   "on_error",    "rng_mode"};
+                                   "sample_shape",   "on_error",    "rng_mode",
+                                   "order",          "pad_tail"};
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
+#define NREQUIRED (NKEYS - 2)   /* order and pad_tail are optional (ABI 2) */
 
 static int bad(sp_error *err, const char *key, const char *why) {
     return sp_error_set(err, SP_EFORMAT, "state: \"%s\": %s", key, why);
@@ -188,7 +206,7 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
         }
         k = j.t[v].next;
     }
-    for (size_t n = 0; n < NKEYS; n++)
+    for (size_t n = 0; n < NREQUIRED; n++)
         if (!seen[n]) {
             sp__json_free(&j);
             return bad(err, KEYS[n], "missing");
@@ -223,6 +241,12 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
     if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "rng_mode"), word, sizeof word) != 0 ||
                     sp_rng_mode_parse(word, &st->rng_mode, NULL) != 0))
         rc = bad(err, "rng_mode", "expected per-sample or per-worker");
+    if (rc == 0 && seen[NKEYS - 2] &&
+        (sp__json_str(&j, sp__json_get(&j, 0, "order"), word, sizeof word) != 0 ||
+         sp_order_parse(word, &st->order, NULL) != 0))
+        rc = bad(err, "order", "expected shuffle or sequential");
+    if (rc == 0 && seen[NKEYS - 1])
+        rc = get_u64(&j, "pad_tail", (1ull << 32) + (1ull << 31), &st->pad_tail, err);
     if (rc == 0) {
         long a = sp__json_get(&j, 0, "sample_shape");
         int dims[3];

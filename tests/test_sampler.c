@@ -255,7 +255,7 @@ static void test_limits(void) {
 /* ---- batching --------------------------------------------------------------- */
 
 static sp_batching mk(uint64_t n, uint32_t B, int drop, uint32_t rank, uint32_t world) {
-    sp_batching bt = {n, B, drop, rank, world};
+    sp_batching bt = {n, B, drop, rank, world, 0, 0};
     return bt;
 }
 

@@ -88,7 +88,8 @@ typedef enum {
     SP_DATASET_IMAGEFOLDER = 0,
     SP_DATASET_IDX = 1,
     SP_DATASET_LIST = 2,
-    SP_DATASET_WEBDATASET = 3
+    SP_DATASET_WEBDATASET = 3,
+    SP_DATASET_SAMPLES = 4      /* an in-memory sample list (sp_dataset_open_list) */
 } sp_dataset_kind;
 
 typedef struct sp_dataset sp_dataset;
@@ -131,6 +132,35 @@ SP_API int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
                            sp_dataset **out, sp_error *err);
 SP_API void sp_dataset_destroy(sp_dataset *ds);   /* accepts NULL */
 
+/* An explicit list of samples (a torch Subset or ConcatDataset of image
+ * folders, handed over without a temporary file). */
+typedef struct sp_sample_list {
+    size_t count;                /* samples, >= 1 */
+    const char *const *paths;    /* count paths: absolute, or relative to `base` */
+    const int32_t *labels;       /* count labels in [0, num_classes) */
+    int32_t num_classes;         /* 1..65536; 0: the largest label + 1 */
+} sp_sample_list;
+
+/*! sp_dataset_open_list() : a dataset of the samples in `list`, in the
+ *  given order, which is its canonical order (no sorting; duplicates are
+ *  allowed, as a torch Subset may repeat an index: each occurrence is its
+ *  own sample index). A path is used as written (and hashed so): absolute,
+ *  or relative to `base`, a folder resolved with realpath() at open (NULL:
+ *  the current directory at open). Otherwise it is a list file's dataset:
+ *  every file is hashed at open (threads; there is no persistent index, so
+ *  each open reads every file once), the fingerprint covers kind 4
+ *  ("samples"), the paths, the labels, the class count (classes named
+ *  "0".."K-1") and the contents; sp_dataset_read() re-hashes; a file
+ *  changed since is SP_EMISMATCH. The list is copied: it need not outlive
+ *  the call. limits as for sp_dataset_open() (index ignored).
+ *  @return 0, SP_EINVAL (empty list, NULL path, empty path, label out of
+ *  range: naming the entry), SP_EIO (a missing or unreadable file or base:
+ *  path and strerror, "(sample list entry I)"), SP_EFORMAT (not a regular
+ *  file), SP_ELIMIT, SP_ENOMEM. On failure *out is NULL. */
+SP_API int sp_dataset_open_list(const char *base, const sp_sample_list *list,
+                                const sp_dataset_limits *limits, sp_dataset **out,
+                                sp_error *err);
+
 /*! sp_dataset_index_info_get() : what the persistent index did when ds was
  *  opened: how many hashes were reused and how many files were hashed, the
  *  sidecar's path, and a warning when one was found but not trusted (the
@@ -139,7 +169,7 @@ SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_inf
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
 SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset" */
+SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset", "samples" */
 SP_API const char *sp_dataset_root(const sp_dataset *ds);
 SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
 SP_API int sp_dataset_num_classes(const sp_dataset *ds);

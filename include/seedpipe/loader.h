@@ -12,7 +12,17 @@
  *
  * Determinism contract (DESIGN.md section 1): the bytes of a batch are a
  * pure function of (dataset fingerprint, canonical pipeline, seed, epoch,
- * batch index, dtype, layout, batch size, drop_last, rank, world).
+ * batch index, dtype, layout, batch size, drop_last, order, pad_tail, rank,
+ * world).
+ *
+ * Order and rank layout (sampler.h): cfg.order picks the keyed shuffle
+ * (default; each rank a contiguous slice of the global batch) or the
+ * canonical order (each rank a strided slice: rank r takes positions
+ * b*B + r + world*j); cfg.pad_tail pads the epoch to ceil(N / world) *
+ * world positions by wrapping around the epoch's own order, so every rank
+ * gets the same number of samples in every batch (DistributedSampler). A
+ * batch's indices are always the real dataset indices of its samples,
+ * padding included.
  *
  * Failing samples (a corrupt file, a decoder error) follow cfg.on_error,
  * decided from the sample alone, never from timing:
@@ -70,15 +80,31 @@ typedef enum {
  *                     the order they are asked for (a stateful counter). */
 typedef enum { SP_RNG_PER_SAMPLE = 0, SP_RNG_PER_WORKER = 1 } sp_rng_mode;
 
+/* The epoch order (docs/determinism.md section 3).
+ *  SP_ORDER_SHUFFLE     (default) the keyed Feistel permutation of each
+ *                       epoch (sampler.h); ranks take contiguous slices.
+ *  SP_ORDER_SEQUENTIAL  the canonical order of the loader's samples (the
+ *                       identity on [0, N): the dataset's order, or the
+ *                       subset's with a split), the same every epoch; ranks
+ *                       take strided slices (rank r: positions b*B + r +
+ *                       world*j), as DistributedSampler(shuffle=False)
+ *                       with a DataLoader of batch_size B/world gives. */
+typedef enum { SP_ORDER_SHUFFLE = 0, SP_ORDER_SEQUENTIAL = 1 } sp_order;
+
 /*! sp_on_error_parse() / sp_rng_mode_parse() : "fail" | "skip" |
  *  "substitute", "per-sample" | "per-worker". @return 0 or SP_EINVAL. */
 SP_API int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
 SP_API int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
 SP_API const char *sp_on_error_name(sp_on_error p);
 SP_API const char *sp_rng_mode_name(sp_rng_mode m);
+/*! sp_order_parse() / sp_order_name() : "shuffle" | "sequential".
+ *  @return 0 or SP_EINVAL. */
+SP_API int sp_order_parse(const char *s, sp_order *out, sp_error *err);
+SP_API const char *sp_order_name(sp_order o);
 
 typedef struct sp_loader_config {
-    const char *dataset;     /* dataset path (dataset.h) */
+    const char *dataset;     /* dataset path (dataset.h); with `samples`: the
+                                folder relative paths are under, or NULL */
     const char *pipeline;    /* spec, preset name or "@file" (pipeline.h) */
     uint64_t seed;
     uint32_t batch_size;     /* global batch size B */
@@ -95,20 +121,28 @@ typedef struct sp_loader_config {
     const char *split;       /* "train=0.9,val=0.1" */
     const char *subset;      /* "train" */
     uint64_t split_seed;     /* key of the path hash; default 0, independent of seed */
+    /* Added in ABI 2. */
+    sp_order order;          /* default SP_ORDER_SHUFFLE */
+    int pad_tail;            /* pad the epoch to a multiple of world (sampler.h) */
+    const sp_sample_list *samples;   /* NULL: open `dataset`; else this list
+                                        (dataset.h; copied at create: it need
+                                        not outlive the call) */
 } sp_loader_config;
 
 /* Splits (train/val subsets by path hash): see split.h. */
 
 /*! sp_loader_config_default() : seed 0, B 32, world 1, uint8, NCHW,
- *  1 thread, pipeline "shapes-train". dataset must be set. */
+ *  1 thread, pipeline "shapes-train", shuffled, no padding, no sample list.
+ *  dataset (or samples) must be set. */
 SP_API void sp_loader_config_default(sp_loader_config *cfg);
 
 typedef struct sp_loader sp_loader;
 
-/*! sp_loader_create() : open the dataset, parse the pipeline, check the
- *  geometry. @return 0 or the failing module's code with its message
+/*! sp_loader_create() : open the dataset (cfg->samples: the list, through
+ *  sp_dataset_open_list(); else cfg->dataset), parse the pipeline, check
+ *  the geometry. @return 0 or the failing module's code with its message
  *  (e.g. SP_ESPEC: "pipeline op 2 ..."; SP_EINVAL: "normalize needs
- *  --dtype float32"). */
+ *  --dtype float32"; a sample list's missing file: SP_EIO naming it). */
 SP_API int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err);
 SP_API void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
 
@@ -130,9 +164,11 @@ SP_API size_t sp_loader_sample_bytes(const sp_loader *ld);
  *  decides the global batches: dataset fingerprint, canonical pipeline,
  *  dtype, layout, batch size, drop_last. Rank and world are left out on
  *  purpose: the global stream does not depend on them, so a loader state
- *  can be resumed with another world size. A non-default on_error or
- *  rng_mode is hashed too (the default leaves the v1 value unchanged), and so
- *  are a split's canonical spec, split seed and subset. */
+ *  can be resumed with another world size. A non-default on_error,
+ *  rng_mode or order is hashed too (the default leaves the v1 value
+ *  unchanged), and so are a split's canonical spec, split seed and subset,
+ *  and pad_tail when set, with the padded size N' (a state resumes with
+ *  another world size exactly when N' is the same). */
 SP_API sp_digest sp_loader_fingerprint(const sp_loader *ld);
 /*! sp_loader_pipeline_hash() : XXH3-128 of the canonical pipeline string
  *  (stored in loader states to name a pipeline mismatch). */
@@ -153,6 +189,10 @@ typedef struct sp_failure {
  *  @return 0, or SP_ERANGE for i >= the count. */
 SP_API size_t sp_loader_failure_count(const sp_loader *ld);
 SP_API int sp_loader_failure_get(const sp_loader *ld, size_t i, sp_failure *out);
+
+/*! sp_loader_padded_size() : N', the positions of an epoch: sp_loader_size(),
+ *  or with pad_tail ceil(N / world) * world. */
+SP_API uint64_t sp_loader_padded_size(const sp_loader *ld);
 
 /* A batch for one rank's slice: capacity = B / world samples. Either owned
  * (sp_batch_alloc: the caller frees it with sp_batch_free) or a view that

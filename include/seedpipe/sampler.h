@@ -20,6 +20,30 @@
  * service per node computes for its local ranks) is one contiguous range of
  * positions too: their slices concatenated (sp_batch_span()).
  *
+ * Padded tail (pad_tail, torch's DistributedSampler): the N positions are
+ * padded to N' = ceil(N / world) * world, position N + i being position
+ * i mod N of the same epoch order; batches are cut from the N' positions
+ * (drop_last drops a partial last batch of N'), and the last global batch
+ * of cnt = N' - (nb - 1) * B positions is split evenly, cnt / world per
+ * rank, so no rank ever gets an empty or a shorter batch than another.
+ * world 1: N' = N, nothing changes.
+ *
+ * Strided layout (strided, the sequential order's, torch's
+ * DistributedSampler(shuffle=False) + DataLoader(batch_size=B/world)):
+ * rank r's part of global batch b is the positions b*B + r + world*j,
+ * j = 0, 1, ... (below b*B + cnt): the global batch dealt out round-robin.
+ * Without pad_tail the first cnt % world ranks of a short last batch get
+ * one position more than the others.
+ *
+ * Slots. What sp_batch_span() returns is a range of SLOTS: the positions of
+ * global batch b renumbered rank by rank (rank 0's in order, then rank
+ * 1's, ...), [b*B, b*B + cnt). In the contiguous layout a slot is its
+ * position; sp_batch_position() maps a slot to its epoch position in [0, N)
+ * in every layout (padding wrapped). Rank r's slots are
+ * [b*B + off(r), b*B + off(r+1)) with off(r) = min(r*B/world, cnt) in the
+ * default layout and off(r) = r*a + min(r, m) (cnt = a*world + m) with
+ * pad_tail or strided.
+ *
  * Pure functions; thread- and fork-safe.
  */
 #ifndef SEEDPIPE_SAMPLER_H
@@ -54,27 +78,41 @@ typedef struct sp_batching {
     uint32_t batch_size;  /* global batch size B */
     int drop_last;
     uint32_t rank, world; /* world >= 1, rank < world, B % world == 0 */
+    int pad_tail;         /* pad N to ceil(N / world) * world (see above); 0: no */
+    int strided;          /* ranks take strided positions (see above); 0: contiguous */
 } sp_batching;
 
 /*! sp_batching_check() : @return 0 or SP_EINVAL naming the bad field
  *  (n == 0 or n > 2^62, batch_size == 0, world == 0, rank >= world,
  *  batch_size % world != 0). drop_last with n < B is valid: 0 batches. */
 SP_API int sp_batching_check(const sp_batching *bt, sp_error *err);
-/*! sp_batches_per_epoch() : floor or ceil of n / B per drop_last. */
+/*! sp_batching_padded() : N', the positions batches are cut from: n, or
+ *  with pad_tail ceil(n / world) * world. */
+SP_API uint64_t sp_batching_padded(const sp_batching *bt);
+/*! sp_batches_per_epoch() : floor or ceil of N' / B per drop_last (N' =
+ *  sp_batching_padded(); padding never adds a batch unless drop_last). */
 SP_API uint64_t sp_batches_per_epoch(const sp_batching *bt);
-/*! sp_batch_slice() : this rank's positions of global batch b:
- *  [*pos, *pos + *count). count may be 0 for a short last batch, and is 0
- *  for b >= sp_batches_per_epoch() (then *pos is meaningless, <= n). */
+/*! sp_batch_slice() : this rank's slots of global batch b:
+ *  [*pos, *pos + *count) (positions in the default contiguous layout; map
+ *  each through sp_batch_position() in general). count may be 0 for a
+ *  short last batch (never with pad_tail), and is 0 for b >=
+ *  sp_batches_per_epoch() (then *pos is meaningless). */
 SP_API void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count);
-/*! sp_batch_span() : the positions of the nranks consecutive ranks
+/*! sp_batch_span() : the slots of the nranks consecutive ranks
  *  bt->rank .. bt->rank + nranks - 1 of global batch b: [*pos, *pos + *count),
- *  the concatenation of their sp_batch_slice()s in rank order (positions
- *  [b*B + rank*B/world, b*B + (rank+nranks)*B/world), cut at n). nranks 1
- *  is sp_batch_slice(). count is 0 when nranks is 0 or rank + nranks >
- *  world, for b >= sp_batches_per_epoch(), and when every slice of the span
- *  lies past a short last batch. */
+ *  the concatenation of their sp_batch_slice()s in rank order (default
+ *  layout: positions [b*B + rank*B/world, b*B + (rank+nranks)*B/world), cut
+ *  at n; in general [b*B + off(rank), b*B + off(rank + nranks)), see
+ *  "Slots" above). nranks 1 is sp_batch_slice(). count is 0 when nranks is
+ *  0 or rank + nranks > world, for b >= sp_batches_per_epoch(), and when
+ *  every slice of the span lies past a short last batch. */
 SP_API void sp_batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t *pos,
                           uint32_t *count);
+/*! sp_batch_position() : the epoch position (in [0, n)) of slot `slot`:
+ *  the slot itself in the contiguous layout, the strided position b*B + r +
+ *  world*j of rank r's j-th slot otherwise, and a padded position p >= n
+ *  wrapped to p mod n. UINT64_MAX for a slot >= N' (or n == 0). */
+SP_API uint64_t sp_batch_position(const sp_batching *bt, uint64_t slot);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,11 @@
  *    "pipeline_hash":"..","seed":42,"epoch":1,"batch":7,"samples":90,
  *    "batch_size":8,"drop_last":false,"dtype":"uint8","layout":"nchw",
  *    "sample_shape":[3,32,32],"on_error":"fail","rng_mode":"per-sample"}
+ * and, only when set, "order":"sequential" and "pad_tail":N' (the padded
+ * epoch size; optional keys: a state without them is shuffled, unpadded).
  * The reader is strict and bounded (at most 64 KiB, nesting depth 4, every
- * key required once, unknown keys refused, integers range-checked): any
+ * key but the optional two required once, unknown keys refused, integers
+ * range-checked): any
  * input gives 0 or an SP_EFORMAT message, never a crash.
  *
  * Thread safety: pure functions on caller-owned structs.
@@ -44,6 +47,11 @@ typedef struct sp_loader_state {
     int c, h, w;                    /* sample shape */
     sp_on_error on_error;
     sp_rng_mode rng_mode;
+    /* Added in ABI 2; written only when not the default, so a default
+     * state's text is what ABI 1 wrote, and an ABI 1 state reads as shuffle,
+     * no padding. */
+    sp_order order;                 /* "order":"sequential" */
+    uint64_t pad_tail;              /* "pad_tail":N' (the padded size); 0: none */
 } sp_loader_state;
 
 #define SP_STATE_MAX_BYTES 65536

@@ -206,10 +206,13 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
      * line up (m divides A and K) are one rank of world K/m: the loader is
      * that rank (its cache key is that rank's; all ranks: the global
      * stream, exactly as before ranges existed). Otherwise it takes the
-     * span of m slices from rank A of world K. */
+     * span of m slices from rank A of world K. With pad_tail or the
+     * sequential order's strided slices the ranks' parts depend on K
+     * itself (sampler.h), so only m == 1 lines up there. */
     sp_loader_config lc = *lcfg;
     uint32_t span = 1;
-    if (A % m == 0 && K % m == 0) {
+    if (A % m == 0 && K % m == 0 &&
+        (m == 1 || (!lcfg->pad_tail && lcfg->order == SP_ORDER_SHUFFLE))) {
         lc.rank = A / m;
         lc.world = K / m;
     } else {
@@ -368,18 +371,21 @@ static int can_recycle(const sp_service *svc, uint64_t q) {
 }
 
 /* Finalise each served rank's slice of slot s in place (the slot holds the
- * span of the served ranks: local rank r's slice starts at r * rank_cap and
- * is cut by a short last batch as the rank's own would be); 0 or the first
- * error. */
+ * span of the served ranks, spread first so that local rank r's slice
+ * starts at r * rank_cap, where its client reads it, with the count the
+ * rank's own loader would give); 0 or the first error. */
 static int finalize_slices(sp_service *svc, uint32_t s, uint64_t *samples, sp_error *err) {
     sp__ring_hdr *h = svc->h;
     sp__slot_hdr *sh = sp__slot(h, s);
     sp__rank_slice *tab = sp__slot_ranks(h, s);
     size_t sb = (size_t)h->sample_bytes;
+    sp__spread_slices(svc->ld, sh->index, svc->nranks, svc->rank_cap, sp__slot_images(h, s),
+                      sb, sp__slot_labels(h, s), sp__slot_indices(h, s), sp__slot_items(h, s));
     for (uint32_t r = 0; r < svc->nranks; r++) {
         uint64_t pos0 = (uint64_t)r * svc->rank_cap;
-        uint32_t count = sh->count > pos0 ? sh->count - (uint32_t)pos0 : 0;
-        if (count > svc->rank_cap) count = svc->rank_cap;
+        uint32_t off, count;   /* spread above: the slice now starts at pos0 */
+        sp__loader_span_part(svc->ld, sh->index, svc->nranks, r, &off, &count);
+        (void)off;
         sp_batch v;
         memset(&v, 0, sizeof v);
         v.capacity = svc->rank_cap;

@@ -154,10 +154,7 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     }
 #ifdef SEEDPIPE_TEST_HOOKS
     if (pool->crash_sample != UINT64_MAX && !why) {   /* test hook: a decoder crash */
-        sp_perm perm;
-        sp_perm_init(&perm, sp__loader_batching(pool->ld)->n,
-                     sp_stream_key(sp_loader_config_of(pool->ld)->seed, SP_STREAM_SHUFFLE), g.epoch);
-        if (sp_perm_at(&perm, g.pos0 + p) == pool->crash_sample) {
+        if (sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p) == pool->crash_sample) {
             signal(SIGSEGV, SIG_DFL);
             raise(SIGSEGV);
         }

@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 SP_ERROR_MSG_MAX = 512
 SP_POOL_END = 1
@@ -65,12 +65,22 @@ class sp_digest(Structure):
         return f"{self.hi:016x}{self.lo:016x}"
 
 
+class sp_sample_list(Structure):   # dataset.h (ABI 2)
+    _fields_ = [("count", c_size_t), ("paths", POINTER(c_char_p)),
+                ("labels", POINTER(ctypes.c_int32)), ("num_classes", ctypes.c_int32)]
+
+
+ORDERS = {"shuffle": 0, "sequential": 1}   # sp_order (ABI 2)
+
+
 class sp_loader_config(Structure):
     _fields_ = [("dataset", c_char_p), ("pipeline", c_char_p), ("seed", c_uint64),
                 ("batch_size", c_uint32), ("drop_last", c_int), ("rank", c_uint32),
                 ("world", c_uint32), ("dtype", c_int), ("layout", c_int), ("threads", c_int),
                 ("skip_normalize", c_int), ("on_error", c_int), ("rng_mode", c_int),
-                ("split", c_char_p), ("subset", c_char_p), ("split_seed", c_uint64), _RESERVED]
+                ("split", c_char_p), ("subset", c_char_p), ("split_seed", c_uint64),
+                ("order", c_int), ("pad_tail", c_int), ("samples", POINTER(sp_sample_list)),
+                _RESERVED]
 
 
 class sp_batch(Structure):
@@ -86,7 +96,8 @@ class sp_loader_state(Structure):
                 ("pipeline_hash", sp_digest), ("seed", c_uint64), ("epoch", c_uint32),
                 ("batch", c_uint64), ("samples", c_uint64), ("batch_size", c_uint32),
                 ("drop_last", c_int), ("dtype", c_int), ("layout", c_int), ("c", c_int),
-                ("h", c_int), ("w", c_int), ("on_error", c_int), ("rng_mode", c_int), _RESERVED]
+                ("h", c_int), ("w", c_int), ("on_error", c_int), ("rng_mode", c_int),
+                ("order", c_int), ("pad_tail", c_uint64), _RESERVED]
 
 
 # void (*warn)(void *ud, const char *msg)

@@ -10,7 +10,8 @@ import pytest
 from seedpipe import _lib as L
 
 INCLUDE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "include", "seedpipe")
-STRUCTS = ["sp_error", "sp_digest", "sp_loader_config", "sp_batch", "sp_loader_state",
+STRUCTS = ["sp_error", "sp_digest", "sp_sample_list", "sp_loader_config", "sp_batch",
+           "sp_loader_state",
            "sp_pool_config", "sp_pool_stats", "sp_client_info", "sp_failure",
            "sp_client_opts", "sp_stream_config", "sp_stream_info"]
 
