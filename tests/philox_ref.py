@@ -6,7 +6,8 @@ with the Python standard library only. It recomputes everything that decides
 a data order or an augmentation draw: Philox4x32-10, the key of a seed, the
 stream keys, the worker keys, sample draw blocks, u01 floats, uniform_int and
 the epoch order (the keyed Feistel permutation with cycle-walking), plus
-batching and rank slicing. tests/test_philox_ref.py compares it with the C
+batching and rank slicing (with the sequential order, the padded tail and
+the strided slices of section 7a: rank_positions(), rank_indices()). tests/test_philox_ref.py compares it with the C
 code through the seedpipe CLI.
 
 Importable:
@@ -156,6 +157,46 @@ def batch_slice(n, batch_size, drop_last, rank, world, b):
     start = b * batch_size + rank * per
     end = min(start + per, n)
     return (min(start, n), max(0, end - start))
+
+
+def padded_size(n, world, pad_tail):
+    """n' of section 7a: n, or with pad_tail ceil(n / world) * world."""
+    return -(-n // world) * world if pad_tail else n
+
+
+def rank_positions(n, batch_size, drop_last, rank, world, b, order="shuffle", pad_tail=False):
+    """Section 7a: the epoch positions (in [0, n), padding wrapped) of rank
+    `rank`'s part of global batch b, in the rank's order. order "shuffle":
+    a contiguous slice; "sequential": the strided positions b*B + r + world*j."""
+    if batch_size % world or rank >= world:
+        raise ValueError("rank_positions: need batch_size % world == 0 and rank < world")
+    np_ = padded_size(n, world, pad_tail)
+    nb = np_ // batch_size + (1 if np_ % batch_size and not drop_last else 0)
+    if b >= nb:
+        return []
+    first = b * batch_size
+    cnt = min(batch_size, np_ - first)
+    if order == "sequential":
+        pos = list(range(first + rank, first + cnt, world))
+    else:
+        if pad_tail:
+            lo, hi = rank * cnt // world, (rank + 1) * cnt // world
+        else:
+            per = batch_size // world
+            lo, hi = min(rank * per, cnt), min((rank + 1) * per, cnt)
+        pos = list(range(first + lo, first + hi))
+    return [p % n for p in pos]
+
+
+def rank_indices(n, seed, epoch, batch_size, drop_last, rank, world, b, order="shuffle",
+                 pad_tail=False):
+    """The loader's sample indices (no split) of rank `rank`'s part of batch b
+    of epoch `epoch`: rank_positions() through the epoch order."""
+    pos = rank_positions(n, batch_size, drop_last, rank, world, b, order, pad_tail)
+    if order == "sequential":
+        return pos
+    p = Perm(n, stream_key(seed, "shuffle"), epoch)
+    return [p.at(i) for i in pos]
 
 
 def rrc_sample(W, H, scale, ratio, k_augment, op, sample, epoch):

@@ -1,6 +1,7 @@
 /* seedpipe/dataset.h - dataset index: canonical sample order, labels, fingerprint.
  *
- * Three kinds, detected by sp_dataset_open():
+ * Four kinds detected by sp_dataset_open(), and an in-memory sample list
+ * (sp_dataset_open_list()):
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg (any case), as torchvision's ImageFolder. Class id =
  *    index of the class folder name in byte-wise sorted order (strcmp, not
@@ -16,6 +17,20 @@
  *    enclosing folder is SP_EFORMAT, more than 64 levels or 2^26 entries
  *    read in all SP_ELIMIT (the walk's time is bounded by the folder's
  *    real size, not the number of paths links make).
+ *    torchvision's ImageFolder index order is the same for a flat folder
+ *    (images directly in their class folders) unless two class names are
+ *    c and c+x with x starting with a byte below '/' (space !"#$%&'()*+,-.).
+ *    It differs otherwise: torchvision orders classes by name, then within
+ *    a class walks the folders in the sorted order of their path strings,
+ *    each folder's own files (sorted) before any sub-folder's, where this
+ *    order sorts the whole relative path byte-wise. Classes "a", "a-b" with
+ *    a/b.png, a/z.png, a/a/c.png, a/b/c.png, a/b-c.png, a/b-c/d.png,
+ *    a-b/x.png: torchvision a/b-c.png, a/b.png, a/z.png, a/a/c.png,
+ *    a/b/c.png, a/b-c/d.png, a-b/x.png; here a-b/x.png, a/a/c.png,
+ *    a/b-c.png, a/b-c/d.png, a/b.png, a/b/c.png, a/z.png (labels agree:
+ *    both number the sorted class names). To get torchvision's order,
+ *    pass its samples as a list (sp_dataset_open_list(), loader.h's
+ *    cfg.samples). tests/test_order_ref.py checks both statements.
  *  - IDX (a file named *images-idx3-ubyte or *images.idx3-ubyte, optionally
  *    .gz): MNIST / Fashion-MNIST; labels from the sibling file with
  *    "images-idx3" replaced by "labels-idx1" (".gz" added or dropped if the
