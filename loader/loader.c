@@ -1,9 +1,12 @@
 /* loader.c - the in-process loader (include/seedpipe/loader.h).
  *
  * HOW IT WORKS
- * A batch is a list of positions in the epoch order (sampler.h). Each
- * position p maps to a sample index i = perm(p); sample i is read, decoded
- * and augmented into the batch buffer at offset (p - first) * sample_bytes.
+ * A batch is a list of slots of the epoch (sampler.h): slot s is position
+ * p = sp_batch_position(s) (itself in the default layout; strided for the
+ * sequential order; padding wrapped). Each position p maps to a sample
+ * index i = perm(p) (the identity for the sequential order, then through
+ * a split's subset map); sample i is read, decoded
+ * and augmented into the batch buffer at offset (s - first) * sample_bytes.
  * Threads (when cfg.threads > 1) claim positions from an atomic counter, so
  * the work is balanced dynamically, but each position's bytes depend only on
  * (i, epoch, seed, pipeline), never on the thread that computed it. Errors

@@ -34,6 +34,19 @@
  * n >= 2): on average fewer than 4 Feistel evaluations (32 Philox calls)
  * per position, although one unlucky position may walk longer.
  *
+ * SLOTS, PADDING, STRIDES (docs/determinism.md section 7a)
+ * Batches are cut from N' positions (N, or with pad_tail the next multiple
+ * of world; position p >= N is p mod N). A batch of cnt positions is handed
+ * out as slots: rank 0's positions first, then rank 1's, ..., so a rank or a
+ * span of consecutive ranks is always one contiguous range of slots
+ * (sp_batch_span()), whatever the layout; rank r's slots start at
+ * off(r) = min(r*B/world, cnt) (the default) or r*a + min(r, m) with
+ * cnt = a*world + m (pad_tail, strided). sp_batch_position() inverts the
+ * numbering: a contiguous slot is its position; strided slot k of batch b
+ * is rank r's j-th (r, j from k, a and m), i.e. position b*B + r + world*j.
+ * The default layout gives the offsets section 7 always gave, so every
+ * existing order, slice and digest is unchanged.
+ *
  * LIMITATIONS
  * The order is pseudo-random, not an exactly uniform choice among the n!
  * orders. An 8-round Feistel reaches only a subset of them (for n = 4^h with

@@ -9,12 +9,14 @@
  * ones contiguous; the in-process loader (1 and 3 threads), the worker pool
  * (2 workers) and a service (all ranks of world 3 and a two-service split)
  * give the same bytes; a state of another order or padding is refused by
- * name; the sample list gives the bytes of a list file of the same samples
+ * name; verify runs one rank's stream and refuses world rows by name; the
+ * sample list gives the bytes of a list file of the same samples
  * (sorted), another order when given another order, takes duplicates,
  * names a missing file, resolves relative paths under cfg.dataset and works
  * through the pool's forked workers.
  * Cases (tests/runner.h): test_sequential_identity, test_pad_tail_ranks,
- * test_paths_agree, test_service_ranks, test_state_order, test_sample_list,
+ * test_paths_agree, test_service_ranks, test_verify_layouts,
+ * test_state_order, test_sample_list,
  * test_sample_list_edges.
  */
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
 #include "seedpipe/stream.h"
+#include "seedpipe/verify.h"
 
 #define N 37
 #define EPOCHS 2
@@ -284,6 +287,36 @@ static void test_service_ranks(void) {
     service_case(SP_ORDER_SHUFFLE, 1, 2, 2);
 }
 
+/* verify on the new layouts: one rank's stream (pool, crash, resume, cache,
+ * service -> client rows) is identical; world rows are refused by name, as
+ * the ranks' slices are not the world-1 stream there; the 2-rank service
+ * row is skipped with its reason. */
+static void test_verify_layouts(void) {
+    int ws[] = {1, 2};
+    sp_verify_config vc;
+    memset(&vc, 0, sizeof vc);
+    vc.workers = ws;
+    vc.nworkers = 2;
+    vc.epochs = 1;
+    sp_verify_report *r;
+    sp_error err;
+    sp_loader_config c = config(PIPE, 6, SP_ORDER_SEQUENTIAL, 1, 1, 3);
+    CHECK_OK(sp_verify_run(&c, &vc, &r, &err), &err);
+    CHECK_MSG(sp_verify_ok(r), "%s", sp_verify_summary(r));
+    sp_verify_free(r);
+    c = config(PIPE, 6, SP_ORDER_SHUFFLE, 1, 0, 1);
+    CHECK_OK(sp_verify_run(&c, &vc, &r, &err), &err);
+    CHECK_MSG(sp_verify_ok(r), "%s", sp_verify_summary(r));
+    CHECK_MSG(strstr(sp_verify_skipped(r), "pad_tail"), "%s", sp_verify_skipped(r));
+    sp_verify_free(r);
+    int ks[] = {1, 3};
+    vc.worlds = ks;
+    vc.nworlds = 2;
+    c = config(PIPE, 6, SP_ORDER_SEQUENTIAL, 0, 0, 1);
+    CHECK(sp_verify_run(&c, &vc, &r, &err) == SP_EUNSUPP);
+    CHECK_MSG(strstr(err.msg, "sequential order"), "%s", err.msg);
+}
+
 static void test_state_order(void) {
     sp_loader_config a = config(PIPE, 6, SP_ORDER_SHUFFLE, 0, 0, 1);
     sp_loader_config b = config(PIPE, 6, SP_ORDER_SEQUENTIAL, 0, 0, 1);
@@ -492,6 +525,7 @@ static const sp_case cases[] = {
     SP_CASE(test_pad_tail_ranks),
     SP_CASE(test_paths_agree),
     SP_CASE(test_service_ranks),
+    SP_CASE(test_verify_layouts),
     SP_CASE(test_state_order),
     SP_CASE(test_sample_list),
     SP_CASE(test_sample_list_edges),
