@@ -191,6 +191,25 @@ def _state_from(obj: Any) -> L.sp_loader_state:
     return st
 
 
+def _sample_list(samples) -> tuple:
+    """(paths, labels[, num_classes]) -> (sp_sample_list, what it points to)."""
+    if not isinstance(samples, (tuple, list)) or len(samples) not in (2, 3):
+        raise ValueError("samples must be (paths, labels) or (paths, labels, num_classes)")
+    paths, labels = list(samples[0]), list(samples[1])
+    ncls = samples[2] if len(samples) == 3 else 0
+    if not paths or len(paths) != len(labels):
+        raise ValueError(f"samples: {len(paths)} paths and {len(labels)} labels (equal, "
+                         "at least one)")
+    bpaths = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
+    blabels = np.ascontiguousarray(labels, dtype=np.int32)
+    sl = L.sp_sample_list()
+    sl.count = len(paths)
+    sl.paths = ctypes.cast(bpaths, ctypes.POINTER(ctypes.c_char_p))
+    sl.labels = blabels.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+    sl.num_classes = _check_int("num_classes", ncls, 0, 65536)
+    return sl, bpaths, blabels
+
+
 # ---- rank and world from the launcher's environment -----------------------------
 
 # (rank variable, world variable), in order of precedence.
@@ -531,6 +550,23 @@ class Loader(_Base):
     with splits), e.g. split="train=0.9,val=0.1", subset="val". Create, iterate and close a pool
     loader on one thread (the workers are tied to the forking thread).
 
+    order="shuffle" (default) is seedpipe's keyed permutation of each epoch,
+    each rank a contiguous slice of the global batch; order="sequential" is
+    the dataset's canonical order (an ImageFolder's is torchvision's index
+    order), the same every epoch, rank r taking positions b*B + r + world*j
+    of global batch b: exactly DistributedSampler(shuffle=False)'s indices
+    with a torch DataLoader of batch_size B/world. pad_tail=True pads the
+    epoch to a multiple of world by wrapping around its own order (as
+    DistributedSampler does), so every rank gets the same number of samples
+    in every batch and none an empty one. Both are in the fingerprint and
+    the state.
+
+    samples=(paths, labels[, num_classes]) opens an explicit list of image
+    files instead of a dataset path, in the given order, duplicates allowed
+    (a torch Subset or ConcatDataset); `data` is then the folder relative
+    paths are under, or None. Every file is hashed at open (no persistent
+    index).
+
     cache=DIR reads and writes the epoch cache (cache.h, docs/cache.md): an
     epoch that is in it is read (and checked) instead of computed; one that
     is not is stored as it streams from its first batch. The bytes are the
@@ -544,13 +580,24 @@ class Loader(_Base):
                  drop_last: bool = False, dtype=None, layout: str = "nchw", rank=0,
                  world=1, on_error: str = "fail", copy: bool = False, threads: int = 1,
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
-                 subset: Optional[str] = None, split_seed: int = 0, cache=None):
+                 subset: Optional[str] = None, split_seed: int = 0, cache=None,
+                 order: str = "shuffle", pad_tail: bool = False, samples=None):
         self._res = _Res()
         self._finalizer = weakref.finalize(self, _Res.free, self._res)
         self._info = self._last = None
-        if not isinstance(data, (str, bytes, os.PathLike)):
-            raise ValueError(f"data must be a dataset path, got {type(data).__name__}")
-        data = os.fsdecode(data)
+        slist = None
+        if samples is not None:
+            # an explicit sample list (dataset.h sp_dataset_open_list); `data`
+            # is then the folder relative paths are under, or None
+            slist = _sample_list(samples)
+            if data is not None and not isinstance(data, (str, bytes, os.PathLike)):
+                raise ValueError(f"with samples=, data must be the folder relative paths are "
+                                 f"under, or None, got {type(data).__name__}")
+        elif not isinstance(data, (str, bytes, os.PathLike)):
+            raise ValueError(f"data must be a dataset path, got {type(data).__name__} (a "
+                             "torchvision dataset object: use seedpipe.torch.DataLoader; "
+                             "explicit files: samples=(paths, labels))")
+        data = os.fsdecode(data) if data is not None else None
         if hasattr(pipeline, "spec") and hasattr(pipeline, "dtype"):
             # seedpipe.transforms.Compose (or one transform): its spec string,
             # and the dtype it implies unless dtype= says otherwise
@@ -602,11 +649,19 @@ class Loader(_Base):
         self.batch_size, self.drop_last, self.rank, self.world = (batch_size, bool(drop_last),
                                                                   rank, world)
         self.on_error, self.rng_mode = on_error, rng_mode
+        self.order = order
+        self._order = _check_choice("order", order, L.ORDERS)
+        self.pad_tail = bool(pad_tail)
 
-        self._bdata, self._bpipe = data.encode(), pipeline.encode()
+        self._bdata = data.encode() if data is not None else None
+        self._bpipe = pipeline.encode()
         cfg = L.sp_loader_config()
         L.sp_loader_config_default(byref(cfg))
         cfg.dataset, cfg.pipeline, cfg.seed = self._bdata, self._bpipe, seed
+        cfg.order, cfg.pad_tail = self._order, int(self.pad_tail)
+        if slist is not None:
+            self._slist = slist            # copied by sp_loader_create; kept for pool opens
+            cfg.samples = ctypes.pointer(slist[0])
         cfg.batch_size, cfg.drop_last, cfg.rank, cfg.world = (batch_size, int(bool(drop_last)),
                                                               rank, world)
         cfg.dtype, cfg.layout, cfg.threads = self._dtype, self._layout, threads
@@ -637,7 +692,7 @@ class Loader(_Base):
             ld = ctypes.c_void_p()
             rc = L.sp_loader_create(byref(cfg), byref(ld), byref(err))
             if rc != 0:
-                _raise(rc, err, data)
+                _raise(rc, err, data or "samples")
             self._res.loader = ld.value
         ld = self._ld()
         c, h, w = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
@@ -675,13 +730,34 @@ class Loader(_Base):
         err = L.sp_error()
         rc = L.sp_stream_open(byref(self._cfg), byref(sc), byref(s), byref(err))
         if rc != 0:
-            _raise(rc, err, "pool" if self.workers else self.data)
+            _raise(rc, err, "pool" if self.workers else (self.data or "samples"))
         return s.value, (sc, st)
 
     # ---- geometry ----
     def __len__(self) -> int:
         """Batches per epoch."""
         return self._nb
+
+    @property
+    def num_samples(self) -> int:
+        """Samples the loader draws from (the subset's with a split)."""
+        return int(L.sp_loader_size(self._ld()))
+
+    @property
+    def padded_samples(self) -> int:
+        """Positions of an epoch: num_samples, or with pad_tail the next
+        multiple of world."""
+        return int(L.sp_loader_padded_size(self._ld()))
+
+    def dataset_samples(self) -> Tuple[list, list]:
+        """(relative paths, labels) of the dataset's samples in canonical
+        order (sp_dataset_path, sp_dataset_label; before any split)."""
+        self._check_open()
+        ds = L.sp_loader_dataset(self._ld())
+        n = int(L.sp_dataset_size(ds))
+        paths = [os.fsdecode(L.sp_dataset_path(ds, i)) for i in range(n)]
+        labels = [int(L.sp_dataset_label(ds, i)) for i in range(n)]
+        return paths, labels
 
     @property
     def epoch(self) -> int:
@@ -715,7 +791,7 @@ class Loader(_Base):
             err = L.sp_error()
             rc = L.sp_stream_seek(res.stream, byref(st), byref(err))
             if rc != 0:
-                _raise(rc, err, self.data)
+                _raise(rc, err, self.data or "samples")
         else:
             # A failed stream keeps failing: open one at the new position (if
             # that fails, nothing has changed). The old one is kept until the

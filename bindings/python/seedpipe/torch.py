@@ -1,4 +1,5 @@
-"""Optional PyTorch interop (torch is never required by seedpipe).
+"""Optional PyTorch interop (torch is never required by seedpipe): the
+drop-in DataLoader (below) and zero-copy conversions.
 
     from seedpipe.torch import to_tensors
     for images, labels in loader:
@@ -15,7 +16,9 @@ try:
 except ImportError:   # pragma: no cover - depends on the installation
     _torch = None
 
+import json
 import os
+import warnings
 
 import numpy as np
 
@@ -59,73 +62,403 @@ def from_dlpack(a: np.ndarray):
     return torch.utils.dlpack.from_dlpack(a)
 
 
-# torch DataLoader arguments that have no meaning here: accepted only at their
-# defaults (None / False / 0), else refused by name.
-_TORCH_ONLY = {"sampler", "batch_sampler", "collate_fn", "worker_init_fn", "generator",
-               "prefetch_factor", "persistent_workers", "timeout", "multiprocessing_context"}
+# ---- the drop-in DataLoader ------------------------------------------------------
+
+_warned_pin = [False]
+
+
+def _refuse(name, why):
+    raise ValueError(f"DataLoader: {name}: {why}")
+
+
+def _torchvision_loaders():
+    """torchvision's own image loaders (what ImageFolder uses by default)."""
+    try:
+        from torchvision.datasets import folder
+    except ImportError:   # pragma: no cover - torchvision absent: nothing to compare
+        return ()
+    return tuple(f for f in (getattr(folder, n, None) for n in
+                             ("default_loader", "pil_loader", "accimage_loader")) if f)
+
+
+def _is_folder_dataset(ds):
+    """A torchvision DatasetFolder (ImageFolder) or one shaped like it."""
+    return (hasattr(ds, "root") and hasattr(ds, "samples") and hasattr(ds, "loader")
+            and not isinstance(ds, (str, bytes, os.PathLike)))
+
+
+def _check_folder_options(ds, where):
+    """Refuse, by name, what a folder dataset does per sample in Python."""
+    name = type(ds).__name__
+    if getattr(ds, "target_transform", None) is not None:
+        _refuse(f"{where}{name}(target_transform=...)",
+                "seedpipe yields the folder's class index as the label; apply the target "
+                "transform to the labels in your loop instead")
+    if getattr(ds, "transforms", None) is not None and \
+            type(ds.transforms).__name__ != "StandardTransform":
+        _refuse(f"{where}{name}(transforms=...)",
+                "a joint image/target transform runs Python per sample; use transform= "
+                "(converted to a seedpipe pipeline)")
+    loader = getattr(ds, "loader", None)
+    if loader is not None and loader not in _torchvision_loaders():
+        _refuse(f"{where}{name}(loader={getattr(loader, '__name__', loader)!r})",
+                "seedpipe decodes the image files itself (JPEG, PNG); a custom loader would "
+                "be ignored. Convert the files to JPEG or PNG, or keep "
+                "torch.utils.data.DataLoader for this dataset")
+
+
+def _dataset_transform(ds):
+    return getattr(ds, "transform", None)
+
+
+def _sample_list(ds, where="dataset: "):
+    """(absolute paths, labels, classes, transform) of a folder dataset, or a
+    Subset / ConcatDataset of them, in the dataset's index order."""
+    from torch.utils.data import ConcatDataset, Subset
+    if isinstance(ds, Subset):
+        paths, labels, ncls, tf = _sample_list(ds.dataset, where + "Subset of ")
+        idx = [int(i) for i in ds.indices]
+        bad = [i for i in idx if not -len(paths) <= i < len(paths)]
+        if bad:
+            _refuse(f"{where}Subset.indices", f"index {bad[0]} out of range for "
+                    f"{len(paths)} samples")
+        return [paths[i] for i in idx], [labels[i] for i in idx], ncls, tf
+    if isinstance(ds, ConcatDataset):
+        paths, labels, ncls, tf = [], [], 0, None
+        for k, part in enumerate(ds.datasets):
+            p, l, c, t = _sample_list(part, where + f"ConcatDataset part {k}: ")
+            if k and _spec_of(t) != _spec_of(tf):
+                _refuse(f"{where}ConcatDataset", "its parts have different transforms; "
+                        "seedpipe runs one pipeline per loader: give them the same "
+                        "transform, or pass transform= to the DataLoader")
+            paths += p
+            labels += l
+            ncls, tf = max(ncls, c), t
+        return paths, labels, ncls, tf
+    if _is_folder_dataset(ds):
+        _check_folder_options(ds, where)
+        root = os.path.abspath(os.path.expanduser(os.fspath(ds.root)))
+        paths = [os.path.join(root, os.path.relpath(os.path.abspath(p), root))
+                 for p, _ in ds.samples]
+        labels = [int(c) for _, c in ds.samples]
+        ncls = len(getattr(ds, "classes", ())) or (max(labels) + 1 if labels else 0)
+        return paths, labels, ncls, _dataset_transform(ds)
+    _refuse_dataset(ds)
+
+
+def _refuse_dataset(ds):
+    _refuse(f"dataset={type(ds).__name__}",
+            "seedpipe reads and decodes the image files itself, so it takes an image "
+            "dataset it can read without running Python per sample: a torchvision "
+            "ImageFolder/DatasetFolder, a torch.utils.data.Subset or ConcatDataset of "
+            "them, or a dataset path (an image folder, a list file, IDX files, WebDataset "
+            "shards). For a custom Dataset keep torch.utils.data.DataLoader, or write its "
+            "files as an image folder")
+
+
+def _spec_of(tf):
+    if tf is None:
+        return None
+    if isinstance(tf, str):
+        return tf
+    if hasattr(tf, "spec"):
+        return (tf.spec(), getattr(tf, "dtype", None))
+    from . import transforms as T
+    c = T.from_torchvision(tf)
+    return (c.spec(), c.dtype)
+
+
+def _read_sampler(sampler, dataset):
+    """(shuffle, rank, world, seed, drop_last) from a torch sampler, or a
+    ValueError naming it."""
+    from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler)
+    name = type(sampler).__name__
+    src = getattr(sampler, "dataset", getattr(sampler, "data_source", None))
+    if src is not dataset:
+        _refuse(f"sampler={name}", "it samples another dataset than the DataLoader's; "
+                "pass the same dataset object to both")
+    if isinstance(sampler, DistributedSampler):
+        return (bool(sampler.shuffle), int(sampler.rank), int(sampler.num_replicas),
+                int(sampler.seed), bool(sampler.drop_last))
+    if type(sampler) is SequentialSampler:
+        return False, None, None, None, False
+    if type(sampler) is RandomSampler:
+        if sampler.replacement or sampler._num_samples is not None:
+            _refuse(f"sampler=RandomSampler(replacement/num_samples)",
+                    "seedpipe's epoch is a permutation of every sample; pass shuffle=True, "
+                    "or select samples with torch.utils.data.Subset")
+        seed = (int(sampler.generator.initial_seed())
+                if getattr(sampler, "generator", None) is not None else None)
+        return True, None, None, seed, False
+    _refuse(f"sampler={name}",
+            "seedpipe orders the epoch itself: pass shuffle=True or False, or a "
+            "DistributedSampler under DDP; to pick samples, wrap the dataset in "
+            "torch.utils.data.Subset")
 
 
 class DataLoader:
     """A drop-in for torch.utils.data.DataLoader over an image dataset:
 
         from seedpipe.torch import DataLoader          # was: torch.utils.data
-        loader = DataLoader(ImageFolder(root, transform=tf), batch_size=64,
-                            shuffle=True, num_workers=4)
+        sampler = DistributedSampler(train_ds)         # under DDP, as before
+        loader = DataLoader(train_ds, batch_size=64, sampler=sampler,
+                            num_workers=4, pin_memory=True)
+        for epoch in range(start, epochs):
+            sampler.set_epoch(epoch)   # or loader.set_epoch(epoch)
+            for images, labels in loader: ...
 
-    `dataset` is a dataset path seedpipe opens (ImageFolder directory, list
-    file, IDX, WebDataset shards) or a torchvision dataset object with a
-    `.root` (ImageFolder, DatasetFolder): its root is opened and its
-    `.transform`, when no `transform=` is given, is converted with
-    seedpipe.transforms.from_torchvision. `transform` is a
-    seedpipe.transforms / torchvision transform or a spec string (default
-    "hflip p=0", the identity). Yields (images, labels) torch tensors: images
-    share the batch memory (no copy; pinned copies with pin_memory=True),
-    labels are int64 as default_collate makes them. Each iteration is one
-    epoch; the next iteration is the next epoch (or call set_epoch).
+    It takes torch's arguments, in torch's order, with torch's meaning, and
+    refuses by name (ValueError "DataLoader: NAME: what to do instead") what
+    it cannot honour; it never ignores one silently.
 
-    `state_dict()` / `load_state_dict()` follow torchdata's
-    StatefulDataLoader: the state is the position after the last batch
-    taken, and it resumes exactly with any num_workers. `seed` fixes the
-    whole stream (shuffle order and augmentation draws). shuffle=False,
-    sampler, batch_sampler, collate_fn and worker_init_fn are refused with a
-    message: the order is seedpipe's keyed permutation, the same for any
-    worker count.
+    dataset: a torchvision ImageFolder/DatasetFolder (its root is opened; its
+    `.transform` is converted with seedpipe.transforms.from_torchvision; its
+    samples must be what torchvision lists: `is_valid_file`, a custom
+    `loader`, a changed `.samples`/`.imgs` and `target_transform` are
+    refused), a torch Subset or ConcatDataset of them (handed to the C
+    library as an explicit sample list: paths and labels in the dataset's
+    index order; every file is hashed at open), or a dataset path seedpipe
+    opens (image folder, list file, IDX, WebDataset shards). A custom
+    Dataset is refused.
+
+    batch_size: per process, as in torch: the global batch is batch_size *
+    world. Keep batch_size * world fixed for world-size-invariant runs: the
+    ranks' slices of a global batch, concatenated in rank order, are then
+    the single-process batch (shuffle=True), byte for byte.
+
+    shuffle (default False, as torch): True is seedpipe's keyed permutation
+    of each epoch (not torch's random numbers); False is the dataset's
+    canonical order, which is torchvision ImageFolder's index order.
+
+    sampler: a DistributedSampler (its rank, num_replicas, shuffle, seed and
+    drop_last are read; set_epoch on it or on the loader), a
+    SequentialSampler or a RandomSampler (without replacement) of the same
+    dataset. rank=/world= (ints or "auto": torchrun, OpenMPI, MPICH, Slurm,
+    see seedpipe.distributed_env) give DDP without a sampler, as a
+    DistributedSampler with the same shuffle would. Under DDP the epoch is
+    padded to a multiple of world by wrapping around its own order (as
+    DistributedSampler does) unless drop_last, so every rank gets the same
+    number of batches and samples, never an empty batch; with shuffle=False
+    rank r gets exactly DistributedSampler(shuffle=False)'s indices.
+
+    Batches: (images, labels) tensors; labels int64 as default_collate makes
+    them. The images are the caller's (an owned copy; with pin_memory=True
+    where CUDA exists, the pinned copy). zero_copy=True yields views of the
+    loader's batch memory instead: valid only until the next batch is taken
+    from this loader, set_epoch(), load_state_dict() or close() (keep one
+    longer with .clone()). pin_memory=True without CUDA warns once and is
+    ignored, as torch does.
+
+    Epochs: each iter() starts an epoch: the first is 0, the next one more,
+    or the one set_epoch(e) named; with a DistributedSampler, as in torch,
+    the sampler's epoch (its set_epoch(e); loader.set_epoch(e) sets it).
+    After load_state_dict(state) the next iterator resumes at the state's
+    position (torchdata StatefulDataLoader's rule), also when set_epoch() is
+    called with the state's epoch first, as a DDP loop does; state_dict()
+    is the position after the last batch taken, and resumes exactly with
+    any num_workers.
+
+    seed (seedpipe's): the whole stream (order and augmentation draws) is a
+    function of it. seed=None (default): generator.initial_seed() when a
+    generator is given; a DistributedSampler's seed (the value torch
+    requires to be the same on every rank); else torch.initial_seed(),
+    checked to be the same on every rank under DDP when torch.distributed is
+    initialized. The seed used is .seed and is recorded in state_dict(); a
+    derived seed follows a loaded state's.
+
+    num_workers: seedpipe's worker processes (C, forked; no Python runs in
+    them), persistent for the loader's life whatever persistent_workers
+    says (accepted, as torch: it needs num_workers > 0); prefetch_factor
+    batches per worker are computed ahead (the ring: prefetch_factor *
+    num_workers; default 2). on_error="fail" | "skip" | "substitute" says
+    what a failing image does (seedpipe.Loader). transform, dtype, layout,
+    cache and threads are seedpipe's (seedpipe.Loader).
+
+    Refused, with what to do instead: batch_sampler, collate_fn,
+    worker_init_fn, multiprocessing_context, a non-zero timeout, other
+    samplers.
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=True, num_workers=0, transform=None,
-                 seed=0, drop_last=False, pin_memory=False, dtype=None, layout="nchw",
-                 copy=False, **kw):
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 transform=None, seed=None, rank=None, world=None, dtype=None,
+                 layout="nchw", zero_copy=False, on_error="fail", cache=None, threads=1):
+        torch = _need()
         from . import transforms as T
-        from ._core import Loader
-        unknown = set(kw) - _TORCH_ONLY
-        if unknown:
-            raise TypeError(f"DataLoader: unexpected argument(s) {', '.join(sorted(unknown))}")
-        refused = sorted(k for k, v in kw.items() if v not in (None, False, 0))
-        if refused:
-            raise ValueError(f"DataLoader: {', '.join(refused)} not supported (seedpipe orders, "
-                             "batches and seeds the stream itself)")
-        if not shuffle:
-            raise ValueError("DataLoader: shuffle=False is not supported (the order is "
-                             "seedpipe's keyed permutation of each epoch)")
-        path = dataset
-        if hasattr(dataset, "root") and not isinstance(dataset, (str, bytes, os.PathLike)):
-            path = dataset.root
-            if transform is None and getattr(dataset, "transform", None) is not None:
-                transform = dataset.transform
-            if getattr(dataset, "target_transform", None) is not None:
-                raise ValueError("DataLoader: the dataset's target_transform is not supported")
+        from ._core import Loader, _check_int, _resolve_rank_world
+        if batch_sampler is not None:
+            _refuse("batch_sampler", "seedpipe cuts the batches itself: pass batch_size= (per "
+                    "process) and drop_last=, with a DistributedSampler as sampler= under DDP")
+        if collate_fn is not None:
+            _refuse("collate_fn", "seedpipe yields (images, labels) tensors as "
+                    "default_collate does for an image dataset; apply your function to each "
+                    "batch in the loop instead")
+        if worker_init_fn is not None:
+            _refuse("worker_init_fn", "seedpipe's workers are C processes that run no Python; "
+                    "the stream is a function of seed= alone, whatever the workers: pass seed= "
+                    "instead, and do per-process setup before creating the DataLoader")
+        if multiprocessing_context is not None:
+            _refuse("multiprocessing_context", "seedpipe forks its own C worker processes; "
+                    "leave it None")
+        if timeout:
+            _refuse(f"timeout={timeout!r}", "seedpipe's workers have no per-batch timeout; a "
+                    "failing image follows on_error= ('fail', 'skip', 'substitute'), a dead "
+                    "worker is an error; leave timeout at 0")
+        if batch_size is None:
+            _refuse("batch_size=None", "seedpipe yields batches; give batch_size >= 1")
+        batch_size = _check_int("batch_size", batch_size, 1, 0xFFFFFFFF)
+        num_workers = _check_int("num_workers", num_workers, 0, 64)
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if prefetch_factor is not None:
+            if num_workers == 0 and prefetch_factor != 2:
+                raise ValueError("prefetch_factor option could only be specified in "
+                                 "multiprocessing. let num_workers > 0 to enable "
+                                 "multiprocessing")
+            prefetch_factor = _check_int("prefetch_factor", prefetch_factor, 1, 1024)
+        ring = prefetch_factor * num_workers if prefetch_factor and num_workers else 0
+        if ring > 1024:
+            _refuse(f"prefetch_factor={prefetch_factor}", "at most 1024 batches ahead in all "
+                    "(prefetch_factor * num_workers)")
+
+        # Order, rank and world: a sampler, or shuffle= and rank=/world=.
+        s_rank = s_world = s_seed = None
+        s_drop = False
+        self.sampler = sampler
+        if sampler is not None:
+            if shuffle not in (None, False):
+                raise ValueError("sampler option is mutually exclusive with shuffle")
+            shuffle, s_rank, s_world, s_seed, s_drop = _read_sampler(sampler, dataset)
+        shuffle = bool(shuffle)
+        if rank is None and world is None:
+            rank, world = (s_rank, s_world) if s_rank is not None else (0, 1)
+        else:
+            rank, world = _resolve_rank_world(0 if rank is None else rank,
+                                              1 if world is None else world)
+            world = _check_int("world", world, 1, 1 << 16)
+            rank = _check_int("rank", rank, 0, world - 1)
+            if s_rank is not None and (rank, world) != (s_rank, s_world):
+                _refuse(f"rank={rank}, world={world}", f"the DistributedSampler says rank "
+                        f"{s_rank} of {s_world}; pass one or the other")
+        self.rank, self.world = rank, world
+
+        # Seed.
+        self._seed_given = seed is not None
+        if seed is None:
+            if generator is not None:
+                seed = int(generator.initial_seed())
+            elif s_seed is not None:
+                seed = s_seed
+            else:
+                seed = int(torch.initial_seed())
+                if world > 1:
+                    _check_same_seed(torch, seed)
+        seed = _check_int("seed", seed, 0, 2**64 - 1)
+
+        # The dataset: a path, a folder dataset, or an explicit sample list.
+        data, samples, folder = dataset, None, None
+        if isinstance(dataset, (str, bytes, os.PathLike)):
+            pass
+        elif _is_folder_dataset(dataset):
+            _check_folder_options(dataset, "dataset: ")
+            if getattr(dataset, "extensions", ()) is None:
+                _refuse(f"dataset: {type(dataset).__name__}(is_valid_file=...)",
+                        "seedpipe lists the folder's image files itself; select samples with "
+                        "torch.utils.data.Subset(dataset, indices) instead")
+            if getattr(dataset, "imgs", dataset.samples) is not dataset.samples:
+                _refuse(f"dataset: {type(dataset).__name__}.imgs",
+                        ".imgs was replaced and no longer is .samples; select samples with "
+                        "torch.utils.data.Subset instead")
+            data, folder = dataset.root, dataset
+            if transform is None:
+                transform = _dataset_transform(dataset)
+        else:
+            try:
+                from torch.utils.data import ConcatDataset, Subset
+            except ImportError:   # pragma: no cover
+                Subset = ConcatDataset = ()
+            if not isinstance(dataset, (Subset, ConcatDataset)):
+                _refuse_dataset(dataset)
+            paths, labels, ncls, tf = _sample_list(dataset)
+            if not paths:
+                _refuse("dataset", "it has no samples")
+            data = os.path.commonpath([os.path.dirname(p) for p in paths])
+            samples = ([os.path.relpath(p, data) for p in paths], labels, ncls)
+            if transform is None:
+                transform = tf
         if transform is None:
             transform = "hflip p=0"
         elif not isinstance(transform, str) and not hasattr(transform, "spec"):
             transform = T.from_torchvision(transform)
-        self.pin_memory = bool(pin_memory)
-        self.batch_size = batch_size
-        self._ld = Loader(path, pipeline=transform, seed=seed, batch_size=batch_size,
-                          workers=num_workers, drop_last=drop_last, dtype=dtype,
-                          layout=layout, copy=copy)
-        self.dataset = dataset
 
+        # pin_memory
+        self.pin_memory = bool(pin_memory)
+        self.pin_memory_device = pin_memory_device
+        if self.pin_memory and not torch.cuda.is_available():
+            if not _warned_pin[0]:
+                warnings.warn("DataLoader: pin_memory=True but CUDA is not available: "
+                              "ignored (the batches are ordinary owned tensors)",
+                              UserWarning, stacklevel=2)
+                _warned_pin[0] = True
+            self.pin_memory = False
+
+        self.dataset, self.batch_size, self.drop_last = dataset, batch_size, bool(drop_last)
+        self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
+        self.persistent_workers = bool(persistent_workers)
+        self.generator, self.timeout = generator, timeout
+        self.shuffle, self.zero_copy = shuffle, bool(zero_copy)
+        # The DistributedSampler's drop_last cuts the epoch to a multiple of
+        # world; the DataLoader's drops a partial last batch. seedpipe pads
+        # as DistributedSampler does by default (pad_tail) and, with the
+        # DataLoader's drop_last, drops the partial global batch: the
+        # batches are torch's. The sampler's drop_last alone (cut the epoch,
+        # keep a partial batch) is the one case it cannot do.
+        pad = world > 1 and not s_drop
+        self._args = dict(pipeline=transform, seed=seed, batch_size=batch_size * world,
+                          workers=num_workers, drop_last=self.drop_last, dtype=dtype,
+                          layout=layout, rank=rank, world=world, on_error=on_error,
+                          threads=threads, ring=ring, cache=cache,
+                          order="shuffle" if shuffle else "sequential", pad_tail=pad,
+                          samples=samples)
+        self._data = data
+        self._ld = Loader(data, **self._args)
+        if s_drop and not self.drop_last and self._ld.num_samples % world:
+            n = self._ld.num_samples
+            self._ld.close()
+            _refuse("DistributedSampler(drop_last=True)",
+                    f"with {n} samples and {world} ranks it drops the epoch's last "
+                    f"{n % world} samples and keeps a partial last batch, which seedpipe "
+                    "cannot cut; pass drop_last=True to the DataLoader as well (drops the "
+                    "partial batch), or drop_last=False to the sampler (pads the epoch)")
+        if folder is not None:
+            self._check_listing(folder)
+        # Epochs (see the class comment): the next iterator's epoch, a
+        # resumed position waiting for it, and the live iterator's number.
+        self._next_epoch, self._pending, self._gen = 0, None, 0
+
+    # ---- what seedpipe reads is what torchvision lists ----
+    def _check_listing(self, ds):
+        sp_paths, sp_labels = self._ld.dataset_samples()
+        root = os.path.abspath(os.path.expanduser(os.fspath(ds.root)))
+        tv = [(os.path.relpath(os.path.abspath(p), root), int(c)) for p, c in ds.samples]
+        mine = list(zip(sp_paths, sp_labels))
+        if tv == mine:
+            return
+        i = next((k for k, (a, b) in enumerate(zip(tv, mine)) if a != b), min(len(tv), len(mine)))
+        what = (f"sample {i}: torchvision {tv[i] if i < len(tv) else 'none'}, seedpipe "
+                f"{mine[i] if i < len(mine) else 'none'}")
+        self._ld.close()
+        _refuse(f"dataset: {type(ds).__name__}.samples",
+                f"it is not the folder as seedpipe lists it ({len(tv)} samples against "
+                f"{len(mine)}; {what}): .samples/.imgs were changed, or the folder has files "
+                "one of the two does not read. Select samples with "
+                "torch.utils.data.Subset(dataset, indices) instead")
+
+    # ---- torch's interface ----
     def __len__(self):
+        """Batches per epoch on this rank (the same on every rank)."""
         return len(self._ld)
 
     @property
@@ -133,24 +466,85 @@ class DataLoader:
         """The seedpipe.Loader underneath (fingerprint, batch_info, explain...)."""
         return self._ld
 
+    @property
+    def seed(self):
+        return self._ld.seed
+
+    @property
+    def batch_info(self):
+        """Epoch, index and dataset indices of the last batch (seedpipe.BatchInfo;
+        its indices are a view valid until the next batch)."""
+        return self._ld.batch_info
+
     def set_epoch(self, epoch):
-        self._ld.set_epoch(epoch)
+        """The epoch the next iterator yields (DistributedSampler.set_epoch).
+        A position loaded by load_state_dict() in that epoch is kept."""
+        from ._core import _check_int
+        epoch = _check_int("epoch", epoch, 0, 0xFFFFFFFE)
+        if self._pending is not None and self._pending[0] != epoch:
+            self._pending = None
+        self._next_epoch = epoch
+        if self._dist_sampler():
+            self.sampler.set_epoch(epoch)
 
     def state_dict(self):
+        """The position after the last batch taken (seedpipe's loader state:
+        fingerprint, seed, epoch, batch); JSON-able."""
         return self._ld.state_dict()
 
     def load_state_dict(self, state):
-        self._ld.load_state_dict(state)
+        """Resume at `state` (from state_dict(), any num_workers): the next
+        iterator continues there. A derived seed (seed=None) follows the
+        state's; a given one must equal it."""
+        st = state if isinstance(state, dict) else json.loads(state)
+        if not self._seed_given and int(st.get("seed", self.seed)) != self.seed:
+            self._ld.close()
+            self._args["seed"] = int(st["seed"])
+            from ._core import Loader
+            self._ld = Loader(self._data, **self._args)
+        self._ld.load_state_dict(st)
+        self._pending = (int(st["epoch"]), int(st["batch"]))
+        self._next_epoch = self._pending[0]
+        if self._dist_sampler():
+            self.sampler.set_epoch(self._pending[0])
+
+    def _start(self):
+        """Position for a new iterator: its epoch (a DistributedSampler's
+        .epoch, as torch; else the next one), at the pending resume if it
+        is in that epoch."""
+        epoch = self._next_epoch
+        if self._dist_sampler():
+            epoch = int(self.sampler.epoch)
+        pos = self._pending if self._pending is not None and self._pending[0] == epoch \
+            else (epoch, 0)
+        self._pending = None
+        self._next_epoch = epoch + 1
+        ld = self._ld
+        if (ld._epoch, ld._batch) != pos:
+            ld._reposition(*pos)
+        return pos[0]
+
+    def _dist_sampler(self):
+        return self.sampler is not None and hasattr(self.sampler, "num_replicas") and \
+            hasattr(self.sampler, "set_epoch")
 
     def __iter__(self):
+        self._ld._check_open()
+        self._gen += 1
+        return _Iter(self, self._gen, self._start())
+
+    def _tensors(self, images, labels):
         torch = _need()
-        for images, labels in self._ld:
-            x, y = to_tensors(images, labels, labels_dtype=torch.long)
-            if self.pin_memory:
-                x = x.pin_memory()
-            yield x, y
+        x = to_tensor(images)
+        if self.pin_memory:
+            dev = self.pin_memory_device or None
+            x = x.pin_memory(dev) if dev else x.pin_memory()    # the one copy
+        elif not self.zero_copy:
+            x = x.clone()
+        return x, torch.from_numpy(labels).to(torch.long)
 
     def close(self):
+        """Stop the workers and free the batch memory (views become invalid)."""
         self._ld.close()
 
     def __enter__(self):
@@ -158,3 +552,45 @@ class DataLoader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __repr__(self):
+        return (f"seedpipe.torch.DataLoader(batch_size={self.batch_size}, shuffle="
+                f"{self.shuffle}, num_workers={self.num_workers}, rank={self.rank}, "
+                f"world={self.world}, seed={self.seed})")
+
+
+def _check_same_seed(torch, seed):
+    """Under DDP every rank must draw the same stream: when a process group
+    is up, compare the ranks' torch.initial_seed()."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    seeds = [None] * dist.get_world_size()
+    dist.all_gather_object(seeds, seed)
+    if len(set(seeds)) > 1:
+        _refuse("seed=None", f"the ranks' torch.initial_seed() differ ({seeds}); the "
+                "stream must be the same on every rank: call torch.manual_seed(S) with the "
+                "same S on every rank, pass seed=S, or use a DistributedSampler (its seed "
+                "is used)")
+
+
+class _Iter:
+    """One epoch of a DataLoader (from its start or a resumed position); it
+    ends at the epoch's end or when a newer iterator of the loader starts."""
+
+    def __init__(self, dl, gen, epoch):
+        from ._core import _EpochIter
+        self.dl, self.gen = dl, gen
+        self.it = _EpochIter(dl._ld, epoch)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.dl)
+
+    def __next__(self):
+        if self.gen != self.dl._gen:
+            raise StopIteration
+        images, labels = next(self.it)
+        return self.dl._tensors(images, labels)

@@ -1,0 +1,277 @@
+"""seedpipe.torch.DataLoader as a drop-in for torch's (issue 26, DESIGN.md
+section 12): DDP through DistributedSampler or rank/world, the sequential
+order against torch's own DistributedSampler (world 1, 2, 3, uneven tails),
+owned batches, one epoch per iterator, resume with set_epoch as a DDP loop
+calls it, the seed from torch, and every refused argument named. Skipped
+(visibly) without torch and torchvision."""
+import subprocess
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
+tv = pytest.importorskip("torchvision", reason="torchvision (python3-torchvision) not installed")
+from torch.utils.data import ConcatDataset, DistributedSampler, Subset  # noqa: E402
+
+from seedpipe.torch import DataLoader  # noqa: E402
+
+T = tv.transforms
+TRAIN = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor(),
+                   T.Normalize((0.5, 0.4, 0.3), (0.2, 0.25, 0.3))])
+VAL = T.Compose([T.Resize(28), T.CenterCrop(24), T.ToTensor()])
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory, binary):
+    """25 images: uneven tails for world 2 and 3."""
+    d = tmp_path_factory.mktemp("dropin") / "shapes25"
+    subprocess.run([binary, "make-shapes", str(d), "--count", "25", "--size", "32", "--seed",
+                    "9"], check=True, capture_output=True)
+    return str(d)
+
+
+def equal(a, b):
+    return len(a) == len(b) and all(torch.equal(x, y) and torch.equal(u, v)
+                                    for (x, u), (y, v) in zip(a, b))
+
+
+def chunks(seq, n, drop_last):
+    out = [seq[i:i + n] for i in range(0, len(seq), n)]
+    return out[:-1] if drop_last and out and len(out[-1]) < n else out
+
+
+# ---- DDP: the order and the tail ---------------------------------------------------
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("batch,drop_last", [(4, False), (3, True), (7, False)])
+def test_sequential_ranks_get_distributed_samplers_indices(odd, world, batch, drop_last):
+    ds = tv.datasets.ImageFolder(odd, transform=VAL)
+    for rank in range(world):
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=False)
+        # torch's own batches of indices: its DataLoader over this sampler
+        want = chunks(list(sampler), batch, drop_last)
+        dl = DataLoader(ds, batch_size=batch, sampler=sampler, drop_last=drop_last)
+        got, labels = [], []
+        for x, y in dl:
+            assert len(y) > 0
+            got.append(dl.batch_info.indices.tolist())
+            labels.append(y.tolist())
+        assert got == want, (world, rank)
+        assert len(dl) == len(want)
+        assert labels == [[ds.targets[i] for i in b] for b in want]
+        dl.close()
+
+
+def test_shuffled_rank_slices_are_the_single_process_batch(odd):
+    ds = tv.datasets.ImageFolder(odd, transform=TRAIN)
+    one = [(x, y) for x, y in DataLoader(ds, batch_size=6, shuffle=True, seed=3)]
+    ranks = []
+    for r in range(2):
+        s = DistributedSampler(ds, num_replicas=2, rank=r, seed=3)   # shuffle=True
+        dl = DataLoader(ds, batch_size=3, sampler=s)
+        ranks.append([(x, y) for x, y in dl])
+        assert dl.seed == 3 and len(dl) == 5
+    assert [len(b[1]) for b in ranks[0]] == [len(b[1]) for b in ranks[1]]   # 25 -> 26: even
+    assert min(len(b[1]) for b in ranks[0] + ranks[1]) > 0
+    for g, (x, y) in enumerate(one[:-1]):       # the full global batches: byte for byte
+        assert torch.equal(torch.cat([ranks[0][g][0], ranks[1][g][0]]), x)
+        assert torch.equal(torch.cat([ranks[0][g][1], ranks[1][g][1]]), y)
+    # the padded tail: 25 samples + 1 wrapped from the epoch's own start
+    tail = torch.cat([ranks[0][-1][1], ranks[1][-1][1]])
+    assert torch.equal(tail[:1], one[-1][1]) and torch.equal(tail[1:], one[0][1][:1])
+
+
+def test_rank_and_world_without_a_sampler(odd, monkeypatch):
+    ds = tv.datasets.ImageFolder(odd, transform=VAL)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    dl = DataLoader(ds, batch_size=4, rank="auto", world="auto", seed=0)
+    assert (dl.rank, dl.world) == (1, 3)
+    got = sum((dl.batch_info.indices.tolist() for _ in dl), [])
+    assert got == list(DistributedSampler(ds, num_replicas=3, rank=1, shuffle=False))
+    with pytest.raises(ValueError, match="rank=0, world=3.*DistributedSampler says rank 1"):
+        DataLoader(ds, batch_size=4, rank=0, world=3,
+                   sampler=DistributedSampler(ds, num_replicas=3, rank=1))
+
+
+# ---- owned batches, epochs, resume ----------------------------------------------
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_list_equals_a_fresh_iteration(shapes, workers):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    kept = list(DataLoader(ds, batch_size=8, shuffle=True, num_workers=workers, seed=1))
+    fresh = DataLoader(ds, batch_size=8, shuffle=True, num_workers=0, seed=1)
+    assert equal(kept, [(x.clone(), y.clone()) for x, y in fresh]) and len(kept) == 8
+
+
+def test_zero_copy_views_are_views(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    views = DataLoader(ds, batch_size=8, shuffle=True, seed=1, zero_copy=True)
+    it = iter(views)
+    a, b = next(it)[0], next(it)[0]
+    assert a.data_ptr() == b.data_ptr()          # the loader's one batch buffer
+    owned = DataLoader(ds, batch_size=8, shuffle=True, seed=1)
+    it = iter(owned)
+    a, b = next(it)[0], next(it)[0]
+    assert a.data_ptr() != b.data_ptr()
+
+
+def test_break_then_a_new_for_is_a_whole_epoch(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    dl = DataLoader(ds, batch_size=8, shuffle=True, seed=2, num_workers=2)
+    for i, _ in enumerate(dl):
+        if i == 2:
+            break
+    second = list(dl)
+    assert len(second) == len(dl) == 8
+    ref = DataLoader(ds, batch_size=8, shuffle=True, seed=2)
+    ref.set_epoch(1)
+    assert equal(second, list(ref))
+    peek = next(iter(dl))                        # a peek, then a full epoch again
+    assert len(list(dl)) == 8 and len(peek[1]) == 8
+
+
+@pytest.mark.parametrize("with_sampler", [False, True])
+def test_resume_at_1_worker_from_2_with_set_epoch(shapes, with_sampler):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+
+    def make(workers):
+        if with_sampler:
+            s = DistributedSampler(ds, num_replicas=2, rank=1, seed=4)
+            return DataLoader(ds, batch_size=4, sampler=s, num_workers=workers), s
+        return DataLoader(ds, batch_size=4, shuffle=True, num_workers=workers, seed=4), None
+
+    def set_epoch(dl, s, e):
+        (s or dl).set_epoch(e)                   # what a DDP loop calls each epoch
+
+    dl, s = make(2)
+    seen, state = [], None
+    for epoch in range(2):
+        set_epoch(dl, s, epoch)
+        for i, (x, y) in enumerate(dl):
+            seen.append((epoch, i, x, y))
+            if (epoch, i) == (1, 2):
+                state = dl.state_dict()
+    dl.close()
+    assert state["epoch"] == 1 and state["batch"] == 3
+    dl, s = make(1)
+    dl.load_state_dict(state)
+    got = []
+    for epoch in range(1, 2):
+        set_epoch(dl, s, epoch)
+        got += [(x, y) for x, y in dl]
+    want = [(x, y) for e, i, x, y in seen if e == 1 and i > 2]
+    assert len(got) == len(want) == len(dl) - 3 and equal(got, want)
+    set_epoch(dl, s, 1)                          # no state pending: the whole epoch
+    assert len(list(dl)) == len(dl)
+
+
+# ---- seed, pin_memory, accepted arguments -----------------------------------------
+
+def test_seed_comes_from_torch_and_is_in_the_state(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    torch.manual_seed(123)
+    a = DataLoader(ds, batch_size=8, shuffle=True)
+    assert a.seed == 123 and a.state_dict()["seed"] == 123
+    first = [(x, y) for x, y in a]
+    torch.manual_seed(123)
+    assert equal(first, list(DataLoader(ds, batch_size=8, shuffle=True)))
+    torch.manual_seed(124)
+    other = DataLoader(ds, batch_size=8, shuffle=True)
+    assert other.seed == 124 and not equal(first, list(other))
+    # a derived seed follows a loaded state's: a resume in a differently seeded process
+    b = DataLoader(ds, batch_size=8, shuffle=True)
+    st = DataLoader(ds, batch_size=8, shuffle=True, seed=123).state_dict()
+    b.load_state_dict(st)
+    assert b.seed == 123 and equal(list(b), first)
+    g = torch.Generator().manual_seed(77)
+    assert DataLoader(ds, batch_size=8, shuffle=True, generator=g).seed == 77
+    with pytest.raises(Exception, match="seed"):   # a given seed must match the state's
+        DataLoader(ds, batch_size=8, shuffle=True, seed=5).load_state_dict(st)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present: pin_memory is honoured")
+def test_pin_memory_without_cuda_warns_and_is_ignored(shapes):
+    import seedpipe.torch as st
+    st._warned_pin[0] = False
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    with pytest.warns(UserWarning, match="pin_memory=True but CUDA is not available"):
+        dl = DataLoader(ds, batch_size=8, pin_memory=True, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DataLoader(ds, batch_size=8, pin_memory=True, seed=0)   # once
+    assert equal(list(dl), list(DataLoader(ds, batch_size=8, seed=0)))
+
+
+def test_torch_arguments_accepted(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    dl = DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True,
+                    prefetch_factor=3, on_error="skip", seed=0)
+    assert dl.loader.ring == 6 and len(list(dl)) == 8
+    with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+        DataLoader(ds, batch_size=8, persistent_workers=True)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        DataLoader(ds, batch_size=8, prefetch_factor=4)
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
+        DataLoader(ds, batch_size=8, shuffle=True, sampler=DistributedSampler(ds, 2, 0))
+
+
+def test_subset_and_concat_are_honoured(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=VAL)
+    whole = [(x, y) for x, y in DataLoader(ds, batch_size=60)][0]
+    idx = [5, 0, 0, 59, 17]
+    part = DataLoader(ConcatDataset([Subset(ds, idx), ds]), batch_size=65)
+    x, y = next(iter(part))
+    assert torch.equal(x[:5], whole[0][idx]) and torch.equal(y[:5], whole[1][idx])
+    assert torch.equal(x[5:], whole[0]) and torch.equal(y[5:], whole[1])
+    assert part.loader.num_samples == 65
+
+
+# ---- refused, by name, with what to do instead --------------------------------------
+
+def test_every_refusal_names_itself(shapes, odd):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+
+    def refused(match, *a, **kw):
+        with pytest.raises(ValueError, match=match) as e:
+            DataLoader(*a, **kw)
+        msg = str(e.value)
+        assert any(w in msg for w in ("instead", "pass ", "use ", "give ", "leave ", "keep ")), msg
+
+    refused("batch_sampler", ds, batch_sampler=[[0, 1]])
+    refused("collate_fn", ds, batch_size=8, collate_fn=lambda b: b)
+    refused("worker_init_fn", ds, batch_size=8, worker_init_fn=lambda w: None)
+    refused("multiprocessing_context", ds, batch_size=8, multiprocessing_context="spawn")
+    refused("timeout=5", ds, batch_size=8, timeout=5)
+    refused("sampler=WeightedRandomSampler", ds, batch_size=8,
+            sampler=torch.utils.data.WeightedRandomSampler([1.0] * 60, 60))
+    refused(r"is_valid_file", tv.datasets.ImageFolder(shapes, is_valid_file=lambda p: True),
+            batch_size=8)
+    refused(r"loader=", tv.datasets.ImageFolder(shapes, transform=VAL, loader=lambda p: p),
+            batch_size=8)
+    refused("target_transform", tv.datasets.ImageFolder(shapes, transform=VAL,
+                                                         target_transform=int), batch_size=8)
+    changed = tv.datasets.ImageFolder(shapes, transform=VAL)
+    changed.samples = changed.samples[::2]
+    changed.imgs = changed.samples
+    refused(r"ImageFolder.samples", changed, batch_size=8)
+    imgs = tv.datasets.ImageFolder(shapes, transform=VAL)
+    imgs.imgs = imgs.samples[:3]
+    refused(r"ImageFolder.imgs", imgs, batch_size=8)
+
+    class Custom(torch.utils.data.Dataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return torch.zeros(3), 0
+    refused("dataset=Custom", Custom(), batch_size=8)
+    o = tv.datasets.ImageFolder(odd, transform=VAL)
+    refused(r"DistributedSampler\(drop_last=True\)", o, batch_size=4,
+            sampler=DistributedSampler(o, num_replicas=2, rank=0, drop_last=True))
+    with pytest.raises(ValueError, match="sampler=DistributedSampler.*another dataset"):
+        DataLoader(ds, batch_size=4, sampler=DistributedSampler(o, num_replicas=2, rank=0))
+    # drop_last on both: torch's batch count (floor(floor(25/2)/4) = 3)
+    dl = DataLoader(o, batch_size=4, drop_last=True,
+                    sampler=DistributedSampler(o, num_replicas=2, rank=0, drop_last=True))
+    assert len(dl) == 3 == len(list(dl))
