@@ -10,8 +10,13 @@
  *    file, a missing file: reported once (naming the file), the entry moved
  *    aside, the stream identical; a missing manifest is a miss (refilled);
  *  - a batch with a failed sample (on_error skip) is written by the
- *    consumer with its failure-log lines and, warm, recomputed by the
- *    workers: same digests, same failure log;
+ *    consumer with its failure-log lines and, warm, read like any other
+ *    batch: same digests, same failure log;
+ *  - on a dataset with 10 corrupt files of 60 (skip and substitute), the
+ *    warm pool reads every batch from the cache as the in-process helper
+ *    does (it used to recompute each batch with a failed sample), with the
+ *    same bytes, skipped/substituted lists and failure log, whichever of
+ *    the two filled the entry;
  *  - a full disk in the workers: a warning, the stream identical, nothing
  *    committed, nothing left in .tmp (a test hook: without
  *    SEEDPIPE_TEST_HOOKS the case skips);
@@ -24,8 +29,8 @@
  * Cases (tests/runner.h; each in its own process, under one mkdtemp root
  * whose dataset and reference digests setup makes): test_cold_warm,
  * test_damage (fills its own pristine entries), test_failures (makes its
- * own broken copy), test_full_disk, test_concurrent, test_kill,
- * test_die_writing.
+ * own broken copy), test_failure_hits (another, with more corrupt files),
+ * test_full_disk, test_concurrent, test_kill, test_die_writing.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -329,11 +334,144 @@ static void failures(void) {
               "skip, cold: %d warnings (%s), %llu committed", w.n, w.last,
               (unsigned long long)st.committed);
     pool_run(dir, bad_data, SP_ON_ERROR_SKIP, 3, ref, nf, &w, &st, -1);
-    /* The batches with a skipped sample are recomputed by the workers. */
-    CHECK_MSG(w.n == 0 && st.batches_read + st.batches_computed == TOTAL &&
-                  st.batches_computed >= 1 && st.batches_computed <= EPOCHS,
+    /* The batches with a skipped sample are read too, failure log and all. */
+    CHECK_MSG(w.n == 0 && st.batches_read == TOTAL && st.batches_computed == 0,
               "skip, warm: %llu read, %llu computed", (unsigned long long)st.batches_read,
               (unsigned long long)st.batches_computed);
+}
+
+/* ---- cached batches with failed samples: the pool reads what the in-process helper reads --- */
+
+#define MAXFAIL 64
+typedef struct fstream {
+    sp_digest d[TOTAL];
+    uint32_t count[TOTAL], nskipped[TOTAL], nsubst[TOTAL];
+    uint64_t lists[TOTAL];         /* a hash of the batch's skipped and substituted lists */
+    size_t nfail;
+    sp_failure fail[MAXFAIL];
+    sp_cache_stats st;
+} fstream;
+
+static void frecord(fstream *f, int q, const sp_loader *ld, const sp_batch *b) {
+    f->d[q] = sp_batch_digest(ld, b);
+    f->count[q] = b->count;
+    f->nskipped[q] = b->nskipped;
+    f->nsubst[q] = b->nsubstituted;
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < b->nskipped; i++) h = (h ^ b->skipped[i]) * 1099511628211ull;
+    for (uint32_t i = 0; i < 2 * b->nsubstituted; i++)
+        h = (h ^ (b->substituted[i] + 7)) * 1099511628211ull;
+    f->lists[q] = h;
+}
+
+static void ffailures(fstream *f, const sp_loader *ld) {
+    f->nfail = sp_loader_failure_count(ld);
+    CHECK(f->nfail <= MAXFAIL);
+    for (size_t i = 0; i < f->nfail; i++) CHECK(sp_loader_failure_get(ld, i, &f->fail[i]) == 0);
+}
+
+/* The in-process helper's stream through the cache at dir. */
+static void inproc_cached(const char *dir, const char *ds, sp_on_error oe, fstream *f) {
+    memset(f, 0, sizeof *f);
+    sp_loader_config cfg;
+    config(&cfg, ds, oe);
+    sp_loader *ld;
+    sp_cache *c;
+    sp_error err;
+    CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
+    warns w = {0, ""};
+    sp_cache_opts o;
+    opts(&o, &w);
+    CHECK_OK(sp_cache_open(dir, &o, &c, &err), &err);
+    sp_batch b;
+    CHECK(sp_batch_alloc(ld, &b) == 0);
+    for (uint32_t e = 0; e < EPOCHS; e++)
+        for (uint64_t i = 0; i < NB; i++) {
+            CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+            frecord(f, (int)(e * NB + i), ld, &b);
+        }
+    sp_cache_flush(c);
+    sp_cache_stats_get(c, &f->st);
+    ffailures(f, ld);
+    CHECK_MSG(w.n == 0, "in-process: %s", w.last);
+    sp_batch_free(&b);
+    sp_cache_close(c);
+    sp_loader_destroy(ld);
+}
+
+/* The pool's stream (2 workers) through the cache at dir. */
+static void pool_cached(const char *dir, const char *ds, sp_on_error oe, fstream *f) {
+    memset(f, 0, sizeof *f);
+    sp_loader_config cfg;
+    config(&cfg, ds, oe);
+    warns w = {0, ""};
+    sp_cache_opts o;
+    opts(&o, &w);
+    sp_pool_config pc = {2, 0, EPOCHS, NULL, NULL, dir, &o};
+    sp_pool *pool;
+    sp_error err;
+    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    sp_batch v;
+    for (int q = 0; q < TOTAL; q++) {
+        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
+        frecord(f, q, sp_pool_loader(pool), &v);
+        CHECK_OK(sp_pool_release(pool, &err), &err);
+    }
+    CHECK(sp_pool_next(pool, &v, &err) == SP_POOL_END);
+    sp_cache_stats_get(sp_pool_cache(pool), &f->st);
+    ffailures(f, sp_pool_loader(pool));
+    CHECK_MSG(w.n == 0, "pool: %s", w.last);
+    sp_pool_destroy(pool);
+}
+
+static void fsame(const fstream *a, const fstream *b, const char *what) {
+    for (int q = 0; q < TOTAL; q++)
+        CHECK_MSG(eq(a->d[q], b->d[q]) && a->count[q] == b->count[q] &&
+                      a->nskipped[q] == b->nskipped[q] && a->nsubst[q] == b->nsubst[q] &&
+                      a->lists[q] == b->lists[q],
+                  "%s: batch %d differs", what, q);
+    CHECK_MSG(a->nfail == b->nfail, "%s: %zu vs %zu failures", what, a->nfail, b->nfail);
+    for (size_t i = 0; i < a->nfail; i++)
+        CHECK_MSG(a->fail[i].sample == b->fail[i].sample && a->fail[i].code == b->fail[i].code &&
+                      strcmp(a->fail[i].msg, b->fail[i].msg) == 0,
+                  "%s: failure %zu: %s vs %s", what, i, a->fail[i].msg, b->fail[i].msg);
+}
+
+static void failure_hits(const char *ds, sp_on_error oe, const char *name) {
+    char d1[400], d2[400];
+    snprintf(d1, sizeof d1, "%s/fh-%s-inproc", root, name);
+    snprintf(d2, sizeof d2, "%s/fh-%s-pool", root, name);
+    fstream ref, cold, warm_in, warm_pool, cross_in, cross_pool;
+    inproc_cached(d1, ds, oe, &ref);   /* fills d1 */
+    CHECK(ref.st.batches_written == TOTAL && ref.st.committed == EPOCHS && ref.nfail >= 2);
+    int with = 0;
+    for (int q = 0; q < TOTAL; q++) with += ref.nskipped[q] + ref.nsubst[q] > 0;
+    inproc_cached(d1, ds, oe, &warm_in);
+    pool_cached(d1, ds, oe, &warm_pool);   /* the pool reads the helper's entry */
+    pool_cached(d2, ds, oe, &cold);        /* the pool fills d2 ... */
+    pool_cached(d2, ds, oe, &cross_pool);  /* ... reads it ... */
+    inproc_cached(d2, ds, oe, &cross_in);  /* ... and so does the helper */
+    fsame(&ref, &warm_in, "in-process, warm");
+    fsame(&ref, &warm_pool, "pool, warm from the in-process entry");
+    fsame(&ref, &cold, "pool, cold");
+    fsame(&ref, &cross_pool, "pool, warm from its own entry");
+    fsame(&ref, &cross_in, "in-process, warm from the pool's entry");
+    printf("  %s: %d of %d batches hold failed samples; warm reads: in-process %llu, pool %llu "
+           "and %llu (computed %llu and %llu)\n", name, with, TOTAL,
+           (unsigned long long)warm_in.st.batches_read,
+           (unsigned long long)warm_pool.st.batches_read,
+           (unsigned long long)cross_pool.st.batches_read,
+           (unsigned long long)warm_pool.st.batches_computed,
+           (unsigned long long)cross_pool.st.batches_computed);
+    CHECK(with >= 4);
+    CHECK(warm_in.st.batches_read == TOTAL && warm_in.st.batches_computed == 0);
+    CHECK_MSG(warm_pool.st.batches_read == warm_in.st.batches_read &&
+                  cross_pool.st.batches_read == warm_in.st.batches_read &&
+                  warm_pool.st.batches_computed == 0 && cross_pool.st.batches_computed == 0,
+              "%s: the warm pool read %llu and %llu batches, the in-process helper %llu", name,
+              (unsigned long long)warm_pool.st.batches_read,
+              (unsigned long long)cross_pool.st.batches_read,
+              (unsigned long long)warm_in.st.batches_read);
 }
 
 /* Every worker's writes fail (the write-failure hook, inherited by the
@@ -463,6 +601,16 @@ static void test_failures(void) {
     sp_test_break_png(bad_data, 7);   /* one undecodable file for the on-error test */
     failures();
 }
+static void test_failure_hits(void) {
+    char ds[400];
+    snprintf(ds, sizeof ds, "%s/manybad", root);
+    sp_error err;
+    sp_shapes_opts so = {NSAMPLES, 32, 9};
+    CHECK_OK(sp_shapes_make(ds, &so, &err), &err);
+    for (int n = 2; n <= 30; n += 3) sp_test_break_png(ds, n);   /* 10 of its 30 PNGs */
+    failure_hits(ds, SP_ON_ERROR_SKIP, "skip");
+    failure_hits(ds, SP_ON_ERROR_SUBSTITUTE, "substitute");
+}
 static void test_full_disk(void) { full_disk(g_ref); }
 static void test_concurrent(void) { concurrent(g_ref); }
 static void test_kill(void) { kill_worker(g_ref); }
@@ -472,6 +620,7 @@ static const sp_case cases[] = {
     SP_CASE(test_cold_warm),
     SP_CASE(test_damage),
     SP_CASE(test_failures),
+    SP_CASE(test_failure_hits),
     SP_CASE(test_full_disk),
     SP_CASE(test_concurrent),
     SP_CASE(test_kill),

@@ -16,6 +16,14 @@
  *  - a sample whose computation kills its worker (SEEDPIPE_TEST_CRASH_SAMPLE)
  *    costs two workers, then fails like a corrupt file, alike for 1 and 3
  *    workers (a test hook: without SEEDPIPE_TEST_HOOKS the case skips);
+ *  - workers SIGKILLed by this process as soon as they exist, eight rounds:
+ *    the stream unchanged (on_error fail), every kill counted;
+ *  - sample 17's worker killed 2, 3 or 5 times in a row (SIGKILL, SIGTERM,
+ *    raised by the hook), more than the crash budget: the stream unchanged;
+ *    crashed by SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT: that sample
+ *    substituted, every other batch unchanged; killed every time: the
+ *    respawn bound ends the stream with SP_ELIMIT, nothing substituted
+ *    (hook cases: without SEEDPIPE_TEST_HOOKS they skip);
  *  - a state from another dataset / pipeline / seed is refused naming it;
  *    hostile state texts are refused;
  *  - after every pool: no child process left, no shared memory (ring memfd,
@@ -23,7 +31,8 @@
  * Cases (tests/runner.h): test_worker_counts_shapes (worker counts, kill,
  * resume on shapes), test_worker_counts_pngsuite (the same on PngSuite),
  * test_per_worker_mode, test_on_error, test_crashing_sample,
- * test_state_refusal. setup makes the datasets once, in a fresh temp dir;
+ * test_kills_at_start, test_kills_same_sample, test_crash_signals,
+ * test_respawn_bound, test_state_refusal. setup makes the datasets once, in a fresh temp dir;
  * no case changes them (the state file goes beside them).
  * Without PngSuite ($SP_SHARED_DATA/pngsuite) the PngSuite parts (its worker
  * counts, on-error, the other-dataset refusal) print SKIP and their cases
@@ -419,6 +428,193 @@ static void test_crashing_sample(void) {
 #endif
 }
 
+/* ---- deaths: a kill is redone, a crash costs its sample, the respawn bound ---------------- */
+
+/* SIGKILL every live worker of the pool not killed before (a pid that was
+ * killed but not yet reaped by the pool is still listed). @return kills. */
+static int kill_all(sp_pool *pool, int workers, int *killed, int *nkilled) {
+    int n = 0;
+    for (int w = 0; w < workers; w++) {
+        int pid = sp_pool_worker_pid(pool, w), seen = 0;
+        for (int i = 0; i < *nkilled; i++) seen |= killed[i] == pid;
+        if (pid <= 0 || seen) continue;
+        CHECK(kill(pid, SIGKILL) == 0);
+        wait_zombie(pid);
+        killed[(*nkilled)++] = pid;
+        n++;
+    }
+    return n;
+}
+
+/* The pool stream with every worker SIGKILLed from this process as soon as
+ * it exists: right after sp_pool_create() (the workers have just started),
+ * then after each of the first rounds - 1 batches (the replacements forked
+ * meanwhile). @return the kills sent; s->deaths must equal them. */
+static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, stream *s) {
+    memset(s, 0, sizeof *s);
+    sp_pool_config pc = {workers, 0, EPOCHS, NULL, NULL, NULL, NULL};
+    sp_pool *pool;
+    sp_error err;
+    CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
+    int killed[256], nkilled = 0, kills = 0;
+    sp_batch v;
+    for (int round = 0;; round++) {
+        if (round < rounds) kills += kill_all(pool, workers, killed, &nkilled);
+        int rc = sp_pool_next(pool, &v, &err);
+        if (rc == SP_POOL_END) break;
+        if (rc) {
+            s->rc = rc;
+            snprintf(s->msg, sizeof s->msg, "%s", err.msg);
+            break;
+        }
+        record(s, sp_pool_loader(pool), &v);
+        CHECK_OK(sp_pool_release(pool, &err), &err);
+    }
+    sp_pool_stats st;
+    sp_pool_stats_get(pool, &st);
+    s->deaths = st.worker_deaths;
+    record_failures(s, sp_pool_loader(pool));
+    sp_pool_destroy(pool);
+    check_no_leaks();
+    return kills;
+}
+
+/* Workers SIGKILLed from outside as they start, round after round: the
+ * stream is the in-process one (on_error fail: a sample charged with the
+ * kills would end it), every kill counted. Which positions the kills hit
+ * is up to the scheduler; test_kills_same_sample hits one deterministically. */
+static void test_kills_at_start(void) {
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    stream ref, s;
+    run_inproc(&c, &ref);
+    for (int workers = 1; workers <= 3; workers += 2) {
+        int kills = run_pool_killing(&c, workers, 8, &s);
+        char what[64];
+        snprintf(what, sizeof what, "%d workers, %d killed as they start", workers, kills);
+        same(&ref, &s, what);
+        /* Round 0 always kills every worker; a later round kills those the
+         * pool has replaced by then (how many is up to the scheduler). */
+        CHECK_MSG(kills >= workers && s.deaths == (uint64_t)kills, "%s: %llu deaths", what,
+                  (unsigned long long)s.deaths);
+        printf("  %s: stream unchanged\n", what);
+    }
+}
+
+#ifdef SEEDPIPE_TEST_HOOKS
+/* The crash hook on sample 17 raising `sig` while the position has seen
+ * fewer than `times` deaths (0: always). */
+static void hook(int sig, int times) {
+    char v[16];
+    setenv("SEEDPIPE_TEST_CRASH_SAMPLE", "17", 1);
+    snprintf(v, sizeof v, "%d", sig);
+    setenv("SEEDPIPE_TEST_CRASH_SIGNAL", v, 1);
+    snprintf(v, sizeof v, "%d", times);
+    if (times) setenv("SEEDPIPE_TEST_CRASH_TIMES", v, 1);
+    else unsetenv("SEEDPIPE_TEST_CRASH_TIMES");
+}
+static void unhook(void) {
+    unsetenv("SEEDPIPE_TEST_CRASH_SAMPLE");
+    unsetenv("SEEDPIPE_TEST_CRASH_SIGNAL");
+    unsetenv("SEEDPIPE_TEST_CRASH_TIMES");
+}
+#endif
+
+/* The worker computing sample 17 is killed (SIGKILL, SIGTERM: raised by
+ * the hook, which the pool cannot tell from a kill sent from outside)
+ * several times in a row, more often than the crash budget: the stream is
+ * the in-process one, under on_error fail. Test hook: skips without it. */
+static void test_kills_same_sample(void) {
+#ifndef SEEDPIPE_TEST_HOOKS
+    SKIP("the crash hook (SEEDPIPE_TEST_CRASH_SAMPLE/_SIGNAL/_TIMES) is compiled only into "
+         "builds configured with -DSEEDPIPE_TEST_HOOKS=ON");
+#else
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    stream ref, s;
+    run_inproc(&c, &ref);
+    struct { int sig, times, workers, ring; } runs[] = {
+        {SIGKILL, 3, 1, 0}, {SIGKILL, 3, 3, 2}, {SIGTERM, 2, 2, 0}, {SIGKILL, 5, 2, 1}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        hook(runs[i].sig, runs[i].times);
+        run_pool(&c, runs[i].workers, runs[i].ring, -1, -1, 0, &s);
+        char what[96];
+        snprintf(what, sizeof what, "signal %d %d times on sample 17, %d workers", runs[i].sig,
+                 runs[i].times, runs[i].workers);
+        same(&ref, &s, what);
+        CHECK_MSG(s.nfail == 0 && s.deaths == (uint64_t)runs[i].times * EPOCHS,
+                  "%s: %zu failures, %llu deaths", what, s.nfail, (unsigned long long)s.deaths);
+        printf("  %s: stream unchanged\n", what);
+    }
+    unhook();
+#endif
+}
+
+/* A worker crashing on sample 17 by any crash signal costs that sample only:
+ * substituted (each other batch as in-process), two deaths an epoch. */
+static void test_crash_signals(void) {
+#ifndef SEEDPIPE_TEST_HOOKS
+    SKIP("the crash hook (SEEDPIPE_TEST_CRASH_SAMPLE/_SIGNAL) is compiled only into builds "
+         "configured with -DSEEDPIPE_TEST_HOOKS=ON");
+#else
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    c.on_error = SP_ON_ERROR_SUBSTITUTE;
+    stream ref, s;
+    run_inproc(&c, &ref);
+    int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    for (int k = 0; k < 5; k++) {
+        hook(sigs[k], 0);
+        run_pool(&c, 2, 0, -1, -1, 0, &s);
+        CHECK_MSG(s.rc == 0 && s.n == ref.n, "signal %d: rc %d (%s)", sigs[k], s.rc, s.msg);
+        int subst = 0;
+        for (int i = 0; i < s.n; i++) {
+            if (s.nsubst[i] == 1 && s.subst0[i][0] == 17) {
+                subst++;
+                continue;
+            }
+            CHECK_MSG(s.d[i].hi == ref.d[i].hi && s.d[i].lo == ref.d[i].lo && s.nsubst[i] == 0,
+                      "signal %d: batch %d differs", sigs[k], i);
+        }
+        CHECK_MSG(subst == EPOCHS && s.nfail == 1 && s.fail_samples[0] == 17 &&
+                      s.deaths == 2 * EPOCHS,
+                  "signal %d: %d substituted, %zu failures, %llu deaths", sigs[k], subst, s.nfail,
+                  (unsigned long long)s.deaths);
+    }
+    unhook();
+#endif
+}
+
+/* Sample 17's worker is killed every time: the pool redoes it until the
+ * respawn bound, then the stream fails with SP_ELIMIT, naming it, with
+ * nothing substituted (on_error substitute) and every batch before it the
+ * in-process one. */
+static void test_respawn_bound(void) {
+#ifndef SEEDPIPE_TEST_HOOKS
+    SKIP("the crash hook (SEEDPIPE_TEST_CRASH_SAMPLE/_SIGNAL) is compiled only into builds "
+         "configured with -DSEEDPIPE_TEST_HOOKS=ON");
+#else
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    c.on_error = SP_ON_ERROR_SUBSTITUTE;
+    stream ref, s;
+    run_inproc(&c, &ref);
+    hook(SIGKILL, 0);
+    run_pool(&c, 2, 0, -1, -1, 0, &s);
+    unhook();
+    printf("  %s\n", s.msg);
+    CHECK_MSG(s.rc == SP_ELIMIT && strstr(s.msg, "respawn bound reached") &&
+                  strstr(s.msg, "SIGKILL") && strstr(s.msg, "nothing substituted"),
+              "rc %d: %s", s.rc, s.msg);
+    CHECK_MSG(s.deaths == SP_POOL_RESPAWN_BOUND(2) + 1, "%llu deaths",
+              (unsigned long long)s.deaths);
+    CHECK(s.n < ref.n / EPOCHS && s.nfail == 0);
+    for (int i = 0; i < s.n; i++)
+        CHECK_MSG(s.d[i].hi == ref.d[i].hi && s.d[i].lo == ref.d[i].lo && s.nsubst[i] == 0,
+                  "batch %d before the bound differs", i);
+#endif
+}
+
 static void test_state_refusal(void) {
     int png_ok = sp_test_corpus("pngsuite", "the other-dataset state refusal");
     sp_loader_config c;
@@ -510,6 +706,10 @@ static const sp_case cases[] = {
     SP_CASE(test_per_worker_mode),
     SP_CASE(test_on_error),
     SP_CASE(test_crashing_sample),
+    SP_CASE(test_kills_at_start),
+    SP_CASE(test_kills_same_sample),
+    SP_CASE(test_crash_signals),
+    SP_CASE(test_respawn_bound),
     SP_CASE(test_state_refusal),
 };
 

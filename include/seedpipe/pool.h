@@ -13,14 +13,36 @@
  *
  * Guarantees (DESIGN.md sections 1 and 5): the batches are byte-identical
  * to sp_loader_batch()'s for the same configuration, for any W and R, any
- * scheduling, and when a worker dies (SIGKILL, a crash in a decoder): the
- * consumer notices (waitpid), puts the dead worker's unfinished positions
- * back, and forks a replacement; nothing is lost or computed into the
- * stream twice. A position whose computation killed two workers fails with
- * "worker died ... while computing it" and follows cfg.on_error like any
- * other failure. The on-error policy and the failure log (deduplicated,
- * stream order) are those of loader.h: sp_loader_failure() on
- * sp_pool_loader(pool).
+ * scheduling, and when workers die: the consumer notices (waitpid), puts
+ * the dead worker's unfinished positions back, and forks a replacement;
+ * nothing is lost or computed into the stream twice. The on-error policy
+ * and the failure log (deduplicated, stream order) are those of loader.h:
+ * sp_loader_failure() on sp_pool_loader(pool).
+ *
+ * Worker deaths. How a death is charged depends on how the worker ended,
+ * never on timing:
+ *  - A crash of the worker's own, charged to the sample position it was
+ *    computing: a crash signal (SIGSEGV, SIGILL, SIGFPE, SIGABRT; SIGBUS
+ *    while the ring's memory is intact) or an exit (a library calling
+ *    exit(), a sanitizer's report; workers never exit while the pool
+ *    runs). A position charged with two crashes is not tried again: it
+ *    fails with "worker process died 2 times while computing it (last:
+ *    signal 11)" and follows cfg.on_error (a decoder that crashes on a
+ *    hostile file costs that sample, the same under any W).
+ *  - Any other death (SIGKILL from the OOM killer or an operator,
+ *    SIGTERM, SIGINT, SIGHUP, SIGTRAP, ... : signals that come from
+ *    outside) is never charged to a sample: the work is redone and the
+ *    stream is unchanged, however often one sample's worker is killed.
+ *    Such deaths, and crashes while the worker held no position, count
+ *    against the pool's respawn bound, SP_POOL_RESPAWN_BOUND(W) = 100 +
+ *    16 W for the whole run; past it the stream fails with SP_ELIMIT
+ *    ("pool: respawn bound reached: worker 1 was killed by signal 9
+ *    (SIGKILL); ...") and nothing is substituted.
+ *  - SIGBUS when the ring's memory object shrank (someone truncated it):
+ *    the stream fails with SP_EIO, not retried.
+ * A crash signal sent from outside (kill -SEGV) cannot be told from a
+ * crash and is charged as one. sp_pool_stats.worker_deaths counts every
+ * death.
  *
  * Epoch cache (cache.h; pcfg.cache_dir). Before the first batch of an
  * epoch enters the ring, the consumer looks its entry up. On a hit, the
@@ -33,9 +55,11 @@
  * epoch's last batch. The cache never changes a byte of the stream: a
  * cached batch is checked against two checksums and the manifest, and any
  * problem (a damaged file: reported once with its path through
- * cache_opts->warn and the entry moved aside; an evicted entry; a batch
- * with failed samples, whose failure log only the consumer keeps) makes the
- * workers compute that batch instead. A failed write (full disk) is a
+ * cache_opts->warn and the entry moved aside; an evicted entry) makes the
+ * workers compute that batch instead. A cached batch with failed samples
+ * is read like any other: its skipped and substituted lists come from the
+ * file and its failure records are logged by the consumer, as
+ * sp_cache_reader_batch() does in process. A failed write (full disk) is a
  * warning: the epoch goes on uncached. A worker that dies writing a batch
  * file costs nothing: the consumer writes that batch from the slot.
  * Per-worker rng mode is not cached.
@@ -49,6 +73,10 @@
  * variable): with SEEDPIPE_TEST_CRASH_SAMPLE=i in the environment at
  * sp_pool_create(), a worker that starts computing sample i dies by SIGSEGV
  * (as in a decoder crash); it exists to test recovery, nothing else.
+ * SEEDPIPE_TEST_CRASH_SIGNAL=n makes it raise signal n instead (9: a kill,
+ * as the OOM killer's, which the pool cannot tell from one sent from
+ * outside); SEEDPIPE_TEST_CRASH_TIMES=k only while the position has seen
+ * fewer than k deaths (default: always, until it is charged with two).
  * SEEDPIPE_TEST_CRASH_CACHE_WRITE=i: a worker that has written the cache
  * file of batch index i (of any epoch) dies before reporting it.
  *
@@ -58,7 +86,10 @@
  * create, take from and destroy a pool on one long-lived thread (workers
  * are forked by sp_pool_create() and, as replacements, by sp_pool_next()).
  * The caller must not reap the workers itself (e.g. waitpid(-1, ...)); a
- * SIGCHLD disposition of SIG_IGN is fine (a reaped worker counts as dead).
+ * SIGCHLD disposition of SIG_IGN works (a reaped worker counts as dead),
+ * but the kernel then drops the exit status, so every death counts as a
+ * kill: a sample that crashes its workers ends the run at the respawn
+ * bound instead of costing that one sample.
  */
 #ifndef SEEDPIPE_POOL_H
 #define SEEDPIPE_POOL_H
@@ -72,6 +103,10 @@ extern "C" {
 #endif
 
 #define SP_POOL_MAX_WORKERS 64
+/* The most worker deaths charged to no sample (kills from outside: see
+ * "Worker deaths" above) one pool survives over its whole run; the next
+ * one fails the stream with SP_ELIMIT. */
+#define SP_POOL_RESPAWN_BOUND(workers) (100 + 16 * (uint64_t)(workers))
 /* sp_pool_next() return value at the end of the stream (not an error). */
 #define SP_POOL_END SP_END
 
@@ -105,11 +140,13 @@ SP_API void sp_pool_destroy(sp_pool *pool);
  *  sp_pool_release(). Up to R batches may be held at once.
  *  @return 0, SP_POOL_END (the stream is over; *view untouched), SP_EINVAL
  *  (R batches already held), a sample's error under on_error fail (then
- *  every later call returns it again), or SP_EIO (workers could not be
- *  respawned). */
+ *  every later call returns it again, as for the next two), SP_ELIMIT (the
+ *  respawn bound: "pool: respawn bound reached: ..."), or SP_EIO (a
+ *  replacement could not be forked; the ring's memory gone). */
 SP_API int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err);
-/*! sp_pool_release() : give back the oldest batch taken. @return 0 or
- *  SP_EINVAL (none held). */
+/*! sp_pool_release() : give back the oldest batch taken. @return 0,
+ *  SP_EINVAL (none held), or what its liveness poll found (SP_ELIMIT,
+ *  SP_EIO: as sp_pool_next(), which returns it again). */
 SP_API int sp_pool_release(sp_pool *pool, sp_error *err);
 
 /*! sp_pool_state() : the stream position after the last batch taken by

@@ -51,10 +51,10 @@
  * Recovery. On every timeout (and while waiting) the consumer polls its
  * workers with waitpid(pid, WNOHANG). When worker w is gone (reaped, so it
  * can no longer write), the consumer walks the live slots and turns every
- * CLAIMED(q, w) back into FREE(q), counting a crash against the position
- * (the sample bytes it may have half-written are simply overwritten by the
- * redo). It bumps scan_gen, forks a replacement with the same id w and
- * wakes everyone. Items are also orphaned when a worker dies between its
+ * CLAIMED(q, w) back into FREE(q), noting the death in the position's
+ * crash word (the sample bytes it may have half-written are simply
+ * overwritten by the redo). It bumps scan_gen, forks a replacement with
+ * the same id w and wakes everyone. Items are also orphaned when a worker dies between its
  * fetch_add and its CAS (FREE, but the counter has passed them); so every
  * worker, after seeing scan_gen change, and, once any death has happened,
  * whenever `released` moves (a slot becomes live), scans the live slots and
@@ -62,10 +62,35 @@
  * position in a live slot is eventually claimed by a scan or the counter),
  * nothing is duplicated (one CAS wins FREE -> CLAIMED, and only DONE
  * positions enter a batch), and the bytes are those of any other run,
- * since they depend on (q, p) only. A position that two workers died on
- * is not tried a third time: it fails with "worker died ... while
- * computing it", deterministically for a deterministic crash, and
- * cfg.on_error applies.
+ * since they depend on (q, p) only.
+ *
+ * Deaths. Whether a death is the sample's fault is decided from how the
+ * worker ended (waitpid's status), never from timing (death_kind()):
+ *  - a crash: a signal the worker raises on itself by faulting or aborting
+ *    (SIGSEGV, SIGILL, SIGFPE, SIGABRT), or an exit (workers never exit
+ *    while the pool runs, so an exit is a library's exit() or a
+ *    sanitizer's report). It is charged to the position the worker held
+ *    (crash word bits 0-7). A position charged twice (SP__CRASH_BUDGET) is
+ *    not tried a third time: it fails with "worker process died 2 times
+ *    while computing it (last: signal 11)", deterministically for a
+ *    deterministic crash, and cfg.on_error applies.
+ *  - SIGBUS: a crash too while the ring's memory object still has its size
+ *    (sp__region_intact(): the creator keeps its descriptor); if it shrank
+ *    (truncated under us: every page past the end faults) the stream stops
+ *    with SP_EIO, since a retry would only die again.
+ *  - anything else: SIGKILL (the OOM killer, an operator, raise(SIGKILL)
+ *    alike), SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGTRAP (a debugger),
+ *    SIGXCPU, ... : signals sent from outside. Never charged to a sample
+ *    (crash word bits 8-15 count them, for the test hook only): the
+ *    position is redone as often as it takes, so a kill never changes the
+ *    stream. Each such death, and each crash of a worker that held no
+ *    position, counts against the run's respawn bound
+ *    (SP_POOL_RESPAWN_BOUND(W) = 100 + 16 W, pool.h); the death past it
+ *    fails the stream with SP_ELIMIT "pool: respawn bound reached", and
+ *    nothing is substituted. Charged crashes need no bound of their own:
+ *    each position of the stream can take at most two.
+ * The service (service.c) takes its batches through the same consumer
+ * code (sp__pool_poll()), so the same rules hold there.
  *
  * Cache (pool.h, cache.h). With a cache directory a batch can come from
  * its epoch's cache entry (one worker reads the file into the slot) or go
@@ -91,6 +116,9 @@
  * one wake-up of the consumer (bench/pool_scaling.sh measures p50/p99).
  *
  * LIMITATIONS
+ * - A crash signal sent from outside (kill -SEGV) looks like a crash and is
+ *   charged to the sample; a worker reaped by someone else (the caller's
+ *   waitpid(-1), SIGCHLD ignored) gives no status and counts as a kill.
  * - Workers are forked from the consumer: they share its loader (dataset
  *   index, parsed pipeline) copy-on-write; a consumer with other threads
  *   must not hold locks the workers need (seedpipe's loader holds none
@@ -141,10 +169,12 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     }
     char forced[96];
     const char *why = NULL;
-    if ((crash & 0xff) >= 2) {
+    if (sp__crash_count(crash) >= SP__CRASH_BUDGET) {   /* crashes only: kills are not counted */
+        uint32_t cause = (crash >> 16) & 0xff;
         snprintf(forced, sizeof forced,
-                 "worker process died %u times while computing it (last: signal %u)",
-                 crash & 0xff, crash >> 8);
+                 "worker process died %u times while computing it (last: %s %u)",
+                 sp__crash_count(crash), (crash & SP__CRASH_EXITED) ? "exit status" : "signal",
+                 cause);
         why = forced;
     }
     sp__rng rng = sp__loader_rng(pool->ld, 0);
@@ -153,10 +183,13 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
         rng.counter = wc->counter++;
     }
 #ifdef SEEDPIPE_TEST_HOOKS
-    if (pool->crash_sample != UINT64_MAX && !why) {   /* test hook: a decoder crash */
+    /* Test hook: a decoder crash (SIGSEGV), or a kill (SIGKILL) modelled by
+     * raising it, while the position has seen fewer than crash_times deaths. */
+    if (pool->crash_sample != UINT64_MAX && !why &&
+        sp__crash_count(crash) + sp__crash_kills(crash) < pool->crash_times) {
         if (sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p) == pool->crash_sample) {
-            signal(SIGSEGV, SIG_DFL);
-            raise(SIGSEGV);
+            signal(pool->crash_signal, SIG_DFL);
+            raise(pool->crash_signal);
         }
     }
 #endif
@@ -277,11 +310,83 @@ static void activate(sp_pool *pool, uint64_t q) {
 
 static void wake_workers(sp_pool *pool) { sp__pool_wake_workers(pool->h); }
 
-/* Reap dead workers, put their positions back, respawn. */
+/* How a death is charged (HOW IT WORKS, "Deaths"). */
+enum { DEATH_CRASH, DEATH_OTHER, DEATH_RING };
+
+/* A short name for the signals a worker may die of ("signal 9" otherwise). */
+static const char *sig_name(unsigned sig) {
+    switch (sig) {
+    case SIGKILL: return " (SIGKILL)";
+    case SIGTERM: return " (SIGTERM)";
+    case SIGINT: return " (SIGINT)";
+    case SIGHUP: return " (SIGHUP)";
+    case SIGQUIT: return " (SIGQUIT)";
+    case SIGTRAP: return " (SIGTRAP)";
+    case SIGSEGV: return " (SIGSEGV)";
+    case SIGBUS: return " (SIGBUS)";
+    default: return "";
+    }
+}
+
+/* Classify worker w's end from waitpid's r and status; *cause: the crash
+ * word's cause field (signal, or exit status | SP__CRASH_EXITED). */
+static int death_kind(const sp_pool *pool, pid_t r, int status, uint32_t *cause) {
+    *cause = 0;
+    if (r <= 0) return DEATH_OTHER;   /* reaped by someone else: nothing known */
+    if (WIFEXITED(status)) {          /* it ended itself: exit() in a library, a sanitizer */
+        *cause = SP__CRASH_EXITED | ((uint32_t)WEXITSTATUS(status) << 16);
+        return DEATH_CRASH;
+    }
+    if (!WIFSIGNALED(status)) return DEATH_OTHER;
+    unsigned sig = (unsigned)WTERMSIG(status);
+    *cause = (sig & 0xff) << 16;
+    switch (sig) {
+    case SIGSEGV: case SIGILL: case SIGFPE: case SIGABRT:
+        return DEATH_CRASH;
+    case SIGBUS:   /* the ring truncated under it, or a fault of its own */
+        return sp__region_intact(&pool->region) ? DEATH_CRASH : DEATH_RING;
+    default:       /* SIGKILL (OOM killer, operator), SIGTERM, SIGTRAP, ...: from outside */
+        return DEATH_OTHER;
+    }
+}
+
+/* Put worker w's claimed positions of the live slots back (FREE), noting
+ * the death in each one's crash word: charged to it (a crash) or not.
+ * @return the number of positions charged. */
+static uint32_t put_back(sp_pool *pool, uint32_t w, int crash, uint32_t cause) {
+    sp__ring_hdr *h = pool->h;
+    uint32_t charged = 0;
+    for (uint64_t q = pool->released; q < pool->released + pool->R && q < pool->total; q++) {
+        uint32_t s = (uint32_t)(q % pool->R);
+        _Atomic uint64_t *st = sp__slot_state(h, s);
+        _Atomic uint32_t *cr = sp__slot_crash(h, s);
+        for (uint32_t p = 0; p < pool->cap; p++) {
+            uint64_t v = sp__st(q, SP__ST_CLAIMED, w);
+            if (atomic_load(&st[p]) != v) continue;
+            uint32_t c = atomic_load(&cr[p]), n = sp__crash_count(c), k = sp__crash_kills(c);
+            if (crash) {
+                c = (n < 255 ? n + 1 : n) | (k << 8) | cause;
+                charged++;
+            } else {
+                c = (c & ~0xff00u) | ((k < 255 ? k + 1 : k) << 8);
+            }
+            atomic_store(&cr[p], c);
+            if (atomic_compare_exchange_strong(&st[p], &v, sp__st(q, SP__ST_FREE, 0)))
+                pool->redone++;
+        }
+        /* A worker that died writing a batch file: the batch is in the
+         * slot (every position DONE), so the consumer writes it again. */
+        if (pool->sc) sp__pool_cache_worker_died(pool, s, w);
+    }
+    return charged;
+}
+
+/* Reap dead workers, put their positions back, respawn. A death charged
+ * to no sample counts against the run's respawn bound. */
 static int check_workers(sp_pool *pool, sp_error *err) {
     sp__ring_hdr *h = pool->h;
     for (int w = 0; w < pool->nworkers; w++) {
-        int status;
+        int status = 0;
         if (pool->pids[w] <= 0) continue;
         pid_t r = waitpid(pool->pids[w], &status, WNOHANG);
         if (r == 0) continue;
@@ -290,42 +395,36 @@ static int check_workers(sp_pool *pool, sp_error *err) {
             continue;
         }
         /* Gone (or reaped by someone else: treat it as gone). */
-        unsigned sig = (r > 0 && WIFSIGNALED(status)) ? (unsigned)WTERMSIG(status) : 0;
+        uint32_t cause;
+        int kind = death_kind(pool, r, status, &cause);
+        unsigned sig = (cause & SP__CRASH_EXITED) ? 0 : (cause >> 16) & 0xff;
         pool->pids[w] = 0;
         atomic_store(&h->workers[w].pid, 0);
         atomic_store(&h->workers[w].busy, 0);
         pool->deaths++;
         atomic_fetch_add(&h->deaths, 1);
-        if (sig == SIGBUS) {
-            /* Not the sample's fault: the ring's memory could not be backed
-             * (it is reserved at creation, so something shrank or evicted
-             * it). Retrying would loop; stop with the reason. */
+        if (kind == DEATH_RING) {
+            /* Not the sample's fault: the ring's memory is gone (it is
+             * reserved at creation, so someone truncated it). Retrying
+             * would loop; stop with the reason. */
             wake_workers(pool);
             return sp_error_set(err, SP_EIO,
                                 "pool: worker %d died of SIGBUS (bus error): the shared memory "
                                 "of the ring is gone or could not be backed; not retried", w);
         }
-        for (uint64_t q = pool->released; q < pool->released + pool->R && q < pool->total; q++) {
-            uint32_t s = (uint32_t)(q % pool->R);
-            _Atomic uint64_t *st = sp__slot_state(h, s);
-            _Atomic uint32_t *cr = sp__slot_crash(h, s);
-            for (uint32_t p = 0; p < pool->cap; p++) {
-                uint64_t v = sp__st(q, SP__ST_CLAIMED, (unsigned)w);
-                if (atomic_load(&st[p]) != v) continue;
-                uint32_t c = atomic_load(&cr[p]);
-                atomic_store(&cr[p], ((c & 0xff) + 1) | (sig << 8));
-                if (atomic_compare_exchange_strong(&st[p], &v, sp__st(q, SP__ST_FREE, 0)))
-                    pool->redone++;
-            }
-            /* A worker that died writing a batch file: the batch is in the
-             * slot (every position DONE), so the consumer writes it again. */
-            if (pool->sc) sp__pool_cache_worker_died(pool, s, (uint32_t)w);
-        }
+        uint32_t charged = put_back(pool, (uint32_t)w, kind == DEATH_CRASH, cause);
         atomic_fetch_add(&h->scan_gen, 1);
-        if (pool->deaths > pool->respawn_limit) {
+        if (!charged && ++pool->uncharged > pool->respawn_limit) {
             wake_workers(pool);
-            return sp_error_set(err, SP_EIO, "pool: workers keep dying (%llu deaths); giving up",
-                                (unsigned long long)pool->deaths);
+            return sp_error_set(err, SP_ELIMIT,
+                                "pool: respawn bound reached: worker %d %s %u%s; %llu worker "
+                                "deaths charged to no sample (kills from outside: the OOM "
+                                "killer, an operator) exceed this run's bound of %llu; the "
+                                "stream stops here, nothing substituted", w,
+                                (cause & SP__CRASH_EXITED) ? "exited with status" : "was killed by signal",
+                                (cause >> 16) & 0xff, sig_name(sig),
+                                (unsigned long long)pool->uncharged,
+                                (unsigned long long)pool->respawn_limit);
         }
         int rc = spawn(pool, (uint32_t)w, err);
         wake_workers(pool);
@@ -442,7 +541,8 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
     *view = sp__pool_slot_view(pool, s, &g);
     sp_error e;
     sp_error_clear(&e);
-    rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
+    if (!pool->sc || !sp__pool_cache_finish(pool, s, view))
+        rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
     if (rc != 0) {
         pool->taken--;   /* the state names the failing batch */
         return fail_sticky(pool, rc, &e, err);
@@ -543,10 +643,15 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
         goto fail;
     }
     if (pcfg->cache_dir && (rc = sp__pool_cache_open(pool, pcfg, err)) != 0) goto fail;
-    pool->respawn_limit = 100 + 16 * (uint64_t)pcfg->workers;
+    pool->respawn_limit = SP_POOL_RESPAWN_BOUND(pcfg->workers);
+    pool->cache_whole = !(pcfg->region_name && pcfg->region_name[0]);   /* not the service's */
 #ifdef SEEDPIPE_TEST_HOOKS   /* pool.h: test builds only */
     const char *crash = getenv("SEEDPIPE_TEST_CRASH_SAMPLE");
     pool->crash_sample = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
+    crash = getenv("SEEDPIPE_TEST_CRASH_SIGNAL");
+    pool->crash_signal = crash && *crash ? atoi(crash) : SIGSEGV;
+    crash = getenv("SEEDPIPE_TEST_CRASH_TIMES");
+    pool->crash_times = crash && *crash ? (uint32_t)strtoul(crash, NULL, 10) : UINT32_MAX;
     crash = getenv("SEEDPIPE_TEST_CRASH_CACHE_WRITE");
     pool->crash_cache_write = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
 #endif

@@ -19,7 +19,16 @@
  * claimed; its holder reads the batch file into the slot, marks every
  * position DONE (position 0 last, so a death before that leaves position
  * 0 CLAIMED, to be freed and redone like any other) and adds count to the
- * completion counter. If the file is unusable it records why (FALLBACK),
+ * completion counter. A file whose batch has failed samples is the batch
+ * as finalised (samples compacted, skipped and substituted lists): the
+ * worker reads it whole into the slot, copies its failure records into the
+ * slot's item array (unused then) and marks the record `whole`; the
+ * consumer then takes count and lists from the record instead of
+ * finalising the positions, and logs the records itself
+ * (sp__pool_cache_finish(): the same records, in the same order, as the
+ * in-process reader logs, so the failure log is the same). The service's
+ * pool, which finalises per rank from the positions, computes such a
+ * batch instead. If the file is unusable it records why (FALLBACK),
  * turns the slot into NONE and bumps scan_gen: the other workers' orphan
  * scans then claim positions 1.. as usual. FILL: a worker about to make
  * the completion counter reach count (every other position is DONE) first
@@ -60,6 +69,30 @@
 
 /* ---- worker side ------------------------------------------------------------ */
 
+/* A batch file read into slot s that has failed samples (skipped or
+ * substituted ones, failure records): the plain pool's consumer takes it
+ * as it is (sp__pool_cache_finish) when its failure records fit in the
+ * slot's item array, where they are copied as the file holds them (records
+ * of 16 + length bytes; an item is larger than the longest). @return 1
+ * (kept), 0 (the service's pool, or too many records: computed instead). */
+static int keep_whole(sp__worker_ctx *wc, uint32_t s, const sp__cb_header *hd) {
+    sp_pool *pool = wc->pool;
+    sp__slot_cache *sc = &pool->sc[s];
+    if (!pool->cache_whole || hd->nfailures > pool->cap) return 0;
+    size_t fixed = (size_t)hd->count * 12 + (size_t)hd->nskipped * 8 +
+                   (size_t)hd->nsubstituted * 16;
+    if (hd->meta_raw < fixed || hd->meta_raw - fixed > (size_t)pool->cap * sizeof(sp__item))
+        return 0;
+    /* The records (sp__cb_decode() checked that they add up to meta_raw). */
+    memcpy(sp__slot_items(pool->h, s), wc->io.meta.p + fixed, hd->meta_raw - fixed);
+    sc->count = hd->count;
+    sc->nskipped = hd->nskipped;
+    sc->nsubst = hd->nsubstituted;
+    sc->nfailures = hd->nfailures;
+    sc->whole = 1;
+    return 1;
+}
+
 /* SP__SCM_READ: the holder of position 0 reads the whole batch file into the
  * slot. @return 1 (every position is DONE) or 0: compute instead (the slot
  * is SP__SCM_NONE now and the other workers are told to scan for its positions). */
@@ -73,7 +106,8 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
     sp_error_clear(&e);
     int enoent = 0, rc = -1;
     sp_batch v = sp__pool_slot_view(pool, s, g);
-    if (crash & 0xff) {   /* a worker died reading it: no second try */
+    sc->whole = 0;
+    if (sp__crash_count(crash)) {   /* a worker crashed reading it: no second try */
         e.code = 0;
     } else {
         char dir[PATH_CAP + 160], name[32];
@@ -92,8 +126,8 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
             rc = sp__cb_read(&rq, &wc->io, &v, &hd, &enoent, &e);
             close(dfd);
             if (rc == 0 && (v.count != g->count || hd.nskipped || hd.nsubstituted ||
-                            hd.nfailures)) {
-                rc = -1;   /* sound, but its failure log lines are the consumer's to write */
+                            hd.nfailures) && !keep_whole(wc, s, &hd)) {
+                rc = -1;   /* sound, but not for this pool to take whole: computed */
                 e.code = 0;
             }
         }
@@ -110,7 +144,7 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
     }
     sp__item *it = sp__slot_items(h, s);
     _Atomic uint64_t *st = sp__slot_state(h, s);
-    for (uint32_t p = 0; p < g->count; p++) {
+    for (uint32_t p = 0; p < g->count && !sc->whole; p++) {   /* whole: they hold the records */
         it[p].status = SP__ITEM_OK;
         it[p].code = 0;
         it[p].failed = 0;
@@ -369,6 +403,24 @@ void sp__pool_cache_worker_died(sp_pool *pool, uint32_t s, uint32_t w) {
         pool->sc[s].partial = 1;
         atomic_compare_exchange_strong(&pool->sc[s].state, &busy, SP__SCR_CONSUMER);
     }
+}
+
+/* sp_pool_next()'s finalising of a batch read whole (keep_whole()): the
+ * file's count and lists are in the slot already; its failure records are
+ * logged as the in-process reader logs them (sp__cb_replay_failures()). */
+int sp__pool_cache_finish(sp_pool *pool, uint32_t s, sp_batch *view) {
+    sp__slot_cache *sc = &pool->sc[s];
+    if (pool->smode[s] != SP__SCM_READ || (atomic_load(&sc->state) & 0xff) != SP__SCR_OK ||
+        !sc->whole)
+        return 0;
+    view->count = sc->count;
+    view->nskipped = sc->nskipped;
+    view->nsubstituted = sc->nsubst;
+    sp__cb_header hd;   /* the records alone: no samples or lists before them */
+    memset(&hd, 0, sizeof hd);
+    hd.nfailures = sc->nfailures;
+    sp__cb_replay_failures(pool->ld, &hd, (const uint8_t *)sp__slot_items(pool->h, s));
+    return 1;
 }
 
 /* ---- opening and closing ------------------------------------------------------ */

@@ -27,6 +27,17 @@
 /* A slot's `done` word: (q << SP__POOL_DONE_SHIFT) | positions done (pool.c). */
 #define SP__POOL_DONE_SHIFT 24
 
+/* A position's crash word (pool.c, "Deaths"): bits 0-7 the deaths charged
+ * to it (crashes of the worker computing it: its budget), bits 8-15 the
+ * other deaths while it was claimed (kills from outside: never charged),
+ * bits 16-23 the last charged cause, a signal number or, with bit 24, an
+ * exit status. Each count saturates at 255. */
+static inline uint32_t sp__crash_count(uint32_t c) { return c & 0xff; }
+static inline uint32_t sp__crash_kills(uint32_t c) { return (c >> 8) & 0xff; }
+#define SP__CRASH_EXITED (1u << 24)
+/* The budget: a position charged with this many crashes is not tried again. */
+#define SP__CRASH_BUDGET 2
+
 /* ---- the cache's shared records ---------------------------------------------- */
 
 /* Slot cache modes, decided per epoch by the consumer when a batch is
@@ -48,6 +59,11 @@ typedef struct sp__slot_cache {
     _Atomic uint32_t state;      /* SP__SCR_* | worker << 8 */
     int32_t code, enoent;        /* FAILED / FALLBACK: the problem (code 0: none to report) */
     int32_t filter;              /* FILL: the writer's image filter */
+    /* READ, state OK: the slot holds the file's finished batch (skipped
+     * and substituted lists, `count` samples; the plain pool only); the
+     * failure records, nfailures of them, are copied into the slot's item
+     * array as the file holds them, for the consumer to log. */
+    uint32_t whole, count, nskipped, nsubst, nfailures;
     int32_t partial;             /* FILL: its writer died: a partial file may be there */
     sp_digest key;               /* the entry key */
     sp__cm_batch line;           /* READ: the manifest's line; FILL: the file written */
@@ -74,11 +90,14 @@ struct sp_pool {
     uint64_t taken, released;          /* consumer's counters */
     pid_t pids[SP_POOL_MAX_WORKERS];
     pid_t parent;
-    uint64_t deaths, redone, respawn_limit;
+    uint64_t deaths, redone;
+    uint64_t uncharged, respawn_limit; /* deaths charged to no sample, and their bound */
     uint64_t last_ready_ns, last_taken_ns;
     uint64_t last_check_ns;            /* last liveness poll */
 #ifdef SEEDPIPE_TEST_HOOKS
     uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
+    int crash_signal;                  /* ... the signal it raises (SIGSEGV) */
+    uint32_t crash_times;              /* ... while the position saw fewer deaths */
     uint64_t crash_cache_write;        /* test hook, UINT64_MAX: none */
 #endif
     int sticky;                        /* a stream error: returned again */
@@ -90,6 +109,7 @@ struct sp_pool {
     sp__epoch_cache *ec;               /* FIFO of the epochs in the ring */
     uint32_t ec_cap, ec_head, ec_n;
     int warned_unsupp;
+    int cache_whole;                   /* batches with failures read too (not the service) */
 };
 
 /* A worker process's own state (pool.c's worker loop). */
@@ -208,5 +228,11 @@ int sp__pool_cache_settled(sp_pool *pool, uint32_t s);
 /*! sp__pool_cache_take() : batch q (slot s) is being taken: account for
  *  what its worker did; close the epoch after its last batch. */
 void sp__pool_cache_take(sp_pool *pool, uint64_t q, uint32_t s);
+/*! sp__pool_cache_finish() : sp_pool_next()'s finalising of slot s, read
+ *  whole from a batch file with failed samples: *view gets the file's
+ *  count and lists, its failure records are logged in the consumer's
+ *  loader (as sp_cache_reader_batch() logs them). @return 1, or 0 when the
+ *  slot is not such a batch (then sp__batch_finalize() applies). */
+int sp__pool_cache_finish(sp_pool *pool, uint32_t s, sp_batch *view);
 
 #endif

@@ -122,16 +122,24 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
         if (p == MAP_FAILED)
             rc = sp_error_set(err, SP_EIO, "region %s: mmap: %s", what, strerror(errno));
     }
-    close(fd);
     if (rc != SP_OK) {
+        close(fd);
         if (name) shm_unlink(r->name);
         r->name[0] = '\0';
+        r->fd = -1;
         return rc;
     }
     r->base = p;
     r->size = size;
     r->owner = 1;
+    r->fd = fd;   /* kept (close-on-exec) for sp__region_intact() */
     return SP_OK;
+}
+
+int sp__region_intact(const sp__region *r) {
+    struct stat st;
+    if (!r->owner || r->fd < 0 || fstat(r->fd, &st) != 0) return 0;
+    return st.st_size >= 0 && (uint64_t)st.st_size >= (uint64_t)r->size;
 }
 
 int sp__region_attach(sp__region *r, const char *name, int readonly, struct stat *stp,
@@ -180,7 +188,9 @@ void sp__region_close(sp__region *r) {
     if (!r) return;
     if (r->base) munmap(r->base, r->size);
     if (r->owner && r->name[0]) shm_unlink(r->name);
+    if (r->owner && r->fd >= 0) close(r->fd);
     memset(r, 0, sizeof *r);
+    r->fd = -1;
 }
 
 /* ---- layout ---------------------------------------------------------------- */

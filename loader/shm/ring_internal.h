@@ -17,7 +17,8 @@
  *   [slots_offset + s*slot_size, +slot_size)   slot s = 0..R-1:
  *       +0                    sp__slot_hdr (64 bytes)
  *       +off_state            cap x _Atomic uint64_t   per-position state word
- *       +off_crash            cap x _Atomic uint32_t   deaths while computing it
+ *       +off_crash            cap x _Atomic uint32_t   deaths while computing it (pool.c:
+ *                                                      crashes, other deaths, last cause)
  *       +off_items            cap x sp__item           outcomes (loader_internal.h)
  *       +off_indices          cap x uint64_t           sample indices
  *       +off_labels           cap x int32_t            labels
@@ -74,6 +75,7 @@ typedef struct sp__region {
     uint8_t *base;
     size_t size;
     int owner;          /* created it: unlinks a named region on close */
+    int fd;             /* the creator keeps its descriptor (sp__region_intact); else -1 */
     char name[256];     /* "" for anonymous */
 } sp__region;
 
@@ -91,6 +93,12 @@ int sp__region_attach(sp__region *r, const char *name, int readonly, struct stat
                       sp_error *err);
 /*! sp__region_name_check() : 1..200 of [A-Za-z0-9._-]. @return 0 or SP_EINVAL. */
 int sp__region_name_check(const char *name, sp_error *err);
+/*! sp__region_intact() : 1 while the memory object behind a region its
+ *  caller created is still at least the region's size (nobody truncated
+ *  it: pages of a mapping past the object's end give SIGBUS), 0 when it
+ *  shrank or cannot be checked. The pool asks it when a worker dies of
+ *  SIGBUS: the ring gone, or a crash of the worker's own. */
+int sp__region_intact(const sp__region *r);
 /*! sp__region_close() : unmap; the owner of a named region unlinks it.
  *  Accepts a zeroed region. */
 void sp__region_close(sp__region *r);
