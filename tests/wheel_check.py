@@ -49,3 +49,12 @@ with tempfile.TemporaryDirectory(prefix="seedpipe-wheel-") as tmp:
         sys.exit(f"FAIL: seedpipe.digest() (the wheel's tool) gave {via_tool}, reference {want}")
 print(f"{len(got)} batches from 2 workers equal the reference tool's digests, "
       "through the Loader and through the wheel's tool")
+
+# the command comes with the package: `seedpipe` on the venv's PATH (the
+# console script) and `python -m seedpipe`, both running the wheel's tool
+script = os.path.join(os.path.dirname(sys.executable), "seedpipe")
+for cmd in ([script, "--help"], [sys.executable, "-m", "seedpipe", "--help"]):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0 or "make-shapes" not in p.stdout + p.stderr:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}: {p.stdout}{p.stderr}")
+print("`seedpipe --help` (console script) and `python -m seedpipe --help` run the wheel's tool")
