@@ -99,7 +99,7 @@ static int walk_subdirs(sp_dataset *ds, const char *dir, const char *rel, int32_
                         dir_id *stack, int depth, walk_ctx *w, char **subs, size_t n,
                         sp__ds_entries *e, sp_error *err) {
     int rc = SP_OK;
-    qsort(subs, n, sizeof *subs, cmp_str);
+    if (n > 1) qsort(subs, n, sizeof *subs, cmp_str);
     for (size_t k = 0; k < n && rc == SP_OK; k++) {
         char *full = sp__ds_join(dir, subs[k]);
         char *r = full ? sp__ds_join(rel, subs[k]) : NULL;
