@@ -115,7 +115,12 @@ SP_API const char *sp_service_note(const sp_service *svc);
 /*! sp_service_run() : serve until the end (see above) or until *stop
  *  becomes nonzero (checked at least every 10 ms; may be NULL).
  *  @return 0 (served to the end), SP_SERVICE_STOPPED, the stream's error
- *  (served to the clients first), or SP_EIO (workers keep dying). */
+ *  (served to the clients first), SP_ELIMIT (the workers' respawn bound:
+ *  "pool: respawn bound reached: ...", also served to the clients first),
+ *  or SP_EIO (a worker could not be forked; the region's memory gone).
+ *  Worker deaths follow pool.h's rule ("Worker deaths"): a crash costs its
+ *  sample under on_error, a kill from outside is redone and never changes
+ *  a batch. */
 SP_API int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err);
 /*! sp_service_destroy() : mark not running, stop the workers, unlink the
  *  region. Accepts NULL. */

@@ -14,6 +14,8 @@ Every row injects one fault into a small shapes stream (60 images, batch 8,
 Rows: SIGKILL of a worker (idle and mid-stream), a worker crash on a poison
 sample (on-error fail and skip; a test hook: skipped with the reason unless
 SP_TEST_HOOKS=1, which ctest sets for a build with SEEDPIPE_TEST_HOOKS=ON),
+the worker of one sample killed 3 times (digest and serve unchanged) and
+every time (the respawn bound's error; the same hook),
 SIGKILL of the service, SIGKILL of a client holding a batch, SIGTERM of the
 service, a disk that fills during a cache
 write (tmpfs of 256 KiB; skipped with the reason if mount fails), a file
@@ -304,6 +306,51 @@ def row_poison(x):
     assert n == 2, n   # once per epoch
     no_leaks()
     return "'worker process died 2 times' + sample", "others = clean; 17 skipped", "on-error acts"
+
+
+def row_kill_poison(x):
+    """The worker computing sample 17 is killed (SIGKILL raised by the
+    SEEDPIPE_TEST_CRASH_SIGNAL hook, which the pool cannot tell from the
+    OOM killer's) 3 times in a row, more than the crash budget of 2: served
+    and digested unchanged under --on-error fail. Killed every time: the
+    respawn bound ends the stream with a named error, nothing substituted."""
+    if os.environ.get("SP_TEST_HOOKS") != "1":
+        return None, None, ("SKIP: the crash hook is compiled only with "
+                            "-DSEEDPIPE_TEST_HOOKS=ON (SP_TEST_HOOKS=1 not set)")
+    env = {"SEEDPIPE_TEST_CRASH_SAMPLE": "17", "SEEDPIPE_TEST_CRASH_SIGNAL": "9",
+           "SEEDPIPE_TEST_CRASH_TIMES": "3"}
+    out = os.path.join(x.tmp, "kill17.jsonl")
+    run("digest", x.ds, *x.common, "--workers", 2, "--out", out, env=env)
+    got = manifest(out)
+    assert len(got) == 16 and all(b == x.ref[(b["epoch"], b["batch"])] for b in got)
+    name = new_name()
+    p = serve(name, x.ds, x.common, "--workers", 2, "--ring", 2, env=env)
+    cl = Client(name)
+    assert cl.first == "attached", cl.first
+    got = cl.take(20)
+    assert got[-1] == "end", got[-3:]
+    n = check_served(got, x.ref)
+    assert n == 16, n
+    cl.quit()
+    rc, sout, err = finish(p)
+    assert rc == 0 and "6 worker deaths" in sout, (rc, sout, err)
+    # killed every time: the run's respawn bound, a named error, no substitute
+    env.pop("SEEDPIPE_TEST_CRASH_TIMES")
+    name = new_name()
+    p = serve(name, x.ds, x.common, "--workers", 2, "--ring", 2, "--on-error", "substitute",
+              env=env)
+    cl = Client(name)
+    got = cl.take(20)
+    cl.quit()
+    rc, sout, err = finish(p)
+    assert got[-1].startswith("error ") and "respawn bound reached" in got[-1] and \
+        "SIGKILL" in got[-1], got[-1]
+    m = check_served(got, x.ref)
+    assert m < 8, m   # only batches of epoch 0 before sample 17's, all clean
+    assert rc != 0 and "respawn bound reached" in err, (rc, sout, err)
+    no_leaks()
+    return "3 kills: none; always: 'respawn bound reached'", \
+        f"16/16 digest and served = clean; {m} clean then error", "redone; bound ends the run"
 
 
 def row_service_kill(x):
@@ -607,6 +654,7 @@ def row_hostile_region(x):
 ROWS = [
     ("SIGKILL worker", row_worker_kill),
     ("worker crash (poison)", row_poison),
+    ("worker killed on a sample", row_kill_poison),
     ("SIGKILL service", row_service_kill),
     ("SIGKILL client holding", row_client_kill),
     ("SIGTERM service", row_service_term),
