@@ -1,0 +1,98 @@
+"""examples/imagenet/main.py (a torchvision DDP train/val script whose only
+seedpipe line is the DataLoader import) as one process and under
+`python3 -m torch.distributed.run --nproc_per_node 2` (gloo, CPU): the
+global train batches (the ranks' batches gathered in rank order) are the
+one-process batches, byte for byte, and each rank's validation images are
+the one-process images at DistributedSampler(shuffle=False)'s indices for
+that rank (25 images: an uneven tail). Skipped (visibly) without torch,
+torchvision, or torch.distributed with gloo."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import seedpipe
+
+torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
+pytest.importorskip("torchvision", reason="torchvision (python3-torchvision) not installed")
+if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+    pytest.skip("torch.distributed with the gloo backend not available", allow_module_level=True)
+from torch.utils.data import DistributedSampler  # noqa: E402
+
+ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+EXAMPLE = os.path.join(ROOT, "examples", "imagenet", "main.py")
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+               "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+               "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_std_broken():
+    """torch 1.13 on Python 3.11+: the default --redirects/--tee do not parse
+    (see examples/torchrun/README.md)."""
+    try:
+        from torch.distributed.elastic.multiprocessing.api import Std
+    except ImportError:
+        return False
+    return Std.from_str("0") is None
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, binary):
+    d = tmp_path_factory.mktemp("imagenet")
+    for part, count, seed in (("train", "60", "3"), ("val", "25", "4")):
+        subprocess.run([binary, "make-shapes", str(d / part), "--count", count, "--size", "32",
+                        "--seed", seed], check=True, capture_output=True)
+    return str(d)
+
+
+def test_one_process_and_torchrun_2(data, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+               SEEDPIPE_LIB=seedpipe.LIB_PATH)
+    pkg = os.path.dirname(os.path.dirname(seedpipe.__file__))
+    env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    one, two = str(tmp_path / "one.json"), str(tmp_path / "two.json")
+    p = subprocess.run([sys.executable, EXAMPLE, data, "--record", one], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "epoch 1: train loss" in p.stdout and "(world 1)" in p.stdout, p.stdout
+
+    extra = ["--log_dir", str(tmp_path / "logs")]
+    if torchrun_std_broken():
+        extra += ["--redirects", "1", "--tee", "1"]
+    for attempt in range(3):               # the free port may be taken before torchrun binds it
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                            "2", "--master_port", str(free_port()), *extra, EXAMPLE, data,
+                            "--record", two], env=env, capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode == 0 or "address already in use" not in (p.stdout + p.stderr).lower():
+            break
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "(world 2)" in p.stdout, p.stdout
+
+    with open(one) as f:
+        a = json.load(f)
+    with open(two) as f:
+        b = json.load(f)
+    assert (a["world"], b["world"]) == (1, 2)
+    # train: 60 images, global batch 16, 2 epochs: 8 steps, each a different batch
+    assert len(a["train"]) == 8 and len(set(a["train"])) == 8
+    assert b["train"] == a["train"]
+    # val: world 1 is torchvision's order; each rank gets DistributedSampler's indices
+    import torchvision
+    targets = torchvision.datasets.ImageFolder(os.path.join(data, "val")).targets
+    (full,) = a["val"]
+    assert [lab for lab, _ in full] == targets
+    for r in range(2):
+        idx = list(DistributedSampler(range(25), num_replicas=2, rank=r, shuffle=False))
+        assert b["val"][r] == [full[i] for i in idx], r
