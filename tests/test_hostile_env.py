@@ -14,6 +14,10 @@ The environment around the parsers (docs/security.md, "The environment"):
  - no write through a planted symlink: a symlink at the name of a loader
    state, a shard, an image written by `dump` is replaced, and the file it
    pointed to is unchanged;
+ - shared memory: a FIFO under a region's name makes `status` and `serve`
+   refuse at once; another user's region of mode 0666 is not read by
+   `status`; a region's strings (the dataset path) are printed with their
+   control bytes escaped, never as terminal escape sequences;
  - sizes never taken on trust: a shard index whose member sizes were forged
    (checksum recomputed) is not trusted and the shard is read instead, the
    same stream; a cache manifest forged to name "@FILE" as its pipeline
@@ -191,6 +195,37 @@ def forged_manifest(ds, tmp, h64):
     assert os.stat(secret).st_atime_ns == before
 
 
+def regions(tmp):
+    name = f".sp-hostile-{os.getpid()}"
+    shm = f"/dev/shm/{name}"
+    os.mkfifo(shm)
+    try:
+        for args in (("status", name), ("serve", "--name", name, os.path.join(tmp, "ds"),
+                                         *common, "--workers", 1)):
+            p = run(*args, ok=False)
+            assert p.returncode != 0 and "FIFO" in p.stderr, (args, p.stderr)
+    finally:
+        os.unlink(shm)
+    if os.geteuid() == 0:   # another user's region: only root can make one here
+        with open(shm, "wb") as f:
+            f.write(b"\x1b[31m" * 4096)
+        os.chown(shm, 65534, 65534)
+        os.chmod(shm, 0o666)
+        try:
+            p = run("status", name, ok=False)
+            assert p.returncode != 0 and "uid 65534" in p.stderr and "\x1b" not in p.stdout, p.stderr
+        finally:
+            os.unlink(shm)
+    evil = os.path.join(tmp, "evil\x1b]0;pwned\x07\x1b[31m")
+    os.symlink(os.path.join(tmp, "ds"), evil)
+    svc, _ = t.serve(name, evil, common, "--workers", 1)
+    try:
+        p = run("status", name)
+        assert "\x1b" not in p.stdout + p.stderr and "\\x1b]0;pwned\\x07" in p.stdout, p.stdout
+    finally:
+        t.stop_all()
+
+
 def main():
     h64 = xxh64()
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,6 +239,9 @@ def main():
         symlinks(ds, tmp, want)
         print("symlinks planted at a state, an image and a shard: replaced or refused, the "
               "target unchanged")
+        regions(tmp)
+        print("regions: a FIFO under the name refused at once by status and serve, another "
+              "user's 0666 region not read, the dataset path's escape bytes printed escaped")
         if h64 is None:
             print("SKIP: libxxhash not found: the forged shard index and manifest parts")
             return 77

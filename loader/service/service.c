@@ -106,16 +106,13 @@ static int all_zero(const uint8_t *p, size_t n) {
 static int stale_check(const char *name, char *note, size_t note_size, sp_error *err) {
     char path[256];
     snprintf(path, sizeof path, "/%s", name);
-    int fd = shm_open(path, O_RDONLY, 0);
+    struct stat st;
+    sp_error e;
+    int fd = sp__region_open(path, O_RDONLY, &st, &e);   /* never blocks; a regular file */
     if (fd < 0) {
         if (errno == ENOENT) return SP_OK;
-        return sp_error_set(err, SP_EIO, "region %s: %s", name, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return sp_error_set(err, SP_EIO, "region %s: fstat: %s", name, strerror(e));
+        if (err) *err = e;
+        return SP_EIO;
     }
     if (st.st_uid != geteuid()) {
         close(fd);
@@ -587,11 +584,41 @@ int sp_service_join(pid_t pid, int timeout_ms) {
 
 /* ---- status ------------------------------------------------------------------------- */
 
+/* A string from the region, NUL-terminated in dst, its control bytes (C0
+ * and DEL: terminal escape sequences) written as \xNN, so printing it can
+ * only print. */
+static void escape_copy(char *dst, size_t n, const char *src, size_t srcn) {
+    size_t o = 0;
+    for (size_t i = 0; i < srcn && src[i] && o + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c != 0x7f) {
+            dst[o++] = (char)c;
+        } else if (o + 5 < n) {
+            snprintf(dst + o, 5, "\\x%02x", c);
+            o += 4;
+        } else {
+            break;
+        }
+    }
+    dst[o] = '\0';
+}
+
 int sp_service_status_read(const char *name, sp_service_status *out, sp_error *err) {
     memset(out, 0, sizeof *out);
     sp__region r;
-    int rc = sp__region_attach(&r, name, 1, NULL, err);
+    struct stat st;
+    int rc = sp__region_attach(&r, name, 1, &st, err);
     if (rc != 0) return rc;
+    /* Another user's region, or one others may write, is not read: its
+     * strings and counts could say anything (clients check the same). */
+    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        sp__region_close(&r);
+        return st.st_uid != geteuid()
+                   ? sp_error_set(err, SP_EIO, "region %s: owned by uid %u, not by this user: "
+                                  "not read", name, (unsigned)st.st_uid)
+                   : sp_error_set(err, SP_EIO, "region %s: mode %04o, expected 0600: not read",
+                                  name, (unsigned)(st.st_mode & 0777));
+    }
     sp__ring_hdr *h = malloc(sizeof *h);
     if (!h) {
         sp__region_close(&r);
@@ -629,10 +656,8 @@ int sp_service_status_read(const char *name, sp_service_status *out, sp_error *e
     out->worker_deaths = h->deaths;
     out->client_deaths = h->client_deaths;
     out->err_code = h->svc_err_code;
-    memcpy(out->err_msg, h->svc_err_msg, sizeof out->err_msg);
-    out->err_msg[sizeof out->err_msg - 1] = '\0';
-    memcpy(out->dataset, h->dataset, sizeof out->dataset);
-    out->dataset[sizeof out->dataset - 1] = '\0';
+    escape_copy(out->err_msg, sizeof out->err_msg, h->svc_err_msg, sizeof h->svc_err_msg);
+    escape_copy(out->dataset, sizeof out->dataset, h->dataset, sizeof h->dataset);
     sp_digest_hex(st0.fingerprint, out->fingerprint);
     out->seed = st0.seed;
     uint64_t ready = out->published >= out->recycled ? out->published - out->recycled : 0;

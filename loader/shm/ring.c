@@ -142,26 +142,46 @@ int sp__region_intact(const sp__region *r) {
     return st.st_size >= 0 && (uint64_t)st.st_size >= (uint64_t)r->size;
 }
 
+int sp__region_open(const char *path, int flags, struct stat *st, sp_error *err) {
+    /* O_NONBLOCK: a FIFO planted under the name must not block the open
+     * (shm_open passes the flag on to open(2)); then only a regular file,
+     * which is what a POSIX shared-memory object is on Linux, is read. */
+    int fd = shm_open(path, flags | O_NONBLOCK, 0);
+    if (fd < 0) {
+        int e = errno;
+        sp_error_set(err, SP_EIO, "region %s: %s", path + 1,
+                     e == ENOENT ? "no such region (is the service running?)" : strerror(e));
+        errno = e;   /* callers tell "absent" apart */
+        return SP_EIO;
+    }
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        return sp_error_set(err, SP_EIO, "region %s: fstat: %s", path + 1, strerror(e));
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return sp_error_set(err, SP_EIO, "region %s: not a shared-memory object (%s, owned by "
+                            "uid %u): refused", path + 1,
+                            S_ISFIFO(st->st_mode)  ? "a FIFO"
+                            : S_ISDIR(st->st_mode) ? "a directory"
+                                                   : "not a regular file",
+                            (unsigned)st->st_uid);
+    }
+    return fd;
+}
+
 int sp__region_attach(sp__region *r, const char *name, int readonly, struct stat *stp,
                       sp_error *err) {
     memset(r, 0, sizeof *r);
     int rc = sp__region_name_check(name, err);
     if (rc != 0) return rc;
     snprintf(r->name, sizeof r->name, "/%s", name);
-    int fd = shm_open(r->name, readonly ? O_RDONLY : O_RDWR, 0);
-    if (fd < 0) {
-        int e = errno;
-        memset(r, 0, sizeof *r);
-        return sp_error_set(err, SP_EIO, "region %s: %s", name,
-                            e == ENOENT ? "no such region (is the service running?)"
-                                        : strerror(e));
-    }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
+    int fd = sp__region_open(r->name, readonly ? O_RDONLY : O_RDWR, &st, err);
+    if (fd < 0) {
         memset(r, 0, sizeof *r);
-        return sp_error_set(err, SP_EIO, "region %s: fstat: %s", name, strerror(e));
+        return fd;
     }
     if (stp) *stp = st;
     if (st.st_size < (off_t)sizeof(sp__ring_hdr)) {

@@ -57,6 +57,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "seedpipe/common.h"
 #include "loader/loader_internal.h"
@@ -83,6 +84,13 @@ typedef struct sp__region {
  *  (name NULL or ""), or create the named region "/name" (O_EXCL, 0600).
  *  @return 0, SP_EIO (errno text; "exists" for a live name), SP_EINVAL. */
 int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err);
+/*! sp__region_open() : shm_open(path = "/NAME", flags | O_NONBLOCK), fstat
+ *  into *st, and refuse anything but a regular file (a FIFO, a directory
+ *  planted under the name): the descriptor, or SP_EIO naming the region,
+ *  the type and its owner. Never blocks. Every open of an existing region
+ *  goes through it. */
+int sp__region_open(const char *path, int flags, struct stat *st, sp_error *err);
+
 /*! sp__region_attach() : map an existing named region (read-write, or
  *  read-only); the caller validates it (sp__ring_validate). *st (may be
  *  NULL) gets the object's fstat (owner uid, mode, size). @return 0, SP_EIO
