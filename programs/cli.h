@@ -37,10 +37,44 @@ typedef struct cli_args {
 /* The words of a multi-word option, or NULL if absent. */
 const char *const *cli_words(cli_args *a, const char *key);
 
-/* Lookups; each marks the option used. Bad values exit with status 2. */
+/* Lookups; each marks the option used. Bad values exit with status 2. A
+ * key that the command's help (cli_help.c) does not list aborts: the help
+ * is the list of what each command reads. */
 const char *cli_str(cli_args *a, const char *key, const char *dflt);
 int cli_has(cli_args *a, const char *key);
-uint64_t cli_u64(cli_args *a, const char *key, uint64_t dflt);
+
+/* Numbers on the command line (the tool's one rule): decimal digits only,
+ * the whole word (leading zeros are decimal: 010 is ten), no sign, space,
+ * 0x, exponent or empty word, in the option's own range [lo, hi]; anything
+ * else is a usage error naming the option and the value. */
+uint64_t cli_uint(cli_args *a, const char *key, uint64_t dflt, uint64_t lo, uint64_t hi);
+/* The rule itself, for a caller with its own message: the len bytes at s
+ * as decimal digits. @return 0 (*v set), -1 (no digits, or another byte),
+ * -2 (more than 2^64 - 1). */
+int cli_parse_dec(const char *s, size_t len, uint64_t *v);
+/* The same for the len bytes at s, one item of the value `whole` of --key
+ * (a list such as 1,2,4 or A-B; NULL: s is the whole value). */
+uint64_t cli_num_span(const cli_args *a, const char *key, const char *whole, const char *s,
+                      size_t len, uint64_t lo, uint64_t hi);
+/* A signed option (lo < 0: one leading '-' allowed), e.g. a zstd level. */
+int64_t cli_int(cli_args *a, const char *key, int64_t dflt, int64_t lo, int64_t hi);
+/* A real number: digits[.digits][e[+-]digits] (no sign, hex, inf, nan), in [lo, hi]. */
+double cli_real(cli_args *a, const char *key, double dflt, double lo, double hi);
+/* --epoch-start E --epochs N (default 0 and 1): the epochs E..E+N-1, all
+ * below 2^32 (E + N <= 2^32; a usage error naming both otherwise).
+ * max_count bounds N (the command's own limit). */
+void cli_epoch_range(cli_args *a, uint64_t max_count, uint32_t *start, uint64_t *count);
+/* The state before batch 0 of epoch `epoch` of cfg's stream (a loader is
+ * opened for it). Exits on failure. */
+void cli_state_at(const cli_args *a, const sp_loader_config *cfg, uint32_t epoch,
+                  sp_loader_state *st);
+
+/* The help (cli_help.c): every command's options, shared by `seedpipe
+ * help`, `seedpipe help CMD` and `seedpipe CMD --help`. topic NULL: all.
+ * @return 0, or -1 if topic names no command. */
+int cli_help_print(FILE *f, const char *topic, const char *sub);
+/* 1 if the help of a's command (cache: of its subcommand) lists --key. */
+int cli_help_lists(const cli_args *a, const char *key);
 /* Exit 2 if an option was given that the command did not use. */
 void cli_check_unused(cli_args *a);
 /* Print "seedpipe CMD: msg" and exit 1. */
@@ -48,9 +82,12 @@ _Noreturn void cli_fail(const cli_args *a, const sp_error *err);
 _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
 
 /* Fill a loader config from the common options: --pipeline --seed
- * --batch-size --drop-last --rank --world --dtype --layout --threads
- * --split --subset --split-seed. */
-void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg);
+ * --split --subset --split-seed; with CLI_BATCHES --batch-size
+ * --drop-last --rank --world --threads; with CLI_FORMAT --dtype --layout
+ * (an option not read is an unknown one for the command). */
+#define CLI_BATCHES 1u
+#define CLI_FORMAT 2u
+void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what);
 
 /* A batch stream (stream.h) from the command's options: the in-process
  * loader (workers 0, cfg->threads threads) or the worker pool (workers >=

@@ -8,7 +8,6 @@
  */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,35 +17,102 @@
 
 #include "seedpipe/pool.h"
 
-const char *const *cli_words(cli_args *a, const char *key) {
+/* The option `key` of the command line: marked used, its index, or -1. A
+ * key the command's help does not list is a bug in the tool (cli_help.c):
+ * it stops here, so the help cannot drift from what the commands read. */
+static int lookup(cli_args *a, const char *key) {
+    if (!cli_help_lists(a, key)) {
+        fprintf(stderr, "seedpipe %s: internal error: --%s is read but `seedpipe %s --help` "
+                        "does not list it\n", a->cmd, key, a->cmd);
+        abort();
+    }
     for (int i = 0; i < a->nopt; i++)
         if (strcmp(a->opt[i].key, key) == 0) {
             a->opt[i].used = 1;
-            return a->opt[i].words;
+            return i;
         }
-    return NULL;
+    return -1;
+}
+
+const char *const *cli_words(cli_args *a, const char *key) {
+    int i = lookup(a, key);
+    return i < 0 ? NULL : a->opt[i].words;
 }
 
 const char *cli_str(cli_args *a, const char *key, const char *dflt) {
-    for (int i = 0; i < a->nopt; i++)
-        if (strcmp(a->opt[i].key, key) == 0) {
-            a->opt[i].used = 1;
-            return a->opt[i].val;
-        }
-    return dflt;
+    int i = lookup(a, key);
+    return i < 0 ? dflt : a->opt[i].val;
 }
 
 int cli_has(cli_args *a, const char *key) { return cli_str(a, key, NULL) != NULL; }
 
-uint64_t cli_u64(cli_args *a, const char *key, uint64_t dflt) {
+/* ---- numbers ----------------------------------------------------------------------- */
+
+int cli_parse_dec(const char *s, size_t len, uint64_t *v) {
+    int over = 0;
+    *v = 0;
+    if (len == 0) return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9) return -1;
+        if (*v > (UINT64_MAX - d) / 10) over = 1;
+        else *v = *v * 10 + d;
+    }
+    return over ? -2 : 0;
+}
+
+uint64_t cli_num_span(const cli_args *a, const char *key, const char *whole, const char *s,
+                      size_t len, uint64_t lo, uint64_t hi) {
+    uint64_t v;
+    int rc = cli_parse_dec(s, len, &v);
+    if (rc == 0 && v >= lo && v <= hi) return v;
+    char range[64];
+    snprintf(range, sizeof range, "%llu..%llu", (unsigned long long)lo, (unsigned long long)hi);
+    if (whole && (s != whole || len != strlen(whole)))
+        cli_usage_error(a, "--%s \"%s\": \"%.*s\" is %s %s", key, whole, (int)len, s,
+                        rc == -1 ? "not a decimal number in" : "out of range", range);
+    cli_usage_error(a, "--%s \"%s\": %s %s%s", key, s,
+                    rc == -1 ? "not a decimal number in" : "out of range", range,
+                    rc == -1 ? " (digits 0-9 only: no sign, space, 0x or exponent)" : "");
+}
+
+uint64_t cli_uint(cli_args *a, const char *key, uint64_t dflt, uint64_t lo, uint64_t hi) {
+    const char *v = cli_str(a, key, NULL);
+    return v ? cli_num_span(a, key, v, v, strlen(v), lo, hi) : dflt;
+}
+
+int64_t cli_int(cli_args *a, const char *key, int64_t dflt, int64_t lo, int64_t hi) {
     const char *v = cli_str(a, key, NULL);
     if (!v) return dflt;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (errno || end == v || *end || v[0] == '-')
-        cli_usage_error(a, "--%s: \"%s\" is not a non-negative integer", key, v);
-    return (uint64_t)x;
+    int neg = v[0] == '-' && lo < 0;
+    uint64_t m;
+    int rc = cli_parse_dec(v + neg, strlen(v + neg), &m);
+    int64_t x = neg ? -(int64_t)(m > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : m)
+                    : (int64_t)(m > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : m);
+    if (rc != 0 || x < lo || x > hi)
+        cli_usage_error(a, "--%s \"%s\": %s %lld..%lld", key, v,
+                        rc == -1 ? "not a decimal integer (digits, one leading '-') in"
+                                 : "out of range", (long long)lo, (long long)hi);
+    return x;
+}
+
+double cli_real(cli_args *a, const char *key, double dflt, double lo, double hi) {
+    const char *v = cli_str(a, key, NULL);
+    if (!v) return dflt;
+    /* digits [. digits] or . digits, then [e [+-] digits]: what strtod reads, less
+     * the sign, the space, hex, inf and nan it also takes */
+    size_t i = strspn(v, "0123456789"), f = 0;
+    if (v[i] == '.') f = strspn(v + i + 1, "0123456789"), i += 1 + f;
+    int ok = i > 0 && (i > 1 || v[0] != '.') && (v[0] != '.' || f > 0);
+    if (ok && (v[i] == 'e' || v[i] == 'E')) {
+        size_t j = i + 1 + (v[i + 1] == '+' || v[i + 1] == '-'), n = strspn(v + j, "0123456789");
+        ok = n > 0;
+        i = j + n;
+    }
+    double x = ok && !v[i] ? strtod(v, NULL) : -1.0;
+    if (!ok || v[i] || !(x >= lo && x <= hi))
+        cli_usage_error(a, "--%s \"%s\": not a decimal number in [%g, %g]", key, v, lo, hi);
+    return x;
 }
 
 void cli_check_unused(cli_args *a) {
@@ -65,36 +131,31 @@ _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...) {
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputs(" (seedpipe help)\n", stderr);
+    fprintf(stderr, " (seedpipe %s --help)\n", a->cmd);
     exit(2);
 }
 
-void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg) {
+void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what) {
     sp_loader_config_default(cfg);
     cfg->dataset = dataset;
     cfg->pipeline = cli_str(a, "pipeline", cfg->pipeline);
-    cfg->seed = cli_u64(a, "seed", 0);
-    uint64_t b = cli_u64(a, "batch-size", cfg->batch_size);
-    if (b == 0 || b > 1u << 20) cli_usage_error(a, "--batch-size must be in 1..1048576");
-    cfg->batch_size = (uint32_t)b;
-    cfg->drop_last = cli_has(a, "drop-last");
-    uint64_t world = cli_u64(a, "world", 1), rank = cli_u64(a, "rank", 0);
-    if (world == 0 || world > 1u << 16 || rank >= world)
-        cli_usage_error(a, "--rank must be < --world (got rank %llu, world %llu)",
-                        (unsigned long long)rank, (unsigned long long)world);
-    cfg->world = (uint32_t)world;
-    cfg->rank = (uint32_t)rank;
-    uint64_t t = cli_u64(a, "threads", 1);
-    if (t > 64) cli_usage_error(a, "--threads must be <= 64");
-    cfg->threads = (int)t;
+    cfg->seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     sp_error err;
     sp_error_clear(&err);
-    if (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||
-        sp_layout_parse(cli_str(a, "layout", "nchw"), &cfg->layout, &err) != 0)
+    if (what & CLI_BATCHES) {
+        cfg->batch_size = (uint32_t)cli_uint(a, "batch-size", cfg->batch_size, 1, 1u << 20);
+        cfg->drop_last = cli_has(a, "drop-last");
+        cfg->world = (uint32_t)cli_uint(a, "world", 1, 1, 1u << 16);
+        cfg->rank = (uint32_t)cli_uint(a, "rank", 0, 0, cfg->world - 1);
+        cfg->threads = (int)cli_uint(a, "threads", 1, 1, 64);
+    }
+    if ((what & CLI_FORMAT) &&
+        (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||
+         sp_layout_parse(cli_str(a, "layout", "nchw"), &cfg->layout, &err) != 0))
         cli_usage_error(a, "%s", err.msg);
     cfg->split = cli_str(a, "split", NULL);
     cfg->subset = cli_str(a, "subset", NULL);
-    cfg->split_seed = cli_u64(a, "split-seed", 0);
+    cfg->split_seed = cli_uint(a, "split-seed", 0, 0, UINT64_MAX);
     sp_split sp;
     if (cfg->split && sp_split_parse(cfg->split, cfg->split_seed, &sp, &err) != 0)
         cli_usage_error(a, "--split: %s", err.msg);
@@ -103,6 +164,26 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg) 
                                             : "--subset needs --split NAME=FRACTION,...");
     if (cfg->split && sp_split_find(&sp, cfg->subset) < 0)
         cli_usage_error(a, "--subset %s: not a subset of --split %s", cfg->subset, cfg->split);
+}
+
+void cli_epoch_range(cli_args *a, uint64_t max_count, uint32_t *start, uint64_t *count) {
+    *start = (uint32_t)cli_uint(a, "epoch-start", 0, 0, UINT32_MAX);
+    *count = cli_uint(a, "epochs", 1, 1, max_count);
+    if ((uint64_t)*start + *count > (uint64_t)UINT32_MAX + 1)
+        cli_usage_error(a, "--epoch-start %u --epochs %llu: the last epoch, %llu, is past "
+                        "4294967295 (epochs are 32-bit words)", *start,
+                        (unsigned long long)*count,
+                        (unsigned long long)*start + *count - 1);
+}
+
+void cli_state_at(const cli_args *a, const sp_loader_config *cfg, uint32_t epoch,
+                  sp_loader_state *st) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld;
+    if (sp_loader_create(cfg, &ld, &err) != 0) cli_fail(a, &err);
+    sp_loader_state_at(ld, epoch, 0, st);
+    sp_loader_destroy(ld);
 }
 
 static void cache_warn(void *ud, const char *msg) {
@@ -193,11 +274,8 @@ void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *rin
     if (sp_on_error_parse(cli_str(a, "on-error", "fail"), &cfg->on_error, &err) != 0 ||
         sp_rng_mode_parse(cli_str(a, "rng-mode", "per-sample"), &cfg->rng_mode, &err) != 0)
         cli_usage_error(a, "%s", err.msg);
-    uint64_t w = cli_u64(a, "workers", 0), r = cli_u64(a, "ring", 0);
-    if (w > SP_POOL_MAX_WORKERS) cli_usage_error(a, "--workers must be <= %d", SP_POOL_MAX_WORKERS);
-    if (r > 1024) cli_usage_error(a, "--ring must be <= 1024");
-    *workers = (int)w;
-    *ring = (int)r;
+    *workers = (int)cli_uint(a, "workers", 0, 0, SP_POOL_MAX_WORKERS);
+    *ring = (int)cli_uint(a, "ring", 0, 0, 1024);
 }
 
 void cli_digest_fold(XXH3_state_t *st, sp_digest d) {

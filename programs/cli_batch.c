@@ -1,11 +1,13 @@
 /* cli_batch.c - seedpipe digest and dump: batches out of the loader or the pool.
  *
  * `digest` writes a manifest (manifest.h) of every batch of epochs
- * 0..E-1 (from --resume STATE on; up to --stop-after N batches, then
- * --save-state FILE), in-process or on the worker pool (--workers W), and
- * prints a stream digest (XXH3-128 over the batch digests in order), so two
- * runs can be compared by one line; the batches come from a batch stream
- * (stream.h), whichever kind. `dump` renders one batch
+ * S..S+E-1 (--epoch-start S, default 0; --epochs E; from --resume STATE
+ * on; up to --stop-after N batches, then --save-state FILE), in-process or
+ * on the worker pool (--workers W), and prints a stream digest (XXH3-128
+ * over the batch digests in order), so two runs can be compared by one
+ * line; the batches come from a batch stream (stream.h), whichever kind
+ * (epoch 4294967295, past a stream's reach, from the loader directly:
+ * digest_src). The manifest header's "epochs" is E. `dump` renders one batch
  * as a contact-sheet PNG (uint8 preview, before normalization).
  */
 #include "cli.h"
@@ -49,92 +51,181 @@ static FILE *open_manifest(cli_args *a, const char *out, char *tmp, size_t ntmp,
         if (!f) sp_error_set(&err, SP_EIO, "%s: cannot create", tmp);
     }
     if (!f) {
-        sp_stream_close(stream);
+        sp_stream_close(stream);   /* accepts NULL */
         cli_fail(a, &err);
     }
     return f;
 }
 
+/* Where digest's batches come from: a batch stream (stream.h), or, for a
+ * range that reaches epoch 4294967295, the in-process loader batch by
+ * batch (a stream's `epochs` is a uint32 end, before which it stops, so
+ * the last epoch cannot be streamed: there the pool and the cache are
+ * refused, the bytes are the same). */
+typedef struct digest_src {
+    sp_stream *stream;     /* NULL: the direct loader */
+    sp_loader *ld;         /* direct: owned; else sp_stream_loader() */
+    sp_batch b;            /* direct: the batch buffer */
+    uint64_t epoch, batch, end, nb;   /* direct: the next batch; end: one past the last epoch */
+} digest_src;
+
+static void src_open(cli_args *a, digest_src *s, const sp_loader_config *cfg, int workers,
+                     int ring, uint32_t start, uint64_t count, const char *resume_path,
+                     const char *cache_dir) {
+    sp_error err;
+    sp_error_clear(&err);
+    memset(s, 0, sizeof *s);
+    sp_loader_state resume;
+    if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
+    if (resume_path && resume.epoch < start)
+        cli_usage_error(a, "--resume %s: the state is at epoch %u, before --epoch-start %u",
+                        resume_path, resume.epoch, start);
+    s->end = (uint64_t)start + count;
+    if (s->end <= UINT32_MAX) {
+        if (!resume_path && start > 0) cli_state_at(a, cfg, start, &resume);
+        if (cli_stream_open(cfg, workers, ring, (uint32_t)s->end,
+                            resume_path || start > 0 ? &resume : NULL, cache_dir, &s->stream,
+                            &err) != 0)
+            cli_fail(a, &err);
+        s->ld = sp_stream_loader(s->stream);
+        return;
+    }
+    if (workers || cache_dir)
+        cli_usage_error(a, "epoch 4294967295 is computed in-process only: a pool's or cache's "
+                        "stream ends before a 32-bit epoch (stream.h); drop --workers/--cache");
+    if (sp_loader_create(cfg, &s->ld, &err) != 0) cli_fail(a, &err);
+    if (resume_path && sp_loader_state_check(s->ld, &resume, &err) != 0) cli_fail(a, &err);
+    if (sp_batch_alloc(s->ld, &s->b) != 0) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
+        cli_fail(a, &err);
+    }
+    s->nb = sp_loader_batches_per_epoch(s->ld);
+    s->epoch = resume_path ? resume.epoch : start;
+    s->batch = resume_path ? resume.batch : 0;
+}
+
+static int src_next(digest_src *s, sp_batch *view, sp_error *err) {
+    if (s->stream) return sp_stream_next(s->stream, view, err);
+    if (s->epoch >= s->end || s->nb == 0) return SP_STREAM_END;
+    int rc = sp_loader_batch(s->ld, (uint32_t)s->epoch, s->batch, &s->b, err);
+    *view = s->b;
+    if (++s->batch == s->nb) s->epoch++, s->batch = 0;
+    return rc;
+}
+
+static void src_release(digest_src *s, sp_batch *view) {
+    if (s->stream) sp_stream_release(s->stream, view, NULL);
+}
+
+/* The position after the last batch taken. @return 0, or SP_ERANGE after
+ * the last batch of epoch 4294967295 (no next position to name). */
+static int src_state(digest_src *s, sp_loader_state *st, sp_error *err) {
+    if (s->stream) {
+        sp_stream_state(s->stream, st);
+        return 0;
+    }
+    if (s->epoch > UINT32_MAX)
+        return sp_error_set(err, SP_ERANGE, "--save-state: the stream ended with epoch "
+                            "4294967295, which has no next position to save");
+    sp_loader_state_at(s->ld, (uint32_t)s->epoch, s->batch, st);
+    return 0;
+}
+
+static void src_close(digest_src *s) {
+    if (s->stream) {
+        sp_stream_close(s->stream);
+    } else {
+        sp_batch_free(&s->b);
+        sp_loader_destroy(s->ld);
+    }
+}
+
+/* The end of a manifest: close it (a regular file renamed into place from
+ * tmp); on an earlier error (rc), remove tmp. @return rc, or the close's error. */
+static int close_manifest(FILE *f, const char *out, const char *tmp, int special, int rc,
+                          sp_error *err) {
+    if (rc == 0 && special) {
+        fclose(f);
+    } else if (rc == 0 && f != stdout) {
+        if (fclose(f) != 0) rc = sp_error_set(err, SP_EIO, "%s: write failed", tmp);
+        else if (rename(tmp, out) != 0) rc = sp_error_set(err, SP_EIO, "%s: rename failed", out);
+    } else if (rc != 0) {
+        if (f != stdout) fclose(f);
+        if (strcmp(out, "-") != 0 && !special) remove(tmp);
+    }
+    return rc;
+}
+
 int cmd_digest(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
     sp_loader_config cfg;
-    cli_loader_config(a, a->pos[0], &cfg);
+    cli_loader_config(a, a->pos[0], &cfg, CLI_BATCHES | CLI_FORMAT);
     int workers, ring;
     cli_pool_options(a, &cfg, &workers, &ring);
-    uint64_t epochs = cli_u64(a, "epochs", 1);
-    if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
+    uint32_t start;
+    uint64_t epochs;
+    cli_epoch_range(a, (uint64_t)UINT32_MAX + 1, &start, &epochs);
     const char *out = cli_str(a, "out", NULL);
     if (!out) cli_usage_error(a, "--out FILE.jsonl is required ('-' for stdout)");
     const char *resume_path = cli_str(a, "resume", NULL);
     const char *cache_dir = cli_str(a, "cache", NULL);
     const char *save_path = cli_str(a, "save-state", NULL);
-    uint64_t stop_after = cli_u64(a, "stop-after", UINT64_MAX);
+    uint64_t stop_after = cli_uint(a, "stop-after", UINT64_MAX, 0, UINT64_MAX);
     if (cli_has(a, "stop-after") && !save_path)
         cli_usage_error(a, "--stop-after needs --save-state FILE");
     cli_check_unused(a);
 
     sp_error err;
     sp_error_clear(&err);
-    sp_loader_state resume;
-    if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
-    sp_stream *stream;
-    if (cli_stream_open(&cfg, workers, ring, (uint32_t)epochs, resume_path ? &resume : NULL,
-                        cache_dir, &stream, &err) != 0)
-        cli_fail(a, &err);
-    sp_loader *ld = sp_stream_loader(stream);
+    digest_src src;
+    src_open(a, &src, &cfg, workers, ring, start, epochs, resume_path, cache_dir);
+    sp_loader *ld = src.ld;
     char tmp[4096];
     int special;
-    FILE *f = open_manifest(a, out, tmp, sizeof tmp, &special, stream);
+    FILE *f = open_manifest(a, out, tmp, sizeof tmp, &special, src.stream);
+    FILE *info = f == stdout ? stderr : stdout;
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
     int tty = isatty(2);
     uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0;
     double t0 = now_s(), last = t0;
-    int rc = sp_manifest_write_header(f, ld, (uint32_t)epochs, &err);
+    int rc = sp_manifest_write_header(f, ld, (uint32_t)(epochs > UINT32_MAX ? UINT32_MAX : epochs),
+                                      &err);
     while (rc == 0 && done < stop_after) {
-        sp_batch view, *b = &view;
-        rc = sp_stream_next(stream, &view, &err);
+        sp_batch view;
+        rc = src_next(&src, &view, &err);
         if (rc == SP_STREAM_END) {
             rc = 0;
             break;
         }
         if (rc != 0) break;
-        sp_digest d = sp_batch_digest(ld, b);
+        sp_digest d = sp_batch_digest(ld, &view);
         cli_digest_fold(st, d);
-        rc = sp_manifest_write_batch(f, b, d, &err);
+        rc = sp_manifest_write_batch(f, &view, d, &err);
         done++;
-        images += b->count;
+        images += view.count;
         double t = now_s();
         if (tty && t - last > 0.5) {
             last = t;
-            fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", b->epoch,
-                    (unsigned long long)b->index + 1, (unsigned long long)nb,
+            fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", view.epoch,
+                    (unsigned long long)view.index + 1, (unsigned long long)nb,
                     (double)images / (t - t0));
         }
-        sp_stream_release(stream, &view, NULL);
+        src_release(&src, &view);
     }
     if (tty && done) fputc('\n', stderr);
     if (rc == 0 && save_path) {
         sp_loader_state state;
-        sp_stream_state(stream, &state);
-        rc = sp_loader_state_save(save_path, &state, &err);
+        rc = src_state(&src, &state, &err);
+        if (rc == 0) rc = sp_loader_state_save(save_path, &state, &err);
         if (rc == 0)
-            fprintf(f == stdout ? stderr : stdout, "state: epoch %u batch %llu saved to %s\n",
-                    state.epoch, (unsigned long long)state.batch, save_path);
+            fprintf(info, "state: epoch %u batch %llu saved to %s\n", state.epoch,
+                    (unsigned long long)state.batch, save_path);
     }
-    if (rc == 0 && special) {
-        fclose(f);
-        f = NULL;
-    } else if (rc == 0 && f != stdout) {
-        if (fclose(f) != 0) rc = sp_error_set(&err, SP_EIO, "%s: write failed", tmp);
-        else if (rename(tmp, out) != 0) rc = sp_error_set(&err, SP_EIO, "%s: rename failed", out);
-        f = NULL;
-    }
+    rc = close_manifest(f, out, tmp, special, rc, &err);
     cli_print_failures(ld, stderr);
     if (rc != 0) {
-        if (f && f != stdout) fclose(f);
-        if (strcmp(out, "-") != 0 && !special) remove(tmp);
-        sp_stream_close(stream);
+        src_close(&src);
         XXH3_freeState(st);
         cli_fail(a, &err);
     }
@@ -144,24 +235,23 @@ int cmd_digest(cli_args *a) {
     char hex[33];
     sp_digest_hex(sd, hex);
     double dt = now_s() - t0;
-    fprintf(f == stdout ? stderr : stdout,
-            "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
+    fprintf(info, "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
             (unsigned long long)done, (unsigned long long)images, dt,
             dt > 0 ? (double)images / dt : 0.0, hex);
-    cli_print_cache_stats(sp_stream_cache(stream), f == stdout ? stderr : stdout);
-    sp_stream_close(stream);
+    cli_print_cache_stats(src.stream ? sp_stream_cache(src.stream) : NULL, info);
+    src_close(&src);
     return 0;
 }
 
 int cmd_dump(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe dump DATASET ... --out grid.png");
     sp_loader_config cfg;
-    cli_loader_config(a, a->pos[0], &cfg);
+    cli_loader_config(a, a->pos[0], &cfg, CLI_BATCHES);
     cfg.dtype = SP_DTYPE_UINT8;
     cfg.layout = SP_LAYOUT_NHWC;
     cfg.skip_normalize = 1;
-    uint64_t epoch = cli_u64(a, "epoch", 0), index = cli_u64(a, "batch", 0);
-    if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
+    uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
+    uint64_t index = cli_uint(a, "batch", 0, 0, UINT64_MAX);
     const char *out = cli_str(a, "out", NULL);
     if (!out) cli_usage_error(a, "--out grid.png is required");
     cli_check_unused(a);
@@ -195,10 +285,10 @@ int cmd_explain(cli_args *a) {
         cli_usage_error(a, "usage: seedpipe explain DATASET --pipeline P --seed S --epoch E "
                            "--sample I");
     sp_loader_config cfg;
-    cli_loader_config(a, a->pos[0], &cfg);
+    cli_loader_config(a, a->pos[0], &cfg, 0);
     cfg.dtype = SP_DTYPE_FLOAT32;   /* any pipeline; nothing is computed */
-    uint64_t epoch = cli_u64(a, "epoch", 0), index = cli_u64(a, "sample", 0);
-    if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
+    uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
+    uint64_t index = cli_uint(a, "sample", 0, 0, UINT64_MAX);
     if (!cli_has(a, "sample")) cli_usage_error(a, "--sample I (a dataset index) is required");
     cli_check_unused(a);
     sp_error err;

@@ -4,10 +4,10 @@
  *         --batch-size B --epochs 0-9 [--threads T | --workers W] [--level L]
  *         [--max-size SIZE] [--dtype ..] [--layout ..] [--drop-last]
  *         [--rank R --world W] [--on-error fail|skip|substitute]
- *       fill the cache with epochs (N = 0..N-1, A-B inclusive, lists with
- *       commas); entries already there are verified and kept; a progress
- *       bar on a terminal; throughput and compression at the end. Each
- *       epoch to build is one batch stream (stream.h) through the cache:
+ *       fill the cache with epochs (N = 0..N-1, or S..S+N-1 with
+ *       --epoch-start S; A-B inclusive; lists with commas); entries
+ *       already there are verified and kept; a progress bar on a
+ *       terminal; throughput and compression at the end. Each epoch to build is one batch stream (stream.h) through the cache:
  *       in-process, or with --workers W a worker pool (pool.h) of W
  *       processes that compute, compress and write, one pool per epoch.
  *   seedpipe cache ls DIR
@@ -58,49 +58,47 @@ static void human(uint64_t b, char *out, size_t cap) {
     snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
 }
 
-/* "N" (0..N-1), "A-B" (inclusive), comma lists. Sets *n (cap max). */
-static int parse_epochs(const char *s, uint32_t *out, size_t cap, size_t *n) {
-    *n = 0;
-    const char *p = s;
-    int single = strchr(s, '-') == NULL && strchr(s, ',') == NULL;
-    while (*p) {
-        char *end;
-        unsigned long long x = strtoull(p, &end, 10), y;
-        if (end == p || *p == '-' || *p == '+') return -1;
-        p = end;
-        if (*p == '-') {
-            y = strtoull(p + 1, &end, 10);
-            if (end == p + 1 || y < x) return -1;
-            p = end;
-        } else if (single) {
-            if (x == 0) return -1;
-            y = x - 1;
-            x = 0;
-        } else {
-            y = x;
-        }
-        if (y > UINT32_MAX) return -1;
-        for (unsigned long long e = x; e <= y; e++) {
-            if (*n == cap) return -1;
-            out[(*n)++] = (uint32_t)e;
-        }
-        if (*p == ',') p++;
-        else if (*p) return -1;
+/* --epochs: "N" (the N epochs from --epoch-start S, default 0), "A-B"
+ * (inclusive) or a comma list of A and A-B items, into out (at most cap);
+ * @return how many. Exits 2 if bad. Epoch 4294967295 is refused: a
+ * stream's epochs are a 32-bit end (stream.h), it cannot stream that one. */
+static size_t parse_epochs(cli_args *a, uint32_t *out, size_t cap) {
+    const char *s = cli_str(a, "epochs", "1");
+    size_t n = 0;
+    if (!s[strcspn(s, "-,")]) {
+        uint32_t start;
+        uint64_t count;
+        cli_epoch_range(a, cap, &start, &count);
+        for (; n < count; n++) out[n] = start + (uint32_t)n;
+    } else {
+        if (cli_has(a, "epoch-start"))
+            cli_usage_error(a, "--epoch-start S goes with --epochs N (a count), not with a list "
+                            "or range (\"%s\")", s);
+        const char *p = s;
+        do {
+            size_t len = strcspn(p, ","), dash = strcspn(p, "-");
+            uint64_t x = cli_num_span(a, "epochs", s, p, dash < len ? dash : len, 0, UINT32_MAX);
+            uint64_t y = dash < len ? cli_num_span(a, "epochs", s, p + dash + 1, len - dash - 1,
+                                                   x, UINT32_MAX) : x;
+            for (uint64_t e = x; e <= y; e++) {
+                if (n == cap) cli_usage_error(a, "--epochs \"%s\": more than %zu epochs", s, cap);
+                out[n++] = (uint32_t)e;
+            }
+            p += len;
+        } while (*p++ == ',');
     }
-    return *n ? 0 : -1;
+    for (size_t k = 0; k < n; k++)
+        if (out[k] == UINT32_MAX)
+            cli_usage_error(a, "epoch 4294967295 cannot be cached: a stream's epochs are a "
+                            "32-bit end (stream.h); `seedpipe digest --epoch-start 4294967295` "
+                            "computes it");
+    return n;
 }
 
 static void cache_opts(cli_args *a, sp_cache_opts *o) {
     sp_cache_opts_default(o);
     o->warn = on_warn;
-    const char *lv = cli_str(a, "level", NULL);
-    if (lv) {
-        char *end;
-        long l = strtol(lv, &end, 10);
-        if (end == lv || *end || l < -131072 || l > 22)
-            cli_usage_error(a, "--level: \"%s\" is not a zstd level", lv);
-        o->level = (int)l;
-    }
+    o->level = (int)cli_int(a, "level", o->level, -131072, 22);
     const char *ms = cli_str(a, "max-size", NULL);
     sp_error err;
     if (ms && sp_cache_parse_size(ms, &o->max_size, &err) != 0) cli_usage_error(a, "%s", err.msg);
@@ -229,21 +227,16 @@ static int cache_build(cli_args *a) {
     const char *dir = cli_str(a, "cache", NULL);
     if (!dir) cli_usage_error(a, "--cache DIR is required");
     sp_loader_config cfg;
-    cli_loader_config(a, a->pos[1], &cfg);
+    cli_loader_config(a, a->pos[1], &cfg, CLI_BATCHES | CLI_FORMAT);
     sp_error err;
     sp_error_clear(&err);
     const char *oe = cli_str(a, "on-error", NULL);
     if (oe && sp_on_error_parse(oe, &cfg.on_error, &err) != 0) cli_usage_error(a, "%s", err.msg);
     static uint32_t epochs[1u << 16];
-    size_t ne;
-    const char *es = cli_str(a, "epochs", "1");
-    if (parse_epochs(es, epochs, sizeof epochs / sizeof epochs[0], &ne) != 0)
-        cli_usage_error(a, "--epochs \"%s\": expected N, A-B or a comma list (at most 65536)", es);
+    size_t ne = parse_epochs(a, epochs, sizeof epochs / sizeof epochs[0]);
     sp_cache_opts o;
     cache_opts(a, &o);
-    uint64_t workers = cli_u64(a, "workers", 0);
-    if (workers > SP_POOL_MAX_WORKERS)
-        cli_usage_error(a, "--workers must be <= %d", SP_POOL_MAX_WORKERS);
+    uint64_t workers = cli_uint(a, "workers", 0, 0, SP_POOL_MAX_WORKERS);
     cli_check_unused(a);
 
     build_ctx x;
@@ -388,7 +381,7 @@ static int recompute_one(sp_cache *c, const sp_cache_entry_info *e, sp_loader *l
 
 static int cache_verify(cli_args *a) {
     if (a->npos != 2) cli_usage_error(a, "usage: seedpipe cache verify DIR [--recompute N]");
-    uint64_t nre = cli_u64(a, "recompute", 0);
+    uint64_t nre = cli_uint(a, "recompute", 0, 0, UINT64_MAX);
     const char *dataset = cli_str(a, "dataset", NULL);
     cli_check_unused(a);
     sp_cache *c;

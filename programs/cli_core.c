@@ -19,7 +19,9 @@
 #include "seedpipe/sampler.h"
 #include "seedpipe/shapes.h"
 
-/* A 32-bit word in hex, with or without 0x. */
+/* A 32-bit word as `rng` documents it (cli_help.c, docs/determinism.md):
+ * 1 to 8 hex digits (0-9, a-f, A-F), most significant first, optionally
+ * after 0x or 0X; nothing else (no sign, space or empty word). */
 static int parse_word(const char *s, uint32_t *out) {
     if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
     if (!*s || strlen(s) > 8) return -1;
@@ -55,8 +57,8 @@ static int rng_batch(void) {
         }
         if (n == 0) continue;
         if (n != 6) {
-            fprintf(stderr, "seedpipe rng: stdin line %lu: expected 6 hex words "
-                            "(k0 k1 c0 c1 c2 c3)\n", lineno);
+            fprintf(stderr, "seedpipe rng: stdin line %lu: expected 6 words of 1 to 8 hex "
+                            "digits, optionally after 0x (k0 k1 c0 c1 c2 c3)\n", lineno);
             return 1;
         }
         sp_key k = {{w[0], w[1]}};
@@ -81,7 +83,8 @@ int cmd_rng(cli_args *a) {
         for (int i = 0; i < 6; i++) {
             const char *s = i < 2 ? kw[i] : cw[i - 2];
             if (parse_word(s, &w[i]) != 0)
-                cli_usage_error(a, "\"%s\" is not a 32-bit hex word", s);
+                cli_usage_error(a, "--%s \"%s\": not a 32-bit word (1 to 8 hex digits, "
+                                "optionally after 0x)", i < 2 ? "key" : "counter", s);
         }
         sp_key k = {{w[0], w[1]}};
         sp_ctr c = {{w[2], w[3], w[4], w[5]}};
@@ -92,7 +95,7 @@ int cmd_rng(cli_args *a) {
     const char *stream = cli_str(a, "stream", NULL);
     if (!cli_has(a, "seed") || !stream)
         cli_usage_error(a, "give --key/--counter, --batch, or --seed S --stream NAME");
-    uint64_t seed = cli_u64(a, "seed", 0);
+    uint64_t seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     uint32_t tag = 0;
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++)
         if (!strcmp(streams[i].name, stream)) tag = streams[i].tag;
@@ -102,9 +105,7 @@ int cmd_rng(cli_args *a) {
     sp_key k = sp_stream_key(seed, tag);
     if (cli_has(a, "worker")) {
         if (tag != SP_STREAM_WORKER) cli_usage_error(a, "--worker needs --stream worker");
-        uint64_t w = cli_u64(a, "worker", 0);
-        if (w > UINT32_MAX) cli_usage_error(a, "--worker must fit in 32 bits");
-        k = sp_key_derive(k, (uint32_t)w);
+        k = sp_key_derive(k, (uint32_t)cli_uint(a, "worker", 0, 0, UINT32_MAX));
     }
     cli_check_unused(a);
     printf("%08x %08x\n", k.k[0], k.k[1]);
@@ -117,14 +118,13 @@ int cmd_order(cli_args *a) {
     sp_error err;
     sp_error_clear(&err);
     const char *split_spec = cli_str(a, "split", NULL), *subset = cli_str(a, "subset", NULL);
-    uint64_t split_seed = cli_u64(a, "split-seed", 0);
+    uint64_t split_seed = cli_uint(a, "split-seed", 0, 0, UINT64_MAX);
     uint64_t *map = NULL;
     if (a->npos == 1) {
         if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
         n = sp_dataset_size(ds);
     } else if (a->npos == 0 && cli_has(a, "n")) {
-        n = cli_u64(a, "n", 0);
-        if (n == 0 || n > (1ull << 40)) cli_usage_error(a, "--n must be in 1..2^40");
+        n = cli_uint(a, "n", 0, 1, 1ull << 40);
     } else {
         cli_usage_error(a, "give a DATASET or --n N");
     }
@@ -150,9 +150,8 @@ int cmd_order(cli_args *a) {
             cli_fail(a, &err);
         }
     }
-    uint64_t seed = cli_u64(a, "seed", 0);
-    uint64_t epoch = cli_u64(a, "epoch", 0);
-    if (epoch > UINT32_MAX) cli_usage_error(a, "--epoch must fit in 32 bits");
+    uint64_t seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
+    uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
     cli_check_unused(a);
     sp_perm p;
     sp_perm_init(&p, n, sp_stream_key(seed, SP_STREAM_SHUFFLE), (uint32_t)epoch);
@@ -186,7 +185,7 @@ int cmd_inspect(cli_args *a) {
         cli_usage_error(a, "usage: seedpipe inspect DATASET [--split NAME=FRACTION,... "
                            "[--split-seed S]]");
     const char *split_spec = cli_str(a, "split", NULL);
-    uint64_t split_seed = cli_u64(a, "split-seed", 0);
+    uint64_t split_seed = cli_uint(a, "split-seed", 0, 0, UINT64_MAX);
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);
@@ -224,7 +223,7 @@ int cmd_index(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe index DATASET [--rebuild] [--threads T]");
     sp_dataset_limits lim = {0};
     lim.index = cli_has(a, "rebuild") ? SP_INDEX_REBUILD : SP_INDEX_AUTO;
-    lim.hash_threads = (int)cli_u64(a, "threads", 0);
+    lim.hash_threads = (int)cli_uint(a, "threads", 0, 0, 64);
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);
@@ -265,8 +264,7 @@ int cmd_index(cli_args *a) {
 int cmd_shard(cli_args *a) {
     if (a->npos != 2)
         cli_usage_error(a, "usage: seedpipe shard DATASET OUT_DIR [--max-count N]");
-    uint64_t max_count = cli_u64(a, "max-count", 10000);
-    if (max_count == 0) cli_usage_error(a, "--max-count must be >= 1");
+    uint64_t max_count = cli_uint(a, "max-count", 10000, 1, UINT64_MAX);
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);
@@ -293,7 +291,7 @@ int cmd_split(cli_args *a) {
         cli_usage_error(a, "usage: seedpipe split DATASET --split NAME=FRACTION,... "
                            "--subset NAME [--split-seed S]");
     const char *spec = cli_str(a, "split", NULL), *subset = cli_str(a, "subset", NULL);
-    uint64_t seed = cli_u64(a, "split-seed", 0);
+    uint64_t seed = cli_uint(a, "split-seed", 0, 0, UINT64_MAX);
     cli_check_unused(a);
     if (!spec || !subset) cli_usage_error(a, "seedpipe split needs --split and --subset");
     sp_error err;
@@ -330,12 +328,9 @@ int cmd_make_shapes(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe make-shapes OUT_DIR [--count N] "
                                          "[--size PX] [--seed S]");
     sp_shapes_opts o = {1000, 64, 0};
-    uint64_t count = cli_u64(a, "count", o.count), size = cli_u64(a, "size", (uint64_t)o.size);
-    if (count == 0 || count > 10000000) cli_usage_error(a, "--count must be in 1..10000000");
-    if (size < 16 || size > 4096) cli_usage_error(a, "--size must be in 16..4096");
-    o.count = (uint32_t)count;
-    o.size = (int)size;
-    o.seed = cli_u64(a, "seed", 0);
+    o.count = (uint32_t)cli_uint(a, "count", o.count, 1, 10000000);
+    o.size = (int)cli_uint(a, "size", (uint64_t)o.size, 16, 4096);
+    o.seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);

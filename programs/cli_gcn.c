@@ -81,19 +81,13 @@ static int experiment(const sp_gcn *g, const float *x, sp_scatter_mode mode, int
 }
 
 int cmd_gcn_demo(cli_args *a) {
-    uint64_t threads = cli_u64(a, "threads", 2);
-    uint64_t runs = cli_u64(a, "runs", 5);
-    uint64_t seed = cli_u64(a, "seed", 0);
-    uint64_t nodes = cli_u64(a, "nodes", 1000);
-    const char *ps = cli_str(a, "p", "0.01");
+    uint64_t threads = cli_uint(a, "threads", 2, 1, SP_GRAPH_MAX_THREADS);
+    uint64_t runs = cli_uint(a, "runs", 5, 1, 1000);
+    uint64_t seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
+    uint64_t nodes = cli_uint(a, "nodes", 1000, 1, 1000000);
+    double p = cli_real(a, "p", 0.01, 0.0, 1.0);
     const char *device = cli_str(a, "device", "cpu");
     cli_check_unused(a);
-    char *end;
-    double p = strtod(ps, &end);
-    if (end == ps || *end || !(p >= 0.0 && p <= 1.0)) cli_usage_error(a, "--p must be in [0, 1]");
-    if (threads < 1 || threads > SP_GRAPH_MAX_THREADS) cli_usage_error(a, "--threads must be in 1..64");
-    if (runs < 1 || runs > 1000) cli_usage_error(a, "--runs must be in 1..1000");
-    if (nodes < 1 || nodes > 1000000) cli_usage_error(a, "--nodes must be in 1..1000000");
     int want_cuda = 0;
     if (!strcmp(device, "cuda")) want_cuda = 1;
     else if (strcmp(device, "cpu")) cli_usage_error(a, "--device must be cpu or cuda");

@@ -35,19 +35,22 @@ static void parse_ranks(cli_args *a, uint32_t world, uint32_t *first, uint32_t *
     *first = 0;
     *count = world;
     if (!v) return;
-    char *end;
-    unsigned long lo = strtoul(v, &end, 10), hi = lo;
-    int ok = end != v && v[0] >= '0' && v[0] <= '9';
-    if (ok && *end == '-') {
-        const char *p = end + 1;
-        hi = strtoul(p, &end, 10);
-        ok = end != p && p[0] >= '0' && p[0] <= '9';
+    size_t n = strcspn(v, "-");
+    uint64_t lo, hi;
+    int rc = cli_parse_dec(v, n, &lo), bad = rc == -1;
+    if (rc == -2) lo = UINT64_MAX;   /* out of range below */
+    hi = lo;
+    if (!bad && v[n] == '-') {
+        rc = cli_parse_dec(v + n + 1, strlen(v + n + 1), &hi);
+        bad = rc == -1;
+        if (rc == -2) hi = UINT64_MAX;
     }
-    if (!ok || *end)
-        cli_usage_error(a, "--ranks \"%s\": expected A-B (first and last rank served) or A", v);
+    if (bad)
+        cli_usage_error(a, "--ranks \"%s\": expected A-B (first and last rank served) or A, "
+                        "decimal", v);
     if (!cli_has(a, "world")) cli_usage_error(a, "--ranks needs --world K (the job's ranks)");
     if (lo > hi || hi >= world)
-        cli_usage_error(a, "--ranks %s: need A <= B < --world %u", v, world);
+        cli_usage_error(a, "--ranks \"%s\": need A <= B < --world %u", v, world);
     if (hi - lo + 1 > SP_SERVICE_MAX_RANKS)
         cli_usage_error(a, "--ranks %s: one service serves at most %d ranks", v,
                         SP_SERVICE_MAX_RANKS);
@@ -65,15 +68,20 @@ int cmd_serve(cli_args *a) {
     if (cli_has(a, "rank"))
         cli_usage_error(a, "serve takes --world K; each client attaches as its own rank");
     sp_loader_config cfg;
-    cli_loader_config(a, a->pos[0], &cfg);
+    cli_loader_config(a, a->pos[0], &cfg, CLI_BATCHES | CLI_FORMAT);
     uint32_t world = cfg.world;
     cfg.world = 1;
     cfg.rank = 0;
     int workers, ring;
     cli_pool_options(a, &cfg, &workers, &ring);
     if (workers < 1) cli_usage_error(a, "--workers W (1..%d) is required", SP_POOL_MAX_WORKERS);
-    uint64_t epochs = cli_u64(a, "epochs", 1);
-    if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
+    uint32_t start;
+    uint64_t epochs;
+    cli_epoch_range(a, UINT32_MAX, &start, &epochs);
+    if ((uint64_t)start + epochs > UINT32_MAX)
+        cli_usage_error(a, "--epoch-start %u --epochs %llu: a service serves epochs below "
+                        "4294967295 (its epochs are a 32-bit end, service.h); use digest for the "
+                        "last one", start, (unsigned long long)epochs);
     const char *resume_path = cli_str(a, "resume", NULL);
     const char *cache_dir = cli_str(a, "cache", NULL);
     uint32_t first, count;
@@ -92,6 +100,10 @@ int cmd_serve(cli_args *a) {
     sp_error_clear(&err);
     sp_loader_state resume;
     if (resume_path && sp_loader_state_load(resume_path, &resume, &err) != 0) cli_fail(a, &err);
+    if (resume_path && resume.epoch < start)
+        cli_usage_error(a, "--resume %s: the state is at epoch %u, before --epoch-start %u",
+                        resume_path, resume.epoch, start);
+    if (!resume_path && start > 0) cli_state_at(a, &cfg, start, &resume);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -102,8 +114,8 @@ int cmd_serve(cli_args *a) {
 
     sp_cache_opts co;
     cli_cache_opts(&co);
-    sp_service_config sc = {name,      world, workers, ring, (uint32_t)epochs,
-                            resume_path ? &resume : NULL, cache_dir, &co, first, count};
+    sp_service_config sc = {name, world, workers, ring, (uint32_t)(start + epochs),
+                            resume_path || start ? &resume : NULL, cache_dir, &co, first, count};
     sp_service *svc;
     if (sp_service_create(&cfg, &sc, &svc, &err) != 0) cli_fail(a, &err);
     if (sp_service_note(svc)[0]) fprintf(stderr, "seedpipe serve: %s\n", sp_service_note(svc));

@@ -63,16 +63,6 @@
 #include "seedpipe/dataset.h"
 #include "seedpipe/train.h"
 
-static float parse_float(cli_args *a, const char *key, float dflt) {
-    const char *v = cli_str(a, key, NULL);
-    if (!v) return dflt;
-    char *end;
-    errno = 0;
-    float f = strtof(v, &end);
-    if (errno || end == v || *end) cli_usage_error(a, "--%s: \"%s\" is not a number", key, v);
-    return f;
-}
-
 /* The first `steps` batches of the in-process stream on a new trainer
  * (cfg): its weights into w (nparams floats), their digest, the seconds. */
 static void compare_run(cli_args *a, const cli_train_opts *o, const sp_train_config *cfg,
@@ -208,12 +198,10 @@ static void train_options(cli_args *a, cli_train_opts *o) {
     sp_train_config_default(&o->tcfg);
     if (sp_device_parse(cli_str(a, "device", "cpu"), &o->tcfg.device, &err))
         cli_usage_error(a, "%s", err.msg);
-    o->tcfg.threads = (int)cli_u64(a, "train-threads", (uint64_t)o->lcfg.threads);
-    if (o->tcfg.threads < 1 || o->tcfg.threads > 64)
-        cli_usage_error(a, "--train-threads must be in 1..64");
-    o->tcfg.lr = parse_float(a, "lr", o->tcfg.lr);
-    o->tcfg.momentum = parse_float(a, "momentum", o->tcfg.momentum);
-    o->tcfg.weight_decay = parse_float(a, "weight-decay", o->tcfg.weight_decay);
+    o->tcfg.threads = (int)cli_uint(a, "train-threads", (uint64_t)o->lcfg.threads, 1, 64);
+    o->tcfg.lr = (float)cli_real(a, "lr", o->tcfg.lr, 0, 1e6);
+    o->tcfg.momentum = (float)cli_real(a, "momentum", o->tcfg.momentum, 0, 1);
+    o->tcfg.weight_decay = (float)cli_real(a, "weight-decay", o->tcfg.weight_decay, 0, 1e6);
     const char *mode = cli_str(a, "mode", "strict");
     if (cli_has(a, "fast")) mode = "fast";
     if (cli_has(a, "strict")) mode = "strict";
@@ -221,15 +209,13 @@ static void train_options(cli_args *a, cli_train_opts *o) {
     else if (!strcmp(mode, "fast")) o->tcfg.strict = 0, o->tcfg.fast = 1;
     else if (!strcmp(mode, "default")) o->tcfg.strict = 0, o->tcfg.fast = 0;
     else cli_usage_error(a, "--mode must be strict, fast or default");
-    o->tcfg.cuda_device = (int)cli_u64(a, "cuda-device", 0);
+    o->tcfg.cuda_device = (int)cli_uint(a, "cuda-device", 0, 0, 1023);
 }
 
 /* The run's options: --epochs, evaluation, --cache, --attach,
  * checkpoints, --resume, --stop-after, and the pool's. */
 static void run_options(cli_args *a, cli_train_opts *o) {
-    uint64_t ep = cli_u64(a, "epochs", 1);
-    if (ep == 0 || ep > 1000000) cli_usage_error(a, "--epochs must be in 1..1000000");
-    o->epochs = (uint32_t)ep;
+    o->epochs = (uint32_t)cli_uint(a, "epochs", 1, 1, 1000000);
     o->eval_dataset = cli_str(a, "eval", NULL);
     o->eval_pipeline = cli_str(a, "eval-pipeline", NULL);
     o->eval_subset = cli_str(a, "eval-subset", NULL);
@@ -238,9 +224,9 @@ static void run_options(cli_args *a, cli_train_opts *o) {
     o->cache_dir = cli_str(a, "cache", NULL);
     o->attach = cli_str(a, "attach", NULL);
     o->ckpt_dir = cli_str(a, "checkpoint-dir", NULL);
-    o->ckpt_every = cli_u64(a, "checkpoint-every", o->ckpt_dir ? 100 : 0);
+    o->ckpt_every = cli_uint(a, "checkpoint-every", o->ckpt_dir ? 100 : 0, 0, UINT64_MAX);
     o->resume = cli_str(a, "resume", NULL);
-    o->stop_after = cli_u64(a, "stop-after", 0);
+    o->stop_after = cli_uint(a, "stop-after", 0, 0, UINT64_MAX);
     /* --on-error, --rng-mode, --workers, --ring as the pool commands. */
     cli_pool_options(a, &o->lcfg, &o->workers, &o->ring);
 }
@@ -248,15 +234,13 @@ static void run_options(cli_args *a, cli_train_opts *o) {
 /* --seeds: up to 64 comma-separated integers into list. @return how many. */
 static int parse_seeds(cli_args *a, const char *seeds, uint64_t *list) {
     int n = 0;
-    for (const char *p = seeds; *p;) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 0);
-        if (errno || end == p || (*end && *end != ',') || n == 64 || *p == '-')
-            cli_usage_error(a, "--seeds: expected up to 64 comma-separated integers (\"%s\")", seeds);
-        list[n++] = v;
-        p = *end ? end + 1 : end;
-    }
+    const char *p = seeds;
+    do {
+        size_t len = strcspn(p, ",");
+        if (n == 64) cli_usage_error(a, "--seeds \"%s\": more than 64 seeds", seeds);
+        list[n++] = cli_num_span(a, "seeds", seeds, p, len, 0, UINT64_MAX);
+        p += len;
+    } while (*p++ == ',');
     return n;
 }
 
@@ -355,13 +339,13 @@ int cmd_train(cli_args *a) {
     sp_error err;
     sp_error_clear(&err);
     if (cli_dist_start(&cli_train_job, &err)) cli_train_fail(a, &err);
-    cli_loader_config(a, o.dataset, &o.lcfg);
+    cli_loader_config(a, o.dataset, &o.lcfg, CLI_BATCHES | CLI_FORMAT);
     job_geometry(a, &o);
     train_options(a, &o);
     run_options(a, &o);
     const char *out = cli_str(a, "out", NULL);
     const char *seeds = cli_str(a, "seeds", NULL);
-    uint64_t compare = cli_u64(a, "compare-devices", 0);
+    uint64_t compare = cli_uint(a, "compare-devices", 0, 0, UINT64_MAX);
     o.progress = isatty(2);
     cli_check_unused(a);
     if (!out) cli_usage_error(a, "--out RUN.json is required");

@@ -23,17 +23,13 @@
 /* A comma-separated list of 1..max into out[16]; @return the count (exits 2 if bad). */
 static int parse_list(cli_args *a, const char *opt, const char *list, long max, int *out) {
     int n = 0;
-    for (const char *p = list; *p;) {
-        char *end;
-        long w = strtol(p, &end, 10);
-        if (end == p || w < 1 || w > max || n == 16)
-            cli_usage_error(a, "--%s: a comma-separated list of at most 16 numbers in 1..%ld "
-                            "(got \"%s\")", opt, max, list);
-        out[n++] = (int)w;
-        p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') cli_usage_error(a, "--%s: bad list \"%s\"", opt, list);
-    }
-    if (n == 0) cli_usage_error(a, "--%s: an empty list", opt);
+    const char *p = list;
+    do {
+        size_t len = strcspn(p, ",");
+        if (n == 16) cli_usage_error(a, "--%s \"%s\": more than 16 numbers", opt, list);
+        out[n++] = (int)cli_num_span(a, opt, list, p, len, 1, (uint64_t)max);
+        p += len;
+    } while (*p++ == ',');
     return n;
 }
 
@@ -54,7 +50,7 @@ static void verify_loader_config(cli_args *a, int lists_world, sp_loader_config 
     for (int i = 0; i < tmp.nopt; i++)
         if (!strcmp(tmp.opt[i].key, "workers") || (lists_world && !strcmp(tmp.opt[i].key, "world")))
             tmp.opt[i].key = "";
-    cli_loader_config(&tmp, a->pos[0], cfg);
+    cli_loader_config(&tmp, a->pos[0], cfg, CLI_BATCHES | CLI_FORMAT);
     int dummy_w;
     cli_pool_options(&tmp, cfg, &dummy_w, ring);
     for (int i = 0; i < a->nopt; i++) a->opt[i].used |= tmp.opt[i].used;
@@ -68,9 +64,7 @@ int cmd_verify(cli_args *a) {
     sp_verify_config vc;
     memset(&vc, 0, sizeof vc);
     verify_loader_config(a, klist != NULL, &cfg, &vc.ring_slots);
-    uint64_t epochs = cli_u64(a, "epochs", 1);
-    if (epochs == 0 || epochs > UINT32_MAX) cli_usage_error(a, "--epochs must be >= 1");
-    vc.epochs = (uint32_t)epochs;
+    vc.epochs = (uint32_t)cli_uint(a, "epochs", 1, 1, UINT32_MAX);
     static const struct { const char *opt; unsigned flag; } flags[] = {
         {"no-crash", SP_VERIFY_NO_CRASH}, {"no-resume", SP_VERIFY_NO_RESUME},
         {"no-service", SP_VERIFY_NO_SERVICE}, {"no-cache", SP_VERIFY_NO_CACHE}};

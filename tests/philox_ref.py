@@ -15,7 +15,11 @@ Importable:
     R.philox((0, 0, 0, 0), (0, 0))   -> (0x6627e8d5, 0xe169c58d, ...)
     R.order(n=10, seed=42, epoch=0)  -> [sample index at position 0, 1, ...]
 
-Command line (words in hex, with or without 0x; seeds in decimal or 0x-hex):
+Command line, numbers as the seedpipe CLI reads them (so the two can be
+diffed): a word (K0.., C0.., k0..) is 1 to 8 hex digits, optionally after
+0x or 0X; every other number is decimal digits only, the whole word (010 is
+ten; no sign, space, 0x, exponent or empty word), range-checked; an option
+given twice is an error; errors exit 2 naming the option:
     python3 tests/philox_ref.py rng --key K0 K1 --counter C0 C1 C2 C3
     python3 tests/philox_ref.py rng --batch          < lines "k0 k1 c0 c1 c2 c3"
     python3 tests/philox_ref.py rng --seed S --stream shuffle|augment|init|worker|other [--worker W]
@@ -231,8 +235,37 @@ def rrc_sample(W, H, scale, ratio, k_augment, op, sample, epoch):
 
 # ---- command line ------------------------------------------------------------
 
-def _hex(s):
-    return int(s, 16)
+def _word(s):
+    """A 32-bit word as `seedpipe rng` documents it: 1 to 8 hex digits
+    (0-9, a-f, A-F), optionally after 0x or 0X; nothing else."""
+    t = s[2:] if s[:2] in ("0x", "0X") else s
+    if not 1 <= len(t) <= 8 or any(c not in "0123456789abcdefABCDEF" for c in t):
+        raise argparse.ArgumentTypeError(
+            '"%s": not a 32-bit word (1 to 8 hex digits, optionally after 0x)' % s)
+    return int(t, 16)
+
+
+def _dec(lo, hi):
+    """A decimal number in [lo, hi] as the seedpipe CLI reads one: digits 0-9
+    only, the whole word (leading zeros are decimal), nothing else."""
+    def parse(s):
+        if not s or any(c not in "0123456789" for c in s):
+            raise argparse.ArgumentTypeError(
+                '"%s": not a decimal number in %d..%d (digits 0-9 only: no sign, space, 0x '
+                'or exponent)' % (s, lo, hi))
+        v = int(s, 10)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError('"%s": out of range %d..%d' % (s, lo, hi))
+        return v
+    return parse
+
+
+class _Once(argparse.Action):
+    """An option that may be given once (argparse keeps the last silently)."""
+    def __call__(self, parser, ns, values, option_string=None):
+        if getattr(ns, self.dest) is not None:
+            parser.error("%s given twice" % option_string)
+        setattr(ns, self.dest, values)
 
 
 def _fmt(words):
@@ -240,20 +273,21 @@ def _fmt(words):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    rng = sub.add_parser("rng", help="Philox words or derived keys")
-    rng.add_argument("--key", nargs=2, type=_hex, metavar=("K0", "K1"))
-    rng.add_argument("--counter", nargs=4, type=_hex, metavar=("C0", "C1", "C2", "C3"))
+    rng = sub.add_parser("rng", help="Philox words or derived keys", allow_abbrev=False)
+    rng.add_argument("--key", nargs=2, type=_word, metavar=("K0", "K1"), action=_Once)
+    rng.add_argument("--counter", nargs=4, type=_word, metavar=("C0", "C1", "C2", "C3"),
+                     action=_Once)
     rng.add_argument("--batch", action="store_true",
                      help="read 'k0 k1 c0 c1 c2 c3' lines from stdin")
-    rng.add_argument("--seed", type=lambda s: int(s, 0))
-    rng.add_argument("--stream", choices=sorted(STREAMS))
-    rng.add_argument("--worker", type=lambda s: int(s, 0))
-    od = sub.add_parser("order", help="the epoch order, one index per line")
-    od.add_argument("--n", type=int, required=True)
-    od.add_argument("--seed", type=lambda s: int(s, 0), required=True)
-    od.add_argument("--epoch", type=int, required=True)
+    rng.add_argument("--seed", type=_dec(0, 2**64 - 1), action=_Once)
+    rng.add_argument("--stream", choices=sorted(STREAMS), action=_Once)
+    rng.add_argument("--worker", type=_dec(0, MASK32), action=_Once)
+    od = sub.add_parser("order", help="the epoch order, one index per line", allow_abbrev=False)
+    od.add_argument("--n", type=_dec(1, MAX_N), required=True, action=_Once)
+    od.add_argument("--seed", type=_dec(0, 2**64 - 1), required=True, action=_Once)
+    od.add_argument("--epoch", type=_dec(0, MASK32), required=True, action=_Once)
     a = ap.parse_args(argv)
 
     out = sys.stdout
@@ -262,7 +296,10 @@ def main(argv=None):
         out.write("".join("%d\n" % p.at(i) for i in range(a.n)))
     elif a.batch:
         for line in sys.stdin:
-            w = [_hex(t) for t in line.split()]
+            try:
+                w = [_word(t) for t in line.split()]
+            except argparse.ArgumentTypeError as e:
+                ap.error("--batch: %s" % e)
             if not w:
                 continue
             if len(w) != 6:
