@@ -75,24 +75,9 @@ int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err)
         free(text);
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     }
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        free(text);
-        return sp_error_set(err, SP_EINVAL, "%s: path too long", path);
-    }
-    FILE *o = fopen(tmp, "wb");
-    if (!o) {
-        int e = errno;
-        free(text);
-        return sp_error_set(err, SP_EIO, "%s: cannot create: %s", tmp, strerror(e));
-    }
-    int bad = fwrite(text, 1, len, o) != len;
-    bad |= fclose(o) != 0;
+    sp_error e;   /* atomic publish (common.h): unpredictable O_EXCL temporary, fsync, rename */
+    int rc = sp_write_file_atomic(path, text, len, 1, &e);
     free(text);
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return sp_error_set(err, SP_EIO, "%s: cannot write run record: %s", path, strerror(e));
-    }
+    if (rc) return sp_error_set(err, SP_EIO, "cannot write run record: %s", e.msg);
     return 0;
 }

@@ -12,6 +12,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,22 +34,29 @@ static double now_s(void) {
 }
 
 /* The manifest's FILE: stdout for "-", a special file (/dev/null) as it
- * is, else a temporary name (tmp) renamed into place at the end. Exits on
- * failure (the stream closed first). */
-static FILE *open_manifest(cli_args *a, const char *out, char *tmp, size_t ntmp, int *special,
-                           sp_stream *stream) {
+ * is, else a FILE over an atomic publish of `out` (common.h: a temporary
+ * file beside it under an unpredictable name, renamed into place at the
+ * end; *pub). Exits on failure (the stream closed first). */
+static FILE *open_manifest(cli_args *a, const char *out, sp_publish **pub, sp_stream *stream) {
     sp_error err;
     sp_error_clear(&err);
     FILE *f = stdout;
     struct stat sbuf;
-    *special = stat(out, &sbuf) == 0 && !S_ISREG(sbuf.st_mode);   /* /dev/null */
-    if (*special) {
-        f = fopen(out, "w");
+    *pub = NULL;
+    int special = stat(out, &sbuf) == 0 && !S_ISREG(sbuf.st_mode) && !S_ISDIR(sbuf.st_mode);
+    if (special) {
+        f = fopen(out, "w");   /* /dev/null, a terminal: the user named it */
         if (!f) sp_error_set(&err, SP_EIO, "%s: cannot open", out);
     } else if (strcmp(out, "-") != 0) {
-        snprintf(tmp, ntmp, "%s.tmp.%ld", out, (long)getpid());
-        f = fopen(tmp, "w");
-        if (!f) sp_error_set(&err, SP_EIO, "%s: cannot create", tmp);
+        int fd = -1;
+        f = NULL;
+        if (sp_publish_begin(out, pub, &err) == SP_OK &&
+            ((fd = dup(sp_publish_fd(*pub))) < 0 || !(f = fdopen(fd, "w")))) {
+            sp_error_set(&err, SP_EIO, "%s: cannot create: %s", out, strerror(errno));
+            if (fd >= 0) close(fd);
+            sp_publish_abort(*pub);
+            *pub = NULL;
+        }
     }
     if (!f) {
         sp_stream_close(stream);   /* accepts NULL */
@@ -140,19 +148,14 @@ static void src_close(digest_src *s) {
     }
 }
 
-/* The end of a manifest: close it (a regular file renamed into place from
- * tmp); on an earlier error (rc), remove tmp. @return rc, or the close's error. */
-static int close_manifest(FILE *f, const char *out, const char *tmp, int special, int rc,
-                          sp_error *err) {
-    if (rc == 0 && special) {
-        fclose(f);
-    } else if (rc == 0 && f != stdout) {
-        if (fclose(f) != 0) rc = sp_error_set(err, SP_EIO, "%s: write failed", tmp);
-        else if (rename(tmp, out) != 0) rc = sp_error_set(err, SP_EIO, "%s: rename failed", out);
-    } else if (rc != 0) {
-        if (f != stdout) fclose(f);
-        if (strcmp(out, "-") != 0 && !special) remove(tmp);
-    }
+/* The end of a manifest: close it (a regular file published into place);
+ * on an earlier error (rc), drop the temporary file. @return rc, or the
+ * close's error. */
+static int close_manifest(FILE *f, const char *out, sp_publish *pub, int rc, sp_error *err) {
+    if (f != stdout && fclose(f) != 0 && rc == 0)
+        rc = sp_error_set(err, SP_EIO, "%s: write failed: %s", out, strerror(errno));
+    if (pub && rc == 0) rc = sp_publish_commit(pub, 0, err);
+    else sp_publish_abort(pub);
     return rc;
 }
 
@@ -180,9 +183,8 @@ int cmd_digest(cli_args *a) {
     digest_src src;
     src_open(a, &src, &cfg, workers, ring, start, epochs, resume_path, cache_dir);
     sp_loader *ld = src.ld;
-    char tmp[4096];
-    int special;
-    FILE *f = open_manifest(a, out, tmp, sizeof tmp, &special, src.stream);
+    sp_publish *pub = NULL;
+    FILE *f = open_manifest(a, out, &pub, src.stream);
     FILE *info = f == stdout ? stderr : stdout;
     XXH3_state_t *st = XXH3_createState();
     XXH3_128bits_reset(st);
@@ -222,7 +224,7 @@ int cmd_digest(cli_args *a) {
             fprintf(info, "state: epoch %u batch %llu saved to %s\n", state.epoch,
                     (unsigned long long)state.batch, save_path);
     }
-    rc = close_manifest(f, out, tmp, special, rc, &err);
+    rc = close_manifest(f, out, pub, rc, &err);
     cli_print_failures(ld, stderr);
     if (rc != 0) {
         src_close(&src);

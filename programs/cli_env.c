@@ -22,12 +22,9 @@ int cmd_env(cli_args *a) {
         cli_fail(a, &err);
     }
     if (json) {
-        FILE *f = fopen(json, "w");
-        if (!f || fprintf(f, "%s\n", buf) < 0 || fclose(f) != 0) {
-            sp_error err;
-            sp_error_set(&err, SP_EIO, "%s: cannot write: %s", json, strerror(errno));
-            cli_fail(a, &err);
-        }
+        sp_error err;
+        buf[len] = '\n';   /* len < sizeof buf (checked): the NUL's place, not used again */
+        if (sp_write_file_atomic(json, buf, (size_t)len + 1, 0, &err)) cli_fail(a, &err);
     }
     char text[16384];
     sp_env_text(text, sizeof text, &cuda);

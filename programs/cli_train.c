@@ -143,14 +143,15 @@ static int compare_devices(cli_args *a, const cli_train_opts *o, uint64_t steps,
            gpu_rep ? "yes" : "NO");
     printf("cpu vs cuda after %llu steps: max |dw| %.3e, max |dw| / (|w| + 1e-3) %.3e\n",
            (unsigned long long)steps, maxabs, maxrel);
-    FILE *f = fopen(out, "w");
-    if (f) {
-        fprintf(f, "{\"steps\":%llu,\"cpu_repeats\":%s,\"cuda_repeats\":%s,\"max_abs_diff\":%.9g,"
-                   "\"max_rel_diff\":%.9g,\"cpu_seconds\":%.3f,\"cuda_seconds\":%.3f}\n",
-                (unsigned long long)steps, cpu_rep ? "true" : "false", gpu_rep ? "true" : "false",
-                maxabs, maxrel, secs[0], secs[2]);
-        fclose(f);
-    }
+    char js[512];
+    int jn = snprintf(js, sizeof js, "{\"steps\":%llu,\"cpu_repeats\":%s,\"cuda_repeats\":%s,"
+                      "\"max_abs_diff\":%.9g,\"max_rel_diff\":%.9g,\"cpu_seconds\":%.3f,"
+                      "\"cuda_seconds\":%.3f}\n", (unsigned long long)steps,
+                      cpu_rep ? "true" : "false", gpu_rep ? "true" : "false", maxabs, maxrel,
+                      secs[0], secs[2]);
+    sp_error werr;
+    if (jn > 0 && (size_t)jn < sizeof js && sp_write_file_atomic(out, js, (size_t)jn, 1, &werr))
+        fprintf(stderr, "seedpipe train: %s\n", werr.msg);
     for (int r = 0; r < 4; r++) free(w[r]);
     sp_loader_destroy(ld);
     return cpu_rep && gpu_rep ? 0 : 1;
@@ -273,9 +274,7 @@ static void write_summary(cli_args *a, const seed_results *res, FILE *sf, char *
     printf(" (sample std)\n");
     fprintf(sf, "}\n");
     fclose(sf);
-    FILE *f = fopen(out, "w");
-    if (!f || fwrite(*sum, 1, *sumn, f) != *sumn || fclose(f) != 0) {
-        sp_error_set(&err, SP_EIO, "%s: cannot write: %s", out, strerror(errno));
+    if (sp_write_file_atomic(out, *sum, *sumn, 1, &err)) {   /* common.h: atomic publish */
         free(*sum);
         cli_train_fail(a, &err);
     }
