@@ -53,7 +53,7 @@ static int write_all(int fd, const void *p, size_t n) {
 }
 
 int sp__write_new(int dirfd, int no_fsync, const char *name, const void *p, size_t len) {
-    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return errno;
     int e = 0;
     if (write_all(fd, p, len) != 0) e = errno;

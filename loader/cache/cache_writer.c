@@ -197,7 +197,7 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
         return sp_error_set(err, SP_EIO, "%s: cannot create a staging directory: %s", p,
                             strerror(e));
     }
-    w->stagefd = openat(w->tmpfd, w->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    w->stagefd = openat(w->tmpfd, w->stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (w->stagefd < 0 || flock(w->stagefd, LOCK_EX | LOCK_NB) != 0) {
         sp_error_set(err, SP_EIO, "%s/%s: %s", p, w->stage, strerror(errno));
         sp_cache_writer_abort(w);
