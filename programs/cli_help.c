@@ -198,8 +198,10 @@ static const char numbers_note[] =
 static int mentions(const char *text, const char *key) {
     size_t n = strlen(key);
     for (const char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
+        if (strncmp(p + 2, key, n) != 0) continue;
+        /* p[2 + n] exists: the n bytes before it matched, none of them NUL */
         char before = p > text ? p[-1] : ' ', after = p[2 + n];
-        if (strncmp(p + 2, key, n) == 0 && !(before == '-' || (before >= 'a' && before <= 'z')) &&
+        if (!(before == '-' || (before >= 'a' && before <= 'z')) &&
             !(after == '-' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9')))
             return 1;
     }
