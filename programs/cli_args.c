@@ -52,6 +52,9 @@ int cli_parse_dec(const char *s, size_t len, uint64_t *v) {
     int over = 0;
     *v = 0;
     if (len == 0) return -1;
+    /* "010": refused, never reread: the tool read it as octal 8 before, so
+     * a stored command line must fail rather than change its stream. */
+    if (len > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9') return -3;
     for (size_t i = 0; i < len; i++) {
         unsigned d = (unsigned)(unsigned char)s[i] - '0';
         if (d > 9) return -1;
@@ -61,6 +64,9 @@ int cli_parse_dec(const char *s, size_t len, uint64_t *v) {
     return over ? -2 : 0;
 }
 
+static const char leading_zero[] =
+    "has a leading zero (it was read as octal before: 010 was 8; write the number without it)";
+
 uint64_t cli_num_span(const cli_args *a, const char *key, const char *whole, const char *s,
                       size_t len, uint64_t lo, uint64_t hi) {
     uint64_t v;
@@ -68,6 +74,12 @@ uint64_t cli_num_span(const cli_args *a, const char *key, const char *whole, con
     if (rc == 0 && v >= lo && v <= hi) return v;
     char range[64];
     snprintf(range, sizeof range, "%llu..%llu", (unsigned long long)lo, (unsigned long long)hi);
+    if (rc == -3 && whole && (s != whole || len != strlen(whole)))
+        cli_usage_error(a, "--%s \"%s\": \"%.*s\" %s", key, whole, (int)len, s,
+                        leading_zero);
+    if (rc == -3)
+        cli_usage_error(a, "--%s \"%.*s\": %s", key, (int)len, s,
+                        leading_zero);
     if (whole && (s != whole || len != strlen(whole)))
         cli_usage_error(a, "--%s \"%s\": \"%.*s\" is %s %s", key, whole, (int)len, s,
                         rc == -1 ? "not a decimal number in" : "out of range", range);
@@ -89,6 +101,7 @@ int64_t cli_int(cli_args *a, const char *key, int64_t dflt, int64_t lo, int64_t 
     int rc = cli_parse_dec(v + neg, strlen(v + neg), &m);
     int64_t x = neg ? -(int64_t)(m > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : m)
                     : (int64_t)(m > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : m);
+    if (rc == -3) cli_usage_error(a, "--%s \"%s\": %s", key, v, leading_zero);
     if (rc != 0 || x < lo || x > hi)
         cli_usage_error(a, "--%s \"%s\": %s %lld..%lld", key, v,
                         rc == -1 ? "not a decimal integer (digits, one leading '-') in"

@@ -188,8 +188,9 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
 #define NBLOCKS (sizeof blocks / sizeof blocks[0])
 
 static const char numbers_note[] =
-    "Numbers are decimal: digits 0-9 only, the whole word (010 is ten), no sign,\n"
-    "space, 0x, exponent or empty word, in the option's range (an error names the\n"
+    "Numbers are decimal: digits 0-9 only, the whole word, no leading zero (010 was\n"
+    "octal 8 before, so it is refused), sign, space, 0x, exponent or empty word, in\n"
+    "the option's range (an error names the\n"
     "option and the value); rng's words are hex, as above; cache build --level\n"
     "may be negative. --lr/--momentum/--weight-decay/--p take decimals (0.5, 5e-1).\n"
     "Each option is given once. `seedpipe COMMAND --help` prints one command.\n";

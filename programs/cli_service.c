@@ -37,12 +37,12 @@ static void parse_ranks(cli_args *a, uint32_t world, uint32_t *first, uint32_t *
     if (!v) return;
     size_t n = strcspn(v, "-");
     uint64_t lo, hi;
-    int rc = cli_parse_dec(v, n, &lo), bad = rc == -1;
+    int rc = cli_parse_dec(v, n, &lo), bad = rc == -1 || rc == -3;
     if (rc == -2) lo = UINT64_MAX;   /* out of range below */
     hi = lo;
     if (!bad && v[n] == '-') {
         rc = cli_parse_dec(v + n + 1, strlen(v + n + 1), &hi);
-        bad = rc == -1;
+        bad = rc == -1 || rc == -3;
         if (rc == -2) hi = UINT64_MAX;
     }
     if (bad)

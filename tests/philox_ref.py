@@ -17,8 +17,9 @@ Importable:
 
 Command line, numbers as the seedpipe CLI reads them (so the two can be
 diffed): a word (K0.., C0.., k0..) is 1 to 8 hex digits, optionally after
-0x or 0X; every other number is decimal digits only, the whole word (010 is
-ten; no sign, space, 0x, exponent or empty word), range-checked; an option
+0x or 0X; every other number is decimal digits only, the whole word (no
+leading zero: 010 is refused; no sign, space, 0x, exponent or empty word),
+range-checked; an option
 given twice is an error; errors exit 2 naming the option:
     python3 tests/philox_ref.py rng --key K0 K1 --counter C0 C1 C2 C3
     python3 tests/philox_ref.py rng --batch          < lines "k0 k1 c0 c1 c2 c3"
@@ -247,8 +248,13 @@ def _word(s):
 
 def _dec(lo, hi):
     """A decimal number in [lo, hi] as the seedpipe CLI reads one: digits 0-9
-    only, the whole word (leading zeros are decimal), nothing else."""
+    only, the whole word, no leading zero (refused, as the tool refuses it),
+    nothing else."""
     def parse(s):
+        if len(s) > 1 and s[0] == "0" and s[1] in "0123456789":
+            raise argparse.ArgumentTypeError(
+                '"%s": has a leading zero (it was read as octal before: 010 was 8; write the '
+                'number without it)' % s)
         if not s or any(c not in "0123456789" for c in s):
             raise argparse.ArgumentTypeError(
                 '"%s": not a decimal number in %d..%d (digits 0-9 only: no sign, space, 0x '
