@@ -23,7 +23,7 @@ import os
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DistributedSampler, Subset
 from torchvision import datasets, transforms
 
 from seedpipe.torch import DataLoader   # was: from torch.utils.data import DataLoader
@@ -54,13 +54,22 @@ train_ds = datasets.ImageFolder(os.path.join(args.data, "train"), transforms.Com
 val_ds = datasets.ImageFolder(os.path.join(args.data, "val"), transforms.Compose([
     transforms.Resize(size * 8 // 7), transforms.CenterCrop(size), transforms.ToTensor(),
     normalize]))
-train_sampler = DistributedSampler(train_ds) if distributed else None
-val_sampler = DistributedSampler(val_ds, shuffle=False) if distributed else None
+# the samplers' seed is --seed, as the one process's (torch.manual_seed above)
+train_sampler = DistributedSampler(train_ds, seed=args.seed) if distributed else None
+# upstream's validation sampler: no padding; the tail that does not divide
+# among the ranks is validated by every rank afterwards (aux_val_loader)
+val_sampler = (DistributedSampler(val_ds, shuffle=False, drop_last=True, seed=args.seed)
+               if distributed else None)
 train_loader = DataLoader(train_ds, batch_size=args.batch_size // world,
                           shuffle=(train_sampler is None), sampler=train_sampler,
                           num_workers=args.workers, pin_memory=True)
 val_loader = DataLoader(val_ds, batch_size=args.batch_size // world, shuffle=False,
                         sampler=val_sampler, num_workers=args.workers, pin_memory=True)
+aux_val_loader = None
+if distributed and len(val_sampler) * world < len(val_ds):
+    aux_val_loader = DataLoader(Subset(val_ds, range(len(val_sampler) * world, len(val_ds))),
+                                batch_size=args.batch_size // world, shuffle=False,
+                                num_workers=args.workers, pin_memory=True)
 
 classes = len(train_ds.classes)
 model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -109,18 +118,25 @@ def train(epoch):
     return float(total[0] / total[1])
 
 
-def validate():
-    model.eval()
+def run_validate(loader, seen):
     correct = torch.zeros(2, dtype=torch.float64)
-    seen = []
     with torch.no_grad():
-        for images, target in val_loader:
+        for images, target in loader:
             correct += torch.tensor([(model(images).argmax(1) == target).sum().item(),
                                      len(target)], dtype=torch.float64)
             seen += [[int(t), sha(x)] for x, t in zip(images, target)]
+    return correct
+
+
+def validate():
+    model.eval()
+    seen = []
+    correct = run_validate(val_loader, seen)
     if distributed:
         dist.all_reduce(correct)
         keep.append(correct)
+    if aux_val_loader is not None:       # every rank: the samples the sampler dropped
+        correct += run_validate(aux_val_loader, seen)
     if args.record:
         every = [None] * world
         if distributed:

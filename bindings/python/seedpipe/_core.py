@@ -125,12 +125,16 @@ class BatchInfo:
 
 class _Mem:
     """The base object of a view: describes C memory through the array
-    interface (no copy); numpy keeps it as the array's .base."""
-    __slots__ = ("__array_interface__",)
+    interface (no copy); numpy keeps it as the array's .base. `keep` is
+    what owns that memory (the Loader or Client): a view keeps it alive, so
+    garbage collection never frees the memory under a view (close() still
+    does, and the next batch of the stream reuses it)."""
+    __slots__ = ("__array_interface__", "keep")
 
-    def __init__(self, addr: int, shape: tuple, typestr: str):
+    def __init__(self, addr: int, shape: tuple, typestr: str, keep=None):
         self.__array_interface__ = {"data": (addr, False), "shape": shape,
                                     "typestr": typestr, "version": 3}
+        self.keep = keep
 
 
 # bfloat16 images: numpy has no such type, so they are uint16 words (the
@@ -139,11 +143,13 @@ class _Mem:
 BFLOAT16 = np.dtype(np.uint16, metadata={"seedpipe_dtype": "bfloat16"})
 
 
-def _view(addr: Optional[int], shape: tuple, typestr: str, copy: bool) -> np.ndarray:
-    """A numpy array over C memory at addr (no copy unless copy=True)."""
+def _view(addr: Optional[int], shape: tuple, typestr: str, copy: bool,
+          keep=None) -> np.ndarray:
+    """A numpy array over C memory at addr (no copy unless copy=True); a
+    view keeps `keep` (the memory's owner) alive."""
     if not addr or 0 in shape:
         return np.empty(shape, np.dtype(typestr))
-    a = np.asarray(_Mem(addr, shape, typestr))
+    a = np.asarray(_Mem(addr, shape, typestr, None if copy else keep))
     return a.copy() if copy else a
 
 
@@ -414,10 +420,10 @@ class _Base:
     def _arrays(self, b: L.sp_batch) -> Tuple[np.ndarray, np.ndarray]:
         n = b.count
         self._info = BatchInfo(b, self.copy)
-        images = _view(b.images, (n,) + self._sshape, self._typestr, self.copy)
+        images = _view(b.images, (n,) + self._sshape, self._typestr, self.copy, self)
         if self._dtype == 2:   # bfloat16: numpy has none; uint16 words, marked
             images = images.view(BFLOAT16)
-        return images, _view(b.labels, (n,), "<i4", self.copy)
+        return images, _view(b.labels, (n,), "<i4", self.copy, self)
 
     def _geometry(self, chw, dtype, layout):
         self._chw, self._dtype, self._layout = chw, dtype, layout
@@ -601,6 +607,9 @@ class Loader(_Base):
         if hasattr(pipeline, "spec") and hasattr(pipeline, "dtype"):
             # seedpipe.transforms.Compose (or one transform): its spec string,
             # and the dtype it implies unless dtype= says otherwise
+            from . import transforms as _T
+            if isinstance(pipeline, _T._Op):   # one transform: ToTensor() alone has no op
+                pipeline = _T.Compose([pipeline])
             if dtype is None:
                 dtype = pipeline.dtype or "uint8"
             pipeline = pipeline.spec()

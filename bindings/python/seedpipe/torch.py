@@ -67,8 +67,12 @@ def from_dlpack(a: np.ndarray):
 _warned_pin = [False]
 
 
+def _refusal(name, why):
+    return ValueError(f"DataLoader: {name}: {why}")
+
+
 def _refuse(name, why):
-    raise ValueError(f"DataLoader: {name}: {why}")
+    raise _refusal(name, why)
 
 
 def _torchvision_loaders():
@@ -105,6 +109,20 @@ def _check_folder_options(ds, where):
                 "seedpipe decodes the image files itself (JPEG, PNG); a custom loader would "
                 "be ignored. Convert the files to JPEG or PNG, or keep "
                 "torch.utils.data.DataLoader for this dataset")
+
+
+def _check_folder_dataset(ds):
+    """A folder dataset given as the DataLoader's dataset: its options, and
+    its samples being the folder's listing."""
+    _check_folder_options(ds, "dataset: ")
+    if getattr(ds, "extensions", ()) is None:
+        _refuse(f"dataset: {type(ds).__name__}(is_valid_file=...)",
+                "seedpipe lists the folder's image files itself; select samples with "
+                "torch.utils.data.Subset(dataset, indices) instead")
+    if getattr(ds, "imgs", ds.samples) is not ds.samples:
+        _refuse(f"dataset: {type(ds).__name__}.imgs",
+                ".imgs was replaced and no longer is .samples; select samples with "
+                "torch.utils.data.Subset instead")
 
 
 def _dataset_transform(ds):
@@ -171,8 +189,27 @@ def _spec_of(tf):
 def _read_sampler(sampler, dataset):
     """(shuffle, rank, world, seed, drop_last) from a torch sampler, or a
     ValueError naming it."""
-    from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler)
+    from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
+                                  SubsetRandomSampler)
     name = type(sampler).__name__
+    # What the sampler is, first: one seedpipe cannot follow is refused by
+    # its own name, whatever dataset it samples.
+    if isinstance(sampler, SubsetRandomSampler):
+        _refuse(f"sampler={name}", "seedpipe orders the epoch itself and samples every "
+                "sample of its dataset; use torch.utils.data.Subset(dataset, indices) as the "
+                "dataset with shuffle=True instead")
+    if isinstance(sampler, (list, tuple, range)) or (
+            hasattr(sampler, "__len__") and hasattr(sampler, "__getitem__")
+            and not hasattr(sampler, "set_epoch")):
+        _refuse(f"sampler={name}", "a sequence of indices is not a sampler seedpipe can "
+                "follow; use torch.utils.data.Subset(dataset, indices) as the dataset with "
+                "shuffle=False (the same indices in the same order) instead")
+    if not (isinstance(sampler, DistributedSampler) or type(sampler) is SequentialSampler
+            or type(sampler) is RandomSampler):
+        _refuse(f"sampler={name}",
+                "seedpipe orders the epoch itself: pass shuffle=True or False, or a "
+                "DistributedSampler under DDP; to pick samples, wrap the dataset in "
+                "torch.utils.data.Subset")
     src = getattr(sampler, "dataset", getattr(sampler, "data_source", None))
     if src is not dataset:
         _refuse(f"sampler={name}", "it samples another dataset than the DataLoader's; "
@@ -190,10 +227,6 @@ def _read_sampler(sampler, dataset):
         seed = (int(sampler.generator.initial_seed())
                 if getattr(sampler, "generator", None) is not None else None)
         return True, None, None, seed, False
-    _refuse(f"sampler={name}",
-            "seedpipe orders the epoch itself: pass shuffle=True or False, or a "
-            "DistributedSampler under DDP; to pick samples, wrap the dataset in "
-            "torch.utils.data.Subset")
 
 
 class DataLoader:
@@ -239,15 +272,30 @@ class DataLoader:
     padded to a multiple of world by wrapping around its own order (as
     DistributedSampler does) unless drop_last, so every rank gets the same
     number of batches and samples, never an empty batch; with shuffle=False
-    rank r gets exactly DistributedSampler(shuffle=False)'s indices.
+    rank r gets exactly DistributedSampler(shuffle=False)'s indices, also
+    with the sampler's drop_last=True (pytorch/examples' validation
+    sampler): the epoch is then the first floor(N / world) * world samples,
+    rank r taking every world-th from r. Shuffled, the sampler's drop_last
+    with an uneven tail needs the DataLoader's drop_last too (refused
+    otherwise, by name). Other samplers (SubsetRandomSampler, a list or
+    range of indices, WeightedRandomSampler, custom ones) are refused by
+    name: use torch.utils.data.Subset(dataset, indices) as the dataset.
 
     Batches: (images, labels) tensors; labels int64 as default_collate makes
     them. The images are the caller's (an owned copy; with pin_memory=True
     where CUDA exists, the pinned copy). zero_copy=True yields views of the
-    loader's batch memory instead: valid only until the next batch is taken
-    from this loader, set_epoch(), load_state_dict() or close() (keep one
-    longer with .clone()). pin_memory=True without CUDA warns once and is
-    ignored, as torch does.
+    loader's batch memory instead: valid until the next batch is taken
+    from this loader (its memory is then reused), set_epoch(),
+    load_state_dict() or close() (keep one longer with .clone()). A view
+    keeps the memory's owner alive, so it is never freed under it when the
+    DataLoader is dropped or garbage-collected (only close() frees it).
+    pin_memory=True without CUDA is ignored (seedpipe warns once; torch
+    1.13 ignores it silently).
+
+    Iterators: one live iterator per loader (they share its stream). Once
+    iter() started a new one, the next __next__ of an older iterator that
+    had not ended raises RuntimeError (so zip(dl, dl) is an error: use two
+    loaders); an ended one keeps raising StopIteration.
 
     Epochs: each iter() starts an epoch: the first is 0, the next one more,
     or the one set_epoch(e) named; with a DistributedSampler, as in torch,
@@ -256,15 +304,22 @@ class DataLoader:
     position (torchdata StatefulDataLoader's rule), also when set_epoch() is
     called with the state's epoch first, as a DDP loop does; state_dict()
     is the position after the last batch taken, and resumes exactly with
-    any num_workers.
+    any num_workers. A DistributedSampler epoch run again without
+    set_epoch() in between repeats the epoch exactly, augmentation draws
+    included (torch would draw new ones): warned once (UserWarning) when
+    the order is shuffled or the transform draws random numbers.
 
     seed (seedpipe's): the whole stream (order and augmentation draws) is a
-    function of it. seed=None (default): generator.initial_seed() when a
-    generator is given; a DistributedSampler's seed (the value torch
-    requires to be the same on every rank); else torch.initial_seed(),
-    checked to be the same on every rank under DDP when torch.distributed is
-    initialized. The seed used is .seed and is recorded in state_dict(); a
-    derived seed follows a loaded state's.
+    function of it. seed=None (default): a DistributedSampler's seed (the
+    value torch requires to be the same on every rank); with rank=/world=
+    (world > 1) and no sampler, rank 0's torch.initial_seed() broadcast
+    when torch.distributed is initialized (a collective: every rank builds
+    the loader), else 0 as DistributedSampler's default, never each
+    process's own; else generator.initial_seed() when a generator is given,
+    or torch.initial_seed(), read when the first iterator starts (as torch
+    reads it at iter()), or at the first state_dict() or .seed if earlier,
+    and kept after. The seed used is .seed and is recorded in state_dict();
+    a derived seed follows a loaded state's.
 
     num_workers: seedpipe's worker processes (C, forked; no Python runs in
     them), persistent for the loader's life whatever persistent_workers
@@ -276,7 +331,10 @@ class DataLoader:
 
     Refused, with what to do instead: batch_sampler, collate_fn,
     worker_init_fn, multiprocessing_context, a non-zero timeout, other
-    samplers.
+    samplers, num_workers > 64, batch_size * world > the samples with
+    drop_last=True (torch would yield an empty epoch), a transform without
+    one output size (ToTensor() alone: put CenterCrop(S) before it), rank=
+    without world=.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
@@ -309,6 +367,12 @@ class DataLoader:
         if batch_size is None:
             _refuse("batch_size=None", "seedpipe yields batches; give batch_size >= 1")
         batch_size = _check_int("batch_size", batch_size, 1, 0xFFFFFFFF)
+        if isinstance(num_workers, int) and not isinstance(num_workers, bool) and \
+                num_workers > 64:
+            _refuse(f"num_workers={num_workers}", "seedpipe runs at most 64 worker processes "
+                    "per loader (each decodes whole batches in C, so fewer are needed than "
+                    "with torch); pass num_workers <= 64, and threads= for more decode "
+                    "threads per worker")
         num_workers = _check_int("num_workers", num_workers, 0, 64)
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
@@ -335,42 +399,70 @@ class DataLoader:
         if rank is None and world is None:
             rank, world = (s_rank, s_world) if s_rank is not None else (0, 1)
         else:
+            if world is None and rank not in (None, 0, "auto"):
+                _refuse(f"rank={rank!r} without world=", "world (the number of processes) "
+                        "defaults to 1, where the only rank is 0; pass world= as well (an "
+                        "integer, or 'auto' from torchrun/OpenMPI/Slurm), or both as 'auto'")
             rank, world = _resolve_rank_world(0 if rank is None else rank,
                                               1 if world is None else world)
             world = _check_int("world", world, 1, 1 << 16)
+            if isinstance(rank, int) and not isinstance(rank, bool) and \
+                    not 0 <= rank < world:
+                _refuse(f"rank={rank}, world={world}", f"rank must be in [0, {world - 1}] "
+                        "(one of the world's processes); pass the process's rank, or "
+                        "rank='auto', world='auto' under a launcher")
             rank = _check_int("rank", rank, 0, world - 1)
             if s_rank is not None and (rank, world) != (s_rank, s_world):
                 _refuse(f"rank={rank}, world={world}", f"the DistributedSampler says rank "
                         f"{s_rank} of {s_world}; pass one or the other")
         self.rank, self.world = rank, world
 
-        # Seed.
+        # Seed. seed=None: derived; torch's own seed is read when the first
+        # iterator starts (as torch draws its sampler's seed at iter()).
         self._seed_given = seed is not None
+        self._seed_fn = None
         if seed is None:
             if generator is not None:
-                seed = int(generator.initial_seed())
+                self._seed_fn = lambda g=generator: int(g.initial_seed())
             elif s_seed is not None:
                 seed = s_seed
+            elif world > 1:
+                # Every rank must draw the same stream: rank 0's torch seed
+                # when a process group is up, else 0 (DistributedSampler's
+                # default): never each process's own torch.initial_seed().
+                seed = _shared_seed(torch)
             else:
-                seed = int(torch.initial_seed())
-                if world > 1:
-                    _check_same_seed(torch, seed)
+                self._seed_fn = lambda: int(torch.initial_seed())
+            if self._seed_fn is not None:
+                seed = self._seed_fn()         # provisional: fixed at the first iter()
         seed = _check_int("seed", seed, 0, 2**64 - 1)
+
+        # DistributedSampler(shuffle=False, drop_last=True) with an uneven
+        # tail: the epoch is its first floor(N / world) * world samples in
+        # the canonical order, rank r taking r::world of them, as torch's
+        # sampler cuts it. An explicit sample list of that prefix is
+        # exactly that (sequential order, nothing to pad).
+        cut = None
+        if s_drop and world > 1 and len(dataset) % world and not (shuffle and drop_last):
+            # (with the DataLoader's drop_last too, shuffled: only full
+            # global batches, torch's count of them; nothing to cut)
+            if shuffle:
+                n = len(dataset)
+                _refuse("sampler=DistributedSampler(shuffle=True, drop_last=True)",
+                        f"with {n} samples and {world} ranks torch drops the last {n % world} "
+                        "samples of each epoch's permutation and keeps a partial last batch, "
+                        "which seedpipe cannot cut from its own permutation; pass "
+                        "drop_last=True to the DataLoader as well (drops the partial global "
+                        "batch), or drop_last=False to the sampler (pads the epoch as torch "
+                        "does), or use a Subset of a multiple of world samples")
+            cut = int(sampler.total_size)
 
         # The dataset: a path, a folder dataset, or an explicit sample list.
         data, samples, folder = dataset, None, None
         if isinstance(dataset, (str, bytes, os.PathLike)):
             pass
-        elif _is_folder_dataset(dataset):
-            _check_folder_options(dataset, "dataset: ")
-            if getattr(dataset, "extensions", ()) is None:
-                _refuse(f"dataset: {type(dataset).__name__}(is_valid_file=...)",
-                        "seedpipe lists the folder's image files itself; select samples with "
-                        "torch.utils.data.Subset(dataset, indices) instead")
-            if getattr(dataset, "imgs", dataset.samples) is not dataset.samples:
-                _refuse(f"dataset: {type(dataset).__name__}.imgs",
-                        ".imgs was replaced and no longer is .samples; select samples with "
-                        "torch.utils.data.Subset instead")
+        elif _is_folder_dataset(dataset) and cut is None:
+            _check_folder_dataset(dataset)
             data, folder = dataset.root, dataset
             if transform is None:
                 transform = _dataset_transform(dataset)
@@ -379,15 +471,20 @@ class DataLoader:
                 from torch.utils.data import ConcatDataset, Subset
             except ImportError:   # pragma: no cover
                 Subset = ConcatDataset = ()
-            if not isinstance(dataset, (Subset, ConcatDataset)):
+            if _is_folder_dataset(dataset):
+                _check_folder_dataset(dataset)
+            elif not isinstance(dataset, (Subset, ConcatDataset)):
                 _refuse_dataset(dataset)
             paths, labels, ncls, tf = _sample_list(dataset)
+            if cut is not None:
+                paths, labels = paths[:cut], labels[:cut]
             if not paths:
                 _refuse("dataset", "it has no samples")
             data = os.path.commonpath([os.path.dirname(p) for p in paths])
             samples = ([os.path.relpath(p, data) for p in paths], labels, ncls)
             if transform is None:
                 transform = tf
+        tf_name = _transform_name(transform)
         if transform is None:
             transform = "hflip p=0"
         elif not isinstance(transform, str) and not hasattr(transform, "spec"):
@@ -423,20 +520,40 @@ class DataLoader:
                           order="shuffle" if shuffle else "sequential", pad_tail=pad,
                           samples=samples)
         self._data = data
-        self._ld = Loader(data, **self._args)
-        if s_drop and not self.drop_last and self._ld.num_samples % world:
-            n = self._ld.num_samples
-            self._ld.close()
-            _refuse("DistributedSampler(drop_last=True)",
-                    f"with {n} samples and {world} ranks it drops the epoch's last "
-                    f"{n % world} samples and keeps a partial last batch, which seedpipe "
-                    "cannot cut; pass drop_last=True to the DataLoader as well (drops the "
-                    "partial batch), or drop_last=False to the sampler (pads the epoch)")
+        self._ld = self._open_loader(tf_name, batch_size, world)
         if folder is not None:
             self._check_listing(folder)
         # Epochs (see the class comment): the next iterator's epoch, a
         # resumed position waiting for it, and the live iterator's number.
         self._next_epoch, self._pending, self._gen = 0, None, 0
+        # A DistributedSampler's epoch repeated without set_epoch (see
+        # _start): the epoch of the last epoch an iterator finished, and
+        # whether set_epoch/load_state_dict was called since.
+        self._completed, self._epoch_set, self._warned_epoch = None, False, False
+        self._varies = (shuffle or _draws_random(self._ld.pipeline))
+        if self._dist_sampler():
+            _watch_set_epoch(self.sampler, self)
+
+    def _open_loader(self, tf_name, batch_size, world):
+        """The seedpipe.Loader of self._args, with the core's refusals of a
+        torch argument said in torch's terms."""
+        from ._core import Error, Loader
+        try:
+            return Loader(self._data, **self._args)
+        except Error as e:
+            msg = str(e)
+            if "no fixed output size" in msg:
+                raise _refusal(f"transform={tf_name}", "seedpipe batches need one image size, and "
+                        "this transform keeps each image's own size (torch's default_collate "
+                        "would fail on images of different sizes, or on PIL images without "
+                        "ToTensor). Put a CenterCrop(S) or Resize((H, W)) before ToTensor(): "
+                        "for images that are all S x S, CenterCrop(S) changes no pixel") from None
+            if self.drop_last and "no batch" in msg:
+                raise _refusal(f"batch_size={batch_size}", f"{msg}: with drop_last=True not one "
+                        f"batch of batch_size * world = {batch_size * world} samples is "
+                        "full (torch would yield an empty epoch, which seedpipe does not "
+                        "make); pass a smaller batch_size, or drop_last=False") from None
+            raise
 
     # ---- what seedpipe reads is what torchvision lists ----
     def _check_listing(self, ds):
@@ -468,7 +585,24 @@ class DataLoader:
 
     @property
     def seed(self):
+        """The stream's seed (derived ones are fixed by this read, as by the
+        first iter() or state_dict())."""
+        self._fix_seed()
         return self._ld.seed
+
+    def _fix_seed(self):
+        """seed=None from torch.initial_seed() or a generator: read it now,
+        once (the first iter(), state_dict() or .seed), as torch reads its
+        seed when an iterator starts; the loader follows it."""
+        if self._seed_fn is None:
+            return
+        seed, self._seed_fn = self._seed_fn(), None
+        if seed != self._ld.seed:
+            self._ld._check_open()
+            self._args["seed"] = seed
+            self._ld.close()                # nothing was taken from it yet
+            from ._core import Loader
+            self._ld = Loader(self._data, **self._args)
 
     @property
     def batch_info(self):
@@ -484,12 +618,14 @@ class DataLoader:
         if self._pending is not None and self._pending[0] != epoch:
             self._pending = None
         self._next_epoch = epoch
+        self._epoch_set = True
         if self._dist_sampler():
             self.sampler.set_epoch(epoch)
 
     def state_dict(self):
         """The position after the last batch taken (seedpipe's loader state:
         fingerprint, seed, epoch, batch); JSON-able."""
+        self._fix_seed()
         return self._ld.state_dict()
 
     def load_state_dict(self, state):
@@ -497,12 +633,17 @@ class DataLoader:
         iterator continues there. A derived seed (seed=None) follows the
         state's; a given one must equal it."""
         st = state if isinstance(state, dict) else json.loads(state)
-        if not self._seed_given and int(st.get("seed", self.seed)) != self.seed:
-            self._ld.close()
-            self._args["seed"] = int(st["seed"])
-            from ._core import Loader
-            self._ld = Loader(self._data, **self._args)
+        self._ld._check_open()
+        if not self._seed_given:
+            self._seed_fn = None            # the state's seed, not torch's
+            if int(st.get("seed", self._ld.seed)) != self._ld.seed:
+                # the old loader is dropped, not closed: zero-copy views of
+                # its last batch keep it (and their memory) alive
+                self._args["seed"] = int(st["seed"])
+                from ._core import Loader
+                self._ld = Loader(self._data, **self._args)
         self._ld.load_state_dict(st)
+        self._epoch_set = True
         self._pending = (int(st["epoch"]), int(st["batch"]))
         self._next_epoch = self._pending[0]
         if self._dist_sampler():
@@ -515,6 +656,16 @@ class DataLoader:
         epoch = self._next_epoch
         if self._dist_sampler():
             epoch = int(self.sampler.epoch)
+            if epoch == self._completed and not self._epoch_set and self._varies \
+                    and not self._warned_epoch:
+                self._warned_epoch = True
+                warnings.warn(f"DataLoader: a new epoch starts at the DistributedSampler's "
+                              f"epoch {epoch} again, without set_epoch(): seedpipe repeats "
+                              "that epoch exactly, augmentation draws included (torch would "
+                              "repeat the order but draw new random crops). Call "
+                              "sampler.set_epoch(epoch) (or loader.set_epoch(epoch)) before "
+                              "each epoch", UserWarning, stacklevel=3)
+        self._epoch_set = False
         pos = self._pending if self._pending is not None and self._pending[0] == epoch \
             else (epoch, 0)
         self._pending = None
@@ -530,6 +681,7 @@ class DataLoader:
 
     def __iter__(self):
         self._ld._check_open()
+        self._fix_seed()
         self._gen += 1
         return _Iter(self, self._gen, self._start())
 
@@ -556,31 +708,84 @@ class DataLoader:
     def __repr__(self):
         return (f"seedpipe.torch.DataLoader(batch_size={self.batch_size}, shuffle="
                 f"{self.shuffle}, num_workers={self.num_workers}, rank={self.rank}, "
-                f"world={self.world}, seed={self.seed})")
+                f"world={self.world}, seed="
+                f"{'<read at the first iter()>' if self._seed_fn else self._ld.seed})")
 
 
-def _check_same_seed(torch, seed):
-    """Under DDP every rank must draw the same stream: when a process group
-    is up, compare the ranks' torch.initial_seed()."""
+def _watch_set_epoch(sampler, dl):
+    """Note on dl each sampler.set_epoch() call (what a DDP loop calls), so
+    that an epoch set again on purpose is not warned about (see _start)."""
+    import functools
+    import weakref
+    ref, orig = weakref.ref(dl), sampler.set_epoch
+
+    @functools.wraps(orig)
+    def set_epoch(epoch):
+        orig(epoch)
+        d = ref()
+        if d is not None:
+            d._epoch_set = True
+    sampler.set_epoch = set_epoch
+
+
+def _shared_seed(torch):
+    """seed=None under DDP without a sampler: every rank must draw the same
+    stream. With a process group up, rank 0's torch.initial_seed()
+    (broadcast: a collective, so every rank builds its loader); without
+    one, 0, as DistributedSampler's default seed."""
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
-        return
-    seeds = [None] * dist.get_world_size()
-    dist.all_gather_object(seeds, seed)
-    if len(set(seeds)) > 1:
-        _refuse("seed=None", f"the ranks' torch.initial_seed() differ ({seeds}); the "
-                "stream must be the same on every rank: call torch.manual_seed(S) with the "
-                "same S on every rank, pass seed=S, or use a DistributedSampler (its seed "
-                "is used)")
+        return 0
+    box = [int(torch.initial_seed())]
+    dist.broadcast_object_list(box, src=0)
+    return int(box[0])
+
+
+def _transform_name(tf):
+    """A short name of a transform for a message: ToTensor(), Compose([...])."""
+    if tf is None or isinstance(tf, str):
+        return repr(tf)
+    if type(tf).__name__ == "Compose" and hasattr(tf, "transforms"):
+        return "Compose([" + ", ".join(_transform_name(t) for t in tf.transforms) + "])"
+    return type(tf).__name__ + "()"
+
+
+def _draws_random(spec):
+    """Whether a pipeline spec draws random numbers (so an epoch repeated
+    with the same number repeats augmentations torch would draw anew).
+    Unknown ops and presets other than evaluation ones count as random."""
+    if not isinstance(spec, str):
+        return True
+    for op in spec.split("|"):
+        words = op.split()
+        if not words:
+            continue
+        name, keys = words[0], dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        if name in ("decode", "resize", "center_crop", "normalize"):
+            continue
+        if name in ("hflip", "vflip", "grayscale"):
+            try:
+                if float(keys.get("p", "0.5")) in (0.0, 1.0):
+                    continue
+            except ValueError:
+                pass
+            return True
+        if "eval" in name or name in ("mnist",):
+            continue
+        return True
+    return False
 
 
 class _Iter:
-    """One epoch of a DataLoader (from its start or a resumed position); it
-    ends at the epoch's end or when a newer iterator of the loader starts."""
+    """One epoch of a DataLoader (from its start or a resumed position). It
+    ends (StopIteration) at the epoch's end. A loader has one live iterator
+    (they share the loader's one stream): once a newer iterator of the
+    loader started, the next __next__ of an older one that has not ended
+    raises RuntimeError, rather than end early as if its epoch were done."""
 
     def __init__(self, dl, gen, epoch):
         from ._core import _EpochIter
-        self.dl, self.gen = dl, gen
+        self.dl, self.gen, self.epoch, self.ended = dl, gen, epoch, False
         self.it = _EpochIter(dl._ld, epoch)
 
     def __iter__(self):
@@ -590,7 +795,26 @@ class _Iter:
         return len(self.dl)
 
     def __next__(self):
-        if self.gen != self.dl._gen:
+        if self.ended:
             raise StopIteration
-        images, labels = next(self.it)
+        if self.gen != self.dl._gen:
+            raise RuntimeError(
+                "DataLoader: another iterator of this loader was started; this one was "
+                "superseded (seedpipe's DataLoader has one stream, and each iter() starts "
+                "an epoch on it). Finish or drop an iterator before starting the next, or "
+                "use one DataLoader per concurrent iteration (e.g. zip(dl1, dl2) over two "
+                "loaders, not zip(dl, dl))")
+        try:
+            images, labels = next(self.it)
+        except StopIteration:
+            self._end()
+            raise
+        if self.it.done:
+            self._end()
         return self.dl._tensors(images, labels)
+
+    def _end(self):
+        if not self.ended:
+            self.ended = True
+            if self.it.epoch is not None and self.dl._ld._epoch > self.it.epoch:
+                self.dl._completed = self.epoch

@@ -3,8 +3,10 @@ seedpipe line is the DataLoader import) as one process and under
 `python3 -m torch.distributed.run --nproc_per_node 2` (gloo, CPU): the
 global train batches (the ranks' batches gathered in rank order) are the
 one-process batches, byte for byte, and each rank's validation images are
-the one-process images at DistributedSampler(shuffle=False)'s indices for
-that rank (25 images: an uneven tail). Skipped (visibly) without torch,
+the one-process images at DistributedSampler(shuffle=False, drop_last=True)'s
+indices for that rank (25 images: an uneven tail), followed by the dropped
+tail every rank validates (upstream's aux_val_loader, a Subset). Both runs
+use --seed 5: the samplers' seed and the one process's torch seed agree. Skipped (visibly) without torch,
 torchvision, or torch.distributed with gloo."""
 import json
 import os
@@ -62,8 +64,8 @@ def test_one_process_and_torchrun_2(data, tmp_path):
     pkg = os.path.dirname(os.path.dirname(seedpipe.__file__))
     env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     one, two = str(tmp_path / "one.json"), str(tmp_path / "two.json")
-    p = subprocess.run([sys.executable, EXAMPLE, data, "--record", one], env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, EXAMPLE, data, "--record", one, "--seed", "5"],
+                       env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "epoch 1: train loss" in p.stdout and "(world 1)" in p.stdout, p.stdout
 
@@ -73,7 +75,7 @@ def test_one_process_and_torchrun_2(data, tmp_path):
     for attempt in range(3):               # the free port may be taken before torchrun binds it
         p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
                             "2", "--master_port", str(free_port()), *extra, EXAMPLE, data,
-                            "--record", two], env=env, capture_output=True, text=True,
+                            "--record", two, "--seed", "5"], env=env, capture_output=True, text=True,
                            timeout=300)
         if p.returncode == 0 or "address already in use" not in (p.stdout + p.stderr).lower():
             break
@@ -94,5 +96,7 @@ def test_one_process_and_torchrun_2(data, tmp_path):
     (full,) = a["val"]
     assert [lab for lab, _ in full] == targets
     for r in range(2):
-        idx = list(DistributedSampler(range(25), num_replicas=2, rank=r, shuffle=False))
-        assert b["val"][r] == [full[i] for i in idx], r
+        idx = list(DistributedSampler(range(25), num_replicas=2, rank=r, shuffle=False,
+                                      drop_last=True))
+        assert len(idx) == 12
+        assert b["val"][r] == [full[i] for i in idx + [24]], r

@@ -267,7 +267,7 @@ def test_every_refusal_names_itself(shapes, odd):
             return torch.zeros(3), 0
     refused("dataset=Custom", Custom(), batch_size=8)
     o = tv.datasets.ImageFolder(odd, transform=VAL)
-    refused(r"DistributedSampler\(drop_last=True\)", o, batch_size=4,
+    refused(r"sampler=DistributedSampler\(shuffle=True, drop_last=True\)", o, batch_size=4,
             sampler=DistributedSampler(o, num_replicas=2, rank=0, drop_last=True))
     with pytest.raises(ValueError, match="sampler=DistributedSampler.*another dataset"):
         DataLoader(ds, batch_size=4, sampler=DistributedSampler(o, num_replicas=2, rank=0))
@@ -275,3 +275,178 @@ def test_every_refusal_names_itself(shapes, odd):
     dl = DataLoader(o, batch_size=4, drop_last=True,
                     sampler=DistributedSampler(o, num_replicas=2, rank=0, drop_last=True))
     assert len(dl) == 3 == len(list(dl))
+
+
+# ---- review fixes: the upstream validation sampler, seeds, iterators, views --------
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+@pytest.mark.parametrize("batch,drop_last", [(4, False), (5, True), (2, False)])
+def test_validation_sampler_drop_last_is_distributed_samplers_cut(odd, world, batch, drop_last):
+    """pytorch/examples' validation loader: DistributedSampler(shuffle=False,
+    drop_last=True) with 25 samples (uneven for 2, 3, 4), the DataLoader with
+    or without drop_last: each rank gets torch's own indices and batches."""
+    ds = tv.datasets.ImageFolder(odd, transform=VAL)
+    ref = DataLoader(ds, batch_size=25)
+    (whole_x, whole_y), = list(ref)
+    seen = []
+    for rank in range(world):
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=False,
+                                     drop_last=True)
+        want = chunks(list(sampler), batch, drop_last)
+        dl = DataLoader(ds, batch_size=batch, sampler=sampler, drop_last=drop_last)
+        got = []
+        for x, y in dl:
+            idx = dl.batch_info.indices.tolist()
+            got.append(idx)
+            assert torch.equal(x, whole_x[idx]) and torch.equal(y, whole_y[idx])
+        assert got == want, (world, rank)
+        assert len(dl) == len(want)
+        seen += sum(got, [])
+        dl.close()
+    if not drop_last:     # the ranks together: the first floor(25 / world) * world samples
+        assert sorted(seen) == list(range(25 // world * world))
+
+
+def test_rank_world_without_a_process_group_share_one_seed(odd, monkeypatch):
+    """rank/world without a sampler, seed or process group: every rank uses
+    seed 0 (DistributedSampler's default), whatever its own torch seed, so
+    the ranks partition each epoch."""
+    ds = tv.datasets.ImageFolder(odd, transform=VAL)
+    assert not torch.distributed.is_initialized()
+    per_rank = []
+    for rank in range(2):
+        torch.manual_seed(1000 + rank)          # the processes' own seeds differ
+        if rank == 0:                           # from the launcher's environment
+            monkeypatch.setenv("RANK", "0")
+            monkeypatch.setenv("WORLD_SIZE", "2")
+            dl = DataLoader(ds, batch_size=4, shuffle=True, rank="auto", world="auto")
+        else:
+            dl = DataLoader(ds, batch_size=4, shuffle=True, rank=1, world=2)
+        assert dl.seed == 0
+        per_rank.append([sum((dl.batch_info.indices.tolist() for _ in dl), [])
+                         for _epoch in range(2)])
+        dl.close()
+    for epoch in range(2):
+        a, b = per_rank[0][epoch], per_rank[1][epoch]
+        assert len(a) == len(b) == 13
+        assert set(a) | set(b) == set(range(25)) and len(set(a) & set(b)) <= 1, epoch
+
+
+def test_a_superseded_iterator_raises(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=VAL)
+    dl = DataLoader(ds, batch_size=8, seed=0)
+    with pytest.raises(RuntimeError, match="another iterator of this loader was started"):
+        list(zip(dl, dl))
+    i1 = iter(dl)
+    next(i1)
+    i2 = iter(dl)
+    with pytest.raises(RuntimeError, match="another iterator of this loader was started"):
+        list(i1)
+    assert len(list(i2)) == len(dl) == 8        # the newer one is a whole epoch
+    done = iter(dl)
+    assert len(list(done)) == 8
+    fresh = iter(dl)
+    with pytest.raises(StopIteration):            # an ended iterator stays ended
+        next(done)
+    assert len(list(fresh)) == 8
+
+
+def test_distributed_sampler_without_set_epoch_warns(shapes):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    s = DistributedSampler(ds, num_replicas=2, rank=0, seed=1)
+    dl = DataLoader(ds, batch_size=4, sampler=s)
+    first = list(dl)
+    with pytest.warns(UserWarning, match=r"set_epoch"):
+        again = list(dl)                         # epoch 0 again: torch would redraw crops
+    assert equal(first, again)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        list(dl)                                 # once per loader
+        # a loop that calls set_epoch (on the sampler or the loader) is not warned
+        s2 = DistributedSampler(ds, num_replicas=2, rank=0, seed=1)
+        dl2 = DataLoader(ds, batch_size=4, sampler=s2)
+        for epoch in (0, 1, 1):
+            s2.set_epoch(epoch)
+            list(dl2)
+        dl2.set_epoch(1)
+        list(dl2)
+        # validation: no shuffle, no random transform: nothing would differ
+        vds = tv.datasets.ImageFolder(shapes, transform=VAL)
+        vs = DistributedSampler(vds, num_replicas=2, rank=0, shuffle=False)
+        val = DataLoader(vds, batch_size=4, sampler=vs)
+        list(val)
+        list(val)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_zero_copy_views_outlive_their_loader(shapes, workers):
+    """A view taken from a loader nobody holds any more: the memory is
+    kept (never freed under the view) and holds the batch."""
+    import gc
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    x, y = next(iter(DataLoader(ds, batch_size=8, shuffle=True, seed=1, zero_copy=True,
+                                num_workers=workers)))
+    gc.collect()
+    junk = [torch.full((8, 3, 24, 24), 7.0) for _ in range(64)]   # reuse freed memory
+    wx, wy = next(iter(DataLoader(ds, batch_size=8, shuffle=True, seed=1)))
+    assert torch.equal(x, wx) and torch.equal(y, wy)
+    del x, y, junk
+    gc.collect()
+
+
+def test_more_refusals_name_themselves(shapes, odd):
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    n = len(ds)
+
+    def refused(match, *a, **kw):
+        with pytest.raises(ValueError, match=match) as e:
+            DataLoader(*a, **kw)
+        msg = str(e.value)
+        assert msg.startswith("DataLoader: ")
+        assert any(w in msg for w in ("instead", "pass ", "use ", "give ", "put ", "Put ")), msg
+        return msg
+
+    refused(r"sampler=SubsetRandomSampler: .*Subset\(dataset, indices\) .*shuffle=True", ds,
+            batch_size=8, sampler=torch.utils.data.SubsetRandomSampler([0, 1, 2]))
+    refused(r"sampler=list: .*Subset\(dataset, indices\) .*shuffle=False", ds, batch_size=8,
+            sampler=[0, 1, 2])
+    refused(r"sampler=range: .*Subset", ds, batch_size=8, sampler=range(n))
+    refused(r"batch_size=61: .*drop_last", ds, batch_size=61, drop_last=True)
+    o = tv.datasets.ImageFolder(odd, transform=VAL)
+    refused(r"batch_size=7: .*drop_last", o, batch_size=7, drop_last=True,
+            sampler=DistributedSampler(o, num_replicas=4, rank=0, shuffle=False,
+                                       drop_last=True))       # 24 samples, global batch 28
+    refused(r"transform=ToTensor\(\): .*CenterCrop", tv.datasets.ImageFolder(shapes),
+            batch_size=8, transform=T.ToTensor())
+    refused(r"transform=ToTensor\(\): .*CenterCrop",
+            tv.datasets.ImageFolder(shapes, transform=T.ToTensor()), batch_size=8)
+    refused(r"rank=1 without world=", ds, batch_size=8, rank=1)
+    refused(r"rank=3, world=2: .*\[0, 1\]", ds, batch_size=8, rank=3, world=2)
+    refused(r"num_workers=65: .*64", ds, batch_size=8, num_workers=65)
+    # the way out named for ToTensor: CenterCrop of the images' size changes no pixel
+    same = tv.datasets.ImageFolder(shapes, transform=T.Compose([T.CenterCrop(32),
+                                                                T.ToTensor()]))
+    x, y = next(iter(DataLoader(same, batch_size=5)))
+    assert torch.equal(x, torch.stack([same[i][0] for i in range(5)]))
+
+
+def test_seed_is_read_at_the_first_iter(shapes):
+    """torch reads its seed when an iterator starts: a script seeding after
+    building its loaders is deterministic."""
+    ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
+    torch.manual_seed(5)
+    dl = DataLoader(ds, batch_size=8, shuffle=True)
+    torch.manual_seed(6)
+    first = list(dl)
+    assert dl.seed == 6
+    torch.manual_seed(7)                          # kept after the first iter()
+    second = list(dl)
+    assert dl.seed == 6 and dl.state_dict()["seed"] == 6
+    ref = DataLoader(ds, batch_size=8, shuffle=True, seed=6)
+    assert equal(first, list(ref)) and equal(second, list(ref))
+    torch.manual_seed(8)
+    st = DataLoader(ds, batch_size=8, shuffle=True)
+    torch.manual_seed(9)
+    assert st.state_dict()["seed"] == 9           # state_dict() reads it too
+    torch.manual_seed(10)
+    assert st.seed == 9
