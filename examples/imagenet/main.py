@@ -2,9 +2,11 @@
 """main.py - ImageNet-style training and validation with torchvision, in the
 shape of pytorch/examples' imagenet/main.py, small enough for a CPU: a
 train loader (RandomResizedCrop + flip + ToTensor + Normalize, shuffled),
-a validation loader (Resize + CenterCrop, shuffle=False), DistributedSampler
-and DDP (gloo) when launched by torchrun, pin_memory=True, set_epoch every
-epoch. The one seedpipe-specific line is the DataLoader import.
+a validation loader (Resize + CenterCrop, shuffle=False; under DDP
+upstream's DistributedSampler(shuffle=False, drop_last=True) and a tail
+loader over a Subset), DistributedSampler and DDP (gloo) when launched by
+torchrun, pin_memory=True, set_epoch every epoch. The one seedpipe-specific
+line is the DataLoader import.
 
     python3 examples/imagenet/main.py DATA --epochs 2             # one process
     torchrun --nproc_per_node 2 examples/imagenet/main.py DATA    # DDP, 2 processes
