@@ -9,13 +9,13 @@
  * any case. Hidden entries (a leading '.') are skipped at every level, as are
  * files with other extensions, files directly in the root, and anything that
  * is neither a directory nor a regular file. Each real directory (device
- * and inode) is walked once: sub-folders are visited in byte-wise order
- * after the files, and a second path to a directory already walked (a
- * symlink sideways, a bind mount) is skipped, so the first path in that
- * order keeps its files and the result never depends on readdir order; a
- * link back to an enclosing folder is an error, as are folders nested
- * deeper than 64 levels and a walk that reads more than 2^26 entries (a
- * named SP_ELIMIT, in bounded time). The samples are then sorted byte-wise by relative path
+ * and inode) is read once: a second path to one already read (a symlink
+ * sideways, a bind mount, a class linked to another) is an SP_EFORMAT
+ * naming both paths, as is a link back to an enclosing folder (torchvision
+ * would list the files twice, or forever; links that pointed sideways made
+ * the old walk exponential), and folders nested deeper than 64 levels or a
+ * walk that reads more than 2^26 entries are a named SP_ELIMIT, in bounded
+ * time. Sub-folders are visited in byte-wise order after the files. The samples are then sorted byte-wise by relative path
  * "class/sub/file.png" by sp__ds_finish_files() (dataset_index.c), so
  * readdir order never matters. Called by dataset.c; calls down into
  * dataset_index.c and dataset_common.c only.
@@ -35,11 +35,17 @@
 
 typedef struct dir_id { dev_t dev; ino_t ino; } dir_id;
 
-/* The walk's state: the folders seen (a hash set of device and inode, so
- * each real directory is walked once, however many links lead to it) and
- * the entries read so far. */
+/* A folder walked, and the path (relative to the root) it was walked as. */
+typedef struct seen_dir {
+    dir_id id;
+    char *rel;      /* NULL: a free slot */
+} seen_dir;
+
+/* The walk's state: the folders walked (a hash set of device and inode:
+ * a second path to one of them is an error naming both, so no folder is
+ * read twice, however many links lead to it) and the entries read so far. */
 typedef struct walk_ctx {
-    dir_id *seen;   /* open addressing; ino 0 and dev 0 marks a free slot */
+    seen_dir *seen;   /* open addressing */
     size_t cap, n;
     uint64_t entries;
 } walk_ctx;
@@ -49,23 +55,45 @@ static size_t id_home(const walk_ctx *w, dir_id id) {
     return (size_t)(h ^ (h >> 29)) & (w->cap - 1);
 }
 
-/* 1 if id was seen before, else records it and returns 0; -1 out of memory. */
-static int seen_before(walk_ctx *w, dir_id id) {
+static void put_seen(walk_ctx *w, seen_dir d) {
+    size_t i = id_home(w, d.id);
+    while (w->seen[i].rel) i = (i + 1) & (w->cap - 1);
+    w->seen[i] = d;
+    w->n++;
+}
+
+/* The path id was first walked as, or NULL after recording it as `rel`
+ * (*oom set when that fails). */
+static const char *seen_as(walk_ctx *w, dir_id id, const char *rel, int *oom) {
+    *oom = 0;
+    if (w->cap) {
+        for (size_t i = id_home(w, id); w->seen[i].rel; i = (i + 1) & (w->cap - 1))
+            if (w->seen[i].id.dev == id.dev && w->seen[i].id.ino == id.ino) return w->seen[i].rel;
+    }
     if ((w->n + 1) * 2 > w->cap) {
-        walk_ctx g = {calloc(w->cap ? w->cap * 2 : 256, sizeof(dir_id)), w->cap ? w->cap * 2 : 256,
-                      0, w->entries};
-        if (!g.seen) return -1;
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        walk_ctx g = {calloc(cap, sizeof(seen_dir)), cap, 0, w->entries};
+        if (!g.seen) {
+            *oom = 1;
+            return NULL;
+        }
         for (size_t i = 0; i < w->cap; i++)
-            if (w->seen[i].dev || w->seen[i].ino) seen_before(&g, w->seen[i]);
+            if (w->seen[i].rel) put_seen(&g, w->seen[i]);
         free(w->seen);
         *w = g;
     }
-    size_t i = id_home(w, id);
-    for (; w->seen[i].dev || w->seen[i].ino; i = (i + 1) & (w->cap - 1))
-        if (w->seen[i].dev == id.dev && w->seen[i].ino == id.ino) return 1;
-    w->seen[i] = id;
-    w->n++;
-    return 0;
+    seen_dir d = {id, sp__ds_strdup(rel)};
+    if (!d.rel) {
+        *oom = 1;
+        return NULL;
+    }
+    put_seen(w, d);
+    return NULL;
+}
+
+static void free_seen(walk_ctx *w) {
+    for (size_t i = 0; i < w->cap; i++) free(w->seen[i].rel);
+    free(w->seen);
 }
 
 static int lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
@@ -92,9 +120,9 @@ static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
                 dir_id *stack, int depth, walk_ctx *w, sp__ds_entries *e, sp_error *err);
 
 /* The sub-folders of dir (names in subs[0..n)), in byte-wise order, each
- * walked unless its real directory was walked already: the first path to
- * a directory in this order keeps its files, so the result never depends
- * on readdir order; a link back to an enclosing folder is an error. */
+ * walked once: a link back to an enclosing folder, or a second path to a
+ * folder already walked (a link sideways, a bind mount), is an error naming
+ * both paths (torchvision would read its files twice, under two names). */
 static int walk_subdirs(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
                         dir_id *stack, int depth, walk_ctx *w, char **subs, size_t n,
                         sp__ds_entries *e, sp_error *err) {
@@ -112,12 +140,17 @@ static int walk_subdirs(sp_dataset *ds, const char *dir, const char *rel, int32_
                 if (stack[a].dev == id.dev && stack[a].ino == id.ino)
                     rc = sp_error_set(err, SP_EFORMAT, "%s: directory loop (links back to an "
                                       "enclosing folder)", full);
-            int seen = rc ? 0 : seen_before(w, id);
-            if (seen < 0) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
-            if (rc == SP_OK && !seen && depth >= MAX_DEPTH)
+            int oom = 0;
+            const char *first = rc ? NULL : seen_as(w, id, r, &oom);
+            if (oom) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
+            else if (first)
+                rc = sp_error_set(err, SP_EFORMAT, "%s: the same folder as %s/%s, already read "
+                                  "(a link or mount reaches it twice; each folder is read once: "
+                                  "remove the second path)", full, ds->root, first);
+            if (rc == SP_OK && depth >= MAX_DEPTH)
                 rc = sp_error_set(err, SP_ELIMIT, "%s: folders nested deeper than %d levels",
                                   full, MAX_DEPTH);
-            if (rc == SP_OK && !seen) {
+            if (rc == SP_OK) {
                 stack[depth] = id;
                 rc = walk(ds, full, r, label, stack, depth + 1, w, e, err);
             }
@@ -273,25 +306,29 @@ int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
         return sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
     stack[0].dev = st.st_dev;
     stack[0].ino = st.st_ino;
-    if (seen_before(&w, stack[0]) < 0) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    int oom = 0;
+    seen_as(&w, stack[0], ".", &oom);
+    if (oom) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     for (size_t c = 0; c < n && rc == SP_OK; c++) {
         char *dir = sp__ds_join(ds->root, names[c]);
         if (!dir) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); break; }
-        int seen = 0;
         if (stat(dir, &st) != 0) {
             rc = sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
         } else {
             stack[1].dev = st.st_dev;
             stack[1].ino = st.st_ino;
-            /* A class folder that is another class's (or the root) by a
-             * link stays a class, with no samples of its own. */
-            seen = seen_before(&w, stack[1]);
-            if (seen < 0) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-            else if (!seen) rc = walk(ds, dir, names[c], (int32_t)c, stack, 2, &w, &e, err);
+            /* A class folder that is the root or another class by a link. */
+            const char *first = seen_as(&w, stack[1], names[c], &oom);
+            if (oom) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            else if (first)
+                rc = sp_error_set(err, SP_EFORMAT, "%s: the same folder as %s/%s (a link): each "
+                                  "folder is read once, a class cannot share one", dir, ds->root,
+                                  first);
+            else rc = walk(ds, dir, names[c], (int32_t)c, stack, 2, &w, &e, err);
         }
         free(dir);
     }
-    free(w.seen);
+    free_seen(&w);
     if (rc == SP_OK)
         rc = sp__ds_finish_files(ds, &e,
                                  "no images found (expected class folders with .png, .jpg or "

@@ -10,13 +10,13 @@
  *    ("class/file"). Hidden entries (leading '.') are ignored at every
  *    level, as are other extensions and files directly in the root; nested
  *    folders inside a class are walked recursively, symlinks followed, each
- *    real directory (device, inode) once: sub-folders in byte-wise order
- *    after the files, and a second path to a directory already walked (a
- *    link sideways, a bind mount) is skipped, so the first path in that
- *    order keeps its files whatever readdir's order; a link back to an
- *    enclosing folder is SP_EFORMAT, more than 64 levels or 2^26 entries
- *    read in all SP_ELIMIT (the walk's time is bounded by the folder's
- *    real size, not the number of paths links make).
+ *    real directory (device, inode) read once: a second path to a folder
+ *    already read (a link sideways, a bind mount, a class linked to
+ *    another) is SP_EFORMAT naming both paths, as is a link back to an
+ *    enclosing folder (torchvision would list those files twice, or
+ *    forever); more than 64 levels or 2^26 entries read in all is
+ *    SP_ELIMIT (the walk's time is bounded by the folder's real size, not
+ *    by the number of paths links make).
  *    torchvision's ImageFolder index order is the same for a flat folder
  *    (images directly in their class folders) unless two class names are
  *    c and c+x with x starting with a byte below '/' (space !"#$%&'()*+,-.).
