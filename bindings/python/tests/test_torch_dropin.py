@@ -450,3 +450,26 @@ def test_seed_is_read_at_the_first_iter(shapes):
     assert st.state_dict()["seed"] == 9           # state_dict() reads it too
     torch.manual_seed(10)
     assert st.seed == 9
+
+
+def test_rank_world_with_a_process_group_use_rank_0s_seed(odd):
+    """With torch.distributed up, rank 0's torch.initial_seed() is broadcast
+    (a one-process gloo group here: the collective runs, rank 0 is us)."""
+    import socket
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("torch.distributed with gloo not available")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                            world_size=1)
+    try:
+        torch.manual_seed(4242)
+        dl = DataLoader(tv.datasets.ImageFolder(odd, transform=VAL), batch_size=4,
+                        shuffle=True, rank=1, world=2)
+        torch.manual_seed(1)                     # read when built: a collective
+        assert dl.seed == 4242
+        dl.close()
+    finally:
+        dist.destroy_process_group()
