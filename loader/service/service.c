@@ -584,14 +584,17 @@ int sp_service_join(pid_t pid, int timeout_ms) {
 
 /* ---- status ------------------------------------------------------------------------- */
 
-/* A string from the region, NUL-terminated in dst, its control bytes (C0
- * and DEL: terminal escape sequences) written as \xNN, so printing it can
- * only print. */
+/* A string from the region, NUL-terminated in dst, its control bytes (C0,
+ * DEL and the 8-bit C1 range 0x80-0x9f that some terminals take as CSI and
+ * the like) and the backslash written as \xNN, so printing it can only
+ * print and an escape cannot be forged. Bytes 0xa0-0xff pass, so UTF-8
+ * paths mostly keep their letters (a continuation byte in 0x80-0x9f is
+ * escaped too: that costs readability, never safety). */
 static void escape_copy(char *dst, size_t n, const char *src, size_t srcn) {
     size_t o = 0;
     for (size_t i = 0; i < srcn && src[i] && o + 1 < n; i++) {
         unsigned char c = (unsigned char)src[i];
-        if (c >= 0x20 && c != 0x7f) {
+        if (c >= 0x20 && c != 0x7f && c != '\\' && !(c >= 0x80 && c <= 0x9f)) {
             dst[o++] = (char)c;
         } else if (o + 5 < n) {
             snprintf(dst + o, 5, "\\x%02x", c);

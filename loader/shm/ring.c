@@ -92,7 +92,8 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
     int fd, rc;
     if (!name || !name[0]) {
         /* The worker pool's own ring: a memfd, inherited by the forked
-         * workers through the mapping (the descriptor is closed). */
+         * workers through the mapping (the creator keeps the descriptor,
+         * close-on-exec, for sp__region_intact()). */
         name = NULL;
         fd = (int)syscall(SYS_memfd_create, "seedpipe-ring", MFD_CLOEXEC);
         if (fd < 0)
@@ -157,16 +158,20 @@ int sp__region_open(const char *path, int flags, struct stat *st, sp_error *err)
     if (fstat(fd, st) != 0) {
         int e = errno;
         close(fd);
-        return sp_error_set(err, SP_EIO, "region %s: fstat: %s", path + 1, strerror(e));
+        sp_error_set(err, SP_EIO, "region %s: fstat: %s", path + 1, strerror(e));
+        errno = e;
+        return SP_EIO;
     }
     if (!S_ISREG(st->st_mode)) {
         close(fd);
-        return sp_error_set(err, SP_EIO, "region %s: not a shared-memory object (%s, owned by "
-                            "uid %u): refused", path + 1,
-                            S_ISFIFO(st->st_mode)  ? "a FIFO"
-                            : S_ISDIR(st->st_mode) ? "a directory"
-                                                   : "not a regular file",
-                            (unsigned)st->st_uid);
+        sp_error_set(err, SP_EIO, "region %s: not a shared-memory object (%s, owned by uid %u): "
+                     "refused", path + 1,
+                     S_ISFIFO(st->st_mode)  ? "a FIFO"
+                     : S_ISDIR(st->st_mode) ? "a directory"
+                                            : "not a regular file",
+                     (unsigned)st->st_uid);
+        errno = EINVAL;   /* never ENOENT: the name is taken */
+        return SP_EIO;
     }
     return fd;
 }

@@ -76,7 +76,8 @@ typedef struct sp__region {
     uint8_t *base;
     size_t size;
     int owner;          /* created it: unlinks a named region on close */
-    int fd;             /* the creator keeps its descriptor (sp__region_intact); else -1 */
+    int fd;             /* the creator keeps its descriptor (sp__region_intact);
+                         * meaningless unless owner */
     char name[256];     /* "" for anonymous */
 } sp__region;
 
