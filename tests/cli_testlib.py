@@ -9,6 +9,7 @@ ctest only runs tests/test_*.py.
 """
 import os
 import subprocess
+import sys
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 
@@ -136,3 +137,44 @@ def children_left(live_only=False):
         if fields[1] == me and not (live_only and fields[0] in "ZX"):
             left.append(pid)
     return left
+
+
+def sanitizer_preload(lib):
+    """A SEEDPIPE_SANITIZE=ON library needs the ASan/UBSan runtimes first in
+    the process: the paths ldd resolves for them, ASan first ([] if none)."""
+    try:
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pre = []
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith(("libasan.so", "libubsan.so")) and "=>" in parts:
+            path = parts[parts.index("=>") + 1]
+            if os.path.exists(path):
+                pre.append(path)
+    pre.sort(key=lambda p: "libasan" not in p)
+    return pre
+
+
+def preload_env(lib, env):
+    """env with the sanitizer runtimes LD_PRELOADed when lib needs them
+    (CPython's own allocations look leaked to LeakSanitizer: leaks off)."""
+    pre = sanitizer_preload(lib)
+    if pre:
+        env["LD_PRELOAD"] = " ".join(pre + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+    return env
+
+
+def reexec_for(lib):
+    """Before ctypes loads a sanitized lib into this python (ASan aborts the
+    process when its runtime is not first): run this script again with the
+    runtimes preloaded. Returns when nothing is needed, or once preloaded."""
+    if os.environ.get("SP_SANITIZER_REEXEC") or not os.path.exists(lib):
+        return
+    env = preload_env(lib, dict(os.environ))
+    if env.get("LD_PRELOAD") != os.environ.get("LD_PRELOAD"):
+        env["SP_SANITIZER_REEXEC"] = "1"
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)

@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import detmath_ref as D  # noqa: E402
 import philox_ref as R  # noqa: E402
+from cli_testlib import reexec_for  # noqa: E402
 
 FAILURES = []
 N_PER_FUNCTION = 20000
@@ -174,6 +175,7 @@ def load_library():
     for path in cands:
         if not os.path.exists(path):
             continue
+        reexec_for(path)   # a sanitizer build: its runtimes preloaded first
         try:
             return ctypes.CDLL(path), path
         except OSError as e:

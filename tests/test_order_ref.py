@@ -39,6 +39,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import philox_ref as R  # noqa: E402
+from cli_testlib import reexec_for  # noqa: E402
 
 FAILURES = []
 
@@ -292,6 +293,7 @@ def part4(build):
 def main():
     part1()
     build = os.environ.get("SP_BUILD_DIR", os.path.join(os.path.dirname(HERE), "build"))
+    reexec_for(os.path.join(build, "libseedpipe.so"))   # a sanitizer build: runtimes first
     try:
         lib = ctypes.CDLL(os.path.join(build, "libseedpipe.so"))
     except OSError as e:

@@ -12,23 +12,7 @@ import os
 import subprocess
 import sys
 
-
-def sanitizer_preload(lib):
-    """A SEEDPIPE_SANITIZE=ON library needs the ASan/UBSan runtimes first in
-    the process: LD_PRELOAD them for python (the paths ldd resolves)."""
-    try:
-        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    pre = []
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0].startswith(("libasan.so", "libubsan.so")) and "=>" in parts:
-            path = parts[parts.index("=>") + 1]
-            if os.path.exists(path):
-                pre.append(path)
-    pre.sort(key=lambda p: "libasan" not in p)   # ASan first
-    return pre
+from cli_testlib import preload_env
 
 
 def main():
@@ -52,11 +36,8 @@ def main():
     if not env.get("SEEDPIPE_BIN"):
         env["SEEDPIPE_BIN"] = os.path.join(build, "seedpipe")
     env["PYTHONDONTWRITEBYTECODE"] = "1"      # leave the source tree clean
-    pre = sanitizer_preload(lib)
-    if pre:
-        env["LD_PRELOAD"] = " ".join(pre + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
-        # CPython's own allocations look leaked to LeakSanitizer
-        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+    preload_env(lib, env)
+    if env.get("LD_PRELOAD") != os.environ.get("LD_PRELOAD"):
         print(f"sanitized library: LD_PRELOAD={env['LD_PRELOAD']}")
     cmd = [sys.executable, "-m", "pytest", os.path.join(pkg, "tests"), "-q",
            "-p", "no:cacheprovider"]
