@@ -336,7 +336,7 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     ds->idx_file = sp__ds_strdup(path);
     if (!ds->idx_file) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
 
-    gzFile gz;
+    gzFile gz = NULL;
     int eno;
     uint64_t lim;
     int rc = idx_limit(path, &lim, err);
