@@ -1,9 +1,9 @@
 /* dataset_common.c - the helpers every dataset source shares, below all of
  * them: string copies and path joins, the collected (path, label) entries of
  * the encoded-file kinds, numeric class names, the sample arrays'
- * allocation, hashing a file descriptor's bytes, the little-endian byte
- * buffers the two index formats are built in, and the write-to-a-temporary-
- * name-then-rename(2) that publishes them (dataset_internal.h).
+ * allocation, hashing a file descriptor's bytes, and the little-endian byte
+ * buffers the two index formats are built in (dataset_internal.h; the
+ * index files are published by common.h's sp_write_file_atomic()).
  *
  * Layering: the dispatcher (dataset.c) calls down into the per-kind files
  * (dataset_folder.c, dataset_idx.c, dataset_list.c, dataset_tar*.c), those
@@ -162,6 +162,3 @@ void sp__ds_buf_str(sp__ds_buf *b, const char *s) {
     if (l) sp__ds_buf_put(b, s, l);
 }
 
-int sp__ds_write_file(const char *path, const void *data, size_t n) {
-    return sp_write_file_atomic(path, data, n, 0, NULL) == SP_OK ? 0 : -1;
-}

@@ -41,8 +41,8 @@
 #include <zlib.h>
 
 /* Upper bound on the decoded pixel bytes of one IDX images file, by
- * default; SEEDPIPE_IDX_MAX_BYTES (decimal bytes, or with a K, M or G
- * suffix: binary units) sets another, up to SP_DS_MAX_IDX_CEIL. The pixels
+ * default; SEEDPIPE_IDX_MAX_BYTES (a size as sp_parse_size() reads it:
+ * bytes, or with a K, M, G or T suffix) sets another, up to SP_DS_MAX_IDX_CEIL. The pixels
  * stay in memory, so this is what one IDX dataset can cost. */
 #define SP_DS_MAX_IDX_BYTES (UINT64_C(4) << 30)
 #define SP_DS_MAX_IDX_CEIL (UINT64_C(1) << 40)
@@ -51,16 +51,11 @@ static int idx_limit(const char *path, uint64_t *lim, sp_error *err) {
     const char *v = getenv("SEEDPIPE_IDX_MAX_BYTES");
     *lim = SP_DS_MAX_IDX_BYTES;
     if (!v || !*v) return SP_OK;
-    uint64_t x = 0;
-    const char *p = v;
-    for (; *p >= '0' && *p <= '9' && x <= SP_DS_MAX_IDX_CEIL; p++) x = x * 10 + (uint64_t)(*p - '0');
-    int shift = *p == 'K' ? 10 : *p == 'M' ? 20 : *p == 'G' ? 30 : 0;
-    if (shift) p++;
-    if (p == v || *p || x == 0 || x > (SP_DS_MAX_IDX_CEIL >> shift))
+    sp_error e;
+    if (sp_parse_size(v, lim, &e) != SP_OK || *lim == 0 || *lim > SP_DS_MAX_IDX_CEIL)
         return sp_error_set(err, SP_EINVAL, "%s: SEEDPIPE_IDX_MAX_BYTES=\"%s\" is not a size in "
-                            "1..%llu bytes (digits, optionally K, M or G)", path, v,
+                            "1..%llu bytes (digits, optionally K, M, G or T)", path, v,
                             (unsigned long long)SP_DS_MAX_IDX_CEIL);
-    *lim = x << shift;
     return SP_OK;
 }
 

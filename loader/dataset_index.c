@@ -482,7 +482,7 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
             *strrchr(dir, '/') = '\0';
             if (mkdir_p(dir) != 0) continue;
         }
-        if (sp__ds_write_file(paths[w], b.p, b.len) == 0) {
+        if (sp_write_file_atomic(paths[w], b.p, b.len, 0, NULL) == SP_OK) {
             info->written = 1;
             memcpy(info->path, paths[w], sizeof paths[w]);   /* same size, NUL-terminated */
             break;

@@ -160,11 +160,6 @@ void sp__ds_buf_u32(sp__ds_buf *b, uint32_t v);
 void sp__ds_buf_u64(sp__ds_buf *b, uint64_t v);
 void sp__ds_buf_str(sp__ds_buf *b, const char *s);   /* u32 length + bytes; NULL: "" */
 
-/* Write n bytes to path through a unique temporary name in its folder and
- * rename(2), so a reader sees the old file or the whole new one.
- * @return 0, or -1 (nothing left behind). */
-int sp__ds_write_file(const char *path, const void *p, size_t n);
-
 /* Class names "0".."k-1" (for IDX and list files). */
 int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
 

@@ -150,7 +150,7 @@ int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct s
     }
     sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
     char *path = sp__ds_tar_index_path(ds, rel);
-    int ok = !b.oom && path && sp__ds_write_file(path, b.p, b.len) == 0;
+    int ok = !b.oom && path && sp_write_file_atomic(path, b.p, b.len, 0, NULL) == SP_OK;
     free(path);
     free(b.p);
     return ok;

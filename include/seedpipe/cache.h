@@ -244,8 +244,8 @@ SP_API int sp_cache_gc(sp_cache *c, uint64_t max_size, sp_cache_gc_report *rep, 
 SP_API int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, const char *),
                                  void *ud, uint64_t *bad, sp_error *err);
 
-/*! sp_cache_parse_size() : "123", "10K", "10M", "2G", "1T" (binary units,
- *  optional trailing "B"/"iB"). @return 0 or SP_EINVAL. */
+/*! sp_cache_parse_size() : sp_parse_size() (common.h), kept for callers of
+ *  the cache API. @return 0 or SP_EINVAL. */
 SP_API int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err);
 
 #ifdef __cplusplus

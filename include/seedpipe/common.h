@@ -145,6 +145,11 @@ SP_API void sp_publish_abort(sp_publish *p);
 SP_API int sp_write_file_atomic(const char *path, const void *data, size_t n, int durable,
                                 sp_error *err);
 
+/*! sp_parse_size() : "123", "10K", "10M", "2G", "1T" (binary units, any
+ *  case, optional trailing "B"/"iB"): the one parser of every size a user
+ *  writes (cache --max-size, SEEDPIPE_IDX_MAX_BYTES). @return 0 or SP_EINVAL. */
+SP_API int sp_parse_size(const char *s, uint64_t *out, sp_error *err);
+
 /*! sp_isa_cap() : a SIMD level (0 baseline, 1 AVX2, 2 AVX-512) capped by
  *  the environment variable SEEDPIPE_ISA=sse2|avx2|avx512 (unset: best).
  *  Every module with run-time SIMD dispatch (resize, the CPU convolutions,

@@ -39,7 +39,7 @@
  *    byte) is supported. Pixels are kept in memory: at most 4 GiB of them
  *    by default (the declared size is checked before reading, and the
  *    buffer grows with the data actually decompressed), another limit by
- *    SEEDPIPE_IDX_MAX_BYTES (bytes, or with a K, M or G suffix).
+ *    SEEDPIPE_IDX_MAX_BYTES (a size as sp_parse_size() reads it, e.g. 8G).
  *  - List file (any other regular file): one `path<TAB>label` per line,
  *    path relative to the list file's folder (or absolute), label a
  *    non-negative integer below 65536; a line whose first non-blank char is

@@ -300,28 +300,5 @@ int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
 }
 
 int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err) {
-    const char *p = s;
-    uint64_t v = 0;
-    if (!s || *s < '0' || *s > '9') goto bad;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_MAX - 9) / 10) goto bad;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    int shift = 0;
-    switch (*p) {
-    case 'k': case 'K': shift = 10; p++; break;
-    case 'm': case 'M': shift = 20; p++; break;
-    case 'g': case 'G': shift = 30; p++; break;
-    case 't': case 'T': shift = 40; p++; break;
-    default: break;
-    }
-    if (shift && *p == 'i') p++;
-    if (*p == 'B' || *p == 'b') p++;
-    if (*p) goto bad;
-    if (shift && v > (UINT64_MAX >> shift)) goto bad;
-    *out = v << shift;
-    return SP_OK;
-bad:
-    return sp_error_set(err, SP_EINVAL, "size \"%s\": expected a number with an optional "
-                        "K, M, G or T suffix (binary units)", s ? s : "");
+    return sp_parse_size(s, out, err);   /* common.h: the one size parser */
 }
