@@ -29,7 +29,6 @@ import ctypes.util
 import glob
 import os
 import resource
-import stat
 import sys
 import tempfile
 import time

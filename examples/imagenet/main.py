@@ -105,7 +105,7 @@ def gather(t):
 
 def train(epoch):
     model.train()
-    total, n = torch.zeros(2, dtype=torch.float64), 0
+    total = torch.zeros(2, dtype=torch.float64)
     for images, target in train_loader:
         loss = criterion(model(images), target)
         optimizer.zero_grad()

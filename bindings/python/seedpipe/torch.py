@@ -221,7 +221,7 @@ def _read_sampler(sampler, dataset):
         return False, None, None, None, False
     if type(sampler) is RandomSampler:
         if sampler.replacement or sampler._num_samples is not None:
-            _refuse(f"sampler=RandomSampler(replacement/num_samples)",
+            _refuse("sampler=RandomSampler(replacement/num_samples)",
                     "seedpipe's epoch is a permutation of every sample; pass shuffle=True, "
                     "or select samples with torch.utils.data.Subset")
         seed = (int(sampler.generator.initial_seed())
@@ -345,7 +345,7 @@ class DataLoader:
                  layout="nchw", zero_copy=False, on_error="fail", cache=None, threads=1):
         torch = _need()
         from . import transforms as T
-        from ._core import Loader, _check_int, _resolve_rank_world
+        from ._core import _check_int, _resolve_rank_world
         if batch_sampler is not None:
             _refuse("batch_sampler", "seedpipe cuts the batches itself: pass batch_size= (per "
                     "process) and drop_last=, with a DistributedSampler as sampler= under DDP")

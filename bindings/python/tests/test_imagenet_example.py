@@ -10,13 +10,11 @@ use --seed 5: the samplers' seed and the one process's torch seed agree. Skipped
 torchvision, or torch.distributed with gloo."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
-import seedpipe
 
 torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
 pytest.importorskip("torchvision", reason="torchvision (python3-torchvision) not installed")
@@ -24,28 +22,11 @@ if not (torch.distributed.is_available() and torch.distributed.is_gloo_available
     pytest.skip("torch.distributed with the gloo backend not available", allow_module_level=True)
 from torch.utils.data import DistributedSampler  # noqa: E402
 
+from launch import clean_env, free_port, torchrun_std_broken  # noqa: E402
+
 ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLE = os.path.join(ROOT, "examples", "imagenet", "main.py")
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-               "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-               "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torchrun_std_broken():
-    """torch 1.13 on Python 3.11+: the default --redirects/--tee do not parse
-    (see examples/torchrun/README.md)."""
-    try:
-        from torch.distributed.elastic.multiprocessing.api import Std
-    except ImportError:
-        return False
-    return Std.from_str("0") is None
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +39,7 @@ def data(tmp_path_factory, binary):
 
 
 def test_one_process_and_torchrun_2(data, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
-    env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
-               SEEDPIPE_LIB=seedpipe.LIB_PATH)
-    pkg = os.path.dirname(os.path.dirname(seedpipe.__file__))
-    env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = clean_env()
     one, two = str(tmp_path / "one.json"), str(tmp_path / "two.json")
     p = subprocess.run([sys.executable, EXAMPLE, data, "--record", one, "--seed", "5"],
                        env=env, capture_output=True, text=True, timeout=300)

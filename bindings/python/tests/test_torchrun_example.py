@@ -13,7 +13,6 @@ import importlib.util
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with the gloo backend not available", allow_module_level=True)
 
+from launch import clean_env, free_port, torchrun_std_broken  # noqa: E402
+
 ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLE = os.path.join(ROOT, "examples", "torchrun", "train_ddp.py")
@@ -33,37 +34,6 @@ EXAMPLE = os.path.join(ROOT, "examples", "torchrun", "train_ddp.py")
 # learning rate (measured here, 6 seeds, 20 steps: worst 1.5e-5 at lr 0.01,
 # 2.0e-4 at lr 0.02); see examples/torchrun/README.md
 STEPS, GLOBAL_BATCH, SEED, LR, RTOL = 20, 48, 0, 0.01, 1e-4
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-               "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-               "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torchrun_std_broken():
-    """torch 1.13 on Python 3.11+: torchrun's Std.from_str("0") (the default
-    --redirects/--tee) is None (3.11's Flag iteration skips 0), and torchrun
-    dies with AttributeError: 'NoneType' object has no attribute 'get'."""
-    try:
-        from torch.distributed.elastic.multiprocessing.api import Std
-    except ImportError:
-        return False
-    return Std.from_str("0") is None
-
-
-def clean_env():
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
-    env["OMP_NUM_THREADS"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    # the example imports the seedpipe under test (PYTHONPATH, SEEDPIPE_LIB inherited)
-    pkg = os.path.dirname(os.path.dirname(seedpipe.__file__))
-    env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["SEEDPIPE_LIB"] = seedpipe.LIB_PATH
-    return env
 
 
 def run(cmd, env, timeout=150):
