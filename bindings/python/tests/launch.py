@@ -1,9 +1,13 @@
 """launch.py - what the two example tests share to run a script as one
 process and under `python -m torch.distributed.run` (not a test itself):
 an environment without any launcher's variables that imports the seedpipe
-under test, a free local port, and torch 1.13's torchrun bug on Python 3.11+."""
+under test, a free local port, torch 1.13's torchrun bug on Python 3.11+,
+and torchrun itself, bounded in time and killed whole."""
 import os
+import signal
 import socket
+import subprocess
+import sys
 
 import seedpipe
 
@@ -40,3 +44,52 @@ def torchrun_std_broken():
     except ImportError:
         return False
     return Std.from_str("0") is None
+
+
+def sanitizer_preloaded():
+    """The sanitizer runtime this process has LD_PRELOADed (an ASan build's
+    tests), or None. torchrun under one is not run: libasan from gcc 12
+    does not make its allocator safe across fork(), and gloo's threads plus
+    the pool's forked workers hung one CI run after the last epoch (the
+    one-process runs stay, and the plain build runs torchrun)."""
+    for lib in os.environ.get("LD_PRELOAD", "").split():
+        if "asan" in os.path.basename(lib) or "tsan" in os.path.basename(lib):
+            return os.path.basename(lib)
+    return None
+
+
+def torchrun(script, args, env, log_dir, timeout=300):
+    """`python -m torch.distributed.run --nproc_per_node 2 script args` in
+    its own session, a fresh free port per try (the port may be taken
+    before torchrun binds it). On a timeout the whole session is killed
+    (ranks and their workers too) and the failure shows the process tree
+    as it was and the ranks' logs."""
+    extra = ["--log_dir", log_dir]             # else a /tmp/torchelastic_* per run
+    if torchrun_std_broken():
+        extra += ["--redirects", "1", "--tee", "1"]
+    for attempt in range(3):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+               "--master_port", str(free_port()), *extra, script, *args]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            tree = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,wchan:24,etime,args",
+                                   "--forest"], capture_output=True, text=True).stdout
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            logs = []
+            for d, _, files in os.walk(log_dir):
+                for f in sorted(files):
+                    with open(os.path.join(d, f), errors="replace") as fh:
+                        logs.append(f"--- {os.path.join(d, f)}\n{fh.read()[-4000:]}")
+            raise AssertionError(f"torchrun still running after {timeout} s: {' '.join(cmd)}\n"
+                                 f"processes then (session {p.pid}):\n"
+                                 + "\n".join(line for line in tree.splitlines()
+                                             if f" {p.pid} " in line or line.startswith("  PID"))
+                                 + f"\nstdout:\n{out}\nstderr:\n{err}\n" + "\n".join(logs))
+        res = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+        if p.returncode == 0 or "address already in use" not in (out + err).lower():
+            return res
+    return res

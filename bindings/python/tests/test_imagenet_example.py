@@ -22,7 +22,7 @@ if not (torch.distributed.is_available() and torch.distributed.is_gloo_available
     pytest.skip("torch.distributed with the gloo backend not available", allow_module_level=True)
 from torch.utils.data import DistributedSampler  # noqa: E402
 
-from launch import clean_env, free_port, torchrun_std_broken  # noqa: E402
+from launch import clean_env, sanitizer_preloaded, torchrun  # noqa: E402
 
 ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -46,16 +46,12 @@ def test_one_process_and_torchrun_2(data, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "epoch 1: train loss" in p.stdout and "(world 1)" in p.stdout, p.stdout
 
-    extra = ["--log_dir", str(tmp_path / "logs")]
-    if torchrun_std_broken():
-        extra += ["--redirects", "1", "--tee", "1"]
-    for attempt in range(3):               # the free port may be taken before torchrun binds it
-        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
-                            "2", "--master_port", str(free_port()), *extra, EXAMPLE, data,
-                            "--record", two, "--seed", "5"], env=env, capture_output=True, text=True,
-                           timeout=300)
-        if p.returncode == 0 or "address already in use" not in (p.stdout + p.stderr).lower():
-            break
+    pre = sanitizer_preloaded()
+    if pre:
+        pytest.skip(f"the one-process run passed; torchrun is not run with {pre} preloaded "
+                    "(launch.sanitizer_preloaded: gcc 12's ASan allocator is not fork-safe "
+                    "beside gloo's threads); the plain build runs it")
+    p = torchrun(EXAMPLE, [data, "--record", two, "--seed", "5"], env, str(tmp_path / "logs"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "(world 2)" in p.stdout, p.stdout
 

@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with the gloo backend not available", allow_module_level=True)
 
-from launch import clean_env, free_port, torchrun_std_broken  # noqa: E402
+from launch import clean_env, sanitizer_preloaded, torchrun  # noqa: E402
 
 ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -77,17 +77,14 @@ def test_ddp_world2_matches_single_process(data, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "world 1 (default)" in p.stdout, p.stdout
 
-    extra = ["--log_dir", str(tmp_path / "logs")]     # else a /tmp/torchelastic_* per run
-    if torchrun_std_broken():
-        extra += ["--redirects", "1", "--tee", "1"]
-        print("torchrun workaround for torch 1.13 on Python 3.11: " + " ".join(extra[2:]))
-    for attempt in range(3):               # the free port may be taken before torchrun binds it
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--master_port", str(free_port()), *extra, EXAMPLE, *args, "--out", w2,
-               "--compare", w1]
-        p, t2 = run(cmd, env)
-        if p.returncode == 0 or "address already in use" not in (p.stdout + p.stderr).lower():
-            break
+    pre = sanitizer_preloaded()
+    if pre:
+        pytest.skip(f"the one-process run passed; torchrun is not run with {pre} preloaded "
+                    "(launch.sanitizer_preloaded: gcc 12's ASan allocator is not fork-safe "
+                    "beside gloo's threads); the plain build runs it")
+    t0 = time.perf_counter()
+    p = torchrun(EXAMPLE, [*args, "--out", w2, "--compare", w1], env, str(tmp_path / "logs"))
+    t2 = time.perf_counter() - t0
     assert p.returncode == 0, p.stdout + p.stderr
     assert "global batches identical bytes" in p.stdout, p.stdout
 
