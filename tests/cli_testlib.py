@@ -11,6 +11,9 @@ import os
 import subprocess
 import sys
 
+if not __debug__:   # python -O: every check below would be skipped, and pass
+    sys.exit("the tests check with assert: run them without -O / PYTHONOPTIMIZE")
+
 BIN = os.environ.get("SEEDPIPE_BIN")
 
 # Every process started by serve() (the tests kill what is left at the end).
