@@ -45,6 +45,7 @@
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
+#include "loader/remote_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -217,13 +218,18 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
     if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     ds->root = sp__ds_strdup(path);
     if (!ds->root) { free(ds); return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); }
-    for (size_t l = strlen(ds->root); l > 1 && ds->root[l - 1] == '/'; l--) ds->root[l - 1] = '\0';
+    int remote = sp__rio_is_url(path);   /* a folder URL keeps its '/' */
+    for (size_t l = strlen(ds->root); !remote && l > 1 && ds->root[l - 1] == '/'; l--)
+        ds->root[l - 1] = '\0';
     apply_limits(ds, limits);
 
     int rc;
     struct stat st;
     int shards = 0, folders = 0;
-    if (sp__ds_is_shard_pattern(ds->root)) {
+    if (remote) {
+        ds->kind = SP_DATASET_WEBDATASET;
+        rc = sp__ds_open_remote(ds, err);
+    } else if (sp__ds_is_shard_pattern(ds->root)) {
         ds->kind = SP_DATASET_WEBDATASET;
         rc = set_base(ds, 0, err);
         if (rc == SP_OK) rc = sp__ds_open_tar(ds, err);
@@ -284,6 +290,8 @@ void sp_dataset_destroy(sp_dataset *ds) {
     free(ds->pixels);
     free(ds->idx_file);
     sp__ds_close_shards(ds);
+    sp__ds_close_remote(ds);
+    free(ds->shard_sizes);
     for (size_t i = 0; ds->shards && i < ds->nshards; i++) free(ds->shards[i]);
     free(ds->shards);
     free(ds->shard_of);
@@ -427,8 +435,9 @@ int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
     out->full_path = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
     if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     out->src.path = out->full_path;
-    rc = ds->kind == SP_DATASET_WEBDATASET ? sp__ds_read_tar(ds, i, out, err)
-                                           : read_encoded(ds, i, out, err);
+    rc = ds->rio ? sp__ds_read_remote(ds, i, out, err)
+         : ds->kind == SP_DATASET_WEBDATASET ? sp__ds_read_tar(ds, i, out, err)
+                                             : read_encoded(ds, i, out, err);
     if (rc != SP_OK) sp_sample_data_free(out);
     return rc;
 }

@@ -7,6 +7,12 @@
  *                         through sp_dataset_read()
  *   dataset.c             the dispatcher: kind detection, the accessors, the
  *                         fingerprint, sp_dataset_read(), destroy
+ *   dataset_remote.c      WebDataset shards in an object store or on an HTTP
+ *                         server: opened from the dataset index object
+ *   dataset_object.c      the dataset index object (seedpipe.index): encode,
+ *                         decode; sp_dataset_write_index()
+ *   remote.c              requests through libcurl (remote_internal.h), over
+ *   remote_config.c       URLs, S3 settings and credentials
  *   dataset_folder.c      ImageFolder directory walk    \
  *   dataset_list.c        `path<TAB>label` list files    |  the per-kind
  *   dataset_samples.c     an in-memory sample list       |  openers: each
@@ -79,11 +85,16 @@ struct sp_dataset {
      * fail when read (sorted by index). */
     char **shards;
     size_t nshards;
+    uint64_t *shard_sizes;    /* bytes of each shard as read (the dataset index object) */
     _Atomic int *shard_fds;   /* opened on first read (0: not yet; fd + 1), kept to destroy */
     uint32_t *shard_of;
     uint64_t *offsets;
     struct sp__ds_bad *bad;
     size_t nbad;
+
+    /* A remote dataset (dataset_remote.c): the store the shards are in;
+     * NULL for local ones. */
+    struct sp__rio *rio;
 
     /* The persistent index (dataset_index.c). */
     sp_index_mode index_mode;
@@ -183,6 +194,9 @@ int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *er
 int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
+/* dataset_tar.c: the shard names of a brace pattern, in order (a malloc'd
+ * array of malloc'd strings, *n of them). */
+int sp__ds_expand_pattern(const char *pat, char ***names, size_t *n, sp_error *err);
 int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
 void sp__ds_close_shards(sp_dataset *ds);   /* the kept descriptors (destroy) */
 
@@ -233,5 +247,38 @@ int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct s
                            const sp__ds_tar_set *t, size_t first);
 int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel,
                           const struct stat *st, sp__ds_tar_set *t);
+
+/* dataset_tar.c: read one shard from the open descriptor fd, start to
+ * end-of-archive, appending its samples to t (rel: its name in sample
+ * paths; full: in messages; buf: TAR_READ_BUF = 1 MiB of scratch). */
+int sp__ds_tar_scan_fd(sp_dataset *ds, uint32_t shard, const char *rel, const char *full,
+                       int fd, sp__ds_tar_set *t, uint8_t *buf, sp_error *err);
+#define SP_DS_TAR_READ_BUF (1u << 20)
+
+/* dataset_tar_index.c: fill ds from the collected samples t (shards
+ * `names`, nnames of them, with their sizes: both taken over by ds, even
+ * on failure). SP_EFORMAT when there is no sample. */
+int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes,
+                    sp__ds_tar_set *t, sp_error *err);
+
+/* dataset_tar_read.c: the reason sample i cannot be read, or NULL. */
+const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
+
+/* dataset_remote.c: a dataset of shards in an object store or on an HTTP
+ * server (ds->root a URL): open it through its dataset index object, or
+ * (SP_INDEX_REBUILD) by reading every shard once; read one sample. */
+int sp__ds_open_remote(sp_dataset *ds, sp_error *err);
+int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
+void sp__ds_close_remote(sp_dataset *ds);
+
+/* dataset_object.c: the dataset index object (seedpipe.index beside the
+ * shards): encode a WebDataset's table; decode one, keeping the shards
+ * `want` (NULL: all of them, their names into *all / *nall), appending
+ * their samples to t and their sizes to sizes (nwant entries). */
+#define SP_DS_OBJECT_NAME "seedpipe.index"
+int sp__ds_object_encode(const sp_dataset *ds, sp__ds_buf *b, sp_error *err);
+int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, size_t n,
+                         char **want, size_t nwant, char ***all, size_t *nall,
+                         uint64_t **sizes, sp__ds_tar_set *t, sp_error *err);
 
 #endif

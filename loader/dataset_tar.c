@@ -62,7 +62,7 @@
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (64u << 10)     /* one pax record set or GNU long name */
 #define TAR_CLS_MAX 64              /* bytes of a .cls member */
-#define TAR_READ_BUF (1u << 20)
+#define TAR_READ_BUF SP_DS_TAR_READ_BUF
 #define TAR_MAX_SHARDS 1000000
 #define TAR_FROM_INDEX 1              /* read_shard(): taken from the shard's index file */
 #define TAR_MAX_OPEN 256             /* shards kept open for reading; more: open per read */
@@ -154,6 +154,18 @@ static int expand_pattern(const char *pat, strvec *out, sp_error *err) {
         snprintf(p, n, "%.*s%0*llu%s", (int)(o - pat), pat, width, k, c + 1);
         if (sv_push(out, p) != SP_OK) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", pat);
     }
+    return SP_OK;
+}
+
+int sp__ds_expand_pattern(const char *pat, char ***names, size_t *n, sp_error *err) {
+    strvec v = {0};
+    int rc = expand_pattern(pat, &v, err);
+    if (rc != SP_OK) {
+        sv_free(&v);
+        return rc;
+    }
+    *names = v.v;
+    *n = v.n;
     return SP_OK;
 }
 
@@ -658,10 +670,23 @@ static int finish_keys(const sp_dataset *ds, const char *rel, tar_set *t, size_t
     return SP_OK;
 }
 
+int sp__ds_tar_scan_fd(sp_dataset *ds, uint32_t shard, const char *rel, const char *full,
+                       int fd, sp__ds_tar_set *t, uint8_t *buf, sp_error *err) {
+    shard_rd p = {.ds = ds, .shard = shard, .rel = rel, .full = full, .t = t, .first = t->n,
+                  .r = {fd, full, buf, 0, 0, 0, 0}};
+    int rc = SP_OK, end = 0;
+    while (rc == SP_OK && !end) rc = read_entry(&p, &end, err);
+    free(p.keys.slot);
+    free(p.xpath);
+    free(p.ext);
+    if (rc == SP_OK) rc = finish_keys(ds, rel, t, p.first, err);
+    return rc;
+}
+
 /* One shard, read from start to end-of-archive, or taken from its index
- * file (TAR_FROM_INDEX). Its samples are appended to t. */
+ * file (TAR_FROM_INDEX). Its samples are appended to t, its size to *size. */
 static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *t,
-                      uint8_t *buf, sp_error *err) {
+                      uint8_t *buf, uint64_t *size, sp_error *err) {
     char *full = sp__ds_join(ds->base, rel);
     if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -671,24 +696,20 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
         return rc;
     }
     struct stat fst;
-    int use_index = ds->index_mode != SP_INDEX_OFF && fstat(fd, &fst) == 0;
+    int have_stat = fstat(fd, &fst) == 0;
+    *size = have_stat ? (uint64_t)fst.st_size : 0;
+    int use_index = ds->index_mode != SP_INDEX_OFF && have_stat;
     if (use_index && ds->index_mode != SP_INDEX_REBUILD &&
         sp__ds_tar_index_read(ds, shard, rel, &fst, t)) {
         close(fd);
         free(full);
         return TAR_FROM_INDEX;
     }
-    shard_rd p = {.ds = ds, .shard = shard, .rel = rel, .full = full, .t = t, .first = t->n,
-                  .r = {fd, full, buf, 0, 0, 0, 0}};
-    int rc = SP_OK, end = 0;
-    while (rc == SP_OK && !end) rc = read_entry(&p, &end, err);
-    free(p.keys.slot);
-    free(p.xpath);
-    free(p.ext);
+    size_t first = t->n;
+    int rc = sp__ds_tar_scan_fd(ds, shard, rel, full, fd, t, buf, err);
     close(fd);
     free(full);
-    if (rc == SP_OK) rc = finish_keys(ds, rel, t, p.first, err);
-    if (rc == SP_OK && use_index && sp__ds_tar_index_write(ds, rel, &fst, t, p.first))
+    if (rc == SP_OK && use_index && sp__ds_tar_index_write(ds, rel, &fst, t, first))
         ds->index.written = 1;
     return rc;
 }
@@ -699,12 +720,14 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
     uint8_t *buf = malloc(TAR_READ_BUF);
     int rc = buf ? list_shards(ds, &rel, err)
                  : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    uint64_t *sizes = rc == SP_OK ? calloc(rel.n ? rel.n : 1, sizeof *sizes) : NULL;
+    if (rc == SP_OK && !sizes) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     const char *env = getenv("SEEDPIPE_INDEX");
     if (env && strcmp(env, "off") == 0) ds->index_mode = SP_INDEX_OFF;
     ds->index.used = ds->index_mode != SP_INDEX_OFF;
     for (size_t i = 0; rc == SP_OK && i < rel.n; i++) {
         size_t before = t.n;
-        rc = read_shard(ds, (uint32_t)i, rel.v[i], &t, buf, err);
+        rc = read_shard(ds, (uint32_t)i, rel.v[i], &t, buf, &sizes[i], err);
         if (rc == TAR_FROM_INDEX) ds->index.reused += t.n - before;
         else if (rc == SP_OK) ds->index.hashed += t.n - before;
         if (rc == TAR_FROM_INDEX) rc = SP_OK;
@@ -716,52 +739,16 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         free(ip);
     }
     free(buf);
-    if (rc == SP_OK && t.n == 0) rc = sp_error_set(err, SP_EFORMAT, "%s: no samples", ds->root);
-    int32_t maxl = -1;
-    for (size_t i = 0; i < t.n; i++)
-        if (t.v[i].label > maxl) maxl = t.v[i].label;
-    if (rc == SP_OK) rc = sp__ds_numeric_classes(ds, maxl + 1 > 0 ? maxl + 1 : 1, err);
-    size_t pool_len = 0, nbad = 0;
-    for (size_t i = 0; rc == SP_OK && i < t.n; i++) {
-        pool_len += strlen(t.v[i].path) + 1;
-        nbad += t.v[i].bad != NULL;
-    }
-    if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t.n, pool_len, err);
     if (rc == SP_OK) {
-        ds->shard_of = malloc(t.n * sizeof *ds->shard_of);
-        ds->offsets = malloc(t.n * sizeof *ds->offsets);
-        ds->bad = nbad ? calloc(nbad, sizeof *ds->bad) : NULL;
-        if (!ds->shard_of || !ds->offsets || (nbad && !ds->bad))
-            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
-                              t.n);
-    }
-    if (rc == SP_OK) {
-        size_t off = 0;
-        for (size_t i = 0; i < t.n; i++) {
-            tar_sample *s = &t.v[i];
-            size_t len = strlen(s->path) + 1;
-            memcpy(ds->pool + off, s->path, len);
-            ds->path_off[i] = off;
-            off += len;
-            ds->labels[i] = s->label >= 0 ? s->label : 0;
-            ds->class_counts[ds->labels[i]]++;   /* a bad sample under its label, or 0 */
-            ds->sizes[i] = s->bad ? 0 : s->size;
-            ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
-            ds->shard_of[i] = s->shard;
-            ds->offsets[i] = s->offset;
-            if (s->bad) {
-                ds->bad[ds->nbad].i = i;
-                ds->bad[ds->nbad].msg = s->bad;
-                ds->nbad++;
-                s->bad = NULL;
-            }
-        }
-        ds->shards = rel.v;
-        ds->nshards = rel.n;
-        ds->shard_fds = rel.n <= TAR_MAX_OPEN ? calloc(rel.n, sizeof *ds->shard_fds) : NULL;
+        rc = sp__ds_tar_pack(ds, rel.v, rel.n, sizes, &t, err);   /* takes rel.v and sizes */
         rel.v = NULL;
         rel.n = 0;
+        sizes = NULL;
+        if (rc == SP_OK)
+            ds->shard_fds = ds->nshards <= TAR_MAX_OPEN ? calloc(ds->nshards, sizeof *ds->shard_fds)
+                                                        : NULL;
     }
+    free(sizes);
     sv_free(&rel);
     sp__ds_tar_set_free(&t);
     return rc;

@@ -233,4 +233,53 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
     return ok;
 }
 
-/* One shard, read from start to end-of-archive. */
+
+/* ---- packing the table into the dataset ------------------------------------------------ */
+
+int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes, tar_set *t,
+                    sp_error *err) {
+    ds->shards = names;   /* owned by ds from here on, freed by destroy */
+    ds->nshards = nnames;
+    ds->shard_sizes = sizes;
+    if (t->n == 0) return sp_error_set(err, SP_EFORMAT, "%s: no samples", ds->root);
+    int32_t maxl = -1;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].label > maxl) maxl = t->v[i].label;
+    int rc = sp__ds_numeric_classes(ds, maxl + 1 > 0 ? maxl + 1 : 1, err);
+    size_t pool_len = 0, nbad = 0;
+    for (size_t i = 0; rc == SP_OK && i < t->n; i++) {
+        pool_len += strlen(t->v[i].path) + 1;
+        nbad += t->v[i].bad != NULL;
+    }
+    if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t->n, pool_len, err);
+    if (rc == SP_OK) {
+        ds->shard_of = malloc(t->n * sizeof *ds->shard_of);
+        ds->offsets = malloc(t->n * sizeof *ds->offsets);
+        ds->bad = nbad ? calloc(nbad, sizeof *ds->bad) : NULL;
+        if (!ds->shard_of || !ds->offsets || (nbad && !ds->bad))
+            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
+                              t->n);
+    }
+    if (rc != SP_OK) return rc;
+    size_t off = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        tar_sample *s = &t->v[i];
+        size_t len = strlen(s->path) + 1;
+        memcpy(ds->pool + off, s->path, len);
+        ds->path_off[i] = off;
+        off += len;
+        ds->labels[i] = s->label >= 0 ? s->label : 0;
+        ds->class_counts[ds->labels[i]]++;   /* a bad sample under its label, or 0 */
+        ds->sizes[i] = s->bad ? 0 : s->size;
+        ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
+        ds->shard_of[i] = s->shard;
+        ds->offsets[i] = s->offset;
+        if (s->bad) {
+            ds->bad[ds->nbad].i = i;
+            ds->bad[ds->nbad].msg = s->bad;
+            ds->nbad++;
+            s->bad = NULL;
+        }
+    }
+    return SP_OK;
+}

@@ -22,7 +22,7 @@ static int cmp_bad(const void *k, const void *e) {
     return (i > j) - (i < j);
 }
 
-static const char *tar_bad(const sp_dataset *ds, uint64_t i) {
+const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i) {
     if (!ds->nbad) return NULL;
     const sp__ds_bad *b = bsearch(&i, ds->bad, ds->nbad, sizeof *ds->bad, cmp_bad);
     return b ? b->msg : NULL;
@@ -60,7 +60,7 @@ void sp__ds_close_shards(sp_dataset *ds) {
 }
 
 int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
-    const char *bad = tar_bad(ds, i);
+    const char *bad = sp__ds_tar_bad(ds, i);
     if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
     const char *full = out->full_path;
     int kept;

@@ -219,11 +219,20 @@ void cli_index_warning(const sp_dataset *ds) {
     if (info.warning[0]) fprintf(stderr, "seedpipe: warning: dataset index %s\n", info.warning);
 }
 
+static int is_url(const char *s) {
+    return strncmp(s, "s3://", 5) == 0 || strncmp(s, "http://", 7) == 0 ||
+           strncmp(s, "https://", 8) == 0;
+}
+
 int cmd_index(cli_args *a) {
-    if (a->npos != 1) cli_usage_error(a, "usage: seedpipe index DATASET [--rebuild] [--threads T]");
+    if (a->npos != 1)
+        cli_usage_error(a, "usage: seedpipe index DATASET [--rebuild] [--threads T] [--out FILE]");
     sp_dataset_limits lim = {0};
-    lim.index = cli_has(a, "rebuild") ? SP_INDEX_REBUILD : SP_INDEX_AUTO;
+    int remote = is_url(a->pos[0]);
+    /* a remote dataset: its shards are read once, the index object written */
+    lim.index = cli_has(a, "rebuild") || remote ? SP_INDEX_REBUILD : SP_INDEX_AUTO;
     lim.hash_threads = (int)cli_uint(a, "threads", 0, 0, 64);
+    const char *out = cli_str(a, "out", NULL);
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);
@@ -231,6 +240,13 @@ int cmd_index(cli_args *a) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sp_dataset *ds;
     if (sp_dataset_open(a->pos[0], &lim, &ds, &err) != 0) cli_fail(a, &err);
+    if ((remote || out) && sp_dataset_write_index(ds, out, &err) != 0) {
+        sp_dataset_destroy(ds);
+        cli_fail(a, &err);
+    }
+    if (remote || out)
+        printf("object:      %s%s (the dataset index object)\n", out ? out : sp_dataset_root(ds),
+               out ? "" : " -> seedpipe.index beside it");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     sp_dataset_index_info info;
     sp_dataset_index_info_get(ds, &info);
@@ -276,12 +292,23 @@ int cmd_shard(cli_args *a) {
         sp_dataset_destroy(ds);
         cli_fail(a, &err);
     }
+    /* the dataset index object beside the shards, from the shards as written */
+    sp_dataset *sh = NULL;
+    if (sp_dataset_open(a->pos[1], NULL, &sh, &err) != 0 || sp_dataset_write_index(sh, NULL, &err) != 0) {
+        sp_dataset_destroy(sh);
+        sp_dataset_destroy(ds);
+        cli_fail(a, &err);
+    }
+    sp_digest sfp = sp_dataset_fingerprint(sh);
+    sp_dataset_destroy(sh);
     sp_digest fp = sp_dataset_fingerprint(ds);
     printf("wrote %llu samples of %s into %llu shards in %s (at most %llu each)\n",
            (unsigned long long)sp_dataset_size(ds), a->pos[0], (unsigned long long)n,
            a->pos[1], (unsigned long long)max_count);
     printf("source fingerprint %016llx%016llx\n", (unsigned long long)fp.hi,
            (unsigned long long)fp.lo);
+    printf("shards fingerprint %016llx%016llx (index object %s/seedpipe.index)\n",
+           (unsigned long long)sfp.hi, (unsigned long long)sfp.lo, a->pos[1]);
     sp_dataset_destroy(ds);
     return 0;
 }

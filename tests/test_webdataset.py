@@ -81,11 +81,13 @@ def main():
         out = run("shard", ds, sh, "--max-count", 7).stdout
         assert "wrote 60 samples" in out and "into 9 shards" in out, out
         names = sorted(os.listdir(sh))
-        assert names == [f"shard-{i:06d}.tar" for i in range(9)], names
+        # the shards and the dataset index object beside them (test_remote.py reads it)
+        assert names == ["seedpipe.index"] + [f"shard-{i:06d}.tar" for i in range(9)], names
+        names = names[1:]
         # deterministic bytes
         sh2 = os.path.join(tmp, "shards2")
         run("shard", ds, sh2, "--max-count", 7)
-        for n in names:
+        for n in names + ["seedpipe.index"]:
             with open(os.path.join(sh, n), "rb") as a, open(os.path.join(sh2, n), "rb") as b:
                 assert a.read() == b.read(), n
         again = run("shard", ds, sh, ok=False)

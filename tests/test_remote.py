@@ -1,0 +1,281 @@
+"""test_remote.py - remote WebDataset shards (docs/remote.md) against real
+servers this test starts on 127.0.0.1 (tests/remote_servers.py): nginx for
+HTTP, SeaweedFS's S3 gateway (SigV4 checked, anonymous refused), and our
+fault-injecting proxy. Each part whose server cannot start is skipped
+visibly (a SKIP line, exit 77 at the end, the other parts still run).
+
+On a shapes dataset (PNG and JPEG) sharded by `seedpipe shard --max-count 8`
+(12 shards and the dataset index object seedpipe.index beside them):
+ - the same shards locally, over HTTP (a brace pattern and a folder URL)
+   and from S3 give the same fingerprint and the same stream: `seedpipe
+   verify` (in-process, 1 and 3 workers, a worker killed, stopped and
+   resumed 1 -> 3 workers, the cache cold and warm, a service to one
+   client and to 2 ranks) prints the local reference digest for each;
+ - opening 100 remote shards makes one request (nginx's access log);
+ - `seedpipe index URL` reads every shard once and makes the same index
+   object byte for byte (written with --out for HTTP, uploaded to S3); a
+   dataset without one is a named error saying how to make it;
+ - a shard replaced under the index (one byte of a member, a shorter
+   shard) is a named error naming the object; a missing one names the URL
+   and HTTP 404; --on-error skip streams the rest;
+ - with ~5% of requests answered 503 SlowDown, reset, or cut short by the
+   proxy, the stream is unchanged (HTTP and S3);
+ - S3: credentials from the environment and from a shared credentials file
+   (AWS_PROFILE); a wrong secret is a named 403 at open, none at all too;
+   the secret appears in no output and no file written (manifest, state,
+   cache).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import remote_servers as rs
+from cli_testlib import run
+
+BIN = os.environ.get("SEEDPIPE_BIN")
+COMMON = ["--pipeline", "shapes-train", "--seed", 9, "--epochs", 2, "--batch-size", 8]
+PATTERN = "shard-{000000..000011}.tar"
+skipped = []
+outputs = []   # every CLI output, grepped for the secret at the end
+
+
+def skip(what, why):
+    print(f"SKIP: {what}: {why}", flush=True)
+    skipped.append(what)
+
+
+def cli(*args, ok=True, env=None, timeout=180):
+    e = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    e.update(env or {})
+    p = run(*args, ok=ok, env=e, timeout=timeout)
+    outputs.append(p.stdout + p.stderr)
+    return p
+
+
+def verify_ref(ds, env=None):
+    """verify's reference stream digest, after checking every configuration agreed."""
+    p = cli("verify", ds, *COMMON, "--workers", "1,3", env=env)
+    out = p.stdout
+    assert "all configurations give identical streams" in out, out
+    for line in out.splitlines():
+        if line.startswith("in-process (reference)"):
+            return line.split()[3]
+    raise AssertionError(out)
+
+
+def digest(ds, *extra, env=None, ok=True):
+    p = cli("digest", ds, *COMMON, *extra, "--out", "/dev/null", env=env, ok=ok)
+    if not ok:
+        return p
+    for l in (p.stdout + p.stderr).splitlines():
+        if l.startswith("digest:"):
+            return l.split("stream ")[1].strip()
+    raise AssertionError(p.stdout + p.stderr)
+
+
+def fingerprint(ds, env=None):
+    out = cli("inspect", ds, env=env).stdout
+    return [l for l in out.splitlines() if l.startswith("fingerprint:")][0].split()[1]
+
+
+def http_part(tmp, www, ref, fp):
+    try:
+        ng = rs.Nginx(www, tmp)
+    except rs.Unavailable as e:
+        skip("HTTP (nginx)", e)
+        return
+    try:
+        url = f"{ng.url}/data/{PATTERN}"
+        assert fingerprint(url) == fp
+        assert fingerprint(f"{ng.url}/data/") == fp
+        assert verify_ref(url) == ref
+        assert verify_ref(f"{ng.url}/data/") == ref
+        print("http: fingerprint and verify (1, 3 workers, kill, resume, cache, 2 ranks) "
+              "equal to local", flush=True)
+
+        # opening 100 shards: the index object, one request
+        before = len(ng.requests())
+        assert "samples:     200" in cli("inspect", f"{ng.url}/hundred/shard-{{000000..000099}}.tar").stdout
+        reqs = ng.requests()[before:]
+        assert len(reqs) == 1 and "GET /hundred/seedpipe.index " in reqs[0], reqs
+        print("http: opening 100 shards made 1 request", flush=True)
+
+        # no index object: a named error; `seedpipe index URL --out` makes it
+        noidx = f"{ng.url}/noidx/{PATTERN}"
+        p = cli("inspect", noidx, ok=False)
+        assert p.returncode != 0 and "noidx/seedpipe.index: HTTP 404" in p.stderr and \
+            "seedpipe index" in p.stderr, p.stderr
+        before = len(ng.requests())
+        made = os.path.join(tmp, "made.index")
+        cli("index", noidx, "--out", made)
+        reqs = ng.requests()[before:]
+        assert len(reqs) == 12 and all(" 200 " in r for r in reqs), reqs   # each shard once
+        with open(made, "rb") as a, open(os.path.join(www, "data", "seedpipe.index"), "rb") as b:
+            assert a.read() == b.read()
+        print("http: seedpipe index URL read each shard once, same index object", flush=True)
+
+        # a replaced shard: a named error naming the object, never other bytes
+        repl = os.path.join(www, "repl")
+        with open(os.path.join(repl, "shard-000003.tar"), "r+b") as f:
+            f.seek(512 + 100)   # inside the first member's data
+            b = f.read(1)
+            f.seek(512 + 100)
+            f.write(bytes([b[0] ^ 0xff]))
+        p = digest(f"{ng.url}/repl/{PATTERN}", ok=False)
+        assert p.returncode != 0 and "repl/shard-000003.tar: the object changed since the " \
+            "dataset was indexed (content hash of shard-000003.tar/" in p.stderr, p.stderr
+        skipped_run = digest(f"{ng.url}/repl/{PATTERN}", "--on-error", "skip")
+        assert skipped_run != ref
+        with open(os.path.join(repl, "shard-000005.tar"), "r+b") as f:
+            f.truncate(os.path.getsize(f.name) - 1024)
+        p = digest(f"{ng.url}/repl/shard-000005.tar", ok=False)
+        assert p.returncode != 0 and "repl/shard-000005.tar: the object changed since the " \
+            "dataset was indexed (" in p.stderr, p.stderr
+        os.remove(os.path.join(repl, "shard-000007.tar"))
+        p = digest(f"{ng.url}/repl/shard-000007.tar", ok=False)
+        assert p.returncode != 0 and f"{ng.url}/repl/shard-000007.tar: HTTP 404" in p.stderr, \
+            p.stderr
+        print("http: replaced, shortened, missing shard: named errors", flush=True)
+
+        # faults: ~5% of requests 503, reset or cut short; the same stream
+        try:
+            px = rs.Proxy(ng.port, tmp, fault_rate=0.05, seed=7)
+        except rs.Unavailable as e:
+            skip("HTTP faults (proxy)", e)
+            return
+        try:
+            got = digest(f"{px.url}/data/{PATTERN}", "--workers", 3)
+        finally:
+            st = px.stop()
+        assert got == ref, (got, ref)
+        assert st.get("503", 0) + st.get("reset", 0) + st.get("cut", 0) > 0, st
+        print(f"http: through the fault proxy ({st}): the same stream", flush=True)
+    finally:
+        ng.stop()
+
+
+def curl_s3(w, method, path, src=None):
+    """An upload or download with the curl tool (libcurl's SigV4), to set up S3."""
+    cmd = ["curl", "-sS", "--fail-with-body", "-X", method, "--aws-sigv4", "aws:amz:us-east-1:s3",
+           "--user", f"{w.KEY}:{w.SECRET}", f"{w.endpoint}/{path}", "--noproxy", "*"]
+    if src:
+        cmd += ["-T", src]
+    p = subprocess.run(cmd, capture_output=True, timeout=60)
+    assert p.returncode == 0, (cmd[:4], p.stdout, p.stderr)
+    return p.stdout
+
+
+def s3_part(tmp, www, ref, fp):
+    if not shutil.which("curl"):
+        skip("S3 (SeaweedFS)", "the curl tool is needed to upload the shards (apt-get install curl)")
+        return
+    try:
+        w = rs.Weed(tmp)
+    except rs.Unavailable as e:
+        skip("S3 (SeaweedFS)", e)
+        return
+    home = os.path.join(tmp, "home")
+    os.makedirs(os.path.join(home, ".aws"), exist_ok=True)
+    base = {"HOME": home, "AWS_ENDPOINT_URL": w.endpoint, "AWS_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": os.path.join(home, "none"),
+            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(home, "none")}
+    env = dict(base, AWS_ACCESS_KEY_ID=w.KEY, AWS_SECRET_ACCESS_KEY=w.SECRET)
+    try:
+        curl_s3(w, "PUT", "bkt")
+        for i in range(12):
+            n = f"shard-{i:06d}.tar"
+            curl_s3(w, "PUT", f"bkt/data/{n}", os.path.join(www, "data", n))
+        url = f"s3://bkt/data/{PATTERN}"
+        p = cli("inspect", url, env=env, ok=False)
+        assert p.returncode != 0 and "s3://bkt/data/seedpipe.index: HTTP 404" in p.stderr, p.stderr
+        cli("index", url, env=env)   # reads each shard once, uploads the index object
+        with open(os.path.join(www, "data", "seedpipe.index"), "rb") as f:
+            assert curl_s3(w, "GET", "bkt/data/seedpipe.index") == f.read()
+        assert fingerprint(url, env=env) == fp
+        assert fingerprint("s3://bkt/data/", env=env) == fp
+        assert verify_ref(url, env=env) == ref
+        print("s3: index uploaded (same bytes), fingerprint and verify equal to local", flush=True)
+
+        # files written from an S3 stream hold no secret either
+        man = os.path.join(tmp, "s3.jsonl")
+        state = os.path.join(tmp, "s3-state.json")
+        cache = os.path.join(tmp, "s3-cache")
+        cli("digest", url, *COMMON, "--workers", 2, "--out", man, "--cache", cache, env=env)
+        cli("digest", url, *COMMON, "--out", os.path.join(tmp, "s3b.jsonl"), "--stop-after", 3,
+            "--save-state", state, env=env)
+        for root, _, files in os.walk(tmp):
+            if root.startswith(os.path.join(tmp, "weed")) or root.startswith(home):
+                continue
+            for f in files:
+                with open(os.path.join(root, f), "rb") as fh:
+                    assert w.SECRET.encode() not in fh.read(), os.path.join(root, f)
+
+        # a shared credentials file and a named profile
+        with open(os.path.join(home, ".aws", "credentials"), "w") as f:
+            f.write(f"[other]\naws_access_key_id = {w.KEY}\naws_secret_access_key = {w.SECRET}\n")
+        prof = dict(base, AWS_SHARED_CREDENTIALS_FILE=os.path.join(home, ".aws", "credentials"),
+                    AWS_PROFILE="other")
+        assert fingerprint(url, env=prof) == fp
+        p = cli("inspect", url, env=dict(prof, AWS_PROFILE="nosuch"), ok=False)
+        assert p.returncode != 0 and 'AWS profile "nosuch"' in p.stderr, p.stderr
+
+        # wrong credentials, no credentials: a named 403 at open
+        p = cli("inspect", url, env=dict(env, AWS_SECRET_ACCESS_KEY="wrong-secret-value"), ok=False)
+        assert p.returncode != 0 and "s3://bkt/data/seedpipe.index" in p.stderr and \
+            "HTTP 403" in p.stderr and "wrong-secret-value" not in p.stderr, p.stderr
+        p = cli("inspect", url, env=base, ok=False)
+        assert p.returncode != 0 and "HTTP 403 (AccessDenied" in p.stderr, p.stderr
+        print("s3: credentials file + profile; wrong and missing credentials: named 403", flush=True)
+
+        # faults in front of S3 (the proxy keeps the Host the request was signed for)
+        try:
+            px = rs.Proxy(w.port, tmp, fault_rate=0.05, seed=11)
+        except rs.Unavailable as e:
+            skip("S3 faults (proxy)", e)
+            return
+        try:
+            got = digest(url, "--workers", 3, env=dict(env, AWS_ENDPOINT_URL=px.url))
+        finally:
+            st = px.stop()
+        assert got == ref, (got, ref)
+        assert st.get("503", 0) + st.get("reset", 0) + st.get("cut", 0) > 0, st
+        print(f"s3: through the fault proxy ({st}): the same stream", flush=True)
+    finally:
+        w.stop()
+
+
+def main():
+    if not BIN or not os.path.exists(BIN):
+        print("FAIL: SEEDPIPE_BIN not set or missing")
+        return 1
+    tmp = tempfile.mkdtemp(prefix="sp-test-remote-")
+    os.chmod(tmp, 0o755)
+    try:
+        ds = os.path.join(tmp, "shapes")
+        cli("make-shapes", ds, "--count", 96, "--size", 32, "--seed", 5)
+        www = os.path.join(tmp, "www")
+        os.makedirs(www)
+        data = os.path.join(www, "data")
+        cli("shard", ds, data, "--max-count", 8)
+        shutil.copytree(data, os.path.join(www, "repl"))
+        shutil.copytree(data, os.path.join(www, "noidx"))
+        os.remove(os.path.join(www, "noidx", "seedpipe.index"))
+        cli("make-shapes", os.path.join(tmp, "s200"), "--count", 200, "--size", 16, "--seed", 1)
+        cli("shard", os.path.join(tmp, "s200"), os.path.join(www, "hundred"), "--max-count", 2)
+        local = os.path.join(data, PATTERN)
+        fp = fingerprint(local)
+        ref = verify_ref(local)
+        http_part(tmp, www, ref, fp)
+        s3_part(tmp, www, ref, fp)
+        for out in outputs:
+            assert rs.Weed.SECRET not in out, out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("remote: ok" + (f" (skipped: {', '.join(skipped)})" if skipped else ""))
+    return 77 if skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
