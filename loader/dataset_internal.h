@@ -95,6 +95,7 @@ struct sp_dataset {
     /* A remote dataset (dataset_remote.c): the store the shards are in;
      * NULL for local ones. */
     struct sp__rio *rio;
+    uint64_t pf_owner;        /* its prefetches' owner id (remote.c) */
 
     /* The persistent index (dataset_index.c). */
     sp_index_mode index_mode;
@@ -270,6 +271,14 @@ const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
 int sp__ds_open_remote(sp_dataset *ds, sp_error *err);
 int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
 void sp__ds_close_remote(sp_dataset *ds);
+/* dataset_remote.c: start reading samples idx[0..n) on this thread (a
+ * later sp_dataset_read() of one of them on this thread takes its bytes). */
+void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n);
+
+/* dataset.c: sp__ds_prefetch_remote() for a remote dataset, else nothing;
+ * 1 if ds is remote. For the loader and the pool. */
+void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
+int sp__ds_is_remote(const sp_dataset *ds);
 
 /* dataset_object.c: the dataset index object (seedpipe.index beside the
  * shards): encode a WebDataset's table; decode one, keeping the shards

@@ -15,6 +15,14 @@
  * sp__ds_tar_scan_fd()), which is how an index object is made for shards
  * that have none.
  *
+ * Prefetch (sp__ds_prefetch_remote(), called by the loader and the pool
+ * with the samples they are about to read, which the order tells them):
+ * the samples' members sorted by shard and offset, runs of members at most
+ * 16 KiB apart read as one range (at most 8 MiB), each GET started at once
+ * on the calling thread (remote.c's prefetch); a later read of such a
+ * sample on that thread takes its bytes. It changes when bytes arrive,
+ * never which: every sample is checked against its hash either way.
+ *
  * A sample is one byte-range GET of its image member (remote.c), checked
  * against the object's indexed size and the member's content hash: a
  * shard replaced under the index is SP_EMISMATCH naming the object, never
@@ -36,6 +44,9 @@
 #include <xxhash.h>
 
 #define OBJECT_MAX_BYTES (UINT64_C(4) << 30)   /* the index object itself */
+#define PF_MAX 128                 /* samples one prefetch call considers */
+#define COALESCE_GAP (16u << 10)   /* members this close in a shard: one range */
+#define COALESCE_SPAN (8u << 20)   /* at most this many bytes a range */
 
 static int ends_with(const char *s, const char *suf) {
     size_t ls = strlen(s), lf = strlen(suf);
@@ -139,6 +150,7 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
     char *leaf = NULL;
     int rc = sp__rio_create(ds->root, &ds->rio, &leaf, err);
     if (rc != SP_OK) return rc;
+    ds->pf_owner = sp__rio_owner_id();
     ds->base = strdup(ds->rio->display);
     if (!ds->base) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     char **names = NULL, **all = NULL;
@@ -172,6 +184,7 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
 }
 
 void sp__ds_close_remote(sp_dataset *ds) {
+    if (ds->rio) sp__rio_forget(ds->rio);
     sp__rio_destroy(ds->rio);
     ds->rio = NULL;
 }
@@ -187,7 +200,9 @@ int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     g.len = ds->sizes[i];
     g.expect_total = ds->shard_sizes[s];
     int rc = SP_OK;
-    if (g.len) {
+    if (g.len && sp__rio_take(ds->pf_owner, i, &g)) {   /* prefetched on this thread */
+        if (g.rc != SP_OK) rc = sp_error_set(err, g.rc, "%s", g.msg);
+    } else if (g.len) {
         rc = sp__rio_fetch(ds->rio, &g, err);
     } else if (!(g.buf = malloc(1))) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", out->full_path);
@@ -206,4 +221,61 @@ int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     out->src.bytes = out->owned;
     out->src.len = (size_t)g.len;
     return SP_OK;
+}
+
+/* ---- prefetch ------------------------------------------------------------------------ */
+
+typedef struct pf_item {
+    uint64_t i, off, len;
+    uint32_t shard;
+} pf_item;
+
+static int cmp_item(const void *a, const void *b) {
+    const pf_item *x = a, *y = b;
+    if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n) {
+    pf_item v[PF_MAX];
+    size_t m = 0;
+    for (size_t k = 0; k < n && m < PF_MAX; k++) {
+        uint64_t i = idx[k];
+        if (i >= ds->n || !ds->sizes[i] || sp__ds_tar_bad(ds, i) ||
+            sp__rio_prefetched(ds->pf_owner, i))
+            continue;
+        v[m].i = i;
+        v[m].shard = ds->shard_of[i];
+        v[m].off = ds->offsets[i];
+        v[m].len = ds->sizes[i];
+        m++;
+    }
+    qsort(v, m, sizeof *v, cmp_item);
+    uint64_t keys[PF_MAX], offs[PF_MAX], lens[PF_MAX];
+    for (size_t j = 0; j < m;) {
+        /* a run of members of one shard, each starting at most COALESCE_GAP
+         * after the previous one ends: one range */
+        uint64_t start = v[j].off, end = v[j].off + v[j].len;
+        size_t k = j, cnt = 0;
+        for (; k < m && v[k].shard == v[j].shard; k++) {
+            if (k > j && v[k].i == v[k - 1].i) continue;   /* the same sample twice */
+            if (k > j && (v[k].off < end || v[k].off - end > COALESCE_GAP ||
+                          v[k].off + v[k].len - start > COALESCE_SPAN))
+                break;
+            keys[cnt] = v[k].i;
+            offs[cnt] = v[k].off - start;
+            lens[cnt] = v[k].len;
+            cnt++;
+            end = v[k].off + v[k].len;
+        }
+        sp__rio_get req;
+        memset(&req, 0, sizeof req);
+        req.name = ds->shards[v[j].shard];
+        req.off = start;
+        req.len = end - start;
+        req.expect_total = ds->shard_sizes[v[j].shard];
+        sp__rio_prefetch(ds->rio, ds->pf_owner, &req, keys, offs, lens, cnt);
+        j = k;
+    }
 }

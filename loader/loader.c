@@ -22,6 +22,7 @@
  */
 #include "seedpipe/loader.h"
 #include "common/hash_internal.h"
+#include "loader/dataset_internal.h"
 #include "loader/loader_internal.h"
 
 #include <pthread.h>
@@ -647,22 +648,49 @@ typedef struct batch_job {
     uint64_t pos0;         /* epoch position of slot 0 */
     uint64_t counter0;     /* per-worker mode: counter of slot 0 */
     atomic_uint next;      /* next slot to claim */
+    uint32_t chunk;        /* slots a claim (sp__loader_prefetch_chunk(), or 1) */
     sp__item *items;       /* per-slot outcome */
 } batch_job;
 
+static void batch_slot(batch_job *job, unsigned s) {
+    uint8_t *dst = job->out->images + (size_t)s * job->ld->sample_bytes;
+    sp__rng rng = sp__loader_rng(job->ld, (uint32_t)(job->counter0 + s));
+    int32_t label;
+    sp__loader_sample(job->ld, job->epoch, job->pos0 + s, rng, NULL, dst, &job->items[s],
+                      &job->out->indices[s], &label);
+    job->out->labels[s] = label;
+}
+
+/* Claims `chunk` slots at a time; with a remote dataset the next claim's
+ * samples are read ahead (on this thread) while this one's are computed. */
 static void *batch_worker(void *arg) {
     batch_job *job = arg;
-    for (;;) {
-        unsigned s = atomic_fetch_add(&job->next, 1u);
-        if (s >= job->out->count) break;
-        uint8_t *dst = job->out->images + (size_t)s * job->ld->sample_bytes;
-        sp__rng rng = sp__loader_rng(job->ld, (uint32_t)(job->counter0 + s));
-        int32_t label;
-        sp__loader_sample(job->ld, job->epoch, job->pos0 + s, rng, NULL, dst, &job->items[s],
-                          &job->out->indices[s], &label);
-        job->out->labels[s] = label;
+    uint32_t n = job->out->count, c = job->chunk;
+    unsigned cur = atomic_fetch_add(&job->next, c);
+    if (c > 1 && cur < n) sp__loader_prefetch(job->ld, job->out->indices + cur, cur + c <= n ? c : n - cur);
+    while (cur < n) {
+        unsigned nxt = atomic_fetch_add(&job->next, c);
+        if (c > 1 && nxt < n)
+            sp__loader_prefetch(job->ld, job->out->indices + nxt, nxt + c <= n ? c : n - nxt);
+        for (unsigned s = cur; s < cur + c && s < n; s++) batch_slot(job, s);
+        cur = nxt;
     }
     return NULL;
+}
+
+uint32_t sp__loader_prefetch_chunk(const sp_loader *ld) {
+    if (!sp__ds_is_remote(ld->ds)) return 0;
+    const char *e = getenv("SEEDPIPE_PREFETCH");
+    if (e && e[0]) {
+        char *end;
+        unsigned long v = strtoul(e, &end, 10);
+        if (!*end && v <= 256) return (uint32_t)v;
+    }
+    return 16;
+}
+
+void sp__loader_prefetch(const sp_loader *ld, const uint64_t *idx, size_t n) {
+    sp__ds_prefetch(ld->ds, idx, n);
 }
 
 int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out,
@@ -698,6 +726,8 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     job.counter0 = ld->worker_counter;
     if (ld->cfg.rng_mode == SP_RNG_PER_WORKER) ld->worker_counter += count;
     atomic_init(&job.next, 0u);
+    job.chunk = sp__loader_prefetch_chunk(ld);
+    if (job.chunk == 0) job.chunk = 1;
     job.items = calloc(count, sizeof *job.items);
     if (!job.items) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     int nthreads = ld->cfg.threads > 1 ? ld->cfg.threads : 1;

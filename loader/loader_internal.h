@@ -112,4 +112,13 @@ void sp__spread_slices(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_
  *  `epoch` (the one sp__loader_sample() computes, before any substitute). */
 uint64_t sp__loader_index_at(const sp_loader *ld, uint32_t epoch, uint64_t slot);
 
+/*! sp__loader_prefetch_chunk() : 0 for a local dataset (nothing to
+ *  prefetch: workers and threads claim one position at a time); for a
+ *  remote one the positions a worker or thread claims at once and reads
+ *  ahead (SEEDPIPE_PREFETCH, 1..256, default 16; 0 turns it off). */
+uint32_t sp__loader_prefetch_chunk(const sp_loader *ld);
+/*! sp__loader_prefetch() : start reading dataset samples idx[0..n) on the
+ *  calling thread (dataset_remote.c); never changes a byte of a batch. */
+void sp__loader_prefetch(const sp_loader *ld, const uint64_t *idx, size_t n);
+
 #endif

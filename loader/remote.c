@@ -4,8 +4,10 @@
  *
  * HOW IT WORKS
  * Every request is a transfer (xfer) on the calling thread's libcurl multi
- * handle; sp__rio_fetch_many() keeps up to `parallel` of them in flight,
- * and a finished one is classified:
+ * handle, on the thread's list of active transfers; whenever the thread is
+ * in this file (a fetch, a prefetch, a take) pump() starts waiting ones
+ * (at most MAX_INFLIGHT in flight), lets libcurl move bytes, and
+ * classifies each finished one:
  *   - done: 206 with the asked range (or 200 with the whole object), the
  *     object's size (Content-Range's total) equal to the indexed one;
  *   - transient: no connection, a reset, a timeout, a body cut short, HTTP
@@ -47,6 +49,8 @@
 #define STALL_SECONDS 30L            /* a transfer below 1 byte/s this long is cut */
 #define ERROR_BODY_MAX 4096          /* an error response's body kept for its code */
 #define MAX_EASY 64                  /* easy handles kept per thread */
+#define MAX_INFLIGHT 64              /* transfers in flight per thread */
+#define PF_SLOTS 256                 /* prefetched samples remembered per thread */
 
 static _Atomic uint64_t n_requests;
 
@@ -54,13 +58,28 @@ uint64_t sp__rio_requests(void) { return atomic_load(&n_requests); }
 
 /* ---- per-thread handles ------------------------------------------------------------ */
 
+struct xfer;
+
+/* A prefetched sample: bytes [off, off + len) of transfer x, filed under
+ * (owner, key). */
+typedef struct pf_entry {
+    uint64_t owner, key, off, len;
+    struct xfer *x;
+} pf_entry;
+
 typedef struct tl_state {
     pid_t pid;
     CURLM *multi;
     CURL *easy[MAX_EASY];
     int neasy;
     uint64_t rng;
+    struct xfer *active;     /* started, not yet collected (a list) */
+    int inflight;
+    pf_entry pf[PF_SLOTS];   /* a ring: a new entry evicts the oldest */
+    uint32_t pf_next;
 } tl_state;
+
+static void tl_drop_all(tl_state *s);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t tl_key;
@@ -70,6 +89,7 @@ static void tl_free(void *p) {
     tl_state *s = p;
     if (!s) return;
     if (s->pid == getpid()) {
+        tl_drop_all(s);
         for (int i = 0; i < s->neasy; i++) curl_easy_cleanup(s->easy[i]);
         if (s->multi) curl_multi_cleanup(s->multi);
     }
@@ -136,7 +156,12 @@ static uint64_t now_ms(void) {
 /* ---- one transfer ---------------------------------------------------------------- */
 
 typedef struct xfer {
-    sp__rio_get *g;          /* the GET it serves (PUT/fd: a private one) */
+    const sp__rio *r;
+    sp__rio_get *g;          /* the GET it serves (PUT/fd: a private one; prefetch: &own) */
+    sp__rio_get own;
+    char *name_copy;         /* prefetch: own.name */
+    int refs;                /* prefetch entries that point at it */
+    struct xfer *next;       /* the thread's active list */
     const char *method;      /* "GET" or "PUT" */
     int fd;                  /* >= 0: the body goes to this file */
     const uint8_t *up;       /* PUT: the data */
@@ -393,82 +418,109 @@ static void xfer_release(tl_state *s, xfer *x) {
         curl_multi_remove_handle(s->multi, x->h);
         easy_give(s, x->h);
         x->h = NULL;
+        if (x->state == 1) s->inflight--;
     }
     curl_slist_free_all(x->hdrs);
     x->hdrs = NULL;
 }
 
-/* Run the transfers xs[0..n) to their end, at most `parallel` at once. */
-static void run_xfers(const sp__rio *r, tl_state *s, xfer *xs, size_t n, int parallel) {
-    size_t finished = 0, inflight = 0, next = 0;
-    if (parallel < 1) parallel = 1;
-    while (finished < n) {
-        uint64_t t = now_ms(), wake = t + 100;
-        for (size_t i = 0; i < n && inflight < (size_t)parallel; i++) {
-            size_t j = (next + i) % n;
-            xfer *x = &xs[j];
-            if (x->state != 0) continue;
-            if (x->not_before > t) {
-                if (x->not_before < wake) wake = x->not_before;
-                continue;
-            }
-            x->h = easy_take(s);
-            if (!x->h || xfer_setup(r, x) != 0 || curl_multi_add_handle(s->multi, x->h) != CURLM_OK) {
-                x->g->rc = SP_ENOMEM;
-                snprintf(x->g->msg, sizeof x->g->msg, "%s: out of memory", x->display);
-                xfer_release(s, x);
-                x->state = 2;
-                finished++;
-                continue;
-            }
-            atomic_fetch_add(&n_requests, 1);
-            x->state = 1;
-            inflight++;
+static void xfer_finish(xfer *x, int rc, const char *msg) {
+    x->g->rc = rc;
+    if (msg) snprintf(x->g->msg, sizeof x->g->msg, "%s", msg);
+    x->state = 2;
+}
+
+/* Start the waiting transfers whose backoff is over (up to MAX_INFLIGHT);
+ * *wake: the earliest backoff still running. */
+static void start_ready(tl_state *s, uint64_t t, uint64_t *wake) {
+    for (xfer *x = s->active; x && s->inflight < MAX_INFLIGHT; x = x->next) {
+        if (x->state != 0) continue;
+        if (x->not_before > t) {
+            if (x->not_before < *wake) *wake = x->not_before;
+            continue;
         }
-        next++;
-        int running = 0;
-        curl_multi_perform(s->multi, &running);
-        CURLMsg *m;
-        int left;
-        while ((m = curl_multi_info_read(s->multi, &left)) != NULL) {
-            if (m->msg != CURLMSG_DONE) continue;
-            xfer *x = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-            CURLcode res = m->data.result;
-            int verdict = xfer_judge(x, res);
+        x->h = easy_take(s);
+        if (!x->h || xfer_setup(x->r, x) != 0 ||
+            curl_multi_add_handle(s->multi, x->h) != CURLM_OK) {
             xfer_release(s, x);
-            inflight--;
-            if (verdict == X_RETRY && x->attempt < r->retries) {
-                uint64_t d = (uint64_t)BACKOFF_BASE_MS << (x->attempt < 16 ? x->attempt : 16);
-                if (d > BACKOFF_CAP_MS) d = BACKOFF_CAP_MS;
-                x->attempt++;
-                x->not_before = now_ms() + (uint64_t)((double)d * jitter(s));
-                x->state = 0;
-                continue;
-            }
-            if (verdict == X_RETRY) {
-                size_t l = strlen(x->g->msg);
-                snprintf(x->g->msg + l, sizeof x->g->msg - l, " (gave up after %d tries)",
-                         x->attempt + 1);
-            }
-            if (verdict == X_DONE) x->g->rc = SP_OK;
-            x->state = 2;
-            finished++;
+            char m[SP_ERROR_MSG_MAX];
+            snprintf(m, sizeof m, "%s: out of memory", x->display);
+            xfer_finish(x, SP_ENOMEM, m);
+            continue;
         }
-        if (finished == n) break;
-        t = now_ms();
-        int ms = inflight ? (wake > t ? (int)(wake - t) : 0) : (wake > t ? (int)(wake - t) : 0);
-        if (ms > 100) ms = 100;
-        if (inflight) curl_multi_poll(s->multi, NULL, 0, ms, NULL);
-        else if (ms > 0) {
-            struct timespec ts = {0, (long)ms * 1000000L};
-            nanosleep(&ts, NULL);
-        }
+        atomic_fetch_add(&n_requests, 1);
+        x->state = 1;
+        s->inflight++;
     }
 }
 
+/* One round: start what can start, let libcurl work, judge what ended
+ * (retry after a backoff, or finish), then wait for activity at most
+ * max_ms unless something finished. */
+static void pump(tl_state *s, int max_ms) {
+    uint64_t t = now_ms(), wake = t + (uint64_t)max_ms;
+    start_ready(s, t, &wake);
+    int running = 0, finished = 0;
+    curl_multi_perform(s->multi, &running);
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(s->multi, &left)) != NULL) {
+        if (m->msg != CURLMSG_DONE) continue;
+        xfer *x = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        CURLcode res = m->data.result;
+        int verdict = xfer_judge(x, res);
+        xfer_release(s, x);
+        finished++;
+        if (verdict == X_RETRY && x->attempt < x->r->retries) {
+            uint64_t d = (uint64_t)BACKOFF_BASE_MS << (x->attempt < 16 ? x->attempt : 16);
+            if (d > BACKOFF_CAP_MS) d = BACKOFF_CAP_MS;
+            x->attempt++;
+            x->not_before = now_ms() + (uint64_t)((double)d * jitter(s));
+            x->state = 0;
+            continue;
+        }
+        if (verdict == X_RETRY) {
+            size_t l = strlen(x->g->msg);
+            snprintf(x->g->msg + l, sizeof x->g->msg - l, " (gave up after %d tries)",
+                     x->attempt + 1);
+        }
+        if (verdict == X_DONE) x->g->rc = SP_OK;
+        x->state = 2;
+    }
+    if (finished || max_ms <= 0) return;
+    t = now_ms();
+    int ms = wake > t ? (int)(wake - t) : 0;
+    if (ms > max_ms) ms = max_ms;
+    if (s->inflight) {
+        curl_multi_poll(s->multi, NULL, 0, ms, NULL);
+    } else if (ms > 0) {
+        struct timespec ts = {0, (long)ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void wait_for(tl_state *s, xfer *x) {
+    while (x->state != 2) pump(s, 50);
+}
+
+static void push_active(tl_state *s, xfer *x) {
+    x->next = s->active;
+    s->active = x;
+}
+
+static void unlink_active(tl_state *s, xfer *x) {
+    for (xfer **p = &s->active; *p; p = &(*p)->next)
+        if (*p == x) {
+            *p = x->next;
+            break;
+        }
+    x->next = NULL;
+}
+
+/* x zeroed by the caller (but for own and name_copy). */
 static int xfer_init(const sp__rio *r, xfer *x, sp__rio_get *g, const char *method, int fd) {
-    memset(x, 0, sizeof *x);
+    x->r = r;
     x->g = g;
     x->method = method;
     x->fd = fd;
@@ -489,25 +541,25 @@ static int xfer_init(const sp__rio *r, xfer *x, sp__rio_get *g, const char *meth
     return 0;
 }
 
-static void xfer_done(xfer *x) {
+/* The body to g (rc OK, memory sink), the transfer's memory freed. */
+static void xfer_done(tl_state *s, xfer *x) {
+    xfer_release(s, x);
     sp__rio_get *g = x->g;
     if (g->rc == SP_OK && x->fd < 0) {
         g->buf = x->body.p;
-        g->got = x->len;
         x->body.p = NULL;
-    } else {
-        g->got = x->len;
     }
+    g->got = x->len;
     sp__buf_free(&x->body);
     free(x->url);
     free(x->display);
+    free(x->name_copy);
 }
 
-size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n, int parallel) {
+size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n) {
     sp_error e;
     sp_error_clear(&e);
     tl_state *s = tl_get(&e);
-    size_t failed = 0;
     xfer *xs = s ? calloc(n ? n : 1, sizeof *xs) : NULL;
     if (!xs) {
         for (size_t i = 0; i < n; i++) {
@@ -517,21 +569,21 @@ size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n, int parall
         }
         return n;
     }
-    size_t ready = 0;
     for (size_t i = 0; i < n; i++)
-        if (xfer_init(r, &xs[i], &g[i], "GET", -1) == 0) ready++;
-    run_xfers(r, s, xs, n, parallel);
+        if (xfer_init(r, &xs[i], &g[i], "GET", -1) == 0) push_active(s, &xs[i]);
+    size_t failed = 0;
     for (size_t i = 0; i < n; i++) {
-        xfer_done(&xs[i]);
+        wait_for(s, &xs[i]);
+        unlink_active(s, &xs[i]);
+        xfer_done(s, &xs[i]);
         failed += g[i].rc != SP_OK;
     }
     free(xs);
-    (void)ready;
     return failed;
 }
 
 int sp__rio_fetch(const sp__rio *r, sp__rio_get *g, sp_error *err) {
-    sp__rio_fetch_many(r, g, 1, 1);
+    sp__rio_fetch_many(r, g, 1);
     if (g->rc != SP_OK) sp_error_set(err, g->rc, "%s", g->msg);
     return g->rc;
 }
@@ -546,14 +598,16 @@ static int one(const sp__rio *r, const char *name, const char *method, int fd,
     g.name = name;
     g.max = max;
     xfer x;
+    memset(&x, 0, sizeof x);
     if (xfer_init(r, &x, &g, method, fd) == 0) {
         x.up = data;
         x.up_len = n;
-        if (strcmp(method, "PUT") == 0) x.cap = ERROR_BODY_MAX;
-        run_xfers(r, s, &x, 1, 1);
+        push_active(s, &x);
+        wait_for(s, &x);
+        unlink_active(s, &x);
     }
     if (size) *size = x.len;
-    xfer_done(&x);
+    xfer_done(s, &x);
     free(g.buf);
     if (g.rc != SP_OK) return sp_error_set(err, g.rc, "%s", g.msg);
     return SP_OK;
@@ -566,4 +620,116 @@ int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, u
 
 int sp__rio_put(const sp__rio *r, const char *name, const void *data, size_t n, sp_error *err) {
     return one(r, name, "PUT", -1, data, n, ERROR_BODY_MAX, NULL, err);
+}
+
+/* ---- prefetch -------------------------------------------------------------------------- */
+
+static _Atomic uint64_t next_owner = 1;
+
+uint64_t sp__rio_owner_id(void) { return atomic_fetch_add(&next_owner, 1); }
+
+/* A prefetch transfer nobody points at any more: stopped and freed. */
+static void pf_unref(tl_state *s, xfer *x) {
+    if (--x->refs > 0) return;
+    unlink_active(s, x);
+    xfer_done(s, x);
+    free(x->g->buf);
+    free(x);
+}
+
+static void pf_clear(tl_state *s, pf_entry *e) {
+    if (!e->x) return;
+    xfer *x = e->x;
+    e->x = NULL;
+    pf_unref(s, x);
+}
+
+static void tl_drop_all(tl_state *s) {
+    for (int i = 0; i < PF_SLOTS; i++) pf_clear(s, &s->pf[i]);
+    s->active = NULL;   /* only fetch calls' own transfers could be left: none between calls */
+}
+
+int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
+                     const uint64_t *keys, const uint64_t *offs, const uint64_t *lens, size_t n) {
+    sp_error e;
+    sp_error_clear(&e);
+    tl_state *s = tl_get(&e);
+    if (!s || n == 0 || n > PF_SLOTS) return -1;
+    xfer *x = calloc(1, sizeof *x);
+    if (!x) return -1;
+    x->own = *req;
+    x->own.name = x->name_copy = strdup(req->name);
+    if (!x->name_copy || xfer_init(r, x, &x->own, "GET", -1) != 0) {
+        free(x->url);
+        free(x->display);
+        free(x->name_copy);
+        free(x);
+        return -1;
+    }
+    push_active(s, x);
+    x->refs = (int)n;
+    for (size_t k = 0; k < n; k++) {
+        pf_entry *en = &s->pf[s->pf_next++ % PF_SLOTS];
+        pf_clear(s, en);   /* the oldest goes */
+        en->owner = owner;
+        en->key = keys[k];
+        en->off = offs[k];
+        en->len = lens[k];
+        en->x = x;
+    }
+    pump(s, 0);   /* send what can be sent now */
+    return 0;
+}
+
+int sp__rio_prefetched(uint64_t owner, uint64_t key) {
+    tl_state *s = pthread_getspecific(tl_key);
+    if (!s || s->pid != getpid()) return 0;
+    for (int i = 0; i < PF_SLOTS; i++)
+        if (s->pf[i].x && s->pf[i].owner == owner && s->pf[i].key == key) return 1;
+    return 0;
+}
+
+int sp__rio_take(uint64_t owner, uint64_t key, sp__rio_get *g) {
+    pthread_once(&once, init_once);
+    tl_state *s = global_ok ? pthread_getspecific(tl_key) : NULL;
+    if (!s || s->pid != getpid()) return 0;
+    pf_entry *en = NULL;
+    for (int i = 0; i < PF_SLOTS && !en; i++)
+        if (s->pf[i].x && s->pf[i].owner == owner && s->pf[i].key == key) en = &s->pf[i];
+    if (!en) return 0;
+    xfer *x = en->x;
+    wait_for(s, x);
+    g->rc = x->g->rc;
+    g->status = x->g->status;
+    g->total = x->g->total;
+    g->buf = NULL;
+    g->got = 0;
+    snprintf(g->msg, sizeof g->msg, "%s", x->g->msg);
+    if (g->rc == SP_OK) {
+        if (en->off + en->len > x->len) {
+            g->rc = SP_EIO;
+            snprintf(g->msg, sizeof g->msg, "%s: short response", x->display);
+        } else if (x->refs == 1 && en->off == 0 && en->len == x->len) {
+            g->buf = x->body.p;   /* the whole body is this sample's */
+            x->body.p = NULL;
+            x->body.cap = 0;
+            g->got = (size_t)en->len;
+        } else if ((g->buf = malloc(en->len ? (size_t)en->len : 1)) != NULL) {
+            memcpy(g->buf, x->body.p + en->off, (size_t)en->len);
+            g->got = (size_t)en->len;
+        } else {
+            g->rc = SP_ENOMEM;
+            snprintf(g->msg, sizeof g->msg, "%s: out of memory", x->display);
+        }
+    }
+    en->x = NULL;
+    pf_unref(s, x);
+    return 1;
+}
+
+void sp__rio_forget(const sp__rio *r) {
+    tl_state *s = global_ok ? pthread_getspecific(tl_key) : NULL;
+    if (!s || s->pid != getpid()) return;
+    for (int i = 0; i < PF_SLOTS; i++)
+        if (s->pf[i].x && s->pf[i].x->r == r) pf_clear(s, &s->pf[i]);
 }

@@ -99,11 +99,10 @@ typedef struct sp__rio_get {
     char msg[SP_ERROR_MSG_MAX];   /* out: the error when rc != 0 */
 } sp__rio_get;
 
-/*! sp__rio_fetch_many() : run the n GETs, up to `parallel` at once on one
- *  libcurl multi handle (of this thread), each retried on its own. Every
- *  request gets its own rc/msg. @return the number of requests that failed
- *  (0: all done). */
-size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n, int parallel);
+/*! sp__rio_fetch_many() : run the n GETs at once (at most 64 in flight a
+ *  thread) on this thread's libcurl multi handle, each retried on its own.
+ *  Every request gets its own rc/msg. @return the number that failed. */
+size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n);
 
 /*! sp__rio_fetch() : one GET, as above; on failure err gets its message.
  *  @return the request's rc. */
@@ -117,6 +116,34 @@ int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, u
 /*! sp__rio_put() : store n bytes as object `name` (S3 PutObject or HTTP
  *  PUT). @return 0, SP_EIO (with the status). */
 int sp__rio_put(const sp__rio *r, const char *name, const void *data, size_t n, sp_error *err);
+
+/* ---- prefetch (remote.c) ----------------------------------------------------
+ * A thread starts GETs ahead of need and files the bytes they will bring
+ * under (owner, key) keys, several keys a GET when adjacent members are
+ * read as one range; a later sp__rio_take() of a key on the same thread
+ * waits for its GET (transfers progress whenever this thread is in
+ * remote.c) and hands over that key's bytes. Per thread, at most 256 keys
+ * are remembered (a new one evicts the oldest, stopping a GET nobody
+ * points at), freed when the thread ends. Prefetching decides only when
+ * bytes arrive, never which. */
+
+/* A new owner id (one per opened dataset: keys of a dataset destroyed and
+ * another allocated at the same address never match). */
+uint64_t sp__rio_owner_id(void);
+/*! sp__rio_prefetch() : start req (its fields are copied) and file bytes
+ *  [offs[k], offs[k] + lens[k]) of its response under (owner, keys[k]),
+ *  k < n (n <= 256). @return 0, or -1 (nothing started: out of memory). */
+int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
+                     const uint64_t *keys, const uint64_t *offs, const uint64_t *lens, size_t n);
+/* 1 if (owner, key) is filed on this thread. */
+int sp__rio_prefetched(uint64_t owner, uint64_t key);
+/*! sp__rio_take() : 0 if (owner, key) was not prefetched on this thread;
+ *  else wait for it and return 1 with g->rc, g->msg, g->status and, on
+ *  success, g->buf / g->got (malloc'd, the caller's) as sp__rio_fetch()
+ *  gives them. */
+int sp__rio_take(uint64_t owner, uint64_t key, sp__rio_get *g);
+/* Drop this thread's prefetches of store r (before destroying it). */
+void sp__rio_forget(const sp__rio *r);
 
 /* Requests this process has sent (each retry counts), for the tools and tests. */
 uint64_t sp__rio_requests(void);

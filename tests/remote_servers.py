@@ -237,8 +237,26 @@ class Proxy:
         self.port = int(line.split()[1])
         self.url = f"http://127.0.0.1:{self.port}"
 
+    def stats_now(self):
+        """Its counts so far (it writes them on SIGUSR1)."""
+        try:
+            mtime = os.path.getmtime(self.stats_file)
+        except OSError:
+            mtime = 0
+        self.proc.send_signal(signal.SIGUSR1)
+        for _ in range(200):
+            try:
+                if os.path.getmtime(self.stats_file) != mtime:
+                    with open(self.stats_file) as f:
+                        return json.load(f)
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
+        raise Unavailable("the proxy wrote no counts")
+
     def stop(self):
-        """Stop it; returns its counts {"requests": N, "503": .., "reset": .., "cut": ..}."""
+        """Stop it; returns its counts {"requests", "503", "reset", "cut", "bytes",
+        "busy_s" (the requests' summed durations), "max_inflight"}."""
         stop_proc(self.proc)
         self.proc.stdout.close()
         try:
@@ -283,7 +301,21 @@ def _reset(sock):
 def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
     rng = random.Random(seed)
     lock = threading.Lock()
-    counts = {"requests": 0, "503": 0, "reset": 0, "cut": 0}
+    counts = {"requests": 0, "503": 0, "reset": 0, "cut": 0, "bytes": 0, "busy_s": 0.0,
+              "max_inflight": 0}
+    inflight = [0]
+
+    def enter():
+        with lock:
+            inflight[0] += 1
+            counts["max_inflight"] = max(counts["max_inflight"], inflight[0])
+        return time.monotonic()
+
+    def leave(t0, nbytes):
+        with lock:
+            inflight[0] -= 1
+            counts["busy_s"] += time.monotonic() - t0   # sum over requests: mean in flight = busy_s / wall
+            counts["bytes"] += nbytes
 
     def fault():
         with lock:
@@ -294,6 +326,34 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
             counts[f] += 1
             return f
 
+    def relay(client, up, head, body, f):
+        """Forward one request upstream and its response back (f: the
+        fault); returns the body bytes sent, or -1 when the client
+        connection was cut."""
+        up.sendall(head + b"\r\n\r\n" + body)
+        uhead, ubuf = _read_head(up, b"")
+        if uhead is None:
+            raise ConnectionError("upstream closed")
+        ulen = _content_length(uhead)
+        chunked = any(l.lower().startswith(b"transfer-encoding:") and b"chunked" in l.lower()
+                      for l in uhead.split(b"\r\n"))
+        if chunked:   # relay until the last chunk
+            data = ubuf
+            while not data.endswith(b"0\r\n\r\n"):
+                chunk = up.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            client.sendall(uhead + b"\r\n\r\n" + data)
+            return len(data)
+        ubody, _ = _recv_exact(up, ubuf, ulen or 0)
+        if f == "cut" and len(ubody) > 1:
+            client.sendall(uhead + b"\r\n\r\n" + ubody[:len(ubody) // 2])
+            _reset(client)
+            return -1
+        client.sendall(uhead + b"\r\n\r\n" + ubody)
+        return len(ubody)
+
     def serve(client):
         buf = b""
         up = None
@@ -302,49 +362,31 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
                 head, buf = _read_head(client, buf)
                 if head is None:
                     return
-                n = _content_length(head) or 0
-                body, buf = _recv_exact(client, buf, n)
-                f = fault()
-                if latency_ms:
-                    time.sleep(latency_ms / 1000.0)
-                if f == "reset":
-                    _reset(client)
+                body, buf = _recv_exact(client, buf, _content_length(head) or 0)
+                t0 = enter()
+                sent = 0
+                try:
+                    f = fault()
+                    if latency_ms:
+                        time.sleep(latency_ms / 1000.0)
+                    if f == "reset":
+                        _reset(client)
+                        sent = -1
+                    elif f == "503":
+                        msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>"
+                               b"Please reduce your request rate.</Message></Error>")
+                        client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml"
+                                       b"\r\nContent-Length: " + str(len(msg)).encode() +
+                                       b"\r\n\r\n" + msg)
+                    else:
+                        if up is None:
+                            up = socket.create_connection(("127.0.0.1", upstream))
+                        sent = relay(client, up, head, body, f)
+                finally:
+                    leave(t0, max(sent, 0))
+                if sent < 0:
                     client = None
                     return
-                if f == "503":
-                    msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please "
-                           b"reduce your request rate.</Message></Error>")
-                    client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
-                                   b"Content-Length: " + str(len(msg)).encode() + b"\r\n\r\n" + msg)
-                    continue
-                if up is None:
-                    up = socket.create_connection(("127.0.0.1", upstream))
-                up.sendall(head + b"\r\n\r\n" + body)
-                uhead, ubuf = _read_head(up, b"")
-                if uhead is None:
-                    raise ConnectionError("upstream closed")
-                ulen = _content_length(uhead)
-                lines = uhead.split(b"\r\n")
-                chunked = any(l.lower().startswith(b"transfer-encoding:") and b"chunked" in l.lower()
-                              for l in lines)
-                if ulen is None and not chunked:   # bodies we cannot delimit: none here
-                    ulen = 0
-                if chunked:   # relay until the last chunk
-                    data = ubuf
-                    while not data.endswith(b"0\r\n\r\n"):
-                        chunk = up.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                    client.sendall(uhead + b"\r\n\r\n" + data)
-                    continue
-                ubody, rest = _recv_exact(up, ubuf, ulen)
-                if f == "cut" and ulen > 1:
-                    client.sendall(uhead + b"\r\n\r\n" + ubody[:ulen // 2])
-                    _reset(client)
-                    client = None
-                    return
-                client.sendall(uhead + b"\r\n\r\n" + ubody)
         except OSError:
             return
         finally:
@@ -359,14 +401,18 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
     srv.listen(256)
     print(f"listening {srv.getsockname()[1]}", flush=True)
 
-    def on_term(*_):
+    def dump():
         with lock:
             with open(stats_path + ".tmp", "w") as f:
                 json.dump(counts, f)
             os.replace(stats_path + ".tmp", stats_path)
+
+    def on_term(*_):
+        dump()
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=dump).start())
     while True:
         c, _ = srv.accept()
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 import remote_servers as rs
-from cli_testlib import run
+from cli_testlib import preload_env, run
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 COMMON = ["--pipeline", "shapes-train", "--seed", 9, "--epochs", 2, "--batch-size", 8]
@@ -80,6 +80,33 @@ def fingerprint(ds, env=None):
     return [l for l in out.splitlines() if l.startswith("fingerprint:")][0].split()[1]
 
 
+PY_DIGEST = r"""
+import hashlib, sys
+import seedpipe
+h = hashlib.sha256()
+n = 0
+for x, y in seedpipe.Loader(sys.argv[1], pipeline="shapes-train", seed=9, batch_size=8,
+                            workers=int(sys.argv[2]), epochs=1, order="sequential"):
+    h.update(x.tobytes()); h.update(y.tobytes()); n += len(y)
+print(n, h.hexdigest())
+"""
+
+
+def py_digest(ds, workers):
+    """The Python Loader's batches (canonical order) over ds, hashed in a child
+    python (the library's sanitizer runtimes preloaded where it has them)."""
+    lib = os.path.join(os.environ.get("SP_BUILD_DIR", ""), "libseedpipe.so")
+    src = os.path.join(os.environ.get("SP_SOURCE_DIR", os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "bindings", "python")
+    env = preload_env(lib, dict(os.environ, SEEDPIPE_LIB=lib, PYTHONPATH=src,
+                                NO_PROXY="127.0.0.1", no_proxy="127.0.0.1"))
+    p = subprocess.run([sys.executable, "-c", PY_DIGEST, ds, str(workers)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    outputs.append(p.stdout + p.stderr)
+    return p.stdout.split()
+
+
 def http_part(tmp, www, ref, fp):
     try:
         ng = rs.Nginx(www, tmp)
@@ -101,6 +128,17 @@ def http_part(tmp, www, ref, fp):
         reqs = ng.requests()[before:]
         assert len(reqs) == 1 and "GET /hundred/seedpipe.index " in reqs[0], reqs
         print("http: opening 100 shards made 1 request", flush=True)
+
+        # Python, in the canonical order: the same batches; the read-ahead
+        # coalesces adjacent members into one range (far fewer GETs than samples)
+        local = py_digest(os.path.join(www, "data", PATTERN), 0)
+        for workers in (0, 2):
+            before = len(ng.requests())
+            assert py_digest(url, workers) == local, workers
+            gets = [r for r in ng.requests()[before:] if "/data/shard-" in r]
+            assert 0 < len(gets) <= 96 // 4, (workers, len(gets), gets[:5])
+        print(f"http: Python Loader, canonical order: same batches, {len(gets)} GETs for 96 "
+              "samples (adjacent members coalesced)", flush=True)
 
         # no index object: a named error; `seedpipe index URL --out` makes it
         noidx = f"{ng.url}/noidx/{PATTERN}"

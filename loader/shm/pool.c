@@ -13,7 +13,10 @@
  * loader's slice; the service's span of m ranks: m * B / world).
  *
  * Claiming. A shared counter `hint` hands out items: a worker takes
- * t = fetch_add(hint, 1). The counter only distributes work; ownership is
+ * t = fetch_add(hint, 1) (for a remote dataset a run of c items,
+ * fetch_add(hint, c), c = sp__loader_prefetch_chunk(): it takes its next
+ * run and starts reading that run's samples before computing this one's,
+ * so the network works while the worker decodes; prefetch_items()). The counter only distributes work; ownership is
  * decided by a compare-and-swap on the position's 64-bit state word, which
  * names the batch (ring_internal.h): FREE(q) -> CLAIMED(q, w) -> DONE(q).
  * A worker whose item is in a batch that has no slot yet (q >= released +
@@ -239,6 +242,46 @@ static void worker_poll(sp__worker_ctx *wc) {
     }
 }
 
+/* Start reading the samples of items [t, t + n) (remote datasets): those of
+ * live slots that are not cache reads, and of batches not yet live. */
+static void prefetch_items(sp_pool *pool, uint64_t t, uint32_t n) {
+    uint64_t idx[256];
+    size_t m = 0;
+    uint64_t rel = atomic_load_explicit(&pool->h->released, memory_order_acquire);
+    for (uint64_t u = t; u < t + n && m < 256; u++) {
+        uint64_t q = u / pool->cap;
+        uint32_t p = (uint32_t)(u % pool->cap);
+        if (q >= pool->total) break;
+        sp__batch_geo g = sp__pool_geo_of(pool, q);
+        if (p >= g.count) continue;
+        if (pool->sc && q < rel + pool->R &&
+            atomic_load(&pool->sc[q % pool->R].mode) == SP__SCM_READ)
+            continue;
+        idx[m++] = sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p);
+    }
+    sp__loader_prefetch(pool->ld, idx, m);
+}
+
+/* Item t once its batch has a slot (backpressure). */
+static void work_when_live(sp__worker_ctx *wc, uint64_t t) {
+    sp_pool *pool = wc->pool;
+    sp__ring_hdr *h = pool->h;
+    uint64_t q = t / pool->cap;
+    uint32_t p = (uint32_t)(t % pool->cap);
+    for (;;) {   /* wait for batch q's slot (backpressure) */
+        uint32_t wv = atomic_load(&h->wake);
+        if (q < atomic_load_explicit(&h->released, memory_order_acquire) + pool->R) break;
+        worker_poll(wc);
+        sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
+    }
+    work_item(wc, q, p);
+}
+
+/* Claims of one item, or for a remote dataset of c items (its prefetch
+ * chunk): then the next claim is taken, and its samples started, before
+ * this one's items are computed. Claims are contiguous and taken in order,
+ * so a worker waiting for a slot holds only items of that batch or later
+ * ones: every live batch's items are computed by workers not waiting. */
 static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != pool->parent) _exit(0);
@@ -251,25 +294,37 @@ static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
     wc.seen_scan = atomic_load(&h->scan_gen) - 1;   /* a new worker scans first */
     wc.seen_released = UINT64_MAX;
     uint64_t end = pool->total * pool->cap;
+    uint32_t c = sp__loader_prefetch_chunk(pool->ld);
+    /* Before any death nothing is orphaned: a first worker's scan would
+     * only take positions the others have claimed and are reading ahead. */
+    if (c > 1 && atomic_load(&h->scan_gen) == 0) wc.seen_scan = 0;
+    uint64_t cur = UINT64_MAX;
     for (;;) {
         worker_poll(&wc);
-        uint64_t t = atomic_fetch_add(&h->hint, 1);
-        if (t >= end) {   /* no new work: stay for orphans until stopped */
+        if (c <= 1) {   /* one item a claim, taken when the last is done */
+            cur = atomic_fetch_add(&h->hint, 1);
+        } else if (cur == UINT64_MAX) {
+            cur = atomic_fetch_add(&h->hint, c);
+            if (cur < end) prefetch_items(pool, cur, c);
+        }
+        if (cur >= end) {   /* no new work: stay for orphans until stopped */
             for (;;) {
                 uint32_t wv = atomic_load(&h->wake);
                 worker_poll(&wc);
                 sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
             }
         }
-        uint64_t q = t / pool->cap;
-        uint32_t p = (uint32_t)(t % pool->cap);
-        for (;;) {   /* wait for batch q's slot (backpressure) */
-            uint32_t wv = atomic_load(&h->wake);
-            if (q < atomic_load_explicit(&h->released, memory_order_acquire) + pool->R) break;
-            worker_poll(&wc);
-            sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
+        if (c <= 1) {
+            work_when_live(&wc, cur);
+            continue;
         }
-        work_item(&wc, q, p);
+        uint64_t nxt = atomic_fetch_add(&h->hint, c);
+        if (nxt < end) prefetch_items(pool, nxt, c);
+        for (uint64_t t = cur; t < cur + c && t < end; t++) {
+            if (t > cur) worker_poll(&wc);
+            work_when_live(&wc, t);
+        }
+        cur = nxt;
     }
 }
 
