@@ -96,6 +96,9 @@ struct sp_dataset {
      * NULL for local ones. */
     struct sp__rio *rio;
     uint64_t pf_owner;        /* its prefetches' owner id (remote.c) */
+    char *shard_cache;        /* SEEDPIPE_SHARD_CACHE resolved, or NULL (dataset_shard_cache.c) */
+    uint64_t shard_cache_bytes;
+    sp_digest *shard_cache_keys;   /* each shard's name there */
 
     /* The persistent index (dataset_index.c). */
     sp_index_mode index_mode;
@@ -274,6 +277,14 @@ void sp__ds_close_remote(sp_dataset *ds);
 /* dataset_remote.c: start reading samples idx[0..n) on this thread (a
  * later sp_dataset_read() of one of them on this thread takes its bytes). */
 void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n);
+
+/* dataset_shard_cache.c: the shard cache of a remote dataset
+ * (SEEDPIPE_SHARD_CACHE; after its table is packed); sample i from it: 1
+ * (served, hash checked), 0 (not usable: read from the store), or an
+ * error (the shard's download failed). */
+int sp__ds_shard_cache_setup(sp_dataset *ds, sp_error *err);
+int sp__ds_shard_cache_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
+                            sp_error *err);
 
 /* dataset.c: sp__ds_prefetch_remote() for a remote dataset, else nothing;
  * 1 if ds is remote. For the loader and the pool. */

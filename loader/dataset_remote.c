@@ -176,6 +176,7 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
         names = NULL;
         sizes = NULL;
     }
+    if (rc == SP_OK) rc = sp__ds_shard_cache_setup(ds, err);
     free_names(names, n);
     free(sizes);
     free(leaf);
@@ -184,6 +185,8 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
 }
 
 void sp__ds_close_remote(sp_dataset *ds) {
+    free(ds->shard_cache);
+    free(ds->shard_cache_keys);
     if (ds->rio) sp__rio_forget(ds->rio);
     sp__rio_destroy(ds->rio);
     ds->rio = NULL;
@@ -193,6 +196,10 @@ int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     const char *bad = sp__ds_tar_bad(ds, i);
     if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
     uint32_t s = ds->shard_of[i];
+    if (ds->shard_cache && ds->sizes[i]) {   /* a local copy of the whole shard */
+        int c = sp__ds_shard_cache_read(ds, i, out, err);
+        if (c != 0) return c > 0 ? SP_OK : c;
+    }
     sp__rio_get g;
     memset(&g, 0, sizeof g);
     g.name = ds->shards[s];
@@ -238,6 +245,7 @@ static int cmp_item(const void *a, const void *b) {
 }
 
 void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n) {
+    if (ds->shard_cache) return;   /* whole shards are read instead */
     pf_item v[PF_MAX];
     size_t m = 0;
     for (size_t k = 0; k < n && m < PF_MAX; k++) {

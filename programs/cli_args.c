@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,16 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, 
     cfg->seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     sp_error err;
     sp_error_clear(&err);
+    /* remote shards' local copies (docs/remote.md): read by the dataset's
+     * open from the environment, which forked workers inherit */
+    const char *sc = cli_str(a, "shard-cache", NULL), *scs = cli_str(a, "shard-cache-size", NULL);
+    uint64_t bytes;
+    if (scs && (!sc || sp_parse_size(scs, &bytes, &err) != 0))
+        cli_usage_error(a, "--shard-cache-size: %s", sc ? err.msg : "goes with --shard-cache DIR");
+    if (sc && setenv("SEEDPIPE_SHARD_CACHE", sc, 1) != 0)
+        cli_usage_error(a, "--shard-cache: %s", strerror(errno));
+    if (scs && setenv("SEEDPIPE_SHARD_CACHE_SIZE", scs, 1) != 0)
+        cli_usage_error(a, "--shard-cache-size: %s", strerror(errno));
     if (what & CLI_BATCHES) {
         cfg->batch_size = (uint32_t)cli_uint(a, "batch-size", cfg->batch_size, 1, 1u << 20);
         cfg->drop_last = cli_has(a, "drop-last");

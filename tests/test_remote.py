@@ -20,10 +20,17 @@ On a shapes dataset (PNG and JPEG) sharded by `seedpipe shard --max-count 8`
    and HTTP 404; --on-error skip streams the rest;
  - with ~5% of requests answered 503 SlowDown, reset, or cut short by the
    proxy, the stream is unchanged (HTTP and S3);
+ - --shard-cache: each shard downloaded whole once for 3 workers, the next
+   run reads none, a damaged copy is downloaded again, a small size bound
+   holds;
+ - the Python Loader (canonical order, in-process and 2 workers) gives the
+   local batches, reading adjacent members as one range (far fewer GETs
+   than samples); `mpirun -np 2 seedpipe train` over HTTP ends with the
+   local run's final weights (where the tool has MPI);
  - S3: credentials from the environment and from a shared credentials file
    (AWS_PROFILE); a wrong secret is a named 403 at open, none at all too;
    the secret appears in no output and no file written (manifest, state,
-   cache).
+   cache, run record).
 """
 import os
 import shutil
@@ -32,9 +39,11 @@ import sys
 import tempfile
 
 import remote_servers as rs
-from cli_testlib import preload_env, run
+from cli_testlib import final_digest, preload_env, run
 
 BIN = os.environ.get("SEEDPIPE_BIN")
+MPIEXEC = os.environ.get("SP_MPIEXEC")
+TRAIN = ["--seed", 3, "--epochs", 2, "--batch-size", 48]
 COMMON = ["--pipeline", "shapes-train", "--seed", 9, "--epochs", 2, "--batch-size", 8]
 PATTERN = "shard-{000000..000011}.tar"
 skipped = []
@@ -177,6 +186,52 @@ def http_part(tmp, www, ref, fp):
             p.stderr
         print("http: replaced, shortened, missing shard: named errors", flush=True)
 
+        # the shard cache: whole shards copied once, shared by 3 workers and
+        # the next run (no shard GET), bounded in size; a damaged copy is
+        # replaced, never used
+        cache = os.path.join(tmp, "shard-cache")
+        before = len(ng.requests())
+        assert digest(url, "--workers", 3, "--shard-cache", cache) == ref
+        gets = [r for r in ng.requests()[before:] if "/data/shard-" in r]
+        assert len(gets) >= 12 and all(" 200 " in r for r in gets), gets   # whole shards
+        copies = sorted(f for f in os.listdir(cache) if f.endswith(".tar"))
+        assert len(copies) == 12, copies
+        before = len(ng.requests())
+        assert digest(url, "--shard-cache", cache) == ref
+        assert not [r for r in ng.requests()[before:] if "/data/shard-" in r]
+        with open(os.path.join(cache, copies[0]), "r+b") as f:   # bit rot in a copy
+            f.seek(512 + 10)
+            b = f.read(1)
+            f.seek(512 + 10)
+            f.write(bytes([b[0] ^ 1]))
+        before = len(ng.requests())
+        assert digest(url, "--shard-cache", cache) == ref
+        assert [r for r in ng.requests()[before:] if "/data/shard-" in r]   # fetched again
+        small = os.path.join(tmp, "shard-cache-small")
+        size = os.path.getsize(os.path.join(www, "data", "shard-000000.tar"))
+        assert digest(url, "--workers", 2, "--shard-cache", small, "--shard-cache-size",
+                      3 * size + 100) == ref
+        total = sum(os.path.getsize(os.path.join(small, f)) for f in os.listdir(small))
+        assert total <= 4 * size, (total, size)   # the cap, and at most one copy being placed
+        print("http: shard cache: one download a shard, reused, damage refetched, size bounded",
+              flush=True)
+
+        # data-parallel training over HTTP: the local run's final weights
+        if MPIEXEC:
+            local_w = final_digest(cli("train", os.path.join(www, "data", PATTERN), *TRAIN,
+                                       "--out", os.path.join(tmp, "train-local.json")).stdout)
+            e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                     OMPI_MCA_rmaps_base_oversubscribe="1", NO_PROXY="127.0.0.1")
+            p = subprocess.run([MPIEXEC, "-np", "2", "--oversubscribe", BIN, "train", url,
+                                *map(str, TRAIN), "--out", os.path.join(tmp, "train-mpi.json")],
+                               capture_output=True, text=True, env=e, timeout=180)
+            assert p.returncode == 0, p.stdout + p.stderr
+            assert final_digest(p.stdout) == local_w, (p.stdout, local_w)
+            print(f"http: mpirun -np 2 seedpipe train: final weights {local_w}, as local",
+                  flush=True)
+        else:
+            print("http: (mpirun -np 2 train not run: this seedpipe was built without MPI)")
+
         # faults: ~5% of requests 503, reset or cut short; the same stream
         try:
             px = rs.Proxy(ng.port, tmp, fault_rate=0.05, seed=7)
@@ -243,6 +298,7 @@ def s3_part(tmp, www, ref, fp):
         cli("digest", url, *COMMON, "--workers", 2, "--out", man, "--cache", cache, env=env)
         cli("digest", url, *COMMON, "--out", os.path.join(tmp, "s3b.jsonl"), "--stop-after", 3,
             "--save-state", state, env=env)
+        cli("train", url, *TRAIN, "--out", os.path.join(tmp, "s3-train.json"), env=env)
         for root, _, files in os.walk(tmp):
             if root.startswith(os.path.join(tmp, "weed")) or root.startswith(home):
                 continue

@@ -1,0 +1,75 @@
+/* fuzz_dsobject - the dataset index object decoder (loader/dataset_object.c),
+ * what a remote dataset's open believes. The input is decoded as the
+ * seedpipe.index of an object store's folder, every shard it lists taken;
+ * a decoded table must pack into a dataset whose invariants hold (samples,
+ * class counts adding up, paths "shard/member" of a listed shard, members
+ * inside their shard), and encoding that dataset again must decode to the
+ * same fingerprint-relevant table. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/dataset_internal.h"
+#include "fuzz_util.h"
+
+static sp_dataset *blank(void) {
+    sp_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) abort();
+    ds->kind = SP_DATASET_WEBDATASET;
+    ds->root = strdup("fuzz");
+    ds->base = strdup("fuzz");
+    ds->max_samples = 256;
+    ds->max_file_bytes = 1u << 16;
+    return ds;
+}
+
+static sp_dataset *decode(const uint8_t *data, size_t size) {
+    sp_dataset *ds = blank();
+    sp__ds_tar_set t = {0};
+    char **all = NULL;
+    size_t nall = 0;
+    uint64_t *sizes = NULL;
+    sp_error err;
+    int rc = sp__ds_object_decode(ds, "fuzz", data, size, NULL, 0, &all, &nall, &sizes, &t, &err);
+    if (rc == 0) rc = sp__ds_tar_pack(ds, all, nall, sizes, &t, &err);   /* takes all, sizes */
+    else {
+        for (size_t i = 0; all && i < nall; i++) free(all[i]);
+        free(all);
+        free(sizes);
+    }
+    sp__ds_tar_set_free(&t);
+    if (rc != 0) {
+        if (err.msg[0] == '\0') abort();
+        sp_dataset_destroy(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1u << 18)) return 0;
+    sp_dataset *ds = decode(data, size);
+    if (!ds) return 0;
+    fz_check_dataset(ds, ds->max_samples, 0);
+    for (uint64_t i = 0; i < ds->n; i++) {
+        const char *shard = ds->shards[ds->shard_of[i]], *p = ds->pool + ds->path_off[i];
+        if (strncmp(p, shard, strlen(shard)) != 0 || p[strlen(shard)] != '/') abort();
+        if (!sp__ds_tar_bad(ds, i) &&
+            ds->offsets[i] + ds->sizes[i] > ds->shard_sizes[ds->shard_of[i]])
+            abort();
+    }
+    sp__ds_buf b = {0};
+    sp_error err;
+    if (sp__ds_object_encode(ds, &b, &err) != 0) abort();
+    sp_dataset *again = decode(b.p, b.len);
+    if (!again || again->n != ds->n) abort();
+    for (uint64_t i = 0; i < ds->n; i++)
+        if (strcmp(again->pool + again->path_off[i], ds->pool + ds->path_off[i]) != 0 ||
+            again->labels[i] != ds->labels[i] || again->sizes[i] != ds->sizes[i] ||
+            again->hashes[i].hi != ds->hashes[i].hi || again->hashes[i].lo != ds->hashes[i].lo)
+            abort();
+    free(b.p);
+    sp_dataset_destroy(again);
+    sp_dataset_destroy(ds);
+    return 0;
+}
