@@ -34,6 +34,7 @@
  */
 #include "augment/pipeline_internal.h"
 #include "augment/decode_internal.h"
+#include "common/trace_internal.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -99,8 +100,10 @@ static int source_region(const source *s, int x, int y, int w, int h, int d, sp_
         return SP_OK;
     }
     sp_decode_req req = {s->channels, x, y, w, h, d};
+    uint64_t t0 = sp__trace_t0();
     int rc = sp__image_decode_ex(s->src->bytes, s->src->len, path, &req, s->lim,
                                  SP__DECODE_WIDE, out, err);
+    sp__trace_end(SP_TRACE_DECODE, t0);
     if (rc) return rc;
     *owned = 1;
     int ws = (s->W + d - 1) / d, hs = (s->H + d - 1) / d;
@@ -136,8 +139,10 @@ static int run_rrc(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const 
                           (double)b.x / d - rx, (double)b.y / d - ry,
                           (double)(b.x + b.w) / d - rx, (double)(b.y + b.h) / d - ry,
                           op->w, op->h, 0, 0, op->w, op->h};
+    uint64_t t0 = sp__trace_t0();
     rc = sp_image_alloc(&out, op->w, op->h, reg.channels);
     if (!rc) rc = sp_resample(&reg, 0, 0, &g, &out);
+    sp__trace_end(SP_TRACE_AUGMENT, t0);
     if (owned) sp_image_free(&reg);
     if (rc) {
         sp_image_free(&out);
@@ -176,8 +181,10 @@ static int run_resize(const sp_pipeline *p, int k, const source *s, state *st, i
     int rx1 = x1 * d < s->W ? x1 * d : s->W, ry1 = y1 * d < s->H ? y1 * d : s->H;
     rc = source_region(s, x0 * d, y0 * d, rx1 - x0 * d, ry1 - y0 * d, d, &reg, &owned, path, err);
     if (rc) return rc;
+    uint64_t t0 = sp__trace_t0();
     rc = sp_image_alloc(&out, ww, wh, reg.channels);
     if (!rc) rc = sp_resample(&reg, x0, y0, &g, &out);
+    sp__trace_end(SP_TRACE_AUGMENT, t0);
     if (owned) sp_image_free(&reg);
     if (rc) {
         sp_image_free(&out);
@@ -518,7 +525,11 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     if (src->bytes) rc = start_encoded(p, ctx, src, &lim, &st, &k, path, err);
     else if (src->raw) rc = start_raw(p, src->raw, &st, path, err);
     else return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
-    if (!rc) rc = run_ops(p, ctx, &st, k, path, err);
+    uint64_t t0 = sp__trace_t0();
+    if (!rc && k < p->nops) {
+        rc = run_ops(p, ctx, &st, k, path, err);
+        sp__trace_end(SP_TRACE_AUGMENT, t0);
+    }
     const sp_image *im = &st.cur;
     size_t need = (size_t)im->width * (size_t)im->height * (size_t)im->channels *
                   sp_dtype_size(o->dtype);
@@ -532,8 +543,11 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     else if (rc == SP_OK && need > out_bytes)
         rc = sp_error_set(err, SP_ERANGE, "%s: output %dx%dx%d needs %zu bytes, %zu available",
                           path, im->height, im->width, im->channels, need, out_bytes);
-    else if (rc == SP_OK)
+    else if (rc == SP_OK) {
+        t0 = sp__trace_t0();
         write_output(p, im, st.hflip, o, out);
+        sp__trace_end(SP_TRACE_WRITE, t0);
+    }
     sp_image_free(&st.hold);
     return rc;
 }

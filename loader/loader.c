@@ -22,6 +22,7 @@
  */
 #include "seedpipe/loader.h"
 #include "common/hash_internal.h"
+#include "common/trace_internal.h"
 #include "loader/dataset_internal.h"
 #include "loader/loader_internal.h"
 
@@ -276,6 +277,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return sp_error_set(err, SP_EINVAL, "loader: bad rng_mode %d", (int)cfg->rng_mode);
     if ((unsigned)cfg->order > SP_ORDER_SEQUENTIAL)
         return sp_error_set(err, SP_EINVAL, "loader: bad order %d", (int)cfg->order);
+    uint64_t t_open = sp__trace_t0();
     sp_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     pthread_mutex_init(&ld->log_lock, NULL);
@@ -345,6 +347,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
     ld->pipeline_hash.hi = ph.high64;
     ld->pipeline_hash.lo = ph.low64;
+    sp__trace_end(SP_TRACE_OPEN, t_open);
     *out = ld;
     return SP_OK;
 }
@@ -540,7 +543,9 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
 static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, sp__rng rng, void *dst,
                    sp_error *err) {
     sp_sample_data sd;
+    uint64_t t0 = sp__trace_t0();
     int rc = sp_dataset_read(ld->ds, idx, &sd, err);
+    sp__trace_end(SP_TRACE_READ, t0);
     if (rc != 0) return rc;
     sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)idx};
     if (rng.mode == SP_RNG_PER_WORKER) {
@@ -561,6 +566,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
     sp_perm_init(&perm, ld->bt.n, ld->k_shuffle, epoch);
     pos = sp_batch_position(&ld->bt, pos);   /* the slot's epoch position, in [0, N) */
     uint64_t idx = index_at(ld, &perm, pos);
+    sp__trace_ctx_sample(idx);
     *index = idx;
     *label = sp_dataset_label(ld->ds, idx);
     it->status = SP__ITEM_OK;
@@ -656,8 +662,11 @@ static void batch_slot(batch_job *job, unsigned s) {
     uint8_t *dst = job->out->images + (size_t)s * job->ld->sample_bytes;
     sp__rng rng = sp__loader_rng(job->ld, (uint32_t)(job->counter0 + s));
     int32_t label;
+    uint64_t t0 = sp__trace_t0();
+    sp__trace_ctx(job->epoch, job->out->index, s, SP__TRACE_NONE64);
     sp__loader_sample(job->ld, job->epoch, job->pos0 + s, rng, NULL, dst, &job->items[s],
                       &job->out->indices[s], &label);
+    sp__trace_end(SP_TRACE_SAMPLE, t0);
     job->out->labels[s] = label;
 }
 
@@ -739,8 +748,10 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
         if (pthread_create(&tids[started], NULL, batch_worker, &job) != 0) break;
         started++;
     }
+    uint64_t t0 = sp__trace_t0();
     batch_worker(&job);   /* the calling thread works too */
     for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+    if (t0) sp__trace_record(SP_TRACE_BATCH, t0, epoch, index, SP__TRACE_NONE32, SP__TRACE_NONE64);
 
     int rc = sp__batch_finalize(ld, out, job.items, err);
     free(job.items);
@@ -763,5 +774,9 @@ sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtyp
 }
 
 sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {
-    return sp__batch_digest(b, ld->c, ld->h, ld->w, ld->cfg.dtype, ld->sample_bytes);
+    uint64_t t0 = sp__trace_t0();
+    sp_digest d = sp__batch_digest(b, ld->c, ld->h, ld->w, ld->cfg.dtype, ld->sample_bytes);
+    if (t0) sp__trace_record(SP_TRACE_DIGEST, t0, b->epoch, b->index, SP__TRACE_NONE32,
+                             SP__TRACE_NONE64);
+    return d;
 }

@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
         {"serve", cmd_serve},     {"status", cmd_status},
         {"cache", cmd_cache},     {"train", cmd_train},
         {"gcn-demo", cmd_gcn_demo}, {"env", cmd_env},
+        {"trace-summary", cmd_trace_summary},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmds[i].name, a.cmd) != 0) continue;

@@ -120,6 +120,14 @@ int cli_failures_add(cli_failures *fl, const sp_loader *ld);   /* -1: out of mem
 void cli_failures_print(const cli_failures *fl, FILE *f);
 void cli_failures_free(cli_failures *fl);
 
+/* --trace FILE.json: record a trace (trace.h) of this process and its
+ * workers, written when the tool exits (also on an error). */
+void cli_trace_start(cli_args *a);
+/* The same for rank r of a job of `world` processes (world > 1: each rank
+ * writes FILE.rankR.json beside FILE.json). */
+void cli_trace_start_rank(cli_args *a, uint32_t rank, uint32_t world);
+int cmd_trace_summary(cli_args *a);
+
 int cmd_rng(cli_args *a);
 int cmd_order(cli_args *a);
 int cmd_inspect(cli_args *a);

@@ -161,6 +161,7 @@ static int close_manifest(FILE *f, const char *out, sp_publish *pub, int rc, sp_
 
 int cmd_digest(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
+    cli_trace_start(a);
     sp_loader_config cfg;
     cli_loader_config(a, a->pos[0], &cfg, CLI_BATCHES | CLI_FORMAT);
     int workers, ring;

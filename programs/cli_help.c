@@ -22,6 +22,7 @@
 #define B_FORMAT 4u   /* --dtype --layout */
 #define B_SPLIT 8u    /* --split --subset --split-seed */
 #define B_POOL 16u    /* --workers --ring --on-error --rng-mode */
+#define B_TRACE 32u   /* --trace */
 
 static const struct { unsigned flag; const char *title, *text; } blocks[] = {
     {B_LOADER, "loader options",
@@ -51,6 +52,12 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "  --ring R              the pool's ring slots, 0..1024 (0: max(2, 2W))\n"
      "  --on-error P          fail | skip | substitute (default fail)\n"
      "  --rng-mode M          per-sample | per-worker (default per-sample)\n"},
+    {B_TRACE, "trace option",
+     "  --trace FILE.json     write a timeline of the run (Chrome trace-event JSON for\n"
+     "                        Perfetto or chrome://tracing): the consumer's and every\n"
+     "                        worker's spans (read, decode, augment, write, waits, cache),\n"
+     "                        written at exit; never changes a byte (docs/tracing.md;\n"
+     "                        seedpipe trace-summary FILE.json)\n"},
 };
 
 static const struct { const char *name; unsigned blocks; const char *text; } topics[] = {
@@ -84,7 +91,7 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "  explain DATASET --pipeline P --seed S --epoch E --sample I\n"
      "      what each op draws for one sample: crop box, flips, jitter factors/order;\n"
      "      E in 0..4294967295, I a dataset index\n"},
-    {"digest", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL,
+    {"digest", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL | B_TRACE,
      "  digest DATASET --pipeline P --seed S --batch-size B --out FILE.jsonl\n"
      "         [--epoch-start S] [--epochs E] [--resume STATE]\n"
      "         [--save-state FILE [--stop-after N]] [--cache DIR]\n"
@@ -108,7 +115,7 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      table of stream digests, first divergence (--rank R --world K instead\n"
      "      verifies that one rank's stream); --ring R 0..1024, --on-error\n"
      "      fail|skip|substitute as in digest\n"},
-    {"serve", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL,
+    {"serve", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL | B_TRACE,
      "  serve --name NAME DATASET --pipeline P --seed S --batch-size B --workers W\n"
      "        [--epoch-start S] [--epochs E] [--world K [--ranks A-B]] [--resume STATE]\n"
      "        [--cache DIR]\n"
@@ -120,6 +127,11 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      computing only their samples; prints a 'ready' line; ends when every\n"
      "      rank served has consumed the stream, or on SIGTERM/SIGINT (region\n"
      "      unlinked, exit 0)\n"},
+    {"trace-summary", 0,
+     "  trace-summary FILE.json [--gaps N]\n"
+     "      what a --trace file says: each process's busy time and share of the wall,\n"
+     "      the average number of busy cores, the time to the first batch, and the N\n"
+     "      longest idle gaps (0..1000, default 10) with the wait that covers each\n"},
     {"status", 0,
      "  status NAME\n"
      "      a service's progress, throughput, ring occupancy, workers, clients\n"},
@@ -145,7 +157,7 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
     {"cache gc", 0,
      "  cache gc DIR --max-size SIZE\n"
      "      evict least recently used entries down to SIZE (10M, 2G, ...)\n"},
-    {"train", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL,
+    {"train", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL | B_TRACE,
      "  train DATASET --seed S --epochs E --batch-size B --out RUN.json\n"
      "         [--pipeline P] [--dtype uint8|float32] [--threads T] [--train-threads T]\n"
      "         [--device cpu|cuda] [--cuda-device N] [--mode strict|fast|default]\n"

@@ -65,6 +65,7 @@ int cmd_serve(cli_args *a) {
                            "[--cache DIR]");
     const char *name = cli_str(a, "name", NULL);
     if (!name) cli_usage_error(a, "--name NAME is required");
+    cli_trace_start(a);
     if (cli_has(a, "rank"))
         cli_usage_error(a, "serve takes --world K; each client attaches as its own rank");
     sp_loader_config cfg;

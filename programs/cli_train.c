@@ -338,6 +338,7 @@ int cmd_train(cli_args *a) {
     sp_error err;
     sp_error_clear(&err);
     if (cli_dist_start(&cli_train_job, &err)) cli_train_fail(a, &err);
+    cli_trace_start_rank(a, cli_train_job.rank, cli_train_job.world);
     cli_loader_config(a, o.dataset, &o.lcfg, CLI_BATCHES | CLI_FORMAT);
     job_geometry(a, &o);
     train_options(a, &o);

@@ -28,6 +28,7 @@
 #include "seedpipe/client.h"
 #include "seedpipe/dataset.h"
 #include "seedpipe/pipeline.h"
+#include "seedpipe/trace.h"
 #include "seedpipe/train.h"
 
 typedef struct accum {           /* what a checkpoint must carry besides the model */
@@ -405,7 +406,9 @@ static int train_step(run_ctx *x, uint32_t e, uint64_t bi) {
     uint32_t correct;
     double ts = cli_train_now();
     x->tdata += ts - td;
+    uint64_t tt = sp_trace_clock();
     int rc = sp_trainer_step_batch(x->tr, x->ld, &view, &loss, &correct, &err);
+    sp_trace_span(SP_TRACE_STEP, tt, e, bi);
     x->tstep += cli_train_now() - ts;
     x->nstep_timed++;
     sp_error rerr;

@@ -73,6 +73,7 @@
 #include "loader/loader_internal.h"
 #include "loader/service/region_internal.h"
 #include "loader/shm/ring_internal.h"
+#include "common/trace_internal.h"
 
 #define SLEEP_NS 10000000ull      /* longest sleep between loop turns */
 #define LIVENESS_NS 20000000ull   /* client pid checks */
@@ -434,7 +435,7 @@ static int step(sp_service *svc, int *done, sp_error *err) {
             if (err) *err = e;
             return rc;
         }
-        uint64_t samples = 0;
+        uint64_t samples = 0, tp = sp__trace_t0();
         rc = finalize_slices(svc, s, &samples, &e);
         if (rc != 0) {   /* on-error fail: serve the error after batch q - 1 */
             fail_stream(svc, rc, e.msg);
@@ -452,6 +453,8 @@ static int step(sp_service *svc, int *done, sp_error *err) {
             atomic_store(&h->svc_end, 1);
         }
         wake_clients(h);
+        if (tp) sp__trace_record(SP_TRACE_PUBLISH, tp, sh->epoch, sh->index, SP__TRACE_NONE32,
+                                 SP__TRACE_NONE64);
         progress = 1;
     }
     if (svc->ended && svc->recycled == svc->published) *done = 1;
@@ -483,9 +486,12 @@ int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err) 
         }
         if (atomic_load(&h->cwake) != wv) continue;
         atomic_store(&h->csleep, 1);
+        uint64_t tw = sp__trace_t0();   /* waiting for a batch (or a client's release) */
         if (atomic_load(&h->cwake) == wv && !(stop && *stop))
             sp__futex_wait(&h->cwake, wv, SLEEP_NS);
         atomic_store(&h->csleep, 0);
+        if (tw) sp__trace_record(SP_TRACE_NEXT, tw, SP__TRACE_NONE32, SP__TRACE_NONE64,
+                                 SP__TRACE_NONE32, SP__TRACE_NONE64);
     }
 }
 
@@ -519,6 +525,7 @@ int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg,
         sigaction(SIGINT, &sa, NULL);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(1);
+        sp__trace_child("service");
         sp_service *svc;
         sp_error e;
         sp_error_clear(&e);

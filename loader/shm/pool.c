@@ -132,6 +132,7 @@
  *   (as PyTorch's would); that mode is a demonstration only.
  */
 #include "loader/shm/pool_internal.h"
+#include "common/trace_internal.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -164,11 +165,18 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     if (!atomic_compare_exchange_strong(st, &expect, sp__st(q, SP__ST_CLAIMED, wc->w))) return;
     sp__worker_rec *rec = &h->workers[wc->w];
     atomic_store_explicit(&rec->busy, 1, memory_order_relaxed);
+    uint64_t t0 = sp__trace_t0();
+    sp__trace_ctx(g.epoch, g.index, p, SP__TRACE_NONE64);
 
     uint32_t crash = atomic_load(&sp__slot_crash(h, s)[p]);
-    if (mode == SP__SCM_READ && sp__pool_cache_read(wc, q, s, &g, crash)) {
-        atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
-        return;
+    if (mode == SP__SCM_READ) {
+        uint64_t tc = sp__trace_t0();
+        int hit = sp__pool_cache_read(wc, q, s, &g, crash);
+        sp__trace_end(SP_TRACE_CACHE_READ, tc);
+        if (hit) {
+            atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
+            return;
+        }
     }
     char forced[96];
     const char *why = NULL;
@@ -199,6 +207,7 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     uint8_t *dst = sp__slot_images(h, s) + (size_t)p * h->sample_bytes;
     sp__loader_sample(pool->ld, g.epoch, g.pos0 + p, rng, why, dst, &sp__slot_items(h, s)[p],
                       &sp__slot_indices(h, s)[p], &sp__slot_labels(h, s)[p]);
+    sp__trace_end(SP_TRACE_SAMPLE, t0);
     atomic_store_explicit(st, sp__st(q, SP__ST_DONE, wc->w), memory_order_release);
     atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&rec->samples, 1, memory_order_relaxed);
@@ -208,8 +217,11 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     if (mode == SP__SCM_FILL) {
         uint64_t v = atomic_load(&sp__slot(h, s)->done);
         if ((v >> SP__POOL_DONE_SHIFT) == (q & ((1ull << 40) - 1)) &&
-            (uint32_t)(v & ((1u << SP__POOL_DONE_SHIFT) - 1)) + 1 == g.count)
+            (uint32_t)(v & ((1u << SP__POOL_DONE_SHIFT) - 1)) + 1 == g.count) {
+            uint64_t tc = sp__trace_t0();
             sp__pool_cache_write(wc, s, &g);
+            sp__trace_end(SP_TRACE_CACHE_WRITE, tc);
+        }
     }
     sp__pool_done_add(pool, q, s, 1, g.count);
 }
@@ -272,7 +284,9 @@ static void work_when_live(sp__worker_ctx *wc, uint64_t t) {
         uint32_t wv = atomic_load(&h->wake);
         if (q < atomic_load_explicit(&h->released, memory_order_acquire) + pool->R) break;
         worker_poll(wc);
+        uint64_t t0 = sp__trace_t0();
         sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
+        if (t0) sp__trace_record(SP_TRACE_WAIT_SLOT, t0, SP__TRACE_NONE32, q, p, SP__TRACE_NONE64);
     }
     work_item(wc, q, p);
 }
@@ -285,6 +299,7 @@ static void work_when_live(sp__worker_ctx *wc, uint64_t t) {
 static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != pool->parent) _exit(0);
+    sp__trace_child("worker %u", w);
     sp__ring_hdr *h = pool->h;
     sp__worker_ctx wc;
     memset(&wc, 0, sizeof wc);
@@ -311,7 +326,10 @@ static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
             for (;;) {
                 uint32_t wv = atomic_load(&h->wake);
                 worker_poll(&wc);
+                uint64_t t0 = sp__trace_t0();
                 sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
+                if (t0) sp__trace_record(SP_TRACE_WAIT_WORK, t0, SP__TRACE_NONE32,
+                                         SP__TRACE_NONE64, SP__TRACE_NONE32, SP__TRACE_NONE64);
             }
         }
         if (c <= 1) {
@@ -738,10 +756,12 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     for (uint64_t q = 0; q < pool->R && q < pool->total; q++) activate(pool, q);
     atomic_store(&h->released, 0);
     pool->parent = getpid();
+    uint64_t t0 = sp__trace_t0();
     for (int w = 0; w < pool->nworkers; w++) {
         rc = spawn(pool, (uint32_t)w, err);
         if (rc != 0) goto fail;
     }
+    sp__trace_end(SP_TRACE_SPAWN, t0);
     *out = pool;
     return SP_OK;
 fail:

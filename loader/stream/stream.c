@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "seedpipe/stream.h"
+#include "common/trace_internal.h"
 
 struct sp_stream {
     sp_stream_kind kind;
@@ -240,9 +241,13 @@ int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
         return sp_error_set(err, SP_EINVAL, "stream: %d view%s already held (the most this %s "
                             "stream holds): give one back first", s->nheld,
                             s->nheld == 1 ? "" : "s", sp_stream_kind_name(s->kind));
+    uint64_t t0 = sp__trace_t0();   /* the consumer's wait for the batch */
     int rc = s->kind == SP_STREAM_LOADER ? loader_next(s, view, err)
              : s->kind == SP_STREAM_POOL ? sp_pool_next(s->pool, view, err)
                                          : sp_client_next(s->client, view, err);
+    if (t0 && rc == SP_OK)   /* a batch handed over (not the end, not an error) */
+        sp__trace_record(SP_TRACE_NEXT, t0, view->epoch, view->index, SP__TRACE_NONE32,
+                         SP__TRACE_NONE64);
     if (rc == SP_STREAM_END) memset(view, 0, sizeof *view);
     if (rc < 0) return fail(s, rc, err);
     if (rc != 0) return rc;

@@ -354,6 +354,7 @@ class _Res:
         self.loader = None    # sp_loader *: a pool Loader's own (see the module comment)
         self.keep = None      # the cache's warning callback and options (C may call them)
         self.keep_open = None  # what the open stream's configuration points to
+        self.trace = False    # this Loader started the process's trace (trace.h)
 
     def close_retired(self):
         if self.retired:
@@ -375,6 +376,12 @@ class _Res:
         if self.loader:
             L.sp_loader_destroy(self.loader)
             self.loader = None
+        if self.trace:   # after the pool is gone: every worker's spans are in
+            self.trace = False
+            err = L.sp_error()
+            if L.sp_trace_stop(byref(err)) != 0:
+                warnings.warn(f"seedpipe: trace: {err.msg.decode(errors='replace')}",
+                              RuntimeWarning)
 
 
 class _Base:
@@ -573,6 +580,11 @@ class Loader(_Base):
     paths are under, or None. Every file is hashed at open (no persistent
     index).
 
+    trace=FILE.json records a timeline of this process and its pool workers
+    (trace.h, docs/tracing.md: Chrome trace-event JSON for Perfetto) from
+    here until close(), which writes it; one trace per process at a time
+    (a second Loader asking for one gets an Error). It never changes a byte.
+
     cache=DIR reads and writes the epoch cache (cache.h, docs/cache.md): an
     epoch that is in it is read (and checked) instead of computed; one that
     is not is stored as it streams from its first batch. The bytes are the
@@ -587,9 +599,20 @@ class Loader(_Base):
                  world=1, on_error: str = "fail", copy: bool = False, threads: int = 1,
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None,
-                 order: str = "shuffle", pad_tail: bool = False, samples=None):
+                 order: str = "shuffle", pad_tail: bool = False, samples=None,
+                 trace=None):
         self._res = _Res()
         self._finalizer = weakref.finalize(self, _Res.free, self._res)
+        if trace is not None:
+            # first, so that opening the dataset is on the timeline too
+            if not L.HAS_TRACE:
+                raise Error(-9, f"trace: {L.LIB_PATH} has no trace (trace.h; a newer "
+                                "libseedpipe is needed)")
+            err = L.sp_error()
+            rc = L.sp_trace_start(os.fsencode(trace), byref(err))
+            if rc != 0:
+                _raise(rc, err, os.fsdecode(trace))
+            self._res.trace = True
         self._info = self._last = None
         slist = None
         if samples is not None:

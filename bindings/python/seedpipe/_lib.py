@@ -342,6 +342,12 @@ if HAS_STREAM:
     sp_stream_pool = _fn("sp_stream_pool", P, P)
     sp_stream_client = _fn("sp_stream_client", P, P)
 
+HAS_TRACE = hasattr(lib, "sp_trace_start")
+if HAS_TRACE:
+    sp_trace_start = _fn("sp_trace_start", c_int, c_char_p, E)
+    sp_trace_stop = _fn("sp_trace_stop", c_int, E)
+    sp_trace_active = _fn("sp_trace_active", c_int)
+
 HAS_VERIFY = hasattr(lib, "sp_verify_run")
 if HAS_VERIFY:
     sp_verify_run = _fn("sp_verify_run", c_int, POINTER(sp_loader_config),

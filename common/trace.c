@@ -1,0 +1,414 @@
+/* trace.c - the trace recorder (trace.h, trace_internal.h): spans appended
+ * by every process of a run to its own part file, merged into one Chrome
+ * trace-event JSON file when the recording process stops.
+ *
+ * HOW IT WORKS
+ *
+ * sp_trace_start(path) creates the parts directory `path`.parts-PID and
+ * this process's part, PID.bin, and sets the process-wide flag sp__trace_on
+ * that every span's start tests (trace_internal.h). A part is a 4 KiB
+ * header (magic, pid, process name, clock origin, dropped count) followed
+ * by 48-byte records (sp__trace_rec). Records are written through a shared
+ * mapping of one window of the file (65,536 records, 3 MiB): when the
+ * window is full the file is extended (ftruncate: zeros) and the next
+ * window mapped, so a process holds 3 MiB of trace whatever the run's
+ * length, and what it wrote is in the file (the page cache) the moment it
+ * is stored: a worker SIGKILLed by sp_pool_destroy() loses nothing. A
+ * record's kind is stored last; a record whose kind is 0 (never written, or
+ * cut by a kill mid-record) ends the part.
+ *
+ * Forks. pthread_atfork handlers hold the recorder's mutex across fork()
+ * (so no child inherits a half-appended record) and, in every child, stop
+ * recording and drop the parent's mapping without writing to it: a child
+ * never writes into its parent's part. A pool worker then calls
+ * sp__trace_child("worker 3"), which, when the parent was recording,
+ * creates the child's own part in the same directory, with the same clock
+ * origin. Any other child (a Python subprocess, a shell) records nothing.
+ *
+ * sp_trace_stop() in the process that started: stops recording, closes its
+ * part, reads every part of the directory (each through a read-only
+ * mapping), writes the JSON through an atomic publish (common.h) and
+ * removes the parts and the directory. Timestamps are microseconds since
+ * the origin (the CLOCK_MONOTONIC time of sp_trace_start()), which the
+ * file's otherData also gives in nanoseconds, so another process reading
+ * the same clock can place the trace in its own time.
+ *
+ * LIMITATIONS
+ * - A worker still running when the stop reads the parts may add records
+ *   after they were read: stop after the pool is destroyed.
+ * - A run that dies before sp_trace_stop() leaves its parts directory
+ *   behind (the CLI stops the trace at exit, also on errors).
+ */
+#include "common/trace_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PART_MAGIC 0x3130525450535053ull   /* "SPSPTR01" little-endian */
+#define HDR_BYTES 4096u
+#define REC_PER_WIN 65536u
+
+typedef struct sp__trace_rec {
+    uint64_t ts, dur;       /* CLOCK_MONOTONIC ns */
+    uint16_t kind, pad;     /* sp_trace_kind; 0: the end of the part */
+    uint32_t tid;
+    uint32_t epoch, pos;    /* UINT32_MAX: none */
+    uint64_t batch, sample; /* UINT64_MAX: none */
+} sp__trace_rec;
+_Static_assert(sizeof(sp__trace_rec) == 48, "trace record is 48 bytes");
+
+typedef struct part_hdr {
+    uint64_t magic;
+    int32_t pid;
+    uint32_t rec_size;
+    uint64_t origin;
+    uint64_t dropped;
+    char name[32];
+} part_hdr;
+
+#define WIN_BYTES ((size_t)REC_PER_WIN * sizeof(sp__trace_rec))
+
+_Atomic int sp__trace_on = 0;
+
+/* The process's recorder; every field under mu. */
+static struct {
+    int fd;                /* this process's part (-1: none) */
+    part_hdr *hdr;         /* its mapped header */
+    sp__trace_rec *win;    /* its mapped window */
+    uint64_t win_index;    /* which one */
+    uint64_t n;            /* records written */
+    uint64_t origin;       /* the clock at sp_trace_start() */
+    int owner;             /* pid that started (0: none); only it stops and merges */
+    int inherited;         /* a child of a recording process (sp__trace_child may record) */
+    char path[4096];       /* the trace file */
+    char dir[4200];        /* the parts directory */
+} T = {.fd = -1};
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static _Thread_local uint32_t t_tid;
+static _Thread_local struct {
+    uint32_t epoch, pos;
+    uint64_t batch, sample;
+} t_ctx = {SP__TRACE_NONE32, SP__TRACE_NONE32, SP__TRACE_NONE64, SP__TRACE_NONE64};
+
+static const char *const kind_names[SP_TRACE_KIND_END] = {
+    "?",         "sample",     "read",        "decode",      "augment", "write",
+    "wait work", "wait slot",  "cache read",  "cache write", "next",    "digest",
+    "open",      "spawn",      "publish",     "step",        "user",    "batch"};
+
+const char *sp_trace_kind_name(int kind) {
+    return kind > 0 && kind < SP_TRACE_KIND_END ? kind_names[kind] : "?";
+}
+
+uint64_t sp__trace_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the part: open, window, close (under mu) ------------------------------ */
+
+static void part_close_locked(void) {
+    if (T.win) munmap(T.win, WIN_BYTES);
+    if (T.hdr) munmap(T.hdr, HDR_BYTES);
+    if (T.fd >= 0) close(T.fd);
+    T.win = NULL;
+    T.hdr = NULL;
+    T.fd = -1;
+    T.n = 0;
+}
+
+static int part_open_locked(const char *name, sp_error *err) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%d.bin", T.dir, (int)getpid());
+    int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return sp_error_set(err, SP_EIO, "trace: %s: %s", p, strerror(errno));
+    void *h = MAP_FAILED;
+    if (ftruncate(fd, HDR_BYTES) == 0)
+        h = mmap(NULL, HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        unlink(p);
+        return sp_error_set(err, SP_EIO, "trace: %s: %s", p, strerror(e));
+    }
+    T.fd = fd;
+    T.hdr = h;
+    T.hdr->pid = (int32_t)getpid();
+    T.hdr->rec_size = sizeof(sp__trace_rec);
+    T.hdr->origin = T.origin;
+    snprintf(T.hdr->name, sizeof T.hdr->name, "%s", name);
+    T.hdr->magic = PART_MAGIC;
+    T.win = NULL;
+    T.n = 0;
+    return SP_OK;
+}
+
+/* Map the window holding record T.n (the file extended to its end). */
+static int window_locked(uint64_t w) {
+    if (T.win) munmap(T.win, WIN_BYTES);
+    T.win = NULL;
+    off_t off = (off_t)HDR_BYTES + (off_t)w * (off_t)WIN_BYTES;
+    if (ftruncate(T.fd, off + (off_t)WIN_BYTES) != 0) return -1;
+    void *p = mmap(NULL, WIN_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, T.fd, off);
+    if (p == MAP_FAILED) return -1;
+    T.win = p;
+    T.win_index = w;
+    return 0;
+}
+
+static void append(int kind, uint64_t t0, uint64_t t1, uint32_t epoch, uint64_t batch,
+                   uint32_t pos, uint64_t sample) {
+    if (!t_tid) t_tid = (uint32_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&mu);
+    if (T.fd < 0) {   /* stopped meanwhile */
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    uint64_t w = T.n / REC_PER_WIN;
+    if (T.n >= SP_TRACE_MAX_EVENTS || ((!T.win || w != T.win_index) && window_locked(w) != 0)) {
+        T.hdr->dropped++;
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    sp__trace_rec *r = &T.win[T.n % REC_PER_WIN];
+    r->ts = t0;
+    r->dur = t1 > t0 ? t1 - t0 : 0;
+    r->tid = t_tid;
+    r->epoch = epoch;
+    r->pos = pos;
+    r->batch = batch;
+    r->sample = sample;
+    atomic_signal_fence(memory_order_release);   /* the kind last: a cut record reads as the end */
+    r->kind = (uint16_t)kind;
+    T.n++;
+    pthread_mutex_unlock(&mu);
+}
+
+void sp__trace_record(int kind, uint64_t t0, uint32_t epoch, uint64_t batch, uint32_t pos,
+                      uint64_t sample) {
+    if (!t0 || !atomic_load_explicit(&sp__trace_on, memory_order_relaxed)) return;
+    append(kind, t0, sp__trace_now(), epoch, batch, pos, sample);
+}
+
+void sp__trace_emit(int kind, uint64_t t0) {
+    sp__trace_record(kind, t0, t_ctx.epoch, t_ctx.batch, t_ctx.pos, t_ctx.sample);
+}
+
+void sp__trace_ctx(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample) {
+    t_ctx.epoch = epoch;
+    t_ctx.batch = batch;
+    t_ctx.pos = pos;
+    t_ctx.sample = sample;
+}
+
+void sp__trace_ctx_sample(uint64_t sample) { t_ctx.sample = sample; }
+
+/* ---- fork ---------------------------------------------------------------------- */
+
+static void atfork_prepare(void) { pthread_mutex_lock(&mu); }
+static void atfork_parent(void) { pthread_mutex_unlock(&mu); }
+static void atfork_child(void) {
+    /* The child is single-threaded and holds mu (prepare). The parent's
+     * mappings are dropped unwritten; only a pool worker records again. */
+    if (T.fd >= 0) {
+        T.inherited = 1;
+        atomic_store(&sp__trace_on, 0);
+        part_close_locked();
+    }
+    T.owner = 0;
+    pthread_mutex_unlock(&mu);
+}
+static void atfork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+void sp__trace_child(const char *fmt, ...) {
+    if (!T.inherited) return;
+    char name[32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    t_tid = 0;   /* a new process: a new thread id */
+    t_ctx.epoch = t_ctx.pos = SP__TRACE_NONE32;
+    t_ctx.batch = t_ctx.sample = SP__TRACE_NONE64;
+    pthread_mutex_lock(&mu);
+    T.inherited = 0;
+    sp_error e;
+    if (part_open_locked(name, &e) == 0) atomic_store(&sp__trace_on, 1);
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- start, stop ------------------------------------------------------------- */
+
+int sp_trace_active(void) { return atomic_load(&sp__trace_on); }
+
+uint64_t sp_trace_clock(void) { return sp__trace_t0(); }
+
+void sp_trace_span(int kind, uint64_t t0, uint32_t epoch, uint64_t batch) {
+    if (kind <= 0 || kind >= SP_TRACE_KIND_END) return;
+    sp__trace_record(kind, t0, epoch, batch, SP__TRACE_NONE32, SP__TRACE_NONE64);
+}
+
+int sp_trace_start(const char *path, sp_error *err) {
+    if (!path || !path[0]) return sp_error_set(err, SP_EINVAL, "trace: empty path");
+    if (strlen(path) >= sizeof T.path)
+        return sp_error_set(err, SP_EINVAL, "trace: path too long");
+    pthread_once(&atfork_once, atfork_register);
+    pthread_mutex_lock(&mu);
+    if (T.fd >= 0 || T.owner) {
+        pthread_mutex_unlock(&mu);
+        return sp_error_set(err, SP_EINVAL, "trace: this process already records a trace (%s)",
+                            T.path);
+    }
+    snprintf(T.path, sizeof T.path, "%s", path);
+    snprintf(T.dir, sizeof T.dir, "%s.parts-%d", path, (int)getpid());
+    if (mkdir(T.dir, 0700) != 0) {
+        int e = errno;
+        pthread_mutex_unlock(&mu);
+        return sp_error_set(err, SP_EIO, "trace: %s: %s", T.dir, strerror(e));
+    }
+    T.origin = sp__trace_now();
+    int rc = part_open_locked("consumer", err);
+    if (rc != 0) {
+        rmdir(T.dir);
+    } else {
+        T.owner = (int)getpid();
+        T.inherited = 0;
+        atomic_store(&sp__trace_on, 1);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+/* Write one part's metadata and events (its records up to the first
+ * kind 0). @return the events written. */
+static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origin, int *first,
+                           uint64_t *dropped) {
+    const part_hdr *h = (const part_hdr *)p;
+    if (len < HDR_BYTES || h->magic != PART_MAGIC || h->rec_size != sizeof(sp__trace_rec))
+        return 0;
+    char name[33];
+    memcpy(name, h->name, 32);
+    name[32] = '\0';
+    for (char *c = name; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
+    int consumer = strcmp(name, "consumer") == 0;
+    fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+               "\"args\":{\"name\":\"%s\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\","
+               "\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+            *first ? "" : ",", h->pid, h->pid, name, h->pid, h->pid,
+            consumer ? 0 : 1 + (strncmp(name, "worker ", 7) == 0 ? atoi(name + 7) : 1000));
+    *first = 0;
+    *dropped += h->dropped;
+    const sp__trace_rec *r = (const sp__trace_rec *)(p + HDR_BYTES);
+    size_t n = (len - HDR_BYTES) / sizeof *r;
+    uint64_t k = 0;
+    for (; k < n && r[k].kind; k++) {
+        const sp__trace_rec *e = &r[k];
+        int64_t ts = (int64_t)(e->ts - origin);
+        int kind = e->kind < SP_TRACE_KIND_END ? e->kind : 0;
+        int wait = kind == SP_TRACE_WAIT_WORK || kind == SP_TRACE_WAIT_SLOT ||
+                   kind == SP_TRACE_NEXT;
+        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+                   "\"pid\":%d,\"tid\":%u,\"args\":{",
+                kind_names[kind], wait ? "wait" : "work", (double)ts / 1000.0,
+                (double)e->dur / 1000.0, h->pid, e->tid);
+        const char *sep = "";
+        if (e->epoch != SP__TRACE_NONE32) fprintf(f, "\"epoch\":%u", e->epoch), sep = ",";
+        if (e->batch != SP__TRACE_NONE64)
+            fprintf(f, "%s\"batch\":%llu", sep, (unsigned long long)e->batch), sep = ",";
+        if (e->pos != SP__TRACE_NONE32) fprintf(f, "%s\"pos\":%u", sep, e->pos), sep = ",";
+        if (e->sample != SP__TRACE_NONE64)
+            fprintf(f, "%s\"sample\":%llu", sep, (unsigned long long)e->sample);
+        fputs("}}", f);
+    }
+    return k;
+}
+
+/* Merge every part of T.dir into f, removing them. */
+static int merge_parts(FILE *f, sp_error *err) {
+    DIR *d = opendir(T.dir);
+    if (!d) return sp_error_set(err, SP_EIO, "trace: %s: %s", T.dir, strerror(errno));
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+    int first = 1, rc = SP_OK;
+    uint64_t dropped = 0, events = 0, parts = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t nl = strlen(de->d_name);
+        if (nl < 5 || strcmp(de->d_name + nl - 4, ".bin") != 0) continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= HDR_BYTES) {
+            void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                events += merge_part(f, p, (size_t)st.st_size, T.origin, &first, &dropped);
+                parts++;
+                munmap(p, (size_t)st.st_size);
+            } else if (rc == SP_OK) {
+                rc = sp_error_set(err, SP_EIO, "trace: %s/%s: %s", T.dir, de->d_name,
+                                  strerror(errno));
+            }
+        }
+        if (fd >= 0) close(fd);
+        unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+    fprintf(f, "\n],\"otherData\":{\"producer\":\"%s\",\"origin_monotonic_ns\":%llu,"
+               "\"processes\":%llu,\"events\":%llu,\"dropped\":%llu}}\n",
+            sp_version_string(), (unsigned long long)T.origin, (unsigned long long)parts,
+            (unsigned long long)events, (unsigned long long)dropped);
+    return rc;
+}
+
+int sp_trace_stop(sp_error *err) {
+    pthread_mutex_lock(&mu);
+    if (T.owner != (int)getpid()) {   /* not recording, or a worker: close its part */
+        atomic_store(&sp__trace_on, 0);
+        part_close_locked();
+        pthread_mutex_unlock(&mu);
+        return SP_OK;
+    }
+    atomic_store(&sp__trace_on, 0);
+    part_close_locked();
+    T.owner = 0;
+    pthread_mutex_unlock(&mu);
+    sp_publish *pub = NULL;
+    int rc = sp_publish_begin(T.path, &pub, err);
+    FILE *f = NULL;
+    if (rc == 0) {
+        int fd = dup(sp_publish_fd(pub));
+        f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!f) {
+            if (fd >= 0) close(fd);
+            rc = sp_error_set(err, SP_EIO, "trace: %s: %s", T.path, strerror(errno));
+        }
+    }
+    if (rc == 0) {
+        rc = merge_parts(f, err);
+        if (fclose(f) != 0 && rc == 0)
+            rc = sp_error_set(err, SP_EIO, "trace: %s: write failed: %s", T.path,
+                              strerror(errno));
+    } else {   /* still remove the parts */
+        DIR *d = opendir(T.dir);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL)
+            if (de->d_name[0] != '.') unlinkat(dirfd(d), de->d_name, 0);
+        if (d) closedir(d);
+    }
+    rmdir(T.dir);
+    if (rc == 0) rc = sp_publish_commit(pub, 0, err);
+    else sp_publish_abort(pub);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* trace_internal.h - the recording side of the trace (trace.h) as the
+ * library's own code uses it: a span is timed with sp__trace_t0() at its
+ * start and recorded with sp__trace_end() at its end.
+ *
+ * Not a public header. When no trace records, sp__trace_t0() is one
+ * relaxed load and a branch and returns 0, and sp__trace_end() of a 0
+ * start does nothing: the cost of a span when tracing is off. A span's
+ * arguments (epoch, batch, position in the batch, sample index) come from
+ * the calling thread's context, set by whoever knows them (the pool's
+ * worker for a batch position, the loader once the sample index is known)
+ * and inherited by the spans recorded below it (read, decode, augment,
+ * write), which know nothing of batches.
+ *
+ * How the parts are written and merged: common/trace.c's HOW IT WORKS.
+ */
+#ifndef SEEDPIPE_TRACE_INTERNAL_H
+#define SEEDPIPE_TRACE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "seedpipe/trace.h"
+
+/* "None" for a context field. */
+#define SP__TRACE_NONE32 UINT32_MAX
+#define SP__TRACE_NONE64 UINT64_MAX
+
+/* 1 while this process records (trace.c). */
+extern _Atomic int sp__trace_on;
+
+uint64_t sp__trace_now(void);
+
+/* A span's start: the clock when recording, else 0. */
+static inline uint64_t sp__trace_t0(void) {
+    if (__builtin_expect(atomic_load_explicit(&sp__trace_on, memory_order_relaxed), 0))
+        return sp__trace_now();
+    return 0;
+}
+
+/*! sp__trace_record() : record a span [t0, now) of `kind` with explicit
+ *  arguments (SP__TRACE_NONE*: none). */
+void sp__trace_record(int kind, uint64_t t0, uint32_t epoch, uint64_t batch, uint32_t pos,
+                      uint64_t sample);
+/*! sp__trace_emit() : record a span [t0, now) with the thread's context. */
+void sp__trace_emit(int kind, uint64_t t0);
+
+/* A span's end: recorded with the thread's context if it was started
+ * while recording. */
+static inline void sp__trace_end(int kind, uint64_t t0) {
+    if (__builtin_expect(t0 != 0, 0)) sp__trace_emit(kind, t0);
+}
+
+/*! sp__trace_ctx() : set the thread's context (a batch position); every
+ *  field may be SP__TRACE_NONE*. */
+void sp__trace_ctx(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample);
+/*! sp__trace_ctx_sample() : set only the context's sample index. */
+void sp__trace_ctx_sample(uint64_t sample);
+
+/*! sp__trace_child() : in a process forked by the pool: if its parent
+ *  was recording, record this process into its own part, named by the
+ *  printf-style name ("worker 3"). Every other forked child records
+ *  nothing (the fork handler stops it). */
+void sp__trace_child(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
