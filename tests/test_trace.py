@@ -24,6 +24,7 @@ trace) fails with "not a trace".
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,7 +151,8 @@ def check_summary(path, names, spans):
     i = lines.index(next(l for l in lines if l.startswith("longest idle gaps")))
     gaps = lines[i + 2:]
     assert len(gaps) == 3, p.stdout
-    ms = [float(g.split()[-2]) for g in gaps]
+    ms = [float(re.search(r"\s(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\S.*)$", g).group(3))
+          for g in gaps]
     assert ms == sorted(ms, reverse=True), gaps
     return p.stdout
 

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # test_train (loader threads 2 x CPU threads 2) takes ~6 min under TSan: add it by hand.
-tests=${TSAN_TESTS:-"test_loader test_api test_cache test_pool test_nn test_train_dist test_service test_dataset_index test_stream"}
+tests=${TSAN_TESTS:-"test_loader test_api test_cache test_pool test_nn test_train_dist test_service test_dataset_index test_stream test_trace"}
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDPIPE_CUDA=OFF -DSEEDPIPE_MPI=OFF -DSEEDPIPE_TEST_HOOKS=ON \
       -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer -g" \
       -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
