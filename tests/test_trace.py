@@ -151,7 +151,7 @@ def check_summary(path, names, spans):
     i = lines.index(next(l for l in lines if l.startswith("longest idle gaps")))
     gaps = lines[i + 2:]
     assert len(gaps) == 3, p.stdout
-    ms = [float(re.search(r"\s(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\S.*)$", g).group(3))
+    ms = [float(re.search(r"\s(\d+)\s+([\d.]+)\s+([\d.]+)\s+([a-z][a-z ]*)$", g).group(3))
           for g in gaps]
     assert ms == sorted(ms, reverse=True), gaps
     return p.stdout
