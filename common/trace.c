@@ -97,8 +97,12 @@ static struct {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static _Thread_local uint32_t t_tid;
-static _Thread_local struct {
+/* Thread-local, in the static TLS block (initial-exec: no lazy allocation
+ * under the loader's lock, see trace_internal.h), touched only while
+ * recording. */
+#define SP__TLS __attribute__((tls_model("initial-exec")))
+static _Thread_local SP__TLS uint32_t t_tid;
+static _Thread_local SP__TLS struct {
     uint32_t epoch, pos;
     uint64_t batch, sample;
 } t_ctx = {SP__TRACE_NONE32, SP__TRACE_NONE32, SP__TRACE_NONE64, SP__TRACE_NONE64};
@@ -207,14 +211,14 @@ void sp__trace_emit(int kind, uint64_t t0) {
     sp__trace_record(kind, t0, t_ctx.epoch, t_ctx.batch, t_ctx.pos, t_ctx.sample);
 }
 
-void sp__trace_ctx(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample) {
+void sp__trace_ctx_set(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample) {
     t_ctx.epoch = epoch;
     t_ctx.batch = batch;
     t_ctx.pos = pos;
     t_ctx.sample = sample;
 }
 
-void sp__trace_ctx_sample(uint64_t sample) { t_ctx.sample = sample; }
+void sp__trace_ctx_sample_set(uint64_t sample) { t_ctx.sample = sample; }
 
 /* ---- fork ---------------------------------------------------------------------- */
 
@@ -240,10 +244,10 @@ void sp__trace_child(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
+    pthread_mutex_lock(&mu);
     t_tid = 0;   /* a new process: a new thread id */
     t_ctx.epoch = t_ctx.pos = SP__TRACE_NONE32;
     t_ctx.batch = t_ctx.sample = SP__TRACE_NONE64;
-    pthread_mutex_lock(&mu);
     T.inherited = 0;
     sp_error e;
     if (part_open_locked(name, &e) == 0) atomic_store(&sp__trace_on, 1);

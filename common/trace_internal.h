@@ -50,11 +50,25 @@ static inline void sp__trace_end(int kind, uint64_t t0) {
     if (__builtin_expect(t0 != 0, 0)) sp__trace_emit(kind, t0);
 }
 
-/*! sp__trace_ctx() : set the thread's context (a batch position); every
- *  field may be SP__TRACE_NONE*. */
-void sp__trace_ctx(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample);
-/*! sp__trace_ctx_sample() : set only the context's sample index. */
-void sp__trace_ctx_sample(uint64_t sample);
+/* The thread's context is thread-local storage, touched only while a
+ * trace records: a library loaded by dlopen (Python's ctypes) allocates a
+ * thread's block of it on first use, which in a child forked from a
+ * multi-threaded parent could wait forever for a lock another thread held
+ * at the fork; off, nothing here touches it. */
+void sp__trace_ctx_set(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample);
+void sp__trace_ctx_sample_set(uint64_t sample);
+
+/*! sp__trace_ctx() : set the thread's context (a batch position) when
+ *  recording; every field may be SP__TRACE_NONE*. */
+static inline void sp__trace_ctx(uint32_t epoch, uint64_t batch, uint32_t pos, uint64_t sample) {
+    if (__builtin_expect(atomic_load_explicit(&sp__trace_on, memory_order_relaxed), 0))
+        sp__trace_ctx_set(epoch, batch, pos, sample);
+}
+/*! sp__trace_ctx_sample() : set only the context's sample index (when recording). */
+static inline void sp__trace_ctx_sample(uint64_t sample) {
+    if (__builtin_expect(atomic_load_explicit(&sp__trace_on, memory_order_relaxed), 0))
+        sp__trace_ctx_sample_set(sample);
+}
 
 /*! sp__trace_child() : in a process forked by the pool: if its parent
  *  was recording, record this process into its own part, named by the
