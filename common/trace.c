@@ -134,13 +134,16 @@ static void part_close_locked(void) {
     T.n = 0;
 }
 
-static int part_open_locked(const char *name, sp_error *err) {
+/* This process's part; a child's may exist already (its parent wrote
+ * the header: sp__trace_spawned()), so only the first creates it. */
+static int part_open_locked(const char *name, int excl, sp_error *err) {
     char p[4300];
     snprintf(p, sizeof p, "%s/%d.bin", T.dir, (int)getpid());
-    int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (excl ? O_EXCL : 0), 0600);
     if (fd < 0) return sp_error_set(err, SP_EIO, "trace: %s: %s", p, strerror(errno));
     void *h = MAP_FAILED;
-    if (ftruncate(fd, HDR_BYTES) == 0)
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (st.st_size >= HDR_BYTES || ftruncate(fd, HDR_BYTES) == 0))
         h = mmap(NULL, HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (h == MAP_FAILED) {
         int e = errno;
@@ -250,8 +253,34 @@ void sp__trace_child(const char *fmt, ...) {
     t_ctx.batch = t_ctx.sample = SP__TRACE_NONE64;
     T.inherited = 0;
     sp_error e;
-    if (part_open_locked(name, &e) == 0) atomic_store(&sp__trace_on, 1);
+    if (part_open_locked(name, 0, &e) == 0) atomic_store(&sp__trace_on, 1);
     pthread_mutex_unlock(&mu);
+}
+
+void sp__trace_spawned(int pid, const char *fmt, ...) {
+    if (!atomic_load_explicit(&sp__trace_on, memory_order_relaxed)) return;
+    part_hdr h;
+    memset(&h, 0, sizeof h);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h.name, sizeof h.name, fmt, ap);
+    va_end(ap);
+    h.pid = pid;
+    h.rec_size = sizeof(sp__trace_rec);
+    pthread_mutex_lock(&mu);
+    h.origin = T.origin;
+    h.magic = PART_MAGIC;
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%d.bin", T.dir, pid);
+    /* The child may have created it first: then it wrote this header. A
+     * pwrite never truncates what the child has appended. */
+    int fd = T.fd >= 0 ? open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+    pthread_mutex_unlock(&mu);
+    if (fd < 0) return;
+    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        /* nothing to do: the child's own header, or no track for it */
+    }
+    close(fd);
 }
 
 /* ---- start, stop ------------------------------------------------------------- */
@@ -284,7 +313,7 @@ int sp_trace_start(const char *path, sp_error *err) {
         return sp_error_set(err, SP_EIO, "trace: %s: %s", T.dir, strerror(e));
     }
     T.origin = sp__trace_now();
-    int rc = part_open_locked("consumer", err);
+    int rc = part_open_locked("consumer", 1, err);
     if (rc != 0) {
         rmdir(T.dir);
     } else {
@@ -301,8 +330,8 @@ int sp_trace_start(const char *path, sp_error *err) {
 static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origin, int *first,
                            uint64_t *dropped) {
     const part_hdr *h = (const part_hdr *)p;
-    if (len < HDR_BYTES || h->magic != PART_MAGIC || h->rec_size != sizeof(sp__trace_rec))
-        return 0;
+    if (len < sizeof *h || h->magic != PART_MAGIC || h->rec_size != sizeof(sp__trace_rec))
+        return 0;   /* a header only: a child killed before it recorded (written by its parent) */
     char name[33];
     memcpy(name, h->name, 32);
     name[32] = '\0';
@@ -317,7 +346,7 @@ static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origi
     *first = 0;
     *dropped += h->dropped;
     const sp__trace_rec *r = (const sp__trace_rec *)(p + HDR_BYTES);
-    size_t n = (len - HDR_BYTES) / sizeof *r;
+    size_t n = len > HDR_BYTES ? (len - HDR_BYTES) / sizeof *r : 0;
     uint64_t k = 0;
     for (; k < n && r[k].kind; k++) {
         const sp__trace_rec *e = &r[k];
@@ -354,7 +383,8 @@ static int merge_parts(FILE *f, sp_error *err) {
         if (nl < 5 || strcmp(de->d_name + nl - 4, ".bin") != 0) continue;
         int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= HDR_BYTES) {
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size >= (off_t)sizeof(part_hdr)) {
             void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (p != MAP_FAILED) {
                 events += merge_part(f, p, (size_t)st.st_size, T.origin, &first, &dropped);

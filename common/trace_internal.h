@@ -75,5 +75,10 @@ static inline void sp__trace_ctx_sample(uint64_t sample) {
  *  printf-style name ("worker 3"). Every other forked child records
  *  nothing (the fork handler stops it). */
 void sp__trace_child(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*! sp__trace_spawned() : in the parent, just after forking child `pid`
+ *  that will call sp__trace_child() with the same name: give it a track
+ *  now, so that a child killed before it recorded anything (a pool
+ *  destroyed early) still shows as a process in the trace. */
+void sp__trace_spawned(int pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -545,6 +545,7 @@ int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg,
         _exit(rc == 0 || rc == SP_SERVICE_STOPPED ? 0 : 1);
     }
     close(fds[1]);
+    sp__trace_spawned((int)p, "service");
     char buf[1 + SP_ERROR_MSG_MAX];
     size_t got = 0;
     for (;;) {

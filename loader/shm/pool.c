@@ -351,6 +351,7 @@ static int spawn(sp_pool *pool, uint32_t w, sp_error *err) {
     pid_t pid = fork();
     if (pid < 0) return sp_error_set(err, SP_EIO, "pool: fork: %s", strerror(errno));
     if (pid == 0) worker_main(pool, w);
+    sp__trace_spawned((int)pid, "worker %u", w);
     pool->pids[w] = pid;
     atomic_store(&pool->h->workers[w].pid, (int32_t)pid);
     atomic_fetch_add(&pool->h->workers[w].gen, 1);
