@@ -260,7 +260,8 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_PRIVATE, x);
-    const char *ca = getenv("AWS_CA_BUNDLE");
+    const char *ca = getenv("SEEDPIPE_CA_BUNDLE");
+    if (!ca || !ca[0]) ca = getenv("AWS_CA_BUNDLE");
     if (ca && ca[0]) curl_easy_setopt(h, CURLOPT_CAINFO, ca);
     if (r->kind == SP__RIO_HTTP) {
         curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);

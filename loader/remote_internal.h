@@ -18,7 +18,8 @@
  * ~/.aws/config); none at all: unsigned (anonymous) requests. Addressing:
  * SEEDPIPE_S3_ADDRESSING=path|virtual, else the profile's
  * addressing_style, else virtual-hosted for AWS and path-style for another
- * endpoint. Requests are signed by libcurl's own AWS SigV4
+ * endpoint. TLS trust: the system's, or the PEM file SEEDPIPE_CA_BUNDLE,
+ * else AWS_CA_BUNDLE, names. Requests are signed by libcurl's own AWS SigV4
  * (CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3").
  *
  * SECRETS: the secret key and the session token live in the sp__rio only;

@@ -73,10 +73,27 @@ def stop_proc(p, sig=signal.SIGTERM):
 
 # ---- nginx ----------------------------------------------------------------------
 
-class Nginx:
-    """nginx serving `root` on 127.0.0.1:port; log = its access log."""
+def self_signed(dirname):
+    """A certificate for 127.0.0.1 and localhost and its key (openssl);
+    returns (cert, key) paths. Raises Unavailable."""
+    cert, key = os.path.join(dirname, "cert.pem"), os.path.join(dirname, "key.pem")
+    exe = shutil.which("openssl")
+    if not exe:
+        raise Unavailable("openssl not found (the HTTPS part makes a certificate with it)")
+    p = subprocess.run([exe, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext",
+                        "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", key, "-out", cert],
+                       capture_output=True, timeout=60)
+    if p.returncode != 0:
+        raise Unavailable(f"openssl req failed: {p.stderr.decode(errors='replace')[-300:]}")
+    return cert, key
 
-    def __init__(self, root, tmp):
+
+class Nginx:
+    """nginx serving `root` on 127.0.0.1:port (and with tls, HTTPS on
+    tls_port with a self-signed certificate, self.ca); log = its access log."""
+
+    def __init__(self, root, tmp, tls=False):
         exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
         if not exe:
             raise Unavailable("nginx not found (apt-get install nginx)")
@@ -89,6 +106,13 @@ class Nginx:
             import pwd
             user = f"user {pwd.getpwuid(0).pw_name};"
         t = os.path.join(self.dir, "tmp")
+        tls_server = ""
+        self.ca = None
+        if tls:
+            self.ca, key = self_signed(self.dir)
+            self.tls_port = free_port()
+            tls_server = (f"server {{ listen 127.0.0.1:{self.tls_port} ssl; root {root}; "
+                          f"ssl_certificate {self.ca}; ssl_certificate_key {key}; }}")
         conf = f"""{user}
 daemon off;
 master_process on;
@@ -102,6 +126,7 @@ http {{
   uwsgi_temp_path {t}; scgi_temp_path {t};
   keepalive_requests 100000;
   server {{ listen 127.0.0.1:{self.port}; root {root}; }}
+  {tls_server}
 }}
 """
         path = os.path.join(self.dir, "nginx.conf")
@@ -116,6 +141,9 @@ http {{
             self.stop()
             raise Unavailable(f"{e}: {err.strip()}")
         self.url = f"http://127.0.0.1:{self.port}"
+        if tls:
+            wait_port(self.tls_port, self.proc, "nginx (TLS)")
+            self.https_url = f"https://127.0.0.1:{self.tls_port}"
 
     def requests(self):
         """The requests logged so far (lines of the access log)."""
@@ -188,7 +216,8 @@ class Weed:
         self.proc = subprocess.Popen(
             [exe, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.dir}/data",
              *[f"-{k}={v}" for k, v in p.items()], "-s3", f"-s3.port={self.port}",
-             f"-s3.config={cfg}", "-master.volumeSizeLimitMB=64", "-volume.max=8",
+             f"-s3.config={cfg}", "-s3.domainName=localhost", "-master.volumeSizeLimitMB=64",
+             "-volume.max=8",
              f"-metricsPort={free_port()}"],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
         try:
