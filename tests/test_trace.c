@@ -129,7 +129,9 @@ static void test_pool(void) {
     CHECK_MSG(s.nprocs == 3, "%zu processes", s.nprocs);
     CHECK(!strcmp(s.procs[0].name, "consumer") && !strcmp(s.procs[1].name, "worker 0") &&
           !strcmp(s.procs[2].name, "worker 1"));
-    CHECK(s.procs[1].busy_us > 0 && s.procs[2].busy_us > 0 && s.ngaps == 0);
+    /* both workers have a track; which of them computed the samples is the
+     * scheduler's choice (on a loaded machine one may do them all) */
+    CHECK(s.procs[1].busy_us + s.procs[2].busy_us > 0 && s.ngaps == 0);
     sp_trace_summary_free(&s);
     CHECK(parts_left() == 0);
 }
