@@ -3,9 +3,9 @@
  *
  *  1. In-process loader with 4 threads, traced: the same batch digests as
  *     untraced; the file's summary (sp_trace_summary_read) names one
- *     process, "consumer", with one "sample" span per position, from at
- *     least two threads' records, and its busy time is at most the wall
- *     times the thread count.
+ *     process, "consumer", with one "sample" span per position (each
+ *     naming its thread), and its busy time is at most the wall times the
+ *     thread count.
  *  2. A pool of 2 workers, traced: three processes (consumer, worker 0,
  *     worker 1); no parts directory left; the same digests.
  *  3. The contract: a second start while recording is SP_EINVAL ("already
@@ -94,7 +94,7 @@ static void test_threads(void) {
     CHECK(s.first_batch_us > 0 && s.dropped == 0);
     CHECK(s.busy_us > 0 && s.busy_us <= s.wall_us * 4.01);
     sp_trace_summary_free(&s);
-    /* One "sample" per position, from more than one thread. */
+    /* One "sample" per position. */
     uint8_t *text;
     size_t len;
     CHECK_OK(sp_read_file(path, 0, &text, &len, &err), &err);
@@ -109,7 +109,9 @@ static void test_threads(void) {
     }
     free(text);
     CHECK_MSG(samples == NSAMPLES, "%d sample spans, want %d", samples, NSAMPLES);
-    CHECK_MSG(ntids >= 2, "sample spans from %d thread(s)", ntids);
+    /* which threads computed them is the scheduler's choice (a loaded machine
+     * may run one thread through all); each span names a thread */
+    CHECK_MSG(ntids >= 1, "sample spans from %d thread(s)", ntids);
     CHECK(parts_left() == 0);
 }
 
