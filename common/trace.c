@@ -110,7 +110,8 @@ static _Thread_local SP__TLS struct {
 static const char *const kind_names[SP_TRACE_KIND_END] = {
     "?",         "sample",     "read",        "decode",      "augment", "write",
     "wait work", "wait slot",  "cache read",  "cache write", "next",    "digest",
-    "open",      "spawn",      "publish",     "step",        "user",    "batch"};
+    "open",      "spawn",      "publish",     "step",        "user",    "batch",
+    "ring"};
 
 const char *sp_trace_kind_name(int kind) {
     return kind > 0 && kind < SP_TRACE_KIND_END ? kind_names[kind] : "?";

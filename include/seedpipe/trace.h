@@ -19,7 +19,8 @@
  * claim) and "wait slot" (the ring is full: backpressure). The consumer's
  * "next" (sp_stream_next() / the service's take: waiting for the next
  * batch), "digest" (sp_batch_digest()), "open" (the dataset and pipeline)
- * and "spawn" (forking the workers); the service's "publish"; a caller's own
+ * "spawn" (forking the workers) and "ring" (reserving the ring's memory,
+ * while the workers start); the service's "publish"; a caller's own
  * spans through sp_trace_span() ("step" for a training step, "user").
  *
  * Guarantees. Tracing never changes a byte of a stream: it only reads a
@@ -73,7 +74,8 @@ typedef enum {
     SP_TRACE_STEP = 15,        /* a training step (the caller's) */
     SP_TRACE_USER = 16,        /* anything else the caller times */
     SP_TRACE_BATCH = 17,       /* an in-process loader computes a batch */
-    SP_TRACE_KIND_END = 18
+    SP_TRACE_RING = 18,        /* the pool's ring memory reserved (while the workers start) */
+    SP_TRACE_KIND_END = 19
 } sp_trace_kind;
 
 /*! sp_trace_kind_name() : "sample", "read", ..., "batch"; "?" otherwise. */

@@ -1,8 +1,9 @@
 /* pool.c - the worker pool (include/seedpipe/pool.h): forked workers filling a
  * shared-memory ring of batch slots, a consumer taking them in order, and
  * recovery from dead workers. The pool's epoch-cache protocol is in
- * pool_cache.c (called from here, never calling back); what the two share
- * (the pool's struct, the slot helpers) is in pool_internal.h.
+ * pool_cache.c and how a death is charged in pool_death.c (both called from
+ * here, never calling back); what they share (the pool's struct, the slot
+ * helpers) is in pool_internal.h.
  *
  * HOW IT WORKS
  *
@@ -51,6 +52,14 @@
  * released = r + 1 (release order), so a worker that sees the new value
  * sees an initialised slot.
  *
+ * Start-up. The workers are forked as soon as the ring is mapped and its
+ * first R slots activated; the ring's pages (the kernel zeroes them) are
+ * reserved afterwards, 8 MiB at a time (a few ms) whenever the consumer
+ * would otherwise sleep waiting for a batch, and all of them before the
+ * first slot is given back (a ring the memory cannot hold fails the stream
+ * then, with SP_ENOMEM). So the first batch is computed while the rest of
+ * the ring is prepared, not after (docs/tracing.md: "ring").
+ *
  * Recovery. On every timeout (and while waiting) the consumer polls its
  * workers with waitpid(pid, WNOHANG). When worker w is gone (reaped, so it
  * can no longer write), the consumer walks the live slots and turns every
@@ -68,7 +77,7 @@
  * since they depend on (q, p) only.
  *
  * Deaths. Whether a death is the sample's fault is decided from how the
- * worker ended (waitpid's status), never from timing (death_kind()):
+ * worker ended (waitpid's status), never from timing (pool_death.c):
  *  - a crash: a signal the worker raises on itself by faulting or aborting
  *    (SIGSEGV, SIGILL, SIGFPE, SIGABRT), or an exit (workers never exit
  *    while the pool runs, so an exit is a library's exit() or a
@@ -147,6 +156,7 @@
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
 #define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
+#define RESERVE_STEP (8ull << 20)         /* ring bytes reserved in one go while waiting */
 
 /* ---- workers ------------------------------------------------------------------ */
 
@@ -384,46 +394,6 @@ static void activate(sp_pool *pool, uint64_t q) {
 
 static void wake_workers(sp_pool *pool) { sp__pool_wake_workers(pool->h); }
 
-/* How a death is charged (HOW IT WORKS, "Deaths"). */
-enum { DEATH_CRASH, DEATH_OTHER, DEATH_RING };
-
-/* A short name for the signals a worker may die of ("signal 9" otherwise). */
-static const char *sig_name(unsigned sig) {
-    switch (sig) {
-    case SIGKILL: return " (SIGKILL)";
-    case SIGTERM: return " (SIGTERM)";
-    case SIGINT: return " (SIGINT)";
-    case SIGHUP: return " (SIGHUP)";
-    case SIGQUIT: return " (SIGQUIT)";
-    case SIGTRAP: return " (SIGTRAP)";
-    case SIGSEGV: return " (SIGSEGV)";
-    case SIGBUS: return " (SIGBUS)";
-    default: return "";
-    }
-}
-
-/* Classify worker w's end from waitpid's r and status; *cause: the crash
- * word's cause field (signal, or exit status | SP__CRASH_EXITED). */
-static int death_kind(const sp_pool *pool, pid_t r, int status, uint32_t *cause) {
-    *cause = 0;
-    if (r <= 0) return DEATH_OTHER;   /* reaped by someone else: nothing known */
-    if (WIFEXITED(status)) {          /* it ended itself: exit() in a library, a sanitizer */
-        *cause = SP__CRASH_EXITED | ((uint32_t)WEXITSTATUS(status) << 16);
-        return DEATH_CRASH;
-    }
-    if (!WIFSIGNALED(status)) return DEATH_OTHER;
-    unsigned sig = (unsigned)WTERMSIG(status);
-    *cause = (sig & 0xff) << 16;
-    switch (sig) {
-    case SIGSEGV: case SIGILL: case SIGFPE: case SIGABRT:
-        return DEATH_CRASH;
-    case SIGBUS:   /* the ring truncated under it, or a fault of its own */
-        return sp__region_intact(&pool->region) ? DEATH_CRASH : DEATH_RING;
-    default:       /* SIGKILL (OOM killer, operator), SIGTERM, SIGTRAP, ...: from outside */
-        return DEATH_OTHER;
-    }
-}
-
 /* Put worker w's claimed positions of the live slots back (FREE), noting
  * the death in each one's crash word: charged to it (a crash) or not.
  * @return the number of positions charged. */
@@ -470,14 +440,14 @@ static int check_workers(sp_pool *pool, sp_error *err) {
         }
         /* Gone (or reaped by someone else: treat it as gone). */
         uint32_t cause;
-        int kind = death_kind(pool, r, status, &cause);
+        int kind = sp__pool_death_kind(pool, r, status, &cause);
         unsigned sig = (cause & SP__CRASH_EXITED) ? 0 : (cause >> 16) & 0xff;
         pool->pids[w] = 0;
         atomic_store(&h->workers[w].pid, 0);
         atomic_store(&h->workers[w].busy, 0);
         pool->deaths++;
         atomic_fetch_add(&h->deaths, 1);
-        if (kind == DEATH_RING) {
+        if (kind == SP__DEATH_RING) {
             /* Not the sample's fault: the ring's memory is gone (it is
              * reserved at creation, so someone truncated it). Retrying
              * would loop; stop with the reason. */
@@ -486,7 +456,7 @@ static int check_workers(sp_pool *pool, sp_error *err) {
                                 "pool: worker %d died of SIGBUS (bus error): the shared memory "
                                 "of the ring is gone or could not be backed; not retried", w);
         }
-        uint32_t charged = put_back(pool, (uint32_t)w, kind == DEATH_CRASH, cause);
+        uint32_t charged = put_back(pool, (uint32_t)w, kind == SP__DEATH_CRASH, cause);
         atomic_fetch_add(&h->scan_gen, 1);
         if (!charged && ++pool->uncharged > pool->respawn_limit) {
             wake_workers(pool);
@@ -496,7 +466,7 @@ static int check_workers(sp_pool *pool, sp_error *err) {
                                 "killer, an operator) exceed this run's bound of %llu; the "
                                 "stream stops here, nothing substituted", w,
                                 (cause & SP__CRASH_EXITED) ? "exited with status" : "was killed by signal",
-                                (cause >> 16) & 0xff, sig_name(sig),
+                                (cause >> 16) & 0xff, sp__pool_sig_name(sig),
                                 (unsigned long long)pool->uncharged,
                                 (unsigned long long)pool->respawn_limit);
         }
@@ -512,6 +482,20 @@ static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) 
     pool->sticky_err = *e;
     if (err) *err = *e;
     return rc;
+}
+
+/* Start-up: the pool's ring is reserved a slot at a time while the consumer
+ * waits for its first batches (the workers run meanwhile), and wholly before
+ * the first slot is given back. @return 0 or the sticky error. */
+static int reserve_ring(sp_pool *pool, int all, sp_error *err) {
+    sp_error e;
+    sp_error_clear(&e);
+    uint64_t t0 = sp__trace_t0();
+    int rc;
+    do rc = sp__region_reserve_step(&pool->region, &pool->reserved, RESERVE_STEP, &e);
+    while (rc == 0 && all && pool->reserved < pool->region.size);
+    sp__trace_end(SP_TRACE_RING, t0);
+    return rc != 0 ? fail_sticky(pool, rc, &e, err) : SP_OK;
 }
 
 /* A liveness poll (check_workers) when the last one is CONSUMER_TIMEOUT_NS
@@ -608,6 +592,10 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
             }
             continue;
         }
+        if (pool->reserved < pool->region.size) {   /* instead of sleeping */
+            if ((rc = reserve_ring(pool, 0, err)) != 0) return rc;
+            continue;
+        }
         consumer_sleep(h, wv, CONSUMER_TIMEOUT_NS);
     }
     if (rc != 0) return rc;
@@ -627,6 +615,8 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
 int sp_pool_release(sp_pool *pool, sp_error *err) {
     if (pool->released >= pool->taken)
         return sp_error_set(err, SP_EINVAL, "pool: no batch is held");
+    int rc;
+    if (pool->reserved < pool->region.size && (rc = reserve_ring(pool, 1, err)) != 0) return rc;
     uint64_t next = pool->released + pool->R;
     if (next < pool->total) activate(pool, next);
     pool->released++;
@@ -664,6 +654,19 @@ void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
 
 sp__ring_hdr *sp__pool_hdr(sp_pool *pool) { return pool->h; }
 uint64_t sp__pool_total(const sp_pool *pool) { return pool->total; }
+
+/* Fork the workers. A service's named region is reserved already; the
+ * pool's own ring is reserved by reserve_ring() ("Start-up"). */
+static int start_workers(sp_pool *pool, const sp_pool_config *pcfg, sp_error *err) {
+    uint64_t t0 = sp__trace_t0();
+    for (int w = 0; w < pool->nworkers; w++) {
+        int rc = spawn(pool, (uint32_t)w, err);
+        if (rc != 0) return rc;
+    }
+    sp__trace_end(SP_TRACE_SPAWN, t0);
+    if (pcfg->region_name && pcfg->region_name[0]) pool->reserved = pool->region.size;
+    return SP_OK;
+}
 
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
                    sp_error *err) {
@@ -757,12 +760,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     for (uint64_t q = 0; q < pool->R && q < pool->total; q++) activate(pool, q);
     atomic_store(&h->released, 0);
     pool->parent = getpid();
-    uint64_t t0 = sp__trace_t0();
-    for (int w = 0; w < pool->nworkers; w++) {
-        rc = spawn(pool, (uint32_t)w, err);
-        if (rc != 0) goto fail;
-    }
-    sp__trace_end(SP_TRACE_SPAWN, t0);
+    if ((rc = start_workers(pool, pcfg, err)) != 0) goto fail;
     *out = pool;
     return SP_OK;
 fail:

@@ -94,6 +94,7 @@ struct sp_pool {
     uint64_t uncharged, respawn_limit; /* deaths charged to no sample, and their bound */
     uint64_t last_ready_ns, last_taken_ns;
     uint64_t last_check_ns;            /* last liveness poll */
+    uint64_t reserved;                 /* ring bytes reserved (pool.c, "Start-up") */
 #ifdef SEEDPIPE_TEST_HOOKS
     uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
     int crash_signal;                  /* ... the signal it raises (SIGSEGV) */
@@ -190,6 +191,18 @@ static inline void sp__pool_done_add(sp_pool *pool, uint64_t q, uint32_t s, uint
         sp__pool_consumer_wake(h);
     }
 }
+
+/* ---- deaths (pool_death.c), called by pool.c --------------------------------- */
+
+/* How a death is charged (pool.c's HOW IT WORKS, "Deaths"). */
+enum { SP__DEATH_CRASH, SP__DEATH_OTHER, SP__DEATH_RING };
+/*! sp__pool_death_kind() : classify a worker's end from waitpid's r and
+ *  status; *cause: the crash word's cause field (signal, or exit status |
+ *  SP__CRASH_EXITED). */
+int sp__pool_death_kind(const sp_pool *pool, pid_t r, int status, uint32_t *cause);
+/*! sp__pool_sig_name() : " (SIGKILL)" and the like for the signals a worker
+ *  may die of, "" otherwise. */
+const char *sp__pool_sig_name(unsigned sig);
 
 /* ---- the cache protocol (pool_cache.c), called by pool.c --------------------- */
 

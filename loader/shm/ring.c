@@ -116,7 +116,9 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
     rc = SP_OK;
     if (ftruncate(fd, (off_t)size) != 0)
         rc = sp_error_set(err, SP_EIO, "region %s: ftruncate: %s", what, strerror(errno));
-    if (rc == SP_OK) rc = region_reserve(fd, name, size, err);
+    /* A named region is reserved now; the pool's own ring by the pool,
+     * once its workers run (sp__region_reserve()). */
+    if (rc == SP_OK && name) rc = region_reserve(fd, name, size, err);
     void *p = MAP_FAILED;
     if (rc == SP_OK) {
         p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -135,6 +137,18 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
     r->owner = 1;
     r->fd = fd;   /* kept (close-on-exec) for sp__region_intact() */
     return SP_OK;
+}
+
+int sp__region_reserve_step(const sp__region *r, uint64_t *done, uint64_t step, sp_error *err) {
+    if (*done >= r->size) return SP_OK;
+    if (!r->owner || r->fd < 0) return sp_error_set(err, SP_EINVAL, "region: not the creator");
+    uint64_t n = r->size - *done < step ? r->size - *done : step;
+    int e = posix_fallocate(r->fd, (off_t)*done, (off_t)n);
+    if (e == 0) {
+        *done += n;
+        return SP_OK;
+    }
+    return region_reserve(r->fd, r->name[0] ? r->name + 1 : NULL, r->size, err);   /* the message */
 }
 
 int sp__region_intact(const sp__region *r) {

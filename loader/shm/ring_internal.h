@@ -83,8 +83,17 @@ typedef struct sp__region {
 
 /*! sp__region_create() : map `size` zeroed bytes shared with forked children
  *  (name NULL or ""), or create the named region "/name" (O_EXCL, 0600).
- *  @return 0, SP_EIO (errno text; "exists" for a live name), SP_EINVAL. */
+ *  A named region's pages are reserved here (posix_fallocate: a /dev/shm
+ *  too small is SP_ENOMEM now, not SIGBUS later); an anonymous one's are
+ *  not: its creator reserves them with sp__region_reserve_step() (the pool
+ *  does while it waits for its first batch, so that the workers start at
+ *  once instead of after the kernel zeroed the whole ring). @return 0,
+ *  SP_EIO (errno text; "exists" for a live name), SP_EINVAL, SP_ENOMEM. */
 int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err);
+/*! sp__region_reserve_step() : reserve the next `step` bytes of a region
+ *  this process created, from *done (advanced). @return 0 (also when all
+ *  is reserved), or SP_ENOMEM / SP_EIO naming the sizes and what to change. */
+int sp__region_reserve_step(const sp__region *r, uint64_t *done, uint64_t step, sp_error *err);
 /*! sp__region_open() : shm_open(path = "/NAME", flags | O_NONBLOCK), fstat
  *  into *st, and refuse anything but a regular file (a FIFO, a directory
  *  planted under the name): the descriptor, or SP_EIO naming the region,
