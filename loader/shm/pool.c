@@ -55,7 +55,8 @@
  * Start-up. The workers are forked as soon as the ring is mapped and its
  * first R slots activated; the ring's pages (the kernel zeroes them) are
  * reserved afterwards, 8 MiB at a time (a few ms) whenever the consumer
- * would otherwise sleep waiting for a batch, and all of them before the
+ * would otherwise sleep waiting for a batch after the first (which has
+ * every core to itself), and all of them before the
  * first slot is given back (a ring the memory cannot hold fails the stream
  * then, with SP_ENOMEM). So the first batch is computed while the rest of
  * the ring is prepared, not after (docs/tracing.md: "ring").
@@ -592,7 +593,7 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
             }
             continue;
         }
-        if (pool->reserved < pool->region.size) {   /* instead of sleeping */
+        if (pool->taken && pool->reserved < pool->region.size) {   /* instead of sleeping */
             if ((rc = reserve_ring(pool, 0, err)) != 0) return rc;
             continue;
         }
