@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
 
 import torch
 import torch.distributed as dist
@@ -82,7 +83,12 @@ if distributed:
 criterion = nn.CrossEntropyLoss()
 optimizer = torch.optim.SGD(model.parameters(), args.lr, momentum=0.9, weight_decay=1e-4)
 
-keep = []          # gloo (torch 1.13): tensors of collectives outlive the process group
+# gloo (torch 1.13): every tensor given to a collective is kept here until
+# the end. A tensor whose last reference is a finished gloo work item is freed
+# on gloo's own thread, which must take the GIL to do so; tearing DDP down
+# (del model) joins that thread while holding the GIL: a deadlock, seen in
+# about 1 run in 10 on a loaded machine. Kept tensors are never freed there.
+keep = []
 record = {"world": world, "train": [], "val": []}
 
 
@@ -99,8 +105,17 @@ def gather(t):
         return [t]
     out = [torch.empty_like(t) for _ in range(world)]
     dist.all_gather(out, t)
-    keep.extend(out)
+    keep.extend([t, *out])
     return out
+
+
+def gather_object(obj):
+    """dist.all_gather_object(), with its tensors kept (see keep)."""
+    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+    sizes = gather(torch.tensor([data.numel()]))
+    buf = torch.zeros(int(max(sizes)), dtype=torch.uint8)
+    buf[:data.numel()] = data
+    return [pickle.loads(o[:int(n)].numpy().tobytes()) for o, n in zip(gather(buf), sizes)]
 
 
 def train(epoch):
@@ -140,12 +155,7 @@ def validate():
     if aux_val_loader is not None:       # every rank: the samples the sampler dropped
         correct += run_validate(aux_val_loader, seen)
     if args.record:
-        every = [None] * world
-        if distributed:
-            dist.all_gather_object(every, seen)
-        else:
-            every = [seen]
-        record["val"] = every
+        record["val"] = gather_object(seen) if distributed else [seen]
     return float(correct[0] / correct[1])
 
 

@@ -46,18 +46,6 @@ def torchrun_std_broken():
     return Std.from_str("0") is None
 
 
-def sanitizer_preloaded():
-    """The sanitizer runtime this process has LD_PRELOADed (an ASan build's
-    tests), or None. torchrun under one is not run: libasan from gcc 12
-    does not make its allocator safe across fork(), and gloo's threads plus
-    the pool's forked workers hung one CI run after the last epoch (the
-    one-process runs stay, and the plain build runs torchrun)."""
-    for lib in os.environ.get("LD_PRELOAD", "").split():
-        if "asan" in os.path.basename(lib) or "tsan" in os.path.basename(lib):
-            return os.path.basename(lib)
-    return None
-
-
 def torchrun(script, args, env, log_dir, timeout=300):
     """`python -m torch.distributed.run --nproc_per_node 2 script args` in
     its own session, a fresh free port per try (the port may be taken

@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed with the gloo backend not available", allow_module_level=True)
 
-from launch import clean_env, sanitizer_preloaded, torchrun  # noqa: E402
+from launch import clean_env, torchrun  # noqa: E402
 
 ROOT = os.environ.get("SP_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -77,11 +77,6 @@ def test_ddp_world2_matches_single_process(data, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "world 1 (default)" in p.stdout, p.stdout
 
-    pre = sanitizer_preloaded()
-    if pre:
-        pytest.skip(f"the one-process run passed; torchrun is not run with {pre} preloaded "
-                    "(launch.sanitizer_preloaded: gcc 12's ASan allocator is not fork-safe "
-                    "beside gloo's threads); the plain build runs it")
     t0 = time.perf_counter()
     p = torchrun(EXAMPLE, [*args, "--out", w2, "--compare", w1], env, str(tmp_path / "logs"))
     t2 = time.perf_counter() - t0
