@@ -351,22 +351,30 @@ static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origi
     uint64_t k = 0;
     for (; k < n && r[k].kind; k++) {
         const sp__trace_rec *e = &r[k];
-        int64_t ts = (int64_t)(e->ts - origin);
+        /* Microseconds with three decimals, from integer nanoseconds. */
+        unsigned long long ts = e->ts > origin ? e->ts - origin : 0, dur = e->dur;
         int kind = e->kind < SP_TRACE_KIND_END ? e->kind : 0;
         int wait = kind == SP_TRACE_WAIT_WORK || kind == SP_TRACE_WAIT_SLOT ||
                    kind == SP_TRACE_NEXT;
-        fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
-                   "\"pid\":%d,\"tid\":%u,\"args\":{",
-                kind_names[kind], wait ? "wait" : "work", (double)ts / 1000.0,
-                (double)e->dur / 1000.0, h->pid, e->tid);
+        char line[400];
+        int m = snprintf(line, sizeof line,
+                         ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%llu.%03llu,"
+                         "\"dur\":%llu.%03llu,\"pid\":%d,\"tid\":%u,\"args\":{",
+                         kind_names[kind], wait ? "wait" : "work", ts / 1000, ts % 1000,
+                         dur / 1000, dur % 1000, h->pid, e->tid);
         const char *sep = "";
-        if (e->epoch != SP__TRACE_NONE32) fprintf(f, "\"epoch\":%u", e->epoch), sep = ",";
+        if (e->epoch != SP__TRACE_NONE32)
+            m += snprintf(line + m, sizeof line - (size_t)m, "\"epoch\":%u", e->epoch), sep = ",";
         if (e->batch != SP__TRACE_NONE64)
-            fprintf(f, "%s\"batch\":%llu", sep, (unsigned long long)e->batch), sep = ",";
-        if (e->pos != SP__TRACE_NONE32) fprintf(f, "%s\"pos\":%u", sep, e->pos), sep = ",";
+            m += snprintf(line + m, sizeof line - (size_t)m, "%s\"batch\":%llu", sep,
+                          (unsigned long long)e->batch), sep = ",";
+        if (e->pos != SP__TRACE_NONE32)
+            m += snprintf(line + m, sizeof line - (size_t)m, "%s\"pos\":%u", sep, e->pos), sep = ",";
         if (e->sample != SP__TRACE_NONE64)
-            fprintf(f, "%s\"sample\":%llu", sep, (unsigned long long)e->sample);
-        fputs("}}", f);
+            m += snprintf(line + m, sizeof line - (size_t)m, "%s\"sample\":%llu", sep,
+                          (unsigned long long)e->sample);
+        m += snprintf(line + m, sizeof line - (size_t)m, "}}");
+        fwrite(line, 1, (size_t)m, f);
     }
     return k;
 }
@@ -425,6 +433,7 @@ int sp_trace_stop(sp_error *err) {
     if (rc == 0) {
         int fd = dup(sp_publish_fd(pub));
         f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (f) setvbuf(f, NULL, _IOFBF, 1 << 20);
         if (!f) {
             if (fd >= 0) close(fd);
             rc = sp_error_set(err, SP_EIO, "trace: %s: %s", T.path, strerror(errno));
