@@ -214,7 +214,10 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
             get_str(&r, &l);
         }
     }
-    if (r.bad || r.pos != r.end) rc = sp_error_set(err, SP_EFORMAT, "%s: malformed shard table", what);
+    if (r.bad || r.pos != r.end) {
+        free(sh);
+        return sp_error_set(err, SP_EFORMAT, "%s: malformed shard table", what);
+    }
     qsort(sh, ns, sizeof *sh, cmp_shard);
     for (uint32_t s = 1; rc == SP_OK && s < ns; s++)
         if (cmp_shard(&sh[s - 1], &sh[s]) == 0)

@@ -78,7 +78,9 @@
  *    SP_INDEX_REBUILD reads every shard once instead of the index object.
  *    Credentials (S3) from the AWS_* variables or the shared credentials
  *    file; never in a message or a dataset root (a URL with user:password@
- *    is refused).
+ *    is refused). The loader and the pool read ahead in the known order
+ *    (SEEDPIPE_PREFETCH); SEEDPIPE_SHARD_CACHE=DIR keeps whole local copies
+ *    of the shards (docs/remote.md). Neither changes a byte.
  *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
