@@ -20,6 +20,7 @@ SEEDPIPE_PREFETCH (the loader's read-ahead chunk) is passed through.
 Timings live here and in bench/RESULTS.md, never in a test.
 """
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,11 +69,12 @@ def main():
              if l.startswith("samples:")][0].split()[1])
     tmp = tempfile.mkdtemp(prefix="sp-remote-bench-")
     os.chmod(tmp, 0o755)
-    ng = rs.Nginx(os.path.abspath(www), tmp)
-    px = rs.Proxy(ng.port, tmp, latency_ms=latency)
-    url = f"{px.url}/photos/shard-{{000000..{(n + 99) // 100 - 1:06d}}}.tar"
-    local = os.path.join(shards, f"shard-{{000000..{(n + 99) // 100 - 1:06d}}}.tar")
+    ng = px = None
     try:
+        ng = rs.Nginx(os.path.abspath(www), tmp)
+        px = rs.Proxy(ng.port, tmp, latency_ms=latency)
+        url = f"{px.url}/photos/shard-{{000000..{(n + 99) // 100 - 1:06d}}}.tar"
+        local = os.path.join(shards, f"shard-{{000000..{(n + 99) // 100 - 1:06d}}}.tar")
         _, d_local = digest(local, workers)   # warms the per-shard index and the page cache
         _, d_remote = digest(url, workers)
         if d_local != d_remote:
@@ -88,8 +90,11 @@ def main():
                 tl.append(digest(local, workers)[0])
         after = px.stats_now()
     finally:
-        px.stop()
-        ng.stop()
+        if px:
+            px.stop()
+        if ng:
+            ng.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     ml, mr = statistics.median(tl), statistics.median(tr)
     reqs = after["requests"] - before["requests"]
     nbytes = after["bytes"] - before["bytes"]
