@@ -145,13 +145,26 @@ http {{
             wait_port(self.tls_port, self.proc, "nginx (TLS)")
             self.https_url = f"https://127.0.0.1:{self.tls_port}"
 
-    def requests(self):
-        """The requests logged so far (lines of the access log)."""
+    def _lines(self):
         try:
             with open(self.log) as f:
                 return f.read().splitlines()
         except FileNotFoundError:
             return []
+
+    def requests(self):
+        """The requests logged so far (lines of the access log), once the log
+        has stopped growing for 0.2 s: nginx writes a line after the response,
+        so a client may have finished before its line is there."""
+        lines = self._lines()
+        end = time.time() + 5
+        while time.time() < end:
+            time.sleep(0.2)
+            again = self._lines()
+            if len(again) == len(lines):
+                break
+            lines = again
+        return lines
 
     def stop(self):
         stop_proc(self.proc, signal.SIGQUIT)
