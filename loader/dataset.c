@@ -10,7 +10,11 @@
  * (dataset_index.c, dataset_common.c); then it computes the fingerprint over
  * them and serves the samples (a shard's through dataset_tar_read.c). No
  * source calls back up into this file; only the shard writer
- * (dataset_tar_write.c), above it, reads samples through sp_dataset_read().
+ * (dataset_tar_write.c) and the mixture (dataset_mix.c, which holds the
+ * public sp_dataset_open() and opens its sources through sp__ds_open_plain()
+ * here), above it, read samples through sp_dataset_read(). A mixture's
+ * samples are its sources': it sets ds->ops, and the accessors below call
+ * through that table.
  *
  * FINGERPRINT LAYOUT (format version 1). XXH3-128 with seed 0, streamed
  * over these bytes, all integers little-endian:
@@ -209,24 +213,35 @@ int sp_dataset_open_list(const char *base, const sp_sample_list *list,
     return SP_OK;
 }
 
-int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
-                    sp_dataset **out, sp_error *err) {
-    if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: out is NULL");
-    *out = NULL;
-    if (!path || !path[0]) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: empty path");
+sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits) {
     sp_dataset *ds = calloc(1, sizeof *ds);
-    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (!ds) return NULL;
     ds->root = sp__ds_strdup(path);
-    if (!ds->root) { free(ds); return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path); }
+    if (!ds->root) {
+        free(ds);
+        return NULL;
+    }
     int remote = sp__rio_is_url(path);   /* a folder URL keeps its '/' */
     for (size_t l = strlen(ds->root); !remote && l > 1 && ds->root[l - 1] == '/'; l--)
         ds->root[l - 1] = '\0';
     apply_limits(ds, limits);
+    return ds;
+}
+
+/* sp_dataset_open() of every kind but a mixture (dataset_mix.c holds the
+ * public entry point and calls this for anything that is not a .mix file). */
+int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
+                      sp_dataset **out, sp_error *err) {
+    if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: out is NULL");
+    *out = NULL;
+    if (!path || !path[0]) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: empty path");
+    sp_dataset *ds = sp__ds_new(path, limits);
+    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
 
     int rc;
     struct stat st;
     int shards = 0, folders = 0;
-    if (remote) {
+    if (sp__rio_is_url(path)) {
         ds->kind = SP_DATASET_WEBDATASET;
         rc = sp__ds_open_remote(ds, err);
     } else if (sp__ds_is_shard_pattern(ds->root)) {
@@ -278,6 +293,7 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
 
 void sp_dataset_destroy(sp_dataset *ds) {
     if (!ds) return;
+    if (ds->ops) ds->ops->destroy(ds);
     if (ds->class_names)
         for (int c = 0; c < ds->num_classes; c++) free(ds->class_names[c]);
     free(ds->class_names);
@@ -314,6 +330,7 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
     case SP_DATASET_LIST: return "list";
     case SP_DATASET_WEBDATASET: return "webdataset";
     case SP_DATASET_SAMPLES: return "samples";
+    case SP_DATASET_MIX: return "mixture";
     }
     return "unknown";
 }
@@ -334,11 +351,13 @@ uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls) {
 
 int sp_dataset_label(const sp_dataset *ds, uint64_t i) {
     if (i >= ds->n) return -1;
+    if (ds->ops) return ds->ops->label(ds, i);
     return ds->labels[i];
 }
 
 const char *sp_dataset_path(const sp_dataset *ds, uint64_t i) {
     if (i >= ds->n) return NULL;
+    if (ds->ops) return ds->ops->path(ds, i);
     return ds->pool + ds->path_off[i];
 }
 
@@ -347,6 +366,7 @@ sp_digest sp_dataset_fingerprint(const sp_dataset *ds) { return ds->fingerprint;
 sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
     sp_digest z = {0, 0};
     if (i >= ds->n) return z;
+    if (ds->ops) return ds->ops->content_hash(ds, i);
     return ds->hashes[i];
 }
 
@@ -413,6 +433,7 @@ int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
     if (i >= ds->n)
         return sp_error_set(err, SP_ERANGE, "%s: sample %llu out of range (dataset has %llu)",
                             ds->root, (unsigned long long)i, (unsigned long long)ds->n);
+    if (ds->ops) return ds->ops->read(ds, i, out, err);
     int rc;
     if (ds->kind == SP_DATASET_IDX) {
         char buf[32];

@@ -5,6 +5,9 @@
  *
  *   dataset_tar_write.c   the shard writer (`seedpipe shard`): reads samples
  *                         through sp_dataset_read()
+ *   dataset_mix.c         sp_dataset_open(): a weighted mixture (NAME.mix),
+ *                         its sources opened through sp__ds_open_plain(), its
+ *                         schedule; anything else handed to sp__ds_open_plain()
  *   dataset.c             the dispatcher: kind detection, the accessors, the
  *                         fingerprint, sp_dataset_read(), destroy
  *   dataset_remote.c      WebDataset shards in an object store or on an HTTP
@@ -31,6 +34,11 @@
  * (or takes their hashes from the persistent index); IDX and WebDataset
  * fill the arrays themselves.
  *
+ * A kind whose samples are not in the arrays below (a mixture) sets ds->ops,
+ * its source table: dataset.c's accessors, sp_dataset_read() and destroy
+ * call through it, so the dispatcher never names the kind's functions (and
+ * the mixture, which opens its sources through dataset.c, stays above it).
+ *
  * Not installed, not part of the API: names are sp__ds_*.
  */
 #ifndef SEEDPIPE_DATASET_INTERNAL_H
@@ -55,8 +63,20 @@ struct stat;
 /* A list file itself may not be larger than this. */
 #define SP_DS_MAX_LIST_BYTES (UINT64_C(1) << 30)
 
+/* The source table of a kind that keeps its samples elsewhere (dataset_mix.c):
+ * what dataset.c calls instead of reading its own arrays; i < ds->n. */
+typedef struct sp__ds_ops {
+    int (*label)(const sp_dataset *ds, uint64_t i);
+    const char *(*path)(const sp_dataset *ds, uint64_t i);
+    sp_digest (*content_hash)(const sp_dataset *ds, uint64_t i);
+    int (*read)(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
+    void (*destroy)(sp_dataset *ds);   /* frees what the kind owns, not ds itself */
+} sp__ds_ops;
+
 struct sp_dataset {
     sp_dataset_kind kind;
+    const sp__ds_ops *ops;     /* NULL: the arrays below hold the samples */
+    struct sp__ds_mix *mix;    /* a mixture's own state (dataset_mix.c); else NULL */
     char *root;            /* the path given to sp_dataset_open (trailing '/' removed) */
     char *base;            /* folder that relative sample paths are joined to */
     uint64_t max_samples;
@@ -183,6 +203,15 @@ int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
  * in messages. */
 int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
                    uint64_t *size, sp_digest *digest, sp_error *err);
+
+/* dataset.c: sp_dataset_open() of every kind but a mixture (what
+ * dataset_mix.c calls for a path that is not a .mix file, and for each
+ * source of one). */
+int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
+                      sp_error *err);
+/* dataset.c: a zeroed dataset with root = path (trailing '/' removed) and the
+ * limits applied, for an opener above dataset.c (NULL on out of memory). */
+sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits);
 
 /* The per-kind openers. `path` is the root as given. */
 int sp__ds_open_folder(sp_dataset *ds, sp_error *err);

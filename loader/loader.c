@@ -7,6 +7,11 @@
  * index i = perm(p) (the identity for the sequential order, then through
  * a split's subset map); sample i is read, decoded
  * and augmented into the batch buffer at offset (s - first) * sample_bytes.
+ * A mixture's epoch is its L slots instead (dataset.h SP_DATASET_MIX):
+ * position p is slot q = perm(p) (or p, sequential), and slot q draws the
+ * mixture sample i = sp_dataset_mix_draw(q).index; its augmentation is
+ * addressed by q, not i, so two draws of one image in an epoch are
+ * augmented independently (docs/determinism.md section 10).
  * Threads (when cfg.threads > 1) claim positions from an atomic counter, so
  * the work is balanced dynamically, but each position's bytes depend only on
  * (i, epoch, seed, pipeline), never on the thread that computed it. Errors
@@ -54,6 +59,7 @@ struct sp_loader {
     sp_split split;
     uint64_t *map;                    /* subset sample j -> dataset index */
     uint64_t nmap;
+    int mix;                          /* the dataset is a mixture: its own epoch (index_at) */
     sp_sample_list list;              /* cfg.samples: a view of the dataset's copy */
     const char **list_paths;
     int32_t *list_labels;
@@ -96,6 +102,9 @@ static int own_list(sp_loader *ld, sp_error *err) {
 static int build_subset(sp_loader *ld, sp_error *err) {
     const sp_loader_config *c = &ld->cfg;
     if (!c->split && !c->subset) return SP_OK;
+    if (sp_dataset_mix_sources(ld->ds))
+        return sp_error_set(err, SP_EINVAL, "%s: a mixture cannot be split (split its sources "
+                            "into lists and mix those)", ld->dataset_path);
     if (!c->split || !c->subset)
         return sp_error_set(err, SP_EINVAL, "%s", c->split ? "--split needs --subset NAME (the "
                             "subset to load)" : "--subset needs --split NAME=FRACTION,...");
@@ -126,15 +135,26 @@ static int build_subset(sp_loader *ld, sp_error *err) {
 }
 
 /* The dataset index at epoch position pos (< N): the Feistel order's, or
- * the canonical order's (sequential). */
-static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos) {
+ * the canonical order's (sequential); for a mixture the sample that slot
+ * draws. *addr (may be NULL) gets the sample's augmentation address: the
+ * index itself, or a mixture's slot. */
+static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos,
+                         uint64_t *addr) {
     uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL ? pos : sp_perm_at(perm, pos);
-    return ld->map ? ld->map[j] : j;
+    if (ld->mix) {
+        sp_mix_draw d;
+        if (addr) *addr = j;
+        return sp_dataset_mix_draw(ld->ds, ld->cfg.seed, perm->epoch, j, &d) == 0 ? d.index
+                                                                                   : UINT64_MAX;
+    }
+    j = ld->map ? ld->map[j] : j;
+    if (addr) *addr = j;
+    return j;
 }
 
 /* The dataset index in slot `slot` (sampler.h "Slots") of the epoch. */
 static uint64_t index_of_slot(const sp_loader *ld, const sp_perm *perm, uint64_t slot) {
-    return index_at(ld, perm, sp_batch_position(&ld->bt, slot));
+    return index_at(ld, perm, sp_batch_position(&ld->bt, slot), NULL);
 }
 
 void sp__spread_slices(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t rank_cap,
@@ -317,7 +337,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         rc = sp_pipeline_output_dims(ld->pl, rw, rh, &ld->h, &ld->w, &ld->c, err);
     }
     if (rc == 0) {
-        ld->bt.n = ld->map ? ld->nmap : sp_dataset_size(ld->ds);
+        ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
+        ld->bt.n = ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
         ld->bt.batch_size = cfg->batch_size;
         ld->bt.drop_last = cfg->drop_last;
         ld->bt.rank = cfg->rank;
@@ -512,12 +533,19 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
     if (ld->cfg.rng_mode != SP_RNG_PER_SAMPLE)
         return sp_error_set(err, SP_EINVAL, "explain: only in the per-sample rng mode (in "
                             "per-worker mode the draws depend on scheduling)");
-    if (index >= sp_dataset_size(ld->ds))
-        return sp_error_set(err, SP_ERANGE, "explain: sample %llu out of range (dataset has %llu)",
-                            (unsigned long long)index,
-                            (unsigned long long)sp_dataset_size(ld->ds));
+    uint64_t len = ld->mix ? sp_dataset_mix_length(ld->ds) : sp_dataset_size(ld->ds);
+    uint64_t idx = index;
+    if (index >= len)
+        return sp_error_set(err, SP_ERANGE, "explain: %s %llu out of range (%s has %llu)",
+                            ld->mix ? "slot" : "sample", (unsigned long long)index,
+                            ld->mix ? "the mixture's epoch" : "dataset", (unsigned long long)len);
+    if (ld->mix) {   /* index is a slot: the sample it draws, augmented as slot `index` */
+        sp_mix_draw d;
+        sp_dataset_mix_draw(ld->ds, ld->cfg.seed, epoch, index, &d);
+        idx = d.index;
+    }
     sp_sample_data sd;
-    int rc = sp_dataset_read(ld->ds, index, &sd, err);
+    int rc = sp_dataset_read(ld->ds, idx, &sd, err);
     if (rc != 0) return rc;
     int W, H;
     sp_format fmt = SP_FORMAT_UNKNOWN;
@@ -539,15 +567,15 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
     return rc;
 }
 
-/* One sample through read + pipeline. */
-static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, sp__rng rng, void *dst,
-                   sp_error *err) {
+/* One sample through read + pipeline; addr: its augmentation address. */
+static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t addr, sp__rng rng,
+                   void *dst, sp_error *err) {
     sp_sample_data sd;
     uint64_t t0 = sp__trace_t0();
     int rc = sp_dataset_read(ld->ds, idx, &sd, err);
     sp__trace_end(SP_TRACE_READ, t0);
     if (rc != 0) return rc;
-    sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)idx};
+    sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)addr};
     if (rng.mode == SP_RNG_PER_WORKER) {
         ctx.k_augment = rng.key;
         ctx.sample = rng.counter;
@@ -565,7 +593,8 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
     sp_perm perm;
     sp_perm_init(&perm, ld->bt.n, ld->k_shuffle, epoch);
     pos = sp_batch_position(&ld->bt, pos);   /* the slot's epoch position, in [0, N) */
-    uint64_t idx = index_at(ld, &perm, pos);
+    uint64_t addr;
+    uint64_t idx = index_at(ld, &perm, pos, &addr);
     sp__trace_ctx_sample(idx);
     *index = idx;
     *label = sp_dataset_label(ld->ds, idx);
@@ -580,7 +609,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
         rc = sp_error_set(&e, SP_EIO, "%s/%s: %s", sp_dataset_root(ld->ds),
                           sp_dataset_path(ld->ds, idx), forced);
     else
-        rc = run_one(ld, epoch, idx, rng, dst, &e);
+        rc = run_one(ld, epoch, idx, addr, rng, dst, &e);
     if (rc == 0) return SP_OK;
     it->code = rc;
     snprintf(it->msg, sizeof it->msg, "%s", e.msg[0] ? e.msg : sp_strerror(rc));
@@ -591,9 +620,10 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
         return SP_OK;
     case SP_ON_ERROR_SUBSTITUTE:
         for (uint64_t t = 1; t <= SP_SUBSTITUTE_TRIES && t < ld->bt.n; t++) {
-            uint64_t cand = index_at(ld, &perm, (pos + t) % ld->bt.n);
+            uint64_t cand_addr;
+            uint64_t cand = index_at(ld, &perm, (pos + t) % ld->bt.n, &cand_addr);
             sp_error_clear(&e);
-            if (run_one(ld, epoch, cand, rng, dst, &e) == 0) {
+            if (run_one(ld, epoch, cand, cand_addr, rng, dst, &e) == 0) {
                 it->status = SP__ITEM_SUBSTITUTED;
                 *index = cand;
                 *label = sp_dataset_label(ld->ds, cand);

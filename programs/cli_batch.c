@@ -292,7 +292,8 @@ int cmd_explain(cli_args *a) {
     cfg.dtype = SP_DTYPE_FLOAT32;   /* any pipeline; nothing is computed */
     uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
     uint64_t index = cli_uint(a, "sample", 0, 0, UINT64_MAX);
-    if (!cli_has(a, "sample")) cli_usage_error(a, "--sample I (a dataset index) is required");
+    if (!cli_has(a, "sample"))
+        cli_usage_error(a, "--sample I (a dataset index; a mixture's slot) is required");
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);
@@ -304,9 +305,22 @@ int cmd_explain(cli_args *a) {
         cli_fail(a, &err);
     }
     const sp_dataset *ds = sp_loader_dataset(ld);
-    printf("sample %llu (%s, label %d), epoch %llu, seed %llu:\n%s", (unsigned long long)index,
-           sp_dataset_path(ds, index), sp_dataset_label(ds, index), (unsigned long long)epoch,
-           (unsigned long long)cfg.seed, text);
+    sp_mix_draw d;
+    if (sp_dataset_mix_draw(ds, cfg.seed, (uint32_t)epoch, index, &d) == 0) {
+        const sp_dataset *src = sp_dataset_mix_source(ds, d.source);
+        printf("slot %llu draws source %u (%s) sample %llu (%s, label %d there, %d here), its "
+               "draw %llu of the epoch, pass %u; mixture sample %llu, epoch %llu, seed %llu:\n%s",
+               (unsigned long long)index, d.source, sp_dataset_root(src),
+               (unsigned long long)d.local, sp_dataset_path(src, d.local),
+               sp_dataset_label(src, d.local), sp_dataset_label(ds, d.index),
+               (unsigned long long)d.draw, d.pass, (unsigned long long)d.index,
+               (unsigned long long)epoch, (unsigned long long)cfg.seed, text);
+    } else {
+        printf("sample %llu (%s, label %d), epoch %llu, seed %llu:\n%s",
+               (unsigned long long)index, sp_dataset_path(ds, index),
+               sp_dataset_label(ds, index), (unsigned long long)epoch,
+               (unsigned long long)cfg.seed, text);
+    }
     sp_loader_destroy(ld);
     return 0;
 }

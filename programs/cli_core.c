@@ -42,6 +42,7 @@ static const struct { const char *name; uint32_t tag; } streams[] = {
     {"shuffle", SP_STREAM_SHUFFLE}, {"augment", SP_STREAM_AUGMENT},
     {"init", SP_STREAM_INIT},       {"worker", SP_STREAM_WORKER},
     {"other", SP_STREAM_OTHER},
+    {"mix", SP_STREAM_MIX},
 };
 
 static int rng_batch(void) {
@@ -100,8 +101,8 @@ int cmd_rng(cli_args *a) {
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++)
         if (!strcmp(streams[i].name, stream)) tag = streams[i].tag;
     if (!tag)
-        cli_usage_error(a, "--stream \"%s\": expected shuffle, augment, init, worker or other",
-                        stream);
+        cli_usage_error(a, "--stream \"%s\": expected shuffle, augment, init, worker, other "
+                           "or mix", stream);
     sp_key k = sp_stream_key(seed, tag);
     if (cli_has(a, "worker")) {
         if (tag != SP_STREAM_WORKER) cli_usage_error(a, "--worker needs --stream worker");
@@ -152,12 +153,23 @@ int cmd_order(cli_args *a) {
     }
     uint64_t seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
+    const char *order = cli_str(a, "order", "shuffle");
+    sp_order ord;
+    if (sp_order_parse(order, &ord, &err) != 0) cli_usage_error(a, "--order: %s", err.msg);
     cli_check_unused(a);
+    if (ds && sp_dataset_mix_sources(ds)) {   /* a mixture: each slot's source and sample */
+        if (map) cli_usage_error(a, "a mixture cannot be split");
+        n = sp_dataset_mix_length(ds);
+    }
     sp_perm p;
     sp_perm_init(&p, n, sp_stream_key(seed, SP_STREAM_SHUFFLE), (uint32_t)epoch);
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t j = sp_perm_at(&p, i);
-        printf("%llu\n", (unsigned long long)(map ? map[j] : j));
+        uint64_t j = ord == SP_ORDER_SEQUENTIAL ? i : sp_perm_at(&p, i);
+        sp_mix_draw d;
+        if (ds && sp_dataset_mix_draw(ds, seed, (uint32_t)epoch, j, &d) == 0)
+            printf("%u %llu\n", d.source, (unsigned long long)d.local);
+        else
+            printf("%llu\n", (unsigned long long)(map ? map[j] : j));
     }
     free(map);
     sp_dataset_destroy(ds);
@@ -178,6 +190,19 @@ static void print_dataset(const char *path, const sp_dataset *ds, int classes) {
                    (unsigned long long)sp_dataset_class_count(ds, c));
     }
     printf("fingerprint: %s\n", fp);
+    uint32_t nsrc = sp_dataset_mix_sources(ds);
+    if (nsrc) printf("length:      %llu slots an epoch\n",
+                     (unsigned long long)sp_dataset_mix_length(ds));
+    for (uint32_t s = 0; s < nsrc; s++) {
+        const sp_dataset *src = sp_dataset_mix_source(ds, s);
+        uint64_t num, den;
+        sp_dataset_mix_weight(ds, s, &num, &den);
+        sp_digest_hex(sp_dataset_fingerprint(src), fp);
+        printf("source %u:    %s (%s, %llu samples, weight %llu/%llu, labels from %d) %s\n", s,
+               sp_dataset_root(src), sp_dataset_kind_name(sp_dataset_kind_of(src)),
+               (unsigned long long)sp_dataset_size(src), (unsigned long long)num,
+               (unsigned long long)den, sp_dataset_mix_class_offset(ds, s), fp);
+    }
 }
 
 int cmd_inspect(cli_args *a) {

@@ -67,7 +67,11 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      default 1000) of PX x PX pixels (16..4096, default 64), seed S (default 0)\n"},
     {"inspect", 0,
      "  inspect DATASET [--split NAME=FRACTION,... [--split-seed S]]\n"
-     "      sample count, classes with counts, fingerprint, subset sizes\n"},
+     "      sample count, classes with counts, fingerprint, subset sizes; a mixture's\n"
+     "      sources, weights and epoch length\n"
+     "      DATASET, in every command: an ImageFolder, a list file, an IDX file,\n"
+     "      WebDataset .tar shards, or a weighted mixture of those, NAME.mix\n"
+     "      (WEIGHT<TAB>DATASET lines; README.md \"Mixtures\")\n"},
     {"index", 0,
      "  index DATASET [--rebuild] [--threads T] [--out FILE]\n"
      "      build or check the persistent index (the content hashes kept beside\n"
@@ -90,7 +94,8 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
     {"explain", B_LOADER | B_SPLIT,
      "  explain DATASET --pipeline P --seed S --epoch E --sample I\n"
      "      what each op draws for one sample: crop box, flips, jitter factors/order;\n"
-     "      E in 0..4294967295, I a dataset index\n"},
+     "      E in 0..4294967295, I a dataset index (for a mixture a slot of the epoch,\n"
+     "      0..length-1: the source and sample it draws)\n"},
     {"digest", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL | B_TRACE,
      "  digest DATASET --pipeline P --seed S --batch-size B --out FILE.jsonl\n"
      "         [--epoch-start S] [--epochs E] [--resume STATE]\n"
@@ -177,17 +182,18 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      write batch I of epoch E (0..4294967295) as a contact sheet (uint8 NHWC\n"
      "      preview, before normalization)\n"},
     {"order", 0,
-     "  order (DATASET | --n N) --seed S --epoch E [--split NAME=FRACTION,...\n"
-     "        --subset NAME [--split-seed S]]\n"
+     "  order (DATASET | --n N) --seed S --epoch E [--order shuffle|sequential]\n"
+     "        [--split NAME=FRACTION,... --subset NAME [--split-seed S]]\n"
      "      print the epoch's sample indices in order (N in 1..2^40, E in\n"
-     "      0..4294967295)\n"},
+     "      0..4294967295; sequential: the canonical order); for a mixture (NAME.mix) one \"SOURCE INDEX\" line a slot\n"
+     "      of the epoch, the source's number and the sample's index there\n"},
     {"rng", 0,
      "  rng --key K0 K1 --counter C0 C1 C2 C3   one Philox4x32-10 block\n"
      "  rng --batch                            the same, 'k0 k1 c0 c1 c2 c3' lines on stdin\n"
      "      a word (K0.., C0.., k0..) is 1 to 8 hex digits, most significant first,\n"
      "      optionally after 0x or 0X (ffffffff, 0x0000002a); printed as 8 lowercase\n"
      "      hex digits (docs/determinism.md)\n"
-     "  rng --seed S --stream shuffle|augment|init|worker|other [--worker W]\n"
+     "  rng --seed S --stream shuffle|augment|init|worker|other|mix [--worker W]\n"
      "      print a derived key (S decimal, 0..18446744073709551615; W decimal,\n"
      "      0..4294967295)\n"},
     {"gcn-demo", 0,

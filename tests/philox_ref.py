@@ -7,7 +7,8 @@ a data order or an augmentation draw: Philox4x32-10, the key of a seed, the
 stream keys, the worker keys, sample draw blocks, u01 floats, uniform_int and
 the epoch order (the keyed Feistel permutation with cycle-walking), plus
 batching and rank slicing (with the sequential order, the padded tail and
-the strided slices of section 7a: rank_positions(), rank_indices()). tests/test_philox_ref.py compares it with the C
+the strided slices of section 7a: rank_positions(), rank_indices()) and a
+weighted mixture's epoch (section 10: mix_order()). tests/test_philox_ref.py compares it with the C
 code through the seedpipe CLI.
 
 Importable:
@@ -23,8 +24,10 @@ range-checked; an option
 given twice is an error; errors exit 2 naming the option:
     python3 tests/philox_ref.py rng --key K0 K1 --counter C0 C1 C2 C3
     python3 tests/philox_ref.py rng --batch          < lines "k0 k1 c0 c1 c2 c3"
-    python3 tests/philox_ref.py rng --seed S --stream shuffle|augment|init|worker|other [--worker W]
+    python3 tests/philox_ref.py rng --seed S --stream shuffle|augment|init|worker|other|mix [--worker W]
     python3 tests/philox_ref.py order --n N --seed S --epoch E
+    python3 tests/philox_ref.py mix --sizes N0,N1.. --weights W0,W1.. [--length L]
+                                    --seed S --epoch E
 Output formats are the same as the seedpipe CLI's.
 """
 import argparse
@@ -42,7 +45,7 @@ MULT = (0xD2511F53, 0xCD9E8D57)     # round multipliers
 WEYL = (0x9E3779B9, 0xBB67AE85)     # key schedule increments
 ROUNDS = 10
 
-STREAMS = {"shuffle": 1, "augment": 2, "init": 3, "worker": 4, "other": 5}
+STREAMS = {"shuffle": 1, "augment": 2, "init": 3, "worker": 4, "other": 5, "mix": 6}
 
 FEISTEL_ROUNDS = 8
 MAX_N = 1 << 62
@@ -145,6 +148,81 @@ def order(n, seed, epoch):
     """The whole order of epoch `epoch` for a seed: list of sample indices."""
     p = Perm(n, stream_key(seed, "shuffle"), epoch)
     return [p.at(i) for i in range(n)]
+
+
+# ---- weighted mixtures (docs/determinism.md section 10) ------------------------------
+
+def mix_weight(text):
+    """A weight as a .mix file writes it: (mantissa, decimals), the value
+    mantissa / 10^decimals; digits with at most one '.', positive, at most
+    18 significant digits and 18 decimals (trailing zeros after the point
+    dropped)."""
+    if text.count(".") > 1 or not text.replace(".", "").isdigit() or text == ".":
+        raise ValueError("weight %r: expected a positive decimal" % text)
+    whole, _, frac = text.partition(".")
+    m = int((whole + frac) or "0")
+    d = len(frac)
+    while d > 0 and m % 10 == 0 and m:
+        m //= 10
+        d -= 1
+    if m == 0 or len(str(m)) > 18 or d > 18:
+        raise ValueError("weight %r: zero or too many digits" % text)
+    return m, d
+
+
+def mix_weights(texts):
+    """The weights scaled to integers over 10^max(decimals), divided by their
+    gcd: ([W_s], W = sum)."""
+    parsed = [mix_weight(t) for t in texts]
+    dmax = max(d for _, d in parsed)
+    w = [m * 10 ** (dmax - d) for m, d in parsed]
+    g = math.gcd(*w)
+    w = [x // g for x in w]
+    return w, sum(w)
+
+
+def mix_schedule(w, total, count):
+    """The sources of slots 0 .. count-1: the quota method (Balinski and
+    Young) over one period of `total` slots, repeated. Slot q goes, among
+    the sources with C_s * W < W_s * (q + 1), to the largest W_s / (C_s + 1),
+    the smallest s on a tie (C_s: its slots so far in this period)."""
+    period = min(total, count)
+    base, c = [], [0] * len(w)
+    for q in range(period):
+        best = None
+        for s, ws in enumerate(w):
+            if c[s] * total >= ws * (q + 1):
+                continue
+            if best is None or ws * (c[best] + 1) > w[best] * (c[s] + 1):
+                best = s
+        base.append(best)
+        c[best] += 1
+    return [base[q % period] for q in range(count)]
+
+
+def mix_order(sizes, weights, seed, epoch, length=None, sequential=False):
+    """A mixture's epoch: for each position, (source, index in the source).
+    Slot q is source s's k-th draw of the epoch (k = its slots before q);
+    its draw K = epoch * c_s + k (c_s: its slots in the epoch) is position
+    K mod n_s of the source's own order for pass K div n_s (mod 2^32), keyed
+    by derive(K_6, s); the epoch order permutes the slots (K_1)."""
+    w, total = mix_weights(weights)
+    length = length or sum(sizes)
+    a = mix_schedule(w, total, length)
+    per_epoch = [a.count(s) for s in range(len(sizes))]
+    seen = [0] * len(sizes)
+    slot = []
+    k_mix = stream_key(seed, "mix")
+    for q in range(length):
+        s = a[q]
+        big = epoch * per_epoch[s] + seen[s]
+        seen[s] += 1
+        p = Perm(sizes[s], derive(k_mix, s), (big // sizes[s]) & MASK32)
+        slot.append((s, p.at(big % sizes[s])))
+    if sequential:
+        return slot
+    perm = Perm(length, stream_key(seed, "shuffle"), epoch)
+    return [slot[perm.at(i)] for i in range(length)]
 
 
 def batches_per_epoch(n, batch_size, drop_last):
@@ -294,10 +372,27 @@ def main(argv=None):
     od.add_argument("--n", type=_dec(1, MAX_N), required=True, action=_Once)
     od.add_argument("--seed", type=_dec(0, 2**64 - 1), required=True, action=_Once)
     od.add_argument("--epoch", type=_dec(0, MASK32), required=True, action=_Once)
+    mx = sub.add_parser("mix", help="a mixture's epoch: 'SOURCE INDEX' a position",
+                        allow_abbrev=False)
+    mx.add_argument("--sizes", required=True, action=_Once, help="n_0,n_1,...")
+    mx.add_argument("--weights", required=True, action=_Once, help="w_0,w_1,... as written")
+    mx.add_argument("--length", type=_dec(1, 1 << 32), action=_Once)
+    mx.add_argument("--seed", type=_dec(0, 2**64 - 1), required=True, action=_Once)
+    mx.add_argument("--epoch", type=_dec(0, MASK32), required=True, action=_Once)
     a = ap.parse_args(argv)
 
     out = sys.stdout
-    if a.cmd == "order":
+    if a.cmd == "mix":
+        sizes = [_dec(1, MASK32)(t) for t in a.sizes.split(",")]
+        weights = a.weights.split(",")
+        if len(sizes) != len(weights):
+            ap.error("--sizes and --weights need as many entries")
+        try:
+            order_ = mix_order(sizes, weights, a.seed, a.epoch, a.length)
+        except ValueError as e:
+            ap.error(str(e))
+        out.write("".join("%d %d\n" % sq for sq in order_))
+    elif a.cmd == "order":
         p = Perm(a.n, stream_key(a.seed, "shuffle"), a.epoch)
         out.write("".join("%d\n" % p.at(i) for i in range(a.n)))
     elif a.batch:

@@ -81,6 +81,26 @@
  *    is refused). The loader and the pool read ahead in the known order
  *    (SEEDPIPE_PREFETCH); SEEDPIPE_SHARD_CACHE=DIR keeps whole local copies
  *    of the shards (docs/remote.md). Neither changes a byte.
+ *  - Mixture (a regular file whose name ends in ".mix"): several datasets
+ *    of the kinds above with weights, one `WEIGHT<TAB>DATASET` line each
+ *    (DATASET relative to the .mix file's folder, or absolute; WEIGHT a
+ *    positive decimal: digits with at most one '.', such as 3, 0.999 or
+ *    .25, at most 18 digits after the leading zeros); an optional
+ *    `length<TAB>N` line sets the epoch length (default: the sum of the
+ *    sources' sizes); '#' comments, blank lines and CRLF as for lists; at
+ *    most 256 sources, no mixture inside a mixture. A bad line is
+ *    SP_EFORMAT naming the file and line; a source that fails to open is
+ *    its own error, prefixed with the .mix file and line. The mixture's
+ *    samples are its sources' concatenated in line order (sample i of
+ *    source s is mixture sample off(s) + i, off(s) the sizes of sources
+ *    0..s-1), so paths (the source's own), content hashes and reads are the
+ *    sources'; labels are offset per source: source s's label c is mixture
+ *    label coff(s) + c, coff(s) the class counts of sources 0..s-1, class
+ *    names "s:name". An epoch is not a permutation of these samples but
+ *    sp_dataset_mix_length() draws by the weights: docs/determinism.md
+ *    section 10 is the normative schedule, sp_dataset_mix_draw() computes
+ *    it. Its fingerprint (section 10) covers every source's fingerprint,
+ *    the weights and the length.
  *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
@@ -124,7 +144,8 @@ typedef enum {
     SP_DATASET_IDX = 1,
     SP_DATASET_LIST = 2,
     SP_DATASET_WEBDATASET = 3,
-    SP_DATASET_SAMPLES = 4      /* an in-memory sample list (sp_dataset_open_list) */
+    SP_DATASET_SAMPLES = 4,     /* an in-memory sample list (sp_dataset_open_list) */
+    SP_DATASET_MIX = 5          /* a weighted mixture of datasets (a NAME.mix file) */
 } sp_dataset_kind;
 
 typedef struct sp_dataset sp_dataset;
@@ -204,7 +225,7 @@ SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_inf
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
 SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset", "samples" */
+SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset", "samples", "mixture" */
 SP_API const char *sp_dataset_root(const sp_dataset *ds);
 SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
 SP_API int sp_dataset_num_classes(const sp_dataset *ds);
@@ -247,6 +268,48 @@ typedef struct sp_sample_data {
 SP_API int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
                            sp_error *err);
 SP_API void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
+
+/* ---- mixtures (SP_DATASET_MIX) --------------------------------------------------- */
+
+/*! sp_dataset_mix_sources() : the number of sources of a mixture; 0 for
+ *  any other dataset. */
+SP_API uint32_t sp_dataset_mix_sources(const sp_dataset *ds);
+/*! sp_dataset_mix_source() : source s of a mixture (owned by ds), or NULL
+ *  (not a mixture, s out of range). */
+SP_API const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s);
+/*! sp_dataset_mix_weight() : source s's weight as the exact fraction
+ *  *num / *den (the weights as written, scaled to integers and reduced;
+ *  den is their sum). @return 0 or SP_EINVAL (not a mixture, s out of
+ *  range). */
+SP_API int sp_dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num,
+                                 uint64_t *den);
+/*! sp_dataset_mix_length() : a mixture's epoch length L (the slots an
+ *  epoch draws); sp_dataset_size() for any other dataset. */
+SP_API uint64_t sp_dataset_mix_length(const sp_dataset *ds);
+/*! sp_dataset_mix_locate() : which source mixture sample i belongs to and
+ *  its index there (*local; both may be NULL). For another dataset, source
+ *  0 and i. @return 0 or SP_ERANGE (i >= size). */
+SP_API int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source,
+                                 uint64_t *local);
+/*! sp_dataset_mix_class_offset() : coff(s), the first mixture label of
+ *  source s (0 for s = 0; -1 when not a mixture or s out of range). */
+SP_API int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s);
+
+/* One draw of a mixture's schedule (docs/determinism.md section 10). */
+typedef struct sp_mix_draw {
+    uint32_t source;      /* the source slot q draws from */
+    uint64_t draw;        /* k: slot q is the source's k-th draw of the epoch (from 0) */
+    uint32_t pass;        /* the source's own epoch that draw falls in (its permutation's) */
+    uint64_t local;       /* the sample drawn, an index of the source */
+    uint64_t index;       /* the same sample as a mixture index: off(source) + local */
+} sp_mix_draw;
+
+/*! sp_dataset_mix_draw() : what slot q (< sp_dataset_mix_length()) of
+ *  epoch `epoch` draws under `seed`. O(1) after the open (a table of one
+ *  period of the schedule). Pure: any process computes the same. @return 0,
+ *  SP_EINVAL (not a mixture), SP_ERANGE (q >= length). */
+SP_API int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uint64_t q,
+                               sp_mix_draw *out);
 
 /*! sp_dataset_write_shards() : write the samples of an ImageFolder or list
  *  dataset, in canonical order, as WebDataset shards OUT_DIR/shard-000000.tar,

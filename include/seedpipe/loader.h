@@ -234,7 +234,10 @@ SP_API sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b);
 
 /*! sp_loader_explain() : what the pipeline draws for dataset sample `index`
  *  in `epoch` (sp_pipeline_explain(): the crop box, flips, jitter factors
- *  and order), from the sample's own header. Per-sample mode only (in the
+ *  and order), from the sample's own header. For a mixture (dataset.h)
+ *  `index` is a slot of the epoch's schedule, in [0, its length): what
+ *  that draw reads (sp_dataset_mix_draw()) and how it is augmented (a
+ *  mixture's augmentation is addressed by the slot). Per-sample mode only (in the
  *  per-worker mode the draws depend on scheduling). The text goes to buf
  *  (NUL-terminated; truncated if n is too small).
  *  @return 0, SP_ERANGE (index), SP_EINVAL (per-worker mode), or the

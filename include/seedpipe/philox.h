@@ -37,7 +37,8 @@ enum sp_rng_stream {
     SP_STREAM_AUGMENT = 2,
     SP_STREAM_INIT = 3,
     SP_STREAM_WORKER = 4,
-    SP_STREAM_OTHER = 5
+    SP_STREAM_OTHER = 5,
+    SP_STREAM_MIX = 6       /* a mixture's sources' own orders (dataset.h, determinism.md 10) */
 };
 
 typedef struct sp_key { uint32_t k[2]; } sp_key;
