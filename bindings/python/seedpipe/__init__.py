@@ -15,6 +15,7 @@ change a byte. See docs/python.md.
 from ._core import BatchInfo, Client, DistributedEnv, Error, Loader, attach, distributed_env
 from ._cli import DigestResult, VerifyResult, digest, verify
 from . import _lib
+from .mixture import Mixture
 from . import transforms
 from .audit import AuditReport, audit   # the function shadows the submodule's name here
 
@@ -42,4 +43,4 @@ def find_binary() -> str:
 
 __all__ = ["Loader", "Client", "attach", "Error", "BatchInfo", "digest", "verify",
            "DigestResult", "VerifyResult", "audit", "AuditReport", "version", "find_binary", "LIB_PATH",
-           "transforms", "distributed_env", "DistributedEnv"]
+           "transforms", "distributed_env", "DistributedEnv", "Mixture"]

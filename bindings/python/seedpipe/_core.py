@@ -85,12 +85,14 @@ def _raise(rc: int, err: L.sp_error, what: str = "") -> None:
 class BatchInfo:
     """Where the last batch came from: epoch, index (within the epoch),
     count, and its sample indices (a view, like the images, unless the
-    loader copies), skipped samples and (failed, substitute) pairs."""
-    __slots__ = ("epoch", "index", "count", "_b", "_copy", "_indices")
+    loader copies), skipped samples and (failed, substitute) pairs; sources:
+    (source, index in that source) per sample (a Loader's; for a mixture the
+    source's number in the .mix file, otherwise always source 0)."""
+    __slots__ = ("epoch", "index", "count", "_b", "_copy", "_indices", "_locate")
 
-    def __init__(self, b: L.sp_batch, copy: bool):
+    def __init__(self, b: L.sp_batch, copy: bool, locate=None):
         self.epoch, self.index, self.count = b.epoch, b.index, b.count
-        self._b, self._copy, self._indices = b, copy, None
+        self._b, self._copy, self._indices, self._locate = b, copy, None, locate
         if copy:
             self._indices = _view(b.indices, (b.count,), "<u8", True)
             self._b = (self.skipped, self.substituted)
@@ -100,6 +102,14 @@ class BatchInfo:
         if self._indices is None:
             self._indices = _view(self._b.indices, (self.count,), "<u8", False)
         return self._indices
+
+    @property
+    def sources(self) -> Optional[list]:
+        """[(source, index in source), ...] per sample; None for a Client
+        (the service's dataset is not open here)."""
+        if self._locate is None:
+            return None
+        return [self._locate(int(i)) for i in self.indices]
 
     @property
     def skipped(self) -> list:
@@ -411,6 +421,10 @@ class _Base:
         res.held = self._last = view
         return view
 
+    def _locator(self):
+        """A function mixture index -> (source, index there), or None."""
+        return None
+
     def _stream_state(self) -> L.sp_loader_state:
         st = L.sp_loader_state()
         L.sp_stream_state(self._res.stream, byref(st))
@@ -426,7 +440,7 @@ class _Base:
 
     def _arrays(self, b: L.sp_batch) -> Tuple[np.ndarray, np.ndarray]:
         n = b.count
-        self._info = BatchInfo(b, self.copy)
+        self._info = BatchInfo(b, self.copy, self._locator())
         images = _view(b.images, (n,) + self._sshape, self._typestr, self.copy, self)
         if self._dtype == 2:   # bfloat16: numpy has none; uint16 words, marked
             images = images.view(BFLOAT16)
@@ -626,6 +640,7 @@ class Loader(_Base):
             raise ValueError(f"data must be a dataset path, got {type(data).__name__} (a "
                              "torchvision dataset object: use seedpipe.torch.DataLoader; "
                              "explicit files: samples=(paths, labels))")
+        self._data_obj = data   # a seedpipe.Mixture's file lives as long as it does
         data = os.fsdecode(data) if data is not None else None
         if hasattr(pipeline, "spec") and hasattr(pipeline, "dtype"):
             # seedpipe.transforms.Compose (or one transform): its spec string,
@@ -734,6 +749,23 @@ class Loader(_Base):
         self.fingerprint = L.sp_loader_fingerprint(ld).hex()
         # stream position: the next batch to deliver
         self._epoch, self._batch = 0, 0
+
+    def _locator(self):
+        loc = self.__dict__.get("_loc")
+        if loc is None:   # the sources' sizes, once (a mixture's; else one source)
+            ds = L.sp_loader_dataset(self._ld())
+            nsrc = int(L.sp_dataset_mix_sources(ds))
+            sizes = [int(L.sp_dataset_size(L.sp_dataset_mix_source(ds, s)))
+                     for s in range(nsrc)]
+
+            def loc(i, sizes=sizes):
+                for s, n in enumerate(sizes):
+                    if i < n:
+                        return (s, i)
+                    i -= n
+                return (0, i)   # not a mixture: source 0, the index itself
+            self._loc = loc
+        return loc
 
     def _ld(self):
         """The sp_loader that computes (or, before a pool runs, would
@@ -909,7 +941,8 @@ class Loader(_Base):
     def explain(self, epoch: int, sample: int) -> str:
         """What the pipeline draws for dataset sample `sample` in `epoch`: one
         line per op (crop box in source pixels, flips, jitter factors and
-        order), as `seedpipe explain` prints it (sp_loader_explain)."""
+        order), as `seedpipe explain` prints it (sp_loader_explain). For a
+        seedpipe.Mixture `sample` is a slot of the epoch (0..len-1)."""
         self._check_open()
         epoch = _check_int("epoch", epoch, 0, 2**32 - 1)
         sample = _check_int("sample", sample, 0, 2**64 - 1)
