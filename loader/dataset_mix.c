@@ -346,6 +346,9 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
     for (uint32_t s = 0; s < m->n; s++) {
         m->src[s].off = n;
         m->src[s].coff = (int)classes;
+        if (sp_dataset_size(m->src[s].ds) == 0)
+            return sp_error_set(err, SP_EFORMAT, "%s:%d: %s has no samples", ds->root,
+                                p->v[s].line, sp_dataset_root(m->src[s].ds));
         n += sp_dataset_size(m->src[s].ds);
         classes += (uint64_t)sp_dataset_num_classes(m->src[s].ds);
         if (classes > SP_DS_MAX_CLASSES * 16u)

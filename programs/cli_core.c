@@ -278,9 +278,11 @@ int cmd_index(cli_args *a) {
     cli_index_warning(ds);
     print_dataset(a->pos[0], ds, 0);
     if (!info.used) {
-        printf("index:       none (%s)\n", sp_dataset_kind_of(ds) == SP_DATASET_IDX
-                                                 ? "an IDX file is read whole at open"
-                                                 : "SEEDPIPE_INDEX=off");
+        sp_dataset_kind k = sp_dataset_kind_of(ds);
+        printf("index:       none (%s)\n",
+               k == SP_DATASET_IDX   ? "an IDX file is read whole at open"
+               : k == SP_DATASET_MIX ? "a mixture: each source keeps its own index"
+                                     : "SEEDPIPE_INDEX=off");
     } else {
         printf("index:       %s (%s)\n", info.path[0] ? info.path : "not written",
                info.written  ? "written now"

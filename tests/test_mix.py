@@ -12,7 +12,8 @@ Run by ctest with python3 (standard library only) and $SEEDPIPE_BIN:
     seeds, epochs and lengths; a source's draws go through its whole
     permutation before repeating (pass by pass);
   - an ImageFolder mixed with WebDataset shards streams the same batch
-    digests in-process, on 1 and 3 workers, resumed at another worker
+    digests in-process, on 1 and 3 workers, as world 2 and 4 (the ranks'
+    slices concatenated are the global batch), resumed at another worker
     count, through the cache cold and warm, and through `seedpipe serve` to
     2 ranks (the per-rank digests of `digest --rank R --world 2`);
   - labels are offset per source, inspect names the sources;
@@ -186,6 +187,12 @@ def test_streams(tmp):
             assert (l < 6) == (i < 60), (e, b, i, l)
     for w in (1, 3):
         assert digest(mix, common, "--workers", w) == ref, w
+    # world 2 and 4: the ranks' slices concatenated are the global batch
+    for world in (2, 4):
+        parts = [digest(mix, common, "--rank", r, "--world", world) for r in range(world)]
+        for key, (_, idx, labels) in ref.items():
+            assert sum((p[key][1] for p in parts), []) == idx, (world, key)
+            assert sum((p[key][2] for p in parts), []) == labels, (world, key)
     # resumed at another worker count
     st = os.path.join(tmp, "state.json")
     run("digest", mix, *common, "--stop-after", 9, "--save-state", st, "--out", "/dev/null")
