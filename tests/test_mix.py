@@ -18,7 +18,10 @@ Run by ctest with python3 (standard library only) and $SEEDPIPE_BIN:
     2 ranks (the per-rank digests of `digest --rank R --world 2`);
   - labels are offset per source, inspect names the sources;
   - a corrupt image in one source behaves as it does alone under
-    --on-error: fail names the file, skip skips exactly its draws;
+    --on-error: fail names the file, skip skips exactly its draws; a
+    source that is remote shards (nginx, skipped visibly without it)
+    streams as its local copy, and a member changed under its index fails
+    only its own draws, as the remote source alone;
   - a state saved from another mixture (other weights) is refused, and a
     cache built by another mixture serves it nothing;
   - bad .mix files: clear errors naming the file and line.
@@ -287,6 +290,54 @@ def test_serve(tmp, mix, common):
     print("serve: 2 ranks equal to digest --rank R --world 2")
 
 
+def test_remote_source(tmp, common):
+    """A source that is remote shards (nginx, when it can start) streams as
+    its local copy, and a member changed under the index fails only its
+    own draws under --on-error, as the remote source does alone."""
+    import tarfile
+    import remote_servers as rs
+    www = os.path.join(tmp, "www")
+    shutil.copytree(os.path.join(tmp, "shards"), os.path.join(www, "shards"))
+    try:
+        ng = rs.Nginx(www, tmp)
+    except rs.Unavailable as e:
+        print("SKIP: a remote source (nginx): %s" % e)
+        return
+    try:
+        url = "%s/shards/" % ng.url
+        local = write_mix(os.path.join(tmp, "m.mix"), [("0.7", "folder"), ("0.3", "shards")])
+        remote = write_mix(os.path.join(tmp, "remote.mix"), [("0.7", "folder"), ("0.3", url)])
+        fps = []
+        for m in (local, remote):
+            fps += [l for l in run("inspect", m).stdout.splitlines() if l.startswith("fingerprint:")]
+        assert fps[0] == fps[1], fps
+        assert digest(remote, common, "--workers", 2) == digest(local, common)
+        # change one member's bytes in place (same size): its sample fails when read
+        shard = os.path.join(www, "shards", "shard-000000.tar")
+        with tarfile.open(shard) as t:
+            m = [x for x in t.getmembers() if x.name.endswith((".png", ".jpg"))][3]
+        with open(shard, "r+b") as f:
+            f.seek(m.offset_data + 10)
+            b = f.read(1)
+            f.seek(m.offset_data + 10)
+            f.write(bytes([b[0] ^ 0xFF]))
+        one = common[:-4] + ["--epochs", 1, "--batch-size", 8]
+        p = digest(remote, one, ok=False)
+        alone = digest(url, one, ok=False)
+        for q in (p, alone):
+            assert q.returncode != 0 and "shard-000000.tar" in q.stderr, q.stderr
+        draws = sum(1 for s, j in order(remote, seed=11) if (s, j) == (1, 3))
+        got = digest(remote, one, "--on-error", "skip")
+        assert sum(len(v[1]) for v in got.values()) == 100 - draws and draws >= 1
+        assert all(i != 60 + 3 for v in got.values() for i in v[1])
+        solo = digest(url, one, "--on-error", "skip")
+        assert sum(len(v[1]) for v in solo.values()) == 39
+        print("remote source: same fingerprint and batches as the local copy; a changed "
+              "member skips its %d draws, as alone" % draws)
+    finally:
+        ng.stop()
+
+
 def main():
     if not BIN or not os.path.exists(BIN):
         print("FAIL: SEEDPIPE_BIN not set or missing")
@@ -298,6 +349,7 @@ def main():
         mix, common, _ = test_streams(tmp)
         test_refusals(tmp, mix, common)
         test_serve(tmp, mix, common)
+        test_remote_source(tmp, common)
     finally:
         stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
