@@ -464,10 +464,14 @@ int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
 }
 
 void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
-    if (ds && ds->rio) sp__ds_prefetch_remote(ds, idx, n);
+    if (ds && ds->ops) ds->ops->prefetch(ds, idx, n);
+    else if (ds && ds->rio) sp__ds_prefetch_remote(ds, idx, n);
 }
 
-int sp__ds_is_remote(const sp_dataset *ds) { return ds && ds->rio != NULL; }
+int sp__ds_is_remote(const sp_dataset *ds) {
+    if (ds && ds->ops) return ds->ops->is_remote(ds);
+    return ds && ds->rio != NULL;
+}
 
 void sp_sample_data_free(sp_sample_data *s) {
     if (!s) return;

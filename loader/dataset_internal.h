@@ -71,6 +71,9 @@ typedef struct sp__ds_ops {
     sp_digest (*content_hash)(const sp_dataset *ds, uint64_t i);
     int (*read)(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
     void (*destroy)(sp_dataset *ds);   /* frees what the kind owns, not ds itself */
+    /* sp__ds_prefetch() and sp__ds_is_remote() (below) of such a dataset */
+    void (*prefetch)(const sp_dataset *ds, const uint64_t *idx, size_t n);
+    int (*is_remote)(const sp_dataset *ds);
 } sp__ds_ops;
 
 struct sp_dataset {

@@ -135,7 +135,34 @@ static void mix_destroy(sp_dataset *ds) {
     ds->mix = NULL;
 }
 
-static const sp__ds_ops mix_ops = {mix_label, mix_path, mix_hash, mix_read, mix_destroy};
+/* 1 if any source is remote: the loader and the pool then read ahead. */
+static int mix_is_remote(const sp_dataset *ds) {
+    for (uint32_t s = 0; s < ds->mix->n; s++)
+        if (sp__ds_is_remote(ds->mix->src[s].ds)) return 1;
+    return 0;
+}
+
+/* Read ahead: each remote source gets its own samples among idx[0..n), as
+ * its indices (a read of one of them then takes the bytes). Best effort:
+ * nothing on out of memory. */
+static void mix_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
+    const struct sp__ds_mix *m = ds->mix;
+    uint64_t *local = malloc((n ? n : 1) * sizeof *local);
+    if (!local) return;
+    for (uint32_t s = 0; s < m->n; s++) {
+        if (!sp__ds_is_remote(m->src[s].ds)) continue;
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint64_t l;
+            if (idx[j] < ds->n && locate(m, idx[j], &l) == s) local[k++] = l;
+        }
+        if (k) sp__ds_prefetch(m->src[s].ds, local, k);
+    }
+    free(local);
+}
+
+static const sp__ds_ops mix_ops = {mix_label,   mix_path,     mix_hash,     mix_read,
+                                   mix_destroy, mix_prefetch, mix_is_remote};
 
 /* ---- parsing ---------------------------------------------------------------------- */
 

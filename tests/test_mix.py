@@ -311,7 +311,13 @@ def test_remote_source(tmp, common):
         for m in (local, remote):
             fps += [l for l in run("inspect", m).stdout.splitlines() if l.startswith("fingerprint:")]
         assert fps[0] == fps[1], fps
+        before = len(ng.requests())
         assert digest(remote, common, "--workers", 2) == digest(local, common)
+        gets = len(ng.requests()) - before
+        # read ahead through the mixture: 60 draws of the remote source in
+        # two epochs, fewer requests (adjacent members of a run in one range)
+        print("remote source: %d requests for 60 draws" % gets)
+        assert gets < 60, gets
         # change one member's bytes in place (same size): its sample fails when read
         shard = os.path.join(www, "shards", "shard-000000.tar")
         with tarfile.open(shard) as t:
