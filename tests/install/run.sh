@@ -83,7 +83,10 @@ PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --exists seedpipe || fail "pkg-co
 # shellcheck disable=SC2046
 $cc -std=c11 -Wall -Wextra -Werror -o "$W/app_pc" "$ROOT/tests/install/app.c" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs seedpipe) -Wl,-rpath,"$libdir"
-ldd "$W/app_pc" | grep -q "$libdir/libseedpipe.so" || fail "app_pc does not load the installed library"
+# (ldd's list into a file first: `ldd | grep -q` under pipefail fails when grep
+# stops reading before ldd has written its last line, as a longer list allows)
+ldd "$W/app_pc" >"$W/app_pc.ldd"
+grep -q "$libdir/libseedpipe.so" "$W/app_pc.ldd" || fail "app_pc does not load the installed library"
 check pkg-config "$W/app_pc"
 
 # 2. find_package
