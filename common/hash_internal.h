@@ -1,9 +1,13 @@
 /* hash_internal.h - the library's one set of XXH3-128 feeding helpers.
  *
- * Every fingerprint, key and digest the loader computes (dataset and loader
- * fingerprints, file content hashes, batch digests, cache keys, the index's
- * path) streams its bytes through these: integers as 8 little-endian bytes,
- * strings as their length (8 bytes) then their bytes. The state lives in the
+ * Every fingerprint, key and digest that combines several fields (dataset
+ * and loader fingerprints, batch digests, cache keys, the index's path)
+ * streams its bytes through these: integers as 8 little-endian bytes,
+ * strings as their length (8 bytes) then their bytes. The hash of one
+ * buffer alone (a file's or member's content, an IDX image plane, the
+ * canonical pipeline text) is XXH3_128bits() of that buffer, called where
+ * it is needed; the cache's checksums have their own streaming state
+ * (loader/cache/cache_hash.h). The state lives in the
  * caller's sp__hash (on the stack), so hashing never allocates and no digest
  * can fail or come back as zeros.
  *

@@ -157,7 +157,7 @@ SP_API int sp_parse_size(const char *s, uint64_t *out, sp_error *err);
  *  every level; tests compare them through this variable. */
 SP_API int sp_isa_cap(int best);
 
-/*! sp_library_versions() : writes a JSON object of the linked library
+/*! sp_library_versions_json() : writes a JSON object of the linked library
  *  versions, e.g. {"seedpipe":"0.1.0","libpng":"1.6.39",
  *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13"}.
  *  @return the length that was needed (snprintf semantics). */

@@ -1,6 +1,7 @@
 /* seedpipe/dataset.h - dataset index: canonical sample order, labels, fingerprint.
  *
- * Four kinds detected by sp_dataset_open() (the fourth local or remote), and
+ * Five kinds detected by sp_dataset_open() (the fourth local or remote, the
+ * fifth a weighted mixture of the others), and
  * an in-memory sample list (sp_dataset_open_list()):
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg (any case), as torchvision's ImageFolder. Class id =

@@ -36,7 +36,8 @@
  *               tries (then the batch fails); the substitute keeps its own
  *               index, label and augmentation draws; sp_batch.substituted
  *               lists (failed, substitute) pairs (manifest: "substituted").
- * Every failure is logged once per sample index (sp_loader_failure()), in
+ * Every failure is logged once per sample index (sp_loader_failure_count(),
+ * sp_loader_failure_get()), in
  * stream order, so the log is also the same for any thread/worker count.
  * The worker pool (pool.h) applies exactly the same rules.
  *
@@ -162,7 +163,7 @@ SP_API void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
 SP_API size_t sp_loader_sample_bytes(const sp_loader *ld);
 /*! sp_loader_fingerprint() : XXH3-128 of everything but the seed that
  *  decides the global batches: dataset fingerprint, canonical pipeline,
- *  dtype, layout, batch size, drop_last. Rank and world are left out on
+ *  dtype, layout, skip_normalize, batch size, drop_last. Rank and world are left out on
  *  purpose: the global stream does not depend on them, so a loader state
  *  can be resumed with another world size. A non-default on_error,
  *  rng_mode or order is hashed too (the default leaves the v1 value

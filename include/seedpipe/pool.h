@@ -17,7 +17,8 @@
  * the dead worker's unfinished positions back, and forks a replacement;
  * nothing is lost or computed into the stream twice. The on-error policy
  * and the failure log (deduplicated, stream order) are those of loader.h:
- * sp_loader_failure() on sp_pool_loader(pool).
+ * sp_loader_failure_count() and sp_loader_failure_get() on
+ * sp_pool_loader(pool).
  *
  * Worker deaths. How a death is charged depends on how the worker ended,
  * never on timing:
