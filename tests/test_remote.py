@@ -118,6 +118,25 @@ def py_digest(ds, workers):
     return p.stdout.split()
 
 
+def through_faults(what, port, tmp, seed, ref, url_env):
+    """The stream on 3 workers through the fault proxy in front of `port`
+    (~5% of requests answered 503, reset or cut short) is ref, and faults
+    were injected. url_env(proxy_url) gives the dataset URL and env."""
+    try:
+        px = rs.Proxy(port, tmp, fault_rate=0.05, seed=seed)
+    except rs.Unavailable as e:
+        skip(f"{what} faults (proxy)", e)
+        return
+    try:
+        url, env = url_env(px.url)
+        got = digest(url, "--workers", 3, env=env)
+    finally:
+        st = px.stop()
+    assert got == ref, (got, ref)
+    assert st.get("503", 0) + st.get("reset", 0) + st.get("cut", 0) > 0, st
+    print(f"{what}: through the fault proxy ({st}): the same stream", flush=True)
+
+
 def http_part(tmp, www, ref, fp):
     try:
         ng = rs.Nginx(www, tmp, tls=True)
@@ -244,19 +263,7 @@ def http_part(tmp, www, ref, fp):
         else:
             print("http: (mpirun -np 2 train not run: this seedpipe was built without MPI)")
 
-        # faults: ~5% of requests 503, reset or cut short; the same stream
-        try:
-            px = rs.Proxy(ng.port, tmp, fault_rate=0.05, seed=7)
-        except rs.Unavailable as e:
-            skip("HTTP faults (proxy)", e)
-            return
-        try:
-            got = digest(f"{px.url}/data/{PATTERN}", "--workers", 3)
-        finally:
-            st = px.stop()
-        assert got == ref, (got, ref)
-        assert st.get("503", 0) + st.get("reset", 0) + st.get("cut", 0) > 0, st
-        print(f"http: through the fault proxy ({st}): the same stream", flush=True)
+        through_faults("http", ng.port, tmp, 7, ref, lambda u: (f"{u}/data/{PATTERN}", None))
     finally:
         ng.stop()
 
@@ -343,18 +350,8 @@ def s3_part(tmp, www, ref, fp):
         print("s3: virtual-hosted addressing: the same stream", flush=True)
 
         # faults in front of S3 (the proxy keeps the Host the request was signed for)
-        try:
-            px = rs.Proxy(w.port, tmp, fault_rate=0.05, seed=11)
-        except rs.Unavailable as e:
-            skip("S3 faults (proxy)", e)
-            return
-        try:
-            got = digest(url, "--workers", 3, env=dict(env, AWS_ENDPOINT_URL=px.url))
-        finally:
-            st = px.stop()
-        assert got == ref, (got, ref)
-        assert st.get("503", 0) + st.get("reset", 0) + st.get("cut", 0) > 0, st
-        print(f"s3: through the fault proxy ({st}): the same stream", flush=True)
+        through_faults("s3", w.port, tmp, 11, ref,
+                       lambda u: (url, dict(env, AWS_ENDPOINT_URL=u)))
     finally:
         w.stop()
 
