@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "loader/cache/cache_internal.h"
+#include "cache/cache_internal.h"
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 

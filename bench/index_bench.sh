@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/index_bench.sh [N] [WORKDIR] - the persistent dataset index at scale
-# (loader/dataset_index.c). Makes an ImageFolder of N small files (default
+# (dataset/dataset_index.c). Makes an ImageFolder of N small files (default
 # 1,280,000: ImageNet-1k's count, 1000 classes, 200-300 bytes each, so it
 # fits any disk; the index never decodes) and a list file naming the same
 # files, then times with the tool, each through /usr/bin/time:

@@ -7,7 +7,7 @@
  * buffer alone (a file's or member's content, an IDX image plane, the
  * canonical pipeline text) is XXH3_128bits() of that buffer, called where
  * it is needed; the cache's checksums have their own streaming state
- * (loader/cache/cache_hash.h). The state lives in the
+ * (cache/cache_hash.h). The state lives in the
  * caller's sp__hash (on the stack), so hashing never allocates and no digest
  * can fail or come back as zeros.
  *

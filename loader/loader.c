@@ -28,7 +28,7 @@
 #include "seedpipe/loader.h"
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
-#include "loader/dataset_internal.h"
+#include "dataset/dataset_internal.h"
 #include "loader/loader_internal.h"
 
 #include <pthread.h>

@@ -24,7 +24,7 @@ pkgs=(
   libopenmpi-dev openmpi-bin         # data-parallel `seedpipe train` under mpirun (docs/distributed.md)
   iproute2                           # ip netns: the two-namespace MPI test (tests/mpi/netns_run.sh)
   valgrind                           # memcheck: no uninitialised byte reaches a batch (tests/valgrind.sh)
-  libcurl4-openssl-dev               # remote shards over HTTP(S) and S3 (loader/remote.c; SigV4 by libcurl)
+  libcurl4-openssl-dev               # remote shards over HTTP(S) and S3 (dataset/remote.c; SigV4 by libcurl)
   nginx curl                         # the HTTP server tests/test_remote.py starts on 127.0.0.1; curl uploads its S3 shards
 )
 missing=()

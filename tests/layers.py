@@ -9,8 +9,10 @@ draws one edge from a source file to another for each global symbol the
 first uses and the second defines. Then it checks, and fails naming the
 files and the symbol:
 
-  1. direction: a file calls only into its own layer or a layer below it
-     (LAYERS, bottom first); the tool (programs/) only into the public API;
+  1. direction: a file calls only into its own layer or a layer MAY_CALL
+     lets it call (the folders of libseedpipe: the BELOW lists of their
+     sp_layer() calls, which this checks too); the tool (programs/) only
+     into the public API;
   2. no call-level cycle between two files (strongly connected components
      of the file graph, each printed with one edge of the cycle);
   3. includes: a file includes only headers of its own layer or below, and
@@ -19,7 +21,7 @@ files and the symbol:
      function over MAX_FUNC_LINES lines (the tool's are listed, not failed),
      except the functions in SIZE_EXEMPT, each with the reason;
   5. owners: a third-party API in OWNED_APIS is called from its one owner
-     file only (libcurl: loader/remote.c, DESIGN.md section 8).
+     file only (libcurl: dataset/remote.c, DESIGN.md section 8).
 
 --graph prints the file graph (one "a -> b  (symbol)" line per edge).
 """
@@ -28,31 +30,42 @@ import re
 import subprocess
 import sys
 
-# Bottom first. A source belongs to the longest prefix it starts with.
-LAYERS = [
-    "common/",
-    "augment/",
-    "loader/",
-    "loader/cache/",
-    "loader/shm/",
-    "loader/service/",
-    "loader/stream/",
-    "kernels/",
-    "kernels/cuda/",
-    "programs/",
-]
+# Each layer (a folder; a source belongs to the longest prefix it starts
+# with) and the layers it may call, bottom first. For the folders of
+# libseedpipe this must equal the BELOW list of the folder's
+# sp_layer(NAME BELOW ...) in its CMakeLists.txt (checked below), which is
+# what the linker enforces; this script adds what the linker cannot see.
+LIB = ["common/", "dataset/", "augment/", "loader/", "cache/", "pool/", "service/",
+       "stream/"]
+MAY_CALL = {
+    "common/": [],
+    "dataset/": ["common/"],
+    "augment/": ["common/"],
+    "loader/": ["common/", "dataset/", "augment/"],
+    "cache/": LIB[:4],
+    "pool/": LIB[:5],
+    "service/": LIB[:6],
+    "stream/": LIB[:7],
+    # the training core, on libseedpipe; its CUDA plugin includes the plugin
+    # interface of train/ (cuda_plugin.h, nn_backend.h) but links
+    # libseedpipe alone (--no-undefined: a call into train/*.c fails there)
+    "train/": LIB,
+    "train/cuda/": LIB + ["train/"],
+    "programs/": LIB + ["train/"],
+}
+LAYERS = list(MAY_CALL)
 # Public headers (include/seedpipe/) of the layers above libseedpipe; the
 # others may be included by any library file.
 HEADER_LAYER = {
-    "seedpipe/train.h": "kernels/",
-    "seedpipe/model.h": "kernels/",
-    "seedpipe/graph.h": "kernels/",
+    "seedpipe/train.h": "train/",
+    "seedpipe/model.h": "train/",
+    "seedpipe/graph.h": "train/",
 }
 SOURCE_EXT = (".c", ".cu")
 MAX_FILE_LINES = 800
 MAX_FUNC_LINES = 100
 # Symbol prefix of a third-party API -> the one source file that may call it.
-OWNED_APIS = {"curl_": "loader/remote.c"}
+OWNED_APIS = {"curl_": "dataset/remote.c"}
 # "file:function": why it stays longer than MAX_FUNC_LINES.
 SIZE_EXEMPT = {}
 
@@ -65,31 +78,58 @@ def layer_of(path):
     return best
 
 
-def rank(layer):
-    return LAYERS.index(layer)
+def may_call(layer, other):
+    return other == layer or other in MAY_CALL[layer]
+
+
+SP_LAYER = re.compile(r"^sp_layer\((\w+)(?:\s+BELOW\s+([\w\s]+))?\)", re.M)
+
+
+def check_cmake(tree):
+    """Each libseedpipe folder's sp_layer() call names the layers MAY_CALL
+    gives it, and every folder of LIB has one."""
+    problems = []
+    for layer in LIB:
+        path = os.path.join(tree, layer, "CMakeLists.txt")
+        try:
+            with open(path, encoding="utf-8") as f:
+                m = SP_LAYER.search(f.read())
+        except OSError:
+            m = None
+        if not m:
+            problems.append(f"{layer}CMakeLists.txt: no sp_layer() call")
+            continue
+        below = [b + "/" for b in (m.group(2) or "").split()]
+        if m.group(1) + "/" != layer or sorted(below) != sorted(MAY_CALL[layer]):
+            problems.append(f"{layer}CMakeLists.txt: sp_layer({m.group(1)} BELOW "
+                            f"{' '.join(below)}) but layers.py says {layer} may call "
+                            f"{' '.join(MAY_CALL[layer]) or 'nothing'}")
+    return problems
 
 
 def objects(build, tree):
     """(source path relative to the tree, object path) for the library and
-    tool objects: CMakeFiles/<target>.dir/<source>.o, tests and benches
-    left out."""
+    tool objects: <folder>/CMakeFiles/<target>.dir/<source>.o, with the
+    source relative to the folder whose CMakeLists.txt made the target;
+    tests and benches left out."""
     out = []
-    top = os.path.join(build, "CMakeFiles")
     # The targets of the build as configured now (folders of targets that
     # are gone may still hold stale objects).
-    listed = os.path.join(top, "TargetDirectories.txt")
+    listed = os.path.join(build, "CMakeFiles", "TargetDirectories.txt")
     with open(listed, encoding="utf-8") as f:
-        current = {os.path.basename(line.strip()) for line in f if line.strip()}
-    for target in sorted(os.listdir(top)):
-        if not target.endswith(".dir") or target not in current:
+        current = sorted({line.strip() for line in f if line.strip()})
+    build = os.path.abspath(build)
+    for base in current:
+        if not base.endswith(".dir") or not os.path.isdir(base):
             continue
-        base = os.path.join(top, target)
+        folder = os.path.relpath(os.path.dirname(os.path.dirname(base)), build)
+        folder = "" if folder == "." else folder + "/"
         for root, _, files in os.walk(base):
             for f in files:
                 if not f.endswith(".o"):
                     continue
                 obj = os.path.join(root, f)
-                src = os.path.relpath(obj, base)[:-2]
+                src = folder + os.path.relpath(obj, base)[:-2]
                 # (an object whose source is gone is a stale leftover)
                 if (src.endswith(SOURCE_EXT) and layer_of(src)
                         and os.path.exists(os.path.join(tree, src))):
@@ -178,8 +218,9 @@ def check_includes(tree, sources):
                 owner = layer_of(inc)
             else:
                 continue   # a header beside the file
-            if owner is not None and rank(owner) > rank(layer):
-                problems.append(f"{src}: includes \"{inc}\" of {owner}, a layer above {layer}")
+            if owner is not None and not may_call(layer, owner):
+                problems.append(f"{src}: includes \"{inc}\" of {owner}, which {layer} "
+                                "may not call")
     return problems
 
 
@@ -260,8 +301,9 @@ def main(argv):
         la = layer_of(a)
         for b, name in sorted(edges[a].items()):
             lb = layer_of(b)
-            if rank(lb) > rank(la):
-                problems.append(f"{a} calls {name} in {b}: {lb} is a layer above {la}")
+            if not may_call(la, lb):
+                problems.append(f"{a} calls {name} in {b}: {la} may not call {lb} "
+                                f"(it may call {' '.join(MAY_CALL[la]) or 'nothing'})")
     for comp in sccs(set(defined), edges):
         if len(comp) < 2:
             continue
@@ -275,6 +317,7 @@ def main(argv):
             if calls and src != only:
                 problems.append(f"{src} calls {calls[0]}: only {only} calls the {prefix}* API")
     problems += check_includes(tree, defined)
+    problems += check_cmake(tree)
     size_problems, size_notes = check_sizes(tree, defined)
     problems += size_problems
     for n in size_notes:

@@ -1,10 +1,10 @@
 /* test_cache_file.c - the batch-file decoder at every SIMD level, on hand-made files.
  *
- * loader/cache/cache_file.c decodes a batch file's images frame in pieces as zstd
+ * cache/cache_file.c decodes a batch file's images frame in pieces as zstd
  * produces them, hashing each piece and, for the dictionary filters,
  * expanding its index bytes into the batch, with portable C, AVX2 or
  * AVX-512 VBMI loops chosen at run time (SEEDPIPE_ISA caps the level).
- * Here files are built by hand from the layout in loader/cache/cache_internal.h
+ * Here files are built by hand from the layout in cache/cache_internal.h
  * (hashes by libxxhash, frames by ZSTD_compress), for geometries that put
  * the ends of the pieces and of the SIMD steps everywhere: planes that are
  * not multiples of 64, an odd number of values, C = 1..4, NCHW and NHWC,
@@ -30,7 +30,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "loader/cache/cache_internal.h"
+#include "cache/cache_internal.h"
 #include "seedpipe/philox.h"
 
 static const char *const LEVELS[] = {"sse2", "avx2", "avx512"};

@@ -44,7 +44,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "loader/cache/cache_internal.h"
+#include "cache/cache_internal.h"
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/pool.h"

@@ -1,5 +1,5 @@
 """test_cuda_on_demand.py - the tool links no CUDA library; the CUDA backend
-(libseedpipe_cuda, kernels/cuda_plugin.h) is loaded only when asked for.
+(libseedpipe_cuda, train/cuda_plugin.h) is loaded only when asked for.
 
 Asserts: `ldd $SEEDPIPE_BIN` lists no libcudart/cuBLAS/cuDNN; `train
 --device cuda` fails with a message that says why (built without CUDA, no

@@ -1,4 +1,4 @@
-/* test_dataset_index.c - the persistent dataset index (loader/dataset_index.c).
+/* test_dataset_index.c - the persistent dataset index (dataset/dataset_index.c).
  *
  * On a shapes ImageFolder and a list file, with the files made old enough
  * that their timestamps can be trusted (the index's racy rule, 2 s):

@@ -1,6 +1,6 @@
 """test_folder_walk.py - the ImageFolder walk, as a property, and its budget.
 
-The walk (loader/dataset_folder.c, include/seedpipe/dataset.h) reads each
+The walk (dataset/dataset_folder.c, include/seedpipe/dataset.h) reads each
 real directory once: sub-folders in byte-wise order after the files; a
 second path to a directory already read (a symlink sideways, a class linked
 to another) is an error naming it, as are a link back to an enclosing

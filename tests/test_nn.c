@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "kernels/nn_math.h"   /* sp_nn_sgd_update: the reference step */
+#include "train/nn_math.h"   /* sp_nn_sgd_update: the reference step */
 #include "seedpipe/model.h"
 #include "seedpipe/philox.h"
 #include "seedpipe/train.h"

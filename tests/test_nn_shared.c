@@ -1,5 +1,5 @@
-/* test_nn_shared.c - the SP_HOSTDEV arithmetic of kernels/nn_math.h that the
- * CUDA kernels (kernels/cuda/nn_cuda.cuh) run, tested on the CPU.
+/* test_nn_shared.c - the SP_HOSTDEV arithmetic of train/nn_math.h that the
+ * CUDA kernels (train/cuda/nn_cuda.cuh) run, tested on the CPU.
  *
  * Every function a kernel calls is covered here, each against an
  * independent reference: sp_nn_relu / _relu_grad (bits, signed zero),
@@ -23,7 +23,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "kernels/nn_math.h"
+#include "train/nn_math.h"
 #include "seedpipe/model.h"
 
 static uint32_t rng = 12345u;

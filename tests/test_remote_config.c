@@ -1,4 +1,4 @@
-/* test_remote_config.c - where a remote object is (loader/remote_config.c):
+/* test_remote_config.c - where a remote object is (dataset/remote_config.c):
  * URLs split into store and leaf, request URLs (percent-encoding, S3 path-
  * style and virtual-hosted addressing, the AWS default endpoint), S3
  * settings and credentials from the environment and from the shared
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "loader/remote_internal.h"
+#include "dataset/remote_internal.h"
 #include "runner.h"
 
 static char g_dir[64] = "/tmp/sp-test-remote-cfg-XXXXXX";

@@ -63,7 +63,7 @@
 
 #include "check.h"
 #include "runner.h"
-#include "loader/shm/ring_internal.h"
+#include "pool/ring_internal.h"
 #include "seedpipe/client.h"
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/xxhash_newer.sh - build and test against a newer xxhash.h than the system's.
 #
-# The cache compiles xxHash in (XXH_INLINE_ALL in loader/cache/cache_file.c and
-# loader/cache/cache_hash_avx2.c), so its code must stay on xxHash's public API:
+# The cache compiles xxHash in (XXH_INLINE_ALL in cache/cache_file.c and
+# cache/cache_hash_avx2.c), so its code must stay on xxHash's public API:
 # with a private internal (XXH3_update and its loop functions) the build
 # broke on the xxHash 0.8.2/0.8.3 headers of Debian 13 and Ubuntu 24.04,
 # while Debian 12's 0.8.1 built it. This script checks that against a newer
@@ -90,7 +90,7 @@ db, want_hdr, want_version = sys.argv[1], os.path.realpath(sys.argv[2]), sys.arg
 checked = 0
 for e in json.load(open(db)):
     src = e["file"]
-    if not src.endswith(("loader/cache/cache_file.c", "loader/cache/cache_hash_avx2.c")):
+    if not src.endswith(("cache/cache_file.c", "cache/cache_hash_avx2.c")):
         continue
     args = e["arguments"] if "arguments" in e else shlex.split(e["command"])
     cmd, skip = [], False

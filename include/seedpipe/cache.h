@@ -33,7 +33,7 @@
  * are asked for, so they are not a function of the key): the writer
  * refuses with SP_EUNSUPP and the helper computes uncached.
  *
- * Layout: see loader/cache/cache.c (HOW IT WORKS) and docs/cache.md.
+ * Layout: see cache/cache.c (HOW IT WORKS) and docs/cache.md.
  *
  * Thread safety: one sp_cache handle (and its readers and writers) is used
  * by one thread at a time; any number of processes and handles may share one

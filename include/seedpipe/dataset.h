@@ -327,7 +327,7 @@ SP_API int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir,
 /*! sp_dataset_write_index() : write the dataset index object of a WebDataset
  *  (local or remote shards): every shard's name and size, every sample's
  *  member, label, offset, size and content hash (format in
- *  loader/dataset_object.c). dest: a local file; NULL: beside the shards
+ *  dataset/dataset_object.c). dest: a local file; NULL: beside the shards
  *  (the shards' folder/seedpipe.index, or for a remote dataset uploaded to
  *  its folder URL with PUT). A remote dataset opened from this object
  *  gives the same fingerprint as ds. @return 0, SP_EUNSUPP (not a

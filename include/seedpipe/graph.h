@@ -28,7 +28,7 @@
  * float. (X W^T)[i][o] = x[i][0]*W[o][0] + x[i][1]*W[o][1] + ... left to
  * right in float. W (fout x fin) and b (fout) come from the model-init
  * stream: sp_nn_init_value(K_init(seed), SP_GCN_TENSOR_W / _B, index,
- * 1/sqrt(fin)) (kernels/nn_math.h), PyTorch Linear's default bound.
+ * 1/sqrt(fin)) (train/nn_math.h), PyTorch Linear's default bound.
  *
  * Library code: never prints or exits. Thread-safe on distinct outputs.
  */

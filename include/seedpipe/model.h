@@ -27,7 +27,7 @@
  * reference: loops in a fixed order (documented on each; the convolutions
  * are matrix products vectorised across output elements only, so SIMD
  * width and CPU never change a bit), compiled with -ffp-contract=off and
- * no FMA; their per-element arithmetic comes from kernels/nn_math.h,
+ * no FMA; their per-element arithmetic comes from train/nn_math.h,
  * which the CUDA kernels share. Weight gradients are
  * per-sample (overwritten, not accumulated); the trainer sums them over the
  * batch with the fixed tree of nn_math.h, so the result does not depend on

@@ -56,6 +56,10 @@
 extern "C" {
 #endif
 
+/* The largest order sp_perm_init() takes: 2^62 keeps the Feistel halves
+ * within 31 bits. */
+#define SP_PERM_MAX_N (UINT64_C(1) << 62)
+
 typedef struct sp_perm {
     uint64_t n;
     sp_key key;        /* K_shuffle */

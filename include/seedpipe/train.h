@@ -9,7 +9,7 @@
  *         batch size; parameters are updated by fixed ranges).
  *   cuda  cuDNN convolutions with fixed deterministic algorithms, cuBLAS
  *         with pedantic math and no atomics, the project's own kernels for
- *         the rest (kernels/cuda/nn_cuda.cu). Run-to-run bit-identical in strict
+ *         the rest (train/cuda/nn_cuda.cu). Run-to-run bit-identical in strict
  *         mode; close to, not bit-equal with, the CPU (other summation
  *         orders inside cuDNN/cuBLAS). Only when built with CUDA; otherwise
  *         SP_EUNSUPP "built without CUDA".
@@ -116,7 +116,7 @@ SP_API int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_b
  * the whole global batch, for any K dividing the batch size.
  *
  * HOW: the CPU reference sums per-sample gradients over the batch with the
- * fixed binary-counter tree of kernels/nn_math.h, which depends only on the
+ * fixed binary-counter tree of train/nn_math.h, which depends only on the
  * global count n. Its subtrees over aligned spans [p, p + 2^j) (2^j divides
  * p) are whole nodes of that tree, and pushing such a node's value into
  * the counter as a run of size 2^j continues the tree exactly as pushing

@@ -18,7 +18,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#include "loader/cache/cache_internal.h"
+#include "cache/cache_internal.h"
 
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }

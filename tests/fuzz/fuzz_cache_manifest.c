@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #include "fuzz_util.h"
-#include "loader/cache/cache_internal.h"
+#include "cache/cache_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > (1u << 20)) return 0;

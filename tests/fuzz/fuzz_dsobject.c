@@ -1,4 +1,4 @@
-/* fuzz_dsobject - the dataset index object decoder (loader/dataset_object.c),
+/* fuzz_dsobject - the dataset index object decoder (dataset/dataset_object.c),
  * what a remote dataset's open believes. The input's last 8 bytes are
  * replaced by the XXH3-64 of the rest (a hostile server can checksum what
  * it sends, so the parser behind the checksum is what is fuzzed), and the
@@ -15,7 +15,7 @@
 #include <xxhash.h>
 
 #include "common/le_internal.h"
-#include "loader/dataset_internal.h"
+#include "dataset/dataset_internal.h"
 #include "fuzz_util.h"
 
 static sp_dataset *blank(void) {

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/shm/ring_internal.h"
-#include "loader/service/region_internal.h"
+#include "pool/ring_internal.h"
+#include "service/region_internal.h"
 #include "seedpipe/state.h"
 
 static sp__ring_hdr tmpl;

@@ -1,4 +1,4 @@
-/* fuzz_tar - the WebDataset shard reader (loader/dataset_tar.c). The input
+/* fuzz_tar - the WebDataset shard reader (dataset/dataset_tar.c). The input
  * is written as s.tar into a private temporary directory and opened with
  * sp_dataset_open(); an opened dataset's invariants are checked (samples,
  * class counts adding up, paths named "s.tar/...") and its first samples

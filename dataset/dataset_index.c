@@ -1,0 +1,606 @@
+/* dataset_index.c - the persistent dataset index: content hashes kept in a
+ * sidecar file and trusted again while each file's stat is unchanged
+ * (include/seedpipe/dataset.h, "Persistent index").
+ *
+ * Opening an ImageFolder or a list file needs every sample's XXH3-128 for
+ * the fingerprint. sp__ds_finish_files(), called by dataset_folder.c and
+ * dataset_list.c with their collected entries, sorts and packs them and
+ * then has hash_files() fill the hashes. Reading every byte of the dataset
+ * at every open is what this file avoids: hash_files() stats every sample,
+ * takes the hash of each file whose (device, inode, size, mtime ns, ctime
+ * ns) equals the sidecar's record, hashes the others (pthreads, one 64 KiB
+ * buffer each) and rewrites the sidecar when anything differed. The fingerprint is the
+ * one a full hash gives; a file changed without a stat change is still
+ * refused when it is read (sp_dataset_read() re-hashes every sample).
+ *
+ * HOW IT WORKS
+ *  - Where: <root>/.seedpipe-index for an ImageFolder, .<name>.seedpipe-index
+ *    beside a list file (hidden: the folder walk skips it); when that folder
+ *    is not writable, $XDG_CACHE_HOME/seedpipe/index-<hex> (default
+ *    ~/.cache), <hex> = XXH3-128 of the kind and the absolute root. Reading
+ *    tries the same two places in that order.
+ *  - Format (little-endian): "SPDSIDX\0", u32 version 1, u32 kind, u64 n,
+ *    u32 len + the absolute root, then n records in canonical (byte-wise
+ *    path) order: u32 len + relative path, u32 flags (1 = racy), u64 dev,
+ *    ino, size, mtime ns, ctime ns, hash hi, hash lo; last an XXH3-64 of
+ *    all the bytes before it. A sidecar whose checksum, magic, version, kind
+ *    or root does not match is not trusted: it is rebuilt, and the reason
+ *    is kept for sp_dataset_index_info_get() (the tool prints it as a warning).
+ *  - Racy entries (git's "racily clean" problem): timestamps are coarse (a
+ *    jiffy, or a second on some filesystems), so a file rewritten with the
+ *    same size in the same tick as the stat taken here would look
+ *    unchanged. A record whose mtime or ctime is within SP_DS_RACY_NS of the
+ *    moment the stats were taken is written with the racy flag and hashed
+ *    again at the next open (then it is old enough to be trusted).
+ *  - Concurrency: the sidecar is written to a unique temporary name in the
+ *    same folder and renamed over the old one, so a reader sees a whole
+ *    file or the previous one; concurrent openers each write a complete
+ *    file and the last rename wins. A failed write only costs the next open
+ *    its hashing: opening never fails because of the sidecar.
+ *
+ * LIMITS: the stat check trusts the filesystem's timestamps; a tool that
+ * rewrites a file and restores both mtime and ctime (ctime cannot be set
+ * through the normal API) defeats it, and then the read-time re-hash
+ * refuses the sample, naming it. SEEDPIPE_INDEX=off in the environment (or
+ * sp_dataset_limits.index = SP_INDEX_OFF) hashes every file and touches no
+ * sidecar.
+ */
+#include "dataset/dataset_internal.h"
+#include "common/fileio_internal.h"
+#include "common/hash_internal.h"
+#include "common/le_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#define SIDECAR_MAGIC "SPDSIDX"   /* 7 characters + NUL = 8 bytes */
+#define SIDECAR_VERSION 1u
+#define SIDECAR_RACY 1u
+#define RECORD_FIXED (4 + 4 + 7 * 8)       /* len, flags, 7 u64 */
+#define SP_DS_MAX_HASH_THREADS 8   /* default: online CPUs, at most this */
+#define SP_DS_THREADS_CAP 64       /* sp_dataset_limits.hash_threads at most */
+
+typedef struct rec {
+    uint64_t dev, ino, size, mtime, ctime;
+} rec;
+
+static rec rec_of(const struct stat *st) {
+    rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+             sp__ds_ns(st->st_mtim), sp__ds_ns(st->st_ctim)};
+    return r;
+}
+
+/* ---- where the sidecar lives -------------------------------------------------- */
+
+/* The absolute root the sidecar belongs to: the folder of an ImageFolder,
+ * the list file itself (resolved). malloc'd, or NULL. */
+static char *abs_root(const sp_dataset *ds) {
+    if (ds->kind == SP_DATASET_IMAGEFOLDER) return sp__ds_strdup(ds->base);
+    return realpath(ds->root, NULL);
+}
+
+/* The two candidate paths: [0] beside the data, [1] in the user cache
+ * ("" when no cache folder is known). */
+static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096]) {
+    if (ds->kind == SP_DATASET_IMAGEFOLDER) {
+        snprintf(p[0], 4096, "%s/.seedpipe-index", root);
+    } else {
+        const char *slash = strrchr(root, '/');
+        snprintf(p[0], 4096, "%.*s/.%s.seedpipe-index", (int)(slash - root), root, slash + 1);
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[3072];
+    if (xdg && xdg[0] == '/')
+        snprintf(dir, sizeof dir, "%s/seedpipe", xdg);
+    else if (home && home[0] == '/')
+        snprintf(dir, sizeof dir, "%s/.cache/seedpipe", home);
+    else
+        dir[0] = '\0';
+    p[1][0] = '\0';
+    if (dir[0]) {
+        sp__hash st;
+        sp__hash_init(&st);
+        uint8_t k = (uint8_t)ds->kind;
+        sp__hash_bytes(&st, &k, 1);
+        sp__hash_bytes(&st, root, strlen(root));
+        sp_digest h = sp__hash_digest(&st);
+        snprintf(p[1], 4096, "%s/index-%016llx%016llx", dir, (unsigned long long)h.hi,
+                 (unsigned long long)h.lo);
+    }
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* printf into a bounded message (truncating is fine: it is a warning). */
+__attribute__((format(printf, 3, 4))) static void note(char *why, size_t wn, const char *fmt,
+                                                       ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, wn, fmt, ap);
+    va_end(ap);
+}
+
+typedef struct sidecar {
+    uint8_t *data;
+    uint64_t n;
+    size_t first;   /* offset of the first record */
+} sidecar;
+
+/* Load and check the sidecar at `path`. @return 1 (valid: *sc filled), 0
+ * (absent), -1 (present but not trusted: why in `why`). */
+static int sidecar_load(const char *path, const sp_dataset *ds, const char *root, sidecar *sc,
+                        char *why, size_t wn) {
+    /* The size a sidecar of this dataset has (its records and paths), with
+     * room for one written when the folder held as many files again: a
+     * larger file is refused before a byte of it is read. */
+    uint64_t pool = ds->n ? ds->path_off[ds->n - 1] + strlen(ds->pool + ds->path_off[ds->n - 1]) + 1
+                          : 0;
+    uint64_t expect = 8 + 4 + 4 + 8 + 4 + strlen(root) + ds->n * (4 + 4 + 7 * 8) + pool + 8;
+    struct stat st;
+    sp_error e;
+    int fd = sp__open_regular(AT_FDCWD, path, path, 1, 2 * expect + (1u << 20), &st, &e);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR || errno == EINVAL)
+            return 0;   /* absent, or something else holds the name: written elsewhere */
+        note(why, wn, "%s", e.msg);
+        return -1;
+    }
+    int rc = -1;
+    uint8_t *data = NULL;
+    size_t len = (size_t)st.st_size, got = 0;
+    size_t head = 8 + 4 + 4 + 8 + 4;
+    if (st.st_size < (off_t)(head + 8)) {
+        note(why, wn, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
+        goto out;
+    }
+    sp__buf buf = {NULL, 0};
+    int rd = sp__read_fd(fd, path, len, len, &buf, &got, &e);
+    data = buf.p;
+    if (rd == SP_OK && got != len) rd = sp_error_set(&e, SP_EIO, "%s: short read", path);
+    if (rd == SP_ELIMIT) rd = sp_error_set(&e, SP_EIO, "%s: grew while read", path);
+    if (rd != SP_OK) {
+        note(why, wn, "%s", e.msg);
+        goto out;
+    }
+    if (XXH3_64bits(data, len - 8) != sp__le_get64(data + len - 8)) {
+        note(why, wn, "%s: checksum mismatch (damaged)", path);
+        goto out;
+    }
+    if (memcmp(data, SIDECAR_MAGIC, 8) != 0) {
+        note(why, wn, "%s: not a seedpipe dataset index", path);
+        goto out;
+    }
+    if (sp__le_get32(data + 8) != SIDECAR_VERSION) {
+        note(why, wn, "%s: index format version %u, this library writes %u", path,
+                 sp__le_get32(data + 8), SIDECAR_VERSION);
+        goto out;
+    }
+    uint32_t rl = sp__le_get32(data + 24);
+    if (sp__le_get32(data + 12) != (uint32_t)ds->kind || head + rl + 8 > len ||
+        rl != strlen(root) || memcmp(data + head, root, rl) != 0) {
+        note(why, wn, "%s: belongs to another dataset (%.*s)", path,
+                 (int)(rl < 512 && head + rl + 8 <= len ? rl : 0), (const char *)data + head);
+        goto out;
+    }
+    /* Every record must lie inside the file, ending at the checksum. */
+    uint64_t n = sp__le_get64(data + 16);
+    size_t off = head + rl;
+    for (uint64_t i = 0; i < n; i++) {
+        if (off + 4 > len - 8 || sp__le_get32(data + off) > 4096 ||
+            off + 4 + sp__le_get32(data + off) + RECORD_FIXED - 4 > len - 8) {
+            note(why, wn, "%s: record %llu out of bounds (damaged)", path,
+                     (unsigned long long)i);
+            goto out;
+        }
+        off += 4 + sp__le_get32(data + off) + RECORD_FIXED - 4;
+    }
+    if (off != len - 8) {
+        note(why, wn, "%s: %zu bytes after the last record (damaged)", path, len - 8 - off);
+        goto out;
+    }
+    sc->data = data;
+    sc->n = n;
+    sc->first = head + rl;
+    data = NULL;
+    rc = 1;
+out:
+    free(data);
+    close(fd);
+    return rc;
+}
+
+/* ---- hashing in threads --------------------------------------------------------- */
+
+typedef struct hash_job {
+    sp_dataset *ds;
+    const uint64_t *todo;      /* sample indices to hash, ascending */
+    uint64_t ntodo;
+    rec *recs;                 /* filled with the fstat of the file hashed */
+    uint64_t next;             /* guarded by lock */
+    pthread_mutex_t lock;
+    uint64_t err_at;           /* smallest todo position that failed (ntodo: none) */
+    int err_rc;
+    sp_error err;
+} hash_job;
+
+static int hash_one(hash_job *j, uint64_t i, sp_error *err) {
+    sp_dataset *ds = j->ds;
+    char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+    if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    int rc;
+    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
+    struct stat st;
+    if (fd < 0) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+    } else if (fstat(fd, &st) != 0) {
+        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
+    } else if ((uint64_t)st.st_size > ds->max_file_bytes) {
+        rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu", full,
+                          (unsigned long long)st.st_size, (unsigned long long)ds->max_file_bytes);
+    } else {
+        j->recs[i] = rec_of(&st);
+        rc = sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i], &ds->hashes[i], err);
+    }
+    if (fd >= 0) close(fd);
+    free(full);
+    return rc;
+}
+
+static void *hash_worker(void *arg) {
+    hash_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        uint64_t k = j->next++;
+        int stop = k >= j->ntodo || k > j->err_at;
+        pthread_mutex_unlock(&j->lock);
+        if (stop) return NULL;
+        sp_error e;
+        int rc = hash_one(j, j->todo[k], &e);
+        if (rc) {
+            pthread_mutex_lock(&j->lock);
+            if (k < j->err_at) {   /* report the first failing file in canonical order */
+                j->err_at = k;
+                j->err_rc = rc;
+                j->err = e;
+            }
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+}
+
+static int hash_threads(const sp_dataset *ds, uint64_t ntodo) {
+    int t = ds->hash_threads;
+    if (t <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        t = cpus > SP_DS_MAX_HASH_THREADS ? SP_DS_MAX_HASH_THREADS : cpus < 1 ? 1 : (int)cpus;
+    }
+    if (t > SP_DS_THREADS_CAP) t = SP_DS_THREADS_CAP;
+    if ((uint64_t)t > ntodo) t = ntodo ? (int)ntodo : 1;
+    return t;
+}
+
+/* Hash the files todo[0..ntodo) into ds->sizes/hashes and recs (threads).
+ * On failure *failed is the first failing sample in canonical order. */
+static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *recs,
+                    uint64_t *failed, sp_error *err) {
+    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}};
+    int nt = hash_threads(ds, ntodo);
+    pthread_t tid[SP_DS_THREADS_CAP];
+    int started = 0;
+    for (; started < nt - 1; started++)   /* fewer threads if the system refuses more */
+        if (pthread_create(&tid[started], NULL, hash_worker, &j) != 0) break;
+    hash_worker(&j);   /* the caller is a worker too */
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&j.lock);
+    if (j.err_at < ntodo) {
+        if (err) *err = j.err;
+        *failed = todo[j.err_at];
+        return j.err_rc;
+    }
+    return SP_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static int mkdir_p(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* ---- hashing a dataset's files ------------------------------------------------------ */
+
+static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc, sp_error *err) {
+    if (!err || e->v[i].line <= 0) return;
+    char msg[SP_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    if (ds->kind == SP_DATASET_SAMPLES)
+        sp_error_set(err, rc, "%s (sample list entry %d)", msg, e->v[i].line - 1);
+    else
+        sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
+}
+
+/* 1. stat every sample (in canonical order: the first bad file is named).
+ * Sorted paths come folder by folder: each folder is looked up once and
+ * its files stat'ed relative to it (fstatat), not walked from the root. */
+static int stat_all(sp_dataset *ds, const sp__ds_entries *e, rec *recs, sp_error *err) {
+    int rc = SP_OK;
+    int dfd = -1;
+    size_t dlen = 0;
+    const char *dpath = NULL;
+    for (uint64_t i = 0; i < ds->n; i++) {
+        const char *rel = ds->pool + ds->path_off[i];
+        const char *slash = strrchr(rel, '/');
+        size_t len = slash ? (size_t)(slash - rel) : 0;
+        if (rel[0] != '/' && (!dpath || len != dlen || memcmp(rel, dpath, len) != 0)) {
+            if (dfd >= 0) close(dfd);
+            char *dir = len ? strndup(rel, len) : NULL;
+            char *full = dir ? sp__ds_join(ds->base, dir) : sp__ds_strdup(ds->base);
+            dfd = full ? open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+            free(dir);
+            free(full);
+            dpath = rel;
+            dlen = len;
+        }
+        char *full = sp__ds_join(ds->base, rel);
+        if (!full) {
+            if (dfd >= 0) close(dfd);
+            return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+        }
+        struct stat st;
+        int r = rel[0] != '/' && dfd >= 0 ? fstatat(dfd, slash ? slash + 1 : rel, &st, 0)
+                                          : stat(full, &st);
+        if (r != 0)
+            rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
+        else if (!S_ISREG(st.st_mode))
+            rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
+        else if ((uint64_t)st.st_size > ds->max_file_bytes)
+            rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu", full,
+                              (unsigned long long)st.st_size,
+                              (unsigned long long)ds->max_file_bytes);
+        free(full);
+        if (rc) {
+            if (dfd >= 0) close(dfd);
+            annotate(ds, e, i, rc, err);
+            return rc;
+        }
+        recs[i] = rec_of(&st);
+    }
+    if (dfd >= 0) close(dfd);
+    return SP_OK;
+}
+
+/* 2. the sidecar, if one is there and sound: loaded into *sc; returns which
+ * of paths[] (filled here) held it, or -1. */
+static int find_sidecar(sp_dataset *ds, const char *root, char paths[2][4096], sidecar *sc) {
+    sp_dataset_index_info *info = &ds->index;
+    int found = -1;
+    sidecar_paths(ds, root, paths);
+    snprintf(info->path, sizeof info->path, "%.4095s", paths[0]);   /* < 4096 bytes */
+    for (int k = 0; k < 2 && found < 0; k++) {
+        if (!paths[k][0]) continue;
+        if (ds->index_mode == SP_INDEX_REBUILD) break;
+        char why[sizeof info->warning];
+        int r = sidecar_load(paths[k], ds, root, sc, why, sizeof why);
+        if (r == 1) found = k;
+        if (r < 0 && !info->warning[0])
+            note(info->warning, sizeof info->warning, "%s; rebuilt", why);
+    }
+    if (found >= 0) snprintf(info->path, sizeof info->path, "%.4095s", paths[found]);
+    return found;
+}
+
+/* 3. merge: trust a record whose path and stat match and that is not racy
+ * (its size and hash go to ds); the others are listed in todo. Returns
+ * how many are in todo; *reused counts the trusted ones. */
+static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *recs,
+                      uint64_t *todo, uint64_t *reused) {
+    uint64_t ntodo = 0;
+    size_t off = sc->first;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < ds->n; i++) {
+        const char *path = ds->pool + ds->path_off[i];
+        int hit = 0;
+        while (found >= 0 && k < sc->n) {
+            uint32_t pl = sp__le_get32(sc->data + off);
+            const char *sp = (const char *)sc->data + off + 4;
+            size_t pathlen = strlen(path);
+            int c = memcmp(sp, path, pl < pathlen ? pl : pathlen);
+            if (c == 0) c = (pl > pathlen) - (pl < pathlen);
+            if (c > 0) break;                       /* path not in the sidecar */
+            const uint8_t *r = sc->data + off + 4 + pl;
+            off += 4 + pl + RECORD_FIXED - 4;
+            k++;
+            if (c < 0) continue;                    /* a record of a file now gone */
+            rec old = {sp__le_get64(r + 4), sp__le_get64(r + 12), sp__le_get64(r + 20), sp__le_get64(r + 28), sp__le_get64(r + 36)};
+            if (!(sp__le_get32(r) & SIDECAR_RACY) && !memcmp(&old, &recs[i], sizeof old)) {
+                ds->sizes[i] = old.size;
+                ds->hashes[i].hi = sp__le_get64(r + 44);
+                ds->hashes[i].lo = sp__le_get64(r + 52);
+                hit = 1;
+            }
+            break;
+        }
+        if (hit) (*reused)++;
+        else todo[ntodo++] = i;
+    }
+    return ntodo;
+}
+
+/* 5. write the sidecar (beside the data, else in the user cache); best
+ * effort: on failure the next open hashes again. flags: n spare words. */
+static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uint32_t *flags,
+                          uint64_t racy_from, char paths[2][4096]) {
+    sp_dataset_index_info *info = &ds->index;
+    uint64_t n = ds->n;
+    sp__ds_buf b = {0};
+    for (uint64_t i = 0; i < n; i++)
+        flags[i] = recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0;
+    sp__ds_buf_put(&b, SIDECAR_MAGIC, 8);
+    sp__ds_buf_u32(&b, SIDECAR_VERSION);
+    sp__ds_buf_u32(&b, (uint32_t)ds->kind);
+    sp__ds_buf_u64(&b, n);
+    sp__ds_buf_u32(&b, (uint32_t)strlen(root));
+    sp__ds_buf_put(&b, root, strlen(root));
+    for (uint64_t i = 0; i < n; i++) {
+        const char *path = ds->pool + ds->path_off[i];
+        sp__ds_buf_u32(&b, (uint32_t)strlen(path));
+        sp__ds_buf_put(&b, path, strlen(path));
+        sp__ds_buf_u32(&b, flags[i]);
+        sp__ds_buf_u64(&b, recs[i].dev);
+        sp__ds_buf_u64(&b, recs[i].ino);
+        sp__ds_buf_u64(&b, ds->sizes[i]);
+        sp__ds_buf_u64(&b, recs[i].mtime);
+        sp__ds_buf_u64(&b, recs[i].ctime);
+        sp__ds_buf_u64(&b, ds->hashes[i].hi);
+        sp__ds_buf_u64(&b, ds->hashes[i].lo);
+    }
+    if (!b.oom) sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
+    for (int w = 0; !b.oom && w < 2; w++) {   /* beside the data when possible, even if read elsewhere */
+        if (!paths[w][0]) continue;
+        if (w == 1) {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s", paths[1]);
+            *strrchr(dir, '/') = '\0';
+            if (mkdir_p(dir) != 0) continue;
+        }
+        if (sp_write_file_atomic(paths[w], b.p, b.len, 0, NULL) == SP_OK) {
+            info->written = 1;
+            memcpy(info->path, paths[w], sizeof paths[w]);   /* same size, NUL-terminated */
+            break;
+        }
+    }
+    free(b.p);
+}
+
+/* Fill ds->sizes/hashes of the n packed samples: from the persistent
+ * index where a file's stat is unchanged, else by hashing it (threads),
+ * then rewrite the index if anything differed. Errors name the file (and
+ * its list line, from e). */
+static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
+    sp_dataset_index_info *info = &ds->index;
+    uint64_t n = ds->n;
+    const char *env = getenv("SEEDPIPE_INDEX");
+    int use = ds->index_mode != SP_INDEX_OFF && !(env && strcmp(env, "off") == 0);
+    rec *recs = calloc(n ? n : 1, sizeof *recs);
+    uint32_t *flags = calloc(n ? n : 1, sizeof *flags);
+    uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
+    char *root = use ? abs_root(ds) : NULL;
+    sidecar sc = {0};
+    int rc = SP_OK;
+    if (!recs || !flags || !todo || (use && !root)) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
+                          (unsigned long long)n);
+        goto done;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t racy_from = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
+    if (use && (rc = stat_all(ds, e, recs, err)) != SP_OK) goto done;
+    char paths[2][4096] = {"", ""};
+    int found = use ? find_sidecar(ds, root, paths, &sc) : -1;
+    uint64_t reused = 0;
+    uint64_t ntodo = merge(ds, &sc, found, recs, todo, &reused);
+    int dirty = found < 0 || ntodo > 0 || sc.n != n;
+
+    /* 4. hash what could not be trusted. */
+    uint64_t failed = 0;
+    rc = hash_all(ds, todo, ntodo, recs, &failed, err);
+    if (rc) {
+        annotate(ds, e, failed, rc, err);
+        goto done;
+    }
+    info->reused = reused;
+    info->hashed = ntodo;
+    info->used = use;
+    if (use && dirty) write_sidecar(ds, root, recs, flags, racy_from, paths);
+done:
+    free(sc.data);
+    free(root);
+    free(todo);
+    free(flags);
+    free(recs);
+    return rc;
+}
+
+/* ---- the entry point: packing an encoded-file dataset ------------------------------ */
+
+/* Pack the entries, in their order, into ds's sample arrays. */
+static int pack(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
+    size_t n = e->n, pool_len = 0;
+    for (size_t i = 0; i < n; i++) pool_len += strlen(e->v[i].rel) + 1;
+    int rc = sp__ds_alloc_samples(ds, n, pool_len, err);
+    if (rc != SP_OK) return rc;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(e->v[i].rel) + 1;
+        memcpy(ds->pool + off, e->v[i].rel, len);
+        ds->path_off[i] = off;
+        off += len;
+        ds->labels[i] = e->v[i].label;
+        ds->class_counts[e->v[i].label]++;
+    }
+    return SP_OK;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const sp__ds_entry *x = a, *y = b;
+    int c = strcmp(x->rel, y->rel);
+    if (c) return c;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+int sp__ds_finish_files(sp_dataset *ds, sp__ds_entries *e, const char *what,
+                        sp_error *err) {
+    int rc = SP_OK;
+    if (e->n == 0) {
+        rc = sp_error_set(err, SP_EFORMAT, "%s: %s", ds->root, what);
+        goto done;
+    }
+    qsort(e->v, e->n, sizeof *e->v, cmp_entry);
+    for (size_t i = 1; i < e->n; i++) {
+        if (strcmp(e->v[i - 1].rel, e->v[i].rel) == 0) {
+            rc = sp_error_set(err, SP_EFORMAT, "%s:%d: duplicate path \"%s\" (first on line %d)",
+                              ds->root, e->v[i].line, e->v[i].rel, e->v[i - 1].line);
+            goto done;
+        }
+    }
+    rc = pack(ds, e, err);
+    /* Every file's content hash: from the persistent index, or read. */
+    if (rc == SP_OK) rc = hash_files(ds, e, err);
+done:
+    for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
+    e->n = 0;
+    return rc;
+}
+
+int sp__ds_finish_listed(sp_dataset *ds, sp__ds_entries *e, sp_error *err) {
+    ds->index_mode = SP_INDEX_OFF;   /* a sidecar keeps sorted records of a root */
+    int rc = pack(ds, e, err);
+    if (rc == SP_OK) rc = hash_files(ds, e, err);
+    for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
+    e->n = 0;
+    return rc;
+}
+
+void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out) {
+    *out = ds->index;
+}

@@ -1,0 +1,560 @@
+/* dataset_mix.c - weighted mixtures of datasets (NAME.mix) and the public
+ * sp_dataset_open(), which tells a mixture from every other kind.
+ *
+ * A mixture file has one `WEIGHT<TAB>DATASET` line per source (any kind but
+ * a mixture; DATASET relative to the file's folder unless absolute or a
+ * URL: remote shards, docs/remote.md), an
+ * optional `length<TAB>N` line (the epoch length; default the sum of the
+ * sources' sizes), '#' comments and blank lines. Its samples are the
+ * sources' samples concatenated in line order, its labels the sources'
+ * labels offset per source (include/seedpipe/dataset.h), and it keeps them
+ * behind the source table of dataset_internal.h (ds->ops): dataset.c's
+ * accessors call back into the functions here without naming them, so this
+ * file stays above dataset.c, whose sp__ds_open_plain() opens each source.
+ *
+ * THE SCHEDULE (docs/determinism.md section 10 is the normative spec;
+ * tests/philox_ref.py recomputes it). The weights, written as decimals, are
+ * scaled to integers and reduced: source s has weight W_s / W, W = sum W_s.
+ * Slot q of every epoch belongs to source a(q), where a is the sequence the
+ * quota method of Balinski and Young builds one slot at a time: with C_s(q)
+ * the number of slots before q that belong to s, slot q goes, among the
+ * sources with C_s(q) * W < W_s * (q + 1) (those still below their upper
+ * quota), to the one with the largest W_s / (C_s(q) + 1), the smallest s on
+ * a tie. The quota method is house monotone and stays within quota: every
+ * prefix of n slots holds floor(n W_s / W) or ceil(n W_s / W) slots of s,
+ * within one sample of weight x length. The sequence is restarted every W
+ * slots (a(q) = a(q mod W), so each period holds exactly W_s slots of s),
+ * and the open computes one period, P = min(W, L) slots, into a table of
+ * source numbers with the counts at every 64th slot: a(q) and C_s(q) are
+ * then O(1) at any q (a table read and at most 63 bytes counted).
+ *
+ * Slot q of epoch e is the k-th draw of its source s in that epoch,
+ * k = C_s(q); over the epochs the source's draws continue, draw
+ * K = e * c_s + k (c_s = C_s(L), its draws per epoch), which is position
+ * K mod n_s of the source's own keyed permutation (sampler.h's Feistel
+ * order over its n_s samples) for its pass K div n_s (mod 2^32), keyed by
+ * K_src(s) = philox((s,0,0,0), K_6)[0..1], K_6 the stream key of tag 6
+ * (SP_STREAM_MIX). So a source is drawn without repeats until all its
+ * samples were drawn once, whatever the weights, and every draw is a pure
+ * function of (seed, epoch, q). The loader then permutes the L slots of an
+ * epoch with the ordinary epoch order (loader.c).
+ *
+ * LIMITATIONS: at most 256 sources; weights with at most 18 significant
+ * digits and 18 decimals whose reduced sum stays below 2^62; the period P
+ * at most 2^26 slots (64 MiB of table: weights with many digits and a
+ * length above 2^26 are refused, naming both); L at most 2^32.
+ */
+#include "dataset/dataset_internal.h"
+#include "common/fileio_internal.h"
+#include "common/hash_internal.h"
+#include "dataset/remote_internal.h"
+#include "seedpipe/sampler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MIX_MAX_SOURCES 256u
+#define MIX_MAX_BYTES (UINT64_C(1) << 20)
+#define MIX_MAX_PERIOD (UINT64_C(1) << 26)
+#define MIX_MAX_LENGTH (UINT64_C(1) << 32)
+#define MIX_MAX_DIGITS 18
+#define MIX_BLOCK 64u
+
+typedef unsigned __int128 u128;
+
+typedef struct mix_source {
+    sp_dataset *ds;
+    uint64_t weight;       /* W_s, reduced */
+    uint64_t off;          /* first mixture index */
+    int coff;              /* first mixture label */
+    uint64_t per_period;   /* C_s(P) */
+    uint64_t per_epoch;    /* c_s = C_s(L) */
+} mix_source;
+
+struct sp__ds_mix {
+    uint32_t n;            /* sources */
+    mix_source *src;
+    uint64_t wsum;         /* W */
+    uint64_t length;       /* L */
+    uint64_t period;       /* P = min(W, L) */
+    uint8_t *table;        /* P source numbers */
+    uint32_t *ckpt;        /* per block of 64 slots, n counts before it */
+};
+
+/* ---- the source table (what dataset.c calls through ds->ops) -------------------- */
+
+/* The source of mixture sample i (< ds->n) and its index there. */
+static uint32_t locate(const struct sp__ds_mix *m, uint64_t i, uint64_t *local) {
+    uint32_t lo = 0, hi = m->n - 1;
+    while (lo < hi) {   /* the last source with off <= i */
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (m->src[mid].off <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    *local = i - m->src[lo].off;
+    return lo;
+}
+
+static int mix_label(const sp_dataset *ds, uint64_t i) {
+    uint64_t j;
+    uint32_t s = locate(ds->mix, i, &j);
+    return ds->mix->src[s].coff + sp_dataset_label(ds->mix->src[s].ds, j);
+}
+
+static const char *mix_path(const sp_dataset *ds, uint64_t i) {
+    uint64_t j;
+    uint32_t s = locate(ds->mix, i, &j);
+    return sp_dataset_path(ds->mix->src[s].ds, j);
+}
+
+static sp_digest mix_hash(const sp_dataset *ds, uint64_t i) {
+    uint64_t j;
+    uint32_t s = locate(ds->mix, i, &j);
+    return sp_dataset_content_hash(ds->mix->src[s].ds, j);
+}
+
+static int mix_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    uint64_t j;
+    uint32_t s = locate(ds->mix, i, &j);
+    return sp_dataset_read(ds->mix->src[s].ds, j, out, err);
+}
+
+static void mix_destroy(sp_dataset *ds) {
+    struct sp__ds_mix *m = ds->mix;
+    if (!m) return;
+    for (uint32_t s = 0; s < m->n; s++) sp_dataset_destroy(m->src[s].ds);
+    free(m->src);
+    free(m->table);
+    free(m->ckpt);
+    free(m);
+    ds->mix = NULL;
+}
+
+/* 1 if any source is remote: the loader and the pool then read ahead. */
+static int mix_is_remote(const sp_dataset *ds) {
+    for (uint32_t s = 0; s < ds->mix->n; s++)
+        if (sp__ds_is_remote(ds->mix->src[s].ds)) return 1;
+    return 0;
+}
+
+/* Read ahead: each remote source gets its own samples among idx[0..n), as
+ * its indices (a read of one of them then takes the bytes). Best effort:
+ * nothing on out of memory. */
+static void mix_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
+    const struct sp__ds_mix *m = ds->mix;
+    uint64_t *local = malloc((n ? n : 1) * sizeof *local);
+    if (!local) return;
+    for (uint32_t s = 0; s < m->n; s++) {
+        if (!sp__ds_is_remote(m->src[s].ds)) continue;
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint64_t l;
+            if (idx[j] < ds->n && locate(m, idx[j], &l) == s) local[k++] = l;
+        }
+        if (k) sp__ds_prefetch(m->src[s].ds, local, k);
+    }
+    free(local);
+}
+
+static const sp__ds_ops mix_ops = {mix_label,   mix_path,     mix_hash,     mix_read,
+                                   mix_destroy, mix_prefetch, mix_is_remote};
+
+/* ---- parsing ---------------------------------------------------------------------- */
+
+/* A weight as written: digits with at most one '.', positive, at most
+ * MIX_MAX_DIGITS significant digits and decimals: *mant / 10^*dec. */
+static int parse_weight(const char *w, uint64_t *mant, int *dec) {
+    uint64_t m = 0;
+    int digits = 0, d = 0, dot = 0, sig = 0;
+    for (const char *p = w; *p; p++) {
+        if (*p == '.') {
+            if (dot) return -1;
+            dot = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9') return -1;
+        digits++;
+        if (dot) d++;
+        if (m == 0 && *p == '0') continue;   /* leading zeros */
+        if (++sig > MIX_MAX_DIGITS) return -1;
+        m = m * 10 + (uint64_t)(*p - '0');
+    }
+    if (!digits || m == 0) return -1;
+    while (d > 0 && m % 10 == 0) {   /* 0.500 is 0.5 */
+        m /= 10;
+        d--;
+    }
+    if (d > MIX_MAX_DIGITS) return -1;
+    *mant = m;
+    *dec = d;
+    return 0;
+}
+
+/* One parsed source line before its dataset is opened. */
+typedef struct mix_line {
+    char *path;      /* joined with the .mix file's folder; owned */
+    uint64_t mant;
+    int dec, line;
+} mix_line;
+
+typedef struct mix_parse {
+    mix_line v[MIX_MAX_SOURCES];
+    uint32_t n;
+    uint64_t length;   /* 0: default */
+    int length_line;
+} mix_parse;
+
+static int parse_line(sp_dataset *ds, char *s, int line, mix_parse *p, sp_error *err) {
+    const char *f = ds->root;
+    char *tab = strchr(s, '\t');
+    if (!tab)
+        return sp_error_set(err, SP_EFORMAT, "%s:%d: expected WEIGHT<TAB>DATASET or "
+                            "length<TAB>N", f, line);
+    *tab = '\0';
+    char *rest = tab + 1;
+    size_t rl = strlen(rest);
+    while (rl > 0 && (rest[rl - 1] == ' ' || rest[rl - 1] == '\t')) rest[--rl] = '\0';
+    if (strcmp(s, "length") == 0) {
+        if (p->length_line)
+            return sp_error_set(err, SP_EFORMAT, "%s:%d: length given twice (first on line "
+                                "%d)", f, line, p->length_line);
+        uint64_t v = 0;
+        int ok = rl > 0 && rest[0] != '0';
+        for (size_t k = 0; ok && k < rl; k++) {
+            ok = rest[k] >= '0' && rest[k] <= '9' && v <= MIX_MAX_LENGTH;
+            v = v * 10 + (uint64_t)(rest[k] - '0');
+        }
+        if (!ok || v == 0 || v > MIX_MAX_LENGTH)
+            return sp_error_set(err, SP_EFORMAT, "%s:%d: length \"%s\": expected an integer "
+                                "in 1..2^32", f, line, rest);
+        p->length = v;
+        p->length_line = line;
+        return SP_OK;
+    }
+    if (p->n == MIX_MAX_SOURCES)
+        return sp_error_set(err, SP_ELIMIT, "%s:%d: more than %u sources", f, line,
+                            MIX_MAX_SOURCES);
+    mix_line *l = &p->v[p->n];
+    if (parse_weight(s, &l->mant, &l->dec) != 0)
+        return sp_error_set(err, SP_EFORMAT, "%s:%d: weight \"%s\": expected a positive "
+                            "decimal (digits, at most one '.', at most %d significant digits "
+                            "and decimals)", f, line, s, MIX_MAX_DIGITS);
+    if (rl == 0) return sp_error_set(err, SP_EFORMAT, "%s:%d: empty dataset path", f, line);
+    if (rl >= 4 && strcmp(rest + rl - 4, ".mix") == 0)
+        return sp_error_set(err, SP_EFORMAT, "%s:%d: %s: a mixture cannot be a source of a "
+                            "mixture (list its sources here)", f, line, rest);
+    l->path = sp__rio_is_url(rest) ? sp__ds_strdup(rest) : sp__ds_join(ds->base, rest);
+    if (!l->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", f);
+    l->line = line;
+    p->n++;
+    return SP_OK;
+}
+
+static int parse_file(sp_dataset *ds, mix_parse *p, sp_error *err) {
+    sp__buf buf = {NULL, 0};
+    size_t len = 0;
+    int rc = sp__read_regular(AT_FDCWD, ds->root, ds->root, 0, MIX_MAX_BYTES, &buf, &len, err);
+    if (rc == SP_OK && !buf.p && sp__buf_reserve(&buf, 1) != 0)
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    if (rc != SP_OK) {
+        sp__buf_free(&buf);
+        return rc;
+    }
+    char *text = (char *)buf.p;
+    text[len] = '\0';
+    int line = 0;
+    size_t pos = 0;
+    while (rc == SP_OK && pos < len) {
+        line++;
+        char *s = text + pos;
+        char *nl = memchr(s, '\n', len - pos);
+        size_t l = nl ? (size_t)(nl - s) : len - pos;
+        pos += l + (nl ? 1 : 0);
+        if (memchr(s, '\0', l)) {
+            rc = sp_error_set(err, SP_EFORMAT, "%s:%d: NUL byte (not a text file)", ds->root,
+                              line);
+            break;
+        }
+        if (l > 0 && s[l - 1] == '\r') l--;
+        s[l] = '\0';
+        size_t k = strspn(s, " \t");
+        if (s[k] == '\0' || s[k] == '#') continue;
+        rc = parse_line(ds, s + k, line, p, err);
+    }
+    sp__buf_free(&buf);
+    if (rc == SP_OK && p->n == 0)
+        rc = sp_error_set(err, SP_EFORMAT, "%s: no source (expected WEIGHT<TAB>DATASET lines)",
+                          ds->root);
+    return rc;
+}
+
+/* ---- building --------------------------------------------------------------------- */
+
+/* The weights scaled to integers over a common power of ten, reduced. */
+static int set_weights(sp_dataset *ds, const mix_parse *p, sp_error *err) {
+    struct sp__ds_mix *m = ds->mix;
+    int dmax = 0;
+    for (uint32_t s = 0; s < p->n; s++) dmax = p->v[s].dec > dmax ? p->v[s].dec : dmax;
+    u128 w[MIX_MAX_SOURCES], sum = 0, g = 0;
+    for (uint32_t s = 0; s < p->n; s++) {
+        w[s] = p->v[s].mant;
+        for (int k = p->v[s].dec; k < dmax; k++) w[s] *= 10;   /* < 10^36 */
+        sum += w[s];                                           /* < 2^128 */
+    }
+    for (uint32_t s = 0; s < p->n; s++) {   /* gcd over 128 bits */
+        u128 a = w[s], b = g;
+        while (b) {
+            u128 t = a % b;
+            a = b;
+            b = t;
+        }
+        g = a;
+    }
+    if (sum / g >= (UINT64_C(1) << 62))
+        return sp_error_set(err, SP_ELIMIT, "%s: the weights are too finely divided (their "
+                            "sum in units of their common divisor exceeds 2^62); write them "
+                            "with fewer digits", ds->root);
+    m->wsum = (uint64_t)(sum / g);
+    for (uint32_t s = 0; s < p->n; s++) m->src[s].weight = (uint64_t)(w[s] / g);
+    return SP_OK;
+}
+
+/* The quota method over one period into m->table / m->ckpt (see the top). */
+static int build_table(sp_dataset *ds, sp_error *err) {
+    struct sp__ds_mix *m = ds->mix;
+    uint64_t P = m->period, nb = P / MIX_BLOCK + 1;
+    uint32_t S = m->n;
+    m->table = malloc(P);
+    m->ckpt = calloc(nb * S, sizeof *m->ckpt);
+    uint64_t *c = calloc(S, sizeof *c);
+    if (!m->table || !m->ckpt || !c) {
+        free(c);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory for the schedule (%llu slots)",
+                            ds->root, (unsigned long long)P);
+    }
+    for (uint64_t q = 0; q < P; q++) {
+        if (q % MIX_BLOCK == 0)
+            for (uint32_t s = 0; s < S; s++) m->ckpt[q / MIX_BLOCK * S + s] = (uint32_t)c[s];
+        uint32_t best = UINT32_MAX;
+        for (uint32_t s = 0; s < S; s++) {
+            uint64_t ws = m->src[s].weight;
+            if ((u128)c[s] * m->wsum >= (u128)ws * (q + 1)) continue;   /* at its upper quota */
+            if (best == UINT32_MAX ||
+                (u128)ws * (c[best] + 1) > (u128)m->src[best].weight * (c[s] + 1))
+                best = s;
+        }
+        m->table[q] = (uint8_t)best;   /* some source is below quota: sum c = q < q + 1 */
+        c[best]++;
+    }
+    if (P % MIX_BLOCK == 0)
+        for (uint32_t s = 0; s < S; s++) m->ckpt[P / MIX_BLOCK * S + s] = (uint32_t)c[s];
+    for (uint32_t s = 0; s < S; s++) m->src[s].per_period = c[s];
+    free(c);
+    return SP_OK;
+}
+
+/* C_s(q): the slots of source s before slot q (any q >= 0). */
+static uint64_t count_before(const struct sp__ds_mix *m, uint32_t s, uint64_t q) {
+    uint64_t t = q / m->period, r = q % m->period, blk = r / MIX_BLOCK;
+    uint64_t c = t * m->src[s].per_period + m->ckpt[blk * m->n + s];
+    for (uint64_t j = blk * MIX_BLOCK; j < r; j++) c += m->table[j] == s;
+    return c;
+}
+
+/* Sizes, offsets, classes (names "s:name") and the epoch length. */
+static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
+    struct sp__ds_mix *m = ds->mix;
+    uint64_t n = 0, classes = 0;
+    for (uint32_t s = 0; s < m->n; s++) {
+        m->src[s].off = n;
+        m->src[s].coff = (int)classes;
+        if (sp_dataset_size(m->src[s].ds) == 0)
+            return sp_error_set(err, SP_EFORMAT, "%s:%d: %s has no samples", ds->root,
+                                p->v[s].line, sp_dataset_root(m->src[s].ds));
+        n += sp_dataset_size(m->src[s].ds);
+        classes += (uint64_t)sp_dataset_num_classes(m->src[s].ds);
+        if (classes > SP_DS_MAX_CLASSES * 16u)
+            return sp_error_set(err, SP_ELIMIT, "%s:%d: the sources have more than %u classes",
+                                ds->root, p->v[s].line, SP_DS_MAX_CLASSES * 16u);
+    }
+    if (n > ds->max_samples)
+        return sp_error_set(err, SP_ELIMIT, "%s: %llu samples in all, limit %llu", ds->root,
+                            (unsigned long long)n, (unsigned long long)ds->max_samples);
+    ds->n = n;
+    m->length = p->length ? p->length : n;
+    if (m->length > MIX_MAX_LENGTH)
+        return sp_error_set(err, SP_ELIMIT, "%s: epoch length %llu exceeds 2^32 (set a "
+                            "length line)", ds->root, (unsigned long long)m->length);
+    m->period = m->wsum < m->length ? m->wsum : m->length;
+    if (m->period > MIX_MAX_PERIOD)
+        return sp_error_set(err, SP_ELIMIT, "%s: the schedule repeats every %llu slots (the "
+                            "weights' common denominator) and the epoch has %llu: one of them "
+                            "must be at most 2^26; write the weights with fewer digits or set "
+                            "a shorter length", ds->root, (unsigned long long)m->wsum,
+                            (unsigned long long)m->length);
+    ds->num_classes = (int)classes;
+    ds->class_names = calloc(classes ? classes : 1, sizeof *ds->class_names);
+    ds->class_counts = calloc(classes ? classes : 1, sizeof *ds->class_counts);
+    if (!ds->class_names || !ds->class_counts)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    for (uint32_t s = 0; s < m->n; s++) {
+        const sp_dataset *src = m->src[s].ds;
+        for (int c = 0; c < sp_dataset_num_classes(src); c++) {
+            const char *name = sp_dataset_class_name(src, c);
+            size_t len = strlen(name) + 16;
+            char *full = malloc(len);
+            if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            snprintf(full, len, "%u:%s", s, name);
+            ds->class_names[m->src[s].coff + c] = full;
+            ds->class_counts[m->src[s].coff + c] = sp_dataset_class_count(src, c);
+        }
+    }
+    return SP_OK;
+}
+
+/* FINGERPRINT (docs/determinism.md section 10): XXH3-128 seed 0 over
+ * "seedpipe.mix.v1" then u64 fields (sp__hash_u64: 8 bytes little-endian):
+ * kind (5), S, W, L, and per source W_s, n_s, fingerprint hi, lo. */
+static void fingerprint(sp_dataset *ds) {
+    const struct sp__ds_mix *m = ds->mix;
+    sp__hash hs;
+    sp__hash_init(&hs);
+    static const char tag[] = "seedpipe.mix.v1";
+    sp__hash_bytes(&hs, tag, sizeof tag - 1);
+    sp__hash_u64(&hs, (uint64_t)SP_DATASET_MIX);
+    sp__hash_u64(&hs, m->n);
+    sp__hash_u64(&hs, m->wsum);
+    sp__hash_u64(&hs, m->length);
+    for (uint32_t s = 0; s < m->n; s++) {
+        sp_digest f = sp_dataset_fingerprint(m->src[s].ds);
+        sp__hash_u64(&hs, m->src[s].weight);
+        sp__hash_u64(&hs, sp_dataset_size(m->src[s].ds));
+        sp__hash_u64(&hs, f.hi);
+        sp__hash_u64(&hs, f.lo);
+    }
+    ds->fingerprint = sp__hash_digest(&hs);
+}
+
+static int open_mix(sp_dataset *ds, const sp_dataset_limits *limits, sp_error *err) {
+    mix_parse *p = calloc(1, sizeof *p);
+    ds->mix = calloc(1, sizeof *ds->mix);
+    if (!p || !ds->mix) {
+        free(p);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    }
+    ds->kind = SP_DATASET_MIX;
+    ds->ops = &mix_ops;
+    int rc = parse_file(ds, p, err);
+    struct sp__ds_mix *m = ds->mix;
+    if (rc == SP_OK && !(m->src = calloc(p->n, sizeof *m->src)))
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    for (uint32_t s = 0; rc == SP_OK && s < p->n; s++) {
+        rc = sp__ds_open_plain(p->v[s].path, limits, &m->src[s].ds, err);
+        if (rc == SP_OK) {
+            m->n++;
+        } else if (err) {   /* the source's own message, after the .mix file and line */
+            char why[SP_ERROR_MSG_MAX];
+            snprintf(why, sizeof why, "%s", err->msg);
+            sp_error_set(err, rc, "%s:%d: %s", ds->root, p->v[s].line, why);
+        }
+    }
+    if (rc == SP_OK) rc = set_weights(ds, p, err);
+    if (rc == SP_OK) rc = concat_sources(ds, p, err);
+    if (rc == SP_OK) rc = build_table(ds, err);
+    if (rc == SP_OK) {
+        for (uint32_t s = 0; s < m->n; s++) m->src[s].per_epoch = count_before(m, s, m->length);
+        fingerprint(ds);
+    }
+    for (uint32_t s = 0; s < p->n; s++) free(p->v[s].path);
+    free(p);
+    return rc;
+}
+
+/* 1 if path names a mixture file: it ends in ".mix" and is no folder. */
+static int is_mix_path(const char *path) {
+    size_t l = strlen(path);
+    if (l < 5 || strcmp(path + l - 4, ".mix") != 0) return 0;
+    struct stat st;
+    return !(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+int sp_dataset_open(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
+                    sp_error *err) {
+    if (!out || !path || !path[0] || !is_mix_path(path))
+        return sp__ds_open_plain(path, limits, out, err);
+    *out = NULL;
+    sp_dataset *ds = sp__ds_new(path, limits);
+    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    const char *slash = strrchr(ds->root, '/');
+    char *dir = slash ? strndup(ds->root, (size_t)(slash - ds->root) + (slash == ds->root))
+                      : sp__ds_strdup(".");
+    int rc = dir ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (rc == SP_OK && !(ds->base = realpath(dir, NULL)))
+        rc = sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
+    free(dir);
+    if (rc == SP_OK) rc = open_mix(ds, limits, err);
+    if (rc != SP_OK) {
+        sp_dataset_destroy(ds);
+        return rc;
+    }
+    *out = ds;
+    return SP_OK;
+}
+
+/* ---- the public mixture API (dataset.h) --------------------------------------------- */
+
+uint32_t sp_dataset_mix_sources(const sp_dataset *ds) { return ds && ds->mix ? ds->mix->n : 0; }
+
+const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s) {
+    return ds && ds->mix && s < ds->mix->n ? ds->mix->src[s].ds : NULL;
+}
+
+int sp_dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num, uint64_t *den) {
+    if (!ds || !ds->mix || s >= ds->mix->n) return SP_EINVAL;
+    if (num) *num = ds->mix->src[s].weight;
+    if (den) *den = ds->mix->wsum;
+    return SP_OK;
+}
+
+uint64_t sp_dataset_mix_length(const sp_dataset *ds) {
+    return ds->mix ? ds->mix->length : ds->n;
+}
+
+int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, uint64_t *local) {
+    if (!ds || i >= ds->n) return SP_ERANGE;
+    uint64_t j = i;
+    uint32_t s = ds->mix ? locate(ds->mix, i, &j) : 0;
+    if (source) *source = s;
+    if (local) *local = j;
+    return SP_OK;
+}
+
+int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s) {
+    return ds && ds->mix && s < ds->mix->n ? ds->mix->src[s].coff : -1;
+}
+
+int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uint64_t q,
+                        sp_mix_draw *out) {
+    if (!ds || !ds->mix || !out) return SP_EINVAL;
+    const struct sp__ds_mix *m = ds->mix;
+    if (q >= m->length) return SP_ERANGE;
+    uint32_t s = m->table[q % m->period];
+    const mix_source *src = &m->src[s];
+    uint64_t k = count_before(m, s, q);
+    uint64_t big = (uint64_t)epoch * src->per_epoch + k;   /* < 2^32 * 2^32 */
+    uint64_t ns = sp_dataset_size(src->ds);
+    sp_perm perm;
+    sp_perm_init(&perm, ns, sp_key_derive(sp_stream_key(seed, SP_STREAM_MIX), s),
+                 (uint32_t)(big / ns));
+    out->source = s;
+    out->draw = k;
+    out->pass = (uint32_t)(big / ns);
+    out->local = sp_perm_at(&perm, big % ns);
+    out->index = src->off + out->local;
+    return SP_OK;
+}

@@ -1,0 +1,289 @@
+/* dataset_remote.c - WebDataset shards in an S3-compatible object store or
+ * on an HTTP(S) server (dataset.h): `s3://bucket/prefix/train-{000000..000099}.tar`,
+ * `https://host/path/train-{...}.tar`, one shard `.../x.tar`, or a folder
+ * `.../path/` (every shard its index object lists).
+ *
+ * HOW IT WORKS
+ * Opening reads one object, the dataset index object `seedpipe.index`
+ * beside the shards (dataset_object.c): one request and the index's size,
+ * whatever the number of shards or samples. It selects the shards the URL
+ * names (a brace pattern's expansion, sorted as a local open sorts it) and
+ * builds the same sample table a local open of the same shards builds
+ * (sp__ds_tar_pack()), so the fingerprint is the local copy's. With
+ * SP_INDEX_REBUILD (`seedpipe index URL`) it reads every shard once instead
+ * (each into an unlinked temporary file, parsed by the local tar reader,
+ * sp__ds_tar_scan_fd()), which is how an index object is made for shards
+ * that have none.
+ *
+ * Prefetch (sp__ds_prefetch_remote(), called by the loader and the pool
+ * with the samples they are about to read, which the order tells them):
+ * the samples' members sorted by shard and offset, runs of members at most
+ * 16 KiB apart read as one range (at most 8 MiB), each GET started at once
+ * on the calling thread (remote.c's prefetch); a later read of such a
+ * sample on that thread takes its bytes. It changes when bytes arrive,
+ * never which: every sample is checked against its hash either way.
+ *
+ * A sample is one byte-range GET of its image member (remote.c), checked
+ * against the object's indexed size and the member's content hash: a
+ * shard replaced under the index is SP_EMISMATCH naming the object, never
+ * other bytes. A failed request (after the retries of a transient fault)
+ * is that sample's error, so --on-error decides.
+ *
+ * dataset.c calls down into this file; it calls dataset_object.c,
+ * dataset_tar.c, dataset_tar_index.c, dataset_tar_read.c and remote.c.
+ */
+#include "dataset/dataset_internal.h"
+#include "dataset/remote_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#define OBJECT_MAX_BYTES (UINT64_C(4) << 30)   /* the index object itself */
+#define PF_MAX 128                 /* samples one prefetch call considers */
+#define COALESCE_GAP (16u << 10)   /* members this close in a shard: one range */
+#define COALESCE_SPAN (8u << 20)   /* at most this many bytes a range */
+
+static int ends_with(const char *s, const char *suf) {
+    size_t ls = strlen(s), lf = strlen(suf);
+    return ls > lf && strcmp(s + ls - lf, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_names(char **v, size_t n) {
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* The shards the URL's leaf names: a pattern's, sorted, or the one shard;
+ * NULL for a folder (then every shard of the index object). */
+static int wanted(const sp_dataset *ds, const char *leaf, char ***names, size_t *n,
+                  sp_error *err) {
+    *names = NULL;
+    *n = 0;
+    if (!leaf[0]) return SP_OK;
+    if (sp__ds_is_shard_pattern(leaf)) {
+        int rc = sp__ds_expand_pattern(leaf, names, n, err);
+        if (rc != SP_OK) return rc;
+        qsort(*names, *n, sizeof **names, cmp_str);
+        for (size_t i = 1; i < *n; i++)
+            if (strcmp((*names)[i - 1], (*names)[i]) == 0)
+                return sp_error_set(err, SP_EINVAL, "%s: shard %s named twice", ds->root,
+                                    (*names)[i]);
+        return SP_OK;
+    }
+    if (!ends_with(leaf, ".tar"))
+        return sp_error_set(err, SP_EINVAL, "%s: a remote dataset is a .tar shard, a brace "
+                            "pattern of shards (train-{000000..000099}.tar) or a folder URL "
+                            "ending in '/'", ds->root);
+    *names = calloc(1, sizeof **names);
+    if (*names && ((*names)[0] = strdup(leaf))) *n = 1;
+    return *n ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+}
+
+/* The table from the index object beside the shards. */
+static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t,
+                       char ***all, size_t *nall, uint64_t **sizes, sp_error *err) {
+    sp__rio_get g;
+    memset(&g, 0, sizeof g);
+    g.name = SP_DS_OBJECT_NAME;
+    g.max = OBJECT_MAX_BYTES;
+    int rc = sp__rio_fetch(ds->rio, &g, err);
+    char *what = sp__rio_display(ds->rio, SP_DS_OBJECT_NAME);
+    if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    if (rc != SP_OK && what && g.status == 404)
+        rc = sp_error_set(err, SP_EIO, "%s: HTTP 404: there is no dataset index object beside "
+                          "the shards; make one with `seedpipe index %s` (reads every shard "
+                          "once)", what, ds->root);
+    if (rc == SP_OK)
+        rc = sp__ds_object_decode(ds, what, g.buf, g.got, names, n, all, nall, sizes, t, err);
+    if (what) snprintf(ds->index.path, sizeof ds->index.path, "%s", what);
+    free(what);
+    free(g.buf);
+    return rc;
+}
+
+/* The table from the shards themselves, each read once. */
+static int from_shards(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t,
+                       uint64_t **sizes, sp_error *err) {
+    if (!names)
+        return sp_error_set(err, SP_EINVAL, "%s: reading the shards needs their names: give "
+                            "a brace pattern or a .tar (an object store's folder is not "
+                            "listed)", ds->root);
+    uint64_t *sz = calloc(n, sizeof *sz);
+    uint8_t *buf = malloc(SP_DS_TAR_READ_BUF);
+    *sizes = sz;
+    int rc = sz && buf ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    const char *tmp = getenv("TMPDIR");
+    char path[4096];
+    for (size_t i = 0; rc == SP_OK && i < n; i++) {
+        snprintf(path, sizeof path, "%s/seedpipe-shard-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+        int fd = mkstemp(path);
+        if (fd < 0) {
+            rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+            break;
+        }
+        unlink(path);
+        char *what = sp__rio_display(ds->rio, names[i]);
+        if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+        if (rc == SP_OK) rc = sp__rio_fetch_fd(ds->rio, names[i], fd, UINT64_MAX, &sz[i], err);
+        if (rc == SP_OK && lseek(fd, 0, SEEK_SET) != 0)
+            rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
+        size_t before = t->n;
+        if (rc == SP_OK) rc = sp__ds_tar_scan_fd(ds, (uint32_t)i, names[i], what, fd, t, buf, err);
+        ds->index.hashed += t->n - before;
+        free(what);
+        close(fd);
+    }
+    free(buf);
+    return rc;
+}
+
+int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
+    char *leaf = NULL;
+    int rc = sp__rio_create(ds->root, &ds->rio, &leaf, err);
+    if (rc != SP_OK) return rc;
+    ds->pf_owner = sp__rio_owner_id();
+    ds->base = strdup(ds->rio->display);
+    if (!ds->base) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    char **names = NULL, **all = NULL;
+    size_t n = 0, nall = 0;
+    uint64_t *sizes = NULL;
+    sp__ds_tar_set t = {0};
+    if (rc == SP_OK) rc = wanted(ds, leaf, &names, &n, err);
+    ds->index.used = 1;
+    if (rc == SP_OK && ds->index_mode == SP_INDEX_REBUILD) {
+        rc = from_shards(ds, names, n, &t, &sizes, err);
+        snprintf(ds->index.path, sizeof ds->index.path, "%s/%s (not written: seedpipe index "
+                 "writes it)", ds->base, SP_DS_OBJECT_NAME);
+    } else if (rc == SP_OK) {
+        rc = from_object(ds, names, n, &t, &all, &nall, &sizes, err);
+        ds->index.reused = t.n;
+    }
+    if (all) {
+        names = all;
+        n = nall;
+    }
+    if (rc == SP_OK) {
+        rc = sp__ds_tar_pack(ds, names, n, sizes, &t, err);   /* takes names and sizes */
+        names = NULL;
+        sizes = NULL;
+    }
+    if (rc == SP_OK) rc = sp__ds_shard_cache_setup(ds, err);
+    free_names(names, n);
+    free(sizes);
+    free(leaf);
+    sp__ds_tar_set_free(&t);
+    return rc;
+}
+
+void sp__ds_close_remote(sp_dataset *ds) {
+    free(ds->shard_cache);
+    free(ds->shard_cache_keys);
+    if (ds->rio) sp__rio_forget(ds->rio);
+    sp__rio_destroy(ds->rio);
+    ds->rio = NULL;
+}
+
+int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    const char *bad = sp__ds_tar_bad(ds, i);
+    if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
+    uint32_t s = ds->shard_of[i];
+    if (ds->shard_cache && ds->sizes[i]) {   /* a local copy of the whole shard */
+        int c = sp__ds_shard_cache_read(ds, i, out, err);
+        if (c != 0) return c > 0 ? SP_OK : c;
+    }
+    sp__rio_get g;
+    memset(&g, 0, sizeof g);
+    g.name = ds->shards[s];
+    g.off = ds->offsets[i];
+    g.len = ds->sizes[i];
+    g.expect_total = ds->shard_sizes[s];
+    int rc = SP_OK;
+    if (g.len && sp__rio_take(ds->pf_owner, i, &g)) {   /* prefetched on this thread */
+        if (g.rc != SP_OK) rc = sp_error_set(err, g.rc, "%s", g.msg);
+    } else if (g.len) {
+        rc = sp__rio_fetch(ds->rio, &g, err);
+    } else if (!(g.buf = malloc(1))) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", out->full_path);
+    }
+    if (rc != SP_OK) return rc;
+    out->owned = g.buf;
+    XXH128_hash_t d = XXH3_128bits(g.buf, (size_t)g.len);
+    if (d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo) {
+        char *what = sp__rio_display(ds->rio, ds->shards[s]);
+        rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
+                          "indexed (content hash of %s differs)",
+                          what ? what : ds->shards[s], ds->pool + ds->path_off[i]);
+        free(what);
+        return rc;
+    }
+    out->src.bytes = out->owned;
+    out->src.len = (size_t)g.len;
+    return SP_OK;
+}
+
+/* ---- prefetch ------------------------------------------------------------------------ */
+
+typedef struct pf_item {
+    uint64_t i, off, len;
+    uint32_t shard;
+} pf_item;
+
+static int cmp_item(const void *a, const void *b) {
+    const pf_item *x = a, *y = b;
+    if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n) {
+    if (ds->shard_cache) return;   /* whole shards are read instead */
+    pf_item v[PF_MAX];
+    size_t m = 0;
+    for (size_t k = 0; k < n && m < PF_MAX; k++) {
+        uint64_t i = idx[k];
+        if (i >= ds->n || !ds->sizes[i] || sp__ds_tar_bad(ds, i) ||
+            sp__rio_prefetched(ds->pf_owner, i))
+            continue;
+        v[m].i = i;
+        v[m].shard = ds->shard_of[i];
+        v[m].off = ds->offsets[i];
+        v[m].len = ds->sizes[i];
+        m++;
+    }
+    qsort(v, m, sizeof *v, cmp_item);
+    uint64_t keys[PF_MAX], offs[PF_MAX], lens[PF_MAX];
+    for (size_t j = 0; j < m;) {
+        /* a run of members of one shard, each starting at most COALESCE_GAP
+         * after the previous one ends: one range */
+        uint64_t start = v[j].off, end = v[j].off + v[j].len;
+        size_t k = j, cnt = 0;
+        for (; k < m && v[k].shard == v[j].shard; k++) {
+            if (k > j && v[k].i == v[k - 1].i) continue;   /* the same sample twice */
+            if (k > j && (v[k].off < end || v[k].off - end > COALESCE_GAP ||
+                          v[k].off + v[k].len - start > COALESCE_SPAN))
+                break;
+            keys[cnt] = v[k].i;
+            offs[cnt] = v[k].off - start;
+            lens[cnt] = v[k].len;
+            cnt++;
+            end = v[k].off + v[k].len;
+        }
+        sp__rio_get req;
+        memset(&req, 0, sizeof req);
+        req.name = ds->shards[v[j].shard];
+        req.off = start;
+        req.len = end - start;
+        req.expect_total = ds->shard_sizes[v[j].shard];
+        sp__rio_prefetch(ds->rio, ds->pf_owner, &req, keys, offs, lens, cnt);
+        j = k;
+    }
+}

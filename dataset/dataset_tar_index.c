@@ -1,0 +1,285 @@
+/* dataset_tar_index.c - the table of a WebDataset shard's samples as they
+ * are collected (sp__ds_tar_set, with the hash set of its keys,
+ * sp__ds_tar_keys), and the index file beside each shard that
+ * keeps that table, so a later open of an unchanged shard reads none of it
+ * (dataset_internal.h). dataset_tar.c reads the shards and calls down into
+ * this file; this file calls only dataset_common.c (byte buffers, the
+ * atomic write).
+ *
+ * Beside each shard, .<shard name>.seedpipe-index holds what reading it
+ * found: its samples (member path, label, offset, size, hash, or the
+ * reason it cannot be read), trusted again while the shard's (device,
+ * inode, size, mtime ns, ctime ns), its name and max_file_bytes are those
+ * recorded, so reopening unchanged shards reads none of them (the same
+ * rule as the files' index, dataset_index.c; a sample is still re-hashed
+ * when read). A shard changed within the last 2 s is not recorded (its
+ * timestamps cannot tell a later change). Format, little-endian:
+ * "SPTARIX\0", u32 version 1, u64 dev, ino, size, mtime, ctime,
+ * max_file_bytes, u32 len + shard name, u32 n, then per sample u32 len +
+ * member path, i32 label, u64 offset, size, hash hi, hash lo, u32 len +
+ * reason (0: none); last an XXH3-64 of all the bytes before it. A file
+ * that does not check out is ignored and rewritten; writing is best
+ * effort (temporary name + rename), and opening never fails because of it.
+ */
+#include "dataset/dataset_internal.h"
+#include "common/fileio_internal.h"
+#include "common/le_internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <xxhash.h>
+
+typedef sp__ds_tar_sample tar_sample;
+typedef sp__ds_tar_set tar_set;
+
+/* ---- the table of samples ------------------------------------------------------------ */
+
+tar_sample *sp__ds_tar_set_slot(tar_set *t) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 1024;
+        tar_sample *v = realloc(t->v, cap * sizeof *v);
+        if (!v) return NULL;
+        t->v = v;
+        t->cap = cap;
+    }
+    tar_sample *s = &t->v[t->n];
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+void sp__ds_tar_set_free(tar_set *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].path);
+        free(t->v[i].key);
+        free(t->v[i].bad);
+    }
+    free(t->v);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- the keys of one shard, for the "key seen before" check ---------------------------- */
+
+/* Open addressing over XXH3-64 of the key, each slot a sample's index in
+ * t->v plus one (0: empty), grown at half full: O(1) a member. */
+static size_t keys_home(const sp__ds_tar_keys *ks, const char *key, size_t len) {
+    return (size_t)XXH3_64bits(key, len) & (ks->cap - 1);
+}
+
+tar_sample *sp__ds_tar_keys_find(const sp__ds_tar_keys *ks, tar_set *t, const char *key,
+                                 size_t len) {
+    if (!ks->cap) return NULL;
+    for (size_t i = keys_home(ks, key, len); ks->slot[i]; i = (i + 1) & (ks->cap - 1)) {
+        tar_sample *s = &t->v[ks->slot[i] - 1];
+        if (strlen(s->key) == len && memcmp(s->key, key, len) == 0) return s;
+    }
+    return NULL;
+}
+
+void sp__ds_tar_keys_put(sp__ds_tar_keys *ks, const tar_set *t, size_t index) {
+    const char *key = t->v[index].key;
+    size_t i = keys_home(ks, key, strlen(key));
+    while (ks->slot[i]) i = (i + 1) & (ks->cap - 1);
+    ks->slot[i] = index + 1;
+    ks->n++;
+}
+
+int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const tar_set *t) {
+    if ((ks->n + 1) * 2 <= ks->cap) return SP_OK;
+    size_t cap = ks->cap ? ks->cap * 2 : 64;
+    sp__ds_tar_keys g = {calloc(cap, sizeof(size_t)), cap, 0};
+    if (!g.slot) return SP_ENOMEM;
+    for (size_t i = 0; i < ks->cap; i++)
+        if (ks->slot[i]) sp__ds_tar_keys_put(&g, t, ks->slot[i] - 1);
+    free(ks->slot);
+    *ks = g;
+    return SP_OK;
+}
+
+/* ---- the per-shard index file --------------------------------------------------------- */
+
+#define TAR_IDX_MAGIC "SPTARIX"
+#define TAR_IDX_VERSION 1u
+
+char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel) {
+    const char *slash = strrchr(rel, '/');
+    size_t dl = slash ? (size_t)(slash - rel) + 1 : 0;
+    size_t n = strlen(ds->base) + strlen(rel) + 32;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%.*s.%s.seedpipe-index", ds->base, (int)dl, rel,
+                 slash ? slash + 1 : rel);
+    return p;
+}
+
+static void stat_key(sp__ds_buf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
+    sp__ds_buf_put(b, TAR_IDX_MAGIC, 8);
+    sp__ds_buf_u32(b, TAR_IDX_VERSION);
+    sp__ds_buf_u64(b, (uint64_t)st->st_dev);
+    sp__ds_buf_u64(b, (uint64_t)st->st_ino);
+    sp__ds_buf_u64(b, (uint64_t)st->st_size);
+    sp__ds_buf_u64(b, sp__ds_ns(st->st_mtim));
+    sp__ds_buf_u64(b, sp__ds_ns(st->st_ctim));
+    sp__ds_buf_u64(b, max_file_bytes);
+    sp__ds_buf_str(b, rel);
+}
+
+int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct stat *st,
+                       const tar_set *t, size_t first) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t racy = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
+    if (sp__ds_ns(st->st_mtim) >= racy || sp__ds_ns(st->st_ctim) >= racy) return 0;
+    size_t rl = strlen(rel) + 1;
+    sp__ds_buf b = {0};
+    stat_key(&b, st, ds->max_file_bytes, rel);
+    sp__ds_buf_u32(&b, (uint32_t)(t->n - first));
+    for (size_t i = first; i < t->n; i++) {
+        const tar_sample *s = &t->v[i];
+        sp__ds_buf_str(&b, s->path + rl);   /* the member part of "rel/member" */
+        sp__ds_buf_u32(&b, (uint32_t)s->label);
+        sp__ds_buf_u64(&b, s->offset);
+        sp__ds_buf_u64(&b, s->size);
+        sp__ds_buf_u64(&b, s->hash.hi);
+        sp__ds_buf_u64(&b, s->hash.lo);
+        sp__ds_buf_str(&b, s->bad);
+    }
+    sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
+    char *path = sp__ds_tar_index_path(ds, rel);
+    int ok = !b.oom && path && sp_write_file_atomic(path, b.p, b.len, 0, NULL) == SP_OK;
+    free(path);
+    free(b.p);
+    return ok;
+}
+
+int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
+                      tar_set *t) {
+    char *path = sp__ds_tar_index_path(ds, rel);
+    if (!path) return 0;
+    /* Seedpipe's own name (no symlink followed), a regular file only, and
+     * no larger than its shard (each entry describes at least a 512-byte
+     * header of it) plus a margin: refused before a byte is read. */
+    sp__buf buf = {NULL, 0};
+    size_t n = 0;
+    sp_error e;
+    int ok = sp__read_regular(AT_FDCWD, path, path, 1, (uint64_t)st->st_size + (1u << 20), &buf,
+                              &n, &e) == 0;
+    uint8_t *d = buf.p;
+    free(path);
+    sp__ds_buf key = {0};
+    stat_key(&key, st, ds->max_file_bytes, rel);
+    size_t first = t->n, pos = key.len, rl = strlen(rel);
+    ok = ok && !key.oom && n >= key.len + 12 && memcmp(d, key.p, key.len) == 0 &&
+         XXH3_64bits(d, n - 8) == sp__le_get64(d + n - 8);
+    free(key.p);
+    size_t end = n - 8;
+#define NEED(k) do { if (end - pos < (size_t)(k)) { ok = 0; break; } } while (0)
+    uint32_t count = 0;
+    if (ok) { count = sp__le_get32(d + pos); pos += 4; }
+    if (ok && t->n + count > ds->max_samples) ok = 0;   /* let the reader name it */
+    for (uint32_t k = 0; ok && k < count; k++) {
+        NEED(4);
+        if (!ok) break;
+        uint32_t ml = sp__le_get32(d + pos);
+        pos += 4;
+        NEED((uint64_t)ml + 40);
+        if (!ok) break;
+        const char *member = (const char *)d + pos;
+        pos += ml;
+        int32_t label = (int32_t)sp__le_get32(d + pos);
+        uint64_t off = sp__le_get64(d + pos + 4), size = sp__le_get64(d + pos + 12);
+        sp_digest h = {sp__le_get64(d + pos + 20), sp__le_get64(d + pos + 28)};
+        uint32_t bl = sp__le_get32(d + pos + 36);
+        pos += 40;
+        NEED(bl);
+        /* Sizes are never taken on trust: the member lies inside the shard,
+         * where a tar member's data can start, within the per-file limit. */
+        if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0 || off % 512 != 0 ||
+            size > ds->max_file_bytes || off > (uint64_t)st->st_size ||
+            size > (uint64_t)st->st_size - off) { ok = 0; break; }
+        tar_sample *s = sp__ds_tar_set_slot(t);
+        if (!s) { ok = 0; break; }
+        s->path = malloc(rl + ml + 2);
+        s->key = sp__ds_strdup("");
+        s->bad = bl ? strndup((const char *)d + pos, bl) : NULL;
+        if (!s->path || !s->key || (bl && !s->bad)) {
+            free(s->path); free(s->key); free(s->bad);
+            ok = 0;
+            break;
+        }
+        snprintf(s->path, rl + ml + 2, "%s/%.*s", rel, (int)ml, member);
+        pos += bl;
+        s->label = label;
+        s->shard = shard;
+        s->offset = off;
+        s->size = size;
+        s->hash = h;
+        s->has_image = 1;
+        t->n++;
+    }
+#undef NEED
+    if (ok && pos != end) ok = 0;
+    if (!ok) {   /* drop what was appended; the shard is read instead */
+        for (size_t i = first; i < t->n; i++) {
+            free(t->v[i].path); free(t->v[i].key); free(t->v[i].bad);
+        }
+        t->n = first;
+    }
+    free(d);
+    return ok;
+}
+
+
+/* ---- packing the table into the dataset ------------------------------------------------ */
+
+int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes, tar_set *t,
+                    sp_error *err) {
+    ds->shards = names;   /* owned by ds from here on, freed by destroy */
+    ds->nshards = nnames;
+    ds->shard_sizes = sizes;
+    if (t->n == 0) return sp_error_set(err, SP_EFORMAT, "%s: no samples", ds->root);
+    int32_t maxl = -1;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].label > maxl) maxl = t->v[i].label;
+    int rc = sp__ds_numeric_classes(ds, maxl + 1 > 0 ? maxl + 1 : 1, err);
+    size_t pool_len = 0, nbad = 0;
+    for (size_t i = 0; rc == SP_OK && i < t->n; i++) {
+        pool_len += strlen(t->v[i].path) + 1;
+        nbad += t->v[i].bad != NULL;
+    }
+    if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t->n, pool_len, err);
+    if (rc == SP_OK) {
+        ds->shard_of = malloc(t->n * sizeof *ds->shard_of);
+        ds->offsets = malloc(t->n * sizeof *ds->offsets);
+        ds->bad = nbad ? calloc(nbad, sizeof *ds->bad) : NULL;
+        if (!ds->shard_of || !ds->offsets || (nbad && !ds->bad))
+            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
+                              t->n);
+    }
+    if (rc != SP_OK) return rc;
+    size_t off = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        tar_sample *s = &t->v[i];
+        size_t len = strlen(s->path) + 1;
+        memcpy(ds->pool + off, s->path, len);
+        ds->path_off[i] = off;
+        off += len;
+        ds->labels[i] = s->label >= 0 ? s->label : 0;
+        ds->class_counts[ds->labels[i]]++;   /* a bad sample under its label, or 0 */
+        ds->sizes[i] = s->bad ? 0 : s->size;
+        ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
+        ds->shard_of[i] = s->shard;
+        ds->offsets[i] = s->offset;
+        if (s->bad) {
+            ds->bad[ds->nbad].i = i;
+            ds->bad[ds->nbad].msg = s->bad;
+            ds->nbad++;
+            s->bad = NULL;
+        }
+    }
+    return SP_OK;
+}

@@ -1,0 +1,251 @@
+/* pool_internal.h - what the worker pool (pool.c) and its cache protocol
+ * (pool_cache.c) share: the pool's struct, each slot's shared cache record,
+ * the consumer's per-epoch cache state, a worker's context, the stream's
+ * geometry and three small inline helpers on a slot (its view as a batch,
+ * its tagged completion counter, the wake-ups), and the calls pool.c makes
+ * into pool_cache.c.
+ *
+ * Not a public header; included by pool/pool.c and
+ * pool/pool_cache.c only. The arrow points one way: pool.c calls the
+ * sp__pool_cache_*() functions below, pool_cache.c never calls back into
+ * pool.c (what both need is inline here). The protocols themselves are
+ * described in pool.c (the ring) and pool_cache.c (the cache).
+ */
+#ifndef SEEDPIPE_POOL_INTERNAL_H
+#define SEEDPIPE_POOL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "seedpipe/pool.h"
+#include "cache/cache_internal.h"
+#include "loader/loader_internal.h"
+#include "pool/ring_internal.h"
+
+/* A slot's `done` word: (q << SP__POOL_DONE_SHIFT) | positions done (pool.c). */
+#define SP__POOL_DONE_SHIFT 24
+
+/* A position's crash word (pool.c, "Deaths"): bits 0-7 the deaths charged
+ * to it (crashes of the worker computing it: its budget), bits 8-15 the
+ * other deaths while it was claimed (kills from outside: never charged),
+ * bits 16-23 the last charged cause, a signal number or, with bit 24, an
+ * exit status. Each count saturates at 255. */
+static inline uint32_t sp__crash_count(uint32_t c) { return c & 0xff; }
+static inline uint32_t sp__crash_kills(uint32_t c) { return (c >> 8) & 0xff; }
+#define SP__CRASH_EXITED (1u << 24)
+/* The budget: a position charged with this many crashes is not tried again. */
+#define SP__CRASH_BUDGET 2
+
+/* ---- the cache's shared records ---------------------------------------------- */
+
+/* Slot cache modes, decided per epoch by the consumer when a batch is
+ * activated; READ turns into NONE when the worker can't use the file. */
+enum { SP__SCM_NONE = 0, SP__SCM_READ = 1, SP__SCM_FILL = 2 };
+/* Record states: BUSY carries the worker id in bits 8..15. */
+enum {
+    SP__SCR_EMPTY = 0,
+    SP__SCR_BUSY = 1,
+    SP__SCR_OK = 2,
+    SP__SCR_FAILED = 3,
+    SP__SCR_CONSUMER = 4,
+    SP__SCR_FALLBACK = 5
+};
+
+/* One per slot, in a shared mapping of its own (pool->sc). */
+typedef struct sp__slot_cache {
+    _Atomic uint32_t mode;       /* SP__SCM_* */
+    _Atomic uint32_t state;      /* SP__SCR_* | worker << 8 */
+    int32_t code, enoent;        /* FAILED / FALLBACK: the problem (code 0: none to report) */
+    int32_t filter;              /* FILL: the writer's image filter */
+    /* READ, state OK: the slot holds the file's finished batch (skipped
+     * and substituted lists, `count` samples; the plain pool only); the
+     * failure records, nfailures of them, are copied into the slot's item
+     * array as the file holds them, for the consumer to log. */
+    uint32_t whole, count, nskipped, nsubst, nfailures;
+    int32_t partial;             /* FILL: its writer died: a partial file may be there */
+    sp_digest key;               /* the entry key */
+    sp__cm_batch line;           /* READ: the manifest's line; FILL: the file written */
+    char name[128];              /* READ: the entry key; FILL: the staging dir under .tmp */
+    char msg[SP_ERROR_MSG_MAX];
+} sp__slot_cache;
+
+/* The consumer's per-epoch cache state, oldest epoch first. */
+typedef struct sp__epoch_cache {
+    uint32_t epoch, mode;
+    sp_cache_reader *rd;
+    sp_cache_writer *wr;
+} sp__epoch_cache;
+
+/* ---- the pool ------------------------------------------------------------------ */
+
+struct sp_pool {
+    sp_loader *ld;
+    sp__region region;
+    sp__ring_hdr *h;
+    int nworkers;
+    uint32_t R, cap;
+    uint64_t total, start_abs, nb;
+    uint64_t taken, released;          /* consumer's counters */
+    pid_t pids[SP_POOL_MAX_WORKERS];
+    pid_t parent;
+    uint64_t deaths, redone;
+    uint64_t uncharged, respawn_limit; /* deaths charged to no sample, and their bound */
+    uint64_t last_ready_ns, last_taken_ns;
+    uint64_t last_check_ns;            /* last liveness poll */
+    uint64_t reserved;                 /* ring bytes reserved (pool.c, "Start-up") */
+#ifdef SEEDPIPE_TEST_HOOKS
+    uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
+    int crash_signal;                  /* ... the signal it raises (SIGSEGV) */
+    uint32_t crash_times;              /* ... while the position saw fewer deaths */
+    uint64_t crash_cache_write;        /* test hook, UINT64_MAX: none */
+#endif
+    int sticky;                        /* a stream error: returned again */
+    sp_error sticky_err;
+    /* The epoch cache (NULL: none); see pool_cache.c. */
+    sp_cache *cache;
+    sp__slot_cache *sc;                /* R records, shared with the workers */
+    uint32_t *smode;                   /* per slot: the mode it was activated with */
+    sp__epoch_cache *ec;               /* FIFO of the epochs in the ring */
+    uint32_t ec_cap, ec_head, ec_n;
+    int warned_unsupp;
+    int cache_whole;                   /* batches with failures read too (not the service) */
+};
+
+/* A worker process's own state (pool.c's worker loop). */
+typedef struct sp__worker_ctx {
+    sp_pool *pool;
+    uint32_t w;
+    sp_key key;             /* K_worker(w): per-worker rng mode, never otherwise */
+    uint32_t counter;       /* per-worker mode: samples this process computed */
+    uint32_t seen_scan;
+    uint64_t seen_released;
+    sp__cb_io io;           /* cache reads and writes */
+} sp__worker_ctx;
+
+/* ---- the stream's geometry (pure functions of q) -------------------------- */
+
+typedef struct sp__batch_geo {
+    uint32_t epoch, count;
+    uint64_t index, pos0;
+} sp__batch_geo;
+
+static inline sp__batch_geo sp__pool_geo_of(const sp_pool *pool, uint64_t q) {
+    sp__batch_geo g;
+    uint64_t abs = pool->start_abs + q;
+    g.epoch = (uint32_t)(abs / pool->nb);
+    g.index = abs % pool->nb;
+    sp__loader_slice(pool->ld, g.index, &g.pos0, &g.count);
+    return g;
+}
+
+/* ---- a slot: view, completion counter, wake-ups ------------------------------ */
+
+/* Wake the consumer (sleeping on cwake) if it sleeps: a bump, and a
+ * FUTEX_WAKE only when csleep says someone waits (seq_cst on both sides:
+ * either the sleeper sees the bump or the waker sees csleep). */
+static inline void sp__pool_consumer_wake(sp__ring_hdr *h) {
+    atomic_fetch_add(&h->cwake, 1);
+    if (atomic_load(&h->csleep)) sp__futex_wake(&h->cwake, 1);
+}
+
+/* Wake every worker sleeping on `wake`. */
+static inline void sp__pool_wake_workers(sp__ring_hdr *h) {
+    atomic_fetch_add(&h->wake, 1);
+    sp__futex_wake(&h->wake, 1 << 30);
+}
+
+/* The slot's arrays as a batch of `count` (capacity cap). */
+static inline sp_batch sp__pool_slot_view(const sp_pool *pool, uint32_t s,
+                                          const sp__batch_geo *g) {
+    sp__ring_hdr *h = pool->h;
+    sp_batch b;
+    memset(&b, 0, sizeof b);
+    b.capacity = pool->cap;
+    b.count = g->count;
+    b.epoch = g->epoch;
+    b.index = g->index;
+    b.images = sp__slot_images(h, s);
+    b.labels = sp__slot_labels(h, s);
+    b.indices = sp__slot_indices(h, s);
+    b.skipped = sp__slot_skipped(h, s);
+    b.substituted = sp__slot_subst(h, s);
+    b.flags = SP_BATCH_VIEW;
+    return b;
+}
+
+/* Add n to batch q's tagged completion counter; the one that completes the
+ * batch stamps it and wakes the consumer. */
+static inline void sp__pool_done_add(sp_pool *pool, uint64_t q, uint32_t s, uint32_t n,
+                                     uint32_t count) {
+    sp__ring_hdr *h = pool->h;
+    sp__slot_hdr *sh = sp__slot(h, s);
+    uint64_t v = atomic_load(&sh->done);
+    for (;;) {
+        if ((v >> SP__POOL_DONE_SHIFT) != (q & ((1ull << 40) - 1))) return;   /* stale */
+        if (atomic_compare_exchange_weak(&sh->done, &v, v + n)) break;
+    }
+    if ((uint32_t)((v + n) & ((1u << SP__POOL_DONE_SHIFT) - 1)) == count) {
+        atomic_store(&sh->ready_ns, sp__now_ns());
+        sp__pool_consumer_wake(h);
+    }
+}
+
+/* ---- deaths (pool_death.c), called by pool.c --------------------------------- */
+
+/* How a death is charged (pool.c's HOW IT WORKS, "Deaths"). */
+enum { SP__DEATH_CRASH, SP__DEATH_OTHER, SP__DEATH_RING };
+/*! sp__pool_death_kind() : classify a worker's end from waitpid's r and
+ *  status; *cause: the crash word's cause field (signal, or exit status |
+ *  SP__CRASH_EXITED). */
+int sp__pool_death_kind(const sp_pool *pool, pid_t r, int status, uint32_t *cause);
+/*! sp__pool_sig_name() : " (SIGKILL)" and the like for the signals a worker
+ *  may die of, "" otherwise. */
+const char *sp__pool_sig_name(unsigned sig);
+
+/* ---- the cache protocol (pool_cache.c), called by pool.c --------------------- */
+
+/*! sp__pool_cache_open() : open the cache at pcfg->cache_dir and map the
+ *  slots' shared records (before any worker is forked). @return 0,
+ *  sp_cache_open()'s error, or SP_ENOMEM; on error what was made is freed
+ *  by sp__pool_cache_close(). */
+int sp__pool_cache_open(sp_pool *pool, const sp_pool_config *pcfg, sp_error *err);
+/*! sp__pool_cache_close() : abort the epochs still in the ring (nothing of
+ *  them is committed), unmap the records, close the cache. Accepts a pool
+ *  without a cache. */
+void sp__pool_cache_close(sp_pool *pool);
+
+/* Worker side. */
+/*! sp__pool_cache_read() : SP__SCM_READ: the holder of position 0 reads the
+ *  whole batch file into the slot. @return 1 (every position is DONE) or 0:
+ *  compute instead (the slot is SP__SCM_NONE now and the other workers are
+ *  told to scan for its positions). crash: the position's crash word. */
+int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__batch_geo *g,
+                        uint32_t crash);
+/*! sp__pool_cache_write() : SP__SCM_FILL: the worker completing a batch
+ *  writes its file, unless the consumer took the job or the batch has failed
+ *  samples; the result goes into the slot's record. */
+void sp__pool_cache_write(sp__worker_ctx *wc, uint32_t s, const sp__batch_geo *g);
+
+/* Consumer side. */
+/*! sp__pool_cache_activate() : give slot s (batch g) its cache mode and
+ *  what its worker needs, opening the epoch's reader or writer first. */
+void sp__pool_cache_activate(sp_pool *pool, uint32_t s, const sp__batch_geo *g);
+/*! sp__pool_cache_worker_died() : worker w is gone: a FILL record it held
+ *  BUSY becomes the consumer's (marked partial). */
+void sp__pool_cache_worker_died(sp_pool *pool, uint32_t s, uint32_t w);
+/*! sp__pool_cache_settled() : FILL slot s: 1 once its write is settled
+ *  (done, failed, or the consumer's to do); 0 while a worker writes. */
+int sp__pool_cache_settled(sp_pool *pool, uint32_t s);
+/*! sp__pool_cache_take() : batch q (slot s) is being taken: account for
+ *  what its worker did; close the epoch after its last batch. */
+void sp__pool_cache_take(sp_pool *pool, uint64_t q, uint32_t s);
+/*! sp__pool_cache_finish() : sp_pool_next()'s finalising of slot s, read
+ *  whole from a batch file with failed samples: *view gets the file's
+ *  count and lists, its failure records are logged in the consumer's
+ *  loader (as sp_cache_reader_batch() logs them). @return 1, or 0 when the
+ *  slot is not such a batch (then sp__batch_finalize() applies). */
+int sp__pool_cache_finish(sp_pool *pool, uint32_t s, sp_batch *view);
+
+#endif

@@ -1,0 +1,698 @@
+/* service.c - the loader as a service: a worker pool in a named region,
+ * batches published to K ranks of clients (include/seedpipe/service.h).
+ *
+ * HOW IT WORKS
+ *
+ * The service is the pool's consumer (pool.c). Its loop, on one thread:
+ *  1. answers attach requests: a rank record in state ATTACHING with a pid
+ *     gets first = max(the rank's released cursor, the oldest batch still
+ *     in the ring), and state ATTACHED; every 20 ms it checks the pid (and
+ *     /proc start time) of each attached client and marks a dead one GONE;
+ *  2. recycles: the oldest taken batch q goes back to the pool
+ *     (sp_pool_release) once every rank is past it: released_r > q for an
+ *     ATTACHED rank, a GONE rank never blocks, a NEVER or ATTACHING rank
+ *     always does (a first attach must start at batch 0);
+ *  3. publishes: when the next batch is complete (sp__pool_poll), it
+ *     finalises each served rank's slice in place (the loader's
+ *     sp__batch_finalize on the slot's positions [k*B/K, (k+1)*B/K) for
+ *     the k-th rank served: skip compacts within the slice, exactly as an
+ *     in-process loader with that rank would), writes the slot's rank
+ *     table, then stores published = q + 1 with release order and wakes
+ *     sleeping clients (futex pub_wake);
+ *  4. sleeps on the consumer word cwake (10 ms at most) when nothing moved;
+ *     workers (a batch complete) and clients (a release, an attach, a
+ *     detach) bump it and wake the service if it sleeps.
+ * Only the service recycles slots and answers attaches, so a client never
+ * sees a slot change under a batch it holds: every rank record field has
+ * one writer at a time (the client: pid, cursor, released; the service:
+ * state ATTACHED/GONE, first).
+ *
+ * Ranks served. A service serves ranks A..A+m-1 of world K (all by
+ * default). Its pool's loader computes their positions and nothing else:
+ * rank A/m of world K/m when m divides A and K (ranks 2-3 of world 4 are
+ * rank 1 of world 2; all ranks are the global stream), else the span of m
+ * consecutive slices from rank A (sp__loader_set_span()). The slot then
+ * holds the m slices in rank order; rank record k is rank A + k. The header
+ * records world and rank_first for clients and status (layout version 3).
+ *
+ * Staleness. Regions are checked before creation (stale_check): a live
+ * owner (pid alive with the recorded start time, header says running) is
+ * refused; a dead owner, a not-running header, or a zero header older than
+ * 2 s (a service killed while creating it) is unlinked and reported.
+ *
+ * Also here: sp_service_fork() / sp_service_join() (the service in a child
+ * process) and sp_service_status_read() (`seedpipe status`: a read-only
+ * look at a region, its header copy checked by region.c, which the client's
+ * attach uses too: both files call down into it).
+ *
+ * LIMITATIONS
+ * - A rank that never attaches holds the stream after R batches (by
+ *   design: no rank misses batches silently); stop the service to give up.
+ * - Client liveness is checked by pid; a client in another pid namespace
+ *   is not supported.
+ * - A client killed in the middle of attaching (between claiming its rank
+ *   and writing its pid) holds the stream for ATTACH_STALL_NS (2 s).
+ * - Clients map the region read-write (their rank records, futex words):
+ *   a client (same uid, mode 0600) is trusted not to write elsewhere in it.
+ */
+#include "seedpipe/service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader/loader_internal.h"
+#include "service/region_internal.h"
+#include "pool/ring_internal.h"
+#include "common/trace_internal.h"
+
+#define SLEEP_NS 10000000ull      /* longest sleep between loop turns */
+#define LIVENESS_NS 20000000ull   /* client pid checks */
+#define SPIN_NS 20000ull
+#define ATTACH_STALL_NS 2000000000ull
+
+struct sp_service {
+    sp_pool *pool;
+    sp_loader *ld;
+    sp__ring_hdr *h;
+    uint32_t nranks, R, rank_cap;   /* ranks served (records 0..nranks-1) */
+    uint64_t total, published, recycled;
+    uint64_t last_live_ns;
+    uint64_t attaching_since[SP__RING_MAX_RANKS];
+    int ended, failed;
+    sp_error fail_err;
+    char name[256];
+    char note[600];
+};
+
+/* ---- staleness ------------------------------------------------------------------ */
+
+static int all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* Look at an existing "/name": 0 if absent or removed as stale (note set),
+ * SP_EIO if live or not ours to remove. */
+static int stale_check(const char *name, char *note, size_t note_size, sp_error *err) {
+    char path[256];
+    snprintf(path, sizeof path, "/%s", name);
+    struct stat st;
+    sp_error e;
+    int fd = sp__region_open(path, O_RDONLY, &st, &e);   /* never blocks; a regular file */
+    if (fd < 0) {
+        if (errno == ENOENT) return SP_OK;
+        if (err) *err = e;
+        return SP_EIO;
+    }
+    if (st.st_uid != geteuid()) {
+        close(fd);
+        return sp_error_set(err, SP_EIO, "region %s exists and belongs to uid %u", name,
+                            (unsigned)st.st_uid);
+    }
+    time_t age = time(NULL) - st.st_mtime;
+    sp__ring_hdr *h = NULL;
+    size_t hsz = sizeof *h;
+    if (st.st_size >= (off_t)hsz) {
+        void *p = mmap(NULL, hsz, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) h = p;
+    }
+    close(fd);
+    char why[200];
+    int stale = 0;
+    if (!h) {
+        stale = st.st_size == 0 && age >= 2;
+        snprintf(why, sizeof why, "empty");
+    } else if (h->magic == SP__RING_MAGIC) {
+        /* owner_pid sits at the same offset in every layout version; the
+         * service block (start time, running) only in this one, so a live
+         * owner of another version counts as running. */
+        int pid = h->owner_pid, ours = h->version == SP__RING_VERSION;
+        int alive = sp__proc_alive(pid, ours ? h->owner_start : 0);
+        int running = !ours || atomic_load(&((sp__ring_hdr *)h)->svc_running) != 0;
+        if (alive && running) {
+            munmap(h, hsz);
+            return sp_error_set(err, SP_EIO,
+                                "region %s is served by pid %d (running); stop it or choose "
+                                "another --name",
+                                name, pid);
+        }
+        if (alive && age < 2) {
+            munmap(h, hsz);
+            return sp_error_set(err, SP_EIO,
+                                "region %s is being created or shut down by pid %d; try again",
+                                name, pid);
+        }
+        stale = 1;
+        if (!alive) snprintf(why, sizeof why, "service pid %d is gone", pid);
+        else snprintf(why, sizeof why, "pid %d's header says not running", pid);
+    } else if (all_zero((const uint8_t *)h, hsz)) {
+        stale = age >= 2;
+        snprintf(why, sizeof why, "zero header, left by a service killed while creating it");
+    }
+    if (h) munmap(h, hsz);
+    if (!stale)
+        return sp_error_set(err, SP_EIO,
+                            "region %s exists and is not a (stale) seedpipe region; remove "
+                            "/dev/shm/%s if nothing uses it",
+                            name, name);
+    if (shm_unlink(path) != 0 && errno != ENOENT)
+        return sp_error_set(err, SP_EIO, "region %s: stale, but shm_unlink: %s", name,
+                            strerror(errno));
+    snprintf(note, note_size, "removed stale region %s (%s)", name, why);
+    return SP_OK;
+}
+
+/* ---- create / destroy ------------------------------------------------------------- */
+
+int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
+                      sp_service **out, sp_error *err) {
+    *out = NULL;
+    if (!lcfg || !scfg || !scfg->name) return sp_error_set(err, SP_EINVAL, "service: missing config");
+    int rc = sp__region_name_check(scfg->name, err);
+    if (rc != 0) return rc;
+    uint32_t K = scfg->world ? scfg->world : 1;
+    if (K > SP_SERVICE_MAX_WORLD)
+        return sp_error_set(err, SP_EINVAL, "service: world %u (1..%u)", K, SP_SERVICE_MAX_WORLD);
+    uint32_t A = scfg->rank_first;
+    if (A >= K)
+        return sp_error_set(err, SP_EINVAL, "service: first rank %u, the world has %u", A, K);
+    uint32_t m = scfg->rank_count ? scfg->rank_count : K - A;
+    if ((uint64_t)A + m > K)
+        return sp_error_set(err, SP_EINVAL, "service: ranks %u-%llu, the world has %u (0-%u)", A,
+                            (unsigned long long)A + m - 1, K, K - 1);
+    if (m > SP_SERVICE_MAX_RANKS)
+        return sp_error_set(err, SP_EINVAL, "service: %u ranks; one service serves at most %d "
+                            "(run one per node, each with its --ranks)", m, SP_SERVICE_MAX_RANKS);
+    if (lcfg->world > 1 || lcfg->rank != 0)
+        return sp_error_set(err, SP_EINVAL, "service: the loader must be global (rank 0, "
+                            "world 1); ranks are the service's world");
+    if (lcfg->batch_size % K != 0)
+        return sp_error_set(err, SP_EINVAL, "service: batch size %u is not divisible by world %u",
+                            lcfg->batch_size, K);
+    /* The loader computes the served positions only. Ranks A..A+m-1 that
+     * line up (m divides A and K) are one rank of world K/m: the loader is
+     * that rank (its cache key is that rank's; all ranks: the global
+     * stream, exactly as before ranges existed). Otherwise it takes the
+     * span of m slices from rank A of world K. With pad_tail or the
+     * sequential order's strided slices the ranks' parts depend on K
+     * itself (sampler.h), so only m == 1 lines up there. */
+    sp_loader_config lc = *lcfg;
+    uint32_t span = 1;
+    if (A % m == 0 && K % m == 0 &&
+        (m == 1 || (!lcfg->pad_tail && lcfg->order == SP_ORDER_SHUFFLE))) {
+        lc.rank = A / m;
+        lc.world = K / m;
+    } else {
+        lc.rank = A;
+        lc.world = K;
+        span = m;
+        if (scfg->cache_dir)
+            return sp_error_set(err, SP_EUNSUPP,
+                                "service: ranks %u-%u of world %u with the epoch cache: a cache "
+                                "entry holds one rank's stream of some world size, and these %u "
+                                "ranks are not one (serve ranges whose size divides their first "
+                                "rank and the world, e.g. 0-1 and 2-3 of world 4, or serve "
+                                "without a cache)", A, A + m - 1, K, m);
+    }
+    sp_service *svc = calloc(1, sizeof *svc);
+    if (!svc) return sp_error_set(err, SP_ENOMEM, "service: out of memory");
+    snprintf(svc->name, sizeof svc->name, "%s", scfg->name);
+    rc = stale_check(scfg->name, svc->note, sizeof svc->note, err);
+    if (rc != 0) {
+        free(svc);
+        return rc;
+    }
+    sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
+                         scfg->name, scfg->cache_dir, scfg->cache_opts};
+    rc = sp__pool_create_ex(&lc, &pc, m, span, &svc->pool, err);
+    if (rc != 0) {
+        free(svc);
+        return rc;
+    }
+    svc->ld = sp_pool_loader(svc->pool);
+    svc->h = sp__pool_hdr(svc->pool);
+    sp__ring_hdr *h = svc->h;
+    svc->nranks = m;
+    svc->R = h->nslots;
+    svc->rank_cap = h->rank_cap;
+    h->world = K;
+    h->rank_first = A;
+    svc->total = sp__pool_total(svc->pool);
+    if (h->batches_per_epoch == 0) {
+        sp_service_destroy(svc);
+        return sp_error_set(err, SP_EINVAL, "service: the stream has no batches "
+                            "(fewer samples than a batch with drop_last)");
+    }
+    sp_loader_state st;
+    sp_loader_state_at(svc->ld, (uint32_t)(h->start_abs / h->batches_per_epoch),
+                       h->start_abs % h->batches_per_epoch, &st);
+    int n = sp_loader_state_format(&st, h->state_text, sizeof h->state_text);
+    if (n <= 0 || (size_t)n >= sizeof h->state_text) {
+        sp_service_destroy(svc);
+        return sp_error_set(err, SP_ELIMIT, "service: state text too long");
+    }
+    h->owner_uid = (uint32_t)geteuid();
+    h->owner_start = sp__proc_start((int)getpid());
+    h->epochs = scfg->epochs;
+    snprintf(h->dataset, sizeof h->dataset, "%s", lcfg->dataset ? lcfg->dataset : "");
+    h->started_ns = sp__now_ns();
+    if (svc->total == 0) atomic_store(&h->svc_end, 1);
+    atomic_store_explicit(&h->svc_running, 1, memory_order_release);
+    *out = svc;
+    return SP_OK;
+}
+
+const char *sp_service_note(const sp_service *svc) { return svc->note; }
+sp_loader *sp_service_loader(sp_service *svc) { return svc->ld; }
+sp_cache *sp_service_cache(sp_service *svc) { return sp_pool_cache(svc->pool); }
+
+static void wake_clients(sp__ring_hdr *h) {
+    atomic_fetch_add(&h->pub_wake, 1);
+    if (atomic_load(&h->pub_sleepers)) sp__futex_wake(&h->pub_wake, 1 << 30);
+}
+
+void sp_service_destroy(sp_service *svc) {
+    if (!svc) return;
+    if (svc->h) {
+        atomic_store(&svc->h->svc_running, 0);
+        atomic_store(&svc->h->svc_end, 1);
+        wake_clients(svc->h);
+        for (uint32_t r = 0; r < SP__RING_MAX_RANKS; r++) {
+            atomic_fetch_add(&svc->h->ranks[r].wake, 1);
+            sp__futex_wake(&svc->h->ranks[r].wake, 1 << 30);
+        }
+    }
+    sp_pool_destroy(svc->pool);   /* kills the workers, unlinks the region */
+    free(svc);
+}
+
+/* ---- the loop --------------------------------------------------------------------- */
+
+static void fail_stream(sp_service *svc, int code, const char *msg) {
+    sp__ring_hdr *h = svc->h;
+    svc->failed = code;
+    sp_error_set(&svc->fail_err, code, "%s", msg);
+    snprintf(h->svc_err_msg, sizeof h->svc_err_msg, "%s", msg);
+    atomic_store(&h->svc_err_code, code);
+    atomic_store(&h->svc_end, 1);
+    svc->ended = 1;
+    wake_clients(h);
+}
+
+/* Attach requests and dead clients. */
+static int tend_ranks(sp_service *svc, uint64_t now) {
+    sp__ring_hdr *h = svc->h;
+    int progress = 0, check = now - svc->last_live_ns >= LIVENESS_NS;
+    if (check) svc->last_live_ns = now;
+    for (uint32_t r = 0; r < svc->nranks; r++) {
+        sp__rank_rec *rec = &h->ranks[r];
+        uint32_t s = atomic_load(&rec->state);
+        if (s == SP__RANK_ATTACHING) {
+            int pid = atomic_load(&rec->pid);
+            if (pid > 0) {
+                uint64_t rel = atomic_load(&rec->released);
+                uint64_t first = rel > svc->recycled ? rel : svc->recycled;
+                atomic_store(&rec->first, first);
+                atomic_store(&rec->cursor, first);
+                atomic_store(&rec->released, first);
+                atomic_fetch_add(&rec->attaches, 1);
+                svc->attaching_since[r] = 0;
+                atomic_store(&rec->state, SP__RANK_ATTACHED);
+                atomic_fetch_add(&rec->wake, 1);
+                sp__futex_wake(&rec->wake, 1 << 30);
+                progress = 1;
+            } else if (!svc->attaching_since[r]) {
+                svc->attaching_since[r] = now;
+            } else if (now - svc->attaching_since[r] > ATTACH_STALL_NS) {
+                uint32_t a = SP__RANK_ATTACHING;   /* a client died mid-attach */
+                if (atomic_compare_exchange_strong(&rec->state, &a, SP__RANK_GONE)) progress = 1;
+                svc->attaching_since[r] = 0;
+            }
+        } else if (s == SP__RANK_ATTACHED && check) {
+            int pid = atomic_load(&rec->pid);
+            if (!sp__proc_alive(pid, atomic_load(&rec->pid_start))) {
+                uint32_t a = SP__RANK_ATTACHED;
+                if (atomic_compare_exchange_strong(&rec->state, &a, SP__RANK_GONE)) {
+                    atomic_store(&rec->pid, 0);
+                    atomic_fetch_add(&rec->deaths, 1);
+                    atomic_fetch_add(&h->client_deaths, 1);
+                    progress = 1;
+                }
+            }
+        }
+    }
+    return progress;
+}
+
+static int can_recycle(const sp_service *svc, uint64_t q) {
+    for (uint32_t r = 0; r < svc->nranks; r++) {
+        sp__rank_rec *rec = &svc->h->ranks[r];
+        uint32_t s = atomic_load(&rec->state);
+        if (s == SP__RANK_NEVER || s == SP__RANK_ATTACHING) return 0;   /* its first batch
+                                                                            is being decided */
+        if (s == SP__RANK_ATTACHED &&
+            atomic_load_explicit(&rec->released, memory_order_acquire) <= q)
+            return 0;
+    }
+    return 1;
+}
+
+/* Finalise each served rank's slice of slot s in place (the slot holds the
+ * span of the served ranks, spread first so that local rank r's slice
+ * starts at r * rank_cap, where its client reads it, with the count the
+ * rank's own loader would give); 0 or the first error. */
+static int finalize_slices(sp_service *svc, uint32_t s, uint64_t *samples, sp_error *err) {
+    sp__ring_hdr *h = svc->h;
+    sp__slot_hdr *sh = sp__slot(h, s);
+    sp__rank_slice *tab = sp__slot_ranks(h, s);
+    size_t sb = (size_t)h->sample_bytes;
+    sp__spread_slices(svc->ld, sh->index, svc->nranks, svc->rank_cap, sp__slot_images(h, s),
+                      sb, sp__slot_labels(h, s), sp__slot_indices(h, s), sp__slot_items(h, s));
+    for (uint32_t r = 0; r < svc->nranks; r++) {
+        uint64_t pos0 = (uint64_t)r * svc->rank_cap;
+        uint32_t off, count;   /* spread above: the slice now starts at pos0 */
+        sp__loader_span_part(svc->ld, sh->index, svc->nranks, r, &off, &count);
+        (void)off;
+        sp_batch v;
+        memset(&v, 0, sizeof v);
+        v.capacity = svc->rank_cap;
+        v.count = count;
+        v.images = sp__slot_images(h, s) + pos0 * sb;
+        v.labels = sp__slot_labels(h, s) + pos0;
+        v.indices = sp__slot_indices(h, s) + pos0;
+        v.skipped = sp__slot_skipped(h, s) + pos0;
+        v.substituted = sp__slot_subst(h, s) + 2 * pos0;
+        v.flags = SP_BATCH_VIEW;
+        int rc = sp__batch_finalize(svc->ld, &v, sp__slot_items(h, s) + pos0, err);
+        if (rc != 0) return rc;
+        tab[r].count = v.count;
+        tab[r].nskipped = v.nskipped;
+        tab[r].nsubst = v.nsubstituted;
+        tab[r].pad = 0;
+        *samples += v.count;
+    }
+    return SP_OK;
+}
+
+/* One turn; *done when served. @return 1 if anything moved, 0 if not, < 0 error. */
+static int step(sp_service *svc, int *done, sp_error *err) {
+    sp__ring_hdr *h = svc->h;
+    uint64_t now = sp__now_ns();
+    int progress = tend_ranks(svc, now);
+    while (svc->recycled < svc->published && can_recycle(svc, svc->recycled)) {
+        int rc = sp_pool_release(svc->pool, err);
+        if (rc != 0) return rc;
+        svc->recycled++;
+        atomic_store(&h->pool_released, svc->recycled);
+        progress = 1;
+    }
+    while (!svc->ended && svc->published - svc->recycled < svc->R) {
+        uint32_t s;
+        uint64_t q;
+        sp_error e;
+        sp_error_clear(&e);
+        int rc = sp__pool_poll(svc->pool, &s, &q, &e);
+        if (rc == SP__POOL_AGAIN) break;
+        if (rc == SP_POOL_END) {
+            svc->ended = 1;
+            atomic_store(&h->svc_end, 1);
+            wake_clients(h);
+            break;
+        }
+        if (rc != 0) {   /* workers keep dying: the stream cannot go on */
+            fail_stream(svc, rc, e.msg);
+            if (err) *err = e;
+            return rc;
+        }
+        uint64_t samples = 0, tp = sp__trace_t0();
+        rc = finalize_slices(svc, s, &samples, &e);
+        if (rc != 0) {   /* on-error fail: serve the error after batch q - 1 */
+            fail_stream(svc, rc, e.msg);
+            progress = 1;
+            break;
+        }
+        sp__slot_hdr *sh = sp__slot(h, s);
+        atomic_store(&sh->pub_ns, sp__now_ns());
+        svc->published = q + 1;
+        atomic_fetch_add(&h->samples_published, samples);
+        atomic_store(&h->last_pub_ns, sp__now_ns());
+        atomic_store_explicit(&h->published, svc->published, memory_order_release);
+        if (svc->published == svc->total) {
+            svc->ended = 1;
+            atomic_store(&h->svc_end, 1);
+        }
+        wake_clients(h);
+        if (tp) sp__trace_record(SP_TRACE_PUBLISH, tp, sh->epoch, sh->index, SP__TRACE_NONE32,
+                                 SP__TRACE_NONE64);
+        progress = 1;
+    }
+    if (svc->ended && svc->recycled == svc->published) *done = 1;
+    return progress;
+}
+
+int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err) {
+    sp__ring_hdr *h = svc->h;
+    if (svc->total == 0) svc->ended = 1;
+    for (;;) {
+        if (stop && *stop) return SP_SERVICE_STOPPED;
+        uint32_t wv = atomic_load(&h->cwake);
+        int done = 0;
+        int rc = step(svc, &done, err);
+        if (rc < 0) return rc;
+        if (done) {
+            if (svc->failed) {
+                if (err) *err = svc->fail_err;
+                return svc->failed;
+            }
+            return SP_OK;
+        }
+        if (rc > 0) continue;
+        uint64_t t0 = sp__now_ns();   /* a short spin, then sleep */
+        while (atomic_load(&h->cwake) == wv && sp__now_ns() - t0 < SPIN_NS) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        if (atomic_load(&h->cwake) != wv) continue;
+        atomic_store(&h->csleep, 1);
+        uint64_t tw = sp__trace_t0();   /* waiting for a batch (or a client's release) */
+        if (atomic_load(&h->cwake) == wv && !(stop && *stop))
+            sp__futex_wait(&h->cwake, wv, SLEEP_NS);
+        atomic_store(&h->csleep, 0);
+        if (tw) sp__trace_record(SP_TRACE_NEXT, tw, SP__TRACE_NONE32, SP__TRACE_NONE64,
+                                 SP__TRACE_NONE32, SP__TRACE_NONE64);
+    }
+}
+
+/* ---- a service in a child process --------------------------------------------------- */
+
+static volatile sig_atomic_t child_stop;
+static void on_stop(int sig) {
+    (void)sig;
+    child_stop = 1;
+}
+
+int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
+                    sp_error *err) {
+    int fds[2];
+    if (pipe(fds) != 0) return sp_error_set(err, SP_EIO, "service: pipe: %s", strerror(errno));
+    pid_t parent = getpid();
+    pid_t p = fork();
+    if (p < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return sp_error_set(err, SP_EIO, "service: fork: %s", strerror(e));
+    }
+    if (p == 0) {
+        close(fds[0]);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(1);
+        sp__trace_child("service");
+        sp_service *svc;
+        sp_error e;
+        sp_error_clear(&e);
+        char buf[1 + SP_ERROR_MSG_MAX];
+        if (sp_service_create(lcfg, scfg, &svc, &e) != 0) {
+            buf[0] = (char)(-e.code);
+            size_t n = strlen(e.msg);
+            memcpy(buf + 1, e.msg, n);
+            if (write(fds[1], buf, n + 1) < 0) _exit(1);
+            _exit(1);
+        }
+        buf[0] = 0;
+        if (write(fds[1], buf, 1) < 0) child_stop = 1;
+        close(fds[1]);
+        int rc = sp_service_run(svc, &child_stop, &e);
+        sp_service_destroy(svc);
+        _exit(rc == 0 || rc == SP_SERVICE_STOPPED ? 0 : 1);
+    }
+    close(fds[1]);
+    sp__trace_spawned((int)p, "service");
+    char buf[1 + SP_ERROR_MSG_MAX];
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = read(fds[0], buf + got, sizeof buf - 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+        if (got == sizeof buf - 1 || (got >= 1 && buf[0] == 0)) break;
+    }
+    close(fds[0]);
+    if (got >= 1 && buf[0] == 0) {
+        *pid = p;
+        return SP_OK;
+    }
+    while (waitpid(p, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (got == 0) return sp_error_set(err, SP_EIO, "service: the child died before it was ready");
+    buf[got] = '\0';
+    return sp_error_set(err, -(int)(unsigned char)buf[0], "%s", buf + 1);
+}
+
+int sp_service_join(pid_t pid, int timeout_ms) {
+    int status = 0;
+    uint64_t t0 = sp__now_ns(), limit = (uint64_t)timeout_ms * 1000000ull;
+    int phase = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return -1;
+        uint64_t el = sp__now_ns() - t0;
+        if (phase == 0 && el > limit) {
+            kill(pid, SIGTERM);
+            phase = 1;
+        } else if (phase == 1 && el > limit + 2000000000ull) {
+            kill(pid, SIGKILL);
+            phase = 2;
+        }
+        usleep(1000);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+/* ---- status ------------------------------------------------------------------------- */
+
+/* A string from the region, NUL-terminated in dst, its control bytes (C0,
+ * DEL and the 8-bit C1 range 0x80-0x9f that some terminals take as CSI and
+ * the like) and the backslash written as \xNN, so printing it can only
+ * print and an escape cannot be forged. Bytes 0xa0-0xff pass, so UTF-8
+ * paths mostly keep their letters (a continuation byte in 0x80-0x9f is
+ * escaped too: that costs readability, never safety). */
+static void escape_copy(char *dst, size_t n, const char *src, size_t srcn) {
+    size_t o = 0;
+    for (size_t i = 0; i < srcn && src[i] && o + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c != 0x7f && c != '\\' && !(c >= 0x80 && c <= 0x9f)) {
+            dst[o++] = (char)c;
+        } else if (o + 5 < n) {
+            snprintf(dst + o, 5, "\\x%02x", c);
+            o += 4;
+        } else {
+            break;
+        }
+    }
+    dst[o] = '\0';
+}
+
+int sp_service_status_read(const char *name, sp_service_status *out, sp_error *err) {
+    memset(out, 0, sizeof *out);
+    sp__region r;
+    struct stat st;
+    int rc = sp__region_attach(&r, name, 1, &st, err);
+    if (rc != 0) return rc;
+    /* Another user's region, or one others may write, is not read: its
+     * strings and counts could say anything (clients check the same). */
+    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        sp__region_close(&r);
+        return st.st_uid != geteuid()
+                   ? sp_error_set(err, SP_EIO, "region %s: owned by uid %u, not by this user: "
+                                  "not read", name, (unsigned)st.st_uid)
+                   : sp_error_set(err, SP_EIO, "region %s: mode %04o, expected 0600: not read",
+                                  name, (unsigned)(st.st_mode & 0777));
+    }
+    sp__ring_hdr *h = malloc(sizeof *h);
+    if (!h) {
+        sp__region_close(&r);
+        return sp_error_set(err, SP_ENOMEM, "status: out of memory");
+    }
+    memcpy(h, r.base, sizeof *h);
+    size_t mapped = r.size;
+    sp__region_close(&r);
+    sp_loader_state st0;
+    sp_error e;
+    sp_error_clear(&e);
+    rc = sp__service_validate(h, mapped, &st0, &e);
+    if (rc != 0) {
+        free(h);
+        return sp_error_set(err, rc, "region %s: %s", name, e.msg);
+    }
+    out->pid = h->owner_pid;
+    out->alive = sp__proc_alive(h->owner_pid, h->owner_start);
+    out->running = h->svc_running != 0;
+    out->ended = h->svc_end != 0;
+    out->world = h->world;
+    out->rank_first = h->rank_first;
+    out->nranks = h->nranks;
+    out->ring_slots = h->nslots;
+    out->nworkers = h->nworkers;
+    out->epochs = h->epochs;
+    out->batches_per_epoch = h->batches_per_epoch;
+    out->start_abs = h->start_abs;
+    out->total = h->total;
+    out->published = h->published;
+    out->recycled = h->pool_released;
+    out->samples = h->samples_published;
+    uint64_t end = out->ended && h->last_pub_ns ? h->last_pub_ns : sp__now_ns();
+    out->seconds = end > h->started_ns ? (double)(end - h->started_ns) / 1e9 : 0.0;
+    out->worker_deaths = h->deaths;
+    out->client_deaths = h->client_deaths;
+    out->err_code = h->svc_err_code;
+    escape_copy(out->err_msg, sizeof out->err_msg, h->svc_err_msg, sizeof h->svc_err_msg);
+    escape_copy(out->dataset, sizeof out->dataset, h->dataset, sizeof h->dataset);
+    sp_digest_hex(st0.fingerprint, out->fingerprint);
+    out->seed = st0.seed;
+    uint64_t ready = out->published >= out->recycled ? out->published - out->recycled : 0;
+    if (ready > h->nslots) ready = h->nslots;
+    uint64_t left = out->total > out->published ? out->total - out->published : 0;
+    uint64_t room = h->nslots - ready;
+    out->slots_ready = (uint32_t)ready;
+    out->slots_computing = (uint32_t)(left < room ? left : room);
+    for (uint32_t w = 0; w < h->nworkers && w < SP_POOL_MAX_WORKERS; w++) {
+        int pid = h->workers[w].pid;
+        out->workers[w].pid = pid;
+        out->workers[w].alive = sp__proc_alive(pid, 0);
+        out->workers[w].busy = h->workers[w].busy != 0;
+        out->workers[w].respawns = h->workers[w].gen ? h->workers[w].gen - 1 : 0;
+        out->workers[w].samples = h->workers[w].samples;
+    }
+    for (uint32_t k = 0; k < h->nranks; k++) {
+        out->ranks[k].pid = h->ranks[k].pid;
+        out->ranks[k].state = (int)h->ranks[k].state;
+        out->ranks[k].attaches = h->ranks[k].attaches;
+        out->ranks[k].deaths = h->ranks[k].deaths;
+        out->ranks[k].next = h->ranks[k].cursor;
+        out->ranks[k].released = h->ranks[k].released;
+    }
+    free(h);
+    return SP_OK;
+}
