@@ -31,6 +31,22 @@ const char *sp_strerror(int code) {
     }
 }
 
+const char *sp_status_at(size_t i, int *code) {
+    static const struct {
+        int code;
+        const char *name;
+    } table[] = {
+        {SP_OK, "OK"},
+#define XX(name, val, str) {SP_##name, #name},
+        SP_ERRNO_MAP(XX)
+        SP_STATUS_MAP(XX)
+#undef XX
+    };
+    if (i >= sizeof table / sizeof table[0]) return NULL;
+    if (code) *code = table[i].code;
+    return table[i].name;
+}
+
 void sp_error_clear(sp_error *err) {
     if (!err) return;
     err->code = SP_OK;

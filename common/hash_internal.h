@@ -1,8 +1,8 @@
 /* hash_internal.h - the library's one set of XXH3-128 feeding helpers.
  *
  * Every fingerprint, key and digest that combines several fields (dataset
- * and loader fingerprints, batch digests, cache keys, the index's path)
- * streams its bytes through these: integers as 8 little-endian bytes,
+ * and loader fingerprints, batch digests, the stream digest, cache keys, the
+ * index's path) streams its bytes through these: integers as 8 little-endian bytes,
  * strings as their length (8 bytes) then their bytes. The hash of one
  * buffer alone (a file's or member's content, an IDX image plane, the
  * canonical pipeline text) is XXH3_128bits() of that buffer, called where

@@ -103,10 +103,6 @@ void cli_print_cache_stats(sp_cache *c, FILE *f);
 void cli_cache_opts(sp_cache_opts *o);
 /* --on-error, --rng-mode into cfg; --workers, --ring. */
 void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *ring);
-/* Fold a batch digest into a stream digest (big-endian hi, lo), as
- * `digest` prints it. */
-struct XXH3_state_s;
-void cli_digest_fold(struct XXH3_state_s *st, sp_digest d);
 /* The failure log, one line per sample ("  sample I: path: reason"). */
 void cli_print_failures(const sp_loader *ld, FILE *f);
 /* Failures gathered from several loaders' logs (e.g. one pool an epoch),

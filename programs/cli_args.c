@@ -1,6 +1,6 @@
 /* cli_args.c - what every command of the tool shares: option lookups, usage
  * errors and failures, the loader and stream options, the cache's warning
- * line and counters, the failure log, digest folding.
+ * line and counters, the failure log.
  *
  * The bottom of the tool: it calls only the library, and every cli_*.c
  * calls down into it (cli.c dispatches to the commands), so the arrows
@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <xxhash.h>
 
 #include "seedpipe/pool.h"
 
@@ -301,13 +299,3 @@ void cli_pool_options(cli_args *a, sp_loader_config *cfg, int *workers, int *rin
     *workers = (int)cli_uint(a, "workers", 0, 0, SP_POOL_MAX_WORKERS);
     *ring = (int)cli_uint(a, "ring", 0, 0, 1024);
 }
-
-void cli_digest_fold(XXH3_state_t *st, sp_digest d) {
-    uint8_t raw[16];
-    for (int k = 0; k < 8; k++) {
-        raw[k] = (uint8_t)(d.hi >> (56 - 8 * k));
-        raw[8 + k] = (uint8_t)(d.lo >> (56 - 8 * k));
-    }
-    XXH3_128bits_update(st, raw, sizeof raw);
-}
-

@@ -3,8 +3,8 @@
  * `digest` writes a manifest (manifest.h) of every batch of epochs
  * S..S+E-1 (--epoch-start S, default 0; --epochs E; from --resume STATE
  * on; up to --stop-after N batches, then --save-state FILE), in-process or
- * on the worker pool (--workers W), and prints a stream digest (XXH3-128
- * over the batch digests in order), so two runs can be compared by one
+ * on the worker pool (--workers W), and prints a stream digest
+ * (sp_stream_digest_of() the batch digests in order), so two runs can be compared by one
  * line; the batches come from a batch stream (stream.h), whichever kind
  * (epoch 4294967295, past a stream's reach, from the loader directly:
  * digest_src). The manifest header's "epochs" is E. `dump` renders one batch
@@ -19,8 +19,6 @@
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <xxhash.h>
 
 #include "seedpipe/imageio.h"
 #include "seedpipe/manifest.h"
@@ -148,6 +146,25 @@ static void src_close(digest_src *s) {
     }
 }
 
+/* The batch digests taken so far (16 bytes a batch), for the stream
+ * digest (sp_stream_digest_of()). */
+typedef struct digest_list {
+    sp_digest *v;
+    size_t n, cap;
+} digest_list;
+
+static int digests_add(digest_list *l, sp_digest d, sp_error *err) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 1024;
+        sp_digest *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return sp_error_set(err, SP_ENOMEM, "out of memory for the batch digests");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = d;
+    return 0;
+}
+
 /* The end of a manifest: close it (a regular file published into place);
  * on an earlier error (rc), drop the temporary file. @return rc, or the
  * close's error. */
@@ -187,8 +204,7 @@ int cmd_digest(cli_args *a) {
     sp_publish *pub = NULL;
     FILE *f = open_manifest(a, out, &pub, src.stream);
     FILE *info = f == stdout ? stderr : stdout;
-    XXH3_state_t *st = XXH3_createState();
-    XXH3_128bits_reset(st);
+    digest_list digests = {NULL, 0, 0};
     int tty = isatty(2);
     uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0;
     double t0 = now_s(), last = t0;
@@ -203,8 +219,8 @@ int cmd_digest(cli_args *a) {
         }
         if (rc != 0) break;
         sp_digest d = sp_batch_digest(ld, &view);
-        cli_digest_fold(st, d);
-        rc = sp_manifest_write_batch(f, &view, d, &err);
+        rc = digests_add(&digests, d, &err);
+        if (rc == 0) rc = sp_manifest_write_batch(f, &view, d, &err);
         done++;
         images += view.count;
         double t = now_s();
@@ -229,12 +245,11 @@ int cmd_digest(cli_args *a) {
     cli_print_failures(ld, stderr);
     if (rc != 0) {
         src_close(&src);
-        XXH3_freeState(st);
+        free(digests.v);
         cli_fail(a, &err);
     }
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    sp_digest sd = {h.high64, h.low64};
+    sp_digest sd = sp_stream_digest_of(digests.v, digests.n);
+    free(digests.v);
     char hex[33];
     sp_digest_hex(sd, hex);
     double dt = now_s() - t0;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "seedpipe/stream.h"
+#include "common/hash_internal.h"
 #include "common/trace_internal.h"
 
 struct sp_stream {
@@ -319,6 +320,20 @@ void sp_stream_info_get(const sp_stream *s, sp_stream_info *info) {
 sp_digest sp_stream_batch_digest(const sp_stream *s, const sp_batch *b) {
     if (s->client) return sp_client_batch_digest(s->client, b);
     return sp_batch_digest(s->ld, b);
+}
+
+sp_digest sp_stream_digest_of(const sp_digest *d, size_t n) {
+    sp__hash h;
+    sp__hash_init(&h);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t raw[16];   /* big-endian hi, then lo */
+        for (int k = 0; k < 8; k++) {
+            raw[k] = (uint8_t)(d[i].hi >> (56 - 8 * k));
+            raw[8 + k] = (uint8_t)(d[i].lo >> (56 - 8 * k));
+        }
+        sp__hash_bytes(&h, raw, sizeof raw);
+    }
+    return sp__hash_digest(&h);
 }
 
 sp_loader *sp_stream_loader(sp_stream *s) { return s->ld; }

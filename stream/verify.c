@@ -5,12 +5,12 @@
  * slices of each global batch are concatenated in rank order and digested
  * as one batch, for the service rows (K clients of services forked here)
  * and the world rows (K in-process loaders). Each row keeps per batch its
- * digest and the digest of its skipped / substituted lists, folds the
- * digests into a stream digest as `seedpipe digest` does, and copies the
- * first batch that differs from the reference. The report is then built
- * from those: the first divergence is located by recomputing the
- * reference's batch with a fresh loader and comparing sample indices, then
- * bytes (verify_report.c renders it).
+ * digest and the digest of its skipped / substituted lists, and copies
+ * the first batch that differs from the reference; its stream digest is
+ * sp_stream_digest_of() its batch digests, as `seedpipe digest` prints
+ * it. The report is then built from those: the first divergence is
+ * located by recomputing the reference's batch with a fresh loader and
+ * comparing sample indices, then bytes (verify_report.c renders it).
  */
 #define _XOPEN_SOURCE 700   /* nftw, mkdtemp */
 #include <ftw.h>
@@ -22,47 +22,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
+#include "common/hash_internal.h"
 #include "stream/verify_internal.h"
 #include "seedpipe/service.h"
 #include "seedpipe/stream.h"
 
 static int same(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
 
-static void hash_le64(XXH3_state_t *st, uint64_t x) {
-    uint8_t w[8];
-    for (int k = 0; k < 8; k++) w[k] = (uint8_t)(x >> (8 * k));
-    XXH3_128bits_update(st, w, sizeof w);
-}
-
 /* XXH3-128 of a batch's skipped samples and (failed, substitute) pairs,
  * which sp_batch_digest() leaves out. */
 static sp_digest lists_digest(const sp_batch *b) {
-    XXH3_state_t *st = XXH3_createState();
-    sp_digest d = {0, 0};
-    if (!st) return d;
-    XXH3_128bits_reset(st);
-    hash_le64(st, b->nskipped);
-    for (uint32_t i = 0; i < b->nskipped; i++) hash_le64(st, b->skipped[i]);
-    hash_le64(st, b->nsubstituted);
-    for (uint32_t i = 0; i < 2 * b->nsubstituted; i++) hash_le64(st, b->substituted[i]);
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    d.hi = h.high64;
-    d.lo = h.low64;
-    return d;
-}
-
-/* Fold a batch digest into a stream digest (big-endian hi, lo), as
- * `seedpipe digest` prints it. */
-static void digest_fold(XXH3_state_t *st, sp_digest d) {
-    uint8_t raw[16];
-    for (int k = 0; k < 8; k++) {
-        raw[k] = (uint8_t)(d.hi >> (56 - 8 * k));
-        raw[8 + k] = (uint8_t)(d.lo >> (56 - 8 * k));
-    }
-    XXH3_128bits_update(st, raw, sizeof raw);
+    sp__hash h;
+    sp__hash_init(&h);
+    sp__hash_u64(&h, b->nskipped);
+    for (uint32_t i = 0; i < b->nskipped; i++) sp__hash_u64(&h, b->skipped[i]);
+    sp__hash_u64(&h, b->nsubstituted);
+    for (uint32_t i = 0; i < 2 * b->nsubstituted; i++) sp__hash_u64(&h, b->substituted[i]);
+    return sp__hash_digest(&h);
 }
 
 static void copy_divergent(sp__verify_run *r, const sp_batch *b, size_t sb,
@@ -79,8 +55,8 @@ static void copy_divergent(sp__verify_run *r, const sp_batch *b, size_t sb,
 
 /* Per-batch bookkeeping of every row: digest, lists, the first divergence
  * from the reference (counts: the ranks' samples of a K-rank row, or NULL). */
-static void record_batch(sp__verify *v, sp__verify_run *r, XXH3_state_t *st, const sp_batch *b,
-                         sp_digest d, size_t sb, const uint32_t *counts, uint32_t k) {
+static void record_batch(sp__verify *v, sp__verify_run *r, const sp_batch *b, sp_digest d,
+                         size_t sb, const uint32_t *counts, uint32_t k) {
     sp_digest l = lists_digest(b);
     if (r->n < v->total) {
         r->d[r->n] = d;
@@ -91,7 +67,6 @@ static void record_batch(sp__verify *v, sp__verify_run *r, XXH3_state_t *st, con
         copy_divergent(r, b, sb, counts, k);
     if (ref && r->list_div < 0 && r->n < ref->n && !same(ref->lists[r->n], l))
         r->list_div = (int64_t)r->n;
-    digest_fold(st, d);
     r->n++;
     if (v->cfg.progress && (r->n % 8 == 0 || r->n == v->total))
         v->cfg.progress(v->cfg.progress_ud, r->row.name, r->n, v->total);
@@ -105,12 +80,12 @@ static int result_init(sp__verify *v, sp__verify_run *r, sp_error *err) {
     return r->d && r->lists ? SP_OK : sp_error_set(err, SP_ENOMEM, "out of memory");
 }
 
-static void result_end(sp__verify *v, sp__verify_run *r, XXH3_state_t *st, int rc,
-                       const sp_error *err) {
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    r->row.stream.hi = h.high64;
-    r->row.stream.lo = h.low64;
+/* The row's stream digest is sp_stream_digest_of() its batch digests, as
+ * `seedpipe digest` prints it. Every row ends at the same epoch, so none
+ * has more than v->total batches (one that had would differ from the
+ * reference already at batch v->total, and be reported so). */
+static void result_end(sp__verify *v, sp__verify_run *r, int rc, const sp_error *err) {
+    r->row.stream = sp_stream_digest_of(r->d, r->n < v->total ? r->n : v->total);
     r->row.batches = r->n;
     r->row.rc = rc;
     if (rc != 0) snprintf(r->row.msg, sizeof r->row.msg, "%s", err->msg);
@@ -170,8 +145,6 @@ static void run_config(sp__verify *v, sp__verify_run *r, int workers, int64_t ki
                        int64_t stop_at, int workers2) {
     sp_error err;
     sp_error_clear(&err);
-    XXH3_state_t *st = XXH3_createState();
-    XXH3_128bits_reset(st);
     sp_stream *s = NULL;
     int rc = result_init(v, r, &err);
     if (rc == 0) rc = open_one(v, workers, NULL, &s, &err);
@@ -189,7 +162,7 @@ static void run_config(sp__verify *v, sp__verify_run *r, int workers, int64_t ki
         if (rc != 0) break;
         sp_stream_info in;
         sp_stream_info_get(s, &in);
-        record_batch(v, r, st, &b, sp_stream_batch_digest(s, &b), in.sample_bytes, NULL, 0);
+        record_batch(v, r, &b, sp_stream_batch_digest(s, &b), in.sample_bytes, NULL, 0);
         sp_stream_release(s, &b, NULL);
         if (kill_at >= 0 && (int64_t)r->n == kill_at) kill_worker(s, 0);
     }
@@ -199,7 +172,7 @@ static void run_config(sp__verify *v, sp__verify_run *r, int workers, int64_t ki
         r->row.worker_deaths = ps.worker_deaths;
     }
     sp_stream_close(s);
-    result_end(v, r, st, rc, &err);
+    result_end(v, r, rc, &err);
 }
 
 /* A batch buffer for a whole global batch (B samples) and its lists. */
@@ -264,7 +237,7 @@ static int next_global(sp_stream **s, uint32_t K, sp_batch *views, sp_batch *cat
 /* K streams, one per rank (already open, or rc != 0): every global batch is
  * the K slices concatenated in rank order, digested as one batch. */
 static void run_ranks(sp__verify *v, sp__verify_run *r, sp_stream **s, uint32_t K, int rc,
-                      sp_error *err, XXH3_state_t *st) {
+                      sp_error *err) {
     sp_batch views[SP_VERIFY_MAX_WORLD], cat;
     uint32_t counts[SP_VERIFY_MAX_WORLD];
     memset(&cat, 0, sizeof cat);
@@ -282,7 +255,7 @@ static void run_ranks(sp__verify *v, sp__verify_run *r, sp_stream **s, uint32_t 
             break;
         }
         if (rc != 0) break;
-        record_batch(v, r, st, &cat, sp_stream_batch_digest(s[0], &cat), in.sample_bytes,
+        record_batch(v, r, &cat, sp_stream_batch_digest(s[0], &cat), in.sample_bytes,
                      K > 1 ? counts : NULL, K > 1 ? K : 0);
         for (uint32_t k = 0; k < K; k++) sp_stream_release(s[k], &views[k], NULL);
     }
@@ -296,8 +269,6 @@ static void run_ranks(sp__verify *v, sp__verify_run *r, sp_stream **s, uint32_t 
 static void run_world(sp__verify *v, sp__verify_run *r, uint32_t K) {
     sp_error err;
     sp_error_clear(&err);
-    XXH3_state_t *st = XXH3_createState();
-    XXH3_128bits_reset(st);
     r->row.world = K;
     sp_stream *s[SP_VERIFY_MAX_WORLD] = {0};
     int rc = result_init(v, r, &err);
@@ -310,9 +281,9 @@ static void run_world(sp__verify *v, sp__verify_run *r, uint32_t K) {
         sc.epochs = v->cfg.epochs;
         rc = sp_stream_open(&c, &sc, &s[k], &err);
     }
-    run_ranks(v, r, s, K, rc, &err, st);
+    run_ranks(v, r, s, K, rc, &err);
     for (uint32_t k = 0; k < K; k++) sp_stream_close(s[k]);
-    result_end(v, r, st, r->row.rc, &err);
+    result_end(v, r, r->row.rc, &err);
 }
 
 /* The stream through services (child processes, private region names) read
@@ -322,8 +293,6 @@ static void run_world(sp__verify *v, sp__verify_run *r, uint32_t K) {
 static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t K, uint32_t nsvc) {
     sp_error err;
     sp_error_clear(&err);
-    XXH3_state_t *st = XXH3_createState();
-    XXH3_128bits_reset(st);
     char name[2][80];
     uint32_t first[2] = {0, nsvc == 2 ? K / 2 : K};
     pid_t pid[2] = {0, 0};
@@ -347,7 +316,7 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
         sc.rank = k;
         rc = sp_stream_open(NULL, &sc, &s[k], &err);
     }
-    run_ranks(v, r, s, K, rc, &err, st);
+    run_ranks(v, r, s, K, rc, &err);
     rc = r->row.rc;
     for (uint32_t k = 0; k < K; k++) sp_stream_close(s[k]);
     for (uint32_t i = 0; i < nsvc; i++)
@@ -356,7 +325,7 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
             if (rc == 0 && status != 0)
                 rc = sp_error_set(&err, SP_EIO, "the service exited with status %d", status);
         }
-    result_end(v, r, st, rc, &err);
+    result_end(v, r, rc, &err);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {

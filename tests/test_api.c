@@ -4,7 +4,8 @@
  *     the positive outcomes) has its own value and its own sp_strerror()
  *     text; the headers' outcome names are those codes (SP_POOL_END ==
  *     SP_CLIENT_END == SP_END, SP_SERVICE_STOPPED == SP_STOPPED); anything
- *     else is "unknown status".
+ *     else is "unknown status"; sp_status_at() lists SP_OK and every code,
+ *     in the X-macros' order, with its name.
  *  2. The failure log is read by copy-out: 4 threads compute batches of a
  *     dataset where every second file is corrupt (on-error skip), each
  *     logging failures (the log grows, and its array moves), while 2
@@ -62,6 +63,16 @@ static void test_status_codes(void) {
         }
         CHECK((all[i].code > 0) == (i >= nerr));   /* outcomes > 0, errors < 0 */
     }
+    /* sp_status_at(): SP_OK, then every code above in order, then NULL */
+    int code = 12345;
+    CHECK(sp_status_at(0, &code) && !strcmp(sp_status_at(0, NULL), "OK") && code == SP_OK);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = sp_status_at(i + 1, &code);
+        CHECK_MSG(name && !strcmp(name, all[i].name) && code == all[i].code,
+                  "sp_status_at(%zu) is not SP_%s", i + 1, all[i].name);
+    }
+    code = 12345;
+    CHECK(sp_status_at(n + 1, &code) == NULL && code == 12345);
     CHECK(SP_POOL_END == SP_END && SP_CLIENT_END == SP_END);
     CHECK(SP_SERVICE_STOPPED == SP_STOPPED);
     CHECK(SP_CACHE_MISS > 0 && SP_CACHE_SKIP > 0 && SP_CACHE_MISS != SP_CACHE_SKIP);

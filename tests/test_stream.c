@@ -16,12 +16,17 @@
  *  5. sp_verify_run(): identical streams for a small configuration (with
  *     a world size), the text and JSON renderings; the per-worker demo
  *     diverges and the divergence is located down to the byte.
+ *  6. The stream digest, sp_stream_digest_of(): XXH3-128 of the batch
+ *     digests as big-endian bytes, computed here apart from the library;
+ *     verify's rows carry the same digest of the same batches.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "check.h"
 #include "runner.h"
@@ -402,6 +407,46 @@ static void test_verify_api(void) {
     sp_verify_free(NULL);
 }
 
+static void test_stream_digest_of(void) {
+    sp_loader_config lc;
+    config(&lc);
+    sp_digest d[64];
+    size_t n = reference(&lc, d, 64);
+    CHECK(n > 2);
+    uint8_t raw[64 * 16];
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++) {
+            raw[16 * i + k] = (uint8_t)(d[i].hi >> (56 - 8 * k));
+            raw[16 * i + 8 + k] = (uint8_t)(d[i].lo >> (56 - 8 * k));
+        }
+    for (size_t m = 0; m <= n; m += n) {   /* none, then all */
+        XXH128_hash_t h = XXH3_128bits(raw, 16 * m);
+        sp_digest got = sp_stream_digest_of(m ? d : NULL, m);
+        CHECK_MSG(got.hi == h.high64 && got.lo == h.low64, "%zu batches", m);
+    }
+    sp_digest one = sp_stream_digest_of(d, n - 1), all = sp_stream_digest_of(d, n);
+    CHECK(!same(one, all));   /* every batch counts */
+
+    /* verify's stream digest is this one, over the same batches */
+    int ws[] = {1};
+    sp_verify_config vc;
+    memset(&vc, 0, sizeof vc);
+    vc.workers = ws;
+    vc.nworkers = 1;
+    vc.epochs = EPOCHS;
+    vc.flags = SP_VERIFY_NO_CRASH | SP_VERIFY_NO_RESUME | SP_VERIFY_NO_SERVICE | SP_VERIFY_NO_CACHE;
+    sp_verify_report *r;
+    sp_error err;
+    sp_error_clear(&err);
+    CHECK_OK(sp_verify_run(&lc, &vc, &r, &err), &err);
+    CHECK(sp_verify_ok(r) && sp_verify_row_count(r) == 2);
+    for (size_t i = 0; i < 2; i++) {
+        const sp_verify_row *row = sp_verify_row_get(r, i);
+        CHECK_MSG(same(row->stream, all) && row->batches == n, "%s", row->name);
+    }
+    sp_verify_free(r);
+}
+
 /* An in-process stream seeks back and forth without reopening: after a
  * seek the batches are those of that position; a held view stays valid;
  * pool streams refuse. */
@@ -527,6 +572,7 @@ static const sp_case cases[] = {
     SP_CASE(test_state_resume),
     SP_CASE(test_bad_arguments),
     SP_CASE(test_verify_api),
+    SP_CASE(test_stream_digest_of),
     SP_CASE(test_refusals_and_failure),
     SP_CASE(test_seek),
 };

@@ -56,6 +56,14 @@ typedef enum {
  *  for 0), "unknown status" for anything else. */
 SP_API const char *sp_strerror(int code);
 
+/*! sp_status_at() : the i-th sp_status, so that a binding builds its table
+ *  of codes from the library instead of copying this header: i = 0 is
+ *  SP_OK, then the errors in SP_ERRNO_MAP's order, then the outcomes in
+ *  SP_STATUS_MAP's. Sets *code (code may be NULL) and @return the name
+ *  without the SP_ prefix ("OK", "EINVAL", "END"), a static string; NULL,
+ *  *code untouched, once i is past the last (loop from 0 until NULL). */
+SP_API const char *sp_status_at(size_t i, int *code);
+
 #define SP_ERROR_MSG_MAX 512
 typedef struct sp_error {
     int code;                    /* SP_OK or an SP_E* code */

@@ -173,6 +173,17 @@ SP_API void sp_stream_info_get(const sp_stream *s, sp_stream_info *info);
  *  (or of any batch of its shape), for any kind. */
 SP_API sp_digest sp_stream_batch_digest(const sp_stream *s, const sp_batch *b);
 
+/*! sp_stream_digest_of() : the stream digest of n batches, from their
+ *  digests d[0..n) in stream order (sp_stream_batch_digest() or
+ *  sp_batch_digest() of each): XXH3-128 over the digests, each written as
+ *  16 big-endian bytes (hi, then lo). The one definition of the stream
+ *  digest: `seedpipe digest` prints it after "stream", sp_verify_run()
+ *  compares it row by row, seedpipe.digest() returns it as .stream. Two
+ *  runs have the same stream digest when they gave the same batches in the
+ *  same order. The caller keeps the batch digests (16 bytes a batch); d may
+ *  be NULL when n is 0 (the digest of no batch). Never fails. */
+SP_API sp_digest sp_stream_digest_of(const sp_digest *d, size_t n);
+
 /*! sp_stream_loader() : the stream's loader (sample dims, failure log,
  *  manifest header): the in-process one, the pool's, or for a service
  *  stream opened with a loader config the one it was checked against
