@@ -11,19 +11,33 @@
 Every batch is a pure function of (dataset, pipeline, seed, epoch, batch
 index, format, geometry): worker count, scheduling, resume and cache never
 change a byte. See docs/python.md.
+
+The package, by concern (the modules with a leading underscore are
+private; everything public is imported here or in seedpipe.torch):
+    _lib       ctypes declarations of the C API, finding libseedpipe.so
+    _errors    seedpipe.Error and the status codes (from the library)
+    _args      argument checks (ValueError naming the argument)
+    _views     numpy views on C memory, BatchInfo
+    _state     loader state to and from JSON (state_dict)
+    _launch    rank and world from the launcher (distributed_env)
+    _stream    one batch stream: its C handles, batches, epoch iteration
+    _loader    Loader
+    _client    attach() and Client (a running `seedpipe serve`)
+    _digest    digest() and verify()
+    mixture, transforms, audit, torch: public submodules.
+Importing seedpipe changes no global state (no warnings filter, no signal
+handler); it loads the library and checks its ABI.
 """
-from ._core import BatchInfo, Client, DistributedEnv, Error, Loader, attach, distributed_env
-from ._cli import DigestResult, VerifyResult, digest, verify
 from . import _lib
+from ._client import Client, attach
+from ._digest import DigestResult, VerifyResult, digest, verify
+from ._errors import Error
+from ._launch import DistributedEnv, distributed_env
+from ._loader import Loader
+from ._views import BatchInfo
 from .mixture import Mixture
 from . import transforms
 from .audit import AuditReport, audit   # the function shadows the submodule's name here
-
-# `python -m seedpipe.audit` imports this package (and so seedpipe.audit) before
-# running audit.py as __main__; runpy's warning about that is harmless noise.
-import warnings as _warnings
-_warnings.filterwarnings("ignore", message="'seedpipe.audit' found in sys.modules",
-                         category=RuntimeWarning)
 
 LIB_PATH = _lib.LIB_PATH
 # The version is written once (include/seedpipe/version.h); this is the
@@ -37,7 +51,9 @@ def version() -> str:
 
 
 def find_binary() -> str:
-    """Path of the `seedpipe` tool used by digest() (verify() calls the library)."""
+    """Path of the `seedpipe` command-line tool ($SEEDPIPE_BIN, next to the
+    library, the package's _native/ folder, then PATH), for scripts that run
+    it; digest() and verify() call the library and need no tool."""
     return _lib.find_binary()
 
 

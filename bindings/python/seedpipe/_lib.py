@@ -34,16 +34,11 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 ABI_VERSION = 2
 
 SP_ERROR_MSG_MAX = 512
-SP_POOL_END = 1
-SP_CLIENT_END = 1
 
 DTYPES = {"uint8": 0, "float32": 1, "bfloat16": 2, "float16": 3}
 LAYOUTS = {"nchw": 0, "nhwc": 1}
 ON_ERROR = {"fail": 0, "skip": 1, "substitute": 2}
 RNG_MODES = {"per-sample": 0, "per-worker": 1}
-
-ERROR_NAMES = {-1: "EINVAL", -2: "ENOMEM", -3: "EIO", -4: "EFORMAT", -5: "ELIMIT",
-               -6: "EMISMATCH", -7: "ESPEC", -8: "ERANGE", -9: "EUNSUPP"}
 
 
 # Every struct the C library writes into (or reads from) ends with _RESERVED
@@ -212,7 +207,13 @@ def find_binary() -> str:
 
 
 def _fn(name, restype, *argtypes):
-    f = getattr(lib, name)
+    """The C function `name` with its signature; ImportError if the library
+    lacks it (an older build of the same ABI version)."""
+    try:
+        f = getattr(lib, name)
+    except AttributeError:
+        raise ImportError(f"seedpipe: {LIB_PATH} has no {name}() (built from older source "
+                          "than this package); rebuild it or reinstall the package") from None
     f.restype = restype
     f.argtypes = list(argtypes)
     return f
@@ -221,9 +222,9 @@ def _fn(name, restype, *argtypes):
 E = POINTER(sp_error)
 P = c_void_p
 sp_strerror = _fn("sp_strerror", c_char_p, c_int)
+sp_status_at = _fn("sp_status_at", c_char_p, c_size_t, POINTER(c_int))
 sp_version_string = _fn("sp_version_string", c_char_p)
 sp_abi_version = _fn("sp_abi_version", c_int)
-sp_digest_hex = _fn("sp_digest_hex", None, sp_digest, c_char * 33)
 
 sp_loader_config_default = _fn("sp_loader_config_default", None, POINTER(sp_loader_config))
 sp_loader_create = _fn("sp_loader_create", c_int, POINTER(sp_loader_config), POINTER(P), E)
@@ -231,7 +232,6 @@ sp_loader_destroy = _fn("sp_loader_destroy", None, P)
 sp_loader_batches_per_epoch = _fn("sp_loader_batches_per_epoch", c_uint64, P)
 sp_loader_sample_dims = _fn("sp_loader_sample_dims", None, P, POINTER(c_int), POINTER(c_int),
                             POINTER(c_int))
-sp_loader_sample_bytes = _fn("sp_loader_sample_bytes", c_size_t, P)
 sp_loader_fingerprint = _fn("sp_loader_fingerprint", sp_digest, P)
 sp_loader_failure_count = _fn("sp_loader_failure_count", c_size_t, P)
 sp_loader_failure_get = _fn("sp_loader_failure_get", c_int, P, c_size_t, POINTER(sp_failure))
@@ -241,21 +241,22 @@ sp_loader_dataset = _fn("sp_loader_dataset", P, P)
 sp_dataset_size = _fn("sp_dataset_size", c_uint64, P)
 sp_dataset_path = _fn("sp_dataset_path", c_char_p, P, c_uint64)
 sp_dataset_label = _fn("sp_dataset_label", c_int, P, c_uint64)
-sp_dataset_root = _fn("sp_dataset_root", c_char_p, P)
 sp_dataset_open = _fn("sp_dataset_open", c_int, c_char_p, P, POINTER(P), E)
 sp_dataset_destroy = _fn("sp_dataset_destroy", None, P)
 sp_dataset_mix_sources = _fn("sp_dataset_mix_sources", c_uint32, P)
 sp_dataset_mix_source = _fn("sp_dataset_mix_source", P, P, c_uint32)
 sp_dataset_mix_length = _fn("sp_dataset_mix_length", c_uint64, P)
 sp_dataset_mix_class_offset = _fn("sp_dataset_mix_class_offset", c_int, P, c_uint32)
-sp_dataset_mix_locate = _fn("sp_dataset_mix_locate", c_int, P, c_uint64, POINTER(c_uint32),
-                            POINTER(c_uint64))
 sp_batch_alloc = _fn("sp_batch_alloc", c_int, P, POINTER(sp_batch))
 sp_batch_free = _fn("sp_batch_free", None, POINTER(sp_batch))
 sp_loader_batch = _fn("sp_loader_batch", c_int, P, c_uint32, c_uint64, POINTER(sp_batch), E)
-sp_batch_digest = _fn("sp_batch_digest", sp_digest, P, POINTER(sp_batch))
 sp_loader_explain = _fn("sp_loader_explain", c_int, P, c_uint32, c_uint64, c_char_p, c_size_t,
                         POINTER(sp_error))
+
+# manifest.h; FILE * is an opaque pointer here (seedpipe.digest() passes an open_memstream)
+sp_manifest_write_header = _fn("sp_manifest_write_header", c_int, c_void_p, P, c_uint32, E)
+sp_manifest_write_batch = _fn("sp_manifest_write_batch", c_int, c_void_p, POINTER(sp_batch),
+                              sp_digest, E)
 
 sp_loader_state_at = _fn("sp_loader_state_at", None, P, c_uint32, c_uint64,
                          POINTER(sp_loader_state))
@@ -265,39 +266,18 @@ sp_loader_state_format = _fn("sp_loader_state_format", c_int, POINTER(sp_loader_
 sp_loader_state_parse = _fn("sp_loader_state_parse", c_int, c_char_p, c_size_t,
                             POINTER(sp_loader_state), E)
 
-sp_pool_create = _fn("sp_pool_create", c_int, POINTER(sp_loader_config), POINTER(sp_pool_config),
-                     POINTER(P), E)
-sp_pool_destroy = _fn("sp_pool_destroy", None, P)
-sp_pool_next = _fn("sp_pool_next", c_int, P, POINTER(sp_batch), E)
-sp_pool_release = _fn("sp_pool_release", c_int, P, E)
-sp_pool_state = _fn("sp_pool_state", None, P, POINTER(sp_loader_state))
-sp_pool_loader = _fn("sp_pool_loader", P, P)
-sp_pool_stats_get = _fn("sp_pool_stats_get", None, P, POINTER(sp_pool_stats))
 sp_pool_worker_pid = _fn("sp_pool_worker_pid", c_int, P, c_int)
 
 HAS_POOL_CACHE = hasattr(lib, "sp_pool_cache")   # sp_pool_config.cache_dir/cache_opts
 sp_cache_opts_default = _fn("sp_cache_opts_default", None, POINTER(sp_cache_opts))
-sp_cache_open = _fn("sp_cache_open", c_int, c_char_p, POINTER(sp_cache_opts), POINTER(P), E)
-sp_cache_close = _fn("sp_cache_close", None, P)
 sp_cache_flush = _fn("sp_cache_flush", None, P)
-sp_cache_epoch_batch = _fn("sp_cache_epoch_batch", c_int, P, P, c_uint32, c_uint64,
-                           POINTER(sp_batch), E)
 sp_cache_stats_get = _fn("sp_cache_stats_get", None, P, POINTER(sp_cache_stats))
-if HAS_POOL_CACHE:
-    sp_pool_cache = _fn("sp_pool_cache", P, P)
-
-sp_client_attach = _fn("sp_client_attach", c_int, c_char_p, c_uint32, POINTER(P), E)
-sp_client_next = _fn("sp_client_next", c_int, P, POINTER(sp_batch), E)
-sp_client_release = _fn("sp_client_release", c_int, P, POINTER(sp_batch), E)
 sp_client_state = _fn("sp_client_state", None, P, POINTER(sp_loader_state))
-sp_client_detach = _fn("sp_client_detach", None, P)
 sp_client_info_get = _fn("sp_client_info_get", None, P, POINTER(sp_client_info))
-sp_client_batch_digest = _fn("sp_client_batch_digest", sp_digest, P, POINTER(sp_batch))
 
 
 # ---- batch streams (stream.h) and verify (verify.h); additions to ABI 1 -------------
 
-SP_STREAM_END = 1
 STREAM_KINDS = {"loader": 0, "pool": 1, "service": 2}
 
 
@@ -345,6 +325,7 @@ if HAS_STREAM:
     sp_stream_seek = _fn("sp_stream_seek", c_int, P, POINTER(sp_loader_state), E)
     sp_stream_info_get = _fn("sp_stream_info_get", None, P, POINTER(sp_stream_info))
     sp_stream_batch_digest = _fn("sp_stream_batch_digest", sp_digest, P, POINTER(sp_batch))
+    sp_stream_digest_of = _fn("sp_stream_digest_of", sp_digest, POINTER(sp_digest), c_size_t)
     sp_stream_loader = _fn("sp_stream_loader", P, P)
     sp_stream_cache = _fn("sp_stream_cache", P, P)
     sp_stream_pool = _fn("sp_stream_pool", P, P)
@@ -354,13 +335,11 @@ HAS_TRACE = hasattr(lib, "sp_trace_start")
 if HAS_TRACE:
     sp_trace_start = _fn("sp_trace_start", c_int, c_char_p, E)
     sp_trace_stop = _fn("sp_trace_stop", c_int, E)
-    sp_trace_active = _fn("sp_trace_active", c_int)
 
 HAS_VERIFY = hasattr(lib, "sp_verify_run")
 if HAS_VERIFY:
     sp_verify_run = _fn("sp_verify_run", c_int, POINTER(sp_loader_config),
                         POINTER(sp_verify_config), POINTER(P), E)
     sp_verify_free = _fn("sp_verify_free", None, P)
-    sp_verify_ok = _fn("sp_verify_ok", c_int, P)
     sp_verify_format = _fn("sp_verify_format", c_size_t, P, c_char_p, c_size_t)
     sp_verify_json = _fn("sp_verify_json", c_size_t, P, c_char_p, c_size_t)

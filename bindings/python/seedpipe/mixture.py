@@ -61,11 +61,11 @@ def _source_path(ds) -> str:
 
 
 class Mixture(os.PathLike):
-    """Mixture(sources, length=None, path=None): sources is a list of
+    """Mixture(sources, *, length=None, path=None): sources is a list of
     (dataset, weight) pairs; see the module's help."""
 
-    def __init__(self, sources: Iterable[Tuple[object, object]], length: Optional[int] = None,
-                 path=None):
+    def __init__(self, sources: Iterable[Tuple[object, object]], *,
+                 length: Optional[int] = None, path=None):
         pairs = list(sources)
         if not pairs:
             raise ValueError("Mixture: no source")
@@ -111,11 +111,11 @@ class Mixture(os.PathLike):
             import ctypes
             from ctypes import byref
             from . import _lib as L
-            from ._core import _raise
+            from ._errors import raise_error
             ds, err = ctypes.c_void_p(), L.sp_error()
             rc = L.sp_dataset_open(self.path.encode(), None, byref(ds), byref(err))
             if rc != 0:
-                _raise(rc, err, self.path)
+                raise_error(rc, err, self.path)
             try:
                 n = int(L.sp_dataset_mix_sources(ds))
                 sizes = [int(L.sp_dataset_size(L.sp_dataset_mix_source(ds, s))) for s in range(n)]

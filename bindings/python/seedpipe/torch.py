@@ -22,6 +22,12 @@ import warnings
 
 import numpy as np
 
+from ._args import check_int as _check_int
+from ._errors import Error
+from ._launch import resolve_rank_world as _resolve_rank_world
+from ._loader import Loader
+from ._stream import EpochIter
+
 available = _torch is not None
 
 
@@ -345,7 +351,6 @@ class DataLoader:
                  layout="nchw", zero_copy=False, on_error="fail", cache=None, threads=1):
         torch = _need()
         from . import transforms as T
-        from ._core import _check_int, _resolve_rank_world
         if batch_sampler is not None:
             _refuse("batch_sampler", "seedpipe cuts the batches itself: pass batch_size= (per "
                     "process) and drop_last=, with a DistributedSampler as sampler= under DDP")
@@ -537,7 +542,6 @@ class DataLoader:
     def _open_loader(self, tf_name, batch_size, world):
         """The seedpipe.Loader of self._args, with the core's refusals of a
         torch argument said in torch's terms."""
-        from ._core import Error, Loader
         try:
             return Loader(self._data, **self._args)
         except Error as e:
@@ -601,7 +605,6 @@ class DataLoader:
             self._ld._check_open()
             self._args["seed"] = seed
             self._ld.close()                # nothing was taken from it yet
-            from ._core import Loader
             self._ld = Loader(self._data, **self._args)
 
     @property
@@ -613,7 +616,6 @@ class DataLoader:
     def set_epoch(self, epoch):
         """The epoch the next iterator yields (DistributedSampler.set_epoch).
         A position loaded by load_state_dict() in that epoch is kept."""
-        from ._core import _check_int
         epoch = _check_int("epoch", epoch, 0, 0xFFFFFFFE)
         if self._pending is not None and self._pending[0] != epoch:
             self._pending = None
@@ -640,7 +642,6 @@ class DataLoader:
                 # the old loader is dropped, not closed: zero-copy views of
                 # its last batch keep it (and their memory) alive
                 self._args["seed"] = int(st["seed"])
-                from ._core import Loader
                 self._ld = Loader(self._data, **self._args)
         self._ld.load_state_dict(st)
         self._epoch_set = True
@@ -784,9 +785,8 @@ class _Iter:
     raises RuntimeError, rather than end early as if its epoch were done."""
 
     def __init__(self, dl, gen, epoch):
-        from ._core import _EpochIter
         self.dl, self.gen, self.epoch, self.ended = dl, gen, epoch, False
-        self.it = _EpochIter(dl._ld, epoch)
+        self.it = EpochIter(dl._ld, epoch)
 
     def __iter__(self):
         return self

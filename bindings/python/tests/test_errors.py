@@ -79,3 +79,62 @@ def test_numpy_dtype_accepted(shapes):
     with seedpipe.Loader(shapes, batch_size=4, dtype=np.float32) as ld:
         x, _ = next(iter(ld))
         assert x.dtype == np.float32
+
+
+def _c_status_codes():
+    """{name: code} from common.h's two X-macros, read from the header
+    itself (not through the library)."""
+    import os
+    import re
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "..", "include", "seedpipe", "common.h")) as f:
+        text = f.read()
+    codes = {"OK": 0}
+    for macro in ("SP_ERRNO_MAP", "SP_STATUS_MAP"):
+        body = re.search(r"#define %s\(XX\)(.*?)\n\n" % macro, text, re.S).group(1)
+        for name, val in re.findall(r"XX\((\w+),\s*(-?\d+),", body):
+            codes[name] = int(val)
+    return codes
+
+
+def test_error_codes_come_from_the_library():
+    from seedpipe import _errors
+    c = _c_status_codes()
+    assert len(c) >= 14 and c["EINVAL"] == -1 and c["END"] == 1
+    assert _errors.STATUS == c                   # every C code, under its C name
+    assert list(_errors.STATUS) == list(c)       # in the header's order
+    assert _errors.NAMES == {v: k for k, v in c.items()}
+    for name, code in c.items():
+        if code < 0:
+            assert seedpipe.Error(code, "x").code_name == name
+    assert (_errors.EINVAL, _errors.EIO, _errors.ERANGE, _errors.EUNSUPP, _errors.END) == \
+        (c["EINVAL"], c["EIO"], c["ERANGE"], c["EUNSUPP"], c["END"])
+    assert seedpipe.Error(-99, "x").code_name == "-99"
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: seedpipe.Loader(d, "shapes-train"),
+    lambda d: seedpipe.Loader(d, "shapes-train", 0, 8),
+    lambda d: seedpipe.digest(d, "shapes-train"),
+    lambda d: seedpipe.verify(d, "shapes-train"),
+    lambda d: seedpipe.attach(".sp-py-no-such-region", 0, True),
+    lambda d: seedpipe.Mixture([(d, 1)], 10),
+])
+def test_options_are_keyword_only(shapes, call):
+    with pytest.raises(TypeError, match="positional"):
+        call(shapes)
+
+
+def test_import_has_no_side_effects():
+    # A fresh interpreter: importing seedpipe (and its public submodules)
+    # leaves the warnings filters as they were. numpy and torch install
+    # their own at import, so they are imported first.
+    import subprocess
+    import sys
+    code = ("import warnings, numpy\ntry:\n import torch\nexcept ImportError:\n pass\n"
+            "before = list(warnings.filters); import seedpipe, seedpipe.torch; "
+            "from seedpipe.audit import AuditReport; "
+            "assert callable(seedpipe.audit) and seedpipe.audit.__name__ == 'audit'; "
+            "assert warnings.filters == before, set(warnings.filters) ^ set(before); print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import seedpipe
-from seedpipe import _core
+from seedpipe import _state
 from seedpipe import _lib as L
 from test_attach import finish, serve
 
@@ -55,7 +55,7 @@ def test_state_dict_is_the_position(shapes, workers):
         for k, _ in enumerate(ld.stream()):
             st = L.sp_loader_state()
             L.sp_loader_state_at(ld._ld(), ld.epoch, ld._batch, byref(st))
-            assert ld.state_dict() == _core._state_to_dict(st)
+            assert ld.state_dict() == _state.state_to_dict(st)
             if k == 10:
                 break
         ld.load_state_dict(ld.state_dict())     # in place: the next batch is still (1, 3)
@@ -128,7 +128,7 @@ def test_client_is_a_service_stream(binary, shapes, region_name):
                 assert sinfo(cl).held == 1
             st = L.sp_loader_state()
             L.sp_client_state(L.sp_stream_client(cl._res.stream), byref(st))
-            assert cl.state_dict() == _core._state_to_dict(st) and cl.epoch == 1
+            assert cl.state_dict() == _state.state_to_dict(st) and cl.epoch == 1
             got += [cl.batch_digest() for _ in cl.stream()]
             assert sinfo(cl).taken == 2 * len(cl) and list(cl) == []
         assert got == ref.digests

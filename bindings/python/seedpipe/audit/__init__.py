@@ -374,7 +374,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error(str(e))
     print(rep)
     return 0 if rep.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
