@@ -53,7 +53,7 @@ class Resources:
         self.held = None      # the view taken from it and not yet given back (sp_batch)
         self.retired = None   # in-process: the stream before a reposition, kept until the
                               # next batch is taken (its buffer backs the last views)
-        self.loader = None    # sp_loader *: a pool Loader's own (see the module comment)
+        self.loader = None    # sp_loader *: a pool Loader's own (see _loader.py's opening comment)
         self.keep = None      # the cache's warning callback and options (C may call them)
         self.keep_open = None  # what the open stream's configuration points to
         self.trace = False    # this Loader started the process's trace (trace.h)

@@ -18,6 +18,32 @@ def test_digest_objects(shapes):
     assert again.digests == m.digests
 
 
+@pytest.mark.parametrize("kw,args", [
+    (dict(), []),
+    (dict(workers=2, dtype="float32", layout="nhwc", on_error="skip"),
+     ["--workers", "2", "--dtype", "float32", "--layout", "nhwc", "--on-error", "skip"]),
+    (dict(rank=1, world=2, drop_last=True), ["--rank", "1", "--world", "2", "--drop-last"]),
+])
+def test_digest_is_the_tools(binary, shapes, tmp_path, kw, args):
+    # digest() runs in the library; the tool writes the same manifest lines
+    # (the header's versions aside) and prints the same stream digest.
+    import json
+    import re
+    import subprocess
+    m = seedpipe.digest(shapes, pipeline="shapes-train", seed=5, epochs=2, batch_size=16, **kw)
+    out = tmp_path / "m.jsonl"
+    p = subprocess.run([binary, "digest", shapes, "--pipeline", "shapes-train", "--seed", "5",
+                        "--epochs", "2", "--batch-size", "16", *args, "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(l) for l in out.read_text().splitlines()]
+    assert {k: v for k, v in lines[0].items() if k != "versions"} == \
+        {k: v for k, v in m.header.items() if k != "versions"}
+    assert lines[1:] == list(m) and len(m) > 0
+    assert re.search(r"stream ([0-9a-f]{32})", p.stdout + p.stderr).group(1) == m.stream
+    assert m.output.startswith(f"digest: {len(m)} batches, ") and m.stream in m.output
+
+
 def test_digest_error_carries_message(tmp_path):
     with pytest.raises(seedpipe.Error) as ei:
         seedpipe.digest(str(tmp_path / "nope"), epochs=1)
