@@ -44,15 +44,26 @@ with tempfile.TemporaryDirectory(prefix="seedpipe-wheel-") as tmp:
             got.append(ld.batch_digest())
     if got != want:
         sys.exit(f"FAIL: the wheel's Loader streamed {got} but the reference tool wrote {want}")
-    via_tool = seedpipe.digest(data, epochs=2, workers=2, **cfg).digests
+    via_digest = seedpipe.digest(data, epochs=2, workers=2, **cfg).digests
+    if via_digest != want:
+        sys.exit(f"FAIL: seedpipe.digest() gave {via_digest}, reference {want}")
+    mine = os.path.join(tmp, "wheel.jsonl")
+    subprocess.run([tool, "digest", data, "--pipeline", cfg["pipeline"], "--seed",
+                    str(cfg["seed"]), "--epochs", "2", "--batch-size", str(cfg["batch_size"]),
+                    "--workers", "2", "--out", mine], check=True, stdout=subprocess.DEVNULL)
+    via_tool = [json.loads(l)["digest"] for l in open(mine) if '"digest"' in l]
     if via_tool != want:
-        sys.exit(f"FAIL: seedpipe.digest() (the wheel's tool) gave {via_tool}, reference {want}")
+        sys.exit(f"FAIL: the wheel's tool wrote {via_tool}, reference {want}")
 print(f"{len(got)} batches from 2 workers equal the reference tool's digests, "
-      "through the Loader and through the wheel's tool")
+      "through the Loader, seedpipe.digest() and the wheel's tool")
 
 # the command comes with the package: `seedpipe` on the venv's PATH (the
 # console script) and `python -m seedpipe`, both running the wheel's tool
 script = os.path.join(os.path.dirname(sys.executable), "seedpipe")
+p = subprocess.run([sys.executable, "-m", "seedpipe.audit", "--help"], capture_output=True,
+                   text=True)
+if p.returncode != 0 or "make_loader" not in p.stdout or p.stderr:
+    sys.exit(f"FAIL: python -m seedpipe.audit --help exited {p.returncode}: {p.stdout}{p.stderr}")
 for cmd in ([script, "--help"], [sys.executable, "-m", "seedpipe", "--help"]):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0 or "make-shapes" not in p.stdout + p.stderr:
