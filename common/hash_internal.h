@@ -2,14 +2,14 @@
  *
  * Every fingerprint, key and digest that combines several fields (dataset
  * and loader fingerprints, batch digests, the stream digest, cache keys, the
- * index's path) streams its bytes through these: integers as 8 little-endian bytes,
- * strings as their length (8 bytes) then their bytes. The hash of one
- * buffer alone (a file's or member's content, an IDX image plane, the
- * canonical pipeline text) is XXH3_128bits() of that buffer, called where
- * it is needed; the cache's checksums have their own streaming state
- * (cache/cache_hash.h). The state lives in the
- * caller's sp__hash (on the stack), so hashing never allocates and no digest
- * can fail or come back as zeros.
+ * index's path) streams its bytes through these: integers as 8
+ * little-endian bytes, strings as their length (8 bytes) then their bytes.
+ * The hash of one buffer alone (a file's or member's content, an IDX image
+ * plane, the canonical pipeline text) is XXH3_128bits() of that buffer,
+ * called where it is needed; the cache's checksums have their own
+ * streaming state (cache/cache_hash.h). The state lives in the caller's
+ * sp__hash (on the stack), so hashing never allocates and no digest can
+ * fail or come back as zeros.
  *
  * Not installed, not part of the API. xxHash is compiled into hash.c
  * (XXH_INLINE_ALL, public API only), so the state's layout is that of the
