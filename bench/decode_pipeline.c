@@ -85,7 +85,7 @@ static double round_raw(tjhandle tj, uint8_t *buf, size_t cap) {
 
 static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_bytes,
                          uint32_t epoch, size_t *failed) {
-    sp_key k = sp_stream_key(1, SP_STREAM_AUGMENT);
+    sp_key k = sp_rng_key(1, SP_RNG_AUGMENT);
     sp_run_opts o = {SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, 0, NULL};
     double t0 = now_s();
     for (size_t i = 0; i < nfiles; i++) {

@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     }
     qsort(photos, (size_t)nphotos, sizeof *photos, cmp_photo);
     mkdir(out, 0755);
-    sp_key k = sp_stream_key(seed, SP_STREAM_OTHER);
+    sp_key k = sp_rng_key(seed, SP_RNG_OTHER);
     for (unsigned i = 0; i < count; i++) {
         photo_t *ph = &photos[i % (unsigned)nphotos];
         sp_ctr r = sp_sample_draw(k, 0, 0, i, 0);

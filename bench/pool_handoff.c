@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     for (; n < nbatches; n++) {
         uint64_t call = now_ns();
         int rc = sp_pool_next(pool, &v, &err);
-        if (rc == SP_POOL_END) break;
+        if (rc == SP_END) break;
         if (rc != 0) {
             fprintf(stderr, "bench_pool_handoff: %s\n", err.msg);
             return 1;

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "seedpipe/graph.h"
+#include "train/train_internal.h"
 
 #define F 32u
 
@@ -110,7 +111,7 @@ static void bench(const char *name, uint32_t n, uint64_t m, const uint32_t *src,
         printf("%-22s cuda: no CUDA device\n", name);
     } else {
         double ma, md;
-        if (sp_scatter_cuda_time(&g, src, dst, m, F, 50, &ma, &md, &err)) die(&err);
+        if (sp__scatter_cuda_time(&g, src, dst, m, F, 50, &ma, &md, &err)) die(&err);
         printf("%-22s cuda (%s)  atomic %9.4f ms  det %9.4f ms  det/atomic %5.2f\n", name, dev, ma,
                md, md / ma);
     }
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
     src = malloc(big * sizeof *src);
     dst = malloc(big * sizeof *dst);
     if (!src || !dst) return 1;
-    sp_key k = sp_stream_key(0, SP_STREAM_OTHER);
+    sp_key k = sp_rng_key(0, SP_RNG_OTHER);
     for (uint64_t e = 0; e < big; e++) {
         sp_ctr c = {{(uint32_t)e, 0u, 3u, 0u}};
         sp_ctr o = sp_philox4x32_10(c, k);

@@ -106,7 +106,7 @@ def client_main(name, rank, manifest):
     v = SpBatch()
     while True:
         rc = lib.sp_client_next(c, ctypes.byref(v), ctypes.byref(err))
-        if rc == 1:       # SP_CLIENT_END
+        if rc == 1:       # SP_END
             break
         if rc != 0:
             res["error"] = err.msg.decode(errors="replace")

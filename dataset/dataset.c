@@ -206,7 +206,7 @@ int sp_dataset_open_list(const char *base, const sp_sample_list *list,
     if (rc == SP_OK) rc = sp__ds_open_samples(ds, list, err);
     if (rc == SP_OK) rc = compute_fingerprint(ds, err);
     if (rc != SP_OK) {
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
         return rc;
     }
     *out = ds;
@@ -284,14 +284,14 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
     }
     if (rc == SP_OK) rc = compute_fingerprint(ds, err);
     if (rc != SP_OK) {
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
         return rc;
     }
     *out = ds;
     return SP_OK;
 }
 
-void sp_dataset_destroy(sp_dataset *ds) {
+void sp_dataset_close(sp_dataset *ds) {
     if (!ds) return;
     if (ds->ops) ds->ops->destroy(ds);
     if (ds->class_names)

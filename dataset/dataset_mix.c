@@ -34,7 +34,7 @@
  * K mod n_s of the source's own keyed permutation (sampler.h's Feistel
  * order over its n_s samples) for its pass K div n_s (mod 2^32), keyed by
  * K_src(s) = philox((s,0,0,0), K_6)[0..1], K_6 the stream key of tag 6
- * (SP_STREAM_MIX). So a source is drawn without repeats until all its
+ * (SP_RNG_MIX). So a source is drawn without repeats until all its
  * samples were drawn once, whatever the weights, and every draw is a pure
  * function of (seed, epoch, q). The loader then permutes the L slots of an
  * epoch with the ordinary epoch order (loader.c).
@@ -127,7 +127,7 @@ static int mix_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
 static void mix_destroy(sp_dataset *ds) {
     struct sp__ds_mix *m = ds->mix;
     if (!m) return;
-    for (uint32_t s = 0; s < m->n; s++) sp_dataset_destroy(m->src[s].ds);
+    for (uint32_t s = 0; s < m->n; s++) sp_dataset_close(m->src[s].ds);
     free(m->src);
     free(m->table);
     free(m->ckpt);
@@ -499,7 +499,7 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits, sp_datase
     free(dir);
     if (rc == SP_OK) rc = open_mix(ds, limits, err);
     if (rc != SP_OK) {
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
         return rc;
     }
     *out = ds;
@@ -549,7 +549,7 @@ int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uin
     uint64_t big = (uint64_t)epoch * src->per_epoch + k;   /* < 2^32 * 2^32 */
     uint64_t ns = sp_dataset_size(src->ds);
     sp_perm perm;
-    sp_perm_init(&perm, ns, sp_key_derive(sp_stream_key(seed, SP_STREAM_MIX), s),
+    sp_perm_init(&perm, ns, sp_key_derive(sp_rng_key(seed, SP_RNG_MIX), s),
                  (uint32_t)(big / ns));
     out->source = s;
     out->draw = k;

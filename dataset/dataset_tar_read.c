@@ -3,7 +3,7 @@
  * image member at the offset found when the shard was read
  * (dataset_tar.c), re-hashed and refused if it changed; and the shard
  * descriptors kept for those reads. dataset.c (sp_dataset_read(),
- * sp_dataset_destroy()) calls down into this file; it calls only
+ * sp_dataset_close()) calls down into this file; it calls only
  * dataset_common.c (the path join).
  */
 #include "dataset/dataset_internal.h"

@@ -39,6 +39,10 @@
 
 #include <xxhash.h>
 
+/* The client's hand-off timing (client.h) is the advanced API, which a
+ * program opts into (README.md "The C API"); the rest is the front door. */
+#define SEEDPIPE_ADVANCED_API 1
+#include "seedpipe/client.h"
 #include "seedpipe/pipeline.h"
 #include "seedpipe/stream.h"
 
@@ -200,7 +204,7 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    if (rc == SP_STREAM_END) rc = 0;   /* the end of the stream, not an error */
+    if (rc == SP_END) rc = 0;   /* the end of the stream, not an error */
     double dt = (double)(now_ns() - t0) / 1e9;
     if (epoch != UINT32_MAX && !bench) print_epoch(epoch, ep_batches, ep_images, sum, cnt, ncls);
     if (rc != 0) {

@@ -309,8 +309,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     }
     ld->span = 1;
     ld->sample_bytes = (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(cfg->dtype);
-    ld->k_shuffle = sp_stream_key(cfg->seed, SP_STREAM_SHUFFLE);
-    ld->k_augment = sp_stream_key(cfg->seed, SP_STREAM_AUGMENT);
+    ld->k_shuffle = sp_rng_key(cfg->seed, SP_RNG_SHUFFLE);
+    ld->k_augment = sp_rng_key(cfg->seed, SP_RNG_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld);
     const char *canon = sp_pipeline_canonical(ld->pl);
     XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
@@ -324,7 +324,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
 void sp_loader_destroy(sp_loader *ld) {
     if (!ld) return;
     sp_pipeline_destroy(ld->pl);
-    sp_dataset_destroy(ld->ds);
+    sp_dataset_close(ld->ds);
     free(ld->dataset_path);
     free(ld->pipeline_spec);
     free(ld->failures);

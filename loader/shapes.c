@@ -1,8 +1,8 @@
 /* shapes.c - the built-in dataset: procedurally drawn shapes (shapes.h).
  *
  * Image i of a set is a pure function of (seed, size, i): all its random
- * parameters come from Philox4x32-10 under K_other = sp_stream_key(seed,
- * SP_STREAM_OTHER), and the drawing is integer / fixed-point arithmetic only
+ * parameters come from Philox4x32-10 under K_other = sp_rng_key(seed,
+ * SP_RNG_OTHER), and the drawing is integer / fixed-point arithmetic only
  * (a hard-coded Q14 sine table, no libm), so the pixels are the same on every
  * machine and any image can be drawn without drawing the others. The files
  * are then those pixels through libpng / TurboJPEG, identical for identical
@@ -301,7 +301,7 @@ int sp_shapes_render(const sp_shapes_opts *opts, uint32_t index, sp_image *out, 
     sp_shapes_opts o;
     int rc = resolve_opts(opts, &o, err);
     if (rc) return rc;
-    sp_key key = sp_stream_key(o.seed, SP_STREAM_OTHER);
+    sp_key key = sp_rng_key(o.seed, SP_RNG_OTHER);
     params p;
     draw_params(&p, key, index, o.size);
     rc = render(&p, key, index, o.size, out);
@@ -346,7 +346,7 @@ int sp_shapes_make(const char *out_dir, const sp_shapes_opts *opts, sp_error *er
         snprintf(path, cap, "%s/%s", out_dir, class_names[c]);
         rc = make_dirs(path, err);
     }
-    sp_key key = sp_stream_key(o.seed, SP_STREAM_OTHER);
+    sp_key key = sp_rng_key(o.seed, SP_RNG_OTHER);
     for (uint32_t i = 0; i < o.count && rc == SP_OK; i++) {
         params p;
         sp_image img;

@@ -543,7 +543,7 @@ int sp__pool_poll(sp_pool *pool, uint32_t *slot, uint64_t *qout, sp_error *err) 
         sp_error_clear(&e);
         int rc = check_workers(pool, &e);
         if (rc != 0) return fail_sticky(pool, rc, &e, err);
-        return SP_POOL_END;
+        return SP_END;
     }
     if (pool->taken - pool->released >= pool->R)
         return sp_error_set(err, SP_EINVAL, "pool: all %u slots are held; release one first",

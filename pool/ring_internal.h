@@ -274,7 +274,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config
                        uint32_t nranks, uint32_t span, struct sp_pool **out, sp_error *err);
 /*! sp__pool_poll() : take the next batch if it is complete, without
  *  finalising it: @return 0 (*slot, *q set; taken), SP__POOL_AGAIN (not yet),
- *  SP_POOL_END, or a sticky error. Polls worker liveness every 10 ms. */
+ *  SP_END, or a sticky error. Polls worker liveness every 10 ms. */
 int sp__pool_poll(struct sp_pool *pool, uint32_t *slot, uint64_t *q, sp_error *err);
 sp__ring_hdr *sp__pool_hdr(struct sp_pool *pool);
 uint64_t sp__pool_total(const struct sp_pool *pool);

@@ -112,7 +112,7 @@ static void src_open(cli_args *a, digest_src *s, const sp_loader_config *cfg, in
 
 static int src_next(digest_src *s, sp_batch *view, sp_error *err) {
     if (s->stream) return sp_stream_next(s->stream, view, err);
-    if (s->epoch >= s->end || s->nb == 0) return SP_STREAM_END;
+    if (s->epoch >= s->end || s->nb == 0) return SP_END;
     int rc = sp_loader_batch(s->ld, (uint32_t)s->epoch, s->batch, &s->b, err);
     *view = s->b;
     if (++s->batch == s->nb) s->epoch++, s->batch = 0;
@@ -213,7 +213,7 @@ int cmd_digest(cli_args *a) {
     while (rc == 0 && done < stop_after) {
         sp_batch view;
         rc = src_next(&src, &view, &err);
-        if (rc == SP_STREAM_END) {
+        if (rc == SP_END) {
             rc = 0;
             break;
         }

@@ -39,10 +39,10 @@ static int parse_word(const char *s, uint32_t *out) {
 }
 
 static const struct { const char *name; uint32_t tag; } streams[] = {
-    {"shuffle", SP_STREAM_SHUFFLE}, {"augment", SP_STREAM_AUGMENT},
-    {"init", SP_STREAM_INIT},       {"worker", SP_STREAM_WORKER},
-    {"other", SP_STREAM_OTHER},
-    {"mix", SP_STREAM_MIX},
+    {"shuffle", SP_RNG_SHUFFLE}, {"augment", SP_RNG_AUGMENT},
+    {"init", SP_RNG_INIT},       {"worker", SP_RNG_WORKER},
+    {"other", SP_RNG_OTHER},
+    {"mix", SP_RNG_MIX},
 };
 
 static int rng_batch(void) {
@@ -103,9 +103,9 @@ int cmd_rng(cli_args *a) {
     if (!tag)
         cli_usage_error(a, "--stream \"%s\": expected shuffle, augment, init, worker, other "
                            "or mix", stream);
-    sp_key k = sp_stream_key(seed, tag);
+    sp_key k = sp_rng_key(seed, tag);
     if (cli_has(a, "worker")) {
-        if (tag != SP_STREAM_WORKER) cli_usage_error(a, "--worker needs --stream worker");
+        if (tag != SP_RNG_WORKER) cli_usage_error(a, "--worker needs --stream worker");
         k = sp_key_derive(k, (uint32_t)cli_uint(a, "worker", 0, 0, UINT32_MAX));
     }
     cli_check_unused(a);
@@ -162,7 +162,7 @@ int cmd_order(cli_args *a) {
         n = sp_dataset_mix_length(ds);
     }
     sp_perm p;
-    sp_perm_init(&p, n, sp_stream_key(seed, SP_STREAM_SHUFFLE), (uint32_t)epoch);
+    sp_perm_init(&p, n, sp_rng_key(seed, SP_RNG_SHUFFLE), (uint32_t)epoch);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t j = ord == SP_ORDER_SEQUENTIAL ? i : sp_perm_at(&p, i);
         sp_mix_draw d;
@@ -172,7 +172,7 @@ int cmd_order(cli_args *a) {
             printf("%llu\n", (unsigned long long)(map ? map[j] : j));
     }
     free(map);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return 0;
 }
 
@@ -233,7 +233,7 @@ int cmd_inspect(cli_args *a) {
                    (unsigned long long)counts[k], mean, tol);
         }
     }
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return 0;
 }
 
@@ -266,7 +266,7 @@ int cmd_index(cli_args *a) {
     sp_dataset *ds;
     if (sp_dataset_open(a->pos[0], &lim, &ds, &err) != 0) cli_fail(a, &err);
     if ((remote || out) && sp_dataset_write_index(ds, out, &err) != 0) {
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
         cli_fail(a, &err);
     }
     if (remote || out)
@@ -300,7 +300,7 @@ int cmd_index(cli_args *a) {
     while (st && fgets(line, sizeof line, st))
         if (strncmp(line, "VmRSS:", 6) == 0) printf("resident:    %s", line + 6 + strspn(line + 6, " \t"));
     if (st) fclose(st);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return 0;
 }
 
@@ -316,18 +316,18 @@ int cmd_shard(cli_args *a) {
     cli_index_warning(ds);
     uint64_t n = 0;
     if (sp_dataset_write_shards(ds, a->pos[1], max_count, &n, &err) != 0) {
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
         cli_fail(a, &err);
     }
     /* the dataset index object beside the shards, from the shards as written */
     sp_dataset *sh = NULL;
     if (sp_dataset_open(a->pos[1], NULL, &sh, &err) != 0 || sp_dataset_write_index(sh, NULL, &err) != 0) {
-        sp_dataset_destroy(sh);
-        sp_dataset_destroy(ds);
+        sp_dataset_close(sh);
+        sp_dataset_close(ds);
         cli_fail(a, &err);
     }
     sp_digest sfp = sp_dataset_fingerprint(sh);
-    sp_dataset_destroy(sh);
+    sp_dataset_close(sh);
     sp_digest fp = sp_dataset_fingerprint(ds);
     printf("wrote %llu samples of %s into %llu shards in %s (at most %llu each)\n",
            (unsigned long long)sp_dataset_size(ds), a->pos[0], (unsigned long long)n,
@@ -336,7 +336,7 @@ int cmd_shard(cli_args *a) {
            (unsigned long long)fp.lo);
     printf("shards fingerprint %016llx%016llx (index object %s/seedpipe.index)\n",
            (unsigned long long)sfp.hi, (unsigned long long)sfp.lo, a->pos[1]);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return 0;
 }
 
@@ -370,7 +370,7 @@ int cmd_split(cli_args *a) {
     fprintf(stderr, "seedpipe split: %llu of %llu samples in %s (split %s, split seed %llu)\n",
             (unsigned long long)m, (unsigned long long)n, subset, canon,
             (unsigned long long)seed);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "seedpipe split: writing the list failed\n");
         return 1;

@@ -145,12 +145,12 @@ int cmd_serve(cli_args *a) {
                st.seconds > 0 ? (double)st.samples / st.seconds : 0.0, st.worker_deaths,
                st.worker_deaths == 1 ? "" : "s", st.client_deaths,
                st.client_deaths == 1 ? "" : "s",
-               rc == SP_SERVICE_STOPPED ? "; stopped by a signal" : "");
+               rc == SP_STOPPED ? "; stopped by a signal" : "");
     fflush(stdout);
     cli_print_failures(sp_service_loader(svc), stderr);
     cli_print_cache_stats(sp_service_cache(svc), stdout);
     sp_service_destroy(svc);
-    if (rc != 0 && rc != SP_SERVICE_STOPPED) cli_fail(a, &err);
+    if (rc != 0 && rc != SP_STOPPED) cli_fail(a, &err);
     return 0;
 }
 

@@ -81,7 +81,7 @@ static void compare_run(cli_args *a, const cli_train_opts *o, const sp_train_con
     for (uint64_t k = 0; k < steps; k++) {
         sp_batch v;
         int rc = sp_stream_next(s, &v, &err);
-        if (rc == SP_STREAM_END)
+        if (rc == SP_END)
             sp_error_set(&err, SP_ERANGE, "--compare-devices %llu: the stream has %llu batches",
                          (unsigned long long)steps, (unsigned long long)k);
         if (rc || sp_trainer_step_batch(tr, sp_stream_loader(s), &v, NULL, NULL, &err) ||

@@ -183,7 +183,7 @@ static int run_eval(sp_trainer *tr, sp_loader *ev, sp_batch *eb, double *acc, do
 
 static void config_json(FILE *f, const cli_train_opts *o, const sp_loader *ld,
                         const sp_trainer *tr) {
-    const sp_train_config *tc = sp_trainer_config(tr);
+    const sp_train_config *tc = sp_trainer_config_of(tr);
     const sp_model_layout *l = sp_trainer_layout(tr);
     const sp_loader_config *lc = sp_loader_config_of(ld);
     fputs("{\"dataset\":", f);
@@ -267,7 +267,7 @@ static void next_batch(cli_args *a, const cli_train_opts *o, sp_stream *s, uint3
     sp_error err;
     sp_error_clear(&err);
     int rc = sp_stream_next(s, view, &err);
-    if (rc == SP_STREAM_END) {
+    if (rc == SP_END) {
         if (o->attach)
             sp_error_set(&err, SP_EIO, "--attach %s: the service ended the stream early",
                          o->attach);

@@ -424,7 +424,7 @@ static int step(sp_service *svc, int *done, sp_error *err) {
         sp_error_clear(&e);
         int rc = sp__pool_poll(svc->pool, &s, &q, &e);
         if (rc == SP__POOL_AGAIN) break;
-        if (rc == SP_POOL_END) {
+        if (rc == SP_END) {
             svc->ended = 1;
             atomic_store(&h->svc_end, 1);
             wake_clients(h);
@@ -465,7 +465,7 @@ int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err) 
     sp__ring_hdr *h = svc->h;
     if (svc->total == 0) svc->ended = 1;
     for (;;) {
-        if (stop && *stop) return SP_SERVICE_STOPPED;
+        if (stop && *stop) return SP_STOPPED;
         uint32_t wv = atomic_load(&h->cwake);
         int done = 0;
         int rc = step(svc, &done, err);
@@ -542,7 +542,7 @@ int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg,
         close(fds[1]);
         int rc = sp_service_run(svc, &child_stop, &e);
         sp_service_destroy(svc);
-        _exit(rc == 0 || rc == SP_SERVICE_STOPPED ? 0 : 1);
+        _exit(rc == 0 || rc == SP_STOPPED ? 0 : 1);
     }
     close(fds[1]);
     sp__trace_spawned((int)p, "service");
@@ -567,14 +567,20 @@ int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg,
     return sp_error_set(err, -(int)(unsigned char)buf[0], "%s", buf + 1);
 }
 
-int sp_service_join(pid_t pid, int timeout_ms) {
-    int status = 0;
+int sp_service_join(pid_t pid, int timeout_ms, int *status, sp_error *err) {
+    int ws = 0;
     uint64_t t0 = sp__now_ns(), limit = (uint64_t)timeout_ms * 1000000ull;
     int phase = 0;
+    if (status) *status = -1;
+    if (pid <= 0 || timeout_ms < 0)
+        return sp_error_set(err, SP_EINVAL, "service join: pid %d, timeout %d ms: need both > 0 "
+                            "(the timeout >= 0)", (int)pid, timeout_ms);
     for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
+        pid_t r = waitpid(pid, &ws, WNOHANG);
         if (r == pid) break;
-        if (r < 0 && errno != EINTR) return -1;
+        if (r < 0 && errno != EINTR)
+            return sp_error_set(err, SP_EIO, "service join: waitpid(%d): %s", (int)pid,
+                                strerror(errno));
         uint64_t el = sp__now_ns() - t0;
         if (phase == 0 && el > limit) {
             kill(pid, SIGTERM);
@@ -585,9 +591,8 @@ int sp_service_join(pid_t pid, int timeout_ms) {
         }
         usleep(1000);
     }
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return -1;
+    if (status) *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+    return SP_OK;
 }
 
 /* ---- status ------------------------------------------------------------------------- */

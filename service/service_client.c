@@ -316,7 +316,7 @@ int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
     if (c->dropped)
         return sp_error_set(err, SP_EIO, "region %s: rank %u was dropped by the service", c->name,
                             c->rank);
-    if (c->cursor >= c->total) return SP_CLIENT_END;
+    if (c->cursor >= c->total) return SP_END;
     if (c->nheld >= c->R)
         return sp_error_set(err, SP_EINVAL, "client: all %u slots are held; release one first",
                             c->R);

@@ -15,6 +15,10 @@
 #include <string.h>
 
 #include "seedpipe/stream.h"
+
+#include "seedpipe/client.h"
+#include "seedpipe/pool.h"
+
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
 
@@ -207,7 +211,7 @@ void sp_stream_close(sp_stream *s) {
 
 /* LOADER: compute batch abs into the buffer. */
 static int loader_next(sp_stream *s, sp_batch *view, sp_error *err) {
-    if (s->abs >= s->end) return SP_STREAM_END;
+    if (s->abs >= s->end) return SP_END;
     uint32_t e = (uint32_t)(s->abs / s->nb);
     uint64_t bi = s->abs % s->nb;
     int rc = s->cache ? sp_cache_epoch_batch(s->cache, s->ld, e, bi, &s->buf, err)
@@ -249,7 +253,7 @@ int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
     if (t0 && rc == SP_OK)   /* a batch handed over (not the end, not an error) */
         sp__trace_record(SP_TRACE_NEXT, t0, view->epoch, view->index, SP__TRACE_NONE32,
                          SP__TRACE_NONE64);
-    if (rc == SP_STREAM_END) memset(view, 0, sizeof *view);
+    if (rc == SP_END) memset(view, 0, sizeof *view);
     if (rc < 0) return fail(s, rc, err);
     if (rc != 0) return rc;
     s->held[(s->head + s->nheld) % s->max_held] = *view;

@@ -155,7 +155,7 @@ static void run_config(sp__verify *v, sp__verify_run *r, int workers, int64_t ki
         }
         sp_batch b;
         rc = sp_stream_next(s, &b, &err);
-        if (rc == SP_STREAM_END) {
+        if (rc == SP_END) {
             rc = 0;
             break;
         }
@@ -209,17 +209,17 @@ static void cat_append(sp_batch *cat, const sp_batch *v, size_t sb) {
 }
 
 /* Take the next slice from each of the K streams and concatenate them in
- * rank order into cat. @return 0, SP_STREAM_END (all ended), or an error. */
+ * rank order into cat. @return 0, SP_END (all ended), or an error. */
 static int next_global(sp_stream **s, uint32_t K, sp_batch *views, sp_batch *cat,
                        uint32_t *counts, size_t sb, sp_error *err) {
     int ends = 0, rc = 0;
     for (uint32_t k = 0; k < K && rc == 0; k++) {
         int x = sp_stream_next(s[k], &views[k], err);
-        if (x == SP_STREAM_END) ends++;
+        if (x == SP_END) ends++;
         else rc = x;
     }
     if (rc != 0) return rc;
-    if (ends) return ends == (int)K ? SP_STREAM_END
+    if (ends) return ends == (int)K ? SP_END
                                     : sp_error_set(err, SP_EIO, "the ranks' streams have "
                                                    "different lengths");
     cat->count = cat->nskipped = cat->nsubstituted = 0;
@@ -250,7 +250,7 @@ static void run_ranks(sp__verify *v, sp__verify_run *r, sp_stream **s, uint32_t 
     }
     while (rc == 0) {
         rc = next_global(s, K, views, &cat, counts, in.sample_bytes, err);
-        if (rc == SP_STREAM_END) {
+        if (rc == SP_END) {
             rc = 0;
             break;
         }
@@ -321,8 +321,10 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
     for (uint32_t k = 0; k < K; k++) sp_stream_close(s[k]);
     for (uint32_t i = 0; i < nsvc; i++)
         if (pid[i] > 0) {
-            int status = sp_service_join(pid[i], rc == 0 ? 10000 : 0);
-            if (rc == 0 && status != 0)
+            int status, jrc = sp_service_join(pid[i], rc == 0 ? 10000 : 0, &status,
+                                              rc == 0 ? &err : NULL);
+            if (rc == 0 && jrc != 0) rc = jrc;
+            else if (rc == 0 && status != 0)
                 rc = sp_error_set(&err, SP_EIO, "the service exited with status %d", status);
         }
     result_end(v, r, rc, &err);

@@ -135,7 +135,7 @@ static void pool_run(const char *dir, const char *ds, sp_on_error oe, int worker
                   "%d workers: batch %d differs from the uncached stream", workers, q);
         CHECK_OK(sp_pool_release(pool, &err), &err);
     }
-    CHECK(sp_pool_next(pool, &v, &err) == SP_POOL_END);
+    CHECK(sp_pool_next(pool, &v, &err) == SP_END);
     CHECK_MSG(sp_loader_failure_count(sp_pool_loader(pool)) == nfail,
               "failure log: %zu lines, uncached %zu", sp_loader_failure_count(sp_pool_loader(pool)),
               nfail);
@@ -417,7 +417,7 @@ static void pool_cached(const char *dir, const char *ds, sp_on_error oe, fstream
         frecord(f, q, sp_pool_loader(pool), &v);
         CHECK_OK(sp_pool_release(pool, &err), &err);
     }
-    CHECK(sp_pool_next(pool, &v, &err) == SP_POOL_END);
+    CHECK(sp_pool_next(pool, &v, &err) == SP_END);
     sp_cache_stats_get(sp_pool_cache(pool), &f->st);
     ffailures(f, sp_pool_loader(pool));
     CHECK_MSG(w.n == 0, "pool: %s", w.last);

@@ -106,7 +106,7 @@ static sp_dataset *open_ok(const char *path) {
 static sp_digest fp_of(const char *path) {
     sp_dataset *ds = open_ok(path);
     sp_digest d = sp_dataset_fingerprint(ds);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return d;
 }
 
@@ -241,7 +241,7 @@ static void test_folder_order(void) {
     XXH128_hash_t hh = XXH3_128bits(folder1[3].data, folder1[3].len);
     sp_digest ch = sp_dataset_content_hash(ds, 3);
     CHECK(ch.hi == hh.high64 && ch.lo == hh.low64);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     setlocale(LC_ALL, "C");
 }
 
@@ -376,8 +376,8 @@ static void test_read(void) {
     CHECK(sp_dataset_read(ds, 5, &s, &err) == SP_EIO);
     CHECK_HAS(err.msg, p);
     CHECK_HAS(err.msg, "No such file");
-    sp_dataset_destroy(ds);
-    sp_dataset_destroy(NULL);
+    sp_dataset_close(ds);
+    sp_dataset_close(NULL);
 }
 
 /* ---- IDX ------------------------------------------------------------------------------------ */
@@ -469,14 +469,14 @@ static void test_idx_valid(void) {
     }
     sp_digest fp = sp_dataset_fingerprint(ds);
     CHECK(fp_eq(fp, ref_fingerprint(SP_DATASET_IDX, names, 10, IC, IR, rs, IN)));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     /* gzip'd copies fingerprint alike; the dotted naming works */
     CHECK(fp_eq(fp, fp_of(tpath("idxgz/mini-images-idx3-ubyte.gz"))));
     CHECK(fp_eq(fp, fp_of(tpath("idxmix/mini-images-idx3-ubyte.gz"))));
     ds = open_ok(tpath("idxdot/t10k-images.idx3-ubyte"));
     CHECK(sp_dataset_size(ds) == IN && strcmp(sp_dataset_path(ds, 0), "t10k-images.idx3-ubyte#0") == 0);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     /* a changed label changes the fingerprint */
     uint8_t lab2[IN];
@@ -558,7 +558,7 @@ static void test_idx_malformed(void) {
     sp_dataset *ds = NULL;
     sp_error e;
     CHECK_OK(sp_dataset_open(okp, NULL, &ds, &e), &e);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     setenv("SEEDPIPE_IDX_MAX_BYTES", "0x10", 1);
     open_fails(okp, NULL, SP_EINVAL, "SEEDPIPE_IDX_MAX_BYTES=\"0x10\"", NULL);
     unsetenv("SEEDPIPE_IDX_MAX_BYTES");
@@ -630,7 +630,7 @@ static void test_list(void) {
     }
     const char *cls[3] = {"0", "1", "2"};
     CHECK(fp_eq(sp_dataset_fingerprint(ds), ref_fingerprint(SP_DATASET_LIST, cls, 3, 0, 0, rs, 4)));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     write_str(tpath("ls/bad1.txt"), "c.jpg\t0\n# ok\nimg/a.png\tabc\n");
     open_fails(tpath("ls/bad1.txt"), NULL, SP_EFORMAT, "bad1.txt:3:", "bad label \"abc\"");
@@ -707,14 +707,14 @@ static void test_cwd_and_fifo(void) {
     CHECK_OK(sp_dataset_read(ds, 0, &s, &err), &err);
     CHECK(s.full_path[0] == '/' && s.src.len == 5 && memcmp(s.src.bytes, "rel-a", 5) == 0);
     sp_sample_data_free(&s);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     CHECK(chdir(cwd) == 0);
 
     write_str(tpath("fifo/c/a.png"), "a");
     CHECK(mkfifo(tpath("fifo/c/pipe.png"), 0644) == 0);
     ds = open_ok(tpath("fifo"));   /* ignored in a folder walk */
     CHECK(sp_dataset_size(ds) == 1);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     write_str(tpath("fifo/list.txt"), "c/a.png\t0\nc/pipe.png\t1\n");
     open_fails(tpath("fifo/list.txt"), NULL, SP_EFORMAT, "c/pipe.png", "not a regular file");
 }
@@ -759,7 +759,7 @@ static void test_errors(void) {
     CHECK(symlink(tpath("elsewhere.png"), tpath("lnk/c/far.png")) == 0);
     ds = open_ok(tpath("lnk"));
     CHECK(sp_dataset_size(ds) == 2 && strcmp(sp_dataset_path(ds, 0), "c/far.png") == 0);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 }
 
 /* ---- Fashion-MNIST (CI installs dataset-fashion-mnist) ---------------------------------------- */
@@ -794,7 +794,7 @@ static void test_fashion_mnist(void) {
         sp_digest_hex(sp_dataset_fingerprint(ds), hex);
         printf("fashion-mnist %s: %llu samples, fingerprint %s\n", sets[s].file,
                (unsigned long long)sets[s].n, hex);
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
     }
 }
 

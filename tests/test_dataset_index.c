@@ -69,7 +69,7 @@ static sp_dataset *open_ds(const char *path, sp_index_mode mode, sp_dataset_inde
 static sp_digest full_fingerprint(const char *path) {
     sp_dataset *ds = open_ds(path, SP_INDEX_OFF, NULL);
     sp_digest d = sp_dataset_fingerprint(ds);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return d;
 }
 
@@ -156,7 +156,7 @@ static void test_imagefolder(void) {
     CHECK(a.used && a.written && a.hashed == 40 && a.reused == 0 && !a.warning[0]);
     CHECK(strcmp(a.path, tp("shapes/.seedpipe-index")) == 0);
     CHECK(same(sp_dataset_fingerprint(ds), want));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     unsigned long long r0 = rchar();
     ds = open_ds(root, SP_INDEX_AUTO, &b);
@@ -169,20 +169,20 @@ static void test_imagefolder(void) {
     CHECK(r1 - r0 <= (unsigned long long)sst.st_size + 4096 && r1 - r0 < total / 2);
     /* a full hash does read them all */
     r0 = rchar();
-    sp_dataset_destroy(open_ds(root, SP_INDEX_OFF, NULL));
+    sp_dataset_close(open_ds(root, SP_INDEX_OFF, NULL));
     CHECK(rchar() - r0 >= total);
 
     /* one file: other bytes, same size -> hashed again, new fingerprint */
     char victim[2048];
     snprintf(victim, sizeof victim, "%s/%s", root, sp_dataset_path(ds, 7));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     flip_byte(victim, 40);
     sp_digest want2 = full_fingerprint(root);
     CHECK(!same(want2, want));
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.hashed == 1 && b.reused == 39 && b.written);
     CHECK(same(sp_dataset_fingerprint(ds), want2));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     /* the same with the mtime put back: the ctime still tells */
     struct stat st;
@@ -194,11 +194,11 @@ static void test_imagefolder(void) {
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.hashed == 1 && b.reused == 39);
     CHECK(same(sp_dataset_fingerprint(ds), want3));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     /* a change the stat cannot see: caught when the sample is read */
     sleep(3);   /* the rewritten sidecar's record of the victim is no longer racy */
-    sp_dataset_destroy(open_ds(root, SP_INDEX_AUTO, &b));
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
     forge_first_hash(tp("shapes/.seedpipe-index"));
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.reused == 40 && b.hashed == 0 && !b.warning[0]);
@@ -208,8 +208,8 @@ static void test_imagefolder(void) {
           strstr(err.msg, "changed since"));
     CHECK(sp_dataset_read(ds, 1, &sd, &err) == 0);
     sp_sample_data_free(&sd);
-    sp_dataset_destroy(ds);
-    sp_dataset_destroy(open_ds(root, SP_INDEX_REBUILD, &b));
+    sp_dataset_close(ds);
+    sp_dataset_close(open_ds(root, SP_INDEX_REBUILD, &b));
     CHECK(b.hashed == 40 && b.written);
 
     /* damaged sidecars: rebuilt with a warning naming the file */
@@ -233,8 +233,8 @@ static void test_imagefolder(void) {
         CHECK(strstr(b.warning, sc) && strstr(b.warning, bad[k].says) &&
               strstr(b.warning, "rebuilt"));
         CHECK(b.hashed == 40 && b.written && same(sp_dataset_fingerprint(ds), want3));
-        sp_dataset_destroy(ds);
-        sp_dataset_destroy(open_ds(root, SP_INDEX_AUTO, &b));
+        sp_dataset_close(ds);
+        sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
         CHECK(b.reused == 40 && !b.warning[0]);   /* sound again */
     }
     free(p);
@@ -246,7 +246,7 @@ static void test_imagefolder(void) {
     ds = open_ds(tp("copy"), SP_INDEX_AUTO, &b);
     CHECK(strstr(b.warning, "another dataset") && b.hashed == 40 && b.written);
     CHECK(same(sp_dataset_fingerprint(ds), want3));   /* the root is not hashed */
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     /* concurrent openers: all succeed, one fingerprint, a sound sidecar */
     pid_t kids[4];
@@ -259,7 +259,7 @@ static void test_imagefolder(void) {
                 sp_dataset *d;
                 if (sp_dataset_open(root, &lim, &d, &err) != 0) _exit(1);
                 int ok = same(sp_dataset_fingerprint(d), want3);
-                sp_dataset_destroy(d);
+                sp_dataset_close(d);
                 if (!ok) _exit(2);
             }
             _exit(0);
@@ -272,7 +272,7 @@ static void test_imagefolder(void) {
     }
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(!b.warning[0] && same(sp_dataset_fingerprint(ds), want3));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     snprintf(cmd, sizeof cmd, "ls -a %s | grep -c tmp", root);
     FILE *f = popen(cmd, "r");
     CHECK(f);
@@ -296,7 +296,7 @@ static void test_cache_dir_and_list(void) {
     CHECK(f);
     fprintf(f, "shapes2/%s\t0\nshapes2/%s\t1\n", sp_dataset_path(all, 0), sp_dataset_path(all, 5));
     fclose(f);
-    sp_dataset_destroy(all);
+    sp_dataset_close(all);
     sleep(3);
     setenv("XDG_CACHE_HOME", tp("xdg"), 1);
     sp_dataset_index_info b;
@@ -305,23 +305,23 @@ static void test_cache_dir_and_list(void) {
     snprintf(want_dir, sizeof want_dir, "%s", tp("xdg/seedpipe/index-"));
     CHECK(b.written && strncmp(b.path, want_dir, strlen(want_dir)) == 0);
     sp_digest fp = sp_dataset_fingerprint(ds);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.reused == 12 && b.hashed == 0 && same(sp_dataset_fingerprint(ds), fp));
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     ds = open_ds(tp("list.txt"), SP_INDEX_AUTO, &b);
     CHECK(b.written && b.hashed == 2 && strcmp(b.path, tp(".list.txt.seedpipe-index")) == 0);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     ds = open_ds(tp("list.txt"), SP_INDEX_AUTO, &b);
     CHECK(b.reused == 2 && b.hashed == 0);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
 
     /* SEEDPIPE_INDEX=off: no index at all */
     setenv("SEEDPIPE_INDEX", "off", 1);
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(!b.used && b.hashed == 12 && !b.written);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     unsetenv("SEEDPIPE_INDEX");
 }
 
@@ -332,14 +332,14 @@ static void test_racy(void) {
     sp_error err;
     CHECK(sp_shapes_make(root, &o, &err) == 0);
     sp_dataset_index_info b;
-    sp_dataset_destroy(open_ds(root, SP_INDEX_AUTO, &b));
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
     CHECK(b.hashed == 10 && b.written);
     /* written moments ago: their timestamps cannot vouch for them yet */
-    sp_dataset_destroy(open_ds(root, SP_INDEX_AUTO, &b));
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
     CHECK(b.hashed == 10 && b.reused == 0);
     sleep(3);
-    sp_dataset_destroy(open_ds(root, SP_INDEX_AUTO, &b));   /* hashed, now recorded as settled */
-    sp_dataset_destroy(open_ds(root, SP_INDEX_AUTO, &b));
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));   /* hashed, now recorded as settled */
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
     CHECK(b.hashed == 0 && b.reused == 10);
 }
 

@@ -97,7 +97,7 @@ static uint8_t *run_both(const sp_pipeline *p, const sp_sample_src *src, int in_
     CHECK(a && b);
     memset(a, 0x00, n);
     memset(b, 0xff, n);
-    sp_sample_ctx ctx = {sp_stream_key(7, SP_STREAM_AUGMENT), 3, (uint32_t)(in_w * 131 + in_h)};
+    sp_sample_ctx ctx = {sp_rng_key(7, SP_RNG_AUGMENT), 3, (uint32_t)(in_w * 131 + in_h)};
     sp_run_opts o = {dt, SP_LAYOUT_NCHW, 0, NULL};
     sp_out_shape shape = {eh, ew, ec};
     CHECK_OK(sp_pipeline_run_shaped(p, &ctx, src, &o, &shape, a, n, &err), &err);
@@ -291,7 +291,7 @@ static void test_shape_refused(void) {
     uint8_t buf[363];
     memset(buf, 0xa5, sizeof buf);
     sp_sample_src src = {"ten.png", NULL, 0, &img};
-    sp_sample_ctx ctx = {sp_stream_key(1, SP_STREAM_AUGMENT), 0, 0};
+    sp_sample_ctx ctx = {sp_rng_key(1, SP_RNG_AUGMENT), 0, 0};
     sp_out_shape other = {33, 11, 1}, wrong = {11, 11, 1};
     sp_error err;
     sp_error_clear(&err);

@@ -20,14 +20,15 @@
 
 #include "check.h"
 #include "runner.h"
-#include "train/nn_math.h"   /* sp_nn_sgd_update: the reference step */
+#include "train/nn_math.h"
+#include "train/train_internal.h"   /* sp_nn_sgd_update: the reference step */
 #include "seedpipe/model.h"
 #include "seedpipe/philox.h"
 #include "seedpipe/train.h"
 
 /* Deterministic test data in [-1, 1). */
 static void fill(float *v, size_t n, uint32_t tag) {
-    sp_key k = sp_stream_key(1234, tag);
+    sp_key k = sp_rng_key(1234, tag);
     for (size_t i = 0; i < n; i++) {
         sp_ctr c = {{(uint32_t)i, 0, 0, 0}};
         v[i] = (float)(2.0 * sp_u01d(sp_philox4x32_10(c, k).c[0]) - 1.0);
@@ -367,18 +368,18 @@ static void test_detmath(void) {
     double worst = 0;
     for (int i = 0; i < 200000; i++) {
         double x = -700.0 * (double)i / 200000.0 - 1e-7 * (i % 7);
-        double e = fabs(sp_nn_exp_f(x) - exp(x)) / exp(x);
+        double e = fabs(sp__nn_exp_f(x) - exp(x)) / exp(x);
         if (e > worst) worst = e;
     }
     double worstl = 0;
     for (int i = 0; i < 200000; i++) {
         double x = 1.0 + (double)i * 0.37;
-        double e = fabs(sp_nn_log_f(x) - log(x)) / (log(x) + 1e-300);
+        double e = fabs(sp__nn_log_f(x) - log(x)) / (log(x) + 1e-300);
         if (i && e > worstl) worstl = e;
     }
-    CHECK(sp_nn_log_f(1.0) == 0.0);
-    CHECK(sp_nn_exp_f(0.0) == 1.0);
-    CHECK(sp_nn_exp_f(-800.0) == 0.0);
+    CHECK(sp__nn_log_f(1.0) == 0.0);
+    CHECK(sp__nn_exp_f(0.0) == 1.0);
+    CHECK(sp__nn_exp_f(-800.0) == 0.0);
     printf("exp/log: worst rel err vs libm %.2e / %.2e\n", worst, worstl);
     CHECK(worst < 4e-16 && worstl < 4e-16);
 }
@@ -388,13 +389,13 @@ static void test_tree(void) {
     /* n = 3: (v0 + v1) + v2;  n = 5: ((v0 + v1) + (v2 + v3)) + v4 */
     float e3 = (v[0] + v[1]) + v[2];
     float e5 = ((v[0] + v[1]) + (v[2] + v[3])) + v[4];
-    CHECK(sp_nn_tree_sum_f(v, 3, 1) == e3);
-    CHECK(sp_nn_tree_sum_f(v, 5, 1) == e5);
-    CHECK(sp_nn_tree_sum_f(v, 0, 1) == 0.0f);
+    CHECK(sp__nn_tree_sum_f(v, 3, 1) == e3);
+    CHECK(sp__nn_tree_sum_f(v, 5, 1) == e5);
+    CHECK(sp__nn_tree_sum_f(v, 0, 1) == 0.0f);
     float big[1000];
     for (int i = 0; i < 1000; i++) big[i] = (float)i;
-    CHECK(sp_nn_tree_sum_f(big, 1000, 1) == 499500.0f);
-    CHECK(sp_nn_tree_sum_f(big, 500, 2) == 249500.0f);   /* even entries */
+    CHECK(sp__nn_tree_sum_f(big, 1000, 1) == 499500.0f);
+    CHECK(sp__nn_tree_sum_f(big, 500, 2) == 249500.0f);   /* even entries */
     printf("tree sum: fixed shape checked\n");
 }
 
@@ -424,7 +425,7 @@ static void test_init(void) {
     /* The documented counter layout: element 5 of conv2.w (tensor 2) is
      * word 1 of philox((1, 2, 0, 0), K_init). */
     sp_ctr ctr = {{1, 2, 0, 0}};
-    sp_ctr o = sp_philox4x32_10(ctr, sp_stream_key(7, SP_STREAM_INIT));
+    sp_ctr o = sp_philox4x32_10(ctr, sp_rng_key(7, SP_RNG_INIT));
     double bound2 = 1.0 / sqrt(144.0);
     CHECK(a[l.off[SP_T_CONV2_W] + 5] == (float)((2.0 * sp_u01d(o.c[1]) - 1.0) * bound2));
     printf("init: reproducible, seed-dependent, within bounds, documented counters\n");
@@ -541,7 +542,7 @@ static void step_reference_case(sp_model_shape shape, uint32_t batch) {
                                  g + (size_t)s * P, NULL);
         for (size_t p = 0; p < P; p++) {
             for (uint32_t s = 0; s < batch; s++) col[s] = g[(size_t)s * P + p];
-            float gp = sp_nn_tree_sum_f(col, (long)batch, 1);
+            float gp = sp__nn_tree_sum_f(col, (long)batch, 1);
             sp_nn_sgd_update(&w[p], &m[p], gp, cfg.lr, cfg.momentum, cfg.weight_decay);
         }
         CHECK_OK(sp_trainer_get_params(tr, tw, tm, &err), &err);

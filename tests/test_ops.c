@@ -480,7 +480,7 @@ static int ref_rrc(int W, int H, double s0, double s1, double r0, double r1, sp_
 }
 
 static void test_rrc(void) {
-    sp_key key = sp_stream_key(1234, SP_STREAM_AUGMENT);
+    sp_key key = sp_rng_key(1234, SP_RNG_AUGMENT);
     int fallbacks = 0, late = 0;
     for (uint32_t i = 0; i < 20000; i++) {
         int W = 1 + (int)(rnd() % 600), H = 1 + (int)(rnd() % 600);

@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "service_join.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
@@ -211,7 +212,7 @@ static size_t stream_digests(const sp_loader_config *c, sp_stream_kind kind, int
         out[k++] = sp_stream_batch_digest(s, &v);
         CHECK_OK(sp_stream_release(s, &v, &err), &err);
     }
-    CHECK_MSG(rc == SP_STREAM_END, "rc %d: %s", rc, err.msg);
+    CHECK_MSG(rc == SP_END, "rc %d: %s", rc, err.msg);
     sp_stream_close(s);
     return k;
 }
@@ -277,7 +278,7 @@ static void service_case(sp_order order, int pad, uint32_t K, uint32_t nsvc) {
         sp_batch_free(&b[k]);
         sp_loader_destroy(ld[k]);
     }
-    for (uint32_t i = 0; i < nsvc; i++) CHECK(sp_service_join(pid[i], 10000) == 0);
+    for (uint32_t i = 0; i < nsvc; i++) CHECK(join_status(pid[i], 10000) == 0);
 }
 
 static void test_service_ranks(void) {
@@ -366,7 +367,7 @@ static size_t folder_samples(char ***paths, int32_t **labels) {
         sprintf((*paths)[i], "%s/%s", root, rel);
         (*labels)[i] = sp_dataset_label(ds, i);
     }
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds);
     return n;
 }
 

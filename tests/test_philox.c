@@ -105,16 +105,16 @@ static void test_keys(void) {
         sp_key stream[6];
         for (uint32_t tag = 1; tag <= 5; tag++) {
             sp_ctr o = philox(tag, 0, 0, 0, lo, hi);
-            stream[tag] = sp_stream_key(seed, tag);
+            stream[tag] = sp_rng_key(seed, tag);
             CHECK(stream[tag].k[0] == o.c[0] && stream[tag].k[1] == o.c[1]);
             sp_key d = sp_key_derive(base, tag);
             CHECK(d.k[0] == o.c[0] && d.k[1] == o.c[1]);
             for (uint32_t t2 = 1; t2 < tag; t2++)
                 CHECK(stream[t2].k[0] != stream[tag].k[0] || stream[t2].k[1] != stream[tag].k[1]);
         }
-        CHECK(SP_STREAM_SHUFFLE == 1 && SP_STREAM_AUGMENT == 2 && SP_STREAM_INIT == 3 &&
-              SP_STREAM_WORKER == 4 && SP_STREAM_OTHER == 5);
-        sp_key k4 = stream[SP_STREAM_WORKER];
+        CHECK(SP_RNG_SHUFFLE == 1 && SP_RNG_AUGMENT == 2 && SP_RNG_INIT == 3 &&
+              SP_RNG_WORKER == 4 && SP_RNG_OTHER == 5);
+        sp_key k4 = stream[SP_RNG_WORKER];
         sp_key prev = {{0, 0}};
         for (uint32_t w = 0; w < 64; w++) {
             sp_ctr o = philox(w, 0, 0, 0, k4.k[0], k4.k[1]);
@@ -122,11 +122,11 @@ static void test_keys(void) {
             CHECK(kw.k[0] == o.c[0] && kw.k[1] == o.c[1]);
             CHECK(w == 0 || kw.k[0] != prev.k[0] || kw.k[1] != prev.k[1]);
             /* A worker key is never the augment key (it must not reach a batch). */
-            CHECK(kw.k[0] != stream[SP_STREAM_AUGMENT].k[0] ||
-                  kw.k[1] != stream[SP_STREAM_AUGMENT].k[1]);
+            CHECK(kw.k[0] != stream[SP_RNG_AUGMENT].k[0] ||
+                  kw.k[1] != stream[SP_RNG_AUGMENT].k[1]);
             prev = kw;
         }
-        sp_key ka = stream[SP_STREAM_AUGMENT];
+        sp_key ka = stream[SP_RNG_AUGMENT];
         for (uint32_t i = 0; i < 200; i++) {
             uint32_t j = i % 3, op = i % 7, smp = i * 2654435761u, e = i / 13;
             sp_ctr d = sp_sample_draw(ka, j, op, smp, e);

@@ -206,7 +206,7 @@ static sp_image make_smooth(int w, int h) {
 }
 
 static sp_sample_ctx ctx_for(uint64_t seed, uint32_t epoch, uint32_t sample) {
-    sp_sample_ctx c = {sp_stream_key(seed, SP_STREAM_AUGMENT), epoch, sample};
+    sp_sample_ctx c = {sp_rng_key(seed, SP_RNG_AUGMENT), epoch, sample};
     return c;
 }
 

@@ -219,7 +219,7 @@ static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_
             stop_at = -1;
         }
         int rc = sp_pool_next(pool, &v, &err);
-        if (rc == SP_POOL_END) break;
+        if (rc == SP_END) break;
         if (rc) {
             s->rc = rc;
             snprintf(s->msg, sizeof s->msg, "%s", err.msg);
@@ -461,7 +461,7 @@ static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, 
     for (int round = 0;; round++) {
         if (round < rounds) kills += kill_all(pool, workers, killed, &nkilled);
         int rc = sp_pool_next(pool, &v, &err);
-        if (rc == SP_POOL_END) break;
+        if (rc == SP_END) break;
         if (rc) {
             s->rc = rc;
             snprintf(s->msg, sizeof s->msg, "%s", err.msg);

@@ -55,7 +55,7 @@ static uint64_t spec_perm_at(uint64_t n, sp_key k, uint32_t epoch, uint64_t pos)
     return x;
 }
 
-static sp_key shuffle_key(uint64_t seed) { return sp_stream_key(seed, SP_STREAM_SHUFFLE); }
+static sp_key shuffle_key(uint64_t seed) { return sp_rng_key(seed, SP_RNG_SHUFFLE); }
 
 /* Fills out[0..n) with the order; checks it is a permutation of [0, n). */
 static void order(uint64_t n, uint64_t seed, uint32_t epoch, uint64_t *out) {

@@ -63,6 +63,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "service_join.h"
 #include "pool/ring_internal.h"
 #include "seedpipe/client.h"
 #include "seedpipe/service.h"
@@ -210,7 +211,7 @@ static void test_one_client(void) {
     for (;;) {
         sp_batch b;
         int rc = sp_client_next(cl, &b, &err);
-        if (rc == SP_CLIENT_END) break;
+        if (rc == SP_END) break;
         CHECK_OK(rc, &err);
         CHECK(n < r.n);
         CHECK_MSG(same_digest(sp_client_batch_digest(cl, &b), r.d[n]), "batch %d differs", n);
@@ -227,14 +228,14 @@ static void test_one_client(void) {
     }
     CHECK(n == r.n);
     sp_batch b;
-    CHECK(sp_client_next(cl, &b, &err) == SP_CLIENT_END);
+    CHECK(sp_client_next(cl, &b, &err) == SP_END);
     sp_loader_state st, want;
     sp_client_state(cl, &st);
     sp_loader_state_at(ld, EPOCHS, 0, &want);
     CHECK(st.epoch == want.epoch && st.batch == 0);
     sp_loader_destroy(ld);
     sp_client_detach(cl);
-    CHECK(sp_service_join(pid, 10000) == 0);
+    CHECK(join_status(pid, 10000) == 0);
     CHECK(!region_exists(name));
     check_no_leaks();
     printf("  one client: %d batches equal\n", n);
@@ -268,8 +269,8 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
     for (;;) {
         sp_batch v[2];
         int rc0 = sp_client_next(cl[0], &v[0], &err);
-        if (rc0 == SP_CLIENT_END) {
-            CHECK(sp_client_next(cl[1], &v[1], &err) == SP_CLIENT_END);
+        if (rc0 == SP_END) {
+            CHECK(sp_client_next(cl[1], &v[1], &err) == SP_END);
             break;
         }
         CHECK_OK(rc0, &err);
@@ -294,7 +295,7 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
     sp_batch_free(&cat);
     sp_loader_destroy(ld);
     for (int k = 0; k < 2; k++) sp_client_detach(cl[k]);
-    CHECK(sp_service_join(pid, 10000) == 0);
+    CHECK(join_status(pid, 10000) == 0);
     check_no_leaks();
     printf("  2 ranks (%s): %d batches, slices and concatenation equal\n", what, n);
 }
@@ -455,11 +456,11 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
             sp_batch v;
             int rc = sp_client_next(cl[k], &v, &err);
             if (q == EPOCHS * nb) {
-                CHECK_MSG(rc == SP_CLIENT_END, "%s: rank %u rc %d", what, k, rc);
+                CHECK_MSG(rc == SP_END, "%s: rank %u rc %d", what, k, rc);
                 continue;
             }
             if (svc_fail[s] >= 0 && q == (uint64_t)svc_fail[s]) {
-                CHECK_MSG(rc != 0 && rc != SP_CLIENT_END && strstr(err.msg, "zz-bad.png"),
+                CHECK_MSG(rc != 0 && rc != SP_END && strstr(err.msg, "zz-bad.png"),
                           "%s: rank %u at batch %llu: rc %d %s", what, k, (unsigned long long)q,
                           rc, err.msg);
                 gone[k] = 1;
@@ -488,7 +489,7 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
         }
     for (uint32_t k = 0; k < K4; k++) sp_client_detach(cl[k]);
     for (int s = 0; s < 2; s++) {
-        int status = sp_service_join(pid[s], 10000);
+        int status = join_status(pid[s], 10000);
         CHECK_MSG(status == (svc_fail[s] >= 0 ? 1 : 0), "%s: service %d exit %d", what, s,
                   status);
     }
@@ -783,7 +784,7 @@ static void test_dead_client(void) {
     for (;;) {
         sp_batch b;
         int rc = sp_client_next(c0, &b, &err);
-        if (rc == SP_CLIENT_END) break;
+        if (rc == SP_END) break;
         CHECK_OK(rc, &err);
         CHECK_MSG(same_digest(sp_client_batch_digest(c0, &b), rk[0].d[n]), "rank 0 batch %d", n);
         n++;
@@ -813,7 +814,7 @@ static void test_dead_client(void) {
     CHECK(st.ranks[1].attaches == 2 && st.ranks[1].deaths == 1);
     sp_client_detach(c0);
     sp_client_detach(c1);
-    CHECK(sp_service_join(svc, 10000) == 0);
+    CHECK(join_status(svc, 10000) == 0);
     check_no_leaks();
     printf("  dead client: rank 0 read all %d batches; rank 1 re-attached at batch %lld\n", n,
            (long long)first1);
@@ -836,7 +837,7 @@ static void test_sigterm(void) {
     CHECK_OK(sp_service_status_read(name, &st, &err), &err);
     int wpids[2] = {st.workers[0].pid, st.workers[1].pid};
     CHECK(kill(pid, SIGTERM) == 0);
-    CHECK(sp_service_join(pid, 5000) == 0);
+    CHECK(join_status(pid, 5000) == 0);
     CHECK(!region_exists(name));
     CHECK(!sp__proc_alive(wpids[0], 0) && !sp__proc_alive(wpids[1], 0));
     /* The held views stay readable; more batches are an error, not a hang. */
@@ -849,6 +850,29 @@ static void test_sigterm(void) {
     printf("  sigterm: %s\n", err.msg);
     sp_client_detach(cl);
     check_no_leaks();
+}
+
+/* sp_service_join(): the exit status of a service killed by a signal, and
+ * named errors, never a bare -1, for a pid it cannot wait for. */
+static void test_join(void) {
+    sp_loader_config c;
+    cfg_of(&c, shapes, 0, 1);
+    const char *name = new_name();
+    pid_t pid = fork_service(&c, name, 1, 1, 2);
+    CHECK(kill(pid, SIGKILL) == 0);
+    sp_error err = {0};
+    int status = 0;
+    CHECK_OK(sp_service_join(pid, 5000, &status, &err), &err);
+    CHECK_MSG(status == 128 + SIGKILL, "status %d", status);
+    int rc = sp_service_join(pid, 1000, &status, &err);   /* reaped already */
+    CHECK_MSG(rc == SP_EIO && status == -1 && strstr(err.msg, "waitpid") != NULL, "rc %d: %s", rc,
+              err.msg);
+    printf("  join, twice: %s\n", err.msg);
+    CHECK(sp_service_join(0, 1000, &status, &err) == SP_EINVAL && strstr(err.msg, "pid 0"));
+    CHECK(sp_service_join(pid, -1, NULL, &err) == SP_EINVAL);
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    unlink(path);   /* the killed service could not remove its region */
 }
 
 static void make_bad_copy(void) {
@@ -922,6 +946,7 @@ static const sp_case cases[] = {
     SP_CASE(test_stale_and_live),
     SP_CASE(test_dead_client),
     SP_CASE(test_sigterm),
+    SP_CASE(test_join),
 };
 
 int main(int argc, char **argv) {

@@ -141,8 +141,8 @@ static void files(const char *tmp) {
     CHECK_OK(sp_dataset_open(b, NULL, &ds2, &err), &err);
     sp_digest f1 = sp_dataset_fingerprint(ds), f2 = sp_dataset_fingerprint(ds2);
     CHECK(f1.hi == f2.hi && f1.lo == f2.lo);
-    sp_dataset_destroy(ds2);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(ds2);
+    sp_dataset_close(ds);
 
     /* the files hold the rendered pixels */
     for (uint32_t i = 0; i < 6; i++) {

@@ -5,7 +5,7 @@
  *     forked here) give byte-identical batches: sp_batch_digest() equal
  *     batch by batch, every view flagged SP_BATCH_VIEW.
  *  2. End of stream: exactly epochs * batches per epoch batches, then
- *     SP_STREAM_END (again and again), the view cleared; info's positions.
+ *     SP_END (again and again), the view cleared; info's positions.
  *  3. State and resume: a state taken half way, formatted and parsed back,
  *     resumes on another kind with the rest of the uninterrupted stream; a
  *     service client's state names the same position.
@@ -30,6 +30,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "service_join.h"
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
 #include "seedpipe/stream.h"
@@ -79,7 +80,7 @@ static size_t drain(sp_stream *s, sp_digest *d, size_t from, size_t max) {
         CHECK_OK(sp_stream_release(s, &v, &err), &err);
         CHECK(v.images == NULL);   /* cleared */
     }
-    CHECK_MSG(rc == SP_STREAM_END, "rc %d: %s", rc, err.msg);
+    CHECK_MSG(rc == SP_END, "rc %d: %s", rc, err.msg);
     return n;
 }
 
@@ -182,7 +183,7 @@ static void test_kinds_identical(void) {
     CHECK(drain(s, d, 0, MAX) == n);
     check_same(ref, d, n, "service");
     sp_stream_close(s);
-    CHECK(sp_service_join(pid, 10000) == 0);
+    CHECK(join_status(pid, 10000) == 0);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
     CHECK(system(cmd) == 0);
@@ -204,9 +205,9 @@ static void test_end_of_stream(void) {
         sp_error_clear(&err);
         sp_batch v;
         memset(&v, 0xff, sizeof v);
-        CHECK(sp_stream_next(s, &v, &err) == SP_STREAM_END);
+        CHECK(sp_stream_next(s, &v, &err) == SP_END);
         CHECK(v.images == NULL && v.count == 0);
-        CHECK(sp_stream_next(s, &v, &err) == SP_STREAM_END);
+        CHECK(sp_stream_next(s, &v, &err) == SP_END);
         sp_stream_info_get(s, &in);
         CHECK(in.taken == in.end && in.held == 0);
         sp_loader_state st;
@@ -266,7 +267,7 @@ static void test_state_resume(void) {
     CHECK(drain(s, d, half, 64) == n);
     check_same(ref, d, n, "service");
     sp_stream_close(s);
-    CHECK(sp_service_join(pid, 10000) == 0);
+    CHECK(join_status(pid, 10000) == 0);
 }
 
 static void expect(int rc, int want, const sp_error *err, const char *sub) {
@@ -475,7 +476,7 @@ static void test_seek(void) {
     check_same(ref + 1, d + 1, n - 1, "after a seek back to batch 1");
     sp_loader_state_at(ld, EPOCHS, 0, &st);
     CHECK_OK(sp_stream_seek(s, &st, &err), &err);   /* the end itself */
-    CHECK(sp_stream_next(s, &v, &err) == SP_STREAM_END);
+    CHECK(sp_stream_next(s, &v, &err) == SP_END);
     sp_loader_state_at(ld, EPOCHS + 1, 0, &st);
     expect(sp_stream_seek(s, &st, &err), SP_ERANGE, &err, "outside this stream");
     sp_loader_config other = lc;
@@ -521,7 +522,7 @@ static void test_refusals_and_failure(void) {
     CHECK(in.rank == 1 && in.world == 2 && in.kind == SP_STREAM_SERVICE);
     sp_stream_close(s);
     CHECK(kill(pid, SIGTERM) == 0);
-    CHECK(sp_service_join(pid, 10000) == 0);
+    CHECK(join_status(pid, 10000) == 0);
 
     /* A damaged file in a copy of the set: on-error fail stops the stream
      * at its batch, and every later call gives that error again. */

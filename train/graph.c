@@ -22,6 +22,7 @@
 
 #include "train/cuda_plugin.h"
 #include "train/nn_math.h"
+#include "train/train_internal.h"
 
 void sp_csr_free(sp_csr *g) {
     if (!g) return;
@@ -245,7 +246,7 @@ int sp_gcn_create(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *d
     for (uint64_t s = 0; s < g->m; s++) g->w_csr[s] = g->w[g->csr.edge[s]];
     free(deg);
     free(dinv);
-    sp_key kinit = sp_stream_key(seed, SP_STREAM_INIT);
+    sp_key kinit = sp_rng_key(seed, SP_RNG_INIT);
     double bound = 1.0 / sqrt((double)fin);
     for (uint32_t i = 0; i < fin * fout; i++)
         g->weight[i] = sp_nn_init_value(kinit, SP_GCN_TENSOR_W, i, bound);
@@ -284,7 +285,7 @@ int sp_graph_erdos_renyi(uint32_t n, double p, uint64_t seed, uint32_t **src, ui
     *m = 0;
     if (n == 0 || !(p >= 0.0 && p <= 1.0))
         return sp_error_set(err, SP_EINVAL, "erdos-renyi: need n > 0 and p in [0, 1]");
-    sp_key k = sp_stream_key(seed, SP_STREAM_OTHER);
+    sp_key k = sp_rng_key(seed, SP_RNG_OTHER);
     size_t cap = 1024, cnt = 0;
     uint32_t *s = malloc(cap * sizeof *s), *d = malloc(cap * sizeof *d);
     for (uint32_t i = 0; s && d && i < n; i++)
@@ -318,7 +319,7 @@ int sp_graph_erdos_renyi(uint32_t n, double p, uint64_t seed, uint32_t **src, ui
 }
 
 void sp_graph_features(uint32_t n, uint32_t f, uint64_t seed, float *x) {
-    sp_key k = sp_stream_key(seed, SP_STREAM_OTHER);
+    sp_key k = sp_rng_key(seed, SP_RNG_OTHER);
     uint64_t total = (uint64_t)n * f;
     for (uint64_t e = 0; e < total; e += 4) {
         sp_ctr c = {{(uint32_t)(e / 4), 0u, 2u, 0u}};
@@ -348,8 +349,8 @@ int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_mode mode, f
     return cuda ? cuda->gcn_forward(g, x, mode, out, err) : SP_EUNSUPP;
 }
 
-int sp_scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst, uint64_t m,
-                         uint32_t f, int reps, double *ms_atomic, double *ms_det, sp_error *err) {
+int sp__scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst, uint64_t m,
+                          uint32_t f, int reps, double *ms_atomic, double *ms_det, sp_error *err) {
     *ms_atomic = *ms_det = 0.0;
     const sp__cuda_plugin *cuda = sp__cuda_plugin_load(err);
     return cuda ? cuda->scatter_time(g, src, dst, m, f, reps, ms_atomic, ms_det, err)

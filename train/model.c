@@ -81,7 +81,7 @@ int sp_model_layout_of(const sp_model_shape *s, sp_model_layout *l, sp_error *er
 }
 
 void sp_model_init(const sp_model_layout *l, uint64_t seed, float *params) {
-    sp_key k = sp_stream_key(seed, SP_STREAM_INIT);
+    sp_key k = sp_rng_key(seed, SP_RNG_INIT);
     double fan[SP_T_COUNT] = {(double)l->in.c * 9.0, 0, (double)SP_MODEL_C1 * 9.0, 0,
                               (double)l->feat, 0};
     for (int t = 0; t < SP_T_COUNT; t++) {

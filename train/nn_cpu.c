@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "train/nn_math.h"
+#include "train/train_internal.h"
 
 /* ---- the matrix product ------------------------------------------------------ */
 
@@ -325,6 +326,6 @@ float sp_nn_softmax_xent(const float *logits, int k, int label, float scale, flo
     return sp_nn_softmax_xent_row(logits, k, label, scale, dlogits);
 }
 
-float sp_nn_tree_sum_f(const float *v, long n, long stride) { return sp_nn_tree_sum(v, n, stride); }
-double sp_nn_exp_f(double x) { return sp_nn_exp_neg(x); }
-double sp_nn_log_f(double x) { return sp_nn_log_pos(x); }
+float sp__nn_tree_sum_f(const float *v, long n, long stride) { return sp_nn_tree_sum(v, n, stride); }
+double sp__nn_exp_f(double x) { return sp_nn_exp_neg(x); }
+double sp__nn_log_f(double x) { return sp_nn_log_pos(x); }

@@ -198,7 +198,7 @@ SP_HOSTDEV void sp_nn_sgd_update(float *w, float *v, float grad, float lr, float
 }
 
 /*! sp_nn_init_value() : initial value of element `index` of parameter
- *  tensor `tensor` under the init key (philox stream SP_STREAM_INIT):
+ *  tensor `tensor` under the init key (philox stream SP_RNG_INIT):
  *  word index % 4 of philox((index / 4, tensor, 0, 0), K_init), as
  *  u = (x >> 8) * 2^-24, mapped to (2u - 1) * bound in double, rounded to
  *  float. */

@@ -108,7 +108,7 @@ void sp_trainer_destroy(sp_trainer *tr) {
     free(tr);
 }
 
-const sp_train_config *sp_trainer_config(const sp_trainer *tr) { return &tr->cfg; }
+const sp_train_config *sp_trainer_config_of(const sp_trainer *tr) { return &tr->cfg; }
 const sp_model_layout *sp_trainer_layout(const sp_trainer *tr) { return &tr->l; }
 uint64_t sp_trainer_steps(const sp_trainer *tr) { return tr->steps; }
 

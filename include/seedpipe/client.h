@@ -31,15 +31,19 @@
 #ifndef SEEDPIPE_CLIENT_H
 #define SEEDPIPE_CLIENT_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/client.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
+
 #include "seedpipe/loader.h"
 #include "seedpipe/state.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* sp_client_next() return value at the end of the stream (not an error). */
-#define SP_CLIENT_END SP_END
 
 /* Attach flags. */
 #define SP_CLIENT_ALLOW_FOREIGN 1u   /* accept a region of another uid / mode */
@@ -69,7 +73,7 @@ SP_API int sp_client_attach_opts(const char *name, uint32_t rank, const sp_clien
  *  the service publishes it. *view: capacity B/K, count, epoch, index,
  *  images (count * sample_bytes), labels, indices, skipped, substituted,
  *  pointing into the region; valid until released or detached.
- *  @return 0, SP_CLIENT_END, SP_EINVAL (R views already held), the
+ *  @return 0, SP_END, SP_EINVAL (R views already held), the
  *  stream's error (on-error fail: "path: reason"), SP_EIO (the service died
  *  or stopped before the end; this rank was dropped). */
 SP_API int sp_client_next(sp_client *c, sp_batch *view, sp_error *err);

@@ -24,9 +24,10 @@ extern "C" {
 
 /* X-macros generate the enum and the strings so they never drift apart:
  * the errors (negative) and the outcomes that are not errors (positive,
- * each its own value: SP_POOL_END and SP_CLIENT_END are SP_END,
- * SP_SERVICE_STOPPED is SP_STOPPED). A function returns 0, one of its
- * documented outcomes, or an error; rc < 0 is always an error. */
+ * each its own value: SP_END ends every stream, the pool's, a client's
+ * and sp_stream_next()'s alike; SP_STOPPED is a service stopped on
+ * request). A function returns 0, one of its documented outcomes, or an
+ * error; rc < 0 is always an error. */
 #define SP_ERRNO_MAP(XX)                                                  \
     XX(EINVAL,   -1, "invalid argument")                                  \
     XX(ENOMEM,   -2, "out of memory")                                     \

@@ -187,7 +187,7 @@ typedef struct sp_dataset_index_info {
  *  is SP_EFORMAT. On failure *out is NULL. */
 SP_API int sp_dataset_open(const char *path, const sp_dataset_limits *limits,
                            sp_dataset **out, sp_error *err);
-SP_API void sp_dataset_destroy(sp_dataset *ds);   /* accepts NULL */
+SP_API void sp_dataset_close(sp_dataset *ds);   /* accepts NULL */
 
 /* An explicit list of samples (a torch Subset or ConcatDataset of image
  * folders, handed over without a temporary file). */

@@ -31,6 +31,10 @@
 #ifndef SEEDPIPE_DECODE_H
 #define SEEDPIPE_DECODE_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version. loader.h, the front door's, includes it for its types, so it
+ * carries no SEEDPIPE_ADVANCED_API fence. */
+
 #include "seedpipe/common.h"
 
 #ifdef __cplusplus

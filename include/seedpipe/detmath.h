@@ -25,6 +25,13 @@
 #ifndef SEEDPIPE_DETMATH_H
 #define SEEDPIPE_DETMATH_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/detmath.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
+
 #include "seedpipe/version.h"   /* SP_API */
 
 #ifdef __cplusplus

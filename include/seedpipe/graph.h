@@ -35,6 +35,13 @@
 #ifndef SEEDPIPE_GRAPH_H
 #define SEEDPIPE_GRAPH_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/graph.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,7 +127,7 @@ SP_API int sp_gcn_forward_cpu(const sp_gcn *g, const float *x, sp_scatter_mode m
 SP_API float sp_graph_sum(const float *v, size_t n);
 
 /*! sp_graph_erdos_renyi() : G(n, p) from seed's "other" stream
- *  (SP_STREAM_OTHER): pair i < j is an edge iff
+ *  (SP_RNG_OTHER): pair i < j is an edge iff
  *  sp_u01d(philox((i, j, 1, 0), K_other)[0]) < p; for each, in (i, j)
  *  order, the edges i -> j then j -> i. *src / *dst are malloc'd arrays of
  *  *m edges. @return 0, SP_EINVAL, SP_ENOMEM. */
@@ -142,10 +149,6 @@ SP_API int sp_graph_cuda_device(char *name, size_t n);
  *  downloads). The deterministic mode gives the CPU's bits. */
 SP_API int sp_gcn_forward_cuda(const sp_gcn *g, const float *x, sp_scatter_mode mode, float *out,
                                sp_error *err);
-/*! sp_scatter_cuda_time() : device-resident timing of `reps` scatter-adds
- *  (f features, unit weights, zero input) in each form: mean ms per call. */
-SP_API int sp_scatter_cuda_time(const sp_csr *g, const uint32_t *src, const uint32_t *dst, uint64_t m,
-                                uint32_t f, int reps, double *ms_atomic, double *ms_det, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
  *   conv2.b [32], fc.w [classes][32*(H/4)*(W/4)], fc.b [classes].
  *
  * Initialisation (sp_model_init), the same bits on every backend: with
- * K_init = sp_stream_key(seed, SP_STREAM_INIT), element i of tensor t is
+ * K_init = sp_rng_key(seed, SP_RNG_INIT), element i of tensor t is
  *   x = word (i % 4) of philox((i / 4, t, 0, 0), K_init)
  *   u = (x >> 8) * 2^-24,  value = (float)((2u - 1) * bound)  (double math)
  * with bound = 1 / sqrt(fan_in) for every weight tensor (PyTorch's default
@@ -147,12 +147,6 @@ SP_API void sp_nn_linear_backward(const float *x, int nin, const float *wt, int 
 /*! sp_nn_softmax_xent() : loss of one row and dlogits = (p - onehot) *
  *  scale (dlogits may be NULL); see sp_nn_softmax_xent_row in nn_math.h. */
 SP_API float sp_nn_softmax_xent(const float *logits, int k, int label, float scale, float *dlogits);
-/*! sp_nn_tree_sum_f() : the fixed-tree sum of nn_math.h (exported for tests). */
-SP_API float sp_nn_tree_sum_f(const float *v, long n, long stride);
-/*! sp_nn_exp_f() / sp_nn_log_f() : the deterministic exp (x <= 0) and log
- *  (x >= 1 normal) of nn_math.h, exported for tests. */
-SP_API double sp_nn_exp_f(double x);
-SP_API double sp_nn_log_f(double x);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,13 @@
 #ifndef SEEDPIPE_OPS_H
 #define SEEDPIPE_OPS_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/ops.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
+
 #include "seedpipe/common.h"
 #include "seedpipe/philox.h"
 

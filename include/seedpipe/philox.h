@@ -10,7 +10,7 @@
  *
  * Keys and streams (DESIGN.md section 2):
  *   K       = (seed & 0xffffffff, seed >> 32)
- *   K_tag   = philox((tag,0,0,0), K)[0..1]        tag: SP_STREAM_*
+ *   K_tag   = philox((tag,0,0,0), K)[0..1]        tag: SP_RNG_*
  *   K_worker(w) = philox((w,0,0,0), K_4)[0..1]  a worker's own generator
  *   sample draw block j of op k, sample i, epoch e:
  *             philox((j, k, i, e), K_augment)
@@ -18,6 +18,10 @@
  */
 #ifndef SEEDPIPE_PHILOX_H
 #define SEEDPIPE_PHILOX_H
+
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version. loader.h, the front door's, includes it for its types, so it
+ * carries no SEEDPIPE_ADVANCED_API fence. */
 
 #include <stdint.h>
 
@@ -31,14 +35,15 @@
 extern "C" {
 #endif
 
-/* The generator-stream tags (DESIGN.md section 2); not the batch streams of stream.h. */
+/* The generator-stream tags (DESIGN.md section 2), SP_RNG_*: the batch
+ * streams of stream.h are SP_STREAM_*. */
 enum sp_rng_stream {
-    SP_STREAM_SHUFFLE = 1,
-    SP_STREAM_AUGMENT = 2,
-    SP_STREAM_INIT = 3,
-    SP_STREAM_WORKER = 4,
-    SP_STREAM_OTHER = 5,
-    SP_STREAM_MIX = 6       /* a mixture's sources' own orders (dataset.h, determinism.md 10) */
+    SP_RNG_SHUFFLE = 1,
+    SP_RNG_AUGMENT = 2,
+    SP_RNG_INIT = 3,
+    SP_RNG_WORKER = 4,
+    SP_RNG_OTHER = 5,
+    SP_RNG_MIX = 6    /* a mixture's sources' own orders (dataset.h, determinism.md 10) */
 };
 
 typedef struct sp_key { uint32_t k[2]; } sp_key;
@@ -81,7 +86,7 @@ SP_HOSTDEV sp_key sp_key_from_seed(uint64_t seed) {
 }
 
 /*! sp_key_derive() : philox((tag,0,0,0), parent)[0..1]; used for streams
- *  (tag = SP_STREAM_*) and for worker keys (tag = worker id under K_worker). */
+ *  (tag = SP_RNG_*) and for worker keys (tag = worker id under K_worker). */
 SP_HOSTDEV sp_key sp_key_derive(sp_key parent, uint32_t tag) {
     sp_ctr c = {{tag, 0, 0, 0}};
     sp_ctr o = sp_philox4x32_10(c, parent);
@@ -89,15 +94,15 @@ SP_HOSTDEV sp_key sp_key_derive(sp_key parent, uint32_t tag) {
     return k;
 }
 
-/*! sp_stream_key() : K_tag for a seed. */
-SP_HOSTDEV sp_key sp_stream_key(uint64_t seed, uint32_t stream) {
+/*! sp_rng_key() : K_tag for a seed. */
+SP_HOSTDEV sp_key sp_rng_key(uint64_t seed, uint32_t stream) {
     return sp_key_derive(sp_key_from_seed(seed), stream);
 }
 
 /*! sp_worker_key() : K_worker(w) = philox((w,0,0,0), K_4)[0..1]. Never reaches
  *  a batch byte in the default mode. */
 SP_HOSTDEV sp_key sp_worker_key(uint64_t seed, uint32_t worker) {
-    return sp_key_derive(sp_stream_key(seed, SP_STREAM_WORKER), worker);
+    return sp_key_derive(sp_rng_key(seed, SP_RNG_WORKER), worker);
 }
 
 /*! sp_sample_draw() : draw block j of op k for sample i at epoch e:

@@ -113,7 +113,7 @@ SP_API int sp_pipeline_has_normalize(const sp_pipeline *p);
 
 /* Identity of one sample's randomness. */
 typedef struct sp_sample_ctx {
-    sp_key k_augment;    /* sp_stream_key(seed, SP_STREAM_AUGMENT) */
+    sp_key k_augment;    /* sp_rng_key(seed, SP_RNG_AUGMENT) */
     uint32_t epoch;
     uint32_t sample;     /* global dataset index of the sample */
 } sp_sample_ctx;

@@ -95,6 +95,13 @@
 #ifndef SEEDPIPE_POOL_H
 #define SEEDPIPE_POOL_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/pool.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
+
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/state.h"
@@ -108,9 +115,6 @@ extern "C" {
  * "Worker deaths" above) one pool survives over its whole run; the next
  * one fails the stream with SP_ELIMIT. */
 #define SP_POOL_RESPAWN_BOUND(workers) (100 + 16 * (uint64_t)(workers))
-/* sp_pool_next() return value at the end of the stream (not an error). */
-#define SP_POOL_END SP_END
-
 typedef struct sp_pool_config {
     int workers;                    /* 1..SP_POOL_MAX_WORKERS */
     int ring_slots;                 /* R, 1..1024; 0: max(2, 2 * workers) */
@@ -139,7 +143,7 @@ SP_API void sp_pool_destroy(sp_pool *pool);
  *  *view points into the shared slot (images, labels, indices, skipped,
  *  substituted; capacity = B / world); valid until the matching
  *  sp_pool_release(). Up to R batches may be held at once.
- *  @return 0, SP_POOL_END (the stream is over; *view untouched), SP_EINVAL
+ *  @return 0, SP_END (the stream is over; *view untouched), SP_EINVAL
  *  (R batches already held), a sample's error under on_error fail (then
  *  every later call returns it again, as for the next two), SP_ELIMIT (the
  *  respawn bound: "pool: respawn bound reached: ..."), or SP_EIO (a

@@ -49,6 +49,10 @@
 #ifndef SEEDPIPE_SAMPLER_H
 #define SEEDPIPE_SAMPLER_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version. loader.h, the front door's, includes it for its types, so it
+ * carries no SEEDPIPE_ADVANCED_API fence. */
+
 #include "seedpipe/common.h"
 #include "seedpipe/philox.h"
 
@@ -69,7 +73,7 @@ typedef struct sp_perm {
 } sp_perm;
 
 /*! sp_perm_init() : the order of epoch `epoch` over n samples (n >= 1,
- *  n <= 2^62) under k_shuffle = sp_stream_key(seed, SP_STREAM_SHUFFLE).
+ *  n <= 2^62) under k_shuffle = sp_rng_key(seed, SP_RNG_SHUFFLE).
  *  For n outside [1, 2^62] every sp_perm_at() returns UINT64_MAX. */
 SP_API void sp_perm_init(sp_perm *p, uint64_t n, sp_key k_shuffle, uint32_t epoch);
 /*! sp_perm_at() : the sample index at position pos (< n) of the order;

@@ -60,6 +60,13 @@
 #ifndef SEEDPIPE_SERVICE_H
 #define SEEDPIPE_SERVICE_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/service.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
+
 #include <signal.h>
 #include <sys/types.h>
 
@@ -74,9 +81,6 @@ extern "C" {
 #define SP_SERVICE_MAX_RANKS 64          /* ranks one service serves */
 #define SP_SERVICE_MAX_WORLD (1u << 16)  /* ranks of the job */
 #define SP_SERVICE_NAME_MAX 200
-/* sp_service_run() returns this when stopped by the flag (not an error). */
-#define SP_SERVICE_STOPPED SP_STOPPED
-
 typedef struct sp_service_config {
     const char *name;               /* region name: 1..200 of [A-Za-z0-9._-] */
     uint32_t world;                 /* the job's K ranks, 1..2^16; B % K == 0 (0: 1) */
@@ -114,7 +118,7 @@ SP_API int sp_service_create(const sp_loader_config *lcfg, const sp_service_conf
 SP_API const char *sp_service_note(const sp_service *svc);
 /*! sp_service_run() : serve until the end (see above) or until *stop
  *  becomes nonzero (checked at least every 10 ms; may be NULL).
- *  @return 0 (served to the end), SP_SERVICE_STOPPED, the stream's error
+ *  @return 0 (served to the end), SP_STOPPED, the stream's error
  *  (served to the clients first), SP_ELIMIT (the workers' respawn bound:
  *  "pool: respawn bound reached: ...", also served to the clients first),
  *  or SP_EIO (a worker could not be forked; the region's memory gone).
@@ -138,9 +142,11 @@ SP_API sp_cache *sp_service_cache(sp_service *svc);
 SP_API int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
                            sp_error *err);
 /*! sp_service_join() : wait for a forked service to exit, at most
- *  timeout_ms (then SIGTERM, and SIGKILL 2 s later). @return its exit
- *  status (0..255), 128 + signal if killed, -1 on waitpid error. */
-SP_API int sp_service_join(pid_t pid, int timeout_ms);
+ *  timeout_ms (then SIGTERM, and SIGKILL 2 s later); *status (may be
+ *  NULL) is then its exit status (0..255), or 128 + signal if a signal
+ *  ended it. @return 0, SP_EINVAL (pid <= 0 or timeout_ms < 0) or SP_EIO
+ *  (waitpid failed: not our child, or already reaped), *status then -1. */
+SP_API int sp_service_join(pid_t pid, int timeout_ms, int *status, sp_error *err);
 
 /* What `seedpipe status NAME` shows. */
 typedef struct sp_service_status {

@@ -9,7 +9,7 @@
  * out_dir/<class>/<index as %06u>.png for even indices and .jpg (quality
  * 90, 4:2:0) for odd ones; image i has class (i + i / 6) mod 6, so each
  * class gets as many PNGs as JPEGs. Everything comes from Philox under the
- * seed (stream SP_STREAM_OTHER) addressed by the image index, drawn with
+ * seed (stream SP_RNG_OTHER) addressed by the image index, drawn with
  * integer arithmetic only, so a seed gives the same pixels on every machine
  * and the same files for the same libpng/libjpeg-turbo. The classes are
  * separable by shape alone, so a small CNN learns them. The exact recipe
@@ -19,6 +19,13 @@
  */
 #ifndef SEEDPIPE_SHAPES_H
 #define SEEDPIPE_SHAPES_H
+
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
+ * front door is seedpipe/stream.h. */
+#ifndef SEEDPIPE_ADVANCED_API
+#error "seedpipe/shapes.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
+#endif
 
 #include "seedpipe/common.h"
 

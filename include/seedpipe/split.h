@@ -22,6 +22,10 @@
 #ifndef SEEDPIPE_SPLIT_H
 #define SEEDPIPE_SPLIT_H
 
+/* The advanced API (README.md "The C API"): it may change in any 0.x minor
+ * version. loader.h, the front door's, includes it for its types, so it
+ * carries no SEEDPIPE_ADVANCED_API fence. */
+
 #include "seedpipe/common.h"
 #include "seedpipe/dataset.h"
 

@@ -59,17 +59,18 @@
 #define SEEDPIPE_STREAM_H
 
 #include "seedpipe/cache.h"
-#include "seedpipe/client.h"
 #include "seedpipe/loader.h"
-#include "seedpipe/pool.h"
 #include "seedpipe/state.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* sp_stream_next() at the end of the stream (not an error). */
-#define SP_STREAM_END SP_END
+/* The sources behind a stream, opaque here; their own headers (pool.h,
+ * client.h) are the advanced API. */
+typedef struct sp_pool sp_pool;
+typedef struct sp_client sp_client;
+typedef struct sp_client_opts sp_client_opts;
 
 typedef enum {
     SP_STREAM_LOADER = 0,    /* in-process loader */
@@ -79,7 +80,7 @@ typedef enum {
 
 typedef struct sp_stream_config {
     sp_stream_kind kind;
-    int workers;                     /* POOL: 1..SP_POOL_MAX_WORKERS (ignored otherwise) */
+    int workers;                     /* POOL: 1..64 (pool.h: SP_POOL_MAX_WORKERS) */
     int ring_slots;                  /* POOL: 0: max(2, 2 * workers) */
     uint32_t epochs;                 /* LOADER, POOL: the stream ends before this epoch (>= 1) */
     const sp_loader_state *resume;   /* LOADER, POOL: NULL: from epoch 0, batch 0 */
@@ -123,7 +124,7 @@ SP_API void sp_stream_close(sp_stream *s);
 
 /*! sp_stream_next() : the next batch, as a view (see above), waiting for
  *  it if needed.
- *  @return 0, SP_STREAM_END (the stream is over; *view cleared), SP_EINVAL
+ *  @return 0, SP_END (the stream is over; *view cleared), SP_EINVAL
  *  (max_held views already held; the stream goes on), or the source's
  *  error (the stream has failed: see above). */
 SP_API int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err);

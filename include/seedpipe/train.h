@@ -14,7 +14,7 @@
  *         orders inside cuDNN/cuBLAS). Only when built with CUDA; otherwise
  *         SP_EUNSUPP "built without CUDA".
  * Every backend starts from the same initial bits (sp_model_init from the
- * seed's SP_STREAM_INIT stream).
+ * seed's SP_RNG_INIT stream).
  *
  * Determinism: given the same config, initial state and batches, a CPU
  * trainer's weights after N steps are a pure function of those inputs.
@@ -52,7 +52,7 @@ typedef enum { SP_DEVICE_CPU = 0, SP_DEVICE_CUDA = 1 } sp_device;
 #define SP_ALGO_DEFAULT (-1)
 
 typedef struct sp_train_config {
-    uint64_t seed;            /* model init stream (SP_STREAM_INIT) */
+    uint64_t seed;            /* model init stream (SP_RNG_INIT) */
     sp_model_shape shape;
     float lr;                 /* default 0.02 */
     float momentum;           /* default 0.9 */
@@ -81,7 +81,7 @@ typedef struct sp_trainer sp_trainer;
 SP_API int sp_trainer_create(const sp_train_config *cfg, sp_trainer **out, sp_error *err);
 SP_API void sp_trainer_destroy(sp_trainer *tr);   /* accepts NULL */
 
-SP_API const sp_train_config *sp_trainer_config(const sp_trainer *tr);
+SP_API const sp_train_config *sp_trainer_config_of(const sp_trainer *tr);
 SP_API const sp_model_layout *sp_trainer_layout(const sp_trainer *tr);
 /*! sp_trainer_steps() : SGD steps taken (restored by sp_trainer_load). */
 SP_API uint64_t sp_trainer_steps(const sp_trainer *tr);

@@ -12,6 +12,14 @@
  * Python package does so at import) rather than calling through a wrong
  * signature.
  *
+ * ABI 3: the front door (README.md "The C API"): the generator's streams
+ * are SP_RNG_* and sp_rng_key() (the batch streams keep SP_STREAM_*), one
+ * end code SP_END (SP_POOL_END, SP_CLIENT_END and SP_STREAM_END are gone)
+ * and SP_STOPPED (SP_SERVICE_STOPPED), sp_dataset_close() (was
+ * sp_dataset_destroy()), sp_trainer_config_of() (was sp_trainer_config()),
+ * sp_service_join() returns a status and gives the exit status through a
+ * pointer; the exports for tests and benchmarks are internal now.
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */
@@ -21,7 +29,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 2
+#define SP_ABI_VERSION 3
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))

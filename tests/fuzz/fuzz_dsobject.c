@@ -46,7 +46,7 @@ static sp_dataset *decode(const uint8_t *data, size_t size) {
     sp__ds_tar_set_free(&t);
     if (rc != 0) {
         if (err.msg[0] == '\0') abort();
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
         return NULL;
     }
     return ds;
@@ -80,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
             again->hashes[i].hi != ds->hashes[i].hi || again->hashes[i].lo != ds->hashes[i].lo)
             abort();
     free(b.p);
-    sp_dataset_destroy(again);
-    sp_dataset_destroy(ds);
+    sp_dataset_close(again);
+    sp_dataset_close(ds);
     return 0;
 }

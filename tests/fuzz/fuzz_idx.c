@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 sp_sample_data_free(&sd);
             }
         }
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
     } else if (ds != NULL || err.msg[0] == '\0') {
         abort();
     }

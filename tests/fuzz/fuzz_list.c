@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_dataset(ds, lim.max_samples, 4);
         for (uint64_t i = 1; i < sp_dataset_size(ds); i++)   /* sorted, unique */
             if (strcmp(sp_dataset_path(ds, i - 1), sp_dataset_path(ds, i)) >= 0) abort();
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
     } else if (ds != NULL || err.msg[0] == '\0') {
         abort();
     }

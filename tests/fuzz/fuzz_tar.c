@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_check_dataset(ds, lim.max_samples, 16);
         for (uint64_t i = 0; i < sp_dataset_size(ds); i++)
             if (strncmp(sp_dataset_path(ds, i), "s.tar/", 6) != 0) abort();
-        sp_dataset_destroy(ds);
+        sp_dataset_close(ds);
     } else if (ds != NULL || err.msg[0] == '\0') {
         abort();
     }

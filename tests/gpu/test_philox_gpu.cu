@@ -20,7 +20,7 @@ int main(void) {
         return 77;
     }
     const uint32_t n = 1u << 20;
-    sp_key k = sp_stream_key(0x0123456789abcdefull, SP_STREAM_AUGMENT);
+    sp_key k = sp_rng_key(0x0123456789abcdefull, SP_RNG_AUGMENT);
     uint32_t *d = NULL, *h = (uint32_t *)malloc(16ull * n);
     if (cudaMalloc(&d, 16ull * n) != cudaSuccess) { printf("cudaMalloc failed\n"); return 1; }
     draw<<<(n + 255) / 256, 256>>>(k, n, d);

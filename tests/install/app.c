@@ -2,9 +2,10 @@
  *
  *   app DATASET PIPELINE SEED EPOCHS BATCH_SIZE WORKERS
  *
- * Uses only the installed public headers and libseedpipe.so, as a C trainer
- * would: checks the library's ABI version, streams EPOCHS epochs from the
- * worker pool (WORKERS processes over shared memory) and prints one line
+ * Uses only the installed front-door headers (stream.h and what it
+ * includes) and libseedpipe.so, as a C trainer would: checks the library's
+ * ABI version, streams EPOCHS epochs from the worker pool (WORKERS
+ * processes over shared memory, through sp_stream_open()) and prints one line
  * per batch,
  *
  *   EPOCH BATCH DIGEST
@@ -17,8 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <seedpipe/loader.h>
-#include <seedpipe/pool.h>
+/* The front door alone: no SEEDPIPE_ADVANCED_API, so none of the advanced
+ * headers (pool.h, client.h, ...) could be included here. */
+#include <seedpipe/stream.h>
 #include <seedpipe/version.h>
 
 static int fail(const char *what, const sp_error *err) {
@@ -42,28 +44,30 @@ int main(int argc, char **argv) {
     cfg.pipeline = argv[2];
     cfg.seed = strtoull(argv[3], NULL, 10);
     cfg.batch_size = (uint32_t)strtoul(argv[5], NULL, 10);
-    sp_pool_config pc = {0};
-    pc.epochs = (uint32_t)strtoul(argv[4], NULL, 10);
-    pc.workers = atoi(argv[6]);
+    sp_stream_config sc;
+    sp_stream_config_default(&sc);
+    sc.kind = SP_STREAM_POOL;
+    sc.epochs = (uint32_t)strtoul(argv[4], NULL, 10);
+    sc.workers = atoi(argv[6]);
 
     sp_error err;
     sp_loader *ld = NULL;
-    sp_pool *pool = NULL;
+    sp_stream *s = NULL;
     sp_batch mine = {0};
     if (sp_loader_create(&cfg, &ld, &err) != 0) return fail(argv[1], &err);
-    if (sp_batch_alloc(ld, &mine) != 0 || sp_pool_create(&cfg, &pc, &pool, &err) != 0)
-        return fail("pool", &err);
+    if (sp_batch_alloc(ld, &mine) != 0 || sp_stream_open(&cfg, &sc, &s, &err) != 0)
+        return fail("stream", &err);
     int rc = 0;
     uint64_t n = 0;
     for (;;) {
         sp_batch view;
-        int r = sp_pool_next(pool, &view, &err);
-        if (r == SP_POOL_END) break;
+        int r = sp_stream_next(s, &view, &err);
+        if (r == SP_END) break;
         if (r != 0) {
             rc = fail("next batch", &err);
             break;
         }
-        sp_digest d = sp_batch_digest(sp_pool_loader(pool), &view);
+        sp_digest d = sp_stream_batch_digest(s, &view);
         if (sp_loader_batch(ld, view.epoch, view.index, &mine, &err) != 0) {
             rc = fail("in-process batch", &err);
             break;
@@ -77,15 +81,15 @@ int main(int argc, char **argv) {
                     view.epoch, (unsigned long long)view.index);
             rc = 1;
         }
-        if (sp_pool_release(pool, &err) != 0) {
+        if (sp_stream_release(s, &view, &err) != 0) {
             rc = fail("release", &err);
             break;
         }
         n++;
     }
     fprintf(stderr, "app: %llu batches from %d workers (%s, ABI %d)\n", (unsigned long long)n,
-            pc.workers, sp_version_string(), sp_abi_version());
-    sp_pool_destroy(pool);
+            sc.workers, sp_version_string(), sp_abi_version());
+    sp_stream_close(s);
     sp_batch_free(&mine);
     sp_loader_destroy(ld);
     return rc;

@@ -88,6 +88,21 @@ $cc -std=c11 -Wall -Wextra -Werror -o "$W/app_pc" "$ROOT/tests/install/app.c" \
 ldd "$W/app_pc" >"$W/app_pc.ldd"
 grep -q "$libdir/libseedpipe.so" "$W/app_pc.ldd" || fail "app_pc does not load the installed library"
 check pkg-config "$W/app_pc"
+# The advanced headers are fenced: each installed one compiles with
+# SEEDPIPE_ADVANCED_API defined, and one of them without it is an error
+# that says what to do.
+pcflags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags seedpipe)
+for h in "$P"/include/seedpipe/*.h; do
+  # shellcheck disable=SC2086
+  printf '#define SEEDPIPE_ADVANCED_API\n#include <seedpipe/%s>\n' "$(basename "$h")" \
+    | $cc -std=c11 -Wall -Werror -fsyntax-only -x c - $pcflags || fail "$(basename "$h") does not compile alone"
+done
+# shellcheck disable=SC2086
+if printf '#include <seedpipe/pool.h>\n' | $cc -std=c11 -fsyntax-only -x c - $pcflags 2>"$W/fence.err"; then
+  fail "seedpipe/pool.h compiled without SEEDPIPE_ADVANCED_API"
+fi
+grep -q 'advanced API' "$W/fence.err" || { cat "$W/fence.err"; fail "the fence's message"; }
+echo "headers: each compiles alone; pool.h without SEEDPIPE_ADVANCED_API: $(grep -o 'seedpipe/pool.h is the advanced API' "$W/fence.err" | head -1)"
 
 # 2. find_package
 cmake -S "$ROOT/tests/install" -B "$W/fp" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release >"$W/fp.log" \

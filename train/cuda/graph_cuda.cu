@@ -9,7 +9,7 @@
 // order as the CPU; the bias is added after the aggregation, as on the CPU.
 // Every CUDA call is checked; a failure is SP_EIO naming the call. Part of
 // the CUDA plugin (train/cuda_plugin.h): graph.c's sp_graph_cuda_device(),
-// sp_gcn_forward_cuda() and sp_scatter_cuda_time() call these through it.
+// sp_gcn_forward_cuda() and sp__scatter_cuda_time() call these through it.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>

@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 SP_ERROR_MSG_MAX = 512
 
@@ -242,7 +242,7 @@ sp_dataset_size = _fn("sp_dataset_size", c_uint64, P)
 sp_dataset_path = _fn("sp_dataset_path", c_char_p, P, c_uint64)
 sp_dataset_label = _fn("sp_dataset_label", c_int, P, c_uint64)
 sp_dataset_open = _fn("sp_dataset_open", c_int, c_char_p, P, POINTER(P), E)
-sp_dataset_destroy = _fn("sp_dataset_destroy", None, P)
+sp_dataset_close = _fn("sp_dataset_close", None, P)
 sp_dataset_mix_sources = _fn("sp_dataset_mix_sources", c_uint32, P)
 sp_dataset_mix_source = _fn("sp_dataset_mix_source", P, P, c_uint32)
 sp_dataset_mix_length = _fn("sp_dataset_mix_length", c_uint64, P)

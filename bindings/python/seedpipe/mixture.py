@@ -122,7 +122,7 @@ class Mixture(os.PathLike):
                 coff = [int(L.sp_dataset_mix_class_offset(ds, s)) for s in range(n)]
                 self._info = (sizes, coff, int(L.sp_dataset_mix_length(ds)))
             finally:
-                L.sp_dataset_destroy(ds)
+                L.sp_dataset_close(ds)
         return self._info
 
     def __len__(self) -> int:

@@ -68,7 +68,7 @@ def c_layout(tmp_path_factory):
     if not cc or not shutil.which(cc):
         pytest.skip("no C compiler (cc) to print the headers' layout")
     d = tmp_path_factory.mktemp("abi")
-    lines = ["#include <stddef.h>", "#include <stdio.h>"]
+    lines = ["#define SEEDPIPE_ADVANCED_API", "#include <stddef.h>", "#include <stdio.h>"]
     lines += ['#include "seedpipe/%s"' % f for f in sorted(os.listdir(INCLUDE)) if f.endswith(".h")]
     lines += ["int main(void) {", 'printf("{");']
     for i, name in enumerate(STRUCTS):
