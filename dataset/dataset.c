@@ -337,6 +337,16 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
 
 const char *sp_dataset_root(const sp_dataset *ds) { return ds->root; }
 uint64_t sp_dataset_size(const sp_dataset *ds) { return ds->n; }
+
+/* Only the WebDataset kinds (local, remote) fill shards and shard_of; a
+ * mixture (ds->ops) keeps its sources' shards to itself. */
+uint32_t sp_dataset_shard_count(const sp_dataset *ds) {
+    return !ds->ops && ds->shard_of && ds->nshards <= UINT32_MAX ? (uint32_t)ds->nshards : 0;
+}
+
+uint32_t sp_dataset_shard_of(const sp_dataset *ds, uint64_t i) {
+    return sp_dataset_shard_count(ds) && i < ds->n ? ds->shard_of[i] : UINT32_MAX;
+}
 int sp_dataset_num_classes(const sp_dataset *ds) { return ds->num_classes; }
 
 const char *sp_dataset_class_name(const sp_dataset *ds, int cls) {

@@ -60,6 +60,7 @@ struct sp_loader {
     uint64_t *map;                    /* subset sample j -> dataset index */
     uint64_t nmap;
     int mix;                          /* the dataset is a mixture: its own epoch (index_at) */
+    sp__order *block;                 /* SP_ORDER_BLOCK: the epochs' shard tables; else NULL */
     sp_sample_list list;              /* cfg.samples: a view of the dataset's copy */
     const char **list_paths;
     int32_t *list_labels;
@@ -140,7 +141,9 @@ static int build_subset(sp_loader *ld, sp_error *err) {
  * index itself, or a mixture's slot. */
 static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos,
                          uint64_t *addr) {
-    uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL ? pos : sp_perm_at(perm, pos);
+    uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL ? pos
+                 : ld->block ? sp__order_at(ld->block, perm->epoch, pos)
+                             : sp_perm_at(perm, pos);
     if (ld->mix) {
         sp_mix_draw d;
         if (addr) *addr = j;
@@ -213,6 +216,7 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
     if (ld->cfg.order != SP_ORDER_SHUFFLE) {
         sp__hash_str(st, "order");
         sp__hash_u64(st, (uint64_t)ld->cfg.order);
+        if (ld->cfg.order == SP_ORDER_BLOCK) sp__hash_u64(st, ld->cfg.block_shards);
     }
     if (ld->cfg.pad_tail) {   /* the padded size decides the last batch */
         sp__hash_str(st, "pad_tail");
@@ -243,7 +247,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return sp_error_set(err, SP_EINVAL, "loader: bad on_error %d", (int)cfg->on_error);
     if ((unsigned)cfg->rng_mode > SP_RNG_PER_WORKER)
         return sp_error_set(err, SP_EINVAL, "loader: bad rng_mode %d", (int)cfg->rng_mode);
-    if ((unsigned)cfg->order > SP_ORDER_SEQUENTIAL)
+    if ((unsigned)cfg->order > SP_ORDER_BLOCK)
         return sp_error_set(err, SP_EINVAL, "loader: bad order %d", (int)cfg->order);
     uint64_t t_open = sp__trace_t0();
     sp_loader *ld = calloc(1, sizeof *ld);
@@ -259,6 +263,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     ld->cfg.dataset = ld->dataset_path;
     ld->cfg.samples = NULL;   /* the caller's list is not kept: see own_list() */
     ld->cfg.pad_tail = cfg->pad_tail ? 1 : 0;
+    if (cfg->order != SP_ORDER_BLOCK) ld->cfg.block_shards = 0;   /* K only means something there */
     ld->cfg.pipeline = ld->pipeline_spec;
     if ((cfg->split && !(ld->split_spec = dupstr(cfg->split))) ||
         (cfg->subset && !(ld->subset_name = dupstr(cfg->subset)))) {
@@ -273,6 +278,9 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
                           : sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
     if (rc == 0 && cfg->samples) rc = own_list(ld, err);
     if (rc == 0) rc = build_subset(ld, err);
+    if (rc == 0 && cfg->order == SP_ORDER_BLOCK)
+        rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
+                              cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
     if (rc == 0) rc = sp_pipeline_parse(ld->pipeline_spec, &ld->pl, err);
     if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype == SP_DTYPE_UINT8 &&
         !cfg->skip_normalize)
@@ -324,6 +332,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
 void sp_loader_destroy(sp_loader *ld) {
     if (!ld) return;
     sp_pipeline_destroy(ld->pl);
+    sp__order_destroy(ld->block);
     sp_dataset_close(ld->ds);
     free(ld->dataset_path);
     free(ld->pipeline_spec);

@@ -121,4 +121,18 @@ uint32_t sp__loader_prefetch_chunk(const sp_loader *ld);
  *  calling thread (dataset_remote.c); never changes a byte of a batch. */
 void sp__loader_prefetch(const sp_loader *ld, const uint64_t *idx, size_t n);
 
+/* ---- the block order (loader_order.c) ---------------------------------------------- */
+typedef struct sp__order sp__order;
+/*! sp__order_create() : the block:k order of a loader's n samples (sample
+ *  j is dataset index map[j], or j without a map) of ds under `seed`;
+ *  `what` names the dataset in messages. @return 0, or SP_EINVAL naming
+ *  why ds has no shards (a mixture, a kind without shards) or k 0,
+ *  SP_ENOMEM. */
+int sp__order_create(const sp_dataset *ds, const uint64_t *map, uint64_t n, uint32_t k,
+                     uint64_t seed, const char *what, sp__order **out, sp_error *err);
+void sp__order_destroy(sp__order *o);   /* accepts NULL */
+/*! sp__order_at() : the loader's sample j at position pos (< n) of epoch
+ *  `epoch`; UINT64_MAX only when out of memory. Thread-safe. */
+uint64_t sp__order_at(sp__order *o, uint32_t epoch, uint64_t pos);
+
 #endif

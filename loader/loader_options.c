@@ -1,27 +1,61 @@
 /* loader_options.c - the loader's option names and their parsing
- * (include/seedpipe/loader.h): order, on-error and rng mode, by name both
- * ways, and sp_loader_config_default(). Pure functions of their arguments;
+ * (include/seedpipe/loader.h): order (global, sequential, block:K), on-error
+ * and rng mode, by name both ways, and sp_loader_config_default(). Pure functions of their arguments;
  * moved out of loader.c, whose batch work they take no part in.
  */
 #include "seedpipe/loader.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const on_error_names[] = {"fail", "skip", "substitute"};
 static const char *const rng_mode_names[] = {"per-sample", "per-worker"};
-static const char *const order_names[] = {"shuffle", "sequential"};
+static const char *const order_names[] = {"shuffle", "sequential", "block"};
 
 int sp_order_parse(const char *s, sp_order *out, sp_error *err) {
+    if (s && strcmp(s, "global") == 0) s = "shuffle";   /* the documented name of the default */
     for (int i = 0; i < 2; i++)
         if (s && strcmp(s, order_names[i]) == 0) {
             *out = (sp_order)i;
             return SP_OK;
         }
-    return sp_error_set(err, SP_EINVAL, "order \"%s\": expected shuffle or sequential",
-                        s ? s : "");
+    if (s && strncmp(s, "block:", 6) == 0)
+        return sp_error_set(err, SP_EINVAL, "order \"%s\": a block order has a K "
+                            "(sp_order_spec_parse() reads it)", s);
+    return sp_error_set(err, SP_EINVAL, "order \"%s\": expected global (or shuffle), "
+                        "sequential or block:K", s ? s : "");
 }
 
-const char *sp_order_name(sp_order o) { return (unsigned)o < 2 ? order_names[o] : "?"; }
+const char *sp_order_name(sp_order o) { return (unsigned)o < 3 ? order_names[o] : "?"; }
+
+int sp_order_spec_parse(const char *s, sp_order *order, uint32_t *block_shards, sp_error *err) {
+    *block_shards = 0;
+    if (!s || strncmp(s, "block:", 6) != 0) return sp_order_parse(s, order, err);
+    const char *d = s + 6;
+    size_t len = strlen(d);
+    uint64_t k = 0;
+    int digits = len > 0 && strspn(d, "0123456789") == len;
+    for (size_t i = 0; digits && i < len && k <= UINT32_MAX; i++) k = k * 10 + (uint64_t)(d[i] - '0');
+    if (!digits)
+        return sp_error_set(err, SP_EINVAL, "order \"%s\": K, the shards a block, must be a "
+                            "decimal number in 1..4294967295 (digits 0-9 only)", s);
+    if (len > 1 && d[0] == '0')
+        return sp_error_set(err, SP_EINVAL, "order \"%s\": K has a leading zero (write the "
+                            "number without it)", s);
+    if (k == 0)
+        return sp_error_set(err, SP_EINVAL, "order \"%s\": K, the shards a block, must be at "
+                            "least 1", s);
+    if (k > UINT32_MAX)
+        return sp_error_set(err, SP_EINVAL, "order \"%s\": K is out of range 1..4294967295", s);
+    *order = SP_ORDER_BLOCK;
+    *block_shards = (uint32_t)k;
+    return SP_OK;
+}
+
+int sp_order_spec_format(sp_order order, uint32_t block_shards, char *buf, size_t n) {
+    if (order == SP_ORDER_BLOCK) return snprintf(buf, n, "block:%u", block_shards);
+    return snprintf(buf, n, "%s", sp_order_name(order));
+}
 
 int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err) {
     for (int i = 0; i < 3; i++)

@@ -68,6 +68,11 @@ int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_e
         fprintf(f, ",\"on_error\":\"%s\"", sp_on_error_name(cfg->on_error));
     if (cfg->rng_mode != SP_RNG_PER_SAMPLE)
         fprintf(f, ",\"rng_mode\":\"%s\"", sp_rng_mode_name(cfg->rng_mode));
+    if (cfg->order != SP_ORDER_SHUFFLE) {
+        char o[32];
+        sp_order_spec_format(cfg->order, cfg->block_shards, o, sizeof o);
+        fprintf(f, ",\"order\":\"%s\"", o);
+    }
     fprintf(f, ",\"versions\":%s}\n", versions);
     return check_io(f, err);
 }
@@ -187,6 +192,9 @@ static int parse_header(sp_manifest *m, const sp__json *j) {
     if (t >= 0 && sp__json_str(j, t, m->on_error, sizeof m->on_error) != 0) return -1;
     t = sp__json_get(j, 0, "rng_mode");
     if (t >= 0 && sp__json_str(j, t, m->rng_mode, sizeof m->rng_mode) != 0) return -1;
+    snprintf(m->order, sizeof m->order, "shuffle");
+    t = sp__json_get(j, 0, "order");
+    if (t >= 0 && sp__json_str(j, t, m->order, sizeof m->order) != 0) return -1;
     return 0;
 }
 
@@ -364,6 +372,7 @@ void sp_manifest_compare(const sp_manifest *a, const sp_manifest *b, sp_manifest
     HDIFF(strcmp(a->dtype, b->dtype) || strcmp(a->layout, b->layout), "output format");
     HDIFF(strcmp(a->on_error, b->on_error) != 0, "on_error");
     HDIFF(strcmp(a->rng_mode, b->rng_mode) != 0, "rng_mode");
+    HDIFF(strcmp(a->order, b->order) != 0, "order");
     HDIFF(!h[0] && !dig_eq(a->fingerprint, b->fingerprint), "fingerprint");
 #undef HDIFF
     size_t n = a->nbatches < b->nbatches ? a->nbatches : b->nbatches;

@@ -44,6 +44,7 @@ void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
     st->on_error = cfg->on_error;
     st->rng_mode = cfg->rng_mode;
     st->order = cfg->order;
+    st->block_shards = cfg->order == SP_ORDER_BLOCK ? cfg->block_shards : 0;
     st->pad_tail = cfg->pad_tail ? sp_loader_padded_size(ld) : 0;
 }
 
@@ -100,9 +101,12 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
     if (me.rng_mode != st->rng_mode)
         add(why, sizeof why, "rng-mode %s in the state, %s here", sp_rng_mode_name(st->rng_mode),
             sp_rng_mode_name(me.rng_mode));
-    if (me.order != st->order)
-        add(why, sizeof why, "order %s in the state, %s here", sp_order_name(st->order),
-            sp_order_name(me.order));
+    if (me.order != st->order || me.block_shards != st->block_shards) {
+        char so[32], mo[32];
+        sp_order_spec_format(st->order, st->block_shards, so, sizeof so);
+        sp_order_spec_format(me.order, me.block_shards, mo, sizeof mo);
+        add(why, sizeof why, "order %s in the state, %s here", so, mo);
+    }
     if (me.pad_tail != st->pad_tail)
         add(why, sizeof why, "pad_tail %s%llu in the state, %s%llu here",
             st->pad_tail ? "to " : "", (unsigned long long)st->pad_tail,
@@ -128,8 +132,11 @@ int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
     sp_digest_hex(st->pipeline_hash, ph);
     char extra[96] = "";   /* the optional keys, only when not the default */
     size_t l = 0;
-    if (st->order != SP_ORDER_SHUFFLE)
-        l = (size_t)snprintf(extra, sizeof extra, ",\"order\":\"%s\"", sp_order_name(st->order));
+    if (st->order != SP_ORDER_SHUFFLE) {
+        char o[32];
+        sp_order_spec_format(st->order, st->block_shards, o, sizeof o);
+        l = (size_t)snprintf(extra, sizeof extra, ",\"order\":\"%s\"", o);
+    }
     if (st->pad_tail && l < sizeof extra)
         snprintf(extra + l, sizeof extra - l, ",\"pad_tail\":%llu",
                  (unsigned long long)st->pad_tail);
@@ -243,8 +250,8 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
         rc = bad(err, "rng_mode", "expected per-sample or per-worker");
     if (rc == 0 && seen[NKEYS - 2] &&
         (sp__json_str(&j, sp__json_get(&j, 0, "order"), word, sizeof word) != 0 ||
-         sp_order_parse(word, &st->order, NULL) != 0))
-        rc = bad(err, "order", "expected shuffle or sequential");
+         sp_order_spec_parse(word, &st->order, &st->block_shards, NULL) != 0))
+        rc = bad(err, "order", "expected shuffle, sequential or block:K");
     if (rc == 0 && seen[NKEYS - 1])
         rc = get_u64(&j, "pad_tail", (1ull << 32) + (1ull << 31), &st->pad_tail, err);
     if (rc == 0) {

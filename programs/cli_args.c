@@ -170,6 +170,9 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, 
         cfg->world = (uint32_t)cli_uint(a, "world", 1, 1, 1u << 16);
         cfg->rank = (uint32_t)cli_uint(a, "rank", 0, 0, cfg->world - 1);
         cfg->threads = (int)cli_uint(a, "threads", 1, 1, 64);
+        const char *order = cli_str(a, "order", NULL);
+        if (order && sp_order_spec_parse(order, &cfg->order, &cfg->block_shards, &err) != 0)
+            cli_usage_error(a, "--order: %s", err.msg);
     }
     if ((what & CLI_FORMAT) &&
         (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||

@@ -42,7 +42,7 @@ static const struct { const char *name; uint32_t tag; } streams[] = {
     {"shuffle", SP_RNG_SHUFFLE}, {"augment", SP_RNG_AUGMENT},
     {"init", SP_RNG_INIT},       {"worker", SP_RNG_WORKER},
     {"other", SP_RNG_OTHER},
-    {"mix", SP_RNG_MIX},
+    {"mix", SP_RNG_MIX},         {"block", SP_RNG_BLOCK},
 };
 
 static int rng_batch(void) {
@@ -101,8 +101,8 @@ int cmd_rng(cli_args *a) {
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++)
         if (!strcmp(streams[i].name, stream)) tag = streams[i].tag;
     if (!tag)
-        cli_usage_error(a, "--stream \"%s\": expected shuffle, augment, init, worker, other "
-                           "or mix", stream);
+        cli_usage_error(a, "--stream \"%s\": expected shuffle, augment, init, worker, other, "
+                           "mix or block", stream);
     sp_key k = sp_rng_key(seed, tag);
     if (cli_has(a, "worker")) {
         if (tag != SP_RNG_WORKER) cli_usage_error(a, "--worker needs --stream worker");
@@ -113,64 +113,121 @@ int cmd_rng(cli_args *a) {
     return 0;
 }
 
+/* The samples a shard of `order --order block:K`: --shard-sizes C0,C1,...
+ * or the DATASET's shards (a subset's members of each with --split). */
+static uint64_t *order_shard_sizes(cli_args *a, const char *list, const sp_dataset *ds,
+                                   const uint64_t *map, uint64_t n, uint32_t *nshards) {
+    sp_error err;
+    sp_error_clear(&err);
+    uint64_t *sizes = NULL;
+    if (list) {
+        uint32_t cnt = 1;
+        for (const char *p = list; *p; p++) cnt += *p == ',';
+        if (cnt > (1u << 20)) cli_usage_error(a, "--shard-sizes: more than 2^20 shards");
+        sizes = calloc(cnt, sizeof *sizes);
+        if (!sizes) cli_usage_error(a, "--shard-sizes: out of memory");
+        const char *p = list;
+        for (uint32_t s = 0; s < cnt; s++) {
+            size_t len = strcspn(p, ",");
+            sizes[s] = cli_num_span(a, "shard-sizes", list, p, len, 0, UINT32_MAX);
+            p += len + (p[len] == ',');
+        }
+        *nshards = cnt;
+        return sizes;
+    }
+    if (!ds) cli_usage_error(a, "--order block:K needs a DATASET of shards or --shard-sizes");
+    *nshards = sp_dataset_shard_count(ds);
+    if (*nshards == 0 || sp_dataset_mix_sources(ds))
+        cli_usage_error(a, "--order block:K: %s is a dataset of kind %s, which has no shards "
+                        "(give WebDataset .tar shards, or --shard-sizes)", a->pos[0],
+                        sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+    sizes = calloc(*nshards, sizeof *sizes);
+    if (!sizes) cli_usage_error(a, "out of memory");
+    for (uint64_t j = 0; j < n; j++) sizes[sp_dataset_shard_of(ds, map ? map[j] : j)]++;
+    return sizes;
+}
+
+/* The subset's dataset indices (`order --split --subset`); *n its size. */
+static uint64_t *order_subset(cli_args *a, const sp_dataset *ds, const char *split_spec,
+                              const char *subset, uint64_t split_seed, uint64_t *n) {
+    sp_error err;
+    sp_error_clear(&err);
+    sp_split split;
+    if (!ds) cli_usage_error(a, "--split needs a DATASET");
+    if (!split_spec || !subset) cli_usage_error(a, "--split and --subset go together");
+    if (sp_split_parse(split_spec, split_seed, &split, &err) != 0)
+        cli_usage_error(a, "--split: %s", err.msg);
+    int k = sp_split_find(&split, subset);
+    if (k < 0) cli_usage_error(a, "--subset %s: not a subset of --split %s", subset, split_spec);
+    uint64_t *map = malloc((*n ? *n : 1) * sizeof *map);
+    if (!map) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(a, &err);
+    }
+    uint64_t m = 0;
+    for (uint64_t i = 0; i < *n; i++)
+        if (sp_split_assign(&split, sp_dataset_path(ds, i)) == k) map[m++] = i;
+    *n = m;
+    if (m == 0) {
+        sp_error_set(&err, SP_EINVAL, "subset %s is empty", subset);
+        cli_fail(a, &err);
+    }
+    return map;
+}
+
 int cmd_order(cli_args *a) {
-    uint64_t n;
+    uint64_t n = 0;
     sp_dataset *ds = NULL;
     sp_error err;
     sp_error_clear(&err);
     const char *split_spec = cli_str(a, "split", NULL), *subset = cli_str(a, "subset", NULL);
     uint64_t split_seed = cli_uint(a, "split-seed", 0, 0, UINT64_MAX);
+    const char *list = cli_str(a, "shard-sizes", NULL);
     uint64_t *map = NULL;
-    if (a->npos == 1) {
+    if (a->npos == 1 && !list) {
         if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
         n = sp_dataset_size(ds);
-    } else if (a->npos == 0 && cli_has(a, "n")) {
+    } else if (a->npos == 0 && cli_has(a, "n") && !list) {
         n = cli_uint(a, "n", 0, 1, 1ull << 40);
-    } else {
-        cli_usage_error(a, "give a DATASET or --n N");
+    } else if (!(a->npos == 0 && list && !cli_has(a, "n"))) {
+        cli_usage_error(a, "give a DATASET, --n N or --shard-sizes C0,C1,...");
     }
-    if (split_spec || subset) {   /* the subset's epoch order, as the loader draws it */
-        sp_split split;
-        if (!ds) cli_usage_error(a, "--split needs a DATASET");
-        if (!split_spec || !subset) cli_usage_error(a, "--split and --subset go together");
-        if (sp_split_parse(split_spec, split_seed, &split, &err) != 0)
-            cli_usage_error(a, "--split: %s", err.msg);
-        int k = sp_split_find(&split, subset);
-        if (k < 0) cli_usage_error(a, "--subset %s: not a subset of --split %s", subset, split_spec);
-        map = malloc((n ? n : 1) * sizeof *map);
-        if (!map) {
-            sp_error_set(&err, SP_ENOMEM, "out of memory");
-            cli_fail(a, &err);
-        }
-        uint64_t m = 0;
-        for (uint64_t i = 0; i < n; i++)
-            if (sp_split_assign(&split, sp_dataset_path(ds, i)) == k) map[m++] = i;
-        n = m;
-        if (n == 0) {
-            sp_error_set(&err, SP_EINVAL, "subset %s is empty", subset);
-            cli_fail(a, &err);
-        }
-    }
+    if (split_spec || subset) map = order_subset(a, ds, split_spec, subset, split_seed, &n);
     uint64_t seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
-    const char *order = cli_str(a, "order", "shuffle");
     sp_order ord;
-    if (sp_order_parse(order, &ord, &err) != 0) cli_usage_error(a, "--order: %s", err.msg);
+    uint32_t k;
+    if (sp_order_spec_parse(cli_str(a, "order", "global"), &ord, &k, &err) != 0)
+        cli_usage_error(a, "--order: %s", err.msg);
     cli_check_unused(a);
-    if (ds && sp_dataset_mix_sources(ds)) {   /* a mixture: each slot's source and sample */
+    if (ds && sp_dataset_mix_sources(ds) && ord != SP_ORDER_BLOCK) {   /* each slot's source */
         if (map) cli_usage_error(a, "a mixture cannot be split");
         n = sp_dataset_mix_length(ds);
+    }
+    sp_block_perm *bp = NULL;
+    if (ord == SP_ORDER_BLOCK) {
+        uint32_t nshards;
+        uint64_t *sizes = order_shard_sizes(a, list, ds, map, n, &nshards);
+        int rc = sp_block_perm_create(sizes, nshards, k, sp_rng_key(seed, SP_RNG_BLOCK),
+                                      (uint32_t)epoch, &bp, &err);
+        free(sizes);
+        if (rc != 0) cli_usage_error(a, "--order block:%u: %s", k, err.msg);
+        n = sp_block_perm_size(bp);
+    } else if (list) {
+        cli_usage_error(a, "--shard-sizes goes with --order block:K");
     }
     sp_perm p;
     sp_perm_init(&p, n, sp_rng_key(seed, SP_RNG_SHUFFLE), (uint32_t)epoch);
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t j = ord == SP_ORDER_SEQUENTIAL ? i : sp_perm_at(&p, i);
+        uint64_t j = ord == SP_ORDER_SEQUENTIAL ? i : bp ? sp_block_perm_at(bp, i)
+                                                         : sp_perm_at(&p, i);
         sp_mix_draw d;
-        if (ds && sp_dataset_mix_draw(ds, seed, (uint32_t)epoch, j, &d) == 0)
+        if (ds && !bp && sp_dataset_mix_draw(ds, seed, (uint32_t)epoch, j, &d) == 0)
             printf("%u %llu\n", d.source, (unsigned long long)d.local);
         else
             printf("%llu\n", (unsigned long long)(map ? map[j] : j));
     }
+    sp_block_perm_destroy(bp);
     free(map);
     sp_dataset_close(ds);
     return 0;

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #define B_LOADER 1u   /* --pipeline --seed */
-#define B_BATCH 2u    /* --batch-size --drop-last --rank --world --threads */
+#define B_BATCH 2u    /* --batch-size --drop-last --rank --world --threads --order */
 #define B_FORMAT 4u   /* --dtype --layout */
 #define B_SPLIT 8u    /* --split --subset --split-seed */
 #define B_POOL 16u    /* --workers --ring --on-error --rng-mode */
@@ -37,7 +37,12 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "  --drop-last           leave out the last, short batch of an epoch\n"
      "  --rank R --world W    rank R's slice of every global batch, W in 1..65536,\n"
      "                        R in 0..W-1 (default 0 of 1)\n"
-     "  --threads T           loader threads, 1..64 (default 1; never changes a byte)\n"},
+     "  --threads T           loader threads, 1..64 (default 1; never changes a byte)\n"
+     "  --order O             global (default; also shuffle) | sequential | block:K:\n"
+     "                        block:K (tar shards, local or remote) permutes the shards,\n"
+     "                        then the samples within each block of K shards, so the\n"
+     "                        stream reads K shards at a time; K in 1..4294967295\n"
+     "                        (docs/determinism.md 6a, docs/remote.md)\n"},
     {B_FORMAT, "format options",
      "  --dtype D             uint8 | float32 | bfloat16 | float16 (default uint8)\n"
      "  --layout L            nchw | nhwc (default nchw)\n"},
@@ -182,18 +187,23 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      write batch I of epoch E (0..4294967295) as a contact sheet (uint8 NHWC\n"
      "      preview, before normalization)\n"},
     {"order", 0,
-     "  order (DATASET | --n N) --seed S --epoch E [--order shuffle|sequential]\n"
+     "  order (DATASET | --n N | --shard-sizes C0,C1,...) --seed S --epoch E\n"
+     "        [--order global|sequential|block:K]\n"
      "        [--split NAME=FRACTION,... --subset NAME [--split-seed S]]\n"
      "      print the epoch's sample indices in order (N in 1..2^40, E in\n"
-     "      0..4294967295; sequential: the canonical order); for a mixture (NAME.mix) one \"SOURCE INDEX\" line a slot\n"
-     "      of the epoch, the source's number and the sample's index there\n"},
+     "      0..4294967295; global (or shuffle): the keyed permutation; sequential:\n"
+     "      the canonical order; block:K: shards permuted, then samples within\n"
+     "      blocks of K shards, for a DATASET of tar shards or shards of C0, C1, ...\n"
+     "      samples (each 0..4294967295, at most 2^20 shards)); for a mixture\n"
+     "      (NAME.mix) one \"SOURCE INDEX\" line a slot of the epoch, the source's\n"
+     "      number and the sample's index there\n"},
     {"rng", 0,
      "  rng --key K0 K1 --counter C0 C1 C2 C3   one Philox4x32-10 block\n"
      "  rng --batch                            the same, 'k0 k1 c0 c1 c2 c3' lines on stdin\n"
      "      a word (K0.., C0.., k0..) is 1 to 8 hex digits, most significant first,\n"
      "      optionally after 0x or 0X (ffffffff, 0x0000002a); printed as 8 lowercase\n"
      "      hex digits (docs/determinism.md)\n"
-     "  rng --seed S --stream shuffle|augment|init|worker|other|mix [--worker W]\n"
+     "  rng --seed S --stream shuffle|augment|init|worker|other|mix|block [--worker W]\n"
      "      print a derived key (S decimal, 0..18446744073709551615; W decimal,\n"
      "      0..4294967295)\n"},
     {"gcn-demo", 0,

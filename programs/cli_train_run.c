@@ -210,6 +210,11 @@ static void config_json(FILE *f, const cli_train_opts *o, const sp_loader *ld,
             (unsigned long long)o->ckpt_every, lc->world);
     if (o->resume) cli_train_json_str(f, o->resume);
     else fputs("null", f);
+    if (lc->order != SP_ORDER_SHUFFLE) {   /* only when set: a default record is unchanged */
+        char ord[32];
+        sp_order_spec_format(lc->order, lc->block_shards, ord, sizeof ord);
+        fprintf(f, ",\"order\":\"%s\"", ord);
+    }
     fprintf(f, ",\"model\":{\"input\":[%d,%d,%d],\"classes\":%d,\"conv\":[16,32],\"params\":%zu}}",
             l->in.c, l->in.h, l->in.w, l->in.classes, l->nparams);
 }
@@ -313,6 +318,8 @@ static void open_eval(run_ctx *x, const sp_loader_config *lcfg, const sp_model_s
     if (!o->eval_subset) ecfg.split = NULL;
     ecfg.pipeline = o->eval_pipeline ? o->eval_pipeline : lcfg->pipeline;
     ecfg.drop_last = 0;
+    ecfg.order = SP_ORDER_SHUFFLE;   /* the eval set, whatever its kind, in the default order */
+    ecfg.block_shards = 0;
     ecfg.rank = 0;
     ecfg.world = 1;
     if (sp_loader_create(&ecfg, &x->ev, &err)) cli_train_fail(x->a, &err);

@@ -210,7 +210,7 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     sp_loader_config lc = *lcfg;
     uint32_t span = 1;
     if (A % m == 0 && K % m == 0 &&
-        (m == 1 || (!lcfg->pad_tail && lcfg->order == SP_ORDER_SHUFFLE))) {
+        (m == 1 || (!lcfg->pad_tail && lcfg->order != SP_ORDER_SEQUENTIAL))) {
         lc.rank = A / m;
         lc.world = K / m;
     } else {

@@ -380,7 +380,7 @@ static void service_and_world_rows(sp__verify *v, int wmax) {
                  "not run (--rank: the service serves global batches)");
     } else if (!no_service) {
         run_service(v, row(v, "service -> client"), wmax, 1, 1);
-        if (v->lcfg.order != SP_ORDER_SHUFFLE || v->lcfg.pad_tail) {
+        if (v->lcfg.order == SP_ORDER_SEQUENTIAL || v->lcfg.pad_tail) {
             snprintf(v->skip_name, sizeof v->skip_name, "service -> 2 clients as ranks");
             snprintf(v->skip_why, sizeof v->skip_why, "not run (%s: the ranks' slices are not "
                      "the world-1 batch)", v->lcfg.pad_tail ? "pad_tail" : "sequential order");
@@ -449,7 +449,7 @@ static int check_vcfg(const sp_loader_config *lcfg, const sp_verify_config *c, s
         int K = c->worlds[i];
         /* Strided slices (sequential) and padding (its size depends on K)
          * are not the world-1 stream cut in K (docs/determinism.md 7a). */
-        if (K > 1 && (lcfg->order != SP_ORDER_SHUFFLE || lcfg->pad_tail))
+        if (K > 1 && (lcfg->order == SP_ORDER_SEQUENTIAL || lcfg->pad_tail))
             return sp_error_set(err, SP_EUNSUPP, "verify: world size %d: with %s the ranks' "
                                 "slices, concatenated, are not the world-1 stream; verify each "
                                 "rank's stream (rank/world) instead", K,

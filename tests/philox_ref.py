@@ -7,7 +7,8 @@ a data order or an augmentation draw: Philox4x32-10, the key of a seed, the
 stream keys, the worker keys, sample draw blocks, u01 floats, uniform_int and
 the epoch order (the keyed Feistel permutation with cycle-walking), plus
 batching and rank slicing (with the sequential order, the padded tail and
-the strided slices of section 7a: rank_positions(), rank_indices()) and a
+the strided slices of section 7a: rank_positions(), rank_indices()), the
+block:K order of section 6a (block_order()) and a
 weighted mixture's epoch (section 10: mix_order()). tests/test_philox_ref.py compares it with the C
 code through the seedpipe CLI.
 
@@ -24,8 +25,9 @@ range-checked; an option
 given twice is an error; errors exit 2 naming the option:
     python3 tests/philox_ref.py rng --key K0 K1 --counter C0 C1 C2 C3
     python3 tests/philox_ref.py rng --batch          < lines "k0 k1 c0 c1 c2 c3"
-    python3 tests/philox_ref.py rng --seed S --stream shuffle|augment|init|worker|other|mix [--worker W]
-    python3 tests/philox_ref.py order --n N --seed S --epoch E
+    python3 tests/philox_ref.py rng --seed S --stream shuffle|augment|init|worker|other|mix|block [--worker W]
+    python3 tests/philox_ref.py order --n N --seed S --epoch E [--order global|sequential]
+    python3 tests/philox_ref.py order --shard-sizes C0,C1.. --order block:K --seed S --epoch E
     python3 tests/philox_ref.py mix --sizes N0,N1.. --weights W0,W1.. [--length L]
                                     --seed S --epoch E
 Output formats are the same as the seedpipe CLI's.
@@ -45,7 +47,8 @@ MULT = (0xD2511F53, 0xCD9E8D57)     # round multipliers
 WEYL = (0x9E3779B9, 0xBB67AE85)     # key schedule increments
 ROUNDS = 10
 
-STREAMS = {"shuffle": 1, "augment": 2, "init": 3, "worker": 4, "other": 5, "mix": 6}
+STREAMS = {"shuffle": 1, "augment": 2, "init": 3, "worker": 4, "other": 5, "mix": 6,
+           "block": 7}
 
 FEISTEL_ROUNDS = 8
 MAX_N = 1 << 62
@@ -148,6 +151,51 @@ def order(n, seed, epoch):
     """The whole order of epoch `epoch` for a seed: list of sample indices."""
     p = Perm(n, stream_key(seed, "shuffle"), epoch)
     return [p.at(i) for i in range(n)]
+
+
+# ---- the block order (docs/determinism.md section 6a) --------------------------------
+
+def block_order(sizes, k, seed, epoch):
+    """The whole block:k order of an epoch over shards of sizes[s] samples
+    (shard s holds samples o_s .. o_s + sizes[s] - 1, o_s the sizes before
+    it), built block by block as section 6a lays it out: the shards
+    permuted under K_block[0] (K_block[u] = derive(K_block, u)), grouped
+    into blocks of k places, each block's samples listed place by place and
+    permuted under K_block[1 + j]. Returns [sample at position 0, 1, ...]."""
+    if k < 1:
+        raise ValueError("block_order: k must be >= 1")
+    if not sizes or sum(sizes) < 1:
+        raise ValueError("block_order: need at least one shard and one sample")
+    kb = stream_key(seed, "block")
+    first = [sum(sizes[:s]) for s in range(len(sizes))]
+    shards = Perm(len(sizes), derive(kb, 0), epoch)
+    placed = [shards.at(t) for t in range(len(sizes))]
+    out = []
+    for j in range(0, -(-len(sizes) // k)):
+        samples = []
+        for s in placed[j * k:(j + 1) * k]:
+            samples.extend(range(first[s], first[s] + sizes[s]))
+        if not samples:
+            continue
+        inner = Perm(len(samples), derive(kb, 1 + j), epoch)
+        out.extend(samples[inner.at(q)] for q in range(len(samples)))
+    return out
+
+
+def parse_order(text):
+    """An order as the CLI and the Loader take it: ("shuffle", 0) for
+    "global" or "shuffle", ("sequential", 0), ("block", K) for "block:K"
+    (K decimal, 1..2^32-1, no leading zero). ValueError otherwise."""
+    if text in ("global", "shuffle"):
+        return ("shuffle", 0)
+    if text == "sequential":
+        return ("sequential", 0)
+    if text.startswith("block:"):
+        try:
+            return ("block", _dec(1, MASK32)(text[6:]))
+        except argparse.ArgumentTypeError as e:
+            raise ValueError('order "%s": K %s' % (text, e))
+    raise ValueError('order "%s": expected global (or shuffle), sequential or block:K' % text)
 
 
 # ---- weighted mixtures (docs/determinism.md section 10) ------------------------------
@@ -369,7 +417,9 @@ def main(argv=None):
     rng.add_argument("--stream", choices=sorted(STREAMS), action=_Once)
     rng.add_argument("--worker", type=_dec(0, MASK32), action=_Once)
     od = sub.add_parser("order", help="the epoch order, one index per line", allow_abbrev=False)
-    od.add_argument("--n", type=_dec(1, MAX_N), required=True, action=_Once)
+    od.add_argument("--n", type=_dec(1, MAX_N), action=_Once)
+    od.add_argument("--shard-sizes", action=_Once, help="c_0,c_1,... (samples a shard)")
+    od.add_argument("--order", action=_Once, help="global | shuffle | sequential | block:K")
     od.add_argument("--seed", type=_dec(0, 2**64 - 1), required=True, action=_Once)
     od.add_argument("--epoch", type=_dec(0, MASK32), required=True, action=_Once)
     mx = sub.add_parser("mix", help="a mixture's epoch: 'SOURCE INDEX' a position",
@@ -393,8 +443,29 @@ def main(argv=None):
             ap.error(str(e))
         out.write("".join("%d %d\n" % sq for sq in order_))
     elif a.cmd == "order":
-        p = Perm(a.n, stream_key(a.seed, "shuffle"), a.epoch)
-        out.write("".join("%d\n" % p.at(i) for i in range(a.n)))
+        try:
+            kind, k = parse_order(a.order or "global")
+        except ValueError as e:
+            ap.error("--order: %s" % e)
+        if (a.n is None) == (a.shard_sizes is None):
+            ap.error("order needs --n N or --shard-sizes C0,C1,...")
+        if a.shard_sizes is not None:
+            sizes = [_dec(0, MASK32)(t) for t in a.shard_sizes.split(",")]
+            n = sum(sizes)
+            if n < 1:
+                ap.error("--shard-sizes: no sample")
+        else:
+            n = a.n
+        if kind == "block":
+            if a.shard_sizes is None:
+                ap.error("--order block:K needs --shard-sizes")
+            idx = block_order(sizes, k, a.seed, a.epoch)
+        elif kind == "sequential":
+            idx = range(n)
+        else:
+            p = Perm(n, stream_key(a.seed, "shuffle"), a.epoch)
+            idx = (p.at(i) for i in range(n))
+        out.write("".join("%d\n" % i for i in idx))
     elif a.batch:
         for line in sys.stdin:
             try:

@@ -229,6 +229,14 @@ SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
 SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset", "samples", "mixture" */
 SP_API const char *sp_dataset_root(const sp_dataset *ds);
 SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
+/*! sp_dataset_shard_count() : the number of shards of a WebDataset (local
+ *  or remote; their samples are numbered shard by shard, in shard name
+ *  order); 0 for every other kind, a mixture included (the block order,
+ *  loader.h SP_ORDER_BLOCK, needs shards). */
+SP_API uint32_t sp_dataset_shard_count(const sp_dataset *ds);
+/*! sp_dataset_shard_of() : the shard sample i lies in (shard by shard:
+ *  non-decreasing in i); UINT32_MAX without shards or for i >= size. */
+SP_API uint32_t sp_dataset_shard_of(const sp_dataset *ds, uint64_t i);
 SP_API int sp_dataset_num_classes(const sp_dataset *ds);
 SP_API const char *sp_dataset_class_name(const sp_dataset *ds, int cls);
 /*! sp_dataset_class_count() : number of samples with label cls. */

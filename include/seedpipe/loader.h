@@ -12,11 +12,12 @@
  *
  * Determinism contract (DESIGN.md section 1): the bytes of a batch are a
  * pure function of (dataset fingerprint, canonical pipeline, seed, epoch,
- * batch index, dtype, layout, batch size, drop_last, order, pad_tail, rank,
- * world).
+ * batch index, dtype, layout, batch size, drop_last, order (with a block
+ * order's K), pad_tail, rank, world).
  *
  * Order and rank layout (sampler.h): cfg.order picks the keyed shuffle
- * (default; each rank a contiguous slice of the global batch) or the
+ * (default; each rank a contiguous slice of the global batch), the
+ * shard-local block order (block:K, contiguous slices too) or the
  * canonical order (each rank a strided slice: rank r takes positions
  * b*B + r + world*j); cfg.pad_tail pads the epoch to ceil(N / world) *
  * world positions by wrapping around the epoch's own order, so every rank
@@ -81,16 +82,32 @@ typedef enum {
  *                     the order they are asked for (a stateful counter). */
 typedef enum { SP_RNG_PER_SAMPLE = 0, SP_RNG_PER_WORKER = 1 } sp_rng_mode;
 
-/* The epoch order (docs/determinism.md section 3).
- *  SP_ORDER_SHUFFLE     (default) the keyed Feistel permutation of each
- *                       epoch (sampler.h); ranks take contiguous slices.
+/* The epoch order (docs/determinism.md sections 6, 6a and 7a).
+ *  SP_ORDER_SHUFFLE     (default; "global", also spelt "shuffle") the keyed
+ *                       Feistel permutation of each epoch over all samples
+ *                       (sampler.h); ranks take contiguous slices.
  *  SP_ORDER_SEQUENTIAL  the canonical order of the loader's samples (the
  *                       identity on [0, N): the dataset's order, or the
  *                       subset's with a split), the same every epoch; ranks
  *                       take strided slices (rank r: positions b*B + r +
  *                       world*j), as DistributedSampler(shuffle=False)
- *                       with a DataLoader of batch_size B/world gives. */
-typedef enum { SP_ORDER_SHUFFLE = 0, SP_ORDER_SEQUENTIAL = 1 } sp_order;
+ *                       with a DataLoader of batch_size B/world gives.
+ *  SP_ORDER_BLOCK       ("block:K", cfg.block_shards = K >= 1) shard-local:
+ *                       the shards permuted, then the samples of each block
+ *                       of K consecutive shards permuted within the block
+ *                       (sp_block_perm_at(); the stream reads K shards at a
+ *                       time); ranks take contiguous slices, as with the
+ *                       global order, so worker count, world size and
+ *                       resume change nothing. Only a dataset of WebDataset
+ *                       shards (local or remote) has shards: any other kind
+ *                       is refused at create (SP_EINVAL naming the kind). A
+ *                       split's subset keeps each shard's members of the
+ *                       subset as that shard. */
+typedef enum {
+    SP_ORDER_SHUFFLE = 0,
+    SP_ORDER_SEQUENTIAL = 1,
+    SP_ORDER_BLOCK = 2       /* ABI 4 */
+} sp_order;
 
 /*! sp_on_error_parse() / sp_rng_mode_parse() : "fail" | "skip" |
  *  "substitute", "per-sample" | "per-worker". @return 0 or SP_EINVAL. */
@@ -98,10 +115,22 @@ SP_API int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
 SP_API int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
 SP_API const char *sp_on_error_name(sp_on_error p);
 SP_API const char *sp_rng_mode_name(sp_rng_mode m);
-/*! sp_order_parse() / sp_order_name() : "shuffle" | "sequential".
- *  @return 0 or SP_EINVAL. */
+/*! sp_order_parse() / sp_order_name() : "shuffle" (or "global") |
+ *  "sequential" ("block:K" needs sp_order_spec_parse(), which also returns
+ *  K). sp_order_name(SP_ORDER_BLOCK) is "block". @return 0 or SP_EINVAL. */
 SP_API int sp_order_parse(const char *s, sp_order *out, sp_error *err);
 SP_API const char *sp_order_name(sp_order o);
+/*! sp_order_spec_parse() : an order as the tool and the bindings take it:
+ *  "global" or "shuffle", "sequential", or "block:K" with K decimal digits
+ *  in 1..4294967295 (no sign, space or leading zero). *block_shards gets K
+ *  (0 for the other orders). @return 0 or SP_EINVAL with a message naming
+ *  the value and what is wrong ("order \"block:0\": K, the shards a
+ *  block, must be at least 1"). */
+SP_API int sp_order_spec_parse(const char *s, sp_order *order, uint32_t *block_shards,
+                               sp_error *err);
+/*! sp_order_spec_format() : "shuffle", "sequential" or "block:K" into buf
+ *  (NUL-terminated, truncated to n). @return the length needed. */
+SP_API int sp_order_spec_format(sp_order order, uint32_t block_shards, char *buf, size_t n);
 
 typedef struct sp_loader_config {
     const char *dataset;     /* dataset path (dataset.h); with `samples`: the
@@ -128,6 +157,8 @@ typedef struct sp_loader_config {
     const sp_sample_list *samples;   /* NULL: open `dataset`; else this list
                                         (dataset.h; copied at create: it need
                                         not outlive the call) */
+    /* Added in ABI 4. */
+    uint32_t block_shards;   /* SP_ORDER_BLOCK: K, the shards a block (>= 1); else ignored */
 } sp_loader_config;
 
 /* Splits (train/val subsets by path hash): see split.h. */
@@ -167,7 +198,8 @@ SP_API size_t sp_loader_sample_bytes(const sp_loader *ld);
  *  purpose: the global stream does not depend on them, so a loader state
  *  can be resumed with another world size. A non-default on_error,
  *  rng_mode or order is hashed too (the default leaves the v1 value
- *  unchanged), and so are a split's canonical spec, split seed and subset,
+ *  unchanged; a block order with its K), and so are a split's canonical
+ *  spec, split seed and subset,
  *  and pad_tail when set, with the padded size N' (a state resumes with
  *  another world size exactly when N' is the same). */
 SP_API sp_digest sp_loader_fingerprint(const sp_loader *ld);

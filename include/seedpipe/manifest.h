@@ -10,8 +10,8 @@
  *    "digest":"<32 hex>"}
  * where digest is sp_batch_digest(). A batch line gets "skipped":[i,..] and
  * "substituted":[[failed,substitute],..] when the on-error policy acted,
- * and the header gets "on_error" / "rng_mode" when they are not the
- * defaults. Two runs of the same configuration on
+ * and the header gets "on_error" / "rng_mode" / "order" ("sequential",
+ * "block:K") when they are not the defaults. Two runs of the same configuration on
  * any machine must produce identical batch lines; the header's versions may
  * differ. Writing goes to a caller's FILE *; nothing is printed elsewhere.
  */
@@ -59,6 +59,7 @@ typedef struct sp_manifest {
     char dtype[16], layout[16], on_error[16], rng_mode[16];
     size_t nbatches;
     sp_manifest_batch *batches;
+    char order[32];            /* ABI 4: "shuffle" (absent), "sequential", "block:K" */
 } sp_manifest;
 
 /*! sp_manifest_read() : @return 0, SP_EIO, SP_EFORMAT, SP_ELIMIT, SP_ENOMEM. */

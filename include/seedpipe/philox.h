@@ -43,7 +43,8 @@ enum sp_rng_stream {
     SP_RNG_INIT = 3,
     SP_RNG_WORKER = 4,
     SP_RNG_OTHER = 5,
-    SP_RNG_MIX = 6    /* a mixture's sources' own orders (dataset.h, determinism.md 10) */
+    SP_RNG_MIX = 6,   /* a mixture's sources' own orders (dataset.h, determinism.md 10) */
+    SP_RNG_BLOCK = 7  /* the block:K order's shard and block permutations (sampler.h, 6a) */
 };
 
 typedef struct sp_key { uint32_t k[2]; } sp_key;

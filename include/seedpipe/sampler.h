@@ -81,6 +81,44 @@ SP_API void sp_perm_init(sp_perm *p, uint64_t n, sp_key k_shuffle, uint32_t epoc
  *  average over an epoch (cycle-walking). */
 SP_API uint64_t sp_perm_at(const sp_perm *p, uint64_t pos);
 
+/* ---- the block order (docs/determinism.md section 6a) ----------------------------
+ * block:K over a dataset of S shards, shard s holding c_s samples numbered
+ * shard by shard (shard s: samples [o_s, o_s + c_s), o_s = c_0 + .. +
+ * c_{s-1}). With K_b = sp_rng_key(seed, SP_RNG_BLOCK) and its
+ * sub-keys K_b[u] = sp_key_derive(K_b, u):
+ *   1. the shards are permuted: place t holds shard sigma(t), the order of
+ *      this epoch over S under K_b[0] (sp_perm_at());
+ *   2. places are grouped into blocks of K consecutive places (block j:
+ *      places jK .. min(jK + K, S) - 1, the last block may be smaller), and
+ *      the positions of the epoch are laid out place by place: place t
+ *      holds the c_sigma(t) positions from start(t) = c_sigma(0) + .. +
+ *      c_sigma(t-1); block j holds m_j positions from start(jK);
+ *   3. position p of block j (q = p - start(jK)) holds the u-th sample of
+ *      the block, u = the order of this epoch over m_j under K_b[1 + j],
+ *      the block's samples counted place by place (each shard's in its
+ *      canonical order).
+ * A bijection of [0, n) like sp_perm_at(), random access, O(log S) per
+ * position after an O(S) table per epoch (never O(n)); consecutive
+ * positions inside one block read at most K shards. */
+typedef struct sp_block_perm sp_block_perm;
+
+/*! sp_block_perm_create() : the block:k order of epoch `epoch` over the
+ *  shards of sizes[0 .. nshards-1] samples (zero-sized shards allowed)
+ *  under k_block = sp_rng_key(seed, SP_RNG_BLOCK). Computes the
+ *  epoch's shard table: O(nshards) time and memory.
+ *  @return 0, SP_EINVAL (k 0, no shard, no sample, more than 2^62
+ *  samples: naming which), SP_ENOMEM. On failure *out is NULL. */
+SP_API int sp_block_perm_create(const uint64_t *sizes, uint32_t nshards, uint32_t k,
+                                sp_key k_block, uint32_t epoch, sp_block_perm **out,
+                                sp_error *err);
+SP_API void sp_block_perm_destroy(sp_block_perm *bp);   /* accepts NULL */
+/*! sp_block_perm_at() : the sample at position pos (< n, the sizes' sum);
+ *  UINT64_MAX when pos >= n. Pure, thread-safe on a created table. */
+SP_API uint64_t sp_block_perm_at(const sp_block_perm *bp, uint64_t pos);
+/*! sp_block_perm_size() / _epoch() : n, and the epoch it was created for. */
+SP_API uint64_t sp_block_perm_size(const sp_block_perm *bp);
+SP_API uint32_t sp_block_perm_epoch(const sp_block_perm *bp);
+
 typedef struct sp_batching {
     uint64_t n;           /* dataset size */
     uint32_t batch_size;  /* global batch size B */

@@ -14,7 +14,7 @@
  *    "pipeline_hash":"..","seed":42,"epoch":1,"batch":7,"samples":90,
  *    "batch_size":8,"drop_last":false,"dtype":"uint8","layout":"nchw",
  *    "sample_shape":[3,32,32],"on_error":"fail","rng_mode":"per-sample"}
- * and, only when set, "order":"sequential" and "pad_tail":N' (the padded
+ * and, only when set, "order":"sequential" (or "block:K") and "pad_tail":N' (the padded
  * epoch size; optional keys: a state without them is shuffled, unpadded).
  * The reader is strict and bounded (at most 64 KiB, nesting depth 4, every
  * key but the optional two required once, unknown keys refused, integers
@@ -52,6 +52,8 @@ typedef struct sp_loader_state {
      * no padding. */
     sp_order order;                 /* "order":"sequential" */
     uint64_t pad_tail;              /* "pad_tail":N' (the padded size); 0: none */
+    /* Added in ABI 4: a block order's K ("order":"block:K"); 0 otherwise. */
+    uint32_t block_shards;
 } sp_loader_state;
 
 #define SP_STATE_MAX_BYTES 65536

@@ -20,6 +20,9 @@
  * sp_service_join() returns a status and gives the exit status through a
  * pointer; the exports for tests and benchmarks are internal now.
  *
+ * ABI 4: the block order (loader.h SP_ORDER_BLOCK): sp_loader_config and
+ * sp_loader_state end with block_shards, sp_manifest with order.
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */
@@ -29,7 +32,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 3
+#define SP_ABI_VERSION 4
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))

@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 SP_ERROR_MSG_MAX = 512
 
@@ -65,7 +65,7 @@ class sp_sample_list(Structure):   # dataset.h (ABI 2)
                 ("labels", POINTER(ctypes.c_int32)), ("num_classes", ctypes.c_int32)]
 
 
-ORDERS = {"shuffle": 0, "sequential": 1}   # sp_order (ABI 2)
+ORDERS = {"shuffle": 0, "sequential": 1, "block": 2}   # sp_order (ABI 2; block: ABI 4)
 
 
 class sp_loader_config(Structure):
@@ -75,7 +75,7 @@ class sp_loader_config(Structure):
                 ("skip_normalize", c_int), ("on_error", c_int), ("rng_mode", c_int),
                 ("split", c_char_p), ("subset", c_char_p), ("split_seed", c_uint64),
                 ("order", c_int), ("pad_tail", c_int), ("samples", POINTER(sp_sample_list)),
-                _RESERVED]
+                ("block_shards", c_uint32), _RESERVED]
 
 
 class sp_batch(Structure):
@@ -92,7 +92,7 @@ class sp_loader_state(Structure):
                 ("batch", c_uint64), ("samples", c_uint64), ("batch_size", c_uint32),
                 ("drop_last", c_int), ("dtype", c_int), ("layout", c_int), ("c", c_int),
                 ("h", c_int), ("w", c_int), ("on_error", c_int), ("rng_mode", c_int),
-                ("order", c_int), ("pad_tail", c_uint64), _RESERVED]
+                ("order", c_int), ("pad_tail", c_uint64), ("block_shards", c_uint32), _RESERVED]
 
 
 # void (*warn)(void *ud, const char *msg)
@@ -227,6 +227,8 @@ sp_version_string = _fn("sp_version_string", c_char_p)
 sp_abi_version = _fn("sp_abi_version", c_int)
 
 sp_loader_config_default = _fn("sp_loader_config_default", None, POINTER(sp_loader_config))
+sp_order_spec_parse = _fn("sp_order_spec_parse", c_int, c_char_p, POINTER(c_int),
+                          POINTER(c_uint32), E)   # ABI 4
 sp_loader_create = _fn("sp_loader_create", c_int, POINTER(sp_loader_config), POINTER(P), E)
 sp_loader_destroy = _fn("sp_loader_destroy", None, P)
 sp_loader_batches_per_epoch = _fn("sp_loader_batches_per_epoch", c_uint64, P)
