@@ -11,7 +11,12 @@ compares the seedpipe CLI ($SEEDPIPE_BIN) with it:
   - `rng --seed S --stream NAME [--worker W]` for every stream and several
     seeds (0, 2^32, 2^64-1, ...) and worker ids;
   - `order --n N --seed S --epoch E` for N in {1, 2, 3, 5, 17, 1000, 4097}
-    (whole order) and N = 65537 (a permutation, and a sample of positions).
+    (whole order) and N = 65537 (a permutation, and a sample of positions);
+  - `order --shard-sizes C0,C1,... --order block:K` (section 6a) on 150
+    random shard tables (empty shards, K = 1, K >= S included) and one of
+    3000 shards, and `order DATASET --order block:K` on shapes written as
+    tar shards by `seedpipe shard`, whole epochs, byte for byte; the
+    reference's block order is a permutation.
 It FAILS (exit 1), never skips, when SEEDPIPE_BIN is unset or the CLI lacks
 these commands: the comparison is the point of the test.
 """
@@ -185,6 +190,47 @@ def check_orders():
     print("order: %d cases match" % (len(cases) + 1))
 
 
+def cli_block(sizes, k, seed, epoch, dataset=None):
+    args = ["order"] + ([dataset] if dataset else ["--shard-sizes", ",".join(map(str, sizes))])
+    return cli(args + ["--order", "block:%d" % k, "--seed", seed, "--epoch", epoch])
+
+
+def check_block_orders(rnd):
+    cases = [([5], 1, 0, 0), ([5], 3, 1, 2), ([3, 0, 4, 2, 5], 2, 42, 0), ([0, 0, 9, 0], 1, 7, 1),
+             ([10, 10, 10, 7], 4, 42, 4294967295), ([10, 10, 10, 7], 9, (1 << 64) - 1, 3)]
+    for _ in range(150):
+        ns = rnd.randint(1, 60)
+        sizes = [rnd.choice([0, rnd.randint(1, 40)]) for _ in range(ns)]
+        if not sum(sizes):
+            sizes[0] = 1
+        cases.append((sizes, rnd.randint(1, 12), rnd.getrandbits(64), rnd.getrandbits(32)))
+    cases.append(([rnd.randint(0, 5) for _ in range(3000)] + [1], 16, 2024, 5))
+    for sizes, k, seed, epoch in cases:
+        want = R.block_order(sizes, k, seed, epoch)
+        if sorted(want) != list(range(sum(sizes))):
+            fail("reference: block order of %d shards is not a permutation" % len(sizes))
+        text = "".join("%d\n" % i for i in want)
+        got = cli_block(sizes, k, seed, epoch)
+        if got != text:
+            g = got.split()
+            first = next((i for i in range(min(len(g), len(want))) if int(g[i]) != want[i]),
+                         min(len(g), len(want)))
+            fail("order block:%d of %d shards seed=%d epoch=%d: differs from position %d"
+                 % (k, len(sizes), seed, epoch, first))
+    # A real dataset of shards: its shard sizes are what `shard --max-count` wrote.
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        cli(["make-shapes", os.path.join(tmp, "f"), "--count", 41, "--size", 16])
+        cli(["shard", os.path.join(tmp, "f"), os.path.join(tmp, "s"), "--max-count", 6])
+        sizes = [6] * 6 + [5]
+        for k, seed, epoch in ((1, 3, 0), (2, 3, 1), (3, 99, 7), (7, 1, 0)):
+            if cli_block(None, k, seed, epoch, os.path.join(tmp, "s")) != "".join(
+                    "%d\n" % i for i in R.block_order(sizes, k, seed, epoch)):
+                fail("order DATASET --order block:%d seed=%d epoch=%d differs from the "
+                     "reference" % (k, seed, epoch))
+    print("block order: %d shard tables and a sharded dataset match" % len(cases))
+
+
 def main():
     check_reference()
     binary = os.environ.get("SEEDPIPE_BIN")
@@ -194,9 +240,10 @@ def main():
         fail("SEEDPIPE_BIN=%s is not an executable file" % binary)
     else:
         rnd = random.Random(0x5EED)
-        for check in (check_rng_single, check_rng_batch, check_streams, check_orders):
+        for check in (check_rng_single, check_rng_batch, check_streams, check_orders,
+                      check_block_orders):
             try:
-                if check in (check_rng_single, check_rng_batch):
+                if check in (check_rng_single, check_rng_batch, check_block_orders):
                     check(rnd)
                 else:
                     check()

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import ctypes
+
 import numpy as np
+
+from . import _lib as L
 
 U32_MAX = 0xFFFFFFFF
 
@@ -25,3 +29,17 @@ def check_int(name: str, value: Any, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
     return value
+
+
+def check_order(value: Any) -> tuple:
+    """order= as the tool's --order reads it (sp_order_spec_parse): "global"
+    (or "shuffle"), "sequential" or "block:K" -> (sp_order, K); the
+    library's message ("order \"block:0\": K, the shards a block, must be at
+    least 1") otherwise."""
+    if not isinstance(value, str):
+        raise ValueError(f"order must be 'global', 'sequential' or 'block:K', got {value!r}")
+    o, k, err = ctypes.c_int(0), ctypes.c_uint32(0), L.sp_error()
+    if L.sp_order_spec_parse(value.encode(), ctypes.byref(o), ctypes.byref(k),
+                             ctypes.byref(err)) != 0:
+        raise ValueError(err.msg.decode(errors="replace"))
+    return o.value, k.value

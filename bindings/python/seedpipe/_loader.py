@@ -35,7 +35,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from . import _lib as L
-from ._args import U32_MAX, check_choice, check_int
+from ._args import U32_MAX, check_choice, check_int, check_order
 from ._errors import ERANGE, EUNSUPP, Error, raise_error
 from ._launch import resolve_rank_world
 from ._state import state_from, state_to_dict
@@ -117,8 +117,13 @@ class Loader(StreamSource):
     with splits), e.g. split="train=0.9,val=0.1", subset="val". Create, iterate and close a pool
     loader on one thread (the workers are tied to the forking thread).
 
-    order="shuffle" (default) is seedpipe's keyed permutation of each epoch,
-    each rank a contiguous slice of the global batch; order="sequential" is
+    order="global" (default; also spelt "shuffle") is seedpipe's keyed
+    permutation of each epoch, each rank a contiguous slice of the global
+    batch; order="block:K" (WebDataset shards, local or remote; any other
+    dataset is refused) permutes the shards, then the samples within each
+    block of K consecutive shards, so the stream reads K shards at a time,
+    with contiguous rank slices as the global order (docs/determinism.md
+    6a); order="sequential" is
     the dataset's canonical order (an ImageFolder's is torchvision's index
     order), the same every epoch, rank r taking positions b*B + r + world*j
     of global batch b: exactly DistributedSampler(shuffle=False)'s indices
@@ -153,7 +158,7 @@ class Loader(StreamSource):
                  world=1, on_error: str = "fail", copy: bool = False, threads: int = 1,
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None,
-                 order: str = "shuffle", pad_tail: bool = False, samples=None,
+                 order: str = "global", pad_tail: bool = False, samples=None,
                  trace=None):
         self._res = Resources()
         self._finalizer = weakref.finalize(self, Resources.free, self._res)
@@ -237,7 +242,7 @@ class Loader(StreamSource):
                                                                   rank, world)
         self.on_error, self.rng_mode = on_error, rng_mode
         self.order = order
-        self._order = check_choice("order", order, L.ORDERS)
+        self._order, self._block_shards = check_order(order)
         self.pad_tail = bool(pad_tail)
 
         self._bdata = data.encode() if data is not None else None
@@ -246,6 +251,7 @@ class Loader(StreamSource):
         L.sp_loader_config_default(byref(cfg))
         cfg.dataset, cfg.pipeline, cfg.seed = self._bdata, self._bpipe, seed
         cfg.order, cfg.pad_tail = self._order, int(self.pad_tail)
+        cfg.block_shards = self._block_shards
         if slist is not None:
             self._slist = slist            # copied by sp_loader_create; kept for pool opens
             cfg.samples = ctypes.pointer(slist[0])
