@@ -19,7 +19,7 @@ from ctypes import byref
 from typing import Iterable, List, Optional, Union
 
 from . import _lib as L
-from ._args import U32_MAX, check_choice, check_int
+from ._args import U32_MAX, check_choice, check_int, check_order
 from ._errors import END, EUNSUPP, Error, raise_error
 from ._state import state_from
 
@@ -144,7 +144,8 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
            on_error: str = "fail", rng_mode: str = "per-sample", threads: int = 1,
            ring: int = 0, resume: Union[None, dict, str, os.PathLike] = None,
            stop_after: Optional[int] = None, timeout: Optional[float] = None,
-           cache: Union[None, str, os.PathLike] = None) -> DigestResult:
+           cache: Union[None, str, os.PathLike] = None,
+           order: str = "global") -> DigestResult:
     """The manifest and stream digest of this configuration (DigestResult),
     computed by the library in this process: the same lines and the same
     stream digest as `seedpipe digest` with these options. resume: a state
@@ -152,14 +153,16 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
     stop_after: stop after that many batches; cache: an epoch cache
     directory (--cache; its warnings are RuntimeWarnings). Raises
     seedpipe.Error with the C message ("path: reason") when the stream
-    fails, ValueError for bad arguments. timeout is accepted for
-    compatibility and not used."""
+    fails, ValueError for bad arguments. order: "global", "sequential" or
+    "block:K" (--order). timeout is accepted for compatibility and not
+    used."""
     del timeout
     cfg, keep = _loader_config(data, pipeline, seed, epochs, batch_size, on_error, rng_mode)
     cfg.dtype = check_choice("dtype", dtype, L.DTYPES)
     cfg.layout = check_choice("layout", layout, L.LAYOUTS)
     cfg.threads = check_int("threads", threads, 1, 1024)
     cfg.drop_last = int(bool(drop_last))
+    cfg.order, cfg.block_shards = check_order(order)
     cfg.world = check_int("world", world, 1, 64)
     cfg.rank = check_int("rank", rank, 0, cfg.world - 1)
     workers = check_int("workers", workers, 0, 64)
