@@ -4,8 +4,9 @@
  * A batch is a list of slots of the epoch (sampler.h): slot s is position
  * p = sp_batch_position(s) (itself in the default layout; strided for the
  * sequential order; padding wrapped). Each position p maps to a sample
- * index i = perm(p) (the identity for the sequential order, then through
- * a split's subset map); sample i is read, decoded
+ * index i = perm(p) (the identity for the sequential order, the block
+ * order's sp_block_perm_at() through loader_order.c's epoch tables, then
+ * through a split's subset map); sample i is read, decoded
  * and augmented into the batch buffer at offset (s - first) * sample_bytes.
  * A mixture's epoch is its L slots instead (dataset.h SP_DATASET_MIX):
  * position p is slot q = perm(p) (or p, sequential), and slot q draws the
