@@ -43,6 +43,16 @@ char *sp__ds_join(const char *a, const char *b) {
     return p;
 }
 
+int sp__ds_is_image_ext(const char *ext) {
+    static const char *const EXTS[] = {"png", "jpg", "jpeg"};
+    for (size_t e = 0; e < sizeof EXTS / sizeof *EXTS; e++) {
+        const char *x = ext, *y = EXTS[e];
+        while (*y && (*x >= 'A' && *x <= 'Z' ? *x - 'A' + 'a' : *x) == *y) x++, y++;
+        if (!*x && !*y) return 1;   /* ASCII only: no locale decides what is an image */
+    }
+    return 0;
+}
+
 int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line) {
     if (e->n == e->cap) {
         size_t cap = e->cap ? e->cap * 2 : 256;

@@ -96,20 +96,11 @@ static void free_seen(walk_ctx *w) {
     free(w->seen);
 }
 
-static int lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
-
-static int ends_with_ci(const char *s, size_t ls, const char *suf) {
-    size_t lf = strlen(suf);
-    if (ls <= lf) return 0;   /* need at least one character before the suffix */
-    for (size_t k = 0; k < lf; k++)
-        if (lower((unsigned char)s[ls - lf + k]) != suf[k]) return 0;
-    return 1;
-}
-
+/* A name is an image when the text after its last dot (with at least one
+ * character before the dot) is an image extension (sp__ds_is_image_ext). */
 static int has_image_ext(const char *name) {
-    size_t l = strlen(name);
-    return ends_with_ci(name, l, ".png") || ends_with_ci(name, l, ".jpg") ||
-           ends_with_ci(name, l, ".jpeg");
+    const char *dot = strrchr(name, '.');
+    return dot && dot != name && sp__ds_is_image_ext(dot + 1);
 }
 
 static int cmp_str(const void *a, const void *b) {

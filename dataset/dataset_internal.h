@@ -156,6 +156,13 @@ void sp__ds_entries_free(sp__ds_entries *e);
 char *sp__ds_strdup(const char *s);
 char *sp__ds_join(const char *a, const char *b);
 
+/* 1 if ext (the text after a file or member name's dot, without it) is an
+ * image extension the decoders take: "png", "jpg" or "jpeg", in any ASCII
+ * case; else 0. The one image-extension check of the folder and tar kinds
+ * (each finds the extension by its own rule: a file's last dot, a tar
+ * member's first). */
+int sp__ds_is_image_ext(const char *ext);
+
 /* dataset_index.c: sort the entries byte-wise by path, refuse duplicates
  * (naming both list lines), hash every file under ds->base (from the
  * persistent index where a file's stat is unchanged), fill ds->pool/

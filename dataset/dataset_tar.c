@@ -353,10 +353,6 @@ static const char *member_ext(const char *name, char *ext, size_t n) {
     return dot;
 }
 
-static int is_image_ext(const char *e) {
-    return strcmp(e, "jpg") == 0 || strcmp(e, "jpeg") == 0 || strcmp(e, "png") == 0;
-}
-
 static const char *type_name(int t) {
     switch (t) {
     case '1': return "a hard link";
@@ -599,7 +595,7 @@ static int read_member(shard_rd *p, int type, const char *name, uint64_t size,
     int consumed = 0;
     int cut = 0;   /* the shard ended inside this member's data */
     if (type != '5' && dot && dot != nmp && dot[-1] != '/' &&
-        (is_image_ext(e) || strcmp(e, "cls") == 0)) {
+        (sp__ds_is_image_ext(e) || strcmp(e, "cls") == 0)) {
         int rc = SP_OK;
         tar_sample *s = sample_for(t, &p->keys, p->full, p->shard, nmp, (size_t)(dot - nmp),
                                    p->ds->max_samples, &rc, err);
