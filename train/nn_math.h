@@ -7,8 +7,9 @@
  * bit manipulation only, evaluated in the written order, compiled with
  * -ffp-contract=off (host) and --fmad=false (device): the same inputs give
  * the same bits on the CPU and on the GPU. No libm transcendental is called
- * (DESIGN.md section 1); exp and log are the fdlibm reductions re-derived
- * in double (as augment/detmath.c, restricted to the domains used here).
+ * (DESIGN.md section 1); exp and log are augment/detmath_internal.h's,
+ * the same functions as the loader's sp_det_exp/sp_det_log, each behind a
+ * guard of the domain used here.
  *
  * The fixed reduction tree (sp_nn_tree_sum) HOW IT WORKS: values are
  * consumed in index order; each is pushed as a "run" of size 1 on a stack;
@@ -26,6 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "augment/detmath_internal.h"   /* sp__det_exp, sp__det_log */
 #include "seedpipe/philox.h"
 
 #ifdef __cplusplus
@@ -36,58 +38,25 @@ SP_HOSTDEV uint64_t sp_nn_d2u(double x) { uint64_t u; memcpy(&u, &x, sizeof u); 
 SP_HOSTDEV double sp_nn_u2d(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
 
 /*! sp_nn_exp_neg() : e^x for x <= 0 (softmax after the max subtraction),
- *  < 1 ulp in double; x < -708 gives 0, NaN gives NaN. */
+ *  < 1 ulp in double; x < -708 gives 0, NaN gives NaN. The one
+ *  deterministic exp (augment/detmath_internal.h) behind this domain
+ *  guard. */
 SP_HOSTDEV double sp_nn_exp_neg(double x) {
-    const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
-    const double INV_LN2 = 1.44269504088896338700e+00;
-    const double P1 = 1.66666666666666019037e-01, P2 = -2.77777777770155933842e-03,
-                 P3 = 6.61375632143793436117e-05, P4 = -1.65339022054652515390e-06,
-                 P5 = 4.13813679705723846039e-08;
     if (x != x) return x;
     if (x > 0.0) x = 0.0;             /* domain guard: callers pass x <= 0 */
     if (x < -708.0) return 0.0;
-    if (x > -3.7252902984619141e-09) return 1.0 + x;   /* |x| < 2^-28 */
-    int k = (int)(INV_LN2 * x - 0.5);  /* truncation toward zero: round */
-    double dk = (double)k;
-    double hi = x - dk * LN2_HI;       /* exact: dk * LN2_HI has <= 32 bits */
-    double lo = dk * LN2_LO;
-    double r = hi - lo;
-    double t = r * r;
-    double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
-    double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
-    /* y in [0.5, 2]; k >= -1022 here, so the scaled result is normal. */
-    return sp_nn_u2d(sp_nn_d2u(y) + ((uint64_t)(int64_t)k << 52));
+    return sp__det_exp(x);
 }
 
 /*! sp_nn_log_pos() : natural log of a positive normal double (callers
  *  pass the softmax denominator, >= 1), < 1 ulp. NaN and +inf pass
- *  through; zero, negative and subnormal inputs give -1e308 (never met). */
+ *  through; zero, negative and subnormal inputs give -1e308 (never met).
+ *  The one deterministic log (augment/detmath_internal.h) behind this
+ *  domain guard. */
 SP_HOSTDEV double sp_nn_log_pos(double x) {
-    const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
-    const double LG1 = 6.666666666666735130e-01, LG2 = 3.999999999940941908e-01,
-                 LG3 = 2.857142874366239149e-01, LG4 = 2.222219843214978396e-01,
-                 LG5 = 1.818357216161805012e-01, LG6 = 1.531383769920937332e-01,
-                 LG7 = 1.479819860511658591e-01;
     if (!(x >= 2.2250738585072014e-308)) return x != x ? x : -1.0e308;
     if (x > 1.7976931348623157e308) return x;
-    uint64_t u = sp_nn_d2u(x);
-    int32_t hx = (int32_t)(u >> 32);
-    int k = (hx >> 20) - 1023;
-    hx &= 0x000fffff;
-    int32_t i = (hx + 0x95f64) & 0x100000;   /* mantissa >= sqrt(2): halve */
-    u = ((uint64_t)(uint32_t)(hx | (i ^ 0x3ff00000)) << 32) | (u & 0xffffffffull);
-    k += i >> 20;
-    double f = sp_nn_u2d(u) - 1.0;
-    double dk = (double)k;
-    if (f == 0.0) return dk * LN2_HI + dk * LN2_LO;
-    double s = f / (2.0 + f);
-    double z = s * s;
-    double w = z * z;
-    double t1 = w * (LG2 + w * (LG4 + w * LG6));
-    double t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
-    double r = t2 + t1;
-    double hfsq = 0.5 * f * f;
-    return dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f);
+    return sp__det_log(x);
 }
 
 /* The fixed tree as an accumulator: push values in index order, then read
