@@ -213,6 +213,10 @@ static uint64_t tmp_bits(void) {
 }
 
 int sp_publish_begin(const char *path, sp_publish **out, sp_error *err) {
+    return sp__publish_begin(path, 0644, out, err);
+}
+
+int sp__publish_begin(const char *path, mode_t mode, sp_publish **out, sp_error *err) {
     *out = NULL;
     if (!path || !*path) return sp_error_set(err, SP_EINVAL, "publish: no path");
     const char *slash = strrchr(path, '/');
@@ -228,7 +232,7 @@ int sp_publish_begin(const char *path, sp_publish **out, sp_error *err) {
     for (int tries = 0; fd < 0 && e == EEXIST && tries < 64; tries++) {
         snprintf(tmp, n, "%.*s.%s.tmp-%016llx", (int)dl, path, path + dl,
                  (unsigned long long)tmp_bits());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         e = fd < 0 ? errno : 0;
     }
     if (fd < 0) {
@@ -275,14 +279,19 @@ static int sync_dir(const char *path) {
 }
 
 int sp_publish_commit(sp_publish *p, int durable, sp_error *err) {
+    return sp__publish_commit(p, durable ? SP__SYNC_DIR : SP__SYNC_FILE, err);
+}
+
+int sp__publish_commit(sp_publish *p, sp__sync sync, sp_error *err) {
     if (!p) return sp_error_set(err, SP_EINVAL, "publish: nothing to commit");
     const char *why = NULL;
     int e = 0;
-    if (fsync(p->fd) != 0) why = "fsync", e = errno;
+    if (sync != SP__SYNC_NONE && fsync(p->fd) != 0) why = "fsync", e = errno;
     if (close(p->fd) != 0 && !why) why = "close", e = errno;
     p->fd = -1;
     if (!why && rename(p->tmp, p->path) != 0) why = "rename", e = errno;
-    if (!why && durable && sync_dir(p->path) != 0) why = "fsync of its directory", e = errno;
+    if (!why && sync == SP__SYNC_DIR && sync_dir(p->path) != 0)
+        why = "fsync of its directory", e = errno;
     int rc = SP_OK;
     if (why) {
         rc = sp_error_set(err, SP_EIO, "%s: %s: %s", p->path, why, strerror(e));

@@ -8,9 +8,10 @@
  * URL, its indexed size, the XXH3-128 of its samples' member offsets, sizes
  * and hashes): a shard rewritten and re-indexed gets a new name, never the
  * old bytes. The first read of a sample of a shard not there downloads the
- * whole shard into a temporary file in DIR (mkstemp), checks its size
- * against the index, and renames it into place: several processes may race
- * to do so, each rename installs a complete, identical file. A read is an
+ * whole shard into a temporary file in DIR (common's atomic publish:
+ * mode 0600, no fsync, see download()), checks its size against the index,
+ * and renames it into place: several processes may race to do so, each
+ * rename installs a complete, identical file. A read is an
  * open (O_NOFOLLOW, a regular file of the indexed size), one pread and the
  * sample's hash check; a copy that fails it is removed and the sample read
  * from the store instead, so a damaged copy costs a download, never a byte.
@@ -24,6 +25,7 @@
  */
 #include "dataset/dataset_internal.h"
 #include "dataset/remote_internal.h"
+#include "common/fileio_internal.h"   /* sp__publish_begin/commit */
 
 #include <dirent.h>
 #include <errno.h>
@@ -145,20 +147,18 @@ static void evict(const sp_dataset *ds, const char *keep) {
     free(v);
 }
 
-/* Download shard s whole into `path` (a temporary file in DIR, renamed). */
+/* Download shard s whole into `path`, published by common's atomic publish
+ * (a temporary file beside it, renamed into place) with mode 0600 and no
+ * fsync (SP__SYNC_NONE): every read of a copy checks its size and the
+ * sample's hash, so a copy damaged by a power cut costs a download, never
+ * a byte, and is not worth an fsync of a whole shard. */
 static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error *err) {
-    size_t n = strlen(ds->shard_cache) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) return sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
-    snprintf(tmp, n, "%s/.part-XXXXXX", ds->shard_cache);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int rc = sp_error_set(err, SP_EIO, "shard cache %s: %s", ds->shard_cache, strerror(errno));
-        free(tmp);
-        return rc;
-    }
+    sp_publish *pub;
+    int rc = sp__publish_begin(path, 0600, &pub, err);
+    if (rc != SP_OK) return rc;
     uint64_t got = 0;
-    int rc = sp__rio_fetch_fd(ds->rio, ds->shards[s], fd, ds->shard_sizes[s], &got, err);
+    rc = sp__rio_fetch_fd(ds->rio, ds->shards[s], sp_publish_fd(pub), ds->shard_sizes[s], &got,
+                          err);
     if (rc == SP_OK && got != ds->shard_sizes[s]) {
         char *what = sp__rio_display(ds->rio, ds->shards[s]);
         rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
@@ -166,12 +166,8 @@ static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error
                           (unsigned long long)got, (unsigned long long)ds->shard_sizes[s]);
         free(what);
     }
-    if (close(fd) != 0 && rc == SP_OK)
-        rc = sp_error_set(err, SP_EIO, "shard cache %s: %s", tmp, strerror(errno));
-    if (rc == SP_OK && rename(tmp, path) != 0)
-        rc = sp_error_set(err, SP_EIO, "shard cache %s: %s", path, strerror(errno));
-    if (rc != SP_OK) unlink(tmp);
-    free(tmp);
+    if (rc == SP_OK) rc = sp__publish_commit(pub, SP__SYNC_NONE, err);
+    else sp_publish_abort(pub);
     if (rc == SP_OK) evict(ds, path);
     return rc;
 }

@@ -227,6 +227,9 @@ def http_part(tmp, www, ref, fp):
         assert len(gets) >= 12 and all(" 200 " in r for r in gets), gets   # whole shards
         copies = sorted(f for f in os.listdir(cache) if f.endswith(".tar"))
         assert len(copies) == 12, copies
+        assert not [f for f in os.listdir(cache) if ".tmp-" in f]   # every publish renamed
+        modes = {oct(os.stat(os.path.join(cache, f)).st_mode & 0o777) for f in copies}
+        assert modes == {oct(0o600)}, modes   # the owner's alone, as mkstemp made them
         before = len(ng.requests())
         assert digest(url, "--shard-cache", cache) == ref
         assert not [r for r in ng.requests()[before:] if "/data/shard-" in r]
