@@ -17,6 +17,7 @@
  */
 #include "seedpipe/imageio.h"
 #include "common/fileio_internal.h"
+#include "common/sbuf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,9 +53,7 @@ static int write_all(const char *path, const uint8_t *buf, size_t len, sp_error 
 
 typedef struct png_ctx {
     char msg[256];
-    int oom;
-    uint8_t *buf;
-    size_t len, cap;
+    sp__sbuf out;   /* the encoded bytes */
 } png_ctx;
 
 static void png_on_error(png_structp png, png_const_charp msg) {
@@ -70,17 +69,8 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
 
 static void png_mem_write(png_structp png, png_bytep data, size_t len) {
     png_ctx *c = png_get_io_ptr(png);
-    if (len > SIZE_MAX - c->len) { c->oom = 1; png_error(png, "output too large"); }
-    if (c->len + len > c->cap) {
-        size_t cap = c->cap ? c->cap : 4096;
-        while (cap < c->len + len) cap = cap > SIZE_MAX / 2 ? c->len + len : cap * 2;
-        uint8_t *nb = realloc(c->buf, cap);
-        if (!nb) { c->oom = 1; png_error(png, "out of memory"); }
-        c->buf = nb;
-        c->cap = cap;
-    }
-    memcpy(c->buf + c->len, data, len);
-    c->len += len;
+    sp__sbuf_put(&c->out, data, len);
+    if (c->out.oom) png_error(png, "out of memory");
 }
 
 static void png_mem_flush(png_structp png) { (void)png; }
@@ -118,11 +108,12 @@ int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err
     int ok = png_encode_rows(png, info, img, &c);
     png_destroy_write_struct(&png, &info);
     if (!ok) {
-        free(c.buf);
-        return sp_error_set(err, c.oom ? SP_ENOMEM : SP_EINVAL, "PNG encode: %s", c.msg);
+        int oom = c.out.oom;
+        sp__sbuf_free(&c.out);
+        return sp_error_set(err, oom ? SP_ENOMEM : SP_EINVAL, "PNG encode: %s", c.msg);
     }
-    *buf = c.buf;
-    *len = c.len;
+    *buf = (uint8_t *)c.out.p;
+    *len = c.out.len;
     return SP_OK;
 }
 

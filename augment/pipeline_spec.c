@@ -13,11 +13,11 @@
  */
 #include "augment/pipeline_internal.h"
 #include "common/fileio_internal.h"
+#include "common/sbuf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,59 +333,35 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
 
 /* ---- canonical form ------------------------------------------------------------ */
 
-typedef struct sbuf { char *s; size_t len, cap; int oom; } sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) { b->oom = 1; return; }
-        if (b->s && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
-        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
-        char *ns = realloc(b->s, cap);
-        if (!ns) { b->oom = 1; return; }
-        b->s = ns;
-        b->cap = cap;
-    }
-}
-
-static void canon_op(sbuf *b, const sp_op *op) {
+static void canon_op(sp__sbuf *b, const sp_op *op) {
     static const char *const jk[3] = {"brightness", "contrast", "saturation"};
     switch (op->kind) {
     case SP_OP_DECODE:
-        sb_printf(b, "decode mode=%s dct=%s", op->channels == 1 ? "gray" : "rgb",
-                  op->dct ? "auto" : "off");
+        sp__sbuf_printf(b, "decode mode=%s dct=%s", op->channels == 1 ? "gray" : "rgb",
+                        op->dct ? "auto" : "off");
         break;
     case SP_OP_RRC:
-        sb_printf(b, "random_resized_crop size=%d,%d scale=%.9g,%.9g ratio=%.9g,%.9g", op->h,
-                  op->w, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
+        sp__sbuf_printf(b, "random_resized_crop size=%d,%d scale=%.9g,%.9g ratio=%.9g,%.9g",
+                        op->h, op->w, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
         break;
     case SP_OP_RESIZE:
-        if (op->w) sb_printf(b, "resize size=%d,%d", op->h, op->w);
-        else sb_printf(b, "resize size=%d", op->h);
+        if (op->w) sp__sbuf_printf(b, "resize size=%d,%d", op->h, op->w);
+        else sp__sbuf_printf(b, "resize size=%d", op->h);
         break;
-    case SP_OP_CENTER_CROP: sb_printf(b, "center_crop size=%d,%d", op->h, op->w); break;
-    case SP_OP_HFLIP: sb_printf(b, "hflip p=%.9g", op->p); break;
-    case SP_OP_VFLIP: sb_printf(b, "vflip p=%.9g", op->p); break;
-    case SP_OP_GRAYSCALE: sb_printf(b, "grayscale p=%.9g", op->p); break;
+    case SP_OP_CENTER_CROP: sp__sbuf_printf(b, "center_crop size=%d,%d", op->h, op->w); break;
+    case SP_OP_HFLIP: sp__sbuf_printf(b, "hflip p=%.9g", op->p); break;
+    case SP_OP_VFLIP: sp__sbuf_printf(b, "vflip p=%.9g", op->p); break;
+    case SP_OP_GRAYSCALE: sp__sbuf_printf(b, "grayscale p=%.9g", op->p); break;
     case SP_OP_COLOR_JITTER:
-        sb_printf(b, "color_jitter");
+        sp__sbuf_printf(b, "color_jitter");
         for (int k = 0; k < 3; k++)
-            sb_printf(b, " %s=%.9g,%.9g", jk[k], op->jitter[k][0], op->jitter[k][1]);
+            sp__sbuf_printf(b, " %s=%.9g,%.9g", jk[k], op->jitter[k][0], op->jitter[k][1]);
         break;
     case SP_OP_NORMALIZE:
-        sb_printf(b, "normalize mean=");
-        for (int i = 0; i < op->nmean; i++) sb_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
-        sb_printf(b, " std=");
-        for (int i = 0; i < op->nmean; i++) sb_printf(b, "%s%.9g", i ? "," : "", op->std[i]);
+        sp__sbuf_printf(b, "normalize mean=");
+        for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
+        sp__sbuf_printf(b, " std=");
+        for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->std[i]);
         break;
     }
 }
@@ -563,12 +539,12 @@ static int parse_all(const char *spec, sp_pipeline **out, sp_error *err) {
     int rc = parse_text(text, p, err);
     free(file_text);
     if (!rc) {
-        sbuf b = {0};
+        sp__sbuf b = {0};
         for (int i = 0; i < p->nops; i++) {
-            if (i) sb_printf(&b, " | ");
+            if (i) sp__sbuf_printf(&b, " | ");
             canon_op(&b, &p->ops[i]);
         }
-        p->canonical = b.s;   /* freed by destroy on failure */
+        p->canonical = b.p;   /* freed by destroy on failure */
         if (b.oom) rc = sp_error_set(err, SP_ENOMEM, "pipeline: out of memory");
     }
     if (rc) {

@@ -28,88 +28,52 @@
  * anything else is interpreted.
  */
 #include "cache/cache_internal.h"
+#include "common/sbuf_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
 
-/* A growable text buffer. */
-typedef struct tbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} tbuf;
-
-static void tb_add(tbuf *t, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void tb_add(tbuf *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(t->p ? t->p + t->n : NULL, t->p ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            t->oom = 1;
-            return;
-        }
-        if (t->p && t->n + (size_t)k < t->cap) {
-            t->n += (size_t)k;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        while (cap < t->n + (size_t)k + 1) cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->oom = 1;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-}
-
 int sp__cm_format(const sp__cm *m, char **text, size_t *len) {
     const sp_cache_entry_info *e = &m->info;
-    tbuf t = {NULL, 0, 0, 0};
+    sp__sbuf t = {0};
     char k[33], f[33], d[33];
     sp_digest_hex(m->key, k);
     sp_digest_hex(e->fingerprint, f);
     sp_digest_hex(e->dataset_fingerprint, d);
-    tb_add(&t, "%s %u\nkey %s\nfingerprint %s\ndataset_fingerprint %s\n", SP__CM_MAGIC,
-           m->version, k, f, d);
-    tb_add(&t, "seed %" PRIu64 "\nepoch %u\nrank %u\nworld %u\nbatch_size %u\ndrop_last %d\n",
-           e->seed, e->epoch, e->rank, e->world, e->batch_size, e->drop_last ? 1 : 0);
-    tb_add(&t, "skip_normalize %d\ndtype %s\nlayout %s\non_error %s\nrng_mode %s\n",
-           e->skip_normalize ? 1 : 0, e->dtype, e->layout, e->on_error, e->rng_mode);
-    tb_add(&t, "sample_bytes %" PRIu64 "\nbatches %" PRIu64 "\nraw_bytes %" PRIu64
-           "\nstored_bytes %" PRIu64 "\nlevel %d\ncreated %" PRId64 "\n",
-           e->sample_bytes, e->batches, e->raw_bytes, e->stored_bytes, e->level, e->created);
-    tb_add(&t, "dataset %s\npipeline %s\n", e->dataset ? e->dataset : "",
-           e->pipeline ? e->pipeline : "");
+    sp__sbuf_printf(&t, "%s %u\nkey %s\nfingerprint %s\ndataset_fingerprint %s\n",
+                    SP__CM_MAGIC, m->version, k, f, d);
+    sp__sbuf_printf(&t, "seed %" PRIu64 "\nepoch %u\nrank %u\nworld %u\nbatch_size %u\n"
+                    "drop_last %d\n", e->seed, e->epoch, e->rank, e->world, e->batch_size,
+                    e->drop_last ? 1 : 0);
+    sp__sbuf_printf(&t, "skip_normalize %d\ndtype %s\nlayout %s\non_error %s\nrng_mode %s\n",
+                    e->skip_normalize ? 1 : 0, e->dtype, e->layout, e->on_error, e->rng_mode);
+    sp__sbuf_printf(&t, "sample_bytes %" PRIu64 "\nbatches %" PRIu64 "\nraw_bytes %" PRIu64
+                    "\nstored_bytes %" PRIu64 "\nlevel %d\ncreated %" PRId64 "\n",
+                    e->sample_bytes, e->batches, e->raw_bytes, e->stored_bytes, e->level,
+                    e->created);
+    sp__sbuf_printf(&t, "dataset %s\npipeline %s\n", e->dataset ? e->dataset : "",
+                    e->pipeline ? e->pipeline : "");
     if (e->split && e->subset)   /* optional: entries of a whole dataset have none */
-        tb_add(&t, "split %s\nsubset %s\nsplit_seed %" PRIu64 "\n", e->split, e->subset,
-               e->split_seed);
+        sp__sbuf_printf(&t, "split %s\nsubset %s\nsplit_seed %" PRIu64 "\n", e->split,
+                        e->subset, e->split_seed);
     for (uint64_t i = 0; i < e->batches; i++)
-        tb_add(&t, "b %" PRIu64 " %" PRIu64 " %" PRIu64 " %016" PRIx64 "\n", i, m->b[i].stored,
-               m->b[i].raw, m->b[i].file_hash);
+        sp__sbuf_printf(&t, "b %" PRIu64 " %" PRIu64 " %" PRIu64 " %016" PRIx64 "\n", i,
+                        m->b[i].stored, m->b[i].raw, m->b[i].file_hash);
     if (!t.oom) {
-        uint64_t h = XXH3_64bits(t.p, t.n);
-        tb_add(&t, "checksum %016" PRIx64 "\n", h);
+        uint64_t h = XXH3_64bits(t.p, t.len);
+        sp__sbuf_printf(&t, "checksum %016" PRIx64 "\n", h);
     }
     if (t.oom) {
         free(t.p);
         return SP_ENOMEM;
     }
     *text = t.p;
-    *len = t.n;
+    *len = t.len;
     return SP_OK;
 }
 

@@ -138,37 +138,23 @@ int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *er
     return SP_OK;
 }
 
-/* ---- byte buffers and atomic file writes ------------------------------------ */
+/* ---- little-endian fields of the index files --------------------------------- */
 
-void sp__ds_buf_put(sp__ds_buf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-void sp__ds_buf_u32(sp__ds_buf *b, uint32_t v) {
+void sp__ds_buf_u32(sp__sbuf *b, uint32_t v) {
     uint8_t x[4];
     sp__le_put32(x, v);
-    sp__ds_buf_put(b, x, 4);
+    sp__sbuf_put(b, x, 4);
 }
 
-void sp__ds_buf_u64(sp__ds_buf *b, uint64_t v) {
+void sp__ds_buf_u64(sp__sbuf *b, uint64_t v) {
     uint8_t x[8];
     sp__le_put64(x, v);
-    sp__ds_buf_put(b, x, 8);
+    sp__sbuf_put(b, x, 8);
 }
 
-void sp__ds_buf_str(sp__ds_buf *b, const char *s) {
+void sp__ds_buf_str(sp__sbuf *b, const char *s) {
     size_t l = s ? strlen(s) : 0;
     sp__ds_buf_u32(b, (uint32_t)l);
-    if (l) sp__ds_buf_put(b, s, l);
+    if (l) sp__sbuf_put(b, s, l);
 }
 

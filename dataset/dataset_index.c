@@ -451,19 +451,19 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
                           uint64_t racy_from, char paths[2][4096]) {
     sp_dataset_index_info *info = &ds->index;
     uint64_t n = ds->n;
-    sp__ds_buf b = {0};
+    sp__sbuf b = {0};
     for (uint64_t i = 0; i < n; i++)
         flags[i] = recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0;
-    sp__ds_buf_put(&b, SIDECAR_MAGIC, 8);
+    sp__sbuf_put(&b, SIDECAR_MAGIC, 8);
     sp__ds_buf_u32(&b, SIDECAR_VERSION);
     sp__ds_buf_u32(&b, (uint32_t)ds->kind);
     sp__ds_buf_u64(&b, n);
     sp__ds_buf_u32(&b, (uint32_t)strlen(root));
-    sp__ds_buf_put(&b, root, strlen(root));
+    sp__sbuf_put(&b, root, strlen(root));
     for (uint64_t i = 0; i < n; i++) {
         const char *path = ds->pool + ds->path_off[i];
         sp__ds_buf_u32(&b, (uint32_t)strlen(path));
-        sp__ds_buf_put(&b, path, strlen(path));
+        sp__sbuf_put(&b, path, strlen(path));
         sp__ds_buf_u32(&b, flags[i]);
         sp__ds_buf_u64(&b, recs[i].dev);
         sp__ds_buf_u64(&b, recs[i].ino);

@@ -45,6 +45,7 @@
 #define SEEDPIPE_DATASET_INTERNAL_H
 
 #include "seedpipe/dataset.h"
+#include "common/sbuf_internal.h"   /* sp__sbuf: the index files' buffer */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -193,17 +194,12 @@ static inline uint64_t sp__ds_ns(struct timespec t) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* A growing byte buffer of little-endian fields; an allocation failure sets
- * oom and makes every later put a no-op (the caller checks oom once). */
-typedef struct sp__ds_buf {
-    uint8_t *p;
-    size_t len, cap;
-    int oom;
-} sp__ds_buf;
-void sp__ds_buf_put(sp__ds_buf *b, const void *src, size_t n);
-void sp__ds_buf_u32(sp__ds_buf *b, uint32_t v);
-void sp__ds_buf_u64(sp__ds_buf *b, uint64_t v);
-void sp__ds_buf_str(sp__ds_buf *b, const char *s);   /* u32 length + bytes; NULL: "" */
+/* The index files' little-endian fields, appended to common's growable
+ * buffer (sp__sbuf: an allocation failure sets oom and makes every later
+ * append a no-op; the caller checks oom once). */
+void sp__ds_buf_u32(sp__sbuf *b, uint32_t v);
+void sp__ds_buf_u64(sp__sbuf *b, uint64_t v);
+void sp__ds_buf_str(sp__sbuf *b, const char *s);   /* u32 length + bytes; NULL: "" */
 
 /* Class names "0".."k-1" (for IDX and list files). */
 int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
@@ -335,7 +331,7 @@ int sp__ds_is_remote(const sp_dataset *ds);
  * `want` (NULL: all of them, their names into *all / *nall), appending
  * their samples to t and their sizes to sizes (nwant entries). */
 #define SP_DS_OBJECT_NAME "seedpipe.index"
-int sp__ds_object_encode(const sp_dataset *ds, sp__ds_buf *b, sp_error *err);
+int sp__ds_object_encode(const sp_dataset *ds, sp__sbuf *b, sp_error *err);
 int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, size_t n,
                          char **want, size_t nwant, char ***all, size_t *nall,
                          uint64_t **sizes, sp__ds_tar_set *t, sp_error *err);

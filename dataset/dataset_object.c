@@ -48,11 +48,11 @@
 
 typedef sp__ds_tar_sample tar_sample;
 
-int sp__ds_object_encode(const sp_dataset *ds, sp__ds_buf *b, sp_error *err) {
+int sp__ds_object_encode(const sp_dataset *ds, sp__sbuf *b, sp_error *err) {
     if (ds->kind != SP_DATASET_WEBDATASET || !ds->shards || !ds->shard_sizes)
         return sp_error_set(err, SP_EUNSUPP, "%s: a dataset index object describes tar shards "
                             "(a WebDataset); this dataset is not one", ds->root);
-    sp__ds_buf_put(b, OBJ_MAGIC, 8);
+    sp__sbuf_put(b, OBJ_MAGIC, 8);
     sp__ds_buf_u32(b, OBJ_VERSION);
     sp__ds_buf_u64(b, ds->max_file_bytes);
     sp__ds_buf_u32(b, (uint32_t)ds->nshards);
@@ -256,7 +256,7 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
 
 int sp_dataset_write_index(const sp_dataset *ds, const char *dest, sp_error *err) {
     if (!ds) return sp_error_set(err, SP_EINVAL, "sp_dataset_write_index: NULL dataset");
-    sp__ds_buf b = {0};
+    sp__sbuf b = {0};
     int rc = sp__ds_object_encode(ds, &b, err);
     if (rc == SP_OK && dest) {
         rc = sp_write_file_atomic(dest, b.p, b.len, 1, err);

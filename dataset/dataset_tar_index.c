@@ -116,8 +116,8 @@ char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel) {
     return p;
 }
 
-static void stat_key(sp__ds_buf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
-    sp__ds_buf_put(b, TAR_IDX_MAGIC, 8);
+static void stat_key(sp__sbuf *b, const struct stat *st, uint64_t max_file_bytes, const char *rel) {
+    sp__sbuf_put(b, TAR_IDX_MAGIC, 8);
     sp__ds_buf_u32(b, TAR_IDX_VERSION);
     sp__ds_buf_u64(b, (uint64_t)st->st_dev);
     sp__ds_buf_u64(b, (uint64_t)st->st_ino);
@@ -135,7 +135,7 @@ int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct s
     uint64_t racy = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
     if (sp__ds_ns(st->st_mtim) >= racy || sp__ds_ns(st->st_ctim) >= racy) return 0;
     size_t rl = strlen(rel) + 1;
-    sp__ds_buf b = {0};
+    sp__sbuf b = {0};
     stat_key(&b, st, ds->max_file_bytes, rel);
     sp__ds_buf_u32(&b, (uint32_t)(t->n - first));
     for (size_t i = first; i < t->n; i++) {
@@ -170,7 +170,7 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
                               &n, &e) == 0;
     uint8_t *d = buf.p;
     free(path);
-    sp__ds_buf key = {0};
+    sp__sbuf key = {0};
     stat_key(&key, st, ds->max_file_bytes, rel);
     size_t first = t->n, pos = key.len, rl = strlen(rel);
     ok = ok && !key.oom && n >= key.len + 12 && memcmp(d, key.p, key.len) == 0 &&

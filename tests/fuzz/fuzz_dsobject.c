@@ -69,10 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
             ds->offsets[i] + ds->sizes[i] > ds->shard_sizes[ds->shard_of[i]])
             abort();
     }
-    sp__ds_buf b = {0};
+    sp__sbuf b = {0};
     sp_error err;
     if (sp__ds_object_encode(ds, &b, &err) != 0) abort();
-    sp_dataset *again = decode(b.p, b.len);
+    sp_dataset *again = decode((const uint8_t *)b.p, b.len);
     if (!again || again->n != ds->n) abort();
     for (uint64_t i = 0; i < ds->n; i++)
         if (strcmp(again->pool + again->path_off[i], ds->pool + ds->path_off[i]) != 0 ||
