@@ -39,8 +39,8 @@ def main():
     preload_env(lib, env)
     if env.get("LD_PRELOAD") != os.environ.get("LD_PRELOAD"):
         print(f"sanitized library: LD_PRELOAD={env['LD_PRELOAD']}")
-    cmd = [sys.executable, "-m", "pytest", os.path.join(pkg, "tests"), "-q",
-           "-p", "no:cacheprovider"]
+    cmd = [sys.executable, "-m", "pytest", os.path.join(pkg, "tests"), "-q", "-rs",
+           "-p", "no:cacheprovider"]   # -rs: every skip printed with its reason
     print("+", " ".join(cmd), flush=True)
     rc = subprocess.call(cmd, env=env, cwd=pkg, timeout=540)
     if rc == 5:
