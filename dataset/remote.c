@@ -13,7 +13,12 @@
  *   - transient: no connection, a reset, a timeout, a body cut short, HTTP
  *     408, 429 or 5xx (S3's 503 SlowDown): tried again after a backoff of
  *     min(2 s, 50 ms * 2^attempt) scaled by a jitter in [0.5, 1), while
- *     the attempts last (SEEDPIPE_REMOTE_RETRIES, default 10);
+ *     the attempts last (SEEDPIPE_REMOTE_RETRIES, default 10); except a
+ *     refused connection to a store that has never answered (the first
+ *     request of an open: a wrong port, a server that is down), which
+ *     fails after SP__RIO_FIRST_TRIES tries (about 0.1 s) naming the
+ *     address, while one that answered before (a server restarting) is
+ *     retried as any transient failure;
  *   - permanent: 403, 404, any other status, a host that does not
  *     resolve, a body over its bound; and an object whose size is not the
  *     indexed one (or a 416: the range lies past its end), which is
@@ -347,6 +352,17 @@ static int xfer_judge(xfer *x, CURLcode res) {
         g->rc = SP_ELIMIT;
         snprintf(g->msg, sizeof g->msg, "%s: more than %llu bytes", x->display,
                  (unsigned long long)x->cap);
+        return X_FAIL;
+    }
+    if (st > 0)   /* a response: the store is there (the cast: the one mutable field) */
+        atomic_store_explicit((_Atomic int *)&x->r->answered, 1, memory_order_relaxed);
+    if (res == CURLE_COULDNT_CONNECT &&
+        !atomic_load_explicit(&x->r->answered, memory_order_relaxed) &&
+        x->attempt + 1 >= SP__RIO_FIRST_TRIES) {
+        g->rc = SP_EIO;
+        snprintf(g->msg, sizeof g->msg, "%s: %s: no server has answered at this address (a "
+                 "wrong host or port, or a server that is down); gave up after %d tries",
+                 x->display, x->errbuf[0] ? x->errbuf : curl_easy_strerror(res), x->attempt + 1);
         return X_FAIL;
     }
     if (res != CURLE_OK) {

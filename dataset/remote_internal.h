@@ -63,7 +63,15 @@ typedef struct sp__rio {
     char *key_id, *secret, *token;   /* NULL: unsigned requests. Never printed. */
     char *sigv4;             /* "aws:amz:REGION:s3" */
     int retries;             /* transient failures retried this many times */
+    /* 1 once any request to the store got an HTTP response (in this process
+     * or, before a fork, its parent): a refused connection is then a server
+     * restarting, retried as any transient failure; before, it is a wrong
+     * address or a server that is down, tried SP__RIO_FIRST_TRIES times
+     * only. The one field requests write (remote.c). */
+    _Atomic int answered;
 } sp__rio;
+
+#define SP__RIO_FIRST_TRIES 3
 
 /* 1 if s names a remote object ("s3://", "http://", "https://"). */
 int sp__rio_is_url(const char *s);

@@ -11,14 +11,17 @@ start (stdlib only; not a test itself: ctest runs tests/test_*.py).
  - Proxy(upstream): a small HTTP/1.1 proxy of our own, in a child process,
    that adds latency to every request and, at a seeded fault rate, answers
    503 SlowDown, resets the connection, or cuts the response body short;
-   it counts requests and faults (stats()).
+   it counts requests and faults (stats()); with down_after=N it goes
+   down once after N requests (its listening socket closed, every client
+   connection reset, so connecting is refused) for down_for seconds, then
+   listens on the same port again (a server restarting).
 
 Every server binds 127.0.0.1 only and is stopped by its stop() (the tests
 call it in `finally`); a server that cannot start raises Unavailable with
 the reason, which the tests print as a SKIP line.
 
     python3 tests/remote_servers.py proxy UPSTREAM_PORT [--latency-ms MS]
-        [--fault-rate P] [--seed S] [--stats FILE]
+        [--fault-rate P] [--seed S] [--stats FILE] [--down-after N --down-for S]
 runs the proxy in the foreground (prints "listening PORT"; on SIGTERM
 writes its counts to FILE as JSON).
 """
@@ -266,12 +269,14 @@ class Weed:
 class Proxy:
     """The proxy below in a child process, in front of 127.0.0.1:upstream."""
 
-    def __init__(self, upstream, tmp, latency_ms=0, fault_rate=0.0, seed=1):
+    def __init__(self, upstream, tmp, latency_ms=0, fault_rate=0.0, seed=1, down_after=0,
+                 down_for=0.0):
         self.stats_file = os.path.join(tmp, f"proxy-{upstream}-{seed}.json")
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "proxy", str(upstream),
              "--latency-ms", str(latency_ms), "--fault-rate", str(fault_rate), "--seed", str(seed),
-             "--stats", self.stats_file], stdout=subprocess.PIPE, text=True)
+             "--stats", self.stats_file, "--down-after", str(down_after),
+             "--down-for", str(down_for)], stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("listening "):
             stop_proc(self.proc)
@@ -298,7 +303,8 @@ class Proxy:
 
     def stop(self):
         """Stop it; returns its counts {"requests", "503", "reset", "cut", "bytes",
-        "busy_s" (the requests' summed durations), "max_inflight"}."""
+        "busy_s" (the requests' summed durations), "max_inflight", "down" (times it
+        went down)}."""
         stop_proc(self.proc)
         self.proc.stdout.close()
         try:
@@ -340,12 +346,14 @@ def _reset(sock):
     sock.close()
 
 
-def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
+def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path, down_after=0, down_for=0.0):
     rng = random.Random(seed)
     lock = threading.Lock()
     counts = {"requests": 0, "503": 0, "reset": 0, "cut": 0, "bytes": 0, "busy_s": 0.0,
-              "max_inflight": 0}
+              "max_inflight": 0, "down": 0}
     inflight = [0]
+    clients = set()            # open client connections (reset when going down)
+    go_down = threading.Event()
 
     def enter():
         with lock:
@@ -405,6 +413,11 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
                 if head is None:
                     return
                 body, buf = _recv_exact(client, buf, _content_length(head) or 0)
+                with lock:
+                    if down_after and counts["requests"] >= down_after and not counts["down"]:
+                        go_down.set()   # the accept loop resets every connection
+                if go_down.is_set():
+                    return
                 t0 = enter()
                 sent = 0
                 try:
@@ -437,11 +450,17 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
             if up is not None:
                 up.close()
 
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(256)
-    print(f"listening {srv.getsockname()[1]}", flush=True)
+    def listen(port):
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", port))
+        srv.listen(256)
+        srv.settimeout(0.05)
+        return srv
+
+    srv = listen(0)
+    port = srv.getsockname()[1]
+    print(f"listening {port}", flush=True)
 
     def dump():
         with lock:
@@ -453,24 +472,51 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path):
         dump()
         os._exit(0)
 
+    def tracked(c):
+        with lock:
+            clients.add(c)
+        try:
+            serve(c)
+        finally:
+            with lock:
+                clients.discard(c)
+
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=dump).start())
     while True:
-        c, _ = srv.accept()
+        if go_down.is_set():   # down: nothing listens, every connection reset
+            srv.close()
+            with lock:
+                counts["down"] += 1
+                for c in list(clients):
+                    try:
+                        _reset(c)
+                    except OSError:
+                        pass
+            time.sleep(down_for)
+            srv = listen(port)
+            go_down.clear()
+        try:
+            c, _ = srv.accept()
+        except socket.timeout:
+            continue
+        c.settimeout(None)
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+        threading.Thread(target=tracked, args=(c,), daemon=True).start()
 
 
 def main(argv):
     if len(argv) < 2 or argv[0] != "proxy":
         print(__doc__)
         return 2
-    opts = {"--latency-ms": "0", "--fault-rate": "0", "--seed": "1", "--stats": "/dev/null"}
+    opts = {"--latency-ms": "0", "--fault-rate": "0", "--seed": "1", "--stats": "/dev/null",
+            "--down-after": "0", "--down-for": "0"}
     rest = argv[2:]
     for i in range(0, len(rest), 2):
         opts[rest[i]] = rest[i + 1]
     run_proxy(int(argv[1]), float(opts["--latency-ms"]), float(opts["--fault-rate"]),
-              int(opts["--seed"]), opts["--stats"])
+              int(opts["--seed"]), opts["--stats"], int(opts["--down-after"]),
+              float(opts["--down-for"]))
     return 0
 
 

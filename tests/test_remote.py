@@ -20,6 +20,10 @@ On a shapes dataset (PNG and JPEG) sharded by `seedpipe shard --max-count 8`
    and HTTP 404; --on-error skip streams the rest;
  - with ~5% of requests answered 503 SlowDown, reset, or cut short by the
    proxy, the stream is unchanged (HTTP and S3);
+ - a refused connection: an address that never answered (a wrong port) is
+   a named error at open after 3 tries; a server that answered and then
+   refuses for 1.5 s (the proxy going down after 40 requests) is retried,
+   the stream unchanged;
  - --shard-cache: each shard downloaded whole once for 3 workers, the next
    run reads none, a damaged copy is downloaded again, a small size bound
    holds;
@@ -137,6 +141,30 @@ def through_faults(what, port, tmp, seed, ref, url_env):
     print(f"{what}: through the fault proxy ({st}): the same stream", flush=True)
 
 
+def refused_part(tmp, port, ref):
+    """A refused connection: at an address that never answered (a wrong
+    port) the open fails after 3 tries, naming the address; from a server
+    that answered before and goes down for 1.5 s (the proxy, after 40
+    requests: its port closed, its connections reset) the stream is
+    retried through it and unchanged (2 workers, one request a sample)."""
+    wrong = f"http://127.0.0.1:{rs.free_port()}/data/{PATTERN}"
+    p = cli("inspect", wrong, ok=False)
+    assert p.returncode != 0 and "no server has answered at this address" in p.stderr and \
+        "gave up after 3 tries" in p.stderr and "seedpipe.index" in p.stderr, p.stderr
+    try:
+        px = rs.Proxy(port, tmp, down_after=40, down_for=1.5, seed=11)
+    except rs.Unavailable as e:
+        skip("http: a server restarting (proxy)", e)
+        return
+    try:
+        got = digest(f"{px.url}/data/{PATTERN}", "--workers", 2, env={"SEEDPIPE_PREFETCH": "0"})
+    finally:
+        st = px.stop()
+    assert got == ref and st.get("down") == 1 and st.get("requests", 0) > 40, (got, ref, st)
+    print(f"http: a wrong port fails at open after 3 tries, by name; a server down for 1.5 s "
+          f"mid-stream is retried, the same stream ({st})", flush=True)
+
+
 def http_part(tmp, www, ref, fp):
     try:
         ng = rs.Nginx(www, tmp, tls=True)
@@ -161,6 +189,8 @@ def http_part(tmp, www, ref, fp):
         assert verify_ref(f"{ng.url}/data/") == ref
         print("http: fingerprint and verify (1, 3 workers, kill, resume, cache, 2 ranks) "
               "equal to local", flush=True)
+
+        refused_part(tmp, ng.port, ref)
 
         # opening 100 shards: the index object, one request
         before = len(ng.requests())
