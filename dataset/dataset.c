@@ -8,13 +8,13 @@
  * per-kind opener (dataset_folder.c, dataset_idx.c, dataset_list.c,
  * dataset_tar.c), which fills those arrays with the helpers below it
  * (dataset_index.c, dataset_common.c); then it computes the fingerprint over
- * them and serves the samples (a shard's through dataset_tar_read.c). No
- * source calls back up into this file; only the shard writer
- * (dataset_tar_write.c) and the mixture (dataset_mix.c, which holds the
- * public sp_dataset_open() and opens its sources through sp__ds_open_plain()
- * here), above it, read samples through sp_dataset_read(). A mixture's
- * samples are its sources': it sets ds->ops, and the accessors below call
- * through that table.
+ * them and serves the samples through the kind's source table (ds->ops: the
+ * opener sets it; dataset_files.c, dataset_idx.c, dataset_tar_read.c,
+ * dataset_remote.c, dataset_mix.c). No source calls back up into this
+ * file; only the shard writer (dataset_tar_write.c) and the mixture
+ * (dataset_mix.c, which holds the public sp_dataset_open() and opens its
+ * sources through sp__ds_open_plain() here), above it, read samples
+ * through sp_dataset_read().
  *
  * FINGERPRINT LAYOUT (format version 1). XXH3-128 with seed 0, streamed
  * over these bytes, all integers little-endian:
@@ -41,9 +41,8 @@
  * Sample files are found under ds->base, the resolved absolute folder of the
  * root (ImageFolder) or of the list / IDX file, taken once at open: a later
  * chdir() or a swapped symlink does not change what a sample path means.
- * sp_dataset_read() opens the file with open()/read() per call (no shared
- * FILE*, no shared offset), so it may run concurrently in threads and forked
- * children; it re-hashes the bytes and refuses a file that changed.
+ * Every kind's read may run concurrently in threads and forked children; it
+ * re-hashes the bytes and refuses a sample that changed.
  */
 #include "dataset/dataset_internal.h"
 #include "common/fileio_internal.h"
@@ -52,19 +51,11 @@
 #include "dataset/remote_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <xxhash.h>
-
-static sp_digest digest_of(XXH128_hash_t h) {
-    sp_digest d = {h.high64, h.low64};
-    return d;
-}
 
 /* ---- fingerprint -------------------------------------------------------------- */
 
@@ -293,7 +284,7 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
 
 void sp_dataset_close(sp_dataset *ds) {
     if (!ds) return;
-    if (ds->ops) ds->ops->destroy(ds);
+    if (ds->ops && ds->ops->destroy) ds->ops->destroy(ds);
     if (ds->class_names)
         for (int c = 0; c < ds->num_classes; c++) free(ds->class_names[c]);
     free(ds->class_names);
@@ -303,17 +294,6 @@ void sp_dataset_close(sp_dataset *ds) {
     free(ds->labels);
     free(ds->sizes);
     free(ds->hashes);
-    free(ds->pixels);
-    free(ds->idx_file);
-    sp__ds_close_shards(ds);
-    sp__ds_close_remote(ds);
-    free(ds->shard_sizes);
-    for (size_t i = 0; ds->shards && i < ds->nshards; i++) free(ds->shards[i]);
-    free(ds->shards);
-    free(ds->shard_of);
-    free(ds->offsets);
-    for (size_t i = 0; i < ds->nbad; i++) free(ds->bad[i].msg);
-    free(ds->bad);
     free(ds->base);
     free(ds->root);
     free(ds);
@@ -338,14 +318,14 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
 const char *sp_dataset_root(const sp_dataset *ds) { return ds->root; }
 uint64_t sp_dataset_size(const sp_dataset *ds) { return ds->n; }
 
-/* Only the WebDataset kinds (local, remote) fill shards and shard_of; a
- * mixture (ds->ops) keeps its sources' shards to itself. */
+/* Only the WebDataset kinds (local, remote) have shards (their source
+ * tables answer); a mixture keeps its sources' shards to itself. */
 uint32_t sp_dataset_shard_count(const sp_dataset *ds) {
-    return !ds->ops && ds->shard_of && ds->nshards <= UINT32_MAX ? (uint32_t)ds->nshards : 0;
+    return ds->ops->shard_count ? ds->ops->shard_count(ds) : 0;
 }
 
 uint32_t sp_dataset_shard_of(const sp_dataset *ds, uint64_t i) {
-    return sp_dataset_shard_count(ds) && i < ds->n ? ds->shard_of[i] : UINT32_MAX;
+    return sp_dataset_shard_count(ds) && i < ds->n ? ds->ops->shard_of(ds, i) : UINT32_MAX;
 }
 int sp_dataset_num_classes(const sp_dataset *ds) { return ds->num_classes; }
 
@@ -361,13 +341,13 @@ uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls) {
 
 int sp_dataset_label(const sp_dataset *ds, uint64_t i) {
     if (i >= ds->n) return -1;
-    if (ds->ops) return ds->ops->label(ds, i);
+    if (ds->ops->label) return ds->ops->label(ds, i);
     return ds->labels[i];
 }
 
 const char *sp_dataset_path(const sp_dataset *ds, uint64_t i) {
     if (i >= ds->n) return NULL;
-    if (ds->ops) return ds->ops->path(ds, i);
+    if (ds->ops->path) return ds->ops->path(ds, i);
     return ds->pool + ds->path_off[i];
 }
 
@@ -376,7 +356,7 @@ sp_digest sp_dataset_fingerprint(const sp_dataset *ds) { return ds->fingerprint;
 sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
     sp_digest z = {0, 0};
     if (i >= ds->n) return z;
-    if (ds->ops) return ds->ops->content_hash(ds, i);
+    if (ds->ops->content_hash) return ds->ops->content_hash(ds, i);
     return ds->hashes[i];
 }
 
@@ -389,53 +369,6 @@ int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
 
 /* ---- reading a sample -------------------------------------------------------------- */
 
-static int changed(sp_error *err, const char *path, const char *why) {
-    return sp_error_set(err, SP_EMISMATCH,
-                        "%s: file changed since the dataset was indexed (%s)", path, why);
-}
-
-static int read_encoded(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
-                        sp_error *err) {
-    const char *full = out->full_path;
-    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
-    if (fd < 0) return sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-    int rc = SP_OK;
-    struct stat st;
-    uint64_t want = ds->sizes[i];
-    sp__buf buf = {NULL, 0};
-    size_t got = 0;
-    if (fstat(fd, &st) != 0) {
-        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != want) {
-        char why[96];
-        snprintf(why, sizeof why, "size %llu bytes, was %llu",
-                 (unsigned long long)st.st_size, (unsigned long long)want);
-        rc = changed(err, full, why);
-        goto done;
-    }
-    /* Read to the end, at most the indexed size: a file that changed since
-     * it was indexed is refused, shorter, longer or with other bytes. */
-    rc = sp__read_fd(fd, full, want, want, &buf, &got, err);
-    out->owned = buf.p;
-    if (rc == SP_ELIMIT || (rc == SP_OK && got != want)) {
-        rc = changed(err, full, rc == SP_OK ? "shorter than indexed" : "longer than indexed");
-        goto done;
-    }
-    if (rc != SP_OK) goto done;
-    sp_digest d = digest_of(XXH3_128bits(out->owned, (size_t)want));
-    if (d.hi != ds->hashes[i].hi || d.lo != ds->hashes[i].lo) {
-        rc = changed(err, full, "content hash differs");
-        goto done;
-    }
-    out->src.bytes = out->owned;
-    out->src.len = (size_t)want;
-done:
-    close(fd);
-    return rc;
-}
-
 int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
                     sp_error *err) {
     if (!ds || !out) return sp_error_set(err, SP_EINVAL, "sp_dataset_read: NULL argument");
@@ -443,44 +376,17 @@ int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
     if (i >= ds->n)
         return sp_error_set(err, SP_ERANGE, "%s: sample %llu out of range (dataset has %llu)",
                             ds->root, (unsigned long long)i, (unsigned long long)ds->n);
-    if (ds->ops) return ds->ops->read(ds, i, out, err);
-    int rc;
-    if (ds->kind == SP_DATASET_IDX) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "#%llu", (unsigned long long)i);
-        size_t lf = strlen(ds->idx_file), lb = strlen(buf);
-        out->full_path = malloc(lf + lb + 1);
-        if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-        memcpy(out->full_path, ds->idx_file, lf);
-        memcpy(out->full_path + lf, buf, lb + 1);
-        size_t plane = (size_t)ds->raw_w * (size_t)ds->raw_h;
-        out->raw_view.width = ds->raw_w;
-        out->raw_view.height = ds->raw_h;
-        out->raw_view.channels = 1;
-        out->raw_view.stride = (size_t)ds->raw_w;
-        out->raw_view.data = ds->pixels + (size_t)i * plane;  /* a view: never written */
-        out->src.path = out->full_path;
-        out->src.raw = &out->raw_view;
-        return SP_OK;
-    }
-    out->full_path = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
-    if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    out->src.path = out->full_path;
-    rc = ds->rio ? sp__ds_read_remote(ds, i, out, err)
-         : ds->kind == SP_DATASET_WEBDATASET ? sp__ds_read_tar(ds, i, out, err)
-                                             : read_encoded(ds, i, out, err);
+    int rc = ds->ops->read(ds, i, out, err);
     if (rc != SP_OK) sp_sample_data_free(out);
     return rc;
 }
 
 void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
-    if (ds && ds->ops) ds->ops->prefetch(ds, idx, n);
-    else if (ds && ds->rio) sp__ds_prefetch_remote(ds, idx, n);
+    if (ds && ds->ops->prefetch) ds->ops->prefetch(ds, idx, n);
 }
 
 int sp__ds_is_remote(const sp_dataset *ds) {
-    if (ds && ds->ops) return ds->ops->is_remote(ds);
-    return ds && ds->rio != NULL;
+    return ds && ds->ops->is_remote ? ds->ops->is_remote(ds) : 0;
 }
 
 void sp_sample_data_free(sp_sample_data *s) {

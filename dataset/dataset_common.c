@@ -53,6 +53,13 @@ int sp__ds_is_image_ext(const char *ext) {
     return 0;
 }
 
+int sp__ds_sample_path(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    out->full_path = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
+    if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    out->src.path = out->full_path;
+    return SP_OK;
+}
+
 int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line) {
     if (e->n == e->cap) {
         size_t cap = e->cap ? e->cap * 2 : 256;

@@ -238,6 +238,7 @@ static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
 }
 
 int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
+    ds->ops = &sp__ds_files_ops;
     DIR *d = opendir(ds->root);
     if (!d) return sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
 

@@ -286,12 +286,50 @@ static int read_pixels(gzFile gz, const char *path, uint32_t n, uint32_t rows, u
     return rc;
 }
 
+/* ds->idx: the images, n of raw_h x raw_w gray pixels one after another,
+ * and the images file as opened (for messages). */
+struct sp__ds_idx {
+    uint8_t *pixels;
+    char *file;
+};
+
+/* A sample is a view of its pixels, path "<file>#<i>": nothing is read. */
+static int read_idx(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    const struct sp__ds_idx *x = ds->idx;
+    char buf[32];
+    snprintf(buf, sizeof buf, "#%llu", (unsigned long long)i);
+    size_t lf = strlen(x->file), lb = strlen(buf);
+    out->full_path = malloc(lf + lb + 1);
+    if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    memcpy(out->full_path, x->file, lf);
+    memcpy(out->full_path + lf, buf, lb + 1);
+    size_t plane = (size_t)ds->raw_w * (size_t)ds->raw_h;
+    out->raw_view.width = ds->raw_w;
+    out->raw_view.height = ds->raw_h;
+    out->raw_view.channels = 1;
+    out->raw_view.stride = (size_t)ds->raw_w;
+    out->raw_view.data = x->pixels + (size_t)i * plane;   /* a view: never written */
+    out->src.path = out->full_path;
+    out->src.raw = &out->raw_view;
+    return SP_OK;
+}
+
+static void close_idx(sp_dataset *ds) {
+    if (!ds->idx) return;
+    free(ds->idx->pixels);
+    free(ds->idx->file);
+    free(ds->idx);
+    ds->idx = NULL;
+}
+
+static const sp__ds_ops idx_ops = {.read = read_idx, .destroy = close_idx};
+
 /* The index of n images of rows x cols (px, taken by ds) with labels lab:
  * paths "<base>#<i>", the pixels' hashes. lab stays the caller's. */
 static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8_t *lab,
                       uint32_t n, uint32_t rows, uint32_t cols, sp_error *err) {
     uint64_t plane = (uint64_t)rows * cols;
-    ds->pixels = px;
+    ds->idx->pixels = px;
     ds->raw_w = (int)cols;
     ds->raw_h = (int)rows;
     ds->n = n;
@@ -328,8 +366,11 @@ static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8
 
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     const char *path = ds->root;
-    ds->idx_file = sp__ds_strdup(path);
-    if (!ds->idx_file) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    ds->idx = calloc(1, sizeof *ds->idx);
+    if (!ds->idx) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    ds->ops = &idx_ops;
+    ds->idx->file = sp__ds_strdup(path);
+    if (!ds->idx->file) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
 
     gzFile gz = NULL;
     int eno;

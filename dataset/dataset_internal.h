@@ -1,5 +1,6 @@
-/* dataset_internal.h - the private layout of sp_dataset and the helpers that
- * the dataset sources share.
+/* dataset_internal.h - the private layout of sp_dataset, the source table
+ * every kind fills, and the helpers that the dataset sources share (the
+ * WebDataset kind's own state and functions: dataset_tar.h).
  *
  * The files form a one-way stack; each calls only the ones below it:
  *
@@ -9,7 +10,8 @@
  *                         its sources opened through sp__ds_open_plain(), its
  *                         schedule; anything else handed to sp__ds_open_plain()
  *   dataset.c             the dispatcher: kind detection, the accessors, the
- *                         fingerprint, sp_dataset_read(), destroy
+ *                         fingerprint; sp_dataset_read() and close call the
+ *                         kind's source table
  *   dataset_remote.c      WebDataset shards in an object store or on an HTTP
  *                         server: opened from the dataset index object
  *   dataset_object.c      the dataset index object (seedpipe.index): encode,
@@ -19,9 +21,10 @@
  *   dataset_folder.c      ImageFolder directory walk    \
  *   dataset_list.c        `path<TAB>label` list files    |  the per-kind
  *   dataset_samples.c     an in-memory sample list       |  openers: each
- *   dataset_idx.c         MNIST-style IDX files          |  fills an
- *   dataset_tar.c         WebDataset shards, read once   |
- *   dataset_tar_read.c    one WebDataset sample's read  /   sp_dataset
+ *   dataset_files.c       their source table (one file)  |  fills an
+ *   dataset_idx.c         MNIST-style IDX files          |  sp_dataset and
+ *   dataset_tar.c         WebDataset shards, read once   |  sets its ops
+ *   dataset_tar_read.c    one WebDataset sample's read  /
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
  *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
  *                         collected files, with the persistent index
@@ -34,10 +37,14 @@
  * (or takes their hashes from the persistent index); IDX and WebDataset
  * fill the arrays themselves.
  *
- * A kind whose samples are not in the arrays below (a mixture) sets ds->ops,
- * its source table: dataset.c's accessors, sp_dataset_read() and destroy
- * call through it, so the dispatcher never names the kind's functions (and
- * the mixture, which opens its sources through dataset.c, stays above it).
+ * Every kind's opener sets ds->ops, its source table (sp__ds_ops below):
+ * dataset.c's accessors, sp_dataset_read() and sp_dataset_close() call
+ * through it, so the dispatcher never names a kind's functions nor reads
+ * its state. A kind keeps what is its own behind its own pointer (ds->idx,
+ * ds->tar, ds->mix), defined in its own file; what every kind has (the
+ * sample table below, the classes, the limits, the persistent index's
+ * report) stays in struct sp_dataset. The mixture opens its sources
+ * through dataset.c and so stays above it.
  *
  * Not installed, not part of the API: names are sp__ds_*.
  */
@@ -64,23 +71,38 @@ struct stat;
 /* A list file itself may not be larger than this. */
 #define SP_DS_MAX_LIST_BYTES (UINT64_C(1) << 30)
 
-/* The source table of a kind that keeps its samples elsewhere (dataset_mix.c):
- * what dataset.c calls instead of reading its own arrays; i < ds->n. */
+/* A kind's source table: what dataset.c calls for a sample (i < ds->n);
+ * its opener sets ds->ops. read is required; a NULL entry means the
+ * sample table of struct sp_dataset (label, path, content_hash), nothing
+ * to free (destroy), nothing to fetch ahead (prefetch), a local dataset
+ * (is_remote) or one without shards (shard_count, shard_of). */
 typedef struct sp__ds_ops {
     int (*label)(const sp_dataset *ds, uint64_t i);
     const char *(*path)(const sp_dataset *ds, uint64_t i);
     sp_digest (*content_hash)(const sp_dataset *ds, uint64_t i);
+    /* out is zeroed and i in range; on failure out is freed by the caller */
     int (*read)(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
-    void (*destroy)(sp_dataset *ds);   /* frees what the kind owns, not ds itself */
+    void (*destroy)(sp_dataset *ds);   /* frees the kind's own state, not ds itself */
     /* sp__ds_prefetch() and sp__ds_is_remote() (below) of such a dataset */
     void (*prefetch)(const sp_dataset *ds, const uint64_t *idx, size_t n);
     int (*is_remote)(const sp_dataset *ds);
+    /* sp_dataset_shard_count() and sp_dataset_shard_of() (NULL: no shards) */
+    uint32_t (*shard_count)(const sp_dataset *ds);
+    uint32_t (*shard_of)(const sp_dataset *ds, uint64_t i);
 } sp__ds_ops;
+
+/* The source tables of the kinds whose state is not their own file's alone:
+ * the encoded files (folder, list, sample list: dataset_files.c). */
+extern const sp__ds_ops sp__ds_files_ops;
 
 struct sp_dataset {
     sp_dataset_kind kind;
-    const sp__ds_ops *ops;     /* NULL: the arrays below hold the samples */
-    struct sp__ds_mix *mix;    /* a mixture's own state (dataset_mix.c); else NULL */
+    const sp__ds_ops *ops;     /* the kind's source table (set by its opener) */
+    /* Each kind's own state, in its own files; NULL for the other kinds.
+     * dataset.c never reads them: it calls ops. */
+    struct sp__ds_idx *idx;    /* IDX (dataset_idx.c) */
+    struct sp__ds_tar *tar;    /* WebDataset shards, local or remote (dataset_tar.h) */
+    struct sp__ds_mix *mix;    /* a mixture (dataset_mix.c) */
     char *root;            /* the path given to sp_dataset_open (trailing '/' removed) */
     char *base;            /* folder that relative sample paths are joined to */
     uint64_t max_samples;
@@ -97,44 +119,16 @@ struct sp_dataset {
     uint64_t *sizes;       /* n content sizes in bytes */
     sp_digest *hashes;     /* n XXH3-128 of the content bytes */
 
-    /* IDX only: n images of raw_h x raw_w gray pixels, one after another. */
+    /* IDX: the images' size (in the fingerprint); 0, 0 for the other kinds. */
     int raw_w, raw_h;
-    uint8_t *pixels;
-    char *idx_file;        /* the images file as opened, for messages */
 
     sp_digest fingerprint;
-
-    /* WebDataset shards only (dataset_tar.c): the shards (relative to base,
-     * sorted), where each sample's image member lies, and the samples that
-     * fail when read (sorted by index). */
-    char **shards;
-    size_t nshards;
-    uint64_t *shard_sizes;    /* bytes of each shard as read (the dataset index object) */
-    _Atomic int *shard_fds;   /* opened on first read (0: not yet; fd + 1), kept to destroy */
-    uint32_t *shard_of;
-    uint64_t *offsets;
-    struct sp__ds_bad *bad;
-    size_t nbad;
-
-    /* A remote dataset (dataset_remote.c): the store the shards are in;
-     * NULL for local ones. */
-    struct sp__rio *rio;
-    uint64_t pf_owner;        /* its prefetches' owner id (remote.c) */
-    char *shard_cache;        /* SEEDPIPE_SHARD_CACHE resolved, or NULL (dataset_shard_cache.c) */
-    uint64_t shard_cache_bytes;
-    sp_digest *shard_cache_keys;   /* each shard's name there */
 
     /* The persistent index (dataset_index.c). */
     sp_index_mode index_mode;
     int hash_threads;
     sp_dataset_index_info index;
 };
-
-/* A WebDataset sample that cannot be read, and why ("shard/member: reason"). */
-typedef struct sp__ds_bad {
-    uint64_t i;
-    char *msg;
-} sp__ds_bad;
 
 /* One collected sample of an encoded-file dataset before packing. */
 typedef struct sp__ds_entry {
@@ -156,6 +150,9 @@ void sp__ds_entries_free(sp__ds_entries *e);
 /* malloc'd copy / "a/b" join (b returned as a copy when absolute). NULL on OOM. */
 char *sp__ds_strdup(const char *s);
 char *sp__ds_join(const char *a, const char *b);
+/* out->full_path (and out->src.path): ds->base joined with sample i's path,
+ * what a kind's read names in messages. @return 0 / SP_ENOMEM. */
+int sp__ds_sample_path(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
 
 /* 1 if ext (the text after a file or member name's dot, without it) is an
  * image extension the decoders take: "png", "jpg" or "jpeg", in any ASCII
@@ -225,115 +222,21 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
 int sp__ds_open_list(sp_dataset *ds, sp_error *err);
 /* dataset_samples.c: the in-memory sample list (sp_dataset_open_list()). */
 int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *err);
-
-/* WebDataset shards (dataset_tar.c, dataset_tar_read.c): 1 if path is a
- * brace pattern ("dir/train-{000000..000099}.tar"); the count of .tar files and of
- * sub-folders directly in dir; the opener; one sample's read (full_path
- * set by the caller); the error recorded against sample i, or NULL. */
+/* Local WebDataset shards (dataset_tar.c; the reads are dataset_tar_read.c's):
+ * 1 if path is a brace pattern ("dir/train-{000000..000099}.tar"); the
+ * count of .tar files and of sub-folders directly in dir; the opener. */
 int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
-/* dataset_tar.c: the shard names of a brace pattern, in order (a malloc'd
- * array of malloc'd strings, *n of them). */
-int sp__ds_expand_pattern(const char *pat, char ***names, size_t *n, sp_error *err);
-int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
-void sp__ds_close_shards(sp_dataset *ds);   /* the kept descriptors (destroy) */
-
-/* A WebDataset sample as the shards are read (dataset_tar.c) or taken from
- * a shard's index file (dataset_tar_index.c), before packing. */
-typedef struct sp__ds_tar_sample {
-    char *path;            /* "shard/member" (or "shard/key" without an image) */
-    char *key;
-    int32_t label;         /* -1 until a valid .cls */
-    uint32_t shard;
-    uint64_t offset, size;
-    sp_digest hash;
-    int has_image;
-    char *bad;             /* the first reason it cannot be read, or NULL */
-} sp__ds_tar_sample;
-
-typedef struct sp__ds_tar_set {
-    sp__ds_tar_sample *v;
-    size_t n, cap;
-} sp__ds_tar_set;
-
-/* dataset_tar_index.c: the zeroed slot t->v[t->n] (the caller fills it and
- * counts it, t->n++), or NULL on out of memory; freeing every sample. */
-sp__ds_tar_sample *sp__ds_tar_set_slot(sp__ds_tar_set *t);
-void sp__ds_tar_set_free(sp__ds_tar_set *t);
-
-/* dataset_tar_index.c: the keys of one shard's samples (a hash set of
- * indices into t->v; {NULL, 0, 0} is empty; the owner frees slot), so the
- * reader checks "key seen before in this shard" in O(1) a member: find the
- * sample with a key (or NULL); reserve room for one more (SP_ENOMEM); put
- * t->v[index]'s key. */
-typedef struct sp__ds_tar_keys {
-    size_t *slot;
-    size_t cap, n;
-} sp__ds_tar_keys;
-sp__ds_tar_sample *sp__ds_tar_keys_find(const sp__ds_tar_keys *ks, sp__ds_tar_set *t,
-                                        const char *key, size_t len);
-int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const sp__ds_tar_set *t);
-void sp__ds_tar_keys_put(sp__ds_tar_keys *ks, const sp__ds_tar_set *t, size_t index);
-
-/* The index file of shard `rel` (relative to ds->base): its path
- * (malloc'd, NULL on OOM); write samples [first, t->n) of the shard whose
- * stat is st (1: written; 0: not, e.g. the shard changed too recently);
- * read it back, appending the shard's samples to t (1: taken; 0: absent,
- * stale or damaged, t unchanged). */
-char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel);
-int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct stat *st,
-                           const sp__ds_tar_set *t, size_t first);
-int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel,
-                          const struct stat *st, sp__ds_tar_set *t);
-
-/* dataset_tar.c: read one shard from the open descriptor fd, start to
- * end-of-archive, appending its samples to t (rel: its name in sample
- * paths; full: in messages; buf: TAR_READ_BUF = 1 MiB of scratch). */
-int sp__ds_tar_scan_fd(sp_dataset *ds, uint32_t shard, const char *rel, const char *full,
-                       int fd, sp__ds_tar_set *t, uint8_t *buf, sp_error *err);
-#define SP_DS_TAR_READ_BUF (1u << 20)
-
-/* dataset_tar_index.c: fill ds from the collected samples t (shards
- * `names`, nnames of them, with their sizes: both taken over by ds, even
- * on failure). SP_EFORMAT when there is no sample. */
-int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes,
-                    sp__ds_tar_set *t, sp_error *err);
-
-/* dataset_tar_read.c: the reason sample i cannot be read, or NULL. */
-const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);
-
-/* dataset_remote.c: a dataset of shards in an object store or on an HTTP
- * server (ds->root a URL): open it through its dataset index object, or
- * (SP_INDEX_REBUILD) by reading every shard once; read one sample. */
+/* dataset_remote.c: shards in an object store or on an HTTP server
+ * (ds->root a URL), opened through their dataset index object, or
+ * (SP_INDEX_REBUILD) by reading every shard once; a sample is read from
+ * the shard cache, a prefetch made on this thread, or one ranged request. */
 int sp__ds_open_remote(sp_dataset *ds, sp_error *err);
-int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err);
-void sp__ds_close_remote(sp_dataset *ds);
-/* dataset_remote.c: start reading samples idx[0..n) on this thread (a
- * later sp_dataset_read() of one of them on this thread takes its bytes). */
-void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n);
-
-/* dataset_shard_cache.c: the shard cache of a remote dataset
- * (SEEDPIPE_SHARD_CACHE; after its table is packed); sample i from it: 1
- * (served, hash checked), 0 (not usable: read from the store), or an
- * error (the shard's download failed). */
-int sp__ds_shard_cache_setup(sp_dataset *ds, sp_error *err);
-int sp__ds_shard_cache_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
-                            sp_error *err);
 
 /* dataset.c: sp__ds_prefetch_remote() for a remote dataset, else nothing;
  * 1 if ds is remote. For the loader and the pool. */
 void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
 int sp__ds_is_remote(const sp_dataset *ds);
-
-/* dataset_object.c: the dataset index object (seedpipe.index beside the
- * shards): encode a WebDataset's table; decode one, keeping the shards
- * `want` (NULL: all of them, their names into *all / *nall), appending
- * their samples to t and their sizes to sizes (nwant entries). */
-#define SP_DS_OBJECT_NAME "seedpipe.index"
-int sp__ds_object_encode(const sp_dataset *ds, sp__sbuf *b, sp_error *err);
-int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, size_t n,
-                         char **want, size_t nwant, char ***all, size_t *nall,
-                         uint64_t **sizes, sp__ds_tar_set *t, sp_error *err);
 
 #endif

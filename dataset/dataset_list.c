@@ -97,6 +97,7 @@ static int parse_lines(sp_dataset *ds, char *text, size_t len, sp__ds_entries *e
 }
 
 int sp__ds_open_list(sp_dataset *ds, sp_error *err) {
+    ds->ops = &sp__ds_files_ops;
     char *text = NULL;
     size_t len = 0;
     int rc = read_list(ds->root, &text, &len, err);

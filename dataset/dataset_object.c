@@ -33,6 +33,7 @@
  * remote dataset, uploading beside its shards (remote.c).
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "common/fileio_internal.h"
 #include "common/le_internal.h"
 #include "dataset/remote_internal.h"
@@ -49,26 +50,26 @@
 typedef sp__ds_tar_sample tar_sample;
 
 int sp__ds_object_encode(const sp_dataset *ds, sp__sbuf *b, sp_error *err) {
-    if (ds->kind != SP_DATASET_WEBDATASET || !ds->shards || !ds->shard_sizes)
+    if (ds->kind != SP_DATASET_WEBDATASET || !ds->tar->shards || !ds->tar->shard_sizes)
         return sp_error_set(err, SP_EUNSUPP, "%s: a dataset index object describes tar shards "
                             "(a WebDataset); this dataset is not one", ds->root);
     sp__sbuf_put(b, OBJ_MAGIC, 8);
     sp__ds_buf_u32(b, OBJ_VERSION);
     sp__ds_buf_u64(b, ds->max_file_bytes);
-    sp__ds_buf_u32(b, (uint32_t)ds->nshards);
+    sp__ds_buf_u32(b, (uint32_t)ds->tar->nshards);
     uint64_t i = 0;
-    for (size_t s = 0; s < ds->nshards; s++) {
+    for (size_t s = 0; s < ds->tar->nshards; s++) {
         uint64_t first = i;
-        while (i < ds->n && ds->shard_of[i] == s) i++;
-        sp__ds_buf_str(b, ds->shards[s]);
-        sp__ds_buf_u64(b, ds->shard_sizes[s]);
+        while (i < ds->n && ds->tar->shard_of[i] == s) i++;
+        sp__ds_buf_str(b, ds->tar->shards[s]);
+        sp__ds_buf_u64(b, ds->tar->shard_sizes[s]);
         sp__ds_buf_u32(b, (uint32_t)(i - first));
-        size_t rl = strlen(ds->shards[s]) + 1;
+        size_t rl = strlen(ds->tar->shards[s]) + 1;
         for (uint64_t k = first; k < i; k++) {
             const char *bad = sp__ds_tar_bad(ds, k);
             sp__ds_buf_str(b, ds->pool + ds->path_off[k] + rl);
             sp__ds_buf_u32(b, (uint32_t)ds->labels[k]);
-            sp__ds_buf_u64(b, ds->offsets[k]);
+            sp__ds_buf_u64(b, ds->tar->offsets[k]);
             sp__ds_buf_u64(b, ds->sizes[k]);
             sp__ds_buf_u64(b, ds->hashes[k].hi);
             sp__ds_buf_u64(b, ds->hashes[k].lo);
@@ -260,8 +261,8 @@ int sp_dataset_write_index(const sp_dataset *ds, const char *dest, sp_error *err
     int rc = sp__ds_object_encode(ds, &b, err);
     if (rc == SP_OK && dest) {
         rc = sp_write_file_atomic(dest, b.p, b.len, 1, err);
-    } else if (rc == SP_OK && ds->rio) {
-        rc = sp__rio_put(ds->rio, SP_DS_OBJECT_NAME, b.p, b.len, err);
+    } else if (rc == SP_OK && ds->tar->rio) {
+        rc = sp__rio_put(ds->tar->rio, SP_DS_OBJECT_NAME, b.p, b.len, err);
     } else if (rc == SP_OK) {
         char *path = sp__ds_join(ds->base, SP_DS_OBJECT_NAME);
         rc = path ? sp_write_file_atomic(path, b.p, b.len, 1, err)

@@ -15,7 +15,7 @@
  * sp__ds_tar_scan_fd()), which is how an index object is made for shards
  * that have none.
  *
- * Prefetch (sp__ds_prefetch_remote(), called by the loader and the pool
+ * Prefetch (prefetch_remote(), sp__ds_prefetch() for the loader and the pool
  * with the samples they are about to read, which the order tells them):
  * the samples' members sorted by shard and offset, runs of members at most
  * 16 KiB apart read as one range (at most 8 MiB), each GET started at once
@@ -33,6 +33,7 @@
  * dataset_tar.c, dataset_tar_index.c, dataset_tar_read.c and remote.c.
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "dataset/remote_internal.h"
 
 #include <errno.h>
@@ -95,8 +96,8 @@ static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     memset(&g, 0, sizeof g);
     g.name = SP_DS_OBJECT_NAME;
     g.max = OBJECT_MAX_BYTES;
-    int rc = sp__rio_fetch(ds->rio, &g, err);
-    char *what = sp__rio_display(ds->rio, SP_DS_OBJECT_NAME);
+    int rc = sp__rio_fetch(ds->tar->rio, &g, err);
+    char *what = sp__rio_display(ds->tar->rio, SP_DS_OBJECT_NAME);
     if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     if (rc != SP_OK && what && g.status == 404)
         rc = sp_error_set(err, SP_EIO, "%s: HTTP 404: there is no dataset index object beside "
@@ -131,9 +132,9 @@ static int from_shards(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
             break;
         }
         unlink(path);
-        char *what = sp__rio_display(ds->rio, names[i]);
+        char *what = sp__rio_display(ds->tar->rio, names[i]);
         if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-        if (rc == SP_OK) rc = sp__rio_fetch_fd(ds->rio, names[i], fd, UINT64_MAX, &sz[i], err);
+        if (rc == SP_OK) rc = sp__rio_fetch_fd(ds->tar->rio, names[i], fd, UINT64_MAX, &sz[i], err);
         if (rc == SP_OK && lseek(fd, 0, SEEK_SET) != 0)
             rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
         size_t before = t->n;
@@ -148,10 +149,13 @@ static int from_shards(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
 
 int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
     char *leaf = NULL;
-    int rc = sp__rio_create(ds->root, &ds->rio, &leaf, err);
+    int rc = sp__ds_tar_new(ds, err);
     if (rc != SP_OK) return rc;
-    ds->pf_owner = sp__rio_owner_id();
-    ds->base = strdup(ds->rio->display);
+    ds->ops = &sp__ds_remote_ops;
+    rc = sp__rio_create(ds->root, &ds->tar->rio, &leaf, err);
+    if (rc != SP_OK) return rc;
+    ds->tar->pf_owner = sp__rio_owner_id();
+    ds->base = strdup(ds->tar->rio->display);
     if (!ds->base) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     char **names = NULL, **all = NULL;
     size_t n = 0, nall = 0;
@@ -184,33 +188,36 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
     return rc;
 }
 
-void sp__ds_close_remote(sp_dataset *ds) {
-    free(ds->shard_cache);
-    free(ds->shard_cache_keys);
-    if (ds->rio) sp__rio_forget(ds->rio);
-    sp__rio_destroy(ds->rio);
-    ds->rio = NULL;
+static void close_remote(sp_dataset *ds) {
+    if (!ds->tar) return;
+    free(ds->tar->shard_cache);
+    free(ds->tar->shard_cache_keys);
+    if (ds->tar->rio) sp__rio_forget(ds->tar->rio);
+    sp__rio_destroy(ds->tar->rio);
+    ds->tar->rio = NULL;
+    sp__ds_tar_free(ds);
 }
 
-int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+static int read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    int rc = sp__ds_sample_path(ds, i, out, err);
+    if (rc != SP_OK) return rc;
     const char *bad = sp__ds_tar_bad(ds, i);
     if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
-    uint32_t s = ds->shard_of[i];
-    if (ds->shard_cache && ds->sizes[i]) {   /* a local copy of the whole shard */
+    uint32_t s = ds->tar->shard_of[i];
+    if (ds->tar->shard_cache && ds->sizes[i]) {   /* a local copy of the whole shard */
         int c = sp__ds_shard_cache_read(ds, i, out, err);
         if (c != 0) return c > 0 ? SP_OK : c;
     }
     sp__rio_get g;
     memset(&g, 0, sizeof g);
-    g.name = ds->shards[s];
-    g.off = ds->offsets[i];
+    g.name = ds->tar->shards[s];
+    g.off = ds->tar->offsets[i];
     g.len = ds->sizes[i];
-    g.expect_total = ds->shard_sizes[s];
-    int rc = SP_OK;
-    if (g.len && sp__rio_take(ds->pf_owner, i, &g)) {   /* prefetched on this thread */
+    g.expect_total = ds->tar->shard_sizes[s];
+    if (g.len && sp__rio_take(ds->tar->pf_owner, i, &g)) {   /* prefetched on this thread */
         if (g.rc != SP_OK) rc = sp_error_set(err, g.rc, "%s", g.msg);
     } else if (g.len) {
-        rc = sp__rio_fetch(ds->rio, &g, err);
+        rc = sp__rio_fetch(ds->tar->rio, &g, err);
     } else if (!(g.buf = malloc(1))) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", out->full_path);
     }
@@ -218,10 +225,10 @@ int sp__ds_read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     out->owned = g.buf;
     XXH128_hash_t d = XXH3_128bits(g.buf, (size_t)g.len);
     if (d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo) {
-        char *what = sp__rio_display(ds->rio, ds->shards[s]);
+        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
         rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
                           "indexed (content hash of %s differs)",
-                          what ? what : ds->shards[s], ds->pool + ds->path_off[i]);
+                          what ? what : ds->tar->shards[s], ds->pool + ds->path_off[i]);
         free(what);
         return rc;
     }
@@ -244,18 +251,18 @@ static int cmp_item(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
-void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n) {
-    if (ds->shard_cache) return;   /* whole shards are read instead */
+static void prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n) {
+    if (ds->tar->shard_cache) return;   /* whole shards are read instead */
     pf_item v[PF_MAX];
     size_t m = 0;
     for (size_t k = 0; k < n && m < PF_MAX; k++) {
         uint64_t i = idx[k];
         if (i >= ds->n || !ds->sizes[i] || sp__ds_tar_bad(ds, i) ||
-            sp__rio_prefetched(ds->pf_owner, i))
+            sp__rio_prefetched(ds->tar->pf_owner, i))
             continue;
         v[m].i = i;
-        v[m].shard = ds->shard_of[i];
-        v[m].off = ds->offsets[i];
+        v[m].shard = ds->tar->shard_of[i];
+        v[m].off = ds->tar->offsets[i];
         v[m].len = ds->sizes[i];
         m++;
     }
@@ -279,11 +286,25 @@ void sp__ds_prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n)
         }
         sp__rio_get req;
         memset(&req, 0, sizeof req);
-        req.name = ds->shards[v[j].shard];
+        req.name = ds->tar->shards[v[j].shard];
         req.off = start;
         req.len = end - start;
-        req.expect_total = ds->shard_sizes[v[j].shard];
-        sp__rio_prefetch(ds->rio, ds->pf_owner, &req, keys, offs, lens, cnt);
+        req.expect_total = ds->tar->shard_sizes[v[j].shard];
+        sp__rio_prefetch(ds->tar->rio, ds->tar->pf_owner, &req, keys, offs, lens, cnt);
         j = k;
     }
 }
+
+static int is_remote(const sp_dataset *ds) {
+    (void)ds;
+    return 1;
+}
+
+const sp__ds_ops sp__ds_remote_ops = {
+    .read = read_remote,
+    .destroy = close_remote,
+    .prefetch = prefetch_remote,
+    .is_remote = is_remote,
+    .shard_count = sp__ds_tar_shard_count,
+    .shard_of = sp__ds_tar_shard_of,
+};

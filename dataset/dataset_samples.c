@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *err) {
+    ds->ops = &sp__ds_files_ops;
     if (list->count == 0)
         return sp_error_set(err, SP_EINVAL, "sample list: no samples");
     if (!list->paths || !list->labels)

@@ -24,6 +24,7 @@
  * dataset_common.c.
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "dataset/remote_internal.h"
 #include "common/fileio_internal.h"   /* sp__publish_begin/commit */
 
@@ -54,20 +55,20 @@ int sp__ds_shard_cache_setup(sp_dataset *ds, sp_error *err) {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return sp_error_set(err, SP_EIO, "shard cache %s: not a folder", dir);
-    ds->shard_cache = realpath(dir, NULL);
-    if (!ds->shard_cache) return sp_error_set(err, SP_EIO, "shard cache %s: %s", dir, strerror(errno));
-    ds->shard_cache_bytes = cap;
+    ds->tar->shard_cache = realpath(dir, NULL);
+    if (!ds->tar->shard_cache) return sp_error_set(err, SP_EIO, "shard cache %s: %s", dir, strerror(errno));
+    ds->tar->shard_cache_bytes = cap;
     return make_keys(ds, err);
 }
 
 /* The shards' keys, once at open: O(samples). */
 static int make_keys(sp_dataset *ds, sp_error *err) {
-    ds->shard_cache_keys = calloc(ds->nshards ? ds->nshards : 1, sizeof *ds->shard_cache_keys);
-    XXH3_state_t **st = calloc(ds->nshards ? ds->nshards : 1, sizeof *st);
-    int rc = ds->shard_cache_keys && st ? SP_OK
+    ds->tar->shard_cache_keys = calloc(ds->tar->nshards ? ds->tar->nshards : 1, sizeof *ds->tar->shard_cache_keys);
+    XXH3_state_t **st = calloc(ds->tar->nshards ? ds->tar->nshards : 1, sizeof *st);
+    int rc = ds->tar->shard_cache_keys && st ? SP_OK
                                         : sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
-    for (size_t s = 0; rc == SP_OK && s < ds->nshards; s++) {
-        char *what = sp__rio_display(ds->rio, ds->shards[s]);
+    for (size_t s = 0; rc == SP_OK && s < ds->tar->nshards; s++) {
+        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
         if (!what || !(st[s] = XXH3_createState())) {
             free(what);
             rc = sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
@@ -75,18 +76,18 @@ static int make_keys(sp_dataset *ds, sp_error *err) {
         }
         XXH3_128bits_reset(st[s]);
         XXH3_128bits_update(st[s], what, strlen(what) + 1);
-        XXH3_128bits_update(st[s], &ds->shard_sizes[s], sizeof ds->shard_sizes[s]);
+        XXH3_128bits_update(st[s], &ds->tar->shard_sizes[s], sizeof ds->tar->shard_sizes[s]);
         free(what);
     }
     for (uint64_t i = 0; rc == SP_OK && i < ds->n; i++) {   /* each shard's samples, as indexed */
-        uint64_t f[4] = {ds->offsets[i], ds->sizes[i], ds->hashes[i].hi, ds->hashes[i].lo};
-        XXH3_128bits_update(st[ds->shard_of[i]], f, sizeof f);
+        uint64_t f[4] = {ds->tar->offsets[i], ds->sizes[i], ds->hashes[i].hi, ds->hashes[i].lo};
+        XXH3_128bits_update(st[ds->tar->shard_of[i]], f, sizeof f);
     }
-    for (size_t s = 0; st && s < ds->nshards; s++) {
+    for (size_t s = 0; st && s < ds->tar->nshards; s++) {
         if (!st[s]) continue;
         if (rc == SP_OK) {
             XXH128_hash_t h = XXH3_128bits_digest(st[s]);
-            ds->shard_cache_keys[s] = (sp_digest){h.high64, h.low64};
+            ds->tar->shard_cache_keys[s] = (sp_digest){h.high64, h.low64};
         }
         XXH3_freeState(st[s]);
     }
@@ -96,19 +97,19 @@ static int make_keys(sp_dataset *ds, sp_error *err) {
 
 /* DIR/<key>.tar for shard s (malloc'd). */
 static char *copy_path(const sp_dataset *ds, uint32_t s) {
-    size_t n = strlen(ds->shard_cache) + 48;
+    size_t n = strlen(ds->tar->shard_cache) + 48;
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%s/%016llx%016llx.tar", ds->shard_cache,
-                 (unsigned long long)ds->shard_cache_keys[s].hi,
-                 (unsigned long long)ds->shard_cache_keys[s].lo);
+        snprintf(p, n, "%s/%016llx%016llx.tar", ds->tar->shard_cache,
+                 (unsigned long long)ds->tar->shard_cache_keys[s].hi,
+                 (unsigned long long)ds->tar->shard_cache_keys[s].lo);
     return p;
 }
 
 /* Remove the least recently used copies until DIR's .tar files fit (keep
  * `keep`). Best effort: a file another process removed first is skipped. */
 static void evict(const sp_dataset *ds, const char *keep) {
-    DIR *d = opendir(ds->shard_cache);
+    DIR *d = opendir(ds->tar->shard_cache);
     if (!d) return;
     typedef struct { char *path; uint64_t size, mtime; } ent;
     ent *v = NULL;
@@ -118,7 +119,7 @@ static void evict(const sp_dataset *ds, const char *keep) {
     while ((de = readdir(d)) != NULL) {
         size_t l = strlen(de->d_name);
         if (l < 5 || strcmp(de->d_name + l - 4, ".tar") != 0) continue;
-        char *p = sp__ds_join(ds->shard_cache, de->d_name);
+        char *p = sp__ds_join(ds->tar->shard_cache, de->d_name);
         struct stat st;
         if (!p || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) { free(p); continue; }
         if (n == cap) {
@@ -131,7 +132,7 @@ static void evict(const sp_dataset *ds, const char *keep) {
         total += (uint64_t)st.st_size;
     }
     closedir(d);
-    while (total > ds->shard_cache_bytes) {   /* the oldest other copy goes */
+    while (total > ds->tar->shard_cache_bytes) {   /* the oldest other copy goes */
         size_t best = n;
         for (size_t k = 0; k < n; k++)
             if (v[k].path && strcmp(v[k].path, keep) != 0 &&
@@ -157,13 +158,13 @@ static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error
     int rc = sp__publish_begin(path, 0600, &pub, err);
     if (rc != SP_OK) return rc;
     uint64_t got = 0;
-    rc = sp__rio_fetch_fd(ds->rio, ds->shards[s], sp_publish_fd(pub), ds->shard_sizes[s], &got,
+    rc = sp__rio_fetch_fd(ds->tar->rio, ds->tar->shards[s], sp_publish_fd(pub), ds->tar->shard_sizes[s], &got,
                           err);
-    if (rc == SP_OK && got != ds->shard_sizes[s]) {
-        char *what = sp__rio_display(ds->rio, ds->shards[s]);
+    if (rc == SP_OK && got != ds->tar->shard_sizes[s]) {
+        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
         rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
-                          "indexed (%llu bytes, indexed %llu)", what ? what : ds->shards[s],
-                          (unsigned long long)got, (unsigned long long)ds->shard_sizes[s]);
+                          "indexed (%llu bytes, indexed %llu)", what ? what : ds->tar->shards[s],
+                          (unsigned long long)got, (unsigned long long)ds->tar->shard_sizes[s]);
         free(what);
     }
     if (rc == SP_OK) rc = sp__publish_commit(pub, SP__SYNC_NONE, err);
@@ -178,13 +179,13 @@ static int from_copy(const sp_dataset *ds, uint64_t i, const char *path, sp_samp
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return 0;
     struct stat st;
-    uint32_t s = ds->shard_of[i];
+    uint32_t s = ds->tar->shard_of[i];
     uint64_t want = ds->sizes[i], got = 0;
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-             (uint64_t)st.st_size == ds->shard_sizes[s];
+             (uint64_t)st.st_size == ds->tar->shard_sizes[s];
     uint8_t *buf = ok ? malloc(want ? (size_t)want : 1) : NULL;
     while (buf && got < want) {
-        ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)(ds->offsets[i] + got));
+        ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)(ds->tar->offsets[i] + got));
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         got += (uint64_t)k;
@@ -206,11 +207,11 @@ static int from_copy(const sp_dataset *ds, uint64_t i, const char *path, sp_samp
 
 int sp__ds_shard_cache_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
                             sp_error *err) {
-    char *path = copy_path(ds, ds->shard_of[i]);
+    char *path = copy_path(ds, ds->tar->shard_of[i]);
     if (!path) return sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
     int rc = from_copy(ds, i, path, out);
     if (rc == 0) {
-        rc = download(ds, ds->shard_of[i], path, err);
+        rc = download(ds, ds->tar->shard_of[i], path, err);
         if (rc == SP_OK) rc = from_copy(ds, i, path, out) ? 1 : 0;
     }
     free(path);

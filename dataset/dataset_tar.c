@@ -40,6 +40,7 @@
  * dataset_tar_write.c.
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "common/hash_internal.h"
 
 #include <dirent.h>
@@ -712,9 +713,11 @@ static int read_shard(sp_dataset *ds, uint32_t shard, const char *rel, tar_set *
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
     strvec rel = {0};
     tar_set t = {0};
+    int rc = sp__ds_tar_new(ds, err);
+    if (rc != SP_OK) return rc;
+    ds->ops = &sp__ds_tar_ops;
     uint8_t *buf = malloc(TAR_READ_BUF);
-    int rc = buf ? list_shards(ds, &rel, err)
-                 : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    rc = buf ? list_shards(ds, &rel, err) : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     uint64_t *sizes = rc == SP_OK ? calloc(rel.n ? rel.n : 1, sizeof *sizes) : NULL;
     if (rc == SP_OK && !sizes) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     const char *env = getenv("SEEDPIPE_INDEX");
@@ -740,8 +743,9 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         rel.n = 0;
         sizes = NULL;
         if (rc == SP_OK)
-            ds->shard_fds = ds->nshards <= TAR_MAX_OPEN ? calloc(ds->nshards, sizeof *ds->shard_fds)
-                                                        : NULL;
+            ds->tar->shard_fds = ds->tar->nshards <= TAR_MAX_OPEN
+                                     ? calloc(ds->tar->nshards, sizeof *ds->tar->shard_fds)
+                                     : NULL;
     }
     free(sizes);
     sv_free(&rel);

@@ -2,7 +2,8 @@
  * are collected (sp__ds_tar_set, with the hash set of its keys,
  * sp__ds_tar_keys), and the index file beside each shard that
  * keeps that table, so a later open of an unchanged shard reads none of it
- * (dataset_internal.h). dataset_tar.c reads the shards and calls down into
+ * (dataset_tar.h); and the kind's state, ds->tar (sp__ds_tar_new(),
+ * sp__ds_tar_free()). dataset_tar.c reads the shards and calls down into
  * this file; this file calls only dataset_common.c (byte buffers, the
  * atomic write).
  *
@@ -22,6 +23,7 @@
  * effort (temporary name + rename), and opening never fails because of it.
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "common/fileio_internal.h"
 #include "common/le_internal.h"
 
@@ -238,9 +240,9 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
 
 int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes, tar_set *t,
                     sp_error *err) {
-    ds->shards = names;   /* owned by ds from here on, freed by destroy */
-    ds->nshards = nnames;
-    ds->shard_sizes = sizes;
+    ds->tar->shards = names;   /* owned by ds from here on, freed by destroy */
+    ds->tar->nshards = nnames;
+    ds->tar->shard_sizes = sizes;
     if (t->n == 0) return sp_error_set(err, SP_EFORMAT, "%s: no samples", ds->root);
     int32_t maxl = -1;
     for (size_t i = 0; i < t->n; i++)
@@ -253,10 +255,10 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
     }
     if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t->n, pool_len, err);
     if (rc == SP_OK) {
-        ds->shard_of = malloc(t->n * sizeof *ds->shard_of);
-        ds->offsets = malloc(t->n * sizeof *ds->offsets);
-        ds->bad = nbad ? calloc(nbad, sizeof *ds->bad) : NULL;
-        if (!ds->shard_of || !ds->offsets || (nbad && !ds->bad))
+        ds->tar->shard_of = malloc(t->n * sizeof *ds->tar->shard_of);
+        ds->tar->offsets = malloc(t->n * sizeof *ds->tar->offsets);
+        ds->tar->bad = nbad ? calloc(nbad, sizeof *ds->tar->bad) : NULL;
+        if (!ds->tar->shard_of || !ds->tar->offsets || (nbad && !ds->tar->bad))
             rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
                               t->n);
     }
@@ -272,14 +274,40 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
         ds->class_counts[ds->labels[i]]++;   /* a bad sample under its label, or 0 */
         ds->sizes[i] = s->bad ? 0 : s->size;
         ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
-        ds->shard_of[i] = s->shard;
-        ds->offsets[i] = s->offset;
+        ds->tar->shard_of[i] = s->shard;
+        ds->tar->offsets[i] = s->offset;
         if (s->bad) {
-            ds->bad[ds->nbad].i = i;
-            ds->bad[ds->nbad].msg = s->bad;
-            ds->nbad++;
+            ds->tar->bad[ds->tar->nbad].i = i;
+            ds->tar->bad[ds->tar->nbad].msg = s->bad;
+            ds->tar->nbad++;
             s->bad = NULL;
         }
     }
     return SP_OK;
 }
+
+int sp__ds_tar_new(sp_dataset *ds, sp_error *err) {
+    ds->tar = calloc(1, sizeof *ds->tar);
+    return ds->tar ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+}
+
+void sp__ds_tar_free(sp_dataset *ds) {
+    struct sp__ds_tar *t = ds->tar;
+    if (!t) return;
+    for (size_t i = 0; t->shards && i < t->nshards; i++) free(t->shards[i]);
+    free(t->shards);
+    free(t->shard_sizes);
+    free(t->shard_of);
+    free(t->offsets);
+    for (size_t i = 0; i < t->nbad; i++) free(t->bad[i].msg);
+    free(t->bad);
+    free(t);
+    ds->tar = NULL;
+}
+
+uint32_t sp__ds_tar_shard_count(const sp_dataset *ds) {
+    const struct sp__ds_tar *t = ds->tar;
+    return t && t->shard_of && t->nshards <= UINT32_MAX ? (uint32_t)t->nshards : 0;
+}
+
+uint32_t sp__ds_tar_shard_of(const sp_dataset *ds, uint64_t i) { return ds->tar->shard_of[i]; }

@@ -2,11 +2,12 @@
  * recorded error (what opening found it cannot be), else one pread of its
  * image member at the offset found when the shard was read
  * (dataset_tar.c), re-hashed and refused if it changed; and the shard
- * descriptors kept for those reads. dataset.c (sp_dataset_read(),
- * sp_dataset_close()) calls down into this file; it calls only
- * dataset_common.c (the path join).
+ * descriptors kept for those reads. Its source table, sp__ds_tar_ops, is
+ * what dataset.c (sp_dataset_read(), sp_dataset_close()) calls for local
+ * shards.
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +24,8 @@ static int cmp_bad(const void *k, const void *e) {
 }
 
 const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i) {
-    if (!ds->nbad) return NULL;
-    const sp__ds_bad *b = bsearch(&i, ds->bad, ds->nbad, sizeof *ds->bad, cmp_bad);
+    if (!ds->tar->nbad) return NULL;
+    const sp__ds_bad *b = bsearch(&i, ds->tar->bad, ds->tar->nbad, sizeof *ds->tar->bad, cmp_bad);
     return b ? b->msg : NULL;
 }
 
@@ -33,48 +34,52 @@ const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i) {
  * sample read is one pread, not an open + pread + close. Two threads that
  * race to open it keep one descriptor and close the other. */
 static int shard_fd(const sp_dataset *ds, uint32_t s, int *kept, sp_error *err) {
-    *kept = ds->shard_fds != NULL;   /* else the caller closes it */
-    int have = ds->shard_fds ? atomic_load(&ds->shard_fds[s]) : 0;
+    *kept = ds->tar->shard_fds != NULL;   /* else the caller closes it */
+    int have = ds->tar->shard_fds ? atomic_load(&ds->tar->shard_fds[s]) : 0;
     if (have > 0) return have - 1;
-    char *path = sp__ds_join(ds->base, ds->shards[s]);
+    char *path = sp__ds_join(ds->base, ds->tar->shards[s]);
     if (!path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root), -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
     free(path);
-    if (fd < 0 || !ds->shard_fds) return fd;
+    if (fd < 0 || !ds->tar->shard_fds) return fd;
     int expect = 0;
-    if (!atomic_compare_exchange_strong(&ds->shard_fds[s], &expect, fd + 1)) {
+    if (!atomic_compare_exchange_strong(&ds->tar->shard_fds[s], &expect, fd + 1)) {
         close(fd);
         return expect - 1;
     }
     return fd;
 }
 
-void sp__ds_close_shards(sp_dataset *ds) {
-    for (size_t s = 0; ds->shard_fds && s < ds->nshards; s++) {
-        int v = atomic_load(&ds->shard_fds[s]);
+/* The source table's destroy: the kept descriptors, then the state. */
+static void close_tar(sp_dataset *ds) {
+    if (!ds->tar) return;
+    for (size_t s = 0; ds->tar->shard_fds && s < ds->tar->nshards; s++) {
+        int v = atomic_load(&ds->tar->shard_fds[s]);
         if (v > 0) close(v - 1);
     }
-    free(ds->shard_fds);
-    ds->shard_fds = NULL;
+    free(ds->tar->shard_fds);
+    ds->tar->shard_fds = NULL;
+    sp__ds_tar_free(ds);
 }
 
-int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+static int read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    int rc = sp__ds_sample_path(ds, i, out, err);
+    if (rc != SP_OK) return rc;
     const char *bad = sp__ds_tar_bad(ds, i);
     if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
     const char *full = out->full_path;
     int kept;
-    int fd = shard_fd(ds, ds->shard_of[i], &kept, err);
+    int fd = shard_fd(ds, ds->tar->shard_of[i], &kept, err);
     if (fd < 0) return err->code ? err->code : SP_EIO;
     uint64_t want = ds->sizes[i], got = 0;
-    int rc = SP_OK;
     out->owned = malloc(want ? (size_t)want : 1);
     if (!out->owned)
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu bytes", full,
                           (unsigned long long)want);
     while (rc == SP_OK && got < want) {
         ssize_t k = pread(fd, out->owned + got, (size_t)(want - got),
-                          (off_t)(ds->offsets[i] + got));
+                          (off_t)(ds->tar->offsets[i] + got));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
         if (k <= 0) break;
@@ -92,3 +97,10 @@ int sp__ds_read_tar(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
     out->src.len = (size_t)want;
     return SP_OK;
 }
+
+const sp__ds_ops sp__ds_tar_ops = {
+    .read = read_tar,
+    .destroy = close_tar,
+    .shard_count = sp__ds_tar_shard_count,
+    .shard_of = sp__ds_tar_shard_of,
+};

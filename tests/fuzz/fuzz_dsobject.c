@@ -16,6 +16,7 @@
 
 #include "common/le_internal.h"
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "fuzz_util.h"
 
 static sp_dataset *blank(void) {
@@ -26,6 +27,9 @@ static sp_dataset *blank(void) {
     ds->base = strdup("fuzz");
     ds->max_samples = 256;
     ds->max_file_bytes = 1u << 16;
+    sp_error err;
+    if (sp__ds_tar_new(ds, &err) != 0) abort();
+    ds->ops = &sp__ds_tar_ops;   /* local shards' reads: none is made here */
     return ds;
 }
 
@@ -63,10 +67,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
     if (!ds) return 0;
     fz_check_dataset(ds, ds->max_samples, 0);
     for (uint64_t i = 0; i < ds->n; i++) {
-        const char *shard = ds->shards[ds->shard_of[i]], *p = ds->pool + ds->path_off[i];
+        const char *shard = ds->tar->shards[ds->tar->shard_of[i]], *p = ds->pool + ds->path_off[i];
         if (strncmp(p, shard, strlen(shard)) != 0 || p[strlen(shard)] != '/') abort();
         if (!sp__ds_tar_bad(ds, i) &&
-            ds->offsets[i] + ds->sizes[i] > ds->shard_sizes[ds->shard_of[i]])
+            ds->tar->offsets[i] + ds->sizes[i] > ds->tar->shard_sizes[ds->tar->shard_of[i]])
             abort();
     }
     sp__sbuf b = {0};
