@@ -161,8 +161,15 @@ static void mix_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
     free(local);
 }
 
-static const sp__ds_ops mix_ops = {mix_label,   mix_path,     mix_hash,     mix_read,
-                                   mix_destroy, mix_prefetch, mix_is_remote};
+static const sp__ds_ops mix_ops = {
+    .label = mix_label,
+    .path = mix_path,
+    .content_hash = mix_hash,
+    .read = mix_read,
+    .destroy = mix_destroy,
+    .prefetch = mix_prefetch,
+    .is_remote = mix_is_remote,
+};
 
 /* ---- parsing ---------------------------------------------------------------------- */
 
