@@ -169,7 +169,7 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     if (p >= g.count) return;
     uint32_t s = (uint32_t)(q % pool->R);
     /* A batch read from the cache is one work unit: position 0's. */
-    uint32_t mode = pool->sc ? atomic_load(&pool->sc[s].mode) : SP__SCM_NONE;
+    uint32_t mode = sp__pool_cache_mode(pool->cc, s);
     if (mode == SP__SCM_READ && p != 0) return;
     _Atomic uint64_t *st = &sp__slot_state(h, s)[p];
     uint64_t expect = sp__st(q, SP__ST_FREE, 0);
@@ -277,8 +277,8 @@ static void prefetch_items(sp_pool *pool, uint64_t t, uint32_t n) {
         if (q >= pool->total) break;
         sp__batch_geo g = sp__pool_geo_of(pool, q);
         if (p >= g.count) continue;
-        if (pool->sc && q < rel + pool->R &&
-            atomic_load(&pool->sc[q % pool->R].mode) == SP__SCM_READ)
+        if (q < rel + pool->R &&
+            sp__pool_cache_mode(pool->cc, (uint32_t)(q % pool->R)) == SP__SCM_READ)
             continue;
         idx[m++] = sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p);
     }
@@ -389,7 +389,7 @@ static void activate(sp_pool *pool, uint64_t q) {
     sh->index = g.index;
     atomic_store(&sh->ready_ns, 0);
     atomic_store(&sh->done, (q & ((1ull << 40) - 1)) << SP__POOL_DONE_SHIFT);
-    if (pool->cache) sp__pool_cache_activate(pool, s, &g);
+    if (pool->cc) sp__pool_cache_activate(pool, s, &g);
     atomic_store_explicit(&sh->q, q, memory_order_release);
 }
 
@@ -421,7 +421,7 @@ static uint32_t put_back(sp_pool *pool, uint32_t w, int crash, uint32_t cause) {
         }
         /* A worker that died writing a batch file: the batch is in the
          * slot (every position DONE), so the consumer writes it again. */
-        if (pool->sc) sp__pool_cache_worker_died(pool, s, w);
+        if (pool->cc) sp__pool_cache_worker_died(pool, s, w);
     }
     return charged;
 }
@@ -557,12 +557,12 @@ int sp__pool_poll(sp_pool *pool, uint32_t *slot, uint64_t *qout, sp_error *err) 
         if (rc != 0) return rc;
         if (!polled || !slot_complete(pool, q, sh->count)) return SP__POOL_AGAIN;
     }
-    if (pool->sc && pool->smode[s] == SP__SCM_FILL && !sp__pool_cache_settled(pool, s)) {
+    if (pool->cc && !sp__pool_cache_settled(pool, s)) {
         int polled, rc = poll_due(pool, &polled, err);   /* a worker writes it: watch it */
         return rc != 0 ? rc : SP__POOL_AGAIN;
     }
     atomic_thread_fence(memory_order_acquire);
-    if (pool->cache) sp__pool_cache_take(pool, q, s);
+    if (pool->cc) sp__pool_cache_take(pool, q, s);
     pool->last_ready_ns = atomic_load(&sh->ready_ns);
     pool->last_taken_ns = sp__now_ns();
     pool->taken++;
@@ -604,7 +604,7 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
     *view = sp__pool_slot_view(pool, s, &g);
     sp_error e;
     sp_error_clear(&e);
-    if (!pool->sc || !sp__pool_cache_finish(pool, s, view))
+    if (!pool->cc || !sp__pool_cache_finish(pool, s, view))
         rc = sp__batch_finalize(pool->ld, view, sp__slot_items(h, s), &e);
     if (rc != 0) {
         pool->taken--;   /* the state names the failing batch */
@@ -635,7 +635,7 @@ void sp_pool_state(const sp_pool *pool, sp_loader_state *st) {
 }
 
 sp_loader *sp_pool_loader(sp_pool *pool) { return pool->ld; }
-sp_cache *sp_pool_cache(sp_pool *pool) { return pool->cache; }
+sp_cache *sp_pool_cache(sp_pool *pool) { return sp__pool_cache_of(pool->cc); }
 
 int sp_pool_worker_pid(const sp_pool *pool, int w) {
     return (w >= 0 && w < pool->nworkers) ? (int)pool->pids[w] : 0;
@@ -720,9 +720,11 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
                           (unsigned long long)pool->total);
         goto fail;
     }
-    if (pcfg->cache_dir && (rc = sp__pool_cache_open(pool, pcfg, err)) != 0) goto fail;
+    /* A batch file with failed samples is taken whole by the plain pool, not
+     * the service's (it finalises per rank from the positions). */
+    int whole = !(pcfg->region_name && pcfg->region_name[0]);
+    if (pcfg->cache_dir && (rc = sp__pool_cache_open(pool, pcfg, whole, err)) != 0) goto fail;
     pool->respawn_limit = SP_POOL_RESPAWN_BOUND(pcfg->workers);
-    pool->cache_whole = !(pcfg->region_name && pcfg->region_name[0]);   /* not the service's */
 #ifdef SEEDPIPE_TEST_HOOKS   /* pool.h: test builds only */
     const char *crash = getenv("SEEDPIPE_TEST_CRASH_SAMPLE");
     pool->crash_sample = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
@@ -730,8 +732,6 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     pool->crash_signal = crash && *crash ? atoi(crash) : SIGSEGV;
     crash = getenv("SEEDPIPE_TEST_CRASH_TIMES");
     pool->crash_times = crash && *crash ? (uint32_t)strtoul(crash, NULL, 10) : UINT32_MAX;
-    crash = getenv("SEEDPIPE_TEST_CRASH_CACHE_WRITE");
-    pool->crash_cache_write = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
 #endif
 
     sp__ring_hdr hh;

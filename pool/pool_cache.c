@@ -5,9 +5,11 @@
  * when its batch is taken, the batches the consumer writes itself).
  *
  * Called by pool.c only (pool_internal.h: sp__pool_cache_*()); it calls
- * down into the cache (cache) and the loader, and shares only
- * pool_internal.h's struct and inline helpers with pool.c: it never calls
- * back into pool.c.
+ * down into the cache (cache/) and the loader, and never calls back into
+ * pool.c. Its state is its own: the controller, struct sp__pool_cc below
+ * (pool->cc, which pool.c only passes on); of the pool it reads the
+ * geometry (loader, ring header, R, cap, nb, total) and uses the slot
+ * helpers inline in pool_internal.h.
  *
  * HOW IT WORKS
  *
@@ -48,7 +50,7 @@
  * (no worker can be writing into it then).
  *
  * The consumer's part. Epochs enter the ring in order and leave it
- * (their last batch taken) in order: pool->ec is a FIFO of their reader or
+ * (their last batch taken) in order: cc->ec is a FIFO of their reader or
  * writer, opened when an epoch's first batch is activated and committed or
  * closed when its last batch is taken. Each activated slot gets the
  * epoch's mode and what its worker needs (entry key or staging directory,
@@ -67,6 +69,62 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* Record states: BUSY carries the worker id in bits 8..15. */
+enum {
+    SP__SCR_EMPTY = 0,
+    SP__SCR_BUSY = 1,
+    SP__SCR_OK = 2,
+    SP__SCR_FAILED = 3,
+    SP__SCR_CONSUMER = 4,
+    SP__SCR_FALLBACK = 5
+};
+
+/* One per slot, in a shared mapping of its own (cc->sc). */
+typedef struct sp__slot_cache {
+    _Atomic uint32_t mode;       /* SP__SCM_* */
+    _Atomic uint32_t state;      /* SP__SCR_* | worker << 8 */
+    int32_t code, enoent;        /* FAILED / FALLBACK: the problem (code 0: none to report) */
+    int32_t filter;              /* FILL: the writer's image filter */
+    /* READ, state OK: the slot holds the file's finished batch (skipped
+     * and substituted lists, `count` samples; the plain pool only); the
+     * failure records, nfailures of them, are copied into the slot's item
+     * array as the file holds them, for the consumer to log. */
+    uint32_t whole, count, nskipped, nsubst, nfailures;
+    int32_t partial;             /* FILL: its writer died: a partial file may be there */
+    sp_digest key;               /* the entry key */
+    sp__cm_batch line;           /* READ: the manifest's line; FILL: the file written */
+    char name[128];              /* READ: the entry key; FILL: the staging dir under .tmp */
+    char msg[SP_ERROR_MSG_MAX];
+} sp__slot_cache;
+
+/* The consumer's per-epoch cache state, oldest epoch first. */
+typedef struct sp__epoch_cache {
+    uint32_t epoch, mode;
+    sp_cache_reader *rd;
+    sp_cache_writer *wr;
+} sp__epoch_cache;
+
+/* The controller: what the cache protocol keeps (pool->cc). The slot
+ * records are shared with the workers (a MAP_SHARED mapping made before
+ * they fork); the rest is the consumer's. */
+struct sp__pool_cc {
+    sp_cache *cache;
+    sp__slot_cache *sc;                /* R records, shared with the workers */
+    uint32_t R;
+    uint32_t *smode;                   /* per slot: the mode it was activated with */
+    sp__epoch_cache *ec;               /* FIFO of the epochs in the ring */
+    uint32_t ec_cap, ec_head, ec_n;
+    int warned_unsupp;
+    int whole;                         /* batches with failures read too (not the service) */
+    uint64_t crash_write;              /* test hook (SEEDPIPE_TEST_CRASH_CACHE_WRITE), UINT64_MAX: none */
+};
+
+uint32_t sp__pool_cache_mode(const sp__pool_cc *cc, uint32_t s) {
+    return cc ? atomic_load(&cc->sc[s].mode) : SP__SCM_NONE;
+}
+
+sp_cache *sp__pool_cache_of(const sp__pool_cc *cc) { return cc ? cc->cache : NULL; }
+
 /* ---- worker side ------------------------------------------------------------ */
 
 /* A batch file read into slot s that has failed samples (skipped or
@@ -77,8 +135,8 @@
  * (kept), 0 (the service's pool, or too many records: computed instead). */
 static int keep_whole(sp__worker_ctx *wc, uint32_t s, const sp__cb_header *hd) {
     sp_pool *pool = wc->pool;
-    sp__slot_cache *sc = &pool->sc[s];
-    if (!pool->cache_whole || hd->nfailures > pool->cap) return 0;
+    sp__slot_cache *sc = &pool->cc->sc[s];
+    if (!pool->cc->whole || hd->nfailures > pool->cap) return 0;
     size_t fixed = (size_t)hd->count * 12 + (size_t)hd->nskipped * 8 +
                    (size_t)hd->nsubstituted * 16;
     if (hd->meta_raw < fixed || hd->meta_raw - fixed > (size_t)pool->cap * sizeof(sp__item))
@@ -100,7 +158,7 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
                         uint32_t crash) {
     sp_pool *pool = wc->pool;
     sp__ring_hdr *h = pool->h;
-    sp__slot_cache *sc = &pool->sc[s];
+    sp__slot_cache *sc = &pool->cc->sc[s];
     atomic_store(&sc->state, SP__SCR_BUSY | (wc->w << 8));
     sp_error e;
     sp_error_clear(&e);
@@ -111,7 +169,7 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
         e.code = 0;
     } else {
         char dir[PATH_CAP + 160], name[32];
-        snprintf(dir, sizeof dir, "%s/%s", sp_cache_dir(pool->cache), sc->name);
+        snprintf(dir, sizeof dir, "%s/%s", sp_cache_dir(pool->cc->cache), sc->name);
         snprintf(name, sizeof name, "b%08" PRIu64, g->index);
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0) {
@@ -167,7 +225,7 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
 void sp__pool_cache_write(sp__worker_ctx *wc, uint32_t s, const sp__batch_geo *g) {
     sp_pool *pool = wc->pool;
     sp__ring_hdr *h = pool->h;
-    sp__slot_cache *sc = &pool->sc[s];
+    sp__slot_cache *sc = &pool->cc->sc[s];
     uint32_t expect = SP__SCR_EMPTY;
     if (!atomic_compare_exchange_strong(&sc->state, &expect, SP__SCR_BUSY | (wc->w << 8))) return;
     const sp__item *it = sp__slot_items(h, s);
@@ -177,9 +235,9 @@ void sp__pool_cache_write(sp__worker_ctx *wc, uint32_t s, const sp__batch_geo *g
             return;
         }
     sp_batch b = sp__pool_slot_view(pool, s, g);
-    const sp_cache_opts *o = sp__cache_opts(pool->cache);
+    const sp_cache_opts *o = sp__cache_opts(pool->cc->cache);
     char dir[PATH_CAP + 160];
-    snprintf(dir, sizeof dir, "%s/.tmp/%s", sp_cache_dir(pool->cache), sc->name);
+    snprintf(dir, sizeof dir, "%s/.tmp/%s", sp_cache_dir(pool->cc->cache), sc->name);
     sp_error e;
     sp_error_clear(&e);
     int rc, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -193,7 +251,7 @@ void sp__pool_cache_write(sp__worker_ctx *wc, uint32_t s, const sp__batch_geo *g
         close(dfd);
     }
 #ifdef SEEDPIPE_TEST_HOOKS
-    if (g->index == pool->crash_cache_write) {   /* test hook: die with the file written */
+    if (g->index == pool->cc->crash_write) {   /* test hook: die with the file written */
         signal(SIGSEGV, SIG_DFL);
         raise(SIGSEGV);
     }
@@ -219,30 +277,30 @@ static void cwarn(sp_pool *pool, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sp__cache_warn(pool->cache, msg);
+    sp__cache_warn(pool->cc->cache, msg);
 }
 
 static sp__epoch_cache *ec_tail(sp_pool *pool) {
-    return pool->ec_n ? &pool->ec[(pool->ec_head + pool->ec_n - 1) % pool->ec_cap] : NULL;
+    return pool->cc->ec_n ? &pool->cc->ec[(pool->cc->ec_head + pool->cc->ec_n - 1) % pool->cc->ec_cap] : NULL;
 }
 
 /* Look up epoch e, whose first batch in this stream is `index`. */
 static void ec_open(sp_pool *pool, uint32_t epoch, uint64_t index) {
-    sp__epoch_cache *ec = &pool->ec[(pool->ec_head + pool->ec_n) % pool->ec_cap];
-    pool->ec_n++;
+    sp__epoch_cache *ec = &pool->cc->ec[(pool->cc->ec_head + pool->cc->ec_n) % pool->cc->ec_cap];
+    pool->cc->ec_n++;
     memset(ec, 0, sizeof *ec);
     ec->epoch = epoch;
     ec->mode = SP__SCM_NONE;
     sp_error e;
     sp_error_clear(&e);
     if (sp_loader_config_of(pool->ld)->rng_mode == SP_RNG_PER_WORKER) {
-        if (!pool->warned_unsupp++)
+        if (!pool->cc->warned_unsupp++)
             cwarn(pool, "%s: per-worker rng mode is not cacheable (its bytes depend on the "
                   "order batches are computed in); the stream runs uncached",
-                  sp_cache_dir(pool->cache));
+                  sp_cache_dir(pool->cc->cache));
         return;
     }
-    int rc = sp_cache_reader_open(pool->cache, pool->ld, epoch, &ec->rd, &e);
+    int rc = sp_cache_reader_open(pool->cc->cache, pool->ld, epoch, &ec->rd, &e);
     if (rc == 0) {
         ec->mode = SP__SCM_READ;
         return;
@@ -250,14 +308,14 @@ static void ec_open(sp_pool *pool, uint32_t epoch, uint64_t index) {
     if (e.code) cwarn(pool, "%s", e.msg);
     if (index != 0) return;   /* a resumed epoch is not filled: it lacks its start */
     sp_error_clear(&e);
-    rc = sp_cache_writer_open(pool->cache, pool->ld, epoch, &ec->wr, &e);
+    rc = sp_cache_writer_open(pool->cc->cache, pool->ld, epoch, &ec->wr, &e);
     if (rc == 0) ec->mode = SP__SCM_FILL;
     else if (rc != SP_CACHE_SKIP) cwarn(pool, "%s", e.msg);
 }
 
 /* The oldest epoch's last batch was taken: commit or close, pop. */
 static void ec_close(sp_pool *pool) {
-    sp__epoch_cache *ec = &pool->ec[pool->ec_head];
+    sp__epoch_cache *ec = &pool->cc->ec[pool->cc->ec_head];
     if (ec->wr) {
         sp_error e;
         sp_error_clear(&e);
@@ -267,8 +325,8 @@ static void ec_close(sp_pool *pool) {
     }
     sp_cache_reader_close(ec->rd);
     memset(ec, 0, sizeof *ec);
-    pool->ec_head = (pool->ec_head + 1) % pool->ec_cap;
-    pool->ec_n--;
+    pool->cc->ec_head = (pool->cc->ec_head + 1) % pool->cc->ec_cap;
+    pool->cc->ec_n--;
 }
 
 /* The epoch's entry cannot be completed: spoil its writer. It is aborted
@@ -289,7 +347,7 @@ void sp__pool_cache_activate(sp_pool *pool, uint32_t s, const sp__batch_geo *g) 
         ec_open(pool, g->epoch, g->index);
         t = ec_tail(pool);
     }
-    sp__slot_cache *sc = &pool->sc[s];
+    sp__slot_cache *sc = &pool->cc->sc[s];
     sc->code = sc->enoent = sc->partial = 0;
     sc->msg[0] = '\0';
     memset(&sc->line, 0, sizeof sc->line);
@@ -308,7 +366,7 @@ void sp__pool_cache_activate(sp_pool *pool, uint32_t s, const sp__batch_geo *g) 
         sc->key = sp__cache_writer_key(t->wr);
         sc->filter = sp__cache_writer_filter(t->wr);
     }
-    pool->smode[s] = mode;
+    pool->cc->smode[s] = mode;
     atomic_store(&sc->state, SP__SCR_EMPTY);
     atomic_store(&sc->mode, mode);
 }
@@ -336,7 +394,7 @@ static void consumer_put(sp_pool *pool, sp__epoch_cache *ec, uint32_t s,
     b.count = g->count;
     b.epoch = g->epoch;
     b.index = g->index;
-    if (pool->sc[s].partial) sp__cache_writer_discard(ec->wr, g->index);
+    if (pool->cc->sc[s].partial) sp__cache_writer_discard(ec->wr, g->index);
     if (sp__batch_finalize(pool->ld, &b, items, &e) != 0)
         ec_drop_writer(pool, ec, NULL);   /* the stream fails here (on_error fail) */
     else if (sp_cache_writer_put(ec->wr, &b, &e) != 0)
@@ -345,10 +403,11 @@ static void consumer_put(sp_pool *pool, sp__epoch_cache *ec, uint32_t s,
     free(items);
 }
 
-/* FILL: 1 once the slot's write is settled (done, failed, or the
- * consumer's to do); a worker that is still writing holds the batch back. */
+/* 1 unless the slot is FILL and its write not settled (done, failed, or the
+ * consumer's to do): a worker that is still writing holds the batch back. */
 int sp__pool_cache_settled(sp_pool *pool, uint32_t s) {
-    sp__slot_cache *sc = &pool->sc[s];
+    if (pool->cc->smode[s] != SP__SCM_FILL) return 1;
+    sp__slot_cache *sc = &pool->cc->sc[s];
     uint32_t expect = SP__SCR_EMPTY;
     if (atomic_compare_exchange_strong(&sc->state, &expect, SP__SCR_CONSUMER)) return 1;
     return (expect & 0xff) != SP__SCR_BUSY;
@@ -357,23 +416,23 @@ int sp__pool_cache_settled(sp_pool *pool, uint32_t s) {
 /* Batch q (slot s) is being taken: account for what its worker did. */
 void sp__pool_cache_take(sp_pool *pool, uint64_t q, uint32_t s) {
     sp__batch_geo g = sp__pool_geo_of(pool, q);
-    sp__epoch_cache *ec = &pool->ec[pool->ec_head];
-    sp__slot_cache *sc = &pool->sc[s];
-    sp_cache_stats *cst = &pool->cache->st;
+    sp__epoch_cache *ec = &pool->cc->ec[pool->cc->ec_head];
+    sp__slot_cache *sc = &pool->cc->sc[s];
+    sp_cache_stats *cst = &pool->cc->cache->st;
     uint32_t st = atomic_load(&sc->state) & 0xff;
-    if (pool->smode[s] == SP__SCM_READ && (st == SP__SCR_OK || g.count == 0)) {
+    if (pool->cc->smode[s] == SP__SCM_READ && (st == SP__SCR_OK || g.count == 0)) {
         /* (An empty batch, a rank's slice past the data, has nothing to read.) */
         sp__cache_reader_count(ec->rd, g.index);
     } else {
         cst->batches_computed++;
-        if (pool->smode[s] == SP__SCM_READ && sc->code && ec->mode == SP__SCM_READ) {
+        if (pool->cc->smode[s] == SP__SCM_READ && sc->code && ec->mode == SP__SCM_READ) {
             sp_error e;
             e.code = sc->code;
             memcpy(e.msg, sc->msg, sizeof e.msg);
             sp__cache_reader_failed(ec->rd, sc->enoent, &e);
             cwarn(pool, "%s; batch recomputed", e.msg);
             ec->mode = SP__SCM_NONE;   /* one report per entry; the rest is computed */
-        } else if (pool->smode[s] == SP__SCM_FILL && ec->mode == SP__SCM_FILL) {
+        } else if (pool->cc->smode[s] == SP__SCM_FILL && ec->mode == SP__SCM_FILL) {
             if (st == SP__SCR_OK) {
                 sp_batch b;
                 memset(&b, 0, sizeof b);
@@ -399,9 +458,9 @@ void sp__pool_cache_take(sp_pool *pool, uint64_t q, uint32_t s) {
  * position DONE). */
 void sp__pool_cache_worker_died(sp_pool *pool, uint32_t s, uint32_t w) {
     uint32_t busy = SP__SCR_BUSY | (w << 8);
-    if (pool->sc && pool->smode[s] == SP__SCM_FILL && atomic_load(&pool->sc[s].state) == busy) {
-        pool->sc[s].partial = 1;
-        atomic_compare_exchange_strong(&pool->sc[s].state, &busy, SP__SCR_CONSUMER);
+    if (pool->cc->smode[s] == SP__SCM_FILL && atomic_load(&pool->cc->sc[s].state) == busy) {
+        pool->cc->sc[s].partial = 1;
+        atomic_compare_exchange_strong(&pool->cc->sc[s].state, &busy, SP__SCR_CONSUMER);
     }
 }
 
@@ -409,8 +468,8 @@ void sp__pool_cache_worker_died(sp_pool *pool, uint32_t s, uint32_t w) {
  * file's count and lists are in the slot already; its failure records are
  * logged as the in-process reader logs them (sp__cb_replay_failures()). */
 int sp__pool_cache_finish(sp_pool *pool, uint32_t s, sp_batch *view) {
-    sp__slot_cache *sc = &pool->sc[s];
-    if (pool->smode[s] != SP__SCM_READ || (atomic_load(&sc->state) & 0xff) != SP__SCR_OK ||
+    sp__slot_cache *sc = &pool->cc->sc[s];
+    if (pool->cc->smode[s] != SP__SCM_READ || (atomic_load(&sc->state) & 0xff) != SP__SCR_OK ||
         !sc->whole)
         return 0;
     view->count = sc->count;
@@ -425,31 +484,45 @@ int sp__pool_cache_finish(sp_pool *pool, uint32_t s, sp_batch *view) {
 
 /* ---- opening and closing ------------------------------------------------------ */
 
-int sp__pool_cache_open(sp_pool *pool, const sp_pool_config *pcfg, sp_error *err) {
-    int rc = sp_cache_open(pcfg->cache_dir, pcfg->cache_opts, &pool->cache, err);
+int sp__pool_cache_open(sp_pool *pool, const sp_pool_config *pcfg, int whole, sp_error *err) {
+    sp__pool_cc *cc = calloc(1, sizeof *cc);
+    if (!cc) return sp_error_set(err, SP_ENOMEM, "pool: out of memory for the cache records");
+    pool->cc = cc;
+    cc->R = pool->R;
+    cc->whole = whole;
+    cc->crash_write = UINT64_MAX;
+#ifdef SEEDPIPE_TEST_HOOKS   /* pool.h: test builds only */
+    const char *crash = getenv("SEEDPIPE_TEST_CRASH_CACHE_WRITE");
+    if (crash && *crash) cc->crash_write = strtoull(crash, NULL, 10);
+#endif
+    int rc = sp_cache_open(pcfg->cache_dir, pcfg->cache_opts, &cc->cache, err);
     if (rc != 0) return rc;
-    void *m = mmap(NULL, (size_t)pool->R * sizeof *pool->sc, PROT_READ | PROT_WRITE,
+    void *m = mmap(NULL, (size_t)cc->R * sizeof *cc->sc, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    pool->ec_cap = pool->R + 2;   /* epochs in the ring: at most R + 1 */
-    pool->smode = calloc(pool->R, sizeof *pool->smode);
-    pool->ec = calloc(pool->ec_cap, sizeof *pool->ec);
-    if (m == MAP_FAILED || !pool->smode || !pool->ec) {
-        if (m != MAP_FAILED) munmap(m, (size_t)pool->R * sizeof *pool->sc);
+    cc->ec_cap = cc->R + 2;   /* epochs in the ring: at most R + 1 */
+    cc->smode = calloc(cc->R, sizeof *cc->smode);
+    cc->ec = calloc(cc->ec_cap, sizeof *cc->ec);
+    if (m == MAP_FAILED || !cc->smode || !cc->ec) {
+        if (m != MAP_FAILED) munmap(m, (size_t)cc->R * sizeof *cc->sc);
         return sp_error_set(err, SP_ENOMEM, "pool: out of memory for the cache records");
     }
-    pool->sc = m;
+    cc->sc = m;
     return SP_OK;
 }
 
 void sp__pool_cache_close(sp_pool *pool) {
-    while (pool->ec_n) {   /* unfinished epochs: nothing is committed */
-        sp__epoch_cache *ec = &pool->ec[pool->ec_head];
+    sp__pool_cc *cc = pool->cc;
+    if (!cc) return;
+    while (cc->ec && cc->ec_n) {   /* unfinished epochs: nothing is committed */
+        sp__epoch_cache *ec = &cc->ec[cc->ec_head];
         sp_cache_writer_abort(ec->wr);
         ec->wr = NULL;
         ec_close(pool);
     }
-    if (pool->sc) munmap(pool->sc, (size_t)pool->R * sizeof *pool->sc);
-    free(pool->smode);
-    free(pool->ec);
-    sp_cache_close(pool->cache);
+    if (cc->sc) munmap(cc->sc, (size_t)cc->R * sizeof *cc->sc);
+    free(cc->smode);
+    free(cc->ec);
+    sp_cache_close(cc->cache);
+    free(cc);
+    pool->cc = NULL;
 }

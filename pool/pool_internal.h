@@ -1,9 +1,9 @@
 /* pool_internal.h - what the worker pool (pool.c) and its cache protocol
- * (pool_cache.c) share: the pool's struct, each slot's shared cache record,
- * the consumer's per-epoch cache state, a worker's context, the stream's
- * geometry and three small inline helpers on a slot (its view as a batch,
- * its tagged completion counter, the wake-ups), and the calls pool.c makes
- * into pool_cache.c.
+ * (pool_cache.c) share: the pool's struct (with a pointer to the cache's
+ * controller, whose state is pool_cache.c's own), a worker's context, the
+ * stream's geometry and three small inline helpers on a slot (its view as a
+ * batch, its tagged completion counter, the wake-ups), and the calls
+ * pool.c makes into pool_cache.c.
  *
  * Not a public header; included by pool/pool.c and
  * pool/pool_cache.c only. The arrow points one way: pool.c calls the
@@ -38,45 +38,12 @@ static inline uint32_t sp__crash_kills(uint32_t c) { return (c >> 8) & 0xff; }
 /* The budget: a position charged with this many crashes is not tried again. */
 #define SP__CRASH_BUDGET 2
 
-/* ---- the cache's shared records ---------------------------------------------- */
+/* ---- the epoch cache ---------------------------------------------------------- */
 
-/* Slot cache modes, decided per epoch by the consumer when a batch is
- * activated; READ turns into NONE when the worker can't use the file. */
+/* Slot cache modes (sp__pool_cache_mode()), decided per epoch by the
+ * consumer when a batch is activated; READ turns into NONE when the worker
+ * can't use the file. */
 enum { SP__SCM_NONE = 0, SP__SCM_READ = 1, SP__SCM_FILL = 2 };
-/* Record states: BUSY carries the worker id in bits 8..15. */
-enum {
-    SP__SCR_EMPTY = 0,
-    SP__SCR_BUSY = 1,
-    SP__SCR_OK = 2,
-    SP__SCR_FAILED = 3,
-    SP__SCR_CONSUMER = 4,
-    SP__SCR_FALLBACK = 5
-};
-
-/* One per slot, in a shared mapping of its own (pool->sc). */
-typedef struct sp__slot_cache {
-    _Atomic uint32_t mode;       /* SP__SCM_* */
-    _Atomic uint32_t state;      /* SP__SCR_* | worker << 8 */
-    int32_t code, enoent;        /* FAILED / FALLBACK: the problem (code 0: none to report) */
-    int32_t filter;              /* FILL: the writer's image filter */
-    /* READ, state OK: the slot holds the file's finished batch (skipped
-     * and substituted lists, `count` samples; the plain pool only); the
-     * failure records, nfailures of them, are copied into the slot's item
-     * array as the file holds them, for the consumer to log. */
-    uint32_t whole, count, nskipped, nsubst, nfailures;
-    int32_t partial;             /* FILL: its writer died: a partial file may be there */
-    sp_digest key;               /* the entry key */
-    sp__cm_batch line;           /* READ: the manifest's line; FILL: the file written */
-    char name[128];              /* READ: the entry key; FILL: the staging dir under .tmp */
-    char msg[SP_ERROR_MSG_MAX];
-} sp__slot_cache;
-
-/* The consumer's per-epoch cache state, oldest epoch first. */
-typedef struct sp__epoch_cache {
-    uint32_t epoch, mode;
-    sp_cache_reader *rd;
-    sp_cache_writer *wr;
-} sp__epoch_cache;
 
 /* ---- the pool ------------------------------------------------------------------ */
 
@@ -99,18 +66,12 @@ struct sp_pool {
     uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
     int crash_signal;                  /* ... the signal it raises (SIGSEGV) */
     uint32_t crash_times;              /* ... while the position saw fewer deaths */
-    uint64_t crash_cache_write;        /* test hook, UINT64_MAX: none */
 #endif
     int sticky;                        /* a stream error: returned again */
     sp_error sticky_err;
-    /* The epoch cache (NULL: none); see pool_cache.c. */
-    sp_cache *cache;
-    sp__slot_cache *sc;                /* R records, shared with the workers */
-    uint32_t *smode;                   /* per slot: the mode it was activated with */
-    sp__epoch_cache *ec;               /* FIFO of the epochs in the ring */
-    uint32_t ec_cap, ec_head, ec_n;
-    int warned_unsupp;
-    int cache_whole;                   /* batches with failures read too (not the service) */
+    /* The epoch cache's controller (NULL: no cache), pool_cache.c's own:
+     * pool.c reaches it only through the sp__pool_cache_*() calls below. */
+    struct sp__pool_cc *cc;
 };
 
 /* A worker process's own state (pool.c's worker loop). */
@@ -206,15 +167,24 @@ const char *sp__pool_sig_name(unsigned sig);
 
 /* ---- the cache protocol (pool_cache.c), called by pool.c --------------------- */
 
-/*! sp__pool_cache_open() : open the cache at pcfg->cache_dir and map the
- *  slots' shared records (before any worker is forked). @return 0,
- *  sp_cache_open()'s error, or SP_ENOMEM; on error what was made is freed
- *  by sp__pool_cache_close(). */
-int sp__pool_cache_open(sp_pool *pool, const sp_pool_config *pcfg, sp_error *err);
+/* The controller (pool_cache.c; pool->cc, NULL without a cache). */
+typedef struct sp__pool_cc sp__pool_cc;
+
+/*! sp__pool_cache_open() : pool->cc: open the cache at pcfg->cache_dir and
+ *  map the slots' shared records (before any worker is forked); whole: a
+ *  batch file with failed samples may be taken as it is (the plain pool;
+ *  the service's pool computes it). @return 0, sp_cache_open()'s error, or
+ *  SP_ENOMEM; on error what was made is freed by sp__pool_cache_close(). */
+int sp__pool_cache_open(sp_pool *pool, const sp_pool_config *pcfg, int whole, sp_error *err);
 /*! sp__pool_cache_close() : abort the epochs still in the ring (nothing of
- *  them is committed), unmap the records, close the cache. Accepts a pool
- *  without a cache. */
+ *  them is committed), unmap the records, close the cache, free pool->cc.
+ *  Accepts a pool without a cache. */
 void sp__pool_cache_close(sp_pool *pool);
+/*! sp__pool_cache_mode() : slot s's mode now (SP__SCM_*; NONE without a
+ *  cache). Workers and the consumer ask it. */
+uint32_t sp__pool_cache_mode(const sp__pool_cc *cc, uint32_t s);
+/*! sp__pool_cache_of() : the cache (sp_pool_cache()), NULL without one. */
+sp_cache *sp__pool_cache_of(const sp__pool_cc *cc);
 
 /* Worker side. */
 /*! sp__pool_cache_read() : SP__SCM_READ: the holder of position 0 reads the
@@ -235,8 +205,9 @@ void sp__pool_cache_activate(sp_pool *pool, uint32_t s, const sp__batch_geo *g);
 /*! sp__pool_cache_worker_died() : worker w is gone: a FILL record it held
  *  BUSY becomes the consumer's (marked partial). */
 void sp__pool_cache_worker_died(sp_pool *pool, uint32_t s, uint32_t w);
-/*! sp__pool_cache_settled() : FILL slot s: 1 once its write is settled
- *  (done, failed, or the consumer's to do); 0 while a worker writes. */
+/*! sp__pool_cache_settled() : 1 unless slot s was activated FILL and a
+ *  worker still writes its file (0: hold the batch back); a FILL write is
+ *  settled once done, failed, or the consumer's to do. */
 int sp__pool_cache_settled(sp_pool *pool, uint32_t s);
 /*! sp__pool_cache_take() : batch q (slot s) is being taken: account for
  *  what its worker did; close the epoch after its last batch. */
