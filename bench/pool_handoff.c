@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     lc.drop_last = 1;
     uint32_t per_epoch = 4096u / (uint32_t)batch;
     uint32_t epochs = ((uint32_t)nbatches + per_epoch - 1) / per_epoch;
-    sp_pool_config pc = {workers, ring, epochs, NULL, NULL, NULL, NULL};
+    sp_pool_config pc = {workers, ring, epochs, NULL, NULL, NULL};
     sp_pool *pool;
     sp_error err;
     if (sp_pool_create(&lc, &pc, &pool, &err) != 0) {

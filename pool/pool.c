@@ -658,29 +658,27 @@ uint64_t sp__pool_total(const sp_pool *pool) { return pool->total; }
 
 /* Fork the workers. A service's named region is reserved already; the
  * pool's own ring is reserved by reserve_ring() ("Start-up"). */
-static int start_workers(sp_pool *pool, const sp_pool_config *pcfg, sp_error *err) {
+static int start_workers(sp_pool *pool, const char *region_name, sp_error *err) {
     uint64_t t0 = sp__trace_t0();
     for (int w = 0; w < pool->nworkers; w++) {
         int rc = spawn(pool, (uint32_t)w, err);
         if (rc != 0) return rc;
     }
     sp__trace_end(SP_TRACE_SPAWN, t0);
-    if (pcfg->region_name && pcfg->region_name[0]) pool->reserved = pool->region.size;
+    if (region_name) pool->reserved = pool->region.size;
     return SP_OK;
 }
 
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
                    sp_error *err) {
-    *out = NULL;
-    if (pcfg && pcfg->region_name && pcfg->region_name[0])
-        return sp_error_set(err, SP_EUNSUPP,
-                            "pool: a named region is the service's (service.h)");
-    return sp__pool_create_ex(lcfg, pcfg, 1, 1, out, err);
+    return sp__pool_create_ex(lcfg, pcfg, NULL, 1, 1, out, err);
 }
 
-int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg, uint32_t nranks,
-                       uint32_t span, sp_pool **out, sp_error *err) {
+int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
+                       const char *region_name, uint32_t nranks, uint32_t span, sp_pool **out,
+                       sp_error *err) {
     *out = NULL;
+    if (region_name && !region_name[0]) region_name = NULL;
     if (!lcfg || !pcfg) return sp_error_set(err, SP_EINVAL, "pool: missing config");
     if (pcfg->workers < 1 || pcfg->workers > SP_POOL_MAX_WORKERS)
         return sp_error_set(err, SP_EINVAL, "pool: %d workers (1..%d; 0 is the in-process loader)",
@@ -722,7 +720,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     }
     /* A batch file with failed samples is taken whole by the plain pool, not
      * the service's (it finalises per rank from the positions). */
-    int whole = !(pcfg->region_name && pcfg->region_name[0]);
+    int whole = region_name == NULL;
     if (pcfg->cache_dir && (rc = sp__pool_cache_open(pool, pcfg, whole, err)) != 0) goto fail;
     pool->respawn_limit = SP_POOL_RESPAWN_BOUND(pcfg->workers);
 #ifdef SEEDPIPE_TEST_HOOKS   /* pool.h: test builds only */
@@ -742,7 +740,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     hh.nranks = nranks;
     rc = sp__ring_layout(&hh, err);
     if (rc != 0) goto fail;
-    rc = sp__region_create(&pool->region, pcfg->region_name, hh.region_size, err);
+    rc = sp__region_create(&pool->region, region_name, hh.region_size, err);
     if (rc != 0) goto fail;
     sp__ring_hdr *h = (sp__ring_hdr *)pool->region.base;
     pool->h = h;
@@ -761,7 +759,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     for (uint64_t q = 0; q < pool->R && q < pool->total; q++) activate(pool, q);
     atomic_store(&h->released, 0);
     pool->parent = getpid();
-    if ((rc = start_workers(pool, pcfg, err)) != 0) goto fail;
+    if ((rc = start_workers(pool, region_name, err)) != 0) goto fail;
     *out = pool;
     return SP_OK;
 fail:

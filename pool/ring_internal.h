@@ -265,13 +265,14 @@ int sp__proc_alive(int pid, uint64_t start);
 struct sp_pool;
 struct sp_pool_config;
 #define SP__POOL_AGAIN 2
-/*! sp__pool_create_ex() : sp_pool_create() with pcfg->region_name allowed
- *  (a named region, O_EXCL, 0600), a per-slot rank table of nranks, and a
+/*! sp__pool_create_ex() : sp_pool_create() in a region named region_name
+ *  (NULL: anonymous; a name: O_EXCL, 0600), a per-slot rank table of nranks, and a
  *  loader whose batches are the span of `span` ranks from lcfg->rank
  *  (sp__loader_set_span(); 1: one rank; a span > 1 can't use the cache:
  *  SP_EUNSUPP). */
 int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config *pcfg,
-                       uint32_t nranks, uint32_t span, struct sp_pool **out, sp_error *err);
+                       const char *region_name, uint32_t nranks, uint32_t span,
+                       struct sp_pool **out, sp_error *err);
 /*! sp__pool_poll() : take the next batch if it is complete, without
  *  finalising it: @return 0 (*slot, *q set; taken), SP__POOL_AGAIN (not yet),
  *  SP_END, or a sticky error. Polls worker liveness every 10 ms. */

@@ -234,8 +234,8 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
         return rc;
     }
     sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
-                         scfg->name, scfg->cache_dir, scfg->cache_opts};
-    rc = sp__pool_create_ex(&lc, &pc, m, span, &svc->pool, err);
+                         scfg->cache_dir, scfg->cache_opts};
+    rc = sp__pool_create_ex(&lc, &pc, scfg->name, m, span, &svc->pool, err);
     if (rc != 0) {
         free(svc);
         return rc;

@@ -116,8 +116,8 @@ static int open_loader(sp_stream *s, const sp_loader_config *lcfg, const sp_stre
 
 static int open_pool(sp_stream *s, const sp_loader_config *lcfg, const sp_stream_config *sc,
                      sp_error *err) {
-    sp_pool_config pc = {sc->workers, sc->ring_slots, sc->epochs, sc->resume, NULL,
-                         sc->cache_dir, sc->cache_opts};
+    sp_pool_config pc = {sc->workers, sc->ring_slots, sc->epochs, sc->resume, sc->cache_dir,
+                         sc->cache_opts};
     int rc = sp_pool_create(lcfg, &pc, &s->pool, err);
     if (rc != 0) return rc;
     s->ld = sp_pool_loader(s->pool);

@@ -120,7 +120,7 @@ static void pool_run(const char *dir, const char *ds, sp_on_error oe, int worker
     config(&cfg, ds, oe);
     sp_cache_opts o;
     opts(&o, w);
-    sp_pool_config pc = {workers, 0, EPOCHS, NULL, NULL, dir, &o};
+    sp_pool_config pc = {workers, 0, EPOCHS, NULL, dir, &o};
     sp_pool *pool;
     sp_error err;
     CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
@@ -407,7 +407,7 @@ static void pool_cached(const char *dir, const char *ds, sp_on_error oe, fstream
     warns w = {0, ""};
     sp_cache_opts o;
     opts(&o, &w);
-    sp_pool_config pc = {2, 0, EPOCHS, NULL, NULL, dir, &o};
+    sp_pool_config pc = {2, 0, EPOCHS, NULL, dir, &o};
     sp_pool *pool;
     sp_error err;
     CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);

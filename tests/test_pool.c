@@ -194,7 +194,7 @@ static void wait_zombie(int pid) {
 static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_at, int stop_at,
                      int workers2, stream *s) {
     memset(s, 0, sizeof *s);
-    sp_pool_config pc = {workers, ring, EPOCHS, NULL, NULL, NULL, NULL};
+    sp_pool_config pc = {workers, ring, EPOCHS, NULL, NULL, NULL};
     sp_pool *pool;
     sp_error err;
     CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
@@ -452,7 +452,7 @@ static int kill_all(sp_pool *pool, int workers, int *killed, int *nkilled) {
  * meanwhile). @return the kills sent; s->deaths must equal them. */
 static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, stream *s) {
     memset(s, 0, sizeof *s);
-    sp_pool_config pc = {workers, 0, EPOCHS, NULL, NULL, NULL, NULL};
+    sp_pool_config pc = {workers, 0, EPOCHS, NULL, NULL, NULL};
     sp_pool *pool;
     sp_error err;
     CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
@@ -637,7 +637,7 @@ static void test_state_refusal(void) {
         if (!cases[i].ds) continue;   /* no PngSuite: no other dataset (SKIP above) */
         sp_loader_config o;
         cfg_of(&o, cases[i].ds, cases[i].pipe, cases[i].seed, 8);
-        sp_pool_config pc = {2, 0, EPOCHS, &st, NULL, NULL, NULL};
+        sp_pool_config pc = {2, 0, EPOCHS, &st, NULL, NULL};
         sp_pool *pool = NULL;
         CHECK(sp_pool_create(&o, &pc, &pool, &err) == SP_EMISMATCH);
         CHECK(pool == NULL);

@@ -120,8 +120,6 @@ typedef struct sp_pool_config {
     int ring_slots;                 /* R, 1..1024; 0: max(2, 2 * workers) */
     uint32_t epochs;                /* the stream ends before this epoch (>= 1) */
     const sp_loader_state *resume;  /* NULL: start at epoch 0, batch 0 */
-    const char *region_name;        /* NULL (anonymous); a named region is the
-                                       service's (service.h): SP_EUNSUPP here */
     const char *cache_dir;          /* NULL: no cache; else the epoch cache
                                        directory (cache.h), created if missing */
     const sp_cache_opts *cache_opts;   /* NULL: sp_cache_opts_default() */

@@ -115,7 +115,7 @@ class sp_cache_stats(Structure):
 
 class sp_pool_config(Structure):
     _fields_ = [("workers", c_int), ("ring_slots", c_int), ("epochs", c_uint32),
-                ("resume", POINTER(sp_loader_state)), ("region_name", c_char_p),
+                ("resume", POINTER(sp_loader_state)),
                 ("cache_dir", c_char_p), ("cache_opts", POINTER(sp_cache_opts)), _RESERVED]
 
 
