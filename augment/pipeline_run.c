@@ -34,6 +34,7 @@
  */
 #include "augment/pipeline_internal.h"
 #include "augment/decode_internal.h"
+#include "common/sbuf_internal.h"
 #include "common/trace_internal.h"
 
 #include <stddef.h>
@@ -572,24 +573,13 @@ int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
 
 /* ---- explain ------------------------------------------------------------------- */
 
-typedef struct ex_buf { char *b; size_t n, len; } ex_buf;
-
-static void ex_put(ex_buf *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ex_put(ex_buf *e, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = e->len < e->n ? e->b + e->len : NULL;
-    int k = vsnprintf(dst, dst ? e->n - e->len : 0, fmt, ap);
-    va_end(ap);
-    if (k > 0) e->len += (size_t)k;
-}
 
 /* The draws of sp_pipeline_run_checked(), op by op, without pixels: the
  * same functions are called with the same arguments, and the image size is
  * tracked through the geometric ops as they would change it. */
 size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
                            sp_format format, char *buf, size_t n) {
-    ex_buf e = {buf, n, 0};
+    sp__fbuf e = {buf, n, 0};
     if (n) buf[0] = '\0';
     if (!p || !ctx) return 0;
     static const char *const NAMES[3] = {"brightness", "contrast", "saturation"};
@@ -601,7 +591,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         if (at_source) s.src = &dummy;   /* pick_scale() only asks whether there is one */
         switch (op->kind) {
         case SP_OP_DECODE:
-            ex_put(&e, "%d decode: %dx%d %s, %s\n", k, W, H,
+            sp__fbuf_printf(&e, "%d decode: %dx%d %s, %s\n", k, W, H,
                    format == SP_FORMAT_JPEG ? "JPEG" : format == SP_FORMAT_PNG ? "PNG" : "pixels",
                    p->channels == 1 ? "gray" : "rgb");
             continue;
@@ -610,7 +600,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             sp_rrc_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
                           ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b);
             int d = pick_scale(&s, b.w, b.h, op->w, op->h);
-            ex_put(&e, "%d random_resized_crop: box x=%d y=%d w=%d h=%d of %dx%d -> %dx%d "
+            sp__fbuf_printf(&e, "%d random_resized_crop: box x=%d y=%d w=%d h=%d of %dx%d -> %dx%d "
                    "(decoded at 1/%d)\n", k, b.x, b.y, b.w, b.h, W, H, op->w, op->h, d);
             W = op->w;
             H = op->h;
@@ -619,7 +609,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         case SP_OP_RESIZE: {
             int ow, oh;
             sp__resize_dims(op, W, H, &ow, &oh);
-            ex_put(&e, "%d resize: %dx%d -> %dx%d (decoded at 1/%d)\n", k, W, H, ow, oh,
+            sp__fbuf_printf(&e, "%d resize: %dx%d -> %dx%d (decoded at 1/%d)\n", k, W, H, ow, oh,
                    pick_scale(&s, W, H, ow, oh));
             W = ow;
             H = oh;
@@ -629,12 +619,12 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             /* Per axis: the crop's offset, or the zero padding before and
              * after the image when the crop is larger (docs/pipeline.md). */
             int ox = sp_center_crop_offset(W, op->w), oy = sp_center_crop_offset(H, op->h);
-            ex_put(&e, "%d center_crop: ", k);
-            if (op->w > W) ex_put(&e, "pad x=%d,%d ", -ox, op->w - W + ox);
-            else ex_put(&e, "offset x=%d ", ox);
-            if (op->h > H) ex_put(&e, "pad y=%d,%d ", -oy, op->h - H + oy);
-            else ex_put(&e, "offset y=%d ", oy);
-            ex_put(&e, "of %dx%d -> %dx%d\n", W, H, op->w, op->h);
+            sp__fbuf_printf(&e, "%d center_crop: ", k);
+            if (op->w > W) sp__fbuf_printf(&e, "pad x=%d,%d ", -ox, op->w - W + ox);
+            else sp__fbuf_printf(&e, "offset x=%d ", ox);
+            if (op->h > H) sp__fbuf_printf(&e, "pad y=%d,%d ", -oy, op->h - H + oy);
+            else sp__fbuf_printf(&e, "offset y=%d ", oy);
+            sp__fbuf_printf(&e, "of %dx%d -> %dx%d\n", W, H, op->w, op->h);
             W = op->w;
             H = op->h;
             break;
@@ -646,23 +636,23 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             const char *name = op->kind == SP_OP_HFLIP   ? "hflip"
                              : op->kind == SP_OP_VFLIP ? "vflip" : "grayscale";
             const char *did = op->kind == SP_OP_GRAYSCALE ? "converted" : "flipped";
-            ex_put(&e, "%d %s: %s (u=%.4f %s p=%g)\n", k, name, u < op->p ? did : "not applied",
+            sp__fbuf_printf(&e, "%d %s: %s (u=%.4f %s p=%g)\n", k, name, u < op->p ? did : "not applied",
                    u, u < op->p ? "<" : ">=", op->p);
             break;
         }
         case SP_OP_COLOR_JITTER: {
             int32_t fq[3];
             const uint8_t *o = jitter_draw(op, (uint32_t)k, ctx, fq);
-            ex_put(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f, "
+            sp__fbuf_printf(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f, "
                    "order %s, %s, %s\n", k, fq[0] / 4096.0, fq[1] / 4096.0, fq[2] / 4096.0,
                    NAMES[o[0]], NAMES[o[1]], NAMES[o[2]]);
             break;
         }
         case SP_OP_NORMALIZE:
-            ex_put(&e, "%d normalize: fixed (no draw)\n", k);
+            sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
             break;
         default:
-            ex_put(&e, "%d (op %d): no draw\n", k, (int)op->kind);
+            sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);
             break;
         }
         if (sp__op_is_geometric(op->kind)) at_source = 0;

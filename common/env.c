@@ -2,6 +2,8 @@
 #include "seedpipe/env.h"
 #include "seedpipe/common.h"
 
+#include "common/sbuf_internal.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,36 +61,22 @@ static void gather(env_info *e, const sp_env_cuda_info *cuda) {
     if (cuda) e->cuda = *cuda;
 }
 
-/* A bounded appender (snprintf semantics over the whole output). */
-typedef struct out_buf {
-    char *p;
-    size_t n, len;
-} out_buf;
 
-static void put(out_buf *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t room = o->len < o->n ? o->n - o->len : 0;
-    int k = vsnprintf(room ? o->p + o->len : NULL, room, fmt, ap);
-    va_end(ap);
-    if (k > 0) o->len += (size_t)k;
-}
-
-static void put_str(out_buf *o, const char *s) {   /* a JSON string */
-    put(o, "\"");
+static void put_str(sp__fbuf *o, const char *s) {   /* a JSON string */
+    sp__fbuf_printf(o, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') put(o, "\\%c", c);
-        else if (c < 0x20) put(o, "\\u%04x", c);
-        else put(o, "%c", c);
+        if (c == '"' || c == '\\') sp__fbuf_printf(o, "\\%c", c);
+        else if (c < 0x20) sp__fbuf_printf(o, "\\u%04x", c);
+        else sp__fbuf_printf(o, "%c", c);
     }
-    put(o, "\"");
+    sp__fbuf_printf(o, "\"");
 }
 
 static void ver3(char *b, size_t n, const int v[3]) { snprintf(b, n, "%d.%d.%d", v[0], v[1], v[2]); }
 static void ver_cuda(char *b, size_t n, int v) { snprintf(b, n, "%d.%d", v / 1000, v % 1000 / 10); }
 
-static int finish(out_buf *o) {
+static int finish(sp__fbuf *o) {
     if (o->n) o->p[o->len < o->n ? o->len : o->n - 1] = '\0';
     return (int)o->len;
 }
@@ -96,10 +84,10 @@ static int finish(out_buf *o) {
 int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda) {
     env_info e;
     gather(&e, cuda);
-    out_buf o = {buf, n, 0};
-    put(&o, "{\"seedpipe\":");
+    sp__fbuf o = {buf, n, 0};
+    sp__fbuf_printf(&o, "{\"seedpipe\":");
     put_str(&o, sp_version_string());
-    put(&o, ",\"build\":{\"cuda\":%s,\"sanitizers\":\"%s\",\"assertions\":%s,"
+    sp__fbuf_printf(&o, ",\"build\":{\"cuda\":%s,\"sanitizers\":\"%s\",\"assertions\":%s,"
             "\"fp_contract\":\"off\"},\"compiler\":",
         e.cuda.compiled ? "true" : "false", SP_ENV_SANITIZERS,
 #ifdef NDEBUG
@@ -109,7 +97,7 @@ int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda) {
 #endif
     );
     put_str(&o, SP_ENV_COMPILER);
-    put(&o, ",\"libraries\":%s,\"cuda\":{\"compiled\":%s", e.libs,
+    sp__fbuf_printf(&o, ",\"libraries\":%s,\"cuda\":{\"compiled\":%s", e.libs,
         e.cuda.compiled ? "true" : "false");
     if (e.cuda.compiled) {
         char rt[32], drv[32], dnn[32], bl[32];
@@ -117,39 +105,39 @@ int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda) {
         ver_cuda(drv, sizeof drv, e.cuda.driver);
         ver3(dnn, sizeof dnn, e.cuda.cudnn);
         ver3(bl, sizeof bl, e.cuda.cublas);
-        put(&o, ",\"runtime\":\"%s\",\"driver\":\"%s\",\"cudnn\":\"%s\",\"cublas\":\"%s\"", rt,
+        sp__fbuf_printf(&o, ",\"runtime\":\"%s\",\"driver\":\"%s\",\"cudnn\":\"%s\",\"cublas\":\"%s\"", rt,
             e.cuda.driver ? drv : "none", dnn, bl);
         if (e.cuda.devices > 0) {
-            put(&o, ",\"devices\":%d,\"device\":{\"name\":", e.cuda.devices);
+            sp__fbuf_printf(&o, ",\"devices\":%d,\"device\":{\"name\":", e.cuda.devices);
             put_str(&o, e.cuda.name);
-            put(&o, ",\"compute_capability\":\"%d.%d\",\"memory_mib\":%llu}", e.cuda.cc_major,
+            sp__fbuf_printf(&o, ",\"compute_capability\":\"%d.%d\",\"memory_mib\":%llu}", e.cuda.cc_major,
                 e.cuda.cc_minor, e.cuda.memory_mib);
         } else {
-            put(&o, ",\"devices\":0,\"device\":\"no CUDA device\"");
+            sp__fbuf_printf(&o, ",\"devices\":0,\"device\":\"no CUDA device\"");
         }
         if (e.cuda.error[0]) {
-            put(&o, ",\"error\":");
+            sp__fbuf_printf(&o, ",\"error\":");
             put_str(&o, e.cuda.error);
         }
     }
-    put(&o, "},\"cpu\":{\"model\":");
+    sp__fbuf_printf(&o, "},\"cpu\":{\"model\":");
     put_str(&o, e.cpu);
-    put(&o, ",\"threads\":%ld},\"os\":{\"sysname\":", e.threads);
+    sp__fbuf_printf(&o, ",\"threads\":%ld},\"os\":{\"sysname\":", e.threads);
     put_str(&o, e.un.sysname);
-    put(&o, ",\"release\":");
+    sp__fbuf_printf(&o, ",\"release\":");
     put_str(&o, e.un.release);
-    put(&o, ",\"machine\":");
+    sp__fbuf_printf(&o, ",\"machine\":");
     put_str(&o, e.un.machine);
-    put(&o, "}}");
+    sp__fbuf_printf(&o, "}}");
     return finish(&o);
 }
 
 int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda) {
     env_info e;
     gather(&e, cuda);
-    out_buf o = {buf, n, 0};
-    put(&o, "seedpipe:    %s\n", sp_version_string());
-    put(&o, "build:       CUDA %s, sanitizers %s, assertions %s, fp-contract off\n",
+    sp__fbuf o = {buf, n, 0};
+    sp__fbuf_printf(&o, "seedpipe:    %s\n", sp_version_string());
+    sp__fbuf_printf(&o, "build:       CUDA %s, sanitizers %s, assertions %s, fp-contract off\n",
         e.cuda.compiled ? "compiled in" : "not compiled in", SP_ENV_SANITIZERS,
 #ifdef NDEBUG
         "off"
@@ -157,27 +145,27 @@ int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda) {
         "on"
 #endif
     );
-    put(&o, "compiler:    %s\n", SP_ENV_COMPILER);
-    put(&o, "libraries:   %s\n", e.libs);
+    sp__fbuf_printf(&o, "compiler:    %s\n", SP_ENV_COMPILER);
+    sp__fbuf_printf(&o, "libraries:   %s\n", e.libs);
     if (!e.cuda.compiled) {
-        put(&o, "CUDA:        not compiled in\n");
+        sp__fbuf_printf(&o, "CUDA:        not compiled in\n");
     } else {
         char rt[32], drv[32], dnn[32], bl[32];
         ver_cuda(rt, sizeof rt, e.cuda.runtime);
         ver_cuda(drv, sizeof drv, e.cuda.driver);
         ver3(dnn, sizeof dnn, e.cuda.cudnn);
         ver3(bl, sizeof bl, e.cuda.cublas);
-        put(&o, "CUDA:        runtime %s, driver %s\n", rt, e.cuda.driver ? drv : "none");
-        put(&o, "cuDNN:       %s\ncuBLAS:      %s\n", dnn, bl);
+        sp__fbuf_printf(&o, "CUDA:        runtime %s, driver %s\n", rt, e.cuda.driver ? drv : "none");
+        sp__fbuf_printf(&o, "cuDNN:       %s\ncuBLAS:      %s\n", dnn, bl);
         if (e.cuda.devices > 0)
-            put(&o, "device:      %s, compute capability %d.%d, %llu MiB (%d device%s)\n",
+            sp__fbuf_printf(&o, "device:      %s, compute capability %d.%d, %llu MiB (%d device%s)\n",
                 e.cuda.name, e.cuda.cc_major, e.cuda.cc_minor, e.cuda.memory_mib,
                 e.cuda.devices, e.cuda.devices == 1 ? "" : "s");
         else
-            put(&o, "device:      no CUDA device\n");
-        if (e.cuda.error[0]) put(&o, "cuda error:  %s\n", e.cuda.error);
+            sp__fbuf_printf(&o, "device:      no CUDA device\n");
+        if (e.cuda.error[0]) sp__fbuf_printf(&o, "cuda error:  %s\n", e.cuda.error);
     }
-    put(&o, "cpu:         %s, %ld threads\n", e.cpu, e.threads);
-    put(&o, "os:          %s %s %s\n", e.un.sysname, e.un.release, e.un.machine);
+    sp__fbuf_printf(&o, "cpu:         %s, %ld threads\n", e.cpu, e.threads);
+    sp__fbuf_printf(&o, "os:          %s %s %s\n", e.un.sysname, e.un.release, e.un.machine);
     return finish(&o);
 }

@@ -74,3 +74,12 @@ void sp__sbuf_free(sp__sbuf *b) {
     free(b->p);
     memset(b, 0, sizeof *b);
 }
+
+void sp__fbuf_printf(sp__fbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->len < b->n ? b->n - b->len : 0;
+    int k = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (k > 0) b->len += (size_t)k;
+}

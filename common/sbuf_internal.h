@@ -10,6 +10,11 @@
  * until the first append. The caller owns p (free() it, or
  * sp__sbuf_free()). Not thread-safe; no global state.
  *
+ * Beside it, sp__fbuf: text appended into the caller's fixed buffer with
+ * snprintf's rule over the whole output (len counts every byte asked for,
+ * so len >= n means it was cut), for the functions that fill a buffer the
+ * caller gives (sp_env_json(), sp_pipeline_explain()).
+ *
  * Not this: sp__buf (fileio_internal.h), a reader's reusable buffer of a
  * bounded size, and FILE streams over memory (open_memstream, which the
  * run record, the verify report and the tool use where a FILE is wanted).
@@ -42,5 +47,18 @@ void sp__sbuf_vprintf(sp__sbuf *b, const char *fmt, va_list ap);
 
 /*! sp__sbuf_free() : free b's memory and empty it. Accepts NULL. */
 void sp__sbuf_free(sp__sbuf *b);
+
+typedef struct sp__fbuf {
+    char *p;         /* the caller's buffer, n bytes (p may be NULL when n is 0) */
+    size_t n, len;   /* its size; the bytes asked for so far (may pass n) */
+} sp__fbuf;
+
+/*! sp__fbuf_printf() : append printf(fmt, ...) as far as it fits, keeping
+ *  a NUL after what fits (vsnprintf); len grows by the full length. */
+void sp__fbuf_printf(sp__fbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #endif

@@ -47,7 +47,7 @@ int sp__ds_is_image_ext(const char *ext) {
     static const char *const EXTS[] = {"png", "jpg", "jpeg"};
     for (size_t e = 0; e < sizeof EXTS / sizeof *EXTS; e++) {
         const char *x = ext, *y = EXTS[e];
-        while (*y && (*x >= 'A' && *x <= 'Z' ? *x - 'A' + 'a' : *x) == *y) x++, y++;
+        while (*y && sp__ds_lower(*x) == *y) x++, y++;
         if (!*x && !*y) return 1;   /* ASCII only: no locale decides what is an image */
     }
     return 0;

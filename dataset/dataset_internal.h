@@ -147,6 +147,9 @@ typedef struct sp__ds_entries {
 int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line);
 void sp__ds_entries_free(sp__ds_entries *e);
 
+/* c in ASCII lower case (no locale decides a file name's meaning). */
+static inline int sp__ds_lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
+
 /* malloc'd copy / "a/b" join (b returned as a copy when absolute). NULL on OOM. */
 char *sp__ds_strdup(const char *s);
 char *sp__ds_join(const char *a, const char *b);

@@ -67,8 +67,6 @@
 #define TAR_FROM_INDEX 1              /* read_shard(): taken from the shard's index file */
 #define TAR_MAX_OPEN 256             /* shards kept open for reading; more: open per read */
 
-static int lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
-
 static int ends_with(const char *s, const char *suf) {
     size_t ls = strlen(s), lf = strlen(suf);
     return ls > lf && strcmp(s + ls - lf, suf) == 0;
@@ -349,7 +347,7 @@ static const char *member_ext(const char *name, char *ext, size_t n) {
     const char *dot = strchr(slash ? slash + 1 : name, '.');
     size_t k = 0;
     if (dot)
-        for (const char *p = dot + 1; *p && k + 1 < n; p++) ext[k++] = (char)lower(*p);
+        for (const char *p = dot + 1; *p && k + 1 < n; p++) ext[k++] = (char)sp__ds_lower(*p);
     ext[k] = '\0';
     return dot;
 }

@@ -24,8 +24,6 @@
 
 #define TAR_BLOCK 512
 
-static int lower(int c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
-
 static void tar_header(uint8_t h[TAR_BLOCK], const char *name, uint64_t size) {
     memset(h, 0, TAR_BLOCK);
     snprintf((char *)h, 100, "%s", name);
@@ -96,7 +94,7 @@ int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t 
         const char *dot = strrchr(sp_dataset_path(ds, i), '.');
         size_t k = 0;
         for (const char *p = dot ? dot + 1 : "img"; *p && k + 1 < sizeof e; p++)
-            e[k++] = (char)lower(*p);
+            e[k++] = (char)sp__ds_lower(*p);
         e[k] = '\0';
         snprintf(name, sizeof name, "%09llu.%s", (unsigned long long)i, e);
         rc = write_member(fd, tmp, name, sd.src.bytes, sd.src.len, err);
