@@ -14,7 +14,12 @@ start (stdlib only; not a test itself: ctest runs tests/test_*.py).
    it counts requests and faults (stats()); with down_after=N it goes
    down once after N requests (its listening socket closed, every client
    connection reset, so connecting is refused) for down_for seconds, then
-   listens on the same port again (a server restarting).
+   listens on the same port again (a server restarting); with token=T it
+   also counts, among those requests, the ones whose head carries
+   `x-amz-security-token: T` ("token") and, of those, the ones whose
+   `Authorization: AWS4-HMAC-SHA256 ...` lists x-amz-security-token in its
+   SignedHeaders ("token_signed") (T reaches it in its environment, never
+   on its command line, and is never written: only the counts are).
 
 Every server binds 127.0.0.1 only and is stopped by its stop() (the tests
 call it in `finally`); a server that cannot start raises Unavailable with
@@ -23,7 +28,8 @@ the reason, which the tests print as a SKIP line.
     python3 tests/remote_servers.py proxy UPSTREAM_PORT [--latency-ms MS]
         [--fault-rate P] [--seed S] [--stats FILE] [--down-after N --down-for S]
 runs the proxy in the foreground (prints "listening PORT"; on SIGTERM
-writes its counts to FILE as JSON).
+writes its counts to FILE as JSON; $SEEDPIPE_PROXY_TOKEN, when set, is the
+token it counts).
 """
 import json
 import os
@@ -270,13 +276,17 @@ class Proxy:
     """The proxy below in a child process, in front of 127.0.0.1:upstream."""
 
     def __init__(self, upstream, tmp, latency_ms=0, fault_rate=0.0, seed=1, down_after=0,
-                 down_for=0.0):
+                 down_for=0.0, token=None):
         self.stats_file = os.path.join(tmp, f"proxy-{upstream}-{seed}.json")
+        env = dict(os.environ)
+        env.pop("SEEDPIPE_PROXY_TOKEN", None)
+        if token is not None:
+            env["SEEDPIPE_PROXY_TOKEN"] = token
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "proxy", str(upstream),
              "--latency-ms", str(latency_ms), "--fault-rate", str(fault_rate), "--seed", str(seed),
              "--stats", self.stats_file, "--down-after", str(down_after),
-             "--down-for", str(down_for)], stdout=subprocess.PIPE, text=True)
+             "--down-for", str(down_for)], stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline()
         if not line.startswith("listening "):
             stop_proc(self.proc)
@@ -304,7 +314,7 @@ class Proxy:
     def stop(self):
         """Stop it; returns its counts {"requests", "503", "reset", "cut", "bytes",
         "busy_s" (the requests' summed durations), "max_inflight", "down" (times it
-        went down)}."""
+        went down)}, and with a token "token" and "token_signed" (above)."""
         stop_proc(self.proc)
         self.proc.stdout.close()
         try:
@@ -341,16 +351,42 @@ def _recv_exact(sock, buf, n):
     return buf[:n], buf[n:]
 
 
+def _header(head, name):
+    """The value of header `name` (bytes, lower case) in a request head, or None."""
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == name:
+            return v.strip()
+    return None
+
+
+def _signed_headers(head):
+    """The SignedHeaders of a request's `Authorization: AWS4-HMAC-SHA256 ...`
+    (a list of lower-case names), or [] when it has none."""
+    auth = _header(head, b"authorization")
+    if not auth or not auth.startswith(b"AWS4-HMAC-SHA256 "):
+        return []
+    for part in auth[len(b"AWS4-HMAC-SHA256 "):].split(b","):
+        k, _, v = part.strip().partition(b"=")
+        if k == b"SignedHeaders":
+            return v.decode(errors="replace").split(";")
+    return []
+
+
 def _reset(sock):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
 
 
-def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path, down_after=0, down_for=0.0):
+def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path, down_after=0, down_for=0.0,
+              token=None):
     rng = random.Random(seed)
     lock = threading.Lock()
     counts = {"requests": 0, "503": 0, "reset": 0, "cut": 0, "bytes": 0, "busy_s": 0.0,
               "max_inflight": 0, "down": 0}
+    if token is not None:
+        counts.update(token=0, token_signed=0)
+        token = token.encode()
     inflight = [0]
     clients = set()            # open client connections (reset when going down)
     go_down = threading.Event()
@@ -367,9 +403,13 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path, down_after=0, 
             counts["busy_s"] += time.monotonic() - t0   # sum over requests: mean in flight = busy_s / wall
             counts["bytes"] += nbytes
 
-    def fault():
+    def fault(head):
         with lock:
             counts["requests"] += 1
+            if token is not None and _header(head, b"x-amz-security-token") == token:
+                counts["token"] += 1
+                if "x-amz-security-token" in _signed_headers(head):
+                    counts["token_signed"] += 1
             if rng.random() >= fault_rate:
                 return None
             f = rng.choice(["503", "reset", "cut"])
@@ -421,7 +461,7 @@ def run_proxy(upstream, latency_ms, fault_rate, seed, stats_path, down_after=0, 
                 t0 = enter()
                 sent = 0
                 try:
-                    f = fault()
+                    f = fault(head)
                     if latency_ms:
                         time.sleep(latency_ms / 1000.0)
                     if f == "reset":
@@ -516,7 +556,7 @@ def main(argv):
         opts[rest[i]] = rest[i + 1]
     run_proxy(int(argv[1]), float(opts["--latency-ms"]), float(opts["--fault-rate"]),
               int(opts["--seed"]), opts["--stats"], int(opts["--down-after"]),
-              float(opts["--down-for"]))
+              float(opts["--down-for"]), os.environ.get("SEEDPIPE_PROXY_TOKEN"))
     return 0
 
 
