@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         if (st.last_ready_ns > call) wake[nw++] = st.last_taken_ns - st.last_ready_ns;
         else ready[nr++] = st.last_taken_ns - call;
         images_done += v.count;
-        sp_pool_release(pool, NULL);
+        sp_pool_release(pool, &v, NULL);
     }
     double dt = (double)(now_ns() - t0) / 1e9;
     printf("pool hand-off: %d workers, ring %d, batch %d (28x28 gray uint8, hflip), %d batches\n",

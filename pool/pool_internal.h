@@ -55,6 +55,9 @@ struct sp_pool {
     uint32_t R, cap;
     uint64_t total, start_abs, nb;
     uint64_t taken, released;          /* consumer's counters */
+    /* Slot s's batch (taken, not yet released) was given back out of order:
+     * the ring moves past it once every older one is back (sp_pool_release). */
+    uint8_t given_back[SP__RING_MAX_SLOTS];
     pid_t pids[SP_POOL_MAX_WORKERS];
     pid_t parent;
     uint64_t deaths, redone;

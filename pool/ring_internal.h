@@ -278,6 +278,10 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config
  *  SP_END, or a sticky error. Polls worker liveness every 10 ms. */
 int sp__pool_poll(struct sp_pool *pool, uint32_t *slot, uint64_t *q, sp_error *err);
 sp__ring_hdr *sp__pool_hdr(struct sp_pool *pool);
+/*! sp__pool_release_oldest() : give back the oldest batch taken (the
+ *  service's recycling, which takes batches with sp__pool_poll()). @return
+ *  0, SP_EINVAL (none held), or what its liveness poll found. */
+int sp__pool_release_oldest(struct sp_pool *pool, sp_error *err);
 uint64_t sp__pool_total(const struct sp_pool *pool);
 
 #endif

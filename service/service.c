@@ -411,7 +411,7 @@ static int step(sp_service *svc, int *done, sp_error *err) {
     uint64_t now = sp__now_ns();
     int progress = tend_ranks(svc, now);
     while (svc->recycled < svc->published && can_recycle(svc, svc->recycled)) {
-        int rc = sp_pool_release(svc->pool, err);
+        int rc = sp__pool_release_oldest(svc->pool, err);
         if (rc != 0) return rc;
         svc->recycled++;
         atomic_store(&h->pool_released, svc->recycled);

@@ -1,13 +1,13 @@
 /* stream.c - one batch stream over the in-process loader, the worker pool or a service client.
  *
  * The stream (stream.h) keeps, whatever its kind, the views it has handed
- * out (a FIFO of copies, oldest first, at most max_held), so release,
+ * out (copies, oldest first, at most max_held; given back in any order), so release,
  * state and info read the same for all three. Only next, release, state and
  * close look at the kind:
  *   LOADER   position abs (epoch * nb + batch) in [abs, end); next computes
  *            batch abs into the one owned buffer (through the epoch cache
  *            when there is one) and hands out a view of it;
- *   POOL     sp_pool_next / sp_pool_release (oldest first) / sp_pool_state;
+ *   POOL     sp_pool_next / sp_pool_release / sp_pool_state;
  *   SERVICE  sp_client_next / sp_client_release / sp_client_state.
  * Nothing here computes a byte: the guarantee is the sources' own.
  */
@@ -240,8 +240,9 @@ static int failed_again(const sp_stream *s, sp_error *err) {
 }
 
 int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
-    if (!s || !view) return sp_error_set(err, SP_EINVAL, "stream: %s is NULL", s ? "view" : "stream");
+    if (!s) return sp_error_set(err, SP_EINVAL, "stream: stream is NULL");
     if (s->failed) return failed_again(s, err);
+    if (!view) return sp_error_set(err, SP_EINVAL, "stream: view is NULL");
     if (s->nheld >= s->max_held)
         return sp_error_set(err, SP_EINVAL, "stream: %d view%s already held (the most this %s "
                             "stream holds): give one back first", s->nheld,
@@ -265,21 +266,29 @@ int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
 int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err) {
     if (!s) return sp_error_set(err, SP_EINVAL, "stream: stream is NULL");
     if (s->failed) return failed_again(s, err);
-    if (s->nheld == 0) return sp_error_set(err, SP_EINVAL, "stream: no view is held");
-    sp_batch *old = &s->held[s->head];
-    if (view && (view->images != old->images || view->epoch != old->epoch ||
-                 view->index != old->index))
-        return sp_error_set(err, SP_EINVAL, "stream: give views back oldest first (epoch %u "
-                            "batch %llu is older than this one)", old->epoch,
-                            (unsigned long long)old->index);
+    if (!view) return sp_error_set(err, SP_EINVAL, "stream: view is NULL");
+    int k = 0;   /* which held view, counted from the oldest */
+    while (k < s->nheld) {
+        const sp_batch *h = &s->held[(s->head + k) % s->max_held];
+        if (h->images == view->images && h->epoch == view->epoch && h->index == view->index) break;
+        k++;
+    }
+    if (k == s->nheld)
+        return sp_error_set(err, SP_EINVAL, "stream: epoch %u batch %llu is not held (given back "
+                            "already, or not this stream's)%s", view->epoch,
+                            (unsigned long long)view->index,
+                            s->nheld ? "" : "; no view is held");
+    sp_batch *held = &s->held[(s->head + k) % s->max_held];
     int rc = SP_OK;
-    if (s->kind == SP_STREAM_POOL) rc = sp_pool_release(s->pool, err);
-    else if (s->kind == SP_STREAM_SERVICE) rc = sp_client_release(s->client, old, err);
+    if (s->kind == SP_STREAM_POOL) rc = sp_pool_release(s->pool, held, err);
+    else if (s->kind == SP_STREAM_SERVICE) rc = sp_client_release(s->client, held, err);
     if (rc != 0) return fail(s, rc, err);
-    memset(old, 0, sizeof *old);
-    s->head = (s->head + 1) % s->max_held;
+    /* The FIFO closes the gap: the newer views move up by one. */
+    for (int j = k; j + 1 < s->nheld; j++)
+        s->held[(s->head + j) % s->max_held] = s->held[(s->head + j + 1) % s->max_held];
+    memset(&s->held[(s->head + s->nheld - 1) % s->max_held], 0, sizeof *s->held);
     s->nheld--;
-    if (view) memset(view, 0, sizeof *view);
+    memset(view, 0, sizeof *view);
     return SP_OK;
 }
 

@@ -184,9 +184,10 @@ static void test_batch_views(void) {
         CHECK_OK(sp_loader_batch(ld, 0, b, &own, &err), &err);
         sp_digest a = sp_batch_digest(ld, &v), o = sp_batch_digest(ld, &own);
         CHECK(a.hi == o.hi && a.lo == o.lo);
+        sp_batch held = v;
         sp_batch_free(&v);   /* a view: cleared, nothing freed */
         CHECK(v.images == NULL && v.count == 0);
-        CHECK_OK(sp_pool_release(pool, &err), &err);
+        CHECK_OK(sp_pool_release(pool, &held, &err), &err);
     }
     sp_pool_destroy(pool);
     sp_batch_free(&own);

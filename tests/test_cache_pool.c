@@ -133,7 +133,7 @@ static void pool_run(const char *dir, const char *ds, sp_on_error oe, int worker
         CHECK_OK(sp_pool_next(pool, &v, &err), &err);
         CHECK_MSG(eq(sp_batch_digest(sp_pool_loader(pool), &v), ref[q]),
                   "%d workers: batch %d differs from the uncached stream", workers, q);
-        CHECK_OK(sp_pool_release(pool, &err), &err);
+        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
     }
     CHECK(sp_pool_next(pool, &v, &err) == SP_END);
     CHECK_MSG(sp_loader_failure_count(sp_pool_loader(pool)) == nfail,
@@ -415,7 +415,7 @@ static void pool_cached(const char *dir, const char *ds, sp_on_error oe, fstream
     for (int q = 0; q < TOTAL; q++) {
         CHECK_OK(sp_pool_next(pool, &v, &err), &err);
         frecord(f, q, sp_pool_loader(pool), &v);
-        CHECK_OK(sp_pool_release(pool, &err), &err);
+        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
     }
     CHECK(sp_pool_next(pool, &v, &err) == SP_END);
     sp_cache_stats_get(sp_pool_cache(pool), &f->st);

@@ -233,7 +233,7 @@ static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_
             CHECK(kill(pid, SIGKILL) == 0);
             wait_zombie(pid);
         }
-        CHECK_OK(sp_pool_release(pool, &err), &err);
+        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
     }
     sp_pool_stats st;
     sp_pool_stats_get(pool, &st);
@@ -468,7 +468,7 @@ static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, 
             break;
         }
         record(s, sp_pool_loader(pool), &v);
-        CHECK_OK(sp_pool_release(pool, &err), &err);
+        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
     }
     sp_pool_stats st;
     sp_pool_stats_get(pool, &st);

@@ -33,6 +33,7 @@
 #include "service_join.h"
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
+#include "seedpipe/pool.h"
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
 
@@ -316,10 +317,10 @@ static void test_bad_arguments(void) {
     sc.resume = &st;
     expect(sp_stream_open(&lc, &sc, &s, &err), SP_EMISMATCH, &err, "seed 43 in the state");
 
-    /* Views: one at a time in-process; oldest first on the pool. */
+    /* Views: one at a time in-process; any order on the pool (test_release_any_order). */
     s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
     sp_batch a, b;
-    expect(sp_stream_release(s, NULL, &err), SP_EINVAL, &err, "no view is held");
+    expect(sp_stream_release(s, NULL, &err), SP_EINVAL, &err, "view is NULL");
     CHECK_OK(sp_stream_next(s, &a, &err), &err);
     expect(sp_stream_next(s, &b, &err), SP_EINVAL, &err, "1 view already held");
     CHECK_OK(sp_stream_release(s, &a, &err), &err);
@@ -327,11 +328,69 @@ static void test_bad_arguments(void) {
     s = open_kind(&lc, SP_STREAM_POOL, 2, NULL, NULL);
     CHECK_OK(sp_stream_next(s, &a, &err), &err);
     CHECK_OK(sp_stream_next(s, &b, &err), &err);
-    expect(sp_stream_release(s, &b, &err), SP_EINVAL, &err, "oldest first");
+    sp_batch a2 = a;
     CHECK_OK(sp_stream_release(s, &a, &err), &err);
+    expect(sp_stream_release(s, &a2, &err), SP_EINVAL, &err, "is not held");   /* twice */
     CHECK_OK(sp_stream_release(s, &b, &err), &err);
     sp_stream_close(s);
     sp_stream_close(NULL);
+}
+
+/* The one release rule: views go back in any order. A pool stream whose
+ * consumer gives back the newer of two views first, and a pool driven
+ * directly the same way, give the in-process stream's batches; a view
+ * given back twice, or not held, is refused by name. */
+static void test_release_any_order(void) {
+    sp_loader_config lc;
+    config(&lc);
+    sp_digest ref[64], d[64];
+    sp_stream *s = open_kind(&lc, SP_STREAM_LOADER, 0, NULL, NULL);
+    size_t n = drain(s, ref, 0, 64);
+    sp_stream_close(s);
+    CHECK(n >= 4);
+    sp_error err;
+    sp_error_clear(&err);
+    s = open_kind(&lc, SP_STREAM_POOL, 2, NULL, NULL);
+    size_t m = 0;
+    for (;;) {
+        sp_batch v[2];
+        int rc = sp_stream_next(s, &v[0], &err), k = 1;
+        if (rc == SP_END) break;
+        CHECK_OK(rc, &err);
+        d[m++] = sp_stream_batch_digest(s, &v[0]);
+        rc = sp_stream_next(s, &v[1], &err);
+        if (rc == 0) {
+            d[m++] = sp_stream_batch_digest(s, &v[1]);
+            k = 2;
+        } else {
+            CHECK_MSG(rc == SP_END, "rc %d: %s", rc, err.msg);
+        }
+        sp_batch again = v[k - 1];
+        for (int j = k; j-- > 0;) CHECK_OK(sp_stream_release(s, &v[j], &err), &err);   /* newest first */
+        expect(sp_stream_release(s, &again, &err), SP_EINVAL, &err, "is not held");
+    }
+    sp_stream_close(s);
+    CHECK_MSG(m == n, "%zu batches, in-process %zu", m, n);
+    check_same(ref, d, n, "pool stream, views given back newest first");
+
+    /* The pool itself, three views held, given back middle, newest, oldest. */
+    sp_pool_config pc = {2, 4, EPOCHS, NULL, NULL, NULL};
+    sp_pool *pool;
+    CHECK_OK(sp_pool_create(&lc, &pc, &pool, &err), &err);
+    m = 0;
+    for (int rc = 0; rc == 0;) {
+        sp_batch v[3];
+        int k = 0;
+        while (k < 3 && (rc = sp_pool_next(pool, &v[k], &err)) == 0)
+            d[m++] = sp_batch_digest(sp_pool_loader(pool), &v[k++]);
+        CHECK_MSG(rc == 0 || rc == SP_END, "rc %d: %s", rc, err.msg);
+        static const int order[3][3] = {{0}, {1, 0}, {1, 2, 0}};
+        for (int j = 0; k && j < k; j++) CHECK_OK(sp_pool_release(pool, &v[order[k - 1][j]], &err), &err);
+        if (k) expect(sp_pool_release(pool, &v[0], &err), SP_EINVAL, &err, "is not held");
+    }
+    sp_pool_destroy(pool);
+    CHECK_MSG(m == n, "%zu batches, in-process %zu", m, n);
+    check_same(ref, d, n, "pool, views given back middle, newest, oldest");
 }
 
 static void test_verify_api(void) {
@@ -576,6 +635,7 @@ static const sp_case cases[] = {
     SP_CASE(test_stream_digest_of),
     SP_CASE(test_refusals_and_failure),
     SP_CASE(test_seek),
+    SP_CASE(test_release_any_order),
 };
 
 int main(int argc, char **argv) {

@@ -17,9 +17,10 @@
  * foreign or hostile region gives an error, never a crash. Values the
  * service updates later (counts per slot) are range-checked on every read.
  *
- * Holding and releasing: up to R (ring slots) batches may be held; release
- * any held view, in any order; each view can be released once (a second
- * release, or a view this client did not hand out, is SP_EINVAL). A slot is
+ * Holding and releasing (the one release rule of stream.h): up to R (ring
+ * slots) batches may be held; release any held view, in any order; each
+ * view can be released once (a second release, or a view this client did
+ * not hand out, is SP_EINVAL). A slot is
  * recycled when every rank released it; a client that dies is noticed by
  * the service, which counts its slices as released (nothing twice: release
  * positions are cursors). See service.h for re-attaching a rank.

@@ -139,7 +139,7 @@ SP_API void sp_pool_destroy(sp_pool *pool);
 
 /*! sp_pool_next() : the next batch of the stream, waiting for it if needed.
  *  *view points into the shared slot (images, labels, indices, skipped,
- *  substituted; capacity = B / world); valid until the matching
+ *  substituted; capacity = B / world); valid until it is given back with
  *  sp_pool_release(). Up to R batches may be held at once.
  *  @return 0, SP_END (the stream is over; *view untouched), SP_EINVAL
  *  (R batches already held), a sample's error under on_error fail (then
@@ -147,10 +147,13 @@ SP_API void sp_pool_destroy(sp_pool *pool);
  *  respawn bound: "pool: respawn bound reached: ..."), or SP_EIO (a
  *  replacement could not be forked; the ring's memory gone). */
 SP_API int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err);
-/*! sp_pool_release() : give back the oldest batch taken. @return 0,
- *  SP_EINVAL (none held), or what its liveness poll found (SP_ELIMIT,
- *  SP_EIO: as sp_pool_next(), which returns it again). */
-SP_API int sp_pool_release(sp_pool *pool, sp_error *err);
+/*! sp_pool_release() : give back a view from sp_pool_next(), any held one,
+ *  in any order (the one release rule: stream.h, client.h); the view is
+ *  cleared. A slot is reused once its batch and every older one are back.
+ *  @return 0, SP_EINVAL (view not held: given back already, or not this
+ *  pool's), or what its liveness poll found (SP_ELIMIT, SP_EIO: as
+ *  sp_pool_next(), which returns it again). */
+SP_API int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err);
 
 /*! sp_pool_state() : the stream position after the last batch taken by
  *  sp_pool_next(), as a state a new pool (or loader) can resume from. */

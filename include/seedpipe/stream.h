@@ -37,8 +37,12 @@
  * the stream owns (the in-process batch buffer, a pool slot or the
  * service's region), valid until the view is given back with
  * sp_stream_release() or the stream is closed. sp_stream_info_get()'s max_held
- * views may be held at once (1 in-process; the ring's slots otherwise);
- * give them back oldest first.
+ * views may be held at once (1 in-process; the ring's slots otherwise).
+ *
+ * The one release rule (pool.h and client.h follow it too): give back the
+ * view you were handed, any held one, in any order; it is cleared, and a
+ * view not held (given back already, or another's) is SP_EINVAL. A ring
+ * slot is reused once its batch and every older one are back.
  *
  * Errors are those of the source, with its message ("path: reason" for a
  * sample under on-error fail). A stream that has failed keeps failing:
@@ -129,9 +133,10 @@ SP_API void sp_stream_close(sp_stream *s);
  *  error (the stream has failed: see above). */
 SP_API int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err);
 
-/*! sp_stream_release() : give back the oldest view held (view: that view,
- *  cleared on success; may be NULL). @return 0, SP_EINVAL (none held, or
- *  view is not the oldest one held), or the error of a failed stream. */
+/*! sp_stream_release() : give back a view from sp_stream_next(), any held
+ *  one, in any order (the release rule above); it is cleared on success.
+ *  @return 0, SP_EINVAL (view NULL or not held), or the error of a failed
+ *  stream. */
 SP_API int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err);
 
 /*! sp_stream_seek() : LOADER streams: continue from state st (any

@@ -99,8 +99,8 @@ class StreamSource:
         res, err = self._res, self._err
         res.close_retired()
         if res.held is not None:
-            res.held = None
-            rc = L.sp_stream_release(res.stream, None, byref(err))   # the oldest (only) one
+            held, res.held = res.held, None
+            rc = L.sp_stream_release(res.stream, byref(held), byref(err))
             if rc != 0:
                 raise_error(rc, err)
         view = L.sp_batch()
