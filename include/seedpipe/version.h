@@ -23,7 +23,8 @@
  * ABI 4: the block order (loader.h SP_ORDER_BLOCK): sp_loader_config and
  * sp_loader_state end with block_shards, sp_manifest with order; and
  * sp_pool_config loses region_name (always refused: a named region is the
- * service's).
+ * service's); sp_pool_release() takes the view, and views go back to a
+ * pool or a stream in any order (the one release rule, stream.h).
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
