@@ -1,5 +1,5 @@
 /* perm.c - the epoch order: a keyed Feistel permutation with cycle-walking
- * (sp_perm_init(), sp_perm_at(), declared in include/seedpipe/sampler.h).
+ * (sp_perm_init(), sp_perm_at(); include/seedpipe/perm.h).
  * The sampler (loader/sampler.c) cuts it into batches and ranks; the
  * mixture schedule (dataset/dataset_mix.c) draws with it.
  *
@@ -47,7 +47,7 @@
  * values); the key and the epoch, not n, make orders independent. One
  * position may walk longer than 4 passes; only the epoch average is bounded.
  */
-#include "seedpipe/sampler.h"
+#include "seedpipe/perm.h"
 
 /* The Feistel round count; part of the spec (changing it changes every
  * data order, so it is a format change). */

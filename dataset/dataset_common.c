@@ -5,7 +5,7 @@
  * buffers the two index formats are built in (dataset_internal.h; the
  * index files are published by common.h's sp_write_file_atomic()).
  *
- * Layering: the dispatcher (dataset.c) calls down into the per-kind files
+ * Layering: the dispatcher (dataset_open.c) calls down into the per-kind files
  * (dataset_folder.c, dataset_idx.c, dataset_list.c, dataset_tar*.c), those
  * call down into dataset_index.c and this file; this file calls nothing of
  * the dataset code.

@@ -17,7 +17,7 @@
  * walk that reads more than 2^26 entries are a named SP_ELIMIT, in bounded
  * time. Sub-folders are visited in byte-wise order after the files. The samples are then sorted byte-wise by relative path
  * "class/sub/file.png" by sp__ds_finish_files() (dataset_index.c), so
- * readdir order never matters. Called by dataset.c; calls down into
+ * readdir order never matters. Called by dataset_open.c; calls down into
  * dataset_index.c and dataset_common.c only.
  */
 #include "dataset/dataset_internal.h"

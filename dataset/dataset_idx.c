@@ -24,7 +24,7 @@
  * sp__ds_open_idx() reads the header, checks the declared dimensions
  * (check_dims()), reads the pixels (read_pixels()) and the labels file
  * (read_labels()), then fills the index (fill_index()). Called by
- * dataset.c; calls down into dataset_common.c only.
+ * dataset_open.c; calls down into dataset_common.c only.
  */
 #include "dataset/dataset_internal.h"
 #include "common/fileio_internal.h"

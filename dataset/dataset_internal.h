@@ -9,7 +9,7 @@
  *   dataset_mix.c         sp_dataset_open(): a weighted mixture (NAME.mix),
  *                         its sources opened through sp__ds_open_plain(), its
  *                         schedule; anything else handed to sp__ds_open_plain()
- *   dataset.c             the dispatcher: kind detection, the accessors, the
+ *   dataset_open.c        the dispatcher: kind detection, the accessors, the
  *                         fingerprint; sp_dataset_read() and close call the
  *                         kind's source table
  *   dataset_remote.c      WebDataset shards in an object store or on an HTTP
@@ -38,13 +38,13 @@
  * fill the arrays themselves.
  *
  * Every kind's opener sets ds->ops, its source table (sp__ds_ops below):
- * dataset.c's accessors, sp_dataset_read() and sp_dataset_close() call
+ * dataset_open.c's accessors, sp_dataset_read() and sp_dataset_close() call
  * through it, so the dispatcher never names a kind's functions nor reads
  * its state. A kind keeps what is its own behind its own pointer (ds->idx,
  * ds->tar, ds->mix), defined in its own file; what every kind has (the
  * sample table below, the classes, the limits, the persistent index's
  * report) stays in struct sp_dataset. The mixture opens its sources
- * through dataset.c and so stays above it.
+ * through dataset_open.c and so stays above it.
  *
  * Not installed, not part of the API: names are sp__ds_*.
  */
@@ -71,7 +71,7 @@ struct stat;
 /* A list file itself may not be larger than this. */
 #define SP_DS_MAX_LIST_BYTES (UINT64_C(1) << 30)
 
-/* A kind's source table: what dataset.c calls for a sample (i < ds->n);
+/* A kind's source table: what dataset_open.c calls for a sample (i < ds->n);
  * its opener sets ds->ops. read is required; a NULL entry means the
  * sample table of struct sp_dataset (label, path, content_hash), nothing
  * to free (destroy), nothing to fetch ahead (prefetch), a local dataset
@@ -99,7 +99,7 @@ struct sp_dataset {
     sp_dataset_kind kind;
     const sp__ds_ops *ops;     /* the kind's source table (set by its opener) */
     /* Each kind's own state, in its own files; NULL for the other kinds.
-     * dataset.c never reads them: it calls ops. */
+     * dataset_open.c never reads them: it calls ops. */
     struct sp__ds_idx *idx;    /* IDX (dataset_idx.c) */
     struct sp__ds_tar *tar;    /* WebDataset shards, local or remote (dataset_tar.h) */
     struct sp__ds_mix *mix;    /* a mixture (dataset_mix.c) */
@@ -210,13 +210,13 @@ int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
 int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
                    uint64_t *size, sp_digest *digest, sp_error *err);
 
-/* dataset.c: sp_dataset_open() of every kind but a mixture (what
+/* dataset_open.c: sp_dataset_open() of every kind but a mixture (what
  * dataset_mix.c calls for a path that is not a .mix file, and for each
  * source of one). */
 int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
                       sp_error *err);
-/* dataset.c: a zeroed dataset with root = path (trailing '/' removed) and the
- * limits applied, for an opener above dataset.c (NULL on out of memory). */
+/* dataset_open.c: a zeroed dataset with root = path (trailing '/' removed) and the
+ * limits applied, for an opener above dataset_open.c (NULL on out of memory). */
 sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits);
 
 /* The per-kind openers. `path` is the root as given. */
@@ -237,7 +237,7 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
  * the shard cache, a prefetch made on this thread, or one ranged request. */
 int sp__ds_open_remote(sp_dataset *ds, sp_error *err);
 
-/* dataset.c: sp__ds_prefetch_remote() for a remote dataset, else nothing;
+/* dataset_open.c: sp__ds_prefetch_remote() for a remote dataset, else nothing;
  * 1 if ds is remote. For the loader and the pool. */
 void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
 int sp__ds_is_remote(const sp_dataset *ds);

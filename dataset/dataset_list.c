@@ -12,7 +12,7 @@
  * "0" .. "K-1" with K = largest label + 1. Samples are sorted byte-wise by
  * PATH as written (that string is also what the fingerprint hashes), and
  * every file is hashed at open, or its hash taken from the persistent
- * index (sp__ds_finish_files(), dataset_index.c). Called by dataset.c;
+ * index (sp__ds_finish_files(), dataset_index.c). Called by dataset_open.c;
  * calls down into dataset_index.c and dataset_common.c only.
  */
 #include "dataset/dataset_internal.h"

@@ -8,9 +8,9 @@
  * sources' sizes), '#' comments and blank lines. Its samples are the
  * sources' samples concatenated in line order, its labels the sources'
  * labels offset per source (include/seedpipe/dataset.h), and it keeps them
- * behind the source table of dataset_internal.h (ds->ops): dataset.c's
+ * behind the source table of dataset_internal.h (ds->ops): dataset_open.c's
  * accessors call back into the functions here without naming them, so this
- * file stays above dataset.c, whose sp__ds_open_plain() opens each source.
+ * file stays above dataset_open.c, whose sp__ds_open_plain() opens each source.
  *
  * THE SCHEDULE (docs/determinism.md section 10 is the normative spec;
  * tests/philox_ref.py recomputes it). The weights, written as decimals, are
@@ -48,7 +48,7 @@
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "dataset/remote_internal.h"
-#include "seedpipe/sampler.h"
+#include "seedpipe/perm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,7 +86,7 @@ struct sp__ds_mix {
     uint32_t *ckpt;        /* per block of 64 slots, n counts before it */
 };
 
-/* ---- the source table (what dataset.c calls through ds->ops) -------------------- */
+/* ---- the source table (what dataset_open.c calls through ds->ops) -------------------- */
 
 /* The source of mixture sample i (< ds->n) and its index there. */
 static uint32_t locate(const struct sp__ds_mix *m, uint64_t i, uint64_t *local) {

@@ -1,4 +1,4 @@
-/* dataset.c - the dataset index: kind detection, accessors, content hashes,
+/* dataset_open.c - the dataset index: kind detection, accessors, content hashes,
  * the fingerprint and sp_dataset_read() (include/seedpipe/dataset.h).
  *
  * An sp_dataset is built once by sp_dataset_open() and is immutable after:

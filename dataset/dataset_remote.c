@@ -29,7 +29,7 @@
  * other bytes. A failed request (after the retries of a transient fault)
  * is that sample's error, so --on-error decides.
  *
- * dataset.c calls down into this file; it calls dataset_object.c,
+ * dataset_open.c calls down into this file; it calls dataset_object.c,
  * dataset_tar.c, dataset_tar_index.c, dataset_tar_read.c and remote.c.
  */
 #include "dataset/dataset_internal.h"

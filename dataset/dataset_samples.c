@@ -9,7 +9,7 @@
  * (dataset_index.c), which packs it and hashes every file: no persistent
  * index, since a sidecar records the sorted samples of one root. A missing
  * file fails the open with SP_EIO naming the path and "(sample list entry
- * I)". Called by dataset.c; calls down into dataset_index.c and
+ * I)". Called by dataset_open.c; calls down into dataset_index.c and
  * dataset_common.c only.
  */
 #include "dataset/dataset_internal.h"

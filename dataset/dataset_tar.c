@@ -33,7 +33,7 @@
  * fails the open, naming the shard and the byte offset. Members of one key
  * that are not adjacent are an error, as in WebDataset.
  *
- * Layering: dataset.c calls down into this file (the kind checks and the
+ * Layering: dataset_open.c calls down into this file (the kind checks and the
  * opener); it calls down into dataset_tar_index.c (the sample table and
  * the per-shard index file) and dataset_common.c. One sample's read is in
  * dataset_tar_read.c, the writer behind `seedpipe shard` in

@@ -9,7 +9,7 @@
  * shard is written under a temporary name, fsync'ed and renamed.
  *
  * It sits above the dispatcher: it reads the samples through
- * sp_dataset_read() (dataset.c) and checks the output folder with
+ * sp_dataset_read() (dataset_open.c) and checks the output folder with
  * sp__ds_dir_kind() (dataset_tar.c); nothing of the dataset code calls it.
  */
 #include "dataset/dataset_internal.h"

@@ -33,7 +33,7 @@ echo "== sdist"
 sdist=$(ls "$W"/sdist/seedpipe-*.tar.gz)
 listing=$(tar tzf "$sdist")
 for f in CMakeLists.txt include/seedpipe/version.h common/fileio.c augment/decode.c \
-         loader/loader.c dataset/dataset.c dataset/CMakeLists.txt cache/cache_file.c pool/pool.c \
+         loader/loader.c dataset/dataset_open.c dataset/CMakeLists.txt cache/cache_file.c pool/pool.c \
          service/service.c stream/stream.c train/cuda/nn_cuda.cu \
          train/train.c bindings/python/seedpipe/_lib.py cmake/seedpipe.pc.in; do
   grep -qx "seedpipe-[0-9.]*/$f" <<<"$listing" || fail "the sdist lacks $f"

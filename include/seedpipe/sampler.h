@@ -1,15 +1,8 @@
-/* seedpipe/sampler.h - the epoch order (keyed Feistel permutation) and batching.
+/* seedpipe/sampler.h - batching and rank slicing of the epoch order (perm.h).
  *
- * Epoch order: a bijection on [0, N) computed one position at a time, O(1)
- * memory, random access, so any worker or rank computes position p of epoch
- * e without building the permutation. It is a balanced Feistel network on
- * the smallest even bit width 2h (h >= 1) with 2^(2h) >= N: x splits into
- * L = x >> h and R = x & (2^h - 1); 8 rounds r = 0..7 each do
- *     f = philox4x32_10((R, r, epoch, 0), K_shuffle)[0] & (2^h - 1)
- *     (L, R) = (R, L ^ f)
- * giving (L << h) | R; then cycle-walking (apply again while the value is
- * >= N) brings it back into [0, N). docs/determinism.md has the exact spec
- * (HOW IT WORKS, LIMITATIONS) and tests/philox_ref.py recomputes it.
+ * Epoch order: the keyed permutation of perm.h (sp_perm_init(),
+ * sp_perm_at()), which this header includes; the block order (sp_block_*
+ * below) permutes shards, then the samples within blocks of K shards.
  *
  * Batches: global batch b of epoch e is the positions [b*B, min((b+1)*B, N))
  * of the epoch order; a last partial batch is kept unless drop_last. With
@@ -54,32 +47,12 @@
  * carries no SEEDPIPE_ADVANCED_API fence. */
 
 #include "seedpipe/common.h"
+#include "seedpipe/perm.h"
 #include "seedpipe/philox.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The largest order sp_perm_init() takes: 2^62 keeps the Feistel halves
- * within 31 bits. */
-#define SP_PERM_MAX_N (UINT64_C(1) << 62)
-
-typedef struct sp_perm {
-    uint64_t n;
-    sp_key key;        /* K_shuffle */
-    uint32_t epoch;
-    unsigned half_bits;
-    uint64_t half_mask;
-} sp_perm;
-
-/*! sp_perm_init() : the order of epoch `epoch` over n samples (n >= 1,
- *  n <= 2^62) under k_shuffle = sp_rng_key(seed, SP_RNG_SHUFFLE).
- *  For n outside [1, 2^62] every sp_perm_at() returns UINT64_MAX. */
-SP_API void sp_perm_init(sp_perm *p, uint64_t n, sp_key k_shuffle, uint32_t epoch);
-/*! sp_perm_at() : the sample index at position pos (< n) of the order;
- *  UINT64_MAX when pos >= n. At most 4 Feistel passes per position on
- *  average over an epoch (cycle-walking). */
-SP_API uint64_t sp_perm_at(const sp_perm *p, uint64_t pos);
 
 /* ---- the block order (docs/determinism.md section 6a) ----------------------------
  * block:K over a dataset of S shards, shard s holding c_s samples numbered
