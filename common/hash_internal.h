@@ -35,4 +35,16 @@ void sp__hash_u64(sp__hash *h, uint64_t v);      /* 8 bytes, little-endian */
 void sp__hash_str(sp__hash *h, const char *s);   /* sp__hash_u64(strlen), then the bytes */
 sp_digest sp__hash_digest(const sp__hash *h);    /* XXH3-128: hi = high64, lo = low64 */
 
+/* sp__hash_bytes() with the SIMD level chosen by the caller (0 baseline,
+ * 1 AVX2, 2 AVX-512; a level the CPU lacks is lowered to one it has):
+ * sp__hash_bytes() is this at sp__hash_isa(), for inputs of 16 KiB or more.
+ * Every level gives the same state (tests/test_hash.c). */
+void sp__hash_bytes_isa(sp__hash *h, const void *p, size_t n, int isa);
+/* The best level this CPU has, capped by SEEDPIPE_ISA (sp_isa_cap). */
+int sp__hash_isa(void);
+/* hash_avx2.c / hash_avx512.c (x86-64): xxHash's loops for that level;
+ * called only through sp__hash_bytes_isa(). */
+void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n);
+void sp__hash_update_avx512(sp__hash *h, const void *p, size_t n);
+
 #endif
