@@ -111,7 +111,7 @@ static const char *const kind_names[SP_TRACE_KIND_END] = {
     "?",         "sample",     "read",        "decode",      "augment", "write",
     "wait work", "wait slot",  "cache read",  "cache write", "next",    "digest",
     "open",      "spawn",      "publish",     "step",        "user",    "batch",
-    "ring"};
+    "ring",      "map"};
 
 const char *sp_trace_kind_name(int kind) {
     return kind > 0 && kind < SP_TRACE_KIND_END ? kind_names[kind] : "?";
@@ -326,6 +326,34 @@ int sp_trace_start(const char *path, sp_error *err) {
     return rc;
 }
 
+/* The event's text is put together by hand (a few hundred thousand
+ * events at the end of a run: snprintf's parsing was most of the merge). */
+static char *put_str(char *q, const char *s) {
+    size_t n = strlen(s);
+    memcpy(q, s, n);
+    return q + n;
+}
+
+static char *put_u64(char *q, uint64_t v) {
+    char d[20];
+    int n = 0;
+    do d[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n) *q++ = d[--n];
+    return q;
+}
+
+/* Integer nanoseconds as microseconds with three decimals. */
+static char *put_us(char *q, uint64_t ns) {
+    q = put_u64(q, ns / 1000);
+    unsigned f = (unsigned)(ns % 1000);
+    q[0] = '.';
+    q[1] = (char)('0' + f / 100);
+    q[2] = (char)('0' + f / 10 % 10);
+    q[3] = (char)('0' + f % 10);
+    return q + 4;
+}
+
 /* Write one part's metadata and events (its records up to the first
  * kind 0). @return the events written. */
 static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origin, int *first,
@@ -351,30 +379,40 @@ static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origi
     uint64_t k = 0;
     for (; k < n && r[k].kind; k++) {
         const sp__trace_rec *e = &r[k];
-        /* Microseconds with three decimals, from integer nanoseconds. */
-        unsigned long long ts = e->ts > origin ? e->ts - origin : 0, dur = e->dur;
+        uint64_t ts = e->ts > origin ? e->ts - origin : 0;
         int kind = e->kind < SP_TRACE_KIND_END ? e->kind : 0;
         int wait = kind == SP_TRACE_WAIT_WORK || kind == SP_TRACE_WAIT_SLOT ||
                    kind == SP_TRACE_NEXT;
-        char line[400];
-        int m = snprintf(line, sizeof line,
-                         ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%llu.%03llu,"
-                         "\"dur\":%llu.%03llu,\"pid\":%d,\"tid\":%u,\"args\":{",
-                         kind_names[kind], wait ? "wait" : "work", ts / 1000, ts % 1000,
-                         dur / 1000, dur % 1000, h->pid, e->tid);
+        char line[400], *q = line;
+        q = put_str(q, ",\n{\"name\":\"");
+        q = put_str(q, kind_names[kind]);
+        q = put_str(q, wait ? "\",\"cat\":\"wait\",\"ph\":\"X\",\"ts\":"
+                            : "\",\"cat\":\"work\",\"ph\":\"X\",\"ts\":");
+        q = put_us(q, ts);
+        q = put_str(q, ",\"dur\":");
+        q = put_us(q, e->dur);
+        q = put_str(q, ",\"pid\":");
+        q = put_u64(q, (uint64_t)(uint32_t)h->pid);
+        q = put_str(q, ",\"tid\":");
+        q = put_u64(q, e->tid);
+        q = put_str(q, ",\"args\":{");
         const char *sep = "";
-        if (e->epoch != SP__TRACE_NONE32)
-            m += snprintf(line + m, sizeof line - (size_t)m, "\"epoch\":%u", e->epoch), sep = ",";
-        if (e->batch != SP__TRACE_NONE64)
-            m += snprintf(line + m, sizeof line - (size_t)m, "%s\"batch\":%llu", sep,
-                          (unsigned long long)e->batch), sep = ",";
-        if (e->pos != SP__TRACE_NONE32)
-            m += snprintf(line + m, sizeof line - (size_t)m, "%s\"pos\":%u", sep, e->pos), sep = ",";
+        if (e->epoch != SP__TRACE_NONE32) {
+            q = put_u64(put_str(q, "\"epoch\":"), e->epoch);
+            sep = ",";
+        }
+        if (e->batch != SP__TRACE_NONE64) {
+            q = put_u64(put_str(put_str(q, sep), "\"batch\":"), e->batch);
+            sep = ",";
+        }
+        if (e->pos != SP__TRACE_NONE32) {
+            q = put_u64(put_str(put_str(q, sep), "\"pos\":"), e->pos);
+            sep = ",";
+        }
         if (e->sample != SP__TRACE_NONE64)
-            m += snprintf(line + m, sizeof line - (size_t)m, "%s\"sample\":%llu", sep,
-                          (unsigned long long)e->sample);
-        m += snprintf(line + m, sizeof line - (size_t)m, "}}");
-        fwrite(line, 1, (size_t)m, f);
+            q = put_u64(put_str(put_str(q, sep), "\"sample\":"), e->sample);
+        q = put_str(q, "}}");
+        fwrite(line, 1, (size_t)(q - line), f);
     }
     return k;
 }
