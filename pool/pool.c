@@ -30,7 +30,11 @@
  * worker from q and p alone, never read from the slot, so a half-written
  * slot left by a dead worker misleads nobody.
  *
- * Writing. The worker runs sp__loader_sample() (the loader's own
+ * Writing. A worker's first item in a slot maps the whole slot into its
+ * page table in one call (sp__map_populate(): a fault per 4 KiB page
+ * costs several times more, and every worker would take them all, once
+ * per slot, since the slots' positions go to whoever claims them; the
+ * trace's "map" spans). The worker runs sp__loader_sample() (the loader's own
  * per-position step, on-error policy included) with the destination being
  * the position's place in the slot's image array, fills the slot's
  * indices/labels/item outcome, then stores DONE(q) with release order. It
@@ -54,12 +58,11 @@
  *
  * Start-up. The workers are forked as soon as the ring is mapped and its
  * first R slots activated; the ring's pages (the kernel zeroes them) are
- * reserved afterwards, 8 MiB at a time (a few ms) whenever the consumer
- * would otherwise sleep waiting for a batch after the first (which has
- * every core to itself), and all of them before the
- * first slot is given back (a ring the memory cannot hold fails the stream
- * then, with SP_ENOMEM). So the first batch is computed while the rest of
- * the ring is prepared, not after (docs/tracing.md: "ring").
+ * reserved afterwards, by the consumer inside sp_pool_create(), from the
+ * ring's end backwards while the workers start on slot 0 (a ring the
+ * memory cannot hold fails the creation with SP_ENOMEM, the workers
+ * reaped). So the first batch is computed while the rest of the ring is
+ * prepared, not after (docs/tracing.md: "ring").
  *
  * Recovery. On every timeout (and while waiting) the consumer polls its
  * workers with waitpid(pid, WNOHANG). When worker w is gone (reaped, so it
@@ -157,7 +160,6 @@
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
 #define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
-#define RESERVE_STEP (8ull << 20)         /* ring bytes reserved in one go while waiting */
 
 /* ---- workers ------------------------------------------------------------------ */
 
@@ -176,6 +178,12 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     if (!atomic_compare_exchange_strong(st, &expect, sp__st(q, SP__ST_CLAIMED, wc->w))) return;
     sp__worker_rec *rec = &h->workers[wc->w];
     atomic_store_explicit(&rec->busy, 1, memory_order_relaxed);
+    if (!wc->mapped[s]) {   /* this process's first item in slot s */
+        wc->mapped[s] = 1;
+        uint64_t tm = sp__trace_t0();
+        sp__map_populate(sp__slot(h, s), h->slot_size);
+        sp__trace_end(SP_TRACE_MAP, tm);
+    }
     uint64_t t0 = sp__trace_t0();
     sp__trace_ctx(g.epoch, g.index, p, SP__TRACE_NONE64);
 
@@ -485,20 +493,6 @@ static int fail_sticky(sp_pool *pool, int rc, const sp_error *e, sp_error *err) 
     return rc;
 }
 
-/* Start-up: the pool's ring is reserved a slot at a time while the consumer
- * waits for its first batches (the workers run meanwhile), and wholly before
- * the first slot is given back. @return 0 or the sticky error. */
-static int reserve_ring(sp_pool *pool, int all, sp_error *err) {
-    sp_error e;
-    sp_error_clear(&e);
-    uint64_t t0 = sp__trace_t0();
-    int rc;
-    do rc = sp__region_reserve_step(&pool->region, &pool->reserved, RESERVE_STEP, &e);
-    while (rc == 0 && all && pool->reserved < pool->region.size);
-    sp__trace_end(SP_TRACE_RING, t0);
-    return rc != 0 ? fail_sticky(pool, rc, &e, err) : SP_OK;
-}
-
 /* A liveness poll (check_workers) when the last one is CONSUMER_TIMEOUT_NS
  * old. @return 0 (*polled: whether it ran) or the sticky error. */
 static int poll_due(sp_pool *pool, int *polled, sp_error *err) {
@@ -593,10 +587,6 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
             }
             continue;
         }
-        if (pool->taken && pool->reserved < pool->region.size) {   /* instead of sleeping */
-            if ((rc = reserve_ring(pool, 0, err)) != 0) return rc;
-            continue;
-        }
         consumer_sleep(h, wv, CONSUMER_TIMEOUT_NS);
     }
     if (rc != 0) return rc;
@@ -618,8 +608,6 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
 int sp__pool_release_oldest(sp_pool *pool, sp_error *err) {
     if (pool->released >= pool->taken)
         return sp_error_set(err, SP_EINVAL, "pool: no batch is held");
-    int rc;
-    if (pool->reserved < pool->region.size && (rc = reserve_ring(pool, 1, err)) != 0) return rc;
     uint64_t next = pool->released + pool->R;
     if (next < pool->total) activate(pool, next);
     pool->released++;
@@ -658,8 +646,8 @@ void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
 sp__ring_hdr *sp__pool_hdr(sp_pool *pool) { return pool->h; }
 uint64_t sp__pool_total(const sp_pool *pool) { return pool->total; }
 
-/* Fork the workers. A service's named region is reserved already; the
- * pool's own ring is reserved by reserve_ring() ("Start-up"). */
+/* Fork the workers, then reserve the pool's own ring while they compute
+ * ("Start-up"; a service's named region is reserved already). */
 static int start_workers(sp_pool *pool, const char *region_name, sp_error *err) {
     uint64_t t0 = sp__trace_t0();
     for (int w = 0; w < pool->nworkers; w++) {
@@ -667,8 +655,11 @@ static int start_workers(sp_pool *pool, const char *region_name, sp_error *err) 
         if (rc != 0) return rc;
     }
     sp__trace_end(SP_TRACE_SPAWN, t0);
-    if (region_name) pool->reserved = pool->region.size;
-    return SP_OK;
+    if (region_name) return SP_OK;
+    t0 = sp__trace_t0();
+    int rc = sp__region_reserve(&pool->region, err);
+    sp__trace_end(SP_TRACE_RING, t0);
+    return rc;
 }
 
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,

@@ -64,7 +64,6 @@ struct sp_pool {
     uint64_t uncharged, respawn_limit; /* deaths charged to no sample, and their bound */
     uint64_t last_ready_ns, last_taken_ns;
     uint64_t last_check_ns;            /* last liveness poll */
-    uint64_t reserved;                 /* ring bytes reserved (pool.c, "Start-up") */
 #ifdef SEEDPIPE_TEST_HOOKS
     uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
     int crash_signal;                  /* ... the signal it raises (SIGSEGV) */
@@ -86,6 +85,8 @@ typedef struct sp__worker_ctx {
     uint32_t seen_scan;
     uint64_t seen_released;
     sp__cb_io io;           /* cache reads and writes */
+    uint8_t mapped[SP__RING_MAX_SLOTS];   /* slot s's pages are in this process's page
+                                           * table (pool.c, "Writing") */
 } sp__worker_ctx;
 
 /* ---- the stream's geometry (pure functions of q) -------------------------- */

@@ -58,13 +58,9 @@ static void mb_text(char *buf, size_t n, uint64_t bytes) {
     snprintf(buf, n, "%.1f MB", (double)bytes / 1e6);
 }
 
-/* Reserve every page of a region now (posix_fallocate), so that a region
- * its filesystem cannot hold fails here, before `ready`, with the sizes
- * and what to change, instead of as SIGBUS in a worker later: ftruncate on
- * tmpfs reserves nothing (Docker's /dev/shm is 64 MB by default). */
-static int region_reserve(int fd, const char *name, size_t size, sp_error *err) {
-    int e = posix_fallocate(fd, 0, (off_t)size);
-    if (e == 0) return SP_OK;
+/* The message for a reservation that failed with errno e: the sizes and
+ * what to change (the pool's own ring: name NULL). */
+static int reserve_error(int e, const char *name, size_t size, sp_error *err) {
     char need[32], avail[32], total[32];
     mb_text(need, sizeof need, size);
     if (!name)
@@ -84,6 +80,15 @@ static int region_reserve(int fd, const char *name, size_t size, sp_error *err) 
     }
     return sp_error_set(err, SP_EIO, "region %s: cannot reserve %s in /dev/shm: %s", name, need,
                         strerror(e));
+}
+
+/* Reserve every page of a region now (posix_fallocate), so that a region
+ * its filesystem cannot hold fails here, before `ready`, with the sizes
+ * and what to change, instead of as SIGBUS in a worker later: ftruncate on
+ * tmpfs reserves nothing (Docker's /dev/shm is 64 MB by default). */
+static int region_reserve(int fd, const char *name, size_t size, sp_error *err) {
+    int e = posix_fallocate(fd, 0, (off_t)size);
+    return e == 0 ? SP_OK : reserve_error(e, name, size, err);
 }
 
 int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err) {
@@ -139,16 +144,30 @@ int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *er
     return SP_OK;
 }
 
-int sp__region_reserve_step(const sp__region *r, uint64_t *done, uint64_t step, sp_error *err) {
-    if (*done >= r->size) return SP_OK;
+#define RESERVE_STEP (8ull << 20)
+
+int sp__region_reserve(const sp__region *r, sp_error *err) {
     if (!r->owner || r->fd < 0) return sp_error_set(err, SP_EINVAL, "region: not the creator");
-    uint64_t n = r->size - *done < step ? r->size - *done : step;
-    int e = posix_fallocate(r->fd, (off_t)*done, (off_t)n);
-    if (e == 0) {
-        *done += n;
-        return SP_OK;
+    /* From the end backwards: the workers start at slot 0 and map (and so
+     * allocate) its pages themselves meanwhile (sp__map_populate()). */
+    for (uint64_t end = r->size; end > 0;) {
+        uint64_t n = end < RESERVE_STEP ? end : RESERVE_STEP;
+        int e = posix_fallocate(r->fd, (off_t)(end - n), (off_t)n);
+        if (e != 0) return reserve_error(e, r->name[0] ? r->name + 1 : NULL, r->size, err);
+        end -= n;
     }
-    return region_reserve(r->fd, r->name[0] ? r->name + 1 : NULL, r->size, err);   /* the message */
+    return SP_OK;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+
+int sp__map_populate(void *p, size_t n) {
+    if (!p || n == 0) return -1;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(page - 1), b = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    return madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
 }
 
 int sp__region_intact(const sp__region *r) {

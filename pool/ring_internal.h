@@ -85,15 +85,25 @@ typedef struct sp__region {
  *  (name NULL or ""), or create the named region "/name" (O_EXCL, 0600).
  *  A named region's pages are reserved here (posix_fallocate: a /dev/shm
  *  too small is SP_ENOMEM now, not SIGBUS later); an anonymous one's are
- *  not: its creator reserves them with sp__region_reserve_step() (the pool
- *  does while it waits for its first batch, so that the workers start at
- *  once instead of after the kernel zeroed the whole ring). @return 0,
- *  SP_EIO (errno text; "exists" for a live name), SP_EINVAL, SP_ENOMEM. */
+ *  not: its creator reserves them with sp__region_reserve() once its
+ *  workers run (the pool does, before sp_pool_create() returns), so that
+ *  the workers start at once instead of after the kernel zeroed the whole
+ *  ring. @return 0, SP_EIO (errno text; "exists" for a live name),
+ *  SP_EINVAL, SP_ENOMEM. */
 int sp__region_create(sp__region *r, const char *name, size_t size, sp_error *err);
-/*! sp__region_reserve_step() : reserve the next `step` bytes of a region
- *  this process created, from *done (advanced). @return 0 (also when all
- *  is reserved), or SP_ENOMEM / SP_EIO naming the sizes and what to change. */
-int sp__region_reserve_step(const sp__region *r, uint64_t *done, uint64_t step, sp_error *err);
+/*! sp__region_reserve() : reserve every page of a region this process
+ *  created (posix_fallocate, 8 MiB at a time from the end backwards).
+ *  @return 0, or SP_ENOMEM / SP_EIO naming the sizes and what to change
+ *  ("worker pool ring: cannot reserve 154.3 MB of shared memory ..."). */
+int sp__region_reserve(const sp__region *r, sp_error *err);
+/*! sp__map_populate() : map the pages of [p, p + n) of a shared mapping
+ *  writable into this process's page table now (MADV_POPULATE_WRITE,
+ *  Linux 5.14; the range widened to whole pages), one call instead of a
+ *  page fault per 4 KiB page at first write; pages nobody reserved yet are
+ *  allocated (zeroed) as a write would. Contents are not touched. Best
+ *  effort: on an older kernel, or when it fails, the writes fault as
+ *  before. @return 0 when populated, -1 otherwise. */
+int sp__map_populate(void *p, size_t n);
 /*! sp__region_open() : shm_open(path = "/NAME", flags | O_NONBLOCK), fstat
  *  into *st, and refuse anything but a regular file (a FIFO, a directory
  *  planted under the name): the descriptor, or SP_EIO naming the region,

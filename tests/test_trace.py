@@ -9,8 +9,9 @@ pids); every batch position of the stream has exactly one "sample" span
 in the workers, with its epoch, batch, position and sample index, each
 with "read", "decode", "augment" and "write" spans of the same sample
 nested inside it (same pid and thread, within its start and end); the
-consumer has one "next" and one "digest" span per batch, an "open" and a
-"spawn"; worker waits are "wait work" / "wait slot"; no parts directory
+consumer has one "next" and one "digest" span per batch, an "open", a
+"spawn" and a "ring"; a worker "map"s each of the 4 slots at most once, the
+first before its first sample; worker waits are "wait work" / "wait slot"; no parts directory
 is left. With the epoch cache, a second run reads ("cache read") what the
 first wrote ("cache write"), same digest. A worker killed mid-stream
 (test hook, SIGKILL, once in each epoch) is replaced, and the trace holds
@@ -189,10 +190,19 @@ def main():
         assert len(mine["open"]) == 1 and len(mine["spawn"]) == 1, mine.keys()
         nexts = sorted((e["args"]["epoch"], e["args"]["batch"]) for e in mine["next"])
         assert nexts == [(e, b) for e in range(2) for b in range(nb // 2)], nexts
+        assert len(mine["ring"]) == 1, mine.keys()   # the ring reserved once, at the start
         for w in (q for q in names if q != p.pid):
-            kinds = set(by_name(spans, w))
+            theirs = by_name(spans, w)
+            kinds = set(theirs)
             assert kinds <= {"sample", "read", "decode", "augment", "write", "wait work",
-                             "wait slot"}, kinds
+                             "wait slot", "map"}, kinds
+            # A worker maps a slot's pages at its first item there: once a
+            # slot at most (4 slots: 2 workers' default ring), before its first sample.
+            maps = theirs.get("map", [])
+            assert len(maps) <= 4, len(maps)
+            if "sample" in theirs:
+                assert maps and min(e["ts"] for e in maps) <= \
+                    min(e["ts"] for e in theirs["sample"]), (maps, theirs["sample"][:1])
         assert not [f for f in os.listdir(tmp) if ".parts-" in f], os.listdir(tmp)
         check_summary(tr, names, spans)
 

@@ -128,9 +128,13 @@ typedef struct sp_pool_config {
 typedef struct sp_pool sp_pool;
 
 /*! sp_pool_create() : open the loader (lcfg), check `resume` against it
- *  (sp_loader_state_check), map the region, fork the workers.
+ *  (sp_loader_state_check), map the region, fork the workers, and reserve
+ *  the region's memory while they start on the first batch.
  *  @return 0, the loader's errors, SP_EMISMATCH (foreign state), SP_EINVAL
- *  (workers/slots/epochs out of range), SP_EIO (mmap/fork failed). */
+ *  (workers/slots/epochs out of range), SP_EIO (mmap/fork failed),
+ *  SP_ENOMEM ("worker pool ring: cannot reserve N MB of shared memory",
+ *  the workers reaped: a ring the memory cannot hold fails here, never as
+ *  a worker's SIGBUS later). */
 SP_API int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
                           sp_error *err);
 /*! sp_pool_destroy() : SIGKILL and reap every worker, unmap the region.

@@ -82,7 +82,8 @@ typedef enum {
     SP_TRACE_USER = 16,        /* anything else the caller times */
     SP_TRACE_BATCH = 17,       /* an in-process loader computes a batch */
     SP_TRACE_RING = 18,        /* the pool's ring memory reserved (while the workers start) */
-    SP_TRACE_KIND_END = 19
+    SP_TRACE_MAP = 19,         /* a worker maps a ring slot's pages (its first item there) */
+    SP_TRACE_KIND_END = 20
 } sp_trace_kind;
 
 /*! sp_trace_kind_name() : "sample", "read", ..., "batch"; "?" otherwise. */
