@@ -746,19 +746,30 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     return rc;
 }
 
-sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
-                           size_t sample_bytes) {
-    sp__hash hs, *st = &hs;
+/* The batch digest's bytes before the images (loader.h: sp_batch_digest). */
+static void digest_head(sp__hash *st, uint32_t count, int c, int h, int w, sp_dtype dtype,
+                        const uint64_t *indices, const int32_t *labels) {
     sp__hash_init(st);
-    sp__hash_u64(st, b->count);
+    sp__hash_u64(st, count);
     sp__hash_u64(st, (uint64_t)c);
     sp__hash_u64(st, (uint64_t)h);
     sp__hash_u64(st, (uint64_t)w);
     sp__hash_u64(st, (uint64_t)dtype);
-    for (uint32_t s = 0; s < b->count; s++) sp__hash_u64(st, b->indices[s]);
-    for (uint32_t s = 0; s < b->count; s++) sp__hash_u64(st, (uint64_t)(uint32_t)b->labels[s]);
+    for (uint32_t s = 0; s < count; s++) sp__hash_u64(st, indices[s]);
+    for (uint32_t s = 0; s < count; s++) sp__hash_u64(st, (uint64_t)(uint32_t)labels[s]);
+}
+
+sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
+                           size_t sample_bytes) {
+    sp__hash hs, *st = &hs;
+    digest_head(st, b->count, c, h, w, dtype, b->indices, b->labels);
     sp__hash_bytes(st, b->images, (size_t)b->count * sample_bytes);
     return sp__hash_digest(st);
+}
+
+void sp__batch_digest_begin(const sp_loader *ld, sp__hash *st, uint32_t count,
+                            const uint64_t *indices, const int32_t *labels) {
+    digest_head(st, count, ld->c, ld->h, ld->w, ld->cfg.dtype, indices, labels);
 }
 
 sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {

@@ -67,6 +67,15 @@ int sp__batch_finalize(sp_loader *ld, sp_batch *b, const sp__item *items, sp_err
  *  memory. */
 sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
                            size_t sample_bytes);
+/*! sp__batch_digest_begin() : the batch digest of a batch of `count`
+ *  samples with these indices and labels, up to its images: *st then takes
+ *  the images (sp__hash_bytes, in any pieces, in order) and
+ *  sp__hash_digest() gives what sp_batch_digest() gives for the batch
+ *  (the pool hashes a batch sample by sample as they complete: pool.h,
+ *  sp_pool_digest). */
+struct sp__hash;
+void sp__batch_digest_begin(const sp_loader *ld, struct sp__hash *st, uint32_t count,
+                            const uint64_t *indices, const int32_t *labels);
 
 /* Log a failure (deduplicated by sample index). Thread-safe. */
 void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char *msg);

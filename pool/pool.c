@@ -1,8 +1,9 @@
 /* pool.c - the worker pool (include/seedpipe/pool.h): forked workers filling a
  * shared-memory ring of batch slots, a consumer taking them in order, and
  * recovery from dead workers. The pool's epoch-cache protocol is in
- * pool_cache.c and how a death is charged in pool_death.c (both called from
- * here, never calling back); what they share (the pool's struct, the slot
+ * pool_cache.c, how a death is charged in pool_death.c and the digest the
+ * consumer hashes while it waits in pool_digest.c (all called from here,
+ * never calling back); what they share (the pool's struct, the slot
  * helpers) is in pool_internal.h.
  *
  * HOW IT WORKS
@@ -160,6 +161,7 @@
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
 #define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
+#define PD_POLL_NS 500000ull              /* ... and its sleep while it hashes (pool_digest.c) */
 
 /* ---- workers ------------------------------------------------------------------ */
 
@@ -587,6 +589,10 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
             }
             continue;
         }
+        if (pool->pd) {   /* hash what is done of the batch meanwhile (pool_digest.c) */
+            if (!sp__pool_digest_advance(pool)) consumer_sleep(h, wv, PD_POLL_NS);
+            continue;
+        }
         consumer_sleep(h, wv, CONSUMER_TIMEOUT_NS);
     }
     if (rc != 0) return rc;
@@ -772,6 +778,7 @@ void sp_pool_destroy(sp_pool *pool) {
             pool->pids[w] = 0;
         }
     sp__region_close(&pool->region);
+    sp__pool_digest_free(pool);
     sp__pool_cache_close(pool);
     sp_loader_destroy(pool->ld);
     free(pool);

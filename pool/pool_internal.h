@@ -5,8 +5,8 @@
  * batch, its tagged completion counter, the wake-ups), and the calls
  * pool.c makes into pool_cache.c.
  *
- * Not a public header; included by pool/pool.c and
- * pool/pool_cache.c only. The arrow points one way: pool.c calls the
+ * Not a public header; included by pool/pool.c, pool_cache.c and
+ * pool_digest.c only. The arrow points one way: pool.c calls the
  * sp__pool_cache_*() functions below, pool_cache.c never calls back into
  * pool.c (what both need is inline here). The protocols themselves are
  * described in pool.c (the ring) and pool_cache.c (the cache).
@@ -47,6 +47,8 @@ enum { SP__SCM_NONE = 0, SP__SCM_READ = 1, SP__SCM_FILL = 2 };
 
 /* ---- the pool ------------------------------------------------------------------ */
 
+typedef struct sp__pool_pd sp__pool_pd;   /* pool_digest.c */
+
 struct sp_pool {
     sp_loader *ld;
     sp__region region;
@@ -74,6 +76,7 @@ struct sp_pool {
     /* The epoch cache's controller (NULL: no cache), pool_cache.c's own:
      * pool.c reaches it only through the sp__pool_cache_*() calls below. */
     struct sp__pool_cc *cc;
+    sp__pool_pd *pd;                   /* the digest hashed while waiting (pool_digest.c) */
 };
 
 /* A worker process's own state (pool.c's worker loop). */
@@ -168,6 +171,15 @@ int sp__pool_death_kind(const sp_pool *pool, pid_t r, int status, uint32_t *caus
 /*! sp__pool_sig_name() : " (SIGKILL)" and the like for the signals a worker
  *  may die of, "" otherwise. */
 const char *sp__pool_sig_name(unsigned sig);
+
+/* ---- the digest hashed while waiting (pool_digest.c), called by pool.c ------- */
+
+/*! sp__pool_digest_advance() : once sp_pool_digest() was asked for, hash
+ *  the next batch's positions that are DONE, in order. @return 1 when it
+ *  hashed one or more, 0 when none was ready (or no digest is wanted). */
+int sp__pool_digest_advance(sp_pool *pool);
+/*! sp__pool_digest_free() : its state (accepts a pool without one). */
+void sp__pool_digest_free(sp_pool *pool);
 
 /* ---- the cache protocol (pool_cache.c), called by pool.c --------------------- */
 

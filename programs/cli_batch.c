@@ -218,7 +218,9 @@ int cmd_digest(cli_args *a) {
             break;
         }
         if (rc != 0) break;
-        sp_digest d = sp_batch_digest(ld, &view);
+        /* A pool hashes its next batches while it waits for them (pool.h). */
+        sp_pool *pool = src.stream ? sp_stream_pool(src.stream) : NULL;
+        sp_digest d = pool ? sp_pool_digest(pool, &view) : sp_batch_digest(ld, &view);
         rc = digests_add(&digests, d, &err);
         if (rc == 0) rc = sp_manifest_write_batch(f, &view, d, &err);
         done++;

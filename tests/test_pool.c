@@ -26,6 +26,8 @@
  *    (hook cases: without SEEDPIPE_TEST_HOOKS they skip);
  *  - a state from another dataset / pipeline / seed is refused naming it;
  *    hostile state texts are refused;
+ *  - every pool batch's sp_pool_digest() (hashed while the pool waited)
+ *    equals its sp_batch_digest(), failures, kills and resumes included;
  *  - after every pool: no child process left, no shared memory (ring memfd,
  *    /dev/shm entry) still open or mapped in this process.
  * Cases (tests/runner.h): test_worker_counts_shapes (worker counts, kill,
@@ -131,6 +133,15 @@ static void record(stream *s, const sp_loader *ld, const sp_batch *b) {
     s->n++;
 }
 
+/* A pool's batch: recorded, and sp_pool_digest() (hashed while the pool
+ * waited, where it could) equals sp_batch_digest(). */
+static void record_pool(stream *s, sp_pool *pool, const sp_batch *b) {
+    sp_digest d = sp_pool_digest(pool, b);
+    record(s, sp_pool_loader(pool), b);
+    CHECK_MSG(d.hi == s->d[s->n - 1].hi && d.lo == s->d[s->n - 1].lo,
+              "sp_pool_digest differs from sp_batch_digest at batch %d", s->n - 1);
+}
+
 static void record_failures(stream *s, const sp_loader *ld) {
     s->nfail = sp_loader_failure_count(ld);
     for (size_t i = 0; i < s->nfail && i < 64; i++) {
@@ -226,7 +237,7 @@ static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_
             CHECK(sp_pool_next(pool, &v, &err) == rc);   /* sticky */
             break;
         }
-        record(s, sp_pool_loader(pool), &v);
+        record_pool(s, pool, &v);
         if (kill_at >= 0 && s->n == kill_at + 1) {
             int pid = sp_pool_worker_pid(pool, kill_at % workers);
             CHECK(pid > 0);
@@ -467,7 +478,7 @@ static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, 
             snprintf(s->msg, sizeof s->msg, "%s", err.msg);
             break;
         }
-        record(s, sp_pool_loader(pool), &v);
+        record_pool(s, pool, &v);
         CHECK_OK(sp_pool_release(pool, &v, &err), &err);
     }
     sp_pool_stats st;
