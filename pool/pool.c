@@ -161,7 +161,6 @@
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
 #define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
-#define PD_POLL_NS 500000ull              /* ... and its sleep while it hashes (pool_digest.c) */
 
 /* ---- workers ------------------------------------------------------------------ */
 
@@ -245,6 +244,12 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
         }
     }
     sp__pool_done_add(pool, q, s, 1, g.count);
+    /* The consumer hashing the batch as it fills waits for this position
+     * (pool_digest.c): seq_cst against its store of pd_want and load of
+     * this DONE. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&h->pd_want, memory_order_relaxed) == sp__pool_pd_want(q, p))
+        sp__pool_consumer_wake(h);
 }
 
 /* Claim every FREE position of the live slots (orphans of a dead worker). */
@@ -589,10 +594,8 @@ int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
             }
             continue;
         }
-        if (pool->pd) {   /* hash what is done of the batch meanwhile (pool_digest.c) */
-            if (!sp__pool_digest_advance(pool)) consumer_sleep(h, wv, PD_POLL_NS);
-            continue;
-        }
+        /* Hash what is done of the batch meanwhile (pool_digest.c). */
+        if (pool->pd && (sp__pool_digest_advance(pool) || sp__pool_digest_want(pool))) continue;
         consumer_sleep(h, wv, CONSUMER_TIMEOUT_NS);
     }
     if (rc != 0) return rc;

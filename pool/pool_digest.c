@@ -18,9 +18,11 @@
  * the epoch order: what a batch without failures holds), hashes that head
  * (sp__batch_digest_begin), then the images of positions 0, 1, 2, ... in
  * order, each as soon as its state word is DONE(q) (pool.c: a DONE
- * position is final until the slot is released). Between positions that
- * are not done yet it sleeps at most PD_POLL_NS instead of the 10 ms of a
- * plain wait (the workers wake it only when a batch completes).
+ * position is final until the slot is released). Before it sleeps it
+ * names the position it waits for in the ring's pd_want word, and the
+ * worker that stores that position's DONE wakes it (otherwise workers
+ * wake the consumer only when a batch completes), so each sample is hashed
+ * right after it was written, usually on the core that wrote it.
  * sp_pool_digest() of the batch just taken then hashes the positions that
  * were not done yet and finishes, but only when the delivered batch is the
  * one that was hashed: same slot, same count, no skipped and no
@@ -66,6 +68,8 @@ int sp__pool_digest_advance(sp_pool *pool) {
     if (!pd || q >= pool->total) return 0;
     if (pd->q != q) pd_begin(pool, pd, q);
     sp__ring_hdr *h = pool->h;
+    if (atomic_load_explicit(&h->pd_want, memory_order_relaxed))
+        atomic_store_explicit(&h->pd_want, 0, memory_order_relaxed);
     uint32_t s = (uint32_t)(q % pool->R), from = pd->next;
     _Atomic uint64_t *st = sp__slot_state(h, s);
     const uint8_t *img = sp__slot_images(h, s);
@@ -82,6 +86,18 @@ int sp__pool_digest_advance(sp_pool *pool) {
                          SP__TRACE_NONE64);
     }
     return pd->next != from;
+}
+
+int sp__pool_digest_want(sp_pool *pool) {
+    sp__pool_pd *pd = pool->pd;
+    uint64_t q = pool->taken;
+    if (!pd || pd->q != q || pd->next >= pd->count) return 0;
+    _Atomic uint64_t *st = &sp__slot_state(pool->h, (uint32_t)(q % pool->R))[pd->next];
+    /* seq_cst on both sides (pool.c's work_item: DONE, fence, pd_want):
+     * either the worker sees the word and wakes us, or we see DONE. */
+    atomic_store(&pool->h->pd_want, sp__pool_pd_want(q, pd->next));
+    uint64_t v = atomic_load(st);
+    return sp__st_kind(v) == SP__ST_DONE && sp__st_q(v) == q;
 }
 
 /* The view is the batch pd hashed, as it was expected to be. */

@@ -178,6 +178,15 @@ const char *sp__pool_sig_name(unsigned sig);
  *  the next batch's positions that are DONE, in order. @return 1 when it
  *  hashed one or more, 0 when none was ready (or no digest is wanted). */
 int sp__pool_digest_advance(sp_pool *pool);
+/*! sp__pool_digest_want() : before the consumer sleeps: ask the worker
+ *  that completes the next position to hash to wake it (the ring's
+ *  pd_want). @return 1 when that position is done already (hash, do not
+ *  sleep), 0 when the consumer may sleep. */
+int sp__pool_digest_want(sp_pool *pool);
+/* The ring's pd_want word for position p of batch q (0 is "none"). */
+static inline uint64_t sp__pool_pd_want(uint64_t q, uint32_t p) {
+    return (((q & ((1ull << 40) - 1)) << 24) | p) + 1;
+}
 /*! sp__pool_digest_free() : its state (accepts a pool without one). */
 void sp__pool_digest_free(sp_pool *pool);
 

@@ -15,6 +15,7 @@
 #include "pool/ring_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -32,6 +33,8 @@
 
 _Static_assert(sizeof(sp__slot_hdr) == 64, "slot header is one cache line");
 _Static_assert(sizeof(sp__worker_rec) == 64, "worker record is one cache line");
+_Static_assert(offsetof(sp__ring_hdr, workers) == offsetof(sp__ring_hdr, released) + 64,
+               "the consumer's words fill one cache line (pd_want sits in its padding)");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
                "atomics have plain sizes");
 

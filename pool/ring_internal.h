@@ -200,6 +200,10 @@ typedef struct sp__ring_hdr {
     _Atomic uint32_t deaths;
     _Atomic uint32_t cwake;                  /* futex: the consumer sleeps here */
     _Atomic uint32_t csleep;                 /* 1 while the consumer sleeps on cwake */
+    _Atomic uint64_t pd_want;                /* pool_digest.c: (q << 24 | p) + 1 while the
+                                              * consumer waits for position p of batch q
+                                              * to hash it; 0: none (in the padding of
+                                              * this line: the layout is unchanged) */
     _Alignas(64) sp__worker_rec workers[SP__RING_MAX_WORKERS];
     /* The service block (zero in a plain pool). */
     _Alignas(64) _Atomic uint64_t published; /* batches q < published are visible */
