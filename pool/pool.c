@@ -179,6 +179,7 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     if (!atomic_compare_exchange_strong(st, &expect, sp__st(q, SP__ST_CLAIMED, wc->w))) return;
     sp__worker_rec *rec = &h->workers[wc->w];
     atomic_store_explicit(&rec->busy, 1, memory_order_relaxed);
+    sp__trace_ctx(g.epoch, g.index, p, SP__TRACE_NONE64);
     if (!wc->mapped[s]) {   /* this process's first item in slot s */
         wc->mapped[s] = 1;
         uint64_t tm = sp__trace_t0();
@@ -186,7 +187,6 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
         sp__trace_end(SP_TRACE_MAP, tm);
     }
     uint64_t t0 = sp__trace_t0();
-    sp__trace_ctx(g.epoch, g.index, p, SP__TRACE_NONE64);
 
     uint32_t crash = atomic_load(&sp__slot_crash(h, s)[p]);
     if (mode == SP__SCM_READ) {
