@@ -32,10 +32,13 @@
  * slot left by a dead worker misleads nobody.
  *
  * Writing. A worker's first item in a slot maps the whole slot into its
- * page table in one call (sp__map_populate(): a fault per 4 KiB page
- * costs several times more, and every worker would take them all, once
- * per slot, since the slots' positions go to whoever claims them; the
- * trace's "map" spans). The worker runs sp__loader_sample() (the loader's own
+ * page table in one call (sp__ring_map_slot(): a fault per 4 KiB
+ * page costs several times more, and every worker would take them all,
+ * once per slot, since the slots' positions go to whoever claims them; the
+ * trace's "map" spans). On the first pass over the ring (q < R) with W > 1
+ * workers, whose pages nobody has allocated yet, each maps (allocates) only
+ * its 1/W share, not all of them the same pages one behind the other, and
+ * the rest on its next pass. The worker runs sp__loader_sample() (the loader's own
  * per-position step, on-error policy included) with the destination being
  * the position's place in the slot's image array, fills the slot's
  * indices/labels/item outcome, then stores DONE(q) with release order. It
@@ -180,10 +183,10 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     sp__worker_rec *rec = &h->workers[wc->w];
     atomic_store_explicit(&rec->busy, 1, memory_order_relaxed);
     sp__trace_ctx(g.epoch, g.index, p, SP__TRACE_NONE64);
-    if (!wc->mapped[s]) {   /* this process's first item in slot s */
-        wc->mapped[s] = 1;
+    if (wc->mapped[s] < 2 && (wc->mapped[s] == 0 || q >= pool->R)) {   /* "Writing" */
+        wc->mapped[s] = q < pool->R && pool->nworkers > 1 ? 1 : 2;   /* 1: its share */
         uint64_t tm = sp__trace_t0();
-        sp__map_populate(sp__slot(h, s), h->slot_size);
+        sp__ring_map_slot(h, s, wc->w, wc->mapped[s] == 1 ? (uint32_t)pool->nworkers : 1);
         sp__trace_end(SP_TRACE_MAP, tm);
     }
     uint64_t t0 = sp__trace_t0();

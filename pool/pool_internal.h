@@ -88,8 +88,8 @@ typedef struct sp__worker_ctx {
     uint32_t seen_scan;
     uint64_t seen_released;
     sp__cb_io io;           /* cache reads and writes */
-    uint8_t mapped[SP__RING_MAX_SLOTS];   /* slot s's pages are in this process's page
-                                           * table (pool.c, "Writing") */
+    uint8_t mapped[SP__RING_MAX_SLOTS];   /* slot s's pages in this process's page table
+                                           * (pool.c, map_slot): 0 none, 1 its share, 2 all */
 } sp__worker_ctx;
 
 /* ---- the stream's geometry (pure functions of q) -------------------------- */

@@ -173,6 +173,14 @@ int sp__map_populate(void *p, size_t n) {
     return madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
 }
 
+void sp__ring_map_slot(const sp__ring_hdr *h, uint32_t s, uint32_t k, uint32_t n) {
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), size = h->slot_size;
+    uint64_t share = n > 1 ? (size / n + page - 1) / page * page : size;
+    uint64_t off = n > 1 ? (uint64_t)k * share : 0;
+    if (off >= size) return;
+    sp__map_populate((uint8_t *)sp__slot(h, s) + off, off + share <= size ? share : size - off);
+}
+
 int sp__region_intact(const sp__region *r) {
     struct stat st;
     if (!r->owner || r->fd < 0 || fstat(r->fd, &st) != 0) return 0;

@@ -248,6 +248,11 @@ int sp__ring_layout(sp__ring_hdr *h, sp_error *err);
  *  equal to the stored ones, everything inside the region. */
 int sp__ring_validate(const sp__ring_hdr *h, size_t mapped, sp_error *err);
 
+/*! sp__ring_map_slot() : sp__map_populate() of slot s, or with n > 1 of
+ *  its k-th of n page-aligned shares (the pool's workers, on the first
+ *  pass over the ring). */
+void sp__ring_map_slot(const sp__ring_hdr *h, uint32_t s, uint32_t k, uint32_t n);
+
 /* Pointers into slot s (valid once validated). */
 sp__slot_hdr *sp__slot(const sp__ring_hdr *h, uint32_t s);
 _Atomic uint64_t *sp__slot_state(const sp__ring_hdr *h, uint32_t s);
