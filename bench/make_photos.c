@@ -68,7 +68,8 @@ static void walk(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    const char *out = NULL, *src = "/usr/share/backgrounds/mate";
+    char *out = NULL;
+    const char *src = "/usr/share/backgrounds/mate";
     unsigned count = 2000;
     unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
@@ -87,6 +88,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     qsort(photos, (size_t)nphotos, sizeof *photos, cmp_photo);
+    /* OUT_DIR and the folders above it (out/photos on a fresh clone, where
+     * out/ is not made yet) */
+    for (char *p = out + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(out, 0755);
+            *p = '/';
+        }
     mkdir(out, 0755);
     sp_key k = sp_rng_key(seed, SP_RNG_OTHER);
     for (unsigned i = 0; i < count; i++) {
