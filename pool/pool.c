@@ -4,7 +4,7 @@
  * pool_cache.c, how a death is charged in pool_death.c and the digest the
  * consumer hashes while it waits in pool_digest.c (all called from here,
  * never calling back); what they share (the pool's struct, the slot
- * helpers) is in pool_internal.h.
+ * helpers) is in pool_shared.h.
  *
  * HOW IT WORKS
  *
@@ -148,7 +148,7 @@
  * - The per-worker rng mode counter restarts at 0 in a respawned worker
  *   (as PyTorch's would); that mode is a demonstration only.
  */
-#include "pool/pool_internal.h"
+#include "pool/pool_shared.h"
 #include "common/trace_internal.h"
 
 #include <errno.h>

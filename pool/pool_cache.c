@@ -4,17 +4,17 @@
  * the ring, each slot's record set when the slot is activated and read back
  * when its batch is taken, the batches the consumer writes itself).
  *
- * Called by pool.c only (pool_internal.h: sp__pool_cache_*()); it calls
+ * Called by pool.c only (pool_shared.h: sp__pool_cache_*()); it calls
  * down into the cache (cache/) and the loader, and never calls back into
  * pool.c. Its state is its own: the controller, struct sp__pool_cc below
  * (pool->cc, which pool.c only passes on); of the pool it reads the
  * geometry (loader, ring header, R, cap, nb, total) and uses the slot
- * helpers inline in pool_internal.h.
+ * helpers inline in pool_shared.h.
  *
  * HOW IT WORKS
  *
  * The workers' part. With a cache directory each slot has a record in a
- * second shared mapping (sp__slot_cache, pool_internal.h): a mode, set by
+ * second shared mapping (sp__slot_cache, pool_shared.h): a mode, set by
  * the consumer when it activates the slot from its epoch's lookup (READ: the entry's
  * key and the manifest line of the batch; FILL: the staging directory;
  * NONE), and a state the workers report through. READ: only position 0 is
@@ -56,7 +56,7 @@
  * epoch's mode and what its worker needs (entry key or staging directory,
  * the manifest line); taking a batch reads back what the worker did.
  */
-#include "pool/pool_internal.h"
+#include "pool/pool_shared.h"
 
 #include <errno.h>
 #include <fcntl.h>

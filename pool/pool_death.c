@@ -1,11 +1,11 @@
 /* pool_death.c - how the worker pool charges a dead worker (pool.c's HOW IT
- * WORKS, "Deaths"; pool_internal.h): from waitpid's status alone, never
+ * WORKS, "Deaths"; pool_shared.h): from waitpid's status alone, never
  * from timing, a death is a crash of the worker's own (charged to the
  * sample it computed), a death from outside (never charged), or the ring's
  * memory gone (the stream stops); and the short signal names the messages
  * use. Called by pool.c's consumer only; calls nothing of pool.c's.
  */
-#include "pool/pool_internal.h"
+#include "pool/pool_shared.h"
 
 #include <signal.h>
 #include <sys/wait.h>

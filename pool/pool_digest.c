@@ -33,7 +33,7 @@
  * order are the same either way (XXH3 streams: test_hash.c), so the digest
  * is sp_batch_digest()'s of the batch as it was delivered.
  */
-#include "pool/pool_internal.h"
+#include "pool/pool_shared.h"
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
 

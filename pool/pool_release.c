@@ -7,7 +7,7 @@
  * they are back, one sp__pool_release_oldest() (pool.c) each. Calls down
  * into pool.c only.
  */
-#include "pool/pool_internal.h"
+#include "pool/pool_shared.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* pool_internal.h - what the worker pool (pool.c) and its cache protocol
+/* pool_shared.h - what the worker pool (pool.c) and its cache protocol
  * (pool_cache.c) share: the pool's struct (with a pointer to the cache's
  * controller, whose state is pool_cache.c's own), a worker's context, the
  * stream's geometry and three small inline helpers on a slot (its view as a
@@ -11,8 +11,8 @@
  * pool.c (what both need is inline here). The protocols themselves are
  * described in pool.c (the ring) and pool_cache.c (the cache).
  */
-#ifndef SEEDPIPE_POOL_INTERNAL_H
-#define SEEDPIPE_POOL_INTERNAL_H
+#ifndef SEEDPIPE_POOL_SHARED_H
+#define SEEDPIPE_POOL_SHARED_H
 
 #include <stdatomic.h>
 #include <stdint.h>
