@@ -9,7 +9,7 @@
 # median of PAIRS (default 7) pairs is the figure (min and max show the
 # spread). The stream digests of both tools must agree, or it fails.
 #
-# REV's tool is built in build-ab-REV/ (git archive, RelWithDebInfo, no
+# REV's tool is built by bench/ab_old_tool.sh in build-ab-REV/ (git archive, RelWithDebInfo, no
 # CUDA, no MPI, no tests); OLD_TOOL=path skips that build. BUILD (default
 # build) holds this tree's tool. Photos: out/photos (bench_make_photos, 2000
 # images), made if missing.
@@ -20,18 +20,7 @@ build=${2:-build}
 pairs=${PAIRS:-7}
 new="$build/seedpipe"
 [ -x "$new" ] || { echo "ab_tool: $new not built" >&2; exit 1; }
-old=${OLD_TOOL:-}
-if [ -z "$old" ]; then
-  dir="build-ab-$(git rev-parse --short "$rev")"
-  if [ ! -x "$dir/b/seedpipe" ]; then
-    rm -rf "$dir" && mkdir -p "$dir/src"
-    git archive "$rev" | tar x -C "$dir/src"
-    cmake -S "$dir/src" -B "$dir/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDPIPE_CUDA=OFF \
-          -DSEEDPIPE_MPI=OFF -DSEEDPIPE_BUILD_TESTS=OFF >/dev/null
-    cmake --build "$dir/b" -j"$(nproc)" --target seedpipe_cli >/dev/null
-  fi
-  old="$dir/b/seedpipe"
-fi
+old=$(bash bench/ab_old_tool.sh "$rev")   # built once, in build-ab-REV/
 photos=${PHOTOS:-out/photos}
 if [ ! -d "$photos" ]; then
   if [ ! -d /usr/share/backgrounds/mate ]; then

@@ -15,7 +15,7 @@
 # run record of a short CPU training. Paths the output names (the folders)
 # are made the same by running both tools in folders of the same name.
 #
-# REV's tool is built in build-ab-REV/ (git archive, no CUDA, no MPI, no
+# REV's tool is built by bench/ab_old_tool.sh in build-ab-REV/ (git archive, no CUDA, no MPI, no
 # tests), as bench/ab_tool.sh does; OLD_TOOL=path skips that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,18 +23,7 @@ rev=${1:?usage: tests/ab_outputs.sh REV [BUILD]}
 build=${2:-build}
 new="$(pwd)/$build/seedpipe"
 [ -x "$new" ] || { echo "ab_outputs: $new not built" >&2; exit 1; }
-old=${OLD_TOOL:-}
-if [ -z "$old" ]; then
-  dir="build-ab-$(git rev-parse --short "$rev")"
-  if [ ! -x "$dir/b/seedpipe" ]; then
-    rm -rf "$dir" && mkdir -p "$dir/src"
-    git archive "$rev" | tar x -C "$dir/src"
-    cmake -S "$dir/src" -B "$dir/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEEDPIPE_CUDA=OFF \
-          -DSEEDPIPE_MPI=OFF -DSEEDPIPE_BUILD_TESTS=OFF >/dev/null
-    cmake --build "$dir/b" -j"$(nproc)" --target seedpipe_cli >/dev/null
-  fi
-  old="$(pwd)/$dir/b/seedpipe"
-fi
+old=$(bash bench/ab_old_tool.sh "$rev")   # built once, in build-ab-REV/
 
 work=$(mktemp -d /tmp/ab_outputs.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT

@@ -34,9 +34,6 @@
 extern "C" {
 #endif
 
-SP_HOSTDEV uint64_t sp_nn_d2u(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return u; }
-SP_HOSTDEV double sp_nn_u2d(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
-
 /*! sp_nn_exp_neg() : e^x for x <= 0 (softmax after the max subtraction),
  *  < 1 ulp in double; x < -708 gives 0, NaN gives NaN. The one
  *  deterministic exp (augment/detmath_internal.h) behind this domain
