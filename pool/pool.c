@@ -1,9 +1,10 @@
 /* pool.c - the worker pool (include/seedpipe/pool.h): forked workers filling a
  * shared-memory ring of batch slots, a consumer taking them in order, and
  * recovery from dead workers. The pool's epoch-cache protocol is in
- * pool_cache.c, how a death is charged in pool_death.c and the digest the
- * consumer hashes while it waits in pool_digest.c (all called from here,
- * never calling back); what they share (the pool's struct, the slot
+ * pool_cache.c, how a death is charged in pool_death.c and the batch
+ * digest, hashed as the batch is computed (by the consumer while it waits,
+ * or by the workers), in pool_digest.c (all called from here, never
+ * calling back); what they share (the pool's struct, the slot
  * helpers) is in pool_shared.h.
  *
  * HOW IT WORKS
@@ -198,6 +199,8 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
         sp__trace_end(SP_TRACE_CACHE_READ, tc);
         if (hit) {
             atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
+            if (pool->wd) sp__pool_digest_work(wc, q, s, &g);
+            sp__pool_done_add(pool, q, s, g.count, g.count);
             return;
         }
     }
@@ -234,6 +237,7 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     atomic_store_explicit(st, sp__st(q, SP__ST_DONE, wc->w), memory_order_release);
     atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&rec->samples, 1, memory_order_relaxed);
+    if (pool->wd) sp__pool_digest_work(wc, q, s, &g);   /* before the batch can be taken */
 
     /* Tagged completion counter; the one that completes the batch wakes,
      * after writing its cache file (every other position is DONE then). */
@@ -441,6 +445,7 @@ static uint32_t put_back(sp_pool *pool, uint32_t w, int crash, uint32_t cause) {
          * slot (every position DONE), so the consumer writes it again. */
         if (pool->cc) sp__pool_cache_worker_died(pool, s, w);
     }
+    sp__pool_digest_worker_died(pool, w);
     return charged;
 }
 
@@ -764,6 +769,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     for (uint64_t q = 0; q < pool->R && q < pool->total; q++) activate(pool, q);
     atomic_store(&h->released, 0);
     pool->parent = getpid();
+    if (!region_name) sp__pool_digest_open(pool);
     if ((rc = start_workers(pool, region_name, err)) != 0) goto fail;
     *out = pool;
     return SP_OK;

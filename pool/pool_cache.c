@@ -214,8 +214,7 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
     for (uint32_t p = g->count; p-- > 0;)
         atomic_store_explicit(&st[p], sp__st(q, SP__ST_DONE, wc->w), memory_order_release);
     atomic_fetch_add_explicit(&h->workers[wc->w].samples, g->count, memory_order_relaxed);
-    sp__pool_done_add(pool, q, s, g->count, g->count);
-    return 1;
+    return 1;   /* the caller bumps the counter (pool.c: after hashing it) */
 }
 
 /* SP__SCM_FILL: the worker completing a batch writes its file into the entry's

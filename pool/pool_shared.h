@@ -6,7 +6,7 @@
  * pool.c makes into pool_cache.c.
  *
  * Not a public header; included by pool/pool.c, pool_cache.c and
- * pool_digest.c only. The arrow points one way: pool.c calls the
+ * pool_digest.c (and tests/test_pool_digest.c, for its counts) only. The arrow points one way: pool.c calls the
  * sp__pool_cache_*() functions below, pool_cache.c never calls back into
  * pool.c (what both need is inline here). The protocols themselves are
  * described in pool.c (the ring) and pool_cache.c (the cache).
@@ -48,6 +48,7 @@ enum { SP__SCM_NONE = 0, SP__SCM_READ = 1, SP__SCM_FILL = 2 };
 /* ---- the pool ------------------------------------------------------------------ */
 
 typedef struct sp__pool_pd sp__pool_pd;   /* pool_digest.c */
+struct sp__pool_wd;                       /* pool_digest.c: the workers' hasher */
 
 struct sp_pool {
     sp_loader *ld;
@@ -77,6 +78,8 @@ struct sp_pool {
      * pool.c reaches it only through the sp__pool_cache_*() calls below. */
     struct sp__pool_cc *cc;
     sp__pool_pd *pd;                   /* the digest hashed while waiting (pool_digest.c) */
+    struct sp__pool_wd *wd;            /* ... by the workers: shared records (NULL: the
+                                        * consumer hashes) */
 };
 
 /* A worker process's own state (pool.c's worker loop). */
@@ -90,6 +93,8 @@ typedef struct sp__worker_ctx {
     sp__cb_io io;           /* cache reads and writes */
     uint8_t mapped[SP__RING_MAX_SLOTS];   /* slot s's pages in this process's page table
                                            * (pool.c, map_slot): 0 none, 1 its share, 2 all */
+    uint64_t *pd_idx;       /* cap each: a batch's expected indices and labels */
+    int32_t *pd_lab;        /* (pool_digest.c, the workers' hasher) */
 } sp__worker_ctx;
 
 /* ---- the stream's geometry (pure functions of q) -------------------------- */
@@ -187,6 +192,21 @@ int sp__pool_digest_want(sp_pool *pool);
 static inline uint64_t sp__pool_pd_want(uint64_t q, uint32_t p) {
     return (((q & ((1ull << 40) - 1)) << 24) | p) + 1;
 }
+/*! sp__pool_digest_open() : before the workers are forked: choose the
+ *  hasher (pool_digest.c's HOW IT WORKS), and for the workers' map their
+ *  shared records (pool->wd; NULL: the consumer hashes). */
+void sp__pool_digest_open(sp_pool *pool);
+/*! sp__pool_digest_work() : worker side, pool->wd set, position of batch q
+ *  in slot s just DONE: hash what is DONE of the batch in order, if the
+ *  record is free and a digest was asked for. */
+void sp__pool_digest_work(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__batch_geo *g);
+/*! sp__pool_digest_worker_died() : worker w is reaped: a record it held is
+ *  freed and dropped (that batch is hashed from the view). */
+void sp__pool_digest_worker_died(sp_pool *pool, uint32_t w);
+/*! sp__pool_digest_counts() : the batches sp_pool_digest() finished from
+ *  the workers' record, from the consumer's, and hashed from the view
+ *  (tests/test_pool_digest.c). */
+void sp__pool_digest_counts(const sp_pool *pool, uint64_t by[3]);
 /*! sp__pool_digest_free() : its state (accepts a pool without one). */
 void sp__pool_digest_free(sp_pool *pool);
 
@@ -213,7 +233,8 @@ sp_cache *sp__pool_cache_of(const sp__pool_cc *cc);
 
 /* Worker side. */
 /*! sp__pool_cache_read() : SP__SCM_READ: the holder of position 0 reads the
- *  whole batch file into the slot. @return 1 (every position is DONE) or 0:
+ *  whole batch file into the slot. @return 1 (every position is DONE; the
+ *  caller then bumps the completion counter by the count) or 0:
  *  compute instead (the slot is SP__SCM_NONE now and the other workers are
  *  told to scan for its positions). crash: the position's crash word. */
 int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__batch_geo *g,

@@ -10,10 +10,12 @@ in the workers, with its epoch, batch, position and sample index, each
 with "read", "decode", "augment" and "write" spans of the same sample
 nested inside it (same pid and thread, within its start and end); the
 consumer has one "next" per batch and "digest" spans of every batch (with
-workers, in pieces while it waits), an "open", a
-"spawn" and a "ring"; a worker "map"s each of the 4 slots at most twice,
-the first before its first sample; worker waits are "wait work" / "wait slot"; no parts directory
-is left. With the epoch cache, a second run reads ("cache read") what the
+workers and SEEDPIPE_POOL_DIGEST=consumer, in pieces while it waits), an
+"open", a "spawn" and a "ring"; a worker "map"s each of the 4 slots at
+most twice, the first before its first sample; worker waits are "wait
+work" / "wait slot"; no parts directory is left. With
+SEEDPIPE_POOL_DIGEST=workers the same stream, and "digest" spans on the
+workers' tracks too. With the epoch cache, a second run reads ("cache read") what the
 first wrote ("cache write"), same digest. A worker killed mid-stream
 (test hook, SIGKILL, once in each epoch) is replaced, and the trace holds
 each replacement as its own process, same digest. `serve --trace` names the service's
@@ -173,9 +175,12 @@ def main():
         plain = digest_of(run("digest", ds, *common, "--workers", "2"))
 
         # The pool, traced: same stream; processes named; positions once.
+        # The consumer hashes each batch here (on a machine whose every CPU
+        # runs a worker the workers would: pool.h, sp_pool_digest; below).
         tr = os.path.join(tmp, "pool.json")
         p = subprocess.Popen([BIN, "digest", ds, *common, "--workers", "2", "--trace", tr],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, SEEDPIPE_POOL_DIGEST="consumer"))
         out, errs = p.communicate(timeout=300)
         assert p.returncode == 0, errs
         assert digest_of(subprocess.CompletedProcess([], 0, out, errs)) == plain
@@ -212,6 +217,25 @@ def main():
                     min(e["ts"] for e in theirs["sample"]), (maps, theirs["sample"][:1])
         assert not [f for f in os.listdir(tmp) if ".parts-" in f], os.listdir(tmp)
         check_summary(tr, names, spans)
+
+        # The workers hash: the same stream; `digest` spans on the workers'
+        # tracks now (each the samples a worker hashed after writing one);
+        # the consumer's one a batch finishes it.
+        trw = os.path.join(tmp, "pool-workers.json")
+        p = subprocess.Popen([BIN, "digest", ds, *common, "--workers", "2", "--trace", trw],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, SEEDPIPE_POOL_DIGEST="workers"))
+        out, errs = p.communicate(timeout=300)
+        assert p.returncode == 0, errs
+        assert digest_of(subprocess.CompletedProcess([], 0, out, errs)) == plain
+        d, names, spans = load(trw)
+        check_samples(spans, names, positions)
+        mine = by_name(spans, p.pid)
+        assert {(e["args"]["epoch"], e["args"]["batch"]) for e in mine["digest"]} == \
+            {(e, b) for e in range(2) for b in range(nb // 2)}, mine["digest"]
+        theirs = [e for e in spans if e["pid"] != p.pid and e["name"] == "digest"]
+        assert len(theirs) >= nb // 2, len(theirs)   # past the first ring, every batch
+        check_summary(trw, names, spans)
 
         # In-process with two threads: the consumer computes, same stream.
         tr0 = os.path.join(tmp, "inproc.json")

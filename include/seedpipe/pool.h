@@ -161,13 +161,15 @@ SP_API int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err);
 /*! sp_pool_digest() : sp_batch_digest() of `view`, the batch sp_pool_next()
  *  returned last, as it was delivered (bytes the caller wrote into the view
  *  since are not seen). The first call asks the pool to hash every later
- *  batch sample by sample while sp_pool_next() waits for it (a moment after
- *  each is written, still in the caches: a fraction of the cost of hashing
- *  the whole batch afterwards); a batch it could not hash so (a failed,
- *  skipped or substituted sample, a batch already done when taken) is
- *  hashed from the view. The value never depends on which. For a consumer
- *  that digests every batch (`seedpipe digest`); one that does not never
- *  pays for it. */
+ *  batch sample by sample as it is computed (a moment after each is
+ *  written, still in the caches: a fraction of the cost of hashing the
+ *  whole batch afterwards): by the consumer while sp_pool_next() waits for
+ *  it when a CPU is free for that, else by the worker that wrote each
+ *  sample (environment SEEDPIPE_POOL_DIGEST=consumer or =workers chooses).
+ *  A batch it could not hash so (a failed, skipped or substituted sample, a
+ *  batch done before the first call) is hashed from the view. The value
+ *  never depends on which. For a consumer that digests every batch
+ *  (`seedpipe digest`); one that does not never pays for it. */
 SP_API sp_digest sp_pool_digest(sp_pool *pool, const sp_batch *view);
 
 /*! sp_pool_state() : the stream position after the last batch taken by
