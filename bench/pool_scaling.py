@@ -16,7 +16,10 @@ which goes first, and reports the median of the per-pair ratios:
      batch, for 1 and 2 workers, from --trace runs (the trace's clock
      origin is CLOCK_MONOTONIC, as this script's), against the time to
      compute one batch on one core (the median of an in-process
-     --threads 1 run's "batch" spans) plus the dataset open ("open").
+     --threads 1 run's "batch" spans) plus the dataset open ("open");
+  5. who hashes the batches (pool.h, sp_pool_digest; chosen by the CPU
+     count unless SEEDPIPE_POOL_DIGEST says): the consumer vs the workers,
+     with 2 workers and with 1 (speed-up = wall(consumer) / wall(workers)).
 
 Every run must print the same stream digest (checked). The numbers are
 from a shared 2-core machine: look at the spread, and run it again when
@@ -129,7 +132,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=7)
     ap.add_argument("--ring", default="4")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: scaling,cache,"
-                    "trace,first")
+                    "trace,first,hasher")
     o = ap.parse_args()
     skip = set(filter(None, o.skip.split(",")))
     tool = os.path.abspath(os.path.join(o.build, "seedpipe"))
@@ -171,6 +174,13 @@ def main():
             fbs = [first_batch(cmd, os.path.join(tmp, f"fb{w}.json"))[0] for _ in range(5)]
             print(f"   {w} worker(s): median {med(fbs) * 1e3:.1f} ms (min {min(fbs) * 1e3:.1f}, "
                   f"max {max(fbs) * 1e3:.1f}) over 5 runs")
+    if "hasher" not in skip:
+        for w, cmd in ((2, w2), (1, w1)):
+            by = {x: ["/usr/bin/env", f"SEEDPIPE_POOL_DIGEST={x}"] + cmd
+                  for x in ("consumer", "workers")}
+            rows = pairs("hasher", by["consumer"], by["workers"], o.pairs, want)
+            report(f"who hashes, {w} worker(s): the consumer vs the workers (speed-up)", rows,
+                   "consumer", "workers ", lambda a, b: a[0] / b[0])
     subprocess.run(["rm", "-rf", tmp])
     print(f"# end, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -314,6 +314,7 @@ sp_digest sp_pool_digest(sp_pool *pool, const sp_batch *view) {
         if (!pool->pd->idx || !pool->pd->lab) pd_free(pool);   /* plain hashing */
         else if (pool->wd) atomic_store(&pool->wd->on, 1);
     }
+    if (!view) return (sp_digest){0, 0};   /* only asked */
     sp__pool_pd *pd = pool->pd;
     if (!pd || !pd_matches(pool, pd, view) || (pool->wd && !wd_take(pool, pd))) {
         if (pd) {

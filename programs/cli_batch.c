@@ -202,6 +202,9 @@ int cmd_digest(cli_args *a) {
     src_open(a, &src, &cfg, workers, ring, start, epochs, resume_path, cache_dir);
     sp_loader *ld = src.ld;
     sp_publish *pub = NULL;
+    /* A pool hashes every batch as it computes it, the first one too (pool.h). */
+    sp_pool *pool = src.stream ? sp_stream_pool(src.stream) : NULL;
+    if (pool) sp_pool_digest(pool, NULL);
     FILE *f = open_manifest(a, out, &pub, src.stream);
     FILE *info = f == stdout ? stderr : stdout;
     digest_list digests = {NULL, 0, 0};
@@ -218,8 +221,6 @@ int cmd_digest(cli_args *a) {
             break;
         }
         if (rc != 0) break;
-        /* A pool hashes its next batches while it waits for them (pool.h). */
-        sp_pool *pool = src.stream ? sp_stream_pool(src.stream) : NULL;
         sp_digest d = pool ? sp_pool_digest(pool, &view) : sp_batch_digest(ld, &view);
         rc = digests_add(&digests, d, &err);
         if (rc == 0) rc = sp_manifest_write_batch(f, &view, d, &err);

@@ -169,7 +169,9 @@ SP_API int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err);
  *  A batch it could not hash so (a failed, skipped or substituted sample, a
  *  batch done before the first call) is hashed from the view. The value
  *  never depends on which. For a consumer that digests every batch
- *  (`seedpipe digest`); one that does not never pays for it. */
+ *  (`seedpipe digest`); one that does not never pays for it. view NULL:
+ *  only ask (before the first sp_pool_next(): the first batches are hashed
+ *  so too); returns zeros. */
 SP_API sp_digest sp_pool_digest(sp_pool *pool, const sp_batch *view);
 
 /*! sp_pool_state() : the stream position after the last batch taken by
