@@ -76,7 +76,8 @@ int sp__cb_read(const sp__cb_read_req *rq, sp__cb_io *io, sp_batch *out, sp__cb_
     int rc = sp__cb_parse_header(io->file.p, len, path, h, err);
     if (rc == 0) rc = check_header(rq, h, path, err);
     if (rc == 0)
-        rc = sp__cb_decode(io->dctx, io->file.p, len, path, h, out, &io->meta, &io->scratch, err);
+        rc = sp__cb_decode_digest(io->dctx, io->file.p, len, path, h, out, &io->meta,
+                                  &io->scratch, rq->digest, err);
     return rc;
 }
 

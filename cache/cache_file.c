@@ -67,6 +67,7 @@
 #include "cache/cache_filter.h"
 #include "cache/cache_hash.h"
 
+#include "common/hash_internal.h"
 #include "common/le_internal.h"
 #include "loader/loader_internal.h"
 
@@ -432,6 +433,8 @@ typedef struct img_sink {
     sp__dict_dec *dd;   /* dictionary filters, else NULL */
     size_t tab;         /* dictionary: the table's bytes at the frame's start */
     uint8_t *final;     /* dictionary: the expanded images */
+    sp__hash *digest;   /* the caller's digest of the images, or NULL */
+    uint8_t *stage;     /* with a digest: 4 CHUNK bytes where a piece is expanded */
 } img_sink;
 
 /* Bytes [pos, pos + n) of the frame are at p: hash them; of a dictionary
@@ -447,7 +450,16 @@ static void sink_put(img_sink *s, const uint8_t *p, size_t pos, size_t n) {
         n -= m;
         if (pos == s->tab) sp__dict_dec_ready(s->dd);
     }
-    if (n) sp__dict_dec_range(s->dd, p, pos - s->tab, n, s->final + 4 * (pos - s->tab));
+    if (!n) return;
+    uint8_t *out = s->final + 4 * (pos - s->tab);
+    if (!s->digest) {
+        sp__dict_dec_range(s->dd, p, pos - s->tab, n, out);
+        return;
+    }
+    /* Expanded in the caches, hashed there, then stored (streaming). */
+    sp__dict_dec_range(s->dd, p, pos - s->tab, n, s->stage);
+    sp__hash_bytes(s->digest, s->stage, 4 * n);
+    sp__copy_stream(out, s->stage, 4 * n, s->isa);
 }
 
 /* Decompress the images frame (exactly `stored` bytes, exactly `raw` out)
@@ -515,7 +527,7 @@ static int dec_check_claims(XXH3_state_t *st, int isa, const uint8_t *p, size_t 
  * check that hash; then undo the shuffle. */
 static int dec_images(ZSTD_DCtx *ctx, XXH3_state_t *st, int isa, const uint8_t *src,
                       const char *path, const sp__cb_header *h, sp_batch *out,
-                      sp__buf *scratch, sp_error *err) {
+                      sp__buf *scratch, sp__hash *digest, sp_error *err) {
     /* The images end up in `final`: the batch, or scratch when verifying
      * only. A dictionary frame streams through a CHUNK-byte ring at the
      * start of scratch; a shuffled one is decompressed whole there and then
@@ -526,18 +538,20 @@ static int dec_images(ZSTD_DCtx *ctx, XXH3_state_t *st, int isa, const uint8_t *
     size_t frame_raw = dict ? sp__dict_frame_size(h->channels, nvals) : img_raw;
     size_t front = dict ? CHUNK
                  : h->filter == SP__FILTER_SHUFFLE4 ? (frame_raw + 63) & ~(size_t)63 : 0;
-    if (sp__buf_reserve(scratch, front + (out ? 0 : img_raw) + 1) != 0)
+    size_t stage = dict && digest ? 4 * CHUNK : 0;
+    if (sp__buf_reserve(scratch, front + stage + (out ? 0 : img_raw) + 1) != 0)
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-    uint8_t *final = out ? out->images : scratch->p + front;
+    uint8_t *final = out ? out->images : scratch->p + front + stage;
     uint8_t *dst = h->filter ? scratch->p : final;
     sp__dict_dec dd;
-    img_sink s = {st, isa, NULL, 0, final};
+    img_sink s = {st, isa, NULL, 0, final, digest, scratch->p + front};
     int rc;
     if (dict) {
         dd.C = h->channels;
         dd.plane = (size_t)(h->sample_bytes / 4 / h->channels);
         dd.nhwc = h->filter == SP__FILTER_DICT8_NHWC;
         dd.isa = isa;
+        dd.keep = digest != NULL;
         s.dd = &dd;
         s.tab = (size_t)h->channels * 1024;
         rc = unzstd_chunks(ctx, src, h->images_stored, frame_raw, dst, &s, path, err);
@@ -551,6 +565,7 @@ static int dec_images(ZSTD_DCtx *ctx, XXH3_state_t *st, int isa, const uint8_t *
         return sp_error_set(err, SP_EFORMAT, "%s: content hash mismatch after decompression",
                             path);
     if (h->filter == SP__FILTER_SHUFFLE4) sp__unshuffle4(dst, final, img_raw);
+    if (digest && !dict) sp__hash_bytes(digest, final, img_raw);
     return SP_OK;
 }
 
@@ -590,7 +605,7 @@ static void dec_fill(sp_batch *out, const sp__cb_header *h, const uint8_t *m) {
 
 static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, size_t len,
                           const char *path, const sp__cb_header *h, sp_batch *out,
-                          sp__buf *meta, sp__buf *scratch, sp_error *err) {
+                          sp__buf *meta, sp__buf *scratch, sp__hash *digest, sp_error *err) {
     int isa = cf_isa();
     int rc = dec_check_claims(st, isa, p, len, path, h, out, err);
     if (rc) return rc;
@@ -601,7 +616,7 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
     if (rc) return rc;
     XXH3_128bits_reset(st);
     hash128(st, meta->p, h->meta_raw, isa);
-    rc = dec_images(ctx, st, isa, src + h->meta_stored, path, h, out, scratch, err);
+    rc = dec_images(ctx, st, isa, src + h->meta_stored, path, h, out, scratch, digest, err);
     if (rc == 0) rc = dec_check_failures(meta->p, path, h, err);
     if (rc == 0 && out) dec_fill(out, h, meta->p);
     return rc;
@@ -610,9 +625,15 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
 int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
                   const sp__cb_header *h, sp_batch *out, sp__buf *meta, sp__buf *scratch,
                   sp_error *err) {
+    return sp__cb_decode_digest(ctx, p, len, path, h, out, meta, scratch, NULL, err);
+}
+
+int sp__cb_decode_digest(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
+                         const sp__cb_header *h, sp_batch *out, sp__buf *meta,
+                         sp__buf *scratch, sp__hash *digest, sp_error *err) {
     XXH3_state_t *st = XXH3_createState();
     if (!st) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-    int rc = decode_checked(ctx, st, p, len, path, h, out, meta, scratch, err);
+    int rc = decode_checked(ctx, st, p, len, path, h, out, meta, scratch, digest, err);
     XXH3_freeState(st);
     return rc;
 }

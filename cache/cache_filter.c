@@ -184,7 +184,9 @@ static void nhwc_c(const sp__dict_dec *d, const uint8_t *idx, uint32_t ph, size_
  * (sp_batch_digest) took the same time either way, as long as after a
  * computed batch: the batch is not in cache for it in any case. The
  * sfence at the end of each loop orders the stores before whatever
- * follows (the batch may be handed to another thread). Streaming stores need
+ * follows (the batch may be handed to another thread). A caller that
+ * reads the output back at once (sp__dict_dec.keep: a piece expanded into
+ * a small buffer, hashed, then copied) gets plain stores. Streaming stores need
  * aligned addresses: head32() is the number of values to write first
  * (plainly) so that the rest starts on a 64-byte line, 0 when `out` is not
  * 4-byte aligned (then store32() falls back to unaligned stores). */
@@ -193,19 +195,19 @@ static size_t head32(const uint8_t *out, size_t n) {
     return k < n ? k : n;
 }
 
-__attribute__((target("avx2"))) static inline void store32(uint8_t *o, __m256i v) {
-    if (((uintptr_t)o & 31) == 0) _mm256_stream_si256((__m256i *)o, v);
+__attribute__((target("avx2"))) static inline void store32(uint8_t *o, __m256i v, int nt) {
+    if (nt && ((uintptr_t)o & 31) == 0) _mm256_stream_si256((__m256i *)o, v);
     else _mm256_storeu_si256((__m256i *)o, v);
 }
 
 /* AVX2: 8 lookups per gather. */
 __attribute__((target("avx2"))) static void run_avx2(const uint32_t *t, const uint8_t *idx,
-                                                     size_t n, uint8_t *out) {
+                                                     size_t n, uint8_t *out, int nt) {
     size_t k = head32(out, n);
     run_c(t, idx, k, out);
     for (; k + 8 <= n; k += 8) {
         __m256i i = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(idx + k)));
-        store32(out + 4 * k, _mm256_i32gather_epi32((const int *)t, i, 4));
+        store32(out + 4 * k, _mm256_i32gather_epi32((const int *)t, i, 4), nt);
     }
     _mm_sfence();
     run_c(t, idx + k, n - k, out + 4 * k);
@@ -226,7 +228,7 @@ __attribute__((target("avx2"))) static void nhwc_avx2(const sp__dict_dec *d,
     for (; k + 8 <= n; k += 8) {
         __m256i i = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(idx + k)));
         i = _mm256_add_epi32(i, _mm256_loadu_si256((const __m256i *)o[ph]));
-        store32(out + 4 * k, _mm256_i32gather_epi32((const int *)&d->t[0][0], i, 4));
+        store32(out + 4 * k, _mm256_i32gather_epi32((const int *)&d->t[0][0], i, 4), !d->keep);
         ph = (ph + 8) % d->C;
     }
     _mm_sfence();
@@ -241,8 +243,8 @@ __attribute__((target("avx2"))) static void nhwc_avx2(const sp__dict_dec *d,
  * 16 L + 4 q + i of the planes gives value 16 q + 4 L + i of the output,
  * so the index vector is permuted first (ORDER) so that each output
  * vector comes out in order. */
-__attribute__((target("avx512f"))) static inline void store64(uint8_t *o, __m512i v) {
-    if (((uintptr_t)o & 63) == 0) _mm512_stream_si512((void *)o, v);
+__attribute__((target("avx512f"))) static inline void store64(uint8_t *o, __m512i v, int nt) {
+    if (nt && ((uintptr_t)o & 63) == 0) _mm512_stream_si512((void *)o, v);
     else _mm512_storeu_si512(o, v);
 }
 
@@ -254,7 +256,7 @@ static const uint8_t ORDER[64] = {
 
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
 run_vbmi(const uint8_t (*bp)[256], const uint32_t *t, const uint8_t *idx, size_t n,
-         uint8_t *out) {
+         uint8_t *out, int nt) {
     size_t k = 0;
     if (n >= 64) {
         __m512i P[4][4];
@@ -273,14 +275,27 @@ run_vbmi(const uint8_t (*bp)[256], const uint32_t *t, const uint8_t *idx, size_t
             __m512i w01l = _mm512_unpacklo_epi8(v[0], v[1]), w01h = _mm512_unpackhi_epi8(v[0], v[1]);
             __m512i w23l = _mm512_unpacklo_epi8(v[2], v[3]), w23h = _mm512_unpackhi_epi8(v[2], v[3]);
             uint8_t *o = out + 4 * k;
-            store64(o, _mm512_unpacklo_epi16(w01l, w23l));
-            store64(o + 64, _mm512_unpackhi_epi16(w01l, w23l));
-            store64(o + 128, _mm512_unpacklo_epi16(w01h, w23h));
-            store64(o + 192, _mm512_unpackhi_epi16(w01h, w23h));
+            store64(o, _mm512_unpacklo_epi16(w01l, w23l), nt);
+            store64(o + 64, _mm512_unpackhi_epi16(w01l, w23l), nt);
+            store64(o + 128, _mm512_unpacklo_epi16(w01h, w23h), nt);
+            store64(o + 192, _mm512_unpackhi_epi16(w01h, w23h), nt);
         }
         _mm_sfence();
     }
     run_c(t, idx + k, n - k, out + 4 * k);
+}
+
+/* sp__copy_stream() at AVX2: streaming stores from the first 32-byte
+ * aligned byte of dst on. */
+__attribute__((target("avx2"))) static void copy_avx2(uint8_t *dst, const uint8_t *src,
+                                                      size_t n) {
+    size_t k = (32 - ((uintptr_t)dst & 31)) & 31;
+    if (k > n) k = n;
+    memcpy(dst, src, k);
+    for (; k + 32 <= n; k += 32)
+        _mm256_stream_si256((__m256i *)(dst + k), _mm256_loadu_si256((const __m256i *)(src + k)));
+    _mm_sfence();
+    memcpy(dst + k, src + k, n - k);
 }
 #endif
 
@@ -302,8 +317,8 @@ void sp__dict_dec_range(const sp__dict_dec *d, const uint8_t *idx, size_t v0, si
         size_t run = d->nhwc ? n : d->plane - v0 % d->plane;
         if (run > n) run = n;
 #ifdef CF_X86
-        if (d->isa == 2) run_vbmi(d->bp[c], d->t[c], idx, run, out);
-        else if (d->isa == 1) run_avx2(d->t[c], idx, run, out);
+        if (d->isa == 2) run_vbmi(d->bp[c], d->t[c], idx, run, out, !d->keep);
+        else if (d->isa == 1) run_avx2(d->t[c], idx, run, out, !d->keep);
         else
 #endif
             run_c(d->t[c], idx, run, out);
@@ -312,4 +327,15 @@ void sp__dict_dec_range(const sp__dict_dec *d, const uint8_t *idx, size_t v0, si
         v0 += run;
         n -= run;
     }
+}
+
+void sp__copy_stream(uint8_t *dst, const uint8_t *src, size_t n, int isa) {
+#ifdef CF_X86
+    if (isa >= 1) {
+        copy_avx2(dst, src, n);
+        return;
+    }
+#endif
+    (void)isa;
+    memcpy(dst, src, n);
 }

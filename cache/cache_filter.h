@@ -42,6 +42,8 @@ typedef struct sp__dict_dec {
     uint32_t C;
     size_t plane;           /* NCHW: values per channel plane */
     int nhwc, isa;
+    int keep;               /* 1: plain stores (the output is read back at once),
+                             * else streaming ones where aligned */
     uint32_t t[4][256];     /* channel c's entries, in memory byte order */
     uint8_t bp[4][4][256];  /* isa 2: byte k of t[c][j] at bp[c][k][j] */
 } sp__dict_dec;
@@ -52,5 +54,9 @@ void sp__dict_dec_ready(sp__dict_dec *d);
  * into out (the bytes of value v0). */
 void sp__dict_dec_range(const sp__dict_dec *d, const uint8_t *idx, size_t v0, size_t n,
                         uint8_t *out);
+/* memcpy() of n bytes with streaming stores where isa >= 1 (AVX2): for a
+ * piece that was expanded and read in the caches and goes to a batch that
+ * is not read again soon. The same bytes as memcpy(). */
+void sp__copy_stream(uint8_t *dst, const uint8_t *src, size_t n, int isa);
 
 #endif

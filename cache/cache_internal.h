@@ -130,6 +130,14 @@ int sp__cb_parse_header(const uint8_t *p, size_t len, const char *path, sp__cb_h
 int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
                   const sp__cb_header *h, sp_batch *out, sp__buf *meta, sp__buf *scratch,
                   sp_error *err);
+/*! sp__cb_decode_digest() : sp__cb_decode() that also feeds the images'
+ *  bytes, in order, into *digest (NULL: none) as they are decoded: a
+ *  dictionary frame's pieces while they are in the caches (the pool's
+ *  batch digest, pool_digest.c). On an error *digest is unspecified. */
+struct sp__hash;
+int sp__cb_decode_digest(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
+                         const sp__cb_header *h, sp_batch *out, sp__buf *meta,
+                         sp__buf *scratch, struct sp__hash *digest, sp_error *err);
 
 /*! sp__cb_replay_failures() : log the failure records of a decoded meta
  *  buffer into the loader (the same log a recompute writes). */
@@ -223,6 +231,7 @@ typedef struct sp__cb_read_req {
     size_t sample_bytes;        /* the reader's sample size */
     uint32_t cap;               /* the most samples a batch of the entry has */
     const sp__cm_batch *line;   /* the file's line in the entry's manifest */
+    struct sp__hash *digest;    /* NULL, or fed the images (sp__cb_decode_digest()) */
 } sp__cb_read_req;
 
 /*! sp__cb_read() : read the batch file rq->dirfd/name (dirpath/name in

@@ -193,13 +193,14 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     uint64_t t0 = sp__trace_t0();
 
     uint32_t crash = atomic_load(&sp__slot_crash(h, s)[p]);
-    if (mode == SP__SCM_READ) {
+    if (mode == SP__SCM_READ) {   /* hashed as it is decompressed (pool_digest.c) */
         uint64_t tc = sp__trace_t0();
-        int hit = sp__pool_cache_read(wc, q, s, &g, crash);
+        struct sp__hash *dg = pool->wd ? sp__pool_digest_claim(wc, q, s, &g) : NULL;
+        int hit = sp__pool_cache_read(wc, q, s, &g, crash, dg);
+        if (dg) sp__pool_digest_unclaim(wc, s, g.count, hit);
         sp__trace_end(SP_TRACE_CACHE_READ, tc);
         if (hit) {
             atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
-            if (pool->wd) sp__pool_digest_work(wc, q, s, &g);
             sp__pool_done_add(pool, q, s, g.count, g.count);
             return;
         }

@@ -155,7 +155,7 @@ static int keep_whole(sp__worker_ctx *wc, uint32_t s, const sp__cb_header *hd) {
  * slot. @return 1 (every position is DONE) or 0: compute instead (the slot
  * is SP__SCM_NONE now and the other workers are told to scan for its positions). */
 int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__batch_geo *g,
-                        uint32_t crash) {
+                        uint32_t crash, struct sp__hash *digest) {
     sp_pool *pool = wc->pool;
     sp__ring_hdr *h = pool->h;
     sp__slot_cache *sc = &pool->cc->sc[s];
@@ -180,7 +180,7 @@ int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__ba
             sp__cb_read_req rq = {.dirfd = dfd, .dirpath = dir, .name = name, .key = sc->key,
                                   .epoch = g->epoch, .index = g->index,
                                   .sample_bytes = h->sample_bytes, .cap = pool->cap,
-                                  .line = &sc->line};
+                                  .line = &sc->line, .digest = digest};
             rc = sp__cb_read(&rq, &wc->io, &v, &hd, &enoent, &e);
             close(dfd);
             if (rc == 0 && (v.count != g->count || hd.nskipped || hd.nsubstituted ||

@@ -37,7 +37,11 @@
  *    that completed it meanwhile found the lock taken and left it. So the
  *    worker that wrote a sample usually hashes it, from its own caches,
  *    before it bumps the batch's completion counter: when the consumer
- *    takes a batch its images are hashed already. A worker killed while it
+ *    takes a batch its images are hashed already. A batch read from the
+ *    epoch cache is hashed by the worker that reads it, its record held
+ *    for the read, each piece of the file as it is decompressed and
+ *    expanded, while it is in the caches (sp__pool_digest_claim(),
+ *    cache_file.c's sp__cb_decode_digest()). A worker killed while it
  *    holds a lock is reaped before its record is touched again: the
  *    consumer frees the lock and drops the record (pool.c's put_back), and
  *    the batch is hashed from the view.
@@ -143,21 +147,28 @@ static uint32_t expect(const sp_pool *pool, uint64_t q, uint64_t *idx, int32_t *
  * batch: then leave it), and hash the DONE(q) positions from its next.
  * @return the next position not hashed, or UINT32_MAX: the record is not
  * q's or it is complete. */
+/* Under the lock: the record holds batch q from its start (the head
+ * hashed, no position). @return 0, or -1 when the worker's arrays could
+ * not be allocated (the record is left alone: the consumer hashes). */
+static int wd_begin(sp__worker_ctx *wc, wd_rec *r, uint64_t q, const sp__batch_geo *g) {
+    sp_pool *pool = wc->pool;
+    if (!wc->pd_idx) {
+        wc->pd_idx = malloc(pool->cap * sizeof *wc->pd_idx);
+        wc->pd_lab = malloc(pool->cap * sizeof *wc->pd_lab);
+        if (!wc->pd_idx || !wc->pd_lab) return -1;
+    }
+    expect(pool, q, wc->pd_idx, wc->pd_lab);
+    sp__batch_digest_begin(pool->ld, &r->h, g->count, wc->pd_idx, wc->pd_lab);
+    r->q1 = q + 1;
+    r->next = 0;
+    return 0;
+}
+
 static uint32_t wd_advance(sp__worker_ctx *wc, wd_rec *r, uint64_t q, uint32_t s,
                            const sp__batch_geo *g, uint32_t *hashed) {
     sp_pool *pool = wc->pool;
     if (r->q1 > q + 1) return UINT32_MAX;
-    if (r->q1 != q + 1) {
-        if (!wc->pd_idx) {
-            wc->pd_idx = malloc(pool->cap * sizeof *wc->pd_idx);
-            wc->pd_lab = malloc(pool->cap * sizeof *wc->pd_lab);
-            if (!wc->pd_idx || !wc->pd_lab) return UINT32_MAX;   /* the consumer hashes */
-        }
-        expect(pool, q, wc->pd_idx, wc->pd_lab);
-        sp__batch_digest_begin(pool->ld, &r->h, g->count, wc->pd_idx, wc->pd_lab);
-        r->q1 = q + 1;
-        r->next = 0;
-    }
+    if (r->q1 != q + 1 && wd_begin(wc, r, q, g) != 0) return UINT32_MAX;
     _Atomic uint64_t *st = sp__slot_state(pool->h, s);
     const uint8_t *img = sp__slot_images(pool->h, s);
     size_t sb = pool->h->sample_bytes;
@@ -194,6 +205,27 @@ void sp__pool_digest_work(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__
         if (sp__st_kind(v) != SP__ST_DONE || sp__st_q(v) != q) break;
     }
     if (hashed) sp__trace_end(SP_TRACE_DIGEST, t0);
+}
+
+sp__hash *sp__pool_digest_claim(sp__worker_ctx *wc, uint64_t q, uint32_t s,
+                                const sp__batch_geo *g) {
+    struct sp__pool_wd *wd = wc->pool->wd;
+    if (!atomic_load_explicit(&wd->on, memory_order_relaxed)) return NULL;
+    wd_rec *r = &wd->rec[s];
+    uint32_t free_ = 0;
+    if (!atomic_compare_exchange_strong(&r->lock, &free_, wc->w + 1)) return NULL;
+    if (r->q1 > q + 1 || wd_begin(wc, r, q, g) != 0) {
+        atomic_store(&r->lock, 0);
+        return NULL;
+    }
+    return &r->h;
+}
+
+void sp__pool_digest_unclaim(sp__worker_ctx *wc, uint32_t s, uint32_t count, int ok) {
+    wd_rec *r = &wc->pool->wd->rec[s];
+    if (ok) r->next = count;
+    else r->q1 = 0;
+    atomic_store(&r->lock, 0);
 }
 
 void sp__pool_digest_worker_died(sp_pool *pool, uint32_t w) {

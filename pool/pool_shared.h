@@ -6,7 +6,8 @@
  * pool.c makes into pool_cache.c.
  *
  * Not a public header; included by pool/pool.c, pool_cache.c and
- * pool_digest.c (and tests/test_pool_digest.c, for its counts) only. The arrow points one way: pool.c calls the
+ * pool_digest.c (and tests/test_pool_digest.c, for its counts) only. The
+ * arrow points one way: pool.c calls the
  * sp__pool_cache_*() functions below, pool_cache.c never calls back into
  * pool.c (what both need is inline here). The protocols themselves are
  * described in pool.c (the ring) and pool_cache.c (the cache).
@@ -200,6 +201,15 @@ void sp__pool_digest_open(sp_pool *pool);
  *  in slot s just DONE: hash what is DONE of the batch in order, if the
  *  record is free and a digest was asked for. */
 void sp__pool_digest_work(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__batch_geo *g);
+/*! sp__pool_digest_claim() : worker side, pool->wd set, batch q (slot s)
+ *  about to be read from the epoch cache: its record locked and begun, and
+ *  the state the batch's images go into as they are decompressed
+ *  (sp__cb_read_req.digest); NULL when no digest was asked for or the
+ *  record is busy. sp__pool_digest_unclaim() lets go: every position
+ *  hashed (ok: the batch was read) or the record dropped. */
+struct sp__hash *sp__pool_digest_claim(sp__worker_ctx *wc, uint64_t q, uint32_t s,
+                                       const sp__batch_geo *g);
+void sp__pool_digest_unclaim(sp__worker_ctx *wc, uint32_t s, uint32_t count, int ok);
 /*! sp__pool_digest_worker_died() : worker w is reaped: a record it held is
  *  freed and dropped (that batch is hashed from the view). */
 void sp__pool_digest_worker_died(sp_pool *pool, uint32_t w);
@@ -238,7 +248,7 @@ sp_cache *sp__pool_cache_of(const sp__pool_cc *cc);
  *  compute instead (the slot is SP__SCM_NONE now and the other workers are
  *  told to scan for its positions). crash: the position's crash word. */
 int sp__pool_cache_read(sp__worker_ctx *wc, uint64_t q, uint32_t s, const sp__batch_geo *g,
-                        uint32_t crash);
+                        uint32_t crash, struct sp__hash *digest);
 /*! sp__pool_cache_write() : SP__SCM_FILL: the worker completing a batch
  *  writes its file, unless the consumer took the job or the batch has failed
  *  samples; the result goes into the slot's record. */

@@ -13,8 +13,9 @@
  *    finished from the workers' record (sp__pool_digest_counts), with the
  *    consumer's none was; at 2 workers the digest is asked for before the
  *    first batch (sp_pool_digest(pool, NULL), which returns zeros);
- *  - test_hasher_cached: the same from a warm epoch cache (a batch read
- *    from its file is hashed by the worker that read it);
+ *  - test_hasher_cached: the same from a warm epoch cache, float32 and
+ *    uint8 (a batch read from its file is hashed by the worker that reads
+ *    it, as it is decompressed), at each SIMD level (SEEDPIPE_ISA);
  *  - test_hasher_killed: a worker SIGKILLed while it holds a batch's record
  *    (a test hook: without SEEDPIPE_TEST_HOOKS the case skips): the stream
  *    unchanged, the death counted, and the record freed: the batches that
@@ -41,6 +42,8 @@
 static char g_tmp[256], shapes[300];
 static const char *PIPE = "random_resized_crop size=24 scale=0.3,1 | hflip p=0.5 | "
                           "normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25";
+static const char *PIPE_U8 = "random_resized_crop size=24 scale=0.3,1 | hflip p=0.5";
+static int g_u8;   /* uint8 output (the cache stores it unfiltered), else float32 */
 
 typedef struct run {
     int n;
@@ -52,10 +55,10 @@ typedef struct run {
 static void cfg_of(sp_loader_config *c) {
     sp_loader_config_default(c);
     c->dataset = shapes;
-    c->pipeline = PIPE;
+    c->pipeline = g_u8 ? PIPE_U8 : PIPE;
     c->seed = 5;
     c->batch_size = BATCH;
-    c->dtype = SP_DTYPE_FLOAT32;
+    c->dtype = g_u8 ? SP_DTYPE_UINT8 : SP_DTYPE_FLOAT32;
 }
 
 /* The in-process loader's digests. */
@@ -147,19 +150,34 @@ static void test_hashers(void) {
     }
 }
 
+/* float32 (the cache's dictionary frames: hashed piece by piece as they
+ * are expanded) and uint8 (unfiltered: hashed once decompressed). */
 static void test_hasher_cached(void) {
-    run ref, r;
-    run_inproc(&ref);
-    char cache[320];
-    snprintf(cache, sizeof cache, "%s/cache-%d", g_tmp, (int)getpid());
-    run_pool("workers", 2, cache, 1, &r);   /* fills it */
-    same(&ref, &r, "cold cache");
-    run_pool("workers", 2, cache, 0, &r);
-    same(&ref, &r, "warm cache, workers hash");
-    CHECK_MSG(r.by[0] + RING >= (uint64_t)r.n, "warm cache: only %llu of %d batches from the "
-              "workers' record", (unsigned long long)r.by[0], r.n);
-    run_pool("consumer", 2, cache, 0, &r);
-    same(&ref, &r, "warm cache, consumer hashes");
+    for (g_u8 = 0; g_u8 < 2; g_u8++) {
+        run ref, r;
+        run_inproc(&ref);
+        char cache[320];
+        snprintf(cache, sizeof cache, "%s/cache-%d-%d", g_tmp, (int)getpid(), g_u8);
+        const char *dt = g_u8 ? "uint8" : "float32";
+        printf("  %s\n", dt);
+        run_pool("workers", 2, cache, 1, &r);   /* fills it */
+        same(&ref, &r, "cold cache");
+        run_pool("workers", 2, cache, 1, &r);
+        same(&ref, &r, "warm cache, workers hash");
+        CHECK_MSG(r.by[0] + RING >= (uint64_t)r.n, "warm cache, %s: only %llu of %d batches "
+                  "from the workers' record", dt, (unsigned long long)r.by[0], r.n);
+        run_pool("consumer", 2, cache, 0, &r);
+        same(&ref, &r, "warm cache, consumer hashes");
+        /* The expansion's other SIMD levels (the best one ran above). */
+        for (int lv = 0; lv < 2; lv++) {
+            setenv("SEEDPIPE_ISA", lv ? "avx2" : "sse2", 1);
+            run_pool("workers", 2, cache, 1, &r);
+            same(&ref, &r, lv ? "warm cache, workers hash, AVX2"
+                              : "warm cache, workers hash, SSE2");
+            unsetenv("SEEDPIPE_ISA");
+        }
+    }
+    g_u8 = 0;
 }
 
 static void test_hasher_killed(void) {
