@@ -109,6 +109,18 @@ def check_samples(spans, names, positions):
     return samples
 
 
+def traced_pool(args, trace, hasher, plain):
+    """`seedpipe digest ARGS --workers 2 --trace TRACE` with SEEDPIPE_POOL_DIGEST
+    = hasher: its pid, after checking it printed the stream `plain`."""
+    p = subprocess.Popen([BIN, "digest", *args, "--workers", "2", "--trace", trace],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, SEEDPIPE_POOL_DIGEST=hasher))
+    out, errs = p.communicate(timeout=300)
+    assert p.returncode == 0, errs
+    assert digest_of(subprocess.CompletedProcess([], 0, out, errs)) == plain
+    return p.pid
+
+
 def union(iv):
     total, cur_a, cur_b = 0.0, None, None
     for a, b in sorted(iv):
@@ -178,19 +190,14 @@ def main():
         # The consumer hashes each batch here (on a machine whose every CPU
         # runs a worker the workers would: pool.h, sp_pool_digest; below).
         tr = os.path.join(tmp, "pool.json")
-        p = subprocess.Popen([BIN, "digest", ds, *common, "--workers", "2", "--trace", tr],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, SEEDPIPE_POOL_DIGEST="consumer"))
-        out, errs = p.communicate(timeout=300)
-        assert p.returncode == 0, errs
-        assert digest_of(subprocess.CompletedProcess([], 0, out, errs)) == plain
+        pid = traced_pool([ds, *common], tr, "consumer", plain)
         d, names, spans = load(tr)
-        assert names[p.pid] == "consumer", names
-        assert sorted(n for q, n in names.items() if q != p.pid) == ["worker 0", "worker 1"], names
+        assert names[pid] == "consumer", names
+        assert sorted(n for q, n in names.items() if q != pid) == ["worker 0", "worker 1"], names
         assert d["otherData"]["dropped"] == 0 and d["otherData"]["events"] == len(spans)
         check_samples(spans, names, positions)
         nb = 2 * ((150 + 15) // 16)
-        mine = by_name(spans, p.pid)
+        mine = by_name(spans, pid)
         assert len(mine["next"]) == nb and len(mine["digest"]) >= nb, \
             {k: len(v) for k, v in mine.items()}
         # Every batch hashed: in pieces while the consumer waited for it, the
@@ -201,7 +208,7 @@ def main():
         nexts = sorted((e["args"]["epoch"], e["args"]["batch"]) for e in mine["next"])
         assert nexts == [(e, b) for e in range(2) for b in range(nb // 2)], nexts
         assert len(mine["ring"]) == 1, mine.keys()   # the ring reserved once, at the start
-        for w in (q for q in names if q != p.pid):
+        for w in (q for q in names if q != pid):
             theirs = by_name(spans, w)
             kinds = set(theirs)
             assert kinds <= {"sample", "read", "decode", "augment", "write", "wait work",
@@ -222,18 +229,13 @@ def main():
         # tracks now (each the samples a worker hashed after writing one);
         # the consumer's one a batch finishes it.
         trw = os.path.join(tmp, "pool-workers.json")
-        p = subprocess.Popen([BIN, "digest", ds, *common, "--workers", "2", "--trace", trw],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, SEEDPIPE_POOL_DIGEST="workers"))
-        out, errs = p.communicate(timeout=300)
-        assert p.returncode == 0, errs
-        assert digest_of(subprocess.CompletedProcess([], 0, out, errs)) == plain
+        pid = traced_pool([ds, *common], trw, "workers", plain)
         d, names, spans = load(trw)
         check_samples(spans, names, positions)
-        mine = by_name(spans, p.pid)
+        mine = by_name(spans, pid)
         assert {(e["args"]["epoch"], e["args"]["batch"]) for e in mine["digest"]} == \
             {(e, b) for e in range(2) for b in range(nb // 2)}, mine["digest"]
-        theirs = [e for e in spans if e["pid"] != p.pid and e["name"] == "digest"]
+        theirs = [e for e in spans if e["pid"] != pid and e["name"] == "digest"]
         assert len(theirs) >= nb // 2, len(theirs)   # past the first ring, every batch
         check_summary(trw, names, spans)
 
