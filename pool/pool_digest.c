@@ -130,7 +130,8 @@ void sp__pool_digest_open(sp_pool *pool) {
 #endif
 }
 
-/* What batch q should hold, into pd->idx, pd->lab; its count. */
+/* What batch q should hold (its samples' indices and labels, without
+ * failures) into idx and lab; @return its count. */
 static uint32_t expect(const sp_pool *pool, uint64_t q, uint64_t *idx, int32_t *lab) {
     sp__batch_geo g = sp__pool_geo_of(pool, q);
     const sp_dataset *ds = sp_loader_dataset(pool->ld);
@@ -143,10 +144,6 @@ static uint32_t expect(const sp_pool *pool, uint64_t q, uint64_t *idx, int32_t *
 
 /* ---- the workers' hasher -------------------------------------------------- */
 
-/* Under the lock: begin the record for q unless it holds q (or a later
- * batch: then leave it), and hash the DONE(q) positions from its next.
- * @return the next position not hashed, or UINT32_MAX: the record is not
- * q's or it is complete. */
 /* Under the lock: the record holds batch q from its start (the head
  * hashed, no position). @return 0, or -1 when the worker's arrays could
  * not be allocated (the record is left alone: the consumer hashes). */
@@ -164,6 +161,10 @@ static int wd_begin(sp__worker_ctx *wc, wd_rec *r, uint64_t q, const sp__batch_g
     return 0;
 }
 
+/* Under the lock: begin the record for q unless it holds q (or a later
+ * batch: then leave it), and hash the DONE(q) positions from its next.
+ * @return the next position not hashed, or UINT32_MAX: the record is not
+ * q's or it is complete. */
 static uint32_t wd_advance(sp__worker_ctx *wc, wd_rec *r, uint64_t q, uint32_t s,
                            const sp__batch_geo *g, uint32_t *hashed) {
     sp_pool *pool = wc->pool;
