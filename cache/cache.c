@@ -6,8 +6,8 @@
  * files below it, bottom first):
  *
  *   cache_filter.c   the byte shuffle and the float32 dictionary
- *   cache_file.c     the batch file format: encode, parse, decode (with
- *                    cache_hash_avx2.c, XXH3's AVX2 loop)
+ *   cache_file.c     the batch file format: encode, parse, decode (its
+ *                    checksums: common/hash.c's XXH3 at the CPU's level)
  *   cache_fs.c       POSIX helpers: write a new file, remove a tree, move
  *                    aside (and, in test builds, the write-failure hook)
  *   cache_manifest.c an entry's MANIFEST: format and strict parse

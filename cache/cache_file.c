@@ -2,8 +2,8 @@
  * the failure records a batch carries (the layout is in cache_internal.h;
  * the entry manifest's format is cache_manifest.c).
  *
- * In the cache's stack (cache/, bottom first): cache_filter.c and
- * cache_hash_avx2.c below it, the only cache files it calls; cache_batch.c
+ * In the cache's stack (cache/, bottom first): cache_filter.c below it,
+ * the only cache file it calls; cache_batch.c
  * (whole files on disk) above it. It knows nothing of directories.
  *
  * A batch file is a 128-byte header and two zstd frames (the metadata and
@@ -39,7 +39,7 @@
  * case) touches each byte as few times as it can: the file hash, then the
  * images frame in 64 KiB pieces straight from zstd's streaming decoder,
  * each piece hashed and expanded into the batch while it is in L2
- * (unzstd_chunks()). The hashes run XXH3's AVX2 loop (cache_hash_avx2.c),
+ * (unzstd_chunks()). The hashes run XXH3's AVX2 loop (common/hash.c),
  * the expansion an AVX-512 VBMI or AVX2 loop (cache_filter.c), chosen at
  * run time (cf_isa()); every level writes the same bytes
  * (tests/test_cache_file.c). Files are the same bytes as before: the
@@ -55,18 +55,12 @@
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define CF_X86 1
 #endif
-/* xxHash is compiled in here (XXH_INLINE_ALL; public API only), as it is
- * in cache_hash_avx2.c, rather than called in the shared libxxhash: the two
- * translation units then share one XXH3_state_t type (cache_hash.h). This
- * file is built for baseline x86-64 (xxHash's SSE2 loop); where the CPU has
- * AVX2, hash64()/hash128() below hand the updates to cache_hash_avx2.c,
- * built with -mavx2. XXH3 is one function whichever loop computes it. */
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "cache/cache_filter.h"
-#include "cache/cache_hash.h"
 
+/* The checksums stream through the library's XXH3 state (common/hash.c:
+ * xxHash's baseline or AVX2 loop, at the level ck_isa() gives; XXH3 is one
+ * function whichever loop computes it). */
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
 #include "loader/loader_internal.h"
@@ -89,30 +83,10 @@ static int cf_isa(void) {
 #endif
 }
 
-/* XXH3_64bits_update() (file hash) and XXH3_128bits_update() (raw hash),
- * each on a state reset for its width: xxHash's AVX2 build
- * (cache_hash_avx2.c) at isa >= 1, else this file's baseline build. */
-static void hash64(XXH3_state_t *st, const void *p, size_t n, int isa) {
-#ifdef SP__CACHE_HASH_AVX2
-    if (isa >= 1) {
-        sp__cache_hash64_update_avx2(st, p, n);
-        return;
-    }
-#endif
-    (void)isa;
-    (void)XXH3_64bits_update(st, p, n);
-}
-
-static void hash128(XXH3_state_t *st, const void *p, size_t n, int isa) {
-#ifdef SP__CACHE_HASH_AVX2
-    if (isa >= 1) {
-        sp__cache_hash128_update_avx2(st, p, n);
-        return;
-    }
-#endif
-    (void)isa;
-    (void)XXH3_128bits_update(st, p, n);
-}
+/* The checksums' SIMD level: xxHash's AVX2 loop at most (as before they
+ * went through the library's hash: on the warm-cache bench its AVX-512
+ * loop made the read no faster, 1-4% slower in alternated runs). */
+static int ck_isa(int isa) { return isa > 1 ? 1 : isa; }
 
 /* ---- batch files: encode ------------------------------------------------------ */
 
@@ -299,13 +273,12 @@ int sp__cb_encode(const sp__cb_encode_req *rq, const sp_batch *b, sp__buf *out, 
     if (rc == 0) rc = enc_compress(ctx, scratch->p, meta_raw, &im, out, &ms, &is, err);
     if (rc) return rc;
 
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+    sp__hash hs, *st = &hs;
     int isa = cf_isa();
-    XXH3_128bits_reset(st);
-    hash128(st, scratch->p, meta_raw, isa);
-    hash128(st, im.frame, im.frame_raw, isa);
-    XXH128_hash_t rh = XXH3_128bits_digest(st);
+    sp__hash_init(st);
+    sp__hash_bytes_isa(st, scratch->p, meta_raw, ck_isa(isa));
+    sp__hash_bytes_isa(st, im.frame, im.frame_raw, ck_isa(isa));
+    sp_digest rh = sp__hash_digest(st);
     h->version = SP_CACHE_FORMAT_VERSION;
     h->key = key;
     h->epoch = b->epoch;
@@ -320,17 +293,15 @@ int sp__cb_encode(const sp__cb_encode_req *rq, const sp_batch *b, sp__buf *out, 
     h->meta_raw = meta_raw;
     h->meta_stored = ms;
     h->images_stored = is;
-    h->raw_hash.hi = rh.high64;
-    h->raw_hash.lo = rh.low64;
+    h->raw_hash = rh;
     uint8_t *p = out->p;
     enc_header(p, h);
     *len = SP__CB_HEADER + ms + is;
-    XXH3_64bits_reset(st);
-    hash64(st, p, 120, isa);
-    hash64(st, p + SP__CB_HEADER, ms + is, isa);
-    h->file_hash = XXH3_64bits_digest(st);
+    sp__hash64_init(st);
+    sp__hash64_bytes_isa(st, p, 120, ck_isa(isa));
+    sp__hash64_bytes_isa(st, p + SP__CB_HEADER, ms + is, ck_isa(isa));
+    h->file_hash = sp__hash64_digest(st);
     sp__le_put64(p + 120, h->file_hash);
-    XXH3_freeState(st);
     return SP_OK;
 }
 
@@ -428,7 +399,7 @@ static int unzstd(ZSTD_DCtx *ctx, const uint8_t *src, size_t stored, uint8_t *ds
 
 /* Where the pieces of the images frame go. */
 typedef struct img_sink {
-    XXH3_state_t *st;   /* the raw hash, metadata already in */
+    sp__hash *st;       /* the raw hash, metadata already in */
     int isa;
     sp__dict_dec *dd;   /* dictionary filters, else NULL */
     size_t tab;         /* dictionary: the table's bytes at the frame's start */
@@ -440,7 +411,7 @@ typedef struct img_sink {
 /* Bytes [pos, pos + n) of the frame are at p: hash them; of a dictionary
  * frame, collect the table, then expand the index bytes. */
 static void sink_put(img_sink *s, const uint8_t *p, size_t pos, size_t n) {
-    hash128(s->st, p, n, s->isa);
+    sp__hash_bytes_isa(s->st, p, n, ck_isa(s->isa));
     if (!s->dd) return;
     if (pos < s->tab) {
         size_t m = s->tab - pos < n ? s->tab - pos : n;
@@ -497,13 +468,13 @@ static int unzstd_chunks(ZSTD_DCtx *ctx, const uint8_t *src, size_t stored, size
 
 /* The file hash, then what the header claims against the batch it is read
  * into (out; NULL: verify only), before anything is allocated for it. */
-static int dec_check_claims(XXH3_state_t *st, int isa, const uint8_t *p, size_t len,
+static int dec_check_claims(sp__hash *st, int isa, const uint8_t *p, size_t len,
                             const char *path, const sp__cb_header *h, const sp_batch *out,
                             sp_error *err) {
-    XXH3_64bits_reset(st);
-    hash64(st, p, 120, isa);
-    hash64(st, p + SP__CB_HEADER, len - SP__CB_HEADER, isa);
-    if (XXH3_64bits_digest(st) != h->file_hash)
+    sp__hash64_init(st);
+    sp__hash64_bytes_isa(st, p, 120, ck_isa(isa));
+    sp__hash64_bytes_isa(st, p + SP__CB_HEADER, len - SP__CB_HEADER, ck_isa(isa));
+    if (sp__hash64_digest(st) != h->file_hash)
         return sp_error_set(err, SP_EFORMAT, "%s: checksum mismatch (stored bytes damaged)",
                             path);
     if (out && (h->count > out->capacity || h->nskipped > out->capacity ||
@@ -525,7 +496,7 @@ static int dec_check_claims(XXH3_state_t *st, int isa, const uint8_t *p, size_t 
 /* Decompress the images frame at src into out's images (or scratch, when
  * verifying only), feeding the raw hash (st, the metadata already in), and
  * check that hash; then undo the shuffle. */
-static int dec_images(ZSTD_DCtx *ctx, XXH3_state_t *st, int isa, const uint8_t *src,
+static int dec_images(ZSTD_DCtx *ctx, sp__hash *st, int isa, const uint8_t *src,
                       const char *path, const sp__cb_header *h, sp_batch *out,
                       sp__buf *scratch, sp__hash *digest, sp_error *err) {
     /* The images end up in `final`: the batch, or scratch when verifying
@@ -557,11 +528,11 @@ static int dec_images(ZSTD_DCtx *ctx, XXH3_state_t *st, int isa, const uint8_t *
         rc = unzstd_chunks(ctx, src, h->images_stored, frame_raw, dst, &s, path, err);
     } else {
         rc = unzstd(ctx, src, h->images_stored, dst, frame_raw, path, "images", err);
-        if (rc == 0) hash128(st, dst, frame_raw, isa);
+        if (rc == 0) sp__hash_bytes_isa(st, dst, frame_raw, ck_isa(isa));
     }
     if (rc) return rc;
-    XXH128_hash_t rh = XXH3_128bits_digest(st);
-    if (rh.high64 != h->raw_hash.hi || rh.low64 != h->raw_hash.lo)
+    sp_digest rh = sp__hash_digest(st);
+    if (rh.hi != h->raw_hash.hi || rh.lo != h->raw_hash.lo)
         return sp_error_set(err, SP_EFORMAT, "%s: content hash mismatch after decompression",
                             path);
     if (h->filter == SP__FILTER_SHUFFLE4) sp__unshuffle4(dst, final, img_raw);
@@ -603,7 +574,7 @@ static void dec_fill(sp_batch *out, const sp__cb_header *h, const uint8_t *m) {
         if (out->substituted) out->substituted[i] = sp__le_get64(m);
 }
 
-static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, size_t len,
+static int decode_checked(ZSTD_DCtx *ctx, sp__hash *st, const uint8_t *p, size_t len,
                           const char *path, const sp__cb_header *h, sp_batch *out,
                           sp__buf *meta, sp__buf *scratch, sp__hash *digest, sp_error *err) {
     int isa = cf_isa();
@@ -614,8 +585,8 @@ static int decode_checked(ZSTD_DCtx *ctx, XXH3_state_t *st, const uint8_t *p, si
     const uint8_t *src = p + SP__CB_HEADER;
     rc = unzstd(ctx, src, h->meta_stored, meta->p, h->meta_raw, path, "metadata", err);
     if (rc) return rc;
-    XXH3_128bits_reset(st);
-    hash128(st, meta->p, h->meta_raw, isa);
+    sp__hash_init(st);
+    sp__hash_bytes_isa(st, meta->p, h->meta_raw, ck_isa(isa));
     rc = dec_images(ctx, st, isa, src + h->meta_stored, path, h, out, scratch, digest, err);
     if (rc == 0) rc = dec_check_failures(meta->p, path, h, err);
     if (rc == 0 && out) dec_fill(out, h, meta->p);
@@ -631,11 +602,8 @@ int sp__cb_decode(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path
 int sp__cb_decode_digest(ZSTD_DCtx *ctx, const uint8_t *p, size_t len, const char *path,
                          const sp__cb_header *h, sp_batch *out, sp__buf *meta,
                          sp__buf *scratch, sp__hash *digest, sp_error *err) {
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-    int rc = decode_checked(ctx, st, p, len, path, h, out, meta, scratch, digest, err);
-    XXH3_freeState(st);
-    return rc;
+    sp__hash st;
+    return decode_checked(ctx, &st, p, len, path, h, out, meta, scratch, digest, err);
 }
 
 void sp__cb_replay_failures(sp_loader *ld, const sp__cb_header *h, const uint8_t *meta) {

@@ -1,4 +1,5 @@
-/* hash.c - XXH3-128 streaming on a caller's state (common/hash_internal.h).
+/* hash.c - XXH3-128 (and XXH3-64) streaming on a caller's state
+ * (common/hash_internal.h).
  *
  * xxHash is compiled in here (XXH_INLINE_ALL before <xxhash.h>: its public
  * API, made static), so XXH3_state_t is the layout of the header at hand and
@@ -76,6 +77,34 @@ void sp__hash_str(sp__hash *h, const char *s) {
     size_t n = strlen(s);
     sp__hash_u64(h, n);
     sp__hash_bytes(h, s, n);
+}
+
+void sp__hash64_init(sp__hash *h) {
+    XXH3_state_t *s = state(h);
+#ifdef XXH3_INITSTATE
+    XXH3_INITSTATE(s);
+#endif
+    XXH3_64bits_reset(s);
+}
+
+void sp__hash64_bytes_isa(sp__hash *h, const void *p, size_t n, int isa) {
+    if (!n) return;
+#ifdef SP__HASH_X86
+    if (isa >= 2 && __builtin_cpu_supports("avx512f")) {
+        sp__hash64_update_avx512(h, p, n);
+        return;
+    }
+    if (isa >= 1 && __builtin_cpu_supports("avx2")) {
+        sp__hash64_update_avx2(h, p, n);
+        return;
+    }
+#endif
+    (void)isa;
+    XXH3_64bits_update(state(h), p, n);
+}
+
+uint64_t sp__hash64_digest(const sp__hash *h) {
+    return XXH3_64bits_digest((const XXH3_state_t *)(const void *)h->opaque);
 }
 
 sp_digest sp__hash_digest(const sp__hash *h) {

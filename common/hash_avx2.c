@@ -1,11 +1,12 @@
-/* hash_avx2.c - XXH3-128's streaming update with xxHash's AVX2 loop, for
- * the long inputs of common/hash.c (a batch's images: the batch digest).
+/* hash_avx2.c - XXH3's streaming updates (128 and 64 bits) with xxHash's
+ * AVX2 loop, for the long inputs of common/hash.c (a batch's images: the
+ * batch digest; the cache's checksums).
  *
  * The library is built for baseline x86-64; this one file is compiled with
  * -mavx2 (CMakeLists.txt) and xxHash compiled in with its documented
  * tuning macro XXH_VECTOR = XXH_AVX2, through the public API only. Every
  * function xxHash defines here is static (XXH_INLINE_ALL), so no AVX2 code
- * is reachable but through sp__hash_update_avx2(), which hash.c calls only
+ * is reachable but through the two functions below, which hash.c calls only
  * after its run-time CPU check found AVX2 (SEEDPIPE_ISA caps it). XXH3 is
  * one function whichever loop computes it, and the state is the same
  * struct (one header): tests/test_hash.c compares every level.
@@ -22,6 +23,10 @@
 
 void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n) {
     (void)XXH3_128bits_update((XXH3_state_t *)(void *)h->opaque, p, n);
+}
+
+void sp__hash64_update_avx2(sp__hash *h, const void *p, size_t n) {
+    (void)XXH3_64bits_update((XXH3_state_t *)(void *)h->opaque, p, n);
 }
 #else
 typedef int sp__hash_avx2_unused;   /* not x86-64: nothing here */

@@ -1,4 +1,4 @@
-/* hash_internal.h - the library's one set of XXH3-128 feeding helpers.
+/* hash_internal.h - the library's one set of XXH3 feeding helpers.
  *
  * Every fingerprint, key and digest that combines several fields (dataset
  * and loader fingerprints, batch digests, the stream digest, cache keys, the
@@ -6,8 +6,9 @@
  * little-endian bytes, strings as their length (8 bytes) then their bytes.
  * The hash of one buffer alone (a file's or member's content, an IDX image
  * plane, the canonical pipeline text) is XXH3_128bits() of that buffer,
- * called where it is needed; the cache's checksums have their own
- * streaming state (cache/cache_hash.h). The state lives in the caller's
+ * called where it is needed. The cache's checksums (cache/cache_file.c)
+ * stream through the same state: XXH3-128 (its raw hash) and XXH3-64 (its
+ * file hash, sp__hash64_*), at the SIMD level the caller chose. The state lives in the caller's
  * sp__hash (on the stack), so hashing never allocates and no digest can
  * fail or come back as zeros.
  *
@@ -42,9 +43,17 @@ sp_digest sp__hash_digest(const sp__hash *h);    /* XXH3-128: hi = high64, lo = 
 void sp__hash_bytes_isa(sp__hash *h, const void *p, size_t n, int isa);
 /* The best level this CPU has, capped by SEEDPIPE_ISA (sp_isa_cap). */
 int sp__hash_isa(void);
-/* hash_avx2.c / hash_avx512.c (x86-64): xxHash's loops for that level;
- * called only through sp__hash_bytes_isa(). */
+/* XXH3-64 streaming on an sp__hash (the cache's file hash): reset, feed
+ * (the SIMD level as for sp__hash_bytes_isa()), digest. */
+void sp__hash64_init(sp__hash *h);
+void sp__hash64_bytes_isa(sp__hash *h, const void *p, size_t n, int isa);
+uint64_t sp__hash64_digest(const sp__hash *h);
+/* hash_avx2.c / hash_avx512.c (x86-64): xxHash's loops for that level
+ * (XXH3_128bits_update, XXH3_64bits_update); called only through
+ * sp__hash_bytes_isa() and sp__hash64_bytes_isa(). */
 void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n);
 void sp__hash_update_avx512(sp__hash *h, const void *p, size_t n);
+void sp__hash64_update_avx2(sp__hash *h, const void *p, size_t n);
+void sp__hash64_update_avx512(sp__hash *h, const void *p, size_t n);
 
 #endif

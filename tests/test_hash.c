@@ -1,4 +1,4 @@
-/* test_hash.c - the library's streaming XXH3-128 (common/hash_internal.h)
+/* test_hash.c - the library's streaming XXH3-128 and -64 (common/hash_internal.h)
  * gives the same digest at every SIMD level.
  *
  * Long inputs (16 KiB or more: a batch's images) go to xxHash's AVX-512 or
@@ -11,6 +11,8 @@
  *    (sp__hash_bytes_isa) and through sp__hash_bytes: every digest equals
  *    the system libxxhash's one-shot XXH3_128bits of the same bytes (an
  *    implementation built apart from the library's);
+ *    and the XXH3-64 of the cache's file hash (sp__hash64_*) the same way
+ *    against XXH3_64bits;
  *  - test_isa_cap: SEEDPIPE_ISA=sse2 caps sp__hash_isa() at 0, avx2 at 1
  *    at most.
  * Levels the CPU lacks are lowered to one it has (the test says which).
@@ -54,6 +56,22 @@ static sp_digest feed(const uint8_t *buf, size_t n, int cuts, int isa) {
     return sp__hash_digest(&h);
 }
 
+/* XXH3-64 (the cache's file hash) of buf[0, n) in pieces at level isa. */
+static uint64_t feed64(const uint8_t *buf, size_t n, int cuts, int isa) {
+    sp__hash h;
+    sp__hash64_init(&h);
+    size_t at = 0;
+    uint64_t seed = n * 104729u + (uint64_t)cuts;
+    for (int c = 0; c < cuts && at < n; c++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t k = (size_t)((seed >> 33) % (n - at + 1));
+        sp__hash64_bytes_isa(&h, buf + at, k, isa);
+        at += k;
+    }
+    sp__hash64_bytes_isa(&h, buf + at, n - at, isa);
+    return sp__hash64_digest(&h);
+}
+
 static void test_levels_agree(void) {
     size_t cap = 3u << 20;
     uint8_t *buf = malloc(cap + 8);
@@ -78,6 +96,15 @@ static void test_levels_agree(void) {
         memcpy(ref + 8, p, n);
         XXH128_hash_t x = XXH3_128bits(ref, n + 8);
         free(ref);
+        uint64_t x64 = XXH3_64bits(p, n);
+        for (int cuts = 0; cuts <= 5; cuts += 5)
+            for (int isa = 0; isa <= 2; isa++) {
+                uint64_t d = feed64(p, n, cuts, isa);
+                CHECK_MSG(d == x64, "XXH3-64, length %zu, %d cuts, level %d: %016llx, one-shot "
+                          "%016llx", n, cuts, isa, (unsigned long long)d,
+                          (unsigned long long)x64);
+                checked++;
+            }
         for (int cuts = 0; cuts <= 5; cuts += 5)
             for (int isa = -1; isa <= 2; isa++) {
                 sp_digest d = feed(p, n, cuts, isa);
@@ -89,7 +116,7 @@ static void test_levels_agree(void) {
                 checked++;
             }
     }
-    printf("  %d digests equal the one-shot XXH3-128\n", checked);
+    printf("  %d digests equal the one-shot XXH3-128 or XXH3-64\n", checked);
     free(buf);
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/xxhash_newer.sh - build and test against a newer xxhash.h than the system's.
 #
-# The cache compiles xxHash in (XXH_INLINE_ALL in cache/cache_file.c and
-# cache/cache_hash_avx2.c), so its code must stay on xxHash's public API:
+# The library compiles xxHash in (XXH_INLINE_ALL in common/hash.c,
+# hash_avx2.c and hash_avx512.c: every digest, fingerprint and cache
+# checksum), so its code must stay on xxHash's public API:
 # with a private internal (XXH3_update and its loop functions) the build
 # broke on the xxHash 0.8.2/0.8.3 headers of Debian 13 and Ubuntu 24.04,
 # while Debian 12's 0.8.1 built it. This script checks that against a newer
@@ -10,8 +11,8 @@
 # source distribution of the python `xxhash` package (3.5.0: xxHash 0.8.2),
 # puts its folder first on the include path (-I in CMAKE_C_FLAGS, checked
 # below through the build's own compile commands), builds the library, the
-# CLI and the cache tests in build-xxhash/ (Release, -Werror, no CUDA) and
-# runs `ctest -R cache` there. Still linked with the system's libxxhash: only
+# CLI and the tests in build-xxhash/ (Release, -Werror, no CUDA) and runs
+# `ctest -R "cache|hash"` there. Still linked with the system's libxxhash: only
 # the header is newer.
 #
 #   bash tests/xxhash_newer.sh      needs python3 -m pip (scripts/setup.sh
@@ -90,7 +91,7 @@ db, want_hdr, want_version = sys.argv[1], os.path.realpath(sys.argv[2]), sys.arg
 checked = 0
 for e in json.load(open(db)):
     src = e["file"]
-    if not src.endswith(("cache/cache_file.c", "cache/cache_hash_avx2.c")):
+    if not src.endswith(("common/hash.c", "common/hash_avx2.c", "common/hash_avx512.c")):
         continue
     args = e["arguments"] if "arguments" in e else shlex.split(e["command"])
     cmd, skip = [], False
@@ -111,10 +112,10 @@ for e in json.load(open(db)):
     if used != [want_hdr] or seen != want_version:
         sys.exit(f"xxhash_newer: {src} did not use {want_hdr} (xxHash {want_version})")
     checked += 1
-if checked != 2:
-    sys.exit(f"xxhash_newer: found {checked} of the 2 xxHash-inlining files in {db}")
+if checked != 3:
+    sys.exit(f"xxhash_newer: found {checked} of the 3 xxHash-inlining files in {db}")
 EOF
 
 # ---- 5. the cache tests -----------------------------------------------------------
-ctest --test-dir "$out" -R cache --output-on-failure -j "$jobs"
-echo "xxhash_newer: OK: xxHash $new_version header, cache tests passed (${SECONDS}s)"
+ctest --test-dir "$out" -R "cache|hash" --output-on-failure -j "$jobs"
+echo "xxhash_newer: OK: xxHash $new_version header, cache and hash tests passed (${SECONDS}s)"
