@@ -8,9 +8,9 @@
  * plane, the canonical pipeline text) is XXH3_128bits() of that buffer,
  * called where it is needed. The cache's checksums (cache/cache_file.c)
  * stream through the same state: XXH3-128 (its raw hash) and XXH3-64 (its
- * file hash, sp__hash64_*), at the SIMD level the caller chose. The state lives in the caller's
- * sp__hash (on the stack), so hashing never allocates and no digest can
- * fail or come back as zeros.
+ * file hash, sp__hash64_*), at the SIMD level the caller chose. The state
+ * lives in the caller's sp__hash (on the stack), so hashing never
+ * allocates and no digest can fail or come back as zeros.
  *
  * Not installed, not part of the API. xxHash is compiled into hash.c
  * (XXH_INLINE_ALL, public API only), so the state's layout is that of the
