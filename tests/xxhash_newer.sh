@@ -74,11 +74,11 @@ cmake -S "$root" -B "$out" -DCMAKE_BUILD_TYPE=Release -DSEEDPIPE_WERROR=ON \
       -DSEEDPIPE_CUDA=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
       -DCMAKE_C_FLAGS="-I$hdr_dir"
 # The library, the CLI (the Python cache tests drive it) and every C test
-# that `ctest -R cache` runs.
-mapfile -t cache_tests < <(ctest --test-dir "$out" -N -R cache |
+# that `ctest -R "cache|hash"` runs.
+mapfile -t cache_tests < <(ctest --test-dir "$out" -N -R "cache|hash" |
                            awk '$1 == "Test" && $2 ~ /^#/ && $3 !~ /^py_/ { sub(/\..*/, "", $3); print $3 }' |
                            sort -u)   # a file's cases (test_x.case) are one target
-((${#cache_tests[@]} > 0)) || die "ctest -R cache lists no C tests"
+((${#cache_tests[@]} > 0)) || die "ctest -R \"cache|hash\" lists no C tests"
 cmake --build "$out" -j "$jobs" --target seedpipe seedpipe_static seedpipe_cli "${cache_tests[@]}"
 
 # ---- 4. the build really saw that header ---------------------------------------
