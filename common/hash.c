@@ -46,20 +46,25 @@ int sp__hash_isa(void) {
 #endif
 }
 
-void sp__hash_bytes_isa(sp__hash *h, const void *p, size_t n, int isa) {
+/* Either width's update at level isa (lowered to what the CPU has). */
+static void update(sp__hash *h, const void *p, size_t n, int isa, int w64) {
     if (!n) return;
 #ifdef SP__HASH_X86
     if (isa >= 2 && __builtin_cpu_supports("avx512f")) {
-        sp__hash_update_avx512(h, p, n);
+        sp__hash_update_avx512(h, p, n, w64);
         return;
     }
     if (isa >= 1 && __builtin_cpu_supports("avx2")) {
-        sp__hash_update_avx2(h, p, n);
+        sp__hash_update_avx2(h, p, n, w64);
         return;
     }
 #endif
     (void)isa;
-    XXH3_128bits_update(state(h), p, n);
+    (void)(w64 ? XXH3_64bits_update(state(h), p, n) : XXH3_128bits_update(state(h), p, n));
+}
+
+void sp__hash_bytes_isa(sp__hash *h, const void *p, size_t n, int isa) {
+    update(h, p, n, isa, 0);
 }
 
 void sp__hash_bytes(sp__hash *h, const void *p, size_t n) {
@@ -88,19 +93,7 @@ void sp__hash64_init(sp__hash *h) {
 }
 
 void sp__hash64_bytes_isa(sp__hash *h, const void *p, size_t n, int isa) {
-    if (!n) return;
-#ifdef SP__HASH_X86
-    if (isa >= 2 && __builtin_cpu_supports("avx512f")) {
-        sp__hash64_update_avx512(h, p, n);
-        return;
-    }
-    if (isa >= 1 && __builtin_cpu_supports("avx2")) {
-        sp__hash64_update_avx2(h, p, n);
-        return;
-    }
-#endif
-    (void)isa;
-    XXH3_64bits_update(state(h), p, n);
+    update(h, p, n, isa, 1);
 }
 
 uint64_t sp__hash64_digest(const sp__hash *h) {

@@ -6,7 +6,7 @@
  * -mavx2 (CMakeLists.txt) and xxHash compiled in with its documented
  * tuning macro XXH_VECTOR = XXH_AVX2, through the public API only. Every
  * function xxHash defines here is static (XXH_INLINE_ALL), so no AVX2 code
- * is reachable but through the two functions below, which hash.c calls only
+ * is reachable but through the function below, which hash.c calls only
  * after its run-time CPU check found AVX2 (SEEDPIPE_ISA caps it). XXH3 is
  * one function whichever loop computes it, and the state is the same
  * struct (one header): tests/test_hash.c compares every level.
@@ -21,12 +21,9 @@
 
 #include "common/hash_internal.h"
 
-void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n) {
-    (void)XXH3_128bits_update((XXH3_state_t *)(void *)h->opaque, p, n);
-}
-
-void sp__hash64_update_avx2(sp__hash *h, const void *p, size_t n) {
-    (void)XXH3_64bits_update((XXH3_state_t *)(void *)h->opaque, p, n);
+void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n, int w64) {
+    XXH3_state_t *s = (XXH3_state_t *)(void *)h->opaque;
+    (void)(w64 ? XXH3_64bits_update(s, p, n) : XXH3_128bits_update(s, p, n));
 }
 #else
 typedef int sp__hash_avx2_unused;   /* not x86-64: nothing here */

@@ -49,11 +49,9 @@ void sp__hash64_init(sp__hash *h);
 void sp__hash64_bytes_isa(sp__hash *h, const void *p, size_t n, int isa);
 uint64_t sp__hash64_digest(const sp__hash *h);
 /* hash_avx2.c / hash_avx512.c (x86-64): xxHash's loops for that level
- * (XXH3_128bits_update, XXH3_64bits_update); called only through
- * sp__hash_bytes_isa() and sp__hash64_bytes_isa(). */
-void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n);
-void sp__hash_update_avx512(sp__hash *h, const void *p, size_t n);
-void sp__hash64_update_avx2(sp__hash *h, const void *p, size_t n);
-void sp__hash64_update_avx512(sp__hash *h, const void *p, size_t n);
+ * (XXH3_128bits_update, or with w64 XXH3_64bits_update); called only
+ * through sp__hash_bytes_isa() and sp__hash64_bytes_isa(). */
+void sp__hash_update_avx2(sp__hash *h, const void *p, size_t n, int w64);
+void sp__hash_update_avx512(sp__hash *h, const void *p, size_t n, int w64);
 
 #endif

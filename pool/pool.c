@@ -253,8 +253,9 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     }
     sp__pool_done_add(pool, q, s, 1, g.count);
     /* The consumer hashing the batch as it fills waits for this position
-     * (pool_digest.c): seq_cst against its store of pd_want and load of
-     * this DONE. */
+     * (pool_digest.c; when the workers hash, pd_want stays 0): seq_cst
+     * against its store of pd_want and load of this DONE. */
+    if (pool->wd) return;
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&h->pd_want, memory_order_relaxed) == sp__pool_pd_want(q, p))
         sp__pool_consumer_wake(h);

@@ -88,18 +88,19 @@ typedef struct wd_rec {
     _Atomic uint32_t lock;   /* 0: free */
     uint32_t next;           /* positions of batch q1 - 1 hashed into h */
     uint64_t q1;             /* q + 1 of the batch h belongs to; 0: none */
-    uint8_t pad[48];
-    sp__hash h;
+    sp__hash h;              /* 64-aligned: the words above have a line to themselves */
 } wd_rec;
-struct sp__pool_wd {
+struct sp__pool_wd {         /* R records (pool->R) */
     _Atomic uint32_t on;     /* sp_pool_digest() was called: workers hash */
-    uint32_t nslots;
-    size_t size;             /* of the mapping */
-    uint64_t test_kill_q1;   /* test hook: q + 1 of the batch whose hasher is killed */
+#ifdef SEEDPIPE_TEST_HOOKS
     _Atomic uint32_t test_killed;
-    uint8_t pad[36];
+    uint64_t test_kill_q1;   /* q + 1 of the batch whose hasher is killed */
+#endif
     wd_rec rec[];
 };
+static size_t wd_size(const sp_pool *pool) {
+    return sizeof(struct sp__pool_wd) + (size_t)pool->R * sizeof(wd_rec);
+}
 /* How long the consumer lets a worker finish hashing a batch it takes
  * (the batch was complete to a scan before that worker's counter bump). */
 #define WD_WAIT_NS 20000000ull
@@ -117,12 +118,9 @@ static int by_workers(int nworkers) {
 
 void sp__pool_digest_open(sp_pool *pool) {
     if (!by_workers(pool->nworkers)) return;
-    size_t size = sizeof(struct sp__pool_wd) + (size_t)pool->R * sizeof(wd_rec);
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, wd_size(pool), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return;   /* the consumer hashes */
     pool->wd = m;
-    pool->wd->nslots = pool->R;
-    pool->wd->size = size;
 #ifdef SEEDPIPE_TEST_HOOKS
     /* A worker SIGKILLs itself holding batch N's record (tests/test_pool_digest.c). */
     const char *k = getenv("SEEDPIPE_TEST_DIGEST_KILL");
@@ -232,7 +230,7 @@ void sp__pool_digest_unclaim(sp__worker_ctx *wc, uint32_t s, uint32_t count, int
 void sp__pool_digest_worker_died(sp_pool *pool, uint32_t w) {
     struct sp__pool_wd *wd = pool->wd;
     if (!wd) return;
-    for (uint32_t s = 0; s < wd->nslots; s++)
+    for (uint32_t s = 0; s < pool->R; s++)
         if (atomic_load(&wd->rec[s].lock) == w + 1) {   /* reaped: it writes no more */
             wd->rec[s].q1 = 0;
             atomic_store(&wd->rec[s].lock, 0);
@@ -375,7 +373,7 @@ void sp__pool_digest_counts(const sp_pool *pool, uint64_t by[3]) {
 void sp__pool_digest_free(sp_pool *pool) {
     pd_free(pool);
     if (pool->wd) {
-        munmap(pool->wd, pool->wd->size);
+        munmap(pool->wd, wd_size(pool));
         pool->wd = NULL;
     }
 }
