@@ -255,6 +255,31 @@ sp_loader_batch = _fn("sp_loader_batch", c_int, P, c_uint32, c_uint64, POINTER(s
 sp_loader_explain = _fn("sp_loader_explain", c_int, P, c_uint32, c_uint64, c_char_p, c_size_t,
                         POINTER(sp_error))
 
+# perm.h and sampler.h: the epoch order and its batches (the Python backend
+# cuts a Python dataset's epochs with the C path's own functions)
+class sp_key(Structure):
+    _fields_ = [("k", c_uint32 * 2)]
+
+
+class sp_perm(Structure):
+    _fields_ = [("n", c_uint64), ("key", sp_key), ("epoch", c_uint32), ("half_bits", ctypes.c_uint),
+                ("half_mask", c_uint64)]
+
+
+class sp_batching(Structure):
+    _fields_ = [("n", c_uint64), ("batch_size", c_uint32), ("drop_last", c_int), ("rank", c_uint32),
+                ("world", c_uint32), ("pad_tail", c_int), ("strided", c_int)]
+
+
+sp_perm_init = _fn("sp_perm_init", None, POINTER(sp_perm), c_uint64, sp_key, c_uint32)
+sp_perm_at = _fn("sp_perm_at", c_uint64, POINTER(sp_perm), c_uint64)
+sp_batching_check = _fn("sp_batching_check", c_int, POINTER(sp_batching), E)
+sp_batching_padded = _fn("sp_batching_padded", c_uint64, POINTER(sp_batching))
+sp_batches_per_epoch = _fn("sp_batches_per_epoch", c_uint64, POINTER(sp_batching))
+sp_batch_slice = _fn("sp_batch_slice", None, POINTER(sp_batching), c_uint64, POINTER(c_uint64),
+                     POINTER(c_uint32))
+sp_batch_position = _fn("sp_batch_position", c_uint64, POINTER(sp_batching), c_uint64)
+
 # manifest.h; FILE * is an opaque pointer here (seedpipe.digest() passes an open_memstream)
 sp_manifest_write_header = _fn("sp_manifest_write_header", c_int, c_void_p, P, c_uint32, E)
 sp_manifest_write_batch = _fn("sp_manifest_write_batch", c_int, c_void_p, POINTER(sp_batch),

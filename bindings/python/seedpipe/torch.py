@@ -74,7 +74,8 @@ _warned_pin = [False]
 
 
 def _refusal(name, why):
-    return ValueError(f"DataLoader: {name}: {why}")
+    return ValueError(f"DataLoader: {name}: {why} (or pass backend='python': the dataset's "
+                      "own __getitem__ in seedpipe's workers, docs/python.md)")
 
 
 def _refuse(name, why):
@@ -343,14 +344,48 @@ class DataLoader:
     without world=.
     """
 
+    backend = "c"
+    backend_reason = None
+
+    def __new__(cls, *args, backend=None, **kw):
+        """The backend (see the class comment): a PythonDataLoader (a subclass)
+        for a dataset the C path does not take, or with backend='python'."""
+        _need()
+        if cls is not DataLoader:
+            return object.__new__(cls)
+        if backend not in (None, "c", "python"):
+            raise ValueError(f"DataLoader: backend={backend!r}: 'c', 'python' or None (chosen "
+                             "from the dataset and the arguments)")
+        named = dict(zip(_TORCH_ARGS, args), **kw)
+        from . import _pytorch
+        ds = named.get("dataset")
+        if backend is None and not isinstance(ds, (str, bytes, os.PathLike)):
+            _pytorch.refuse_iterable(ds)
+            why = _pytorch.c_path_reason(ds, named, _c_path_checks)
+            if why is not None:
+                obj = object.__new__(_pytorch.PythonDataLoader)
+                obj.backend_reason = why
+                return obj
+        if backend == "python":
+            return object.__new__(_pytorch.PythonDataLoader)
+        return object.__new__(cls)
+
+    def __class_getitem__(cls, item):
+        """DataLoader[Tensor] in annotations, as torch's class allows."""
+        return cls
+
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  transform=None, seed=None, rank=None, world=None, dtype=None,
-                 layout="nchw", zero_copy=False, on_error="fail", cache=None, threads=1):
+                 layout="nchw", zero_copy=False, on_error="fail", cache=None, threads=1,
+                 backend=None, fingerprint=None):
         torch = _need()
         from . import transforms as T
+        if fingerprint is not None:
+            _refuse("fingerprint=", "it names a Python dataset's version for its cache; "
+                    "seedpipe's C path hashes the files itself (leave it None)")
         if batch_sampler is not None:
             _refuse("batch_sampler", "seedpipe cuts the batches itself: pass batch_size= (per "
                     "process) and drop_last=, with a DistributedSampler as sampler= under DDP")
@@ -711,6 +746,28 @@ class DataLoader:
                 f"{self.shuffle}, num_workers={self.num_workers}, rank={self.rank}, "
                 f"world={self.world}, seed="
                 f"{'<read at the first iter()>' if self._seed_fn else self._ld.seed})")
+
+
+_TORCH_ARGS = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
+               "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn",
+               "multiprocessing_context", "generator")
+
+
+def _c_path_checks(ds, kw):
+    """Raise ValueError where the C path would refuse these arguments (the
+    automatic backend choice then takes the Python backend)."""
+    if not isinstance(kw.get("num_workers", 0), int) or kw.get("num_workers", 0) > 64:
+        raise ValueError("num_workers > 64")
+    if kw.get("sampler") is not None:
+        _read_sampler(kw["sampler"], ds)
+    if kw.get("multiprocessing_context") is not None:
+        raise ValueError("multiprocessing_context=")
+    _, _, _, tf = _sample_list(ds)
+    if _is_folder_dataset(ds):
+        _check_folder_dataset(ds)
+    tf = kw.get("transform", tf)
+    if tf is not None and not isinstance(tf, str):
+        _spec_of(tf)
 
 
 def _watch_set_epoch(sampler, dl):

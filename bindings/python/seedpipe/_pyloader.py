@@ -1,0 +1,321 @@
+"""The Python backend: a user's own map-style dataset (__len__ and
+__getitem__) under seedpipe's order, batching, seeds, state and workers.
+
+    ld = PyLoader(dataset, order, seed=7, workers=2, ring=4)
+    for batch in ld.epoch(0):      # collated batches, in order
+        ...
+    ld.state_dict()                # where the next batch is: resume anywhere
+
+Before each dataset[i] the process that runs it (a worker, or the trainer
+with workers=0) seeds Python's `random`, NumPy's global generator and
+torch's default CPU generator from the sample's key, and before each
+collate call from the batch's (_keys.py; docs/determinism.md section 11),
+with torch held to one thread (as torch's own workers are), so a batch is
+the same bytes whichever process computes it and whatever ran before in
+that process. With workers=0 the trainer's three generator states and
+thread count are saved before a batch and restored after it: the loader
+never changes the trainer's randomness.
+
+What seedpipe cannot seed (a generator the dataset made in __init__,
+os.urandom, time, a C library's own generator) it cannot make exact;
+seedpipe.torch.verify() finds it (_pyverify.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import random
+import traceback
+
+import numpy as np
+
+from . import _keys, _pybatch
+from ._pyworkers import Pool
+
+try:
+    import torch as _torch
+except ImportError:   # pragma: no cover - depends on the installation
+    _torch = None
+
+_TB_MAX = 32 << 10
+
+# What sample_seed() answers: (kind, a, epoch, rep, keys) of the call
+# running in this process, or None outside dataset[i] and collate.
+_current = [None]
+
+
+def current_words():
+    cur = _current[0]
+    if cur is None:
+        raise RuntimeError("seedpipe.torch.sample_seed()/sample_generator(): called outside "
+                           "a dataset's __getitem__ or collate_fn run by a seedpipe "
+                           "DataLoader (there is no sample to key it by)")
+    kind, a, epoch, rep, keys = cur
+    if kind == "sample":
+        return keys.sample(a, epoch, rep, _keys.G_EXPLICIT)
+    return keys.batch(a, epoch, _keys.G_EXPLICIT)
+
+
+def _seed_all(keys_fn):
+    w = keys_fn(_keys.G_RANDOM)
+    random.seed(_keys.words128(w))
+    np.random.seed(np.array(keys_fn(_keys.G_NUMPY), dtype=np.uint32))
+    if _torch is not None:
+        _torch.default_generator.manual_seed(_keys.words64(keys_fn(_keys.G_TORCH)))
+
+
+class _Saved:
+    """The trainer's generator states and torch thread count, restored on exit."""
+
+    def __enter__(self):
+        self.r, self.n = random.getstate(), np.random.get_state()
+        if _torch is not None:
+            self.t, self.threads = _torch.get_rng_state(), _torch.get_num_threads()
+            if self.threads != 1:
+                _torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        random.setstate(self.r)
+        np.random.set_state(self.n)
+        if _torch is not None:
+            _torch.set_rng_state(self.t)     # initial_seed() too
+            if self.threads != 1:
+                _torch.set_num_threads(self.threads)
+        _current[0] = None
+
+
+class Job:
+    """What a batch is: the samples of its indices, each seeded, then the
+    collate call, seeded by the batch. Runs in a worker or in-process."""
+
+    def __init__(self, dataset, seed, collate_fn, batched, worker_init_fn):
+        self.dataset, self.keys = dataset, _keys.Keys(seed)
+        self.collate_fn, self.batched = collate_fn, batched
+        self.worker_init_fn, self.seed = worker_init_fn, seed
+        self.index = None
+
+    def build(self, epoch, b, indices, reps, writer=None):
+        keys, samples = self.keys, []
+        for i, r in zip(indices, reps):
+            self.index = i
+            _current[0] = ("sample", i, epoch, r, keys)
+            _seed_all(lambda g, i=i, r=r: keys.sample(i, epoch, r, g))
+            samples.append(self.dataset[i])
+        self.index = None
+        _current[0] = ("batch", b, epoch, 0, keys)
+        _seed_all(lambda g: keys.batch(b, epoch, g))
+        try:
+            if not self.batched:
+                return (self.collate_fn or _pybatch.default_convert)(samples[0])
+            if self.collate_fn is None:
+                return _pybatch.default_collate(samples, writer)
+            return self.collate_fn(samples)
+        finally:
+            _current[0] = None
+
+    # ---- in a worker ----
+    def worker_start(self, wid, nworkers):
+        ws = _keys.worker_seed(self.seed, wid)
+        random.seed(ws)
+        np.random.seed(np.array([ws & 0xFFFFFFFF, ws >> 32], dtype=np.uint32))
+        if _torch is not None:
+            _torch.set_num_threads(1)
+            _torch.manual_seed(ws)
+            from torch.utils.data._utils import worker as W
+            W._worker_info = W.WorkerInfo(id=wid, num_workers=nworkers, seed=ws,
+                                          dataset=self.dataset)
+        if self.worker_init_fn is not None:
+            self.worker_init_fn(wid)
+
+    def compute(self, epoch, b, indices, reps, writer):
+        return writer.write(self.build(epoch, b, indices, reps, writer))
+
+    def describe_error(self, e):
+        tb = traceback.format_exc()
+        if len(tb) > _TB_MAX:
+            tb = "...\n" + tb[-_TB_MAX:]
+        try:
+            cls = pickle.dumps(type(e))
+        except Exception:   # noqa: BLE001 - a class pickle cannot name
+            cls = None
+        return (self.index, cls, type(e).__name__, str(e)[:_TB_MAX], tb)
+
+    def reraise(self, res, epoch, b, indices):
+        _, _, index, cls, name, msg, tb = res
+        where = (f"sample index {index}" if index is not None else "the collate_fn call") + \
+            f" (epoch {epoch}, batch {b})"
+        text = (f"Caught {name} in a seedpipe DataLoader worker process on {where}.\n"
+                f"Original {tb}")
+        raise _rebuild(cls, text, name)
+
+
+def _rebuild(cls_pickle, text, name):
+    try:
+        cls = pickle.loads(cls_pickle) if cls_pickle else None
+    except Exception:   # noqa: BLE001
+        cls = None
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        if cls is KeyError:
+            text = KeyErrorMessage(text)
+        try:
+            return cls(text)
+        except Exception:   # noqa: BLE001 - a constructor that wants other arguments
+            pass
+    return RuntimeError(f"{name}: {text}")
+
+
+class KeyErrorMessage(str):
+    """A KeyError's message printed as is (torch's ExceptionWrapper does the same)."""
+
+    def __repr__(self):
+        return self
+
+
+class PyLoader:
+    """Epochs of a Python dataset: `order` (_pyorder.py) says which
+    indices each batch holds; workers=0 runs in the trainer."""
+
+    backend = "python"
+
+    def __init__(self, dataset, order, seed, *, batched=True, collate_fn=None,
+                 worker_init_fn=None, workers=0, ring=None, persistent=True, timeout=0,
+                 cache=None, fingerprint=None):
+        self.dataset, self.order, self.seed = dataset, order, int(seed)
+        self.job = Job(dataset, self.seed, collate_fn, batched, worker_init_fn)
+        self.workers, self.ring = workers, ring or 2 * max(workers, 1)
+        self.persistent, self.timeout = persistent, timeout or None
+        self.pool, self.epoch_no, self.batch_no, self._gen = None, 0, 0, 0
+        self.cache = _Cache(cache, fingerprint, self) if cache is not None else None
+        self.cache_stats = self.cache
+
+    def __len__(self):
+        return self.order.batches(self.epoch_no)
+
+    def pids(self):
+        return self.pool.pids() if self.pool is not None else []
+
+    def _pool(self, fresh):
+        if self.pool is not None and fresh and not self.persistent:
+            self.pool.close()
+            self.pool = None
+        if self.pool is None:
+            self.pool = Pool(self.job, self.workers, self.ring)
+        return self.pool
+
+    def epoch(self, epoch, start=0):
+        """A generator of the batches of `epoch` from batch `start`."""
+        self._gen += 1
+        gen, nb = self._gen, self.order.batches(epoch)
+        self.epoch_no, self.batch_no = epoch, start
+        if self.workers == 0:
+            return self._inprocess(gen, epoch, start, nb)
+        return self._pooled(gen, epoch, start, nb)
+
+    def _hit(self, epoch, b):
+        return self.cache.get(epoch, b) if self.cache is not None else None
+
+    def _inprocess(self, gen, epoch, start, nb):
+        for b in range(start, nb):
+            batch = self._hit(epoch, b)
+            if batch is None:
+                idx, reps = self.order.indices(epoch, b)
+                with _Saved():
+                    batch = self.job.build(epoch, b, idx, reps)
+                if self.cache is not None:
+                    self.cache.put(epoch, b, _pybatch.encode(batch))
+            self.epoch_no, self.batch_no = epoch, b + 1
+            yield batch
+
+    def _pooled(self, gen, epoch, start, nb):
+        pool = self._pool(fresh=start == 0 or self.pool is None)
+        nxt, pending = start, []
+        try:
+            for b in range(start, nb):
+                while nxt < nb and len(pool.tasks) < self.ring:
+                    if self._hit_later(epoch, nxt):
+                        pending.append((nxt, None))
+                    else:
+                        idx, reps = self.order.indices(epoch, nxt)
+                        pool.submit((gen, nxt), epoch, nxt, idx, reps)
+                        pending.append((nxt, (gen, nxt)))
+                    nxt += 1
+                _, token = pending.pop(0)
+                batch = self.cache.get(epoch, b) if token is None else None
+                if token is None and batch is None:     # gone or corrupt since: compute it
+                    idx, reps = self.order.indices(epoch, b)
+                    token = (gen, b)
+                    pool.submit(token, epoch, b, idx, reps)
+                if token is not None:
+                    batch = pool.take(token, self.timeout)
+                    if self.cache is not None:
+                        self.cache.put_from_pool(epoch, b, pool)
+                self.epoch_no, self.batch_no = epoch, b + 1
+                yield batch
+        finally:
+            for _, token in pending:
+                if token is not None and not pool.closed:
+                    pool.discard(token)
+
+    def _hit_later(self, epoch, b):
+        return self.cache is not None and self.cache.has(epoch, b)
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+
+class _Cache:
+    """Augmented epochs of a Python dataset, by (fingerprint, seed, order,
+    batch): each batch's bytes (the transport's layout) in one file with a
+    BLAKE2b checksum, written to a temporary name and renamed into place; a
+    corrupt or missing entry is computed again."""
+
+    def __init__(self, root, fingerprint, ld):
+        if not fingerprint or not isinstance(fingerprint, str):
+            raise ValueError("cache=DIR needs fingerprint= (a string naming the dataset's "
+                             "version: seedpipe cannot hash a Python dataset's contents, so "
+                             "a cache without it could serve another dataset's batches)")
+        key = repr((fingerprint, ld.seed, sorted(ld.order.describe().items()),
+                    ld.job.batched, getattr(ld.job.collate_fn, "__qualname__", None)))
+        self.dir = os.path.join(os.fspath(root), "py-" + hashlib.blake2b(
+            key.encode(), digest_size=16).hexdigest())
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self.last = None
+        self.hits = self.misses = self.corrupt = 0
+
+    def _path(self, epoch, b):
+        return os.path.join(self.dir, f"e{epoch}-b{b}.batch")
+
+    def has(self, epoch, b):
+        return os.path.exists(self._path(epoch, b))
+
+    def get(self, epoch, b):
+        try:
+            with open(self._path(epoch, b), "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        body, tag = data[:-16], data[-16:]
+        if len(data) < 16 or hashlib.blake2b(body, digest_size=16).digest() != tag:
+            self.corrupt += 1
+            os.unlink(self._path(epoch, b))
+            return None
+        self.hits += 1
+        buf = np.frombuffer(bytearray(body), dtype=np.uint8)
+        return _pybatch.read(buf, len(body))[0]
+
+    def put(self, epoch, b, body):
+        self.misses += 1
+        path = self._path(epoch, b)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(body)
+            f.write(hashlib.blake2b(body, digest_size=16).digest())
+        os.replace(tmp, path)
+
+    def put_from_pool(self, epoch, b, pool):
+        buf, nbytes = pool.last
+        self.put(epoch, b, bytes(buf.map[:nbytes]))

@@ -1,0 +1,161 @@
+"""Epoch orders of the Python backend: which dataset indices batch b of
+epoch e holds, on this rank.
+
+    KeyedOrder     seedpipe's own order (shuffle: the keyed Feistel
+                   permutation; sequential: the identity), batches cut and
+                   rank-sliced by the C library's sampler (sp_perm_at,
+                   sp_batch_slice, sp_batch_position): the C path's order,
+                   byte for byte, padded tail and strided slices included
+    ReplacementOrder  RandomSampler(replacement=True, num_samples=M): position
+                   p of epoch e draws uniform_int(philox((p lo, p hi, e, 0),
+                   K_10)[0], n) (n < 2^32), keyed by seedpipe
+    ListOrder      a user's sampler (any iterable of indices: a range, a
+                   list, a custom Sampler) or batch_sampler, followed as it
+                   is: listed again at each epoch, its order the user's
+
+Every order gives, for a batch, its indices and each index's repetition
+number r in the epoch (the r-th time that index appears before it in the
+epoch's positions; 0 in KeyedOrder, whose padded positions are the same
+samples as the positions they repeat, as in the C path). The sample seeds
+(_keys.py) are addressed by (index, epoch, r).
+"""
+from __future__ import annotations
+
+import ctypes
+
+from . import _lib as L
+from ._errors import Error
+from ._keys import TAG_PY_SAMPLER, TAG_SHUFFLE, philox, stream_key
+
+
+class KeyedOrder:
+    kind = "seedpipe"
+
+    def __init__(self, n, seed, batch_size, drop_last, rank, world, shuffle, pad_tail):
+        self.n, self.shuffle = n, bool(shuffle)
+        self.bt = L.sp_batching(n=n, batch_size=batch_size, drop_last=int(bool(drop_last)),
+                                rank=rank, world=world, pad_tail=int(bool(pad_tail)),
+                                strided=int(not shuffle and world > 1))
+        err = L.sp_error()
+        if L.sp_batching_check(ctypes.byref(self.bt), ctypes.byref(err)) != 0:
+            raise Error(err.code, err.msg.decode(errors="replace"))
+        k = stream_key(seed, TAG_SHUFFLE)
+        self.key = L.sp_key((ctypes.c_uint32 * 2)(*k))
+        self.perm, self.perm_epoch = L.sp_perm(), None
+        self.padded = int(L.sp_batching_padded(ctypes.byref(self.bt)))
+
+    def batches(self, epoch):
+        return int(L.sp_batches_per_epoch(ctypes.byref(self.bt)))
+
+    def indices(self, epoch, b):
+        pos, cnt = ctypes.c_uint64(), ctypes.c_uint32()
+        L.sp_batch_slice(ctypes.byref(self.bt), b, ctypes.byref(pos), ctypes.byref(cnt))
+        slots = range(pos.value, pos.value + cnt.value)
+        positions = [int(L.sp_batch_position(ctypes.byref(self.bt), s)) for s in slots]
+        if not self.shuffle:
+            return positions, [0] * len(positions)
+        if self.perm_epoch != epoch:
+            L.sp_perm_init(ctypes.byref(self.perm), self.n, self.key, epoch)
+            self.perm_epoch = epoch
+        return [int(L.sp_perm_at(ctypes.byref(self.perm), p)) for p in positions], \
+            [0] * len(positions)
+
+    def describe(self):
+        return {"order": "shuffle" if self.shuffle else "sequential", "n": self.n,
+                "padded": self.padded, "batch_size": int(self.bt.batch_size),
+                "drop_last": bool(self.bt.drop_last)}
+
+
+def _reps(indices):
+    seen, reps = {}, []
+    for i in indices:
+        r = seen.get(i, 0)
+        reps.append(r)
+        seen[i] = r + 1
+    return reps
+
+
+class _Listed:
+    """An epoch's positions listed once and cut into batches."""
+
+    def __init__(self):
+        self._epoch, self._batches = None, None
+
+    def _cut(self, flat, batch_size, drop_last):
+        reps = _reps(flat)
+        out = [(flat[k:k + batch_size], reps[k:k + batch_size])
+               for k in range(0, len(flat), batch_size)]
+        if drop_last and out and len(out[-1][0]) < batch_size:
+            out.pop()
+        return out
+
+    def batches(self, epoch):
+        return len(self._epoch_batches(epoch))
+
+    def indices(self, epoch, b):
+        return self._epoch_batches(epoch)[b]
+
+    def _epoch_batches(self, epoch):
+        if self._epoch != epoch:
+            self._batches, self._epoch = self._list(epoch), epoch
+        return self._batches
+
+
+class ReplacementOrder(_Listed):
+    kind = "replacement"
+
+    def __init__(self, n, num_samples, seed, batch_size, drop_last):
+        super().__init__()
+        if not 1 <= n <= 0xFFFFFFFF:
+            raise ValueError(f"RandomSampler(replacement=True): {n} samples; seedpipe draws "
+                             "with replacement from at most 2^32 - 1 samples")
+        self.n, self.m, self.bs, self.drop = n, num_samples, batch_size, drop_last
+        self.key = stream_key(seed, TAG_PY_SAMPLER)
+
+    def _list(self, epoch):
+        flat = [(philox((p & 0xFFFFFFFF, p >> 32, epoch, 0), self.key)[0] * self.n) >> 32
+                for p in range(self.m)]
+        return self._cut(flat, self.bs, self.drop)
+
+    def describe(self):
+        return {"order": "replacement", "n": self.n, "num_samples": self.m,
+                "batch_size": self.bs, "drop_last": self.drop}
+
+
+class ListOrder(_Listed):
+    kind = "sampler"
+
+    def __init__(self, sampler, n, batch_size, drop_last, batched):
+        super().__init__()
+        self.sampler, self.n, self.bs, self.drop = sampler, n, batch_size, drop_last
+        self.batched = batched
+
+    def _check(self, i, where):
+        if isinstance(i, bool) or not hasattr(i, "__index__"):
+            raise TypeError(f"{where}: {i!r} is not an integer index")
+        i = int(i.__index__())
+        if not -self.n <= i < self.n:
+            raise IndexError(f"{where}: index {i} out of range for {self.n} samples")
+        return i
+
+    def _list(self, epoch):
+        name = type(self.sampler).__name__
+        if self.batched:
+            out = []
+            for k, batch in enumerate(self.sampler):
+                idx = [self._check(i, f"batch_sampler={name}, batch {k}") for i in batch]
+                out.append(idx)
+            flat = [i for b in out for i in b]
+            reps, k, res = _reps(flat), 0, []
+            for b in out:
+                res.append((b, reps[k:k + len(b)]))
+                k += len(b)
+            return res
+        flat = [self._check(i, f"sampler={name}") for i in self.sampler]
+        if self.bs is None:
+            return [([i], [r]) for i, r in zip(flat, _reps(flat))]
+        return self._cut(flat, self.bs, self.drop)
+
+    def describe(self):
+        return {"order": "sampler", "sampler": type(self.sampler).__name__, "n": self.n,
+                "batch_size": self.bs, "drop_last": self.drop}
