@@ -875,3 +875,40 @@ class _Iter:
             self.ended = True
             if self.it.epoch is not None and self.dl._ld._epoch > self.it.epoch:
                 self.dl._completed = self.epoch
+
+
+# ---- a Python dataset's own generators (the Python backend, docs/python.md) -------
+
+def sample_seed() -> int:
+    """A 64-bit seed of the sample (or batch) being computed, for code that
+    makes its own generator inside __getitem__ or collate_fn: a pure
+    function of (seed, epoch, index, repetition), whichever worker runs it
+    (docs/determinism.md section 11, generator word g = 3). RuntimeError
+    outside a seedpipe DataLoader's __getitem__ or collate call."""
+    from ._keys import words64
+    from ._pyloader import current_words
+    return words64(current_words())
+
+
+def sample_generator(kind: str = "torch"):
+    """A fresh generator for the sample being computed: kind="torch" a
+    torch.Generator seeded with sample_seed(), kind="numpy" a
+    numpy.random.Generator(PCG64) seeded with the block's 128 bits."""
+    from ._keys import words64, words128
+    from ._pyloader import current_words
+    w = current_words()
+    if kind == "torch":
+        g = _need().Generator()
+        g.manual_seed(words64(w))
+        return g
+    if kind == "numpy":
+        return np.random.Generator(np.random.PCG64(words128(w)))
+    raise ValueError(f"sample_generator(kind={kind!r}): 'torch' or 'numpy'")
+
+
+def verify(make_loader, workers=(0, 2, 3), batches=8, world=None):
+    """The guarantee checked on your own loader: see seedpipe._pyverify
+    (make_loader(num_workers) builds it; returns a report, truthy when every
+    batch is equal at every worker count)."""
+    from ._pyverify import verify as run
+    return run(make_loader, workers=workers, batches=batches, world=world)
