@@ -233,10 +233,17 @@ def test_every_refusal_names_itself(shapes, odd):
     ds = tv.datasets.ImageFolder(shapes, transform=TRAIN)
 
     def refused(match, *a, **kw):
+        # backend="c": the C path refuses what it cannot do, by name; the
+        # automatic choice gives such a loader to the Python backend instead
         with pytest.raises(ValueError, match=match) as e:
-            DataLoader(*a, **kw)
+            DataLoader(*a, backend="c", **kw)
         msg = str(e.value)
         assert any(w in msg for w in ("instead", "pass ", "use ", "give ", "leave ", "keep ")), msg
+        assert "backend='python'" in msg or "sampler=DistributedSampler" in match, msg
+
+    auto = DataLoader(ds, batch_size=8, collate_fn=lambda b: b)
+    assert auto.backend == "python" and auto.backend_reason.startswith("collate_fn")
+    auto.close()
 
     refused("batch_sampler", ds, batch_sampler=[[0, 1]])
     refused("collate_fn", ds, batch_size=8, collate_fn=lambda b: b)
@@ -270,7 +277,8 @@ def test_every_refusal_names_itself(shapes, odd):
     refused(r"sampler=DistributedSampler\(shuffle=True, drop_last=True\)", o, batch_size=4,
             sampler=DistributedSampler(o, num_replicas=2, rank=0, drop_last=True))
     with pytest.raises(ValueError, match="sampler=DistributedSampler.*another dataset"):
-        DataLoader(ds, batch_size=4, sampler=DistributedSampler(o, num_replicas=2, rank=0))
+        DataLoader(ds, batch_size=4, sampler=DistributedSampler(o, num_replicas=2, rank=0),
+                   backend="c")
     # drop_last on both: torch's batch count (floor(floor(25/2)/4) = 3)
     dl = DataLoader(o, batch_size=4, drop_last=True,
                     sampler=DistributedSampler(o, num_replicas=2, rank=0, drop_last=True))
@@ -400,7 +408,7 @@ def test_more_refusals_name_themselves(shapes, odd):
 
     def refused(match, *a, **kw):
         with pytest.raises(ValueError, match=match) as e:
-            DataLoader(*a, **kw)
+            DataLoader(*a, backend="c", **kw)      # the automatic choice: the Python backend
         msg = str(e.value)
         assert msg.startswith("DataLoader: ")
         assert any(w in msg for w in ("instead", "pass ", "use ", "give ", "put ", "Put ")), msg
