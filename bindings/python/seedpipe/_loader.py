@@ -152,6 +152,16 @@ class Loader(StreamSource):
     cache_stats() gives the counters.
     """
 
+    def __new__(cls, data=None, *args, **kw):
+        """A Python map-style dataset object (__len__ and __getitem__, not a
+        path or a Mixture) gets the Python backend (_pyloader.DatasetLoader:
+        its __getitem__ in seedpipe's workers, every sample seeded)."""
+        if cls is Loader and not isinstance(data, (str, bytes, os.PathLike)) and \
+                hasattr(data, "__getitem__") and hasattr(data, "__len__"):
+            from ._pyloader import DatasetLoader
+            return DatasetLoader(data, *args, **kw)
+        return super().__new__(cls)
+
     def __init__(self, data, *, pipeline: str = "shapes-train", seed: int = 0,
                  batch_size: int = 32, workers: int = 0, epochs: Optional[int] = None,
                  drop_last: bool = False, dtype=None, layout: str = "nchw", rank=0,

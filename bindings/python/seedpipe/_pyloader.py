@@ -319,3 +319,77 @@ class _Cache:
     def put_from_pool(self, epoch, b, pool):
         buf, nbytes = pool.last
         self.put(epoch, b, bytes(buf.map[:nbytes]))
+
+
+class DatasetLoader:
+    """seedpipe.Loader(dataset_object, ...) for a Python map-style dataset
+    (what Loader returns for one): batches collated by torch's
+    default_collate (numpy's stacking without torch), the same API as
+    Loader for epochs and state.
+
+        with seedpipe.Loader(MyDataset(), seed=1, batch_size=32, workers=4) as ld:
+            for epoch in range(10):
+                ld.set_epoch(epoch)
+                for batch in ld: ...
+    """
+
+    backend = "python"
+
+    def __init__(self, dataset, *, seed=0, batch_size=32, workers=0, drop_last=False,
+                 rank=0, world=1, order="global", pad_tail=False, collate_fn=None,
+                 worker_init_fn=None, ring=0, cache=None, fingerprint=None, **c_only):
+        from ._args import check_int
+        from ._pyorder import KeyedOrder
+        for name in c_only:
+            raise ValueError(f"Loader: {name}=: an option of seedpipe's C path (its own decode "
+                             f"and pipeline); a Python dataset ({type(dataset).__name__}) "
+                             "decodes and augments in its __getitem__")
+        if order not in ("global", "shuffle", "sequential"):
+            raise ValueError(f"Loader: order={order!r}: 'global' (or 'shuffle') or "
+                             "'sequential' for a Python dataset")
+        self.seed = check_int("seed", seed, 0, 2**64 - 1)
+        self.batch_size = check_int("batch_size", batch_size, 1, 0xFFFFFFFF)
+        world = check_int("world", world, 1, 1 << 16)
+        rank = check_int("rank", rank, 0, world - 1)
+        self.workers = check_int("workers", workers, 0, 1 << 16)
+        self._ld = PyLoader(dataset, KeyedOrder(len(dataset), self.seed, self.batch_size,
+                                                drop_last, rank, world, order != "sequential",
+                                                pad_tail),
+                            self.seed, collate_fn=collate_fn, worker_init_fn=worker_init_fn,
+                            workers=self.workers, ring=ring or None, cache=cache,
+                            fingerprint=fingerprint)
+        self._epoch, self._batch = 0, 0
+
+    def __len__(self):
+        return len(self._ld)
+
+    def __iter__(self):
+        epoch, start = self._epoch, self._batch
+        for batch in self._ld.epoch(epoch, start):
+            self._batch = self._ld.batch_no
+            yield batch
+        self._epoch, self._batch = epoch + 1, 0
+
+    def set_epoch(self, epoch):
+        self._epoch, self._batch = int(epoch), 0
+
+    def state_dict(self):
+        return {"backend": "python", "seed": self.seed, "epoch": self._epoch,
+                "batch": self._batch, "order": self._ld.order.describe(),
+                "samples": self._ld.order.n}
+
+    def load_state_dict(self, state):
+        if state.get("backend") != "python" or state["seed"] != self.seed or \
+                state["order"] != self._ld.order.describe():
+            raise ValueError("Loader.load_state_dict: the state is of another loader (seed, "
+                             "order or global batch differ)")
+        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+
+    def close(self):
+        self._ld.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

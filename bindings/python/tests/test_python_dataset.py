@@ -396,3 +396,24 @@ def test_cache_serves_a_warm_epoch_without_getitem(tmp_path, jpegs):
     ref, _ = batches(PhotoDataset(jpegs), 0)
     for a, b, c in zip(ref, cold, warm):
         assert _same(a, b) and _same(a, c)
+
+
+def test_seedpipe_loader_takes_a_dataset_object(jpegs):
+    import seedpipe
+    ds = PhotoDataset(jpegs)
+    with seedpipe.Loader(ds, seed=5, batch_size=4) as a, \
+            seedpipe.Loader(ds, seed=5, batch_size=4, workers=2) as b:
+        assert a.backend == "python" and len(a) == 3
+        ra, rb = list(a), list(b)
+        assert all(_same(x, y) for x, y in zip(ra, rb)) and len(ra) == 3
+        b.set_epoch(0)
+        it = iter(b)
+        next(it)
+        state = b.state_dict()
+        it.close()
+    with seedpipe.Loader(ds, seed=5, batch_size=4) as c:
+        c.load_state_dict(state)
+        rest = list(c)
+        assert len(rest) == 2 and all(_same(x, y) for x, y in zip(ra[1:], rest))
+    with pytest.raises(ValueError, match="pipeline=.*C path"):
+        seedpipe.Loader(ds, pipeline="imagenet-train")
