@@ -82,7 +82,7 @@ class Pool:
     def __init__(self, job, workers, ring):
         self.job, self.nworkers, self.ring = job, workers, max(1, ring)
         self.workers, self.bufs, self.tasks, self.done = {}, [], {}, {}
-        self.deaths, self.orphans, self.closed = {}, set(), False
+        self.deaths, self.orphans, self.closed, self.next_id = {}, set(), False, 0
         self._fin = weakref.finalize(self, Pool._kill_all, self.workers)
         for w in range(workers):
             self._spawn(w)
@@ -133,9 +133,29 @@ class Pool:
         for b in self.bufs:
             if b.free():
                 return b
-        b = _Buf(len(self.bufs))
+        if len(self.bufs) >= 2 * self.ring + 2:
+            self._detach_held()
+        b = _Buf(self.next_id)
+        self.next_id += 1
         self.bufs.append(b)
         return b
+
+    def _detach_held(self):
+        """The caller keeps many batches (a list of them): their buffers leave
+        the pool (their memory lives on with the batches' tensors; one file
+        descriptor each, inside the mapping), and the workers close theirs."""
+        for b in [b for b in self.bufs if not b.busy and b.lease is not None
+                  and b.lease() is not None]:
+            self.bufs.remove(b)
+            os.close(b.fd)
+            b.map = None
+            for wid in b.seen:
+                w = self.workers.get(wid)
+                if w is not None:
+                    try:
+                        w.sock.send(pickle.dumps(("forget", b.id)))
+                    except OSError:
+                        pass
 
     def submit(self, token, epoch, b, indices, reps):
         buf = self._buffer()
@@ -279,6 +299,12 @@ def _worker_main(job, sock, wid, nworkers):
         task = pickle.loads(msg)
         if task[0] == "stop":
             return
+        if task[0] == "forget":
+            w = writers.pop(task[1], None)
+            if w is not None:
+                w.close()
+                os.close(w.fd)
+            continue
         _, token, epoch, b, indices, reps, bid, size = task
         if fds:
             if bid in writers:

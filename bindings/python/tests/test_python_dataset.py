@@ -417,3 +417,50 @@ def test_seedpipe_loader_takes_a_dataset_object(jpegs):
         assert len(rest) == 2 and all(_same(x, y) for x, y in zip(ra[1:], rest))
     with pytest.raises(ValueError, match="pipeline=.*C path"):
         seedpipe.Loader(ds, pipeline="imagenet-train")
+
+
+def test_a_caller_keeping_every_batch_costs_one_descriptor_each():
+    """Batches kept in a list stay intact; their buffers leave the pool, and
+    the trainer's open files grow by about one per kept batch, not more."""
+    ds = torch.utils.data.TensorDataset(torch.arange(400).float().repeat_interleave(64)
+                                        .view(400, 64))
+    before = len(os.listdir("/proc/self/fd"))
+    dl = DataLoader(ds, batch_size=4, num_workers=2, seed=1, shuffle=True)
+    kept = list(dl)
+    during = len(os.listdir("/proc/self/fd"))
+    ref, _ = batches(ds, 0, batch_size=4, seed=1)
+    assert len(kept) == 100 and all(_same(a, b) for a, b in zip(ref, kept))
+    assert during - before <= 100 + 2 * dl._ld.ring + 12, (before, during)
+    dl.close()
+
+
+def test_timeout_and_persistent_workers():
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            time.sleep(2 if i == 3 else 0)
+            return torch.tensor([i])
+    dl = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=0.5)
+    with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):
+        list(dl)
+    dl.close()
+
+    class Scaled(torch.utils.data.Dataset):
+        scale = 1
+
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return torch.tensor([i * self.scale])
+    ds = Scaled()
+    fresh = DataLoader(ds, batch_size=4, num_workers=1)                 # forked each epoch
+    kept = DataLoader(ds, batch_size=4, num_workers=1, persistent_workers=True)
+    assert next(iter(fresh)).tolist() == next(iter(kept)).tolist() == [[0], [1], [2], [3]]
+    ds.scale = 10                    # the trainer changes the dataset between epochs
+    assert torch.cat(list(fresh)).view(-1).tolist() == [0, 10, 20, 30]   # as torch's
+    assert torch.cat(list(kept)).view(-1).tolist() == [0, 1, 2, 3]       # as torch's, too
+    fresh.close()
+    kept.close()
