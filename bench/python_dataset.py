@@ -18,7 +18,9 @@ import torch and seedpipe before):
           the work is the transport), 320 samples, batch 16 (64 MB batches)
 Each process touches every batch (a sum), as a model would. Printed: the
 median images/s of each side and the median of the pairs' ratios (targets:
-photos >= 1.0x, arrays >= 1.5x). Then the per-batch transport cost of the
+photos >= 1.0x, arrays >= 1.5x); the photos through cache=DIR: an epoch without a cache,
+a cold one and a warm one (whole processes, 3 triples, the cold and warm
+batches' digests equal, hashing not timed; target warm >= 5x computed). Then the per-batch transport cost of the
 Python backend on a 64 MB batch (the worker's write into the shared buffer
 and the trainer's read), against a plain memory copy of the same bytes
 measured in the same run.
@@ -84,16 +86,24 @@ def child(side, which, folder):
     t0 = time.perf_counter()
     if side == "seedpipe":
         dl = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=args.workers, seed=1)
+    elif side.startswith("cache="):
+        dl = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=args.workers, seed=1,
+                        cache=side[len("cache="):], fingerprint=f"bench-{which}")
     else:
         dl = torch.utils.data.DataLoader(ds, batch_size=BATCH, shuffle=True,
                                          num_workers=args.workers)
-    n = 0
+    import hashlib
+    n, h, hashing = 0, hashlib.blake2b(digest_size=16), 0.0
     for batch in dl:
         x = batch[0]
         x.sum()
         n += len(x)
-    dt = time.perf_counter() - t0
-    print(f"{n / dt:.3f}")
+        if side.startswith("cache="):      # the equality check, not timed
+            th = time.perf_counter()
+            h.update(memoryview(x.numpy()).cast("B"))
+            hashing += time.perf_counter() - th
+    dt = time.perf_counter() - t0 - hashing
+    print(f"{n / dt:.3f} {h.hexdigest()}")
 
 
 if args.child:
@@ -118,7 +128,8 @@ def run(side, which, folder):
                           "--child", side, which, folder], capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{side} {which} failed:\n{out.stderr[-3000:]}")
-    return float(out.stdout.strip().splitlines()[-1])
+    rate, digest = out.stdout.strip().splitlines()[-1].split()
+    return float(rate) if not side.startswith("cache=") else (float(rate), digest)
 
 
 def transport():
@@ -172,6 +183,25 @@ def main():
                   f"{statistics.median(tt):.1f} images/s, seedpipe/torch median of pairs "
                   f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max "
                   f"{max(ratios):.2f}; {args.workers} workers, {args.pairs} pairs)", flush=True)
+        # the cache by seed: an epoch computed without a cache, a cold one
+        # (computed and written) and a warm one (read back by the workers,
+        # no __getitem__), each a whole process
+        plain, colds, warms = [], [], []
+        for k in range(3):
+            cache = os.path.join(tmp, f"cache{k}")
+            plain.append(run("seedpipe", "photos", tmp))
+            cold, cd = run(f"cache={cache}", "photos", tmp)
+            warm, wd = run(f"cache={cache}", "photos", tmp)
+            if cd != wd:
+                raise SystemExit(f"the warm epoch's batches differ from the cold one's ({cd} vs {wd})")
+            colds.append(cold)
+            warms.append(warm)
+        print(f"photos through cache=DIR: computed (no cache) {statistics.median(plain):.1f} "
+              f"images/s, cold {statistics.median(colds):.1f}, warm "
+              f"{statistics.median(warms):.1f}: warm/computed "
+              f"{statistics.median(w / p for w, p in zip(warms, plain)):.1f}x, warm/cold "
+              f"{statistics.median(w / c for w, c in zip(warms, colds)):.1f}x (3 triples, equal "
+              "batches)", flush=True)
     transport()
 
 

@@ -117,6 +117,11 @@ class Writer:
         if not self.maps or len(self.maps[-1]) < self.size:
             self.maps.append(mmap.mmap(self.fd, self.size))
 
+    def reserve(self, nbytes):
+        """Room for nbytes from offset 0 (a whole batch read in as it is)."""
+        self._ensure(nbytes)
+        self.off = max(self.off, nbytes)
+
     def alloc(self, nbytes):
         """(offset, uint8 view) of nbytes at the next aligned place."""
         off = _align(self.off)

@@ -26,7 +26,10 @@ import hashlib
 import os
 import pickle
 import random
+import struct
 import traceback
+import warnings
+import zlib
 
 import numpy as np
 
@@ -91,6 +94,7 @@ class Job:
     collate call, seeded by the batch. Runs in a worker or in-process."""
 
     def __init__(self, dataset, seed, collate_fn, batched, worker_init_fn):
+        self.cache = None
         self.dataset, self.keys = dataset, _keys.Keys(seed)
         self.collate_fn, self.batched = collate_fn, batched
         self.worker_init_fn, self.seed = worker_init_fn, seed
@@ -130,7 +134,18 @@ class Job:
             self.worker_init_fn(wid)
 
     def compute(self, epoch, b, indices, reps, writer):
-        return writer.write(self.build(epoch, b, indices, reps, writer))
+        """Fill the writer's buffer with batch b: (bytes used, cache status)."""
+        status = None
+        if self.cache is not None:
+            n, status = self.cache.load_into(epoch, b, writer)
+            if n is not None:
+                return n, status
+            writer.reset()
+        n = writer.write(self.build(epoch, b, indices, reps, writer))
+        if self.cache is not None:
+            with memoryview(writer.maps[-1]) as m:
+                self.cache.store(epoch, b, m[:n])
+        return n, status
 
     def describe_error(self, e):
         tb = traceback.format_exc()
@@ -187,8 +202,10 @@ class PyLoader:
         self.workers, self.ring = workers, ring or 2 * max(workers, 1)
         self.persistent, self.timeout = persistent, timeout or None
         self.pool, self.epoch_no, self.batch_no, self._gen = None, 0, 0, 0
-        self.cache = _Cache(cache, fingerprint, self) if cache is not None else None
-        self.cache_stats = self.cache
+        self.cache = None
+        if cache is not None:
+            self.cache = _Cache(cache, fingerprint, order, self.seed, batched, collate_fn)
+        self.job.cache = self.cache
 
     def __len__(self):
         return self.order.batches(self.epoch_no)
@@ -213,18 +230,17 @@ class PyLoader:
             return self._inprocess(gen, epoch, start, nb)
         return self._pooled(gen, epoch, start, nb)
 
-    def _hit(self, epoch, b):
-        return self.cache.get(epoch, b) if self.cache is not None else None
-
     def _inprocess(self, gen, epoch, start, nb):
         for b in range(start, nb):
-            batch = self._hit(epoch, b)
+            batch, status = self.cache.load(epoch, b) if self.cache else (None, None)
             if batch is None:
                 idx, reps = self.order.indices(epoch, b)
                 with _Saved():
                     batch = self.job.build(epoch, b, idx, reps)
                 if self.cache is not None:
-                    self.cache.put(epoch, b, _pybatch.encode(batch))
+                    self.cache.store(epoch, b, _pybatch.encode(batch))
+            if self.cache is not None:
+                self.cache.count(status)
             self.epoch_no, self.batch_no = epoch, b + 1
             yield batch
 
@@ -234,32 +250,19 @@ class PyLoader:
         try:
             for b in range(start, nb):
                 while nxt < nb and len(pool.tasks) < self.ring:
-                    if self._hit_later(epoch, nxt):
-                        pending.append((nxt, None))
-                    else:
-                        idx, reps = self.order.indices(epoch, nxt)
-                        pool.submit((gen, nxt), epoch, nxt, idx, reps)
-                        pending.append((nxt, (gen, nxt)))
+                    idx, reps = self.order.indices(epoch, nxt)
+                    pool.submit((gen, nxt), epoch, nxt, idx, reps)
+                    pending.append((gen, nxt))
                     nxt += 1
-                _, token = pending.pop(0)
-                batch = self.cache.get(epoch, b) if token is None else None
-                if token is None and batch is None:     # gone or corrupt since: compute it
-                    idx, reps = self.order.indices(epoch, b)
-                    token = (gen, b)
-                    pool.submit(token, epoch, b, idx, reps)
-                if token is not None:
-                    batch = pool.take(token, self.timeout)
-                    if self.cache is not None:
-                        self.cache.put_from_pool(epoch, b, pool)
+                batch = pool.take(pending.pop(0), self.timeout)
+                if self.cache is not None:
+                    self.cache.count(pool.last_status)
                 self.epoch_no, self.batch_no = epoch, b + 1
                 yield batch
         finally:
-            for _, token in pending:
-                if token is not None and not pool.closed:
+            if not pool.closed:
+                for token in pending:
                     pool.discard(token)
-
-    def _hit_later(self, epoch, b):
-        return self.cache is not None and self.cache.has(epoch, b)
 
     def close(self):
         if self.pool is not None:
@@ -269,56 +272,102 @@ class PyLoader:
 
 class _Cache:
     """Augmented epochs of a Python dataset, by (fingerprint, seed, order,
-    batch): each batch's bytes (the transport's layout) in one file with a
-    BLAKE2b checksum, written to a temporary name and renamed into place; a
-    corrupt or missing entry is computed again."""
+    batch): each batch's bytes (the transport's layout, _pybatch.py) in one
+    file, then a 16-byte trailer (magic "SPC1", the body's CRC-32, its
+    length), written to a temporary name and renamed into place. With
+    workers each worker writes the batches it computed and reads the ones
+    it is given straight into the shared buffer, in parallel; a corrupt or
+    missing entry is computed again (and rewritten)."""
 
-    def __init__(self, root, fingerprint, ld):
+    TRAILER = struct.Struct("<4sIQ")
+
+    def __init__(self, root, fingerprint, order, seed, batched, collate_fn):
         if not fingerprint or not isinstance(fingerprint, str):
             raise ValueError("cache=DIR needs fingerprint= (a string naming the dataset's "
                              "version: seedpipe cannot hash a Python dataset's contents, so "
                              "a cache without it could serve another dataset's batches)")
-        key = repr((fingerprint, ld.seed, sorted(ld.order.describe().items()),
-                    ld.job.batched, getattr(ld.job.collate_fn, "__qualname__", None)))
+        key = repr((fingerprint, seed, sorted(order.describe().items()), batched,
+                    getattr(collate_fn, "__module__", None),
+                    getattr(collate_fn, "__qualname__", None)))
         self.dir = os.path.join(os.fspath(root), "py-" + hashlib.blake2b(
             key.encode(), digest_size=16).hexdigest())
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        self.last = None
         self.hits = self.misses = self.corrupt = 0
+
+    def count(self, status):
+        if status == "hit":
+            self.hits += 1
+        elif status is not None:
+            self.misses += 1
+            self.corrupt += status == "corrupt"
 
     def _path(self, epoch, b):
         return os.path.join(self.dir, f"e{epoch}-b{b}.batch")
 
-    def has(self, epoch, b):
-        return os.path.exists(self._path(epoch, b))
-
-    def get(self, epoch, b):
+    def _open(self, epoch, b):
+        """(file, body length) of a well-formed entry, or (None, status)."""
         try:
-            with open(self._path(epoch, b), "rb") as f:
-                data = f.read()
+            f = open(self._path(epoch, b), "rb")
         except OSError:
-            return None
-        body, tag = data[:-16], data[-16:]
-        if len(data) < 16 or hashlib.blake2b(body, digest_size=16).digest() != tag:
-            self.corrupt += 1
-            os.unlink(self._path(epoch, b))
-            return None
-        self.hits += 1
-        buf = np.frombuffer(bytearray(body), dtype=np.uint8)
-        return _pybatch.read(buf, len(body))[0]
+            return None, "miss"
+        size = os.fstat(f.fileno()).st_size
+        t = self.TRAILER.size
+        if size >= t:
+            f.seek(size - t)
+            magic, crc, n = self.TRAILER.unpack(f.read(t))
+            if magic == b"SPC1" and n == size - t:
+                f.seek(0)
+                return f, (n, crc)
+        f.close()
+        return None, "corrupt"
 
-    def put(self, epoch, b, body):
-        self.misses += 1
+    def _verify(self, f, view, crc, epoch, b):
+        ok = f.readinto(view) == len(view) and zlib.crc32(view) == crc
+        f.close()
+        if not ok:
+            try:
+                os.unlink(self._path(epoch, b))
+            except OSError:
+                pass
+        return ok
+
+    def load_into(self, epoch, b, writer):
+        """(bytes, "hit") read into a worker's buffer, or (None, why)."""
+        f, info = self._open(epoch, b)
+        if f is None:
+            return None, info
+        n, crc = info
+        writer.reserve(n)
+        with memoryview(writer.maps[-1]) as m:
+            ok = self._verify(f, m[:n], crc, epoch, b)
+        return (n, "hit") if ok else (None, "corrupt")
+
+    def load(self, epoch, b):
+        """The batch read into the trainer's memory, or (None, why)."""
+        f, info = self._open(epoch, b)
+        if f is None:
+            return None, info
+        n, crc = info
+        buf = np.empty(n, dtype=np.uint8)
+        if not self._verify(f, memoryview(buf), crc, epoch, b):
+            return None, "corrupt"
+        return _pybatch.read(buf, n)[0], "hit"
+
+    def store(self, epoch, b, body):
         path = self._path(epoch, b)
         tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.write(hashlib.blake2b(body, digest_size=16).digest())
-        os.replace(tmp, path)
-
-    def put_from_pool(self, epoch, b, pool):
-        buf, nbytes = pool.last
-        self.put(epoch, b, bytes(buf.map[:nbytes]))
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body)
+                f.write(self.TRAILER.pack(b"SPC1", zlib.crc32(body), len(body)))
+            os.replace(tmp, path)
+        except OSError as e:     # a full disk: the batch is still served, not cached
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            warnings.warn(f"seedpipe: cache {self.dir}: batch {b} of epoch {epoch} not "
+                          f"written ({e.strerror or e})", RuntimeWarning, stacklevel=2)
 
 
 class DatasetLoader:

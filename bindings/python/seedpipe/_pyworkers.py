@@ -187,10 +187,9 @@ class Pool:
         buf.busy = False
         if res[0] == "error":
             self.job.reraise(res, epoch, b, indices)
-        _, nbytes, size = res
+        _, nbytes, size, self.last_status = res
         batch, lease = _pybatch.read(buf.mapping(size), nbytes)
         buf.lease = weakref.ref(lease)
-        self.last = (buf, nbytes)
         return batch
 
     def discard(self, token):
@@ -231,7 +230,7 @@ class Pool:
         if token in self.orphans:
             self._forget(token)
         elif token in self.tasks:
-            self.done[token] = ("done", msg[2], msg[3]) if msg[0] == "done" else msg
+            self.done[token] = ("done", msg[2], msg[3], msg[4]) if msg[0] == "done" else msg
 
     def _least_loaded(self):
         return min(self.workers.values(), key=lambda x: (len(x.queue), x.wid))
@@ -314,8 +313,8 @@ def _worker_main(job, sock, wid, nworkers):
         w.size = max(w.size, size)  # grown by another worker since: mapped when used
         w.reset()
         try:
-            nbytes = job.compute(epoch, b, indices, reps, w)
-            reply = ("done", token, nbytes, w.size)
+            nbytes, status = job.compute(epoch, b, indices, reps, w)
+            reply = ("done", token, nbytes, w.size, status)
         except BaseException as e:   # noqa: B902 - user code: report it, keep serving
             reply = ("error", token) + job.describe_error(e)
         data = pickle.dumps(reply)

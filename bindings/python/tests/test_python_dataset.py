@@ -392,7 +392,7 @@ def test_cache_serves_a_warm_epoch_without_getitem(tmp_path, jpegs):
     n_cold = len(calls)
     warm, dl = batches(ds, 0, cache=str(tmp_path), fingerprint="photos-v1")
     assert len(calls) == n_cold, "a warm epoch called __getitem__"
-    assert dl.loader.cache.hits == len(cold)
+    assert dl.loader.cache.hits == len(cold) and dl.loader.cache.misses == 0
     ref, _ = batches(PhotoDataset(jpegs), 0)
     for a, b, c in zip(ref, cold, warm):
         assert _same(a, b) and _same(a, c)
@@ -464,3 +464,22 @@ def test_timeout_and_persistent_workers():
     assert torch.cat(list(kept)).view(-1).tolist() == [0, 1, 2, 3]       # as torch's, too
     fresh.close()
     kept.close()
+
+
+def test_cache_read_back_by_workers_and_a_corrupt_entry_recomputed(tmp_path, jpegs):
+    ds = PhotoDataset(jpegs)
+    ref, _ = batches(ds, 0)
+    cold, dl = batches(ds, 2, cache=str(tmp_path), fingerprint="v1")
+    assert (dl.loader.cache.misses, dl.loader.cache.hits) == (3, 0)
+    entry = sorted(p for p in (tmp_path / os.listdir(tmp_path)[0]).iterdir())[1]
+    data = bytearray(entry.read_bytes())
+    data[200] ^= 0xFF                                  # one flipped byte
+    entry.write_bytes(bytes(data))
+    warm, dl = batches(ds, 2, cache=str(tmp_path), fingerprint="v1")
+    assert (dl.loader.cache.hits, dl.loader.cache.corrupt) == (2, 1)
+    again, dl = batches(ds, 0, cache=str(tmp_path), fingerprint="v1")
+    assert dl.loader.cache.hits == 3                   # rewritten by the worker
+    for k, (a, b, c, d) in enumerate(zip(ref, cold, warm, again)):
+        assert _same(a, b) and _same(a, c) and _same(a, d), f"batch {k}"
+    other, dl = batches(ds, 0, cache=str(tmp_path), fingerprint="v2")
+    assert dl.loader.cache.hits == 0                   # another fingerprint: another entry
