@@ -24,6 +24,14 @@ private; everything public is imported here or in seedpipe.torch):
     _loader    Loader
     _client    attach() and Client (a running `seedpipe serve`)
     _digest    digest() and verify()
+    the Python backend (a user's own map-style dataset, DESIGN.md section 13):
+    _keys      the per-sample seeds of random, NumPy and torch (determinism.md 11)
+    _pyorder   its epoch orders (the C sampler's, a user's sampler, replacement)
+    _pybatch   a batch in a shared-memory buffer: collated in place, written, read
+    _pyworkers the forked worker processes, their buffers, death and redo
+    _pyloader  PyLoader (epochs, seeding, the cache) and Loader(dataset_object)
+    _pytorch   seedpipe.torch.DataLoader's Python backend
+    _pyverify  seedpipe.torch.verify() on the user's own loader
     mixture, transforms, audit, torch: public submodules.
 Importing seedpipe changes no global state (no warnings filter, no signal
 handler); it loads the library and checks its ABI.

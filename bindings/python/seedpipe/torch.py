@@ -237,7 +237,18 @@ def _read_sampler(sampler, dataset):
 
 
 class DataLoader:
-    """A drop-in for torch.utils.data.DataLoader over an image dataset:
+    """A drop-in for torch.utils.data.DataLoader, over any map-style dataset:
+
+    Two backends (`.backend`, and `.backend_reason` why the Python one was
+    chosen). "c": seedpipe's C path, for an image dataset it reads and
+    decodes itself, described below. "python": any other map-style
+    dataset, its __getitem__ run in seedpipe's own forked workers with
+    random, NumPy and torch seeded per sample (seedpipe._pytorch, docs/
+    python.md "Your own Dataset, exact"), with collate_fn, worker_init_fn,
+    any sampler or batch_sampler, batch_size=None. DataLoader(...) picks the
+    C path when it applies (see c_path_reason in seedpipe._pytorch) and the
+    Python backend otherwise; backend="c" or "python" forces one. The rest
+    of this comment is the C path.
 
         from seedpipe.torch import DataLoader          # was: torch.utils.data
         sampler = DistributedSampler(train_ds)         # under DDP, as before
@@ -258,8 +269,8 @@ class DataLoader:
     refused), a torch Subset or ConcatDataset of them (handed to the C
     library as an explicit sample list: paths and labels in the dataset's
     index order; every file is hashed at open), or a dataset path seedpipe
-    opens (image folder, list file, IDX, WebDataset shards). A custom
-    Dataset is refused.
+    opens (image folder, list file, IDX, WebDataset shards). Any other
+    dataset goes to the Python backend (backend="c" refuses it by name).
 
     batch_size: per process, as in torch: the global batch is batch_size *
     world. Keep batch_size * world fixed for world-size-invariant runs: the
@@ -336,7 +347,8 @@ class DataLoader:
     what a failing image does (seedpipe.Loader). transform, dtype, layout,
     cache and threads are seedpipe's (seedpipe.Loader).
 
-    Refused, with what to do instead: batch_sampler, collate_fn,
+    Refused by the C path, with what to do instead (the automatic choice
+    gives these to the Python backend): batch_sampler, collate_fn,
     worker_init_fn, multiprocessing_context, a non-zero timeout, other
     samplers, num_workers > 64, batch_size * world > the samples with
     drop_last=True (torch would yield an empty epoch), a transform without

@@ -483,3 +483,16 @@ def test_cache_read_back_by_workers_and_a_corrupt_entry_recomputed(tmp_path, jpe
         assert _same(a, b) and _same(a, c) and _same(a, d), f"batch {k}"
     other, dl = batches(ds, 0, cache=str(tmp_path), fingerprint="v2")
     assert dl.loader.cache.hits == 0                   # another fingerprint: another entry
+
+
+def test_verify_over_world_sizes(jpegs):
+    ds = PhotoDataset(jpegs)
+
+    def make(w, rank=0, world=1):
+        return DataLoader(ds, batch_size=4 // world, shuffle=True, seed=3, num_workers=w,
+                          rank=rank, world=world)
+    rep = verify(make, workers=(0, 1), batches=3, world=(1, 2))
+    assert rep.ok, str(rep)
+    assert [r[0] for r in rep.rows] == ["num_workers=0 world=1", "num_workers=0 world=2",
+                                        "num_workers=1 world=1", "num_workers=1 world=2"]
+    assert len({r[2] for r in rep.rows}) == 1
