@@ -214,7 +214,7 @@ class PyLoader:
         return self.pool.pids() if self.pool is not None else []
 
     def _pool(self, fresh):
-        if self.pool is not None and fresh and not self.persistent:
+        if self.pool is not None and (self.pool.closed or fresh and not self.persistent):
             self.pool.close()
             self.pool = None
         if self.pool is None:
@@ -292,6 +292,12 @@ class _Cache:
         self.dir = os.path.join(os.fspath(root), "py-" + hashlib.blake2b(
             key.encode(), digest_size=16).hexdigest())
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        st = os.stat(self.dir)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise ValueError(f"cache={os.fspath(root)!r}: {self.dir} is not this user's alone "
+                             f"(owner uid {st.st_uid}, mode {st.st_mode & 0o777:o}): its "
+                             "entries are pickles, which only a folder no one else can write "
+                             "may hold; point cache= at a folder of your own")
         self.hits = self.misses = self.corrupt = 0
 
     def count(self, status):
@@ -310,9 +316,9 @@ class _Cache:
             f = open(self._path(epoch, b), "rb")
         except OSError:
             return None, "miss"
-        size = os.fstat(f.fileno()).st_size
-        t = self.TRAILER.size
-        if size >= t:
+        st = os.fstat(f.fileno())
+        size, t = st.st_size, self.TRAILER.size
+        if st.st_uid == os.getuid() and size >= t:   # another user's file is never read
             f.seek(size - t)
             magic, crc, n = self.TRAILER.unpack(f.read(t))
             if magic == b"SPC1" and n == size - t:

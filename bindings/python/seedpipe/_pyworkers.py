@@ -40,6 +40,7 @@ from . import _pybatch
 
 MAX_DEATHS = 3
 _MSG = 1 << 20
+_TB = 32 << 10
 
 
 class _Buf:
@@ -90,6 +91,7 @@ class Pool:
     # ---- processes ----
     def _spawn(self, wid):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        trainer = os.getpid()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -99,7 +101,7 @@ class Pool:
                 parent.close()
                 for w in self.workers.values():
                     w.sock.close()
-                _worker_main(self.job, child, wid, self.nworkers)
+                _worker_main(self.job, child, wid, self.nworkers, trainer)
                 code = 0
             except BaseException:     # noqa: B902 - report anything, then leave
                 try:
@@ -185,6 +187,8 @@ class Pool:
         res = self.done.pop(token)
         epoch, b, indices, reps, buf = self.tasks.pop(token)
         buf.busy = False
+        if res[0] == "died":
+            raise RuntimeError(res[1])
         if res[0] == "error":
             self.job.reraise(res, epoch, b, indices)
         _, nbytes, size, self.last_status = res
@@ -224,6 +228,10 @@ class Pool:
         self.tasks.pop(token)[4].busy = False
 
     def _reply(self, w, msg):
+        if msg[0] == "fatal":       # the worker could not start: nothing would run
+            self.close()
+            raise RuntimeError(f"seedpipe: worker {w.wid} failed to start (worker_init_fn, "
+                               f"or the dataset in a new process):\n{msg[1]}")
         token = msg[1]
         if token in w.queue:
             w.queue.remove(token)
@@ -254,14 +262,15 @@ class Pool:
             t = queue[0]            # the one it was computing: tasks run in order
             n = self.deaths.get(t, 0) + 1
             self.deaths[t] = n
-            if n >= MAX_DEATHS:
+            if n >= MAX_DEATHS:      # take() raises it, at that batch's turn
                 epoch, b, indices, _, _ = self.tasks[t]
-                raise RuntimeError(
+                self.done[t] = ("died", (
                     f"seedpipe: a worker died {n} times computing batch {b} of epoch {epoch} "
                     f"(dataset indices {indices[:16]}{' ...' if len(indices) > 16 else ''}), "
                     f"last by {why}: a sample that crashes its process (a segfault in a C "
                     "library, the OOM killer) is not retried forever. Find it with "
-                    "num_workers=0, or give the workers more memory")
+                    "num_workers=0, or give the workers more memory"))
+                queue = queue[1:]
         for t in queue:
             self._send(t, self._least_loaded())
 
@@ -281,7 +290,7 @@ class Pool:
         self.bufs.clear()
 
 
-def _worker_main(job, sock, wid, nworkers):
+def _worker_main(job, sock, wid, nworkers, trainer):
     """A worker's loop: run tasks in the order they came, reply each."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # the trainer decides when to stop
     try:
@@ -289,7 +298,13 @@ def _worker_main(job, sock, wid, nworkers):
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG: die with the trainer
     except (OSError, AttributeError):
         pass
-    job.worker_start(wid, nworkers)
+    if os.getppid() != trainer:                      # it died before the prctl
+        return
+    try:
+        job.worker_start(wid, nworkers)
+    except BaseException:   # noqa: B902 - user code: tell the trainer, then leave
+        sock.send(pickle.dumps(("fatal", traceback.format_exc()[-_TB:])))
+        return
     writers = {}
     while True:
         msg, fds, _, _ = socket.recv_fds(sock, _MSG, 4)
@@ -317,8 +332,4 @@ def _worker_main(job, sock, wid, nworkers):
             reply = ("done", token, nbytes, w.size, status)
         except BaseException as e:   # noqa: B902 - user code: report it, keep serving
             reply = ("error", token) + job.describe_error(e)
-        data = pickle.dumps(reply)
-        if len(data) > _MSG - 1024:
-            reply = reply[:5] + (reply[5][-(_MSG // 2):],) + reply[6:]
-            data = pickle.dumps(reply)
-        sock.send(data)
+        sock.send(pickle.dumps(reply))     # small: describe_error bounds its texts

@@ -496,3 +496,23 @@ def test_verify_over_world_sizes(jpegs):
     assert [r[0] for r in rep.rows] == ["num_workers=0 world=1", "num_workers=0 world=2",
                                         "num_workers=1 world=1", "num_workers=1 world=2"]
     assert len({r[2] for r in rep.rows}) == 1
+
+
+def test_a_failing_worker_init_fn_is_named():
+    def init(wid):
+        raise OSError(f"no GPU for worker {wid}")
+    dl = DataLoader(torch.utils.data.TensorDataset(torch.arange(4)), batch_size=2,
+                    num_workers=1, worker_init_fn=init)
+    with pytest.raises(RuntimeError, match=r"(?s)worker 0 failed to start.*no GPU for worker 0"):
+        list(dl)
+    dl.close()
+
+
+def test_cache_refuses_a_folder_others_can_write(tmp_path):
+    ds = torch.utils.data.TensorDataset(torch.arange(4))
+    dl = DataLoader(ds, batch_size=2, cache=str(tmp_path), fingerprint="v1")
+    sub = dl.loader.cache.dir
+    dl.close()
+    os.chmod(sub, 0o777)
+    with pytest.raises(ValueError, match="not this user's alone.*pickles"):
+        DataLoader(ds, batch_size=2, cache=str(tmp_path), fingerprint="v1")
