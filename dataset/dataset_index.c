@@ -541,6 +541,66 @@ done:
     return rc;
 }
 
+/* A sample list may name one file many times (a torch Subset that repeats
+ * indices): dups[i] is the first sample with sample i's path, and only
+ * those firsts are hashed. Sorting (path, sample number) pairs puts each
+ * path's first occurrence first: O(n log n) string compares. */
+typedef struct path_ref {
+    const char *path;
+    uint64_t i;
+} path_ref;
+
+static int cmp_path_ref(const void *a, const void *b) {
+    const path_ref *x = a, *y = b;
+    int c = strcmp(x->path, y->path);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int find_duplicates(const sp_dataset *ds, uint64_t *dups, sp_error *err) {
+    uint64_t n = ds->n;
+    path_ref *ord = malloc((n ? n : 1) * sizeof *ord);
+    if (!ord)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
+                            (unsigned long long)n);
+    for (uint64_t i = 0; i < n; i++) ord[i] = (path_ref){ds->pool + ds->path_off[i], i};
+    qsort(ord, n, sizeof *ord, cmp_path_ref);
+    for (uint64_t k = 0; k < n; k++) {
+        int same = k > 0 && strcmp(ord[k].path, ord[k - 1].path) == 0;
+        dups[ord[k].i] = same ? dups[ord[k - 1].i] : ord[k].i;
+    }
+    free(ord);
+    return SP_OK;
+}
+
+/* Hash each distinct file of a listed dataset once; repeats copy its size
+ * and hash. The first failing sample in list order is still the one named. */
+static int hash_listed(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
+    uint64_t n = ds->n, ntodo = 0, failed = 0;
+    uint64_t *dups = malloc((n ? n : 1) * sizeof *dups);
+    uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
+    rec *recs = calloc(n ? n : 1, sizeof *recs);
+    int rc = !dups || !todo || !recs
+                 ? sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
+                                (unsigned long long)n)
+                 : find_duplicates(ds, dups, err);
+    for (uint64_t i = 0; rc == SP_OK && i < n; i++)
+        if (dups[i] == i) todo[ntodo++] = i;
+    if (rc == SP_OK && (rc = hash_all(ds, todo, ntodo, recs, &failed, err)) != SP_OK)
+        annotate(ds, e, failed, rc, err);
+    for (uint64_t i = 0; rc == SP_OK && i < n; i++) {
+        ds->sizes[i] = ds->sizes[dups[i]];
+        ds->hashes[i] = ds->hashes[dups[i]];
+    }
+    if (rc == SP_OK) {
+        ds->index.hashed = ntodo;
+        ds->index.used = 0;
+    }
+    free(recs);
+    free(todo);
+    free(dups);
+    return rc;
+}
+
 /* ---- the entry point: packing an encoded-file dataset ------------------------------ */
 
 /* Pack the entries, in their order, into ds's sample arrays. */
@@ -595,7 +655,7 @@ done:
 int sp__ds_finish_listed(sp_dataset *ds, sp__ds_entries *e, sp_error *err) {
     ds->index_mode = SP_INDEX_OFF;   /* a sidecar keeps sorted records of a root */
     int rc = pack(ds, e, err);
-    if (rc == SP_OK) rc = hash_files(ds, e, err);
+    if (rc == SP_OK) rc = hash_listed(ds, e, err);
     for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
     e->n = 0;
     return rc;

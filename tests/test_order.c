@@ -463,8 +463,23 @@ static void test_sample_list_edges(void) {
     sp_loader *again = create(sp_loader_config_of(ld));
     CHECK(dig_eq(sp_loader_fingerprint(again), sp_loader_fingerprint(ld)));
     sp_loader_destroy(again);
+    /* A repeated file is hashed once: its repeats copy its size and hash. */
+    const sp_dataset *dds = sp_loader_dataset(ld);
+    sp_dataset_index_info info;
+    sp_dataset_index_info_get(dds, &info);
+    CHECK_MSG(info.hashed == 2 && !info.used, "hashed %llu", (unsigned long long)info.hashed);
+    CHECK(dig_eq(sp_dataset_content_hash(dds, 2), sp_dataset_content_hash(dds, 0)));
+    CHECK(!dig_eq(sp_dataset_content_hash(dds, 1), sp_dataset_content_hash(dds, 0)));
     sp_batch_free(&b);
     sp_loader_destroy(ld);
+    /* A missing file listed twice is named at its first entry. */
+    const char *miss2[4] = {paths[0], "/nonexistent-sp/y.png", paths[1], "/nonexistent-sp/y.png"};
+    int32_t dl4[4] = {0, 0, 0, 0};
+    sp_sample_list m2 = {4, miss2, dl4, 0};
+    c.samples = &m2;
+    CHECK(sp_loader_create(&c, &ld, &err) == SP_EIO);
+    CHECK_MSG(strstr(err.msg, "/nonexistent-sp/y.png") && strstr(err.msg, "sample list entry 1)"),
+              "%s", err.msg);
     /* A missing file is named, with its entry. */
     const char *miss[2] = {paths[0], "/nonexistent-sp/x.png"};
     sp_sample_list m = {2, miss, dl, 0};

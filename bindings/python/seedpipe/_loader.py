@@ -57,16 +57,20 @@ def sample_list(samples) -> tuple:
     """(paths, labels[, num_classes]) -> (sp_sample_list, what it points to)."""
     if not isinstance(samples, (tuple, list)) or len(samples) not in (2, 3):
         raise ValueError("samples must be (paths, labels) or (paths, labels, num_classes)")
-    paths, labels = list(samples[0]), list(samples[1])
+    paths, labels = list(samples[0]), samples[1]
     ncls = samples[2] if len(samples) == 3 else 0
     if not paths or len(paths) != len(labels):
         raise ValueError(f"samples: {len(paths)} paths and {len(labels)} labels (equal, "
                          "at least one)")
-    bpaths = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
+    # Each distinct path encoded once; the C array points into those bytes
+    # (kept alive with the list), so a million repeats cost a pointer each.
+    enc = {p: os.fsencode(p) for p in dict.fromkeys(paths)}
+    addr = {p: ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value for p, b in enc.items()}
+    bpaths = (np.fromiter((addr[p] for p in paths), dtype=np.uintp, count=len(paths)), enc)
     blabels = np.ascontiguousarray(labels, dtype=np.int32)
     sl = L.sp_sample_list()
     sl.count = len(paths)
-    sl.paths = ctypes.cast(bpaths, ctypes.POINTER(ctypes.c_char_p))
+    sl.paths = bpaths[0].ctypes.data_as(ctypes.POINTER(ctypes.c_char_p))
     sl.labels = blabels.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
     sl.num_classes = check_int("num_classes", ncls, 0, 65536)
     return sl, bpaths, blabels

@@ -136,39 +136,77 @@ def _dataset_transform(ds):
     return getattr(ds, "transform", None)
 
 
+def _subset_indices(sub, n, where):
+    """A Subset's indices as an int64 array in [0, n), refused by name as
+    torch would refuse them (a float, a string, a nested list) or out of
+    range; negative ones wrap, as a list index does."""
+    raw = sub.indices
+    if hasattr(raw, "detach") and hasattr(raw, "numpy"):     # a tensor of indices
+        raw = raw.detach().cpu().numpy()
+    try:
+        a = np.asarray(raw)
+    except ValueError:                                          # ragged: nested lists
+        a = np.asarray(raw, dtype=object)
+    if a.ndim != 1 and a.size:
+        _refuse(f"{where}Subset.indices", f"a nested sequence ({a.ndim} dimensions); torch "
+                "indexes with integers: pass a flat list of integer indices")
+    if a.dtype.kind == "b":
+        a = a.astype(np.int64)
+    if a.size and a.dtype.kind not in "iu":
+        bad = next((x for x in a.tolist() if isinstance(x, bool) or not isinstance(x, int)),
+                   a.tolist()[0])
+        if isinstance(bad, (list, tuple)):
+            _refuse(f"{where}Subset.indices", f"a nested sequence ({bad!r}); torch indexes "
+                    "with integers: pass a flat list of integer indices")
+        _refuse(f"{where}Subset.indices", f"{bad!r} is not an integer index (torch raises "
+                "TypeError for it): pass integer indices")
+    a = a.astype(np.int64, copy=False)
+    out = (a < -n) | (a >= n)
+    if out.any():
+        _refuse(f"{where}Subset.indices", f"index {int(a[out.argmax()])} out of range for {n} "
+                "samples")
+    return np.where(a < 0, a + n, a)
+
+
 def _sample_list(ds, where="dataset: "):
     """(absolute paths, labels, classes, transform) of a folder dataset, or a
-    Subset / ConcatDataset of them, in the dataset's index order."""
+    Subset / ConcatDataset of them, in the dataset's index order: paths a
+    numpy object array, labels an int32 array (a Subset of a million
+    indices is one fancy index, not a Python loop; a chain of Subsets is
+    walked, not recursed into)."""
     from torch.utils.data import ConcatDataset, Subset
-    if isinstance(ds, Subset):
-        paths, labels, ncls, tf = _sample_list(ds.dataset, where + "Subset of ")
-        idx = [int(i) for i in ds.indices]
-        bad = [i for i in idx if not -len(paths) <= i < len(paths)]
-        if bad:
-            _refuse(f"{where}Subset.indices", f"index {bad[0]} out of range for "
-                    f"{len(paths)} samples")
-        return [paths[i] for i in idx], [labels[i] for i in idx], ncls, tf
+    chain = []
+    while isinstance(ds, Subset):
+        chain.append(ds)
+        ds = ds.dataset
+    base = where + "Subset of " * min(len(chain), 3) + ("... " if len(chain) > 3 else "")
     if isinstance(ds, ConcatDataset):
-        paths, labels, ncls, tf = [], [], 0, None
-        for k, part in enumerate(ds.datasets):
-            p, l, c, t = _sample_list(part, where + f"ConcatDataset part {k}: ")
-            if k and _spec_of(t) != _spec_of(tf):
-                _refuse(f"{where}ConcatDataset", "its parts have different transforms; "
+        parts = [_sample_list(part, base + f"ConcatDataset part {k}: ")
+                 for k, part in enumerate(ds.datasets)]
+        for k, (_, _, _, t) in enumerate(parts[1:], 1):
+            if _spec_of(t) != _spec_of(parts[0][3]):
+                _refuse(f"{base}ConcatDataset", "its parts have different transforms; "
                         "seedpipe runs one pipeline per loader: give them the same "
                         "transform, or pass transform= to the DataLoader")
-            paths += p
-            labels += l
-            ncls, tf = max(ncls, c), t
-        return paths, labels, ncls, tf
-    if _is_folder_dataset(ds):
-        _check_folder_options(ds, where)
+        paths = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, object)
+        labels = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int32)
+        ncls, tf = max((p[2] for p in parts), default=0), parts[-1][3] if parts else None
+    elif _is_folder_dataset(ds):
+        _check_folder_options(ds, base)
         root = os.path.abspath(os.path.expanduser(os.fspath(ds.root)))
-        paths = [os.path.join(root, os.path.relpath(os.path.abspath(p), root))
-                 for p, _ in ds.samples]
-        labels = [int(c) for _, c in ds.samples]
-        ncls = len(getattr(ds, "classes", ())) or (max(labels) + 1 if labels else 0)
-        return paths, labels, ncls, _dataset_transform(ds)
-    _refuse_dataset(ds)
+        paths = np.empty(len(ds.samples), dtype=object)
+        paths[:] = [os.path.join(root, os.path.relpath(os.path.abspath(p), root))
+                    for p, _ in ds.samples]
+        labels = np.fromiter((int(c) for _, c in ds.samples), dtype=np.int32,
+                             count=len(ds.samples))
+        ncls = len(getattr(ds, "classes", ())) or (int(labels.max()) + 1 if labels.size else 0)
+        tf = _dataset_transform(ds)
+    else:
+        _refuse_dataset(ds)
+    for k, sub in enumerate(reversed(chain)):
+        idx = _subset_indices(sub, len(paths), where + "Subset of " * (len(chain) - 1 - k))
+        paths, labels = paths[idx], labels[idx]
+    return paths, labels, ncls, tf
 
 
 def _refuse_dataset(ds):
@@ -530,10 +568,13 @@ class DataLoader:
             paths, labels, ncls, tf = _sample_list(dataset)
             if cut is not None:
                 paths, labels = paths[:cut], labels[:cut]
-            if not paths:
+            if not len(paths):
                 _refuse("dataset", "it has no samples")
-            data = os.path.commonpath([os.path.dirname(p) for p in paths])
-            samples = ([os.path.relpath(p, data) for p in paths], labels, ncls)
+            # each distinct path once (a Subset may repeat a file a million times)
+            uniq = list(dict.fromkeys(paths.tolist()))
+            data = os.path.commonpath([os.path.dirname(p) for p in uniq])
+            rel = {p: os.path.relpath(p, data) for p in uniq}
+            samples = ([rel[p] for p in paths.tolist()], labels, ncls)
             if transform is None:
                 transform = tf
         tf_name = _transform_name(transform)

@@ -481,3 +481,50 @@ def test_rank_world_with_a_process_group_use_rank_0s_seed(odd):
         dl.close()
     finally:
         dist.destroy_process_group()
+
+
+# ---- Subset indices: torch's rules, at a million indices -----------------------------
+
+def test_subset_indices_follow_torchs_rules(shapes):
+    import numpy as np
+    ds = tv.datasets.ImageFolder(shapes, transform=VAL)
+    for bad, what in (([1.5], "1.5 is not an integer index"), ([0, "a"], "is not an integer"),
+                      ([[0, 1], [2]], "nested"), ([[0, 1], [2, 3]], "nested"),
+                      ([0, 60], "index 60 out of range")):
+        with pytest.raises(ValueError, match=what):
+            DataLoader(Subset(ds, bad), batch_size=1, backend="c")
+    # the automatic choice leaves them to the dataset: torch's own TypeError
+    dl = DataLoader(Subset(ds, [1.5]), batch_size=1)
+    assert dl.backend == "python"
+    with pytest.raises(TypeError):
+        list(dl)
+    dl.close()
+    # negative, numpy and tensor indices, as torch indexes with them
+    want = None
+    for idx in ([-1, 0, -60], [59, 0, 0], np.array([59, 0, 0]), torch.tensor([59, 0, 0])):
+        dl = DataLoader(Subset(ds, idx), batch_size=3, num_workers=0)
+        x, y = next(iter(dl))
+        assert dl.backend == "c" and y.tolist() == [ds.targets[k] for k in (59, 0, 0)]
+        want = x if want is None else want
+        assert torch.equal(x, want)
+
+
+def test_a_million_indices_and_a_deep_chain_of_subsets(shapes):
+    import numpy as np
+    ds = tv.datasets.ImageFolder(shapes, transform=VAL)
+    idx = np.random.default_rng(1).integers(0, len(ds), 1_000_000)
+    dl = DataLoader(Subset(ds, idx), batch_size=4, shuffle=False, backend="c")
+    assert len(dl) == 250_000
+    x, y = next(iter(dl))
+    assert y.tolist() == [ds.targets[i] for i in idx[:4]]
+    small, = [b for b, _ in DataLoader(Subset(ds, idx[:4].tolist()), batch_size=4,
+                                       backend="c")]
+    assert torch.equal(x, small)               # the same samples as a 4-index Subset
+    dl.close()
+    deep = ds
+    for _ in range(3000):                      # recursion would fail: a loop walks it
+        deep = Subset(deep, range(len(deep) - 1, -1, -1))
+    dl = DataLoader(deep, batch_size=2, shuffle=False, backend="c")
+    x, y = next(iter(dl))                      # 3,000 reversals: the original order
+    assert y.tolist() == ds.targets[:2]
+    dl.close()
