@@ -79,7 +79,10 @@ def make_order(dataset, n, batch_size, shuffle, sampler, batch_sampler, drop_las
     if sampler is None:
         return KeyedOrder(n, seed, bs * world, drop_last, rank, world, shuffle,
                           pad_tail=world > 1), rank, world, None
-    if isinstance(sampler, DistributedSampler) and _same(sampler, dataset):
+    if isinstance(sampler, DistributedSampler) and _same(sampler, dataset) and \
+            not (sampler.drop_last and n % int(sampler.num_replicas)):
+        # (drop_last with an uneven tail: torch cuts its own permutation, which
+        # the ListOrder below follows exactly, so every rank has as many batches)
         r, w = int(sampler.rank), int(sampler.num_replicas)
         return KeyedOrder(n, seed, bs * w, drop_last, r, w, bool(sampler.shuffle),
                           pad_tail=not sampler.drop_last), r, w, int(sampler.seed)

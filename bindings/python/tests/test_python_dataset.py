@@ -516,3 +516,16 @@ def test_cache_refuses_a_folder_others_can_write(tmp_path):
     os.chmod(sub, 0o777)
     with pytest.raises(ValueError, match="not this user's alone.*pickles"):
         DataLoader(ds, batch_size=2, cache=str(tmp_path), fingerprint="v1")
+
+
+def test_distributed_sampler_drop_last_uneven_follows_torch():
+    """DistributedSampler(drop_last=True) over 10 samples and 3 ranks: each
+    rank gets torch's own indices (3 each), so no rank has fewer batches."""
+    from torch.utils.data import DistributedSampler, TensorDataset
+    ds = TensorDataset(torch.arange(10))
+    for rank in range(3):
+        s = DistributedSampler(ds, num_replicas=3, rank=rank, drop_last=True, seed=4)
+        s.set_epoch(2)
+        want = list(s)
+        got, dl = batches(ds, 2, batch_size=2, shuffle=None, sampler=s)
+        assert [int(i) for (x,) in got for i in x] == want and len(got) == 2
