@@ -215,7 +215,7 @@ def init_python(dl, dataset, batch_size, shuffle, sampler, batch_sampler, num_wo
                   ring=prefetch * max(num_workers, 1), persistent=bool(persistent_workers),
                   timeout=timeout, cache=cache, fingerprint=fingerprint)
     dl._ld = _build(dl)
-    dl._next_epoch, dl._pending, dl._gen, dl._live = 0, None, 0, None
+    dl._next_epoch, dl._pending, dl._gen = 0, None, 0
 
 
 def _build(dl):

@@ -176,9 +176,6 @@ class Pool:
         except OSError:
             pass        # dead: found by the next wait, its queue then redone
 
-    def in_flight(self):
-        return len(self.tasks) - len(self.done)
-
     def take(self, token, timeout=None):
         """The batch of `token` (submitted earlier): waits for it, handling
         deaths; raises the worker's exception if its batch failed."""
