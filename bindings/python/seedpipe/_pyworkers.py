@@ -77,8 +77,10 @@ def _death_name(status):
 
 
 class Pool:
-    """`job` has .compute(epoch, b, indices, reps, writer) -> batch written,
-    .worker_start(wid, nworkers) (in the worker, once), .reraise(payload)."""
+    """`job` has .compute(epoch, b, indices, reps, writer) -> (bytes written,
+    cache status), .worker_start(wid, nworkers) (in the worker, once),
+    .describe_error(exc) (in the worker) and .reraise(reply, epoch, b,
+    indices) (in the trainer)."""
 
     def __init__(self, job, workers, ring):
         self.job, self.nworkers, self.ring = job, workers, max(1, ring)
