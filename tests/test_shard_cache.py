@@ -187,7 +187,7 @@ def tmp_files(tmp, url, ref):
     # a kill storm: cold runs SIGKILLed mid-download, again and again
     left = 0
     for k in range(8):
-        shutil.rmtree(pd)
+        shutil.rmtree(pd, ignore_errors=True)
         p = subprocess.Popen([BIN, "digest", url, *map(str, COMMON), "--workers", "3",
                               "--shard-cache", d, "--out", "/dev/null"],
                              env=dict(os.environ, **ENV), stdout=subprocess.DEVNULL,
