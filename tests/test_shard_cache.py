@@ -19,7 +19,8 @@ On a shapes dataset sharded by `seedpipe shard --max-count 8` (12 shards),
    warning naming ENOSPC and the folder per process;
  - temporary files of killed writers (.KEY.tar.tmp-*) are removed by the
    next open once unchanged for 10 s, a live writer's (locked) is left; a
-   kill storm (runs SIGKILLed mid-download) leaves none after the next run.
+   kill storm (runs SIGKILLed mid-download, through the fault proxy adding
+   300 ms a request) leaves some, and none after the next run.
 """
 import fcntl
 import os
@@ -184,15 +185,22 @@ def tmp_files(tmp, url, ref):
     holder.wait()
     os.remove(live)
     os.remove(other)
-    # a kill storm: cold runs SIGKILLed mid-download, again and again
+    # a kill storm: cold runs SIGKILLed mid-download (through the proxy adding
+    # 300 ms to each request, so downloads are in flight), again and again
+    try:
+        px = rs.Proxy(int(url.split(":")[2].split("/")[0]), tmp, latency_ms=300, seed=3)
+    except rs.Unavailable as e:
+        skip("shard cache kill storm (proxy)", e)
+        return
+    slow = f"{px.url}/data/{PATTERN}"
     left = 0
-    for k in range(8):
+    for k in range(6):
         shutil.rmtree(pd, ignore_errors=True)
-        p = subprocess.Popen([BIN, "digest", url, *map(str, COMMON), "--workers", "3",
+        p = subprocess.Popen([BIN, "digest", slow, *map(str, COMMON), "--workers", "3",
                               "--shard-cache", d, "--out", "/dev/null"],
                              env=dict(os.environ, **ENV), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(0.05 + 0.03 * k)
+        time.sleep(0.5 + 0.1 * k)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         time.sleep(0.2)
@@ -203,6 +211,8 @@ def tmp_files(tmp, url, ref):
         if tmps:
             assert digest(url, "--shard-cache", d)[0] == ref
             assert not [f for f in os.listdir(pd) if ".tmp-" in f], os.listdir(pd)
+    px.stop()
+    assert left > 0, "the storm killed no writer mid-download"
     print(f"shard cache: a dead writer's temporary file removed at the next open, a live "
           f"(locked) one and a foreign name kept; a kill storm left {left} temporary "
           f"file(s), none after the next run", flush=True)
