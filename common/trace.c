@@ -10,12 +10,23 @@
  * header (magic, pid, process name, clock origin, dropped count) followed
  * by 48-byte records (sp__trace_rec). Records are written through a shared
  * mapping of one window of the file (65,536 records, 3 MiB): when the
- * window is full the file is extended (ftruncate: zeros) and the next
- * window mapped, so a process holds 3 MiB of trace whatever the run's
+ * window is full the file is extended and the next window mapped, so a
+ * process holds 3 MiB of trace whatever the run's
  * length, and what it wrote is in the file (the page cache) the moment it
  * is stored: a worker SIGKILLed by sp_pool_destroy() loses nothing. A
  * record's kind is stored last; a record whose kind is 0 (never written, or
  * cut by a kill mid-record) ends the part.
+ *
+ * Full disks. A store into a shared mapping of a file whose blocks the
+ * file system cannot provide is a SIGBUS, so no page is mapped before its
+ * blocks are reserved (posix_fallocate of the header and of each window,
+ * never a sparse ftruncate). sp_trace_start() reserves the header and the
+ * first window of its own part: a disk without 3 MiB free is a named
+ * error at start (ENOSPC and the parts directory). A window that cannot be
+ * reserved later (or a worker's part) drops the process's spans from then
+ * on, counted in its header with the errno; sp_trace_stop() writes the
+ * trace of what was recorded and reports the truncation as a warning in
+ * err->msg (its return still 0).
  *
  * Forks. pthread_atfork handlers hold the recorder's mutex across fork()
  * (so no child inherits a half-appended record) and, in every child, stop
@@ -75,6 +86,7 @@ typedef struct part_hdr {
     uint64_t origin;
     uint64_t dropped;
     char name[32];
+    int32_t nospace;        /* the errno of a reservation that failed (spans dropped), or 0 */
 } part_hdr;
 
 #define WIN_BYTES ((size_t)REC_PER_WIN * sizeof(sp__trace_rec))
@@ -135,22 +147,42 @@ static void part_close_locked(void) {
     T.n = 0;
 }
 
+static int window_locked(uint64_t w);
+
+/* The errno's name where a full disk is the likely reason. */
+static const char *nospace_name(int e) {
+    return e == ENOSPC ? " (ENOSPC)" : e == EDQUOT ? " (EDQUOT)" : e == EFBIG ? " (EFBIG)" : "";
+}
+
+/* Reserve [off, off + len) of fd (the blocks allocated, the file extended):
+ * 0, or the errno. A mapping of reserved blocks never faults. */
+static int reserve(int fd, off_t off, off_t len) {
+    int e;
+    do e = posix_fallocate(fd, off, len);
+    while (e == EINTR);
+    return e;
+}
+
 /* This process's part; a child's may exist already (its parent wrote
- * the header: sp__trace_spawned()), so only the first creates it. */
-static int part_open_locked(const char *name, int excl, sp_error *err) {
+ * the header: sp__trace_spawned()), so only the first creates it. The
+ * header and the first window are reserved before either is mapped; the
+ * part of the process that starts the trace (`start`) fails without them,
+ * a worker's keeps its header and drops its spans (nospace). */
+static int part_open_locked(const char *name, int excl, int start, sp_error *err) {
     char p[4300];
     snprintf(p, sizeof p, "%s/%d.bin", T.dir, (int)getpid());
     int fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (excl ? O_EXCL : 0), 0600);
     if (fd < 0) return sp_error_set(err, SP_EIO, "trace: %s: %s", p, strerror(errno));
     void *h = MAP_FAILED;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && (st.st_size >= HDR_BYTES || ftruncate(fd, HDR_BYTES) == 0))
+    int e = reserve(fd, 0, HDR_BYTES);
+    if (e == 0) {
         h = mmap(NULL, HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (h == MAP_FAILED) e = errno;
+    }
     if (h == MAP_FAILED) {
-        int e = errno;
         close(fd);
         unlink(p);
-        return sp_error_set(err, SP_EIO, "trace: %s: %s", p, strerror(e));
+        return sp_error_set(err, SP_EIO, "trace: %s: %s%s", p, strerror(e), nospace_name(e));
     }
     T.fd = fd;
     T.hdr = h;
@@ -161,17 +193,36 @@ static int part_open_locked(const char *name, int excl, sp_error *err) {
     T.hdr->magic = PART_MAGIC;
     T.win = NULL;
     T.n = 0;
+    if (window_locked(0) != 0) {
+        e = T.hdr->nospace;
+        if (start) {
+            part_close_locked();
+            unlink(p);
+            return sp_error_set(err, SP_EIO, "trace: %s: cannot reserve %zu bytes for the "
+                                "trace's first window: %s%s", T.dir, (size_t)WIN_BYTES,
+                                strerror(e), nospace_name(e));
+        }
+    }
     return SP_OK;
 }
 
-/* Map the window holding record T.n (the file extended to its end). */
+/* Map window w (its blocks reserved first: the file extended to its end).
+ * A failure is kept in the header (nospace): the spans from then on drop. */
 static int window_locked(uint64_t w) {
     if (T.win) munmap(T.win, WIN_BYTES);
     T.win = NULL;
+    if (T.hdr->nospace) return -1;   /* the disk was full: do not try each span */
     off_t off = (off_t)HDR_BYTES + (off_t)w * (off_t)WIN_BYTES;
-    if (ftruncate(T.fd, off + (off_t)WIN_BYTES) != 0) return -1;
+    int e = reserve(T.fd, off, (off_t)WIN_BYTES);
+    if (e != 0) {
+        T.hdr->nospace = e;
+        return -1;
+    }
     void *p = mmap(NULL, WIN_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, T.fd, off);
-    if (p == MAP_FAILED) return -1;
+    if (p == MAP_FAILED) {
+        T.hdr->nospace = errno ? errno : ENOMEM;
+        return -1;
+    }
     T.win = p;
     T.win_index = w;
     return 0;
@@ -254,7 +305,7 @@ void sp__trace_child(const char *fmt, ...) {
     t_ctx.batch = t_ctx.sample = SP__TRACE_NONE64;
     T.inherited = 0;
     sp_error e;
-    if (part_open_locked(name, 0, &e) == 0) atomic_store(&sp__trace_on, 1);
+    if (part_open_locked(name, 0, 0, &e) == 0) atomic_store(&sp__trace_on, 1);
     pthread_mutex_unlock(&mu);
 }
 
@@ -314,7 +365,7 @@ int sp_trace_start(const char *path, sp_error *err) {
         return sp_error_set(err, SP_EIO, "trace: %s: %s", T.dir, strerror(e));
     }
     T.origin = sp__trace_now();
-    int rc = part_open_locked("consumer", 1, err);
+    int rc = part_open_locked("consumer", 1, 1, err);
     if (rc != 0) {
         rmdir(T.dir);
     } else {
@@ -357,7 +408,7 @@ static char *put_us(char *q, uint64_t ns) {
 /* Write one part's metadata and events (its records up to the first
  * kind 0). @return the events written. */
 static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origin, int *first,
-                           uint64_t *dropped) {
+                           uint64_t *dropped, int *nospace) {
     const part_hdr *h = (const part_hdr *)p;
     if (len < sizeof *h || h->magic != PART_MAGIC || h->rec_size != sizeof(sp__trace_rec))
         return 0;   /* a header only: a child killed before it recorded (written by its parent) */
@@ -374,6 +425,7 @@ static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origi
             consumer ? 0 : 1 + (strncmp(name, "worker ", 7) == 0 ? atoi(name + 7) : 1000));
     *first = 0;
     *dropped += h->dropped;
+    if (h->nospace && !*nospace) *nospace = h->nospace;
     const sp__trace_rec *r = (const sp__trace_rec *)(p + HDR_BYTES);
     size_t n = len > HDR_BYTES ? (len - HDR_BYTES) / sizeof *r : 0;
     uint64_t k = 0;
@@ -417,8 +469,9 @@ static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origi
     return k;
 }
 
-/* Merge every part of T.dir into f, removing them. */
-static int merge_parts(FILE *f, sp_error *err) {
+/* Merge every part of T.dir into f, removing them; *nospace: the first
+ * errno of a part that could not grow (its spans dropped), or 0. */
+static int merge_parts(FILE *f, uint64_t *dropped_out, int *nospace, sp_error *err) {
     DIR *d = opendir(T.dir);
     if (!d) return sp_error_set(err, SP_EIO, "trace: %s: %s", T.dir, strerror(errno));
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
@@ -434,7 +487,8 @@ static int merge_parts(FILE *f, sp_error *err) {
             st.st_size >= (off_t)sizeof(part_hdr)) {
             void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (p != MAP_FAILED) {
-                events += merge_part(f, p, (size_t)st.st_size, T.origin, &first, &dropped);
+                events += merge_part(f, p, (size_t)st.st_size, T.origin, &first, &dropped,
+                                     nospace);
                 parts++;
                 munmap(p, (size_t)st.st_size);
             } else if (rc == SP_OK) {
@@ -450,6 +504,7 @@ static int merge_parts(FILE *f, sp_error *err) {
                "\"processes\":%llu,\"events\":%llu,\"dropped\":%llu}}\n",
             sp_version_string(), (unsigned long long)T.origin, (unsigned long long)parts,
             (unsigned long long)events, (unsigned long long)dropped);
+    *dropped_out = dropped;
     return rc;
 }
 
@@ -477,8 +532,10 @@ int sp_trace_stop(sp_error *err) {
             rc = sp_error_set(err, SP_EIO, "trace: %s: %s", T.path, strerror(errno));
         }
     }
+    uint64_t dropped = 0;
+    int nospace = 0;
     if (rc == 0) {
-        rc = merge_parts(f, err);
+        rc = merge_parts(f, &dropped, &nospace, err);
         if (fclose(f) != 0 && rc == 0)
             rc = sp_error_set(err, SP_EIO, "trace: %s: write failed: %s", T.path,
                               strerror(errno));
@@ -492,5 +549,11 @@ int sp_trace_stop(sp_error *err) {
     rmdir(T.dir);
     if (rc == 0) rc = sp_publish_commit(pub, 0, err);
     else sp_publish_abort(pub);
+    if (rc == 0 && nospace && err) {   /* written, but truncated: a warning, rc stays 0 */
+        sp_error_set(err, SP_EIO, "trace %s: truncated: %llu spans dropped, a part could not "
+                     "grow in %s: %s%s", T.path, (unsigned long long)dropped, T.dir,
+                     strerror(nospace), nospace_name(nospace));
+        err->code = SP_OK;
+    }
     return rc;
 }

@@ -5,8 +5,14 @@
  *
  * HOW IT WORKS
  *
- * The file is parsed whole by the strict JSON reader (json_internal.h).
- * Every complete event ("ph": "X") is a span of its pid; "process_name"
+ * The file is read by the one bounded-read rule (fileio_internal.h: a
+ * regular file, its size checked against SP_TRACE_SUMMARY_MAX_BYTES before
+ * a byte is read). The top-level object is walked here, value by value
+ * (strings and brackets only), and each value the summary uses (each event
+ * of "traceEvents", "otherData") is parsed on its own by the strict JSON
+ * reader (json_internal.h, at most EVENT_MAX_TOKENS values each), so the
+ * memory is the file, one event's tokens and 48 bytes a span, never a
+ * token array for the whole file. Every complete event ("ph": "X") is a span of its pid; "process_name"
  * metadata names the pids. A span is a wait when its name is "wait work",
  * "wait slot" or "next" (the consumer waiting for a batch); every other
  * span is work. A process's busy time is the length of the union of its
@@ -17,10 +23,17 @@
  * no span). The wall is the first span's start to the last one's end over
  * all processes, so busy / wall summed over the processes is the average
  * number of busy cores.
+ *
+ * Names from the file (process_name, span names) are kept with their
+ * control bytes escaped as \xNN, by the rule `seedpipe status` uses for
+ * strings from a region (service.c): printing a summary prints no
+ * terminal escape.
  */
+#include "common/fileio_internal.h"
 #include "common/json_internal.h"
 #include "seedpipe/trace.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +44,28 @@ typedef struct span {
     double ts, end;
     char name[24];
 } span;
+
+#define EVENT_MAX_TOKENS 4096   /* JSON values in one event or in otherData */
+#define EVENT_MAX_DEPTH 16
+
+/* src (srcn bytes, up to a NUL) into dst (n bytes, NUL-terminated), its
+ * control bytes (C0, DEL, C1 0x80-0x9f) and the backslash written as \xNN:
+ * the rule of `seedpipe status` (service.c escape_copy()). */
+static void escape_copy(char *dst, size_t n, const char *src, size_t srcn) {
+    size_t o = 0;
+    for (size_t i = 0; i < srcn && src[i] && o + 1 < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c >= 0x20 && c != 0x7f && c != '\\' && !(c >= 0x80 && c <= 0x9f)) {
+            dst[o++] = (char)c;
+        } else if (o + 5 < n) {
+            snprintf(dst + o, 5, "\\x%02x", c);
+            o += 4;
+        } else {
+            break;
+        }
+    }
+    dst[o] = '\0';
+}
 
 static int is_wait(const char *name) {
     return !strcmp(name, "wait work") || !strcmp(name, "wait slot") || !strcmp(name, "next");
@@ -141,55 +176,158 @@ static int proc_scan(sp_trace_summary *s, size_t max_gaps, sp_trace_proc *p, con
     return 0;
 }
 
-/* Collect the spans and names of the parsed file. */
-static int collect(const sp__json *j, long evs, sp_trace_summary *s, size_t *pcap, span **out,
-                   size_t *nout, sp_error *err) {
-    size_t n = 0, cap = 0;
-    span *sp = NULL;
-    for (size_t t = (size_t)evs + 1; t < j->t[evs].next; t = j->t[t].next) {
-        if (j->t[t].kind != SP__J_OBJ) continue;
-        long ph = sp__json_get(j, t, "ph"), nm = sp__json_get(j, t, "name");
-        int64_t pid;
-        if (sp__json_i64(j, sp__json_get(j, t, "pid"), &pid) != 0) continue;
-        char name[64];
-        if (nm < 0 || sp__json_str(j, nm, name, sizeof name) != 0) continue;
-        if (sp__json_streq(j, ph, "M") && !strcmp(name, "process_name")) {
-            long args = sp__json_get(j, t, "args");
-            long pi = proc_of(s, pcap, (int)pid);
-            if (pi < 0) goto oom;
-            char pn[64];
-            if (args >= 0 && sp__json_str(j, sp__json_get(j, args, "name"), pn, sizeof pn) == 0)
-                snprintf(s->procs[pi].name, sizeof s->procs[pi].name, "%.31s", pn);
-            continue;
-        }
-        if (!sp__json_streq(j, ph, "X")) continue;
-        double ts, dur;
-        if (num(j, sp__json_get(j, t, "ts"), &ts) != 0 ||
-            num(j, sp__json_get(j, t, "dur"), &dur) != 0 || dur < 0)
-            return sp_error_set(err, SP_EFORMAT, "trace: event at offset %zu: \"X\" without "
-                                "a numeric ts and dur", j->t[t].start);
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            span *nsp = realloc(sp, cap * sizeof *sp);
-            if (!nsp) goto oom;
-            sp = nsp;
-        }
-        long pi = proc_of(s, pcap, (int)pid);
-        if (pi < 0) goto oom;
-        s->procs[pi].events++;
-        sp[n].pid = (int)pid;
-        sp[n].ts = ts;
-        sp[n].end = ts + dur;
-        snprintf(sp[n].name, sizeof sp[n].name, "%.23s", name);
-        sp[n].wait = is_wait(name);
-        n++;
+/* The spans a walk collects. */
+typedef struct spans {
+    span *v;
+    size_t n, cap;
+    size_t pcap;   /* procs' capacity */
+} spans;
+
+/* One event (j: it alone, token 0) at byte offset `at` of the file. */
+static int one_event(const sp__json *j, size_t at, const char *path, sp_trace_summary *s,
+                     spans *sp, sp_error *err) {
+    if (j->t[0].kind != SP__J_OBJ) return SP_OK;
+    long ph = sp__json_get(j, 0, "ph"), nm = sp__json_get(j, 0, "name");
+    int64_t pid;
+    if (sp__json_i64(j, sp__json_get(j, 0, "pid"), &pid) != 0) return SP_OK;
+    char name[64];
+    if (nm < 0 || sp__json_str(j, nm, name, sizeof name) != 0) return SP_OK;
+    if (sp__json_streq(j, ph, "M") && !strcmp(name, "process_name")) {
+        long args = sp__json_get(j, 0, "args");
+        long pi = proc_of(s, &sp->pcap, (int)pid);
+        if (pi < 0) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+        char pn[64];
+        if (args >= 0 && sp__json_str(j, sp__json_get(j, args, "name"), pn, sizeof pn) == 0)
+            escape_copy(s->procs[pi].name, sizeof s->procs[pi].name, pn, sizeof pn);
+        return SP_OK;
     }
-    *out = sp;
-    *nout = n;
+    if (!sp__json_streq(j, ph, "X")) return SP_OK;
+    double ts, dur;
+    if (num(j, sp__json_get(j, 0, "ts"), &ts) != 0 ||
+        num(j, sp__json_get(j, 0, "dur"), &dur) != 0 || !(dur >= 0))
+        return sp_error_set(err, SP_EFORMAT, "%s: event at offset %zu: \"X\" without a "
+                            "numeric ts and dur", path, at);
+    if (sp->n == sp->cap) {
+        size_t cap = sp->cap ? sp->cap * 2 : 1024;
+        span *v = realloc(sp->v, cap * sizeof *v);
+        if (!v) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+        sp->v = v;
+        sp->cap = cap;
+    }
+    long pi = proc_of(s, &sp->pcap, (int)pid);
+    if (pi < 0) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    s->procs[pi].events++;
+    span *x = &sp->v[sp->n++];
+    x->pid = (int)pid;
+    x->ts = ts;
+    x->end = ts + dur;
+    escape_copy(x->name, sizeof x->name, name, sizeof name);
+    x->wait = is_wait(name);
     return SP_OK;
-oom:
-    free(sp);
-    return sp_error_set(err, SP_ENOMEM, "trace: out of memory");
+}
+
+/* Parse d[a, b) (one value) strictly on its own. */
+static int parse_value(sp__json *j, const char *d, size_t a, size_t b, const char *path,
+                       sp_error *err) {
+    char what[4200];
+    snprintf(what, sizeof what, "%s: the value at offset %zu", path, a);
+    return sp__json_parse(j, d + a, b - a, EVENT_MAX_DEPTH, EVENT_MAX_TOKENS, what, err);
+}
+
+static size_t skip_ws(const char *d, size_t n, size_t i) {
+    while (i < n && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r')) i++;
+    return i;
+}
+
+/* The end of the JSON value that starts at d[i], by its structure only
+ * (strings with their escapes, brackets up to EVENT_MAX_DEPTH + 2 deep; the
+ * values used are then parsed strictly), or 0 when it does not end in n. */
+static size_t value_end(const char *d, size_t n, size_t i) {
+    int depth = 0;
+    for (size_t k = i; k < n; k++) {
+        char c = d[k];
+        if (depth == 0 && k > i &&
+            (c == ',' || c == ':' || c == '}' || c == ']' || c == ' ' || c == '\t' ||
+             c == '\n' || c == '\r'))
+            return k;   /* the end of a number or a literal */
+        if (c == '"') {
+            for (k++; k < n && d[k] != '"'; k++)
+                if (d[k] == '\\') k++;
+            if (k >= n) return 0;
+            if (depth == 0) return k + 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > EVENT_MAX_DEPTH + 2) return 0;
+        } else if (c == '}' || c == ']') {
+            if (--depth < 0) return 0;
+            if (depth == 0) return k + 1;
+        } else if (depth == 0 && (c == ',' || c == ':')) {
+            return 0;   /* no value */
+        }
+    }
+    return depth == 0 && n > i ? n : 0;
+}
+
+static int not_trace(sp_error *err, const char *path, size_t at, const char *why) {
+    return sp_error_set(err, SP_EFORMAT, "%s: not a trace: offset %zu: %s", path, at, why);
+}
+
+/* Walk the top-level object of d[0, n): each "traceEvents" element and
+ * "otherData" parsed on its own, every other value skipped. */
+static int walk(const char *d, size_t n, const char *path, sp_trace_summary *s, spans *sp,
+                sp_error *err) {
+    size_t i = skip_ws(d, n, 0);
+    if (i >= n || d[i] != '{') return not_trace(err, path, i, "not a JSON object");
+    i = skip_ws(d, n, i + 1);
+    int events = 0;
+    if (i < n && d[i] == '}') i++;
+    else for (;;) {
+        size_t ke = i < n && d[i] == '"' ? value_end(d, n, i) : 0;
+        if (!ke) return not_trace(err, path, i, "expected a key");
+        int is_events = ke - i == 13 && !memcmp(d + i, "\"traceEvents\"", 13);
+        int is_other = ke - i == 11 && !memcmp(d + i, "\"otherData\"", 11);
+        i = skip_ws(d, n, ke);
+        if (i >= n || d[i] != ':') return not_trace(err, path, i, "expected ':'");
+        i = skip_ws(d, n, i + 1);
+        if (is_events && i < n && d[i] == '[') {
+            events = 1;
+            i = skip_ws(d, n, i + 1);
+            if (i < n && d[i] == ']') {
+                i++;
+            } else for (;;) {
+                size_t e = value_end(d, n, i);
+                if (!e) return not_trace(err, path, i, "expected an event");
+                sp__json j;
+                int rc = parse_value(&j, d, i, e, path, err);
+                if (rc == SP_OK) rc = one_event(&j, i, path, s, sp, err);
+                sp__json_free(&j);
+                if (rc != SP_OK) return rc;
+                i = skip_ws(d, n, e);
+                if (i < n && d[i] == ',') { i = skip_ws(d, n, i + 1); continue; }
+                if (i < n && d[i] == ']') { i++; break; }
+                return not_trace(err, path, i, "expected ',' or ']' after an event");
+            }
+        } else {
+            size_t e = value_end(d, n, i);
+            if (!e) return not_trace(err, path, i, "expected a value");
+            if (is_other) {
+                sp__json j;
+                int rc = parse_value(&j, d, i, e, path, err);
+                if (rc == SP_OK && j.t[0].kind == SP__J_OBJ)
+                    sp__json_u64(&j, sp__json_get(&j, 0, "dropped"), &s->dropped);
+                sp__json_free(&j);
+                if (rc != SP_OK) return rc;
+            }
+            i = e;
+        }
+        i = skip_ws(d, n, i);
+        if (i < n && d[i] == ',') { i = skip_ws(d, n, i + 1); continue; }
+        if (i < n && d[i] == '}') { i++; break; }
+        return not_trace(err, path, i, "expected ',' or '}'");
+    }
+    if (skip_ws(d, n, i) != n) return not_trace(err, path, i, "bytes after the object");
+    if (!events) return sp_error_set(err, SP_EFORMAT, "%s: not a trace: no \"traceEvents\" array",
+                                     path);
+    return SP_OK;
 }
 
 static int cmp_proc(const void *a, const void *b) {
@@ -204,7 +342,7 @@ static int cmp_proc(const void *a, const void *b) {
 
 /* Summarise the spans (sorted by pid, then start). */
 static int summarise(sp_trace_summary *s, size_t max_gaps, span *sp, size_t n) {
-    qsort(sp, n, sizeof *sp, cmp_span);
+    if (n > 1) qsort(sp, n, sizeof *sp, cmp_span);   /* never qsort(NULL, 0) */
     s->events = n;
     double lo = 0, hi = 0;
     for (size_t i = 0; i < n; i++) {
@@ -228,36 +366,25 @@ static int summarise(sp_trace_summary *s, size_t max_gaps, span *sp, size_t n) {
         if (p) s->busy_us += p->busy_us;
         a = b;
     }
-    qsort(s->procs, s->nprocs, sizeof *s->procs, cmp_proc);
+    if (s->nprocs > 1) qsort(s->procs, s->nprocs, sizeof *s->procs, cmp_proc);
     return 0;
 }
 
 int sp_trace_summary_read(const char *path, size_t max_gaps, sp_trace_summary *out,
                           sp_error *err) {
     memset(out, 0, sizeof *out);
-    uint8_t *data = NULL;
+    if (!path) return sp_error_set(err, SP_EINVAL, "(null): no path");
+    sp__buf buf = {NULL, 0};
     size_t len = 0;
-    int rc = sp_read_file(path, (uint64_t)2 << 30, &data, &len, err);
-    if (rc != 0) return rc;
-    sp__json j;
-    rc = sp__json_parse(&j, (const char *)data, len, 16, len / 2 + 16, path, err);
-    span *sp = NULL;
-    size_t n = 0, pcap = 0;
-    if (rc == 0) {
-        long evs = j.t[0].kind == SP__J_OBJ ? sp__json_get(&j, 0, "traceEvents") : -1;
-        if (evs < 0 || j.t[evs].kind != SP__J_ARR)
-            rc = sp_error_set(err, SP_EFORMAT, "%s: not a trace: no \"traceEvents\" array", path);
-        else
-            rc = collect(&j, evs, out, &pcap, &sp, &n, err);
-        long other = j.t[0].kind == SP__J_OBJ ? sp__json_get(&j, 0, "otherData") : -1;
-        if (rc == 0 && other >= 0) sp__json_u64(&j, sp__json_get(&j, other, "dropped"), &out->dropped);
-    }
-    if (rc == 0 && summarise(out, max_gaps, sp, n) != 0)
-        rc = sp_error_set(err, SP_ENOMEM, "trace: out of memory");
-    free(sp);
-    sp__json_free(&j);
-    free(data);
-    if (rc != 0) sp_trace_summary_free(out);
+    int rc = sp__read_regular(AT_FDCWD, path, path, 0, SP_TRACE_SUMMARY_MAX_BYTES, &buf, &len,
+                              err);
+    spans sp = {NULL, 0, 0, 0};
+    if (rc == SP_OK) rc = walk(buf.p ? (const char *)buf.p : "", len, path, out, &sp, err);
+    if (rc == SP_OK && summarise(out, max_gaps, sp.v, sp.n) != 0)
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    free(sp.v);   /* also after an error: the spans so far */
+    sp__buf_free(&buf);
+    if (rc != SP_OK) sp_trace_summary_free(out);
     return rc;
 }
 

@@ -29,9 +29,13 @@ struct sp__ds_tar {
      * NULL for local ones. */
     struct sp__rio *rio;
     uint64_t pf_owner;        /* its prefetches' owner id (remote.c) */
-    char *shard_cache;        /* SEEDPIPE_SHARD_CACHE resolved, or NULL (dataset_shard_cache.c) */
+    char *shard_cache;        /* the cache's private folder in SEEDPIPE_SHARD_CACHE
+                               * (DIR/seedpipe-shards-UID, resolved), or NULL
+                               * (dataset_shard_cache.c) */
     uint64_t shard_cache_bytes;
     sp_digest *shard_cache_keys;   /* each shard's name there */
+    _Atomic int shard_cache_off;   /* 1: a copy could not be written (a full disk):
+                                    * this process reads from the store */
 };
 
 /* A WebDataset sample that cannot be read, and why ("shard/member: reason"). */

@@ -178,6 +178,7 @@ typedef struct xfer {
     size_t len;              /* body bytes received */
     uint64_t cap;            /* bound on the body */
     int too_big;
+    int werr;                /* fd: the errno of a failed write (ENOSPC...), or 0 */
     uint64_t total;          /* Content-Range's total, or Content-Length for a 200 */
     int have_total;
     int attempt;
@@ -200,7 +201,10 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
         return 0;
     }
     if (x->fd >= 0 && !error_body) {
-        if (sp__write_full(x->fd, p, n) != 0) return 0;
+        if (sp__write_full(x->fd, p, n) != 0) {
+            x->werr = errno ? errno : EIO;
+            return 0;
+        }
         x->len += n;
         return n;
     }
@@ -247,6 +251,7 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     sp__rio_get *g = x->g;
     x->len = 0;
     x->too_big = 0;
+    x->werr = 0;
     x->have_total = 0;
     x->up_pos = 0;
     x->errbuf[0] = '\0';
@@ -346,6 +351,12 @@ static int xfer_judge(xfer *x, CURLcode res) {
         g->rc = SP_EIO;
         snprintf(g->msg, sizeof g->msg, "%s: the server ignored the byte range (HTTP 200 with "
                  "the whole object)", x->display);
+        return X_FAIL;
+    }
+    if (res == CURLE_WRITE_ERROR && x->werr) {   /* the local file, not the store */
+        g->rc = SP_EIO;
+        snprintf(g->msg, sizeof g->msg, "%s: writing the local copy: %s", x->display,
+                 strerror(x->werr));
         return X_FAIL;
     }
     if (res == CURLE_WRITE_ERROR && x->too_big) {
@@ -624,10 +635,12 @@ static int one(const sp__rio *r, const char *name, const char *method, int fd,
         unlink_active(s, &x);
     }
     if (size) *size = x.len;
+    int werr = x.werr;
     xfer_done(s, &x);
     free(g.buf);
-    if (g.rc != SP_OK) return sp_error_set(err, g.rc, "%s", g.msg);
-    return SP_OK;
+    if (g.rc != SP_OK) sp_error_set(err, g.rc, "%s", g.msg);
+    errno = g.rc != SP_OK ? werr : 0;   /* sp__rio_fetch_fd's caller tells its disk from the store */
+    return g.rc;
 }
 
 int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, uint64_t *size,

@@ -118,7 +118,10 @@ size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n);
 int sp__rio_fetch(const sp__rio *r, sp__rio_get *g, sp_error *err);
 
 /*! sp__rio_fetch_fd() : the whole object `name` written to fd (at most max
- *  bytes; retried from the start), its size in *size. */
+ *  bytes; retried from the start), its size in *size. A write to fd that
+ *  fails (a full disk) is not retried: SP_EIO ("URL: writing the local
+ *  copy: reason") with errno that write's (ENOSPC, EDQUOT...); after any
+ *  other outcome errno is 0, so the caller tells its disk from the store. */
 int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, uint64_t *size,
                      sp_error *err);
 

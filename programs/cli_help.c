@@ -30,7 +30,8 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "                        (docs/pipeline.md) or @FILE (default shapes-train)\n"
      "  --seed S              the stream's seed, 0..18446744073709551615 (default 0)\n"
      "  --shard-cache DIR     remote shards (s3://, http(s)://): keep whole local copies\n"
-     "                        in DIR, shared by processes (docs/remote.md)\n"
+     "                        in DIR/seedpipe-shards-UID (its own, 0700; nothing else\n"
+     "                        in DIR is touched), shared by processes (docs/remote.md)\n"
      "  --shard-cache-size N  the copies' total size, e.g. 50G (default 10G)\n"},
     {B_BATCH, "batch options",
      "  --batch-size B        the global batch, 1..1048576 (default 32)\n"

@@ -20,8 +20,9 @@
 static void trace_at_exit(void) {
     sp_error err;
     sp_error_clear(&err);
-    if (sp_trace_active() && sp_trace_stop(&err) != 0)
-        fprintf(stderr, "seedpipe: --trace: %s\n", err.msg);
+    if (!sp_trace_active()) return;
+    if (sp_trace_stop(&err) != 0) fprintf(stderr, "seedpipe: --trace: %s\n", err.msg);
+    else if (err.msg[0]) fprintf(stderr, "seedpipe: --trace: warning: %s\n", err.msg);
 }
 
 void cli_trace_start_rank(cli_args *a, uint32_t rank, uint32_t world) {

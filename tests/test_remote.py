@@ -267,15 +267,17 @@ def http_part(tmp, www, ref, fp):
         assert digest(url, "--workers", 3, "--shard-cache", cache) == ref
         gets = [r for r in ng.requests()[before:] if "/data/shard-" in r]
         assert len(gets) >= 12 and all(" 200 " in r for r in gets), gets   # whole shards
-        copies = sorted(f for f in os.listdir(cache) if f.endswith(".tar"))
+        own = os.path.join(cache, f"seedpipe-shards-{os.geteuid()}")   # the cache's own folder
+        assert os.listdir(cache) == [os.path.basename(own)]
+        copies = sorted(f for f in os.listdir(own) if f.endswith(".tar"))
         assert len(copies) == 12, copies
-        assert not [f for f in os.listdir(cache) if ".tmp-" in f]   # every publish renamed
-        modes = {oct(os.stat(os.path.join(cache, f)).st_mode & 0o777) for f in copies}
+        assert not [f for f in os.listdir(own) if ".tmp-" in f]   # every publish renamed
+        modes = {oct(os.stat(os.path.join(own, f)).st_mode & 0o777) for f in copies}
         assert modes == {oct(0o600)}, modes   # the owner's alone, as mkstemp made them
         before = len(ng.requests())
         assert digest(url, "--shard-cache", cache) == ref
         assert not [r for r in ng.requests()[before:] if "/data/shard-" in r]
-        with open(os.path.join(cache, copies[0]), "r+b") as f:   # bit rot in a copy
+        with open(os.path.join(own, copies[0]), "r+b") as f:   # bit rot in a copy
             f.seek(512 + 10)
             b = f.read(1)
             f.seek(512 + 10)
@@ -287,7 +289,8 @@ def http_part(tmp, www, ref, fp):
         size = os.path.getsize(os.path.join(www, "data", "shard-000000.tar"))
         assert digest(url, "--workers", 2, "--shard-cache", small, "--shard-cache-size",
                       3 * size + 100) == ref
-        total = sum(os.path.getsize(os.path.join(small, f)) for f in os.listdir(small))
+        small_own = os.path.join(small, f"seedpipe-shards-{os.geteuid()}")
+        total = sum(os.path.getsize(os.path.join(small_own, f)) for f in os.listdir(small_own))
         assert total <= 4 * size, (total, size)   # the cap, and at most one copy being placed
         print("http: shard cache: one download a shard, reused, damage refetched, size bounded",
               flush=True)

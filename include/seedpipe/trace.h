@@ -91,8 +91,10 @@ SP_API const char *sp_trace_kind_name(int kind);
 
 /*! sp_trace_start() : record this process (and the pool workers it forks
  *  from now on) until sp_trace_stop(), which writes `path`. The parts
- *  directory `path`.parts-PID is created now (a missing parent directory
- *  is an error here, not at the end). @return 0, SP_EINVAL (a trace is
+ *  directory `path`.parts-PID is created now, with this process's part and
+ *  its first 3 MiB window reserved (a missing parent directory, or a disk
+ *  without the room, is an error here naming it and the errno, ENOSPC, not
+ *  at the end). @return 0, SP_EINVAL (a trace is
  *  already recording in this process, or path empty), SP_EIO (naming the
  *  path and the reason). */
 SP_API int sp_trace_start(const char *path, sp_error *err);
@@ -100,6 +102,11 @@ SP_API int sp_trace_start(const char *path, sp_error *err);
 /*! sp_trace_stop() : stop recording and write the trace (atomic publish:
  *  the file appears whole) from this process's and its workers' parts,
  *  then remove the parts. A no-op returning 0 when no trace records.
+ *  A part that could not grow on a full disk (its blocks are reserved
+ *  before they are mapped: never a SIGBUS) dropped its spans from then on:
+ *  the trace is still written and 0 returned, with err->code 0 and
+ *  err->msg a warning ("trace FILE: truncated: N spans dropped, ... (ENOSPC)");
+ *  otherwise err->msg stays empty.
  *  @return 0, SP_EIO or SP_ENOMEM (the parts are removed either way). */
 SP_API int sp_trace_stop(sp_error *err);
 
@@ -142,12 +149,21 @@ typedef struct sp_trace_summary {
     sp_trace_gap *gaps;        /* the longest first */
 } sp_trace_summary;
 
+/* The largest trace file sp_trace_summary_read() reads: 256 MiB (about 1.3
+ * million spans). */
+#define SP_TRACE_SUMMARY_MAX_BYTES ((uint64_t)256 << 20)
+
 /*! sp_trace_summary_read() : read a trace written by sp_trace_stop() (any
  *  Chrome trace-event JSON object with "X" events and process_name
  *  metadata works) and summarise it, keeping the `max_gaps` longest idle
- *  gaps. The file is read whole (at most 2 GiB). @return 0, SP_EIO,
- *  SP_EFORMAT (not a trace: the reason and byte offset), SP_ELIMIT,
- *  SP_ENOMEM. Free with sp_trace_summary_free(). */
+ *  gaps. The file must be a regular file of at most
+ *  SP_TRACE_SUMMARY_MAX_BYTES (checked on its size before a byte is read:
+ *  SP_ELIMIT naming the limit); it is read whole, each event parsed on its
+ *  own (memory: the file, plus 48 bytes a span). Names from the file
+ *  (process_name, span names) are kept with their control bytes and the
+ *  backslash escaped as \xNN, so printing them prints no terminal escape.
+ *  @return 0, SP_EIO, SP_EFORMAT (not a trace: the reason and byte offset),
+ *  SP_ELIMIT, SP_ENOMEM. Free with sp_trace_summary_free(). */
 SP_API int sp_trace_summary_read(const char *path, size_t max_gaps, sp_trace_summary *out,
                                  sp_error *err);
 /*! sp_trace_summary_free() : free what sp_trace_summary_read() allocated. Accepts a zeroed one. */
