@@ -173,32 +173,41 @@ static const sp__ds_ops mix_ops = {
 
 /* ---- parsing ---------------------------------------------------------------------- */
 
-/* A weight as written: digits with at most one '.', positive, at most
- * MIX_MAX_DIGITS significant digits and decimals: *mant / 10^*dec. */
+/* A weight as written: digits with at most one '.', positive: *mant /
+ * 10^*dec. The trailing zeros after the point are dropped first (0.500 is
+ * 0.5, 999999999999999999.0 is 999999999999999999), then what is left may
+ * hold at most MIX_MAX_DIGITS significant digits (from the first non-zero
+ * digit to the last, zeros before the point included: 1000000000000000000
+ * has 19) and MIX_MAX_DIGITS decimals (docs/determinism.md section 10;
+ * tests/philox_ref.py's mix_weight() is the same rule). */
 static int parse_weight(const char *w, uint64_t *mant, int *dec) {
-    uint64_t m = 0;
-    int digits = 0, d = 0, dot = 0, sig = 0;
-    for (const char *p = w; *p; p++) {
-        if (*p == '.') {
-            if (dot) return -1;
-            dot = 1;
-            continue;
+    size_t n = strlen(w), point = n, digits = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (w[k] == '.') {
+            if (point != n) return -1;
+            point = k;
+        } else if (w[k] < '0' || w[k] > '9') {
+            return -1;
+        } else {
+            digits++;
         }
-        if (*p < '0' || *p > '9') return -1;
-        digits++;
-        if (dot) d++;
-        if (m == 0 && *p == '0') continue;   /* leading zeros */
+    }
+    if (!digits) return -1;
+    size_t end = n;                                     /* one past the last digit kept */
+    if (point != n)
+        while (end > point + 1 && w[end - 1] == '0') end--;   /* 0.500 is 0.5 */
+    size_t d = point != n && end > point + 1 ? end - point - 1 : 0;
+    uint64_t m = 0;
+    int sig = 0;
+    for (size_t k = 0; k < end; k++) {
+        if (w[k] == '.') continue;
+        if (m == 0 && w[k] == '0') continue;          /* leading zeros */
         if (++sig > MIX_MAX_DIGITS) return -1;
-        m = m * 10 + (uint64_t)(*p - '0');
+        m = m * 10 + (uint64_t)(w[k] - '0');          /* < 10^18 */
     }
-    if (!digits || m == 0) return -1;
-    while (d > 0 && m % 10 == 0) {   /* 0.500 is 0.5 */
-        m /= 10;
-        d--;
-    }
-    if (d > MIX_MAX_DIGITS) return -1;
+    if (m == 0 || d > MIX_MAX_DIGITS) return -1;
     *mant = m;
-    *dec = d;
+    *dec = (int)d;
     return 0;
 }
 
