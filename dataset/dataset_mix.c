@@ -42,7 +42,9 @@
  * LIMITATIONS: at most 256 sources; weights with at most 18 significant
  * digits and 18 decimals whose reduced sum stays below 2^62; the period P
  * at most 2^26 slots (64 MiB of table: weights with many digits and a
- * length above 2^26 are refused, naming both); L at most 2^32.
+ * length above 2^26 are refused, naming both) and P x S at most 2^28 (the
+ * open's time: O(P x S), about a second at the bound; refused beyond it,
+ * naming the product); L at most 2^32.
  */
 #include "dataset/dataset_internal.h"
 #include "common/fileio_internal.h"
@@ -61,6 +63,12 @@
 #define MIX_MAX_SOURCES 256u
 #define MIX_MAX_BYTES (UINT64_C(1) << 20)
 #define MIX_MAX_PERIOD (UINT64_C(1) << 26)
+/* The open's work, period x sources: the quota method weighs every source
+ * at every slot of the period (build_table), about 4 ns each here, and the
+ * checkpoints take 4 bytes per source per 64 slots. 2^28 bounds an open at
+ * about a second and 16 MiB of checkpoints (plus the period's table, at
+ * most 64 MiB). */
+#define MIX_MAX_WORK (UINT64_C(1) << 28)
 #define MIX_MAX_LENGTH (UINT64_C(1) << 32)
 #define MIX_MAX_DIGITS 18
 #define MIX_BLOCK 64u
@@ -413,6 +421,13 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
                             "must be at most 2^26; write the weights with fewer digits or set "
                             "a shorter length", ds->root, (unsigned long long)m->wsum,
                             (unsigned long long)m->length);
+    if (m->period * m->n > MIX_MAX_WORK)   /* <= 2^26 x 256: no overflow */
+        return sp_error_set(err, SP_ELIMIT, "%s: the schedule's period of %llu slots x %u "
+                            "sources = %llu exceeds the open's bound of 2^28 (period x sources: "
+                            "the open weighs every source at every slot of the period); write "
+                            "the weights with fewer digits, set a shorter length or mix fewer "
+                            "sources", ds->root, (unsigned long long)m->period, m->n,
+                            (unsigned long long)(m->period * m->n));
     ds->num_classes = (int)classes;
     ds->class_names = calloc(classes ? classes : 1, sizeof *ds->class_names);
     ds->class_counts = calloc(classes ? classes : 1, sizeof *ds->class_counts);

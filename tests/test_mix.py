@@ -27,6 +27,8 @@ Run by ctest with python3 (standard library only) and $SEEDPIPE_BIN:
   - the weight rule: edge texts (trailing zeros past 18 digits, 18-digit
     values, 19 digits) accepted or refused alike by the tool and
     philox_ref.py, the accepted ones streaming the reference's epoch;
+  - the open's bound: period x sources above 2^28 refused by name in under
+    2 s (256 sources, period 67,104,640), the bound itself opens;
   - bad .mix files: clear errors naming the file and line.
 """
 import json
@@ -185,6 +187,35 @@ def test_weight_rule(tmp):
             assert p.returncode != 0 and ":1: weight" in p.stderr, (w, p.stderr)
     print("weight rule: %d accepted by both (same epoch), %d refused by both" %
           (len(ok), len(refused)))
+
+
+def test_open_bound(tmp):
+    """The open's cost is bounded by period x sources <= 2^28: 256 sources
+    with a period of 67,104,640 slots (a 5 KB file that took 290 s and
+    1.1 GB to open) is refused by name in under 2 s; 256 sources x 2^20
+    slots (the bound) opens, 2^20 + 1 is refused."""
+    import time
+    a = make_idx(os.path.join(tmp, "ob"), "a", 10)
+    big = os.path.join(tmp, "big.mix")
+    with open(big, "w") as f:   # W = sum of 256 weights of 8 decimals > L
+        f.write("length\t67104640\n")
+        for s in range(256):
+            f.write("0.%08d\t%s\n" % (s * 7919 + 1, a))
+    assert os.path.getsize(big) < 64 * 1024
+    t0 = time.monotonic()
+    p = run("inspect", big, ok=False)
+    took = time.monotonic() - t0
+    assert p.returncode != 0 and big in p.stderr and "67104640 slots x 256 sources" in \
+        p.stderr and "2^28" in p.stderr, p.stderr
+    assert took < 2, "refused after %.1f s" % took
+    for length, ok in ((1 << 20, True), ((1 << 20) + 1, False)):
+        m = write_mix(os.path.join(tmp, "ob%d.mix" % length),
+                      [("0.%08d" % (s * 7919 + 1), a) for s in range(256)], length)
+        p = run("inspect", m, ok=False)
+        assert (p.returncode == 0) == ok, (length, p.stderr)
+        if not ok:
+            assert "exceeds the open's bound of 2^28" in p.stderr, p.stderr
+    print("open bound: 256 sources x 67104640 slots refused in %.2f s, 2^28 opens" % took)
 
 
 def digests(text):
@@ -391,6 +422,7 @@ def main():
         test_proportions(tmp)
         test_reference(tmp)
         test_weight_rule(tmp)
+        test_open_bound(tmp)
         mix, common, _ = test_streams(tmp)
         test_refusals(tmp, mix, common)
         test_serve(tmp, mix, common)
