@@ -88,9 +88,8 @@
  * Deaths. Whether a death is the sample's fault is decided from how the
  * worker ended (waitpid's status), never from timing (pool_death.c):
  *  - a crash: a signal the worker raises on itself by faulting or aborting
- *    (SIGSEGV, SIGILL, SIGFPE, SIGABRT), told from the same signal sent by
- *    another process by the worker's handler (si_code, pool_death.c), or
- *    an exit (workers never exit
+ *    (SIGSEGV, SIGILL, SIGFPE, SIGABRT; its handler tells it from one sent
+ *    by another process: pool_death.c), or an exit (workers never exit
  *    while the pool runs, so an exit is a library's exit() or a
  *    sanitizer's report). It is charged to the position the worker held
  *    (crash word bits 0-7). A position charged twice (SP__CRASH_BUDGET) is
@@ -103,9 +102,8 @@
  *    with SP_EIO, since a retry would only die again.
  *  - anything else: SIGKILL (the OOM killer, an operator, raise(SIGKILL)
  *    alike), SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGTRAP (a debugger),
- *    SIGXCPU, ..., and a crash signal another process sent (kill -ABRT
- *    from a watchdog: the handler recorded it): signals from outside. Never charged to a sample
- *    (crash word bits 8-15 count them, for the test hook only): the
+ *    SIGXCPU, ..., a crash signal another process sent (kill -ABRT): signals
+ *    from outside. Never charged (crash word bits 8-15 count them): the
  *    position is redone as often as it takes, so a kill never changes the
  *    stream. Each such death, and each crash of a worker that held no
  *    position, counts against the run's respawn bound
@@ -140,11 +138,8 @@
  * one wake-up of the consumer (bench/pool_scaling.sh measures p50/p99).
  *
  * LIMITATIONS
- * - A worker reaped by someone else (the caller's waitpid(-1), SIGCHLD
- *   ignored) gives no status and counts as a kill. A crash signal sent
- *   from outside before the worker installed its handler (in its first
- *   instructions after fork) is charged as a crash; so is one a library
- *   in the worker sends it by kill(getpid(), ...), which is its own.
+ * - A worker reaped by someone else (waitpid(-1), SIGCHLD ignored) counts as
+ *   a kill; a crash signal sent before its handler is installed, as a crash.
  * - Workers are forked from the consumer: they share its loader (dataset
  *   index, parsed pipeline) copy-on-write; a consumer with other threads
  *   must not hold locks the workers need (seedpipe's loader holds none
@@ -172,34 +167,6 @@
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
 
 /* ---- workers ------------------------------------------------------------------ */
-
-#ifdef SEEDPIPE_TEST_HOOKS
-/* The crash hook's death by sig (SEEDPIPE_TEST_CRASH_FROM, pool.h): 0 raised
- * by the worker (through its handlers), 1 a real fault where one exists
- * (SIGSEGV: a store through NULL, SIGABRT: abort(), SIGILL: a trap
- * instruction; raised otherwise), 2 sent by another process: a child of
- * the worker kill()s it and exits, as a watchdog would. */
-static void test_crash(int sig, int from) {
-    if (from == 2) {
-        pid_t me = getpid(), c = fork();
-        if (c == 0) {
-            kill(me, sig);
-            _exit(0);
-        }
-        if (c > 0) waitpid(c, NULL, 0);
-        for (;;) pause();   /* the signal is on its way */
-    }
-    if (from == 1) {
-        if (sig == SIGSEGV) {
-            volatile int *volatile nowhere = NULL;
-            *nowhere = 1;
-        }
-        if (sig == SIGABRT) abort();
-        if (sig == SIGILL) __builtin_trap();
-    }
-    raise(sig);
-}
-#endif
 
 /* Compute position p of batch q if we win its CAS. */
 static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
@@ -255,13 +222,11 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
     }
 #ifdef SEEDPIPE_TEST_HOOKS
     /* Test hook: a decoder crash (SIGSEGV), or a kill (SIGKILL) modelled by
-     * raising it, while the position has seen fewer than crash_times deaths;
-     * crash_from says how (pool.h): raised through the worker's handlers, a
-     * real fault, or sent by another process. */
+     * raising it, while the position has seen fewer than crash_times deaths. */
     if (pool->crash_sample != UINT64_MAX && !why &&
         sp__crash_count(crash) + sp__crash_kills(crash) < pool->crash_times) {
         if (sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p) == pool->crash_sample)
-            test_crash(pool->crash_signal, pool->crash_from);
+            sp__pool_test_crash(pool->crash_signal, pool->crash_from);
     }
 #endif
     uint8_t *dst = sp__slot_images(h, s) + (size_t)p * h->sample_bytes;
@@ -417,7 +382,6 @@ static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
 
 /* Fork worker w (at creation, or as a dead one's replacement). */
 static int spawn(sp_pool *pool, uint32_t w, sp_error *err) {
-    atomic_store(&pool->h->workers[w].outside, 0);
     pid_t pid = fork();
     if (pid < 0) return sp_error_set(err, SP_EIO, "pool: fork: %s", strerror(errno));
     if (pid == 0) worker_main(pool, w);
@@ -777,8 +741,8 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     pool->crash_signal = crash && *crash ? atoi(crash) : SIGSEGV;
     crash = getenv("SEEDPIPE_TEST_CRASH_TIMES");
     pool->crash_times = crash && *crash ? (uint32_t)strtoul(crash, NULL, 10) : UINT32_MAX;
-    crash = getenv("SEEDPIPE_TEST_CRASH_FROM");
-    pool->crash_from = crash && !strcmp(crash, "fault") ? 1 : crash && !strcmp(crash, "outside") ? 2 : 0;
+    crash = getenv("SEEDPIPE_TEST_CRASH_FROM");   /* pool_death.c: 1 a fault, 2 sent */
+    pool->crash_from = !crash ? 0 : !strcmp(crash, "fault") ? 1 : !strcmp(crash, "outside") * 2;
 #endif
 
     sp__ring_hdr hh;

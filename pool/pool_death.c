@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,3 +110,31 @@ int sp__pool_death_kind(const sp_pool *pool, uint32_t w, pid_t r, int status, ui
         return SP__DEATH_OTHER;
     }
 }
+
+#ifdef SEEDPIPE_TEST_HOOKS
+/* The crash hook's death by sig (SEEDPIPE_TEST_CRASH_FROM, pool.h): 0 raised
+ * by the worker (through its handlers), 1 a real fault where one exists
+ * (SIGSEGV: a store through NULL, SIGABRT: abort(), SIGILL: a trap
+ * instruction; raised otherwise), 2 sent by another process: a child of
+ * the worker kill()s it and exits, as a watchdog would. */
+void sp__pool_test_crash(int sig, int from) {
+    if (from == 2) {
+        pid_t me = getpid(), c = fork();
+        if (c == 0) {
+            kill(me, sig);
+            _exit(0);
+        }
+        if (c > 0) waitpid(c, NULL, 0);
+        for (;;) pause();   /* the signal is on its way */
+    }
+    if (from == 1) {
+        if (sig == SIGSEGV) {
+            volatile int *volatile nowhere = NULL;
+            *nowhere = 1;
+        }
+        if (sig == SIGABRT) abort();
+        if (sig == SIGILL) __builtin_trap();
+    }
+    raise(sig);
+}
+#endif

@@ -185,6 +185,12 @@ int sp__pool_death_kind(const sp_pool *pool, uint32_t w, pid_t r, int status, ui
  *  either way. @return 0, or -1 when a handler could not be installed
  *  (the worker then runs without: every such death is charged). */
 int sp__pool_death_arm(sp__ring_hdr *h, uint32_t w);
+#ifdef SEEDPIPE_TEST_HOOKS
+/*! sp__pool_test_crash() : the crash hook's death by sig (pool.h,
+ *  SEEDPIPE_TEST_CRASH_FROM): from 0 raised, 1 a real fault, 2 sent by
+ *  another process. Never returns while sig kills. */
+void sp__pool_test_crash(int sig, int from);
+#endif
 /*! sp__pool_sig_name() : " (SIGKILL)" and the like for the signals a worker
  *  may die of, "" otherwise. */
 const char *sp__pool_sig_name(unsigned sig);
