@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -168,4 +169,72 @@ int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda) {
     sp__fbuf_printf(&o, "cpu:         %s, %ld threads\n", e.cpu, e.threads);
     sp__fbuf_printf(&o, "os:          %s %s %s\n", e.un.sysname, e.un.release, e.un.machine);
     return finish(&o);
+}
+
+/* ---- every SEEDPIPE_* value checked by name (sp_env_check) ------------------------- */
+
+/* A variable with a fixed set of words: 1 if v is one of them. */
+static int one_of(const char *v, const char *const *words) {
+    for (; *words; words++)
+        if (strcmp(v, *words) == 0) return 1;
+    return 0;
+}
+
+/* An unsigned decimal integer in lo..hi (digits only). */
+static int int_in(const char *v, unsigned long lo, unsigned long hi) {
+    unsigned long n = 0;
+    if (!*v) return 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9' || n > hi) return 0;
+        n = n * 10 + (unsigned long)(*p - '0');
+    }
+    return n >= lo && n <= hi;
+}
+
+int sp_env_check(sp_error *err) {
+    static const char *const isa[] = {"sse2", "avx2", "avx512", NULL};
+    static const char *const onoff[] = {"on", "off", NULL};
+    static const char *const hasher[] = {"auto", "workers", "consumer", NULL};
+    static const struct {
+        const char *name;
+        const char *const *words;    /* or NULL: */
+        unsigned long lo, hi;        /* an integer in lo..hi, or hi 0: a size (sp_parse_size)
+                                      * in lo..size_max */
+        uint64_t size_max;
+        const char *takes;
+    } vars[] = {
+        {"SEEDPIPE_ISA", isa, 0, 0, 0, "sse2, avx2 or avx512"},
+        {"SEEDPIPE_INDEX", onoff, 0, 0, 0, "on or off"},
+        {"SEEDPIPE_POOL_DIGEST", hasher, 0, 0, 0, "auto, workers or consumer"},
+        {"SEEDPIPE_PREFETCH", NULL, 0, 256, 0, "an integer in 0..256"},
+        {"SEEDPIPE_REMOTE_RETRIES", NULL, 0, 100, 0, "an integer in 0..100"},
+        {"SEEDPIPE_IDX_MAX_BYTES", NULL, 1, 0, UINT64_C(1) << 40,
+         "a size in 1..1T (digits, optionally K, M, G or T)"},
+        {"SEEDPIPE_SHARD_CACHE_SIZE", NULL, 0, 0, UINT64_MAX,
+         "a size (digits, optionally K, M, G or T)"},
+    };
+    for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+        const char *v = getenv(vars[k].name);
+        if (!v || !*v) continue;
+        int ok;
+        if (vars[k].words) {
+            ok = one_of(v, vars[k].words);
+        } else if (vars[k].hi) {
+            ok = int_in(v, vars[k].lo, vars[k].hi);
+        } else {
+            uint64_t n = 0;
+            sp_error e;
+            ok = sp_parse_size(v, &n, &e) == SP_OK && n >= vars[k].lo && n <= vars[k].size_max;
+        }
+        if (ok) continue;
+        char shown[68];   /* the value, printable: control bytes as '?' */
+        size_t m = 0;
+        for (; v[m] && m < 64; m++)
+            shown[m] = (unsigned char)v[m] < 0x20 || (unsigned char)v[m] == 0x7f ? '?' : v[m];
+        snprintf(shown + m, sizeof shown - m, "%s", v[m] ? "..." : "");
+        return sp_error_set(err, SP_EINVAL, "environment: %s=\"%s\" is not a value it takes: "
+                            "%s (unset it for the default)", vars[k].name, shown,
+                            vars[k].takes);
+    }
+    return SP_OK;
 }

@@ -42,7 +42,9 @@
  * LIMITATIONS: at most 256 sources; weights with at most 18 significant
  * digits and 18 decimals whose reduced sum stays below 2^62; the period P
  * at most 2^26 slots (64 MiB of table: weights with many digits and a
- * length above 2^26 are refused, naming both); L at most 2^32.
+ * length above 2^26 are refused, naming both) and P x S at most 2^28 (the
+ * open's time: O(P x S), about a second at the bound; refused beyond it,
+ * naming the product); L at most 2^32.
  */
 #include "dataset/dataset_internal.h"
 #include "common/fileio_internal.h"
@@ -61,6 +63,12 @@
 #define MIX_MAX_SOURCES 256u
 #define MIX_MAX_BYTES (UINT64_C(1) << 20)
 #define MIX_MAX_PERIOD (UINT64_C(1) << 26)
+/* The open's work, period x sources: the quota method weighs every source
+ * at every slot of the period (build_table), about 4 ns each here, and the
+ * checkpoints take 4 bytes per source per 64 slots. 2^28 bounds an open at
+ * about a second and 16 MiB of checkpoints (plus the period's table, at
+ * most 64 MiB). */
+#define MIX_MAX_WORK (UINT64_C(1) << 28)
 #define MIX_MAX_LENGTH (UINT64_C(1) << 32)
 #define MIX_MAX_DIGITS 18
 #define MIX_BLOCK 64u
@@ -173,32 +181,41 @@ static const sp__ds_ops mix_ops = {
 
 /* ---- parsing ---------------------------------------------------------------------- */
 
-/* A weight as written: digits with at most one '.', positive, at most
- * MIX_MAX_DIGITS significant digits and decimals: *mant / 10^*dec. */
+/* A weight as written: digits with at most one '.', positive: *mant /
+ * 10^*dec. The trailing zeros after the point are dropped first (0.500 is
+ * 0.5, 999999999999999999.0 is 999999999999999999), then what is left may
+ * hold at most MIX_MAX_DIGITS significant digits (from the first non-zero
+ * digit to the last, zeros before the point included: 1000000000000000000
+ * has 19) and MIX_MAX_DIGITS decimals (docs/determinism.md section 10;
+ * tests/philox_ref.py's mix_weight() is the same rule). */
 static int parse_weight(const char *w, uint64_t *mant, int *dec) {
-    uint64_t m = 0;
-    int digits = 0, d = 0, dot = 0, sig = 0;
-    for (const char *p = w; *p; p++) {
-        if (*p == '.') {
-            if (dot) return -1;
-            dot = 1;
-            continue;
+    size_t n = strlen(w), point = n, digits = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (w[k] == '.') {
+            if (point != n) return -1;
+            point = k;
+        } else if (w[k] < '0' || w[k] > '9') {
+            return -1;
+        } else {
+            digits++;
         }
-        if (*p < '0' || *p > '9') return -1;
-        digits++;
-        if (dot) d++;
-        if (m == 0 && *p == '0') continue;   /* leading zeros */
+    }
+    if (!digits) return -1;
+    size_t end = n;                                     /* one past the last digit kept */
+    if (point != n)
+        while (end > point + 1 && w[end - 1] == '0') end--;   /* 0.500 is 0.5 */
+    size_t d = point != n && end > point + 1 ? end - point - 1 : 0;
+    uint64_t m = 0;
+    int sig = 0;
+    for (size_t k = 0; k < end; k++) {
+        if (w[k] == '.') continue;
+        if (m == 0 && w[k] == '0') continue;          /* leading zeros */
         if (++sig > MIX_MAX_DIGITS) return -1;
-        m = m * 10 + (uint64_t)(*p - '0');
+        m = m * 10 + (uint64_t)(w[k] - '0');          /* < 10^18 */
     }
-    if (!digits || m == 0) return -1;
-    while (d > 0 && m % 10 == 0) {   /* 0.500 is 0.5 */
-        m /= 10;
-        d--;
-    }
-    if (d > MIX_MAX_DIGITS) return -1;
+    if (m == 0 || d > MIX_MAX_DIGITS) return -1;
     *mant = m;
-    *dec = d;
+    *dec = (int)d;
     return 0;
 }
 
@@ -404,6 +421,13 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
                             "must be at most 2^26; write the weights with fewer digits or set "
                             "a shorter length", ds->root, (unsigned long long)m->wsum,
                             (unsigned long long)m->length);
+    if (m->period * m->n > MIX_MAX_WORK)   /* <= 2^26 x 256: no overflow */
+        return sp_error_set(err, SP_ELIMIT, "%s: the schedule's period of %llu slots x %u "
+                            "sources = %llu exceeds the open's bound of 2^28 (period x sources: "
+                            "the open weighs every source at every slot of the period); write "
+                            "the weights with fewer digits, set a shorter length or mix fewer "
+                            "sources", ds->root, (unsigned long long)m->period, m->n,
+                            (unsigned long long)(m->period * m->n));
     ds->num_classes = (int)classes;
     ds->class_names = calloc(classes ? classes : 1, sizeof *ds->class_names);
     ds->class_counts = calloc(classes ? classes : 1, sizeof *ds->class_counts);

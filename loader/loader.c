@@ -27,6 +27,7 @@
  * are decided from the samples only, so the pool and the threads agree.
  */
 #include "seedpipe/loader.h"
+#include "seedpipe/env.h"
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
 #include "dataset/dataset_internal.h"
@@ -250,6 +251,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return sp_error_set(err, SP_EINVAL, "loader: bad rng_mode %d", (int)cfg->rng_mode);
     if ((unsigned)cfg->order > SP_ORDER_BLOCK)
         return sp_error_set(err, SP_EINVAL, "loader: bad order %d", (int)cfg->order);
+    int erc = sp_env_check(err);   /* every SEEDPIPE_* value, by name (env.h) */
+    if (erc != SP_OK) return erc;
     uint64_t t_open = sp__trace_t0();
     sp_loader *ld = calloc(1, sizeof *ld);
     if (!ld) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");

@@ -88,7 +88,8 @@
  * Deaths. Whether a death is the sample's fault is decided from how the
  * worker ended (waitpid's status), never from timing (pool_death.c):
  *  - a crash: a signal the worker raises on itself by faulting or aborting
- *    (SIGSEGV, SIGILL, SIGFPE, SIGABRT), or an exit (workers never exit
+ *    (SIGSEGV, SIGILL, SIGFPE, SIGABRT; its handler tells it from one sent
+ *    by another process: pool_death.c), or an exit (workers never exit
  *    while the pool runs, so an exit is a library's exit() or a
  *    sanitizer's report). It is charged to the position the worker held
  *    (crash word bits 0-7). A position charged twice (SP__CRASH_BUDGET) is
@@ -101,8 +102,8 @@
  *    with SP_EIO, since a retry would only die again.
  *  - anything else: SIGKILL (the OOM killer, an operator, raise(SIGKILL)
  *    alike), SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGTRAP (a debugger),
- *    SIGXCPU, ... : signals sent from outside. Never charged to a sample
- *    (crash word bits 8-15 count them, for the test hook only): the
+ *    SIGXCPU, ..., a crash signal another process sent (kill -ABRT): signals
+ *    from outside. Never charged (crash word bits 8-15 count them): the
  *    position is redone as often as it takes, so a kill never changes the
  *    stream. Each such death, and each crash of a worker that held no
  *    position, counts against the run's respawn bound
@@ -137,9 +138,8 @@
  * one wake-up of the consumer (bench/pool_scaling.sh measures p50/p99).
  *
  * LIMITATIONS
- * - A crash signal sent from outside (kill -SEGV) looks like a crash and is
- *   charged to the sample; a worker reaped by someone else (the caller's
- *   waitpid(-1), SIGCHLD ignored) gives no status and counts as a kill.
+ * - A worker reaped by someone else (waitpid(-1), SIGCHLD ignored) counts as
+ *   a kill; a crash signal sent before its handler is installed, as a crash.
  * - Workers are forked from the consumer: they share its loader (dataset
  *   index, parsed pipeline) copy-on-write; a consumer with other threads
  *   must not hold locks the workers need (seedpipe's loader holds none
@@ -225,10 +225,8 @@ static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
      * raising it, while the position has seen fewer than crash_times deaths. */
     if (pool->crash_sample != UINT64_MAX && !why &&
         sp__crash_count(crash) + sp__crash_kills(crash) < pool->crash_times) {
-        if (sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p) == pool->crash_sample) {
-            signal(pool->crash_signal, SIG_DFL);
-            raise(pool->crash_signal);
-        }
+        if (sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p) == pool->crash_sample)
+            sp__pool_test_crash(pool->crash_signal, pool->crash_from);
     }
 #endif
     uint8_t *dst = sp__slot_images(h, s) + (size_t)p * h->sample_bytes;
@@ -334,8 +332,9 @@ static void work_when_live(sp__worker_ctx *wc, uint64_t t) {
 static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != pool->parent) _exit(0);
-    sp__trace_child("worker %u", w);
     sp__ring_hdr *h = pool->h;
+    sp__pool_death_arm(h, w);   /* "Deaths": a crash signal sent from outside is told */
+    sp__trace_child("worker %u", w);
     sp__worker_ctx wc;
     memset(&wc, 0, sizeof wc);
     wc.pool = pool;
@@ -466,7 +465,7 @@ static int check_workers(sp_pool *pool, sp_error *err) {
         }
         /* Gone (or reaped by someone else: treat it as gone). */
         uint32_t cause;
-        int kind = sp__pool_death_kind(pool, r, status, &cause);
+        int kind = sp__pool_death_kind(pool, (uint32_t)w, r, status, &cause);
         unsigned sig = (cause & SP__CRASH_EXITED) ? 0 : (cause >> 16) & 0xff;
         pool->pids[w] = 0;
         atomic_store(&h->workers[w].pid, 0);
@@ -742,6 +741,8 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     pool->crash_signal = crash && *crash ? atoi(crash) : SIGSEGV;
     crash = getenv("SEEDPIPE_TEST_CRASH_TIMES");
     pool->crash_times = crash && *crash ? (uint32_t)strtoul(crash, NULL, 10) : UINT32_MAX;
+    crash = getenv("SEEDPIPE_TEST_CRASH_FROM");   /* pool_death.c: 1 a fault, 2 sent */
+    pool->crash_from = !crash ? 0 : !strcmp(crash, "fault") ? 1 : !strcmp(crash, "outside") * 2;
 #endif
 
     sp__ring_hdr hh;

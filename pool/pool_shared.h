@@ -72,6 +72,7 @@ struct sp_pool {
     uint64_t crash_sample;             /* test hook, UINT64_MAX: none */
     int crash_signal;                  /* ... the signal it raises (SIGSEGV) */
     uint32_t crash_times;              /* ... while the position saw fewer deaths */
+    int crash_from;                    /* ... 0 raised, 1 a fault, 2 sent by another process */
 #endif
     int sticky;                        /* a stream error: returned again */
     sp_error sticky_err;
@@ -170,10 +171,26 @@ static inline void sp__pool_done_add(sp_pool *pool, uint64_t q, uint32_t s, uint
 
 /* How a death is charged (pool.c's HOW IT WORKS, "Deaths"). */
 enum { SP__DEATH_CRASH, SP__DEATH_OTHER, SP__DEATH_RING };
-/*! sp__pool_death_kind() : classify a worker's end from waitpid's r and
- *  status; *cause: the crash word's cause field (signal, or exit status |
- *  SP__CRASH_EXITED). */
-int sp__pool_death_kind(const sp_pool *pool, pid_t r, int status, uint32_t *cause);
+/*! sp__pool_death_kind() : classify worker w's end from waitpid's r and
+ *  status, and from the crash signal its handler saw sent from another
+ *  process (h->workers[w].outside, read and cleared here); *cause: the
+ *  crash word's cause field (signal, or exit status | SP__CRASH_EXITED). */
+int sp__pool_death_kind(const sp_pool *pool, uint32_t w, pid_t r, int status, uint32_t *cause);
+/*! sp__pool_death_arm() : in worker w, before its first sample: the
+ *  handler of SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that tells a
+ *  signal another process sent (kill(), sigqueue(), tgkill(): si_code
+ *  SI_USER, SI_QUEUE or SI_TKILL with another si_pid) from one the worker
+ *  raised itself (a fault, abort(), raise()), records the former in its
+ *  record's `outside` word, and dies of the signal by its default action
+ *  either way. @return 0, or -1 when a handler could not be installed
+ *  (the worker then runs without: every such death is charged). */
+int sp__pool_death_arm(sp__ring_hdr *h, uint32_t w);
+#ifdef SEEDPIPE_TEST_HOOKS
+/*! sp__pool_test_crash() : the crash hook's death by sig (pool.h,
+ *  SEEDPIPE_TEST_CRASH_FROM): from 0 raised, 1 a real fault, 2 sent by
+ *  another process. Never returns while sig kills. */
+void sp__pool_test_crash(int sig, int from);
+#endif
 /*! sp__pool_sig_name() : " (SIGKILL)" and the like for the signals a worker
  *  may die of, "" otherwise. */
 const char *sp__pool_sig_name(unsigned sig);

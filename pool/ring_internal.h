@@ -145,7 +145,8 @@ typedef struct sp__worker_rec {
     _Atomic int32_t pid;
     _Atomic uint32_t gen;        /* times this worker id was (re)spawned */
     _Atomic uint32_t busy;       /* 1 while computing a sample */
-    uint32_t pad0;
+    _Atomic uint32_t outside;    /* a crash signal another process sent it (its handler,
+                                  * pool_death.c); 0: none. Was padding: same layout */
     _Atomic uint64_t samples;    /* positions completed by this id */
     uint8_t pad[40];
 } sp__worker_rec;

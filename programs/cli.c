@@ -7,6 +7,7 @@
  * twice is a usage error (the first would be silently lost).
  */
 #include "cli.h"
+#include "seedpipe/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,11 @@ int main(int argc, char **argv) {
                 if (cli_help_print(stdout, a.cmd, sub) == 0) return 0;
                 cli_usage_error(&a, "no subcommand \"%s\"", sub);
             }
+        sp_error eerr;
+        if (sp_env_check(&eerr) != SP_OK) {   /* every SEEDPIPE_* value, by name */
+            fprintf(stderr, "seedpipe %s: %s\n", a.cmd, eerr.msg);
+            return 2;
+        }
         return cmds[i].fn(&a);
     }
     fprintf(stderr, "seedpipe: unknown command \"%s\" (seedpipe help)\n", a.cmd);

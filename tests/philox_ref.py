@@ -35,6 +35,7 @@ Output formats are the same as the seedpipe CLI's.
 import argparse
 import math
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -202,17 +203,18 @@ def parse_order(text):
 
 def mix_weight(text):
     """A weight as a .mix file writes it: (mantissa, decimals), the value
-    mantissa / 10^decimals; digits with at most one '.', positive, at most
-    18 significant digits and 18 decimals (trailing zeros after the point
-    dropped)."""
-    if text.count(".") > 1 or not text.replace(".", "").isdigit() or text == ".":
+    mantissa / 10^decimals; ASCII digits with at most one '.', positive.
+    The trailing zeros after the point are dropped first (0.500 is 0.5,
+    999999999999999999.0 is 999999999999999999); what is left may hold at
+    most 18 significant digits (first non-zero digit to the last, zeros
+    before the point included) and 18 decimals (docs/determinism.md
+    section 10, dataset_mix.c's parse_weight())."""
+    if not re.fullmatch(r"[0-9]*\.?[0-9]*", text) or not re.search(r"[0-9]", text):
         raise ValueError("weight %r: expected a positive decimal" % text)
     whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0")
     m = int((whole + frac) or "0")
     d = len(frac)
-    while d > 0 and m % 10 == 0 and m:
-        m //= 10
-        d -= 1
     if m == 0 or len(str(m)) > 18 or d > 18:
         raise ValueError("weight %r: zero or too many digits" % text)
     return m, d

@@ -6,6 +6,11 @@ libjpeg-turbo, zstd, xxhash, zlib}, cuda{compiled, and when compiled:
 runtime, driver, cudnn, cublas, devices, device}, cpu{model, threads}, os);
 the text output names the same facts ("CUDA: not compiled in" or the CUDA
 versions); `gcn-demo` prints "All equal: True" for the deterministic form.
+Every SEEDPIPE_* variable with a set of values is checked by name
+(sp_env_check): a value outside it (SEEDPIPE_ISA=bogus, SEEDPIPE_INDEX=of,
+SEEDPIPE_PREFETCH=300, ...) makes any command exit 2 with a message naming
+the variable, the value (control bytes shown as '?') and the values it
+takes, before anything runs; each documented value, and an empty one, runs.
 Standard library only; the CLI comes from $SEEDPIPE_BIN.
 """
 import json
@@ -22,6 +27,44 @@ def run(*args):
         print(p.stdout, p.stderr)
         raise SystemExit(f"FAIL: seedpipe {' '.join(args)} exited {p.returncode}")
     return p.stdout
+
+
+def check_values():
+    binp = os.environ.get("SEEDPIPE_BIN", "seedpipe")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SEEDPIPE_")}
+
+    def rng(var, value):
+        return subprocess.run([binp, "rng", "--seed", "1", "--stream", "shuffle"],
+                              capture_output=True, text=True, timeout=60,
+                              env=dict(base, **{var: value}))
+
+    bad = [("SEEDPIPE_ISA", "bogus", "sse2, avx2 or avx512"),
+           ("SEEDPIPE_ISA", "AVX2", "sse2, avx2 or avx512"),
+           ("SEEDPIPE_INDEX", "of", "on or off"),
+           ("SEEDPIPE_POOL_DIGEST", "worker", "auto, workers or consumer"),
+           ("SEEDPIPE_PREFETCH", "300", "0..256"), ("SEEDPIPE_PREFETCH", "-1", "0..256"),
+           ("SEEDPIPE_PREFETCH", "16k", "0..256"),
+           ("SEEDPIPE_REMOTE_RETRIES", "101", "0..100"),
+           ("SEEDPIPE_IDX_MAX_BYTES", "0", "1..1T"), ("SEEDPIPE_IDX_MAX_BYTES", "2T", "1..1T"),
+           ("SEEDPIPE_SHARD_CACHE_SIZE", "ten", "a size")]
+    for var, value, takes in bad:
+        p = rng(var, value)
+        assert p.returncode == 2 and f'{var}="{value}"' in p.stderr and takes in p.stderr, \
+            (var, value, p.returncode, p.stderr)
+    p = rng("SEEDPIPE_ISA", "\x1b[2J")
+    assert p.returncode == 2 and 'SEEDPIPE_ISA="?[2J"' in p.stderr and "\x1b" not in p.stderr, \
+        p.stderr
+    good = [("SEEDPIPE_ISA", v) for v in ("sse2", "avx2", "avx512", "")] + \
+        [("SEEDPIPE_INDEX", "off"), ("SEEDPIPE_INDEX", "on"), ("SEEDPIPE_PREFETCH", "0"),
+         ("SEEDPIPE_PREFETCH", "256"), ("SEEDPIPE_POOL_DIGEST", "workers"),
+         ("SEEDPIPE_POOL_DIGEST", "consumer"), ("SEEDPIPE_POOL_DIGEST", "auto"),
+         ("SEEDPIPE_REMOTE_RETRIES", "0"), ("SEEDPIPE_IDX_MAX_BYTES", "1T"),
+         ("SEEDPIPE_SHARD_CACHE_SIZE", "10G")]
+    want = rng("SEEDPIPE_ISA", "").stdout
+    for var, value in good:
+        p = rng(var, value)
+        assert p.returncode == 0 and p.stdout == want, (var, value, p.stderr)
+    print(f"environment values: {len(bad) + 1} refused by name, {len(good)} accepted")
 
 
 def main():
@@ -61,6 +104,7 @@ def main():
     for b in blocks[1:]:
         first = [ln for ln in b.splitlines() if "All equal:" in ln][0]
         assert first.strip() == "All equal: True", demo
+    check_values()
     print("test_env: ok")
     return 0
 

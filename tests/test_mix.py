@@ -24,6 +24,11 @@ Run by ctest with python3 (standard library only) and $SEEDPIPE_BIN:
     only its own draws, as the remote source alone;
   - a state saved from another mixture (other weights) is refused, and a
     cache built by another mixture serves it nothing;
+  - the weight rule: edge texts (trailing zeros past 18 digits, 18-digit
+    values, 19 digits) accepted or refused alike by the tool and
+    philox_ref.py, the accepted ones streaming the reference's epoch;
+  - the open's bound: period x sources above 2^28 refused by name in under
+    2 s (256 sources, period 67,104,640), the bound itself opens;
   - bad .mix files: clear errors naming the file and line.
 """
 import json
@@ -147,6 +152,70 @@ def test_reference(tmp):
     for p in range(5):
         assert sorted(got[5 * p:5 * p + 5]) == list(range(5)), got
     print("reference: %d epochs equal to philox_ref.mix_order()" % n)
+
+
+def test_weight_rule(tmp):
+    """One weight rule (docs/determinism.md section 10) in the tool and the
+    reference: trailing zeros after the point are dropped before the 18
+    significant digits and 18 decimals are counted. Each text is accepted by
+    both (and streams the reference's epoch) or refused by both."""
+    a = make_idx(os.path.join(tmp, "wr"), "a", 11)
+    b = make_idx(os.path.join(tmp, "wr"), "b", 7)
+    ok = ["0.1000000000000000000", "999999999999999999.0", "999999999999999999",
+          "0.999999999999999999", ".000000000000000001", "0.500", "10.0", "1.",
+          "000000000000000000000001", "12345678.9012345678000000000", "0.1" + "0" * 200]
+    refused = ["1000000000000000000", "9999999999999999999.0", "0.0000000000000000001",
+               "0.1000000000000000001", "1234567890.123456789", "0.000", ".", "1e3",
+               "1,5", "+1", "-1", "1.2.3", "1 ", "\u0661"]
+    for k, w in enumerate(ok + refused):
+        try:
+            R.mix_weight(w)
+            ref_ok = True
+        except ValueError:
+            ref_ok = False
+        assert ref_ok == (w in ok), ("philox_ref", w)
+        path = os.path.join(tmp, "w%d.mix" % k)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("%s\t%s\n1\t%s\nlength\t40\n" % (w, a, b))
+        p = run("order", path, "--seed", 4, "--epoch", 1, ok=False)
+        if w in ok:
+            assert p.returncode == 0, (w, p.stderr)
+            want = R.mix_order([11, 7], [w, "1"], 4, 1, 40)
+            got = [tuple(map(int, l.split())) for l in p.stdout.splitlines()]
+            assert got == want, (w, got[:8], want[:8])
+        else:
+            assert p.returncode != 0 and ":1: weight" in p.stderr, (w, p.stderr)
+    print("weight rule: %d accepted by both (same epoch), %d refused by both" %
+          (len(ok), len(refused)))
+
+
+def test_open_bound(tmp):
+    """The open's cost is bounded by period x sources <= 2^28: 256 sources
+    with a period of 67,104,640 slots (a 5 KB file that took 290 s and
+    1.1 GB to open) is refused by name in under 2 s; 256 sources x 2^20
+    slots (the bound) opens, 2^20 + 1 is refused."""
+    import time
+    a = make_idx(os.path.join(tmp, "ob"), "a", 10)
+    big = os.path.join(tmp, "big.mix")
+    with open(big, "w") as f:   # W = sum of 256 weights of 8 decimals > L
+        f.write("length\t67104640\n")
+        for s in range(256):
+            f.write("0.%08d\t%s\n" % (s * 7919 + 1, a))
+    assert os.path.getsize(big) < 64 * 1024
+    t0 = time.monotonic()
+    p = run("inspect", big, ok=False)
+    took = time.monotonic() - t0
+    assert p.returncode != 0 and big in p.stderr and "67104640 slots x 256 sources" in \
+        p.stderr and "2^28" in p.stderr, p.stderr
+    assert took < 2, "refused after %.1f s" % took
+    for length, ok in ((1 << 20, True), ((1 << 20) + 1, False)):
+        m = write_mix(os.path.join(tmp, "ob%d.mix" % length),
+                      [("0.%08d" % (s * 7919 + 1), a) for s in range(256)], length)
+        p = run("inspect", m, ok=False)
+        assert (p.returncode == 0) == ok, (length, p.stderr)
+        if not ok:
+            assert "exceeds the open's bound of 2^28" in p.stderr, p.stderr
+    print("open bound: 256 sources x 67104640 slots refused in %.2f s, 2^28 opens" % took)
 
 
 def digests(text):
@@ -352,6 +421,8 @@ def main():
     try:
         test_proportions(tmp)
         test_reference(tmp)
+        test_weight_rule(tmp)
+        test_open_bound(tmp)
         mix, common, _ = test_streams(tmp)
         test_refusals(tmp, mix, common)
         test_serve(tmp, mix, common)

@@ -16,7 +16,9 @@ compares the seedpipe CLI ($SEEDPIPE_BIN) with it:
     random shard tables (empty shards, K = 1, K >= S included) and one of
     3000 shards, and `order DATASET --order block:K` on shapes written as
     tar shards by `seedpipe shard`, whole epochs, byte for byte; the
-    reference's block order is a permutation.
+    reference's block order is a permutation;
+  - the reference's mixture weight rule on its edge texts (trailing zeros
+    past 18 digits accepted, 19 digits or decimals refused).
 It FAILS (exit 1), never skips, when SEEDPIPE_BIN is unset or the CLI lacks
 these commands: the comparison is the point of the test.
 """
@@ -66,6 +68,22 @@ def check_reference():
             fail("reference: order(%d) is not a permutation" % size)
     if R.key_from_seed(0x0123456789ABCDEF) != (0x89ABCDEF, 0x01234567):
         fail("reference: key_from_seed")
+    # The mixture weight rule (docs/determinism.md section 10): trailing zeros
+    # after the point dropped before 18 digits and 18 decimals are counted
+    # (tests/test_mix.py runs the same texts through the tool).
+    for text, want in (("0.1000000000000000000", (1, 1)),
+                       ("999999999999999999.0", (999999999999999999, 0)),
+                       ("0.500", (5, 1)), ("10.0", (10, 0)), (".25", (25, 2)),
+                       ("0.000000000000000001", (1, 18)), ("1.", (1, 0))):
+        if R.mix_weight(text) != want:
+            fail("reference: mix_weight(%r) = %r, want %r" % (text, R.mix_weight(text), want))
+    for text in ("1000000000000000000", "0.0000000000000000001", "0.1000000000000000001",
+                 "0", "0.000", ".", "", "1e3", "-1", "\u0661"):
+        try:
+            R.mix_weight(text)
+            fail("reference: mix_weight(%r) accepted" % text)
+        except ValueError:
+            pass
     # Rank slices concatenate to the global batch.
     for n, b_size, drop in ((10, 8, False), (10, 8, True), (100, 12, False), (7, 4, False)):
         for world in (1, 2, 4):

@@ -20,8 +20,10 @@
  *    the stream unchanged (on_error fail), every kill counted;
  *  - sample 17's worker killed 2, 3 or 5 times in a row (SIGKILL, SIGTERM,
  *    raised by the hook), more than the crash budget: the stream unchanged;
- *    crashed by SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT: that sample
- *    substituted, every other batch unchanged; killed every time: the
+ *    crashed by SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT (raised, or a
+ *    real fault): that sample substituted, every other batch unchanged;
+ *    the same signals sent twice by another process (kill(), as a
+ *    watchdog would): the stream unchanged, nothing substituted; killed every time: the
  *    respawn bound ends the stream with SP_ELIMIT, nothing substituted
  *    (hook cases: without SEEDPIPE_TEST_HOOKS they skip);
  *  - a state from another dataset / pipeline / seed is refused naming it;
@@ -34,7 +36,7 @@
  * resume on shapes), test_worker_counts_pngsuite (the same on PngSuite),
  * test_per_worker_mode, test_on_error, test_crashing_sample,
  * test_kills_at_start, test_kills_same_sample, test_crash_signals,
- * test_respawn_bound, test_state_refusal. setup makes the datasets once, in a fresh temp dir;
+ * test_outside_crash_signals, test_respawn_bound, test_state_refusal. setup makes the datasets once, in a fresh temp dir;
  * no case changes them (the state file goes beside them).
  * Without PngSuite ($SP_SHARED_DATA/pngsuite) the PngSuite parts (its worker
  * counts, on-error, the other-dataset refusal) print SKIP and their cases
@@ -528,6 +530,7 @@ static void unhook(void) {
     unsetenv("SEEDPIPE_TEST_CRASH_SAMPLE");
     unsetenv("SEEDPIPE_TEST_CRASH_SIGNAL");
     unsetenv("SEEDPIPE_TEST_CRASH_TIMES");
+    unsetenv("SEEDPIPE_TEST_CRASH_FROM");
 }
 #endif
 
@@ -562,7 +565,10 @@ static void test_kills_same_sample(void) {
 }
 
 /* A worker crashing on sample 17 by any crash signal costs that sample only:
- * substituted (each other batch as in-process), two deaths an epoch. */
+ * substituted (each other batch as in-process), two deaths an epoch;
+ * raised by the worker through its handlers (pool_death.c) and, where there
+ * is one, by a real fault (SEEDPIPE_TEST_CRASH_FROM=fault: a store through
+ * NULL, abort(), a trap instruction). */
 static void test_crash_signals(void) {
 #ifndef SEEDPIPE_TEST_HOOKS
     SKIP("the crash hook (SEEDPIPE_TEST_CRASH_SAMPLE/_SIGNAL) is compiled only into builds "
@@ -573,11 +579,14 @@ static void test_crash_signals(void) {
     c.on_error = SP_ON_ERROR_SUBSTITUTE;
     stream ref, s;
     run_inproc(&c, &ref);
-    int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-    for (int k = 0; k < 5; k++) {
+    int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSEGV, SIGILL, SIGABRT};
+    for (int k = 0; k < 8; k++) {
         hook(sigs[k], 0);
+        if (k >= 5) setenv("SEEDPIPE_TEST_CRASH_FROM", "fault", 1);
         run_pool(&c, 2, 0, -1, -1, 0, &s);
-        CHECK_MSG(s.rc == 0 && s.n == ref.n, "signal %d: rc %d (%s)", sigs[k], s.rc, s.msg);
+        const char *how = k >= 5 ? "fault" : "raised";
+        CHECK_MSG(s.rc == 0 && s.n == ref.n, "signal %d (%s): rc %d (%s)", sigs[k], how, s.rc,
+                  s.msg);
         int subst = 0;
         for (int i = 0; i < s.n; i++) {
             if (s.nsubst[i] == 1 && s.subst0[i][0] == 17) {
@@ -585,14 +594,50 @@ static void test_crash_signals(void) {
                 continue;
             }
             CHECK_MSG(s.d[i].hi == ref.d[i].hi && s.d[i].lo == ref.d[i].lo && s.nsubst[i] == 0,
-                      "signal %d: batch %d differs", sigs[k], i);
+                      "signal %d (%s): batch %d differs", sigs[k], how, i);
         }
         CHECK_MSG(subst == EPOCHS && s.nfail == 1 && s.fail_samples[0] == 17 &&
                       s.deaths == 2 * EPOCHS,
-                  "signal %d: %d substituted, %zu failures, %llu deaths", sigs[k], subst, s.nfail,
-                  (unsigned long long)s.deaths);
+                  "signal %d (%s): %d substituted, %zu failures, %llu deaths", sigs[k], how,
+                  subst, s.nfail, (unsigned long long)s.deaths);
+        unhook();
     }
-    unhook();
+#endif
+}
+
+/* The crash signals sent to the worker computing sample 17 by another
+ * process (a child of the worker kill()s it, as a watchdog would: si_code
+ * SI_USER), twice in a row, under on_error substitute: not the sample's
+ * fault, so the stream is the in-process one, nothing substituted, both
+ * deaths counted. Before the worker's handler told them apart, each was
+ * charged as a crash and sample 17 was substituted. */
+static void test_outside_crash_signals(void) {
+#ifndef SEEDPIPE_TEST_HOOKS
+    SKIP("the crash hook (SEEDPIPE_TEST_CRASH_SAMPLE/_SIGNAL/_FROM) is compiled only into "
+         "builds configured with -DSEEDPIPE_TEST_HOOKS=ON");
+#else
+    sp_loader_config c;
+    cfg_of(&c, shapes, PIPE, 77, 8);
+    c.on_error = SP_ON_ERROR_SUBSTITUTE;
+    stream ref, s;
+    run_inproc(&c, &ref);
+    int sigs[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+    for (int k = 0; k < 5; k++) {
+        hook(sigs[k], 2);
+        setenv("SEEDPIPE_TEST_CRASH_FROM", "outside", 1);
+        run_pool(&c, 1 + k % 2, 0, -1, -1, 0, &s);
+        unhook();
+        char what[96];
+        snprintf(what, sizeof what, "signal %d sent twice from outside, %d workers", sigs[k],
+                 1 + k % 2);
+        same(&ref, &s, what);
+        int subst = 0;
+        for (int i = 0; i < s.n; i++) subst += s.nsubst[i];
+        CHECK_MSG(s.rc == 0 && s.nfail == 0 && subst == 0 && s.deaths == 2 * EPOCHS,
+                  "%s: rc %d, %zu failures, %d substituted, %llu deaths", what, s.rc, s.nfail,
+                  subst, (unsigned long long)s.deaths);
+        printf("  %s: stream unchanged\n", what);
+    }
 #endif
 }
 
@@ -720,6 +765,7 @@ static const sp_case cases[] = {
     SP_CASE(test_kills_at_start),
     SP_CASE(test_kills_same_sample),
     SP_CASE(test_crash_signals),
+    SP_CASE(test_outside_crash_signals),
     SP_CASE(test_respawn_bound),
     SP_CASE(test_state_refusal),
 };

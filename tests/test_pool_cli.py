@@ -9,7 +9,10 @@ first divergent batch with --rng-mode per-worker; `diff` exits 0 on equal
 manifests and 1 with the first divergence (epoch, batch, position, sample
 index) on different ones, and rejects a truncated manifest; with PngSuite's
 corrupt files, --on-error skip lists "skipped" samples identically for
---workers 0 and 3 and prints each failure once; no worker is left behind.
+--workers 0 and 3 and prints each failure once; SIGABRT sent twice by
+another process to the worker computing a sample leaves the --on-error
+substitute stream unchanged, raised by the worker it substitutes the
+sample (the crash hook, test builds only); no worker is left behind.
 Without PngSuite ($SP_SHARED_DATA/pngsuite) the on-error part prints SKIP,
 the rest runs, and the test exits 77 if nothing failed.
 """
@@ -81,6 +84,28 @@ def main():
             f.write('{"seedpipe_state":1,"seed":')
         bad = run("digest", ds, *common, "--resume", st, "--out", b, ok=False)
         assert bad.returncode == 1 and st in bad.stderr, bad.stderr
+
+        # A crash signal (SIGABRT) sent twice from outside to the worker
+        # computing sample 17, as a watchdog may: redone like a kill, so the
+        # --on-error substitute stream is the uninterrupted one; raised by the
+        # worker itself it is a crash and the sample is substituted (the
+        # crash hook: test builds only, SEEDPIPE_TEST_HOOKS=ON).
+        sub = [*common, "--workers", 2, "--on-error", "substitute"]
+        plain, own, sent = (os.path.join(tmp, n) for n in ("plain.jsonl", "own.jsonl",
+                                                            "sent.jsonl"))
+        run("digest", ds, *sub, "--out", plain)
+        hook = dict(os.environ, SEEDPIPE_TEST_CRASH_SAMPLE="17", SEEDPIPE_TEST_CRASH_SIGNAL="6",
+                    SEEDPIPE_TEST_CRASH_TIMES="2")
+        run("digest", ds, *sub, "--out", own, env=hook)
+        if lines(own)[1:] == lines(plain)[1:]:
+            print("SKIP: the crash hook is not compiled in (SEEDPIPE_TEST_HOOKS=OFF): "
+                  "external SIGABRT case not run")
+        else:
+            assert any('"substituted"' in l and "17" in l for l in lines(own)[1:]), lines(own)
+            run("digest", ds, *sub, "--out", sent,
+                env=dict(hook, SEEDPIPE_TEST_CRASH_FROM="outside"))
+            assert lines(sent)[1:] == lines(plain)[1:], "an external SIGABRT changed the stream"
+            print("external SIGABRT twice: stream unchanged; raised by the worker: substituted")
 
         # verify: default mode all equal; per-worker mode diverges
         p = run("verify", ds, *common, "--workers", "1,2,3")

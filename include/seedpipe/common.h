@@ -160,7 +160,9 @@ SP_API int sp_write_file_atomic(const char *path, const void *data, size_t n, in
 SP_API int sp_parse_size(const char *s, uint64_t *out, sp_error *err);
 
 /*! sp_isa_cap() : a SIMD level (0 baseline, 1 AVX2, 2 AVX-512) capped by
- *  the environment variable SEEDPIPE_ISA=sse2|avx2|avx512 (unset: best).
+ *  the environment variable SEEDPIPE_ISA=sse2|avx2|avx512 (unset: best;
+ *  another value caps nothing here: sp_env_check() and so
+ *  sp_loader_create() and the tool refuse it by name).
  *  Every module with run-time SIMD dispatch (resize, the CPU convolutions,
  *  the cache's hashing and dictionary expansion) gives the same bytes at
  *  every level; tests compare them through this variable. */

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "seedpipe/common.h"    /* sp_error */
 #include "seedpipe/version.h"   /* SP_API */
 
 #ifdef __cplusplus
@@ -52,6 +53,20 @@ SP_API int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda);
 
 /*! sp_env_text() : the same as "key: value" lines for people. */
 SP_API int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda);
+
+/*! sp_env_check() : every SEEDPIPE_* environment variable seedpipe reads
+ *  that has a set of values, checked by name (README "Environment
+ *  variables"): SEEDPIPE_ISA (sse2, avx2, avx512), SEEDPIPE_INDEX (on,
+ *  off), SEEDPIPE_POOL_DIGEST (auto, workers, consumer), SEEDPIPE_PREFETCH
+ *  (0..256), SEEDPIPE_REMOTE_RETRIES (0..100), SEEDPIPE_IDX_MAX_BYTES (a
+ *  size, 1 byte..1T), SEEDPIPE_SHARD_CACHE_SIZE (a size). An unset or empty
+ *  variable is its default; the paths (SEEDPIPE_SHARD_CACHE,
+ *  SEEDPIPE_CA_BUNDLE, SEEDPIPE_CUDA_PLUGIN) are checked where they are
+ *  used. sp_loader_create() calls it (so does the seedpipe tool, before any
+ *  command): a bad value fails a run at its start, never one that runs.
+ *  @return 0, or SP_EINVAL with err naming the variable, its value and the
+ *  values it takes (the first bad one, in the order above). */
+SP_API int sp_env_check(sp_error *err);
 
 #ifdef __cplusplus
 }

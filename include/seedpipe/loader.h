@@ -174,7 +174,9 @@ typedef struct sp_loader sp_loader;
  *  sp_dataset_open_list(); else cfg->dataset), parse the pipeline, check
  *  the geometry. @return 0 or the failing module's code with its message
  *  (e.g. SP_ESPEC: "pipeline op 2 ..."; SP_EINVAL: "normalize needs
- *  --dtype float32"; a sample list's missing file: SP_EIO naming it). */
+ *  --dtype float32"; a sample list's missing file: SP_EIO naming it; a
+ *  SEEDPIPE_* environment value outside its set: SP_EINVAL naming the
+ *  variable, sp_env_check() in env.h). */
 SP_API int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err);
 SP_API void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
 

@@ -23,16 +23,18 @@
  * Worker deaths. How a death is charged depends on how the worker ended,
  * never on timing:
  *  - A crash of the worker's own, charged to the sample position it was
- *    computing: a crash signal (SIGSEGV, SIGILL, SIGFPE, SIGABRT; SIGBUS
- *    while the ring's memory is intact) or an exit (a library calling
+ *    computing: a crash signal the worker raised itself (a fault, abort(),
+ *    raise(): SIGSEGV, SIGILL, SIGFPE, SIGABRT; SIGBUS while the ring's
+ *    memory is intact) or an exit (a library calling
  *    exit(), a sanitizer's report; workers never exit while the pool
  *    runs). A position charged with two crashes is not tried again: it
  *    fails with "worker process died 2 times while computing it (last:
  *    signal 11)" and follows cfg.on_error (a decoder that crashes on a
  *    hostile file costs that sample, the same under any W).
  *  - Any other death (SIGKILL from the OOM killer or an operator,
- *    SIGTERM, SIGINT, SIGHUP, SIGTRAP, ... : signals that come from
- *    outside) is never charged to a sample: the work is redone and the
+ *    SIGTERM, SIGINT, SIGHUP, SIGTRAP, ..., and a crash signal another
+ *    process sent, kill -ABRT from a watchdog, which the worker's handler
+ *    tells by its si_code: signals that come from outside) is never charged to a sample: the work is redone and the
  *    stream is unchanged, however often one sample's worker is killed.
  *    Such deaths, and crashes while the worker held no position, count
  *    against the pool's respawn bound, SP_POOL_RESPAWN_BOUND(W) = 100 +
@@ -41,9 +43,9 @@
  *    (SIGKILL); ...") and nothing is substituted.
  *  - SIGBUS when the ring's memory object shrank (someone truncated it):
  *    the stream fails with SP_EIO, not retried.
- * A crash signal sent from outside (kill -SEGV) cannot be told from a
- * crash and is charged as one. sp_pool_stats.worker_deaths counts every
- * death.
+ * A crash signal sent from outside before the worker installed its
+ * handler (its first instructions) is charged as a crash.
+ * sp_pool_stats.worker_deaths counts every death.
  *
  * Epoch cache (cache.h; pcfg.cache_dir). Before the first batch of an
  * epoch enters the ring, the consumer looks its entry up. On a hit, the
@@ -78,12 +80,21 @@
  * as the OOM killer's, which the pool cannot tell from one sent from
  * outside); SEEDPIPE_TEST_CRASH_TIMES=k only while the position has seen
  * fewer than k deaths (default: always, until it is charged with two).
+ * SEEDPIPE_TEST_CRASH_FROM says how: unset, it raises the signal (through
+ * the worker's handlers: its own crash); `fault` a real one where there is
+ * one (a store through NULL for SIGSEGV, abort() for SIGABRT, a trap
+ * instruction for SIGILL); `outside` a child of the worker sends it with
+ * kill(), as a watchdog would (not charged: redone like a kill).
  * SEEDPIPE_TEST_CRASH_CACHE_WRITE=i: a worker that has written the cache
  * file of batch index i (of any epoch) dies before reporting it.
  *
  * Thread/fork safety: one consumer thread per pool. The library installs
- * no signal handlers; workers get PR_SET_PDEATHSIG(SIGKILL), so they never
- * outlive the consumer. PR_SET_PDEATHSIG follows the forking *thread*:
+ * no signal handlers in the caller's process. A worker (a forked child)
+ * installs its own for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT, which
+ * die of the signal by its default action but first record whether another
+ * process sent it (a crash signal sent from outside, e.g. by a watchdog, is
+ * redone like a kill, never charged to the sample). Workers get
+ * PR_SET_PDEATHSIG(SIGKILL), so they never outlive the consumer. PR_SET_PDEATHSIG follows the forking *thread*:
  * create, take from and destroy a pool on one long-lived thread (workers
  * are forked by sp_pool_create() and, as replacements, by sp_pool_next()).
  * The caller must not reap the workers itself (e.g. waitpid(-1, ...)); a

@@ -13,9 +13,14 @@ temporary file lives as long as the Mixture (a Loader keeps the Mixture it
 was given). The sources are dataset paths (any kind but a mixture: an
 ImageFolder, list, IDX file, WebDataset shards) or torchvision
 ImageFolder-like objects (their root); each weight a positive int, float,
-decimal.Decimal or decimal string, written exactly as decimal digits (a
-float as its shortest repr: 0.1 is "0.1"). length=None draws the sum of the
-sources' sizes per epoch.
+decimal.Decimal, decimal string or numpy integer or floating scalar,
+written exactly as decimal digits: a float as its shortest repr (0.1 is
+"0.1"), a numpy float as the shortest decimal that reads back to the same
+value in its own type (numpy's repr: np.float32(0.1) is "0.1", not the
+float64 value 0.10000000149011612), a numpy integer as its digits. The text
+then follows the .mix weight rule (docs/determinism.md section 10: at most
+18 significant digits and 18 decimals once trailing zeros are dropped).
+length=None draws the sum of the sources' sizes per epoch.
 
 Which source a sample came from: Loader.batch_info.sources gives (source,
 index in that source) per sample of the last batch; Mixture.locate() maps
@@ -31,12 +36,34 @@ import weakref
 from typing import Iterable, List, Optional, Tuple
 
 
+def _numpy_text(w):
+    """A numpy integer or floating scalar's decimal text, or None when w is
+    no such scalar: an integer as its digits, a float as the shortest
+    decimal that reads back to the same value in its own type (numpy's
+    repr: np.float32(0.1) is "0.1", not the 0.10000000149011612 of
+    float(np.float32(0.1))). numpy is only asked when it is loaded already
+    (a numpy scalar means it is)."""
+    import sys
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    if isinstance(w, np.integer):
+        return str(int(w))
+    if isinstance(w, np.floating):
+        return np.format_float_positional(w, unique=True, trim="-")
+    return None
+
+
 def _weight_text(w) -> str:
     """A weight as the .mix grammar writes it: digits with at most one '.'."""
-    if isinstance(w, bool) or not isinstance(w, (int, float, str, decimal.Decimal)):
+    text = _numpy_text(w)
+    if text is None and (isinstance(w, bool) or
+                         not isinstance(w, (int, float, str, decimal.Decimal))):
         raise ValueError(f"Mixture: a weight must be a number, got {w!r}")
     try:
-        d = decimal.Decimal(repr(w) if isinstance(w, float) else str(w).strip())
+        if text is None:
+            text = repr(w) if isinstance(w, float) else str(w).strip()
+        d = decimal.Decimal(text)
     except decimal.InvalidOperation:
         raise ValueError(f"Mixture: weight {w!r} is not a number") from None
     if not d.is_finite() or d <= 0:

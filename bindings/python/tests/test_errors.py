@@ -138,3 +138,14 @@ def test_import_has_no_side_effects():
             "assert warnings.filters == before, set(warnings.filters) ^ set(before); print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr
+
+
+def test_environment_value_refused(shapes, monkeypatch):
+    """A SEEDPIPE_* variable outside its values fails the Loader at its
+    creation (sp_loader_create's sp_env_check), naming it and what it takes."""
+    monkeypatch.setenv("SEEDPIPE_ISA", "bogus")
+    with pytest.raises(seedpipe.Error, match=r'SEEDPIPE_ISA="bogus".*sse2, avx2 or avx512'):
+        seedpipe.Loader(shapes, seed=1, batch_size=4)
+    monkeypatch.setenv("SEEDPIPE_ISA", "sse2")
+    with seedpipe.Loader(shapes, seed=1, batch_size=4) as ld:
+        assert len(ld) > 0

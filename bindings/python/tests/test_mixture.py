@@ -110,6 +110,33 @@ def test_mixture_arguments(sources, tmp_path):
     assert not os.path.exists(tmp)
 
 
+def test_numpy_weights(sources):
+    """numpy scalars are weights: a float as the shortest decimal of its own
+    type (np.float32(0.7) is "0.7", not 0.699999988079071), an integer as
+    its digits; the mixture is then the one written with those texts.
+    Weights with trailing zeros past 18 digits open (the .mix rule)."""
+    np = pytest.importorskip("numpy")
+    folder, shards = sources
+    m = seedpipe.Mixture([(folder, np.float32(0.7)), (shards, np.float32(0.3))])
+    assert m.weights == ["0.7", "0.3"]
+    same = seedpipe.Mixture([(folder, "0.7"), (shards, 0.3)])
+    assert len(m) == len(same) and m.sizes == same.sizes
+    assert run(m, 0, take=3) == run(same, 0, take=3)
+    assert seedpipe.Mixture([(folder, np.int64(3)), (shards, np.uint8(1))]).weights == ["3", "1"]
+    assert seedpipe.Mixture([(folder, np.float16(0.1)), (shards, np.float64(0.1))]).weights == \
+        ["0.1", "0.1"]
+    assert seedpipe.Mixture([(folder, np.float32(3e10))]).weights == ["30000000000"]
+    for bad, what in ((np.bool_(True), "must be a number"), (np.float32("nan"), "finite"),
+                      (np.float32(0), "positive"), (np.int32(-2), "positive"),
+                      (np.float64("inf"), "finite")):
+        with pytest.raises(ValueError, match=what):
+            seedpipe.Mixture([(folder, bad)])
+    edge = seedpipe.Mixture([(folder, "0.1000000000000000000"), (shards, "2.50000000000000000000")])
+    assert len(edge) == sum(edge.sizes)
+    with pytest.raises(seedpipe.Error, match="weight"):
+        len(seedpipe.Mixture([(folder, "0.1000000000000000001")]))
+
+
 def test_torch_dataloader(sources):
     torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
     from seedpipe.torch import DataLoader
