@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,31 @@ static int check_authority(const char *url, const char *what, sp_error *err) {
     return SP_OK;
 }
 
+/* An S3 endpoint over plain http:// sends every request's SigV4 signature
+ * and the session token (x-amz-security-token) in clear: anyone on the path
+ * can read the token and replay or reuse it while it lasts. Refused unless
+ * SEEDPIPE_S3_ALLOW_HTTP=1, always (a loopback address too: a proxy or a
+ * tunnel may be listening there); the opt-in is said once a process on
+ * stderr, the one message the library prints itself: a risk the user took
+ * must reach them wherever the library runs (the tool, Python, a C
+ * trainer), and no handle that could carry it outlives this open. */
+static int s3_plain_http(const char *ep, sp_error *err) {
+    static _Atomic int warned;
+    const char *v = getenv("SEEDPIPE_S3_ALLOW_HTTP");
+    if (v && v[0] && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return sp_error_set(err, SP_EINVAL, "SEEDPIPE_S3_ALLOW_HTTP=%s: expected 0 or 1", v);
+    if (!v || strcmp(v, "1") != 0)
+        return sp_error_set(err, SP_EINVAL, "S3 endpoint %s: plain http:// is refused: it sends "
+                            "the request signatures and any session token in clear (anyone on "
+                            "the path can read and replay them); use https://, or set "
+                            "SEEDPIPE_S3_ALLOW_HTTP=1 to accept that risk", ep);
+    if (!atomic_exchange(&warned, 1))
+        fprintf(stderr, "seedpipe: warning: S3 endpoint %s is plain http:// "
+                "(SEEDPIPE_S3_ALLOW_HTTP=1): the request signatures and any session token "
+                "travel in clear, readable and replayable by anyone on the path\n", ep);
+    return SP_OK;
+}
+
 static int setup_s3(sp__rio *r, const char *rest, sp_error *err) {
     /* rest = "bucket/prefix" (the folder) */
     size_t bl = strcspn(rest, "/");
@@ -209,6 +235,7 @@ static int setup_s3(sp__rio *r, const char *rest, sp_error *err) {
             rc = sp_error_set(err, SP_EINVAL, "S3 endpoint %s: expected http://HOST[:PORT] or "
                               "https://HOST[:PORT]", ep);
         if (rc == SP_OK) rc = check_authority(ep, "S3 endpoint", err);
+        if (rc == SP_OK && strncmp(ep, "http://", 7) == 0) rc = s3_plain_http(ep, err);
         if (rc == SP_OK && !(r->endpoint = dup(ep))) rc = SP_ENOMEM;
     } else if (rc == SP_OK) {
         size_t n = strlen(r->region) + 40;
