@@ -35,6 +35,7 @@
 #include "dataset/dataset_internal.h"
 #include "dataset/dataset_tar.h"
 #include "dataset/remote_internal.h"
+#include "common/escape_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -226,9 +227,14 @@ static int read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     XXH128_hash_t d = XXH3_128bits(g.buf, (size_t)g.len);
     if (d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo) {
         char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
+        const char *path = ds->pool + ds->path_off[i];
+        char *w = what ? sp__escape_dup(what, strlen(what)) : NULL;
+        char *p = sp__escape_dup(path, strlen(path));   /* names from the index: escaped */
         rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
-                          "indexed (content hash of %s differs)",
-                          what ? what : ds->tar->shards[s], ds->pool + ds->path_off[i]);
+                          "indexed (content hash of %s differs)", w ? w : "(out of memory)",
+                          p ? p : "(out of memory)");
+        free(p);
+        free(w);
         free(what);
         return rc;
     }

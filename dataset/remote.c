@@ -24,7 +24,8 @@
  *     indexed one (or a 416: the range lies past its end), which is
  *     SP_EMISMATCH, "changed since the dataset was indexed".
  * Messages name the object (s3://bucket/key or the http URL), the HTTP
- * status and S3's error code, never a credential. The jitter comes from a
+ * status and S3's error code, never a credential; the object's name and the
+ * server's code and message are escaped (common/escape_internal.h). The jitter comes from a
  * per-thread generator seeded by the process id: it decides when, never
  * which bytes.
  *
@@ -36,6 +37,7 @@
  * would disturb the parent.
  */
 #include "dataset/remote_internal.h"
+#include "common/escape_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -325,10 +327,7 @@ static void s3_code(const xfer *x, char *out, size_t n) {
         const char *a = strstr(body, tags[t][0]), *b = a ? strstr(a, tags[t][1]) : NULL;
         if (!a || !b) continue;
         a += strlen(tags[t][0]);
-        size_t m = 0;
-        for (; a < b && m + 1 < cap[t]; a++)
-            dst[t][m++] = ((unsigned char)*a < ' ' || *a == 0x7f) ? '?' : *a;
-        dst[t][m] = '\0';
+        sp__escape_copy(dst[t], cap[t], a, (size_t)(b - a));   /* the server's text: escaped */
     }
     if (code[0]) snprintf(out, n, " (%s%s%s)", code, msg[0] ? ": " : "", msg);
 }
@@ -548,7 +547,9 @@ static int xfer_init(const sp__rio *r, xfer *x, sp__rio_get *g, const char *meth
     g->got = 0;
     g->buf = NULL;
     x->url = sp__rio_request_url(r, g->name);
-    x->display = sp__rio_display(r, g->name);
+    char *shown = sp__rio_display(r, g->name);   /* names come from the index: escaped */
+    x->display = shown ? sp__escape_dup(shown, strlen(shown)) : NULL;
+    free(shown);
     if (!x->url || !x->display) {
         g->rc = SP_ENOMEM;
         snprintf(g->msg, sizeof g->msg, "%s: out of memory", g->name);

@@ -1,0 +1,278 @@
+"""test_remote_hostile.py - a remote store that lies (docs/remote.md, "What a
+hostile store costs"; docs/security.md): a small HTTP server of this test's
+own on 127.0.0.1 (a thread of this process; only loopback traffic) serves
+forged index objects and answers that stall, drip or never end, and every
+case must end as a named error, in bounded time and memory, with no request
+outside the dataset's folder and nothing raw on the terminal.
+
+ - names: a forged seedpipe.index whose shard is named "..", ".", "/abs",
+   "", "sub/x", a newline and ESC[2J, or 1,100 bytes, or whose member is
+   named "../../..", "/abs", "./x" or holds ESC ] (a terminal title) is a
+   named error at open ("seedpipe.index: shard 1: name "..." has a '..'
+   path segment"), the name escaped (\\xNN), and the server sees the index
+   request only;
+ - a server that sends the index's headers and then nothing (a stall), or
+   one byte a second (a drip), ends as a named error within ~10 s with the
+   default limits (SEEDPIPE_REMOTE_LOW_SPEED*, SEEDPIPE_REMOTE_RETRY_TIME),
+   and sooner with smaller ones; a bad value of each variable is refused by
+   name;
+ - an endless index body is refused at SEEDPIPE_REMOTE_INDEX_MAX (a small
+   one set here, then the default 256M) without buffering more, and one
+   that declares more than the cap (Content-Length) is refused before its
+   body; a member answered with more bytes than its range asked is refused
+   (the body never buffered past the range).
+"""
+import ctypes
+import ctypes.util
+import http.server
+import os
+import resource
+import shutil
+import socketserver
+import struct
+import sys
+import tempfile
+import threading
+import time
+
+from cli_testlib import run
+
+BIN = os.environ.get("SEEDPIPE_BIN")
+COMMON = ["--pipeline", "shapes-train", "--seed", 9, "--epochs", 1, "--batch-size", 4]
+ENV = {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1", "http_proxy": "", "HTTP_PROXY": ""}
+
+
+def xxh64():
+    for name in ("libxxhash.so.0", ctypes.util.find_library("xxhash") or "", "libxxhash.so"):
+        if name:
+            try:
+                lib = ctypes.CDLL(name)
+                lib.XXH3_64bits.restype = ctypes.c_uint64
+                lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+                return lambda b: lib.XXH3_64bits(b, len(b))
+            except OSError:
+                pass
+    return None
+
+
+# ---- the server -----------------------------------------------------------------
+
+class Store:
+    """What the server answers: files[path] = bytes (byte ranges honoured),
+    modes[path] = "stall" | "drip" | "endless" | "declare-huge" | "long-range";
+    log: the (method, path) of every request; stop: set to end every answer."""
+
+    def __init__(self):
+        self.files, self.modes, self.log = {}, {}, []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.sent = 0   # body bytes of endless answers
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        st = self.server.store
+        path = self.path
+        with st.lock:
+            st.log.append(("GET", path))
+        mode = st.modes.get(path)
+        try:
+            if mode == "stall":   # headers, then nothing
+                self.send_response(200)
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                self.wfile.flush()
+                st.stop.wait(60)
+            elif mode == "drip":   # one byte a second
+                self.send_response(200)
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                self.wfile.flush()
+                while not st.stop.wait(1.0):
+                    self.wfile.write(b"S")
+                    self.wfile.flush()
+            elif mode == "endless":   # no length, never ends
+                self.send_response(200)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                chunk = b"\0" * (1 << 20)
+                while not st.stop.is_set():
+                    self.wfile.write(chunk)
+                    with st.lock:
+                        st.sent += len(chunk)
+            elif mode == "declare-huge":   # declares 64 GiB, sends a little
+                self.send_response(200)
+                self.send_header("Content-Length", str(64 << 30))
+                self.end_headers()
+                self.wfile.write(b"\0" * 4096)
+                self.wfile.flush()
+                st.stop.wait(30)
+            else:
+                data = st.files.get(path)
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                rng = self.headers.get("Range")
+                if rng and rng.startswith("bytes="):
+                    a, b = (int(x) for x in rng[6:].split("-"))
+                    body = data[a:b + 1]
+                    if mode == "long-range":   # more than the range asked
+                        body = data[a:b + 1 + 65536] + b"\0" * 65536
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
+                else:
+                    body = data
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+def start(store):
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.store = store
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+# ---- the index object (dataset/dataset_object.c) ------------------------------------
+
+def parse_index(b):
+    """(head, shards): shards = [[name, size, [[member, fixed 36 bytes, reason]]]]"""
+    pos = 20
+
+    def u32():
+        nonlocal pos
+        pos += 4
+        return struct.unpack_from("<I", b, pos - 4)[0]
+
+    def string():
+        nonlocal pos
+        n = u32()
+        pos += n
+        return b[pos - n:pos]
+    shards = []
+    for _ in range(u32()):
+        name = string()
+        size = struct.unpack_from("<Q", b, pos)[0]
+        pos += 8
+        samples = []
+        for _ in range(u32()):
+            member = string()
+            fixed = b[pos:pos + 36]
+            pos += 36
+            samples.append([member, fixed, string()])
+        shards.append([name, size, samples])
+    assert pos == len(b) - 8, (pos, len(b))
+    return b[:20], shards
+
+
+def encode_index(head, shards, h64):
+    out = bytearray(head) + struct.pack("<I", len(shards))
+    for name, size, samples in shards:
+        out += struct.pack("<I", len(name)) + name + struct.pack("<QI", size, len(samples))
+        for member, fixed, reason in samples:
+            out += struct.pack("<I", len(member)) + member + fixed
+            out += struct.pack("<I", len(reason)) + reason
+    out += struct.pack("<Q", h64(bytes(out)))
+    return bytes(out)
+
+
+def cli(*args, env=None, timeout=120):
+    return run(*args, ok=False, env=dict(ENV, **(env or {})), timeout=timeout)
+
+
+# ---- the parts ---------------------------------------------------------------------
+
+def names_part(store, url, data, h64):
+    with open(os.path.join(data, "seedpipe.index"), "rb") as f:
+        head, shards = parse_index(f.read())
+    assert len(shards) >= 2, len(shards)
+    cases = [   # (which, forged name, what the message says)
+        ("shard", b"..", 'shard 1: name ".." has a \'..\' path segment'),
+        ("shard", b".", 'shard 1: name "." has a \'.\' path segment'),
+        ("shard", b"/abs.tar", 'shard 1: name "/abs.tar" starts with \'/\''),
+        ("shard", b"", 'shard 1: name "" is empty'),
+        ("shard", b"sub/x.tar", 'shard 1: name "sub/x.tar" contains \'/\''),
+        ("shard", b"a\nb\x1b[2J.tar", 'shard 1: name "a\\x0ab\\x1b[2J.tar" contains a control byte'),
+        ("shard", b"\x7f.tar", 'shard 1: name "\\x7f.tar" contains a control byte'),
+        ("shard", b"x" * 1100 + b".tar", "is longer than 1024 bytes"),
+        ("member", b"../../../../etc/passwd.png",
+         'member name "../../../../etc/passwd.png" has a \'..\' path segment'),
+        ("member", b"/etc/passwd.png", 'member name "/etc/passwd.png" starts with \'/\''),
+        ("member", b"./x.png", 'member name "./x.png" has a \'.\' path segment'),
+        ("member", b"a//x.png", 'member name "a//x.png" has an empty path segment'),
+        ("member", b"t\x1b]0;pwned\x07.png",
+         'member name "t\\x1b]0;pwned\\x07.png" contains a control byte'),
+        ("reason", b"bad\x1b[2J sample", 'error text "bad\\x1b[2J sample" contains a control byte'),
+    ]
+    for k, (which, name, want) in enumerate(cases):
+        forged = [[n, s, [list(x) for x in smp]] for n, s, smp in shards]
+        if which == "shard":
+            forged[1][0] = name
+        elif which == "member":
+            forged[0][2][0][0] = name
+        else:
+            forged[0][2][0][2] = name
+        prefix = f"/f{k}/"
+        store.files[prefix + "seedpipe.index"] = encode_index(head, forged, h64)
+        for n, _, _ in shards:   # the real shards beside it: a request would succeed
+            with open(os.path.join(data, n.decode()), "rb") as f:
+                store.files[prefix + n.decode()] = f.read()
+        before = len(store.log)
+        p = cli("digest", url + prefix, *COMMON, "--out", "/dev/null")
+        reqs = store.log[before:]
+        assert p.returncode != 0 and f"{prefix}seedpipe.index: " in p.stderr and want in p.stderr, \
+            (which, name, p.stdout, p.stderr)
+        assert "\x1b" not in p.stdout + p.stderr and "\x07" not in p.stdout + p.stderr, p.stderr
+        line = [l for l in p.stderr.splitlines() if "seedpipe.index: " in l]
+        assert len(line) == 1 and want in line[0], p.stderr   # one line: no raw newline
+        assert reqs == [("GET", prefix + "seedpipe.index")], reqs   # nothing outside, no shard
+    print(f"names: {len(cases)} forged shard and member names (.., ., /abs, empty, '/', "
+          "newline and ESC, DEL, 1,100 bytes; a sample's error with ESC) named at open, "
+          "escaped, no request but the index's", flush=True)
+
+
+def main():
+    if not BIN or not os.path.exists(BIN):
+        print("FAIL: SEEDPIPE_BIN not set or missing")
+        return 1
+    h64 = xxh64()
+    if h64 is None:
+        print("SKIP: libxxhash not found (the forged index objects need its XXH3-64)")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="sp-test-remote-hostile-")
+    store = Store()
+    srv = None
+    try:
+        ds = os.path.join(tmp, "shapes")
+        run("make-shapes", ds, "--count", 16, "--size", 16, "--seed", 5)
+        data = os.path.join(tmp, "data")
+        run("shard", ds, data, "--max-count", 8)
+        srv, url = start(store)
+        names_part(store, url, data, h64)
+    finally:
+        store.stop.set()
+        if srv:
+            srv.shutdown()
+            srv.server_close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("remote hostile: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
