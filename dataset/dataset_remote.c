@@ -6,7 +6,9 @@
  * HOW IT WORKS
  * Opening reads one object, the dataset index object `seedpipe.index`
  * beside the shards (dataset_object.c): one request and the index's size,
- * whatever the number of shards or samples. It selects the shards the URL
+ * whatever the number of shards or samples, and at most
+ * SEEDPIPE_REMOTE_INDEX_MAX bytes (default 256M) of it: a longer or endless
+ * body is refused there, one that declares more before its body. It selects the shards the URL
  * names (a brace pattern's expansion, sorted as a local open sorts it) and
  * builds the same sample table a local open of the same shards builds
  * (sp__ds_tar_pack()), so the fingerprint is the local copy's. With
@@ -45,7 +47,6 @@
 
 #include <xxhash.h>
 
-#define OBJECT_MAX_BYTES (UINT64_C(4) << 30)   /* the index object itself */
 #define PF_MAX 128                 /* samples one prefetch call considers */
 #define COALESCE_GAP (16u << 10)   /* members this close in a shard: one range */
 #define COALESCE_SPAN (8u << 20)   /* at most this many bytes a range */
@@ -96,8 +97,14 @@ static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     sp__rio_get g;
     memset(&g, 0, sizeof g);
     g.name = SP_DS_OBJECT_NAME;
-    g.max = OBJECT_MAX_BYTES;
+    g.max = ds->tar->rio->index_max;   /* SEEDPIPE_REMOTE_INDEX_MAX: never buffered past it */
     int rc = sp__rio_fetch(ds->tar->rio, &g, err);
+    if (rc == SP_ELIMIT) {
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, "; an index object is read up to "
+                 "SEEDPIPE_REMOTE_INDEX_MAX (default 256M; about 60 bytes a sample: set it "
+                 "higher for a larger dataset)");
+    }
     char *what = sp__rio_display(ds->tar->rio, SP_DS_OBJECT_NAME);
     if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     if (rc != SP_OK && what && g.status == 404)

@@ -264,6 +264,58 @@ static int setup_s3(sp__rio *r, const char *rest, sp_error *err) {
     return rc;
 }
 
+/* ---- deadlines and bounds ------------------------------------------------------ */
+
+/* The integer in environment variable `name` (unset or empty: def), in
+ * lo..hi, or a named error saying what was expected. */
+static int env_long(const char *name, long lo, long hi, long def, const char *unit, long *out,
+                    sp_error *err) {
+    const char *e = getenv(name);
+    *out = def;
+    if (!e || !e[0]) return SP_OK;
+    char *end;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (*end || errno || end == e || e[0] == '+' || e[0] == ' ' || v < lo || v > hi)
+        return sp_error_set(err, SP_EINVAL, "%s=%s: expected %ld..%ld (%s)", name, e, lo, hi,
+                            unit);
+    *out = v;
+    return SP_OK;
+}
+
+/* SEEDPIPE_REMOTE_{RETRIES,TIMEOUT,LOW_SPEED,LOW_SPEED_TIME,RETRY_TIME,INDEX_MAX}. */
+static int limits(sp__rio *r, sp_error *err) {
+    long retries, timeout, low, low_s, retry;
+    int rc = env_long("SEEDPIPE_REMOTE_RETRIES", 0, 100, 10, "retries of a transient failure",
+                      &retries, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_TIMEOUT", 1, 86400, SP__RIO_TIMEOUT_S,
+                      "seconds a try may last", &timeout, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_LOW_SPEED", 1, 1L << 30, SP__RIO_LOW_SPEED,
+                      "bytes a second below which a try is too slow", &low, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_LOW_SPEED_TIME", 1, 3600, SP__RIO_LOW_SPEED_S,
+                      "seconds a try may stay below SEEDPIPE_REMOTE_LOW_SPEED", &low_s, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_RETRY_TIME", 0, 86400, SP__RIO_RETRY_S,
+                      "seconds after a request's first try that a retry may start", &retry, err);
+    if (rc != SP_OK) return rc;
+    r->retries = (int)retries;
+    r->timeout_ms = timeout * 1000L;
+    r->low_speed = low;
+    r->low_speed_s = low_s;
+    r->retry_ms = (uint64_t)retry * 1000u;
+    r->index_max = SP__RIO_INDEX_MAX;
+    const char *e = getenv("SEEDPIPE_REMOTE_INDEX_MAX");
+    sp_error e2;
+    if (e && e[0] && (sp_parse_size(e, &r->index_max, &e2) != SP_OK || r->index_max < 1024 ||
+                      r->index_max > (UINT64_C(4) << 30)))
+        return sp_error_set(err, SP_EINVAL, "SEEDPIPE_REMOTE_INDEX_MAX=%s: expected a size in "
+                            "1K..4G (digits, optionally K, M or G)", e);
+    return SP_OK;
+}
+
 int sp__rio_create(const char *url, sp__rio **out, char **leaf, sp_error *err) {
     *out = NULL;
     *leaf = NULL;
@@ -278,15 +330,7 @@ int sp__rio_create(const char *url, sp__rio **out, char **leaf, sp_error *err) {
     char *folder = dup_n(url, folder_len);
     *leaf = dup(lf);
     if (rc == SP_OK && (!folder || !*leaf)) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", url);
-    const char *e = getenv("SEEDPIPE_REMOTE_RETRIES");
-    r->retries = 10;
-    if (rc == SP_OK && e && e[0]) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (*end || v < 0 || v > 100)
-            rc = sp_error_set(err, SP_EINVAL, "SEEDPIPE_REMOTE_RETRIES=%s: expected 0..100", e);
-        r->retries = (int)v;
-    }
+    if (rc == SP_OK) rc = limits(r, err);
     if (rc == SP_OK && strncmp(url, "s3://", 5) == 0) {
         r->kind = SP__RIO_S3;
         if (!slash) rc = sp_error_set(err, SP_EINVAL, "%s: expected s3://BUCKET/[PREFIX/]NAME", url);

@@ -30,8 +30,15 @@
  * Reading: byte ranges (GET with Range), whole objects, PUT. Transient
  * failures (connection refused, reset or timed out, a cut body, 408, 429,
  * 5xx, S3's 503 SlowDown) are retried with capped jittered backoff
- * (SEEDPIPE_REMOTE_RETRIES, default 10); a permanent one (403, 404, ...)
- * fails at once with the object, the HTTP status and S3's error code.
+ * (SEEDPIPE_REMOTE_RETRIES, default 10, within SEEDPIPE_REMOTE_RETRY_TIME,
+ * default 10 s); a permanent one (403, 404, ...) fails at once with the
+ * object, the HTTP status and S3's error code. Every try has a deadline
+ * (SEEDPIPE_REMOTE_TIMEOUT, default 300 s) and a low-speed rule
+ * (SEEDPIPE_REMOTE_LOW_SPEED bytes a second over
+ * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds, default 1024 over 5), so a stalled
+ * or dripping server costs a request about 10 s; every body is bounded (a
+ * range by its length, a whole object by its caller's max, which a larger
+ * Content-Length fails at once).
  * Several requests run at once through sp__rio_fetch_many() (libcurl's
  * multi interface). Each thread of each process keeps its own libcurl
  * handles (a forked child never touches its parent's connections).
@@ -63,6 +70,16 @@ typedef struct sp__rio {
     char *key_id, *secret, *token;   /* NULL: unsigned requests. Never printed. */
     char *sigv4;             /* "aws:amz:REGION:s3" */
     int retries;             /* transient failures retried this many times */
+    /* Deadlines and bounds (SEEDPIPE_REMOTE_*, remote_config.c; docs/remote.md):
+     * a try ends by timeout_ms (CURLOPT_TIMEOUT_MS) and is cut when it moves
+     * fewer than low_speed bytes a second for low_speed_s seconds; no retry
+     * starts more than retry_ms after the request's first try began (or
+     * after the start of the last try that received SP__RIO_PROGRESS
+     * bytes); the index object is read whole up to index_max bytes. */
+    long timeout_ms;
+    long low_speed, low_speed_s;
+    uint64_t retry_ms;
+    uint64_t index_max;
     /* 1 once any request to the store got an HTTP response (in this process
      * or, before a fork, its parent): a refused connection is then a server
      * restarting, retried as any transient failure; before, it is a wrong
@@ -72,6 +89,14 @@ typedef struct sp__rio {
 } sp__rio;
 
 #define SP__RIO_FIRST_TRIES 3
+#define SP__RIO_PROGRESS (UINT64_C(1) << 20)   /* a try that got this much restarts retry_ms */
+
+/* Defaults of the deadlines and bounds above. */
+#define SP__RIO_TIMEOUT_S 300
+#define SP__RIO_LOW_SPEED 1024
+#define SP__RIO_LOW_SPEED_S 5
+#define SP__RIO_RETRY_S 10
+#define SP__RIO_INDEX_MAX (UINT64_C(256) << 20)
 
 /* 1 if s names a remote object ("s3://", "http://", "https://"). */
 int sp__rio_is_url(const char *s);

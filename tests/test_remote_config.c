@@ -26,7 +26,9 @@ static void clear_env(void) {
     static const char *const vars[] = {
         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
         "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE", "SEEDPIPE_S3_ADDRESSING", "SEEDPIPE_REMOTE_RETRIES", NULL};
+        "AWS_DEFAULT_PROFILE", "SEEDPIPE_S3_ADDRESSING", "SEEDPIPE_REMOTE_RETRIES",
+        "SEEDPIPE_REMOTE_TIMEOUT", "SEEDPIPE_REMOTE_LOW_SPEED", "SEEDPIPE_REMOTE_LOW_SPEED_TIME",
+        "SEEDPIPE_REMOTE_RETRY_TIME", "SEEDPIPE_REMOTE_INDEX_MAX", NULL};
     for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
     /* the endpoints here are plain http:// (no request is sent): opted in,
      * test_s3_plain_http checks the refusal */
@@ -89,6 +91,31 @@ static void test_http_urls(void) {
     setenv("SEEDPIPE_REMOTE_RETRIES", "101", 1);
     expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_RETRIES=101");
     unsetenv("SEEDPIPE_REMOTE_RETRIES");
+    /* the deadlines and bounds: defaults, then set, then refused by name */
+    r = open_ok("http://h/x.tar", "x.tar");
+    CHECK(r->retries == 10 && r->timeout_ms == 300000 && r->low_speed == 1024 &&
+          r->low_speed_s == 5 && r->retry_ms == 10000 && r->index_max == (256u << 20));
+    sp__rio_destroy(r);
+    setenv("SEEDPIPE_REMOTE_TIMEOUT", "7", 1);
+    setenv("SEEDPIPE_REMOTE_LOW_SPEED", "100", 1);
+    setenv("SEEDPIPE_REMOTE_LOW_SPEED_TIME", "2", 1);
+    setenv("SEEDPIPE_REMOTE_RETRY_TIME", "0", 1);
+    setenv("SEEDPIPE_REMOTE_INDEX_MAX", "1M", 1);
+    r = open_ok("http://h/x.tar", "x.tar");
+    CHECK(r->timeout_ms == 7000 && r->low_speed == 100 && r->low_speed_s == 2 &&
+          r->retry_ms == 0 && r->index_max == (1u << 20));
+    sp__rio_destroy(r);
+    setenv("SEEDPIPE_REMOTE_TIMEOUT", "0", 1);
+    expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_TIMEOUT=0: expected 1..86400");
+    unsetenv("SEEDPIPE_REMOTE_TIMEOUT");
+    setenv("SEEDPIPE_REMOTE_LOW_SPEED_TIME", "2s", 1);
+    expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_LOW_SPEED_TIME=2s: expected");
+    unsetenv("SEEDPIPE_REMOTE_LOW_SPEED_TIME");
+    setenv("SEEDPIPE_REMOTE_INDEX_MAX", "5G", 1);
+    expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_INDEX_MAX=5G: expected");
+    static const char *const lim[] = {"SEEDPIPE_REMOTE_LOW_SPEED", "SEEDPIPE_REMOTE_LOW_SPEED_TIME",
+                                      "SEEDPIPE_REMOTE_RETRY_TIME", "SEEDPIPE_REMOTE_INDEX_MAX", NULL};
+    for (int i = 0; lim[i]; i++) unsetenv(lim[i]);
 }
 
 static void test_s3_env(void) {

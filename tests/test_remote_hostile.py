@@ -59,7 +59,7 @@ def xxh64():
 
 class Store:
     """What the server answers: files[path] = bytes (byte ranges honoured),
-    modes[path] = "stall" | "drip" | "endless" | "declare-huge" | "long-range";
+    modes[path] = "stall" | "drip" | "slow" | "endless" | "declare-huge" | "long-range";
     log: the (method, path) of every request; stop: set to end every answer."""
 
     def __init__(self):
@@ -95,6 +95,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.flush()
                 while not st.stop.wait(1.0):
                     self.wfile.write(b"S")
+                    self.wfile.flush()
+            elif mode == "slow":   # 4 KiB a second: above the low-speed rule, never done
+                self.send_response(200)
+                self.send_header("Content-Length", str(100 << 20))
+                self.end_headers()
+                while not st.stop.wait(1.0):
+                    self.wfile.write(b"s" * 4096)
                     self.wfile.flush()
             elif mode == "endless":   # no length, never ends
                 self.send_response(200)
@@ -139,6 +146,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)   # a client hanging up is expected
 
 
 def start(store):
@@ -246,6 +257,93 @@ def names_part(store, url, data, h64):
           "escaped, no request but the index's", flush=True)
 
 
+def timed(*args, env=None, timeout=60):
+    t = time.monotonic()
+    p = cli(*args, env=env, timeout=timeout)
+    return p, time.monotonic() - t
+
+
+def settings_part(url):
+    """Each deadline and bound is a variable whose bad value is a named error."""
+    bad = [("SEEDPIPE_REMOTE_TIMEOUT", "0"), ("SEEDPIPE_REMOTE_TIMEOUT", "abc"),
+           ("SEEDPIPE_REMOTE_TIMEOUT", "1.5"), ("SEEDPIPE_REMOTE_LOW_SPEED", "-1"),
+           ("SEEDPIPE_REMOTE_LOW_SPEED_TIME", "3601"), ("SEEDPIPE_REMOTE_RETRY_TIME", "x"),
+           ("SEEDPIPE_REMOTE_RETRIES", "101"), ("SEEDPIPE_REMOTE_INDEX_MAX", "5G"),
+           ("SEEDPIPE_REMOTE_INDEX_MAX", "12Q"), ("SEEDPIPE_REMOTE_INDEX_MAX", "100")]
+    for var, val in bad:
+        p = cli("inspect", f"{url}/data/", env={var: val})
+        assert p.returncode != 0 and f"{var}={val}: expected" in p.stderr, (var, val, p.stderr)
+    print(f"settings: {len(bad)} bad values of the SEEDPIPE_REMOTE_* limits named", flush=True)
+
+
+def slow_part(store, url, data):
+    """A stalled, dripping or slow server: a named error in bounded time."""
+    for mode in ("stall", "drip"):
+        store.modes[f"/{mode}/seedpipe.index"] = mode
+        p, dt = timed("inspect", f"{url}/{mode}/")
+        assert p.returncode != 0 and f"/{mode}/seedpipe.index: " in p.stderr and \
+            "too slow" in p.stderr and "SEEDPIPE_REMOTE_LOW_SPEED=1024" in p.stderr and \
+            "SEEDPIPE_REMOTE_RETRY_TIME=10 s" in p.stderr, p.stderr
+        assert 4.0 < dt < 14.0, (mode, dt, p.stderr)   # default limits: about 10 s
+        fast = {"SEEDPIPE_REMOTE_LOW_SPEED_TIME": "1", "SEEDPIPE_REMOTE_RETRY_TIME": "1"}
+        p, dt2 = timed("inspect", f"{url}/{mode}/", env=fast)
+        assert p.returncode != 0 and "too slow" in p.stderr and dt2 < 4.5, (mode, dt2, p.stderr)
+        print(f"{mode}: the index request ends as a named error in {dt:.1f} s (defaults), "
+              f"{dt2:.1f} s (LOW_SPEED_TIME=1, RETRY_TIME=1)", flush=True)
+    # a member read that drips (the index is fine): the sample's error, in bounded time
+    with open(os.path.join(data, "seedpipe.index"), "rb") as f:
+        store.files["/dm/seedpipe.index"] = f.read()
+    for n in os.listdir(data):
+        if n.endswith(".tar"):
+            store.modes[f"/dm/{n}"] = "drip"
+    p, dt = timed("digest", f"{url}/dm/", *COMMON, "--out", "/dev/null")
+    assert p.returncode != 0 and "/dm/shard-" in p.stderr and "too slow" in p.stderr, p.stderr
+    assert dt < 14.0, (dt, p.stderr)
+    print(f"drip: a member read ends as the sample's named error in {dt:.1f} s", flush=True)
+    # above the low-speed rule but never done: the total deadline of a try
+    store.modes["/slow/seedpipe.index"] = "slow"
+    p, dt = timed("inspect", f"{url}/slow/", env={"SEEDPIPE_REMOTE_TIMEOUT": "2",
+                                                  "SEEDPIPE_REMOTE_RETRY_TIME": "1"})
+    assert p.returncode != 0 and "/slow/seedpipe.index: " in p.stderr and \
+        "timed out" in p.stderr and "SEEDPIPE_REMOTE_TIMEOUT=2 s" in p.stderr, p.stderr
+    assert dt < 7.0, (dt, p.stderr)
+    print(f"slow (4 KiB/s): SEEDPIPE_REMOTE_TIMEOUT=2 ends it in {dt:.1f} s", flush=True)
+
+
+def big_part(store, url, data):
+    """Bodies longer than their bound: refused there, never buffered past it."""
+    store.modes["/endless/seedpipe.index"] = "endless"
+    p, dt = timed("inspect", f"{url}/endless/", env={"SEEDPIPE_REMOTE_INDEX_MAX": "1M"})
+    assert p.returncode != 0 and "/endless/seedpipe.index: more than 1048576 bytes" in \
+        p.stderr and "SEEDPIPE_REMOTE_INDEX_MAX" in p.stderr, p.stderr
+    assert dt < 5.0, dt
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    p, dt = timed("inspect", f"{url}/endless/")   # the default bound, 256M
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss   # KiB, of any child so far
+    assert p.returncode != 0 and f"more than {256 << 20} bytes" in p.stderr, p.stderr
+    assert peak < 700 * 1024 and dt < 30, (peak, before, dt)
+    print(f"endless index: refused at SEEDPIPE_REMOTE_INDEX_MAX=1M, and at the default 256M "
+          f"in {dt:.1f} s (peak {peak // 1024} MB)", flush=True)
+    store.modes["/huge/seedpipe.index"] = "declare-huge"
+    p, dt = timed("inspect", f"{url}/huge/")
+    assert p.returncode != 0 and f"declared {64 << 30}; refused before the body" in p.stderr, \
+        p.stderr
+    assert dt < 5.0, dt
+    print(f"an index declaring 64 GiB: refused before its body ({dt:.2f} s)", flush=True)
+    with open(os.path.join(data, "seedpipe.index"), "rb") as f:
+        store.files["/long/seedpipe.index"] = f.read()
+    for n in os.listdir(data):
+        if n.endswith(".tar"):
+            with open(os.path.join(data, n), "rb") as f:
+                store.files[f"/long/{n}"] = f.read()
+            store.modes[f"/long/{n}"] = "long-range"
+    p = cli("digest", f"{url}/long/", *COMMON, "--out", "/dev/null")
+    assert p.returncode != 0 and "/long/shard-" in p.stderr and "bytes (refused at the bound" \
+        in p.stderr, p.stderr
+    print("a member answered with more than its range: refused at the range's length",
+          flush=True)
+
+
 def main():
     if not BIN or not os.path.exists(BIN):
         print("FAIL: SEEDPIPE_BIN not set or missing")
@@ -264,6 +362,9 @@ def main():
         run("shard", ds, data, "--max-count", 8)
         srv, url = start(store)
         names_part(store, url, data, h64)
+        settings_part(url)
+        slow_part(store, url, data)
+        big_part(store, url, data)
     finally:
         store.stop.set()
         if srv:
