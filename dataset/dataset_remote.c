@@ -21,8 +21,9 @@
  * with the samples they are about to read, which the order tells them):
  * the samples' members sorted by shard and offset, runs of members at most
  * 16 KiB apart read as one range (at most 8 MiB), each GET started at once
- * on the calling thread (remote.c's prefetch); a later read of such a
- * sample on that thread takes its bytes. It changes when bytes arrive,
+ * on the calling thread (remote.c's prefetch, within its byte budget,
+ * SEEDPIPE_PREFETCH_BYTES); a later read of such a sample on that thread
+ * takes its bytes. It changes when bytes arrive,
  * never which: every sample is checked against its hash either way.
  *
  * A sample is one byte-range GET of its image member (remote.c), checked

@@ -92,6 +92,7 @@ typedef struct tl_state {
     int inflight;
     pf_entry pf[PF_SLOTS];   /* a ring: a new entry evicts the oldest */
     uint32_t pf_next;
+    uint64_t pf_bytes;       /* the ranges of prefetch transfers not yet freed */
 } tl_state;
 
 static void tl_drop_all(tl_state *s);
@@ -698,6 +699,7 @@ uint64_t sp__rio_owner_id(void) { return atomic_fetch_add(&next_owner, 1); }
 /* A prefetch transfer nobody points at any more: stopped and freed. */
 static void pf_unref(tl_state *s, xfer *x) {
     if (--x->refs > 0) return;
+    s->pf_bytes -= x->own.len;
     unlink_active(s, x);
     xfer_done(s, x);
     free(x->g->buf);
@@ -722,6 +724,8 @@ int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
     sp_error_clear(&e);
     tl_state *s = tl_get(&e);
     if (!s || n == 0 || n > PF_SLOTS) return -1;
+    if (req->len > r->prefetch_max || s->pf_bytes > r->prefetch_max - req->len)
+        return -1;   /* over the read-ahead budget: read when needed instead */
     xfer *x = calloc(1, sizeof *x);
     if (!x) return -1;
     x->own = *req;
@@ -735,6 +739,7 @@ int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
     }
     push_active(s, x);
     x->refs = (int)n;
+    s->pf_bytes += x->own.len;
     for (size_t k = 0; k < n; k++) {
         pf_entry *en = &s->pf[s->pf_next++ % PF_SLOTS];
         pf_clear(s, en);   /* the oldest goes */

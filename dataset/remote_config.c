@@ -283,7 +283,8 @@ static int env_long(const char *name, long lo, long hi, long def, const char *un
     return SP_OK;
 }
 
-/* SEEDPIPE_REMOTE_{RETRIES,TIMEOUT,LOW_SPEED,LOW_SPEED_TIME,RETRY_TIME,INDEX_MAX}. */
+/* SEEDPIPE_REMOTE_{RETRIES,TIMEOUT,LOW_SPEED,LOW_SPEED_TIME,RETRY_TIME,INDEX_MAX},
+ * SEEDPIPE_PREFETCH_BYTES. */
 static int limits(sp__rio *r, sp_error *err) {
     long retries, timeout, low, low_s, retry;
     int rc = env_long("SEEDPIPE_REMOTE_RETRIES", 0, 100, 10, "retries of a transient failure",
@@ -313,6 +314,12 @@ static int limits(sp__rio *r, sp_error *err) {
                       r->index_max > (UINT64_C(4) << 30)))
         return sp_error_set(err, SP_EINVAL, "SEEDPIPE_REMOTE_INDEX_MAX=%s: expected a size in "
                             "1K..4G (digits, optionally K, M or G)", e);
+    r->prefetch_max = SP__RIO_PREFETCH_MAX;
+    e = getenv("SEEDPIPE_PREFETCH_BYTES");
+    if (e && e[0] && (sp_parse_size(e, &r->prefetch_max, &e2) != SP_OK ||
+                      r->prefetch_max < 1024 || r->prefetch_max > (UINT64_C(1) << 40)))
+        return sp_error_set(err, SP_EINVAL, "SEEDPIPE_PREFETCH_BYTES=%s: expected a size in "
+                            "1K..1T (digits, optionally K, M, G or T)", e);
     return SP_OK;
 }
 

@@ -80,6 +80,7 @@ typedef struct sp__rio {
     long low_speed, low_speed_s;
     uint64_t retry_ms;
     uint64_t index_max;
+    uint64_t prefetch_max;   /* bytes a thread's read-ahead may hold (SEEDPIPE_PREFETCH_BYTES) */
     /* 1 once any request to the store got an HTTP response (in this process
      * or, before a fork, its parent): a refused connection is then a server
      * restarting, retried as any transient failure; before, it is a wrong
@@ -97,6 +98,7 @@ typedef struct sp__rio {
 #define SP__RIO_LOW_SPEED_S 5
 #define SP__RIO_RETRY_S 10
 #define SP__RIO_INDEX_MAX (UINT64_C(256) << 20)
+#define SP__RIO_PREFETCH_MAX (UINT64_C(64) << 20)
 
 /* 1 if s names a remote object ("s3://", "http://", "https://"). */
 int sp__rio_is_url(const char *s);
@@ -158,15 +160,20 @@ int sp__rio_put(const sp__rio *r, const char *name, const void *data, size_t n, 
  * waits for its GET (transfers progress whenever this thread is in
  * remote.c) and hands over that key's bytes. Per thread, at most 256 keys
  * are remembered (a new one evicts the oldest, stopping a GET nobody
- * points at), freed when the thread ends. Prefetching decides only when
- * bytes arrive, never which. */
+ * points at), freed when the thread ends; and the ranges of a thread's
+ * prefetches not yet taken add up to at most the store's prefetch_max
+ * bytes (SEEDPIPE_PREFETCH_BYTES, default 64M): a range that would pass it
+ * is not started (its samples are read when needed), so read-ahead holds
+ * that much memory a thread whatever the members' sizes. Prefetching
+ * decides only when bytes arrive, never which. */
 
 /* A new owner id (one per opened dataset: keys of a dataset destroyed and
  * another allocated at the same address never match). */
 uint64_t sp__rio_owner_id(void);
 /*! sp__rio_prefetch() : start req (its fields are copied) and file bytes
  *  [offs[k], offs[k] + lens[k]) of its response under (owner, keys[k]),
- *  k < n (n <= 256). @return 0, or -1 (nothing started: out of memory). */
+ *  k < n (n <= 256). @return 0, or -1 (nothing started: out of memory, or
+ *  req->len would take this thread's read-ahead past r->prefetch_max). */
 int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
                      const uint64_t *keys, const uint64_t *offs, const uint64_t *lens, size_t n);
 /* 1 if (owner, key) is filed on this thread. */

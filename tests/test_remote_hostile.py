@@ -20,7 +20,10 @@ outside the dataset's folder and nothing raw on the terminal.
    one set here, then the default 256M) without buffering more, and one
    that declares more than the cap (Content-Length) is refused before its
    body; a member answered with more bytes than its range asked is refused
-   (the body never buffered past the range).
+   (the body never buffered past the range);
+ - read-ahead is bounded in bytes (SEEDPIPE_PREFETCH_BYTES): 16 members of
+   24 MiB cost the budget and one member more than no read-ahead, not the
+   whole run (measured against SEEDPIPE_PREFETCH_BYTES=1T).
 """
 import ctypes
 import ctypes.util
@@ -58,7 +61,8 @@ def xxh64():
 # ---- the server -----------------------------------------------------------------
 
 class Store:
-    """What the server answers: files[path] = bytes (byte ranges honoured),
+    """What the server answers: files[path] = bytes or a file's path (byte
+    ranges honoured),
     modes[path] = "stall" | "drip" | "slow" | "endless" | "declare-huge" | "long-range";
     log: the (method, path) of every request; stop: set to end every answer."""
 
@@ -121,6 +125,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 st.stop.wait(30)
             else:
                 data = st.files.get(path)
+                if isinstance(data, str):   # a file on disk: read the range asked only
+                    size = os.path.getsize(data)
+                    rng = self.headers.get("Range")
+                    a, b = (int(x) for x in rng[6:].split("-")) if rng else (0, size - 1)
+                    with open(data, "rb") as f:
+                        f.seek(a)
+                        body = f.read(b + 1 - a)
+                    self.send_response(206 if rng else 200)
+                    if rng:
+                        self.send_header("Content-Range", f"bytes {a}-{b}/{size}")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if data is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -344,6 +362,56 @@ def big_part(store, url, data):
           flush=True)
 
 
+PEAK = r"""
+import resource, subprocess, sys
+p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stderr.write(p.stderr)
+print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def peak_of(*args, env=None):
+    """(returncode, peak RSS in MB, stderr) of one seedpipe run."""
+    e = dict(os.environ, **ENV, **(env or {}))
+    p = __import__("subprocess").run([sys.executable, "-c", PEAK, BIN, *map(str, args)],
+                                     capture_output=True, text=True, env=e, timeout=180)
+    rc, kb = p.stdout.split()
+    return int(rc), int(kb) // 1024, p.stderr
+
+
+def readahead_part(store, url, tmp):
+    """Read-ahead is bounded in bytes: 16 members of 24 MiB (one shard,
+    adjacent: one run of the loader) held at most SEEDPIPE_PREFETCH_BYTES at
+    once, not 384 MiB; the samples (not images: each one's decode error,
+    skipped) are read all the same."""
+    import tarfile
+    big = os.path.join(tmp, "big")
+    os.makedirs(big)
+    member = 24 << 20
+    with tarfile.open(os.path.join(big, "big-000000.tar"), "w", format=tarfile.USTAR_FORMAT) as t:
+        for i in range(16):
+            for name, data in ((f"{i:06d}.png", bytes([i]) * member), (f"{i:06d}.cls", b"0")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, __import__("io").BytesIO(data))
+    run("index", big, "--out", os.path.join(big, "seedpipe.index"), timeout=120)
+    for n in os.listdir(big):
+        store.files[f"/big/{n}"] = os.path.join(big, n)
+    args = ("digest", f"{url}/big/", "--pipeline", "shapes-train", "--seed", 1, "--epochs", 1,
+            "--batch-size", 16, "--on-error", "skip", "--out", "/dev/null")
+    rc0, off, err0 = peak_of(*args, env={"SEEDPIPE_PREFETCH": "0"})
+    rc1, budget, err1 = peak_of(*args, env={"SEEDPIPE_PREFETCH_BYTES": "32M"})
+    rc3, wide, err3 = peak_of(*args, env={"SEEDPIPE_PREFETCH_BYTES": "1T"})
+    for rc, err in ((rc0, err0), (rc1, err1), (rc3, err3)):   # every sample read, then refused
+        assert rc == 0 and err.count("not a PNG or JPEG file") == 16, (rc, err[-400:])
+    assert budget < off + 32 + 40, (budget, off)   # at most the budget (+ one member taken)
+    assert wide > budget + 150, (wide, budget)     # the whole run at once: what it bounds
+    rc2, _, err2 = peak_of(*args, env={"SEEDPIPE_PREFETCH_BYTES": "12Q"})
+    assert rc2 != 0 and "SEEDPIPE_PREFETCH_BYTES=12Q: expected" in err2, err2
+    print(f"read-ahead: 16 members of 24 MiB: peak {budget} MB with SEEDPIPE_PREFETCH_BYTES=32M, "
+          f"{wide} MB with 1T, {off} MB with read-ahead off", flush=True)
+
+
 def main():
     if not BIN or not os.path.exists(BIN):
         print("FAIL: SEEDPIPE_BIN not set or missing")
@@ -365,6 +433,7 @@ def main():
         settings_part(url)
         slow_part(store, url, data)
         big_part(store, url, data)
+        readahead_part(store, url, tmp)
     finally:
         store.stop.set()
         if srv:
