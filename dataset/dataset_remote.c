@@ -7,7 +7,7 @@
  * Opening reads one object, the dataset index object `seedpipe.index`
  * beside the shards (dataset_object.c): one request and the index's size,
  * whatever the number of shards or samples, and at most
- * SEEDPIPE_REMOTE_INDEX_MAX bytes (default 256M) of it: a longer or endless
+ * SEEDPIPE_REMOTE_INDEX_MAX bytes (default 128M) of it: a longer or endless
  * body is refused there, one that declares more before its body. It selects the shards the URL
  * names (a brace pattern's expansion, sorted as a local open sorts it) and
  * builds the same sample table a local open of the same shards builds
@@ -103,7 +103,7 @@ static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     if (rc == SP_ELIMIT) {
         size_t l = strlen(err->msg);
         snprintf(err->msg + l, sizeof err->msg - l, "; an index object is read up to "
-                 "SEEDPIPE_REMOTE_INDEX_MAX (default 256M; about 60 bytes a sample: set it "
+                 "SEEDPIPE_REMOTE_INDEX_MAX (default 128M; about 60 bytes a sample: set it "
                  "higher for a larger dataset)");
     }
     char *what = sp__rio_display(ds->tar->rio, SP_DS_OBJECT_NAME);

@@ -218,10 +218,16 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
         x->len += n;
         return n;
     }
-    if (x->len + n + 1 > x->body.cap &&
-        sp__buf_reserve(&x->body, x->len + n + 1 > 2 * x->body.cap ? x->len + n + 1
-                                                                    : 2 * x->body.cap) != 0)
-        return 0;
+    if (x->len + n + 1 > x->body.cap) {
+        /* doubled, but not past the bound (+1) where what is needed fits in
+         * it: a body refused at 128 MiB never asked for 256 (an error body,
+         * up to ERROR_BODY_MAX, may need more than a short range's bound) */
+        size_t need = x->len + n + 1;
+        size_t want = need > 2 * x->body.cap ? need : 2 * x->body.cap;
+        if (x->cap < (uint64_t)SIZE_MAX && want > x->cap + 1)
+            want = need > x->cap + 1 ? need : (size_t)x->cap + 1;
+        if (sp__buf_reserve(&x->body, want) != 0) return 0;
+    }
     memcpy(x->body.p + x->len, p, n);
     x->len += n;
     return sz * nm;

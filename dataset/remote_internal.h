@@ -97,7 +97,7 @@ typedef struct sp__rio {
 #define SP__RIO_LOW_SPEED 1024
 #define SP__RIO_LOW_SPEED_S 5
 #define SP__RIO_RETRY_S 10
-#define SP__RIO_INDEX_MAX (UINT64_C(256) << 20)
+#define SP__RIO_INDEX_MAX (UINT64_C(128) << 20)
 #define SP__RIO_PREFETCH_MAX (UINT64_C(64) << 20)
 
 /* 1 if s names a remote object ("s3://", "http://", "https://"). */
