@@ -21,10 +21,13 @@
  *     fails after SP__RIO_FIRST_TRIES tries (about 0.1 s) naming the
  *     address, while one that answered before (a server restarting) is
  *     retried as any transient failure;
- *   - permanent: 403, 404, any other status, a host that does not
+ *   - permanent: 403, 404, any other status (its body read up to
+ *     ERROR_BODY_MAX, for S3's code, and no further), a host that does not
  *     resolve, a body over its bound (a range's length, a whole object's
  *     max: refused when the Content-Length says so, before the body, else
- *     when the body reaches it); and an object whose size is not the
+ *     when the body reaches it; a whole object with no bound of the
+ *     caller's is bounded by its Content-Length and refused without
+ *     one); and an object whose size is not the
  *     indexed one (or a 416: the range lies past its end), which is
  *     SP_EMISMATCH, "changed since the dataset was indexed".
  * Each try is bounded in time: SEEDPIPE_REMOTE_TIMEOUT in all (default
@@ -189,6 +192,8 @@ typedef struct xfer {
     size_t len;              /* body bytes received */
     uint64_t cap;            /* bound on the body */
     int too_big;
+    int error_cut;           /* an error body stopped at ERROR_BODY_MAX */
+    int no_length;           /* an unbounded whole object whose size was not declared */
     uint64_t total;          /* Content-Range's total, or Content-Length for a 200 */
     int have_total;
     long long declared;      /* the response's Content-Length (-1: none) */
@@ -207,10 +212,19 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
     int error_body = st >= 300;   /* kept (its first bytes) for S3's error code only */
     if (error_body) {
-        if (x->len >= ERROR_BODY_MAX) return n;
+        if (x->len >= ERROR_BODY_MAX) {   /* enough for its code: the rest is not read */
+            x->error_cut = 1;
+            return 0;
+        }
         if (n > ERROR_BODY_MAX - x->len) n = ERROR_BODY_MAX - x->len;
     } else if ((uint64_t)x->len + n > x->cap) {
         x->too_big = 1;
+        return 0;
+    } else if (x->cap == UINT64_MAX && x->declared < 0) {
+        /* no bound of ours (a shard read whole by `seedpipe index URL`): the
+         * server's Content-Length is the bound, and one that declares none
+         * could send forever into the temporary file */
+        x->no_length = 1;
         return 0;
     }
     if (x->fd >= 0 && !error_body) {
@@ -270,6 +284,8 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     sp__rio_get *g = x->g;
     x->len = 0;
     x->too_big = 0;
+    x->error_cut = 0;
+    x->no_length = 0;
     x->have_total = 0;
     x->declared = -1;
     x->up_pos = 0;
@@ -369,6 +385,14 @@ static int xfer_judge(xfer *x, CURLcode res) {
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
     g->status = st;
     char code[240];
+    if (res == CURLE_WRITE_ERROR && x->error_cut) res = CURLE_OK;   /* judged by its status */
+    if (res == CURLE_WRITE_ERROR && x->no_length) {
+        g->rc = SP_EIO;
+        snprintf(g->msg, sizeof g->msg, "%s: the server did not declare the object's size "
+                 "(no Content-Length): refused, an object read whole is bounded by it",
+                 x->display);
+        return X_FAIL;
+    }
     if (res == CURLE_WRITE_ERROR && x->too_big && g->len && st == 200) {
         g->rc = SP_EIO;
         snprintf(g->msg, sizeof g->msg, "%s: the server ignored the byte range (HTTP 200 with "

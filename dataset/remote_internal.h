@@ -145,7 +145,9 @@ size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n);
 int sp__rio_fetch(const sp__rio *r, sp__rio_get *g, sp_error *err);
 
 /*! sp__rio_fetch_fd() : the whole object `name` written to fd (at most max
- *  bytes; retried from the start), its size in *size. */
+ *  bytes; retried from the start), its size in *size. max UINT64_MAX: at
+ *  most the size the response declares (Content-Length); a response that
+ *  declares none is refused (SP_EIO). */
 int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, uint64_t *size,
                      sp_error *err);
 

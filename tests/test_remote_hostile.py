@@ -20,7 +20,10 @@ outside the dataset's folder and nothing raw on the terminal.
    one set here, then the default 128M: the run peaks under 256 MB) without buffering more, and one
    that declares more than the cap (Content-Length) is refused before its
    body; a member answered with more bytes than its range asked is refused
-   (the body never buffered past the range);
+   (the body never buffered past the range); an error answer's endless
+   body is read 4 KiB far and its status named; `seedpipe index URL`
+   refuses a shard whose size the server does not declare (an endless
+   body would fill the disk);
  - read-ahead is bounded in bytes (SEEDPIPE_PREFETCH_BYTES): 16 members of
    24 MiB cost the budget and one member more than no read-ahead, not the
    whole run (measured against SEEDPIPE_PREFETCH_BYTES=1T).
@@ -63,7 +66,8 @@ def xxh64():
 class Store:
     """What the server answers: files[path] = bytes or a file's path (byte
     ranges honoured),
-    modes[path] = "stall" | "drip" | "slow" | "endless" | "declare-huge" | "long-range";
+    modes[path] = "stall" | "drip" | "slow" | "endless" | "endless-404" | "declare-huge" |
+    "long-range";
     log: the (method, path) of every request; stop: set to end every answer."""
 
     def __init__(self):
@@ -107,8 +111,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 while not st.stop.wait(1.0):
                     self.wfile.write(b"s" * 4096)
                     self.wfile.flush()
-            elif mode == "endless":   # no length, never ends
-                self.send_response(200)
+            elif mode in ("endless", "endless-404"):   # no length, never ends
+                self.send_response(200 if mode == "endless" else 404)
                 self.send_header("Connection", "close")
                 self.end_headers()
                 chunk = b"\0" * (1 << 20)
@@ -355,6 +359,19 @@ def big_part(store, url, data):
         p.stderr
     assert dt < 5.0, dt
     print(f"an index declaring 64 GiB: refused before its body ({dt:.2f} s)", flush=True)
+    store.modes["/e404/seedpipe.index"] = "endless-404"
+    p, dt = timed("inspect", f"{url}/e404/")
+    assert p.returncode != 0 and "/e404/seedpipe.index: HTTP 404" in p.stderr and dt < 5.0, \
+        (dt, p.stderr)
+    print(f"a 404 with an endless body: HTTP 404 named in {dt:.2f} s (4 KiB of it read)",
+          flush=True)
+    # `seedpipe index URL` reads shards whole: bounded by their Content-Length, none refused
+    store.modes["/nolen/shard-000000.tar"] = "endless"
+    p, dt = timed("index", f"{url}/nolen/shard-000000.tar", "--out", os.devnull)
+    assert p.returncode != 0 and "/nolen/shard-000000.tar: the server did not declare the " \
+        "object's size" in p.stderr and dt < 5.0, (dt, p.stderr)
+    print(f"seedpipe index URL: a shard with no Content-Length and no end refused in {dt:.2f} s",
+          flush=True)
     with open(os.path.join(data, "seedpipe.index"), "rb") as f:
         store.files["/long/seedpipe.index"] = f.read()
     for n in os.listdir(data):
