@@ -31,9 +31,3 @@ char *sp__escape_dup(const char *src, size_t srcn) {
     if (d) sp__escape_copy(d, need + 4, src, srcn);
     return d;
 }
-
-int sp__escape_needed(const char *src, size_t srcn) {
-    for (size_t i = 0; i < srcn && src[i]; i++)
-        if (!plain((unsigned char)src[i])) return 1;
-    return 0;
-}

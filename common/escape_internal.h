@@ -22,7 +22,4 @@ void sp__escape_copy(char *dst, size_t n, const char *src, size_t srcn);
 /* The same, malloc'd and whole (never cut); NULL when out of memory. */
 char *sp__escape_dup(const char *src, size_t srcn);
 
-/* 1 if src[0 .. srcn) holds a byte the rule above escapes. */
-int sp__escape_needed(const char *src, size_t srcn);
-
 #endif

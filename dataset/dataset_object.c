@@ -199,7 +199,8 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
         const char *fault = name_fault(member, ml, 0);
         const char *bad_fault = bl > SP_DS_OBJ_REASON_MAX ? "is longer than 4096 bytes" : NULL;
         for (uint32_t j = 0; j < bl && !bad_fault; j++)
-            if ((unsigned char)bad[j] < 0x20 || bad[j] == 0x7f) bad_fault = "contains a control byte";
+            if ((unsigned char)bad[j] < 0x20 || bad[j] == 0x7f)
+                bad_fault = "contains a control byte";
         if (fault || bad_fault) {
             char nm[SHOW_MAX * 4 + 8];
             show(nm, sizeof nm, fault ? member : bad, fault ? ml : bl);

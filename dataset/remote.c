@@ -37,9 +37,9 @@
  * server fails a request in about 10 s (two tries).
  * Messages name the object (s3://bucket/key or the http URL), the HTTP
  * status and S3's error code, never a credential; the object's name and the
- * server's code and message are escaped (common/escape_internal.h). The jitter comes from a
- * per-thread generator seeded by the process id: it decides when, never
- * which bytes.
+ * server's code and message are escaped (common/escape_internal.h). The
+ * jitter comes from a per-thread generator seeded by the process id: it
+ * decides when, never which bytes.
  *
  * Handles: each thread of each process has its own multi handle and a few
  * easy handles, reused so connections are kept alive; they are found
