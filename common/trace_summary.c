@@ -29,6 +29,7 @@
  * strings from a region (service.c): printing a summary prints no
  * terminal escape.
  */
+#include "common/escape_internal.h"
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
 #include "seedpipe/trace.h"
@@ -47,25 +48,6 @@ typedef struct span {
 
 #define EVENT_MAX_TOKENS 4096   /* JSON values in one event or in otherData */
 #define EVENT_MAX_DEPTH 16
-
-/* src (srcn bytes, up to a NUL) into dst (n bytes, NUL-terminated), its
- * control bytes (C0, DEL, C1 0x80-0x9f) and the backslash written as \xNN:
- * the rule of `seedpipe status` (service.c escape_copy()). */
-static void escape_copy(char *dst, size_t n, const char *src, size_t srcn) {
-    size_t o = 0;
-    for (size_t i = 0; i < srcn && src[i] && o + 1 < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        if (c >= 0x20 && c != 0x7f && c != '\\' && !(c >= 0x80 && c <= 0x9f)) {
-            dst[o++] = (char)c;
-        } else if (o + 5 < n) {
-            snprintf(dst + o, 5, "\\x%02x", c);
-            o += 4;
-        } else {
-            break;
-        }
-    }
-    dst[o] = '\0';
-}
 
 static int is_wait(const char *name) {
     return !strcmp(name, "wait work") || !strcmp(name, "wait slot") || !strcmp(name, "next");
@@ -198,7 +180,7 @@ static int one_event(const sp__json *j, size_t at, const char *path, sp_trace_su
         if (pi < 0) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
         char pn[64];
         if (args >= 0 && sp__json_str(j, sp__json_get(j, args, "name"), pn, sizeof pn) == 0)
-            escape_copy(s->procs[pi].name, sizeof s->procs[pi].name, pn, sizeof pn);
+            sp__escape_copy(s->procs[pi].name, sizeof s->procs[pi].name, pn, sizeof pn);
         return SP_OK;
     }
     if (!sp__json_streq(j, ph, "X")) return SP_OK;
@@ -221,7 +203,7 @@ static int one_event(const sp__json *j, size_t at, const char *path, sp_trace_su
     x->pid = (int)pid;
     x->ts = ts;
     x->end = ts + dur;
-    escape_copy(x->name, sizeof x->name, name, sizeof name);
+    sp__escape_copy(x->name, sizeof x->name, name, sizeof name);
     x->wait = is_wait(name);
     return SP_OK;
 }

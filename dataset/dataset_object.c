@@ -28,12 +28,25 @@
  * checksum covers the whole object. The table decoded is exactly the one a
  * local open of the same shards builds, so the fingerprint is the same.
  *
+ * NAMES ARE DATA. A shard name becomes a request URL (store/NAME) and a
+ * member name half of a sample's path ("<shard>/<member>"), both printed:
+ * before either is used, every shard name of the object and every member
+ * name (and sample error) of a shard opened is checked by name_fault():
+ * not empty, at most SP_DS_OBJ_NAME_MAX bytes, no control byte (below 0x20,
+ * 0x7f), no leading '/', no empty, "." or ".." segment, and a shard name
+ * no '/' at all. A violation fails the open naming the object, the shard
+ * (its place in the object) and the name, escaped (common/escape_internal.h):
+ *     http://h/data/seedpipe.index: shard 3: name "\x1b[2J.tar" contains a control byte
+ * so a forged object can neither send a request outside the store's folder
+ * nor write to the terminal.
+ *
  * dataset_remote.c calls down into this file (decode); the public
  * sp_dataset_write_index() is here too, writing to a local file or, for a
  * remote dataset, uploading beside its shards (remote.c).
  */
 #include "dataset/dataset_internal.h"
 #include "dataset/dataset_tar.h"
+#include "common/escape_internal.h"
 #include "common/fileio_internal.h"
 #include "common/le_internal.h"
 #include "dataset/remote_internal.h"
@@ -46,6 +59,9 @@
 
 #define OBJ_MAGIC "SPDSIDX"
 #define OBJ_VERSION 1u
+#define SP_DS_OBJ_NAME_MAX 1024u     /* a shard or member name, bytes */
+#define SP_DS_OBJ_REASON_MAX 4096u   /* a sample's error as the object gives it */
+#define SHOW_MAX 160                 /* bytes of a bad name a message shows, escaped */
 
 typedef sp__ds_tar_sample tar_sample;
 
@@ -126,6 +142,33 @@ static const char *get_str(obj_rd *r, uint32_t *len) {
     return (const char *)p;
 }
 
+/* Why the name p[0 .. len) may not build a URL or a path (shard: also no
+ * '/' at all), or NULL when it may. */
+static const char *name_fault(const char *p, uint32_t len, int shard) {
+    if (len == 0) return "is empty";
+    if (len > SP_DS_OBJ_NAME_MAX) return "is longer than 1024 bytes";
+    for (uint32_t i = 0; i < len; i++)
+        if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) return "contains a control byte";
+    if (p[0] == '/') return "starts with '/'";
+    if (shard && memchr(p, '/', len)) return "contains '/'";
+    for (uint32_t a = 0; a <= len;) {   /* each '/'-separated segment */
+        uint32_t b = a;
+        while (b < len && p[b] != '/') b++;
+        if (b == a) return "has an empty path segment";
+        if (b - a == 1 && p[a] == '.') return "has a '.' path segment";
+        if (b - a == 2 && p[a] == '.' && p[a + 1] == '.') return "has a '..' path segment";
+        a = b + 1;
+    }
+    return NULL;
+}
+
+/* p[0 .. len) as a message shows it: escaped, at most SHOW_MAX bytes of it. */
+static void show(char *dst, size_t n, const char *p, uint32_t len) {
+    uint32_t k = len > SHOW_MAX ? SHOW_MAX : len;
+    sp__escape_copy(dst, n, p, k);
+    if (k < len && strlen(dst) + 4 < n) strcat(dst, "...");
+}
+
 static int cmp_shard(const void *a, const void *b) {
     const obj_shard *x = a, *y = b;
     uint32_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
@@ -139,6 +182,8 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
                         sp__ds_tar_set *t, sp_error *err) {
     obj_rd r = {d, sh->at, end, 0};
     size_t rl = strlen(rel);
+    char relx[SHOW_MAX * 4 + 8];   /* rel as messages show it (checked, maybe not printable) */
+    show(relx, sizeof relx, rel, (uint32_t)rl);
     for (uint32_t k = 0; k < sh->count; k++) {
         uint32_t ml, bl;
         const char *member = get_str(&r, &ml);
@@ -150,7 +195,19 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
         if (r.bad || ml == 0 || label < -1 || label >= SP_DS_MAX_CLASSES ||
             (!bl && (off % 512 != 0 || off > sh->size || size > sh->size - off)))
             return sp_error_set(err, SP_EFORMAT, "%s: shard %s, sample %u: malformed entry", what,
-                                rel, k);
+                                relx, k);
+        const char *fault = name_fault(member, ml, 0);
+        const char *bad_fault = bl > SP_DS_OBJ_REASON_MAX ? "is longer than 4096 bytes" : NULL;
+        for (uint32_t j = 0; j < bl && !bad_fault; j++)
+            if ((unsigned char)bad[j] < 0x20 || bad[j] == 0x7f)
+                bad_fault = "contains a control byte";
+        if (fault || bad_fault) {
+            char nm[SHOW_MAX * 4 + 8];
+            show(nm, sizeof nm, fault ? member : bad, fault ? ml : bl);
+            return sp_error_set(err, SP_EFORMAT, "%s: shard %s, sample %u: %s \"%s\" %s", what,
+                                relx, k, fault ? "member name" : "error text", nm,
+                                fault ? fault : bad_fault);
+        }
         if (t->n >= ds->max_samples)
             return sp_error_set(err, SP_ELIMIT, "%s: more than %llu samples", what,
                                 (unsigned long long)ds->max_samples);
@@ -206,8 +263,14 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
         sh[s].size = get64(&r);
         sh[s].count = get32(&r);
         sh[s].at = r.pos;
-        if (!r.bad && (sh[s].name_len == 0 || memchr(sh[s].name, '/', sh[s].name_len)))
-            r.bad = 1;
+        const char *fault = r.bad ? NULL : name_fault(sh[s].name, sh[s].name_len, 1);
+        if (fault) {   /* before the name builds a URL or a path */
+            char nm[SHOW_MAX * 4 + 8];
+            show(nm, sizeof nm, sh[s].name, sh[s].name_len);
+            free(sh);
+            return sp_error_set(err, SP_EFORMAT, "%s: shard %u: name \"%s\" %s", what, s, nm,
+                                fault);
+        }
         for (uint32_t k = 0; k < sh[s].count && !r.bad; k++) {
             uint32_t l;
             get_str(&r, &l);
@@ -220,10 +283,12 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
         return sp_error_set(err, SP_EFORMAT, "%s: malformed shard table", what);
     }
     qsort(sh, ns, sizeof *sh, cmp_shard);
-    for (uint32_t s = 1; rc == SP_OK && s < ns; s++)
-        if (cmp_shard(&sh[s - 1], &sh[s]) == 0)
-            rc = sp_error_set(err, SP_EFORMAT, "%s: shard %.*s listed twice", what,
-                              (int)sh[s].name_len, sh[s].name);
+    for (uint32_t s = 1; rc == SP_OK && s < ns; s++) {
+        if (cmp_shard(&sh[s - 1], &sh[s]) != 0) continue;
+        char nm[SHOW_MAX * 4 + 8];
+        show(nm, sizeof nm, sh[s].name, sh[s].name_len);
+        rc = sp_error_set(err, SP_EFORMAT, "%s: shard %s listed twice", what, nm);
+    }
     char **names = want;
     if (rc == SP_OK && !want) {   /* every shard, in sorted name order (a local folder's) */
         names = calloc(ns ? ns : 1, sizeof *names);

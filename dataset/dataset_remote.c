@@ -6,7 +6,9 @@
  * HOW IT WORKS
  * Opening reads one object, the dataset index object `seedpipe.index`
  * beside the shards (dataset_object.c): one request and the index's size,
- * whatever the number of shards or samples. It selects the shards the URL
+ * whatever the number of shards or samples, and at most
+ * SEEDPIPE_REMOTE_INDEX_MAX bytes (default 128M) of it: a longer or endless
+ * body is refused there, one that declares more before its body. It selects the shards the URL
  * names (a brace pattern's expansion, sorted as a local open sorts it) and
  * builds the same sample table a local open of the same shards builds
  * (sp__ds_tar_pack()), so the fingerprint is the local copy's. With
@@ -19,8 +21,9 @@
  * with the samples they are about to read, which the order tells them):
  * the samples' members sorted by shard and offset, runs of members at most
  * 16 KiB apart read as one range (at most 8 MiB), each GET started at once
- * on the calling thread (remote.c's prefetch); a later read of such a
- * sample on that thread takes its bytes. It changes when bytes arrive,
+ * on the calling thread (remote.c's prefetch, within its byte budget,
+ * SEEDPIPE_PREFETCH_BYTES); a later read of such a sample on that thread
+ * takes its bytes. It changes when bytes arrive,
  * never which: every sample is checked against its hash either way.
  *
  * A sample is one byte-range GET of its image member (remote.c), checked
@@ -35,6 +38,7 @@
 #include "dataset/dataset_internal.h"
 #include "dataset/dataset_tar.h"
 #include "dataset/remote_internal.h"
+#include "common/escape_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -44,7 +48,6 @@
 
 #include <xxhash.h>
 
-#define OBJECT_MAX_BYTES (UINT64_C(4) << 30)   /* the index object itself */
 #define PF_MAX 128                 /* samples one prefetch call considers */
 #define COALESCE_GAP (16u << 10)   /* members this close in a shard: one range */
 #define COALESCE_SPAN (8u << 20)   /* at most this many bytes a range */
@@ -95,8 +98,14 @@ static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     sp__rio_get g;
     memset(&g, 0, sizeof g);
     g.name = SP_DS_OBJECT_NAME;
-    g.max = OBJECT_MAX_BYTES;
+    g.max = ds->tar->rio->index_max;   /* SEEDPIPE_REMOTE_INDEX_MAX: never buffered past it */
     int rc = sp__rio_fetch(ds->tar->rio, &g, err);
+    if (rc == SP_ELIMIT) {
+        size_t l = strlen(err->msg);
+        snprintf(err->msg + l, sizeof err->msg - l, "; an index object is read up to "
+                 "SEEDPIPE_REMOTE_INDEX_MAX (default 128M; about 60 bytes a sample: set it "
+                 "higher for a larger dataset)");
+    }
     char *what = sp__rio_display(ds->tar->rio, SP_DS_OBJECT_NAME);
     if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     if (rc != SP_OK && what && g.status == 404)
@@ -226,9 +235,14 @@ static int read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     XXH128_hash_t d = XXH3_128bits(g.buf, (size_t)g.len);
     if (d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo) {
         char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
+        const char *path = ds->pool + ds->path_off[i];
+        char *w = what ? sp__escape_dup(what, strlen(what)) : NULL;
+        char *p = sp__escape_dup(path, strlen(path));   /* names from the index: escaped */
         rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
-                          "indexed (content hash of %s differs)",
-                          what ? what : ds->tar->shards[s], ds->pool + ds->path_off[i]);
+                          "indexed (content hash of %s differs)", w ? w : "(out of memory)",
+                          p ? p : "(out of memory)");
+        free(p);
+        free(w);
         free(what);
         return rc;
     }

@@ -13,20 +13,33 @@
  *   - transient: no connection, a reset, a timeout, a body cut short, HTTP
  *     408, 429 or 5xx (S3's 503 SlowDown): tried again after a backoff of
  *     min(2 s, 50 ms * 2^attempt) scaled by a jitter in [0.5, 1), while
- *     the attempts last (SEEDPIPE_REMOTE_RETRIES, default 10); except a
+ *     the attempts last (SEEDPIPE_REMOTE_RETRIES, default 10) and the
+ *     retry would start within SEEDPIPE_REMOTE_RETRY_TIME (default 10 s)
+ *     of the first try (or of the last try that received 1 MiB); except a
  *     refused connection to a store that has never answered (the first
  *     request of an open: a wrong port, a server that is down), which
  *     fails after SP__RIO_FIRST_TRIES tries (about 0.1 s) naming the
  *     address, while one that answered before (a server restarting) is
  *     retried as any transient failure;
- *   - permanent: 403, 404, any other status, a host that does not
- *     resolve, a body over its bound; and an object whose size is not the
+ *   - permanent: 403, 404, any other status (its body read up to
+ *     ERROR_BODY_MAX, for S3's code, and no further), a host that does not
+ *     resolve, a body over its bound (a range's length, a whole object's
+ *     max: refused when the Content-Length says so, before the body, else
+ *     when the body reaches it; a whole object with no bound of the
+ *     caller's is bounded by its Content-Length and refused without
+ *     one); and an object whose size is not the
  *     indexed one (or a 416: the range lies past its end), which is
  *     SP_EMISMATCH, "changed since the dataset was indexed".
+ * Each try is bounded in time: SEEDPIPE_REMOTE_TIMEOUT in all (default
+ * 300 s), and cut, as a timeout, when it moves fewer than
+ * SEEDPIPE_REMOTE_LOW_SPEED bytes a second (1024) for
+ * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds (5): a stalled or dripping
+ * server fails a request in about 10 s (two tries).
  * Messages name the object (s3://bucket/key or the http URL), the HTTP
- * status and S3's error code, never a credential. The jitter comes from a
- * per-thread generator seeded by the process id: it decides when, never
- * which bytes.
+ * status and S3's error code, never a credential; the object's name and the
+ * server's code and message are escaped (common/escape_internal.h). The
+ * jitter comes from a per-thread generator seeded by the process id: it
+ * decides when, never which bytes.
  *
  * Handles: each thread of each process has its own multi handle and a few
  * easy handles, reused so connections are kept alive; they are found
@@ -36,6 +49,7 @@
  * would disturb the parent.
  */
 #include "dataset/remote_internal.h"
+#include "common/escape_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -51,7 +65,6 @@
 #define BACKOFF_BASE_MS 50
 #define BACKOFF_CAP_MS 2000
 #define CONNECT_TIMEOUT_MS 10000L
-#define STALL_SECONDS 30L            /* a transfer below 1 byte/s this long is cut */
 #define ERROR_BODY_MAX 4096          /* an error response's body kept for its code */
 #define MAX_EASY 64                  /* easy handles kept per thread */
 #define MAX_INFLIGHT 64              /* transfers in flight per thread */
@@ -82,6 +95,7 @@ typedef struct tl_state {
     int inflight;
     pf_entry pf[PF_SLOTS];   /* a ring: a new entry evicts the oldest */
     uint32_t pf_next;
+    uint64_t pf_bytes;       /* the ranges of prefetch transfers not yet freed */
 } tl_state;
 
 static void tl_drop_all(tl_state *s);
@@ -179,9 +193,14 @@ typedef struct xfer {
     uint64_t cap;            /* bound on the body */
     int too_big;
     int werr;                /* fd: the errno of a failed write (ENOSPC...), or 0 */
+    int error_cut;           /* an error body stopped at ERROR_BODY_MAX */
+    int no_length;           /* an unbounded whole object whose size was not declared */
     uint64_t total;          /* Content-Range's total, or Content-Length for a 200 */
     int have_total;
+    long long declared;      /* the response's Content-Length (-1: none) */
     int attempt;
+    uint64_t window;         /* ms: when the retry window began (the first try, or the
+                                last that received SP__RIO_PROGRESS bytes) */
     uint64_t not_before;     /* ms: a retry waits until then */
     int state;               /* 0 waiting, 1 in flight, 2 finished */
     char errbuf[CURL_ERROR_SIZE];
@@ -194,10 +213,19 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
     int error_body = st >= 300;   /* kept (its first bytes) for S3's error code only */
     if (error_body) {
-        if (x->len >= ERROR_BODY_MAX) return n;
+        if (x->len >= ERROR_BODY_MAX) {   /* enough for its code: the rest is not read */
+            x->error_cut = 1;
+            return 0;
+        }
         if (n > ERROR_BODY_MAX - x->len) n = ERROR_BODY_MAX - x->len;
     } else if ((uint64_t)x->len + n > x->cap) {
         x->too_big = 1;
+        return 0;
+    } else if (x->cap == UINT64_MAX && x->declared < 0) {
+        /* no bound of ours (a shard read whole by `seedpipe index URL`): the
+         * server's Content-Length is the bound, and one that declares none
+         * could send forever into the temporary file */
+        x->no_length = 1;
         return 0;
     }
     if (x->fd >= 0 && !error_body) {
@@ -208,10 +236,16 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
         x->len += n;
         return n;
     }
-    if (x->len + n + 1 > x->body.cap &&
-        sp__buf_reserve(&x->body, x->len + n + 1 > 2 * x->body.cap ? x->len + n + 1
-                                                                    : 2 * x->body.cap) != 0)
-        return 0;
+    if (x->len + n + 1 > x->body.cap) {
+        /* doubled, but not past the bound (+1) where what is needed fits in
+         * it: a body refused at 128 MiB never asked for 256 (an error body,
+         * up to ERROR_BODY_MAX, may need more than a short range's bound) */
+        size_t need = x->len + n + 1;
+        size_t want = need > 2 * x->body.cap ? need : 2 * x->body.cap;
+        if (x->cap < (uint64_t)SIZE_MAX && want > x->cap + 1)
+            want = need > x->cap + 1 ? need : (size_t)x->cap + 1;
+        if (sp__buf_reserve(&x->body, want) != 0) return 0;
+    }
     memcpy(x->body.p + x->len, p, n);
     x->len += n;
     return sz * nm;
@@ -226,6 +260,9 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud) {
     line[k] = '\0';
     if (strncasecmp(line, "HTTP/", 5) == 0) {   /* a new response (after a retry or 100) */
         x->have_total = 0;
+        x->declared = -1;
+    } else if (strncasecmp(line, "content-length:", 15) == 0) {
+        x->declared = strtoll(line + 15, NULL, 10);
     } else if (strncasecmp(line, "content-range:", 14) == 0) {
         const char *slash = strchr(line, '/');
         if (slash && slash[1] >= '0' && slash[1] <= '9') {
@@ -252,7 +289,10 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     x->len = 0;
     x->too_big = 0;
     x->werr = 0;
+    x->error_cut = 0;
+    x->no_length = 0;
     x->have_total = 0;
+    x->declared = -1;
     x->up_pos = 0;
     x->errbuf[0] = '\0';
     curl_slist_free_all(x->hdrs);
@@ -261,9 +301,11 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     curl_easy_setopt(h, CURLOPT_URL, x->url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, STALL_SECONDS);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     r->timeout_ms < CONNECT_TIMEOUT_MS ? r->timeout_ms : CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r->timeout_ms);       /* the try, whole */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, r->low_speed);   /* a drip cannot pass */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, r->low_speed_s);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
@@ -287,6 +329,7 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
          * header it does not send (SignatureDoesNotMatch) */
     } else if (g->len) {
         char range[80];
+        /* (the body is bounded by the range: on_body) */
         snprintf(range, sizeof range, "Range: bytes=%llu-%llu", (unsigned long long)g->off,
                  (unsigned long long)(g->off + g->len - 1));
         x->hdrs = curl_slist_append(x->hdrs, range);
@@ -309,6 +352,9 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
     x->cap = g->len ? g->len : g->max;
+    if (!g->len && strcmp(x->method, "GET") == 0 && x->cap < (uint64_t)INT64_MAX)
+        /* a whole object declared larger than its bound fails before its body */
+        curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->cap);
     if (x->fd < 0 && sp__buf_reserve(&x->body, (size_t)(g->len ? g->len + 1 : 65536)) != 0)
         return -1;
     return 0;
@@ -330,10 +376,7 @@ static void s3_code(const xfer *x, char *out, size_t n) {
         const char *a = strstr(body, tags[t][0]), *b = a ? strstr(a, tags[t][1]) : NULL;
         if (!a || !b) continue;
         a += strlen(tags[t][0]);
-        size_t m = 0;
-        for (; a < b && m + 1 < cap[t]; a++)
-            dst[t][m++] = ((unsigned char)*a < ' ' || *a == 0x7f) ? '?' : *a;
-        dst[t][m] = '\0';
+        sp__escape_copy(dst[t], cap[t], a, (size_t)(b - a));   /* the server's text: escaped */
     }
     if (code[0]) snprintf(out, n, " (%s%s%s)", code, msg[0] ? ": " : "", msg);
 }
@@ -347,6 +390,14 @@ static int xfer_judge(xfer *x, CURLcode res) {
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
     g->status = st;
     char code[240];
+    if (res == CURLE_WRITE_ERROR && x->error_cut) res = CURLE_OK;   /* judged by its status */
+    if (res == CURLE_WRITE_ERROR && x->no_length) {
+        g->rc = SP_EIO;
+        snprintf(g->msg, sizeof g->msg, "%s: the server did not declare the object's size "
+                 "(no Content-Length): refused, an object read whole is bounded by it",
+                 x->display);
+        return X_FAIL;
+    }
     if (res == CURLE_WRITE_ERROR && x->too_big && g->len && st == 200) {
         g->rc = SP_EIO;
         snprintf(g->msg, sizeof g->msg, "%s: the server ignored the byte range (HTTP 200 with "
@@ -361,8 +412,15 @@ static int xfer_judge(xfer *x, CURLcode res) {
     }
     if (res == CURLE_WRITE_ERROR && x->too_big) {
         g->rc = SP_ELIMIT;
-        snprintf(g->msg, sizeof g->msg, "%s: more than %llu bytes", x->display,
-                 (unsigned long long)x->cap);
+        snprintf(g->msg, sizeof g->msg, "%s: more than %llu bytes (refused at the bound, not "
+                 "read further)", x->display, (unsigned long long)x->cap);
+        return X_FAIL;
+    }
+    if (res == CURLE_FILESIZE_EXCEEDED) {
+        g->rc = SP_ELIMIT;
+        snprintf(g->msg, sizeof g->msg, "%s: more than %llu bytes (the server declared %lld; "
+                 "refused before the body)", x->display, (unsigned long long)x->cap,
+                 x->declared);
         return X_FAIL;
     }
     if (st > 0)   /* a response: the store is there (the cast: the one mutable field) */
@@ -385,6 +443,13 @@ static int xfer_judge(xfer *x, CURLcode res) {
         g->rc = SP_EIO;
         snprintf(g->msg, sizeof g->msg, "%s: %s (%s)", x->display,
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(res), curl_easy_strerror(res));
+        if (res == CURLE_OPERATION_TIMEDOUT) {   /* which rule, and how to change it */
+            size_t l = strlen(g->msg);
+            snprintf(g->msg + l, sizeof g->msg - l, " [a try: at most "
+                     "SEEDPIPE_REMOTE_TIMEOUT=%ld s, at least SEEDPIPE_REMOTE_LOW_SPEED=%ld "
+                     "bytes/s over SEEDPIPE_REMOTE_LOW_SPEED_TIME=%ld s]",
+                     x->r->timeout_ms / 1000, x->r->low_speed, x->r->low_speed_s);
+        }
         return transient ? X_RETRY : X_FAIL;
     }
     if (st == 408 || st == 429 || (st >= 500 && st <= 599)) {
@@ -477,6 +542,7 @@ static void start_ready(tl_state *s, uint64_t t, uint64_t *wake) {
             continue;
         }
         atomic_fetch_add(&n_requests, 1);
+        if (x->attempt == 0) x->window = t;
         x->state = 1;
         s->inflight++;
     }
@@ -500,18 +566,31 @@ static void pump(tl_state *s, int max_ms) {
         int verdict = xfer_judge(x, res);
         xfer_release(s, x);
         finished++;
-        if (verdict == X_RETRY && x->attempt < x->r->retries) {
+        uint64_t now = now_ms(), at = now;
+        if (verdict == X_RETRY) {
             uint64_t d = (uint64_t)BACKOFF_BASE_MS << (x->attempt < 16 ? x->attempt : 16);
             if (d > BACKOFF_CAP_MS) d = BACKOFF_CAP_MS;
+            at = now + (uint64_t)((double)d * jitter(s));
+            if (x->len >= SP__RIO_PROGRESS) x->window = now;   /* it was moving: a new window */
+        }
+        int in_window = at - x->window <= x->r->retry_ms;
+        if (verdict == X_RETRY && x->attempt < x->r->retries && in_window) {
             x->attempt++;
-            x->not_before = now_ms() + (uint64_t)((double)d * jitter(s));
+            x->not_before = at;
             x->state = 0;
             continue;
         }
         if (verdict == X_RETRY) {
             size_t l = strlen(x->g->msg);
-            snprintf(x->g->msg + l, sizeof x->g->msg - l, " (gave up after %d tries)",
-                     x->attempt + 1);
+            if (in_window)
+                snprintf(x->g->msg + l, sizeof x->g->msg - l, " (gave up after %d tries)",
+                         x->attempt + 1);
+            else
+                snprintf(x->g->msg + l, sizeof x->g->msg - l, " (gave up after %d tries in "
+                         "%.1f s: no retry starts more than SEEDPIPE_REMOTE_RETRY_TIME=%llu s "
+                         "after the first try)", x->attempt + 1,
+                         (double)(now - x->window) / 1000.0,
+                         (unsigned long long)(x->r->retry_ms / 1000));
         }
         if (verdict == X_DONE) x->g->rc = SP_OK;
         x->state = 2;
@@ -559,7 +638,9 @@ static int xfer_init(const sp__rio *r, xfer *x, sp__rio_get *g, const char *meth
     g->got = 0;
     g->buf = NULL;
     x->url = sp__rio_request_url(r, g->name);
-    x->display = sp__rio_display(r, g->name);
+    char *shown = sp__rio_display(r, g->name);   /* names come from the index: escaped */
+    x->display = shown ? sp__escape_dup(shown, strlen(shown)) : NULL;
+    free(shown);
     if (!x->url || !x->display) {
         g->rc = SP_ENOMEM;
         snprintf(g->msg, sizeof g->msg, "%s: out of memory", g->name);
@@ -661,6 +742,7 @@ uint64_t sp__rio_owner_id(void) { return atomic_fetch_add(&next_owner, 1); }
 /* A prefetch transfer nobody points at any more: stopped and freed. */
 static void pf_unref(tl_state *s, xfer *x) {
     if (--x->refs > 0) return;
+    s->pf_bytes -= x->own.len;
     unlink_active(s, x);
     xfer_done(s, x);
     free(x->g->buf);
@@ -685,6 +767,8 @@ int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
     sp_error_clear(&e);
     tl_state *s = tl_get(&e);
     if (!s || n == 0 || n > PF_SLOTS) return -1;
+    if (req->len > r->prefetch_max || s->pf_bytes > r->prefetch_max - req->len)
+        return -1;   /* over the read-ahead budget: read when needed instead */
     xfer *x = calloc(1, sizeof *x);
     if (!x) return -1;
     x->own = *req;
@@ -698,6 +782,7 @@ int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
     }
     push_active(s, x);
     x->refs = (int)n;
+    s->pf_bytes += x->own.len;
     for (size_t k = 0; k < n; k++) {
         pf_entry *en = &s->pf[s->pf_next++ % PF_SLOTS];
         pf_clear(s, en);   /* the oldest goes */

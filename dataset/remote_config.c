@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,31 @@ static int check_authority(const char *url, const char *what, sp_error *err) {
     return SP_OK;
 }
 
+/* An S3 endpoint over plain http:// sends every request's SigV4 signature
+ * and the session token (x-amz-security-token) in clear: anyone on the path
+ * can read the token and replay or reuse it while it lasts. Refused unless
+ * SEEDPIPE_S3_ALLOW_HTTP=1, always (a loopback address too: a proxy or a
+ * tunnel may be listening there); the opt-in is said once a process on
+ * stderr, the one message the library prints itself: a risk the user took
+ * must reach them wherever the library runs (the tool, Python, a C
+ * trainer), and no handle that could carry it outlives this open. */
+static int s3_plain_http(const char *ep, sp_error *err) {
+    static _Atomic int warned;
+    const char *v = getenv("SEEDPIPE_S3_ALLOW_HTTP");
+    if (v && v[0] && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return sp_error_set(err, SP_EINVAL, "SEEDPIPE_S3_ALLOW_HTTP=%s: expected 0 or 1", v);
+    if (!v || strcmp(v, "1") != 0)
+        return sp_error_set(err, SP_EINVAL, "S3 endpoint %s: plain http:// is refused: it sends "
+                            "the request signatures and any session token in clear (anyone on "
+                            "the path can read and replay them); use https://, or set "
+                            "SEEDPIPE_S3_ALLOW_HTTP=1 to accept that risk", ep);
+    if (!atomic_exchange(&warned, 1))
+        fprintf(stderr, "seedpipe: warning: S3 endpoint %s is plain http:// "
+                "(SEEDPIPE_S3_ALLOW_HTTP=1): the request signatures and any session token "
+                "travel in clear, readable and replayable by anyone on the path\n", ep);
+    return SP_OK;
+}
+
 static int setup_s3(sp__rio *r, const char *rest, sp_error *err) {
     /* rest = "bucket/prefix" (the folder) */
     size_t bl = strcspn(rest, "/");
@@ -209,6 +235,7 @@ static int setup_s3(sp__rio *r, const char *rest, sp_error *err) {
             rc = sp_error_set(err, SP_EINVAL, "S3 endpoint %s: expected http://HOST[:PORT] or "
                               "https://HOST[:PORT]", ep);
         if (rc == SP_OK) rc = check_authority(ep, "S3 endpoint", err);
+        if (rc == SP_OK && strncmp(ep, "http://", 7) == 0) rc = s3_plain_http(ep, err);
         if (rc == SP_OK && !(r->endpoint = dup(ep))) rc = SP_ENOMEM;
     } else if (rc == SP_OK) {
         size_t n = strlen(r->region) + 40;
@@ -237,6 +264,65 @@ static int setup_s3(sp__rio *r, const char *rest, sp_error *err) {
     return rc;
 }
 
+/* ---- deadlines and bounds ------------------------------------------------------ */
+
+/* The integer in environment variable `name` (unset or empty: def), in
+ * lo..hi, or a named error saying what was expected. */
+static int env_long(const char *name, long lo, long hi, long def, const char *unit, long *out,
+                    sp_error *err) {
+    const char *e = getenv(name);
+    *out = def;
+    if (!e || !e[0]) return SP_OK;
+    char *end;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (*end || errno || end == e || e[0] == '+' || e[0] == ' ' || v < lo || v > hi)
+        return sp_error_set(err, SP_EINVAL, "%s=%s: expected %ld..%ld (%s)", name, e, lo, hi,
+                            unit);
+    *out = v;
+    return SP_OK;
+}
+
+/* SEEDPIPE_REMOTE_{RETRIES,TIMEOUT,LOW_SPEED,LOW_SPEED_TIME,RETRY_TIME,INDEX_MAX},
+ * SEEDPIPE_PREFETCH_BYTES. */
+static int limits(sp__rio *r, sp_error *err) {
+    long retries, timeout, low, low_s, retry;
+    int rc = env_long("SEEDPIPE_REMOTE_RETRIES", 0, 100, 10, "retries of a transient failure",
+                      &retries, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_TIMEOUT", 1, 86400, SP__RIO_TIMEOUT_S,
+                      "seconds a try may last", &timeout, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_LOW_SPEED", 1, 1L << 30, SP__RIO_LOW_SPEED,
+                      "bytes a second below which a try is too slow", &low, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_LOW_SPEED_TIME", 1, 3600, SP__RIO_LOW_SPEED_S,
+                      "seconds a try may stay below SEEDPIPE_REMOTE_LOW_SPEED", &low_s, err);
+    if (rc == SP_OK)
+        rc = env_long("SEEDPIPE_REMOTE_RETRY_TIME", 0, 86400, SP__RIO_RETRY_S,
+                      "seconds after a request's first try that a retry may start", &retry, err);
+    if (rc != SP_OK) return rc;
+    r->retries = (int)retries;
+    r->timeout_ms = timeout * 1000L;
+    r->low_speed = low;
+    r->low_speed_s = low_s;
+    r->retry_ms = (uint64_t)retry * 1000u;
+    r->index_max = SP__RIO_INDEX_MAX;
+    const char *e = getenv("SEEDPIPE_REMOTE_INDEX_MAX");
+    sp_error e2;
+    if (e && e[0] && (sp_parse_size(e, &r->index_max, &e2) != SP_OK || r->index_max < 1024 ||
+                      r->index_max > (UINT64_C(4) << 30)))
+        return sp_error_set(err, SP_EINVAL, "SEEDPIPE_REMOTE_INDEX_MAX=%s: expected a size in "
+                            "1K..4G (digits, optionally K, M or G)", e);
+    r->prefetch_max = SP__RIO_PREFETCH_MAX;
+    e = getenv("SEEDPIPE_PREFETCH_BYTES");
+    if (e && e[0] && (sp_parse_size(e, &r->prefetch_max, &e2) != SP_OK ||
+                      r->prefetch_max < 1024 || r->prefetch_max > (UINT64_C(1) << 40)))
+        return sp_error_set(err, SP_EINVAL, "SEEDPIPE_PREFETCH_BYTES=%s: expected a size in "
+                            "1K..1T (digits, optionally K, M, G or T)", e);
+    return SP_OK;
+}
+
 int sp__rio_create(const char *url, sp__rio **out, char **leaf, sp_error *err) {
     *out = NULL;
     *leaf = NULL;
@@ -251,15 +337,7 @@ int sp__rio_create(const char *url, sp__rio **out, char **leaf, sp_error *err) {
     char *folder = dup_n(url, folder_len);
     *leaf = dup(lf);
     if (rc == SP_OK && (!folder || !*leaf)) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", url);
-    const char *e = getenv("SEEDPIPE_REMOTE_RETRIES");
-    r->retries = 10;
-    if (rc == SP_OK && e && e[0]) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (*end || v < 0 || v > 100)
-            rc = sp_error_set(err, SP_EINVAL, "SEEDPIPE_REMOTE_RETRIES=%s: expected 0..100", e);
-        r->retries = (int)v;
-    }
+    if (rc == SP_OK) rc = limits(r, err);
     if (rc == SP_OK && strncmp(url, "s3://", 5) == 0) {
         r->kind = SP__RIO_S3;
         if (!slash) rc = sp_error_set(err, SP_EINVAL, "%s: expected s3://BUCKET/[PREFIX/]NAME", url);

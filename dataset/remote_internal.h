@@ -30,8 +30,15 @@
  * Reading: byte ranges (GET with Range), whole objects, PUT. Transient
  * failures (connection refused, reset or timed out, a cut body, 408, 429,
  * 5xx, S3's 503 SlowDown) are retried with capped jittered backoff
- * (SEEDPIPE_REMOTE_RETRIES, default 10); a permanent one (403, 404, ...)
- * fails at once with the object, the HTTP status and S3's error code.
+ * (SEEDPIPE_REMOTE_RETRIES, default 10, within SEEDPIPE_REMOTE_RETRY_TIME,
+ * default 10 s); a permanent one (403, 404, ...) fails at once with the
+ * object, the HTTP status and S3's error code. Every try has a deadline
+ * (SEEDPIPE_REMOTE_TIMEOUT, default 300 s) and a low-speed rule
+ * (SEEDPIPE_REMOTE_LOW_SPEED bytes a second over
+ * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds, default 1024 over 5), so a stalled
+ * or dripping server costs a request about 10 s; every body is bounded (a
+ * range by its length, a whole object by its caller's max, which a larger
+ * Content-Length fails at once).
  * Several requests run at once through sp__rio_fetch_many() (libcurl's
  * multi interface). Each thread of each process keeps its own libcurl
  * handles (a forked child never touches its parent's connections).
@@ -63,6 +70,17 @@ typedef struct sp__rio {
     char *key_id, *secret, *token;   /* NULL: unsigned requests. Never printed. */
     char *sigv4;             /* "aws:amz:REGION:s3" */
     int retries;             /* transient failures retried this many times */
+    /* Deadlines and bounds (SEEDPIPE_REMOTE_*, remote_config.c; docs/remote.md):
+     * a try ends by timeout_ms (CURLOPT_TIMEOUT_MS) and is cut when it moves
+     * fewer than low_speed bytes a second for low_speed_s seconds; no retry
+     * starts more than retry_ms after the request's first try began (or
+     * after the start of the last try that received SP__RIO_PROGRESS
+     * bytes); the index object is read whole up to index_max bytes. */
+    long timeout_ms;
+    long low_speed, low_speed_s;
+    uint64_t retry_ms;
+    uint64_t index_max;
+    uint64_t prefetch_max;   /* bytes a thread's read-ahead may hold (SEEDPIPE_PREFETCH_BYTES) */
     /* 1 once any request to the store got an HTTP response (in this process
      * or, before a fork, its parent): a refused connection is then a server
      * restarting, retried as any transient failure; before, it is a wrong
@@ -72,6 +90,15 @@ typedef struct sp__rio {
 } sp__rio;
 
 #define SP__RIO_FIRST_TRIES 3
+#define SP__RIO_PROGRESS (UINT64_C(1) << 20)   /* a try that got this much restarts retry_ms */
+
+/* Defaults of the deadlines and bounds above. */
+#define SP__RIO_TIMEOUT_S 300
+#define SP__RIO_LOW_SPEED 1024
+#define SP__RIO_LOW_SPEED_S 5
+#define SP__RIO_RETRY_S 10
+#define SP__RIO_INDEX_MAX (UINT64_C(128) << 20)
+#define SP__RIO_PREFETCH_MAX (UINT64_C(64) << 20)
 
 /* 1 if s names a remote object ("s3://", "http://", "https://"). */
 int sp__rio_is_url(const char *s);
@@ -118,10 +145,12 @@ size_t sp__rio_fetch_many(const sp__rio *r, sp__rio_get *g, size_t n);
 int sp__rio_fetch(const sp__rio *r, sp__rio_get *g, sp_error *err);
 
 /*! sp__rio_fetch_fd() : the whole object `name` written to fd (at most max
- *  bytes; retried from the start), its size in *size. A write to fd that
- *  fails (a full disk) is not retried: SP_EIO ("URL: writing the local
- *  copy: reason") with errno that write's (ENOSPC, EDQUOT...); after any
- *  other outcome errno is 0, so the caller tells its disk from the store. */
+ *  bytes; retried from the start), its size in *size. max UINT64_MAX: at
+ *  most the size the response declares (Content-Length); a response that
+ *  declares none is refused (SP_EIO). A write to fd that fails (a full
+ *  disk) is not retried: SP_EIO ("URL: writing the local copy: reason")
+ *  with errno that write's (ENOSPC, EDQUOT...); after any other outcome
+ *  errno is 0, so the caller tells its disk from the store. */
 int sp__rio_fetch_fd(const sp__rio *r, const char *name, int fd, uint64_t max, uint64_t *size,
                      sp_error *err);
 
@@ -136,15 +165,20 @@ int sp__rio_put(const sp__rio *r, const char *name, const void *data, size_t n, 
  * waits for its GET (transfers progress whenever this thread is in
  * remote.c) and hands over that key's bytes. Per thread, at most 256 keys
  * are remembered (a new one evicts the oldest, stopping a GET nobody
- * points at), freed when the thread ends. Prefetching decides only when
- * bytes arrive, never which. */
+ * points at), freed when the thread ends; and the ranges of a thread's
+ * prefetches not yet taken add up to at most the store's prefetch_max
+ * bytes (SEEDPIPE_PREFETCH_BYTES, default 64M): a range that would pass it
+ * is not started (its samples are read when needed), so read-ahead holds
+ * that much memory a thread whatever the members' sizes. Prefetching
+ * decides only when bytes arrive, never which. */
 
 /* A new owner id (one per opened dataset: keys of a dataset destroyed and
  * another allocated at the same address never match). */
 uint64_t sp__rio_owner_id(void);
 /*! sp__rio_prefetch() : start req (its fields are copied) and file bytes
  *  [offs[k], offs[k] + lens[k]) of its response under (owner, keys[k]),
- *  k < n (n <= 256). @return 0, or -1 (nothing started: out of memory). */
+ *  k < n (n <= 256). @return 0, or -1 (nothing started: out of memory, or
+ *  req->len would take this thread's read-ahead past r->prefetch_max). */
 int sp__rio_prefetch(const sp__rio *r, uint64_t owner, const sp__rio_get *req,
                      const uint64_t *keys, const uint64_t *offs, const uint64_t *lens, size_t n);
 /* 1 if (owner, key) is filed on this thread. */

@@ -73,6 +73,7 @@
 #include "loader/loader_internal.h"
 #include "service/region_internal.h"
 #include "pool/ring_internal.h"
+#include "common/escape_internal.h"
 #include "common/trace_internal.h"
 
 #define SLEEP_NS 10000000ull      /* longest sleep between loop turns */
@@ -597,27 +598,8 @@ int sp_service_join(pid_t pid, int timeout_ms, int *status, sp_error *err) {
 
 /* ---- status ------------------------------------------------------------------------- */
 
-/* A string from the region, NUL-terminated in dst, its control bytes (C0,
- * DEL and the 8-bit C1 range 0x80-0x9f that some terminals take as CSI and
- * the like) and the backslash written as \xNN, so printing it can only
- * print and an escape cannot be forged. Bytes 0xa0-0xff pass, so UTF-8
- * paths mostly keep their letters (a continuation byte in 0x80-0x9f is
- * escaped too: that costs readability, never safety). */
-static void escape_copy(char *dst, size_t n, const char *src, size_t srcn) {
-    size_t o = 0;
-    for (size_t i = 0; i < srcn && src[i] && o + 1 < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        if (c >= 0x20 && c != 0x7f && c != '\\' && !(c >= 0x80 && c <= 0x9f)) {
-            dst[o++] = (char)c;
-        } else if (o + 5 < n) {
-            snprintf(dst + o, 5, "\\x%02x", c);
-            o += 4;
-        } else {
-            break;
-        }
-    }
-    dst[o] = '\0';
-}
+/* Strings from the region are escaped by the one rule for strings from
+ * outside (common/escape_internal.h). */
 
 int sp_service_status_read(const char *name, sp_service_status *out, sp_error *err) {
     memset(out, 0, sizeof *out);
@@ -672,8 +654,8 @@ int sp_service_status_read(const char *name, sp_service_status *out, sp_error *e
     out->worker_deaths = h->deaths;
     out->client_deaths = h->client_deaths;
     out->err_code = h->svc_err_code;
-    escape_copy(out->err_msg, sizeof out->err_msg, h->svc_err_msg, sizeof h->svc_err_msg);
-    escape_copy(out->dataset, sizeof out->dataset, h->dataset, sizeof h->dataset);
+    sp__escape_copy(out->err_msg, sizeof out->err_msg, h->svc_err_msg, sizeof h->svc_err_msg);
+    sp__escape_copy(out->dataset, sizeof out->dataset, h->dataset, sizeof h->dataset);
     sp_digest_hex(st0.fingerprint, out->fingerprint);
     out->seed = st0.seed;
     uint64_t ready = out->published >= out->recycled ? out->published - out->recycled : 0;

@@ -10,6 +10,10 @@
  *     published file's (0600), each sync policy (none, file, directory)
  *     publishes the whole file over the old one, no temporary file is left
  *     beside it, and an abort leaves the old file as it was.
+ *  3. test_escape: the one rule for printing strings from outside
+ *     (common/escape_internal.h): C0, DEL, C1 (0x80-0x9f) and the
+ *     backslash as \xNN, other bytes as they are; a cut buffer ends on a
+ *     whole escape, NUL-terminated; the malloc'd copy is never cut.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/escape_internal.h"
 #include "common/fileio_internal.h"
 #include "common/sbuf_internal.h"
 #include "runner.h"
@@ -99,9 +104,28 @@ static void test_publish_knobs(void) {
     CHECK(unlink(path) == 0 && rmdir(dir) == 0);
 }
 
+static void test_escape(void) {
+    const char in[] = "a\nb\x1b[2J\\c\x7f\x9b\xc3\xa9.tar";
+    const char want[] = "a\\x0ab\\x1b[2J\\x5cc\\x7f\\x9b\xc3\xa9.tar";
+    char out[128];
+    sp__escape_copy(out, sizeof out, in, sizeof in - 1);
+    CHECK_MSG(strcmp(out, want) == 0, "escaped \"%s\"", out);
+    char *d = sp__escape_dup(in, sizeof in - 1);
+    CHECK(d && strcmp(d, want) == 0);
+    free(d);
+    sp__escape_copy(out, 6, in, sizeof in - 1);   /* "a" + "\x0a" does not fit in 5 */
+    CHECK_MSG(strcmp(out, "a") == 0, "cut: \"%s\"", out);
+    sp__escape_copy(out, sizeof out, in, 3);        /* a length, not only a NUL, ends it */
+    CHECK(strcmp(out, "a\\x0ab") == 0);
+    d = sp__escape_dup("", 0);
+    CHECK(d && d[0] == '\0');
+    free(d);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_sbuf),
     SP_CASE(test_publish_knobs),
+    SP_CASE(test_escape),
 };
 
 int main(int argc, char **argv) {

@@ -33,6 +33,9 @@ On a shapes dataset (PNG and JPEG) sharded by `seedpipe shard --max-count 8`
    local run's final weights (where the tool has MPI);
  - HTTPS (nginx, a self-signed certificate): refused without its CA, the
    same stream with SEEDPIPE_CA_BUNDLE;
+ - S3 over plain http:// (every store here) is refused by name without
+   SEEDPIPE_S3_ALLOW_HTTP=1, and warned about once with it (the other S3
+   parts set it);
  - S3: path-style and virtual-hosted (bkt.localhost) addressing; credentials from the environment and from a shared credentials file
    (AWS_PROFILE); a wrong secret is a named 403 at open, none at all too;
    the secret appears in no output and no file written (manifest, state,
@@ -340,9 +343,11 @@ def s3_part(tmp, www, ref, fp):
         return
     home = os.path.join(tmp, "home")
     os.makedirs(os.path.join(home, ".aws"), exist_ok=True)
+    # SeaweedFS listens on plain http://127.0.0.1: opted in (SEEDPIPE_S3_ALLOW_HTTP=1)
     base = {"HOME": home, "AWS_ENDPOINT_URL": w.endpoint, "AWS_REGION": "us-east-1",
             "AWS_CONFIG_FILE": os.path.join(home, "none"),
-            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(home, "none")}
+            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(home, "none"),
+            "SEEDPIPE_S3_ALLOW_HTTP": "1"}
     env = dict(base, AWS_ACCESS_KEY_ID=w.KEY, AWS_SECRET_ACCESS_KEY=w.SECRET)
     try:
         curl_s3(w, "PUT", "bkt")
@@ -359,6 +364,8 @@ def s3_part(tmp, www, ref, fp):
         assert fingerprint("s3://bkt/data/", env=env) == fp
         assert verify_ref(url, env=env) == ref
         print("s3: index uploaded (same bytes), fingerprint and verify equal to local", flush=True)
+
+        plain_http_part(w, url, env, ref)
 
         # files written from an S3 stream hold no secret either
         man = os.path.join(tmp, "s3.jsonl")
@@ -408,6 +415,26 @@ def s3_part(tmp, www, ref, fp):
         w.stop()
 
 
+def plain_http_part(w, url, env, ref):
+    """S3 over plain http:// (signatures, a session token in clear): without
+    SEEDPIPE_S3_ALLOW_HTTP=1 the open is refused by name before any request
+    (SeaweedFS sees none); with it, one warning naming the risk, however many
+    workers, and the stream."""
+    no = {k: v for k, v in env.items() if k != "SEEDPIPE_S3_ALLOW_HTTP"}
+    for e in (no, dict(no, SEEDPIPE_S3_ALLOW_HTTP="0")):
+        p = cli("inspect", url, env=e, ok=False)
+        assert p.returncode != 0 and f"S3 endpoint {w.endpoint}: plain http:// is refused" in \
+            p.stderr and "SEEDPIPE_S3_ALLOW_HTTP=1" in p.stderr, p.stderr
+    p = cli("inspect", url, env=dict(no, SEEDPIPE_S3_ALLOW_HTTP="yes"), ok=False)
+    assert p.returncode != 0 and "SEEDPIPE_S3_ALLOW_HTTP=yes: expected 0 or 1" in p.stderr, p.stderr
+    p = cli("digest", url, *COMMON, "--workers", 3, "--out", "/dev/null", env=env)
+    warn = [l for l in p.stderr.splitlines() if "is plain http://" in l]
+    assert len(warn) == 1 and "SEEDPIPE_S3_ALLOW_HTTP=1" in warn[0] and "in clear" in warn[0] \
+        and f"stream {ref}" in p.stdout + p.stderr, (p.stdout, p.stderr)
+    print("s3: plain http:// refused by name without SEEDPIPE_S3_ALLOW_HTTP=1; with it, one "
+          "warning (3 workers) and the same stream", flush=True)
+
+
 def token_counts(st):
     """Asserts every request the proxy relayed carried the session token,
     signed; returns the number of requests."""
@@ -426,7 +453,7 @@ def session_token_part(tmp, www, ref, fp, w):
     env = {"HOME": home, "AWS_REGION": "us-east-1", "AWS_CONFIG_FILE": os.path.join(home, "none"),
            "AWS_SHARED_CREDENTIALS_FILE": os.path.join(home, "none"),
            "AWS_ACCESS_KEY_ID": rs.Weed.KEY, "AWS_SECRET_ACCESS_KEY": rs.Weed.SECRET,
-           "AWS_SESSION_TOKEN": TOKEN}
+           "AWS_SESSION_TOKEN": TOKEN, "SEEDPIPE_S3_ALLOW_HTTP": "1"}   # the proxy: http://
     url = f"s3://bkt/data/{PATTERN}"
     seed = 13
     if w is None:

@@ -4,9 +4,12 @@
  * settings and credentials from the environment and from the shared
  * credentials and config files with a named profile, and refusals (a URL
  * with user:password@, no host, an unknown addressing style, a profile in
- * no file). No network: tests/test_remote.py talks to real servers.
+ * no file, an S3 endpoint over plain http:// without
+ * SEEDPIPE_S3_ALLOW_HTTP=1). No network: tests/test_remote.py talks to real
+ * servers.
  *
- * Cases (tests/runner.h): test_http_urls, test_s3_env, test_s3_profile.
+ * Cases (tests/runner.h): test_http_urls, test_s3_env, test_s3_profile,
+ * test_s3_plain_http.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +26,13 @@ static void clear_env(void) {
     static const char *const vars[] = {
         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
         "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE", "SEEDPIPE_S3_ADDRESSING", "SEEDPIPE_REMOTE_RETRIES", NULL};
+        "AWS_DEFAULT_PROFILE", "SEEDPIPE_S3_ADDRESSING", "SEEDPIPE_REMOTE_RETRIES",
+        "SEEDPIPE_REMOTE_TIMEOUT", "SEEDPIPE_REMOTE_LOW_SPEED", "SEEDPIPE_REMOTE_LOW_SPEED_TIME",
+        "SEEDPIPE_REMOTE_RETRY_TIME", "SEEDPIPE_REMOTE_INDEX_MAX", NULL};
     for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
+    /* the endpoints here are plain http:// (no request is sent): opted in,
+     * test_s3_plain_http checks the refusal */
+    setenv("SEEDPIPE_S3_ALLOW_HTTP", "1", 1);
     char none[128];
     snprintf(none, sizeof none, "%s/none", g_dir);
     setenv("AWS_SHARED_CREDENTIALS_FILE", none, 1);
@@ -83,6 +91,32 @@ static void test_http_urls(void) {
     setenv("SEEDPIPE_REMOTE_RETRIES", "101", 1);
     expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_RETRIES=101");
     unsetenv("SEEDPIPE_REMOTE_RETRIES");
+    /* the deadlines and bounds: defaults, then set, then refused by name */
+    r = open_ok("http://h/x.tar", "x.tar");
+    CHECK(r->retries == 10 && r->timeout_ms == 300000 && r->low_speed == 1024 &&
+          r->low_speed_s == 5 && r->retry_ms == 10000 && r->index_max == (128u << 20) &&
+          r->prefetch_max == (64u << 20));
+    sp__rio_destroy(r);
+    setenv("SEEDPIPE_REMOTE_TIMEOUT", "7", 1);
+    setenv("SEEDPIPE_REMOTE_LOW_SPEED", "100", 1);
+    setenv("SEEDPIPE_REMOTE_LOW_SPEED_TIME", "2", 1);
+    setenv("SEEDPIPE_REMOTE_RETRY_TIME", "0", 1);
+    setenv("SEEDPIPE_REMOTE_INDEX_MAX", "1M", 1);
+    r = open_ok("http://h/x.tar", "x.tar");
+    CHECK(r->timeout_ms == 7000 && r->low_speed == 100 && r->low_speed_s == 2 &&
+          r->retry_ms == 0 && r->index_max == (1u << 20));
+    sp__rio_destroy(r);
+    setenv("SEEDPIPE_REMOTE_TIMEOUT", "0", 1);
+    expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_TIMEOUT=0: expected 1..86400");
+    unsetenv("SEEDPIPE_REMOTE_TIMEOUT");
+    setenv("SEEDPIPE_REMOTE_LOW_SPEED_TIME", "2s", 1);
+    expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_LOW_SPEED_TIME=2s: expected");
+    unsetenv("SEEDPIPE_REMOTE_LOW_SPEED_TIME");
+    setenv("SEEDPIPE_REMOTE_INDEX_MAX", "5G", 1);
+    expect_refused("http://h/x.tar", SP_EINVAL, "SEEDPIPE_REMOTE_INDEX_MAX=5G: expected");
+    static const char *const lim[] = {"SEEDPIPE_REMOTE_LOW_SPEED", "SEEDPIPE_REMOTE_LOW_SPEED_TIME",
+                                      "SEEDPIPE_REMOTE_RETRY_TIME", "SEEDPIPE_REMOTE_INDEX_MAX", NULL};
+    for (int i = 0; lim[i]; i++) unsetenv(lim[i]);
 }
 
 static void test_s3_env(void) {
@@ -118,6 +152,36 @@ static void test_s3_env(void) {
     expect_refused("s3://bkt/a/", SP_EINVAL, "expected http://HOST");
     setenv("AWS_ENDPOINT_URL_S3", "http://k:s@h", 1);
     expect_refused("s3://bkt/a/", SP_EINVAL, "credentials in a URL are refused");
+}
+
+/* S3 over plain http:// sends signatures and the session token in clear:
+ * refused by name unless SEEDPIPE_S3_ALLOW_HTTP=1 (loopback too); a value
+ * other than 0 or 1 is an error; https:// needs no opt-in. */
+static void test_s3_plain_http(void) {
+    clear_env();
+    setenv("AWS_ACCESS_KEY_ID", "AKIDTEST", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t", 1);
+    static const char *const eps[] = {"http://127.0.0.1:9000", "http://localhost:9000",
+                                      "http://[::1]:9000", "http://store.example", NULL};
+    for (int i = 0; eps[i]; i++) {
+        setenv("AWS_ENDPOINT_URL", eps[i], 1);
+        unsetenv("SEEDPIPE_S3_ALLOW_HTTP");
+        expect_refused("s3://bkt/x.tar", SP_EINVAL, "plain http:// is refused");
+        expect_refused("s3://bkt/x.tar", SP_EINVAL, "SEEDPIPE_S3_ALLOW_HTTP=1");
+        setenv("SEEDPIPE_S3_ALLOW_HTTP", "0", 1);
+        expect_refused("s3://bkt/x.tar", SP_EINVAL, "plain http:// is refused");
+        setenv("SEEDPIPE_S3_ALLOW_HTTP", "yes", 1);
+        expect_refused("s3://bkt/x.tar", SP_EINVAL, "SEEDPIPE_S3_ALLOW_HTTP=yes: expected 0 or 1");
+        setenv("SEEDPIPE_S3_ALLOW_HTTP", "1", 1);
+        sp__rio_destroy(open_ok("s3://bkt/x.tar", "x.tar"));
+    }
+    unsetenv("SEEDPIPE_S3_ALLOW_HTTP");
+    setenv("AWS_ENDPOINT_URL", "https://127.0.0.1:9000", 1);
+    sp__rio_destroy(open_ok("s3://bkt/x.tar", "x.tar"));
+    unsetenv("AWS_ENDPOINT_URL");   /* AWS itself: https */
+    sp__rio_destroy(open_ok("s3://bkt/x.tar", "x.tar"));
+    /* plain http:// datasets (no signature to leak) need no opt-in */
+    sp__rio_destroy(open_ok("http://127.0.0.1:9000/d/x.tar", "x.tar"));
 }
 
 static void write_file(const char *path, const char *text) {
@@ -173,6 +237,7 @@ static const sp_case cases[] = {
     SP_CASE(test_http_urls),
     SP_CASE(test_s3_env),
     SP_CASE(test_s3_profile),
+    SP_CASE(test_s3_plain_http),
 };
 
 int main(int argc, char **argv) {
