@@ -26,7 +26,7 @@
  *
  * Names from the file (process_name, span names) are kept with their
  * control bytes escaped as \xNN, by the rule `seedpipe status` uses for
- * strings from a region (service.c): printing a summary prints no
+ * strings from a region (common/escape.c): printing a summary prints no
  * terminal escape.
  */
 #include "common/escape_internal.h"
