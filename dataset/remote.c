@@ -48,8 +48,7 @@
  * connections are its parent's, and closing them (a TLS close_notify)
  * would disturb the parent.
  */
-#include "dataset/remote_internal.h"
-#include "common/escape_internal.h"
+#include "dataset/remote_xfer_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -65,7 +64,6 @@
 #define BACKOFF_BASE_MS 50
 #define BACKOFF_CAP_MS 2000
 #define CONNECT_TIMEOUT_MS 10000L
-#define ERROR_BODY_MAX 4096          /* an error response's body kept for its code */
 #define MAX_EASY 64                  /* easy handles kept per thread */
 #define MAX_INFLIGHT 64              /* transfers in flight per thread */
 #define PF_SLOTS 256                 /* prefetched samples remembered per thread */
@@ -174,37 +172,6 @@ static uint64_t now_ms(void) {
 
 /* ---- one transfer ---------------------------------------------------------------- */
 
-typedef struct xfer {
-    const sp__rio *r;
-    sp__rio_get *g;          /* the GET it serves (PUT/fd: a private one; prefetch: &own) */
-    sp__rio_get own;
-    char *name_copy;         /* prefetch: own.name */
-    int refs;                /* prefetch entries that point at it */
-    struct xfer *next;       /* the thread's active list */
-    const char *method;      /* "GET" or "PUT" */
-    int fd;                  /* >= 0: the body goes to this file */
-    const uint8_t *up;       /* PUT: the data */
-    size_t up_len, up_pos;
-    CURL *h;
-    struct curl_slist *hdrs;
-    char *url, *display;
-    sp__buf body;
-    size_t len;              /* body bytes received */
-    uint64_t cap;            /* bound on the body */
-    int too_big;
-    int werr;                /* fd: the errno of a failed write (ENOSPC...), or 0 */
-    int error_cut;           /* an error body stopped at ERROR_BODY_MAX */
-    int no_length;           /* an unbounded whole object whose size was not declared */
-    uint64_t total;          /* Content-Range's total, or Content-Length for a 200 */
-    int have_total;
-    long long declared;      /* the response's Content-Length (-1: none) */
-    int attempt;
-    uint64_t window;         /* ms: when the retry window began (the first try, or the
-                                last that received SP__RIO_PROGRESS bytes) */
-    uint64_t not_before;     /* ms: a retry waits until then */
-    int state;               /* 0 waiting, 1 in flight, 2 finished */
-    char errbuf[CURL_ERROR_SIZE];
-} xfer;
 
 static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     xfer *x = ud;
@@ -360,152 +327,6 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     return 0;
 }
 
-/* S3's <Code> and <Message> of an error body, as " (Code: Message)". */
-static void s3_code(const xfer *x, char *out, size_t n) {
-    out[0] = '\0';
-    if (!x->len || !x->body.p) return;
-    char body[ERROR_BODY_MAX + 1];
-    size_t k = x->len < ERROR_BODY_MAX ? x->len : ERROR_BODY_MAX;
-    memcpy(body, x->body.p, k);
-    body[k] = '\0';
-    char code[64] = "", msg[160] = "";
-    const char *tags[2][2] = {{"<Code>", "</Code>"}, {"<Message>", "</Message>"}};
-    char *dst[2] = {code, msg};
-    size_t cap[2] = {sizeof code, sizeof msg};
-    for (int t = 0; t < 2; t++) {
-        const char *a = strstr(body, tags[t][0]), *b = a ? strstr(a, tags[t][1]) : NULL;
-        if (!a || !b) continue;
-        a += strlen(tags[t][0]);
-        sp__escape_copy(dst[t], cap[t], a, (size_t)(b - a));   /* the server's text: escaped */
-    }
-    if (code[0]) snprintf(out, n, " (%s%s%s)", code, msg[0] ? ": " : "", msg);
-}
-
-enum { X_DONE, X_RETRY, X_FAIL };
-
-/* What a finished transfer came to; on X_FAIL g->rc and g->msg are set. */
-static int xfer_judge(xfer *x, CURLcode res) {
-    sp__rio_get *g = x->g;
-    long st = 0;
-    curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
-    g->status = st;
-    char code[240];
-    if (res == CURLE_WRITE_ERROR && x->error_cut) res = CURLE_OK;   /* judged by its status */
-    if (res == CURLE_WRITE_ERROR && x->no_length) {
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: the server did not declare the object's size "
-                 "(no Content-Length): refused, an object read whole is bounded by it",
-                 x->display);
-        return X_FAIL;
-    }
-    if (res == CURLE_WRITE_ERROR && x->too_big && g->len && st == 200) {
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: the server ignored the byte range (HTTP 200 with "
-                 "the whole object)", x->display);
-        return X_FAIL;
-    }
-    if (res == CURLE_WRITE_ERROR && x->werr) {   /* the local file, not the store */
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: writing the local copy: %s", x->display,
-                 strerror(x->werr));
-        return X_FAIL;
-    }
-    if (res == CURLE_WRITE_ERROR && x->too_big) {
-        g->rc = SP_ELIMIT;
-        snprintf(g->msg, sizeof g->msg, "%s: more than %llu bytes (refused at the bound, not "
-                 "read further)", x->display, (unsigned long long)x->cap);
-        return X_FAIL;
-    }
-    if (res == CURLE_FILESIZE_EXCEEDED) {
-        g->rc = SP_ELIMIT;
-        snprintf(g->msg, sizeof g->msg, "%s: more than %llu bytes (the server declared %lld; "
-                 "refused before the body)", x->display, (unsigned long long)x->cap,
-                 x->declared);
-        return X_FAIL;
-    }
-    if (st > 0)   /* a response: the store is there (the cast: the one mutable field) */
-        atomic_store_explicit((_Atomic int *)&x->r->answered, 1, memory_order_relaxed);
-    if (res == CURLE_COULDNT_CONNECT &&
-        !atomic_load_explicit(&x->r->answered, memory_order_relaxed) &&
-        x->attempt + 1 >= SP__RIO_FIRST_TRIES) {
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: %s: no server has answered at this address (a "
-                 "wrong host or port, or a server that is down); gave up after %d tries",
-                 x->display, x->errbuf[0] ? x->errbuf : curl_easy_strerror(res), x->attempt + 1);
-        return X_FAIL;
-    }
-    if (res != CURLE_OK) {
-        int transient = res == CURLE_COULDNT_CONNECT || res == CURLE_OPERATION_TIMEDOUT ||
-                        res == CURLE_RECV_ERROR || res == CURLE_SEND_ERROR ||
-                        res == CURLE_PARTIAL_FILE || res == CURLE_GOT_NOTHING ||
-                        res == CURLE_HTTP2 || res == CURLE_HTTP2_STREAM ||
-                        res == CURLE_SSL_CONNECT_ERROR || res == CURLE_WEIRD_SERVER_REPLY;
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: %s (%s)", x->display,
-                 x->errbuf[0] ? x->errbuf : curl_easy_strerror(res), curl_easy_strerror(res));
-        if (res == CURLE_OPERATION_TIMEDOUT) {   /* which rule, and how to change it */
-            size_t l = strlen(g->msg);
-            snprintf(g->msg + l, sizeof g->msg - l, " [a try: at most "
-                     "SEEDPIPE_REMOTE_TIMEOUT=%ld s, at least SEEDPIPE_REMOTE_LOW_SPEED=%ld "
-                     "bytes/s over SEEDPIPE_REMOTE_LOW_SPEED_TIME=%ld s]",
-                     x->r->timeout_ms / 1000, x->r->low_speed, x->r->low_speed_s);
-        }
-        return transient ? X_RETRY : X_FAIL;
-    }
-    if (st == 408 || st == 429 || (st >= 500 && st <= 599)) {
-        s3_code(x, code, sizeof code);
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: HTTP %ld%s", x->display, st, code);
-        return X_RETRY;
-    }
-    if (strcmp(x->method, "PUT") == 0) {
-        if (st >= 200 && st <= 299) return X_DONE;
-        s3_code(x, code, sizeof code);
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: upload refused: HTTP %ld%s", x->display, st, code);
-        return X_FAIL;
-    }
-    if (st == 416 && g->expect_total) {
-        g->rc = SP_EMISMATCH;
-        snprintf(g->msg, sizeof g->msg, "%s: the object changed since the dataset was indexed "
-                 "(bytes %llu.. are past its end: HTTP 416)", x->display,
-                 (unsigned long long)g->off);
-        return X_FAIL;
-    }
-    if (st != 200 && st != 206) {
-        s3_code(x, code, sizeof code);
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: HTTP %ld%s", x->display, st, code);
-        return X_FAIL;
-    }
-    uint64_t total = x->have_total ? x->total : (st == 200 ? (uint64_t)x->len : 0);
-    g->total = total;
-    if (g->expect_total && total && total != g->expect_total) {
-        g->rc = SP_EMISMATCH;
-        snprintf(g->msg, sizeof g->msg, "%s: the object changed since the dataset was indexed "
-                 "(%llu bytes, indexed %llu)", x->display, (unsigned long long)total,
-                 (unsigned long long)g->expect_total);
-        return X_FAIL;
-    }
-    if (g->len && st == 200) {   /* the server sent the whole object: cut the range out */
-        if (x->fd >= 0 || g->off + g->len > x->len) {
-            g->rc = SP_EIO;
-            snprintf(g->msg, sizeof g->msg, "%s: the server ignored the byte range and sent "
-                     "%zu bytes", x->display, x->len);
-            return X_FAIL;
-        }
-        memmove(x->body.p, x->body.p + g->off, (size_t)g->len);
-        x->len = (size_t)g->len;
-    }
-    if (g->len && x->len != g->len) {   /* cut short: a transient fault */
-        g->rc = SP_EIO;
-        snprintf(g->msg, sizeof g->msg, "%s: %zu of %llu bytes received", x->display, x->len,
-                 (unsigned long long)g->len);
-        return X_RETRY;
-    }
-    return X_DONE;
-}
-
 static void xfer_release(tl_state *s, xfer *x) {
     if (x->h) {
         curl_multi_remove_handle(s->multi, x->h);
@@ -563,7 +384,9 @@ static void pump(tl_state *s, int max_ms) {
         xfer *x = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
         CURLcode res = m->data.result;
-        int verdict = xfer_judge(x, res);
+        long st = 0;
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &st);
+        int verdict = sp__rio_judge(x, res, st, curl_easy_strerror(res));
         xfer_release(s, x);
         finished++;
         uint64_t now = now_ms(), at = now;

@@ -142,6 +142,23 @@ def children_left(live_only=False):
     return left
 
 
+def xxh64():
+    """XXH3-64 of bytes through libxxhash (ctypes), for tests that forge an
+    index file's checksum; None where the library cannot be loaded."""
+    import ctypes
+    import ctypes.util
+    for name in ("libxxhash.so.0", ctypes.util.find_library("xxhash") or "", "libxxhash.so"):
+        if name:
+            try:
+                lib = ctypes.CDLL(name)
+                lib.XXH3_64bits.restype = ctypes.c_uint64
+                lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+                return lambda b: lib.XXH3_64bits(b, len(b))
+            except OSError:
+                pass
+    return None
+
+
 def sanitizer_preload(lib):
     """A SEEDPIPE_SANITIZE=ON library needs the ASan/UBSan runtimes first in
     the process: the paths ldd resolves for them, ASan first ([] if none)."""

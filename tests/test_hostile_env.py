@@ -24,8 +24,6 @@ The environment around the parsers (docs/security.md, "The environment"):
    makes `cache verify --recompute` refuse it without opening FILE.
 The stream digests are checked against the plain run's each time.
 """
-import ctypes
-import ctypes.util
 import glob
 import os
 import resource
@@ -58,19 +56,6 @@ def stream(ds, tmp, *extra, env=None):
 def sparse(path, size=2 << 30):
     with open(path, "wb") as f:
         f.truncate(size)
-
-
-def xxh64():
-    for name in ("libxxhash.so.0", ctypes.util.find_library("xxhash") or "", "libxxhash.so"):
-        if name:
-            try:
-                lib = ctypes.CDLL(name)
-                lib.XXH3_64bits.restype = ctypes.c_uint64
-                lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-                return lambda b: lib.XXH3_64bits(b, len(b))
-            except OSError:
-                pass
-    return None
 
 
 def sizes_first(tmp):
@@ -226,7 +211,7 @@ def regions(tmp):
 
 
 def main():
-    h64 = xxh64()
+    h64 = t.xxh64()
     with tempfile.TemporaryDirectory() as tmp:
         ds, want = sizes_first(tmp)
         print("sparse 2 GB sidecar, spec, list and manifest files: named errors or rebuilt, "
