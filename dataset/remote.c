@@ -14,7 +14,7 @@
  *     408, 429 or 5xx (S3's 503 SlowDown): tried again after a backoff of
  *     min(2 s, 50 ms * 2^attempt) scaled by a jitter in [0.5, 1), while
  *     the attempts last (SEEDPIPE_REMOTE_RETRIES, default 10) and the
- *     retry would start within SEEDPIPE_REMOTE_RETRY_TIME (default 10 s)
+ *     retry would start within SEEDPIPE_REMOTE_RETRY_TIME (default 8 s)
  *     of the first try (or of the last try that received 1 MiB); except a
  *     refused connection to a store that has never answered (the first
  *     request of an open: a wrong port, a server that is down), which
@@ -33,8 +33,8 @@
  * Each try is bounded in time: SEEDPIPE_REMOTE_TIMEOUT in all (default
  * 300 s), and cut, as a timeout, when it moves fewer than
  * SEEDPIPE_REMOTE_LOW_SPEED bytes a second (1024) for
- * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds (5): a stalled or dripping
- * server fails a request in about 10 s (two tries).
+ * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds (4): a stalled or dripping
+ * server fails a request in about 8 s (two tries).
  * Messages name the object (s3://bucket/key or the http URL), the HTTP
  * status and S3's error code, never a credential; the object's name and the
  * server's code and message are escaped (common/escape_internal.h). The

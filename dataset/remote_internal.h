@@ -35,8 +35,8 @@
  * object, the HTTP status and S3's error code. Every try has a deadline
  * (SEEDPIPE_REMOTE_TIMEOUT, default 300 s) and a low-speed rule
  * (SEEDPIPE_REMOTE_LOW_SPEED bytes a second over
- * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds, default 1024 over 5), so a stalled
- * or dripping server costs a request about 10 s; every body is bounded (a
+ * SEEDPIPE_REMOTE_LOW_SPEED_TIME seconds, default 1024 over 4), so a stalled
+ * or dripping server costs a request about 8 s; every body is bounded (a
  * range by its length, a whole object by its caller's max, which a larger
  * Content-Length fails at once).
  * Several requests run at once through sp__rio_fetch_many() (libcurl's
@@ -95,8 +95,8 @@ typedef struct sp__rio {
 /* Defaults of the deadlines and bounds above. */
 #define SP__RIO_TIMEOUT_S 300
 #define SP__RIO_LOW_SPEED 1024
-#define SP__RIO_LOW_SPEED_S 5
-#define SP__RIO_RETRY_S 10
+#define SP__RIO_LOW_SPEED_S 4
+#define SP__RIO_RETRY_S 8
 #define SP__RIO_INDEX_MAX (UINT64_C(128) << 20)
 #define SP__RIO_PREFETCH_MAX (UINT64_C(64) << 20)
 

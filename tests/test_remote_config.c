@@ -94,7 +94,7 @@ static void test_http_urls(void) {
     /* the deadlines and bounds: defaults, then set, then refused by name */
     r = open_ok("http://h/x.tar", "x.tar");
     CHECK(r->retries == 10 && r->timeout_ms == 300000 && r->low_speed == 1024 &&
-          r->low_speed_s == 5 && r->retry_ms == 10000 && r->index_max == (128u << 20) &&
+          r->low_speed_s == 4 && r->retry_ms == 8000 && r->index_max == (128u << 20) &&
           r->prefetch_max == (64u << 20));
     sp__rio_destroy(r);
     setenv("SEEDPIPE_REMOTE_TIMEOUT", "7", 1);
