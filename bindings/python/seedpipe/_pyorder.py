@@ -39,10 +39,14 @@ class KeyedOrder:
         err = L.sp_error()
         if L.sp_batching_check(ctypes.byref(self.bt), ctypes.byref(err)) != 0:
             raise Error(err.code, err.msg.decode(errors="replace"))
-        k = stream_key(seed, TAG_SHUFFLE)
-        self.key = L.sp_key((ctypes.c_uint32 * 2)(*k))
-        self.perm, self.perm_epoch = L.sp_perm(), None
+        self.perm = L.sp_perm()
+        self.reseed(seed)
         self.padded = int(L.sp_batching_padded(ctypes.byref(self.bt)))
+
+    def reseed(self, seed):
+        """The same order under another seed (the loader's seed read late)."""
+        self.key = L.sp_key((ctypes.c_uint32 * 2)(*stream_key(seed, TAG_SHUFFLE)))
+        self.perm_epoch = None
 
     def batches(self, epoch):
         return int(L.sp_batches_per_epoch(ctypes.byref(self.bt)))
@@ -110,7 +114,10 @@ class ReplacementOrder(_Listed):
             raise ValueError(f"RandomSampler(replacement=True): {n} samples; seedpipe draws "
                              "with replacement from at most 2^32 - 1 samples")
         self.n, self.m, self.bs, self.drop = n, num_samples, batch_size, drop_last
-        self.key = stream_key(seed, TAG_PY_SAMPLER)
+        self.reseed(seed)
+
+    def reseed(self, seed):
+        self.key, self._epoch = stream_key(seed, TAG_PY_SAMPLER), None
 
     def _list(self, epoch):
         flat = [(philox((p & 0xFFFFFFFF, p >> 32, epoch, 0), self.key)[0] * self.n) >> 32
@@ -130,6 +137,8 @@ class ListOrder(_Listed):
         self.sampler, self.n, self.bs, self.drop = sampler, n, batch_size, drop_last
         self.batched = batched
 
+    def reseed(self, seed):
+        """The user's sampler owns its order: nothing seedpipe keys."""
     def _check(self, i, where):
         if isinstance(i, bool) or not hasattr(i, "__index__"):
             raise TypeError(f"{where}: {i!r} is not an integer index")

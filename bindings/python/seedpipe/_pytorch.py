@@ -193,12 +193,11 @@ def init_python(dl, dataset, batch_size, shuffle, sampler, batch_sampler, num_wo
             seed_default = dl._seed_fn()
     order, r, w, s_seed = make_order(dataset, n, batch_size, bool(shuffle), sampler,
                                      batch_sampler, bool(drop_last), 0, rank, world)
+    # (keyed by seed 0 until the seed is known: _build() reseeds it)
     if seed is None and s_seed is not None:
         seed_default, dl._seed_fn = s_seed, None
     dl._seed = check_int("seed", seed_default, 0, 2**64 - 1)
-    dl._mk = dict(dataset=dataset, n=n, batch_size=batch_size, shuffle=bool(shuffle),
-                  sampler=sampler, batch_sampler=batch_sampler, drop_last=bool(drop_last),
-                  rank=rank, world=world)
+    dl._order = order
     dl.dataset, dl.batch_size, dl.drop_last = dataset, batch_size, bool(drop_last)
     dl.sampler, dl.batch_sampler, dl.collate_fn = sampler, batch_sampler, collate_fn
     dl.num_workers, dl.prefetch_factor = num_workers, prefetch_factor
@@ -219,11 +218,9 @@ def init_python(dl, dataset, batch_size, shuffle, sampler, batch_sampler, num_wo
 
 
 def _build(dl):
-    mk = dict(dl._mk)
-    order = make_order(mk.pop("dataset"), mk.pop("n"), mk["batch_size"], mk["shuffle"],
-                       mk["sampler"], mk["batch_sampler"], mk["drop_last"], dl._seed,
-                       mk["rank"], mk["world"])[0]
-    return PyLoader(dl.dataset, order, dl._seed, **dl._py)
+    """The PyLoader of dl's order under dl's seed."""
+    dl._order.reseed(dl._seed)
+    return PyLoader(dl.dataset, dl._order, dl._seed, **dl._py)
 
 
 def fix_seed(dl):
@@ -270,11 +267,18 @@ def load_state_dict(dl, state):
     dl._next_epoch = dl._pending[0]
 
 
+def epoch_sampler(dl):
+    """The sampler that carries the epoch (a DistributedSampler's set_epoch/
+    epoch), or None."""
+    s = dl.sampler
+    return s if s is not None and hasattr(s, "set_epoch") and hasattr(s, "epoch") else None
+
+
 def start(dl):
     """The (epoch, batch) a new iterator begins at."""
     epoch = dl._next_epoch
-    s = dl.sampler
-    if s is not None and hasattr(s, "set_epoch") and hasattr(s, "epoch"):
+    s = epoch_sampler(dl)
+    if s is not None:
         epoch = int(s.epoch)
     pos = dl._pending if dl._pending is not None and dl._pending[0] == epoch else (epoch, 0)
     dl._pending = None
@@ -367,8 +371,8 @@ class PythonDataLoader(_DataLoader):
         if self._pending is not None and self._pending[0] != epoch:
             self._pending = None
         self._next_epoch = epoch
-        s = self.sampler
-        if s is not None and hasattr(s, "set_epoch") and hasattr(s, "epoch"):
+        s = epoch_sampler(self)
+        if s is not None:
             s.set_epoch(epoch)
 
     def state_dict(self):
@@ -378,8 +382,8 @@ class PythonDataLoader(_DataLoader):
 
     def load_state_dict(self, state):
         load_state_dict(self, state)
-        s = self.sampler
-        if s is not None and hasattr(s, "set_epoch") and hasattr(s, "epoch"):
+        s = epoch_sampler(self)
+        if s is not None:
             s.set_epoch(self._pending[0])
 
     def close(self):
