@@ -512,6 +512,9 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     if (!p || !ctx || !src || !out) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL argument");
     const sp_run_opts *o = opts ? opts : &default_opts;
     const char *path = src->path ? src->path : "(sample)";
+    if ((unsigned)o->dtype > SP_DTYPE_FLOAT16)
+        return sp_error_set(err, SP_EINVAL, "%s: dtype %s is for token corpora, not images",
+                            path, sp_dtype_name(o->dtype));
     if (o->dtype == SP_DTYPE_UINT8 && p->has_normalize && !o->skip_normalize)
         return sp_error_set(err, SP_EINVAL,
                             "%s: the pipeline normalizes, so it needs float32 output "

@@ -26,13 +26,20 @@
 /* ---- dtype / layout ---------------------------------------------------------- */
 
 size_t sp_dtype_size(sp_dtype t) {
-    return t == SP_DTYPE_FLOAT32 ? 4 : (t == SP_DTYPE_BFLOAT16 || t == SP_DTYPE_FLOAT16) ? 2 : 1;
+    switch (t) {
+    case SP_DTYPE_FLOAT32: case SP_DTYPE_INT32: return 4;
+    case SP_DTYPE_BFLOAT16: case SP_DTYPE_FLOAT16: return 2;
+    case SP_DTYPE_INT64: return 8;
+    default: return 1;
+    }
 }
 const char *sp_dtype_name(sp_dtype t) {
     switch (t) {
     case SP_DTYPE_FLOAT32: return "float32";
     case SP_DTYPE_BFLOAT16: return "bfloat16";
     case SP_DTYPE_FLOAT16: return "float16";
+    case SP_DTYPE_INT32: return "int32";
+    case SP_DTYPE_INT64: return "int64";
     default: return "uint8";
     }
 }
@@ -43,8 +50,11 @@ int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err) {
     if (s && strcmp(s, "float32") == 0) { *out = SP_DTYPE_FLOAT32; return SP_OK; }
     if (s && strcmp(s, "bfloat16") == 0) { *out = SP_DTYPE_BFLOAT16; return SP_OK; }
     if (s && strcmp(s, "float16") == 0) { *out = SP_DTYPE_FLOAT16; return SP_OK; }
+    if (s && strcmp(s, "int32") == 0) { *out = SP_DTYPE_INT32; return SP_OK; }
+    if (s && strcmp(s, "int64") == 0) { *out = SP_DTYPE_INT64; return SP_OK; }
     return sp_error_set(err, SP_EINVAL,
-                        "unknown dtype \"%s\" (known: uint8, float32, bfloat16, float16)",
+                        "unknown dtype \"%s\" (known: uint8, float32, bfloat16, float16; "
+                        "int32, int64 for token corpora)",
                         s ? s : "(null)");
 }
 

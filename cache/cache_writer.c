@@ -145,7 +145,7 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
     if (cfg->rng_mode == SP_RNG_PER_WORKER)
         return sp_error_set(err, SP_EUNSUPP, "cache: per-worker rng mode is not cacheable "
                             "(its bytes depend on the order batches are asked for)");
-    const char *pl = sp_pipeline_canonical(sp_loader_pipeline(ld));
+    const char *pl = sp_loader_spec(ld);
     if (strchr(cfg->dataset, '\n') || strchr(pl, '\n') ||
         (cfg->split && cfg->subset && (strchr(cfg->split, '\n') || strchr(cfg->subset, '\n'))))
         return sp_error_set(err, SP_EUNSUPP, "cache: a newline in the dataset path, pipeline "

@@ -32,6 +32,7 @@
 #include "common/trace_internal.h"
 #include "dataset/dataset_internal.h"
 #include "loader/loader_internal.h"
+#include "loader/tokens_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,7 +47,8 @@ struct sp_loader {
     char *dataset_path;
     char *pipeline_spec;
     sp_dataset *ds;
-    sp_pipeline *pl;
+    sp_pipeline *pl;                  /* NULL for a token corpus: */
+    sp__tokl *tok;                    /* its windows (tokens.c); NULL for images */
     sp_batching bt;
     uint32_t span;                    /* consecutive ranks per batch (1; the service: more) */
     sp_key k_shuffle, k_augment;
@@ -200,7 +202,7 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
     sp_digest dfp = sp_dataset_fingerprint(ld->ds);
     sp__hash_u64(st, dfp.hi);
     sp__hash_u64(st, dfp.lo);
-    sp__hash_str(st, sp_pipeline_canonical(ld->pl));
+    sp__hash_str(st, sp_loader_spec(ld));
     sp__hash_u64(st, (uint64_t)ld->cfg.dtype);
     sp__hash_u64(st, (uint64_t)ld->cfg.layout);
     sp__hash_u64(st, (uint64_t)ld->cfg.skip_normalize);
@@ -235,13 +237,48 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
     return sp__hash_digest(st);
 }
 
+/* The pipeline of an image dataset, or a token corpus's spec (tokens.c),
+ * and the sample's shape. */
+static int open_spec(sp_loader *ld, sp_error *err) {
+    sp_loader_config *cfg = &ld->cfg;
+    if (sp_dataset_kind_of(ld->ds) == SP_DATASET_TOKENS) {
+        if (ld->map || cfg->order == SP_ORDER_BLOCK)
+            return sp_error_set(err, SP_EINVAL, "%s: a token corpus takes no %s", ld->dataset_path,
+                                ld->map ? "split" : "block order (it has no shards)");
+        if (cfg->dtype == SP_DTYPE_UINT8) cfg->dtype = SP_DTYPE_INT32;   /* the default */
+        if (cfg->dtype != SP_DTYPE_INT32 && cfg->dtype != SP_DTYPE_INT64)
+            return sp_error_set(err, SP_EINVAL, "%s: a token corpus gives int32 or int64 "
+                                "tokens, not %s", ld->dataset_path, sp_dtype_name(cfg->dtype));
+        int rc = sp__tokl_create(ld->ds, ld->pipeline_spec, cfg->seed, ld->dataset_path,
+                                 &ld->tok, err);
+        ld->c = ld->h = 1;
+        ld->w = rc == 0 ? (int)sp__tokl_width(ld->tok) : 0;
+        return rc;
+    }
+    if (cfg->dtype == SP_DTYPE_INT32 || cfg->dtype == SP_DTYPE_INT64)
+        return sp_error_set(err, SP_EINVAL, "%s: %s is the dtype of token corpora; images "
+                            "are uint8, float32, bfloat16 or float16", ld->dataset_path,
+                            sp_dtype_name(cfg->dtype));
+    int rc = sp_pipeline_parse(ld->pipeline_spec, &ld->pl, err);
+    if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype == SP_DTYPE_UINT8 &&
+        !cfg->skip_normalize)
+        rc = sp_error_set(err, SP_EINVAL,
+                          "pipeline normalizes: it needs --dtype float32 (or bfloat16, "
+                          "float16; uint8 output would lose the normalization)");
+    if (rc == 0) {
+        int rw = 0, rh = 0;
+        if (sp_dataset_raw_dims(ld->ds, &rw, &rh) != 0) rw = rh = 0;
+        rc = sp_pipeline_output_dims(ld->pl, rw, rh, &ld->h, &ld->w, &ld->c, err);
+    }
+    return rc;
+}
+
 int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err) {
     *out = NULL;
     if (!cfg || (!cfg->dataset && !cfg->samples) || !cfg->pipeline)
         return sp_error_set(err, SP_EINVAL, "loader: dataset (or samples) and pipeline must "
                             "be set");
-    if (cfg->dtype != SP_DTYPE_UINT8 && cfg->dtype != SP_DTYPE_FLOAT32 &&
-        cfg->dtype != SP_DTYPE_BFLOAT16 && cfg->dtype != SP_DTYPE_FLOAT16)
+    if ((unsigned)cfg->dtype > SP_DTYPE_INT64)
         return sp_error_set(err, SP_EINVAL, "loader: bad dtype %d", (int)cfg->dtype);
     if (cfg->layout != SP_LAYOUT_NCHW && cfg->layout != SP_LAYOUT_NHWC)
         return sp_error_set(err, SP_EINVAL, "loader: bad layout %d", (int)cfg->layout);
@@ -285,20 +322,11 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     if (rc == 0 && cfg->order == SP_ORDER_BLOCK)
         rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
                               cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
-    if (rc == 0) rc = sp_pipeline_parse(ld->pipeline_spec, &ld->pl, err);
-    if (rc == 0 && sp_pipeline_has_normalize(ld->pl) && cfg->dtype == SP_DTYPE_UINT8 &&
-        !cfg->skip_normalize)
-        rc = sp_error_set(err, SP_EINVAL,
-                          "pipeline normalizes: it needs --dtype float32 (or bfloat16, "
-                          "float16; uint8 output would lose the normalization)");
-    if (rc == 0) {
-        int rw = 0, rh = 0;
-        if (sp_dataset_raw_dims(ld->ds, &rw, &rh) != 0) rw = rh = 0;
-        rc = sp_pipeline_output_dims(ld->pl, rw, rh, &ld->h, &ld->w, &ld->c, err);
-    }
+    if (rc == 0) rc = open_spec(ld, err);
     if (rc == 0) {
         ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
-        ld->bt.n = ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
+        ld->bt.n = ld->tok ? sp__tokl_windows(ld->tok)
+                   : ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
         ld->bt.batch_size = cfg->batch_size;
         ld->bt.drop_last = cfg->drop_last;
         ld->bt.rank = cfg->rank;
@@ -320,11 +348,11 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return rc;
     }
     ld->span = 1;
-    ld->sample_bytes = (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(cfg->dtype);
+    ld->sample_bytes = (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
     ld->k_shuffle = sp_rng_key(cfg->seed, SP_RNG_SHUFFLE);
     ld->k_augment = sp_rng_key(cfg->seed, SP_RNG_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld);
-    const char *canon = sp_pipeline_canonical(ld->pl);
+    const char *canon = sp_loader_spec(ld);
     XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
     ld->pipeline_hash.hi = ph.high64;
     ld->pipeline_hash.lo = ph.low64;
@@ -336,6 +364,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
 void sp_loader_destroy(sp_loader *ld) {
     if (!ld) return;
     sp_pipeline_destroy(ld->pl);
+    sp__tokl_destroy(ld->tok);
     sp__order_destroy(ld->block);
     sp_dataset_close(ld->ds);
     free(ld->dataset_path);
@@ -447,6 +476,13 @@ int sp_loader_failure_get(const sp_loader *ld, size_t i, sp_failure *out) {
 
 const sp_dataset *sp_loader_dataset(const sp_loader *ld) { return ld->ds; }
 const sp_pipeline *sp_loader_pipeline(const sp_loader *ld) { return ld->pl; }
+const char *sp_loader_spec(const sp_loader *ld) {
+    return ld->tok ? sp__tokl_canonical(ld->tok) : sp_pipeline_canonical(ld->pl);
+}
+int32_t sp__loader_label(const sp_loader *ld, uint64_t idx) {
+    return ld->tok ? 0 : sp_dataset_label(ld->ds, idx);
+}
+const sp__tokl *sp__loader_tokens(const sp_loader *ld) { return ld->tok; }
 const sp_loader_config *sp_loader_config_of(const sp_loader *ld) { return &ld->cfg; }
 uint64_t sp_loader_batches_per_epoch(const sp_loader *ld) { return sp_batches_per_epoch(&ld->bt); }
 size_t sp_loader_sample_bytes(const sp_loader *ld) { return ld->sample_bytes; }
@@ -458,42 +494,13 @@ void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
     if (w) *w = ld->w;
 }
 
-int sp_batch_alloc(const sp_loader *ld, sp_batch *b) {
-    memset(b, 0, sizeof *b);
-    uint32_t cap = sp__loader_capacity(ld);
-    b->capacity = cap;
-    b->images = malloc((size_t)cap * ld->sample_bytes);
-    b->labels = malloc((size_t)cap * sizeof *b->labels);
-    b->indices = malloc((size_t)cap * sizeof *b->indices);
-    b->skipped = malloc((size_t)cap * sizeof *b->skipped);
-    b->substituted = malloc((size_t)cap * 2 * sizeof *b->substituted);
-    if (!b->images || !b->labels || !b->indices || !b->skipped || !b->substituted) {
-        sp_batch_free(b);
-        return SP_ENOMEM;
-    }
-    return SP_OK;
-}
-
-void sp_batch_free(sp_batch *b) {
-    if (!b) return;
-    if (b->flags & SP_BATCH_VIEW) {   /* borrowed: the owner gives it back */
-        memset(b, 0, sizeof *b);
-        return;
-    }
-    free(b->images);
-    free(b->labels);
-    free(b->indices);
-    free(b->skipped);
-    free(b->substituted);
-    memset(b, 0, sizeof *b);
-}
-
 int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char *buf,
                       size_t n, sp_error *err) {
     if (n) buf[0] = '\0';
     if (ld->cfg.rng_mode != SP_RNG_PER_SAMPLE)
         return sp_error_set(err, SP_EINVAL, "explain: only in the per-sample rng mode (in "
                             "per-worker mode the draws depend on scheduling)");
+    if (ld->tok) return sp__tokl_explain(ld->tok, epoch, index, buf, n, err);
     uint64_t len = ld->mix ? sp_dataset_mix_length(ld->ds) : sp_dataset_size(ld->ds);
     uint64_t idx = index;
     if (index >= len)
@@ -531,6 +538,9 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
 /* One sample through read + pipeline; addr: its augmentation address. */
 static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t addr, sp__rng rng,
                    void *dst, sp_error *err) {
+    if (ld->tok)
+        return sp__tokl_window(ld->tok, epoch, idx, dst, ld->cfg.dtype == SP_DTYPE_INT64 ? 8 : 4,
+                               err);
     sp_sample_data sd;
     uint64_t t0 = sp__trace_t0();
     int rc = sp_dataset_read(ld->ds, idx, &sd, err);
@@ -558,7 +568,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
     uint64_t idx = index_at(ld, &perm, pos, &addr);
     sp__trace_ctx_sample(idx);
     *index = idx;
-    *label = sp_dataset_label(ld->ds, idx);
+    *label = sp__loader_label(ld, idx);
     it->status = SP__ITEM_OK;
     it->code = 0;
     it->failed = idx;
@@ -568,7 +578,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
     int rc;
     if (forced)
         rc = sp_error_set(&e, SP_EIO, "%s/%s: %s", sp_dataset_root(ld->ds),
-                          sp_dataset_path(ld->ds, idx), forced);
+                          ld->tok ? "(window)" : sp_dataset_path(ld->ds, idx), forced);
     else
         rc = run_one(ld, epoch, idx, addr, rng, dst, &e);
     if (rc == 0) return SP_OK;
@@ -587,7 +597,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
             if (run_one(ld, epoch, cand, cand_addr, rng, dst, &e) == 0) {
                 it->status = SP__ITEM_SUBSTITUTED;
                 *index = cand;
-                *label = sp_dataset_label(ld->ds, cand);
+                *label = sp__loader_label(ld, cand);
                 return SP_OK;
             }
         }
@@ -714,7 +724,7 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     out->nsubstituted = 0;
     for (uint32_t s = 0; s < count; s++) {
         out->indices[s] = index_of_slot(ld, &perm, pos + s);
-        out->labels[s] = sp_dataset_label(ld->ds, out->indices[s]);
+        out->labels[s] = sp__loader_label(ld, out->indices[s]);
     }
     if (count == 0) return SP_OK;
 
@@ -747,38 +757,4 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     int rc = sp__batch_finalize(ld, out, job.items, err);
     free(job.items);
     return rc;
-}
-
-/* The batch digest's bytes before the images (loader.h: sp_batch_digest). */
-static void digest_head(sp__hash *st, uint32_t count, int c, int h, int w, sp_dtype dtype,
-                        const uint64_t *indices, const int32_t *labels) {
-    sp__hash_init(st);
-    sp__hash_u64(st, count);
-    sp__hash_u64(st, (uint64_t)c);
-    sp__hash_u64(st, (uint64_t)h);
-    sp__hash_u64(st, (uint64_t)w);
-    sp__hash_u64(st, (uint64_t)dtype);
-    for (uint32_t s = 0; s < count; s++) sp__hash_u64(st, indices[s]);
-    for (uint32_t s = 0; s < count; s++) sp__hash_u64(st, (uint64_t)(uint32_t)labels[s]);
-}
-
-sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
-                           size_t sample_bytes) {
-    sp__hash hs, *st = &hs;
-    digest_head(st, b->count, c, h, w, dtype, b->indices, b->labels);
-    sp__hash_bytes(st, b->images, (size_t)b->count * sample_bytes);
-    return sp__hash_digest(st);
-}
-
-void sp__batch_digest_begin(const sp_loader *ld, sp__hash *st, uint32_t count,
-                            const uint64_t *indices, const int32_t *labels) {
-    digest_head(st, count, ld->c, ld->h, ld->w, ld->cfg.dtype, indices, labels);
-}
-
-sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {
-    uint64_t t0 = sp__trace_t0();
-    sp_digest d = sp__batch_digest(b, ld->c, ld->h, ld->w, ld->cfg.dtype, ld->sample_bytes);
-    if (t0) sp__trace_record(SP_TRACE_DIGEST, t0, b->epoch, b->index, SP__TRACE_NONE32,
-                             SP__TRACE_NONE64);
-    return d;
 }

@@ -57,7 +57,7 @@ int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_e
             fp, dfp);
     sp_json_write_string(f, cfg->dataset);
     fprintf(f, ",\"samples\":%llu,\"pipeline\":", (unsigned long long)sp_dataset_size(ds));
-    sp_json_write_string(f, sp_pipeline_canonical(sp_loader_pipeline(ld)));
+    sp_json_write_string(f, sp_loader_spec(ld));
     fprintf(f,
             ",\"seed\":%llu,\"batch_size\":%u,\"drop_last\":%s,\"rank\":%u,\"world\":%u,"
             "\"dtype\":\"%s\",\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"epochs\":%u",

@@ -132,10 +132,9 @@ void sp__pool_digest_open(sp_pool *pool) {
  * failures) into idx and lab; @return its count. */
 static uint32_t expect(const sp_pool *pool, uint64_t q, uint64_t *idx, int32_t *lab) {
     sp__batch_geo g = sp__pool_geo_of(pool, q);
-    const sp_dataset *ds = sp_loader_dataset(pool->ld);
     for (uint32_t p = 0; p < g.count; p++) {
         idx[p] = sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p);
-        lab[p] = sp_dataset_label(ds, idx[p]);
+        lab[p] = sp__loader_label(pool->ld, idx[p]);
     }
     return g.count;
 }

@@ -88,6 +88,9 @@ _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
 #define CLI_BATCHES 1u
 #define CLI_FORMAT 2u
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what);
+/* The token spec of --seq-len L [--packing P] [--eod ID] [--pad ID]
+ * (docs/tokens.md), or NULL without --seq-len; static storage. */
+const char *cli_token_spec(cli_args *a);
 
 /* A batch stream (stream.h) from the command's options: the in-process
  * loader (workers 0, cfg->threads threads) or the worker pool (workers >=

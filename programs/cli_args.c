@@ -147,6 +147,29 @@ _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...) {
     exit(2);
 }
 
+/* A token corpus (docs/tokens.md): --seq-len L [--packing concat|docs]
+ * [--eod ID] [--pad ID] make its spec, in place of --pipeline. */
+const char *cli_token_spec(cli_args *a) {
+    static char spec[160];
+    const char *packing = cli_str(a, "packing", NULL), *eod = cli_str(a, "eod", NULL);
+    const char *pad = cli_str(a, "pad", NULL);
+    if (!cli_str(a, "seq-len", NULL)) {
+        if (packing || eod || pad)
+            cli_usage_error(a, "--%s goes with --seq-len L (a token corpus)",
+                            packing ? "packing" : eod ? "eod" : "pad");
+        return NULL;
+    }
+    uint64_t L = cli_uint(a, "seq-len", 0, 1, 1u << 20);
+    if (packing && strcmp(packing, "concat") != 0 && strcmp(packing, "docs") != 0)
+        cli_usage_error(a, "--packing \"%s\": concat or docs", packing);
+    char eodv[24] = "none";
+    if (eod) snprintf(eodv, sizeof eodv, "%llu", (unsigned long long)cli_uint(a, "eod", 0, 0, INT32_MAX));
+    snprintf(spec, sizeof spec, "tokens seq_len=%llu packing=%s eod=%s pad=%llu",
+             (unsigned long long)L, packing ? packing : "concat", eodv,
+             (unsigned long long)cli_uint(a, "pad", 0, 0, INT32_MAX));
+    return spec;
+}
+
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what) {
     sp_loader_config_default(cfg);
     cfg->dataset = dataset;
@@ -154,6 +177,10 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, 
     cfg->seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
     sp_error err;
     sp_error_clear(&err);
+    const char *tok = cli_token_spec(a);
+    if (tok && cli_str(a, "pipeline", NULL))
+        cli_usage_error(a, "--seq-len makes the token spec: no --pipeline with it");
+    if (tok) cfg->pipeline = tok;
     /* remote shards' local copies (docs/remote.md): read by the dataset's
      * open from the environment, which forked workers inherit */
     const char *sc = cli_str(a, "shard-cache", NULL), *scs = cli_str(a, "shard-cache-size", NULL);

@@ -307,7 +307,8 @@ int cmd_explain(cli_args *a) {
                            "--sample I");
     sp_loader_config cfg;
     cli_loader_config(a, a->pos[0], &cfg, 0);
-    cfg.dtype = SP_DTYPE_FLOAT32;   /* any pipeline; nothing is computed */
+    if (strncmp(cfg.pipeline, "tokens", 6) != 0)   /* a token corpus: its int32 default */
+        cfg.dtype = SP_DTYPE_FLOAT32;   /* any pipeline; nothing is computed */
     uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
     uint64_t index = cli_uint(a, "sample", 0, 0, UINT64_MAX);
     if (!cli_has(a, "sample"))
@@ -324,7 +325,10 @@ int cmd_explain(cli_args *a) {
     }
     const sp_dataset *ds = sp_loader_dataset(ld);
     sp_mix_draw d;
-    if (sp_dataset_mix_draw(ds, cfg.seed, (uint32_t)epoch, index, &d) == 0) {
+    if (sp_dataset_kind_of(ds) == SP_DATASET_TOKENS) {
+        printf("%s, epoch %llu, seed %llu: %s", sp_loader_spec(ld), (unsigned long long)epoch,
+               (unsigned long long)cfg.seed, text);
+    } else if (sp_dataset_mix_draw(ds, cfg.seed, (uint32_t)epoch, index, &d) == 0) {
         const sp_dataset *src = sp_dataset_mix_source(ds, d.source);
         printf("slot %llu draws source %u (%s) sample %llu (%s, label %d there, %d here), its "
                "draw %llu of the epoch, pass %u; mixture sample %llu, epoch %llu, seed %llu:\n%s",

@@ -175,6 +175,22 @@ static uint64_t *order_subset(cli_args *a, const sp_dataset *ds, const char *spl
     return map;
 }
 
+/* The windows of the token corpus a->pos[0] cut by `spec` (its epoch's N). */
+static uint64_t token_windows(cli_args *a, const char *spec) {
+    sp_loader_config cfg;
+    sp_loader_config_default(&cfg);
+    cfg.dataset = a->pos[0];
+    cfg.pipeline = spec;
+    cfg.batch_size = 1;
+    sp_error err;
+    sp_error_clear(&err);
+    sp_loader *ld;
+    if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
+    uint64_t n = sp_loader_size(ld);
+    sp_loader_destroy(ld);
+    return n;
+}
+
 int cmd_order(cli_args *a) {
     uint64_t n = 0;
     sp_dataset *ds = NULL;
@@ -184,9 +200,13 @@ int cmd_order(cli_args *a) {
     uint64_t split_seed = cli_uint(a, "split-seed", 0, 0, UINT64_MAX);
     const char *list = cli_str(a, "shard-sizes", NULL);
     uint64_t *map = NULL;
+    const char *tok = cli_token_spec(a);
     if (a->npos == 1 && !list) {
         if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
-        n = sp_dataset_size(ds);
+        if (!tok && sp_dataset_kind_of(ds) == SP_DATASET_TOKENS)
+            cli_usage_error(a, "%s is a token corpus: --seq-len L says how it is cut into "
+                            "windows (docs/tokens.md)", a->pos[0]);
+        n = tok ? token_windows(a, tok) : sp_dataset_size(ds);
     } else if (a->npos == 0 && cli_has(a, "n") && !list) {
         n = cli_uint(a, "n", 0, 1, 1ull << 40);
     } else if (!(a->npos == 0 && list && !cli_has(a, "n"))) {

@@ -32,7 +32,13 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "  --shard-cache DIR     remote shards (s3://, http(s)://): keep whole local copies\n"
      "                        in DIR/seedpipe-shards-UID (its own, 0700; nothing else\n"
      "                        in DIR is touched), shared by processes (docs/remote.md)\n"
-     "  --shard-cache-size N  the copies' total size, e.g. 50G (default 10G)\n"},
+     "  --shard-cache-size N  the copies' total size, e.g. 50G (default 10G)\n"
+     "  --seq-len L           a token corpus (PREFIX.idx + PREFIX.bin, docs/tokens.md):\n"
+     "                        windows of L tokens, 1..1048576, in place of --pipeline\n"
+     "  --packing P           concat (default: the documents as one stream, windows of\n"
+     "                        L+1 tokens) | docs (whole documents, segment ids)\n"
+     "  --eod ID --pad ID     the end-of-document token concat adds after each document\n"
+     "                        (default none) and the padding token (default 0)\n"},
     {B_BATCH, "batch options",
      "  --batch-size B        the global batch, 1..1048576 (default 32)\n"
      "  --drop-last           leave out the last, short batch of an epoch\n"
@@ -45,7 +51,8 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "                        stream reads K shards at a time; K in 1..4294967295\n"
      "                        (docs/determinism.md 6a, docs/remote.md)\n"},
     {B_FORMAT, "format options",
-     "  --dtype D             uint8 | float32 | bfloat16 | float16 (default uint8)\n"
+     "  --dtype D             uint8 | float32 | bfloat16 | float16 (default uint8);\n"
+     "                        a token corpus: int32 (default) | int64\n"
      "  --layout L            nchw | nhwc (default nchw)\n"},
     {B_SPLIT, "split options",
      "  --split NAME=FRACTION,...  a split of the dataset by keyed hash of each\n"
@@ -197,7 +204,9 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      blocks of K shards, for a DATASET of tar shards or shards of C0, C1, ...\n"
      "      samples (each 0..4294967295, at most 2^20 shards)); for a mixture\n"
      "      (NAME.mix) one \"SOURCE INDEX\" line a slot of the epoch, the source's\n"
-     "      number and the sample's index there\n"},
+     "      number and the sample's index there; for a token corpus (docs/tokens.md)\n"
+     "      with --seq-len L [--packing concat|docs] [--eod ID] [--pad ID], the\n"
+     "      window indices (explain says what each window holds)\n"},
     {"rng", 0,
      "  rng --key K0 K1 --counter C0 C1 C2 C3   one Philox4x32-10 block\n"
      "  rng --batch                            the same, 'k0 k1 c0 c1 c2 c3' lines on stdin\n"

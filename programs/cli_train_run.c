@@ -189,7 +189,7 @@ static void config_json(FILE *f, const cli_train_opts *o, const sp_loader *ld,
     fputs("{\"dataset\":", f);
     cli_train_json_str(f, o->dataset);
     fputs(",\"pipeline\":", f);
-    cli_train_json_str(f, sp_pipeline_canonical(sp_loader_pipeline(ld)));
+    cli_train_json_str(f, sp_loader_spec(ld));
     fputs(",\"eval_dataset\":", f);
     if (o->eval_dataset) cli_train_json_str(f, o->eval_dataset);
     else fputs("null", f);

@@ -181,7 +181,14 @@ SP_API int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_err
 SP_API void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
 
 SP_API const sp_dataset *sp_loader_dataset(const sp_loader *ld);
+/*! sp_loader_pipeline() : the parsed pipeline; NULL for a token corpus
+ *  (dataset.h SP_DATASET_TOKENS), which takes a token spec instead. */
 SP_API const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
+/*! sp_loader_spec() : the canonical form of what cfg.pipeline said: the
+ *  pipeline's (sp_pipeline_canonical()) or a token corpus's spec ("tokens
+ *  seq_len=2048 packing=docs eod=none pad=0", docs/tokens.md). Part of the
+ *  fingerprint; owned by ld. ABI 5. */
+SP_API const char *sp_loader_spec(const sp_loader *ld);
 SP_API const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
 SP_API uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
 /*! sp_loader_size() : the number of samples the loader draws from (the

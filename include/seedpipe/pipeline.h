@@ -71,13 +71,19 @@ typedef enum {
     SP_DTYPE_UINT8 = 0,
     SP_DTYPE_FLOAT32 = 1,
     SP_DTYPE_BFLOAT16 = 2,
-    SP_DTYPE_FLOAT16 = 3
+    SP_DTYPE_FLOAT16 = 3,
+    /* ABI 5: the tokens of a token corpus (loader.h, docs/tokens.md);
+     * image pipelines refuse them */
+    SP_DTYPE_INT32 = 4,
+    SP_DTYPE_INT64 = 5
 } sp_dtype;
 typedef enum { SP_LAYOUT_NCHW = 0, SP_LAYOUT_NHWC = 1 } sp_layout;
 
-/*! sp_dtype_size() : 1 or 4. */
+/*! sp_dtype_size() : bytes of one element: 1, 2, 4 or 8. */
 SP_API size_t sp_dtype_size(sp_dtype t);
-/*! sp_dtype_parse() / sp_layout_parse() : "uint8"/"float32", "nchw"/"nhwc".
+/*! sp_dtype_parse() / sp_layout_parse() : "uint8", "float32", "bfloat16",
+ *  "float16", "int32", "int64" (the last two for token corpora);
+ *  "nchw"/"nhwc".
  *  @return 0 or SP_EINVAL with a message naming the word. */
 SP_API int sp_dtype_parse(const char *s, sp_dtype *out, sp_error *err);
 SP_API int sp_layout_parse(const char *s, sp_layout *out, sp_error *err);

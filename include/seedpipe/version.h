@@ -26,6 +26,11 @@
  * service's); sp_pool_release() takes the view, and views go back to a
  * pool or a stream in any order (the one release rule, stream.h).
  *
+ * ABI 5: token corpora (dataset.h SP_DATASET_TOKENS, docs/tokens.md): the
+ * dtypes SP_DTYPE_INT32 and SP_DTYPE_INT64 (a token window's integers;
+ * image pipelines refuse them), sp_loader_spec() (the canonical pipeline
+ * or token spec), the writer of tokens.h.
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */
@@ -35,7 +40,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 4
+#define SP_ABI_VERSION 5
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))

@@ -31,11 +31,12 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 SP_ERROR_MSG_MAX = 512
 
-DTYPES = {"uint8": 0, "float32": 1, "bfloat16": 2, "float16": 3}
+DTYPES = {"uint8": 0, "float32": 1, "bfloat16": 2, "float16": 3,
+          "int32": 4, "int64": 5}   # int32, int64: a token corpus's windows (ABI 5)
 LAYOUTS = {"nchw": 0, "nhwc": 1}
 ON_ERROR = {"fail": 0, "skip": 1, "substitute": 2}
 RNG_MODES = {"per-sample": 0, "per-worker": 1}
@@ -235,6 +236,7 @@ sp_loader_batches_per_epoch = _fn("sp_loader_batches_per_epoch", c_uint64, P)
 sp_loader_sample_dims = _fn("sp_loader_sample_dims", None, P, POINTER(c_int), POINTER(c_int),
                             POINTER(c_int))
 sp_loader_fingerprint = _fn("sp_loader_fingerprint", sp_digest, P)
+sp_loader_spec = _fn("sp_loader_spec", c_char_p, P)   # ABI 5
 sp_loader_failure_count = _fn("sp_loader_failure_count", c_size_t, P)
 sp_loader_failure_get = _fn("sp_loader_failure_get", c_int, P, c_size_t, POINTER(sp_failure))
 sp_loader_size = _fn("sp_loader_size", c_uint64, P)

@@ -35,6 +35,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from . import _lib as L
+from . import _tokbatch
 from ._args import U32_MAX, check_choice, check_int, check_order
 from ._errors import ERANGE, EUNSUPP, Error, raise_error
 from ._launch import resolve_rank_world
@@ -173,7 +174,7 @@ class Loader(StreamSource):
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None,
                  order: str = "global", pad_tail: bool = False, samples=None,
-                 trace=None):
+                 trace=None, seq_len=None, packing: str = "concat", eod=None, pad: int = 0):
         self._res = Resources()
         self._finalizer = weakref.finalize(self, Resources.free, self._res)
         if trace is not None:
@@ -210,8 +211,11 @@ class Loader(StreamSource):
             if dtype is None:
                 dtype = pipeline.dtype or "uint8"
             pipeline = pipeline.spec()
+        if seq_len is not None:
+            # a token corpus: the spec in place of a pipeline (_tokbatch.py)
+            pipeline = _tokbatch.spec(seq_len, packing, eod, pad)
         if dtype is None:
-            dtype = "uint8"
+            dtype = "int32" if seq_len is not None else "uint8"
         if not isinstance(pipeline, str) or not pipeline.strip():
             raise ValueError(f"pipeline must be a non-empty spec string or a "
                              f"seedpipe.transforms.Compose, got {pipeline!r}")
@@ -304,6 +308,10 @@ class Loader(StreamSource):
         ld = self._ld()
         c, h, w = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
         L.sp_loader_sample_dims(ld, byref(c), byref(h), byref(w))
+        self.spec = L.sp_loader_spec(ld).decode()
+        self._tokens = _tokbatch.parse(self.spec)   # (seq_len, packing) of a token corpus
+        if self._tokens and self._dtype == L.DTYPES["uint8"]:
+            self._dtype = L.DTYPES["int32"]          # the library's default for a corpus
         self._geometry((c.value, h.value, w.value), self._dtype, self._layout)
         self._nb = int(L.sp_loader_batches_per_epoch(ld))
         self.fingerprint = L.sp_loader_fingerprint(ld).hex()

@@ -33,6 +33,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from . import _lib as L
+from . import _tokbatch
 from ._errors import END, EUNSUPP, Error, raise_error
 from ._views import BFLOAT16, BatchInfo, as_array
 
@@ -134,6 +135,9 @@ class StreamSource:
         n = b.count
         self._info = BatchInfo(b, self.copy, self._locator())
         images = as_array(b.images, (n,) + self._sshape, self._typestr, self.copy, self)
+        tok = getattr(self, "_tokens", None)
+        if tok:   # a token corpus: a dict of named views (_tokbatch.py)
+            return _tokbatch.fields(images, *tok)
         if self._dtype == 2:   # bfloat16: numpy has none; uint16 words, marked
             images = images.view(BFLOAT16)
         return images, as_array(b.labels, (n,), "<i4", self.copy, self)
@@ -142,7 +146,7 @@ class StreamSource:
         self._chw, self._dtype, self._layout = chw, dtype, layout
         c, h, w = chw
         self._sshape = (c, h, w) if layout == 0 else (h, w, c)
-        self._typestr = {0: "|u1", 1: "<f4", 2: "<u2", 3: "<f2"}[dtype]
+        self._typestr = {0: "|u1", 1: "<f4", 2: "<u2", 3: "<f2", 4: "<i4", 5: "<i8"}[dtype]
 
     @property
     def batch_info(self) -> Optional[BatchInfo]:
@@ -160,7 +164,8 @@ class StreamSource:
         uint16 words carrying the bits (BFLOAT16; seedpipe.torch.to_tensors
         makes torch.bfloat16 tensors of them without a copy)."""
         return {0: np.dtype(np.uint8), 1: np.dtype(np.float32), 2: BFLOAT16,
-                3: np.dtype(np.float16)}[self._dtype]
+                3: np.dtype(np.float16), 4: np.dtype(np.int32),
+                5: np.dtype(np.int64)}[self._dtype]
 
     @property
     def layout(self) -> str:
