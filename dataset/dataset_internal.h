@@ -23,7 +23,8 @@
  *   dataset_samples.c     an in-memory sample list       |  openers: each
  *   dataset_files.c       their source table (one file)  |  fills an
  *   dataset_idx.c         MNIST-style IDX files          |  sp_dataset and
- *   dataset_tar.c         WebDataset shards, read once   |  sets its ops
+ *   dataset_tokens.c      Megatron token corpora         |  sets its ops
+ *   dataset_tar.c         WebDataset shards, read once   |
  *   dataset_tar_read.c    one WebDataset sample's read  /
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
  *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
@@ -41,7 +42,7 @@
  * dataset_open.c's accessors, sp_dataset_read() and sp_dataset_close() call
  * through it, so the dispatcher never names a kind's functions nor reads
  * its state. A kind keeps what is its own behind its own pointer (ds->idx,
- * ds->tar, ds->mix), defined in its own file; what every kind has (the
+ * ds->tar, ds->mix, ds->tok), defined in its own file; what every kind has (the
  * sample table below, the classes, the limits, the persistent index's
  * report) stays in struct sp_dataset. The mixture opens its sources
  * through dataset_open.c and so stays above it.
@@ -89,6 +90,8 @@ typedef struct sp__ds_ops {
     /* sp_dataset_shard_count() and sp_dataset_shard_of() (NULL: no shards) */
     uint32_t (*shard_count)(const sp_dataset *ds);
     uint32_t (*shard_of)(const sp_dataset *ds, uint64_t i);
+    /* the kind's own fingerprint (NULL: dataset_open.c's, over the sample table) */
+    int (*fingerprint)(const sp_dataset *ds, sp_digest *out, sp_error *err);
 } sp__ds_ops;
 
 /* The source tables of the kinds whose state is not their own file's alone:
@@ -103,6 +106,7 @@ struct sp_dataset {
     struct sp__ds_idx *idx;    /* IDX (dataset_idx.c) */
     struct sp__ds_tar *tar;    /* WebDataset shards, local or remote (dataset_tar.h) */
     struct sp__ds_mix *mix;    /* a mixture (dataset_mix.c) */
+    struct sp__tok *tok;       /* a token corpus (dataset_tokens.c) */
     char *root;            /* the path given to sp_dataset_open (trailing '/' removed) */
     char *base;            /* folder that relative sample paths are joined to */
     uint64_t max_samples;
@@ -231,6 +235,13 @@ int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *er
 int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
+/* dataset_tokens.c: a Megatron token corpus (dataset_tokens.h). *prefix
+ * (malloc'd) is the corpus's PREFIX when path names one: PREFIX.idx or
+ * PREFIX.bin with the other beside it, or an absent PREFIX with both; else
+ * NULL. @return 0 / SP_ENOMEM. The opener maps PREFIX.idx and PREFIX.bin,
+ * checks them and sets ds->root to the prefix. */
+int sp__ds_tokens_prefix(const char *path, char **prefix);
+int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err);
 /* dataset_remote.c: shards in an object store or on an HTTP server
  * (ds->root a URL), opened through their dataset index object, or
  * (SP_INDEX_REBUILD) by reading every shard once; a sample is read from

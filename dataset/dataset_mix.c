@@ -486,9 +486,12 @@ static int open_mix(sp_dataset *ds, const sp_dataset_limits *limits, sp_error *e
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     for (uint32_t s = 0; rc == SP_OK && s < p->n; s++) {
         rc = sp__ds_open_plain(p->v[s].path, limits, &m->src[s].ds, err);
-        if (rc == SP_OK) {
-            m->n++;
-        } else if (err) {   /* the source's own message, after the .mix file and line */
+        if (rc == SP_OK) m->n++;
+        if (rc == SP_OK && m->src[s].ds->kind == SP_DATASET_TOKENS) {
+            rc = sp_error_set(err, SP_EUNSUPP, "%s:%d: %s is a token corpus: mixtures of "
+                              "token corpora are not supported yet", ds->root, p->v[s].line,
+                              m->src[s].ds->root);
+        } else if (rc != SP_OK && err) {   /* the source's message, after the file and line */
             char why[SP_ERROR_MSG_MAX];
             snprintf(why, sizeof why, "%s", err->msg);
             sp_error_set(err, rc, "%s:%d: %s", ds->root, p->v[s].line, why);

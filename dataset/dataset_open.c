@@ -6,7 +6,7 @@
  * size and an XXH3-128 of its content. This file is the dispatcher on top
  * of the dataset sources: it detects the kind and calls down into the
  * per-kind opener (dataset_folder.c, dataset_idx.c, dataset_list.c,
- * dataset_tar.c), which fills those arrays with the helpers below it
+ * dataset_tar.c, dataset_tokens.c), which fills those arrays with the helpers below it
  * (dataset_index.c, dataset_common.c); then it computes the fingerprint over
  * them and serves the samples through the kind's source table (ds->ops: the
  * opener sets it; dataset_files.c, dataset_idx.c, dataset_tar_read.c,
@@ -31,6 +31,10 @@
  *         u32 label
  *         u64 content size in bytes
  *         u64 content hash hi, u64 content hash lo
+ *
+ * A token corpus (dataset_tokens.c) has no sample table: its source table's
+ * fingerprint entry computes its own ("seedpipe.tokens.v1", described
+ * there), which replaces this layout.
  *
  * The content hash is XXH3-128 (seed 0) of the file's bytes (IDX: of the
  * image's raw_h * raw_w pixel bytes, row-major). The digest's `hi` is
@@ -219,6 +223,12 @@ sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits) {
     return ds;
 }
 
+/* 1 if a URL names a token corpus's file (it ends in .idx or .bin). */
+static int is_token_url(const char *url) {
+    size_t l = strlen(url);
+    return l > 4 && (strcmp(url + l - 4, ".idx") == 0 || strcmp(url + l - 4, ".bin") == 0);
+}
+
 /* sp_dataset_open() of every kind but a mixture (dataset_mix.c holds the
  * public entry point and calls this for anything that is not a .mix file). */
 int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
@@ -232,7 +242,17 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
     int rc;
     struct stat st;
     int shards = 0, folders = 0;
-    if (sp__rio_is_url(path)) {
+    char *prefix = NULL;
+    if (!sp__rio_is_url(path) && sp__ds_tokens_prefix(ds->root, &prefix) != SP_OK) {
+        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    } else if (prefix) {
+        ds->kind = SP_DATASET_TOKENS;
+        rc = sp__ds_open_tokens(ds, prefix, err);
+        free(prefix);
+    } else if (sp__rio_is_url(path) && is_token_url(path)) {
+        rc = sp_error_set(err, SP_EUNSUPP, "%s: a remote token corpus (.idx/.bin) is not "
+                          "read yet; copy it to a local folder", path);
+    } else if (sp__rio_is_url(path)) {
         ds->kind = SP_DATASET_WEBDATASET;
         rc = sp__ds_open_remote(ds, err);
     } else if (sp__ds_is_shard_pattern(ds->root)) {
@@ -273,7 +293,10 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
             rc = sp__ds_open_list(ds, err);
         }
     }
-    if (rc == SP_OK) rc = compute_fingerprint(ds, err);
+    if (rc == SP_OK && ds->ops->fingerprint)
+        rc = ds->ops->fingerprint(ds, &ds->fingerprint, err);
+    else if (rc == SP_OK)
+        rc = compute_fingerprint(ds, err);
     if (rc != SP_OK) {
         sp_dataset_close(ds);
         return rc;
@@ -311,6 +334,7 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
     case SP_DATASET_WEBDATASET: return "webdataset";
     case SP_DATASET_SAMPLES: return "samples";
     case SP_DATASET_MIX: return "mixture";
+    case SP_DATASET_TOKENS: return "tokens";
     }
     return "unknown";
 }

@@ -359,6 +359,7 @@ int cmd_index(cli_args *a) {
         printf("index:       none (%s)\n",
                k == SP_DATASET_IDX   ? "an IDX file is read whole at open"
                : k == SP_DATASET_MIX ? "a mixture: each source keeps its own index"
+               : k == SP_DATASET_TOKENS ? "a token corpus's .idx is checked at open"
                                      : "SEEDPIPE_INDEX=off");
     } else {
         printf("index:       %s (%s)\n", info.path[0] ? info.path : "not written",

@@ -1,7 +1,7 @@
 /* seedpipe/dataset.h - dataset index: canonical sample order, labels, fingerprint.
  *
- * Five kinds detected by sp_dataset_open() (the fourth local or remote, the
- * fifth a weighted mixture of the others), and
+ * Six kinds detected by sp_dataset_open() (the fourth local or remote, the
+ * fifth a weighted mixture of the others, the sixth a token corpus), and
  * an in-memory sample list (sp_dataset_open_list()):
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg (any case), as torchvision's ImageFolder. Class id =
@@ -101,7 +101,31 @@
  *    sp_dataset_mix_length() draws by the weights: docs/determinism.md
  *    section 10 is the normative schedule, sp_dataset_mix_draw() computes
  *    it. Its fingerprint (section 10) covers every source's fingerprint,
- *    the weights and the length.
+ *    the weights and the length. A token corpus cannot be a source (yet):
+ *    SP_EUNSUPP naming the line.
+ *  - Token corpus (kind "tokens", docs/tokens.md): a Megatron indexed
+ *    dataset (megatron-core's MMIDIDX format, version 1), PREFIX.idx +
+ *    PREFIX.bin, named by either file (when the other is beside it) or by
+ *    PREFIX itself (when PREFIX does not exist and both files do); the
+ *    root (sp_dataset_root()) is PREFIX. Token types uint8, int8, int16,
+ *    uint16, int32, int64 (float64/float32 corpora are SP_EUNSUPP). Both
+ *    files are mapped read-only and checked at open in one pass (O(sequences),
+ *    no per-document memory): the arrays fill the .idx exactly (plus one
+ *    mode byte a sequence in multimodal corpora), lengths >= 0, the
+ *    pointers tile the .bin back to back from 0 to its last byte (as
+ *    megatron-core writes them), the document index starts at 0, never
+ *    decreases and ends at the sequence count; a violation is SP_EFORMAT
+ *    "PREFIX.idx: reason". Samples are documents (sp_dataset_size() = D;
+ *    at most 2^32-1, else SP_ELIMIT; zero documents is SP_EFORMAT), all
+ *    label 0 of one class "tokens", each path the prefix, content hash
+ *    {0, 0}; sp_dataset_read() is SP_EUNSUPP (the loader packs tokens by
+ *    seq_len). Its fingerprint is its own: XXH3-128 over
+ *    "seedpipe.tokens.v1", the kind, the dtype code, D, the token count,
+ *    the .bin's size and the XXH3-128 of the .idx's bytes
+ *    (dataset/dataset_tokens.c). LIMIT: the .bin's bytes are not hashed
+ *    (that would read the whole corpus at every open): a .bin rewritten in
+ *    place with the same size keeps the fingerprint. Remote corpora (a URL
+ *    ending in .idx or .bin) are SP_EUNSUPP for now.
  *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,
@@ -146,7 +170,8 @@ typedef enum {
     SP_DATASET_LIST = 2,
     SP_DATASET_WEBDATASET = 3,
     SP_DATASET_SAMPLES = 4,     /* an in-memory sample list (sp_dataset_open_list) */
-    SP_DATASET_MIX = 5          /* a weighted mixture of datasets (a NAME.mix file) */
+    SP_DATASET_MIX = 5,         /* a weighted mixture of datasets (a NAME.mix file) */
+    SP_DATASET_TOKENS = 6       /* a Megatron token corpus (PREFIX.idx + PREFIX.bin) */
 } sp_dataset_kind;
 
 typedef struct sp_dataset sp_dataset;
@@ -226,7 +251,8 @@ SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_inf
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
 SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);  /* "imagefolder", "idx", "list", "webdataset", "samples", "mixture" */
+/* "imagefolder", "idx", "list", "webdataset", "samples", "mixture", "tokens" */
+SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);
 SP_API const char *sp_dataset_root(const sp_dataset *ds);
 SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
 /*! sp_dataset_shard_count() : the number of shards of a WebDataset (local

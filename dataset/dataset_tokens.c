@@ -1,0 +1,443 @@
+/* dataset_tokens.c - the token-corpus kind (SP_DATASET_TOKENS): a Megatron
+ * indexed dataset, PREFIX.idx + PREFIX.bin, read by our own reader
+ * (dataset_tokens.h is what the loader's packing calls; docs/tokens.md
+ * "The format" is the manual).
+ *
+ * THE FORMAT (megatron-core's indexed_dataset.py, "MMIDIDX"), all integers
+ * little-endian, the .idx:
+ *
+ *     9 bytes   "MMIDIDX\0\0"
+ *     u64       version, 1
+ *     u8        token dtype code: 1 uint8, 2 int8, 3 int16, 4 int32,
+ *               5 int64, 6 float64, 7 float32, 8 uint16
+ *     u64 S     sequence count
+ *     u64 N     document index entries (documents D = N - 1)
+ *     S x i32   sequence_lengths (tokens)
+ *     S x i64   sequence_pointers (byte offsets in the .bin)
+ *     N x i64   document_indices: document d is sequences
+ *               [document_indices[d], document_indices[d + 1])
+ *     S x i8    sequence_modes, only in multimodal corpora (ignored here)
+ *
+ * and the .bin is the sequences' tokens back to back.
+ *
+ * HOW IT WORKS. The open maps both files read-only (MAP_SHARED: forked
+ * children share the pages; nothing is written) and keeps them mapped,
+ * then checks the whole index in one pass over the S sequences and the N
+ * document entries (check_header(), check_sequences(), check_documents()):
+ * the arrays must fill the .idx exactly (or with the S mode bytes), the
+ * document index must start at 0, never decrease and end at S, every length
+ * must be >= 0 and every pointer must be where megatron-core's writer puts
+ * it, the running sum of the lengths before it times the item size (its
+ * _IndexWriter computes the pointers so; add_index() rewrites them so):
+ * the sequences tile the .bin from byte 0 to its end, with no gap, overlap
+ * or trailing byte. That strictness is what makes the rest O(1) without a
+ * table: document d's tokens are one run of the .bin starting at token
+ * start(d) = pointer[document_indices[d]] / itemsize (the total when the
+ * index equals S), and its length is start(d + 1) - start(d); both read
+ * from the mapped arrays, so no per-document memory is allocated whether a
+ * document is one sequence or many. sp__tok_read() converts from the map
+ * (sign- or zero-extending; an int64 token outside int32's range for a
+ * 4-byte output is SP_EFORMAT naming the file, document and value).
+ *
+ * FINGERPRINT (tok_fingerprint()): XXH3-128 (seed 0, streamed through
+ * sp__hash: integers as 8 little-endian bytes) of "seedpipe.tokens.v1"
+ * (18 bytes), kind 6, the dtype code, D, the total tokens, the .bin's size,
+ * and the XXH3-128 (hi, lo) of the .idx's bytes (which hold every length
+ * and the document index). The .bin's bytes are NOT hashed: that costs a
+ * read of the whole corpus (6 GB for 3 billion uint16 tokens: seconds to
+ * minutes) at every open, where the index costs 12 bytes a sequence and 8
+ * a document. LIMIT: a .bin rewritten in place with other tokens and the
+ * same size keeps the fingerprint (include/seedpipe/dataset.h says so).
+ *
+ * Remote corpora (a URL ending in .idx or .bin) are refused for now
+ * (SP_EUNSUPP, by name); mixtures of token corpora too (dataset_mix.c).
+ * Called by dataset_open.c; calls common/ only.
+ */
+#include "dataset/dataset_tokens.h"
+#include "dataset/dataset_internal.h"
+#include "common/fileio_internal.h"
+#include "common/hash_internal.h"
+#include "common/le_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TOK_HEADER 34   /* 9 magic + 8 version + 1 dtype + 8 S + 8 N */
+static const uint8_t tok_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+
+struct sp__tok {
+    char *idx_path, *bin_path;      /* PREFIX.idx, PREFIX.bin: messages */
+    const uint8_t *idx;             /* the mapped .idx */
+    size_t idx_size;
+    const uint8_t *bin;             /* the mapped .bin (NULL when empty) */
+    size_t bin_size;
+    int code, itemsize, is_signed;  /* dtype code, bytes a token, signedness */
+    uint64_t S, D, total;
+    const uint8_t *lengths, *pointers, *docs;   /* into idx: i32[S], i64[S], i64[D+1] */
+};
+
+/* dtype code -> numpy name, item size, signedness (0: float or unknown) */
+static const struct {
+    const char *name;
+    int size, is_signed;
+} tok_types[9] = {
+    {NULL, 0, 0},      {"uint8", 1, 0}, {"int8", 1, 1},    {"int16", 2, 1}, {"int32", 4, 1},
+    {"int64", 8, 1},   {"float64", 8, 0}, {"float32", 4, 0}, {"uint16", 2, 0},
+};
+
+/* ---- lookups ------------------------------------------------------------------- */
+
+static uint64_t seq_ptr(const sp__tok *t, uint64_t s) {
+    return sp__le_get64(t->pointers + 8 * s);
+}
+
+/* The first token of document d (d <= D): the tiling makes it a pointer. */
+static uint64_t doc_start(const sp__tok *t, uint64_t d) {
+    uint64_t s = sp__le_get64(t->docs + 8 * d);
+    return s < t->S ? seq_ptr(t, s) / (uint64_t)t->itemsize : t->total;
+}
+
+const sp__tok *sp__tok_of(const sp_dataset *ds) {
+    return ds && ds->kind == SP_DATASET_TOKENS ? ds->tok : NULL;
+}
+uint64_t sp__tok_docs(const sp__tok *t) { return t->D; }
+uint64_t sp__tok_total(const sp__tok *t) { return t->total; }
+const char *sp__tok_dtype_name(const sp__tok *t) { return tok_types[t->code].name; }
+
+uint64_t sp__tok_len(const sp__tok *t, uint64_t d) {
+    if (d >= t->D) return 0;
+    return doc_start(t, d + 1) - doc_start(t, d);
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* n tokens from src (the corpus's type) to dst as out_bytes integers. */
+static int convert(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst, int out_bytes,
+                   uint64_t doc, uint64_t off, sp_error *err) {
+    for (uint64_t k = 0; k < n; k++) {
+        const uint8_t *p = src + k * (uint64_t)t->itemsize;
+        int64_t v;
+        switch (t->code) {
+        case 1: v = p[0]; break;
+        case 2: v = (int8_t)p[0]; break;
+        case 3: v = (int16_t)(uint16_t)(p[0] | p[1] << 8); break;
+        case 8: v = (uint16_t)(p[0] | p[1] << 8); break;
+        case 4: v = (int32_t)sp__le_get32(p); break;
+        default: v = (int64_t)sp__le_get64(p); break;
+        }
+        if (out_bytes == 8) {
+            sp__le_put64(dst + 8 * k, (uint64_t)v);
+        } else if (v < INT32_MIN || v > INT32_MAX) {
+            return sp_error_set(err, SP_EFORMAT, "%s: document %" PRIu64 " token %" PRIu64
+                                " is %" PRId64 ", outside int32's range (read as int64)",
+                                t->bin_path, doc, off + k, v);
+        } else {
+            sp__le_put32(dst + 4 * k, (uint32_t)(int32_t)v);
+        }
+    }
+    return SP_OK;
+}
+
+int sp__tok_read(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_bytes,
+                 sp_error *err) {
+    if (!t || (n && !spans) || (out_bytes != 4 && out_bytes != 8))
+        return sp_error_set(err, SP_EINVAL, "sp__tok_read: bad argument (out_bytes %d)",
+                            out_bytes);
+    for (size_t i = 0; i < n; i++) {
+        const sp__tok_span *sp = &spans[i];
+        uint64_t len = sp__tok_len(t, sp->doc);
+        if (sp->doc >= t->D || sp->off > len || sp->n > len - sp->off)
+            return sp_error_set(err, SP_ERANGE, "%s: tokens [%" PRIu64 ", +%" PRIu64
+                                ") of document %" PRIu64 " (of %" PRIu64 ", %" PRIu64
+                                " tokens long): out of range", t->idx_path, sp->off, sp->n,
+                                sp->doc, t->D, len);
+        if (!sp->n) continue;
+        uint64_t first = doc_start(t, sp->doc) + sp->off;
+        int rc = convert(t, t->bin + first * (uint64_t)t->itemsize, sp->n, sp->dst, out_bytes,
+                         sp->doc, sp->off, err);
+        if (rc != SP_OK) return rc;
+    }
+    return SP_OK;
+}
+
+/* ---- the checks at open --------------------------------------------------------------- */
+
+static int bad(const sp__tok *t, sp_error *err, const char *what) {
+    return sp_error_set(err, SP_EFORMAT, "%s: %s", t->idx_path, what);
+}
+
+/* Magic, version, dtype, and the array sizes against the file's. */
+static int check_header(sp__tok *t, sp_error *err) {
+    char m[256];
+    if (t->idx_size < TOK_HEADER) {
+        snprintf(m, sizeof m, "truncated: %zu bytes, the header alone is %d", t->idx_size,
+                 TOK_HEADER);
+        return bad(t, err, m);
+    }
+    if (memcmp(t->idx, tok_magic, sizeof tok_magic) != 0)
+        return bad(t, err, "bad magic, not a Megatron indexed dataset (MMIDIDX)");
+    uint64_t version = sp__le_get64(t->idx + 9);
+    if (version != 1) {
+        snprintf(m, sizeof m, "version %" PRIu64 ", only 1 is known", version);
+        return bad(t, err, m);
+    }
+    t->code = t->idx[17];
+    if (t->code < 1 || t->code > 8) {
+        snprintf(m, sizeof m, "unknown token dtype code %d (1..8)", t->code);
+        return bad(t, err, m);
+    }
+    if (t->code == 6 || t->code == 7)
+        return sp_error_set(err, SP_EUNSUPP, "%s: token dtype %s: tokens must be integers",
+                            t->idx_path, tok_types[t->code].name);
+    t->itemsize = tok_types[t->code].size;
+    t->is_signed = tok_types[t->code].is_signed;
+    t->S = sp__le_get64(t->idx + 18);
+    uint64_t N = sp__le_get64(t->idx + 26);
+    uint64_t rem = t->idx_size - TOK_HEADER;
+    if (t->S > rem / 12 || N > (rem - t->S * 12) / 8) {
+        snprintf(m, sizeof m, "truncated or hostile: %" PRIu64 " sequences and %" PRIu64
+                 " document entries do not fit in its %zu bytes", t->S, N, t->idx_size);
+        return bad(t, err, m);
+    }
+    rem -= t->S * 12 + N * 8;
+    if (rem != 0 && rem != t->S) {
+        snprintf(m, sizeof m, "%" PRIu64 " bytes after the document index (none, or one "
+                 "mode byte a sequence, %" PRIu64 ", expected)", rem, t->S);
+        return bad(t, err, m);
+    }
+    if (N == 0) return bad(t, err, "no document index (it starts with a 0 entry)");
+    t->D = N - 1;
+    if (t->D > UINT32_MAX)
+        return sp_error_set(err, SP_ELIMIT, "%s: %" PRIu64 " documents, at most %" PRIu32
+                            " are supported", t->idx_path, t->D, UINT32_MAX);
+    if (t->D == 0) return bad(t, err, "no documents");
+    t->lengths = t->idx + TOK_HEADER;
+    t->pointers = t->lengths + 4 * t->S;
+    t->docs = t->pointers + 8 * t->S;
+    return SP_OK;
+}
+
+/* Every length >= 0, every pointer the running byte sum, the sum the .bin's size. */
+static int check_sequences(sp__tok *t, sp_error *err) {
+    char m[320];
+    uint64_t at = 0, is = (uint64_t)t->itemsize;
+    for (uint64_t s = 0; s < t->S; s++) {
+        int32_t len = (int32_t)sp__le_get32(t->lengths + 4 * s);
+        uint64_t p = seq_ptr(t, s);
+        if (len < 0) {
+            snprintf(m, sizeof m, "sequence %" PRIu64 ": negative length %" PRId32, s, len);
+            return bad(t, err, m);
+        }
+        if (p != at) {
+            snprintf(m, sizeof m, "sequence %" PRIu64 ": pointer %" PRIu64 ", expected %" PRIu64
+                     " (the sequences lie back to back in the .bin, as megatron-core writes "
+                     "them)", s, p, at);
+            return bad(t, err, m);
+        }
+        if ((uint64_t)len * is > t->bin_size - at) {
+            snprintf(m, sizeof m, "sequence %" PRIu64 ": %" PRId32 " tokens at byte %" PRIu64
+                     " run past the end of %s (%zu bytes)", s, len, at, t->bin_path,
+                     t->bin_size);
+            return bad(t, err, m);
+        }
+        at += (uint64_t)len * is;
+    }
+    if (at != t->bin_size) {
+        snprintf(m, sizeof m, "the sequences end at byte %" PRIu64 " but %s has %zu bytes "
+                 "(files of two different corpora?)", at, t->bin_path, t->bin_size);
+        return bad(t, err, m);
+    }
+    t->total = at / is;
+    return SP_OK;
+}
+
+/* document_indices: 0 first, non-decreasing, S last. */
+static int check_documents(const sp__tok *t, sp_error *err) {
+    char m[256];
+    uint64_t prev = sp__le_get64(t->docs);
+    if (prev != 0) {
+        snprintf(m, sizeof m, "document index starts at %" PRIu64 ", not 0", prev);
+        return bad(t, err, m);
+    }
+    for (uint64_t d = 1; d <= t->D; d++) {
+        uint64_t v = sp__le_get64(t->docs + 8 * d);
+        if (v < prev || v > t->S) {
+            snprintf(m, sizeof m, "document index entry %" PRIu64 " is %" PRIu64 " after %"
+                     PRIu64 " (entries must not decrease nor pass the %" PRIu64 " sequences)",
+                     d, v, prev, t->S);
+            return bad(t, err, m);
+        }
+        prev = v;
+    }
+    if (prev != t->S) {
+        snprintf(m, sizeof m, "document index ends at %" PRIu64 ", not at the sequence count %"
+                 PRIu64, prev, t->S);
+        return bad(t, err, m);
+    }
+    return SP_OK;
+}
+
+/* ---- mapping, the source table ------------------------------------------------------ */
+
+/* Map path read-only (a regular file; an empty one maps to NULL). */
+static int map_file(const char *path, const uint8_t **out, size_t *size, sp_error *err) {
+    struct stat st;
+    int fd = sp__open_regular(AT_FDCWD, path, path, 0, UINT64_MAX >> 1, &st, err);
+    if (fd < 0) return fd;
+    *size = (size_t)st.st_size;
+    *out = NULL;
+    int rc = SP_OK;
+    if (*size) {
+        void *p = mmap(NULL, *size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            rc = sp_error_set(err, errno == ENOMEM ? SP_ENOMEM : SP_EIO, "%s: mmap: %s", path,
+                              strerror(errno));
+        else
+            *out = p;
+    }
+    close(fd);
+    return rc;
+}
+
+static void tok_destroy(sp_dataset *ds) {
+    sp__tok *t = ds->tok;
+    if (!t) return;
+    if (t->idx) munmap((void *)t->idx, t->idx_size);
+    if (t->bin) munmap((void *)t->bin, t->bin_size);
+    free(t->idx_path);
+    free(t->bin_path);
+    free(t);
+    ds->tok = NULL;
+}
+
+static int tok_label(const sp_dataset *ds, uint64_t i) {
+    (void)ds;
+    (void)i;
+    return 0;
+}
+
+/* No per-document strings: every document is named by the prefix. */
+static const char *tok_path(const sp_dataset *ds, uint64_t i) {
+    (void)i;
+    return ds->root;
+}
+
+/* No per-document hash is kept (the fingerprint covers the index). */
+static sp_digest tok_hash(const sp_dataset *ds, uint64_t i) {
+    (void)ds;
+    (void)i;
+    sp_digest z = {0, 0};
+    return z;
+}
+
+static int tok_sample(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
+    (void)out;
+    return sp_error_set(err, SP_EUNSUPP, "%s: document %" PRIu64 ": a token corpus is read "
+                        "through the loader's seq_len packing, not sample by sample", ds->root,
+                        i);
+}
+
+static int tok_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) {
+    (void)err;
+    const sp__tok *t = ds->tok;
+    sp__hash h;
+    sp__hash_init(&h);
+    sp__hash_bytes(&h, t->idx, t->idx_size);
+    sp_digest idx = sp__hash_digest(&h);
+    static const char tag[] = "seedpipe.tokens.v1";
+    sp__hash_init(&h);
+    sp__hash_bytes(&h, tag, sizeof tag - 1);
+    sp__hash_u64(&h, (uint64_t)SP_DATASET_TOKENS);
+    sp__hash_u64(&h, (uint64_t)t->code);
+    sp__hash_u64(&h, t->D);
+    sp__hash_u64(&h, t->total);
+    sp__hash_u64(&h, (uint64_t)t->bin_size);
+    sp__hash_u64(&h, idx.hi);
+    sp__hash_u64(&h, idx.lo);
+    *out = sp__hash_digest(&h);
+    return SP_OK;
+}
+
+static const sp__ds_ops tok_ops = {
+    .label = tok_label,
+    .path = tok_path,
+    .content_hash = tok_hash,
+    .read = tok_sample,
+    .destroy = tok_destroy,
+    .fingerprint = tok_fingerprint,
+};
+
+/* ---- open ---------------------------------------------------------------------------- */
+
+int sp__ds_tokens_prefix(const char *path, char **prefix) {
+    *prefix = NULL;
+    size_t l = strlen(path);
+    struct stat st;
+    char *p = NULL;
+    if (l > 4 && (strcmp(path + l - 4, ".idx") == 0 || strcmp(path + l - 4, ".bin") == 0)) {
+        char *other = sp__ds_strdup(path);
+        if (!other) return SP_ENOMEM;
+        memcpy(other + l - 3, path[l - 3] == 'i' ? "bin" : "idx", 3);
+        int both = stat(path, &st) == 0 && stat(other, &st) == 0;
+        free(other);
+        if (!both) return SP_OK;
+        p = strndup(path, l - 4);
+    } else {
+        if (stat(path, &st) == 0) return SP_OK;
+        char *a = malloc(l + 5), *b = malloc(l + 5);
+        int both = 0;
+        if (a && b) {
+            snprintf(a, l + 5, "%s.idx", path);
+            snprintf(b, l + 5, "%s.bin", path);
+            both = stat(a, &st) == 0 && stat(b, &st) == 0;
+        }
+        free(a);
+        free(b);
+        if (!a || !b) return SP_ENOMEM;
+        if (!both) return SP_OK;
+        p = sp__ds_strdup(path);
+    }
+    if (!p) return SP_ENOMEM;
+    *prefix = p;
+    return SP_OK;
+}
+
+int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
+    ds->ops = &tok_ops;
+    sp__tok *t = ds->tok = calloc(1, sizeof *t);
+    size_t l = strlen(prefix);
+    char *root = sp__ds_strdup(prefix);
+    if (t) t->idx_path = malloc(l + 5);
+    if (t) t->bin_path = malloc(l + 5);
+    if (!t || !root || !t->idx_path || !t->bin_path) {
+        free(root);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", prefix);
+    }
+    free(ds->root);
+    ds->root = root;   /* messages name the prefix */
+    snprintf(t->idx_path, l + 5, "%s.idx", prefix);
+    snprintf(t->bin_path, l + 5, "%s.bin", prefix);
+    int rc = map_file(t->idx_path, &t->idx, &t->idx_size, err);
+    if (rc == SP_OK) rc = map_file(t->bin_path, &t->bin, &t->bin_size, err);
+    if (rc == SP_OK) rc = check_header(t, err);
+    if (rc == SP_OK) rc = check_sequences(t, err);
+    if (rc == SP_OK) rc = check_documents(t, err);
+    if (rc != SP_OK) return rc;
+    /* one class, "tokens", so that generic code finds the table it expects */
+    ds->class_names = calloc(1, sizeof *ds->class_names);
+    ds->class_counts = calloc(1, sizeof *ds->class_counts);
+    if (!ds->class_names || !ds->class_counts ||
+        !(ds->class_names[0] = sp__ds_strdup("tokens")))
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", prefix);
+    ds->num_classes = 1;
+    ds->class_counts[0] = t->D;
+    ds->n = t->D;
+    return SP_OK;
+}
