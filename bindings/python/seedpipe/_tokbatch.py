@@ -47,7 +47,7 @@ def parse(canonical: str):
 
 def fields(a, seq_len: int, packing: str) -> dict:
     """The named views of a batch array a of shape (n, 1, 1, width)."""
-    a = a.reshape(a.shape[0], -1)
+    a = a.reshape(a.shape[0], a.shape[-1])
     L = seq_len
     if packing == "concat":
         return {"tokens": a, "input_ids": a[:, :L], "labels": a[:, 1:]}
