@@ -430,7 +430,8 @@ class DataLoader:
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  transform=None, seed=None, rank=None, world=None, dtype=None,
                  layout="nchw", zero_copy=False, on_error="fail", cache=None, threads=1,
-                 backend=None, fingerprint=None):
+                 backend=None, fingerprint=None, seq_len=None, packing="concat", eod=None,
+                 pad=0):
         torch = _need()
         from . import transforms as T
         if fingerprint is not None:
@@ -605,13 +606,19 @@ class DataLoader:
         # DataLoader's drop_last, drops the partial global batch: the
         # batches are torch's. The sampler's drop_last alone (cut the epoch,
         # keep a partial batch) is the one case it cannot do.
-        pad = world > 1 and not s_drop
+        pad_tail = world > 1 and not s_drop
         self._args = dict(pipeline=transform, seed=seed, batch_size=batch_size * world,
                           workers=num_workers, drop_last=self.drop_last, dtype=dtype,
                           layout=layout, rank=rank, world=world, on_error=on_error,
                           threads=threads, ring=ring, cache=cache,
-                          order="shuffle" if shuffle else "sequential", pad_tail=pad,
+                          order="shuffle" if shuffle else "sequential", pad_tail=pad_tail,
                           samples=samples)
+        if seq_len is not None:
+            # a token corpus (docs/tokens.md): dicts of token tensors, the
+            # windows shuffled as samples are (shuffle=), no padded tail
+            # (every rank's slice of a global batch is already equal)
+            self._args.update(seq_len=seq_len, packing=packing, eod=eod, pad=pad,
+                              pad_tail=False)
         self._data = data
         self._ld = self._open_loader(tf_name, batch_size, world)
         if folder is not None:
@@ -784,6 +791,21 @@ class DataLoader:
             x = x.clone()
         return x, torch.from_numpy(labels).to(torch.long)
 
+    def _token_tensors(self, fields):
+        """A token batch's fields as tensors (int32, or int64 with
+        dtype="int64"), owned unless zero_copy; pinned with pin_memory."""
+        torch = _need()
+        out = {}
+        for k, a in fields.items():
+            x = torch.from_numpy(a)
+            if self.pin_memory:
+                dev = self.pin_memory_device or None
+                x = x.pin_memory(dev) if dev else x.pin_memory()
+            elif not self.zero_copy:
+                x = x.clone()
+            out[k] = x
+        return out
+
     def close(self):
         """Stop the workers and free the batch memory (views become invalid)."""
         self._ld.close()
@@ -867,6 +889,8 @@ def _draws_random(spec):
     Unknown ops and presets other than evaluation ones count as random."""
     if not isinstance(spec, str):
         return True
+    if spec.startswith("tokens "):
+        return True        # a token corpus: every epoch has its own document order
     for op in spec.split("|"):
         words = op.split()
         if not words:
@@ -915,13 +939,15 @@ class _Iter:
                 "use one DataLoader per concurrent iteration (e.g. zip(dl1, dl2) over two "
                 "loaders, not zip(dl, dl))")
         try:
-            images, labels = next(self.it)
+            item = next(self.it)
         except StopIteration:
             self._end()
             raise
         if self.it.done:
             self._end()
-        return self.dl._tensors(images, labels)
+        if isinstance(item, dict):           # a token corpus's fields
+            return self.dl._token_tensors(item)
+        return self.dl._tensors(*item)
 
     def _end(self):
         if not self.ended:

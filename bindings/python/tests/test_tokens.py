@@ -301,3 +301,24 @@ def test_cli_digest_order_explain(tmp_path):
     ld = seedpipe.Loader(prefix, seq_len=8, packing="docs", batch_size=4)
     assert ld.explain(0, 0).strip() in ex
     ld.close()
+
+
+def test_torch_dropin_yields_token_tensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    import seedpipe.torch as spt
+    rng = np.random.default_rng(6)
+    docs = random_docs(rng, 90, 16)
+    prefix = write_corpus(str(tmp_path / "c"), docs)
+    want = corpus_loader(prefix, packing="docs", batch_size=8, seed=3)
+    ref = [{k: np.array(v) for k, v in b.items()} for b in want]
+    want.close()
+    dl = spt.DataLoader(prefix, batch_size=4, shuffle=True, num_workers=2, seed=3, seq_len=16,
+                        packing="docs", world=2, rank=1)
+    got = list(dl)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert set(g) == set(r) and all(isinstance(t, torch.Tensor) for t in g.values())
+        n = len(g["tokens"])
+        for k in r:       # rank 1 of 2: the second half of each global batch
+            assert (g[k].numpy() == r[k][len(r[k]) - n:]).all()
+    dl.close()
