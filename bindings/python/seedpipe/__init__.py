@@ -32,7 +32,7 @@ private; everything public is imported here or in seedpipe.torch):
     _pyloader  PyLoader (epochs, seeding, the cache) and Loader(dataset_object)
     _pytorch   seedpipe.torch.DataLoader's Python backend
     _pyverify  seedpipe.torch.verify() on the user's own loader
-    mixture, transforms, audit, torch: public submodules.
+    mixture, tokens, transforms, audit, torch: public submodules.
 Importing seedpipe changes no global state (no warnings filter, no signal
 handler); it loads the library and checks its ABI.
 """
@@ -44,7 +44,7 @@ from ._launch import DistributedEnv, distributed_env
 from ._loader import Loader
 from ._views import BatchInfo
 from .mixture import Mixture
-from . import transforms
+from . import tokens, transforms
 from .audit import AuditReport, audit   # the function shadows the submodule's name here
 
 LIB_PATH = _lib.LIB_PATH
@@ -67,4 +67,4 @@ def find_binary() -> str:
 
 __all__ = ["Loader", "Client", "attach", "Error", "BatchInfo", "digest", "verify",
            "DigestResult", "VerifyResult", "audit", "AuditReport", "version", "find_binary", "LIB_PATH",
-           "transforms", "distributed_env", "DistributedEnv", "Mixture"]
+           "transforms", "tokens", "distributed_env", "DistributedEnv", "Mixture"]
