@@ -49,6 +49,7 @@
 #include "dataset/dataset_internal.h"
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
+#include "dataset/dataset_tokens.h"
 #include "dataset/remote_internal.h"
 #include "seedpipe/perm.h"
 
@@ -82,6 +83,7 @@ typedef struct mix_source {
     int coff;              /* first mixture label */
     uint64_t per_period;   /* C_s(P) */
     uint64_t per_epoch;    /* c_s = C_s(L) */
+    uint64_t size;         /* n_s: its samples (a token corpus: its windows, sp__ds_mix_resize) */
 } mix_source;
 
 struct sp__ds_mix {
@@ -92,6 +94,8 @@ struct sp__ds_mix {
     uint64_t period;       /* P = min(W, L) */
     uint8_t *table;        /* P source numbers */
     uint32_t *ckpt;        /* per block of 64 slots, n counts before it */
+    uint64_t length_line;  /* the length line's N, or 0 */
+    int tokens;            /* the sources are token corpora (all of them) */
 };
 
 /* ---- the source table (what dataset_open.c calls through ds->ops) -------------------- */
@@ -397,20 +401,20 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
     for (uint32_t s = 0; s < m->n; s++) {
         m->src[s].off = n;
         m->src[s].coff = (int)classes;
-        if (sp_dataset_size(m->src[s].ds) == 0)
+        if (m->src[s].size == 0)
             return sp_error_set(err, SP_EFORMAT, "%s:%d: %s has no samples", ds->root,
-                                p->v[s].line, sp_dataset_root(m->src[s].ds));
-        n += sp_dataset_size(m->src[s].ds);
+                                p ? p->v[s].line : 0, sp_dataset_root(m->src[s].ds));
+        n += m->src[s].size;
         classes += (uint64_t)sp_dataset_num_classes(m->src[s].ds);
         if (classes > SP_DS_MAX_CLASSES * 16u)
             return sp_error_set(err, SP_ELIMIT, "%s:%d: the sources have more than %u classes",
-                                ds->root, p->v[s].line, SP_DS_MAX_CLASSES * 16u);
+                                ds->root, p ? p->v[s].line : 0, SP_DS_MAX_CLASSES * 16u);
     }
     if (n > ds->max_samples)
         return sp_error_set(err, SP_ELIMIT, "%s: %llu samples in all, limit %llu", ds->root,
                             (unsigned long long)n, (unsigned long long)ds->max_samples);
     ds->n = n;
-    m->length = p->length ? p->length : n;
+    m->length = m->length_line ? m->length_line : n;
     if (m->length > MIX_MAX_LENGTH)
         return sp_error_set(err, SP_ELIMIT, "%s: epoch length %llu exceeds 2^32 (set a "
                             "length line)", ds->root, (unsigned long long)m->length);
@@ -428,6 +432,7 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
                             "the weights with fewer digits, set a shorter length or mix fewer "
                             "sources", ds->root, (unsigned long long)m->period, m->n,
                             (unsigned long long)(m->period * m->n));
+    if (!p) return SP_OK;   /* a resize (sp__ds_mix_resize): the classes stand */
     ds->num_classes = (int)classes;
     ds->class_names = calloc(classes ? classes : 1, sizeof *ds->class_names);
     ds->class_counts = calloc(classes ? classes : 1, sizeof *ds->class_counts);
@@ -464,7 +469,7 @@ static void fingerprint(sp_dataset *ds) {
     for (uint32_t s = 0; s < m->n; s++) {
         sp_digest f = sp_dataset_fingerprint(m->src[s].ds);
         sp__hash_u64(&hs, m->src[s].weight);
-        sp__hash_u64(&hs, sp_dataset_size(m->src[s].ds));
+        sp__hash_u64(&hs, sp_dataset_size(m->src[s].ds));   /* documents, for a token corpus */
         sp__hash_u64(&hs, f.hi);
         sp__hash_u64(&hs, f.lo);
     }
@@ -486,11 +491,17 @@ static int open_mix(sp_dataset *ds, const sp_dataset_limits *limits, sp_error *e
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     for (uint32_t s = 0; rc == SP_OK && s < p->n; s++) {
         rc = sp__ds_open_plain(p->v[s].path, limits, &m->src[s].ds, err);
-        if (rc == SP_OK) m->n++;
-        if (rc == SP_OK && m->src[s].ds->kind == SP_DATASET_TOKENS) {
-            rc = sp_error_set(err, SP_EUNSUPP, "%s:%d: %s is a token corpus: mixtures of "
-                              "token corpora are not supported yet", ds->root, p->v[s].line,
-                              m->src[s].ds->root);
+        if (rc == SP_OK) {
+            m->n++;
+            m->src[s].size = sp_dataset_size(m->src[s].ds);
+        }
+        int tok = rc == SP_OK && m->src[s].ds->kind == SP_DATASET_TOKENS;
+        if (rc == SP_OK && s == 0) m->tokens = tok;
+        if (rc == SP_OK && tok != m->tokens) {
+            rc = sp_error_set(err, SP_EINVAL, "%s:%d: %s is %s: a mixture's sources are all "
+                              "token corpora or none is (docs/tokens.md)", ds->root,
+                              p->v[s].line, m->src[s].ds->root,
+                              tok ? "a token corpus" : "no token corpus");
         } else if (rc != SP_OK && err) {   /* the source's message, after the file and line */
             char why[SP_ERROR_MSG_MAX];
             snprintf(why, sizeof why, "%s", err->msg);
@@ -498,6 +509,7 @@ static int open_mix(sp_dataset *ds, const sp_dataset_limits *limits, sp_error *e
         }
     }
     if (rc == SP_OK) rc = set_weights(ds, p, err);
+    m->length_line = p->length;
     if (rc == SP_OK) rc = concat_sources(ds, p, err);
     if (rc == SP_OK) rc = build_table(ds, err);
     if (rc == SP_OK) {
@@ -581,7 +593,7 @@ int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uin
     const mix_source *src = &m->src[s];
     uint64_t k = count_before(m, s, q);
     uint64_t big = (uint64_t)epoch * src->per_epoch + k;   /* < 2^32 * 2^32 */
-    uint64_t ns = sp_dataset_size(src->ds);
+    uint64_t ns = src->size;
     sp_perm perm;
     sp_perm_init(&perm, ns, sp_key_derive(sp_rng_key(seed, SP_RNG_MIX), s),
                  (uint32_t)(big / ns));
@@ -592,3 +604,20 @@ int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uin
     out->index = src->off + out->local;
     return SP_OK;
 }
+
+int sp__ds_mix_resize(sp_dataset *ds, const uint64_t *sizes, sp_error *err) {
+    struct sp__ds_mix *m = ds->mix;
+    if (!m || !m->tokens)
+        return sp_error_set(err, SP_EINVAL, "%s: not a mixture of token corpora", ds->root);
+    for (uint32_t s = 0; s < m->n; s++) m->src[s].size = sizes[s];
+    free(m->table);
+    free(m->ckpt);
+    m->table = NULL;
+    m->ckpt = NULL;
+    int rc = concat_sources(ds, NULL, err);
+    if (rc == SP_OK) rc = build_table(ds, err);
+    if (rc == SP_OK)
+        for (uint32_t s = 0; s < m->n; s++) m->src[s].per_epoch = count_before(m, s, m->length);
+    return rc;
+}
+

@@ -54,4 +54,12 @@ typedef struct sp__tok_span {
 int sp__tok_read(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_bytes,
                  sp_error *err);
 
+/*! sp__ds_mix_resize() (dataset_mix.c) : a blend, a mixture of token
+ *  corpora, counts windows, not documents: the loader gives each source's
+ *  window count (sizes[s], its packing's), and the schedule, offsets and
+ *  default length are made again from those sizes (determinism.md section
+ *  12a). @return 0, SP_EINVAL (not a mixture of token corpora), the open's
+ *  length and period bounds (SP_ELIMIT), SP_ENOMEM. */
+int sp__ds_mix_resize(sp_dataset *ds, const uint64_t *sizes, sp_error *err);
+
 #endif

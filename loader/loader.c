@@ -241,7 +241,9 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
  * and the sample's shape. */
 static int open_spec(sp_loader *ld, sp_error *err) {
     sp_loader_config *cfg = &ld->cfg;
-    if (sp_dataset_kind_of(ld->ds) == SP_DATASET_TOKENS) {
+    const sp_dataset *first = sp_dataset_mix_sources(ld->ds) ? sp_dataset_mix_source(ld->ds, 0)
+                                                            : ld->ds;
+    if (sp_dataset_kind_of(first) == SP_DATASET_TOKENS) {   /* a corpus, or a blend of them */
         if (ld->map || cfg->order == SP_ORDER_BLOCK)
             return sp_error_set(err, SP_EINVAL, "%s: a token corpus takes no %s", ld->dataset_path,
                                 ld->map ? "split" : "block order (it has no shards)");
@@ -538,9 +540,9 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
 /* One sample through read + pipeline; addr: its augmentation address. */
 static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t addr, sp__rng rng,
                    void *dst, sp_error *err) {
-    if (ld->tok)
-        return sp__tokl_window(ld->tok, epoch, idx, dst, ld->cfg.dtype == SP_DTYPE_INT64 ? 8 : 4,
-                               err);
+    if (ld->tok)   /* a window; a blend's: the slot's (addr) */
+        return sp__tokl_window(ld->tok, epoch, ld->mix ? addr : idx, dst,
+                               ld->cfg.dtype == SP_DTYPE_INT64 ? 8 : 4, err);
     sp_sample_data sd;
     uint64_t t0 = sp__trace_t0();
     int rc = sp_dataset_read(ld->ds, idx, &sd, err);

@@ -305,9 +305,52 @@ static void release(const sp__tokl *ct, sp__tokl_epoch *e) {
 
 /* ---- the interface -------------------------------------------------------------------- */
 
-int sp__tokl_create(const sp_dataset *ds, const char *spec, uint64_t seed, const char *what,
+/* A blend: every source laid out with the same spec, the schedule resized
+ * to their windows. */
+static int create_blend(sp__tokl *t, sp_dataset *ds, const char *spec, sp_error *err) {
+    t->nsrc = sp_dataset_mix_sources(ds);
+    t->src = calloc(t->nsrc, sizeof *t->src);
+    uint64_t *sizes = calloc(t->nsrc, sizeof *sizes);
+    int rc = t->src && sizes ? SP_OK : sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
+    for (uint32_t s = 0; rc == SP_OK && s < t->nsrc; s++) {
+        sp_dataset *src = (sp_dataset *)sp_dataset_mix_source(ds, s);
+        rc = sp__tokl_create(src, spec, t->seed, sp_dataset_root(src), &t->src[s], err);
+        if (rc == SP_OK) sizes[s] = t->src[s]->N;
+    }
+    if (rc == SP_OK) rc = sp__ds_mix_resize(ds, sizes, err);
+    free(sizes);
+    if (rc != SP_OK) return rc;
+    t->mix = ds;
+    t->N = sp_dataset_mix_length(ds);
+    t->width = t->src[0]->width;
+    t->L = t->src[0]->L;
+    snprintf(t->canon, sizeof t->canon, "%s", t->src[0]->canon);
+    for (uint32_t s = 0; s < t->nsrc; s++) {   /* what an epoch's slots carry, in expectation */
+        uint64_t num, den;
+        sp_dataset_mix_weight(ds, s, &num, &den);
+        t->used_tokens += (uint64_t)((double)t->src[s]->used_tokens / (double)t->src[s]->N *
+                                     (double)t->N * (double)num / (double)den);
+    }
+    return SP_OK;
+}
+
+int sp__tokl_create(sp_dataset *ds, const char *spec, uint64_t seed, const char *what,
                     sp__tokl **out, sp_error *err) {
     *out = NULL;
+    if (sp_dataset_mix_sources(ds) > 0) {
+        sp__tokl *t = calloc(1, sizeof *t);
+        if (!t) return sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
+        pthread_mutex_init(&t->lock, NULL);
+        snprintf(t->what, sizeof t->what, "%s", what);
+        t->seed = seed;
+        int rc = create_blend(t, ds, spec, err);
+        if (rc != SP_OK) {
+            sp__tokl_destroy(t);
+            return rc;
+        }
+        *out = t;
+        return SP_OK;
+    }
     const sp__tok *tok = sp__tok_of(ds);
     if (!tok) return sp_error_set(err, SP_EINVAL, "%s: not a token corpus", what);
     sp__tokl *t = calloc(1, sizeof *t);
@@ -345,6 +388,8 @@ int sp__tokl_create(const sp_dataset *ds, const char *spec, uint64_t seed, const
 
 void sp__tokl_destroy(sp__tokl *t) {
     if (!t) return;
+    for (uint32_t s = 0; s < t->nsrc && t->src; s++) sp__tokl_destroy(t->src[s]);
+    free(t->src);
     for (int i = 0; i < SP__TOKL_EPOCHS; i++) epoch_free(t->cache[i]);
     sp__tokl_docs_destroy(t->docs);
     pthread_mutex_destroy(&t->lock);
@@ -364,6 +409,12 @@ int sp__tokl_window(const sp__tokl *t, uint32_t epoch, uint64_t w, void *dst, in
     if (w >= t->N)
         return sp_error_set(err, SP_ERANGE, "%s: window %" PRIu64 " out of range (%" PRIu64
                             " windows)", t->what, w, t->N);
+    if (t->mix) {   /* a blend: slot w draws a source's window, at that source's pass */
+        sp_mix_draw d;
+        int rc = sp_dataset_mix_draw(t->mix, t->seed, epoch, w, &d);
+        return rc ? sp_error_set(err, rc, "%s: slot %" PRIu64 ": no draw", t->what, w)
+                  : sp__tokl_window(t->src[d.source], d.pass, d.local, dst, out_bytes, err);
+    }
     sp__tokl_epoch *e;
     int rc = acquire(t, epoch, &e, err);
     if (rc != SP_OK) return rc;
@@ -379,6 +430,16 @@ int sp__tokl_explain(const sp__tokl *t, uint32_t epoch, uint64_t w, char *buf, s
     if (w >= t->N)
         return sp_error_set(err, SP_ERANGE, "explain: window %" PRIu64 " out of range (%s has "
                             "%" PRIu64 ")", w, t->what, t->N);
+    if (t->mix) {
+        sp_mix_draw d;
+        int rc = sp_dataset_mix_draw(t->mix, t->seed, epoch, w, &d);
+        if (rc) return sp_error_set(err, rc, "%s: slot %" PRIu64 ": no draw", t->what, w);
+        int m = snprintf(buf, n, "slot %" PRIu64 " draws source %u (%s) window %" PRIu64
+                         " of its pass %u, its draw %" PRIu64 " of the epoch\n", w, d.source,
+                         t->src[d.source]->what, d.local, d.pass, d.draw);
+        size_t k = m > 0 && (size_t)m < n ? (size_t)m : n ? n - 1 : 0;
+        return sp__tokl_explain(t->src[d.source], d.pass, d.local, buf + k, n - k, err);
+    }
     sp__tokl_epoch *e;
     int rc = acquire(t, epoch, &e, err);
     if (rc != SP_OK) return rc;

@@ -53,9 +53,13 @@ typedef struct sp__tokl sp__tokl;
 
 /*! sp__tokl_create() : parse `spec` (above) and lay out the corpus of ds
  *  (a token dataset) under `seed`. `what` names the dataset in messages.
+ *  A mixture of token corpora (a blend, determinism.md section 12a) is
+ *  laid out source by source and its schedule resized to their windows
+ *  (sp__ds_mix_resize(): ds is changed, hence not const); its windows are
+ *  then the schedule's slots.
  *  @return 0, SP_ESPEC (the spec: naming the key and why), SP_EINVAL (a
  *  corpus too small for one window), SP_ELIMIT, SP_ENOMEM. */
-int sp__tokl_create(const sp_dataset *ds, const char *spec, uint64_t seed, const char *what,
+int sp__tokl_create(sp_dataset *ds, const char *spec, uint64_t seed, const char *what,
                     sp__tokl **out, sp_error *err);
 void sp__tokl_destroy(sp__tokl *t);   /* accepts NULL */
 
@@ -114,6 +118,12 @@ struct sp__tokl {
     char what[256];
     char canon[160];
     struct sp__tokl_docs *docs;
+    /* A blend (a mixture of token corpora): one layout per source; a
+     * window index is then a slot of the mixture's schedule. */
+    sp_dataset *mix;
+    uint64_t seed;
+    uint32_t nsrc;
+    struct sp__tokl **src;
     pthread_mutex_t lock;
     uint64_t clock;
     sp__tokl_epoch *cache[SP__TOKL_EPOCHS];

@@ -123,3 +123,32 @@ def windows(docs, seq_len, packing="concat", eod=None, pad=0, seed=0, epoch=0):
     if packing == "concat":
         return concat_windows(docs, seq_len, eod, pad, seed, epoch)
     return docs_windows(docs, seq_len, pad, seed, epoch)
+
+
+def blend_windows(corpora, weights, seq_len, packing="concat", eod=None, pad=0, seed=0, epoch=0,
+                  length=None):
+    """A blend (section 12a): slot q of the epoch (in schedule order, before
+    the loader's order permutes the slots) is section 10's draw of its
+    source s over the source's N_s windows: draw K = epoch * c_s + k is
+    window perm(K mod N_s) of the source's pass K div N_s, and that window
+    is the source's window of epoch = that pass."""
+    sizes, cache = [], {}
+    for docs in corpora:
+        sizes.append(len(windows(docs, seq_len, packing, eod, pad, seed, 0)))
+    w, total = R.mix_weights(weights)
+    length = length or sum(sizes)
+    a = R.mix_schedule(w, total, length)
+    per_epoch = [a.count(s) for s in range(len(sizes))]
+    seen = [0] * len(sizes)
+    out = []
+    k_mix = R.stream_key(seed, "mix")
+    for q in range(length):
+        s = a[q]
+        big = epoch * per_epoch[s] + seen[s]
+        seen[s] += 1
+        pas = (big // sizes[s]) & 0xffffffff
+        p = R.Perm(sizes[s], R.derive(k_mix, s), pas)
+        if (s, pas) not in cache:
+            cache[s, pas] = windows(corpora[s], seq_len, packing, eod, pad, seed, pas)
+        out.append((s, cache[s, pas][p.at(big % sizes[s])]))
+    return out

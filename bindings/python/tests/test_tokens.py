@@ -322,3 +322,44 @@ def test_torch_dropin_yields_token_tensors(tmp_path):
         for k in r:       # rank 1 of 2: the second half of each global batch
             assert (g[k].numpy() == r[k][len(r[k]) - n:]).all()
     dl.close()
+
+
+@pytest.mark.parametrize("packing", ["concat", "docs"])
+def test_blend_of_corpora(tmp_path, packing, shapes):
+    """A .mix of token corpora: the slots follow section 10's schedule over
+    the sources' windows, each source continuing its own order across its
+    passes; the same at 0 and 3 workers."""
+    rng = np.random.default_rng(13)
+    a = random_docs(rng, 40, 8, vocab=1000)
+    b = [[t + 20000 for t in d] for d in random_docs(rng, 25, 8, vocab=1000)]
+    write_corpus(str(tmp_path / "a"), a)
+    write_corpus(str(tmp_path / "b"), b)
+    mix = tmp_path / "blend.mix"
+    mix.write_text("3\ta\n1\tb\nlength\t50\n")
+    for epoch in (0, 3):
+        ref = T.blend_windows([a, b], ["3", "1"], 8, packing, None, 0, seed=2, epoch=epoch,
+                              length=50)
+        ld = seedpipe.Loader(str(mix), seq_len=8, packing=packing, seed=2, batch_size=5,
+                             order="sequential")
+        ld.set_epoch(epoch)
+        got = [w.copy() for b_ in ld for w in (b_["tokens"] if packing == "concat" else
+                                        np.concatenate([b_["tokens"], b_["labels"],
+                                                        b_["segment_ids"], b_["position_ids"],
+                                                        b_["cu_seqlens"],
+                                                        b_["num_segments"][:, None]], axis=1))]
+        assert len(got) == 50
+        assert sum(s == 0 for s, _ in ref) in (37, 38)          # 3:1 within one window
+        for (s, w), g in zip(ref, got):
+            assert g.tolist() == w
+        ld.close()
+    base = seedpipe.Loader(str(mix), seq_len=8, packing=packing, seed=2, batch_size=5, epochs=2)
+    d0 = digests(base, 20)
+    base.close()
+    pool = seedpipe.Loader(str(mix), seq_len=8, packing=packing, seed=2, batch_size=5, epochs=2,
+                           workers=3)
+    assert digests(pool, 20) == d0
+    pool.close()
+    bad = tmp_path / "bad.mix"
+    bad.write_text("1\ta\n1\t%s\n" % shapes)
+    with pytest.raises(seedpipe.Error, match="all token corpora or none"):
+        seedpipe.Loader(str(bad), seq_len=8)
