@@ -1,6 +1,6 @@
 /* tokens.c - a token corpus cut into samples (loader/tokens_internal.h):
  * the token spec, the epochs' document orders, and the concat packing; the
- * docs packing is tokens_docs.c.
+ * docs packing is tokens_docs.c, the shuffle both use tokens_shuffle.c.
  *
  * HOW IT WORKS
  * The spec is parsed into (L, packing, eod, pad) and printed back in one
@@ -8,7 +8,7 @@
  * its fingerprint as it hashes a pipeline's.
  *
  * An epoch's document order is a keyed Fisher-Yates shuffle of [0, D)
- * (sp__tokl_shuffle(): one Philox call a step, D - 1 steps), built the
+ * (tokens_shuffle.c: one Philox call a step, D - 1 steps), built the
  * first time a window of that epoch is asked for in this process and
  * kept while it is the newest few (SP__TOKL_EPOCHS; the pool's ring may
  * hold the end of one epoch and the start of the next). Building it costs
@@ -109,20 +109,6 @@ static int parse_spec(sp__tokl *t, const char *spec, sp_error *err) {
     snprintf(t->canon, sizeof t->canon, "tokens seq_len=%" PRIu64 " packing=%s eod=%s pad=%"
              PRId64, t->L, t->packing == SP__TOK_DOCS ? "docs" : "concat", eod, t->pad);
     return SP_OK;
-}
-
-/* ---- the shuffle -------------------------------------------------------------------- */
-
-void sp__tokl_shuffle(uint32_t *a, uint64_t n, sp_key k, uint32_t epoch, uint32_t stream) {
-    for (uint64_t i = n; i-- > 1;) {
-        sp_ctr c = {{(uint32_t)i, epoch, stream, 0}};
-        sp_ctr o = sp_philox4x32_10(c, k);
-        uint64_t x = (uint64_t)o.c[0] | (uint64_t)o.c[1] << 32;
-        uint64_t j = (uint64_t)(((unsigned __int128)x * (i + 1)) >> 64);
-        uint32_t s = a[i];
-        a[i] = a[j];
-        a[j] = s;
-    }
 }
 
 /* ---- concat ---------------------------------------------------------------------------- */

@@ -16,7 +16,7 @@
  * places are its items in increasing g. Rooms are found through a bitmap
  * of the room sizes some window has and a stack of windows per size, so
  * the build is O(P + P L / 64) for P pieces; the layout keeps 4 bytes a
- * piece (the items, window by window) and 8 a window.
+ * piece (the items, window by window) and 4 a window.
  *
  * An epoch decides which piece fills each place: the members of class l
  * (class L: the full pieces in (document, piece) order, numbered by a
@@ -47,7 +47,7 @@ struct sp__tokl_docs {
     uint32_t *long_doc;      /* their ids, increasing */
     uint64_t *long_first;    /* nlong + 1: the ordinal of each one's first full piece */
     uint32_t *slots;         /* P: the items, window by window */
-    uint64_t *win;           /* N + 1: each window's first slot */
+    uint32_t *win;           /* N + 1: each window's first slot (P < 2^32) */
 };
 
 void sp__tokl_docs_destroy(struct sp__tokl_docs *d) {
@@ -184,7 +184,7 @@ int sp__tokl_docs_create(sp__tokl *t, sp_error *err) {
         for (uint64_t w = 0; w < nw; w++) d->win[w + 1] += d->win[w];
         /* win[w] walks to its end while filling; it ends one window on */
         for (uint64_t g = 0; g < d->P; g++) d->slots[d->win[win_of[g]]++] = (uint32_t)g;
-        for (uint64_t w = nw; w > 0; w--) d->win[w] = d->win[w - 1];
+        for (uint64_t w = nw; w > 0; w--) d->win[w] = d->win[w - 1];   /* back to starts */
         d->win[0] = 0;
         t->N = nw;
         t->used_tokens = t->T;
@@ -308,7 +308,8 @@ int sp__tokl_docs_explain(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w
     uint64_t at = 0;
 #define OUT(...) do { int m_ = snprintf(buf + len, len < n ? n - len : 0, __VA_ARGS__); \
                       if (m_ > 0) len += (size_t)m_; } while (0)
-    OUT("window %" PRIu64 " (docs, %" PRIu64 " segments):\n", w, d->win[w + 1] - d->win[w]);
+    OUT("window %" PRIu64 " (docs, %" PRIu64 " segments):\n", w,
+        (uint64_t)(d->win[w + 1] - d->win[w]));
     for (uint64_t s = d->win[w]; s < d->win[w + 1]; s++) {
         uint64_t doc, off, plen;
         piece_of(t, e, d->slots[s], &doc, &off, &plen);

@@ -39,4 +39,33 @@ for r in "${runs[@]}"; do
   n=$((n + 1))
   echo "memcheck clean: $spec ($dtype, $layout, $threads thread(s))"
 done
+# A token corpus (docs/tokens.md): every integer of a window written, in
+# both packings (docs: the padding and repeated cu_seqlens too).
+/usr/bin/python3 - "$tmp/corpus" <<'PY'
+import random, struct, sys
+random.seed(4)
+docs = [[random.randrange(1, 60000) for _ in range(random.choice([0, 1, 3, 7, 9, 20, 41]))]
+        for _ in range(40)]
+lens = [len(d) for d in docs]
+with open(sys.argv[1] + ".bin", "wb") as f:
+    for d in docs:
+        f.write(struct.pack("<%dH" % len(d), *d))
+ptrs, off = [], 0
+for n in lens:
+    ptrs.append(off)
+    off += 2 * n
+with open(sys.argv[1] + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\0\0" + struct.pack("<QBQQ", 1, 8, len(docs), len(docs) + 1))
+    f.write(struct.pack("<%di" % len(lens), *lens) + struct.pack("<%dq" % len(ptrs), *ptrs))
+    f.write(struct.pack("<%dq" % (len(docs) + 1), *range(len(docs) + 1)))
+PY
+for r in "concat;int32;1;--eod 65535" "docs;int32;2;" "docs;int64;1;--pad 9"; do
+  IFS=';' read -r packing dtype threads extra <<<"$r"
+  # shellcheck disable=SC2086
+  valgrind -q --error-exitcode=99 --track-origins=yes \
+    "$bin" digest "$tmp/corpus" --seq-len 8 --packing "$packing" --dtype "$dtype" $extra \
+    --threads "$threads" --seed 3 --epochs 2 --batch-size 5 --out "$tmp/m.jsonl" >/dev/null
+  n=$((n + 1))
+  echo "memcheck clean: tokens $packing ($dtype, $threads thread(s))"
+done
 echo "valgrind: $n passed, 0 failed"
