@@ -6,6 +6,8 @@
  *
  *   dataset_tar_write.c   the shard writer (`seedpipe shard`): reads samples
  *                         through sp_dataset_read()
+ *   dataset_tokens_write.c  the token-corpus writer (seedpipe/tokens.h): calls
+ *                         common/ only
  *   dataset_mix.c         sp_dataset_open(): a weighted mixture (NAME.mix),
  *                         its sources opened through sp__ds_open_plain(), its
  *                         schedule; anything else handed to sp__ds_open_plain()
@@ -14,6 +16,7 @@
  *                         kind's source table
  *   dataset_remote.c      WebDataset shards in an object store or on an HTTP
  *                         server: opened from the dataset index object
+ *   dataset_tokens.c      Megatron token corpora, local (mapped) or remote
  *   dataset_object.c      the dataset index object (seedpipe.index): encode,
  *                         decode; sp_dataset_write_index()
  *   remote.c              requests through libcurl (remote_internal.h), over
@@ -23,8 +26,7 @@
  *   dataset_samples.c     an in-memory sample list       |  openers: each
  *   dataset_files.c       their source table (one file)  |  fills an
  *   dataset_idx.c         MNIST-style IDX files          |  sp_dataset and
- *   dataset_tokens.c      Megatron token corpora         |  sets its ops
- *   dataset_tar.c         WebDataset shards, read once   |
+ *   dataset_tar.c         WebDataset shards, read once   |  sets its ops
  *   dataset_tar_read.c    one WebDataset sample's read  /
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
  *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
@@ -236,10 +238,11 @@ int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
 /* dataset_tokens.c: a Megatron token corpus (dataset_tokens.h). *prefix
- * (malloc'd) is the corpus's PREFIX when path names one: PREFIX.idx or
- * PREFIX.bin with the other beside it, or an absent PREFIX with both; else
- * NULL. @return 0 / SP_ENOMEM. The opener maps PREFIX.idx and PREFIX.bin,
- * checks them and sets ds->root to the prefix. */
+ * (malloc'd) is the corpus's PREFIX when the local path names one:
+ * PREFIX.idx or PREFIX.bin with the other beside it, or an absent PREFIX
+ * with both; else NULL. @return 0 / SP_ENOMEM. The opener maps PREFIX.idx
+ * and PREFIX.bin (prefix NULL: ds->root is a URL ending in .idx or .bin,
+ * fetched), checks them and sets ds->root to the prefix. */
 int sp__ds_tokens_prefix(const char *path, char **prefix);
 int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err);
 /* dataset_remote.c: shards in an object store or on an HTTP server

@@ -250,8 +250,8 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
         rc = sp__ds_open_tokens(ds, prefix, err);
         free(prefix);
     } else if (sp__rio_is_url(path) && is_token_url(path)) {
-        rc = sp_error_set(err, SP_EUNSUPP, "%s: a remote token corpus (.idx/.bin) is not "
-                          "read yet; copy it to a local folder", path);
+        ds->kind = SP_DATASET_TOKENS;
+        rc = sp__ds_open_tokens(ds, NULL, err);
     } else if (sp__rio_is_url(path)) {
         ds->kind = SP_DATASET_WEBDATASET;
         rc = sp__ds_open_remote(ds, err);

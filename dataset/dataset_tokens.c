@@ -49,15 +49,23 @@
  * a document. LIMIT: a .bin rewritten in place with other tokens and the
  * same size keeps the fingerprint (include/seedpipe/dataset.h says so).
  *
- * Remote corpora (a URL ending in .idx or .bin) are refused for now
- * (SP_EUNSUPP, by name); mixtures of token corpora too (dataset_mix.c).
- * Called by dataset_open.c; calls common/ only.
+ * REMOTE (a URL ending in .idx or .bin: s3://, http(s)://; remote.c): the
+ * .idx is fetched whole into memory (bounded by the larger of
+ * SEEDPIPE_REMOTE_INDEX_MAX and 4 GiB, about 200 million documents), the
+ * .bin's size is the total of a one-byte ranged GET's Content-Range, and
+ * the same checks and fingerprint follow (a remote corpus fingerprints as
+ * its local copy). Reads are byte ranges of the .bin, one GET per run of
+ * adjacent spans, all in flight at once (sp__rio_fetch_many()), each
+ * checked against the .bin's size at open (a replaced object is
+ * SP_EMISMATCH). Mixtures of token corpora are refused (dataset_mix.c).
+ * Called by dataset_open.c; calls remote.c and common/.
  */
 #include "dataset/dataset_tokens.h"
 #include "dataset/dataset_internal.h"
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
+#include "dataset/remote_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,6 +89,9 @@ struct sp__tok {
     int code, itemsize, is_signed;  /* dtype code, bytes a token, signedness */
     uint64_t S, D, total;
     const uint8_t *lengths, *pointers, *docs;   /* into idx: i32[S], i64[S], i64[D+1] */
+    /* remote: the store, the objects' names in it; idx is then malloc'd, bin NULL */
+    sp__rio *rio;
+    char *idx_name, *bin_name;
 };
 
 /* dtype code -> numpy name, item size, signedness (0: float or unknown) */
@@ -145,6 +156,55 @@ static int convert(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *ds
     return SP_OK;
 }
 
+/* A remote corpus's spans: one ranged GET per run of spans that are
+ * adjacent in the .bin (span i + 1 starting where span i ends), all at once
+ * (sp__rio_fetch_many()), each checked against the .bin's size at open. */
+static int read_remote(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_bytes,
+                       sp_error *err) {
+    uint64_t is = (uint64_t)t->itemsize;
+    sp__rio_get *g = calloc(n, sizeof *g);
+    size_t *grp = malloc(n * sizeof *grp), ng = 0;
+    if (!g || !grp) {
+        free(g);
+        free(grp);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", t->bin_path);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t off = (doc_start(t, spans[i].doc) + spans[i].off) * is, len = spans[i].n * is;
+        grp[i] = ng;
+        if (!len) continue;
+        if (ng && g[ng - 1].off + g[ng - 1].len == off) {
+            grp[i] = ng - 1;
+            g[ng - 1].len += len;
+            continue;
+        }
+        g[ng].name = t->bin_name;
+        g[ng].off = off;
+        g[ng].len = len;
+        g[ng].expect_total = t->bin_size;
+        ng++;
+    }
+    int rc = SP_OK;
+    if (ng && sp__rio_fetch_many(t->rio, g, ng) != 0)
+        for (size_t k = 0; k < ng && rc == SP_OK; k++)
+            if (g[k].rc != SP_OK) rc = sp_error_set(err, g[k].rc, "%s", g[k].msg);
+    for (size_t i = 0; i < n && rc == SP_OK; i++) {
+        if (!spans[i].n) continue;
+        const sp__rio_get *q = &g[grp[i]];
+        uint64_t off = (doc_start(t, spans[i].doc) + spans[i].off) * is - q->off;
+        if (q->got != q->len)
+            rc = sp_error_set(err, SP_EIO, "%s: %zu bytes came for a range of %" PRIu64,
+                              t->bin_path, q->got, q->len);
+        else
+            rc = convert(t, q->buf + off, spans[i].n, spans[i].dst, out_bytes, spans[i].doc,
+                         spans[i].off, err);
+    }
+    for (size_t k = 0; k < ng; k++) free(g[k].buf);
+    free(g);
+    free(grp);
+    return rc;
+}
+
 int sp__tok_read(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_bytes,
                  sp_error *err) {
     if (!t || (n && !spans) || (out_bytes != 4 && out_bytes != 8))
@@ -158,6 +218,10 @@ int sp__tok_read(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_
                                 ") of document %" PRIu64 " (of %" PRIu64 ", %" PRIu64
                                 " tokens long): out of range", t->idx_path, sp->off, sp->n,
                                 sp->doc, t->D, len);
+    }
+    if (t->rio) return n ? read_remote(t, spans, n, out_bytes, err) : SP_OK;
+    for (size_t i = 0; i < n; i++) {
+        const sp__tok_span *sp = &spans[i];
         if (!sp->n) continue;
         uint64_t first = doc_start(t, sp->doc) + sp->off;
         int rc = convert(t, t->bin + first * (uint64_t)t->itemsize, sp->n, sp->dst, out_bytes,
@@ -309,8 +373,12 @@ static int map_file(const char *path, const uint8_t **out, size_t *size, sp_erro
 static void tok_destroy(sp_dataset *ds) {
     sp__tok *t = ds->tok;
     if (!t) return;
-    if (t->idx) munmap((void *)t->idx, t->idx_size);
+    if (t->rio) free((void *)t->idx);
+    else if (t->idx) munmap((void *)t->idx, t->idx_size);
     if (t->bin) munmap((void *)t->bin, t->bin_size);
+    sp__rio_destroy(t->rio);
+    free(t->idx_name);
+    free(t->bin_name);
     free(t->idx_path);
     free(t->bin_path);
     free(t);
@@ -365,6 +433,8 @@ static int tok_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) 
     return SP_OK;
 }
 
+static int tok_is_remote(const sp_dataset *ds) { return ds->tok->rio != NULL; }
+
 static const sp__ds_ops tok_ops = {
     .label = tok_label,
     .path = tok_path,
@@ -372,6 +442,7 @@ static const sp__ds_ops tok_ops = {
     .read = tok_sample,
     .destroy = tok_destroy,
     .fingerprint = tok_fingerprint,
+    .is_remote = tok_is_remote,
 };
 
 /* ---- open ---------------------------------------------------------------------------- */
@@ -409,14 +480,13 @@ int sp__ds_tokens_prefix(const char *path, char **prefix) {
     return SP_OK;
 }
 
-int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
-    ds->ops = &tok_ops;
-    sp__tok *t = ds->tok = calloc(1, sizeof *t);
+/* A local corpus: PREFIX.idx and PREFIX.bin mapped. */
+static int open_local(sp_dataset *ds, sp__tok *t, const char *prefix, sp_error *err) {
     size_t l = strlen(prefix);
     char *root = sp__ds_strdup(prefix);
-    if (t) t->idx_path = malloc(l + 5);
-    if (t) t->bin_path = malloc(l + 5);
-    if (!t || !root || !t->idx_path || !t->bin_path) {
+    t->idx_path = malloc(l + 5);
+    t->bin_path = malloc(l + 5);
+    if (!root || !t->idx_path || !t->bin_path) {
         free(root);
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", prefix);
     }
@@ -426,6 +496,66 @@ int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
     snprintf(t->bin_path, l + 5, "%s.bin", prefix);
     int rc = map_file(t->idx_path, &t->idx, &t->idx_size, err);
     if (rc == SP_OK) rc = map_file(t->bin_path, &t->bin, &t->bin_size, err);
+    return rc;
+}
+
+/* The .bin's size: a one-byte ranged GET's Content-Range total (an empty
+ * object answers 416 to any range). */
+static int remote_bin_size(sp__tok *t, sp_error *err) {
+    sp__rio_get g;
+    memset(&g, 0, sizeof g);
+    g.name = t->bin_name;
+    g.len = 1;
+    int rc = sp__rio_fetch(t->rio, &g, err);
+    free(g.buf);
+    if (rc != SP_OK && g.status == 416) return SP_OK;   /* bin_size 0 */
+    if (rc != SP_OK) return rc;
+    if (!g.total)
+        return sp_error_set(err, SP_EIO, "%s: the server gave no object size (Content-Range)",
+                            t->bin_path);
+    t->bin_size = (size_t)g.total;
+    return SP_OK;
+}
+
+/* A remote corpus (ds->root a URL ending in .idx or .bin): the .idx fetched
+ * whole (at most the larger of SEEDPIPE_REMOTE_INDEX_MAX and
+ * SP__TOK_REMOTE_IDX_MAX), the .bin's size asked for. */
+#define SP__TOK_REMOTE_IDX_MAX (UINT64_C(4) << 30)
+static int open_remote(sp_dataset *ds, sp__tok *t, sp_error *err) {
+    char *leaf = NULL;
+    int rc = sp__rio_create(ds->root, &t->rio, &leaf, err);
+    if (rc != SP_OK) return rc;
+    size_t l = strlen(leaf), lr = strlen(ds->root);
+    t->idx_name = sp__ds_strdup(leaf);
+    t->bin_name = sp__ds_strdup(leaf);
+    free(leaf);
+    if (!t->idx_name || !t->bin_name || l < 4)
+        return sp_error_set(err, t->idx_name && t->bin_name ? SP_EINVAL : SP_ENOMEM,
+                            "%s: not a token corpus's .idx or .bin URL", ds->root);
+    memcpy(t->idx_name + l - 3, "idx", 3);
+    memcpy(t->bin_name + l - 3, "bin", 3);
+    t->idx_path = sp__rio_display(t->rio, t->idx_name);
+    t->bin_path = sp__rio_display(t->rio, t->bin_name);
+    if (!t->idx_path || !t->bin_path)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    ds->root[lr - 4] = '\0';   /* the prefix URL */
+    sp__rio_get g;
+    memset(&g, 0, sizeof g);
+    g.name = t->idx_name;
+    g.max = t->rio->index_max > SP__TOK_REMOTE_IDX_MAX ? t->rio->index_max
+                                                       : SP__TOK_REMOTE_IDX_MAX;
+    rc = sp__rio_fetch(t->rio, &g, err);
+    t->idx = g.buf;
+    t->idx_size = g.got;
+    if (rc == SP_OK) rc = remote_bin_size(t, err);
+    return rc;
+}
+
+int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
+    ds->ops = &tok_ops;
+    sp__tok *t = ds->tok = calloc(1, sizeof *t);
+    if (!t) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    int rc = prefix ? open_local(ds, t, prefix, err) : open_remote(ds, t, err);
     if (rc == SP_OK) rc = check_header(t, err);
     if (rc == SP_OK) rc = check_sequences(t, err);
     if (rc == SP_OK) rc = check_documents(t, err);
@@ -435,7 +565,7 @@ int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
     ds->class_counts = calloc(1, sizeof *ds->class_counts);
     if (!ds->class_names || !ds->class_counts ||
         !(ds->class_names[0] = sp__ds_strdup("tokens")))
-        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", prefix);
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     ds->num_classes = 1;
     ds->class_counts[0] = t->D;
     ds->n = t->D;

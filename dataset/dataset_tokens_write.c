@@ -61,6 +61,7 @@ static int tw_flush(sp_tokens_writer *w, int fd, const char *path, sp_error *err
 /* Append n bytes to the file behind fd through the buffer. */
 static int tw_put(sp_tokens_writer *w, int fd, const char *path, const void *p, size_t n,
                   sp_error *err) {
+    if (!n) return SP_OK;   /* an empty document: p may be NULL */
     if (w->used + n > TW_BUF) {
         int rc = tw_flush(w, fd, path, err);
         if (rc != SP_OK) return rc;

@@ -84,7 +84,8 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      sources, weights and epoch length\n"
      "      DATASET, in every command: an ImageFolder, a list file, an IDX file,\n"
      "      WebDataset .tar shards, or a weighted mixture of those, NAME.mix\n"
-     "      (WEIGHT<TAB>DATASET lines; README.md \"Mixtures\")\n"},
+     "      (WEIGHT<TAB>DATASET lines; README.md \"Mixtures\"); or a Megatron token\n"
+     "      corpus, PREFIX.idx + PREFIX.bin (docs/tokens.md; inspect, index)\n"},
     {"index", 0,
      "  index DATASET [--rebuild] [--threads T] [--out FILE]\n"
      "      build or check the persistent index (the content hashes kept beside\n"

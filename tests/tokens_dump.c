@@ -4,9 +4,11 @@
  *   tokens_dump PATH OUT
  *
  * Opens PATH with sp_dataset_open() (a token corpus: PREFIX, PREFIX.idx or
- * PREFIX.bin) and writes to OUT, little-endian: u64 D, u64 kind, then for
- * each document u64 length and its tokens as int64 (sp__tok_read() with
- * 8-byte output). On failure prints "ERR <rc> <message>" and exits 1.
+ * PREFIX.bin, or a URL of either file) and writes to OUT, little-endian:
+ * u64 D, u64 kind, u64 fingerprint hi, u64 lo, then for each document u64
+ * length and its tokens as int64, all read by one sp__tok_read() call with
+ * 8-byte output (every document one span: a remote corpus reads them as one
+ * range). On failure prints "ERR <rc> <message>" and exits 1.
  */
 #include "seedpipe/dataset.h"
 #include "dataset/dataset_tokens.h"
@@ -29,18 +31,25 @@ int main(int argc, char **argv) {
     if (rc == 0 && !t) rc = sp_error_set(&err, SP_EINVAL, "%s: not a token corpus", argv[1]);
     FILE *f = rc == 0 ? fopen(argv[2], "wb") : NULL;
     if (rc == 0 && !f) rc = sp_error_set(&err, SP_EIO, "%s: cannot create", argv[2]);
-    uint64_t D = t ? sp__tok_docs(t) : 0;
-    if (f && (put(f, D) || put(f, (uint64_t)sp_dataset_kind_of(ds))))
+    uint64_t D = t ? sp__tok_docs(t) : 0, total = t ? sp__tok_total(t) : 0;
+    sp_digest fp = rc == 0 ? sp_dataset_fingerprint(ds) : (sp_digest){0, 0};
+    if (f && (put(f, D) || put(f, (uint64_t)sp_dataset_kind_of(ds)) || put(f, fp.hi) ||
+              put(f, fp.lo)))
         rc = sp_error_set(&err, SP_EIO, "%s: write failed", argv[2]);
+    int64_t *v = rc == 0 ? malloc((total ? total : 1) * 8) : NULL;
+    sp__tok_span *s = rc == 0 ? calloc(D ? D : 1, sizeof *s) : NULL;
+    if (rc == 0 && (!v || !s)) rc = sp_error_set(&err, SP_ENOMEM, "out of memory");
+    uint64_t at = 0;
     for (uint64_t d = 0; rc == 0 && d < D; d++) {
-        uint64_t n = sp__tok_len(t, d);
-        int64_t *v = malloc(n ? n * 8 : 8);
-        sp__tok_span s = {d, 0, n, v};
-        rc = v ? sp__tok_read(t, &s, 1, 8, &err) : sp_error_set(&err, SP_ENOMEM, "oom");
-        if (rc == 0 && (put(f, n) || (n && fwrite(v, 8, n, f) != n)))
-            rc = sp_error_set(&err, SP_EIO, "%s: write failed", argv[2]);
-        free(v);
+        s[d] = (sp__tok_span){d, 0, sp__tok_len(t, d), v + at};
+        at += s[d].n;
     }
+    if (rc == 0) rc = sp__tok_read(t, s, (size_t)D, 8, &err);
+    for (uint64_t d = 0; rc == 0 && d < D; d++)
+        if (put(f, s[d].n) || (s[d].n && fwrite(s[d].dst, 8, s[d].n, f) != s[d].n))
+            rc = sp_error_set(&err, SP_EIO, "%s: write failed", argv[2]);
+    free(v);
+    free(s);
     if (f && fclose(f) != 0 && rc == 0) rc = sp_error_set(&err, SP_EIO, "%s: close", argv[2]);
     sp_dataset_close(ds);
     if (rc != 0) {

@@ -124,8 +124,12 @@
  *    the .bin's size and the XXH3-128 of the .idx's bytes
  *    (dataset/dataset_tokens.c). LIMIT: the .bin's bytes are not hashed
  *    (that would read the whole corpus at every open): a .bin rewritten in
- *    place with the same size keeps the fingerprint. Remote corpora (a URL
- *    ending in .idx or .bin) are SP_EUNSUPP for now.
+ *    place with the same size keeps the fingerprint. Remote (a URL ending in
+ *    .idx or .bin, s3:// or http(s)://): the .idx is fetched whole (at most
+ *    the larger of SEEDPIPE_REMOTE_INDEX_MAX and 4 GiB), the .bin's size
+ *    read from a one-byte ranged GET, the same checks and fingerprint as
+ *    the local copy; tokens are byte ranges of the .bin (SP_EMISMATCH when
+ *    its size changed since the open).
  *
  * Fingerprint (XXH3-128 seed 0, streamed; integers little-endian):
  *     "seedpipe.dataset.v1" (19 bytes), u32 kind, u64 n, u32 num_classes,

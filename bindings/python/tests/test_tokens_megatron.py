@@ -21,6 +21,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import types
 
 import numpy as np
@@ -87,24 +88,30 @@ def _import_indexed_dataset():
     return mod
 
 
-def _seedpipe_docs(path):
-    """seedpipe's documents of the corpus at path, through tests/tokens_dump."""
+def _seedpipe_docs(path, fingerprint=False):
+    """seedpipe's documents of the corpus at path (and its fingerprint), through
+    tests/tokens_dump."""
     exe = os.path.join(_build_dir(), "tests", "tokens_dump")
     if not os.path.exists(exe):
         pytest.fail(f"{exe} not built")
-    out = path + ".dump"
-    r = subprocess.run([exe, path, out], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
-    raw = np.fromfile(out, dtype="<i8")
+    fd, out = tempfile.mkstemp(suffix=".dump")
+    os.close(fd)
+    try:
+        r = subprocess.run([exe, path, out], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        raw = np.fromfile(out, dtype="<i8")
+    finally:
+        os.unlink(out)
     D, kind = int(raw[0]), int(raw[1])
     assert kind == 6
-    docs, at = [], 2
+    fp = raw[2:4].view("<u8").tolist()
+    docs, at = [], 4
     for _ in range(D):
         n = int(raw[at])
         docs.append(raw[at + 1:at + 1 + n])
         at += 1 + n
     assert at == raw.size
-    return docs
+    return (docs, fp) if fingerprint else docs
 
 
 def _megatron_docs(idx_mod, prefix):
