@@ -52,7 +52,9 @@ On a shapes dataset (PNG and JPEG) sharded by `seedpipe shard --max-count 8`
    the token appears in no output and no file written.
 """
 import os
+import random
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -406,6 +408,8 @@ def s3_part(tmp, www, ref, fp):
         assert digest(url, "--workers", 2, env=virt) == ref
         print("s3: virtual-hosted addressing: the same stream", flush=True)
 
+        token_corpus_part(w, tmp, env)
+
         # faults in front of S3 (the proxy keeps the Host the request was signed for)
         through_faults("s3", w.port, tmp, 11, ref,
                        lambda u: (url, dict(env, AWS_ENDPOINT_URL=u)))
@@ -413,6 +417,39 @@ def s3_part(tmp, www, ref, fp):
         session_token_part(tmp, www, ref, fp, w)
     finally:
         w.stop()
+
+
+def token_corpus_part(w, tmp, env):
+    """A token corpus in S3 (docs/tokens.md): the URL of its .idx streams the
+    local corpus's windows, both packings, in-process and on 2 workers."""
+    prefix = os.path.join(tmp, "corpus")
+    rnd = random.Random(7)
+    docs = [[rnd.randrange(65536) for _ in range(rnd.randrange(0, 70))] for _ in range(90)]
+    with open(prefix + ".bin", "wb") as f:
+        for d in docs:
+            f.write(struct.pack("<%dH" % len(d), *d))
+    lens = [len(d) for d in docs]
+    ptrs = [2 * sum(lens[:i]) for i in range(len(lens))]
+    with open(prefix + ".idx", "wb") as f:
+        f.write(b"MMIDIDX\0\0" + struct.pack("<QBQQ", 1, 8, len(docs), len(docs) + 1))
+        f.write(struct.pack("<%di" % len(lens), *lens) + struct.pack("<%dq" % len(ptrs), *ptrs))
+        f.write(struct.pack("<%dq" % (len(docs) + 1), *range(len(docs) + 1)))
+    for ext in (".idx", ".bin"):
+        curl_s3(w, "PUT", f"bkt/tok/corpus{ext}", prefix + ext)
+    for packing in ("concat", "docs"):
+        args = ["--seq-len", 16, "--packing", packing, "--seed", 3, "--epochs", 2,
+                "--batch-size", 8, "--out", "-"]
+        def batches(out):   # the batch lines and the stream digest (not the timing, the path)
+            lines = out.splitlines()
+            return ([l for l in lines if l.startswith('{"epoch"')],
+                    [l.split("stream ")[1] for l in lines if l.startswith("digest:")])
+        p = cli("digest", prefix, *args)
+        want = batches(p.stdout + p.stderr)
+        assert len(want[0]) > 4 and len(want[1]) == 1
+        for workers in (0, 2):
+            got = cli("digest", "s3://bkt/tok/corpus.idx", *args, "--workers", workers, env=env)
+            assert batches(got.stdout + got.stderr) == want, (packing, workers)
+    print("s3: a token corpus's windows (concat, docs) equal to the local copy's", flush=True)
 
 
 def plain_http_part(w, url, env, ref):

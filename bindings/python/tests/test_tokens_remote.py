@@ -90,3 +90,23 @@ def test_remote_refusals(served, tmp_path):
     out = _dump_fails(f"{ng.url}/short.idx", tmp_path)
     assert out.startswith(f"ERR {seedpipe._errors.STATUS['EFORMAT']} {ng.url}/short.idx: "), out
     assert "run past the end of " + f"{ng.url}/short.bin" in out, out
+
+
+@pytest.mark.parametrize("packing", ["concat", "docs"])
+def test_loader_over_http_gives_the_local_batches(served, packing):
+    """The loader over the URL: the local corpus's fingerprint and batches,
+    in-process and on 2 workers (issue 40: local and over HTTP alike)."""
+    import seedpipe
+    www, ng, _ = served
+
+    def stream(data, workers):
+        with seedpipe.Loader(data, seq_len=16, packing=packing, seed=4, batch_size=8,
+                             epochs=2, workers=workers, copy=True) as ld:
+            return ld.fingerprint, [{k: np.array(v) for k, v in b.items()} for b in ld.stream()]
+
+    fp, want = stream(os.path.join(www, "c"), 0)
+    for workers in (0, 2):
+        got_fp, got = stream(f"{ng.url}/c.idx", workers)
+        assert got_fp == fp and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert all((g[k] == w[k]).all() for k in w)
