@@ -104,6 +104,10 @@ static int parse_spec(sp__tokl *t, const char *spec, sp_error *err) {
         if (rc != SP_OK) return rc;
     }
     if (!(seen & 1)) return sp_error_set(err, SP_ESPEC, "tokens: seq_len=L is required");
+    if (t->packing == SP__TOK_DOCS && t->eod >= 0)
+        return sp_error_set(err, SP_ESPEC, "tokens: eod=%lld is concat's (it marks where one "
+                            "document ends in the stream); docs windows mark documents with "
+                            "segment_ids", (long long)t->eod);
     char eod[24] = "none";
     if (t->eod >= 0) snprintf(eod, sizeof eod, "%" PRId64, t->eod);
     snprintf(t->canon, sizeof t->canon, "tokens seq_len=%" PRIu64 " packing=%s eod=%s pad=%"

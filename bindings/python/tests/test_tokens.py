@@ -272,6 +272,8 @@ def test_int64_output_and_named_errors(tmp_path):
     ld.close()
     with pytest.raises(ValueError, match="packing"):
         seedpipe.Loader(prefix, seq_len=2, packing="bins")
+    with pytest.raises(seedpipe.Error, match="concat's"):
+        seedpipe.Loader(prefix, seq_len=2, packing="docs", eod=0)
     with pytest.raises(seedpipe.Error, match="float32"):
         seedpipe.Loader(prefix, seq_len=2, dtype="float32")
     with pytest.raises(seedpipe.Error, match="tokens seq_len=L"):
