@@ -223,10 +223,19 @@ sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits) {
     return ds;
 }
 
-/* 1 if a URL names a token corpus's file (it ends in .idx or .bin). */
+/* 1 if a URL names a token corpus: it ends in .idx or .bin, or its last
+ * path component is neither empty (a folder), a .tar shard nor a brace
+ * pattern of shards (then it is the corpus's prefix). */
 static int is_token_url(const char *url) {
     size_t l = strlen(url);
-    return l > 4 && (strcmp(url + l - 4, ".idx") == 0 || strcmp(url + l - 4, ".bin") == 0);
+    if (l > 4 && (strcmp(url + l - 4, ".idx") == 0 || strcmp(url + l - 4, ".bin") == 0))
+        return 1;
+    const char *host = strstr(url, "://");
+    const char *path = host ? strchr(host + 3, '/') : NULL;
+    if (!path) return 0;   /* a bucket or a server alone */
+    const char *leaf = strrchr(path, '/') + 1;
+    size_t ll = strlen(leaf);
+    return ll && !(ll > 4 && strcmp(leaf + ll - 4, ".tar") == 0) && !strchr(leaf, '{');
 }
 
 /* sp_dataset_open() of every kind but a mixture (dataset_mix.c holds the

@@ -49,7 +49,8 @@
  * a document. LIMIT: a .bin rewritten in place with other tokens and the
  * same size keeps the fingerprint (include/seedpipe/dataset.h says so).
  *
- * REMOTE (a URL ending in .idx or .bin: s3://, http(s)://; remote.c): the
+ * REMOTE (a URL ending in .idx or .bin, or the prefix URL: s3://,
+ * http(s)://; dataset_open.c decides which URLs are token corpora; remote.c): the
  * .idx is fetched whole into memory (bounded by the larger of
  * SEEDPIPE_REMOTE_INDEX_MAX and 4 GiB, about 200 million documents), the
  * .bin's size is the total of a one-byte ranged GET's Content-Range, and
@@ -517,28 +518,32 @@ static int remote_bin_size(sp__tok *t, sp_error *err) {
     return SP_OK;
 }
 
-/* A remote corpus (ds->root a URL ending in .idx or .bin): the .idx fetched
- * whole (at most the larger of SEEDPIPE_REMOTE_INDEX_MAX and
- * SP__TOK_REMOTE_IDX_MAX), the .bin's size asked for. */
+/* A remote corpus (ds->root a URL ending in .idx or .bin, or the prefix
+ * URL): the .idx fetched whole (at most the larger of
+ * SEEDPIPE_REMOTE_INDEX_MAX and SP__TOK_REMOTE_IDX_MAX), the .bin's size
+ * asked for. */
 #define SP__TOK_REMOTE_IDX_MAX (UINT64_C(4) << 30)
 static int open_remote(sp_dataset *ds, sp__tok *t, sp_error *err) {
     char *leaf = NULL;
     int rc = sp__rio_create(ds->root, &t->rio, &leaf, err);
     if (rc != SP_OK) return rc;
     size_t l = strlen(leaf), lr = strlen(ds->root);
-    t->idx_name = sp__ds_strdup(leaf);
-    t->bin_name = sp__ds_strdup(leaf);
+    int ext = l > 4 && (strcmp(leaf + l - 4, ".idx") == 0 || strcmp(leaf + l - 4, ".bin") == 0);
+    size_t stem = ext ? l - 4 : l;
+    t->idx_name = malloc(stem + 5);
+    t->bin_name = malloc(stem + 5);
+    if (t->idx_name && t->bin_name) {
+        snprintf(t->idx_name, stem + 5, "%.*s.idx", (int)stem, leaf);
+        snprintf(t->bin_name, stem + 5, "%.*s.bin", (int)stem, leaf);
+    }
     free(leaf);
-    if (!t->idx_name || !t->bin_name || l < 4)
-        return sp_error_set(err, t->idx_name && t->bin_name ? SP_EINVAL : SP_ENOMEM,
-                            "%s: not a token corpus's .idx or .bin URL", ds->root);
-    memcpy(t->idx_name + l - 3, "idx", 3);
-    memcpy(t->bin_name + l - 3, "bin", 3);
+    if (!t->idx_name || !t->bin_name)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     t->idx_path = sp__rio_display(t->rio, t->idx_name);
     t->bin_path = sp__rio_display(t->rio, t->bin_name);
     if (!t->idx_path || !t->bin_path)
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    ds->root[lr - 4] = '\0';   /* the prefix URL */
+    if (ext) ds->root[lr - 4] = '\0';   /* the prefix URL */
     sp__rio_get g;
     memset(&g, 0, sizeof g);
     g.name = t->idx_name;
@@ -547,6 +552,12 @@ static int open_remote(sp_dataset *ds, sp__tok *t, sp_error *err) {
     rc = sp__rio_fetch(t->rio, &g, err);
     t->idx = g.buf;
     t->idx_size = g.got;
+    if (rc != SP_OK && !ext && g.status == 404 && err) {   /* was it meant as a token corpus? */
+        size_t m = strlen(err->msg);
+        snprintf(err->msg + m, sizeof err->msg - m, " (a remote dataset URL is a .tar shard, a "
+                 "brace pattern of shards, a folder ending in '/', or a token corpus's PREFIX, "
+                 ".idx or .bin)");
+    }
     if (rc == SP_OK) rc = remote_bin_size(t, err);
     return rc;
 }

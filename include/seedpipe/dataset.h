@@ -124,8 +124,10 @@
  *    the .bin's size and the XXH3-128 of the .idx's bytes
  *    (dataset/dataset_tokens.c). LIMIT: the .bin's bytes are not hashed
  *    (that would read the whole corpus at every open): a .bin rewritten in
- *    place with the same size keeps the fingerprint. Remote (a URL ending in
- *    .idx or .bin, s3:// or http(s)://): the .idx is fetched whole (at most
+ *    place with the same size keeps the fingerprint. Remote (s3:// or
+ *    http(s)://, a URL ending in .idx or .bin, or any other whose last
+ *    component is not empty, a .tar or a brace pattern: the prefix URL):
+ *    the .idx is fetched whole (at most
  *    the larger of SEEDPIPE_REMOTE_INDEX_MAX and 4 GiB), the .bin's size
  *    read from a one-byte ranged GET, the same checks and fingerprint as
  *    the local copy; tokens are byte ranges of the .bin (SP_EMISMATCH when

@@ -48,7 +48,8 @@ def _venv_site():
             subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv],
                            check=True, capture_output=True, timeout=120)
             subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--timeout", "30",
-                            MCORE], check=True, capture_output=True, timeout=300)
+                            "--retries", "1", MCORE], check=True, capture_output=True,
+                           timeout=300)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
             out = getattr(e, "stderr", b"") or b""
             pytest.skip(f"cannot install {MCORE} into {venv} (no network? no python3-venv?): "

@@ -4,7 +4,7 @@ REMOTE): nginx serving corpora written by seedpipe.tokens.write() on
 cannot start). Read through tests/tokens_dump (sp_dataset_open() of the
 URL, every document read by one sp__tok_read() call).
 
- - the URL of the .idx and of the .bin give the local copy's documents,
+ - the URL of the .idx, of the .bin and the prefix URL give the local copy's documents,
    tokens and fingerprint; the open is two requests (the .idx whole, one
    byte of the .bin for its size) and the read of every document, adjacent
    in the .bin, one more (nginx's access log);
@@ -67,7 +67,7 @@ def test_remote_equals_local(served, tmp_path):
     local, fp = _seedpipe_docs(os.path.join(www, "c"), fingerprint=True)
     assert len(local) == len(docs)
     assert all(np.array_equal(a, d.astype(np.int64)) for a, d in zip(local, docs))
-    for leaf in ("c.idx", "c.bin"):
+    for leaf in ("c.idx", "c.bin", "c"):
         before = _requests(ng)
         got, rfp = _seedpipe_docs(f"{ng.url}/{leaf}", fingerprint=True)
         assert rfp == fp
@@ -87,6 +87,8 @@ def test_remote_refusals(served, tmp_path):
     www, ng, _ = served
     out = _dump_fails(f"{ng.url}/none.idx", tmp_path)
     assert f"{ng.url}/none.idx" in out and "404" in out, out
+    out = _dump_fails(f"{ng.url}/none", tmp_path)
+    assert f"{ng.url}/none.idx" in out and "404" in out and "a token corpus's PREFIX" in out, out
     out = _dump_fails(f"{ng.url}/short.idx", tmp_path)
     assert out.startswith(f"ERR {seedpipe._errors.STATUS['EFORMAT']} {ng.url}/short.idx: "), out
     assert "run past the end of " + f"{ng.url}/short.bin" in out, out
