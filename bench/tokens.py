@@ -115,6 +115,16 @@ def rss_now():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def rss_split():
+    """(anonymous, file-backed) resident bytes now (/proc/self/status)."""
+    got = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                got[line.split(":")[0]] = int(line.split()[1]) * 1024
+    return got.get("RssAnon", 0), got.get("RssFile", 0)
+
+
 def peak_rss():
     """(this process's peak RSS, its largest waited-for child's), bytes."""
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -228,27 +238,28 @@ def side_seedpipe(a):
     import seedpipe
     L, B, W = a.seq_len, a.batch_size, a.workers
     out = {"copy": [], "concat": [], "docs": []}
-    pad_seen = [0, 0]
     for r in range(a.rounds):
         out["copy"].append(copy_rate(a.prefix, L, B, a.seconds, a.seed + r)[0])
         for packing in ("concat", "docs"):
             ld = seedpipe.Loader(a.prefix, seq_len=L, packing=packing, batch_size=B, workers=W,
                                  seed=a.seed + r, epochs=1000, dtype="int32")
-
-            def leaf(it):
-                for b in it:
-                    if packing == "docs":
-                        s = b["segment_ids"]
-                        pad_seen[0] += int((s == 0).sum())
-                        pad_seen[1] += s.size
-                    yield b["tokens"]
-            rate, _ = timed_rate(leaf(forever(ld)), L, a.seconds, dst_cache())
+            rate, _ = timed_rate((b["tokens"] for b in forever(ld)), L, a.seconds, dst_cache())
             out[packing].append(rate)
             if packing == "docs":
                 out["docs_windows"] = int(ld.num_samples)
-            ld.close() if hasattr(ld, "close") else None
             del ld
-    out["pad_streamed"] = pad_seen[0] / max(1, pad_seen[1])
+    # padding as streamed (untimed): segment_ids == 0 over the first 500 batches
+    ld = seedpipe.Loader(a.prefix, seq_len=L, packing="docs", batch_size=B, workers=W,
+                         seed=a.seed, epochs=1, dtype="int32")
+    zeros = cells = 0
+    for i, b in enumerate(ld):
+        s = b["segment_ids"]
+        zeros += int((s == 0).sum())
+        cells += s.size
+        if i == 499:
+            break
+    out["pad_streamed"] = zeros / max(1, cells)
+    out["pad_streamed_batches"] = i + 1
     return out
 
 
@@ -322,6 +333,7 @@ def _lit_piece(i):
 def side_open_seedpipe(a):
     import seedpipe
     base = rss_now()
+    base_anon, base_file = rss_split()
     L, B = a.seq_len, a.batch_size
     t0 = time.perf_counter()
     ld = seedpipe.Loader(a.prefix, seq_len=L, packing=a.packing, batch_size=B, workers=0,
@@ -340,6 +352,7 @@ def side_open_seedpipe(a):
     jumped = next(iter(ld))["tokens"]
     t_jump = time.perf_counter() - t0
     self_peak, _ = peak_rss()
+    anon, filed = rss_split()
     del ld
     t0 = time.perf_counter()
     ld = seedpipe.Loader(a.prefix, seq_len=L, packing=a.packing, batch_size=B, workers=2,
@@ -350,7 +363,8 @@ def side_open_seedpipe(a):
     _, child_peak = peak_rss()
     return {"first": t_first, "jump": t_jump, "k": k, "batches": nb, "jump_sum": int(jumped.sum()),
             "first_w2": t_first2, "base_rss": base, "peak_rss": self_peak,
-            "worker_peak_rss": child_peak, "files_written": 0}
+            "worker_peak_rss": child_peak, "anon_after": anon - base_anon,
+            "file_after": filed - base_file}
 
 
 def side_open_megatron(a):
@@ -358,6 +372,7 @@ def side_open_megatron(a):
     import warnings
     warnings.simplefilter("ignore")
     base = rss_now()
+    base_anon, base_file = rss_split()
     L, B = a.seq_len, a.batch_size
     cache = a.mg_cache
     shutil.rmtree(cache, ignore_errors=True)
@@ -381,6 +396,7 @@ def side_open_megatron(a):
     size = sum(os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache))
     nfiles = len(os.listdir(cache))
     self_peak, _ = peak_rss()
+    anon, filed = rss_split()
     del ds
     t0 = time.perf_counter()
     ds = build()
@@ -389,7 +405,8 @@ def side_open_megatron(a):
     import torch
     return {"first": t_first, "jump_built": t_jump_built, "jump_cached": t_jump_cached,
             "k": k, "batches": nb, "base_rss": base, "peak_rss": self_peak,
-            "cache_bytes": size, "cache_files": nfiles, "torch": torch.__version__}
+            "cache_bytes": size, "cache_files": nfiles, "torch": torch.__version__,
+            "anon_after": anon - base_anon, "file_after": filed - base_file}
 
 
 if os.environ.get("TOKBENCH_LITDATA"):
@@ -446,7 +463,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds a throughput run")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--packing", default="docs", help="packing of the open/jump measurement")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "tokbench"))
@@ -519,7 +536,8 @@ def main():
         if sp is None:
             sys.exit("seedpipe side failed: " + err)
         cp, cc, dc = med(sp["copy"]), med(sp["concat"]), med(sp["docs"])
-        print(f"  copy {sp['copy']}  concat {sp['concat']}  docs {sp['docs']}")
+        print("  M tokens/s by round: " + "  ".join(
+            k + " " + ", ".join(f"{x / 1e6:.1f}" for x in sp[k]) for k in ("copy", "concat", "docs")))
         rows.append(("memory copy .bin -> int32 windows (limit)", cp, 1.0, "-"))
         rows.append(("seedpipe concat, %d workers" % a.workers, cc, cc / cp, "copy"))
         rows.append(("seedpipe docs, %d workers" % a.workers, dc, dc / cp, "copy"))
@@ -528,7 +546,7 @@ def main():
             print("SKIP torch DataLoader over np.memmap: " + err)
         else:
             t = med(tr["torch"])
-            print(f"  torch {tr['torch']}")
+            print("  torch " + ", ".join(f"{x / 1e6:.2f}" for x in tr["torch"]))
             rows.append(("torch DataLoader over np.memmap, %d workers" % a.workers, t, cc / t,
                          "seedpipe concat / torch"))
         lit = None
@@ -550,12 +568,13 @@ def main():
             print("SKIP LitData: no peer venv")
         if lit:
             ll = med(lit["litdata"])
-            print(f"  litdata {lit['litdata']}")
+            print("  litdata " + ", ".join(f"{x / 1e6:.2f}" for x in lit["litdata"]))
             rows.append(("LitData TokensLoader, %d workers" % a.workers, ll, cc / ll,
                          "seedpipe concat / LitData"))
         exact = 1 - total / (sp["docs_windows"] * a.seq_len)
         rows.append(("docs padding, exact (1 - tokens / windows x L)", exact, None, "target <= 0.02"))
-        rows.append(("docs padding, streamed batches (segment_ids == 0)", sp["pad_streamed"], None,
+        rows.append(("docs padding, first %d batches streamed (segment_ids == 0)"
+                     % sp["pad_streamed_batches"], sp["pad_streamed"], None,
                      "target <= 0.02"))
 
     # ---- open, first batch, jump
@@ -583,8 +602,12 @@ def main():
         rows.append(("seedpipe fresh loader + state at batch %d + that batch (s)" % so["k"],
                      so["jump"], mo["first"] / so["jump"] if mo else None,
                      "megatron build + batch / seedpipe"))
-        rows.append(("seedpipe peak RSS above imports (MiB; bytes/doc %.1f)"
+        rows.append(("seedpipe peak RSS above imports (MiB; %.0f bytes/doc)"
                      % (sp_mem * mib / a.docs), sp_mem, None, "-"))
+        rows.append(("seedpipe after the jump: anonymous RSS above imports (MiB; %.0f bytes/doc)"
+                     % (so["anon_after"] / a.docs), so["anon_after"] / mib, None, "-"))
+        rows.append(("seedpipe after the jump: file-backed RSS above imports (MiB; the .idx is %.1f)"
+                     % (os.path.getsize(a.prefix + ".idx") / mib), so["file_after"] / mib, None, "-"))
         if mo:
             mg_mem = (mo["peak_rss"] - mo["base_rss"]) / mib
             rows.append(("megatron GPTDataset build + first batch (s)", mo["first"], 1.0, "-"))
@@ -593,6 +616,8 @@ def main():
                          mo["jump_cached"] / so["jump"], "megatron cached / seedpipe jump"))
             rows.append(("megatron peak RSS above imports (MiB)", mg_mem,
                          mg_mem / sp_mem if sp_mem > 0 else None, "megatron / seedpipe"))
+            rows.append(("megatron after the build: anonymous / file-backed RSS above imports (MiB)",
+                         mo["anon_after"] / mib, None, "file %.1f" % (mo["file_after"] / mib)))
             rows.append(("megatron cache files written (MB, %d files)" % mo["cache_files"],
                          mo["cache_bytes"] / 1e6, None, "seedpipe writes 0"))
 
@@ -600,7 +625,7 @@ def main():
     print(f"| what | value | ratio | ratio of |")
     print(f"|---|---|---|---|")
     for what, v, ratio, of in rows:
-        vs = (f"{v / 1e6:.1f} M tokens/s" if v > 1000 else f"{v:.4g}")
+        vs = (f"{v / 1e6:.1f} M tokens/s" if v > 1000 else f"{v:.3g}")
         rs = "-" if ratio is None else f"**{ratio:.2f}**"
         print(f"| {what} | {vs} | {rs} | {of} |")
     print(f"\npeers: {versions}; command: /usr/bin/python3 bench/tokens.py " + " ".join(sys.argv[1:]))
