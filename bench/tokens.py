@@ -22,8 +22,8 @@ Measured, each side in its own subprocess:
               a preallocated int32 array (what staging for a device does).
               "copy" is the limit: the .bin's uint16 tokens copied into int32
               windows of the same shape, random window order, same process
-              as seedpipe's concat and docs runs (alternated, --rounds,
-              medians). torch: DataLoader over np.memmap windows
+              as seedpipe's concat and docs runs, at --workers and in
+              process (workers=0), alternated (--rounds, medians). torch: DataLoader over np.memmap windows
               tokens[i*L : i*L+L+1], shuffle, the same workers and batch.
               LitData: StreamingDataset + TokensLoader(block_size=L+1),
               StreamingDataLoader, shuffle, the same workers and batch.
@@ -234,17 +234,19 @@ def copy_rate(prefix, L, B, seconds, seed):
 
 
 def side_seedpipe(a):
-    """copy, concat, docs alternated in this one process (--rounds)."""
+    """copy, then concat and docs at --workers and in process (workers=0),
+    alternated in this one process (--rounds)."""
     import seedpipe
     L, B, W = a.seq_len, a.batch_size, a.workers
-    out = {"copy": [], "concat": [], "docs": []}
+    out = {"copy": [], "concat": [], "docs": [], "concat0": [], "docs0": []}
     for r in range(a.rounds):
         out["copy"].append(copy_rate(a.prefix, L, B, a.seconds, a.seed + r)[0])
-        for packing in ("concat", "docs"):
-            ld = seedpipe.Loader(a.prefix, seq_len=L, packing=packing, batch_size=B, workers=W,
+        for packing, w, key in (("concat", W, "concat"), ("docs", W, "docs"),
+                                ("concat", 0, "concat0"), ("docs", 0, "docs0")):
+            ld = seedpipe.Loader(a.prefix, seq_len=L, packing=packing, batch_size=B, workers=w,
                                  seed=a.seed + r, epochs=1000, dtype="int32")
             rate, _ = timed_rate((b["tokens"] for b in forever(ld)), L, a.seconds, dst_cache())
-            out[packing].append(rate)
+            out[key].append(rate)
             if packing == "docs":
                 out["docs_windows"] = int(ld.num_samples)
             del ld
@@ -537,10 +539,14 @@ def main():
             sys.exit("seedpipe side failed: " + err)
         cp, cc, dc = med(sp["copy"]), med(sp["concat"]), med(sp["docs"])
         print("  M tokens/s by round: " + "  ".join(
-            k + " " + ", ".join(f"{x / 1e6:.1f}" for x in sp[k]) for k in ("copy", "concat", "docs")))
+            k + " " + ", ".join(f"{x / 1e6:.1f}" for x in sp[k])
+            for k in ("copy", "concat", "docs", "concat0", "docs0")))
         rows.append(("memory copy .bin -> int32 windows (limit)", cp, 1.0, "-"))
         rows.append(("seedpipe concat, %d workers" % a.workers, cc, cc / cp, "copy"))
         rows.append(("seedpipe docs, %d workers" % a.workers, dc, dc / cp, "copy"))
+        c0, d0 = med(sp["concat0"]), med(sp["docs0"])
+        rows.append(("seedpipe concat, in process (workers=0)", c0, c0 / cp, "copy"))
+        rows.append(("seedpipe docs, in process (workers=0)", d0, d0 / cp, "copy"))
         tr, err = run_side("/usr/bin/python3", "torch", a, sp_env)
         if tr is None:
             print("SKIP torch DataLoader over np.memmap: " + err)
