@@ -239,6 +239,9 @@ def side_seedpipe(a):
     import seedpipe
     L, B, W = a.seq_len, a.batch_size, a.workers
     out = {"copy": [], "concat": [], "docs": [], "concat0": [], "docs0": []}
+    # epochs= is given to every Loader: with workers > 0 and epochs=None the
+    # pool refuses an epoch of >= 256 batches ("stream of N batches is too
+    # long": U32_MAX epochs x batches >= 2^40, pool.c).
     for r in range(a.rounds):
         out["copy"].append(copy_rate(a.prefix, L, B, a.seconds, a.seed + r)[0])
         for packing, w, key in (("concat", W, "concat"), ("docs", W, "docs"),
@@ -628,8 +631,8 @@ def main():
                          mo["cache_bytes"] / 1e6, None, "seedpipe writes 0"))
 
     print()
-    print(f"| what | value | ratio | ratio of |")
-    print(f"|---|---|---|---|")
+    print("| what | value | ratio | ratio of |")
+    print("|---|---|---|---|")
     for what, v, ratio, of in rows:
         vs = (f"{v / 1e6:.1f} M tokens/s" if v > 1000 else f"{v:.3g}")
         rs = "-" if ratio is None else f"**{ratio:.2f}**"

@@ -182,7 +182,7 @@ def main():
                   f"{len(json.dumps(ld.state_dict()))} bytes of JSON)", flush=True)
 
     batches, losses = run(model, opt, ld, args.steps, log)
-    del ld
+    ld = None                   # the first run's workers exit
     if not all(np.isfinite(losses)):
         sys.exit("loss is not finite")
 
