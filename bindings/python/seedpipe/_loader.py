@@ -350,6 +350,12 @@ class Loader(StreamSource):
         sc.kind = L.STREAM_KINDS["pool" if self.workers else "loader"]
         sc.workers, sc.ring_slots = self.workers, self.ring
         sc.epochs = self.epochs if self.epochs is not None else _UNBOUNDED_EPOCHS
+        if self.epochs is None and self.workers:
+            # a pool's stream holds fewer than 2^40 batches (pool.h): "no
+            # end" is as many epochs as that allows from here, which no run
+            # reaches (a million epochs of a million batches)
+            nb = int(L.sp_loader_batches_per_epoch(self._ld()))
+            sc.epochs = min(_UNBOUNDED_EPOCHS, ((1 << 40) - 1 + epoch * nb + batch) // nb)
         st = None
         if (epoch, batch) != (0, 0):
             st = L.sp_loader_state()

@@ -396,3 +396,20 @@ def test_blend_state_with_other_weights_is_refused(tmp_path):
         got = next(it)
         assert all((got[k] == w[k]).all() for k in w)
     same.close()
+
+
+def test_pool_without_epochs_on_a_long_epoch(tmp_path):
+    """epochs=None with workers: a stream without end, also when an epoch has
+    more than 256 batches (it asked the pool for 2^32 epochs, past the
+    pool's bound of 2^40 batches, and failed)."""
+    docs = [[1 + (i % 50)] * 9 for i in range(700)]
+    prefix = write_corpus(str(tmp_path / "c"), docs)
+    ld = seedpipe.Loader(prefix, seq_len=8, batch_size=2, workers=1, seed=1)
+    assert len(ld) > 256
+    it = ld.stream()
+    first = [np.array(next(it)["tokens"]) for _ in range(3)]
+    ld.close()
+    ref = seedpipe.Loader(prefix, seq_len=8, batch_size=2, seed=1)
+    it = ref.stream()
+    assert all((np.array(next(it)["tokens"]) == f).all() for f in first)
+    ref.close()
