@@ -90,6 +90,9 @@ struct sp__tok {
     int code, itemsize, is_signed;  /* dtype code, bytes a token, signedness */
     uint64_t S, D, total;
     const uint8_t *lengths, *pointers, *docs;   /* into idx: i32[S], i64[S], i64[D+1] */
+    int one_seq;                    /* every document is one sequence (document d = sequence d):
+                                     * its length is lengths[d], one read */
+    int shift;                      /* log2 of itemsize */
     /* remote: the store, the objects' names in it; idx is then malloc'd, bin NULL */
     sp__rio *rio;
     char *idx_name, *bin_name;
@@ -112,8 +115,8 @@ static uint64_t seq_ptr(const sp__tok *t, uint64_t s) {
 
 /* The first token of document d (d <= D): the tiling makes it a pointer. */
 static uint64_t doc_start(const sp__tok *t, uint64_t d) {
-    uint64_t s = sp__le_get64(t->docs + 8 * d);
-    return s < t->S ? seq_ptr(t, s) / (uint64_t)t->itemsize : t->total;
+    uint64_t s = t->one_seq ? d : sp__le_get64(t->docs + 8 * d);
+    return s < t->S ? seq_ptr(t, s) >> t->shift : t->total;
 }
 
 const sp__tok *sp__tok_of(const sp_dataset *ds) {
@@ -125,14 +128,58 @@ const char *sp__tok_dtype_name(const sp__tok *t) { return tok_types[t->code].nam
 
 uint64_t sp__tok_len(const sp__tok *t, uint64_t d) {
     if (d >= t->D) return 0;
+    if (t->one_seq) return (uint32_t)sp__le_get32(t->lengths + 4 * d);   /* checked >= 0 */
     return doc_start(t, d + 1) - doc_start(t, d);
+}
+
+void sp__tok_prefetch_len(const sp__tok *t, uint64_t d) {
+    if (d < t->D) __builtin_prefetch(t->one_seq ? t->lengths + 4 * d : t->docs + 8 * d);
 }
 
 /* ---- reading ---------------------------------------------------------------------- */
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Plain loops the compiler vectorizes, for a little-endian host (the
+ * generic loop below is what they compute, token by token). Unaligned,
+ * aliasing-safe element types: a span may start anywhere in a window. */
+typedef uint16_t u16u __attribute__((aligned(1), may_alias));
+typedef int16_t i16u __attribute__((aligned(1), may_alias));
+typedef int32_t i32u __attribute__((aligned(1), may_alias));
+typedef int64_t i64u __attribute__((aligned(1), may_alias));
+#define WIDEN(ST, DT)                                                  \
+    do {                                                               \
+        const ST *s_ = (const ST *)(const void *)src;                  \
+        DT *d_ = (DT *)(void *)dst;                                    \
+        for (uint64_t k = 0; k < n; k++) d_[k] = s_[k];                \
+    } while (0)
+
+/* 1 and the tokens converted when a plain loop does it (no range check). */
+static int convert_fast(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst,
+                        int out_bytes) {
+    int w8 = out_bytes == 8;
+    switch (t->code) {
+    case 1: if (w8) WIDEN(uint8_t, i64u); else WIDEN(uint8_t, i32u); return 1;
+    case 2: if (w8) WIDEN(int8_t, i64u); else WIDEN(int8_t, i32u); return 1;
+    case 3: if (w8) WIDEN(i16u, i64u); else WIDEN(i16u, i32u); return 1;
+    case 8: if (w8) WIDEN(u16u, i64u); else WIDEN(u16u, i32u); return 1;
+    case 4: if (w8) WIDEN(i32u, i64u); else memcpy(dst, src, 4 * n); return 1;
+    case 5: if (w8) { memcpy(dst, src, 8 * n); return 1; } return 0;   /* int32 out: checked */
+    default: return 0;
+    }
+}
+#undef WIDEN
+#else
+static int convert_fast(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst,
+                        int out_bytes) {
+    (void)t, (void)src, (void)n, (void)dst, (void)out_bytes;
+    return 0;
+}
+#endif
+
 /* n tokens from src (the corpus's type) to dst as out_bytes integers. */
 static int convert(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst, int out_bytes,
                    uint64_t doc, uint64_t off, sp_error *err) {
+    if (convert_fast(t, src, n, dst, out_bytes)) return SP_OK;
     for (uint64_t k = 0; k < n; k++) {
         const uint8_t *p = src + k * (uint64_t)t->itemsize;
         int64_t v;
@@ -262,6 +309,7 @@ static int check_header(sp__tok *t, sp_error *err) {
         return sp_error_set(err, SP_EUNSUPP, "%s: token dtype %s: tokens must be integers",
                             t->idx_path, tok_types[t->code].name);
     t->itemsize = tok_types[t->code].size;
+    t->shift = t->itemsize == 8 ? 3 : t->itemsize == 4 ? 2 : t->itemsize == 2 ? 1 : 0;
     t->is_signed = tok_types[t->code].is_signed;
     t->S = sp__le_get64(t->idx + 18);
     uint64_t N = sp__le_get64(t->idx + 26);
@@ -323,16 +371,19 @@ static int check_sequences(sp__tok *t, sp_error *err) {
     return SP_OK;
 }
 
-/* document_indices: 0 first, non-decreasing, S last. */
-static int check_documents(const sp__tok *t, sp_error *err) {
+/* document_indices: 0 first, non-decreasing, S last; notes whether
+ * document d is sequence d throughout (t->one_seq). */
+static int check_documents(sp__tok *t, sp_error *err) {
     char m[256];
     uint64_t prev = sp__le_get64(t->docs);
     if (prev != 0) {
         snprintf(m, sizeof m, "document index starts at %" PRIu64 ", not 0", prev);
         return bad(t, err, m);
     }
+    int one = t->S == t->D;
     for (uint64_t d = 1; d <= t->D; d++) {
         uint64_t v = sp__le_get64(t->docs + 8 * d);
+        one &= v == d;
         if (v < prev || v > t->S) {
             snprintf(m, sizeof m, "document index entry %" PRIu64 " is %" PRIu64 " after %"
                      PRIu64 " (entries must not decrease nor pass the %" PRIu64 " sequences)",
@@ -346,6 +397,7 @@ static int check_documents(const sp__tok *t, sp_error *err) {
                  PRIu64, prev, t->S);
         return bad(t, err, m);
     }
+    t->one_seq = one;
     return SP_OK;
 }
 

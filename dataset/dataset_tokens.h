@@ -31,6 +31,9 @@ uint64_t sp__tok_docs(const sp__tok *t);
 uint64_t sp__tok_total(const sp__tok *t);
 /*! sp__tok_len() : the tokens of document d (< D; 0 for d >= D). O(1). */
 uint64_t sp__tok_len(const sp__tok *t, uint64_t d);
+/*! sp__tok_prefetch_len() : start loading what sp__tok_len(d) reads (a
+ *  pass over the documents in a shuffled order asks some ahead). */
+void sp__tok_prefetch_len(const sp__tok *t, uint64_t d);
 /*! sp__tok_dtype_name() : the corpus's token type as numpy names it
  *  ("uint8", "int8", "int16", "int32", "int64", "uint16"). */
 const char *sp__tok_dtype_name(const sp__tok *t);

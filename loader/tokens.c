@@ -127,7 +127,8 @@ static int concat_epoch(const sp__tokl *t, uint32_t epoch, sp__tokl_epoch *e, sp
     for (uint64_t k = 0; k < D; k++) e->order[k] = (uint32_t)k;
     sp__tokl_shuffle(e->order, D, t->key, epoch, 0);
     uint64_t off = 0, el = eod_len(t);
-    for (uint64_t k = 0; k < D; k++) {
+    for (uint64_t k = 0; k < D; k++) {   /* the lengths in a random order: ask ahead */
+        if (k + 16 < D) sp__tok_prefetch_len(t->tok, e->order[k + 16]);
         if (k % SP__TOKL_STRIDE == 0) e->c[k / SP__TOKL_STRIDE] = off;
         off += sp__tok_len(t->tok, e->order[k]) + el;
     }

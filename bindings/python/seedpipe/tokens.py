@@ -48,12 +48,18 @@ def _as_tokens(doc, dtype, np, k: int):
 def write(prefix, documents: Iterable, dtype: str = "uint16") -> int:
     """Write `documents` (an iterable of 1-D integer arrays or sequences, one
     document each) as PREFIX.bin + PREFIX.idx with tokens of `dtype`
-    ("uint8", "int8", "int16", "uint16", "int32", "int64"). Returns the
+    ("uint8", "int8", "int16", "uint16", "int32", "int64", or the numpy
+    type or dtype of one of them: np.uint16). Returns the
     number of documents written. ValueError for a token outside dtype's
     range or a document that is not 1-D integers; seedpipe.Error for the C
     writer's errors (an unknown dtype, a write that failed: naming the
     file)."""
     import numpy as np
+    if not isinstance(dtype, str):
+        try:
+            dtype = np.dtype(dtype).name    # np.uint16, np.dtype("int32")
+        except TypeError:
+            pass
     if dtype not in DTYPES:
         raise ValueError(f"seedpipe.tokens.write: dtype {dtype!r}: expected one of "
                          f"{', '.join(DTYPES)}")
