@@ -341,11 +341,12 @@ int cmd_index(cli_args *a) {
                : k == SP_DATASET_MIX ? "a mixture: each source keeps its own index"
                                      : "SEEDPIPE_INDEX=off");
     } else {
-        printf("index:       %s (%s)\n", info.path[0] ? info.path : "not written",
-               info.written  ? "written now"
-               : info.hashed ? "not rewritten: what changed in the last 2 s is hashed again "
-                               "at the next open"
-                             : "up to date");
+        printf("index:       %s (%s)\n", info.path[0] ? info.path : "none kept",
+               info.written    ? "written now"
+               : !info.path[0] ? "no usable cache folder: see the warning"
+               : info.hashed   ? "not rewritten: what changed in the last 2 s is hashed again "
+                                 "at the next open"
+                               : "up to date");
         printf("reused:      %llu samples (stat unchanged, file not read)\n",
                (unsigned long long)info.reused);
         printf("hashed:      %llu samples\n", (unsigned long long)info.hashed);
