@@ -294,7 +294,7 @@ int cmd_inspect(cli_args *a) {
     return 0;
 }
 
-/* The persistent index's warning (a sidecar found but not trusted), once. */
+/* The persistent index's warning (an index found but not trusted, or none kept), once. */
 void cli_index_warning(const sp_dataset *ds) {
     sp_dataset_index_info info;
     sp_dataset_index_info_get(ds, &info);

@@ -80,9 +80,10 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      (WEIGHT<TAB>DATASET lines; README.md \"Mixtures\")\n"},
     {"index", 0,
      "  index DATASET [--rebuild] [--threads T] [--out FILE]\n"
-     "      build or check the persistent index (the content hashes kept beside\n"
-     "      the data, trusted while each file's stat is unchanged): what was reused,\n"
-     "      what was hashed; --rebuild ignores the one there; --threads T hashing\n"
+     "      build or check the persistent index (the content hashes kept in\n"
+     "      $SEEDPIPE_CACHE, else ~/.cache/seedpipe, never in the data, trusted while\n"
+     "      each file's stat is unchanged): where it is, what was reused, what was\n"
+     "      hashed; --rebuild ignores the one there; --threads T hashing\n"
      "      threads, 0..64 (0, default: the online CPUs, at most 8). For remote\n"
      "      shards (s3://... or http(s)://..., docs/remote.md) it reads every shard\n"
      "      once and uploads the dataset index object seedpipe.index beside them;\n"
