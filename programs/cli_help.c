@@ -45,7 +45,8 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "                        stream reads K shards at a time; K in 1..4294967295\n"
      "                        (docs/determinism.md 6a, docs/remote.md)\n"},
     {B_FORMAT, "format options",
-     "  --dtype D             uint8 | float32 | bfloat16 | float16 (default uint8)\n"
+     "  --dtype D             uint8 | float32 | bfloat16 | float16 (default: float32\n"
+     "                        when the pipeline normalizes, else uint8)\n"
      "  --layout L            nchw | nhwc (default nchw)\n"},
     {B_SPLIT, "split options",
      "  --split NAME=FRACTION,...  a split of the dataset by keyed hash of each\n"
