@@ -730,6 +730,14 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
     }
     if (ds->index.used && rel.n) {
         char *ip = sp__ds_tar_index_path(ds, rel.v[0], 0), dir[4096];
+        char *old = ip && ip[0] && access(ip, F_OK) != 0 ? sp__ds_tar_index_path(ds, rel.v[0], 1)
+                                                          : NULL;
+        if (old && access(old, F_OK) == 0) {   /* an older version's, beside the shard */
+            free(ip);
+            ip = old;
+            old = NULL;
+        }
+        free(old);
         if (ip && ip[0]) snprintf(ds->index.path, sizeof ds->index.path, "%s%s", ip,
                                   rel.n > 1 ? " (one per shard)" : "");
         if (ip && !ip[0] && ds->index.hashed) {   /* why the shards will be read again */

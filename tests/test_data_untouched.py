@@ -10,7 +10,7 @@ was (every name under it, hidden ones included, with its size and mtime);
 the index entries are in the cache folder, the second `index` reuses every
 sample, and no run warns; an old sidecar beside the data (an older
 version's, `.seedpipe-index`) is still used (reused > 0) and not rewritten,
-for the folder and the list file. Standard library only.
+for the folder, the list file and a shard. Standard library only.
 """
 import os
 import re
@@ -115,6 +115,12 @@ def main():
         old_sidecar_used("ImageFolder", ds, "folder", os.path.join(ds, ".seedpipe-index"))
         old_sidecar_used("list file", os.path.join(root, "train.txt"), "list",
                          os.path.join(root, ".train.txt.seedpipe-index"))
+        one = os.path.join(tmp, "one-shard")   # one shard: its index is the one printed
+        run("shard", ds, one, "--max-count", "100")
+        time.sleep(2.5)
+        old_sidecar_used("a WebDataset shard", one, "tar",
+                         os.path.join(one, "." + [n for n in os.listdir(one)
+                                                  if n.endswith(".tar")][0] + ".seedpipe-index"))
     print("test_data_untouched: ok")
     return 0
 
