@@ -80,25 +80,25 @@ int sp__ds_cache_dir(char *dir, size_t n, char *why, size_t wn) {
         name = "~/.cache/seedpipe";
     } else {
         dir[0] = '\0';
-        return refuse(why, wn, "no index cache folder (SEEDPIPE_CACHE, XDG_CACHE_HOME and HOME "
+        return refuse(why, wn, "no cache folder (SEEDPIPE_CACHE, XDG_CACHE_HOME and HOME "
                       "are unset or not absolute)");
     }
     if (w < 0 || (size_t)w >= n - 48) {
         dir[0] = '\0';
-        return refuse(why, wn, "index cache %s: path too long", name);
+        return refuse(why, wn, "cache folder %s: path too long", name);
     }
     struct stat st;
     if (make_path(dir) != 0 || stat(dir, &st) != 0)
-        return refuse(why, wn, "index cache %s: %s", dir, strerror(errno));
+        return refuse(why, wn, "cache folder %s: %s", dir, strerror(errno));
     uid_t me = geteuid();
     if (!S_ISDIR(st.st_mode))
-        return refuse(why, wn, "index cache %s: not a folder", dir);
+        return refuse(why, wn, "cache folder %s: not a folder", dir);
     if (st.st_uid != me)
-        return refuse(why, wn, "index cache %s: owned by uid %u, not by this user (uid %u): "
+        return refuse(why, wn, "cache folder %s: owned by uid %u, not by this user (uid %u): "
                       "refused (its owner could replace the indexes; set SEEDPIPE_CACHE to a "
                       "folder of your own)", dir, (unsigned)st.st_uid, (unsigned)me);
     if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return refuse(why, wn, "index cache %s: mode %04o: others may write it: refused (they "
+        return refuse(why, wn, "cache folder %s: mode %04o: others may write it: refused (they "
                       "could plant indexes; chmod 700 it or set SEEDPIPE_CACHE to a folder of "
                       "your own)", dir, (unsigned)(st.st_mode & 07777));
     return 0;

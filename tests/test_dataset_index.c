@@ -377,7 +377,7 @@ static void test_cache_folder(void) {
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
     ds = open_ds(root, SP_INDEX_AUTO, &b);
-    CHECK(!b.written && b.hashed == 12 && strstr(b.warning, "no index cache folder"));
+    CHECK(!b.written && b.hashed == 12 && strstr(b.warning, "no cache folder"));
     sp_dataset_close(ds);
 
     /* a read-only dataset: indexed with no warning, nothing written in it */
