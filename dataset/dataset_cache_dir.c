@@ -12,7 +12,10 @@
  *    writable by group or others, sticky or not (anyone who can write
  *    there could plant an index of their own): the rules of the shard
  *    cache's private folder (dataset_shard_cache.c), less the read bits, so
- *    a ~/.cache/seedpipe made 0755 by an older version stays usable.
+ *    a ~/.cache/seedpipe made 0755 by an older version stays usable. The
+ *    folder it is in must be this user's or root's, and sticky if others
+ *    may write it (the shard cache's rule for its DIR): else the cache
+ *    folder could be swapped between the check and a write.
  *  - A folder that is not usable is never an error: the caller hashes
  *    every file and says why (sp_dataset_index_info.warning).
  *  - An entry is named <tag>-<32 hex digits>, the XXH3-128 of (tag, NUL,
@@ -65,6 +68,31 @@ static int make_path(const char *dir) {
     return errno == EEXIST ? 0 : -1;
 }
 
+/* The folder holding the cache folder (resolved): whoever may rename
+ * entries there could swap the cache folder for one of their own between
+ * the check and a write, so it must be this user's or root's, and sticky
+ * where others may write it (/tmp): the shard cache's rule for its DIR. */
+static int check_parent(const char *dir, uid_t me, char *why, size_t wn) {
+    char *real = realpath(dir, NULL);
+    if (!real) return refuse(why, wn, "cache folder %s: %s", dir, strerror(errno));
+    char *slash = strrchr(real, '/');
+    if (slash == real) slash[1] = '\0';
+    else *slash = '\0';
+    struct stat st;
+    int rc = 0;
+    if (stat(real, &st) != 0)
+        rc = refuse(why, wn, "cache folder %s: %s: %s", dir, real, strerror(errno));
+    else if (st.st_uid != me && st.st_uid != 0)
+        rc = refuse(why, wn, "cache folder %s: in %s, owned by uid %u: refused (its owner "
+                    "could replace the cache folder)", dir, real, (unsigned)st.st_uid);
+    else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+        rc = refuse(why, wn, "cache folder %s: in %s, mode %04o: others may write it and it is "
+                    "not sticky: refused (they could replace the cache folder)", dir, real,
+                    (unsigned)(st.st_mode & 07777));
+    free(real);
+    return rc;
+}
+
 int sp__ds_cache_dir(char *dir, size_t n, char *why, size_t wn) {
     const char *env = getenv("SEEDPIPE_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
@@ -101,7 +129,7 @@ int sp__ds_cache_dir(char *dir, size_t n, char *why, size_t wn) {
         return refuse(why, wn, "cache folder %s: mode %04o: others may write it: refused (they "
                       "could plant indexes; chmod 700 it or set SEEDPIPE_CACHE to a folder of "
                       "your own)", dir, (unsigned)(st.st_mode & 07777));
-    return 0;
+    return check_parent(dir, me, why, wn);
 }
 
 int sp__ds_cache_entry(const char *dir, const char *tag, const char *path, char *out,

@@ -368,6 +368,12 @@ static void test_cache_folder(void) {
         CHECK(same(sp_dataset_fingerprint(ds), fp));
         sp_dataset_close(ds);
     }
+    /* in a folder others may write that is not sticky: could be swapped */
+    CHECK(mkdir(tp("loose"), 0777) == 0 && chmod(tp("loose"), 0777) == 0);
+    setenv("SEEDPIPE_CACHE", tp("loose/c"), 1);
+    ds = open_ds(root, SP_INDEX_AUTO, &b);
+    CHECK(!b.written && b.hashed == 12 && strstr(b.warning, "not sticky"));
+    sp_dataset_close(ds);
     write_file(tp("afile"), (const unsigned char *)"x", 1);
     setenv("SEEDPIPE_CACHE", tp("afile"), 1);
     ds = open_ds(root, SP_INDEX_AUTO, &b);

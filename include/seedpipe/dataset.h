@@ -118,7 +118,8 @@
  * open reads and hashes every file (in threads) and keeps the hashes in the
  * user's index cache folder, never in the data: $SEEDPIPE_CACHE if set,
  * else $XDG_CACHE_HOME/seedpipe, else ~/.cache/seedpipe, made mode 0700 and
- * refused when it is another user's or others may write it. An entry is
+ * refused when it is another user's or others may write it (or the folder
+ * it is in, unless sticky). An entry is
  * named after the dataset's resolved path and its folder's device and
  * inode (folder-HEX, list-HEX, tar-HEX), so two datasets never share one
  * and a moved dataset is indexed again; a read-only dataset is indexed as
