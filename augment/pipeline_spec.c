@@ -282,20 +282,57 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
 }
 #undef BAD
 
+/* Edit distance (insert, delete, substitute, each 1) of a and b, capped at
+ * 99: how far a mistyped name is from a known one. */
+static int edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 63 || nb > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[nb];
+}
+
+/* The error for a name that is no op: the ops and the presets it could
+ * have meant, and the closest of them when it is a near miss
+ * ("imagenet_train": did you mean "imagenet-train"?). */
+static int unknown_op(int idx, const char *name, sp_error *err) {
+    char ops[512] = "", presets[512] = "", hint[96] = "";
+    const char *best = NULL;
+    int bd = 99;
+    for (int i = 0; i < N_OPS; i++) {
+        snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s", i ? ", " : "", OPS[i].name);
+        int dist = edit_distance(name, OPS[i].name);
+        if (dist < bd) bd = dist, best = OPS[i].name;
+    }
+    for (int i = 0; PRESET_NAMES[i]; i++) {
+        snprintf(presets + strlen(presets), sizeof presets - strlen(presets), "%s%s",
+                 i ? ", " : "", PRESET_NAMES[i]);
+        int dist = idx == 0 ? edit_distance(name, PRESET_NAMES[i]) : 99;   /* only whole */
+        if (dist < bd) bd = dist, best = PRESET_NAMES[i];
+    }
+    int near = (int)strlen(name) / 3 > 2 ? (int)strlen(name) / 3 : 2;
+    if (best && bd <= near) snprintf(hint, sizeof hint, " (did you mean \"%s\"?)", best);
+    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": unknown op%s (ops: %s; or the "
+                        "whole pipeline one preset: %s)", idx, name, hint, ops, presets);
+}
+
 /* Parse one op from its tokens (tok[0] is the name). */
 static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err) {
     const op_desc *d = NULL;
     for (int i = 0; i < N_OPS; i++)
         if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
-    if (!d) {
-        char known[512] = "";
-        for (int i = 0; i < N_OPS; i++) {
-            if (i) strcat(known, ", ");
-            strcat(known, OPS[i].name);
-        }
-        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": unknown op (known: %s)", idx,
-                            tok[0], known);
-    }
+    if (!d) return unknown_op(idx, tok[0], err);
     const char *vals[5] = {NULL, NULL, NULL, NULL, NULL};
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');

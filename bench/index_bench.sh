@@ -6,11 +6,11 @@
 # files, then times with the tool, each through /usr/bin/time:
 #   full    SEEDPIPE_INDEX=off: every file read and hashed (what every open
 #           cost before the index; the peer of the same run)
-#   build   --rebuild: hash every file in threads and write the sidecar
-#   reopen  stat every file, trust the sidecar, read no sample file
+#   build   --rebuild: hash every file in threads and write the index
+#   reopen  stat every file, trust the index, read no sample file
 # and prints wall time, peak RSS during the open, and the resident memory
 # per sample the open dataset keeps (VmRSS after the open, minus the tool's
-# own, divided by N; the peak also holds the walk's and the sidecar's
+# own, divided by N; the peak also holds the walk's and the index's
 # temporary buffers). The files were just written, so they
 # are in the page cache: "full" and "build" are hashing speed from memory,
 # not the disk's. Work files in WORKDIR (default /tmp/sp-index-bench; about
@@ -19,6 +19,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${1:-1280000}
 W=${2:-/tmp/sp-index-bench}
+export SEEDPIPE_CACHE="$W/index-cache"   # the indexes (dataset_cache_dir.c), removed with W
 S=$ROOT/build/seedpipe
 [ -x "$S" ] || { echo "build first: $S"; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
@@ -70,4 +71,4 @@ for ds in "$W/ds" "$W/list.txt"; do
   run "reopen" A=1 -- index "$ds"
   run "reopen again" A=1 -- index "$ds"
 done
-ls -la "$W/ds/.seedpipe-index" "$W/.list.txt.seedpipe-index" | awk '{print "sidecar", $NF, $5, "bytes"}'
+ls -la "$SEEDPIPE_CACHE"/folder-* "$SEEDPIPE_CACHE"/list-* | awk '{print "index", $NF, $5, "bytes"}'

@@ -9,9 +9,9 @@
 # (default 5) of `seedpipe digest --workers 2` run folder, shards, folder,
 # shards ...; it prints the median wall time of each, the ratio
 # folder/shards (> 1: the shards are faster) and checks that both stream
-# the same digest. Both persistent indexes are warm (built by a first run:
-# the folder's sidecar, the shards' .<shard>.seedpipe-index files), so
-# neither open reads a sample.
+# the same digest. Both persistent indexes are warm (built by a first run,
+# in the index cache folder: the folder's and one per shard), so neither
+# open reads a sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}

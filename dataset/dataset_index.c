@@ -1,6 +1,6 @@
 /* dataset_index.c - the persistent dataset index: content hashes kept in a
- * sidecar file and trusted again while each file's stat is unchanged
- * (include/seedpipe/dataset.h, "Persistent index").
+ * file of the user's cache folder and trusted again while each file's stat
+ * is unchanged (include/seedpipe/dataset.h, "Persistent index").
  *
  * Opening an ImageFolder or a list file needs every sample's XXH3-128 for
  * the fingerprint. sp__ds_finish_files(), called by dataset_folder.c and
@@ -14,11 +14,16 @@
  * refused when it is read (sp_dataset_read() re-hashes every sample).
  *
  * HOW IT WORKS
- *  - Where: <root>/.seedpipe-index for an ImageFolder, .<name>.seedpipe-index
- *    beside a list file (hidden: the folder walk skips it); when that folder
- *    is not writable, $XDG_CACHE_HOME/seedpipe/index-<hex> (default
- *    ~/.cache), <hex> = XXH3-128 of the kind and the absolute root. Reading
- *    tries the same two places in that order.
+ *  - Where: in the user's index cache folder (dataset_cache_dir.c:
+ *    SEEDPIPE_CACHE, else $XDG_CACHE_HOME/seedpipe, else ~/.cache/seedpipe;
+ *    private, never a folder others may write), named folder-<hex> or
+ *    list-<hex> after the root's resolved path and identity: nothing is
+ *    ever written into the user's data, and a read-only dataset is indexed
+ *    as any other. The sidecar older versions wrote beside the data
+ *    (<root>/.seedpipe-index, .<name>.seedpipe-index beside a list file) is
+ *    still read, under the same rules, when the cache has no sound entry,
+ *    and never written. No usable cache folder: every file is hashed and
+ *    index info's warning says why; the open never fails for it.
  *  - Format (little-endian): "SPDSIDX\0", u32 version 1, u32 kind, u64 n,
  *    u32 len + the absolute root, then n records in canonical (byte-wise
  *    path) order: u32 len + relative path, u32 flags (1 = racy), u64 dev,
@@ -32,7 +37,7 @@
  *    unchanged. A record whose mtime or ctime is within SP_DS_RACY_NS of the
  *    moment the stats were taken is written with the racy flag and hashed
  *    again at the next open (then it is old enough to be trusted).
- *  - Concurrency: the sidecar is written to a unique temporary name in the
+ *  - Concurrency: the index is written to a unique temporary name in the
  *    same folder and renamed over the old one, so a reader sees a whole
  *    file or the previous one; concurrent openers each write a complete
  *    file and the last rename wins. A failed write only costs the next open
@@ -82,6 +87,9 @@ static rec rec_of(const struct stat *st) {
 
 /* ---- where the sidecar lives -------------------------------------------------- */
 
+__attribute__((format(printf, 3, 4))) static void note(char *why, size_t wn, const char *fmt,
+                                                       ...);
+
 /* The absolute root the sidecar belongs to: the folder of an ImageFolder,
  * the list file itself (resolved). malloc'd, or NULL. */
 static char *abs_root(const sp_dataset *ds) {
@@ -89,34 +97,23 @@ static char *abs_root(const sp_dataset *ds) {
     return realpath(ds->root, NULL);
 }
 
-/* The two candidate paths: [0] beside the data, [1] in the user cache
- * ("" when no cache folder is known). */
-static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096]) {
+/* The two candidate paths: [0] the entry in the user's index cache ("" when
+ * no cache folder is usable: why says why), [1] the old sidecar beside the
+ * data, read where it exists and never written. */
+static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096], char *why,
+                          size_t wn) {
     if (ds->kind == SP_DATASET_IMAGEFOLDER) {
-        snprintf(p[0], 4096, "%s/.seedpipe-index", root);
+        snprintf(p[1], 4096, "%s/.seedpipe-index", root);
     } else {
         const char *slash = strrchr(root, '/');
-        snprintf(p[0], 4096, "%.*s/.%s.seedpipe-index", (int)(slash - root), root, slash + 1);
+        snprintf(p[1], 4096, "%.*s/.%s.seedpipe-index", (int)(slash - root), root, slash + 1);
     }
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char dir[3072];
-    if (xdg && xdg[0] == '/')
-        snprintf(dir, sizeof dir, "%s/seedpipe", xdg);
-    else if (home && home[0] == '/')
-        snprintf(dir, sizeof dir, "%s/.cache/seedpipe", home);
-    else
-        dir[0] = '\0';
-    p[1][0] = '\0';
-    if (dir[0]) {
-        sp__hash st;
-        sp__hash_init(&st);
-        uint8_t k = (uint8_t)ds->kind;
-        sp__hash_bytes(&st, &k, 1);
-        sp__hash_bytes(&st, root, strlen(root));
-        sp_digest h = sp__hash_digest(&st);
-        snprintf(p[1], 4096, "%s/index-%016llx%016llx", dir, (unsigned long long)h.hi,
-                 (unsigned long long)h.lo);
-    }
+    char dir[4096];
+    p[0][0] = '\0';
+    if (sp__ds_cache_dir(dir, sizeof dir, why, wn) == 0 &&
+        sp__ds_cache_entry(dir, ds->kind == SP_DATASET_IMAGEFOLDER ? "folder" : "list", root, p[0],
+                           4096) != 0)
+        note(why, wn, "%s: %s", root, strerror(errno));
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -312,20 +309,6 @@ static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *r
     return SP_OK;
 }
 
-/* ---- writing ------------------------------------------------------------------ */
-
-static int mkdir_p(const char *dir) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
-        *s = '/';
-    }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* ---- hashing a dataset's files ------------------------------------------------------ */
 
 static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc, sp_error *err) {
@@ -388,12 +371,14 @@ static int stat_all(sp_dataset *ds, const sp__ds_entries *e, rec *recs, sp_error
     return SP_OK;
 }
 
-/* 2. the sidecar, if one is there and sound: loaded into *sc; returns which
- * of paths[] (filled here) held it, or -1. */
-static int find_sidecar(sp_dataset *ds, const char *root, char paths[2][4096], sidecar *sc) {
+/* 2. the index, if one is there and sound (the cache's entry first, then
+ * an old sidecar beside the data): loaded into *sc; returns which of
+ * paths[] (filled here; why: why there is no cache entry) held it, or -1. */
+static int find_sidecar(sp_dataset *ds, const char *root, char paths[2][4096], sidecar *sc,
+                        char *nocache, size_t nn) {
     sp_dataset_index_info *info = &ds->index;
     int found = -1;
-    sidecar_paths(ds, root, paths);
+    sidecar_paths(ds, root, paths, nocache, nn);
     snprintf(info->path, sizeof info->path, "%.4095s", paths[0]);   /* < 4096 bytes */
     for (int k = 0; k < 2 && found < 0; k++) {
         if (!paths[k][0]) continue;
@@ -445,8 +430,8 @@ static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *r
     return ntodo;
 }
 
-/* 5. write the sidecar (beside the data, else in the user cache); best
- * effort: on failure the next open hashes again. flags: n spare words. */
+/* 5. write the index into the user's cache folder; best effort: on
+ * failure the next open hashes again. flags: n spare words. */
 static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uint32_t *flags,
                           uint64_t racy_from, char paths[2][4096]) {
     sp_dataset_index_info *info = &ds->index;
@@ -474,19 +459,10 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
         sp__ds_buf_u64(&b, ds->hashes[i].lo);
     }
     if (!b.oom) sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
-    for (int w = 0; !b.oom && w < 2; w++) {   /* beside the data when possible, even if read elsewhere */
-        if (!paths[w][0]) continue;
-        if (w == 1) {
-            char dir[4096];
-            snprintf(dir, sizeof dir, "%s", paths[1]);
-            *strrchr(dir, '/') = '\0';
-            if (mkdir_p(dir) != 0) continue;
-        }
-        if (sp_write_file_atomic(paths[w], b.p, b.len, 0, NULL) == SP_OK) {
-            info->written = 1;
-            memcpy(info->path, paths[w], sizeof paths[w]);   /* same size, NUL-terminated */
-            break;
-        }
+    /* Only into the cache: an old sidecar beside the data is never written. */
+    if (!b.oom && paths[0][0] && sp_write_file_atomic(paths[0], b.p, b.len, 0, NULL) == SP_OK) {
+        info->written = 1;
+        memcpy(info->path, paths[0], sizeof paths[0]);   /* same size, NUL-terminated */
     }
     free(b.p);
 }
@@ -515,8 +491,8 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     clock_gettime(CLOCK_REALTIME, &now);
     uint64_t racy_from = sp__ds_ns(now) - (uint64_t)SP_DS_RACY_NS;
     if (use && (rc = stat_all(ds, e, recs, err)) != SP_OK) goto done;
-    char paths[2][4096] = {"", ""};
-    int found = use ? find_sidecar(ds, root, paths, &sc) : -1;
+    char paths[2][4096] = {"", ""}, nocache[sizeof info->warning] = "";
+    int found = use ? find_sidecar(ds, root, paths, &sc, nocache, sizeof nocache) : -1;
     uint64_t reused = 0;
     uint64_t ntodo = merge(ds, &sc, found, recs, todo, &reused);
     int dirty = found < 0 || ntodo > 0 || sc.n != n;
@@ -532,6 +508,9 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     info->hashed = ntodo;
     info->used = use;
     if (use && dirty) write_sidecar(ds, root, recs, flags, racy_from, paths);
+    if (use && dirty && !paths[0][0] && !info->warning[0])   /* said once, the first reason */
+        note(info->warning, sizeof info->warning, "%s; no index kept: every file is hashed at "
+             "each open", nocache);
 done:
     free(sc.data);
     free(root);

@@ -31,6 +31,7 @@
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
  *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
  *                         collected files, with the persistent index
+ *   dataset_cache_dir.c   the user's cache folder the indexes live in
  *   dataset_common.c      strings, entries, sample arrays, fd hashing, byte
  *                         buffers, the atomic file write
  *
@@ -194,6 +195,20 @@ int sp__ds_alloc_samples(sp_dataset *ds, size_t n, size_t pool_len, sp_error *er
  * SP_DS_RACY_NS of the moment the stats were taken cannot be trusted later
  * (coarse timestamps, clock skew). */
 #define SP_DS_RACY_NS (2000000000ll)
+
+/* dataset_cache_dir.c: the user's index cache folder (SEEDPIPE_CACHE, else
+ * $XDG_CACHE_HOME/seedpipe, else ~/.cache/seedpipe) into dir (n >= 4096):
+ * made 0700 where missing, checked (this user's, writable by no one
+ * else). @return 0, or -1 with why (a sentence naming the folder) filled:
+ * the caller keeps no index then, never fails. */
+int sp__ds_cache_dir(char *dir, size_t n, char *why, size_t wn);
+
+/* dataset_cache_dir.c: the path of the entry in cache folder dir of the
+ * dataset root, list file or shard at `path`, kind `tag` ("files", "tar"):
+ * dir/tag-HEX, HEX the XXH3-128 of (tag, realpath, device and inode of the
+ * folder). @return 0, or -1 (path unresolvable: out is ""). */
+int sp__ds_cache_entry(const char *dir, const char *tag, const char *path, char *out,
+                       size_t n);
 
 /* A struct timespec in nanoseconds. */
 static inline uint64_t sp__ds_ns(struct timespec t) {

@@ -20,7 +20,7 @@
  * as they stream by and their (shard, offset, size) kept, so a worker later
  * reads one sample with one pread and re-checks its hash, never scanning
  * the tar again; the descriptor of each shard is opened once and kept. The
- * table of each shard is kept in an index file beside it
+ * table of each shard is kept in an index file in the user's cache folder
  * (dataset_tar_index.c), so a later open of unchanged shards reads none of
  * them. What cannot be a sample is recorded against the sample and
  * returned by sp_dataset_read() as that sample's SP_EFORMAT error, so the
@@ -729,9 +729,23 @@ int sp__ds_open_tar(sp_dataset *ds, sp_error *err) {
         if (rc == TAR_FROM_INDEX) rc = SP_OK;
     }
     if (ds->index.used && rel.n) {
-        char *ip = sp__ds_tar_index_path(ds, rel.v[0]);
-        if (ip) snprintf(ds->index.path, sizeof ds->index.path, "%s%s", ip,
-                         rel.n > 1 ? " (one per shard)" : "");
+        char *ip = sp__ds_tar_index_path(ds, rel.v[0], 0), dir[4096];
+        char *old = ip && ip[0] && access(ip, F_OK) != 0 ? sp__ds_tar_index_path(ds, rel.v[0], 1)
+                                                          : NULL;
+        if (old && access(old, F_OK) == 0) {   /* an older version's, beside the shard */
+            free(ip);
+            ip = old;
+            old = NULL;
+        }
+        free(old);
+        if (ip && ip[0]) snprintf(ds->index.path, sizeof ds->index.path, "%s%s", ip,
+                                  rel.n > 1 ? " (one per shard)" : "");
+        if (ip && !ip[0] && ds->index.hashed) {   /* why the shards will be read again */
+            char why[512] = "a shard's path cannot be resolved";
+            (void)sp__ds_cache_dir(dir, sizeof dir, why, sizeof why);
+            snprintf(ds->index.warning, sizeof ds->index.warning, "%s; no index kept: every "
+                     "shard is read at each open", why);
+        }
         free(ip);
     }
     free(buf);

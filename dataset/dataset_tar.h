@@ -99,12 +99,14 @@ sp__ds_tar_sample *sp__ds_tar_keys_find(const sp__ds_tar_keys *ks, sp__ds_tar_se
 int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const sp__ds_tar_set *t);
 void sp__ds_tar_keys_put(sp__ds_tar_keys *ks, const sp__ds_tar_set *t, size_t index);
 
-/* The index file of shard `rel` (relative to ds->base): its path
- * (malloc'd, NULL on OOM); write samples [first, t->n) of the shard whose
+/* The index file of shard `rel` (relative to ds->base): its path in the
+ * user's index cache (legacy 0; "" when no cache folder is usable) or
+ * beside the shard, where older versions wrote it (legacy 1), malloc'd,
+ * NULL on OOM; write samples [first, t->n) of the shard whose
  * stat is st (1: written; 0: not, e.g. the shard changed too recently);
  * read it back, appending the shard's samples to t (1: taken; 0: absent,
  * stale or damaged, t unchanged). */
-char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel);
+char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel, int legacy);
 int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct stat *st,
                            const sp__ds_tar_set *t, size_t first);
 int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel,

@@ -1,15 +1,16 @@
 /* dataset_tar_index.c - the table of a WebDataset shard's samples as they
  * are collected (sp__ds_tar_set, with the hash set of its keys,
- * sp__ds_tar_keys), and the index file beside each shard that
- * keeps that table, so a later open of an unchanged shard reads none of it
- * (dataset_tar.h); and the kind's state, ds->tar (sp__ds_tar_new(),
- * sp__ds_tar_free()). dataset_tar.c reads the shards and calls down into
- * this file; this file calls only dataset_common.c (byte buffers, the
- * atomic write).
+ * sp__ds_tar_keys), and each shard's index file that keeps that table, so
+ * a later open of an unchanged shard reads none of it (dataset_tar.h); and
+ * the kind's state, ds->tar (sp__ds_tar_new(), sp__ds_tar_free()).
+ * dataset_tar.c reads the shards and calls down into this file; this file
+ * calls only dataset_common.c (byte buffers, the atomic write) and
+ * dataset_cache_dir.c (where the index files live).
  *
- * Beside each shard, .<shard name>.seedpipe-index holds what reading it
- * found: its samples (member path, label, offset, size, hash, or the
- * reason it cannot be read), trusted again while the shard's (device,
+ * In the user's index cache folder (dataset_cache_dir.c), tar-<hex> per
+ * shard (hex: of the shard's resolved path and its folder's identity)
+ * holds what reading it found: its samples (member path, label, offset,
+ * size, hash, or the reason it cannot be read), trusted again while the shard's (device,
  * inode, size, mtime ns, ctime ns), its name and max_file_bytes are those
  * recorded, so reopening unchanged shards reads none of them (the same
  * rule as the files' index, dataset_index.c; a sample is still re-hashed
@@ -21,6 +22,9 @@
  * reason (0: none); last an XXH3-64 of all the bytes before it. A file
  * that does not check out is ignored and rewritten; writing is best
  * effort (temporary name + rename), and opening never fails because of it.
+ * The .<shard name>.seedpipe-index older versions wrote beside each shard
+ * is still read, under the same rules, when the cache has none; nothing is
+ * written beside the shards anymore.
  */
 #include "dataset/dataset_internal.h"
 #include "dataset/dataset_tar.h"
@@ -107,14 +111,21 @@ int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const tar_set *t) {
 #define TAR_IDX_MAGIC "SPTARIX"
 #define TAR_IDX_VERSION 1u
 
-char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel) {
+char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel, int legacy) {
     const char *slash = strrchr(rel, '/');
     size_t dl = slash ? (size_t)(slash - rel) + 1 : 0;
     size_t n = strlen(ds->base) + strlen(rel) + 32;
-    char *p = malloc(n);
-    if (p)
+    char *p = malloc(n > 4096 ? n : 4096);
+    if (p && legacy)
         snprintf(p, n, "%s/%.*s.%s.seedpipe-index", ds->base, (int)dl, rel,
                  slash ? slash + 1 : rel);
+    if (p && !legacy) {
+        char dir[4096], *shard = sp__ds_join(ds->base, rel);
+        if (!shard || sp__ds_cache_dir(dir, sizeof dir, NULL, 0) != 0 ||
+            sp__ds_cache_entry(dir, "tar", shard, p, 4096) != 0)
+            p[0] = '\0';
+        free(shard);
+    }
     return p;
 }
 
@@ -151,17 +162,23 @@ int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct s
         sp__ds_buf_str(&b, s->bad);
     }
     sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
-    char *path = sp__ds_tar_index_path(ds, rel);
-    int ok = !b.oom && path && sp_write_file_atomic(path, b.p, b.len, 0, NULL) == SP_OK;
+    char *path = sp__ds_tar_index_path(ds, rel, 0);   /* the cache's, never beside */
+    int ok = !b.oom && path && path[0] &&
+             sp_write_file_atomic(path, b.p, b.len, 0, NULL) == SP_OK;
     free(path);
     free(b.p);
     return ok;
 }
 
-int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
-                      tar_set *t) {
-    char *path = sp__ds_tar_index_path(ds, rel);
-    if (!path) return 0;
+/* Read the index of shard rel from the cache (legacy 0) or from beside the
+ * shard, where older versions wrote it (legacy 1): sp__ds_tar_index_read(). */
+static int index_read_at(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
+                         tar_set *t, int legacy) {
+    char *path = sp__ds_tar_index_path(ds, rel, legacy);
+    if (!path || !path[0]) {
+        free(path);
+        return 0;
+    }
     /* Seedpipe's own name (no symlink followed), a regular file only, and
      * no larger than its shard (each entry describes at least a 512-byte
      * header of it) plus a margin: refused before a byte is read. */
@@ -235,6 +252,13 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
     return ok;
 }
 
+
+/* The cache's index first, then an old one beside the shard (read, never
+ * written). */
+int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
+                      tar_set *t) {
+    return index_read_at(ds, shard, rel, st, t, 0) || index_read_at(ds, shard, rel, st, t, 1);
+}
 
 /* ---- packing the table into the dataset ------------------------------------------------ */
 

@@ -3,8 +3,9 @@
  *   seedpipe <command> [positional args] [--option value | --flag] ...
  *
  * Commands and their options are listed in cli_help.c (`seedpipe help`,
- * `seedpipe COMMAND --help`) and documented in README.md. An option given
- * twice is a usage error (the first would be silently lost).
+ * `seedpipe COMMAND --help` or `-h`, before anything else is checked) and
+ * documented in README.md. An option given twice is a usage error (the
+ * first would be silently lost).
  */
 #include "cli.h"
 #include "seedpipe/env.h"
@@ -48,7 +49,8 @@ int main(int argc, char **argv) {
         cli_help_print(stdout, NULL, NULL);
         return 0;
     }
-    if (!strcmp(a.cmd, "version") && argc > 2 && !strcmp(argv[2], "--help"))
+    if (!strcmp(a.cmd, "version") && argc > 2 &&
+        (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")))
         return cli_help_print(stdout, "version", NULL) ? 2 : 0;
     if (!strcmp(a.cmd, "version") || !strcmp(a.cmd, "--version")) {
         char v[512];
@@ -57,7 +59,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (int i = 2; i < argc; i++) {
-        const char *s = argv[i];
+        const char *s = !strcmp(argv[i], "-h") ? "--help" : argv[i];   /* -h: help too */
         if (s[0] == '-' && s[1] == '-' && s[2]) {
             if (a.nopt == (int)(sizeof a.opt / sizeof a.opt[0]))
                 cli_usage_error(&a, "too many options");

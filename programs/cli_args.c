@@ -170,6 +170,17 @@ const char *cli_token_spec(cli_args *a) {
     return spec;
 }
 
+/* 1 when the pipeline spec parses and normalizes (a spec that does not
+ * parse is 0 here: the loader names its error). */
+static int normalizes(const char *spec) {
+    sp_pipeline *p = NULL;
+    sp_error err;
+    if (!spec || sp_pipeline_parse(spec, &p, &err) != 0) return 0;
+    int n = sp_pipeline_has_normalize(p);
+    sp_pipeline_destroy(p);
+    return n;
+}
+
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what) {
     sp_loader_config_default(cfg);
     cfg->dataset = dataset;
@@ -201,8 +212,12 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, 
         if (order && sp_order_spec_parse(order, &cfg->order, &cfg->block_shards, &err) != 0)
             cli_usage_error(a, "--order: %s", err.msg);
     }
+    /* the output dtype follows the pipeline when --dtype is not given: float32
+     * when it normalizes (uint8 would lose it), else uint8; an explicit
+     * --dtype uint8 with a normalizing pipeline stays the loader's error */
     if ((what & CLI_FORMAT) &&
-        (sp_dtype_parse(cli_str(a, "dtype", "uint8"), &cfg->dtype, &err) != 0 ||
+        (sp_dtype_parse(cli_str(a, "dtype", normalizes(cfg->pipeline) ? "float32" : "uint8"),
+                        &cfg->dtype, &err) != 0 ||
          sp_layout_parse(cli_str(a, "layout", "nchw"), &cfg->layout, &err) != 0))
         cli_usage_error(a, "%s", err.msg);
     cfg->split = cli_str(a, "split", NULL);

@@ -314,7 +314,7 @@ int cmd_inspect(cli_args *a) {
     return 0;
 }
 
-/* The persistent index's warning (a sidecar found but not trusted), once. */
+/* The persistent index's warning (an index found but not trusted, or none kept), once. */
 void cli_index_warning(const sp_dataset *ds) {
     sp_dataset_index_info info;
     sp_dataset_index_info_get(ds, &info);
@@ -362,11 +362,12 @@ int cmd_index(cli_args *a) {
                : k == SP_DATASET_TOKENS ? "a token corpus's .idx is checked at open"
                                      : "SEEDPIPE_INDEX=off");
     } else {
-        printf("index:       %s (%s)\n", info.path[0] ? info.path : "not written",
-               info.written  ? "written now"
-               : info.hashed ? "not rewritten: what changed in the last 2 s is hashed again "
-                               "at the next open"
-                             : "up to date");
+        printf("index:       %s (%s)\n", info.path[0] ? info.path : "none kept",
+               info.written    ? "written now"
+               : !info.path[0] ? "no usable cache folder: see the warning"
+               : info.hashed   ? "not rewritten: what changed in the last 2 s is hashed again "
+                                 "at the next open"
+                               : "up to date");
         printf("reused:      %llu samples (stat unchanged, file not read)\n",
                (unsigned long long)info.reused);
         printf("hashed:      %llu samples\n", (unsigned long long)info.hashed);

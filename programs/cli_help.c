@@ -51,8 +51,9 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "                        stream reads K shards at a time; K in 1..4294967295\n"
      "                        (docs/determinism.md 6a, docs/remote.md)\n"},
     {B_FORMAT, "format options",
-     "  --dtype D             uint8 | float32 | bfloat16 | float16 (default uint8);\n"
-     "                        a token corpus: int32 (default) | int64\n"
+     "  --dtype D             uint8 | float32 | bfloat16 | float16 (default: float32\n"
+     "                        when the pipeline normalizes, else uint8); a token\n"
+     "                        corpus: int32 (default) | int64\n"
      "  --layout L            nchw | nhwc (default nchw)\n"},
     {B_SPLIT, "split options",
      "  --split NAME=FRACTION,...  a split of the dataset by keyed hash of each\n"
@@ -88,9 +89,10 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      corpus, PREFIX.idx + PREFIX.bin (docs/tokens.md; inspect, index)\n"},
     {"index", 0,
      "  index DATASET [--rebuild] [--threads T] [--out FILE]\n"
-     "      build or check the persistent index (the content hashes kept beside\n"
-     "      the data, trusted while each file's stat is unchanged): what was reused,\n"
-     "      what was hashed; --rebuild ignores the one there; --threads T hashing\n"
+     "      build or check the persistent index (the content hashes kept in\n"
+     "      $SEEDPIPE_CACHE, else ~/.cache/seedpipe, never in the data, trusted while\n"
+     "      each file's stat is unchanged): where it is, what was reused, what was\n"
+     "      hashed; --rebuild ignores the one there; --threads T hashing\n"
      "      threads, 0..64 (0, default: the online CPUs, at most 8). For remote\n"
      "      shards (s3://... or http(s)://..., docs/remote.md) it reads every shard\n"
      "      once and uploads the dataset index object seedpipe.index beside them;\n"

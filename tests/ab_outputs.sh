@@ -7,7 +7,10 @@
 #
 # Compared, each made by both tools from the same inputs in their own
 # folders: the built-in shapes dataset (every PNG), the persistent index
-# (.seedpipe-index, of one copy of the images), the WebDataset shards and the dataset index object,
+# (of one copy of the images: in the index cache folder, SEEDPIPE_CACHE,
+# or DATASET/.seedpipe-index from a tool older than the cache folder), the
+# WebDataset shards (not their per-shard index files, whose place changed
+# with the cache folder) and the dataset index object,
 # the digest manifests of the shapes and of the shards (in-process, 3 worker
 # processes, a stop and resume at another worker count, a mixture), the
 # saved resume state, the epoch cache's files and manifest (cold), the
@@ -35,12 +38,14 @@ pipe='random_resized_crop size=36 scale=0.3,1 | hflip p=0.5 | color_jitter brigh
 # compared on one copy of the images), with no index left there between.
 run() {
   local tool=$1 side=$2 x="$work/x" in="$work/in"
-  rm -rf "$x" "$in/shapes/.seedpipe-index" && mkdir -p "$x"
+  rm -rf "$x" "$work/idx" "$in/shapes/.seedpipe-index" && mkdir -p "$x"
   (
     cd "$x"
+    export SEEDPIPE_CACHE="$work/idx"
     "$tool" make-shapes made --count 300 --size 40 --seed 7 >log.make 2>&1
     "$tool" index "$in/shapes" >log.index 2>&1
-    mv "$in/shapes/.seedpipe-index" index.bin
+    if [ -f "$in/shapes/.seedpipe-index" ]; then mv "$in/shapes/.seedpipe-index" index.bin
+    else mv "$work"/idx/folder-* index.bin; fi
     "$tool" shard "$in/shapes" shards --max-count 64 >log.shard 2>&1
     printf '2\t%s\n1\tshards\nlength\t400\n' "$in/shapes" >mix.mix
     "$tool" inspect "$in/shapes" >inspect.txt 2>&1
@@ -59,8 +64,9 @@ run() {
     "$tool" digest "$s" "${d[@]}" --workers 2 --cache cache --out m_cold.jsonl >/dev/null
     "$tool" digest "$s" "${d[@]}" --workers 2 --cache cache --out m_warm.jsonl >/dev/null
     "$tool" train "$s" --seed 3 --batch-size 16 --epochs 1 --out record.json >log.train 2>&1
-    rm -f "$s/.seedpipe-index"
+    rm -f "$s/.seedpipe-index" shards/.*.seedpipe-index
   )
+  rm -rf "$work/idx"
   mv "$x" "$work/$side"
 }
 "$new" make-shapes "$work/in/shapes" --count 300 --size 40 --seed 7 >/dev/null

@@ -16,6 +16,15 @@ if not __debug__:   # python -O: every check below would be skipped, and pass
 
 BIN = os.environ.get("SEEDPIPE_BIN")
 
+# The persistent indexes of the datasets the tests make go to a cache folder
+# of the tests' own (ctest sets one for every test), never into ~/.cache.
+if not os.environ.get("SEEDPIPE_CACHE"):
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["SEEDPIPE_CACHE"] = tempfile.mkdtemp(prefix="sp-test-index-cache.")
+    atexit.register(shutil.rmtree, os.environ["SEEDPIPE_CACHE"], True)
+
 # Every process started by serve() (the tests kill what is left at the end).
 procs = []
 

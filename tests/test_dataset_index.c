@@ -11,9 +11,15 @@
  *  - a sidecar that claims an unchanged stat but a wrong hash (a change the
  *    stat cannot see) is trusted at open, and the sample is refused when
  *    read, naming the file;
- *  - a truncated, bit-flipped or foreign sidecar is rebuilt with a warning
- *    naming it; a folder that cannot hold the sidecar sends it to
- *    $XDG_CACHE_HOME/seedpipe/;
+ *  - the index lives in the cache folder (SEEDPIPE_CACHE, else
+ *    $XDG_CACHE_HOME/seedpipe, else ~/.cache/seedpipe, made 0700), never
+ *    in the dataset (a read-only one works with no warning); a cache folder
+ *    others may write, a file in its place or none at all: every file is
+ *    hashed, the open works and the warning says why;
+ *  - a truncated, bit-flipped or foreign index is rebuilt with a warning
+ *    naming it;
+ *  - an old sidecar beside the data (an older version's) is still read and
+ *    never rewritten;
  *  - freshly written files are hashed again at the next open (racy);
  *  - four processes rebuilding at once all succeed with one fingerprint and
  *    leave a sound sidecar.
@@ -21,8 +27,9 @@
  * Cases (tests/runner.h; each in its own process, on its own datasets under
  * one mkdtemp() folder): test_racy (fresh files), test_imagefolder (the
  * sidecar's reuse, rewrites, a forged hash, damaged and foreign sidecars,
- * concurrent rebuilds: one sequence on one dataset), test_cache_dir_and_list
- * ($XDG_CACHE_HOME, the list file, SEEDPIPE_INDEX=off).
+ * concurrent rebuilds: one sequence on one dataset), test_cache_folder
+ * (where the cache is, refused folders, a read-only dataset), test_list
+ * (a list file, SEEDPIPE_INDEX=off), test_legacy_sidecar.
  */
 #define _XOPEN_SOURCE 700   /* nftw */
 #include "seedpipe/dataset.h"
@@ -74,6 +81,19 @@ static sp_digest full_fingerprint(const char *path) {
 }
 
 static int same(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
+
+/* 1 when nothing under dir (hidden files included) has "seedpipe" or "tmp"
+ * in its name: no index, no temporary file in the user's data. */
+static int nothing_beside(const char *dir) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "find %s -name '*seedpipe*' -o -name '*tmp*' | wc -l", dir);
+    FILE *f = popen(cmd, "r");
+    CHECK(f);
+    int n = -1;
+    CHECK(fscanf(f, "%d", &n) == 1);
+    pclose(f);
+    return n == 0;
+}
 
 /* Bytes this process has passed through read()/pread() so far. */
 static unsigned long long rchar(void) {
@@ -154,7 +174,11 @@ static void test_imagefolder(void) {
     sp_dataset *ds = open_ds(root, SP_INDEX_AUTO, &a);
     unsigned long long total = sample_bytes(ds);
     CHECK(a.used && a.written && a.hashed == 40 && a.reused == 0 && !a.warning[0]);
-    CHECK(strcmp(a.path, tp("shapes/.seedpipe-index")) == 0);
+    CHECK(strncmp(a.path, tp("cache/folder-"), strlen(tp("cache/folder-"))) == 0);
+    CHECK(strlen(a.path) == strlen(tp("cache/folder-")) + 32);
+    CHECK(nothing_beside(root));   /* the index is not in the user's data */
+    char sc[1024];
+    snprintf(sc, sizeof sc, "%s", a.path);
     CHECK(same(sp_dataset_fingerprint(ds), want));
     sp_dataset_close(ds);
 
@@ -199,7 +223,7 @@ static void test_imagefolder(void) {
     /* a change the stat cannot see: caught when the sample is read */
     sleep(3);   /* the rewritten sidecar's record of the victim is no longer racy */
     sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
-    forge_first_hash(tp("shapes/.seedpipe-index"));
+    forge_first_hash(sc);
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.reused == 40 && b.hashed == 0 && !b.warning[0]);
     sp_sample_data sd;
@@ -212,9 +236,7 @@ static void test_imagefolder(void) {
     sp_dataset_close(open_ds(root, SP_INDEX_REBUILD, &b));
     CHECK(b.hashed == 40 && b.written);
 
-    /* damaged sidecars: rebuilt with a warning naming the file */
-    char sc[1024];
-    snprintf(sc, sizeof sc, "%s", tp("shapes/.seedpipe-index"));
+    /* damaged indexes: rebuilt with a warning naming the file */
     unsigned char *p;
     size_t n;
     read_file(sc, &p, &n);
@@ -239,14 +261,27 @@ static void test_imagefolder(void) {
     }
     free(p);
 
-    /* a copy of the dataset: the sidecar it carries is foreign */
+    /* a copy of the dataset: an entry of its own */
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "cp -a %s %s", root, tp("copy"));
     CHECK(system(cmd) == 0);
     ds = open_ds(tp("copy"), SP_INDEX_AUTO, &b);
-    CHECK(strstr(b.warning, "another dataset") && b.hashed == 40 && b.written);
+    CHECK(!b.warning[0] && b.hashed == 40 && b.written && strcmp(b.path, sc) != 0);
     CHECK(same(sp_dataset_fingerprint(ds), want3));   /* the root is not hashed */
     sp_dataset_close(ds);
+    /* with no cache entry, an old sidecar beside it that is the original's
+     * (an old version's, copied along): foreign, not trusted, not rewritten */
+    CHECK(unlink(b.path) == 0);
+    snprintf(cmd, sizeof cmd, "cp %s %s/.seedpipe-index", sc, tp("copy"));
+    CHECK(system(cmd) == 0);
+    struct stat old_st;
+    CHECK(stat(tp("copy/.seedpipe-index"), &old_st) == 0);
+    ds = open_ds(tp("copy"), SP_INDEX_AUTO, &b);
+    CHECK(strstr(b.warning, "another dataset") && b.hashed == 40 && b.written);
+    CHECK(strncmp(b.path, tp("cache/folder-"), strlen(tp("cache/folder-"))) == 0);
+    sp_dataset_close(ds);
+    CHECK(stat(tp("copy/.seedpipe-index"), &st) == 0 && st.st_ino == old_st.st_ino &&
+          st.st_mtim.tv_nsec == old_st.st_mtim.tv_nsec && st.st_size == old_st.st_size);
 
     /* concurrent openers: all succeed, one fingerprint, a sound sidecar */
     pid_t kids[4];
@@ -273,7 +308,7 @@ static void test_imagefolder(void) {
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(!b.warning[0] && same(sp_dataset_fingerprint(ds), want3));
     sp_dataset_close(ds);
-    snprintf(cmd, sizeof cmd, "ls -a %s | grep -c tmp", root);
+    snprintf(cmd, sizeof cmd, "find %s %s -name '*tmp*' | wc -l", root, tp("cache"));
     FILE *f = popen(cmd, "r");
     CHECK(f);
     int tmps = -1;
@@ -282,40 +317,109 @@ static void test_imagefolder(void) {
     CHECK(tmps == 0);   /* no temporary file left behind */
 }
 
-static void test_cache_dir_and_list(void) {
-    /* A folder where the sidecar cannot go: $XDG_CACHE_HOME/seedpipe/. */
+/* The entry's folder is `want` (a prefix of b->path) and is mode 0700. */
+static void check_in(const sp_dataset_index_info *b, const char *want) {
+    if (strncmp(b->path, want, strlen(want)) != 0)
+        fprintf(stderr, "index at \"%s\", expected under \"%s\"\n", b->path, want);
+    CHECK(b->written && strncmp(b->path, want, strlen(want)) == 0);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", b->path);
+    *strrchr(dir, '/') = '\0';
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
+}
+
+static void test_cache_folder(void) {
     char root[1024];
     snprintf(root, sizeof root, "%s", tp("shapes2"));
     sp_shapes_opts o = {12, 16, 4};
     sp_error err;
     CHECK(sp_shapes_make(root, &o, &err) == 0);
-    CHECK(mkdir(tp("shapes2/.seedpipe-index"), 0755) == 0);   /* squats the name */
-    /* The list file (two of those samples): a sidecar beside it. */
-    sp_dataset *all = open_ds(root, SP_INDEX_OFF, NULL);
-    FILE *f = fopen(tp("list.txt"), "w");
-    CHECK(f);
-    fprintf(f, "shapes2/%s\t0\nshapes2/%s\t1\n", sp_dataset_path(all, 0), sp_dataset_path(all, 5));
-    fclose(f);
-    sp_dataset_close(all);
     sleep(3);
+    /* SEEDPIPE_CACHE first, then $XDG_CACHE_HOME/seedpipe, then ~/.cache/seedpipe */
     setenv("XDG_CACHE_HOME", tp("xdg"), 1);
+    setenv("HOME", tp("home"), 1);
     sp_dataset_index_info b;
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
+    check_in(&b, tp("cache/folder-"));
+    unsetenv("SEEDPIPE_CACHE");
     sp_dataset *ds = open_ds(root, SP_INDEX_AUTO, &b);
-    char want_dir[1024];
-    snprintf(want_dir, sizeof want_dir, "%s", tp("xdg/seedpipe/index-"));
-    CHECK(b.written && strncmp(b.path, want_dir, strlen(want_dir)) == 0);
+    check_in(&b, tp("xdg/seedpipe/folder-"));
     sp_digest fp = sp_dataset_fingerprint(ds);
     sp_dataset_close(ds);
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.reused == 12 && b.hashed == 0 && same(sp_dataset_fingerprint(ds), fp));
     sp_dataset_close(ds);
+    setenv("XDG_CACHE_HOME", "relative/xdg", 1);   /* not absolute: ignored (XDG spec) */
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
+    check_in(&b, tp("home/.cache/seedpipe/folder-"));
+    CHECK(!b.warning[0]);
 
-    ds = open_ds(tp("list.txt"), SP_INDEX_AUTO, &b);
-    CHECK(b.written && b.hashed == 2 && strcmp(b.path, tp(".list.txt.seedpipe-index")) == 0);
+    /* a cache folder others may write, or a file in its place: not used;
+     * the open works, hashes every file and says why */
+    setenv("SEEDPIPE_CACHE", tp("open"), 1);
+    CHECK(mkdir(tp("open"), 0777) == 0 && chmod(tp("open"), 01777) == 0);
+    for (int k = 0; k < 2; k++) {
+        ds = open_ds(root, SP_INDEX_AUTO, &b);
+        if (!strstr(b.warning, "others may write")) fprintf(stderr, "warning \"%s\"\n", b.warning);
+        CHECK(b.used && !b.written && b.hashed == 12 && b.reused == 0 && !b.path[0]);
+        CHECK(strstr(b.warning, tp("open")) && strstr(b.warning, "others may write") &&
+              strstr(b.warning, "no index kept"));
+        CHECK(same(sp_dataset_fingerprint(ds), fp));
+        sp_dataset_close(ds);
+    }
+    /* in a folder others may write that is not sticky: could be swapped */
+    CHECK(mkdir(tp("loose"), 0777) == 0 && chmod(tp("loose"), 0777) == 0);
+    setenv("SEEDPIPE_CACHE", tp("loose/c"), 1);
+    ds = open_ds(root, SP_INDEX_AUTO, &b);
+    CHECK(!b.written && b.hashed == 12 && strstr(b.warning, "not sticky"));
+    sp_dataset_close(ds);
+    write_file(tp("afile"), (const unsigned char *)"x", 1);
+    setenv("SEEDPIPE_CACHE", tp("afile"), 1);
+    ds = open_ds(root, SP_INDEX_AUTO, &b);
+    CHECK(!b.written && b.hashed == 12 && strstr(b.warning, tp("afile")));
+    sp_dataset_close(ds);
+    unsetenv("SEEDPIPE_CACHE");
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    ds = open_ds(root, SP_INDEX_AUTO, &b);
+    CHECK(!b.written && b.hashed == 12 && strstr(b.warning, "no cache folder"));
+    sp_dataset_close(ds);
+
+    /* a read-only dataset: indexed with no warning, nothing written in it */
+    setenv("SEEDPIPE_CACHE", tp("cache"), 1);
+    CHECK(chmod(root, 0555) == 0);
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
+    CHECK(!b.warning[0]);
+    ds = open_ds(root, SP_INDEX_AUTO, &b);
+    CHECK(!b.warning[0] && b.reused == 12);
+    sp_dataset_close(ds);
+    CHECK(chmod(root, 0755) == 0);
+    CHECK(nothing_beside(root));
+}
+
+static void test_list(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", tp("shapes3"));
+    sp_shapes_opts o = {12, 16, 4};
+    sp_error err;
+    CHECK(sp_shapes_make(root, &o, &err) == 0);
+    sp_dataset *all = open_ds(root, SP_INDEX_OFF, NULL);
+    FILE *f = fopen(tp("list.txt"), "w");
+    CHECK(f);
+    fprintf(f, "shapes3/%s\t0\nshapes3/%s\t1\n", sp_dataset_path(all, 0), sp_dataset_path(all, 5));
+    fclose(f);
+    sp_dataset_close(all);
+    sleep(3);
+    sp_dataset_index_info b;
+    sp_dataset *ds = open_ds(tp("list.txt"), SP_INDEX_AUTO, &b);
+    check_in(&b, tp("cache/list-"));
+    CHECK(b.hashed == 2);
     sp_dataset_close(ds);
     ds = open_ds(tp("list.txt"), SP_INDEX_AUTO, &b);
     CHECK(b.reused == 2 && b.hashed == 0);
     sp_dataset_close(ds);
+    CHECK(access(tp(".list.txt.seedpipe-index"), F_OK) != 0 && nothing_beside(root));
 
     /* SEEDPIPE_INDEX=off: no index at all */
     setenv("SEEDPIPE_INDEX", "off", 1);
@@ -323,6 +427,57 @@ static void test_cache_dir_and_list(void) {
     CHECK(!b.used && b.hashed == 12 && !b.written);
     sp_dataset_close(ds);
     unsetenv("SEEDPIPE_INDEX");
+}
+
+/* The sidecar older versions wrote beside the data is still read (the
+ * same trust rules) and never written: for a folder and a list file. */
+static void test_legacy_sidecar(void) {
+    char root[1024];
+    snprintf(root, sizeof root, "%s", tp("shapes4"));
+    sp_shapes_opts o = {12, 16, 4};
+    sp_error err;
+    CHECK(sp_shapes_make(root, &o, &err) == 0);
+    sp_dataset *all = open_ds(root, SP_INDEX_OFF, NULL);
+    FILE *f = fopen(tp("l.txt"), "w");
+    CHECK(f);
+    fprintf(f, "shapes4/%s\t0\nshapes4/%s\t1\n", sp_dataset_path(all, 1), sp_dataset_path(all, 2));
+    fclose(f);
+    char victim[2048];
+    snprintf(victim, sizeof victim, "%s/%s", root, sp_dataset_path(all, 3));
+    sp_dataset_close(all);
+    sleep(3);
+    const char *ds_path[2] = {root, tp("l.txt")};
+    const char *old[2] = {tp("shapes4/.seedpipe-index"), tp(".l.txt.seedpipe-index")};
+    uint64_t n[2] = {12, 2};
+    for (int k = 0; k < 2; k++) {   /* an old version's sidecar: the same bytes, beside */
+        sp_dataset_index_info b;
+        sp_dataset_close(open_ds(ds_path[k], SP_INDEX_AUTO, &b));
+        CHECK(b.written && rename(b.path, old[k]) == 0);
+        struct stat st0, st1;
+        CHECK(stat(old[k], &st0) == 0);
+        sp_dataset *ds = open_ds(ds_path[k], SP_INDEX_AUTO, &b);
+        CHECK(b.reused == n[k] && b.hashed == 0 && !b.written && !b.warning[0]);
+        CHECK(strcmp(b.path, old[k]) == 0);
+        sp_dataset_close(ds);
+        CHECK(stat(old[k], &st1) == 0 && st1.st_ino == st0.st_ino &&
+              st1.st_mtim.tv_sec == st0.st_mtim.tv_sec &&
+              st1.st_mtim.tv_nsec == st0.st_mtim.tv_nsec);
+    }
+    /* a file changed: hashed again, the new index goes to the cache, the old
+     * sidecar is left as it was; the cache's entry is read from then on */
+    struct stat st0, st1;
+    CHECK(stat(old[0], &st0) == 0);
+    flip_byte(victim, 40);
+    sp_dataset_index_info b;
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
+    CHECK(b.hashed == 1 && b.reused == 11 && b.written);
+    check_in(&b, tp("cache/folder-"));
+    CHECK(stat(old[0], &st1) == 0 && st1.st_ino == st0.st_ino &&
+          st1.st_mtim.tv_nsec == st0.st_mtim.tv_nsec && st1.st_size == st0.st_size);
+    sleep(3);
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));   /* the victim settles */
+    sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
+    CHECK(b.reused == 12 && strncmp(b.path, tp("cache/"), strlen(tp("cache/"))) == 0);
 }
 
 static void test_racy(void) {
@@ -349,6 +504,7 @@ static void setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_dsindex.XXXXXX");
     CHECK(mkdtemp(g_tmp));
     unsetenv("SEEDPIPE_INDEX");
+    setenv("SEEDPIPE_CACHE", tp("cache"), 1);   /* this case's own index cache */
 }
 
 static void teardown(void) { nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
@@ -356,7 +512,9 @@ static void teardown(void) { nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
 static const sp_case cases[] = {
     SP_CASE(test_racy),
     SP_CASE(test_imagefolder),
-    SP_CASE(test_cache_dir_and_list),
+    SP_CASE(test_cache_folder),
+    SP_CASE(test_list),
+    SP_CASE(test_legacy_sidecar),
 };
 
 int main(int argc, char **argv) {

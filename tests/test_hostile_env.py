@@ -62,8 +62,9 @@ def sizes_first(tmp):
     ds = os.path.join(tmp, "ds")
     run("make-shapes", ds, "--count", 24, "--size", 16)
     want = stream(ds, tmp)
-    # the dataset index sidecar: a sparse 2 GB file
-    side = os.path.join(ds, ".seedpipe-index")
+    # the dataset's persistent index (in the cache folder): a sparse 2 GB file
+    side = run("index", ds).stdout.split("index:")[1].split()[0]
+    assert side.startswith(os.environ["SEEDPIPE_CACHE"] + "/"), side
     sparse(side)
     p = run("index", ds)
     assert "limit" in p.stderr and "rebuilt" in p.stderr and os.path.getsize(side) < MB, p.stderr
@@ -138,8 +139,9 @@ def forged_shard_index(ds, tmp, want, h64):
     assert stream(shards, tmp) == want
     time.sleep(2.2)   # a shard changed within 2 s is not indexed
     run("inspect", shards)
-    idx = sorted(glob.glob(os.path.join(shards, ".shard-*.seedpipe-index")))
-    assert idx, os.listdir(shards)
+    out = run("index", shards).stdout
+    idx = [out.split("index:")[1].split()[0]]   # the first shard's, in the cache folder
+    assert os.path.isfile(idx[0]), out
     b = bytearray(open(idx[0], "rb").read())
     # the first sample's size (u32 count after the stat key; then u32 len +
     # path, i32 label, u64 offset, u64 size): set it to 32 TB
@@ -213,6 +215,7 @@ def regions(tmp):
 def main():
     h64 = t.xxh64()
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["SEEDPIPE_CACHE"] = os.path.join(tmp, "index-cache")   # its own
         ds, want = sizes_first(tmp)
         print("sparse 2 GB sidecar, spec, list and manifest files: named errors or rebuilt, "
               f"peak {peak_mb():.0f} MB")

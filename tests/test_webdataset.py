@@ -28,6 +28,7 @@ On a shapes ImageFolder (PNG and JPEG files) sharded by `seedpipe shard
 """
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,7 +106,10 @@ def main():
         assert "hashed:      60" in idx1 and "written now" in idx1, idx1
         idx2 = run("index", sh).stdout
         assert "reused:      60 samples" in idx2 and "hashed:      0" in idx2, (idx1, idx2)
-        first_idx = os.path.join(sh, "." + names[0] + ".seedpipe-index")
+        # in the index cache folder (SEEDPIPE_CACHE), nothing beside the shards
+        first_idx = re.search(r"^index:\s+(\S+) \(one per shard\)", idx2, re.M).group(1)
+        assert os.path.dirname(first_idx) == os.environ["SEEDPIPE_CACHE"], idx2
+        assert sorted(os.listdir(sh)) == sorted(names + ["seedpipe.index"]), os.listdir(sh)
         with open(first_idx, "r+b") as f:   # damage it: ignored, rebuilt
             f.seek(40)
             f.write(b"\xff\xff")

@@ -60,7 +60,7 @@
  *    member), so --on-error decides; a shard that is not a tar or ends
  *    between members without its end-of-archive block fails the open. The
  *    first open reads every shard once, sequentially; what it found is kept
- *    in .<shard>.seedpipe-index beside each shard and trusted while the
+ *    in the index cache folder, one entry per shard, and trusted while the
  *    shard's stat is unchanged (the rules of the persistent index below).
  *
  *  - Remote WebDataset shards (a URL, docs/remote.md): the same shards in an
@@ -144,15 +144,25 @@
  * root path is not hashed, so a copied dataset keeps its fingerprint; a
  * changed byte, label, path, class name or sample set changes it.
  *
- * Persistent index (ImageFolder and list files): the first open reads and
- * hashes every file (in threads) and keeps the hashes in a sidecar file,
- * <root>/.seedpipe-index or .<list name>.seedpipe-index beside a list file
- * (in $XDG_CACHE_HOME/seedpipe/ when that folder is not writable). A later
+ * Persistent index (ImageFolder, list files and local shards): the first
+ * open reads and hashes every file (in threads) and keeps the hashes in the
+ * user's index cache folder, never in the data: $SEEDPIPE_CACHE if set,
+ * else $XDG_CACHE_HOME/seedpipe, else ~/.cache/seedpipe, made mode 0700 and
+ * refused when it is another user's or others may write it (or the folder
+ * it is in, unless sticky). An entry is
+ * named after the dataset's resolved path and its folder's device and
+ * inode (folder-HEX, list-HEX, tar-HEX), so two datasets never share one
+ * and a moved dataset is indexed again; a read-only dataset is indexed as
+ * any other. The sidecar older versions wrote beside the data
+ * (<root>/.seedpipe-index, .<list name>.seedpipe-index, .<shard>.seedpipe-index)
+ * is still read, under the same rules, while the cache has no sound entry,
+ * and never written. No usable cache folder is no error: every file is
+ * hashed at each open and sp_dataset_index_info's warning says why. A later
  * open stats every file and re-hashes only those whose device, inode,
  * size, mtime or ctime changed (and those changed within 2 s of the last
  * index write, whose timestamps cannot tell), so reopening an unchanged
  * dataset reads no sample file; the fingerprint is the same as a full
- * hash's. A damaged, foreign or stale sidecar is never trusted: it is
+ * hash's. A damaged, foreign or stale index is never trusted: it is
  * rebuilt (sp_dataset_index_info_get() says why). A file changed without a
  * stat change is still refused when read: sp_dataset_read() re-hashes
  * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
@@ -184,9 +194,9 @@ typedef struct sp_dataset sp_dataset;
 
 /* What sp_dataset_open() does with the persistent index (see above). */
 typedef enum {
-    SP_INDEX_AUTO = 0,     /* use a sound sidecar, write one when anything changed */
-    SP_INDEX_OFF = 1,      /* hash every file; neither read nor write a sidecar */
-    SP_INDEX_REBUILD = 2   /* ignore any sidecar: hash every file, write a new one */
+    SP_INDEX_AUTO = 0,     /* use a sound index, write one when anything changed */
+    SP_INDEX_OFF = 1,      /* hash every file; neither read nor write an index */
+    SP_INDEX_REBUILD = 2   /* ignore any index: hash every file, write a new one */
 } sp_index_mode;
 
 /* Bounds and choices applied while opening (hostile IDX headers, huge
@@ -203,11 +213,12 @@ typedef struct sp_dataset_limits {
 /* What the persistent index did at open (sp_dataset_index_info_get()). */
 typedef struct sp_dataset_index_info {
     int used;                 /* 0: no index (IDX, SP_INDEX_OFF, SEEDPIPE_INDEX=off) */
-    int written;              /* 1: the sidecar was (re)written at this open */
-    uint64_t reused;          /* samples whose hash came from the sidecar (file not read) */
+    int written;              /* 1: the index was (re)written at this open */
+    uint64_t reused;          /* samples whose hash came from the index (file not read) */
     uint64_t hashed;          /* samples read and hashed at this open */
-    char path[4096];          /* the sidecar read or written ("" if none) */
-    char warning[768];        /* why a sidecar found was not trusted, or "" */
+    char path[4096];          /* the index read or written ("" if none) */
+    char warning[768];        /* why an index found was not trusted, or why none
+                               * could be kept (no usable cache folder), or "" */
 } sp_dataset_index_info;
 
 /*! sp_dataset_open() : index the dataset at `path` (limits may be NULL).
@@ -251,8 +262,8 @@ SP_API int sp_dataset_open_list(const char *base, const sp_sample_list *list,
 
 /*! sp_dataset_index_info_get() : what the persistent index did when ds was
  *  opened: how many hashes were reused and how many files were hashed, the
- *  sidecar's path, and a warning when one was found but not trusted (the
- *  tool prints it). */
+ *  index's path, and a warning when one was found but not trusted or
+ *  none could be kept (the tool prints it). */
 SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out);
 
 /* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */

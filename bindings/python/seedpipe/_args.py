@@ -13,6 +13,23 @@ from . import _lib as L
 U32_MAX = 0xFFFFFFFF
 
 
+def default_dtype(pipeline: Any) -> str:
+    """The output dtype when dtype= is not given, as the CLI's --dtype:
+    "float32" when the pipeline spec parses and normalizes (uint8 would lose
+    the normalization), else "uint8". A spec that does not parse gives
+    "uint8": the loader then names its error."""
+    if not isinstance(pipeline, str):
+        return "uint8"
+    p = ctypes.c_void_p()
+    err = L.sp_error()
+    if L.sp_pipeline_parse(pipeline.encode(), ctypes.byref(p), ctypes.byref(err)) != 0:
+        return "uint8"
+    try:
+        return "float32" if L.sp_pipeline_has_normalize(p) else "uint8"
+    finally:
+        L.sp_pipeline_destroy(p)
+
+
 def check_choice(name: str, value: Any, table: dict) -> int:
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
         value = np.dtype(value).name

@@ -19,7 +19,7 @@ from ctypes import byref
 from typing import Iterable, List, Optional, Union
 
 from . import _lib as L
-from ._args import U32_MAX, check_choice, check_int, check_order
+from ._args import U32_MAX, check_choice, check_int, check_order, default_dtype
 from ._errors import END, EUNSUPP, Error, raise_error
 from ._state import state_from
 
@@ -140,7 +140,7 @@ def _take_all(s, f, epochs: int, stop_after: Optional[int]) -> tuple:
 
 def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int = 1,
            batch_size: int = 32, workers: int = 0, drop_last: bool = False,
-           dtype: str = "uint8", layout: str = "nchw", rank: int = 0, world: int = 1,
+           dtype: Optional[str] = None, layout: str = "nchw", rank: int = 0, world: int = 1,
            on_error: str = "fail", rng_mode: str = "per-sample", threads: int = 1,
            ring: int = 0, resume: Union[None, dict, str, os.PathLike] = None,
            stop_after: Optional[int] = None, timeout: Optional[float] = None,
@@ -158,6 +158,8 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
     used."""
     del timeout
     cfg, keep = _loader_config(data, pipeline, seed, epochs, batch_size, on_error, rng_mode)
+    if dtype is None:   # as --dtype: float32 when the pipeline normalizes, else uint8
+        dtype = default_dtype(pipeline)
     cfg.dtype = check_choice("dtype", dtype, L.DTYPES)
     cfg.layout = check_choice("layout", layout, L.LAYOUTS)
     cfg.threads = check_int("threads", threads, 1, 1024)

@@ -259,6 +259,9 @@ sp_tokens_writer_abort = _fn("sp_tokens_writer_abort", None, P)
 sp_batch_alloc = _fn("sp_batch_alloc", c_int, P, POINTER(sp_batch))
 sp_batch_free = _fn("sp_batch_free", None, POINTER(sp_batch))
 sp_loader_batch = _fn("sp_loader_batch", c_int, P, c_uint32, c_uint64, POINTER(sp_batch), E)
+sp_pipeline_parse = _fn("sp_pipeline_parse", c_int, c_char_p, POINTER(P), E)
+sp_pipeline_destroy = _fn("sp_pipeline_destroy", None, P)
+sp_pipeline_has_normalize = _fn("sp_pipeline_has_normalize", c_int, P)
 sp_loader_explain = _fn("sp_loader_explain", c_int, P, c_uint32, c_uint64, c_char_p, c_size_t,
                         POINTER(sp_error))
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import _lib as L
 from . import _tokbatch
-from ._args import U32_MAX, check_choice, check_int, check_order
+from ._args import U32_MAX, check_choice, check_int, check_order, default_dtype
 from ._errors import ERANGE, EUNSUPP, Error, raise_error
 from ._launch import resolve_rank_world
 from ._state import state_from, state_to_dict
@@ -81,7 +81,7 @@ class Loader(StreamSource):
     """Deterministic batches of a dataset as numpy arrays.
 
     Loader(data, *, pipeline="shapes-train", seed=0, batch_size=32, workers=0,
-           epochs=None, drop_last=False, dtype="uint8", layout="nchw",
+           epochs=None, drop_last=False, dtype=None, layout="nchw",
            rank=0, world=1, on_error="fail", copy=False, threads=1,
            ring=0, rng_mode="per-sample", split=None, subset=None, split_seed=0,
            cache=None)
@@ -89,6 +89,12 @@ class Loader(StreamSource):
     The batch bytes are a pure function of (dataset, pipeline, seed, epoch,
     batch index, dtype, layout, batch_size, drop_last, rank, world): the
     worker count, threads and ring depth never change a byte.
+
+    dtype=None (the default) follows the pipeline: a Compose's own dtype,
+    else "float32" when the pipeline normalizes (a preset such as
+    "imagenet-train" does; uint8 would lose it) and "uint8" when it does
+    not, as the CLI's --dtype. An explicit dtype="uint8" with a normalizing
+    pipeline is an error.
 
     Iteration is per epoch, like torch's DataLoader: `for images, labels in
     loader` yields the remaining batches of the current epoch, and the next
@@ -214,11 +220,13 @@ class Loader(StreamSource):
         if seq_len is not None:
             # a token corpus: the spec in place of a pipeline (_tokbatch.py)
             pipeline = _tokbatch.spec(seq_len, packing, eod, pad)
-        if dtype is None:
-            dtype = "int32" if seq_len is not None else "uint8"
+        if dtype is None and seq_len is not None:
+            dtype = "int32"
         if not isinstance(pipeline, str) or not pipeline.strip():
             raise ValueError(f"pipeline must be a non-empty spec string or a "
                              f"seedpipe.transforms.Compose, got {pipeline!r}")
+        if dtype is None:   # follows the pipeline: float32 when it normalizes
+            dtype = default_dtype(pipeline)
         seed = check_int("seed", seed, 0, 2**64 - 1)
         batch_size = check_int("batch_size", batch_size, 1, U32_MAX)
         self.workers = check_int("workers", workers, 0, 64)

@@ -16,6 +16,16 @@ import seedpipe
 
 PREFIX = f".sp-py-{os.getpid()}"     # leading dot: service region names of this session
 
+# The persistent indexes of the datasets the tests make go to a folder of
+# this session's own (set before any open; the CLI runs inherit it), never
+# into the user's ~/.cache.
+if not os.environ.get("SEEDPIPE_CACHE"):
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["SEEDPIPE_CACHE"] = tempfile.mkdtemp(prefix="sp-py-index-cache.")
+    atexit.register(shutil.rmtree, os.environ["SEEDPIPE_CACHE"], True)
+
 
 class _XXH128(ctypes.Structure):
     _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]

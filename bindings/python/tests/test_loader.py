@@ -253,3 +253,21 @@ def test_split_subsets_partition_the_dataset(shapes):
     assert not (seen[0] & seen[1]) and seen[0] | seen[1] == set(range(60))
     with pytest.raises(ValueError, match="split and subset"):
         seedpipe.Loader(shapes, split="a=1")
+
+
+def test_dtype_follows_the_pipeline(shapes):
+    """dtype left out: float32 when the pipeline normalizes (as the CLI's
+    --dtype), uint8 when it does not; an explicit uint8 with normalize is
+    still refused (issue 39 item 8)."""
+    with seedpipe.Loader(shapes, pipeline="imagenet-eval", seed=1, batch_size=8,
+                         epochs=1) as ld:
+        x, _ = next(iter(ld))
+        assert ld.dtype == np.float32 and x.dtype == np.float32
+    with seedpipe.Loader(shapes, pipeline=P, seed=1, batch_size=8, epochs=1) as ld:
+        assert ld.dtype == np.uint8
+    auto = seedpipe.digest(shapes, pipeline="imagenet-eval", seed=1, batch_size=8)
+    f32 = seedpipe.digest(shapes, pipeline="imagenet-eval", seed=1, batch_size=8,
+                          dtype="float32")
+    assert auto.stream == f32.stream
+    with pytest.raises(seedpipe.Error, match="normalizes"):
+        seedpipe.Loader(shapes, pipeline="imagenet-eval", dtype="uint8")
