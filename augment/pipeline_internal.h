@@ -27,7 +27,8 @@ typedef enum {
     SP_OP_SOLARIZE,
     SP_OP_AUTOCONTRAST,
     SP_OP_EQUALIZE,
-    SP_OP_SHARPNESS
+    SP_OP_SHARPNESS,
+    SP_OP_RANDOM_APPLY
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -43,6 +44,7 @@ typedef struct sp_op {
     double hue[2];             /* color_jitter hue range; 0,0: no hue (6 orders) */
     int bits;                  /* posterize */
     double level;              /* solarize threshold, sharpness factor */
+    int span;                  /* random_apply: the number of ops it governs */
     int nmean;                 /* normalize: channel count of mean/std */
     double mean[3], std[3];
     int channels, dct;         /* decode */

@@ -536,6 +536,9 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
                 rc = sp_image_to_gray(&st->cur, &st->cur);
             break;
         case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, st); break;
+        case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
+            if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
+            break;
         default:   /* the pixel-value ops; decode (op 0) and normalize (on output) */
             if (sp__op_is_pixel(op->kind) && bernoulli(op, (uint32_t)k, ctx) &&
                 !(rc = st_make_writable(st)))
@@ -620,6 +623,18 @@ int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
 }
 
 /* ---- explain ------------------------------------------------------------------- */
+
+/* random_apply: whether its ops run; returns the last op index it covers
+ * (its ops are skipped) or k (they follow, explained as usual). */
+static int explain_random_apply(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx) {
+    double u = bernoulli_u((uint32_t)k, ctx);
+    int on = u < op->p;
+    sp__fbuf_printf(e, "%d random_apply: ops %d..%d %s (u=%.4f %s p=%g)\n", k, k + 1,
+                    k + op->span, on ? "applied" : "skipped", u, on ? "<" : ">=", op->p);
+    for (int j = k + 1; !on && j <= k + op->span; j++)
+        sp__fbuf_printf(e, "%d: skipped (random_apply %d)\n", j, k);
+    return on ? k : k + op->span;
+}
 
 /* A pixel-value op: its magnitude and whether it applies (block 0, c[0]). */
 static void explain_pixel(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx) {
@@ -717,6 +732,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         case SP_OP_NORMALIZE:
             sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
             break;
+        case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

@@ -142,6 +142,7 @@ static const op_desc OPS[] = {
     {"autocontrast", SP_OP_AUTOCONTRAST, {"p", NULL}, NULL},
     {"equalize", SP_OP_EQUALIZE, {"p", NULL}, NULL},
     {"sharpness", SP_OP_SHARPNESS, {"factor", "p", NULL}, "factor"},
+    {"random_apply", SP_OP_RANDOM_APPLY, {"ops", "p", NULL}, "ops"},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -209,7 +210,8 @@ static int parse_hue(sp_error *err, int idx, const op_desc *d, const char *v, do
 }
 
 /* The pixel-value ops: their magnitude (bits, threshold, factor) and p
- * (default 0.5, torchvision's). */
+ * (default 0.5, torchvision's); random_apply's span and p (default 0.5, as
+ * torchvision's RandomApply). */
 static int parse_pixel(sp_op *op, const op_desc *d, int idx, const char *const *vals,
                        sp_error *err) {
     const char *v = vals[0];
@@ -228,6 +230,11 @@ static int parse_pixel(sp_op *op, const op_desc *d, int idx, const char *const *
         pk = 1;
         if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
             return bad_value(err, idx, d, "factor", v, "a number in [0, 255]");
+    } else if (op->kind == SP_OP_RANDOM_APPLY) {
+        pk = 1;
+        if (!parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
+            return bad_value(err, idx, d, "ops", v, "an integer in [1, 63]: the ops that follow");
+        op->span = (int)x;
     }
     op->p = 0.5;
     if ((v = vals[pk]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
@@ -301,6 +308,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_AUTOCONTRAST:
     case SP_OP_EQUALIZE:
     case SP_OP_SHARPNESS:
+    case SP_OP_RANDOM_APPLY:
         return parse_pixel(op, d, idx, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
@@ -420,6 +428,7 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
     case SP_OP_SHARPNESS:
         sp__sbuf_printf(b, "sharpness factor=%.9g p=%.9g", op->level, op->p);
         break;
+    case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -439,6 +448,32 @@ static void blank_comments(char *s) {
         else if (*s == '\n') in_comment = 0;
         if (in_comment) *s = ' ';
     }
+}
+
+/* random_apply's span: the `ops` ops after it exist, none of them changes
+ * the image size or the output (geometric ops, normalize), and a
+ * random_apply inside it ends inside it too. */
+static int check_spans(const sp_pipeline *p, sp_error *err) {
+    for (int i = 0; i < p->nops; i++) {
+        const sp_op *ra = &p->ops[i];
+        if (ra->kind != SP_OP_RANDOM_APPLY) continue;
+        int end = i + ra->span;
+        if (end >= p->nops)
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": ops=%d reaches "
+                                "past the last op (op %d)", i, ra->span, p->nops - 1);
+        for (int j = i + 1; j <= end; j++) {
+            sp_op_kind k = p->ops[j].kind;
+            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE)
+                return sp_error_set(err, SP_ESPEC, "pipeline op %d: a %s inside random_apply "
+                                    "(op %d, ops=%d); only ops that keep the image size may be "
+                                    "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
+                                    "crop or resize", i, ra->span);
+            if (k == SP_OP_RANDOM_APPLY && j + p->ops[j].span > end)
+                return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": its ops "
+                                    "end after those of the random_apply it is in (op %d)", j, i);
+        }
+    }
+    return SP_OK;
 }
 
 static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
@@ -480,6 +515,7 @@ static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
         seg = bar + 1;
     }
     p->nops = idx;
+    rc = check_spans(p, err);
 out:
     free(buf);
     return rc;

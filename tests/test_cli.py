@@ -81,7 +81,8 @@ def main():
         # the pixel-value ops of issue 39 (and hue): the same at 1 and 3 threads
         pix = ("random_resized_crop size=32 | invert p=0.3 | posterize bits=2 p=0.5 | "
                "solarize threshold=90 p=0.5 | autocontrast p=0.5 | equalize p=0.5 | "
-               "sharpness factor=0.4 p=0.5 | color_jitter contrast=0.3 hue=-0.1,0.3")
+               "sharpness factor=0.4 p=0.5 | color_jitter contrast=0.3 hue=-0.1,0.3 | "
+               "random_apply ops=1 p=0.4 | invert p=1")
         m3, m4 = os.path.join(tmp, "m3.jsonl"), os.path.join(tmp, "m4.jsonl")
         pcommon = ["--pipeline", pix, "--seed", 9, "--epochs", 1, "--batch-size", 16]
         run("digest", a, *pcommon, "--threads", 1, "--out", m3)

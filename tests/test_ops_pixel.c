@@ -6,7 +6,8 @@
  * on a fixed image), test_sharpness (a double-precision reference
  * convolution, torchvision's output), test_hue (torchvision's output),
  * test_pipeline_ops (spec, canonical form, errors, the keyed draws, p=0 and
- * p=1), test_jitter_hue (the 24 orders and the hue draw), test_explain.
+ * p=1), test_jitter_hue (the 24 orders and the hue draw), test_random_apply
+ * (the span, nesting, refusals), test_explain.
  * The torchvision outputs were computed once with torchvision 0.14's
  * functional API on a uint8 tensor (the image below, CHW -> HWC here);
  * bindings/python/tests/test_pixel_ops_parity.py compares on real photos.
@@ -426,6 +427,42 @@ static void test_jitter_hue(void) {
     sp_image_free(&img);
 }
 
+static void test_random_apply(void) {
+    expect_canonical("random_apply ops=2 | invert p=1 | grayscale p=1",
+                     "random_apply ops=2 p=0.5 | invert p=1 | grayscale p=1");
+    expect_error("random_apply p=0.5", "missing required key \"ops\"");
+    expect_error("random_apply ops=0 | invert", "[1, 63]");
+    expect_error("random_apply ops=2 | invert", "past the last op");
+    expect_error("random_apply ops=1 | resize size=8,8", "crop or resize");
+    expect_error("random_apply ops=1 | normalize mean=0 std=1", "normalize");
+    expect_error("random_apply ops=2 | random_apply ops=2 | invert | equalize",
+                 "end after");
+    /* applied iff u01(block 0 of op 1) < p: then ops 2 and 3 run, else neither */
+    sp_pipeline *p = parse_ok("hflip p=0 | random_apply ops=3 p=0.6 | solarize threshold=50 p=1 "
+                              "| random_apply ops=1 p=0.5 | invert p=1 | posterize bits=2 p=1");
+    sp_image img = make_image(19, 12, 3);
+    int seen[3] = {0};
+    for (uint32_t s = 0; s < 64; s++) {
+        sp_sample_ctx ctx = ctx_for(8, 0, s);
+        sp_image o = run_raw(p, &ctx, &img), e;
+        CHECK(sp_image_copy(&img, &e) == 0);
+        int outer = sp_u01d(sp_sample_draw(ctx.k_augment, 0, 1, s, 0).c[0]) < 0.6;
+        int inner = sp_u01d(sp_sample_draw(ctx.k_augment, 0, 3, s, 0).c[0]) < 0.5;
+        if (outer) {
+            sp_image_solarize(&e, 50);
+            if (inner) sp_image_invert(&e);
+        }
+        sp_image_posterize(&e, 2);   /* op 5: after both spans, always */
+        seen[outer + (outer && inner)]++;
+        CHECK_MSG(same_pixels(&o, &e), "sample %u outer %d inner %d", s, outer, inner);
+        sp_image_free(&o);
+        sp_image_free(&e);
+    }
+    CHECK(seen[0] > 5 && seen[1] > 5 && seen[2] > 5);
+    sp_pipeline_destroy(p);
+    sp_image_free(&img);
+}
+
 static void test_explain(void) {
     sp_pipeline *p = parse_ok("posterize bits=4 p=1 | sharpness factor=2 p=0 | "
                               "color_jitter hue=0.2,0.2");
@@ -438,6 +475,14 @@ static void test_explain(void) {
                           "hue 0.200000, order "),
               "%s", buf);
     sp_pipeline_destroy(p);
+    p = parse_ok("random_apply ops=1 p=0 | invert p=1 | random_apply ops=1 p=1 | equalize p=1");
+    sp_pipeline_explain(p, &ctx, 64, 48, SP_FORMAT_PNG, buf, sizeof buf);
+    CHECK_MSG(strstr(buf, "0 random_apply: ops 1..1 skipped (u=") &&
+              strstr(buf, "1: skipped (random_apply 0)") &&
+              strstr(buf, "2 random_apply: ops 3..3 applied (u=") &&
+              strstr(buf, "3 equalize: applied") && !strstr(buf, "1 invert"),
+              "%s", buf);
+    sp_pipeline_destroy(p);
 }
 
 static const sp_case cases[] = {
@@ -447,6 +492,7 @@ static const sp_case cases[] = {
     SP_CASE(test_hue),
     SP_CASE(test_pipeline_ops),
     SP_CASE(test_jitter_hue),
+    SP_CASE(test_random_apply),
     SP_CASE(test_explain),
 };
 

@@ -15,8 +15,9 @@
  * Resize(int)), center_crop, hflip, vflip, color_jitter (hue included),
  * grayscale (random, keeps the channel count), the pixel-value ops invert,
  * posterize, solarize, autocontrast, equalize and sharpness (each with
- * p=; values as torchvision's functional API on uint8 tensors), normalize
- * (last op only).
+ * p=; values as torchvision's functional API on uint8 tensors),
+ * random_apply (ops=N p=: the N ops after it all run with probability p,
+ * else none; they may not change the size), normalize (last op only).
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
  * but compute pixels in integer / fixed-point arithmetic (ops.h), and take

@@ -875,7 +875,7 @@ def _draws_random(spec):
         if name in ("decode", "resize", "center_crop", "normalize"):
             continue
         if name in ("hflip", "vflip", "grayscale", "invert", "posterize", "solarize",
-                    "autocontrast", "equalize", "sharpness"):
+                    "autocontrast", "equalize", "sharpness", "random_apply"):
             try:
                 if float(keys.get("p", "0.5")) in (0.0, 1.0):
                     continue

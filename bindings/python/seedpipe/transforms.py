@@ -25,7 +25,8 @@ import numbers
 __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
-           "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness"]
+           "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
+           "RandomApply"]
 
 
 def _num(x):
@@ -202,6 +203,24 @@ class RandomAdjustSharpness(_Op):
         self.op = f"sharpness factor={_num(f)} p={_p('RandomAdjustSharpness', p)}"
 
 
+class RandomApply(_Op):
+    """torchvision's RandomApply(transforms, p=0.5): with probability p all
+    of them, else none: `random_apply ops=N p=P` followed by their N ops.
+    Only transforms that keep the image size and dtype may be inside (no
+    crop, resize, Normalize or ToTensor: the output must not depend on the
+    draw's shape)."""
+    def __init__(self, transforms, p=0.5):
+        n = "RandomApply"
+        inner = Compose(transforms)
+        for t in inner._flat():
+            if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize)):
+                raise ValueError(f"{n}: {type(t).__name__} inside RandomApply is not supported "
+                                 "(only transforms that keep the image size and dtype)")
+        ops = [t.spec() for t in inner._flat() if t.spec()]
+        count = sum(len(o.split(" | ")) for o in ops)
+        self.op = (f"random_apply ops={count} p={_p(n, p)} | " + " | ".join(ops)) if ops else None
+
+
 class Resize(_Op):
     def __init__(self, size, interpolation=None, max_size=None, antialias=None):
         n = "Resize"
@@ -295,7 +314,7 @@ def from_torchvision(t):
     RandomVerticalFlip, ColorJitter (hue included), RandomGrayscale, Resize,
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
-    RandomEqualize, RandomAdjustSharpness, Compose. Anything
+    RandomEqualize, RandomAdjustSharpness, RandomApply, Compose. Anything
     else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
@@ -318,6 +337,8 @@ def from_torchvision(t):
         return RandomPosterize(g("bits"), g("p"))
     if name == "RandomSolarize":
         return RandomSolarize(g("threshold"), g("p"))
+    if name == "RandomApply":
+        return RandomApply([from_torchvision(x) for x in t.transforms], g("p"))
     if name == "RandomAdjustSharpness":
         return RandomAdjustSharpness(g("sharpness_factor"), g("p"))
     if name == "Resize":

@@ -66,7 +66,7 @@ def test_worker_count_invariance(shapes):
 PIXEL_OPS = ("random_resized_crop size=24 scale=0.3,1 | invert p=0.3 | posterize bits=3 p=0.4 | "
              "solarize threshold=100 p=0.4 | autocontrast p=0.5 | equalize p=0.5 | "
              "sharpness factor=1.8 p=0.5 | color_jitter brightness=0.3 saturation=0.3 hue=0.2 | "
-             "hflip p=0.5")
+             "random_apply ops=2 p=0.5 | equalize p=1 | invert p=0.5 | hflip p=0.5")
 
 
 def test_worker_count_invariance_pixel_ops(shapes):

@@ -37,6 +37,10 @@ def test_torchvision_transforms_convert(shapes):
         "invert p=0.5 | posterize bits=3 p=0.2 | solarize threshold=100.5 p=0.5 | "
         "autocontrast p=1.0 | equalize p=0.3 | sharpness factor=1.5 p=0.5 | color_jitter "
         "brightness=0.8,1.2 contrast=1.0,1.0 saturation=1.0,1.0 hue=-0.1,0.25")
+    ra = tvt.RandomApply(torch.nn.ModuleList([tvt.ColorJitter(0.4, 0.4, 0.4, 0.1)]), p=0.8)
+    assert T.from_torchvision(tvt.Compose([ra, tvt.RandomGrayscale(0.2)])).spec() == (
+        "random_apply ops=1 p=0.8 | color_jitter brightness=0.6,1.4 contrast=0.6,1.4 "
+        "saturation=0.6,1.4 hue=-0.1,0.1 | grayscale p=0.2")
 
 
 def test_drop_in_over_an_imagefolder(shapes):
