@@ -19,8 +19,9 @@
  * the rules.
  *
  * A horizontal flip is not done in place: it is recorded and the output
- * is written mirrored (all other non-geometric ops are per pixel, or a sum
- * over all pixels, so they commute with it); a geometric op that follows
+ * is written mirrored (all other non-geometric ops are per pixel, a sum or
+ * histogram over all pixels, or sharpness's left-right symmetric 3x3
+ * filter, so they commute with it); a geometric op that follows
  * applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
@@ -523,8 +524,9 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
         switch (op->kind) {
         case SP_OP_HFLIP:
             /* Deferred: the output is written mirrored. Every other
-             * non-geometric op is per pixel (contrast's mean is a sum), so
-             * it commutes with the flip. */
+             * non-geometric op is per pixel (contrast's mean is a sum,
+             * equalize and autocontrast use histograms, sharpness's kernel
+             * and border are symmetric), so it commutes with the flip. */
             if (bernoulli(op, (uint32_t)k, ctx)) st->hflip ^= 1;
             break;
         case SP_OP_VFLIP:
@@ -543,7 +545,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
             if (sp__op_is_pixel(op->kind) && bernoulli(op, (uint32_t)k, ctx) &&
                 !(rc = st_make_writable(st)))
                 rc = run_pixel(op, &st->cur);
-            break;   /* decode (op 0) and normalize (applied on output) */
+            break;
         }
         if (rc) sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
         k++;

@@ -380,6 +380,28 @@ static void test_pipeline_ops(void) {
         }
         CHECK(applied > 5 && applied < 35);
         sp_pipeline_destroy(p);
+        /* a pending (deferred) horizontal flip commutes with each of them */
+        snprintf(spec, sizeof spec, "hflip p=1 | %s p=1", specs[i]);
+        p = parse_ok(spec);
+        sp_pipeline *f = parse_ok("hflip p=1");
+        ctx = ctx_for(3, 0, 1);
+        sp_image flipped = run_raw(f, &ctx, &img), e;
+        o = run_raw(p, &ctx, &img);
+        CHECK(sp_image_copy(&flipped, &e) == 0);
+        switch (i) {
+        case 0: sp_image_invert(&e); break;
+        case 1: sp_image_posterize(&e, 2); break;
+        case 2: sp_image_solarize(&e, 99); break;
+        case 3: sp_image_autocontrast(&e); break;
+        case 4: sp_image_equalize(&e); break;
+        default: CHECK(sp_image_sharpness(&e, 2.5) == 0); break;
+        }
+        CHECK_MSG(same_pixels(&o, &e), "hflip then %s", specs[i]);
+        sp_image_free(&o);
+        sp_image_free(&e);
+        sp_image_free(&flipped);
+        sp_pipeline_destroy(f);
+        sp_pipeline_destroy(p);
     }
     sp_image_free(&img);
 }
