@@ -111,7 +111,7 @@ SP_API void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
  *   sharpness:    blurred d = round((8-neighbour sum + 5 v) / 13) inside,
  *                 d = v on the border rows/columns; then in binary32
  *                 trunc(clamp((float)f * v + (float)(1 - f) * d, 0, 255));
- *                 images 2 pixels wide or high are unchanged. SP_ENOMEM
+ *                 images at most 2 pixels wide or high are unchanged. SP_ENOMEM
  *                 (two rows of scratch) or 0.
  *   hue:          torchvision's adjust_hue in binary32 (rgb -> hsv, h + hue
  *                 mod 1, hsv -> rgb, trunc(x * 255)); identity on gray. */
