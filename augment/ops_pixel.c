@@ -163,9 +163,10 @@ int sp_image_sharpness(sp_image *img, double factor) {
 
 /* ---- hue ------------------------------------------------------------------ */
 
-/* torchvision's _rgb2hsv, the shift, _hsv2rgb, for one pixel, in float. */
-static void hue_pixel(uint8_t *px, float hue) {
-    float r = (float)px[0] / 255.0f, g = (float)px[1] / 255.0f, b = (float)px[2] / 255.0f;
+/* torchvision's _rgb2hsv, the shift, _hsv2rgb, for one pixel, in float;
+ * unit[v] = (float)v / 255.0f (the same division, done once). */
+static void hue_pixel(uint8_t *px, float hue, const float unit[256]) {
+    float r = unit[px[0]], g = unit[px[1]], b = unit[px[2]];
     float maxc = r > g ? r : g, minc = r < g ? r : g;
     maxc = maxc > b ? maxc : b;
     minc = minc < b ? minc : b;
@@ -199,8 +200,21 @@ static void hue_pixel(uint8_t *px, float hue) {
 
 void sp_adjust_hue(sp_image *img, float hue) {
     if (img->channels != 3) return;   /* torchvision: identity on 1 channel */
+    float unit[256];
+    for (int v = 0; v < 256; v++) unit[v] = (float)v / 255.0f;
     for (int y = 0; y < img->height; y++) {
         uint8_t *p = img->data + (size_t)y * img->stride;
-        for (int x = 0; x < img->width; x++, p += 3) hue_pixel(p, hue);
+        uint8_t in[3] = {0, 0, 0}, out[3] = {0, 0, 0};
+        for (int x = 0; x < img->width; x++, p += 3) {
+            /* a pixel equal to the one before it gets its result (a pure
+             * function of the pixel): photos repeat colours along a row */
+            if (x > 0 && p[0] == in[0] && p[1] == in[1] && p[2] == in[2]) {
+                memcpy(p, out, 3);
+                continue;
+            }
+            memcpy(in, p, 3);
+            hue_pixel(p, hue, unit);
+            memcpy(out, p, 3);
+        }
     }
 }
