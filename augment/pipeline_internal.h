@@ -21,7 +21,14 @@ typedef enum {
     SP_OP_VFLIP,
     SP_OP_COLOR_JITTER,
     SP_OP_GRAYSCALE,
-    SP_OP_NORMALIZE
+    SP_OP_NORMALIZE,
+    SP_OP_INVERT,
+    SP_OP_POSTERIZE,
+    SP_OP_SOLARIZE,
+    SP_OP_AUTOCONTRAST,
+    SP_OP_EQUALIZE,
+    SP_OP_SHARPNESS,
+    SP_OP_RANDOM_APPLY
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -32,8 +39,12 @@ typedef struct sp_op {
     int h, w;                  /* size; resize with w == 0: shorter side = h */
     double scale[2];           /* random_resized_crop */
     double ratio[2];           /* random_resized_crop */
-    double p;                  /* hflip, vflip, grayscale */
+    double p;                  /* hflip, vflip, grayscale and the pixel-value ops */
     double jitter[3][2];       /* color_jitter [brightness, contrast, saturation] */
+    double hue[2];             /* color_jitter hue range; 0,0: no hue (6 orders) */
+    int bits;                  /* posterize */
+    double level;              /* solarize threshold, sharpness factor */
+    int span;                  /* random_apply: the number of ops it governs */
     int nmean;                 /* normalize: channel count of mean/std */
     double mean[3], std[3];
     int channels, dct;         /* decode */
@@ -57,6 +68,12 @@ struct sp_pipeline {
 /* Is this op geometric (changes the size / reads a region)? */
 static inline int sp__op_is_geometric(sp_op_kind k) {
     return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP;
+}
+
+/* Is this one of the pixel-value ops (invert .. sharpness: p= and a
+ * per-image lookup or filter)? */
+static inline int sp__op_is_pixel(sp_op_kind k) {
+    return k >= SP_OP_INVERT && k <= SP_OP_SHARPNESS;
 }
 
 /* Output size of a resize op for a W x H input (torchvision Resize). */

@@ -19,8 +19,9 @@
  * the rules.
  *
  * A horizontal flip is not done in place: it is recorded and the output
- * is written mirrored (all other non-geometric ops are per pixel, or a sum
- * over all pixels, so they commute with it); a geometric op that follows
+ * is written mirrored (all other non-geometric ops are per pixel, a sum or
+ * histogram over all pixels, or sharpness's left-right symmetric 3x3
+ * filter, so they commute with it); a geometric op that follows
  * applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
@@ -238,33 +239,77 @@ static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, 
 
 /* color_jitter: block 0; c[0] picks one of the 6 orders of (brightness,
  * contrast, saturation) in lexicographic order, c[1..3] the factors (Q12).
- * Returns the order; shared by the run and by sp_pipeline_explain(). */
+ * With a hue range, c[0] picks one of the 24 orders of (brightness,
+ * contrast, saturation, hue) instead (torchvision's randperm(4)), and block
+ * 1's c[0] the hue shift, (float)(lo + (hi - lo) * u01). Returns the order
+ * (*n = 3 or 4 entries); shared by the run and by sp_pipeline_explain(). */
 static const uint8_t JITTER_ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                             {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 
-static const uint8_t *jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx,
-                                  int32_t fq[3]) {
+/* The permutation number r (0..23) of (0, 1, 2, 3) in lexicographic order. */
+static void perm4(uint32_t r, uint8_t out[4]) {
+    uint8_t left[4] = {0, 1, 2, 3};
+    for (int i = 0, n = 4; i < 4; i++, n--) {
+        uint32_t f = n == 4 ? 6 : n == 3 ? 2 : 1, j = r / f;
+        r %= f;
+        out[i] = left[j];
+        for (int t = (int)j; t + 1 < n; t++) left[t] = left[t + 1];
+    }
+}
+
+static int has_hue(const sp_op *op) { return op->hue[0] != 0 || op->hue[1] != 0; }
+
+static int jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int32_t fq[3],
+                       float *hue, uint8_t order[4]) {
     sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
     for (int t = 0; t < 3; t++) {
         double lo = op->jitter[t][0], hi = op->jitter[t][1];
         fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
     }
-    return JITTER_ORDERS[sp_uniform_int(d.c[0], 6)];
+    *hue = 0.0f;
+    if (!has_hue(op)) {
+        memcpy(order, JITTER_ORDERS[sp_uniform_int(d.c[0], 6)], 3);
+        return 3;
+    }
+    perm4((uint32_t)sp_uniform_int(d.c[0], 24), order);
+    sp_ctr h = sp_sample_draw(ctx->k_augment, 1, k, ctx->sample, ctx->epoch);
+    *hue = (float)(op->hue[0] + (op->hue[1] - op->hue[0]) * sp_u01d(h.c[0]));
+    return 4;
 }
 
 static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
     int32_t fq[3];
-    const uint8_t *order = jitter_draw(op, k, ctx, fq);
-    if (fq[0] == SP_FACTOR_ONE && fq[1] == SP_FACTOR_ONE && fq[2] == SP_FACTOR_ONE)
+    float hue;
+    uint8_t order[4];
+    int n = jitter_draw(op, k, ctx, fq, &hue, order);
+    if (fq[0] == SP_FACTOR_ONE && fq[1] == SP_FACTOR_ONE && fq[2] == SP_FACTOR_ONE && hue == 0.0f)
         return SP_OK;
     int rc = st_make_writable(st);
     if (rc) return rc;
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < n; t++) {
         int fn = order[t];
+        if (fn == 3) {
+            if (hue != 0.0f) sp_adjust_hue(&st->cur, hue);
+            continue;
+        }
         if (fq[fn] == SP_FACTOR_ONE) continue;
         if (fn == 0) sp_adjust_brightness(&st->cur, fq[fn]);
         else if (fn == 1) sp_adjust_contrast(&st->cur, fq[fn]);
         else sp_adjust_saturation(&st->cur, fq[fn]);
+    }
+    return SP_OK;
+}
+
+/* The pixel-value ops (invert .. sharpness) on a writable image. */
+static int run_pixel(const sp_op *op, sp_image *img) {
+    switch (op->kind) {
+    case SP_OP_INVERT: sp_image_invert(img); break;
+    case SP_OP_POSTERIZE: sp_image_posterize(img, op->bits); break;
+    case SP_OP_SOLARIZE: sp_image_solarize(img, op->level); break;
+    case SP_OP_AUTOCONTRAST: sp_image_autocontrast(img); break;
+    case SP_OP_EQUALIZE: sp_image_equalize(img); break;
+    case SP_OP_SHARPNESS: return sp_image_sharpness(img, op->level);
+    default: break;
     }
     return SP_OK;
 }
@@ -479,8 +524,9 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
         switch (op->kind) {
         case SP_OP_HFLIP:
             /* Deferred: the output is written mirrored. Every other
-             * non-geometric op is per pixel (contrast's mean is a sum), so
-             * it commutes with the flip. */
+             * non-geometric op is per pixel (contrast's mean is a sum,
+             * equalize and autocontrast use histograms, sharpness's kernel
+             * and border are symmetric), so it commutes with the flip. */
             if (bernoulli(op, (uint32_t)k, ctx)) st->hflip ^= 1;
             break;
         case SP_OP_VFLIP:
@@ -492,7 +538,14 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
                 rc = sp_image_to_gray(&st->cur, &st->cur);
             break;
         case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, st); break;
-        default: break;   /* decode (op 0) and normalize (applied on output) */
+        case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
+            if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
+            break;
+        default:   /* the pixel-value ops; decode (op 0) and normalize (on output) */
+            if (sp__op_is_pixel(op->kind) && bernoulli(op, (uint32_t)k, ctx) &&
+                !(rc = st_make_writable(st)))
+                rc = run_pixel(op, &st->cur);
+            break;
         }
         if (rc) sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
         k++;
@@ -576,6 +629,31 @@ int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
 
 /* ---- explain ------------------------------------------------------------------- */
 
+/* random_apply: whether its ops run; returns the last op index it covers
+ * (its ops are skipped) or k (they follow, explained as usual). */
+static int explain_random_apply(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx) {
+    double u = bernoulli_u((uint32_t)k, ctx);
+    int on = u < op->p;
+    sp__fbuf_printf(e, "%d random_apply: ops %d..%d %s (u=%.4f %s p=%g)\n", k, k + 1,
+                    k + op->span, on ? "applied" : "skipped", u, on ? "<" : ">=", op->p);
+    for (int j = k + 1; !on && j <= k + op->span; j++)
+        sp__fbuf_printf(e, "%d: skipped (random_apply %d)\n", j, k);
+    return on ? k : k + op->span;
+}
+
+/* A pixel-value op: its magnitude and whether it applies (block 0, c[0]). */
+static void explain_pixel(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx) {
+    static const char *const NAMES[] = {"invert", "posterize", "solarize", "autocontrast",
+                                        "equalize", "sharpness"};
+    double u = bernoulli_u((uint32_t)k, ctx);
+    sp__fbuf_printf(e, "%d %s", k, NAMES[op->kind - SP_OP_INVERT]);
+    if (op->kind == SP_OP_POSTERIZE) sp__fbuf_printf(e, " bits=%d", op->bits);
+    if (op->kind == SP_OP_SOLARIZE) sp__fbuf_printf(e, " threshold=%g", op->level);
+    if (op->kind == SP_OP_SHARPNESS) sp__fbuf_printf(e, " factor=%g", op->level);
+    sp__fbuf_printf(e, ": %s (u=%.4f %s p=%g)\n", u < op->p ? "applied" : "not applied", u,
+                    u < op->p ? "<" : ">=", op->p);
+}
+
 
 /* The draws of sp_pipeline_run_checked(), op by op, without pixels: the
  * same functions are called with the same arguments, and the image size is
@@ -585,7 +663,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
     sp__fbuf e = {buf, n, 0};
     if (n) buf[0] = '\0';
     if (!p || !ctx) return 0;
-    static const char *const NAMES[3] = {"brightness", "contrast", "saturation"};
+    static const char *const NAMES[4] = {"brightness", "contrast", "saturation", "hue"};
     int at_source = 1;
     for (int k = 0; k < p->nops; k++) {
         const sp_op *op = &p->ops[k];
@@ -645,17 +723,24 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         }
         case SP_OP_COLOR_JITTER: {
             int32_t fq[3];
-            const uint8_t *o = jitter_draw(op, (uint32_t)k, ctx, fq);
-            sp__fbuf_printf(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f, "
-                   "order %s, %s, %s\n", k, fq[0] / 4096.0, fq[1] / 4096.0, fq[2] / 4096.0,
-                   NAMES[o[0]], NAMES[o[1]], NAMES[o[2]]);
+            float hue;
+            uint8_t o[4];
+            int n = jitter_draw(op, (uint32_t)k, ctx, fq, &hue, o);
+            sp__fbuf_printf(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f",
+                            k, fq[0] / 4096.0, fq[1] / 4096.0, fq[2] / 4096.0);
+            if (n == 4) sp__fbuf_printf(&e, " hue %.6f", (double)hue);
+            sp__fbuf_printf(&e, ", order");
+            for (int t = 0; t < n; t++) sp__fbuf_printf(&e, "%s %s", t ? "," : "", NAMES[o[t]]);
+            sp__fbuf_printf(&e, "\n");
             break;
         }
         case SP_OP_NORMALIZE:
             sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
             break;
+        case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
         default:
-            sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);
+            if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
+            else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);
             break;
         }
         if (sp__op_is_geometric(op->kind)) at_source = 0;

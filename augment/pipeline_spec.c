@@ -146,6 +146,13 @@ static const op_desc OPS[] = {
     {"color_jitter", SP_OP_COLOR_JITTER, {"brightness", "contrast", "saturation", "hue", NULL}, NULL},
     {"grayscale", SP_OP_GRAYSCALE, {"p", NULL}, NULL},
     {"normalize", SP_OP_NORMALIZE, {"mean", "std", NULL}, "mean"},
+    {"invert", SP_OP_INVERT, {"p", NULL}, NULL},
+    {"posterize", SP_OP_POSTERIZE, {"bits", "p", NULL}, "bits"},
+    {"solarize", SP_OP_SOLARIZE, {"threshold", "p", NULL}, "threshold"},
+    {"autocontrast", SP_OP_AUTOCONTRAST, {"p", NULL}, NULL},
+    {"equalize", SP_OP_EQUALIZE, {"p", NULL}, NULL},
+    {"sharpness", SP_OP_SHARPNESS, {"factor", "p", NULL}, "factor"},
+    {"random_apply", SP_OP_RANDOM_APPLY, {"ops", "p", NULL}, "ops"},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -191,6 +198,57 @@ static int parse_pair(sp_error *err, int idx, const op_desc *d, const char *key,
                          positive ? "a,b with 0 < a <= b" : "a,b with 0 <= a <= b");
     out[0] = s[0];
     out[1] = s[1];
+    return SP_OK;
+}
+
+/* color_jitter's hue: h (range [-h, h], 0 <= h <= 0.5) or lo,hi with
+ * -0.5 <= lo <= hi <= 0.5, as torchvision; absent or 0: no hue. */
+static int parse_hue(sp_error *err, int idx, const op_desc *d, const char *v, double hue[2]) {
+    hue[0] = hue[1] = 0.0;
+    if (!v) return SP_OK;
+    double s[2];
+    int n;
+    if (!parse_list(v, s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 0.5)) ||
+        (n == 2 && !(s[0] >= -0.5 && s[0] <= s[1] && s[1] <= 0.5)))
+        return bad_value(err, idx, d, "hue", v,
+                         "h in [0, 0.5] (shift in [-h, h]) or lo,hi with -0.5 <= lo <= hi <= 0.5");
+    hue[0] = n == 1 ? canon_num(-s[0]) : s[0];
+    hue[1] = n == 1 ? s[0] : s[1];
+    if (hue[0] == 0) hue[0] = 0.0;   /* no "-0" in the canonical form */
+    if (hue[1] == 0) hue[1] = 0.0;
+    return SP_OK;
+}
+
+/* The pixel-value ops: their magnitude (bits, threshold, factor) and p
+ * (default 0.5, torchvision's); random_apply's span and p (default 0.5, as
+ * torchvision's RandomApply). */
+static int parse_pixel(sp_op *op, const op_desc *d, int idx, const char *const *vals,
+                       sp_error *err) {
+    const char *v = vals[0];
+    int pk = 0;   /* the index of p= among the keys */
+    double x;
+    if (op->kind == SP_OP_POSTERIZE) {
+        pk = 1;
+        if (!parse_num(v, &x) || !(x >= 0 && x <= 8) || x != (double)(int)x)
+            return bad_value(err, idx, d, "bits", v, "an integer in [0, 8]");
+        op->bits = (int)x;
+    } else if (op->kind == SP_OP_SOLARIZE) {
+        pk = 1;
+        if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= 255))
+            return bad_value(err, idx, d, "threshold", v, "a number in [0, 255]");
+    } else if (op->kind == SP_OP_SHARPNESS) {
+        pk = 1;
+        if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
+            return bad_value(err, idx, d, "factor", v, "a number in [0, 255]");
+    } else if (op->kind == SP_OP_RANDOM_APPLY) {
+        pk = 1;
+        if (!parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
+            return bad_value(err, idx, d, "ops", v, "an integer in [1, 63]: the ops that follow");
+        op->span = (int)x;
+    }
+    op->p = 0.5;
+    if ((v = vals[pk]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
+        return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
     return SP_OK;
 }
 
@@ -253,14 +311,15 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
                 op->jitter[k][1] = s[1];
             }
         }
-        if ((v = vals[3])) {
-            double h;
-            if (!parse_num(v, &h) || h != 0)
-                return BAD("hue is not supported (\"hue=%s\"): seedpipe has no integer hue "
-                           "rotation; use brightness, contrast, saturation",
-                           v);
-        }
-        return SP_OK;
+        return parse_hue(err, idx, d, vals[3], op->hue);
+    case SP_OP_INVERT:
+    case SP_OP_POSTERIZE:
+    case SP_OP_SOLARIZE:
+    case SP_OP_AUTOCONTRAST:
+    case SP_OP_EQUALIZE:
+    case SP_OP_SHARPNESS:
+    case SP_OP_RANDOM_APPLY:
+        return parse_pixel(op, d, idx, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
         if (!parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
@@ -403,7 +462,20 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
         sp__sbuf_printf(b, "color_jitter");
         for (int k = 0; k < 3; k++)
             sp__sbuf_printf(b, " %s=%.9g,%.9g", jk[k], op->jitter[k][0], op->jitter[k][1]);
+        if (op->hue[0] != 0 || op->hue[1] != 0)   /* only when given: old forms unchanged */
+            sp__sbuf_printf(b, " hue=%.9g,%.9g", op->hue[0], op->hue[1]);
         break;
+    case SP_OP_INVERT: sp__sbuf_printf(b, "invert p=%.9g", op->p); break;
+    case SP_OP_POSTERIZE: sp__sbuf_printf(b, "posterize bits=%d p=%.9g", op->bits, op->p); break;
+    case SP_OP_SOLARIZE:
+        sp__sbuf_printf(b, "solarize threshold=%.9g p=%.9g", op->level, op->p);
+        break;
+    case SP_OP_AUTOCONTRAST: sp__sbuf_printf(b, "autocontrast p=%.9g", op->p); break;
+    case SP_OP_EQUALIZE: sp__sbuf_printf(b, "equalize p=%.9g", op->p); break;
+    case SP_OP_SHARPNESS:
+        sp__sbuf_printf(b, "sharpness factor=%.9g p=%.9g", op->level, op->p);
+        break;
+    case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -423,6 +495,32 @@ static void blank_comments(char *s) {
         else if (*s == '\n') in_comment = 0;
         if (in_comment) *s = ' ';
     }
+}
+
+/* random_apply's span: the `ops` ops after it exist, none of them changes
+ * the image size or the output (geometric ops, normalize), and a
+ * random_apply inside it ends inside it too. */
+static int check_spans(const sp_pipeline *p, sp_error *err) {
+    for (int i = 0; i < p->nops; i++) {
+        const sp_op *ra = &p->ops[i];
+        if (ra->kind != SP_OP_RANDOM_APPLY) continue;
+        int end = i + ra->span;
+        if (end >= p->nops)
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": ops=%d reaches "
+                                "past the last op (op %d)", i, ra->span, p->nops - 1);
+        for (int j = i + 1; j <= end; j++) {
+            sp_op_kind k = p->ops[j].kind;
+            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE)
+                return sp_error_set(err, SP_ESPEC, "pipeline op %d: a %s inside random_apply "
+                                    "(op %d, ops=%d); only ops that keep the image size may be "
+                                    "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
+                                    "crop or resize", i, ra->span);
+            if (k == SP_OP_RANDOM_APPLY && j + p->ops[j].span > end)
+                return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": its ops "
+                                    "end after those of the random_apply it is in (op %d)", j, i);
+        }
+    }
+    return SP_OK;
 }
 
 static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
@@ -464,6 +562,7 @@ static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
         seg = bar + 1;
     }
     p->nops = idx;
+    rc = check_spans(p, err);
 out:
     free(buf);
     return rc;

@@ -78,6 +78,16 @@ def main():
         run("digest", a, *common, "--threads", 2, "--out", m2)
         l1, l2 = open(m1).read().splitlines(), open(m2).read().splitlines()
         assert l1 == l2, "manifests differ between --threads 1 and 2"
+        # the pixel-value ops of issue 39 (and hue): the same at 1 and 3 threads
+        pix = ("random_resized_crop size=32 | invert p=0.3 | posterize bits=2 p=0.5 | "
+               "solarize threshold=90 p=0.5 | autocontrast p=0.5 | equalize p=0.5 | "
+               "sharpness factor=0.4 p=0.5 | color_jitter contrast=0.3 hue=-0.1,0.3 | "
+               "random_apply ops=1 p=0.4 | invert p=1")
+        m3, m4 = os.path.join(tmp, "m3.jsonl"), os.path.join(tmp, "m4.jsonl")
+        pcommon = ["--pipeline", pix, "--seed", 9, "--epochs", 1, "--batch-size", 16]
+        run("digest", a, *pcommon, "--threads", 1, "--out", m3)
+        run("digest", a, *pcommon, "--threads", 3, "--out", m4)
+        assert open(m3).read() == open(m4).read(), "pixel ops differ between --threads 1 and 3"
         head = json.loads(l1[0])
         assert head["seedpipe_manifest"] == 1 and head["seed"] == 9 and head["samples"] == 120
         rows = [json.loads(l) for l in l1[1:]]

@@ -106,7 +106,7 @@ static void test_parse(void) {
     expect_error("center_crop size=0", "\"0\"", "size");
     expect_error("center_crop size=3.5", "\"3.5\"", NULL);
     expect_error("resize size=1,2,3", "\"1,2,3\"", NULL);
-    expect_error("color_jitter hue=0.1", "op 0 \"color_jitter\"", "hue is not supported");
+    expect_error("color_jitter hue=0.6", "op 0 \"color_jitter\"", "hue");
     expect_error("hflip | decode mode=gray", "op 1 \"decode\"", "first");
     expect_error("decode mode=cmyk", "\"cmyk\"", "rgb or gray");
     expect_error("normalize mean=0.5 std=0.5 | hflip", "op 1 \"hflip\"", "normalize");
@@ -484,7 +484,8 @@ static void test_edges(void) {
         "grayscale", "normalize", "decode", "p=0.5", "p=", "=", "size=3", "size=3,4",
         "size=0", "scale=0.1,1", "ratio=1,1", "mode=gray", "dct=off", "mean=0.5", "std=2",
         "brightness=0.3", "hue=0", "|", "|", "#", "\n", "1e309", "-", ",", "x=y", "@",
-        "imagenet-train", "mnist"};
+        "imagenet-train", "mnist", "invert", "posterize", "bits=3", "solarize", "threshold=9",
+        "autocontrast", "equalize", "sharpness", "factor=2", "hue=0.1", "hue=-0.2,0.3"};
     uint64_t st = 99;
     for (int it = 0; it < 20000; it++) {
         char spec[512] = "";

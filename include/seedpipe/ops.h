@@ -94,6 +94,35 @@ SP_API void sp_adjust_brightness(sp_image *img, int32_t fq);   /* in place */
 SP_API void sp_adjust_contrast(sp_image *img, int32_t fq);     /* in place */
 SP_API void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
 
+/* ---- pixel-value ops (torchvision.transforms.functional on uint8 tensors) --
+ *
+ * In place, 1 or 3 channels, per channel where torchvision is. Values are
+ * torchvision's exactly (ops_pixel.c; docs/pipeline.md has the formulas):
+ *   invert:       255 - v
+ *   posterize:    v & (0xff << (8 - bits)) & 0xff, bits in [0, 8]
+ *   solarize:     255 - v if (float)v >= (float)threshold, else v
+ *   autocontrast: per channel, lo/hi = min/max; if hi > lo,
+ *                 trunc(min(255, (v - lo) * ((1.0f / (hi - lo)) * 255.0f))) in
+ *                 binary32, else unchanged
+ *   equalize:     per channel, torchvision's _scale_channel (PIL's
+ *                 ImageOps.equalize): step = (N - count of the largest value
+ *                 present) // 255; if step > 0,
+ *                 lut[v] = min(255, (count below v + step // 2) // step)
+ *   sharpness:    blurred d = round((8-neighbour sum + 5 v) / 13) inside,
+ *                 d = v on the border rows/columns; then in binary32
+ *                 trunc(clamp((float)f * v + (float)(1 - f) * d, 0, 255));
+ *                 images at most 2 pixels wide or high are unchanged. SP_ENOMEM
+ *                 (two rows of scratch) or 0.
+ *   hue:          torchvision's adjust_hue in binary32 (rgb -> hsv, h + hue
+ *                 mod 1, hsv -> rgb, trunc(x * 255)); identity on gray. */
+SP_API void sp_image_invert(sp_image *img);
+SP_API void sp_image_posterize(sp_image *img, int bits);
+SP_API void sp_image_solarize(sp_image *img, double threshold);
+SP_API void sp_image_autocontrast(sp_image *img);
+SP_API void sp_image_equalize(sp_image *img);
+SP_API int sp_image_sharpness(sp_image *img, double factor);
+SP_API void sp_adjust_hue(sp_image *img, float hue);
+
 /* ---- resize --------------------------------------------------------------
  *
  * Separable resampling with the triangle (bilinear) filter, antialiased on

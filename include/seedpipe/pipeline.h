@@ -12,8 +12,12 @@
  * picks the decoded channel count (default rgb) and whether JPEG DCT-domain
  * downscaling may be used (default auto). Ops: decode, random_resized_crop,
  * resize (size=H,W exact, or size=S: shorter side S, torchvision
- * Resize(int)), center_crop, hflip, vflip, color_jitter (no hue),
- * grayscale (random, keeps the channel count), normalize (last op only).
+ * Resize(int)), center_crop, hflip, vflip, color_jitter (hue included),
+ * grayscale (random, keeps the channel count), the pixel-value ops invert,
+ * posterize, solarize, autocontrast, equalize and sharpness (each with
+ * p=; values as torchvision's functional API on uint8 tensors),
+ * random_apply (ops=N p=: the N ops after it all run with probability p,
+ * else none; they may not change the size), normalize (last op only).
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
  * but compute pixels in integer / fixed-point arithmetic (ops.h), and take

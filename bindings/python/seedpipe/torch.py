@@ -898,7 +898,8 @@ def _draws_random(spec):
         name, keys = words[0], dict(w.split("=", 1) for w in words[1:] if "=" in w)
         if name in ("decode", "resize", "center_crop", "normalize"):
             continue
-        if name in ("hflip", "vflip", "grayscale"):
+        if name in ("hflip", "vflip", "grayscale", "invert", "posterize", "solarize",
+                    "autocontrast", "equalize", "sharpness", "random_apply"):
             try:
                 if float(keys.get("p", "0.5")) in (0.0, 1.0):
                     continue

@@ -17,14 +17,16 @@ draws (the same distributions as torchvision, not torchvision's random
 numbers).
 
 An argument torchvision accepts that seedpipe cannot honour (another
-interpolation, antialias=False, hue, max_size, fill/padding modes...) is a
+interpolation, antialias=False, max_size, fill/padding modes...) is a
 ValueError naming it, never silently ignored.
 """
 import numbers
 
 __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
-           "PILToTensor", "ConvertImageDtype"]
+           "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
+           "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
+           "RandomApply"]
 
 
 def _num(x):
@@ -118,18 +120,105 @@ class RandomGrayscale(_Op):
         self.op = f"grayscale p={_num(p)}"
 
 
+def _hue(name, hue):
+    """ColorJitter's hue: h -> [-h, h] (0 <= h <= 0.5), or (lo, hi) with
+    -0.5 <= lo <= hi <= 0.5, as torchvision; None or 0: no hue."""
+    if hue is None:
+        return None
+    if isinstance(hue, numbers.Number) and not isinstance(hue, bool):
+        if not 0 <= hue <= 0.5:
+            raise ValueError(f"{name}: hue={hue!r} must be in [0, 0.5]")
+        lo, hi = -float(hue), float(hue)
+    else:
+        try:
+            lo, hi = (float(x) for x in hue)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: hue must be a number or a pair (min, max), got {hue!r}")
+        if not -0.5 <= lo <= hi <= 0.5:
+            raise ValueError(f"{name}: hue={hue!r} must satisfy -0.5 <= min <= max <= 0.5")
+    return None if lo == hi == 0 else (lo, hi)
+
+
 class ColorJitter(_Op):
+    """torchvision's ColorJitter, hue included: a random order of the four
+    adjustments (one of 24 with a hue range, else one of 6), the hue shift
+    computed as torchvision's adjust_hue on a uint8 tensor."""
     def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
         n = "ColorJitter"
-        if hue not in (0, 0.0, (0, 0), [0, 0]):
-            raise ValueError(f"{n}: hue={hue!r} is not supported yet (seedpipe's color_jitter "
-                             "has brightness, contrast and saturation)")
         parts = []
         for key, v in (("brightness", brightness), ("contrast", contrast),
                        ("saturation", saturation)):
             lo, hi = _pair(n, key, v, 1.0)
             parts.append(f"{key}={_num(lo)},{_num(hi)}")
+        h = _hue(n, hue)
+        if h:
+            parts.append(f"hue={_num(h[0])},{_num(h[1])}")
         self.op = "color_jitter " + " ".join(parts)
+
+
+def _p(name, p):
+    if isinstance(p, bool) or not isinstance(p, numbers.Number) or not 0 <= p <= 1:
+        raise ValueError(f"{name}: p={p!r} must be a probability in [0, 1]")
+    return _num(p)
+
+
+class RandomInvert(_Op):
+    def __init__(self, p=0.5):
+        self.op = f"invert p={_p('RandomInvert', p)}"
+
+
+class RandomPosterize(_Op):
+    def __init__(self, bits, p=0.5):
+        if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or not 0 <= bits <= 8:
+            raise ValueError(f"RandomPosterize: bits={bits!r} must be an integer in [0, 8]")
+        self.op = f"posterize bits={int(bits)} p={_p('RandomPosterize', p)}"
+
+
+class RandomSolarize(_Op):
+    """threshold on the 0-255 scale (torchvision's uint8 semantics: a value
+    >= threshold is inverted)."""
+    def __init__(self, threshold, p=0.5):
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Number) or \
+                not 0 <= threshold <= 255:
+            raise ValueError(f"RandomSolarize: threshold={threshold!r} must be in [0, 255] "
+                             "(seedpipe's images are uint8)")
+        self.op = f"solarize threshold={_num(threshold)} p={_p('RandomSolarize', p)}"
+
+
+class RandomAutocontrast(_Op):
+    def __init__(self, p=0.5):
+        self.op = f"autocontrast p={_p('RandomAutocontrast', p)}"
+
+
+class RandomEqualize(_Op):
+    def __init__(self, p=0.5):
+        self.op = f"equalize p={_p('RandomEqualize', p)}"
+
+
+class RandomAdjustSharpness(_Op):
+    def __init__(self, sharpness_factor, p=0.5):
+        f = sharpness_factor
+        if isinstance(f, bool) or not isinstance(f, numbers.Number) or not 0 <= f <= 255:
+            raise ValueError(f"RandomAdjustSharpness: sharpness_factor={f!r} must be in [0, 255]")
+        self.op = f"sharpness factor={_num(f)} p={_p('RandomAdjustSharpness', p)}"
+
+
+class RandomApply(_Op):
+    """torchvision's RandomApply(transforms, p=0.5): with probability p all
+    of them, else none: `random_apply ops=N p=P` followed by their N ops.
+    Only transforms that keep the image size and dtype may be inside (no
+    crop, resize, Normalize or ToTensor: the output must not depend on the
+    draw's shape)."""
+    def __init__(self, transforms, p=0.5):
+        n = "RandomApply"
+        inner = Compose(transforms)
+        for t in inner._flat():
+            if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize)):
+                raise ValueError(f"{n}: {type(t).__name__} inside RandomApply is not supported "
+                                 "(only transforms that keep the image size and dtype)")
+        ops = [t.spec() for t in inner._flat() if t.spec()]
+        count = sum(len(o.split(" | ")) for o in ops)
+        self.op = (f"random_apply ops={count} p={_p(n, p)} | " + " | ".join(ops)) if ops else None
 
 
 class Resize(_Op):
@@ -222,8 +311,10 @@ class Compose:
 def from_torchvision(t):
     """The seedpipe transform for a torchvision transform (or Compose of
     them), read from its attributes: RandomResizedCrop, RandomHorizontalFlip,
-    RandomVerticalFlip, ColorJitter, RandomGrayscale, Resize, CenterCrop,
-    Normalize, ToTensor, PILToTensor, ConvertImageDtype, Compose. Anything
+    RandomVerticalFlip, ColorJitter (hue included), RandomGrayscale, Resize,
+    CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
+    RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
+    RandomEqualize, RandomAdjustSharpness, RandomApply, Compose. Anything
     else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
@@ -239,7 +330,17 @@ def from_torchvision(t):
         none = lambda v: (1.0, 1.0) if v is None else tuple(v)
         hue = g("hue")
         return ColorJitter(none(g("brightness")), none(g("contrast")), none(g("saturation")),
-                           0 if hue is None or tuple(hue) == (0, 0) else hue)
+                           None if hue is None else tuple(hue))
+    if name in ("RandomInvert", "RandomAutocontrast", "RandomEqualize"):
+        return globals()[name](g("p"))
+    if name == "RandomPosterize":
+        return RandomPosterize(g("bits"), g("p"))
+    if name == "RandomSolarize":
+        return RandomSolarize(g("threshold"), g("p"))
+    if name == "RandomApply":
+        return RandomApply([from_torchvision(x) for x in t.transforms], g("p"))
+    if name == "RandomAdjustSharpness":
+        return RandomAdjustSharpness(g("sharpness_factor"), g("p"))
     if name == "Resize":
         return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
     if name == "CenterCrop":

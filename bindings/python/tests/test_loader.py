@@ -61,6 +61,32 @@ def test_worker_count_invariance(shapes):
             assert np.array_equal(x0, x1) and np.array_equal(y0, y1)
 
 
+# Every pixel-value op of issue 39 (and hue) with p strictly inside (0, 1),
+# so that the draws decide per sample.
+PIXEL_OPS = ("random_resized_crop size=24 scale=0.3,1 | invert p=0.3 | posterize bits=3 p=0.4 | "
+             "solarize threshold=100 p=0.4 | autocontrast p=0.5 | equalize p=0.5 | "
+             "sharpness factor=1.8 p=0.5 | color_jitter brightness=0.3 saturation=0.3 hue=0.2 | "
+             "random_apply ops=2 p=0.5 | equalize p=1 | invert p=0.5 | hflip p=0.5")
+
+
+def test_worker_count_invariance_pixel_ops(shapes):
+    """The same batches at 0, 1 and 3 workers with every new pixel op in the
+    pipeline, equal to the C digest, and not the same as without them."""
+    ref = seedpipe.digest(shapes, pipeline=PIXEL_OPS, seed=6, epochs=2, batch_size=8)
+    streams = []
+    for w in (0, 1, 3):
+        with seedpipe.Loader(shapes, pipeline=PIXEL_OPS, seed=6, epochs=2, batch_size=8,
+                             workers=w, copy=True) as ld:
+            streams.append([(x, y, ld.batch_digest()) for x, y in ld.stream()])
+    for other in streams:
+        assert [d for _, _, d in other] == ref.digests
+        for (x0, y0, _), (x1, y1, _) in zip(streams[0], other):
+            assert np.array_equal(x0, x1) and np.array_equal(y0, y1)
+    plain = seedpipe.digest(shapes, pipeline=PIXEL_OPS.split(" | invert")[0], seed=6, epochs=2,
+                            batch_size=8)
+    assert plain.digests[0] != ref.digests[0]
+
+
 def addr(a):
     return a.__array_interface__["data"][0]
 

@@ -27,8 +27,20 @@ def test_torchvision_transforms_convert(shapes):
     assert fps[0] == fps[1], (conv.spec(), mine.spec())
     with pytest.raises(ValueError, match="RandomRotation"):
         T.from_torchvision(tv.transforms.Compose([tv.transforms.RandomRotation(10)]))
-    with pytest.raises(ValueError, match="hue"):
-        T.from_torchvision(tv.transforms.ColorJitter(hue=0.1))
+    assert T.from_torchvision(tv.transforms.ColorJitter(hue=0.1)).spec() == (
+        "color_jitter brightness=1.0,1.0 contrast=1.0,1.0 saturation=1.0,1.0 hue=-0.1,0.1")
+    tvt = tv.transforms
+    pix = tvt.Compose([tvt.RandomInvert(), tvt.RandomPosterize(3, p=0.2), tvt.RandomSolarize(
+        100.5), tvt.RandomAutocontrast(p=1), tvt.RandomEqualize(0.3),
+        tvt.RandomAdjustSharpness(1.5), tvt.ColorJitter(0.2, hue=(-0.1, 0.25))])
+    assert T.from_torchvision(pix).spec() == (
+        "invert p=0.5 | posterize bits=3 p=0.2 | solarize threshold=100.5 p=0.5 | "
+        "autocontrast p=1.0 | equalize p=0.3 | sharpness factor=1.5 p=0.5 | color_jitter "
+        "brightness=0.8,1.2 contrast=1.0,1.0 saturation=1.0,1.0 hue=-0.1,0.25")
+    ra = tvt.RandomApply(torch.nn.ModuleList([tvt.ColorJitter(0.4, 0.4, 0.4, 0.1)]), p=0.8)
+    assert T.from_torchvision(tvt.Compose([ra, tvt.RandomGrayscale(0.2)])).spec() == (
+        "random_apply ops=1 p=0.8 | color_jitter brightness=0.6,1.4 contrast=0.6,1.4 "
+        "saturation=0.6,1.4 hue=-0.1,0.1 | grayscale p=0.2")
 
 
 def test_drop_in_over_an_imagefolder(shapes):

@@ -32,6 +32,17 @@ def digests(shapes, pipeline, **kw):
      "uint8"),
     (T.Compose([T.Resize((30, 34)), T.ToTensor()]), "resize size=30,34 | normalize mean=0 std=1",
      "float32"),
+    (T.Compose([T.CenterCrop(28), T.RandomInvert(), T.RandomPosterize(4, p=0.3),
+                T.RandomSolarize(128), T.RandomAutocontrast(), T.RandomEqualize(p=0.7),
+                T.RandomAdjustSharpness(2), T.ColorJitter(0.1, hue=0.2)]),
+     "center_crop size=28,28 | invert p=0.5 | posterize bits=4 p=0.3 | solarize threshold=128 "
+     "p=0.5 | autocontrast p=0.5 | equalize p=0.7 | sharpness factor=2 p=0.5 | color_jitter "
+     "brightness=0.9,1.1 contrast=1,1 saturation=1,1 hue=-0.2,0.2", "uint8"),
+    (T.Compose([T.CenterCrop(28), T.RandomApply([T.ColorJitter(0.4, hue=0.1), T.RandomApply(
+        [T.RandomInvert(1)], p=0.3), T.RandomGrayscale(1)], p=0.8), T.RandomEqualize()]),
+     "center_crop size=28,28 | random_apply ops=4 p=0.8 | color_jitter brightness=0.6,1.4 "
+     "contrast=1,1 saturation=1,1 hue=-0.1,0.1 | random_apply ops=1 p=0.3 | invert p=1 | "
+     "grayscale p=1 | equalize p=0.5", "uint8"),
 ])
 def test_compose_is_its_spec(shapes, compose, spec, dtype):
     assert compose.dtype == dtype
@@ -54,7 +65,14 @@ def test_totensor_is_x_over_255(shapes):
 
 
 @pytest.mark.parametrize("make,word", [
-    (lambda: T.ColorJitter(hue=0.1), "hue"),
+    (lambda: T.ColorJitter(hue=0.7), "hue"),
+    (lambda: T.ColorJitter(hue=(0.2, 0.1)), "hue"),
+    (lambda: T.RandomPosterize(9), "bits"),
+    (lambda: T.RandomSolarize(300), "threshold"),
+    (lambda: T.RandomAdjustSharpness(-1), "sharpness_factor"),
+    (lambda: T.RandomInvert(p=2), "p="),
+    (lambda: T.RandomApply([T.RandomResizedCrop(8)]), "RandomResizedCrop inside RandomApply"),
+    (lambda: T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply"),
     (lambda: T.Resize(32, interpolation="nearest"), "interpolation"),
     (lambda: T.RandomResizedCrop(32, antialias=False), "antialias"),
     (lambda: T.Resize(32, max_size=64), "max_size"),
