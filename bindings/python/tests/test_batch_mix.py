@@ -315,6 +315,42 @@ def test_python_backend(which):
         check_batch(op, x, y, mx, my, 5, e, b)
 
 
+def test_python_backend_ranks_and_dicts():
+    """The Python backend under world 2: each rank's collate call is keyed by
+    the global batch (world 1's lambda and box), its slice rolled within
+    itself; a dict batch with a 'labels' key, and labels_getter=."""
+    op = RandomChoice([MixUp(alpha=1.0, num_classes=K), CutMix(alpha=1.0, num_classes=K)])
+
+    def run(ds, collate, **kw):
+        dl = DataLoader(ds, shuffle=True, seed=8, collate_fn=collate, **kw)
+        assert dl.backend == "python"
+        out = []
+        for b, batch in enumerate(dl):
+            x, y = (batch["img"], batch["labels"]) if isinstance(batch, dict) else batch
+            out.append((x, y, 0, b))
+        dl.close()
+        return out
+    one = run(Noise(), None, batch_size=4)
+    for r in (0, 1):
+        raw = run(Noise(), None, batch_size=2, rank=r, world=2)
+        mixed = run(Noise(), op, batch_size=2, rank=r, world=2, num_workers=1)
+        assert len(raw) == len(mixed) == len(one) == 5
+        for (x, y, e, b), (mx, my, _, _), (gx, _, _, _) in zip(raw, mixed, one):
+            assert torch.equal(x, gx[2 * r:2 * r + 2])
+            check_batch(op, x, y, mx, my, 8, e, b)
+    raw = run(Noise(), None, batch_size=4)
+    for getter in ("default", lambda batch: batch["labels"]):
+        d_op = MixUp(alpha=1.0, num_classes=K, labels_getter=getter)
+        mixed = run(Dicts(), d_op, batch_size=4)
+        for (x, y, e, b), (mx, my, _, _) in zip(raw, mixed):
+            check_batch(d_op, x, y, mx, my, 8, e, b)
+
+
+class Dicts(Noise):
+    def __getitem__(self, i):
+        return {"img": torch.rand(3, 8, 6), "labels": i % K, "name": f"s{i}"}
+
+
 # ---- torchvision v2's classes -------------------------------------------------------
 
 def _standin(name, module, **attrs):
