@@ -346,6 +346,10 @@ def _mix(x, labels, p, k):
                          f"{tuple(getattr(labels, 'shape', ()))}")
     if labels.shape[0] != x.shape[0]:
         raise ValueError(f"batch mix: {labels.shape[0]} labels for {x.shape[0]} images")
+    if labels.numel() and not 0 <= int(labels.min()) <= int(labels.max()) < k:
+        raise ValueError(f"batch mix: num_classes={k}, and the batch has label "
+                         f"{int(labels.max()) if int(labels.max()) >= k else int(labels.min())}"
+                         ": pass num_classes= the dataset's number of classes")
     lam = p["lam"]
     if p["box"] is None:
         out = x.roll(1, 0).mul_(1.0 - lam).add_(x.mul(lam))
@@ -394,6 +398,10 @@ def as_batch_op(obj):
         return None
     name = cls.__name__
     if name in _TV_MIXES:
+        if getattr(obj, "num_classes", None) is None:
+            raise ValueError(f"DataLoader: collate_fn=torchvision {name}(num_classes=None): "
+                             "seedpipe's labels are class indices, made one-hot rows of "
+                             "num_classes; pass num_classes= (the number of classes)")
         lg = getattr(obj, "labels_getter", getattr(obj, "_labels_getter", "default"))
         if lg is None or "default" in getattr(lg, "__name__", ""):
             lg = "default"          # torchvision's default heuristic, as ours

@@ -104,7 +104,9 @@ def ref_params(op, seed, epoch, b, h, w):
             acc += p
             if pick is None and u < acc:
                 pick = i
-        op = op.transforms[len(op.p) - 1 if pick is None else pick]
+        if pick is None:          # rounding: the last op with p > 0 (section 11a)
+            pick = max(i for i, p in enumerate(op.p) if p > 0)
+        op = op.transforms[pick]
     lam = ref_lam(seed, epoch, b, op.alpha)
     if isinstance(op, MixUp):
         return "mixup", lam, None
@@ -270,6 +272,15 @@ def test_refusals(data):
         DataLoader(data, batch_size=4, transform=u8, collate_fn=MixUp(num_classes=K))
     with pytest.raises(ValueError, match="collate_fn"):
         DataLoader(data, batch_size=4, transform=TRAIN, collate_fn=lambda b: b, backend="c")
+    with pytest.raises(ValueError, match="layout='nchw'"):
+        DataLoader(data, batch_size=4, transform=TRAIN, layout="nhwc",
+                   collate_fn=CutMix(num_classes=K))
+    with pytest.raises(ValueError, match="num_classes=3, and the batch has label"):
+        MixUp(num_classes=3).apply(torch.zeros(2, 3, 4, 4), torch.tensor([0, 7]), seed=0,
+                                   epoch=0, index=0)
+    with pytest.raises(ValueError, match="num_classes="):
+        BM.as_batch_op(_standin("CutMix", "torchvision.transforms.v2._augment", alpha=1.0,
+                                num_classes=None))
     with pytest.raises(ValueError, match="alpha"):
         MixUp(alpha=0, num_classes=K)
     with pytest.raises(ValueError, match="num_classes"):
