@@ -31,7 +31,8 @@ tv = pytest.importorskip("torchvision", reason="torchvision (python3-torchvision
 from seedpipe import _batchmix as BM  # noqa: E402
 from seedpipe.torch import CutMix, DataLoader, MixUp, RandomChoice  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests"))
 import detmath_ref as D  # noqa: E402
 import philox_ref as R  # noqa: E402
 
@@ -324,6 +325,30 @@ def test_python_backend(which):
     assert equal(runs[0], runs[1])
     for (x, y, e, b), (mx, my, _, _) in zip(raw, runs[0]):
         check_batch(op, x, y, mx, my, 5, e, b)
+
+
+def test_python_backend_resume():
+    """Resumed after 2 batches at another worker count: the same mixes."""
+    op = CutMix(alpha=1.0, num_classes=K)
+
+    def make(workers):
+        return DataLoader(Noise(), batch_size=4, shuffle=True, num_workers=workers, seed=6,
+                          collate_fn=op)
+    dl = make(0)
+    full = list(dl)
+    dl.close()
+    dl = make(2)
+    it = iter(dl)
+    head = [next(it), next(it)]
+    state = dl.state_dict()
+    dl.close()
+    dl = make(1)
+    dl.load_state_dict(state)
+    tail = list(dl)
+    dl.close()
+    assert len(head) + len(tail) == len(full) == 5
+    for (x, y), (u, v) in zip(head + tail, full):
+        assert torch.equal(x, u) and torch.equal(y, v)
 
 
 def test_python_backend_ranks_and_dicts():
