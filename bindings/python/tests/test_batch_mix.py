@@ -33,7 +33,6 @@ from seedpipe.torch import CutMix, DataLoader, MixUp, RandomChoice  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "tests"))
-import detmath_ref as D  # noqa: E402
 import philox_ref as R  # noqa: E402
 
 T = tv.transforms
@@ -53,65 +52,15 @@ def data(tmp_path_factory, binary):
 
 # ---- the spec, recomputed independently ---------------------------------------------
 
-def ref_block(seed, epoch, b, purpose, t):
-    k12 = R.stream_key(seed, 12)
-    return R.philox((b & 0xFFFFFFFF, b >> 32, epoch, 256 * purpose + t), k12)
-
-
-def ref_gamma(seed, epoch, b, purpose, a):
-    bb = a + 1.0 if a < 1.0 else a
-    d = bb - 1.0 / 3.0
-    c = 1.0 / math.sqrt(9.0 * d)
-    g = d
-    for t in range(64):
-        w = ref_block(seed, epoch, b, purpose, t)
-        u, v = 2.0 * R.u01(w[0]) - 1.0, 2.0 * R.u01(w[1]) - 1.0
-        s = (u * u) + (v * v)
-        if not 0.0 < s < 1.0:
-            continue
-        x = u * math.sqrt((-2.0 * D.det_log(s)) / s)
-        y = 1.0 + (c * x)
-        if y <= 0.0:
-            continue
-        v3 = (y * y) * y
-        rhs = ((((0.5 * x) * x) + d) - (d * v3)) + (d * D.det_log(v3))
-        if D.det_log(((w[2] >> 8) + 1) / 16777216.0) < rhs:
-            g = d * v3
-            break
-    if a < 1.0:
-        w = ref_block(seed, epoch, b, purpose, 64)
-        g = g * D.det_exp(D.det_log(((w[0] >> 8) + 1) / 16777216.0) / a)
-    return g
-
-
-def ref_lam(seed, epoch, b, alpha):
-    x, y = ref_gamma(seed, epoch, b, 1, alpha), ref_gamma(seed, epoch, b, 2, alpha)
-    return x / (x + y) if x + y > 0 else 0.5
-
-
-def ref_box(seed, epoch, b, lam, h, w):
-    wd = ref_block(seed, epoch, b, 3, 0)
-    rx, ry = R.uniform_int(wd[0], w), R.uniform_int(wd[1], h)
-    r = 0.5 * math.sqrt(1.0 - lam)
-    rw, rh = math.trunc(r * w), math.trunc(r * h)
-    x1, y1, x2, y2 = max(rx - rw, 0), max(ry - rh, 0), min(rx + rw, w), min(ry + rh, h)
-    return (x1, y1, x2, y2), 1.0 - ((x2 - x1) * (y2 - y1)) / (w * h)
-
-
 def ref_params(op, seed, epoch, b, h, w):
+    """(kind, lambda, box) of op for batch b, from tests/philox_ref.py's
+    batch_* functions (written from section 11a)."""
     if isinstance(op, RandomChoice):
-        u, acc, pick = R.u01(ref_block(seed, epoch, b, 0, 0)[0]), 0.0, None
-        for i, p in enumerate(op.p):
-            acc += p
-            if pick is None and u < acc:
-                pick = i
-        if pick is None:          # rounding: the last op with p > 0 (section 11a)
-            pick = max(i for i, p in enumerate(op.p) if p > 0)
-        op = op.transforms[pick]
-    lam = ref_lam(seed, epoch, b, op.alpha)
+        op = op.transforms[R.batch_pick(seed, epoch, b, op.p)]
+    lam = R.batch_beta(seed, epoch, b, op.alpha)
     if isinstance(op, MixUp):
         return "mixup", lam, None
-    box, lam = ref_box(seed, epoch, b, lam, h, w)
+    box, lam = R.batch_box(seed, epoch, b, lam, h, w)
     return "cutmix", lam, box
 
 
