@@ -81,6 +81,21 @@ def test_draws_follow_the_spec(alpha):
                     assert 0.0 <= lam <= 1.0
 
 
+def test_known_answers():
+    """determinism.md section 11a's example, from the package and from
+    philox_ref (so the page cannot drift from either)."""
+    from seedpipe import _keys
+    assert R.stream_key(42, 12) == tuple(_keys.stream_key(42, 12)) == (0x61722e9d, 0x2c42e4d2)
+    assert R.batch_block(42, 0, 0, 1, 0) == (0x1301706f, 0x81553a7e, 0x51a12781, 0x99ffc341)
+    assert R.batch_beta(42, 0, 0, 1.0) == 0.5051259479702099
+    assert R.batch_beta(42, 0, 0, 0.2) == 0.8676051318769809
+    assert MixUp(alpha=1.0, num_classes=2).params(42, 0, 0, (224, 224))["lam"] == \
+        0.5051259479702099
+    p = CutMix(alpha=1.0, num_classes=2).params(42, 0, 0, (224, 224))
+    assert (p["box"], p["lam"]) == ((127, 135, 224, 224), 0.8279456313775511)
+    assert R.batch_pick(42, 0, 0, [1.0, 1.0]) == 1
+
+
 # ---- the C path ---------------------------------------------------------------------
 
 def loader(data, op, workers=0, **kw):
@@ -274,6 +289,11 @@ def test_python_backend(which):
     assert equal(runs[0], runs[1])
     for (x, y, e, b), (mx, my, _, _) in zip(raw, runs[0]):
         check_batch(op, x, y, mx, my, 5, e, b)
+
+
+def test_python_backend_refuses_unbatched():
+    with pytest.raises(ValueError, match="batch_size=None"):
+        DataLoader(Noise(), batch_size=None, collate_fn=MixUp(num_classes=K))
 
 
 def test_python_backend_resume():
