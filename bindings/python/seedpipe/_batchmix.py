@@ -178,13 +178,17 @@ class BatchOp:
     def __call__(self, *args):
         from ._pyloader import _current
         cur = _current[0]
-        if cur is None or cur[0] != "batch" or len(args) != 1:
+        if cur is None or cur[0] != "batch" or len(args) not in (1, 2):
             raise RuntimeError(
                 f"{type(self).__name__}: seedpipe's batch ops are keyed by the batch, so "
                 "they run as a seedpipe DataLoader's collate_fn "
                 f"(DataLoader(..., collate_fn={type(self).__name__}(...))); on a batch of "
                 "your own call op.apply(images, labels, seed=S, epoch=E, index=B)")
         _, b, epoch, _, keys = cur
+        if len(args) == 2:
+            # torchvision's pattern inside a collate_fn of your own:
+            # lambda batch: mix(*default_collate(batch))
+            return self.apply(args[0], args[1], seed=keys.seed, epoch=epoch, index=b)
         from ._pybatch import default_collate
         batch = default_collate(args[0])
         return self.mix_batch(batch, keys.seed, epoch, b)

@@ -287,6 +287,9 @@ def test_python_backend(which):
     raw = run(0, None)
     runs = [run(w, op) for w in (0, 2)]
     assert equal(runs[0], runs[1])
+    # torchvision's pattern: a collate_fn of your own calling op(images, labels)
+    from torch.utils.data import default_collate
+    assert equal(run(2, lambda batch: op(*default_collate(batch))), runs[0])
     for (x, y, e, b), (mx, my, _, _) in zip(raw, runs[0]):
         check_batch(op, x, y, mx, my, 5, e, b)
 
