@@ -362,6 +362,73 @@ def rrc_sample(W, H, scale, ratio, k_augment, op, sample, epoch):
     return ((W - w) // 2, (H - h) // 2, w, h, 0)
 
 
+# ---- batch mixes (docs/determinism.md section 11a) ------------------------------
+
+def batch_block(seed, epoch, b, purpose, t):
+    """Block t of purpose p of global batch b at epoch e: philox((b lo, b hi,
+    e, 256*p + t), K_12). Purposes: 0 pick, 1 and 2 Gamma, 3 box."""
+    return philox((b & MASK32, b >> 32, epoch, 256 * purpose + t), stream_key(seed, 12))
+
+
+def _u01_pos(x):
+    return ((x >> 8) + 1) / 16777216.0
+
+
+def batch_gamma(seed, epoch, b, purpose, a):
+    """Gamma(a) by Marsaglia-Tsang with the polar normal, 64 tries, the boost
+    for a < 1 from block 64 (section 11a, every operation in its order)."""
+    bb = a + 1.0 if a < 1.0 else a
+    d = bb - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    g = d
+    for t in range(64):
+        w = batch_block(seed, epoch, b, purpose, t)
+        u, v = 2.0 * u01(w[0]) - 1.0, 2.0 * u01(w[1]) - 1.0
+        s = (u * u) + (v * v)
+        if not 0.0 < s < 1.0:
+            continue
+        x = u * math.sqrt((-2.0 * det_log(s)) / s)
+        y = 1.0 + (c * x)
+        if y <= 0.0:
+            continue
+        v3 = (y * y) * y
+        if det_log(_u01_pos(w[2])) < ((((0.5 * x) * x) + d) - (d * v3)) + (d * det_log(v3)):
+            g = d * v3
+            break
+    if a < 1.0:
+        g = g * det_exp(det_log(_u01_pos(batch_block(seed, epoch, b, purpose, 64)[0])) / a)
+    return g
+
+
+def batch_beta(seed, epoch, b, alpha):
+    """lambda ~ Beta(alpha, alpha) of batch b: X / (X + Y), or 0.5 if X + Y is 0."""
+    x, y = batch_gamma(seed, epoch, b, 1, alpha), batch_gamma(seed, epoch, b, 2, alpha)
+    return x / (x + y) if x + y > 0 else 0.5
+
+
+def batch_box(seed, epoch, b, lam, h, w):
+    """CutMix's ((x1, y1, x2, y2), lambda') for an h x w image."""
+    wd = batch_block(seed, epoch, b, 3, 0)
+    rx, ry = uniform_int(wd[0], w), uniform_int(wd[1], h)
+    r = 0.5 * math.sqrt(1.0 - lam)
+    rw, rh = math.trunc(r * w), math.trunc(r * h)
+    x1, y1, x2, y2 = max(rx - rw, 0), max(ry - rh, 0), min(rx + rw, w), min(ry + rh, h)
+    return (x1, y1, x2, y2), 1.0 - ((x2 - x1) * (y2 - y1)) / (w * h)
+
+
+def batch_pick(seed, epoch, b, p):
+    """RandomChoice's op for probabilities p (normalised left to right)."""
+    total = 0.0
+    for x in p:
+        total += x
+    u, acc = u01(batch_block(seed, epoch, b, 0, 0)[0]), 0.0
+    for i, x in enumerate(p):
+        acc += x / total
+        if u < acc:
+            return i
+    return max(i for i, x in enumerate(p) if x > 0)
+
+
 # ---- command line ------------------------------------------------------------
 
 def _word(s):

@@ -45,7 +45,10 @@ def refuse_iterable(dataset):
 def c_path_reason(dataset, kw, c_checks):
     """None when the C path takes this loader, else why it does not (the
     Python backend then runs it)."""
+    from ._batchmix import as_batch_op
     for name in ("collate_fn", "worker_init_fn", "batch_sampler"):
+        if name == "collate_fn" and as_batch_op(kw.get(name)) is not None:
+            continue            # a batch mix: the C path applies it (seedpipe.torch)
         if kw.get(name) is not None:
             return f"{name}= runs Python per batch"
     if kw.get("timeout"):
@@ -123,6 +126,14 @@ def init_python(dl, dataset, batch_size, shuffle, sampler, batch_sampler, num_wo
     from ._launch import resolve_rank_world
     from .torch import _shared_seed
     refuse_iterable(dataset)
+    from ._batchmix import as_batch_op
+    if collate_fn is not None:
+        collate_fn = as_batch_op(collate_fn) or collate_fn   # torchvision v2's mixes: ours
+        if getattr(collate_fn, "seedpipe_batch_op", False) and batch_size is None and \
+                batch_sampler is None:
+            raise ValueError(f"DataLoader: collate_fn={collate_fn!r} with batch_size=None: a "
+                             "batch mix mixes the samples of a batch; pass batch_size= (or "
+                             "a batch_sampler)")
     if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
         raise ValueError(f"DataLoader: dataset={type(dataset).__name__}: a map-style dataset "
                          "needs __len__ and __getitem__ (seedpipe keys each sample by its "

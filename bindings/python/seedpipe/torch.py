@@ -27,6 +27,7 @@ from ._errors import Error
 from ._launch import resolve_rank_world as _resolve_rank_world
 from ._loader import Loader
 from ._stream import EpochIter
+from ._batchmix import CutMix, MixUp, RandomChoice  # noqa: F401 - batch mixes (collate_fn=)
 
 available = _torch is not None
 
@@ -338,9 +339,14 @@ class DataLoader:
     name: use torch.utils.data.Subset(dataset, indices) as the dataset.
 
     Batches: (images, labels) tensors; labels int64 as default_collate makes
-    them. The images are the caller's (an owned copy; with pin_memory=True
-    where CUDA exists, the pinned copy). zero_copy=True yields views of the
-    loader's batch memory instead: valid until the next batch is taken
+    them. collate_fn=MixUp(...)/CutMix(...)/RandomChoice([...]) (seedpipe's,
+    or torchvision v2's mapped to them) mixes each batch, keyed by its epoch
+    and global index (docs/determinism.md section 11a): (float images,
+    float32 targets (B, num_classes)); the transform must give float
+    images. The images are the caller's (an owned copy; with
+    pin_memory=True where CUDA exists, the pinned copy). zero_copy=True
+    yields views of the loader's batch memory instead (a mixed batch is
+    always new tensors): valid until the next batch is taken
     from this loader (its memory is then reused), set_epoch(),
     load_state_dict() or close() (keep one longer with .clone()). A view
     keeps the memory's owner alive, so it is never freed under it when the
@@ -386,8 +392,8 @@ class DataLoader:
     cache and threads are seedpipe's (seedpipe.Loader).
 
     Refused by the C path, with what to do instead (the automatic choice
-    gives these to the Python backend): batch_sampler, collate_fn,
-    worker_init_fn, multiprocessing_context, a non-zero timeout, other
+    gives these to the Python backend): batch_sampler, a collate_fn other
+    than a batch mix, worker_init_fn, multiprocessing_context, a non-zero timeout, other
     samplers, num_workers > 64, batch_size * world > the samples with
     drop_last=True (torch would yield an empty epoch), a transform without
     one output size (ToTensor() alone: put CenterCrop(S) before it), rank=
@@ -440,10 +446,13 @@ class DataLoader:
         if batch_sampler is not None:
             _refuse("batch_sampler", "seedpipe cuts the batches itself: pass batch_size= (per "
                     "process) and drop_last=, with a DistributedSampler as sampler= under DDP")
-        if collate_fn is not None:
+        from ._batchmix import as_batch_op
+        self._mix = as_batch_op(collate_fn) if collate_fn is not None else None
+        if collate_fn is not None and self._mix is None:
             _refuse("collate_fn", "seedpipe yields (images, labels) tensors as "
-                    "default_collate does for an image dataset; apply your function to each "
-                    "batch in the loop instead")
+                    "default_collate does for an image dataset; the C path takes only "
+                    "seedpipe.torch.MixUp/CutMix/RandomChoice (or torchvision v2's) as "
+                    "collate_fn: apply your function to each batch in the loop instead")
         if worker_init_fn is not None:
             _refuse("worker_init_fn", "seedpipe's workers are C processes that run no Python; "
                     "the stream is a function of seed= alone, whatever the workers: pass seed= "
@@ -621,6 +630,8 @@ class DataLoader:
                               pad_tail=False)
         self._data = data
         self._ld = self._open_loader(tf_name, batch_size, world)
+        if self._mix is not None:
+            self._check_mix(tf_name)
         if folder is not None:
             self._check_listing(folder)
         # Epochs (see the class comment): the next iterator's epoch, a
@@ -630,7 +641,8 @@ class DataLoader:
         # _start): the epoch of the last epoch an iterator finished, and
         # whether set_epoch/load_state_dict was called since.
         self._completed, self._epoch_set, self._warned_epoch = None, False, False
-        self._varies = (shuffle or _draws_random(self._ld.pipeline))
+        self._varies = (shuffle or _draws_random(self._ld.pipeline) or
+                        self._mix is not None)
         if self._dist_sampler():
             _watch_set_epoch(self.sampler, self)
 
@@ -653,6 +665,21 @@ class DataLoader:
                         "full (torch would yield an empty epoch, which seedpipe does not "
                         "make); pass a smaller batch_size, or drop_last=False") from None
             raise
+
+    def _check_mix(self, tf_name):
+        """A batch op as collate_fn: float images in (B, C, H, W)."""
+        name = f"collate_fn={self._mix!r}"
+        why = None
+        if "seq_len" in self._args:
+            why = "a token corpus has no images to mix; leave collate_fn None"
+        elif self._ld.layout != "nchw":
+            why = "it mixes (B, C, H, W) images as torchvision does; pass layout='nchw'"
+        elif self._ld.dtype == np.uint8:
+            why = (f"it mixes float images and transform={tf_name} gives uint8: end the "
+                   "transform with ToTensor() (float32 in [0, 1]) or pass dtype='float32'")
+        if why is not None:
+            self._ld.close()
+            _refuse(name, why)
 
     # ---- what seedpipe reads is what torchvision lists ----
     def _check_listing(self, ds):
@@ -784,6 +811,17 @@ class DataLoader:
     def _tensors(self, images, labels):
         torch = _need()
         x = to_tensor(images)
+        if self._mix is not None:
+            # the batch op, keyed by this batch (docs/determinism.md 11a):
+            # new tensors, so the loader's memory is never written
+            info = self._ld.batch_info
+            x, y = self._mix.apply(x, torch.from_numpy(labels).to(torch.long),
+                                   seed=self._ld.seed, epoch=info.epoch, index=info.index)
+            if self.pin_memory:
+                dev = self.pin_memory_device or None
+                x = x.pin_memory(dev) if dev else x.pin_memory()
+                y = y.pin_memory(dev) if dev else y.pin_memory()
+            return x, y
         if self.pin_memory:
             dev = self.pin_memory_device or None
             x = x.pin_memory(dev) if dev else x.pin_memory()    # the one copy
