@@ -246,19 +246,42 @@ static void put(void *dst, uint64_t i, int ob, int64_t v) {
     if (ob == 8) ((int64_t *)dst)[i] = v;
     else ((int32_t *)dst)[i] = (int32_t)v;
 }
-static int64_t get(const void *src, uint64_t i, int ob) {
-    return ob == 8 ? ((const int64_t *)src)[i] : ((const int32_t *)src)[i];
-}
 
 #define SPANS 64
+
+/* A docs window's fields once its tokens, each segment's last label and
+ * cu_seqlens[0..nseg] are in: the other labels (each segment's tokens
+ * shifted by one), segment and position ids, the padding, the repeated
+ * boundary and the count. One version per integer width, plain loops. */
+#define FIELDS(T, NAME)                                                                  \
+    static void NAME(void *base, uint64_t L, uint64_t nseg, uint64_t at, int64_t pad) {  \
+        T *tok = base, *lab = tok + L, *seg = lab + L, *ps = seg + L, *cu = ps + L;      \
+        for (uint64_t k = 1; k <= nseg; k++) {                                           \
+            uint64_t a = (uint64_t)cu[k - 1], b = (uint64_t)cu[k];                       \
+            memcpy(lab + a, tok + a + 1, (b - a - 1) * sizeof(T));                       \
+            for (uint64_t i = a; i < b; i++) {                                           \
+                seg[i] = (T)k;                                                           \
+                ps[i] = (T)(i - a);                                                      \
+            }                                                                            \
+        }                                                                                \
+        for (uint64_t i = at; i < L; i++) {                                              \
+            tok[i] = (T)pad;                                                             \
+            lab[i] = SP__TOK_IGNORE;                                                     \
+            seg[i] = ps[i] = 0;                                                          \
+        }                                                                                \
+        for (uint64_t k = nseg + 1; k <= L; k++) cu[k] = (T)at;                          \
+        cu[L + 1] = (T)nseg;                                                             \
+    }
+FIELDS(int32_t, fields32)
+FIELDS(int64_t, fields64)
+#undef FIELDS
 
 int sp__tokl_docs_window(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w, void *dst,
                          int ob, sp_error *err) {
     const struct sp__tokl_docs *d = t->docs;
     uint64_t L = t->L, at = 0, nseg = 0;
     uint8_t *base = dst;
-    void *tok = base, *lab = base + L * (uint64_t)ob, *seg = base + 2 * L * (uint64_t)ob;
-    void *ps = base + 3 * L * (uint64_t)ob, *cu = base + 4 * L * (uint64_t)ob;
+    uint8_t *tok = base, *lab = base + L * (uint64_t)ob, *cu = base + 4 * L * (uint64_t)ob;
     sp__tok_span sp[SPANS];
     size_t ns = 0;
     int rc = SP_OK;
@@ -266,15 +289,10 @@ int sp__tokl_docs_window(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w,
     for (uint64_t s = d->win[w]; s < d->win[w + 1] && rc == SP_OK; s++) {
         uint64_t doc, off, len;
         piece_of(t, e, d->slots[s], &doc, &off, &len);
-        nseg++;
-        for (uint64_t i = 0; i < len; i++) {
-            put(seg, at + i, ob, (int64_t)nseg);
-            put(ps, at + i, ob, (int64_t)i);
-        }
-        put(cu, nseg, ob, (int64_t)(at + len));
-        sp[ns++] = (sp__tok_span){doc, off, len, (uint8_t *)tok + at * (uint64_t)ob};
+        put(cu, ++nseg, ob, (int64_t)(at + len));
+        sp[ns++] = (sp__tok_span){doc, off, len, tok + at * (uint64_t)ob};
         if (off + len < sp__tok_len(t->tok, doc))   /* the document goes on: its next token */
-            sp[ns++] = (sp__tok_span){doc, off + len, 1, (uint8_t *)lab + (at + len - 1) * (uint64_t)ob};
+            sp[ns++] = (sp__tok_span){doc, off + len, 1, lab + (at + len - 1) * (uint64_t)ob};
         else
             put(lab, at + len - 1, ob, SP__TOK_IGNORE);
         at += len;
@@ -285,19 +303,8 @@ int sp__tokl_docs_window(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w,
     }
     if (rc == SP_OK && ns) rc = sp__tok_read(t->tok, sp, ns, ob, err);
     if (rc != SP_OK) return rc;
-    /* labels: each segment's next tokens, its last one placed above */
-    for (uint64_t k = 1; k <= nseg; k++) {
-        uint64_t a = (uint64_t)get(cu, k - 1, ob), b = (uint64_t)get(cu, k, ob);
-        for (uint64_t i = a; i + 1 < b; i++) put(lab, i, ob, get(tok, i + 1, ob));
-    }
-    for (uint64_t i = at; i < L; i++) {
-        put(tok, i, ob, t->pad);
-        put(lab, i, ob, SP__TOK_IGNORE);
-        put(seg, i, ob, 0);
-        put(ps, i, ob, 0);
-    }
-    for (uint64_t k = nseg + 1; k <= L; k++) put(cu, k, ob, (int64_t)at);
-    put(base, 5 * L + 1, ob, (int64_t)nseg);
+    if (ob == 8) fields64(base, L, nseg, at, t->pad);
+    else fields32(base, L, nseg, at, t->pad);
     return SP_OK;
 }
 
