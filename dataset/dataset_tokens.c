@@ -77,6 +77,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define TOK_HEADER 34   /* 9 magic + 8 version + 1 dtype + 8 S + 8 N */
 static const uint8_t tok_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
@@ -153,10 +156,31 @@ typedef int64_t i64u __attribute__((aligned(1), may_alias));
         for (uint64_t k = 0; k < n; k++) d_[k] = s_[k];                \
     } while (0)
 
+/* uint16 tokens (most corpora: a vocabulary below 65536) to int32, eight at
+ * a time where SSE2 is (every x86-64): -O2 leaves the plain loop scalar. */
+static void widen_u16_i32(const uint8_t *src, uint8_t *dst, uint64_t n) {
+    uint64_t k = 0;
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    for (; k + 8 <= n; k += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * k));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 4 * k), _mm_unpacklo_epi16(v, z));
+        _mm_storeu_si128((__m128i *)(void *)(dst + 4 * k + 16), _mm_unpackhi_epi16(v, z));
+    }
+#endif
+    const u16u *s = (const u16u *)(const void *)src;
+    i32u *d = (i32u *)(void *)dst;
+    for (; k < n; k++) d[k] = s[k];
+}
+
 /* 1 and the tokens converted when a plain loop does it (no range check). */
 static int convert_fast(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst,
                         int out_bytes) {
     int w8 = out_bytes == 8;
+    if (t->code == 8 && !w8) {
+        widen_u16_i32(src, dst, n);
+        return 1;
+    }
     switch (t->code) {
     case 1: if (w8) WIDEN(uint8_t, i64u); else WIDEN(uint8_t, i32u); return 1;
     case 2: if (w8) WIDEN(int8_t, i64u); else WIDEN(int8_t, i32u); return 1;
