@@ -34,6 +34,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "tmpdir.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -47,23 +48,7 @@
 
 #define CHECK_HAS(msg, sub) CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
 
-static char g_tmp[256];
-
 /* ---- helpers ---------------------------------------------------------------------- */
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-static void rm_rf(const char *p) { nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
-
-static const char *tpath(const char *rel) {
-    static char bufs[8][1024];
-    static int k;
-    char *b = bufs[k++ & 7];
-    snprintf(b, 1024, "%s/%s", g_tmp, rel);
-    return b;
-}
 
 static void mkdirs_for(const char *path) {
     char b[1024];
@@ -207,7 +192,7 @@ static void test_folder_order(void) {
     /* Under a real locale "apple" would collate before "Zebra"; the index
      * must not care. */
     setlocale(LC_ALL, "en_US.UTF-8");
-    const char *root = tpath("f1");
+    const char *root = tp("f1");
     build_folder1(root, 0);
     char slash_root[1100];
     snprintf(slash_root, sizeof slash_root, "%s/", root);
@@ -246,7 +231,7 @@ static void test_folder_order(void) {
 }
 
 static void test_fingerprint(void) {
-    const char *a = tpath("fpa"), *b = tpath("fpb");
+    const char *a = tp("fpa"), *b = tp("fpb");
     build_folder1(a, 0);
     build_folder1(b, 1);   /* other root, other creation order */
     sp_digest f0 = fp_of(a);
@@ -284,14 +269,14 @@ static void test_fingerprint(void) {
     CHECK(fp_eq(f0, fp_of(a)));
 
     /* list file: only a label changes */
-    write_str(tpath("fpl/x.png"), "x");
-    write_str(tpath("fpl/y.png"), "y");
-    write_str(tpath("fpl/l1.txt"), "x.png\t0\ny.png\t1\n");
-    write_str(tpath("fpl/l2.txt"), "x.png\t1\ny.png\t0\n");
-    write_str(tpath("fpl/l3.txt"), "y.png\t1\nx.png\t0\n");   /* same as l1, other line order */
-    sp_digest l1 = fp_of(tpath("fpl/l1.txt"));
-    CHECK(!fp_eq(l1, fp_of(tpath("fpl/l2.txt"))));
-    CHECK(fp_eq(l1, fp_of(tpath("fpl/l3.txt"))));
+    write_str(tp("fpl/x.png"), "x");
+    write_str(tp("fpl/y.png"), "y");
+    write_str(tp("fpl/l1.txt"), "x.png\t0\ny.png\t1\n");
+    write_str(tp("fpl/l2.txt"), "x.png\t1\ny.png\t0\n");
+    write_str(tp("fpl/l3.txt"), "y.png\t1\nx.png\t0\n");   /* same as l1, other line order */
+    sp_digest l1 = fp_of(tp("fpl/l1.txt"));
+    CHECK(!fp_eq(l1, fp_of(tp("fpl/l2.txt"))));
+    CHECK(fp_eq(l1, fp_of(tp("fpl/l3.txt"))));
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -320,7 +305,7 @@ static void *reader_thread(void *arg) {
 }
 
 static void test_read(void) {
-    const char *root = tpath("rd");
+    const char *root = tp("rd");
     build_folder1(root, 0);
     sp_dataset *ds = open_ok(root);
     int n = (int)sp_dataset_size(ds);
@@ -424,12 +409,12 @@ static void write_mini(const char *dir, const char *images, const char *labels, 
 }
 
 static void test_idx_valid(void) {
-    write_mini(tpath("idx"), "mini-images-idx3-ubyte", "mini-labels-idx1-ubyte", 0, 0);
-    write_mini(tpath("idxgz"), "mini-images-idx3-ubyte.gz", "mini-labels-idx1-ubyte.gz", 1, 1);
-    write_mini(tpath("idxmix"), "mini-images-idx3-ubyte.gz", "mini-labels-idx1-ubyte", 1, 0);
-    write_mini(tpath("idxdot"), "t10k-images.idx3-ubyte", "t10k-labels.idx1-ubyte", 0, 0);
+    write_mini(tp("idx"), "mini-images-idx3-ubyte", "mini-labels-idx1-ubyte", 0, 0);
+    write_mini(tp("idxgz"), "mini-images-idx3-ubyte.gz", "mini-labels-idx1-ubyte.gz", 1, 1);
+    write_mini(tp("idxmix"), "mini-images-idx3-ubyte.gz", "mini-labels-idx1-ubyte", 1, 0);
+    write_mini(tp("idxdot"), "t10k-images.idx3-ubyte", "t10k-labels.idx1-ubyte", 0, 0);
 
-    sp_dataset *ds = open_ok(tpath("idx/mini-images-idx3-ubyte"));
+    sp_dataset *ds = open_ok(tp("idx/mini-images-idx3-ubyte"));
     CHECK(sp_dataset_kind_of(ds) == SP_DATASET_IDX);
     CHECK(strcmp(sp_dataset_kind_name(SP_DATASET_IDX), "idx") == 0);
     CHECK(sp_dataset_size(ds) == IN);
@@ -472,9 +457,9 @@ static void test_idx_valid(void) {
     sp_dataset_close(ds);
 
     /* gzip'd copies fingerprint alike; the dotted naming works */
-    CHECK(fp_eq(fp, fp_of(tpath("idxgz/mini-images-idx3-ubyte.gz"))));
-    CHECK(fp_eq(fp, fp_of(tpath("idxmix/mini-images-idx3-ubyte.gz"))));
-    ds = open_ok(tpath("idxdot/t10k-images.idx3-ubyte"));
+    CHECK(fp_eq(fp, fp_of(tp("idxgz/mini-images-idx3-ubyte.gz"))));
+    CHECK(fp_eq(fp, fp_of(tp("idxmix/mini-images-idx3-ubyte.gz"))));
+    ds = open_ok(tp("idxdot/t10k-images.idx3-ubyte"));
     CHECK(sp_dataset_size(ds) == IN && strcmp(sp_dataset_path(ds, 0), "t10k-images.idx3-ubyte#0") == 0);
     sp_dataset_close(ds);
 
@@ -482,12 +467,12 @@ static void test_idx_valid(void) {
     uint8_t lab2[IN];
     memcpy(lab2, idx_labels, IN);
     lab2[4] = 8;
-    put_file(tpath("idx/mini-labels-idx1-ubyte"), idx1(0x801, IN, lab2, IN), 0);
-    CHECK(!fp_eq(fp, fp_of(tpath("idx/mini-images-idx3-ubyte"))));
+    put_file(tp("idx/mini-labels-idx1-ubyte"), idx1(0x801, IN, lab2, IN), 0);
+    CHECK(!fp_eq(fp, fp_of(tp("idx/mini-images-idx3-ubyte"))));
 
     /* limits */
     sp_dataset_limits lim = {.max_samples = 3};
-    open_fails(tpath("idxgz/mini-images-idx3-ubyte.gz"), &lim, SP_ELIMIT,
+    open_fails(tp("idxgz/mini-images-idx3-ubyte.gz"), &lim, SP_ELIMIT,
                "mini-images-idx3-ubyte.gz", "limit");
 }
 
@@ -496,8 +481,8 @@ static void idx_case(const char *name, blob img, blob lab, int gz, int code,
                      const char *file_sub, const char *what) {
     char dir[300], ip[400], lp[400];
     snprintf(dir, sizeof dir, "bad_%s", name);
-    snprintf(ip, sizeof ip, "%s/%s", tpath(dir), gz ? "x-images-idx3-ubyte.gz" : "x-images-idx3-ubyte");
-    snprintf(lp, sizeof lp, "%s/%s", tpath(dir), gz ? "x-labels-idx1-ubyte.gz" : "x-labels-idx1-ubyte");
+    snprintf(ip, sizeof ip, "%s/%s", tp(dir), gz ? "x-images-idx3-ubyte.gz" : "x-images-idx3-ubyte");
+    snprintf(lp, sizeof lp, "%s/%s", tp(dir), gz ? "x-labels-idx1-ubyte.gz" : "x-labels-idx1-ubyte");
     put_file(ip, img, gz);
     if (lab.p) put_file(lp, lab, gz);
     open_fails(ip, NULL, code, file_sub, what);
@@ -554,7 +539,7 @@ static void test_idx_malformed(void) {
              SP_ELIMIT, "x-images-idx3-ubyte", "limit of 50 bytes");
     setenv("SEEDPIPE_IDX_MAX_BYTES", "1K", 1);
     char okp[400];
-    snprintf(okp, sizeof okp, "%s", tpath("bad_envlimit/x-images-idx3-ubyte"));
+    snprintf(okp, sizeof okp, "%s", tp("bad_envlimit/x-images-idx3-ubyte"));
     sp_dataset *ds = NULL;
     sp_error e;
     CHECK_OK(sp_dataset_open(okp, NULL, &ds, &e), &e);
@@ -564,7 +549,7 @@ static void test_idx_malformed(void) {
     unsetenv("SEEDPIPE_IDX_MAX_BYTES");
     /* a FIFO where the labels file is expected: refused at once, no hang */
     char fifo[400];
-    snprintf(fifo, sizeof fifo, "%s", tpath("bad_envlimit/x-labels-idx1-ubyte"));
+    snprintf(fifo, sizeof fifo, "%s", tp("bad_envlimit/x-labels-idx1-ubyte"));
     CHECK(unlink(fifo) == 0 && mkfifo(fifo, 0600) == 0);
     open_fails(okp, NULL, SP_EIO, "x-labels-idx1-ubyte", "FIFO");
     blob none = {NULL, 0};
@@ -577,7 +562,7 @@ static void test_idx_malformed(void) {
     memcpy(gzbad, gzhdr, 10);
     for (int k = 10; k < 64; k++) gzbad[k] = (uint8_t)(0xA5 ^ k);
     char p[400];
-    snprintf(p, sizeof p, "%s", tpath("bad_gzip/x-images-idx3-ubyte.gz"));
+    snprintf(p, sizeof p, "%s", tp("bad_gzip/x-images-idx3-ubyte.gz"));
     write_bytes(p, gzbad, 64);
     free(gzbad);
     open_fails(p, NULL, SP_EFORMAT, "x-images-idx3-ubyte.gz", "gzip");
@@ -588,12 +573,12 @@ static void test_idx_malformed(void) {
 /* ---- list files ------------------------------------------------------------------------------ */
 
 static void test_list(void) {
-    write_str(tpath("ls/img/a.png"), "AAA");
-    write_str(tpath("ls/img/b.png"), "BB");
-    write_str(tpath("ls/c.jpg"), "C");
-    write_str(tpath("abs/x.png"), "XXXX");
+    write_str(tp("ls/img/a.png"), "AAA");
+    write_str(tp("ls/img/b.png"), "BB");
+    write_str(tp("ls/c.jpg"), "C");
+    write_str(tp("abs/x.png"), "XXXX");
     char list[2048], absx[600];
-    snprintf(absx, sizeof absx, "%s", tpath("abs/x.png"));
+    snprintf(absx, sizeof absx, "%s", tp("abs/x.png"));
     snprintf(list, sizeof list,
              "# a comment\n"
              "\n"
@@ -603,8 +588,8 @@ static void test_list(void) {
              "c.jpg\t0\r\n"
              "img/a.png\t2  \n"
              "%s\t1", absx);
-    write_str(tpath("ls/train.txt"), list);
-    sp_dataset *ds = open_ok(tpath("ls/train.txt"));
+    write_str(tp("ls/train.txt"), list);
+    sp_dataset *ds = open_ok(tp("ls/train.txt"));
     CHECK(sp_dataset_kind_of(ds) == SP_DATASET_LIST);
     CHECK(strcmp(sp_dataset_kind_name(SP_DATASET_LIST), "list") == 0);
     CHECK(sp_dataset_size(ds) == 4);
@@ -632,28 +617,28 @@ static void test_list(void) {
     CHECK(fp_eq(sp_dataset_fingerprint(ds), ref_fingerprint(SP_DATASET_LIST, cls, 3, 0, 0, rs, 4)));
     sp_dataset_close(ds);
 
-    write_str(tpath("ls/bad1.txt"), "c.jpg\t0\n# ok\nimg/a.png\tabc\n");
-    open_fails(tpath("ls/bad1.txt"), NULL, SP_EFORMAT, "bad1.txt:3:", "bad label \"abc\"");
-    write_str(tpath("ls/bad2.txt"), "c.jpg\t-1\n");
-    open_fails(tpath("ls/bad2.txt"), NULL, SP_EFORMAT, "bad2.txt:1:", "bad label");
-    write_str(tpath("ls/bad3.txt"), "c.jpg\t70000\n");
-    open_fails(tpath("ls/bad3.txt"), NULL, SP_EFORMAT, "bad3.txt:1:", "out of range");
-    write_str(tpath("ls/bad4.txt"), "c.jpg\t0\nimg/a.png 1\n");
-    open_fails(tpath("ls/bad4.txt"), NULL, SP_EFORMAT, "bad4.txt:2:", "no TAB");
-    write_str(tpath("ls/bad5.txt"), "\t1\n");
-    open_fails(tpath("ls/bad5.txt"), NULL, SP_EFORMAT, "bad5.txt:1:", "empty path");
-    write_str(tpath("ls/bad6.txt"), "img/a.png\t0\nc.jpg\t1\n\nimg/a.png\t2\n");
-    open_fails(tpath("ls/bad6.txt"), NULL, SP_EFORMAT, "bad6.txt:4:", "duplicate path \"img/a.png\" (first on line 1)");
-    write_str(tpath("ls/bad7.txt"), "c.jpg\t0\nmissing.png\t1\n");
-    open_fails(tpath("ls/bad7.txt"), NULL, SP_EIO, "ls/missing.png: No such file",
+    write_str(tp("ls/bad1.txt"), "c.jpg\t0\n# ok\nimg/a.png\tabc\n");
+    open_fails(tp("ls/bad1.txt"), NULL, SP_EFORMAT, "bad1.txt:3:", "bad label \"abc\"");
+    write_str(tp("ls/bad2.txt"), "c.jpg\t-1\n");
+    open_fails(tp("ls/bad2.txt"), NULL, SP_EFORMAT, "bad2.txt:1:", "bad label");
+    write_str(tp("ls/bad3.txt"), "c.jpg\t70000\n");
+    open_fails(tp("ls/bad3.txt"), NULL, SP_EFORMAT, "bad3.txt:1:", "out of range");
+    write_str(tp("ls/bad4.txt"), "c.jpg\t0\nimg/a.png 1\n");
+    open_fails(tp("ls/bad4.txt"), NULL, SP_EFORMAT, "bad4.txt:2:", "no TAB");
+    write_str(tp("ls/bad5.txt"), "\t1\n");
+    open_fails(tp("ls/bad5.txt"), NULL, SP_EFORMAT, "bad5.txt:1:", "empty path");
+    write_str(tp("ls/bad6.txt"), "img/a.png\t0\nc.jpg\t1\n\nimg/a.png\t2\n");
+    open_fails(tp("ls/bad6.txt"), NULL, SP_EFORMAT, "bad6.txt:4:", "duplicate path \"img/a.png\" (first on line 1)");
+    write_str(tp("ls/bad7.txt"), "c.jpg\t0\nmissing.png\t1\n");
+    open_fails(tp("ls/bad7.txt"), NULL, SP_EIO, "ls/missing.png: No such file",
                "(listed at " );
-    open_fails(tpath("ls/bad7.txt"), NULL, SP_EIO, "bad7.txt:2)", NULL);
-    write_str(tpath("ls/bad8.txt"), "# nothing\n\n");
-    open_fails(tpath("ls/bad8.txt"), NULL, SP_EFORMAT, "bad8.txt", "no samples");
-    write_bytes(tpath("ls/bad9.txt"), "c.jpg\t0\nx\0y\t1\n", 14);
-    open_fails(tpath("ls/bad9.txt"), NULL, SP_EFORMAT, "bad9.txt:2:", "NUL");
-    write_str(tpath("ls/bad10.txt"), "c.jpg\t\n");
-    open_fails(tpath("ls/bad10.txt"), NULL, SP_EFORMAT, "bad10.txt:1:", "bad label");
+    open_fails(tp("ls/bad7.txt"), NULL, SP_EIO, "bad7.txt:2)", NULL);
+    write_str(tp("ls/bad8.txt"), "# nothing\n\n");
+    open_fails(tp("ls/bad8.txt"), NULL, SP_EFORMAT, "bad8.txt", "no samples");
+    write_bytes(tp("ls/bad9.txt"), "c.jpg\t0\nx\0y\t1\n", 14);
+    open_fails(tp("ls/bad9.txt"), NULL, SP_EFORMAT, "bad9.txt:2:", "NUL");
+    write_str(tp("ls/bad10.txt"), "c.jpg\t\n");
+    open_fails(tp("ls/bad10.txt"), NULL, SP_EFORMAT, "bad10.txt:1:", "bad label");
 }
 
 /* ---- roots, limits, links ------------------------------------------------------------------- */
@@ -661,15 +646,15 @@ static void test_list(void) {
 /* Unreadable root folder and unreadable sample file. Root ignores
  * permissions, so as root the checks run in a child that drops to nobody. */
 static void unreadable_checks(void) {
-    open_fails(tpath("locked"), NULL, SP_EIO, tpath("locked"), "Permission denied");
-    open_fails(tpath("locked2"), NULL, SP_EIO, "locked2/cls/a.png", "Permission denied");
+    open_fails(tp("locked"), NULL, SP_EIO, tp("locked"), "Permission denied");
+    open_fails(tp("locked2"), NULL, SP_EIO, "locked2/cls/a.png", "Permission denied");
 }
 
 static void test_unreadable(void) {
-    write_str(tpath("locked/cls/a.png"), "a");
-    write_str(tpath("locked2/cls/a.png"), "a");
-    CHECK(chmod(tpath("locked"), 0) == 0);
-    CHECK(chmod(tpath("locked2/cls/a.png"), 0) == 0);
+    write_str(tp("locked/cls/a.png"), "a");
+    write_str(tp("locked2/cls/a.png"), "a");
+    CHECK(chmod(tp("locked"), 0) == 0);
+    CHECK(chmod(tp("locked2/cls/a.png"), 0) == 0);
     if (geteuid() != 0) {
         unreadable_checks();
     } else {
@@ -688,8 +673,8 @@ static void test_unreadable(void) {
         else CHECK_MSG(WEXITSTATUS(st) == 0, "unreadable-root checks failed in the child");
         CHECK(chmod(g_tmp, 0700) == 0);
     }
-    CHECK(chmod(tpath("locked"), 0755) == 0);
-    CHECK(chmod(tpath("locked2/cls/a.png"), 0644) == 0);
+    CHECK(chmod(tp("locked"), 0755) == 0);
+    CHECK(chmod(tp("locked2/cls/a.png"), 0644) == 0);
 }
 
 /* Paths resolve against the root as it was at open, not the cwd of the
@@ -697,7 +682,7 @@ static void test_unreadable(void) {
 static void test_cwd_and_fifo(void) {
     char cwd[1024];
     CHECK(getcwd(cwd, sizeof cwd));
-    write_str(tpath("rel/c/a.png"), "rel-a");
+    write_str(tp("rel/c/a.png"), "rel-a");
     CHECK(chdir(g_tmp) == 0);
     sp_dataset *ds = open_ok("rel");
     CHECK(strcmp(sp_dataset_root(ds), "rel") == 0);
@@ -710,13 +695,13 @@ static void test_cwd_and_fifo(void) {
     sp_dataset_close(ds);
     CHECK(chdir(cwd) == 0);
 
-    write_str(tpath("fifo/c/a.png"), "a");
-    CHECK(mkfifo(tpath("fifo/c/pipe.png"), 0644) == 0);
-    ds = open_ok(tpath("fifo"));   /* ignored in a folder walk */
+    write_str(tp("fifo/c/a.png"), "a");
+    CHECK(mkfifo(tp("fifo/c/pipe.png"), 0644) == 0);
+    ds = open_ok(tp("fifo"));   /* ignored in a folder walk */
     CHECK(sp_dataset_size(ds) == 1);
     sp_dataset_close(ds);
-    write_str(tpath("fifo/list.txt"), "c/a.png\t0\nc/pipe.png\t1\n");
-    open_fails(tpath("fifo/list.txt"), NULL, SP_EFORMAT, "c/pipe.png", "not a regular file");
+    write_str(tp("fifo/list.txt"), "c/a.png\t0\nc/pipe.png\t1\n");
+    open_fails(tp("fifo/list.txt"), NULL, SP_EFORMAT, "c/pipe.png", "not a regular file");
 }
 
 static void test_errors(void) {
@@ -726,12 +711,12 @@ static void test_errors(void) {
     CHECK(sp_dataset_open("x", NULL, NULL, &err) == SP_EINVAL);
     CHECK(sp_dataset_open("/nonexistent-sp/data", NULL, &ds, NULL) == SP_EIO);   /* err may be NULL */
 
-    open_fails(tpath("does/not/exist"), NULL, SP_EIO, tpath("does/not/exist"),
+    open_fails(tp("does/not/exist"), NULL, SP_EIO, tp("does/not/exist"),
                "No such file or directory");
-    CHECK(mkdir(tpath("empty"), 0755) == 0);
-    open_fails(tpath("empty"), NULL, SP_EFORMAT, tpath("empty"), "no class folders");
-    write_str(tpath("noimg/cls/readme.txt"), "x");
-    open_fails(tpath("noimg"), NULL, SP_EFORMAT, tpath("noimg"), "no images");
+    CHECK(mkdir(tp("empty"), 0755) == 0);
+    open_fails(tp("empty"), NULL, SP_EFORMAT, tp("empty"), "no class folders");
+    write_str(tp("noimg/cls/readme.txt"), "x");
+    open_fails(tp("noimg"), NULL, SP_EFORMAT, tp("noimg"), "no images");
 
     test_unreadable();
 
@@ -739,25 +724,25 @@ static void test_errors(void) {
     for (int k = 0; k < 5; k++) {
         char rel[64];
         snprintf(rel, sizeof rel, "lim/c/%d.png", k);
-        write_str(tpath(rel), k == 2 ? "0123456789012345678901234567890123456789" : "small");
+        write_str(tp(rel), k == 2 ? "0123456789012345678901234567890123456789" : "small");
     }
     sp_dataset_limits lim = {.max_samples = 3};
-    open_fails(tpath("lim"), &lim, SP_ELIMIT, tpath("lim"), "more than 3 samples");
+    open_fails(tp("lim"), &lim, SP_ELIMIT, tp("lim"), "more than 3 samples");
     sp_dataset_limits lim2 = {.max_file_bytes = 20};
-    open_fails(tpath("lim"), &lim2, SP_ELIMIT, "lim/c/2.png", "limit of 20");
+    open_fails(tp("lim"), &lim2, SP_ELIMIT, "lim/c/2.png", "limit of 20");
 
     /* a dangling link named like an image; a link loop */
-    write_str(tpath("dang/c/ok.png"), "ok");
-    CHECK(symlink(tpath("dang/c/nothing.png"), tpath("dang/c/broken.png")) == 0);
-    open_fails(tpath("dang"), NULL, SP_EIO, "dang/c/broken.png", "No such file");
-    write_str(tpath("loop/c/ok.png"), "ok");
-    CHECK(symlink("..", tpath("loop/c/up")) == 0);
-    open_fails(tpath("loop"), NULL, SP_EFORMAT, "loop/c/up", "loop");
+    write_str(tp("dang/c/ok.png"), "ok");
+    CHECK(symlink(tp("dang/c/nothing.png"), tp("dang/c/broken.png")) == 0);
+    open_fails(tp("dang"), NULL, SP_EIO, "dang/c/broken.png", "No such file");
+    write_str(tp("loop/c/ok.png"), "ok");
+    CHECK(symlink("..", tp("loop/c/up")) == 0);
+    open_fails(tp("loop"), NULL, SP_EFORMAT, "loop/c/up", "loop");
     /* a link to a file elsewhere is followed */
-    write_str(tpath("elsewhere.png"), "far");
-    write_str(tpath("lnk/c/ok.png"), "ok");
-    CHECK(symlink(tpath("elsewhere.png"), tpath("lnk/c/far.png")) == 0);
-    ds = open_ok(tpath("lnk"));
+    write_str(tp("elsewhere.png"), "far");
+    write_str(tp("lnk/c/ok.png"), "ok");
+    CHECK(symlink(tp("elsewhere.png"), tp("lnk/c/far.png")) == 0);
+    ds = open_ok(tp("lnk"));
     CHECK(sp_dataset_size(ds) == 2 && strcmp(sp_dataset_path(ds, 0), "c/far.png") == 0);
     sp_dataset_close(ds);
 }
@@ -800,12 +785,8 @@ static void test_fashion_mnist(void) {
 
 /* ---- cases: each in its own process, in its own folders under g_tmp ------------------- */
 
-static void setup(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_dataset_XXXXXX");
-    CHECK(mkdtemp(g_tmp));
-}
-
-static void teardown(void) { rm_rf(g_tmp); }
+static void setup(void) { sp_tmp_make("dataset"); }
+static void teardown(void) { sp_tmp_remove(); }
 
 static const sp_case cases[] = {
     SP_CASE(test_folder_order),

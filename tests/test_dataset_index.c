@@ -37,6 +37,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "tmpdir.h"
 #include "common/le_internal.h"
 
 #include <fcntl.h>
@@ -47,20 +48,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-static char g_tmp[256];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static const char *tp(const char *rel) {
-    static char bufs[8][1024];
-    static int k;
-    char *b = bufs[k++ % 8];
-    snprintf(b, 1024, "%s/%s", g_tmp, rel);
-    return b;
-}
 
 static sp_dataset *open_ds(const char *path, sp_index_mode mode, sp_dataset_index_info *info) {
     sp_dataset_limits lim = {.index = mode};
@@ -501,13 +488,12 @@ static void test_racy(void) {
 /* ---- cases: each in its own process, in its own folders under g_tmp ------------------- */
 
 static void setup(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_dsindex.XXXXXX");
-    CHECK(mkdtemp(g_tmp));
+    sp_tmp_make("dsindex");
     unsetenv("SEEDPIPE_INDEX");
     setenv("SEEDPIPE_CACHE", tp("cache"), 1);   /* this case's own index cache */
 }
 
-static void teardown(void) { nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { sp_tmp_remove(); }
 
 static const sp_case cases[] = {
     SP_CASE(test_racy),

@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "tmpdir.h"
 
 #include <ftw.h>
 #include <png.h>
@@ -29,11 +30,6 @@
 
 #define PINNED "a6814588efcea4fd5a0664704a60d255"   /* seed 0, size 64, images 0..11 */
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-static void rm_rf(const char *p) { nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
 
 static uint8_t *read_whole(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -255,14 +251,8 @@ static void errors(const char *tmp) {
 
 /* ---- cases: each in its own process ---------------------------------------------------- */
 
-static char g_tmp[64];
-
-static void setup(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_shapes_XXXXXX");
-    CHECK(mkdtemp(g_tmp));
-}
-
-static void teardown(void) { rm_rf(g_tmp); }
+static void setup(void) { sp_tmp_make("shapes"); }
+static void teardown(void) { sp_tmp_remove(); }
 
 static void test_files(void) { files(g_tmp); }
 static void test_errors(void) { errors(g_tmp); }

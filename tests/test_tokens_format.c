@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "tmpdir.h"
 #include "common/le_internal.h"
 
 #include <fcntl.h>
@@ -36,20 +37,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_tmp[256];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static const char *tp(const char *rel) {
-    static char bufs[8][1024];
-    static int k;
-    char *b = bufs[k++ % 8];
-    snprintf(b, 1024, "%s/%s", g_tmp, rel);
-    return b;
-}
 
 static void write_bytes(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -391,12 +378,8 @@ static void test_source_table(void) {
 
 /* ---- cases ---------------------------------------------------------------------------------- */
 
-static void setup(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/sp_test_tokens.XXXXXX");
-    CHECK(mkdtemp(g_tmp));
-}
-
-static void teardown(void) { nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+static void setup(void) { sp_tmp_make("tokens"); }
+static void teardown(void) { sp_tmp_remove(); }
 
 static const sp_case cases[] = {
     SP_CASE(test_dtypes),
