@@ -19,6 +19,14 @@
  * are collected per position and the one with the smallest position is
  * reported: the outcome, message included, is the same for any thread count.
  *
+ * A token corpus (dataset.h SP_DATASET_TOKENS) takes a token spec in place
+ * of the pipeline: its samples are the epoch's windows (tokens.c,
+ * tokens_docs.c; docs/determinism.md section 12), window i computed where
+ * sample i would be read and augmented, and everything else (order,
+ * slices, threads, the pool, on-error) is the same. A blend (a mixture of
+ * token corpora) draws its slots as any mixture, each slot a window of its
+ * source.
+ *
  * The per-position step (sp__loader_sample) and the batch assembly
  * (sp__batch_finalize) are shared with the worker pool through
  * loader_internal.h; they apply cfg.on_error (loader.h): skip compacts the
@@ -350,7 +358,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return rc;
     }
     ld->span = 1;
-    ld->sample_bytes = (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
+    ld->sample_bytes =
+        (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
     ld->k_shuffle = sp_rng_key(cfg->seed, SP_RNG_SHUFFLE);
     ld->k_augment = sp_rng_key(cfg->seed, SP_RNG_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld);
@@ -484,7 +493,6 @@ const char *sp_loader_spec(const sp_loader *ld) {
 int32_t sp__loader_label(const sp_loader *ld, uint64_t idx) {
     return ld->tok ? 0 : sp_dataset_label(ld->ds, idx);
 }
-const sp__tokl *sp__loader_tokens(const sp_loader *ld) { return ld->tok; }
 const sp_loader_config *sp_loader_config_of(const sp_loader *ld) { return &ld->cfg; }
 uint64_t sp_loader_batches_per_epoch(const sp_loader *ld) { return sp_batches_per_epoch(&ld->bt); }
 size_t sp_loader_sample_bytes(const sp_loader *ld) { return ld->sample_bytes; }

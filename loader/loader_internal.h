@@ -80,9 +80,6 @@ void sp__batch_digest_begin(const sp_loader *ld, struct sp__hash *st, uint32_t c
 /* The label of dataset sample idx in a batch: the dataset's, or 0 for a
  * token corpus's window. */
 int32_t sp__loader_label(const sp_loader *ld, uint64_t idx);
-/* A token corpus's windows (loader/tokens_internal.h), or NULL. */
-struct sp__tokl;
-const struct sp__tokl *sp__loader_tokens(const sp_loader *ld);
 
 /* Log a failure (deduplicated by sample index). Thread-safe. */
 void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char *msg);

@@ -10,6 +10,14 @@
  * never changes a byte, and an error is reported for the failing sample
  * with the smallest position, so even the error message is deterministic.
  *
+ * A token corpus (dataset.h SP_DATASET_TOKENS, docs/tokens.md) takes a
+ * token spec in cfg.pipeline ("tokens seq_len=2048 packing=docs"): its
+ * samples are the epoch's windows of int32 or int64 tokens (cfg.dtype
+ * SP_DTYPE_INT32, the default for a corpus, or SP_DTYPE_INT64), one
+ * window a sample, 1 x 1 x width integers (sp_loader_sample_dims()), and
+ * everything below holds for windows as for images (docs/determinism.md
+ * section 12).
+ *
  * Determinism contract (DESIGN.md section 1): the bytes of a batch are a
  * pure function of (dataset fingerprint, canonical pipeline, seed, epoch,
  * batch index, dtype, layout, batch size, drop_last, order (with a block
