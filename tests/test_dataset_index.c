@@ -164,7 +164,7 @@ static void test_imagefolder(void) {
     CHECK(strncmp(a.path, tp("cache/folder-"), strlen(tp("cache/folder-"))) == 0);
     CHECK(strlen(a.path) == strlen(tp("cache/folder-")) + 32);
     CHECK(nothing_beside(root));   /* the index is not in the user's data */
-    char sc[1024];
+    char sc[sizeof a.path];
     snprintf(sc, sizeof sc, "%s", a.path);
     CHECK(same(sp_dataset_fingerprint(ds), want));
     sp_dataset_close(ds);
