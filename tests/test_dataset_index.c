@@ -249,7 +249,7 @@ static void test_imagefolder(void) {
     free(p);
 
     /* a copy of the dataset: an entry of its own */
-    char cmd[4096];
+    char cmd[2 * sizeof sc + 64];
     snprintf(cmd, sizeof cmd, "cp -a %s %s", root, tp("copy"));
     CHECK(system(cmd) == 0);
     ds = open_ds(tp("copy"), SP_INDEX_AUTO, &b);
