@@ -79,4 +79,16 @@ static inline int sp__op_is_pixel(sp_op_kind k) {
 /* Output size of a resize op for a W x H input (torchvision Resize). */
 void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh);
 
+/* Numbers (spec_num.c): v through "%.9g" and back; a strict decimal
+ * number (finite), normalised; 1..max comma-separated numbers. The parsers
+ * return 1 on success, 0 on a malformed value. */
+double sp__canon_num(double v);
+int sp__parse_num(const char *s, double *out);
+int sp__parse_list(const char *s, double *vals, int max, int *n);
+
+/* Write the final image im of one sample to out in o's dtype and layout,
+ * mirrored when flip (pipeline_write.c). */
+void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
+                      void *out);
+
 #endif

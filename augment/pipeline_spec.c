@@ -89,44 +89,6 @@ static const char *const PRESET_SPECS[] = {
 
 const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
 
-/* ---- numbers ------------------------------------------------------------------- */
-
-static double canon_num(double v) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.9g", v);
-    return strtod(buf, NULL);
-}
-
-/* Strict decimal number: [-+]digits[.digits][e[-+]digits], finite. */
-static int parse_num(const char *s, double *out) {
-    if (!*s) return 0;
-    for (const char *c = s; *c; c++)
-        if (!strchr("0123456789.eE+-", *c)) return 0;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || end == s || errno == ERANGE || v != v || v - v != 0) return 0;
-    *out = canon_num(v);
-    return 1;
-}
-
-/* Comma-separated numbers, 1..max of them. */
-static int parse_list(const char *s, double *vals, int max, int *n) {
-    char buf[256];
-    if (strlen(s) >= sizeof buf) return 0;
-    strcpy(buf, s);
-    *n = 0;
-    char *p = buf;
-    for (;;) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma = '\0';
-        if (*n >= max || !parse_num(p, &vals[*n])) return 0;
-        (*n)++;
-        if (!comma) return 1;
-        p = comma + 1;
-    }
-}
-
 /* ---- the parser ---------------------------------------------------------------- */
 
 typedef struct op_desc {
@@ -178,7 +140,7 @@ static int parse_size(sp_error *err, int idx, const op_desc *d, const char *v, i
     int n;
     const char *expect = allow_single ? "H or H,W: integers in [1, 16384]"
                                       : "H,W integers in [1, 16384]";
-    if (!parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
+    if (!sp__parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
     for (int i = 0; i < n; i++)
         /* range first: converting an out-of-range double to int is UB */
         if (!(s[i] >= 1 && s[i] <= SP_SPEC_MAX_SIZE) || s[i] != (double)(int)s[i])
@@ -192,7 +154,7 @@ static int parse_pair(sp_error *err, int idx, const op_desc *d, const char *key,
                       const char *v, double lo_min, int positive, double out[2]) {
     double s[2];
     int n;
-    if (!parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] ||
+    if (!sp__parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] ||
         (positive && !(s[0] > 0)))
         return bad_value(err, idx, d, key, v,
                          positive ? "a,b with 0 < a <= b" : "a,b with 0 <= a <= b");
@@ -208,11 +170,11 @@ static int parse_hue(sp_error *err, int idx, const op_desc *d, const char *v, do
     if (!v) return SP_OK;
     double s[2];
     int n;
-    if (!parse_list(v, s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 0.5)) ||
+    if (!sp__parse_list(v, s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 0.5)) ||
         (n == 2 && !(s[0] >= -0.5 && s[0] <= s[1] && s[1] <= 0.5)))
         return bad_value(err, idx, d, "hue", v,
                          "h in [0, 0.5] (shift in [-h, h]) or lo,hi with -0.5 <= lo <= hi <= 0.5");
-    hue[0] = n == 1 ? canon_num(-s[0]) : s[0];
+    hue[0] = n == 1 ? sp__canon_num(-s[0]) : s[0];
     hue[1] = n == 1 ? s[0] : s[1];
     if (hue[0] == 0) hue[0] = 0.0;   /* no "-0" in the canonical form */
     if (hue[1] == 0) hue[1] = 0.0;
@@ -229,25 +191,25 @@ static int parse_pixel(sp_op *op, const op_desc *d, int idx, const char *const *
     double x;
     if (op->kind == SP_OP_POSTERIZE) {
         pk = 1;
-        if (!parse_num(v, &x) || !(x >= 0 && x <= 8) || x != (double)(int)x)
+        if (!sp__parse_num(v, &x) || !(x >= 0 && x <= 8) || x != (double)(int)x)
             return bad_value(err, idx, d, "bits", v, "an integer in [0, 8]");
         op->bits = (int)x;
     } else if (op->kind == SP_OP_SOLARIZE) {
         pk = 1;
-        if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= 255))
+        if (!sp__parse_num(v, &op->level) || !(op->level >= 0 && op->level <= 255))
             return bad_value(err, idx, d, "threshold", v, "a number in [0, 255]");
     } else if (op->kind == SP_OP_SHARPNESS) {
         pk = 1;
-        if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
+        if (!sp__parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
             return bad_value(err, idx, d, "factor", v, "a number in [0, 255]");
     } else if (op->kind == SP_OP_RANDOM_APPLY) {
         pk = 1;
-        if (!parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
+        if (!sp__parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
             return bad_value(err, idx, d, "ops", v, "an integer in [1, 63]: the ops that follow");
         op->span = (int)x;
     }
     op->p = 0.5;
-    if ((v = vals[pk]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
+    if ((v = vals[pk]) && (!sp__parse_num(v, &op->p) || op->p < 0 || op->p > 1))
         return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
     return SP_OK;
 }
@@ -276,7 +238,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
         op->scale[0] = 0.08;
         op->scale[1] = 1.0;
         op->ratio[0] = 0.75;
-        op->ratio[1] = canon_num(4.0 / 3.0);
+        op->ratio[1] = sp__canon_num(4.0 / 3.0);
         if (!rc && vals[1]) rc = parse_pair(err, idx, d, "scale", vals[1], 0.0, 0, op->scale);
         if (!rc && vals[2]) rc = parse_pair(err, idx, d, "ratio", vals[2], 0.0, 1, op->ratio);
         return rc;
@@ -289,7 +251,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_VFLIP:
     case SP_OP_GRAYSCALE:
         op->p = op->kind == SP_OP_GRAYSCALE ? 0.1 : 0.5;
-        if ((v = vals[0]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
+        if ((v = vals[0]) && (!sp__parse_num(v, &op->p) || op->p < 0 || op->p > 1))
             return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
         return SP_OK;
     case SP_OP_COLOR_JITTER:
@@ -298,14 +260,14 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
             if (!(v = vals[k])) continue;
             double s[2];
             int n;
-            if (!parse_list(v, s, 2, &n) || s[0] < 0 || (n == 2 && s[1] < s[0]) ||
+            if (!sp__parse_list(v, s, 2, &n) || s[0] < 0 || (n == 2 && s[1] < s[0]) ||
                 s[n - 1] > SP_FACTOR_MAX || (n == 1 && s[0] + 1.0 > SP_FACTOR_MAX))
                 return bad_value(err, idx, d, d->keys[k], v,
                                  "b >= 0 (factor in [max(0, 1-b), 1+b]) or lo,hi with "
                                  "0 <= lo <= hi <= 255");
             if (n == 1) {
-                op->jitter[k][0] = canon_num(1.0 - s[0] > 0 ? 1.0 - s[0] : 0.0);
-                op->jitter[k][1] = canon_num(1.0 + s[0]);
+                op->jitter[k][0] = sp__canon_num(1.0 - s[0] > 0 ? 1.0 - s[0] : 0.0);
+                op->jitter[k][1] = sp__canon_num(1.0 + s[0]);
             } else {
                 op->jitter[k][0] = s[0];
                 op->jitter[k][1] = s[1];
@@ -322,11 +284,11 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
         return parse_pixel(op, d, idx, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
-        if (!parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
+        if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
             return bad_value(err, idx, d, "mean", vals[0],
                              c == 3 ? "1 or 3 numbers" : "1 number (gray pipeline)");
         if (!vals[1]) return BAD("missing required key \"%s\"", "std");
-        if (!parse_list(vals[1], op->std, 3, &ns) || (ns != 1 && ns != c))
+        if (!sp__parse_list(vals[1], op->std, 3, &ns) || (ns != 1 && ns != c))
             return bad_value(err, idx, d, "std", vals[1],
                              c == 3 ? "1 or 3 positive numbers" : "1 positive number");
         for (int i = 0; i < ns; i++)
