@@ -11,6 +11,7 @@
 
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "common/sbuf_internal.h"
 
 typedef enum {
     SP_OP_DECODE = 0,
@@ -28,7 +29,8 @@ typedef enum {
     SP_OP_AUTOCONTRAST,
     SP_OP_EQUALIZE,
     SP_OP_SHARPNESS,
-    SP_OP_RANDOM_APPLY
+    SP_OP_RANDOM_APPLY,
+    SP_OP_RANDOM_CROP            /* pipeline_geom.c */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -48,6 +50,11 @@ typedef struct sp_op {
     int nmean;                 /* normalize: channel count of mean/std */
     double mean[3], std[3];
     int channels, dct;         /* decode */
+    int pad[4];                /* random_crop padding: left, top, right, bottom */
+    int pad_mode;              /* random_crop: sp_pad_mode */
+    int pad_if_needed;         /* random_crop */
+    int nfill;                 /* random_crop: 1 or 3 fill values */
+    uint8_t fill[3];           /* random_crop (per channel; nfill == 1: all equal) */
 } sp_op;
 
 struct sp_pipeline {
@@ -67,7 +74,7 @@ struct sp_pipeline {
 
 /* Is this op geometric (changes the size / reads a region)? */
 static inline int sp__op_is_geometric(sp_op_kind k) {
-    return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP;
+    return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP || k == SP_OP_RANDOM_CROP;
 }
 
 /* Is this one of the pixel-value ops (invert .. sharpness: p= and a
@@ -85,6 +92,33 @@ void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh);
 double sp__canon_num(double v);
 int sp__parse_num(const char *s, double *out);
 int sp__parse_list(const char *s, double *vals, int max, int *n);
+
+/* ---- the ops of pipeline_geom.c (random_crop) ---- */
+
+/* Parse op->kind's values (vals[i] is the value of the op's key i, or
+ * NULL), with p->channels known; SP_ESPEC naming op idx `name`. */
+int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                   const char *const *vals, sp_error *err);
+/* Append op's canonical form. */
+void sp__geom_canon(sp__sbuf *b, const sp_op *op);
+
+/* random_crop on a W x H image: the geometry, the source box its pixels
+ * come from (bw or bh 0: none, all fill) and the maps into that box
+ * (xmap: op->w entries, ymap: op->h, -1 = fill; one allocation at xmap,
+ * freed by sp__crop_plan_free). */
+typedef struct sp__crop_plan {
+    sp_random_crop_geom g;
+    int bx, by, bw, bh;
+    int32_t *xmap, *ymap;
+} sp__crop_plan;
+int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
+                         sp__crop_plan *pl, const char *path, sp_error *err);
+void sp__crop_plan_free(sp__crop_plan *pl);
+
+/* One line of sp_pipeline_explain() for op k of pipeline_geom.c; updates
+ * the tracked size *W x *H. */
+void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
+                      int *W, int *H);
 
 /* Write the final image im of one sample to out in o's dtype and layout,
  * mirrored when flip (pipeline_write.c). */

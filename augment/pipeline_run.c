@@ -224,12 +224,36 @@ static int run_center_crop(const sp_op *op, const source *s, state *st, const ch
     return SP_OK;
 }
 
+/* random_crop: the pixels the crop shows are read (for encoded input,
+ * only that box is decoded, at 1/1), then copied through the index maps
+ * (pipeline_geom.c, ops_geom.c); padding is never built. */
+static int run_random_crop(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const source *s,
+                           state *st, const char *path, sp_error *err) {
+    sp__crop_plan pl;
+    int rc = sp__random_crop_plan(op, s->W, s->H, ctx, k, &pl, path, err);
+    if (rc) return rc;
+    sp_image reg, out;
+    int owned = 0, all_fill = !pl.bw;   /* then a 1x1 read still checks the file */
+    rc = source_region(s, pl.bx, pl.by, all_fill ? 1 : pl.bw, all_fill ? 1 : pl.bh, 1, &reg,
+                       &owned, path, err);
+    if (!rc && (rc = sp_image_alloc(&out, op->w, op->h, reg.channels)))
+        sp_error_set(err, rc, "%s: random_crop: %s", path, sp_strerror(rc));
+    if (!rc) {
+        sp_image_remap(&reg, pl.xmap, pl.ymap, op->fill, &out);
+        st_take(st, &out);
+    }
+    if (owned) sp_image_free(&reg);
+    sp__crop_plan_free(&pl);
+    return rc;
+}
+
 static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, const source *s,
                          state *st, int *consumed, const char *path, sp_error *err) {
     const sp_op *op = &p->ops[k];
     *consumed = 1;
     if (op->kind == SP_OP_RRC) return run_rrc(op, (uint32_t)k, ctx, s, st, path, err);
     if (op->kind == SP_OP_RESIZE) return run_resize(p, k, s, st, consumed, path, err);
+    if (op->kind == SP_OP_RANDOM_CROP) return run_random_crop(op, (uint32_t)k, ctx, s, st, path, err);
     return run_center_crop(op, s, st, path, err);
 }
 
@@ -607,6 +631,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
             break;
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
+        case SP_OP_RANDOM_CROP: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

@@ -94,7 +94,7 @@ const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
 typedef struct op_desc {
     const char *name;
     sp_op_kind kind;
-    const char *keys[5];
+    const char *keys[6];
     const char *required;   /* a key that must be present, or NULL */
 } op_desc;
 
@@ -115,6 +115,8 @@ static const op_desc OPS[] = {
     {"equalize", SP_OP_EQUALIZE, {"p", NULL}, NULL},
     {"sharpness", SP_OP_SHARPNESS, {"factor", "p", NULL}, "factor"},
     {"random_apply", SP_OP_RANDOM_APPLY, {"ops", "p", NULL}, "ops"},
+    {"random_crop", SP_OP_RANDOM_CROP, {"size", "padding", "pad_mode", "fill", "pad_if_needed", NULL},
+     "size"},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -282,6 +284,8 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_SHARPNESS:
     case SP_OP_RANDOM_APPLY:
         return parse_pixel(op, d, idx, vals, err);
+    case SP_OP_RANDOM_CROP:
+        return sp__geom_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
         if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
@@ -354,7 +358,7 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     for (int i = 0; i < N_OPS; i++)
         if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
     if (!d) return unknown_op(idx, tok[0], err);
-    const char *vals[5] = {NULL, NULL, NULL, NULL, NULL};
+    const char *vals[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');
         if (!eq || eq == tok[t])
@@ -438,6 +442,7 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
         sp__sbuf_printf(b, "sharpness factor=%.9g p=%.9g", op->level, op->p);
         break;
     case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
+    case SP_OP_RANDOM_CROP: sp__geom_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -711,7 +716,7 @@ int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h
     for (int i = 0; i < p->nops; i++) {
         const sp_op *op = &p->ops[i];
         if (op->kind == SP_OP_RRC || op->kind == SP_OP_CENTER_CROP ||
-            (op->kind == SP_OP_RESIZE && op->w)) {
+            op->kind == SP_OP_RANDOM_CROP || (op->kind == SP_OP_RESIZE && op->w)) {
             w = op->w;
             h = op->h;
         } else if (op->kind == SP_OP_RESIZE && w) {

@@ -177,6 +177,55 @@ SP_API int sp_resample(const sp_image *src, int src_x, int src_y,
  *  newly allocated `out` (box = plane = src). @return as sp_resample. */
 SP_API int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
 
+/* ---- padding and random crop (ops_geom.c) --------------------------------
+ *
+ * torchvision's RandomCrop: F.pad with `padding` (left, top, right, bottom),
+ * then, with pad_if_needed, F.pad again by the width deficit on both the
+ * left and the right and by the height deficit on both the top and the
+ * bottom (torchvision pads each side by the whole deficit), then a crop at
+ * a uniform offset. Pure indexing: each output pixel is one source pixel
+ * or the fill. Along one axis of size n, padded index u maps to
+ *   constant: u if 0 <= u < n, else fill;
+ *   edge:     clamp(u, 0, n - 1);
+ *   reflect:  -u if u < 0, 2 (n - 1) - u if u >= n (torch's reflection
+ *             pad; it needs every pad < n, as torch does).
+ * The two padding stages are composed, not merged: reflect of a reflected
+ * border is not the reflect of the image by the sum. */
+typedef enum { SP_PAD_CONSTANT = 0, SP_PAD_EDGE = 1, SP_PAD_REFLECT = 2 } sp_pad_mode;
+
+typedef struct sp_random_crop_geom {
+    int pad[4];             /* padding=: left, top, right, bottom */
+    int extra_x, extra_y;   /* pad_if_needed: added on both sides of the axis */
+    int pw, ph;             /* the padded image */
+    int x, y;               /* the crop's offset in the padded image */
+} sp_random_crop_geom;
+
+/*! sp_random_crop_sample() : RandomCrop's geometry for a W x H image and an
+ *  h x w crop, with the draws of op `op` of the sample (k_augment, sample,
+ *  epoch): block 0,
+ *    c[0]: y = sp_uniform_int(c[0], ph - h + 1)
+ *    c[1]: x = sp_uniform_int(c[1], pw - w + 1)
+ *  (c[2], c[3] unused; the draw is made even when the crop is the whole
+ *  padded image, where both are 0, as torchvision's).
+ *  @return 0, or SP_EINVAL when the padded image is smaller than the crop
+ *  (torchvision's "Required crop size ... is larger than input image
+ *  size") or a reflect pad is not smaller than the size it reflects. */
+SP_API int sp_random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_if_needed,
+                                 sp_pad_mode mode, sp_key k_augment, uint32_t op, uint32_t sample,
+                                 uint32_t epoch, sp_random_crop_geom *g);
+
+/*! sp_random_crop_map() : along one axis of size n with padding lo / hi,
+ *  then `extra` on both sides, the source index (0..n-1, or -1 for the
+ *  fill) of crop positions off .. off + len - 1, into map[0 .. len). */
+SP_API void sp_random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int off,
+                               int len, int32_t *map);
+
+/*! sp_image_remap() : out(x, y) = src(xmap[x], ymap[y]) where both are
+ *  >= 0, else fill[c] (per channel); out is width(xmap) x height(ymap),
+ *  allocated by the caller with src's channel count. */
+SP_API void sp_image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
+                           const uint8_t fill[3], sp_image *out);
+
 /* ---- random parameters ---------------------------------------------------- */
 
 typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;

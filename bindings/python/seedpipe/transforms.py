@@ -26,7 +26,7 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
            "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "RandomApply"]
+           "RandomApply", "RandomCrop"]
 
 
 def _num(x):
@@ -103,6 +103,39 @@ class RandomResizedCrop(_Op):
         (s0, s1), (r0, r1) = [float(x) for x in scale], [float(x) for x in ratio]
         self.op = (f"random_resized_crop size={s} scale={_num(s0)},{_num(s1)} "
                    f"ratio={_num(r0)},{_num(r1)}")
+
+
+def _ints(name, key, v, lo, hi, counts):
+    """An int or a sequence of ints in [lo, hi] with a length in counts."""
+    seq = [v] if isinstance(v, numbers.Number) else v
+    try:
+        seq = list(seq)
+    except TypeError:
+        raise ValueError(f"{name}: {key}={v!r} must be an int or a sequence of ints")
+    if len(seq) not in counts or any(isinstance(x, bool) or not isinstance(x, numbers.Number)
+                                     or int(x) != x or not lo <= x <= hi for x in seq):
+        raise ValueError(f"{name}: {key}={v!r} must be {' or '.join(map(str, counts))} integers "
+                         f"in [{lo}, {hi}]")
+    return ",".join(str(int(x)) for x in seq)
+
+
+class RandomCrop(_Op):
+    """torchvision's RandomCrop: padding (int, (lr, tb) or (l, t, r, b)),
+    padding_mode constant, edge or reflect, an integer fill (or an RGB
+    triple), pad_if_needed; the offset from the sample's draws."""
+    def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
+        n = "RandomCrop"
+        _, h, w = _size(n, size)
+        if padding_mode not in ("constant", "edge", "reflect"):
+            raise ValueError(f"{n}: padding_mode={padding_mode!r} is not supported (constant, "
+                             "edge or reflect)")
+        parts = [f"random_crop size={h},{w}"]
+        if padding is not None:
+            parts.append("padding=" + _ints(n, "padding", padding, 0, 16384, (1, 2, 4)))
+        parts.append(f"pad_mode={padding_mode}")
+        parts.append("fill=" + _ints(n, "fill", fill, 0, 255, (1, 3)))
+        parts.append(f"pad_if_needed={1 if pad_if_needed else 0}")
+        self.op = " ".join(parts)
 
 
 class RandomHorizontalFlip(_Op):
@@ -213,7 +246,8 @@ class RandomApply(_Op):
         n = "RandomApply"
         inner = Compose(transforms)
         for t in inner._flat():
-            if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize)):
+            if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize,
+                                         RandomCrop)):
                 raise ValueError(f"{n}: {type(t).__name__} inside RandomApply is not supported "
                                  "(only transforms that keep the image size and dtype)")
         ops = [t.spec() for t in inner._flat() if t.spec()]
@@ -314,7 +348,7 @@ def from_torchvision(t):
     RandomVerticalFlip, ColorJitter (hue included), RandomGrayscale, Resize,
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
-    RandomEqualize, RandomAdjustSharpness, RandomApply, Compose. Anything
+    RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, Compose. Anything
     else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
@@ -345,6 +379,9 @@ def from_torchvision(t):
         return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
     if name == "CenterCrop":
         return CenterCrop(g("size"))
+    if name == "RandomCrop":
+        return RandomCrop(g("size"), g("padding"), g("pad_if_needed", False), g("fill", 0),
+                          g("padding_mode", "constant"))
     if name == "Normalize":
         return Normalize(g("mean"), g("std"), g("inplace", False))
     if name in ("ToTensor", "PILToTensor"):

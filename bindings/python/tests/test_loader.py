@@ -87,6 +87,25 @@ def test_worker_count_invariance_pixel_ops(shapes):
     assert plain.digests[0] != ref.digests[0]
 
 
+# The geometric ops of issue 39 with every draw deciding per sample.
+GEOM_OPS = ("random_crop size=32 padding=4 pad_mode=reflect | hflip p=0.5 | "
+            "random_crop size=30,28 padding=0,1,2,3 pad_mode=edge | "
+            "random_crop size=36,30 pad_if_needed=1 fill=3,4,5")
+
+
+def test_worker_count_invariance_geom_ops(shapes):
+    """The same batches at 0, 1 and 3 workers with the geometric ops, equal
+    to the C digest, and not the same as a centre crop."""
+    ref = seedpipe.digest(shapes, pipeline=GEOM_OPS, seed=6, epochs=2, batch_size=8)
+    for w in (0, 1, 3):
+        with seedpipe.Loader(shapes, pipeline=GEOM_OPS, seed=6, epochs=2, batch_size=8,
+                             workers=w, copy=True) as ld:
+            assert [ld.batch_digest() for _ in ld.stream()] == ref.digests
+    plain = seedpipe.digest(shapes, pipeline="center_crop size=36,30", seed=6, epochs=2,
+                            batch_size=8)
+    assert plain.digests[0] != ref.digests[0]
+
+
 def addr(a):
     return a.__array_interface__["data"][0]
 

@@ -43,6 +43,12 @@ def digests(shapes, pipeline, **kw):
      "center_crop size=28,28 | random_apply ops=4 p=0.8 | color_jitter brightness=0.6,1.4 "
      "contrast=1,1 saturation=1,1 hue=-0.1,0.1 | random_apply ops=1 p=0.3 | invert p=1 | "
      "grayscale p=1 | equalize p=0.5", "uint8"),
+    (T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor()]),
+     "random_crop size=32,32 padding=4 pad_mode=constant fill=0 pad_if_needed=0 | hflip p=0.5 | "
+     "normalize mean=0 std=1", "float32"),
+    (T.Compose([T.RandomCrop((20, 70), padding=(1, 2), pad_if_needed=True, fill=(9, 8, 7),
+                             padding_mode="edge")]),
+     "random_crop size=20,70 padding=1,2 pad_mode=edge fill=9,8,7 pad_if_needed=1", "uint8"),
 ])
 def test_compose_is_its_spec(shapes, compose, spec, dtype):
     assert compose.dtype == dtype
@@ -73,6 +79,10 @@ def test_totensor_is_x_over_255(shapes):
     (lambda: T.RandomInvert(p=2), "p="),
     (lambda: T.RandomApply([T.RandomResizedCrop(8)]), "RandomResizedCrop inside RandomApply"),
     (lambda: T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply"),
+    (lambda: T.RandomCrop(32, padding_mode="symmetric"), "padding_mode"),
+    (lambda: T.RandomCrop(32, padding=(1, 2, 3)), "padding"),
+    (lambda: T.RandomCrop(32, fill=0.5), "fill"),
+    (lambda: T.RandomApply([T.RandomCrop(8)]), "RandomCrop inside RandomApply"),
     (lambda: T.Resize(32, interpolation="nearest"), "interpolation"),
     (lambda: T.RandomResizedCrop(32, antialias=False), "antialias"),
     (lambda: T.Resize(32, max_size=64), "max_size"),

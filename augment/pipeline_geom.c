@@ -1,0 +1,149 @@
+/* pipeline_geom.c - the pipeline side of the ops added for issue 39's
+ * geometric item: their values in the spec, their canonical form, the
+ * plan of a sample's random_crop (its draws, the source box it reads, the
+ * index maps), and their line of `seedpipe explain`. The pixel work is in
+ * ops_geom.c; pipeline_spec.c and pipeline_run.c call in here, nothing here
+ * calls them. docs/pipeline.md documents the ops.
+ */
+#include "augment/pipeline_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const PAD_MODES[] = {"constant", "edge", "reflect"};
+
+static int bad(sp_error *err, int idx, const char *name, const char *key, const char *val,
+               const char *expect) {
+    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": bad value \"%s\" for %s "
+                        "(expected %s)", idx, name, val, key, expect);
+}
+
+/* 1..max comma-separated integers in [lo, hi]. */
+static int int_list(const char *v, int *out, int max, int lo, int hi, int *n) {
+    double s[4];
+    if (!sp__parse_list(v, s, max, n)) return 0;
+    for (int i = 0; i < *n; i++) {
+        if (!(s[i] >= lo && s[i] <= hi) || s[i] != (double)(int)s[i]) return 0;
+        out[i] = (int)s[i];
+    }
+    return 1;
+}
+
+/* random_crop size=H[,W] padding=P|LR,TB|L,T,R,B pad_mode= fill=V|R,G,B
+ * pad_if_needed=0|1 (torchvision's RandomCrop arguments). */
+static int parse_random_crop(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                             const char *const *vals, sp_error *err) {
+    int s[4], n;
+    if (!int_list(vals[0], s, 2, 1, SP_SPEC_MAX_SIZE, &n))
+        return bad(err, idx, name, "size", vals[0], "H or H,W: integers in [1, 16384]");
+    op->h = s[0];
+    op->w = n == 2 ? s[1] : s[0];
+    if (vals[1]) {
+        if (!int_list(vals[1], s, 4, 0, SP_SPEC_MAX_SIZE, &n) || n == 3)
+            return bad(err, idx, name, "padding", vals[1], "P, LR,TB or L,T,R,B: integers in "
+                       "[0, 16384] (torchvision's order)");
+        int l = s[0], t = n >= 2 ? s[1] : s[0];
+        op->pad[0] = l;
+        op->pad[1] = t;
+        op->pad[2] = n == 4 ? s[2] : l;
+        op->pad[3] = n == 4 ? s[3] : t;
+    }
+    op->pad_mode = SP_PAD_CONSTANT;
+    if (vals[2]) {
+        op->pad_mode = -1;
+        for (int m = 0; m < 3; m++)
+            if (strcmp(vals[2], PAD_MODES[m]) == 0) op->pad_mode = m;
+        if (op->pad_mode < 0) return bad(err, idx, name, "pad_mode", vals[2], "constant, edge or reflect");
+    }
+    op->nfill = 1;
+    if (vals[3]) {
+        int c = p->channels;
+        if (!int_list(vals[3], s, 3, 0, 255, &n) || n == 2 || (n == 3 && c == 1))
+            return bad(err, idx, name, "fill", vals[3], c == 3 ? "V or R,G,B: integers in [0, 255]"
+                       : "V: an integer in [0, 255] (gray pipeline)");
+        op->nfill = n;
+        for (int i = 0; i < 3; i++) op->fill[i] = (uint8_t)s[n == 3 ? i : 0];
+    }
+    if (vals[4]) {
+        if (strcmp(vals[4], "0") && strcmp(vals[4], "1"))
+            return bad(err, idx, name, "pad_if_needed", vals[4], "0 or 1");
+        op->pad_if_needed = vals[4][0] == '1';
+    }
+    return SP_OK;
+}
+
+int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                   const char *const *vals, sp_error *err) {
+    if (op->kind == SP_OP_RANDOM_CROP) return parse_random_crop(p, op, idx, name, vals, err);
+    return sp_error_set(err, SP_EINVAL, "pipeline op %d \"%s\": internal: not a geometric op",
+                        idx, name);
+}
+
+void sp__geom_canon(sp__sbuf *b, const sp_op *op) {
+    if (op->kind != SP_OP_RANDOM_CROP) return;
+    sp__sbuf_printf(b, "random_crop size=%d,%d padding=%d,%d,%d,%d pad_mode=%s fill=%d", op->h,
+                    op->w, op->pad[0], op->pad[1], op->pad[2], op->pad[3],
+                    PAD_MODES[op->pad_mode], op->fill[0]);
+    if (op->nfill == 3) sp__sbuf_printf(b, ",%d,%d", op->fill[1], op->fill[2]);
+    sp__sbuf_printf(b, " pad_if_needed=%d", op->pad_if_needed);
+}
+
+void sp__crop_plan_free(sp__crop_plan *pl) {
+    free(pl->xmap);
+    pl->xmap = pl->ymap = NULL;
+}
+
+/* The smallest [lo, hi] of the non-negative entries of map; rebased to lo. */
+static int map_span(int32_t *map, int len, int *lo) {
+    int a = -1, b = -1;
+    for (int i = 0; i < len; i++)
+        if (map[i] >= 0) {
+            if (a < 0 || map[i] < a) a = map[i];
+            if (map[i] > b) b = map[i];
+        }
+    for (int i = 0; a >= 0 && i < len; i++)
+        if (map[i] >= 0) map[i] -= a;
+    *lo = a < 0 ? 0 : a;
+    return a < 0 ? 0 : b - a + 1;
+}
+
+int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
+                         sp__crop_plan *pl, const char *path, sp_error *err) {
+    memset(pl, 0, sizeof *pl);
+    sp_random_crop_geom *g = &pl->g;
+    if (sp_random_crop_sample(W, H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,
+                              ctx->k_augment, k, ctx->sample, ctx->epoch, g))
+        return sp_error_set(err, SP_EINVAL, "%s: random_crop: a %dx%d crop of the %dx%d image "
+                            "padded %d,%d,%d,%d (%s%s) is not possible: the padded image is "
+                            "smaller than the crop, or a reflect pad is not smaller than the "
+                            "side it reflects (as torchvision)", path, op->w, op->h, W, H,
+                            op->pad[0], op->pad[1], op->pad[2], op->pad[3],
+                            PAD_MODES[op->pad_mode], op->pad_if_needed ? ", pad_if_needed" : "");
+    pl->xmap = malloc(((size_t)op->w + (size_t)op->h) * sizeof *pl->xmap);
+    if (!pl->xmap) return sp_error_set(err, SP_ENOMEM, "%s: random_crop: out of memory", path);
+    pl->ymap = pl->xmap + op->w;
+    sp_random_crop_map(W, g->pad[0], g->pad[2], g->extra_x, op->pad_mode, g->x, op->w, pl->xmap);
+    sp_random_crop_map(H, g->pad[1], g->pad[3], g->extra_y, op->pad_mode, g->y, op->h, pl->ymap);
+    pl->bw = map_span(pl->xmap, op->w, &pl->bx);
+    pl->bh = map_span(pl->ymap, op->h, &pl->by);
+    if (!pl->bw || !pl->bh) pl->bw = pl->bh = 0;   /* every pixel is the fill */
+    return SP_OK;
+}
+
+void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int *W,
+                      int *H) {
+    if (op->kind != SP_OP_RANDOM_CROP) return;
+    sp_random_crop_geom g;
+    if (sp_random_crop_sample(*W, *H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,
+                              ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &g))
+        sp__fbuf_printf(e, "%d random_crop: %dx%d does not fit %dx%d padded (error)\n", k,
+                        op->w, op->h, *W, *H);
+    else
+        sp__fbuf_printf(e, "%d random_crop: offset x=%d y=%d of %dx%d (%dx%d padded %d,%d,%d,%d "
+                        "%s, then %d,%d each side) -> %dx%d\n", k, g.x, g.y, g.pw, g.ph, *W, *H,
+                        g.pad[0], g.pad[1], g.pad[2], g.pad[3], PAD_MODES[op->pad_mode],
+                        g.extra_x, g.extra_y, op->w, op->h);
+    *W = op->w;
+    *H = op->h;
+}

@@ -1,0 +1,128 @@
+"""The geometric ops of issue 39 against torchvision with the parameters
+forced on both sides.
+
+Real photos (Debian's mate-backgrounds), each decoded once by PIL, reduced
+to 320x240 and written as PNG, so that seedpipe and torchvision start from
+the same pixels. seedpipe runs the op with its own draws; the test reads
+each sample's drawn parameters twice, from `Loader.explain` and from the
+spec's formula over the Python Philox reference (seedpipe._keys: block 0
+of op 0, c[0] for y, c[1] for x), requires them to agree, and gives
+torchvision.transforms.functional the same parameters. random_crop is pure
+indexing: every value must be equal (F.pad + F.crop on the uint8 tensor;
+on the PIL image for an RGB fill, which the tensor path does not take).
+Skipped (visibly) without torch/torchvision or the photos.
+"""
+import glob
+import re
+
+import numpy as np
+import pytest
+
+import seedpipe
+from seedpipe import _keys
+
+torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
+F = pytest.importorskip("torchvision.transforms.functional",
+                        reason="torchvision (python3-torchvision) not installed")
+from PIL import Image  # noqa: E402  (torchvision brings Pillow)
+
+PHOTOS = sorted(glob.glob("/usr/share/backgrounds/mate/*/*.jpg"))
+W, H = 320, 240
+SEED = 17
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    if not PHOTOS:
+        pytest.skip("no /usr/share/backgrounds/mate/*/*.jpg (Debian's mate-backgrounds)")
+    d = tmp_path_factory.mktemp("geom_parity")
+    arrays = []
+    for i, p in enumerate(PHOTOS):
+        with Image.open(p) as im:
+            im.draft("RGB", (W * 2, H * 2))   # decode once, reduced: the test needs pixels
+            small = im.convert("RGB").resize((W, H), Image.BILINEAR)
+        small.save(d / f"{i:03d}.png")
+        arrays.append(np.asarray(small))
+    lst = d / "photos.txt"
+    lst.write_text("".join(f"{d / f'{i:03d}.png'}\t0\n" for i in range(len(arrays))))
+    return str(lst), arrays
+
+
+def seedpipe_run(lst, n, spec):
+    """Every sample's output (HWC uint8) and its explain text."""
+    out, why = {}, {}
+    with seedpipe.Loader(lst, pipeline=spec, batch_size=4, dtype="uint8", layout="nhwc",
+                         epochs=1, seed=SEED) as ld:
+        for images, _ in ld:
+            for k, i in enumerate(ld.batch_info.indices):
+                out[int(i)] = np.array(images[k])
+                why[int(i)] = ld.explain(0, int(i))
+    assert sorted(out) == list(range(n))
+    return [out[i] for i in range(n)], [why[i] for i in range(n)]
+
+
+def draw_block0(op, sample, epoch=0):
+    return _keys.philox((0, op, sample, epoch), _keys.stream_key(SEED, 2))
+
+
+# (spec, size (h, w), torchvision padding, padding_mode, fill, pad_if_needed)
+CROPS = [
+    ("random_crop size=224,300 padding=4", (224, 300), [4], "constant", 0, False),
+    ("random_crop size=240,320 padding=4", (240, 320), [4], "constant", 0, False),
+    ("random_crop size=200,310 padding=10,20 pad_mode=reflect", (200, 310), [10, 20], "reflect",
+     0, False),
+    ("random_crop size=250,300 padding=3,5,7,9 pad_mode=edge", (250, 300), [3, 5, 7, 9], "edge",
+     0, False),
+    ("random_crop size=300,400 padding=8 pad_mode=reflect pad_if_needed=1", (300, 400), [8],
+     "reflect", 0, True),
+    ("random_crop size=260,350 pad_mode=constant fill=77 pad_if_needed=1", (260, 350), None,
+     "constant", 77, True),
+    ("random_crop size=230,330 padding=12 fill=9,200,31", (230, 330), [12], "constant",
+     (9, 200, 31), False),
+    ("random_crop size=32 padding=4", (32, 32), [4], "constant", 0, False),
+]
+
+
+def tv_random_crop(a, size, padding, mode, fill, pad_if_needed, y, x):
+    """RandomCrop.forward with the offset given: pad, pad_if_needed, crop."""
+    pil = isinstance(fill, tuple)   # the tensor path takes a number only
+    img = Image.fromarray(a) if pil else torch.from_numpy(a.copy()).permute(2, 0, 1)
+    if padding is not None:
+        img = F.pad(img, padding, fill, mode)
+    _, h, w = F.get_dimensions(img)
+    if pad_if_needed and w < size[1]:
+        img = F.pad(img, [size[1] - w, 0], fill, mode)
+    if pad_if_needed and h < size[0]:
+        img = F.pad(img, [0, size[0] - h], fill, mode)
+    _, h, w = F.get_dimensions(img)
+    assert h >= size[0] and w >= size[1]
+    img = F.crop(img, y, x, size[0], size[1])
+    return np.asarray(img) if pil else img.permute(1, 2, 0).numpy()
+
+
+@pytest.mark.parametrize("case", CROPS, ids=[c[0] for c in CROPS])
+def test_random_crop_matches_torchvision(photos, case):
+    spec, size, padding, mode, fill, pin = case
+    lst, arrays = photos
+    got, why = seedpipe_run(lst, len(arrays), spec)
+    differing, offsets = 0, set()
+    for i, (a, g, text) in enumerate(zip(arrays, got, why)):
+        m = re.search(r"0 random_crop: offset x=(\d+) y=(\d+) of (\d+)x(\d+)", text)
+        assert m, text
+        x, y, pw, ph = (int(v) for v in m.groups())
+        c = draw_block0(0, i)
+        assert y == (c[0] * (ph - size[0] + 1)) >> 32 and x == (c[1] * (pw - size[1] + 1)) >> 32
+        offsets.add((x, y))
+        ref = tv_random_crop(a, size, padding, mode, fill, pin, y, x)
+        assert g.shape == ref.shape
+        differing += int(np.count_nonzero(g != ref))
+    print(f"\n{spec}: {len(arrays)} photos, {len(offsets)} distinct offsets, values differing "
+          f"from torchvision {differing}")
+    assert differing == 0
+    assert len(offsets) > 1 or (size == (240, 320) and padding is None)
+
+
+def test_random_crop_too_small_is_an_error(photos):
+    lst, arrays = photos
+    with pytest.raises(Exception, match="random_crop"):
+        seedpipe_run(lst, len(arrays), "random_crop size=241,320")

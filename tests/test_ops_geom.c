@@ -1,0 +1,282 @@
+/* test_ops_geom.c - the geometric ops of issue 39 (ops.h: RandomCrop's
+ * padding and crop; pipeline op random_crop).
+ * Cases: test_crop_reference (sp_random_crop_map + sp_image_remap against
+ * a reference that builds torchvision's padded images, pad then
+ * pad_if_needed, and crops them, for every mode, 1 and 3 channels, views),
+ * test_crop_sample (the draw words, the refusals), test_random_crop_pipeline
+ * (spec, canonical form, errors, the output against the reference for the
+ * sample's own draws, output size, refused inside random_apply),
+ * test_random_crop_explain.
+ * bindings/python/tests/test_geom_ops_parity.py compares with torchvision
+ * itself on real photos.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "runner.h"
+#include "seedpipe/ops.h"
+#include "seedpipe/pipeline.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd32(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 32);
+}
+
+/* A w x h x c image of random values with a padded stride (a view). */
+static sp_image make_image(int w, int h, int c) {
+    sp_image im;
+    CHECK(sp_image_alloc(&im, w + 3, h, c) == 0);
+    for (int y = 0; y < h; y++)
+        for (int i = 0; i < (w + 3) * c; i++) im.data[(size_t)y * im.stride + i] = (uint8_t)rnd32();
+    im.width = w;
+    return im;
+}
+
+static uint8_t px(const sp_image *im, int x, int y, int k) {
+    return im->data[(size_t)y * im->stride + (size_t)x * (size_t)im->channels + (size_t)k];
+}
+
+/* torchvision's F.pad on a uint8 tensor, written plainly: a new image of
+ * (W + l + r) x (H + t + b), each pixel taken from the source by the mode's
+ * rule (constant: fill; edge: clamped; reflect: mirrored without the edge). */
+static sp_image ref_pad(const sp_image *src, int l, int t, int r, int b, int mode,
+                        const uint8_t fill[3]) {
+    sp_image out;
+    int W = src->width, H = src->height, C = src->channels;
+    CHECK(sp_image_alloc(&out, W + l + r, H + t + b, C) == 0);
+    for (int y = 0; y < out.height; y++)
+        for (int x = 0; x < out.width; x++) {
+            int u = x - l, v = y - t, in = u >= 0 && u < W && v >= 0 && v < H;
+            if (mode == SP_PAD_EDGE) {
+                u = u < 0 ? 0 : u >= W ? W - 1 : u;
+                v = v < 0 ? 0 : v >= H ? H - 1 : v;
+            } else if (mode == SP_PAD_REFLECT) {
+                u = u < 0 ? -u : u >= W ? 2 * W - 2 - u : u;
+                v = v < 0 ? -v : v >= H ? 2 * H - 2 - v : v;
+            }
+            for (int c = 0; c < C; c++)
+                out.data[(size_t)y * out.stride + (size_t)x * C + c] =
+                    mode == SP_PAD_CONSTANT && !in ? fill[c] : px(src, u, v, c);
+        }
+    return out;
+}
+
+/* RandomCrop.forward: pad, pad_if_needed (width, then height), crop. */
+static sp_image ref_random_crop(const sp_image *src, const int pad[4], int pad_if_needed, int mode,
+                                const uint8_t fill[3], int cx, int cy, int cw, int ch) {
+    sp_image a = ref_pad(src, pad[0], pad[1], pad[2], pad[3], mode, fill);
+    if (pad_if_needed && a.width < cw) {
+        int dx = cw - a.width;
+        sp_image b = ref_pad(&a, dx, 0, dx, 0, mode, fill);
+        sp_image_free(&a);
+        a = b;
+    }
+    if (pad_if_needed && a.height < ch) {
+        int dy = ch - a.height;
+        sp_image b = ref_pad(&a, 0, dy, 0, dy, mode, fill);
+        sp_image_free(&a);
+        a = b;
+    }
+    sp_image view, out;
+    CHECK(sp_image_crop(&a, cx, cy, cw, ch, &view) == 0);
+    CHECK(sp_image_copy(&view, &out) == 0);
+    sp_image_free(&a);
+    return out;
+}
+
+static int same_pixels(const sp_image *a, const sp_image *b) {
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
+                   (size_t)a->width * (size_t)a->channels))
+            return 0;
+    return 1;
+}
+
+static void test_crop_reference(void) {
+    const uint8_t fill[3] = {7, 200, 31};
+    for (int iter = 0; iter < 600; iter++) {
+        int C = iter % 2 ? 3 : 1, W = 1 + (int)(rnd32() % 9), H = 1 + (int)(rnd32() % 9);
+        int mode = iter % 3, pad[4];
+        for (int i = 0; i < 4; i++) {
+            int lim = mode == SP_PAD_REFLECT ? (i % 2 ? H : W) : 6;
+            pad[i] = (int)(rnd32() % (uint32_t)lim);
+        }
+        int pin = (iter / 3) % 2, cw = 1 + (int)(rnd32() % 14), ch = 1 + (int)(rnd32() % 14);
+        sp_image src = make_image(W, H, C);
+        sp_random_crop_geom g;
+        sp_key key = sp_rng_key((uint64_t)iter, SP_RNG_AUGMENT);
+        if (sp_random_crop_sample(W, H, ch, cw, pad, pin, mode, key, 1, 2, 3, &g)) {
+            /* refused: the padded image is too small, or a reflect pad too large */
+            int pw = W + pad[0] + pad[2], ph = H + pad[1] + pad[3];
+            int ok = pin ? !(mode == SP_PAD_REFLECT && ((pw < cw && cw - pw >= pw) ||
+                                                         (ph < ch && ch - ph >= ph)))
+                         : pw >= cw && ph >= ch;
+            CHECK_MSG(!ok, "refused %dx%d pad %d,%d,%d,%d mode %d pin %d crop %dx%d", W, H,
+                      pad[0], pad[1], pad[2], pad[3], mode, pin, cw, ch);
+            sp_image_free(&src);
+            continue;
+        }
+        int32_t xmap[16], ymap[16];
+        sp_random_crop_map(W, pad[0], pad[2], g.extra_x, mode, g.x, cw, xmap);
+        sp_random_crop_map(H, pad[1], pad[3], g.extra_y, mode, g.y, ch, ymap);
+        sp_image got, ref = ref_random_crop(&src, pad, pin, mode, fill, g.x, g.y, cw, ch);
+        CHECK(sp_image_alloc(&got, cw, ch, C) == 0);
+        sp_image_remap(&src, xmap, ymap, fill, &got);
+        CHECK_MSG(same_pixels(&got, &ref), "%dx%dx%d pad %d,%d,%d,%d mode %d pin %d crop %dx%d",
+                  W, H, C, pad[0], pad[1], pad[2], pad[3], mode, pin, cw, ch);
+        sp_image_free(&got);
+        sp_image_free(&ref);
+        sp_image_free(&src);
+    }
+}
+
+static void test_crop_sample(void) {
+    sp_key key = sp_rng_key(11, SP_RNG_AUGMENT);
+    const int pad4[4] = {4, 4, 4, 4}, none[4] = {0, 0, 0, 0};
+    sp_random_crop_geom g;
+    for (uint32_t i = 0; i < 50; i++) {
+        CHECK(sp_random_crop_sample(32, 32, 32, 32, pad4, 0, SP_PAD_CONSTANT, key, 3, i, 1, &g) == 0);
+        sp_ctr d = sp_sample_draw(key, 0, 3, i, 1);
+        CHECK(g.pw == 40 && g.ph == 40);
+        CHECK(g.y == (int)sp_uniform_int(d.c[0], 9) && g.x == (int)sp_uniform_int(d.c[1], 9));
+    }
+    CHECK(sp_random_crop_sample(32, 32, 32, 32, none, 0, SP_PAD_REFLECT, key, 0, 0, 0, &g) == 0);
+    CHECK(g.x == 0 && g.y == 0);
+    CHECK(sp_random_crop_sample(31, 32, 32, 32, none, 0, SP_PAD_EDGE, key, 0, 0, 0, &g) == SP_EINVAL);
+    /* pad_if_needed pads each side by the whole deficit: 30 -> 34 for 32 */
+    CHECK(sp_random_crop_sample(30, 32, 32, 32, none, 1, SP_PAD_EDGE, key, 0, 0, 0, &g) == 0);
+    CHECK(g.extra_x == 2 && g.extra_y == 0 && g.pw == 34 && g.ph == 32);
+    const int big[4] = {5, 0, 0, 0};
+    CHECK(sp_random_crop_sample(5, 5, 2, 2, big, 0, SP_PAD_REFLECT, key, 0, 0, 0, &g) == SP_EINVAL);
+    CHECK(sp_random_crop_sample(5, 5, 2, 2, big, 0, SP_PAD_EDGE, key, 0, 0, 0, &g) == 0);
+    CHECK(sp_random_crop_sample(2, 2, 5, 5, none, 1, SP_PAD_REFLECT, key, 0, 0, 0, &g) == SP_EINVAL);
+}
+
+static sp_pipeline *parse_ok(const char *spec) {
+    sp_pipeline *p = NULL;
+    sp_error err;
+    sp_error_clear(&err);
+    CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
+    return p;
+}
+
+static void expect_error(const char *spec, const char *needle) {
+    sp_pipeline *p = NULL;
+    sp_error err;
+    sp_error_clear(&err);
+    CHECK_MSG(sp_pipeline_parse(spec, &p, &err) == SP_ESPEC && !p, "%s", spec);
+    CHECK_MSG(strstr(err.msg, needle), "%s: \"%s\" lacks \"%s\"", spec, err.msg, needle);
+}
+
+static void expect_canonical(const char *spec, const char *canon) {
+    sp_pipeline *p = parse_ok(spec);
+    CHECK_MSG(strcmp(sp_pipeline_canonical(p), canon) == 0, "%s -> %s", spec,
+              sp_pipeline_canonical(p));
+    sp_pipeline *q = parse_ok(sp_pipeline_canonical(p));
+    CHECK(strcmp(sp_pipeline_canonical(q), canon) == 0);
+    sp_pipeline_destroy(q);
+    sp_pipeline_destroy(p);
+}
+
+/* Run p on raw pixels into a packed HWC image of w x h. */
+static int run_raw(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_image *raw, int w,
+                   int h, sp_image *out, sp_error *err) {
+    CHECK(sp_image_alloc(out, w, h, raw->channels) == 0);
+    sp_sample_src src = {"raw", NULL, 0, raw};
+    sp_run_opts o = {SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 0, NULL};
+    size_t n = (size_t)w * (size_t)h * (size_t)raw->channels;
+    return sp_pipeline_run_checked(p, ctx, &src, &o, out->data, n, err);
+}
+
+static void test_random_crop_pipeline(void) {
+    expect_canonical("random_crop size=32 padding=4",
+                     "random_crop size=32,32 padding=4,4,4,4 pad_mode=constant fill=0 pad_if_needed=0");
+    expect_canonical("random_crop size=8,6 padding=1,2 pad_mode=reflect fill=1,2,3 pad_if_needed=1",
+                     "random_crop size=8,6 padding=1,2,1,2 pad_mode=reflect fill=1,2,3 pad_if_needed=1");
+    expect_canonical("random_crop size=5 padding=1,2,3,4 pad_mode=edge fill=9",
+                     "random_crop size=5,5 padding=1,2,3,4 pad_mode=edge fill=9 pad_if_needed=0");
+    expect_error("random_crop padding=4", "missing required key \"size\"");
+    expect_error("random_crop size=4 padding=1,2,3", "bad value \"1,2,3\" for padding");
+    expect_error("random_crop size=4 padding=-1", "for padding");
+    expect_error("random_crop size=4 pad_mode=symmetric", "for pad_mode");
+    expect_error("random_crop size=4 fill=256", "for fill");
+    expect_error("random_crop size=4 fill=1,2", "for fill");
+    expect_error("decode mode=gray | random_crop size=4 fill=1,2,3", "gray pipeline");
+    expect_error("random_crop size=4 pad_if_needed=2", "for pad_if_needed");
+    expect_error("random_apply ops=1 | random_crop size=4", "inside random_apply");
+
+    sp_pipeline *p = parse_ok("random_crop size=12,10 padding=3,1,2,4 pad_mode=reflect");
+    int oh, ow, oc;
+    sp_error err;
+    sp_error_clear(&err);
+    CHECK_OK(sp_pipeline_output_dims(p, 0, 0, &oh, &ow, &oc, &err), &err);
+    CHECK(oh == 12 && ow == 10 && oc == 3);
+    sp_image src = make_image(9, 11, 3);
+    const int pad[4] = {3, 1, 2, 4};
+    const uint8_t zero[3] = {0, 0, 0};
+    int seen_x = 0;
+    for (uint32_t i = 0; i < 40; i++) {
+        sp_sample_ctx ctx = {sp_rng_key(5, SP_RNG_AUGMENT), 2, i};
+        sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 0, i, 2);
+        int y = (int)sp_uniform_int(d.c[0], 16 - 12 + 1), x = (int)sp_uniform_int(d.c[1], 14 - 10 + 1);
+        seen_x |= 1 << x;
+        sp_image got, ref = ref_random_crop(&src, pad, 0, SP_PAD_REFLECT, zero, x, y, 10, 12);
+        CHECK_OK(run_raw(p, &ctx, &src, 10, 12, &got, &err), &err);
+        CHECK_MSG(same_pixels(&got, &ref), "sample %u", i);
+        sp_image_free(&got);
+        sp_image_free(&ref);
+    }
+    CHECK(seen_x == 0x1f);   /* every offset 0..4 drawn */
+    sp_pipeline_destroy(p);
+    /* too small without pad_if_needed: a per-sample error naming the op */
+    p = parse_ok("random_crop size=12");
+    sp_sample_ctx ctx = {sp_rng_key(5, SP_RNG_AUGMENT), 0, 0};
+    sp_image got;
+    CHECK(run_raw(p, &ctx, &src, 12, 12, &got, &err) == SP_EINVAL);
+    CHECK_MSG(strstr(err.msg, "random_crop") && strstr(err.msg, "raw"), "%s", err.msg);
+    sp_image_free(&got);
+    sp_pipeline_destroy(p);
+    /* pad_if_needed with a fill: the constant border as torchvision's */
+    p = parse_ok("random_crop size=14,13 pad_if_needed=1 fill=1,2,3");
+    const uint8_t f[3] = {1, 2, 3};
+    sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 0, 0, 0);
+    int y = (int)sp_uniform_int(d.c[0], 11 + 2 * 3 - 14 + 1), x = (int)sp_uniform_int(d.c[1], 9 + 2 * 4 - 13 + 1);
+    sp_image ref = ref_random_crop(&src, (const int[4]){0, 0, 0, 0}, 1, SP_PAD_CONSTANT, f, x, y, 13, 14);
+    CHECK_OK(run_raw(p, &ctx, &src, 13, 14, &got, &err), &err);
+    CHECK(same_pixels(&got, &ref));
+    sp_image_free(&got);
+    sp_image_free(&ref);
+    sp_pipeline_destroy(p);
+    sp_image_free(&src);
+}
+
+static void test_random_crop_explain(void) {
+    sp_pipeline *p = parse_ok("random_crop size=32 padding=4 | hflip");
+    sp_sample_ctx ctx = {sp_rng_key(1, SP_RNG_AUGMENT), 0, 0};
+    sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 0, 0, 0);
+    char buf[512], want[160];
+    sp_pipeline_explain(p, &ctx, 32, 32, SP_FORMAT_PNG, buf, sizeof buf);
+    snprintf(want, sizeof want, "0 random_crop: offset x=%u y=%u of 40x40 (32x32 padded 4,4,4,4 "
+             "constant, then 0,0 each side) -> 32x32\n1 hflip",
+             sp_uniform_int(d.c[1], 9), sp_uniform_int(d.c[0], 9));
+    CHECK_MSG(strstr(buf, want), "%s", buf);
+    sp_pipeline_explain(p, &ctx, 20, 32, SP_FORMAT_PNG, buf, sizeof buf);
+    CHECK_MSG(strstr(buf, "does not fit 20x32"), "%s", buf);
+    sp_pipeline_destroy(p);
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_crop_reference),
+    SP_CASE(test_crop_sample),
+    SP_CASE(test_random_crop_pipeline),
+    SP_CASE(test_random_crop_explain),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
+}
