@@ -73,14 +73,41 @@ static int parse_random_crop(const sp_pipeline *p, sp_op *op, int idx, const cha
     return SP_OK;
 }
 
+/* gaussian_blur kernel=K|KX,KY sigma=S|lo,hi (torchvision's GaussianBlur:
+ * odd sizes, x first; 0 < lo <= hi; default sigma 0.1,2). */
+static int parse_blur(sp_op *op, int idx, const char *name, const char *const *vals,
+                      sp_error *err) {
+    int k[2], n;
+    if (!int_list(vals[0], k, 2, 1, SP_BLUR_MAX_KERNEL, &n) || !(k[0] & 1) || !(k[n - 1] & 1))
+        return bad(err, idx, name, "kernel", vals[0], "K or KX,KY: odd integers in [1, 1023]");
+    op->ksize[0] = k[0];
+    op->ksize[1] = k[n - 1];
+    op->sigma[0] = 0.1;
+    op->sigma[1] = 2.0;
+    double s[2];
+    if (vals[1] && (!sp__parse_list(vals[1], s, 2, &n) || !(s[0] > 0) || s[n - 1] < s[0] ||
+                    !(s[n - 1] <= 1e6)))
+        return bad(err, idx, name, "sigma", vals[1], "S > 0, or lo,hi with 0 < lo <= hi "
+                   "(at most 1e6)");
+    if (vals[1]) {
+        op->sigma[0] = s[0];
+        op->sigma[1] = s[n - 1];
+    }
+    return SP_OK;
+}
+
 int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
                    const char *const *vals, sp_error *err) {
     if (op->kind == SP_OP_RANDOM_CROP) return parse_random_crop(p, op, idx, name, vals, err);
+    if (op->kind == SP_OP_GAUSSIAN_BLUR) return parse_blur(op, idx, name, vals, err);
     return sp_error_set(err, SP_EINVAL, "pipeline op %d \"%s\": internal: not a geometric op",
                         idx, name);
 }
 
 void sp__geom_canon(sp__sbuf *b, const sp_op *op) {
+    if (op->kind == SP_OP_GAUSSIAN_BLUR)
+        sp__sbuf_printf(b, "gaussian_blur kernel=%d,%d sigma=%.9g,%.9g", op->ksize[0],
+                        op->ksize[1], op->sigma[0], op->sigma[1]);
     if (op->kind != SP_OP_RANDOM_CROP) return;
     sp__sbuf_printf(b, "random_crop size=%d,%d padding=%d,%d,%d,%d pad_mode=%s fill=%d", op->h,
                     op->w, op->pad[0], op->pad[1], op->pad[2], op->pad[3],
@@ -131,8 +158,16 @@ int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx
     return SP_OK;
 }
 
+float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
+    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
+    return (float)(op->sigma[0] + (op->sigma[1] - op->sigma[0]) * sp_u01d(d.c[0]));
+}
+
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int *W,
                       int *H) {
+    if (op->kind == SP_OP_GAUSSIAN_BLUR)
+        sp__fbuf_printf(e, "%d gaussian_blur: kernel %dx%d sigma %.9g\n", k, op->ksize[0],
+                        op->ksize[1], (double)sp__blur_sigma(op, (uint32_t)k, ctx));
     if (op->kind != SP_OP_RANDOM_CROP) return;
     sp_random_crop_geom g;
     if (sp_random_crop_sample(*W, *H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,

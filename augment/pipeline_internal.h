@@ -30,11 +30,13 @@ typedef enum {
     SP_OP_EQUALIZE,
     SP_OP_SHARPNESS,
     SP_OP_RANDOM_APPLY,
-    SP_OP_RANDOM_CROP            /* pipeline_geom.c */
+    SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
+    SP_OP_GAUSSIAN_BLUR          /* pipeline_geom.c */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
 #define SP_SPEC_MAX_OPS 64
+#define SP_BLUR_MAX_KERNEL 1023  /* largest gaussian_blur kernel size */
 
 typedef struct sp_op {
     sp_op_kind kind;
@@ -55,6 +57,8 @@ typedef struct sp_op {
     int pad_if_needed;         /* random_crop */
     int nfill;                 /* random_crop: 1 or 3 fill values */
     uint8_t fill[3];           /* random_crop (per channel; nfill == 1: all equal) */
+    int ksize[2];              /* gaussian_blur kernel: x (width), y */
+    double sigma[2];           /* gaussian_blur sigma range */
 } sp_op;
 
 struct sp_pipeline {
@@ -93,7 +97,7 @@ double sp__canon_num(double v);
 int sp__parse_num(const char *s, double *out);
 int sp__parse_list(const char *s, double *vals, int max, int *n);
 
-/* ---- the ops of pipeline_geom.c (random_crop) ---- */
+/* ---- the ops of pipeline_geom.c (random_crop, gaussian_blur) ---- */
 
 /* Parse op->kind's values (vals[i] is the value of the op's key i, or
  * NULL), with p->channels known; SP_ESPEC naming op idx `name`. */
@@ -114,6 +118,10 @@ typedef struct sp__crop_plan {
 int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
                          sp__crop_plan *pl, const char *path, sp_error *err);
 void sp__crop_plan_free(sp__crop_plan *pl);
+
+/* gaussian_blur's sigma for the sample: block 0, (float)(lo + (hi - lo) *
+ * u01(c[0])). */
+float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
 
 /* One line of sp_pipeline_explain() for op k of pipeline_geom.c; updates
  * the tracked size *W x *H. */

@@ -21,8 +21,8 @@
  * A horizontal flip is not done in place: it is recorded and the output
  * is written mirrored (all other non-geometric ops are per pixel, a sum or
  * histogram over all pixels, or sharpness's left-right symmetric 3x3
- * filter, so they commute with it); a geometric op that follows
- * applies it first. The decoded region keeps libjpeg's row layout
+ * filter, so they commute with it); a geometric op or a gaussian_blur
+ * that follows applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
  * In the code: run_into() (behind sp_pipeline_run, _checked and _shaped)
@@ -320,6 +320,24 @@ static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sta
     return SP_OK;
 }
 
+/* gaussian_blur (ops_blur.c) with the sample's sigma (block 0, c[0]), in
+ * torchvision's order: a pending horizontal flip is applied first (the
+ * double sums are not mirror-symmetric to the last bit). */
+static int run_blur(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st,
+                    const char *path, sp_error *err) {
+    int rc = st_make_writable(st);
+    if (rc) return rc;
+    if (st->hflip) sp_image_hflip(&st->cur);
+    st->hflip = 0;
+    float sigma = sp__blur_sigma(op, k, ctx);
+    rc = sp_image_gaussian_blur(&st->cur, op->ksize[0], op->ksize[1], sigma, sigma);
+    if (rc == SP_EINVAL)
+        return sp_error_set(err, rc, "%s: gaussian_blur: a %dx%d kernel on a %dx%d image (its "
+                            "reflect padding must be smaller than the side, as torch's)", path,
+                            op->ksize[0], op->ksize[1], st->cur.width, st->cur.height);
+    return rc;
+}
+
 /* The pixel-value ops (invert .. sharpness) on a writable image. */
 static int run_pixel(const sp_op *op, sp_image *img) {
     switch (op->kind) {
@@ -431,6 +449,9 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
                 rc = sp_image_to_gray(&st->cur, &st->cur);
             break;
         case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, st); break;
+        case SP_OP_GAUSSIAN_BLUR:
+            if ((rc = run_blur(op, (uint32_t)k, ctx, st, path, err)) == SP_EINVAL) return rc;
+            break;
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
             break;
@@ -631,7 +652,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
             break;
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
-        case SP_OP_RANDOM_CROP: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
+        case SP_OP_RANDOM_CROP:
+        case SP_OP_GAUSSIAN_BLUR: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

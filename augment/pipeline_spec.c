@@ -117,6 +117,7 @@ static const op_desc OPS[] = {
     {"random_apply", SP_OP_RANDOM_APPLY, {"ops", "p", NULL}, "ops"},
     {"random_crop", SP_OP_RANDOM_CROP, {"size", "padding", "pad_mode", "fill", "pad_if_needed", NULL},
      "size"},
+    {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -285,6 +286,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_RANDOM_APPLY:
         return parse_pixel(op, d, idx, vals, err);
     case SP_OP_RANDOM_CROP:
+    case SP_OP_GAUSSIAN_BLUR:
         return sp__geom_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
@@ -442,7 +444,8 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
         sp__sbuf_printf(b, "sharpness factor=%.9g p=%.9g", op->level, op->p);
         break;
     case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
-    case SP_OP_RANDOM_CROP: sp__geom_canon(b, op); break;
+    case SP_OP_RANDOM_CROP:
+    case SP_OP_GAUSSIAN_BLUR: sp__geom_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);

@@ -6,10 +6,14 @@
  * test_crop_sample (the draw words, the refusals), test_random_crop_pipeline
  * (spec, canonical form, errors, the output against the reference for the
  * sample's own draws, output size, refused inside random_apply),
- * test_random_crop_explain.
+ * test_random_crop_explain, test_blur_kernel (the binary32 steps),
+ * test_blur_reference (a 2D double convolution with reflect indexing: at
+ * most 1 apart, nearly all equal), test_blur_pipeline (spec, sigma draw,
+ * the pending flip applied first, refusals, explain).
  * bindings/python/tests/test_geom_ops_parity.py compares with torchvision
  * itself on real photos.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,11 +274,120 @@ static void test_random_crop_explain(void) {
     sp_pipeline_destroy(p);
 }
 
+static void test_blur_kernel(void) {
+    float k[7];
+    sp_gaussian_kernel1d(7, 1.5f, k);
+    float e[7], sum = 0.0f;
+    for (int i = 0; i < 7; i++) {
+        float t = (float)(i - 3) / 1.5f;
+        t = t * t;
+        e[i] = expf(-0.5f * t);
+        sum += e[i];
+    }
+    for (int i = 0; i < 7; i++) CHECK(k[i] == e[i] / sum);
+    for (int i = 0; i < 3; i++) CHECK(k[i] == k[6 - i]);
+    sp_gaussian_kernel1d(1, 0.3f, k);
+    CHECK(k[0] == 1.0f);
+}
+
+/* Blur by the 2D kernel ky (x) kx in double, reflect indexing. */
+static int ref_blur_px(const sp_image *im, int x, int y, int c, int kx, int ky, float sg) {
+    float wx[32], wy[32];
+    sp_gaussian_kernel1d(kx, sg, wx);
+    sp_gaussian_kernel1d(ky, sg, wy);
+    double acc = 0.0;
+    for (int i = 0; i < ky; i++)
+        for (int j = 0; j < kx; j++) {
+            int u = x + j - kx / 2, v = y + i - ky / 2;
+            u = u < 0 ? -u : u >= im->width ? 2 * im->width - 2 - u : u;
+            v = v < 0 ? -v : v >= im->height ? 2 * im->height - 2 - v : v;
+            acc += (double)wy[i] * wx[j] * px(im, u, v, c);
+        }
+    return (int)rint(acc);
+}
+
+static void test_blur_reference(void) {
+    static const int ks[][2] = {{3, 3}, {5, 5}, {1, 7}, {9, 3}, {1, 1}, {11, 11}};
+    long n = 0, differ = 0;
+    for (int t = 0; t < 6; t++)
+        for (int C = 1; C <= 3; C += 2) {
+            sp_image im = make_image(13, 11, C), out;
+            CHECK(sp_image_copy(&im, &out) == 0);
+            float sg = 0.3f + 0.4f * (float)t;
+            CHECK(sp_image_gaussian_blur(&out, ks[t][0], ks[t][1], sg, sg) == 0);
+            for (int y = 0; y < 11; y++)
+                for (int x = 0; x < 13; x++)
+                    for (int c = 0; c < C; c++) {
+                        int r = ref_blur_px(&im, x, y, c, ks[t][0], ks[t][1], sg);
+                        int d = abs(r - px(&out, x, y, c));
+                        CHECK_MSG(d <= 1, "kernel %dx%d at %d,%d: %d vs %d", ks[t][0], ks[t][1],
+                                  x, y, px(&out, x, y, c), r);
+                        n++;
+                        differ += d != 0;
+                    }
+            sp_image_free(&im);
+            sp_image_free(&out);
+        }
+    CHECK_MSG(differ * 1000 <= n, "%ld of %ld differ", differ, n);
+    sp_image im = make_image(4, 3, 3);
+    CHECK(sp_image_gaussian_blur(&im, 9, 3, 1.0f, 1.0f) == SP_EINVAL);   /* pad 4 >= 4 */
+    CHECK(sp_image_gaussian_blur(&im, 3, 7, 1.0f, 1.0f) == SP_EINVAL);   /* pad 3 >= 3 */
+    CHECK(sp_image_gaussian_blur(&im, 4, 3, 1.0f, 1.0f) == SP_EINVAL);
+    CHECK(sp_image_gaussian_blur(&im, 7, 5, 1.0f, 1.0f) == 0);
+    sp_image_free(&im);
+}
+
+static void test_blur_pipeline(void) {
+    expect_canonical("gaussian_blur kernel=5", "gaussian_blur kernel=5,5 sigma=0.1,2");
+    expect_canonical("gaussian_blur kernel=3,7 sigma=0.5", "gaussian_blur kernel=3,7 sigma=0.5,0.5");
+    expect_canonical("random_apply ops=1 | gaussian_blur kernel=9 sigma=0.1,2.0",
+                     "random_apply ops=1 p=0.5 | gaussian_blur kernel=9,9 sigma=0.1,2");
+    expect_error("gaussian_blur sigma=1", "missing required key \"kernel\"");
+    expect_error("gaussian_blur kernel=4", "for kernel");
+    expect_error("gaussian_blur kernel=3,4", "for kernel");
+    expect_error("gaussian_blur kernel=1025", "for kernel");
+    expect_error("gaussian_blur kernel=3 sigma=0", "for sigma");
+    expect_error("gaussian_blur kernel=3 sigma=2,1", "for sigma");
+    sp_pipeline *p = parse_ok("hflip p=1 | gaussian_blur kernel=5,3 sigma=0.5,3");
+    sp_image src = make_image(10, 8, 3);
+    sp_error err;
+    sp_error_clear(&err);
+    for (uint32_t i = 0; i < 8; i++) {
+        sp_sample_ctx ctx = {sp_rng_key(9, SP_RNG_AUGMENT), 1, i};
+        sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, i, 1);
+        float sg = (float)(0.5 + 2.5 * sp_u01d(d.c[0]));
+        sp_image got, ref;
+        CHECK(sp_image_copy(&src, &ref) == 0);
+        sp_image_hflip(&ref);   /* torchvision's order: the flip, then the blur */
+        CHECK(sp_image_gaussian_blur(&ref, 5, 3, sg, sg) == 0);
+        CHECK_OK(run_raw(p, &ctx, &src, 10, 8, &got, &err), &err);
+        CHECK_MSG(same_pixels(&got, &ref), "sample %u", i);
+        char buf[256], want[96];
+        sp_pipeline_explain(p, &ctx, 10, 8, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+        snprintf(want, sizeof want, "1 gaussian_blur: kernel 5x3 sigma %.9g\n", (double)sg);
+        CHECK_MSG(strstr(buf, want), "%s", buf);
+        sp_image_free(&got);
+        sp_image_free(&ref);
+    }
+    sp_pipeline_destroy(p);
+    p = parse_ok("gaussian_blur kernel=21");
+    sp_sample_ctx ctx = {sp_rng_key(9, SP_RNG_AUGMENT), 0, 0};
+    sp_image got;
+    CHECK(run_raw(p, &ctx, &src, 10, 8, &got, &err) == SP_EINVAL);
+    CHECK_MSG(strstr(err.msg, "gaussian_blur: a 21x21 kernel on a 10x8 image"), "%s", err.msg);
+    sp_image_free(&got);
+    sp_pipeline_destroy(p);
+    sp_image_free(&src);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_crop_reference),
     SP_CASE(test_crop_sample),
     SP_CASE(test_random_crop_pipeline),
     SP_CASE(test_random_crop_explain),
+    SP_CASE(test_blur_kernel),
+    SP_CASE(test_blur_reference),
+    SP_CASE(test_blur_pipeline),
 };
 
 int main(int argc, char **argv) {

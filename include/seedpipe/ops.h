@@ -226,6 +226,25 @@ SP_API void sp_random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mod
 SP_API void sp_image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
                            const uint8_t fill[3], sp_image *out);
 
+/* ---- gaussian blur (ops_blur.c) -------------------------------------------
+ *
+ * torchvision's GaussianBlur / F.gaussian_blur on a uint8 tensor: a kx x ky
+ * kernel (odd sizes; kx along the width), reflect padding (kx / 2 and
+ * ky / 2, each smaller than its side, as torch requires), the kernel as
+ * torchvision computes it in binary32, the result rounded to nearest even. */
+
+/*! sp_gaussian_kernel1d() : torchvision's _get_gaussian_kernel1d(k, sigma)
+ *  in binary32, step for step: x = i - (k - 1) / 2, e = expf(-0.5f *
+ *  ((x / sigma) * (x / sigma))), out[i] = e / sum(e) (summed left to
+ *  right). */
+SP_API void sp_gaussian_kernel1d(int k, float sigma, float *out);
+
+/*! sp_image_gaussian_blur() : in place, 1 or 3 channels: a vertical then a
+ *  horizontal pass in double with the binary32 weights, rint, clamp.
+ *  @return 0, SP_EINVAL (an even or non-positive size, a pad not smaller
+ *  than its side, sigma <= 0) with the image unchanged, or SP_ENOMEM. */
+SP_API int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y);
+
 /* ---- random parameters ---------------------------------------------------- */
 
 typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;

@@ -14,7 +14,7 @@
  * resize (size=H,W exact, or size=S: shorter side S, torchvision
  * Resize(int)), center_crop, random_crop (torchvision's RandomCrop:
  * padding constant / edge / reflect, fill, pad_if_needed), hflip, vflip,
- * color_jitter (hue included),
+ * color_jitter (hue included), gaussian_blur (torchvision's GaussianBlur),
  * grayscale (random, keeps the channel count), the pixel-value ops invert,
  * posterize, solarize, autocontrast, equalize and sharpness (each with
  * p=; values as torchvision's functional API on uint8 tensors),

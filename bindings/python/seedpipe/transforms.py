@@ -26,7 +26,7 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
            "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "RandomApply", "RandomCrop"]
+           "RandomApply", "RandomCrop", "GaussianBlur"]
 
 
 def _num(x):
@@ -136,6 +136,27 @@ class RandomCrop(_Op):
         parts.append("fill=" + _ints(n, "fill", fill, 0, 255, (1, 3)))
         parts.append(f"pad_if_needed={1 if pad_if_needed else 0}")
         self.op = " ".join(parts)
+
+
+class GaussianBlur(_Op):
+    """torchvision's GaussianBlur(kernel_size, sigma=(0.1, 2.0)): kernel_size
+    an odd int or (kx, ky) (x first, as torchvision), sigma a number or
+    (min, max); the sigma from the sample's draws."""
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        n = "GaussianBlur"
+        k = _ints(n, "kernel_size", kernel_size, 1, 1023, (1, 2))
+        if any(int(v) % 2 == 0 for v in k.split(",")):
+            raise ValueError(f"{n}: kernel_size={kernel_size!r} must be odd")
+        if isinstance(sigma, numbers.Number) and not isinstance(sigma, bool):
+            lo = hi = float(sigma)
+        else:
+            try:
+                lo, hi = (float(x) for x in sigma)
+            except (TypeError, ValueError):
+                raise ValueError(f"{n}: sigma must be a number or a pair (min, max), got {sigma!r}")
+        if not 0 < lo <= hi <= 1e6:
+            raise ValueError(f"{n}: sigma={sigma!r} must satisfy 0 < min <= max")
+        self.op = f"gaussian_blur kernel={k} sigma={_num(lo)},{_num(hi)}"
 
 
 class RandomHorizontalFlip(_Op):
@@ -348,7 +369,8 @@ def from_torchvision(t):
     RandomVerticalFlip, ColorJitter (hue included), RandomGrayscale, Resize,
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
-    RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, Compose. Anything
+    RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, GaussianBlur,
+    Compose. Anything
     else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
@@ -379,6 +401,8 @@ def from_torchvision(t):
         return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
     if name == "CenterCrop":
         return CenterCrop(g("size"))
+    if name == "GaussianBlur":
+        return GaussianBlur(tuple(g("kernel_size")), tuple(g("sigma")))
     if name == "RandomCrop":
         return RandomCrop(g("size"), g("padding"), g("pad_if_needed", False), g("fill", 0),
                           g("padding_mode", "constant"))

@@ -10,6 +10,11 @@ of op 0, c[0] for y, c[1] for x), requires them to agree, and gives
 torchvision.transforms.functional the same parameters. random_crop is pure
 indexing: every value must be equal (F.pad + F.crop on the uint8 tensor;
 on the PIL image for an RGB fill, which the tensor path does not take).
+gaussian_blur (forced sigma, `sigma=s,s`) against F.gaussian_blur on the
+uint8 tensor: torchvision accumulates in binary32 in oneDNN's order and
+seedpipe in double, so a value may differ by one where the blur lies
+within about 1e-5 of a half-integer; required: at most 1 apart, at most
+1e-4 of the values differing, PSNR >= 40 dB (measured: above 90 dB).
 Skipped (visibly) without torch/torchvision or the photos.
 """
 import glob
@@ -126,3 +131,47 @@ def test_random_crop_too_small_is_an_error(photos):
     lst, arrays = photos
     with pytest.raises(Exception, match="random_crop"):
         seedpipe_run(lst, len(arrays), "random_crop size=241,320")
+
+
+# (kernel (kx, ky), sigma): the sigma forced (lo = hi), F.gaussian_blur with
+# the same binary32 sigma
+BLURS = [((3, 3), 0.1), ((3, 3), 1.0), ((5, 5), 1.3), ((9, 9), 2.0), ((23, 23), 1.7),
+         ((5, 9), 0.7), ((23, 23), 0.1), ((1, 7), 3.0)]
+
+
+@pytest.mark.parametrize("kernel,sigma", BLURS, ids=[f"{k[0]}x{k[1]}-{s}" for k, s in BLURS])
+def test_gaussian_blur_matches_torchvision(photos, kernel, sigma):
+    lst, arrays = photos
+    spec = (f"center_crop size={H},{W} | gaussian_blur kernel={kernel[0]},{kernel[1]} "
+            f"sigma={sigma},{sigma}")
+    got, why = seedpipe_run(lst, len(arrays), spec)
+    s32 = float(np.float32(sigma))
+    differing, worst, total = 0, 99.0, 0
+    for a, g, text in zip(arrays, got, why):
+        assert f"1 gaussian_blur: kernel {kernel[0]}x{kernel[1]} sigma " in text, text
+        t = torch.from_numpy(a.copy()).permute(2, 0, 1)
+        ref = F.gaussian_blur(t, list(kernel), [s32, s32]).permute(1, 2, 0).numpy()
+        diff = np.abs(g.astype(np.int16) - ref.astype(np.int16))
+        assert diff.max() <= 1
+        differing += int(np.count_nonzero(diff))
+        total += diff.size
+        worst = min(worst, psnr(g, ref) if diff.any() else 99.0)
+    print(f"\n{spec}: {len(arrays)} photos, values differing from the tensor path {differing} "
+          f"of {total}, min PSNR {worst:.2f} dB")
+    assert differing <= total * 1e-4 and worst >= 40
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def test_gaussian_blur_sigma_draw(photos):
+    """The sigma of each sample is (float)(lo + (hi - lo) * u01(block 0 c[0]))."""
+    lst, arrays = photos
+    _, why = seedpipe_run(lst, len(arrays), f"center_crop size={H},{W} | gaussian_blur kernel=3 "
+                          "sigma=0.1,2")
+    for i, text in enumerate(why):
+        m = re.search(r"1 gaussian_blur: kernel 3x3 sigma (\S+)", text)
+        u = (draw_block0(1, i)[0] >> 8) * 2.0 ** -24
+        assert np.float32(m.group(1)) == np.float32(0.1 + (2 - 0.1) * u), text

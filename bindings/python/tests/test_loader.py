@@ -90,7 +90,9 @@ def test_worker_count_invariance_pixel_ops(shapes):
 # The geometric ops of issue 39 with every draw deciding per sample.
 GEOM_OPS = ("random_crop size=32 padding=4 pad_mode=reflect | hflip p=0.5 | "
             "random_crop size=30,28 padding=0,1,2,3 pad_mode=edge | "
-            "random_crop size=36,30 pad_if_needed=1 fill=3,4,5")
+            "random_crop size=36,30 pad_if_needed=1 fill=3,4,5 | "
+            "random_apply ops=1 p=0.5 | gaussian_blur kernel=5,3 sigma=0.1,2 | hflip p=0.5 | "
+            "gaussian_blur kernel=3 sigma=0.5,1.5")
 
 
 def test_worker_count_invariance_geom_ops(shapes):

@@ -49,6 +49,10 @@ def digests(shapes, pipeline, **kw):
     (T.Compose([T.RandomCrop((20, 70), padding=(1, 2), pad_if_needed=True, fill=(9, 8, 7),
                              padding_mode="edge")]),
      "random_crop size=20,70 padding=1,2 pad_mode=edge fill=9,8,7 pad_if_needed=1", "uint8"),
+    (T.Compose([T.CenterCrop(28), T.RandomApply([T.GaussianBlur(5)], p=0.5),
+                T.GaussianBlur((3, 7), sigma=0.8)]),
+     "center_crop size=28,28 | random_apply ops=1 p=0.5 | gaussian_blur kernel=5 sigma=0.1,2.0 | "
+     "gaussian_blur kernel=3,7 sigma=0.8,0.8", "uint8"),
 ])
 def test_compose_is_its_spec(shapes, compose, spec, dtype):
     assert compose.dtype == dtype
@@ -80,6 +84,9 @@ def test_totensor_is_x_over_255(shapes):
     (lambda: T.RandomApply([T.RandomResizedCrop(8)]), "RandomResizedCrop inside RandomApply"),
     (lambda: T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply"),
     (lambda: T.RandomCrop(32, padding_mode="symmetric"), "padding_mode"),
+    (lambda: T.GaussianBlur(4), "odd"),
+    (lambda: T.GaussianBlur(3, sigma=(2, 1)), "sigma"),
+    (lambda: T.GaussianBlur(3, sigma=0), "sigma"),
     (lambda: T.RandomCrop(32, padding=(1, 2, 3)), "padding"),
     (lambda: T.RandomCrop(32, fill=0.5), "fill"),
     (lambda: T.RandomApply([T.RandomCrop(8)]), "RandomCrop inside RandomApply"),
