@@ -96,8 +96,53 @@ static int parse_blur(sp_op *op, int idx, const char *name, const char *const *v
     return SP_OK;
 }
 
+/* lo,hi with lo_min <= lo <= hi <= hi_max (and lo > 0 when positive). */
+static int pair(const char *v, double lo_min, double hi_max, int positive, double out[2]) {
+    double s[2];
+    int n;
+    if (!sp__parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] || s[1] > hi_max ||
+        (positive && !(s[0] > 0)))
+        return 0;
+    out[0] = s[0];
+    out[1] = s[1];
+    return 1;
+}
+
+/* random_erasing p= scale=lo,hi ratio=lo,hi value=0|random|V|R,G,B
+ * (torchvision's RandomErasing and its defaults). */
+static int parse_erasing(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                         const char *const *vals, sp_error *err) {
+    op->p = 0.5;
+    if (vals[0] && (!sp__parse_num(vals[0], &op->p) || op->p < 0 || op->p > 1))
+        return bad(err, idx, name, "p", vals[0], "a probability in [0, 1]");
+    op->scale[0] = 0.02;
+    op->scale[1] = 0.33;
+    if (vals[1] && !pair(vals[1], 0.0, 1.0, 0, op->scale))
+        return bad(err, idx, name, "scale", vals[1], "a,b with 0 <= a <= b <= 1");
+    op->ratio[0] = 0.3;
+    op->ratio[1] = 3.3;
+    if (vals[2] && !pair(vals[2], 0.0, 1e9, 1, op->ratio))
+        return bad(err, idx, name, "ratio", vals[2], "a,b with 0 < a <= b");
+    op->nvalue = 1;
+    if (vals[3] && strcmp(vals[3], "random") == 0) {
+        op->erase_random = 1;
+    } else if (vals[3]) {
+        int n;
+        int ok = sp__parse_list(vals[3], op->value, 3, &n) && n != 2 && (n == 1 || p->channels == 3);
+        for (int i = 0; ok && i < n; i++) ok = op->value[i] >= -1e6 && op->value[i] <= 1e6;
+        if (!ok)
+            return bad(err, idx, name, "value", vals[3], p->channels == 3 ? "random, V or R,G,B "
+                       "in [-1e6, 1e6] (the output's units)" : "random or V in [-1e6, 1e6] "
+                       "(gray pipeline)");
+        op->nvalue = n;
+        for (int i = n; i < 3; i++) op->value[i] = op->value[0];
+    }
+    return SP_OK;
+}
+
 int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
                    const char *const *vals, sp_error *err) {
+    if (op->kind == SP_OP_RANDOM_ERASING) return parse_erasing(p, op, idx, name, vals, err);
     if (op->kind == SP_OP_RANDOM_CROP) return parse_random_crop(p, op, idx, name, vals, err);
     if (op->kind == SP_OP_GAUSSIAN_BLUR) return parse_blur(op, idx, name, vals, err);
     return sp_error_set(err, SP_EINVAL, "pipeline op %d \"%s\": internal: not a geometric op",
@@ -105,6 +150,13 @@ int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
 }
 
 void sp__geom_canon(sp__sbuf *b, const sp_op *op) {
+    if (op->kind == SP_OP_RANDOM_ERASING) {
+        sp__sbuf_printf(b, "random_erasing p=%.9g scale=%.9g,%.9g ratio=%.9g,%.9g value=", op->p,
+                        op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
+        if (op->erase_random) sp__sbuf_printf(b, "random");
+        for (int i = 0; !op->erase_random && i < op->nvalue; i++)
+            sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->value[i]);
+    }
     if (op->kind == SP_OP_GAUSSIAN_BLUR)
         sp__sbuf_printf(b, "gaussian_blur kernel=%d,%d sigma=%.9g,%.9g", op->ksize[0],
                         op->ksize[1], op->sigma[0], op->sigma[1]);
@@ -163,8 +215,28 @@ float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
     return (float)(op->sigma[0] + (op->sigma[1] - op->sigma[0]) * sp_u01d(d.c[0]));
 }
 
+/* random_erasing: whether (block 0) and where. */
+static void explain_erasing(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int W,
+                            int H) {
+    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
+    double u = sp_u01d(d.c[0]);
+    sp__fbuf_printf(e, "%d random_erasing: ", k);
+    if (!(u < op->p)) {
+        sp__fbuf_printf(e, "not applied (u=%.4f >= p=%g)\n", u, op->p);
+        return;
+    }
+    sp_crop_box b;
+    int t = sp_erasing_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                              ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b);
+    if (!t) sp__fbuf_printf(e, "applied (u=%.4f < p=%g), 10 tries rejected: nothing erased\n",
+                            u, op->p);
+    else sp__fbuf_printf(e, "box x=%d y=%d w=%d h=%d of %dx%d (try %d, u=%.4f < p=%g)\n", b.x,
+                         b.y, b.w, b.h, W, H, t, u, op->p);
+}
+
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int *W,
                       int *H) {
+    if (op->kind == SP_OP_RANDOM_ERASING) explain_erasing(e, op, k, ctx, *W, *H);
     if (op->kind == SP_OP_GAUSSIAN_BLUR)
         sp__fbuf_printf(e, "%d gaussian_blur: kernel %dx%d sigma %.9g\n", k, op->ksize[0],
                         op->ksize[1], (double)sp__blur_sigma(op, (uint32_t)k, ctx));

@@ -31,7 +31,8 @@ typedef enum {
     SP_OP_SHARPNESS,
     SP_OP_RANDOM_APPLY,
     SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
-    SP_OP_GAUSSIAN_BLUR          /* pipeline_geom.c */
+    SP_OP_GAUSSIAN_BLUR,         /* pipeline_geom.c */
+    SP_OP_RANDOM_ERASING         /* pipeline_geom.c; runs on the output (pipeline_write.c) */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -59,6 +60,9 @@ typedef struct sp_op {
     uint8_t fill[3];           /* random_crop (per channel; nfill == 1: all equal) */
     int ksize[2];              /* gaussian_blur kernel: x (width), y */
     double sigma[2];           /* gaussian_blur sigma range */
+    int erase_random;          /* random_erasing value=random (else value[]) */
+    int nvalue;                /* random_erasing: 1 or 3 values */
+    double value[3];           /* random_erasing (per channel) */
 } sp_op;
 
 struct sp_pipeline {
@@ -67,7 +71,8 @@ struct sp_pipeline {
     int channels;              /* 1 or 3 (decode mode) */
     int dct;                   /* JPEG DCT-domain downscaling allowed */
     int has_decode;            /* a decode op was written (it is op 0) */
-    int has_normalize;         /* the last op is normalize */
+    int has_normalize;         /* a normalize op (last but trailing random_erasing ops) */
+    int has_erasing;           /* a random_erasing op (only such ops follow it) */
     float unit_table[256];     /* v / 255 */
     float norm_table[3][256];  /* ((v / 255) - mean) / std, in float */
     /* The float tables rounded to nearest even: [0] bfloat16, [1] float16;
@@ -127,6 +132,17 @@ float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
  * the tracked size *W x *H. */
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
                       int *W, int *H);
+
+/* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
+ * (pipeline_write.c). */
+uint16_t sp__to_bf16(float f);
+uint16_t sp__to_f16(float f);
+
+/* The random_erasing ops of p (the last ones) on one sample's written
+ * output: W x H x C elements of o's dtype and layout at out
+ * (pipeline_write.c). SP_ENOMEM (value=random) or 0. */
+int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H, int C,
+                     const sp_run_opts *o, void *out);
 
 /* Write the final image im of one sample to out in o's dtype and layout,
  * mirrored when flip (pipeline_write.c). */

@@ -455,7 +455,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
             break;
-        default:   /* the pixel-value ops; decode (op 0) and normalize (on output) */
+        default:   /* the pixel-value ops; decode (op 0), normalize and random_erasing (on output) */
             if (sp__op_is_pixel(op->kind) && bernoulli(op, (uint32_t)k, ctx) &&
                 !(rc = st_make_writable(st)))
                 rc = run_pixel(op, &st->cur);
@@ -517,6 +517,9 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     else if (rc == SP_OK) {
         t0 = sp__trace_t0();
         sp__write_output(p, im, st.hflip, o, out);
+        if (p->has_erasing &&
+            (rc = sp__erase_output(p, ctx, im->width, im->height, im->channels, o, out)))
+            sp_error_set(err, rc, "%s: random_erasing: %s", path, sp_strerror(rc));
         sp__trace_end(SP_TRACE_WRITE, t0);
     }
     sp_image_free(&st.hold);
@@ -653,7 +656,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             break;
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
         case SP_OP_RANDOM_CROP:
-        case SP_OP_GAUSSIAN_BLUR: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
+        case SP_OP_GAUSSIAN_BLUR:
+        case SP_OP_RANDOM_ERASING: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

@@ -118,6 +118,7 @@ static const op_desc OPS[] = {
     {"random_crop", SP_OP_RANDOM_CROP, {"size", "padding", "pad_mode", "fill", "pad_if_needed", NULL},
      "size"},
     {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
+    {"random_erasing", SP_OP_RANDOM_ERASING, {"p", "scale", "ratio", "value", NULL}, NULL},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -287,6 +288,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
         return parse_pixel(op, d, idx, vals, err);
     case SP_OP_RANDOM_CROP:
     case SP_OP_GAUSSIAN_BLUR:
+    case SP_OP_RANDOM_ERASING:
         return sp__geom_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
@@ -387,10 +389,12 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     if (d->kind == SP_OP_DECODE && idx != 0)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": decode must be the first op",
                             idx, d->name);
-    if (p->has_normalize)
-        return sp_error_set(err, SP_ESPEC,
-                            "pipeline op %d \"%s\": no op may follow normalize (it must be last)",
-                            idx, d->name);
+    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
+                            "follow normalize (it must be last)", idx, d->name);
+    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
+                            "follow random_erasing (it works on the output values)", idx, d->name);
     sp_op *op = &p->ops[idx];
     memset(op, 0, sizeof *op);
     op->kind = d->kind;
@@ -402,6 +406,7 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
         p->dct = op->dct;
     }
     if (op->kind == SP_OP_NORMALIZE) p->has_normalize = 1;
+    if (op->kind == SP_OP_RANDOM_ERASING) p->has_erasing = 1;
     return SP_OK;
 }
 
@@ -445,7 +450,8 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
         break;
     case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
     case SP_OP_RANDOM_CROP:
-    case SP_OP_GAUSSIAN_BLUR: sp__geom_canon(b, op); break;
+    case SP_OP_GAUSSIAN_BLUR:
+    case SP_OP_RANDOM_ERASING: sp__geom_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -480,10 +486,11 @@ static int check_spans(const sp_pipeline *p, sp_error *err) {
                                 "past the last op (op %d)", i, ra->span, p->nops - 1);
         for (int j = i + 1; j <= end; j++) {
             sp_op_kind k = p->ops[j].kind;
-            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE)
+            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE || k == SP_OP_RANDOM_ERASING)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d: a %s inside random_apply "
                                     "(op %d, ops=%d); only ops that keep the image size may be "
                                     "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
+                                    k == SP_OP_RANDOM_ERASING ? "random_erasing" :
                                     "crop or resize", i, ra->span);
             if (k == SP_OP_RANDOM_APPLY && j + p->ops[j].span > end)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": its ops "
@@ -559,47 +566,11 @@ static int read_spec_file(const char *path, char **text, sp_error *err) {
     return SP_OK;
 }
 
-/* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* float32 -> IEEE binary16, round to nearest, ties to even: overflow to
- * infinity, subnormals through one float addition (which rounds to nearest
- * even in the default rounding mode), normals by rounding the mantissa. */
-static uint16_t to_f16(float f) {
-    const uint32_t infty = 255u << 23, max16 = (127u + 16u) << 23;
-    const uint32_t magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = u & 0x80000000u;
-    u ^= sign;
-    uint16_t o;
-    if (u >= max16) {
-        o = u > infty ? 0x7e00 : 0x7c00;
-    } else if (u < (113u << 23)) {
-        float x, magic;
-        memcpy(&x, &u, 4);
-        memcpy(&magic, &magic_u, 4);
-        x += magic;
-        uint32_t r;
-        memcpy(&r, &x, 4);
-        o = (uint16_t)(r - magic_u);
-    } else {
-        uint32_t odd = (u >> 13) & 1u;
-        u += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
-        o = (uint16_t)(u >> 13);
-    }
-    return (uint16_t)(o | (sign >> 16));
-}
-
 static void build_tables(sp_pipeline *p) {
     for (int v = 0; v < 256; v++) p->unit_table[v] = (float)v / 255.0f;
-    const sp_op *n = p->has_normalize ? &p->ops[p->nops - 1] : NULL;
+    const sp_op *n = NULL;
+    for (int i = 0; i < p->nops; i++)
+        if (p->ops[i].kind == SP_OP_NORMALIZE) n = &p->ops[i];
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++) {
             if (!n) { p->norm_table[c][v] = p->unit_table[v]; continue; }
@@ -612,11 +583,11 @@ static void build_tables(sp_pipeline *p) {
         }
     for (int v = 0; v < 256; v++) {
         for (int c = 0; c < 3; c++) {
-            p->half_table[0][c][v] = to_bf16(p->norm_table[c][v]);
-            p->half_table[1][c][v] = to_f16(p->norm_table[c][v]);
+            p->half_table[0][c][v] = sp__to_bf16(p->norm_table[c][v]);
+            p->half_table[1][c][v] = sp__to_f16(p->norm_table[c][v]);
         }
-        p->half_table[0][3][v] = to_bf16(p->unit_table[v]);
-        p->half_table[1][3][v] = to_f16(p->unit_table[v]);
+        p->half_table[0][3][v] = sp__to_bf16(p->unit_table[v]);
+        p->half_table[1][3][v] = sp__to_f16(p->unit_table[v]);
     }
 }
 

@@ -3,16 +3,58 @@
  * HWC, each row read mirrored when a horizontal flip is pending. Values
  * are table lookups (pipeline_spec.c builds the tables), so they are exact
  * and the same everywhere. Split from pipeline_run.c, which calls
- * sp__write_output() once per sample.
+ * sp__write_output() once per sample, then sp__erase_output() when the
+ * pipeline ends with random_erasing ops: they erase a box of the written
+ * elements, in the output's own units (after normalize when there is
+ * one, as torchvision's RandomErasing after ToTensor / Normalize).
  */
 #include "augment/pipeline_internal.h"
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+/* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
+uint16_t sp__to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* float32 -> IEEE binary16, round to nearest, ties to even: overflow to
+ * infinity, subnormals through one float addition (which rounds to nearest
+ * even in the default rounding mode), normals by rounding the mantissa. */
+uint16_t sp__to_f16(float f) {
+    const uint32_t infty = 255u << 23, max16 = (127u + 16u) << 23;
+    const uint32_t magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = u & 0x80000000u;
+    u ^= sign;
+    uint16_t o;
+    if (u >= max16) {
+        o = u > infty ? 0x7e00 : 0x7c00;
+    } else if (u < (113u << 23)) {
+        float x, magic;
+        memcpy(&x, &u, 4);
+        memcpy(&magic, &magic_u, 4);
+        x += magic;
+        uint32_t r;
+        memcpy(&r, &x, 4);
+        o = (uint16_t)(r - magic_u);
+    } else {
+        uint32_t odd = (u >> 13) & 1u;
+        u += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
+        o = (uint16_t)(u >> 13);
+    }
+    return (uint16_t)(o | (sign >> 16));
+}
 
 /* uint8 output: the pixels as they are (a copy per row, or mirrored). */
 static void write_u8(const sp_image *im, int flip, int nhwc, uint8_t *dst) {
@@ -139,4 +181,54 @@ void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const 
     else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16)
         write_half(p, im, flip, nhwc, o, out);
     else write_f32(p, im, flip, nhwc, o, out);
+}
+
+/* ---- random_erasing, on the written output ------------------------------------ */
+
+/* One element of value v in the output's dtype at element index e. */
+static void put(void *out, sp_dtype t, size_t e, float v) {
+    if (t == SP_DTYPE_FLOAT32) ((float *)out)[e] = v;
+    else if (t == SP_DTYPE_BFLOAT16) ((uint16_t *)out)[e] = sp__to_bf16(v);
+    else if (t == SP_DTYPE_FLOAT16) ((uint16_t *)out)[e] = sp__to_f16(v);
+    else ((uint8_t *)out)[e] = (uint8_t)(v >= 255.0f ? 255 : v > 0.0f ? (int)v : 0);
+}
+
+/* Erase box b of a W x H x C output: the values are op->value[c] or, for
+ * value=random, the normals in (c, y, x) order of the box (torchvision's
+ * v tensor of shape [C, h, w]). */
+static int erase_box(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const sp_crop_box *b,
+                     int W, int H, int C, const sp_run_opts *o, void *out) {
+    size_t n = (size_t)C * (size_t)b->h * (size_t)b->w, t = 0;
+    float *v = NULL;
+    if (op->erase_random && n) {
+        if (!(v = malloc(n * sizeof *v))) return SP_ENOMEM;
+        sp_erasing_normals(ctx->k_augment, k, ctx->sample, ctx->epoch, n, v);
+    }
+    int nhwc = o->layout == SP_LAYOUT_NHWC || C == 1;
+    for (int c = 0; c < C; c++)
+        for (int y = b->y; y < b->y + b->h; y++)
+            for (int x = b->x; x < b->x + b->w; x++, t++) {
+                size_t e = nhwc ? ((size_t)y * (size_t)W + (size_t)x) * (size_t)C + (size_t)c
+                                : ((size_t)c * (size_t)H + (size_t)y) * (size_t)W + (size_t)x;
+                put(out, o->dtype, e, v ? v[t] : (float)op->value[c]);
+            }
+    free(v);
+    return SP_OK;
+}
+
+int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H, int C,
+                     const sp_run_opts *o, void *out) {
+    for (int k = 0; k < p->nops; k++) {
+        const sp_op *op = &p->ops[k];
+        if (op->kind != SP_OP_RANDOM_ERASING) continue;
+        sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
+        if (!(sp_u01d(d.c[0]) < op->p)) continue;
+        sp_crop_box b;
+        if (!sp_erasing_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                               ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b))
+            continue;
+        int rc = erase_box(op, (uint32_t)k, ctx, &b, W, H, C, o, out);
+        if (rc) return rc;
+    }
+    return SP_OK;
 }

@@ -9,7 +9,10 @@
  * test_random_crop_explain, test_blur_kernel (the binary32 steps),
  * test_blur_reference (a 2D double convolution with reflect indexing: at
  * most 1 apart, nearly all equal), test_blur_pipeline (spec, sigma draw,
- * the pending flip applied first, refusals, explain).
+ * the pending flip applied first, refusals, explain), test_erasing_sample
+ * (the tries' formula, the rejections), test_erasing_normals (moments),
+ * test_erasing_pipeline (after normalize, every dtype and layout, the
+ * order rules, explain).
  * bindings/python/tests/test_geom_ops_parity.py compares with torchvision
  * itself on real photos.
  */
@@ -21,6 +24,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "seedpipe/detmath.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
 
@@ -380,6 +384,145 @@ static void test_blur_pipeline(void) {
     sp_image_free(&src);
 }
 
+static void test_erasing_sample(void) {
+    sp_key key = sp_rng_key(3, SP_RNG_AUGMENT);
+    int accepted = 0;
+    for (uint32_t i = 0; i < 200; i++) {
+        sp_crop_box b;
+        int t = sp_erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, key, 2, i, 0, &b);
+        /* the reference: torchvision's get_params with the spec's draws */
+        int want = 0;
+        for (uint32_t k = 0; k < 10 && !want; k++) {
+            sp_ctr d = sp_sample_draw(key, 1 + k, 2, i, 0);
+            double area = 1200.0 * (0.02 + (0.33 - 0.02) * sp_u01d(d.c[0]));
+            double lr0 = sp_det_log(0.3), lr1 = sp_det_log(3.3);
+            double ar = sp_det_exp(lr0 + (lr1 - lr0) * sp_u01d(d.c[1]));
+            int h = (int)sp_det_round_half_even(sqrt(area * ar));
+            int w = (int)sp_det_round_half_even(sqrt(area / ar));
+            if (h < 30 && w < 40) {
+                want = (int)k + 1;
+                CHECK(b.h == h && b.w == w);
+                CHECK(b.y == (int)sp_uniform_int(d.c[2], (uint64_t)(30 - h + 1)));
+                CHECK(b.x == (int)sp_uniform_int(d.c[3], (uint64_t)(40 - w + 1)));
+            }
+        }
+        CHECK(t == want);
+        accepted += t > 0;
+    }
+    CHECK(accepted > 190);
+    sp_crop_box b;
+    CHECK(sp_erasing_sample(40, 30, 1, 1, 1, 1, key, 0, 0, 0, &b) == 0);   /* 35x35 never fits */
+    CHECK(b.w == 0 && b.h == 0);
+}
+
+static void test_erasing_normals(void) {
+    enum { N = 200001 };
+    float *v = malloc(N * sizeof *v), *w = malloc(N * sizeof *w);
+    sp_key key = sp_rng_key(4, SP_RNG_AUGMENT);
+    sp_erasing_normals(key, 1, 7, 2, N, v);
+    sp_erasing_normals(key, 1, 7, 2, 10, w);
+    CHECK(memcmp(v, w, 10 * sizeof *v) == 0);   /* a prefix of the same stream */
+    double m = 0, q = 0, m4 = 0;
+    for (int i = 0; i < N; i++) {
+        m += v[i];
+        q += (double)v[i] * v[i];
+        m4 += (double)v[i] * v[i] * v[i] * v[i];
+    }
+    m /= N;
+    q /= N;
+    m4 /= N;
+    CHECK_MSG(fabs(m) < 0.01 && fabs(q - 1) < 0.02 && fabs(m4 - 3) < 0.1, "%g %g %g", m, q, m4);
+    free(v);
+    free(w);
+}
+
+/* Run p on raw pixels into out (w x h x c elements of dtype / layout). */
+static void run_any(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_image *raw,
+                    sp_dtype t, sp_layout l, void *out, size_t n) {
+    sp_sample_src src = {"raw", NULL, 0, raw};
+    sp_run_opts o = {t, l, 0, NULL};
+    sp_error err;
+    sp_error_clear(&err);
+    CHECK_OK(sp_pipeline_run_checked(p, ctx, &src, &o, out, n, &err), &err);
+}
+
+static void test_erasing_pipeline(void) {
+    expect_canonical("random_erasing", "random_erasing p=0.5 scale=0.02,0.33 ratio=0.3,3.3 value=0");
+    expect_canonical("normalize mean=0.5 std=0.2 | random_erasing p=1 value=random | "
+                     "random_erasing value=0.1,0.2,-3",
+                     "normalize mean=0.5,0.5,0.5 std=0.2,0.2,0.2 | random_erasing p=1 "
+                     "scale=0.02,0.33 ratio=0.3,3.3 value=random | random_erasing p=0.5 "
+                     "scale=0.02,0.33 ratio=0.3,3.3 value=0.1,0.2,-3");
+    expect_error("random_erasing | hflip", "no op but random_erasing may follow random_erasing");
+    expect_error("normalize mean=0 std=1 | hflip", "no op but random_erasing may follow normalize");
+    expect_error("random_apply ops=1 | random_erasing", "a random_erasing inside random_apply");
+    expect_error("decode mode=gray | random_erasing value=1,2,3", "gray pipeline");
+    expect_error("random_erasing value=1,2", "for value");
+    expect_error("random_erasing value=1e7", "for value");
+    expect_error("random_erasing scale=0.5,1.5", "for scale");
+    expect_error("random_erasing ratio=0,1", "for ratio");
+    sp_pipeline *p = parse_ok("center_crop size=30,40 | normalize mean=0.4 std=0.25 | "
+                              "random_erasing p=1 value=0.5,-1,2.25");
+    sp_pipeline *q = parse_ok("center_crop size=30,40 | normalize mean=0.4 std=0.25");
+    sp_image src = make_image(40, 30, 3);
+    const size_t n = 30 * 40 * 3;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
+    uint16_t *h = malloc(n * 2);
+    const float val[3] = {0.5f, -1.0f, 2.25f};
+    for (uint32_t i = 0; i < 20; i++) {
+        sp_sample_ctx ctx = {sp_rng_key(8, SP_RNG_AUGMENT), 0, i};
+        sp_crop_box bx;
+        CHECK(sp_erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, ctx.k_augment, 2, i, 0, &bx) > 0);
+        run_any(p, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, a, n * 4);
+        run_any(q, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, b, n * 4);
+        run_any(p, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NHWC, c, n * 4);
+        run_any(p, &ctx, &src, SP_DTYPE_BFLOAT16, SP_LAYOUT_NCHW, h, n * 2);
+        for (int k = 0; k < 3; k++)
+            for (int y = 0; y < 30; y++)
+                for (int x = 0; x < 40; x++) {
+                    size_t e = ((size_t)k * 30 + y) * 40 + x, f = ((size_t)y * 40 + x) * 3 + k;
+                    int in = x >= bx.x && x < bx.x + bx.w && y >= bx.y && y < bx.y + bx.h;
+                    CHECK(a[e] == (in ? val[k] : b[e]));
+                    CHECK(c[f] == a[e]);
+                    uint32_t u;
+                    memcpy(&u, &a[e], 4);
+                    if (in) CHECK(h[e] == (uint16_t)(u >> 16));   /* exact in bfloat16 */
+                }
+    }
+    sp_pipeline_destroy(p);
+    sp_pipeline_destroy(q);
+    /* uint8 output: the value truncated and clamped; value=random: the normals */
+    p = parse_ok("center_crop size=30,40 | random_erasing p=1 value=7.9,300,-2");
+    sp_sample_ctx ctx = {sp_rng_key(8, SP_RNG_AUGMENT), 0, 3};
+    sp_crop_box bx;
+    sp_erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, ctx.k_augment, 1, 3, 0, &bx);
+    uint8_t *u8 = malloc(n);
+    run_any(p, &ctx, &src, SP_DTYPE_UINT8, SP_LAYOUT_NHWC, u8, n);
+    size_t e = ((size_t)bx.y * 40 + bx.x) * 3;
+    CHECK(u8[e] == 7 && u8[e + 1] == 255 && u8[e + 2] == 0);
+    sp_pipeline_destroy(p);
+    p = parse_ok("center_crop size=30,40 | random_erasing p=1 value=random");
+    run_any(p, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, a, n * 4);
+    float *nv = malloc((size_t)bx.w * bx.h * 3 * 4);
+    sp_erasing_normals(ctx.k_augment, 1, 3, 0, (size_t)bx.w * bx.h * 3, nv);
+    CHECK(a[((size_t)2 * 30 + bx.y + bx.h - 1) * 40 + bx.x + bx.w - 1] ==
+          nv[(size_t)bx.w * bx.h * 3 - 1]);   /* (c, y, x) order */
+    CHECK(a[(size_t)bx.y * 40 + bx.x + 1] == nv[1]);
+    char buf[256], want[128];
+    sp_pipeline_explain(p, &ctx, 40, 30, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+    snprintf(want, sizeof want, "1 random_erasing: box x=%d y=%d w=%d h=%d of 40x30 (try ",
+             bx.x, bx.y, bx.w, bx.h);
+    CHECK_MSG(strstr(buf, want), "%s", buf);
+    sp_pipeline_destroy(p);
+    free(nv);
+    free(u8);
+    free(a);
+    free(b);
+    free(c);
+    free(h);
+    sp_image_free(&src);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_crop_reference),
     SP_CASE(test_crop_sample),
@@ -388,6 +531,9 @@ static const sp_case cases[] = {
     SP_CASE(test_blur_kernel),
     SP_CASE(test_blur_reference),
     SP_CASE(test_blur_pipeline),
+    SP_CASE(test_erasing_sample),
+    SP_CASE(test_erasing_normals),
+    SP_CASE(test_erasing_pipeline),
 };
 
 int main(int argc, char **argv) {

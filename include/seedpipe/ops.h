@@ -269,6 +269,32 @@ SP_API int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r
                          sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
                          sp_crop_box *box);
 
+/* ---- random erasing (ops_erase.c) ------------------------------------------
+ *
+ * torchvision's RandomErasing.get_params on an H x W output, with the draws
+ * of op `op` of the sample. Try t (0..9) uses block 1 + t:
+ *   c[0]: erase_area = H*W * (s0 + (s1 - s0) * u01(c[0]))
+ *   c[1]: aspect = sp_det_exp(lr0 + (lr1 - lr0) * u01(c[1])), lr = sp_det_log(r)
+ *   h = round_even(sqrt(erase_area * aspect)), w = round_even(sqrt(erase_area / aspect))
+ *   accepted iff h < H and w < W (h or w may be 0: nothing erased); then
+ *   c[2]: y = sp_uniform_int(c[2], H - h + 1)
+ *   c[3]: x = sp_uniform_int(c[3], W - w + 1)
+ * (block 0 is the op's p decision, taken by the pipeline.)
+ * @return the accepted try plus one (1..10), or 0 (10 rejections: nothing
+ * erased, box all 0). */
+SP_API int sp_erasing_sample(int W, int H, double s0, double s1, double r0, double r1,
+                             sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                             sp_crop_box *box);
+
+/*! sp_erasing_normals() : n standard normal values (value=random) by
+ *  Marsaglia's polar method from blocks 11, 12, ... of op `op`: each block
+ *  gives the pairs (c[0], c[1]) and (c[2], c[3]); a pair is
+ *  u = (a >> 8) * 2^-23 - 1, v likewise, s = u*u + v*v, rejected if s >= 1
+ *  or s == 0, else f = sqrt(-2 * sp_det_log(s) / s) and the values
+ *  (float)(u * f), (float)(v * f) in that order (all in double). */
+SP_API void sp_erasing_normals(sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                               size_t n, float *out);
+
 /*! sp_center_crop_offset() : torchvision CenterCrop's offset along one axis:
  *  round((size - crop) / 2) with ties to even when crop <= size; when
  *  crop > size the image is zero-padded by (crop - size) / 2 (floor) before

@@ -19,7 +19,9 @@
  * posterize, solarize, autocontrast, equalize and sharpness (each with
  * p=; values as torchvision's functional API on uint8 tensors),
  * random_apply (ops=N p=: the N ops after it all run with probability p,
- * else none; they may not change the size), normalize (last op only).
+ * else none; they may not change the size), normalize (last op but for
+ * random_erasing), random_erasing (torchvision's RandomErasing, on the
+ * output values: after every other op, normalize included).
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
  * but compute pixels in integer / fixed-point arithmetic (ops.h), and take

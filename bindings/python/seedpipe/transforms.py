@@ -26,7 +26,7 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
            "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "RandomApply", "RandomCrop", "GaussianBlur"]
+           "RandomApply", "RandomCrop", "GaussianBlur", "RandomErasing"]
 
 
 def _num(x):
@@ -159,6 +159,33 @@ class GaussianBlur(_Op):
         self.op = f"gaussian_blur kernel={k} sigma={_num(lo)},{_num(hi)}"
 
 
+class RandomErasing(_Op):
+    """torchvision's RandomErasing(p, scale, ratio, value): it works on the
+    output values (after ToTensor / Normalize when they are there, as in
+    torchvision), so it must come after every other transform; value a
+    number, a triple (per channel, in the output's units) or "random"
+    (standard normal values from the sample's own draws)."""
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+        n = "RandomErasing"
+        s0, s1 = (float(x) for x in scale)
+        r0, r1 = (float(x) for x in ratio)
+        if not 0 <= s0 <= s1 <= 1:
+            raise ValueError(f"{n}: scale={scale!r} must satisfy 0 <= min <= max <= 1")
+        if not 0 < r0 <= r1:
+            raise ValueError(f"{n}: ratio={ratio!r} must satisfy 0 < min <= max")
+        if value == "random":
+            v = "random"
+        elif isinstance(value, numbers.Number) and not isinstance(value, bool):
+            v = _num(value)
+        elif isinstance(value, (tuple, list)) and len(value) in (1, 3):
+            v = ",".join(_num(x) for x in value)
+        else:
+            raise ValueError(f"{n}: value={value!r} must be a number, a sequence of 1 or 3 "
+                             "numbers, or 'random'")
+        self.op = (f"random_erasing p={_p(n, p)} scale={_num(s0)},{_num(s1)} "
+                   f"ratio={_num(r0)},{_num(r1)} value={v}")
+
+
 class RandomHorizontalFlip(_Op):
     def __init__(self, p=0.5):
         self.op = f"hflip p={_num(p)}"
@@ -268,7 +295,7 @@ class RandomApply(_Op):
         inner = Compose(transforms)
         for t in inner._flat():
             if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize,
-                                         RandomCrop)):
+                                         RandomCrop, RandomErasing)):
                 raise ValueError(f"{n}: {type(t).__name__} inside RandomApply is not supported "
                                  "(only transforms that keep the image size and dtype)")
         ops = [t.spec() for t in inner._flat() if t.spec()]
@@ -339,17 +366,24 @@ class Compose:
 
     def spec(self):
         ops = [t.spec() for t in self._flat() if t.spec()]
+        erasing = []   # trailing RandomErasing: it works on the output values
+        while ops and ops[-1].startswith("random_erasing"):
+            erasing.insert(0, ops.pop())
         norm = [i for i, o in enumerate(ops) if o.startswith("normalize")]
         if norm and norm[-1] != len(ops) - 1:
-            raise ValueError("Compose: Normalize must be the last op that changes pixels")
+            raise ValueError("Compose: Normalize must be the last op that changes pixels "
+                             "(RandomErasing alone may follow it)")
+        if any(o.startswith("random_erasing") for o in ops):
+            raise ValueError("Compose: RandomErasing must come after every other transform "
+                             "(it works on the output values)")
         if norm and self.dtype != "float32":
             raise ValueError("Compose: Normalize needs ToTensor() (float output) before it")
-        if not ops:
+        if not ops and not erasing:
             # ToTensor alone: the identity on [0, 1]
             return "normalize mean=0 std=1" if self.dtype == "float32" else "hflip p=0"
         if self.dtype == "float32" and not norm:
             ops.append("normalize mean=0 std=1")   # ToTensor: x / 255
-        return " | ".join(ops)
+        return " | ".join(ops + erasing)
 
     @property
     def dtype(self):
@@ -370,7 +404,7 @@ def from_torchvision(t):
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
     RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, GaussianBlur,
-    Compose. Anything
+    RandomErasing, Compose. Anything
     else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
@@ -401,6 +435,8 @@ def from_torchvision(t):
         return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
     if name == "CenterCrop":
         return CenterCrop(g("size"))
+    if name == "RandomErasing":
+        return RandomErasing(g("p"), g("scale"), g("ratio"), g("value"), g("inplace", False))
     if name == "GaussianBlur":
         return GaussianBlur(tuple(g("kernel_size")), tuple(g("sigma")))
     if name == "RandomCrop":

@@ -15,8 +15,15 @@ uint8 tensor: torchvision accumulates in binary32 in oneDNN's order and
 seedpipe in double, so a value may differ by one where the blur lies
 within about 1e-5 of a half-integer; required: at most 1 apart, at most
 1e-4 of the values differing, PSNR >= 40 dB (measured: above 90 dB).
+random_erasing runs on the output values: seedpipe's float32 output after
+normalize against torchvision's F.normalize(F.to_tensor(img)) and F.erase
+with the box seedpipe drew (read from explain, checked against the
+get_params formula over the Python Philox reference): exact for a constant
+value; for value=random the values outside the box are exact and those
+inside are standard normal.
 Skipped (visibly) without torch/torchvision or the photos.
 """
+import math
 import glob
 import re
 
@@ -175,3 +182,66 @@ def test_gaussian_blur_sigma_draw(photos):
         m = re.search(r"1 gaussian_blur: kernel 3x3 sigma (\S+)", text)
         u = (draw_block0(1, i)[0] >> 8) * 2.0 ** -24
         assert np.float32(m.group(1)) == np.float32(0.1 + (2 - 0.1) * u), text
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+NORM = f"normalize mean={','.join(map(str, MEAN))} std={','.join(map(str, STD))}"
+
+
+def seedpipe_float(lst, n, spec):
+    out, why = {}, {}
+    with seedpipe.Loader(lst, pipeline=spec, batch_size=4, dtype="float32", layout="nchw",
+                         epochs=1, seed=SEED) as ld:
+        for images, _ in ld:
+            for k, i in enumerate(ld.batch_info.indices):
+                out[int(i)] = np.array(images[k])
+                why[int(i)] = ld.explain(0, int(i))
+    return [out[i] for i in range(n)], [why[i] for i in range(n)]
+
+
+def erasing_box(sample, op, s, r, H, W):
+    """torchvision's get_params with the spec's draws (blocks 1..10)."""
+    key = _keys.stream_key(SEED, 2)
+    u = lambda x: (x >> 8) * 2.0 ** -24
+    lr0, lr1 = math.log(r[0]), math.log(r[1])
+    for t in range(10):
+        c = _keys.philox((1 + t, op, sample, 0), key)
+        area = H * W * (s[0] + (s[1] - s[0]) * u(c[0]))
+        ar = math.exp(lr0 + (lr1 - lr0) * u(c[1]))
+        h, w = round(math.sqrt(area * ar)), round(math.sqrt(area / ar))
+        if h < H and w < W:
+            return (c[3] * (W - w + 1)) >> 32, (c[2] * (H - h + 1)) >> 32, w, h
+    return None
+
+
+ERASINGS = [("value=0", 0.0), ("value=0.5,-1,2.25", (0.5, -1.0, 2.25)),
+            ("scale=0.2,0.6 ratio=0.5,2 value=-0.3", -0.3), ("value=random", None)]
+
+
+@pytest.mark.parametrize("extra,value", ERASINGS, ids=[e[0] for e in ERASINGS])
+def test_random_erasing_matches_torchvision(photos, extra, value):
+    lst, arrays = photos
+    spec = f"center_crop size={H},{W} | {NORM} | random_erasing p=1 {extra}"
+    sm = re.search(r"scale=([\d.]+),([\d.]+)", extra)
+    rm = re.search(r"ratio=([\d.]+),([\d.]+)", extra)
+    s = (float(sm.group(1)), float(sm.group(2))) if sm else (0.02, 0.33)
+    r = (float(rm.group(1)), float(rm.group(2))) if rm else (0.3, 3.3)
+    got, why = seedpipe_float(lst, len(arrays), spec)
+    inside = []
+    for i, (a, g, text) in enumerate(zip(arrays, got, why)):
+        m = re.search(r"2 random_erasing: box x=(\d+) y=(\d+) w=(\d+) h=(\d+)", text)
+        assert m, text
+        x, y, w, h = (int(v) for v in m.groups())
+        assert erasing_box(i, 2, s, r, H, W) == (x, y, w, h)
+        t = F.normalize(F.to_tensor(Image.fromarray(a)), MEAN, STD)
+        v = torch.zeros(3, h, w) if value is None else \
+            torch.tensor(value if isinstance(value, tuple) else (value,))[:, None, None]
+        ref = F.erase(t, y, x, h, w, v).numpy()
+        if value is None:
+            inside.append(g[:, y:y + h, x:x + w].ravel().copy())
+            g[:, y:y + h, x:x + w] = 0
+        assert np.array_equal(g, ref), (i, int(np.count_nonzero(g != ref)))
+    if value is None:
+        z = np.concatenate(inside)
+        assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02, (z.mean(), z.std())
+    print(f"\n{spec}: {len(arrays)} photos, exact against F.erase (box from the draws)")

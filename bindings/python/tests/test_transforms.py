@@ -49,6 +49,14 @@ def digests(shapes, pipeline, **kw):
     (T.Compose([T.RandomCrop((20, 70), padding=(1, 2), pad_if_needed=True, fill=(9, 8, 7),
                              padding_mode="edge")]),
      "random_crop size=20,70 padding=1,2 pad_mode=edge fill=9,8,7 pad_if_needed=1", "uint8"),
+    (T.Compose([T.RandomCrop(28), T.ToTensor(), T.Normalize((0.5,), (0.25,)),
+                T.RandomErasing(), T.RandomErasing(p=1, value="random")]),
+     "random_crop size=28,28 pad_mode=constant fill=0 pad_if_needed=0 | normalize mean=0.5 "
+     "std=0.25 | random_erasing p=0.5 scale=0.02,0.33 ratio=0.3,3.3 value=0 | random_erasing "
+     "p=1 scale=0.02,0.33 ratio=0.3,3.3 value=random", "float32"),
+    (T.Compose([T.CenterCrop(28), T.ToTensor(), T.RandomErasing(value=(0.1, 0.2, 0.3))]),
+     "center_crop size=28,28 | normalize mean=0 std=1 | random_erasing p=0.5 scale=0.02,0.33 "
+     "ratio=0.3,3.3 value=0.1,0.2,0.3", "float32"),
     (T.Compose([T.CenterCrop(28), T.RandomApply([T.GaussianBlur(5)], p=0.5),
                 T.GaussianBlur((3, 7), sigma=0.8)]),
      "center_crop size=28,28 | random_apply ops=1 p=0.5 | gaussian_blur kernel=5 sigma=0.1,2.0 | "
@@ -85,6 +93,10 @@ def test_totensor_is_x_over_255(shapes):
     (lambda: T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply"),
     (lambda: T.RandomCrop(32, padding_mode="symmetric"), "padding_mode"),
     (lambda: T.GaussianBlur(4), "odd"),
+    (lambda: T.RandomErasing(value="noise"), "value"),
+    (lambda: T.RandomErasing(scale=(0.5, 2)), "scale"),
+    (lambda: T.Compose([T.ToTensor(), T.RandomErasing(), T.Normalize(0, 1)]).spec(),
+     "RandomErasing"),
     (lambda: T.GaussianBlur(3, sigma=(2, 1)), "sigma"),
     (lambda: T.GaussianBlur(3, sigma=0), "sigma"),
     (lambda: T.RandomCrop(32, padding=(1, 2, 3)), "padding"),
