@@ -140,8 +140,38 @@ static int parse_erasing(const sp_pipeline *p, sp_op *op, int idx, const char *n
     return SP_OK;
 }
 
+/* rotate degrees=D|lo,hi interpolation=nearest|bilinear fill=V|R,G,B
+ * (torchvision's RandomRotation with expand=False and the default centre). */
+static int parse_rotate(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                        const char *const *vals, sp_error *err) {
+    double s[3];
+    int n;
+    if (!sp__parse_list(vals[0], s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 1e6)) ||
+        (n == 2 && !(s[0] >= -1e6 && s[0] <= s[1] && s[1] <= 1e6)))
+        return bad(err, idx, name, "degrees", vals[0], "D in [0, 1e6] (angle in [-D, D]) or "
+                   "lo,hi with -1e6 <= lo <= hi <= 1e6");
+    op->degrees[0] = n == 1 ? sp__canon_num(-s[0]) : s[0];
+    op->degrees[1] = n == 1 ? s[0] : s[1];
+    if (op->degrees[0] == 0) op->degrees[0] = 0.0;   /* no "-0" */
+    if (vals[1] && strcmp(vals[1], "nearest") && strcmp(vals[1], "bilinear"))
+        return bad(err, idx, name, "interpolation", vals[1], "nearest or bilinear");
+    op->bilinear = vals[1] && strcmp(vals[1], "bilinear") == 0;
+    op->nvalue = 1;
+    if (vals[2]) {
+        int ok = sp__parse_list(vals[2], s, 3, &n) && n != 2 && (n == 1 || p->channels == 3);
+        for (int i = 0; ok && i < n; i++) ok = s[i] >= 0 && s[i] <= 255;
+        if (!ok)
+            return bad(err, idx, name, "fill", vals[2], p->channels == 3 ? "V or R,G,B in "
+                       "[0, 255]" : "V in [0, 255] (gray pipeline)");
+        op->nvalue = n;
+        for (int i = 0; i < 3; i++) op->value[i] = s[i < n ? i : 0];
+    }
+    return SP_OK;
+}
+
 int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
                    const char *const *vals, sp_error *err) {
+    if (op->kind == SP_OP_ROTATE) return parse_rotate(p, op, idx, name, vals, err);
     if (op->kind == SP_OP_RANDOM_ERASING) return parse_erasing(p, op, idx, name, vals, err);
     if (op->kind == SP_OP_RANDOM_CROP) return parse_random_crop(p, op, idx, name, vals, err);
     if (op->kind == SP_OP_GAUSSIAN_BLUR) return parse_blur(op, idx, name, vals, err);
@@ -150,6 +180,11 @@ int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
 }
 
 void sp__geom_canon(sp__sbuf *b, const sp_op *op) {
+    if (op->kind == SP_OP_ROTATE) {
+        sp__sbuf_printf(b, "rotate degrees=%.9g,%.9g interpolation=%s fill=", op->degrees[0],
+                        op->degrees[1], op->bilinear ? "bilinear" : "nearest");
+        for (int i = 0; i < op->nvalue; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->value[i]);
+    }
     if (op->kind == SP_OP_RANDOM_ERASING) {
         sp__sbuf_printf(b, "random_erasing p=%.9g scale=%.9g,%.9g ratio=%.9g,%.9g value=", op->p,
                         op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
@@ -210,6 +245,11 @@ int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx
     return SP_OK;
 }
 
+float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
+    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
+    return (float)(op->degrees[0] + (op->degrees[1] - op->degrees[0]) * sp_u01d(d.c[0]));
+}
+
 float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
     sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
     return (float)(op->sigma[0] + (op->sigma[1] - op->sigma[0]) * sp_u01d(d.c[0]));
@@ -237,6 +277,10 @@ static void explain_erasing(sp__fbuf *e, const sp_op *op, int k, const sp_sample
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int *W,
                       int *H) {
     if (op->kind == SP_OP_RANDOM_ERASING) explain_erasing(e, op, k, ctx, *W, *H);
+    if (op->kind == SP_OP_ROTATE)
+        sp__fbuf_printf(e, "%d rotate: angle %.9g (%s)\n", k,
+                        (double)sp__rotate_angle(op, (uint32_t)k, ctx),
+                        op->bilinear ? "bilinear" : "nearest");
     if (op->kind == SP_OP_GAUSSIAN_BLUR)
         sp__fbuf_printf(e, "%d gaussian_blur: kernel %dx%d sigma %.9g\n", k, op->ksize[0],
                         op->ksize[1], (double)sp__blur_sigma(op, (uint32_t)k, ctx));

@@ -32,7 +32,8 @@ typedef enum {
     SP_OP_RANDOM_APPLY,
     SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
     SP_OP_GAUSSIAN_BLUR,         /* pipeline_geom.c */
-    SP_OP_RANDOM_ERASING         /* pipeline_geom.c; runs on the output (pipeline_write.c) */
+    SP_OP_RANDOM_ERASING,        /* pipeline_geom.c; runs on the output (pipeline_write.c) */
+    SP_OP_ROTATE                 /* pipeline_geom.c */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -61,8 +62,10 @@ typedef struct sp_op {
     int ksize[2];              /* gaussian_blur kernel: x (width), y */
     double sigma[2];           /* gaussian_blur sigma range */
     int erase_random;          /* random_erasing value=random (else value[]) */
-    int nvalue;                /* random_erasing: 1 or 3 values */
-    double value[3];           /* random_erasing (per channel) */
+    int nvalue;                /* random_erasing / rotate: 1 or 3 values */
+    double value[3];           /* random_erasing value, rotate fill (per channel) */
+    double degrees[2];         /* rotate: the angle range */
+    int bilinear;              /* rotate: interpolation=bilinear (else nearest) */
 } sp_op;
 
 struct sp_pipeline {
@@ -127,6 +130,9 @@ void sp__crop_plan_free(sp__crop_plan *pl);
 /* gaussian_blur's sigma for the sample: block 0, (float)(lo + (hi - lo) *
  * u01(c[0])). */
 float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
+
+/* rotate's angle for the sample: block 0, (float)(lo + (hi - lo) * u01(c[0])). */
+float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
 
 /* One line of sp_pipeline_explain() for op k of pipeline_geom.c; updates
  * the tracked size *W x *H. */

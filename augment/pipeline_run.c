@@ -21,8 +21,8 @@
  * A horizontal flip is not done in place: it is recorded and the output
  * is written mirrored (all other non-geometric ops are per pixel, a sum or
  * histogram over all pixels, or sharpness's left-right symmetric 3x3
- * filter, so they commute with it); a geometric op or a gaussian_blur
- * that follows applies it first. The decoded region keeps libjpeg's row layout
+ * filter, so they commute with it); a geometric op, a gaussian_blur or
+ * a rotate that follows applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
  * In the code: run_into() (behind sp_pipeline_run, _checked and _shaped)
@@ -338,6 +338,24 @@ static int run_blur(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state
     return rc;
 }
 
+/* rotate (ops_rotate.c) with the sample's angle (block 0, c[0]); a pending
+ * horizontal flip is applied first (torchvision's order). */
+static int run_rotate(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
+    if (st->hflip) {
+        int rc = st_make_writable(st);
+        if (rc) return rc;
+        sp_image_hflip(&st->cur);
+        st->hflip = 0;
+    }
+    sp_image out;
+    int rc = sp_image_alloc(&out, st->cur.width, st->cur.height, st->cur.channels);
+    if (rc) return rc;
+    const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
+    sp_image_rotate(&st->cur, sp__rotate_angle(op, k, ctx), op->bilinear, fill, &out);
+    st_take(st, &out);
+    return SP_OK;
+}
+
 /* The pixel-value ops (invert .. sharpness) on a writable image. */
 static int run_pixel(const sp_op *op, sp_image *img) {
     switch (op->kind) {
@@ -452,6 +470,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
         case SP_OP_GAUSSIAN_BLUR:
             if ((rc = run_blur(op, (uint32_t)k, ctx, st, path, err)) == SP_EINVAL) return rc;
             break;
+        case SP_OP_ROTATE: rc = run_rotate(op, (uint32_t)k, ctx, st); break;
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
             break;
@@ -657,7 +676,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
         case SP_OP_RANDOM_CROP:
         case SP_OP_GAUSSIAN_BLUR:
-        case SP_OP_RANDOM_ERASING: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
+        case SP_OP_RANDOM_ERASING:
+        case SP_OP_ROTATE: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

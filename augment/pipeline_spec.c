@@ -119,6 +119,7 @@ static const op_desc OPS[] = {
      "size"},
     {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
     {"random_erasing", SP_OP_RANDOM_ERASING, {"p", "scale", "ratio", "value", NULL}, NULL},
+    {"rotate", SP_OP_ROTATE, {"degrees", "interpolation", "fill", NULL}, "degrees"},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -289,6 +290,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_RANDOM_CROP:
     case SP_OP_GAUSSIAN_BLUR:
     case SP_OP_RANDOM_ERASING:
+    case SP_OP_ROTATE:
         return sp__geom_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
@@ -451,7 +453,8 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
     case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
     case SP_OP_RANDOM_CROP:
     case SP_OP_GAUSSIAN_BLUR:
-    case SP_OP_RANDOM_ERASING: sp__geom_canon(b, op); break;
+    case SP_OP_RANDOM_ERASING:
+    case SP_OP_ROTATE: sp__geom_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);

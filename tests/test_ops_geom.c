@@ -12,7 +12,10 @@
  * the pending flip applied first, refusals, explain), test_erasing_sample
  * (the tries' formula, the rejections), test_erasing_normals (moments),
  * test_erasing_pipeline (after normalize, every dtype and layout, the
- * order rules, explain).
+ * order rules, explain), test_rotate (theta against libm, quarter turns
+ * as pure index maps, the fill outside, bilinear at 0 degrees is the
+ * identity), test_rotate_pipeline (spec, angle draw, the pending flip
+ * applied first, explain).
  * bindings/python/tests/test_geom_ops_parity.py compares with torchvision
  * itself on real photos.
  */
@@ -523,6 +526,75 @@ static void test_erasing_pipeline(void) {
     sp_image_free(&src);
 }
 
+static void test_rotate(void) {
+    static const float angles[] = {0.0f, 10.0f, -33.3f, 45.0f, 90.0f, 179.9f, -271.5f, 1000.25f};
+    for (int i = 0; i < 8; i++) {
+        float th[6];
+        sp_rotation_theta(angles[i], th);
+        double r = -(double)angles[i] * (3.14159265358979323846 / 180.0);
+        CHECK_MSG(fabs(th[0] - cos(r)) < 1e-7 && fabs(th[1] - sin(r)) < 1e-7 && th[3] == -th[1] &&
+                  th[4] == th[0] && th[2] == 0 && th[5] == 0, "angle %g", angles[i]);
+    }
+    /* quarter turns of a square image are index maps (counter-clockwise) */
+    const float fill[3] = {1, 2, 3};
+    for (int C = 1; C <= 3; C += 2)
+        for (int bil = 0; bil < 2; bil++) {
+            sp_image src = make_image(6, 6, C), out;
+            CHECK(sp_image_alloc(&out, 6, 6, C) == 0);
+            CHECK(sp_image_rotate(&src, 90.0f, bil, fill, &out) == 0);
+            for (int y = 0; y < 6; y++)
+                for (int x = 0; x < 6; x++)
+                    for (int c = 0; c < C; c++)
+                        CHECK(px(&out, x, y, c) == px(&src, 5 - y, x, c));
+            CHECK(sp_image_rotate(&src, 0.0f, bil, fill, &out) == 0);
+            CHECK(same_pixels(&out, &src));
+            CHECK(sp_image_rotate(&src, 45.0f, bil, fill, &out) == 0);
+            for (int c = 0; c < C; c++) CHECK(px(&out, 0, 0, c) == fill[c]);   /* a corner */
+            sp_image_free(&src);
+            sp_image_free(&out);
+        }
+}
+
+static void test_rotate_pipeline(void) {
+    expect_canonical("rotate degrees=30", "rotate degrees=-30,30 interpolation=nearest fill=0");
+    expect_canonical("rotate degrees=0 interpolation=bilinear fill=1,2,3",
+                     "rotate degrees=0,0 interpolation=bilinear fill=1,2,3");
+    expect_canonical("random_apply ops=1 | rotate degrees=10,20 fill=7.5",
+                     "random_apply ops=1 p=0.5 | rotate degrees=10,20 interpolation=nearest fill=7.5");
+    expect_error("rotate", "missing required key \"degrees\"");
+    expect_error("rotate degrees=-5", "for degrees");
+    expect_error("rotate degrees=5,1", "for degrees");
+    expect_error("rotate degrees=5 interpolation=bicubic", "for interpolation");
+    expect_error("rotate degrees=5 fill=256", "for fill");
+    expect_error("decode mode=gray | rotate degrees=5 fill=1,2,3", "gray pipeline");
+    sp_pipeline *p = parse_ok("hflip p=1 | rotate degrees=-40,40 interpolation=bilinear fill=9");
+    sp_image src = make_image(11, 7, 3);
+    sp_error err;
+    sp_error_clear(&err);
+    const float fill[3] = {9, 9, 9};
+    for (uint32_t i = 0; i < 8; i++) {
+        sp_sample_ctx ctx = {sp_rng_key(12, SP_RNG_AUGMENT), 0, i};
+        sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, i, 0);
+        float a = (float)(-40.0 + 80.0 * sp_u01d(d.c[0]));
+        sp_image flipped, ref, got;
+        CHECK(sp_image_copy(&src, &flipped) == 0);
+        sp_image_hflip(&flipped);   /* torchvision's order: the flip, then the rotation */
+        CHECK(sp_image_alloc(&ref, 11, 7, 3) == 0);
+        CHECK(sp_image_rotate(&flipped, a, 1, fill, &ref) == 0);
+        CHECK_OK(run_raw(p, &ctx, &src, 11, 7, &got, &err), &err);
+        CHECK_MSG(same_pixels(&got, &ref), "sample %u", i);
+        char buf[256], want[96];
+        sp_pipeline_explain(p, &ctx, 11, 7, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+        snprintf(want, sizeof want, "1 rotate: angle %.9g (bilinear)\n", (double)a);
+        CHECK_MSG(strstr(buf, want), "%s", buf);
+        sp_image_free(&flipped);
+        sp_image_free(&ref);
+        sp_image_free(&got);
+    }
+    sp_pipeline_destroy(p);
+    sp_image_free(&src);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_crop_reference),
     SP_CASE(test_crop_sample),
@@ -534,6 +606,8 @@ static const sp_case cases[] = {
     SP_CASE(test_erasing_sample),
     SP_CASE(test_erasing_normals),
     SP_CASE(test_erasing_pipeline),
+    SP_CASE(test_rotate),
+    SP_CASE(test_rotate_pipeline),
 };
 
 int main(int argc, char **argv) {

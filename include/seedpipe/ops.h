@@ -245,6 +245,24 @@ SP_API void sp_gaussian_kernel1d(int k, float sigma, float *out);
  *  than its side, sigma <= 0) with the image unchanged, or SP_ENOMEM. */
 SP_API int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y);
 
+/* ---- rotation (ops_rotate.c) ------------------------------------------------
+ *
+ * torchvision's F.rotate on a uint8 tensor with expand=False and the centre
+ * of the image (RandomRotation's defaults), nearest or bilinear, with a
+ * per-channel fill; the steps are in ops_rotate.c and docs/pipeline.md. */
+
+/*! sp_rotation_theta() : torchvision's inverse matrix for rotate(angle)
+ *  (degrees, counter-clockwise), [[cos r, sin r, 0], [-sin r, cos r, 0]],
+ *  r = -angle in radians, in binary32 (deterministic sine and cosine). */
+SP_API void sp_rotation_theta(float angle, float theta[6]);
+
+/*! sp_image_rotate() : out (allocated by the caller, src's size and
+ *  channels) = src rotated by angle degrees about its centre; bilinear 0:
+ *  nearest. fill[c] where the source is outside (torchvision's mask).
+ *  @return 0, or SP_EINVAL when out's geometry is not src's. */
+SP_API int sp_image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
+                           sp_image *out);
+
 /* ---- random parameters ---------------------------------------------------- */
 
 typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;

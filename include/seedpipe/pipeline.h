@@ -15,6 +15,7 @@
  * Resize(int)), center_crop, random_crop (torchvision's RandomCrop:
  * padding constant / edge / reflect, fill, pad_if_needed), hflip, vflip,
  * color_jitter (hue included), gaussian_blur (torchvision's GaussianBlur),
+ * rotate (RandomRotation, nearest or bilinear, about the centre),
  * grayscale (random, keeps the channel count), the pixel-value ops invert,
  * posterize, solarize, autocontrast, equalize and sharpness (each with
  * p=; values as torchvision's functional API on uint8 tensors),

@@ -906,8 +906,9 @@ def _draws_random(spec):
             except ValueError:
                 pass
             return True
-        if name == "gaussian_blur":   # a fixed sigma draws nothing that matters
-            lo, _, hi = keys.get("sigma", "0.1,2").partition(",")
+        if name in ("gaussian_blur", "rotate"):   # a fixed sigma / angle draws nothing
+            lo, _, hi = keys.get("sigma" if name == "gaussian_blur" else "degrees",
+                                 "0.1,2").partition(",")
             if hi and lo == hi:
                 continue
             return True

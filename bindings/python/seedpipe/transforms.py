@@ -26,7 +26,7 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
            "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "RandomApply", "RandomCrop", "GaussianBlur", "RandomErasing"]
+           "RandomApply", "RandomCrop", "GaussianBlur", "RandomErasing", "RandomRotation"]
 
 
 def _num(x):
@@ -184,6 +184,40 @@ class RandomErasing(_Op):
                              "numbers, or 'random'")
         self.op = (f"random_erasing p={_p(n, p)} scale={_num(s0)},{_num(s1)} "
                    f"ratio={_num(r0)},{_num(r1)} value={v}")
+
+
+class RandomRotation(_Op):
+    """torchvision's RandomRotation(degrees, interpolation, expand=False,
+    center=None, fill): nearest or bilinear, computed as torchvision's
+    tensor path (docs/pipeline.md); expand and center are not supported."""
+    def __init__(self, degrees, interpolation=None, expand=False, center=None, fill=0):
+        n = "RandomRotation"
+        if expand:
+            raise ValueError(f"{n}: expand=True is not supported (the output keeps the size)")
+        if center is not None:
+            raise ValueError(f"{n}: center={center!r} is not supported (the image's centre)")
+        v = getattr(interpolation, "value", interpolation)
+        mode = {None: "nearest", "nearest": "nearest", 0: "nearest", "bilinear": "bilinear",
+                2: "bilinear"}.get(v)
+        if mode is None:
+            raise ValueError(f"{n}: interpolation={interpolation!r} is not supported (nearest or "
+                             "bilinear)")
+        if isinstance(degrees, numbers.Number) and not isinstance(degrees, bool):
+            if degrees < 0:
+                raise ValueError(f"{n}: degrees={degrees!r} must be non-negative")
+            lo, hi = -float(degrees), float(degrees)
+        else:
+            try:
+                lo, hi = (float(x) for x in degrees)
+            except (TypeError, ValueError):
+                raise ValueError(f"{n}: degrees must be a number or a pair (min, max)")
+        if not -1e6 <= lo <= hi <= 1e6:
+            raise ValueError(f"{n}: degrees={degrees!r} must satisfy min <= max")
+        f = [fill] if isinstance(fill, numbers.Number) else list(fill)
+        if len(f) not in (1, 3) or any(not 0 <= float(x) <= 255 for x in f):
+            raise ValueError(f"{n}: fill={fill!r} must be 1 or 3 numbers in [0, 255]")
+        self.op = (f"rotate degrees={_num(lo)},{_num(hi)} interpolation={mode} "
+                   f"fill={','.join(_num(x) for x in f)}")
 
 
 class RandomHorizontalFlip(_Op):
@@ -404,8 +438,8 @@ def from_torchvision(t):
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
     RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, GaussianBlur,
-    RandomErasing, Compose. Anything
-    else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
+    RandomErasing, RandomRotation, Compose. Anything
+    else (Lambda, RandomPerspective, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
     g = lambda a, d=None: getattr(t, a, d)
@@ -435,6 +469,9 @@ def from_torchvision(t):
         return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
     if name == "CenterCrop":
         return CenterCrop(g("size"))
+    if name == "RandomRotation":
+        return RandomRotation(g("degrees"), g("interpolation"), g("expand", False), g("center"),
+                              g("fill", 0))
     if name == "RandomErasing":
         return RandomErasing(g("p"), g("scale"), g("ratio"), g("value"), g("inplace", False))
     if name == "GaussianBlur":

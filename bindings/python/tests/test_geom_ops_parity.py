@@ -21,6 +21,10 @@ with the box seedpipe drew (read from explain, checked against the
 get_params formula over the Python Philox reference): exact for a constant
 value; for value=random the values outside the box are exact and those
 inside are standard normal.
+rotate (forced angle, `degrees=a,a`) against F.rotate on the uint8 tensor
+with RandomRotation's list fill: nearest exact; bilinear at most 1 apart,
+at most 1e-4 of the values differing, PSNR >= 40 dB (torch's grid comes
+from a BLAS matrix product).
 Skipped (visibly) without torch/torchvision or the photos.
 """
 import math
@@ -245,3 +249,42 @@ def test_random_erasing_matches_torchvision(photos, extra, value):
         z = np.concatenate(inside)
         assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02, (z.mean(), z.std())
     print(f"\n{spec}: {len(arrays)} photos, exact against F.erase (box from the draws)")
+
+
+ROTATIONS = [(a, m, f) for a in (10.0, -33.3, 45.0, 90.0, 271.5, 0.7)
+             for m in ("nearest", "bilinear") for f in ((0, 0, 0), (10, 200, 77))]
+
+
+@pytest.mark.parametrize("angle,mode,fill", ROTATIONS,
+                         ids=[f"{a}-{m}-{f[1]}" for a, m, f in ROTATIONS])
+def test_rotate_matches_torchvision(photos, angle, mode, fill):
+    from torchvision.transforms import InterpolationMode
+    lst, arrays = photos
+    spec = (f"center_crop size={H},{W} | rotate degrees={angle},{angle} interpolation={mode} "
+            f"fill={fill[0]},{fill[1]},{fill[2]}")
+    got, why = seedpipe_run(lst, len(arrays), spec)
+    a32 = float(np.float32(angle))
+    differing, worst, total = 0, 99.0, 0
+    for a, g, text in zip(arrays, got, why):
+        assert f"1 rotate: angle {np.float32(angle):.9g}"[:18] in text, text
+        t = torch.from_numpy(a.copy()).permute(2, 0, 1)
+        ref = F.rotate(t, a32, InterpolationMode(mode), fill=[float(v) for v in fill])
+        diff = np.abs(g.astype(np.int16) - ref.permute(1, 2, 0).numpy().astype(np.int16))
+        differing += int(np.count_nonzero(diff))
+        total += diff.size
+        assert diff.max() <= (0 if mode == "nearest" else 1)
+        if diff.any():
+            worst = min(worst, psnr(g, ref.permute(1, 2, 0).numpy()))
+    print(f"\n{spec}: {len(arrays)} photos, values differing from the tensor path {differing} "
+          f"of {total}, min PSNR {worst:.2f} dB")
+    assert differing <= total * 1e-4 and worst >= 40
+
+
+def test_rotate_angle_draw(photos):
+    """The angle of each sample is (float)(lo + (hi - lo) * u01(block 0 c[0]))."""
+    lst, arrays = photos
+    _, why = seedpipe_run(lst, len(arrays), f"center_crop size={H},{W} | rotate degrees=30")
+    for i, text in enumerate(why):
+        m = re.search(r"1 rotate: angle (\S+) \(nearest\)", text)
+        u = (draw_block0(1, i)[0] >> 8) * 2.0 ** -24
+        assert np.float32(m.group(1)) == np.float32(-30 + 60 * u), text

@@ -94,7 +94,9 @@ GEOM_OPS = ("random_crop size=32 padding=4 pad_mode=reflect | hflip p=0.5 | "
             "random_apply ops=1 p=0.5 | gaussian_blur kernel=5,3 sigma=0.1,2 | hflip p=0.5 | "
             "gaussian_blur kernel=3 sigma=0.5,1.5 | random_erasing p=0.7 value=9,8,7")
 # ... and random_erasing on normalized float32 output, value=random included
-GEOM_OPS_FLOAT = ("random_crop size=28 padding=2 | hflip p=0.5 | normalize mean=0.5 std=0.25 | "
+GEOM_OPS_FLOAT = ("random_crop size=28 padding=2 | hflip p=0.5 | rotate degrees=30 | "
+                  "rotate degrees=-100,100 interpolation=bilinear fill=9 | "
+                  "normalize mean=0.5 std=0.25 | "
                   "random_erasing p=0.5 value=random | random_erasing p=0.5 scale=0.1,0.4 "
                   "value=-1,0,1")
 

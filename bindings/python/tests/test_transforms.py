@@ -57,6 +57,11 @@ def digests(shapes, pipeline, **kw):
     (T.Compose([T.CenterCrop(28), T.ToTensor(), T.RandomErasing(value=(0.1, 0.2, 0.3))]),
      "center_crop size=28,28 | normalize mean=0 std=1 | random_erasing p=0.5 scale=0.02,0.33 "
      "ratio=0.3,3.3 value=0.1,0.2,0.3", "float32"),
+    (T.Compose([T.CenterCrop(28), T.RandomRotation(15), T.RandomApply(
+        [T.RandomRotation((80, 100), interpolation="bilinear", fill=(1, 2, 3))], p=0.5)]),
+     "center_crop size=28,28 | rotate degrees=-15,15 interpolation=nearest fill=0 | "
+     "random_apply ops=1 p=0.5 | rotate degrees=80,100 interpolation=bilinear fill=1,2,3",
+     "uint8"),
     (T.Compose([T.CenterCrop(28), T.RandomApply([T.GaussianBlur(5)], p=0.5),
                 T.GaussianBlur((3, 7), sigma=0.8)]),
      "center_crop size=28,28 | random_apply ops=1 p=0.5 | gaussian_blur kernel=5 sigma=0.1,2.0 | "
@@ -93,6 +98,9 @@ def test_totensor_is_x_over_255(shapes):
     (lambda: T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply"),
     (lambda: T.RandomCrop(32, padding_mode="symmetric"), "padding_mode"),
     (lambda: T.GaussianBlur(4), "odd"),
+    (lambda: T.RandomRotation(10, expand=True), "expand"),
+    (lambda: T.RandomRotation(10, center=(1, 2)), "center"),
+    (lambda: T.RandomRotation(10, interpolation="bicubic"), "interpolation"),
     (lambda: T.RandomErasing(value="noise"), "value"),
     (lambda: T.RandomErasing(scale=(0.5, 2)), "scale"),
     (lambda: T.Compose([T.ToTensor(), T.RandomErasing(), T.Normalize(0, 1)]).spec(),
