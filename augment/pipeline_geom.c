@@ -1,9 +1,11 @@
 /* pipeline_geom.c - the pipeline side of the ops added for issue 39's
- * geometric item: their values in the spec, their canonical form, the
- * plan of a sample's random_crop (its draws, the source box it reads, the
- * index maps), and their line of `seedpipe explain`. The pixel work is in
- * ops_geom.c; pipeline_spec.c and pipeline_run.c call in here, nothing here
- * calls them. docs/pipeline.md documents the ops.
+ * geometric item (random_crop, gaussian_blur, random_erasing, rotate):
+ * their values in the spec, their canonical form, their draws (the plan of
+ * a sample's random_crop: offset, source box, index maps; blur's sigma;
+ * rotate's angle), and their line of `seedpipe explain`. The pixel work is
+ * in ops_geom.c, ops_blur.c, ops_erase.c and ops_rotate.c; pipeline_spec.c,
+ * pipeline_run.c and pipeline_write.c call in here, nothing here calls
+ * them. docs/pipeline.md documents the ops.
  */
 #include "augment/pipeline_internal.h"
 

@@ -105,7 +105,8 @@ double sp__canon_num(double v);
 int sp__parse_num(const char *s, double *out);
 int sp__parse_list(const char *s, double *vals, int max, int *n);
 
-/* ---- the ops of pipeline_geom.c (random_crop, gaussian_blur) ---- */
+/* ---- the ops of pipeline_geom.c (random_crop, gaussian_blur,
+ * random_erasing, rotate) ---- */
 
 /* Parse op->kind's values (vals[i] is the value of the op's key i, or
  * NULL), with p->channels known; SP_ESPEC naming op idx `name`. */
