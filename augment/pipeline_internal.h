@@ -11,6 +11,7 @@
 
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "common/sbuf_internal.h"
 
 typedef enum {
     SP_OP_DECODE = 0,
@@ -28,11 +29,16 @@ typedef enum {
     SP_OP_AUTOCONTRAST,
     SP_OP_EQUALIZE,
     SP_OP_SHARPNESS,
-    SP_OP_RANDOM_APPLY
+    SP_OP_RANDOM_APPLY,
+    SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
+    SP_OP_GAUSSIAN_BLUR,         /* pipeline_geom.c */
+    SP_OP_RANDOM_ERASING,        /* pipeline_geom.c; runs on the output (pipeline_write.c) */
+    SP_OP_ROTATE                 /* pipeline_geom.c */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
 #define SP_SPEC_MAX_OPS 64
+#define SP_BLUR_MAX_KERNEL 1023  /* largest gaussian_blur kernel size */
 
 typedef struct sp_op {
     sp_op_kind kind;
@@ -48,6 +54,18 @@ typedef struct sp_op {
     int nmean;                 /* normalize: channel count of mean/std */
     double mean[3], std[3];
     int channels, dct;         /* decode */
+    int pad[4];                /* random_crop padding: left, top, right, bottom */
+    int pad_mode;              /* random_crop: sp_pad_mode */
+    int pad_if_needed;         /* random_crop */
+    int nfill;                 /* random_crop: 1 or 3 fill values */
+    uint8_t fill[3];           /* random_crop (per channel; nfill == 1: all equal) */
+    int ksize[2];              /* gaussian_blur kernel: x (width), y */
+    double sigma[2];           /* gaussian_blur sigma range */
+    int erase_random;          /* random_erasing value=random (else value[]) */
+    int nvalue;                /* random_erasing / rotate: 1 or 3 values */
+    double value[3];           /* random_erasing value, rotate fill (per channel) */
+    double degrees[2];         /* rotate: the angle range */
+    int bilinear;              /* rotate: interpolation=bilinear (else nearest) */
 } sp_op;
 
 struct sp_pipeline {
@@ -56,7 +74,8 @@ struct sp_pipeline {
     int channels;              /* 1 or 3 (decode mode) */
     int dct;                   /* JPEG DCT-domain downscaling allowed */
     int has_decode;            /* a decode op was written (it is op 0) */
-    int has_normalize;         /* the last op is normalize */
+    int has_normalize;         /* a normalize op (last but trailing random_erasing ops) */
+    int has_erasing;           /* a random_erasing op (only such ops follow it) */
     float unit_table[256];     /* v / 255 */
     float norm_table[3][256];  /* ((v / 255) - mean) / std, in float */
     /* The float tables rounded to nearest even: [0] bfloat16, [1] float16;
@@ -67,7 +86,7 @@ struct sp_pipeline {
 
 /* Is this op geometric (changes the size / reads a region)? */
 static inline int sp__op_is_geometric(sp_op_kind k) {
-    return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP;
+    return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP || k == SP_OP_RANDOM_CROP;
 }
 
 /* Is this one of the pixel-value ops (invert .. sharpness: p= and a
@@ -78,5 +97,63 @@ static inline int sp__op_is_pixel(sp_op_kind k) {
 
 /* Output size of a resize op for a W x H input (torchvision Resize). */
 void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh);
+
+/* Numbers (spec_num.c): v through "%.9g" and back; a strict decimal
+ * number (finite), normalised; 1..max comma-separated numbers. The parsers
+ * return 1 on success, 0 on a malformed value. */
+double sp__canon_num(double v);
+int sp__parse_num(const char *s, double *out);
+int sp__parse_list(const char *s, double *vals, int max, int *n);
+
+/* ---- the ops of pipeline_geom.c (random_crop, gaussian_blur,
+ * random_erasing, rotate) ---- */
+
+/* Parse op->kind's values (vals[i] is the value of the op's key i, or
+ * NULL), with p->channels known; SP_ESPEC naming op idx `name`. */
+int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                   const char *const *vals, sp_error *err);
+/* Append op's canonical form. */
+void sp__geom_canon(sp__sbuf *b, const sp_op *op);
+
+/* random_crop on a W x H image: the geometry, the source box its pixels
+ * come from (bw or bh 0: none, all fill) and the maps into that box
+ * (xmap: op->w entries, ymap: op->h, -1 = fill; one allocation at xmap,
+ * freed by sp__crop_plan_free). */
+typedef struct sp__crop_plan {
+    sp_random_crop_geom g;
+    int bx, by, bw, bh;
+    int32_t *xmap, *ymap;
+} sp__crop_plan;
+int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
+                         sp__crop_plan *pl, const char *path, sp_error *err);
+void sp__crop_plan_free(sp__crop_plan *pl);
+
+/* gaussian_blur's sigma for the sample: block 0, (float)(lo + (hi - lo) *
+ * u01(c[0])). */
+float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
+
+/* rotate's angle for the sample: block 0, (float)(lo + (hi - lo) * u01(c[0])). */
+float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
+
+/* One line of sp_pipeline_explain() for op k of pipeline_geom.c; updates
+ * the tracked size *W x *H. */
+void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
+                      int *W, int *H);
+
+/* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
+ * (pipeline_write.c). */
+uint16_t sp__to_bf16(float f);
+uint16_t sp__to_f16(float f);
+
+/* The random_erasing ops of p (the last ones) on one sample's written
+ * output: W x H x C elements of o's dtype and layout at out
+ * (pipeline_write.c). SP_ENOMEM (value=random) or 0. */
+int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H, int C,
+                     const sp_run_opts *o, void *out);
+
+/* Write the final image im of one sample to out in o's dtype and layout,
+ * mirrored when flip (pipeline_write.c). */
+void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
+                      void *out);
 
 #endif

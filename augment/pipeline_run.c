@@ -21,17 +21,16 @@
  * A horizontal flip is not done in place: it is recorded and the output
  * is written mirrored (all other non-geometric ops are per pixel, a sum or
  * histogram over all pixels, or sharpness's left-right symmetric 3x3
- * filter, so they commute with it); a geometric op that follows
- * applies it first. The decoded region keeps libjpeg's row layout
+ * filter, so they commute with it); a geometric op, a gaussian_blur or
+ * a rotate that follows applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
  * In the code: run_into() (behind sp_pipeline_run, _checked and _shaped)
  * makes the first state from the
  * encoded bytes (start_encoded(), fused with the first op when it is
  * geometric) or the raw pixels (start_raw()), runs the other ops
- * (run_ops()), and writes the output (write_output(): write_u8(),
- * write_half() or write_f32() by dtype). sp_pipeline_explain() replays the
- * same draws as text.
+ * (run_ops()), and writes the output (sp__write_output(), in
+ * pipeline_write.c). sp_pipeline_explain() replays the same draws as text.
  */
 #include "augment/pipeline_internal.h"
 #include "augment/decode_internal.h"
@@ -43,9 +42,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 typedef struct state {
     sp_image hold;   /* owned pixels, or zeroed */
@@ -228,12 +224,36 @@ static int run_center_crop(const sp_op *op, const source *s, state *st, const ch
     return SP_OK;
 }
 
+/* random_crop: the pixels the crop shows are read (for encoded input,
+ * only that box is decoded, at 1/1), then copied through the index maps
+ * (pipeline_geom.c, ops_geom.c); padding is never built. */
+static int run_random_crop(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const source *s,
+                           state *st, const char *path, sp_error *err) {
+    sp__crop_plan pl;
+    int rc = sp__random_crop_plan(op, s->W, s->H, ctx, k, &pl, path, err);
+    if (rc) return rc;
+    sp_image reg, out;
+    int owned = 0, all_fill = !pl.bw;   /* then a 1x1 read still checks the file */
+    rc = source_region(s, pl.bx, pl.by, all_fill ? 1 : pl.bw, all_fill ? 1 : pl.bh, 1, &reg,
+                       &owned, path, err);
+    if (!rc && (rc = sp_image_alloc(&out, op->w, op->h, reg.channels)))
+        sp_error_set(err, rc, "%s: random_crop: %s", path, sp_strerror(rc));
+    if (!rc) {
+        sp_image_remap(&reg, pl.xmap, pl.ymap, op->fill, &out);
+        st_take(st, &out);
+    }
+    if (owned) sp_image_free(&reg);
+    sp__crop_plan_free(&pl);
+    return rc;
+}
+
 static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, const source *s,
                          state *st, int *consumed, const char *path, sp_error *err) {
     const sp_op *op = &p->ops[k];
     *consumed = 1;
     if (op->kind == SP_OP_RRC) return run_rrc(op, (uint32_t)k, ctx, s, st, path, err);
     if (op->kind == SP_OP_RESIZE) return run_resize(p, k, s, st, consumed, path, err);
+    if (op->kind == SP_OP_RANDOM_CROP) return run_random_crop(op, (uint32_t)k, ctx, s, st, path, err);
     return run_center_crop(op, s, st, path, err);
 }
 
@@ -300,6 +320,42 @@ static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sta
     return SP_OK;
 }
 
+/* gaussian_blur (ops_blur.c) with the sample's sigma (block 0, c[0]), in
+ * torchvision's order: a pending horizontal flip is applied first (the
+ * double sums are not mirror-symmetric to the last bit). */
+static int run_blur(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st,
+                    const char *path, sp_error *err) {
+    int rc = st_make_writable(st);
+    if (rc) return rc;
+    if (st->hflip) sp_image_hflip(&st->cur);
+    st->hflip = 0;
+    float sigma = sp__blur_sigma(op, k, ctx);
+    rc = sp_image_gaussian_blur(&st->cur, op->ksize[0], op->ksize[1], sigma, sigma);
+    if (rc == SP_EINVAL)
+        return sp_error_set(err, rc, "%s: gaussian_blur: a %dx%d kernel on a %dx%d image (its "
+                            "reflect padding must be smaller than the side, as torch's)", path,
+                            op->ksize[0], op->ksize[1], st->cur.width, st->cur.height);
+    return rc;
+}
+
+/* rotate (ops_rotate.c) with the sample's angle (block 0, c[0]); a pending
+ * horizontal flip is applied first (torchvision's order). */
+static int run_rotate(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
+    if (st->hflip) {
+        int rc = st_make_writable(st);
+        if (rc) return rc;
+        sp_image_hflip(&st->cur);
+        st->hflip = 0;
+    }
+    sp_image out;
+    int rc = sp_image_alloc(&out, st->cur.width, st->cur.height, st->cur.channels);
+    if (rc) return rc;
+    const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
+    sp_image_rotate(&st->cur, sp__rotate_angle(op, k, ctx), op->bilinear, fill, &out);
+    st_take(st, &out);
+    return SP_OK;
+}
+
 /* The pixel-value ops (invert .. sharpness) on a writable image. */
 static int run_pixel(const sp_op *op, sp_image *img) {
     switch (op->kind) {
@@ -322,133 +378,6 @@ static double bernoulli_u(uint32_t k, const sp_sample_ctx *ctx) {
 
 static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
     return bernoulli_u(k, ctx) < op->p;
-}
-
-/* uint8 output: the pixels as they are (a copy per row, or mirrored). */
-static void write_u8(const sp_image *im, int flip, int nhwc, uint8_t *dst) {
-    const int H = im->height, W = im->width, C = im->channels;
-    const size_t plane = (size_t)H * (size_t)W;
-    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
-    for (int y = 0; y < H; y++) {
-        const uint8_t *row = im->data + (size_t)y * im->stride;
-        const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
-        if (nhwc && !flip) {
-            memcpy(dst + (size_t)y * (size_t)W * (size_t)C, row, (size_t)W * (size_t)C);
-        } else if (nhwc) {
-            uint8_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
-            for (int x = 0; x < W; x++, s += step, d += C)
-                for (int c = 0; c < C; c++) d[c] = s[c];
-        } else if (C == 3) {
-            uint8_t *d0 = dst + (size_t)y * (size_t)W, *d1 = d0 + plane, *d2 = d1 + plane;
-            for (int x = 0; x < W; x++, s += step) {
-                d0[x] = s[0];
-                d1[x] = s[1];
-                d2[x] = s[2];
-            }
-        } else {
-            uint8_t *d0 = dst + (size_t)y * (size_t)W;
-            for (int x = 0; x < W; x++, s += step)
-                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = s[c];
-        }
-    }
-}
-
-/* bfloat16 / float16 output: 16-bit words from the rounded tables, in the
- * same layouts. */
-static void write_half(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
-                       const sp_run_opts *o, uint16_t *dst) {
-    const int H = im->height, W = im->width, C = im->channels;
-    const size_t plane = (size_t)H * (size_t)W;
-    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
-    int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
-    const uint16_t *t[3];
-    for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
-    for (int y = 0; y < H; y++) {
-        const uint8_t *s = im->data + (size_t)y * im->stride +
-                           (flip ? (size_t)(W - 1) * (size_t)C : 0);
-        if (nhwc) {
-            uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
-            for (int x = 0; x < W; x++, s += step, d += C)
-                for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
-        } else {
-            uint16_t *d0 = dst + (size_t)y * (size_t)W;
-            for (int x = 0; x < W; x++, s += step)
-                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
-        }
-    }
-}
-
-/* float32 output through the per-channel tables. */
-static void write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
-                      const sp_run_opts *o, float *dst) {
-    const int H = im->height, W = im->width, C = im->channels;
-    const size_t plane = (size_t)H * (size_t)W;
-    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
-    const float *tab[3];
-    int norm = p->has_normalize && !o->skip_normalize;
-    for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
-    const float *restrict t0 = tab[0], *restrict t1 = tab[1], *restrict t2 = tab[2];
-    for (int y = 0; y < H; y++) {
-        const uint8_t *row = im->data + (size_t)y * im->stride;
-        const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
-        if (C == 1) {
-            float *restrict d = dst + (size_t)y * (size_t)W;
-            for (int x = 0; x < W; x++, s += step) d[x] = t0[s[0]];
-        } else if (C == 3 && nhwc) {
-            float *restrict d = dst + (size_t)y * (size_t)W * 3;
-            int x = 0;
-#if defined(__SSE2__)
-            for (; x + 4 <= W; x += 4, s += 4 * step, d += 12) {
-                const uint8_t *p1 = s + step, *p2 = p1 + step, *p3 = p2 + step;
-                _mm_storeu_ps(d, _mm_set_ps(t0[p1[0]], t2[s[2]], t1[s[1]], t0[s[0]]));
-                _mm_storeu_ps(d + 4, _mm_set_ps(t1[p2[1]], t0[p2[0]], t2[p1[2]], t1[p1[1]]));
-                _mm_storeu_ps(d + 8, _mm_set_ps(t2[p3[2]], t1[p3[1]], t0[p3[0]], t2[p2[2]]));
-            }
-#endif
-            for (; x < W; x++, s += step, d += 3) {
-                d[0] = t0[s[0]];
-                d[1] = t1[s[1]];
-                d[2] = t2[s[2]];
-            }
-        } else if (C == 3) {
-            float *d0 = dst + (size_t)y * (size_t)W;
-            float *d1 = d0 + plane;
-            float *d2 = d1 + plane;
-            int x = 0;
-#if defined(__SSE2__)
-            for (; x + 4 <= W; x += 4, s += 4 * step) {
-                __m128 v0 = _mm_set_ps(t0[s[3 * step]], t0[s[2 * step]], t0[s[step]], t0[s[0]]);
-                __m128 v1 = _mm_set_ps(t1[s[3 * step + 1]], t1[s[2 * step + 1]], t1[s[step + 1]], t1[s[1]]);
-                __m128 v2 = _mm_set_ps(t2[s[3 * step + 2]], t2[s[2 * step + 2]], t2[s[step + 2]], t2[s[2]]);
-                _mm_storeu_ps(d0 + x, v0);
-                _mm_storeu_ps(d1 + x, v1);
-                _mm_storeu_ps(d2 + x, v2);
-            }
-#endif
-            for (; x < W; x++, s += step) {
-                d0[x] = t0[s[0]];
-                d1[x] = t1[s[1]];
-                d2[x] = t2[s[2]];
-            }
-        } else {
-            float *d0 = dst + (size_t)y * (size_t)W;
-            for (int x = 0; x < W; x++, s += step)
-                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = tab[c][s[c]];
-        }
-    }
-}
-
-/* Write the output; with flip, each row is read mirrored (a pending hflip).
- * One pass per row, every channel at once, through the per-channel table
- * for float32 (exact: a table lookup; with SSE2 four values are stored at
- * a time, which halves the cost of the float32 NCHW case). */
-static void write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
-                         void *out) {
-    const int nhwc = o->layout == SP_LAYOUT_NHWC || im->channels == 1;
-    if (o->dtype == SP_DTYPE_UINT8) write_u8(im, flip, nhwc, out);
-    else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16)
-        write_half(p, im, flip, nhwc, o, out);
-    else write_f32(p, im, flip, nhwc, o, out);
 }
 
 /* The first state from encoded bytes: probed, then the first op after
@@ -538,10 +467,14 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
                 rc = sp_image_to_gray(&st->cur, &st->cur);
             break;
         case SP_OP_COLOR_JITTER: rc = run_jitter(op, (uint32_t)k, ctx, st); break;
+        case SP_OP_GAUSSIAN_BLUR:
+            if ((rc = run_blur(op, (uint32_t)k, ctx, st, path, err)) == SP_EINVAL) return rc;
+            break;
+        case SP_OP_ROTATE: rc = run_rotate(op, (uint32_t)k, ctx, st); break;
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
             break;
-        default:   /* the pixel-value ops; decode (op 0) and normalize (on output) */
+        default:   /* the pixel-value ops; decode (op 0), normalize and random_erasing (on output) */
             if (sp__op_is_pixel(op->kind) && bernoulli(op, (uint32_t)k, ctx) &&
                 !(rc = st_make_writable(st)))
                 rc = run_pixel(op, &st->cur);
@@ -602,7 +535,10 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
                           path, im->height, im->width, im->channels, need, out_bytes);
     else if (rc == SP_OK) {
         t0 = sp__trace_t0();
-        write_output(p, im, st.hflip, o, out);
+        sp__write_output(p, im, st.hflip, o, out);
+        if (p->has_erasing &&
+            (rc = sp__erase_output(p, ctx, im->width, im->height, im->channels, o, out)))
+            sp_error_set(err, rc, "%s: random_erasing: %s", path, sp_strerror(rc));
         sp__trace_end(SP_TRACE_WRITE, t0);
     }
     sp_image_free(&st.hold);
@@ -738,6 +674,10 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
             break;
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
+        case SP_OP_RANDOM_CROP:
+        case SP_OP_GAUSSIAN_BLUR:
+        case SP_OP_RANDOM_ERASING:
+        case SP_OP_ROTATE: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

@@ -89,50 +89,12 @@ static const char *const PRESET_SPECS[] = {
 
 const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
 
-/* ---- numbers ------------------------------------------------------------------- */
-
-static double canon_num(double v) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.9g", v);
-    return strtod(buf, NULL);
-}
-
-/* Strict decimal number: [-+]digits[.digits][e[-+]digits], finite. */
-static int parse_num(const char *s, double *out) {
-    if (!*s) return 0;
-    for (const char *c = s; *c; c++)
-        if (!strchr("0123456789.eE+-", *c)) return 0;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || end == s || errno == ERANGE || v != v || v - v != 0) return 0;
-    *out = canon_num(v);
-    return 1;
-}
-
-/* Comma-separated numbers, 1..max of them. */
-static int parse_list(const char *s, double *vals, int max, int *n) {
-    char buf[256];
-    if (strlen(s) >= sizeof buf) return 0;
-    strcpy(buf, s);
-    *n = 0;
-    char *p = buf;
-    for (;;) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma = '\0';
-        if (*n >= max || !parse_num(p, &vals[*n])) return 0;
-        (*n)++;
-        if (!comma) return 1;
-        p = comma + 1;
-    }
-}
-
 /* ---- the parser ---------------------------------------------------------------- */
 
 typedef struct op_desc {
     const char *name;
     sp_op_kind kind;
-    const char *keys[5];
+    const char *keys[6];
     const char *required;   /* a key that must be present, or NULL */
 } op_desc;
 
@@ -153,6 +115,11 @@ static const op_desc OPS[] = {
     {"equalize", SP_OP_EQUALIZE, {"p", NULL}, NULL},
     {"sharpness", SP_OP_SHARPNESS, {"factor", "p", NULL}, "factor"},
     {"random_apply", SP_OP_RANDOM_APPLY, {"ops", "p", NULL}, "ops"},
+    {"random_crop", SP_OP_RANDOM_CROP, {"size", "padding", "pad_mode", "fill", "pad_if_needed", NULL},
+     "size"},
+    {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
+    {"random_erasing", SP_OP_RANDOM_ERASING, {"p", "scale", "ratio", "value", NULL}, NULL},
+    {"rotate", SP_OP_ROTATE, {"degrees", "interpolation", "fill", NULL}, "degrees"},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -178,7 +145,7 @@ static int parse_size(sp_error *err, int idx, const op_desc *d, const char *v, i
     int n;
     const char *expect = allow_single ? "H or H,W: integers in [1, 16384]"
                                       : "H,W integers in [1, 16384]";
-    if (!parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
+    if (!sp__parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
     for (int i = 0; i < n; i++)
         /* range first: converting an out-of-range double to int is UB */
         if (!(s[i] >= 1 && s[i] <= SP_SPEC_MAX_SIZE) || s[i] != (double)(int)s[i])
@@ -192,7 +159,7 @@ static int parse_pair(sp_error *err, int idx, const op_desc *d, const char *key,
                       const char *v, double lo_min, int positive, double out[2]) {
     double s[2];
     int n;
-    if (!parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] ||
+    if (!sp__parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] ||
         (positive && !(s[0] > 0)))
         return bad_value(err, idx, d, key, v,
                          positive ? "a,b with 0 < a <= b" : "a,b with 0 <= a <= b");
@@ -208,11 +175,11 @@ static int parse_hue(sp_error *err, int idx, const op_desc *d, const char *v, do
     if (!v) return SP_OK;
     double s[2];
     int n;
-    if (!parse_list(v, s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 0.5)) ||
+    if (!sp__parse_list(v, s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 0.5)) ||
         (n == 2 && !(s[0] >= -0.5 && s[0] <= s[1] && s[1] <= 0.5)))
         return bad_value(err, idx, d, "hue", v,
                          "h in [0, 0.5] (shift in [-h, h]) or lo,hi with -0.5 <= lo <= hi <= 0.5");
-    hue[0] = n == 1 ? canon_num(-s[0]) : s[0];
+    hue[0] = n == 1 ? sp__canon_num(-s[0]) : s[0];
     hue[1] = n == 1 ? s[0] : s[1];
     if (hue[0] == 0) hue[0] = 0.0;   /* no "-0" in the canonical form */
     if (hue[1] == 0) hue[1] = 0.0;
@@ -229,25 +196,25 @@ static int parse_pixel(sp_op *op, const op_desc *d, int idx, const char *const *
     double x;
     if (op->kind == SP_OP_POSTERIZE) {
         pk = 1;
-        if (!parse_num(v, &x) || !(x >= 0 && x <= 8) || x != (double)(int)x)
+        if (!sp__parse_num(v, &x) || !(x >= 0 && x <= 8) || x != (double)(int)x)
             return bad_value(err, idx, d, "bits", v, "an integer in [0, 8]");
         op->bits = (int)x;
     } else if (op->kind == SP_OP_SOLARIZE) {
         pk = 1;
-        if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= 255))
+        if (!sp__parse_num(v, &op->level) || !(op->level >= 0 && op->level <= 255))
             return bad_value(err, idx, d, "threshold", v, "a number in [0, 255]");
     } else if (op->kind == SP_OP_SHARPNESS) {
         pk = 1;
-        if (!parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
+        if (!sp__parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
             return bad_value(err, idx, d, "factor", v, "a number in [0, 255]");
     } else if (op->kind == SP_OP_RANDOM_APPLY) {
         pk = 1;
-        if (!parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
+        if (!sp__parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
             return bad_value(err, idx, d, "ops", v, "an integer in [1, 63]: the ops that follow");
         op->span = (int)x;
     }
     op->p = 0.5;
-    if ((v = vals[pk]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
+    if ((v = vals[pk]) && (!sp__parse_num(v, &op->p) || op->p < 0 || op->p > 1))
         return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
     return SP_OK;
 }
@@ -276,7 +243,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
         op->scale[0] = 0.08;
         op->scale[1] = 1.0;
         op->ratio[0] = 0.75;
-        op->ratio[1] = canon_num(4.0 / 3.0);
+        op->ratio[1] = sp__canon_num(4.0 / 3.0);
         if (!rc && vals[1]) rc = parse_pair(err, idx, d, "scale", vals[1], 0.0, 0, op->scale);
         if (!rc && vals[2]) rc = parse_pair(err, idx, d, "ratio", vals[2], 0.0, 1, op->ratio);
         return rc;
@@ -289,7 +256,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_VFLIP:
     case SP_OP_GRAYSCALE:
         op->p = op->kind == SP_OP_GRAYSCALE ? 0.1 : 0.5;
-        if ((v = vals[0]) && (!parse_num(v, &op->p) || op->p < 0 || op->p > 1))
+        if ((v = vals[0]) && (!sp__parse_num(v, &op->p) || op->p < 0 || op->p > 1))
             return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
         return SP_OK;
     case SP_OP_COLOR_JITTER:
@@ -298,14 +265,14 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
             if (!(v = vals[k])) continue;
             double s[2];
             int n;
-            if (!parse_list(v, s, 2, &n) || s[0] < 0 || (n == 2 && s[1] < s[0]) ||
+            if (!sp__parse_list(v, s, 2, &n) || s[0] < 0 || (n == 2 && s[1] < s[0]) ||
                 s[n - 1] > SP_FACTOR_MAX || (n == 1 && s[0] + 1.0 > SP_FACTOR_MAX))
                 return bad_value(err, idx, d, d->keys[k], v,
                                  "b >= 0 (factor in [max(0, 1-b), 1+b]) or lo,hi with "
                                  "0 <= lo <= hi <= 255");
             if (n == 1) {
-                op->jitter[k][0] = canon_num(1.0 - s[0] > 0 ? 1.0 - s[0] : 0.0);
-                op->jitter[k][1] = canon_num(1.0 + s[0]);
+                op->jitter[k][0] = sp__canon_num(1.0 - s[0] > 0 ? 1.0 - s[0] : 0.0);
+                op->jitter[k][1] = sp__canon_num(1.0 + s[0]);
             } else {
                 op->jitter[k][0] = s[0];
                 op->jitter[k][1] = s[1];
@@ -320,13 +287,18 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_SHARPNESS:
     case SP_OP_RANDOM_APPLY:
         return parse_pixel(op, d, idx, vals, err);
+    case SP_OP_RANDOM_CROP:
+    case SP_OP_GAUSSIAN_BLUR:
+    case SP_OP_RANDOM_ERASING:
+    case SP_OP_ROTATE:
+        return sp__geom_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
-        if (!parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
+        if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
             return bad_value(err, idx, d, "mean", vals[0],
                              c == 3 ? "1 or 3 numbers" : "1 number (gray pipeline)");
         if (!vals[1]) return BAD("missing required key \"%s\"", "std");
-        if (!parse_list(vals[1], op->std, 3, &ns) || (ns != 1 && ns != c))
+        if (!sp__parse_list(vals[1], op->std, 3, &ns) || (ns != 1 && ns != c))
             return bad_value(err, idx, d, "std", vals[1],
                              c == 3 ? "1 or 3 positive numbers" : "1 positive number");
         for (int i = 0; i < ns; i++)
@@ -392,7 +364,7 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     for (int i = 0; i < N_OPS; i++)
         if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
     if (!d) return unknown_op(idx, tok[0], err);
-    const char *vals[5] = {NULL, NULL, NULL, NULL, NULL};
+    const char *vals[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');
         if (!eq || eq == tok[t])
@@ -419,10 +391,12 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     if (d->kind == SP_OP_DECODE && idx != 0)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": decode must be the first op",
                             idx, d->name);
-    if (p->has_normalize)
-        return sp_error_set(err, SP_ESPEC,
-                            "pipeline op %d \"%s\": no op may follow normalize (it must be last)",
-                            idx, d->name);
+    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
+                            "follow normalize (it must be last)", idx, d->name);
+    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
+                            "follow random_erasing (it works on the output values)", idx, d->name);
     sp_op *op = &p->ops[idx];
     memset(op, 0, sizeof *op);
     op->kind = d->kind;
@@ -434,6 +408,7 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
         p->dct = op->dct;
     }
     if (op->kind == SP_OP_NORMALIZE) p->has_normalize = 1;
+    if (op->kind == SP_OP_RANDOM_ERASING) p->has_erasing = 1;
     return SP_OK;
 }
 
@@ -476,6 +451,10 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
         sp__sbuf_printf(b, "sharpness factor=%.9g p=%.9g", op->level, op->p);
         break;
     case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
+    case SP_OP_RANDOM_CROP:
+    case SP_OP_GAUSSIAN_BLUR:
+    case SP_OP_RANDOM_ERASING:
+    case SP_OP_ROTATE: sp__geom_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -510,10 +489,11 @@ static int check_spans(const sp_pipeline *p, sp_error *err) {
                                 "past the last op (op %d)", i, ra->span, p->nops - 1);
         for (int j = i + 1; j <= end; j++) {
             sp_op_kind k = p->ops[j].kind;
-            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE)
+            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE || k == SP_OP_RANDOM_ERASING)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d: a %s inside random_apply "
                                     "(op %d, ops=%d); only ops that keep the image size may be "
                                     "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
+                                    k == SP_OP_RANDOM_ERASING ? "random_erasing" :
                                     "crop or resize", i, ra->span);
             if (k == SP_OP_RANDOM_APPLY && j + p->ops[j].span > end)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": its ops "
@@ -589,47 +569,11 @@ static int read_spec_file(const char *path, char **text, sp_error *err) {
     return SP_OK;
 }
 
-/* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* float32 -> IEEE binary16, round to nearest, ties to even: overflow to
- * infinity, subnormals through one float addition (which rounds to nearest
- * even in the default rounding mode), normals by rounding the mantissa. */
-static uint16_t to_f16(float f) {
-    const uint32_t infty = 255u << 23, max16 = (127u + 16u) << 23;
-    const uint32_t magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = u & 0x80000000u;
-    u ^= sign;
-    uint16_t o;
-    if (u >= max16) {
-        o = u > infty ? 0x7e00 : 0x7c00;
-    } else if (u < (113u << 23)) {
-        float x, magic;
-        memcpy(&x, &u, 4);
-        memcpy(&magic, &magic_u, 4);
-        x += magic;
-        uint32_t r;
-        memcpy(&r, &x, 4);
-        o = (uint16_t)(r - magic_u);
-    } else {
-        uint32_t odd = (u >> 13) & 1u;
-        u += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
-        o = (uint16_t)(u >> 13);
-    }
-    return (uint16_t)(o | (sign >> 16));
-}
-
 static void build_tables(sp_pipeline *p) {
     for (int v = 0; v < 256; v++) p->unit_table[v] = (float)v / 255.0f;
-    const sp_op *n = p->has_normalize ? &p->ops[p->nops - 1] : NULL;
+    const sp_op *n = NULL;
+    for (int i = 0; i < p->nops; i++)
+        if (p->ops[i].kind == SP_OP_NORMALIZE) n = &p->ops[i];
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++) {
             if (!n) { p->norm_table[c][v] = p->unit_table[v]; continue; }
@@ -642,11 +586,11 @@ static void build_tables(sp_pipeline *p) {
         }
     for (int v = 0; v < 256; v++) {
         for (int c = 0; c < 3; c++) {
-            p->half_table[0][c][v] = to_bf16(p->norm_table[c][v]);
-            p->half_table[1][c][v] = to_f16(p->norm_table[c][v]);
+            p->half_table[0][c][v] = sp__to_bf16(p->norm_table[c][v]);
+            p->half_table[1][c][v] = sp__to_f16(p->norm_table[c][v]);
         }
-        p->half_table[0][3][v] = to_bf16(p->unit_table[v]);
-        p->half_table[1][3][v] = to_f16(p->unit_table[v]);
+        p->half_table[0][3][v] = sp__to_bf16(p->unit_table[v]);
+        p->half_table[1][3][v] = sp__to_f16(p->unit_table[v]);
     }
 }
 
@@ -749,7 +693,7 @@ int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h
     for (int i = 0; i < p->nops; i++) {
         const sp_op *op = &p->ops[i];
         if (op->kind == SP_OP_RRC || op->kind == SP_OP_CENTER_CROP ||
-            (op->kind == SP_OP_RESIZE && op->w)) {
+            op->kind == SP_OP_RANDOM_CROP || (op->kind == SP_OP_RESIZE && op->w)) {
             w = op->w;
             h = op->h;
         } else if (op->kind == SP_OP_RESIZE && w) {

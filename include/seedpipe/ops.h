@@ -177,6 +177,92 @@ SP_API int sp_resample(const sp_image *src, int src_x, int src_y,
  *  newly allocated `out` (box = plane = src). @return as sp_resample. */
 SP_API int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
 
+/* ---- padding and random crop (ops_geom.c) --------------------------------
+ *
+ * torchvision's RandomCrop: F.pad with `padding` (left, top, right, bottom),
+ * then, with pad_if_needed, F.pad again by the width deficit on both the
+ * left and the right and by the height deficit on both the top and the
+ * bottom (torchvision pads each side by the whole deficit), then a crop at
+ * a uniform offset. Pure indexing: each output pixel is one source pixel
+ * or the fill. Along one axis of size n, padded index u maps to
+ *   constant: u if 0 <= u < n, else fill;
+ *   edge:     clamp(u, 0, n - 1);
+ *   reflect:  -u if u < 0, 2 (n - 1) - u if u >= n (torch's reflection
+ *             pad; it needs every pad < n, as torch does).
+ * The two padding stages are composed, not merged: reflect of a reflected
+ * border is not the reflect of the image by the sum. */
+typedef enum { SP_PAD_CONSTANT = 0, SP_PAD_EDGE = 1, SP_PAD_REFLECT = 2 } sp_pad_mode;
+
+typedef struct sp_random_crop_geom {
+    int pad[4];             /* padding=: left, top, right, bottom */
+    int extra_x, extra_y;   /* pad_if_needed: added on both sides of the axis */
+    int pw, ph;             /* the padded image */
+    int x, y;               /* the crop's offset in the padded image */
+} sp_random_crop_geom;
+
+/*! sp_random_crop_sample() : RandomCrop's geometry for a W x H image and an
+ *  h x w crop, with the draws of op `op` of the sample (k_augment, sample,
+ *  epoch): block 0,
+ *    c[0]: y = sp_uniform_int(c[0], ph - h + 1)
+ *    c[1]: x = sp_uniform_int(c[1], pw - w + 1)
+ *  (c[2], c[3] unused; the draw is made even when the crop is the whole
+ *  padded image, where both are 0, as torchvision's).
+ *  @return 0, or SP_EINVAL when the padded image is smaller than the crop
+ *  (torchvision's "Required crop size ... is larger than input image
+ *  size") or a reflect pad is not smaller than the size it reflects. */
+SP_API int sp_random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_if_needed,
+                                 sp_pad_mode mode, sp_key k_augment, uint32_t op, uint32_t sample,
+                                 uint32_t epoch, sp_random_crop_geom *g);
+
+/*! sp_random_crop_map() : along one axis of size n with padding lo / hi,
+ *  then `extra` on both sides, the source index (0..n-1, or -1 for the
+ *  fill) of crop positions off .. off + len - 1, into map[0 .. len). */
+SP_API void sp_random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int off,
+                               int len, int32_t *map);
+
+/*! sp_image_remap() : out(x, y) = src(xmap[x], ymap[y]) where both are
+ *  >= 0, else fill[c] (per channel); out is width(xmap) x height(ymap),
+ *  allocated by the caller with src's channel count. */
+SP_API void sp_image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
+                           const uint8_t fill[3], sp_image *out);
+
+/* ---- gaussian blur (ops_blur.c) -------------------------------------------
+ *
+ * torchvision's GaussianBlur / F.gaussian_blur on a uint8 tensor: a kx x ky
+ * kernel (odd sizes; kx along the width), reflect padding (kx / 2 and
+ * ky / 2, each smaller than its side, as torch requires), the kernel as
+ * torchvision computes it in binary32, the result rounded to nearest even. */
+
+/*! sp_gaussian_kernel1d() : torchvision's _get_gaussian_kernel1d(k, sigma)
+ *  in binary32, step for step: x = i - (k - 1) / 2, e = expf(-0.5f *
+ *  ((x / sigma) * (x / sigma))), out[i] = e / sum(e) (summed left to
+ *  right). */
+SP_API void sp_gaussian_kernel1d(int k, float sigma, float *out);
+
+/*! sp_image_gaussian_blur() : in place, 1 or 3 channels: a vertical then a
+ *  horizontal pass in double with the binary32 weights, rint, clamp.
+ *  @return 0, SP_EINVAL (an even or non-positive size, a pad not smaller
+ *  than its side, sigma <= 0) with the image unchanged, or SP_ENOMEM. */
+SP_API int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y);
+
+/* ---- rotation (ops_rotate.c) ------------------------------------------------
+ *
+ * torchvision's F.rotate on a uint8 tensor with expand=False and the centre
+ * of the image (RandomRotation's defaults), nearest or bilinear, with a
+ * per-channel fill; the steps are in ops_rotate.c and docs/pipeline.md. */
+
+/*! sp_rotation_theta() : torchvision's inverse matrix for rotate(angle)
+ *  (degrees, counter-clockwise), [[cos r, sin r, 0], [-sin r, cos r, 0]],
+ *  r = -angle in radians, in binary32 (deterministic sine and cosine). */
+SP_API void sp_rotation_theta(float angle, float theta[6]);
+
+/*! sp_image_rotate() : out (allocated by the caller, src's size and
+ *  channels) = src rotated by angle degrees about its centre; bilinear 0:
+ *  nearest. fill[c] where the source is outside (torchvision's mask).
+ *  @return 0, or SP_EINVAL when out's geometry is not src's. */
+SP_API int sp_image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
+                           sp_image *out);
+
 /* ---- random parameters ---------------------------------------------------- */
 
 typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;
@@ -200,6 +286,32 @@ typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;
 SP_API int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
                          sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
                          sp_crop_box *box);
+
+/* ---- random erasing (ops_erase.c) ------------------------------------------
+ *
+ * torchvision's RandomErasing.get_params on an H x W output, with the draws
+ * of op `op` of the sample. Try t (0..9) uses block 1 + t:
+ *   c[0]: erase_area = H*W * (s0 + (s1 - s0) * u01(c[0]))
+ *   c[1]: aspect = sp_det_exp(lr0 + (lr1 - lr0) * u01(c[1])), lr = sp_det_log(r)
+ *   h = round_even(sqrt(erase_area * aspect)), w = round_even(sqrt(erase_area / aspect))
+ *   accepted iff h < H and w < W (h or w may be 0: nothing erased); then
+ *   c[2]: y = sp_uniform_int(c[2], H - h + 1)
+ *   c[3]: x = sp_uniform_int(c[3], W - w + 1)
+ * (block 0 is the op's p decision, taken by the pipeline.)
+ * @return the accepted try plus one (1..10), or 0 (10 rejections: nothing
+ * erased, box all 0). */
+SP_API int sp_erasing_sample(int W, int H, double s0, double s1, double r0, double r1,
+                             sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                             sp_crop_box *box);
+
+/*! sp_erasing_normals() : n standard normal values (value=random) by
+ *  Marsaglia's polar method from blocks 11, 12, ... of op `op`: each block
+ *  gives the pairs (c[0], c[1]) and (c[2], c[3]); a pair is
+ *  u = (a >> 8) * 2^-23 - 1, v likewise, s = u*u + v*v, rejected if s >= 1
+ *  or s == 0, else f = sqrt(-2 * sp_det_log(s) / s) and the values
+ *  (float)(u * f), (float)(v * f) in that order (all in double). */
+SP_API void sp_erasing_normals(sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                               size_t n, float *out);
 
 /*! sp_center_crop_offset() : torchvision CenterCrop's offset along one axis:
  *  round((size - crop) / 2) with ties to even when crop <= size; when

@@ -12,12 +12,17 @@
  * picks the decoded channel count (default rgb) and whether JPEG DCT-domain
  * downscaling may be used (default auto). Ops: decode, random_resized_crop,
  * resize (size=H,W exact, or size=S: shorter side S, torchvision
- * Resize(int)), center_crop, hflip, vflip, color_jitter (hue included),
+ * Resize(int)), center_crop, random_crop (torchvision's RandomCrop:
+ * padding constant / edge / reflect, fill, pad_if_needed), hflip, vflip,
+ * color_jitter (hue included), gaussian_blur (torchvision's GaussianBlur),
+ * rotate (RandomRotation, nearest or bilinear, about the centre),
  * grayscale (random, keeps the channel count), the pixel-value ops invert,
  * posterize, solarize, autocontrast, equalize and sharpness (each with
  * p=; values as torchvision's functional API on uint8 tensors),
  * random_apply (ops=N p=: the N ops after it all run with probability p,
- * else none; they may not change the size), normalize (last op only).
+ * else none; they may not change the size), normalize (last op but for
+ * random_erasing), random_erasing (torchvision's RandomErasing, on the
+ * output values: after every other op, normalize included).
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
  * but compute pixels in integer / fixed-point arithmetic (ops.h), and take
@@ -34,7 +39,7 @@
  * form.
  *
  * Encoded input: when the first op after decode is random_resized_crop,
- * resize or center_crop, it is fused with decoding: the header gives
+ * resize, center_crop or random_crop, it is fused with decoding: the header gives
  * W x H, the op's parameters are drawn from W x H, and only the region it
  * reads is decoded, for JPEG at scale 1/d with d the largest of 8, 4, 2
  * such that the crop (or image, for resize) is still at least d times the
@@ -109,7 +114,7 @@ SP_API const char *sp_pipeline_canonical(const sp_pipeline *p);
 SP_API const char *const *sp_pipeline_presets(void);
 
 /*! sp_pipeline_output_dims() : the output size of one sample.
- *  The last of random_resized_crop / center_crop / resize size=H,W fixes
+ *  The last of random_resized_crop / center_crop / random_crop / resize size=H,W fixes
  *  the size; resize size=S (shorter side) after that, or with none before
  *  it, depends on the input size; with no such op the input size is kept.
  *  Where the size depends on the input, in_w/in_h (all samples must share

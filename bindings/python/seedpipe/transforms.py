@@ -26,7 +26,7 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
            "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "RandomApply"]
+           "RandomApply", "RandomCrop", "GaussianBlur", "RandomErasing", "RandomRotation"]
 
 
 def _num(x):
@@ -103,6 +103,121 @@ class RandomResizedCrop(_Op):
         (s0, s1), (r0, r1) = [float(x) for x in scale], [float(x) for x in ratio]
         self.op = (f"random_resized_crop size={s} scale={_num(s0)},{_num(s1)} "
                    f"ratio={_num(r0)},{_num(r1)}")
+
+
+def _ints(name, key, v, lo, hi, counts):
+    """An int or a sequence of ints in [lo, hi] with a length in counts."""
+    seq = [v] if isinstance(v, numbers.Number) else v
+    try:
+        seq = list(seq)
+    except TypeError:
+        raise ValueError(f"{name}: {key}={v!r} must be an int or a sequence of ints")
+    if len(seq) not in counts or any(isinstance(x, bool) or not isinstance(x, numbers.Number)
+                                     or int(x) != x or not lo <= x <= hi for x in seq):
+        raise ValueError(f"{name}: {key}={v!r} must be {' or '.join(map(str, counts))} integers "
+                         f"in [{lo}, {hi}]")
+    return ",".join(str(int(x)) for x in seq)
+
+
+class RandomCrop(_Op):
+    """torchvision's RandomCrop: padding (int, (lr, tb) or (l, t, r, b)),
+    padding_mode constant, edge or reflect, an integer fill (or an RGB
+    triple), pad_if_needed; the offset from the sample's draws."""
+    def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
+        n = "RandomCrop"
+        _, h, w = _size(n, size)
+        if padding_mode not in ("constant", "edge", "reflect"):
+            raise ValueError(f"{n}: padding_mode={padding_mode!r} is not supported (constant, "
+                             "edge or reflect)")
+        parts = [f"random_crop size={h},{w}"]
+        if padding is not None:
+            parts.append("padding=" + _ints(n, "padding", padding, 0, 16384, (1, 2, 4)))
+        parts.append(f"pad_mode={padding_mode}")
+        parts.append("fill=" + _ints(n, "fill", fill, 0, 255, (1, 3)))
+        parts.append(f"pad_if_needed={1 if pad_if_needed else 0}")
+        self.op = " ".join(parts)
+
+
+class GaussianBlur(_Op):
+    """torchvision's GaussianBlur(kernel_size, sigma=(0.1, 2.0)): kernel_size
+    an odd int or (kx, ky) (x first, as torchvision), sigma a number or
+    (min, max); the sigma from the sample's draws."""
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        n = "GaussianBlur"
+        k = _ints(n, "kernel_size", kernel_size, 1, 1023, (1, 2))
+        if any(int(v) % 2 == 0 for v in k.split(",")):
+            raise ValueError(f"{n}: kernel_size={kernel_size!r} must be odd")
+        if isinstance(sigma, numbers.Number) and not isinstance(sigma, bool):
+            lo = hi = float(sigma)
+        else:
+            try:
+                lo, hi = (float(x) for x in sigma)
+            except (TypeError, ValueError):
+                raise ValueError(f"{n}: sigma must be a number or a pair (min, max), got {sigma!r}")
+        if not 0 < lo <= hi <= 1e6:
+            raise ValueError(f"{n}: sigma={sigma!r} must satisfy 0 < min <= max")
+        self.op = f"gaussian_blur kernel={k} sigma={_num(lo)},{_num(hi)}"
+
+
+class RandomErasing(_Op):
+    """torchvision's RandomErasing(p, scale, ratio, value): it works on the
+    output values (after ToTensor / Normalize when they are there, as in
+    torchvision), so it must come after every other transform; value a
+    number, a triple (per channel, in the output's units) or "random"
+    (standard normal values from the sample's own draws)."""
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+        n = "RandomErasing"
+        s0, s1 = (float(x) for x in scale)
+        r0, r1 = (float(x) for x in ratio)
+        if not 0 <= s0 <= s1 <= 1:
+            raise ValueError(f"{n}: scale={scale!r} must satisfy 0 <= min <= max <= 1")
+        if not 0 < r0 <= r1:
+            raise ValueError(f"{n}: ratio={ratio!r} must satisfy 0 < min <= max")
+        if value == "random":
+            v = "random"
+        elif isinstance(value, numbers.Number) and not isinstance(value, bool):
+            v = _num(value)
+        elif isinstance(value, (tuple, list)) and len(value) in (1, 3):
+            v = ",".join(_num(x) for x in value)
+        else:
+            raise ValueError(f"{n}: value={value!r} must be a number, a sequence of 1 or 3 "
+                             "numbers, or 'random'")
+        self.op = (f"random_erasing p={_p(n, p)} scale={_num(s0)},{_num(s1)} "
+                   f"ratio={_num(r0)},{_num(r1)} value={v}")
+
+
+class RandomRotation(_Op):
+    """torchvision's RandomRotation(degrees, interpolation, expand=False,
+    center=None, fill): nearest or bilinear, computed as torchvision's
+    tensor path (docs/pipeline.md); expand and center are not supported."""
+    def __init__(self, degrees, interpolation=None, expand=False, center=None, fill=0):
+        n = "RandomRotation"
+        if expand:
+            raise ValueError(f"{n}: expand=True is not supported (the output keeps the size)")
+        if center is not None:
+            raise ValueError(f"{n}: center={center!r} is not supported (the image's centre)")
+        v = getattr(interpolation, "value", interpolation)
+        mode = {None: "nearest", "nearest": "nearest", 0: "nearest", "bilinear": "bilinear",
+                2: "bilinear"}.get(v)
+        if mode is None:
+            raise ValueError(f"{n}: interpolation={interpolation!r} is not supported (nearest or "
+                             "bilinear)")
+        if isinstance(degrees, numbers.Number) and not isinstance(degrees, bool):
+            if degrees < 0:
+                raise ValueError(f"{n}: degrees={degrees!r} must be non-negative")
+            lo, hi = -float(degrees), float(degrees)
+        else:
+            try:
+                lo, hi = (float(x) for x in degrees)
+            except (TypeError, ValueError):
+                raise ValueError(f"{n}: degrees must be a number or a pair (min, max)")
+        if not -1e6 <= lo <= hi <= 1e6:
+            raise ValueError(f"{n}: degrees={degrees!r} must satisfy min <= max")
+        f = [fill] if isinstance(fill, numbers.Number) else list(fill)
+        if len(f) not in (1, 3) or any(not 0 <= float(x) <= 255 for x in f):
+            raise ValueError(f"{n}: fill={fill!r} must be 1 or 3 numbers in [0, 255]")
+        self.op = (f"rotate degrees={_num(lo)},{_num(hi)} interpolation={mode} "
+                   f"fill={','.join(_num(x) for x in f)}")
 
 
 class RandomHorizontalFlip(_Op):
@@ -213,7 +328,8 @@ class RandomApply(_Op):
         n = "RandomApply"
         inner = Compose(transforms)
         for t in inner._flat():
-            if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize)):
+            if t.dtype or isinstance(t, (RandomResizedCrop, Resize, CenterCrop, Normalize,
+                                         RandomCrop, RandomErasing)):
                 raise ValueError(f"{n}: {type(t).__name__} inside RandomApply is not supported "
                                  "(only transforms that keep the image size and dtype)")
         ops = [t.spec() for t in inner._flat() if t.spec()]
@@ -284,17 +400,24 @@ class Compose:
 
     def spec(self):
         ops = [t.spec() for t in self._flat() if t.spec()]
+        erasing = []   # trailing RandomErasing: it works on the output values
+        while ops and ops[-1].startswith("random_erasing"):
+            erasing.insert(0, ops.pop())
         norm = [i for i, o in enumerate(ops) if o.startswith("normalize")]
         if norm and norm[-1] != len(ops) - 1:
-            raise ValueError("Compose: Normalize must be the last op that changes pixels")
+            raise ValueError("Compose: Normalize must be the last op that changes pixels "
+                             "(RandomErasing alone may follow it)")
+        if any(o.startswith("random_erasing") for o in ops):
+            raise ValueError("Compose: RandomErasing must come after every other transform "
+                             "(it works on the output values)")
         if norm and self.dtype != "float32":
             raise ValueError("Compose: Normalize needs ToTensor() (float output) before it")
-        if not ops:
+        if not ops and not erasing:
             # ToTensor alone: the identity on [0, 1]
             return "normalize mean=0 std=1" if self.dtype == "float32" else "hflip p=0"
         if self.dtype == "float32" and not norm:
             ops.append("normalize mean=0 std=1")   # ToTensor: x / 255
-        return " | ".join(ops)
+        return " | ".join(ops + erasing)
 
     @property
     def dtype(self):
@@ -314,8 +437,9 @@ def from_torchvision(t):
     RandomVerticalFlip, ColorJitter (hue included), RandomGrayscale, Resize,
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
-    RandomEqualize, RandomAdjustSharpness, RandomApply, Compose. Anything
-    else (Lambda, RandomRotation, ...) is a ValueError naming it: it cannot
+    RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, GaussianBlur,
+    RandomErasing, RandomRotation, Compose. Anything
+    else (Lambda, RandomPerspective, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
     g = lambda a, d=None: getattr(t, a, d)
@@ -345,6 +469,16 @@ def from_torchvision(t):
         return Resize(g("size"), g("interpolation"), g("max_size"), g("antialias"))
     if name == "CenterCrop":
         return CenterCrop(g("size"))
+    if name == "RandomRotation":
+        return RandomRotation(g("degrees"), g("interpolation"), g("expand", False), g("center"),
+                              g("fill", 0))
+    if name == "RandomErasing":
+        return RandomErasing(g("p"), g("scale"), g("ratio"), g("value"), g("inplace", False))
+    if name == "GaussianBlur":
+        return GaussianBlur(tuple(g("kernel_size")), tuple(g("sigma")))
+    if name == "RandomCrop":
+        return RandomCrop(g("size"), g("padding"), g("pad_if_needed", False), g("fill", 0),
+                          g("padding_mode", "constant"))
     if name == "Normalize":
         return Normalize(g("mean"), g("std"), g("inplace", False))
     if name in ("ToTensor", "PILToTensor"):

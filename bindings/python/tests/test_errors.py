@@ -13,8 +13,8 @@ def test_bad_pipeline_word(shapes):
         seedpipe.Loader(shapes, pipeline="hflip q=0.5")
     assert 'pipeline op 0 "hflip": unknown key "q"' in str(ei.value)
     assert ei.value.code_name == "ESPEC"
-    with pytest.raises(seedpipe.Error, match='"rotate": unknown op'):
-        seedpipe.Loader(shapes, pipeline="random_resized_crop size=32 | rotate deg=3")
+    with pytest.raises(seedpipe.Error, match='"perspective": unknown op'):
+        seedpipe.Loader(shapes, pipeline="random_resized_crop size=32 | perspective deg=3")
 
 
 def test_missing_dataset_path(tmp_path):

@@ -87,6 +87,34 @@ def test_worker_count_invariance_pixel_ops(shapes):
     assert plain.digests[0] != ref.digests[0]
 
 
+# The geometric ops of issue 39 with every draw deciding per sample.
+GEOM_OPS = ("random_crop size=32 padding=4 pad_mode=reflect | hflip p=0.5 | "
+            "random_crop size=30,28 padding=0,1,2,3 pad_mode=edge | "
+            "random_crop size=36,30 pad_if_needed=1 fill=3,4,5 | "
+            "random_apply ops=1 p=0.5 | gaussian_blur kernel=5,3 sigma=0.1,2 | hflip p=0.5 | "
+            "gaussian_blur kernel=3 sigma=0.5,1.5 | random_erasing p=0.7 value=9,8,7")
+# ... and random_erasing on normalized float32 output, value=random included
+GEOM_OPS_FLOAT = ("random_crop size=28 padding=2 | hflip p=0.5 | rotate degrees=30 | "
+                  "rotate degrees=-100,100 interpolation=bilinear fill=9 | "
+                  "normalize mean=0.5 std=0.25 | "
+                  "random_erasing p=0.5 value=random | random_erasing p=0.5 scale=0.1,0.4 "
+                  "value=-1,0,1")
+
+
+@pytest.mark.parametrize("spec", [GEOM_OPS, GEOM_OPS_FLOAT], ids=["uint8", "float32"])
+def test_worker_count_invariance_geom_ops(shapes, spec):
+    """The same batches at 0, 1 and 3 workers with the geometric ops, equal
+    to the C digest, and not the same as a centre crop."""
+    ref = seedpipe.digest(shapes, pipeline=spec, seed=6, epochs=2, batch_size=8)
+    for w in (0, 1, 3):
+        with seedpipe.Loader(shapes, pipeline=spec, seed=6, epochs=2, batch_size=8,
+                             workers=w, copy=True) as ld:
+            assert [ld.batch_digest() for _ in ld.stream()] == ref.digests
+    plain = seedpipe.digest(shapes, pipeline=spec.split(" | ")[0], seed=6, epochs=2,
+                            batch_size=8)
+    assert plain.digests[0] != ref.digests[0]
+
+
 def addr(a):
     return a.__array_interface__["data"][0]
 

@@ -25,8 +25,20 @@ def test_torchvision_transforms_convert(shapes):
         with seedpipe.Loader(shapes, pipeline=c, batch_size=8) as ld:
             fps.append(ld.fingerprint)
     assert fps[0] == fps[1], (conv.spec(), mine.spec())
-    with pytest.raises(ValueError, match="RandomRotation"):
-        T.from_torchvision(tv.transforms.Compose([tv.transforms.RandomRotation(10)]))
+    with pytest.raises(ValueError, match="RandomPerspective"):
+        T.from_torchvision(tv.transforms.Compose([tv.transforms.RandomPerspective()]))
+    with pytest.raises(ValueError, match="expand"):
+        T.from_torchvision(tv.transforms.RandomRotation(10, expand=True))
+    geom = tv.transforms.Compose([
+        tv.transforms.RandomCrop(24, padding=4, padding_mode="reflect"),
+        tv.transforms.RandomRotation(10, interpolation=tv.transforms.InterpolationMode.BILINEAR),
+        tv.transforms.GaussianBlur(5), tv.transforms.ToTensor(),
+        tv.transforms.RandomErasing(value="random")])
+    assert T.from_torchvision(geom).spec() == (
+        "random_crop size=24,24 padding=4 pad_mode=reflect fill=0 pad_if_needed=0 | rotate "
+        "degrees=-10.0,10.0 interpolation=bilinear fill=0.0 | gaussian_blur kernel=5,5 "
+        "sigma=0.1,2.0 | normalize mean=0 std=1 | random_erasing p=0.5 scale=0.02,0.33 "
+        "ratio=0.3,3.3 value=random")
     assert T.from_torchvision(tv.transforms.ColorJitter(hue=0.1)).spec() == (
         "color_jitter brightness=1.0,1.0 contrast=1.0,1.0 saturation=1.0,1.0 hue=-0.1,0.1")
     tvt = tv.transforms

@@ -43,6 +43,29 @@ def digests(shapes, pipeline, **kw):
      "center_crop size=28,28 | random_apply ops=4 p=0.8 | color_jitter brightness=0.6,1.4 "
      "contrast=1,1 saturation=1,1 hue=-0.1,0.1 | random_apply ops=1 p=0.3 | invert p=1 | "
      "grayscale p=1 | equalize p=0.5", "uint8"),
+    (T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor()]),
+     "random_crop size=32,32 padding=4 pad_mode=constant fill=0 pad_if_needed=0 | hflip p=0.5 | "
+     "normalize mean=0 std=1", "float32"),
+    (T.Compose([T.RandomCrop((20, 70), padding=(1, 2), pad_if_needed=True, fill=(9, 8, 7),
+                             padding_mode="edge")]),
+     "random_crop size=20,70 padding=1,2 pad_mode=edge fill=9,8,7 pad_if_needed=1", "uint8"),
+    (T.Compose([T.RandomCrop(28), T.ToTensor(), T.Normalize((0.5,), (0.25,)),
+                T.RandomErasing(), T.RandomErasing(p=1, value="random")]),
+     "random_crop size=28,28 pad_mode=constant fill=0 pad_if_needed=0 | normalize mean=0.5 "
+     "std=0.25 | random_erasing p=0.5 scale=0.02,0.33 ratio=0.3,3.3 value=0 | random_erasing "
+     "p=1 scale=0.02,0.33 ratio=0.3,3.3 value=random", "float32"),
+    (T.Compose([T.CenterCrop(28), T.ToTensor(), T.RandomErasing(value=(0.1, 0.2, 0.3))]),
+     "center_crop size=28,28 | normalize mean=0 std=1 | random_erasing p=0.5 scale=0.02,0.33 "
+     "ratio=0.3,3.3 value=0.1,0.2,0.3", "float32"),
+    (T.Compose([T.CenterCrop(28), T.RandomRotation(15), T.RandomApply(
+        [T.RandomRotation((80, 100), interpolation="bilinear", fill=(1, 2, 3))], p=0.5)]),
+     "center_crop size=28,28 | rotate degrees=-15,15 interpolation=nearest fill=0 | "
+     "random_apply ops=1 p=0.5 | rotate degrees=80,100 interpolation=bilinear fill=1,2,3",
+     "uint8"),
+    (T.Compose([T.CenterCrop(28), T.RandomApply([T.GaussianBlur(5)], p=0.5),
+                T.GaussianBlur((3, 7), sigma=0.8)]),
+     "center_crop size=28,28 | random_apply ops=1 p=0.5 | gaussian_blur kernel=5 sigma=0.1,2.0 | "
+     "gaussian_blur kernel=3,7 sigma=0.8,0.8", "uint8"),
 ])
 def test_compose_is_its_spec(shapes, compose, spec, dtype):
     assert compose.dtype == dtype
@@ -73,6 +96,20 @@ def test_totensor_is_x_over_255(shapes):
     (lambda: T.RandomInvert(p=2), "p="),
     (lambda: T.RandomApply([T.RandomResizedCrop(8)]), "RandomResizedCrop inside RandomApply"),
     (lambda: T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply"),
+    (lambda: T.RandomCrop(32, padding_mode="symmetric"), "padding_mode"),
+    (lambda: T.GaussianBlur(4), "odd"),
+    (lambda: T.RandomRotation(10, expand=True), "expand"),
+    (lambda: T.RandomRotation(10, center=(1, 2)), "center"),
+    (lambda: T.RandomRotation(10, interpolation="bicubic"), "interpolation"),
+    (lambda: T.RandomErasing(value="noise"), "value"),
+    (lambda: T.RandomErasing(scale=(0.5, 2)), "scale"),
+    (lambda: T.Compose([T.ToTensor(), T.RandomErasing(), T.Normalize(0, 1)]).spec(),
+     "RandomErasing"),
+    (lambda: T.GaussianBlur(3, sigma=(2, 1)), "sigma"),
+    (lambda: T.GaussianBlur(3, sigma=0), "sigma"),
+    (lambda: T.RandomCrop(32, padding=(1, 2, 3)), "padding"),
+    (lambda: T.RandomCrop(32, fill=0.5), "fill"),
+    (lambda: T.RandomApply([T.RandomCrop(8)]), "RandomCrop inside RandomApply"),
     (lambda: T.Resize(32, interpolation="nearest"), "interpolation"),
     (lambda: T.RandomResizedCrop(32, antialias=False), "antialias"),
     (lambda: T.Resize(32, max_size=64), "max_size"),

@@ -1,0 +1,121 @@
+/* ops_rotate.c - torchvision's rotate on uint8 tensors (RandomRotation with
+ * expand=False and the default centre; include/seedpipe/ops.h:
+ * sp_rotation_theta, sp_image_rotate).
+ *
+ * HOW IT WORKS, following torchvision 0.14's tensor path step by step:
+ * 1. theta: the inverse affine matrix of F.rotate(angle) about the image
+ *    centre, [[cos r, sin r, 0], [-sin r, cos r, 0]] with r = -angle in
+ *    radians, computed in double with the project's own sine and cosine
+ *    (below: the angle reduced by quarter turns, exactly, then polynomials
+ *    of fixed degree, + - * / only), then rounded to binary32.
+ * 2. The sampling grid (_gen_affine_grid): for output pixel (i, j),
+ *    x = j - (W - 1) / 2, y = i - (H - 1) / 2 (exact), gx = (x * t00 / hw
+ *    + y * t01 / hw) + t02 / hw and gy likewise with t1* / hh, hw = 0.5 W,
+ *    hh = 0.5 H, every operation in binary32 in that order.
+ * 3. grid_sample (align_corners=False, zero padding) as ATen's CPU kernel:
+ *    ix = (gx + 1) * (W / 2) - 0.5, iy likewise; nearest takes the pixel at
+ *    (rint(ix), rint(iy)) (ties to even); bilinear weighs the four
+ *    neighbours by (1 - dx)(1 - dy), dx (1 - dy), (1 - dx) dy, dx dy
+ *    (dx = ix - floor(ix)), summed nw, ne, sw, se, outside pixels 0.
+ * 4. The fill, as torchvision's mask channel: nearest: a pixel whose
+ *    source is outside is the fill; bilinear: v * m + (1 - m) * fill with
+ *    m the interpolated mask. Then round to nearest even and clamp.
+ * LIMITATIONS: torch computes step 2 in a batched matrix product whose
+ * order (and use of fused multiply-adds) is its BLAS's, so a coordinate can
+ * differ in its last bit; docs/pipeline.md gives the measured agreement.
+ */
+#include "seedpipe/ops.h"
+
+#include <math.h>      /* floorf, rintf: exact */
+#include <stdlib.h>
+#include <string.h>
+
+/* sin and cos of t in [-pi/4, pi/4] by their Taylor polynomials to t^21 /
+ * t^20 (error below 1e-18), Horner in double. */
+static void sincos_small(double t, double *s, double *c) {
+    double t2 = t * t, ps = 0.0, pc = 0.0;
+    for (int k = 10; k >= 1; k--) {
+        ps = -(1.0 + ps) * t2 / ((2.0 * k) * (2.0 * k + 1.0));
+        pc = -(1.0 + pc) * t2 / ((2.0 * k - 1.0) * (2.0 * k));
+    }
+    *s = t * (1.0 + ps);
+    *c = 1.0 + pc;
+}
+
+void sp_rotation_theta(float angle, float theta[6]) {
+    double r = -(double)angle;                     /* degrees; F.rotate passes -angle */
+    double q = floor(r / 90.0 + 0.5);              /* quarter turns */
+    double rem = r - 90.0 * q;                     /* exact: |r| < 2^24 */
+    double s, c;
+    sincos_small(rem * (3.14159265358979323846 / 180.0), &s, &c);
+    int n = (int)(q - 4.0 * floor(q / 4.0));       /* 0..3 */
+    for (int i = 0; i < n; i++) {                  /* rotate by 90 degrees */
+        double t = s;
+        s = c;
+        c = -t;
+    }
+    theta[0] = (float)c;
+    theta[1] = (float)s;
+    theta[2] = 0.0f;
+    theta[3] = (float)-s;
+    theta[4] = (float)c;
+    theta[5] = 0.0f;
+}
+
+static uint8_t to_u8(float v) {
+    v = rintf(v);
+    return (uint8_t)(v <= 0.0f ? 0 : v >= 255.0f ? 255 : (int)v);
+}
+
+/* One output pixel from source position (ix, iy). */
+static void sample_px(const sp_image *src, float ix, float iy, int bilinear, const float fill[3],
+                      uint8_t *d) {
+    const int W = src->width, H = src->height, C = src->channels;
+    if (!bilinear) {
+        float fx = rintf(ix), fy = rintf(iy);
+        int in = fx >= 0.0f && fx < (float)W && fy >= 0.0f && fy < (float)H;
+        const uint8_t *s = in ? src->data + (size_t)fy * src->stride + (size_t)fx * C : NULL;
+        for (int c = 0; c < C; c++) d[c] = s ? s[c] : to_u8(fill[c]);
+        return;
+    }
+    float xw = floorf(ix), yn = floorf(iy);
+    float w = ix - xw, e = 1.0f - w, n = iy - yn, so = 1.0f - n;
+    float wt[4] = {so * e, so * w, n * e, n * w};   /* nw, ne, sw, se */
+    const uint8_t *p[4] = {NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 4; k++) {
+        float px = xw + (float)(k & 1), py = yn + (float)(k >> 1);
+        if (px >= 0.0f && px < (float)W && py >= 0.0f && py < (float)H)
+            p[k] = src->data + (size_t)py * src->stride + (size_t)px * C;
+    }
+    float m = 0.0f;
+    for (int k = 0; k < 4; k++) m = m + (p[k] ? wt[k] : 0.0f);
+    for (int c = 0; c < C; c++) {
+        float v = 0.0f;
+        for (int k = 0; k < 4; k++) v = v + (p[k] ? (float)p[k][c] * wt[k] : 0.0f);
+        d[c] = to_u8(v * m + (1.0f - m) * fill[c]);
+    }
+}
+
+int sp_image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
+                    sp_image *out) {
+    const int W = src->width, H = src->height;
+    if (out->width != W || out->height != H || out->channels != src->channels) return SP_EINVAL;
+    float th[6], hw = 0.5f * (float)W, hh = 0.5f * (float)H;
+    sp_rotation_theta(angle, th);
+    float r00 = th[0] / hw, r10 = th[1] / hw, r20 = th[2] / hw;
+    float r01 = th[3] / hh, r11 = th[4] / hh, r21 = th[5] / hh;
+    float sx = (float)W / 2.0f, sy = (float)H / 2.0f;
+    for (int i = 0; i < H; i++) {
+        float y = (float)i - ((float)H * 0.5f - 0.5f);
+        uint8_t *d = out->data + (size_t)i * out->stride;
+        for (int j = 0; j < W; j++, d += out->channels) {
+            float x = (float)j - ((float)W * 0.5f - 0.5f);
+            float gx = x * r00 + y * r10;
+            gx = gx + r20;
+            float gy = x * r01 + y * r11;
+            gy = gy + r21;
+            sample_px(src, (gx + 1.0f) * sx - 0.5f, (gy + 1.0f) * sy - 0.5f, bilinear, fill, d);
+        }
+    }
+    return SP_OK;
+}

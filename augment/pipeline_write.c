@@ -1,0 +1,234 @@
+/* pipeline_write.c - writing one sample's output (pipeline.h, "Output"):
+ * the final image as uint8, bfloat16 / float16 or float32 elements, CHW or
+ * HWC, each row read mirrored when a horizontal flip is pending. Values
+ * are table lookups (pipeline_spec.c builds the tables), so they are exact
+ * and the same everywhere. Split from pipeline_run.c, which calls
+ * sp__write_output() once per sample, then sp__erase_output() when the
+ * pipeline ends with random_erasing ops: they erase a box of the written
+ * elements, in the output's own units (after normalize when there is
+ * one, as torchvision's RandomErasing after ToTensor / Normalize).
+ */
+#include "augment/pipeline_internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
+uint16_t sp__to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* float32 -> IEEE binary16, round to nearest, ties to even: overflow to
+ * infinity, subnormals through one float addition (which rounds to nearest
+ * even in the default rounding mode), normals by rounding the mantissa. */
+uint16_t sp__to_f16(float f) {
+    const uint32_t infty = 255u << 23, max16 = (127u + 16u) << 23;
+    const uint32_t magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = u & 0x80000000u;
+    u ^= sign;
+    uint16_t o;
+    if (u >= max16) {
+        o = u > infty ? 0x7e00 : 0x7c00;
+    } else if (u < (113u << 23)) {
+        float x, magic;
+        memcpy(&x, &u, 4);
+        memcpy(&magic, &magic_u, 4);
+        x += magic;
+        uint32_t r;
+        memcpy(&r, &x, 4);
+        o = (uint16_t)(r - magic_u);
+    } else {
+        uint32_t odd = (u >> 13) & 1u;
+        u += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
+        o = (uint16_t)(u >> 13);
+    }
+    return (uint16_t)(o | (sign >> 16));
+}
+
+/* uint8 output: the pixels as they are (a copy per row, or mirrored). */
+static void write_u8(const sp_image *im, int flip, int nhwc, uint8_t *dst) {
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
+    for (int y = 0; y < H; y++) {
+        const uint8_t *row = im->data + (size_t)y * im->stride;
+        const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (nhwc && !flip) {
+            memcpy(dst + (size_t)y * (size_t)W * (size_t)C, row, (size_t)W * (size_t)C);
+        } else if (nhwc) {
+            uint8_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+            for (int x = 0; x < W; x++, s += step, d += C)
+                for (int c = 0; c < C; c++) d[c] = s[c];
+        } else if (C == 3) {
+            uint8_t *d0 = dst + (size_t)y * (size_t)W, *d1 = d0 + plane, *d2 = d1 + plane;
+            for (int x = 0; x < W; x++, s += step) {
+                d0[x] = s[0];
+                d1[x] = s[1];
+                d2[x] = s[2];
+            }
+        } else {
+            uint8_t *d0 = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = s[c];
+        }
+    }
+}
+
+/* bfloat16 / float16 output: 16-bit words from the rounded tables, in the
+ * same layouts. */
+static void write_half(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                       const sp_run_opts *o, uint16_t *dst) {
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
+    int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
+    const uint16_t *t[3];
+    for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
+    for (int y = 0; y < H; y++) {
+        const uint8_t *s = im->data + (size_t)y * im->stride +
+                           (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (nhwc) {
+            uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+            for (int x = 0; x < W; x++, s += step, d += C)
+                for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
+        } else {
+            uint16_t *d0 = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
+        }
+    }
+}
+
+/* float32 output through the per-channel tables. */
+static void write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                      const sp_run_opts *o, float *dst) {
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
+    const float *tab[3];
+    int norm = p->has_normalize && !o->skip_normalize;
+    for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
+    const float *restrict t0 = tab[0], *restrict t1 = tab[1], *restrict t2 = tab[2];
+    for (int y = 0; y < H; y++) {
+        const uint8_t *row = im->data + (size_t)y * im->stride;
+        const uint8_t *s = row + (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (C == 1) {
+            float *restrict d = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step) d[x] = t0[s[0]];
+        } else if (C == 3 && nhwc) {
+            float *restrict d = dst + (size_t)y * (size_t)W * 3;
+            int x = 0;
+#if defined(__SSE2__)
+            for (; x + 4 <= W; x += 4, s += 4 * step, d += 12) {
+                const uint8_t *p1 = s + step, *p2 = p1 + step, *p3 = p2 + step;
+                _mm_storeu_ps(d, _mm_set_ps(t0[p1[0]], t2[s[2]], t1[s[1]], t0[s[0]]));
+                _mm_storeu_ps(d + 4, _mm_set_ps(t1[p2[1]], t0[p2[0]], t2[p1[2]], t1[p1[1]]));
+                _mm_storeu_ps(d + 8, _mm_set_ps(t2[p3[2]], t1[p3[1]], t0[p3[0]], t2[p2[2]]));
+            }
+#endif
+            for (; x < W; x++, s += step, d += 3) {
+                d[0] = t0[s[0]];
+                d[1] = t1[s[1]];
+                d[2] = t2[s[2]];
+            }
+        } else if (C == 3) {
+            float *d0 = dst + (size_t)y * (size_t)W;
+            float *d1 = d0 + plane;
+            float *d2 = d1 + plane;
+            int x = 0;
+#if defined(__SSE2__)
+            for (; x + 4 <= W; x += 4, s += 4 * step) {
+                __m128 v0 = _mm_set_ps(t0[s[3 * step]], t0[s[2 * step]], t0[s[step]], t0[s[0]]);
+                __m128 v1 = _mm_set_ps(t1[s[3 * step + 1]], t1[s[2 * step + 1]], t1[s[step + 1]], t1[s[1]]);
+                __m128 v2 = _mm_set_ps(t2[s[3 * step + 2]], t2[s[2 * step + 2]], t2[s[step + 2]], t2[s[2]]);
+                _mm_storeu_ps(d0 + x, v0);
+                _mm_storeu_ps(d1 + x, v1);
+                _mm_storeu_ps(d2 + x, v2);
+            }
+#endif
+            for (; x < W; x++, s += step) {
+                d0[x] = t0[s[0]];
+                d1[x] = t1[s[1]];
+                d2[x] = t2[s[2]];
+            }
+        } else {
+            float *d0 = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = tab[c][s[c]];
+        }
+    }
+}
+
+/* Write the output; with flip, each row is read mirrored (a pending hflip).
+ * One pass per row, every channel at once, through the per-channel table
+ * for float32 (exact: a table lookup; with SSE2 four values are stored at
+ * a time, which halves the cost of the float32 NCHW case). */
+void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
+                      void *out) {
+    const int nhwc = o->layout == SP_LAYOUT_NHWC || im->channels == 1;
+    if (o->dtype == SP_DTYPE_UINT8) write_u8(im, flip, nhwc, out);
+    else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16)
+        write_half(p, im, flip, nhwc, o, out);
+    else write_f32(p, im, flip, nhwc, o, out);
+}
+
+/* ---- random_erasing, on the written output ------------------------------------ */
+
+/* One element of value v in the output's dtype at element index e. */
+static void put(void *out, sp_dtype t, size_t e, float v) {
+    if (t == SP_DTYPE_FLOAT32) ((float *)out)[e] = v;
+    else if (t == SP_DTYPE_BFLOAT16) ((uint16_t *)out)[e] = sp__to_bf16(v);
+    else if (t == SP_DTYPE_FLOAT16) ((uint16_t *)out)[e] = sp__to_f16(v);
+    else ((uint8_t *)out)[e] = (uint8_t)(v >= 255.0f ? 255 : v > 0.0f ? (int)v : 0);
+}
+
+/* Erase box b of a W x H x C output: the values are op->value[c] or, for
+ * value=random, the normals in (c, y, x) order of the box (torchvision's
+ * v tensor of shape [C, h, w]). */
+static int erase_box(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const sp_crop_box *b,
+                     int W, int H, int C, const sp_run_opts *o, void *out) {
+    size_t n = (size_t)C * (size_t)b->h * (size_t)b->w, t = 0;
+    float *v = NULL;
+    if (op->erase_random && n) {
+        if (!(v = malloc(n * sizeof *v))) return SP_ENOMEM;
+        sp_erasing_normals(ctx->k_augment, k, ctx->sample, ctx->epoch, n, v);
+    }
+    int nhwc = o->layout == SP_LAYOUT_NHWC || C == 1;
+    for (int c = 0; c < C; c++)
+        for (int y = b->y; y < b->y + b->h; y++)
+            for (int x = b->x; x < b->x + b->w; x++, t++) {
+                size_t e = nhwc ? ((size_t)y * (size_t)W + (size_t)x) * (size_t)C + (size_t)c
+                                : ((size_t)c * (size_t)H + (size_t)y) * (size_t)W + (size_t)x;
+                put(out, o->dtype, e, v ? v[t] : (float)op->value[c]);
+            }
+    free(v);
+    return SP_OK;
+}
+
+int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H, int C,
+                     const sp_run_opts *o, void *out) {
+    for (int k = 0; k < p->nops; k++) {
+        const sp_op *op = &p->ops[k];
+        if (op->kind != SP_OP_RANDOM_ERASING) continue;
+        sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
+        if (!(sp_u01d(d.c[0]) < op->p)) continue;
+        sp_crop_box b;
+        if (!sp_erasing_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                               ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b))
+            continue;
+        int rc = erase_box(op, (uint32_t)k, ctx, &b, W, H, C, o, out);
+        if (rc) return rc;
+    }
+    return SP_OK;
+}
