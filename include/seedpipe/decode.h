@@ -1,4 +1,5 @@
-/* seedpipe/decode.h - PNG and JPEG decoding to 8-bit gray or RGB, with limits.
+/* seedpipe/decode.h - PNG, JPEG and BMP decoding to 8-bit gray or RGB, with
+ * limits.
  *
  * PNG goes through libpng's low-level API: every colour type and bit depth,
  * palette, tRNS, 16-bit, Adam7 interlace; no gamma correction. Alpha is
@@ -21,6 +22,14 @@
  * function of (file bytes, request), so callers may choose the request from
  * sampled parameters and stay deterministic.
  *
+ * BMP is read here, without a library: 1/4/8-bit palette images (grey ones
+ * included), 24-bit and 32-bit (BI_RGB, or BI_BITFIELDS with the standard
+ * masks; the fourth byte is dropped like alpha), bottom-up or top-down; the
+ * pixels are those Pillow's convert("RGB") gives. RLE, embedded JPEG/PNG,
+ * 16-bit pixels and other masks are SP_EUNSUPP, named. A palette index past
+ * the palette is an error (as for PNG); a file shorter than its header's
+ * rows is truncated (SP_EFORMAT). BMP, like PNG, decodes only at scale 1.
+ *
  * Every failure returns an SP_E* code and fills err with "path: reason"
  * (e.g. "a/b.jpg: JPEG: Premature end of JPEG file"; path NULL reads
  * "(memory)"; err may be NULL); hostile input never crashes (libpng/libjpeg
@@ -41,7 +50,12 @@
 extern "C" {
 #endif
 
-typedef enum { SP_FORMAT_UNKNOWN = 0, SP_FORMAT_PNG = 1, SP_FORMAT_JPEG = 2 } sp_format;
+typedef enum {
+    SP_FORMAT_UNKNOWN = 0,
+    SP_FORMAT_PNG = 1,
+    SP_FORMAT_JPEG = 2,
+    SP_FORMAT_BMP = 3
+} sp_format;
 
 /* Limits checked against the declared header values before any large
  * allocation (decompression bombs), identically by probe and decode, so a
@@ -71,7 +85,10 @@ typedef struct sp_image_info {
 /*! sp_image_probe() : read the header only (cheap) and check the limits.
  *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
  *  up to the first scan. info may be NULL (then only the checks are made).
- *  @return 0, SP_EFORMAT (not PNG/JPEG, or a broken header) or SP_ELIMIT. */
+ *  BMP: the headers and the palette, every size checked against the file.
+ *  @return 0, SP_EFORMAT (not a known format, or a broken header),
+ *  SP_EUNSUPP (a BMP variant not read: RLE, 16-bit, odd masks) or
+ *  SP_ELIMIT. */
 SP_API int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
                           const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 
@@ -107,7 +124,8 @@ SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
                            const sp_decode_req *req, const sp_decode_limits *lim,
                            sp_image *out, sp_error *err);
 
-/*! sp_format_sniff() : PNG / JPEG by magic bytes, else SP_FORMAT_UNKNOWN. */
+/*! sp_format_sniff() : PNG / JPEG / BMP ("BM") by magic bytes, else
+ *  SP_FORMAT_UNKNOWN. */
 SP_API sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 
 

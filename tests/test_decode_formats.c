@@ -1,0 +1,240 @@
+/* test_decode_formats.c - the decoders after PNG and JPEG (decode.h): BMP.
+ *
+ * What it asserts:
+ *  - BMP files written here (1/4/8-bit palette, 24-bit, 32-bit BI_RGB and
+ *    BI_BITFIELDS, 40- and 124-byte headers, bottom-up and top-down, odd
+ *    widths so rows are padded) probe to their size and decode to the
+ *    pixels they were written from, RGB and gray (the luma rule), and a
+ *    region equals the same crop of the full decode.
+ *  - Refusals by name: RLE and odd bit-field masks are SP_EUNSUPP; a file
+ *    cut short anywhere, a header whose offset or palette points past the
+ *    end, a palette index past the palette are SP_EFORMAT naming the path;
+ *    a header declaring 100000 x 100000 is SP_ELIMIT; nothing crashes.
+ * Pixel equality against Pillow is bindings/python/tests/test_decode_formats.py.
+ * Cases (tests/runner.h): test_bmp_pixels, test_bmp_hostile.
+ */
+#include "seedpipe/decode.h"
+#include "check.h"
+#include "runner.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* A deterministic test picture: w x h RGB. */
+static uint8_t *make_rgb(int w, int h, uint32_t seed) {
+    uint8_t *p = malloc((size_t)w * h * 3);
+    CHECK(p);
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < (size_t)w * h * 3; i++) {
+        s = s * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(s >> 24);
+    }
+    return p;
+}
+
+static uint8_t luma(const uint8_t *p) {
+    return (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 32768u) >> 16);
+}
+
+/* Decode full RGB and gray and a region; check against `want` (RGB). */
+static void check_decode(const uint8_t *buf, size_t len, int w, int h, const uint8_t *want,
+                         sp_format fmt) {
+    sp_image_info info;
+    sp_error err;
+    CHECK_OK(sp_image_probe(buf, len, "t", NULL, &info, &err), &err);
+    CHECK(info.format == fmt && info.width == w && info.height == h);
+    sp_decode_req rq = {3, 0, 0, 0, 0, 1};
+    sp_image im, g, r;
+    CHECK_OK(sp_image_decode(buf, len, "t", &rq, NULL, &im, &err), &err);
+    CHECK(im.width == w && im.height == h && im.channels == 3);
+    for (int y = 0; y < h; y++)
+        CHECK_MSG(memcmp(im.data + (size_t)y * im.stride, want + (size_t)y * w * 3,
+                         (size_t)w * 3) == 0, "row %d differs", y);
+    rq.channels = 1;
+    CHECK_OK(sp_image_decode(buf, len, "t", &rq, NULL, &g, &err), &err);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            CHECK(g.data[(size_t)y * g.stride + x] == luma(want + ((size_t)y * w + x) * 3));
+    sp_decode_req rr = {3, w / 3, h / 4, w / 2 ? w / 2 : 1, h / 2 ? h / 2 : 1, 1};
+    CHECK_OK(sp_image_decode(buf, len, "t", &rr, NULL, &r, &err), &err);
+    CHECK(r.width == rr.w && r.height == rr.h);
+    for (int y = 0; y < rr.h; y++)
+        CHECK(memcmp(r.data + (size_t)y * r.stride,
+                     im.data + (size_t)(y + rr.y) * im.stride + (size_t)rr.x * 3,
+                     (size_t)rr.w * 3) == 0);
+    rq.scale_denom = 2;
+    sp_image z;
+    CHECK(sp_image_decode(buf, len, "t", &rq, NULL, &z, &err) == SP_EINVAL && !z.data);
+    sp_image_free(&im);
+    sp_image_free(&g);
+    sp_image_free(&r);
+}
+
+static void expect_fail(const uint8_t *buf, size_t len, int code, const char *what) {
+    sp_error err;
+    sp_image im;
+    sp_decode_req rq = {3, 0, 0, 0, 0, 1};
+    int pr = sp_image_probe(buf, len, "dir/bad.img", NULL, NULL, &err);
+    int rc = sp_image_decode(buf, len, "dir/bad.img", &rq, NULL, &im, &err);
+    CHECK_MSG(rc == code, "%s: decode gave %d (%s), want %d", what, rc, err.msg, code);
+    CHECK_MSG(strstr(err.msg, "dir/bad.img") != NULL, "%s: '%s' names no path", what,
+              err.msg);
+    CHECK(im.data == NULL);
+    CHECK(pr == SP_OK || pr == code || pr == SP_EFORMAT);
+}
+
+/* ---- BMP ------------------------------------------------------------------- */
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+typedef struct bmp_opts {
+    int bits, top_down, bitfields, hsize;   /* hsize 40 or 124 */
+} bmp_opts;
+
+/* A BMP of the w x h picture `rgb`; for bits <= 8 the picture's pixels are
+ * indices into a palette made here (pal, 2^bits entries) and *rgb is
+ * rewritten to the palette colours. Returns the file, *len its size. */
+static uint8_t *write_bmp(int w, int h, uint8_t *rgb, bmp_opts o, size_t *len) {
+    int ncol = o.bits <= 8 ? 1 << o.bits : 0;
+    size_t masks = (o.bitfields && o.hsize == 40) ? 12 : 0;
+    size_t off = 14 + (size_t)o.hsize + masks + (size_t)ncol * 4;
+    size_t stride = (((size_t)w * o.bits + 31) / 32) * 4;
+    *len = off + stride * h;
+    uint8_t *f = calloc(1, *len);
+    CHECK(f);
+    f[0] = 'B'; f[1] = 'M';
+    put32(f + 2, (uint32_t)*len);
+    put32(f + 10, (uint32_t)off);
+    uint8_t *hd = f + 14;
+    put32(hd, (uint32_t)o.hsize);
+    put32(hd + 4, (uint32_t)w);
+    put32(hd + 8, (uint32_t)(o.top_down ? -h : h));
+    put16(hd + 12, 1);
+    put16(hd + 14, (uint32_t)o.bits);
+    put32(hd + 16, o.bitfields ? 3 : 0);
+    put32(hd + 20, (uint32_t)(stride * h));
+    if (o.bitfields) {
+        put32(hd + 40, 0x00ff0000u); put32(hd + 44, 0x0000ff00u); put32(hd + 48, 0x000000ffu);
+        if (o.hsize >= 56) put32(hd + 52, 0xff000000u);
+    }
+    uint8_t *pal = f + 14 + o.hsize + masks;
+    for (int i = 0; i < ncol; i++) {   /* a grey ramp for 1 bit, colours otherwise */
+        uint8_t r = ncol == 2 ? (uint8_t)(i * 255) : (uint8_t)(i * 37 + 11);
+        pal[4 * i + 2] = r;
+        pal[4 * i + 1] = ncol == 2 ? r : (uint8_t)(i * 91 + 3);
+        pal[4 * i] = ncol == 2 ? r : (uint8_t)(255 - i * 13);
+    }
+    for (int y = 0; y < h; y++) {
+        uint8_t *row = f + off + stride * (size_t)(o.top_down ? y : h - 1 - y);
+        for (int x = 0; x < w; x++) {
+            uint8_t *px = rgb + ((size_t)y * w + x) * 3;
+            if (ncol) {
+                int idx = px[0] % ncol, per = 8 / o.bits;
+                row[x / per] |= (uint8_t)(idx << (8 - o.bits * (x % per + 1)));
+                px[0] = pal[4 * idx + 2]; px[1] = pal[4 * idx + 1]; px[2] = pal[4 * idx];
+            } else {
+                size_t step = (size_t)o.bits / 8;
+                row[x * step] = px[2]; row[x * step + 1] = px[1]; row[x * step + 2] = px[0];
+                if (step == 4) row[x * step + 3] = (uint8_t)(x * 7);   /* alpha/X: dropped */
+            }
+        }
+    }
+    return f;
+}
+
+static void test_bmp_pixels(void) {
+    static const bmp_opts K[] = {
+        {1, 0, 0, 40}, {4, 0, 0, 40}, {8, 0, 0, 40}, {24, 0, 0, 40}, {32, 0, 0, 40},
+        {1, 1, 0, 124}, {4, 1, 0, 40}, {8, 1, 0, 124}, {24, 1, 0, 124}, {32, 1, 0, 124},
+        {32, 0, 1, 40}, {32, 1, 1, 124}};
+    static const int sizes[][2] = {{1, 1}, {7, 5}, {13, 9}, {33, 2}};
+    for (size_t k = 0; k < sizeof K / sizeof *K; k++)
+        for (size_t s = 0; s < 4; s++) {
+            int w = sizes[s][0], h = sizes[s][1];
+            uint8_t *rgb = make_rgb(w, h, (uint32_t)(k * 10 + s));
+            size_t len;
+            uint8_t *f = write_bmp(w, h, rgb, K[k], &len);
+            check_decode(f, len, w, h, rgb, SP_FORMAT_BMP);
+            free(f);
+            free(rgb);
+        }
+    /* a grey palette probes as 1 channel */
+    uint8_t *rgb = make_rgb(5, 3, 1);
+    size_t len;
+    uint8_t *f = write_bmp(5, 3, rgb, (bmp_opts){1, 0, 0, 40}, &len);
+    sp_image_info info;
+    sp_error err;
+    CHECK_OK(sp_image_probe(f, len, "t", NULL, &info, &err), &err);
+    CHECK(info.channels == 1);
+    free(f);
+    free(rgb);
+}
+
+static void test_bmp_hostile(void) {
+    uint8_t *rgb = make_rgb(13, 9, 3);
+    size_t len;
+    uint8_t *f = write_bmp(13, 9, rgb, (bmp_opts){8, 0, 0, 40}, &len);
+    uint8_t *g = malloc(len);
+    CHECK(g);
+    for (size_t cut = 0; cut < len; cut += (cut < 80 ? 1 : 7)) {   /* truncated anywhere */
+        memcpy(g, f, cut);
+        expect_fail(g, cut, SP_EFORMAT, "truncated BMP");
+    }
+    memcpy(g, f, len);
+    put32(g + 10, 0x7fffff00u);                 /* pixel offset past the end */
+    expect_fail(g, len, SP_EFORMAT, "offset past the end");
+    memcpy(g, f, len);
+    put32(g + 10, 20);                          /* pixel offset inside the headers */
+    expect_fail(g, len, SP_EFORMAT, "offset in the headers");
+    memcpy(g, f, len);
+    put32(g + 14, 0xfffffff0u);                 /* header size: unknown version */
+    expect_fail(g, len, SP_EUNSUPP, "header size");
+    memcpy(g, f, len);
+    put32(g + 10, 14 + 40 + 100);               /* pixels start inside the palette */
+    expect_fail(g, len, SP_EFORMAT, "palette past the offset");
+    memcpy(g, f, len);
+    put32(g + 14 + 32, 1000);                   /* 1000 entries for 8-bit pixels */
+    expect_fail(g, len, SP_EFORMAT, "palette of 1000");
+    memcpy(g, f, len);
+    put32(g + 14 + 32, 4);                      /* 4 entries: indices past the palette */
+    expect_fail(g, len, SP_EFORMAT, "index past the palette");
+    memcpy(g, f, len);
+    put32(g + 14 + 16, 1);                      /* RLE8 */
+    expect_fail(g, len, SP_EUNSUPP, "RLE8");
+    memcpy(g, f, len);
+    put32(g + 14 + 4, 100000);                  /* 100000 x 100000 */
+    put32(g + 14 + 8, 100000);
+    expect_fail(g, len, SP_ELIMIT, "huge");
+    memcpy(g, f, len);
+    put32(g + 14 + 8, 0x80000000u);             /* height INT_MIN */
+    expect_fail(g, len, SP_EFORMAT, "height INT_MIN");
+    memcpy(g, f, len);
+    put16(g + 14 + 14, 16);                     /* 16-bit */
+    expect_fail(g, len, SP_EUNSUPP, "16-bit");
+    free(f);
+    free(rgb);
+    rgb = make_rgb(4, 4, 4);
+    f = write_bmp(4, 4, rgb, (bmp_opts){32, 0, 1, 124}, &len);
+    put32(f + 14 + 40, 0x000000ffu);            /* R and B masks swapped */
+    put32(f + 14 + 48, 0x00ff0000u);
+    expect_fail(f, len, SP_EUNSUPP, "odd masks");
+    free(f);
+    free(rgb);
+    free(g);
+}
+
+static const sp_case cases[] = {
+    SP_CASE(test_bmp_pixels),
+    SP_CASE(test_bmp_hostile),
+};
+
+int main(int argc, char **argv) {
+    return sp_run_cases(argc, argv, cases, SP_NCASES(cases), NULL, NULL);
+}
