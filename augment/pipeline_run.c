@@ -660,6 +660,7 @@ static const char *fmt_name(sp_format f) {
     case SP_FORMAT_PNG: return "PNG";
     case SP_FORMAT_JPEG: return "JPEG";
     case SP_FORMAT_BMP: return "BMP";
+    case SP_FORMAT_WEBP: return "WebP";
     default: return "pixels";
     }
 }

@@ -1,4 +1,5 @@
-/* test_decode_formats.c - the decoders after PNG and JPEG (decode.h): BMP.
+/* test_decode_formats.c - the decoders after PNG and JPEG (decode.h): BMP
+ * and WebP.
  *
  * What it asserts:
  *  - BMP files written here (1/4/8-bit palette, 24-bit, 32-bit BI_RGB and
@@ -10,8 +11,13 @@
  *    cut short anywhere, a header whose offset or palette points past the
  *    end, a palette index past the palette are SP_EFORMAT naming the path;
  *    a header declaring 100000 x 100000 is SP_ELIMIT; nothing crashes.
+ *  - WebP files encoded here with libwebp (lossless: decode equals the
+ *    picture; lossy, with and without alpha: decode equals libwebp's own
+ *    WebPDecodeRGB) at odd sizes, RGB, gray and a region; cut anywhere, a
+ *    RIFF or chunk size past the end: SP_EFORMAT naming the path; an animated header SP_EUNSUPP; small limits SP_ELIMIT.
  * Pixel equality against Pillow is bindings/python/tests/test_decode_formats.py.
- * Cases (tests/runner.h): test_bmp_pixels, test_bmp_hostile.
+ * Cases (tests/runner.h): test_bmp_pixels, test_bmp_hostile, test_webp_pixels,
+ * test_webp_hostile.
  */
 #include "seedpipe/decode.h"
 #include "check.h"
@@ -21,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <webp/decode.h>
+#include <webp/encode.h>
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -230,9 +239,91 @@ static void test_bmp_hostile(void) {
     free(g);
 }
 
+/* ---- WebP ------------------------------------------------------------------- */
+
+/* The picture with alpha appended (a gradient), w x h x 4. */
+static uint8_t *with_alpha(const uint8_t *rgb, int w, int h) {
+    uint8_t *p = malloc((size_t)w * h * 4);
+    CHECK(p);
+    for (size_t i = 0; i < (size_t)w * h; i++) {
+        memcpy(p + 4 * i, rgb + 3 * i, 3);
+        p[4 * i + 3] = (uint8_t)(1 + i * 5 % 255);   /* never 0: RGB kept exact */
+    }
+    return p;
+}
+
+static void test_webp_pixels(void) {
+    static const int sizes[][2] = {{1, 1}, {7, 5}, {33, 17}};
+    for (size_t s = 0; s < 3; s++)
+        for (int kind = 0; kind < 4; kind++) {   /* lossless, lossless+alpha, lossy, lossy+alpha */
+            int w = sizes[s][0], h = sizes[s][1];
+            uint8_t *rgb = make_rgb(w, h, (uint32_t)(100 + s * 4 + kind));
+            uint8_t *rgba = with_alpha(rgb, w, h);
+            uint8_t *f = NULL;
+            size_t len;
+            switch (kind) {
+            case 0: len = WebPEncodeLosslessRGB(rgb, w, h, w * 3, &f); break;
+            case 1: len = WebPEncodeLosslessRGBA(rgba, w, h, w * 4, &f); break;
+            case 2: len = WebPEncodeRGB(rgb, w, h, w * 3, 80, &f); break;
+            default: len = WebPEncodeRGBA(rgba, w, h, w * 4, 80, &f); break;
+            }
+            CHECK(len > 0 && f);
+            if (kind >= 2) {   /* lossy: the library's own decode is the reference */
+                int dw, dh;
+                uint8_t *ref = WebPDecodeRGB(f, len, &dw, &dh);
+                CHECK(ref && dw == w && dh == h);
+                check_decode(f, len, w, h, ref, SP_FORMAT_WEBP);
+                WebPFree(ref);
+            } else {
+                check_decode(f, len, w, h, rgb, SP_FORMAT_WEBP);
+            }
+            WebPFree(f);
+            free(rgba);
+            free(rgb);
+        }
+}
+
+static void test_webp_hostile(void) {
+    uint8_t *rgb = make_rgb(33, 17, 9);
+    for (int lossy = 0; lossy < 2; lossy++) {
+        uint8_t *f = NULL;
+        size_t len = lossy ? WebPEncodeRGB(rgb, 33, 17, 33 * 3, 75, &f)
+                           : WebPEncodeLosslessRGB(rgb, 33, 17, 33 * 3, &f);
+        CHECK(len > 40);
+        uint8_t *g = malloc(len);
+        CHECK(g);
+        for (size_t cut = 0; cut < len; cut += (cut < 64 ? 1 : 5)) {
+            memcpy(g, f, cut);
+            expect_fail(g, cut, SP_EFORMAT, "truncated WebP");
+        }
+        memcpy(g, f, len);
+        put32(g + 4, 0x7ffffff0u);               /* RIFF size past the end */
+        expect_fail(g, len, SP_EFORMAT, "RIFF size");
+        memcpy(g, f, len);
+        put32(g + 16, 0x7ffffff0u);              /* chunk size past the end */
+        expect_fail(g, len, SP_EFORMAT, "chunk size");
+        sp_decode_limits lim = {8, 0, 0, 0};
+        sp_error err;
+        CHECK(sp_image_probe(f, len, "t", &lim, NULL, &err) == SP_ELIMIT);
+        sp_image im;
+        sp_decode_req rq = {3, 0, 0, 0, 0, 1};
+        CHECK(sp_image_decode(f, len, "t", &rq, &lim, &im, &err) == SP_ELIMIT && !im.data);
+        free(g);
+        WebPFree(f);
+    }
+    /* an animated file's VP8X header: refused by name */
+    static const uint8_t anim[] = {'R', 'I', 'F', 'F', 22, 0, 0, 0, 'W', 'E', 'B', 'P',
+                                   'V', 'P', '8', 'X', 10, 0, 0, 0, 0x02, 0, 0, 0,
+                                   7, 0, 0, 5, 0, 0};
+    expect_fail(anim, sizeof anim, SP_EUNSUPP, "animated");
+    free(rgb);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_bmp_pixels),
     SP_CASE(test_bmp_hostile),
+    SP_CASE(test_webp_pixels),
+    SP_CASE(test_webp_hostile),
 };
 
 int main(int argc, char **argv) {

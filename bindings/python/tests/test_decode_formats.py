@@ -1,5 +1,5 @@
-"""BMP images in an ImageFolder give the pixels Pillow gives (issue 39,
-item 5).
+"""BMP and WebP images in an ImageFolder give the pixels Pillow gives
+(issue 39, item 5).
 
 Files are generated here with Pillow (and, for what Pillow does not write,
 by hand: 4-bit palettes, top-down rows, 32-bit BI_BITFIELDS), all the same
@@ -86,6 +86,18 @@ def bmp_files(d):
     return out
 
 
+def webp_files():
+    a, b = picture(11), picture(12)
+    rgba = Image.fromarray(np.dstack([b, b[..., :1] | 1]), "RGBA")
+    return [
+        ("lossy.webp", (Image.fromarray(a), {"quality": 80})),
+        ("lossy_alpha.webp", (rgba, {"quality": 60})),
+        ("lossless.webp", (Image.fromarray(b), {"lossless": True})),
+        ("lossless_alpha.webp", (rgba, {"lossless": True})),
+        ("grey_lossy.webp", (Image.fromarray(a[..., 0]), {"quality": 90})),
+    ]
+
+
 def write_folder(tmp_path, files):
     cls = tmp_path / "ds" / "a"
     cls.mkdir(parents=True)
@@ -94,6 +106,8 @@ def write_folder(tmp_path, files):
         p = cls / f"{i:03d}_{name}"
         if isinstance(obj, bytes):
             p.write_bytes(obj)
+        elif isinstance(obj, tuple):
+            obj[0].save(p, **obj[1])
         else:
             obj.save(p)
         paths.append(p)
@@ -124,3 +138,10 @@ def check_folder(tmp_path, files):
 
 def test_bmp_folder_matches_pillow(tmp_path):
     check_folder(tmp_path, bmp_files(tmp_path))
+
+
+def test_webp_folder_matches_pillow(tmp_path):
+    from PIL import features
+    if not features.check("webp"):
+        pytest.skip("Pillow without WebP support")
+    check_folder(tmp_path, webp_files())
