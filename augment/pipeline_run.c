@@ -661,6 +661,7 @@ static const char *fmt_name(sp_format f) {
     case SP_FORMAT_JPEG: return "JPEG";
     case SP_FORMAT_BMP: return "BMP";
     case SP_FORMAT_WEBP: return "WebP";
+    case SP_FORMAT_TIFF: return "TIFF";
     default: return "pixels";
     }
 }

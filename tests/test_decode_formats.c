@@ -1,5 +1,5 @@
-/* test_decode_formats.c - the decoders after PNG and JPEG (decode.h): BMP
- * and WebP.
+/* test_decode_formats.c - the decoders after PNG and JPEG (decode.h): BMP,
+ * WebP and TIFF.
  *
  * What it asserts:
  *  - BMP files written here (1/4/8-bit palette, 24-bit, 32-bit BI_RGB and
@@ -15,9 +15,15 @@
  *    picture; lossy, with and without alpha: decode equals libwebp's own
  *    WebPDecodeRGB) at odd sizes, RGB, gray and a region; cut anywhere, a
  *    RIFF or chunk size past the end: SP_EFORMAT naming the path; an animated header SP_EUNSUPP; small limits SP_ELIMIT.
+ *  - TIFF files written here with libtiff (grey, grey+alpha, RGB, RGBA;
+ *    uncompressed, LZW with the horizontal predictor, deflate, PackBits;
+ *    strips of 3 rows and 16x16 tiles; odd sizes) decode to their picture,
+ *    RGB, gray and a region; cut anywhere, an IFD or a strip past the end:
+ *    SP_EFORMAT naming the path; 16-bit samples SP_EUNSUPP; and libtiff
+ *    prints nothing to stderr on any of them.
  * Pixel equality against Pillow is bindings/python/tests/test_decode_formats.py.
  * Cases (tests/runner.h): test_bmp_pixels, test_bmp_hostile, test_webp_pixels,
- * test_webp_hostile.
+ * test_webp_hostile, test_tiff_pixels, test_tiff_hostile.
  */
 #include "seedpipe/decode.h"
 #include "check.h"
@@ -27,6 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <tiffio.h>
 
 #include <webp/decode.h>
 #include <webp/encode.h>
@@ -93,6 +102,7 @@ static void expect_fail(const uint8_t *buf, size_t len, int code, const char *wh
     CHECK_MSG(strstr(err.msg, "dir/bad.img") != NULL, "%s: '%s' names no path", what,
               err.msg);
     CHECK(im.data == NULL);
+    if (getenv("SP_TEST_VERBOSE")) printf("%s: %s\n", what, err.msg);
     CHECK(pr == SP_OK || pr == code || pr == SP_EFORMAT);
 }
 
@@ -319,11 +329,191 @@ static void test_webp_hostile(void) {
     free(rgb);
 }
 
+/* ---- TIFF ------------------------------------------------------------------- */
+
+typedef struct tiff_opts {
+    int spp, comp, tiled, bits;   /* comp: COMPRESSION_*; bits 8 or 16 */
+} tiff_opts;
+
+/* A TIFF of the w x h picture (its first spp samples: grey is channel 0,
+ * alpha a gradient), written by libtiff to a file and read back. */
+static uint8_t *write_tiff(int w, int h, const uint8_t *rgb, tiff_opts o, size_t *len) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sp-test-tiff-%d.tif", (int)getpid());
+    TIFF *t = TIFFOpen(path, "w");
+    CHECK(t);
+    int grey = o.spp <= 2;
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)w);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, (uint32_t)h);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, o.bits);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, o.spp);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, grey ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, o.comp);
+    if (o.comp == COMPRESSION_LZW) TIFFSetField(t, TIFFTAG_PREDICTOR, PREDICTOR_HORIZONTAL);
+    if (o.spp == 2 || o.spp == 4) {
+        uint16_t ex = EXTRASAMPLE_UNASSALPHA;
+        TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, &ex);
+    }
+    size_t bps = (size_t)o.bits / 8, scan = (size_t)w * o.spp * bps;
+    uint8_t *pix = calloc((size_t)h, scan);
+    CHECK(pix);
+    for (size_t i = 0; i < (size_t)w * h; i++)
+        for (int s = 0; s < o.spp; s++) {
+            int alpha = (s == 1 && grey) || s == 3;
+            uint8_t v = alpha ? (uint8_t)(i * 3) : rgb[3 * i + (grey ? 0 : s)];
+            pix[(i * o.spp + s) * bps] = v;
+            if (bps == 2) pix[(i * o.spp + s) * bps + 1] = v;
+        }
+    if (o.tiled) {
+        TIFFSetField(t, TIFFTAG_TILEWIDTH, 16);
+        TIFFSetField(t, TIFFTAG_TILELENGTH, 16);
+        size_t tsz = (size_t)TIFFTileSize(t);
+        uint8_t *tile = malloc(tsz);
+        CHECK(tile);
+        for (int y = 0; y < h; y += 16)
+            for (int x = 0; x < w; x += 16) {
+                memset(tile, 0, tsz);
+                for (int r = 0; r < 16 && y + r < h; r++)
+                    memcpy(tile + (size_t)r * 16 * o.spp * bps,
+                           pix + (size_t)(y + r) * scan + (size_t)x * o.spp * bps,
+                           (size_t)(w - x < 16 ? w - x : 16) * o.spp * bps);
+                CHECK(TIFFWriteTile(t, tile, (uint32_t)x, (uint32_t)y, 0, 0) > 0);
+            }
+        free(tile);
+    } else {
+        TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 3);
+        for (int y = 0; y < h; y++) CHECK(TIFFWriteScanline(t, pix + (size_t)y * scan, (uint32_t)y, 0) > 0);
+    }
+    TIFFClose(t);
+    free(pix);
+    FILE *f = fopen(path, "rb");
+    CHECK(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc(*len);
+    CHECK(buf && fread(buf, 1, *len, f) == *len);
+    fclose(f);
+    remove(path);
+    return buf;
+}
+
+static void test_tiff_pixels(void) {
+    static const int comps[] = {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE,
+                                COMPRESSION_PACKBITS};
+    static const int sizes[][2] = {{1, 1}, {7, 5}, {37, 23}};
+    int n = 0;
+    for (int spp = 1; spp <= 4; spp++)
+        for (int c = 0; c < 4; c++)
+            for (int tiled = 0; tiled < 2; tiled++)
+                for (int s = 0; s < 3; s++) {
+                    int w = sizes[s][0], h = sizes[s][1];
+                    uint8_t *rgb = make_rgb(w, h, (uint32_t)(spp * 100 + c * 10 + s));
+                    size_t len;
+                    uint8_t *f = write_tiff(w, h, rgb, (tiff_opts){spp, comps[c], tiled, 8}, &len);
+                    if (spp <= 2)   /* grey: the picture's first channel, replicated */
+                        for (size_t i = 0; i < (size_t)w * h; i++)
+                            rgb[3 * i + 1] = rgb[3 * i + 2] = rgb[3 * i];
+                    check_decode(f, len, w, h, rgb, SP_FORMAT_TIFF);
+                    n++;
+                    free(f);
+                    free(rgb);
+                }
+    CHECK(n == 4 * 4 * 2 * 3);
+}
+
+/* Patch the value of a one-value tag (SHORT or LONG) in a little-endian
+ * TIFF's first IFD. */
+static void tiff_patch(uint8_t *f, size_t len, uint16_t tag, uint32_t v) {
+    uint32_t ifd = (uint32_t)f[4] | (uint32_t)f[5] << 8 | (uint32_t)f[6] << 16 |
+                   (uint32_t)f[7] << 24;
+    CHECK(f[0] == 'I' && ifd + 2 <= len);
+    unsigned n = f[ifd] | (unsigned)f[ifd + 1] << 8;
+    for (unsigned i = 0; i < n && ifd + 2 + 12 * (i + 1) <= len; i++) {
+        uint8_t *e = f + ifd + 2 + 12 * i;
+        if ((e[0] | e[1] << 8) != tag) continue;
+        CHECK((e[4] | e[5] << 8 | e[6] << 16) == 1);   /* one value, inline */
+        if ((e[2] | e[3] << 8) == 3) put16(e + 8, v);
+        else put32(e + 8, v);
+        return;
+    }
+    CHECK_MSG(0, "tag %u not found", tag);
+}
+
+/* Run expect_fail with stderr going to a file; nothing may be printed. */
+static void expect_fail_quiet(const uint8_t *buf, size_t len, int code, const char *what) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sp-test-tiff-err-%d", (int)getpid());
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w+");
+    CHECK(saved >= 0 && f);
+    dup2(fileno(f), 2);
+    expect_fail(buf, len, code, what);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    long n = ftell(f) >= 0 ? (fseek(f, 0, SEEK_END), ftell(f)) : -1;
+    fclose(f);
+    remove(path);
+    CHECK_MSG(n == 0, "%s: %ld bytes printed to stderr", what, n);
+}
+
+static void test_tiff_hostile(void) {
+    uint8_t *rgb = make_rgb(37, 23, 5);
+    for (int c = 0; c < 2; c++) {
+        size_t len;
+        uint8_t *f = write_tiff(37, 23, rgb, (tiff_opts){3, c ? COMPRESSION_LZW : COMPRESSION_NONE,
+                                                          0, 8}, &len);
+        uint8_t *g = malloc(len);
+        CHECK(g);
+        for (size_t cut = 0; cut < len; cut += (cut < 64 ? 1 : 13)) {
+            memcpy(g, f, cut);
+            expect_fail_quiet(g, cut, SP_EFORMAT, "truncated TIFF");
+        }
+        memcpy(g, f, len);
+        put32(g + 4, 0x7ffffff0u);               /* first IFD past the end */
+        expect_fail_quiet(g, len, SP_EFORMAT, "IFD offset");
+        free(g);
+        free(f);
+    }
+    size_t len;
+    for (int c = 0; c < 2; c++) {   /* one strip (3 rows): its offset and size patched */
+        uint8_t *f = write_tiff(37, 3, rgb, (tiff_opts){3, c ? COMPRESSION_ADOBE_DEFLATE
+                                                              : COMPRESSION_NONE, 0, 8}, &len);
+        uint8_t *g = malloc(len);
+        CHECK(g);
+        memcpy(g, f, len);
+        tiff_patch(g, len, TIFFTAG_STRIPOFFSETS, (uint32_t)len - 10);   /* data past the end */
+        expect_fail_quiet(g, len, SP_EFORMAT, "strip past the end");
+        memcpy(g, f, len);
+        tiff_patch(g, len, TIFFTAG_STRIPBYTECOUNTS, 0x7fff0000u);        /* size past the end */
+        expect_fail_quiet(g, len, SP_EFORMAT, "strip size");
+        memcpy(g, f, len);
+        tiff_patch(g, len, TIFFTAG_IMAGELENGTH, 60000);                  /* rows past the strip */
+        expect_fail_quiet(g, len, SP_EFORMAT, "height past the data");
+        free(g);
+        free(f);
+    }
+    uint8_t *f = write_tiff(9, 7, rgb, (tiff_opts){3, COMPRESSION_NONE, 0, 16}, &len);
+    expect_fail_quiet(f, len, SP_EUNSUPP, "16-bit");
+    free(f);
+    f = write_tiff(37, 23, rgb, (tiff_opts){1, COMPRESSION_NONE, 0, 8}, &len);
+    sp_decode_limits lim = {16, 0, 0, 0};
+    sp_error err;
+    CHECK(sp_image_probe(f, len, "t", &lim, NULL, &err) == SP_ELIMIT);
+    free(f);
+    free(rgb);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_bmp_pixels),
     SP_CASE(test_bmp_hostile),
     SP_CASE(test_webp_pixels),
     SP_CASE(test_webp_hostile),
+    SP_CASE(test_tiff_pixels),
+    SP_CASE(test_tiff_hostile),
 };
 
 int main(int argc, char **argv) {

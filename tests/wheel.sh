@@ -55,7 +55,7 @@ case $(basename "$whl") in
 esac
 grafted=$("$PY" -c 'import sys, zipfile; print(" ".join(sorted(n.split("/")[1].split("-")[0] for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("seedpipe.libs/") and n.count("/") == 1 and n[-1] != "/")))' "$whl")
 echo "carries: $grafted"
-for l in libcurl libjpeg libpng16 libturbojpeg libwebp libxxhash libzstd; do
+for l in libcurl libjpeg libpng16 libtiff libturbojpeg libwebp libxxhash libzstd; do
   [[ " $grafted " == *" $l "* ]] || fail "the wheel does not carry $l"
 done
 # A release build: the fault-injection hooks (SEEDPIPE_TEST_HOOKS) are not in it.

@@ -1,5 +1,5 @@
-/* seedpipe/decode.h - PNG, JPEG, BMP and WebP decoding to 8-bit gray or RGB,
- * with limits.
+/* seedpipe/decode.h - PNG, JPEG, BMP, WebP and TIFF decoding to 8-bit gray or
+ * RGB, with limits.
  *
  * PNG goes through libpng's low-level API: every colour type and bit depth,
  * palette, tRNS, 16-bit, Adam7 interlace; no gamma correction. Alpha is
@@ -36,6 +36,15 @@
  * decoded into a buffer (w * h * 4 bytes with alpha, within max_pixels) and
  * the region copied out. WebP decodes only at scale 1.
  *
+ * TIFF goes through libtiff (the first image of the file): 8-bit unsigned
+ * interleaved grey or RGB, each with or without an unassociated alpha (dropped),
+ * strips or tiles, any compression libtiff has (none, LZW, deflate, ...);
+ * the samples are read as stored (TIFFReadEncodedStrip/Tile), as Pillow
+ * reads them. Other depths, palette, YCbCr, CMYK, MINISWHITE, planar files
+ * and premultiplied alpha are SP_EUNSUPP, named. Every libtiff error or
+ * warning fails the sample; libtiff prints nothing (per-file handlers).
+ * TIFF decodes only at scale 1.
+ *
  * Every failure returns an SP_E* code and fills err with "path: reason"
  * (e.g. "a/b.jpg: JPEG: Premature end of JPEG file"; path NULL reads
  * "(memory)"; err may be NULL); hostile input never crashes (libpng/libjpeg
@@ -61,7 +70,8 @@ typedef enum {
     SP_FORMAT_PNG = 1,
     SP_FORMAT_JPEG = 2,
     SP_FORMAT_BMP = 3,
-    SP_FORMAT_WEBP = 4
+    SP_FORMAT_WEBP = 4,
+    SP_FORMAT_TIFF = 5
 } sp_format;
 
 /* Limits checked against the declared header values before any large
@@ -93,10 +103,11 @@ typedef struct sp_image_info {
  *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
  *  up to the first scan. info may be NULL (then only the checks are made).
  *  BMP: the headers and the palette, every size checked against the file.
- *  WebP: WebPGetFeatures (the RIFF and bitstream headers).
+ *  WebP: WebPGetFeatures (the RIFF and bitstream headers). TIFF: libtiff
+ *  reads the first directory (IFD).
  *  @return 0, SP_EFORMAT (not a known format, or a broken header),
  *  SP_EUNSUPP (a BMP variant not read: RLE, 16-bit, odd masks; an
- *  animated WebP) or
+ *  animated WebP; a TIFF layout not read) or
  *  SP_ELIMIT. */
 SP_API int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
                           const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
@@ -133,8 +144,8 @@ SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
                            const sp_decode_req *req, const sp_decode_limits *lim,
                            sp_image *out, sp_error *err);
 
-/*! sp_format_sniff() : PNG / JPEG / BMP ("BM") / WebP ("RIFF" size "WEBP")
- *  by magic bytes, else
+/*! sp_format_sniff() : PNG / JPEG / BMP ("BM") / WebP ("RIFF" size "WEBP") /
+ *  TIFF ("II*\0", "MM\0*", BigTIFF's "II+\0", "MM\0+") by magic bytes, else
  *  SP_FORMAT_UNKNOWN. */
 SP_API sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 

@@ -1,4 +1,4 @@
-"""BMP and WebP images in an ImageFolder give the pixels Pillow gives
+"""BMP, WebP and TIFF images in an ImageFolder give the pixels Pillow gives
 (issue 39, item 5).
 
 Files are generated here with Pillow (and, for what Pillow does not write,
@@ -98,6 +98,22 @@ def webp_files():
     ]
 
 
+def tiff_files():
+    a, b = picture(21), picture(22)
+    rgba = Image.fromarray(np.dstack([b, b[..., :1]]), "RGBA")
+    la = Image.fromarray(np.dstack([a[..., 0], a[..., 1]]), "LA")
+    return [
+        ("rgb_raw.tif", (Image.fromarray(a), {})),
+        ("rgb_lzw.tiff", (Image.fromarray(b), {"compression": "tiff_lzw"})),
+        ("rgb_deflate.tif", (Image.fromarray(a), {"compression": "tiff_adobe_deflate"})),
+        ("rgba_lzw.tif", (rgba, {"compression": "tiff_lzw"})),
+        ("rgba_raw.tif", (rgba, {})),
+        ("grey_deflate.tif", (Image.fromarray(b[..., 2]), {"compression": "tiff_adobe_deflate"})),
+        ("grey_raw.TIF", (Image.fromarray(a[..., 2]), {})),
+        ("grey_alpha_lzw.tif", (la, {"compression": "tiff_lzw"})),
+    ]
+
+
 def write_folder(tmp_path, files):
     cls = tmp_path / "ds" / "a"
     cls.mkdir(parents=True)
@@ -145,3 +161,7 @@ def test_webp_folder_matches_pillow(tmp_path):
     if not features.check("webp"):
         pytest.skip("Pillow without WebP support")
     check_folder(tmp_path, webp_files())
+
+
+def test_tiff_folder_matches_pillow(tmp_path):
+    check_folder(tmp_path, tiff_files())
