@@ -1,5 +1,5 @@
 """BMP, WebP and TIFF images in an ImageFolder give the pixels Pillow gives
-(issue 39, item 5).
+(issue 39, item 5), and so do the same files as members of a tar shard.
 
 Files are generated here with Pillow (and, for what Pillow does not write,
 by hand: 4-bit palettes, top-down rows, 32-bit BI_BITFIELDS), all the same
@@ -7,7 +7,9 @@ odd size, in one class folder; seedpipe runs `center_crop` of the full size
 (the identity: it gives the pipeline its fixed size) to uint8 NHWC, and
 every sample must equal Image.open(path).convert("RGB") exactly.
 """
+import io
 import struct
+import tarfile
 
 import numpy as np
 import pytest
@@ -165,3 +167,32 @@ def test_webp_folder_matches_pillow(tmp_path):
 
 def test_tiff_folder_matches_pillow(tmp_path):
     check_folder(tmp_path, tiff_files())
+
+
+def test_tar_shard_matches_pillow(tmp_path):
+    """A WebDataset shard with .bmp, .webp, .tif and .tiff members."""
+    files = [bmp_files(tmp_path)[0], bmp_files(tmp_path)[5], webp_files()[0],
+             webp_files()[3], tiff_files()[1], tiff_files()[3]]
+    blobs = []
+    for name, obj in files:
+        if isinstance(obj, bytes):
+            blobs.append((name, obj))
+            continue
+        im, kw = obj if isinstance(obj, tuple) else (obj, {})
+        b = io.BytesIO()
+        im.save(b, format={"bmp": "BMP", "webp": "WEBP", "tif": "TIFF",
+                           "tiff": "TIFF"}[name.rsplit(".", 1)[1]], **kw)
+        blobs.append((name, b.getvalue()))
+    shard = tmp_path / "shard-000000.tar"
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i, (name, data) in enumerate(blobs):
+            ext = name.rsplit(".", 1)[1]
+            for mname, mdata in ((f"{i:04d}.{ext}", data), (f"{i:04d}.cls", b"0")):
+                info = tarfile.TarInfo(mname)
+                info.size = len(mdata)
+                tf.addfile(info, io.BytesIO(mdata))
+    got = seedpipe_pixels(str(shard), len(blobs))
+    for (name, data), g in zip(blobs, got):
+        with Image.open(io.BytesIO(data)) as im:
+            ref = np.asarray(im.convert("RGB"))
+        assert int(np.count_nonzero(g != ref)) == 0, name
