@@ -105,8 +105,9 @@ SP_API void sp_digest_hex(sp_digest d, char hex[33]);
 SP_API int sp_digest_parse(const char *hex, sp_digest *out);
 
 /* One sample's input as the pipeline sees it: either encoded file bytes
- * (PNG or JPEG; `raw` is NULL) or already-decoded pixels (IDX datasets;
- * `bytes` is NULL). `path` names the sample in every error message. */
+ * (PNG, JPEG, BMP, WebP or TIFF; `raw` is NULL) or already-decoded pixels
+ * (IDX datasets; `bytes` is NULL). `path` names the sample in every error
+ * message. */
 typedef struct sp_sample_src {
     const char *path;
     const uint8_t *bytes;
