@@ -133,6 +133,13 @@ static int td_open(sp_tiff_ctx *c, const sp_decode_limits *lim, sp_error *err) {
         return sp_error_set(err, SP_EUNSUPP, "%s: TIFF: compression %u is not available",
                             c->path, comp);
     if (c->failed) return td_fail(c, err);
+    uint32_t tw = 0, th = 0;
+    if (TIFFIsTiled(c->tif) &&
+        (!TIFFGetField(c->tif, TIFFTAG_TILEWIDTH, &tw) ||
+         !TIFFGetField(c->tif, TIFFTAG_TILELENGTH, &th) || tw == 0 || th == 0 ||
+         (uint64_t)tw * th * c->spp > lim->max_bytes))
+        return sp_error_set(err, tw && th ? SP_ELIMIT : SP_EFORMAT, "%s: TIFF: tiles of "
+                            "%lux%lu", c->path, (unsigned long)tw, (unsigned long)th);
     return sp__decode_check_limits(c->path, "TIFF", c->w, c->h, lim, err);
 }
 
@@ -189,15 +196,11 @@ static int td_read_strips(sp_tiff_ctx *c, uint8_t *pix, sp_error *err) {
 }
 
 /* Every tile, its part inside the image copied into pix. */
-static int td_read_tiles(sp_tiff_ctx *c, const sp_decode_limits *lim, uint8_t *pix,
-                         sp_error *err) {
+static int td_read_tiles(sp_tiff_ctx *c, uint8_t *pix, sp_error *err) {
     uint32_t tw = 0, th = 0;
     TIFFGetField(c->tif, TIFFTAG_TILEWIDTH, &tw);
     TIFFGetField(c->tif, TIFFTAG_TILELENGTH, &th);
-    uint64_t tbytes = (uint64_t)tw * th * c->spp;
-    if (tw == 0 || th == 0 || tbytes > lim->max_bytes)
-        return sp_error_set(err, tw && th ? SP_ELIMIT : SP_EFORMAT, "%s: TIFF: tiles of "
-                            "%lux%lu", c->path, (unsigned long)tw, (unsigned long)th);
+    uint64_t tbytes = (uint64_t)tw * th * c->spp;   /* checked by td_open */
     uint8_t *tile = malloc((size_t)tbytes);
     if (!tile) return sp_error_set(err, SP_ENOMEM, "%s: TIFF: out of memory", c->path);
     size_t scan = (size_t)c->w * c->spp;
@@ -239,7 +242,7 @@ int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
     if (rc == SP_OK && !(pix = malloc(scan * c.h)))   /* within the limits: w * h * 4 */
         rc = sp_error_set(err, SP_ENOMEM, "%s: TIFF: out of memory", path);
     if (rc == SP_OK)
-        rc = TIFFIsTiled(c.tif) ? td_read_tiles(&c, lim, pix, err)
+        rc = TIFFIsTiled(c.tif) ? td_read_tiles(&c, pix, err)
                                 : td_read_strips(&c, pix, err);
     if (rc == SP_OK) {
         rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);

@@ -86,7 +86,11 @@ typedef struct sp_decode_limits {
                             * must fit; default 256 MiB. libjpeg's
                             * whole-image coefficient buffers (progressive
                             * and multi-scan files) are capped at
-                            * 4 * max_bytes (else SP_ELIMIT). */
+                            * 4 * max_bytes (else SP_ELIMIT). WebP with
+                            * alpha and TIFF with 2 or 4 samples hold the
+                            * whole image at its own sample count while
+                            * decoding (at most 4/3 of this); libtiff's
+                            * own allocations are capped at max_bytes. */
 } sp_decode_limits;
 
 /*! sp_decode_limits_default() : fill with the defaults above. */
@@ -96,7 +100,8 @@ typedef struct sp_image_info {
     sp_format format;
     int width, height;   /* full-resolution size */
     int channels;        /* natural channel count after conversion: 1 for
-                          * gray and gray+alpha PNG and gray JPEG, else 3 */
+                          * gray and gray+alpha PNG, gray JPEG, BMP with a
+                          * grey palette, gray (+alpha) TIFF; else 3 */
 } sp_image_info;
 
 /*! sp_image_probe() : read the header only (cheap) and check the limits.
@@ -130,7 +135,8 @@ typedef struct sp_decode_req {
 
 /*! sp_image_decode() : decode `buf` per `req` into a newly allocated,
  *  tightly packed image (free with sp_image_free()).
- *  @return 0, SP_EFORMAT (corrupt/truncated/unsupported), SP_ELIMIT,
+ *  @return 0, SP_EFORMAT (corrupt/truncated), SP_EUNSUPP (a layout of
+ *  BMP, WebP or TIFF not read, as for sp_image_probe()), SP_ELIMIT,
  *  SP_EINVAL (bad request: region outside the image, bad scale) or
  *  SP_ENOMEM. On failure *out is left zeroed. Every warning of the decoder
  *  library (libjpeg warnings such as a premature end or corrupt data,
