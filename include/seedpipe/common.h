@@ -171,7 +171,8 @@ SP_API int sp_isa_cap(int best);
 
 /*! sp_library_versions_json() : writes a JSON object of the linked library
  *  versions, e.g. {"seedpipe":"0.1.0","libpng":"1.6.39",
- *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13"}.
+ *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13",
+ *  "libwebp":"1.2.4","libtiff":"4.5.0"}.
  *  @return the length that was needed (snprintf semantics). */
 SP_API int sp_library_versions_json(char *buf, size_t size);
 
