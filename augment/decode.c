@@ -1,9 +1,9 @@
 /* augment/decode.c - the format dispatch of include/seedpipe/decode.h:
  * format sniffing and probe/decode dispatch to the codec files
- * (decode_png.c, decode_jpeg.c). Limits, request geometry and the pixel
+ * (decode_png.c, decode_jpeg.c, decode_bmp.c, decode_webp.c, decode_tiff.c). Limits, request geometry and the pixel
  * conversions they share are in decode_shared.c, below both.
  *
- * Guarantees: a buffer that is neither PNG nor JPEG fails with SP_EFORMAT
+ * Guarantees: a buffer of no known format fails with SP_EFORMAT
  * and "path: reason"; a failed decode leaves *out zeroed. No global state:
  * reentrant.
  */
@@ -19,6 +19,12 @@ sp_format sp_format_sniff(const uint8_t *buf, size_t len) {
     if (len >= 8 && memcmp(buf, png_sig, 8) == 0) return SP_FORMAT_PNG;
     if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff)
         return SP_FORMAT_JPEG;
+    if (len >= 2 && buf[0] == 'B' && buf[1] == 'M') return SP_FORMAT_BMP;
+    if (len >= 12 && memcmp(buf, "RIFF", 4) == 0 && memcmp(buf + 8, "WEBP", 4) == 0)
+        return SP_FORMAT_WEBP;
+    if (len >= 4 && ((memcmp(buf, "II", 2) == 0 && (buf[2] == 42 || buf[2] == 43) && !buf[3]) ||
+                     (memcmp(buf, "MM", 2) == 0 && !buf[2] && (buf[3] == 42 || buf[3] == 43))))
+        return SP_FORMAT_TIFF;   /* 42: TIFF, 43: BigTIFF */
     return SP_FORMAT_UNKNOWN;
 }
 
@@ -27,7 +33,7 @@ static int unknown_format(const uint8_t *buf, size_t len, const char *path,
     if (!buf || len == 0)
         return sp_error_set(err, SP_EFORMAT, "%s: empty input", path);
     return sp_error_set(err, SP_EFORMAT,
-                        "%s: not a PNG or JPEG file (unrecognised signature)", path);
+                        "%s: not a PNG, JPEG, BMP, WebP or TIFF file (unrecognised signature)", path);
 }
 
 int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
@@ -41,6 +47,9 @@ int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
     switch (sp_format_sniff(buf, len)) {
     case SP_FORMAT_PNG: return sp__png_probe(buf, len, path, &L, info, err);
     case SP_FORMAT_JPEG: return sp__jpeg_probe(buf, len, path, &L, info, err);
+    case SP_FORMAT_BMP: return sp__bmp_probe(buf, len, path, &L, info, err);
+    case SP_FORMAT_WEBP: return sp__webp_probe(buf, len, path, &L, info, err);
+    case SP_FORMAT_TIFF: return sp__tiff_probe(buf, len, path, &L, info, err);
     default: return unknown_format(buf, len, path, err);
     }
 }
@@ -69,6 +78,9 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
     switch (sp_format_sniff(buf, len)) {
     case SP_FORMAT_PNG: rc = sp__png_decode(buf, len, path, req, &L, out, err); break;
     case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, flags, out, err); break;
+    case SP_FORMAT_BMP: rc = sp__bmp_decode(buf, len, path, req, &L, out, err); break;
+    case SP_FORMAT_WEBP: rc = sp__webp_decode(buf, len, path, req, &L, out, err); break;
+    case SP_FORMAT_TIFF: rc = sp__tiff_decode(buf, len, path, req, &L, out, err); break;
     default: rc = unknown_format(buf, len, path, err); break;
     }
     if (rc != SP_OK) sp_image_free(out);  /* codecs already do; keep the promise */

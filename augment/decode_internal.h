@@ -71,6 +71,22 @@ int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
                     const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                     sp_image *out, sp_error *err);
 
+int sp__bmp_probe(const uint8_t *buf, size_t len, const char *path,
+                  const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+int sp__bmp_decode(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_req *req, const sp_decode_limits *lim,
+                   sp_image *out, sp_error *err);
+int sp__webp_probe(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+int sp__webp_decode(const uint8_t *buf, size_t len, const char *path,
+                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    sp_image *out, sp_error *err);
+int sp__tiff_probe(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
+                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    sp_image *out, sp_error *err);
+
 /* sp__image_decode_ex() flags. SP__DECODE_WIDE: the result may have a
  * stride wider than width * channels (JPEG: libjpeg writes its widened
  * crop rows straight into the image, which is then a window of them, so

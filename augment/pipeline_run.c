@@ -590,6 +590,17 @@ static void explain_pixel(sp__fbuf *e, const sp_op *op, int k, const sp_sample_c
                     u < op->p ? "<" : ">=", op->p);
 }
 
+/* The decode line's name of a source format. */
+static const char *fmt_name(sp_format f) {
+    switch (f) {
+    case SP_FORMAT_PNG: return "PNG";
+    case SP_FORMAT_JPEG: return "JPEG";
+    case SP_FORMAT_BMP: return "BMP";
+    case SP_FORMAT_WEBP: return "WebP";
+    case SP_FORMAT_TIFF: return "TIFF";
+    default: return "pixels";
+    }
+}
 
 /* The draws of sp_pipeline_run_checked(), op by op, without pixels: the
  * same functions are called with the same arguments, and the image size is
@@ -609,7 +620,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         switch (op->kind) {
         case SP_OP_DECODE:
             sp__fbuf_printf(&e, "%d decode: %dx%d %s, %s\n", k, W, H,
-                   format == SP_FORMAT_JPEG ? "JPEG" : format == SP_FORMAT_PNG ? "PNG" : "pixels",
+                   fmt_name(format),
                    p->channels == 1 ? "gray" : "rgb");
             continue;
         case SP_OP_RRC: {

@@ -10,6 +10,8 @@
 
 #include <png.h>
 #include <jpeglib.h>
+#include <tiffio.h>
+#include <webp/decode.h>
 #include <xxhash.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -119,16 +121,32 @@ int sp_isa_cap(int best) {
     return best;
 }
 
+/* libtiff's version from TIFFGetVersion() ("LIBTIFF, Version 4.5.0\n..."):
+ * the digits and dots after "Version ", or "?". */
+static void tiff_version(char *out, size_t n) {
+    const char *v = strstr(TIFFGetVersion(), "Version ");
+    size_t k = 0;
+    for (v = v ? v + 8 : ""; k + 1 < n && ((*v >= '0' && *v <= '9') || *v == '.'); v++)
+        out[k++] = *v;
+    if (k == 0 && n > 1) out[k++] = '?';
+    if (n) out[k] = '\0';
+}
+
 int sp_library_versions_json(char *buf, size_t size) {
     unsigned xv = XXH_versionNumber();
+    int wv = WebPGetDecoderVersion();
+    char tv[32];
+    tiff_version(tv, sizeof tv);
     return snprintf(buf, size,
                     "{\"seedpipe\":\"%s\",\"libpng\":\"%s\",\"libjpeg-turbo\":\"%d.%d.%d\","
-                    "\"zstd\":\"%s\",\"xxhash\":\"%u.%u.%u\",\"zlib\":\"%s\"}",
+                    "\"zstd\":\"%s\",\"xxhash\":\"%u.%u.%u\",\"zlib\":\"%s\","
+                    "\"libwebp\":\"%d.%d.%d\",\"libtiff\":\"%s\"}",
                     SEEDPIPE_VERSION, png_get_libpng_ver(NULL),
                     LIBJPEG_TURBO_VERSION_NUMBER / 1000000,
                     LIBJPEG_TURBO_VERSION_NUMBER / 1000 % 1000,
                     LIBJPEG_TURBO_VERSION_NUMBER % 1000, ZSTD_versionString(),
-                    xv / 10000, xv / 100 % 100, xv % 100, zlibVersion());
+                    xv / 10000, xv / 100 % 100, xv % 100, zlibVersion(),
+                    (wv >> 16) & 0xff, (wv >> 8) & 0xff, wv & 0xff, tv);
 }
 
 int sp_parse_size(const char *s, uint64_t *out, sp_error *err) {

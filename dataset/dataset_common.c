@@ -44,7 +44,7 @@ char *sp__ds_join(const char *a, const char *b) {
 }
 
 int sp__ds_is_image_ext(const char *ext) {
-    static const char *const EXTS[] = {"png", "jpg", "jpeg"};
+    static const char *const EXTS[] = {"png", "jpg", "jpeg", "bmp", "webp", "tif", "tiff"};
     for (size_t e = 0; e < sizeof EXTS / sizeof *EXTS; e++) {
         const char *x = ext, *y = EXTS[e];
         while (*y && sp__ds_lower(*x) == *y) x++, y++;

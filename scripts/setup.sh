@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 pkgs=(
   build-essential cmake pkg-config   # compiler and build
   libpng-dev                         # PNG decode/encode
+  libwebp-dev                        # WebP decode (augment/decode_webp.c)
+  libtiff-dev                        # TIFF decode (augment/decode_tiff.c)
   libjpeg62-turbo-dev libturbojpeg0-dev  # JPEG region decode (libjpeg API), encode + bench peer (TurboJPEG)
   libzstd-dev                        # compression (cache), version record
   libxxhash-dev                      # XXH3-128 fingerprints and digests

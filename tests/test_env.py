@@ -2,8 +2,9 @@
 
 Asserts: the command exits 0; the JSON file parses and has every
 documented key (seedpipe, build{cuda,sanitizers}, compiler, libraries{libpng,
-libjpeg-turbo, zstd, xxhash, zlib}, cuda{compiled, and when compiled:
-runtime, driver, cudnn, cublas, devices, device}, cpu{model, threads}, os);
+libjpeg-turbo, zstd, xxhash, zlib, libwebp, libtiff}, cuda{compiled, and when
+compiled: runtime, driver, cudnn, cublas, devices, device}, cpu{model,
+threads}, os);
 the text output names the same facts ("CUDA: not compiled in" or the CUDA
 versions); `gcn-demo` prints "All equal: True" for the deterministic form.
 Every SEEDPIPE_* variable with a set of values is checked by name
@@ -78,7 +79,7 @@ def main():
     assert env["seedpipe"].startswith("seedpipe ")
     assert isinstance(env["build"]["cuda"], bool)
     assert "sanitizers" in env["build"]
-    for lib in ("libpng", "libjpeg-turbo", "zstd", "xxhash", "zlib"):
+    for lib in ("libpng", "libjpeg-turbo", "zstd", "xxhash", "zlib", "libwebp", "libtiff"):
         assert env["libraries"].get(lib), f"no version for {lib}"
     cuda = env["cuda"]
     assert cuda["compiled"] == env["build"]["cuda"]

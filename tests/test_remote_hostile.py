@@ -416,7 +416,7 @@ def readahead_part(store, url, tmp):
     rc1, budget, err1 = peak_of(*args, env={"SEEDPIPE_PREFETCH_BYTES": "32M"})
     rc3, wide, err3 = peak_of(*args, env={"SEEDPIPE_PREFETCH_BYTES": "1T"})
     for rc, err in ((rc0, err0), (rc1, err1), (rc3, err3)):   # every sample read, then refused
-        assert rc == 0 and err.count("not a PNG or JPEG file") == 16, (rc, err[-400:])
+        assert rc == 0 and err.count("not a PNG, JPEG, BMP, WebP or TIFF file") == 16, (rc, err[-400:])
     assert budget < off + 32 + 40, (budget, off)   # at most the budget (+ one member taken)
     assert wide > budget + 150, (wide, budget)     # the whole run at once: what it bounds
     rc2, _, err2 = peak_of(*args, env={"SEEDPIPE_PREFETCH_BYTES": "12Q"})

@@ -4,8 +4,9 @@ Every file of the corpora ($SP_SHARED_DATA: pngsuite/, jpeg-bugs/,
 jpeg-crashtest/; each skipped visibly when absent), the repo's fuzz seeds,
 and files made here are decoded by seedpipe (tests/witness_decode.c, the
 public API) and by an independent decoder: Pillow for PNG (its own PNG
-decoder, on zlib; not libpng) and libjpeg-turbo's `djpeg` for JPEG (exit
-status 0: no warning). Made here, from a synthetic picture: baseline 4:2:0
+decoder, on zlib; not libpng) and for BMP (its own reader), WebP and TIFF
+(Pillow on the same libwebp / libtiff: a check of seedpipe's use of them),
+and libjpeg-turbo's `djpeg` for JPEG (exit status 0: no warning). Made here, from a synthetic picture: baseline 4:2:0
 and 4:2:2, progressive, restart-interval, arithmetic-coded and gray JPEGs
 (cjpeg) each cut at many offsets; palette PNGs with indices at and past the
 end of a short PLTE (sequential, Adam7, 4-bit); gray, RGB, RGBA and 16-bit
@@ -184,7 +185,7 @@ def scale16(v):
 
 
 def pillow(path, channels):
-    """(ok, pixels or message, exact). Pillow's PNG decoder."""
+    """(ok, pixels or message, exact). Pillow's decoder (PNG, BMP, WebP, TIFF)."""
     from PIL import Image
     warnings.simplefilter("ignore")   # Pillow's advice on palette transparency
     try:
@@ -199,7 +200,7 @@ def pillow(path, channels):
                     vals = struct.unpack("<%dH" % (len(raw) // 2), raw)
                 return True, bytes(scale16(v) for v in vals), True
             rgb = im.convert("L" if channels == 1 else "RGB")
-            deep = _png_depth(path) == 16
+            deep = im.format == "PNG" and _png_depth(path) == 16
             return True, rgb.tobytes(), not deep
     except Exception as e:   # noqa: BLE001 - any refusal is an answer
         return False, f"{type(e).__name__}: {e}", True
@@ -230,12 +231,22 @@ def witness(path, channels):
         return "Pillow", pillow(path, channels)
     if head[:3] == b"\xff\xd8\xff":
         return "djpeg", djpeg(path)
+    if (head[:2] == b"BM" or (head[:4] == b"RIFF" and head_webp(path)) or
+            head[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")):
+        return "Pillow", pillow(path, channels)
     ext = os.path.splitext(path)[1].lower()   # a broken signature: by its name
     if ext == ".png":
         return "Pillow", pillow(path, channels)
     if ext in (".jpg", ".jpeg"):
         return "djpeg", djpeg(path)
-    return None, (False, "not PNG or JPEG", True)
+    if ext in (".bmp", ".webp", ".tif", ".tiff"):
+        return "Pillow", pillow(path, channels)
+    return None, (False, "not PNG, JPEG, BMP, WebP or TIFF", True)
+
+
+def head_webp(path):
+    with open(path, "rb") as f:
+        return f.read(12)[8:12] == b"WEBP"
 
 # ---- the table ----------------------------------------------------------------
 
@@ -327,7 +338,7 @@ def main():
                     c["not an image"] += 1
                     if sp_ok:
                         fails.append(f"{name}/{rel}: seedpipe decoded a file that is not "
-                                     "PNG or JPEG")
+                                     "PNG, JPEG, BMP, WebP or TIFF")
                     continue
                 if sp_ok and w_ok:
                     with open(os.path.join(out, f"{i - 1}.raw"), "rb") as fh:

@@ -4,8 +4,9 @@
 #      package), and pip wheel builds the wheel from that sdist alone with
 #      scikit-build-core (Release, warnings are errors), tagged py3-none
 #      (ctypes: no CPython ABI);
-#   2. auditwheel repair copies libpng, libjpeg-turbo, zstd, xxhash and libcurl (with its own dependencies) into
-#      it and retags it manylinux_*;
+#   2. auditwheel repair copies libpng, libjpeg-turbo, libwebp, libtiff,
+#      zstd, xxhash and libcurl (with their own dependencies) into it and
+#      retags it manylinux_*;
 #   3. a bare venv (no system site-packages) installs it, and
 #      tests/wheel_check.py, run there with no LD_LIBRARY_PATH, SEEDPIPE_LIB,
 #      SEEDPIPE_BIN or PYTHONPATH, checks that the library and the tool load
@@ -55,7 +56,7 @@ case $(basename "$whl") in
 esac
 grafted=$("$PY" -c 'import sys, zipfile; print(" ".join(sorted(n.split("/")[1].split("-")[0] for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("seedpipe.libs/") and n.count("/") == 1 and n[-1] != "/")))' "$whl")
 echo "carries: $grafted"
-for l in libcurl libjpeg libpng16 libturbojpeg libxxhash libzstd; do
+for l in libcurl libjpeg libpng16 libtiff libturbojpeg libwebp libxxhash libzstd; do
   [[ " $grafted " == *" $l "* ]] || fail "the wheel does not carry $l"
 done
 # A release build: the fault-injection hooks (SEEDPIPE_TEST_HOOKS) are not in it.

@@ -105,8 +105,9 @@ SP_API void sp_digest_hex(sp_digest d, char hex[33]);
 SP_API int sp_digest_parse(const char *hex, sp_digest *out);
 
 /* One sample's input as the pipeline sees it: either encoded file bytes
- * (PNG or JPEG; `raw` is NULL) or already-decoded pixels (IDX datasets;
- * `bytes` is NULL). `path` names the sample in every error message. */
+ * (PNG, JPEG, BMP, WebP or TIFF; `raw` is NULL) or already-decoded pixels
+ * (IDX datasets; `bytes` is NULL). `path` names the sample in every error
+ * message. */
 typedef struct sp_sample_src {
     const char *path;
     const uint8_t *bytes;
@@ -170,7 +171,8 @@ SP_API int sp_isa_cap(int best);
 
 /*! sp_library_versions_json() : writes a JSON object of the linked library
  *  versions, e.g. {"seedpipe":"0.1.0","libpng":"1.6.39",
- *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13"}.
+ *  "libjpeg-turbo":"2.1.5","zstd":"1.5.4","xxhash":"0.8.1","zlib":"1.2.13",
+ *  "libwebp":"1.2.4","libtiff":"4.5.0"}.
  *  @return the length that was needed (snprintf semantics). */
 SP_API int sp_library_versions_json(char *buf, size_t size);
 

@@ -4,10 +4,11 @@
  * fifth a weighted mixture of the others, the sixth a token corpus), and
  * an in-memory sample list (sp_dataset_open_list()):
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
- *    .png .jpg .jpeg (any case), as torchvision's ImageFolder. Class id =
- *    index of the class folder name in byte-wise sorted order (strcmp, not
- *    locale: "Zebra" < "apple"); a class folder without images is still a
- *    class. Samples in byte-wise sorted order of their relative path
+ *    .png .jpg .jpeg .bmp .webp .tif .tiff (any case), as torchvision's
+ *    ImageFolder. Class id = index of the class folder name in byte-wise sorted
+ *    order (strcmp, not locale: "Zebra" < "apple"); a class folder without
+ *    images is still a class.
+ *    Samples in byte-wise sorted order of their relative path
  *    ("class/file"). Hidden entries (leading '.') are ignored at every
  *    level, as are other extensions and files directly in the root; nested
  *    folders inside a class are walked recursively, symlinks followed, each
@@ -50,18 +51,18 @@
  *
  *  - WebDataset (a .tar file, a folder of .tar shards and no class folder,
  *    or a brace pattern "dir/train-{000000..000099}.tar"): a sample is the
- *    adjacent members sharing a key, KEY.jpg / KEY.jpeg / KEY.png its image
- *    and KEY.cls its label (decimal text, below 65536); other members are
- *    ignored. Shards in byte-wise sorted name order, samples in tar order;
- *    classes "0".."K-1" as for lists; paths "<shard>/<image member>". Read
- *    in place (one pread per sample). A member that is a link, device or
- *    FIFO, a key without an image or label, an image cut short by the end
- *    of its shard: that sample fails when read (SP_EFORMAT, naming shard and
- *    member), so --on-error decides; a shard that is not a tar or ends
- *    between members without its end-of-archive block fails the open. The
- *    first open reads every shard once, sequentially; what it found is kept
- *    in the index cache folder, one entry per shard, and trusted while the
- *    shard's stat is unchanged (the rules of the persistent index below).
+ *    adjacent members sharing a key, KEY.jpg / .jpeg / .png / .bmp / .webp /
+ *    .tif / .tiff its image and KEY.cls its label (decimal text, below 65536);
+ *    other members are ignored. Shards in byte-wise sorted name order, samples
+ *    in tar order; classes "0".."K-1" as for lists; paths "<shard>/<image
+ *    member>". Read in place (one pread per sample). A member that is a link,
+ *    device or FIFO, a key without an image or label, an image cut short by the
+ *    end of its shard: that sample fails when read (SP_EFORMAT, naming shard
+ *    and member), so --on-error decides; a shard that is not a tar or ends
+ *    between members without its end-of-archive block fails the open. The first
+ *    open reads every shard once, sequentially; what it found is kept in the
+ *    index cache folder, one entry per shard, and trusted while the shard's
+ *    stat is unchanged (the rules of the persistent index below).
  *
  *  - Remote WebDataset shards (a URL, docs/remote.md): the same shards in an
  *    S3-compatible object store, `s3://bucket/prefix/train-{000000..000099}.tar`,

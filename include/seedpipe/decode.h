@@ -1,4 +1,5 @@
-/* seedpipe/decode.h - PNG and JPEG decoding to 8-bit gray or RGB, with limits.
+/* seedpipe/decode.h - PNG, JPEG, BMP, WebP and TIFF decoding to 8-bit gray or
+ * RGB, with limits.
  *
  * PNG goes through libpng's low-level API: every colour type and bit depth,
  * palette, tRNS, 16-bit, Adam7 interlace; no gamma correction. Alpha is
@@ -21,6 +22,29 @@
  * function of (file bytes, request), so callers may choose the request from
  * sampled parameters and stay deterministic.
  *
+ * BMP is read here, without a library: 1/4/8-bit palette images (grey ones
+ * included), 24-bit and 32-bit (BI_RGB, or BI_BITFIELDS with the standard
+ * masks; the fourth byte is dropped like alpha), bottom-up or top-down; the
+ * pixels are those Pillow's convert("RGB") gives. RLE, embedded JPEG/PNG,
+ * 16-bit pixels and other masks are SP_EUNSUPP, named. A palette index past
+ * the palette is an error (as for PNG); a file shorter than its header's
+ * rows is truncated (SP_EFORMAT). BMP, like PNG, decodes only at scale 1.
+ *
+ * WebP goes through libwebp (WebPDecode, default options: the pixels Pillow
+ * gives, since it calls the same library): lossy and lossless still images;
+ * alpha is dropped; animated files are SP_EUNSUPP; the whole image is
+ * decoded into a buffer (w * h * 4 bytes with alpha, within max_pixels) and
+ * the region copied out. WebP decodes only at scale 1.
+ *
+ * TIFF goes through libtiff (the first image of the file): 8-bit unsigned
+ * interleaved grey or RGB, each with or without an unassociated alpha (dropped),
+ * strips or tiles, any compression libtiff has (none, LZW, deflate, ...);
+ * the samples are read as stored (TIFFReadEncodedStrip/Tile), as Pillow
+ * reads them. Other depths, palette, YCbCr, CMYK, MINISWHITE, planar files
+ * and premultiplied alpha are SP_EUNSUPP, named. Every libtiff error or
+ * warning fails the sample; libtiff prints nothing (per-file handlers).
+ * TIFF decodes only at scale 1.
+ *
  * Every failure returns an SP_E* code and fills err with "path: reason"
  * (e.g. "a/b.jpg: JPEG: Premature end of JPEG file"; path NULL reads
  * "(memory)"; err may be NULL); hostile input never crashes (libpng/libjpeg
@@ -41,7 +65,14 @@
 extern "C" {
 #endif
 
-typedef enum { SP_FORMAT_UNKNOWN = 0, SP_FORMAT_PNG = 1, SP_FORMAT_JPEG = 2 } sp_format;
+typedef enum {
+    SP_FORMAT_UNKNOWN = 0,
+    SP_FORMAT_PNG = 1,
+    SP_FORMAT_JPEG = 2,
+    SP_FORMAT_BMP = 3,
+    SP_FORMAT_WEBP = 4,
+    SP_FORMAT_TIFF = 5
+} sp_format;
 
 /* Limits checked against the declared header values before any large
  * allocation (decompression bombs), identically by probe and decode, so a
@@ -55,7 +86,11 @@ typedef struct sp_decode_limits {
                             * must fit; default 256 MiB. libjpeg's
                             * whole-image coefficient buffers (progressive
                             * and multi-scan files) are capped at
-                            * 4 * max_bytes (else SP_ELIMIT). */
+                            * 4 * max_bytes (else SP_ELIMIT). WebP with
+                            * alpha and TIFF with 2 or 4 samples hold the
+                            * whole image at its own sample count while
+                            * decoding (at most 4/3 of this); libtiff's
+                            * own allocations are capped at max_bytes. */
 } sp_decode_limits;
 
 /*! sp_decode_limits_default() : fill with the defaults above. */
@@ -65,13 +100,20 @@ typedef struct sp_image_info {
     sp_format format;
     int width, height;   /* full-resolution size */
     int channels;        /* natural channel count after conversion: 1 for
-                          * gray and gray+alpha PNG and gray JPEG, else 3 */
+                          * gray and gray+alpha PNG, gray JPEG, BMP with a
+                          * grey palette, gray (+alpha) TIFF; else 3 */
 } sp_image_info;
 
 /*! sp_image_probe() : read the header only (cheap) and check the limits.
  *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
  *  up to the first scan. info may be NULL (then only the checks are made).
- *  @return 0, SP_EFORMAT (not PNG/JPEG, or a broken header) or SP_ELIMIT. */
+ *  BMP: the headers and the palette, every size checked against the file.
+ *  WebP: WebPGetFeatures (the RIFF and bitstream headers). TIFF: libtiff
+ *  reads the first directory (IFD).
+ *  @return 0, SP_EFORMAT (not a known format, or a broken header),
+ *  SP_EUNSUPP (a BMP variant not read: RLE, 16-bit, odd masks; an
+ *  animated WebP; a TIFF layout not read) or
+ *  SP_ELIMIT. */
 SP_API int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
                           const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 
@@ -93,7 +135,8 @@ typedef struct sp_decode_req {
 
 /*! sp_image_decode() : decode `buf` per `req` into a newly allocated,
  *  tightly packed image (free with sp_image_free()).
- *  @return 0, SP_EFORMAT (corrupt/truncated/unsupported), SP_ELIMIT,
+ *  @return 0, SP_EFORMAT (corrupt/truncated), SP_EUNSUPP (a layout of
+ *  BMP, WebP or TIFF not read, as for sp_image_probe()), SP_ELIMIT,
  *  SP_EINVAL (bad request: region outside the image, bad scale) or
  *  SP_ENOMEM. On failure *out is left zeroed. Every warning of the decoder
  *  library (libjpeg warnings such as a premature end or corrupt data,
@@ -107,7 +150,9 @@ SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
                            const sp_decode_req *req, const sp_decode_limits *lim,
                            sp_image *out, sp_error *err);
 
-/*! sp_format_sniff() : PNG / JPEG by magic bytes, else SP_FORMAT_UNKNOWN. */
+/*! sp_format_sniff() : PNG / JPEG / BMP ("BM") / WebP ("RIFF" size "WEBP") /
+ *  TIFF ("II*\0", "MM\0*", BigTIFF's "II+\0", "MM\0+") by magic bytes, else
+ *  SP_FORMAT_UNKNOWN. */
 SP_API sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 
 

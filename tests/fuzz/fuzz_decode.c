@@ -1,4 +1,4 @@
-/* fuzz_decode - PNG and JPEG through sp_image_probe + sp_image_decode with
+/* fuzz_decode - PNG, JPEG, BMP, WebP and TIFF through sp_image_probe + sp_image_decode with
  * small limits: the full image at scale 1, then (JPEG) a region at scale 2
  * and (PNG) a region at scale 1, both channel counts. Any input must give
  * 0 or an SP_E* code with a message, never a crash, leak or overflow; a
@@ -137,6 +137,7 @@ static void check_oracle(const uint8_t *data, size_t size, const sp_image_info *
         if (!o_png(data, size)) abort();   /* pixels from a file libpng warned about */
         return;
     }
+    if (info->format != SP_FORMAT_JPEG) return;   /* BMP, WebP, TIFF: no second decoder */
     uint8_t *rgb = NULL;
     if (!o_jpeg(data, size, &rgb)) abort();   /* ... libjpeg warned about */
     if (rgb && full_rgb) {

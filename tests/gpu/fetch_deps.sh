@@ -12,7 +12,9 @@ D=$ROOT/.gpudeps
 mkdir -p "$D/debs" "$D/root"
 # Debian names; Ubuntu has the same except libjpeg-turbo8(-dev).
 PKGS=(libpng-dev libpng16-16 zlib1g-dev zlib1g libturbojpeg0-dev libturbojpeg0 libzstd-dev libzstd1
-      libxxhash-dev libxxhash0 pkgconf pkgconf-bin libpkgconf3)
+      libxxhash-dev libxxhash0 libwebp-dev libwebp7 libwebpdemux2 libwebpmux3
+      libtiff-dev libtiff6 libtiffxx6 libdeflate0 libjbig0 liblerc4 liblzma5
+      pkgconf pkgconf-bin libpkgconf3)
 if apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
   PKGS+=(libjpeg62-turbo-dev libjpeg62-turbo)
 else

@@ -81,7 +81,7 @@ if [ -d "$DEPS/root/usr" ]; then
 fi
 command -v pkg-config >/dev/null || die "pkg-config not found (carry .gpudeps: tests/gpu/fetch_deps.sh)"
 missing=""
-for m in libturbojpeg libjpeg libzstd libxxhash libpng zlib; do
+for m in libturbojpeg libjpeg libzstd libxxhash libpng zlib libwebp libtiff-4; do
   pkg-config --exists "$m" || missing="$missing $m"
 done
 [ -z "$missing" ] || die "host libraries missing:$missing (run tests/gpu/fetch_deps.sh where apt works and carry .gpudeps)"
