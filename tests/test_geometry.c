@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/imageio.h"
 #include "seedpipe/ops.h"
@@ -41,14 +42,6 @@ static sp_image make_image(int w, int h, int c) {
     CHECK(sp_image_alloc(&im, w, h, c) == 0);
     for (size_t i = 0; i < im.stride * (size_t)h; i++) im.data[i] = rnd8();
     return im;
-}
-
-static sp_pipeline *parse_ok(const char *spec) {
-    sp_pipeline *p = NULL;
-    sp_error err;
-    sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
-    return p;
 }
 
 /* ---- the plain reference (docs/pipeline.md section 3) -------------------------- */

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/detmath.h"
 #include "seedpipe/ops.h"
@@ -168,32 +169,6 @@ static void test_crop_sample(void) {
     CHECK(sp_random_crop_sample(2, 2, 5, 5, none, 1, SP_PAD_REFLECT, key, 0, 0, 0, &g) == SP_EINVAL);
 }
 
-static sp_pipeline *parse_ok(const char *spec) {
-    sp_pipeline *p = NULL;
-    sp_error err;
-    sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
-    return p;
-}
-
-static void expect_error(const char *spec, const char *needle) {
-    sp_pipeline *p = NULL;
-    sp_error err;
-    sp_error_clear(&err);
-    CHECK_MSG(sp_pipeline_parse(spec, &p, &err) == SP_ESPEC && !p, "%s", spec);
-    CHECK_MSG(strstr(err.msg, needle), "%s: \"%s\" lacks \"%s\"", spec, err.msg, needle);
-}
-
-static void expect_canonical(const char *spec, const char *canon) {
-    sp_pipeline *p = parse_ok(spec);
-    CHECK_MSG(strcmp(sp_pipeline_canonical(p), canon) == 0, "%s -> %s", spec,
-              sp_pipeline_canonical(p));
-    sp_pipeline *q = parse_ok(sp_pipeline_canonical(p));
-    CHECK(strcmp(sp_pipeline_canonical(q), canon) == 0);
-    sp_pipeline_destroy(q);
-    sp_pipeline_destroy(p);
-}
-
 /* Run p on raw pixels into a packed HWC image of w x h. */
 static int run_raw(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_image *raw, int w,
                    int h, sp_image *out, sp_error *err) {
@@ -211,15 +186,15 @@ static void test_random_crop_pipeline(void) {
                      "random_crop size=8,6 padding=1,2,1,2 pad_mode=reflect fill=1,2,3 pad_if_needed=1");
     expect_canonical("random_crop size=5 padding=1,2,3,4 pad_mode=edge fill=9",
                      "random_crop size=5,5 padding=1,2,3,4 pad_mode=edge fill=9 pad_if_needed=0");
-    expect_error("random_crop padding=4", "missing required key \"size\"");
-    expect_error("random_crop size=4 padding=1,2,3", "bad value \"1,2,3\" for padding");
-    expect_error("random_crop size=4 padding=-1", "for padding");
-    expect_error("random_crop size=4 pad_mode=symmetric", "for pad_mode");
-    expect_error("random_crop size=4 fill=256", "for fill");
-    expect_error("random_crop size=4 fill=1,2", "for fill");
-    expect_error("decode mode=gray | random_crop size=4 fill=1,2,3", "gray pipeline");
-    expect_error("random_crop size=4 pad_if_needed=2", "for pad_if_needed");
-    expect_error("random_apply ops=1 | random_crop size=4", "inside random_apply");
+    expect_spec_error("random_crop padding=4", "missing required key \"size\"");
+    expect_spec_error("random_crop size=4 padding=1,2,3", "bad value \"1,2,3\" for padding");
+    expect_spec_error("random_crop size=4 padding=-1", "for padding");
+    expect_spec_error("random_crop size=4 pad_mode=symmetric", "for pad_mode");
+    expect_spec_error("random_crop size=4 fill=256", "for fill");
+    expect_spec_error("random_crop size=4 fill=1,2", "for fill");
+    expect_spec_error("decode mode=gray | random_crop size=4 fill=1,2,3", "gray pipeline");
+    expect_spec_error("random_crop size=4 pad_if_needed=2", "for pad_if_needed");
+    expect_spec_error("random_apply ops=1 | random_crop size=4", "inside random_apply");
 
     sp_pipeline *p = parse_ok("random_crop size=12,10 padding=3,1,2,4 pad_mode=reflect");
     int oh, ow, oc;
@@ -349,12 +324,12 @@ static void test_blur_pipeline(void) {
     expect_canonical("gaussian_blur kernel=3,7 sigma=0.5", "gaussian_blur kernel=3,7 sigma=0.5,0.5");
     expect_canonical("random_apply ops=1 | gaussian_blur kernel=9 sigma=0.1,2.0",
                      "random_apply ops=1 p=0.5 | gaussian_blur kernel=9,9 sigma=0.1,2");
-    expect_error("gaussian_blur sigma=1", "missing required key \"kernel\"");
-    expect_error("gaussian_blur kernel=4", "for kernel");
-    expect_error("gaussian_blur kernel=3,4", "for kernel");
-    expect_error("gaussian_blur kernel=1025", "for kernel");
-    expect_error("gaussian_blur kernel=3 sigma=0", "for sigma");
-    expect_error("gaussian_blur kernel=3 sigma=2,1", "for sigma");
+    expect_spec_error("gaussian_blur sigma=1", "missing required key \"kernel\"");
+    expect_spec_error("gaussian_blur kernel=4", "for kernel");
+    expect_spec_error("gaussian_blur kernel=3,4", "for kernel");
+    expect_spec_error("gaussian_blur kernel=1025", "for kernel");
+    expect_spec_error("gaussian_blur kernel=3 sigma=0", "for sigma");
+    expect_spec_error("gaussian_blur kernel=3 sigma=2,1", "for sigma");
     sp_pipeline *p = parse_ok("hflip p=1 | gaussian_blur kernel=5,3 sigma=0.5,3");
     sp_image src = make_image(10, 8, 3);
     sp_error err;
@@ -456,14 +431,14 @@ static void test_erasing_pipeline(void) {
                      "normalize mean=0.5,0.5,0.5 std=0.2,0.2,0.2 | random_erasing p=1 "
                      "scale=0.02,0.33 ratio=0.3,3.3 value=random | random_erasing p=0.5 "
                      "scale=0.02,0.33 ratio=0.3,3.3 value=0.1,0.2,-3");
-    expect_error("random_erasing | hflip", "no op but random_erasing may follow random_erasing");
-    expect_error("normalize mean=0 std=1 | hflip", "no op but random_erasing may follow normalize");
-    expect_error("random_apply ops=1 | random_erasing", "a random_erasing inside random_apply");
-    expect_error("decode mode=gray | random_erasing value=1,2,3", "gray pipeline");
-    expect_error("random_erasing value=1,2", "for value");
-    expect_error("random_erasing value=1e7", "for value");
-    expect_error("random_erasing scale=0.5,1.5", "for scale");
-    expect_error("random_erasing ratio=0,1", "for ratio");
+    expect_spec_error("random_erasing | hflip", "no op but random_erasing may follow random_erasing");
+    expect_spec_error("normalize mean=0 std=1 | hflip", "no op but random_erasing may follow normalize");
+    expect_spec_error("random_apply ops=1 | random_erasing", "a random_erasing inside random_apply");
+    expect_spec_error("decode mode=gray | random_erasing value=1,2,3", "gray pipeline");
+    expect_spec_error("random_erasing value=1,2", "for value");
+    expect_spec_error("random_erasing value=1e7", "for value");
+    expect_spec_error("random_erasing scale=0.5,1.5", "for scale");
+    expect_spec_error("random_erasing ratio=0,1", "for ratio");
     sp_pipeline *p = parse_ok("center_crop size=30,40 | normalize mean=0.4 std=0.25 | "
                               "random_erasing p=1 value=0.5,-1,2.25");
     sp_pipeline *q = parse_ok("center_crop size=30,40 | normalize mean=0.4 std=0.25");
@@ -561,12 +536,12 @@ static void test_rotate_pipeline(void) {
                      "rotate degrees=0,0 interpolation=bilinear fill=1,2,3");
     expect_canonical("random_apply ops=1 | rotate degrees=10,20 fill=7.5",
                      "random_apply ops=1 p=0.5 | rotate degrees=10,20 interpolation=nearest fill=7.5");
-    expect_error("rotate", "missing required key \"degrees\"");
-    expect_error("rotate degrees=-5", "for degrees");
-    expect_error("rotate degrees=5,1", "for degrees");
-    expect_error("rotate degrees=5 interpolation=bicubic", "for interpolation");
-    expect_error("rotate degrees=5 fill=256", "for fill");
-    expect_error("decode mode=gray | rotate degrees=5 fill=1,2,3", "gray pipeline");
+    expect_spec_error("rotate", "missing required key \"degrees\"");
+    expect_spec_error("rotate degrees=-5", "for degrees");
+    expect_spec_error("rotate degrees=5,1", "for degrees");
+    expect_spec_error("rotate degrees=5 interpolation=bicubic", "for interpolation");
+    expect_spec_error("rotate degrees=5 fill=256", "for fill");
+    expect_spec_error("decode mode=gray | rotate degrees=5 fill=1,2,3", "gray pipeline");
     sp_pipeline *p = parse_ok("hflip p=1 | rotate degrees=-40,40 interpolation=bilinear fill=9");
     sp_image src = make_image(11, 7, 3);
     sp_error err;

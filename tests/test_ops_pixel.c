@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
@@ -273,32 +274,6 @@ static void test_hue(void) {
 
 /* ---- the pipeline ops ------------------------------------------------------ */
 
-static sp_pipeline *parse_ok(const char *spec) {
-    sp_pipeline *p = NULL;
-    sp_error err;
-    sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
-    return p;
-}
-
-static void expect_error(const char *spec, const char *needle) {
-    sp_pipeline *p = NULL;
-    sp_error err;
-    sp_error_clear(&err);
-    CHECK_MSG(sp_pipeline_parse(spec, &p, &err) == SP_ESPEC && !p, "%s", spec);
-    CHECK_MSG(strstr(err.msg, needle), "%s: \"%s\" lacks \"%s\"", spec, err.msg, needle);
-}
-
-static void expect_canonical(const char *spec, const char *canon) {
-    sp_pipeline *p = parse_ok(spec);
-    CHECK_MSG(strcmp(sp_pipeline_canonical(p), canon) == 0, "%s -> %s", spec,
-              sp_pipeline_canonical(p));
-    sp_pipeline *q = parse_ok(sp_pipeline_canonical(p));
-    CHECK(strcmp(sp_pipeline_canonical(q), canon) == 0);
-    sp_pipeline_destroy(q);
-    sp_pipeline_destroy(p);
-}
-
 static sp_sample_ctx ctx_for(uint64_t seed, uint32_t epoch, uint32_t sample) {
     sp_sample_ctx c = {sp_rng_key(seed, SP_RNG_AUGMENT), epoch, sample};
     return c;
@@ -329,17 +304,17 @@ static void test_pipeline_ops(void) {
                      "saturation=1,1 hue=0,0.2");
     expect_canonical("color_jitter hue=0", "color_jitter brightness=1,1 contrast=1,1 "
                      "saturation=1,1");   /* as before: hue=0 is no hue */
-    expect_error("posterize", "missing required key \"bits\"");
-    expect_error("posterize bits=9", "[0, 8]");
-    expect_error("posterize bits=2.5", "[0, 8]");
-    expect_error("solarize threshold=256", "[0, 255]");
-    expect_error("solarize p=1", "missing required key \"threshold\"");
-    expect_error("sharpness factor=-1", "\"-1\"");
-    expect_error("invert p=2", "[0, 1]");
-    expect_error("equalize bits=2", "unknown key \"bits\" (known: p)");
-    expect_error("color_jitter hue=0.6", "hue");
-    expect_error("color_jitter hue=0.3,0.2", "hue");
-    expect_error("color_jitter hue=-0.7,0.2", "hue");
+    expect_spec_error("posterize", "missing required key \"bits\"");
+    expect_spec_error("posterize bits=9", "[0, 8]");
+    expect_spec_error("posterize bits=2.5", "[0, 8]");
+    expect_spec_error("solarize threshold=256", "[0, 255]");
+    expect_spec_error("solarize p=1", "missing required key \"threshold\"");
+    expect_spec_error("sharpness factor=-1", "\"-1\"");
+    expect_spec_error("invert p=2", "[0, 1]");
+    expect_spec_error("equalize bits=2", "unknown key \"bits\" (known: p)");
+    expect_spec_error("color_jitter hue=0.6", "hue");
+    expect_spec_error("color_jitter hue=0.3,0.2", "hue");
+    expect_spec_error("color_jitter hue=-0.7,0.2", "hue");
 
     /* p=0: identity; p=1: the function; otherwise block 0's c[0] of op k decides */
     static const char *const specs[] = {"invert", "posterize bits=2", "solarize threshold=99",
@@ -452,12 +427,12 @@ static void test_jitter_hue(void) {
 static void test_random_apply(void) {
     expect_canonical("random_apply ops=2 | invert p=1 | grayscale p=1",
                      "random_apply ops=2 p=0.5 | invert p=1 | grayscale p=1");
-    expect_error("random_apply p=0.5", "missing required key \"ops\"");
-    expect_error("random_apply ops=0 | invert", "[1, 63]");
-    expect_error("random_apply ops=2 | invert", "past the last op");
-    expect_error("random_apply ops=1 | resize size=8,8", "crop or resize");
-    expect_error("random_apply ops=1 | normalize mean=0 std=1", "normalize");
-    expect_error("random_apply ops=2 | random_apply ops=2 | invert | equalize",
+    expect_spec_error("random_apply p=0.5", "missing required key \"ops\"");
+    expect_spec_error("random_apply ops=0 | invert", "[1, 63]");
+    expect_spec_error("random_apply ops=2 | invert", "past the last op");
+    expect_spec_error("random_apply ops=1 | resize size=8,8", "crop or resize");
+    expect_spec_error("random_apply ops=1 | normalize mean=0 std=1", "normalize");
+    expect_spec_error("random_apply ops=2 | random_apply ops=2 | invert | equalize",
                  "end after");
     /* applied iff u01(block 0 of op 1) < p: then ops 2 and 3 run, else neither */
     sp_pipeline *p = parse_ok("hflip p=0 | random_apply ops=3 p=0.6 | solarize threshold=50 p=1 "

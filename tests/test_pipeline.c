@@ -24,6 +24,7 @@
 #include <turbojpeg.h>
 
 #include "check.h"
+#include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/decode.h"
 #include "seedpipe/ops.h"
@@ -33,14 +34,6 @@ static uint64_t rng_state = 0x243F6A8885A308D3ull;
 static uint8_t rnd8(void) {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return (uint8_t)(rng_state >> 56);
-}
-
-static sp_pipeline *parse_ok(const char *spec) {
-    sp_pipeline *p = NULL;
-    sp_error err;
-    sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
-    return p;
 }
 
 static void expect_error(const char *spec, const char *needle1, const char *needle2) {

@@ -14,20 +14,19 @@ torchvision runs when a dataset yields PIL images) are measured and printed
 with their PSNR, not required. Skipped (visibly) without torch/torchvision
 or the photos.
 """
-import glob
 import os
 
 import numpy as np
 import pytest
 
 import seedpipe
+from parity_photos import psnr, reduced_photos
 
 torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
 F = pytest.importorskip("torchvision.transforms.functional",
                         reason="torchvision (python3-torchvision) not installed")
 from PIL import Image  # noqa: E402  (torchvision brings Pillow)
 
-PHOTOS = sorted(glob.glob("/usr/share/backgrounds/mate/*/*.jpg"))
 W, H = 320, 240
 
 # (seedpipe op, torchvision function of a CHW uint8 tensor or a PIL image)
@@ -52,26 +51,9 @@ CASES = [
 ]
 
 
-def psnr(a, b):
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
-
-
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory):
-    if not PHOTOS:
-        pytest.skip("no /usr/share/backgrounds/mate/*/*.jpg (Debian's mate-backgrounds)")
-    d = tmp_path_factory.mktemp("pixel_parity")
-    arrays = []
-    for i, p in enumerate(PHOTOS):
-        with Image.open(p) as im:
-            im.draft("RGB", (W * 2, H * 2))   # decode once, reduced: the test needs pixels
-            small = im.convert("RGB").resize((W, H), Image.BILINEAR)
-        small.save(d / f"{i:03d}.png")
-        arrays.append(np.asarray(small))
-    lst = d / "photos.txt"
-    lst.write_text("".join(f"{d / f'{i:03d}.png'}\t0\n" for i in range(len(arrays))))
-    return str(lst), arrays
+    return reduced_photos(tmp_path_factory, "pixel_parity", W, H)
 
 
 def seedpipe_run(lst, n, op):
