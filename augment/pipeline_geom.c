@@ -36,7 +36,7 @@ static int int_list(const char *v, int *out, int max, int lo, int hi, int *n) {
  * pad_if_needed=0|1 (torchvision's RandomCrop arguments). */
 static int parse_random_crop(const sp_pipeline *p, sp_op *op, int idx, const char *name,
                              const char *const *vals, sp_error *err) {
-    int s[4], n;
+    int s[4] = {0}, n = 0;
     if (!int_list(vals[0], s, 2, 1, SP_SPEC_MAX_SIZE, &n))
         return bad(err, idx, name, "size", vals[0], "H or H,W: integers in [1, 16384]");
     op->h = s[0];
