@@ -11,6 +11,10 @@
  * behind the source table of dataset_internal.h (ds->ops): dataset_open.c's
  * accessors call back into the functions here without naming them, so this
  * file stays above dataset_open.c, whose sp__ds_open_plain() opens each source.
+ * A blend's sources are all token corpora (a mix of token corpora and
+ * images is refused): its sizes are the sources' windows, which only the
+ * loader knows (the spec's seq_len and packing), so it resizes the
+ * schedule with them (sp__ds_mix_resize(), determinism.md section 12a).
  *
  * THE SCHEDULE (docs/determinism.md section 10 is the normative spec;
  * tests/philox_ref.py recomputes it). The weights, written as decimals, are

@@ -58,7 +58,8 @@
  * its local copy). Reads are byte ranges of the .bin, one GET per run of
  * adjacent spans, all in flight at once (sp__rio_fetch_many()), each
  * checked against the .bin's size at open (a replaced object is
- * SP_EMISMATCH). Mixtures of token corpora are refused (dataset_mix.c).
+ * SP_EMISMATCH). A mixture of token corpora (a blend) counts its sources'
+ * windows, which the loader gives it (sp__ds_mix_resize(), dataset_mix.c).
  * Called by dataset_open.c; calls remote.c and common/.
  */
 #include "dataset/dataset_tokens.h"

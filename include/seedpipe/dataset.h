@@ -90,7 +90,9 @@
  *    .25, at most 18 digits after the leading zeros); an optional
  *    `length<TAB>N` line sets the epoch length (default: the sum of the
  *    sources' sizes); '#' comments, blank lines and CRLF as for lists; at
- *    most 256 sources, no mixture inside a mixture. A bad line is
+ *    most 256 sources, no mixture inside a mixture, token corpora as all
+ *    the sources or none (a blend: the loader counts their windows,
+ *    docs/tokens.md). A bad line is
  *    SP_EFORMAT naming the file and line; a source that fails to open is
  *    its own error, prefixed with the .mix file and line. The mixture's
  *    samples are its sources' concatenated in line order (sample i of
