@@ -3,7 +3,9 @@
  *
  * HOW IT WORKS: the kernel is torchvision's _get_gaussian_kernel1d step for
  * step in IEEE binary32 (x = i - (k - 1) / 2, exact; t = x / sigma;
- * t = t * t; t = -0.5f * t; e = expf(t); then e / (sum of e, left to
+ * t = t * t; t = -0.5f * t; e = exp(t) (the project's own sp_det_exp in
+ * double, rounded to float: libm's expf may differ in its last bit between
+ * libm versions, and these weights decide bytes); then e / (sum of e, left to
  * right)); the build uses -ffp-contract=off, so nothing is fused. The
  * image is padded by reflection (kx / 2 columns, ky / 2 rows, torch's
  * reflect: each pad must be smaller than its side) through index maps,
@@ -21,8 +23,9 @@
  * agreement.
  */
 #include "seedpipe/ops.h"
+#include "seedpipe/detmath.h"
 
-#include <math.h>      /* expf, rint */
+#include <math.h>      /* rint */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +36,7 @@ void sp_gaussian_kernel1d(int k, float sigma, float *out) {
         float t = x / sigma;
         t = t * t;
         t = -0.5f * t;
-        out[i] = expf(t);
+        out[i] = (float)sp_det_exp((double)t);
         sum += out[i];
     }
     for (int i = 0; i < k; i++) out[i] = out[i] / sum;
