@@ -307,8 +307,7 @@ int cmd_explain(cli_args *a) {
                            "--sample I");
     sp_loader_config cfg;
     cli_loader_config(a, a->pos[0], &cfg, 0);
-    if (strncmp(cfg.pipeline, "tokens", 6) != 0)   /* a token corpus: its int32 default */
-        cfg.dtype = SP_DTYPE_FLOAT32;   /* any pipeline; nothing is computed */
+    cfg.skip_normalize = 1;   /* any pipeline with the default dtype; nothing is computed */
     uint64_t epoch = cli_uint(a, "epoch", 0, 0, UINT32_MAX);
     uint64_t index = cli_uint(a, "sample", 0, 0, UINT64_MAX);
     if (!cli_has(a, "sample"))
