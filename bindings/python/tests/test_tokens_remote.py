@@ -11,6 +11,7 @@ URL, every document read by one sp__tok_read() call).
  - a missing .idx names the URL and HTTP 404; a .bin of another size than
    the index describes is SP_EFORMAT naming the .idx's URL.
 """
+import contextlib
 import os
 import subprocess
 import sys
@@ -40,21 +41,12 @@ def served(tmp_path_factory):
     seedpipe.tokens.write(os.path.join(www, "short"), docs, dtype="uint16")
     with open(os.path.join(www, "short.bin"), "r+b") as f:
         f.truncate(os.path.getsize(os.path.join(www, "short.bin")) - 2)
-    try:
-        ng = rs.Nginx(www, tmp)
-    except rs.Unavailable as e:
-        pytest.skip(f"nginx cannot start here: {e}")
-    saved = {k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy")}
-    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1"
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            ng = stack.enter_context(rs.nginx_no_proxy(www, tmp))
+        except rs.Unavailable as e:
+            pytest.skip(f"nginx cannot start here: {e}")
         yield www, ng, docs
-    finally:
-        ng.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _requests(ng):
