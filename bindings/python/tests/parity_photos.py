@@ -2,7 +2,9 @@
 seedpipe and to torchvision alike (test_pixel_ops_parity.py,
 test_geom_ops_parity.py): Debian's mate-backgrounds, each decoded once by
 PIL, reduced to W x H and written as PNG, so both sides start from the same
-pixels; a list file naming them. Not a test itself."""
+pixels; a list file naming them; and every sample's seedpipe output by
+dataset index (images_by_index, also test_decode_formats.py's). Not a test
+itself."""
 import glob
 
 import numpy as np
@@ -34,3 +36,18 @@ def psnr(a, b):
     """PSNR in dB of two uint8 arrays, in float64 (inf when equal)."""
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def images_by_index(data, spec, n, seed=0):
+    """Every sample's output of `spec` over `data` (HWC uint8, by dataset
+    index, one epoch in process), and each one's explain text."""
+    import seedpipe
+    out, why = {}, {}
+    with seedpipe.Loader(data, pipeline=spec, batch_size=4, dtype="uint8", layout="nhwc",
+                         epochs=1, seed=seed) as ld:
+        for images, _ in ld:
+            for k, i in enumerate(ld.batch_info.indices):
+                out[int(i)] = np.array(images[k])
+                why[int(i)] = ld.explain(0, int(i))
+    assert sorted(out) == list(range(n))
+    return [out[i] for i in range(n)], [why[i] for i in range(n)]

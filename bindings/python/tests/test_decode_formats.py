@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import seedpipe
+from parity_photos import images_by_index
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow (python3-pil) not installed")
 
@@ -133,14 +134,7 @@ def write_folder(tmp_path, files):
 
 
 def seedpipe_pixels(root, n):
-    out = {}
-    with seedpipe.Loader(root, pipeline=f"center_crop size={H},{W}", batch_size=4,
-                         dtype="uint8", layout="nhwc", epochs=1) as ld:
-        for images, _ in ld:
-            for k, i in enumerate(ld.batch_info.indices):
-                out[int(i)] = np.array(images[k])
-    assert sorted(out) == list(range(n))
-    return [out[i] for i in range(n)]
+    return images_by_index(root, f"center_crop size={H},{W}", n)[0]
 
 
 def check_folder(tmp_path, files):

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 import seedpipe
-from parity_photos import psnr, reduced_photos
+from parity_photos import images_by_index, psnr, reduced_photos
 from seedpipe import _keys
 
 torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
@@ -53,15 +53,7 @@ def photos(tmp_path_factory):
 
 def seedpipe_run(lst, n, spec):
     """Every sample's output (HWC uint8) and its explain text."""
-    out, why = {}, {}
-    with seedpipe.Loader(lst, pipeline=spec, batch_size=4, dtype="uint8", layout="nhwc",
-                         epochs=1, seed=SEED) as ld:
-        for images, _ in ld:
-            for k, i in enumerate(ld.batch_info.indices):
-                out[int(i)] = np.array(images[k])
-                why[int(i)] = ld.explain(0, int(i))
-    assert sorted(out) == list(range(n))
-    return [out[i] for i in range(n)], [why[i] for i in range(n)]
+    return images_by_index(lst, spec, n, seed=SEED)
 
 
 def draw_block0(op, sample, epoch=0):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import seedpipe
-from parity_photos import psnr, reduced_photos
+from parity_photos import images_by_index, psnr, reduced_photos
 
 torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
 F = pytest.importorskip("torchvision.transforms.functional",
@@ -57,14 +57,7 @@ def photos(tmp_path_factory):
 
 
 def seedpipe_run(lst, n, op):
-    out = {}
-    with seedpipe.Loader(lst, pipeline=f"center_crop size={H},{W} | {op}", batch_size=4,
-                         dtype="uint8", layout="nhwc", epochs=1) as ld:
-        for images, _ in ld:
-            for k, i in enumerate(ld.batch_info.indices):
-                out[int(i)] = np.array(images[k])
-    assert sorted(out) == list(range(n))
-    return [out[i] for i in range(n)]
+    return images_by_index(lst, f"center_crop size={H},{W} | {op}", n)[0]
 
 
 @pytest.mark.parametrize("op,fn", CASES, ids=[c[0] for c in CASES])
