@@ -215,9 +215,10 @@ int sp__tokl_docs_epoch(const sp__tokl *t, uint32_t epoch, sp__tokl_epoch *e, sp
     return SP_OK;
 }
 
-/* The piece in item g's place: document, first token, length. */
+/* The piece in item g's place: document, first token, length, and the
+ * document's length (one lookup, for the caller too). */
 static void piece_of(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t g, uint64_t *doc,
-                     uint64_t *off, uint64_t *len) {
+                     uint64_t *off, uint64_t *len, uint64_t *doc_len) {
     const struct sp__tokl_docs *d = t->docs;
     uint32_t lo = 0, hi = d->ncls;   /* cls_first[lo] <= g < cls_first[hi] */
     while (hi - lo > 1) {
@@ -227,9 +228,10 @@ static void piece_of(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t g, uin
     }
     uint64_t l = d->cls_len[lo], m = e->order[g];
     *len = l;
-    if (l < t->L) {
+    if (l < t->L) {   /* a document's last, partial piece */
         *doc = m;
-        *off = sp__tok_len(t->tok, m) / t->L * t->L;
+        *doc_len = sp__tok_len(t->tok, m);
+        *off = *doc_len / t->L * t->L;
         return;
     }
     uint64_t a = 0, b = d->nlong;    /* long_first[a] <= m < long_first[b] */
@@ -240,6 +242,7 @@ static void piece_of(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t g, uin
     }
     *doc = d->long_doc[a];
     *off = (m - d->long_first[a]) * t->L;
+    *doc_len = sp__tok_len(t->tok, *doc);
 }
 
 static void put(void *dst, uint64_t i, int ob, int64_t v) {
@@ -287,11 +290,11 @@ int sp__tokl_docs_window(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w,
     int rc = SP_OK;
     put(cu, 0, ob, 0);
     for (uint64_t s = d->win[w]; s < d->win[w + 1] && rc == SP_OK; s++) {
-        uint64_t doc, off, len;
-        piece_of(t, e, d->slots[s], &doc, &off, &len);
+        uint64_t doc, off, len, n_d;
+        piece_of(t, e, d->slots[s], &doc, &off, &len, &n_d);
         put(cu, ++nseg, ob, (int64_t)(at + len));
         sp[ns++] = (sp__tok_span){doc, off, len, tok + at * (uint64_t)ob};
-        if (off + len < sp__tok_len(t->tok, doc))   /* the document goes on: its next token */
+        if (off + len < n_d)   /* the document goes on: its next token */
             sp[ns++] = (sp__tok_span){doc, off + len, 1, lab + (at + len - 1) * (uint64_t)ob};
         else
             put(lab, at + len - 1, ob, SP__TOK_IGNORE);
@@ -318,11 +321,10 @@ int sp__tokl_docs_explain(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w
     OUT("window %" PRIu64 " (docs, %" PRIu64 " segments):\n", w,
         (uint64_t)(d->win[w + 1] - d->win[w]));
     for (uint64_t s = d->win[w]; s < d->win[w + 1]; s++) {
-        uint64_t doc, off, plen;
-        piece_of(t, e, d->slots[s], &doc, &off, &plen);
+        uint64_t doc, off, plen, n_d;
+        piece_of(t, e, d->slots[s], &doc, &off, &plen, &n_d);
         OUT("  at %" PRIu64 ": segment %" PRIu64 ": document %" PRIu64 " tokens [%" PRIu64 ", %"
-            PRIu64 ") of %" PRIu64 "\n", at, s - d->win[w] + 1, doc, off, off + plen,
-            sp__tok_len(t->tok, doc));
+            PRIu64 ") of %" PRIu64 "\n", at, s - d->win[w] + 1, doc, off, off + plen, n_d);
         at += plen;
     }
     if (at < t->L) OUT("  at %" PRIu64 ": %" PRIu64 " pad tokens (%" PRId64 ")\n", at,
