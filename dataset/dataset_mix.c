@@ -100,6 +100,12 @@ struct sp__ds_mix {
     uint32_t *ckpt;        /* per block of 64 slots, n counts before it */
     uint64_t length_line;  /* the length line's N, or 0 */
     int tokens;            /* the sources are token corpora (all of them) */
+    /* A blend whose weights took effect mid-run (sp__ds_mix_since()): from
+     * slot since_q of epoch since_e on, source s's draws continue from
+     * since_k[s]; NULL: from the run's start (draw K = e c_s + C_s(q)). */
+    uint64_t *since_k;
+    uint32_t since_e;
+    uint64_t since_q;
 };
 
 /* ---- the source table (what dataset_open.c calls through ds->ops) -------------------- */
@@ -147,6 +153,7 @@ static void mix_destroy(sp_dataset *ds) {
     free(m->src);
     free(m->table);
     free(m->ckpt);
+    free(m->since_k);
     free(m);
     ds->mix = NULL;
 }
@@ -588,6 +595,24 @@ int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s) {
     return ds && ds->mix && s < ds->mix->n ? ds->mix->src[s].coff : -1;
 }
 
+/* K: the number of source s's draw at slot q of epoch e (its draws from
+ * the run's start, or continued from since_k[s] after a switch; section
+ * 12b). SP_ERANGE before the switch: those slots drew under other weights. */
+static int draw_number(const struct sp__ds_mix *m, uint32_t s, uint32_t epoch, uint64_t q,
+                       uint64_t *K) {
+    uint64_t k = count_before(m, s, q), c = m->src[s].per_epoch;
+    if (!m->since_k) {
+        *K = (uint64_t)epoch * c + k;   /* < 2^32 * 2^32 */
+        return SP_OK;
+    }
+    if (epoch < m->since_e || (epoch == m->since_e && q < m->since_q)) return SP_ERANGE;
+    uint64_t k0 = count_before(m, s, m->since_q);
+    *K = m->since_k[s] + (epoch == m->since_e
+                              ? k - k0
+                              : (c - k0) + (uint64_t)(epoch - m->since_e - 1) * c + k);
+    return SP_OK;
+}
+
 int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uint64_t q,
                         sp_mix_draw *out) {
     if (!ds || !ds->mix || !out) return SP_EINVAL;
@@ -595,14 +620,14 @@ int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uin
     if (q >= m->length) return SP_ERANGE;
     uint32_t s = m->table[q % m->period];
     const mix_source *src = &m->src[s];
-    uint64_t k = count_before(m, s, q);
-    uint64_t big = (uint64_t)epoch * src->per_epoch + k;   /* < 2^32 * 2^32 */
+    uint64_t big;
+    if (draw_number(m, s, epoch, q, &big) != SP_OK) return SP_ERANGE;
     uint64_t ns = src->size;
     sp_perm perm;
     sp_perm_init(&perm, ns, sp_key_derive(sp_rng_key(seed, SP_RNG_MIX), s),
                  (uint32_t)(big / ns));
     out->source = s;
-    out->draw = k;
+    out->draw = count_before(m, s, q);
     out->pass = (uint32_t)(big / ns);
     out->local = sp_perm_at(&perm, big % ns);
     out->index = src->off + out->local;
@@ -625,3 +650,103 @@ int sp__ds_mix_resize(sp_dataset *ds, const uint64_t *sizes, sp_error *err) {
     return rc;
 }
 
+/* ---- a blend's weights changed mid-run (dataset_tokens.h, section 12b) ------------------ */
+
+int sp__ds_mix_draws_at(const sp_dataset *ds, uint32_t epoch, uint64_t q, uint64_t *draws) {
+    const struct sp__ds_mix *m = ds->mix;
+    if (!m || q > m->length) return SP_EINVAL;
+    for (uint32_t s = 0; s < m->n; s++)
+        if (draw_number(m, s, epoch, q, &draws[s]) != SP_OK) return SP_ERANGE;
+    return SP_OK;
+}
+
+int sp__ds_mix_reweight(sp_dataset *ds, const uint64_t *weights, sp_error *err) {
+    struct sp__ds_mix *m = ds->mix;
+    if (!m || !m->tokens)
+        return sp_error_set(err, SP_EINVAL, "%s: not a mixture of token corpora", ds->root);
+    u128 sum = 0;
+    uint64_t g = 0;
+    for (uint32_t s = 0; s < m->n; s++) {
+        if (weights[s] == 0)
+            return sp_error_set(err, SP_EINVAL, "%s: source %u's weight is 0", ds->root, s);
+        sum += weights[s];
+        uint64_t a = weights[s], b = g;
+        while (b) {
+            uint64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        g = a;
+    }
+    if (sum >= (UINT64_C(1) << 62) || g != 1)
+        return sp_error_set(err, SP_EINVAL, "%s: weights not reduced integers summing below "
+                            "2^62", ds->root);
+    for (uint32_t s = 0; s < m->n; s++) m->src[s].weight = weights[s];
+    m->wsum = (uint64_t)sum;
+    free(m->since_k);
+    m->since_k = NULL;
+    uint64_t *sizes = malloc(m->n * sizeof *sizes);
+    if (!sizes) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    for (uint32_t s = 0; s < m->n; s++) sizes[s] = m->src[s].size;
+    int rc = sp__ds_mix_resize(ds, sizes, err);
+    free(sizes);
+    if (rc == SP_OK) fingerprint(ds);
+    return rc;
+}
+
+int sp__ds_mix_set_since(sp_dataset *ds, uint32_t epoch, uint64_t q, const uint64_t *draws,
+                         sp_error *err) {
+    struct sp__ds_mix *m = ds->mix;
+    if (!m || q > m->length)
+        return sp_error_set(err, SP_EINVAL, "%s: no blend or slot out of range", ds->root);
+    if (!draws) {
+        free(m->since_k);
+        m->since_k = NULL;
+        return SP_OK;
+    }
+    if (!m->since_k && !(m->since_k = malloc(m->n * sizeof *m->since_k)))
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    memcpy(m->since_k, draws, m->n * sizeof *draws);
+    m->since_e = epoch;
+    m->since_q = q;
+    return SP_OK;
+}
+
+int sp__ds_mix_since(const sp_dataset *ds, uint32_t *epoch, uint64_t *q, uint64_t *draws) {
+    const struct sp__ds_mix *m = ds->mix;
+    if (!m) return 0;
+    *epoch = m->since_e;
+    *q = m->since_q;
+    for (uint32_t s = 0; s < m->n; s++) draws[s] = m->since_k ? m->since_k[s] : 0;
+    if (!m->since_k) *epoch = 0, *q = 0;
+    return m->since_k != NULL;
+}
+
+void sp__ds_mix_hash_since(const sp_dataset *ds, sp__hash *h) {
+    const struct sp__ds_mix *m = ds->mix;
+    if (!m || !m->since_k) return;
+    sp__hash_str(h, "blend_since");
+    sp__hash_u64(h, m->since_e);
+    sp__hash_u64(h, m->since_q);
+    for (uint32_t s = 0; s < m->n; s++) sp__hash_u64(h, m->since_k[s]);
+}
+
+/* XXH3-128 over "seedpipe.blend.v1", S, L and per source n_s and its
+ * fingerprint: the mixture's fingerprint less the weights (the sources a
+ * blend state may resume with other weights). */
+sp_digest sp__ds_mix_sources_fp(const sp_dataset *ds) {
+    const struct sp__ds_mix *m = ds->mix;
+    sp__hash hs;
+    sp__hash_init(&hs);
+    static const char tag[] = "seedpipe.blend.v1";
+    sp__hash_bytes(&hs, tag, sizeof tag - 1);
+    sp__hash_u64(&hs, m->n);
+    sp__hash_u64(&hs, m->length_line);
+    for (uint32_t s = 0; s < m->n; s++) {
+        sp_digest f = sp_dataset_fingerprint(m->src[s].ds);
+        sp__hash_u64(&hs, sp_dataset_size(m->src[s].ds));
+        sp__hash_u64(&hs, f.hi);
+        sp__hash_u64(&hs, f.lo);
+    }
+    return sp__hash_digest(&hs);
+}

@@ -16,6 +16,7 @@
 #define SEEDPIPE_DATASET_TOKENS_H
 
 #include "seedpipe/dataset.h"
+#include "common/hash_internal.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -64,5 +65,29 @@ int sp__tok_read(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_
  *  12a). @return 0, SP_EINVAL (not a mixture of token corpora), the open's
  *  length and period bounds (SP_ELIMIT), SP_ENOMEM. */
 int sp__ds_mix_resize(sp_dataset *ds, const uint64_t *sizes, sp_error *err);
+
+/* A blend's weights changed mid-run (determinism.md section 12b), all in
+ * dataset_mix.c. The loader uses them when it resumes a blend's state
+ * (loader/state_blend.c); none is thread-safe: they run before any batch.
+ *   sp__ds_mix_draws_at()   draws[s] = the number K of source s's next draw
+ *                           at slot q (<= L) of epoch e: SP_ERANGE before
+ *                           the switch in force.
+ *   sp__ds_mix_reweight()   the schedule made again for other weights
+ *                           (reduced integers, one a source, sum < 2^62),
+ *                           the switch cleared; the fingerprint follows.
+ *   sp__ds_mix_set_since()  from slot q of epoch e on, source s's draws
+ *                           continue from draws[s] (NULL: no switch).
+ *   sp__ds_mix_since()      the switch in force: 1 and its (e, q, draws),
+ *                           or 0 (e = q = 0, draws zero).
+ *   sp__ds_mix_hash_since() the switch in force into a loader's
+ *                           fingerprint (nothing when none).
+ *   sp__ds_mix_sources_fp() the mixture's identity less its weights. */
+int sp__ds_mix_draws_at(const sp_dataset *ds, uint32_t epoch, uint64_t q, uint64_t *draws);
+int sp__ds_mix_reweight(sp_dataset *ds, const uint64_t *weights, sp_error *err);
+int sp__ds_mix_set_since(sp_dataset *ds, uint32_t epoch, uint64_t q, const uint64_t *draws,
+                         sp_error *err);
+int sp__ds_mix_since(const sp_dataset *ds, uint32_t *epoch, uint64_t *q, uint64_t *draws);
+void sp__ds_mix_hash_since(const sp_dataset *ds, sp__hash *h);
+sp_digest sp__ds_mix_sources_fp(const sp_dataset *ds);
 
 #endif

@@ -153,7 +153,8 @@ static int build_subset(sp_loader *ld, sp_error *err) {
  * index itself, or a mixture's slot. */
 static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos,
                          uint64_t *addr) {
-    uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL ? pos
+    /* A blend's slots stay in schedule order (section 12b). */
+    uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL || (ld->mix && ld->tok) ? pos
                  : ld->block ? sp__order_at(ld->block, perm->epoch, pos)
                              : sp_perm_at(perm, pos);
     if (ld->mix) {
@@ -201,13 +202,18 @@ uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j) {
     return ld->map ? (j < ld->nmap ? ld->map[j] : UINT64_MAX) : j;
 }
 
-static sp_digest compute_fingerprint(const sp_loader *ld) {
+/* weighed 0: a blend's identity, its fingerprint less the weights and the
+ * switch (state_blend.c). */
+static sp_digest compute_fingerprint(const sp_loader *ld, int weighed) {
     sp__hash hs, *st = &hs;
     sp__hash_init(st);
     /* v2: the decoders' warning policy and dct=off by default (a pipeline
      * text without decode means other bytes than under v1) */
     sp__hash_str(st, "seedpipe-loader-v2");
-    sp_digest dfp = sp_dataset_fingerprint(ld->ds);
+    int blend = ld->mix && ld->tok;
+    sp_digest dfp = blend && !weighed ? sp__ds_mix_sources_fp(ld->ds)
+                                      : sp_dataset_fingerprint(ld->ds);
+    if (blend && weighed) sp__ds_mix_hash_since(ld->ds, st);
     sp__hash_u64(st, dfp.hi);
     sp__hash_u64(st, dfp.lo);
     sp__hash_str(st, sp_loader_spec(ld));
@@ -362,7 +368,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
     ld->k_shuffle = sp_rng_key(cfg->seed, SP_RNG_SHUFFLE);
     ld->k_augment = sp_rng_key(cfg->seed, SP_RNG_AUGMENT);
-    ld->fingerprint = compute_fingerprint(ld);
+    ld->fingerprint = compute_fingerprint(ld, 1);
     const char *canon = sp_loader_spec(ld);
     XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
     ld->pipeline_hash.hi = ph.high64;
@@ -497,6 +503,9 @@ const sp_loader_config *sp_loader_config_of(const sp_loader *ld) { return &ld->c
 uint64_t sp_loader_batches_per_epoch(const sp_loader *ld) { return sp_batches_per_epoch(&ld->bt); }
 size_t sp_loader_sample_bytes(const sp_loader *ld) { return ld->sample_bytes; }
 sp_digest sp_loader_fingerprint(const sp_loader *ld) { return ld->fingerprint; }
+sp_digest sp__loader_blend_identity(const sp_loader *ld) { return compute_fingerprint(ld, 0); }
+sp_dataset *sp__loader_blend(sp_loader *ld) { return ld->mix && ld->tok ? ld->ds : NULL; }
+void sp__loader_refingerprint(sp_loader *ld) { ld->fingerprint = compute_fingerprint(ld, 1); }
 
 void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
     if (c) *c = ld->c;

@@ -125,6 +125,15 @@ void sp__spread_slices(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_
  *  `epoch` (the one sp__loader_sample() computes, before any substitute). */
 uint64_t sp__loader_index_at(const sp_loader *ld, uint32_t epoch, uint64_t slot);
 
+/* A blend (a mixture of token corpora) resumed with other weights
+ * (state_blend.c, determinism.md section 12b): its mixture (NULL: ld is no
+ * blend), its identity (the fingerprint less the weights and the switch),
+ * and the fingerprint made again once the mixture's weights or switch
+ * changed. */
+sp_dataset *sp__loader_blend(sp_loader *ld);
+sp_digest sp__loader_blend_identity(const sp_loader *ld);
+void sp__loader_refingerprint(sp_loader *ld);
+
 /*! sp__loader_prefetch_chunk() : 0 for a local dataset (nothing to
  *  prefetch: workers and threads claim one position at a time); for a
  *  remote one the positions a worker or thread claims at once and reads

@@ -6,6 +6,7 @@
  * compare may come from another machine or be truncated by a crash.
  */
 #include "seedpipe/manifest.h"
+#include "seedpipe/state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,6 +73,15 @@ int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_e
         char o[32];
         sp_order_spec_format(cfg->order, cfg->block_shards, o, sizeof o);
         fprintf(f, ",\"order\":\"%s\"", o);
+    }
+    sp_loader_state st;   /* a blend whose weights switched: where, and the weights since */
+    sp_loader_state_at(ld, 0, 0, &st);
+    if (st.blend_sources && (st.blend_epoch || st.blend_slot)) {
+        fprintf(f, ",\"blend_since\":[%u,%llu],\"blend_weights\":[", st.blend_epoch,
+                (unsigned long long)st.blend_slot);
+        for (uint32_t s = 0; s < st.blend_sources; s++)
+            fprintf(f, "%s%llu", s ? "," : "", (unsigned long long)st.blend_weights[s]);
+        fputc(']', f);
     }
     fprintf(f, ",\"versions\":%s}\n", versions);
     return check_io(f, err);

@@ -19,6 +19,7 @@
 
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
+#include "loader/state_internal.h"
 
 void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
                         sp_loader_state *st) {
@@ -46,6 +47,7 @@ void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
     st->order = cfg->order;
     st->block_shards = cfg->order == SP_ORDER_BLOCK ? cfg->block_shards : 0;
     st->pad_tail = cfg->pad_tail ? sp_loader_padded_size(ld) : 0;
+    sp__state_blend_at(ld, st);
 }
 
 static int dig_eq(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
@@ -71,9 +73,13 @@ static void add(char *buf, size_t cap, const char *fmt, ...) {
 int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_error *err) {
     sp_loader_state me;
     sp_loader_state_at(ld, 0, 0, &me);
-    char why[400] = "";
+    char why[600] = "";
     char a[33], b[33];
-    if (!dig_eq(me.dataset_fingerprint, st->dataset_fingerprint)) {
+    /* A blend's state: its identity, weights and switch in place of the
+     * fingerprints, which hold the weights (state_blend.c). */
+    int blend = me.blend_sources && st->blend_sources;
+    if (blend) sp__state_blend_check(&me, st, why, 240);
+    if (!blend && !dig_eq(me.dataset_fingerprint, st->dataset_fingerprint)) {
         sp_digest_hex(st->dataset_fingerprint, a);
         sp_digest_hex(me.dataset_fingerprint, b);
         add(why, sizeof why, "dataset fingerprint %.12s.. in the state, %.12s.. here", a, b);
@@ -111,7 +117,7 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
         add(why, sizeof why, "pad_tail %s%llu in the state, %s%llu here",
             st->pad_tail ? "to " : "", (unsigned long long)st->pad_tail,
             me.pad_tail ? "to " : "", (unsigned long long)me.pad_tail);
-    if (!why[0] && !dig_eq(me.fingerprint, st->fingerprint)) {
+    if (!why[0] && !blend && !dig_eq(me.fingerprint, st->fingerprint)) {
         sp_digest_hex(st->fingerprint, a);
         sp_digest_hex(me.fingerprint, b);
         add(why, sizeof why, "loader fingerprint %.12s.. in the state, %.12s.. here", a, b);
@@ -130,16 +136,18 @@ int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
     sp_digest_hex(st->fingerprint, fp);
     sp_digest_hex(st->dataset_fingerprint, dfp);
     sp_digest_hex(st->pipeline_hash, ph);
-    char extra[96] = "";   /* the optional keys, only when not the default */
+    char extra[SP_STATE_TEXT_MAX - 512];   /* the optional keys, only when not the default */
     size_t l = 0;
+    extra[0] = '\0';
     if (st->order != SP_ORDER_SHUFFLE) {
         char o[32];
         sp_order_spec_format(st->order, st->block_shards, o, sizeof o);
         l = (size_t)snprintf(extra, sizeof extra, ",\"order\":\"%s\"", o);
     }
     if (st->pad_tail && l < sizeof extra)
-        snprintf(extra + l, sizeof extra - l, ",\"pad_tail\":%llu",
-                 (unsigned long long)st->pad_tail);
+        l += (size_t)snprintf(extra + l, sizeof extra - l, ",\"pad_tail\":%llu",
+                              (unsigned long long)st->pad_tail);
+    if (l < sizeof extra) sp__state_blend_format(st, extra + l, sizeof extra - l);
     return snprintf(buf, size,
                     "{\"seedpipe_state\":1,\"fingerprint\":\"%s\",\"dataset_fingerprint\":\"%s\","
                     "\"pipeline_hash\":\"%s\",\"seed\":%llu,\"epoch\":%u,\"batch\":%llu,"
@@ -158,9 +166,12 @@ static const char *const KEYS[] = {"seedpipe_state", "fingerprint", "dataset_fin
                                    "batch",          "samples",     "batch_size",
                                    "drop_last",      "dtype",       "layout",
                                    "sample_shape",   "on_error",    "rng_mode",
-                                   "order",          "pad_tail"};
+                                   "order",          "pad_tail",
+                                   "blend_identity", "blend_since", "blend_weights",
+                                   "blend_draws"};
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
-#define NREQUIRED (NKEYS - 2)   /* order and pad_tail are optional (ABI 2) */
+#define NREQUIRED (NKEYS - 6)   /* order, pad_tail (ABI 2) and blend_* (ABI 6) are optional */
+#define K_ORDER NREQUIRED
 
 static int bad(sp_error *err, const char *key, const char *why) {
     return sp_error_set(err, SP_EFORMAT, "state: \"%s\": %s", key, why);
@@ -186,7 +197,7 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
         return sp_error_set(err, SP_EFORMAT, "state: %zu bytes (at most %d)", len,
                             SP_STATE_MAX_BYTES);
     sp__json j;
-    int rc = sp__json_parse(&j, text, len, 4, 256, "state", err);
+    int rc = sp__json_parse(&j, text, len, 4, 2 * SP_STATE_MAX_SOURCES + 256, "state", err);
     if (rc != 0) {
         sp__json_free(&j);
         return rc == SP_ELIMIT ? SP_EFORMAT : rc;
@@ -248,11 +259,14 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
     if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "rng_mode"), word, sizeof word) != 0 ||
                     sp_rng_mode_parse(word, &st->rng_mode, NULL) != 0))
         rc = bad(err, "rng_mode", "expected per-sample or per-worker");
-    if (rc == 0 && seen[NKEYS - 2] &&
+    if (rc == 0 && seen[K_ORDER] &&
         (sp__json_str(&j, sp__json_get(&j, 0, "order"), word, sizeof word) != 0 ||
          sp_order_spec_parse(word, &st->order, &st->block_shards, NULL) != 0))
         rc = bad(err, "order", "expected shuffle, sequential or block:K");
-    if (rc == 0 && seen[NKEYS - 1])
+    if (rc == 0)
+        rc = sp__state_blend_parse(&j, (int)(seen[K_ORDER + 2] + seen[K_ORDER + 3] +
+                                             seen[K_ORDER + 4] + seen[K_ORDER + 5]), st, err);
+    if (rc == 0 && seen[K_ORDER + 1])
         rc = get_u64(&j, "pad_tail", (1ull << 32) + (1ull << 31), &st->pad_tail, err);
     if (rc == 0) {
         long a = sp__json_get(&j, 0, "sample_shape");
@@ -275,7 +289,7 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
 }
 
 int sp_loader_state_save(const char *path, const sp_loader_state *st, sp_error *err) {
-    char buf[1024];
+    char buf[SP_STATE_TEXT_MAX];
     int n = sp_loader_state_format(st, buf, sizeof buf);
     if (n < 0 || (size_t)n >= sizeof buf) return sp_error_set(err, SP_EIO, "%s: state too long", path);
     return sp_write_file_atomic(path, buf, (size_t)n, 1, err);   /* common.h: atomic publish */

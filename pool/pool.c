@@ -718,7 +718,7 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     pool->nb = sp_loader_batches_per_epoch(pool->ld);
     pool->cap = sp__loader_capacity(pool->ld);
     if (pcfg->resume) {
-        rc = sp_loader_state_check(pool->ld, pcfg->resume, err);
+        rc = sp_loader_resume(pool->ld, pcfg->resume, err);
         if (rc != 0) goto fail;
         pool->start_abs = (uint64_t)pcfg->resume->epoch * pool->nb + pcfg->resume->batch;
     }

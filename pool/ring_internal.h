@@ -63,13 +63,13 @@
 #include "loader/loader_internal.h"
 
 #define SP__RING_MAGIC 0x31474e5250535053ull   /* "SPSPRNG1" little-endian */
-#define SP__RING_VERSION 3u
+#define SP__RING_VERSION 4u   /* 4: a 16 KiB start state (a blend's, ABI 6) */
 #define SP__RING_MAX_WORKERS 64
 #define SP__RING_MAX_SLOTS 1024
 #define SP__RING_MAX_CAP (1u << 20)
 #define SP__RING_MAX_RANKS 64      /* ranks served by one region */
 #define SP__RING_MAX_WORLD (1u << 16)
-#define SP__STATE_TEXT_MAX 1024
+#define SP__STATE_TEXT_MAX 16384   /* SP_STATE_TEXT_MAX (state.h) */
 
 /* ---- the region ------------------------------------------------------------ */
 typedef struct sp__region {

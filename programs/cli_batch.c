@@ -100,7 +100,7 @@ static void src_open(cli_args *a, digest_src *s, const sp_loader_config *cfg, in
         cli_usage_error(a, "epoch 4294967295 is computed in-process only: a pool's or cache's "
                         "stream ends before a 32-bit epoch (stream.h); drop --workers/--cache");
     if (sp_loader_create(cfg, &s->ld, &err) != 0) cli_fail(a, &err);
-    if (resume_path && sp_loader_state_check(s->ld, &resume, &err) != 0) cli_fail(a, &err);
+    if (resume_path && sp_loader_resume(s->ld, &resume, &err) != 0) cli_fail(a, &err);
     if (sp_batch_alloc(s->ld, &s->b) != 0) {
         sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
         cli_fail(a, &err);

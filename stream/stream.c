@@ -103,7 +103,7 @@ static int open_loader(sp_stream *s, const sp_loader_config *lcfg, const sp_stre
         rc = sp_cache_open(sc->cache_dir, sc->cache_opts ? sc->cache_opts : &o, &s->cache, err);
     }
     if (rc == 0) rc = sp_loader_create(lcfg, &s->ld, err);
-    if (rc == 0 && sc->resume) rc = sp_loader_state_check(s->ld, sc->resume, err);
+    if (rc == 0 && sc->resume) rc = sp_loader_resume(s->ld, sc->resume, err);
     if (rc == 0 && sp_batch_alloc(s->ld, &s->buf) != 0)
         rc = sp_error_set(err, SP_ENOMEM, "stream: out of memory for a batch");
     if (rc != 0) return rc;

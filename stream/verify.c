@@ -131,7 +131,7 @@ static int open_one(sp__verify *v, int workers, const sp_loader_state *resume, s
 static int stop_and_resume(sp__verify *v, sp_stream **s, int workers2, sp_error *err) {
     sp_loader_state state, back;
     sp_stream_state(*s, &state);
-    char text[1024];
+    char text[SP_STATE_TEXT_MAX];
     int len = sp_loader_state_format(&state, text, sizeof text);
     sp_stream_close(*s);
     *s = NULL;

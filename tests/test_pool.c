@@ -725,6 +725,30 @@ static void test_state_refusal(void) {
     snprintf(t2, sizeof t2, "{\"bogus\":1,%s", text + 1);
     CHECK(sp_loader_state_parse(t2, strlen(t2), &back, &err) == SP_EFORMAT);
     CHECK(strstr(err.msg, "bogus") != NULL);
+    /* A blend's keys (ABI 6): the four round-trip; three of them, lists of
+     * other lengths, a zero weight, a slot past 2^32 are refused. */
+    const char *id = "\"blend_identity\":\"000102030405060708090a0b0c0d0e0f\"";
+    snprintf(t2, sizeof t2, "{%s,\"blend_since\":[1,24],\"blend_weights\":[3,1],"
+             "\"blend_draws\":[10,4],%s", id, text + 1);
+    CHECK_OK(sp_loader_state_parse(t2, strlen(t2), &back, &err), &err);
+    CHECK(back.blend_sources == 2 && back.blend_epoch == 1 && back.blend_slot == 24);
+    CHECK(back.blend_weights[0] == 3 && back.blend_draws[1] == 4);
+    char t3[SP_STATE_TEXT_MAX];
+    CHECK(sp_loader_state_format(&back, t3, sizeof t3) < (int)sizeof t3);
+    CHECK(strstr(t3, "\"blend_draws\":[10,4]") != NULL);
+    const char *bad_blend[] = {
+        "\"blend_since\":[1,24],\"blend_weights\":[3,1],",
+        "\"blend_since\":[1,24],\"blend_weights\":[3,1],\"blend_draws\":[10],",
+        "\"blend_since\":[1,24],\"blend_weights\":[3,0],\"blend_draws\":[10,4],",
+        "\"blend_since\":[1,4294967297],\"blend_weights\":[3,1],\"blend_draws\":[10,4],",
+        "\"blend_since\":[1],\"blend_weights\":[3,1],\"blend_draws\":[10,4],"};
+    for (size_t i = 0; i < sizeof bad_blend / sizeof *bad_blend; i++) {
+        snprintf(t2, sizeof t2, "{%s%s%s", i ? id : "", i ? "," : "", bad_blend[i]);
+        snprintf(t2 + strlen(t2), sizeof t2 - strlen(t2), "%s", text + 1);
+        CHECK_MSG(sp_loader_state_parse(t2, strlen(t2), &back, &err) == SP_EFORMAT,
+                  "blend case %zu parsed", i);
+        CHECK(strstr(err.msg, "blend") != NULL);
+    }
 }
 
 static void test_worker_counts_shapes(void) { test_worker_counts(shapes, 8); }

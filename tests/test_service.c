@@ -614,8 +614,8 @@ static void test_hostile(void) {
     } while (0)
     HOSTILE("wrong magic", "bad magic", SP_EFORMAT, h->magic ^= 1);
     HOSTILE("wrong version", "layout version", SP_EFORMAT, h->version = 99);
-    HOSTILE("version 2 region", "layout version 2, this build reads 3", SP_EFORMAT,
-            h->version = 2);
+    HOSTILE("version 3 region", "layout version 3, this build reads 4", SP_EFORMAT,
+            h->version = 3);
     HOSTILE("world 0", "of world 0", SP_EFORMAT, h->world = 0);
     HOSTILE("ranks past world", "ranks 1+1 of world 1", SP_EFORMAT, h->rank_first = 1);
     HOSTILE("world vs batch", "batch size", SP_EFORMAT, h->world = 2);

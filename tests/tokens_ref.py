@@ -125,27 +125,61 @@ def windows(docs, seq_len, packing="concat", eod=None, pad=0, seed=0, epoch=0):
     return docs_windows(docs, seq_len, pad, seed, epoch)
 
 
-def blend_windows(corpora, weights, seq_len, packing="concat", eod=None, pad=0, seed=0, epoch=0,
-                  length=None):
-    """A blend (section 12a): slot q of the epoch (in schedule order, before
-    the loader's order permutes the slots) is section 10's draw of its
-    source s over the source's N_s windows: draw K = epoch * c_s + k is
-    window perm(K mod N_s) of the source's pass K div N_s, and that window
-    is the source's window of epoch = that pass."""
-    sizes, cache = [], {}
-    for docs in corpora:
-        sizes.append(len(windows(docs, seq_len, packing, eod, pad, seed, 0)))
+def blend_draw_number(a, per_epoch, s, epoch, q, since=None):
+    """Section 12b: the number K of source s's draw at slot q of the epoch
+    (a: the schedule's sources over one epoch, per_epoch: c_s), counted from
+    the run's start or, after a switch since = (e0, q0, draws), continued
+    from draws[s] at slot q0 of epoch e0; None before the switch."""
+    k = a[:q].count(s)
+    if since is None:
+        return epoch * per_epoch[s] + k
+    e0, q0, draws = since
+    if (epoch, q) < (e0, q0):
+        return None
+    k0 = a[:q0].count(s)
+    if epoch == e0:
+        return draws[s] + k - k0
+    return draws[s] + per_epoch[s] - k0 + (epoch - e0 - 1) * per_epoch[s] + k
+
+
+def blend_schedule(sizes, weights, length=None):
+    """(a, per_epoch, length) of a blend whose sources have sizes windows."""
     w, total = R.mix_weights(weights)
     length = length or sum(sizes)
     a = R.mix_schedule(w, total, length)
-    per_epoch = [a.count(s) for s in range(len(sizes))]
-    seen = [0] * len(sizes)
-    out = []
+    return a, [a.count(s) for s in range(len(sizes))], length
+
+
+def blend_sizes(corpora, seq_len, packing="concat", eod=None, pad=0, seed=0):
+    return [len(windows(docs, seq_len, packing, eod, pad, seed, 0)) for docs in corpora]
+
+
+def blend_draws_at(sizes, weights, epoch, q, length=None, since=None):
+    """Every source's draw number at slot q of the epoch: the draws field of
+    a switch made there (section 12b)."""
+    a, per_epoch, _ = blend_schedule(sizes, weights, length)
+    return [blend_draw_number(a, per_epoch, s, epoch, q, since) for s in range(len(sizes))]
+
+
+def blend_windows(corpora, weights, seq_len, packing="concat", eod=None, pad=0, seed=0, epoch=0,
+                  length=None, since=None):
+    """A blend (sections 12a, 12b): slot q of the epoch (the epoch's
+    position q: a blend's slots are in schedule order) is section 10's draw
+    of its source s over the source's N_s windows: draw K (from the run's
+    start, epoch * c_s + k, or continued after the switch `since`) is
+    window perm(K mod N_s) of the source's pass K div N_s, and that window
+    is the source's window of epoch = that pass. Slots before the switch
+    are None."""
+    sizes = blend_sizes(corpora, seq_len, packing, eod, pad, seed)
+    a, per_epoch, length = blend_schedule(sizes, weights, length)
+    cache, out = {}, []
     k_mix = R.stream_key(seed, "mix")
     for q in range(length):
         s = a[q]
-        big = epoch * per_epoch[s] + seen[s]
-        seen[s] += 1
+        big = blend_draw_number(a, per_epoch, s, epoch, q, since)
+        if big is None:
+            out.append(None)
+            continue
         pas = (big // sizes[s]) & 0xffffffff
         p = R.Perm(sizes[s], R.derive(k_mix, s), pas)
         if (s, pas) not in cache:

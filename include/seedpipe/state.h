@@ -15,7 +15,8 @@
  *    "batch_size":8,"drop_last":false,"dtype":"uint8","layout":"nchw",
  *    "sample_shape":[3,32,32],"on_error":"fail","rng_mode":"per-sample"}
  * and, only when set, "order":"sequential" (or "block:K") and "pad_tail":N' (the padded
- * epoch size; optional keys: a state without them is shuffled, unpadded).
+ * epoch size; optional keys: a state without them is shuffled, unpadded),
+ * and for a blend the four "blend_" keys (all or none).
  * The reader is strict and bounded (at most 64 KiB, nesting depth 4, every
  * key but the optional two required once, unknown keys refused, integers
  * range-checked): any
@@ -54,9 +55,22 @@ typedef struct sp_loader_state {
     uint64_t pad_tail;              /* "pad_tail":N' (the padded size); 0: none */
     /* Added in ABI 4: a block order's K ("order":"block:K"); 0 otherwise. */
     uint32_t block_shards;
+    /* Added in ABI 6: a blend (a mixture of token corpora) whose weights
+     * may change at a resume (docs/determinism.md section 12b). Written
+     * only for a blend ("blend_identity", "blend_since":[E,Q],
+     * "blend_weights":[..], "blend_draws":[..]); blend_sources 0 otherwise. */
+    uint32_t blend_sources;         /* S (<= SP_STATE_MAX_SOURCES) */
+    sp_digest blend_identity;       /* the loader's fingerprint less weights and switch */
+    uint32_t blend_epoch;           /* the weights below are in force from slot ... */
+    uint64_t blend_slot;            /* ... blend_slot of epoch blend_epoch (0, 0: the start) */
+    uint64_t blend_weights[256];    /* W_s, the reduced integer weights */
+    uint64_t blend_draws[256];      /* source s's draws before that slot */
 } sp_loader_state;
 
+#define SP_STATE_MAX_SOURCES 256
 #define SP_STATE_MAX_BYTES 65536
+/* A buffer that holds any state's text (a blend of 256 sources included). */
+#define SP_STATE_TEXT_MAX 16384
 
 /*! sp_loader_state_at() : the state of ld's stream positioned before batch
  *  `batch` of epoch `epoch`; a batch equal to the batches per epoch is
@@ -70,6 +84,18 @@ SP_API void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t bat
  *  fingerprint 1a2b.. in the state, 3c4d.. here", or SP_ERANGE if the batch
  *  is past the end of an epoch. */
 SP_API int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_error *err);
+
+/*! sp_loader_resume() : prepare ld to continue the stream of st: the
+ *  check of sp_loader_state_check(), and for a blend the state's weights
+ *  and switch adopted, or, where the blend's weights (its .mix file) now
+ *  differ from the state's, a switch at the state's position: from there
+ *  each source continues its own order where it stopped (section 12b), and
+ *  ld's fingerprint and later states record the switch. Call it once,
+ *  before ld delivers a batch (streams and pools do, given sc.resume).
+ *  @return 0, or what sp_loader_state_check() returns (a blend's sources,
+ *  spec, seed or geometry that differ are SP_EMISMATCH as before),
+ *  SP_EUNSUPP (a switch under pad_tail), SP_ENOMEM. */
+SP_API int sp_loader_resume(sp_loader *ld, const sp_loader_state *st, sp_error *err);
 
 /*! sp_loader_state_format() : the JSON line (with '\n'). @return the
  *  length needed, snprintf-style. */

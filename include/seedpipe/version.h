@@ -30,6 +30,9 @@
  * dtypes SP_DTYPE_INT32 and SP_DTYPE_INT64 (a token window's integers;
  * image pipelines refuse them), sp_loader_spec() (the canonical pipeline
  * or token spec), the writer of tokens.h.
+ * ABI 6: a blend's weights may change at a resume (state.h: the blend_
+ * fields of sp_loader_state, sp_loader_resume(), SP_STATE_TEXT_MAX;
+ * docs/determinism.md section 12b).
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
@@ -40,7 +43,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 5
+#define SP_ABI_VERSION 6
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))

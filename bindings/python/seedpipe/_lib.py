@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 SP_ERROR_MSG_MAX = 512
 
@@ -93,7 +93,10 @@ class sp_loader_state(Structure):
                 ("batch", c_uint64), ("samples", c_uint64), ("batch_size", c_uint32),
                 ("drop_last", c_int), ("dtype", c_int), ("layout", c_int), ("c", c_int),
                 ("h", c_int), ("w", c_int), ("on_error", c_int), ("rng_mode", c_int),
-                ("order", c_int), ("pad_tail", c_uint64), ("block_shards", c_uint32), _RESERVED]
+                ("order", c_int), ("pad_tail", c_uint64), ("block_shards", c_uint32),
+                ("blend_sources", c_uint32), ("blend_identity", sp_digest),
+                ("blend_epoch", c_uint32), ("blend_slot", c_uint64),
+                ("blend_weights", c_uint64 * 256), ("blend_draws", c_uint64 * 256), _RESERVED]
 
 
 # void (*warn)(void *ud, const char *msg)
@@ -298,6 +301,7 @@ sp_manifest_write_batch = _fn("sp_manifest_write_batch", c_int, c_void_p, POINTE
 sp_loader_state_at = _fn("sp_loader_state_at", None, P, c_uint32, c_uint64,
                          POINTER(sp_loader_state))
 sp_loader_state_check = _fn("sp_loader_state_check", c_int, P, POINTER(sp_loader_state), E)
+sp_loader_resume = _fn("sp_loader_resume", c_int, P, POINTER(sp_loader_state), E)
 sp_loader_state_format = _fn("sp_loader_state_format", c_int, POINTER(sp_loader_state),
                              c_char_p, c_size_t)
 sp_loader_state_parse = _fn("sp_loader_state_parse", c_int, c_char_p, c_size_t,

@@ -479,11 +479,14 @@ class Loader(StreamSource):
     def load_state_dict(self, state) -> None:
         """Resume from state_dict() (dict or its JSON text). Raises
         seedpipe.Error with the C message if the state belongs to another
-        stream (fingerprint mismatch: it lists what differs)."""
+        stream (fingerprint mismatch: it lists what differs). A blend's
+        state resumes with the blend's weights as they are now: where they
+        differ from the state's, they switch at the state's position
+        (docs/tokens.md "Changing a blend's weights")."""
         self._check_open()
         st = state_from(state)
         err = L.sp_error()
-        rc = L.sp_loader_state_check(self._ld(), byref(st), byref(err))
+        rc = L.sp_loader_resume(self._ld(), byref(st), byref(err))
         if rc != 0:
             raise_error(rc, err, "state")
         self._reposition(int(st.epoch), int(st.batch))

@@ -6,6 +6,7 @@ micro-batch, across resumes and SIGKILLed workers.
 
 The corpora are written here by a few lines of numpy from the MMIDIDX format
 (megatron-core's indexed_dataset.py), independently of seedpipe's writer."""
+import json
 import os
 import signal
 import struct
@@ -367,35 +368,102 @@ def test_blend_of_corpora(tmp_path, packing, shapes):
         seedpipe.Loader(str(bad), seq_len=8)
 
 
-def test_blend_state_with_other_weights_is_refused(tmp_path):
-    """Reweighting a running blend is not supported yet: the state of a 3:1
-    blend is refused by a 1:1 blend of the same corpora (not resumed with a
-    silent change of what each step reads); with the same weights it
-    resumes exactly."""
+def _flat(batch):
+    return [w.tolist() for w in batch["tokens"]]
+
+
+def test_blend_weights_change_on_resume(tmp_path):
+    """Section 12b: a 3:1:1 blend stopped mid-epoch and resumed with the
+    .mix rewritten 1:1:2 switches at the state's position: the batches equal
+    the reference's (each source's draws continued from where they
+    stopped), each source's first pass is every window of it exactly once
+    across the switch, the state and the manifest record the switch, a
+    state after the switch resumes exactly at another worker count, and a
+    blend of other sources is still refused."""
     rng = np.random.default_rng(14)
-    write_corpus(str(tmp_path / "a"), random_docs(rng, 30, 8))
-    write_corpus(str(tmp_path / "b"), random_docs(rng, 30, 8))
-    (tmp_path / "w31.mix").write_text("3\ta\n1\tb\n")
-    (tmp_path / "w11.mix").write_text("1\ta\n1\tb\n")
-    ld = seedpipe.Loader(str(tmp_path / "w31.mix"), seq_len=8, batch_size=4, epochs=2)
-    it = ld.stream()
+    corpora = [[[t + 100000 * s for t in d] for d in random_docs(rng, 24, 8, vocab=1000)]
+               for s in range(3)]
+    for s, docs in enumerate(corpora):
+        write_corpus(str(tmp_path / f"c{s}"), docs, np.int32)
+    mix = tmp_path / "blend.mix"
+    mix.write_text("3\tc0\n1\tc1\n1\tc2\n")
+    B, stop = 4, 5
+    old = seedpipe.Loader(str(mix), seq_len=8, batch_size=B, epochs=3, seed=9)
+    it = old.stream()
+    seen = [_flat(next(it)) for _ in range(stop)]
+    state = old.state_dict()
+    nb = len(old)
+    old.close()
+    assert state["blend_since"] == [0, 0] and state["blend_weights"] == [3, 1, 1]
+    assert 2 * stop < nb   # the switch falls mid-epoch, the run crosses an epoch
+
+    mix.write_text("1\tc0\n1\tc1\n2\tc2\n")
+    new = seedpipe.Loader(str(mix), seq_len=8, batch_size=B, epochs=3, seed=9)
+    new.load_state_dict(state)
+    it = new.stream()
+    after = [_flat(next(it)) for _ in range(2 * nb - stop)]
+    st2 = new.state_dict()
+    new.close()
+    q0 = stop * B
+    assert st2["blend_since"] == [0, q0] and st2["blend_weights"] == [1, 1, 2]
+
+    sizes = T.blend_sizes(corpora, 8)
+    draws = T.blend_draws_at(sizes, ["3", "1", "1"], 0, q0)
+    assert st2["blend_draws"] == draws
+    since = (0, q0, draws)
+    ref = []
+    for epoch in (0, 1):
+        w = T.blend_windows(corpora, ["1", "1", "2"], 8, seed=9, epoch=epoch, since=since)
+        ref += [x[1] for x in w if x is not None]
+    got = [w for b in after for w in b]
+    assert got == ref[:len(got)]
+    fresh = T.blend_windows(corpora, ["1", "1", "2"], 8, seed=9, epoch=0)
+    assert got[:8] != [x[1] for x in fresh[q0:q0 + 8]]   # a switch, not a restart
+    before = T.blend_windows(corpora, ["3", "1", "1"], 8, seed=9, epoch=0)
+    assert [w for b in seen for w in b] == [x[1] for x in before[:q0]]
+
+    # Each source's first pass, across the switch: its windows, each once.
+    stream = [w for b in seen for w in b] + got
+    for s, docs in enumerate(corpora):
+        mine = [w for w in stream if w[0] // 100000 == s and w[0] >= 0]
+        if len(mine) < sizes[s]:
+            continue
+        want = T.windows(docs, 8, "concat", None, 0, 9, 0)
+        assert sorted(mine[:sizes[s]]) == sorted(want)
+
+    # A state after the switch: the same batches at 2 workers.
+    more = seedpipe.Loader(str(mix), seq_len=8, batch_size=B, epochs=3, seed=9)
+    more.load_state_dict(state)
+    it = more.stream()
     for _ in range(3):
         next(it)
-    state = ld.state_dict()
-    want = [{k: np.array(v) for k, v in next(it).items()} for _ in range(4)]
+    mid = more.state_dict()
+    rest = [_flat(next(it)) for _ in range(4)]
+    more.close()
+    assert mid["blend_since"] == [0, q0]
+    pool = seedpipe.Loader(str(mix), seq_len=8, batch_size=B, epochs=3, seed=9, workers=2)
+    pool.load_state_dict(mid)
+    it = pool.stream()
+    assert [_flat(next(it)) for _ in range(4)] == rest
+    pool.close()
+
+    bin_ = os.environ.get("SEEDPIPE_BIN")
+    if bin_:   # the manifest's header names the switch
+        sfile = tmp_path / "state.json"
+        sfile.write_text(json.dumps(state))
+        out = subprocess.run([bin_, "digest", str(mix), "--seq-len", "8", "--batch-size", str(B),
+                              "--seed", "9", "--resume", str(sfile), "--out", "-"],
+                             capture_output=True, text=True, check=True).stdout
+        head = json.loads(out.splitlines()[0])
+        assert head["blend_since"] == [0, q0] and head["blend_weights"] == [1, 1, 2]
+
+    other = tmp_path / "other.mix"
+    write_corpus(str(tmp_path / "d"), random_docs(rng, 24, 8))
+    other.write_text("1\tc0\n1\tc1\n2\td\n")
+    ld = seedpipe.Loader(str(other), seq_len=8, batch_size=B, epochs=3, seed=9)
+    with pytest.raises(seedpipe.Error, match="blend identity"):
+        ld.load_state_dict(state)
     ld.close()
-    other = seedpipe.Loader(str(tmp_path / "w11.mix"), seq_len=8, batch_size=4, epochs=2)
-    with pytest.raises(seedpipe.Error, match="fingerprint"):
-        other.load_state_dict(state)
-    other.close()
-    same = seedpipe.Loader(str(tmp_path / "w31.mix"), seq_len=8, batch_size=4, epochs=2,
-                           workers=2)
-    same.load_state_dict(state)
-    it = same.stream()
-    for w in want:
-        got = next(it)
-        assert all((got[k] == w[k]).all() for k in w)
-    same.close()
 
 
 def test_pool_without_epochs_on_a_long_epoch(tmp_path):

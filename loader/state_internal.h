@@ -1,0 +1,23 @@
+/* state_internal.h - a blend's part of a loader state (state_blend.c),
+ * used by state.c's make, check, write and read. Not installed. */
+#ifndef SEEDPIPE_STATE_INTERNAL_H
+#define SEEDPIPE_STATE_INTERNAL_H
+
+#include "seedpipe/state.h"
+#include "common/json_internal.h"
+
+#include <stddef.h>
+
+/* The blend_ fields of ld's state (nothing for another loader). */
+void sp__state_blend_at(const sp_loader *ld, sp_loader_state *st);
+/* 1 and a reason into why when both are blend states that differ (the
+ * identity, or the weights and their switch); 0 otherwise. */
+int sp__state_blend_check(const sp_loader_state *me, const sp_loader_state *st, char *why,
+                          size_t cap);
+/* The blend_ keys, each after a comma, into buf (NUL-terminated);
+ * snprintf's return. */
+size_t sp__state_blend_format(const sp_loader_state *st, char *buf, size_t cap);
+/* The blend_ keys of a parsed state: `present` of the four were given. */
+int sp__state_blend_parse(const sp__json *j, int present, sp_loader_state *st, sp_error *err);
+
+#endif
