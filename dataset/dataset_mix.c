@@ -41,7 +41,15 @@
  * (SP_RNG_MIX). So a source is drawn without repeats until all its
  * samples were drawn once, whatever the weights, and every draw is a pure
  * function of (seed, epoch, q). The loader then permutes the L slots of an
- * epoch with the ordinary epoch order (loader.c).
+ * epoch with the ordinary epoch order (loader.c), except a blend's, which
+ * stay in schedule order.
+ *
+ * A BLEND'S SWITCH (determinism.md section 12b): a blend resumed with
+ * other weights continues each source's draws from where they stopped:
+ * from slot q0 of epoch e0 on, draw K = D_s + (the source's slots since
+ * (e0, q0) under the new schedule), D_s its draws before (since_k). The
+ * loader's state code (loader/state_blend.c) counts D under the state's
+ * weights, rebuilds the schedule for the new ones and sets the switch.
  *
  * LIMITATIONS: at most 256 sources; weights with at most 18 significant
  * digits and 18 decimals whose reduced sum stays below 2^62; the period P

@@ -25,7 +25,8 @@
  * sample i would be read and augmented, and everything else (order,
  * slices, threads, the pool, on-error) is the same. A blend (a mixture of
  * token corpora) draws its slots as any mixture, each slot a window of its
- * source.
+ * source, but in schedule order (position p is slot p), so its weights may
+ * change at a resume (state_blend.c, determinism.md section 12b).
  *
  * The per-position step (sp__loader_sample) and the batch assembly
  * (sp__batch_finalize) are shared with the worker pool through

@@ -15,15 +15,18 @@
  * the one that came to that room last), or opens a new window. A window's
  * places are its items in increasing g. Rooms are found through a bitmap
  * of the room sizes some window has and a stack of windows per size, so
- * the build is O(P + P L / 64) for P pieces; the layout keeps 4 bytes a
- * piece (the items, window by window) and 4 a window.
+ * the build is O(P + P L / 64) for P pieces; the layout keeps each place's
+ * class, window by window (2 bytes a piece, 4 past 65,535 classes), and 4
+ * bytes a window.
  *
  * An epoch decides which piece fills each place: the members of class l
  * (class L: the full pieces in (document, piece) order, numbered by a
  * running ordinal; class l < L: the documents with n mod L = l, in
  * increasing id) are shuffled by sp__tokl_shuffle() with stream l, and
- * item g = the r-th of class l holds the r-th member of the shuffled
- * class. The table is 4 bytes a piece, built in O(D + P).
+ * the r-th place of class l, counting window by window, holds the r-th
+ * member of the shuffled class. The table is each place's member (4 bytes
+ * a piece), built in O(D + P) through the shuffled classes (4 bytes a
+ * piece more while it is built).
  *
  * A window's fields (tokens_internal.h): each place is a segment, in
  * order; its tokens are copied, its labels are the next tokens of the
@@ -46,9 +49,14 @@ struct sp__tokl_docs {
     uint64_t nlong;          /* documents of at least L tokens */
     uint32_t *long_doc;      /* their ids, increasing */
     uint64_t *long_first;    /* nlong + 1: the ordinal of each one's first full piece */
-    uint32_t *slots;         /* P: the items, window by window */
-    uint32_t *win;           /* N + 1: each window's first slot (P < 2^32) */
+    uint16_t *cls16;         /* P: each place's class, window by window (ncls <= 65535) */
+    uint32_t *cls32;         /* ... or this, when there are more classes */
+    uint32_t *win;           /* N + 1: each window's first place (P < 2^32) */
 };
+
+static uint32_t class_at(const struct sp__tokl_docs *d, uint64_t k) {
+    return d->cls16 ? d->cls16[k] : d->cls32[k];
+}
 
 void sp__tokl_docs_destroy(struct sp__tokl_docs *d) {
     if (!d) return;
@@ -56,7 +64,8 @@ void sp__tokl_docs_destroy(struct sp__tokl_docs *d) {
     free(d->cls_len);
     free(d->long_doc);
     free(d->long_first);
-    free(d->slots);
+    free(d->cls16);
+    free(d->cls32);
     free(d->win);
     free(d);
 }
@@ -175,15 +184,22 @@ int sp__tokl_docs_create(sp__tokl *t, sp_error *err) {
     uint64_t nw = 0;
     if (rc == SP_OK) rc = best_fit(t, d, win_of, &nw, err);
     if (rc == SP_OK) {
-        d->slots = malloc(d->P * sizeof *d->slots);
+        if (d->ncls <= UINT16_MAX) d->cls16 = malloc(d->P * sizeof *d->cls16);
+        else d->cls32 = malloc(d->P * sizeof *d->cls32);
         d->win = calloc(nw + 1, sizeof *d->win);
-        if (!d->slots || !d->win) rc = sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
+        if ((!d->cls16 && !d->cls32) || !d->win)
+            rc = sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
     }
     if (rc == SP_OK) {
         for (uint64_t g = 0; g < d->P; g++) d->win[win_of[g] + 1]++;
         for (uint64_t w = 0; w < nw; w++) d->win[w + 1] += d->win[w];
         /* win[w] walks to its end while filling; it ends one window on */
-        for (uint64_t g = 0; g < d->P; g++) d->slots[d->win[win_of[g]]++] = (uint32_t)g;
+        for (uint32_t c = 0; c < d->ncls; c++)
+            for (uint64_t g = d->cls_first[c]; g < d->cls_first[c + 1]; g++) {
+                uint64_t k = d->win[win_of[g]]++;
+                if (d->cls16) d->cls16[k] = (uint16_t)c;
+                else d->cls32[k] = c;
+            }
         for (uint64_t w = nw; w > 0; w--) d->win[w] = d->win[w - 1];   /* back to starts */
         d->win[0] = 0;
         t->N = nw;
@@ -193,40 +209,43 @@ int sp__tokl_docs_create(sp__tokl *t, sp_error *err) {
     return rc;
 }
 
+/* The shuffled classes (class by class, as the items), then each place's
+ * member: the r-th place of class c, window by window, holds its r-th. */
 int sp__tokl_docs_epoch(const sp__tokl *t, uint32_t epoch, sp__tokl_epoch *e, sp_error *err) {
     const struct sp__tokl_docs *d = t->docs;
     uint64_t L = t->L;
-    e->order = malloc(d->P * sizeof *e->order);
+    uint32_t *cls = malloc(d->P * sizeof *cls);
     uint64_t *pos = calloc(L + 1, sizeof *pos);
-    if (!e->order || !pos) {
-        free(pos);
+    if (!cls || !pos) {
+        free(cls), free(pos);
         return sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
     }
     for (uint32_t c = 0; c < d->ncls; c++) pos[d->cls_len[c]] = d->cls_first[c];
-    for (uint64_t f = 0; f < d->F; f++) e->order[f] = (uint32_t)f;   /* class L comes first */
+    for (uint64_t f = 0; f < d->F; f++) cls[f] = (uint32_t)f;   /* class L comes first */
     for (uint64_t i = 0; i < t->D; i++) {
         uint64_t r = sp__tok_len(t->tok, i) % L;
-        if (r) e->order[pos[r]++] = (uint32_t)i;
+        if (r) cls[pos[r]++] = (uint32_t)i;
     }
-    free(pos);
     for (uint32_t c = 0; c < d->ncls; c++)
-        sp__tokl_shuffle(e->order + d->cls_first[c], d->cls_first[c + 1] - d->cls_first[c],
-                         t->key, epoch, d->cls_len[c]);
+        sp__tokl_shuffle(cls + d->cls_first[c], d->cls_first[c + 1] - d->cls_first[c], t->key,
+                         epoch, d->cls_len[c]);
+    e->order = malloc(d->P * sizeof *e->order);
+    if (!e->order) {
+        free(cls), free(pos);
+        return sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
+    }
+    for (uint32_t c = 0; c < d->ncls; c++) pos[c] = d->cls_first[c];   /* the next of class c */
+    for (uint64_t k = 0; k < d->P; k++) e->order[k] = cls[pos[class_at(d, k)]++];
+    free(cls), free(pos);
     return SP_OK;
 }
 
-/* The piece in item g's place: document, first token, length, and the
+/* The piece in place k: document, first token, length, and the
  * document's length (one lookup, for the caller too). */
-static void piece_of(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t g, uint64_t *doc,
+static void piece_of(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t k, uint64_t *doc,
                      uint64_t *off, uint64_t *len, uint64_t *doc_len) {
     const struct sp__tokl_docs *d = t->docs;
-    uint32_t lo = 0, hi = d->ncls;   /* cls_first[lo] <= g < cls_first[hi] */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (d->cls_first[mid] <= g) lo = mid;
-        else hi = mid;
-    }
-    uint64_t l = d->cls_len[lo], m = e->order[g];
+    uint64_t l = d->cls_len[class_at(d, k)], m = e->order[k];
     *len = l;
     if (l < t->L) {   /* a document's last, partial piece */
         *doc = m;
@@ -291,7 +310,7 @@ int sp__tokl_docs_window(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w,
     put(cu, 0, ob, 0);
     for (uint64_t s = d->win[w]; s < d->win[w + 1] && rc == SP_OK; s++) {
         uint64_t doc, off, len, n_d;
-        piece_of(t, e, d->slots[s], &doc, &off, &len, &n_d);
+        piece_of(t, e, s, &doc, &off, &len, &n_d);
         put(cu, ++nseg, ob, (int64_t)(at + len));
         sp[ns++] = (sp__tok_span){doc, off, len, tok + at * (uint64_t)ob};
         if (off + len < n_d)   /* the document goes on: its next token */
@@ -322,7 +341,7 @@ int sp__tokl_docs_explain(const sp__tokl *t, const sp__tokl_epoch *e, uint64_t w
         (uint64_t)(d->win[w + 1] - d->win[w]));
     for (uint64_t s = d->win[w]; s < d->win[w + 1]; s++) {
         uint64_t doc, off, plen, n_d;
-        piece_of(t, e, d->slots[s], &doc, &off, &plen, &n_d);
+        piece_of(t, e, s, &doc, &off, &plen, &n_d);
         OUT("  at %" PRIu64 ": segment %" PRIu64 ": document %" PRIu64 " tokens [%" PRIu64 ", %"
             PRIu64 ") of %" PRIu64 "\n", at, s - d->win[w] + 1, doc, off, off + plen, n_d);
         at += plen;

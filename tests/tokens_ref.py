@@ -97,10 +97,12 @@ def layout(docs, L):
 def docs_windows(docs, L, pad, seed, epoch, lay=None):
     cls = pieces(docs, L)
     shuffled = {l: shuffle(m, seed, epoch, l) for l, m in cls.items()}
-    out = []
+    out, nth = [], {}                          # the r-th place of class l, window by window
     for win in (lay if lay is not None else layout(docs, L)):
         tok, lab, seg, pos, cu = [], [], [], [], [0]
-        for s, (l, r) in enumerate(win, 1):
+        for s, (l, _) in enumerate(win, 1):
+            r = nth.get(l, 0)
+            nth[l] = r + 1
             d, j = shuffled[l][r]
             t = docs[d][j * L: j * L + l]
             nxt = docs[d][j * L + 1: j * L + l + 1]
