@@ -131,6 +131,25 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
     return SP_OK;
 }
 
+int sp_loader_resume(sp_loader *ld, const sp_loader_state *st, sp_error *err) {
+    if (!st) return sp_error_set(err, SP_EINVAL, "state: NULL");
+    sp_loader_state me;
+    sp_loader_state_at(ld, 0, 0, &me);
+    int changed, rc = sp__state_blend_resume(ld, &me, st, &changed, err);
+    if (rc != SP_OK || !changed) return rc != SP_OK ? rc : sp_loader_state_check(ld, st, err);
+    /* The state as ld now writes it at st's position: its own fingerprints,
+     * weights and switch; every other field is st's, checked as usual. */
+    sp_loader_state adopted = *st;
+    sp_loader_state_at(ld, st->epoch, st->batch, &me);
+    adopted.fingerprint = me.fingerprint;
+    adopted.dataset_fingerprint = me.dataset_fingerprint;
+    memcpy(adopted.blend_weights, me.blend_weights, sizeof me.blend_weights);
+    adopted.blend_epoch = me.blend_epoch;
+    adopted.blend_slot = me.blend_slot;
+    memcpy(adopted.blend_draws, me.blend_draws, sizeof me.blend_draws);
+    return sp_loader_state_check(ld, &adopted, err);
+}
+
 int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
     char fp[33], dfp[33], ph[33];
     sp_digest_hex(st->fingerprint, fp);

@@ -5,8 +5,9 @@
  * its state carries what the weights cannot be recomputed from, the blend's
  * identity (the loader fingerprint less the weights and any switch), the
  * weights in force and the switch they took effect at (the slot, and each
- * source's draws before it). sp_loader_resume() then either adopts the
- * state's switch (the same weights), or makes a new one at the state's
+ * source's draws before it). sp_loader_resume() (state.c) then, through
+ * sp__state_blend_resume(), either adopts the state's switch (the same
+ * weights), or makes a new one at the state's
  * position: the draws each source has made by then are counted under the
  * state's weights (the mixture's schedule is built once for them and once
  * more for the new ones), and from there each source continues its own
@@ -75,22 +76,22 @@ static int draws_before(sp_dataset *ds, const sp_loader_state *st, uint64_t q, u
     return rc;
 }
 
-int sp_loader_resume(sp_loader *ld, const sp_loader_state *st, sp_error *err) {
+int sp__state_blend_resume(sp_loader *ld, const sp_loader_state *me, const sp_loader_state *st,
+                           int *changed, sp_error *err) {
+    *changed = 0;
     sp_dataset *ds = sp__loader_blend(ld);
-    if (!ds || !st || !st->blend_sources) return sp_loader_state_check(ld, st, err);
-    sp_loader_state me;
-    sp_loader_state_at(ld, 0, 0, &me);
-    if (same_weights(&me, st) && same_since(&me, st)) return sp_loader_state_check(ld, st, err);
-    if (me.blend_sources != st->blend_sources ||
-        memcmp(&me.blend_identity, &st->blend_identity, sizeof me.blend_identity))
-        return sp_loader_state_check(ld, st, err);   /* names what differs */
+    if (!ds || !st->blend_sources || !me->blend_sources) return SP_OK;
+    if (same_weights(me, st) && same_since(me, st)) return SP_OK;
+    if (me->blend_sources != st->blend_sources ||
+        memcmp(&me->blend_identity, &st->blend_identity, sizeof me->blend_identity))
+        return SP_OK;   /* the check names what differs */
     const sp_loader_config *cfg = sp_loader_config_of(ld);
     uint64_t q = st->batch * cfg->batch_size, draws[SP_STATE_MAX_SOURCES];
     if (q > sp_dataset_mix_length(ds))
         return sp_error_set(err, SP_ERANGE, "state: batch %llu is past the blend's epoch",
                             (unsigned long long)st->batch);
     int rc = SP_OK;
-    if (same_weights(&me, st)) {   /* the state's own switch: adopt it */
+    if (same_weights(me, st)) {   /* the state's own switch: adopt it */
         rc = sp__ds_mix_set_since(ds, st->blend_epoch, st->blend_slot,
                                   st->blend_epoch || st->blend_slot ? st->blend_draws : NULL,
                                   err);
@@ -99,25 +100,17 @@ int sp_loader_resume(sp_loader *ld, const sp_loader_state *st, sp_error *err) {
             return sp_error_set(err, SP_EUNSUPP, "state: a blend's weights cannot change "
                                 "under pad_tail (its last batch repeats earlier slots)");
         rc = draws_before(ds, st, q, draws, err);
-        if (rc == SP_OK) rc = sp__ds_mix_reweight(ds, me.blend_weights, err);
+        if (rc == SP_OK) rc = sp__ds_mix_reweight(ds, me->blend_weights, err);
         if (rc == SP_OK) rc = sp__ds_mix_set_since(ds, st->epoch, q, draws, err);
         if (rc != SP_OK) {   /* the loader as it was: its own weights, no switch */
             sp_error keep = err ? *err : (sp_error){0};
-            sp__ds_mix_reweight(ds, me.blend_weights, NULL);
+            sp__ds_mix_reweight(ds, me->blend_weights, NULL);
             if (err) *err = keep;
         }
     }
     sp__loader_refingerprint(ld);
-    if (rc != SP_OK) return rc;
-    sp_loader_state adopted = *st;
-    sp_loader_state_at(ld, st->epoch, st->batch, &me);
-    adopted.fingerprint = me.fingerprint;
-    adopted.dataset_fingerprint = me.dataset_fingerprint;
-    memcpy(adopted.blend_weights, me.blend_weights, sizeof me.blend_weights);
-    adopted.blend_epoch = me.blend_epoch;
-    adopted.blend_slot = me.blend_slot;
-    memcpy(adopted.blend_draws, me.blend_draws, sizeof me.blend_draws);
-    return sp_loader_state_check(ld, &adopted, err);
+    *changed = rc == SP_OK;
+    return rc;
 }
 
 /* ---- the JSON keys ------------------------------------------------------------------- */

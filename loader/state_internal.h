@@ -14,6 +14,13 @@ void sp__state_blend_at(const sp_loader *ld, sp_loader_state *st);
  * identity, or the weights and their switch); 0 otherwise. */
 int sp__state_blend_check(const sp_loader_state *me, const sp_loader_state *st, char *why,
                           size_t cap);
+/* sp_loader_resume()'s blend part: me is ld's state before; the state's
+ * switch adopted, or a switch made at st's position (weights that
+ * differ). *changed = 1 when ld changed (the caller then checks st with
+ * ld's new fingerprint); 0 and nothing done when ld or st is no blend or
+ * the identities differ (the caller's check names it). */
+int sp__state_blend_resume(sp_loader *ld, const sp_loader_state *me, const sp_loader_state *st,
+                           int *changed, sp_error *err);
 /* The blend_ keys, each after a comma, into buf (NUL-terminated);
  * snprintf's return. */
 size_t sp__state_blend_format(const sp_loader_state *st, char *buf, size_t cap);
