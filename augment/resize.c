@@ -36,6 +36,7 @@
  * 0.1 ms (SSE2 only: about 0.18 ms).
  */
 #include "seedpipe/ops.h"
+#include "augment/resize_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,24 @@ int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *
     free_axis(&ax);
     free_axis(&ay);
     return SP_OK;
+}
+
+int sp__resample_kernel(const sp_resample_geom *g, int vertical, int i, int *start, int *n,
+                        int32_t *w, int cap) {
+    axis ax, ay;
+    int rc = build_both(g, &ax, &ay);
+    if (rc) return rc;
+    const axis *a = vertical ? &ay : &ax;
+    if (i < 0 || i >= (vertical ? g->win_h : g->win_w)) rc = SP_EINVAL;
+    else if (a->k[i].n > cap) rc = SP_ELIMIT;
+    if (!rc) {
+        *start = a->k[i].start;
+        *n = a->k[i].n;
+        memcpy(w, a->w + (size_t)i * (size_t)a->ksize, (size_t)*n * sizeof *w);
+    }
+    free_axis(&ax);
+    free_axis(&ay);
+    return rc;
 }
 
 /* Horizontal copy of one row when every horizontal kernel is a single tap
