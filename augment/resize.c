@@ -5,10 +5,11 @@
  * antialias=True reproduces: on downscale the filter support widens by the
  * scale factor, so every source pixel contributes (no aliasing). The
  * bicubic weights can be negative, so each pass clamps its 8-bit result
- * to 0..255 (PIL's clip8; a bilinear sum never needs it). The weights are computed per call in double
- * from + - * / only (a fixed order, no libm), quantised to Q14 and corrected
- * so each kernel sums to exactly 1 << 14; all pixel arithmetic is integer,
- * so the bytes are identical on every platform. The exact rules are in
+ * to 0..255 (PIL's clip8; a bilinear sum never needs it). The weights are
+ * computed per call in double from + - * / only (a fixed order, no libm),
+ * quantised to Q14 and corrected so each kernel sums to exactly 1 << 14;
+ * all pixel arithmetic is integer, so the bytes are identical on every
+ * platform. The exact rules are in
  * include/seedpipe/ops.h and docs/pipeline.md.
  *
  * HOW IT WORKS: kernels for the output window's columns and rows are built
@@ -222,7 +223,9 @@ static void hcopy(const axis *ax, const uint8_t *in, int lo, int c, uint8_t *out
 /* Weights of kernel i as pairs of int16 packed in an int32 (low half: the
  * even tap), the tap count rounded up to even with a zero weight: the
  * layout of SSE2's pmaddwd, which computes w0 * a0 + w1 * a1 exactly in
- * 32 bits (Q14 weights and 8-bit values fit in int16). */
+ * 32 bits (Q14 weights and 8-bit values fit in int16: a bicubic weight,
+ * renormalised where the plane's edge truncates its kernel, stays within
+ * about -0.13 .. 1.13 of 16384, since b0 >= 0 keeps the centre tap). */
 static int pack_pairs(const axis *a, int wn, uint32_t **out, int *pstride) {
     int ps = (a->ksize + 1) / 2;
     uint32_t *p = malloc((size_t)wn * (size_t)ps * sizeof *p);
