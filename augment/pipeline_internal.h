@@ -66,6 +66,7 @@ typedef struct sp_op {
     double value[3];           /* random_erasing value, rotate fill (per channel) */
     double degrees[2];         /* rotate: the angle range */
     int bilinear;              /* rotate: interpolation=bilinear (else nearest) */
+    int filter;                /* resize, random_resized_crop: SP_RESAMPLE_* */
 } sp_op;
 
 struct sp_pipeline {

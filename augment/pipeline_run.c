@@ -136,7 +136,7 @@ static int run_rrc(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const 
     sp_resample_geom g = {reg.width, reg.height,
                           (double)b.x / d - rx, (double)b.y / d - ry,
                           (double)(b.x + b.w) / d - rx, (double)(b.y + b.h) / d - ry,
-                          op->w, op->h, 0, 0, op->w, op->h};
+                          op->w, op->h, 0, 0, op->w, op->h, op->filter};
     uint64_t t0 = sp__trace_t0();
     rc = sp_image_alloc(&out, op->w, op->h, reg.channels);
     if (!rc) rc = sp_resample(&reg, 0, 0, &g, &out);
@@ -170,7 +170,7 @@ static int run_resize(const sp_pipeline *p, int k, const source *s, state *st, i
     }
     int d = pick_scale(s, s->W, s->H, ow, oh);
     sp_resample_geom g = {(s->W + d - 1) / d, (s->H + d - 1) / d, 0.0, 0.0,
-                          (double)s->W / d, (double)s->H / d, ow, oh, wx, wy, ww, wh};
+                          (double)s->W / d, (double)s->H / d, ow, oh, wx, wy, ww, wh, op->filter};
     int x0, y0, x1, y1;
     rc = sp_resample_span(&g, &x0, &y0, &x1, &y1);
     if (rc) return sp_error_set(err, rc, "%s: resize: %s", path, sp_strerror(rc));
@@ -629,7 +629,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
                           ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b);
             int d = pick_scale(&s, b.w, b.h, op->w, op->h);
             sp__fbuf_printf(&e, "%d random_resized_crop: box x=%d y=%d w=%d h=%d of %dx%d -> %dx%d "
-                   "(decoded at 1/%d)\n", k, b.x, b.y, b.w, b.h, W, H, op->w, op->h, d);
+                   "(decoded at 1/%d)%s\n", k, b.x, b.y, b.w, b.h, W, H, op->w, op->h, d,
+                   op->filter == SP_RESAMPLE_BICUBIC ? ", bicubic" : "");
             W = op->w;
             H = op->h;
             break;
@@ -637,8 +638,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         case SP_OP_RESIZE: {
             int ow, oh;
             sp__resize_dims(op, W, H, &ow, &oh);
-            sp__fbuf_printf(&e, "%d resize: %dx%d -> %dx%d (decoded at 1/%d)\n", k, W, H, ow, oh,
-                   pick_scale(&s, W, H, ow, oh));
+            sp__fbuf_printf(&e, "%d resize: %dx%d -> %dx%d (decoded at 1/%d)%s\n", k, W, H, ow, oh,
+                   pick_scale(&s, W, H, ow, oh), op->filter == SP_RESAMPLE_BICUBIC ? ", bicubic" : "");
             W = ow;
             H = oh;
             break;

@@ -100,8 +100,8 @@ typedef struct op_desc {
 
 static const op_desc OPS[] = {
     {"decode", SP_OP_DECODE, {"mode", "dct", NULL}, NULL},
-    {"random_resized_crop", SP_OP_RRC, {"size", "scale", "ratio", NULL}, "size"},
-    {"resize", SP_OP_RESIZE, {"size", NULL}, "size"},
+    {"random_resized_crop", SP_OP_RRC, {"size", "scale", "ratio", "interpolation", NULL}, "size"},
+    {"resize", SP_OP_RESIZE, {"size", "interpolation", NULL}, "size"},
     {"center_crop", SP_OP_CENTER_CROP, {"size", NULL}, "size"},
     {"hflip", SP_OP_HFLIP, {"p", NULL}, NULL},
     {"vflip", SP_OP_VFLIP, {"p", NULL}, NULL},
@@ -165,6 +165,15 @@ static int parse_pair(sp_error *err, int idx, const op_desc *d, const char *key,
                          positive ? "a,b with 0 < a <= b" : "a,b with 0 <= a <= b");
     out[0] = s[0];
     out[1] = s[1];
+    return SP_OK;
+}
+
+/* resize / random_resized_crop interpolation=bilinear (default) | bicubic. */
+static int parse_interp(sp_error *err, int idx, const op_desc *d, const char *v, int *filter) {
+    *filter = SP_RESAMPLE_BILINEAR;
+    if (v && strcmp(v, "bicubic") == 0) *filter = SP_RESAMPLE_BICUBIC;
+    else if (v && strcmp(v, "bilinear") != 0)
+        return bad_value(err, idx, d, "interpolation", v, "bilinear or bicubic");
     return SP_OK;
 }
 
@@ -246,10 +255,12 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
         op->ratio[1] = sp__canon_num(4.0 / 3.0);
         if (!rc && vals[1]) rc = parse_pair(err, idx, d, "scale", vals[1], 0.0, 0, op->scale);
         if (!rc && vals[2]) rc = parse_pair(err, idx, d, "ratio", vals[2], 0.0, 1, op->ratio);
-        return rc;
+        return rc ? rc : parse_interp(err, idx, d, vals[3], &op->filter);
     }
-    case SP_OP_RESIZE:
-        return parse_size(err, idx, d, vals[0], &op->h, &op->w, 1);
+    case SP_OP_RESIZE: {
+        int rc = parse_size(err, idx, d, vals[0], &op->h, &op->w, 1);
+        return rc ? rc : parse_interp(err, idx, d, vals[1], &op->filter);
+    }
     case SP_OP_CENTER_CROP:
         return parse_size(err, idx, d, vals[0], &op->h, &op->w, 0);
     case SP_OP_HFLIP:
@@ -424,10 +435,13 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
     case SP_OP_RRC:
         sp__sbuf_printf(b, "random_resized_crop size=%d,%d scale=%.9g,%.9g ratio=%.9g,%.9g",
                         op->h, op->w, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
+        if (op->filter == SP_RESAMPLE_BICUBIC)   /* only then: bilinear forms unchanged */
+            sp__sbuf_printf(b, " interpolation=bicubic");
         break;
     case SP_OP_RESIZE:
         if (op->w) sp__sbuf_printf(b, "resize size=%d,%d", op->h, op->w);
         else sp__sbuf_printf(b, "resize size=%d", op->h);
+        if (op->filter == SP_RESAMPLE_BICUBIC) sp__sbuf_printf(b, " interpolation=bicubic");
         break;
     case SP_OP_CENTER_CROP: sp__sbuf_printf(b, "center_crop size=%d,%d", op->h, op->w); break;
     case SP_OP_HFLIP: sp__sbuf_printf(b, "hflip p=%.9g", op->p); break;

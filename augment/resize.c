@@ -1,12 +1,15 @@
 /* resize.c - separable antialiased resampling in fixed point (ops.h).
  *
  * The same algorithm as PIL's ImagingResample with the bilinear (triangle)
- * filter, which torchvision's antialias=True reproduces: on downscale the
- * filter support widens by the scale factor, so every source pixel
- * contributes (no aliasing). The weights are computed per call in double
- * from + - * / only (a fixed order, no libm), quantised to Q14 and corrected
- * so each kernel sums to exactly 1 << 14; all pixel arithmetic is integer,
- * so the bytes are identical on every platform. The exact rules are in
+ * or the bicubic (Keys, a = -0.5, support 2) filter, which torchvision's
+ * antialias=True reproduces: on downscale the filter support widens by the
+ * scale factor, so every source pixel contributes (no aliasing). The
+ * bicubic weights can be negative, so each pass clamps its 8-bit result
+ * to 0..255 (PIL's clip8; a bilinear sum never needs it). The weights are
+ * computed per call in double from + - * / only (a fixed order, no libm),
+ * quantised to Q14 and corrected so each kernel sums to exactly 1 << 14;
+ * all pixel arithmetic is integer, so the bytes are identical on every
+ * platform. The exact rules are in
  * include/seedpipe/ops.h and docs/pipeline.md.
  *
  * HOW IT WORKS: kernels for the output window's columns and rows are built
@@ -23,7 +26,8 @@
  * baseline; AVX2 / AVX-512BW versions of the hot loops are chosen at run
  * time; other targets use plain scalar loops. Every version computes the
  * same integer sums (each 128-bit lane does exactly what the SSE2 code
- * does), so the bytes never depend on the instruction set.
+ * does) and the same clamp (the saturating packs are clip8), so the bytes
+ * never depend on the instruction set, nor on SIMD at all.
  * SEEDPIPE_ISA=sse2|avx2|avx512 in the environment caps the level at run
  * time (tests/test_resize_isa.c compares them). Building with -DSP_NO_SIMD
  * selects the scalar code, -DSP_FORCE_ISA=0/1/2 pins the x86 level. Scratch memory: kernels + 16 rows + their
@@ -33,6 +37,7 @@
  * 0.1 ms (SSE2 only: about 0.18 ms).
  */
 #include "seedpipe/ops.h"
+#include "augment/resize_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +61,23 @@ static double tri(double t) {
     return t < 1.0 ? 1.0 - t : 0.0;
 }
 
+/* PIL's bicubic_filter (Keys' cubic convolution, a = -0.5), term for term. */
+static double cubic(double t) {
+    const double a = -0.5;
+    if (t < 0.0) t = -t;
+    if (t < 1.0) return ((a + 2.0) * t - (a + 3.0)) * t * t + 1;
+    if (t < 2.0) return (((t - 5) * t + 8) * t - 4) * a;
+    return 0.0;
+}
+
+/* A pass's sum of Q14 products -> its byte: (s >> 14) clamped to 0..255
+ * (PIL's clip8). Only negative (bicubic) weights can leave the range. */
+static inline uint8_t clip8(int32_t s) {
+    if (s < 0) return 0;
+    s >>= SP_RESIZE_BITS;
+    return (uint8_t)(s > 255 ? 255 : s);
+}
+
 static int check_axis(int plane, double b0, double b1, int n_out, int w0, int wn) {
     if (plane <= 0 || n_out <= 0 || wn <= 0 || w0 < 0 || w0 > n_out - wn) return 0;
     if (!(b0 >= 0.0) || !(b1 <= (double)plane) || !(b1 > b0)) return 0;
@@ -65,10 +87,11 @@ static int check_axis(int plane, double b0, double b1, int n_out, int w0, int wn
 /* Build the kernels of window [w0, w0 + wn) of an axis. dbuf has room for
  * ksize doubles. */
 static int build_axis(axis *a, int plane, double b0, double b1, int n_out, int w0,
-                      int wn, double **dbuf, size_t *dcap) {
+                      int wn, int filter, double **dbuf, size_t *dcap) {
     double scale = (b1 - b0) / (double)n_out;
     double fs = scale > 1.0 ? scale : 1.0;
-    double support = fs;   /* bilinear support 1.0, widened by the scale */
+    int bicubic = filter == SP_RESAMPLE_BICUBIC;
+    double support = bicubic ? 2.0 * fs : fs;   /* support 2 or 1, widened by the scale */
     double ss = 1.0 / fs;
     if (support > 1e6) return SP_EINVAL;
     a->ksize = 2 * (int)support + 3;
@@ -96,7 +119,8 @@ static int build_axis(axis *a, int plane, double b0, double b1, int n_out, int w
         if (n <= 0 || n > a->ksize) return SP_EINVAL;
         double sum = 0.0;
         for (int x = 0; x < n; x++) {
-            kd[x] = tri(((double)(x + xmin) - center + 0.5) * ss);
+            double t = ((double)(x + xmin) - center + 0.5) * ss;
+            kd[x] = bicubic ? cubic(t) : tri(t);
             sum += kd[x];
         }
         if (!(sum > 0.0)) return SP_EINVAL;
@@ -104,7 +128,8 @@ static int build_axis(axis *a, int plane, double b0, double b1, int n_out, int w
         int32_t qsum = 0;
         int imax = 0;
         for (int x = 0; x < n; x++) {
-            q[x] = (int32_t)(kd[x] / sum * (double)(1 << SP_RESIZE_BITS) + 0.5);
+            double v = kd[x] / sum * (double)(1 << SP_RESIZE_BITS);
+            q[x] = (int32_t)(v < 0.0 ? v - 0.5 : v + 0.5);   /* half away from 0 */
             qsum += q[x];
             if (q[x] > q[imax]) imax = x;
         }
@@ -133,13 +158,16 @@ static int build_both(const sp_resample_geom *g, axis *ax, axis *ay) {
     memset(ax, 0, sizeof *ax);
     memset(ay, 0, sizeof *ay);
     if (!check_axis(g->plane_w, g->bx0, g->bx1, g->out_w, g->win_x, g->win_w) ||
-        !check_axis(g->plane_h, g->by0, g->by1, g->out_h, g->win_y, g->win_h))
+        !check_axis(g->plane_h, g->by0, g->by1, g->out_h, g->win_y, g->win_h) ||
+        (g->filter != SP_RESAMPLE_BILINEAR && g->filter != SP_RESAMPLE_BICUBIC))
         return SP_EINVAL;
     double *dbuf = NULL;
     size_t dcap = 0;
-    int rc = build_axis(ax, g->plane_w, g->bx0, g->bx1, g->out_w, g->win_x, g->win_w, &dbuf, &dcap);
+    int rc = build_axis(ax, g->plane_w, g->bx0, g->bx1, g->out_w, g->win_x, g->win_w, g->filter,
+                        &dbuf, &dcap);
     if (!rc)
-        rc = build_axis(ay, g->plane_h, g->by0, g->by1, g->out_h, g->win_y, g->win_h, &dbuf, &dcap);
+        rc = build_axis(ay, g->plane_h, g->by0, g->by1, g->out_h, g->win_y, g->win_h, g->filter,
+                        &dbuf, &dcap);
     free(dbuf);
     if (rc) {
         free_axis(ax);
@@ -161,6 +189,24 @@ int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *
     return SP_OK;
 }
 
+int sp__resample_kernel(const sp_resample_geom *g, int vertical, int i, int *start, int *n,
+                        int32_t *w, int cap) {
+    axis ax, ay;
+    int rc = build_both(g, &ax, &ay);
+    if (rc) return rc;
+    const axis *a = vertical ? &ay : &ax;
+    if (i < 0 || i >= (vertical ? g->win_h : g->win_w)) rc = SP_EINVAL;
+    else if (a->k[i].n > cap) rc = SP_ELIMIT;
+    if (!rc) {
+        *start = a->k[i].start;
+        *n = a->k[i].n;
+        memcpy(w, a->w + (size_t)i * (size_t)a->ksize, (size_t)*n * sizeof *w);
+    }
+    free_axis(&ax);
+    free_axis(&ay);
+    return rc;
+}
+
 /* Horizontal copy of one row when every horizontal kernel is a single tap
  * (no horizontal resampling): `in` holds plane columns [lo, ...). */
 static void hcopy(const axis *ax, const uint8_t *in, int lo, int c, uint8_t *out, int wn) {
@@ -177,7 +223,9 @@ static void hcopy(const axis *ax, const uint8_t *in, int lo, int c, uint8_t *out
 /* Weights of kernel i as pairs of int16 packed in an int32 (low half: the
  * even tap), the tap count rounded up to even with a zero weight: the
  * layout of SSE2's pmaddwd, which computes w0 * a0 + w1 * a1 exactly in
- * 32 bits (Q14 weights and 8-bit values fit in int16). */
+ * 32 bits (Q14 weights and 8-bit values fit in int16: a bicubic weight,
+ * renormalised where the plane's edge truncates its kernel, stays within
+ * about -0.13 .. 1.13 of 16384, since b0 >= 0 keeps the centre tap). */
 static int pack_pairs(const axis *a, int wn, uint32_t **out, int *pstride) {
     int ps = (a->ksize + 1) / 2;
     uint32_t *p = malloc((size_t)wn * (size_t)ps * sizeof *p);
@@ -203,7 +251,7 @@ static void vrow_tail(const uint8_t *const *rows, const int32_t *w, int n, size_
     for (; i < len; i++) {
         int32_t s = round;
         for (int t = 0; t < n; t++) s += w[t] * rows[t][i];
-        o[i] = (uint8_t)(s >> SP_RESIZE_BITS);
+        o[i] = clip8(s);
     }
 }
 
@@ -221,15 +269,15 @@ static void vrow_tail(const uint8_t *const *rows, const int32_t *w, int n, size_
         a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi_, z_), (wv)));       \
     } while (0)
 
-/* The 16 values (uint8_t)(sum >> 14) as bytes: the low 8 bits are kept
- * before packing, so even a sum outside 0..255 << 14 (impossible unless a
- * weight is negative) gives the scalar code's byte. */
+/* The 16 values clip8(sum) as bytes: sum >> 14 (arithmetic), then the
+ * signed-saturating pack to int16 and the unsigned-saturating pack to
+ * uint8 clamp it to 0..255 exactly as clip8() does (a bilinear sum never
+ * leaves the range; a bicubic one can, by its negative lobes). */
 static inline __m128i pack16(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
-    const __m128i m = _mm_set1_epi32(255);
-    a0 = _mm_and_si128(_mm_srai_epi32(a0, SP_RESIZE_BITS), m);
-    a1 = _mm_and_si128(_mm_srai_epi32(a1, SP_RESIZE_BITS), m);
-    a2 = _mm_and_si128(_mm_srai_epi32(a2, SP_RESIZE_BITS), m);
-    a3 = _mm_and_si128(_mm_srai_epi32(a3, SP_RESIZE_BITS), m);
+    a0 = _mm_srai_epi32(a0, SP_RESIZE_BITS);
+    a1 = _mm_srai_epi32(a1, SP_RESIZE_BITS);
+    a2 = _mm_srai_epi32(a2, SP_RESIZE_BITS);
+    a3 = _mm_srai_epi32(a3, SP_RESIZE_BITS);
     return _mm_packus_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
 }
 
@@ -258,10 +306,10 @@ __attribute__((target("avx2"))) static size_t vrow_avx2(const uint8_t *const *ro
             a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, z), wv));
             a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, z), wv));
         }
-        a0 = _mm256_and_si256(_mm256_srai_epi32(a0, SP_RESIZE_BITS), _mm256_set1_epi32(255));
-        a1 = _mm256_and_si256(_mm256_srai_epi32(a1, SP_RESIZE_BITS), _mm256_set1_epi32(255));
-        a2 = _mm256_and_si256(_mm256_srai_epi32(a2, SP_RESIZE_BITS), _mm256_set1_epi32(255));
-        a3 = _mm256_and_si256(_mm256_srai_epi32(a3, SP_RESIZE_BITS), _mm256_set1_epi32(255));
+        a0 = _mm256_srai_epi32(a0, SP_RESIZE_BITS);   /* packs clamp: pack16 */
+        a1 = _mm256_srai_epi32(a1, SP_RESIZE_BITS);
+        a2 = _mm256_srai_epi32(a2, SP_RESIZE_BITS);
+        a3 = _mm256_srai_epi32(a3, SP_RESIZE_BITS);
         _mm256_storeu_si256((__m256i *)(o + i),
                             _mm256_packus_epi16(_mm256_packs_epi32(a0, a1),
                                                 _mm256_packs_epi32(a2, a3)));
@@ -286,10 +334,10 @@ __attribute__((target("avx512bw"))) static size_t vrow_avx512(const uint8_t *con
             a2 = _mm512_add_epi32(a2, _mm512_madd_epi16(_mm512_unpacklo_epi8(hi, z), wv));
             a3 = _mm512_add_epi32(a3, _mm512_madd_epi16(_mm512_unpackhi_epi8(hi, z), wv));
         }
-        a0 = _mm512_and_si512(_mm512_srai_epi32(a0, SP_RESIZE_BITS), _mm512_set1_epi32(255));
-        a1 = _mm512_and_si512(_mm512_srai_epi32(a1, SP_RESIZE_BITS), _mm512_set1_epi32(255));
-        a2 = _mm512_and_si512(_mm512_srai_epi32(a2, SP_RESIZE_BITS), _mm512_set1_epi32(255));
-        a3 = _mm512_and_si512(_mm512_srai_epi32(a3, SP_RESIZE_BITS), _mm512_set1_epi32(255));
+        a0 = _mm512_srai_epi32(a0, SP_RESIZE_BITS);
+        a1 = _mm512_srai_epi32(a1, SP_RESIZE_BITS);
+        a2 = _mm512_srai_epi32(a2, SP_RESIZE_BITS);
+        a3 = _mm512_srai_epi32(a3, SP_RESIZE_BITS);
         _mm512_storeu_si512((void *)(o + i),
                             _mm512_packus_epi16(_mm512_packs_epi32(a0, a1),
                                                 _mm512_packs_epi32(a2, a3)));
@@ -319,10 +367,10 @@ __attribute__((target("avx512bw"))) static void hblock3_avx512(const axis *ax, c
             a2 = _mm512_add_epi32(a2, _mm512_madd_epi16(_mm512_unpacklo_epi8(hi, z), wv));
             a3 = _mm512_add_epi32(a3, _mm512_madd_epi16(_mm512_unpackhi_epi8(hi, z), wv));
         }
-        a0 = _mm512_and_si512(_mm512_srai_epi32(a0, SP_RESIZE_BITS), _mm512_set1_epi32(255));
-        a1 = _mm512_and_si512(_mm512_srai_epi32(a1, SP_RESIZE_BITS), _mm512_set1_epi32(255));
-        a2 = _mm512_and_si512(_mm512_srai_epi32(a2, SP_RESIZE_BITS), _mm512_set1_epi32(255));
-        a3 = _mm512_and_si512(_mm512_srai_epi32(a3, SP_RESIZE_BITS), _mm512_set1_epi32(255));
+        a0 = _mm512_srai_epi32(a0, SP_RESIZE_BITS);
+        a1 = _mm512_srai_epi32(a1, SP_RESIZE_BITS);
+        a2 = _mm512_srai_epi32(a2, SP_RESIZE_BITS);
+        a3 = _mm512_srai_epi32(a3, SP_RESIZE_BITS);
         _mm512_mask_storeu_epi8(O + (size_t)i * 48, m48,
                                 _mm512_packus_epi16(_mm512_packs_epi32(a0, a1),
                                                     _mm512_packs_epi32(a2, a3)));
@@ -540,7 +588,7 @@ static void hrow(const axis *ax, const uint8_t *in, int c, uint8_t *out, int wn)
         for (int ch = 0; ch < c; ch++) {
             int32_t s = round;
             for (int t = 0; t < k->n; t++) s += w[t] * p[(size_t)t * (size_t)c + (size_t)ch];
-            out[(size_t)i * (size_t)c + (size_t)ch] = (uint8_t)(s >> SP_RESIZE_BITS);
+            out[(size_t)i * (size_t)c + (size_t)ch] = clip8(s);
         }
     }
 }
@@ -639,11 +687,16 @@ done:
 }
 
 int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out) {
+    return sp_image_resize_filter(src, out_w, out_h, SP_RESAMPLE_BILINEAR, out);
+}
+
+int sp_image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
+                           sp_image *out) {
     if (!src || !out || src->width <= 0 || src->height <= 0) return SP_EINVAL;
     int rc = sp_image_alloc(out, out_w, out_h, src->channels);
     if (rc) return rc;
     sp_resample_geom g = {src->width, src->height, 0.0, 0.0, (double)src->width,
-                          (double)src->height, out_w, out_h, 0, 0, out_w, out_h};
+                          (double)src->height, out_w, out_h, 0, 0, out_w, out_h, filter};
     rc = sp_resample(src, 0, 0, &g, out);
     if (rc) sp_image_free(out);
     return rc;

@@ -413,7 +413,7 @@ static void test_resample_window(void) {
     sp_image s, full, win;
     CHECK(sp_image_alloc(&s, 91, 67, 3) == 0);
     fill_random(&s);
-    sp_resample_geom g = {91, 67, 3.25, 1.5, 80.75, 66.0, 37, 29, 0, 0, 37, 29};
+    sp_resample_geom g = {91, 67, 3.25, 1.5, 80.75, 66.0, 37, 29, 0, 0, 37, 29, 0};
     CHECK(sp_image_alloc(&full, 37, 29, 3) == 0);
     CHECK(sp_resample(&s, 0, 0, &g, &full) == 0);
     g.win_x = 5; g.win_y = 7; g.win_w = 20; g.win_h = 13;

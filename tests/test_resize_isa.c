@@ -1,16 +1,23 @@
-/* test_resize_isa.c - the resize gives the same bytes at every x86 SIMD level.
+/* test_resize_isa.c - the resize gives the same bytes at every x86 SIMD
+ * level and in the portable scalar code.
  *
  * augment/resize.c picks SSE2, AVX2 or AVX-512BW loops at run time; the
  * determinism contract says the instruction set must never change a byte.
  * For 400 random geometries (sizes 1..700, 1 and 3 channels, up- and
- * downscale, windows of the output) the output is computed with
- * SEEDPIPE_ISA capped at each level the CPU has, and the digests compared;
- * the SSE2 outputs also stay within the source's value range (the filter's
- * weights are non-negative). Closeness to a float reference is
- * test_ops.c's job. Levels the CPU lacks are reported and not run.
+ * downscale, windows of the output), each resized with the bilinear and
+ * the bicubic filter (whose negative weights make both passes clamp), the
+ * output is computed with SEEDPIPE_ISA capped at each level the CPU has,
+ * and the digests compared; the SSE2 bilinear outputs also stay within the
+ * source's value range (that filter's weights are non-negative). The
+ * scalar code (-DSP_NO_SIMD, what non-x86 targets run) is a second copy of
+ * augment/resize.c linked into this test with its entry points renamed
+ * sp_scalar_* (tests/CMakeLists.txt). Closeness to a float reference is
+ * test_ops.c's and test_resize_bicubic.c's job. Levels the CPU lacks are
+ * reported and not run.
  * Cases (each its own process): test_sse2_within_source_range (the range
- * bound on the SSE2 pass) and test_levels_equal_sse2 (its own SSE2 pass,
- * then AVX2, AVX-512BW and the default dispatch, SEEDPIPE_ISA unset).
+ * bound on the SSE2 pass), test_levels_equal_sse2 (its own SSE2 pass,
+ * then AVX2, AVX-512BW and the default dispatch, SEEDPIPE_ISA unset) and
+ * test_levels_equal_scalar (every level against the scalar copy).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +36,15 @@ static uint32_t next_word(uint32_t *ctr) {
     return sp_philox4x32_10(c, k).c[0];
 }
 
-/* One pass of all geometries; returns the XXH3-64 of all outputs. */
-static uint64_t run_all(int check_ref) {
+/* The scalar copy of sp_image_resize_filter (tests/CMakeLists.txt). */
+int sp_scalar_image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
+                                  sp_image *out);
+
+typedef int (*resize_fn)(const sp_image *, int, int, int, sp_image *);
+
+/* One pass of all geometries and both filters with `fn`; returns the
+ * XXH3-64 of all outputs. */
+static uint64_t run_all(int check_ref, resize_fn fn) {
     uint32_t ctr = 0;
     XXH3_state_t *st = XXH3_createState();
     XXH3_64bits_reset(st);
@@ -47,10 +61,16 @@ static uint64_t run_all(int check_ref) {
             for (int x = 0; x < sw * ch; x++)
                 src.data[(size_t)y * src.stride + x] =
                     (uint8_t)((x * 7 + y * 3 + (next_word(&ctr) & 31)) & 255);
-        CHECK(sp_image_resize(&src, ow, oh, &out) == 0);
+        sp_image cub;
+        CHECK(fn(&src, ow, oh, SP_RESAMPLE_BILINEAR, &out) == 0);
+        CHECK(fn(&src, ow, oh, SP_RESAMPLE_BICUBIC, &cub) == 0);
         CHECK(out.width == ow && out.height == oh && out.channels == ch);
-        for (int y = 0; y < oh; y++) XXH3_64bits_update(st, out.data + (size_t)y * out.stride,
-                                                        (size_t)ow * ch);
+        CHECK(cub.width == ow && cub.height == oh && cub.channels == ch);
+        for (int y = 0; y < oh; y++) {
+            XXH3_64bits_update(st, out.data + (size_t)y * out.stride, (size_t)ow * ch);
+            XXH3_64bits_update(st, cub.data + (size_t)y * cub.stride, (size_t)ow * ch);
+        }
+        sp_image_free(&cub);
         if (check_ref && t % 20 == 0 && sw * sh < 40000) {
             /* independent float reference of the same separable triangle
              * filter is in test_ops.c; here a cheap sanity bound: output
@@ -81,7 +101,7 @@ static uint64_t run_all(int check_ref) {
 static uint64_t run_at(const char *name, int check_ref) {
     if (name) setenv("SEEDPIPE_ISA", name, 1);
     else unsetenv("SEEDPIPE_ISA");
-    uint64_t h = run_all(check_ref);
+    uint64_t h = run_all(check_ref, sp_image_resize_filter);
     unsetenv("SEEDPIPE_ISA");
     return h;
 }
@@ -131,9 +151,27 @@ static void test_levels_equal_sse2(void) {
     printf("resize: %d SIMD level(s) give identical bytes\n", ran);
 }
 
+/* Every level the CPU has, and the default dispatch, against the scalar
+ * code built from the same source. */
+static void test_levels_equal_scalar(void) {
+    static const char *const levels[] = {"sse2", "avx2", "avx512"};
+    uint64_t ref = run_all(0, sp_scalar_image_resize_filter);
+    printf("scalar: outputs digest %016llx\n", (unsigned long long)ref);
+    for (int i = 0; i < 3; i++) {
+        if (!cpu_has(i)) {
+            printf("level %s: not on this CPU, not run\n", levels[i]);
+            continue;
+        }
+        uint64_t h = run_at(levels[i], 0);
+        CHECK_MSG(h == ref, "level %s gives other bytes than the scalar code", levels[i]);
+    }
+    CHECK(run_at(NULL, 0) == ref);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_sse2_within_source_range),
     SP_CASE(test_levels_equal_sse2),
+    SP_CASE(test_levels_equal_scalar),
 };
 
 int main(int argc, char **argv) {

@@ -125,22 +125,27 @@ SP_API void sp_adjust_hue(sp_image *img, float hue);
 
 /* ---- resize --------------------------------------------------------------
  *
- * Separable resampling with the triangle (bilinear) filter, antialiased on
- * downscale exactly like PIL's / torchvision's antialias=True: along an
- * axis with source box [b0, b1) and n_out outputs,
- *     scale = (b1 - b0) / n_out,  fs = max(scale, 1),  support = fs
+ * Separable resampling with the triangle (bilinear) or the bicubic filter,
+ * antialiased on downscale exactly like PIL's / torchvision's
+ * antialias=True: along an axis with source box [b0, b1) and n_out outputs,
+ *     scale = (b1 - b0) / n_out,  fs = max(scale, 1),  support = r * fs
  *     output i: center = b0 + (i + 0.5) * scale
  *               xmin = max((int)(center - support + 0.5), 0)
  *               xmax = min((int)(center + support + 0.5), plane size)
- *               w(x) = tri((x - center + 0.5) / fs), tri(t) = max(0, 1 - |t|)
+ *               w(x) = f((x - center + 0.5) / fs)
+ * with bilinear: r = 1, f(t) = max(0, 1 - |t|); bicubic: r = 2 and PIL's
+ * cubic (a = -0.5): f(t) = ((a + 2)|t| - (a + 3))|t|^2 + 1 for |t| < 1,
+ * (((|t| - 5)|t| + 8)|t| - 4) a for 1 <= |t| < 2, else 0
  * (double, + - * / only, fixed order), normalised by their sum, quantised
- * to Q14 by (int)(w * 16384 + 0.5), and the rounding residual added to the
- * first largest weight so the weights sum to exactly 16384; zero weights
- * at either end are dropped. The vertical pass runs first, then the
- * horizontal one; each pass rounds to 8 bits:
- *     out = (sum_k q_k * v_k + 8192) >> 14
- * (no clamp is needed: weights are >= 0 and sum to 16384). A pass whose
- * kernels are all single taps (same size, integer offset) is a copy.
+ * to Q14 by rounding half away from zero ((int)(w * 16384 +- 0.5)), and
+ * the rounding residual added to the first largest weight so the weights
+ * sum to exactly 16384; zero weights at either end are dropped. The
+ * vertical pass runs first, then the horizontal one; each pass rounds and
+ * clamps to 8 bits:
+ *     out = clamp((sum_k q_k * v_k + 8192) >> 14, 0, 255)
+ * (bilinear weights are >= 0, so there the clamp never acts; bicubic's
+ * negative lobes can overshoot, and the clamp is PIL's clip8). A pass
+ * whose kernels are all single taps (same size, integer offset) is a copy.
  *
  * Kernels never reach outside the source *plane* [0, plane_w) x
  * [0, plane_h): there they are truncated and renormalised (PIL's edge rule).
@@ -153,12 +158,17 @@ SP_API void sp_adjust_hue(sp_image *img, float hue);
 
 #define SP_RESIZE_BITS 14
 
+/* sp_resample_geom.filter (stable values). */
+#define SP_RESAMPLE_BILINEAR 0
+#define SP_RESAMPLE_BICUBIC 1
+
 typedef struct sp_resample_geom {
     int plane_w, plane_h;        /* kernels are clamped to this plane */
     double bx0, by0, bx1, by1;   /* source box in plane coordinates */
     int out_w, out_h;            /* size of the full resized result */
     int win_x, win_y;            /* top-left of the computed window */
     int win_w, win_h;            /* window size (= out->width/height) */
+    int filter;                  /* SP_RESAMPLE_BILINEAR (0) or _BICUBIC */
 } sp_resample_geom;
 
 /*! sp_resample_span() : the plane pixels [*x0, *x1) x [*y0, *y1) that the
@@ -174,8 +184,14 @@ SP_API int sp_resample(const sp_image *src, int src_x, int src_y,
                        const sp_resample_geom *g, sp_image *out);
 
 /*! sp_image_resize() : resize the whole of src to out_w x out_h into a
- *  newly allocated `out` (box = plane = src). @return as sp_resample. */
+ *  newly allocated `out` (box = plane = src), bilinear. @return as
+ *  sp_resample. */
 SP_API int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
+
+/*! sp_image_resize_filter() : sp_image_resize with the filter named
+ *  (SP_RESAMPLE_BILINEAR or SP_RESAMPLE_BICUBIC; another value: SP_EINVAL). */
+SP_API int sp_image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
+                                  sp_image *out);
 
 /* ---- padding and random crop (ops_geom.c) --------------------------------
  *

@@ -16,8 +16,8 @@ Python: the C pipeline computes every sample, with its own deterministic
 draws (the same distributions as torchvision, not torchvision's random
 numbers).
 
-An argument torchvision accepts that seedpipe cannot honour (another
-interpolation, antialias=False, max_size, fill/padding modes...) is a
+An argument torchvision accepts that seedpipe cannot honour (an
+interpolation other than bilinear and bicubic, antialias=False, max_size, fill/padding modes...) is a
 ValueError naming it, never silently ignored.
 """
 import numbers
@@ -50,15 +50,18 @@ def _size(name, size):
     return f"{seq[0]},{seq[1]}", seq[0], seq[1]
 
 
-def _bilinear(name, interpolation):
-    """Only bilinear (antialiased) resampling exists in seedpipe."""
-    if interpolation is None:
-        return
+def _interp(name, interpolation):
+    """The spec suffix of torchvision's interpolation: '' for bilinear (the
+    default: the spec text stays what it always was), ' interpolation=bicubic'
+    for bicubic; both antialiased. InterpolationMode, its string value, or
+    PIL's int (Image.BILINEAR 2, Image.BICUBIC 3)."""
     v = getattr(interpolation, "value", interpolation)
-    if v in ("bilinear", 2):   # InterpolationMode.BILINEAR, or PIL.Image.BILINEAR
-        return
+    if v in (None, "bilinear", 2):
+        return ""
+    if v in ("bicubic", 3):
+        return " interpolation=bicubic"
     raise ValueError(f"{name}: interpolation={interpolation!r} is not supported (seedpipe "
-                     "resamples bilinearly with antialiasing, as torchvision's default)")
+                     "resamples bilinearly or bicubically, with antialiasing)")
 
 
 def _antialias(name, antialias):
@@ -97,12 +100,12 @@ class RandomResizedCrop(_Op):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  interpolation=None, antialias=None):
         n = "RandomResizedCrop"
-        _bilinear(n, interpolation)
+        interp = _interp(n, interpolation)
         _antialias(n, antialias)
         s, _, _ = _size(n, size)
         (s0, s1), (r0, r1) = [float(x) for x in scale], [float(x) for x in ratio]
         self.op = (f"random_resized_crop size={s} scale={_num(s0)},{_num(s1)} "
-                   f"ratio={_num(r0)},{_num(r1)}")
+                   f"ratio={_num(r0)},{_num(r1)}{interp}")
 
 
 def _ints(name, key, v, lo, hi, counts):
@@ -340,12 +343,12 @@ class RandomApply(_Op):
 class Resize(_Op):
     def __init__(self, size, interpolation=None, max_size=None, antialias=None):
         n = "Resize"
-        _bilinear(n, interpolation)
+        interp = _interp(n, interpolation)
         _antialias(n, antialias)
         if max_size is not None:
             raise ValueError(f"{n}: max_size={max_size!r} is not supported")
         s, _, _ = _size(n, size)
-        self.op = f"resize size={s}"
+        self.op = f"resize size={s}{interp}"
 
 
 class CenterCrop(_Op):

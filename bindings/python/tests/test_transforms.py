@@ -127,8 +127,10 @@ def test_torchvision_enums_accepted():
     tv = pytest.importorskip("torchvision.transforms")
     r = T.Resize(32, interpolation=tv.InterpolationMode.BILINEAR, antialias=True)
     assert r.spec() == "resize size=32"
+    r = T.Resize(32, interpolation=tv.InterpolationMode.BICUBIC)
+    assert r.spec() == "resize size=32 interpolation=bicubic"
     with pytest.raises(ValueError, match="interpolation"):
-        T.Resize(32, interpolation=tv.InterpolationMode.BICUBIC)
+        T.Resize(32, interpolation=tv.InterpolationMode.NEAREST)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
