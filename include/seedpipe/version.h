@@ -32,7 +32,8 @@
  * or token spec), the writer of tokens.h.
  * ABI 6: a blend's weights may change at a resume (state.h: the blend_
  * fields of sp_loader_state, sp_loader_resume(), SP_STATE_TEXT_MAX;
- * docs/determinism.md section 12b).
+ * docs/determinism.md section 12b); bicubic resampling (ops.h: the
+ * `filter` field of sp_resample_geom, sp_image_resize_filter()).
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
