@@ -47,9 +47,9 @@
  *    file's bytes gave (SP_DS_CHECKED, SP_DS_CLEAN: the checker handed
  *    down by sp__ds_set_checker(), augment's sp__image_check()). A file is
  *    checked when it is hashed: read whole, hashed and decoded from the
- *    same buffer, so the verdict belongs to those bytes' hash, and
- *    sp_dataset_read() hands it on (sp_sample_src.validated) only after
- *    re-hashing the bytes it read. Checking is on when a checker is set
+ *    same buffer, so the verdict belongs to those bytes' hash; the loader
+ *    asks for it (sp__ds_validated()) only after sp_dataset_read() has
+ *    re-hashed the bytes it serves. Checking is on when a checker is set
  *    and the cache folder is writable (the verdict can be kept); then a
  *    record without a verdict (an index written before verdicts existed)
  *    is not trusted and its file is hashed and checked again, once. With
