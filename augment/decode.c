@@ -86,3 +86,12 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
     if (rc != SP_OK) sp_image_free(out);  /* codecs already do; keep the promise */
     return rc;
 }
+
+int sp__image_check(const uint8_t *buf, size_t len) {
+    if (sp_format_sniff(buf, len) != SP_FORMAT_JPEG) return 0;
+    sp_decode_req whole = {3, 0, 0, 0, 0, 1};
+    sp_image img;
+    int rc = sp__image_decode_ex(buf, len, "(check)", &whole, NULL, 0, &img, NULL);
+    sp_image_free(&img);
+    return rc == SP_OK;
+}

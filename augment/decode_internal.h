@@ -93,6 +93,16 @@ int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
  * no row is copied); the pixels are those of sp_image_decode() and the
  * image is freed with sp_image_free() as usual. */
 #define SP__DECODE_WIDE 1
+/* SP__DECODE_VALIDATED: the caller vouches that these exact bytes passed
+ * sp__image_check() (a full decode without error, kept by the dataset
+ * index with their content hash): a JPEG region decode then stops after
+ * the region's last row instead of reading to EOI. Same pixels. */
+#define SP__DECODE_VALIDATED 2
+
+/*! sp__image_check() : 1 if buf is a JPEG whose full decode (3 channels,
+ *  scale 1, default limits) succeeds, else 0 (damaged, over the default
+ *  limits, or not a JPEG: only JPEG decodes use the verdict). */
+int sp__image_check(const uint8_t *buf, size_t len);
 
 /*! sp__image_decode_ex() : sp_image_decode() with flags. */
 int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,

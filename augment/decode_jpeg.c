@@ -44,8 +44,13 @@
  * or colour conversion) and jpeg_finish_decompress reads the trailing
  * markers, so damage anywhere is an error for every crop, baseline,
  * progressive (read whole at jpeg_start_decompress) or arithmetic-coded
- * alike. Before libjpeg sees the file, jd_walk() checks that every
- * marker segment up to the first scan fits in the bytes that remain.
+ * alike. The one exception is SP__DECODE_VALIDATED (decode_internal.h):
+ * bytes whose full decode already succeeded (the dataset index's verdict,
+ * bound to their content hash) stop after the region's last row, and
+ * jpeg_destroy_decompress abandons the rest; the rows given are those of
+ * the full read, so only the time differs. Before libjpeg sees the file,
+ * jd_walk() checks that every marker segment up to the first scan fits in
+ * the bytes that remain.
  * Reentrant: no global state.
  */
 #include "augment/decode_internal.h"
@@ -434,7 +439,7 @@ static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
     }
     rc = wide ? jd_read_wide(c, &win, row_x0, comps, req->channels, out, err)
               : jd_read_rows(c, &win, row_x0, comps, fmt, same, out, err);
-    if (rc != SP_OK) return rc;
+    if (rc != SP_OK || (flags & SP__DECODE_VALIDATED)) return rc;
     return jd_finish(c, &win, err);
 }
 

@@ -154,6 +154,14 @@ int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int 
 
 /* Write the final image im of one sample to out in o's dtype and layout,
  * mirrored when flip (pipeline_write.c). */
+/*! sp__pipeline_run_flags() : sp_pipeline_run_shaped() (shape may be NULL)
+ *  with sp__image_decode_ex() flags for the encoded input's decode
+ *  (SP__DECODE_VALIDATED, from the loader: the dataset's verdict). */
+int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                           const sp_sample_src *src, const sp_run_opts *opts,
+                           const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
+                           sp_error *err);
+
 void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                       void *out);
 

@@ -75,6 +75,7 @@ typedef struct source {
     sp_format format;
     int channels, dct;
     const sp_image *img;          /* image input (when src is NULL) */
+    int dflags;                   /* sp__image_decode_ex() flags */
 } source;
 
 /* DCT scale for reading a cw x ch box that is resampled to ow x oh: the
@@ -99,8 +100,8 @@ static int source_region(const source *s, int x, int y, int w, int h, int d, sp_
     }
     sp_decode_req req = {s->channels, x, y, w, h, d};
     uint64_t t0 = sp__trace_t0();
-    int rc = sp__image_decode_ex(s->src->bytes, s->src->len, path, &req, s->lim,
-                                 SP__DECODE_WIDE, out, err);
+    int rc = sp__image_decode_ex(s->src->bytes, s->src->len, path, &req, s->lim, s->dflags,
+                                 out, err);
     sp__trace_end(SP_TRACE_DECODE, t0);
     if (rc) return rc;
     *owned = 1;
@@ -384,9 +385,10 @@ static int bernoulli(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx) {
  * decode fused with decoding when it is geometric (*k moves past it), else
  * the whole image decoded. */
 static int start_encoded(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
-                         const sp_decode_limits *lim, state *st, int *k, const char *path,
-                         sp_error *err) {
-    source s = {0, 0, src, lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL};
+                         const sp_decode_limits *lim, int dflags, state *st, int *k,
+                         const char *path, sp_error *err) {
+    source s = {0, 0, src, lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL,
+                SP__DECODE_WIDE | dflags};
     sp_image_info info;
     int rc = sp_image_probe(src->bytes, src->len, path, lim, &info, err);
     if (rc) return rc;
@@ -442,7 +444,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
                 st->hflip = 0;
             }
             source s = {st->cur.width, st->cur.height, NULL, NULL, SP_FORMAT_UNKNOWN, p->channels,
-                        0, &st->cur};
+                        0, &st->cur, 0};
             sp_image keep = st->cur;   /* s.img must stay valid during the op */
             s.img = &keep;
             int consumed;
@@ -493,7 +495,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
  * would leave what the buffer held. */
 static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, const sp_out_shape *shape, void *out,
-                    size_t out_bytes, sp_error *err) {
+                    size_t out_bytes, int dflags, sp_error *err) {
     static const sp_run_opts default_opts = {SP_DTYPE_UINT8, SP_LAYOUT_NCHW, 0, NULL};
     if (!p || !ctx || !src || !out) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL argument");
     const sp_run_opts *o = opts ? opts : &default_opts;
@@ -512,7 +514,7 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     state st;
     memset(&st, 0, sizeof st);
     int rc, k = p->has_decode ? 1 : 0;
-    if (src->bytes) rc = start_encoded(p, ctx, src, &lim, &st, &k, path, err);
+    if (src->bytes) rc = start_encoded(p, ctx, src, &lim, dflags, &st, &k, path, err);
     else if (src->raw) rc = start_raw(p, src->raw, &st, path, err);
     else return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
     uint64_t t0 = sp__trace_t0();
@@ -549,18 +551,25 @@ int sp_pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, sp_error *err) {
     if (!shape) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL shape");
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, err);
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, err);
+}
+
+int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                           const sp_sample_src *src, const sp_run_opts *opts,
+                           const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
+                           sp_error *err) {
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, dflags, err);
 }
 
 int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
                             const sp_sample_src *src, const sp_run_opts *opts, void *out,
                             size_t out_bytes, sp_error *err) {
-    return run_into(p, ctx, src, opts, NULL, out, out_bytes, err);
+    return run_into(p, ctx, src, opts, NULL, out, out_bytes, 0, err);
 }
 
 int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, void *out, sp_error *err) {
-    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, err);
+    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, 0, err);
 }
 
 /* ---- explain ------------------------------------------------------------------- */
@@ -614,7 +623,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
     int at_source = 1;
     for (int k = 0; k < p->nops; k++) {
         const sp_op *op = &p->ops[k];
-        source s = {W, H, NULL, NULL, format, p->channels, p->dct, NULL};
+        source s = {W, H, NULL, NULL, format, p->channels, p->dct, NULL, 0};
         sp_sample_src dummy = {0};
         if (at_source) s.src = &dummy;   /* pick_scale() only asks whether there is one */
         switch (op->kind) {

@@ -2,7 +2,8 @@
 # bench/index_bench.sh [N] [WORKDIR] - the persistent dataset index at scale
 # (dataset/dataset_index.c). Makes an ImageFolder of N small files (default
 # 1,280,000: ImageNet-1k's count, 1000 classes, 200-300 bytes each, so it
-# fits any disk; the index never decodes) and a list file naming the same
+# fits any disk; random bytes, so the index's decode check never decodes
+# one: only JPEGs are decoded, once, when hashed) and a list file naming the same
 # files, then times with the tool, each through /usr/bin/time:
 #   full    SEEDPIPE_INDEX=off: every file read and hashed (what every open
 #           cost before the index; the peer of the same run)

@@ -43,6 +43,19 @@
  *    file and the last rename wins. A failed write only costs the next open
  *    its hashing: opening never fails because of the sidecar.
  *
+ *  - Verdicts: each record's flags also keep what a full decode of the
+ *    file's bytes gave (SP_DS_CHECKED, SP_DS_CLEAN: the checker handed
+ *    down by sp__ds_set_checker(), augment's sp__image_check()). A file is
+ *    checked when it is hashed: read whole, hashed and decoded from the
+ *    same buffer, so the verdict belongs to those bytes' hash; the loader
+ *    asks for it (sp__ds_validated()) only after sp_dataset_read() has
+ *    re-hashed the bytes it serves. Checking is on when a checker is set
+ *    and the cache folder is writable (the verdict can be kept); then a
+ *    record without a verdict (an index written before verdicts existed)
+ *    is not trusted and its file is hashed and checked again, once. With
+ *    no cache, a read-only one or SEEDPIPE_INDEX=off nothing is checked,
+ *    no verdict is known and every decode reads its whole file, as before.
+ *
  * LIMITS: the stat check trusts the filesystem's timestamps; a tool that
  * rewrites a file and restores both mtime and ctime (ctime cannot be set
  * through the normal API) defeats it, and then the read-time re-hash
@@ -59,6 +72,7 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +84,8 @@
 
 #define SIDECAR_MAGIC "SPDSIDX"   /* 7 characters + NUL = 8 bytes */
 #define SIDECAR_VERSION 1u
-#define SIDECAR_RACY 1u
+#define SIDECAR_RACY 1u   /* then SP_DS_CHECKED 2, SP_DS_CLEAN 4 (dataset_internal.h) */
+#define SIDECAR_VERDICT (SP_DS_CHECKED | SP_DS_CLEAN)
 #define RECORD_FIXED (4 + 4 + 7 * 8)       /* len, flags, 7 u64 */
 #define SP_DS_MAX_HASH_THREADS 8   /* default: online CPUs, at most this */
 #define SP_DS_THREADS_CAP 64       /* sp_dataset_limits.hash_threads at most */
@@ -218,6 +233,11 @@ out:
 
 /* ---- hashing in threads --------------------------------------------------------- */
 
+/* The decode checker (set once, by the loader layer at library load). */
+static _Atomic(sp__ds_checker) g_checker;
+
+void sp__ds_set_checker(sp__ds_checker fn) { atomic_store(&g_checker, fn); }
+
 typedef struct hash_job {
     sp_dataset *ds;
     const uint64_t *todo;      /* sample indices to hash, ascending */
@@ -228,7 +248,25 @@ typedef struct hash_job {
     uint64_t err_at;           /* smallest todo position that failed (ntodo: none) */
     int err_rc;
     sp_error err;
+    sp__ds_checker check;      /* NULL: hash only */
 } hash_job;
+
+/* Checking on: read the file whole, hash it and give its bytes to the
+ * checker; the verdict goes to ds->verdicts[i]. */
+static int hash_check(hash_job *j, int fd, const char *full, uint64_t i, sp_error *err) {
+    sp_dataset *ds = j->ds;
+    sp__buf buf = {NULL, 0};
+    size_t got = 0;
+    int rc = sp__read_fd(fd, full, ds->max_file_bytes, j->recs[i].size, &buf, &got, err);
+    if (rc == SP_OK) {
+        XXH128_hash_t h = XXH3_128bits(buf.p, got);
+        ds->sizes[i] = got;
+        ds->hashes[i] = (sp_digest){h.high64, h.low64};
+        ds->verdicts[i] = (uint8_t)(SP_DS_CHECKED | (j->check(buf.p, got) ? SP_DS_CLEAN : 0));
+    }
+    sp__buf_free(&buf);
+    return rc;
+}
 
 static int hash_one(hash_job *j, uint64_t i, sp_error *err) {
     sp_dataset *ds = j->ds;
@@ -248,7 +286,9 @@ static int hash_one(hash_job *j, uint64_t i, sp_error *err) {
                           (unsigned long long)st.st_size, (unsigned long long)ds->max_file_bytes);
     } else {
         j->recs[i] = rec_of(&st);
-        rc = sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i], &ds->hashes[i], err);
+        rc = j->check ? hash_check(j, fd, full, i, err)
+                      : sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i],
+                                       &ds->hashes[i], err);
     }
     if (fd >= 0) close(fd);
     free(full);
@@ -291,8 +331,8 @@ static int hash_threads(const sp_dataset *ds, uint64_t ntodo) {
 /* Hash the files todo[0..ntodo) into ds->sizes/hashes and recs (threads).
  * On failure *failed is the first failing sample in canonical order. */
 static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *recs,
-                    uint64_t *failed, sp_error *err) {
-    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}};
+                    sp__ds_checker check, uint64_t *failed, sp_error *err) {
+    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}, check};
     int nt = hash_threads(ds, ntodo);
     pthread_t tid[SP_DS_THREADS_CAP];
     int started = 0;
@@ -394,10 +434,11 @@ static int find_sidecar(sp_dataset *ds, const char *root, char paths[2][4096], s
 }
 
 /* 3. merge: trust a record whose path and stat match and that is not racy
- * (its size and hash go to ds); the others are listed in todo. Returns
- * how many are in todo; *reused counts the trusted ones. */
+ * (its size, hash and verdict go to ds) nor, when checking, without a
+ * verdict; the others are listed in todo. Returns how many are in todo;
+ * *reused counts the trusted ones. */
 static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *recs,
-                      uint64_t *todo, uint64_t *reused) {
+                      int checking, uint64_t *todo, uint64_t *reused) {
     uint64_t ntodo = 0;
     size_t off = sc->first;
     uint64_t k = 0;
@@ -416,7 +457,10 @@ static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *r
             k++;
             if (c < 0) continue;                    /* a record of a file now gone */
             rec old = {sp__le_get64(r + 4), sp__le_get64(r + 12), sp__le_get64(r + 20), sp__le_get64(r + 28), sp__le_get64(r + 36)};
-            if (!(sp__le_get32(r) & SIDECAR_RACY) && !memcmp(&old, &recs[i], sizeof old)) {
+            uint32_t fl = sp__le_get32(r);
+            if (!(fl & SIDECAR_RACY) && (!checking || (fl & SP_DS_CHECKED)) &&
+                !memcmp(&old, &recs[i], sizeof old)) {
+                if (ds->verdicts) ds->verdicts[i] = (uint8_t)(fl & SIDECAR_VERDICT);
                 ds->sizes[i] = old.size;
                 ds->hashes[i].hi = sp__le_get64(r + 44);
                 ds->hashes[i].lo = sp__le_get64(r + 52);
@@ -438,7 +482,8 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
     uint64_t n = ds->n;
     sp__sbuf b = {0};
     for (uint64_t i = 0; i < n; i++)
-        flags[i] = recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0;
+        flags[i] = (recs[i].mtime >= racy_from || recs[i].ctime >= racy_from ? SIDECAR_RACY : 0) |
+                   (ds->verdicts ? ds->verdicts[i] : 0u);
     sp__sbuf_put(&b, SIDECAR_MAGIC, 8);
     sp__ds_buf_u32(&b, SIDECAR_VERSION);
     sp__ds_buf_u32(&b, (uint32_t)ds->kind);
@@ -467,6 +512,18 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
     free(b.p);
 }
 
+/* The checker, when a verdict can be kept: an entry path in a cache folder
+ * this process may write (else checking would cost a full decode of every
+ * file at every open). */
+static sp__ds_checker checker_for(const char *entry) {
+    sp__ds_checker fn = atomic_load(&g_checker);
+    const char *slash = strrchr(entry, '/');
+    if (!fn || !slash) return NULL;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - entry), entry);
+    return access(dir, W_OK) == 0 ? fn : NULL;
+}
+
 /* Fill ds->sizes/hashes of the n packed samples: from the persistent
  * index where a file's stat is unchanged, else by hashing it (threads),
  * then rewrite the index if anything differed. Errors name the file (and
@@ -480,9 +537,10 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     uint32_t *flags = calloc(n ? n : 1, sizeof *flags);
     uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
     char *root = use ? abs_root(ds) : NULL;
+    if (use) ds->verdicts = calloc(n ? n : 1, 1);
     sidecar sc = {0};
     int rc = SP_OK;
-    if (!recs || !flags || !todo || (use && !root)) {
+    if (!recs || !flags || !todo || (use && (!root || !ds->verdicts))) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
                           (unsigned long long)n);
         goto done;
@@ -494,12 +552,13 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     char paths[2][4096] = {"", ""}, nocache[sizeof info->warning] = "";
     int found = use ? find_sidecar(ds, root, paths, &sc, nocache, sizeof nocache) : -1;
     uint64_t reused = 0;
-    uint64_t ntodo = merge(ds, &sc, found, recs, todo, &reused);
+    sp__ds_checker check = use ? checker_for(paths[0]) : NULL;
+    uint64_t ntodo = merge(ds, &sc, found, recs, check != NULL, todo, &reused);
     int dirty = found < 0 || ntodo > 0 || sc.n != n;
 
     /* 4. hash what could not be trusted. */
     uint64_t failed = 0;
-    rc = hash_all(ds, todo, ntodo, recs, &failed, err);
+    rc = hash_all(ds, todo, ntodo, recs, check, &failed, err);
     if (rc) {
         annotate(ds, e, failed, rc, err);
         goto done;
@@ -564,7 +623,7 @@ static int hash_listed(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
                  : find_duplicates(ds, dups, err);
     for (uint64_t i = 0; rc == SP_OK && i < n; i++)
         if (dups[i] == i) todo[ntodo++] = i;
-    if (rc == SP_OK && (rc = hash_all(ds, todo, ntodo, recs, &failed, err)) != SP_OK)
+    if (rc == SP_OK && (rc = hash_all(ds, todo, ntodo, recs, NULL, &failed, err)) != SP_OK)
         annotate(ds, e, failed, rc, err);
     for (uint64_t i = 0; rc == SP_OK && i < n; i++) {
         ds->sizes[i] = ds->sizes[dups[i]];

@@ -93,6 +93,8 @@ typedef struct sp__ds_ops {
     /* sp_dataset_shard_count() and sp_dataset_shard_of() (NULL: no shards) */
     uint32_t (*shard_count)(const sp_dataset *ds);
     uint32_t (*shard_of)(const sp_dataset *ds, uint64_t i);
+    /* sp__ds_validated() of a mixture (NULL: ds->verdicts) */
+    int (*validated)(const sp_dataset *ds, uint64_t i);
     /* the kind's own fingerprint (NULL: dataset_open.c's, over the sample table) */
     int (*fingerprint)(const sp_dataset *ds, sp_digest *out, sp_error *err);
 } sp__ds_ops;
@@ -135,7 +137,19 @@ struct sp_dataset {
     sp_index_mode index_mode;
     int hash_threads;
     sp_dataset_index_info index;
+    /* n decode verdicts kept with the index records (SP_DS_CHECKED, and
+     * SP_DS_CLEAN: a full decode succeeded), or NULL: none known */
+    uint8_t *verdicts;
 };
+
+/* The decode verdict of a file's bytes (dataset_index.c "Verdicts"): the
+ * checker is augment's sp__image_check(), handed down by the layer above
+ * both (loader/loader.c) through sp__ds_set_checker(), since this layer
+ * may not call augment/. */
+#define SP_DS_CHECKED 2u
+#define SP_DS_CLEAN 4u
+typedef int (*sp__ds_checker)(const uint8_t *buf, size_t len);
+void sp__ds_set_checker(sp__ds_checker fn);
 
 /* One collected sample of an encoded-file dataset before packing. */
 typedef struct sp__ds_entry {
@@ -270,5 +284,10 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err);
  * 1 if ds is remote. For the loader and the pool. */
 void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
 int sp__ds_is_remote(const sp_dataset *ds);
+/* dataset_open.c: 1 if sample i's bytes decoded without error in full when
+ * they were indexed (SP_DS_CLEAN, kept with their content hash). The
+ * loader asks after a successful sp_dataset_read() of i (which re-hashed
+ * the bytes), and then lets a JPEG crop stop after its last row. */
+int sp__ds_validated(const sp_dataset *ds, uint64_t i);
 
 #endif

@@ -154,6 +154,12 @@ static int mix_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
     return sp_dataset_read(ds->mix->src[s].ds, j, out, err);
 }
 
+static int mix_validated(const sp_dataset *ds, uint64_t i) {
+    uint64_t j;
+    uint32_t s = locate(ds->mix, i, &j);
+    return sp__ds_validated(ds->mix->src[s].ds, j);
+}
+
 static void mix_destroy(sp_dataset *ds) {
     struct sp__ds_mix *m = ds->mix;
     if (!m) return;
@@ -200,6 +206,7 @@ static const sp__ds_ops mix_ops = {
     .destroy = mix_destroy,
     .prefetch = mix_prefetch,
     .is_remote = mix_is_remote,
+    .validated = mix_validated,
 };
 
 /* ---- parsing ---------------------------------------------------------------------- */

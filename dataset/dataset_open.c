@@ -326,6 +326,7 @@ void sp_dataset_close(sp_dataset *ds) {
     free(ds->labels);
     free(ds->sizes);
     free(ds->hashes);
+    free(ds->verdicts);
     free(ds->base);
     free(ds->root);
     free(ds);
@@ -420,6 +421,11 @@ void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
 
 int sp__ds_is_remote(const sp_dataset *ds) {
     return ds && ds->ops->is_remote ? ds->ops->is_remote(ds) : 0;
+}
+
+int sp__ds_validated(const sp_dataset *ds, uint64_t i) {
+    if (ds->ops->validated) return ds->ops->validated(ds, i);
+    return ds->verdicts && i < ds->n && (ds->verdicts[i] & SP_DS_CLEAN);
 }
 
 void sp_sample_data_free(sp_sample_data *s) {

@@ -39,6 +39,8 @@
 #include "seedpipe/env.h"
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
+#include "augment/decode_internal.h"
+#include "augment/pipeline_internal.h"
 #include "dataset/dataset_internal.h"
 #include "loader/loader_internal.h"
 #include "loader/tokens_internal.h"
@@ -573,7 +575,8 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t a
     }
     sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
     sp_out_shape shape = {ld->h, ld->w, ld->c};
-    rc = sp_pipeline_run_shaped(ld->pl, &ctx, &sd.src, &opts, &shape, dst, ld->sample_bytes, err);
+    rc = sp__pipeline_run_flags(ld->pl, &ctx, &sd.src, &opts, &shape, dst, ld->sample_bytes,
+                                sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, err);
     sp_sample_data_free(&sd);
     return rc;
 }
@@ -777,4 +780,11 @@ int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_batch *out
     int rc = sp__batch_finalize(ld, out, job.items, err);
     free(job.items);
     return rc;
+}
+
+/* The dataset index keeps each file's full-decode verdict (dataset_index.c,
+ * "Verdicts"); the decoder is augment's, which the dataset layer may not
+ * call, so this layer, above both, hands it down when the library loads. */
+__attribute__((constructor)) static void wire_checker(void) {
+    sp__ds_set_checker(sp__image_check);
 }

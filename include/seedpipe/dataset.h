@@ -169,6 +169,10 @@
  * rebuilt (sp_dataset_index_info_get() says why). A file changed without a
  * stat change is still refused when read: sp_dataset_read() re-hashes
  * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
+ * Each record also keeps whether the file's bytes decode without error in
+ * full (checked when the file is hashed, when the cache folder is
+ * writable); the loader lets a JPEG crop of such a file stop after its
+ * last row (docs/determinism.md, "Damaged files: checked once").
  *
  * Thread/fork safety: an open sp_dataset is immutable; sp_dataset_read()
  * may be called concurrently from threads and from forked children (it
