@@ -16,23 +16,29 @@
  *    x = j - (W - 1) / 2, y = i - (H - 1) / 2 (exact), gx = (x * t00 / hw
  *    + y * t01 / hw) + t02 / hw and gy likewise with t1* / hh, hw = 0.5 W,
  *    hh = 0.5 H, every operation in binary32 in that order.
- * 3. grid_sample (align_corners=False, zero padding) as ATen's CPU kernel:
- *    ix = (gx + 1) * (W / 2) - 0.5, iy likewise; nearest takes the pixel at
- *    (rint(ix), rint(iy)) (ties to even); bilinear weighs the four
+ * 3. grid_sample (align_corners=False, zero padding) as ATen's AVX2 CPU
+ *    kernel, which the compiler built with fused multiply-adds:
+ *    ix = fmaf(gx + 1, W / 2, -0.5), iy likewise; nearest takes the pixel
+ *    at (rint(ix), rint(iy)) (ties to even); bilinear weighs the four
  *    neighbours by (1 - dx)(1 - dy), dx (1 - dy), (1 - dx) dy, dx dy
- *    (dx = ix - floor(ix)), summed nw, ne, sw, se, outside pixels 0.
+ *    (dx = ix - floor(ix)) and sums v_nw * w_nw, then fmaf(v, w, sum) for
+ *    ne, sw, se in that order, outside pixels 0.
  * 4. The fill, as torchvision's mask channel: nearest: a pixel whose
  *    source is outside is the fill; bilinear: v * m + (1 - m) * fill with
  *    m the interpolated mask. Then round to nearest even and clamp. Without
  *    a fill (torchvision's fill=None, the policy ops' default) grid_sample's
  *    zeros stand: no mask, v alone.
  * LIMITATIONS: torch computes step 2 in a batched matrix product whose
- * order (and use of fused multiply-adds) is its BLAS's, so a coordinate can
- * differ in its last bit; docs/pipeline.md gives the measured agreement.
+ * order is its BLAS's (measured: the same grid, bit for bit, on the photos
+ * tested), and on a CPU without AVX2 torch runs an unfused kernel, which a
+ * last bit may separate from this; docs/pipeline.md gives the measured
+ * agreement (exact on the photos tested). Until the fused form (commit
+ * "policy ops"), bilinear summed without fused multiply-adds: at most one
+ * level apart on about 3e-6 of the values.
  */
 #include "seedpipe/ops.h"
 
-#include <math.h>      /* floorf, rintf: exact */
+#include <math.h>      /* floorf, rintf: exact; fmaf: correctly rounded */
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,8 +131,9 @@ static void sample_px(const sp_image *src, float ix, float iy, int bilinear, con
     float m = 0.0f;
     for (int k = 0; k < 4; k++) m = m + (p[k] ? wt[k] : 0.0f);
     for (int c = 0; c < C; c++) {
-        float v = 0.0f;
-        for (int k = 0; k < 4; k++) v = v + (p[k] ? (float)p[k][c] * wt[k] : 0.0f);
+        /* ATen's AVX2 kernel: nw * w_nw, then fused multiply-adds in order */
+        float v = p[0] ? (float)p[0][c] * wt[0] : 0.0f;
+        for (int k = 1; k < 4; k++) v = fmaf(p[k] ? (float)p[k][c] : 0.0f, wt[k], v);
         d[c] = to_u8(fill ? v * m + (1.0f - m) * fill[c] : v);
     }
 }
@@ -155,7 +162,8 @@ int sp_image_affine(const sp_image *src, const float th[6], int bilinear, const 
             gx = gx + r20;
             float gy = x * r01 + y * r11;
             gy = gy + r21;
-            sample_px(src, (gx + 1.0f) * sx - 0.5f, (gy + 1.0f) * sy - 0.5f, bilinear, fill, d);
+            sample_px(src, fmaf(gx + 1.0f, sx, -0.5f), fmaf(gy + 1.0f, sy, -0.5f), bilinear, fill,
+                      d);
         }
     }
     return SP_OK;

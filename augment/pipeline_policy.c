@@ -124,8 +124,8 @@ static int sym_range(const char *v, double lim, int open, double out[2]) {
     int n;
     if (!sp__parse_list(v, s, 2, &n)) return 0;
     double lo = n == 1 ? -s[0] : s[0], hi = n == 1 ? s[0] : s[1];
-    if ((n == 1 && s[0] < 0) || !(lo <= hi) || !(open ? lo > -lim && hi < lim : lo >= -lim && hi <= lim))
-        return 0;
+    int inside = open ? lo > -lim && hi < lim : lo >= -lim && hi <= lim;
+    if ((n == 1 && s[0] < 0) || !(lo <= hi) || !inside) return 0;
     out[0] = lo == 0 ? 0.0 : sp__canon_num(lo);   /* no "-0" */
     out[1] = hi == 0 ? 0.0 : hi;
     return 1;
@@ -183,7 +183,8 @@ int sp__policy_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
         op->policy = vals[0] ? -1 : 0;
         for (int i = 0; vals[0] && i < 3; i++)
             if (strcmp(vals[0], POLICIES[i]) == 0) op->policy = i;
-        if (op->policy < 0) return bad(err, idx, name, "policy", vals[0], "imagenet, cifar10 or svhn");
+        if (op->policy < 0)
+            return bad(err, idx, name, "policy", vals[0], "imagenet, cifar10 or svhn");
         ki = 1;
     } else if (op->kind == SP_OP_RAND_AUGMENT) {
         if (!int_key(vals[0], 0, 16, 2, &op->num_ops))
@@ -210,7 +211,9 @@ void sp__policy_canon(sp__sbuf *b, const sp_op *op) {
                         op->translate[0], op->translate[1], op->scale[0], op->scale[1],
                         op->shear[0], op->shear[1], op->shear[2], op->shear[3]);
         break;
-    case SP_OP_AUTO_AUGMENT: sp__sbuf_printf(b, "auto_augment policy=%s", POLICIES[op->policy]); break;
+    case SP_OP_AUTO_AUGMENT:
+        sp__sbuf_printf(b, "auto_augment policy=%s", POLICIES[op->policy]);
+        break;
     case SP_OP_RAND_AUGMENT:
         sp__sbuf_printf(b, "rand_augment num_ops=%d magnitude=%d num_magnitude_bins=%d",
                         op->num_ops, op->magnitude, op->bins);
@@ -355,7 +358,8 @@ void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx
                         s->p10 / 10.0, (double)pd.u[i], pd.on[i] ? "applied" : "skipped",
                         i ? ")" : "");
     }
-    if (op->kind == SP_OP_AUTO_AUGMENT) sp__fbuf_printf(e, " policy %s #%d", POLICIES[op->policy], pd.id);
+    if (op->kind == SP_OP_AUTO_AUGMENT)
+        sp__fbuf_printf(e, " policy %s #%d", POLICIES[op->policy], pd.id);
     if (op->kind == SP_OP_TRIVIAL_AUGMENT) sp__fbuf_printf(e, " bin %d of %d", pd.bin, op->bins);
     sp__fbuf_printf(e, " (%s)\n", mode);
 }
