@@ -32,9 +32,9 @@
  * order is its BLAS's (measured: the same grid, bit for bit, on the photos
  * tested), and on a CPU without AVX2 torch runs an unfused kernel, which a
  * last bit may separate from this; docs/pipeline.md gives the measured
- * agreement (exact on the photos tested). Until the fused form (commit
- * "policy ops"), bilinear summed without fused multiply-adds: at most one
- * level apart on about 3e-6 of the values.
+ * agreement (exact on the photos tested). Before affine and the policy
+ * ops, bilinear summed without fused multiply-adds: at most one level
+ * apart on about 3e-6 of the values.
  */
 #include "seedpipe/ops.h"
 
@@ -105,7 +105,7 @@ void sp_affine_theta(const double rss[4], double scale, double cx, double cy, do
 
 static uint8_t to_u8(float v) {
     v = rintf(v);
-    return (uint8_t)(v <= 0.0f ? 0 : v >= 255.0f ? 255 : (int)v);
+    return (uint8_t)(v > 0.0f ? (v >= 255.0f ? 255 : (int)v) : 0);   /* NaN: 0 */
 }
 
 /* One output pixel from source position (ix, iy). */

@@ -111,9 +111,11 @@ def check(tally, exact_keys):
             assert dif <= tot * 1e-4 and p >= 40, (key, dif, tot, p)
 
 
-def run_policy(photos, spec, seeds, fill=None):
+def run_policy(photos, spec, seeds, fill=None, pil=None):
     """Every sample of every seed against _apply_op with its explained
-    sub-ops; tallied by the sub-op names."""
+    sub-ops; tallied by the sub-op names (and, given a Tally `pil`, against
+    the same ops on the PIL image, printed, not required)."""
+    from PIL import Image
     lst, arrays = photos
     tally, texts = Tally(), []
     for seed in seeds:
@@ -125,6 +127,11 @@ def run_policy(photos, spec, seeds, fill=None):
             for name, mag in subs:
                 img = AA._apply_op(img, name, mag, interpolation=mode, fill=fill)
             tally.add("+".join(n for n, _ in subs) or "(none)", g, hwc(img))
+            if pil is not None:
+                im = Image.fromarray(a)
+                for name, mag in subs:
+                    im = AA._apply_op(im, name, mag, interpolation=mode, fill=fill)
+                pil.add("+".join(n for n, _ in subs) or "(none)", g, np.asarray(im))
             texts.append((seed, text))
     return tally, texts
 
@@ -132,8 +139,12 @@ def run_policy(photos, spec, seeds, fill=None):
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 def test_trivial_augment_wide_each_sub_op(photos, mode):
     """TrivialAugmentWide draws one sub-op: the tally is per sub-op."""
-    tally, texts = run_policy(photos, f"trivial_augment_wide interpolation={mode}", range(8))
+    pil = Tally()
+    tally, texts = run_policy(photos, f"trivial_augment_wide interpolation={mode}", range(8),
+                              pil=pil)
     tally.report(f"trivial_augment_wide {mode}, per sub-op, vs _apply_op on the uint8 tensor")
+    pil.report(f"trivial_augment_wide {mode}, per sub-op, vs _apply_op on the PIL image (not "
+               "required: seedpipe follows the tensor path)")
     assert set(tally.rows) == set(OPS14), sorted(tally.rows)
     check(tally, lambda k: mode == "nearest" or k not in RESAMPLING)
     space = AA.TrivialAugmentWide()._augmentation_space(31)
