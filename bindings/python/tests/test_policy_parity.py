@@ -326,3 +326,29 @@ def test_linspace_model_is_torchs():
     compare seedpipe's magnitudes with torchvision's own tables)."""
     require_avx2_torch()
     assert not linspace_mismatches()
+
+
+def test_gray_images(photos):
+    """1-channel images (decode mode=gray): the same sub-ops on a 1 x H x W
+    tensor (Color is the identity there, as torchvision's)."""
+    lst, arrays = photos
+    base = [g[..., 0] for g in images_by_index(
+        lst, f"decode mode=gray | center_crop size={H},{W}", len(arrays))[0]]
+    tally = Tally()
+    for spec, fill in (("trivial_augment_wide interpolation=bilinear", None),
+                       ("auto_augment policy=svhn fill=77", [77.0])):
+        for seed in range(3):
+            got, why = images_by_index(lst, f"decode mode=gray | center_crop size={H},{W} | "
+                                       f"{spec}", len(arrays), seed)
+            for b, g, text in zip(base, got, why):
+                m = re.search(r"^2 \w+: \[(.*?)\]", text, re.M)
+                mode = InterpolationMode("bilinear" if "(bilinear)" in text else "nearest")
+                img = torch.from_numpy(b.copy())[None]
+                subs = [(n, float(np.float32(v))) for n, v in
+                        (s.rsplit(" ", 1) for s in m.group(1).split(", ") if s)]
+                for name, mag in subs:
+                    img = AA._apply_op(img, name, mag, interpolation=mode, fill=fill)
+                tally.add(spec.split()[0] + " " + "+".join(n for n, _ in subs), g[..., 0],
+                          img[0].numpy())
+    tally.report("gray (1 channel), vs _apply_op on the 1 x H x W uint8 tensor")
+    check(tally, lambda k: k.startswith("auto") or not RESAMPLING & set(k.split()[1].split("+")))
