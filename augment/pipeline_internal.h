@@ -33,7 +33,11 @@ typedef enum {
     SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
     SP_OP_GAUSSIAN_BLUR,         /* pipeline_geom.c */
     SP_OP_RANDOM_ERASING,        /* pipeline_geom.c; runs on the output (pipeline_write.c) */
-    SP_OP_ROTATE                 /* pipeline_geom.c */
+    SP_OP_ROTATE,                /* pipeline_geom.c */
+    SP_OP_AFFINE,                /* pipeline_policy.c, as the three below */
+    SP_OP_AUTO_AUGMENT,
+    SP_OP_RAND_AUGMENT,
+    SP_OP_TRIVIAL_AUGMENT
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -65,8 +69,14 @@ typedef struct sp_op {
     int nvalue;                /* random_erasing / rotate: 1 or 3 values */
     double value[3];           /* random_erasing value, rotate fill (per channel) */
     double degrees[2];         /* rotate: the angle range */
-    int bilinear;              /* rotate: interpolation=bilinear (else nearest) */
+    int bilinear;              /* rotate, affine, policies: interpolation=bilinear */
     int filter;                /* resize, random_resized_crop: SP_RESAMPLE_* */
+    double translate[2];       /* affine: fractions of W and H */
+    double shear[4];           /* affine: x range, y range (degrees) */
+    int nofill;                /* policies: fill=none (torchvision's None) */
+    int policy;                /* auto_augment: 0 imagenet, 1 cifar10, 2 svhn */
+    int num_ops, magnitude;    /* rand_augment */
+    int bins;                  /* rand_augment, trivial_augment_wide: num_magnitude_bins */
 } sp_op;
 
 struct sp_pipeline {
@@ -140,6 +150,17 @@ float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
  * the tracked size *W x *H. */
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
                       int *W, int *H);
+
+/* ---- the ops of pipeline_policy.c (affine, auto_augment, rand_augment,
+ * trivial_augment_wide): as the pipeline_geom.c functions above. ---- */
+int sp__policy_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                     const char *const *vals, sp_error *err);
+void sp__policy_canon(sp__sbuf *b, const sp_op *op);
+void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int W,
+                        int H);
+/* Run op k on the writable image img in place (its size is kept).
+ * @return 0, SP_ENOMEM. */
+int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img);
 
 /* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
  * (pipeline_write.c). */

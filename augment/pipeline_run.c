@@ -473,6 +473,12 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
             if ((rc = run_blur(op, (uint32_t)k, ctx, st, path, err)) == SP_EINVAL) return rc;
             break;
         case SP_OP_ROTATE: rc = run_rotate(op, (uint32_t)k, ctx, st); break;
+        case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT:
+        case SP_OP_TRIVIAL_AUGMENT:   /* a pending flip first (torchvision's order) */
+            if (!(rc = st_make_writable(st)) && st->hflip) sp_image_hflip(&st->cur);
+            st->hflip = 0;
+            if (!rc) rc = sp__policy_run(op, (uint32_t)k, ctx, &st->cur);
+            break;
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
             break;
@@ -699,6 +705,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         case SP_OP_GAUSSIAN_BLUR:
         case SP_OP_RANDOM_ERASING:
         case SP_OP_ROTATE: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
+        case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT:
+        case SP_OP_TRIVIAL_AUGMENT: sp__policy_explain(&e, op, k, ctx, W, H); break;
         default:
             if (sp__op_is_pixel(op->kind)) explain_pixel(&e, op, k, ctx);
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);

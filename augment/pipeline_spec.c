@@ -94,7 +94,7 @@ const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
 typedef struct op_desc {
     const char *name;
     sp_op_kind kind;
-    const char *keys[6];
+    const char *keys[8];
     const char *required;   /* a key that must be present, or NULL */
 } op_desc;
 
@@ -120,6 +120,13 @@ static const op_desc OPS[] = {
     {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
     {"random_erasing", SP_OP_RANDOM_ERASING, {"p", "scale", "ratio", "value", NULL}, NULL},
     {"rotate", SP_OP_ROTATE, {"degrees", "interpolation", "fill", NULL}, "degrees"},
+    {"affine", SP_OP_AFFINE, {"degrees", "translate", "scale", "shear", "interpolation", "fill",
+                              NULL}, "degrees"},
+    {"auto_augment", SP_OP_AUTO_AUGMENT, {"policy", "interpolation", "fill", NULL}, NULL},
+    {"rand_augment", SP_OP_RAND_AUGMENT, {"num_ops", "magnitude", "num_magnitude_bins",
+                                          "interpolation", "fill", NULL}, NULL},
+    {"trivial_augment_wide", SP_OP_TRIVIAL_AUGMENT, {"num_magnitude_bins", "interpolation",
+                                                     "fill", NULL}, NULL},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -303,6 +310,8 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_RANDOM_ERASING:
     case SP_OP_ROTATE:
         return sp__geom_parse(p, op, idx, d->name, vals, err);
+    case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
+        return sp__policy_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
         if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
@@ -375,7 +384,7 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     for (int i = 0; i < N_OPS; i++)
         if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
     if (!d) return unknown_op(idx, tok[0], err);
-    const char *vals[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    const char *vals[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');
         if (!eq || eq == tok[t])
@@ -469,6 +478,9 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
     case SP_OP_GAUSSIAN_BLUR:
     case SP_OP_RANDOM_ERASING:
     case SP_OP_ROTATE: sp__geom_canon(b, op); break;
+    case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
+        sp__policy_canon(b, op);
+        break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);

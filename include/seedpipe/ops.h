@@ -279,6 +279,72 @@ SP_API void sp_rotation_theta(float angle, float theta[6]);
 SP_API int sp_image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
                            sp_image *out);
 
+/*! sp_affine_rss() : torchvision's rotate-scale-shear entries [a, b, c, d]
+ *  of _get_inverse_affine_matrix for angle, shear_x, shear_y (degrees), in
+ *  double: a = cos(r - sy) / cos(sy), b = -cos(r - sy) tan(sx) / cos(sy) -
+ *  sin(r), c = sin(r - sy) / cos(sy), d = -sin(r - sy) tan(sx) / cos(sy) +
+ *  cos(r), with seedpipe's sine and cosine (r - sy taken in degrees) and
+ *  tan = sin / cos. */
+SP_API void sp_affine_rss(double angle, double shear_x, double shear_y, double rss[4]);
+
+/*! sp_affine_theta() : the rest of _get_inverse_affine_matrix (inverted),
+ *  in double in torchvision's order: m = [d, -b, 0, -c, a, 0] / scale,
+ *  m2 += m0 (-cx - tx) + m1 (-cy - ty), m5 likewise, m2 += cx, m5 += cy;
+ *  then rounded to binary32. (cx, cy) is the centre relative to the image
+ *  centre (the tensor path's center_f: 0, 0 for the image centre). */
+SP_API void sp_affine_theta(const double rss[4], double scale, double cx, double cy, double tx,
+                            double ty, float theta[6]);
+
+/*! sp_image_affine() : F.affine / F.rotate's grid and sampling (the steps
+ *  of sp_image_rotate) for the binary32 inverse matrix theta; fill NULL is
+ *  torchvision's fill=None (zeros outside, no mask blend).
+ *  @return 0, or SP_EINVAL when out's geometry is not src's. */
+SP_API int sp_image_affine(const sp_image *src, const float theta[6], int bilinear,
+                           const float *fill, sp_image *out);
+
+/* ---- the policy ops' sub-ops (ops_policy.c) --------------------------------
+ *
+ * torchvision 0.14's autoaugment._apply_op on a uint8 tensor, in place, for
+ * one sub-op and its signed magnitude (as torchvision computes it: a
+ * binary32 value, negated or not): ShearX/Y F.affine about the top-left
+ * corner with shear atan(m) (tan taken as m), TranslateX/Y by int(m)
+ * pixels, Rotate by m degrees, Brightness / Color / Contrast / Sharpness
+ * with factor 1 + m on the tensor path (binary32, truncated), Posterize
+ * int(m) bits, Solarize at m, AutoContrast, Equalize, Invert. */
+typedef enum {
+    SP_AUG_IDENTITY = 0, SP_AUG_SHEAR_X, SP_AUG_SHEAR_Y, SP_AUG_TRANSLATE_X,
+    SP_AUG_TRANSLATE_Y, SP_AUG_ROTATE, SP_AUG_BRIGHTNESS, SP_AUG_COLOR, SP_AUG_CONTRAST,
+    SP_AUG_SHARPNESS, SP_AUG_POSTERIZE, SP_AUG_SOLARIZE, SP_AUG_AUTOCONTRAST, SP_AUG_EQUALIZE,
+    SP_AUG_INVERT, SP_AUG_COUNT
+} sp_aug_op;
+
+/*! sp_aug_name() : torchvision's name of a sub-op ("ShearX", ...). */
+SP_API const char *sp_aug_name(int op);
+
+/*! sp_aug_apply() : apply sub-op `op` with magnitude m (fill NULL:
+ *  torchvision's fill=None). @return 0, SP_ENOMEM or SP_EINVAL. */
+SP_API int sp_aug_apply(sp_image *img, int op, double m, int bilinear, const float *fill);
+
+/*! sp_tensor_brightness() / _contrast() / _saturation() : torchvision's
+ *  adjust_* on a uint8 tensor, in place: _blend(img, other, f) =
+ *  trunc(clamp((float)f * v + (float)(1 - f) * o, 0, 255)) in binary32,
+ *  other = 0 (brightness), the mean of the image's grey (contrast; grey =
+ *  trunc(0.2989f r + 0.587f g + 0.114f b) for RGB, the sum exact, then
+ *  (float)sum / (float)N), the pixel's grey (saturation; identity on 1
+ *  channel). */
+SP_API void sp_tensor_brightness(sp_image *img, double f);
+SP_API void sp_tensor_contrast(sp_image *img, double f);
+SP_API void sp_tensor_saturation(sp_image *img, double f);
+
+/*! sp_linspace_f32() : element i of torch.linspace(start, end, steps) in
+ *  binary32 as torch 1.13's CPU kernel computes it with its AVX2 code (the
+ *  default on x86-64 with AVX2): step = (end - start) / (steps - 1); the
+ *  first 16 * floor(steps / 16) elements in vectors of 8 from a base
+ *  fmaf(step, i0, start) (i0 < steps / 2) or fmaf(-step, steps - i0 - 1,
+ *  end), element i0 + j = base + j * step (unfused); the rest fmaf(step, i,
+ *  start) or fmaf(-step, steps - i - 1, end) by the same halfway rule. */
+SP_API float sp_linspace_f32(float start, float end, int steps, int i);
+
 /* ---- random parameters ---------------------------------------------------- */
 
 typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;

@@ -15,7 +15,10 @@
  * Resize(int)), center_crop, random_crop (torchvision's RandomCrop:
  * padding constant / edge / reflect, fill, pad_if_needed), hflip, vflip,
  * color_jitter (hue included), gaussian_blur (torchvision's GaussianBlur),
- * rotate (RandomRotation, nearest or bilinear, about the centre),
+ * rotate (RandomRotation, nearest or bilinear, about the centre), affine
+ * (RandomAffine: angle, translation, scale, shears), the policy ops
+ * auto_augment, rand_augment and trivial_augment_wide (torchvision's
+ * AutoAugment, RandAugment, TrivialAugmentWide on the uint8 tensor path),
  * grayscale (random, keeps the channel count), the pixel-value ops invert,
  * posterize, solarize, autocontrast, equalize and sharpness (each with
  * p=; values as torchvision's functional API on uint8 tensors),

@@ -26,7 +26,8 @@ __all__ = ["from_torchvision", "Compose", "RandomResizedCrop", "RandomHorizontal
            "ColorJitter", "RandomGrayscale", "Resize", "CenterCrop", "Normalize", "ToTensor",
            "PILToTensor", "ConvertImageDtype", "RandomInvert", "RandomPosterize",
            "RandomSolarize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness",
-           "RandomApply", "RandomCrop", "GaussianBlur", "RandomErasing", "RandomRotation"]
+           "RandomApply", "RandomCrop", "GaussianBlur", "RandomErasing", "RandomRotation",
+           "RandomAffine", "AutoAugment", "RandAugment", "TrivialAugmentWide"]
 
 
 def _num(x):
@@ -221,6 +222,123 @@ class RandomRotation(_Op):
             raise ValueError(f"{n}: fill={fill!r} must be 1 or 3 numbers in [0, 255]")
         self.op = (f"rotate degrees={_num(lo)},{_num(hi)} interpolation={mode} "
                    f"fill={','.join(_num(x) for x in f)}")
+
+
+def _nearest_bilinear(name, interpolation):
+    """torchvision's interpolation for the grid ops: nearest (default) or
+    bilinear, as the enum, its value or PIL's number."""
+    v = getattr(interpolation, "value", interpolation)
+    mode = {None: "nearest", "nearest": "nearest", 0: "nearest", "bilinear": "bilinear",
+            2: "bilinear"}.get(v)
+    if mode is None:
+        raise ValueError(f"{name}: interpolation={interpolation!r} is not supported (nearest or "
+                         "bilinear)")
+    return mode
+
+
+def _fill(name, fill, none_ok):
+    """fill: a number or 1 or 3 numbers in [0, 255]; None is torchvision's
+    no-fill (zeros, no mask) where none_ok, else 0."""
+    if fill is None:
+        return "none" if none_ok else "0"
+    f = [fill] if isinstance(fill, numbers.Number) else list(fill)
+    if len(f) not in (1, 3) or any(isinstance(x, bool) or not isinstance(x, numbers.Number) or
+                                   not 0 <= float(x) <= 255 for x in f):
+        raise ValueError(f"{name}: fill={fill!r} is not supported (None, or 1 or 3 numbers in "
+                         "[0, 255])")
+    return ",".join(_num(x) for x in f)
+
+
+def _range(name, key, v, lim):
+    """d -> (-d, d) (d >= 0) or (lo, hi) with -lim <= lo <= hi <= lim."""
+    if isinstance(v, numbers.Number) and not isinstance(v, bool):
+        if v < 0:
+            raise ValueError(f"{name}: {key}={v!r} must be non-negative")
+        return -float(v), float(v)
+    try:
+        lo, hi = (float(x) for x in v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {key} must be a number or a pair (min, max), got {v!r}")
+    if not -lim <= lo <= hi <= lim:
+        raise ValueError(f"{name}: {key}={v!r} must satisfy min <= max (within +-{lim:g})")
+    return lo, hi
+
+
+class RandomAffine(_Op):
+    """torchvision's RandomAffine(degrees, translate, scale, shear,
+    interpolation, fill, center=None) on the uint8 tensor path
+    (docs/pipeline.md "affine"); center is not supported."""
+    def __init__(self, degrees, translate=None, scale=None, shear=None, interpolation=None,
+                 fill=0, center=None):
+        n = "RandomAffine"
+        if center is not None:
+            raise ValueError(f"{n}: center={center!r} is not supported (the image's centre)")
+        lo, hi = _range(n, "degrees", degrees, 1e6)
+        parts = [f"affine degrees={_num(lo)},{_num(hi)}"]
+        if translate is not None:
+            t = [float(x) for x in translate]
+            if len(t) != 2 or not all(0 <= x <= 1 for x in t):
+                raise ValueError(f"{n}: translate={translate!r} must be two fractions in [0, 1]")
+            parts.append(f"translate={_num(t[0])},{_num(t[1])}")
+        if scale is not None:
+            sc = [float(x) for x in scale]
+            if len(sc) != 2 or not 0 < sc[0] <= sc[1]:
+                raise ValueError(f"{n}: scale={scale!r} must be (min, max) with 0 < min <= max")
+            parts.append(f"scale={_num(sc[0])},{_num(sc[1])}")
+        if shear is not None:
+            if isinstance(shear, numbers.Number):
+                sh = list(_range(n, "shear", shear, 90))
+            else:
+                sh = [float(x) for x in shear]
+            if len(sh) not in (2, 4) or not all(-90 < x < 90 for x in sh):
+                raise ValueError(f"{n}: shear={shear!r} must be a number, 2 or 4 values in "
+                                 "degrees within (-90, 90)")
+            parts.append("shear=" + ",".join(_num(x) for x in sh))
+        parts.append(f"interpolation={_nearest_bilinear(n, interpolation)}")
+        parts.append(f"fill={_fill(n, fill, False)}")
+        self.op = " ".join(parts)
+
+
+class AutoAugment(_Op):
+    """torchvision's AutoAugment(policy, interpolation, fill): the ImageNet,
+    CIFAR10 and SVHN policies, every sub-op on the uint8 tensor path."""
+    def __init__(self, policy="imagenet", interpolation=None, fill=None):
+        n = "AutoAugment"
+        pol = str(getattr(policy, "value", policy)).lower()
+        if pol not in ("imagenet", "cifar10", "svhn"):
+            raise ValueError(f"{n}: policy={policy!r} is not supported (imagenet, cifar10, svhn)")
+        self.op = (f"auto_augment policy={pol} interpolation={_nearest_bilinear(n, interpolation)}"
+                   f" fill={_fill(n, fill, True)}")
+
+
+def _int_arg(name, key, v, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not lo <= int(v) <= hi:
+        raise ValueError(f"{name}: {key}={v!r} is not supported (an integer in [{lo}, {hi}])")
+    return int(v)
+
+
+class RandAugment(_Op):
+    """torchvision's RandAugment(num_ops, magnitude, num_magnitude_bins,
+    interpolation, fill)."""
+    def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation=None,
+                 fill=None):
+        n = "RandAugment"
+        bins = _int_arg(n, "num_magnitude_bins", num_magnitude_bins, 2, 1000)
+        self.op = (f"rand_augment num_ops={_int_arg(n, 'num_ops', num_ops, 0, 16)} "
+                   f"magnitude={_int_arg(n, 'magnitude', magnitude, 0, bins - 1)} "
+                   f"num_magnitude_bins={bins} interpolation={_nearest_bilinear(n, interpolation)}"
+                   f" fill={_fill(n, fill, True)}")
+
+
+class TrivialAugmentWide(_Op):
+    """torchvision's TrivialAugmentWide(num_magnitude_bins, interpolation,
+    fill)."""
+    def __init__(self, num_magnitude_bins=31, interpolation=None, fill=None):
+        n = "TrivialAugmentWide"
+        bins = _int_arg(n, "num_magnitude_bins", num_magnitude_bins, 2, 1000)
+        self.op = (f"trivial_augment_wide num_magnitude_bins={bins} "
+                   f"interpolation={_nearest_bilinear(n, interpolation)} "
+                   f"fill={_fill(n, fill, True)}")
 
 
 class RandomHorizontalFlip(_Op):
@@ -441,7 +559,8 @@ def from_torchvision(t):
     CenterCrop, Normalize, ToTensor, PILToTensor, ConvertImageDtype,
     RandomInvert, RandomPosterize, RandomSolarize, RandomAutocontrast,
     RandomEqualize, RandomAdjustSharpness, RandomApply, RandomCrop, GaussianBlur,
-    RandomErasing, RandomRotation, Compose. Anything
+    RandomErasing, RandomRotation, RandomAffine, AutoAugment, RandAugment,
+    TrivialAugmentWide, Compose. Anything
     else (Lambda, RandomPerspective, ...) is a ValueError naming it: it cannot
     run inside the C pipeline."""
     name = type(t).__name__
@@ -475,6 +594,16 @@ def from_torchvision(t):
     if name == "RandomRotation":
         return RandomRotation(g("degrees"), g("interpolation"), g("expand", False), g("center"),
                               g("fill", 0))
+    if name == "RandomAffine":
+        return RandomAffine(g("degrees"), g("translate"), g("scale"), g("shear"),
+                            g("interpolation"), g("fill", 0), g("center"))
+    if name == "AutoAugment":
+        return AutoAugment(g("policy"), g("interpolation"), g("fill"))
+    if name == "RandAugment":
+        return RandAugment(g("num_ops"), g("magnitude"), g("num_magnitude_bins"),
+                           g("interpolation"), g("fill"))
+    if name == "TrivialAugmentWide":
+        return TrivialAugmentWide(g("num_magnitude_bins"), g("interpolation"), g("fill"))
     if name == "RandomErasing":
         return RandomErasing(g("p"), g("scale"), g("ratio"), g("value"), g("inplace", False))
     if name == "GaussianBlur":

@@ -24,7 +24,8 @@ inside are standard normal.
 rotate (forced angle, `degrees=a,a`) against F.rotate on the uint8 tensor
 with RandomRotation's list fill: nearest exact; bilinear at most 1 apart,
 at most 1e-4 of the values differing, PSNR >= 40 dB (torch's grid comes
-from a BLAS matrix product).
+from a BLAS matrix product, and torch's kernels depend on the CPU; measured
+exact since seedpipe follows the AVX2 grid_sample's fused multiply-adds).
 Skipped (visibly) without torch/torchvision or the photos.
 """
 import math
