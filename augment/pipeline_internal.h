@@ -33,7 +33,8 @@ typedef enum {
     SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
     SP_OP_GAUSSIAN_BLUR,         /* pipeline_geom.c */
     SP_OP_RANDOM_ERASING,        /* pipeline_geom.c; runs on the output (pipeline_write.c) */
-    SP_OP_ROTATE                 /* pipeline_geom.c */
+    SP_OP_ROTATE,                /* pipeline_geom.c */
+    SP_OP_TARGETS                /* targets_spec.c: the declared target rules (last op) */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -66,6 +67,8 @@ typedef struct sp_op {
     double value[3];           /* random_erasing value, rotate fill (per channel) */
     double degrees[2];         /* rotate: the angle range */
     int bilinear;              /* rotate: interpolation=bilinear (else nearest) */
+    int tmax, tclip, tkpts;    /* targets: max_boxes, clip, keypoints */
+    double tmin_area, tmin_vis; /* targets: min_area, min_visibility */
 } sp_op;
 
 struct sp_pipeline {
@@ -139,6 +142,13 @@ float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
  * the tracked size *W x *H. */
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
                       int *W, int *H);
+
+/* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
+ * min_area, min_visibility, keypoints), canonical form, and the check that
+ * it is last and every other op can move targets (SP_ESPEC). */
+int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err);
+void sp__targets_canon(sp__sbuf *b, const sp_op *op);
+int sp__targets_check(const sp_pipeline *p, sp_error *err);
 
 /* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
  * (pipeline_write.c). */

@@ -120,6 +120,8 @@ static const op_desc OPS[] = {
     {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
     {"random_erasing", SP_OP_RANDOM_ERASING, {"p", "scale", "ratio", "value", NULL}, NULL},
     {"rotate", SP_OP_ROTATE, {"degrees", "interpolation", "fill", NULL}, "degrees"},
+    {"targets", SP_OP_TARGETS,
+     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", NULL}, NULL},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -292,6 +294,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_RANDOM_ERASING:
     case SP_OP_ROTATE:
         return sp__geom_parse(p, op, idx, d->name, vals, err);
+    case SP_OP_TARGETS: return sp__targets_parse(op, idx, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
         if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
@@ -391,10 +394,13 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     if (d->kind == SP_OP_DECODE && idx != 0)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": decode must be the first op",
                             idx, d->name);
-    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING)
+    if (idx > 0 && p->ops[idx - 1].kind == SP_OP_TARGETS)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op may follow targets "
+                            "(it must be last)", idx, d->name);
+    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING && d->kind != SP_OP_TARGETS)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
                             "follow normalize (it must be last)", idx, d->name);
-    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING)
+    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING && d->kind != SP_OP_TARGETS)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
                             "follow random_erasing (it works on the output values)", idx, d->name);
     sp_op *op = &p->ops[idx];
@@ -455,6 +461,7 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
     case SP_OP_GAUSSIAN_BLUR:
     case SP_OP_RANDOM_ERASING:
     case SP_OP_ROTATE: sp__geom_canon(b, op); break;
+    case SP_OP_TARGETS: sp__targets_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -543,6 +550,7 @@ static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
     }
     p->nops = idx;
     rc = check_spans(p, err);
+    if (!rc) rc = sp__targets_check(p, err);
 out:
     free(buf);
     return rc;

@@ -317,7 +317,7 @@ int cmd_explain(cli_args *a) {
     sp_error_clear(&err);
     sp_loader *ld;
     if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
-    char text[4096];
+    static char text[1 << 19];   /* with targets, a line per box */
     if (sp_loader_explain(ld, (uint32_t)epoch, index, text, sizeof text, &err) != 0) {
         sp_loader_destroy(ld);
         cli_fail(a, &err);

@@ -33,6 +33,9 @@
  * ABI 6: a blend's weights may change at a resume (state.h: the blend_
  * fields of sp_loader_state, sp_loader_resume(), SP_STATE_TEXT_MAX;
  * docs/determinism.md section 12b).
+ * ABI 7: targets (targets.h, docs/targets.md): sp_loader_config.annotations,
+ * the `targets` op, sp_pipeline_run_geom(), sp_targets_apply(); a sample
+ * record with targets is the image then its target fields.
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
@@ -43,7 +46,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 6
+#define SP_ABI_VERSION 7
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))
