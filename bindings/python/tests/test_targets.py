@@ -316,7 +316,8 @@ HOSTILE = [
         IMG, json.dumps({"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
                          "keypoints": [1, 1, 1]}),
         json.dumps({"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
-                    "keypoints": [1, 1, 1, 2, 2, 2]})), "annotation 1: \"keypoints\" has another K"),
+                    "keypoints": [1, 1, 1, 2, 2, 2]})),
+     "annotation 1: \"keypoints\" has another K"),
     ("[" * 100000, r"offset \d+"),
     (b'{"images": [{"id": 1, "file_name": "\xff\xfe"}], "annotations": []}', ""),
 ]
@@ -371,3 +372,26 @@ def test_canonical_and_fields(coco):
         assert set(b) == {"image", "boxes", "labels", "num_boxes", "dropped", "label"}
         assert b["image"].shape == (4, 3, 8, 8) and b["boxes"].shape == (4, 100, 4)
         assert b["boxes"].dtype == np.float32 and b["labels"].dtype == np.int32
+
+
+def test_verify_covers_targets(coco):
+    """`seedpipe verify` with --annotations: worker counts, a SIGKILLed
+    worker, a stop/resume, the cache and world 2 give the one stream
+    (images and targets); the service, which does not carry targets yet,
+    is named as not run; serve and train refuse --annotations by name."""
+    import os
+    import subprocess
+    bin_ = os.environ.get("SEEDPIPE_BIN")
+    if not bin_:
+        pytest.skip("SEEDPIPE_BIN is not set (the seedpipe tool)")
+    data, ann, _ = coco
+    r = subprocess.run([bin_, "verify", data, "--annotations", ann, "--pipeline", SPEC_W,
+                        "--seed", "2", "--epochs", "2", "--batch-size", "4", "--workers", "1,3",
+                        "--world", "1,2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all configurations give identical streams" in r.stdout
+    assert "not run (targets: the service does not serve them yet" in r.stdout
+    for cmd in (["serve", "--name", "tg", data], ["train", data]):
+        r = subprocess.run([bin_] + cmd + ["--annotations", ann, "--pipeline", SPEC_W],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "--annotations: targets are not" in r.stderr, r.stderr
