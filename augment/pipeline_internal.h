@@ -149,6 +149,7 @@ void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *
 int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err);
 void sp__targets_canon(sp__sbuf *b, const sp_op *op);
 int sp__targets_check(const sp_pipeline *p, sp_error *err);
+int sp__targets_moves(sp_op_kind k);   /* 1 if op kind k moves targets (logs its geometry) */
 
 /* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
  * (pipeline_write.c). */

@@ -408,6 +408,12 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     op->kind = d->kind;
     int rc = parse_values(p, op, d, idx, vals, err);
     if (rc) return rc;
+    for (int j = 0; d->kind == SP_OP_TARGETS && j < idx; j++)   /* targets_spec.c */
+        for (int o = 0; o < N_OPS && !sp__targets_moves(p->ops[j].kind); o++)
+            if (OPS[o].kind == p->ops[j].kind)
+                return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": it cannot move "
+                                    "boxes and keypoints yet, so a pipeline with targets "
+                                    "refuses it", j, OPS[o].name);
     if (op->kind == SP_OP_DECODE) {
         p->has_decode = 1;
         p->channels = op->channels;

@@ -57,8 +57,9 @@ void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
 
 /* Can op kind k move targets? The geometric ops of the run log their
  * geometry (pipeline_run.c); the others keep every pixel where it is. An
- * op added later is refused until it logs its geometry too. */
-static int moves_targets(sp_op_kind k) {
+ * op added later is refused (pipeline_spec.c names it when it parses the
+ * targets op) until it logs its geometry too. */
+int sp__targets_moves(sp_op_kind k) {
     switch (k) {
     case SP_OP_DECODE: case SP_OP_RRC: case SP_OP_RESIZE: case SP_OP_CENTER_CROP:
     case SP_OP_HFLIP: case SP_OP_VFLIP: case SP_OP_COLOR_JITTER: case SP_OP_GRAYSCALE:
@@ -80,12 +81,8 @@ int sp__targets_check(const sp_pipeline *p, sp_error *err) {
     if (t != p->nops - 1)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": it must be the last op",
                             t);
-    for (int i = 0; i < t; i++) {
+    for (int i = 0; i < t; i++) {   /* the ops that cannot move targets: pipeline_spec.c */
         const sp_op *op = &p->ops[i];
-        if (!moves_targets(op->kind))
-            return sp_error_set(err, SP_ESPEC, "pipeline op %d (kind %d): this op cannot move "
-                                "boxes and keypoints yet, so a pipeline with targets refuses it",
-                                i, (int)op->kind);
         if (op->kind == SP_OP_RANDOM_APPLY && i + op->span >= t)
             return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": targets may "
                                 "not be random-applied", i);
