@@ -270,7 +270,7 @@ static int parse(ctx *x, const sp__json *j) {
 int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
                  sp_coco **out, sp_error *err) {
     *out = NULL;
-    sp_coco_limits dl = {256ull << 20, (size_t)1 << 25};
+    sp_coco_limits dl = {256ull << 20, (size_t)1 << 24};
     if (lim) dl = *lim;
     sp__buf buf = {NULL, 0};
     size_t len = 0;

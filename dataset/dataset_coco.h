@@ -31,7 +31,7 @@ typedef struct sp_coco sp_coco;
 
 typedef struct sp_coco_limits {
     uint64_t max_bytes;    /* the file; default 256 MiB */
-    size_t max_tokens;     /* JSON tokens; default 2^25 */
+    size_t max_tokens;     /* JSON tokens; default 2^24 (40 bytes each) */
 } sp_coco_limits;
 
 /*! sp_coco_open() : parse `path` against ds's samples (lim NULL: defaults).

@@ -161,6 +161,12 @@ class Loader(StreamSource):
     same either way; a cache problem (a damaged file, a full disk) is a
     RuntimeWarning (warnings.warn) and the batch is computed instead.
     cache_stats() gives the counters.
+
+    annotations=FILE (a COCO-style instances JSON beside the image dataset)
+    with a pipeline that ends with a `targets` op makes boxes and keypoints
+    ride the augmentation (docs/targets.md): batches are dicts of views,
+    image, boxes (B, N, 4), labels (B, N), num_boxes (B,), dropped (B, 3),
+    keypoints (B, N, K, 3) when K > 0, and label (the class label).
     """
 
     def __new__(cls, data=None, *args, **kw):
