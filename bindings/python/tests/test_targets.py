@@ -395,3 +395,15 @@ def test_verify_covers_targets(coco):
         r = subprocess.run([bin_] + cmd + ["--annotations", ann, "--pipeline", SPEC_W],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "--annotations: targets are not" in r.stderr, r.stderr
+
+
+def test_images_are_those_without_targets(coco):
+    """The targets op draws nothing and the record puts the image first:
+    every image equals the same pipeline's without targets, byte for byte."""
+    data, ann, _ = coco
+    plain = SPEC_W.rsplit("|", 1)[0]
+    with seedpipe.Loader(data, pipeline=SPEC_W, annotations=ann, batch_size=4, seed=9) as a, \
+            seedpipe.Loader(data, pipeline=plain, batch_size=4, seed=9) as b:
+        for x, (images, labels) in zip(a, b):
+            assert x["image"].tobytes() == images.tobytes()
+            assert x["label"].tolist() == labels.tolist()
