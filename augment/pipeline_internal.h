@@ -11,6 +11,7 @@
 
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "seedpipe/targets.h"
 #include "common/sbuf_internal.h"
 
 typedef enum {
@@ -37,7 +38,8 @@ typedef enum {
     SP_OP_AFFINE,                /* pipeline_policy.c, as the three below */
     SP_OP_AUTO_AUGMENT,
     SP_OP_RAND_AUGMENT,
-    SP_OP_TRIVIAL_AUGMENT
+    SP_OP_TRIVIAL_AUGMENT,
+    SP_OP_TARGETS                /* targets_spec.c: the declared target rules (last op) */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -77,6 +79,8 @@ typedef struct sp_op {
     int policy;                /* auto_augment: 0 imagenet, 1 cifar10, 2 svhn */
     int num_ops, magnitude;    /* rand_augment */
     int bins;                  /* rand_augment, trivial_augment_wide: num_magnitude_bins */
+    int tmax, tclip, tkpts;    /* targets: max_boxes, clip, keypoints */
+    double tmin_area, tmin_vis; /* targets: min_area, min_visibility */
 } sp_op;
 
 struct sp_pipeline {
@@ -161,6 +165,13 @@ void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx
 /* Run op k on the writable image img in place (its size is kept).
  * @return 0, SP_ENOMEM. */
 int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img);
+/* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
+ * min_area, min_visibility, keypoints), canonical form, and the check that
+ * it is last and every other op can move targets (SP_ESPEC). */
+int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err);
+void sp__targets_canon(sp__sbuf *b, const sp_op *op);
+int sp__targets_check(const sp_pipeline *p, sp_error *err);
+int sp__targets_moves(sp_op_kind k);   /* 1 if op kind k moves targets (logs its geometry) */
 
 /* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
  * (pipeline_write.c). */
@@ -177,11 +188,12 @@ int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int 
  * mirrored when flip (pipeline_write.c). */
 /*! sp__pipeline_run_flags() : sp_pipeline_run_shaped() (shape may be NULL)
  *  with sp__image_decode_ex() flags for the encoded input's decode
- *  (SP__DECODE_VALIDATED, from the loader: the dataset's verdict). */
+ *  (SP__DECODE_VALIDATED, from the loader: the dataset's verdict) and the
+ *  geometry log of sp_pipeline_run_geom() (log may be NULL). */
 int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
-                           sp_error *err);
+                           sp_geom_log *log, sp_error *err);
 
 void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                       void *out);

@@ -36,6 +36,7 @@
 #include "augment/decode_internal.h"
 #include "common/sbuf_internal.h"
 #include "common/trace_internal.h"
+#include "seedpipe/targets.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -48,7 +49,27 @@ typedef struct state {
     sp_image cur;    /* the image the next op sees */
     int writable;    /* cur points into hold */
     int hflip;       /* a pending horizontal flip of cur (applied on output) */
+    sp_geom_log *log;   /* the geometry applied, for targets (targets.h), or NULL */
 } state;
+
+/* Log one geometric step (targets.h sp_geom_step); the log has room for
+ * one step per op, and a fused resize + center_crop logs two. */
+static void log_step(state *s, int kind, int op, int in_w, int in_h, int out_w, int out_h,
+                     double x0, double y0, double sx, double sy) {
+    if (!s->log || s->log->n >= SP_GEOM_LOG_MAX) return;
+    sp_geom_step *g = &s->log->step[s->log->n++];
+    memset(g, 0, sizeof *g);
+    g->kind = kind;
+    g->op = op;
+    g->in_w = in_w;
+    g->in_h = in_h;
+    g->out_w = out_w;
+    g->out_h = out_h;
+    g->x0 = x0;
+    g->y0 = y0;
+    g->sx = sx;
+    g->sy = sy;
+}
 
 static void st_take(state *s, sp_image *owned) {
     sp_image_free(&s->hold);
@@ -128,6 +149,8 @@ static int run_rrc(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const 
     sp_rrc_sample(s->W, s->H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
                   ctx->k_augment, k, ctx->sample, ctx->epoch, &b);
     int d = pick_scale(s, b.w, b.h, op->w, op->h);
+    log_step(st, SP_GEOM_AXIS, (int)k, s->W, s->H, op->w, op->h, b.x, b.y,
+             (double)op->w / b.w, (double)op->h / b.h);
     sp_image reg, out;
     int owned, rc = source_region(s, b.x, b.y, b.w, b.h, d, &reg, &owned, path, err);
     if (rc) return rc;
@@ -169,6 +192,10 @@ static int run_resize(const sp_pipeline *p, int k, const source *s, state *st, i
         wy = sp_center_crop_offset(oh, wh);
         *consumed = 2;
     }
+    log_step(st, SP_GEOM_AXIS, k, s->W, s->H, ow, oh, 0, 0, (double)ow / s->W,
+             (double)oh / s->H);
+    if (*consumed == 2)   /* the center_crop, a step of its own */
+        log_step(st, SP_GEOM_AXIS, k + 1, ow, oh, ww, wh, wx, wy, 1, 1);
     int d = pick_scale(s, s->W, s->H, ow, oh);
     sp_resample_geom g = {(s->W + d - 1) / d, (s->H + d - 1) / d, 0.0, 0.0,
                           (double)s->W / d, (double)s->H / d, ow, oh, wx, wy, ww, wh, op->filter};
@@ -233,6 +260,8 @@ static int run_random_crop(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx
     sp__crop_plan pl;
     int rc = sp__random_crop_plan(op, s->W, s->H, ctx, k, &pl, path, err);
     if (rc) return rc;
+    log_step(st, SP_GEOM_AXIS, (int)k, s->W, s->H, op->w, op->h,
+             pl.g.x - pl.g.pad[0] - pl.g.extra_x, pl.g.y - pl.g.pad[1] - pl.g.extra_y, 1, 1);
     sp_image reg, out;
     int owned = 0, all_fill = !pl.bw;   /* then a 1x1 read still checks the file */
     rc = source_region(s, pl.bx, pl.by, all_fill ? 1 : pl.bw, all_fill ? 1 : pl.bh, 1, &reg,
@@ -255,6 +284,8 @@ static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, 
     if (op->kind == SP_OP_RRC) return run_rrc(op, (uint32_t)k, ctx, s, st, path, err);
     if (op->kind == SP_OP_RESIZE) return run_resize(p, k, s, st, consumed, path, err);
     if (op->kind == SP_OP_RANDOM_CROP) return run_random_crop(op, (uint32_t)k, ctx, s, st, path, err);
+    log_step(st, SP_GEOM_AXIS, k, s->W, s->H, op->w, op->h, sp_center_crop_offset(s->W, op->w),
+             sp_center_crop_offset(s->H, op->h), 1, 1);
     return run_center_crop(op, s, st, path, err);
 }
 
@@ -351,8 +382,15 @@ static int run_rotate(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sta
     sp_image out;
     int rc = sp_image_alloc(&out, st->cur.width, st->cur.height, st->cur.channels);
     if (rc) return rc;
+    float angle = sp__rotate_angle(op, k, ctx), th[6];
+    sp_rotation_theta(angle, th);
+    log_step(st, SP_GEOM_ROTATE, (int)k, out.width, out.height, out.width, out.height, 0, 0, 1, 1);
+    if (st->log && st->log->n) {
+        st->log->step[st->log->n - 1].c = th[0];
+        st->log->step[st->log->n - 1].s = th[1];
+    }
     const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
-    sp_image_rotate(&st->cur, sp__rotate_angle(op, k, ctx), op->bilinear, fill, &out);
+    sp_image_rotate(&st->cur, angle, op->bilinear, fill, &out);
     st_take(st, &out);
     return SP_OK;
 }
@@ -395,6 +433,10 @@ static int start_encoded(const sp_pipeline *p, const sp_sample_ctx *ctx, const s
     s.W = info.width;
     s.H = info.height;
     s.format = info.format;
+    if (st->log) {
+        st->log->src_w = s.W;
+        st->log->src_h = s.H;
+    }
     if (*k < p->nops && sp__op_is_geometric(p->ops[*k].kind)) {
         int consumed;
         rc = run_geometric(p, *k, ctx, &s, st, &consumed, path, err);
@@ -415,6 +457,10 @@ static int start_raw(const sp_pipeline *p, const sp_image *r, state *st, const c
     if (!r->data || r->width <= 0 || r->height <= 0 || (r->channels != 1 && r->channels != 3) ||
         r->stride < (size_t)r->width * (size_t)r->channels)
         return sp_error_set(err, SP_EINVAL, "%s: invalid raw image", path);
+    if (st->log) {
+        st->log->src_w = r->width;
+        st->log->src_h = r->height;
+    }
     if (r->channels == p->channels) {
         st->cur = *r;
         return SP_OK;
@@ -458,11 +504,18 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
              * non-geometric op is per pixel (contrast's mean is a sum,
              * equalize and autocontrast use histograms, sharpness's kernel
              * and border are symmetric), so it commutes with the flip. */
-            if (bernoulli(op, (uint32_t)k, ctx)) st->hflip ^= 1;
+            if (bernoulli(op, (uint32_t)k, ctx)) {
+                st->hflip ^= 1;   /* geometrically here, in op order */
+                log_step(st, SP_GEOM_HFLIP, k, st->cur.width, st->cur.height, st->cur.width,
+                         st->cur.height, 0, 0, 1, 1);
+            }
             break;
         case SP_OP_VFLIP:
-            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(st)))
+            if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(st))) {
                 sp_image_vflip(&st->cur);
+                log_step(st, SP_GEOM_VFLIP, k, st->cur.width, st->cur.height, st->cur.width,
+                         st->cur.height, 0, 0, 1, 1);
+            }
             break;
         case SP_OP_GRAYSCALE:
             if (bernoulli(op, (uint32_t)k, ctx) && !(rc = st_make_writable(st)))
@@ -501,7 +554,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
  * would leave what the buffer held. */
 static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, const sp_out_shape *shape, void *out,
-                    size_t out_bytes, int dflags, sp_error *err) {
+                    size_t out_bytes, int dflags, sp_geom_log *log, sp_error *err) {
     static const sp_run_opts default_opts = {SP_DTYPE_UINT8, SP_LAYOUT_NCHW, 0, NULL};
     if (!p || !ctx || !src || !out) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL argument");
     const sp_run_opts *o = opts ? opts : &default_opts;
@@ -519,6 +572,8 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
 
     state st;
     memset(&st, 0, sizeof st);
+    st.log = log;
+    if (log) log->n = log->src_w = log->src_h = 0;
     int rc, k = p->has_decode ? 1 : 0;
     if (src->bytes) rc = start_encoded(p, ctx, src, &lim, dflags, &st, &k, path, err);
     else if (src->raw) rc = start_raw(p, src->raw, &st, path, err);
@@ -557,25 +612,32 @@ int sp_pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, sp_error *err) {
     if (!shape) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL shape");
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, err);
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, NULL, err);
 }
 
 int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
-                           sp_error *err) {
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, dflags, err);
+                           sp_geom_log *log, sp_error *err) {
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, dflags, log, err);
+}
+
+int sp_pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                         const sp_sample_src *src, const sp_run_opts *opts,
+                         const sp_out_shape *shape, void *out, size_t out_bytes,
+                         sp_geom_log *log, sp_error *err) {
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, log, err);
 }
 
 int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
                             const sp_sample_src *src, const sp_run_opts *opts, void *out,
                             size_t out_bytes, sp_error *err) {
-    return run_into(p, ctx, src, opts, NULL, out, out_bytes, 0, err);
+    return run_into(p, ctx, src, opts, NULL, out, out_bytes, 0, NULL, err);
 }
 
 int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, void *out, sp_error *err) {
-    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, 0, err);
+    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, 0, NULL, err);
 }
 
 /* ---- explain ------------------------------------------------------------------- */
@@ -699,6 +761,9 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         }
         case SP_OP_NORMALIZE:
             sp__fbuf_printf(&e, "%d normalize: fixed (no draw)\n", k);
+            break;
+        case SP_OP_TARGETS:
+            sp__fbuf_printf(&e, "%d targets: rules (no draw; the boxes' fates follow)\n", k);
             break;
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
         case SP_OP_RANDOM_CROP:

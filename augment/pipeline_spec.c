@@ -127,6 +127,8 @@ static const op_desc OPS[] = {
                                           "interpolation", "fill", NULL}, NULL},
     {"trivial_augment_wide", SP_OP_TRIVIAL_AUGMENT, {"num_magnitude_bins", "interpolation",
                                                      "fill", NULL}, NULL},
+    {"targets", SP_OP_TARGETS,
+     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", NULL}, NULL},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -312,6 +314,7 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
         return sp__geom_parse(p, op, idx, d->name, vals, err);
     case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
         return sp__policy_parse(p, op, idx, d->name, vals, err);
+    case SP_OP_TARGETS: return sp__targets_parse(op, idx, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
         if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
@@ -411,10 +414,13 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     if (d->kind == SP_OP_DECODE && idx != 0)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": decode must be the first op",
                             idx, d->name);
-    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING)
+    if (idx > 0 && p->ops[idx - 1].kind == SP_OP_TARGETS)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op may follow targets "
+                            "(it must be last)", idx, d->name);
+    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING && d->kind != SP_OP_TARGETS)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
                             "follow normalize (it must be last)", idx, d->name);
-    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING)
+    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING && d->kind != SP_OP_TARGETS)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
                             "follow random_erasing (it works on the output values)", idx, d->name);
     sp_op *op = &p->ops[idx];
@@ -422,6 +428,12 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     op->kind = d->kind;
     int rc = parse_values(p, op, d, idx, vals, err);
     if (rc) return rc;
+    for (int j = 0; d->kind == SP_OP_TARGETS && j < idx; j++)   /* targets_spec.c */
+        for (int o = 0; o < N_OPS && !sp__targets_moves(p->ops[j].kind); o++)
+            if (OPS[o].kind == p->ops[j].kind)
+                return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": it cannot move "
+                                    "boxes and keypoints yet, so a pipeline with targets "
+                                    "refuses it", j, OPS[o].name);
     if (op->kind == SP_OP_DECODE) {
         p->has_decode = 1;
         p->channels = op->channels;
@@ -481,6 +493,7 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
     case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
         sp__policy_canon(b, op);
         break;
+    case SP_OP_TARGETS: sp__targets_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -569,6 +582,7 @@ static int parse_text(const char *text, sp_pipeline *p, sp_error *err) {
     }
     p->nops = idx;
     rc = check_spans(p, err);
+    if (!rc) rc = sp__targets_check(p, err);
 out:
     free(buf);
     return rc;

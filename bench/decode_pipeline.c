@@ -113,7 +113,7 @@ static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_byt
         sp_error err;
         int fl = validated && files[i].clean ? SP__DECODE_VALIDATED : 0;
         if (sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch + (i % 64) * sample_bytes,
-                                   SIZE_MAX, fl, &err) != 0)
+                                   SIZE_MAX, fl, NULL, &err) != 0)
             (*failed)++;
     }
     *cpu += cpu_s() - c0;
@@ -171,9 +171,9 @@ int main(int argc, char **argv) {
         sp_run_opts o = {SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, 0, NULL};
         sp_sample_ctx ctx = {k, 0, (uint32_t)i};
         sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
-        int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, &err);
+        int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, NULL, &err);
         int b = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch2, SIZE_MAX,
-                                       files[i].clean ? SP__DECODE_VALIDATED : 0, &err);
+                                       files[i].clean ? SP__DECODE_VALIDATED : 0, NULL, &err);
         differ += a != b || (a == 0 && memcmp(batch, batch2, sample_bytes) != 0);
     }
     free(batch2);

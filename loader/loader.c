@@ -44,6 +44,7 @@
 #include "dataset/dataset_internal.h"
 #include "loader/loader_internal.h"
 #include "loader/tokens_internal.h"
+#include "loader/targets_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -79,6 +80,9 @@ struct sp_loader {
     sp_sample_list list;              /* cfg.samples: a view of the dataset's copy */
     const char **list_paths;
     int32_t *list_labels;
+    char *annotations;                /* copy of cfg.annotations, or NULL */
+    sp__ldt *targets;                 /* boxes and keypoints (loader_targets.c), or NULL */
+    size_t image_bytes;               /* a sample's image (then its targets, if any) */
 };
 
 static char *dupstr(const char *s) {
@@ -220,6 +224,7 @@ static sp_digest compute_fingerprint(const sp_loader *ld, int weighed) {
     sp__hash_u64(st, dfp.hi);
     sp__hash_u64(st, dfp.lo);
     sp__hash_str(st, sp_loader_spec(ld));
+    if (ld->targets) sp__ldt_hash(ld->targets, st);   /* the annotation file's bytes */
     sp__hash_u64(st, (uint64_t)ld->cfg.dtype);
     sp__hash_u64(st, (uint64_t)ld->cfg.layout);
     sp__hash_u64(st, (uint64_t)ld->cfg.skip_normalize);
@@ -326,12 +331,14 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     if (cfg->order != SP_ORDER_BLOCK) ld->cfg.block_shards = 0;   /* K only means something there */
     ld->cfg.pipeline = ld->pipeline_spec;
     if ((cfg->split && !(ld->split_spec = dupstr(cfg->split))) ||
-        (cfg->subset && !(ld->subset_name = dupstr(cfg->subset)))) {
+        (cfg->subset && !(ld->subset_name = dupstr(cfg->subset))) ||
+        (cfg->annotations && !(ld->annotations = dupstr(cfg->annotations)))) {
         sp_loader_destroy(ld);
         return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     }
     ld->cfg.split = ld->split_spec;
     ld->cfg.subset = ld->subset_name;
+    ld->cfg.annotations = ld->annotations;
     if (ld->cfg.world == 0) ld->cfg.world = 1;
 
     int rc = cfg->samples ? sp_dataset_open_list(cfg->dataset, cfg->samples, NULL, &ld->ds, err)
@@ -342,6 +349,9 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
                               cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
     if (rc == 0) rc = open_spec(ld, err);
+    if (rc == 0)
+        rc = sp__ldt_open(ld->annotations, ld->pl, ld->ds, sp_dataset_mix_sources(ld->ds) > 0,
+                          ld->tok != NULL, &ld->targets, err);
     if (rc == 0) {
         ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
         ld->bt.n = ld->tok ? sp__tokl_windows(ld->tok)
@@ -367,8 +377,10 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return rc;
     }
     ld->span = 1;
-    ld->sample_bytes =
+    ld->image_bytes = ld->sample_bytes =
         (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
+    if (ld->targets)
+        ld->sample_bytes = sp_targets_image_span(ld->image_bytes) + sp__ldt_bytes(ld->targets);
     ld->k_shuffle = sp_rng_key(cfg->seed, SP_RNG_SHUFFLE);
     ld->k_augment = sp_rng_key(cfg->seed, SP_RNG_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld, 1);
@@ -384,6 +396,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
 void sp_loader_destroy(sp_loader *ld) {
     if (!ld) return;
     sp_pipeline_destroy(ld->pl);
+    sp__ldt_close(ld->targets);
+    free(ld->annotations);
     sp__tokl_destroy(ld->tok);
     sp__order_destroy(ld->block);
     sp_dataset_close(ld->ds);
@@ -551,7 +565,12 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
     }
     if (rc == 0) {
         sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)index};
-        sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
+        size_t len = sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
+        sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
+        sp_out_shape shape = {ld->h, ld->w, ld->c};
+        if (ld->targets && len + 1 < n)   /* each box's fate: the sample is run */
+            rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, NULL,
+                             ld->image_bytes, ld->sample_bytes, 0, buf + len, n - len, err);
     }
     sp_sample_data_free(&sd);
     return rc;
@@ -575,8 +594,9 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t a
     }
     sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
     sp_out_shape shape = {ld->h, ld->w, ld->c};
-    rc = sp__pipeline_run_flags(ld->pl, &ctx, &sd.src, &opts, &shape, dst, ld->sample_bytes,
-                                sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, err);
+    rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, dst,
+                     ld->image_bytes, ld->sample_bytes,
+                     sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, NULL, 0, err);
     sp_sample_data_free(&sd);
     return rc;
 }

@@ -120,7 +120,8 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
     if (!why[0] && !blend && !dig_eq(me.fingerprint, st->fingerprint)) {
         sp_digest_hex(st->fingerprint, a);
         sp_digest_hex(me.fingerprint, b);
-        add(why, sizeof why, "loader fingerprint %.12s.. in the state, %.12s.. here", a, b);
+        add(why, sizeof why, "loader fingerprint %.12s.. in the state, %.12s.. here (a part "
+            "the state does not list differs: the split or the annotation file)", a, b);
     }
     if (why[0])
         return sp_error_set(err, SP_EMISMATCH, "state is for another stream: %s", why);

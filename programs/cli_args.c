@@ -186,6 +186,7 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, 
     cfg->dataset = dataset;
     cfg->pipeline = cli_str(a, "pipeline", cfg->pipeline);
     cfg->seed = cli_uint(a, "seed", 0, 0, UINT64_MAX);
+    cfg->annotations = cli_str(a, "annotations", NULL);
     sp_error err;
     sp_error_clear(&err);
     const char *tok = cli_token_spec(a);

@@ -289,6 +289,9 @@ int cmd_dump(cli_args *a) {
     int c, h, w, cols = 1;
     sp_loader_sample_dims(ld, &c, &h, &w);
     while ((uint32_t)(cols * cols) < b.count) cols++;
+    size_t ib = (size_t)c * h * w, sb = sp_loader_sample_bytes(ld);   /* sb > ib: targets */
+    for (uint32_t i = 1; sb > ib && i < b.count; i++)   /* the images alone, packed */
+        memmove(b.images + i * ib, b.images + i * sb, ib);
     sp_image sheet;
     if (sp_contact_sheet(b.images, (int)b.count, h, w, c, cols, &sheet, &err) != 0 ||
         sp_png_write(out, &sheet, &err) != 0)
@@ -317,7 +320,7 @@ int cmd_explain(cli_args *a) {
     sp_error_clear(&err);
     sp_loader *ld;
     if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
-    char text[4096];
+    static char text[1 << 19];   /* with targets, a line per box */
     if (sp_loader_explain(ld, (uint32_t)epoch, index, text, sizeof text, &err) != 0) {
         sp_loader_destroy(ld);
         cli_fail(a, &err);

@@ -340,6 +340,9 @@ int cmd_train(cli_args *a) {
     if (cli_dist_start(&cli_train_job, &err)) cli_train_fail(a, &err);
     cli_trace_start_rank(a, cli_train_job.rank, cli_train_job.world);
     cli_loader_config(a, o.dataset, &o.lcfg, CLI_BATCHES | CLI_FORMAT);
+    if (o.lcfg.annotations)   /* docs/targets.md "Not yet" */
+        cli_usage_error(a, "train: --annotations: targets are not trained on yet "
+                           "(docs/targets.md)");
     job_geometry(a, &o);
     train_options(a, &o);
     run_options(a, &o);

@@ -158,9 +158,9 @@ static void test_same_pixels(void) {
             for (uint32_t s = 0; s < 40; s++) {
                 sp_sample_ctx ctx = {sp_rng_key(7, SP_RNG_AUGMENT), e, s};
                 CHECK_OK(sp__pipeline_run_flags(p, &ctx, &src, NULL, NULL, o1, sizeof o1, 0,
-                                                &err), &err);
+                                                NULL, &err), &err);
                 CHECK_OK(sp__pipeline_run_flags(p, &ctx, &src, NULL, NULL, o2, sizeof o2,
-                                                SP__DECODE_VALIDATED, &err), &err);
+                                                SP__DECODE_VALIDATED, NULL, &err), &err);
                 CHECK(memcmp(o1, o2, sizeof o1) == 0);
             }
         free(j);

@@ -167,6 +167,10 @@ typedef struct sp_loader_config {
                                         not outlive the call) */
     /* Added in ABI 4. */
     uint32_t block_shards;   /* SP_ORDER_BLOCK: K, the shards a block (>= 1); else ignored */
+    /* Added in ABI 6. */
+    const char *annotations; /* a COCO-style instances JSON for the dataset's images, or
+                                NULL; the pipeline must end with a targets op
+                                (targets.h, docs/targets.md) */
 } sp_loader_config;
 
 /* Splits (train/val subsets by path hash): see split.h. */
@@ -207,7 +211,9 @@ SP_API uint64_t sp_loader_size(const sp_loader *ld);
 SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 /*! sp_loader_sample_dims() : channels, height, width of one sample. */
 SP_API void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
-/*! sp_loader_sample_bytes() : c * h * w * sizeof(dtype). */
+/*! sp_loader_sample_bytes() : c * h * w * sizeof(dtype); with targets
+ *  (cfg.annotations), that rounded up to a multiple of 8 plus the target
+ *  fields (targets.h: the sample record). */
 SP_API size_t sp_loader_sample_bytes(const sp_loader *ld);
 /*! sp_loader_fingerprint() : XXH3-128 of everything but the seed that
  *  decides the global batches: dataset fingerprint, canonical pipeline,

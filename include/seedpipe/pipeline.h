@@ -25,7 +25,9 @@
  * random_apply (ops=N p=: the N ops after it all run with probability p,
  * else none; they may not change the size), normalize (last op but for
  * random_erasing), random_erasing (torchvision's RandomErasing, on the
- * output values: after every other op, normalize included).
+ * output values: after every other op, normalize included), targets
+ * (the last op: the rules for the boxes and keypoints that ride the
+ * pipeline; targets.h, docs/targets.md).
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
  * but compute pixels in integer / fixed-point arithmetic (ops.h), and take

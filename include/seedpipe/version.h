@@ -33,7 +33,10 @@
  * ABI 6: a blend's weights may change at a resume (state.h: the blend_
  * fields of sp_loader_state, sp_loader_resume(), SP_STATE_TEXT_MAX;
  * docs/determinism.md section 12b); bicubic resampling (ops.h: the
- * `filter` field of sp_resample_geom, sp_image_resize_filter()).
+ * `filter` field of sp_resample_geom, sp_image_resize_filter()); targets
+ * (targets.h, docs/targets.md: sp_loader_config.annotations, the `targets`
+ * op, sp_pipeline_run_geom(), sp_targets_apply(); a sample record with
+ * targets is the image then its target fields).
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.

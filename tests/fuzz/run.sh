@@ -16,7 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-30}
 B=build-fuzz
-targets=${FUZZ_TARGETS:-"decode pipeline idx list tar dsobject manifest state cache_batch cache_manifest ring trace mix tokens"}
+targets=${FUZZ_TARGETS:-"decode pipeline idx list tar dsobject manifest state cache_batch cache_manifest ring trace mix tokens coco"}
 shared=${SP_SHARED_DATA:-$(cd .. && pwd)/shared/data}
 
 if [ ! -f $B/CMakeCache.txt ]; then

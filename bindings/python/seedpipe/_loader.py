@@ -35,7 +35,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from . import _lib as L
-from . import _tokbatch
+from . import _targets, _tokbatch
 from ._args import U32_MAX, check_choice, check_int, check_order, default_dtype
 from ._errors import ERANGE, EUNSUPP, Error, raise_error
 from ._launch import resolve_rank_world
@@ -161,6 +161,12 @@ class Loader(StreamSource):
     same either way; a cache problem (a damaged file, a full disk) is a
     RuntimeWarning (warnings.warn) and the batch is computed instead.
     cache_stats() gives the counters.
+
+    annotations=FILE (a COCO-style instances JSON beside the image dataset)
+    with a pipeline that ends with a `targets` op makes boxes and keypoints
+    ride the augmentation (docs/targets.md): batches are dicts of views,
+    image, boxes (B, N, 4), labels (B, N), num_boxes (B,), dropped (B, 3),
+    keypoints (B, N, K, 3) when K > 0, and label (the class label).
     """
 
     def __new__(cls, data=None, *args, **kw):
@@ -180,7 +186,8 @@ class Loader(StreamSource):
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None,
                  order: str = "global", pad_tail: bool = False, samples=None,
-                 trace=None, seq_len=None, packing: str = "concat", eod=None, pad: int = 0):
+                 trace=None, seq_len=None, packing: str = "concat", eod=None, pad: int = 0,
+                 annotations=None):
         self._res = Resources()
         self._finalizer = weakref.finalize(self, Resources.free, self._res)
         if trace is not None:
@@ -278,6 +285,13 @@ class Loader(StreamSource):
         cfg.dataset, cfg.pipeline, cfg.seed = self._bdata, self._bpipe, seed
         cfg.order, cfg.pad_tail = self._order, int(self.pad_tail)
         cfg.block_shards = self._block_shards
+        if annotations is not None:   # docs/targets.md: boxes and keypoints ride the pipeline
+            if not isinstance(annotations, (str, bytes, os.PathLike)):
+                raise ValueError(f"annotations must be a path to a COCO-style JSON file, got "
+                                 f"{type(annotations).__name__}")
+            self._bann = os.fsencode(annotations)
+            cfg.annotations = self._bann
+        self.annotations = annotations
         if slist is not None:
             self._slist = slist            # copied by sp_loader_create; kept for pool opens
             cfg.samples = ctypes.pointer(slist[0])
@@ -318,6 +332,7 @@ class Loader(StreamSource):
         L.sp_loader_sample_dims(ld, byref(c), byref(h), byref(w))
         self.spec = L.sp_loader_spec(ld).decode()
         self._tokens = _tokbatch.parse(self.spec)   # (seq_len, packing) of a token corpus
+        self._targets = _targets.parse(self.spec) if annotations is not None else None
         if self._tokens and self._dtype == L.DTYPES["uint8"]:
             self._dtype = L.DTYPES["int32"]          # the library's default for a corpus
         self._geometry((c.value, h.value, w.value), self._dtype, self._layout)
@@ -531,7 +546,7 @@ class Loader(StreamSource):
         self._check_open()
         epoch = check_int("epoch", epoch, 0, 2**32 - 1)
         sample = check_int("sample", sample, 0, 2**64 - 1)
-        buf = ctypes.create_string_buffer(8192)
+        buf = ctypes.create_string_buffer(1 << 19 if self._targets else 8192)
         err = L.sp_error()
         rc = L.sp_loader_explain(self._ld(), epoch, sample, buf, len(buf), byref(err))
         if rc != 0:

@@ -33,7 +33,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 
 from . import _lib as L
-from . import _tokbatch
+from . import _targets, _tokbatch
 from ._errors import END, EUNSUPP, Error, raise_error
 from ._views import BFLOAT16, BatchInfo, as_array
 
@@ -138,9 +138,24 @@ class StreamSource:
         tok = getattr(self, "_tokens", None)
         if tok:   # a token corpus: a dict of named views (_tokbatch.py)
             return _tokbatch.fields(images, *tok)
+        tg = getattr(self, "_targets", None)
+        if tg:    # boxes and keypoints after each image (_targets.py)
+            return self._target_fields(b, tg)
         if self._dtype == 2:   # bfloat16: numpy has none; uint16 words, marked
             images = images.view(BFLOAT16)
         return images, as_array(b.labels, (n,), "<i4", self.copy, self)
+
+    def _target_fields(self, b: L.sp_batch, tg) -> dict:
+        n = b.count
+        c, h, w = self._chw
+        isz = np.dtype(self._typestr).itemsize
+        _, rec = _targets.record_bytes(c * h * w * isz, *tg)
+        raw = as_array(b.images, (n, rec), "|u1", self.copy, self)
+        out = _targets.fields(raw, c * h * w * isz, self._sshape, self._typestr, *tg)
+        if self._dtype == 2:
+            out["image"] = out["image"].view(BFLOAT16)
+        out["label"] = as_array(b.labels, (n,), "<i4", self.copy, self)
+        return out
 
     def _geometry(self, chw, dtype, layout):
         self._chw, self._dtype, self._layout = chw, dtype, layout

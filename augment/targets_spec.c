@@ -1,0 +1,112 @@
+/* targets_spec.c - the `targets` op of a pipeline spec (targets.h): its
+ * values, its canonical form, the checks that the pipeline can move
+ * targets, and the record size it implies. pipeline_spec.c calls in here
+ * while parsing; targets.c (the arithmetic) and pipeline_run.c (explain)
+ * read the parsed rules. docs/pipeline.md "targets" and docs/targets.md
+ * document the op.
+ *
+ *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
+ *
+ * Defaults: max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0.
+ * It must be the last op (it draws nothing, so the other ops keep their
+ * numbers and draws) and it may follow normalize and random_erasing.
+ */
+#include "augment/pipeline_internal.h"
+#include "seedpipe/targets.h"
+
+#include <string.h>
+
+static int bad(sp_error *err, int idx, const char *key, const char *val, const char *expect) {
+    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": bad value \"%s\" for %s "
+                        "(expected %s)", idx, val, key, expect);
+}
+
+static int int_in(const char *v, int lo, int hi, int *out) {
+    double d;
+    if (!sp__parse_num(v, &d) || !(d >= lo && d <= hi) || d != (double)(int)d) return 0;
+    *out = (int)d;
+    return 1;
+}
+
+/* vals: max_boxes, clip, min_area, min_visibility, keypoints (NULL: default). */
+int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err) {
+    op->tmax = 100;
+    op->tclip = 1;
+    op->tmin_area = 1.0;
+    op->tmin_vis = 0.0;
+    op->tkpts = 0;
+    if (vals[0] && !int_in(vals[0], 1, SP_TARGETS_MAX_BOXES, &op->tmax))
+        return bad(err, idx, "max_boxes", vals[0], "an integer in [1, 4096]");
+    if (vals[1] && !int_in(vals[1], 0, 1, &op->tclip))
+        return bad(err, idx, "clip", vals[1], "0 or 1");
+    if (vals[2] && (!sp__parse_num(vals[2], &op->tmin_area) || !(op->tmin_area >= 0) ||
+                    op->tmin_area > 1e12))
+        return bad(err, idx, "min_area", vals[2], "a number in [0, 1e12] (pixels^2)");
+    if (vals[3] && (!sp__parse_num(vals[3], &op->tmin_vis) || !(op->tmin_vis >= 0) ||
+                    op->tmin_vis > 1))
+        return bad(err, idx, "min_visibility", vals[3], "a number in [0, 1]");
+    if (vals[4] && !int_in(vals[4], 0, SP_TARGETS_MAX_KEYPOINTS, &op->tkpts))
+        return bad(err, idx, "keypoints", vals[4], "an integer in [0, 256]");
+    return SP_OK;
+}
+
+void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
+    sp__sbuf_printf(b, "targets max_boxes=%d clip=%d min_area=%.9g min_visibility=%.9g "
+                    "keypoints=%d", op->tmax, op->tclip, op->tmin_area, op->tmin_vis, op->tkpts);
+}
+
+/* Can op kind k move targets? The geometric ops of the run log their
+ * geometry (pipeline_run.c); the others keep every pixel where it is. An
+ * op added later is refused (pipeline_spec.c names it when it parses the
+ * targets op) until it logs its geometry too. */
+int sp__targets_moves(sp_op_kind k) {
+    switch (k) {
+    case SP_OP_DECODE: case SP_OP_RRC: case SP_OP_RESIZE: case SP_OP_CENTER_CROP:
+    case SP_OP_HFLIP: case SP_OP_VFLIP: case SP_OP_COLOR_JITTER: case SP_OP_GRAYSCALE:
+    case SP_OP_NORMALIZE: case SP_OP_INVERT: case SP_OP_POSTERIZE: case SP_OP_SOLARIZE:
+    case SP_OP_AUTOCONTRAST: case SP_OP_EQUALIZE: case SP_OP_SHARPNESS:
+    case SP_OP_RANDOM_APPLY: case SP_OP_RANDOM_CROP: case SP_OP_GAUSSIAN_BLUR:
+    case SP_OP_RANDOM_ERASING: case SP_OP_ROTATE: case SP_OP_TARGETS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int sp__targets_check(const sp_pipeline *p, sp_error *err) {
+    int t = -1;
+    for (int i = 0; i < p->nops; i++)
+        if (p->ops[i].kind == SP_OP_TARGETS) t = i;
+    if (t < 0) return SP_OK;
+    if (t != p->nops - 1)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": it must be the last op",
+                            t);
+    for (int i = 0; i < t; i++) {   /* the ops that cannot move targets: pipeline_spec.c */
+        const sp_op *op = &p->ops[i];
+        if (op->kind == SP_OP_RANDOM_APPLY && i + op->span >= t)
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": targets may "
+                                "not be random-applied", i);
+    }
+    return SP_OK;
+}
+
+int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r) {
+    if (!p || p->nops == 0 || p->ops[p->nops - 1].kind != SP_OP_TARGETS) return 0;
+    const sp_op *op = &p->ops[p->nops - 1];
+    if (r) {
+        r->max_boxes = op->tmax;
+        r->clip = op->tclip;
+        r->keypoints = op->tkpts;
+        r->min_area = op->tmin_area;
+        r->min_visibility = op->tmin_vis;
+    }
+    return 1;
+}
+
+size_t sp_targets_image_span(size_t image_bytes) { return (image_bytes + 7) & ~(size_t)7; }
+
+size_t sp_targets_record_bytes(const sp_targets_rules *r) {
+    size_t n = (size_t)r->max_boxes, k = (size_t)r->keypoints;
+    size_t bytes = 4 * (n * 4 + n * k * 3 + n + 4);
+    return (bytes + 7) & ~(size_t)7;
+}

@@ -1,0 +1,58 @@
+"""_targets.py - a detection batch's fields (docs/targets.md).
+
+A Loader given annotations= (a COCO-style instances JSON beside the image
+folder) over a pipeline that ends with a `targets` op writes, per sample,
+the image, zero padding to a multiple of 8 bytes, then the target fields
+(include/seedpipe/targets.h, "the sample record"):
+
+    boxes      (N, 4) float32   xyxy in output pixels, kept boxes first
+    keypoints  (N, K, 3) float32 (x, y, visibility), when K > 0
+    labels     (N,) int32       category ids as the file gives them
+    counts     (4,) int32       kept, dropped empty, dropped min_area,
+                                dropped min_visibility
+
+N = max_boxes, K = keypoints of the targets op; rows past the kept boxes
+are zero. This module reads (N, K) from the canonical spec and cuts a
+batch's bytes into named views (no copy).
+"""
+import re
+
+import numpy as np
+
+
+def parse(canonical: str):
+    """(max_boxes, keypoints) of a canonical spec ending with a targets op,
+    or None."""
+    m = re.search(r"\| targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
+                  r"keypoints=(\d+)$", canonical or "")
+    if not m:
+        m = re.match(r"targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
+                     r"keypoints=(\d+)$", canonical or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def record_bytes(image_bytes: int, n: int, k: int):
+    """(offset of the target fields, bytes of a whole sample record)."""
+    span = (image_bytes + 7) & ~7
+    t = 4 * (4 * n + 3 * n * k + n + 4)
+    return span, span + ((t + 7) & ~7)
+
+
+def fields(raw, image_bytes: int, sshape: tuple, typestr: str, n: int, k: int) -> dict:
+    """The named views of raw, a (count, record_bytes) uint8 array."""
+    count = raw.shape[0]
+    span, _ = record_bytes(image_bytes, n, k)
+    image = raw[:, :image_bytes].view(np.dtype(typestr)).reshape((count,) + sshape)
+    at = span
+    boxes = raw[:, at:at + 16 * n].view("<f4").reshape(count, n, 4)
+    at += 16 * n
+    out = {"image": image, "boxes": boxes}
+    if k:
+        out["keypoints"] = raw[:, at:at + 12 * n * k].view("<f4").reshape(count, n, k, 3)
+        at += 12 * n * k
+    out["labels"] = raw[:, at:at + 4 * n].view("<i4")
+    at += 4 * n
+    counts = raw[:, at:at + 16].view("<i4")
+    out["num_boxes"] = counts[:, 0]
+    out["dropped"] = counts[:, 1:4]   # empty, min_area, min_visibility
+    return out

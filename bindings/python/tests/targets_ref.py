@@ -1,0 +1,154 @@
+"""targets_ref.py - a plain reference for boxes and keypoints through a
+pipeline, written from docs/pipeline.md "Targets" (not from the C code):
+the geometric steps are read from `explain` (the parameters each op drew),
+each coordinate is a Python float (IEEE double) mapped step by step in the
+documented order, and rounded to float32 once at the end. Not a test
+itself (test_targets.py uses it).
+"""
+import math
+import re
+
+import numpy as np
+
+
+def rotation_cs(angle32):
+    """rotate's (theta[0], theta[1]) for a float32 angle, docs/pipeline.md
+    "rotate": the angle reduced by quarter turns, the Taylor polynomials to
+    t^21 / t^20 in Horner form, then rounded to float32."""
+    r = -float(angle32)
+    q = math.floor(r / 90.0 + 0.5)
+    rem = r - 90.0 * q
+    t = rem * (3.14159265358979323846 / 180.0)
+    t2, ps, pc = t * t, 0.0, 0.0
+    for k in range(10, 0, -1):
+        ps = -(1.0 + ps) * t2 / ((2.0 * k) * (2.0 * k + 1.0))
+        pc = -(1.0 + pc) * t2 / ((2.0 * k - 1.0) * (2.0 * k))
+    s, c = t * (1.0 + ps), 1.0 + pc
+    for _ in range(int(q - 4.0 * math.floor(q / 4.0))):
+        s, c = c, -s
+    return float(np.float32(c)), float(np.float32(s))
+
+
+def steps_from_explain(text, W, H):
+    """[(kind, params, in_w, in_h, out_w, out_h)] of explain's op lines for
+    a W x H source."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"\d+ random_resized_crop: box x=(\d+) y=(\d+) w=(\d+) h=(\d+) of "
+                     r"(\d+)x(\d+) -> (\d+)x(\d+)", line)
+        if m:
+            x, y, w, h, _, _, ow, oh = map(int, m.groups())
+            out.append(("axis", (x, y, ow / w, oh / h), W, H, ow, oh))
+            W, H = ow, oh
+            continue
+        m = re.match(r"\d+ resize: (\d+)x(\d+) -> (\d+)x(\d+)", line)
+        if m:
+            _, _, ow, oh = map(int, m.groups())
+            out.append(("axis", (0, 0, ow / W, oh / H), W, H, ow, oh))
+            W, H = ow, oh
+            continue
+        m = re.match(r"\d+ center_crop: (offset x=(-?\d+)|pad x=(\d+),\d+) "
+                     r"(offset y=(-?\d+)|pad y=(\d+),\d+) of \d+x\d+ -> (\d+)x(\d+)", line)
+        if m:
+            x0 = int(m.group(2)) if m.group(2) is not None else -int(m.group(3))
+            y0 = int(m.group(5)) if m.group(5) is not None else -int(m.group(6))
+            ow, oh = int(m.group(7)), int(m.group(8))
+            out.append(("axis", (x0, y0, 1.0, 1.0), W, H, ow, oh))
+            W, H = ow, oh
+            continue
+        m = re.match(r"\d+ random_crop: offset x=(\d+) y=(\d+) of \d+x\d+ \(\d+x\d+ padded "
+                     r"(\d+),(\d+),\d+,\d+ \w+, then (\d+),(\d+) each side\) -> (\d+)x(\d+)", line)
+        if m:
+            x, y, pl, pt, ex, ey, ow, oh = map(int, m.groups())
+            out.append(("axis", (x - pl - ex, y - pt - ey, 1.0, 1.0), W, H, ow, oh))
+            W, H = ow, oh
+            continue
+        m = re.match(r"\d+ (hflip|vflip): flipped", line)
+        if m:
+            out.append((m.group(1), (), W, H, W, H))
+            continue
+        m = re.match(r"\d+ rotate: angle (\S+)", line)
+        if m:
+            out.append(("rotate", rotation_cs(np.float32(m.group(1))), W, H, W, H))
+    return out
+
+
+def map_point(step, x, y):
+    kind, p, W, H = step[:4]
+    if kind == "axis":
+        return (x - p[0]) * p[2], (y - p[1]) * p[3]
+    if kind == "hflip":
+        return float(W) - x, y
+    if kind == "vflip":
+        return x, float(H) - y
+    c, s = p
+    cx, cy = float(W) * 0.5, float(H) * 0.5
+    dx, dy = x - cx, y - cy
+    return (c * dx - s * dy) + cx, (s * dx + c * dy) + cy
+
+
+def map_rect(step, r):
+    pts = [map_point(step, x, y) for x, y in ((r[0], r[1]), (r[2], r[1]), (r[2], r[3]),
+                                              (r[0], r[3]))]
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    return [min(xs), min(ys), max(xs), max(ys)]
+
+
+def clip(r, W, H):
+    r = [max(r[0], 0.0), max(r[1], 0.0), min(r[2], float(W)), min(r[3], float(H))]
+    return r, r[2] > r[0] and r[3] > r[1]
+
+
+def inside(x, y, W, H):
+    return 0.0 <= x <= W and 0.0 <= y <= H
+
+
+def apply(steps, src_w, src_h, boxes, labels, kps, rules):
+    """(boxes (n,4) f32, labels, keypoints (n,K,3) f32, counts [kept,
+    empty, area, visibility], fates) for one sample; rules: dict of the
+    targets op (max_boxes, clip, min_area, min_visibility, keypoints)."""
+    K = rules["keypoints"]
+    kept_b, kept_l, kept_k, counts, fates = [], [], [], [0, 0, 0, 0], []
+    for i, b in enumerate(boxes):
+        whole, alive = clip([float(np.float32(v)) for v in b], src_w, src_h)
+        vis = list(whole)
+        kp = [[float(np.float32(v)) for v in kps[i][j]] if kps is not None else [0.0] * 3
+              for j in range(K)]
+        for p in kp:
+            if not inside(p[0], p[1], src_w, src_h):
+                p[2] = 0.0
+        for st in steps:
+            whole = map_rect(st, whole)
+            if alive:
+                vis, alive = clip(map_rect(st, vis), st[4], st[5])
+            for p in kp:
+                p[0], p[1] = map_point(st, p[0], p[1])
+                if not inside(p[0], p[1], st[4], st[5]):
+                    p[2] = 0.0
+        area = (vis[2] - vis[0]) * (vis[3] - vis[1]) if alive else 0.0
+        wa = (whole[2] - whole[0]) * (whole[3] - whole[1])
+        visible = area / wa if alive else 0.0
+        if not alive:
+            fate = 1
+        elif area < rules["min_area"]:
+            fate = 2
+        elif visible < rules["min_visibility"]:
+            fate = 3
+        else:
+            fate = 0
+        counts[fate] += 1
+        fates.append((fate, area, visible))
+        if fate == 0:
+            kept_b.append(vis if rules["clip"] else whole)
+            kept_l.append(labels[i])
+            kept_k.append(kp)
+    N = rules["max_boxes"]
+    ob = np.zeros((N, 4), np.float32)
+    ol = np.zeros(N, np.int32)
+    ok = np.zeros((N, K, 3), np.float32)
+    for j, (b, l, k) in enumerate(zip(kept_b, kept_l, kept_k)):
+        ob[j] = np.array(b, np.float64).astype(np.float32)
+        ol[j] = l
+        if K:
+            ok[j] = np.array(k, np.float64).astype(np.float32)
+    return ob, ol, ok, counts, fates

@@ -1,0 +1,55 @@
+/* dataset_coco.h - a COCO-style instances JSON beside a dataset: each
+ * sample's boxes, categories and keypoints (targets.h sp_targets), for
+ * the loader's `annotations` (docs/targets.md). Not a public header.
+ *
+ * The file is read whole (at most max_bytes) and tokenized by the bounded
+ * JSON reader (common/json.c, at most max_tokens tokens, depth 16); every
+ * error is SP_EFORMAT or SP_ELIMIT naming the file and the JSON offset,
+ * the image index or the annotation index, and the reason.
+ *
+ * Rules (stated in docs/targets.md):
+ *  - images[i].file_name (a relative path) is matched byte for byte to the
+ *    dataset's sample paths (sp_dataset_path); an image that matches no
+ *    sample is ignored, as are its annotations; a sample no image names
+ *    has no boxes. Two images with one id, or one file_name, are errors.
+ *  - annotations[j]: image_id must be an image's id; bbox [x, y, w, h]
+ *    (finite, |value| <= 2^24, w and h >= 0) becomes [x, y, x + w, y + h]
+ *    computed in float64 then rounded to float32; category_id (any int32)
+ *    is kept as given; iscrowd = 1 annotations are left out (counted);
+ *    keypoints, when present, are 3K numbers (x, y, v with v 0, 1 or 2),
+ *    the same K in every annotation that has them (K <= 256); an
+ *    annotation without keypoints gets K (0, 0, 0).
+ *  - a sample's boxes keep the file's annotation order.
+ */
+#ifndef SEEDPIPE_DATASET_COCO_H
+#define SEEDPIPE_DATASET_COCO_H
+
+#include "seedpipe/dataset.h"
+#include "seedpipe/targets.h"
+
+typedef struct sp_coco sp_coco;
+
+typedef struct sp_coco_limits {
+    uint64_t max_bytes;    /* the file; default 256 MiB */
+    size_t max_tokens;     /* JSON tokens; default 2^24 (40 bytes each) */
+} sp_coco_limits;
+
+/*! sp_coco_open() : parse `path` against ds's samples (lim NULL: defaults).
+ *  @return 0 or an error naming path (see above). */
+int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
+                 sp_coco **out, sp_error *err);
+void sp_coco_close(sp_coco *c);   /* accepts NULL */
+
+/* Sample i's targets (views into c; n = 0 for a sample without boxes). */
+void sp_coco_get(const sp_coco *c, uint64_t i, sp_targets *t);
+/* XXH3-128 of the file's bytes: part of the loader's fingerprint. */
+sp_digest sp_coco_fingerprint(const sp_coco *c);
+/* The most boxes one sample has, and (*which) that sample. */
+uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which);
+/* Keypoints per box (0: none in the file); iscrowd annotations left out;
+ * annotations of images that matched no sample. */
+uint32_t sp_coco_keypoints(const sp_coco *c);
+uint64_t sp_coco_crowd(const sp_coco *c);
+uint64_t sp_coco_unmatched(const sp_coco *c);
+
+#endif

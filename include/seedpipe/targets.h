@@ -1,0 +1,137 @@
+/* seedpipe/targets.h - boxes and keypoints that ride the augmentation
+ * pipeline (DESIGN.md section 15; docs/targets.md, docs/pipeline.md
+ * "Targets").
+ *
+ * A sample may carry targets: boxes (xyxy, float32, in pixels of the
+ * decoded image, each with an int32 category) and K keypoints per box
+ * (x, y, visibility 0/1/2 as COCO). A pipeline that declares them ends with
+ *
+ *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
+ *
+ * (the last op; part of the canonical spec, hence of the fingerprint). The
+ * run records, for each geometric op it runs on the sample, the exact
+ * parameters it used in a geometry log (sp_geom_log); sp_targets_apply()
+ * moves the boxes and keypoints through the log, in float64 in a fixed
+ * order, rounded to float32 once at the end (docs/pipeline.md gives each
+ * formula, so a reference re-implements it bit for bit), and applies the
+ * declared rules:
+ *   - at every step each box keeps two rectangles: the whole box (never
+ *     clipped) and its visible part (clipped to the canvas after the step);
+ *   - a box is dropped when its visible part is empty ("empty"), else when
+ *     the visible area < min_area ("min_area"), else when visible area /
+ *     whole area < min_visibility ("min_visibility"), in that order of
+ *     precedence; each drop is counted under its rule;
+ *   - a kept box is written as its visible part (clip=1) or its whole box
+ *     (clip=0, coordinates may leave the image);
+ *   - a keypoint that leaves the canvas [0, W] x [0, H] after any step gets
+ *     visibility 0 (its coordinates are still moved and kept); keypoints of
+ *     a dropped box go with it.
+ *
+ * The sample record (what the loader writes per sample, in the ring, the
+ * cache and the digest) is the image, zero padding to a multiple of 8
+ * bytes, then the target fields (each zero past the kept boxes):
+ *   boxes      N x 4 float32   (x0, y0, x1, y1)
+ *   keypoints  N x K x 3 float32 (absent when K = 0)
+ *   labels     N int32
+ *   counts     4 int32: kept boxes, dropped empty, dropped min_area,
+ *              dropped min_visibility
+ * then zero padding to a multiple of 8 bytes.
+ *
+ * Thread safety: everything here is reentrant.
+ */
+#ifndef SEEDPIPE_TARGETS_H
+#define SEEDPIPE_TARGETS_H
+
+#include "seedpipe/common.h"
+#include "seedpipe/pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SP_TARGETS_MAX_BOXES 4096   /* the largest max_boxes= */
+#define SP_TARGETS_MAX_KEYPOINTS 256 /* the largest keypoints= */
+
+/* The rules a pipeline's `targets` op declares. */
+typedef struct sp_targets_rules {
+    int max_boxes;          /* N: boxes per sample (an annotation with more is an error) */
+    int clip;               /* 1: kept boxes are clipped to the image */
+    int keypoints;          /* K per box; 0: no keypoints */
+    double min_area;        /* drop a box whose visible area is smaller */
+    double min_visibility;  /* drop a box whose visible fraction is smaller */
+} sp_targets_rules;
+
+/* One sample's targets as the dataset gives them (source image pixels). */
+typedef struct sp_targets {
+    uint32_t n;               /* boxes */
+    uint32_t k;               /* keypoints per box (0: none given) */
+    const float *boxes;       /* n x 4, xyxy */
+    const int32_t *labels;    /* n */
+    const float *keypoints;   /* n x k x 3, or NULL when k == 0 */
+} sp_targets;
+
+/* The geometry one run applied to its sample, step by step. */
+typedef enum {
+    SP_GEOM_AXIS = 0,   /* x' = (x - x0) * sx, y' = (y - y0) * sy (crop, pad, resize) */
+    SP_GEOM_HFLIP = 1,  /* x' = W - x (W: the width before the step) */
+    SP_GEOM_VFLIP = 2,  /* y' = H - y */
+    SP_GEOM_ROTATE = 3  /* about (W/2, H/2) by rotate's matrix (c, s) */
+} sp_geom_kind;
+
+typedef struct sp_geom_step {
+    int kind;             /* sp_geom_kind */
+    int op;               /* the op's index in the spec */
+    int in_w, in_h;       /* the canvas before the step */
+    int out_w, out_h;     /* the canvas after it */
+    double x0, y0;        /* AXIS: the source point that maps to (0, 0) */
+    double sx, sy;        /* AXIS: out / source extent (1 for a crop) */
+    double c, s;          /* ROTATE: rotate's theta[0], theta[1] (float32 values) */
+} sp_geom_step;
+
+#define SP_GEOM_LOG_MAX 128
+typedef struct sp_geom_log {
+    int n;                /* steps */
+    int src_w, src_h;     /* the decoded (or raw) source image */
+    sp_geom_step step[SP_GEOM_LOG_MAX];
+} sp_geom_log;
+
+/* What sp_targets_apply() did to one sample's boxes. */
+typedef struct sp_targets_stats {
+    uint32_t kept, dropped_empty, dropped_area, dropped_visibility;
+} sp_targets_stats;
+
+/*! sp_pipeline_targets() : 1 and *r (may be NULL) if p ends with a
+ *  `targets` op, else 0. */
+SP_API int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r);
+
+/*! sp_targets_record_bytes() : bytes of the target fields of one sample
+ *  (a multiple of 8), for rules r. */
+SP_API size_t sp_targets_record_bytes(const sp_targets_rules *r);
+/*! sp_targets_image_span() : image_bytes rounded up to a multiple of 8: the
+ *  offset of the target fields in a sample record. */
+SP_API size_t sp_targets_image_span(size_t image_bytes);
+
+/*! sp_pipeline_run_geom() : sp_pipeline_run_shaped() (shape may be NULL:
+ *  sp_pipeline_run_checked()) that also fills *log (may be NULL) with the
+ *  geometry it applied. The image bytes are those of the other entry
+ *  points. */
+SP_API int sp_pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                                const sp_sample_src *src, const sp_run_opts *opts,
+                                const sp_out_shape *shape, void *out, size_t out_bytes,
+                                sp_geom_log *log, sp_error *err);
+
+/*! sp_targets_apply() : move t through log under rules r and write the
+ *  target fields (sp_targets_record_bytes(r) bytes) at out; *st (may be
+ *  NULL) gets the counts. If fates is not NULL, one line per box is
+ *  appended to it (at most fates_n bytes, NUL-terminated):
+ *      box 3 cat 18: kept [12.5 4 80 61.25] visible 0.8123 area 3020.5
+ *  @return 0, or SP_ERANGE (t has more boxes than max_boxes, or keypoints
+ *  of another K than r->keypoints), naming `path`. */
+SP_API int sp_targets_apply(const sp_targets_rules *r, const sp_geom_log *log,
+                            const sp_targets *t, void *out, sp_targets_stats *st,
+                            char *fates, size_t fates_n, const char *path, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

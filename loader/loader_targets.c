@@ -1,0 +1,104 @@
+/* loader_targets.c - a loader's targets (targets_internal.h): the
+ * annotation file opened against the dataset (dataset/dataset_coco.c),
+ * the pipeline's rules (its `targets` op), and the per-sample step: the
+ * image through sp_pipeline_run_geom() with its geometry log, then the
+ * boxes and keypoints through sp_targets_apply() into the record after the
+ * image (targets.h). The record is part of the sample's bytes, so the
+ * ring, the cache, the batch digest, states and verify carry the targets
+ * without knowing them. docs/targets.md.
+ */
+#include "loader/targets_internal.h"
+#include "augment/pipeline_internal.h"
+#include "common/hash_internal.h"
+#include "dataset/dataset_coco.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct sp__ldt {
+    sp_coco *coco;
+    sp_targets_rules rules;
+};
+
+int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_dataset *ds, int mix,
+                 int tokens, sp__ldt **out, sp_error *err) {
+    *out = NULL;
+    sp_targets_rules r;
+    int declared = pl && sp_pipeline_targets(pl, &r);
+    if (!annotations && !declared) return SP_OK;
+    if (tokens || mix)
+        return sp_error_set(err, SP_EINVAL, "annotations: a %s has no boxes (annotations go "
+                            "with an image dataset)", tokens ? "token corpus" : "mixture");
+    if (!annotations)
+        return sp_error_set(err, SP_EINVAL, "pipeline: a targets op needs annotations "
+                            "(--annotations FILE, or annotations= in Python)");
+    if (!declared)
+        return sp_error_set(err, SP_EINVAL, "%s: annotations need a pipeline that ends with a "
+                            "targets op (e.g. \"... | targets max_boxes=100\"; docs/targets.md)",
+                            annotations);
+    sp__ldt *t = calloc(1, sizeof *t);
+    if (!t) return sp_error_set(err, SP_ENOMEM, "annotations: out of memory");
+    t->rules = r;
+    int rc = sp_coco_open(annotations, ds, NULL, &t->coco, err);
+    uint64_t which = 0;
+    uint32_t most = rc ? 0 : sp_coco_max_boxes(t->coco, &which);
+    uint32_t k = rc ? 0 : sp_coco_keypoints(t->coco);
+    if (!rc && most > (uint32_t)r.max_boxes)
+        rc = sp_error_set(err, SP_EINVAL, "%s: sample %llu (%s) has %u boxes, more than the "
+                          "targets op's max_boxes=%d", annotations, (unsigned long long)which,
+                          sp_dataset_path(ds, which), most, r.max_boxes);
+    else if (!rc && r.keypoints && k && k != (uint32_t)r.keypoints)
+        rc = sp_error_set(err, SP_EINVAL, "%s: %u keypoints per box, the targets op says "
+                          "keypoints=%d", annotations, k, r.keypoints);
+    if (rc) {
+        sp__ldt_close(t);
+        return rc;
+    }
+    *out = t;
+    return SP_OK;
+}
+
+void sp__ldt_close(sp__ldt *t) {
+    if (!t) return;
+    sp_coco_close(t->coco);
+    free(t);
+}
+
+size_t sp__ldt_bytes(const sp__ldt *t) { return sp_targets_record_bytes(&t->rules); }
+
+void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
+    sp_digest d = sp_coco_fingerprint(t->coco);
+    sp__hash_str(h, "annotations");
+    sp__hash_u64(h, d.hi);
+    sp__hash_u64(h, d.lo);
+}
+
+int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
+                const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
+                uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
+                char *fates, size_t fates_n, sp_error *err) {
+    if (!t)
+        return sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, sample_bytes, dflags, NULL,
+                                      err);
+    sp_geom_log *log = malloc(sizeof *log);
+    void *tmp = dst ? NULL : malloc(sample_bytes);
+    if (!log || (!dst && !tmp)) {
+        free(log);
+        free(tmp);
+        return sp_error_set(err, SP_ENOMEM, "targets: out of memory");
+    }
+    if (!dst) dst = tmp;
+    size_t span = sp_targets_image_span(image_bytes);
+    int rc = sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, image_bytes, dflags, log, err);
+    if (rc == 0) {
+        memset((uint8_t *)dst + image_bytes, 0, span - image_bytes);
+        sp_targets tg;
+        sp_coco_get(t->coco, idx, &tg);
+        if (!t->rules.keypoints) tg.k = 0;   /* keypoints=0: not carried */
+        rc = sp_targets_apply(&t->rules, log, &tg, (uint8_t *)dst + span, NULL, fates, fates_n,
+                              src->path ? src->path : "(sample)", err);
+    }
+    free(tmp);
+    free(log);
+    return rc;
+}

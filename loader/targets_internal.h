@@ -1,0 +1,41 @@
+/* targets_internal.h - a loader's targets (loader_targets.c): the
+ * annotations matched to its dataset and the pipeline's rules, and the
+ * per-sample step that writes the image then its target fields
+ * (targets.h: the sample record). Not a public header.
+ */
+#ifndef SEEDPIPE_LOADER_TARGETS_INTERNAL_H
+#define SEEDPIPE_LOADER_TARGETS_INTERNAL_H
+
+#include "seedpipe/dataset.h"
+#include "seedpipe/targets.h"
+
+typedef struct sp__ldt sp__ldt;
+struct sp__hash;
+
+/*! sp__ldt_open() : the targets of a loader: annotations (NULL: none) for
+ *  dataset ds and pipeline pl (NULL: a token corpus). *out stays NULL when
+ *  neither the pipeline declares targets nor annotations are given.
+ *  @return 0, or SP_EINVAL (one without the other, a mixture or a token
+ *  corpus with annotations, more boxes than max_boxes, another K), or the
+ *  annotation file's error. */
+int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_dataset *ds, int mix,
+                 int tokens, sp__ldt **out, sp_error *err);
+void sp__ldt_close(sp__ldt *t);   /* accepts NULL */
+
+/* Bytes of the target fields (after the image's 8-byte aligned span). */
+size_t sp__ldt_bytes(const sp__ldt *t);
+/* The annotations' identity, into the loader's fingerprint. */
+void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h);
+
+/*! sp__ldt_run() : without targets (t NULL) sp_pipeline_run_shaped();
+ *  else sample idx: the image (image_bytes, then zeros to the
+ *  8-byte span) and its target fields into dst (sample_bytes; NULL: a
+ *  scratch buffer, for explain). dflags: the decode's flags
+ *  (SP__DECODE_VALIDATED: the dataset's verdict). fates (may be NULL):
+ *  each box's fate (sp_targets_apply()). */
+int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
+                const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
+                uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
+                char *fates, size_t fates_n, sp_error *err);
+
+#endif

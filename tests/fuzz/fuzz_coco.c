@@ -1,0 +1,79 @@
+/* fuzz_coco - the COCO-style annotation reader (dataset/dataset_coco.c)
+ * and the target arithmetic (augment/targets.c). The input is written as
+ * ann.json into a private temporary directory beside a list file naming
+ * a.png, b.png and sub/c.jpg, and opened against that dataset with small
+ * limits; an opened file's samples are read back (counts, finite values)
+ * and moved through a crop, a flip and a rotation under keeping rules. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "seedpipe/dataset.h"
+#include "seedpipe/targets.h"
+#include "dataset/dataset_coco.h"
+#include "fuzz_util.h"
+
+static sp_dataset *g_ds;
+
+static void init_dataset(void) {
+    if (g_ds) return;
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/sub", fz_tmpdir());
+    mkdir(sub, 0700);
+    free(fz_write("a.png", (const uint8_t *)"a", 1));
+    free(fz_write("b.png", (const uint8_t *)"b", 1));
+    free(fz_write("sub/c.jpg", (const uint8_t *)"c", 1));
+    const char *list = "a.png\t0\nb.png\t1\nsub/c.jpg\t0\n";
+    char *lp = fz_write("list.txt", (const uint8_t *)list, strlen(list));
+    sp_dataset_limits lim = {.max_samples = 16, .max_file_bytes = 64, .index = SP_INDEX_OFF};
+    sp_error err;
+    if (sp_dataset_open(lp, &lim, &g_ds, &err) != 0) abort();
+    free(lp);
+}
+
+static void check(const sp_coco *c) {
+    static uint8_t out[1 << 20];
+    sp_geom_log log;
+    memset(&log, 0, sizeof log);
+    log.src_w = 100;
+    log.src_h = 60;
+    log.n = 3;
+    log.step[0] = (sp_geom_step){SP_GEOM_AXIS, 0, 100, 60, 50, 50, 10, 5, 50.0 / 70, 1, 0, 0};
+    log.step[1] = (sp_geom_step){SP_GEOM_HFLIP, 1, 50, 50, 50, 50, 0, 0, 1, 1, 0, 0};
+    log.step[2] = (sp_geom_step){SP_GEOM_ROTATE, 2, 50, 50, 50, 50, 0, 0, 1, 1, 0.8f, 0.6f};
+    for (uint64_t i = 0; i < 3; i++) {
+        sp_targets t;
+        sp_coco_get(c, i, &t);
+        if (t.n > 4096 / 11) abort();   /* an annotation takes at least 11 tokens */
+        for (uint32_t b = 0; b < 4 * t.n; b++)
+            if (!isfinite(t.boxes[b])) abort();
+        sp_targets_rules r = {64, (int)(i & 1), (int)t.k, 1.0, 0.25};
+        if (t.n > 64 || t.k > 16) continue;
+        sp_targets_stats st;
+        sp_error err;
+        if (sp_targets_record_bytes(&r) > sizeof out) abort();
+        if (sp_targets_apply(&r, &log, &t, out, &st, NULL, 0, "fuzz", &err) != 0) abort();
+        if (st.kept + st.dropped_empty + st.dropped_area + st.dropped_visibility != t.n) abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > (1u << 16)) return 0;
+    init_dataset();
+    char *p = fz_write("ann.json", data, size);
+    sp_coco_limits lim = {1u << 16, 4096};
+    sp_coco *c = NULL;
+    sp_error err;
+    sp_error_clear(&err);
+    int rc = sp_coco_open(p, g_ds, &lim, &c, &err);
+    if (rc == 0) {
+        check(c);
+        sp_coco_close(c);
+    } else if (c != NULL || err.msg[0] == '\0') {
+        abort();
+    }
+    free(p);
+    return 0;
+}
