@@ -73,6 +73,7 @@ struct sp_loader {
     uint64_t nmap;
     int mix;                          /* the dataset is a mixture: its own epoch (index_at) */
     sp__order *block;                 /* SP_ORDER_BLOCK: the epochs' shard tables; else NULL */
+    sp__samp *samp;                   /* a sampler (samplers.c); NULL: each sample once */
     sp_sample_list list;              /* cfg.samples: a view of the dataset's copy */
     const char **list_paths;
     int32_t *list_labels;
@@ -153,6 +154,7 @@ static int build_subset(sp_loader *ld, sp_error *err) {
  * index itself, or a mixture's slot. */
 static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos,
                          uint64_t *addr) {
+    if (ld->samp) return sp__samp_at(ld->samp, perm, pos, ld->map, addr);
     uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL ? pos
                  : ld->block ? sp__order_at(ld->block, perm->epoch, pos)
                              : sp_perm_at(perm, pos);
@@ -234,7 +236,8 @@ static sp_digest compute_fingerprint(const sp_loader *ld) {
         sp__hash_str(st, "pad_tail");
         sp__hash_u64(st, sp_batching_padded(&ld->bt));
     }
-    if (ld->map) {
+    if (ld->samp) sp__samp_hash(ld->samp, st);
+    if (ld->cfg.split) {
         char canon[SP_SPLIT_MAX * (SP_SPLIT_NAME_MAX + 32)];
         sp_split_canonical(&ld->split, canon, sizeof canon);
         sp__hash_str(st, "split");
@@ -329,20 +332,22 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
                           : sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
     if (rc == 0 && cfg->samples) rc = own_list(ld, err);
     if (rc == 0) rc = build_subset(ld, err);
+    if (rc == 0)
+        rc = sp__samp_create(&ld->cfg, ld->ds, ld->dataset_path, &ld->map, &ld->nmap, &ld->samp, err);
     if (rc == 0 && cfg->order == SP_ORDER_BLOCK)
         rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
                               cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
     if (rc == 0) rc = open_spec(ld, err);
     if (rc == 0) {
         ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
-        ld->bt.n = ld->tok ? sp__tokl_windows(ld->tok)
+        ld->bt.n = ld->samp ? sp__samp_length(ld->samp) : ld->tok ? sp__tokl_windows(ld->tok)
                    : ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
         ld->bt.batch_size = cfg->batch_size;
         ld->bt.drop_last = cfg->drop_last;
         ld->bt.rank = cfg->rank;
         ld->bt.world = ld->cfg.world;
         ld->bt.pad_tail = ld->cfg.pad_tail;
-        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL;
+        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL || (ld->samp && sp__samp_strided(ld->samp));
         rc = sp_batching_check(&ld->bt, err);
     }
     if (rc == 0 && ld->bt.n > (1ull << 32))
@@ -377,6 +382,7 @@ void sp_loader_destroy(sp_loader *ld) {
     sp_pipeline_destroy(ld->pl);
     sp__tokl_destroy(ld->tok);
     sp__order_destroy(ld->block);
+    sp__samp_destroy(ld->samp);
     sp_dataset_close(ld->ds);
     free(ld->dataset_path);
     free(ld->pipeline_spec);

@@ -148,4 +148,25 @@ void sp__order_destroy(sp__order *o);   /* accepts NULL */
  *  `epoch`; UINT64_MAX only when out of memory. Thread-safe. */
 uint64_t sp__order_at(sp__order *o, uint32_t epoch, uint64_t pos);
 
+/* ---- the samplers (samplers.c; loader.h "Samplers") -------------------------------- */
+typedef struct sp__samp sp__samp;
+struct sp__hash;
+/*! sp__samp_create() : the sampler cfg asks for (*out NULL when none: every
+ *  sample once, in cfg->order), checked against ds (`what` names it in
+ *  messages); cfg's indices and weights then point at the sampler's copies.
+ *  An index list makes *map / *nmap (malloc'd, the caller's to free).
+ *  @return 0, or SP_EINVAL naming the field and the reason, SP_ELIMIT,
+ *  SP_ENOMEM. */
+int sp__samp_create(sp_loader_config *cfg, const sp_dataset *ds, const char *what,
+                    uint64_t **map, uint64_t *nmap, sp__samp **out, sp_error *err);
+void sp__samp_destroy(sp__samp *s);   /* accepts NULL */
+uint64_t sp__samp_length(const sp__samp *s);   /* positions an epoch */
+int sp__samp_strided(const sp__samp *s);       /* ranks take strided slices (repeat) */
+/*! sp__samp_at() : the dataset index at epoch position pos (< the length) of
+ *  perm->epoch, with map the loader's subset map (or NULL); *addr (may be
+ *  NULL) its augmentation address. Pure; thread-safe. */
+uint64_t sp__samp_at(const sp__samp *s, const sp_perm *perm, uint64_t pos, const uint64_t *map,
+                     uint64_t *addr);
+void sp__samp_hash(const sp__samp *s, struct sp__hash *st);   /* into the fingerprint */
+
 #endif

@@ -167,7 +167,44 @@ typedef struct sp_loader_config {
                                         not outlive the call) */
     /* Added in ABI 4. */
     uint32_t block_shards;   /* SP_ORDER_BLOCK: K, the shards a block (>= 1); else ignored */
+    /* Added in ABI 6: the sampler (see "Samplers" below; docs/determinism.md
+     * section 13). All zero: every sample once an epoch, in cfg.order. */
+    const uint64_t *indices; /* NULL, or the loader's samples are these dataset indices, in
+                                this order (SubsetRandomSampler; with the sequential order a
+                                list of indices); copied at create */
+    uint64_t nindices;
+    uint64_t num_samples;    /* positions an epoch; 0: the loader's samples (times repeat) */
+    int replacement;         /* 1: each position drawn with replacement (uniform, or by weights) */
+    const double *weights;   /* NULL, or one weight per loader sample (WeightedRandomSampler;
+                                needs replacement); copied at create */
+    uint64_t nweights;
+    uint32_t repeat;         /* 0 or 1: none; r >= 2: each sample r times in a row (RASampler) */
 } sp_loader_config;
+
+/* Samplers (docs/determinism.md section 13; torch's samplers the drop-in maps
+ * to them, docs/python.md). Position p of an epoch of M positions (M =
+ * num_samples, or the loader's n samples times repeat) holds:
+ *  replacement, no weights  sample uniform_int(philox((p lo, p hi, e, 0),
+ *                           K_sampler)[0], n) (RandomSampler(replacement=True),
+ *                           the Python backend's definition);
+ *  replacement, weights     the inverse-CDF draw of section 13 under
+ *                           K_weighted, exact integer arithmetic;
+ *  neither, M > n           round q = p / n of the order (round 0 the epoch's
+ *                           order, round q >= 1 a permutation under a key
+ *                           derived from K_shuffle), M < n its first M;
+ *  repeat r                 copy p % r of the order's position p / r; the
+ *                           copies of a sample are consecutive positions, and
+ *                           ranks take strided slices so that they land on
+ *                           different ranks (RASampler).
+ * The augmentation address of a drawn position is p (two draws of a sample
+ * are augmented independently, as a mixture's slots are); copy c >= 1 of
+ * dataset sample i (repeat, or round c) is addressed c * D + i (D the
+ * dataset's size; c * D + i < 2^32, else SP_ELIMIT). Every field is part of
+ * the fingerprint (the quantized weights and the indices by their hash), so
+ * a state resumes only under the same sampler. Refused (SP_EINVAL, by name):
+ * weights without replacement, a sampler with a mixture, a token corpus or
+ * the block order, indices with a split, a repeated index, an index past the
+ * dataset, a negative, NaN or infinite weight, or weights that are all 0. */
 
 /* Splits (train/val subsets by path hash): see split.h. */
 

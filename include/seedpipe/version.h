@@ -31,6 +31,10 @@
  * image pipelines refuse them), sp_loader_spec() (the canonical pipeline
  * or token spec), the writer of tokens.h.
  *
+ * ABI 6: samplers (loader.h "Samplers", docs/determinism.md section 13):
+ * sp_loader_config ends with indices, nindices, num_samples, replacement,
+ * weights, nweights and repeat.
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */
@@ -40,7 +44,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 5
+#define SP_ABI_VERSION 6
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))

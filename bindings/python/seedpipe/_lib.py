@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 SP_ERROR_MSG_MAX = 512
 
@@ -76,7 +76,12 @@ class sp_loader_config(Structure):
                 ("skip_normalize", c_int), ("on_error", c_int), ("rng_mode", c_int),
                 ("split", c_char_p), ("subset", c_char_p), ("split_seed", c_uint64),
                 ("order", c_int), ("pad_tail", c_int), ("samples", POINTER(sp_sample_list)),
-                ("block_shards", c_uint32), _RESERVED]
+                ("block_shards", c_uint32),
+                # ABI 6: the sampler (loader.h "Samplers")
+                ("indices", POINTER(c_uint64)), ("nindices", c_uint64),
+                ("num_samples", c_uint64), ("replacement", c_int),
+                ("weights", POINTER(ctypes.c_double)), ("nweights", c_uint64),
+                ("repeat", c_uint32), _RESERVED]
 
 
 class sp_batch(Structure):

@@ -39,6 +39,7 @@ from . import _tokbatch
 from ._args import U32_MAX, check_choice, check_int, check_order, default_dtype
 from ._errors import ERANGE, EUNSUPP, Error, raise_error
 from ._launch import resolve_rank_world
+from ._sampling import sampler_fields
 from ._state import state_from, state_to_dict
 from ._stream import EpochIter, Resources, StreamSource, need_streams
 
@@ -180,7 +181,9 @@ class Loader(StreamSource):
                  ring: int = 0, rng_mode: str = "per-sample", split: Optional[str] = None,
                  subset: Optional[str] = None, split_seed: int = 0, cache=None,
                  order: str = "global", pad_tail: bool = False, samples=None,
-                 trace=None, seq_len=None, packing: str = "concat", eod=None, pad: int = 0):
+                 trace=None, seq_len=None, packing: str = "concat", eod=None, pad: int = 0,
+                 indices=None, num_samples=None, replacement: bool = False, weights=None,
+                 repeat: int = 1):
         self._res = Resources()
         self._finalizer = weakref.finalize(self, Resources.free, self._res)
         if trace is not None:
@@ -278,6 +281,7 @@ class Loader(StreamSource):
         cfg.dataset, cfg.pipeline, cfg.seed = self._bdata, self._bpipe, seed
         cfg.order, cfg.pad_tail = self._order, int(self.pad_tail)
         cfg.block_shards = self._block_shards
+        self._sampler = sampler_fields(cfg, indices, num_samples, replacement, weights, repeat)
         if slist is not None:
             self._slist = slist            # copied by sp_loader_create; kept for pool opens
             cfg.samples = ctypes.pointer(slist[0])
