@@ -438,8 +438,12 @@ class DataLoader:
 
     sampler: a DistributedSampler (its rank, num_replicas, shuffle, seed and
     drop_last are read; set_epoch on it or on the loader), a
-    SequentialSampler or a RandomSampler (without replacement) of the same
-    dataset. rank=/world= (ints or "auto": torchrun, OpenMPI, MPICH, Slurm,
+    SequentialSampler or a RandomSampler (also replacement=True and
+    num_samples=) of the same dataset, a SubsetRandomSampler, a list or
+    range of indices, a WeightedRandomSampler (replacement=True) or a
+    RASampler (torchvision's reference or seedpipe.torch.RASampler): each
+    mapped to seedpipe's keyed sampler (docs/determinism.md section 13).
+    rank=/world= (ints or "auto": torchrun, OpenMPI, MPICH, Slurm,
     see seedpipe.distributed_env) give DDP without a sampler, as a
     DistributedSampler with the same shuffle would. Under DDP the epoch is
     padded to a multiple of world by wrapping around its own order (as
@@ -450,9 +454,8 @@ class DataLoader:
     sampler): the epoch is then the first floor(N / world) * world samples,
     rank r taking every world-th from r. Shuffled, the sampler's drop_last
     with an uneven tail needs the DataLoader's drop_last too (refused
-    otherwise, by name). Other samplers (SubsetRandomSampler, a list or
-    range of indices, WeightedRandomSampler, custom ones) are refused by
-    name: use torch.utils.data.Subset(dataset, indices) as the dataset.
+    otherwise, by name). Other samplers (WeightedRandomSampler(replacement=
+    False), an index listed twice, custom classes) are refused by name.
 
     Batches: (images, labels) tensors; labels int64 as default_collate makes
     them. collate_fn=MixUp(...)/CutMix(...)/RandomChoice([...]) (seedpipe's,
