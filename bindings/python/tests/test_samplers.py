@@ -261,3 +261,30 @@ def test_dropin_rasampler(tmp_path, binary):
     assert ranks[0] == order[0::2] and ranks[1] == order[1::2]
     # the three copies of a sample: consecutive positions, so on both ranks
     assert set(ranks[0][:100]) & set(ranks[1][:100])
+
+
+def test_cli_flags_give_the_loaders_batches(shapes, binary, tmp_path):
+    import json
+    import subprocess
+    wf, xf = tmp_path / "w.txt", tmp_path / "i.txt"
+    w = [float(i % 7) + 0.25 for i in range(60)]
+    wf.write_text("\n".join(repr(v) for v in w) + "\n")
+    ind = [9, 4, 33, 2, 58, 17]
+    xf.write_text(" ".join(map(str, ind)))
+    cases = [(["--weights", str(wf), "--replacement", "--num-samples", "36"],
+              dict(weights=w, replacement=True, num_samples=36)),
+             (["--indices", str(xf), "--repeat", "2"], dict(indices=ind, repeat=2)),
+             (["--num-samples", "75"], dict(num_samples=75))]
+    for flags, kw in cases:
+        out = subprocess.run([binary, "digest", shapes, "--out", "-", "--seed", "6",
+                              "--batch-size", "8", "--epochs", "2", "--workers", "2"] + flags,
+                             check=True, capture_output=True, text=True).stdout
+        lines = [json.loads(x) for x in out.splitlines()[1:]]
+        assert [x["digest"] for x in lines] == digests(shapes, 0, **kw)[0], flags
+    bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--weights", str(wf)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--weights goes with --replacement" in bad.stderr
+    xf.write_text("3 x 5")
+    bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--indices", str(xf)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "word 2, \"x\"" in bad.stderr
