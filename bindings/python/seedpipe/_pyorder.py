@@ -9,6 +9,9 @@ epoch e holds, on this rank.
     ReplacementOrder  RandomSampler(replacement=True, num_samples=M): position
                    p of epoch e draws uniform_int(philox((p lo, p hi, e, 0),
                    K_10)[0], n) (n < 2^32), keyed by seedpipe
+    WeightedOrder  WeightedRandomSampler(weights, M, replacement=True): the
+                   C path's exact weighted draw (docs/determinism.md section
+                   13, K_13), so both backends draw the same indices
     ListOrder      a user's sampler (any iterable of indices: a range, a
                    list, a custom Sampler) or batch_sampler, followed as it
                    is: listed again at each epoch, its order the user's
@@ -25,7 +28,7 @@ import ctypes
 
 from . import _lib as L
 from ._errors import Error
-from ._keys import TAG_PY_SAMPLER, TAG_SHUFFLE, philox, stream_key
+from ._keys import TAG_PY_SAMPLER, TAG_SHUFFLE, TAG_WEIGHTED, philox, stream_key
 
 
 class KeyedOrder:
@@ -126,6 +129,66 @@ class ReplacementOrder(_Listed):
 
     def describe(self):
         return {"order": "replacement", "n": self.n, "num_samples": self.m,
+                "batch_size": self.bs, "drop_last": self.drop}
+
+
+def quantize(weights):
+    """The prefix sums C_i of the weights made integers (determinism.md
+    section 13): scaled by 2^k, the largest to 63 - L bits (L the bit length
+    of n), floored; exact in binary64. ValueError naming a bad weight."""
+    import math
+    w = [float(v) for v in weights]
+    if not w:
+        raise ValueError("WeightedRandomSampler: no weights")
+    for i, v in enumerate(w):
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"WeightedRandomSampler: weights[{i}] = {v!r}: a weight must be "
+                             "finite and >= 0")
+    top = max(w)
+    if top == 0:
+        raise ValueError("WeightedRandomSampler: the weights are all 0 (nothing to draw)")
+    k = (63 - len(w).bit_length()) - math.frexp(top)[1]
+    cum, s = [], 0
+    for v in w:
+        s += math.floor(math.ldexp(v, k))
+        cum.append(s)
+    return cum
+
+
+def weighted_at(cum, key, epoch, p):
+    """Position p's draw: r exactly uniform in [0, S) (64-bit words with
+    rejection), then the first i with C_i > r."""
+    import bisect
+    S = cum[-1]
+    t = (1 << 64) % S
+    j = 0
+    while True:
+        x = philox((p & 0xFFFFFFFF, p >> 32, epoch & 0xFFFFFFFF, j), key)
+        for h in (0, 2):
+            m = (x[h] | (x[h + 1] << 32)) * S
+            if (m & 0xFFFFFFFFFFFFFFFF) >= t:
+                return bisect.bisect_right(cum, m >> 64)
+        j += 1
+
+
+class WeightedOrder(_Listed):
+    kind = "weighted"
+
+    def __init__(self, weights, num_samples, seed, batch_size, drop_last):
+        super().__init__()
+        self.cum = quantize(weights)
+        self.n, self.m, self.bs, self.drop = len(self.cum), num_samples, batch_size, drop_last
+        self.reseed(seed)
+
+    def reseed(self, seed):
+        self.key, self._epoch = stream_key(seed, TAG_WEIGHTED), None
+
+    def _list(self, epoch):
+        flat = [weighted_at(self.cum, self.key, epoch, p) for p in range(self.m)]
+        return self._cut(flat, self.bs, self.drop)
+
+    def describe(self):
+        return {"order": "weighted", "n": self.n, "num_samples": self.m,
                 "batch_size": self.bs, "drop_last": self.drop}
 
 

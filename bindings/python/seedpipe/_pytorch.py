@@ -22,7 +22,7 @@ import warnings
 
 from ._args import check_int
 from ._pyloader import PyLoader
-from ._pyorder import KeyedOrder, ListOrder, ReplacementOrder
+from ._pyorder import KeyedOrder, ListOrder, ReplacementOrder, WeightedOrder
 
 _warned = set()
 
@@ -71,7 +71,7 @@ def make_order(dataset, n, batch_size, shuffle, sampler, batch_sampler, drop_las
                rank, world):
     """(order, rank, world, sampler_seed) for the DataLoader's arguments."""
     from torch.utils.data import (BatchSampler, DistributedSampler, RandomSampler,
-                                  SequentialSampler)
+                                  SequentialSampler, WeightedRandomSampler)
     if batch_sampler is not None:
         inner = getattr(batch_sampler, "sampler", None)
         if type(batch_sampler) is BatchSampler and _keyable(inner, dataset):
@@ -100,6 +100,12 @@ def make_order(dataset, n, batch_size, shuffle, sampler, batch_sampler, drop_las
         if sampler._num_samples is None:
             return KeyedOrder(n, seed, bs * world, drop_last, rank, world, True,
                               pad_tail=world > 1), rank, world, gseed
+    if type(sampler) is WeightedRandomSampler and sampler.replacement and \
+            len(sampler.weights) <= n:
+        g = getattr(sampler, "generator", None)
+        gseed = int(g.initial_seed()) if g is not None else None
+        return (WeightedOrder(sampler.weights.tolist(), int(sampler.num_samples), seed, bs,
+                              drop_last), rank, 1, gseed)
     return ListOrder(sampler, n, batch_size, drop_last, batched=False), rank, 1, None
 
 
@@ -109,7 +115,10 @@ def _same(sampler, dataset):
 
 
 def _keyable(sampler, dataset):
-    from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
+    from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
+                                  WeightedRandomSampler)
+    if type(sampler) is WeightedRandomSampler:
+        return bool(sampler.replacement)
     if sampler is None or not _same(sampler, dataset):
         return False
     if type(sampler) is RandomSampler:

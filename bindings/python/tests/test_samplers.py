@@ -288,3 +288,25 @@ def test_cli_flags_give_the_loaders_batches(shapes, binary, tmp_path):
     bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--indices", str(xf)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "word 2, \"x\"" in bad.stderr
+
+
+def test_python_backend_draws_the_same_weighted_indices():
+    """A Python dataset (the Python backend) with a WeightedRandomSampler draws
+    what the C path draws: the same section 13 rule, keyed by seedpipe."""
+    torch, _, DataLoader, _ = torch_parts()
+    from torch.utils.data import BatchSampler, TensorDataset, WeightedRandomSampler
+    ds = TensorDataset(torch.arange(40))
+    w = torch.tensor([float((i * 7) % 5) for i in range(40)], dtype=torch.double)
+    for workers in (0, 2):
+        dl = DataLoader(ds, batch_size=6, sampler=WeightedRandomSampler(w, 45), seed=12,
+                        num_workers=workers)
+        assert dl.backend == "python"
+        for e in (0, 1):
+            got = [int(i) for (x,) in dl for i in x]
+            assert got == [i for i, _ in R.weighted(w.tolist(), 12, e, 45)], (workers, e)
+        dl.close()
+    bs = BatchSampler(WeightedRandomSampler(w, 10), 4, drop_last=True)
+    dl = DataLoader(ds, batch_sampler=bs, seed=12)
+    assert [[int(i) for i in x] for (x,) in dl] == \
+        [[i for i, _ in R.weighted(w.tolist(), 12, 0, 10)][k:k + 4] for k in (0, 4)]
+    dl.close()
