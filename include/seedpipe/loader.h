@@ -236,11 +236,14 @@ SP_API const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
 SP_API const char *sp_loader_spec(const sp_loader *ld);
 SP_API const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
 SP_API uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
-/*! sp_loader_size() : the number of samples the loader draws from (the
- *  subset's size with a split, else the dataset's). */
+/*! sp_loader_size() : the positions of an epoch before padding: the number
+ *  of samples the loader draws from (the subset's size with a split or an
+ *  index list, else the dataset's), or with a sampler ("Samplers" below)
+ *  its num_samples, or repeat times the samples. */
 SP_API uint64_t sp_loader_size(const sp_loader *ld);
 /*! sp_loader_sample_index() : the dataset index of the loader's j-th
- *  sample (j < sp_loader_size(); the identity without a split). */
+ *  sample (j below the samples it draws from; the identity without a split
+ *  or an index list). */
 SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 /*! sp_loader_sample_dims() : channels, height, width of one sample. */
 SP_API void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);

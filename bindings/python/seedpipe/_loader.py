@@ -151,6 +151,12 @@ class Loader(StreamSource):
     paths are under, or None. Every file is hashed at open (no persistent
     index).
 
+    indices=, num_samples=, replacement=, weights=, repeat= are the samplers
+    (seedpipe/_sampling.py, loader.h "Samplers", docs/determinism.md 13):
+    a list of dataset indices, the positions an epoch, draws with
+    replacement (uniform, or by weights), each sample repeat times with its
+    own augmentations, the copies on different ranks. In the fingerprint.
+
     trace=FILE.json records a timeline of this process and its pool workers
     (trace.h, docs/tracing.md: Chrome trace-event JSON for Perfetto) from
     here until close(), which writes it; one trace per process at a time
@@ -390,7 +396,9 @@ class Loader(StreamSource):
 
     @property
     def num_samples(self) -> int:
-        """Samples the loader draws from (the subset's with a split)."""
+        """Positions of an epoch before padding: the samples the loader draws
+        from (the subset's with a split or indices=), or with a sampler its
+        num_samples (repeat: repeat times the samples)."""
         return int(L.sp_loader_size(self._ld()))
 
     @property
