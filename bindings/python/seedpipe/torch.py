@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from . import _tvdatasets as _tvd
 from ._args import check_int as _check_int
 from ._errors import Error
 from ._launch import resolve_rank_world as _resolve_rank_world
@@ -679,8 +680,14 @@ class DataLoader:
 
         # The dataset: a path, a folder dataset, or an explicit sample list.
         data, samples, folder = dataset, None, None
+        idx = None if isinstance(dataset, (str, bytes, os.PathLike)) or cut is not None \
+            else _tvd.idx_source(dataset)
         if isinstance(dataset, (str, bytes, os.PathLike)):
             pass
+        elif idx is not None:   # MNIST & co: their IDX files, one channel (_tvdatasets.py)
+            data = idx
+            transform, dtype = _tvd.gray_pipeline(
+                transform if transform is not None else dataset.transform, dtype)
         elif _is_folder_dataset(dataset) and cut is None:
             _check_folder_dataset(dataset)
             data, folder = dataset.root, dataset
@@ -995,6 +1002,11 @@ def _c_path_checks(ds, kw):
         _read_sampler(kw["sampler"], ds)
     if kw.get("multiprocessing_context") is not None:
         raise ValueError("multiprocessing_context=")
+    if _tvd.idx_source(ds) is not None:   # MNIST & co: read from their IDX files
+        tf = kw.get("transform", ds.transform)
+        if tf is not None and not isinstance(tf, str):
+            _spec_of(tf)
+        return
     _, _, _, tf = _sample_list(ds)
     if _is_folder_dataset(ds):
         _check_folder_dataset(ds)
