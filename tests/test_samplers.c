@@ -11,10 +11,12 @@
  * world of r; a weighted epoch draws only positive weights, and a sample of
  * weight 0 never; each refusal names its field (indices with a split, a
  * repeated index, weights without replacement, copies whose address would
- * pass 2^32, too few weights).
+ * pass 2^32, too few weights); one service serving every rank of a world
+ * of 2 gives each rank its in-process loader's batches (repeat's strided
+ * slices, weighted draws).
  * Cases (tests/runner.h): test_config_is_copied, test_fingerprint_fields,
  * test_sequential_list_ranks, test_repeat_ranks, test_weighted_zero,
- * test_refusals.
+ * test_refusals, test_service_ranks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,10 @@
 #include "check.h"
 #include "runner.h"
 #include "seedpipe/loader.h"
+#include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
+#include "seedpipe/stream.h"
+#include "service_join.h"
 
 #define N 37
 
@@ -246,6 +251,63 @@ static void test_refusals(void) {
     refused(&c, SP_EINVAL, "repeat=2 with replacement");
 }
 
+/* One service for ranks 0..K-1 of world K of g (a global config); each rank's
+ * batches of two epochs equal its in-process loader's. */
+static void service_ranks(sp_loader_config g, uint32_t K, const char *what) {
+    char name[80];
+    pid_t pid;
+    sp_error err;
+    snprintf(name, sizeof name, ".sp-test-samplers-%d-%s", (int)getpid(), what);
+    sp_service_config sc = {name, K, 2, 0, 2, NULL, NULL, NULL, 0, K};
+    CHECK_OK(sp_service_fork(&g, &sc, &pid, &err), &err);
+    sp_stream *s[2];
+    sp_loader *ld[2];
+    sp_batch b[2];
+    for (uint32_t k = 0; k < K; k++) {
+        sp_stream_config stc;
+        sp_stream_config_default(&stc);
+        stc.kind = SP_STREAM_SERVICE;
+        stc.service_name = name;
+        sp_loader_config c = g;
+        c.rank = k;
+        c.world = K;
+        CHECK_OK(sp_stream_open(&c, &stc, &s[k], &err), &err);
+        ld[k] = create(&c);
+        CHECK(sp_batch_alloc(ld[k], &b[k]) == 0);
+    }
+    uint64_t nb = sp_loader_batches_per_epoch(ld[0]);
+    for (uint64_t q = 0; q < 2 * nb; q++)
+        for (uint32_t k = 0; k < K; k++) {
+            sp_batch v;
+            CHECK_OK(sp_stream_next(s[k], &v, &err), &err);
+            CHECK_OK(sp_loader_batch(ld[k], (uint32_t)(q / nb), q % nb, &b[k], &err), &err);
+            CHECK_MSG(v.count == b[k].count && dig_eq(sp_stream_batch_digest(s[k], &v),
+                                                      sp_batch_digest(ld[k], &b[k])),
+                      "%s: rank %u batch %llu", what, k, (unsigned long long)q);
+            CHECK_OK(sp_stream_release(s[k], &v, &err), &err);
+        }
+    for (uint32_t k = 0; k < K; k++) {
+        sp_stream_close(s[k]);
+        sp_batch_free(&b[k]);
+        sp_loader_destroy(ld[k]);
+    }
+    CHECK(join_status(pid, 10000) == 0);
+}
+
+static void test_service_ranks(void) {
+    sp_loader_config g = config(6);
+    g.repeat = 2;
+    service_ranks(g, 2, "repeat");
+    static double w[N];
+    for (int i = 0; i < N; i++) w[i] = 1.0 + (i % 3);
+    g = config(6);
+    g.weights = w;
+    g.nweights = N;
+    g.replacement = 1;
+    g.num_samples = 40;
+    service_ranks(g, 2, "weighted");
+}
+
 static void setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/sp-test-samplers-XXXXXX");
     CHECK(mkdtemp(g_tmp) != NULL);
@@ -268,6 +330,7 @@ static const sp_case cases[] = {
     SP_CASE(test_repeat_ranks),
     SP_CASE(test_weighted_zero),
     SP_CASE(test_refusals),
+    SP_CASE(test_service_ranks),
 };
 
 int main(int argc, char **argv) {
