@@ -9,6 +9,10 @@ epoch e holds, on this rank.
     ReplacementOrder  RandomSampler(replacement=True, num_samples=M): position
                    p of epoch e draws uniform_int(philox((p lo, p hi, e, 0),
                    K_10)[0], n) (n < 2^32), keyed by seedpipe
+    SubsetOrder    SubsetRandomSampler(indices), each index once: the keyed
+                   order over the list (the C path's index list)
+    RoundsOrder    RandomSampler(num_samples=M), no replacement: keyed
+                   rounds (the C path's, section 13)
     WeightedOrder  WeightedRandomSampler(weights, M, replacement=True): the
                    C path's exact weighted draw (docs/determinism.md section
                    13, K_13), so both backends draw the same indices
@@ -189,6 +193,61 @@ class WeightedOrder(_Listed):
 
     def describe(self):
         return {"order": "weighted", "n": self.n, "num_samples": self.m,
+                "weights": _digest(self.cum), "batch_size": self.bs, "drop_last": self.drop}
+
+
+def _digest(values):
+    """A short hash of integers (what a state must match)."""
+    import hashlib
+    return hashlib.sha256(",".join(map(str, values)).encode()).hexdigest()[:32]
+
+
+class SubsetOrder(KeyedOrder):
+    """SubsetRandomSampler(indices) (each listed once): the keyed order over
+    the list, as the C path's index list (docs/determinism.md section 13)."""
+    kind = "subset"
+
+    def __init__(self, indices, seed, batch_size, drop_last, rank, world):
+        self.sub = list(indices)
+        super().__init__(len(self.sub), seed, batch_size, drop_last, rank, world, True,
+                         pad_tail=world > 1)
+
+    def indices(self, epoch, b):
+        idx, reps = super().indices(epoch, b)
+        return [self.sub[i] for i in idx], reps
+
+    def describe(self):
+        d = super().describe()
+        d.update(order="subset", indices=_digest(self.sub))
+        return d
+
+
+class RoundsOrder(_Listed):
+    """RandomSampler(num_samples=M) without replacement: round q = p // n of
+    the keyed order, round 0 the epoch's (K_shuffle), round q the order under
+    derive(K_shuffle, q), as the C path's (docs/determinism.md section 13)."""
+    kind = "rounds"
+
+    def __init__(self, n, num_samples, seed, batch_size, drop_last):
+        super().__init__()
+        self.n, self.m, self.bs, self.drop = n, num_samples, batch_size, drop_last
+        self.reseed(seed)
+
+    def reseed(self, seed):
+        self.kshuf, self._epoch = stream_key(seed, TAG_SHUFFLE), None
+
+    def _list(self, epoch):
+        flat, perm = [], L.sp_perm()
+        for q in range((self.m + self.n - 1) // self.n):
+            k = self.kshuf if q == 0 else philox((q, 0, 0, 0), self.kshuf)[:2]
+            L.sp_perm_init(ctypes.byref(perm), self.n, L.sp_key((ctypes.c_uint32 * 2)(*k)),
+                           epoch)
+            flat += [int(L.sp_perm_at(ctypes.byref(perm), t))
+                     for t in range(min(self.n, self.m - q * self.n))]
+        return self._cut(flat, self.bs, self.drop)
+
+    def describe(self):
+        return {"order": "rounds", "n": self.n, "num_samples": self.m,
                 "batch_size": self.bs, "drop_last": self.drop}
 
 

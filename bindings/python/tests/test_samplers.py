@@ -310,3 +310,27 @@ def test_python_backend_draws_the_same_weighted_indices():
     assert [[int(i) for i in x] for (x,) in dl] == \
         [[i for i, _ in R.weighted(w.tolist(), 12, 0, 10)][k:k + 4] for k in (0, 4)]
     dl.close()
+
+
+def test_python_backend_subset_and_rounds_are_the_c_paths():
+    """SubsetRandomSampler and RandomSampler(num_samples=M) on the Python
+    backend: the C path's keyed orders (section 13), exactly."""
+    torch, _, DataLoader, _ = torch_parts()
+    from torch.utils.data import RandomSampler, SubsetRandomSampler, TensorDataset
+    ds = TensorDataset(torch.arange(30))
+    sub = [7, 3, 29, 11, 0, 18, 21]
+    dl = DataLoader(ds, batch_size=3, sampler=SubsetRandomSampler(sub), seed=4)
+    assert dl.backend == "python"
+    for e in (0, 1):
+        got = [int(i) for (x,) in dl for i in x]
+        assert got == [i for i, _ in R.rounds(7, 4, e, 7, dsize=30, indices=sub)], e
+    state = dl.state_dict()
+    dl.close()
+    dl = DataLoader(ds, batch_size=3, sampler=SubsetRandomSampler(sub[:-1]), seed=4)
+    with pytest.raises(Exception, match="order|state"):
+        dl.load_state_dict(state)                         # another subset: another stream
+    dl.close()
+    dl = DataLoader(ds, batch_size=4, sampler=RandomSampler(ds, num_samples=70), seed=4)
+    got = [int(i) for (x,) in dl for i in x]
+    assert got == [i for i, _ in R.rounds(30, 4, 0, 70)]
+    dl.close()
