@@ -6,7 +6,9 @@
  * sequential order; padding wrapped). Each position p maps to a sample
  * index i = perm(p) (the identity for the sequential order, the block
  * order's sp_block_perm_at() through loader_order.c's epoch tables, then
- * through a split's subset map); sample i is read, decoded
+ * through a split's or an index list's subset map; with a sampler,
+ * samplers.c's sp__samp_at(): draws, rounds, copies, each with its own
+ * augmentation address); sample i is read, decoded
  * and augmented into the batch buffer at offset (s - first) * sample_bytes.
  * A mixture's epoch is its L slots instead (dataset.h SP_DATASET_MIX):
  * position p is slot q = perm(p) (or p, sequential), and slot q draws the
@@ -333,7 +335,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     if (rc == 0 && cfg->samples) rc = own_list(ld, err);
     if (rc == 0) rc = build_subset(ld, err);
     if (rc == 0)
-        rc = sp__samp_create(&ld->cfg, ld->ds, ld->dataset_path, &ld->map, &ld->nmap, &ld->samp, err);
+        rc = sp__samp_create(&ld->cfg, ld->ds, ld->dataset_path, &ld->map, &ld->nmap, &ld->samp,
+                             err);
     if (rc == 0 && cfg->order == SP_ORDER_BLOCK)
         rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
                               cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
@@ -347,7 +350,8 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         ld->bt.rank = cfg->rank;
         ld->bt.world = ld->cfg.world;
         ld->bt.pad_tail = ld->cfg.pad_tail;
-        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL || (ld->samp && sp__samp_strided(ld->samp));
+        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL ||
+                         (ld->samp && sp__samp_strided(ld->samp));   /* repeat's copies */
         rc = sp_batching_check(&ld->bt, err);
     }
     if (rc == 0 && ld->bt.n > (1ull << 32))
