@@ -16,7 +16,7 @@ import seedpipe
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
 import sampler_ref as R  # noqa: E402
-from test_mix import make_idx  # noqa: E402
+from test_mix import make_idx, write_mix  # noqa: E402
 
 P = "shapes-train"
 
@@ -191,6 +191,13 @@ def test_repeat_copies_land_on_different_ranks(shapes):
 def test_refused_by_name(ten, kw, why):
     with pytest.raises(seedpipe.Error, match=why):
         seedpipe.Loader(ten, pipeline="hflip p=0", batch_size=2, **kw)
+
+
+def test_mixture_refused(ten, tmp_path):
+    mix = write_mix(str(tmp_path / "m.mix"), [(1, ten), (2, ten)])
+    for kw in (dict(num_samples=5), dict(repeat=2), dict(replacement=True)):
+        with pytest.raises(seedpipe.Error, match="cannot be combined with a mixture"):
+            seedpipe.Loader(mix, pipeline="hflip p=0", batch_size=2, **kw)
 
 
 # ---- the drop-in: torch's samplers -----------------------------------------------------
