@@ -341,3 +341,44 @@ def test_python_backend_subset_and_rounds_are_the_c_paths():
     got = [int(i) for (x,) in dl for i in x]
     assert got == [i for i, _ in R.rounds(30, 4, 0, 70)]
     dl.close()
+
+
+def test_dropin_weighted_workers_and_resume(shapes):
+    """WeightedRandomSampler through the drop-in: the same batches at 0 and 3
+    workers, and a resume mid-epoch at another worker count continues them."""
+    torch, tv, DataLoader, _ = torch_parts()
+    from torch.utils.data import WeightedRandomSampler
+    T = tv.transforms
+    ds = tv.datasets.ImageFolder(shapes, transform=T.Compose([
+        T.RandomResizedCrop(20), T.RandomHorizontalFlip(), T.ToTensor()]))
+    w = torch.tensor([float(1 + i % 10) for i in range(60)], dtype=torch.double)
+
+    def loader(workers):
+        return DataLoader(ds, batch_size=6, sampler=WeightedRandomSampler(w, 45), seed=17,
+                          num_workers=workers)
+
+    def take(dl, k=None):
+        out = []
+        for x, y in dl:
+            out.append((x.clone(), y.clone()))
+            if k is not None and len(out) == k:
+                break
+        return out
+
+    ref = loader(0)
+    want = take(ref) + take(ref)                     # epochs 0 and 1
+    ref.close()
+    dl = loader(3)
+    got = take(dl)
+    head = take(dl, 3)                               # epoch 1, 3 of its 8 batches
+    state = dl.state_dict()
+    dl.close()
+    assert len(got) == 8 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+                                 for a, b in zip(got, want[:8]))
+    dl = loader(0)
+    dl.load_state_dict(state)
+    tail = take(dl)
+    dl.close()
+    rest = head + tail
+    assert len(rest) == 8 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+                                  for a, b in zip(rest, want[8:]))
