@@ -8,8 +8,9 @@
  *                     and >= 0 (needs --replacement)
  *
  * The arrays live until the tool exits (the configs of the commands that
- * read them are made again from them: sp_loader_config_of()). It calls
- * nothing of the tool's: a bad file is a message for cli_args.c to report.
+ * read them are made again from them: sp_loader_config_of()), and are freed
+ * then (atexit), so a leak checker sees none. It calls nothing of the
+ * tool's: a bad file is a message for cli_args.c to report.
  */
 #include "cli.h"
 
@@ -73,6 +74,21 @@ static char *read_words(const char *path, size_t *count, char *why, size_t n) {
     return buf;
 }
 
+static void *owned[16];   /* the arrays given to configs, freed at exit */
+static int nowned;
+
+static void free_owned(void) {
+    while (nowned > 0) free(owned[--nowned]);
+}
+
+/* p kept until exit (freed now when there is no room: never, in practice). */
+static int keep(void *p) {
+    if (nowned == 0) atexit(free_owned);
+    if (nowned == (int)(sizeof owned / sizeof owned[0])) return -1;
+    owned[nowned++] = p;
+    return 0;
+}
+
 /* The next word at or after *p (skipping NULs); *p moves past it. */
 static const char *next_word(char **p) {
     while (**p == '\0') (*p)++;
@@ -106,6 +122,7 @@ int cli_sampler_files(const char *indices, const char *weights, sp_loader_config
                 rc = say(why, n, "%s: word %zu, \"%s\", is not a decimal index", indices, k + 1, w);
         }
         free(buf);
+        if (rc == 0 && keep(idx) != 0) rc = say(why, n, "%s: too many index lists", indices);
         if (rc != 0) return free(idx), -1;
         cfg->indices = idx;
         cfg->nindices = count;
@@ -123,6 +140,7 @@ int cli_sampler_files(const char *indices, const char *weights, sp_loader_config
                          k + 1, s);
         }
         free(buf);
+        if (rc == 0 && keep(w) != 0) rc = say(why, n, "%s: too many weight lists", weights);
         if (rc != 0) return free(w), -1;
         cfg->weights = w;
         cfg->nweights = count;
