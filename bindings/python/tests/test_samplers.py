@@ -288,6 +288,8 @@ def test_cli_flags_give_the_loaders_batches(shapes, binary, tmp_path):
                              check=True, capture_output=True, text=True).stdout
         lines = [json.loads(x) for x in out.splitlines()[1:]]
         assert [x["digest"] for x in lines] == digests(shapes, 0, **kw)[0], flags
+        res = seedpipe.digest(shapes, seed=6, batch_size=8, epochs=2, workers=2, **kw)
+        assert res.digests == [x["digest"] for x in lines], flags
     bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--weights", str(wf)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--weights goes with --replacement" in bad.stderr
