@@ -169,4 +169,20 @@ uint64_t sp__samp_at(const sp__samp *s, const sp_perm *perm, uint64_t pos, const
                      uint64_t *addr);
 void sp__samp_hash(const sp__samp *s, struct sp__hash *st);   /* into the fingerprint */
 
+/* ---- the weighted draws' arithmetic (samplers_wor.c) -------------------------------- */
+/*! sp__draw_below() : an exactly uniform integer below S (>= 1) from the
+ *  Philox blocks (pos lo, pos hi, epoch, j) under key (section 13). */
+uint64_t sp__draw_below(sp_key key, uint32_t epoch, uint64_t pos, uint64_t S);
+typedef struct sp__wor sp__wor;
+/*! sp__wor_create() : weighted draws without replacement of m positions from
+ *  the n samples of prefix sums cum[] (section 13). @return 0, SP_EINVAL
+ *  when fewer than m samples have a weight above 0 (`what` names the
+ *  dataset), SP_ENOMEM. */
+int sp__wor_create(const uint64_t *cum, uint64_t n, uint64_t m, sp_key key, const char *what,
+                   sp__wor **out, sp_error *err);
+void sp__wor_destroy(sp__wor *w);   /* accepts NULL */
+/*! sp__wor_at() : the loader sample at position pos (< m) of `epoch`;
+ *  UINT64_MAX only when out of memory. Thread-safe. */
+uint64_t sp__wor_at(sp__wor *w, uint32_t epoch, uint64_t pos);
+
 #endif

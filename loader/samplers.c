@@ -14,18 +14,17 @@
  * and keeps their prefix sums. sp__samp_at() is then a pure function of
  * (the sampler, epoch, position): a uniform draw is one Philox word
  * (uniform_int, the Python backend's RandomSampler(replacement=True)); a
- * weighted draw is an exactly uniform integer r in [0, S) (Lemire's
- * multiply-shift with rejection, 64-bit words, the blocks j = 0, 1, ... of
- * the position's counter) and the sample whose prefix-sum interval holds r
- * (a binary search); rounds and copies go through the epoch order of the
+ * weighted draw is an exactly uniform integer r in [0, S) (samplers_wor.c's
+ * sp__draw_below()) and the sample whose prefix-sum interval holds r (a
+ * binary search); weighted draws without replacement are whole epochs
+ * (samplers_wor.c); rounds and copies go through the epoch order of the
  * loader (perm.h), a round q >= 1 under sp_key_derive(K_shuffle, q).
  *
  * Thread- and fork-safe after create: nothing is written.
  *
  * LIMITATIONS
  * A positive weight below 2^-(63-L) of the largest quantizes to 0 and is
- * never drawn (torch would draw it that rarely). Weighted draws without
- * replacement are refused (SP_EINVAL).
+ * never drawn (torch would draw it that rarely).
  */
 #include "loader/loader_internal.h"
 #include "common/hash_internal.h"
@@ -44,12 +43,14 @@ struct sp__samp {
     sp_key k_shuffle, k_sampler, k_weighted;
     uint64_t *cum;         /* weighted: prefix sums C_i = Q_0 + .. + Q_i; else NULL */
     uint64_t total;        /* C_{n-1} = S */
+    sp__wor *wor;          /* weights without replacement: the epochs' draws; else NULL */
     uint64_t *indices;     /* the copy cfg points at (NULL: none) */
     double *weights;       /* the copy cfg points at (NULL: none) */
 };
 
 void sp__samp_destroy(sp__samp *s) {
     if (!s) return;
+    sp__wor_destroy(s->wor);
     free(s->cum);
     free(s->indices);
     free(s->weights);
@@ -71,17 +72,14 @@ static int check_fields(const sp_loader_config *c, const sp_dataset *ds, const c
     if (other)
         return sp_error_set(err, SP_EINVAL, "%s: a sampler (indices, num_samples, replacement, "
                             "weights, repeat) cannot be combined with %s", what, other);
-    if (c->weights && !c->replacement)
-        return sp_error_set(err, SP_EINVAL, "%s: weights without replacement "
-                            "(WeightedRandomSampler(replacement=False)) are not supported: "
-                            "seedpipe draws weighted samples with replacement only", what);
     if ((c->indices && c->nindices == 0) || (c->weights && c->nweights == 0))
         return sp_error_set(err, SP_EINVAL, "%s: %s is empty", what,
                             c->indices && c->nindices == 0 ? "the index list" : "weights");
-    if (c->replacement && c->repeat > 1)
-        return sp_error_set(err, SP_EINVAL, "%s: repeat=%u with replacement: repeated "
-                            "augmentation takes each sample of the order r times; draws with "
-                            "replacement take no repeat", what, c->repeat);
+    if ((c->replacement || c->weights) && c->repeat > 1)
+        return sp_error_set(err, SP_EINVAL, "%s: repeat=%u with %s: repeated augmentation "
+                            "takes each sample of the order r times; weighted or uniform draws "
+                            "take no repeat", what, c->repeat,
+                            c->replacement ? "replacement" : "weights");
     return SP_OK;
 }
 
@@ -173,7 +171,9 @@ int sp__samp_create(sp_loader_config *c, const sp_dataset *ds, const char *what,
     if (rc == SP_OK && s->n == 0) rc = sp_error_set(err, SP_EINVAL, "%s: no samples", what);
     if (rc == SP_OK && c->weights) rc = quantize(s, c, what, err);
     s->m = c->num_samples ? c->num_samples : s->n * s->repeat;
-    if (rc == SP_OK && !s->replacement) {   /* copies: c * D + i < 2^32 */
+    if (rc == SP_OK && c->weights && !s->replacement)
+        rc = sp__wor_create(s->cum, s->n, s->m, s->k_weighted, what, &s->wor, err);
+    if (rc == SP_OK && !s->replacement && !s->wor) {   /* copies: c * D + i < 2^32 */
         uint64_t copies = s->repeat > 1 ? s->repeat : (s->m + s->n - 1) / s->n;
         if (copies > 1 && copies * s->dsize > (UINT64_C(1) << 32))
             rc = sp_error_set(err, SP_ELIMIT, "%s: %llu copies of %llu samples: the "
@@ -195,39 +195,27 @@ int sp__samp_create(sp_loader_config *c, const sp_dataset *ds, const char *what,
     return SP_OK;
 }
 
-/* hi:lo = a * b, 64 x 64 -> 128 bits. */
-static void mul64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo) {
-    uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
-    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-    uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
-    *lo = (mid << 32) | (uint32_t)p00;
-    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* The weighted draw of position p of epoch e (section 13). */
+/* The weighted draw of position p of epoch e (section 13): the first i with
+ * C_i > r, r exactly uniform below S. */
 static uint64_t weighted_draw(const sp__samp *s, uint32_t e, uint64_t p) {
-    uint64_t S = s->total, t = (0 - S) % S;   /* 2^64 mod S */
-    for (uint32_t j = 0;; j++) {
-        sp_ctr ctr = {{(uint32_t)p, (uint32_t)(p >> 32), e, j}};
-        sp_ctr x = sp_philox4x32_10(ctr, s->k_weighted);
-        for (int h = 0; h < 4; h += 2) {
-            uint64_t u = (uint64_t)x.c[h] | (uint64_t)x.c[h + 1] << 32, hi, lo;
-            mul64(u, S, &hi, &lo);
-            if (lo < t) continue;             /* rejected: exactly uniform r = hi */
-            uint64_t a = 0, b = s->n - 1;     /* the first i with C_i > hi */
-            while (a < b) {
-                uint64_t mid = a + (b - a) / 2;
-                if (s->cum[mid] > hi) b = mid;
-                else a = mid + 1;
-            }
-            return a;
-        }
+    uint64_t r = sp__draw_below(s->k_weighted, e, p, s->total);
+    uint64_t a = 0, b = s->n - 1;
+    while (a < b) {
+        uint64_t mid = a + (b - a) / 2;
+        if (s->cum[mid] > r) b = mid;
+        else a = mid + 1;
     }
+    return a;
 }
 
 uint64_t sp__samp_at(const sp__samp *s, const sp_perm *perm, uint64_t pos, const uint64_t *map,
                      uint64_t *addr) {
     uint32_t e = perm->epoch;
+    if (s->wor) {   /* each sample at most once an epoch: augmented as itself */
+        uint64_t j = sp__wor_at(s->wor, e, pos), i = j == UINT64_MAX ? j : map ? map[j] : j;
+        if (addr) *addr = i;
+        return i;
+    }
     if (s->replacement) {
         uint64_t j;
         if (s->cum) {

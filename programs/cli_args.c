@@ -192,9 +192,6 @@ static void cli_sampler_options(cli_args *a, sp_loader_config *cfg) {
     cfg->num_samples = cli_uint(a, "num-samples", 0, 1, UINT64_C(1) << 32);
     cfg->replacement = cli_has(a, "replacement");
     cfg->repeat = (uint32_t)cli_uint(a, "repeat", 1, 1, UINT32_MAX);
-    if (wts && !cfg->replacement)
-        cli_usage_error(a, "--weights goes with --replacement (weighted draws are with "
-                        "replacement)");
 }
 
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what) {

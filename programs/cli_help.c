@@ -54,7 +54,9 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "                        each once), permuted, or in the file's order (sequential)\n"
      "  --num-samples N       positions an epoch, 1..4294967296 (default: the samples)\n"
      "  --replacement         draw each position with replacement (uniformly, or by\n"
-     "                        --weights FILE: one weight >= 0 a line, one per sample)\n"
+     "                        --weights)\n"
+     "  --weights FILE        one weight >= 0 a line, one per sample: weighted draws,\n"
+     "                        without --replacement each sample at most once an epoch\n"
      "  --repeat R            each sample R times in a row, each copy augmented as its\n"
      "                        own, the copies on different ranks (docs/determinism.md 13)\n"},
     {B_FORMAT, "format options",

@@ -5,7 +5,7 @@
  *   --indices FILE    the loader's samples: these dataset indices, decimal
  *                     digits, one a line (or separated by any white space)
  *   --weights FILE    one weight per sample, a number strtod reads, finite
- *                     and >= 0 (needs --replacement)
+ *                     and >= 0 (with --replacement or without)
  *
  * The arrays live until the tool exits (the configs of the commands that
  * read them are made again from them: sp_loader_config_of()), and are freed

@@ -79,6 +79,26 @@ def weighted(weights, seed, epoch, count):
     return [(weighted_at(cum, key, p, epoch), p) for p in range(count)]
 
 
+def weighted_without(weights, seed, epoch, count):
+    """Without replacement: position p draws r below the remaining weights'
+    sum (uniform_below, K_13), takes the first i whose running sum of the
+    remaining weights exceeds r, and sets its weight to 0. Each sample is
+    augmented as itself (address = index)."""
+    q = quantize(weights)
+    key = R.stream_key(seed, TAG_WEIGHTED)
+    out = []
+    for p in range(count):
+        r = uniform_below(key, p, epoch, sum(q))
+        acc = 0
+        for i, v in enumerate(q):
+            acc += v
+            if acc > r:
+                break
+        out.append((i, i))
+        q[i] = 0
+    return out
+
+
 def uniform(n, seed, epoch, count):
     """RandomSampler(replacement=True): uniform_int(philox((p lo, p hi, e, 0), K_10)[0], n)."""
     key = R.stream_key(seed, TAG_SAMPLER)

@@ -9,11 +9,11 @@
  * config does not; an index list in the sequential order is the list, cut
  * into strided rank slices; repeat's copies land on different ranks of a
  * world of r; a weighted epoch draws only positive weights, and a sample of
- * weight 0 never; each refusal names its field (indices with a split, a
- * repeated index, weights without replacement, copies whose address would
- * pass 2^32, too few weights); one service serving every rank of a world
+ * weight 0 never; without replacement each positive one once an epoch; each refusal names its field (indices with a split, a
+ * repeated index, more draws without replacement than positive weights,
+ * copies whose address would pass 2^32, too few weights); one service serving every rank of a world
  * of 2 gives each rank its in-process loader's batches (repeat's strided
- * slices, weighted draws).
+ * slices, weighted draws with and without replacement).
  * Cases (tests/runner.h): test_config_is_copied, test_fingerprint_fields,
  * test_sequential_list_ranks, test_repeat_ranks, test_weighted_zero,
  * test_refusals, test_service_ranks.
@@ -209,6 +209,18 @@ static void test_weighted_zero(void) {
     }
     CHECK(five > 340 && five < 460);   /* 2/3 of 600 = 400, sd 11.5 */
     sp_loader_destroy(ld);
+    /* without replacement: the positive weights' samples, each once an epoch */
+    for (int i = 0; i < N; i++) w[i] = (i % 3) ? 1.0 + i : 0.0;
+    c.replacement = 0;
+    c.num_samples = 24;   /* the i % 3 != 0 of 37 */
+    ld = create(&c);
+    n = run(ld, idx, NULL);
+    CHECK(n == 48);
+    int seen[2][N] = {{0}};
+    for (size_t k = 0; k < n; k++) seen[k / 24][idx[k]]++;
+    for (int i = 0; i < N; i++) CHECK(seen[0][i] == (i % 3 != 0) && seen[1][i] == seen[0][i]);
+    CHECK(memcmp(idx, idx + 24, 24 * sizeof *idx) != 0);   /* another order each epoch */
+    sp_loader_destroy(ld);
 }
 
 static void refused(const sp_loader_config *c, int code, const char *what) {
@@ -238,7 +250,9 @@ static void test_refusals(void) {
     c = config(4);
     c.weights = w;
     c.nweights = N;
-    refused(&c, SP_EINVAL, "weights without replacement");
+    w[4] = 0;   /* without replacement: 36 samples to draw from */
+    refused(&c, SP_EINVAL, "only 36 samples have a weight above 0");
+    w[4] = 1;
     c.replacement = 1;
     c.nweights = N - 1;
     refused(&c, SP_EINVAL, "36 weights for 37 samples");
@@ -306,6 +320,9 @@ static void test_service_ranks(void) {
     g.replacement = 1;
     g.num_samples = 40;
     service_ranks(g, 2, "weighted");
+    g.replacement = 0;
+    g.num_samples = 30;
+    service_ranks(g, 2, "weighted-without");
 }
 
 static void setup(void) {

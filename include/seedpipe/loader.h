@@ -176,7 +176,8 @@ typedef struct sp_loader_config {
     uint64_t num_samples;    /* positions an epoch; 0: the loader's samples (times repeat) */
     int replacement;         /* 1: each position drawn with replacement (uniform, or by weights) */
     const double *weights;   /* NULL, or one weight per loader sample (WeightedRandomSampler;
-                                needs replacement); copied at create */
+                                without replacement: each sample at most once an epoch);
+                                copied at create */
     uint64_t nweights;
     uint32_t repeat;         /* 0 or 1: none; r >= 2: each sample r times in a row (RASampler) */
 } sp_loader_config;
@@ -189,6 +190,9 @@ typedef struct sp_loader_config {
  *                           the Python backend's definition);
  *  replacement, weights     the inverse-CDF draw of section 13 under
  *                           K_weighted, exact integer arithmetic;
+ *  weights only             the same draws without replacement: each drawn
+ *                           sample's weight removed, M <= the samples of
+ *                           weight above 0;
  *  neither, M > n           round q = p / n of the order (round 0 the epoch's
  *                           order, round q >= 1 a permutation under a key
  *                           derived from K_shuffle), M < n its first M;
@@ -202,9 +206,10 @@ typedef struct sp_loader_config {
  * dataset's size; c * D + i < 2^32, else SP_ELIMIT). Every field is part of
  * the fingerprint (the quantized weights and the indices by their hash), so
  * a state resumes only under the same sampler. Refused (SP_EINVAL, by name):
- * weights without replacement, a sampler with a mixture, a token corpus or
- * the block order, indices with a split, a repeated index, an index past the
- * dataset, a negative, NaN or infinite weight, or weights that are all 0. */
+ * more draws without replacement than samples of weight above 0, a sampler
+ * with a mixture, a token corpus or the block order, indices with a split, a
+ * repeated index, an index past the dataset, a negative, NaN or infinite
+ * weight, weights that are all 0, repeat with weights or replacement. */
 
 /* Splits (train/val subsets by path hash): see split.h. */
 

@@ -160,10 +160,14 @@ def quantize(weights):
 
 
 def weighted_at(cum, key, epoch, p):
-    """Position p's draw: r exactly uniform in [0, S) (64-bit words with
-    rejection), then the first i with C_i > r."""
+    """Position p's draw: r exactly uniform in [0, S), then the first i with
+    C_i > r."""
     import bisect
-    S = cum[-1]
+    return bisect.bisect_right(cum, draw_below(key, epoch, p, cum[-1]))
+
+
+def draw_below(key, epoch, p, S):
+    """An exactly uniform integer below S from position p's blocks."""
     t = (1 << 64) % S
     j = 0
     while True:
@@ -171,29 +175,70 @@ def weighted_at(cum, key, epoch, p):
         for h in (0, 2):
             m = (x[h] | (x[h + 1] << 32)) * S
             if (m & 0xFFFFFFFFFFFFFFFF) >= t:
-                return bisect.bisect_right(cum, m >> 64)
+                return m >> 64
         j += 1
 
 
+def without_replacement(cum, key, epoch, m):
+    """An epoch of m weighted draws without replacement (section 13): a
+    Fenwick tree over the quantized weights, each drawn weight removed."""
+    n = len(cum)
+    q = [cum[0]] + [cum[i] - cum[i - 1] for i in range(1, n)]
+    t = [0] + q[:]
+    for i in range(1, n + 1):
+        up = i + (i & -i)
+        if up <= n:
+            t[up] += t[i]
+    total, top = cum[-1], 1 << (n.bit_length() - 1)
+    out = []
+    for p in range(m):
+        r, at, step = draw_below(key, epoch, p, total), 0, top
+        while step:
+            if at + step <= n and t[at + step] <= r:
+                at += step
+                r -= t[at]
+            step >>= 1
+        out.append(at)
+        total -= q[at]
+        i = at + 1
+        while i <= n:
+            t[i] -= q[at]
+            i += i & -i
+    return out
+
+
 class WeightedOrder(_Listed):
+    """WeightedRandomSampler: draws with replacement (each position on its
+    own), or without (a whole epoch of draws, each sample at most once)."""
     kind = "weighted"
 
-    def __init__(self, weights, num_samples, seed, batch_size, drop_last):
+    def __init__(self, weights, num_samples, seed, batch_size, drop_last, replacement=True):
         super().__init__()
         self.cum = quantize(weights)
         self.n, self.m, self.bs, self.drop = len(self.cum), num_samples, batch_size, drop_last
+        self.replacement = bool(replacement)
+        positive = sum(1 for i, c in enumerate(self.cum) if c != (self.cum[i - 1] if i else 0))
+        if not self.replacement and num_samples > positive:
+            raise ValueError(f"WeightedRandomSampler(replacement=False): num_samples "
+                             f"{num_samples}, but only {positive} samples have a weight above 0")
         self.reseed(seed)
 
     def reseed(self, seed):
         self.key, self._epoch = stream_key(seed, TAG_WEIGHTED), None
 
     def _list(self, epoch):
-        flat = [weighted_at(self.cum, self.key, epoch, p) for p in range(self.m)]
+        if self.replacement:
+            flat = [weighted_at(self.cum, self.key, epoch, p) for p in range(self.m)]
+        else:
+            flat = without_replacement(self.cum, self.key, epoch, self.m)
         return self._cut(flat, self.bs, self.drop)
 
     def describe(self):
-        return {"order": "weighted", "n": self.n, "num_samples": self.m,
-                "weights": _digest(self.cum), "batch_size": self.bs, "drop_last": self.drop}
+        d = {"order": "weighted", "n": self.n, "num_samples": self.m,
+             "weights": _digest(self.cum), "batch_size": self.bs, "drop_last": self.drop}
+        if not self.replacement:
+            d["replacement"] = False
+        return d
 
 
 def _digest(values):

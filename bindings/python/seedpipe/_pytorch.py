@@ -108,12 +108,11 @@ def make_order(dataset, n, batch_size, shuffle, sampler, batch_sampler, drop_las
         gseed = int(g.initial_seed()) if g is not None else None
         return (SubsetOrder([int(i) for i in sampler.indices], seed, bs * world, drop_last,
                             rank, world), rank, world, gseed)
-    if type(sampler) is WeightedRandomSampler and sampler.replacement and \
-            len(sampler.weights) <= n:
+    if type(sampler) is WeightedRandomSampler and len(sampler.weights) <= n:
         g = getattr(sampler, "generator", None)
         gseed = int(g.initial_seed()) if g is not None else None
         return (WeightedOrder(sampler.weights.tolist(), int(sampler.num_samples), seed, bs,
-                              drop_last), rank, 1, gseed)
+                              drop_last, bool(sampler.replacement)), rank, 1, gseed)
     return ListOrder(sampler, n, batch_size, drop_last, batched=False), rank, 1, None
 
 
@@ -134,7 +133,7 @@ def _keyable(sampler, dataset):
     from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
                                   WeightedRandomSampler)
     if type(sampler) is WeightedRandomSampler:
-        return bool(sampler.replacement)
+        return True
     if sampler is None or not _same(sampler, dataset):
         return False
     if type(sampler) is RandomSampler:

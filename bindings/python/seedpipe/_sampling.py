@@ -9,7 +9,7 @@ replacement=, weights=, repeat=) checked and set on an sp_loader_config.
     replacement  each position drawn with replacement: uniformly
                  (RandomSampler(replacement=True)) or by weights
     weights      one weight per sample (WeightedRandomSampler), finite and
-                 >= 0; needs replacement=True
+                 >= 0; without replacement each sample at most once an epoch
     repeat       r >= 2: each sample r times in a row, each copy augmented
                  as its own, the copies dealt over the ranks (RASampler)
 

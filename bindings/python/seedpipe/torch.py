@@ -312,13 +312,13 @@ def _index_list(indices, n, name):
 
 def _weighted_args(sampler, n):
     name = "WeightedRandomSampler"
-    if not sampler.replacement:
-        _refuse(f"sampler={name}(replacement=False)", "seedpipe draws weighted samples with "
-                "replacement only (an exact keyed draw, docs/determinism.md section 13); pass "
-                "replacement=True, or select the samples with torch.utils.data.Subset")
     w = sampler.weights.detach().cpu().double().numpy()
-    extra = {"replacement": True, "num_samples": int(sampler.num_samples),
+    extra = {"replacement": bool(sampler.replacement), "num_samples": int(sampler.num_samples),
              "weights": w}
+    if not sampler.replacement and int(sampler.num_samples) > int((w > 0).sum()):
+        _refuse(f"sampler={name}(replacement=False)", f"num_samples={int(sampler.num_samples)} "
+                f"is more than the {int((w > 0).sum())} samples of weight above 0 (torch "
+                "refuses it too); pass a smaller num_samples, or replacement=True")
     if n is not None and len(w) > n:
         _refuse(f"sampler={name}", f"{len(w)} weights for a dataset of {n} samples (torch "
                 "would draw indices past its end)")
@@ -441,8 +441,8 @@ class DataLoader:
     drop_last are read; set_epoch on it or on the loader), a
     SequentialSampler or a RandomSampler (also replacement=True and
     num_samples=) of the same dataset, a SubsetRandomSampler, a list or
-    range of indices, a WeightedRandomSampler (replacement=True) or a
-    RASampler (torchvision's reference or seedpipe.torch.RASampler): each
+    range of indices, a WeightedRandomSampler (with or without
+    replacement) or a RASampler (torchvision's reference or seedpipe.torch.RASampler): each
     mapped to seedpipe's keyed sampler (docs/determinism.md section 13).
     rank=/world= (ints or "auto": torchrun, OpenMPI, MPICH, Slurm,
     see seedpipe.distributed_env) give DDP without a sampler, as a
@@ -455,8 +455,8 @@ class DataLoader:
     sampler): the epoch is then the first floor(N / world) * world samples,
     rank r taking every world-th from r. Shuffled, the sampler's drop_last
     with an uneven tail needs the DataLoader's drop_last too (refused
-    otherwise, by name). Other samplers (WeightedRandomSampler(replacement=
-    False), an index listed twice, custom classes) are refused by name.
+    otherwise, by name). Other samplers (an index listed twice, custom
+    classes) are refused by name.
 
     Batches: (images, labels) tensors; labels int64 as default_collate makes
     them. collate_fn=MixUp(...)/CutMix(...)/RandomChoice([...]) (seedpipe's,

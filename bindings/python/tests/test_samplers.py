@@ -57,6 +57,21 @@ def test_weighted_indices_are_the_reference(idx200):
     assert set(got[0]) <= {i for i in range(200) if i % 13}
 
 
+def test_weighted_without_replacement_is_the_reference(idx200):
+    w = np.random.default_rng(8).random(200).tolist()
+    w[3] = w[150] = 0.0
+    for m in (1, 77, 198):
+        got = epochs_indices(idx200, 2, seed=m, batch_size=16, weights=w, num_samples=m)
+        for e in (0, 1):
+            assert got[e] == [i for i, _ in R.weighted_without(w, m, e, m)], (m, e)
+            assert len(set(got[e])) == m and 3 not in got[e] and 150 not in got[e]
+    assert got[0] != got[1]
+    # the first draw is the draw with replacement's (the same r, the same weights)
+    once = epochs_indices(idx200, 1, seed=5, batch_size=16, weights=w, num_samples=1)[0]
+    assert once == epochs_indices(idx200, 1, seed=5, batch_size=16, weights=w,
+                                  replacement=True, num_samples=1)[0]
+
+
 def test_uniform_rounds_and_repeat_are_the_reference(idx200):
     got = epochs_indices(idx200, 2, seed=3, batch_size=16, replacement=True, num_samples=250)
     assert got[1] == [i for i, _ in R.uniform(200, 3, 1, 250)]
@@ -105,6 +120,7 @@ def digests(data, workers, state=None, stop=None, **kw):
 @pytest.mark.parametrize("kw", [
     dict(weights=[float(i % 5) + 0.5 for i in range(60)], replacement=True, num_samples=44),
     dict(replacement=True, num_samples=30),
+    dict(weights=[float(i % 5) for i in range(60)], num_samples=40),   # without replacement
     dict(indices=[3, 50, 7, 12, 41, 0, 33, 28, 9, 19, 58]),
     dict(repeat=3),
     dict(num_samples=70)])
@@ -179,7 +195,7 @@ def test_repeat_copies_land_on_different_ranks(shapes):
 # ---- refusals ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw,why", [
-    (dict(weights=[1.0] * 10), "without replacement"),
+    (dict(weights=[1.0] * 9 + [0.0]), "only 9 samples have a weight above 0"),
     (dict(weights=[1.0] * 9, replacement=True), "9 weights for 10 samples"),
     (dict(weights=[0.0] * 10, replacement=True), "all 0"),
     (dict(weights=[1.0] * 9 + [float("nan")], replacement=True), r"weights\[9\]"),
@@ -238,8 +254,14 @@ def test_dropin_maps_torch_samplers(shapes):
     dl = DataLoader(ds, batch_size=8, sampler=RandomSampler(ds, num_samples=75), seed=2)
     got = dropin_indices(dl)
     assert got == [i for i, _ in R.rounds(60, 2, 0, 75)] and len(dl) == 10
-    with pytest.raises(ValueError, match=r"WeightedRandomSampler\(replacement=False\)"):
-        DataLoader(ds, batch_size=8, sampler=WeightedRandomSampler(w, 10, replacement=False),
+    dl = DataLoader(ds, batch_size=8, sampler=WeightedRandomSampler(w, 30, replacement=False),
+                    seed=9)
+    got = dropin_indices(dl)
+    assert got == [i for i, _ in R.weighted_without(w.tolist(), 9, 0, 30)]
+    assert len(set(got)) == 30
+    with pytest.raises(ValueError, match=r"WeightedRandomSampler\(replacement=False\): "
+                                         r"num_samples=61"):
+        DataLoader(ds, batch_size=8, sampler=WeightedRandomSampler(w, 61, replacement=False),
                    backend="c")
     with pytest.raises(ValueError, match="listed twice"):
         DataLoader(ds, batch_size=8, sampler=[1, 2, 2], backend="c")
@@ -281,7 +303,8 @@ def test_cli_flags_give_the_loaders_batches(shapes, binary, tmp_path):
     cases = [(["--weights", str(wf), "--replacement", "--num-samples", "36"],
               dict(weights=w, replacement=True, num_samples=36)),
              (["--indices", str(xf), "--repeat", "2"], dict(indices=ind, repeat=2)),
-             (["--num-samples", "75"], dict(num_samples=75))]
+             (["--num-samples", "75"], dict(num_samples=75)),
+             (["--weights", str(wf), "--num-samples", "50"], dict(weights=w, num_samples=50))]
     for flags, kw in cases:
         out = subprocess.run([binary, "digest", shapes, "--out", "-", "--seed", "6",
                               "--batch-size", "8", "--epochs", "2", "--workers", "2"] + flags,
@@ -290,9 +313,10 @@ def test_cli_flags_give_the_loaders_batches(shapes, binary, tmp_path):
         assert [x["digest"] for x in lines] == digests(shapes, 0, **kw)[0], flags
         res = seedpipe.digest(shapes, seed=6, batch_size=8, epochs=2, workers=2, **kw)
         assert res.digests == [x["digest"] for x in lines], flags
-    bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--weights", str(wf)],
+    xf.write_text("1.0\n-2\n")
+    bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--weights", str(xf)],
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and "--weights goes with --replacement" in bad.stderr
+    assert bad.returncode == 2 and "word 2, \"-2\", is not a finite number >= 0" in bad.stderr
     xf.write_text("3 x 5")
     bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--indices", str(xf)],
                          capture_output=True, text=True)
@@ -314,6 +338,12 @@ def test_python_backend_draws_the_same_weighted_indices():
             got = [int(i) for (x,) in dl for i in x]
             assert got == [i for i, _ in R.weighted(w.tolist(), 12, e, 45)], (workers, e)
         dl.close()
+    dl = DataLoader(ds, batch_size=6, sampler=WeightedRandomSampler(w, 25, replacement=False),
+                    seed=12)
+    assert dl.backend == "python"
+    assert [int(i) for (x,) in dl for i in x] == \
+        [i for i, _ in R.weighted_without(w.tolist(), 12, 0, 25)]
+    dl.close()
     bs = BatchSampler(WeightedRandomSampler(w, 10), 4, drop_last=True)
     dl = DataLoader(ds, batch_sampler=bs, seed=12)
     assert [[int(i) for i in x] for (x,) in dl] == \

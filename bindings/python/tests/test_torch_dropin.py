@@ -250,8 +250,9 @@ def test_every_refusal_names_itself(shapes, odd):
     refused("worker_init_fn", ds, batch_size=8, worker_init_fn=lambda w: None)
     refused("multiprocessing_context", ds, batch_size=8, multiprocessing_context="spawn")
     refused("timeout=5", ds, batch_size=8, timeout=5)
-    refused(r"sampler=WeightedRandomSampler\(replacement=False\)", ds, batch_size=8,
-            sampler=torch.utils.data.WeightedRandomSampler([1.0] * 60, 60, replacement=False))
+    refused(r"sampler=WeightedRandomSampler\(replacement=False\): num_samples=61", ds,
+            batch_size=8,
+            sampler=torch.utils.data.WeightedRandomSampler([1.0] * 60, 61, replacement=False))
     refused(r"is_valid_file", tv.datasets.ImageFolder(shapes, is_valid_file=lambda p: True),
             batch_size=8)
     refused(r"loader=", tv.datasets.ImageFolder(shapes, transform=VAL, loader=lambda p: p),
