@@ -7,8 +7,10 @@ Two datasets: 200,000 one-pixel IDX samples with `hflip p=0` (no decode,
 almost no work per sample: the per-position cost of the order shows most)
 and 20,000 shapes 32x32 PNG with shapes-train (a decode and augment per
 sample). Per dataset and round: the shuffled epoch (the peer), the weighted
-draw (`--weights`, one weight per sample, `--num-samples` = the samples),
-the uniform draw (`--replacement`), `--repeat 2` and `--num-samples 2N`
+draw (`--weights`, one weight per sample, `--replacement`, `--num-samples` =
+the samples), the same without replacement (every sample once, drawn by
+weight: each worker computes the epoch's draws), the uniform draw
+(`--replacement`), `--repeat 2` and `--num-samples 2N`
 (two rounds). Each prints images/s (positions / wall time) as the median of
 the rounds and its ratio to the shuffled epoch's. `--workers 2`,
 `--batch-size 256`, `--out /dev/null`. Output goes to bench/RESULTS.md by
@@ -58,6 +60,7 @@ def main():
         cases = [("shuffle (peer)", [], n),
                  ("weighted draw", ["--weights", wfile, "--replacement", "--num-samples",
                                     str(n)], n),
+                 ("weighted, no repl.", ["--weights", wfile, "--num-samples", str(n)], n),
                  ("uniform draw", ["--replacement", "--num-samples", str(n)], n),
                  ("repeat 2", ["--repeat", "2"], 2 * n),
                  ("2 rounds", ["--num-samples", str(2 * n)], 2 * n)]
@@ -71,7 +74,7 @@ def main():
         for name, _, m in cases:
             rate = m / statistics.median(times[name])
             base = base or rate
-            print(f"  {name:16s} {rate:12.0f} images/s  {rate / base:.3f}  "
+            print(f"  {name:18s} {rate:12.0f} images/s  {rate / base:.3f}  "
                   f"(runs: {' '.join(f'{t:.3f}' for t in times[name])} s)")
     subprocess.run(["rm", "-rf", tmp], check=True)
 
