@@ -6,7 +6,9 @@
  * sequential order; padding wrapped). Each position p maps to a sample
  * index i = perm(p) (the identity for the sequential order, the block
  * order's sp_block_perm_at() through loader_order.c's epoch tables, then
- * through a split's subset map); sample i is read, decoded
+ * through a split's or an index list's subset map; with a sampler,
+ * samplers.c's sp__samp_at(): draws, rounds, copies, each with its own
+ * augmentation address); sample i is read, decoded
  * and augmented into the batch buffer at offset (s - first) * sample_bytes.
  * A mixture's epoch is its L slots instead (dataset.h SP_DATASET_MIX):
  * position p is slot q = perm(p) (or p, sequential), and slot q draws the
@@ -45,6 +47,7 @@
 #include "loader/loader_internal.h"
 #include "loader/tokens_internal.h"
 #include "loader/targets_internal.h"
+#include "loader/loader_struct.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,36 +57,6 @@
 
 #include <xxhash.h>
 
-struct sp_loader {
-    sp_loader_config cfg;
-    char *dataset_path;
-    char *pipeline_spec;
-    sp_dataset *ds;
-    sp_pipeline *pl;                  /* NULL for a token corpus: */
-    sp__tokl *tok;                    /* its windows (tokens.c); NULL for images */
-    sp_batching bt;
-    uint32_t span;                    /* consecutive ranks per batch (1; the service: more) */
-    sp_key k_shuffle, k_augment;
-    int c, h, w;
-    size_t sample_bytes;
-    sp_digest fingerprint, pipeline_hash;
-    uint64_t worker_counter;          /* per-worker rng mode, in-process */
-    pthread_mutex_t log_lock;         /* guards the failure log */
-    sp_failure *failures;
-    size_t nfailures, cap_failures;
-    char *split_spec, *subset_name;   /* copies; NULL: no split */
-    sp_split split;
-    uint64_t *map;                    /* subset sample j -> dataset index */
-    uint64_t nmap;
-    int mix;                          /* the dataset is a mixture: its own epoch (index_at) */
-    sp__order *block;                 /* SP_ORDER_BLOCK: the epochs' shard tables; else NULL */
-    sp_sample_list list;              /* cfg.samples: a view of the dataset's copy */
-    const char **list_paths;
-    int32_t *list_labels;
-    char *annotations;                /* copy of cfg.annotations, or NULL */
-    sp__ldt *targets;                 /* boxes and keypoints (loader_targets.c), or NULL */
-    size_t image_bytes;               /* a sample's image (then its targets, if any) */
-};
 
 static char *dupstr(const char *s) {
     size_t n = strlen(s) + 1;
@@ -160,6 +133,7 @@ static int build_subset(sp_loader *ld, sp_error *err) {
  * index itself, or a mixture's slot. */
 static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos,
                          uint64_t *addr) {
+    if (ld->samp) return sp__samp_at(ld->samp, perm, pos, ld->map, addr);
     /* A blend's slots stay in schedule order (section 12b). */
     uint64_t j = ld->cfg.order == SP_ORDER_SEQUENTIAL || (ld->mix && ld->tok) ? pos
                  : ld->block ? sp__order_at(ld->block, perm->epoch, pos)
@@ -248,7 +222,8 @@ static sp_digest compute_fingerprint(const sp_loader *ld, int weighed) {
         sp__hash_str(st, "pad_tail");
         sp__hash_u64(st, sp_batching_padded(&ld->bt));
     }
-    if (ld->map) {
+    if (ld->samp) sp__samp_hash(ld->samp, st);
+    if (ld->cfg.split) {
         char canon[SP_SPLIT_MAX * (SP_SPLIT_NAME_MAX + 32)];
         sp_split_canonical(&ld->split, canon, sizeof canon);
         sp__hash_str(st, "split");
@@ -345,6 +320,9 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
                           : sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
     if (rc == 0 && cfg->samples) rc = own_list(ld, err);
     if (rc == 0) rc = build_subset(ld, err);
+    if (rc == 0)
+        rc = sp__samp_create(&ld->cfg, ld->ds, ld->dataset_path, &ld->map, &ld->nmap, &ld->samp,
+                             err);
     if (rc == 0 && cfg->order == SP_ORDER_BLOCK)
         rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
                               cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
@@ -354,14 +332,15 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
                           ld->tok != NULL, &ld->targets, err);
     if (rc == 0) {
         ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
-        ld->bt.n = ld->tok ? sp__tokl_windows(ld->tok)
+        ld->bt.n = ld->samp ? sp__samp_length(ld->samp) : ld->tok ? sp__tokl_windows(ld->tok)
                    : ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
         ld->bt.batch_size = cfg->batch_size;
         ld->bt.drop_last = cfg->drop_last;
         ld->bt.rank = cfg->rank;
         ld->bt.world = ld->cfg.world;
         ld->bt.pad_tail = ld->cfg.pad_tail;
-        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL;
+        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL ||
+                         (ld->samp && sp__samp_strided(ld->samp));   /* repeat's copies */
         rc = sp_batching_check(&ld->bt, err);
     }
     if (rc == 0 && ld->bt.n > (1ull << 32))
@@ -400,6 +379,7 @@ void sp_loader_destroy(sp_loader *ld) {
     free(ld->annotations);
     sp__tokl_destroy(ld->tok);
     sp__order_destroy(ld->block);
+    sp__samp_destroy(ld->samp);
     sp_dataset_close(ld->ds);
     free(ld->dataset_path);
     free(ld->pipeline_spec);
@@ -528,52 +508,6 @@ void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
     if (c) *c = ld->c;
     if (h) *h = ld->h;
     if (w) *w = ld->w;
-}
-
-int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char *buf,
-                      size_t n, sp_error *err) {
-    if (n) buf[0] = '\0';
-    if (ld->cfg.rng_mode != SP_RNG_PER_SAMPLE)
-        return sp_error_set(err, SP_EINVAL, "explain: only in the per-sample rng mode (in "
-                            "per-worker mode the draws depend on scheduling)");
-    if (ld->tok) return sp__tokl_explain(ld->tok, epoch, index, buf, n, err);
-    uint64_t len = ld->mix ? sp_dataset_mix_length(ld->ds) : sp_dataset_size(ld->ds);
-    uint64_t idx = index;
-    if (index >= len)
-        return sp_error_set(err, SP_ERANGE, "explain: %s %llu out of range (%s has %llu)",
-                            ld->mix ? "slot" : "sample", (unsigned long long)index,
-                            ld->mix ? "the mixture's epoch" : "dataset", (unsigned long long)len);
-    if (ld->mix) {   /* index is a slot: the sample it draws, augmented as slot `index` */
-        sp_mix_draw d;
-        sp_dataset_mix_draw(ld->ds, ld->cfg.seed, epoch, index, &d);
-        idx = d.index;
-    }
-    sp_sample_data sd;
-    int rc = sp_dataset_read(ld->ds, idx, &sd, err);
-    if (rc != 0) return rc;
-    int W, H;
-    sp_format fmt = SP_FORMAT_UNKNOWN;
-    if (sd.src.raw) {
-        W = sd.src.raw->width;
-        H = sd.src.raw->height;
-    } else {
-        sp_image_info info = {0};
-        rc = sp_image_probe(sd.src.bytes, sd.src.len, sd.src.path, NULL, &info, err);
-        W = info.width;
-        H = info.height;
-        fmt = info.format;
-    }
-    if (rc == 0) {
-        sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)index};
-        size_t len = sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
-        sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
-        sp_out_shape shape = {ld->h, ld->w, ld->c};
-        if (ld->targets && len + 1 < n)   /* each box's fate: the sample is run */
-            rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, NULL,
-                             ld->image_bytes, ld->sample_bytes, 0, buf + len, n - len, err);
-    }
-    sp_sample_data_free(&sd);
-    return rc;
 }
 
 /* One sample through read + pipeline; addr: its augmentation address. */

@@ -157,4 +157,41 @@ void sp__order_destroy(sp__order *o);   /* accepts NULL */
  *  `epoch`; UINT64_MAX only when out of memory. Thread-safe. */
 uint64_t sp__order_at(sp__order *o, uint32_t epoch, uint64_t pos);
 
+/* ---- the samplers (samplers.c; loader.h "Samplers") -------------------------------- */
+typedef struct sp__samp sp__samp;
+struct sp__hash;
+/*! sp__samp_create() : the sampler cfg asks for (*out NULL when none: every
+ *  sample once, in cfg->order), checked against ds (`what` names it in
+ *  messages); cfg's indices and weights then point at the sampler's copies.
+ *  An index list makes *map / *nmap (malloc'd, the caller's to free).
+ *  @return 0, or SP_EINVAL naming the field and the reason, SP_ELIMIT,
+ *  SP_ENOMEM. */
+int sp__samp_create(sp_loader_config *cfg, const sp_dataset *ds, const char *what,
+                    uint64_t **map, uint64_t *nmap, sp__samp **out, sp_error *err);
+void sp__samp_destroy(sp__samp *s);   /* accepts NULL */
+uint64_t sp__samp_length(const sp__samp *s);   /* positions an epoch */
+int sp__samp_strided(const sp__samp *s);       /* ranks take strided slices (repeat) */
+/*! sp__samp_at() : the dataset index at epoch position pos (< the length) of
+ *  perm->epoch, with map the loader's subset map (or NULL); *addr (may be
+ *  NULL) its augmentation address. Pure; thread-safe. */
+uint64_t sp__samp_at(const sp__samp *s, const sp_perm *perm, uint64_t pos, const uint64_t *map,
+                     uint64_t *addr);
+void sp__samp_hash(const sp__samp *s, struct sp__hash *st);   /* into the fingerprint */
+
+/* ---- the weighted draws' arithmetic (samplers_wor.c) -------------------------------- */
+/*! sp__draw_below() : an exactly uniform integer below S (>= 1) from the
+ *  Philox blocks (pos lo, pos hi, epoch, j) under key (section 13). */
+uint64_t sp__draw_below(sp_key key, uint32_t epoch, uint64_t pos, uint64_t S);
+typedef struct sp__wor sp__wor;
+/*! sp__wor_create() : weighted draws without replacement of m positions from
+ *  the n samples of prefix sums cum[] (section 13). @return 0, SP_EINVAL
+ *  when fewer than m samples have a weight above 0 (`what` names the
+ *  dataset), SP_ENOMEM. */
+int sp__wor_create(const uint64_t *cum, uint64_t n, uint64_t m, sp_key key, const char *what,
+                   sp__wor **out, sp_error *err);
+void sp__wor_destroy(sp__wor *w);   /* accepts NULL */
+/*! sp__wor_at() : the loader sample at position pos (< m) of `epoch`;
+ *  UINT64_MAX only when out of memory. Thread-safe. */
+uint64_t sp__wor_at(sp__wor *w, uint32_t epoch, uint64_t pos);
+
 #endif

@@ -17,7 +17,7 @@
 /* Options by how many words follow them (cmd NULL: any command);
  * everything else takes one. */
 static const struct { const char *cmd, *key; int arity; } arities[] = {
-    {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0},
+    {NULL, "drop-last", 0}, {NULL, "help", 0},   {"rng", "batch", 0}, {NULL, "replacement", 0},
     {"rng", "key", 2},      {"rng", "counter", 4},
     {"verify", "no-crash", 0}, {"verify", "no-resume", 0}, {"verify", "no-service", 0},
     {"verify", "no-cache", 0}, {"train", "strict", 0}, {"train", "fast", 0},

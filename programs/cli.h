@@ -88,6 +88,10 @@ _Noreturn void cli_usage_error(const cli_args *a, const char *fmt, ...);
 #define CLI_BATCHES 1u
 #define CLI_FORMAT 2u
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what);
+/* The files of --indices FILE and --weights FILE (each may be NULL) into
+ * cfg (cli_sampler.c); -1 with the reason in why. */
+int cli_sampler_files(const char *indices, const char *weights, sp_loader_config *cfg,
+                      char *why, size_t n);
 /* The token spec of --seq-len L [--packing P] [--eod ID] [--pad ID]
  * (docs/tokens.md), or NULL without --seq-len; static storage. */
 const char *cli_token_spec(cli_args *a);

@@ -181,6 +181,19 @@ static int normalizes(const char *spec) {
     return n;
 }
 
+/* The sampler options (loader.h "Samplers"; with CLI_BATCHES): --indices
+ * FILE, --num-samples N, --replacement, --weights FILE, --repeat R. */
+static void cli_sampler_options(cli_args *a, sp_loader_config *cfg) {
+    const char *ind = cli_str(a, "indices", NULL), *wts = cli_str(a, "weights", NULL);
+    char why[SP_ERROR_MSG_MAX];
+    if (cli_sampler_files(ind, wts, cfg, why, sizeof why) != 0)
+        cli_usage_error(a, "--%s %s", (ind && strstr(why, ind) == why) ? "indices" : "weights",
+                        why);
+    cfg->num_samples = cli_uint(a, "num-samples", 0, 1, UINT64_C(1) << 32);
+    cfg->replacement = cli_has(a, "replacement");
+    cfg->repeat = (uint32_t)cli_uint(a, "repeat", 1, 1, UINT32_MAX);
+}
+
 void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, unsigned what) {
     sp_loader_config_default(cfg);
     cfg->dataset = dataset;
@@ -212,6 +225,7 @@ void cli_loader_config(cli_args *a, const char *dataset, sp_loader_config *cfg, 
         const char *order = cli_str(a, "order", NULL);
         if (order && sp_order_spec_parse(order, &cfg->order, &cfg->block_shards, &err) != 0)
             cli_usage_error(a, "--order: %s", err.msg);
+        cli_sampler_options(a, cfg);
     }
     /* the output dtype follows the pipeline when --dtype is not given: float32
      * when it normalizes (uint8 would lose it), else uint8; an explicit

@@ -52,7 +52,16 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "                        block:K (tar shards, local or remote) permutes the shards,\n"
      "                        then the samples within each block of K shards, so the\n"
      "                        stream reads K shards at a time; K in 1..4294967295\n"
-     "                        (docs/determinism.md 6a, docs/remote.md)\n"},
+     "                        (docs/determinism.md 6a, docs/remote.md)\n"
+     "  --indices FILE        the samples: these dataset indices (decimal, one a line,\n"
+     "                        each once), permuted, or in the file's order (sequential)\n"
+     "  --num-samples N       positions an epoch, 1..4294967296 (default: the samples)\n"
+     "  --replacement         draw each position with replacement (uniformly, or by\n"
+     "                        --weights)\n"
+     "  --weights FILE        one weight >= 0 a line, one per sample: weighted draws,\n"
+     "                        without --replacement each sample at most once an epoch\n"
+     "  --repeat R            each sample R times in a row, each copy augmented as its\n"
+     "                        own, the copies on different ranks (docs/determinism.md 13)\n"},
     {B_FORMAT, "format options",
      "  --dtype D             uint8 | float32 | bfloat16 | float16 (default: float32\n"
      "                        when the pipeline normalizes, else uint8); a token\n"

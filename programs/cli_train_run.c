@@ -320,6 +320,11 @@ static void open_eval(run_ctx *x, const sp_loader_config *lcfg, const sp_model_s
     ecfg.drop_last = 0;
     ecfg.order = SP_ORDER_SHUFFLE;   /* the eval set, whatever its kind, in the default order */
     ecfg.block_shards = 0;
+    ecfg.indices = NULL;             /* and every sample once: no sampler */
+    ecfg.weights = NULL;
+    ecfg.num_samples = 0;
+    ecfg.replacement = 0;
+    ecfg.repeat = 0;
     ecfg.rank = 0;
     ecfg.world = 1;
     if (sp_loader_create(&ecfg, &x->ev, &err)) cli_train_fail(x->a, &err);

@@ -206,12 +206,13 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
      * that rank (its cache key is that rank's; all ranks: the global
      * stream, exactly as before ranges existed). Otherwise it takes the
      * span of m slices from rank A of world K. With pad_tail or the
-     * sequential order's strided slices the ranks' parts depend on K
-     * itself (sampler.h), so only m == 1 lines up there. */
+     * strided slices (the sequential order, repeat) the ranks' parts
+     * depend on K itself (sampler.h), so only m == 1 lines up there. */
     sp_loader_config lc = *lcfg;
     uint32_t span = 1;
     if (A % m == 0 && K % m == 0 &&
-        (m == 1 || (!lcfg->pad_tail && lcfg->order != SP_ORDER_SEQUENTIAL))) {
+        (m == 1 || (!lcfg->pad_tail && lcfg->order != SP_ORDER_SEQUENTIAL &&
+                    lcfg->repeat <= 1))) {
         lc.rank = A / m;
         lc.world = K / m;
     } else {

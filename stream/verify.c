@@ -382,10 +382,11 @@ static void service_and_world_rows(sp__verify *v, int wmax) {
         no_service = 1;
     } else if (!no_service) {
         run_service(v, row(v, "service -> client"), wmax, 1, 1);
-        if (v->lcfg.order == SP_ORDER_SEQUENTIAL || v->lcfg.pad_tail) {
+        if (v->lcfg.order == SP_ORDER_SEQUENTIAL || v->lcfg.pad_tail || v->lcfg.repeat > 1) {
             snprintf(v->skip_name, sizeof v->skip_name, "service -> 2 clients as ranks");
             snprintf(v->skip_why, sizeof v->skip_why, "not run (%s: the ranks' slices are not "
-                     "the world-1 batch)", v->lcfg.pad_tail ? "pad_tail" : "sequential order");
+                     "the world-1 batch)", v->lcfg.pad_tail ? "pad_tail"
+                     : v->lcfg.repeat > 1 ? "repeat" : "sequential order");
         } else if (v->lcfg.batch_size % 2 == 0) {
             run_service(v, row(v, "service -> 2 clients as ranks"), wmax, 2, 1);
         } else {
@@ -449,13 +450,15 @@ static int check_vcfg(const sp_loader_config *lcfg, const sp_verify_config *c, s
                             "configuration is rank %u of world %u)", lcfg->rank, lcfg->world);
     for (int i = 0; i < c->nworlds; i++) {
         int K = c->worlds[i];
-        /* Strided slices (sequential) and padding (its size depends on K)
+        /* Strided slices (sequential, repeat) and padding (its size depends on K)
          * are not the world-1 stream cut in K (docs/determinism.md 7a). */
-        if (K > 1 && (lcfg->order == SP_ORDER_SEQUENTIAL || lcfg->pad_tail))
+        if (K > 1 && (lcfg->order == SP_ORDER_SEQUENTIAL || lcfg->pad_tail || lcfg->repeat > 1))
             return sp_error_set(err, SP_EUNSUPP, "verify: world size %d: with %s the ranks' "
                                 "slices, concatenated, are not the world-1 stream; verify each "
                                 "rank's stream (rank/world) instead", K,
-                                lcfg->pad_tail ? "pad_tail" : "the sequential order");
+                                lcfg->pad_tail ? "pad_tail"
+                                : lcfg->repeat > 1 ? "repeat (strided slices)"
+                                                   : "the sequential order");
         if (K < 1 || K > SP_VERIFY_MAX_WORLD)
             return sp_error_set(err, SP_EINVAL, "verify: world size %d is not in 1..%d", K,
                                 SP_VERIFY_MAX_WORLD);

@@ -114,6 +114,10 @@ static void test_keys(void) {
         }
         CHECK(SP_RNG_SHUFFLE == 1 && SP_RNG_AUGMENT == 2 && SP_RNG_INIT == 3 &&
               SP_RNG_WORKER == 4 && SP_RNG_OTHER == 5);
+        /* the tags of docs/determinism.md section 2's table (10: shared with
+         * the Python backend's _keys.py; 13: the weighted draws) */
+        CHECK(SP_RNG_MIX == 6 && SP_RNG_BLOCK == 7 && SP_RNG_SAMPLER == 10 &&
+              SP_RNG_TOKENS == 11 && SP_RNG_WEIGHTED == 13);
         sp_key k4 = stream[SP_RNG_WORKER];
         sp_key prev = {{0, 0}};
         for (uint32_t w = 0; w < 64; w++) {

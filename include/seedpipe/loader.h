@@ -171,7 +171,49 @@ typedef struct sp_loader_config {
     const char *annotations; /* a COCO-style instances JSON for the dataset's images, or
                                 NULL; the pipeline must end with a targets op
                                 (targets.h, docs/targets.md) */
+    /* Also ABI 6: the sampler (see "Samplers" below; docs/determinism.md
+     * section 13). All zero: every sample once an epoch, in cfg.order. */
+    const uint64_t *indices; /* NULL, or the loader's samples are these dataset indices, in
+                                this order (SubsetRandomSampler; with the sequential order a
+                                list of indices); copied at create */
+    uint64_t nindices;
+    uint64_t num_samples;    /* positions an epoch; 0: the loader's samples (times repeat) */
+    int replacement;         /* 1: each position drawn with replacement (uniform, or by weights) */
+    const double *weights;   /* NULL, or one weight per loader sample (WeightedRandomSampler;
+                                without replacement: each sample at most once an epoch);
+                                copied at create */
+    uint64_t nweights;
+    uint32_t repeat;         /* 0 or 1: none; r >= 2: each sample r times in a row (RASampler) */
 } sp_loader_config;
+
+/* Samplers (docs/determinism.md section 13; torch's samplers the drop-in maps
+ * to them, docs/python.md). Position p of an epoch of M positions (M =
+ * num_samples, or the loader's n samples times repeat) holds:
+ *  replacement, no weights  sample uniform_int(philox((p lo, p hi, e, 0),
+ *                           K_sampler)[0], n) (RandomSampler(replacement=True),
+ *                           the Python backend's definition);
+ *  replacement, weights     the inverse-CDF draw of section 13 under
+ *                           K_weighted, exact integer arithmetic;
+ *  weights only             the same draws without replacement: each drawn
+ *                           sample's weight removed, M <= the samples of
+ *                           weight above 0;
+ *  neither, M > n           round q = p / n of the order (round 0 the epoch's
+ *                           order, round q >= 1 a permutation under a key
+ *                           derived from K_shuffle), M < n its first M;
+ *  repeat r                 copy p % r of the order's position p / r; the
+ *                           copies of a sample are consecutive positions, and
+ *                           ranks take strided slices so that they land on
+ *                           different ranks (RASampler).
+ * The augmentation address of a drawn position is p (two draws of a sample
+ * are augmented independently, as a mixture's slots are); copy c >= 1 of
+ * dataset sample i (repeat, or round c) is addressed c * D + i (D the
+ * dataset's size; c * D + i < 2^32, else SP_ELIMIT). Every field is part of
+ * the fingerprint (the quantized weights and the indices by their hash), so
+ * a state resumes only under the same sampler. Refused (SP_EINVAL, by name):
+ * more draws without replacement than samples of weight above 0, a sampler
+ * with a mixture, a token corpus or the block order, indices with a split, a
+ * repeated index, an index past the dataset, a negative, NaN or infinite
+ * weight, weights that are all 0, repeat with weights or replacement. */
 
 /* Splits (train/val subsets by path hash): see split.h. */
 
@@ -203,11 +245,14 @@ SP_API const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
 SP_API const char *sp_loader_spec(const sp_loader *ld);
 SP_API const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
 SP_API uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
-/*! sp_loader_size() : the number of samples the loader draws from (the
- *  subset's size with a split, else the dataset's). */
+/*! sp_loader_size() : the positions of an epoch before padding: the number
+ *  of samples the loader draws from (the subset's size with a split or an
+ *  index list, else the dataset's), or with a sampler ("Samplers" below)
+ *  its num_samples, or repeat times the samples. */
 SP_API uint64_t sp_loader_size(const sp_loader *ld);
 /*! sp_loader_sample_index() : the dataset index of the loader's j-th
- *  sample (j < sp_loader_size(); the identity without a split). */
+ *  sample (j below the samples it draws from; the identity without a split
+ *  or an index list). */
 SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 /*! sp_loader_sample_dims() : channels, height, width of one sample. */
 SP_API void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);

@@ -45,9 +45,12 @@ enum sp_rng_stream {
     SP_RNG_OTHER = 5,
     SP_RNG_MIX = 6,   /* a mixture's sources' own orders (dataset.h, determinism.md 10) */
     SP_RNG_BLOCK = 7, /* the block:K order's shard and block permutations (sampler.h, 6a) */
-    /* 8, 9, 10: the Python backend's sample, collate and sampler streams
+    /* 8, 9: the Python backend's sample and collate streams
      * (bindings/python/seedpipe/_keys.py, determinism.md section 11) */
-    SP_RNG_TOKENS = 11   /* a token corpus's document orders (determinism.md section 12) */
+    SP_RNG_SAMPLER = 10, /* draws with replacement, uniform (both backends; determinism.md 13) */
+    SP_RNG_TOKENS = 11,  /* a token corpus's document orders (determinism.md section 12) */
+    /* 12: the Python backend's batch ops (determinism.md section 11a) */
+    SP_RNG_WEIGHTED = 13 /* weighted draws with replacement (determinism.md section 13) */
 };
 
 typedef struct sp_key { uint32_t k[2]; } sp_key;

@@ -38,6 +38,10 @@
  * op, sp_pipeline_run_geom(), sp_targets_apply(); a sample record with
  * targets is the image then its target fields).
  *
+ * ABI 6: samplers (loader.h "Samplers", docs/determinism.md section 13):
+ * sp_loader_config ends with indices, nindices, num_samples, replacement,
+ * weights, nweights and repeat.
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */

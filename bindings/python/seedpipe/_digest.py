@@ -21,6 +21,7 @@ from typing import Iterable, List, Optional, Union
 from . import _lib as L
 from ._args import U32_MAX, check_choice, check_int, check_order, default_dtype
 from ._errors import END, EUNSUPP, Error, raise_error
+from ._sampling import sampler_fields
 from ._state import state_from
 
 __all__ = ["digest", "verify", "DigestResult", "VerifyResult"]
@@ -145,7 +146,8 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
            ring: int = 0, resume: Union[None, dict, str, os.PathLike] = None,
            stop_after: Optional[int] = None, timeout: Optional[float] = None,
            cache: Union[None, str, os.PathLike] = None,
-           order: str = "global") -> DigestResult:
+           order: str = "global", indices=None, num_samples=None, replacement: bool = False,
+           weights=None, repeat: int = 1) -> DigestResult:
     """The manifest and stream digest of this configuration (DigestResult),
     computed by the library in this process: the same lines and the same
     stream digest as `seedpipe digest` with these options. resume: a state
@@ -154,7 +156,9 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
     directory (--cache; its warnings are RuntimeWarnings). Raises
     seedpipe.Error with the C message ("path: reason") when the stream
     fails, ValueError for bad arguments. order: "global", "sequential" or
-    "block:K" (--order). timeout is accepted for compatibility and not
+    "block:K" (--order). indices, num_samples, replacement, weights, repeat:
+    the samplers, as Loader's (--indices, --num-samples, --replacement,
+    --weights, --repeat). timeout is accepted for compatibility and not
     used."""
     del timeout
     cfg, keep = _loader_config(data, pipeline, seed, epochs, batch_size, on_error, rng_mode)
@@ -165,6 +169,7 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
     cfg.threads = check_int("threads", threads, 1, 1024)
     cfg.drop_last = int(bool(drop_last))
     cfg.order, cfg.block_shards = check_order(order)
+    keep_sampler = sampler_fields(cfg, indices, num_samples, replacement, weights, repeat)
     cfg.world = check_int("world", world, 1, 64)
     cfg.rank = check_int("rank", rank, 0, cfg.world - 1)
     workers = check_int("workers", workers, 0, 64)
@@ -188,6 +193,7 @@ def digest(data, *, pipeline: str = "shapes-train", seed: int = 0, epochs: int =
         text = ctypes.string_at(buf.value, size.value).decode() if buf.value else ""
         _free(buf)
     dt = time.monotonic() - t0
+    del keep_sampler   # the arrays cfg pointed at: the stream is closed
     lines = [json.loads(l) for l in text.splitlines() if l.strip()]
     res = DigestResult(lines[1:])
     res.header = lines[0] if lines else {}

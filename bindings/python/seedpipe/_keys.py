@@ -33,6 +33,7 @@ TAG_WORKER = 4
 TAG_PY_SAMPLE = 8     # a Python dataset's samples
 TAG_PY_BATCH = 9      # a Python dataset's collate calls
 TAG_PY_SAMPLER = 10   # draws of a sampler seedpipe keys (RandomSampler(replacement=True))
+TAG_WEIGHTED = 13     # WeightedRandomSampler's draws (both backends; determinism.md 13)
 
 G_RANDOM, G_NUMPY, G_TORCH, G_EXPLICIT = 0, 1, 2, 3
 

@@ -76,7 +76,12 @@ class sp_loader_config(Structure):
                 ("skip_normalize", c_int), ("on_error", c_int), ("rng_mode", c_int),
                 ("split", c_char_p), ("subset", c_char_p), ("split_seed", c_uint64),
                 ("order", c_int), ("pad_tail", c_int), ("samples", POINTER(sp_sample_list)),
-                ("block_shards", c_uint32), ("annotations", c_char_p), _RESERVED]
+                ("block_shards", c_uint32), ("annotations", c_char_p),
+                # ABI 6: the sampler (loader.h "Samplers")
+                ("indices", POINTER(c_uint64)), ("nindices", c_uint64),
+                ("num_samples", c_uint64), ("replacement", c_int),
+                ("weights", POINTER(ctypes.c_double)), ("nweights", c_uint64),
+                ("repeat", c_uint32), _RESERVED]
 
 
 class sp_batch(Structure):

@@ -39,6 +39,7 @@ from . import _targets, _tokbatch
 from ._args import U32_MAX, check_choice, check_int, check_order, default_dtype
 from ._errors import ERANGE, EUNSUPP, Error, raise_error
 from ._launch import resolve_rank_world
+from ._sampling import sampler_fields
 from ._state import state_from, state_to_dict
 from ._stream import EpochIter, Resources, StreamSource, need_streams
 
@@ -150,6 +151,12 @@ class Loader(StreamSource):
     paths are under, or None. Every file is hashed at open (no persistent
     index).
 
+    indices=, num_samples=, replacement=, weights=, repeat= are the samplers
+    (seedpipe/_sampling.py, loader.h "Samplers", docs/determinism.md 13):
+    a list of dataset indices, the positions an epoch, draws with
+    replacement (uniform, or by weights), each sample repeat times with its
+    own augmentations, the copies on different ranks. In the fingerprint.
+
     trace=FILE.json records a timeline of this process and its pool workers
     (trace.h, docs/tracing.md: Chrome trace-event JSON for Perfetto) from
     here until close(), which writes it; one trace per process at a time
@@ -187,7 +194,8 @@ class Loader(StreamSource):
                  subset: Optional[str] = None, split_seed: int = 0, cache=None,
                  order: str = "global", pad_tail: bool = False, samples=None,
                  trace=None, seq_len=None, packing: str = "concat", eod=None, pad: int = 0,
-                 annotations=None):
+                 annotations=None, indices=None, num_samples=None, replacement: bool = False,
+                 weights=None, repeat: int = 1):
         self._res = Resources()
         self._finalizer = weakref.finalize(self, Resources.free, self._res)
         if trace is not None:
@@ -292,6 +300,7 @@ class Loader(StreamSource):
             self._bann = os.fsencode(annotations)
             cfg.annotations = self._bann
         self.annotations = annotations
+        self._sampler = sampler_fields(cfg, indices, num_samples, replacement, weights, repeat)
         if slist is not None:
             self._slist = slist            # copied by sp_loader_create; kept for pool opens
             cfg.samples = ctypes.pointer(slist[0])
@@ -401,7 +410,9 @@ class Loader(StreamSource):
 
     @property
     def num_samples(self) -> int:
-        """Samples the loader draws from (the subset's with a split)."""
+        """Positions of an epoch before padding: the samples the loader draws
+        from (the subset's with a split or indices=), or with a sampler its
+        num_samples (repeat: repeat times the samples)."""
         return int(L.sp_loader_size(self._ld()))
 
     @property

@@ -9,6 +9,13 @@ epoch e holds, on this rank.
     ReplacementOrder  RandomSampler(replacement=True, num_samples=M): position
                    p of epoch e draws uniform_int(philox((p lo, p hi, e, 0),
                    K_10)[0], n) (n < 2^32), keyed by seedpipe
+    SubsetOrder    SubsetRandomSampler(indices), each index once: the keyed
+                   order over the list (the C path's index list)
+    RoundsOrder    RandomSampler(num_samples=M), no replacement: keyed
+                   rounds (the C path's, section 13)
+    WeightedOrder  WeightedRandomSampler(weights, M, replacement=True): the
+                   C path's exact weighted draw (docs/determinism.md section
+                   13, K_13), so both backends draw the same indices
     ListOrder      a user's sampler (any iterable of indices: a range, a
                    list, a custom Sampler) or batch_sampler, followed as it
                    is: listed again at each epoch, its order the user's
@@ -25,7 +32,7 @@ import ctypes
 
 from . import _lib as L
 from ._errors import Error
-from ._keys import TAG_PY_SAMPLER, TAG_SHUFFLE, philox, stream_key
+from ._keys import TAG_PY_SAMPLER, TAG_SHUFFLE, TAG_WEIGHTED, philox, stream_key
 
 
 class KeyedOrder:
@@ -126,6 +133,166 @@ class ReplacementOrder(_Listed):
 
     def describe(self):
         return {"order": "replacement", "n": self.n, "num_samples": self.m,
+                "batch_size": self.bs, "drop_last": self.drop}
+
+
+def quantize(weights):
+    """The prefix sums C_i of the weights made integers (determinism.md
+    section 13): scaled by 2^k, the largest to 63 - L bits (L the bit length
+    of n), floored; exact in binary64. ValueError naming a bad weight."""
+    import math
+    w = [float(v) for v in weights]
+    if not w:
+        raise ValueError("WeightedRandomSampler: no weights")
+    for i, v in enumerate(w):
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"WeightedRandomSampler: weights[{i}] = {v!r}: a weight must be "
+                             "finite and >= 0")
+    top = max(w)
+    if top == 0:
+        raise ValueError("WeightedRandomSampler: the weights are all 0 (nothing to draw)")
+    k = (63 - len(w).bit_length()) - math.frexp(top)[1]
+    cum, s = [], 0
+    for v in w:
+        s += math.floor(math.ldexp(v, k))
+        cum.append(s)
+    return cum
+
+
+def weighted_at(cum, key, epoch, p):
+    """Position p's draw: r exactly uniform in [0, S), then the first i with
+    C_i > r."""
+    import bisect
+    return bisect.bisect_right(cum, draw_below(key, epoch, p, cum[-1]))
+
+
+def draw_below(key, epoch, p, S):
+    """An exactly uniform integer below S from position p's blocks."""
+    t = (1 << 64) % S
+    j = 0
+    while True:
+        x = philox((p & 0xFFFFFFFF, p >> 32, epoch & 0xFFFFFFFF, j), key)
+        for h in (0, 2):
+            m = (x[h] | (x[h + 1] << 32)) * S
+            if (m & 0xFFFFFFFFFFFFFFFF) >= t:
+                return m >> 64
+        j += 1
+
+
+def without_replacement(cum, key, epoch, m):
+    """An epoch of m weighted draws without replacement (section 13): a
+    Fenwick tree over the quantized weights, each drawn weight removed."""
+    n = len(cum)
+    q = [cum[0]] + [cum[i] - cum[i - 1] for i in range(1, n)]
+    t = [0] + q[:]
+    for i in range(1, n + 1):
+        up = i + (i & -i)
+        if up <= n:
+            t[up] += t[i]
+    total, top = cum[-1], 1 << (n.bit_length() - 1)
+    out = []
+    for p in range(m):
+        r, at, step = draw_below(key, epoch, p, total), 0, top
+        while step:
+            if at + step <= n and t[at + step] <= r:
+                at += step
+                r -= t[at]
+            step >>= 1
+        out.append(at)
+        total -= q[at]
+        i = at + 1
+        while i <= n:
+            t[i] -= q[at]
+            i += i & -i
+    return out
+
+
+class WeightedOrder(_Listed):
+    """WeightedRandomSampler: draws with replacement (each position on its
+    own), or without (a whole epoch of draws, each sample at most once)."""
+    kind = "weighted"
+
+    def __init__(self, weights, num_samples, seed, batch_size, drop_last, replacement=True):
+        super().__init__()
+        self.cum = quantize(weights)
+        self.n, self.m, self.bs, self.drop = len(self.cum), num_samples, batch_size, drop_last
+        self.replacement = bool(replacement)
+        positive = sum(1 for i, c in enumerate(self.cum) if c != (self.cum[i - 1] if i else 0))
+        if not self.replacement and num_samples > positive:
+            raise ValueError(f"WeightedRandomSampler(replacement=False): num_samples "
+                             f"{num_samples}, but only {positive} samples have a weight above 0")
+        self.reseed(seed)
+
+    def reseed(self, seed):
+        self.key, self._epoch = stream_key(seed, TAG_WEIGHTED), None
+
+    def _list(self, epoch):
+        if self.replacement:
+            flat = [weighted_at(self.cum, self.key, epoch, p) for p in range(self.m)]
+        else:
+            flat = without_replacement(self.cum, self.key, epoch, self.m)
+        return self._cut(flat, self.bs, self.drop)
+
+    def describe(self):
+        d = {"order": "weighted", "n": self.n, "num_samples": self.m,
+             "weights": _digest(self.cum), "batch_size": self.bs, "drop_last": self.drop}
+        if not self.replacement:
+            d["replacement"] = False
+        return d
+
+
+def _digest(values):
+    """A short hash of integers (what a state must match)."""
+    import hashlib
+    return hashlib.sha256(",".join(map(str, values)).encode()).hexdigest()[:32]
+
+
+class SubsetOrder(KeyedOrder):
+    """SubsetRandomSampler(indices) (each listed once): the keyed order over
+    the list, as the C path's index list (docs/determinism.md section 13)."""
+    kind = "subset"
+
+    def __init__(self, indices, seed, batch_size, drop_last, rank, world):
+        self.sub = list(indices)
+        super().__init__(len(self.sub), seed, batch_size, drop_last, rank, world, True,
+                         pad_tail=world > 1)
+
+    def indices(self, epoch, b):
+        idx, reps = super().indices(epoch, b)
+        return [self.sub[i] for i in idx], reps
+
+    def describe(self):
+        d = super().describe()
+        d.update(order="subset", indices=_digest(self.sub))
+        return d
+
+
+class RoundsOrder(_Listed):
+    """RandomSampler(num_samples=M) without replacement: round q = p // n of
+    the keyed order, round 0 the epoch's (K_shuffle), round q the order under
+    derive(K_shuffle, q), as the C path's (docs/determinism.md section 13)."""
+    kind = "rounds"
+
+    def __init__(self, n, num_samples, seed, batch_size, drop_last):
+        super().__init__()
+        self.n, self.m, self.bs, self.drop = n, num_samples, batch_size, drop_last
+        self.reseed(seed)
+
+    def reseed(self, seed):
+        self.kshuf, self._epoch = stream_key(seed, TAG_SHUFFLE), None
+
+    def _list(self, epoch):
+        flat, perm = [], L.sp_perm()
+        for q in range((self.m + self.n - 1) // self.n):
+            k = self.kshuf if q == 0 else philox((q, 0, 0, 0), self.kshuf)[:2]
+            L.sp_perm_init(ctypes.byref(perm), self.n, L.sp_key((ctypes.c_uint32 * 2)(*k)),
+                           epoch)
+            flat += [int(L.sp_perm_at(ctypes.byref(perm), t))
+                     for t in range(min(self.n, self.m - q * self.n))]
+        return self._cut(flat, self.bs, self.drop)
+
+    def describe(self):
+        return {"order": "rounds", "n": self.n, "num_samples": self.m,
                 "batch_size": self.bs, "drop_last": self.drop}
 
 

@@ -22,7 +22,8 @@ import warnings
 
 from ._args import check_int
 from ._pyloader import PyLoader
-from ._pyorder import KeyedOrder, ListOrder, ReplacementOrder
+from ._pyorder import (KeyedOrder, ListOrder, ReplacementOrder, RoundsOrder, SubsetOrder,
+                       WeightedOrder)
 
 _warned = set()
 
@@ -71,7 +72,8 @@ def make_order(dataset, n, batch_size, shuffle, sampler, batch_sampler, drop_las
                rank, world):
     """(order, rank, world, sampler_seed) for the DataLoader's arguments."""
     from torch.utils.data import (BatchSampler, DistributedSampler, RandomSampler,
-                                  SequentialSampler)
+                                  SequentialSampler, SubsetRandomSampler,
+                                  WeightedRandomSampler)
     if batch_sampler is not None:
         inner = getattr(batch_sampler, "sampler", None)
         if type(batch_sampler) is BatchSampler and _keyable(inner, dataset):
@@ -100,7 +102,26 @@ def make_order(dataset, n, batch_size, shuffle, sampler, batch_sampler, drop_las
         if sampler._num_samples is None:
             return KeyedOrder(n, seed, bs * world, drop_last, rank, world, True,
                               pad_tail=world > 1), rank, world, gseed
+        return RoundsOrder(n, int(sampler.num_samples), seed, bs, drop_last), rank, 1, gseed
+    if type(sampler) is SubsetRandomSampler and _distinct_in_range(sampler.indices, n):
+        g = getattr(sampler, "generator", None)
+        gseed = int(g.initial_seed()) if g is not None else None
+        return (SubsetOrder([int(i) for i in sampler.indices], seed, bs * world, drop_last,
+                            rank, world), rank, world, gseed)
+    if type(sampler) is WeightedRandomSampler and len(sampler.weights) <= n:
+        g = getattr(sampler, "generator", None)
+        gseed = int(g.initial_seed()) if g is not None else None
+        return (WeightedOrder(sampler.weights.tolist(), int(sampler.num_samples), seed, bs,
+                              drop_last, bool(sampler.replacement)), rank, 1, gseed)
     return ListOrder(sampler, n, batch_size, drop_last, batched=False), rank, 1, None
+
+
+def _distinct_in_range(indices, n):
+    try:
+        idx = [int(i.__index__()) for i in indices]
+    except (AttributeError, TypeError):
+        return False
+    return bool(idx) and len(set(idx)) == len(idx) and all(0 <= i < n for i in idx)
 
 
 def _same(sampler, dataset):
@@ -109,11 +130,14 @@ def _same(sampler, dataset):
 
 
 def _keyable(sampler, dataset):
-    from torch.utils.data import DistributedSampler, RandomSampler, SequentialSampler
+    from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
+                                  WeightedRandomSampler)
+    if type(sampler) is WeightedRandomSampler:
+        return True
     if sampler is None or not _same(sampler, dataset):
         return False
     if type(sampler) is RandomSampler:
-        return sampler.replacement or sampler._num_samples is None
+        return True
     return type(sampler) is SequentialSampler or isinstance(sampler, DistributedSampler)
 
 

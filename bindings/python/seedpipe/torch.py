@@ -17,11 +17,13 @@ except ImportError:   # pragma: no cover - depends on the installation
     _torch = None
 
 import json
+import math
 import os
 import warnings
 
 import numpy as np
 
+from . import _tvdatasets as _tvd
 from ._args import check_int as _check_int
 from ._errors import Error
 from ._launch import resolve_rank_world as _resolve_rank_world
@@ -232,47 +234,162 @@ def _spec_of(tf):
     return (c.spec(), c.dtype)
 
 
+def _gen_seed(sampler):
+    g = getattr(sampler, "generator", None)
+    return int(g.initial_seed()) if g is not None else None
+
+
 def _read_sampler(sampler, dataset):
-    """(shuffle, rank, world, seed, drop_last) from a torch sampler, or a
-    ValueError naming it."""
+    """(shuffle, rank, world, seed, drop_last, extra) from a torch sampler,
+    extra the seedpipe.Loader arguments of its sampler (indices,
+    num_samples, replacement, weights, repeat; docs/determinism.md section
+    13), or a ValueError naming it."""
     from torch.utils.data import (DistributedSampler, RandomSampler, SequentialSampler,
-                                  SubsetRandomSampler)
+                                  SubsetRandomSampler, WeightedRandomSampler)
     name = type(sampler).__name__
+    n = len(dataset) if hasattr(dataset, "__len__") else None
     # What the sampler is, first: one seedpipe cannot follow is refused by
     # its own name, whatever dataset it samples.
     if isinstance(sampler, SubsetRandomSampler):
-        _refuse(f"sampler={name}", "seedpipe orders the epoch itself and samples every "
-                "sample of its dataset; use torch.utils.data.Subset(dataset, indices) as the "
-                "dataset with shuffle=True instead")
+        return True, None, None, _gen_seed(sampler), False, {"indices": _index_list(
+            sampler.indices, n, name)}
+    if isinstance(sampler, WeightedRandomSampler):
+        return (False, None, None, _gen_seed(sampler), False,
+                _weighted_args(sampler, n))
+    if name == "RASampler" and all(hasattr(sampler, a) for a in (
+            "repetitions", "num_replicas", "rank", "shuffle", "seed", "num_selected_samples")):
+        return _ra_args(sampler, dataset)
     if isinstance(sampler, (list, tuple, range)) or (
             hasattr(sampler, "__len__") and hasattr(sampler, "__getitem__")
             and not hasattr(sampler, "set_epoch")):
-        _refuse(f"sampler={name}", "a sequence of indices is not a sampler seedpipe can "
-                "follow; use torch.utils.data.Subset(dataset, indices) as the dataset with "
-                "shuffle=False (the same indices in the same order) instead")
+        return False, None, None, None, False, {"indices": _index_list(sampler, n, name)}
     if not (isinstance(sampler, DistributedSampler) or type(sampler) is SequentialSampler
             or type(sampler) is RandomSampler):
         _refuse(f"sampler={name}",
-                "seedpipe orders the epoch itself: pass shuffle=True or False, or a "
-                "DistributedSampler under DDP; to pick samples, wrap the dataset in "
-                "torch.utils.data.Subset")
+                "seedpipe orders the epoch itself: pass shuffle=True or False, a "
+                "DistributedSampler under DDP, or one of the samplers it maps "
+                "(RandomSampler, SubsetRandomSampler, WeightedRandomSampler, RASampler, a "
+                "list of indices; docs/python.md)")
     src = getattr(sampler, "dataset", getattr(sampler, "data_source", None))
     if src is not dataset:
         _refuse(f"sampler={name}", "it samples another dataset than the DataLoader's; "
                 "pass the same dataset object to both")
     if isinstance(sampler, DistributedSampler):
         return (bool(sampler.shuffle), int(sampler.rank), int(sampler.num_replicas),
-                int(sampler.seed), bool(sampler.drop_last))
+                int(sampler.seed), bool(sampler.drop_last), {})
     if type(sampler) is SequentialSampler:
-        return False, None, None, None, False
-    if type(sampler) is RandomSampler:
-        if sampler.replacement or sampler._num_samples is not None:
-            _refuse("sampler=RandomSampler(replacement/num_samples)",
-                    "seedpipe's epoch is a permutation of every sample; pass shuffle=True, "
-                    "or select samples with torch.utils.data.Subset")
-        seed = (int(sampler.generator.initial_seed())
-                if getattr(sampler, "generator", None) is not None else None)
-        return True, None, None, seed, False
+        return False, None, None, None, False, {}
+    # RandomSampler: torch's num_samples without replacement is whole
+    # permutations, then a part of one (as seedpipe's rounds are)
+    extra = {}
+    if sampler.replacement:
+        extra["replacement"] = True
+    if sampler._num_samples is not None or sampler.replacement:
+        extra["num_samples"] = int(sampler.num_samples)
+    return True, None, None, _gen_seed(sampler), False, extra
+
+
+def _index_list(indices, n, name):
+    """A sampler's dataset indices as ints: in range, each once (seedpipe
+    addresses a sample's augmentation by its index)."""
+    try:
+        out = [int(i.__index__()) for i in indices]
+    except (AttributeError, TypeError):
+        _refuse(f"sampler={name}", "its indices are not all integers; pass integer indices")
+    if not out:
+        _refuse(f"sampler={name}", "it has no indices (torch would yield an empty epoch); "
+                "pass at least one index")
+    bad = next((i for i in out if i < 0 or (n is not None and i >= n)), None)
+    if bad is not None:
+        _refuse(f"sampler={name}", f"index {bad} is out of range for the dataset's {n} "
+                f"samples; pass indices in [0, {n - 1}]")
+    if len(set(out)) != len(out):
+        _refuse(f"sampler={name}", "an index is listed twice: seedpipe augments a sample "
+                "by its index, so the two copies would be the same bytes; use "
+                "seedpipe.torch.RASampler (each copy augmented as its own) to repeat samples")
+    return out
+
+
+def _weighted_args(sampler, n):
+    name = "WeightedRandomSampler"
+    w = sampler.weights.detach().cpu().double().numpy()
+    extra = {"replacement": bool(sampler.replacement), "num_samples": int(sampler.num_samples),
+             "weights": w}
+    if not sampler.replacement and int(sampler.num_samples) > int((w > 0).sum()):
+        _refuse(f"sampler={name}(replacement=False)", f"num_samples={int(sampler.num_samples)} "
+                f"is more than the {int((w > 0).sum())} samples of weight above 0 (torch "
+                "refuses it too); pass a smaller num_samples, or replacement=True")
+    if n is not None and len(w) > n:
+        _refuse(f"sampler={name}", f"{len(w)} weights for a dataset of {n} samples (torch "
+                "would draw indices past its end)")
+    if n is not None and len(w) < n:   # torch draws from the first len(w) samples
+        extra["indices"] = list(range(len(w)))
+    return extra
+
+
+def _ra_args(sampler, dataset):
+    """torchvision's classification reference RASampler (or seedpipe's): each
+    sample repeated `repetitions` times, the copies dealt over the ranks, the
+    epoch num_selected_samples per rank."""
+    if sampler.dataset is not dataset:
+        _refuse("sampler=RASampler", "it samples another dataset than the DataLoader's; "
+                "pass the same dataset object to both")
+    world = int(sampler.num_replicas)
+    per_rank = int(sampler.num_selected_samples)
+    if per_rank == 0:
+        _refuse("sampler=RASampler", f"{len(dataset)} samples give each of {world} ranks "
+                "num_selected_samples = 0 (the sampler keeps len // 256 * 256 / world): torch "
+                "would yield an empty epoch")
+    extra = {"repeat": int(sampler.repetitions), "num_samples": per_rank * world}
+    return bool(sampler.shuffle), int(sampler.rank), world, int(sampler.seed), False, extra
+
+
+class RASampler:
+    """torchvision's classification reference sampler
+    (references/classification/sampler.py), for seedpipe's DataLoader: each
+    sample `repetitions` times an epoch, the copies dealt round-robin over
+    the `num_replicas` ranks, num_selected_samples = len // 256 * 256 //
+    num_replicas per rank. Given to seedpipe.torch.DataLoader it maps to
+    Loader(repeat=repetitions) (each copy augmented as its own, seedpipe's
+    keyed order); iterated by torch, it gives the reference's indices."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 repetitions=3):
+        import torch
+        if num_replicas is None or rank is None:
+            dist = torch.distributed
+            up = dist.is_available() and dist.is_initialized()
+            if num_replicas is None:
+                num_replicas = dist.get_world_size() if up else 1
+            if rank is None:
+                rank = dist.get_rank() if up else 0
+        self.dataset, self.num_replicas, self.rank = dataset, int(num_replicas), int(rank)
+        self.epoch, self.shuffle, self.seed = 0, bool(shuffle), int(seed)
+        self.repetitions = _check_int("repetitions", repetitions, 1, 1 << 16)
+        self.num_samples = int(math.ceil(len(dataset) * float(self.repetitions) /
+                                         self.num_replicas))
+        self.total_size = self.num_samples * self.num_replicas
+        self.num_selected_samples = int(math.floor(len(dataset) // 256 * 256 /
+                                                   self.num_replicas))
+
+    def __iter__(self):
+        import torch
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            indices = torch.randperm(len(self.dataset), generator=g).tolist()
+        else:
+            indices = list(range(len(self.dataset)))
+        indices = [i for i in indices for _ in range(self.repetitions)]
+        indices += indices[:(self.total_size - len(indices))]
+        indices = indices[self.rank:self.total_size:self.num_replicas]
+        return iter(indices[:self.num_selected_samples])
+
+    def __len__(self):
+        return self.num_selected_samples
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
 
 
 class DataLoader:
@@ -322,8 +439,12 @@ class DataLoader:
 
     sampler: a DistributedSampler (its rank, num_replicas, shuffle, seed and
     drop_last are read; set_epoch on it or on the loader), a
-    SequentialSampler or a RandomSampler (without replacement) of the same
-    dataset. rank=/world= (ints or "auto": torchrun, OpenMPI, MPICH, Slurm,
+    SequentialSampler or a RandomSampler (also replacement=True and
+    num_samples=) of the same dataset, a SubsetRandomSampler, a list or
+    range of indices, a WeightedRandomSampler (with or without
+    replacement) or a RASampler (torchvision's reference or seedpipe.torch.RASampler): each
+    mapped to seedpipe's keyed sampler (docs/determinism.md section 13).
+    rank=/world= (ints or "auto": torchrun, OpenMPI, MPICH, Slurm,
     see seedpipe.distributed_env) give DDP without a sampler, as a
     DistributedSampler with the same shuffle would. Under DDP the epoch is
     padded to a multiple of world by wrapping around its own order (as
@@ -334,9 +455,8 @@ class DataLoader:
     sampler): the epoch is then the first floor(N / world) * world samples,
     rank r taking every world-th from r. Shuffled, the sampler's drop_last
     with an uneven tail needs the DataLoader's drop_last too (refused
-    otherwise, by name). Other samplers (SubsetRandomSampler, a list or
-    range of indices, WeightedRandomSampler, custom ones) are refused by
-    name: use torch.utils.data.Subset(dataset, indices) as the dataset.
+    otherwise, by name). Other samplers (an index listed twice, custom
+    classes) are refused by name.
 
     Batches: (images, labels) tensors; labels int64 as default_collate makes
     them. collate_fn=MixUp(...)/CutMix(...)/RandomChoice([...]) (seedpipe's,
@@ -489,12 +609,13 @@ class DataLoader:
 
         # Order, rank and world: a sampler, or shuffle= and rank=/world=.
         s_rank = s_world = s_seed = None
-        s_drop = False
+        s_drop, s_extra = False, {}
         self.sampler = sampler
         if sampler is not None:
             if shuffle not in (None, False):
                 raise ValueError("sampler option is mutually exclusive with shuffle")
-            shuffle, s_rank, s_world, s_seed, s_drop = _read_sampler(sampler, dataset)
+            shuffle, s_rank, s_world, s_seed, s_drop, s_extra = _read_sampler(sampler,
+                                                                              dataset)
         shuffle = bool(shuffle)
         if rank is None and world is None:
             rank, world = (s_rank, s_world) if s_rank is not None else (0, 1)
@@ -559,8 +680,14 @@ class DataLoader:
 
         # The dataset: a path, a folder dataset, or an explicit sample list.
         data, samples, folder = dataset, None, None
+        idx = None if isinstance(dataset, (str, bytes, os.PathLike)) or cut is not None \
+            else _tvd.idx_source(dataset)
         if isinstance(dataset, (str, bytes, os.PathLike)):
             pass
+        elif idx is not None:   # MNIST & co: their IDX files, one channel (_tvdatasets.py)
+            data = idx
+            transform, dtype = _tvd.gray_pipeline(
+                transform if transform is not None else dataset.transform, dtype)
         elif _is_folder_dataset(dataset) and cut is None:
             _check_folder_dataset(dataset)
             data, folder = dataset.root, dataset
@@ -621,7 +748,7 @@ class DataLoader:
                           layout=layout, rank=rank, world=world, on_error=on_error,
                           threads=threads, ring=ring, cache=cache,
                           order="shuffle" if shuffle else "sequential", pad_tail=pad_tail,
-                          samples=samples)
+                          samples=samples, **s_extra)
         if seq_len is not None:
             # a token corpus (docs/tokens.md): dicts of token tensors, the
             # windows shuffled as samples are (shuffle=), no padded tail
@@ -641,7 +768,7 @@ class DataLoader:
         # _start): the epoch of the last epoch an iterator finished, and
         # whether set_epoch/load_state_dict was called since.
         self._completed, self._epoch_set, self._warned_epoch = None, False, False
-        self._varies = (shuffle or _draws_random(self._ld.pipeline) or
+        self._varies = (shuffle or bool(s_extra) or _draws_random(self._ld.pipeline) or
                         self._mix is not None)
         if self._dist_sampler():
             _watch_set_epoch(self.sampler, self)
@@ -875,6 +1002,11 @@ def _c_path_checks(ds, kw):
         _read_sampler(kw["sampler"], ds)
     if kw.get("multiprocessing_context") is not None:
         raise ValueError("multiprocessing_context=")
+    if _tvd.idx_source(ds) is not None:   # MNIST & co: read from their IDX files
+        tf = kw.get("transform", ds.transform)
+        if tf is not None and not isinstance(tf, str):
+            _spec_of(tf)
+        return
     _, _, _, tf = _sample_list(ds)
     if _is_folder_dataset(ds):
         _check_folder_dataset(ds)

@@ -250,8 +250,9 @@ def test_every_refusal_names_itself(shapes, odd):
     refused("worker_init_fn", ds, batch_size=8, worker_init_fn=lambda w: None)
     refused("multiprocessing_context", ds, batch_size=8, multiprocessing_context="spawn")
     refused("timeout=5", ds, batch_size=8, timeout=5)
-    refused("sampler=WeightedRandomSampler", ds, batch_size=8,
-            sampler=torch.utils.data.WeightedRandomSampler([1.0] * 60, 60))
+    refused(r"sampler=WeightedRandomSampler\(replacement=False\): num_samples=61", ds,
+            batch_size=8,
+            sampler=torch.utils.data.WeightedRandomSampler([1.0] * 60, 61, replacement=False))
     refused(r"is_valid_file", tv.datasets.ImageFolder(shapes, is_valid_file=lambda p: True),
             batch_size=8)
     refused(r"loader=", tv.datasets.ImageFolder(shapes, transform=VAL, loader=lambda p: p),
@@ -414,11 +415,12 @@ def test_more_refusals_name_themselves(shapes, odd):
         assert any(w in msg for w in ("instead", "pass ", "use ", "give ", "put ", "Put ")), msg
         return msg
 
-    refused(r"sampler=SubsetRandomSampler: .*Subset\(dataset, indices\) .*shuffle=True", ds,
-            batch_size=8, sampler=torch.utils.data.SubsetRandomSampler([0, 1, 2]))
-    refused(r"sampler=list: .*Subset\(dataset, indices\) .*shuffle=False", ds, batch_size=8,
-            sampler=[0, 1, 2])
-    refused(r"sampler=range: .*Subset", ds, batch_size=8, sampler=range(n))
+    # samplers the C path maps (test_samplers.py), refused where they cannot be followed
+    refused(r"sampler=SubsetRandomSampler: .*listed twice.*RASampler", ds,
+            batch_size=8, sampler=torch.utils.data.SubsetRandomSampler([0, 1, 0]))
+    refused(r"sampler=list: index 60 is out of range.*pass indices in \[0, 59\]", ds,
+            batch_size=8, sampler=[0, 60])
+    refused(r"sampler=range: .*no indices", ds, batch_size=8, sampler=range(0))
     refused(r"batch_size=61: .*drop_last", ds, batch_size=61, drop_last=True)
     o = tv.datasets.ImageFolder(odd, transform=VAL)
     refused(r"batch_size=7: .*drop_last", o, batch_size=7, drop_last=True,
