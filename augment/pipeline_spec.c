@@ -377,8 +377,18 @@ static int unknown_op(int idx, const char *name, sp_error *err) {
     }
     int near = (int)strlen(name) / 3 > 2 ? (int)strlen(name) / 3 : 2;
     if (best && bd <= near) snprintf(hint, sizeof hint, " (did you mean \"%s\"?)", best);
-    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": unknown op%s (ops: %s; or the "
-                        "whole pipeline one preset: %s)", idx, name, hint, ops, presets);
+    /* The presets first (a whole pipeline is one name); the op list cut at
+     * a name where the message would not fit. */
+    size_t room = SP_ERROR_MSG_MAX - 120 - strlen(hint) - strlen(presets) -
+                  (strlen(name) < 64 ? strlen(name) : 64);
+    if (strlen(ops) > room && room > 40) {
+        char *cut = ops + room - 40;
+        while (cut > ops && *cut != ',') cut--;
+        snprintf(cut, sizeof ops - (size_t)(cut - ops), ", ... (docs/pipeline.md lists them)");
+    }
+    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%.64s\": unknown op%s (the whole "
+                        "pipeline may be one preset: %s; ops: %s)", idx, name, hint, presets,
+                        ops);
 }
 
 /* Parse one op from its tokens (tok[0] is the name). */

@@ -323,8 +323,8 @@ int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
     free_seen(&w);
     if (rc == SP_OK)
         rc = sp__ds_finish_files(ds, &e,
-                                 "no images found (expected class folders with .png, .jpg or "
-                                 ".jpeg files)", err);
+                                 "no images found (expected class folders with .png, .jpg, "
+                                 ".jpeg, .bmp, .webp, .tif or .tiff files)", err);
     sp__ds_entries_free(&e);
     return rc;
 }
