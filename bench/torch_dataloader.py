@@ -18,11 +18,12 @@ import argparse
 import glob
 import os
 import tempfile
-import time
 
 import torch
 import torchvision
 from torchvision import transforms as T
+
+import epoch_rate  # bench/epoch_rate.py
 
 from seedpipe.torch import DataLoader
 
@@ -49,19 +50,7 @@ ds = torchvision.datasets.ImageFolder(tmp.name, transform=tf)
 
 
 def rate(make):
-    dl = make()
-    best = 0.0
-    for epoch in range(args.epochs + 1):
-        t0, n = time.perf_counter(), 0
-        for x, y in dl:
-            n += len(y)
-            x.sum()                      # touch the batch, as a model would
-        dt = time.perf_counter() - t0
-        if epoch:                        # epoch 0: warm-up (workers, page cache)
-            best = max(best, n / dt)
-    if hasattr(dl, "close"):
-        dl.close()
-    return best
+    return epoch_rate.rate(make, args.epochs)
 
 
 w, b = args.workers, args.batch
