@@ -37,7 +37,8 @@
  * there), which replaces this layout.
  *
  * The content hash is XXH3-128 (seed 0) of the file's bytes (IDX: of the
- * image's raw_h * raw_w pixel bytes, row-major). The digest's `hi` is
+ * image's raw_h * raw_w * channels pixel bytes, row-major, channels
+ * interleaved). The digest's `hi` is
  * XXH128_hash_t.high64 and `lo` its low64, so the hex form is XXH128's
  * canonical big-endian form. The root path is NOT hashed: a dataset copied
  * elsewhere keeps its fingerprint.
@@ -137,7 +138,8 @@ static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
 static int is_idx_name(const char *name) {
     static const char *const suffixes[] = {
         "images-idx3-ubyte", "images.idx3-ubyte",
-        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz", NULL};
+        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz",
+        "images-idx4-ubyte", "images-idx4-ubyte.gz", NULL};
     size_t ln = strlen(name);
     for (int k = 0; suffixes[k]; k++) {
         size_t ls = strlen(suffixes[k]);

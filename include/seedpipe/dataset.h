@@ -33,12 +33,15 @@
  *    both number the sorted class names). To get torchvision's order,
  *    pass its samples as a list (sp_dataset_open_list(), loader.h's
  *    cfg.samples). tests/test_order_ref.py checks both statements.
- *  - IDX (a file named *images-idx3-ubyte or *images.idx3-ubyte, optionally
- *    .gz): MNIST / Fashion-MNIST; labels from the sibling file with
- *    "images-idx3" replaced by "labels-idx1" (".gz" added or dropped if the
- *    exact name is missing). Samples in file order; 10 classes named
- *    "0".."9" (a label >= 10 is SP_EFORMAT). Only data type 0x08 (unsigned
- *    byte) is supported. Pixels are kept in memory: at most 4 GiB of them
+ *  - IDX (a file named *images-idx3-ubyte, *images.idx3-ubyte or
+ *    *images-idx4-ubyte, optionally .gz): MNIST / Fashion-MNIST; labels
+ *    from the sibling file with "images-idx3" (or "images-idx4") replaced
+ *    by "labels-idx1" (".gz" added or dropped if the exact name is
+ *    missing). Images are 3 dimensions (n, rows, columns: grey) or 4
+ *    (n, rows, columns, channels) with 1 or 3 channels (RGB, interleaved;
+ *    raw_view.channels says which). Samples in file order; classes named
+ *    "0".."9", or "0".."L" where the largest label L (<= 255) is over 9.
+ *    Only data type 0x08 (unsigned byte) is supported. Pixels are kept in memory: at most 4 GiB of them
  *    by default (the declared size is checked before reading, and the
  *    buffer grows with the data actually decompressed), another limit by
  *    SEEDPIPE_IDX_MAX_BYTES (a size as sp_parse_size() reads it, e.g. 8G).

@@ -680,14 +680,21 @@ class DataLoader:
 
         # The dataset: a path, a folder dataset, or an explicit sample list.
         data, samples, folder = dataset, None, None
-        idx = None if isinstance(dataset, (str, bytes, os.PathLike)) or cut is not None \
-            else _tvd.idx_source(dataset)
+        idx = arr = None
+        if not isinstance(dataset, (str, bytes, os.PathLike)) and cut is None:
+            idx = _tvd.idx_source(dataset)
+            arr = _tvd.array_source(dataset) if idx is None else None
         if isinstance(dataset, (str, bytes, os.PathLike)):
-            pass
+            if _tvd.channels_of(dataset) == 1:   # a grey IDX file stays one channel
+                transform, dtype = _tvd.gray_pipeline(transform, dtype)
         elif idx is not None:   # MNIST & co: their IDX files, one channel (_tvdatasets.py)
             data = idx
             transform, dtype = _tvd.gray_pipeline(
                 transform if transform is not None else dataset.transform, dtype)
+        elif arr is not None:   # CIFAR10/100: their arrays as an RGB IDX pair (_tvdatasets.py)
+            data = arr
+            if transform is None:
+                transform = dataset.transform
         elif _is_folder_dataset(dataset) and cut is None:
             _check_folder_dataset(dataset)
             data, folder = dataset.root, dataset
@@ -1002,7 +1009,8 @@ def _c_path_checks(ds, kw):
         _read_sampler(kw["sampler"], ds)
     if kw.get("multiprocessing_context") is not None:
         raise ValueError("multiprocessing_context=")
-    if _tvd.idx_source(ds) is not None:   # MNIST & co: read from their IDX files
+    if _tvd.idx_source(ds) is not None or _tvd.array_source(ds, write=False) is not None:
+        # MNIST & co read from their IDX files, CIFAR10/100 from their arrays
         tf = kw.get("transform", ds.transform)
         if tf is not None and not isinstance(tf, str):
             _spec_of(tf)
