@@ -254,7 +254,10 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
     struct stat st;
     int shards = 0, folders = 0;
     char *prefix = NULL;
-    if (!sp__rio_is_url(path) && sp__ds_tokens_prefix(ds->root, &prefix) != SP_OK) {
+    if (sp__ds_is_fake(path)) {
+        ds->kind = SP_DATASET_FAKE;
+        rc = sp__ds_open_fake(ds, err);
+    } else if (!sp__rio_is_url(path) && sp__ds_tokens_prefix(ds->root, &prefix) != SP_OK) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     } else if (prefix) {
         ds->kind = SP_DATASET_TOKENS;
@@ -347,6 +350,7 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
     case SP_DATASET_SAMPLES: return "samples";
     case SP_DATASET_MIX: return "mixture";
     case SP_DATASET_TOKENS: return "tokens";
+    case SP_DATASET_FAKE: return "fakedata";
     }
     return "unknown";
 }
@@ -397,7 +401,7 @@ sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
 }
 
 int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
-    if (ds->kind != SP_DATASET_IDX) return SP_EINVAL;
+    if (ds->kind != SP_DATASET_IDX && ds->kind != SP_DATASET_FAKE) return SP_EINVAL;
     if (w) *w = ds->raw_w;
     if (h) *h = ds->raw_h;
     return SP_OK;

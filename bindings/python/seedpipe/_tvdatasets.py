@@ -25,11 +25,16 @@
     array_source(ds, write=True)
                          the same for CIFAR10/100 (the cached IDX pair;
                          write=False: only the checks, no file)
+    fake_source(ds)      the "fakedata:..." spec of a FakeData: its images
+                         generated in C (a pure function of its settings and
+                         the index, docs/determinism.md section 2, tag 14),
+                         not torch's values
     channels_of(path)    1 or 3: the channels of an IDX images file, from its
-                         header (None when it is not one)
+                         header, or of a "fakedata:" spec (None when it is
+                         neither)
     gray_pipeline(tf)    (pipeline spec, dtype) of its transform
 
-Other torchvision datasets (FakeData, EMNIST, QMNIST, SVHN, ...) are not read
+Other torchvision datasets (EMNIST, QMNIST, SVHN, ...) are not read
 by the C path: the automatic backend choice gives them to the Python
 backend, which runs their own __getitem__ (docs/python.md).
 """
@@ -155,11 +160,46 @@ def array_source(ds, write=True):
     return images
 
 
+def fake_source(ds):
+    """The "fakedata:..." dataset spec of a torchvision FakeData (its images
+    generated in C, dataset/dataset_fake.c; not torch's values), or None
+    when ds is not one; refuses by name a target_transform or an image_size
+    that is not (1 or 3, H, W)."""
+    try:
+        from torchvision.datasets import FakeData
+    except ImportError:   # pragma: no cover
+        return None
+    if type(ds) is not FakeData:
+        return None
+    if getattr(ds, "target_transform", None) is not None:
+        _refuse("dataset: FakeData(target_transform=...)", "seedpipe yields the generated "
+                "label; apply the target transform to the labels in your loop instead")
+    shape = tuple(ds.image_size) if isinstance(ds.image_size, (tuple, list)) else ()
+    if len(shape) != 3 or shape[0] not in (1, 3) or \
+            not all(isinstance(v, int) and 0 < v < 65536 for v in shape):
+        _refuse(f"dataset: FakeData(image_size={ds.image_size!r})", "seedpipe generates "
+                "(C, H, W) images with C 1 (grey) or 3 (RGB), H and W in 1..65535")
+    for name, v, lo, hi in (("size", ds.size, 1, 2**31), ("num_classes", ds.num_classes, 1,
+                                                          65536),
+                            ("random_offset", ds.random_offset, 0, 2**62)):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            _refuse(f"dataset: FakeData({name}={v!r})", f"seedpipe takes an integer in "
+                    f"{lo}..{hi}")
+    c, h, w = shape
+    return (f"fakedata:size={ds.size},image={c}x{h}x{w},classes={ds.num_classes},"
+            f"offset={ds.random_offset}")
+
+
 _IDX_SUFFIXES = ("images-idx3-ubyte", "images.idx3-ubyte", "images-idx4-ubyte")
 
 
 def channels_of(path):
     p = os.fsdecode(path)
+    if p.startswith("fakedata:"):   # generated images: image=CxHxW, 3 by default
+        for part in p[len("fakedata:"):].split(","):
+            if part.startswith("image=") and part[6:7] in ("1", "3") and part[7:8] == "x":
+                return int(part[6])
+        return 3
     base = p[:-3] if p.endswith(".gz") else p
     if not base.endswith(_IDX_SUFFIXES) or not os.path.isfile(p):
         return None

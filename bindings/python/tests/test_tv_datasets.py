@@ -5,8 +5,9 @@ channel, (n, 1, 28, 28) equal to torch's batches in the sequential order at
 any worker count; a changed .data or a target_transform is refused by name
 (the automatic choice then takes the Python backend); CIFAR10/100 go to C
 through their arrays (an RGB IDX pair keyed by content), equal to torch's
-batches, the CIFAR recipe the same at any worker count; FakeData goes to the
-Python backend and yields torch's batches. The MNIST- and CIFAR-format
+batches, the CIFAR recipe the same at any worker count; FakeData is generated
+in C (checked against the formula, recomputed here), torch's own on the
+Python backend with backend="python". The MNIST- and CIFAR-format
 folders are generated here. Skipped (visibly) without torch and torchvision."""
 import struct
 
@@ -90,10 +91,52 @@ def test_changed_data_and_target_transform_refused(root):
         DataLoader(ds, batch_size=8, backend="c")
 
 
-def test_fakedata_through_the_python_backend():
+def _fake_reference(j, c, h, w, classes):
+    """Image j (H x W x C bytes) and label of the C FakeData, from the
+    formula in docs/determinism.md (section 2, tag 14), in Python."""
+    from seedpipe._keys import philox, stream_key
+    key = stream_key(0, 14)
+    n = c * h * w
+    words = []
+    for blk in range((n + 15) // 16):
+        words += philox((blk, j & 0xFFFFFFFF, j >> 32, 0), key)
+    raw = np.array(words, dtype="<u4").view(np.uint8)[:n]
+    lab = (philox((0, j & 0xFFFFFFFF, j >> 32, 1), key)[0] * classes) >> 32
+    return raw.reshape(h, w, c), lab
+
+
+@pytest.mark.parametrize("shape", [(3, 10, 7), (1, 6, 9)])
+def test_fakedata_generated_in_c(shape):
+    ds = tv.datasets.FakeData(size=13, image_size=shape, num_classes=7, transform=T.ToTensor(),
+                              random_offset=5)
+    runs = []
+    for workers in (0, 2):
+        dl = DataLoader(ds, batch_size=4, num_workers=workers)
+        assert dl.backend == "c", dl.backend_reason
+        runs.append(batches(dl))
+        dl.close()
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(*runs))
+    x = torch.cat([b[0] for b in runs[0]])
+    y = torch.cat([b[1] for b in runs[0]])
+    assert x.shape == (13,) + shape and x.dtype == torch.float32
+    for i in (0, 6, 12):
+        img, lab = _fake_reference(i + 5, *shape, 7)
+        want = torch.from_numpy(img.transpose(2, 0, 1).astype(np.float32)) / 255
+        assert torch.equal(x[i], want) and int(y[i]) == lab
+    assert len(set(y.tolist())) > 1 and 0 <= int(y.min()) and int(y.max()) < 7
+
+
+def test_fakedata_refusals_and_the_python_backend():
+    ds = tv.datasets.FakeData(size=20, image_size=(3, 8, 8), transform=T.ToTensor(),
+                              target_transform=int)
+    with pytest.raises(ValueError, match=r"FakeData\(target_transform=\.\.\.\)"):
+        DataLoader(ds, batch_size=6, backend="c")
+    ds = tv.datasets.FakeData(size=20, image_size=(2, 8, 8), transform=T.ToTensor())
+    with pytest.raises(ValueError, match=r"FakeData\(image_size=\(2, 8, 8\)\)"):
+        DataLoader(ds, batch_size=6, backend="c")
+    # torch's own values: backend="python" runs FakeData's __getitem__
     ds = tv.datasets.FakeData(size=20, image_size=(3, 8, 8), transform=T.ToTensor())
-    dl = DataLoader(ds, batch_size=6)
-    assert dl.backend == "python"
+    dl = DataLoader(ds, batch_size=6, backend="python")
     got = batches(dl)
     want = batches(torch.utils.data.DataLoader(ds, batch_size=6))
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got, want))
@@ -227,3 +270,13 @@ def test_idx_paths_keep_their_channels(root, cifar):
     assert _tvdatasets.channels_of(rgb) == 3 and _tvdatasets.channels_of(grey) == 1
     x, _ = next(iter(DataLoader(rgb, batch_size=4, transform=T.ToTensor())))
     assert torch.equal(x, next(iter(torch.utils.data.DataLoader(ds, batch_size=4)))[0])
+
+
+def test_fakedata_spec_as_a_path_keeps_one_channel():
+    spec = "fakedata:size=6,image=1x5x4,classes=3"
+    x, y = next(iter(DataLoader(spec, batch_size=6, transform=T.ToTensor())))
+    assert x.shape == (6, 1, 5, 4)
+    for i in range(6):
+        img, lab = _fake_reference(i, 1, 5, 4, 3)
+        assert torch.equal(x[i, 0], torch.from_numpy(img[:, :, 0].astype(np.float32)) / 255)
+        assert int(y[i]) == lab
