@@ -12,6 +12,8 @@
 #include "seedpipe/batchmix.h"
 #include "seedpipe/philox.h"
 #include "augment/detmath_internal.h"
+#include "common/hash_internal.h"
+#include "common/le_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -148,4 +150,32 @@ int sp_batch_mix_f32(const sp_batch_mix *m, float *x, int n, int c, int h, int w
         }
     }
     return SP_OK;
+}
+
+sp_digest sp_batch_mix_digest(const sp_batch_mix *m, int n, int k, const int32_t *labels,
+                              const void *images, size_t image_bytes, const float *targets) {
+    sp__hash h;
+    sp__hash_init(&h);
+    uint64_t lam;
+    memcpy(&lam, &m->lam, sizeof lam);
+    uint8_t b[8];
+    sp__le_put32(b, (uint32_t)m->op);
+    sp__hash_bytes(&h, b, 4);
+    sp__le_put64(b, lam);
+    sp__hash_bytes(&h, b, 8);
+    for (int i = 0; i < 4; i++) {
+        sp__le_put32(b, (uint32_t)m->box[i]);
+        sp__hash_bytes(&h, b, 4);
+    }
+    sp__le_put32(b, (uint32_t)n);
+    sp__hash_bytes(&h, b, 4);
+    sp__le_put32(b, (uint32_t)k);
+    sp__hash_bytes(&h, b, 4);
+    for (int i = 0; i < n; i++) {
+        sp__le_put32(b, (uint32_t)labels[i]);
+        sp__hash_bytes(&h, b, 4);
+    }
+    sp__hash_bytes(&h, images, image_bytes);   /* float32: x86-64 is little-endian */
+    sp__hash_bytes(&h, targets, (size_t)n * (size_t)k * sizeof *targets);
+    return sp__hash_digest(&h);
 }

@@ -7,6 +7,7 @@
  *                         global batch b of epoch e under seed S
  *   sp_batch_mix_f32()    mix a float32 batch (B, C, H, W) in place and write
  *                         its float32 targets (B, num_classes)
+ *   sp_batch_mix_digest() what `seedpipe digest --batch-mix` writes per batch
  */
 #ifndef SEEDPIPE_BATCHMIX_H
 #define SEEDPIPE_BATCHMIX_H
@@ -47,6 +48,15 @@ SP_API int sp_batch_mix_pick(uint64_t seed, uint32_t epoch, uint64_t index, cons
 SP_API int sp_batch_mix_f32(const sp_batch_mix *m, float *x, int n, int c, int h, int w,
                             const int64_t *labels, int k, float *targets, float *scratch,
                             sp_error *err);
+
+/*! sp_batch_mix_digest() : the digest `seedpipe digest --batch-mix` writes
+ *  for a mixed batch: XXH3-128 (seed 0) of, little-endian, u32 op, the
+ *  64-bit pattern of lam, 4 x i32 box, u32 n, u32 k, n x i32 labels (the
+ *  unmixed class indices), the `image_bytes` bytes of the mixed images and
+ *  the n * k float32 targets. */
+SP_API sp_digest sp_batch_mix_digest(const sp_batch_mix *m, int n, int k, const int32_t *labels,
+                                     const void *images, size_t image_bytes,
+                                     const float *targets);
 
 #ifdef __cplusplus
 }

@@ -90,3 +90,49 @@ def test_refusals():
     assert mix_f32(ctypes.byref(m), x.ctypes.data, 2, 1, 2, 2, lab.ctypes.data, 3,
                    tg.ctypes.data, np.empty_like(x).ctypes.data, ctypes.byref(err)) != 0
     assert b"num_classes=3" in err.msg and b"label 4" in err.msg
+
+
+digest_fn = _lib._fn("sp_batch_mix_digest", _lib.sp_digest, ctypes.POINTER(Mix), ctypes.c_int,
+                     ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                     ctypes.c_void_p)
+
+
+@pytest.mark.parametrize("spec,cls", [("mixup:alpha=0.7", MixUp), ("cutmix:alpha=1.3", CutMix),
+                                      ("mixup:alpha=0.2,classes=9", MixUp)])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_cli_digest_is_the_drop_ins_mix(tmp_path, spec, cls, workers):
+    """`seedpipe digest --batch-mix` against seedpipe.Loader's batches mixed
+    by the drop-in's MixUp/CutMix, digested here with sp_batch_mix_digest()."""
+    import json
+    import os
+    import subprocess
+    import seedpipe
+    data = "fakedata:size=23,image=3x12x10,classes=5"
+    pipe, seed, bs = "random_crop size=10 padding=2 | hflip p=0.5", 11, 6
+    out = tmp_path / "m.jsonl"
+    subprocess.run([os.environ.get("SEEDPIPE_BIN", "seedpipe"), "digest", data, "--pipeline",
+                    pipe, "--dtype", "float32", "--seed", str(seed), "--batch-size", str(bs),
+                    "--epochs", "2", "--workers", str(workers), "--batch-mix", spec, "--out",
+                    str(out)], check=True, capture_output=True)
+    lines = [json.loads(x) for x in out.read_text().splitlines()[1:]]
+    k = int(spec.rsplit("=", 1)[1]) if "classes" in spec else 5
+    op = cls(alpha=float(spec.split("=")[1].split(",")[0]), num_classes=k)
+    ld = seedpipe.Loader(data, pipeline=pipe, seed=seed, batch_size=bs, dtype="float32",
+                         epochs=2)
+    got = []
+    for e in range(2):
+        for b, (x, y) in enumerate(ld):
+            x = torch.from_numpy(np.array(x))
+            y = torch.from_numpy(np.array(y).astype(np.int64))
+            p = op.params(seed, e, b, tuple(x.shape[-2:]))
+            mx, t = op.apply(x, y, seed=seed, epoch=e, index=b)
+            m = Mix(1 if cls is MixUp else 2, p["lam"], (ctypes.c_int * 4)(*(p["box"] or
+                                                                            (0, 0, 0, 0))))
+            lab = y.numpy().astype(np.int32)
+            mxn, tn = mx.numpy().copy(), t.numpy().copy()
+            d = digest_fn(ctypes.byref(m), len(lab), k, lab.ctypes.data, mxn.ctypes.data,
+                          mxn.nbytes, tn.ctypes.data)
+            got.append((e, b, f"{d.hi:016x}{d.lo:016x}"))
+    ld.close()
+    assert len(got) == len(lines) == 8
+    assert got == [(ln["epoch"], ln["batch"], ln["digest"]) for ln in lines]
