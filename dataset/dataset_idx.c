@@ -2,11 +2,14 @@
  *
  * An IDX file is a 4-byte magic (0, 0, data type, number of dimensions), one
  * big-endian uint32 per dimension, then the data. Images are type 0x08
- * (unsigned byte) with 3 dimensions (count, rows, columns); labels are type
+ * (unsigned byte) with 3 dimensions (count, rows, columns: grey, one
+ * channel) or 4 (count, rows, columns, channels) with 1 or 3 channels (RGB,
+ * interleaved, as numpy's (n, h, w, 3) uint8 arrays: how the torch drop-in
+ * hands torchvision's CIFAR10/100 arrays to the C side); labels are type
  * 0x08 with 1 dimension (count). Both may be gzip'd (read through zlib;
  * gzread passes plain files through unchanged). The labels file is the
- * sibling whose name has "images-idx3" replaced by "labels-idx1" (or
- * "images.idx3" by "labels.idx1"); if that exact name is missing, the same
+ * sibling whose name has "images-idx3" (or "images-idx4") replaced by
+ * "labels-idx1" (or "images.idx3" by "labels.idx1"); if that exact name is missing, the same
  * name with ".gz" added or removed is tried.
  *
  * Hostile headers: declared dimensions are checked against the limits before
@@ -16,7 +19,8 @@
  * few megabytes at most before it is refused as truncated. Every refusal is
  * SP_EFORMAT, SP_ELIMIT or SP_EUNSUPP with the file and the reason.
  *
- * Labels must be 0..9 (the class names are "0".."9"). Pixels stay in memory;
+ * Labels are 0..255; the classes are "0".."9", or "0".."L" where the largest
+ * label L is over 9 (CIFAR100's 100 classes). Pixels stay in memory;
  * a sample's path is "<images file name>#<index>" with a ".gz" suffix
  * dropped, so a gzip'd and a plain copy of the same data have the same
  * fingerprint.
@@ -160,7 +164,9 @@ static char *labels_name(const char *images) {
     base = base ? base + 1 : s;
     char *hit = NULL;
     for (char *p = (char *)base; *p; p++)
-        if (strncmp(p, "images-idx3", 11) == 0 || strncmp(p, "images.idx3", 11) == 0) hit = p;
+        if (strncmp(p, "images-idx3", 11) == 0 || strncmp(p, "images.idx3", 11) == 0 ||
+            strncmp(p, "images-idx4", 11) == 0)
+            hit = p;
     if (hit) {
         memcpy(hit, "labels", 6);
         hit[10] = '1';
@@ -221,10 +227,6 @@ static int read_labels(sp_dataset *ds, uint32_t n, uint8_t **labels_out, sp_erro
         rc = sp_error_set(err, SP_EFORMAT, "%s: truncated: %llu of %u labels", lpath,
                           (unsigned long long)got, n);
     if (!rc) rc = idx_expect_end(gz, lpath, "declared labels", err);
-    for (uint32_t i = 0; !rc && i < n; i++)
-        if (lab[i] >= SP_DS_IDX_CLASSES)
-            rc = sp_error_set(err, SP_EFORMAT, "%s: label %u at index %u is out of range 0..%d",
-                              lpath, lab[i], i, SP_DS_IDX_CLASSES - 1);
     gzclose(gz);
     free(lpath);
     if (rc) { free(lab); return rc; }
@@ -291,6 +293,7 @@ static int read_pixels(gzFile gz, const char *path, uint32_t n, uint32_t rows, u
 struct sp__ds_idx {
     uint8_t *pixels;
     char *file;
+    int channels;   /* 1 (grey) or 3 (RGB, interleaved) */
 };
 
 /* A sample is a view of its pixels, path "<file>#<i>": nothing is read. */
@@ -303,11 +306,12 @@ static int read_idx(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
     if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     memcpy(out->full_path, x->file, lf);
     memcpy(out->full_path + lf, buf, lb + 1);
-    size_t plane = (size_t)ds->raw_w * (size_t)ds->raw_h;
+    size_t row = (size_t)ds->raw_w * (size_t)x->channels;
+    size_t plane = row * (size_t)ds->raw_h;
     out->raw_view.width = ds->raw_w;
     out->raw_view.height = ds->raw_h;
-    out->raw_view.channels = 1;
-    out->raw_view.stride = (size_t)ds->raw_w;
+    out->raw_view.channels = x->channels;
+    out->raw_view.stride = row;
     out->raw_view.data = x->pixels + (size_t)i * plane;   /* a view: never written */
     out->src.path = out->full_path;
     out->src.raw = &out->raw_view;
@@ -324,11 +328,15 @@ static void close_idx(sp_dataset *ds) {
 
 static const sp__ds_ops idx_ops = {.read = read_idx, .destroy = close_idx};
 
-/* The index of n images of rows x cols (px, taken by ds) with labels lab:
- * paths "<base>#<i>", the pixels' hashes. lab stays the caller's. */
+/* The index of n images of rows x cols x ds->idx->channels (px, taken by
+ * ds) with labels lab: paths "<base>#<i>", the pixels' hashes, the classes
+ * "0".."9" or up to the largest label. lab stays the caller's. */
 static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8_t *lab,
                       uint32_t n, uint32_t rows, uint32_t cols, sp_error *err) {
-    uint64_t plane = (uint64_t)rows * cols;
+    uint64_t plane = (uint64_t)rows * cols * (uint64_t)ds->idx->channels;
+    int ncls = SP_DS_IDX_CLASSES;
+    for (uint32_t i = 0; i < n; i++)
+        if (lab[i] >= ncls) ncls = lab[i] + 1;
     ds->idx->pixels = px;
     ds->raw_w = (int)cols;
     ds->raw_h = (int)rows;
@@ -337,8 +345,8 @@ static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8
     const char *base = slash ? slash + 1 : path;
     size_t lb = strlen(base);
     if (lb > 3 && strcmp(base + lb - 3, ".gz") == 0) lb -= 3;
-    int rc = sp__ds_numeric_classes(ds, SP_DS_IDX_CLASSES, err);
-    ds->class_counts = calloc(SP_DS_IDX_CLASSES, sizeof *ds->class_counts);
+    int rc = sp__ds_numeric_classes(ds, ncls, err);
+    ds->class_counts = calloc((size_t)ncls, sizeof *ds->class_counts);
     ds->pool = malloc((size_t)n * (lb + 12));
     ds->path_off = malloc((size_t)n * sizeof *ds->path_off);
     ds->labels = malloc((size_t)n * sizeof *ds->labels);
@@ -364,6 +372,36 @@ static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8
     return SP_OK;
 }
 
+/* The images header: 3 dimensions (grey) or 4 with 1 or 3 channels last. */
+static int read_header(gzFile gz, const char *path, uint32_t *n, uint32_t *rows,
+                       uint32_t *cols, int *channels, sp_error *err) {
+    uint8_t h[20];
+    uint64_t got;
+    int rc = idx_read(gz, path, h, 16, &got, err);
+    if (!rc && got < 16)
+        rc = sp_error_set(err, SP_EFORMAT, "%s: truncated header (%llu of 16 bytes)", path,
+                          (unsigned long long)got);
+    if (rc) return rc;
+    int dims = h[3] == 4 ? 4 : 3;
+    rc = check_magic(h, path, dims, "images: unsigned bytes in 3 dimensions, or 4 with the "
+                     "channels last", err);
+    if (!rc && dims == 4) {
+        rc = idx_read(gz, path, h + 16, 4, &got, err);
+        if (!rc && got < 4)
+            rc = sp_error_set(err, SP_EFORMAT, "%s: truncated header (%llu of 20 bytes)", path,
+                              (unsigned long long)(16 + got));
+        if (!rc && be32(h + 16) != 1 && be32(h + 16) != 3)
+            rc = sp_error_set(err, SP_EUNSUPP, "%s: images of %u channels (only 1, grey, or "
+                              "3, RGB, are read)", path, be32(h + 16));
+    }
+    if (rc) return rc;
+    *n = be32(h + 4);
+    *rows = be32(h + 8);
+    *cols = be32(h + 12);
+    *channels = dims == 4 ? (int)be32(h + 16) : 1;
+    return SP_OK;
+}
+
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     const char *path = ds->root;
     ds->idx = calloc(1, sizeof *ds->idx);
@@ -378,22 +416,14 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     int rc = idx_limit(path, &lim, err);
     if (rc == SP_OK) rc = idx_open(path, lim + (1u << 20), &gz, &eno, err);
     if (rc) return rc;
-    uint8_t h[16];
-    uint64_t got;
-    uint8_t *px = NULL, *lab = NULL;
-    rc = idx_read(gz, path, h, sizeof h, &got, err);
-    if (!rc && got < sizeof h)
-        rc = sp_error_set(err, SP_EFORMAT, "%s: truncated header (%llu of 16 bytes)", path,
-                          (unsigned long long)got);
-    if (!rc) rc = check_magic(h, path, 3, "images: unsigned bytes in 3 dimensions", err);
     uint32_t n = 0, rows = 0, cols = 0;
+    uint8_t *px = NULL, *lab = NULL;
+    rc = read_header(gz, path, &n, &rows, &cols, &ds->idx->channels, err);
     uint64_t total = 0;
     if (!rc) {
-        n = be32(h + 4);
-        rows = be32(h + 8);
-        cols = be32(h + 12);
-        total = (uint64_t)rows * cols * n;
-        rc = check_dims(ds, path, n, rows, cols, (uint64_t)rows * cols, total, lim, err);
+        uint64_t plane = (uint64_t)rows * cols * (uint64_t)ds->idx->channels;
+        total = plane * n;
+        rc = check_dims(ds, path, n, rows, cols, plane, total, lim, err);
     }
     if (!rc) rc = read_pixels(gz, path, n, rows, cols, total, &px, err);
     if (!rc) rc = idx_expect_end(gz, path, "declared images", err);

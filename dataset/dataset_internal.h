@@ -26,6 +26,7 @@
  *   dataset_samples.c     an in-memory sample list       |  openers: each
  *   dataset_files.c       their source table (one file)  |  fills an
  *   dataset_idx.c         MNIST-style IDX files          |  sp_dataset and
+ *   dataset_fake.c        generated images (FakeData)    |
  *   dataset_tar.c         WebDataset shards, read once   |  sets its ops
  *   dataset_tar_read.c    one WebDataset sample's read  /
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
@@ -112,6 +113,7 @@ struct sp_dataset {
     struct sp__ds_tar *tar;    /* WebDataset shards, local or remote (dataset_tar.h) */
     struct sp__ds_mix *mix;    /* a mixture (dataset_mix.c) */
     struct sp__tok *tok;       /* a token corpus (dataset_tokens.c) */
+    struct sp__ds_fake *fake;  /* generated images, FakeData (dataset_fake.c) */
     char *root;            /* the path given to sp_dataset_open (trailing '/' removed) */
     char *base;            /* folder that relative sample paths are joined to */
     uint64_t max_samples;
@@ -257,6 +259,9 @@ sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits);
 /* The per-kind openers. `path` is the root as given. */
 int sp__ds_open_folder(sp_dataset *ds, sp_error *err);
 int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
+/* dataset_fake.c: 1 if path is a "fakedata:..." spec; its opener. */
+int sp__ds_is_fake(const char *path);
+int sp__ds_open_fake(sp_dataset *ds, sp_error *err);
 int sp__ds_open_list(sp_dataset *ds, sp_error *err);
 /* dataset_samples.c: the in-memory sample list (sp_dataset_open_list()). */
 int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *err);

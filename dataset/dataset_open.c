@@ -37,7 +37,8 @@
  * there), which replaces this layout.
  *
  * The content hash is XXH3-128 (seed 0) of the file's bytes (IDX: of the
- * image's raw_h * raw_w pixel bytes, row-major). The digest's `hi` is
+ * image's raw_h * raw_w * channels pixel bytes, row-major, channels
+ * interleaved). The digest's `hi` is
  * XXH128_hash_t.high64 and `lo` its low64, so the hex form is XXH128's
  * canonical big-endian form. The root path is NOT hashed: a dataset copied
  * elsewhere keeps its fingerprint.
@@ -137,7 +138,8 @@ static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
 static int is_idx_name(const char *name) {
     static const char *const suffixes[] = {
         "images-idx3-ubyte", "images.idx3-ubyte",
-        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz", NULL};
+        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz",
+        "images-idx4-ubyte", "images-idx4-ubyte.gz", NULL};
     size_t ln = strlen(name);
     for (int k = 0; suffixes[k]; k++) {
         size_t ls = strlen(suffixes[k]);
@@ -252,7 +254,10 @@ int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
     struct stat st;
     int shards = 0, folders = 0;
     char *prefix = NULL;
-    if (!sp__rio_is_url(path) && sp__ds_tokens_prefix(ds->root, &prefix) != SP_OK) {
+    if (sp__ds_is_fake(path)) {
+        ds->kind = SP_DATASET_FAKE;
+        rc = sp__ds_open_fake(ds, err);
+    } else if (!sp__rio_is_url(path) && sp__ds_tokens_prefix(ds->root, &prefix) != SP_OK) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     } else if (prefix) {
         ds->kind = SP_DATASET_TOKENS;
@@ -345,6 +350,7 @@ const char *sp_dataset_kind_name(sp_dataset_kind k) {
     case SP_DATASET_SAMPLES: return "samples";
     case SP_DATASET_MIX: return "mixture";
     case SP_DATASET_TOKENS: return "tokens";
+    case SP_DATASET_FAKE: return "fakedata";
     }
     return "unknown";
 }
@@ -395,7 +401,7 @@ sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
 }
 
 int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
-    if (ds->kind != SP_DATASET_IDX) return SP_EINVAL;
+    if (ds->kind != SP_DATASET_IDX && ds->kind != SP_DATASET_FAKE) return SP_EINVAL;
     if (w) *w = ds->raw_w;
     if (h) *h = ds->raw_h;
     return SP_OK;

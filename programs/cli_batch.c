@@ -7,7 +7,11 @@
  * (sp_stream_digest_of() the batch digests in order), so two runs can be compared by one
  * line; the batches come from a batch stream (stream.h), whichever kind
  * (epoch 4294967295, past a stream's reach, from the loader directly:
- * digest_src). The manifest header's "epochs" is E. `dump` renders one batch
+ * digest_src). The manifest header's "epochs" is E. --batch-mix
+ * mixup:alpha=A[,classes=K] (or cutmix:) mixes each batch as the torch
+ * drop-in's MixUp/CutMix do (batchmix.h, docs/determinism.md 11a) and
+ * writes sp_batch_mix_digest() of it in place of the batch digest (the
+ * stream digest folds those). `dump` renders one batch
  * as a contact-sheet PNG (uint8 preview, before normalization).
  */
 #include "cli.h"
@@ -20,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "seedpipe/batchmix.h"
 #include "seedpipe/imageio.h"
 #include "seedpipe/manifest.h"
 #include "seedpipe/pool.h"
@@ -176,6 +181,82 @@ static int close_manifest(FILE *f, const char *out, sp_publish *pub, int rc, sp_
     return rc;
 }
 
+/* --batch-mix: the op, alpha and class count, and the buffers of one batch. */
+typedef struct cli_mix {
+    int op, k;
+    double alpha;
+    uint64_t seed;
+    int c, h, w;
+    float *x, *scratch, *targets;
+    int64_t *lab;
+} cli_mix;
+
+/* The spec, before anything starts (a usage error exits). */
+static void mix_parse(cli_args *a, const sp_loader_config *cfg, cli_mix *m) {
+    memset(m, 0, sizeof *m);
+    const char *spec = cli_str(a, "batch-mix", NULL);
+    if (!spec) return;
+    const char *p = NULL;
+    if (strncmp(spec, "mixup:alpha=", 12) == 0) { m->op = SP_BATCH_MIXUP; p = spec + 12; }
+    if (strncmp(spec, "cutmix:alpha=", 13) == 0) { m->op = SP_BATCH_CUTMIX; p = spec + 13; }
+    char *end = NULL;
+    m->alpha = p ? strtod(p, &end) : 0.0;
+    long k = 0;   /* 0: the dataset's classes (mix_open()) */
+    if (end && strncmp(end, ",classes=", 9) == 0) {
+        k = strtol(end + 9, &end, 10);
+        if (k < 1) k = -1;
+    }
+    if (!p || !end || *end || end == p || !(m->alpha > 0.0) || m->alpha > 1e300 || k < 0 ||
+        k > 65536)
+        cli_usage_error(a, "--batch-mix %s: expected mixup:alpha=A or cutmix:alpha=A, "
+                        "optionally ,classes=K (A a number > 0; K 1..65536, by default the "
+                        "dataset's classes)", spec);
+    if (cfg->dtype != SP_DTYPE_FLOAT32 || cfg->layout != SP_LAYOUT_NCHW)
+        cli_usage_error(a, "--batch-mix needs --dtype float32 and --layout nchw (the mix is "
+                        "torch's float32 arithmetic on (B, C, H, W) batches)");
+    m->k = (int)k;
+    m->seed = cfg->seed;
+}
+
+/* The batch buffers, once the loader is open. */
+static int mix_open(const sp_loader_config *cfg, sp_loader *ld, cli_mix *m, sp_error *err) {
+    if (!m->op) return 0;
+    if (!m->k) m->k = sp_dataset_num_classes(sp_loader_dataset(ld));
+    sp_loader_sample_dims(ld, &m->c, &m->h, &m->w);
+    size_t cap = cfg->batch_size, plane = (size_t)m->c * m->h * m->w, k = (size_t)m->k;
+    m->x = malloc(cap * plane * sizeof *m->x);
+    m->scratch = malloc(cap * plane * sizeof *m->x);
+    m->targets = malloc(cap * (size_t)k * sizeof *m->targets);
+    m->lab = malloc(cap * sizeof *m->lab);
+    if (!m->x || !m->scratch || !m->targets || !m->lab)
+        return sp_error_set(err, SP_ENOMEM, "--batch-mix: out of memory for a batch of %zu",
+                            cap);
+    return 0;
+}
+
+static void mix_close(cli_mix *m) {
+    free(m->x);
+    free(m->scratch);
+    free(m->targets);
+    free(m->lab);
+}
+
+/* The digest of batch view mixed: sp_batch_mix_digest(). */
+static int mix_digest(cli_mix *m, const sp_batch *view, sp_digest *d, sp_error *err) {
+    int n = (int)view->count;
+    size_t bytes = (size_t)n * m->c * m->h * m->w * sizeof *m->x;
+    sp_batch_mix mx;
+    int rc = sp_batch_mix_draw(m->seed, view->epoch, view->index, m->op, m->alpha, m->h, m->w,
+                               &mx, err);
+    memcpy(m->x, view->images, bytes);
+    for (int i = 0; i < n; i++) m->lab[i] = view->labels[i];
+    if (rc == 0)
+        rc = sp_batch_mix_f32(&mx, m->x, n, m->c, m->h, m->w, m->lab, m->k, m->targets,
+                              m->scratch, err);
+    if (rc == 0) *d = sp_batch_mix_digest(&mx, n, m->k, view->labels, m->x, bytes, m->targets);
+    return rc;
+}
+
 int cmd_digest(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
     cli_trace_start(a);
@@ -194,6 +275,8 @@ int cmd_digest(cli_args *a) {
     uint64_t stop_after = cli_uint(a, "stop-after", UINT64_MAX, 0, UINT64_MAX);
     if (cli_has(a, "stop-after") && !save_path)
         cli_usage_error(a, "--stop-after needs --save-state FILE");
+    cli_mix mix;
+    mix_parse(a, &cfg, &mix);
     cli_check_unused(a);
 
     sp_error err;
@@ -211,7 +294,9 @@ int cmd_digest(cli_args *a) {
     int tty = isatty(2);
     uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0;
     double t0 = now_s(), last = t0;
-    int rc = sp_manifest_write_header(f, ld, (uint32_t)(epochs > UINT32_MAX ? UINT32_MAX : epochs),
+    int rc = mix_open(&cfg, ld, &mix, &err);
+    if (rc == 0)
+        rc = sp_manifest_write_header(f, ld, (uint32_t)(epochs > UINT32_MAX ? UINT32_MAX : epochs),
                                       &err);
     while (rc == 0 && done < stop_after) {
         sp_batch view;
@@ -222,7 +307,8 @@ int cmd_digest(cli_args *a) {
         }
         if (rc != 0) break;
         sp_digest d = pool ? sp_pool_digest(pool, &view) : sp_batch_digest(ld, &view);
-        rc = digests_add(&digests, d, &err);
+        if (mix.op) rc = mix_digest(&mix, &view, &d, &err);
+        if (rc == 0) rc = digests_add(&digests, d, &err);
         if (rc == 0) rc = sp_manifest_write_batch(f, &view, d, &err);
         done++;
         images += view.count;
@@ -244,6 +330,7 @@ int cmd_digest(cli_args *a) {
             fprintf(info, "state: epoch %u batch %llu saved to %s\n", state.epoch,
                     (unsigned long long)state.batch, save_path);
     }
+    mix_close(&mix);
     rc = close_manifest(f, out, pub, rc, &err);
     cli_print_failures(ld, stderr);
     if (rc != 0) {

@@ -360,6 +360,7 @@ int cmd_index(cli_args *a) {
                k == SP_DATASET_IDX   ? "an IDX file is read whole at open"
                : k == SP_DATASET_MIX ? "a mixture: each source keeps its own index"
                : k == SP_DATASET_TOKENS ? "a token corpus's .idx is checked at open"
+               : k == SP_DATASET_FAKE   ? "generated images: nothing to index"
                                      : "SEEDPIPE_INDEX=off");
     } else {
         printf("index:       %s (%s)\n", info.path[0] ? info.path : "none kept",

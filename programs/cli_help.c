@@ -128,12 +128,16 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "  digest DATASET --pipeline P --seed S --batch-size B --out FILE.jsonl\n"
      "         [--epoch-start S] [--epochs E] [--resume STATE]\n"
      "         [--save-state FILE [--stop-after N]] [--cache DIR]\n"
+     "         [--batch-mix mixup:alpha=A|cutmix:alpha=A[,classes=K]]\n"
      "      write one digest line per batch (a manifest; --out - for stdout) of the\n"
      "      epochs S..S+E-1 (--epoch-start S, default 0; --epochs E, default 1;\n"
      "      S+E <= 4294967296, so any epoch can be named); --resume STATE continues\n"
      "      a stopped run (--stop-after N batches, then --save-state FILE); --cache\n"
      "      DIR reads and fills the epoch cache; every way gives the same lines.\n"
-     "      Epoch 4294967295 is computed in-process, without --workers or --cache\n"},
+     "      Epoch 4294967295 is computed in-process, without --workers or --cache.\n"
+     "      --batch-mix mixes each batch as the torch drop-in's MixUp/CutMix (keyed by\n"
+     "      the batch; --dtype float32, K the dataset's classes by default) and\n"
+     "      writes the digest of the mixed images and targets\n"},
     {"verify", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT,
      "  verify DATASET --pipeline P --seed S --epochs E --batch-size B\n"
      "         [--workers 1,2,3,4,8] [--world 1,2,4] [--rng-mode per-sample|per-worker]\n"

@@ -470,6 +470,22 @@ static void test_idx_valid(void) {
     put_file(tp("idx/mini-labels-idx1-ubyte"), idx1(0x801, IN, lab2, IN), 0);
     CHECK(!fp_eq(fp, fp_of(tp("idx/mini-images-idx3-ubyte"))));
 
+    /* RGB (4 dimensions, 3 channels last) and a label past 9: 43 classes */
+    blob rgb = idx3(0x804, 2, 2, 2, 4 + 24);
+    be32w(rgb.p + 16, 3);
+    put_file(tp("idxrgb/c-images-idx4-ubyte"), rgb, 0);
+    uint8_t rl[2] = {0, 42};
+    put_file(tp("idxrgb/c-labels-idx1-ubyte"), idx1(0x801, 2, rl, 2), 0);
+    ds = open_ok(tp("idxrgb/c-images-idx4-ubyte"));
+    CHECK(sp_dataset_num_classes(ds) == 43 && sp_dataset_label(ds, 1) == 42);
+    sp_sample_data s1;
+    sp_error e1;
+    CHECK_OK(sp_dataset_read(ds, 1, &s1, &e1), &e1);
+    CHECK(s1.src.raw->channels == 3 && s1.src.raw->stride == 6 && s1.src.raw->width == 2);
+    for (int k = 0; k < 12; k++) CHECK(s1.src.raw->data[k] == (uint8_t)((4 + 12 + k) * 7 + 3));
+    sp_sample_data_free(&s1);
+    sp_dataset_close(ds);
+
     /* limits */
     sp_dataset_limits lim = {.max_samples = 3};
     open_fails(tp("idxgz/mini-images-idx3-ubyte.gz"), &lim, SP_ELIMIT,
@@ -489,7 +505,7 @@ static void idx_case(const char *name, blob img, blob lab, int gz, int code,
 }
 
 static void test_idx_malformed(void) {
-    uint8_t lab[IN] = {0, 1, 2, 3, 4}, bad_lab[IN] = {0, 1, 10, 3, 4};
+    uint8_t lab[IN] = {0, 1, 2, 3, 4};
 #define IMG(m, n, r, c, have) idx3((m), (n), (r), (c), (have))
 #define LAB(m, n, l, have) idx1((m), (n), (l), (have))
     const int full = IN * IR * IC;
@@ -515,8 +531,9 @@ static void test_idx_malformed(void) {
              SP_EFORMAT, "x-labels-idx1-ubyte", "4 labels, but");
     idx_case("ltrunc", IMG(0x803, IN, IR, IC, full), LAB(0x801, IN, lab, IN - 2), 1,
              SP_EFORMAT, "x-labels-idx1-ubyte.gz", "truncated");
-    idx_case("range", IMG(0x803, IN, IR, IC, full), LAB(0x801, IN, bad_lab, IN), 0,
-             SP_EFORMAT, "x-labels-idx1-ubyte", "label 10 at index 2 is out of range 0..9");
+    /* 4 dimensions: the 4th (the first pixel bytes here) must be 1 or 3 */
+    idx_case("chans", IMG(0x804, IN, IR, IC, full), LAB(0x801, IN, lab, IN), 0,
+             SP_EUNSUPP, "x-images-idx3-ubyte", "channels (only 1, grey, or 3");
     idx_case("zero", IMG(0x803, 0, IR, IC, 0), LAB(0x801, 0, lab, 0), 0, SP_EFORMAT,
              "x-images-idx3-ubyte", "0 images");
     idx_case("zerodim", IMG(0x803, IN, 0, IC, 0), LAB(0x801, IN, lab, IN), 0,

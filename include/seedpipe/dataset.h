@@ -33,15 +33,22 @@
  *    both number the sorted class names). To get torchvision's order,
  *    pass its samples as a list (sp_dataset_open_list(), loader.h's
  *    cfg.samples). tests/test_order_ref.py checks both statements.
- *  - IDX (a file named *images-idx3-ubyte or *images.idx3-ubyte, optionally
- *    .gz): MNIST / Fashion-MNIST; labels from the sibling file with
- *    "images-idx3" replaced by "labels-idx1" (".gz" added or dropped if the
- *    exact name is missing). Samples in file order; 10 classes named
- *    "0".."9" (a label >= 10 is SP_EFORMAT). Only data type 0x08 (unsigned
- *    byte) is supported. Pixels are kept in memory: at most 4 GiB of them
+ *  - IDX (a file named *images-idx3-ubyte, *images.idx3-ubyte or
+ *    *images-idx4-ubyte, optionally .gz): MNIST / Fashion-MNIST; labels
+ *    from the sibling file with "images-idx3" (or "images-idx4") replaced
+ *    by "labels-idx1" (".gz" added or dropped if the exact name is
+ *    missing). Images are 3 dimensions (n, rows, columns: grey) or 4
+ *    (n, rows, columns, channels) with 1 or 3 channels (RGB, interleaved;
+ *    raw_view.channels says which). Samples in file order; classes named
+ *    "0".."9", or "0".."L" where the largest label L (<= 255) is over 9.
+ *    Only data type 0x08 (unsigned byte) is supported. Pixels are kept in memory: at most 4 GiB of them
  *    by default (the declared size is checked before reading, and the
  *    buffer grows with the data actually decompressed), another limit by
  *    SEEDPIPE_IDX_MAX_BYTES (a size as sp_parse_size() reads it, e.g. 8G).
+ *  - Generated images, "fakedata:size=N,image=CxHxW,classes=K,offset=O"
+ *    (each setting optional, torchvision FakeData's defaults otherwise):
+ *    sample i a pure function of the settings and i + O, raw pixels like
+ *    IDX's; docs/determinism.md section 14.
  *  - List file (any other regular file): one `path<TAB>label` per line,
  *    path relative to the list file's folder (or absolute), label a
  *    non-negative integer below 65536; a line whose first non-blank char is
@@ -194,7 +201,8 @@ typedef enum {
     SP_DATASET_WEBDATASET = 3,
     SP_DATASET_SAMPLES = 4,     /* an in-memory sample list (sp_dataset_open_list) */
     SP_DATASET_MIX = 5,         /* a weighted mixture of datasets (a NAME.mix file) */
-    SP_DATASET_TOKENS = 6       /* a Megatron token corpus (PREFIX.idx + PREFIX.bin) */
+    SP_DATASET_TOKENS = 6,      /* a Megatron token corpus (PREFIX.idx + PREFIX.bin) */
+    SP_DATASET_FAKE = 7         /* generated images, "fakedata:..." (torchvision's FakeData) */
 } sp_dataset_kind;
 
 typedef struct sp_dataset sp_dataset;
@@ -301,8 +309,8 @@ SP_API sp_digest sp_dataset_fingerprint(const sp_dataset *ds);
 /*! sp_dataset_content_hash() : XXH3-128 of sample i's content as indexed
  *  (file bytes, or IDX pixels); {0, 0} when i is out of range. */
 SP_API sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
-/*! sp_dataset_raw_dims() : for IDX, the common image size (w, h, 1 channel);
- *  returns SP_EINVAL for encoded-file datasets. */
+/*! sp_dataset_raw_dims() : for IDX and generated (fakedata:) datasets, the
+ *  common image size (w, h); returns SP_EINVAL for encoded-file datasets. */
 SP_API int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h);
 
 /* One sample's input. For encoded datasets `bytes` is a malloc'd copy of the

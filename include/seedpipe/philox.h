@@ -50,7 +50,8 @@ enum sp_rng_stream {
     SP_RNG_SAMPLER = 10, /* draws with replacement, uniform (both backends; determinism.md 13) */
     SP_RNG_TOKENS = 11,  /* a token corpus's document orders (determinism.md section 12) */
     /* 12: the Python backend's batch ops (determinism.md section 11a) */
-    SP_RNG_WEIGHTED = 13 /* weighted draws with replacement (determinism.md section 13) */
+    SP_RNG_WEIGHTED = 13, /* weighted draws with replacement (determinism.md section 13) */
+    SP_RNG_FAKE = 14      /* generated images, "fakedata:" (dataset_fake.c; seed 0) */
 };
 
 typedef struct sp_key { uint32_t k[2]; } sp_key;

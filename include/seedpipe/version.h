@@ -42,6 +42,10 @@
  * sp_loader_config ends with indices, nindices, num_samples, replacement,
  * weights, nweights and repeat.
  *
+ * ABI 6 (additive): SP_DATASET_FAKE, generated images (dataset.h
+ * "fakedata:"); IDX images of 3 channels; the batch mixes of batchmix.h
+ * (sp_batch_mix_draw(), sp_batch_mix_pick(), sp_batch_mix_f32()).
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */

@@ -680,14 +680,29 @@ class DataLoader:
 
         # The dataset: a path, a folder dataset, or an explicit sample list.
         data, samples, folder = dataset, None, None
-        idx = None if isinstance(dataset, (str, bytes, os.PathLike)) or cut is not None \
-            else _tvd.idx_source(dataset)
+        idx = arr = None
+        if not isinstance(dataset, (str, bytes, os.PathLike)) and cut is None:
+            idx = _tvd.idx_source(dataset)
+            arr = _tvd.array_source(dataset) if idx is None else None
+            fake = _tvd.fake_source(dataset) if arr is None else None
+            if fake is not None:
+                # FakeData: generated in C, one channel kept for (1, H, W)
+                arr = fake
+                if transform is None:
+                    transform = dataset.transform
+                if dataset.image_size[0] == 1:
+                    transform, dtype = _tvd.gray_pipeline(transform, dtype)
         if isinstance(dataset, (str, bytes, os.PathLike)):
-            pass
+            if _tvd.channels_of(dataset) == 1:   # a grey IDX file stays one channel
+                transform, dtype = _tvd.gray_pipeline(transform, dtype)
         elif idx is not None:   # MNIST & co: their IDX files, one channel (_tvdatasets.py)
             data = idx
             transform, dtype = _tvd.gray_pipeline(
                 transform if transform is not None else dataset.transform, dtype)
+        elif arr is not None:   # CIFAR10/100 (an RGB IDX pair), FakeData (generated in C)
+            data = arr
+            if transform is None:
+                transform = dataset.transform
         elif _is_folder_dataset(dataset) and cut is None:
             _check_folder_dataset(dataset)
             data, folder = dataset.root, dataset
@@ -1002,7 +1017,9 @@ def _c_path_checks(ds, kw):
         _read_sampler(kw["sampler"], ds)
     if kw.get("multiprocessing_context") is not None:
         raise ValueError("multiprocessing_context=")
-    if _tvd.idx_source(ds) is not None:   # MNIST & co: read from their IDX files
+    if _tvd.idx_source(ds) is not None or _tvd.array_source(ds, write=False) is not None \
+            or _tvd.fake_source(ds) is not None:
+        # MNIST & co read from their IDX files, CIFAR10/100 from their arrays
         tf = kw.get("transform", ds.transform)
         if tf is not None and not isinstance(tf, str):
             _spec_of(tf)
