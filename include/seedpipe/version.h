@@ -30,21 +30,21 @@
  * dtypes SP_DTYPE_INT32 and SP_DTYPE_INT64 (a token window's integers;
  * image pipelines refuse them), sp_loader_spec() (the canonical pipeline
  * or token spec), the writer of tokens.h.
- * ABI 6: a blend's weights may change at a resume (state.h: the blend_
- * fields of sp_loader_state, sp_loader_resume(), SP_STATE_TEXT_MAX;
- * docs/determinism.md section 12b); bicubic resampling (ops.h: the
- * `filter` field of sp_resample_geom, sp_image_resize_filter()); targets
- * (targets.h, docs/targets.md: sp_loader_config.annotations, the `targets`
- * op, sp_pipeline_run_geom(), sp_targets_apply(); a sample record with
- * targets is the image then its target fields).
- *
- * ABI 6: samplers (loader.h "Samplers", docs/determinism.md section 13):
- * sp_loader_config ends with indices, nindices, num_samples, replacement,
- * weights, nweights and repeat.
- *
- * ABI 6 (additive): SP_DATASET_FAKE, generated images (dataset.h
- * "fakedata:"); IDX images of 3 channels; the batch mixes of batchmix.h
- * (sp_batch_mix_draw(), sp_batch_mix_pick(), sp_batch_mix_f32()).
+ * ABI 6 (this round, one bump for all):
+ *   - a blend's weights may change at a resume (state.h: the blend_ fields
+ *     of sp_loader_state, sp_loader_resume(), SP_STATE_TEXT_MAX;
+ *     docs/determinism.md section 12b);
+ *   - bicubic resampling (ops.h: the `filter` field of sp_resample_geom,
+ *     sp_image_resize_filter());
+ *   - targets (targets.h, docs/targets.md: sp_loader_config.annotations,
+ *     the `targets` op, sp_pipeline_run_geom(), sp_targets_apply(); a
+ *     sample record with targets is the image then its target fields);
+ *   - samplers (loader.h "Samplers", docs/determinism.md section 13):
+ *     sp_loader_config ends with indices, nindices, num_samples,
+ *     replacement, weights, nweights and repeat;
+ *   - additive: SP_DATASET_FAKE, generated images (dataset.h "fakedata:");
+ *     IDX images of 3 channels; the batch mixes of batchmix.h
+ *     (sp_batch_mix_draw(), sp_batch_mix_pick(), sp_batch_mix_f32()).
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
