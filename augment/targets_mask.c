@@ -13,7 +13,8 @@
  *   each toggle of odd multiplicity to the next (that is what pycocotools'
  *   run-length encoding of the sorted positions decodes to, duplicate
  *   positions cancelling in pairs). Polygons of one annotation are ORed.
- * - RLE: runs in column-major order, zeros first.
+ * - RLE: runs in column-major order, zeros first (the compressed string
+ *   form is decoded by common/mask_rle.c).
  * - Warping: one step at a time into a scratch buffer (at most two live),
  *   each output pixel taking one source pixel (masks.h).
  */
@@ -184,38 +185,6 @@ int sp_mask_rle(const uint32_t *counts, size_t m, int h, int w, uint8_t *mask, c
         for (uint32_t q = 0; q < counts[i]; q++, p++)
             mask[(p % (uint64_t)h) * (uint64_t)w + p / (uint64_t)h] = v;
     }
-    return SP_OK;
-}
-
-int sp_mask_rle_string(const char *s, size_t len, uint32_t *counts, size_t max, size_t *m,
-                       const char *what, sp_error *err) {
-    size_t n = 0, p = 0;
-    while (p < len) {
-        int64_t x = 0;
-        int k = 0, more = 1;
-        while (more) {
-            if (p >= len || k >= 7)
-                return sp_error_set(err, SP_EFORMAT, "%s: RLE string is cut or has a count "
-                                    "longer than 7 characters (byte %zu)", what, p);
-            int c = (unsigned char)s[p] - 48;
-            if (c < 0 || c > 63)
-                return sp_error_set(err, SP_EFORMAT, "%s: RLE string byte %zu is not in "
-                                    "'0'..'o'", what, p);
-            x |= (int64_t)(c & 0x1f) << (5 * k);
-            more = c & 0x20;
-            p++;
-            k++;
-            if (!more && (c & 0x10)) x |= (int64_t)-1 * ((int64_t)1 << (5 * k));
-        }
-        if (n > 2) x += (int64_t)counts[n - 2];
-        if (n >= max)
-            return sp_error_set(err, SP_ELIMIT, "%s: more than %zu RLE counts", what, max);
-        if (x < 0 || x > (int64_t)UINT32_MAX)
-            return sp_error_set(err, SP_EFORMAT, "%s: RLE count %zu is negative or beyond "
-                                "2^32", what, n);
-        counts[n++] = (uint32_t)x;
-    }
-    *m = n;
     return SP_OK;
 }
 

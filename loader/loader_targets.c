@@ -11,6 +11,7 @@
 #include "augment/pipeline_internal.h"
 #include "common/hash_internal.h"
 #include "dataset/dataset_coco.h"
+#include "loader/masks_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ struct sp__ldt {
 };
 
 int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_dataset *ds, int mix,
-                 int tokens, sp__ldt **out, sp_error *err) {
+                 int tokens, int h, int w, sp__ldt **out, sp_error *err) {
     *out = NULL;
     sp_targets_rules r;
     int declared = pl && sp_pipeline_targets(pl, &r);
@@ -50,6 +51,7 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
     else if (!rc && r.keypoints && k && k != (uint32_t)r.keypoints)
         rc = sp_error_set(err, SP_EINVAL, "%s: %u keypoints per box, the targets op says "
                           "keypoints=%d", annotations, k, r.keypoints);
+    if (!rc) rc = sp__ldm_open(&t->rules, t->coco, h, w, annotations, err);
     if (rc) {
         sp__ldt_close(t);
         return rc;
@@ -95,8 +97,17 @@ int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ct
         sp_targets tg;
         sp_coco_get(t->coco, idx, &tg);
         if (!t->rules.keypoints) tg.k = 0;   /* keypoints=0: not carried */
-        rc = sp_targets_apply(&t->rules, log, &tg, (uint8_t *)dst + span, NULL, fates, fates_n,
-                              src->path ? src->path : "(sample)", err);
+        uint32_t kept[SP_TARGETS_MAX_BOXES];
+        tg.kept = kept;
+        sp_targets_stats st;
+        const char *path = src->path ? src->path : "(sample)";
+        rc = sp_targets_apply(&t->rules, log, &tg, (uint8_t *)dst + span, &st, fates, fates_n,
+                              path, err);
+        sp_targets_rules boxes_only = t->rules;   /* the masks follow the box fields */
+        boxes_only.masks = SP_MASKS_NONE;
+        if (rc == 0)
+            rc = sp__ldm_write(&t->rules, t->coco, idx, log, kept, st.kept, (uint8_t *)dst + span +
+                               sp_targets_record_bytes(&boxes_only), path, err);
     }
     free(tmp);
     free(log);
