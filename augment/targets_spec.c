@@ -6,7 +6,7 @@
  * document the op.
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
- *           masks=none|instance mask_fill=F
+ *           masks=none|instance|semantic mask_fill=F
  *
  * Defaults: max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0
  * masks=none mask_fill=0.
@@ -52,9 +52,11 @@ int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err
         return bad(err, idx, "keypoints", vals[4], "an integer in [0, 256]");
     op->tmasks = SP_MASKS_NONE;
     op->tmask_fill = 0;
-    if (vals[5] && strcmp(vals[5], "none") != 0 && strcmp(vals[5], "instance") != 0)
-        return bad(err, idx, "masks", vals[5], "none or instance");
+    if (vals[5] && strcmp(vals[5], "none") != 0 && strcmp(vals[5], "instance") != 0 &&
+        strcmp(vals[5], "semantic") != 0)
+        return bad(err, idx, "masks", vals[5], "none, instance or semantic");
     if (vals[5] && strcmp(vals[5], "instance") == 0) op->tmasks = SP_MASKS_INSTANCE;
+    if (vals[5] && strcmp(vals[5], "semantic") == 0) op->tmasks = SP_MASKS_SEMANTIC;
     if (vals[6] && !int_in(vals[6], 0, 255, &op->tmask_fill))
         return bad(err, idx, "mask_fill", vals[6], "an integer in [0, 255]");
     return SP_OK;
@@ -64,7 +66,8 @@ void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
     sp__sbuf_printf(b, "targets max_boxes=%d clip=%d min_area=%.9g min_visibility=%.9g "
                     "keypoints=%d", op->tmax, op->tclip, op->tmin_area, op->tmin_vis, op->tkpts);
     if (op->tmasks)   /* absent without masks: the spec (and fingerprint) of boxes alone stays */
-        sp__sbuf_printf(b, " masks=instance mask_fill=%d", op->tmask_fill);
+        sp__sbuf_printf(b, " masks=%s mask_fill=%d",
+                        op->tmasks == SP_MASKS_SEMANTIC ? "semantic" : "instance", op->tmask_fill);
 }
 
 /* Can op kind k move targets? The geometric ops of the run log their
@@ -125,5 +128,7 @@ size_t sp_targets_record_bytes(const sp_targets_rules *r) {
     size_t bytes = (4 * (n * 4 + n * k * 3 + n + 4) + 7) & ~(size_t)7;
     if (r->masks == SP_MASKS_INSTANCE)
         bytes += (n * (size_t)r->mask_w * (size_t)r->mask_h + 7) & ~(size_t)7;
+    else if (r->masks == SP_MASKS_SEMANTIC)
+        bytes += ((size_t)r->mask_w * (size_t)r->mask_h + 7) & ~(size_t)7;
     return bytes;
 }

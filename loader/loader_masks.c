@@ -6,25 +6,34 @@
  */
 #include "loader/masks_internal.h"
 #include "dataset/dataset_coco_mask.h"
+#include "common/fileio_internal.h"
+#include "seedpipe/decode.h"
 #include "seedpipe/masks.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, int h, int w, const char *annotations,
-                 sp_error *err) {
+int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds, int h, int w,
+                 const char *annotations, sp_error *err) {
     if (r->masks == SP_MASKS_NONE) return SP_OK;
     size_t first = 0;
-    uint64_t none = sp_coco_unsegmented(coco, &first);
+    uint64_t none = coco && r->masks == SP_MASKS_INSTANCE ? sp_coco_unsegmented(coco, &first) : 0;
+    if (r->masks == SP_MASKS_SEMANTIC && (sp_dataset_kind_of(ds) != SP_DATASET_IMAGEFOLDER &&
+                                          sp_dataset_kind_of(ds) != SP_DATASET_LIST))
+        return sp_error_set(err, SP_EINVAL, "pipeline: masks=semantic reads label maps beside "
+                            "an image folder or a list file's root, not a %s",
+                            sp_dataset_kind_name(sp_dataset_kind_of(ds)));
     if (none)
         return sp_error_set(err, SP_EINVAL, "%s: annotation %zu has no \"segmentation\" (%llu "
                             "boxes lack one) and the targets op says masks=instance",
                             annotations, first, (unsigned long long)none);
     if (h <= 0 || w <= 0)
-        return sp_error_set(err, SP_EINVAL, "pipeline: masks=instance needs a fixed output "
+        return sp_error_set(err, SP_EINVAL, "pipeline: masks= needs a fixed output "
                             "size (end the geometry with a resize or a crop)");
-    uint64_t bytes = (uint64_t)r->max_boxes * (uint64_t)h * (uint64_t)w;
+    uint64_t bytes = (uint64_t)(r->masks == SP_MASKS_SEMANTIC ? 1 : r->max_boxes) * (uint64_t)h *
+                     (uint64_t)w;
     if (bytes > SP_TARGETS_MAX_MASK_BYTES)
         return sp_error_set(err, SP_ELIMIT, "pipeline: targets op: max_boxes=%d masks of %dx%d "
                             "are %llu bytes per sample, more than 2^28 (lower max_boxes or the "
@@ -72,15 +81,55 @@ int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *
     return rc;
 }
 
-int sp__ldm_write(const sp_targets_rules *r, const sp_coco *coco, uint64_t idx,
-                  const sp_geom_log *log, const uint32_t *kept, uint32_t nkept, uint8_t *out,
-                  const char *path, sp_error *err) {
+/* The label map of sample idx: <root>_masks/<path with its extension
+ * replaced by .png>, an 8-bit grayscale PNG of the decoded image's size,
+ * moved through the log with mask_fill. */
+static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t idx,
+                    const sp_geom_log *log, uint8_t *out, sp_error *err) {
+    const char *root = sp_dataset_root(ds), *rel = sp_dataset_path(ds, idx);
+    if (!root || !rel) return sp_error_set(err, SP_EINVAL, "sample %llu: no path for its label "
+                                           "map", (unsigned long long)idx);
+    size_t rl = strlen(root);
+    while (rl > 1 && root[rl - 1] == '/') rl--;
+    const char *slash = strrchr(rel, '/'), *dot = strrchr(rel, '.');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - rel) : strlen(rel);
+    char path[8192];
+    if ((size_t)snprintf(path, sizeof path, "%.*s_masks/%.*s.png", (int)rl, root, (int)stem, rel)
+        >= sizeof path)
+        return sp_error_set(err, SP_ELIMIT, "%s: label map path too long", rel);
+    sp__buf buf = {NULL, 0};
+    size_t len = 0;
+    sp_image_info info;
+    sp_image img = {0, 0, 0, 0, NULL};
+    int rc = sp__read_regular(AT_FDCWD, path, path, 0, 1ull << 30, &buf, &len, err);
+    if (!rc) rc = sp_image_probe(buf.p, len, path, NULL, &info, err);
+    if (!rc && (info.format != SP_FORMAT_PNG || info.channels != 1 || len < 26 ||
+                buf.p[24] != 8 || buf.p[25] != 0))   /* IHDR: bit depth 8, colour type 0 */
+        rc = sp_error_set(err, SP_EUNSUPP, "%s: a label map must be an 8-bit grayscale PNG "
+                          "(colour type 0, bit depth 8; palette and 16-bit maps are not read)", path);
+    if (!rc && (info.width != log->src_w || info.height != log->src_h))
+        rc = sp_error_set(err, SP_EFORMAT, "%s: label map of %dx%d, the image is %dx%d", path,
+                          info.width, info.height, log->src_w, log->src_h);
+    sp_decode_req req = {1, 0, 0, 0, 0, 1};
+    if (!rc) rc = sp_image_decode(buf.p, len, path, &req, NULL, &img, err);
+    if (!rc && img.stride != (size_t)img.width)
+        rc = sp_error_set(err, SP_EFORMAT, "%s: unexpected row stride", path);
+    if (!rc) rc = sp_mask_warp(log, img.data, (uint8_t)r->mask_fill, out, err);
+    sp_image_free(&img);
+    sp__buf_free(&buf);
+    return rc;
+}
+
+int sp__ldm_write(const sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds,
+                  uint64_t idx, const sp_geom_log *log, const uint32_t *kept, uint32_t nkept,
+                  uint8_t *out, const char *path, sp_error *err) {
     if (r->masks == SP_MASKS_NONE) return SP_OK;
     int ow = log->n ? log->step[log->n - 1].out_w : log->src_w;
     int oh = log->n ? log->step[log->n - 1].out_h : log->src_h;
     if (ow != r->mask_w || oh != r->mask_h)
         return sp_error_set(err, SP_EINVAL, "%s: the geometry ends at %dx%d, the masks are "
                             "%dx%d", path, ow, oh, r->mask_w, r->mask_h);
+    if (r->masks == SP_MASKS_SEMANTIC) return semantic(r, ds, idx, log, out, err);
     size_t plane = (size_t)r->mask_w * (size_t)r->mask_h;
     uint8_t *src = nkept ? malloc((size_t)log->src_w * (size_t)log->src_h) : NULL;
     if (nkept && !src) return sp_error_set(err, SP_ENOMEM, "%s: masks: out of memory", path);

@@ -13,6 +13,7 @@ the image, zero padding to a multiple of 8 bytes, then the target fields
 
     masks      (N, H, W) uint8      with masks=instance: the kept boxes'
                                 masks at the output size H x W
+    semantic   (H, W) uint8         with masks=semantic: the label map
 
 N = max_boxes, K = keypoints of the targets op; rows past the kept boxes
 are zero. This module reads (N, K) from the canonical spec and cuts a
@@ -24,12 +25,12 @@ import numpy as np
 
 
 _TAIL = (r"targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
-         r"keypoints=(\d+)(?: masks=(instance) mask_fill=\d+)?$")
+         r"keypoints=(\d+)(?: masks=(instance|semantic) mask_fill=\d+)?$")
 
 
 def parse(canonical: str):
     """(max_boxes, keypoints, masks) of a canonical spec ending with a
-    targets op (masks: "none" or "instance"), or None."""
+    targets op (masks: "none", "instance" or "semantic"), or None."""
     m = re.search(r"\| " + _TAIL, canonical or "") or re.match(_TAIL, canonical or "")
     return (int(m.group(1)), int(m.group(2)), m.group(3) or "none") if m else None
 
@@ -41,6 +42,8 @@ def record_bytes(image_bytes: int, n: int, k: int, masks: str = "none", hw=(0, 0
     t = (4 * (4 * n + 3 * n * k + n + 4) + 7) & ~7
     if masks == "instance":
         t += (n * hw[0] * hw[1] + 7) & ~7
+    elif masks == "semantic":
+        t += (hw[0] * hw[1] + 7) & ~7
     return span, span + t
 
 
@@ -62,8 +65,10 @@ def fields(raw, image_bytes: int, sshape: tuple, typestr: str, n: int, k: int,
     counts = raw[:, at:at + 16].view("<i4")
     out["num_boxes"] = counts[:, 0]
     out["dropped"] = counts[:, 1:4]   # empty, min_area, min_visibility
+    at = span + ((4 * (4 * n + 3 * n * k + n + 4) + 7) & ~7)
+    h, w = hw
     if masks == "instance":
-        at = span + ((4 * (4 * n + 3 * n * k + n + 4) + 7) & ~7)
-        h, w = hw
         out["masks"] = raw[:, at:at + n * h * w].reshape(count, n, h, w)
+    elif masks == "semantic":
+        out["semantic"] = raw[:, at:at + h * w].reshape(count, h, w)
     return out

@@ -273,3 +273,86 @@ def test_rules_errors_and_fields(coco, tmp_path):
     with seedpipe.Loader(data, pipeline="resize size=8,8 | targets", annotations=ann,
                          batch_size=2) as ld:
         assert "masks" not in ld.spec and "masks" not in next(iter(ld))
+
+
+# ---- semantic masks: label maps beside an image folder -----------------------
+
+@pytest.fixture(scope="module")
+def seg(tmp_path_factory):
+    """An image folder root/imgs (one class folder) and its label maps
+    root/imgs_masks/a/NNN.png (8-bit grayscale, labels 0..20)."""
+    if not PHOTOS:
+        pytest.skip("no /usr/share/backgrounds/mate/*/*.jpg (Debian's mate-backgrounds)")
+    d = tmp_path_factory.mktemp("seg")
+    (d / "imgs" / "a").mkdir(parents=True)
+    (d / "imgs_masks" / "a").mkdir(parents=True)
+    rng = np.random.default_rng(44)
+    labels = {}
+    for i, p in enumerate(PHOTOS[:7]):
+        with Image.open(p) as im:
+            W, H = im.size
+            w, h = max(W // (20 + 3 * i), 8), max(H // (17 + 5 * i), 8)
+            im.draft("RGB", (w * 2, h * 2))
+            im.convert("RGB").resize((w, h), Image.BILINEAR).save(d / "imgs" / "a" / f"{i:03d}.jpg")
+        lab = rng.integers(0, 21, (h // 4 + 1, w // 4 + 1)).repeat(4, 0).repeat(4, 1)[:h, :w]
+        lab = lab.astype(np.uint8)
+        Image.fromarray(lab, "L").save(d / "imgs_masks" / "a" / f"{i:03d}.png")
+        labels[f"a/{i:03d}.jpg"] = lab
+    return str(d / "imgs"), labels
+
+
+SEM = ["random_resized_crop size=24,28 | hflip p=0.5 | rotate degrees=20 | "
+       "targets masks=semantic mask_fill=255",
+       "center_crop size=40,90 | vflip p=0.5 | targets masks=semantic mask_fill=255",
+       "random_crop size=30 padding=3 pad_if_needed=1 | targets masks=semantic"]
+
+
+@pytest.mark.parametrize("spec", SEM)
+def test_semantic_equals_the_reference(seg, spec):
+    data, labels = seg
+    fill = 255 if "mask_fill=255" in spec else 0
+    with seedpipe.Loader(data, pipeline=spec, batch_size=3, epochs=2, seed=1) as ld:
+        paths = ld.paths if hasattr(ld, "paths") else None
+        n = 0
+        for b in ld.stream():
+            H, W = b["image"].shape[2:]
+            assert b["semantic"].shape == (len(b["image"]), H, W) and "masks" not in b
+            assert int(b["num_boxes"].sum()) == 0
+            for row, i in enumerate(ld.batch_info.indices):
+                i = int(i)
+                rel = f"a/{i:03d}.jpg" if paths is None else paths[i]
+                lab = labels[rel]
+                text = ld.explain(ld.batch_info.epoch, i)
+                steps = targets_ref.steps_from_explain(text, lab.shape[1], lab.shape[0])
+                want = masks_ref.warp(lab, _mask_steps(steps), fill)
+                assert b["semantic"][row].tobytes() == want.tobytes(), (i, text)
+                n += 1
+        assert n == 14
+
+
+def test_semantic_workers_and_errors(seg, tmp_path):
+    data, labels = seg
+    spec = SEM[0]
+
+    def run(d=data, **kw):
+        with seedpipe.Loader(d, pipeline=spec, batch_size=3, epochs=2, seed=2, **kw) as ld:
+            return [(np.array(b["semantic"]), ld.batch_digest()) for b in ld.stream()]
+    ref = run()
+    for w in (1, 3):
+        got = run(workers=w)
+        assert [x.tobytes() for x, _ in got] == [x.tobytes() for x, _ in ref]
+        assert [d for _, d in got] == [d for _, d in ref]
+    import shutil
+    bad = tmp_path / "imgs"
+    shutil.copytree(data, bad)
+    shutil.copytree(data + "_masks", str(bad) + "_masks")
+    m = bad.parent / "imgs_masks" / "a" / "001.png"
+    for make, msg in ((lambda: None, "imgs_masks/a/001.png"),
+                      (lambda: Image.new("RGB", (9, 9)).save(m), "8-bit grayscale PNG"),
+                      (lambda: Image.new("L", (9, 9)).save(m), "label map of 9x9"),
+                      (lambda: Image.new("I;16", (9, 9)).save(m), "8-bit grayscale PNG")):
+        if m.exists():
+            m.unlink()
+        make()
+        with pytest.raises(seedpipe.Error, match=msg):
+            run(d=str(bad))
