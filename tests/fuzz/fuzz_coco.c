@@ -1,4 +1,5 @@
-/* fuzz_coco - the COCO-style annotation reader (dataset/dataset_coco.c)
+/* fuzz_coco - the COCO-style annotation reader (dataset/dataset_coco.c;
+ * segmentations: dataset/dataset_coco_mask.c, rasterised and moved)
  * and the target arithmetic (augment/targets.c). The input is written as
  * ann.json into a private temporary directory beside a list file naming
  * a.png, b.png and sub/c.jpg, and opened against that dataset with small
