@@ -245,10 +245,13 @@ int sp_mask_warp(const sp_geom_log *log, const uint8_t *src, uint8_t fill, uint8
     size_t most = 1;
     for (int i = 0; i < log->n; i++) {
         const sp_geom_step *g = &log->step[i];
-        if (g->in_w != W || g->in_h != H || g->out_w <= 0 || g->out_h <= 0 ||
-            !(g->kind != SP_GEOM_AXIS || (g->sx > 0 && g->sy > 0)))
-            return sp_error_set(err, SP_EINVAL, "mask: geometry step %d does not follow the "
-                                "one before it", i);
+        int axis = g->kind == SP_GEOM_AXIS, known = axis || g->kind == SP_GEOM_HFLIP ||
+                                                 g->kind == SP_GEOM_VFLIP ||
+                                                 g->kind == SP_GEOM_ROTATE;
+        if (!known || g->in_w != W || g->in_h != H || g->out_w <= 0 || g->out_h <= 0 ||
+            (axis ? !(g->sx > 0 && g->sy > 0) : g->out_w != W || g->out_h != H))
+            return sp_error_set(err, SP_EINVAL, "mask: geometry step %d is not a known step "
+                                "that follows the one before it", i);
         W = g->out_w;
         H = g->out_h;
         size_t b = (size_t)W * (size_t)H;

@@ -68,8 +68,9 @@ SP_API int sp_mask_rle_string(const char *s, size_t len, uint32_t *counts, size_
 /*! sp_mask_warp() : move src (log->src_w x log->src_h, row-major) through
  *  every step of log into out (the last step's output size, or the source
  *  size when the log is empty). fill: the value of pixels whose source is
- *  outside the canvas. @return 0, SP_ENOMEM, or SP_EINVAL (a step whose
- *  input size is not the previous step's output). */
+ *  outside the canvas. @return 0, SP_ENOMEM, or SP_EINVAL (an unknown
+ *  step, a step whose input size is not the previous step's output, a
+ *  flip or rotation that changes the size, a scale that is not positive). */
 SP_API int sp_mask_warp(const sp_geom_log *log, const uint8_t *src, uint8_t fill, uint8_t *out,
                         sp_error *err);
 

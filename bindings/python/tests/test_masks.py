@@ -314,3 +314,18 @@ def test_hostile_segmentations_are_named_errors():
     for bad in ("\x7f0", "0000000000", "3" + "p", "a"):
         rc, _, msg = c_rle(bad, 3, 3)
         assert rc != 0 and "annotation 0" in msg and "RLE" in msg, bad
+
+
+def test_bad_logs_are_refused():
+    src = np.zeros((4, 4), np.uint8)
+    out = np.zeros((64, 64), np.uint8)
+    for kind, ow, oh, iw, sx in ((1, 2, 4, 4, 1.0), (3, 4, 5, 4, 1.0), (7, 4, 4, 4, 1.0),
+                                 (0, 4, 4, 5, 1.0), (0, 4, 4, 4, 0.0)):
+        log = Log()
+        log.n, log.src_w, log.src_h = 1, 4, 4
+        st = log.step[0]
+        st.kind, st.in_w, st.in_h, st.out_w, st.out_h = kind, iw, 4, ow, oh
+        st.sx, st.sy = sx, 1.0
+        err = sp_error()
+        rc = lib.sp_mask_warp(ctypes.byref(log), _u8(src), 0, _u8(out), ctypes.byref(err))
+        assert rc != 0 and b"geometry step 0" in err.msg, (kind, ow, oh, iw, sx)
