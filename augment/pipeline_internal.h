@@ -81,6 +81,7 @@ typedef struct sp_op {
     int bins;                  /* rand_augment, trivial_augment_wide: num_magnitude_bins */
     int tmax, tclip, tkpts;    /* targets: max_boxes, clip, keypoints */
     double tmin_area, tmin_vis; /* targets: min_area, min_visibility */
+    int tmasks, tmask_fill;    /* targets: masks (SP_MASKS_*), mask_fill */
 } sp_op;
 
 struct sp_pipeline {

@@ -128,7 +128,8 @@ static const op_desc OPS[] = {
     {"trivial_augment_wide", SP_OP_TRIVIAL_AUGMENT, {"num_magnitude_bins", "interpolation",
                                                      "fill", NULL}, NULL},
     {"targets", SP_OP_TARGETS,
-     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", NULL}, NULL},
+     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill", NULL},
+     NULL},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 

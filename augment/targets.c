@@ -147,6 +147,7 @@ int sp_targets_apply(const sp_targets_rules *r, const sp_geom_log *log, const sp
         bo[2] = (float)o.x1;
         bo[3] = (float)o.y1;
         for (size_t j = 0; j < 3 * K; j++) kps[(size_t)s.kept * 3 * K + j] = (float)kp[j];
+        if (t->kept) t->kept[s.kept] = i;   /* masks follow their boxes (loader_masks.c) */
         labels[s.kept++] = t->labels[i];
     }
     counts[0] = (int32_t)s.kept;

@@ -6,8 +6,10 @@
  * document the op.
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
+ *           masks=none|instance|semantic mask_fill=F
  *
- * Defaults: max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0.
+ * Defaults: max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0
+ * masks=none mask_fill=0.
  * It must be the last op (it draws nothing, so the other ops keep their
  * numbers and draws) and it may follow normalize and random_erasing.
  */
@@ -28,7 +30,8 @@ static int int_in(const char *v, int lo, int hi, int *out) {
     return 1;
 }
 
-/* vals: max_boxes, clip, min_area, min_visibility, keypoints (NULL: default). */
+/* vals: max_boxes, clip, min_area, min_visibility, keypoints, masks,
+ * mask_fill (NULL: default). */
 int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err) {
     op->tmax = 100;
     op->tclip = 1;
@@ -47,12 +50,24 @@ int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err
         return bad(err, idx, "min_visibility", vals[3], "a number in [0, 1]");
     if (vals[4] && !int_in(vals[4], 0, SP_TARGETS_MAX_KEYPOINTS, &op->tkpts))
         return bad(err, idx, "keypoints", vals[4], "an integer in [0, 256]");
+    op->tmasks = SP_MASKS_NONE;
+    op->tmask_fill = 0;
+    if (vals[5] && strcmp(vals[5], "none") != 0 && strcmp(vals[5], "instance") != 0 &&
+        strcmp(vals[5], "semantic") != 0)
+        return bad(err, idx, "masks", vals[5], "none, instance or semantic");
+    if (vals[5] && strcmp(vals[5], "instance") == 0) op->tmasks = SP_MASKS_INSTANCE;
+    if (vals[5] && strcmp(vals[5], "semantic") == 0) op->tmasks = SP_MASKS_SEMANTIC;
+    if (vals[6] && !int_in(vals[6], 0, 255, &op->tmask_fill))
+        return bad(err, idx, "mask_fill", vals[6], "an integer in [0, 255]");
     return SP_OK;
 }
 
 void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
     sp__sbuf_printf(b, "targets max_boxes=%d clip=%d min_area=%.9g min_visibility=%.9g "
                     "keypoints=%d", op->tmax, op->tclip, op->tmin_area, op->tmin_vis, op->tkpts);
+    if (op->tmasks)   /* absent without masks: the spec (and fingerprint) of boxes alone stays */
+        sp__sbuf_printf(b, " masks=%s mask_fill=%d",
+                        op->tmasks == SP_MASKS_SEMANTIC ? "semantic" : "instance", op->tmask_fill);
 }
 
 /* Can op kind k move targets? The geometric ops of the run log their
@@ -99,6 +114,9 @@ int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r) {
         r->keypoints = op->tkpts;
         r->min_area = op->tmin_area;
         r->min_visibility = op->tmin_vis;
+        r->masks = op->tmasks;
+        r->mask_fill = op->tmask_fill;
+        r->mask_w = r->mask_h = 0;   /* the loader sets the output size */
     }
     return 1;
 }
@@ -107,6 +125,10 @@ size_t sp_targets_image_span(size_t image_bytes) { return (image_bytes + 7) & ~(
 
 size_t sp_targets_record_bytes(const sp_targets_rules *r) {
     size_t n = (size_t)r->max_boxes, k = (size_t)r->keypoints;
-    size_t bytes = 4 * (n * 4 + n * k * 3 + n + 4);
-    return (bytes + 7) & ~(size_t)7;
+    size_t bytes = (4 * (n * 4 + n * k * 3 + n + 4) + 7) & ~(size_t)7;
+    if (r->masks == SP_MASKS_INSTANCE)
+        bytes += (n * (size_t)r->mask_w * (size_t)r->mask_h + 7) & ~(size_t)7;
+    else if (r->masks == SP_MASKS_SEMANTIC)
+        bytes += ((size_t)r->mask_w * (size_t)r->mask_h + 7) & ~(size_t)7;
+    return bytes;
 }

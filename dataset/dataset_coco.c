@@ -12,6 +12,7 @@
  * common/ only.
  */
 #include "dataset/dataset_coco.h"
+#include "dataset/dataset_coco_mask.h"
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/json_internal.h"
@@ -34,12 +35,16 @@ struct sp_coco {
     uint32_t k;
     sp_digest fp;
     uint64_t crowd, unmatched;
+    double *segv;         /* the segmentations (dataset_coco_mask.h) */
+    uint64_t *segat;      /* per box: its place in segv, or SP__COCO_NO_SEG */
+    uint64_t unsegmented; /* boxes without a segmentation; the first one's annotation: */
+    size_t first_unseg;
 };
 
 typedef struct idpair { int64_t id; uint64_t sample; } idpair;
 
 /* One annotation read, before grouping. */
-typedef struct ann { uint64_t sample; float box[4]; int32_t cat; } ann;
+typedef struct ann { uint64_t sample; float box[4]; int32_t cat; uint64_t seg; size_t idx; } ann;
 
 typedef struct ctx {
     const char *path;
@@ -54,6 +59,7 @@ typedef struct ctx {
     uint32_t k;
     sp_coco *c;
     sp_error *err;
+    sp__coco_seg seg;
 } ctx;
 
 typedef struct pathidx { const char *p; uint64_t i; } pathidx;
@@ -216,7 +222,12 @@ static int read_ann(ctx *x, size_t i, size_t e, size_t total) {
         x->c->unmatched++;
         return SP_OK;
     }
-    ann *a = &x->anns[x->nanns++];
+    ann *a = &x->anns[x->nanns];
+    int rc = sp__coco_seg_read(&x->seg, j, sp__json_get(j, e, "segmentation"), x->path, i,
+                               &a->seg, x->err);
+    if (rc) return rc;
+    x->nanns++;
+    a->idx = i;
     a->sample = ip->sample;
     a->box[0] = (float)b[0];
     a->box[1] = (float)b[1];
@@ -233,8 +244,9 @@ static int group(ctx *x) {
     c->first = calloc(c->nsamples + 1, sizeof *c->first);
     c->boxes = malloc((4 * n + 1) * sizeof *c->boxes);
     c->labels = malloc((n + 1) * sizeof *c->labels);
+    c->segat = malloc((n + 1) * sizeof *c->segat);
     if (k3) c->kps = malloc((k3 * n + 1) * sizeof *c->kps);
-    if (!c->first || !c->boxes || !c->labels || (k3 && !c->kps))
+    if (!c->first || !c->boxes || !c->labels || !c->segat || (k3 && !c->kps))
         return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
     for (size_t a = 0; a < n; a++) c->first[x->anns[a].sample + 1]++;
     for (uint64_t i = 0; i < c->nsamples; i++) c->first[i + 1] += c->first[i];
@@ -244,6 +256,9 @@ static int group(ctx *x) {
         uint64_t s = x->anns[a].sample, at = c->first[s] + fill[s]++;
         memcpy(c->boxes + 4 * at, x->anns[a].box, sizeof x->anns[a].box);
         c->labels[at] = x->anns[a].cat;
+        c->segat[at] = x->anns[a].seg;
+        if (x->anns[a].seg == SP__COCO_NO_SEG && !c->unsegmented++)
+            c->first_unseg = x->anns[a].idx;
         if (k3) memcpy(c->kps + k3 * at, x->kps + k3 * a, k3 * sizeof *c->kps);
     }
     free(fill);
@@ -283,7 +298,7 @@ int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *l
         return rc;
     }
     sp__json j;
-    ctx x = {path, &j, ds, NULL, NULL, 0, NULL, NULL, 0, 0, NULL, err};
+    ctx x = {path, &j, ds, NULL, NULL, 0, NULL, NULL, 0, 0, NULL, err, {NULL, 0, 0}};
     x.c = calloc(1, sizeof *x.c);
     uint64_t n = sp_dataset_size(ds);
     x.order = malloc((n + 1) * sizeof *x.order);
@@ -310,6 +325,8 @@ int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *l
     free(x.ids);
     free(x.anns);
     free(x.kps);
+    if (!rc) x.c->segv = x.seg.v;
+    else free(x.seg.v);
     if (rc) {
         sp_coco_close(x.c);
         return rc;
@@ -324,6 +341,8 @@ void sp_coco_close(sp_coco *c) {
     free(c->boxes);
     free(c->labels);
     free(c->kps);
+    free(c->segv);
+    free(c->segat);
     free(c);
 }
 
@@ -352,4 +371,15 @@ uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which) {
             *which = i;
         }
     return best > UINT32_MAX ? UINT32_MAX : (uint32_t)best;
+}
+
+const double *sp_coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box) {
+    if (i >= c->nsamples || c->first[i] + box >= c->first[i + 1]) return NULL;
+    uint64_t at = c->segat[c->first[i] + box];
+    return at == SP__COCO_NO_SEG ? NULL : c->segv + at;
+}
+
+uint64_t sp_coco_unsegmented(const sp_coco *c, size_t *first) {
+    *first = c->first_unseg;
+    return c->unsegmented;
 }

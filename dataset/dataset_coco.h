@@ -19,6 +19,9 @@
  *    keypoints, when present, are 3K numbers (x, y, v with v 0, 1 or 2),
  *    the same K in every annotation that has them (K <= 256); an
  *    annotation without keypoints gets K (0, 0, 0).
+ *  - segmentation (polygons or RLE, dataset_coco_mask.h) is read and
+ *    checked for every annotation that becomes a box; masks are made from
+ *    it at the decoded size by the loader (loader_masks.c).
  *  - a sample's boxes keep the file's annotation order.
  */
 #ifndef SEEDPIPE_DATASET_COCO_H
@@ -51,5 +54,10 @@ uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which);
 uint32_t sp_coco_keypoints(const sp_coco *c);
 uint64_t sp_coco_crowd(const sp_coco *c);
 uint64_t sp_coco_unmatched(const sp_coco *c);
+/* Box `box` of sample i: its segmentation in dataset_coco_mask.h's store
+ * form, or NULL (none). */
+const double *sp_coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box);
+/* Boxes without a segmentation, and (*first) the first one's annotation. */
+uint64_t sp_coco_unsegmented(const sp_coco *c, size_t *first);
 
 #endif

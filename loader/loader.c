@@ -329,7 +329,7 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     if (rc == 0) rc = open_spec(ld, err);
     if (rc == 0)
         rc = sp__ldt_open(ld->annotations, ld->pl, ld->ds, sp_dataset_mix_sources(ld->ds) > 0,
-                          ld->tok != NULL, &ld->targets, err);
+                          ld->tok != NULL, ld->h, ld->w, &ld->targets, err);
     if (rc == 0) {
         ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
         ld->bt.n = ld->samp ? sp__samp_length(ld->samp) : ld->tok ? sp__tokl_windows(ld->tok)

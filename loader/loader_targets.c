@@ -11,17 +11,19 @@
 #include "augment/pipeline_internal.h"
 #include "common/hash_internal.h"
 #include "dataset/dataset_coco.h"
+#include "loader/masks_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct sp__ldt {
-    sp_coco *coco;
+    sp_coco *coco;          /* NULL: masks=semantic without annotations */
+    const sp_dataset *ds;
     sp_targets_rules rules;
 };
 
 int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_dataset *ds, int mix,
-                 int tokens, sp__ldt **out, sp_error *err) {
+                 int tokens, int h, int w, sp__ldt **out, sp_error *err) {
     *out = NULL;
     sp_targets_rules r;
     int declared = pl && sp_pipeline_targets(pl, &r);
@@ -29,7 +31,7 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
     if (tokens || mix)
         return sp_error_set(err, SP_EINVAL, "annotations: a %s has no boxes (annotations go "
                             "with an image dataset)", tokens ? "token corpus" : "mixture");
-    if (!annotations)
+    if (!annotations && r.masks != SP_MASKS_SEMANTIC)
         return sp_error_set(err, SP_EINVAL, "pipeline: a targets op needs annotations "
                             "(--annotations FILE, or annotations= in Python)");
     if (!declared)
@@ -39,10 +41,11 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
     sp__ldt *t = calloc(1, sizeof *t);
     if (!t) return sp_error_set(err, SP_ENOMEM, "annotations: out of memory");
     t->rules = r;
-    int rc = sp_coco_open(annotations, ds, NULL, &t->coco, err);
+    t->ds = ds;
+    int rc = annotations ? sp_coco_open(annotations, ds, NULL, &t->coco, err) : SP_OK;
     uint64_t which = 0;
-    uint32_t most = rc ? 0 : sp_coco_max_boxes(t->coco, &which);
-    uint32_t k = rc ? 0 : sp_coco_keypoints(t->coco);
+    uint32_t most = rc || !t->coco ? 0 : sp_coco_max_boxes(t->coco, &which);
+    uint32_t k = rc || !t->coco ? 0 : sp_coco_keypoints(t->coco);
     if (!rc && most > (uint32_t)r.max_boxes)
         rc = sp_error_set(err, SP_EINVAL, "%s: sample %llu (%s) has %u boxes, more than the "
                           "targets op's max_boxes=%d", annotations, (unsigned long long)which,
@@ -50,6 +53,7 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
     else if (!rc && r.keypoints && k && k != (uint32_t)r.keypoints)
         rc = sp_error_set(err, SP_EINVAL, "%s: %u keypoints per box, the targets op says "
                           "keypoints=%d", annotations, k, r.keypoints);
+    if (!rc) rc = sp__ldm_open(&t->rules, t->coco, ds, h, w, annotations, err);
     if (rc) {
         sp__ldt_close(t);
         return rc;
@@ -67,6 +71,10 @@ void sp__ldt_close(sp__ldt *t) {
 size_t sp__ldt_bytes(const sp__ldt *t) { return sp_targets_record_bytes(&t->rules); }
 
 void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
+    if (!t->coco) {   /* semantic masks alone (their files: docs/targets.md LIMITATION) */
+        sp__hash_str(h, "no annotations");
+        return;
+    }
     sp_digest d = sp_coco_fingerprint(t->coco);
     sp__hash_str(h, "annotations");
     sp__hash_u64(h, d.hi);
@@ -93,10 +101,21 @@ int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ct
     if (rc == 0) {
         memset((uint8_t *)dst + image_bytes, 0, span - image_bytes);
         sp_targets tg;
-        sp_coco_get(t->coco, idx, &tg);
+        if (t->coco) sp_coco_get(t->coco, idx, &tg);
+        else memset(&tg, 0, sizeof tg);
         if (!t->rules.keypoints) tg.k = 0;   /* keypoints=0: not carried */
-        rc = sp_targets_apply(&t->rules, log, &tg, (uint8_t *)dst + span, NULL, fates, fates_n,
-                              src->path ? src->path : "(sample)", err);
+        uint32_t kept[SP_TARGETS_MAX_BOXES];
+        tg.kept = kept;
+        sp_targets_stats st;
+        const char *path = src->path ? src->path : "(sample)";
+        rc = sp_targets_apply(&t->rules, log, &tg, (uint8_t *)dst + span, &st, fates, fates_n,
+                              path, err);
+        sp_targets_rules boxes_only = t->rules;   /* the masks follow the box fields */
+        boxes_only.masks = SP_MASKS_NONE;
+        if (rc == 0)
+            rc = sp__ldm_write(&t->rules, t->coco, t->ds, idx, log, kept, st.kept,
+                               (uint8_t *)dst + span + sp_targets_record_bytes(&boxes_only), path,
+                               err);
     }
     free(tmp);
     free(log);

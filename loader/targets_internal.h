@@ -16,10 +16,11 @@ struct sp__hash;
  *  dataset ds and pipeline pl (NULL: a token corpus). *out stays NULL when
  *  neither the pipeline declares targets nor annotations are given.
  *  @return 0, or SP_EINVAL (one without the other, a mixture or a token
- *  corpus with annotations, more boxes than max_boxes, another K), or the
+ *  corpus with annotations, more boxes than max_boxes, another K; with
+ *  masks, h x w is the output size: loader_masks.c), or the
  *  annotation file's error. */
 int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_dataset *ds, int mix,
-                 int tokens, sp__ldt **out, sp_error *err);
+                 int tokens, int h, int w, sp__ldt **out, sp_error *err);
 void sp__ldt_close(sp__ldt *t);   /* accepts NULL */
 
 /* Bytes of the target fields (after the image's 8-byte aligned span). */

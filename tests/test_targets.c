@@ -102,7 +102,7 @@ typedef struct rec {
 } rec;
 
 static void test_apply_by_hand(void) {
-    sp_targets_rules r = {8, 1, 2, 4.0, 0.5};
+    sp_targets_rules r = {8, 1, 2, 4.0, 0.5, 0, 0, 0, 0};
     CHECK(sp_targets_record_bytes(&r) == sizeof(rec));
     /* five boxes on a 100 x 80 image */
     const float boxes[5][4] = {
@@ -115,7 +115,7 @@ static void test_apply_by_hand(void) {
     const int32_t labels[5] = {1, 2, 3, 4, 5};
     const float kps[5][2][3] = {{{12, 12, 2}, {70, 70, 1}}, {{0, 0, 0}, {5, 6, 2}},
                                 {{0}}, {{0}}, {{0}}};
-    sp_targets t = {5, 2, &boxes[0][0], labels, &kps[0][0][0]};
+    sp_targets t = {5, 2, &boxes[0][0], labels, &kps[0][0][0], NULL};
     sp_geom_log log;
     memset(&log, 0, sizeof log);
     log.src_w = 100;
@@ -161,15 +161,15 @@ static void test_apply_by_hand(void) {
     rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1};
     const float b2[4] = {5, 10, 15, 30};
     const int32_t l2 = 9;
-    sp_targets t2 = {1, 0, b2, &l2, NULL};
-    sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0};
+    sp_targets t2 = {1, 0, b2, &l2, NULL, NULL};
+    sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0, 0, 0, 0, 0};
     float o2[64];
     CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 10 && o2[1] == 25 && o2[2] == 30 && o2[3] == 35);
 }
 
 static void test_apply_refusals(void) {
-    sp_targets_rules r = {1, 1, 2, 0.0, 0.0};
+    sp_targets_rules r = {1, 1, 2, 0.0, 0.0, 0, 0, 0, 0};
     const float boxes[8] = {0, 0, 1, 1, 0, 0, 2, 2};
     const int32_t labels[2] = {1, 2};
     const float kps[9] = {0};
@@ -178,10 +178,10 @@ static void test_apply_refusals(void) {
     log.src_w = log.src_h = 4;
     static uint8_t out[4096];
     sp_error err;
-    sp_targets t = {2, 0, boxes, labels, NULL};
+    sp_targets t = {2, 0, boxes, labels, NULL, NULL};
     CHECK(sp_targets_apply(&r, &log, &t, out, NULL, NULL, 0, "s.png", &err) == SP_ERANGE);
     CHECK(strstr(err.msg, "s.png: 2 boxes, more than the pipeline's max_boxes=1"));
-    sp_targets t3 = {1, 3, boxes, labels, kps};
+    sp_targets t3 = {1, 3, boxes, labels, kps, NULL};
     CHECK(sp_targets_apply(&r, &log, &t3, out, NULL, NULL, 0, "s.png", &err) == SP_ERANGE);
     CHECK(strstr(err.msg, "3 keypoints per box") && strstr(err.msg, "keypoints=2"));
 }

@@ -35,7 +35,11 @@
  *   labels     N int32
  *   counts     4 int32: kept boxes, dropped empty, dropped min_area,
  *              dropped min_visibility
- * then zero padding to a multiple of 8 bytes.
+ * then zero padding to a multiple of 8 bytes; with masks=instance then
+ *   masks      N x H x W uint8 (the kept boxes' masks, zero after them;
+ *              H x W the output size), zero padding to 8 bytes (masks.h);
+ *   with masks=semantic instead: semantic H x W uint8 (the label map),
+ *              zero padding to 8 bytes.
  *
  * Thread safety: everything here is reentrant.
  */
@@ -59,7 +63,13 @@ typedef struct sp_targets_rules {
     int keypoints;          /* K per box; 0: no keypoints */
     double min_area;        /* drop a box whose visible area is smaller */
     double min_visibility;  /* drop a box whose visible fraction is smaller */
+    int masks;              /* SP_MASKS_NONE / _INSTANCE / _SEMANTIC (masks.h) */
+    int mask_fill;          /* the value of mask pixels outside the source (0..255) */
+    int mask_w, mask_h;     /* the masks' size: the loader's output size (0: no masks) */
 } sp_targets_rules;
+
+enum { SP_MASKS_NONE = 0, SP_MASKS_INSTANCE = 1, SP_MASKS_SEMANTIC = 2 };
+#define SP_TARGETS_MAX_MASK_BYTES ((size_t)1 << 28) /* N x H x W of one sample's masks */
 
 /* One sample's targets as the dataset gives them (source image pixels). */
 typedef struct sp_targets {
@@ -68,6 +78,8 @@ typedef struct sp_targets {
     const float *boxes;       /* n x 4, xyxy */
     const int32_t *labels;    /* n */
     const float *keypoints;   /* n x k x 3, or NULL when k == 0 */
+    uint32_t *kept;           /* NULL, or n slots: sp_targets_apply() writes the
+                               * input index of each kept box, in output order */
 } sp_targets;
 
 /* The geometry one run applied to its sample, step by step. */

@@ -1,4 +1,5 @@
-/* fuzz_coco - the COCO-style annotation reader (dataset/dataset_coco.c)
+/* fuzz_coco - the COCO-style annotation reader (dataset/dataset_coco.c;
+ * segmentations: dataset/dataset_coco_mask.c, rasterised and moved)
  * and the target arithmetic (augment/targets.c). The input is written as
  * ann.json into a private temporary directory beside a list file naming
  * a.png, b.png and sub/c.jpg, and opened against that dataset with small
@@ -13,6 +14,8 @@
 #include "seedpipe/dataset.h"
 #include "seedpipe/targets.h"
 #include "dataset/dataset_coco.h"
+#include "loader/masks_internal.h"
+#include "seedpipe/masks.h"
 #include "fuzz_util.h"
 
 static sp_dataset *g_ds;
@@ -49,13 +52,21 @@ static void check(const sp_coco *c) {
         if (t.n > 4096 / 11) abort();   /* an annotation takes at least 11 tokens */
         for (uint32_t b = 0; b < 4 * t.n; b++)
             if (!isfinite(t.boxes[b])) abort();
-        sp_targets_rules r = {64, (int)(i & 1), (int)t.k, 1.0, 0.25};
+        sp_targets_rules r = {64, (int)(i & 1), (int)t.k, 1.0, 0.25, 0, 0, 0, 0};
         if (t.n > 64 || t.k > 16) continue;
         sp_targets_stats st;
         sp_error err;
         if (sp_targets_record_bytes(&r) > sizeof out) abort();
         if (sp_targets_apply(&r, &log, &t, out, &st, NULL, 0, "fuzz", &err) != 0) abort();
         if (st.kept + st.dropped_empty + st.dropped_area + st.dropped_visibility != t.n) abort();
+        for (uint32_t b = 0; b < t.n; b++) {   /* masks: rasterised at 100x60, then moved */
+            static uint8_t m[60 * 100], mo[50 * 50];
+            const double *seg = sp_coco_segmentation(c, i, b);
+            if (!seg || sp__ldm_rasterise(seg, 60, 100, m, "fuzz", &err) != 0) continue;
+            if (sp_mask_warp(&log, m, 0, mo, &err) != 0) abort();
+            for (size_t q = 0; q < sizeof mo; q++)
+                if (mo[q] > 1) abort();
+        }
     }
 }
 

@@ -341,7 +341,7 @@ class Loader(StreamSource):
         L.sp_loader_sample_dims(ld, byref(c), byref(h), byref(w))
         self.spec = L.sp_loader_spec(ld).decode()
         self._tokens = _tokbatch.parse(self.spec)   # (seq_len, packing) of a token corpus
-        self._targets = _targets.parse(self.spec) if annotations is not None else None
+        self._targets = _targets.parse(self.spec)   # None without a targets op
         if self._tokens and self._dtype == L.DTYPES["uint8"]:
             self._dtype = L.DTYPES["int32"]          # the library's default for a corpus
         self._geometry((c.value, h.value, w.value), self._dtype, self._layout)

@@ -149,9 +149,9 @@ class StreamSource:
         n = b.count
         c, h, w = self._chw
         isz = np.dtype(self._typestr).itemsize
-        _, rec = _targets.record_bytes(c * h * w * isz, *tg)
+        _, rec = _targets.record_bytes(c * h * w * isz, *tg, hw=(h, w))
         raw = as_array(b.images, (n, rec), "|u1", self.copy, self)
-        out = _targets.fields(raw, c * h * w * isz, self._sshape, self._typestr, *tg)
+        out = _targets.fields(raw, c * h * w * isz, self._sshape, self._typestr, *tg, hw=(h, w))
         if self._dtype == 2:
             out["image"] = out["image"].view(BFLOAT16)
         out["label"] = as_array(b.labels, (n,), "<i4", self.copy, self)

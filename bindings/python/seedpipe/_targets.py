@@ -11,6 +11,10 @@ the image, zero padding to a multiple of 8 bytes, then the target fields
     counts     (4,) int32       kept, dropped empty, dropped min_area,
                                 dropped min_visibility
 
+    masks      (N, H, W) uint8      with masks=instance: the kept boxes'
+                                masks at the output size H x W
+    semantic   (H, W) uint8         with masks=semantic: the label map
+
 N = max_boxes, K = keypoints of the targets op; rows past the kept boxes
 are zero. This module reads (N, K) from the canonical spec and cuts a
 batch's bytes into named views (no copy).
@@ -20,25 +24,31 @@ import re
 import numpy as np
 
 
+_TAIL = (r"targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
+         r"keypoints=(\d+)(?: masks=(instance|semantic) mask_fill=\d+)?$")
+
+
 def parse(canonical: str):
-    """(max_boxes, keypoints) of a canonical spec ending with a targets op,
-    or None."""
-    m = re.search(r"\| targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
-                  r"keypoints=(\d+)$", canonical or "")
-    if not m:
-        m = re.match(r"targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
-                     r"keypoints=(\d+)$", canonical or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    """(max_boxes, keypoints, masks) of a canonical spec ending with a
+    targets op (masks: "none", "instance" or "semantic"), or None."""
+    m = re.search(r"\| " + _TAIL, canonical or "") or re.match(_TAIL, canonical or "")
+    return (int(m.group(1)), int(m.group(2)), m.group(3) or "none") if m else None
 
 
-def record_bytes(image_bytes: int, n: int, k: int):
-    """(offset of the target fields, bytes of a whole sample record)."""
+def record_bytes(image_bytes: int, n: int, k: int, masks: str = "none", hw=(0, 0)):
+    """(offset of the target fields, bytes of a whole sample record); hw:
+    the output (H, W), for masks."""
     span = (image_bytes + 7) & ~7
-    t = 4 * (4 * n + 3 * n * k + n + 4)
-    return span, span + ((t + 7) & ~7)
+    t = (4 * (4 * n + 3 * n * k + n + 4) + 7) & ~7
+    if masks == "instance":
+        t += (n * hw[0] * hw[1] + 7) & ~7
+    elif masks == "semantic":
+        t += (hw[0] * hw[1] + 7) & ~7
+    return span, span + t
 
 
-def fields(raw, image_bytes: int, sshape: tuple, typestr: str, n: int, k: int) -> dict:
+def fields(raw, image_bytes: int, sshape: tuple, typestr: str, n: int, k: int,
+           masks: str = "none", hw=(0, 0)) -> dict:
     """The named views of raw, a (count, record_bytes) uint8 array."""
     count = raw.shape[0]
     span, _ = record_bytes(image_bytes, n, k)
@@ -55,4 +65,10 @@ def fields(raw, image_bytes: int, sshape: tuple, typestr: str, n: int, k: int) -
     counts = raw[:, at:at + 16].view("<i4")
     out["num_boxes"] = counts[:, 0]
     out["dropped"] = counts[:, 1:4]   # empty, min_area, min_visibility
+    at = span + ((4 * (4 * n + 3 * n * k + n + 4) + 7) & ~7)
+    h, w = hw
+    if masks == "instance":
+        out["masks"] = raw[:, at:at + n * h * w].reshape(count, n, h, w)
+    elif masks == "semantic":
+        out["semantic"] = raw[:, at:at + h * w].reshape(count, h, w)
     return out

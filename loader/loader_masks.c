@@ -1,0 +1,147 @@
+/* loader_masks.c - a loader's instance masks (masks_internal.h): each kept
+ * box's segmentation rasterised at the decoded image's size (the geometry
+ * log's source size) as pycocotools does, then moved through the log
+ * (include/seedpipe/masks.h) into the record after the other target
+ * fields (targets.h: the sample record). docs/targets.md "Masks".
+ */
+#include "loader/masks_internal.h"
+#include "dataset/dataset_coco_mask.h"
+#include "common/fileio_internal.h"
+#include "seedpipe/decode.h"
+#include "seedpipe/masks.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds, int h, int w,
+                 const char *annotations, sp_error *err) {
+    if (r->masks == SP_MASKS_NONE) return SP_OK;
+    size_t first = 0;
+    uint64_t none = coco && r->masks == SP_MASKS_INSTANCE ? sp_coco_unsegmented(coco, &first) : 0;
+    if (r->masks == SP_MASKS_SEMANTIC && (sp_dataset_kind_of(ds) != SP_DATASET_IMAGEFOLDER &&
+                                          sp_dataset_kind_of(ds) != SP_DATASET_LIST))
+        return sp_error_set(err, SP_EINVAL, "pipeline: masks=semantic reads label maps beside "
+                            "an image folder or a list file's root, not a %s",
+                            sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+    if (none)
+        return sp_error_set(err, SP_EINVAL, "%s: annotation %zu has no \"segmentation\" (%llu "
+                            "boxes lack one) and the targets op says masks=instance",
+                            annotations, first, (unsigned long long)none);
+    if (h <= 0 || w <= 0)
+        return sp_error_set(err, SP_EINVAL, "pipeline: masks= needs a fixed output "
+                            "size (end the geometry with a resize or a crop)");
+    uint64_t bytes = (uint64_t)(r->masks == SP_MASKS_SEMANTIC ? 1 : r->max_boxes) * (uint64_t)h *
+                     (uint64_t)w;
+    if (bytes > SP_TARGETS_MAX_MASK_BYTES)
+        return sp_error_set(err, SP_ELIMIT, "pipeline: targets op: max_boxes=%d masks of %dx%d "
+                            "are %llu bytes per sample, more than 2^28 (lower max_boxes or the "
+                            "output size)", r->max_boxes, w, h, (unsigned long long)bytes);
+    r->mask_w = w;
+    r->mask_h = h;
+    return SP_OK;
+}
+
+int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *what,
+                     sp_error *err) {
+    memset(mask, 0, (size_t)h * (size_t)w);
+    if (v[0] == 2) {
+        if ((int)v[1] != h || (int)v[2] != w)
+            return sp_error_set(err, SP_EFORMAT, "%s: RLE \"size\" [%d, %d] is not the decoded "
+                                "image's [%d, %d]", what, (int)v[1], (int)v[2], h, w);
+        size_t m = (size_t)v[3];
+        uint32_t *cn = malloc((m + 1) * sizeof *cn);
+        if (!cn) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", what);
+        for (size_t k = 0; k < m; k++) cn[k] = (uint32_t)v[4 + k];
+        int rc = sp_mask_rle(cn, m, h, w, mask, what, err);
+        free(cn);
+        return rc;
+    }
+    uint32_t np = (uint32_t)v[1];
+    size_t total = 0, p = 2;
+    for (uint32_t i = 0; i < np; i++) {
+        total += (size_t)v[p];
+        p += 1 + 2 * (size_t)v[p];
+    }
+    double *xy = malloc((2 * total + 1) * sizeof *xy);
+    uint32_t *npts = malloc((np + 1) * sizeof *npts);
+    int rc = SP_OK;
+    if (!xy || !npts) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", what);
+    p = 2;
+    for (uint32_t i = 0, o = 0; !rc && i < np; i++) {
+        npts[i] = (uint32_t)v[p];
+        memcpy(xy + o, v + p + 1, 2 * (size_t)npts[i] * sizeof *xy);
+        o += 2 * npts[i];
+        p += 1 + 2 * (size_t)npts[i];
+    }
+    if (!rc) rc = sp_mask_polygons(xy, npts, np, h, w, mask, what, err);
+    free(xy);
+    free(npts);
+    return rc;
+}
+
+/* The label map of sample idx: <root>_masks/<path with its extension
+ * replaced by .png>, an 8-bit grayscale PNG of the decoded image's size,
+ * moved through the log with mask_fill. */
+static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t idx,
+                    const sp_geom_log *log, uint8_t *out, sp_error *err) {
+    const char *root = sp_dataset_root(ds), *rel = sp_dataset_path(ds, idx);
+    if (!root || !rel) return sp_error_set(err, SP_EINVAL, "sample %llu: no path for its label "
+                                           "map", (unsigned long long)idx);
+    size_t rl = strlen(root);
+    while (rl > 1 && root[rl - 1] == '/') rl--;
+    const char *slash = strrchr(rel, '/'), *dot = strrchr(rel, '.');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - rel) : strlen(rel);
+    char path[8192];
+    if ((size_t)snprintf(path, sizeof path, "%.*s_masks/%.*s.png", (int)rl, root, (int)stem, rel)
+        >= sizeof path)
+        return sp_error_set(err, SP_ELIMIT, "%s: label map path too long", rel);
+    sp__buf buf = {NULL, 0};
+    size_t len = 0;
+    sp_image_info info;
+    sp_image img = {0, 0, 0, 0, NULL};
+    int rc = sp__read_regular(AT_FDCWD, path, path, 0, 1ull << 30, &buf, &len, err);
+    if (!rc) rc = sp_image_probe(buf.p, len, path, NULL, &info, err);
+    if (!rc && (info.format != SP_FORMAT_PNG || info.channels != 1 || len < 26 ||
+                buf.p[24] != 8 || buf.p[25] != 0))   /* IHDR: bit depth 8, colour type 0 */
+        rc = sp_error_set(err, SP_EUNSUPP, "%s: a label map must be an 8-bit grayscale PNG "
+                          "(colour type 0, bit depth 8; palette and 16-bit maps are not read)", path);
+    if (!rc && (info.width != log->src_w || info.height != log->src_h))
+        rc = sp_error_set(err, SP_EFORMAT, "%s: label map of %dx%d, the image is %dx%d", path,
+                          info.width, info.height, log->src_w, log->src_h);
+    sp_decode_req req = {1, 0, 0, 0, 0, 1};
+    if (!rc) rc = sp_image_decode(buf.p, len, path, &req, NULL, &img, err);
+    if (!rc && img.stride != (size_t)img.width)
+        rc = sp_error_set(err, SP_EFORMAT, "%s: unexpected row stride", path);
+    if (!rc) rc = sp_mask_warp(log, img.data, (uint8_t)r->mask_fill, out, err);
+    sp_image_free(&img);
+    sp__buf_free(&buf);
+    return rc;
+}
+
+int sp__ldm_write(const sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds,
+                  uint64_t idx, const sp_geom_log *log, const uint32_t *kept, uint32_t nkept,
+                  uint8_t *out, const char *path, sp_error *err) {
+    if (r->masks == SP_MASKS_NONE) return SP_OK;
+    int ow = log->n ? log->step[log->n - 1].out_w : log->src_w;
+    int oh = log->n ? log->step[log->n - 1].out_h : log->src_h;
+    if (ow != r->mask_w || oh != r->mask_h)
+        return sp_error_set(err, SP_EINVAL, "%s: the geometry ends at %dx%d, the masks are "
+                            "%dx%d", path, ow, oh, r->mask_w, r->mask_h);
+    if (r->masks == SP_MASKS_SEMANTIC) return semantic(r, ds, idx, log, out, err);
+    size_t plane = (size_t)r->mask_w * (size_t)r->mask_h;
+    uint8_t *src = nkept ? malloc((size_t)log->src_w * (size_t)log->src_h) : NULL;
+    if (nkept && !src) return sp_error_set(err, SP_ENOMEM, "%s: masks: out of memory", path);
+    int rc = SP_OK;
+    for (uint32_t q = 0; q < nkept && !rc; q++) {
+        char what[4200];
+        snprintf(what, sizeof what, "%s: box %u", path, kept[q]);
+        const double *seg = sp_coco_segmentation(coco, idx, kept[q]);
+        if (!seg) rc = sp_error_set(err, SP_EINVAL, "%s: no segmentation", what);
+        if (!rc) rc = sp__ldm_rasterise(seg, log->src_h, log->src_w, src, what, err);
+        if (!rc) rc = sp_mask_warp(log, src, (uint8_t)r->mask_fill, out + q * plane, err);
+    }
+    free(src);
+    return rc;
+}
