@@ -7,13 +7,42 @@
 #include "loader/masks_internal.h"
 #include "dataset/dataset_coco_mask.h"
 #include "common/fileio_internal.h"
+#include "common/hash_internal.h"
 #include "seedpipe/decode.h"
 #include "seedpipe/masks.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+static int label_path(const sp_dataset *ds, uint64_t idx, char *path, size_t cap,
+                      sp_error *err);
+
+/* The label maps' identity: every map's path, size and modification time
+ * (the index's stat rule, dataset_index.c), so a changed or missing map
+ * changes the loader's fingerprint (a cache, a state of the old maps is
+ * refused) or fails the open, naming the file. */
+int sp__ldm_identity(const sp_dataset *ds, sp__hash *h, sp_error *err) {
+    char path[8192];
+    uint64_t n = sp_dataset_size(ds);
+    sp__hash_str(h, "label maps");
+    for (uint64_t i = 0; i < n; i++) {
+        int rc = label_path(ds, i, path, sizeof path, err);
+        if (rc) return rc;
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            return sp_error_set(err, SP_EIO, "%s: the label map of %s: %s", path,
+                                sp_dataset_path(ds, i), errno ? strerror(errno) :
+                                "not a regular file");
+        sp__hash_str(h, path);
+        sp__hash_u64(h, (uint64_t)st.st_size);
+        sp__hash_u64(h, (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
+    }
+    return SP_OK;
+}
 
 int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds, int h, int w,
                  const char *annotations, sp_error *err) {
@@ -84,8 +113,8 @@ int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *
 /* The label map of sample idx: <root>_masks/<path with its extension
  * replaced by .png>, an 8-bit grayscale PNG of the decoded image's size,
  * moved through the log with mask_fill. */
-static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t idx,
-                    const sp_geom_log *log, uint8_t *out, sp_error *err) {
+static int label_path(const sp_dataset *ds, uint64_t idx, char *path, size_t cap,
+                      sp_error *err) {
     const char *root = sp_dataset_root(ds), *rel = sp_dataset_path(ds, idx);
     if (!root || !rel) return sp_error_set(err, SP_EINVAL, "sample %llu: no path for its label "
                                            "map", (unsigned long long)idx);
@@ -93,10 +122,16 @@ static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t id
     while (rl > 1 && root[rl - 1] == '/') rl--;
     const char *slash = strrchr(rel, '/'), *dot = strrchr(rel, '.');
     size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - rel) : strlen(rel);
-    char path[8192];
-    if ((size_t)snprintf(path, sizeof path, "%.*s_masks/%.*s.png", (int)rl, root, (int)stem, rel)
-        >= sizeof path)
+    if ((size_t)snprintf(path, cap, "%.*s_masks/%.*s.png", (int)rl, root, (int)stem, rel) >= cap)
         return sp_error_set(err, SP_ELIMIT, "%s: label map path too long", rel);
+    return SP_OK;
+}
+
+static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t idx,
+                    const sp_geom_log *log, uint8_t *out, sp_error *err) {
+    char path[8192];
+    int lrc = label_path(ds, idx, path, sizeof path, err);
+    if (lrc) return lrc;
     sp__buf buf = {NULL, 0};
     size_t len = 0;
     sp_image_info info;

@@ -20,6 +20,7 @@ struct sp__ldt {
     sp_coco *coco;          /* NULL: masks=semantic without annotations */
     const sp_dataset *ds;
     sp_targets_rules rules;
+    sp_digest labels;       /* masks=semantic: the label maps' identity (loader_masks.c) */
 };
 
 int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_dataset *ds, int mix,
@@ -54,6 +55,12 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
         rc = sp_error_set(err, SP_EINVAL, "%s: %u keypoints per box, the targets op says "
                           "keypoints=%d", annotations, k, r.keypoints);
     if (!rc) rc = sp__ldm_open(&t->rules, t->coco, ds, h, w, annotations, err);
+    if (!rc && r.masks == SP_MASKS_SEMANTIC) {
+        sp__hash hs;
+        sp__hash_init(&hs);
+        rc = sp__ldm_identity(ds, &hs, err);
+        t->labels = sp__hash_digest(&hs);
+    }
     if (rc) {
         sp__ldt_close(t);
         return rc;
@@ -71,7 +78,12 @@ void sp__ldt_close(sp__ldt *t) {
 size_t sp__ldt_bytes(const sp__ldt *t) { return sp_targets_record_bytes(&t->rules); }
 
 void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
-    if (!t->coco) {   /* semantic masks alone (their files: docs/targets.md LIMITATION) */
+    if (t->rules.masks == SP_MASKS_SEMANTIC) {   /* the label maps, by their stat */
+        sp__hash_str(h, "label maps");
+        sp__hash_u64(h, t->labels.hi);
+        sp__hash_u64(h, t->labels.lo);
+    }
+    if (!t->coco) {   /* semantic masks alone */
         sp__hash_str(h, "no annotations");
         return;
     }

@@ -6,6 +6,7 @@
 
 #include "dataset/dataset_coco.h"
 #include "seedpipe/targets.h"
+#include "common/hash_internal.h"
 
 /*! sp__ldm_open() : with masks declared, check that every box has a
  *  segmentation and that N x h x w (the output size) is within
@@ -13,6 +14,10 @@
 int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds, int h, int w,
                  const char *annotations, sp_error *err);
 
+/*! sp__ldm_identity() : masks=semantic: every label map's path, size and
+ *  modification time into h (the loader's fingerprint). @return 0, or
+ *  SP_EIO naming a missing map, SP_ELIMIT. */
+int sp__ldm_identity(const sp_dataset *ds, sp__hash *h, sp_error *err);
 /*! sp__ldm_rasterise() : the mask (h x w, written whole) of a segmentation
  *  in dataset_coco_mask.h's store form (sp_coco_segmentation()); an RLE of
  *  another size than h x w is an error naming `what`. */

@@ -15,6 +15,8 @@ count lists and compressed RLE strings.
 import glob
 import json
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -347,6 +349,18 @@ def test_semantic_workers_and_errors(seg, tmp_path):
     shutil.copytree(data, bad)
     shutil.copytree(data + "_masks", str(bad) + "_masks")
     m = bad.parent / "imgs_masks" / "a" / "001.png"
+    # A changed label map changes the fingerprint: the old state is refused.
+    with seedpipe.Loader(str(bad), pipeline=spec, batch_size=3, epochs=2, seed=2) as ld:
+        next(iter(ld.stream()))
+        state, fp = ld.state_dict(), ld.fingerprint
+    lab = np.array(Image.open(m))
+    Image.fromarray((lab + 1).astype(np.uint8), "L").save(m)
+    st = os.stat(m)
+    os.utime(m, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with seedpipe.Loader(str(bad), pipeline=spec, batch_size=3, epochs=2, seed=2) as ld:
+        assert ld.fingerprint != fp
+        with pytest.raises(seedpipe.Error, match="fingerprint"):
+            ld.load_state_dict(state)
     for make, msg in ((lambda: None, "imgs_masks/a/001.png"),
                       (lambda: Image.new("RGB", (9, 9)).save(m), "8-bit grayscale PNG"),
                       (lambda: Image.new("L", (9, 9)).save(m), "label map of 9x9"),
