@@ -162,9 +162,21 @@ int sp__policy_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
 void sp__policy_canon(sp__sbuf *b, const sp_op *op);
 void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int W,
                         int H);
-/* Run op k on the writable image img in place (its size is kept).
+/* Run op k on the writable image img in place (its size is kept); each
+ * geometric step it applies is appended to log (may be NULL).
  * @return 0, SP_ENOMEM. */
-int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img);
+int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img,
+                   sp_geom_log *log);
+/* geom_affine.c: the geometry of affine and the policy's geometric
+ * sub-ops for targets. sp__affine_forward(): torchvision's forward matrix
+ * (_get_inverse_affine_matrix, inverted=False) in pixels, centre (cx, cy).
+ * sp__aug_geom_step(): the step of sub-op aug with magnitude mag on a W x H
+ * image (op index k); 0 when the sub-op is not geometric.
+ * sp__geom_push(): append g to log (NULL: nothing) while it has room. */
+void sp__affine_forward(const double rss[4], double scale, double cx, double cy, double tx,
+                        double ty, double m[6]);
+int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g);
+void sp__geom_push(sp_geom_log *log, const sp_geom_step *g);
 /* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
  * min_area, min_visibility, keypoints), canonical form, and the check that
  * it is last and every other op can move targets (SP_ESPEC). */

@@ -530,7 +530,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
         case SP_OP_TRIVIAL_AUGMENT:   /* a pending flip first (torchvision's order) */
             if (!(rc = st_make_writable(st)) && st->hflip) sp_image_hflip(&st->cur);
             st->hflip = 0;
-            if (!rc) rc = sp__policy_run(op, (uint32_t)k, ctx, &st->cur);
+            if (!rc) rc = sp__policy_run(op, (uint32_t)k, ctx, &st->cur, st->log);
             break;
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;

@@ -28,6 +28,12 @@ static void map_point(const sp_geom_step *g, double *x, double *y) {
         break;
     case SP_GEOM_HFLIP: *x = (double)g->in_w - *x; break;
     case SP_GEOM_VFLIP: *y = (double)g->in_h - *y; break;
+    case SP_GEOM_AFFINE: {
+        double x1 = (g->m[0] * *x + g->m[1] * *y) + g->m[2];
+        *y = (g->m[3] * *x + g->m[4] * *y) + g->m[5];
+        *x = x1;
+        break;
+    }
     default: {   /* ROTATE: about the canvas centre, forward map = theta transposed */
         double cx = (double)g->in_w * 0.5, cy = (double)g->in_h * 0.5;
         double dx = *x - cx, dy = *y - cy;

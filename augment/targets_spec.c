@@ -66,7 +66,8 @@ int sp__targets_moves(sp_op_kind k) {
     case SP_OP_NORMALIZE: case SP_OP_INVERT: case SP_OP_POSTERIZE: case SP_OP_SOLARIZE:
     case SP_OP_AUTOCONTRAST: case SP_OP_EQUALIZE: case SP_OP_SHARPNESS:
     case SP_OP_RANDOM_APPLY: case SP_OP_RANDOM_CROP: case SP_OP_GAUSSIAN_BLUR:
-    case SP_OP_RANDOM_ERASING: case SP_OP_ROTATE: case SP_OP_TARGETS:
+    case SP_OP_RANDOM_ERASING: case SP_OP_ROTATE: case SP_OP_TARGETS: case SP_OP_AFFINE:
+    case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
         return 1;
     default:
         return 0;

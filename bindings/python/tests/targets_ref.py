@@ -11,11 +11,9 @@ import re
 import numpy as np
 
 
-def rotation_cs(angle32):
-    """rotate's (theta[0], theta[1]) for a float32 angle, docs/pipeline.md
-    "rotate": the angle reduced by quarter turns, the Taylor polynomials to
-    t^21 / t^20 in Horner form, then rounded to float32."""
-    r = -float(angle32)
+def sincos_deg(r):
+    """(sin, cos) of r degrees, docs/pipeline.md "rotate": the angle reduced
+    by quarter turns, the Taylor polynomials to t^21 / t^20 in Horner form."""
     q = math.floor(r / 90.0 + 0.5)
     rem = r - 90.0 * q
     t = rem * (3.14159265358979323846 / 180.0)
@@ -26,7 +24,56 @@ def rotation_cs(angle32):
     s, c = t * (1.0 + ps), 1.0 + pc
     for _ in range(int(q - 4.0 * math.floor(q / 4.0))):
         s, c = c, -s
+    return s, c
+
+
+def rotation_cs(angle32):
+    """rotate's (theta[0], theta[1]) for a float32 angle, rounded to float32."""
+    s, c = sincos_deg(-float(angle32))
     return float(np.float32(c)), float(np.float32(s))
+
+
+def affine_forward(angle, shx, shy, scale, cx, cy, tx, ty):
+    """docs/pipeline.md "Targets": torchvision's forward matrix
+    (_get_inverse_affine_matrix, inverted=False) in double."""
+    sr, cr = sincos_deg(angle)
+    sd, cd = sincos_deg(angle - shy)
+    sy, cy_ = sincos_deg(shy)
+    sx, cx_ = sincos_deg(shx)
+    t = sx / cx_
+    a, b = cd / cy_, -cd * t / cy_ - sr
+    c, d = sd / cy_, -sd * t / cy_ + cr
+    m = [a * scale, b * scale, 0.0 * scale, c * scale, d * scale, 0.0 * scale]
+    m[2] += m[0] * -cx + m[1] * -cy
+    m[5] += m[3] * -cx + m[4] * -cy
+    m[2] += cx + tx
+    m[5] += cy + ty
+    return m
+
+
+def policy_step(name, mag, W, H):
+    """The step of a policy sub-op (name, magnitude as explain prints it),
+    or None when it keeps pixels in place."""
+    if name == "Rotate":
+        return ("rotate", rotation_cs(np.float32(mag)), W, H, W, H)
+    rss, cx, cy, tx, ty = [1.0, -0.0, 0.0, 1.0], W * 0.5, H * 0.5, 0.0, 0.0
+    if name == "ShearX":
+        rss[1], cx, cy = -mag, 0.0, 0.0
+    elif name == "ShearY":
+        rss[2], cx, cy = -mag, 0.0, 0.0
+    elif name == "TranslateX":
+        tx = float(int(mag))
+    elif name == "TranslateY":
+        ty = float(int(mag))
+    else:
+        return None
+    a, b, c, d = rss
+    m = [a, b, 0.0, c, d, 0.0]
+    m[2] += m[0] * -cx + m[1] * -cy
+    m[5] += m[3] * -cx + m[4] * -cy
+    m[2] += cx + tx
+    m[5] += cy + ty
+    return ("affine", m, W, H, W, H)
 
 
 def steps_from_explain(text, W, H):
@@ -70,6 +117,22 @@ def steps_from_explain(text, W, H):
         m = re.match(r"\d+ rotate: angle (\S+)", line)
         if m:
             out.append(("rotate", rotation_cs(np.float32(m.group(1))), W, H, W, H))
+            continue
+        m = re.match(r"\d+ affine: angle (\S+) translate (-?\d+),(-?\d+) scale (\S+) "
+                     r"shear (\S+),(\S+)", line)
+        if m:
+            f = [float(np.float32(v)) for v in m.groups()]
+            out.append(("affine", affine_forward(f[0], f[4], f[5], f[3], W * 0.5, H * 0.5,
+                                                 f[1], f[2]), W, H, W, H))
+            continue
+        m = re.match(r"\d+ (auto_augment|rand_augment|trivial_augment_wide): \[([^\]]*)\]",
+                     line)
+        if m and m.group(2):
+            for sub in m.group(2).split(", "):
+                name, mag = sub.split(" ")
+                st = policy_step(name, float(np.float32(mag)), W, H)
+                if st:
+                    out.append(st)
     return out
 
 
@@ -81,6 +144,8 @@ def map_point(step, x, y):
         return float(W) - x, y
     if kind == "vflip":
         return x, float(H) - y
+    if kind == "affine":
+        return (p[0] * x + p[1] * y) + p[2], (p[3] * x + p[4] * y) + p[5]
     c, s = p
     cx, cy = float(W) * 0.5, float(H) * 0.5
     dx, dy = x - cx, y - cy
