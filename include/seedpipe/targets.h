@@ -93,6 +93,8 @@ typedef struct sp_geom_step {
 
 #define SP_GEOM_LOG_MAX 128
 typedef struct sp_geom_log {
+    const sp_targets *targets; /* in: the sample's targets, set by the caller before the run
+                                * (random_iou_crop decides by its boxes; NULL: none) */
     int n;                /* steps */
     int src_w, src_h;     /* the decoded (or raw) source image */
     sp_geom_step step[SP_GEOM_LOG_MAX];

@@ -110,6 +110,20 @@ def steps_from_explain(text, W, H):
             out.append(("axis", (x - pl - ex, y - pt - ey, 1.0, 1.0), W, H, ow, oh))
             W, H = ow, oh
             continue
+        m = re.match(r"\d+ random_zoom_out: canvas (\d+)x(\d+), image at x=(\d+) y=(\d+) of",
+                     line)
+        if m:
+            cw, ch, left, top = map(int, m.groups())
+            out.append(("axis", (-left, -top, 1.0, 1.0), W, H, cw, ch))
+            W, H = cw, ch
+            continue
+        m = re.match(r"\s+attempt \d+ option \S+: trial \d+: crop x=(\d+) y=(\d+) w=(\d+) "
+                     r"h=(\d+) of", line)
+        if m:
+            x, y, w, h = map(int, m.groups())
+            out.append(("axis", (x, y, 1.0, 1.0), W, H, w, h))
+            W, H = w, h
+            continue
         m = re.match(r"\d+ (hflip|vflip): flipped", line)
         if m:
             out.append((m.group(1), (), W, H, W, H))
@@ -217,3 +231,78 @@ def apply(steps, src_w, src_h, boxes, labels, kps, rules):
         if K:
             ok[j] = np.array(k, np.float64).astype(np.float32)
     return ob, ol, ok, counts, fates
+
+
+# ---- random_zoom_out and random_iou_crop (docs/pipeline.md), from the draws ----
+
+F32 = np.float32
+
+
+def zoom_draw(block, W, H, lo, hi, p):
+    """(applied, canvas w, canvas h, left, top) from block 0's four words
+    (u01 of each; binary32 arithmetic as documented)."""
+    u = [(x >> 8) * 2.0 ** -24 for x in block]
+    r = F32(lo) + F32(hi - lo) * F32(u[1])
+    cw, ch = int(F32(W) * r), int(F32(H) * r)
+    left, top = int(F32(cw - W) * F32(u[2])), int(F32(ch - H) * F32(u[3]))
+    return u[0] < p, cw, ch, left, top
+
+
+def visible_at(steps, src_w, src_h, boxes):
+    """Each box's visible rectangle after `steps` (None: empty)."""
+    out = []
+    for b in boxes:
+        v, alive = clip([float(F32(x)) for x in b], src_w, src_h)
+        for st in steps:
+            if not alive:
+                break
+            v, alive = clip(map_rect(st, v), st[4], st[5])
+        out.append(v if alive else None)
+    return out
+
+
+def iou_trial(words, W, H, vis, prm, thr):
+    """One trial: ("empty"|"aspect"|"centre"|"iou", None) or ("ok", (x, y,
+    w, h, centred, best))."""
+    u = [F32((x >> 8) * 2.0 ** -24) for x in words]
+    lo, span = F32(prm["min_scale"]), F32(prm["max_scale"] - prm["min_scale"])
+    w, h = int(F32(W) * (lo + span * u[0])), int(F32(H) * (lo + span * u[1]))
+    if w <= 0 or h <= 0:
+        return "empty", None
+    if not prm["min_aspect_ratio"] <= w / h <= prm["max_aspect_ratio"]:
+        return "aspect", None
+    x, y = int(F32(W - w) * u[2]), int(F32(H - h) * u[3])
+    best, centred = -1.0, 0
+    for b in vis:
+        if b is None:
+            continue
+        mx, my = 0.5 * (b[0] + b[2]), 0.5 * (b[1] + b[3])
+        if not (x < mx < x + w and y < my < y + h):
+            continue
+        centred += 1
+        iw = min(b[2], x + w) - max(b[0], x)
+        ih = min(b[3], y + h) - max(b[1], y)
+        inter = iw * ih if iw > 0 and ih > 0 else 0.0
+        best = max(best, inter / (((b[2] - b[0]) * (b[3] - b[1]) + float(w) * h) - inter))
+    if not centred:
+        return "centre", None
+    if best < thr:
+        return "iou", None
+    return "ok", (x, y, w, h, centred, best)
+
+
+def iou_decide(draw, W, H, vis, prm):
+    """random_iou_crop as docs/pipeline.md states it; draw(block) gives the
+    four words of a block of this op. Returns (kind, attempt, option,
+    detail): ("crop", a, thr, (x, y, w, h, centred, best, trial)),
+    ("keep", a, thr, None) or ("fallback", attempts, None, None)."""
+    opts = prm["sampler_options"]
+    for a in range(prm["attempts"]):
+        thr = opts[(draw(a << 16)[0] * len(opts)) >> 32]
+        if thr >= 1.0:
+            return "keep", a, thr, None
+        for t in range(prm["trials"]):
+            why, res = iou_trial(draw((a << 16) | (t + 1)), W, H, vis, prm, thr)
+            if why == "ok":
+                return "crop", a, thr, res + (t,)
+    return "fallback", prm["attempts"], None, None
