@@ -238,7 +238,49 @@ static void test_targets_spec(void) {
     expect_spec_error("resize size=4,4 | targets colour=1", "unknown key");
 }
 
+/* random_iou_crop needs the sample's boxes: refused without a targets op
+ * (at parse) and without a geometry log (at run); a log without targets
+ * is a sample without boxes (the keep option or the fallback: no crop). */
+static void test_iou_crop_needs_boxes(void) {
+    expect_spec_error("random_iou_crop | resize size=4,4", "\"random_iou_crop\": it decides by "
+                      "the sample's boxes");
+    expect_spec_error("resize size=8,8 | random_apply ops=1 | random_zoom_out | resize size=4,4",
+                      "inside random_apply");
+    /* 9 x rand_augment num_ops=16 could log 144 steps: more than a log holds */
+    char spec[512] = "";
+    for (int i = 0; i < 9; i++) strcat(spec, "rand_augment num_ops=16 | ");
+    strcat(spec, "targets");
+    expect_spec_error(spec, "geometric steps");
+    sp_pipeline *p = parse_ok("random_iou_crop sampler_options=0.5 trials=2 attempts=3 | "
+                              "resize size=8,8 | targets");
+    sp_image im = test_image(40, 30);
+    sp_sample_src src = {"(t)", NULL, 0, &im};
+    sp_sample_ctx ctx = {sp_rng_key(1, SP_RNG_AUGMENT), 0, 0};
+    uint8_t out[8 * 8 * 3];
+    sp_error err;
+    CHECK(sp_pipeline_run(p, &ctx, &src, NULL, out, &err) == SP_EINVAL);
+    CHECK(strstr(err.msg, "(t): random_iou_crop decides by the sample's boxes"));
+    sp_geom_log log;
+    memset(&log, 0, sizeof log);
+    CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
+    CHECK(log.n == 2 && log.step[0].out_w == 40 && log.step[0].out_h == 30 &&
+          log.step[0].x0 == 0 && log.step[0].sx == 1);   /* no boxes: the fallback, no crop */
+    /* a box filling the image: option 0.5 is reached by the first trial whose
+     * crop keeps its centre and half its area */
+    const float box[4] = {0, 0, 40, 30};
+    const int32_t lab = 1;
+    sp_targets t = {1, 0, box, &lab, NULL};
+    log.targets = &t;
+    CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
+    CHECK(log.n == 2 && log.step[0].kind == SP_GEOM_AXIS &&
+          (double)log.step[0].out_w * log.step[0].out_h >= 0.5 * 40 * 30 &&
+          log.step[0].x0 + log.step[0].out_w <= 40 && log.step[0].y0 + log.step[0].out_h <= 30);
+    sp_pipeline_destroy(p);
+    sp_image_free(&im);
+}
+
 static const sp_case cases[] = {
+    SP_CASE(test_iou_crop_needs_boxes),
     SP_CASE(test_run_geom_same_bytes),
     SP_CASE(test_apply_by_hand),
     SP_CASE(test_apply_refusals),
