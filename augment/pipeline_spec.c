@@ -550,7 +550,7 @@ static int check_spans(const sp_pipeline *p, sp_error *err) {
                                     "(op %d, ops=%d); only ops that keep the image size may be "
                                     "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
                                     k == SP_OP_RANDOM_ERASING ? "random_erasing" :
-                                    "crop, resize or zoom", i, ra->span);
+                                    "crop or resize", i, ra->span);
             if (k == SP_OP_RANDOM_APPLY && j + p->ops[j].span > end)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": its ops "
                                     "end after those of the random_apply it is in (op %d)", j, i);
