@@ -39,7 +39,9 @@ typedef enum {
     SP_OP_AUTO_AUGMENT,
     SP_OP_RAND_AUGMENT,
     SP_OP_TRIVIAL_AUGMENT,
-    SP_OP_TARGETS                /* targets_spec.c: the declared target rules (last op) */
+    SP_OP_TARGETS,               /* targets_spec.c: the declared target rules (last op) */
+    SP_OP_RANDOM_ZOOM_OUT,       /* pipeline_detcrop.c */
+    SP_OP_RANDOM_IOU_CROP        /* pipeline_detcrop.c: decided by the sample's boxes */
 } sp_op_kind;
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
@@ -82,6 +84,8 @@ typedef struct sp_op {
     int tmax, tclip, tkpts;    /* targets: max_boxes, clip, keypoints */
     double tmin_area, tmin_vis; /* targets: min_area, min_visibility */
     int tmasks, tmask_fill;    /* targets: masks (SP_MASKS_*), mask_fill */
+    double iou_opts[16];       /* random_iou_crop: sampler_options */
+    int niou, trials, attempts; /* random_iou_crop */
 } sp_op;
 
 struct sp_pipeline {
@@ -163,9 +167,46 @@ int sp__policy_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
 void sp__policy_canon(sp__sbuf *b, const sp_op *op);
 void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int W,
                         int H);
-/* Run op k on the writable image img in place (its size is kept).
+/* Run op k on the writable image img in place (its size is kept); each
+ * geometric step it applies is appended to log (may be NULL).
  * @return 0, SP_ENOMEM. */
-int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img);
+int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img,
+                   sp_geom_log *log);
+/* pipeline_jitter.c: color_jitter's draw (its factors fq, hue and order;
+ * returns the number of entries of order, 3 or 4). */
+int sp__jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int32_t fq[3],
+                    float *hue, uint8_t order[4]);
+/* pipeline_detcrop.c: random_zoom_out and random_iou_crop (torchvision
+ * v2's RandomZoomOut, RandomIoUCrop): values, canonical form, their run on
+ * the current image (*made: out holds the new image; the step is logged;
+ * random_iou_crop reads the boxes at this point from log->targets moved
+ * through the steps so far, and refuses a run without a log), and their
+ * explain lines (log: the sample's run, for random_iou_crop's attempts;
+ * NULL: it names what it cannot know). */
+int sp__detcrop_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
+                      const char *const *vals, sp_error *err);
+void sp__detcrop_canon(sp__sbuf *b, const sp_op *op);
+int sp__detcrop_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const sp_image *cur,
+                    sp_geom_log *log, sp_image *out, int *made, const char *path, sp_error *err);
+void sp__detcrop_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
+                         const sp_geom_log *log, int *W, int *H);
+/* sp_pipeline_explain() with the sample's run (log, may be NULL). */
+size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
+                                sp_format format, const sp_geom_log *log, char *buf, size_t n);
+/* targets.c: each box of t (n x 4 into vis) as its visible rectangle after
+ * steps [0, upto) of log (the rules' clipping after every step; an empty
+ * one as 0, 0, 0, 0). @return t->n. */
+int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, double *vis);
+/* geom_affine.c: the geometry of affine and the policy's geometric
+ * sub-ops for targets. sp__affine_forward(): torchvision's forward matrix
+ * (_get_inverse_affine_matrix, inverted=False) in pixels, centre (cx, cy).
+ * sp__aug_geom_step(): the step of sub-op aug with magnitude mag on a W x H
+ * image (op index k); 0 when the sub-op is not geometric.
+ * sp__geom_push(): append g to log (NULL: nothing) while it has room. */
+void sp__affine_forward(const double rss[4], double scale, double cx, double cy, double tx,
+                        double ty, double m[6]);
+int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g);
+void sp__geom_push(sp_geom_log *log, const sp_geom_step *g);
 /* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
  * min_area, min_visibility, keypoints), canonical form, and the check that
  * it is last and every other op can move targets (SP_ESPEC). */

@@ -302,31 +302,44 @@ static void draw_policy(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, i
 
 /* ---- run and explain --------------------------------------------------------- */
 
-int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img) {
+int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img,
+                   sp_geom_log *log) {
     const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
     const float *f = op->nofill ? NULL : fill;
+    const int W = img->width, H = img->height;
+    sp_geom_step g;
     if (op->kind == SP_OP_AFFINE) {
         affine_draw a;
-        draw_affine(op, k, ctx, img->width, img->height, &a);
+        draw_affine(op, k, ctx, W, H, &a);
         double rss[4];
         float th[6];
         sp_affine_rss(a.angle, a.shx, a.shy, rss);
         sp_affine_theta(rss, a.scale, 0.0, 0.0, a.tx, a.ty, th);
+        memset(&g, 0, sizeof g);   /* targets: the forward matrix about (W/2, H/2) */
+        g.kind = SP_GEOM_AFFINE;
+        g.op = (int)k;
+        g.in_w = g.out_w = W;
+        g.in_h = g.out_h = H;
+        sp__affine_forward(rss, a.scale, (double)W * 0.5, (double)H * 0.5, a.tx, a.ty, g.m);
+        sp__geom_push(log, &g);
         sp_image out;
-        int rc = sp_image_alloc(&out, img->width, img->height, img->channels);
+        int rc = sp_image_alloc(&out, W, H, img->channels);
         if (rc) return rc;
         sp_image_affine(img, th, op->bilinear, f, &out);
-        size_t row = (size_t)img->width * (size_t)img->channels;
-        for (int y = 0; y < img->height; y++)
+        size_t row = (size_t)W * (size_t)img->channels;
+        for (int y = 0; y < H; y++)
             memcpy(img->data + (size_t)y * img->stride, out.data + (size_t)y * out.stride, row);
         sp_image_free(&out);
         return SP_OK;
     }
     policy_draw pd;
-    draw_policy(op, k, ctx, img->width, img->height, &pd);
+    draw_policy(op, k, ctx, W, H, &pd);
     int rc = SP_OK;
-    for (int i = 0; !rc && i < pd.n; i++)
-        if (pd.on[i]) rc = sp_aug_apply(img, pd.op[i], pd.m[i], op->bilinear, f);
+    for (int i = 0; !rc && i < pd.n; i++) {
+        if (!pd.on[i]) continue;
+        rc = sp_aug_apply(img, pd.op[i], pd.m[i], op->bilinear, f);
+        if (!rc && sp__aug_geom_step(pd.op[i], pd.m[i], W, H, (int)k, &g)) sp__geom_push(log, &g);
+    }
     return rc;
 }
 

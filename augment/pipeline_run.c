@@ -289,51 +289,11 @@ static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, 
     return run_center_crop(op, s, st, path, err);
 }
 
-/* color_jitter: block 0; c[0] picks one of the 6 orders of (brightness,
- * contrast, saturation) in lexicographic order, c[1..3] the factors (Q12).
- * With a hue range, c[0] picks one of the 24 orders of (brightness,
- * contrast, saturation, hue) instead (torchvision's randperm(4)), and block
- * 1's c[0] the hue shift, (float)(lo + (hi - lo) * u01). Returns the order
- * (*n = 3 or 4 entries); shared by the run and by sp_pipeline_explain(). */
-static const uint8_t JITTER_ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
-                                            {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-
-/* The permutation number r (0..23) of (0, 1, 2, 3) in lexicographic order. */
-static void perm4(uint32_t r, uint8_t out[4]) {
-    uint8_t left[4] = {0, 1, 2, 3};
-    for (int i = 0, n = 4; i < 4; i++, n--) {
-        uint32_t f = n == 4 ? 6 : n == 3 ? 2 : 1, j = r / f;
-        r %= f;
-        out[i] = left[j];
-        for (int t = (int)j; t + 1 < n; t++) left[t] = left[t + 1];
-    }
-}
-
-static int has_hue(const sp_op *op) { return op->hue[0] != 0 || op->hue[1] != 0; }
-
-static int jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int32_t fq[3],
-                       float *hue, uint8_t order[4]) {
-    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
-    for (int t = 0; t < 3; t++) {
-        double lo = op->jitter[t][0], hi = op->jitter[t][1];
-        fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
-    }
-    *hue = 0.0f;
-    if (!has_hue(op)) {
-        memcpy(order, JITTER_ORDERS[sp_uniform_int(d.c[0], 6)], 3);
-        return 3;
-    }
-    perm4((uint32_t)sp_uniform_int(d.c[0], 24), order);
-    sp_ctr h = sp_sample_draw(ctx->k_augment, 1, k, ctx->sample, ctx->epoch);
-    *hue = (float)(op->hue[0] + (op->hue[1] - op->hue[0]) * sp_u01d(h.c[0]));
-    return 4;
-}
-
 static int run_jitter(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st) {
     int32_t fq[3];
     float hue;
     uint8_t order[4];
-    int n = jitter_draw(op, k, ctx, fq, &hue, order);
+    int n = sp__jitter_draw(op, k, ctx, fq, &hue, order);
     if (fq[0] == SP_FACTOR_ONE && fq[1] == SP_FACTOR_ONE && fq[2] == SP_FACTOR_ONE && hue == 0.0f)
         return SP_OK;
     int rc = st_make_writable(st);
@@ -393,6 +353,20 @@ static int run_rotate(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sta
     sp_image_rotate(&st->cur, angle, op->bilinear, fill, &out);
     st_take(st, &out);
     return SP_OK;
+}
+
+/* random_zoom_out / random_iou_crop (pipeline_detcrop.c); a pending
+ * horizontal flip is applied first. */
+static int run_detcrop(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, state *st,
+                       const char *path, sp_error *err) {
+    int made = 0, rc = SP_OK;
+    if (st->hflip && !(rc = st_make_writable(st))) sp_image_hflip(&st->cur);
+    st->hflip = 0;
+    sp_image out;
+    if (rc) return sp_error_set(err, rc, "%s: %s", path, sp_strerror(rc));
+    rc = sp__detcrop_run(op, k, ctx, &st->cur, st->log, &out, &made, path, err);
+    if (!rc && made) st_take(st, &out);
+    return rc;
 }
 
 /* The pixel-value ops (invert .. sharpness) on a writable image. */
@@ -530,7 +504,10 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, state *st, in
         case SP_OP_TRIVIAL_AUGMENT:   /* a pending flip first (torchvision's order) */
             if (!(rc = st_make_writable(st)) && st->hflip) sp_image_hflip(&st->cur);
             st->hflip = 0;
-            if (!rc) rc = sp__policy_run(op, (uint32_t)k, ctx, &st->cur);
+            if (!rc) rc = sp__policy_run(op, (uint32_t)k, ctx, &st->cur, st->log);
+            break;
+        case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP:
+            if ((rc = run_detcrop(op, (uint32_t)k, ctx, st, path, err))) return rc;
             break;
         case SP_OP_RANDOM_APPLY:   /* not drawn: the ops it governs are skipped */
             if (!bernoulli(op, (uint32_t)k, ctx)) k += op->span;
@@ -684,6 +661,11 @@ static const char *fmt_name(sp_format f) {
  * tracked through the geometric ops as they would change it. */
 size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
                            sp_format format, char *buf, size_t n) {
+    return sp__pipeline_explain_log(p, ctx, W, H, format, NULL, buf, n);
+}
+
+size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
+                                sp_format format, const sp_geom_log *log, char *buf, size_t n) {
     sp__fbuf e = {buf, n, 0};
     if (n) buf[0] = '\0';
     if (!p || !ctx) return 0;
@@ -696,9 +678,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
         if (at_source) s.src = &dummy;   /* pick_scale() only asks whether there is one */
         switch (op->kind) {
         case SP_OP_DECODE:
-            sp__fbuf_printf(&e, "%d decode: %dx%d %s, %s\n", k, W, H,
-                   fmt_name(format),
-                   p->channels == 1 ? "gray" : "rgb");
+            sp__fbuf_printf(&e, "%d decode: %dx%d %s, %s\n", k, W, H, fmt_name(format),
+                            p->channels == 1 ? "gray" : "rgb");
             continue;
         case SP_OP_RRC: {
             sp_crop_box b;
@@ -750,7 +731,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             int32_t fq[3];
             float hue;
             uint8_t o[4];
-            int n = jitter_draw(op, (uint32_t)k, ctx, fq, &hue, o);
+            int n = sp__jitter_draw(op, (uint32_t)k, ctx, fq, &hue, o);
             sp__fbuf_printf(&e, "%d color_jitter: brightness %.4f contrast %.4f saturation %.4f",
                             k, fq[0] / 4096.0, fq[1] / 4096.0, fq[2] / 4096.0);
             if (n == 4) sp__fbuf_printf(&e, " hue %.6f", (double)hue);
@@ -766,6 +747,8 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             sp__fbuf_printf(&e, "%d targets: rules (no draw; the boxes' fates follow)\n", k);
             break;
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
+        case SP_OP_RANDOM_ZOOM_OUT:
+        case SP_OP_RANDOM_IOU_CROP: sp__detcrop_explain(&e, op, k, ctx, log, &W, &H); break;
         case SP_OP_RANDOM_CROP:
         case SP_OP_GAUSSIAN_BLUR:
         case SP_OP_RANDOM_ERASING:
@@ -777,7 +760,7 @@ size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W
             else sp__fbuf_printf(&e, "%d (op %d): no draw\n", k, (int)op->kind);
             break;
         }
-        if (sp__op_is_geometric(op->kind)) at_source = 0;
+        if (sp__op_is_geometric(op->kind) || op->kind >= SP_OP_RANDOM_ZOOM_OUT) at_source = 0;
     }
     return e.len;
 }

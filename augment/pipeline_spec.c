@@ -130,6 +130,9 @@ static const op_desc OPS[] = {
     {"targets", SP_OP_TARGETS,
      {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill", NULL},
      NULL},
+    {"random_zoom_out", SP_OP_RANDOM_ZOOM_OUT, {"fill", "side_range", "p", NULL}, NULL},
+    {"random_iou_crop", SP_OP_RANDOM_IOU_CROP, {"min_scale", "max_scale", "min_aspect_ratio",
+     "max_aspect_ratio", "sampler_options", "trials", "attempts", NULL}, NULL},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
@@ -316,6 +319,8 @@ static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
     case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
         return sp__policy_parse(p, op, idx, d->name, vals, err);
     case SP_OP_TARGETS: return sp__targets_parse(op, idx, vals, err);
+    case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP:
+        return sp__detcrop_parse(p, op, idx, d->name, vals, err);
     case SP_OP_NORMALIZE: {
         int nm, ns, c = p->channels;
         if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
@@ -505,6 +510,7 @@ static void canon_op(sp__sbuf *b, const sp_op *op) {
         sp__policy_canon(b, op);
         break;
     case SP_OP_TARGETS: sp__targets_canon(b, op); break;
+    case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP: sp__detcrop_canon(b, op); break;
     case SP_OP_NORMALIZE:
         sp__sbuf_printf(b, "normalize mean=");
         for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
@@ -539,7 +545,8 @@ static int check_spans(const sp_pipeline *p, sp_error *err) {
                                 "past the last op (op %d)", i, ra->span, p->nops - 1);
         for (int j = i + 1; j <= end; j++) {
             sp_op_kind k = p->ops[j].kind;
-            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE || k == SP_OP_RANDOM_ERASING)
+            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE || k == SP_OP_RANDOM_ERASING ||
+                k == SP_OP_RANDOM_ZOOM_OUT || k == SP_OP_RANDOM_IOU_CROP)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d: a %s inside random_apply "
                                     "(op %d, ops=%d); only ops that keep the image size may be "
                                     "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
@@ -749,8 +756,9 @@ int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h
             h = op->h;
         } else if (op->kind == SP_OP_RESIZE && w) {
             sp__resize_dims(op, w, h, &w, &h);
-        } else if (op->kind == SP_OP_RESIZE) {
-            h = 0;
+        } else if (op->kind == SP_OP_RESIZE || op->kind == SP_OP_RANDOM_ZOOM_OUT ||
+                   op->kind == SP_OP_RANDOM_IOU_CROP) {
+            w = h = 0;   /* a drawn size: only a fixed-size op after it fixes the output */
         }
     }
     if (w <= 0 || h <= 0)

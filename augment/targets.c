@@ -13,6 +13,7 @@
  * the pipeline's `targets` op decide at the end which boxes are kept.
  */
 #include "seedpipe/targets.h"
+#include "augment/pipeline_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,12 @@ static void map_point(const sp_geom_step *g, double *x, double *y) {
         break;
     case SP_GEOM_HFLIP: *x = (double)g->in_w - *x; break;
     case SP_GEOM_VFLIP: *y = (double)g->in_h - *y; break;
+    case SP_GEOM_AFFINE: {
+        double x1 = (g->m[0] * *x + g->m[1] * *y) + g->m[2];
+        *y = (g->m[3] * *x + g->m[4] * *y) + g->m[5];
+        *x = x1;
+        break;
+    }
     default: {   /* ROTATE: about the canvas centre, forward map = theta transposed */
         double cx = (double)g->in_w * 0.5, cy = (double)g->in_h * 0.5;
         double dx = *x - cx, dy = *y - cy;
@@ -67,6 +74,25 @@ static int clip_rect(rect *r, int W, int H) {
 
 static int outside(double x, double y, int W, int H) {
     return !(x >= 0.0 && x <= (double)W && y >= 0.0 && y <= (double)H);
+}
+
+int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, double *vis) {
+    for (uint32_t i = 0; i < t->n; i++) {
+        const float *b = t->boxes + 4 * (size_t)i;
+        rect v = {b[0], b[1], b[2], b[3]};
+        int alive = clip_rect(&v, log->src_w, log->src_h);
+        for (int j = 0; alive && j < upto && j < log->n; j++) {
+            v = map_rect(&log->step[j], v);
+            alive = clip_rect(&v, log->step[j].out_w, log->step[j].out_h);
+        }
+        if (!alive) v.x0 = v.y0 = v.x1 = v.y1 = 0.0;
+        double *o = vis + 4 * (size_t)i;
+        o[0] = v.x0;
+        o[1] = v.y0;
+        o[2] = v.x1;
+        o[3] = v.y1;
+    }
+    return (int)t->n;
 }
 
 enum { FATE_KEPT, FATE_EMPTY, FATE_AREA, FATE_VIS };

@@ -81,18 +81,39 @@ int sp__targets_moves(sp_op_kind k) {
     case SP_OP_NORMALIZE: case SP_OP_INVERT: case SP_OP_POSTERIZE: case SP_OP_SOLARIZE:
     case SP_OP_AUTOCONTRAST: case SP_OP_EQUALIZE: case SP_OP_SHARPNESS:
     case SP_OP_RANDOM_APPLY: case SP_OP_RANDOM_CROP: case SP_OP_GAUSSIAN_BLUR:
-    case SP_OP_RANDOM_ERASING: case SP_OP_ROTATE: case SP_OP_TARGETS:
+    case SP_OP_RANDOM_ERASING: case SP_OP_ROTATE: case SP_OP_TARGETS: case SP_OP_AFFINE:
+    case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
+    case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP:
         return 1;
     default:
         return 0;
     }
 }
 
+/* The most steps op can log (targets.h sp_geom_log): one per op, a
+ * policy op one per sub-op, a resize fused with a center_crop two. */
+static int max_steps(const sp_op *op) {
+    if (op->kind == SP_OP_RAND_AUGMENT) return op->num_ops;
+    if (op->kind == SP_OP_AUTO_AUGMENT || op->kind == SP_OP_RESIZE) return 2;
+    return 1;
+}
+
 int sp__targets_check(const sp_pipeline *p, sp_error *err) {
-    int t = -1;
-    for (int i = 0; i < p->nops; i++)
+    int t = -1, steps = 0;
+    for (int i = 0; i < p->nops; i++) {
         if (p->ops[i].kind == SP_OP_TARGETS) t = i;
+        steps += max_steps(&p->ops[i]);
+    }
+    for (int i = 0; t < 0 && i < p->nops; i++)
+        if (p->ops[i].kind == SP_OP_RANDOM_IOU_CROP)
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_iou_crop\": it decides "
+                                "by the sample's boxes, so the pipeline must end with a targets "
+                                "op (and be given annotations; docs/targets.md)", i);
     if (t < 0) return SP_OK;
+    if (steps > SP_GEOM_LOG_MAX)
+        return sp_error_set(err, SP_ESPEC, "pipeline: with targets, its ops may log up to %d "
+                            "geometric steps, more than the %d a sample's log holds", steps,
+                            SP_GEOM_LOG_MAX);
     if (t != p->nops - 1)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": it must be the last op",
                             t);
@@ -101,6 +122,12 @@ int sp__targets_check(const sp_pipeline *p, sp_error *err) {
         if (op->kind == SP_OP_RANDOM_APPLY && i + op->span >= t)
             return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": targets may "
                                 "not be random-applied", i);
+        int affine = op->kind == SP_OP_AFFINE || op->kind == SP_OP_AUTO_AUGMENT ||
+                     op->kind == SP_OP_RAND_AUGMENT || op->kind == SP_OP_TRIVIAL_AUGMENT;
+        if (affine && p->ops[t].tmasks)   /* sp_mask_warp() has no affine step yet */
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d: masks cannot move through "
+                                "affine, shear or translate steps yet (boxes and keypoints "
+                                "can): drop masks= or this op", i);
     }
     return SP_OK;
 }

@@ -44,12 +44,13 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
     }
     if (rc == 0) {
         sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)index};
-        size_t len = sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
         sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
         sp_out_shape shape = {ld->h, ld->w, ld->c};
-        if (ld->targets && len + 1 < n)   /* each box's fate: the sample is run */
-            rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, NULL,
-                             ld->image_bytes, ld->sample_bytes, 0, buf + len, n - len, err);
+        if (ld->targets)   /* the sample is run: random_iou_crop's attempts, each box's fate */
+            sp__ldt_explain(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx,
+                            ld->image_bytes, ld->sample_bytes, W, H, fmt, buf, n, &rc, err);
+        else
+            sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
     }
     sp_sample_data_free(&sd);
     return rc;

@@ -93,6 +93,40 @@ void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
     sp__hash_u64(h, d.lo);
 }
 
+/* The sample through the pipeline with its geometry log (log->targets =
+ * tg: its boxes, which random_iou_crop reads), then its targets into the
+ * record; fates as sp_targets_apply(). */
+static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
+                      const sp_sample_src *src, const sp_run_opts *opts,
+                      const sp_out_shape *shape, uint64_t idx, void *dst, size_t image_bytes,
+                      int dflags, sp_geom_log *log, sp_targets *tg, char *fates, size_t fates_n,
+                      sp_error *err) {
+    size_t span = sp_targets_image_span(image_bytes);
+    if (t->coco) sp_coco_get(t->coco, idx, tg);
+    else memset(tg, 0, sizeof *tg);      /* masks=semantic alone: no boxes */
+    if (!t->rules.keypoints) tg->k = 0;   /* keypoints=0: not carried */
+    log->targets = tg;
+    int rc = sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, image_bytes, dflags, log, err);
+    if (rc == 0) {
+        memset((uint8_t *)dst + image_bytes, 0, span - image_bytes);
+        uint32_t kept[SP_TARGETS_MAX_BOXES];
+        tg->kept = kept;
+        sp_targets_stats st;
+        const char *path = src->path ? src->path : "(sample)";
+        rc = sp_targets_apply(&t->rules, log, tg, (uint8_t *)dst + span, &st, fates, fates_n,
+                              path, err);
+        sp_targets_rules boxes_only = t->rules;   /* the masks follow the box fields */
+        boxes_only.masks = SP_MASKS_NONE;
+        if (rc == 0)
+            rc = sp__ldm_write(&t->rules, t->coco, t->ds, idx, log, kept, st.kept,
+                               (uint8_t *)dst + span + sp_targets_record_bytes(&boxes_only), path,
+                               err);
+        tg->kept = NULL;
+    }
+    log->targets = NULL;
+    return rc;
+}
+
 int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                 const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
                 uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
@@ -107,29 +141,37 @@ int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ct
         free(tmp);
         return sp_error_set(err, SP_ENOMEM, "targets: out of memory");
     }
-    if (!dst) dst = tmp;
-    size_t span = sp_targets_image_span(image_bytes);
-    int rc = sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, image_bytes, dflags, log, err);
-    if (rc == 0) {
-        memset((uint8_t *)dst + image_bytes, 0, span - image_bytes);
-        sp_targets tg;
-        if (t->coco) sp_coco_get(t->coco, idx, &tg);
-        else memset(&tg, 0, sizeof tg);
-        if (!t->rules.keypoints) tg.k = 0;   /* keypoints=0: not carried */
-        uint32_t kept[SP_TARGETS_MAX_BOXES];
-        tg.kept = kept;
-        sp_targets_stats st;
-        const char *path = src->path ? src->path : "(sample)";
-        rc = sp_targets_apply(&t->rules, log, &tg, (uint8_t *)dst + span, &st, fates, fates_n,
-                              path, err);
-        sp_targets_rules boxes_only = t->rules;   /* the masks follow the box fields */
-        boxes_only.masks = SP_MASKS_NONE;
-        if (rc == 0)
-            rc = sp__ldm_write(&t->rules, t->coco, t->ds, idx, log, kept, st.kept,
-                               (uint8_t *)dst + span + sp_targets_record_bytes(&boxes_only), path,
-                               err);
-    }
+    sp_targets tg;
+    int rc = run_logged(t, pl, ctx, src, opts, shape, idx, dst ? dst : tmp, image_bytes, dflags,
+                        log, &tg, fates, fates_n, err);
     free(tmp);
     free(log);
     return rc;
+}
+
+size_t sp__ldt_explain(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
+                       const sp_sample_src *src, const sp_run_opts *opts,
+                       const sp_out_shape *shape, uint64_t idx, size_t image_bytes,
+                       size_t sample_bytes, int W, int H, sp_format fmt, char *buf, size_t n,
+                       int *rc, sp_error *err) {
+    sp_geom_log *log = malloc(sizeof *log);
+    void *tmp = malloc(sample_bytes);
+    char *fates = malloc(n ? n : 1);
+    sp_targets tg;
+    *rc = !log || !tmp || !fates ? sp_error_set(err, SP_ENOMEM, "explain: out of memory") : 0;
+    if (!*rc)
+        *rc = run_logged(t, pl, ctx, src, opts, shape, idx, tmp, image_bytes, 0, log, &tg, fates,
+                         n, err);
+    size_t len = sp__pipeline_explain_log(pl, ctx, W, H, fmt, *rc ? NULL : log, buf, n);
+    if (!*rc && len + 1 < n) {
+        size_t f = strlen(fates);
+        if (f > n - len - 1) f = n - len - 1;
+        memcpy(buf + len, fates, f);
+        len += f;
+        buf[len] = '\0';
+    }
+    free(fates);
+    free(tmp);
+    free(log);
+    return len;
 }

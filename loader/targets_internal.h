@@ -39,4 +39,15 @@ int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ct
                 uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
                 char *fates, size_t fates_n, sp_error *err);
 
+/*! sp__ldt_explain() : sp_pipeline_explain()'s lines for sample idx (W x H,
+ *  format fmt) with what only its run knows (random_iou_crop's attempts
+ *  and crop, from the run's geometry log), then each box's fate, into buf
+ *  (n bytes). *rc: 0 or the run's error (then the lines alone). @return
+ *  the length written. */
+size_t sp__ldt_explain(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
+                       const sp_sample_src *src, const sp_run_opts *opts,
+                       const sp_out_shape *shape, uint64_t idx, size_t image_bytes,
+                       size_t sample_bytes, int W, int H, sp_format fmt, char *buf, size_t n,
+                       int *rc, sp_error *err);
+
 #endif

@@ -40,10 +40,12 @@ static void test_run_geom_same_bytes(void) {
         "resize size=20 | center_crop size=16 | vflip p=1",
         "center_crop size=60,30 | rotate degrees=40",
         "random_crop size=30 padding=3 pad_if_needed=1 | hflip p=1 | gaussian_blur kernel=3",
+        "hflip p=1 | affine degrees=20 translate=0.1,0.1 scale=0.8,1.2 shear=10",
+        "rand_augment num_ops=4 magnitude=20 | trivial_augment_wide | auto_augment",
     };
     sp_image im = test_image(50, 40);
     sp_sample_src src = {"(test)", NULL, 0, &im};
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < 6; t++) {
         char spec[256];
         for (int with = 0; with < 2; with++) {
             snprintf(spec, sizeof spec, "%s%s", SPECS[t], with ? " | targets" : "");
@@ -62,11 +64,11 @@ static void test_run_geom_same_bytes(void) {
                          &err);
                 CHECK(memcmp(a, b, n) == 0);
                 CHECK(log.src_w == 50 && log.src_h == 40);
-                CHECK(log.n >= 1 && log.step[log.n - 1].out_w == w &&
+                CHECK(log.n == 0 ? w == 50 && h == 40 : log.step[log.n - 1].out_w == w &&
                       log.step[log.n - 1].out_h == h);
-                for (int i = 1; i < log.n; i++) {   /* a chain, in op order */
-                    CHECK(log.step[i].in_w == log.step[i - 1].out_w);
-                    CHECK(log.step[i].op > log.step[i - 1].op);
+                for (int i = 1; i < log.n; i++) {   /* a chain, in op order (a policy op: */
+                    CHECK(log.step[i].in_w == log.step[i - 1].out_w);   /* one per sub-op) */
+                    CHECK(log.step[i].op >= log.step[i - 1].op);
                 }
             }
             if (t == 1) {   /* resize (op 0) + center_crop (op 1) fused, then vflip (op 2) */
@@ -77,6 +79,10 @@ static void test_run_geom_same_bytes(void) {
                       log.step[1].sx == 1);
                 CHECK(log.step[2].kind == SP_GEOM_VFLIP && log.step[2].in_h == 16);
             }
+            if (t == 4)     /* the flip, then affine's forward matrix */
+                CHECK(log.n == 2 && log.step[0].kind == SP_GEOM_HFLIP &&
+                      log.step[1].kind == SP_GEOM_AFFINE && log.step[1].op == 1 &&
+                      log.step[1].m[0] != 0);
             if (t == 0)     /* the deferred hflip is logged at its op */
                 CHECK(log.n == 2 && log.step[1].kind == SP_GEOM_HFLIP && log.step[1].op == 1 &&
                       log.step[1].in_w == 32);
@@ -90,7 +96,7 @@ static void test_run_geom_same_bytes(void) {
 
 static sp_geom_step axis(int in_w, int in_h, int ow, int oh, double x0, double y0, double sx,
                          double sy) {
-    sp_geom_step g = {SP_GEOM_AXIS, 0, in_w, in_h, ow, oh, x0, y0, sx, sy, 0, 0};
+    sp_geom_step g = {SP_GEOM_AXIS, 0, in_w, in_h, ow, oh, x0, y0, sx, sy, 0, 0, {0}};
     return g;
 }
 
@@ -123,7 +129,7 @@ static void test_apply_by_hand(void) {
     log.n = 3;
     log.step[0] = axis(100, 80, 60, 50, 0, 0, 1, 1);                 /* crop [0,60] x [0,50] */
     log.step[1] = axis(60, 50, 120, 50, 0, 0, 2, 1);                 /* resize x by 2 */
-    log.step[2] = (sp_geom_step){SP_GEOM_HFLIP, 2, 120, 50, 120, 50, 0, 0, 1, 1, 0, 0};
+    log.step[2] = (sp_geom_step){SP_GEOM_HFLIP, 2, 120, 50, 120, 50, 0, 0, 1, 1, 0, 0, {0}};
     rec out;
     memset(&out, 0xAB, sizeof out);
     sp_targets_stats st;
@@ -158,7 +164,7 @@ static void test_apply_by_hand(void) {
     memset(&rot, 0, sizeof rot);
     rot.src_w = rot.src_h = 40;
     rot.n = 1;
-    rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1};
+    rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1, {0}};
     const float b2[4] = {5, 10, 15, 30};
     const int32_t l2 = 9;
     sp_targets t2 = {1, 0, b2, &l2, NULL, NULL};
@@ -166,6 +172,19 @@ static void test_apply_by_hand(void) {
     float o2[64];
     CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 10 && o2[1] == 25 && o2[2] == 30 && o2[3] == 35);
+    /* an affine step: x' = x + 0.5 y - 4, y' = y + 2 (a shear and a shift);
+     * the corners of [5, 10, 15, 30] go to x in [6, 26], y in [12, 32] */
+    rot.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, 0,
+                                 {1, 0.5, -4, 0, 1, 2}};
+    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK(st.kept == 1 && o2[0] == 6 && o2[1] == 12 && o2[2] == 26 && o2[3] == 32);
+    /* shifted over the border: x [30, 50] clipped to [30, 40]; further: empty */
+    rot.step[0].m[2] = 20;
+    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK(st.kept == 1 && o2[0] == 30 && o2[1] == 12 && o2[2] == 40 && o2[3] == 32);
+    rot.step[0].m[2] = 30;
+    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK(st.kept == 0 && st.dropped_empty == 1);
 }
 
 static void test_apply_refusals(void) {
@@ -219,7 +238,49 @@ static void test_targets_spec(void) {
     expect_spec_error("resize size=4,4 | targets colour=1", "unknown key");
 }
 
+/* random_iou_crop needs the sample's boxes: refused without a targets op
+ * (at parse) and without a geometry log (at run); a log without targets
+ * is a sample without boxes (the keep option or the fallback: no crop). */
+static void test_iou_crop_needs_boxes(void) {
+    expect_spec_error("random_iou_crop | resize size=4,4", "\"random_iou_crop\": it decides by "
+                      "the sample's boxes");
+    expect_spec_error("resize size=8,8 | random_apply ops=1 | random_zoom_out | resize size=4,4",
+                      "inside random_apply");
+    /* 9 x rand_augment num_ops=16 could log 144 steps: more than a log holds */
+    char spec[512] = "";
+    for (int i = 0; i < 9; i++) strcat(spec, "rand_augment num_ops=16 | ");
+    strcat(spec, "targets");
+    expect_spec_error(spec, "geometric steps");
+    sp_pipeline *p = parse_ok("random_iou_crop sampler_options=0.5 trials=2 attempts=3 | "
+                              "resize size=8,8 | targets");
+    sp_image im = test_image(40, 30);
+    sp_sample_src src = {"(t)", NULL, 0, &im};
+    sp_sample_ctx ctx = {sp_rng_key(1, SP_RNG_AUGMENT), 0, 0};
+    uint8_t out[8 * 8 * 3];
+    sp_error err;
+    CHECK(sp_pipeline_run(p, &ctx, &src, NULL, out, &err) == SP_EINVAL);
+    CHECK(strstr(err.msg, "(t): random_iou_crop decides by the sample's boxes"));
+    sp_geom_log log;
+    memset(&log, 0, sizeof log);
+    CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
+    CHECK(log.n == 2 && log.step[0].out_w == 40 && log.step[0].out_h == 30 &&
+          log.step[0].x0 == 0 && log.step[0].sx == 1);   /* no boxes: the fallback, no crop */
+    /* a box filling the image: option 0.5 is reached by the first trial whose
+     * crop keeps its centre and half its area */
+    const float box[4] = {0, 0, 40, 30};
+    const int32_t lab = 1;
+    sp_targets t = {1, 0, box, &lab, NULL, NULL};
+    log.targets = &t;
+    CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
+    CHECK(log.n == 2 && log.step[0].kind == SP_GEOM_AXIS &&
+          (double)log.step[0].out_w * log.step[0].out_h >= 0.5 * 40 * 30 &&
+          log.step[0].x0 + log.step[0].out_w <= 40 && log.step[0].y0 + log.step[0].out_h <= 30);
+    sp_pipeline_destroy(p);
+    sp_image_free(&im);
+}
+
 static const sp_case cases[] = {
+    SP_CASE(test_iou_crop_needs_boxes),
     SP_CASE(test_run_geom_same_bytes),
     SP_CASE(test_apply_by_hand),
     SP_CASE(test_apply_refusals),

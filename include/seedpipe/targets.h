@@ -87,7 +87,9 @@ typedef enum {
     SP_GEOM_AXIS = 0,   /* x' = (x - x0) * sx, y' = (y - y0) * sy (crop, pad, resize) */
     SP_GEOM_HFLIP = 1,  /* x' = W - x (W: the width before the step) */
     SP_GEOM_VFLIP = 2,  /* y' = H - y */
-    SP_GEOM_ROTATE = 3  /* about (W/2, H/2) by rotate's matrix (c, s) */
+    SP_GEOM_ROTATE = 3, /* about (W/2, H/2) by rotate's matrix (c, s) */
+    SP_GEOM_AFFINE = 4  /* x' = (m0 x + m1 y) + m2, y' = (m3 x + m4 y) + m5 (affine, shear,
+                         * translate: the forward matrix, in pixels of the canvas) */
 } sp_geom_kind;
 
 typedef struct sp_geom_step {
@@ -98,10 +100,13 @@ typedef struct sp_geom_step {
     double x0, y0;        /* AXIS: the source point that maps to (0, 0) */
     double sx, sy;        /* AXIS: out / source extent (1 for a crop) */
     double c, s;          /* ROTATE: rotate's theta[0], theta[1] (float32 values) */
+    double m[6];          /* AFFINE: the forward matrix (docs/pipeline.md "affine") */
 } sp_geom_step;
 
 #define SP_GEOM_LOG_MAX 128
 typedef struct sp_geom_log {
+    const sp_targets *targets; /* in: the sample's targets, set by the caller before the run
+                                * (random_iou_crop decides by its boxes; NULL: none) */
     int n;                /* steps */
     int src_w, src_h;     /* the decoded (or raw) source image */
     sp_geom_step step[SP_GEOM_LOG_MAX];

@@ -43,9 +43,10 @@ static void check(const sp_coco *c) {
     log.src_w = 100;
     log.src_h = 60;
     log.n = 3;
-    log.step[0] = (sp_geom_step){SP_GEOM_AXIS, 0, 100, 60, 50, 50, 10, 5, 50.0 / 70, 1, 0, 0};
-    log.step[1] = (sp_geom_step){SP_GEOM_HFLIP, 1, 50, 50, 50, 50, 0, 0, 1, 1, 0, 0};
-    log.step[2] = (sp_geom_step){SP_GEOM_ROTATE, 2, 50, 50, 50, 50, 0, 0, 1, 1, 0.8f, 0.6f};
+    log.step[0] = (sp_geom_step){SP_GEOM_AXIS, 0, 100, 60, 50, 50, 10, 5, 50.0 / 70, 1, 0, 0,
+                                 {0}};
+    log.step[1] = (sp_geom_step){SP_GEOM_HFLIP, 1, 50, 50, 50, 50, 0, 0, 1, 1, 0, 0, {0}};
+    log.step[2] = (sp_geom_step){SP_GEOM_ROTATE, 2, 50, 50, 50, 50, 0, 0, 1, 1, 0.8f, 0.6f, {0}};
     for (uint64_t i = 0; i < 3; i++) {
         sp_targets t;
         sp_coco_get(c, i, &t);

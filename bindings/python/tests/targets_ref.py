@@ -11,11 +11,9 @@ import re
 import numpy as np
 
 
-def rotation_cs(angle32):
-    """rotate's (theta[0], theta[1]) for a float32 angle, docs/pipeline.md
-    "rotate": the angle reduced by quarter turns, the Taylor polynomials to
-    t^21 / t^20 in Horner form, then rounded to float32."""
-    r = -float(angle32)
+def sincos_deg(r):
+    """(sin, cos) of r degrees, docs/pipeline.md "rotate": the angle reduced
+    by quarter turns, the Taylor polynomials to t^21 / t^20 in Horner form."""
     q = math.floor(r / 90.0 + 0.5)
     rem = r - 90.0 * q
     t = rem * (3.14159265358979323846 / 180.0)
@@ -26,7 +24,56 @@ def rotation_cs(angle32):
     s, c = t * (1.0 + ps), 1.0 + pc
     for _ in range(int(q - 4.0 * math.floor(q / 4.0))):
         s, c = c, -s
+    return s, c
+
+
+def rotation_cs(angle32):
+    """rotate's (theta[0], theta[1]) for a float32 angle, rounded to float32."""
+    s, c = sincos_deg(-float(angle32))
     return float(np.float32(c)), float(np.float32(s))
+
+
+def affine_forward(angle, shx, shy, scale, cx, cy, tx, ty):
+    """docs/pipeline.md "Targets": torchvision's forward matrix
+    (_get_inverse_affine_matrix, inverted=False) in double."""
+    sr, cr = sincos_deg(angle)
+    sd, cd = sincos_deg(angle - shy)
+    sy, cy_ = sincos_deg(shy)
+    sx, cx_ = sincos_deg(shx)
+    t = sx / cx_
+    a, b = cd / cy_, -cd * t / cy_ - sr
+    c, d = sd / cy_, -sd * t / cy_ + cr
+    m = [a * scale, b * scale, 0.0 * scale, c * scale, d * scale, 0.0 * scale]
+    m[2] += m[0] * -cx + m[1] * -cy
+    m[5] += m[3] * -cx + m[4] * -cy
+    m[2] += cx + tx
+    m[5] += cy + ty
+    return m
+
+
+def policy_step(name, mag, W, H):
+    """The step of a policy sub-op (name, magnitude as explain prints it),
+    or None when it keeps pixels in place."""
+    if name == "Rotate":
+        return ("rotate", rotation_cs(np.float32(mag)), W, H, W, H)
+    rss, cx, cy, tx, ty = [1.0, -0.0, 0.0, 1.0], W * 0.5, H * 0.5, 0.0, 0.0
+    if name == "ShearX":
+        rss[1], cx, cy = -mag, 0.0, 0.0
+    elif name == "ShearY":
+        rss[2], cx, cy = -mag, 0.0, 0.0
+    elif name == "TranslateX":
+        tx = float(int(mag))
+    elif name == "TranslateY":
+        ty = float(int(mag))
+    else:
+        return None
+    a, b, c, d = rss
+    m = [a, b, 0.0, c, d, 0.0]
+    m[2] += m[0] * -cx + m[1] * -cy
+    m[5] += m[3] * -cx + m[4] * -cy
+    m[2] += cx + tx
+    m[5] += cy + ty
+    return ("affine", m, W, H, W, H)
 
 
 def steps_from_explain(text, W, H):
@@ -63,6 +110,20 @@ def steps_from_explain(text, W, H):
             out.append(("axis", (x - pl - ex, y - pt - ey, 1.0, 1.0), W, H, ow, oh))
             W, H = ow, oh
             continue
+        m = re.match(r"\d+ random_zoom_out: canvas (\d+)x(\d+), image at x=(\d+) y=(\d+) of",
+                     line)
+        if m:
+            cw, ch, left, top = map(int, m.groups())
+            out.append(("axis", (-left, -top, 1.0, 1.0), W, H, cw, ch))
+            W, H = cw, ch
+            continue
+        m = re.match(r"\s+attempt \d+ option \S+: trial \d+: crop x=(\d+) y=(\d+) w=(\d+) "
+                     r"h=(\d+) of", line)
+        if m:
+            x, y, w, h = map(int, m.groups())
+            out.append(("axis", (x, y, 1.0, 1.0), W, H, w, h))
+            W, H = w, h
+            continue
         m = re.match(r"\d+ (hflip|vflip): flipped", line)
         if m:
             out.append((m.group(1), (), W, H, W, H))
@@ -70,6 +131,22 @@ def steps_from_explain(text, W, H):
         m = re.match(r"\d+ rotate: angle (\S+)", line)
         if m:
             out.append(("rotate", rotation_cs(np.float32(m.group(1))), W, H, W, H))
+            continue
+        m = re.match(r"\d+ affine: angle (\S+) translate (-?\d+),(-?\d+) scale (\S+) "
+                     r"shear (\S+),(\S+)", line)
+        if m:
+            f = [float(np.float32(v)) for v in m.groups()]
+            out.append(("affine", affine_forward(f[0], f[4], f[5], f[3], W * 0.5, H * 0.5,
+                                                 f[1], f[2]), W, H, W, H))
+            continue
+        m = re.match(r"\d+ (auto_augment|rand_augment|trivial_augment_wide): \[([^\]]*)\]",
+                     line)
+        if m and m.group(2):
+            for sub in m.group(2).split(", "):
+                name, mag = sub.split(" ")
+                st = policy_step(name, float(np.float32(mag)), W, H)
+                if st:
+                    out.append(st)
     return out
 
 
@@ -81,6 +158,8 @@ def map_point(step, x, y):
         return float(W) - x, y
     if kind == "vflip":
         return x, float(H) - y
+    if kind == "affine":
+        return (p[0] * x + p[1] * y) + p[2], (p[3] * x + p[4] * y) + p[5]
     c, s = p
     cx, cy = float(W) * 0.5, float(H) * 0.5
     dx, dy = x - cx, y - cy
@@ -152,3 +231,78 @@ def apply(steps, src_w, src_h, boxes, labels, kps, rules):
         if K:
             ok[j] = np.array(k, np.float64).astype(np.float32)
     return ob, ol, ok, counts, fates
+
+
+# ---- random_zoom_out and random_iou_crop (docs/pipeline.md), from the draws ----
+
+F32 = np.float32
+
+
+def zoom_draw(block, W, H, lo, hi, p):
+    """(applied, canvas w, canvas h, left, top) from block 0's four words
+    (u01 of each; binary32 arithmetic as documented)."""
+    u = [(x >> 8) * 2.0 ** -24 for x in block]
+    r = F32(lo) + F32(hi - lo) * F32(u[1])
+    cw, ch = int(F32(W) * r), int(F32(H) * r)
+    left, top = int(F32(cw - W) * F32(u[2])), int(F32(ch - H) * F32(u[3]))
+    return u[0] < p, cw, ch, left, top
+
+
+def visible_at(steps, src_w, src_h, boxes):
+    """Each box's visible rectangle after `steps` (None: empty)."""
+    out = []
+    for b in boxes:
+        v, alive = clip([float(F32(x)) for x in b], src_w, src_h)
+        for st in steps:
+            if not alive:
+                break
+            v, alive = clip(map_rect(st, v), st[4], st[5])
+        out.append(v if alive else None)
+    return out
+
+
+def iou_trial(words, W, H, vis, prm, thr):
+    """One trial: ("empty"|"aspect"|"centre"|"iou", None) or ("ok", (x, y,
+    w, h, centred, best))."""
+    u = [F32((x >> 8) * 2.0 ** -24) for x in words]
+    lo, span = F32(prm["min_scale"]), F32(prm["max_scale"] - prm["min_scale"])
+    w, h = int(F32(W) * (lo + span * u[0])), int(F32(H) * (lo + span * u[1]))
+    if w <= 0 or h <= 0:
+        return "empty", None
+    if not prm["min_aspect_ratio"] <= w / h <= prm["max_aspect_ratio"]:
+        return "aspect", None
+    x, y = int(F32(W - w) * u[2]), int(F32(H - h) * u[3])
+    best, centred = -1.0, 0
+    for b in vis:
+        if b is None:
+            continue
+        mx, my = 0.5 * (b[0] + b[2]), 0.5 * (b[1] + b[3])
+        if not (x < mx < x + w and y < my < y + h):
+            continue
+        centred += 1
+        iw = min(b[2], x + w) - max(b[0], x)
+        ih = min(b[3], y + h) - max(b[1], y)
+        inter = iw * ih if iw > 0 and ih > 0 else 0.0
+        best = max(best, inter / (((b[2] - b[0]) * (b[3] - b[1]) + float(w) * h) - inter))
+    if not centred:
+        return "centre", None
+    if best < thr:
+        return "iou", None
+    return "ok", (x, y, w, h, centred, best)
+
+
+def iou_decide(draw, W, H, vis, prm):
+    """random_iou_crop as docs/pipeline.md states it; draw(block) gives the
+    four words of a block of this op. Returns (kind, attempt, option,
+    detail): ("crop", a, thr, (x, y, w, h, centred, best, trial)),
+    ("keep", a, thr, None) or ("fallback", attempts, None, None)."""
+    opts = prm["sampler_options"]
+    for a in range(prm["attempts"]):
+        thr = opts[(draw(a << 16)[0] * len(opts)) >> 32]
+        if thr >= 1.0:
+            return "keep", a, thr, None
+        for t in range(prm["trials"]):
+            why, res = iou_trial(draw((a << 16) | (t + 1)), W, H, vis, prm, thr)
+            if why == "ok":
+                return "crop", a, thr, res + (t,)
+    return "fallback", prm["attempts"], None, None

@@ -370,3 +370,13 @@ def test_semantic_workers_and_errors(seg, tmp_path):
         make()
         with pytest.raises(seedpipe.Error, match=msg):
             run(d=str(bad))
+
+
+def test_masks_refuse_affine_steps(seg):
+    """Masks have no affine step yet: a pipeline with masks and an affine
+    or policy op is refused by name when it is parsed, not per sample."""
+    data, _ = seg
+    for op in ("affine degrees=10", "trivial_augment_wide", "rand_augment"):
+        spec = f"{op} | resize size=24 | targets masks=semantic"
+        with pytest.raises(seedpipe.Error, match="masks cannot move through affine"):
+            seedpipe.Loader(data, pipeline=spec, batch_size=2)

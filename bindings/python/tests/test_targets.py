@@ -136,6 +136,16 @@ SPECS = [
     "targets max_boxes=12 clip=0 min_area=4 min_visibility=0.3 keypoints=3",
     "resize size=48,48 | hflip p=0.5 | random_apply ops=2 p=0.5 | vflip p=1 | rotate "
     "degrees=90 | normalize mean=0.5 std=0.25 | random_erasing p=1 | " + TGT,
+    # affine and the policy ops move targets by their forward matrix
+    "resize size=56,64 | affine degrees=30 translate=0.2,0.1 scale=0.7,1.3 shear=-15,15,-10,10"
+    " | " + TGT,
+    "random_resized_crop size=48,64 | hflip p=0.5 | affine degrees=0 shear=40 "
+    "interpolation=bilinear | " + TGT,
+    "resize size=64,48 | rand_augment num_ops=3 magnitude=14 | " + TGT,
+    "resize size=60,52 | trivial_augment_wide | hflip p=0.5 | " + TGT,
+    "resize size=50,66 | auto_augment policy=svhn | "
+    "targets max_boxes=12 clip=0 min_area=2 min_visibility=0.2 keypoints=3",
+    "resize size=50,66 | auto_augment policy=imagenet | rotate degrees=10 | " + TGT,
 ]
 
 
