@@ -123,8 +123,7 @@ static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_c
                                err);
         tg->kept = NULL;
     }
-    log->targets = NULL;
-    return rc;
+    return rc;   /* log->targets stays: explain reads the boxes through it */
 }
 
 int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,

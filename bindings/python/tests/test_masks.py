@@ -31,11 +31,13 @@ import masks_ref
 class Step(Structure):
     _fields_ = [("kind", c_int), ("op", c_int), ("in_w", c_int), ("in_h", c_int),
                 ("out_w", c_int), ("out_h", c_int), ("x0", c_double), ("y0", c_double),
-                ("sx", c_double), ("sy", c_double), ("c", c_double), ("s", c_double)]
+                ("sx", c_double), ("sy", c_double), ("c", c_double), ("s", c_double),
+                ("m", c_double * 6)]
 
 
-class Log(Structure):
-    _fields_ = [("n", c_int), ("src_w", c_int), ("src_h", c_int), ("step", Step * 128)]
+class Log(Structure):   # include/seedpipe/targets.h's sp_geom_log
+    _fields_ = [("targets", ctypes.c_void_p), ("n", c_int), ("src_w", c_int), ("src_h", c_int),
+                ("step", Step * 128)]
 
 
 U8P = POINTER(c_uint8)
