@@ -27,7 +27,8 @@ from PIL import Image
 import seedpipe
 from seedpipe import _keys
 import targets_ref
-from test_targets import coco, _sample_targets, _rules, _batches, _equal  # noqa: F401
+from test_targets import (coco, _sample_targets, _rules, _batches, _equal,  # noqa: F401
+                          _workers_and_resume)
 
 TGT = "targets max_boxes=12 keypoints=3"
 SPECS = [
@@ -238,23 +239,7 @@ SPEC_W = ("random_zoom_out p=0.6 | random_iou_crop | resize size=48,48 | hflip p
 
 def test_workers_and_resume(coco):  # noqa: F811
     data, ann, _ = coco
-    ref = _batches(data, ann, SPEC_W, seed=4, epochs=2)
-    for w in (1, 3):
-        _equal(ref, _batches(data, ann, SPEC_W, seed=4, epochs=2, workers=w))
-    with seedpipe.Loader(data, pipeline=SPEC_W, annotations=ann, batch_size=4, seed=4,
-                         epochs=2, workers=3) as ld:
-        it = ld.stream()
-        for _ in range(3):
-            next(it)
-        state = ld.state_dict()
-    with seedpipe.Loader(data, pipeline=SPEC_W, annotations=ann, batch_size=4, seed=4,
-                         epochs=2, workers=1) as ld:
-        ld.load_state_dict(state)
-        rest = [({k: np.array(v) for k, v in b.items()},
-                 [int(i) for i in ld.batch_info.indices], ld.batch_digest())
-                for b in ld.stream()]
-    assert len(ref) == 6
-    _equal(ref[3:], rest)
+    _workers_and_resume(data, ann, SPEC_W, 4, 3)
 
 
 def test_refusals_and_canonical(coco):  # noqa: F811

@@ -237,27 +237,33 @@ def _equal(xs, ys):
             assert x[k].tobytes() == y[k].tobytes(), k
 
 
-def test_workers_resume_and_cache(coco, tmp_path):
-    data, ann, _ = coco
-    ref = _batches(data, ann, SPEC_W, seed=5, epochs=2)
+def _workers_and_resume(data, ann, spec, seed, stop):
+    """The batches of spec (2 epochs, batch 4): the same at 1 and 3 workers,
+    and from a state taken after `stop` batches at 3 workers, resumed at 1.
+    Returns the in-process reference."""
+    ref = _batches(data, ann, spec, seed=seed, epochs=2)
     for w in (1, 3):
-        _equal(ref, _batches(data, ann, SPEC_W, seed=5, epochs=2, workers=w))
-    # a resume at another worker count
-    with seedpipe.Loader(data, pipeline=SPEC_W, annotations=ann, batch_size=4, seed=5,
+        _equal(ref, _batches(data, ann, spec, seed=seed, epochs=2, workers=w))
+    with seedpipe.Loader(data, pipeline=spec, annotations=ann, batch_size=4, seed=seed,
                          epochs=2, workers=3) as ld:
         it = ld.stream()
-        for _ in range(4):
+        for _ in range(stop):
             next(it)
         state = ld.state_dict()
-    with seedpipe.Loader(data, pipeline=SPEC_W, annotations=ann, batch_size=4, seed=5,
+    with seedpipe.Loader(data, pipeline=spec, annotations=ann, batch_size=4, seed=seed,
                          epochs=2, workers=1) as ld:
         ld.load_state_dict(state)
-        rest = []
-        for b in ld.stream():
-            rest.append(({k: np.array(v) for k, v in b.items()},
-                         [int(i) for i in ld.batch_info.indices], ld.batch_digest()))
+        rest = [({k: np.array(v) for k, v in b.items()},
+                 [int(i) for i in ld.batch_info.indices], ld.batch_digest())
+                for b in ld.stream()]
     assert len(ref) == 6
-    _equal(ref[4:], rest)
+    _equal(ref[stop:], rest)
+    return ref
+
+
+def test_workers_resume_and_cache(coco, tmp_path):
+    data, ann, _ = coco
+    ref = _workers_and_resume(data, ann, SPEC_W, 5, 4)
     cache = tmp_path / "cache"
     cold = _batches(data, ann, SPEC_W, seed=5, epochs=2, cache=str(cache))
     warm = _batches(data, ann, SPEC_W, seed=5, epochs=2, cache=str(cache))
