@@ -93,7 +93,7 @@ static int by_u64(const void *a, const void *b) {
 
 /* OR into mask the runs the sorted toggles describe. */
 static void paint_toggles(tog *t, int h, int w, uint8_t *mask) {
-    qsort(t->a, t->n, sizeof *t->a, by_u64);
+    if (t->n) qsort(t->a, t->n, sizeof *t->a, by_u64);   /* t->a may be NULL when empty */
     uint64_t total = (uint64_t)h * (uint64_t)w;
     int on = 0;
     uint64_t from = 0;
