@@ -110,7 +110,10 @@ struct sp__ds_mix {
     int tokens;            /* the sources are token corpora (all of them) */
     /* A blend whose weights took effect mid-run (sp__ds_mix_since()): from
      * slot since_q of epoch since_e on, source s's draws continue from
-     * since_k[s]; NULL: from the run's start (draw K = e c_s + C_s(q)). */
+     * since_k[s]; NULL: from the run's start (draw K = e c_s + C_s(q)).
+     * since_k[n + s] = since_k[s] - C_s(since_q) (mod 2^64), so that a slot
+     * at or after the switch is draw K = since_k[n + s] + (e - since_e) c_s
+     * + C_s(q). */
     uint64_t *since_k;
     uint32_t since_e;
     uint64_t since_q;
@@ -614,17 +617,14 @@ int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s) {
  * the run's start, or continued from since_k[s] after a switch; section
  * 12b). SP_ERANGE before the switch: those slots drew under other weights. */
 static int draw_number(const struct sp__ds_mix *m, uint32_t s, uint32_t epoch, uint64_t q,
-                       uint64_t *K) {
-    uint64_t k = count_before(m, s, q), c = m->src[s].per_epoch;
+                       uint64_t k, uint64_t *K) {
+    uint64_t c = m->src[s].per_epoch;
     if (!m->since_k) {
         *K = (uint64_t)epoch * c + k;   /* < 2^32 * 2^32 */
         return SP_OK;
     }
     if (epoch < m->since_e || (epoch == m->since_e && q < m->since_q)) return SP_ERANGE;
-    uint64_t k0 = count_before(m, s, m->since_q);
-    *K = m->since_k[s] + (epoch == m->since_e
-                              ? k - k0
-                              : (c - k0) + (uint64_t)(epoch - m->since_e - 1) * c + k);
+    *K = m->since_k[m->n + s] + (uint64_t)(epoch - m->since_e) * c + k;
     return SP_OK;
 }
 
@@ -635,14 +635,14 @@ int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uin
     if (q >= m->length) return SP_ERANGE;
     uint32_t s = m->table[q % m->period];
     const mix_source *src = &m->src[s];
-    uint64_t big;
-    if (draw_number(m, s, epoch, q, &big) != SP_OK) return SP_ERANGE;
+    uint64_t big, k = count_before(m, s, q);
+    if (draw_number(m, s, epoch, q, k, &big) != SP_OK) return SP_ERANGE;
     uint64_t ns = src->size;
     sp_perm perm;
     sp_perm_init(&perm, ns, sp_key_derive(sp_rng_key(seed, SP_RNG_MIX), s),
                  (uint32_t)(big / ns));
     out->source = s;
-    out->draw = count_before(m, s, q);
+    out->draw = k;
     out->pass = (uint32_t)(big / ns);
     out->local = sp_perm_at(&perm, big % ns);
     out->index = src->off + out->local;
@@ -671,7 +671,8 @@ int sp__ds_mix_draws_at(const sp_dataset *ds, uint32_t epoch, uint64_t q, uint64
     const struct sp__ds_mix *m = ds->mix;
     if (!m || q > m->length) return SP_EINVAL;
     for (uint32_t s = 0; s < m->n; s++)
-        if (draw_number(m, s, epoch, q, &draws[s]) != SP_OK) return SP_ERANGE;
+        if (draw_number(m, s, epoch, q, count_before(m, s, q), &draws[s]) != SP_OK)
+            return SP_ERANGE;
     return SP_OK;
 }
 
@@ -719,9 +720,10 @@ int sp__ds_mix_set_since(sp_dataset *ds, uint32_t epoch, uint64_t q, const uint6
         m->since_k = NULL;
         return SP_OK;
     }
-    if (!m->since_k && !(m->since_k = malloc(m->n * sizeof *m->since_k)))
+    if (!m->since_k && !(m->since_k = malloc(2 * (size_t)m->n * sizeof *m->since_k)))
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     memcpy(m->since_k, draws, m->n * sizeof *draws);
+    for (uint32_t s = 0; s < m->n; s++) m->since_k[m->n + s] = draws[s] - count_before(m, s, q);
     m->since_e = epoch;
     m->since_q = q;
     return SP_OK;
@@ -730,10 +732,9 @@ int sp__ds_mix_set_since(sp_dataset *ds, uint32_t epoch, uint64_t q, const uint6
 int sp__ds_mix_since(const sp_dataset *ds, uint32_t *epoch, uint64_t *q, uint64_t *draws) {
     const struct sp__ds_mix *m = ds->mix;
     if (!m) return 0;
-    *epoch = m->since_e;
-    *q = m->since_q;
+    *epoch = m->since_k ? m->since_e : 0;
+    *q = m->since_k ? m->since_q : 0;
     for (uint32_t s = 0; s < m->n; s++) draws[s] = m->since_k ? m->since_k[s] : 0;
-    if (!m->since_k) *epoch = 0, *q = 0;
     return m->since_k != NULL;
 }
 

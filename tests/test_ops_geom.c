@@ -26,31 +26,12 @@
 #include <string.h>
 
 #include "check.h"
+#include "image_check.h"
 #include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/detmath.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd32(void) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng_state >> 32);
-}
-
-/* A w x h x c image of random values with a padded stride (a view). */
-static sp_image make_image(int w, int h, int c) {
-    sp_image im;
-    CHECK(sp_image_alloc(&im, w + 3, h, c) == 0);
-    for (int y = 0; y < h; y++)
-        for (int i = 0; i < (w + 3) * c; i++) im.data[(size_t)y * im.stride + i] = (uint8_t)rnd32();
-    im.width = w;
-    return im;
-}
-
-static uint8_t px(const sp_image *im, int x, int y, int k) {
-    return im->data[(size_t)y * im->stride + (size_t)x * (size_t)im->channels + (size_t)k];
-}
 
 /* torchvision's F.pad on a uint8 tensor, written plainly: a new image of
  * (W + l + r) x (H + t + b), each pixel taken from the source by the mode's
@@ -98,15 +79,6 @@ static sp_image ref_random_crop(const sp_image *src, const int pad[4], int pad_i
     CHECK(sp_image_copy(&view, &out) == 0);
     sp_image_free(&a);
     return out;
-}
-
-static int same_pixels(const sp_image *a, const sp_image *b) {
-    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
-                   (size_t)a->width * (size_t)a->channels))
-            return 0;
-    return 1;
 }
 
 static void test_crop_reference(void) {

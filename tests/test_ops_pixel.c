@@ -19,38 +19,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "image_check.h"
 #include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint8_t rnd8(void) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint8_t)(rng_state >> 56);
-}
-
-/* A w x h x c image of random values with a padded stride (a view). */
-static sp_image make_image(int w, int h, int c) {
-    sp_image im;
-    CHECK(sp_image_alloc(&im, w + 3, h, c) == 0);
-    for (int y = 0; y < h; y++)
-        for (int i = 0; i < (w + 3) * c; i++) im.data[(size_t)y * im.stride + i] = rnd8();
-    im.width = w;   /* the 3 extra columns stay as they are: a stride wider than the row */
-    return im;
-}
-
-static uint8_t px(const sp_image *im, int x, int y, int k) {
-    return im->data[(size_t)y * im->stride + (size_t)x * (size_t)im->channels + (size_t)k];
-}
-
-static int same_pixels(const sp_image *a, const sp_image *b) {
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
-                   (size_t)a->width * (size_t)a->channels))
-            return 0;
-    return 1;
-}
 
 /* The 4x6 RGB image (HWC) the torchvision outputs below were computed on. */
 static const uint8_t TV_IN[72] = {
