@@ -27,8 +27,8 @@ from PIL import Image
 import seedpipe
 from seedpipe import _keys
 import targets_ref
-from test_targets import (coco, _sample_targets, _rules, _batches, _equal,  # noqa: F401
-                          _workers_and_resume)
+from test_targets import (coco, _sample_targets, _rules,  # noqa: F401 (coco: a fixture)
+                          _workers_and_resume, _check_row)
 
 TGT = "targets max_boxes=12 keypoints=3"
 SPECS = [
@@ -143,14 +143,7 @@ def test_detcrop_equal_the_reference(coco, spec, expect, seed):  # noqa: F811
                 text = ld.explain(epoch, i)
                 kind, steps = _check_sample(full, seed, epoch, i, text, sizes[i], doc)
                 kinds.add(kind)
-                boxes, labels, kps = _sample_targets(doc, i)
-                rb, rl, rk, counts, _ = targets_ref.apply(steps, *sizes[i], boxes, labels, kps,
-                                                          rules)
-                assert b["boxes"][row].tobytes() == rb.tobytes(), (i, text)
-                assert b["labels"][row].tobytes() == rl.tobytes()
-                assert b["keypoints"][row].tobytes() == rk.tobytes(), (i, text)
-                assert int(b["num_boxes"][row]) == counts[0]
-                assert b["dropped"][row].tolist() == counts[1:]
+                _check_row(b, row, doc, i, steps, sizes[i], rules, text)
                 n += 1
         assert n == 24
     assert expect <= kinds, kinds

@@ -165,16 +165,21 @@ def test_targets_equal_the_reference(coco, spec, seed):
                 i = int(i)
                 text = ld.explain(epoch, i)
                 steps = targets_ref.steps_from_explain(text, *sizes[i])
-                boxes, labels, kps = _sample_targets(doc, i)
-                rb, rl, rk, counts, _ = targets_ref.apply(steps, *sizes[i], boxes, labels, kps,
-                                                          rules)
-                assert b["boxes"][row].tobytes() == rb.tobytes(), (i, text)
-                assert b["labels"][row].tobytes() == rl.tobytes()
-                assert b["keypoints"][row].tobytes() == rk.tobytes(), (i, text)
-                assert int(b["num_boxes"][row]) == counts[0]
-                assert b["dropped"][row].tolist() == counts[1:]
+                _check_row(b, row, doc, i, steps, sizes[i], rules, text)
                 n += 1
         assert n == 24
+
+
+def _check_row(b, row, doc, i, steps, size, rules, text):
+    """Row `row` of batch b (sample i) equals targets_ref.apply() of its
+    annotations through `steps`: boxes, labels, keypoints and counts."""
+    boxes, labels, kps = _sample_targets(doc, i)
+    rb, rl, rk, counts, _ = targets_ref.apply(steps, *size, boxes, labels, kps, rules)
+    assert b["boxes"][row].tobytes() == rb.tobytes(), (i, text)
+    assert b["labels"][row].tobytes() == rl.tobytes()
+    assert b["keypoints"][row].tobytes() == rk.tobytes(), (i, text)
+    assert int(b["num_boxes"][row]) == counts[0]
+    assert b["dropped"][row].tolist() == counts[1:]
 
 
 def test_rules_property(coco):
