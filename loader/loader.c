@@ -530,7 +530,7 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t a
     sp_out_shape shape = {ld->h, ld->w, ld->c};
     rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, dst,
                      ld->image_bytes, ld->sample_bytes,
-                     sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, NULL, 0, err);
+                     sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, err);
     sp_sample_data_free(&sd);
     return rc;
 }

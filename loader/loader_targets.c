@@ -129,21 +129,15 @@ static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_c
 int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                 const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
                 uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
-                char *fates, size_t fates_n, sp_error *err) {
+                sp_error *err) {
     if (!t)
         return sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, sample_bytes, dflags, NULL,
                                       err);
-    sp_geom_log *log = malloc(sizeof *log);
-    void *tmp = dst ? NULL : malloc(sample_bytes);
-    if (!log || (!dst && !tmp)) {
-        free(log);
-        free(tmp);
-        return sp_error_set(err, SP_ENOMEM, "targets: out of memory");
-    }
+    sp_geom_log *log = malloc(sizeof *log);   /* ~16 KB: not on a worker thread's stack */
+    if (!log) return sp_error_set(err, SP_ENOMEM, "targets: out of memory");
     sp_targets tg;
-    int rc = run_logged(t, pl, ctx, src, opts, shape, idx, dst ? dst : tmp, image_bytes, dflags,
-                        log, &tg, fates, fates_n, err);
-    free(tmp);
+    int rc = run_logged(t, pl, ctx, src, opts, shape, idx, dst, image_bytes, dflags, log, &tg,
+                        NULL, 0, err);
     free(log);
     return rc;
 }

@@ -30,14 +30,13 @@ void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h);
 
 /*! sp__ldt_run() : without targets (t NULL) sp_pipeline_run_shaped();
  *  else sample idx: the image (image_bytes, then zeros to the
- *  8-byte span) and its target fields into dst (sample_bytes; NULL: a
- *  scratch buffer, for explain). dflags: the decode's flags
- *  (SP__DECODE_VALIDATED: the dataset's verdict). fates (may be NULL):
- *  each box's fate (sp_targets_apply()). */
+ *  8-byte span) and its target fields into dst (sample_bytes). dflags:
+ *  the decode's flags (SP__DECODE_VALIDATED: the dataset's verdict).
+ *  sp__ldt_explain() is the same run with each box's fate as text. */
 int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                 const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
                 uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
-                char *fates, size_t fates_n, sp_error *err);
+                sp_error *err);
 
 /*! sp__ldt_explain() : sp_pipeline_explain()'s lines for sample idx (W x H,
  *  format fmt) with what only its run knows (random_iou_crop's attempts
