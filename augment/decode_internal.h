@@ -65,6 +65,10 @@ int sp__png_probe(const uint8_t *buf, size_t len, const char *path,
 int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_req *req, const sp_decode_limits *lim,
                    sp_image *out, sp_error *err);
+/* A PNG label map (grey or palette, <= 8 bits): the stored values, one
+ * byte a pixel, never scaled or looked up (decode_png.c). */
+int sp__png_decode_labels(const uint8_t *buf, size_t len, const char *path,
+                          sp_image *out, sp_error *err);
 int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,

@@ -149,6 +149,7 @@ typedef struct sp_png_ctx {
     uint8_t *rows;          /* transformed rows: 1 (sequential) or region height */
     uint8_t *scratch;       /* Adam7 palette files: rows outside the region */
     uint8_t *rgb;           /* palette files: one row expanded to RGB */
+    int labels;             /* a label map: indices and grey values kept as they are */
 } sp_png_ctx;
 
 static void pd_on_error(png_structp png, png_const_charp msg) {
@@ -208,7 +209,9 @@ static void pd_index_error(sp_png_ctx *c, const uint8_t *idx, int x, int y, int 
 static void pd_emit_row(sp_png_ctx *c, const uint8_t *row, sp__pixfmt fmt,
                             const png_color *pal, size_t xoff, uint8_t *dst, int dst_channels,
                             size_t ow) {
-    if (pal) {
+    if (c->labels) {
+        memcpy(dst, row + xoff, ow);
+    } else if (pal) {
         for (size_t i = 0; i < ow; i++) {
             const png_color *e = &pal[row[xoff + i]];
             c->rgb[3 * i] = e->red;
@@ -246,12 +249,19 @@ static int pd_body(sp_png_ctx *c, const sp_decode_req *req,
 
     png_colorp pal = NULL;
     int npal = 0;
+    if (c->labels && (depth > 8 || (color != PNG_COLOR_TYPE_GRAY &&
+                                    color != PNG_COLOR_TYPE_PALETTE)))
+        return sp_error_set(err, SP_EUNSUPP, "%s: a label map must be a grayscale or palette PNG "
+                            "of at most 8 bits (this one: colour type %d, bit depth %d)",
+                            c->path, color, depth);
+    if (c->labels && depth < 8) png_set_packing(c->png);   /* values, not scaled */
     if (color == PNG_COLOR_TYPE_PALETTE) {
         if (!png_get_PLTE(c->png, c->info, &pal, &npal) || npal < 1)
             return sp_error_set(err, SP_EFORMAT, "%s: PNG: palette image without PLTE", c->path);
         if (depth < 8) png_set_packing(c->png);
     }
-    if ((color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) && depth < 8)
+    if ((color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) && depth < 8 &&
+        !c->labels)
         png_set_expand_gray_1_2_4_to_8(c->png);
     if (depth == 16) png_set_scale_16(c->png);
     int passes = png_set_interlace_handling(c->png);
@@ -275,7 +285,7 @@ static int pd_body(sp_png_ctx *c, const sp_decode_req *req,
     size_t nrows = (passes > 1) ? (size_t)(win->y1 - win->y0) : 1;
     /* zeroed: an Adam7 row holds index 0 until a pass writes its pixel */
     if (nrows > SIZE_MAX / rowbytes || !(c->rows = calloc(nrows, rowbytes)) ||
-        (pal && (!(c->scratch = calloc(1, rowbytes)) || !(c->rgb = malloc(ow * 3)))))
+        (pal && (!(c->scratch = calloc(1, rowbytes)) || !(c->rgb = malloc(ow * 3 + 1)))))
         return sp_error_set(err, SP_ENOMEM, "%s: PNG: out of memory for rows", c->path);
 
     if (passes > 1) {
@@ -321,9 +331,9 @@ static int pd_guarded(sp_png_ctx *c, const sp_decode_req *req,
     return pd_body(c, req, lim, win, out, err);
 }
 
-int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
-                   const sp_decode_req *req, const sp_decode_limits *lim,
-                   sp_image *out, sp_error *err) {
+static int pd_decode(const uint8_t *buf, size_t len, const char *path,
+                     const sp_decode_req *req, const sp_decode_limits *lim, int labels,
+                     sp_image *out, sp_error *err) {
     sp_png_ihdr ih;
     sp__window win;
     int rc = pd_parse_ihdr(buf, len, path, &ih, err);
@@ -342,6 +352,7 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
     c.path = path;
     c.buf = buf;
     c.len = len;
+    c.labels = labels;
     rc = pd_guarded(&c, req, lim, &win, out, err);
     if (c.png) png_destroy_read_struct(&c.png, c.info ? &c.info : NULL, NULL);
     free(c.rows);
@@ -349,4 +360,25 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
     free(c.rgb);
     if (rc != SP_OK) sp_image_free(out);
     return rc;
+}
+
+int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
+                   const sp_decode_req *req, const sp_decode_limits *lim,
+                   sp_image *out, sp_error *err) {
+    return pd_decode(buf, len, path, req, lim, 0, out, err);
+}
+
+/* A label map: one byte per pixel, the grey value or the palette index as
+ * stored (1/2/4-bit values unpacked, never scaled; no palette lookup, each
+ * index still checked against the PLTE); 16-bit, alpha and colour maps
+ * are refused by name. The same checks and reading to IEND as a decode. */
+int sp__png_decode_labels(const uint8_t *buf, size_t len, const char *path,
+                          sp_image *out, sp_error *err) {
+    sp_decode_limits lim;
+    sp_decode_limits_default(&lim);
+    sp_decode_req req = {1, 0, 0, 0, 0, 1};
+    memset(out, 0, sizeof *out);
+    if (len < 8 || memcmp(buf, "\x89PNG\r\n\x1a\n", 8) != 0)
+        return sp_error_set(err, SP_EUNSUPP, "%s: a label map must be a PNG file", path);
+    return pd_decode(buf, len, path, &req, &lim, 1, out, err);
 }

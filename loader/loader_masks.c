@@ -8,6 +8,7 @@
 #include "dataset/dataset_coco_mask.h"
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
+#include "augment/decode_internal.h"
 #include "seedpipe/decode.h"
 #include "seedpipe/masks.h"
 
@@ -111,8 +112,9 @@ int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *
 }
 
 /* The label map of sample idx: <root>_masks/<path with its extension
- * replaced by .png>, an 8-bit grayscale PNG of the decoded image's size,
- * moved through the log with mask_fill. */
+ * replaced by .png>, a grayscale or palette PNG of at most 8 bits and of
+ * the decoded image's size (its stored values are the labels: a palette
+ * map's indices, as VOC's), moved through the log with mask_fill. */
 static int label_path(const sp_dataset *ds, uint64_t idx, char *path, size_t cap,
                       sp_error *err) {
     const char *root = sp_dataset_root(ds), *rel = sp_dataset_path(ds, idx);
@@ -134,19 +136,12 @@ static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t id
     if (lrc) return lrc;
     sp__buf buf = {NULL, 0};
     size_t len = 0;
-    sp_image_info info;
     sp_image img = {0, 0, 0, 0, NULL};
     int rc = sp__read_regular(AT_FDCWD, path, path, 0, 1ull << 30, &buf, &len, err);
-    if (!rc) rc = sp_image_probe(buf.p, len, path, NULL, &info, err);
-    if (!rc && (info.format != SP_FORMAT_PNG || info.channels != 1 || len < 26 ||
-                buf.p[24] != 8 || buf.p[25] != 0))   /* IHDR: bit depth 8, colour type 0 */
-        rc = sp_error_set(err, SP_EUNSUPP, "%s: a label map must be an 8-bit grayscale PNG "
-                          "(colour type 0, bit depth 8; palette and 16-bit maps are not read)", path);
-    if (!rc && (info.width != log->src_w || info.height != log->src_h))
+    if (!rc) rc = sp__png_decode_labels(buf.p, len, path, &img, err);
+    if (!rc && (img.width != log->src_w || img.height != log->src_h))
         rc = sp_error_set(err, SP_EFORMAT, "%s: label map of %dx%d, the image is %dx%d", path,
-                          info.width, info.height, log->src_w, log->src_h);
-    sp_decode_req req = {1, 0, 0, 0, 0, 1};
-    if (!rc) rc = sp_image_decode(buf.p, len, path, &req, NULL, &img, err);
+                          img.width, img.height, log->src_w, log->src_h);
     if (!rc && img.stride != (size_t)img.width)
         rc = sp_error_set(err, SP_EFORMAT, "%s: unexpected row stride", path);
     if (!rc) rc = sp_mask_warp(log, img.data, (uint8_t)r->mask_fill, out, err);

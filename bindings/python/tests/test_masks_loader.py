@@ -362,9 +362,9 @@ def test_semantic_workers_and_errors(seg, tmp_path):
         with pytest.raises(seedpipe.Error, match="fingerprint"):
             ld.load_state_dict(state)
     for make, msg in ((lambda: None, "imgs_masks/a/001.png"),
-                      (lambda: Image.new("RGB", (9, 9)).save(m), "8-bit grayscale PNG"),
+                      (lambda: Image.new("RGB", (9, 9)).save(m), "grayscale or palette PNG"),
                       (lambda: Image.new("L", (9, 9)).save(m), "label map of 9x9"),
-                      (lambda: Image.new("I;16", (9, 9)).save(m), "8-bit grayscale PNG")):
+                      (lambda: Image.new("I;16", (9, 9)).save(m), "grayscale or palette PNG")):
         if m.exists():
             m.unlink()
         make()
