@@ -6,10 +6,11 @@
  * document the op.
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
- *           masks=none|instance|semantic mask_fill=F
+ *           masks=none|instance|semantic mask_fill=F protect=R
  *
  * Defaults: max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0
- * masks=none mask_fill=0.
+ * masks=none mask_fill=0 protect=0 (pipeline_protect.c redraws the random
+ * crops that would lose a box, at most R times).
  * It must be the last op (it draws nothing, so the other ops keep their
  * numbers and draws) and it may follow normalize and random_erasing.
  */
@@ -31,7 +32,7 @@ static int int_in(const char *v, int lo, int hi, int *out) {
 }
 
 /* vals: max_boxes, clip, min_area, min_visibility, keypoints, masks,
- * mask_fill (NULL: default). */
+ * mask_fill, protect (NULL: default). */
 int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err) {
     op->tmax = 100;
     op->tclip = 1;
@@ -59,6 +60,9 @@ int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err
     if (vals[5] && strcmp(vals[5], "semantic") == 0) op->tmasks = SP_MASKS_SEMANTIC;
     if (vals[6] && !int_in(vals[6], 0, 255, &op->tmask_fill))
         return bad(err, idx, "mask_fill", vals[6], "an integer in [0, 255]");
+    op->tprotect = 0;
+    if (vals[7] && !int_in(vals[7], 0, SP_TARGETS_MAX_PROTECT, &op->tprotect))
+        return bad(err, idx, "protect", vals[7], "an integer in [0, 1000] (redraws)");
     return SP_OK;
 }
 
@@ -68,6 +72,7 @@ void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
     if (op->tmasks)   /* absent without masks: the spec (and fingerprint) of boxes alone stays */
         sp__sbuf_printf(b, " masks=%s mask_fill=%d",
                         op->tmasks == SP_MASKS_SEMANTIC ? "semantic" : "instance", op->tmask_fill);
+    if (op->tprotect) sp__sbuf_printf(b, " protect=%d", op->tprotect);   /* absent at 0, as masks */
 }
 
 /* Can op kind k move targets? The geometric ops of the run log their
@@ -143,6 +148,7 @@ int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r) {
         r->min_visibility = op->tmin_vis;
         r->masks = op->tmasks;
         r->mask_fill = op->tmask_fill;
+        r->protect = op->tprotect;
         r->mask_w = r->mask_h = 0;   /* the loader sets the output size */
     }
     return 1;

@@ -108,7 +108,7 @@ typedef struct rec {
 } rec;
 
 static void test_apply_by_hand(void) {
-    sp_targets_rules r = {8, 1, 2, 4.0, 0.5, 0, 0, 0, 0};
+    sp_targets_rules r = {8, 1, 2, 4.0, 0.5, 0, 0, 0, 0, 0};
     CHECK(sp_targets_record_bytes(&r) == sizeof(rec));
     /* five boxes on a 100 x 80 image */
     const float boxes[5][4] = {
@@ -168,7 +168,7 @@ static void test_apply_by_hand(void) {
     const float b2[4] = {5, 10, 15, 30};
     const int32_t l2 = 9;
     sp_targets t2 = {1, 0, b2, &l2, NULL, NULL};
-    sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0, 0, 0, 0, 0};
+    sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0, 0, 0, 0, 0, 0};
     float o2[64];
     CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 10 && o2[1] == 25 && o2[2] == 30 && o2[3] == 35);
@@ -188,7 +188,7 @@ static void test_apply_by_hand(void) {
 }
 
 static void test_apply_refusals(void) {
-    sp_targets_rules r = {1, 1, 2, 0.0, 0.0, 0, 0, 0, 0};
+    sp_targets_rules r = {1, 1, 2, 0.0, 0.0, 0, 0, 0, 0, 0};
     const float boxes[8] = {0, 0, 1, 1, 0, 0, 2, 2};
     const int32_t labels[2] = {1, 2};
     const float kps[9] = {0};

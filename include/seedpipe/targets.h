@@ -7,6 +7,7 @@
  * (x, y, visibility 0/1/2 as COCO). A pipeline that declares them ends with
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
+ *           masks=none|instance|semantic mask_fill=F protect=R
  *
  * (the last op; part of the canonical spec, hence of the fingerprint). The
  * run records, for each geometric op it runs on the sample, the exact
@@ -55,6 +56,7 @@ extern "C" {
 
 #define SP_TARGETS_MAX_BOXES 4096   /* the largest max_boxes= */
 #define SP_TARGETS_MAX_KEYPOINTS 256 /* the largest keypoints= */
+#define SP_TARGETS_MAX_PROTECT 1000  /* the largest protect= */
 
 /* The rules a pipeline's `targets` op declares. */
 typedef struct sp_targets_rules {
@@ -66,6 +68,7 @@ typedef struct sp_targets_rules {
     int masks;              /* SP_MASKS_NONE / _INSTANCE / _SEMANTIC (masks.h) */
     int mask_fill;          /* the value of mask pixels outside the source (0..255) */
     int mask_w, mask_h;     /* the masks' size: the loader's output size (0: no masks) */
+    int protect;            /* redraws of a random crop that would lose a box (0: none) */
 } sp_targets_rules;
 
 enum { SP_MASKS_NONE = 0, SP_MASKS_INSTANCE = 1, SP_MASKS_SEMANTIC = 2 };

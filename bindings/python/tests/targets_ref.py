@@ -306,3 +306,66 @@ def iou_decide(draw, W, H, vis, prm):
             if why == "ok":
                 return "crop", a, thr, res + (t,)
     return "fallback", prm["attempts"], None, None
+
+
+# ---- protect= of the targets op (docs/pipeline.md "protect") ----
+
+def fate(steps, src_w, src_h, box, rules):
+    """The rules' verdict on one box after `steps`: 0 kept, 1 empty,
+    2 min_area, 3 min_visibility (as apply() judges at the end)."""
+    whole, alive = clip([float(F32(v)) for v in box], src_w, src_h)
+    vis = list(whole)
+    for st in steps:
+        whole = map_rect(st, whole)
+        if alive:
+            vis, alive = clip(map_rect(st, vis), st[4], st[5])
+    if not alive:
+        return 1
+    area = (vis[2] - vis[0]) * (vis[3] - vis[1])
+    if area < rules["min_area"]:
+        return 2
+    if area / ((whole[2] - whole[0]) * (whole[3] - whole[1])) < rules["min_visibility"]:
+        return 3
+    return 0
+
+
+def rrc_at(words_of, base, W, H, scale, ratio, det):
+    """random_resized_crop's box (x, y, w, h) with try t drawing block
+    base | t (docs/pipeline.md random_resized_crop; det: detmath_ref)."""
+    area = float(H) * float(W)
+    lr0, lr1 = det.det_log(ratio[0]), det.det_log(ratio[1])
+    for t in range(10):
+        c = words_of(base | t)
+        target = area * (scale[0] + (scale[1] - scale[0]) * ((c[0] >> 8) * 2.0 ** -24))
+        aspect = det.det_exp(lr0 + (lr1 - lr0) * ((c[1] >> 8) * 2.0 ** -24))
+        w = det.round_half_even(math.sqrt(target * aspect))
+        h = det.round_half_even(math.sqrt(target / aspect))
+        if 0 < w <= W and 0 < h <= H:
+            w, h = int(w), int(h)
+            return ((c[3] * (W - w + 1)) >> 32, (c[2] * (H - h + 1)) >> 32, w, h)
+    r = W / H
+    w, h = W, H
+    if r < ratio[0]:
+        h = int(det.round_half_even(w / ratio[0]))
+    elif r > ratio[1]:
+        w = int(det.round_half_even(h * ratio[1]))
+    w, h = min(max(w, 1), W), min(max(h, 1), H)
+    return ((W - w) // 2, (H - h) // 2, w, h)
+
+
+def protect_decide(candidate, before, src_w, src_h, boxes, rules, redraws):
+    """protect=R: candidate(a) gives attempt a's (position, step); the boxes
+    the rules keep after `before` are protected. Returns (chosen attempt,
+    [(a, position, lost, first lost box, its fate)], fallback?)."""
+    keep = [i for i, b in enumerate(boxes) if fate(before, src_w, src_h, b, rules) == 0]
+    tries = []
+    if not boxes:
+        return 0, tries, False
+    for a in range(redraws + 1):
+        pos, step = candidate(a)
+        lost = [(i, f) for i in keep
+                for f in [fate(before + [step], src_w, src_h, boxes[i], rules)] if f]
+        tries.append((a, pos, len(lost), lost[0][0] if lost else -1, lost[0][1] if lost else 0))
+        if not lost:
+            return a, tries, False
+    return 0, tries, True
