@@ -85,6 +85,8 @@ typedef struct sp_op {
     double tmin_area, tmin_vis; /* targets: min_area, min_visibility */
     int tmasks, tmask_fill;    /* targets: masks (SP_MASKS_*), mask_fill */
     int tprotect;              /* targets: protect (redraws of a random crop that loses a box) */
+    int tnflip;                /* targets: flip_pairs, the number of pairs */
+    uint8_t tflip[SP_TARGETS_MAX_KEYPOINTS]; /* targets: keypoint j's flip partner (j: none) */
     double iou_opts[16];       /* random_iou_crop: sampler_options */
     int niou, trials, attempts; /* random_iou_crop */
 } sp_op;

@@ -129,7 +129,7 @@ static const op_desc OPS[] = {
                                                      "fill", NULL}, NULL},
     {"targets", SP_OP_TARGETS,
      {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill",
-      "protect", NULL},
+      "protect", "flip_pairs", NULL},
      NULL},
     {"random_zoom_out", SP_OP_RANDOM_ZOOM_OUT, {"fill", "side_range", "p", NULL}, NULL},
     {"random_iou_crop", SP_OP_RANDOM_IOU_CROP, {"min_scale", "max_scale", "min_aspect_ratio",

@@ -97,6 +97,27 @@ int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, d
 
 enum { FATE_KEPT, FATE_EMPTY, FATE_AREA, FATE_VIS };
 
+/* Does step g mirror the canvas (reverse its orientation)? Then the flip
+ * pairs of keypoints swap identities. */
+static int mirrors(const sp_geom_step *g) {
+    if (g->kind == SP_GEOM_HFLIP || g->kind == SP_GEOM_VFLIP) return 1;
+    if (g->kind == SP_GEOM_AFFINE) return g->m[0] * g->m[4] - g->m[1] * g->m[3] < 0.0;
+    return g->kind == SP_GEOM_AXIS && g->sx * g->sy < 0.0;
+}
+
+/* Swap the (x, y, v) of keypoint j and its partner, for each pair. */
+static void swap_pairs(const sp_targets_rules *r, double *kp, int k) {
+    for (int j = 0; j < k; j++) {
+        int o = r->flip[j];
+        if (o <= j || o >= k) continue;
+        for (int c = 0; c < 3; c++) {
+            double t = kp[3 * j + c];
+            kp[3 * j + c] = kp[3 * o + c];
+            kp[3 * o + c] = t;
+        }
+    }
+}
+
 /* Step i of the walk: the log's steps [0, upto), then extra (may be NULL). */
 static const sp_geom_step *walk_step(const sp_geom_log *log, int upto, const sp_geom_step *extra,
                                      int i) {
@@ -126,6 +147,7 @@ static int box_walk(const sp_targets_rules *r, const sp_geom_log *log, int upto,
             map_point(g, &kp[3 * j], &kp[3 * j + 1]);
             if (outside(kp[3 * j], kp[3 * j + 1], g->out_w, g->out_h)) kp[3 * j + 2] = 0.0;
         }
+        if (k && r->flip_pairs && mirrors(g)) swap_pairs(r, kp, k);
     }
     *outr = r->clip && alive ? vis : whole;   /* a box left empty: where it went */
     *area = alive ? (vis.x1 - vis.x0) * (vis.y1 - vis.y0) : 0.0;

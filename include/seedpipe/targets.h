@@ -7,7 +7,7 @@
  * (x, y, visibility 0/1/2 as COCO). A pipeline that declares them ends with
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
- *           masks=none|instance|semantic mask_fill=F protect=R
+ *           masks=none|instance|semantic mask_fill=F protect=R flip_pairs=a-b,..|coco
  *
  * (the last op; part of the canonical spec, hence of the fingerprint). The
  * run records, for each geometric op it runs on the sample, the exact
@@ -26,7 +26,8 @@
  *     (clip=0, coordinates may leave the image);
  *   - a keypoint that leaves the canvas [0, W] x [0, H] after any step gets
  *     visibility 0 (its coordinates are still moved and kept); keypoints of
- *     a dropped box go with it.
+ *     a dropped box go with it; at a step that mirrors (hflip, vflip) the
+ *     keypoints of each flip pair swap places (left and right identities);
  *
  * The sample record (what the loader writes per sample, in the ring, the
  * cache and the digest) is the image, zero padding to a multiple of 8
@@ -69,6 +70,8 @@ typedef struct sp_targets_rules {
     int mask_fill;          /* the value of mask pixels outside the source (0..255) */
     int mask_w, mask_h;     /* the masks' size: the loader's output size (0: no masks) */
     int protect;            /* redraws of a random crop that would lose a box (0: none) */
+    int flip_pairs;         /* keypoint pairs swapped at a mirroring step (0: none) */
+    uint8_t flip[SP_TARGETS_MAX_KEYPOINTS]; /* keypoint j's partner (j: none) */
 } sp_targets_rules;
 
 enum { SP_MASKS_NONE = 0, SP_MASKS_INSTANCE = 1, SP_MASKS_SEMANTIC = 2 };

@@ -166,6 +166,17 @@ def map_point(step, x, y):
     return (c * dx - s * dy) + cx, (s * dx + c * dy) + cy
 
 
+def mirrors(step):
+    """Does the step reverse the canvas's orientation (docs/pipeline.md
+    "Moving keypoints": then the flip pairs swap)?"""
+    kind, p = step[:2]
+    if kind in ("hflip", "vflip"):
+        return True
+    if kind == "affine":
+        return p[0] * p[4] - p[1] * p[3] < 0.0
+    return kind == "axis" and p[2] * p[3] < 0.0
+
+
 def map_rect(step, r):
     pts = [map_point(step, x, y) for x, y in ((r[0], r[1]), (r[2], r[1]), (r[2], r[3]),
                                               (r[0], r[3]))]
@@ -185,7 +196,8 @@ def inside(x, y, W, H):
 def apply(steps, src_w, src_h, boxes, labels, kps, rules):
     """(boxes (n,4) f32, labels, keypoints (n,K,3) f32, counts [kept,
     empty, area, visibility], fates) for one sample; rules: dict of the
-    targets op (max_boxes, clip, min_area, min_visibility, keypoints)."""
+    targets op (max_boxes, clip, min_area, min_visibility, keypoints, and
+    flip_pairs: [(a, b)], swapped after every mirroring step)."""
     K = rules["keypoints"]
     kept_b, kept_l, kept_k, counts, fates = [], [], [], [0, 0, 0, 0], []
     for i, b in enumerate(boxes):
@@ -204,6 +216,9 @@ def apply(steps, src_w, src_h, boxes, labels, kps, rules):
                 p[0], p[1] = map_point(st, p[0], p[1])
                 if not inside(p[0], p[1], st[4], st[5]):
                     p[2] = 0.0
+            if mirrors(st):
+                for a, b in rules.get("flip_pairs", []):
+                    kp[a], kp[b] = kp[b], kp[a]
         area = (vis[2] - vis[0]) * (vis[3] - vis[1]) if alive else 0.0
         wa = (whole[2] - whole[0]) * (whole[3] - whole[1])
         visible = area / wa if alive else 0.0
