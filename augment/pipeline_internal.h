@@ -246,6 +246,10 @@ void sp__protect_explain_crop(sp__fbuf *e, const sp_pipeline *p, int k, const sp
 void sp__affine_forward(const double rss[4], double scale, double cx, double cy, double tx,
                         double ty, double m[6]);
 int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g);
+/* ops_policy.c: the binary32 inverse matrix (theta) the image of policy
+ * sub-op aug (ShearX/Y, TranslateX/Y, Rotate) with magnitude m on a W x H
+ * image is sampled through (F.affine's for _apply_op). */
+void sp__aug_theta(int aug, double m, int W, int H, float th[6]);
 void sp__geom_push(sp_geom_log *log, const sp_geom_step *g);
 /* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
  * min_area, min_visibility, keypoints), canonical form, and the check that

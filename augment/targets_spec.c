@@ -163,12 +163,6 @@ int sp__targets_check(const sp_pipeline *p, sp_error *err) {
         if (op->kind == SP_OP_RANDOM_APPLY && i + op->span >= t)
             return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": targets may "
                                 "not be random-applied", i);
-        int affine = op->kind == SP_OP_AFFINE || op->kind == SP_OP_AUTO_AUGMENT ||
-                     op->kind == SP_OP_RAND_AUGMENT || op->kind == SP_OP_TRIVIAL_AUGMENT;
-        if (affine && p->ops[t].tmasks)   /* sp_mask_warp() has no affine step yet */
-            return sp_error_set(err, SP_ESPEC, "pipeline op %d: masks cannot move through "
-                                "affine, shear or translate steps yet (boxes and keypoints "
-                                "can): drop masks= or this op", i);
     }
     return SP_OK;
 }

@@ -98,7 +98,7 @@ static void test_run_geom_same_bytes(void) {
 
 static sp_geom_step axis(int in_w, int in_h, int ow, int oh, double x0, double y0, double sx,
                          double sy) {
-    sp_geom_step g = {SP_GEOM_AXIS, 0, in_w, in_h, ow, oh, x0, y0, sx, sy, 0, 0, {0}};
+    sp_geom_step g = {SP_GEOM_AXIS, 0, in_w, in_h, ow, oh, x0, y0, sx, sy, 0, 0, {0}, {0}};
     return g;
 }
 
@@ -131,7 +131,7 @@ static void test_apply_by_hand(void) {
     log.n = 3;
     log.step[0] = axis(100, 80, 60, 50, 0, 0, 1, 1);                 /* crop [0,60] x [0,50] */
     log.step[1] = axis(60, 50, 120, 50, 0, 0, 2, 1);                 /* resize x by 2 */
-    log.step[2] = (sp_geom_step){SP_GEOM_HFLIP, 2, 120, 50, 120, 50, 0, 0, 1, 1, 0, 0, {0}};
+    log.step[2] = (sp_geom_step){SP_GEOM_HFLIP, 2, 120, 50, 120, 50, 0, 0, 1, 1, 0, 0, {0}, {0}};
     rec out;
     memset(&out, 0xAB, sizeof out);
     sp_targets_stats st;
@@ -166,7 +166,7 @@ static void test_apply_by_hand(void) {
     memset(&rot, 0, sizeof rot);
     rot.src_w = rot.src_h = 40;
     rot.n = 1;
-    rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1, {0}};
+    rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1, {0}, {0}};
     const float b2[4] = {5, 10, 15, 30};
     const int32_t l2 = 9;
     sp_targets t2 = {1, 0, b2, &l2, NULL, NULL};
@@ -177,7 +177,7 @@ static void test_apply_by_hand(void) {
     /* an affine step: x' = x + 0.5 y - 4, y' = y + 2 (a shear and a shift);
      * the corners of [5, 10, 15, 30] go to x in [6, 26], y in [12, 32] */
     rot.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, 0,
-                                 {1, 0.5, -4, 0, 1, 2}};
+                                 {1, 0.5, -4, 0, 1, 2}, {0}};
     CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 6 && o2[1] == 12 && o2[2] == 26 && o2[3] == 32);
     /* shifted over the border: x [30, 50] clipped to [30, 40]; further: empty */
@@ -314,7 +314,7 @@ static void test_flip_pairs(void) {
     memset(&log, 0, sizeof log);
     log.src_w = log.src_h = 10;
     log.n = 1;
-    log.step[0] = (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}};
+    log.step[0] = (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}, {0}};
     rec out;
     sp_error err;
     CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
@@ -323,17 +323,17 @@ static void test_flip_pairs(void) {
     log.step[0].kind = SP_GEOM_VFLIP;   /* a vflip mirrors too */
     CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 7 && out.kps[0][0][1] == 5 && out.kps[0][1][1] == 6);
-    log.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 1, 0, {0}};
+    log.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 1, 0, {0}, {0}};
     CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 4 && out.kps[0][1][0] == 7);
     log.n = 2;
     log.step[0] = log.step[1] =
-        (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}};
+        (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}, {0}};
     CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 4 && out.kps[0][0][2] == 2);
     log.n = 1;   /* an affine step with a negative determinant mirrors */
     log.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0,
-                                 {-1, 0, 10, 0, 1, 0}};
+                                 {-1, 0, 10, 0, 1, 0}, {0}};
     CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 5 && out.kps[0][1][0] == 7);
 }

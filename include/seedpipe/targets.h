@@ -107,6 +107,8 @@ typedef struct sp_geom_step {
     double sx, sy;        /* AXIS: out / source extent (1 for a crop) */
     double c, s;          /* ROTATE: rotate's theta[0], theta[1] (float32 values) */
     double m[6];          /* AFFINE: the forward matrix (docs/pipeline.md "affine") */
+    float th[6];          /* AFFINE: the image's binary32 inverse matrix (theta), which
+                           * masks are sampled through (masks.h) */
 } sp_geom_step;
 
 #define SP_GEOM_LOG_MAX 128

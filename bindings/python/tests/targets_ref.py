@@ -33,16 +33,33 @@ def rotation_cs(angle32):
     return float(np.float32(c)), float(np.float32(s))
 
 
-def affine_forward(angle, shx, shy, scale, cx, cy, tx, ty):
-    """docs/pipeline.md "Targets": torchvision's forward matrix
-    (_get_inverse_affine_matrix, inverted=False) in double."""
+def affine_rss(angle, shx, shy):
+    """[a, b, c, d] of docs/pipeline.md "affine" (seedpipe's sine and cosine)."""
     sr, cr = sincos_deg(angle)
     sd, cd = sincos_deg(angle - shy)
     sy, cy_ = sincos_deg(shy)
     sx, cx_ = sincos_deg(shx)
     t = sx / cx_
-    a, b = cd / cy_, -cd * t / cy_ - sr
-    c, d = sd / cy_, -sd * t / cy_ + cr
+    return [cd / cy_, -cd * t / cy_ - sr, sd / cy_, -sd * t / cy_ + cr]
+
+
+def affine_theta(rss, scale, cx, cy, tx, ty):
+    """The image's binary32 inverse matrix (docs/pipeline.md "affine"
+    theta: torchvision's _get_inverse_affine_matrix in double, then float32;
+    (cx, cy) relative to the image centre), which masks are sampled through."""
+    a, b, c, d = rss
+    m = [v / scale for v in (d, -b, 0.0, -c, a, 0.0)]
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty)
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty)
+    m[2] += cx
+    m[5] += cy
+    return [float(np.float32(v)) for v in m]
+
+
+def affine_forward(angle, shx, shy, scale, cx, cy, tx, ty):
+    """docs/pipeline.md "Targets": torchvision's forward matrix
+    (_get_inverse_affine_matrix, inverted=False) in double."""
+    a, b, c, d = affine_rss(angle, shx, shy)
     m = [a * scale, b * scale, 0.0 * scale, c * scale, d * scale, 0.0 * scale]
     m[2] += m[0] * -cx + m[1] * -cy
     m[5] += m[3] * -cx + m[4] * -cy
@@ -73,12 +90,18 @@ def policy_step(name, mag, W, H):
     m[5] += m[3] * -cx + m[4] * -cy
     m[2] += cx + tx
     m[5] += cy + ty
-    return ("affine", m, W, H, W, H)
+    # the image's theta: shears about the top-left corner, i.e. (-W/2, -H/2)
+    # from the centre; translations about the centre
+    shear = name in ("ShearX", "ShearY")
+    th = affine_theta(rss, 1.0, 0.0 - W * 0.5 if shear else 0.0,
+                      0.0 - H * 0.5 if shear else 0.0, tx, ty)
+    return ("affine", m + th, W, H, W, H)
 
 
 def steps_from_explain(text, W, H):
     """[(kind, params, in_w, in_h, out_w, out_h)] of explain's op lines for
-    a W x H source."""
+    a W x H source (an affine step's params: the forward matrix m0..m5, then
+    the image's binary32 theta, for masks)."""
     out = []
     for line in text.splitlines():
         m = re.match(r"\d+ random_resized_crop: box x=(\d+) y=(\d+) w=(\d+) h=(\d+) of "
@@ -136,8 +159,9 @@ def steps_from_explain(text, W, H):
                      r"shear (\S+),(\S+)", line)
         if m:
             f = [float(np.float32(v)) for v in m.groups()]
+            th = affine_theta(affine_rss(f[0], f[4], f[5]), f[3], 0.0, 0.0, f[1], f[2])
             out.append(("affine", affine_forward(f[0], f[4], f[5], f[3], W * 0.5, H * 0.5,
-                                                 f[1], f[2]), W, H, W, H))
+                                                 f[1], f[2]) + th, W, H, W, H))
             continue
         m = re.match(r"\d+ (auto_augment|rand_augment|trivial_augment_wide): \[([^\]]*)\]",
                      line)
