@@ -73,8 +73,9 @@ uint32_t sp__protect_attempt(const sp_pipeline *p, const sp_op *op, uint32_t k,
         return 0;
     for (uint32_t a = 0; a <= (uint32_t)r.protect; a++) {
         sp_geom_step s;
-        sp_crop_box b;
+        sp_crop_box b = {0, 0, 0, 0};
         sp_random_crop_geom g;
+        memset(&g, 0, sizeof g);
         if (sp__protect_step(op, k, ctx, W, H, a, &s, &b, &g)) return 0;
         int first, why, lost = sp__targets_lost(&r, log, upto, &s, &first, &why);
         if (e) attempt_line(e, op, a, &b, &g);
