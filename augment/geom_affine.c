@@ -61,5 +61,6 @@ int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g)
     }
     g->kind = SP_GEOM_AFFINE;
     sp__affine_forward(rss, 1.0, cx, cy, tx, ty, g->m);
+    sp__aug_theta(aug, mag, W, H, g->th);   /* masks: the image's inverse map */
     return 1;
 }

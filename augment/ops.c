@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "seedpipe/detmath.h"
+#include "augment/pipeline_internal.h"   /* sp__rrc_sample_at() */
 
 /* ---- crop, copy, flips --------------------------------------------------- */
 
@@ -170,10 +171,16 @@ void sp_adjust_saturation(sp_image *img, int32_t fq) {
 int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
                   sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
                   sp_crop_box *box) {
+    return sp__rrc_sample_at(W, H, s0, s1, r0, r1, k_augment, op, sample, epoch, 0, box);
+}
+
+int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
+                      sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                      uint32_t base, sp_crop_box *box) {
     double area = (double)H * (double)W;
     double lr0 = sp_det_log(r0), lr1 = sp_det_log(r1);
     for (uint32_t t = 0; t < 10; t++) {
-        sp_ctr d = sp_sample_draw(k_augment, t, op, sample, epoch);
+        sp_ctr d = sp_sample_draw(k_augment, base | t, op, sample, epoch);
         double target = area * (s0 + (s1 - s0) * sp_u01d(d.c[0]));
         double aspect = sp_det_exp(lr0 + (lr1 - lr0) * sp_u01d(d.c[1]));
         double wf = sp_det_round_half_even(sqrt(target * aspect));

@@ -20,6 +20,7 @@
  * (docs/pipeline.md gives the measured agreement).
  */
 #include "seedpipe/ops.h"
+#include "augment/pipeline_internal.h"   /* sp__aug_theta() */
 
 #include <math.h>      /* fmaf: correctly rounded */
 #include <stdlib.h>
@@ -133,9 +134,14 @@ static int affine_in_place(sp_image *img, const float th[6], int bilinear, const
 /* The geometric sub-ops: theta as F.affine builds it for _apply_op. */
 static int aug_geometric(sp_image *img, int op, double m, int bilinear, const float *fill) {
     float th[6];
+    sp__aug_theta(op, m, img->width, img->height, th);
+    return affine_in_place(img, th, bilinear, fill);
+}
+
+void sp__aug_theta(int op, double m, int W, int H, float th[6]) {
     if (op == SP_AUG_ROTATE) {
         sp_rotation_theta((float)m, th);
-        return affine_in_place(img, th, bilinear, fill);
+        return;
     }
     /* angle 0, shear 0: a = 1, b = -0, c = 0, d = 1 */
     double rss[4] = {1.0, -0.0, 0.0, 1.0}, cx = 0.0, cy = 0.0, tx = 0.0, ty = 0.0;
@@ -144,15 +150,14 @@ static int aug_geometric(sp_image *img, int op, double m, int bilinear, const fl
          * top-left corner (center=[0, 0]: relative to the centre -W/2, -H/2) */
         if (op == SP_AUG_SHEAR_X) rss[1] = -m;
         else rss[2] = -m;
-        cx = 0.0 - (double)img->width * 0.5;
-        cy = 0.0 - (double)img->height * 0.5;
+        cx = 0.0 - (double)W * 0.5;
+        cy = 0.0 - (double)H * 0.5;
     } else if (op == SP_AUG_TRANSLATE_X) {
         tx = (double)(long long)m;   /* int(magnitude): toward zero */
     } else {
         ty = (double)(long long)m;
     }
     sp_affine_theta(rss, 1.0, cx, cy, tx, ty, th);
-    return affine_in_place(img, th, bilinear, fill);
 }
 
 int sp_aug_apply(sp_image *img, int op, double m, int bilinear, const float *fill) {

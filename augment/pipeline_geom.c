@@ -224,12 +224,24 @@ static int map_span(int32_t *map, int len, int *lo) {
     return a < 0 ? 0 : b - a + 1;
 }
 
-int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
-                         sp__crop_plan *pl, const char *path, sp_error *err) {
-    memset(pl, 0, sizeof *pl);
-    sp_random_crop_geom *g = &pl->g;
+int sp__random_crop_geom(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
+                         uint32_t a, sp_random_crop_geom *g) {
     if (sp_random_crop_sample(W, H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,
                               ctx->k_augment, k, ctx->sample, ctx->epoch, g))
+        return SP_EINVAL;
+    if (a) {   /* protect=: attempt a's offset, block a << 16, the same words */
+        sp_ctr d = sp_sample_draw(ctx->k_augment, a << 16, k, ctx->sample, ctx->epoch);
+        g->y = (int)sp_uniform_int(d.c[0], (uint64_t)(g->ph - op->h + 1));
+        g->x = (int)sp_uniform_int(d.c[1], (uint64_t)(g->pw - op->w + 1));
+    }
+    return SP_OK;
+}
+
+int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
+                         uint32_t attempt, sp__crop_plan *pl, const char *path, sp_error *err) {
+    memset(pl, 0, sizeof *pl);
+    sp_random_crop_geom *g = &pl->g;
+    if (sp__random_crop_geom(op, W, H, ctx, k, attempt, g))
         return sp_error_set(err, SP_EINVAL, "%s: random_crop: a %dx%d crop of the %dx%d image "
                             "padded %d,%d,%d,%d (%s%s) is not possible: the padded image is "
                             "smaller than the crop, or a reflect pad is not smaller than the "
@@ -276,8 +288,8 @@ static void explain_erasing(sp__fbuf *e, const sp_op *op, int k, const sp_sample
                          b.y, b.w, b.h, W, H, t, u, op->p);
 }
 
-void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int *W,
-                      int *H) {
+void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
+                      uint32_t attempt, int *W, int *H) {
     if (op->kind == SP_OP_RANDOM_ERASING) explain_erasing(e, op, k, ctx, *W, *H);
     if (op->kind == SP_OP_ROTATE)
         sp__fbuf_printf(e, "%d rotate: angle %.9g (%s)\n", k,
@@ -288,8 +300,7 @@ void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *
                         op->ksize[1], (double)sp__blur_sigma(op, (uint32_t)k, ctx));
     if (op->kind != SP_OP_RANDOM_CROP) return;
     sp_random_crop_geom g;
-    if (sp_random_crop_sample(*W, *H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,
-                              ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &g))
+    if (sp__random_crop_geom(op, *W, *H, ctx, (uint32_t)k, attempt, &g))
         sp__fbuf_printf(e, "%d random_crop: %dx%d does not fit %dx%d padded (error)\n", k,
                         op->w, op->h, *W, *H);
     else

@@ -84,6 +84,9 @@ typedef struct sp_op {
     int tmax, tclip, tkpts;    /* targets: max_boxes, clip, keypoints */
     double tmin_area, tmin_vis; /* targets: min_area, min_visibility */
     int tmasks, tmask_fill;    /* targets: masks (SP_MASKS_*), mask_fill */
+    int tprotect;              /* targets: protect (redraws of a random crop that loses a box) */
+    int tnflip;                /* targets: flip_pairs, the number of pairs */
+    uint8_t tflip[SP_TARGETS_MAX_KEYPOINTS]; /* targets: keypoint j's flip partner (j: none) */
     double iou_opts[16];       /* random_iou_crop: sampler_options */
     int niou, trials, attempts; /* random_iou_crop */
 } sp_op;
@@ -145,7 +148,12 @@ typedef struct sp__crop_plan {
     int32_t *xmap, *ymap;
 } sp__crop_plan;
 int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
-                         sp__crop_plan *pl, const char *path, sp_error *err);
+                         uint32_t attempt, sp__crop_plan *pl, const char *path, sp_error *err);
+/* random_crop's geometry on a W x H image for attempt a of protect= (a 0:
+ * sp_random_crop_sample(); a > 0: its offset redrawn from block a << 16,
+ * the same words); 0 or SP_EINVAL. */
+int sp__random_crop_geom(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
+                         uint32_t a, sp_random_crop_geom *g);
 void sp__crop_plan_free(sp__crop_plan *pl);
 
 /* gaussian_blur's sigma for the sample: block 0, (float)(lo + (hi - lo) *
@@ -158,7 +166,7 @@ float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
 /* One line of sp_pipeline_explain() for op k of pipeline_geom.c; updates
  * the tracked size *W x *H. */
 void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
-                      int *W, int *H);
+                      uint32_t attempt, int *W, int *H);   /* attempt: random_crop's protect= */
 
 /* ---- the ops of pipeline_policy.c (affine, auto_augment, rand_augment,
  * trivial_augment_wide): as the pipeline_geom.c functions above. ---- */
@@ -197,6 +205,38 @@ size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, 
  * steps [0, upto) of log (the rules' clipping after every step; an empty
  * one as 0, 0, 0, 0). @return t->n. */
 int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, double *vis);
+/* targets.c: how many of log->targets' boxes step g (appended after steps
+ * [0, upto)) loses: boxes the rules keep after steps [0, upto) and not
+ * after g; *first (-1: none) the first of them, *why its fate (1 empty,
+ * 2 min_area, 3 min_visibility). */
+int sp__targets_lost(const sp_targets_rules *r, const sp_geom_log *log, int upto,
+                     const sp_geom_step *g, int *first, int *why);
+/* ops.c: sp_rrc_sample() with try t drawing block base | t (attempt a of
+ * protect=: base a << 16; sp_rrc_sample() is base 0). */
+int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
+                      sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                      uint32_t base, sp_crop_box *box);
+/* pipeline_protect.c: protect= of the targets op (docs/pipeline.md
+ * "protect"). sp__protect_step(): the step attempt a of random crop op k
+ * (random_resized_crop or random_crop) would log on a W x H image (its RRC
+ * box in *b, or its random_crop geometry in *g; either may be NULL); 0, or
+ * 1 when random_crop cannot crop (its run names the error).
+ * sp__protect_attempt(): the attempt op k keeps with the boxes after steps
+ * [0, upto) of log (0 without protect, a log or boxes); e (may be NULL)
+ * gets one line per attempt. */
+int sp__protect_step(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int W, int H,
+                     uint32_t a, sp_geom_step *step, sp_crop_box *b, sp_random_crop_geom *g);
+uint32_t sp__protect_attempt(const sp_pipeline *p, const sp_op *op, uint32_t k,
+                             const sp_sample_ctx *ctx, int W, int H, const sp_geom_log *log,
+                             int upto, sp__fbuf *e);
+/* The attempt op k kept in the sample's run (log: its steps; NULL: 0). */
+uint32_t sp__protect_explained(const sp_pipeline *p, const sp_op *op, int k,
+                               const sp_sample_ctx *ctx, int W, int H, const sp_geom_log *log,
+                               sp__fbuf *e);
+/* random_crop's explain lines (op k of p): the attempt that ran, then the
+ * attempts (sp__geom_explain() and the lines above). */
+void sp__protect_explain_crop(sp__fbuf *e, const sp_pipeline *p, int k, const sp_sample_ctx *ctx,
+                              const sp_geom_log *log, int *W, int *H);
 /* geom_affine.c: the geometry of affine and the policy's geometric
  * sub-ops for targets. sp__affine_forward(): torchvision's forward matrix
  * (_get_inverse_affine_matrix, inverted=False) in pixels, centre (cx, cy).
@@ -206,6 +246,10 @@ int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, d
 void sp__affine_forward(const double rss[4], double scale, double cx, double cy, double tx,
                         double ty, double m[6]);
 int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g);
+/* ops_policy.c: the binary32 inverse matrix (theta) the image of policy
+ * sub-op aug (ShearX/Y, TranslateX/Y, Rotate) with magnitude m on a W x H
+ * image is sampled through (F.affine's for _apply_op). */
+void sp__aug_theta(int aug, double m, int W, int H, float th[6]);
 void sp__geom_push(sp_geom_log *log, const sp_geom_step *g);
 /* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
  * min_area, min_visibility, keypoints), canonical form, and the check that

@@ -321,6 +321,7 @@ int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_ima
         g.in_w = g.out_w = W;
         g.in_h = g.out_h = H;
         sp__affine_forward(rss, a.scale, (double)W * 0.5, (double)H * 0.5, a.tx, a.ty, g.m);
+        memcpy(g.th, th, sizeof g.th);   /* masks: the image's own inverse map */
         sp__geom_push(log, &g);
         sp_image out;
         int rc = sp_image_alloc(&out, W, H, img->channels);

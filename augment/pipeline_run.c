@@ -143,11 +143,13 @@ static int check_out_size(int w, int h, const char *path, sp_error *err) {
     return SP_OK;
 }
 
-static int run_rrc(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const source *s,
-                   state *st, const char *path, sp_error *err) {
-    sp_crop_box b;
-    sp_rrc_sample(s->W, s->H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
-                  ctx->k_augment, k, ctx->sample, ctx->epoch, &b);
+static int run_rrc(const sp_pipeline *p, const sp_op *op, uint32_t k, const sp_sample_ctx *ctx,
+                   const source *s, state *st, const char *path, sp_error *err) {
+    sp_crop_box b;   /* protect= (pipeline_protect.c): the attempt that loses no box */
+    uint32_t a = sp__protect_attempt(p, op, k, ctx, s->W, s->H, st->log, st->log ? st->log->n : 0,
+                                     NULL);
+    sp__rrc_sample_at(s->W, s->H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                      ctx->k_augment, k, ctx->sample, ctx->epoch, a << 16, &b);
     int d = pick_scale(s, b.w, b.h, op->w, op->h);
     log_step(st, SP_GEOM_AXIS, (int)k, s->W, s->H, op->w, op->h, b.x, b.y,
              (double)op->w / b.w, (double)op->h / b.h);
@@ -255,10 +257,13 @@ static int run_center_crop(const sp_op *op, const source *s, state *st, const ch
 /* random_crop: the pixels the crop shows are read (for encoded input,
  * only that box is decoded, at 1/1), then copied through the index maps
  * (pipeline_geom.c, ops_geom.c); padding is never built. */
-static int run_random_crop(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const source *s,
-                           state *st, const char *path, sp_error *err) {
+static int run_random_crop(const sp_pipeline *p, const sp_op *op, uint32_t k,
+                           const sp_sample_ctx *ctx, const source *s, state *st, const char *path,
+                           sp_error *err) {
     sp__crop_plan pl;
-    int rc = sp__random_crop_plan(op, s->W, s->H, ctx, k, &pl, path, err);
+    uint32_t a = sp__protect_attempt(p, op, k, ctx, s->W, s->H, st->log, st->log ? st->log->n : 0,
+                                     NULL);
+    int rc = sp__random_crop_plan(op, s->W, s->H, ctx, k, a, &pl, path, err);
     if (rc) return rc;
     log_step(st, SP_GEOM_AXIS, (int)k, s->W, s->H, op->w, op->h,
              pl.g.x - pl.g.pad[0] - pl.g.extra_x, pl.g.y - pl.g.pad[1] - pl.g.extra_y, 1, 1);
@@ -281,9 +286,10 @@ static int run_geometric(const sp_pipeline *p, int k, const sp_sample_ctx *ctx, 
                          state *st, int *consumed, const char *path, sp_error *err) {
     const sp_op *op = &p->ops[k];
     *consumed = 1;
-    if (op->kind == SP_OP_RRC) return run_rrc(op, (uint32_t)k, ctx, s, st, path, err);
+    if (op->kind == SP_OP_RRC) return run_rrc(p, op, (uint32_t)k, ctx, s, st, path, err);
     if (op->kind == SP_OP_RESIZE) return run_resize(p, k, s, st, consumed, path, err);
-    if (op->kind == SP_OP_RANDOM_CROP) return run_random_crop(op, (uint32_t)k, ctx, s, st, path, err);
+    if (op->kind == SP_OP_RANDOM_CROP)
+        return run_random_crop(p, op, (uint32_t)k, ctx, s, st, path, err);
     log_step(st, SP_GEOM_AXIS, k, s->W, s->H, op->w, op->h, sp_center_crop_offset(s->W, op->w),
              sp_center_crop_offset(s->H, op->h), 1, 1);
     return run_center_crop(op, s, st, path, err);
@@ -645,6 +651,24 @@ static void explain_pixel(sp__fbuf *e, const sp_op *op, int k, const sp_sample_c
 }
 
 /* The decode line's name of a source format. */
+/* random_resized_crop's line: the box of the attempt that ran (protect=),
+ * then the attempts' lines (pipeline_protect.c). */
+static void explain_rrc(sp__fbuf *e, const sp_pipeline *p, int k, const sp_sample_ctx *ctx,
+                        const sp_geom_log *log, const source *s, int *W, int *H) {
+    const sp_op *op = &p->ops[k];
+    sp_crop_box b;
+    uint32_t a = sp__protect_explained(p, op, k, ctx, *W, *H, log, NULL);
+    sp__rrc_sample_at(*W, *H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+                      ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, a << 16, &b);
+    sp__fbuf_printf(e, "%d random_resized_crop: box x=%d y=%d w=%d h=%d of %dx%d -> %dx%d "
+                    "(decoded at 1/%d)%s\n", k, b.x, b.y, b.w, b.h, *W, *H, op->w, op->h,
+                    pick_scale(s, b.w, b.h, op->w, op->h),
+                    op->filter == SP_RESAMPLE_BICUBIC ? ", bicubic" : "");
+    sp__protect_explained(p, op, k, ctx, *W, *H, log, e);
+    *W = op->w;
+    *H = op->h;
+}
+
 static const char *fmt_name(sp_format f) {
     switch (f) {
     case SP_FORMAT_PNG: return "PNG";
@@ -681,18 +705,7 @@ size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, 
             sp__fbuf_printf(&e, "%d decode: %dx%d %s, %s\n", k, W, H, fmt_name(format),
                             p->channels == 1 ? "gray" : "rgb");
             continue;
-        case SP_OP_RRC: {
-            sp_crop_box b;
-            sp_rrc_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
-                          ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b);
-            int d = pick_scale(&s, b.w, b.h, op->w, op->h);
-            sp__fbuf_printf(&e, "%d random_resized_crop: box x=%d y=%d w=%d h=%d of %dx%d -> %dx%d "
-                   "(decoded at 1/%d)%s\n", k, b.x, b.y, b.w, b.h, W, H, op->w, op->h, d,
-                   op->filter == SP_RESAMPLE_BICUBIC ? ", bicubic" : "");
-            W = op->w;
-            H = op->h;
-            break;
-        }
+        case SP_OP_RRC: explain_rrc(&e, p, k, ctx, log, &s, &W, &H); break;
         case SP_OP_RESIZE: {
             int ow, oh;
             sp__resize_dims(op, W, H, &ow, &oh);
@@ -749,10 +762,10 @@ size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, 
         case SP_OP_RANDOM_APPLY: k = explain_random_apply(&e, op, k, ctx); break;
         case SP_OP_RANDOM_ZOOM_OUT:
         case SP_OP_RANDOM_IOU_CROP: sp__detcrop_explain(&e, op, k, ctx, log, &W, &H); break;
-        case SP_OP_RANDOM_CROP:
+        case SP_OP_RANDOM_CROP: sp__protect_explain_crop(&e, p, k, ctx, log, &W, &H); break;
         case SP_OP_GAUSSIAN_BLUR:
         case SP_OP_RANDOM_ERASING:
-        case SP_OP_ROTATE: sp__geom_explain(&e, op, k, ctx, &W, &H); break;
+        case SP_OP_ROTATE: sp__geom_explain(&e, op, k, ctx, 0, &W, &H); break;
         case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT:
         case SP_OP_TRIVIAL_AUGMENT: sp__policy_explain(&e, op, k, ctx, W, H); break;
         default:

@@ -94,7 +94,7 @@ const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
 typedef struct op_desc {
     const char *name;
     sp_op_kind kind;
-    const char *keys[8];
+    const char *keys[10];
     const char *required;   /* a key that must be present, or NULL */
 } op_desc;
 
@@ -128,7 +128,8 @@ static const op_desc OPS[] = {
     {"trivial_augment_wide", SP_OP_TRIVIAL_AUGMENT, {"num_magnitude_bins", "interpolation",
                                                      "fill", NULL}, NULL},
     {"targets", SP_OP_TARGETS,
-     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill", NULL},
+     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill",
+      "protect", "flip_pairs", NULL},
      NULL},
     {"random_zoom_out", SP_OP_RANDOM_ZOOM_OUT, {"fill", "side_range", "p", NULL}, NULL},
     {"random_iou_crop", SP_OP_RANDOM_IOU_CROP, {"min_scale", "max_scale", "min_aspect_ratio",
@@ -403,7 +404,7 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     for (int i = 0; i < N_OPS; i++)
         if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
     if (!d) return unknown_op(idx, tok[0], err);
-    const char *vals[8] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    const char *vals[10] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');
         if (!eq || eq == tok[t])

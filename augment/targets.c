@@ -97,17 +97,47 @@ int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, d
 
 enum { FATE_KEPT, FATE_EMPTY, FATE_AREA, FATE_VIS };
 
-/* One box through the log: its fate, the rectangle to write, and its
- * keypoints (kp: k x 3, moved in place). */
-static int one_box(const sp_targets_rules *r, const sp_geom_log *log, const float *b, double *kp,
-                   int k, rect *outr, double *area, double *visible) {
+/* Does step g mirror the canvas (reverse its orientation)? Then the flip
+ * pairs of keypoints swap identities. */
+static int mirrors(const sp_geom_step *g) {
+    if (g->kind == SP_GEOM_HFLIP || g->kind == SP_GEOM_VFLIP) return 1;
+    if (g->kind == SP_GEOM_AFFINE) return g->m[0] * g->m[4] - g->m[1] * g->m[3] < 0.0;
+    return g->kind == SP_GEOM_AXIS && g->sx * g->sy < 0.0;
+}
+
+/* Swap the (x, y, v) of keypoint j and its partner, for each pair. */
+static void swap_pairs(const sp_targets_rules *r, double *kp, int k) {
+    for (int j = 0; j < k; j++) {
+        int o = r->flip[j];
+        if (o <= j || o >= k) continue;
+        for (int c = 0; c < 3; c++) {
+            double t = kp[3 * j + c];
+            kp[3 * j + c] = kp[3 * o + c];
+            kp[3 * o + c] = t;
+        }
+    }
+}
+
+/* Step i of the walk: the log's steps [0, upto), then extra (may be NULL). */
+static const sp_geom_step *walk_step(const sp_geom_log *log, int upto, const sp_geom_step *extra,
+                                     int i) {
+    return i < upto ? &log->step[i] : extra;
+}
+
+/* One box through steps [0, upto) of the log, then extra (NULL: none):
+ * its fate, the rectangle to write, and its keypoints (kp: k x 3, moved in
+ * place). */
+static int box_walk(const sp_targets_rules *r, const sp_geom_log *log, int upto,
+                    const sp_geom_step *extra, const float *b, double *kp, int k, rect *outr,
+                    double *area, double *visible) {
     rect whole = {b[0], b[1], b[2], b[3]};
     int alive = clip_rect(&whole, log->src_w, log->src_h);
     rect vis = whole;
     for (int j = 0; j < k; j++)
         if (outside(kp[3 * j], kp[3 * j + 1], log->src_w, log->src_h)) kp[3 * j + 2] = 0.0;
-    for (int i = 0; i < log->n; i++) {
-        const sp_geom_step *g = &log->step[i];
+    int n = upto + (extra != NULL);
+    for (int i = 0; i < n; i++) {
+        const sp_geom_step *g = walk_step(log, upto, extra, i);
         whole = map_rect(g, whole);
         if (alive) {
             vis = map_rect(g, vis);
@@ -117,6 +147,7 @@ static int one_box(const sp_targets_rules *r, const sp_geom_log *log, const floa
             map_point(g, &kp[3 * j], &kp[3 * j + 1]);
             if (outside(kp[3 * j], kp[3 * j + 1], g->out_w, g->out_h)) kp[3 * j + 2] = 0.0;
         }
+        if (k && r->flip_pairs && mirrors(g)) swap_pairs(r, kp, k);
     }
     *outr = r->clip && alive ? vis : whole;   /* a box left empty: where it went */
     *area = alive ? (vis.x1 - vis.x0) * (vis.y1 - vis.y0) : 0.0;
@@ -126,6 +157,33 @@ static int one_box(const sp_targets_rules *r, const sp_geom_log *log, const floa
     if (*area < r->min_area) return FATE_AREA;
     if (*visible < r->min_visibility) return FATE_VIS;
     return FATE_KEPT;
+}
+
+static int one_box(const sp_targets_rules *r, const sp_geom_log *log, const float *b, double *kp,
+                   int k, rect *outr, double *area, double *visible) {
+    return box_walk(r, log, log->n, NULL, b, kp, k, outr, area, visible);
+}
+
+int sp__targets_lost(const sp_targets_rules *r, const sp_geom_log *log, int upto,
+                     const sp_geom_step *g, int *first, int *why) {
+    const sp_targets *t = log->targets;
+    int lost = 0;
+    *first = -1;
+    *why = FATE_KEPT;
+    for (uint32_t i = 0; t && i < t->n; i++) {
+        const float *b = t->boxes + 4 * (size_t)i;
+        rect o;
+        double area, visible;
+        if (box_walk(r, log, upto, NULL, b, NULL, 0, &o, &area, &visible) != FATE_KEPT)
+            continue;   /* not kept before the crop: not the crop's to protect */
+        int fate = box_walk(r, log, upto, g, b, NULL, 0, &o, &area, &visible);
+        if (fate == FATE_KEPT) continue;
+        if (!lost++) {
+            *first = (int)i;
+            *why = fate;
+        }
+    }
+    return lost;
 }
 
 static void fate_line(char *fates, size_t fates_n, uint32_t i, int32_t cat, int fate,

@@ -16,7 +16,8 @@
  * - RLE: runs in column-major order, zeros first (the compressed string
  *   form is decoded by common/mask_rle.c).
  * - Warping: one step at a time into a scratch buffer (at most two live),
- *   each output pixel taking one source pixel (masks.h).
+ *   each output pixel taking one source pixel (masks.h); a rotation or an
+ *   affine step through the image's own binary32 theta, nearest.
  */
 #include "seedpipe/masks.h"
 #include "seedpipe/ops.h"
@@ -226,8 +227,9 @@ static void warp_step(const sp_geom_step *g, const uint8_t *src, uint8_t fill, u
             for (size_t j = 0; j < W; j++) dst[i * W + j] = src[i * W + (W - 1 - j)];
     } else if (g->kind == SP_GEOM_VFLIP) {
         for (size_t i = 0; i < H; i++) memcpy(dst + i * W, src + (H - 1 - i) * W, W);
-    } else {
+    } else {   /* ROTATE, AFFINE: the image's theta, nearest */
         float th[6] = {(float)g->c, (float)g->s, 0.0f, (float)-g->s, (float)g->c, 0.0f};
+        if (g->kind == SP_GEOM_AFFINE) memcpy(th, g->th, sizeof th);
         float f[3] = {(float)fill, (float)fill, (float)fill};
         sp_image a = {g->in_w, g->in_h, 1, W, (uint8_t *)(uintptr_t)src};
         sp_image b = {g->in_w, g->in_h, 1, W, dst};
@@ -247,7 +249,8 @@ int sp_mask_warp(const sp_geom_log *log, const uint8_t *src, uint8_t fill, uint8
         const sp_geom_step *g = &log->step[i];
         int axis = g->kind == SP_GEOM_AXIS, known = axis || g->kind == SP_GEOM_HFLIP ||
                                                  g->kind == SP_GEOM_VFLIP ||
-                                                 g->kind == SP_GEOM_ROTATE;
+                                                 g->kind == SP_GEOM_ROTATE ||
+                                                 g->kind == SP_GEOM_AFFINE;
         if (!known || g->in_w != W || g->in_h != H || g->out_w <= 0 || g->out_h <= 0 ||
             (axis ? !(g->sx > 0 && g->sy > 0) : g->out_w != W || g->out_h != H))
             return sp_error_set(err, SP_EINVAL, "mask: geometry step %d is not a known step "

@@ -6,16 +6,19 @@
  * document the op.
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
- *           masks=none|instance|semantic mask_fill=F
+ *           masks=none|instance|semantic mask_fill=F protect=R
+ *           flip_pairs=a-b,c-d,...|coco
  *
  * Defaults: max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0
- * masks=none mask_fill=0.
+ * masks=none mask_fill=0 protect=0 (pipeline_protect.c redraws the random
+ * crops that would lose a box, at most R times).
  * It must be the last op (it draws nothing, so the other ops keep their
  * numbers and draws) and it may follow normalize and random_erasing.
  */
 #include "augment/pipeline_internal.h"
 #include "seedpipe/targets.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int bad(sp_error *err, int idx, const char *key, const char *val, const char *expect) {
@@ -30,8 +33,37 @@ static int int_in(const char *v, int lo, int hi, int *out) {
     return 1;
 }
 
+/* The pairs of keypoints (0-based) whose identities a mirror swaps (COCO
+ * person's left_eye/right_eye ...); "coco": COCO person's 17 keypoints. */
+static int parse_flip(sp_op *op, int idx, const char *v, sp_error *err) {
+    static const char COCO[] = "1-2,3-4,5-6,7-8,9-10,11-12,13-14,15-16";
+    const char *s = strcmp(v, "coco") == 0 ? COCO : v;
+    for (int j = 0; j < SP_TARGETS_MAX_KEYPOINTS; j++) op->tflip[j] = (uint8_t)j;
+    op->tnflip = 0;
+    if (s == COCO && op->tkpts != 17)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": flip_pairs=coco is COCO "
+                            "person's 17 keypoints, and the op says keypoints=%d", idx, op->tkpts);
+    if (!op->tkpts)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": flip_pairs needs "
+                            "keypoints=K (the op carries none)", idx);
+    while (*s) {
+        char *end;
+        long a = strtol(s, &end, 10), b = -1;
+        if (end != s && *end == '-' && end[1] >= '0' && end[1] <= '9') b = strtol(end + 1, &end, 10);
+        if (b < 0 || a < 0 || a >= op->tkpts || b >= op->tkpts || a == b ||
+            op->tflip[a] != a || op->tflip[b] != b || (*end && (*end != ',' || !end[1])))
+            return bad(err, idx, "flip_pairs", v, "coco, or pairs a-b of keypoint indices below "
+                       "keypoints=K, comma-separated, each index in one pair at most");
+        op->tflip[a] = (uint8_t)b;
+        op->tflip[b] = (uint8_t)a;
+        op->tnflip++;
+        s = *end ? end + 1 : end;
+    }
+    return SP_OK;
+}
+
 /* vals: max_boxes, clip, min_area, min_visibility, keypoints, masks,
- * mask_fill (NULL: default). */
+ * mask_fill, protect, flip_pairs (NULL: default). */
 int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err) {
     op->tmax = 100;
     op->tclip = 1;
@@ -59,7 +91,12 @@ int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err
     if (vals[5] && strcmp(vals[5], "semantic") == 0) op->tmasks = SP_MASKS_SEMANTIC;
     if (vals[6] && !int_in(vals[6], 0, 255, &op->tmask_fill))
         return bad(err, idx, "mask_fill", vals[6], "an integer in [0, 255]");
-    return SP_OK;
+    op->tprotect = 0;
+    if (vals[7] && !int_in(vals[7], 0, SP_TARGETS_MAX_PROTECT, &op->tprotect))
+        return bad(err, idx, "protect", vals[7], "an integer in [0, 1000] (redraws)");
+    for (int j = 0; j < SP_TARGETS_MAX_KEYPOINTS; j++) op->tflip[j] = (uint8_t)j;
+    op->tnflip = 0;
+    return vals[8] ? parse_flip(op, idx, vals[8], err) : SP_OK;
 }
 
 void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
@@ -68,6 +105,10 @@ void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
     if (op->tmasks)   /* absent without masks: the spec (and fingerprint) of boxes alone stays */
         sp__sbuf_printf(b, " masks=%s mask_fill=%d",
                         op->tmasks == SP_MASKS_SEMANTIC ? "semantic" : "instance", op->tmask_fill);
+    if (op->tprotect) sp__sbuf_printf(b, " protect=%d", op->tprotect);   /* absent at 0, as masks */
+    for (int j = 0, n = 0; j < op->tkpts; j++)   /* each pair once, by its smaller index */
+        if (op->tflip[j] > j)
+            sp__sbuf_printf(b, "%s%d-%d", n++ ? "," : " flip_pairs=", j, op->tflip[j]);
 }
 
 /* Can op kind k move targets? The geometric ops of the run log their
@@ -122,12 +163,6 @@ int sp__targets_check(const sp_pipeline *p, sp_error *err) {
         if (op->kind == SP_OP_RANDOM_APPLY && i + op->span >= t)
             return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": targets may "
                                 "not be random-applied", i);
-        int affine = op->kind == SP_OP_AFFINE || op->kind == SP_OP_AUTO_AUGMENT ||
-                     op->kind == SP_OP_RAND_AUGMENT || op->kind == SP_OP_TRIVIAL_AUGMENT;
-        if (affine && p->ops[t].tmasks)   /* sp_mask_warp() has no affine step yet */
-            return sp_error_set(err, SP_ESPEC, "pipeline op %d: masks cannot move through "
-                                "affine, shear or translate steps yet (boxes and keypoints "
-                                "can): drop masks= or this op", i);
     }
     return SP_OK;
 }
@@ -143,6 +178,9 @@ int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r) {
         r->min_visibility = op->tmin_vis;
         r->masks = op->tmasks;
         r->mask_fill = op->tmask_fill;
+        r->protect = op->tprotect;
+        r->flip_pairs = op->tnflip;
+        memcpy(r->flip, op->tflip, sizeof r->flip);
         r->mask_w = r->mask_h = 0;   /* the loader sets the output size */
     }
     return 1;

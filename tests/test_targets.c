@@ -8,7 +8,9 @@
  * rotation, the rules and their counts, clip=0, zero rows after the kept
  * boxes), test_apply_refusals (more boxes than max_boxes, another K),
  * test_targets_spec (defaults, canonical round trip, bad values, last op,
- * not inside random_apply, the record size).
+ * not inside random_apply, the record size), test_flip_pairs (flip_pairs=
+ * parsed, canonical, refused; keypoints swapped at hflip, vflip and a
+ * mirroring affine step, not at a rotation, back at a second flip).
  * The bit-exact reference over real photos is
  * bindings/python/tests/test_targets.py.
  */
@@ -96,7 +98,7 @@ static void test_run_geom_same_bytes(void) {
 
 static sp_geom_step axis(int in_w, int in_h, int ow, int oh, double x0, double y0, double sx,
                          double sy) {
-    sp_geom_step g = {SP_GEOM_AXIS, 0, in_w, in_h, ow, oh, x0, y0, sx, sy, 0, 0, {0}};
+    sp_geom_step g = {SP_GEOM_AXIS, 0, in_w, in_h, ow, oh, x0, y0, sx, sy, 0, 0, {0}, {0}};
     return g;
 }
 
@@ -108,7 +110,7 @@ typedef struct rec {
 } rec;
 
 static void test_apply_by_hand(void) {
-    sp_targets_rules r = {8, 1, 2, 4.0, 0.5, 0, 0, 0, 0};
+    sp_targets_rules r = {8, 1, 2, 4.0, 0.5, 0, 0, 0, 0, 0, 0, {0}};
     CHECK(sp_targets_record_bytes(&r) == sizeof(rec));
     /* five boxes on a 100 x 80 image */
     const float boxes[5][4] = {
@@ -129,7 +131,7 @@ static void test_apply_by_hand(void) {
     log.n = 3;
     log.step[0] = axis(100, 80, 60, 50, 0, 0, 1, 1);                 /* crop [0,60] x [0,50] */
     log.step[1] = axis(60, 50, 120, 50, 0, 0, 2, 1);                 /* resize x by 2 */
-    log.step[2] = (sp_geom_step){SP_GEOM_HFLIP, 2, 120, 50, 120, 50, 0, 0, 1, 1, 0, 0, {0}};
+    log.step[2] = (sp_geom_step){SP_GEOM_HFLIP, 2, 120, 50, 120, 50, 0, 0, 1, 1, 0, 0, {0}, {0}};
     rec out;
     memset(&out, 0xAB, sizeof out);
     sp_targets_stats st;
@@ -164,18 +166,18 @@ static void test_apply_by_hand(void) {
     memset(&rot, 0, sizeof rot);
     rot.src_w = rot.src_h = 40;
     rot.n = 1;
-    rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1, {0}};
+    rot.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, -1, {0}, {0}};
     const float b2[4] = {5, 10, 15, 30};
     const int32_t l2 = 9;
     sp_targets t2 = {1, 0, b2, &l2, NULL, NULL};
-    sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0, 0, 0, 0, 0};
+    sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, {0}};
     float o2[64];
     CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 10 && o2[1] == 25 && o2[2] == 30 && o2[3] == 35);
     /* an affine step: x' = x + 0.5 y - 4, y' = y + 2 (a shear and a shift);
      * the corners of [5, 10, 15, 30] go to x in [6, 26], y in [12, 32] */
     rot.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, 0,
-                                 {1, 0.5, -4, 0, 1, 2}};
+                                 {1, 0.5, -4, 0, 1, 2}, {0}};
     CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 6 && o2[1] == 12 && o2[2] == 26 && o2[3] == 32);
     /* shifted over the border: x [30, 50] clipped to [30, 40]; further: empty */
@@ -188,7 +190,7 @@ static void test_apply_by_hand(void) {
 }
 
 static void test_apply_refusals(void) {
-    sp_targets_rules r = {1, 1, 2, 0.0, 0.0, 0, 0, 0, 0};
+    sp_targets_rules r = {1, 1, 2, 0.0, 0.0, 0, 0, 0, 0, 0, 0, {0}};
     const float boxes[8] = {0, 0, 1, 1, 0, 0, 2, 2};
     const int32_t labels[2] = {1, 2};
     const float kps[9] = {0};
@@ -279,12 +281,70 @@ static void test_iou_crop_needs_boxes(void) {
     sp_image_free(&im);
 }
 
+/* flip_pairs=: parsed, canonical (each pair by its smaller index; coco
+ * expanded), refused when malformed; applied at every mirroring step. */
+static void test_flip_pairs(void) {
+    sp_pipeline *p = parse_ok("resize size=8,8 | targets keypoints=17 flip_pairs=coco");
+    CHECK(strstr(sp_pipeline_canonical(p), "keypoints=17 flip_pairs=1-2,3-4,5-6,7-8,9-10,11-12,"
+                 "13-14,15-16") != NULL);
+    sp_targets_rules r;
+    CHECK(sp_pipeline_targets(p, &r) == 1 && r.flip_pairs == 8 && r.flip[0] == 0 &&
+          r.flip[1] == 2 && r.flip[2] == 1 && r.flip[16] == 15);
+    sp_pipeline_destroy(p);
+    p = parse_ok("resize size=8,8 | targets keypoints=4 flip_pairs=3-0");
+    CHECK(strstr(sp_pipeline_canonical(p), "keypoints=4 flip_pairs=0-3") != NULL);
+    sp_pipeline_destroy(p);
+    const char *bad[] = {"keypoints=4 flip_pairs=0-0", "keypoints=4 flip_pairs=0-4",
+                         "keypoints=4 flip_pairs=0-1,1-2", "keypoints=4 flip_pairs=1-",
+                         "keypoints=4 flip_pairs=0-1,", "keypoints=4 flip_pairs=-1-2"};
+    char spec[128];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(spec, sizeof spec, "resize size=4,4 | targets %s", bad[i]);
+        expect_spec_error(spec, "for flip_pairs");
+    }
+    expect_spec_error("resize size=4,4 | targets keypoints=3 flip_pairs=coco", "17 keypoints");
+    expect_spec_error("resize size=4,4 | targets flip_pairs=0-1", "needs keypoints=K");
+    /* two keypoints swapped at an hflip, not at a rotation, back at a second flip */
+    sp_targets_rules rr = {8, 1, 2, 0.0, 0.0, 0, 0, 0, 0, 0, 1, {1, 0}};
+    const float box[4] = {2, 2, 8, 8};
+    const int32_t lab = 1;
+    const float kps[6] = {3, 4, 2, 7, 5, 1};
+    sp_targets t = {1, 2, box, &lab, kps, NULL};
+    sp_geom_log log;
+    memset(&log, 0, sizeof log);
+    log.src_w = log.src_h = 10;
+    log.n = 1;
+    log.step[0] = (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}, {0}};
+    rec out;
+    sp_error err;
+    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 5 && out.kps[0][0][2] == 1);
+    CHECK(out.kps[0][1][0] == 7 && out.kps[0][1][1] == 4 && out.kps[0][1][2] == 2);
+    log.step[0].kind = SP_GEOM_VFLIP;   /* a vflip mirrors too */
+    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK(out.kps[0][0][0] == 7 && out.kps[0][0][1] == 5 && out.kps[0][1][1] == 6);
+    log.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 1, 0, {0}, {0}};
+    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 4 && out.kps[0][1][0] == 7);
+    log.n = 2;
+    log.step[0] = log.step[1] =
+        (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}, {0}};
+    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 4 && out.kps[0][0][2] == 2);
+    log.n = 1;   /* an affine step with a negative determinant mirrors */
+    log.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0,
+                                 {-1, 0, 10, 0, 1, 0}, {0}};
+    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 5 && out.kps[0][1][0] == 7);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_iou_crop_needs_boxes),
     SP_CASE(test_run_geom_same_bytes),
     SP_CASE(test_apply_by_hand),
     SP_CASE(test_apply_refusals),
     SP_CASE(test_targets_spec),
+    SP_CASE(test_flip_pairs),
 };
 
 int main(int argc, char **argv) {

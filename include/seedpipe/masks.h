@@ -26,7 +26,10 @@
  *     canvas gives `fill`;
  *   hflip / vflip: mirrored;
  *   rotate: torchvision's F.rotate(NEAREST, fill) grid (sp_image_affine
- *     with bilinear = 0), outside: `fill`.
+ *     with bilinear = 0), outside: `fill`;
+ *   affine (affine, the policy ops' shears and translations): F.affine's
+ *     (NEAREST, fill) grid through the step's th, the image's own binary32
+ *     theta (sp_image_affine with bilinear = 0), outside: `fill`.
  *
  * Thread safety: everything here is reentrant.
  */
@@ -70,7 +73,8 @@ SP_API int sp_mask_rle_string(const char *s, size_t len, uint32_t *counts, size_
  *  size when the log is empty). fill: the value of pixels whose source is
  *  outside the canvas. @return 0, SP_ENOMEM, or SP_EINVAL (an unknown
  *  step, a step whose input size is not the previous step's output, a
- *  flip or rotation that changes the size, a scale that is not positive). */
+ *  flip, rotation or affine step that changes the size, a scale that is not
+ *  positive). */
 SP_API int sp_mask_warp(const sp_geom_log *log, const uint8_t *src, uint8_t fill, uint8_t *out,
                         sp_error *err);
 

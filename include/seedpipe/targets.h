@@ -7,6 +7,7 @@
  * (x, y, visibility 0/1/2 as COCO). A pipeline that declares them ends with
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
+ *           masks=none|instance|semantic mask_fill=F protect=R flip_pairs=a-b,..|coco
  *
  * (the last op; part of the canonical spec, hence of the fingerprint). The
  * run records, for each geometric op it runs on the sample, the exact
@@ -25,7 +26,8 @@
  *     (clip=0, coordinates may leave the image);
  *   - a keypoint that leaves the canvas [0, W] x [0, H] after any step gets
  *     visibility 0 (its coordinates are still moved and kept); keypoints of
- *     a dropped box go with it.
+ *     a dropped box go with it; at a step that mirrors (hflip, vflip) the
+ *     keypoints of each flip pair swap places (left and right identities);
  *
  * The sample record (what the loader writes per sample, in the ring, the
  * cache and the digest) is the image, zero padding to a multiple of 8
@@ -55,6 +57,7 @@ extern "C" {
 
 #define SP_TARGETS_MAX_BOXES 4096   /* the largest max_boxes= */
 #define SP_TARGETS_MAX_KEYPOINTS 256 /* the largest keypoints= */
+#define SP_TARGETS_MAX_PROTECT 1000  /* the largest protect= */
 
 /* The rules a pipeline's `targets` op declares. */
 typedef struct sp_targets_rules {
@@ -66,6 +69,9 @@ typedef struct sp_targets_rules {
     int masks;              /* SP_MASKS_NONE / _INSTANCE / _SEMANTIC (masks.h) */
     int mask_fill;          /* the value of mask pixels outside the source (0..255) */
     int mask_w, mask_h;     /* the masks' size: the loader's output size (0: no masks) */
+    int protect;            /* redraws of a random crop that would lose a box (0: none) */
+    int flip_pairs;         /* keypoint pairs swapped at a mirroring step (0: none) */
+    uint8_t flip[SP_TARGETS_MAX_KEYPOINTS]; /* keypoint j's partner (j: none) */
 } sp_targets_rules;
 
 enum { SP_MASKS_NONE = 0, SP_MASKS_INSTANCE = 1, SP_MASKS_SEMANTIC = 2 };
@@ -101,6 +107,8 @@ typedef struct sp_geom_step {
     double sx, sy;        /* AXIS: out / source extent (1 for a crop) */
     double c, s;          /* ROTATE: rotate's theta[0], theta[1] (float32 values) */
     double m[6];          /* AFFINE: the forward matrix (docs/pipeline.md "affine") */
+    float th[6];          /* AFFINE: the image's binary32 inverse matrix (theta), which
+                           * masks are sampled through (masks.h) */
 } sp_geom_step;
 
 #define SP_GEOM_LOG_MAX 128

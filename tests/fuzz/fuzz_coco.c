@@ -53,7 +53,7 @@ static void check(const sp_coco *c) {
         if (t.n > 4096 / 11) abort();   /* an annotation takes at least 11 tokens */
         for (uint32_t b = 0; b < 4 * t.n; b++)
             if (!isfinite(t.boxes[b])) abort();
-        sp_targets_rules r = {64, (int)(i & 1), (int)t.k, 1.0, 0.25, 0, 0, 0, 0};
+        sp_targets_rules r = {64, (int)(i & 1), (int)t.k, 1.0, 0.25, 0, 0, 0, 0, 0, 0, {0}};
         if (t.n > 64 || t.k > 16) continue;
         sp_targets_stats st;
         sp_error err;

@@ -25,7 +25,7 @@ import numpy as np
 
 
 _TAIL = (r"targets max_boxes=(\d+) clip=\d min_area=\S+ min_visibility=\S+ "
-         r"keypoints=(\d+)(?: masks=(instance|semantic) mask_fill=\d+)?$")
+         r"keypoints=(\d+)(?: masks=(instance|semantic) mask_fill=\d+)?(?: protect=\d+)?(?: flip_pairs=\S+)?$")
 
 
 def parse(canonical: str):

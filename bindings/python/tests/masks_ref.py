@@ -4,9 +4,10 @@ C code): nearest-neighbour, one source pixel per output pixel.
 
 A log is a list of steps (dicts): kind "axis" (in_w, in_h, out_w, out_h,
 x0, y0, sx, sy), "hflip", "vflip" (in_w, in_h), "rotate" (in_w, in_h, c,
-s: binary32 values). Rotation is torchvision's grid for F.rotate with
-NEAREST computed by torch itself (grid_sample), so that op is checked
-against torch rather than against a second derivation.
+s: binary32 values), "affine" (in_w, in_h, th: the image's binary32 theta,
+six values). Rotation and affine steps are torchvision's grid for F.rotate
+/ F.affine with NEAREST computed by torch itself (grid_sample), so they are
+checked against torch rather than against a second derivation.
 """
 import math
 
@@ -41,11 +42,17 @@ def _axis(m, g, fill):
 
 
 def _rotate(m, g, fill):
+    c, s = np.float32(g["c"]), np.float32(g["s"])
+    return _grid(m, [c, s, 0.0, -s, c, 0.0], fill)
+
+
+def _grid(m, th, fill):
+    """torchvision's _gen_affine_grid for theta th (binary32), then
+    grid_sample nearest with a ones channel marking what is inside."""
     import torch
     import torch.nn.functional as F
     h, w = m.shape
-    c, s = np.float32(g["c"]), np.float32(g["s"])
-    theta = torch.tensor([[[c, s, 0.0], [-s, c, 0.0]]], dtype=torch.float32)
+    theta = torch.tensor([[th[0:3], th[3:6]]], dtype=torch.float32)
     base = torch.empty(1, h, w, 3)
     base[..., 0].copy_(torch.linspace(-w * 0.5 + 0.5, w * 0.5 - 0.5, steps=w))
     base[..., 1].copy_(torch.linspace(-h * 0.5 + 0.5, h * 0.5 - 0.5, steps=h).unsqueeze_(-1))
@@ -70,6 +77,8 @@ def warp(mask, steps, fill=0):
             m = m[:, ::-1].copy()
         elif g["kind"] == "vflip":
             m = m[::-1, :].copy()
+        elif g["kind"] == "affine":
+            m = _grid(m, [np.float32(v) for v in g["th"]], fill)
         else:
             m = _rotate(m, g, fill)
     return m

@@ -33,16 +33,33 @@ def rotation_cs(angle32):
     return float(np.float32(c)), float(np.float32(s))
 
 
-def affine_forward(angle, shx, shy, scale, cx, cy, tx, ty):
-    """docs/pipeline.md "Targets": torchvision's forward matrix
-    (_get_inverse_affine_matrix, inverted=False) in double."""
+def affine_rss(angle, shx, shy):
+    """[a, b, c, d] of docs/pipeline.md "affine" (seedpipe's sine and cosine)."""
     sr, cr = sincos_deg(angle)
     sd, cd = sincos_deg(angle - shy)
     sy, cy_ = sincos_deg(shy)
     sx, cx_ = sincos_deg(shx)
     t = sx / cx_
-    a, b = cd / cy_, -cd * t / cy_ - sr
-    c, d = sd / cy_, -sd * t / cy_ + cr
+    return [cd / cy_, -cd * t / cy_ - sr, sd / cy_, -sd * t / cy_ + cr]
+
+
+def affine_theta(rss, scale, cx, cy, tx, ty):
+    """The image's binary32 inverse matrix (docs/pipeline.md "affine"
+    theta: torchvision's _get_inverse_affine_matrix in double, then float32;
+    (cx, cy) relative to the image centre), which masks are sampled through."""
+    a, b, c, d = rss
+    m = [v / scale for v in (d, -b, 0.0, -c, a, 0.0)]
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty)
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty)
+    m[2] += cx
+    m[5] += cy
+    return [float(np.float32(v)) for v in m]
+
+
+def affine_forward(angle, shx, shy, scale, cx, cy, tx, ty):
+    """docs/pipeline.md "Targets": torchvision's forward matrix
+    (_get_inverse_affine_matrix, inverted=False) in double."""
+    a, b, c, d = affine_rss(angle, shx, shy)
     m = [a * scale, b * scale, 0.0 * scale, c * scale, d * scale, 0.0 * scale]
     m[2] += m[0] * -cx + m[1] * -cy
     m[5] += m[3] * -cx + m[4] * -cy
@@ -73,12 +90,18 @@ def policy_step(name, mag, W, H):
     m[5] += m[3] * -cx + m[4] * -cy
     m[2] += cx + tx
     m[5] += cy + ty
-    return ("affine", m, W, H, W, H)
+    # the image's theta: shears about the top-left corner, i.e. (-W/2, -H/2)
+    # from the centre; translations about the centre
+    shear = name in ("ShearX", "ShearY")
+    th = affine_theta(rss, 1.0, 0.0 - W * 0.5 if shear else 0.0,
+                      0.0 - H * 0.5 if shear else 0.0, tx, ty)
+    return ("affine", m + th, W, H, W, H)
 
 
 def steps_from_explain(text, W, H):
     """[(kind, params, in_w, in_h, out_w, out_h)] of explain's op lines for
-    a W x H source."""
+    a W x H source (an affine step's params: the forward matrix m0..m5, then
+    the image's binary32 theta, for masks)."""
     out = []
     for line in text.splitlines():
         m = re.match(r"\d+ random_resized_crop: box x=(\d+) y=(\d+) w=(\d+) h=(\d+) of "
@@ -136,8 +159,9 @@ def steps_from_explain(text, W, H):
                      r"shear (\S+),(\S+)", line)
         if m:
             f = [float(np.float32(v)) for v in m.groups()]
+            th = affine_theta(affine_rss(f[0], f[4], f[5]), f[3], 0.0, 0.0, f[1], f[2])
             out.append(("affine", affine_forward(f[0], f[4], f[5], f[3], W * 0.5, H * 0.5,
-                                                 f[1], f[2]), W, H, W, H))
+                                                 f[1], f[2]) + th, W, H, W, H))
             continue
         m = re.match(r"\d+ (auto_augment|rand_augment|trivial_augment_wide): \[([^\]]*)\]",
                      line)
@@ -166,6 +190,17 @@ def map_point(step, x, y):
     return (c * dx - s * dy) + cx, (s * dx + c * dy) + cy
 
 
+def mirrors(step):
+    """Does the step reverse the canvas's orientation (docs/pipeline.md
+    "Moving keypoints": then the flip pairs swap)?"""
+    kind, p = step[:2]
+    if kind in ("hflip", "vflip"):
+        return True
+    if kind == "affine":
+        return p[0] * p[4] - p[1] * p[3] < 0.0
+    return kind == "axis" and p[2] * p[3] < 0.0
+
+
 def map_rect(step, r):
     pts = [map_point(step, x, y) for x, y in ((r[0], r[1]), (r[2], r[1]), (r[2], r[3]),
                                               (r[0], r[3]))]
@@ -185,7 +220,8 @@ def inside(x, y, W, H):
 def apply(steps, src_w, src_h, boxes, labels, kps, rules):
     """(boxes (n,4) f32, labels, keypoints (n,K,3) f32, counts [kept,
     empty, area, visibility], fates) for one sample; rules: dict of the
-    targets op (max_boxes, clip, min_area, min_visibility, keypoints)."""
+    targets op (max_boxes, clip, min_area, min_visibility, keypoints, and
+    flip_pairs: [(a, b)], swapped after every mirroring step)."""
     K = rules["keypoints"]
     kept_b, kept_l, kept_k, counts, fates = [], [], [], [0, 0, 0, 0], []
     for i, b in enumerate(boxes):
@@ -204,6 +240,9 @@ def apply(steps, src_w, src_h, boxes, labels, kps, rules):
                 p[0], p[1] = map_point(st, p[0], p[1])
                 if not inside(p[0], p[1], st[4], st[5]):
                     p[2] = 0.0
+            if mirrors(st):
+                for a, b in rules.get("flip_pairs", []):
+                    kp[a], kp[b] = kp[b], kp[a]
         area = (vis[2] - vis[0]) * (vis[3] - vis[1]) if alive else 0.0
         wa = (whole[2] - whole[0]) * (whole[3] - whole[1])
         visible = area / wa if alive else 0.0
@@ -306,3 +345,66 @@ def iou_decide(draw, W, H, vis, prm):
             if why == "ok":
                 return "crop", a, thr, res + (t,)
     return "fallback", prm["attempts"], None, None
+
+
+# ---- protect= of the targets op (docs/pipeline.md "protect") ----
+
+def fate(steps, src_w, src_h, box, rules):
+    """The rules' verdict on one box after `steps`: 0 kept, 1 empty,
+    2 min_area, 3 min_visibility (as apply() judges at the end)."""
+    whole, alive = clip([float(F32(v)) for v in box], src_w, src_h)
+    vis = list(whole)
+    for st in steps:
+        whole = map_rect(st, whole)
+        if alive:
+            vis, alive = clip(map_rect(st, vis), st[4], st[5])
+    if not alive:
+        return 1
+    area = (vis[2] - vis[0]) * (vis[3] - vis[1])
+    if area < rules["min_area"]:
+        return 2
+    if area / ((whole[2] - whole[0]) * (whole[3] - whole[1])) < rules["min_visibility"]:
+        return 3
+    return 0
+
+
+def rrc_at(words_of, base, W, H, scale, ratio, det):
+    """random_resized_crop's box (x, y, w, h) with try t drawing block
+    base | t (docs/pipeline.md random_resized_crop; det: detmath_ref)."""
+    area = float(H) * float(W)
+    lr0, lr1 = det.det_log(ratio[0]), det.det_log(ratio[1])
+    for t in range(10):
+        c = words_of(base | t)
+        target = area * (scale[0] + (scale[1] - scale[0]) * ((c[0] >> 8) * 2.0 ** -24))
+        aspect = det.det_exp(lr0 + (lr1 - lr0) * ((c[1] >> 8) * 2.0 ** -24))
+        w = det.round_half_even(math.sqrt(target * aspect))
+        h = det.round_half_even(math.sqrt(target / aspect))
+        if 0 < w <= W and 0 < h <= H:
+            w, h = int(w), int(h)
+            return ((c[3] * (W - w + 1)) >> 32, (c[2] * (H - h + 1)) >> 32, w, h)
+    r = W / H
+    w, h = W, H
+    if r < ratio[0]:
+        h = int(det.round_half_even(w / ratio[0]))
+    elif r > ratio[1]:
+        w = int(det.round_half_even(h * ratio[1]))
+    w, h = min(max(w, 1), W), min(max(h, 1), H)
+    return ((W - w) // 2, (H - h) // 2, w, h)
+
+
+def protect_decide(candidate, before, src_w, src_h, boxes, rules, redraws):
+    """protect=R: candidate(a) gives attempt a's (position, step); the boxes
+    the rules keep after `before` are protected. Returns (chosen attempt,
+    [(a, position, lost, first lost box, its fate)], fallback?)."""
+    keep = [i for i, b in enumerate(boxes) if fate(before, src_w, src_h, b, rules) == 0]
+    tries = []
+    if not boxes:
+        return 0, tries, False
+    for a in range(redraws + 1):
+        pos, step = candidate(a)
+        lost = [(i, f) for i in keep
+                for f in [fate(before + [step], src_w, src_h, boxes[i], rules)] if f]
+        tries.append((a, pos, len(lost), lost[0][0] if lost else -1, lost[0][1] if lost else 0))
+        if not lost:
+            return a, tries, False
+    return 0, tries, True

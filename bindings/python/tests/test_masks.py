@@ -5,6 +5,8 @@ docs/pipeline.md "Moving a mask" states (include/seedpipe/masks.h).
 - sp_mask_warp over a grid of sizes and parameters of every logged op
   (crop, pad, resize, resized crop, flips, rotation, chains) equals
   masks_ref.py (written from the docs) byte for byte;
+- an affine step (theta) equals torchvision 0.14's F.affine(NEAREST, fill)
+  on the mask, byte for byte;
 - resize and resized-crop steps equal torch 1.13's
   F.interpolate(mode="nearest") on the same crop, byte for byte;
 - polygons (single, several, concave, degenerate edges, outside the image)
@@ -32,7 +34,7 @@ class Step(Structure):
     _fields_ = [("kind", c_int), ("op", c_int), ("in_w", c_int), ("in_h", c_int),
                 ("out_w", c_int), ("out_h", c_int), ("x0", c_double), ("y0", c_double),
                 ("sx", c_double), ("sy", c_double), ("c", c_double), ("s", c_double),
-                ("m", c_double * 6)]
+                ("m", c_double * 6), ("th", ctypes.c_float * 6)]
 
 
 class Log(Structure):   # include/seedpipe/targets.h's sp_geom_log
@@ -48,7 +50,7 @@ lib.sp_mask_rle.argtypes = [POINTER(c_uint32), c_size_t, c_int, c_int, U8P, c_ch
                             POINTER(sp_error)]
 lib.sp_mask_rle_string.argtypes = [c_char_p, c_size_t, POINTER(c_uint32), c_size_t,
                                    POINTER(c_size_t), c_char_p, POINTER(sp_error)]
-KINDS = {"axis": 0, "hflip": 1, "vflip": 2, "rotate": 3}
+KINDS = {"axis": 0, "hflip": 1, "vflip": 2, "rotate": 3, "affine": 4}
 
 
 def _u8(a):
@@ -67,6 +69,8 @@ def c_warp(mask, steps, fill=0):
         for k in ("x0", "y0", "c", "s"):
             setattr(st, k, g.get(k, 0.0))
         st.sx, st.sy = g.get("sx", 1.0), g.get("sy", 1.0)
+        for j, v in enumerate(g.get("th", [0.0] * 6)):
+            st.th[j] = v
     oh = steps[-1].get("out_h", steps[-1]["in_h"]) if steps else mask.shape[0]
     ow = steps[-1].get("out_w", steps[-1]["in_w"]) if steps else mask.shape[1]
     out = np.zeros((oh, ow), np.uint8)
@@ -141,6 +145,36 @@ def test_rotate_equals_torch_grid(w, h):
         steps = [dict(kind="rotate", in_w=w, in_h=h, c=c, s=s)]
         for fill in (0, 255):
             assert np.array_equal(c_warp(m, steps, fill), masks_ref.warp(m, steps, fill)), angle
+
+
+@pytest.mark.parametrize("w,h", ((17, 11), (31, 64), (64, 48), (97, 53)))
+def test_affine_equals_torchvision(w, h):
+    """An affine step through theta (torchvision's own matrix for the
+    parameters, rounded to binary32 as F.affine does) equals torchvision
+    0.14's F.affine(mask, NEAREST, fill) on the uint8 mask, byte for byte,
+    and masks_ref.warp (grid_sample on _gen_affine_grid)."""
+    torch = pytest.importorskip("torch")
+    tvf = pytest.importorskip("torchvision.transforms.functional")
+    from torchvision.transforms import InterpolationMode
+    rng = np.random.default_rng(3 * w + h)
+    m = _mask(rng, h, w)
+    cases = [(0.0, [0, 0], 1.0, [0.0, 0.0]), (17.5, [3, -2], 0.8, [10.0, -5.0]),
+             (-45.0, [0, 0], 1.3, [0.0, 20.0]), (90.0, [-5, 7], 1.0, [0.0, 0.0]),
+             (0.0, [0, 0], 1.0, [float(np.degrees(np.arctan(0.3))), 0.0])]
+    for _ in range(6):
+        cases.append((float(rng.uniform(-180, 180)), [int(rng.integers(-9, 10)),
+                      int(rng.integers(-9, 10))], float(rng.uniform(0.5, 1.6)),
+                      [float(rng.uniform(-30, 30)), float(rng.uniform(-30, 30))]))
+    for angle, tr, sc, sh in cases:
+        mat = tvf._get_inverse_affine_matrix([0.0, 0.0], angle, [float(t) for t in tr], sc, sh)
+        th = [float(np.float32(v)) for v in mat]
+        steps = [dict(kind="affine", in_w=w, in_h=h, th=th)]
+        for fill in (0, 255):
+            want = tvf.affine(torch.from_numpy(m)[None], angle, tr, sc, sh,
+                              interpolation=InterpolationMode.NEAREST, fill=[fill])[0].numpy()
+            got = c_warp(m, steps, fill)
+            assert np.array_equal(got, want), (angle, tr, sc, sh, fill)
+            assert np.array_equal(got, masks_ref.warp(m, steps, fill))
 
 
 @pytest.mark.parametrize("w,h", SIZES)
@@ -321,7 +355,8 @@ def test_hostile_segmentations_are_named_errors():
 def test_bad_logs_are_refused():
     src = np.zeros((4, 4), np.uint8)
     out = np.zeros((64, 64), np.uint8)
-    for kind, ow, oh, iw, sx in ((1, 2, 4, 4, 1.0), (3, 4, 5, 4, 1.0), (7, 4, 4, 4, 1.0),
+    for kind, ow, oh, iw, sx in ((1, 2, 4, 4, 1.0), (3, 4, 5, 4, 1.0), (4, 5, 4, 4, 1.0),
+                                 (7, 4, 4, 4, 1.0),
                                  (0, 4, 4, 5, 1.0), (0, 4, 4, 4, 0.0)):
         log = Log()
         log.n, log.src_w, log.src_h = 1, 4, 4

@@ -8,6 +8,10 @@ count lists and compressed RLE strings.
   sp_mask_rle, checked against pycocotools in test_masks.py) and moved by
   masks_ref.py through the steps read from explain, byte for byte; masks
   follow their boxes (same kept set, same order), zero after them;
+- affine and the policy ops (ShearX/Y, TranslateX/Y, Rotate): instance
+  and semantic masks moved through the image's own binary32 theta by
+  nearest neighbour, equal to masks_ref.py (torch's grid_sample on
+  torchvision's grid);
 - equal batches at 0, 1 and 3 workers and after a resume at another
   worker count;
 - hostile segmentations and rules: named errors.
@@ -130,6 +134,8 @@ def _mask_steps(steps):
             g.update(x0=float(par[0]), y0=float(par[1]), sx=par[2], sy=par[3])
         elif kind == "rotate":
             g.update(c=par[0], s=par[1])
+        elif kind == "affine":
+            g.update(th=par[6:12])
         out.append(g)
     return out
 
@@ -372,11 +378,30 @@ def test_semantic_workers_and_errors(seg, tmp_path):
             run(d=str(bad))
 
 
-def test_masks_refuse_affine_steps(seg):
-    """Masks have no affine step yet: a pipeline with masks and an affine
-    or policy op is refused by name when it is parsed, not per sample."""
-    data, _ = seg
-    for op in ("affine degrees=10", "trivial_augment_wide", "rand_augment"):
-        spec = f"{op} | resize size=24 | targets masks=semantic"
-        with pytest.raises(seedpipe.Error, match="masks cannot move through affine"):
-            seedpipe.Loader(data, pipeline=spec, batch_size=2)
+AFF = ["resize size=40,40 | affine degrees=20 translate=0.1,0.1 scale=0.8,1.2 shear=10 | " + TGT,
+       "resize size=36,44 | trivial_augment_wide | hflip p=0.5 | " + TGT,
+       "random_resized_crop size=40 | rand_augment num_ops=3 magnitude=15 | " + TGT]
+AFF_SEM = ["affine degrees=30 translate=0.2,0.1 shear=-10,10,-5,5 | resize size=30,30 | "
+           "targets masks=semantic mask_fill=255",
+           "resize size=32,30 | auto_augment policy=imagenet | targets masks=semantic"]
+
+
+@pytest.mark.parametrize("spec", AFF)
+def test_masks_through_affine_steps(coco, spec):
+    """affine and the policy ops' ShearX/Y, TranslateX/Y move masks by
+    nearest neighbour through the image's own theta: equal to
+    masks_ref.warp (torch's grid_sample nearest on torchvision's grid)."""
+    test_masks_equal_the_reference(coco, spec)
+    data, ann, doc = coco
+    with seedpipe.Loader(data, pipeline=spec, annotations=ann, batch_size=4, epochs=2,
+                         seed=3) as ld:
+        sizes = {i: (im["width"], im["height"]) for i, im in enumerate(doc["images"])}
+        affine = sum(st[0] == "affine" for _ in ld.stream() for i in ld.batch_info.indices
+                     for st in targets_ref.steps_from_explain(
+                         ld.explain(ld.batch_info.epoch, int(i)), *sizes[int(i)]))
+    assert affine >= 3, affine   # the affine steps were exercised
+
+
+@pytest.mark.parametrize("spec", AFF_SEM)
+def test_semantic_through_affine_steps(seg, spec):
+    test_semantic_equals_the_reference(seg, spec)

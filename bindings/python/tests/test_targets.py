@@ -106,9 +106,12 @@ def _sample_targets(doc, i):
 def _rules(spec):
     m = re.search(r"targets max_boxes=(\d+) clip=(\d) min_area=(\S+) min_visibility=(\S+) "
                   r"keypoints=(\d+)", spec)
+    f = re.search(r" flip_pairs=(\S+)", spec)
     return {"max_boxes": int(m.group(1)), "clip": int(m.group(2)),
             "min_area": float(m.group(3)), "min_visibility": float(m.group(4)),
-            "keypoints": int(m.group(5))}
+            "keypoints": int(m.group(5)),
+            "flip_pairs": [tuple(map(int, p.split("-"))) for p in f.group(1).split(",")]
+            if f else []}
 
 
 def _batches(data, ann, spec, **kw):
