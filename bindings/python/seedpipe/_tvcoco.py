@@ -322,10 +322,16 @@ class Coco:
         for a in coco.dataset.get("annotations", ()):
             if a.get("image_id") not in keep:
                 continue
+            need = ("bbox", "category_id") + (("segmentation",) if self.masks else ())
+            miss = [k for k in need if a.get(k) is None]
+            if miss:
+                _refuse(f"dataset=CocoDetection annotation {a.get('id', len(anns))} of image "
+                        f"{a['image_id']}", f"it has no {miss[0]!r} (the wrapper needs it for "
+                        "target_keys " + ", ".join(self.keys) + ")")
             b = {"id": a.get("id", len(anns)), "image_id": a["image_id"], "bbox": a["bbox"],
                  "category_id": a["category_id"]}
             if self.masks:
-                b["segmentation"] = a.get("segmentation")
+                b["segmentation"] = a["segmentation"]
             anns.append(b)
         data = json.dumps({"images": images, "annotations": anns},
                           separators=(",", ":")).encode()

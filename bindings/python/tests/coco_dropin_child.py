@@ -122,10 +122,21 @@ def check_structure(root, ann):
     assert 10 < n1 < n0, (n0, n1)
     refused(lambda: st.DataLoader(dataset(root, ann, tf), batch_size=2, collate_fn=collate,
                                   backend="c"), "SanitizeBoundingBoxes", "no annotation")
-    print(f"OK structure boxes={n0} after_sanitize={n1}")
+    # a crop that cuts boxes (clipped, the ones left outside removed by
+    # Sanitize), uint8 images and ToPureTensor's plain tensors
+    crop = v2.Compose([v2.ToImage(), v2.Resize((64, 64)), v2.CenterCrop((40, 36)),
+                       v2.RandomVerticalFlip(p=1), v2.SanitizeBoundingBoxes(min_size=1),
+                       v2.ToPureTensor()])
+    n2, _ = compare(*both(root, ann, crop, only_annotated=True), expect=3, pure=True,
+                    size=(40, 36))
+    assert 5 < n2 < n0, (n0, n2)
+    print(f"OK structure boxes={n0} after_sanitize={n1} after_crop={n2}")
 
 
-def compare(theirs, mine, expect):
+def compare(theirs, mine, expect, pure=False, size=(48, 64)):
+    img_t, box_t, mask_t = (torch.Tensor,) * 3 if pure else \
+        (tv_tensors.Image, tv_tensors.BoundingBoxes, tv_tensors.Mask)
+    img_dt = torch.uint8 if pure else torch.float32
     assert len(theirs) == len(mine) == expect, (len(theirs), len(mine))
     empty = 0
     nbox = nmask = worst = 0
@@ -133,9 +144,9 @@ def compare(theirs, mine, expect):
     for (ti, tt), (mi, mt) in zip(theirs, mine):
         assert type(ti) is type(mi) is tuple and type(tt) is type(mt) is tuple
         for a, b in zip(ti, mi):
-            assert type(a) is type(b) is tv_tensors.Image, (type(a), type(b))
-            assert a.dtype == b.dtype == torch.float32 and a.shape == b.shape, (a.shape, b.shape)
-            pixel = max(pixel, float((a - b).abs().max()))
+            assert type(a) is type(b) is img_t, (type(a), type(b))
+            assert a.dtype == b.dtype == img_dt and a.shape == b.shape, (a.shape, b.shape)
+            pixel = max(pixel, float((a.double() - b.double()).abs().max()))
         for a, b in zip(tt, mt):
             assert list(a) == list(b), (list(a), list(b))      # keys, in the wrapper's order
             assert a["image_id"] == b["image_id"] and type(a["image_id"]) is type(b["image_id"])
@@ -143,9 +154,10 @@ def compare(theirs, mine, expect):
                 empty += 1
                 continue
             ba, bb = a["boxes"], b["boxes"]
-            assert type(ba) is type(bb) is tv_tensors.BoundingBoxes
-            assert ba.format == bb.format == tv_tensors.BoundingBoxFormat.XYXY
-            assert tuple(ba.canvas_size) == tuple(bb.canvas_size) == (48, 64)
+            assert type(ba) is type(bb) is box_t
+            if not pure:
+                assert ba.format == bb.format == tv_tensors.BoundingBoxFormat.XYXY
+                assert tuple(ba.canvas_size) == tuple(bb.canvas_size) == size
             assert ba.dtype == bb.dtype == torch.float32 and ba.shape == bb.shape, \
                 (a["image_id"], ba, bb)
             d = float((ba.double() - bb.double()).abs().max()) if len(ba) else 0.0
@@ -154,7 +166,7 @@ def compare(theirs, mine, expect):
             assert a["labels"].dtype == b["labels"].dtype == torch.int64
             assert torch.equal(a["labels"], b["labels"])
             ma, mb = a["masks"], b["masks"]
-            assert type(ma) is type(mb) is tv_tensors.Mask and ma.dtype == mb.dtype == torch.uint8
+            assert type(ma) is type(mb) is mask_t and ma.dtype == mb.dtype == torch.uint8
             assert ma.shape == mb.shape and torch.equal(ma, mb), (a["image_id"], ma.shape,
                                                                   (ma != mb).sum())
             nbox += len(ba)
@@ -222,7 +234,28 @@ def check_workers(root, ann):
     differs = any(not torch.equal(a, b) for (a, _), (b, _) in zip(runs[0], other))
     assert differs
     nb = sum(len(t.get("boxes", ())) for _, t in runs[0])
-    print(f"OK workers samples={len(runs[0])} boxes={nb}")
+    # RandomZoomOut's fill per type: the image's 114, the masks' 7 (the
+    # targets op's mask_fill); a canvas twice the size always has a corner
+    # of padding only, which a resize keeps constant
+    zoom = v2.Compose([v2.ToImage(), v2.RandomZoomOut(fill={tv_tensors.Image: 114,
+                                                            tv_tensors.Mask: 7},
+                                                      side_range=(2.0, 2.0), p=1.0),
+                       v2.Resize((40, 40))])
+    dl = st.DataLoader(dataset(root, ann, zoom), batch_size=4, collate_fn=collate)
+    corners = 0
+    for imgs, tgts in dl:
+        for img, t in zip(imgs, tgts):
+            assert img.dtype == torch.uint8
+            for y, x in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
+                if bool((img[:, y, x] == 114).all()) and "masks" in t and len(t["masks"]):
+                    if bool((t["masks"][:, y, x] == 7).all()):
+                        corners += 1
+                        break
+            if "masks" in t:
+                assert set(torch.unique(t["masks"]).tolist()) <= {0, 1, 7}
+    dl.close()
+    assert corners >= 6, corners
+    print(f"OK workers samples={len(runs[0])} boxes={nb} fill_corners={corners}")
 
 
 def refused(make, *names):
@@ -252,6 +285,16 @@ def check_refusals(root, ann):
     refused(lambda: dl(v2.Compose(base), collate_fn=None), "collate_fn")
     refused(lambda: dl(v2.Compose(base), keys=("boxes", "area")), "target_keys", "area")
     refused(lambda: dl(v2.Compose(base), collate_fn=lambda b: b), "collate_fn")
+    # an annotation without the segmentation masks need: named, with its id
+    with open(ann) as f:
+        d = json.load(f)
+    del d["annotations"][2]["segmentation"]
+    bad = os.path.join(root, "no_segmentation.json")
+    with open(bad, "w") as f:
+        json.dump(d, f)
+    refused(lambda: st.DataLoader(dataset(root, bad, v2.Compose(base)), batch_size=2,
+                                  collate_fn=collate, backend="c"),
+            f"annotation {d['annotations'][2]['id']}", "'segmentation'")
     # the automatic choice: the Python backend, with the reason named
     auto = dl(v2.Compose([v2.RandomPhotometricDistort()] + base), backend=None)
     assert auto.backend == "python" and "RandomPhotometricDistort" in auto.backend_reason, \
