@@ -713,6 +713,9 @@ class DataLoader:
             if dtype is not None and np.dtype(dtype) != np.dtype(cargs["dtype"]):
                 _refuse(f"dtype={dtype!r}", f"the dataset's v2 transforms give "
                         f"{cargs['dtype']} images (ToDtype); leave dtype None")
+            if layout != "nchw":
+                _refuse(f"layout={layout!r}", "torchvision's images are (C, H, W): leave "
+                        "layout='nchw'")
             data, transform, dtype = self._coco.root, cargs["pipeline"], cargs["dtype"]
             paths, labels, ncls = cargs["samples"]
             if cut is not None:
@@ -823,6 +826,10 @@ class DataLoader:
             return Loader(self._data, **self._args)
         except Error as e:
             msg = str(e)
+            if "no fixed output size" in msg and self._coco is not None:
+                raise _refusal("transforms", "seedpipe batches need one image size, and these "
+                               "v2 transforms keep each image's own size (or a drawn one): end "
+                               "them with Resize((H, W)) or a crop of one size") from None
             if "no fixed output size" in msg:
                 raise _refusal(f"transform={tf_name}", "seedpipe batches need one image size, and "
                         "this transform keeps each image's own size (torch's default_collate "

@@ -283,6 +283,9 @@ def check_refusals(root, ann):
     refused(lambda: dl(v2.Compose(base + [v2.ToDtype(torch.float32)])), "ToDtype")
     refused(lambda: dl(v2.Compose([v2.Resize((32, 32))])), "ToImage()")
     refused(lambda: dl(v2.Compose(base), collate_fn=None), "collate_fn")
+    refused(lambda: dl(v2.Compose([v2.ToImage(), v2.Resize(32)])), "transforms",
+            "Resize((H, W))")
+    refused(lambda: dl(v2.Compose(base), layout="nhwc"), "layout='nhwc'")
     refused(lambda: dl(v2.Compose(base), keys=("boxes", "area")), "target_keys", "area")
     refused(lambda: dl(v2.Compose(base), collate_fn=lambda b: b), "collate_fn")
     # an annotation without the segmentation masks need: named, with its id
