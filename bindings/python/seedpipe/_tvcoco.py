@@ -11,7 +11,9 @@ and given v2 transforms, on seedpipe's C path with targets (issue 41 item
 
 What is read from the objects (nothing runs torchvision per sample):
 
-- the dataset: the wrapper's CocoDetection (its type exactly), its `root`,
+- the dataset: the wrapper's CocoDetection (its type exactly; the wrapper
+  may be inside torch Subsets, whose indices select from `ids`, each
+  once), its `root`,
   its `ids` (the index order) and its `coco` object's images and
   annotations. CocoDetection keeps no annotation file name, so the
   annotations it holds are written once as a COCO JSON in seedpipe's cache
@@ -56,8 +58,39 @@ def _refuse(what, why):
     raise ValueError(f"DataLoader: {what}: {why}")
 
 
+def unwrap(ds):
+    """(the v2 wrapper, its dataset indices in ds's index order or None)
+    of a wrapped CocoDetection or a torch Subset (of a Subset...) of one;
+    (None, None) for anything else."""
+    chain = []
+    while type(ds).__name__ == "Subset" and type(ds).__module__.startswith("torch.utils.data"):
+        chain.append(ds)
+        ds = ds.dataset
+    if _wrapped_coco(ds) is None:
+        return None, None
+    idx = None
+    for sub in reversed(chain):
+        raw = sub.indices
+        if hasattr(raw, "detach"):
+            raw = raw.detach().cpu().numpy()
+        a = np.asarray(raw)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            _refuse("dataset=Subset.indices", "integer indices, a flat sequence")
+        a = a.astype(np.int64)
+        n = len(ds) if idx is None else len(idx)
+        if a.size and (a.min() < -n or a.max() >= n):
+            _refuse("dataset=Subset.indices", f"an index out of range for {n} samples")
+        a = np.where(a < 0, a + n, a)
+        idx = a if idx is None else idx[a]
+    return ds, idx
+
+
 def coco_of(ds):
-    """The CocoDetection inside a v2 wrapper, or None (not one)."""
+    """The CocoDetection inside a v2 wrapper (or a Subset of one), or None."""
+    return _wrapped_coco(unwrap(ds)[0]) if ds is not None else None
+
+
+def _wrapped_coco(ds):
     inner = getattr(ds, "__dict__", {}).get("_dataset")
     if inner is None or not any(c.__name__ == "VisionDatasetTVTensorWrapper" and
                                 c.__module__.startswith("torchvision.")
@@ -256,8 +289,9 @@ class Coco:
     """A wrapped CocoDetection on the C path: the Loader's arguments and
     the per-batch samples."""
 
-    def __init__(self, wrapper, collate_fn, write=True):
-        ds = coco_of(wrapper)
+    def __init__(self, dataset, collate_fn, write=True):
+        wrapper, index = unwrap(dataset)
+        ds = _wrapped_coco(wrapper)
         if not is_detection_collate(collate_fn):
             _refuse(f"collate_fn={getattr(collate_fn, '__name__', collate_fn)!r}", "a "
                     "detection batch is a tuple of images and a tuple of target dicts of "
@@ -291,6 +325,11 @@ class Coco:
         coco = ds.coco
         self.root = os.path.abspath(os.path.expanduser(os.fspath(ds.root)))
         self.ids = [int(i) for i in ds.ids]
+        if index is not None:         # a Subset: its indices into ds.ids
+            if len(np.unique(index)) != len(index):
+                _refuse("dataset=Subset.indices", "an index is listed twice: seedpipe matches "
+                        "the annotations to the image files one to one; list each image once")
+            self.ids = [self.ids[j] for j in index.tolist()]
         paths = []
         for i in self.ids:
             fn = coco.imgs[i]["file_name"]
@@ -317,7 +356,8 @@ class Coco:
     def _write_json(self, coco):
         from ._tvdatasets import _cache_root, _write_once
         keep = set(self.ids)
-        images = [{"id": i, "file_name": coco.imgs[i]["file_name"]} for i in self.ids]
+        images = [{"id": i, "file_name": coco.imgs[i]["file_name"]}
+                  for i in dict.fromkeys(self.ids)]
         anns = []
         for a in coco.dataset.get("annotations", ()):
             if a.get("image_id") not in keep:

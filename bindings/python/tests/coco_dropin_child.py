@@ -94,10 +94,16 @@ def annotated_only(ds):
     return ds
 
 
-def both(root, ann, tf, only_annotated=False, **kw):
+def both(root, ann, tf, only_annotated=False, subset=False, dup=0, **kw):
     ds = dataset(root, ann, tf)
     if only_annotated:
         annotated_only(ds)
+    if subset:
+        # the references' way: a Subset of the annotated images (here in
+        # reverse order)
+        coco = ds._dataset
+        keep = [k for k, i in enumerate(coco.ids) if coco.coco.imgToAnns.get(i)][::-1]
+        ds = torch.utils.data.Subset(ds, keep + keep[:dup])
     theirs = list(torch.utils.data.DataLoader(ds, batch_size=3, collate_fn=collate))
     dl = st.DataLoader(ds, batch_size=3, collate_fn=collate, backend="c", **kw)
     mine = list(dl)
@@ -127,9 +133,10 @@ def check_structure(root, ann):
     crop = v2.Compose([v2.ToImage(), v2.Resize((64, 64)), v2.CenterCrop((40, 36)),
                        v2.RandomVerticalFlip(p=1), v2.SanitizeBoundingBoxes(min_size=1),
                        v2.ToPureTensor()])
-    n2, _ = compare(*both(root, ann, crop, only_annotated=True), expect=3, pure=True,
+    n2, _ = compare(*both(root, ann, crop, subset=True), expect=3, pure=True,
                     size=(40, 36))
     assert 5 < n2 < n0, (n0, n2)
+    refused(lambda: both(root, ann, crop, subset=True, dup=1), "Subset.indices", "twice")
     print(f"OK structure boxes={n0} after_sanitize={n1} after_crop={n2}")
 
 

@@ -11,7 +11,9 @@ COCO-style folder (polygons, a crowd RLE, images without annotations):
 - structure: the same batches' structure, types and dtypes as torch's
   DataLoader over the same object with collate_fn=tuple(zip(*b)); for
   Resize + flip p=1 (+ SanitizeBoundingBoxes(min_size=10)) boxes within
-  1e-3 px of torchvision's, masks, labels and image ids equal;
+  1e-3 px of torchvision's, masks, labels and image ids equal; a
+  CenterCrop that cuts boxes + Sanitize + ToPureTensor over a Subset of
+  the wrapped dataset (a repeated Subset index refused);
 - workers: RandomZoomOut + RandomIoUCrop + flip + Resize + Sanitize give
   equal batches at 0 and 2 workers and across a resume (state_dict), and
   other batches with another seed;
