@@ -234,6 +234,18 @@ def check_workers(root, ann):
         rest = flat(e2)
         e2.close()
         same(head + rest, runs[0])
+        # world 2: each global batch of 4 is rank 0's 2 then rank 1's 2
+        ranks = []
+        for r in (0, 1):
+            dl = st.DataLoader(ds, batch_size=2, shuffle=True, seed=11, rank=r, world=2,
+                               collate_fn=collate)
+            ranks.append(flat(dl))
+            dl.close()
+        n = len(runs[0])
+        assert len(ranks[0]) == len(ranks[1]) == (n + 3) // 4 * 2, (n, len(ranks[0]))
+        glued = [x for k in range(0, len(ranks[0]), 2) for x in ranks[0][k:k + 2] +
+                 ranks[1][k:k + 2]]
+        same(glued[:n], runs[0])
         # another seed draws other crops: the comparison above could fail
         dl = st.DataLoader(ds, batch_size=4, shuffle=True, seed=12, collate_fn=collate)
         other = flat(dl)

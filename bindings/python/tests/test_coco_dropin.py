@@ -15,7 +15,8 @@ COCO-style folder (polygons, a crowd RLE, images without annotations):
   CenterCrop that cuts boxes + Sanitize + ToPureTensor over a Subset of
   the wrapped dataset (a repeated Subset index refused);
 - workers: RandomZoomOut + RandomIoUCrop + flip + Resize + Sanitize give
-  equal batches at 0 and 2 workers and across a resume (state_dict), and
+  equal batches at 0 and 2 workers, across a resume (state_dict) and at
+  world 2 (the rank slices glued give the world-1 batches), and
   other batches with another seed;
 - refusals: RandomPhotometricDistort, RandomRotation, labels_getter=None,
   Sanitize before Resize, ToDtype without scale, no ToImage, another
