@@ -46,10 +46,14 @@ def refuse_iterable(dataset):
 def c_path_reason(dataset, kw, c_checks):
     """None when the C path takes this loader, else why it does not (the
     Python backend then runs it)."""
+    from . import _tvcoco
     from ._batchmix import as_batch_op
     for name in ("collate_fn", "worker_init_fn", "batch_sampler"):
         if name == "collate_fn" and as_batch_op(kw.get(name)) is not None:
             continue            # a batch mix: the C path applies it (seedpipe.torch)
+        if name == "collate_fn" and not isinstance(dataset, (str, bytes, os.PathLike)) \
+                and _tvcoco.coco_of(dataset) is not None:
+            continue            # a wrapped CocoDetection: checked by seedpipe._tvcoco
         if kw.get(name) is not None:
             return f"{name}= runs Python per batch"
     if kw.get("timeout"):

@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from . import _tvcoco
 from . import _tvdatasets as _tvd
 from ._args import check_int as _check_int
 from ._errors import Error
@@ -425,8 +426,13 @@ class DataLoader:
     refused), a torch Subset or ConcatDataset of them (handed to the C
     library as an explicit sample list: paths and labels in the dataset's
     index order; every file is hashed at open), or a dataset path seedpipe
-    opens (image folder, list file, IDX, WebDataset shards). Any other
-    dataset goes to the Python backend (backend="c" refuses it by name).
+    opens (image folder, list file, IDX, WebDataset shards), or torchvision's
+    CocoDetection wrapped with wrap_dataset_for_transforms_v2 and given v2
+    transforms (seedpipe._tvcoco: targets through the pipeline; batches are
+    collate_fn=lambda b: tuple(zip(*b)) of (tv_tensors.Image, dict with
+    BoundingBoxes, Mask, labels, image_id), as torchvision gives them). Any
+    other dataset goes to the Python backend (backend="c" refuses it by
+    name).
 
     batch_size: per process, as in torch: the global batch is batch_size *
     world. Keep batch_size * world fixed for world-size-invariant runs: the
@@ -567,6 +573,16 @@ class DataLoader:
             _refuse("batch_sampler", "seedpipe cuts the batches itself: pass batch_size= (per "
                     "process) and drop_last=, with a DistributedSampler as sampler= under DDP")
         from ._batchmix import as_batch_op
+        coco = None if isinstance(dataset, (str, bytes, os.PathLike)) else \
+            _tvcoco.coco_of(dataset)
+        self._coco = None
+        if coco is not None:
+            # a wrapped CocoDetection: the detection collate (seedpipe._tvcoco)
+            if transform is not None:
+                _refuse("transform=", "a CocoDetection's v2 transforms are the dataset's "
+                        "(transforms=); leave the DataLoader's transform None")
+            self._coco = _tvcoco.Coco(dataset, collate_fn)
+            collate_fn = None
         self._mix = as_batch_op(collate_fn) if collate_fn is not None else None
         if collate_fn is not None and self._mix is None:
             _refuse("collate_fn", "seedpipe yields (images, labels) tensors as "
@@ -692,7 +708,20 @@ class DataLoader:
                     transform = dataset.transform
                 if dataset.image_size[0] == 1:
                     transform, dtype = _tvd.gray_pipeline(transform, dtype)
-        if isinstance(dataset, (str, bytes, os.PathLike)):
+        if self._coco is not None:   # a wrapped CocoDetection (seedpipe._tvcoco)
+            cargs = self._coco.loader_args()
+            if dtype is not None and np.dtype(dtype) != np.dtype(cargs["dtype"]):
+                _refuse(f"dtype={dtype!r}", f"the dataset's v2 transforms give "
+                        f"{cargs['dtype']} images (ToDtype); leave dtype None")
+            if layout != "nchw":
+                _refuse(f"layout={layout!r}", "torchvision's images are (C, H, W): leave "
+                        "layout='nchw'")
+            data, transform, dtype = self._coco.root, cargs["pipeline"], cargs["dtype"]
+            paths, labels, ncls = cargs["samples"]
+            if cut is not None:
+                paths, labels = paths[:cut], labels[:cut]
+            samples = (paths, labels, ncls)
+        elif isinstance(dataset, (str, bytes, os.PathLike)):
             if _tvd.channels_of(dataset) == 1:   # a grey IDX file stays one channel
                 transform, dtype = _tvd.gray_pipeline(transform, dtype)
         elif idx is not None:   # MNIST & co: their IDX files, one channel (_tvdatasets.py)
@@ -764,6 +793,8 @@ class DataLoader:
                           threads=threads, ring=ring, cache=cache,
                           order="shuffle" if shuffle else "sequential", pad_tail=pad_tail,
                           samples=samples, **s_extra)
+        if self._coco is not None:
+            self._args["annotations"] = self._coco.annotations
         if seq_len is not None:
             # a token corpus (docs/tokens.md): dicts of token tensors, the
             # windows shuffled as samples are (shuffle=), no padded tail
@@ -795,6 +826,10 @@ class DataLoader:
             return Loader(self._data, **self._args)
         except Error as e:
             msg = str(e)
+            if "no fixed output size" in msg and self._coco is not None:
+                raise _refusal("transforms", "seedpipe batches need one image size, and these "
+                               "v2 transforms keep each image's own size (or a drawn one): end "
+                               "them with Resize((H, W)) or a crop of one size") from None
             if "no fixed output size" in msg:
                 raise _refusal(f"transform={tf_name}", "seedpipe batches need one image size, and "
                         "this transform keeps each image's own size (torch's default_collate "
@@ -971,6 +1006,17 @@ class DataLoader:
             x = x.clone()
         return x, torch.from_numpy(labels).to(torch.long)
 
+    def _coco_batch(self, fields):
+        """A wrapped CocoDetection's batch: its collate_fn over (image,
+        target) samples as torchvision's wrapper and v2 transforms give
+        them (seedpipe._tvcoco)."""
+        def own(x):
+            if self.pin_memory:
+                dev = self.pin_memory_device or None
+                return x.pin_memory(dev) if dev else x.pin_memory()
+            return x if self.zero_copy else x.clone()
+        return self._coco.batch(fields, self._ld.batch_info.indices, own)
+
     def _token_tensors(self, fields):
         """A token batch's fields as tensors (int32, or int64 with
         dtype="int64"), owned unless zero_copy; pinned with pin_memory."""
@@ -1017,6 +1063,11 @@ def _c_path_checks(ds, kw):
         _read_sampler(kw["sampler"], ds)
     if kw.get("multiprocessing_context") is not None:
         raise ValueError("multiprocessing_context=")
+    if _tvcoco.coco_of(ds) is not None:   # a wrapped CocoDetection: its own checks
+        if kw.get("transform") is not None:
+            raise ValueError("DataLoader: transform=: a CocoDetection's transforms are its own")
+        _tvcoco.Coco(ds, kw.get("collate_fn"), write=False)
+        return
     if _tvd.idx_source(ds) is not None or _tvd.array_source(ds, write=False) is not None \
             or _tvd.fake_source(ds) is not None:
         # MNIST & co read from their IDX files, CIFAR10/100 from their arrays
@@ -1139,6 +1190,8 @@ class _Iter:
             raise
         if self.it.done:
             self._end()
+        if isinstance(item, dict) and self.dl._coco is not None:   # detection targets
+            return self.dl._coco_batch(item)
         if isinstance(item, dict):           # a token corpus's fields
             return self.dl._token_tensors(item)
         return self.dl._tensors(*item)

@@ -57,6 +57,24 @@ def tv2_python():
     return py, None
 
 
+def with_module(py, module, package):
+    """Make sure the venv of `py` imports `module`, installing `package`
+    from PyPI into it if not (e.g. pycocotools, which torchvision's COCO
+    wrapper needs for masks); (True, None) or (False, why)."""
+    if subprocess.run([py, "-c", f"import {module}"], capture_output=True).returncode == 0:
+        return True, None
+    try:
+        with open(venv_dir() + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            r = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                                package], capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        return False, f"cannot install {package} into the venv: {e}"
+    if r.returncode != 0:
+        return False, f"pip install {package} failed (no PyPI?): " + r.stderr.decode()[-300:]
+    return True, None
+
+
 def child_env(extra=None):
     """Environment for a child of the venv: this checkout's seedpipe package
     first on PYTHONPATH, the tool and library the tests use kept."""
