@@ -8,7 +8,8 @@ boxes (inside, across the border, tiny, large), three keypoints each (some
 outside), and a polygon segmentation each. For every geometric op with
 targets (random_resized_crop, resize, center_crop cropping and padding,
 random_crop with padding, hflip, vflip, rotate, affine, random_zoom_out,
-random_iou_crop, and the SSD chain), each sample's drawn parameters are
+random_iou_crop, a crop then a rotation, and the SSD chain; rotate's
+expand is not offered), each sample's drawn parameters are
 read from seedpipe's explain and handed to a child process of the
 torchvision 0.29 venv (tv2_venv.py; skipped visibly where it cannot be
 made), which applies torchvision.transforms.v2.functional to
@@ -17,17 +18,20 @@ double), KeyPoints and Mask (tv2_targets_child.py). Asserted:
 
 - kept boxes (clip=1) within 1e-3 px of torchvision's clamped boxes, and
   (clip=0) of BoundingBoxes(clamping_mode=None) after the source clamp;
-- keypoints within 1e-3 px, their visibility 0 exactly where torchvision's
-  point left the canvas at some op;
+- keypoints within 1e-3 px of torchvision's, each flip's W - 1 - x (its
+  KeyPoints rule) read as W - x (its boxes' rule, and seedpipe's), their
+  visibility 0 exactly where that point left the canvas at some op;
 - the masks of the kept boxes equal torchvision's Mask, byte for byte;
-- which boxes are kept: SanitizeBoundingBoxes(min_size=0, min_area=A) of
-  torchvision's boxes, less the boxes that were degenerate after some op
+- which boxes are kept: ClampBoundingBoxes then SanitizeBoundingBoxes(
+  min_size=0, min_area=A) of torchvision's boxes, less the boxes that were degenerate after some op
   (seedpipe keeps an empty box empty, torchvision may give a degenerate
   box an extent again under a rotation); with random_iou_crop, the boxes
   RandomIoUCrop zeroes (centre outside the crop) are exactly those that
   seedpipe keeps and torchvision's RandomIoUCrop + Sanitize drop;
 - the largest difference of torchvision's own float32 boxes from its
-  float64 ones is printed (docs/targets.md states it).
+  float64 ones is printed, and how many boxes its float32 resize (no
+  clamping, a float32 ratio) leaves past the canvas for
+  SanitizeBoundingBoxes to drop (docs/targets.md states both).
 """
 import json
 import os
