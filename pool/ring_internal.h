@@ -44,7 +44,10 @@
  * world or rank_first (nranks was the world, cap = B): a version-2 client
  * would take a partial service's slices for the wrong ranks, so the version
  * changed and such a client is refused ("layout version 3, this build reads
- * 2"), as a version-3 client refuses a version-2 region.
+ * 2"), as a version-3 client refuses a version-2 region. Version 5 added
+ * the sample record's description (tg_*: a sample may carry target fields
+ * after its image, docs/targets.md), so a client cuts each record into its
+ * image and its targets without knowing the pipeline.
  *
  * A position's state word (64 bits) names the batch it belongs to, so a
  * stale compare-and-swap can never hit a later batch that reuses the slot:
@@ -63,7 +66,8 @@
 #include "loader/loader_internal.h"
 
 #define SP__RING_MAGIC 0x31474e5250535053ull   /* "SPSPRNG1" little-endian */
-#define SP__RING_VERSION 4u   /* 4: a 16 KiB start state (a blend's, ABI 6) */
+#define SP__RING_VERSION 5u   /* 4: a 16 KiB start state (a blend's, ABI 6); 5: the
+                                * sample record's target fields (ABI 6) */
 #define SP__RING_MAX_WORKERS 64
 #define SP__RING_MAX_SLOTS 1024
 #define SP__RING_MAX_CAP (1u << 20)
@@ -191,6 +195,12 @@ typedef struct sp__ring_hdr {
     uint32_t nranks, rank_cap;        /* ranks served (1: plain pool); cap / nranks */
     uint64_t off_ranks;               /* per-slot rank table */
     uint32_t world, rank_first;       /* service: the job's K; the first rank served */
+    /* Service, version 5: the sample record (targets.h). tg_on 0: a sample
+     * is its image only; 1: the image, zeros to 8 bytes, then the target
+     * fields of a `targets max_boxes=tg_max_boxes keypoints=tg_keypoints
+     * masks=tg_masks` op (masks at the sample's h x w). region.c checks
+     * that sample_bytes is what they say. */
+    uint32_t tg_on, tg_max_boxes, tg_keypoints, tg_masks;
     uint8_t pad0[8];
     /* Shared, mutable; each group on its own cache line. */
     _Alignas(64) _Atomic uint64_t hint;      /* work claim counter: t = q*cap + p */

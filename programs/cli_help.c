@@ -163,7 +163,8 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      only ranks A..B of the K (one service per node, each with its own NAME),\n"
      "      computing only their samples; prints a 'ready' line; ends when every\n"
      "      rank served has consumed the stream, or on SIGTERM/SIGINT (region\n"
-     "      unlinked, exit 0)\n"},
+     "      unlinked, exit 0); with --annotations each sample's target fields ride\n"
+     "      the ring after its image (docs/targets.md \"The service\")\n"},
     {"trace-summary", 0,
      "  trace-summary FILE.json [--gaps N]\n"
      "      what a --trace file says: each process's busy time and share of the wall,\n"

@@ -70,8 +70,6 @@ int cmd_serve(cli_args *a) {
         cli_usage_error(a, "serve takes --world K; each client attaches as its own rank");
     sp_loader_config cfg;
     cli_loader_config(a, a->pos[0], &cfg, CLI_BATCHES | CLI_FORMAT);
-    if (cfg.annotations)   /* docs/targets.md "Not yet" */
-        cli_usage_error(a, "serve: --annotations: targets are not served yet (docs/targets.md)");
     uint32_t world = cfg.world;
     cfg.world = 1;
     cfg.rank = 0;

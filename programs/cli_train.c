@@ -341,7 +341,10 @@ int cmd_train(cli_args *a) {
     cli_trace_start_rank(a, cli_train_job.rank, cli_train_job.world);
     cli_loader_config(a, o.dataset, &o.lcfg, CLI_BATCHES | CLI_FORMAT);
     if (o.lcfg.annotations)   /* docs/targets.md "Not yet" */
-        cli_usage_error(a, "train: --annotations: targets are not trained on yet "
+        cli_usage_error(a, "train: --annotations: seedpipe's training core is an image "
+                           "classifier (one label per image) and cannot train on boxes, "
+                           "keypoints or masks; serve them to your own detection model with "
+                           "`seedpipe serve --annotations` or seedpipe.Loader(annotations=) "
                            "(docs/targets.md)");
     job_geometry(a, &o);
     train_options(a, &o);

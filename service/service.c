@@ -56,6 +56,7 @@
  *   a client (same uid, mode 0600) is trusted not to write elsewhere in it.
  */
 #include "seedpipe/service.h"
+#include "seedpipe/targets.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,6 +177,18 @@ static int stale_check(const char *name, char *note, size_t note_size, sp_error 
 
 /* ---- create / destroy ------------------------------------------------------------- */
 
+/* The sample record, for the clients (region.c checks it against
+ * sample_bytes): with targets, the image then the target fields. */
+static void record_layout(sp__ring_hdr *h, const sp_loader *ld) {
+    sp_targets_rules tr;
+    const sp_pipeline *pl = sp_loader_pipeline(ld);
+    if (!pl || !sp_pipeline_targets(pl, &tr)) return;
+    h->tg_on = 1;
+    h->tg_max_boxes = (uint32_t)tr.max_boxes;
+    h->tg_keypoints = (uint32_t)tr.keypoints;
+    h->tg_masks = (uint32_t)tr.masks;
+}
+
 int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
                       sp_service **out, sp_error *err) {
     *out = NULL;
@@ -250,6 +263,7 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     svc->rank_cap = h->rank_cap;
     h->world = K;
     h->rank_first = A;
+    record_layout(h, svc->ld);
     svc->total = sp__pool_total(svc->pool);
     if (h->batches_per_epoch == 0) {
         sp_service_destroy(svc);

@@ -445,6 +445,16 @@ void sp_client_info_get(const sp_client *c, sp_client_info *in) {
     in->service_pid = c->owner_pid;
     in->fingerprint = c->st0.fingerprint;
     in->seed = c->st0.seed;
+    in->image_bytes = (size_t)c->st0.c * (size_t)c->st0.h * (size_t)c->st0.w *
+                      sp_dtype_size(c->st0.dtype);
+    in->target_offset = in->image_bytes;
+    if (c->hc->tg_on) {   /* validated by region.c against sample_bytes */
+        in->targets = 1;
+        in->max_boxes = (int)c->hc->tg_max_boxes;
+        in->keypoints = (int)c->hc->tg_keypoints;
+        in->masks = (int)c->hc->tg_masks;
+        in->target_offset = (in->image_bytes + 7) & ~(size_t)7;
+    }
 }
 
 void sp_client_timing_get(const sp_client *c, sp_client_timing *t) { *t = c->timing; }

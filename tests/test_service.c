@@ -614,9 +614,14 @@ static void test_hostile(void) {
     } while (0)
     HOSTILE("wrong magic", "bad magic", SP_EFORMAT, h->magic ^= 1);
     HOSTILE("wrong version", "layout version", SP_EFORMAT, h->version = 99);
-    HOSTILE("version 3 region", "layout version 3, this build reads 4", SP_EFORMAT,
+    HOSTILE("version 3 region", "layout version 3, this build reads 5", SP_EFORMAT,
             h->version = 3);
     HOSTILE("world 0", "of world 0", SP_EFORMAT, h->world = 0);
+    HOSTILE("targets without their bytes", "the state says", SP_EFORMAT,
+            h->tg_on = 1; h->tg_max_boxes = 4);
+    HOSTILE("hostile targets", "ring: targets 1", SP_EFORMAT,
+            h->tg_on = 1; h->tg_max_boxes = 1u << 30);
+    HOSTILE("targets flag 2", "ring: targets 2", SP_EFORMAT, h->tg_on = 2);
     HOSTILE("ranks past world", "ranks 1+1 of world 1", SP_EFORMAT, h->rank_first = 1);
     HOSTILE("world vs batch", "batch size", SP_EFORMAT, h->world = 2);
     HOSTILE("huge slots", "hostile", SP_EFORMAT, h->nslots = 0xffffffffu);

@@ -107,6 +107,19 @@ typedef struct sp_client_info {
     int service_pid;
     sp_digest fingerprint;
     uint64_t seed;
+    /* Added in ABI 6: the sample record (targets.h, docs/targets.md). With
+     * targets 1 each sample of a view (sample_bytes apart) is its image
+     * (image_bytes), zeros to target_offset (a multiple of 8), then the
+     * target fields of a `targets max_boxes=N keypoints=K masks=M` op:
+     * boxes N x 4 float32, keypoints N x K x 3 float32 (K > 0), labels N
+     * int32, counts 4 int32 (kept, dropped empty, min_area,
+     * min_visibility), zeros to 8 bytes, then with masks SP_MASKS_INSTANCE
+     * N x h x w uint8 masks, with SP_MASKS_SEMANTIC an h x w uint8 map.
+     * targets 0: a sample is its image only (target_offset = image_bytes,
+     * the other fields 0). */
+    int targets;
+    int max_boxes, keypoints, masks;
+    size_t image_bytes, target_offset;
 } sp_client_info;
 SP_API void sp_client_info_get(const sp_client *c, sp_client_info *info);
 

@@ -49,6 +49,11 @@ class Client(StreamSource):
         L.sp_client_info_get(L.sp_stream_client(self._res.stream), byref(info))
         self.info = info
         self._geometry((info.c, info.h, info.w), info.dtype, info.layout)
+        # A served targets pipeline: each record is the image then its target
+        # fields (docs/targets.md), cut into the in-process Loader's dict.
+        self._targets = ((int(info.max_boxes), int(info.keypoints),
+                          ("none", "instance", "semantic")[info.masks])
+                         if info.targets else None)
         self._nb = int(info.batches_per_epoch)
         self.world, self.epochs, self.seed = int(info.world), int(info.epochs), int(info.seed)
         self.batch_size = int(info.batch_size)

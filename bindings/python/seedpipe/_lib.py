@@ -141,7 +141,9 @@ class sp_client_info(Structure):
                 ("dtype", c_int), ("layout", c_int), ("sample_bytes", c_size_t),
                 ("batches_per_epoch", c_uint64), ("total", c_uint64), ("first", c_uint64),
                 ("epochs", c_uint32), ("service_pid", c_int), ("fingerprint", sp_digest),
-                ("seed", c_uint64), _RESERVED]
+                ("seed", c_uint64), ("targets", c_int), ("max_boxes", c_int),
+                ("keypoints", c_int), ("masks", c_int), ("image_bytes", c_size_t),
+                ("target_offset", c_size_t), _RESERVED]
 
 
 class sp_failure(Structure):
