@@ -26,6 +26,8 @@
  *       +off_subst            2*cap x uint64_t         (failed, substitute) pairs
  *       +off_ranks            nranks x sp__rank_slice  per-rank slice as published
  *       +off_images           cap x sample_bytes       the images, 64-aligned
+ *       +off_mix              cap x mix_classes float  soft targets (a service's batch
+ *                                                      mix; 0 bytes without one)
  *
  * The header's service block (service.c, service_client.c; a reader checks
  * it with service/region.c) is zero in a plain pool's region:
@@ -62,6 +64,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "seedpipe/batchmix.h"
 #include "seedpipe/common.h"
 #include "loader/loader_internal.h"
 
@@ -201,6 +204,15 @@ typedef struct sp__ring_hdr {
      * masks=tg_masks` op (masks at the sample's h x w). region.c checks
      * that sample_bytes is what they say. */
     uint32_t tg_on, tg_max_boxes, tg_keypoints, tg_masks;
+    /* Service, version 5: a batch mix (batchmix.h; `serve --batch-mix`).
+     * mix_n 0: none; else the spec (mix_n ops, RandomChoice when mix_n > 1
+     * or mix_choice) mixes each published slice in place, and its soft
+     * targets (count x mix_classes float32, per position) are at off_mix
+     * of the slot. */
+    uint32_t mix_n, mix_classes, mix_choice, mix_pad;
+    int32_t mix_op[SP_BATCH_MIX_MAX_OPS];
+    double mix_alpha[SP_BATCH_MIX_MAX_OPS], mix_p[SP_BATCH_MIX_MAX_OPS];
+    uint64_t off_mix;                 /* per slot: cap x mix_classes float32 */
     uint8_t pad0[8];
     /* Shared, mutable; each group on its own cache line. */
     _Alignas(64) _Atomic uint64_t hint;      /* work claim counter: t = q*cap + p */
@@ -254,6 +266,12 @@ typedef struct sp__slot_hdr {
  *  sample_bytes, nranks set; nranks 0 counts as 1) and region_size. @return 0 or SP_ELIMIT/SP_EINVAL on
  *  zero, too large or overflowing sizes. */
 int sp__ring_layout(sp__ring_hdr *h, sp_error *err);
+/*! sp__ring_mix() : a service's batch mix (NULL: none) into a header copy
+ *  before its layout: the spec and the class count (mix->classes, or the
+ *  dataset's); the loader's samples must be float32 NCHW images without
+ *  targets. @return 0 or SP_EINVAL. */
+int sp__ring_mix(const sp_loader *ld, const sp_batch_mix_spec *mix, sp__ring_hdr *hh,
+                 sp_error *err);
 /*! sp__ring_validate() : check a mapped header against the mapping size:
  *  magic, version, sizes recomputed from (nslots, cap, sample_bytes) and
  *  equal to the stored ones, everything inside the region. */
@@ -299,8 +317,12 @@ struct sp_pool_config;
  *  (NULL: anonymous; a name: O_EXCL, 0600), a per-slot rank table of nranks, and a
  *  loader whose batches are the span of `span` ranks from lcfg->rank
  *  (sp__loader_set_span(); 1: one rank; a span > 1 can't use the cache:
- *  SP_EUNSUPP). */
+ *  SP_EUNSUPP). mix (NULL: none): a service's batch mix, recorded in the
+ *  header with its class count (mix->classes, or the dataset's) and its
+ *  slots' soft-target areas (off_mix); its samples must be float32 NCHW
+ *  images without targets (SP_EINVAL). */
 int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config *pcfg,
+                       const sp_batch_mix_spec *mix,
                        const char *region_name, uint32_t nranks, uint32_t span,
                        struct sp_pool **out, sp_error *err);
 /*! sp__pool_poll() : take the next batch if it is complete, without

@@ -158,7 +158,7 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
     {"serve", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL | B_TRACE,
      "  serve --name NAME DATASET --pipeline P --seed S --batch-size B --workers W\n"
      "        [--epoch-start S] [--epochs E] [--world K [--ranks A-B]] [--resume STATE]\n"
-     "        [--cache DIR]\n"
+     "        [--cache DIR] [--batch-mix SPEC]\n"
      "      serve the stream of epochs S..S+E-1 (S+E <= 4294967295) over the\n"
      "      shared-memory region NAME (mode 0600) to clients (client.h,\n"
      "      examples/trainer.c), K ranks each reading its slice of every global\n"
@@ -167,7 +167,9 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      computing only their samples; prints a 'ready' line; ends when every\n"
      "      rank served has consumed the stream, or on SIGTERM/SIGINT (region\n"
      "      unlinked, exit 0); with --annotations each sample's target fields ride\n"
-     "      the ring after its image (docs/targets.md \"The service\")\n"},
+     "      the ring after its image (docs/targets.md \"The service\"); --batch-mix\n"
+     "      (digest's SPEC) mixes each batch in the service, its soft targets (B x K\n"
+     "      float32) beside it in the ring\n"},
     {"trace-summary", 0,
      "  trace-summary FILE.json [--gaps N]\n"
      "      what a --trace file says: each process's busy time and share of the wall,\n"

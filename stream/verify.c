@@ -304,7 +304,8 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
                  nsvc, i);
         uint32_t end = i + 1 < nsvc ? first[i + 1] : K;
         sp_service_config sc = {name[i],  K,        workers,  v->cfg.ring_slots, v->cfg.epochs,
-                                NULL,     v->cache, v->cfg.cache_opts, first[i], end - first[i]};
+                                NULL,     v->cache, v->cfg.cache_opts, first[i], end - first[i],
+                                NULL};
         rc = sp_service_fork(&v->lcfg, &sc, &pid[i], &err);
         if (rc != 0) pid[i] = 0;
     }

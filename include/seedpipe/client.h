@@ -120,13 +120,30 @@ typedef struct sp_client_info {
     int targets;
     int max_boxes, keypoints, masks;
     size_t image_bytes, target_offset;
+    /* Added in ABI 6: a batch mix (`serve --batch-mix`, service.h): mix_classes
+     * K > 0 when the service mixes each batch; its images are then mixed in
+     * place, and sp_client_mix_targets() gives its soft targets. */
+    int mix_classes;
 } sp_client_info;
 SP_API void sp_client_info_get(const sp_client *c, sp_client_info *info);
 
 /*! sp_client_batch_digest() : sp_batch_digest() of a view (the same bytes
  *  hashed the same way), so `seedpipe digest --rank r --world K` manifests
- *  and stream digests can be compared with what a client received. */
+ *  and stream digests can be compared with what a client received; for a
+ *  service that mixes, sp_batch_mix_digest() of the mixed view (what
+ *  `digest --batch-mix` writes). */
 SP_API sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *view);
+
+/*! sp_client_mix_targets() : for a view of a service that mixes
+ *  (sp_client_info.mix_classes K > 0), its soft targets, count x K float32
+ *  (the labels' one-hot rows mixed as the images: torchvision v2's
+ *  MixUp/CutMix targets), pointing into the region like the images, and
+ *  *mix (may be NULL) the mix drawn for it. NULL for a service without a
+ *  mix, or a view this client does not hold. The view's labels stay the
+ *  unmixed class indices. */
+struct sp_batch_mix;
+SP_API const float *sp_client_mix_targets(const sp_client *c, const sp_batch *view,
+                                          struct sp_batch_mix *mix);
 
 /* Timing of the last sp_client_next() (CLOCK_MONOTONIC ns; stats only). */
 typedef struct sp_client_timing {
