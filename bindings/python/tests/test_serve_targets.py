@@ -196,3 +196,16 @@ def test_c_trainer_reads_targets(binary, det, region_name):
     assert d.returncode == 0, d.stderr
     sd = re.search(r"stream ([0-9a-f]{32})", d.stdout + d.stderr).group(1)
     assert f"stream digest: {sd}" in r.stdout, (r.stdout, d.stderr)
+
+
+def test_train_refuses_targets(binary, det, tmp_path):
+    """`seedpipe train` is a classifier: a targets pipeline is refused
+    plainly, with or without annotations (masks=semantic needs none)."""
+    root, ann = det
+    for extra in (["--annotations", ann, "--pipeline", SPEC], ["--pipeline", SEMANTIC]):
+        r = subprocess.run([binary, "train", root, *extra, "--batch-size", "8", "--epochs", "1",
+                            "--out", str(tmp_path / "run.json")], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode != 0 and "training core is an image classifier" in r.stderr, \
+            r.stderr
+    assert not (tmp_path / "run.json").exists()
