@@ -123,15 +123,18 @@ int sp_batch_mix_f32(const sp_batch_mix *m, float *x, int n, int c, int h, int w
                                 "label %lld", k, (long long)labels[i]);
     size_t plane = (size_t)c * h * w;
     float lam = (float)m->lam, mlam = (float)(1.0 - m->lam);
-    memcpy(scratch, x, (size_t)n * plane * sizeof *x);   /* the unmixed batch */
-    for (int i = 0; i < n; i++) {
-        const float *a = scratch + (size_t)i * plane;
-        const float *r = scratch + (size_t)(i ? i - 1 : n - 1) * plane;   /* roll(1, 0) */
+    /* roll(1, 0): image i takes image i - 1's pixels, image 0 the last
+     * one's. Going from the last image down, image i - 1 is still unmixed
+     * when image i reads it; only the last image is kept unmixed (scratch)
+     * for image 0. The same operations as a whole copy, half the traffic. */
+    memcpy(scratch, x + (size_t)(n - 1) * plane, plane * sizeof *x);
+    for (int i = n - 1; i >= 0; i--) {
+        const float *r = i ? x + (size_t)(i - 1) * plane : scratch;
         float *o = x + (size_t)i * plane;
         if (m->op == SP_BATCH_MIXUP) {
             for (size_t j = 0; j < plane; j++) {
                 float p = r[j] * mlam;
-                float q = a[j] * lam;
+                float q = o[j] * lam;
                 o[j] = p + q;
             }
         } else {

@@ -215,7 +215,7 @@ static int mix_open(const sp_loader_config *cfg, sp_loader *ld, cli_mix *m, sp_e
     sp_loader_sample_dims(ld, &m->c, &m->h, &m->w);
     size_t cap = cfg->batch_size, plane = (size_t)m->c * m->h * m->w, k = (size_t)m->k;
     m->x = malloc(cap * plane * sizeof *m->x);
-    m->scratch = malloc(cap * plane * sizeof *m->x);
+    m->scratch = malloc(plane * sizeof *m->x);   /* one image (sp_batch_mix_f32()) */
     m->targets = malloc(cap * (size_t)k * sizeof *m->targets);
     m->lab = malloc(cap * sizeof *m->lab);
     if (!m->x || !m->scratch || !m->targets || !m->lab)

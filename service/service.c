@@ -103,7 +103,7 @@ struct sp_service {
     sp_batch_mix_spec mix;          /* mix.n 0: none (service.h: batch_mix) */
     uint64_t seed;
     int c, hh, ww, k;               /* the images mixed, the classes of their targets */
-    float *scratch;                 /* rank_cap images: the unmixed slice */
+    float *scratch;                 /* one image (sp_batch_mix_f32()) */
     int64_t *lab;                   /* rank_cap labels */
     int ended, failed;
     sp_error fail_err;
@@ -200,7 +200,7 @@ static int mix_open(sp_service *svc, const sp_batch_mix_spec *mix, uint64_t seed
     svc->k = (int)svc->h->mix_classes;
     sp_loader_sample_dims(svc->ld, &svc->c, &svc->hh, &svc->ww);
     size_t plane = (size_t)svc->c * (size_t)svc->hh * (size_t)svc->ww;
-    svc->scratch = malloc((size_t)svc->rank_cap * plane * sizeof *svc->scratch);
+    svc->scratch = malloc(plane * sizeof *svc->scratch);
     svc->lab = malloc((size_t)svc->rank_cap * sizeof *svc->lab);
     if (!svc->scratch || !svc->lab)
         return sp_error_set(err, SP_ENOMEM, "service: out of memory for the batch mix");

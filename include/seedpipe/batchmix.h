@@ -47,8 +47,8 @@ SP_API int sp_batch_mix_pick(uint64_t seed, uint32_t epoch, uint64_t index, cons
  *  W the last two dimensions) in place by m, image i taking image i - 1's
  *  pixels (image 0 the last one's), as torchvision v2's x.roll(1, 0); the
  *  targets (n x k floats) are the labels' one-hot rows mixed alike.
- *  scratch: n * plane floats. Labels must be in 0..k-1. @return 0 or
- *  SP_EINVAL. */
+ *  scratch: plane floats (the last image, unmixed, for image 0). Labels
+ *  must be in 0..k-1. @return 0 or SP_EINVAL. */
 SP_API int sp_batch_mix_f32(const sp_batch_mix *m, float *x, int n, int c, int h, int w,
                             const int64_t *labels, int k, float *targets, float *scratch,
                             sp_error *err);
