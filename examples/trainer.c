@@ -15,7 +15,10 @@
  * "stream" for the same configuration (XXH3-128 over the 16-byte big-endian
  * batch digests, in order), so a run through the service can be checked
  * against an in-process one by one line. Per epoch it prints the batches,
- * images and per-class mean intensity.
+ * images and per-class mean intensity. A stream with targets (serve
+ * --annotations, docs/targets.md) also gets one line with the boxes kept:
+ * each sample is its image then its target fields (client.h,
+ * sp_client_info: the sample record).
  *
  * The loop is the same for every source: with sc.kind SP_STREAM_LOADER or
  * SP_STREAM_POOL and a loader configuration (loader.h) instead of a service
@@ -57,6 +60,20 @@ static uint64_t now_ns(void) {
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Boxes kept in a batch of a targets stream: each sample's counts[0], the
+ * int32 after its boxes, keypoints and labels (client.h: the sample record). */
+static uint64_t kept_boxes(const sp_client_info *ci, const sp_batch *v, size_t sample_bytes) {
+    size_t n = (size_t)ci->max_boxes, k = (size_t)ci->keypoints, at = ci->target_offset;
+    at += 4 * (4 * n + 3 * n * k + n);
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < v->count; i++) {
+        int32_t kept;
+        memcpy(&kept, v->images + (size_t)i * sample_bytes + at, sizeof kept);
+        sum += (uint64_t)(kept > 0 ? kept : 0);
+    }
+    return sum;
 }
 
 static void pct(const char *what, uint64_t *v, size_t n) {
@@ -163,7 +180,7 @@ int main(int argc, char **argv) {
     static double sum[MAX_CLASSES];
     static uint64_t cnt[MAX_CLASSES];
     int ncls = 0;
-    uint64_t batches = 0, images = 0, ep_batches = 0, ep_images = 0;
+    uint64_t batches = 0, images = 0, ep_batches = 0, ep_images = 0, boxes = 0;
     uint32_t epoch = UINT32_MAX;
     uint64_t *wake = calloc(ci.total + 1, 8), *ready = calloc(ci.total + 1, 8);
     size_t nw = 0, nr = 0;
@@ -185,9 +202,10 @@ int main(int argc, char **argv) {
                 if (lb < 0 || lb >= MAX_CLASSES) continue;
                 if (lb + 1 > ncls) ncls = lb + 1;
                 sum[lb] += sample_mean(v.images + (size_t)k * info.sample_bytes,
-                                       info.sample_bytes, info.dtype);
+                                       ci.image_bytes, info.dtype);
                 cnt[lb]++;
             }
+        if (ci.targets) boxes += kept_boxes(&ci, &v, info.sample_bytes);
         fold(st, sp_stream_batch_digest(s, &v));
         batches++;
         images += v.count;
@@ -222,6 +240,10 @@ int main(int argc, char **argv) {
                "batch %llu\n",
                dt > 0 ? (double)images / dt : 0.0, dt > 0 ? (double)batches / dt : 0.0, dt,
                ls.epoch, (unsigned long long)ls.batch);
+        if (ci.targets)
+            printf("targets: %llu boxes kept over %llu images (max_boxes %d, keypoints %d)\n",
+                   (unsigned long long)boxes, (unsigned long long)images, ci.max_boxes,
+                   ci.keypoints);
         if (bench) {
             pct("ready latency", ready, nr);
             pct("wake-up latency", wake, nw);

@@ -6,7 +6,8 @@
  * byte what bindings/python/seedpipe/_batchmix.py gives.
  *
  * gamma() is Marsaglia-Tsang over the blocks of one purpose, beta() two
- * of them, box() CutMix's rule; sp_batch_mix_f32() rolls and mixes. Calls
+ * of them, box() CutMix's rule; sp_batch_mix_f32() rolls and mixes;
+ * sp_batch_mix_parse() reads a --batch-mix spec. Calls
  * augment/'s det_log/det_exp (detmath_internal.h) and philox.h only.
  */
 #include "seedpipe/batchmix.h"
@@ -16,6 +17,7 @@
 #include "common/le_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TAG_BATCHOP 12u
@@ -121,15 +123,18 @@ int sp_batch_mix_f32(const sp_batch_mix *m, float *x, int n, int c, int h, int w
                                 "label %lld", k, (long long)labels[i]);
     size_t plane = (size_t)c * h * w;
     float lam = (float)m->lam, mlam = (float)(1.0 - m->lam);
-    memcpy(scratch, x, (size_t)n * plane * sizeof *x);   /* the unmixed batch */
-    for (int i = 0; i < n; i++) {
-        const float *a = scratch + (size_t)i * plane;
-        const float *r = scratch + (size_t)(i ? i - 1 : n - 1) * plane;   /* roll(1, 0) */
+    /* roll(1, 0): image i takes image i - 1's pixels, image 0 the last
+     * one's. Going from the last image down, image i - 1 is still unmixed
+     * when image i reads it; only the last image is kept unmixed (scratch)
+     * for image 0. The same operations as a whole copy, half the traffic. */
+    memcpy(scratch, x + (size_t)(n - 1) * plane, plane * sizeof *x);
+    for (int i = n - 1; i >= 0; i--) {
+        const float *r = i ? x + (size_t)(i - 1) * plane : scratch;
         float *o = x + (size_t)i * plane;
         if (m->op == SP_BATCH_MIXUP) {
             for (size_t j = 0; j < plane; j++) {
                 float p = r[j] * mlam;
-                float q = a[j] * lam;
+                float q = o[j] * lam;
                 o[j] = p + q;
             }
         } else {
@@ -178,4 +183,95 @@ sp_digest sp_batch_mix_digest(const sp_batch_mix *m, int n, int k, const int32_t
     sp__hash_bytes(&h, images, image_bytes);   /* float32: x86-64 is little-endian */
     sp__hash_bytes(&h, targets, (size_t)n * (size_t)k * sizeof *targets);
     return sp__hash_digest(&h);
+}
+
+/* ---- the --batch-mix spec ------------------------------------------------------- */
+
+/* One item of a spec: "mixup:alpha=A" or "cutmix:alpha=A" (len n). */
+static int parse_op(const char *t, size_t n, int *op, double *alpha) {
+    size_t k = 0;
+    if (n > 12 && strncmp(t, "mixup:alpha=", 12) == 0) { *op = SP_BATCH_MIXUP; k = 12; }
+    else if (n > 13 && strncmp(t, "cutmix:alpha=", 13) == 0) { *op = SP_BATCH_CUTMIX; k = 13; }
+    else return 0;
+    char buf[64], *end;
+    if (n - k >= sizeof buf) return 0;
+    memcpy(buf, t + k, n - k);
+    buf[n - k] = '\0';
+    *alpha = strtod(buf, &end);
+    return *end == '\0' && *alpha > 0.0 && isfinite(*alpha);
+}
+
+/* "p=P/P/..." (len n): one weight per op, finite, >= 0, not all 0. */
+static int parse_p(const char *t, size_t n, sp_batch_mix_spec *s) {
+    char buf[256], *at, *end;
+    if (n - 2 >= sizeof buf) return 0;
+    memcpy(buf, t + 2, n - 2);
+    buf[n - 2] = '\0';
+    at = buf;
+    double sum = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        s->p[i] = strtod(at, &end);
+        if (end == at || !isfinite(s->p[i]) || s->p[i] < 0.0) return 0;
+        sum += s->p[i];
+        if (*end != (i + 1 < s->n ? '/' : '\0')) return 0;
+        at = end + 1;
+    }
+    return sum > 0.0;
+}
+
+static int spec_item(const char *t, size_t n, sp_batch_mix_spec *s, int *have_p) {
+    if (n > 8 && strncmp(t, "classes=", 8) == 0) {
+        char buf[16], *end;
+        if (n - 8 >= sizeof buf || s->classes) return 0;
+        memcpy(buf, t + 8, n - 8);
+        buf[n - 8] = '\0';
+        long k = strtol(buf, &end, 10);
+        s->classes = (int)k;
+        return *end == '\0' && k >= 1 && k <= 65536;
+    }
+    if (n > 2 && strncmp(t, "p=", 2) == 0) {
+        if (!s->choice || *have_p) return 0;
+        *have_p = 1;
+        return parse_p(t, n, s);
+    }
+    if (*have_p || s->classes || s->n == SP_BATCH_MIX_MAX_OPS || (!s->choice && s->n == 1))
+        return 0;   /* ops first, then p= and classes= */
+    if (!parse_op(t, n, &s->op[s->n], &s->alpha[s->n])) return 0;
+    s->p[s->n++] = 1.0;
+    return 1;
+}
+
+int sp_batch_mix_parse(const char *text, sp_batch_mix_spec *out, sp_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *t = text ? text : "";
+    if (strncmp(t, "choice:", 7) == 0) {
+        out->choice = 1;
+        t += 7;
+    }
+    int ok = 1, have_p = 0;
+    while (ok) {
+        size_t n = strcspn(t, ",");
+        ok = n > 0 && spec_item(t, n, out, &have_p);
+        if (!t[n]) break;
+        t += n + 1;
+    }
+    if (ok && have_p == 0 && out->choice)
+        for (int i = 0; i < out->n; i++) out->p[i] = 1.0;
+    if (!ok || out->n < 1)
+        return sp_error_set(err, SP_EINVAL, "--batch-mix %s: expected mixup:alpha=A or "
+                            "cutmix:alpha=A, or choice:OP,OP[,...][,p=P/P/...] of such ops "
+                            "(at most %d; p one weight >= 0 per op, not all 0), each "
+                            "optionally ,classes=K (A a finite number > 0; K 1..65536, by "
+                            "default the dataset's classes)", text ? text : "",
+                            SP_BATCH_MIX_MAX_OPS);
+    return SP_OK;
+}
+
+int sp_batch_mix_spec_draw(const sp_batch_mix_spec *s, uint64_t seed, uint32_t epoch,
+                           uint64_t index, int h, int w, sp_batch_mix *out, sp_error *err) {
+    if (s->n < 1 || s->n > SP_BATCH_MIX_MAX_OPS)
+        return sp_error_set(err, SP_EINVAL, "batch mix: %d ops (1..%d)", s->n,
+                            SP_BATCH_MIX_MAX_OPS);
+    int i = s->n > 1 ? sp_batch_mix_pick(seed, epoch, index, s->p, s->n) : 0;
+    return sp_batch_mix_draw(seed, epoch, index, s->op[i], s->alpha[i], h, w, out, err);
 }

@@ -682,12 +682,12 @@ static int start_workers(sp_pool *pool, const char *region_name, sp_error *err) 
 
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
                    sp_error *err) {
-    return sp__pool_create_ex(lcfg, pcfg, NULL, 1, 1, out, err);
+    return sp__pool_create_ex(lcfg, pcfg, NULL, NULL, 1, 1, out, err);
 }
 
 int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
-                       const char *region_name, uint32_t nranks, uint32_t span, sp_pool **out,
-                       sp_error *err) {
+                       const sp_batch_mix_spec *mix, const char *region_name, uint32_t nranks,
+                       uint32_t span, sp_pool **out, sp_error *err) {
     *out = NULL;
     if (region_name && !region_name[0]) region_name = NULL;
     if (!lcfg || !pcfg) return sp_error_set(err, SP_EINVAL, "pool: missing config");
@@ -751,8 +751,8 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     hh.cap = pool->cap;
     hh.sample_bytes = sp_loader_sample_bytes(pool->ld);
     hh.nranks = nranks;
-    rc = sp__ring_layout(&hh, err);
-    if (rc != 0) goto fail;
+    if ((rc = sp__ring_mix(pool->ld, mix, &hh, err)) != 0 || (rc = sp__ring_layout(&hh, err)))
+        goto fail;
     rc = sp__region_create(&pool->region, region_name, hh.region_size, err);
     if (rc != 0) goto fail;
     sp__ring_hdr *h = (sp__ring_hdr *)pool->region.base;

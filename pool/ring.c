@@ -9,10 +9,12 @@
  * pointers into a slot, sleeping/waking on a 32-bit word of shared memory
  * with the Linux futex call (no pthread objects live in the region, so a
  * process that dies holds no lock that others would inherit), and process
- * liveness by pid and start time. The layout itself is documented in
- * ring_internal.h.
+ * liveness by pid and start time; a service's batch mix recorded in the
+ * header (sp__ring_mix: the spec, the class count of its soft targets).
+ * The layout itself is documented in ring_internal.h.
  */
 #include "pool/ring_internal.h"
+#include "seedpipe/targets.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -278,8 +280,8 @@ static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
 /* Offsets of one slot's arrays, from (cap, nranks, sample_bytes); 0 on
  * overflow. off[7] is the rank table, off[8] the images. */
-static int slot_layout(uint32_t cap, uint32_t nranks, uint64_t sample_bytes, uint64_t off[9],
-                       uint64_t *size) {
+static int slot_layout(uint32_t cap, uint32_t nranks, uint64_t sample_bytes, uint32_t mix_k,
+                       uint64_t off[10], uint64_t *size) {
     const uint64_t elem[8] = {8, 4, sizeof(sp__item), 8, 4, 8, 16, sizeof(sp__rank_slice)};
     uint64_t acc = sizeof(sp__slot_hdr);
     for (int i = 0; i < 8; i++) {
@@ -288,11 +290,15 @@ static int slot_layout(uint32_t cap, uint32_t nranks, uint64_t sample_bytes, uin
         off[i] = acc;
         if (!mul_ok(elem[i], i == 7 ? nranks : cap, &n) || !add_ok(&acc, n)) return 0;
     }
-    uint64_t img;
+    uint64_t img, mix;
     if (acc > UINT64_MAX - 64) return 0;
     acc = align64(acc);
     off[8] = acc;
     if (!mul_ok(sample_bytes, cap, &img) || !add_ok(&acc, img) || acc > UINT64_MAX - 64)
+        return 0;
+    acc = align64(acc);
+    off[9] = acc;   /* the soft targets of a batch mix (0 bytes without one) */
+    if (!mul_ok((uint64_t)mix_k * 4, cap, &mix) || !add_ok(&acc, mix) || acc > UINT64_MAX - 64)
         return 0;
     *size = align64(acc);
     return 1;
@@ -312,8 +318,10 @@ int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
     if (h->sample_bytes == 0 || h->sample_bytes > (1ull << 34))
         return sp_error_set(err, SP_EINVAL, "ring: sample of %llu bytes",
                             (unsigned long long)h->sample_bytes);
-    uint64_t off[9], slot;
-    if (!slot_layout(h->cap, h->nranks, h->sample_bytes, off, &slot))
+    if (h->mix_classes > 65536)
+        return sp_error_set(err, SP_EINVAL, "ring: %u classes of soft targets", h->mix_classes);
+    uint64_t off[10], slot;
+    if (!slot_layout(h->cap, h->nranks, h->sample_bytes, h->mix_classes, off, &slot))
         return sp_error_set(err, SP_ELIMIT, "ring: slot size overflows");
     uint64_t total;
     h->hdr_size = (uint32_t)align64(sizeof(sp__ring_hdr));
@@ -332,8 +340,38 @@ int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
     h->off_subst = off[6];
     h->off_ranks = off[7];
     h->off_images = off[8];
+    h->off_mix = off[9];
     h->rank_cap = h->cap / h->nranks;
     h->region_size = total;
+    return SP_OK;
+}
+
+/* A service's batch mix into the header copy hh (before its layout): the
+ * spec and the class count; the samples must be what the mix mixes. */
+int sp__ring_mix(const sp_loader *ld, const sp_batch_mix_spec *mix, sp__ring_hdr *hh,
+                      sp_error *err) {
+    if (!mix) return SP_OK;
+    const sp_loader_config *lc = sp_loader_config_of(ld);
+    if (lc->dtype != SP_DTYPE_FLOAT32 || lc->layout != SP_LAYOUT_NCHW ||
+        (sp_loader_pipeline(ld) && sp_pipeline_targets(sp_loader_pipeline(ld), NULL)))
+        return sp_error_set(err, SP_EINVAL, "service: a batch mix needs float32 NCHW images "
+                            "without targets (the mix is torch's float32 arithmetic on "
+                            "(B, C, H, W) batches, its targets the labels' one-hot rows)");
+    if (mix->n < 1 || mix->n > SP_BATCH_MIX_MAX_OPS || mix->classes < 0 || mix->classes > 65536)
+        return sp_error_set(err, SP_EINVAL, "service: batch mix of %d ops, %d classes", mix->n,
+                            mix->classes);
+    int k = mix->classes ? mix->classes : (int)sp_dataset_num_classes(sp_loader_dataset(ld));
+    if (k < 1 || k > 65536)
+        return sp_error_set(err, SP_EINVAL, "service: batch mix: the dataset has %d classes; "
+                            "give classes=K (1..65536)", k);
+    hh->mix_n = (uint32_t)mix->n;
+    hh->mix_classes = (uint32_t)k;
+    hh->mix_choice = (uint32_t)(mix->choice != 0);
+    for (int i = 0; i < mix->n; i++) {
+        hh->mix_op[i] = mix->op[i];
+        hh->mix_alpha[i] = mix->alpha[i];
+        hh->mix_p[i] = mix->p[i];
+    }
     return SP_OK;
 }
 
@@ -350,6 +388,7 @@ int sp__ring_validate(const sp__ring_hdr *h, size_t mapped, sp_error *err) {
     c.cap = h->cap;
     c.sample_bytes = h->sample_bytes;
     c.nranks = h->nranks;
+    c.mix_classes = h->mix_classes;
     if (h->nranks == 0)
         return sp_error_set(err, SP_EFORMAT, "ring: hostile header: 0 ranks");
     sp_error le;
@@ -362,7 +401,7 @@ int sp__ring_validate(const sp__ring_hdr *h, size_t mapped, sp_error *err) {
         c.off_items != h->off_items || c.off_indices != h->off_indices ||
         c.off_labels != h->off_labels || c.off_skipped != h->off_skipped ||
         c.off_subst != h->off_subst || c.off_images != h->off_images ||
-        c.off_ranks != h->off_ranks || c.rank_cap != h->rank_cap)
+        c.off_ranks != h->off_ranks || c.off_mix != h->off_mix || c.rank_cap != h->rank_cap)
         return sp_error_set(err, SP_EFORMAT, "ring: header offsets disagree with its sizes");
     if (h->region_size > mapped)
         return sp_error_set(err, SP_EFORMAT, "ring: header says %llu bytes, region has %zu",

@@ -26,6 +26,8 @@
  *       +off_subst            2*cap x uint64_t         (failed, substitute) pairs
  *       +off_ranks            nranks x sp__rank_slice  per-rank slice as published
  *       +off_images           cap x sample_bytes       the images, 64-aligned
+ *       +off_mix              cap x mix_classes float  soft targets (a service's batch
+ *                                                      mix; 0 bytes without one)
  *
  * The header's service block (service.c, service_client.c; a reader checks
  * it with service/region.c) is zero in a plain pool's region:
@@ -44,7 +46,10 @@
  * world or rank_first (nranks was the world, cap = B): a version-2 client
  * would take a partial service's slices for the wrong ranks, so the version
  * changed and such a client is refused ("layout version 3, this build reads
- * 2"), as a version-3 client refuses a version-2 region.
+ * 2"), as a version-3 client refuses a version-2 region. Version 5 added
+ * the sample record's description (tg_*: a sample may carry target fields
+ * after its image, docs/targets.md), so a client cuts each record into its
+ * image and its targets without knowing the pipeline.
  *
  * A position's state word (64 bits) names the batch it belongs to, so a
  * stale compare-and-swap can never hit a later batch that reuses the slot:
@@ -59,11 +64,13 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "seedpipe/batchmix.h"
 #include "seedpipe/common.h"
 #include "loader/loader_internal.h"
 
 #define SP__RING_MAGIC 0x31474e5250535053ull   /* "SPSPRNG1" little-endian */
-#define SP__RING_VERSION 4u   /* 4: a 16 KiB start state (a blend's, ABI 6) */
+#define SP__RING_VERSION 5u   /* 4: a 16 KiB start state (a blend's, ABI 6); 5: the
+                                * sample record's target fields (ABI 6) */
 #define SP__RING_MAX_WORKERS 64
 #define SP__RING_MAX_SLOTS 1024
 #define SP__RING_MAX_CAP (1u << 20)
@@ -191,6 +198,21 @@ typedef struct sp__ring_hdr {
     uint32_t nranks, rank_cap;        /* ranks served (1: plain pool); cap / nranks */
     uint64_t off_ranks;               /* per-slot rank table */
     uint32_t world, rank_first;       /* service: the job's K; the first rank served */
+    /* Service, version 5: the sample record (targets.h). tg_on 0: a sample
+     * is its image only; 1: the image, zeros to 8 bytes, then the target
+     * fields of a `targets max_boxes=tg_max_boxes keypoints=tg_keypoints
+     * masks=tg_masks` op (masks at the sample's h x w). region.c checks
+     * that sample_bytes is what they say. */
+    uint32_t tg_on, tg_max_boxes, tg_keypoints, tg_masks;
+    /* Service, version 5: a batch mix (batchmix.h; `serve --batch-mix`).
+     * mix_n 0: none; else the spec (mix_n ops, RandomChoice when mix_n > 1
+     * or mix_choice) mixes each published slice in place, and its soft
+     * targets (count x mix_classes float32, per position) are at off_mix
+     * of the slot. */
+    uint32_t mix_n, mix_classes, mix_choice, mix_pad;
+    int32_t mix_op[SP_BATCH_MIX_MAX_OPS];
+    double mix_alpha[SP_BATCH_MIX_MAX_OPS], mix_p[SP_BATCH_MIX_MAX_OPS];
+    uint64_t off_mix;                 /* per slot: cap x mix_classes float32 */
     uint8_t pad0[8];
     /* Shared, mutable; each group on its own cache line. */
     _Alignas(64) _Atomic uint64_t hint;      /* work claim counter: t = q*cap + p */
@@ -244,6 +266,12 @@ typedef struct sp__slot_hdr {
  *  sample_bytes, nranks set; nranks 0 counts as 1) and region_size. @return 0 or SP_ELIMIT/SP_EINVAL on
  *  zero, too large or overflowing sizes. */
 int sp__ring_layout(sp__ring_hdr *h, sp_error *err);
+/*! sp__ring_mix() : a service's batch mix (NULL: none) into a header copy
+ *  before its layout: the spec and the class count (mix->classes, or the
+ *  dataset's); the loader's samples must be float32 NCHW images without
+ *  targets. @return 0 or SP_EINVAL. */
+int sp__ring_mix(const sp_loader *ld, const sp_batch_mix_spec *mix, sp__ring_hdr *hh,
+                 sp_error *err);
 /*! sp__ring_validate() : check a mapped header against the mapping size:
  *  magic, version, sizes recomputed from (nslots, cap, sample_bytes) and
  *  equal to the stored ones, everything inside the region. */
@@ -289,8 +317,12 @@ struct sp_pool_config;
  *  (NULL: anonymous; a name: O_EXCL, 0600), a per-slot rank table of nranks, and a
  *  loader whose batches are the span of `span` ranks from lcfg->rank
  *  (sp__loader_set_span(); 1: one rank; a span > 1 can't use the cache:
- *  SP_EUNSUPP). */
+ *  SP_EUNSUPP). mix (NULL: none): a service's batch mix, recorded in the
+ *  header with its class count (mix->classes, or the dataset's) and its
+ *  slots' soft-target areas (off_mix); its samples must be float32 NCHW
+ *  images without targets (SP_EINVAL). */
 int sp__pool_create_ex(const sp_loader_config *lcfg, const struct sp_pool_config *pcfg,
+                       const sp_batch_mix_spec *mix,
                        const char *region_name, uint32_t nranks, uint32_t span,
                        struct sp_pool **out, sp_error *err);
 /*! sp__pool_poll() : take the next batch if it is complete, without

@@ -8,8 +8,9 @@
  * line; the batches come from a batch stream (stream.h), whichever kind
  * (epoch 4294967295, past a stream's reach, from the loader directly:
  * digest_src). The manifest header's "epochs" is E. --batch-mix
- * mixup:alpha=A[,classes=K] (or cutmix:) mixes each batch as the torch
- * drop-in's MixUp/CutMix do (batchmix.h, docs/determinism.md 11a) and
+ * mixup:alpha=A[,classes=K] (or cutmix:, or choice:OP,OP[,p=..]: a
+ * RandomChoice; sp_batch_mix_parse()) mixes each batch as the torch
+ * drop-in's MixUp/CutMix/RandomChoice do (batchmix.h, docs/determinism.md 11a) and
  * writes sp_batch_mix_digest() of it in place of the batch digest (the
  * stream digest folds those). `dump` renders one batch
  * as a contact-sheet PNG (uint8 preview, before normalization).
@@ -181,10 +182,10 @@ static int close_manifest(FILE *f, const char *out, sp_publish *pub, int rc, sp_
     return rc;
 }
 
-/* --batch-mix: the op, alpha and class count, and the buffers of one batch. */
+/* --batch-mix: the spec, its class count, and the buffers of one batch. */
 typedef struct cli_mix {
-    int op, k;
-    double alpha;
+    int op, k;   /* op: 1 when a mix is asked for */
+    sp_batch_mix_spec spec;
     uint64_t seed;
     int c, h, w;
     float *x, *scratch, *targets;
@@ -196,25 +197,14 @@ static void mix_parse(cli_args *a, const sp_loader_config *cfg, cli_mix *m) {
     memset(m, 0, sizeof *m);
     const char *spec = cli_str(a, "batch-mix", NULL);
     if (!spec) return;
-    const char *p = NULL;
-    if (strncmp(spec, "mixup:alpha=", 12) == 0) { m->op = SP_BATCH_MIXUP; p = spec + 12; }
-    if (strncmp(spec, "cutmix:alpha=", 13) == 0) { m->op = SP_BATCH_CUTMIX; p = spec + 13; }
-    char *end = NULL;
-    m->alpha = p ? strtod(p, &end) : 0.0;
-    long k = 0;   /* 0: the dataset's classes (mix_open()) */
-    if (end && strncmp(end, ",classes=", 9) == 0) {
-        k = strtol(end + 9, &end, 10);
-        if (k < 1) k = -1;
-    }
-    if (!p || !end || *end || end == p || !(m->alpha > 0.0) || m->alpha > 1e300 || k < 0 ||
-        k > 65536)
-        cli_usage_error(a, "--batch-mix %s: expected mixup:alpha=A or cutmix:alpha=A, "
-                        "optionally ,classes=K (A a number > 0; K 1..65536, by default the "
-                        "dataset's classes)", spec);
+    sp_error e;
+    sp_error_clear(&e);
+    if (sp_batch_mix_parse(spec, &m->spec, &e) != 0) cli_usage_error(a, "%s", e.msg);
     if (cfg->dtype != SP_DTYPE_FLOAT32 || cfg->layout != SP_LAYOUT_NCHW)
         cli_usage_error(a, "--batch-mix needs --dtype float32 and --layout nchw (the mix is "
                         "torch's float32 arithmetic on (B, C, H, W) batches)");
-    m->k = (int)k;
+    m->op = 1;
+    m->k = m->spec.classes;   /* 0: the dataset's classes (mix_open()) */
     m->seed = cfg->seed;
 }
 
@@ -225,7 +215,7 @@ static int mix_open(const sp_loader_config *cfg, sp_loader *ld, cli_mix *m, sp_e
     sp_loader_sample_dims(ld, &m->c, &m->h, &m->w);
     size_t cap = cfg->batch_size, plane = (size_t)m->c * m->h * m->w, k = (size_t)m->k;
     m->x = malloc(cap * plane * sizeof *m->x);
-    m->scratch = malloc(cap * plane * sizeof *m->x);
+    m->scratch = malloc(plane * sizeof *m->x);   /* one image (sp_batch_mix_f32()) */
     m->targets = malloc(cap * (size_t)k * sizeof *m->targets);
     m->lab = malloc(cap * sizeof *m->lab);
     if (!m->x || !m->scratch || !m->targets || !m->lab)
@@ -246,8 +236,8 @@ static int mix_digest(cli_mix *m, const sp_batch *view, sp_digest *d, sp_error *
     int n = (int)view->count;
     size_t bytes = (size_t)n * m->c * m->h * m->w * sizeof *m->x;
     sp_batch_mix mx;
-    int rc = sp_batch_mix_draw(m->seed, view->epoch, view->index, m->op, m->alpha, m->h, m->w,
-                               &mx, err);
+    int rc = sp_batch_mix_spec_draw(&m->spec, m->seed, view->epoch, view->index, m->h, m->w,
+                                    &mx, err);
     memcpy(m->x, view->images, bytes);
     for (int i = 0; i < n; i++) m->lab[i] = view->labels[i];
     if (rc == 0)

@@ -128,7 +128,7 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "  digest DATASET --pipeline P --seed S --batch-size B --out FILE.jsonl\n"
      "         [--epoch-start S] [--epochs E] [--resume STATE]\n"
      "         [--save-state FILE [--stop-after N]] [--cache DIR]\n"
-     "         [--batch-mix mixup:alpha=A|cutmix:alpha=A[,classes=K]]\n"
+     "         [--batch-mix mixup:alpha=A|cutmix:alpha=A|choice:OP,OP[,p=P/P][,classes=K]]\n"
      "      write one digest line per batch (a manifest; --out - for stdout) of the\n"
      "      epochs S..S+E-1 (--epoch-start S, default 0; --epochs E, default 1;\n"
      "      S+E <= 4294967296, so any epoch can be named); --resume STATE continues\n"
@@ -137,7 +137,10 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      Epoch 4294967295 is computed in-process, without --workers or --cache.\n"
      "      --batch-mix mixes each batch as the torch drop-in's MixUp/CutMix (keyed by\n"
      "      the batch; --dtype float32, K the dataset's classes by default) and\n"
-     "      writes the digest of the mixed images and targets\n"},
+     "      writes the digest of the mixed images and targets; choice: is the\n"
+     "      drop-in's RandomChoice of the OPs (mixup:alpha=A or cutmix:alpha=A), op i\n"
+     "      with probability P_i (default equal), e.g.\n"
+     "      choice:mixup:alpha=0.8,cutmix:alpha=1.0,p=1/1\n"},
     {"verify", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT,
      "  verify DATASET --pipeline P --seed S --epochs E --batch-size B\n"
      "         [--workers 1,2,3,4,8] [--world 1,2,4] [--rng-mode per-sample|per-worker]\n"
@@ -155,7 +158,7 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
     {"serve", B_LOADER | B_BATCH | B_FORMAT | B_SPLIT | B_POOL | B_TRACE,
      "  serve --name NAME DATASET --pipeline P --seed S --batch-size B --workers W\n"
      "        [--epoch-start S] [--epochs E] [--world K [--ranks A-B]] [--resume STATE]\n"
-     "        [--cache DIR]\n"
+     "        [--cache DIR] [--batch-mix SPEC]\n"
      "      serve the stream of epochs S..S+E-1 (S+E <= 4294967295) over the\n"
      "      shared-memory region NAME (mode 0600) to clients (client.h,\n"
      "      examples/trainer.c), K ranks each reading its slice of every global\n"
@@ -163,7 +166,10 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      only ranks A..B of the K (one service per node, each with its own NAME),\n"
      "      computing only their samples; prints a 'ready' line; ends when every\n"
      "      rank served has consumed the stream, or on SIGTERM/SIGINT (region\n"
-     "      unlinked, exit 0)\n"},
+     "      unlinked, exit 0); with --annotations each sample's target fields ride\n"
+     "      the ring after its image (docs/targets.md \"The service\"); --batch-mix\n"
+     "      (digest's SPEC) mixes each batch in the service, its soft targets (B x K\n"
+     "      float32) beside it in the ring\n"},
     {"trace-summary", 0,
      "  trace-summary FILE.json [--gaps N]\n"
      "      what a --trace file says: each process's busy time and share of the wall,\n"

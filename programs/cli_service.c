@@ -10,6 +10,9 @@
  * removed with a message; a live one is refused (exit 1). `status NAME`
  * prints a running service's progress, throughput, ring occupancy, workers
  * and clients (exit 0; 1 if the region is missing, invalid or stale).
+ * `serve --batch-mix SPEC` (digest's syntax, sp_batch_mix_parse()) mixes
+ * each published batch in the service, its soft targets beside it in the
+ * ring (service.h: batch_mix).
  */
 #include "cli.h"
 
@@ -19,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "seedpipe/batchmix.h"
 #include "seedpipe/pool.h"
 #include "seedpipe/service.h"
 #include "seedpipe/state.h"
@@ -58,11 +62,27 @@ static void parse_ranks(cli_args *a, uint32_t world, uint32_t *first, uint32_t *
     *count = (uint32_t)(hi - lo + 1);
 }
 
+/* --batch-mix SPEC (batchmix.h: sp_batch_mix_parse()): 1 and *m, or 0. */
+static int parse_mix(cli_args *a, const sp_loader_config *cfg, sp_batch_mix_spec *m) {
+    const char *spec = cli_str(a, "batch-mix", NULL);
+    if (!spec) return 0;
+    sp_error e;
+    sp_error_clear(&e);
+    if (sp_batch_mix_parse(spec, m, &e) != 0) cli_usage_error(a, "%s", e.msg);
+    if (cfg->dtype != SP_DTYPE_FLOAT32 || cfg->layout != SP_LAYOUT_NCHW)
+        cli_usage_error(a, "--batch-mix needs --dtype float32 and --layout nchw (the mix is "
+                        "torch's float32 arithmetic on (B, C, H, W) batches)");
+    if (cfg->annotations)
+        cli_usage_error(a, "--batch-mix with --annotations: a batch mix mixes class labels "
+                        "into soft targets; boxes and masks are not mixed");
+    return 1;
+}
+
 int cmd_serve(cli_args *a) {
     if (a->npos != 1)
         cli_usage_error(a, "usage: seedpipe serve --name NAME DATASET --pipeline P --seed S "
                            "--batch-size B --workers W [--epochs E] [--world K [--ranks A-B]] "
-                           "[--cache DIR]");
+                           "[--cache DIR] [--batch-mix SPEC]");
     const char *name = cli_str(a, "name", NULL);
     if (!name) cli_usage_error(a, "--name NAME is required");
     cli_trace_start(a);
@@ -70,8 +90,6 @@ int cmd_serve(cli_args *a) {
         cli_usage_error(a, "serve takes --world K; each client attaches as its own rank");
     sp_loader_config cfg;
     cli_loader_config(a, a->pos[0], &cfg, CLI_BATCHES | CLI_FORMAT);
-    if (cfg.annotations)   /* docs/targets.md "Not yet" */
-        cli_usage_error(a, "serve: --annotations: targets are not served yet (docs/targets.md)");
     uint32_t world = cfg.world;
     cfg.world = 1;
     cfg.rank = 0;
@@ -87,6 +105,8 @@ int cmd_serve(cli_args *a) {
                         "last one", start, (unsigned long long)epochs);
     const char *resume_path = cli_str(a, "resume", NULL);
     const char *cache_dir = cli_str(a, "cache", NULL);
+    sp_batch_mix_spec mix;
+    int mixing = parse_mix(a, &cfg, &mix);
     uint32_t first, count;
     parse_ranks(a, world, &first, &count);
     cli_check_unused(a);
@@ -118,7 +138,8 @@ int cmd_serve(cli_args *a) {
     sp_cache_opts co;
     cli_cache_opts(&co);
     sp_service_config sc = {name, world, workers, ring, (uint32_t)(start + epochs),
-                            resume_path || start ? &resume : NULL, cache_dir, &co, first, count};
+                            resume_path || start ? &resume : NULL, cache_dir, &co, first, count,
+                            mixing ? &mix : NULL};
     sp_service *svc;
     if (sp_service_create(&cfg, &sc, &svc, &err) != 0) cli_fail(a, &err);
     if (sp_service_note(svc)[0]) fprintf(stderr, "seedpipe serve: %s\n", sp_service_note(svc));

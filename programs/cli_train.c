@@ -50,6 +50,7 @@
  * one training run is cli_train_run.c (cli_train.h).
  */
 #include "cli_train.h"
+#include "seedpipe/targets.h"
 
 #include <errno.h>
 #include <math.h>
@@ -340,8 +341,20 @@ int cmd_train(cli_args *a) {
     if (cli_dist_start(&cli_train_job, &err)) cli_train_fail(a, &err);
     cli_trace_start_rank(a, cli_train_job.rank, cli_train_job.world);
     cli_loader_config(a, o.dataset, &o.lcfg, CLI_BATCHES | CLI_FORMAT);
+    sp_pipeline *tp = NULL;   /* a targets op (masks=semantic needs no annotations) */
+    int targets = o.lcfg.pipeline && sp_pipeline_parse(o.lcfg.pipeline, &tp, NULL) == 0 &&
+                  sp_pipeline_targets(tp, NULL);
+    sp_pipeline_destroy(tp);
+    if (targets && !o.lcfg.annotations)
+        cli_usage_error(a, "train: the pipeline ends with a targets op: seedpipe's training "
+                           "core is an image classifier (one label per image) and cannot "
+                           "train on boxes, keypoints or masks; serve them to your own model "
+                           "with `seedpipe serve` or seedpipe.Loader (docs/targets.md)");
     if (o.lcfg.annotations)   /* docs/targets.md "Not yet" */
-        cli_usage_error(a, "train: --annotations: targets are not trained on yet "
+        cli_usage_error(a, "train: --annotations: seedpipe's training core is an image "
+                           "classifier (one label per image) and cannot train on boxes, "
+                           "keypoints or masks; serve them to your own detection model with "
+                           "`seedpipe serve --annotations` or seedpipe.Loader(annotations=) "
                            "(docs/targets.md)");
     job_geometry(a, &o);
     train_options(a, &o);

@@ -1,7 +1,8 @@
 /* region.c - the service's region as a reader checks it: a COPY of the
  * ring header validated before anything in the mapping is trusted
  * (sp__ring_validate() for the ring's layout, then the service block: the
- * ranks served, the start state and what it says about the stream).
+ * ranks served, the start state and what it says about the stream, the
+ * sample record: its image and, with targets, their fields; a batch mix).
  *
  * Below both users: the client's attach (service_client.c) and the
  * service's `status` reader (sp_service_status_read() in service.c) call
@@ -10,11 +11,39 @@
  */
 #include "service/region_internal.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "seedpipe/batchmix.h"
 #include "seedpipe/pipeline.h"
 #include "seedpipe/state.h"
+#include "seedpipe/targets.h"
+
+/* The batch mix block: none (all zero), or a spec the client can redraw
+ * from, over float32 NCHW images without targets. */
+static int check_mix(const sp__ring_hdr *h, const sp_loader_state *st0, sp_error *err) {
+    if (!h->mix_n) {
+        if (h->mix_classes)
+            return sp_error_set(err, SP_EFORMAT, "ring: %u mix classes without a mix",
+                                h->mix_classes);
+        return SP_OK;
+    }
+    int ok = h->mix_n <= SP_BATCH_MIX_MAX_OPS && h->mix_classes >= 1 &&
+             h->mix_classes <= 65536 && h->mix_choice <= 1 && !h->tg_on &&
+             st0->dtype == SP_DTYPE_FLOAT32 && st0->layout == SP_LAYOUT_NCHW;
+    double sum = 0.0;
+    for (uint32_t i = 0; ok && i < h->mix_n; i++) {
+        ok = (h->mix_op[i] == SP_BATCH_MIXUP || h->mix_op[i] == SP_BATCH_CUTMIX) &&
+             h->mix_alpha[i] > 0.0 && isfinite(h->mix_alpha[i]) && h->mix_p[i] >= 0.0 &&
+             isfinite(h->mix_p[i]);
+        sum += ok ? h->mix_p[i] : 0.0;
+    }
+    if (!ok || !(sum > 0.0) || !isfinite(sum))
+        return sp_error_set(err, SP_EFORMAT, "ring: batch mix of %u ops, %u classes: hostile "
+                            "or not on float32 NCHW images", h->mix_n, h->mix_classes);
+    return SP_OK;
+}
 
 int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *st0,
                          sp_error *err) {
@@ -40,6 +69,24 @@ int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *
                             st0->w);
     uint64_t sb = (uint64_t)st0->c * (uint64_t)st0->h * (uint64_t)st0->w *
                   (uint64_t)sp_dtype_size(st0->dtype);
+    if (h->tg_on > 1 || (h->tg_on && (h->tg_max_boxes < 1 ||
+                                      h->tg_max_boxes > SP_TARGETS_MAX_BOXES ||
+                                      h->tg_keypoints > SP_TARGETS_MAX_KEYPOINTS ||
+                                      h->tg_masks > SP_MASKS_SEMANTIC)))
+        return sp_error_set(err, SP_EFORMAT, "ring: targets %u: %u boxes, %u keypoints, masks "
+                            "%u", h->tg_on, h->tg_max_boxes, h->tg_keypoints, h->tg_masks);
+    int rc2 = check_mix(h, st0, err);
+    if (rc2 != 0) return rc2;
+    if (h->tg_on) {   /* the image, zeros to 8 bytes, the target fields (targets.h) */
+        sp_targets_rules r;
+        memset(&r, 0, sizeof r);
+        r.max_boxes = (int)h->tg_max_boxes;
+        r.keypoints = (int)h->tg_keypoints;
+        r.masks = (int)h->tg_masks;
+        r.mask_w = st0->w;
+        r.mask_h = st0->h;
+        sb = sp_targets_image_span((size_t)sb) + sp_targets_record_bytes(&r);
+    }
     if (sb != h->sample_bytes)
         return sp_error_set(err, SP_EFORMAT, "ring: sample of %llu bytes, the state says %llu",
                             (unsigned long long)h->sample_bytes, (unsigned long long)sb);

@@ -35,6 +35,15 @@
  * holds the m slices in rank order; rank record k is rank A + k. The header
  * records world and rank_first for clients and status (layout version 3).
  *
+ * Targets and batch mixes (layout version 5). The header says how a sample
+ * record is cut (record_layout: the targets op's N, K, masks), so clients
+ * read the target fields after each image without the pipeline. With a
+ * batch mix (service.h: batch_mix) each finalised slice is mixed in place
+ * before it is published (mix_slices: the draw of the global batch, the
+ * rank's slice rolled and mixed as `digest --rank r --batch-mix` does) and
+ * its soft targets go to the slot's off_mix area; the spec is in the
+ * header, so a client redraws the mix for its digest.
+ *
  * Staleness. Regions are checked before creation (stale_check): a live
  * owner (pid alive with the recorded start time, header says running) is
  * refused; a dead owner, a not-running header, or a zero header older than
@@ -56,6 +65,8 @@
  *   a client (same uid, mode 0600) is trusted not to write elsewhere in it.
  */
 #include "seedpipe/service.h"
+#include "seedpipe/batchmix.h"
+#include "seedpipe/targets.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,6 +100,11 @@ struct sp_service {
     uint64_t total, published, recycled;
     uint64_t last_live_ns;
     uint64_t attaching_since[SP__RING_MAX_RANKS];
+    sp_batch_mix_spec mix;          /* mix.n 0: none (service.h: batch_mix) */
+    uint64_t seed;
+    int c, hh, ww, k;               /* the images mixed, the classes of their targets */
+    float *scratch;                 /* one image (sp_batch_mix_f32()) */
+    int64_t *lab;                   /* rank_cap labels */
     int ended, failed;
     sp_error fail_err;
     char name[256];
@@ -176,6 +192,33 @@ static int stale_check(const char *name, char *note, size_t note_size, sp_error 
 
 /* ---- create / destroy ------------------------------------------------------------- */
 
+/* The batch mix's buffers (the header's block is the pool's: sp__ring_mix). */
+static int mix_open(sp_service *svc, const sp_batch_mix_spec *mix, uint64_t seed,
+                    sp_error *err) {
+    svc->mix = *mix;
+    svc->seed = seed;
+    svc->k = (int)svc->h->mix_classes;
+    sp_loader_sample_dims(svc->ld, &svc->c, &svc->hh, &svc->ww);
+    size_t plane = (size_t)svc->c * (size_t)svc->hh * (size_t)svc->ww;
+    svc->scratch = malloc(plane * sizeof *svc->scratch);
+    svc->lab = malloc((size_t)svc->rank_cap * sizeof *svc->lab);
+    if (!svc->scratch || !svc->lab)
+        return sp_error_set(err, SP_ENOMEM, "service: out of memory for the batch mix");
+    return SP_OK;
+}
+
+/* The sample record, for the clients (region.c checks it against
+ * sample_bytes): with targets, the image then the target fields. */
+static void record_layout(sp__ring_hdr *h, const sp_loader *ld) {
+    sp_targets_rules tr;
+    const sp_pipeline *pl = sp_loader_pipeline(ld);
+    if (!pl || !sp_pipeline_targets(pl, &tr)) return;
+    h->tg_on = 1;
+    h->tg_max_boxes = (uint32_t)tr.max_boxes;
+    h->tg_keypoints = (uint32_t)tr.keypoints;
+    h->tg_masks = (uint32_t)tr.masks;
+}
+
 int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
                       sp_service **out, sp_error *err) {
     *out = NULL;
@@ -237,7 +280,7 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     }
     sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
                          scfg->cache_dir, scfg->cache_opts};
-    rc = sp__pool_create_ex(&lc, &pc, scfg->name, m, span, &svc->pool, err);
+    rc = sp__pool_create_ex(&lc, &pc, scfg->batch_mix, scfg->name, m, span, &svc->pool, err);
     if (rc != 0) {
         free(svc);
         return rc;
@@ -250,11 +293,13 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     svc->rank_cap = h->rank_cap;
     h->world = K;
     h->rank_first = A;
+    record_layout(h, svc->ld);
     svc->total = sp__pool_total(svc->pool);
-    if (h->batches_per_epoch == 0) {
+    if (h->batches_per_epoch == 0 ||
+        (scfg->batch_mix && (rc = mix_open(svc, scfg->batch_mix, lcfg->seed, err)) != 0)) {
         sp_service_destroy(svc);
-        return sp_error_set(err, SP_EINVAL, "service: the stream has no batches "
-                            "(fewer samples than a batch with drop_last)");
+        return rc ? rc : sp_error_set(err, SP_EINVAL, "service: the stream has no batches "
+                                      "(fewer samples than a batch with drop_last)");
     }
     sp_loader_state st;
     sp_loader_state_at(svc->ld, (uint32_t)(h->start_abs / h->batches_per_epoch),
@@ -296,6 +341,8 @@ void sp_service_destroy(sp_service *svc) {
         }
     }
     sp_pool_destroy(svc->pool);   /* kills the workers, unlinks the region */
+    free(svc->scratch);
+    free(svc->lab);
     free(svc);
 }
 
@@ -407,6 +454,32 @@ static int finalize_slices(sp_service *svc, uint32_t s, uint64_t *samples, sp_er
     return SP_OK;
 }
 
+/* The batch mix of slot s (service.h: batch_mix): each served rank's
+ * finalised slice mixed in place by the draw of the slot's global batch
+ * (as `digest --rank r --world K --batch-mix` mixes that rank's batch),
+ * its soft targets at the slice's positions of the slot's off_mix. */
+static int mix_slices(sp_service *svc, uint32_t s, sp_error *err) {
+    sp__ring_hdr *h = svc->h;
+    const sp__slot_hdr *sh = sp__slot(h, s);
+    const sp__rank_slice *tab = sp__slot_ranks(h, s);
+    uint8_t *base = (uint8_t *)sp__slot(h, s);
+    sp_batch_mix m;
+    int rc = sp_batch_mix_spec_draw(&svc->mix, svc->seed, sh->epoch, sh->index, svc->hh,
+                                    svc->ww, &m, err);
+    for (uint32_t r = 0; rc == 0 && r < svc->nranks; r++) {
+        uint64_t pos0 = (uint64_t)r * svc->rank_cap;
+        int n = (int)tab[r].count;
+        if (n == 0) continue;
+        const int32_t *labels = sp__slot_labels(h, s) + pos0;
+        for (int i = 0; i < n; i++) svc->lab[i] = labels[i];
+        float *x = (float *)(sp__slot_images(h, s) + pos0 * h->sample_bytes);
+        float *t = (float *)(base + h->off_mix) + pos0 * (uint64_t)svc->k;
+        rc = sp_batch_mix_f32(&m, x, n, svc->c, svc->hh, svc->ww, svc->lab, svc->k, t,
+                              svc->scratch, err);
+    }
+    return rc;
+}
+
 /* One turn; *done when served. @return 1 if anything moved, 0 if not, < 0 error. */
 static int step(sp_service *svc, int *done, sp_error *err) {
     sp__ring_hdr *h = svc->h;
@@ -439,6 +512,7 @@ static int step(sp_service *svc, int *done, sp_error *err) {
         }
         uint64_t samples = 0, tp = sp__trace_t0();
         rc = finalize_slices(svc, s, &samples, &e);
+        if (rc == 0 && svc->mix.n) rc = mix_slices(svc, s, &e);
         if (rc != 0) {   /* on-error fail: serve the error after batch q - 1 */
             fail_stream(svc, rc, e.msg);
             progress = 1;

@@ -48,6 +48,7 @@
 #include "loader/loader_internal.h"
 #include "service/region_internal.h"
 #include "pool/ring_internal.h"
+#include "seedpipe/batchmix.h"
 #include "seedpipe/pipeline.h"
 
 #define SPIN_NS 20000ull
@@ -445,11 +446,63 @@ void sp_client_info_get(const sp_client *c, sp_client_info *in) {
     in->service_pid = c->owner_pid;
     in->fingerprint = c->st0.fingerprint;
     in->seed = c->st0.seed;
+    in->image_bytes = (size_t)c->st0.c * (size_t)c->st0.h * (size_t)c->st0.w *
+                      sp_dtype_size(c->st0.dtype);
+    in->target_offset = in->image_bytes;
+    if (c->hc->tg_on) {   /* validated by region.c against sample_bytes */
+        in->targets = 1;
+        in->max_boxes = (int)c->hc->tg_max_boxes;
+        in->keypoints = (int)c->hc->tg_keypoints;
+        in->masks = (int)c->hc->tg_masks;
+        in->target_offset = (in->image_bytes + 7) & ~(size_t)7;
+    }
+    in->mix_classes = (int)c->hc->mix_classes;   /* 0 without a mix (region.c) */
+}
+
+/* The slot of a view this client holds, or -1. */
+static int64_t held_slot(const sp_client *c, const sp_batch *view) {
+    for (uint32_t i = 0; view && view->images && i < c->nheld; i++) {
+        uint32_t s = (uint32_t)(c->held[i] % c->R);
+        if (!c->held_rel[i] && slice_images(c, s) == view->images) return s;
+    }
+    return -1;
+}
+
+/* The header's batch mix as a spec (validated by region.c). */
+static void mix_spec(const sp__ring_hdr *hc, sp_batch_mix_spec *sp) {
+    memset(sp, 0, sizeof *sp);
+    sp->n = (int)hc->mix_n;
+    sp->choice = (int)hc->mix_choice;
+    sp->classes = (int)hc->mix_classes;
+    for (int i = 0; i < sp->n; i++) {
+        sp->op[i] = hc->mix_op[i];
+        sp->alpha[i] = hc->mix_alpha[i];
+        sp->p[i] = hc->mix_p[i];
+    }
+}
+
+const float *sp_client_mix_targets(const sp_client *c, const sp_batch *view, sp_batch_mix *mix) {
+    int64_t s = c->hc->mix_n ? held_slot(c, view) : -1;
+    if (s < 0) return NULL;
+    if (mix) {
+        sp_batch_mix_spec sp;
+        mix_spec(c->hc, &sp);
+        if (sp_batch_mix_spec_draw(&sp, c->st0.seed, view->epoch, view->index, c->st0.h,
+                                   c->st0.w, mix, NULL) != 0)
+            return NULL;
+    }
+    const uint8_t *base = slot_base(c, (uint32_t)s) + c->hc->off_mix;
+    return (const float *)base + (uint64_t)c->local * c->rank_cap * c->hc->mix_classes;
 }
 
 void sp_client_timing_get(const sp_client *c, sp_client_timing *t) { *t = c->timing; }
 
 sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *b) {
+    sp_batch_mix m;
+    const float *t = sp_client_mix_targets(c, b, &m);
+    if (t)   /* what `digest --batch-mix` writes */
+        return sp_batch_mix_digest(&m, (int)b->count, (int)c->hc->mix_classes, b->labels,
+                                   b->images, (size_t)b->count * (size_t)c->hc->sample_bytes, t);
     return sp__batch_digest(b, c->st0.c, c->st0.h, c->st0.w, (sp_dtype)c->st0.dtype,
                             (size_t)c->hc->sample_bytes);
 }

@@ -304,7 +304,8 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
                  nsvc, i);
         uint32_t end = i + 1 < nsvc ? first[i + 1] : K;
         sp_service_config sc = {name[i],  K,        workers,  v->cfg.ring_slots, v->cfg.epochs,
-                                NULL,     v->cache, v->cfg.cache_opts, first[i], end - first[i]};
+                                NULL,     v->cache, v->cfg.cache_opts, first[i], end - first[i],
+                                NULL};
         rc = sp_service_fork(&v->lcfg, &sc, &pid[i], &err);
         if (rc != 0) pid[i] = 0;
     }
@@ -360,7 +361,7 @@ static void cache_rows(sp__verify *v, int wmax) {
                -1, 0);
     run_config(v, row(v, "cache warm, workers %d", wmax), wmax, -1, -1, 0);
     run_config(v, row(v, "cache warm, workers 1"), 1, -1, -1, 0);
-    if (!(v->cfg.flags & SP_VERIFY_NO_SERVICE) && v->lcfg.world == 1 && !v->lcfg.annotations)
+    if (!(v->cfg.flags & SP_VERIFY_NO_SERVICE) && v->lcfg.world == 1)
         run_service(v, row(v, "cache warm, service -> client"), wmax, 1, 1);
     v->cache = NULL;
     if (!user) nftw(cdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -374,11 +375,10 @@ static void range_text(char *buf, size_t n, uint32_t lo, uint32_t hi) {
 
 static void service_and_world_rows(sp__verify *v, int wmax) {
     int no_service = (v->cfg.flags & SP_VERIFY_NO_SERVICE) != 0;
-    if (!no_service && (v->lcfg.world != 1 || v->lcfg.annotations)) {
+    if (!no_service && v->lcfg.world != 1) {
         snprintf(v->skip_name, sizeof v->skip_name, "service");
-        snprintf(v->skip_why, sizeof v->skip_why, "not run (%s)", v->lcfg.annotations ?
-                 "targets: the service does not serve them yet, docs/targets.md" :
-                 "--rank: the service serves global batches");
+        snprintf(v->skip_why, sizeof v->skip_why,
+                 "not run (--rank: the service serves global batches)");
         no_service = 1;
     } else if (!no_service) {
         run_service(v, row(v, "service -> client"), wmax, 1, 1);

@@ -245,7 +245,7 @@ static void service_case(sp_order order, int pad, uint32_t K, uint32_t nsvc) {
     for (uint32_t i = 0; i < nsvc; i++) {
         snprintf(name[i], sizeof name[i], ".sp-test-order-%d-%u-%u", (int)getpid(), K, i);
         sp_service_config sc = {name[i], K, 2, 0, EPOCHS, NULL, NULL, NULL, first[i],
-                                first[i + 1] - first[i]};
+                                first[i + 1] - first[i], NULL};
         CHECK_OK(sp_service_fork(&g, &sc, &pid[i], &err), &err);
     }
     sp_stream *s[3];

@@ -272,7 +272,7 @@ static void service_ranks(sp_loader_config g, uint32_t K, const char *what) {
     pid_t pid;
     sp_error err;
     snprintf(name, sizeof name, ".sp-test-samplers-%d-%s", (int)getpid(), what);
-    sp_service_config sc = {name, K, 2, 0, 2, NULL, NULL, NULL, 0, K};
+    sp_service_config sc = {name, K, 2, 0, 2, NULL, NULL, NULL, 0, K, NULL};
     CHECK_OK(sp_service_fork(&g, &sc, &pid, &err), &err);
     sp_stream *s[2];
     sp_loader *ld[2];

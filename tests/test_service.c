@@ -152,7 +152,7 @@ static int same_digest(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo =
 
 static pid_t fork_service(const sp_loader_config *c, const char *name, uint32_t world,
                           int workers, int ring) {
-    sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL, NULL, NULL, 0, 0};
+    sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL, NULL, NULL, 0, 0, NULL};
     pid_t pid;
     sp_error err;
     CHECK_OK(sp_service_fork(c, &sc, &pid, &err), &err);
@@ -425,7 +425,8 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
         snprintf(nbuf[s], sizeof nbuf[s], "%s", new_name());
         names[s] = nbuf[s];
         uint32_t first = s ? split : 0, count = s ? K4 - split : split;
-        sp_service_config sc = {names[s], K4, 2, 3, EPOCHS, NULL, NULL, NULL, first, count};
+        sp_service_config sc = {names[s], K4, 2, 3, EPOCHS, NULL, NULL, NULL, first, count,
+                                NULL};
         CHECK_OK(sp_service_fork(&c, &sc, &pid[s], &err), &err);
     }
     sp_client *cl[K4];
@@ -614,9 +615,16 @@ static void test_hostile(void) {
     } while (0)
     HOSTILE("wrong magic", "bad magic", SP_EFORMAT, h->magic ^= 1);
     HOSTILE("wrong version", "layout version", SP_EFORMAT, h->version = 99);
-    HOSTILE("version 3 region", "layout version 3, this build reads 4", SP_EFORMAT,
+    HOSTILE("version 3 region", "layout version 3, this build reads 5", SP_EFORMAT,
             h->version = 3);
     HOSTILE("world 0", "of world 0", SP_EFORMAT, h->world = 0);
+    HOSTILE("targets without their bytes", "the state says", SP_EFORMAT,
+            h->tg_on = 1; h->tg_max_boxes = 4);
+    HOSTILE("hostile targets", "ring: targets 1", SP_EFORMAT,
+            h->tg_on = 1; h->tg_max_boxes = 1u << 30);
+    HOSTILE("targets flag 2", "ring: targets 2", SP_EFORMAT, h->tg_on = 2);
+    HOSTILE("mix without classes", "batch mix of 1 ops, 0 classes", SP_EFORMAT, h->mix_n = 1);
+    HOSTILE("mix classes without a mix", "disagree", SP_EFORMAT, h->mix_classes = 5);
     HOSTILE("ranks past world", "ranks 1+1 of world 1", SP_EFORMAT, h->rank_first = 1);
     HOSTILE("world vs batch", "batch size", SP_EFORMAT, h->world = 2);
     HOSTILE("huge slots", "hostile", SP_EFORMAT, h->nslots = 0xffffffffu);
@@ -649,7 +657,7 @@ static void test_hostile(void) {
         CHECK_MSG(strstr(err.msg, "did not answer") != NULL, "%s", err.msg);   /* got past it */
         sp_loader_config fc;
         cfg_of(&fc, shapes, 0, 1);
-        sp_service_config fsc = {name, 1, 1, 0, 1, NULL, NULL, NULL, 0, 0};
+        sp_service_config fsc = {name, 1, 1, 0, 1, NULL, NULL, NULL, 0, 0, NULL};
         sp_service *fsvc;
         CHECK(sp_service_create(&fc, &fsc, &fsvc, &err) == SP_EIO);
         CHECK_MSG(strstr(err.msg, "belongs to uid 65534") != NULL, "%s", err.msg);
@@ -679,7 +687,7 @@ static void test_hostile(void) {
     /* A service refuses a foreign file with its name; removes a stale one. */
     sp_loader_config c;
     cfg_of(&c, shapes, 0, 1);
-    sp_service_config sc = {name, 1, 1, 0, 1, NULL, NULL, NULL, 0, 0};
+    sp_service_config sc = {name, 1, 1, 0, 1, NULL, NULL, NULL, 0, 0, NULL};
     sp_service *svc;
     write_region(name, buf, 64, 64, 0600);   /* garbage, not a header */
     memset(buf, 0x5a, 64);
@@ -713,7 +721,7 @@ static void test_stale_and_live(void) {
     CHECK(st.alive && st.running && st.pid == pid && st.nworkers == 2);
     int wpids[2] = {st.workers[0].pid, st.workers[1].pid};
     CHECK(wpids[0] > 0 && wpids[1] > 0 && st.workers[0].alive);
-    sp_service_config sc = {name, 1, 1, 0, EPOCHS, NULL, NULL, NULL, 0, 0};
+    sp_service_config sc = {name, 1, 1, 0, EPOCHS, NULL, NULL, NULL, 0, 0, NULL};
     sp_service *svc;
     CHECK(sp_service_create(&c, &sc, &svc, &err) == SP_EIO);
     CHECK_MSG(strstr(err.msg, "is served by pid") != NULL, "%s", err.msg);

@@ -107,13 +107,43 @@ typedef struct sp_client_info {
     int service_pid;
     sp_digest fingerprint;
     uint64_t seed;
+    /* Added in ABI 6: the sample record (targets.h, docs/targets.md). With
+     * targets 1 each sample of a view (sample_bytes apart) is its image
+     * (image_bytes), zeros to target_offset (a multiple of 8), then the
+     * target fields of a `targets max_boxes=N keypoints=K masks=M` op:
+     * boxes N x 4 float32, keypoints N x K x 3 float32 (K > 0), labels N
+     * int32, counts 4 int32 (kept, dropped empty, min_area,
+     * min_visibility), zeros to 8 bytes, then with masks SP_MASKS_INSTANCE
+     * N x h x w uint8 masks, with SP_MASKS_SEMANTIC an h x w uint8 map.
+     * targets 0: a sample is its image only (target_offset = image_bytes,
+     * the other fields 0). */
+    int targets;
+    int max_boxes, keypoints, masks;
+    size_t image_bytes, target_offset;
+    /* Added in ABI 6: a batch mix (`serve --batch-mix`, service.h): mix_classes
+     * K > 0 when the service mixes each batch; its images are then mixed in
+     * place, and sp_client_mix_targets() gives its soft targets. */
+    int mix_classes;
 } sp_client_info;
 SP_API void sp_client_info_get(const sp_client *c, sp_client_info *info);
 
 /*! sp_client_batch_digest() : sp_batch_digest() of a view (the same bytes
  *  hashed the same way), so `seedpipe digest --rank r --world K` manifests
- *  and stream digests can be compared with what a client received. */
+ *  and stream digests can be compared with what a client received; for a
+ *  service that mixes, sp_batch_mix_digest() of the mixed view (what
+ *  `digest --batch-mix` writes). */
 SP_API sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *view);
+
+/*! sp_client_mix_targets() : for a view of a service that mixes
+ *  (sp_client_info.mix_classes K > 0), its soft targets, count x K float32
+ *  (the labels' one-hot rows mixed as the images: torchvision v2's
+ *  MixUp/CutMix targets), pointing into the region like the images, and
+ *  *mix (may be NULL) the mix drawn for it. NULL for a service without a
+ *  mix, or a view this client does not hold. The view's labels stay the
+ *  unmixed class indices. */
+struct sp_batch_mix;
+SP_API const float *sp_client_mix_targets(const sp_client *c, const sp_batch *view,
+                                          struct sp_batch_mix *mix);
 
 /* Timing of the last sp_client_next() (CLOCK_MONOTONIC ns; stats only). */
 typedef struct sp_client_timing {

@@ -96,6 +96,12 @@ typedef struct sp_service_config {
      * (rank_count 1..64; 0: every rank from rank_first on, so a zeroed pair
      * serves all K, as before these fields existed). */
     uint32_t rank_first, rank_count;
+    /* Added in ABI 6: NULL, or a batch mix (batchmix.h) applied to each
+     * published slice in place, keyed by (the loader's seed, epoch, global
+     * batch index): its images mixed, its soft targets (count x K float32)
+     * beside them in the slot (client.h: sp_client_mix_targets()). The
+     * samples must be float32 NCHW without targets. */
+    const struct sp_batch_mix_spec *batch_mix;
 } sp_service_config;
 
 typedef struct sp_service sp_service;

@@ -42,9 +42,14 @@
  *   - samplers (loader.h "Samplers", docs/determinism.md section 13):
  *     sp_loader_config ends with indices, nindices, num_samples,
  *     replacement, weights, nweights and repeat;
+ *   - the service carries targets and batch mixes: sp_client_info ends
+ *     with targets, max_boxes, keypoints, masks, image_bytes,
+ *     target_offset and mix_classes; sp_service_config ends with
+ *     batch_mix; sp_client_mix_targets() (ring layout version 5);
  *   - additive: SP_DATASET_FAKE, generated images (dataset.h "fakedata:");
  *     IDX images of 3 channels; the batch mixes of batchmix.h
- *     (sp_batch_mix_draw(), sp_batch_mix_pick(), sp_batch_mix_f32()).
+ *     (sp_batch_mix_draw(), sp_batch_mix_pick(), sp_batch_mix_f32(),
+ *     sp_batch_mix_parse(), sp_batch_mix_spec_draw()).
  *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.

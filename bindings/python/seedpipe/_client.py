@@ -1,7 +1,9 @@
 """seedpipe.attach() and Client: the batches of a running `seedpipe serve`,
 as views on the service's shared memory (a SERVICE batch stream, see
 _stream.py). The Client reads the service's epochs, pid and ring depth from
-sp_client_info of sp_stream_client() (stream info has no such fields)."""
+sp_client_info of sp_stream_client() (stream info has no such fields).
+A service with a batch mix (`serve --batch-mix`) yields (mixed images,
+soft targets (B, K) float32), as torchvision v2's MixUp/CutMix."""
 from __future__ import annotations
 
 import ctypes
@@ -14,6 +16,7 @@ from ._args import check_int
 from ._errors import raise_error
 from ._state import state_to_dict
 from ._stream import EpochIter, Resources, StreamSource, need_streams
+from ._views import as_array
 
 __all__ = ["Client", "attach"]
 
@@ -49,6 +52,13 @@ class Client(StreamSource):
         L.sp_client_info_get(L.sp_stream_client(self._res.stream), byref(info))
         self.info = info
         self._geometry((info.c, info.h, info.w), info.dtype, info.layout)
+        # A served targets pipeline: each record is the image then its target
+        # fields (docs/targets.md), cut into the in-process Loader's dict.
+        self._targets = ((int(info.max_boxes), int(info.keypoints),
+                          ("none", "instance", "semantic")[info.masks])
+                         if info.targets else None)
+        # A service that mixes (serve --batch-mix): (mixed images, soft targets).
+        self.mix_classes = int(info.mix_classes)
         self._nb = int(info.batches_per_epoch)
         self.world, self.epochs, self.seed = int(info.world), int(info.epochs), int(info.seed)
         self.batch_size = int(info.batch_size)
@@ -86,6 +96,17 @@ class Client(StreamSource):
     def load_state_dict(self, state) -> None:
         raise ValueError("load_state_dict: a service client follows the service's stream; "
                          "start the service with serve --resume STATE")
+
+    def _arrays(self, b: L.sp_batch):
+        if not self.mix_classes:
+            return super()._arrays(b)
+        images, _ = super()._arrays(b)
+        # the soft targets (count, K) float32 beside the mixed images in the
+        # ring; the batch's class labels stay in batch_info / labels
+        t = L.sp_client_mix_targets(L.sp_stream_client(self._res.stream), byref(b), None)
+        if not t:
+            raise RuntimeError("seedpipe: the service's soft targets are missing")
+        return images, as_array(t, (b.count, self.mix_classes), "<f4", self.copy, self)
 
     def _take(self) -> Optional[L.sp_batch]:
         b = super()._take()

@@ -141,7 +141,9 @@ class sp_client_info(Structure):
                 ("dtype", c_int), ("layout", c_int), ("sample_bytes", c_size_t),
                 ("batches_per_epoch", c_uint64), ("total", c_uint64), ("first", c_uint64),
                 ("epochs", c_uint32), ("service_pid", c_int), ("fingerprint", sp_digest),
-                ("seed", c_uint64), _RESERVED]
+                ("seed", c_uint64), ("targets", c_int), ("max_boxes", c_int),
+                ("keypoints", c_int), ("masks", c_int), ("image_bytes", c_size_t),
+                ("target_offset", c_size_t), ("mix_classes", c_int), _RESERVED]
 
 
 class sp_failure(Structure):
@@ -320,6 +322,7 @@ sp_cache_flush = _fn("sp_cache_flush", None, P)
 sp_cache_stats_get = _fn("sp_cache_stats_get", None, P, POINTER(sp_cache_stats))
 sp_client_state = _fn("sp_client_state", None, P, POINTER(sp_loader_state))
 sp_client_info_get = _fn("sp_client_info_get", None, P, POINTER(sp_client_info))
+sp_client_mix_targets = _fn("sp_client_mix_targets", P, P, POINTER(sp_batch), P)
 
 
 # ---- batch streams (stream.h) and verify (verify.h); additions to ABI 1 -------------

@@ -136,3 +136,70 @@ def test_cli_digest_is_the_drop_ins_mix(tmp_path, spec, cls, workers):
     ld.close()
     assert len(got) == len(lines) == 8
     assert got == [(ln["epoch"], ln["batch"], ln["digest"]) for ln in lines]
+
+
+CHOICES = [("choice:mixup:alpha=0.8,cutmix:alpha=1.0", [0.8, 1.0], None, None),
+           ("choice:cutmix:alpha=0.4,mixup:alpha=2.5,p=3/1,classes=7", [0.4, 2.5], [3.0, 1.0],
+            7)]
+
+
+def _choice_op(spec, alphas, p, k):
+    ops = [(MixUp if part.startswith("mixup") else CutMix)(alpha=a, num_classes=k)
+           for part, a in zip(spec[7:].split(",")[:2], alphas)]
+    return RandomChoice(ops, p=p)
+
+
+@pytest.mark.parametrize("spec,alphas,p,k", CHOICES)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_cli_choice_is_the_drop_ins_random_choice(tmp_path, spec, alphas, p, k, workers):
+    """`seedpipe digest --batch-mix choice:...` against the drop-in's
+    RandomChoice of MixUp and CutMix on seedpipe.Loader's batches: both
+    ops picked over the run, every digest equal."""
+    import json
+    import os
+    import subprocess
+    import seedpipe
+    data = "fakedata:size=40,image=3x12x10,classes=5"
+    pipe, seed, bs, k = "random_crop size=10 padding=2 | hflip p=0.5", 5, 4, k or 5
+    out = tmp_path / "m.jsonl"
+    subprocess.run([os.environ.get("SEEDPIPE_BIN", "seedpipe"), "digest", data, "--pipeline",
+                    pipe, "--dtype", "float32", "--seed", str(seed), "--batch-size", str(bs),
+                    "--epochs", "2", "--workers", str(workers), "--batch-mix", spec, "--out",
+                    str(out)], check=True, capture_output=True)
+    lines = [json.loads(x) for x in out.read_text().splitlines()[1:]]
+    op = _choice_op(spec, alphas, p, k)
+    got, picked = [], set()
+    with seedpipe.Loader(data, pipeline=pipe, seed=seed, batch_size=bs, dtype="float32",
+                         epochs=2) as ld:
+        for e in range(2):
+            for b, (x, y) in enumerate(ld):
+                x = torch.from_numpy(np.array(x))
+                y = torch.from_numpy(np.array(y).astype(np.int64))
+                prm = op.params(seed, e, b, tuple(x.shape[-2:]))
+                picked.add(prm["op"])
+                mx, t = op.apply(x, y, seed=seed, epoch=e, index=b)
+                m = Mix(1 if prm["op"] == "mixup" else 2, prm["lam"],
+                        (ctypes.c_int * 4)(*(prm["box"] or (0, 0, 0, 0))))
+                lab = y.numpy().astype(np.int32)
+                mxn, tn = mx.numpy().copy(), t.numpy().copy()
+                d = digest_fn(ctypes.byref(m), len(lab), k, lab.ctypes.data, mxn.ctypes.data,
+                              mxn.nbytes, tn.ctypes.data)
+                got.append((e, b, f"{d.hi:016x}{d.lo:016x}"))
+    assert picked == {"mixup", "cutmix"}
+    assert len(got) == len(lines) == 20
+    assert got == [(ln["epoch"], ln["batch"], ln["digest"]) for ln in lines]
+
+
+@pytest.mark.parametrize("spec", ["choice:", "choice:mixup:alpha=1,p=1/1", "mixup:alpha=1,"
+                                  "cutmix:alpha=1", "choice:mixup:alpha=1,p=0", "mixup:alpha=-1",
+                                  "choice:mixup:alpha=1,p=1/x", "choice:mixup:alpha=1,"
+                                  "classes=3,cutmix:alpha=2", "mixup:alpha=1,classes=0"])
+def test_cli_batch_mix_refusals(spec):
+    import os
+    import subprocess
+    r = subprocess.run([os.environ.get("SEEDPIPE_BIN", "seedpipe"), "digest",
+                        "fakedata:size=8,image=3x8x8,classes=2", "--pipeline",
+                        "center_crop size=8", "--dtype", "float32", "--batch-size", "4",
+                        "--batch-mix", spec, "--out", "/dev/null"], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and f"--batch-mix {spec}: expected" in r.stderr, r.stderr

@@ -401,8 +401,8 @@ def test_canonical_and_fields(coco):
 def test_verify_covers_targets(coco):
     """`seedpipe verify` with --annotations: worker counts, a SIGKILLed
     worker, a stop/resume, the cache and world 2 give the one stream
-    (images and targets); the service, which does not carry targets yet,
-    is named as not run; serve and train refuse --annotations by name."""
+    (images and targets), the service included; train refuses
+    --annotations, saying its core is a classifier."""
     import os
     import subprocess
     bin_ = os.environ.get("SEEDPIPE_BIN")
@@ -414,11 +414,10 @@ def test_verify_covers_targets(coco):
                         "--world", "1,2"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all configurations give identical streams" in r.stdout
-    assert "not run (targets: the service does not serve them yet" in r.stdout
-    for cmd in (["serve", "--name", "tg", data], ["train", data]):
-        r = subprocess.run([bin_] + cmd + ["--annotations", ann, "--pipeline", SPEC_W],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode != 0 and "--annotations: targets are not" in r.stderr, r.stderr
+    assert "service -> client" in r.stdout and "not run (targets" not in r.stdout
+    r = subprocess.run([bin_, "train", data, "--annotations", ann, "--pipeline", SPEC_W],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "training core is an image classifier" in r.stderr, r.stderr
 
 
 def test_images_are_those_without_targets(coco):
