@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > (1u << 16)) return 0;
     init_dataset();
     char *p = fz_write("ann.json", data, size);
-    sp_coco_limits lim = {1u << 16, 4096};
+    sp_coco_limits lim = {1u << 16, 4096, 1u << 16, 1, 0};
     sp_coco *c = NULL;
     sp_error err;
     sp_error_clear(&err);
