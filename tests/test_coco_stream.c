@@ -12,10 +12,12 @@
  * errors naming the file; the key order does not matter (annotations
  * before images, other keys around) and every proper prefix of a file is
  * an error naming the file, never a crash or a success; segmentations are
- * kept or only checked as asked.
+ * kept or only checked as asked; a left-out annotation's keypoints never
+ * become the next kept one's.
  *
  * Cases (tests/runner.h): test_beyond_old_bounds, test_lowered_bounds,
- * test_key_order_and_prefixes, test_keep_segmentations; setup makes the
+ * test_key_order_and_prefixes, test_keep_segmentations,
+ * test_left_out_keypoints_do_not_leak; setup makes the
  * dataset in a mkdtemp() folder, teardown removes it.
  */
 #include <stdint.h>
@@ -284,7 +286,31 @@ static void test_keep_segmentations(void) {
     sp_dataset_close(ds);
 }
 
+/* A left-out annotation (crowd, or of an image no sample has) with
+ * keypoints, then a kept one without: the kept one's keypoints are zeros. */
+static void test_left_out_keypoints_do_not_leak(void) {
+    sp_dataset *ds = make_dataset();
+    const char *t = "{\"images\": [{\"id\": 1, \"file_name\": \"a.png\"}], \"annotations\": ["
+                    "{\"image_id\": 1, \"category_id\": 1, \"bbox\": [0, 0, 1, 1], \"iscrowd\": 1, "
+                    "\"keypoints\": [5, 6, 2]}, "
+                    "{\"image_id\": 1, \"category_id\": 2, \"bbox\": [0, 0, 1, 1]}, "
+                    "{\"image_id\": 1, \"category_id\": 3, \"bbox\": [0, 0, 1, 1], "
+                    "\"keypoints\": [7, 8, 1]}]}";
+    write_text("k.json", t, strlen(t));
+    sp_coco *c;
+    sp_error err;
+    CHECK_OK(sp_coco_open(file("k.json"), ds, NULL, &c, &err), &err);
+    sp_targets g;
+    sp_coco_get(c, 0, &g);
+    CHECK(g.n == 2 && g.k == 1 && g.labels[0] == 2 && g.labels[1] == 3);
+    CHECK(g.keypoints[0] == 0 && g.keypoints[1] == 0 && g.keypoints[2] == 0);
+    CHECK(g.keypoints[3] == 7 && g.keypoints[4] == 8 && g.keypoints[5] == 1);
+    sp_coco_close(c);
+    sp_dataset_close(ds);
+}
+
 static const sp_case cases[] = {
+    SP_CASE(test_left_out_keypoints_do_not_leak),
     SP_CASE(test_beyond_old_bounds),
     SP_CASE(test_lowered_bounds),
     SP_CASE(test_key_order_and_prefixes),
