@@ -105,44 +105,61 @@ static int ws(rd *r) {
 
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+static int bracket_or_quote(int c) {
+    return c == '"' || c == '{' || c == '[' || c == '}' || c == ']';
+}
+
+/* One byte of span()'s scan: 1 when the value ends before byte k (*len
+ * set; k + 1 for a closing bracket or quote), else 0. */
+static int span_byte(int c, size_t k, int *depth, int *instr, int *esc, size_t *len) {
+    if (*esc) {
+        *esc = 0;
+    } else if (*instr) {
+        if (c == '\\') {
+            *esc = 1;
+        } else if (c == '"') {
+            *instr = 0;
+            if (*depth == 0) return *len = k + 1, 1;
+        }
+    } else if (c == '"') {
+        *instr = 1;
+    } else if (c == '{' || c == '[') {
+        ++*depth;
+    } else if (c == '}' || c == ']') {
+        if (*depth == 0) return *len = k, 1;
+        if (--*depth == 0) return *len = k + 1, 1;
+    } else if (*depth == 0 && (c == ',' || c == ':' || is_ws(c))) {
+        return *len = k, 1;
+    }
+    return 0;
+}
+
 /* *len: the bytes of the value that starts at lo (the grammar is checked
- * after, by the tokenizer: this only finds where it ends). */
+ * after, by the tokenizer: this only finds where it ends), at most
+ * max_element. */
 static int span(rd *r, size_t *len) {
-    size_t k = 0;
-    int depth = 0, instr = 0;
-    for (;; k++) {
-        if (k > r->lim->max_element)
-            return sp_error_set(r->err, SP_ELIMIT, "%s: offset %llu: a value longer than %llu "
-                                "bytes", r->path, (unsigned long long)at(r, 0),
-                                (unsigned long long)r->lim->max_element);
-        int c = peek(r, k);
+    size_t k = 0, cap = r->lim->max_element;
+    int depth = 0, instr = 0, esc = 0;
+    for (;;) {
+        int c = peek(r, k);   /* refills the window past k */
         if (c == PEEK_ERR) return r->err->code;
         if (c == PEEK_EOF) {
-            if (depth || instr) return syntax(r, k, "unexpected end of file");
-            break;
+            if (depth || instr || esc) return syntax(r, k, "unexpected end of file");
+            return *len = k, SP_OK;
         }
-        if (instr) {
-            if (c == '\\') {
-                k++;
-            } else if (c == '"') {
-                instr = 0;
-                if (depth == 0) return *len = k + 1, SP_OK;
-            }
-            continue;
+        const unsigned char *p = (const unsigned char *)r->b + r->lo;
+        size_t end = r->hi - r->lo;
+        if (end > cap + 1) end = cap + 1;
+        for (; k < end; k++) {
+            if (depth && !instr && !esc && !bracket_or_quote(p[k])) continue;   /* hot */
+            if (span_byte(p[k], k, &depth, &instr, &esc, len)) return SP_OK;
+            if (depth > ELEM_DEPTH + 1) return syntax(r, k, "nested too deeply");
         }
-        if (c == '"') {
-            instr = 1;
-        } else if (c == '{' || c == '[') {
-            if (++depth > ELEM_DEPTH + 1) return syntax(r, k, "nested too deeply");
-        } else if (c == '}' || c == ']') {
-            if (depth == 0) break;
-            if (--depth == 0) return *len = k + 1, SP_OK;
-        } else if (depth == 0 && (c == ',' || c == ':' || is_ws(c))) {
-            break;
-        }
+        if (k > cap)
+            return sp_error_set(r->err, SP_ELIMIT, "%s: offset %llu: a value longer than %llu "
+                                "bytes", r->path, (unsigned long long)at(r, 0),
+                                (unsigned long long)cap);
     }
-    *len = k;
-    return SP_OK;
 }
 
 /* Tokenize the len bytes at lo; an error names the value's offset. */

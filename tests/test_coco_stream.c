@@ -12,12 +12,13 @@
  * errors naming the file; the key order does not matter (annotations
  * before images, other keys around) and every proper prefix of a file is
  * an error naming the file, never a crash or a success; segmentations are
- * kept or only checked as asked; a left-out annotation's keypoints never
+ * kept or only checked as asked, each coordinate the double strtod()
+ * gives for its text; a left-out annotation's keypoints never
  * become the next kept one's.
  *
  * Cases (tests/runner.h): test_beyond_old_bounds, test_lowered_bounds,
  * test_key_order_and_prefixes, test_keep_segmentations,
- * test_left_out_keypoints_do_not_leak; setup makes the
+ * test_left_out_keypoints_do_not_leak, test_coordinates_equal_strtod; setup makes the
  * dataset in a mkdtemp() folder, teardown removes it.
  */
 #include <stdint.h>
@@ -309,7 +310,56 @@ static void test_left_out_keypoints_do_not_leak(void) {
     sp_dataset_close(ds);
 }
 
+/* Polygon coordinates in many decimal forms read back (kept) equal to
+ * strtod() of their text: the reader's plain-decimal fast path and its
+ * strtod() fallback agree bit for bit. */
+static void test_coordinates_equal_strtod(void) {
+    sp_dataset *ds = make_dataset();
+    enum { NPT = 3000 };
+    static char text[NPT * 2][40];
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (int q = 0; q < 2 * NPT; q++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        int ni = 1 + (int)(r % 7), nf = (int)((r >> 5) % 11);   /* up to 17 digits */
+        char *t = text[q];
+        size_t at = 0;
+        if ((r >> 20) & 1) t[at++] = '-';
+        for (int d = 0; d < ni + nf; d++) {
+            if (d == ni) t[at++] = '.';
+            int v = (int)((r >> (d % 40 + 9)) % 10);
+            t[at++] = (char)('0' + (d == 0 && ni > 1 && v == 0 ? 1 : v));
+        }
+        t[at] = '\0';
+        if (q < 8) snprintf(t, 40, "%s", (const char *[]){"-0", "0.1", "1234567.12345678",
+                            "1.000000000000001", "16777216", "0.30000000000000004", "7",
+                            "99999.999999999"}[q]);
+    }
+    size_t cap = (size_t)NPT * 2 * 42 + 4096, at = 0;
+    char *d = malloc(cap);
+    CHECK(d != NULL);
+    at += (size_t)snprintf(d, cap, "{%s, \"annotations\": [{\"image_id\": 1, \"category_id\": "
+                           "1, \"bbox\": [0, 0, 1, 1], \"segmentation\": [[", IMAGES);
+    for (int q = 0; q < 2 * NPT; q++)
+        at += (size_t)snprintf(d + at, cap - at, "%s%s", q ? "," : "", text[q]);
+    snprintf(d + at, cap - at, "]]}]}");
+    write_text("n.json", d, strlen(d));
+    free(d);
+    sp_coco *c;
+    sp_error err;
+    CHECK_OK(sp_coco_open(file("n.json"), ds, NULL, &c, &err), &err);
+    const double *seg = sp_coco_segmentation(c, 0, 0);
+    CHECK(seg && seg[0] == 1 && seg[1] == 1 && seg[2] == NPT);
+    for (int q = 0; q < 2 * NPT; q++) {
+        double want = strtod(text[q], NULL);
+        CHECK_MSG(memcmp(&seg[3 + q], &want, sizeof want) == 0, "%s: %.17g, strtod %.17g",
+                  text[q], seg[3 + q], want);
+    }
+    sp_coco_close(c);
+    sp_dataset_close(ds);
+}
+
 static const sp_case cases[] = {
+    SP_CASE(test_coordinates_equal_strtod),
     SP_CASE(test_left_out_keypoints_do_not_leak),
     SP_CASE(test_beyond_old_bounds),
     SP_CASE(test_lowered_bounds),
