@@ -2,27 +2,29 @@
  * samples (dataset_coco.h states the rules; docs/targets.md the user's
  * view).
  *
- * HOW IT WORKS: the file is read whole (bounded) and tokenized once
- * (common/json.c, bounded tokens and depth). The dataset's sample paths
- * are sorted once (an index array) so each images[i].file_name is found
- * by binary search; (id, sample) pairs sorted by id then serve the
- * annotations' image_id. Annotations are read in file order into flat
- * arrays, then grouped by sample with a counting sort (stable, so a
- * sample's boxes keep the file's order). Called by the loader; calls
- * common/ only.
+ * HOW IT WORKS: the file is streamed (dataset_coco_stream.c): never held
+ * whole, each image and each annotation tokenized alone (bounded tokens,
+ * bytes and depth), after a first pass has checked the whole file's
+ * grammar. The dataset's sample paths are sorted once (an index array) so
+ * each images[i].file_name is found by binary search; (id, sample) pairs
+ * sorted by id then serve the annotations' image_id. Annotations are read
+ * in file order into flat arrays, then grouped by sample with a counting
+ * sort (stable, so a sample's boxes keep the file's order). Called by the
+ * loader; calls dataset_coco_stream.c, dataset_coco_mask.c and common/.
  */
 #include "dataset/dataset_coco.h"
 #include "dataset/dataset_coco_mask.h"
-#include "common/fileio_internal.h"
+#include "dataset/dataset_coco_stream.h"
+#include "dataset/dataset_internal.h"
+#include "dataset/dataset_tar.h"
 #include "common/hash_internal.h"
 #include "common/json_internal.h"
 
-#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 16
 #define MAX_PATH_LEN 4096
 #define MAX_COORD 16777216.0   /* 2^24 */
 
@@ -39,23 +41,34 @@ struct sp_coco {
     uint64_t *segat;      /* per box: its place in segv, or SP__COCO_NO_SEG */
     uint64_t unsegmented; /* boxes without a segmentation; the first one's annotation: */
     size_t first_unseg;
+    uint64_t *rawfirst;   /* keep_raw: nsamples + 1, into rawoff and rawlen */
+    uint64_t *rawoff, *rawlen;
 };
 
 typedef struct idpair { int64_t id; uint64_t sample; } idpair;
+
+/* keep_raw: where an annotation of a sample lies in the file. */
+typedef struct raw { uint64_t sample, off, len; } raw;
 
 /* One annotation read, before grouping. */
 typedef struct ann { uint64_t sample; float box[4]; int32_t cat; uint64_t seg; size_t idx; } ann;
 
 typedef struct ctx {
     const char *path;
-    const sp__json *j;
+    const sp__json *j;       /* the element at hand (token 0) */
     const sp_dataset *ds;
+    const sp_coco_limits *lim;
+    const struct sp__coco_walk *walk;   /* the file's walk (its element offsets) */
+    raw *raws;            /* keep_raw: each annotation of a sample, in file order */
+    size_t nraw, rawcap;
     struct pathidx *order;   /* the samples sorted by path */
     idpair *ids;
     size_t nids;
+    uint8_t *seen;           /* per sample: named by an image */
     ann *anns;
     float *kps;           /* 3K per ann */
-    size_t nanns;
+    size_t nanns, cap;    /* kept; room for */
+    size_t base;          /* members: the annotations of the samples before */
     uint32_t k;
     sp_coco *c;
     sp_error *err;
@@ -104,40 +117,40 @@ static int64_t find_sample(const ctx *x, const char *name) {
     return -1;
 }
 
-static int read_images(ctx *x, long arr) {
-    const sp__json *j = x->j;
-    if (arr < 0 || j->t[arr].kind != SP__J_ARR)
-        return sp_error_set(x->err, SP_EFORMAT, "%s: \"images\" must be an array", x->path);
-    x->ids = malloc((j->t[arr].size + 1) * sizeof *x->ids);
-    char *name = malloc(MAX_PATH_LEN + 1);
-    uint8_t *seen = calloc(sp_dataset_size(x->ds) + 1, 1);
-    if (!x->ids || !name || !seen) {
-        free(name);
-        free(seen);
+/* The streamed walk's begin(): room for the images and annotations. */
+static int begin(void *arg, size_t nimages, size_t nanns) {
+    ctx *x = arg;
+    x->ids = malloc((nimages + 1) * sizeof *x->ids);
+    x->seen = calloc(sp_dataset_size(x->ds) + 1, 1);
+    x->anns = malloc((nanns + 1) * sizeof *x->anns);
+    x->cap = nanns + 1;
+    if (!x->ids || !x->seen || !x->anns)
         return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
-    }
-    int rc = SP_OK;
-    size_t e = (size_t)arr + 1;
-    for (size_t i = 0; i < j->t[arr].size && !rc; i++, e = j->t[e].next) {
-        int64_t id;
-        if (j->t[e].kind != SP__J_OBJ) rc = fail(x, SP_EFORMAT, "image", i, "not an object");
-        else if (sp__json_i64(j, sp__json_get(j, e, "id"), &id) != 0)
-            rc = fail(x, SP_EFORMAT, "image", i, "\"id\" is not an integer");
-        else if (sp__json_str(j, sp__json_get(j, e, "file_name"), name, MAX_PATH_LEN + 1) != 0)
-            rc = fail(x, SP_EFORMAT, "image", i, "\"file_name\" is not a string of at most "
-                      "4096 bytes");
-        if (rc) break;
-        int64_t s = find_sample(x, name);
-        if (s >= 0 && seen[s]++) {
-            rc = fail(x, SP_EFORMAT, "image", i, "its \"file_name\" is another image's too");
-            break;
-        }
-        x->ids[x->nids].id = id;
-        x->ids[x->nids++].sample = s < 0 ? UINT64_MAX : (uint64_t)s;
-    }
-    free(name);
-    free(seen);
-    if (rc) return rc;
+    return SP_OK;
+}
+
+/* Image i (token 0 of j): its (id, sample). */
+static int read_image(void *arg, const sp__json *j, size_t i) {
+    ctx *x = arg;
+    char name[MAX_PATH_LEN + 1];
+    int64_t id;
+    if (j->t[0].kind != SP__J_OBJ) return fail(x, SP_EFORMAT, "image", i, "not an object");
+    if (sp__json_i64(j, sp__json_get(j, 0, "id"), &id) != 0)
+        return fail(x, SP_EFORMAT, "image", i, "\"id\" is not an integer");
+    if (sp__json_str(j, sp__json_get(j, 0, "file_name"), name, sizeof name) != 0)
+        return fail(x, SP_EFORMAT, "image", i, "\"file_name\" is not a string of at most "
+                    "4096 bytes");
+    int64_t s = find_sample(x, name);
+    if (s >= 0 && x->seen[s]++)
+        return fail(x, SP_EFORMAT, "image", i, "its \"file_name\" is another image's too");
+    x->ids[x->nids].id = id;
+    x->ids[x->nids++].sample = s < 0 ? UINT64_MAX : (uint64_t)s;
+    return SP_OK;
+}
+
+/* After the images: sorted by id, no id twice. */
+static int ids_sorted(void *arg) {
+    ctx *x = arg;
     qsort(x->ids, x->nids, sizeof *x->ids, by_id);
     for (size_t i = 1; i < x->nids; i++)
         if (x->ids[i].id == x->ids[i - 1].id)
@@ -153,7 +166,7 @@ static const idpair *find_id(const ctx *x, int64_t id) {
 
 /* The keypoints of annotation i (token kt) into its slot of x->kps
  * (allocated, zeroed, for every annotation at the first keypoints). */
-static int read_kps(ctx *x, size_t i, long kt, size_t total) {
+static int read_kps(ctx *x, size_t i, long kt) {
     const sp__json *j = x->j;
     if (j->t[kt].kind != SP__J_ARR || j->t[kt].size % 3 || j->t[kt].size == 0 ||
         j->t[kt].size > 3 * SP_TARGETS_MAX_KEYPOINTS)
@@ -164,7 +177,7 @@ static int read_kps(ctx *x, size_t i, long kt, size_t total) {
         return fail(x, SP_EFORMAT, "annotation", i, "\"keypoints\" has another K than the "
                     "annotations before it");
     if (!x->k) {
-        x->kps = calloc(total * 3 * (size_t)k + 1, sizeof *x->kps);
+        x->kps = calloc(x->cap * 3 * (size_t)k + 1, sizeof *x->kps);
         if (!x->kps) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
         x->k = k;
     }
@@ -183,15 +196,32 @@ static int read_kps(ctx *x, size_t i, long kt, size_t total) {
     return SP_OK;
 }
 
-/* Annotation i (object token e) into x->anns[x->nanns], or left out. */
-static int read_ann(ctx *x, size_t i, size_t e, size_t total) {
-    const sp__json *j = x->j;
-    int64_t img, cat, crowd = 0;
+/* Room for one more annotation (and its keypoints) in x->anns. */
+static int reserve(ctx *x) {
+    if (x->nanns < x->cap) return SP_OK;
+    size_t cap = x->cap ? 2 * x->cap : 64, k3 = 3 * (size_t)x->k;
+    ann *a = realloc(x->anns, cap * sizeof *a);
+    if (a) x->anns = a;
+    float *kp = k3 ? realloc(x->kps, cap * k3 * sizeof *kp) : NULL;
+    if (kp) {
+        memset(kp + x->cap * k3, 0, (cap - x->cap) * k3 * sizeof *kp);
+        x->kps = kp;
+    }
+    if (!a || (k3 && !kp)) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
+    x->cap = cap;
+    return SP_OK;
+}
+
+/* Annotation i (object token e of j) of `sample` (UINT64_MAX: an image of
+ * no sample) into x->anns[x->nanns], or left out. */
+static int read_ann_of(ctx *x, const sp__json *j, size_t e, size_t i, uint64_t sample) {
+    int64_t cat, crowd = 0;
+    x->j = j;
+    int rc = reserve(x);
+    if (rc) return rc;
+    if (x->kps)   /* the slot may hold a left-out annotation's keypoints */
+        memset(x->kps + x->nanns * 3 * (size_t)x->k, 0, 3 * (size_t)x->k * sizeof *x->kps);
     if (j->t[e].kind != SP__J_OBJ) return fail(x, SP_EFORMAT, "annotation", i, "not an object");
-    if (sp__json_i64(j, sp__json_get(j, e, "image_id"), &img) != 0)
-        return fail(x, SP_EFORMAT, "annotation", i, "\"image_id\" is not an integer");
-    const idpair *ip = find_id(x, img);
-    if (!ip) return fail(x, SP_EFORMAT, "annotation", i, "\"image_id\" names no image");
     if (sp__json_i64(j, sp__json_get(j, e, "category_id"), &cat) != 0 || cat > INT32_MAX ||
         cat < INT32_MIN)
         return fail(x, SP_EFORMAT, "annotation", i, "\"category_id\" is not an int32");
@@ -210,30 +240,72 @@ static int read_ann(ctx *x, size_t i, size_t e, size_t total) {
     if (b[2] < 0 || b[3] < 0)
         return fail(x, SP_EFORMAT, "annotation", i, "\"bbox\" has a negative width or height");
     long kt = sp__json_get(j, e, "keypoints");
-    if (kt >= 0) {
-        int rc = read_kps(x, i, kt, total);
-        if (rc) return rc;
-    }
+    if (kt >= 0 && (rc = read_kps(x, i, kt)) != 0) return rc;
     if (crowd) {
         x->c->crowd++;
         return SP_OK;
     }
-    if (ip->sample == UINT64_MAX) {
+    if (sample == UINT64_MAX) {
         x->c->unmatched++;
         return SP_OK;
     }
     ann *a = &x->anns[x->nanns];
-    int rc = sp__coco_seg_read(&x->seg, j, sp__json_get(j, e, "segmentation"), x->path, i,
+    size_t had = x->seg.n;
+    rc = sp__coco_seg_read(&x->seg, j, sp__json_get(j, e, "segmentation"), x->path, i,
                                &a->seg, x->err);
     if (rc) return rc;
+    if (!x->lim->keep_segmentations && a->seg != SP__COCO_NO_SEG) {
+        x->seg.n = had;        /* checked, not kept */
+        a->seg = SP__COCO_NOT_KEPT;
+    }
     x->nanns++;
-    a->idx = i;
-    a->sample = ip->sample;
+    a->idx = x->base + i;
+    a->sample = sample;
     a->box[0] = (float)b[0];
     a->box[1] = (float)b[1];
     a->box[2] = (float)(b[0] + b[2]);
     a->box[3] = (float)(b[1] + b[3]);
     a->cat = (int32_t)cat;
+    return SP_OK;
+}
+
+/* Annotation i of the file (token 0 of j): its image_id names its sample. */
+static int read_ann(void *arg, const sp__json *j, size_t i) {
+    ctx *x = arg;
+    int64_t img;
+    if (j->t[0].kind != SP__J_OBJ) return fail(x, SP_EFORMAT, "annotation", i, "not an object");
+    if (sp__json_i64(j, sp__json_get(j, 0, "image_id"), &img) != 0)
+        return fail(x, SP_EFORMAT, "annotation", i, "\"image_id\" is not an integer");
+    const idpair *ip = find_id(x, img);
+    if (!ip) return fail(x, SP_EFORMAT, "annotation", i, "\"image_id\" names no image");
+    if (x->lim->keep_raw && ip->sample != UINT64_MAX) {
+        if (x->nraw == x->rawcap) {
+            size_t cap = x->rawcap ? 2 * x->rawcap : 1024;
+            raw *r = realloc(x->raws, cap * sizeof *r);
+            if (!r) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
+            x->raws = r;
+            x->rawcap = cap;
+        }
+        x->raws[x->nraw++] = (raw){ip->sample, x->walk->at, j->len};
+    }
+    return read_ann_of(x, j, 0, i, ip->sample);
+}
+
+/* keep_raw: the annotations' places grouped by sample (stable). */
+static int group_raw(ctx *x) {
+    sp_coco *c = x->c;
+    c->rawfirst = calloc(c->nsamples + 2, sizeof *c->rawfirst);
+    c->rawoff = malloc((x->nraw + 1) * sizeof *c->rawoff);
+    c->rawlen = malloc((x->nraw + 1) * sizeof *c->rawlen);
+    if (!c->rawfirst || !c->rawoff || !c->rawlen)
+        return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
+    for (size_t a = 0; a < x->nraw; a++) c->rawfirst[x->raws[a].sample + 2]++;
+    for (uint64_t i = 0; i < c->nsamples; i++) c->rawfirst[i + 2] += c->rawfirst[i + 1];
+    for (size_t a = 0; a < x->nraw; a++) {   /* rawfirst[s + 1]: the fill of sample s */
+        uint64_t at = c->rawfirst[x->raws[a].sample + 1]++;
+        c->rawoff[at] = x->raws[a].off;
+        c->rawlen[at] = x->raws[a].len;
+    }
     return SP_OK;
 }
 
@@ -263,66 +335,51 @@ static int group(ctx *x) {
     }
     free(fill);
     c->k = x->k;
-    return SP_OK;
+    return x->lim->keep_raw ? group_raw(x) : SP_OK;
 }
 
-static int parse(ctx *x, const sp__json *j) {
-    if (j->t[0].kind != SP__J_OBJ)
-        return sp_error_set(x->err, SP_EFORMAT, "%s: not a JSON object", x->path);
-    int rc = read_images(x, sp__json_get(j, 0, "images"));
-    if (rc) return rc;
-    long arr = sp__json_get(j, 0, "annotations");
-    if (arr < 0 || j->t[arr].kind != SP__J_ARR)
-        return sp_error_set(x->err, SP_EFORMAT, "%s: \"annotations\" must be an array", x->path);
-    size_t total = j->t[arr].size;
-    x->anns = malloc((total + 1) * sizeof *x->anns);
-    if (!x->anns) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
-    size_t e = (size_t)arr + 1;
-    for (size_t i = 0; i < total && !rc; i++, e = j->t[e].next) rc = read_ann(x, i, e, total);
-    return rc ? rc : group(x);
+sp_coco_limits sp_coco_default_limits(void) {
+    sp_coco_limits l = {(uint64_t)1 << 36, (size_t)1 << 24, (uint64_t)1 << 28, 1, 0};
+    return l;
+}
+
+/* The dataset's samples sorted by path (x->order). */
+static int sort_samples(ctx *x) {
+    uint64_t n = sp_dataset_size(x->ds);
+    x->order = malloc((n + 1) * sizeof *x->order);
+    if (!x->order) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *sp = sp_dataset_path(x->ds, i);
+        x->order[i].p = sp ? sp : "";
+        x->order[i].i = i;
+    }
+    qsort(x->order, n, sizeof *x->order, by_path);
+    return SP_OK;
 }
 
 int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
                  sp_coco **out, sp_error *err) {
     *out = NULL;
-    sp_coco_limits dl = {256ull << 20, (size_t)1 << 24};
-    if (lim) dl = *lim;
-    sp__buf buf = {NULL, 0};
-    size_t len = 0;
-    int rc = sp__read_regular(AT_FDCWD, path, path, 0, dl.max_bytes, &buf, &len, err);
-    if (rc == SP_ELIMIT)
-        rc = sp_error_set(err, SP_ELIMIT, "%s: annotations larger than %llu bytes", path,
-                          (unsigned long long)dl.max_bytes);
-    if (rc) {
-        sp__buf_free(&buf);
-        return rc;
-    }
-    sp__json j;
-    ctx x = {path, &j, ds, NULL, NULL, 0, NULL, NULL, 0, 0, NULL, err, {NULL, 0, 0}};
+    sp_coco_limits dl = lim ? *lim : sp_coco_default_limits();
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.path = path;
+    x.ds = ds;
+    x.lim = &dl;
+    x.err = err;
     x.c = calloc(1, sizeof *x.c);
-    uint64_t n = sp_dataset_size(ds);
-    x.order = malloc((n + 1) * sizeof *x.order);
-    rc = sp__json_parse(&j, (const char *)buf.p, len, MAX_DEPTH, dl.max_tokens, path, err);
-    if (!rc && (!x.c || !x.order)) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    int rc = x.c ? sort_samples(&x) : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     if (!rc) {
-        sp__hash h;
-        sp__hash_init(&h);
-        sp__hash_str(&h, "seedpipe-coco-v1");
-        sp__hash_bytes(&h, buf.p, len);
-        x.c->fp = sp__hash_digest(&h);
-        x.c->nsamples = n;
-        for (uint64_t i = 0; i < n; i++) {
-            const char *sp = sp_dataset_path(ds, i);
-            x.order[i].p = sp ? sp : "";
-            x.order[i].i = i;
-        }
-        qsort(x.order, n, sizeof *x.order, by_path);
-        rc = parse(&x, &j);
+        x.c->nsamples = sp_dataset_size(ds);
+        sp__coco_walk w = {begin, read_image, ids_sorted, read_ann, &x, 0};
+        x.walk = &w;
+        rc = sp__coco_stream(path, &dl, &w, &x.c->fp, err);
     }
-    sp__json_free(&j);
-    sp__buf_free(&buf);
+    if (!rc) rc = group(&x);
+    free(x.raws);
     free(x.order);
     free(x.ids);
+    free(x.seen);
     free(x.anns);
     free(x.kps);
     if (!rc) x.c->segv = x.seg.v;
@@ -335,6 +392,97 @@ int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *l
     return SP_OK;
 }
 
+/* Sample i's annotations from its member (bytes, len; NULL: none), named
+ * x->path: an array of annotation objects, or an object whose
+ * "annotations" is one. */
+static int read_member(ctx *x, uint64_t i, const uint8_t *bytes, size_t len, sp__hash *h) {
+    sp__hash_u64(h, bytes ? (uint64_t)len : UINT64_MAX);
+    if (!bytes) return SP_OK;
+    sp__hash_bytes(h, bytes, len);
+    if (len > x->lim->max_element)
+        return sp_error_set(x->err, SP_ELIMIT, "%s: %zu bytes, more than %llu", x->path, len,
+                            (unsigned long long)x->lim->max_element);
+    sp__json j;
+    int rc = sp__json_parse(&j, (const char *)bytes, len, 15, x->lim->max_tokens, x->path,
+                            x->err);
+    long arr = rc ? -1 : j.t[0].kind == SP__J_ARR ? 0 : sp__json_get(&j, 0, "annotations");
+    if (!rc && (arr < 0 || j.t[arr].kind != SP__J_ARR))
+        rc = sp_error_set(x->err, SP_EFORMAT, "%s: not an array of annotations (nor an object "
+                          "whose \"annotations\" is one)", x->path);
+    size_t e = (size_t)arr + 1, n = rc ? 0 : j.t[arr].size;
+    for (size_t q = 0; q < n && !rc; q++, e = j.t[e].next) rc = read_ann_of(x, &j, e, q, i);
+    x->base += n;
+    sp__json_free(&j);
+    return rc;
+}
+
+/* "ROOT/shard/KEY.json" for sample path "shard/KEY.ext" into buf. */
+static void member_name(const sp_dataset *ds, uint64_t i, char *buf, size_t cap) {
+    const char *p = sp_dataset_path(ds, i), *slash = strrchr(p, '/');
+    const char *dot = strchr(slash ? slash + 1 : p, '.');
+    int n = dot ? (int)(dot - p) : (int)strlen(p);
+    snprintf(buf, cap, "%s/%.*s.json", ds->base, n, p);
+}
+
+int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
+                       const sp_coco_limits *lim, sp_coco **out, sp_error *err) {
+    *out = NULL;
+    sp_coco_limits dl = lim ? *lim : sp_coco_default_limits();
+    char name[MAX_PATH_LEN + 64];
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.path = name;
+    x.ds = ds;
+    x.lim = &dl;
+    x.err = err;
+    x.c = calloc(1, sizeof *x.c);
+    int rc = x.c ? reserve(&x) : sp_error_set(err, SP_ENOMEM, "annotations: out of memory");
+    sp__hash h;
+    sp__hash_init(&h);
+    sp__hash_str(&h, "seedpipe-coco-members-v1");
+    uint64_t n = sp_dataset_size(ds);
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        uint8_t *b = NULL;
+        size_t len = 0;
+        member_name(ds, i, name, sizeof name);
+        rc = fetch(arg, ds, i, &b, &len, err);
+        if (!rc) rc = read_member(&x, i, b, len, &h);
+        free(b);
+    }
+    if (!rc) {
+        x.c->nsamples = n;
+        x.c->fp = sp__hash_digest(&h);
+        x.path = "annotations";
+        rc = group(&x);
+    }
+    free(x.anns);
+    free(x.kps);
+    if (!rc) x.c->segv = x.seg.v;
+    else free(x.seg.v);
+    if (rc) {
+        sp_coco_close(x.c);
+        return rc;
+    }
+    *out = x.c;
+    return SP_OK;
+}
+
+static int tar_fetch(void *arg, const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
+                     sp_error *err) {
+    (void)arg;
+    return sp__ds_tar_json(ds, i, bytes, len, err);
+}
+
+int sp_coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,
+                         sp_error *err) {
+    *out = NULL;
+    if (sp_dataset_kind_of(ds) != SP_DATASET_WEBDATASET)
+        return sp_error_set(err, SP_EINVAL, "annotations @json: %s is not WebDataset shards "
+                            "(their KEY.json members hold the targets; docs/targets.md)",
+                            sp_dataset_root(ds));
+    return sp_coco_open_fetch(ds, tar_fetch, NULL, lim, out, err);
+}
+
 void sp_coco_close(sp_coco *c) {
     if (!c) return;
     free(c->first);
@@ -343,6 +491,9 @@ void sp_coco_close(sp_coco *c) {
     free(c->kps);
     free(c->segv);
     free(c->segat);
+    free(c->rawfirst);
+    free(c->rawoff);
+    free(c->rawlen);
     free(c);
 }
 
@@ -376,10 +527,17 @@ uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which) {
 const double *sp_coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box) {
     if (i >= c->nsamples || c->first[i] + box >= c->first[i + 1]) return NULL;
     uint64_t at = c->segat[c->first[i] + box];
-    return at == SP__COCO_NO_SEG ? NULL : c->segv + at;
+    return at == SP__COCO_NO_SEG || at == SP__COCO_NOT_KEPT ? NULL : c->segv + at;
 }
 
 uint64_t sp_coco_unsegmented(const sp_coco *c, size_t *first) {
     *first = c->first_unseg;
     return c->unsegmented;
+}
+
+uint32_t sp_coco_raw(const sp_coco *c, uint64_t i, const uint64_t **off, const uint64_t **len) {
+    if (!c->rawfirst || i >= c->nsamples) return 0;
+    *off = c->rawoff + c->rawfirst[i];
+    *len = c->rawlen + c->rawfirst[i];
+    return (uint32_t)(c->rawfirst[i + 1] - c->rawfirst[i]);
 }

@@ -28,11 +28,40 @@ static int bad(const char *path, size_t ann, int code, const char *why, sp_error
     return sp_error_set(err, code, "%s: annotation %zu: \"segmentation\" %s", path, ann, why);
 }
 
+/* A plain decimal ("-12.375": at most 15 digits, no exponent) exactly:
+ * the digits as an integer m < 10^15 < 2^53 and 10^f (f <= 15) are both
+ * exact doubles, so m / 10^f is one correctly rounded division, the
+ * double strtod() gives. 0, or -1 for another form (strtod() reads it). */
+static int plain_decimal(const char *p, size_t n, double *v) {
+    static const double p10[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    size_t i = p[0] == '-';
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+    for (; i < n; i++) {
+        if (p[i] == '.' && frac < 0) {
+            frac = 0;
+        } else if (p[i] >= '0' && p[i] <= '9' && digits < 15) {
+            m = m * 10 + (uint64_t)(p[i] - '0');
+            digits++;
+            frac += frac >= 0;
+        } else {
+            return -1;
+        }
+    }
+    if (!digits) return -1;
+    double x = (double)m / p10[frac > 0 ? frac : 0];
+    *v = p[0] == '-' ? -x : x;
+    return 0;
+}
+
 static int num(const sp__json *j, size_t tok, double *v) {
     if (j->t[tok].kind != SP__J_NUM) return -1;
     char buf[64];
     size_t n = j->t[tok].end - j->t[tok].start;
     if (n >= sizeof buf) return -1;
+    if (plain_decimal(j->s + j->t[tok].start, n, v) == 0)
+        return isfinite(*v) && fabs(*v) <= SP_MASK_MAX_COORD ? 0 : -1;
     memcpy(buf, j->s + j->t[tok].start, n);
     buf[n] = '\0';
     *v = strtod(buf, NULL);

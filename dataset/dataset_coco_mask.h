@@ -21,6 +21,7 @@
 typedef struct sp__coco_seg { double *v; size_t n, cap; } sp__coco_seg;
 
 #define SP__COCO_NO_SEG UINT64_MAX
+#define SP__COCO_NOT_KEPT (UINT64_MAX - 1)   /* checked, not kept (dataset_coco.c) */
 
 /*! sp__coco_seg_read() : append annotation ann's segmentation (token tok;
  *  < 0: none, *at = SP__COCO_NO_SEG) and set *at to its place. */

@@ -7,8 +7,9 @@
  * the WebDataset convention a sample is the run of adjacent members that
  * share a key (the member name up to the first '.' of its last component):
  * `KEY.jpg`, `KEY.jpeg` or `KEY.png` is its image, `KEY.cls` its integer
- * label (decimal text); other members (`KEY.json`, `KEY.txt`, ...) are
- * ignored. Canonical order: shards in byte-wise sorted name order, samples
+ * label (decimal text), `KEY.json` its targets (where it lies and its hash
+ * are kept; dataset_coco.c reads it for --annotations @json); other
+ * members (`KEY.txt`, ...) are ignored. Canonical order: shards in byte-wise sorted name order, samples
  * in tar order. Classes are "0".."K-1", K = largest label + 1, as for list
  * files. A sample's path is "<shard name>/<image member name>".
  *
@@ -537,23 +538,31 @@ static int read_cls(shard_rd *p, tar_sample *s, const char *nmp, uint64_t size, 
     return SP_OK;
 }
 
-/* An image member of `size` bytes at shard offset data_at: where it lies
- * and its hash, read as it streams by. *consumed, *cut: as read_cls(). */
+/* An image member (json 0) or a KEY.json (json 1) of `size` bytes at
+ * shard offset data_at: where it lies and its hash, read as it streams by.
+ * *consumed, *cut: as read_cls(). */
 static int read_image(shard_rd *p, tar_sample *s, const char *nmp, uint64_t size,
-                      uint64_t data_at, int *consumed, int *cut, sp_error *err) {
+                      uint64_t data_at, int json, int *consumed, int *cut, sp_error *err) {
     const char *rel = p->rel;
-    if (s->has_image) {
-        mark_bad(s, "%s/%s: %s", rel, nmp, "a second image under the same key");
+    if (json ? s->has_json : s->has_image) {
+        mark_bad(s, "%s/%s: %s", rel, nmp, json ? "a second .json member under the same key"
+                                                : "a second image under the same key");
         return SP_OK;
     }
-    s->has_image = 1;
-    size_t pl = strlen(rel) + strlen(nmp) + 2;
-    free(s->path);
-    s->path = malloc(pl);
-    if (!s->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", p->full);
-    snprintf(s->path, pl, "%s/%s", rel, nmp);
-    s->offset = data_at;
-    s->size = size;
+    if (json) {
+        s->has_json = 1;
+        s->json_offset = data_at;
+        s->json_size = size;
+    } else {
+        s->has_image = 1;
+        size_t pl = strlen(rel) + strlen(nmp) + 2;
+        free(s->path);
+        s->path = malloc(pl);
+        if (!s->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", p->full);
+        snprintf(s->path, pl, "%s/%s", rel, nmp);
+        s->offset = data_at;
+        s->size = size;
+    }
     if (size > p->ds->max_file_bytes) {
         char lim[96];
         snprintf(lim, sizeof lim, "%llu bytes, above the limit of %llu",
@@ -574,7 +583,7 @@ static int read_image(shard_rd *p, tar_sample *s, const char *nmp, uint64_t size
                  (unsigned long long)got);
         mark_bad(s, "%s/%s: %s", rel, nmp, why);
     }
-    s->hash = sp__hash_digest(st);
+    *(json ? &s->json_hash : &s->hash) = sp__hash_digest(st);
     return SP_OK;
 }
 
@@ -594,7 +603,7 @@ static int read_member(shard_rd *p, int type, const char *name, uint64_t size,
     int consumed = 0;
     int cut = 0;   /* the shard ended inside this member's data */
     if (type != '5' && dot && dot != nmp && dot[-1] != '/' &&
-        (sp__ds_is_image_ext(e) || strcmp(e, "cls") == 0)) {
+        (sp__ds_is_image_ext(e) || strcmp(e, "cls") == 0 || strcmp(e, "json") == 0)) {
         int rc = SP_OK;
         tar_sample *s = sample_for(t, &p->keys, p->full, p->shard, nmp, (size_t)(dot - nmp),
                                    p->ds->max_samples, &rc, err);
@@ -605,7 +614,8 @@ static int read_member(shard_rd *p, int type, const char *name, uint64_t size,
         else if (strcmp(e, "cls") == 0)
             rc = read_cls(p, s, nmp, size, &consumed, &cut, err);
         else
-            rc = read_image(p, s, nmp, size, data_at, &consumed, &cut, err);
+            rc = read_image(p, s, nmp, size, data_at, strcmp(e, "json") == 0, &consumed, &cut,
+                            err);
         if (rc) return rc;
         if (consumed) padded -= size;
     }

@@ -22,6 +22,11 @@ struct sp__ds_tar {
     _Atomic int *shard_fds;   /* opened on first read (0: not yet; fd + 1), kept to destroy */
     uint32_t *shard_of;
     uint64_t *offsets;
+    /* Each sample's KEY.json member (its targets, read by dataset_coco.c
+     * for --annotations @json): offset, size (UINT64_MAX: none), hash;
+     * NULL when no sample has one. */
+    uint64_t *json_off, *json_size;
+    sp_digest *json_hash;
     struct sp__ds_bad *bad;
     size_t nbad;
 
@@ -72,6 +77,9 @@ typedef struct sp__ds_tar_sample {
     uint64_t offset, size;
     sp_digest hash;
     int has_image;
+    int has_json;          /* KEY.json: where it lies, its hash */
+    uint64_t json_offset, json_size;
+    sp_digest json_hash;
     char *bad;             /* the first reason it cannot be read, or NULL */
 } sp__ds_tar_sample;
 
@@ -124,6 +132,13 @@ int sp__ds_tar_scan_fd(sp_dataset *ds, uint32_t shard, const char *rel, const ch
  * on failure). SP_EFORMAT when there is no sample. */
 int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes,
                     sp__ds_tar_set *t, sp_error *err);
+
+/* dataset_tar_read.c: sample i's KEY.json member, read and its hash
+ * checked (*bytes malloc'd; NULL, *len 0 when it has none). SP_EUNSUPP for
+ * remote shards, SP_EIO, SP_EFORMAT (changed since indexed), naming the
+ * member. */
+int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
+                    sp_error *err);
 
 /* dataset_tar_read.c: the reason sample i cannot be read, or NULL. */
 const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);

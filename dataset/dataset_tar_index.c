@@ -16,10 +16,12 @@
  * rule as the files' index, dataset_index.c; a sample is still re-hashed
  * when read). A shard changed within the last 2 s is not recorded (its
  * timestamps cannot tell a later change). Format, little-endian:
- * "SPTARIX\0", u32 version 1, u64 dev, ino, size, mtime, ctime,
+ * "SPTARIX\0", u32 version 2, u64 dev, ino, size, mtime, ctime,
  * max_file_bytes, u32 len + shard name, u32 n, then per sample u32 len +
- * member path, i32 label, u64 offset, size, hash hi, hash lo, u32 len +
- * reason (0: none); last an XXH3-64 of all the bytes before it. A file
+ * member path, i32 label, u64 offset, size, hash hi, hash lo, the KEY.json
+ * member's u64 offset, size (UINT64_MAX: none), hash hi, hash lo, u32 len
+ * + reason (0: none); last an XXH3-64 of all the bytes before it (a
+ * version 1 file, without the .json fields, is stale: the shard is read). A file
  * that does not check out is ignored and rewritten; writing is best
  * effort (temporary name + rename), and opening never fails because of it.
  * The .<shard name>.seedpipe-index older versions wrote beside each shard
@@ -109,7 +111,7 @@ int sp__ds_tar_keys_reserve(sp__ds_tar_keys *ks, const tar_set *t) {
 /* ---- the per-shard index file --------------------------------------------------------- */
 
 #define TAR_IDX_MAGIC "SPTARIX"
-#define TAR_IDX_VERSION 1u
+#define TAR_IDX_VERSION 2u
 
 char *sp__ds_tar_index_path(const sp_dataset *ds, const char *rel, int legacy) {
     const char *slash = strrchr(rel, '/');
@@ -159,6 +161,10 @@ int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct s
         sp__ds_buf_u64(&b, s->size);
         sp__ds_buf_u64(&b, s->hash.hi);
         sp__ds_buf_u64(&b, s->hash.lo);
+        sp__ds_buf_u64(&b, s->has_json ? s->json_offset : 0);
+        sp__ds_buf_u64(&b, s->has_json ? s->json_size : UINT64_MAX);
+        sp__ds_buf_u64(&b, s->json_hash.hi);
+        sp__ds_buf_u64(&b, s->json_hash.lo);
         sp__ds_buf_str(&b, s->bad);
     }
     sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
@@ -205,21 +211,26 @@ static int index_read_at(sp_dataset *ds, uint32_t shard, const char *rel, const 
         if (!ok) break;
         uint32_t ml = sp__le_get32(d + pos);
         pos += 4;
-        NEED((uint64_t)ml + 40);
+        NEED((uint64_t)ml + 72);
         if (!ok) break;
         const char *member = (const char *)d + pos;
         pos += ml;
         int32_t label = (int32_t)sp__le_get32(d + pos);
         uint64_t off = sp__le_get64(d + pos + 4), size = sp__le_get64(d + pos + 12);
         sp_digest h = {sp__le_get64(d + pos + 20), sp__le_get64(d + pos + 28)};
-        uint32_t bl = sp__le_get32(d + pos + 36);
-        pos += 40;
+        uint64_t joff = sp__le_get64(d + pos + 36), jsize = sp__le_get64(d + pos + 44);
+        sp_digest jh = {sp__le_get64(d + pos + 52), sp__le_get64(d + pos + 60)};
+        uint32_t bl = sp__le_get32(d + pos + 68);
+        pos += 72;
         NEED(bl);
         /* Sizes are never taken on trust: the member lies inside the shard,
          * where a tar member's data can start, within the per-file limit. */
         if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0 || off % 512 != 0 ||
             size > ds->max_file_bytes || off > (uint64_t)st->st_size ||
-            size > (uint64_t)st->st_size - off) { ok = 0; break; }
+            size > (uint64_t)st->st_size - off ||
+            (jsize != UINT64_MAX && (joff % 512 != 0 || jsize > ds->max_file_bytes ||
+                                     joff > (uint64_t)st->st_size ||
+                                     jsize > (uint64_t)st->st_size - joff))) { ok = 0; break; }
         tar_sample *s = sp__ds_tar_set_slot(t);
         if (!s) { ok = 0; break; }
         s->path = malloc(rl + ml + 2);
@@ -238,6 +249,10 @@ static int index_read_at(sp_dataset *ds, uint32_t shard, const char *rel, const 
         s->size = size;
         s->hash = h;
         s->has_image = 1;
+        s->has_json = jsize != UINT64_MAX;
+        s->json_offset = joff;
+        s->json_size = s->has_json ? jsize : 0;
+        s->json_hash = jh;
         t->n++;
     }
 #undef NEED
@@ -272,17 +287,24 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
     for (size_t i = 0; i < t->n; i++)
         if (t->v[i].label > maxl) maxl = t->v[i].label;
     int rc = sp__ds_numeric_classes(ds, maxl + 1 > 0 ? maxl + 1 : 1, err);
-    size_t pool_len = 0, nbad = 0;
+    size_t pool_len = 0, nbad = 0, njson = 0;
     for (size_t i = 0; rc == SP_OK && i < t->n; i++) {
         pool_len += strlen(t->v[i].path) + 1;
         nbad += t->v[i].bad != NULL;
+        njson += t->v[i].has_json != 0;
     }
     if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t->n, pool_len, err);
     if (rc == SP_OK) {
         ds->tar->shard_of = malloc(t->n * sizeof *ds->tar->shard_of);
         ds->tar->offsets = malloc(t->n * sizeof *ds->tar->offsets);
         ds->tar->bad = nbad ? calloc(nbad, sizeof *ds->tar->bad) : NULL;
-        if (!ds->tar->shard_of || !ds->tar->offsets || (nbad && !ds->tar->bad))
+        if (njson) {
+            ds->tar->json_off = malloc(t->n * sizeof *ds->tar->json_off);
+            ds->tar->json_size = malloc(t->n * sizeof *ds->tar->json_size);
+            ds->tar->json_hash = malloc(t->n * sizeof *ds->tar->json_hash);
+        }
+        if (!ds->tar->shard_of || !ds->tar->offsets || (nbad && !ds->tar->bad) ||
+            (njson && (!ds->tar->json_off || !ds->tar->json_size || !ds->tar->json_hash)))
             rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
                               t->n);
     }
@@ -300,6 +322,11 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
         ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
         ds->tar->shard_of[i] = s->shard;
         ds->tar->offsets[i] = s->offset;
+        if (njson) {
+            ds->tar->json_off[i] = s->json_offset;
+            ds->tar->json_size[i] = s->has_json ? s->json_size : UINT64_MAX;
+            ds->tar->json_hash[i] = s->json_hash;
+        }
         if (s->bad) {
             ds->tar->bad[ds->tar->nbad].i = i;
             ds->tar->bad[ds->tar->nbad].msg = s->bad;
@@ -323,6 +350,9 @@ void sp__ds_tar_free(sp_dataset *ds) {
     free(t->shard_sizes);
     free(t->shard_of);
     free(t->offsets);
+    free(t->json_off);
+    free(t->json_size);
+    free(t->json_hash);
     for (size_t i = 0; i < t->nbad; i++) free(t->bad[i].msg);
     free(t->bad);
     free(t);

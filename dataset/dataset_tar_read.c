@@ -104,3 +104,47 @@ const sp__ds_ops sp__ds_tar_ops = {
     .shard_count = sp__ds_tar_shard_count,
     .shard_of = sp__ds_tar_shard_of,
 };
+
+int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
+                    sp_error *err) {
+    *bytes = NULL;
+    *len = 0;
+    if (!ds->tar)
+        return sp_error_set(err, SP_EINVAL, "%s: not WebDataset shards: no .json members to "
+                            "read targets from", ds->root);
+    if (ds->tar->rio)
+        return sp_error_set(err, SP_EUNSUPP, "%s: targets in shards (.json members) are read "
+                            "from local shards only", ds->root);
+    if (i >= ds->n || !ds->tar->json_size || ds->tar->json_size[i] == UINT64_MAX ||
+        sp__ds_tar_bad(ds, i))
+        return SP_OK;   /* none (a sample that cannot be read fails on its image) */
+    const char *path = ds->pool + ds->path_off[i];
+    uint64_t want = ds->tar->json_size[i], got = 0;
+    int kept, rc = SP_OK;
+    int fd = shard_fd(ds, ds->tar->shard_of[i], &kept, err);
+    if (fd < 0) return err->code ? err->code : SP_EIO;
+    uint8_t *b = malloc(want ? (size_t)want : 1);
+    if (!b) rc = sp_error_set(err, SP_ENOMEM, "%s/%s (.json): out of memory", ds->base, path);
+    while (rc == SP_OK && got < want) {
+        ssize_t k = pread(fd, b + got, (size_t)(want - got),
+                          (off_t)(ds->tar->json_off[i] + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) rc = sp_error_set(err, SP_EIO, "%s/%s (.json): %s", ds->base, path,
+                                     strerror(errno));
+        if (k <= 0) break;
+        got += (uint64_t)k;
+    }
+    if (!kept) close(fd);
+    XXH128_hash_t d = XXH3_128bits(b, (size_t)got);
+    if (rc == SP_OK && (got != want || d.high64 != ds->tar->json_hash[i].hi ||
+                        d.low64 != ds->tar->json_hash[i].lo))
+        rc = sp_error_set(err, SP_EMISMATCH, "%s/%s (.json): changed since the dataset was "
+                          "indexed", ds->base, path);
+    if (rc != SP_OK) {
+        free(b);
+        return rc;
+    }
+    *bytes = b;
+    *len = (size_t)want;
+    return SP_OK;
+}

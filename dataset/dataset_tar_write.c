@@ -8,16 +8,25 @@
  * batch bytes depend on indices, labels and pixels, not on paths). Each
  * shard is written under a temporary name, fsync'ed and renamed.
  *
+ * With annotations (a COCO instances file, dataset_coco.c), each sample
+ * also gets `%09llu.json`: the JSON array of its image's annotations, each
+ * one's text copied byte for byte from the file in file order (iscrowd ones
+ * too), "[]" for a sample without any; read back with --annotations @json
+ * it gives the same targets as the file.
+ *
  * It sits above the dispatcher: it reads the samples through
- * sp_dataset_read() (dataset_open.c) and checks the output folder with
+ * sp_dataset_read() (dataset_open.c), the annotations through
+ * sp_coco_open() (dataset_coco.c), and checks the output folder with
  * sp__ds_dir_kind() (dataset_tar.c); nothing of the dataset code calls it.
  */
 #include "dataset/dataset_internal.h"
+#include "dataset/dataset_coco.h"
 #include "common/fileio_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,8 +67,66 @@ static int write_member(int fd, const char *path, const char *name, const void *
     return rc;
 }
 
+/* n bytes at offset off of fd: 0, or -1 (errno; 0 when the file is shorter). */
+static int read_at(int fd, char *p, size_t n, uint64_t off) {
+    while (n) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = 0;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Sample i's `%09llu.json` member: its annotations' text from the file
+ * (descriptor afd, named path) as one JSON array. */
+static int write_targets(int fd, const char *tmp, uint64_t i, const sp_coco *c, int afd,
+                         const char *path, sp_error *err) {
+    const uint64_t *off = NULL, *len = NULL;
+    uint32_t n = sp_coco_raw(c, i, &off, &len);
+    uint64_t total = 3;
+    for (uint32_t a = 0; a < n; a++) total += len[a] + 2;
+    char *b = malloc((size_t)total), name[64];
+    if (!b) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    size_t at = 0;
+    int rc = SP_OK;
+    b[at++] = '[';
+    for (uint32_t a = 0; a < n && rc == SP_OK; a++) {
+        if (a) {
+            b[at++] = ',';
+            b[at++] = '\n';
+        }
+        if (read_at(afd, b + at, (size_t)len[a], off[a]) != 0)
+            rc = sp_error_set(err, SP_EIO, "%s: cannot read it back: %s", path,
+                              errno ? strerror(errno) : "the file became shorter");
+        at += (size_t)len[a];
+    }
+    b[at++] = ']';
+    b[at++] = '\n';
+    snprintf(name, sizeof name, "%09llu.json", (unsigned long long)i);
+    if (rc == SP_OK) rc = write_member(fd, tmp, name, b, at, err);
+    free(b);
+    return rc;
+}
+
 int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t max_count,
                             uint64_t *nshards, sp_error *err) {
+    return sp_dataset_write_shards_annotated(ds, NULL, out_dir, max_count, nshards, err);
+}
+
+/* The shards after the checks (annotations: c and afd, or NULL and -1). */
+static int write_shards(const sp_dataset *ds, const sp_coco *c, int afd, const char *apath,
+                        const char *out_dir, uint64_t max_count, uint64_t *nshards,
+                        sp_error *err);
+
+int sp_dataset_write_shards_annotated(const sp_dataset *ds, const char *annotations,
+                                      const char *out_dir, uint64_t max_count,
+                                      uint64_t *nshards, sp_error *err) {
     if (nshards) *nshards = 0;
     if (!ds || !out_dir || max_count == 0)
         return sp_error_set(err, SP_EINVAL, "sp_dataset_write_shards: bad argument");
@@ -74,6 +141,24 @@ int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t 
     if (shards)
         return sp_error_set(err, SP_EINVAL, "%s: already holds .tar shards; give an empty "
                             "or new folder", out_dir);
+    if (!annotations) return write_shards(ds, NULL, -1, NULL, out_dir, max_count, nshards, err);
+    sp_coco_limits lim = sp_coco_default_limits();
+    lim.keep_segmentations = 0;
+    lim.keep_raw = 1;
+    sp_coco *c = NULL;
+    rc = sp_coco_open(annotations, ds, &lim, &c, err);
+    int afd = rc ? -1 : open(annotations, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (!rc && afd < 0) rc = sp_error_set(err, SP_EIO, "%s: %s", annotations, strerror(errno));
+    if (!rc) rc = write_shards(ds, c, afd, annotations, out_dir, max_count, nshards, err);
+    if (afd >= 0) close(afd);
+    sp_coco_close(c);
+    return rc;
+}
+
+static int write_shards(const sp_dataset *ds, const sp_coco *c, int afd, const char *apath,
+                        const char *out_dir, uint64_t max_count, uint64_t *nshards,
+                        sp_error *err) {
+    int rc = SP_OK;
     uint64_t n = ds->n, made = 0;
     char tmp[4200], final[4096];
     int fd = -1;
@@ -102,6 +187,7 @@ int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t 
         int cl = snprintf(cls, sizeof cls, "%d\n", sp_dataset_label(ds, i));
         snprintf(name, sizeof name, "%09llu.cls", (unsigned long long)i);
         if (rc == SP_OK) rc = write_member(fd, tmp, name, cls, (uint64_t)cl, err);
+        if (rc == SP_OK && c) rc = write_targets(fd, tmp, i, c, afd, apath, err);
         if (rc == SP_OK && (i % max_count == max_count - 1 || i + 1 == n)) {
             uint8_t zero[2 * TAR_BLOCK] = {0};
             rc = write_all(fd, zero, sizeof zero, tmp, err);

@@ -1,5 +1,6 @@
 /* loader_targets.c - a loader's targets (targets_internal.h): the
- * annotation file opened against the dataset (dataset/dataset_coco.c),
+ * annotation file opened against the dataset (dataset/dataset_coco.c), or
+ * with "@json" each WebDataset sample's KEY.json member,
  * the pipeline's rules (its `targets` op), and the per-sample step: the
  * image through sp_pipeline_run_geom() with its geometry log, then the
  * boxes and keypoints through sp_targets_apply() into the record after the
@@ -43,7 +44,12 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
     if (!t) return sp_error_set(err, SP_ENOMEM, "annotations: out of memory");
     t->rules = r;
     t->ds = ds;
-    int rc = annotations ? sp_coco_open(annotations, ds, NULL, &t->coco, err) : SP_OK;
+    sp_coco_limits lim = sp_coco_default_limits();
+    lim.keep_segmentations = r.masks == SP_MASKS_INSTANCE;   /* else checked only */
+    int rc = !annotations ? SP_OK
+             : strcmp(annotations, SP_ANNOTATIONS_MEMBERS) == 0   /* KEY.json in the shards */
+                 ? sp_coco_open_members(ds, &lim, &t->coco, err)
+                 : sp_coco_open(annotations, ds, &lim, &t->coco, err);
     uint64_t which = 0;
     uint32_t most = rc || !t->coco ? 0 : sp_coco_max_boxes(t->coco, &which);
     uint32_t k = rc || !t->coco ? 0 : sp_coco_keypoints(t->coco);

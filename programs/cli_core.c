@@ -386,8 +386,10 @@ int cmd_index(cli_args *a) {
 
 int cmd_shard(cli_args *a) {
     if (a->npos != 2)
-        cli_usage_error(a, "usage: seedpipe shard DATASET OUT_DIR [--max-count N]");
+        cli_usage_error(a, "usage: seedpipe shard DATASET OUT_DIR [--max-count N] "
+                           "[--annotations FILE]");
     uint64_t max_count = cli_uint(a, "max-count", 10000, 1, UINT64_MAX);
+    const char *ann = cli_str(a, "annotations", NULL);
     cli_check_unused(a);
     sp_error err;
     sp_error_clear(&err);
@@ -395,7 +397,7 @@ int cmd_shard(cli_args *a) {
     if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
     cli_index_warning(ds);
     uint64_t n = 0;
-    if (sp_dataset_write_shards(ds, a->pos[1], max_count, &n, &err) != 0) {
+    if (sp_dataset_write_shards_annotated(ds, ann, a->pos[1], max_count, &n, &err) != 0) {
         sp_dataset_close(ds);
         cli_fail(a, &err);
     }

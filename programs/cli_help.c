@@ -31,7 +31,8 @@ static const struct { unsigned flag; const char *title, *text; } blocks[] = {
      "  --seed S              the stream's seed, 0..18446744073709551615 (default 0)\n"
      "  --annotations FILE    a COCO-style instances JSON for the images: boxes and\n"
      "                        keypoints ride the pipeline, which ends with a targets\n"
-     "                        op (docs/targets.md)\n"
+     "                        op (docs/targets.md); @json: each WebDataset sample's\n"
+     "                        KEY.json member\n"
      "  --shard-cache DIR     remote shards (s3://, http(s)://): keep whole local copies\n"
      "                        in DIR/seedpipe-shards-UID (its own, 0700; nothing else\n"
      "                        in DIR is touched), shared by processes (docs/remote.md)\n"
@@ -110,11 +111,13 @@ static const struct { const char *name; unsigned blocks; const char *text; } top
      "      once and uploads the dataset index object seedpipe.index beside them;\n"
      "      --out FILE writes that object to FILE instead (for any WebDataset)\n"},
     {"shard", 0,
-     "  shard DATASET OUT_DIR [--max-count N]\n"
+     "  shard DATASET OUT_DIR [--max-count N] [--annotations FILE]\n"
      "      write an ImageFolder or list as WebDataset tar shards (canonical order,\n"
      "      N samples a shard, default 10000); they stream the same batches; and\n"
      "      the dataset index object OUT_DIR/seedpipe.index, which opens a copy of\n"
-     "      the shards in an object store or on an HTTP server (docs/remote.md)\n"},
+     "      the shards in an object store or on an HTTP server (docs/remote.md).\n"
+     "      --annotations FILE (COCO instances) puts each sample's annotations in a\n"
+     "      KEY.json member: --annotations @json reads them (docs/targets.md)\n"},
     {"split", 0,
      "  split DATASET --split NAME=FRACTION,... --subset NAME [--split-seed S]\n"
      "      print the paths of one subset of the split (relative to the dataset\n"

@@ -390,6 +390,16 @@ SP_API int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epo
 SP_API int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir,
                                    uint64_t max_count, uint64_t *nshards, sp_error *err);
 
+/*! sp_dataset_write_shards_annotated() : the same, and with annotations (a
+ *  COCO instances JSON, as --annotations; NULL: none) each sample also gets
+ *  "%09llu.json", the JSON array of its image's annotations (their text
+ *  copied from the file, in file order; "[]" when it has none), which a
+ *  loader with annotations "@json" reads back to the same targets
+ *  (docs/targets.md). @return as above, or the annotation file's errors. */
+SP_API int sp_dataset_write_shards_annotated(const sp_dataset *ds, const char *annotations,
+                                             const char *out_dir, uint64_t max_count,
+                                             uint64_t *nshards, sp_error *err);
+
 /*! sp_dataset_write_index() : write the dataset index object of a WebDataset
  *  (local or remote shards): every shard's name and size, every sample's
  *  member, label, offset, size and content hash (format in

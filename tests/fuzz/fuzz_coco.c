@@ -4,7 +4,10 @@
  * ann.json into a private temporary directory beside a list file naming
  * a.png, b.png and sub/c.jpg, and opened against that dataset with small
  * limits; an opened file's samples are read back (counts, finite values)
- * and moved through a crop, a flip and a rotation under keeping rules. */
+ * and moved through a crop, a flip and a rotation under keeping rules.
+ * The same input is also read as per-sample members (the WebDataset
+ * KEY.json form, sp_coco_open_fetch()): its first half as sample 0's,
+ * the whole as sample 1's, none for sample 2. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,15 +74,41 @@ static void check(const sp_coco *c) {
     }
 }
 
+static const uint8_t *g_data;
+static size_t g_size;
+
+static int fetch(void *arg, const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
+                 sp_error *err) {
+    (void)arg, (void)ds, (void)err;
+    *bytes = NULL;
+    *len = i == 0 ? g_size / 2 : i == 1 ? g_size : 0;
+    if (i > 1) return 0;
+    *bytes = malloc(*len + 1);
+    if (!*bytes) abort();
+    memcpy(*bytes, g_data, *len);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > (1u << 16)) return 0;
     init_dataset();
     char *p = fz_write("ann.json", data, size);
-    sp_coco_limits lim = {1u << 16, 4096};
+    sp_coco_limits lim = {1u << 16, 4096, 1u << 16, 1, 0};
     sp_coco *c = NULL;
     sp_error err;
     sp_error_clear(&err);
     int rc = sp_coco_open(p, g_ds, &lim, &c, &err);
+    if (rc == 0) {
+        check(c);
+        sp_coco_close(c);
+    } else if (c != NULL || err.msg[0] == '\0') {
+        abort();
+    }
+    g_data = data;
+    g_size = size;
+    c = NULL;
+    sp_error_clear(&err);
+    rc = sp_coco_open_fetch(g_ds, fetch, NULL, &lim, &c, &err);
     if (rc == 0) {
         check(c);
         sp_coco_close(c);

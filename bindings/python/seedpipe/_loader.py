@@ -169,7 +169,8 @@ class Loader(StreamSource):
     RuntimeWarning (warnings.warn) and the batch is computed instead.
     cache_stats() gives the counters.
 
-    annotations=FILE (a COCO-style instances JSON beside the image dataset)
+    annotations=FILE (a COCO-style instances JSON beside the image dataset;
+    "@json": each WebDataset sample's KEY.json member)
     with a pipeline that ends with a `targets` op makes boxes and keypoints
     ride the augmentation (docs/targets.md): batches are dicts of views,
     image, boxes (B, N, 4), labels (B, N), num_boxes (B,), dropped (B, 3),
