@@ -43,9 +43,16 @@ struct sp_coco {
     size_t first_unseg;
     uint64_t *rawfirst;   /* keep_raw: nsamples + 1, into rawoff and rawlen */
     uint64_t *rawoff, *rawlen;
+    uint64_t *canon;      /* nsamples, or NULL: the first sample of its path (a list
+                             naming one file twice: each copy has the image's targets) */
 };
 
 typedef struct idpair { int64_t id; uint64_t sample; } idpair;
+/* The sample whose targets sample i has (itself, or the first of its path). */
+static uint64_t canonical(const sp_coco *c, uint64_t i) {
+    return c->canon && i < c->nsamples ? c->canon[i] : i;
+}
+
 
 /* keep_raw: where an annotation of a sample lies in the file. */
 typedef struct raw { uint64_t sample, off, len; } raw;
@@ -110,7 +117,7 @@ static int64_t find_sample(const ctx *x, const char *name) {
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
         int c = strcmp(x->order[mid].p, name);
-        if (c == 0) return (int64_t)x->order[mid].i;
+        if (c == 0) return (int64_t)canonical(x->c, x->order[mid].i);
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
@@ -354,8 +361,21 @@ static int sort_samples(ctx *x) {
         x->order[i].i = i;
     }
     qsort(x->order, n, sizeof *x->order, by_path);
+    /* A path named twice (a list may): every copy maps to the first one,
+     * which the annotations are matched to. Equal paths are adjacent, the
+     * lowest index first. */
+    for (uint64_t k = 1; k < n; k++) {
+        if (!x->order[k].p[0] || strcmp(x->order[k].p, x->order[k - 1].p) != 0) continue;
+        if (!x->c->canon) {
+            x->c->canon = malloc(n * sizeof *x->c->canon);
+            if (!x->c->canon) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
+            for (uint64_t i = 0; i < n; i++) x->c->canon[i] = i;
+        }
+        x->c->canon[x->order[k].i] = x->c->canon[x->order[k - 1].i];
+    }
     return SP_OK;
 }
+
 
 int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
                  sp_coco **out, sp_error *err) {
@@ -494,12 +514,14 @@ void sp_coco_close(sp_coco *c) {
     free(c->rawfirst);
     free(c->rawoff);
     free(c->rawlen);
+    free(c->canon);
     free(c);
 }
 
 void sp_coco_get(const sp_coco *c, uint64_t i, sp_targets *t) {
     memset(t, 0, sizeof *t);
     if (i >= c->nsamples) return;
+    i = canonical(c, i);
     uint64_t a = c->first[i];
     t->n = (uint32_t)(c->first[i + 1] - a);
     t->k = c->k;
@@ -525,6 +547,7 @@ uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which) {
 }
 
 const double *sp_coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box) {
+    i = canonical(c, i);
     if (i >= c->nsamples || c->first[i] + box >= c->first[i + 1]) return NULL;
     uint64_t at = c->segat[c->first[i] + box];
     return at == SP__COCO_NO_SEG || at == SP__COCO_NOT_KEPT ? NULL : c->segv + at;
@@ -537,6 +560,7 @@ uint64_t sp_coco_unsegmented(const sp_coco *c, size_t *first) {
 
 uint32_t sp_coco_raw(const sp_coco *c, uint64_t i, const uint64_t **off, const uint64_t **len) {
     if (!c->rawfirst || i >= c->nsamples) return 0;
+    i = canonical(c, i);
     *off = c->rawoff + c->rawfirst[i];
     *len = c->rawlen + c->rawfirst[i];
     return (uint32_t)(c->rawfirst[i + 1] - c->rawfirst[i]);

@@ -326,9 +326,8 @@ class Coco:
         self.root = os.path.abspath(os.path.expanduser(os.fspath(ds.root)))
         self.ids = [int(i) for i in ds.ids]
         if index is not None:         # a Subset: its indices into ds.ids
-            if len(np.unique(index)) != len(index):
-                _refuse("dataset=Subset.indices", "an index is listed twice: seedpipe matches "
-                        "the annotations to the image files one to one; list each image once")
+            # an index listed twice is a file listed twice: each copy has
+            # the image's targets (dataset_coco.c)
             self.ids = [self.ids[j] for j in index.tolist()]
         paths = []
         for i in self.ids:

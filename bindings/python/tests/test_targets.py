@@ -430,3 +430,28 @@ def test_images_are_those_without_targets(coco):
         for x, (images, labels) in zip(a, b):
             assert x["image"].tobytes() == images.tobytes()
             assert x["label"].tolist() == labels.tolist()
+
+
+def test_a_file_listed_twice_has_its_targets_twice(tmp_path):
+    """samples= may name one file twice (a list, a Subset with repeats):
+    every copy carries the image's targets, never only the first."""
+    Image = pytest.importorskip("PIL.Image")
+    (tmp_path / "a").mkdir()
+    images, anns = [], []
+    for i in range(3):
+        Image.fromarray(np.full((20 + i, 30, 3), 40 * i, np.uint8)).save(tmp_path / "a" / f"{i}.png")
+        images.append({"id": i + 1, "file_name": f"a/{i}.png", "width": 30, "height": 20 + i})
+        anns.append({"id": 10 + i, "image_id": i + 1, "category_id": i + 2,
+                     "bbox": [1, 2, 5 + i, 6], "iscrowd": 0})
+    ann = tmp_path / "ann.json"
+    ann.write_text(json.dumps({"images": images, "annotations": anns, "categories": []}))
+    paths = ["a/0.png", "a/1.png", "a/0.png", "a/2.png", "a/0.png"]
+    with seedpipe.Loader(str(tmp_path), samples=(paths, [0, 1, 0, 2, 0]), annotations=str(ann),
+                         pipeline="resize size=10,10 | targets", batch_size=5) as ld:
+        b = next(iter(ld.stream()))
+        idx = [int(i) for i in ld.batch_info.indices]
+    assert sorted(idx) == [0, 1, 2, 3, 4]
+    assert b["num_boxes"].tolist() == [1] * 5
+    by = {i: (b["labels"][r, 0], b["boxes"][r, 0].tobytes()) for r, i in enumerate(idx)}
+    assert by[0] == by[2] == by[4] and by[0][0] == 2
+    assert by[1][0] == 3 and by[3][0] == 4
