@@ -656,21 +656,36 @@ static int read_entry(shard_rd *p, int *end, sp_error *err) {
     return read_member(p, type, name, size, padded, end, err);
 }
 
-/* Keys without an image or a label are samples that fail when read. */
+/* Keys without an image or a label are samples that fail when read; a key
+ * with only a KEY.json is not a sample (metadata, as any member not read:
+ * like a COCO file's image that no sample has, its targets are ignored). */
 static int finish_keys(const sp_dataset *ds, const char *rel, tar_set *t, size_t first,
                        sp_error *err) {
+    size_t w = first;
     for (size_t i = first; i < t->n; i++) {
         tar_sample *s = &t->v[i];
+        if (!s->has_image && s->label < 0 && s->has_json) {
+            free(s->path);
+            free(s->key);
+            free(s->bad);
+            continue;
+        }
+        if (w != i) t->v[w] = *s;
+        s = &t->v[w++];
         if (!s->has_image) {
             size_t pl = strlen(rel) + strlen(s->key) + 2;
             s->path = malloc(pl);
-            if (!s->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            if (!s->path) {
+                t->n = w;
+                return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            }
             snprintf(s->path, pl, "%s/%s", rel, s->key);
             mark_bad(s, "%s/%s: %s", rel, s->key, "a key without an image (.jpg, .jpeg or .png)");
         } else if (s->label < 0) {
             mark_bad(s, "%s/%s: %s", rel, s->key, "no .cls label member");
         }
     }
+    t->n = w;
     return SP_OK;
 }
 

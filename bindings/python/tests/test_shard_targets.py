@@ -220,3 +220,34 @@ def test_index_file_keeps_the_members(data, tmp_path, monkeypatch):
     second, _ = _run(shards, "@json", SPEC_BOX, seed=2)
     _equal(ref, first)
     _equal(ref, second)
+
+
+def test_a_json_only_key_is_not_a_sample(tmp_path):
+    """A key holding only a KEY.json (metadata beside the samples) is no
+    sample, with or without "@json", as before members were read: the
+    shard's samples are its images, and their targets come through."""
+    from PIL import Image
+    root = tmp_path / "shards"
+    root.mkdir()
+
+    def png(v):
+        b = io.BytesIO()
+        Image.fromarray(np.full((12, 16, 3), v, np.uint8)).save(b, "PNG")
+        return b.getvalue()
+    box = json.dumps([{"bbox": [1, 2, 5, 6], "category_id": 7}]).encode()
+    with tarfile.open(root / "s-000000.tar", "w", format=tarfile.USTAR_FORMAT) as t:
+        for name, blob in (("a.png", png(1)), ("a.cls", b"0"), ("b.png", png(2)),
+                           ("b.cls", b"1"), ("b.json", box), ("meta.json", b"{}")):
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            t.addfile(info, io.BytesIO(blob))
+    for ann in (None, "@json"):
+        kw = {"annotations": ann} if ann else {}
+        spec = SPEC_BOX if ann else "resize size=32,32"
+        with seedpipe.Loader(str(root), pipeline=spec, batch_size=2, **kw) as ld:
+            assert ld.num_samples == 2
+            b = next(iter(ld.stream()))
+            assert len(b["image"] if ann else b[0]) == 2
+            if ann:
+                got = {int(i): int(n) for i, n in zip(ld.batch_info.indices, b["num_boxes"])}
+                assert sorted(got.values()) == [0, 1], got
