@@ -9,7 +9,9 @@ every member its own range), each with 1 to 4 random boxes, are sharded by
 `seedpipe shard --max-count 100 --annotations FILE` and served by nginx on
 127.0.0.1, directly (round trip ~0) and behind tests/remote_servers.py's
 proxy at LATENCY_MS (default 20). Then RUNS (default 5) times, local and
-remote in turn (the first of each pair alternating), in this process:
+remote in turn (the first of each pair alternating), in this process (2.5
+s after sharding, so the local open keeps its per-shard index from the
+first open on, as for shards that are not brand new):
 
     seedpipe.Loader(DATASET, pipeline="resize size=16,16 | targets
                     max_boxes=4", annotations="@json", batch_size=32)
@@ -66,6 +68,7 @@ def make(d, n, size):
                         "--annotations", path], capture_output=True, text=True)
     if p.returncode:
         sys.exit(f"seedpipe shard: {p.stderr}")
+    time.sleep(2.5)   # past SP_DS_RACY_NS: the first local open writes its per-shard index
 
 
 def open_time(ds, ann):

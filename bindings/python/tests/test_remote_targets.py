@@ -11,12 +11,15 @@ skipped with the reason when its server cannot start).
 - the members are read by ranged requests: opening with "@json" costs at
   most one request a member (members close together share one);
 - a member changed on the server (same size, other bytes) is an error
-  naming URL/shard/KEY.json, never other targets.
+  naming URL/shard/KEY.json, never other targets;
+- a version 1 index object (no members' places) still opens, and "@json"
+  over it is refused by name, saying to rebuild it.
 """
 import contextlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -29,6 +32,7 @@ from test_shard_targets import SPEC, _equal, _run, data  # noqa: F401 (data: a f
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
 import remote_servers as rs  # noqa: E402
+from cli_testlib import xxh64  # noqa: E402
 
 PATTERN = "shard-{000000..000002}.tar"   # 9 samples, shards of at most 4
 PLAIN = "resize size=32,32"               # no targets: no member read
@@ -168,4 +172,46 @@ def test_changed_member_is_a_named_error(data, http):  # noqa: F811
     name = re.escape(f"{ng.url}/tampered/{shard}/{m.name}")
     with pytest.raises(seedpipe.Error, match=f"{name}: the object changed since the dataset "
                                              "was indexed"):
+        seedpipe.Loader(url, pipeline=SPEC, annotations="@json", batch_size=3)
+
+
+def _as_version_1(b, h64):
+    """The index object b (version 2) rewritten as version 1: each sample's
+    KEY.json fields (32 bytes after its hash) dropped, the checksum redone."""
+    assert struct.unpack_from("<I", b, 8)[0] == 2
+    out, pos = bytearray(b[:8]) + struct.pack("<I", 1) + b[12:24], 24
+    ns = struct.unpack_from("<I", b, 20)[0]
+    for _ in range(ns):
+        n = struct.unpack_from("<I", b, pos)[0]
+        out += b[pos:pos + 4 + n + 12]
+        count = struct.unpack_from("<I", b, pos + 4 + n + 8)[0]
+        pos += 4 + n + 12
+        for _ in range(count):
+            m = struct.unpack_from("<I", b, pos)[0]
+            out += b[pos:pos + 4 + m + 36]
+            pos += 4 + m + 36 + 32
+            r = struct.unpack_from("<I", b, pos)[0]
+            out += b[pos:pos + 4 + r]
+            pos += 4 + r
+    assert pos == len(b) - 8
+    return bytes(out + struct.pack("<Q", h64(bytes(out))))
+
+
+def test_version_1_index_is_refused_by_name(data, http):  # noqa: F811
+    h64 = xxh64()
+    if h64 is None:
+        pytest.skip("libxxhash not found (the version 1 object needs its XXH3-64)")
+    ng, www = http
+    v1 = os.path.join(www, "v1")
+    shutil.copytree(os.path.join(www, "data"), v1)
+    with open(os.path.join(v1, "seedpipe.index"), "rb") as f:
+        b = f.read()
+    with open(os.path.join(v1, "seedpipe.index"), "wb") as f:
+        f.write(_as_version_1(b, h64))
+    url = f"{ng.url}/v1/{PATTERN}"
+    with seedpipe.Loader(url, pipeline=PLAIN, batch_size=3) as ld, \
+            seedpipe.Loader(data[3], pipeline=PLAIN, batch_size=3) as local:
+        assert ld.fingerprint == local.fingerprint    # images: read as before
+    with pytest.raises(seedpipe.Error, match=re.escape(f"{ng.url}/v1/seedpipe.index: a version "
+                                                       "1 dataset index object") + ".*rebuild"):
         seedpipe.Loader(url, pipeline=SPEC, annotations="@json", batch_size=3)
