@@ -500,7 +500,12 @@ int sp_coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coc
         return sp_error_set(err, SP_EINVAL, "annotations @json: %s is not WebDataset shards "
                             "(their KEY.json members hold the targets; docs/targets.md)",
                             sp_dataset_root(ds));
-    return sp_coco_open_fetch(ds, tar_fetch, NULL, lim, out, err);
+    if (!sp__ds_is_remote(ds)) return sp_coco_open_fetch(ds, tar_fetch, NULL, lim, out, err);
+    sp__ds_json_reader *r = sp__ds_remote_json_new();   /* remote shards: ranged reads */
+    int rc = r ? sp_coco_open_fetch(ds, sp__ds_remote_json, r, lim, out, err)
+               : sp_error_set(err, SP_ENOMEM, "annotations @json: out of memory");
+    sp__ds_remote_json_free(r);
+    return rc;
 }
 
 void sp_coco_close(sp_coco *c) {

@@ -74,7 +74,8 @@ typedef int (*sp_coco_fetch)(void *arg, const sp_dataset *ds, uint64_t i, uint8_
  *  and, per sample, its length (UINT64_MAX: none) and bytes. */
 int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
                        const sp_coco_limits *lim, sp_coco **out, sp_error *err);
-/* The same over a WebDataset's KEY.json members (local shards). */
+/* The same over a WebDataset's KEY.json members (local shards: pread; remote
+ * ones: ranged GETs, sp__ds_remote_json()). */
 int sp_coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,
                          sp_error *err);
 

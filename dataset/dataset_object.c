@@ -3,10 +3,10 @@
  * shards finds in them, so a remote dataset opens with one request and
  * never reads a shard (dataset.h, sp_dataset_write_index()).
  *
- * FORMAT (version 1), all integers little-endian, strings u32 length + bytes:
+ * FORMAT (version 2), all integers little-endian, strings u32 length + bytes:
  *
  *     "SPDSIDX\0"                 8 bytes
- *     u32 version                 1
+ *     u32 version                 2
  *     u64 max_file_bytes          the per-member limit the shards were read with
  *     u32 nshards
  *     nshards times:
@@ -18,6 +18,8 @@
  *             i32  label          -1: none
  *             u64  offset, size   where the member's data lies in the shard
  *             u64  hash hi, lo    XXH3-128 of those bytes
+ *             u64  json offset, size   its KEY.json member (size UINT64_MAX: none)
+ *             u64  json hash hi, lo    XXH3-128 of the member's bytes
  *             str  reason         why the sample cannot be read ("" : it can)
  *     u64 XXH3-64 of every byte before it
  *
@@ -27,6 +29,10 @@
  * max_file_bytes make the sample fail as a local open would, and the
  * checksum covers the whole object. The table decoded is exactly the one a
  * local open of the same shards builds, so the fingerprint is the same.
+ * A KEY.json member is checked as the image (512-byte boundary, inside its
+ * shard, above max_file_bytes the sample fails, naming it). Version 1 (no
+ * .json fields) is still read: its dataset reads images, and refuses
+ * annotations "@json" by name (ds->tar->json_unindexed: rebuild it).
  *
  * NAMES ARE DATA. A shard name becomes a request URL (store/NAME) and a
  * member name half of a sample's path ("<shard>/<member>"), both printed:
@@ -58,7 +64,7 @@
 #include <xxhash.h>
 
 #define OBJ_MAGIC "SPDSIDX"
-#define OBJ_VERSION 1u
+#define OBJ_VERSION 2u
 #define SP_DS_OBJ_NAME_MAX 1024u     /* a shard or member name, bytes */
 #define SP_DS_OBJ_REASON_MAX 4096u   /* a sample's error as the object gives it */
 #define SHOW_MAX 160                 /* bytes of a bad name a message shows, escaped */
@@ -89,6 +95,11 @@ int sp__ds_object_encode(const sp_dataset *ds, sp__sbuf *b, sp_error *err) {
             sp__ds_buf_u64(b, ds->sizes[k]);
             sp__ds_buf_u64(b, ds->hashes[k].hi);
             sp__ds_buf_u64(b, ds->hashes[k].lo);
+            int js = ds->tar->json_size && ds->tar->json_size[k] != UINT64_MAX;
+            sp__ds_buf_u64(b, js ? ds->tar->json_off[k] : 0);
+            sp__ds_buf_u64(b, js ? ds->tar->json_size[k] : UINT64_MAX);
+            sp__ds_buf_u64(b, js ? ds->tar->json_hash[k].hi : 0);
+            sp__ds_buf_u64(b, js ? ds->tar->json_hash[k].lo : 0);
             sp__ds_buf_str(b, bad);
         }
     }
@@ -176,9 +187,27 @@ static int cmp_shard(const void *a, const void *b) {
     return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
+/* s->bad for a KEY.json member above this open's max_file_bytes, as a
+ * local open words it ("shard/KEY.json: N bytes, above the limit of M"):
+ * the key is the member name up to the first '.' of its last component.
+ * 1 (NULL s->bad: out of memory, which the caller reports). */
+static int json_too_big(const sp_dataset *ds, tar_sample *s, const char *rel, const char *member,
+                        uint32_t ml, uint64_t jsize) {
+    const char *b = member;
+    for (uint32_t k = 0; k < ml; k++)
+        if (member[k] == '/') b = member + k + 1;
+    const char *dot = memchr(b, '.', ml - (size_t)(b - member));
+    int kl = dot ? (int)(dot - member) : (int)ml;
+    size_t n = strlen(rel) + ml + 112;
+    if ((s->bad = malloc(n)))
+        snprintf(s->bad, n, "%s/%.*s.json: %llu bytes, above the limit of %llu", rel, kl, member,
+                 (unsigned long long)jsize, (unsigned long long)ds->max_file_bytes);
+    return 1;
+}
+
 /* The samples of one shard of the object, appended to t as shard `shard`. */
 static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size_t end,
-                        const obj_shard *sh, uint32_t shard, const char *rel,
+                        const obj_shard *sh, uint32_t shard, const char *rel, uint32_t version,
                         sp__ds_tar_set *t, sp_error *err) {
     obj_rd r = {d, sh->at, end, 0};
     size_t rl = strlen(rel);
@@ -191,9 +220,14 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
         uint64_t off = get64(&r), size = get64(&r);
         sp_digest h = {get64(&r), 0};
         h.lo = get64(&r);
+        uint64_t joff = version > 1 ? get64(&r) : 0, jsize = version > 1 ? get64(&r) : UINT64_MAX;
+        sp_digest jh = {version > 1 ? get64(&r) : 0, 0};
+        jh.lo = version > 1 ? get64(&r) : 0;
         const char *bad = get_str(&r, &bl);
+        int has_json = jsize != UINT64_MAX;
         if (r.bad || ml == 0 || label < -1 || label >= SP_DS_MAX_CLASSES ||
-            (!bl && (off % 512 != 0 || off > sh->size || size > sh->size - off)))
+            (!bl && (off % 512 != 0 || off > sh->size || size > sh->size - off)) ||
+            (!bl && has_json && (joff % 512 != 0 || joff > sh->size || jsize > sh->size - joff)))
             return sp_error_set(err, SP_EFORMAT, "%s: shard %s, sample %u: malformed entry", what,
                                 relx, k);
         const char *fault = name_fault(member, ml, 0);
@@ -224,6 +258,8 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
                          member, (unsigned long long)size, (unsigned long long)ds->max_file_bytes);
             bl = 1;
         }
+        if (!bl && has_json && jsize > ds->max_file_bytes)   /* the member, as a local open */
+            bl = json_too_big(ds, s, rel, member, ml, jsize);
         t->n++;   /* counted even when incomplete: the set's free handles NULLs */
         if (!s->path || !s->key || (bl && !s->bad))
             return sp_error_set(err, SP_ENOMEM, "%s: out of memory", what);
@@ -233,6 +269,10 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
         s->size = size;
         s->hash = h;
         s->has_image = 1;
+        s->has_json = has_json;
+        s->json_offset = joff;
+        s->json_size = has_json ? jsize : 0;
+        s->json_hash = jh;
     }
     return SP_OK;
 }
@@ -248,9 +288,10 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
         return sp_error_set(err, SP_EFORMAT, "%s: checksum mismatch (damaged or cut short)", what);
     obj_rd r = {d, 8, n - 8, 0};
     uint32_t version = get32(&r);
-    if (version != OBJ_VERSION)
-        return sp_error_set(err, SP_EUNSUPP, "%s: format version %u (this library reads %u)", what,
-                            version, OBJ_VERSION);
+    if (version != OBJ_VERSION && version != 1)
+        return sp_error_set(err, SP_EUNSUPP, "%s: format version %u (this library reads 1 "
+                            "and %u)", what, version, OBJ_VERSION);
+    ds->tar->json_unindexed = version == 1;
     get64(&r);   /* max_file_bytes of the writer: the reader applies its own */
     uint32_t ns = get32(&r);
     if (r.bad || ns > (n - r.pos) / 16)
@@ -274,7 +315,7 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
         for (uint32_t k = 0; k < sh[s].count && !r.bad; k++) {
             uint32_t l;
             get_str(&r, &l);
-            take(&r, 4 + 32);
+            take(&r, 4 + 32 + (version > 1 ? 32 : 0));
             get_str(&r, &l);
         }
     }
@@ -312,7 +353,7 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
             break;
         }
         sz[w] = f->size;
-        rc = decode_shard(ds, what, d, n - 8, f, (uint32_t)w, names[w], t, err);
+        rc = decode_shard(ds, what, d, n - 8, f, (uint32_t)w, names[w], version, t, err);
     }
     free(sh);
     return rc;

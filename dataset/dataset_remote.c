@@ -26,6 +26,11 @@
  * takes its bytes. It changes when bytes arrive,
  * never which: every sample is checked against its hash either way.
  *
+ * Targets (annotations "@json", sp__ds_remote_json()): the loader's open
+ * reads every sample's KEY.json member once, in windows of samples, each
+ * window's ranges (members coalesced as prefetch coalesces images) fetched
+ * at once, each member checked against its hash in the index object.
+ *
  * A sample is one byte-range GET of its image member (remote.c), checked
  * against the object's indexed size and the member's content hash: a
  * shard replaced under the index is SP_EMISMATCH naming the object, never
@@ -103,7 +108,7 @@ static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     if (rc == SP_ELIMIT) {
         size_t l = strlen(err->msg);
         snprintf(err->msg + l, sizeof err->msg - l, "; an index object is read up to "
-                 "SEEDPIPE_REMOTE_INDEX_MAX (default 128M; about 60 bytes a sample: set it "
+                 "SEEDPIPE_REMOTE_INDEX_MAX (default 128M; about 90 bytes a sample: set it "
                  "higher for a larger dataset)");
     }
     char *what = sp__rio_display(ds->tar->rio, SP_DS_OBJECT_NAME);
@@ -307,6 +312,134 @@ static void prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n)
         sp__rio_prefetch(ds->tar->rio, ds->tar->pf_owner, &req, keys, offs, lens, cnt);
         j = k;
     }
+}
+
+/* ---- KEY.json members (annotations "@json") ---------------------------------------------- */
+
+#define NO_MEMBER UINT32_MAX   /* a sample of the window without a member */
+#define EMPTY_MEMBER (UINT32_MAX - 1)   /* one of 0 bytes: no request */
+
+struct sp__ds_json_reader {
+    uint64_t first, end;              /* samples [first, end) fetched */
+    sp__rio_get g[SP_DS_JSON_WINDOW];   /* their ranges, ng of them */
+    size_t ng;
+    uint32_t rng[SP_DS_JSON_WINDOW];  /* each sample's range, or NO_ / EMPTY_MEMBER */
+    uint64_t at[SP_DS_JSON_WINDOW];   /* where its member starts in it */
+    uint64_t requests;
+};
+
+sp__ds_json_reader *sp__ds_remote_json_new(void) { return calloc(1, sizeof(sp__ds_json_reader)); }
+
+uint64_t sp__ds_remote_json_requests(const sp__ds_json_reader *r) { return r->requests; }
+
+static void json_drop(sp__ds_json_reader *r) {
+    for (size_t k = 0; k < r->ng; k++) free(r->g[k].buf);
+    r->ng = 0;
+}
+
+void sp__ds_remote_json_free(sp__ds_json_reader *r) {
+    if (!r) return;
+    json_drop(r);
+    free(r);
+}
+
+static int has_member(const sp_dataset *ds, uint64_t i) {
+    return ds->tar->json_size && ds->tar->json_size[i] != UINT64_MAX && !sp__ds_tar_bad(ds, i);
+}
+
+/* Fetch the members of samples first.. (a window: SP_DS_JSON_WINDOW samples,
+ * SP_DS_JSON_WINDOW_BYTES of members, at least one member) at once: sorted
+ * by shard and offset, runs as in prefetch_remote() one range each. */
+static void json_load(sp__ds_json_reader *r, const sp_dataset *ds, uint64_t first) {
+    json_drop(r);
+    pf_item v[SP_DS_JSON_WINDOW];
+    size_t m = 0;
+    uint64_t i = first, bytes = 0;
+    for (; i < ds->n && i - first < SP_DS_JSON_WINDOW; i++) {
+        uint64_t len = has_member(ds, i) ? ds->tar->json_size[i] : 0;
+        if (m && (bytes >= SP_DS_JSON_WINDOW_BYTES || len > SP_DS_JSON_WINDOW_BYTES - bytes))
+            break;   /* the next window's */
+        r->rng[i - first] = !has_member(ds, i) ? NO_MEMBER : len ? 0 : EMPTY_MEMBER;
+        if (!len) continue;
+        v[m].i = i;
+        v[m].shard = ds->tar->shard_of[i];
+        v[m].off = ds->tar->json_off[i];
+        v[m].len = len;
+        bytes += len;
+        m++;
+    }
+    r->first = first;
+    r->end = i;
+    qsort(v, m, sizeof *v, cmp_item);
+    for (size_t j = 0; j < m;) {
+        uint64_t start = v[j].off, end = v[j].off + v[j].len;
+        size_t k = j;
+        for (; k < m && v[k].shard == v[j].shard; k++) {
+            if (k > j && (v[k].off < end || v[k].off - end > COALESCE_GAP ||
+                          v[k].off + v[k].len - start > COALESCE_SPAN))
+                break;
+            r->rng[v[k].i - first] = (uint32_t)r->ng;
+            r->at[v[k].i - first] = v[k].off - start;
+            end = v[k].off + v[k].len;
+        }
+        sp__rio_get *g = &r->g[r->ng++];
+        memset(g, 0, sizeof *g);
+        g->name = ds->tar->shards[v[j].shard];
+        g->off = start;
+        g->len = end - start;
+        g->expect_total = ds->tar->shard_sizes[v[j].shard];
+        j = k;
+    }
+    sp__rio_fetch_many(ds->tar->rio, r->g, r->ng);
+    r->requests += r->ng;
+}
+
+/* "URL/shard/KEY.json" of sample i, escaped (names from the index), malloc'd. */
+static char *json_name(const sp_dataset *ds, uint64_t i) {
+    const char *p = ds->pool + ds->path_off[i], *slash = strrchr(p, '/');
+    const char *dot = strchr(slash ? slash + 1 : p, '.');
+    size_t kl = dot ? (size_t)(dot - p) : strlen(p), n = strlen(ds->base) + kl + 8;
+    char *raw = malloc(n);
+    if (!raw) return NULL;
+    snprintf(raw, n, "%s/%.*s.json", ds->base, (int)kl, p);
+    char *e = sp__escape_dup(raw, strlen(raw));
+    free(raw);
+    return e;
+}
+
+int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t **bytes,
+                       size_t *len, sp_error *err) {
+    sp__ds_json_reader *r = reader;
+    *bytes = NULL;
+    *len = 0;
+    if (ds->tar->json_unindexed)
+        return sp_error_set(err, SP_EUNSUPP, "%s: a version 1 dataset index object, which does "
+                            "not say where the .json members lie: rebuild it (seedpipe index "
+                            "%s) to read targets from them", ds->index.path, ds->root);
+    if (i >= ds->n || !has_member(ds, i)) return SP_OK;   /* none (a bad sample fails on its image) */
+    if (i < r->first || i >= r->end) json_load(r, ds, i);
+    uint32_t k = r->rng[i - r->first];
+    uint64_t want = ds->tar->json_size[i];
+    const sp__rio_get *g = k == EMPTY_MEMBER ? NULL : &r->g[k];
+    if (g && g->rc != SP_OK) return sp_error_set(err, g->rc, "%s", g->msg);
+    if (g && (g->got < r->at[i - r->first] || g->got - r->at[i - r->first] < want))
+        return sp_error_set(err, SP_EIO, "%s: a short response", g->name);   /* not expected */
+    uint8_t *b = malloc(want ? (size_t)want : 1);
+    if (!b) return sp_error_set(err, SP_ENOMEM, "annotations @json: out of memory");
+    if (want) memcpy(b, g->buf + r->at[i - r->first], (size_t)want);
+    XXH128_hash_t d = XXH3_128bits(b, (size_t)want);
+    if (d.high64 != ds->tar->json_hash[i].hi || d.low64 != ds->tar->json_hash[i].lo) {
+        free(b);
+        char *nm = json_name(ds, i);
+        int rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
+                              "indexed (the member's content hash differs)",
+                              nm ? nm : "(out of memory)");
+        free(nm);
+        return rc;
+    }
+    *bytes = b;
+    *len = (size_t)want;
+    return SP_OK;
 }
 
 static int is_remote(const sp_dataset *ds) {

@@ -27,6 +27,8 @@ struct sp__ds_tar {
      * NULL when no sample has one. */
     uint64_t *json_off, *json_size;
     sp_digest *json_hash;
+    int json_unindexed;       /* 1: a version 1 dataset index object (dataset_object.c),
+                               * which does not say where the .json members lie */
     struct sp__ds_bad *bad;
     size_t nbad;
 
@@ -134,11 +136,30 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
                     sp__ds_tar_set *t, sp_error *err);
 
 /* dataset_tar_read.c: sample i's KEY.json member, read and its hash
- * checked (*bytes malloc'd; NULL, *len 0 when it has none). SP_EUNSUPP for
- * remote shards, SP_EIO, SP_EFORMAT (changed since indexed), naming the
- * member. */
+ * checked (*bytes malloc'd; NULL, *len 0 when it has none). SP_EINVAL for
+ * remote shards (sp__ds_remote_json() reads those), SP_EIO, SP_EMISMATCH
+ * (changed since indexed), naming the member. */
 int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
                     sp_error *err);
+
+/* dataset_remote.c: the KEY.json members of remote shards, read for
+ * sp_coco_open_fetch() (its fetch callback, arg a reader from
+ * sp__ds_remote_json_new()), in sample order: each call past the samples
+ * fetched reads the members of the next samples at once (at most
+ * SP_DS_JSON_WINDOW samples and SP_DS_JSON_WINDOW_BYTES of ranges; members
+ * at most 16 KiB apart in a shard one ranged GET, up to 64 in flight),
+ * each checked against its indexed hash (SP_EMISMATCH naming
+ * URL/shard/KEY.json). SP_EUNSUPP for a version 1 index object (no
+ * members' places: rebuild it). */
+typedef struct sp__ds_json_reader sp__ds_json_reader;
+#define SP_DS_JSON_WINDOW 512u
+#define SP_DS_JSON_WINDOW_BYTES (UINT64_C(64) << 20)
+sp__ds_json_reader *sp__ds_remote_json_new(void);
+int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t **bytes,
+                       size_t *len, sp_error *err);
+/* Its GETs so far (for the bench); free it (accepts NULL). */
+uint64_t sp__ds_remote_json_requests(const sp__ds_json_reader *r);
+void sp__ds_remote_json_free(sp__ds_json_reader *r);
 
 /* dataset_tar_read.c: the reason sample i cannot be read, or NULL. */
 const char *sp__ds_tar_bad(const sp_dataset *ds, uint64_t i);

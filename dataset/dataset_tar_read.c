@@ -112,9 +112,9 @@ int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *l
     if (!ds->tar)
         return sp_error_set(err, SP_EINVAL, "%s: not WebDataset shards: no .json members to "
                             "read targets from", ds->root);
-    if (ds->tar->rio)
-        return sp_error_set(err, SP_EUNSUPP, "%s: targets in shards (.json members) are read "
-                            "from local shards only", ds->root);
+    if (ds->tar->rio)   /* remote shards: sp__ds_remote_json() */
+        return sp_error_set(err, SP_EINVAL, "%s: remote shards' .json members are read by "
+                            "ranged requests, not here", ds->root);
     if (i >= ds->n || !ds->tar->json_size || ds->tar->json_size[i] == UINT64_MAX ||
         sp__ds_tar_bad(ds, i))
         return SP_OK;   /* none (a sample that cannot be read fails on its image) */

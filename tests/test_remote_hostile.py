@@ -169,8 +169,11 @@ def start(store):
 # ---- the index object (dataset/dataset_object.c) ------------------------------------
 
 def parse_index(b):
-    """(head, shards): shards = [[name, size, [[member, fixed 36 bytes, reason]]]]"""
+    """(head, shards): shards = [[name, size, [[member, fixed bytes, reason]]]], the
+    fixed bytes 36 (version 1: label, offset, size, hash) or 68 (version 2: and
+    the KEY.json member's offset, size, hash)"""
     pos = 20
+    nfixed = 36 if struct.unpack_from("<I", b, 8)[0] == 1 else 68
 
     def u32():
         nonlocal pos
@@ -190,8 +193,8 @@ def parse_index(b):
         samples = []
         for _ in range(u32()):
             member = string()
-            fixed = b[pos:pos + 36]
-            pos += 36
+            fixed = b[pos:pos + nfixed]
+            pos += nfixed
             samples.append([member, fixed, string()])
         shards.append([name, size, samples])
     assert pos == len(b) - 8, (pos, len(b))

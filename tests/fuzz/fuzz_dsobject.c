@@ -8,8 +8,9 @@
  * class counts adding up, paths "shard/member" of a listed shard, members
  * inside their shard, every path safe to build a URL or a path from and to
  * print: no control byte, no leading '/', no empty, "." or ".." segment),
- * and encoding that dataset again must decode to the same
- * fingerprint-relevant table. */
+ * KEY.json members of readable samples inside their shard and within
+ * max_file_bytes, and encoding that dataset again must decode to the same
+ * fingerprint-relevant table and the same members. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
         if (!sp__ds_tar_bad(ds, i) &&
             ds->tar->offsets[i] + ds->sizes[i] > ds->tar->shard_sizes[ds->tar->shard_of[i]])
             abort();
+        if (!sp__ds_tar_bad(ds, i) && ds->tar->json_size &&   /* a KEY.json a read may fetch */
+            ds->tar->json_size[i] != UINT64_MAX &&
+            (ds->tar->json_size[i] > ds->max_file_bytes ||
+             ds->tar->json_off[i] + ds->tar->json_size[i] >
+                 ds->tar->shard_sizes[ds->tar->shard_of[i]]))
+            abort();
     }
     sp__sbuf b = {0};
     sp_error err;
@@ -99,6 +106,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
         if (strcmp(again->pool + again->path_off[i], ds->pool + ds->path_off[i]) != 0 ||
             again->labels[i] != ds->labels[i] || again->sizes[i] != ds->sizes[i] ||
             again->hashes[i].hi != ds->hashes[i].hi || again->hashes[i].lo != ds->hashes[i].lo)
+            abort();
+    if (!ds->tar->json_size != !again->tar->json_size) abort();
+    for (uint64_t i = 0; ds->tar->json_size && i < ds->n; i++)
+        if (again->tar->json_size[i] != ds->tar->json_size[i] ||
+            (ds->tar->json_size[i] != UINT64_MAX &&
+             (again->tar->json_off[i] != ds->tar->json_off[i] ||
+              again->tar->json_hash[i].hi != ds->tar->json_hash[i].hi ||
+              again->tar->json_hash[i].lo != ds->tar->json_hash[i].lo)))
             abort();
     free(b.p);
     sp_dataset_close(again);

@@ -92,11 +92,3 @@ def test_named_errors(served):
     finally:
         os.rename(os.path.join(www, "data", "gone.tar"),
                   os.path.join(www, "data", "shard-000003.tar"))
-
-
-def test_remote_targets_in_shards_are_refused_by_name(served):
-    """docs/targets.md: annotations="@json" reads local shards only (for now)."""
-    _, url, _ = served
-    with pytest.raises(seedpipe.Error, match="local shards only"):
-        seedpipe.Loader(f"{url}/data/{PATTERN}", pipeline="resize size=8,8 | targets",
-                        annotations="@json", batch_size=4)
