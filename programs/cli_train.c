@@ -350,7 +350,7 @@ int cmd_train(cli_args *a) {
                            "core is an image classifier (one label per image) and cannot "
                            "train on boxes, keypoints or masks; serve them to your own model "
                            "with `seedpipe serve` or seedpipe.Loader (docs/targets.md)");
-    if (o.lcfg.annotations)   /* docs/targets.md "Not yet" */
+    if (o.lcfg.annotations)   /* docs/targets.md "What is not offered" */
         cli_usage_error(a, "train: --annotations: seedpipe's training core is an image "
                            "classifier (one label per image) and cannot train on boxes, "
                            "keypoints or masks; serve them to your own detection model with "
