@@ -417,6 +417,16 @@ int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t *
                             "not say where the .json members lie: rebuild it (seedpipe index "
                             "%s) to read targets from them", ds->index.path, ds->root);
     if (i >= ds->n || !has_member(ds, i)) return SP_OK;   /* none (a bad sample fails on its image) */
+    if (ds->tar->json_size[i] > SP_DS_JSON_MAX_MEMBER) {
+        char *nm = json_name(ds, i);
+        int rc = sp_error_set(err, SP_ELIMIT, "%s: the index says %llu bytes, more than %llu "
+                              "(an annotation member's bound): not fetched",
+                              nm ? nm : "(out of memory)",
+                              (unsigned long long)ds->tar->json_size[i],
+                              (unsigned long long)SP_DS_JSON_MAX_MEMBER);
+        free(nm);
+        return rc;
+    }
     if (i < r->first || i >= r->end) json_load(r, ds, i);
     uint32_t k = r->rng[i - r->first];
     uint64_t want = ds->tar->json_size[i];

@@ -154,6 +154,11 @@ int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *l
 typedef struct sp__ds_json_reader sp__ds_json_reader;
 #define SP_DS_JSON_WINDOW 512u
 #define SP_DS_JSON_WINDOW_BYTES (UINT64_C(64) << 20)
+/* A member larger than this is refused before it is fetched: the default
+ * bound on one annotation element (sp_coco_default_limits(), 256 MiB), so
+ * a hostile index cannot make the open download a member the parser would
+ * refuse anyway. */
+#define SP_DS_JSON_MAX_MEMBER (UINT64_C(256) << 20)
 sp__ds_json_reader *sp__ds_remote_json_new(void);
 int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t **bytes,
                        size_t *len, sp_error *err);
