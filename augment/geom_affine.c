@@ -37,6 +37,21 @@ void sp__geom_push(sp_geom_log *log, const sp_geom_step *g) {
     if (log && log->n < SP_GEOM_LOG_MAX) log->step[log->n++] = *g;
 }
 
+void sp__geom_step_set(sp_geom_step *g, int kind, int op, int in_w, int in_h, int out_w,
+                       int out_h, double x0, double y0, double sx, double sy) {
+    memset(g, 0, sizeof *g);
+    g->kind = kind;
+    g->op = op;
+    g->in_w = in_w;
+    g->in_h = in_h;
+    g->out_w = out_w;
+    g->out_h = out_h;
+    g->x0 = x0;
+    g->y0 = y0;
+    g->sx = sx;
+    g->sy = sy;
+}
+
 int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g) {
     memset(g, 0, sizeof *g);
     g->op = k;

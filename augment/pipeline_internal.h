@@ -251,6 +251,10 @@ int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g)
  * image is sampled through (F.affine's for _apply_op). */
 void sp__aug_theta(int aug, double m, int W, int H, float th[6]);
 void sp__geom_push(sp_geom_log *log, const sp_geom_step *g);
+/* geom_affine.c: *g zeroed, then the fields of a step (kind, op, sizes and
+ * the axis map x0, y0, sx, sy). */
+void sp__geom_step_set(sp_geom_step *g, int kind, int op, int in_w, int in_h, int out_w,
+                       int out_h, double x0, double y0, double sx, double sy);
 /* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
  * min_area, min_visibility, keypoints), canonical form, and the check that
  * it is last and every other op can move targets (SP_ESPEC). */

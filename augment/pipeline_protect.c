@@ -23,17 +23,7 @@
 
 static void axis_step(sp_geom_step *s, uint32_t k, int W, int H, int ow, int oh, double x0,
                       double y0, double sx, double sy) {
-    memset(s, 0, sizeof *s);
-    s->kind = SP_GEOM_AXIS;
-    s->op = (int)k;
-    s->in_w = W;
-    s->in_h = H;
-    s->out_w = ow;
-    s->out_h = oh;
-    s->x0 = x0;
-    s->y0 = y0;
-    s->sx = sx;
-    s->sy = sy;
+    sp__geom_step_set(s, SP_GEOM_AXIS, (int)k, W, H, ow, oh, x0, y0, sx, sy);
 }
 
 int sp__protect_step(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int W, int H,

@@ -57,18 +57,8 @@ typedef struct state {
 static void log_step(state *s, int kind, int op, int in_w, int in_h, int out_w, int out_h,
                      double x0, double y0, double sx, double sy) {
     if (!s->log || s->log->n >= SP_GEOM_LOG_MAX) return;
-    sp_geom_step *g = &s->log->step[s->log->n++];
-    memset(g, 0, sizeof *g);
-    g->kind = kind;
-    g->op = op;
-    g->in_w = in_w;
-    g->in_h = in_h;
-    g->out_w = out_w;
-    g->out_h = out_h;
-    g->x0 = x0;
-    g->y0 = y0;
-    g->sx = sx;
-    g->sy = sy;
+    sp__geom_step_set(&s->log->step[s->log->n++], kind, op, in_w, in_h, out_w, out_h, x0, y0,
+                      sx, sy);
 }
 
 static void st_take(state *s, sp_image *owned) {
