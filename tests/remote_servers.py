@@ -57,6 +57,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def tool_env():
+    """This environment less the sanitizers' LD_PRELOAD (the Python suite
+    under ASan sets it): the servers and the curl tool are not the code under
+    test, and a Go server with libasan preloaded stalls."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
 def wait_port(port, proc, what, timeout=30.0):
     end = time.time() + timeout
     while time.time() < end:
@@ -261,7 +270,8 @@ class Weed:
              f"-s3.config={cfg}", "-s3.domainName=localhost", "-master.volumeSizeLimitMB=64",
              "-volume.max=8",
              f"-metricsPort={free_port()}"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
+            env=tool_env())
         try:
             wait_port(self.port, self.proc, "weed server -s3", timeout=60)
         except Unavailable as e:

@@ -84,7 +84,7 @@ def s3(data, tmp_path_factory):  # noqa: F811
             cmd = ["curl", "-sS", "--fail-with-body", "-X", "PUT", "--aws-sigv4",
                    "aws:amz:us-east-1:s3", "--user", f"{w.KEY}:{w.SECRET}",
                    f"{w.endpoint}/{path}", "--noproxy", "*"] + (["-T", src] if src else [])
-            p = subprocess.run(cmd, capture_output=True, timeout=60)
+            p = subprocess.run(cmd, capture_output=True, timeout=60, env=rs.tool_env())
             assert p.returncode == 0, (p.stdout, p.stderr)
         put("bkt")
         shards = data[3]
