@@ -28,7 +28,7 @@ import seedpipe
 from seedpipe import _keys
 import targets_ref
 from test_targets import (coco, _sample_targets, _rules,  # noqa: F401 (coco: a fixture)
-                          _workers_and_resume, _check_row)
+                          _rules_property, _workers_and_resume, _check_row)
 
 TGT = "targets max_boxes=12 keypoints=3"
 SPECS = [
@@ -188,42 +188,9 @@ def test_pixels_are_padded_and_cropped_as_explained(coco):  # noqa: F811
 def test_rules_property_with_detcrop(coco):  # noqa: F811
     """Zoom out, IoU crop, affine, random crops: each box is kept (inside the
     image) or dropped by the rule that holds, and the batch counts it."""
-    data, ann, doc = coco
-    spec = ("random_zoom_out p=0.5 | random_iou_crop | affine degrees=15 shear=10 | "
-            "random_resized_crop size=40,56 scale=0.2,1 | hflip p=0.5 | "
-            "targets max_boxes=12 min_area=9 min_visibility=0.25 keypoints=3")
-    seen = {"kept": 0, "empty": 0, "min_area": 0, "min_visibility": 0}
-    with seedpipe.Loader(data, pipeline=spec, annotations=ann, batch_size=4, epochs=3,
-                         seed=11) as ld:
-        for b in ld.stream():
-            for row, i in enumerate(ld.batch_info.indices):
-                fates = re.findall(r"box \d+ cat (-?\d+): (kept|dropped \((\w+)[^)]*\)) "
-                                   r"\[[^\]]*\] visible (\S+) area (\S+)",
-                                   ld.explain(ld.batch_info.epoch, int(i)))
-                assert len(fates) == len(_sample_targets(doc, int(i))[0])
-                per = [0, 0, 0, 0]
-                for _, what, rule, vis, area in fates:
-                    vis, area = float(vis), float(area)
-                    if what == "kept":
-                        assert area >= 9 and vis >= 0.25
-                        per[0] += 1
-                        seen["kept"] += 1
-                        continue
-                    seen[rule] += 1
-                    per[{"empty": 1, "min_area": 2, "min_visibility": 3}[rule]] += 1
-                    if rule == "empty":
-                        assert area == 0
-                    elif rule == "min_area":
-                        assert 0 < area < 9
-                    else:
-                        assert area >= 9 and vis < 0.25
-                assert [int(b["num_boxes"][row])] + b["dropped"][row].tolist() == per
-                kept = b["boxes"][row][:per[0]]
-                assert (kept[:, 0] >= 0).all() and (kept[:, 2] <= 56).all()
-                assert (kept[:, 1] >= 0).all() and (kept[:, 3] <= 40).all()
-                assert (kept[:, 2] > kept[:, 0]).all() and (kept[:, 3] > kept[:, 1]).all()
-                assert not b["boxes"][row][per[0]:].any()
-    assert all(v > 0 for v in seen.values()), seen
+    _rules_property(coco, "random_zoom_out p=0.5 | random_iou_crop | affine degrees=15 "
+                    "shear=10 | random_resized_crop size=40,56 scale=0.2,1 | hflip p=0.5 | "
+                    "targets max_boxes=12 min_area=9 min_visibility=0.25 keypoints=3", 11)
 
 
 SPEC_W = ("random_zoom_out p=0.6 | random_iou_crop | resize size=48,48 | hflip p=0.5 | "

@@ -185,16 +185,16 @@ def _check_row(b, row, doc, i, steps, size, rules, text):
     assert b["dropped"][row].tolist() == counts[1:]
 
 
-def test_rules_property(coco):
-    """Random crops of random boxes: each box is kept (inside the image,
-    clipped) or dropped by the rule that holds, explain says which, and the
-    batch counts them per rule."""
+def _rules_property(coco, spec, seed):
+    """Each box of every sample of spec (output 40 x 56, rules min_area=9
+    min_visibility=0.25) is kept (inside the image, clipped) or dropped by
+    the rule that holds, explain says which, the batch counts them per rule,
+    a kept keypoint outside the image has visibility 0, and every rule is
+    exercised."""
     data, ann, doc = coco
-    spec = ("random_resized_crop size=40,56 scale=0.02,0.5 | hflip p=0.5 | rotate degrees=20 | "
-            "targets max_boxes=12 min_area=9 min_visibility=0.25 keypoints=3")
     seen = {"kept": 0, "empty": 0, "min_area": 0, "min_visibility": 0}
     with seedpipe.Loader(data, pipeline=spec, annotations=ann, batch_size=4, epochs=3,
-                         seed=3) as ld:
+                         seed=seed) as ld:
         for b in ld.stream():
             for row, i in enumerate(ld.batch_info.indices):
                 fates = re.findall(r"box \d+ cat (-?\d+): (kept|dropped \((\w+)[^)]*\)) "
@@ -230,6 +230,13 @@ def test_rules_property(coco):
                 out = (kp[..., 0] < 0) | (kp[..., 0] > 56) | (kp[..., 1] < 0) | (kp[..., 1] > 40)
                 assert (kp[..., 2][out] == 0).all()         # outside: visibility 0
     assert all(v > 0 for v in seen.values()), seen          # every rule was exercised
+
+
+def test_rules_property(coco):
+    """Random crops of random boxes and a rotation."""
+    _rules_property(coco, "random_resized_crop size=40,56 scale=0.02,0.5 | hflip p=0.5 | "
+                    "rotate degrees=20 | targets max_boxes=12 min_area=9 min_visibility=0.25 "
+                    "keypoints=3", 3)
 
 
 SPEC_W = ("random_resized_crop size=48 | hflip p=0.5 | rotate degrees=15 | "
