@@ -34,9 +34,13 @@ FACTORS = (7, 10, 13, 17, 23, 29)
 K = 3
 
 
-def _random_anns(rng, w, h, image_id, start):
+def _random_anns(rng, w, h, image_id, start, count=(2, 9), tiny=0.0, crowd=3, polygon=None):
+    """COCO annotations of one w x h image: boxes inside, across the border,
+    tiny (sides from `tiny` to 2) and large, K keypoints each; annotation
+    `crowd` (None: none) is a crowd one; polygon(rng, x, y, w, h), when
+    given, draws each one's segmentation."""
     anns = []
-    for j in range(int(rng.integers(2, 9))):
+    for j in range(int(rng.integers(*count))):
         kind = rng.integers(0, 4)
         if kind == 0:     # inside
             x, y = rng.uniform(0, w * 0.8), rng.uniform(0, h * 0.8)
@@ -46,7 +50,7 @@ def _random_anns(rng, w, h, image_id, start):
             bw, bh = rng.uniform(1, w * 0.5), rng.uniform(1, h * 0.5)
         elif kind == 2:   # tiny
             x, y = rng.uniform(0, w - 2), rng.uniform(0, h - 2)
-            bw, bh = rng.uniform(0, 2), rng.uniform(0, 2)
+            bw, bh = rng.uniform(tiny, 2), rng.uniform(tiny, 2)
         else:             # large
             x, y = rng.uniform(0, w * 0.3), rng.uniform(0, h * 0.3)
             bw, bh = rng.uniform(w * 0.3, w * 0.7), rng.uniform(h * 0.3, h * 0.7)
@@ -57,7 +61,9 @@ def _random_anns(rng, w, h, image_id, start):
         anns.append({"id": start + j, "image_id": image_id,
                      "category_id": int(rng.integers(1, 91)),
                      "bbox": [float(x), float(y), float(bw), float(bh)],
-                     "iscrowd": int(j == 3), "area": float(bw * bh), "keypoints": kp})
+                     "iscrowd": int(j == crowd), "area": float(bw * bh), "keypoints": kp})
+        if polygon:
+            anns[-1]["segmentation"] = [polygon(rng, x, y, bw, bh)]
     return anns
 
 

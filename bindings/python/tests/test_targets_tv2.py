@@ -45,6 +45,7 @@ from PIL import Image
 import seedpipe
 import tv2_venv
 from test_masks import c_polygons
+from test_targets import _random_anns
 
 SIZES = [(64, 48), (37, 53), (96, 31), (120, 90)]
 K = 3
@@ -80,32 +81,6 @@ def _polygon(rng, x, y, bw, bh):
     return [float(v) for xy in zip(px, py) for v in xy]
 
 
-def _anns(rng, w, h, image_id, start):
-    anns = []
-    for j in range(int(rng.integers(3, 8))):
-        kind = rng.integers(0, 4)
-        if kind == 0:     # inside
-            x, y = rng.uniform(0, w * 0.8), rng.uniform(0, h * 0.8)
-            bw, bh = rng.uniform(1, w - x), rng.uniform(1, h - y)
-        elif kind == 1:   # across the border
-            x, y = rng.uniform(-w * 0.2, w), rng.uniform(-h * 0.2, h)
-            bw, bh = rng.uniform(1, w * 0.5), rng.uniform(1, h * 0.5)
-        elif kind == 2:   # tiny
-            x, y = rng.uniform(0, w - 2), rng.uniform(0, h - 2)
-            bw, bh = rng.uniform(0.2, 2), rng.uniform(0.2, 2)
-        else:             # large
-            x, y = rng.uniform(0, w * 0.3), rng.uniform(0, h * 0.3)
-            bw, bh = rng.uniform(w * 0.3, w * 0.7), rng.uniform(h * 0.3, h * 0.7)
-        kp = []
-        for _ in range(K):
-            kp += [float(rng.uniform(-5, w + 5)), float(rng.uniform(-5, h + 5)),
-                   int(rng.integers(0, 3))]
-        anns.append({"id": start + j, "image_id": image_id, "category_id": int(rng.integers(1, 91)),
-                     "bbox": [float(x), float(y), float(bw), float(bh)], "iscrowd": 0,
-                     "keypoints": kp, "segmentation": [_polygon(rng, x, y, bw, bh)]})
-    return anns
-
-
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     """{(w, h): (folder, annotation file, parsed JSON)}, three images each."""
@@ -120,7 +95,8 @@ def grid(tmp_path_factory):
             px = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
             Image.fromarray(px).save(d / "photos" / f"{i}.png")
             images.append({"id": 1 + i, "file_name": f"photos/{i}.png", "width": w, "height": h})
-            anns += _anns(rng, w, h, 1 + i, 100 * i)
+            anns += _random_anns(rng, w, h, 1 + i, 100 * i, count=(3, 8), tiny=0.2, crowd=None,
+                                 polygon=_polygon)
         doc = {"images": images, "annotations": anns}
         (d / "instances.json").write_text(json.dumps(doc))
         out[(w, h)] = (str(d), str(d / "instances.json"), doc)
