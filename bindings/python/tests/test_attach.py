@@ -1,35 +1,22 @@
 """seedpipe.attach(): a client of a `seedpipe serve` started by the test."""
 import subprocess
-import threading
 
 import numpy as np
 import pytest
 
 import seedpipe
 from conftest import array_digest, our_regions
+import served
 
 COMMON = ["--pipeline", "shapes-train", "--seed", "11", "--epochs", "2", "--batch-size", "8"]
 
 
 def serve(binary, shapes, name, *extra):
-    p = subprocess.Popen([binary, "serve", "--name", name, shapes, *COMMON, *map(str, extra)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    if not line.startswith("ready "):
-        p.kill()
-        out, err = p.communicate()
-        pytest.fail(f"serve did not get ready: {line}{out}{err}")
-    return p
+    return served.start([binary, "serve", "--name", name, shapes, *COMMON, *extra])
 
 
 def finish(p):
-    try:
-        out, err = p.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise
-    return p.returncode, out, err
+    return served.stop(p, timeout=20)
 
 
 def test_attach_same_bytes_as_digest(binary, shapes, region_name):
@@ -67,23 +54,8 @@ def test_attach_two_ranks(binary, shapes, region_name):
     refs = [seedpipe.digest(shapes, pipeline="shapes-train", seed=11, epochs=2, batch_size=8,
                             rank=r, world=2).digests for r in (0, 1)]
     p = serve(binary, shapes, region_name, "--workers", 2, "--world", 2)
-    got = {}
-    errors = []
-
-    def consume(rank):
-        try:
-            with seedpipe.attach(region_name, rank=rank) as cl:
-                got[rank] = [cl.batch_digest() for _ in cl.stream()]
-        except Exception as e:      # reported below
-            errors.append(e)
-
     try:
-        ts = [threading.Thread(target=consume, args=(r,)) for r in (0, 1)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(60)
-        assert not errors, errors
+        got = served.two_rank_digests(region_name)
         assert got[0] == refs[0] and got[1] == refs[1]
         assert finish(p)[0] == 0
     finally:

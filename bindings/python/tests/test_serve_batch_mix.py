@@ -10,7 +10,6 @@ served batch digest equals the line `seedpipe digest --batch-mix` writes at
 """
 import json
 import subprocess
-import threading
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed
 import seedpipe  # noqa: E402
 from seedpipe._batchmix import CutMix, MixUp, RandomChoice  # noqa: E402
 from conftest import our_regions  # noqa: E402
+import served  # noqa: E402
 
 DATA = "fakedata:size=30,image=3x12x10,classes=5"
 PIPE, SEED, BS = "random_crop size=10 padding=2 | hflip p=0.5", 13, 6
@@ -55,25 +55,13 @@ def _drop_in(op):
 
 
 def _serve(binary, name, spec, *extra):
-    p = subprocess.Popen([binary, "serve", "--name", name, DATA, *COMMON, "--batch-mix", spec,
-                          *map(str, extra)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    line = p.stdout.readline()
-    if not line.startswith("ready "):
-        p.kill()
-        out, err = p.communicate()
-        pytest.fail(f"serve did not get ready: {line}{out}{err}")
-    return p
+    return served.start([binary, "serve", "--name", name, DATA, *COMMON, "--batch-mix", spec,
+                         *extra])
 
 
 def _finish(p):
-    try:
-        _, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return p.returncode, err
+    rc, _, err = served.stop(p)
+    return rc, err
 
 
 @pytest.mark.parametrize("spec", list(SPECS))
@@ -108,24 +96,8 @@ def test_served_mix_two_ranks(binary, region_name):
     spec = "choice:mixup:alpha=0.8,cutmix:alpha=1.0"
     refs = [_digest_lines(binary, spec, 0, "--rank", str(r), "--world", "2") for r in (0, 1)]
     p = _serve(binary, region_name, spec, "--workers", 2, "--world", 2)
-    got, errors = {}, []
-
-    def consume(rank):
-        try:
-            with seedpipe.attach(region_name, rank=rank) as cl:
-                got[rank] = []
-                for _ in cl.stream():
-                    got[rank].append(cl.batch_digest())
-        except Exception as e:      # reported below
-            errors.append(e)
-
     try:
-        ts = [threading.Thread(target=consume, args=(r,)) for r in (0, 1)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(60)
-        assert not errors, errors
+        got = served.two_rank_digests(region_name)
         assert got[0] == refs[0] and got[1] == refs[1]
         assert _finish(p)[0] == 0
     finally:

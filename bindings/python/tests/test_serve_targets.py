@@ -20,6 +20,7 @@ from PIL import Image
 
 import seedpipe
 from conftest import our_regions
+import served
 
 SPEC = ("random_resized_crop size=24 scale=0.3,1 | hflip p=0.5 | "
         "targets max_boxes=6 keypoints=2 min_visibility=0.2 masks=instance")
@@ -69,29 +70,11 @@ def _loader_batches(root, spec, ann):
 
 
 def _serve(binary, root, name, spec, ann, *extra):
-    cmd = [binary, "serve", "--name", name, root, "--pipeline", spec, *COMMON,
-           *map(str, extra)]
-    if ann:
-        cmd += ["--annotations", ann]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    if not line.startswith("ready "):
-        p.kill()
-        out, err = p.communicate()
-        pytest.fail(f"serve did not get ready: {line}{out}{err}")
-    return p
+    return served.start([binary, "serve", "--name", name, root, "--pipeline", spec, *COMMON,
+                         *extra, *(["--annotations", ann] if ann else [])])
 
 
-def _stop(p, terminate=False):
-    if terminate and p.poll() is None:
-        p.terminate()
-    try:
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return p.returncode, out, err
+_stop = served.stop
 
 
 def _take(cl, n=None):
