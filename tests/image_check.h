@@ -1,5 +1,5 @@
 /* image_check.h - the random images and pixel comparisons the op tests
- * share (test_ops_pixel.c, test_ops_geom.c, test_ops_policy.c): a fixed
+ * share (test_ops.c, test_ops_pixel.c, test_ops_geom.c, test_ops_policy.c): a fixed
  * LCG (each test program its own sequence, the same on every machine), an
  * image of random bytes whose stride is wider than its rows (3 columns
  * more, left as they are: ops must read through the stride), one pixel, and

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "image_check.h"
 #include "runner.h"
 #include "seedpipe/detmath.h"
 #include "seedpipe/ops.h"
@@ -205,19 +206,6 @@ static void fill_random(sp_image *im) {
             im->data[(size_t)y * im->stride + i] = (uint8_t)rnd();
 }
 
-static uint8_t px(const sp_image *im, int x, int y, int c) {
-    return im->data[(size_t)y * im->stride + (size_t)x * (size_t)im->channels + (size_t)c];
-}
-
-static int same_image(const sp_image *a, const sp_image *b) {
-    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
-                   (size_t)a->width * (size_t)a->channels))
-            return 0;
-    return 1;
-}
-
 static void test_crop_flip(void) {
     for (int c = 1; c <= 3; c += 2) {
         sp_image big, ref, view;
@@ -235,13 +223,13 @@ static void test_crop_flip(void) {
             for (int x = 0; x < 11; x++)
                 for (int k = 0; k < c; k++) CHECK(px(&view, x, y, k) == px(&ref, 10 - x, y, k));
         sp_image_hflip(&view);
-        CHECK(same_image(&view, &ref));
+        CHECK(same_pixels(&view, &ref));
         sp_image_vflip(&view);
         for (int y = 0; y < 9; y++)
             for (int x = 0; x < 11; x++)
                 for (int k = 0; k < c; k++) CHECK(px(&view, x, y, k) == px(&ref, x, 8 - y, k));
         sp_image_vflip(&view);
-        CHECK(same_image(&view, &ref));
+        CHECK(same_pixels(&view, &ref));
         /* pixels outside the view are untouched */
         CHECK(sp_image_crop(&big, 0, 0, 3, 17, &view) == 0);
         sp_image_free(&ref);
@@ -263,7 +251,7 @@ static void test_gray(void) {
             CHECK(px(&g3, x, y, 0) == l && px(&g3, x, y, 1) == l && px(&g3, x, y, 2) == l);
         }
     CHECK(sp_image_to_gray(&a, &a) == 0);      /* in place, 3 -> 3 */
-    CHECK(same_image(&a, &g3));
+    CHECK(same_pixels(&a, &g3));
     CHECK(sp_luma601(255, 255, 255) == 255 && sp_luma601(0, 0, 0) == 0);
     sp_image_free(&a);
     sp_image_free(&g1);
@@ -291,9 +279,9 @@ static void test_color(void) {
     sp_adjust_brightness(&b, 4096);
     sp_adjust_contrast(&b, 4096);
     sp_adjust_saturation(&b, 4096);
-    CHECK(same_image(&a, &b));                         /* factor 1: identity */
+    CHECK(same_pixels(&a, &b));                         /* factor 1: identity */
     sp_adjust_saturation(&b, 0);                       /* factor 0: grayscale */
-    CHECK(sp_image_to_gray(&a, &g) == 0 && same_image(&b, &g));
+    CHECK(sp_image_to_gray(&a, &g) == 0 && same_pixels(&b, &g));
     sp_image_free(&b);
     CHECK(sp_image_copy(&a, &b) == 0);
     sp_adjust_brightness(&b, 0);                       /* factor 0: black */
@@ -384,7 +372,7 @@ static void test_resize(void) {
             CHECK_MSG(abs_err / (ow * oh * c) < 0.5, "mean error %.3f", abs_err / (ow * oh * c));
             sp_image_free(&o);
             /* same size: identity */
-            CHECK(sp_image_resize(&s, W, H, &o) == 0 && same_image(&s, &o));
+            CHECK(sp_image_resize(&s, W, H, &o) == 0 && same_pixels(&s, &o));
             sp_image_free(&o);
             sp_image_free(&s);
         }
@@ -425,7 +413,7 @@ static void test_resample_window(void) {
     CHECK(sp_image_alloc(&win, 20, 13, 3) == 0);
     CHECK(sp_resample(&sub, x0, y0, &g, &win) == 0);
     CHECK(sp_image_crop(&full, 5, 7, 20, 13, &fw) == 0);
-    CHECK(same_image(&win, &fw));
+    CHECK(same_pixels(&win, &fw));
     /* a source that misses a needed pixel is refused */
     CHECK(sp_image_crop(&s, x0 + 1, y0, x1 - x0 - 1, y1 - y0, &sub) == 0);
     CHECK(sp_resample(&sub, x0 + 1, y0, &g, &win) == SP_EINVAL);
