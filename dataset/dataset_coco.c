@@ -465,7 +465,7 @@ int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
         uint8_t *b = NULL;
         size_t len = 0;
         member_name(ds, i, name, sizeof name);
-        rc = fetch(arg, ds, i, &b, &len, err);
+        rc = fetch(arg, ds, i, dl.max_element, &b, &len, err);
         if (!rc) rc = read_member(&x, i, b, len, &h);
         free(b);
     }
@@ -487,10 +487,10 @@ int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
     return SP_OK;
 }
 
-static int tar_fetch(void *arg, const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
-                     sp_error *err) {
+static int tar_fetch(void *arg, const sp_dataset *ds, uint64_t i, uint64_t max, uint8_t **bytes,
+                     size_t *len, sp_error *err) {
     (void)arg;
-    return sp__ds_tar_json(ds, i, bytes, len, err);
+    return sp__ds_tar_json(ds, i, max, bytes, len, err);
 }
 
 int sp_coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,

@@ -59,9 +59,10 @@ int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *l
 void sp_coco_close(sp_coco *c);   /* accepts NULL */
 
 /* Sample i's own annotation bytes (*bytes malloc'd, the caller frees;
- * NULL: none), or an error naming it. */
-typedef int (*sp_coco_fetch)(void *arg, const sp_dataset *ds, uint64_t i, uint8_t **bytes,
-                             size_t *len, sp_error *err);
+ * NULL: none), or an error naming it; bytes declared longer than max (the
+ * limits' max_element) are refused (SP_ELIMIT) before they are read. */
+typedef int (*sp_coco_fetch)(void *arg, const sp_dataset *ds, uint64_t i, uint64_t max,
+                             uint8_t **bytes, size_t *len, sp_error *err);
 
 /*! sp_coco_open_fetch() : the targets of every sample from its own bytes
  *  (WebDataset: its KEY.json member, sp_coco_open_members()), each a JSON

@@ -407,8 +407,8 @@ static char *json_name(const sp_dataset *ds, uint64_t i) {
     return e;
 }
 
-int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t **bytes,
-                       size_t *len, sp_error *err) {
+int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint64_t max,
+                       uint8_t **bytes, size_t *len, sp_error *err) {
     sp__ds_json_reader *r = reader;
     *bytes = NULL;
     *len = 0;
@@ -417,13 +417,12 @@ int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t *
                             "not say where the .json members lie: rebuild it (seedpipe index "
                             "%s) to read targets from them", ds->index.path, ds->root);
     if (i >= ds->n || !has_member(ds, i)) return SP_OK;   /* none (a bad sample fails on its image) */
-    if (ds->tar->json_size[i] > SP_DS_JSON_MAX_MEMBER) {
+    if (ds->tar->json_size[i] > max) {
         char *nm = json_name(ds, i);
         int rc = sp_error_set(err, SP_ELIMIT, "%s: the index says %llu bytes, more than %llu "
-                              "(an annotation member's bound): not fetched",
+                              "(the annotation element bound): not fetched",
                               nm ? nm : "(out of memory)",
-                              (unsigned long long)ds->tar->json_size[i],
-                              (unsigned long long)SP_DS_JSON_MAX_MEMBER);
+                              (unsigned long long)ds->tar->json_size[i], (unsigned long long)max);
         free(nm);
         return rc;
     }

@@ -138,8 +138,9 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
 /* dataset_tar_read.c: sample i's KEY.json member, read and its hash
  * checked (*bytes malloc'd; NULL, *len 0 when it has none). SP_EINVAL for
  * remote shards (sp__ds_remote_json() reads those), SP_EIO, SP_EMISMATCH
- * (changed since indexed), naming the member. */
-int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
+ * (changed since indexed), SP_ELIMIT (longer than max, not read), naming
+ * the member. */
+int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint64_t max, uint8_t **bytes, size_t *len,
                     sp_error *err);
 
 /* dataset_remote.c: the KEY.json members of remote shards, read for
@@ -154,14 +155,9 @@ int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *l
 typedef struct sp__ds_json_reader sp__ds_json_reader;
 #define SP_DS_JSON_WINDOW 512u
 #define SP_DS_JSON_WINDOW_BYTES (UINT64_C(64) << 20)
-/* A member larger than this is refused before it is fetched: the default
- * bound on one annotation element (sp_coco_default_limits(), 256 MiB), so
- * a hostile index cannot make the open download a member the parser would
- * refuse anyway. */
-#define SP_DS_JSON_MAX_MEMBER (UINT64_C(256) << 20)
 sp__ds_json_reader *sp__ds_remote_json_new(void);
-int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint8_t **bytes,
-                       size_t *len, sp_error *err);
+int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint64_t max,
+                       uint8_t **bytes, size_t *len, sp_error *err);
 /* Its GETs so far (for the bench); free it (accepts NULL). */
 uint64_t sp__ds_remote_json_requests(const sp__ds_json_reader *r);
 void sp__ds_remote_json_free(sp__ds_json_reader *r);

@@ -105,7 +105,7 @@ const sp__ds_ops sp__ds_tar_ops = {
     .shard_of = sp__ds_tar_shard_of,
 };
 
-int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *len,
+int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint64_t max, uint8_t **bytes, size_t *len,
                     sp_error *err) {
     *bytes = NULL;
     *len = 0;
@@ -120,6 +120,9 @@ int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint8_t **bytes, size_t *l
         return SP_OK;   /* none (a sample that cannot be read fails on its image) */
     const char *path = ds->pool + ds->path_off[i];
     uint64_t want = ds->tar->json_size[i], got = 0;
+    if (want > max)
+        return sp_error_set(err, SP_ELIMIT, "%s/%s (.json): %llu bytes, more than %llu: not read",
+                            ds->base, path, (unsigned long long)want, (unsigned long long)max);
     int kept, rc = SP_OK;
     int fd = shard_fd(ds, ds->tar->shard_of[i], &kept, err);
     if (fd < 0) return err->code ? err->code : SP_EIO;
