@@ -285,7 +285,8 @@ static int pd_body(sp_png_ctx *c, const sp_decode_req *req,
     size_t nrows = (passes > 1) ? (size_t)(win->y1 - win->y0) : 1;
     /* zeroed: an Adam7 row holds index 0 until a pass writes its pixel */
     if (nrows > SIZE_MAX / rowbytes || !(c->rows = calloc(nrows, rowbytes)) ||
-        (pal && (!(c->scratch = calloc(1, rowbytes)) || !(c->rgb = malloc(ow * 3 + 1)))))
+        (pal && (!(c->scratch = calloc(1, rowbytes)) ||
+                 (!c->labels && !(c->rgb = malloc(ow * 3))))))
         return sp_error_set(err, SP_ENOMEM, "%s: PNG: out of memory for rows", c->path);
 
     if (passes > 1) {
