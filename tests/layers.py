@@ -17,9 +17,11 @@ files and the symbol:
      of the file graph, each printed with one edge of the cycle);
   3. includes: a file includes only headers of its own layer or below, and
      programs/ only include/seedpipe/ and its own headers;
-  4. size: no library source over MAX_FILE_LINES lines and no library
-     function over MAX_FUNC_LINES lines (the tool's are listed, not failed),
-     except the functions in SIZE_EXEMPT, each with the reason;
+  4. size: no library source over MAX_FILE_LINES lines of code (the lines
+     after the file's opening comment, the module's preamble, which is prose)
+     and no library function over MAX_FUNC_LINES lines (the tool's are
+     listed, not failed), except the functions in SIZE_EXEMPT, each with the
+     reason;
   5. owners: a third-party API in OWNED_APIS is called from its one owner
      file only (libcurl: dataset/remote.c, DESIGN.md section 8).
 
@@ -62,8 +64,8 @@ HEADER_LAYER = {
     "seedpipe/graph.h": "train/",
 }
 SOURCE_EXT = (".c", ".cu")
-MAX_FILE_LINES = 800
-MAX_FUNC_LINES = 100
+MAX_FILE_LINES = 700
+MAX_FUNC_LINES = 80
 # Symbol prefix of a third-party API -> the one source file that may call it.
 OWNED_APIS = {"curl_": "dataset/remote.c"}
 # "file:function": why it stays longer than MAX_FUNC_LINES.
@@ -248,6 +250,14 @@ def functions(text):
         i += 1
 
 
+def code_lines(text):
+    """Lines of a source after its opening comment (the preamble)."""
+    body = text.lstrip()
+    if body.startswith("/*") and "*/" in body:
+        body = body[body.index("*/") + 2:]
+    return body.count("\n")
+
+
 def check_sizes(tree, sources):
     problems, notes = [], []
     for src in sorted(sources):
@@ -255,9 +265,9 @@ def check_sizes(tree, sources):
             text = f.read()
         tool = layer_of(src) == "programs/"
         out = notes if tool else problems
-        n = text.count("\n")
+        n = code_lines(text)
         if n > MAX_FILE_LINES:
-            out.append(f"{src}: {n} lines (limit {MAX_FILE_LINES})")
+            out.append(f"{src}: {n} lines of code (limit {MAX_FILE_LINES})")
         for name, line, count in functions(text):
             if count > MAX_FUNC_LINES and f"{src}:{name}" not in SIZE_EXEMPT:
                 out.append(f"{src}:{line}: {name}() is {count} lines (limit {MAX_FUNC_LINES})")
@@ -332,7 +342,7 @@ def main(argv):
         return 1
     print(f"layers: ok, {files} files in {len(set(map(layer_of, defined)))} layers, "
           f"{nedges} file edges, every one downward or within a layer, no cycle; "
-          f"no library file over {MAX_FILE_LINES} lines, no function over {MAX_FUNC_LINES}")
+          f"no library file over {MAX_FILE_LINES} lines of code, no function over {MAX_FUNC_LINES}")
     return 0
 
 
