@@ -63,7 +63,9 @@ typedef struct tm2 { double wall, cpu, digest; } tm2;
  * the calls that produce batches are timed (wall and process CPU time);
  * the digest check is not. check: compare with dig, else fill dig. */
 static tm2 pass(sp_cache *c, sp_loader *ld, sp_batch *b, sp_digest *dig, int check) {
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    sp_loader_info li = {.struct_size = sizeof li};
+    sp_loader_info_get(ld, &li);
+    uint64_t nb = li.batches_per_epoch;
     sp_error err;
     tm2 t = {0, 0, 0};
     for (uint64_t i = 0; i < nb; i++) {
@@ -133,7 +135,9 @@ int main(int argc, char **argv) {
         if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
         dir = tmpl;
     }
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    sp_loader_info li = {.struct_size = sizeof li};
+    sp_loader_info_get(ld, &li);
+    uint64_t nb = li.batches_per_epoch;
     sp_batch b;
     if (sp_batch_alloc(ld, &b)) die("alloc", NULL);
     sp_digest *dig = calloc(nb, sizeof *dig);
@@ -221,14 +225,13 @@ int main(int argc, char **argv) {
         if (t < t_zstd) t_zstd = t;
     }
     double raw_mb = (double)raw_total / 1e6, st_mb = (double)cs.bytes_written / 1e6;
-    double out_mb = (double)sp_dataset_size(sp_loader_dataset(ld)) *
-                    (double)sp_loader_sample_bytes(ld) / 1e6;
+    double out_mb = (double)sp_dataset_size(li.dataset) * (double)li.sample_bytes / 1e6;
     printf("dataset %s, pipeline %s%s, %s, batch %u, %llu batches, %d thread(s), zstd level %d, "
            "best of %d rounds\n",
            cfg.dataset, pl, cfg.skip_normalize ? " (skip normalize)" : "",
            sp_dtype_name(cfg.dtype), cfg.batch_size, (unsigned long long)nb,
            cfg.threads < 1 ? 1 : cfg.threads, level, warm_runs);
-    double n_img = (double)sp_dataset_size(sp_loader_dataset(ld));
+    double n_img = (double)sp_dataset_size(li.dataset);
     printf("  computed epoch       %7.3f s wall %7.3f s cpu  (%.0f images/s)\n", comp.wall,
            comp.cpu, n_img / comp.wall);
     printf("  cold (compute+store) %7.3f s wall %7.3f s cpu  (%.2fx computed)\n", cold.wall,

@@ -299,6 +299,3 @@ int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
     return SP_OK;
 }
 
-int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err) {
-    return sp_parse_size(s, out, err);   /* common.h: the one size parser */
-}

@@ -11,6 +11,7 @@
  */
 #include "cache/cache_internal.h"
 #include "common/hash_internal.h"
+#include "loader/loader_internal.h"
 
 #include <stdio.h>
 

@@ -13,6 +13,7 @@
  * missing because gc evicted the entry meanwhile is SP_EIO (recompute).
  */
 #include "cache/cache_internal.h"
+#include "loader/loader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -17,6 +17,7 @@
  * leaves nothing behind.
  */
 #include "cache/cache_internal.h"
+#include "loader/loader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -51,80 +51,18 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
 
-
 static char *dupstr(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
-}
-
-/* cfg.samples points at the loader's own view of the list (paths and
- * labels as the dataset keeps them), so sp_loader_config_of() can be given
- * to sp_loader_create() again while ld lives, as with any other config. */
-static int own_list(sp_loader *ld, sp_error *err) {
-    uint64_t n = sp_dataset_size(ld->ds);
-    ld->list_paths = malloc(n * sizeof *ld->list_paths);
-    ld->list_labels = malloc(n * sizeof *ld->list_labels);
-    if (!ld->list_paths || !ld->list_labels)
-        return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    for (uint64_t i = 0; i < n; i++) {
-        ld->list_paths[i] = sp_dataset_path(ld->ds, i);
-        ld->list_labels[i] = sp_dataset_label(ld->ds, i);
-    }
-    ld->list.count = (size_t)n;
-    ld->list.paths = ld->list_paths;
-    ld->list.labels = ld->list_labels;
-    ld->list.num_classes = sp_dataset_num_classes(ld->ds);
-    ld->cfg.samples = &ld->list;
-    char *base = dupstr(sp_dataset_root(ld->ds));   /* the absolute folder, even if NULL */
-    if (!base) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    free(ld->dataset_path);
-    ld->dataset_path = base;
-    ld->cfg.dataset = base;
-    return SP_OK;
-}
-
-/* The subset's dataset indices in canonical order. */
-static int build_subset(sp_loader *ld, sp_error *err) {
-    const sp_loader_config *c = &ld->cfg;
-    if (!c->split && !c->subset) return SP_OK;
-    if (sp_dataset_mix_sources(ld->ds))
-        return sp_error_set(err, SP_EINVAL, "%s: a mixture cannot be split (split its sources "
-                            "into lists and mix those)", ld->dataset_path);
-    if (!c->split || !c->subset)
-        return sp_error_set(err, SP_EINVAL, "%s", c->split ? "--split needs --subset NAME (the "
-                            "subset to load)" : "--subset needs --split NAME=FRACTION,...");
-    int rc = sp_split_parse(c->split, c->split_seed, &ld->split, err);
-    if (rc != 0) return rc;
-    int k = sp_split_find(&ld->split, c->subset);
-    if (k < 0) {
-        char names[SP_SPLIT_MAX * SP_SPLIT_NAME_MAX + 64];
-        size_t len = 0;
-        names[0] = '\0';
-        for (int i = 0; i < ld->split.n; i++)
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "",
-                                    ld->split.name[i]);
-        return sp_error_set(err, SP_EINVAL, "subset \"%s\" is not in split \"%s\" (subsets: %s)",
-                            c->subset, c->split, names);
-    }
-    uint64_t n = sp_dataset_size(ld->ds);
-    ld->map = malloc((n ? n : 1) * sizeof *ld->map);
-    if (!ld->map) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    ld->nmap = 0;
-    for (uint64_t i = 0; i < n; i++)
-        if (sp_split_assign(&ld->split, sp_dataset_path(ld->ds, i)) == k) ld->map[ld->nmap++] = i;
-    if (ld->nmap == 0)
-        return sp_error_set(err, SP_EINVAL, "%s: subset \"%s\" of split \"%s\" is empty "
-                            "(%llu samples)", ld->dataset_path, c->subset, c->split,
-                            (unsigned long long)n);
-    return SP_OK;
 }
 
 /* The dataset index at epoch position pos (< N): the Feistel order's, or
@@ -152,22 +90,6 @@ static uint64_t index_at(const sp_loader *ld, const sp_perm *perm, uint64_t pos,
 /* The dataset index in slot `slot` (sampler.h "Slots") of the epoch. */
 static uint64_t index_of_slot(const sp_loader *ld, const sp_perm *perm, uint64_t slot) {
     return index_at(ld, perm, sp_batch_position(&ld->bt, slot), NULL);
-}
-
-void sp__spread_slices(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t rank_cap,
-                       uint8_t *images, size_t sample_bytes, int32_t *labels,
-                       uint64_t *indices, sp__item *items) {
-    for (uint32_t k = nranks; k-- > 0;) {
-        uint32_t off, cnt;
-        sp__loader_span_part(ld, b, nranks, k, &off, &cnt);
-        size_t dst = (size_t)k * rank_cap;
-        if (cnt == 0 || dst == off) continue;
-        memmove(images + dst * sample_bytes, images + (size_t)off * sample_bytes,
-                cnt * sample_bytes);
-        memmove(labels + dst, labels + off, cnt * sizeof *labels);
-        memmove(indices + dst, indices + off, cnt * sizeof *indices);
-        memmove(items + dst, items + off, cnt * sizeof *items);
-    }
 }
 
 uint64_t sp__loader_index_at(const sp_loader *ld, uint32_t epoch, uint64_t slot) {
@@ -272,8 +194,8 @@ static int open_spec(sp_loader *ld, sp_error *err) {
     return rc;
 }
 
-int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err) {
-    *out = NULL;
+/* The config's enums and required fields, before anything is opened. */
+static int check_config(const sp_loader_config *cfg, sp_error *err) {
     if (!cfg || (!cfg->dataset && !cfg->samples) || !cfg->pipeline)
         return sp_error_set(err, SP_EINVAL, "loader: dataset (or samples) and pipeline must "
                             "be set");
@@ -287,39 +209,40 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         return sp_error_set(err, SP_EINVAL, "loader: bad rng_mode %d", (int)cfg->rng_mode);
     if ((unsigned)cfg->order > SP_ORDER_BLOCK)
         return sp_error_set(err, SP_EINVAL, "loader: bad order %d", (int)cfg->order);
-    int erc = sp_env_check(err);   /* every SEEDPIPE_* value, by name (env.h) */
-    if (erc != SP_OK) return erc;
-    uint64_t t_open = sp__trace_t0();
-    sp_loader *ld = calloc(1, sizeof *ld);
-    if (!ld) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    pthread_mutex_init(&ld->log_lock, NULL);
+    return sp_env_check(err);   /* every SEEDPIPE_* value, by name (env.h) */
+}
+
+/* ld->cfg: the caller's config with the loader's own copies of its strings
+ * (the caller's need not outlive the call) and the defaults filled. */
+static int own_config(sp_loader *ld, const sp_loader_config *cfg, sp_error *err) {
     ld->cfg = *cfg;
     ld->dataset_path = dupstr(cfg->dataset ? cfg->dataset : "(sample list)");
     ld->pipeline_spec = dupstr(cfg->pipeline);
-    if (!ld->dataset_path || !ld->pipeline_spec) {
-        sp_loader_destroy(ld);
+    if (!ld->dataset_path || !ld->pipeline_spec)
         return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    }
     ld->cfg.dataset = ld->dataset_path;
-    ld->cfg.samples = NULL;   /* the caller's list is not kept: see own_list() */
+    ld->cfg.samples = NULL;   /* the caller's list is not kept: see sp__loader_own_list() */
     ld->cfg.pad_tail = cfg->pad_tail ? 1 : 0;
     if (cfg->order != SP_ORDER_BLOCK) ld->cfg.block_shards = 0;   /* K only means something there */
     ld->cfg.pipeline = ld->pipeline_spec;
     if ((cfg->split && !(ld->split_spec = dupstr(cfg->split))) ||
         (cfg->subset && !(ld->subset_name = dupstr(cfg->subset))) ||
-        (cfg->annotations && !(ld->annotations = dupstr(cfg->annotations)))) {
-        sp_loader_destroy(ld);
+        (cfg->annotations && !(ld->annotations = dupstr(cfg->annotations))))
         return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    }
     ld->cfg.split = ld->split_spec;
     ld->cfg.subset = ld->subset_name;
     ld->cfg.annotations = ld->annotations;
     if (ld->cfg.world == 0) ld->cfg.world = 1;
+    return SP_OK;
+}
 
+/* The dataset (or the list), the subset, the sampler, the block order, the
+ * pipeline (or a corpus's spec) and the targets, in that order. */
+static int open_sources(sp_loader *ld, const sp_loader_config *cfg, sp_error *err) {
     int rc = cfg->samples ? sp_dataset_open_list(cfg->dataset, cfg->samples, NULL, &ld->ds, err)
                           : sp_dataset_open(ld->dataset_path, NULL, &ld->ds, err);
-    if (rc == 0 && cfg->samples) rc = own_list(ld, err);
-    if (rc == 0) rc = build_subset(ld, err);
+    if (rc == 0 && cfg->samples) rc = sp__loader_own_list(ld, err);
+    if (rc == 0) rc = sp__loader_build_subset(ld, err);
     if (rc == 0)
         rc = sp__samp_create(&ld->cfg, ld->ds, ld->dataset_path, &ld->map, &ld->nmap, &ld->samp,
                              err);
@@ -330,19 +253,22 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
     if (rc == 0)
         rc = sp__ldt_open(ld->annotations, ld->pl, ld->ds, sp_dataset_mix_sources(ld->ds) > 0,
                           ld->tok != NULL, ld->h, ld->w, &ld->targets, err);
-    if (rc == 0) {
-        ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
-        ld->bt.n = ld->samp ? sp__samp_length(ld->samp) : ld->tok ? sp__tokl_windows(ld->tok)
-                   : ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
-        ld->bt.batch_size = cfg->batch_size;
-        ld->bt.drop_last = cfg->drop_last;
-        ld->bt.rank = cfg->rank;
-        ld->bt.world = ld->cfg.world;
-        ld->bt.pad_tail = ld->cfg.pad_tail;
-        ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL ||
-                         (ld->samp && sp__samp_strided(ld->samp));   /* repeat's copies */
-        rc = sp_batching_check(&ld->bt, err);
-    }
+    return rc;
+}
+
+/* The epoch's geometry (sampler.h): N positions, batches, rank slices. */
+static int set_batching(sp_loader *ld, const sp_loader_config *cfg, sp_error *err) {
+    ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
+    ld->bt.n = ld->samp ? sp__samp_length(ld->samp) : ld->tok ? sp__tokl_windows(ld->tok)
+               : ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
+    ld->bt.batch_size = cfg->batch_size;
+    ld->bt.drop_last = cfg->drop_last;
+    ld->bt.rank = cfg->rank;
+    ld->bt.world = ld->cfg.world;
+    ld->bt.pad_tail = ld->cfg.pad_tail;
+    ld->bt.strided = cfg->order == SP_ORDER_SEQUENTIAL ||
+                     (ld->samp && sp__samp_strided(ld->samp));   /* repeat's copies */
+    int rc = sp_batching_check(&ld->bt, err);
     if (rc == 0 && ld->bt.n > (1ull << 32))
         rc = sp_error_set(err, SP_ELIMIT, "%s: %llu samples: at most 2^32 are supported "
                           "(the sample index is a 32-bit Philox counter word)",
@@ -351,22 +277,41 @@ int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err
         rc = sp_error_set(err, SP_EINVAL,
                           "%s: %llu samples make no batch of %u with drop_last",
                           ld->dataset_path, (unsigned long long)ld->bt.n, cfg->batch_size);
-    if (rc != 0) {
-        sp_loader_destroy(ld);
-        return rc;
-    }
+    return rc;
+}
+
+/* What follows from an opened loader: sample bytes, keys, fingerprints. */
+static void derive(sp_loader *ld) {
     ld->span = 1;
     ld->image_bytes = ld->sample_bytes =
         (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
     if (ld->targets)
         ld->sample_bytes = sp_targets_image_span(ld->image_bytes) + sp__ldt_bytes(ld->targets);
-    ld->k_shuffle = sp_rng_key(cfg->seed, SP_RNG_SHUFFLE);
-    ld->k_augment = sp_rng_key(cfg->seed, SP_RNG_AUGMENT);
+    ld->k_shuffle = sp_rng_key(ld->cfg.seed, SP_RNG_SHUFFLE);
+    ld->k_augment = sp_rng_key(ld->cfg.seed, SP_RNG_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld, 1);
     const char *canon = sp_loader_spec(ld);
     XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
     ld->pipeline_hash.hi = ph.high64;
     ld->pipeline_hash.lo = ph.low64;
+}
+
+int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err) {
+    *out = NULL;
+    int rc = check_config(cfg, err);
+    if (rc != SP_OK) return rc;
+    uint64_t t_open = sp__trace_t0();
+    sp_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
+    pthread_mutex_init(&ld->log_lock, NULL);
+    rc = own_config(ld, cfg, err);
+    if (rc == 0) rc = open_sources(ld, cfg, err);
+    if (rc == 0) rc = set_batching(ld, cfg, err);
+    if (rc != 0) {
+        sp_loader_destroy(ld);
+        return rc;
+    }
+    derive(ld);
     sp__trace_end(SP_TRACE_OPEN, t_open);
     *out = ld;
     return SP_OK;
@@ -396,43 +341,6 @@ void sp_loader_destroy(sp_loader *ld) {
 sp_digest sp_loader_pipeline_hash(const sp_loader *ld) { return ld->pipeline_hash; }
 const sp_batching *sp__loader_batching(const sp_loader *ld) { return &ld->bt; }
 
-int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err) {
-    if (span == 0 || (uint64_t)ld->bt.rank + span > ld->bt.world)
-        return sp_error_set(err, SP_EINVAL, "loader: a span of %u ranks from rank %u does not "
-                            "fit in world %u", span, ld->bt.rank, ld->bt.world);
-    ld->span = span;
-    return SP_OK;
-}
-
-
-uint32_t sp__loader_capacity(const sp_loader *ld) {
-    return ld->bt.batch_size / ld->bt.world * ld->span;
-}
-
-void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count) {
-    sp_batch_span(&ld->bt, b, ld->span, pos, count);
-}
-
-void sp__loader_span_part(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t k,
-                          uint32_t *off, uint32_t *count) {
-    uint64_t first, pos;
-    uint32_t all;
-    sp_batch_span(&ld->bt, b, ld->span, &first, &all);
-    *off = 0;
-    *count = 0;
-    if (k >= nranks || all == 0) return;
-    if (nranks != ld->span) {   /* one rank of world K/m standing for m ranks of K */
-        uint32_t cap = sp__loader_capacity(ld) / nranks;
-        *off = (uint32_t)k * cap < all ? k * cap : all;
-        *count = all - *off < cap ? all - *off : cap;
-        return;
-    }
-    sp_batching one = ld->bt;
-    one.rank = ld->bt.rank + k;
-    sp_batch_span(&one, b, 1, &pos, count);
-    *off = *count ? (uint32_t)(pos - first) : 0;
-}
-
 sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w) {
     return sp_worker_key(ld->cfg.seed, w);
 }
@@ -443,49 +351,6 @@ sp__rng sp__loader_rng(const sp_loader *ld, uint32_t counter) {
     r.key = r.mode == SP_RNG_PER_WORKER ? sp__loader_worker_key(ld, 0) : ld->k_augment;
     r.counter = counter;
     return r;
-}
-
-void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char *msg) {
-    pthread_mutex_lock(&ld->log_lock);
-    /* Linear dedupe: failures are expected to be few (LIMITATION: quadratic
-     * for a dataset where most files fail). */
-    for (size_t i = 0; i < ld->nfailures; i++)
-        if (ld->failures[i].sample == sample) {
-            pthread_mutex_unlock(&ld->log_lock);
-            return;
-        }
-    if (ld->nfailures == ld->cap_failures) {
-        size_t cap = ld->cap_failures ? 2 * ld->cap_failures : 16;
-        sp_failure *f = realloc(ld->failures, cap * sizeof *f);
-        if (!f) {   /* the log is best effort; the batch result is not */
-            pthread_mutex_unlock(&ld->log_lock);
-            return;
-        }
-        ld->failures = f;
-        ld->cap_failures = cap;
-    }
-    sp_failure *f = &ld->failures[ld->nfailures++];
-    f->sample = sample;
-    f->code = code;
-    snprintf(f->msg, sizeof f->msg, "%s", msg);
-    pthread_mutex_unlock(&ld->log_lock);
-}
-
-size_t sp_loader_failure_count(const sp_loader *ld) {
-    sp_loader *m = (sp_loader *)ld;
-    pthread_mutex_lock(&m->log_lock);
-    size_t n = m->nfailures;
-    pthread_mutex_unlock(&m->log_lock);
-    return n;
-}
-
-int sp_loader_failure_get(const sp_loader *ld, size_t i, sp_failure *out) {
-    sp_loader *m = (sp_loader *)ld;
-    pthread_mutex_lock(&m->log_lock);
-    int rc = i < m->nfailures ? SP_OK : SP_ERANGE;
-    if (rc == SP_OK) *out = m->failures[i];
-    pthread_mutex_unlock(&m->log_lock);
-    return rc;
 }
 
 const sp_dataset *sp_loader_dataset(const sp_loader *ld) { return ld->ds; }
@@ -508,6 +373,33 @@ void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
     if (c) *c = ld->c;
     if (h) *h = ld->h;
     if (w) *w = ld->w;
+}
+
+/* The first version's size (ABI 7): every field through pipeline_hash. */
+#define SP__LOADER_INFO_V1 (offsetof(sp_loader_info, pipeline_hash) + sizeof(sp_digest))
+
+int sp_loader_info_get(const sp_loader *ld, sp_loader_info *info) {
+    if (!ld || !info || info->struct_size < SP__LOADER_INFO_V1) return SP_EINVAL;
+    sp_loader_info in;
+    memset(&in, 0, sizeof in);
+    in.config = &ld->cfg;
+    in.dataset = ld->ds;
+    in.pipeline = ld->pl;
+    in.spec = sp_loader_spec(ld);
+    in.size = ld->bt.n;
+    in.padded_size = sp_batching_padded(&ld->bt);
+    in.batches_per_epoch = sp_batches_per_epoch(&ld->bt);
+    in.c = ld->c;
+    in.h = ld->h;
+    in.w = ld->w;
+    in.sample_bytes = ld->sample_bytes;
+    in.fingerprint = ld->fingerprint;
+    in.pipeline_hash = ld->pipeline_hash;
+    /* a caller built against a longer struct keeps what we do not know */
+    size_t n = info->struct_size < sizeof in ? info->struct_size : sizeof in;
+    in.struct_size = info->struct_size;
+    memcpy(info, &in, n);
+    return SP_OK;
 }
 
 /* One sample through read + pipeline; addr: its augmentation address. */
@@ -584,44 +476,6 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
         it->status = SP__ITEM_FAILED;
         return rc;
     }
-}
-
-int sp__batch_finalize(sp_loader *ld, sp_batch *b, const sp__item *items, sp_error *err) {
-    b->nskipped = 0;
-    b->nsubstituted = 0;
-    for (uint32_t s = 0; s < b->count; s++)
-        if (items[s].status == SP__ITEM_FAILED) {
-            sp__loader_log_failure(ld, items[s].failed, items[s].code, items[s].msg);
-            sp_error_set(err, items[s].code, "%s", items[s].msg);
-            return items[s].code;
-        }
-    uint32_t w = 0;
-    size_t sb = ld->sample_bytes;
-    for (uint32_t s = 0; s < b->count; s++) {
-        const sp__item *it = &items[s];
-        if (it->status != SP__ITEM_OK)
-            sp__loader_log_failure(ld, it->failed, it->code, it->msg);
-        if (it->status == SP__ITEM_SKIPPED) {
-            if (b->skipped) b->skipped[b->nskipped] = it->failed;
-            b->nskipped++;
-            continue;
-        }
-        if (it->status == SP__ITEM_SUBSTITUTED) {
-            if (b->substituted) {
-                b->substituted[2 * b->nsubstituted] = it->failed;
-                b->substituted[2 * b->nsubstituted + 1] = b->indices[s];
-            }
-            b->nsubstituted++;
-        }
-        if (w != s) {
-            memmove(b->images + (size_t)w * sb, b->images + (size_t)s * sb, sb);
-            b->indices[w] = b->indices[s];
-            b->labels[w] = b->labels[s];
-        }
-        w++;
-    }
-    b->count = w;
-    return SP_OK;
 }
 
 /* One batch's shared work state. */

@@ -1,4 +1,5 @@
-/* loader_internal.h - the loader's per-sample step, shared with the worker pool.
+/* loader_internal.h - the loader's per-sample step, shared with the worker
+ * pool, and what the loader offers the layers above it.
  *
  * Not a public header. The in-process loader (loader.c) and the worker
  * processes of the pool (pool.c) compute one batch position with the same
@@ -76,6 +77,23 @@ sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtyp
 struct sp__hash;
 void sp__batch_digest_begin(const sp_loader *ld, struct sp__hash *st, uint32_t count,
                             const uint64_t *indices, const int32_t *labels);
+
+/* The loader's one-value getters, for the layers above it (the cache, the
+ * pool, the service, the stream): what sp_loader_info_get() (loader.h)
+ * gives users in one struct, field by field (info.config, .dataset,
+ * .pipeline, .spec, .size, .padded_size, .batches_per_epoch, .c/.h/.w,
+ * .sample_bytes, .fingerprint, .pipeline_hash). Not exported (ABI 7). */
+const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
+const sp_dataset *sp_loader_dataset(const sp_loader *ld);
+const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);   /* NULL: a token corpus */
+const char *sp_loader_spec(const sp_loader *ld);
+uint64_t sp_loader_size(const sp_loader *ld);
+uint64_t sp_loader_padded_size(const sp_loader *ld);
+uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
+void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
+size_t sp_loader_sample_bytes(const sp_loader *ld);
+sp_digest sp_loader_fingerprint(const sp_loader *ld);
+sp_digest sp_loader_pipeline_hash(const sp_loader *ld);
 
 /* The label of dataset sample idx in a batch: the dataset's, or 0 for a
  * token corpus's window. */

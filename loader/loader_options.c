@@ -12,25 +12,21 @@ static const char *const on_error_names[] = {"fail", "skip", "substitute"};
 static const char *const rng_mode_names[] = {"per-sample", "per-worker"};
 static const char *const order_names[] = {"shuffle", "sequential", "block"};
 
-int sp_order_parse(const char *s, sp_order *out, sp_error *err) {
-    if (s && strcmp(s, "global") == 0) s = "shuffle";   /* the documented name of the default */
+/* "global" (the documented name of the default), "shuffle", "sequential". */
+static int order_parse(const char *s, sp_order *out, sp_error *err) {
+    if (s && strcmp(s, "global") == 0) s = "shuffle";
     for (int i = 0; i < 2; i++)
         if (s && strcmp(s, order_names[i]) == 0) {
             *out = (sp_order)i;
             return SP_OK;
         }
-    if (s && strncmp(s, "block:", 6) == 0)
-        return sp_error_set(err, SP_EINVAL, "order \"%s\": a block order has a K "
-                            "(sp_order_spec_parse() reads it)", s);
     return sp_error_set(err, SP_EINVAL, "order \"%s\": expected global (or shuffle), "
                         "sequential or block:K", s ? s : "");
 }
 
-const char *sp_order_name(sp_order o) { return (unsigned)o < 3 ? order_names[o] : "?"; }
-
 int sp_order_spec_parse(const char *s, sp_order *order, uint32_t *block_shards, sp_error *err) {
     *block_shards = 0;
-    if (!s || strncmp(s, "block:", 6) != 0) return sp_order_parse(s, order, err);
+    if (!s || strncmp(s, "block:", 6) != 0) return order_parse(s, order, err);
     const char *d = s + 6;
     size_t len = strlen(d);
     uint64_t k = 0;
@@ -54,7 +50,7 @@ int sp_order_spec_parse(const char *s, sp_order *order, uint32_t *block_shards, 
 
 int sp_order_spec_format(sp_order order, uint32_t block_shards, char *buf, size_t n) {
     if (order == SP_ORDER_BLOCK) return snprintf(buf, n, "block:%u", block_shards);
-    return snprintf(buf, n, "%s", sp_order_name(order));
+    return snprintf(buf, n, "%s", (unsigned)order < 3 ? order_names[order] : "?");
 }
 
 int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err) {

@@ -1,7 +1,10 @@
 /* loader_struct.h - the fields of the loader object (include/seedpipe/
  * loader.h's sp_loader), for the files that make it: loader.c (create,
- * order, batches) and loader_explain.c. Nothing else includes it: the
- * other loader files use loader_internal.h's functions. Not installed.
+ * order, batches), loader_samples.c (the sample list and the subset),
+ * loader_span.c (a batch's rank slices),
+ * loader_failures.c (the failure log, a batch's outcome) and
+ * loader_explain.c. Nothing else includes it: the other loader files use
+ * loader_internal.h's functions. Not installed.
  */
 #ifndef SEEDPIPE_LOADER_STRUCT_H
 #define SEEDPIPE_LOADER_STRUCT_H
@@ -45,5 +48,14 @@ struct sp_loader {
     sp__ldt *targets;                 /* boxes and keypoints (loader_targets.c), or NULL */
     size_t image_bytes;               /* a sample's image (then its targets, if any) */
 };
+
+/* Steps of sp_loader_create() (loader_samples.c). sp__loader_own_list():
+ * cfg.samples becomes the loader's view of the opened list, cfg.dataset
+ * its absolute folder. sp__loader_build_subset(): with a split, ld->map
+ * gets the subset's dataset indices (canonical order). @return 0 or the
+ * error (SP_ENOMEM; SP_EINVAL naming the split, the subset or the
+ * dataset). */
+int sp__loader_own_list(sp_loader *ld, sp_error *err);
+int sp__loader_build_subset(sp_loader *ld, sp_error *err);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "seedpipe/manifest.h"
 #include "seedpipe/state.h"
+#include "loader/loader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -282,6 +283,52 @@ static ptrdiff_t bounded_line(FILE *f, char **line, size_t *cap, size_t max) {
     return (ptrdiff_t)len;
 }
 
+/* The next line of f without its line end (*len): *eof at the end of the
+ * file; a read error, an overlong line, a NUL byte or an empty line is an
+ * error naming path and the line. */
+static int next_line(FILE *f, const char *path, uint64_t *lineno, char **line, size_t *lcap,
+                     size_t *len, int *eof, sp_error *err) {
+    ptrdiff_t n = bounded_line(f, line, lcap, LINE_MAX_BYTES);
+    *eof = n == -1;
+    if (*eof) return SP_OK;
+    unsigned long long ln = ++*lineno;
+    if (n == -2) return sp_error_set(err, SP_EIO, "%s: read error", path);
+    if (n == -4) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    if (n == -5) return sp_error_set(err, SP_EFORMAT, "%s:%llu: NUL byte", path, ln);
+    if (n == -3)
+        return sp_error_set(err, SP_ELIMIT, "%s:%llu: line longer than %u bytes", path, ln,
+                            LINE_MAX_BYTES);
+    size_t l = (size_t)n;
+    while (l && ((*line)[l - 1] == '\n' || (*line)[l - 1] == '\r')) l--;
+    if (l == 0) return sp_error_set(err, SP_EFORMAT, "%s:%llu: empty line", path, ln);
+    *len = l;
+    return SP_OK;
+}
+
+/* One parsed line into m: the header (line 1) or the next batch (*cap:
+ * the batches allocated). */
+static int add_line(sp_manifest *m, size_t *cap, const sp__json *j, uint64_t lineno,
+                    const char *path, sp_error *err) {
+    if (lineno == 1)
+        return parse_header(m, j) != 0
+                   ? sp_error_set(err, SP_EFORMAT, "%s:1: not a seedpipe manifest header", path)
+                   : SP_OK;
+    if (m->nbatches == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        sp_manifest_batch *nb = realloc(m->batches, nc * sizeof *nb);
+        if (!nb) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+        m->batches = nb;
+        *cap = nc;
+    }
+    sp_manifest_batch *b = &m->batches[m->nbatches++];
+    memset(b, 0, sizeof *b);
+    b->line = lineno;
+    const char *why = parse_batch(b, j);
+    return why ? sp_error_set(err, SP_EFORMAT, "%s:%llu: %s", path, (unsigned long long)lineno,
+                              why)
+               : SP_OK;
+}
+
 int sp_manifest_read(const char *path, sp_manifest **out, sp_error *err) {
     *out = NULL;
     struct stat st;   /* the rule every reader follows: no FIFO, a regular file */
@@ -294,64 +341,19 @@ int sp_manifest_read(const char *path, sp_manifest **out, sp_error *err) {
     }
     sp_manifest *m = calloc(1, sizeof *m);
     char *line = NULL;
-    size_t lcap = 0, cap = 0;
+    size_t lcap = 0, cap = 0, len = 0;
     uint64_t lineno = 0;
-    int rc = m ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    int rc = m ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path), eof = 0;
     while (rc == 0) {
-        ptrdiff_t n = bounded_line(f, &line, &lcap, LINE_MAX_BYTES);
-        if (n == -1) break;
-        lineno++;
-        if (n == -2 || n == -4 || n == -5) {
-            rc = n == -2 ? sp_error_set(err, SP_EIO, "%s: read error", path)
-               : n == -4 ? sp_error_set(err, SP_ENOMEM, "%s: out of memory", path)
-                         : sp_error_set(err, SP_EFORMAT, "%s:%llu: NUL byte", path,
-                                        (unsigned long long)lineno);
-            break;
-        }
-        if (n == -3) {
-            rc = sp_error_set(err, SP_ELIMIT, "%s:%llu: line longer than %u bytes", path,
-                              (unsigned long long)lineno, LINE_MAX_BYTES);
-            break;
-        }
-        size_t len = (size_t)n;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        if (len == 0) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s:%llu: empty line", path, (unsigned long long)lineno);
-            break;
-        }
+        rc = next_line(f, path, &lineno, &line, &lcap, &len, &eof, err);
+        if (rc != 0 || eof) break;
         sp__json j;
         sp_error je;
         char what[64];
         snprintf(what, sizeof what, "line %llu", (unsigned long long)lineno);
         int jr = sp__json_parse(&j, line, len, 8, 3 * (size_t)BATCH_MAX + 256, what, &je);
-        if (jr != 0) {
-            sp__json_free(&j);
-            rc = sp_error_set(err, jr, "%s: %s", path, je.msg);
-            break;
-        }
-        if (lineno == 1) {
-            if (parse_header(m, &j) != 0)
-                rc = sp_error_set(err, SP_EFORMAT, "%s:1: not a seedpipe manifest header", path);
-        } else {
-            if (m->nbatches == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                sp_manifest_batch *nb = realloc(m->batches, nc * sizeof *nb);
-                if (!nb) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-                else {
-                    m->batches = nb;
-                    cap = nc;
-                }
-            }
-            if (rc == 0) {
-                sp_manifest_batch *b = &m->batches[m->nbatches++];
-                memset(b, 0, sizeof *b);
-                b->line = lineno;
-                const char *why = parse_batch(b, &j);
-                if (why)
-                    rc = sp_error_set(err, SP_EFORMAT, "%s:%llu: %s", path,
-                                      (unsigned long long)lineno, why);
-            }
-        }
+        if (jr != 0) rc = sp_error_set(err, jr, "%s: %s", path, je.msg);
+        else rc = add_line(m, &cap, &j, lineno, path, err);
         sp__json_free(&j);
     }
     free(line);

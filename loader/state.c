@@ -8,6 +8,7 @@
  * is input from elsewhere and is fuzzed.
  */
 #include "seedpipe/state.h"
+#include "loader/loader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -211,6 +212,88 @@ static int get_u64(const sp__json *j, const char *key, uint64_t max, uint64_t *v
     return SP_OK;
 }
 
+/* Every key of the object known and present exactly once, the required
+ * ones all there; seen[n] counts KEYS[n]. */
+static int check_keys(const sp__json *j, size_t seen[NKEYS], sp_error *err) {
+    size_t k = 1;
+    for (size_t i = 0; i < j->t[0].size; i++) {
+        size_t v = k + 1, n;
+        for (n = 0; n < NKEYS; n++)
+            if (sp__json_streq(j, (long)k, KEYS[n])) break;
+        if (n == NKEYS) {
+            char key[64];
+            if (sp__json_str(j, (long)k, key, sizeof key) != 0) snprintf(key, sizeof key, "?");
+            return sp_error_set(err, SP_EFORMAT, "state: unknown key \"%s\"", key);
+        }
+        if (seen[n]++) return bad(err, KEYS[n], "given twice");
+        k = j->t[v].next;
+    }
+    for (size_t n = 0; n < NREQUIRED; n++)
+        if (!seen[n]) return bad(err, KEYS[n], "missing");
+    return SP_OK;
+}
+
+/* The version, the digests and the numbers of the stream's position. */
+static int get_numbers(const sp__json *j, sp_loader_state *st, sp_error *err) {
+    uint64_t ver, v;
+    int rc = get_u64(j, "seedpipe_state", 1, &ver, err);
+    if (rc == 0 && ver != 1) rc = bad(err, "seedpipe_state", "unsupported version");
+    if (rc == 0) rc = get_digest(j, "fingerprint", &st->fingerprint, err);
+    if (rc == 0) rc = get_digest(j, "dataset_fingerprint", &st->dataset_fingerprint, err);
+    if (rc == 0) rc = get_digest(j, "pipeline_hash", &st->pipeline_hash, err);
+    if (rc == 0) rc = get_u64(j, "seed", UINT64_MAX, &st->seed, err);
+    if (rc == 0 && (rc = get_u64(j, "epoch", UINT32_MAX, &v, err)) == 0) st->epoch = (uint32_t)v;
+    if (rc == 0) rc = get_u64(j, "batch", 1ull << 40, &st->batch, err);
+    if (rc == 0) rc = get_u64(j, "samples", 1ull << 32, &st->samples, err);
+    if (rc == 0 && (rc = get_u64(j, "batch_size", 1u << 20, &v, err)) == 0)
+        st->batch_size = (uint32_t)v;
+    if (rc == 0) {
+        int kd = j->t[sp__json_get(j, 0, "drop_last")].kind;
+        if (kd != SP__J_TRUE && kd != SP__J_FALSE) rc = bad(err, "drop_last", "expected a boolean");
+        st->drop_last = kd == SP__J_TRUE;
+    }
+    return rc;
+}
+
+/* The named values: dtype, layout, on_error, rng_mode and (if given) order. */
+static int get_names(const sp__json *j, int has_order, sp_loader_state *st, sp_error *err) {
+    char word[32];
+    if (sp__json_str(j, sp__json_get(j, 0, "dtype"), word, sizeof word) != 0 ||
+        sp_dtype_parse(word, &st->dtype, NULL) != 0)
+        return bad(err, "dtype", "expected uint8, float32, bfloat16 or float16");
+    if (sp__json_str(j, sp__json_get(j, 0, "layout"), word, sizeof word) != 0 ||
+        sp_layout_parse(word, &st->layout, NULL) != 0)
+        return bad(err, "layout", "expected nchw or nhwc");
+    if (sp__json_str(j, sp__json_get(j, 0, "on_error"), word, sizeof word) != 0 ||
+        sp_on_error_parse(word, &st->on_error, NULL) != 0)
+        return bad(err, "on_error", "expected fail, skip or substitute");
+    if (sp__json_str(j, sp__json_get(j, 0, "rng_mode"), word, sizeof word) != 0 ||
+        sp_rng_mode_parse(word, &st->rng_mode, NULL) != 0)
+        return bad(err, "rng_mode", "expected per-sample or per-worker");
+    if (has_order &&
+        (sp__json_str(j, sp__json_get(j, 0, "order"), word, sizeof word) != 0 ||
+         sp_order_spec_parse(word, &st->order, &st->block_shards, NULL) != 0))
+        return bad(err, "order", "expected shuffle, sequential or block:K");
+    return SP_OK;
+}
+
+/* "sample_shape": [C, H, W], each at most 2^20. */
+static int get_shape(const sp__json *j, sp_loader_state *st, sp_error *err) {
+    long a = sp__json_get(j, 0, "sample_shape");
+    int dims[3];
+    uint64_t v;
+    if (j->t[a].kind != SP__J_ARR || j->t[a].size != 3) return bad(err, "sample_shape", "expected [C,H,W]");
+    for (int i = 0; i < 3; i++) {
+        if (sp__json_u64(j, sp__json_at(j, (size_t)a, (size_t)i), &v) != 0 || v > 1u << 20)
+            return bad(err, "sample_shape", "expected [C,H,W]");
+        dims[i] = (int)v;
+    }
+    st->c = dims[0];
+    st->h = dims[1];
+    st->w = dims[2];
+    return SP_OK;
+}
+
 int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_error *err) {
     memset(st, 0, sizeof *st);
     if (len > SP_STATE_MAX_BYTES)
@@ -222,87 +305,17 @@ int sp_loader_state_parse(const char *text, size_t len, sp_loader_state *st, sp_
         sp__json_free(&j);
         return rc == SP_ELIMIT ? SP_EFORMAT : rc;
     }
-    if (j.t[0].kind != SP__J_OBJ) {
-        sp__json_free(&j);
-        return sp_error_set(err, SP_EFORMAT, "state: not a JSON object");
-    }
-    /* Every key known and present exactly once. */
-    size_t k = 1, seen[NKEYS] = {0};
-    for (size_t i = 0; i < j.t[0].size; i++) {
-        size_t v = k + 1, n;
-        for (n = 0; n < NKEYS; n++)
-            if (sp__json_streq(&j, (long)k, KEYS[n])) break;
-        if (n == NKEYS) {
-            char key[64];
-            if (sp__json_str(&j, (long)k, key, sizeof key) != 0) snprintf(key, sizeof key, "?");
-            sp__json_free(&j);
-            return sp_error_set(err, SP_EFORMAT, "state: unknown key \"%s\"", key);
-        }
-        if (seen[n]++) {
-            sp__json_free(&j);
-            return bad(err, KEYS[n], "given twice");
-        }
-        k = j.t[v].next;
-    }
-    for (size_t n = 0; n < NREQUIRED; n++)
-        if (!seen[n]) {
-            sp__json_free(&j);
-            return bad(err, KEYS[n], "missing");
-        }
-    uint64_t ver, v;
-    char word[32];
-    rc = get_u64(&j, "seedpipe_state", 1, &ver, err);
-    if (rc == 0 && ver != 1) rc = bad(err, "seedpipe_state", "unsupported version");
-    if (rc == 0) rc = get_digest(&j, "fingerprint", &st->fingerprint, err);
-    if (rc == 0) rc = get_digest(&j, "dataset_fingerprint", &st->dataset_fingerprint, err);
-    if (rc == 0) rc = get_digest(&j, "pipeline_hash", &st->pipeline_hash, err);
-    if (rc == 0) rc = get_u64(&j, "seed", UINT64_MAX, &st->seed, err);
-    if (rc == 0 && (rc = get_u64(&j, "epoch", UINT32_MAX, &v, err)) == 0) st->epoch = (uint32_t)v;
-    if (rc == 0) rc = get_u64(&j, "batch", 1ull << 40, &st->batch, err);
-    if (rc == 0) rc = get_u64(&j, "samples", 1ull << 32, &st->samples, err);
-    if (rc == 0 && (rc = get_u64(&j, "batch_size", 1u << 20, &v, err)) == 0)
-        st->batch_size = (uint32_t)v;
-    if (rc == 0) {
-        int kd = j.t[sp__json_get(&j, 0, "drop_last")].kind;
-        if (kd != SP__J_TRUE && kd != SP__J_FALSE) rc = bad(err, "drop_last", "expected a boolean");
-        st->drop_last = kd == SP__J_TRUE;
-    }
-    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "dtype"), word, sizeof word) != 0 ||
-                    sp_dtype_parse(word, &st->dtype, NULL) != 0))
-        rc = bad(err, "dtype", "expected uint8, float32, bfloat16 or float16");
-    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "layout"), word, sizeof word) != 0 ||
-                    sp_layout_parse(word, &st->layout, NULL) != 0))
-        rc = bad(err, "layout", "expected nchw or nhwc");
-    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "on_error"), word, sizeof word) != 0 ||
-                    sp_on_error_parse(word, &st->on_error, NULL) != 0))
-        rc = bad(err, "on_error", "expected fail, skip or substitute");
-    if (rc == 0 && (sp__json_str(&j, sp__json_get(&j, 0, "rng_mode"), word, sizeof word) != 0 ||
-                    sp_rng_mode_parse(word, &st->rng_mode, NULL) != 0))
-        rc = bad(err, "rng_mode", "expected per-sample or per-worker");
-    if (rc == 0 && seen[K_ORDER] &&
-        (sp__json_str(&j, sp__json_get(&j, 0, "order"), word, sizeof word) != 0 ||
-         sp_order_spec_parse(word, &st->order, &st->block_shards, NULL) != 0))
-        rc = bad(err, "order", "expected shuffle, sequential or block:K");
+    size_t seen[NKEYS] = {0};
+    if (j.t[0].kind != SP__J_OBJ) rc = sp_error_set(err, SP_EFORMAT, "state: not a JSON object");
+    if (rc == 0) rc = check_keys(&j, seen, err);
+    if (rc == 0) rc = get_numbers(&j, st, err);
+    if (rc == 0) rc = get_names(&j, seen[K_ORDER] != 0, st, err);
     if (rc == 0)
         rc = sp__state_blend_parse(&j, (int)(seen[K_ORDER + 2] + seen[K_ORDER + 3] +
                                              seen[K_ORDER + 4] + seen[K_ORDER + 5]), st, err);
     if (rc == 0 && seen[K_ORDER + 1])
         rc = get_u64(&j, "pad_tail", (1ull << 32) + (1ull << 31), &st->pad_tail, err);
-    if (rc == 0) {
-        long a = sp__json_get(&j, 0, "sample_shape");
-        int dims[3];
-        if (j.t[a].kind != SP__J_ARR || j.t[a].size != 3) rc = bad(err, "sample_shape", "expected [C,H,W]");
-        for (int i = 0; rc == 0 && i < 3; i++) {
-            if (sp__json_u64(&j, sp__json_at(&j, (size_t)a, (size_t)i), &v) != 0 || v > 1u << 20)
-                rc = bad(err, "sample_shape", "expected [C,H,W]");
-            else dims[i] = (int)v;
-        }
-        if (rc == 0) {
-            st->c = dims[0];
-            st->h = dims[1];
-            st->w = dims[2];
-        }
-    }
+    if (rc == 0) rc = get_shape(&j, st, err);
     sp__json_free(&j);
     if (rc != 0) memset(st, 0, sizeof *st);
     return rc;

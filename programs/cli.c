@@ -32,6 +32,63 @@ static int cli_arity(const char *cmd, const char *key) {
     return 1;
 }
 
+/* help, --help, -h, version, --version: answered before anything else is
+ * checked. @return the exit status, or -1 when argv names another command. */
+static int early_command(int argc, char **argv) {
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        if (argc > 2 && strcmp(cmd, "help") == 0) {
+            if (cli_help_print(stdout, argv[2], argc > 3 ? argv[3] : NULL) == 0) return 0;
+            fprintf(stderr, "seedpipe help: no command \"%s\"\n", argv[2]);
+            return 2;
+        }
+        cli_help_print(stdout, NULL, NULL);
+        return 0;
+    }
+    if (!strcmp(cmd, "version") && argc > 2 &&
+        (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")))
+        return cli_help_print(stdout, "version", NULL) ? 2 : 0;
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        char v[512];
+        sp_library_versions_json(v, sizeof v);
+        printf("%s\n%s\n", sp_version_string(), v);
+        return 0;
+    }
+    return -1;
+}
+
+/* The words after the command into a: --key with its cli_arity() values,
+ * the rest positional. Exits (usage error) on a repeated option, a missing
+ * value or too many of either. */
+static void parse_words(cli_args *a, int argc, char **argv) {
+    for (int i = 2; i < argc; i++) {
+        const char *s = !strcmp(argv[i], "-h") ? "--help" : argv[i];   /* -h: help too */
+        if (s[0] == '-' && s[1] == '-' && s[2]) {
+            if (a->nopt == (int)(sizeof a->opt / sizeof a->opt[0]))
+                cli_usage_error(a, "too many options");
+            const char *key = s + 2;
+            for (int j = 0; j < a->nopt; j++)
+                if (!strcmp(a->opt[j].key, key)) cli_usage_error(a, "--%s given twice", key);
+            int n = cli_arity(a->cmd, key);
+            a->opt[a->nopt].key = key;
+            if (n == 0) {
+                a->opt[a->nopt].val = "1";
+            } else {
+                if (i + n >= argc)
+                    cli_usage_error(a, "--%s needs %d value%s", key, n, n > 1 ? "s" : "");
+                a->opt[a->nopt].words = (const char *const *)argv + i + 1;
+                a->opt[a->nopt].val = argv[i + 1];
+                i += n;
+            }
+            a->nopt++;
+        } else {
+            if (a->npos == (int)(sizeof a->pos / sizeof a->pos[0]))
+                cli_usage_error(a, "too many arguments");
+            a->pos[a->npos++] = s;
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     cli_args a;
     memset(&a, 0, sizeof a);
@@ -40,50 +97,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     a.cmd = argv[1];
-    if (!strcmp(a.cmd, "help") || !strcmp(a.cmd, "--help") || !strcmp(a.cmd, "-h")) {
-        if (argc > 2 && strcmp(a.cmd, "help") == 0) {
-            if (cli_help_print(stdout, argv[2], argc > 3 ? argv[3] : NULL) == 0) return 0;
-            fprintf(stderr, "seedpipe help: no command \"%s\"\n", argv[2]);
-            return 2;
-        }
-        cli_help_print(stdout, NULL, NULL);
-        return 0;
-    }
-    if (!strcmp(a.cmd, "version") && argc > 2 &&
-        (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")))
-        return cli_help_print(stdout, "version", NULL) ? 2 : 0;
-    if (!strcmp(a.cmd, "version") || !strcmp(a.cmd, "--version")) {
-        char v[512];
-        sp_library_versions_json(v, sizeof v);
-        printf("%s\n%s\n", sp_version_string(), v);
-        return 0;
-    }
-    for (int i = 2; i < argc; i++) {
-        const char *s = !strcmp(argv[i], "-h") ? "--help" : argv[i];   /* -h: help too */
-        if (s[0] == '-' && s[1] == '-' && s[2]) {
-            if (a.nopt == (int)(sizeof a.opt / sizeof a.opt[0]))
-                cli_usage_error(&a, "too many options");
-            const char *key = s + 2;
-            for (int j = 0; j < a.nopt; j++)
-                if (!strcmp(a.opt[j].key, key)) cli_usage_error(&a, "--%s given twice", key);
-            int n = cli_arity(a.cmd, key);
-            a.opt[a.nopt].key = key;
-            if (n == 0) {
-                a.opt[a.nopt].val = "1";
-            } else {
-                if (i + n >= argc)
-                    cli_usage_error(&a, "--%s needs %d value%s", key, n, n > 1 ? "s" : "");
-                a.opt[a.nopt].words = (const char *const *)argv + i + 1;
-                a.opt[a.nopt].val = argv[i + 1];
-                i += n;
-            }
-            a.nopt++;
-        } else {
-            if (a.npos == (int)(sizeof a.pos / sizeof a.pos[0]))
-                cli_usage_error(&a, "too many arguments");
-            a.pos[a.npos++] = s;
-        }
-    }
+    int early = early_command(argc, argv);
+    if (early >= 0) return early;
+    parse_words(&a, argc, argv);
     static const struct { const char *name; int (*fn)(cli_args *); } cmds[] = {
         {"rng", cmd_rng},         {"order", cmd_order},
         {"inspect", cmd_inspect}, {"make-shapes", cmd_make_shapes},

@@ -5,7 +5,8 @@
  * options; cli_core.c: rng, order, inspect, index, make-shapes;
  * cli_batch.c: digest, dump; cli_verify.c: verify, diff; cli_service.c:
  * serve, status; cli_cache.c; cli_train.c over cli_train_run.c, see
- * cli_train.h) is the only code that
+ * cli_train.h; cli_util.c: files, JSON strings, a loader's info, the
+ * tool's own so that it needs none of the library's) is the only code that
  * prints or exits; it turns every library error into "seedpipe CMD: msg" on
  * stderr and exit status 1 (2 for a usage error).
  */
@@ -68,6 +69,26 @@ void cli_epoch_range(cli_args *a, uint64_t max_count, uint32_t *start, uint64_t 
  * opened for it). Exits on failure. */
 void cli_state_at(const cli_args *a, const sp_loader_config *cfg, uint32_t epoch,
                   sp_loader_state *st);
+
+/* Files and JSON (cli_util.c), the tool's own. cli_read_file(): the whole
+ * file, NUL-terminated (malloc'd; *len its bytes), or NULL with "path:
+ * reason" in why. cli_publish_*: an atomic publish of path (a temporary
+ * file beside it, O_EXCL, renamed into place by commit after an fsync;
+ * durable: its directory fsync'd too; abort removes it; both free p and
+ * accept NULL). cli_write_file_atomic(): begin, write n bytes, commit.
+ * Each @return 0 or an sp_error code with "path: what failed: reason". */
+char *cli_read_file(const char *path, size_t *len, char *why, size_t n);
+typedef struct cli_publish cli_publish;
+int cli_publish_begin(const char *path, cli_publish **out, sp_error *err);
+int cli_publish_fd(const cli_publish *p);
+int cli_publish_commit(cli_publish *p, int durable, sp_error *err);
+void cli_publish_abort(cli_publish *p);
+int cli_write_file_atomic(const char *path, const void *data, size_t n, int durable,
+                          sp_error *err);
+/* s as a JSON string (quotes and escapes; NULL: ""): programs/' one escaper. */
+void cli_json_str(FILE *f, const char *s);
+/* sp_loader_info_get() of ld, by value. */
+sp_loader_info cli_loader_info(const sp_loader *ld);
 
 /* The help (cli_help.c): every command's options, shared by `seedpipe
  * help`, `seedpipe help CMD` and `seedpipe CMD --help`. topic NULL: all.

@@ -310,7 +310,7 @@ void cli_print_cache_stats(sp_cache *c, FILE *f) {
 
 int cli_failures_add(cli_failures *fl, const sp_loader *ld) {
     size_t n = sp_loader_failure_count(ld);
-    fl->on_error = sp_loader_config_of(ld)->on_error;
+    fl->on_error = cli_loader_info(ld).config->on_error;
     for (size_t i = 0; i < n; i++) {
         sp_failure f;
         if (sp_loader_failure_get(ld, i, &f) != 0) continue;

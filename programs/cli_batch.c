@@ -38,10 +38,10 @@ static double now_s(void) {
 }
 
 /* The manifest's FILE: stdout for "-", a special file (/dev/null) as it
- * is, else a FILE over an atomic publish of `out` (common.h: a temporary
+ * is, else a FILE over an atomic publish of `out` (cli_util.c: a temporary
  * file beside it under an unpredictable name, renamed into place at the
  * end; *pub). Exits on failure (the stream closed first). */
-static FILE *open_manifest(cli_args *a, const char *out, sp_publish **pub, sp_stream *stream) {
+static FILE *open_manifest(cli_args *a, const char *out, cli_publish **pub, sp_stream *stream) {
     sp_error err;
     sp_error_clear(&err);
     FILE *f = stdout;
@@ -54,11 +54,11 @@ static FILE *open_manifest(cli_args *a, const char *out, sp_publish **pub, sp_st
     } else if (strcmp(out, "-") != 0) {
         int fd = -1;
         f = NULL;
-        if (sp_publish_begin(out, pub, &err) == SP_OK &&
-            ((fd = dup(sp_publish_fd(*pub))) < 0 || !(f = fdopen(fd, "w")))) {
+        if (cli_publish_begin(out, pub, &err) == SP_OK &&
+            ((fd = dup(cli_publish_fd(*pub))) < 0 || !(f = fdopen(fd, "w")))) {
             sp_error_set(&err, SP_EIO, "%s: cannot create: %s", out, strerror(errno));
             if (fd >= 0) close(fd);
-            sp_publish_abort(*pub);
+            cli_publish_abort(*pub);
             *pub = NULL;
         }
     }
@@ -111,7 +111,7 @@ static void src_open(cli_args *a, digest_src *s, const sp_loader_config *cfg, in
         sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
         cli_fail(a, &err);
     }
-    s->nb = sp_loader_batches_per_epoch(s->ld);
+    s->nb = cli_loader_info(s->ld).batches_per_epoch;
     s->epoch = resume_path ? resume.epoch : start;
     s->batch = resume_path ? resume.batch : 0;
 }
@@ -174,11 +174,11 @@ static int digests_add(digest_list *l, sp_digest d, sp_error *err) {
 /* The end of a manifest: close it (a regular file published into place);
  * on an earlier error (rc), drop the temporary file. @return rc, or the
  * close's error. */
-static int close_manifest(FILE *f, const char *out, sp_publish *pub, int rc, sp_error *err) {
+static int close_manifest(FILE *f, const char *out, cli_publish *pub, int rc, sp_error *err) {
     if (f != stdout && fclose(f) != 0 && rc == 0)
         rc = sp_error_set(err, SP_EIO, "%s: write failed: %s", out, strerror(errno));
-    if (pub && rc == 0) rc = sp_publish_commit(pub, 0, err);
-    else sp_publish_abort(pub);
+    if (pub && rc == 0) rc = cli_publish_commit(pub, 0, err);
+    else cli_publish_abort(pub);
     return rc;
 }
 
@@ -211,8 +211,9 @@ static void mix_parse(cli_args *a, const sp_loader_config *cfg, cli_mix *m) {
 /* The batch buffers, once the loader is open. */
 static int mix_open(const sp_loader_config *cfg, sp_loader *ld, cli_mix *m, sp_error *err) {
     if (!m->op) return 0;
-    if (!m->k) m->k = sp_dataset_num_classes(sp_loader_dataset(ld));
-    sp_loader_sample_dims(ld, &m->c, &m->h, &m->w);
+    sp_loader_info li = cli_loader_info(ld);
+    if (!m->k) m->k = sp_dataset_num_classes(li.dataset);
+    m->c = li.c, m->h = li.h, m->w = li.w;
     size_t cap = cfg->batch_size, plane = (size_t)m->c * m->h * m->w, k = (size_t)m->k;
     m->x = malloc(cap * plane * sizeof *m->x);
     m->scratch = malloc(plane * sizeof *m->x);   /* one image (sp_batch_mix_f32()) */
@@ -247,6 +248,63 @@ static int mix_digest(cli_mix *m, const sp_batch *view, sp_digest *d, sp_error *
     return rc;
 }
 
+/* The batch loop of `digest`: what it writes and counts. */
+typedef struct digest_run {
+    digest_src *src;
+    sp_loader *ld;
+    sp_pool *pool;            /* hashes each batch as it computes it, or NULL */
+    cli_mix *mix;
+    FILE *f;                  /* the manifest */
+    digest_list digests;
+    uint64_t done, images;
+    double t0;
+} digest_run;
+
+/* Batches until the stream ends or stop_after are done: each one's digest
+ * (the pool's or the loader's; with --batch-mix the mixed batch's) into
+ * the list and the manifest, the progress on a terminal. */
+static int digest_batches(digest_run *r, uint64_t stop_after, sp_error *err) {
+    int tty = isatty(2), rc = 0;
+    uint64_t nb = cli_loader_info(r->ld).batches_per_epoch;
+    double last = r->t0;
+    while (rc == 0 && r->done < stop_after) {
+        sp_batch view;
+        rc = src_next(r->src, &view, err);
+        if (rc == SP_END) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) break;
+        sp_digest d = r->pool ? sp_pool_digest(r->pool, &view) : sp_batch_digest(r->ld, &view);
+        if (r->mix->op) rc = mix_digest(r->mix, &view, &d, err);
+        if (rc == 0) rc = digests_add(&r->digests, d, err);
+        if (rc == 0) rc = sp_manifest_write_batch(r->f, &view, d, err);
+        r->done++;
+        r->images += view.count;
+        double t = now_s();
+        if (tty && t - last > 0.5) {
+            last = t;
+            fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", view.epoch,
+                    (unsigned long long)view.index + 1, (unsigned long long)nb,
+                    (double)r->images / (t - r->t0));
+        }
+        src_release(r->src, &view);
+    }
+    if (tty && r->done) fputc('\n', stderr);
+    return rc;
+}
+
+/* --save-state: the stream's state after the last batch taken. */
+static int save_state(digest_src *src, const char *path, FILE *info, sp_error *err) {
+    sp_loader_state state;
+    int rc = src_state(src, &state, err);
+    if (rc == 0) rc = sp_loader_state_save(path, &state, err);
+    if (rc == 0)
+        fprintf(info, "state: epoch %u batch %llu saved to %s\n", state.epoch,
+                (unsigned long long)state.batch, path);
+    return rc;
+}
+
 int cmd_digest(cli_args *a) {
     if (a->npos != 1) cli_usage_error(a, "usage: seedpipe digest DATASET ... --out FILE.jsonl");
     cli_trace_start(a);
@@ -274,68 +332,35 @@ int cmd_digest(cli_args *a) {
     digest_src src;
     src_open(a, &src, &cfg, workers, ring, start, epochs, resume_path, cache_dir);
     sp_loader *ld = src.ld;
-    sp_publish *pub = NULL;
+    cli_publish *pub = NULL;
     /* A pool hashes every batch as it computes it, the first one too (pool.h). */
     sp_pool *pool = src.stream ? sp_stream_pool(src.stream) : NULL;
     if (pool) sp_pool_digest(pool, NULL);
     FILE *f = open_manifest(a, out, &pub, src.stream);
     FILE *info = f == stdout ? stderr : stdout;
-    digest_list digests = {NULL, 0, 0};
-    int tty = isatty(2);
-    uint64_t nb = sp_loader_batches_per_epoch(ld), done = 0, images = 0;
-    double t0 = now_s(), last = t0;
+    digest_run r = {&src, ld, pool, &mix, f, {NULL, 0, 0}, 0, 0, now_s()};
     int rc = mix_open(&cfg, ld, &mix, &err);
     if (rc == 0)
         rc = sp_manifest_write_header(f, ld, (uint32_t)(epochs > UINT32_MAX ? UINT32_MAX : epochs),
                                       &err);
-    while (rc == 0 && done < stop_after) {
-        sp_batch view;
-        rc = src_next(&src, &view, &err);
-        if (rc == SP_END) {
-            rc = 0;
-            break;
-        }
-        if (rc != 0) break;
-        sp_digest d = pool ? sp_pool_digest(pool, &view) : sp_batch_digest(ld, &view);
-        if (mix.op) rc = mix_digest(&mix, &view, &d, &err);
-        if (rc == 0) rc = digests_add(&digests, d, &err);
-        if (rc == 0) rc = sp_manifest_write_batch(f, &view, d, &err);
-        done++;
-        images += view.count;
-        double t = now_s();
-        if (tty && t - last > 0.5) {
-            last = t;
-            fprintf(stderr, "\r  epoch %u batch %llu/%llu  %.0f images/s   ", view.epoch,
-                    (unsigned long long)view.index + 1, (unsigned long long)nb,
-                    (double)images / (t - t0));
-        }
-        src_release(&src, &view);
-    }
-    if (tty && done) fputc('\n', stderr);
-    if (rc == 0 && save_path) {
-        sp_loader_state state;
-        rc = src_state(&src, &state, &err);
-        if (rc == 0) rc = sp_loader_state_save(save_path, &state, &err);
-        if (rc == 0)
-            fprintf(info, "state: epoch %u batch %llu saved to %s\n", state.epoch,
-                    (unsigned long long)state.batch, save_path);
-    }
+    if (rc == 0) rc = digest_batches(&r, stop_after, &err);
+    if (rc == 0 && save_path) rc = save_state(&src, save_path, info, &err);
     mix_close(&mix);
     rc = close_manifest(f, out, pub, rc, &err);
     cli_print_failures(ld, stderr);
     if (rc != 0) {
         src_close(&src);
-        free(digests.v);
+        free(r.digests.v);
         cli_fail(a, &err);
     }
-    sp_digest sd = sp_stream_digest_of(digests.v, digests.n);
-    free(digests.v);
+    sp_digest sd = sp_stream_digest_of(r.digests.v, r.digests.n);
+    free(r.digests.v);
     char hex[33];
     sp_digest_hex(sd, hex);
-    double dt = now_s() - t0;
+    double dt = now_s() - r.t0;
     fprintf(info, "digest: %llu batches, %llu images in %.2f s (%.0f images/s), stream %s\n",
-            (unsigned long long)done, (unsigned long long)images, dt,
-            dt > 0 ? (double)images / dt : 0.0, hex);
+            (unsigned long long)r.done, (unsigned long long)r.images, dt,
+            dt > 0 ? (double)r.images / dt : 0.0, hex);
     cli_print_cache_stats(src.stream ? sp_stream_cache(src.stream) : NULL, info);
     src_close(&src);
     return 0;
@@ -363,10 +388,10 @@ int cmd_dump(cli_args *a) {
         cli_fail(a, &err);
     }
     if (sp_loader_batch(ld, (uint32_t)epoch, index, &b, &err) != 0) cli_fail(a, &err);
-    int c, h, w, cols = 1;
-    sp_loader_sample_dims(ld, &c, &h, &w);
+    sp_loader_info li = cli_loader_info(ld);
+    int c = li.c, h = li.h, w = li.w, cols = 1;
     while ((uint32_t)(cols * cols) < b.count) cols++;
-    size_t ib = (size_t)c * h * w, sb = sp_loader_sample_bytes(ld);   /* sb > ib: targets */
+    size_t ib = (size_t)c * h * w, sb = li.sample_bytes;   /* sb > ib: targets */
     for (uint32_t i = 1; sb > ib && i < b.count; i++)   /* the images alone, packed */
         memmove(b.images + i * ib, b.images + i * sb, ib);
     sp_image sheet;
@@ -402,10 +427,11 @@ int cmd_explain(cli_args *a) {
         sp_loader_destroy(ld);
         cli_fail(a, &err);
     }
-    const sp_dataset *ds = sp_loader_dataset(ld);
+    sp_loader_info li = cli_loader_info(ld);
+    const sp_dataset *ds = li.dataset;
     sp_mix_draw d;
     if (sp_dataset_kind_of(ds) == SP_DATASET_TOKENS) {
-        printf("%s, epoch %llu, seed %llu: %s", sp_loader_spec(ld), (unsigned long long)epoch,
+        printf("%s, epoch %llu, seed %llu: %s", li.spec, (unsigned long long)epoch,
                (unsigned long long)cfg.seed, text);
     } else if (sp_dataset_mix_draw(ds, cfg.seed, (uint32_t)epoch, index, &d) == 0) {
         const sp_dataset *src = sp_dataset_mix_source(ds, d.source);

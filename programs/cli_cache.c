@@ -101,7 +101,7 @@ static void cache_opts(cli_args *a, sp_cache_opts *o) {
     o->level = (int)cli_int(a, "level", o->level, -131072, 22);
     const char *ms = cli_str(a, "max-size", NULL);
     sp_error err;
-    if (ms && sp_cache_parse_size(ms, &o->max_size, &err) != 0) cli_usage_error(a, "%s", err.msg);
+    if (ms && sp_parse_size(ms, &o->max_size, &err) != 0) cli_usage_error(a, "%s", err.msg);
 }
 
 /* What `cache build` carries across its epochs. */
@@ -252,7 +252,7 @@ static int cache_build(cli_args *a) {
         sp_error_set(&err, SP_ENOMEM, "out of memory for a batch");
         cli_fail(a, &err);
     }
-    x.nb = sp_loader_batches_per_epoch(x.ld);
+    x.nb = cli_loader_info(x.ld).batches_per_epoch;
     x.total = x.nb * ne;
     x.tty = isatty(2);
     x.t0 = now_s();
@@ -357,7 +357,7 @@ static int recompute_one(sp_cache *c, const sp_cache_entry_info *e, sp_loader *l
         printf("  BAD %s: batch %" PRIu64 ": recompute failed: %s\n", e->key, i, err.msg);
         return 1;
     }
-    size_t sb = sp_loader_sample_bytes(ld);
+    size_t sb = cli_loader_info(ld).sample_bytes;
     const char *what = NULL;
     size_t off = 0;
     if (x->count != y->count) what = "sample count";
@@ -423,7 +423,7 @@ static int cache_verify(cli_args *a) {
             rbad++;
             continue;
         }
-        sp_digest fp = sp_loader_fingerprint(ld);
+        sp_digest fp = cli_loader_info(ld).fingerprint;
         if (fp.hi != e[i].fingerprint.hi || fp.lo != e[i].fingerprint.lo) {
             printf("  BAD %s: cannot recompute: the dataset or pipeline is not the one the "
                    "entry was built from (fingerprint differs)\n", e[i].key);
@@ -459,7 +459,7 @@ static int cache_gc(cli_args *a) {
     sp_error err;
     sp_error_clear(&err);
     uint64_t max;
-    if (sp_cache_parse_size(ms, &max, &err) != 0) cli_usage_error(a, "%s", err.msg);
+    if (sp_parse_size(ms, &max, &err) != 0) cli_usage_error(a, "%s", err.msg);
     struct stat st;
     if (stat(a->pos[1], &st) != 0 || !S_ISDIR(st.st_mode)) {
         sp_error_set(&err, SP_EIO, "%s: not a cache directory", a->pos[1]);

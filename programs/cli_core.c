@@ -186,7 +186,7 @@ static uint64_t token_windows(cli_args *a, const char *spec) {
     sp_error_clear(&err);
     sp_loader *ld;
     if (sp_loader_create(&cfg, &ld, &err) != 0) cli_fail(a, &err);
-    uint64_t n = sp_loader_size(ld);
+    uint64_t n = cli_loader_info(ld).size;
     sp_loader_destroy(ld);
     return n;
 }

@@ -24,7 +24,7 @@ int cmd_env(cli_args *a) {
     if (json) {
         sp_error err;
         buf[len] = '\n';   /* len < sizeof buf (checked): the NUL's place, not used again */
-        if (sp_write_file_atomic(json, buf, (size_t)len + 1, 0, &err)) cli_fail(a, &err);
+        if (cli_write_file_atomic(json, buf, (size_t)len + 1, 0, &err)) cli_fail(a, &err);
     }
     char text[16384];
     sp_env_text(text, sizeof text, &cuda);

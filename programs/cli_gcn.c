@@ -80,6 +80,45 @@ static int experiment(const sp_gcn *g, const float *x, sp_scatter_mode mode, int
     return equal;
 }
 
+/* The CUDA device line; 1 if a device is there. */
+static int report_cuda(void) {
+    char dname[256];
+    int ndev = sp_graph_cuda_device(dname, sizeof dname);
+    if (!sp_graph_cuda_compiled()) {
+        printf("CUDA: not compiled in (no CUDA device used)\n");
+        return 0;
+    }
+    if (ndev > 0) {
+        printf("CUDA device: %s\n", dname);
+        return 1;
+    }
+    printf("CUDA: no CUDA device%s\n", ndev < 0 ? " (runtime error)" : "");
+    return 0;
+}
+
+/* The deterministic form's bits on the CPU and on CUDA, compared and
+ * reported. @return 1 if they are identical. */
+static int cpu_vs_cuda(cli_args *a, const sp_gcn *g, const float *x, uint64_t nodes, int threads) {
+    sp_error err;
+    sp_error_clear(&err);
+    size_t cells = (size_t)nodes * FOUT;
+    float *oc = malloc(cells * sizeof *oc), *og = malloc(cells * sizeof *og);
+    if (!oc || !og) {
+        sp_error_set(&err, SP_ENOMEM, "out of memory");
+        cli_fail(a, &err);
+    }
+    if (sp_gcn_forward_cpu(g, x, SP_SCATTER_DETERMINISTIC, threads, oc, &err) ||
+        sp_gcn_forward_cuda(g, x, SP_SCATTER_DETERMINISTIC, og, &err))
+        cli_fail(a, &err);
+    size_t diff = 0;
+    for (size_t i = 0; i < cells; i++) diff += bits(oc[i]) != bits(og[i]);
+    printf("deterministic CPU vs CUDA: %s (%zu of %zu elements differ)\n",
+           diff ? "DIFFERENT" : "bit-identical", diff, cells);
+    free(oc);
+    free(og);
+    return diff == 0;
+}
+
 int cmd_gcn_demo(cli_args *a) {
     uint64_t threads = cli_uint(a, "threads", 2, 1, SP_GRAPH_MAX_THREADS);
     uint64_t runs = cli_uint(a, "runs", 5, 1, 1000);
@@ -110,17 +149,7 @@ int cmd_gcn_demo(cli_args *a) {
            (unsigned long long)nodes, (unsigned long long)m, p, (unsigned long long)nodes, FIN,
            FIN, FOUT, (unsigned long long)seed);
 
-    int cuda = 0;
-    char dname[256];
-    int ndev = sp_graph_cuda_device(dname, sizeof dname);
-    if (!sp_graph_cuda_compiled()) {
-        printf("CUDA: not compiled in (no CUDA device used)\n");
-    } else if (ndev > 0) {
-        printf("CUDA device: %s\n", dname);
-        cuda = 1;
-    } else {
-        printf("CUDA: no CUDA device%s\n", ndev < 0 ? " (runtime error)" : "");
-    }
+    int cuda = report_cuda();
     if (want_cuda && !cuda) {
         sp_error_set(&err, SP_EUNSUPP, "--device cuda: no CUDA device");
         cli_fail(a, &err);
@@ -135,24 +164,7 @@ int cmd_gcn_demo(cli_args *a) {
             if (mode == SP_SCATTER_DETERMINISTIC && r != 1) det_ok = 0;
         }
     }
-    if (cuda) {   /* the deterministic form's bits: CPU == CUDA? */
-        size_t cells = (size_t)nodes * FOUT;
-        float *oc = malloc(cells * sizeof *oc), *og = malloc(cells * sizeof *og);
-        if (!oc || !og) {
-            sp_error_set(&err, SP_ENOMEM, "out of memory");
-            cli_fail(a, &err);
-        }
-        if (sp_gcn_forward_cpu(g, x, SP_SCATTER_DETERMINISTIC, (int)threads, oc, &err) ||
-            sp_gcn_forward_cuda(g, x, SP_SCATTER_DETERMINISTIC, og, &err))
-            cli_fail(a, &err);
-        size_t diff = 0;
-        for (size_t i = 0; i < cells; i++) diff += bits(oc[i]) != bits(og[i]);
-        printf("deterministic CPU vs CUDA: %s (%zu of %zu elements differ)\n",
-               diff ? "DIFFERENT" : "bit-identical", diff, cells);
-        if (diff) det_ok = 0;
-        free(oc);
-        free(og);
-    }
+    if (cuda && !cpu_vs_cuda(a, g, x, nodes, (int)threads)) det_ok = 0;
     sp_gcn_destroy(g);
     free(x);
     free(src);

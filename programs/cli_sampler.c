@@ -8,9 +8,10 @@
  *                     and >= 0 (with --replacement or without)
  *
  * The arrays live until the tool exits (the configs of the commands that
- * read them are made again from them: sp_loader_config_of()), and are freed
- * then (atexit), so a leak checker sees none. It calls nothing of the
- * tool's: a bad file is a message for cli_args.c to report.
+ * read them are made again from them: sp_loader_info_get()'s config), and
+ * are freed then (atexit), so a leak checker sees none. It calls nothing of
+ * the tool's but cli_util.c's file reader: a bad file is a message for
+ * cli_args.c to report.
  */
 #include "cli.h"
 
@@ -37,30 +38,9 @@ static int say(char *why, size_t n, const char *fmt, ...) {
 /* The white-space separated words of path, NUL-terminated in one buffer
  * (malloc'd); *count of them. NULL with *why on failure. */
 static char *read_words(const char *path, size_t *count, char *why, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        say(why, n, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (cap - len < 2) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        say(why, n, "%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
+    size_t len;
+    char *buf = cli_read_file(path, &len, why, n);
+    if (!buf) return NULL;
     *count = 0;
     for (size_t i = 0; i < len; i++) {
         if (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r') buf[i] = '\0';

@@ -78,6 +78,53 @@ static int parse_mix(cli_args *a, const sp_loader_config *cfg, sp_batch_mix_spec
     return 1;
 }
 
+/* SIGTERM and SIGINT stop the service (stop_flag), which then exits cleanly. */
+static void catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* The "ready ..." line, from the published status (what clients read). */
+static void print_ready(cli_args *a, sp_service *svc, const char *name) {
+    sp_service_status st;
+    sp_error e2;
+    sp_error_clear(&e2);
+    if (sp_service_status_read(name, &st, &e2) != 0) {
+        sp_service_destroy(svc);
+        cli_fail(a, &e2);
+    }
+    char range[48] = "";
+    if (st.nranks != st.world)
+        snprintf(range, sizeof range, " ranks %u-%u", st.rank_first, st.rank_first + st.nranks - 1);
+    printf("ready %s pid %d world %u%s workers %u ring %u batches %llu (epochs %u x %llu) "
+           "fingerprint %s\n",
+           name, (int)getpid(), st.world, range, st.nworkers, st.ring_slots,
+           (unsigned long long)st.total, st.epochs, (unsigned long long)st.batches_per_epoch,
+           st.fingerprint);
+    fflush(stdout);
+}
+
+/* The "served ..." line after sp_service_run() returned rc. */
+static void print_served(const char *name, int rc) {
+    sp_service_status st;
+    sp_error e2;
+    sp_error_clear(&e2);
+    if (sp_service_status_read(name, &st, &e2) == 0)
+        printf("served %llu of %llu batches, %llu images in %.2f s (%.0f images/s); "
+               "%u worker death%s, %u client death%s%s\n",
+               (unsigned long long)st.published, (unsigned long long)st.total,
+               (unsigned long long)st.samples, st.seconds,
+               st.seconds > 0 ? (double)st.samples / st.seconds : 0.0, st.worker_deaths,
+               st.worker_deaths == 1 ? "" : "s", st.client_deaths,
+               st.client_deaths == 1 ? "" : "s",
+               rc == SP_STOPPED ? "; stopped by a signal" : "");
+    fflush(stdout);
+}
+
 int cmd_serve(cli_args *a) {
     if (a->npos != 1)
         cli_usage_error(a, "usage: seedpipe serve --name NAME DATASET --pipeline P --seed S "
@@ -128,13 +175,7 @@ int cmd_serve(cli_args *a) {
                         resume_path, resume.epoch, start);
     if (!resume_path && start > 0) cli_state_at(a, &cfg, start, &resume);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
+    catch_signals();
     sp_cache_opts co;
     cli_cache_opts(&co);
     sp_service_config sc = {name, world, workers, ring, (uint32_t)(start + epochs),
@@ -143,33 +184,9 @@ int cmd_serve(cli_args *a) {
     sp_service *svc;
     if (sp_service_create(&cfg, &sc, &svc, &err) != 0) cli_fail(a, &err);
     if (sp_service_note(svc)[0]) fprintf(stderr, "seedpipe serve: %s\n", sp_service_note(svc));
-    sp_service_status st;
-    sp_error e2;
-    sp_error_clear(&e2);
-    if (sp_service_status_read(name, &st, &e2) != 0) {
-        sp_service_destroy(svc);
-        cli_fail(a, &e2);
-    }
-    char range[48] = "";
-    if (st.nranks != st.world)
-        snprintf(range, sizeof range, " ranks %u-%u", st.rank_first, st.rank_first + st.nranks - 1);
-    printf("ready %s pid %d world %u%s workers %u ring %u batches %llu (epochs %u x %llu) "
-           "fingerprint %s\n",
-           name, (int)getpid(), st.world, range, st.nworkers, st.ring_slots,
-           (unsigned long long)st.total, st.epochs, (unsigned long long)st.batches_per_epoch,
-           st.fingerprint);
-    fflush(stdout);
+    print_ready(a, svc, name);
     int rc = sp_service_run(svc, &stop_flag, &err);
-    if (sp_service_status_read(name, &st, &e2) == 0)
-        printf("served %llu of %llu batches, %llu images in %.2f s (%.0f images/s); "
-               "%u worker death%s, %u client death%s%s\n",
-               (unsigned long long)st.published, (unsigned long long)st.total,
-               (unsigned long long)st.samples, st.seconds,
-               st.seconds > 0 ? (double)st.samples / st.seconds : 0.0, st.worker_deaths,
-               st.worker_deaths == 1 ? "" : "s", st.client_deaths,
-               st.client_deaths == 1 ? "" : "s",
-               rc == SP_STOPPED ? "; stopped by a signal" : "");
-    fflush(stdout);
+    print_served(name, rc);
     cli_print_failures(sp_service_loader(svc), stderr);
     cli_print_cache_stats(sp_service_cache(svc), stdout);
     sp_service_destroy(svc);

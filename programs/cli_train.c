@@ -108,11 +108,11 @@ static int compare_devices(cli_args *a, const cli_train_opts *o, uint64_t steps,
     if (sp_loader_create(&o->lcfg, &ld, &err)) cli_train_fail(a, &err);
     sp_train_config cfg = o->tcfg;
     cfg.seed = o->lcfg.seed;
-    sp_loader_sample_dims(ld, &cfg.shape.c, &cfg.shape.h, &cfg.shape.w);
-    cfg.shape.classes = sp_dataset_num_classes(sp_loader_dataset(ld));
+    sp_loader_info li = cli_loader_info(ld);
+    cfg.shape = (sp_model_shape){li.c, li.h, li.w, sp_dataset_num_classes(li.dataset)};
     sp_model_layout l;
     if (sp_model_layout_of(&cfg.shape, &l, &err)) cli_train_fail(a, &err);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = li.batches_per_epoch;
     float *w[4];
     sp_digest d[4];
     double secs[4];
@@ -151,7 +151,7 @@ static int compare_devices(cli_args *a, const cli_train_opts *o, uint64_t steps,
                       cpu_rep ? "true" : "false", gpu_rep ? "true" : "false", maxabs, maxrel,
                       secs[0], secs[2]);
     sp_error werr;
-    if (jn > 0 && (size_t)jn < sizeof js && sp_write_file_atomic(out, js, (size_t)jn, 1, &werr))
+    if (jn > 0 && (size_t)jn < sizeof js && cli_write_file_atomic(out, js, (size_t)jn, 1, &werr))
         fprintf(stderr, "seedpipe train: %s\n", werr.msg);
     for (int r = 0; r < 4; r++) free(w[r]);
     sp_loader_destroy(ld);
@@ -275,7 +275,7 @@ static void write_summary(cli_args *a, const seed_results *res, FILE *sf, char *
     printf(" (sample std)\n");
     fprintf(sf, "}\n");
     fclose(sf);
-    if (sp_write_file_atomic(out, *sum, *sumn, 1, &err)) {   /* common.h: atomic publish */
+    if (cli_write_file_atomic(out, *sum, *sumn, 1, &err)) {   /* cli_util.c: atomic publish */
         free(*sum);
         cli_train_fail(a, &err);
     }
@@ -319,7 +319,7 @@ static int run_seeds(cli_args *a, const cli_train_opts *o, const char *seeds, co
         res.eacc[i] = fin.eval_accuracy;
         res.have_eval = fin.eval_accuracy >= 0;
         fprintf(sf, "%s", i ? "," : "");
-        cli_train_json_str(sf, path);
+        cli_json_str(sf, path);
     }
     if (cli_train_job.rank != 0) {   /* rank 0 writes the summary */
         fclose(sf);

@@ -34,9 +34,6 @@ _Noreturn void cli_train_fail(const cli_args *a, const sp_error *err);
 /* CLOCK_MONOTONIC seconds. */
 double cli_train_now(void);
 
-/* A JSON string (quotes and escapes). */
-void cli_train_json_str(FILE *f, const char *s);
-
 /* One training run with this seed: out_path the run record (rank 0), ckdir
  * the checkpoints (NULL: none); fills *final (may be NULL) with the last
  * epoch's results ({0, 0, -1, 0} if none finished). Exits on any error. */

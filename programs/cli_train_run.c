@@ -57,17 +57,6 @@ static double bitsd(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-void cli_train_json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* ---- the checkpoint blob: state line, then accumulator lines ---------------- */
 
 static char *blob_make(const sp_loader_state *st, const accum *ac, size_t *len) {
@@ -163,7 +152,7 @@ bad:
 
 static int run_eval(sp_trainer *tr, sp_loader *ev, sp_batch *eb, double *acc, double *loss,
                     sp_error *err) {
-    uint64_t nb = sp_loader_batches_per_epoch(ev), correct = 0, seen = 0;
+    uint64_t nb = cli_loader_info(ev).batches_per_epoch, correct = 0, seen = 0;
     double ls = 0;
     for (uint64_t b = 0; b < nb; b++) {
         int rc = sp_loader_batch(ev, 0, b, eb, err);
@@ -185,19 +174,19 @@ static void config_json(FILE *f, const cli_train_opts *o, const sp_loader *ld,
                         const sp_trainer *tr) {
     const sp_train_config *tc = sp_trainer_config_of(tr);
     const sp_model_layout *l = sp_trainer_layout(tr);
-    const sp_loader_config *lc = sp_loader_config_of(ld);
+    const sp_loader_config *lc = cli_loader_info(ld).config;
     fputs("{\"dataset\":", f);
-    cli_train_json_str(f, o->dataset);
+    cli_json_str(f, o->dataset);
     fputs(",\"pipeline\":", f);
-    cli_train_json_str(f, sp_loader_spec(ld));
+    cli_json_str(f, cli_loader_info(ld).spec);
     fputs(",\"eval_dataset\":", f);
-    if (o->eval_dataset) cli_train_json_str(f, o->eval_dataset);
+    if (o->eval_dataset) cli_json_str(f, o->eval_dataset);
     else fputs("null", f);
     fputs(",\"eval_subset\":", f);
-    if (o->eval_subset) cli_train_json_str(f, o->eval_subset);
+    if (o->eval_subset) cli_json_str(f, o->eval_subset);
     else fputs("null", f);
     fputs(",\"cache\":", f);
-    if (o->cache_dir) cli_train_json_str(f, o->cache_dir);
+    if (o->cache_dir) cli_json_str(f, o->cache_dir);
     else fputs("null", f);
     fprintf(f, ",\"seed\":%llu,\"epochs\":%u,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
                "\"layout\":\"%s\",\"loader_threads\":%d,\"workers\":%d,\"device\":\"%s\","
@@ -208,7 +197,7 @@ static void config_json(FILE *f, const cli_train_opts *o, const sp_loader *ld,
             sp_device_name(tc->device), tc->threads, tc->fast ? "fast" : tc->strict ? "strict" : "default",
             (double)tc->lr, (double)tc->momentum, (double)tc->weight_decay,
             (unsigned long long)o->ckpt_every, lc->world);
-    if (o->resume) cli_train_json_str(f, o->resume);
+    if (o->resume) cli_json_str(f, o->resume);
     else fputs("null", f);
     if (lc->order != SP_ORDER_SHUFFLE) {   /* only when set: a default record is unchanged */
         char ord[32];
@@ -246,7 +235,7 @@ static sp_stream *open_source(cli_args *a, const cli_train_opts *o,
     }
     sp_client_opts co;
     memset(&co, 0, sizeof co);
-    sp_digest fp = sp_loader_fingerprint(ld);
+    sp_digest fp = cli_loader_info(ld).fingerprint;
     co.expect_fingerprint = &fp;
     sp_stream_config sc;
     sp_stream_config_default(&sc);
@@ -328,8 +317,8 @@ static void open_eval(run_ctx *x, const sp_loader_config *lcfg, const sp_model_s
     ecfg.rank = 0;
     ecfg.world = 1;
     if (sp_loader_create(&ecfg, &x->ev, &err)) cli_train_fail(x->a, &err);
-    int ec, eh, ew, ek = sp_dataset_num_classes(sp_loader_dataset(x->ev));
-    sp_loader_sample_dims(x->ev, &ec, &eh, &ew);
+    sp_loader_info ei = cli_loader_info(x->ev);
+    int ec = ei.c, eh = ei.h, ew = ei.w, ek = sp_dataset_num_classes(ei.dataset);
     if (ec != shape->c || eh != shape->h || ew != shape->w || ek != shape->classes) {
         sp_error_set(&err, SP_EINVAL,
                      "--eval: samples %dx%dx%d with %d classes, training has %dx%dx%d with %d",
@@ -486,8 +475,8 @@ static void write_record(run_ctx *x, uint64_t seed, double secs, const char *dev
     fclose(cf);
     r.seed = seed;
     r.config_json = cfgj;
-    r.dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(x->ld));
-    r.loader_fingerprint = sp_loader_fingerprint(x->ld);
+    r.dataset_fingerprint = sp_dataset_fingerprint(cli_loader_info(x->ld).dataset);
+    r.loader_fingerprint = cli_loader_info(x->ld).fingerprint;
     r.device_json = dev;
     r.nepochs = x->ac.nepochs;
     r.epochs = x->ac.epochs;
@@ -521,19 +510,18 @@ void cli_train_run(cli_args *a, const cli_train_opts *o, uint64_t seed, const ch
     sp_loader_config lcfg = o->lcfg;
     lcfg.seed = seed;
     if (sp_loader_create(&lcfg, &x.ld, &err)) cli_train_fail(a, &err);
+    sp_loader_info li = cli_loader_info(x.ld);
     /* Every rank must read the same dataset and stream (DESIGN.md 9). */
-    if (cli_dist_same(&cli_train_job, sp_dataset_fingerprint(sp_loader_dataset(x.ld)),
+    if (cli_dist_same(&cli_train_job, sp_dataset_fingerprint(li.dataset),
                       "dataset fingerprint (every rank must see the same dataset: a shared "
                       "filesystem or identical copies)", &err) ||
-        cli_dist_same(&cli_train_job, sp_loader_fingerprint(x.ld),
+        cli_dist_same(&cli_train_job, li.fingerprint,
                       "loader fingerprint (pipeline, seed, batch geometry, format)", &err))
         cli_train_fail(a, &err);
     x.lead = cli_train_job.rank == 0;
-    int c, h, w;
-    sp_loader_sample_dims(x.ld, &c, &h, &w);
     sp_train_config tcfg = o->tcfg;
     tcfg.seed = seed;
-    tcfg.shape = (sp_model_shape){c, h, w, sp_dataset_num_classes(sp_loader_dataset(x.ld))};
+    tcfg.shape = (sp_model_shape){li.c, li.h, li.w, sp_dataset_num_classes(li.dataset)};
     if (sp_trainer_create(&tcfg, &x.tr, &err)) cli_train_fail(a, &err);
     sp_train_comm comm = cli_dist_comm(&cli_train_job);
     if (cli_train_job.world > 1 && sp_trainer_set_comm(x.tr, &comm, &err)) cli_train_fail(a, &err);
@@ -548,7 +536,7 @@ void cli_train_run(cli_args *a, const cli_train_opts *o, uint64_t seed, const ch
     x.stream = open_source(a, o, &lcfg, x.ld, o->resume ? &rst : NULL);
     char dev[4096];
     sp_trainer_describe(x.tr, dev, sizeof dev);
-    x.nb = sp_loader_batches_per_epoch(x.ld);
+    x.nb = li.batches_per_epoch;
     double t0 = cli_train_now();
     x.te = t0;
     int stopped = 0;

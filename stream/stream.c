@@ -21,6 +21,7 @@
 
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
+#include "loader/loader_internal.h"
 
 struct sp_stream {
     sp_stream_kind kind;

@@ -16,6 +16,7 @@
 
 #include "stream/verify_internal.h"
 #include "seedpipe/manifest.h"
+#include "loader/loader_internal.h"
 
 static int same(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
 

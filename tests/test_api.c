@@ -32,6 +32,7 @@
 #include "seedpipe/pool.h"
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
+#include "loader_check.h"
 
 #define NSAMPLES 240
 #define BATCH 8
@@ -148,7 +149,7 @@ static void test_failure_log_threads(void) {
     s.root = root;
     sp_error err;
     CHECK_OK(sp_loader_create(&cfg, &s.ld, &err), &err);
-    s.nb = sp_loader_batches_per_epoch(s.ld);
+    s.nb = ld_info(s.ld).batches_per_epoch;
     atomic_store(&s.writers_left, WRITERS);
     pthread_t w[WRITERS], r[READERS];
     for (int i = 0; i < READERS; i++) CHECK(pthread_create(&r[i], NULL, reader, &s) == 0);

@@ -43,6 +43,7 @@
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
+#include "loader_check.h"
 
 #define NSAMPLES 40
 #define BATCH 8
@@ -228,7 +229,7 @@ static void cold_warm(const char *dir) {
         /* Another seed is another key: a miss. */
         sp_cache_reader *r;
         sp_error err;
-        sp_loader_config cfg = *sp_loader_config_of(ld);
+        sp_loader_config cfg = *ld_info(ld).config;
         cfg.seed = 78;
         sp_loader *l2;
         CHECK_OK(sp_loader_create(&cfg, &l2, &err), &err);
@@ -749,11 +750,11 @@ static void gc(const char *dir) {
     CHECK(!exists(ent[0]) && !exists(ent[1]) && exists(ent[2]));
     sp_cache_close(c);
     uint64_t v;
-    CHECK(sp_cache_parse_size("10M", &v, &err) == 0 && v == 10ull << 20);
-    CHECK(sp_cache_parse_size("2G", &v, &err) == 0 && v == 2ull << 30);
-    CHECK(sp_cache_parse_size("512", &v, &err) == 0 && v == 512);
-    CHECK(sp_cache_parse_size("1.5G", &v, &err) == SP_EINVAL);
-    CHECK(sp_cache_parse_size("-1", &v, &err) == SP_EINVAL);
+    CHECK(sp_parse_size("10M", &v, &err) == 0 && v == 10ull << 20);
+    CHECK(sp_parse_size("2G", &v, &err) == 0 && v == 2ull << 30);
+    CHECK(sp_parse_size("512", &v, &err) == 0 && v == 512);
+    CHECK(sp_parse_size("1.5G", &v, &err) == SP_EINVAL);
+    CHECK(sp_parse_size("-1", &v, &err) == SP_EINVAL);
     sp_batch_free(&b);
     sp_loader_destroy(ld);
     printf("gc: least recently used first, hits refresh, live writers kept\n");

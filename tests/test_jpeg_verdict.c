@@ -41,6 +41,7 @@
 #include "check.h"
 #include "runner.h"
 #include "tmpdir.h"
+#include "loader_check.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -239,7 +240,7 @@ static void test_damage_after_crop(void) {
     cfg.order = SP_ORDER_SEQUENTIAL;
     sp_loader *ld;
     CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);   /* links the checker in */
-    const sp_dataset *ds = sp_loader_dataset(ld);
+    const sp_dataset *ds = ld_info(ld).dataset;
     sp_dataset_index_info info;
     sp_dataset_index_info_get(ds, &info);
     CHECK(info.used && info.written && info.hashed == 3 + 3 * NDAMAGED);

@@ -5,13 +5,18 @@
  * order; a rank's slices over world 1, 2, 4 concatenate to the global batch
  * bytes; the last partial batch and drop_last; a corrupt file is reported by
  * name, identically for any thread count; the fingerprint follows the
- * pipeline and output format.
+ * pipeline and output format; sp_loader_info_get() gives the geometry the
+ * config asked for, the config as the loader keeps it, and honours
+ * struct_size (too small: refused, nothing written; larger: the bytes past
+ * its own struct left alone).
  * Cases (tests/runner.h): test_threads_and_order, test_epoch_covers_dataset,
- * test_world_slices, test_fingerprint_and_errors, test_on_error_policies.
+ * test_world_slices, test_fingerprint_and_errors, test_on_error_policies,
+ * test_info.
  * setup makes the dataset once in a fresh temp dir; the two cases that
  * corrupt a file (test_fingerprint_and_errors, test_on_error_policies) each
  * corrupt their own copy of it, so every case runs alone and in any order.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,7 @@
 #include "runner.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
+#include "loader_check.h"
 
 #define NSAMPLES 90
 #define BATCH 8
@@ -62,7 +68,7 @@ static void all_digests(sp_loader *ld, int reverse, sp_digest *out) {
     sp_batch b;
     sp_error err;
     CHECK(sp_batch_alloc(ld, &b) == 0);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     for (uint32_t e = 0; e < EPOCHS; e++)
         for (uint64_t k = 0; k < nb; k++) {
             uint64_t i = reverse ? nb - 1 - k : k;
@@ -78,7 +84,7 @@ static const char *PIPE = "random_resized_crop size=32 scale=0.3,1 | hflip p=0.5
 static void test_threads_and_order(void) {
     sp_loader *l1 = make(PIPE, 1, 0, 1, 0, SP_DTYPE_UINT8);
     sp_loader *l2 = make(PIPE, 2, 0, 1, 0, SP_DTYPE_UINT8);
-    uint64_t nb = sp_loader_batches_per_epoch(l1);
+    uint64_t nb = ld_info(l1).batches_per_epoch;
     CHECK(nb == (NSAMPLES + BATCH - 1) / BATCH);
     sp_digest *a = calloc(EPOCHS * nb, sizeof *a), *b = calloc(EPOCHS * nb, sizeof *b),
               *c = calloc(EPOCHS * nb, sizeof *c);
@@ -111,14 +117,14 @@ static void test_epoch_covers_dataset(void) {
     sp_error err;
     CHECK(sp_batch_alloc(ld, &b) == 0);
     int seen[NSAMPLES] = {0};
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     for (uint64_t i = 0; i < nb; i++) {
         CHECK_OK(sp_loader_batch(ld, 1, i, &b, &err), &err);
         CHECK(b.count == (i + 1 < nb ? BATCH : NSAMPLES - BATCH * (nb - 1)));
         for (uint32_t s = 0; s < b.count; s++) {
             CHECK(b.indices[s] < NSAMPLES);
             seen[b.indices[s]]++;
-            CHECK(b.labels[s] == sp_dataset_label(sp_loader_dataset(ld), b.indices[s]));
+            CHECK(b.labels[s] == sp_dataset_label(ld_info(ld).dataset, b.indices[s]));
         }
     }
     for (int i = 0; i < NSAMPLES; i++) CHECK(seen[i] == 1);
@@ -127,17 +133,17 @@ static void test_epoch_covers_dataset(void) {
     sp_loader_destroy(ld);
 
     ld = make(PIPE, 1, 0, 1, 1, SP_DTYPE_UINT8);
-    CHECK(sp_loader_batches_per_epoch(ld) == NSAMPLES / BATCH);
+    CHECK(ld_info(ld).batches_per_epoch == NSAMPLES / BATCH);
     sp_loader_destroy(ld);
 }
 
 static void test_world_slices(void) {
     sp_loader *g = make(PIPE, 1, 0, 1, 0, SP_DTYPE_FLOAT32);
-    size_t sb = sp_loader_sample_bytes(g);
+    size_t sb = ld_info(g).sample_bytes;
     sp_batch gb, rb;
     sp_error err;
     CHECK(sp_batch_alloc(g, &gb) == 0);
-    uint64_t nb = sp_loader_batches_per_epoch(g);
+    uint64_t nb = ld_info(g).batches_per_epoch;
     uint32_t worlds[] = {2, 4};
     for (int wi = 0; wi < 2; wi++) {
         uint32_t world = worlds[wi];
@@ -170,8 +176,8 @@ static void test_fingerprint_and_errors(void) {
     sp_loader *b = make("random_resized_crop size=32 scale=0.3,1 | hflip p=0.4", 1, 0, 1, 0,
                         SP_DTYPE_UINT8);
     sp_loader *c = make(PIPE, 1, 0, 1, 0, SP_DTYPE_FLOAT32);
-    sp_digest fa = sp_loader_fingerprint(a), fb = sp_loader_fingerprint(b),
-              fc = sp_loader_fingerprint(c);
+    sp_digest fa = ld_info(a).fingerprint, fb = ld_info(b).fingerprint,
+              fc = ld_info(c).fingerprint;
     CHECK(fa.lo != fb.lo || fa.hi != fb.hi);
     CHECK(fa.lo != fc.lo || fa.hi != fc.hi);
     sp_loader_destroy(b);
@@ -191,7 +197,7 @@ static void test_fingerprint_and_errors(void) {
     CHECK(strstr(err.msg, "q") != NULL);
 
     /* A file replaced after indexing is refused, naming it, for 1 and 2 threads. */
-    const sp_dataset *ds = sp_loader_dataset(a);
+    const sp_dataset *ds = ld_info(a).dataset;
     sp_loader *a2 = make(PIPE, 2, 0, 1, 0, SP_DTYPE_UINT8);
     sp_batch bt;
     CHECK(sp_batch_alloc(a, &bt) == 0);
@@ -224,7 +230,7 @@ static void corrupt_batch0_pos3(void) {
     CHECK_OK(sp_loader_batch(a, 0, 0, &bt, &err), &err);
     char full[700];
     snprintf(full, sizeof full, "%s/%s", root,
-             sp_dataset_path(sp_loader_dataset(a), bt.indices[3]));
+             sp_dataset_path(ld_info(a).dataset, bt.indices[3]));
     FILE *f = fopen(full, "wb");
     CHECK(f != NULL);
     fputs("not an image any more", f);
@@ -251,7 +257,7 @@ static void test_on_error_policies(void) {
         sp_digest d[2];
         uint64_t victim = 0;
         for (int threads = 1; threads <= 2; threads++) {
-            sp_loader_config cfg = *sp_loader_config_of(f);
+            sp_loader_config cfg = *ld_info(f).config;
             cfg.threads = threads;
             cfg.on_error = (sp_on_error)pol;
             sp_loader *ld;
@@ -299,12 +305,53 @@ static void teardown(void) {
     CHECK(system(cmd) == 0);
 }
 
+static void test_info(void) {
+    sp_loader *ld = make(PIPE, 1, 1, 2, 0, SP_DTYPE_FLOAT32);
+    sp_loader_info li = ld_info(ld);
+    CHECK(li.struct_size == sizeof li);
+    CHECK(li.size == NSAMPLES && li.padded_size == NSAMPLES);
+    CHECK(li.batches_per_epoch == (NSAMPLES + BATCH - 1) / BATCH);
+    CHECK(li.c == 3 && li.h == 32 && li.w == 32);
+    CHECK(li.sample_bytes == (size_t)li.c * li.h * li.w * sizeof(float));
+    CHECK(li.config && li.config->world == 2 && li.config->rank == 1);
+    CHECK(li.config->dtype == SP_DTYPE_FLOAT32 && strcmp(li.config->dataset, root) == 0);
+    CHECK(li.dataset && sp_dataset_size(li.dataset) == NSAMPLES);
+    CHECK(li.pipeline && strcmp(li.spec, sp_pipeline_canonical(li.pipeline)) == 0);
+    /* the same spec hashes the same; another pipeline, another hash */
+    sp_loader *same = make(PIPE, 2, 0, 1, 1, SP_DTYPE_UINT8);
+    sp_loader *other = make("center_crop size=24", 1, 0, 1, 0, SP_DTYPE_UINT8);
+    sp_loader_info si = ld_info(same), oi = ld_info(other);
+    CHECK(si.pipeline_hash.hi == li.pipeline_hash.hi && si.pipeline_hash.lo == li.pipeline_hash.lo);
+    CHECK(oi.pipeline_hash.hi != li.pipeline_hash.hi || oi.pipeline_hash.lo != li.pipeline_hash.lo);
+    CHECK(si.batches_per_epoch == NSAMPLES / BATCH);   /* drop_last */
+    CHECK(oi.h == 24 && oi.w == 24 && oi.sample_bytes == (size_t)oi.c * 24 * 24);
+
+    /* struct_size: too small is refused with nothing written ... */
+    sp_loader_info small;
+    memset(&small, 0x5a, sizeof small);
+    small.struct_size = offsetof(sp_loader_info, pipeline_hash);
+    CHECK(sp_loader_info_get(ld, &small) == SP_EINVAL);
+    CHECK(small.size == 0x5a5a5a5a5a5a5a5aull && small.c == 0x5a5a5a5a);
+    CHECK(sp_loader_info_get(ld, NULL) == SP_EINVAL && sp_loader_info_get(NULL, &li) == SP_EINVAL);
+    /* ... and a caller's longer struct keeps its bytes past ours */
+    struct { sp_loader_info li; unsigned char tail[24]; } big;
+    memset(&big, 0xab, sizeof big);
+    big.li.struct_size = sizeof big;
+    CHECK(sp_loader_info_get(ld, &big.li) == 0);
+    CHECK(big.li.struct_size == sizeof big && big.li.size == NSAMPLES && big.li.c == 3);
+    for (size_t i = 0; i < sizeof big.tail; i++) CHECK(big.tail[i] == 0xab);
+    sp_loader_destroy(same);
+    sp_loader_destroy(other);
+    sp_loader_destroy(ld);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_threads_and_order),
     SP_CASE(test_epoch_covers_dataset),
     SP_CASE(test_world_slices),
     SP_CASE(test_fingerprint_and_errors),
     SP_CASE(test_on_error_policies),
+    SP_CASE(test_info),
 };
 
 int main(int argc, char **argv) {

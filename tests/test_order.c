@@ -33,6 +33,7 @@
 #include "seedpipe/state.h"
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
+#include "loader_check.h"
 
 #define N 37
 #define EPOCHS 2
@@ -76,7 +77,7 @@ static size_t loader_digests(const sp_loader_config *c, sp_digest *out) {
     CHECK(sp_batch_alloc(ld, &b) == 0);
     size_t k = 0;
     for (uint32_t e = 0; e < EPOCHS; e++)
-        for (uint64_t i = 0; i < sp_loader_batches_per_epoch(ld); i++) {
+        for (uint64_t i = 0; i < ld_info(ld).batches_per_epoch; i++) {
             CHECK_OK(sp_loader_batch(ld, e, i, &b, &err), &err);
             out[k++] = sp_batch_digest(ld, &b);
         }
@@ -91,7 +92,7 @@ static void test_sequential_identity(void) {
     sp_batch b;
     sp_error err;
     CHECK(sp_batch_alloc(ld, &b) == 0);
-    CHECK(sp_loader_batches_per_epoch(ld) == 5);
+    CHECK(ld_info(ld).batches_per_epoch == 5);
     for (uint32_t e = 0; e < 3; e++) {
         uint64_t next = 0;
         for (uint64_t i = 0; i < 5; i++) {
@@ -104,14 +105,19 @@ static void test_sequential_identity(void) {
     /* The fingerprint names the order; shuffle's is the v1 one (unchanged). */
     sp_loader_config d = config(PIPE, 8, SP_ORDER_SHUFFLE, 0, 0, 1);
     sp_loader *l2 = create(&d);
-    CHECK(!dig_eq(sp_loader_fingerprint(ld), sp_loader_fingerprint(l2)));
+    CHECK(!dig_eq(ld_info(ld).fingerprint, ld_info(l2).fingerprint));
     d.order = (sp_order)2;
     sp_loader *bad;
     CHECK(sp_loader_create(&d, &bad, &err) == SP_EINVAL && strstr(err.msg, "order"));
     sp_order o;
-    CHECK(sp_order_parse("sequential", &o, NULL) == 0 && o == SP_ORDER_SEQUENTIAL);
-    CHECK(sp_order_parse("random", &o, &err) == SP_EINVAL);
-    CHECK(strcmp(sp_order_name(SP_ORDER_SHUFFLE), "shuffle") == 0);
+    uint32_t k;
+    CHECK(sp_order_spec_parse("sequential", &o, &k, NULL) == 0 && o == SP_ORDER_SEQUENTIAL);
+    CHECK(sp_order_spec_parse("random", &o, &k, &err) == SP_EINVAL);
+    char name[16];
+    sp_order_spec_format(SP_ORDER_SHUFFLE, 0, name, sizeof name);
+    CHECK(strcmp(name, "shuffle") == 0);
+    sp_order_spec_format((sp_order)7, 0, name, sizeof name);
+    CHECK(strcmp(name, "?") == 0);
     sp_batch_free(&b);
     sp_loader_destroy(ld);
     sp_loader_destroy(l2);
@@ -123,8 +129,8 @@ static void check_padded(sp_order order, uint32_t world, uint32_t per) {
     uint64_t np = (N + world - 1) / world * world;
     sp_loader_config c0 = config(PIPE, B, order, 1, 0, world);
     sp_loader *l0 = create(&c0);
-    CHECK(sp_loader_padded_size(l0) == np);
-    uint64_t nb = sp_loader_batches_per_epoch(l0);
+    CHECK(ld_info(l0).padded_size == np);
+    uint64_t nb = ld_info(l0).batches_per_epoch;
     CHECK(nb == (np + B - 1) / B);
     sp_loader_config g = config(PIPE, B, order, 0, 0, 1);   /* the unpadded epoch order */
     sp_loader *gl = create(&g);
@@ -132,7 +138,7 @@ static void check_padded(sp_order order, uint32_t world, uint32_t per) {
     CHECK(sp_batch_alloc(gl, &gb) == 0);
     uint64_t *epoch = malloc(N * sizeof *epoch);   /* position -> index */
     sp_error err;
-    for (uint64_t i = 0, k = 0; i < sp_loader_batches_per_epoch(gl); i++) {
+    for (uint64_t i = 0, k = 0; i < ld_info(gl).batches_per_epoch; i++) {
         CHECK_OK(sp_loader_batch(gl, 1, i, &gb, &err), &err);
         for (uint32_t s = 0; s < gb.count; s++) epoch[k++] = gb.indices[s];
     }
@@ -261,7 +267,7 @@ static void service_case(sp_order order, int pad, uint32_t K, uint32_t nsvc) {
         ld[k] = create(&c);
         CHECK(sp_batch_alloc(ld[k], &b[k]) == 0);
     }
-    uint64_t nb = sp_loader_batches_per_epoch(ld[0]);
+    uint64_t nb = ld_info(ld[0]).batches_per_epoch;
     for (uint64_t q = 0; q < EPOCHS * nb; q++)
         for (uint32_t k = 0; k < K; k++) {
             sp_batch v;
@@ -418,12 +424,12 @@ static void test_sample_list(void) {
     sp_loader *ll, *lr;
     one_batch(&fl, &bl, &ll);
     one_batch(&fr, &br, &lr);
-    size_t sb = sp_loader_sample_bytes(ll);
+    size_t sb = ld_info(ll).sample_bytes;
     for (size_t i = 0; i < n; i++) {
         CHECK(br.indices[i] == i && br.labels[i] == bl.labels[n - 1 - i]);
         CHECK(memcmp(br.images + i * sb, bl.images + (n - 1 - i) * sb, sb) == 0);
     }
-    CHECK(strcmp(sp_dataset_kind_name(sp_dataset_kind_of(sp_loader_dataset(lr))), "samples") == 0);
+    CHECK(strcmp(sp_dataset_kind_name(sp_dataset_kind_of(ld_info(lr).dataset)), "samples") == 0);
     /* The pool's forked workers read the list the loader copied. */
     sp_digest p[64];
     size_t np = stream_digests(&mc, SP_STREAM_POOL, 2, p);
@@ -455,16 +461,16 @@ static void test_sample_list_edges(void) {
     sp_batch b;
     sp_loader *ld;
     one_batch(&c, &b, &ld);
-    size_t sb = sp_loader_sample_bytes(ld);
+    size_t sb = ld_info(ld).sample_bytes;
     CHECK(b.count == 3 && b.indices[2] == 2 && b.labels[2] == labels[0]);
     CHECK(memcmp(b.images, b.images + 2 * sb, sb) == 0);
-    CHECK(sp_dataset_num_classes(sp_loader_dataset(ld)) == 6);
+    CHECK(sp_dataset_num_classes(ld_info(ld).dataset) == 6);
     /* The loader keeps its own copy: config_of makes the same loader again. */
-    sp_loader *again = create(sp_loader_config_of(ld));
-    CHECK(dig_eq(sp_loader_fingerprint(again), sp_loader_fingerprint(ld)));
+    sp_loader *again = create(ld_info(ld).config);
+    CHECK(dig_eq(ld_info(again).fingerprint, ld_info(ld).fingerprint));
     sp_loader_destroy(again);
     /* A repeated file is hashed once: its repeats copy its size and hash. */
-    const sp_dataset *dds = sp_loader_dataset(ld);
+    const sp_dataset *dds = ld_info(ld).dataset;
     sp_dataset_index_info info;
     sp_dataset_index_info_get(dds, &info);
     CHECK_MSG(info.hashed == 2 && !info.used, "hashed %llu", (unsigned long long)info.hashed);
@@ -511,7 +517,7 @@ static void test_sample_list_edges(void) {
     sp_loader *l2;
     one_batch(&c2, &b2, &l2);
     CHECK(memcmp(b.images, b2.images, 2 * sb) == 0);
-    CHECK(!dig_eq(sp_loader_fingerprint(ld), sp_loader_fingerprint(l2)));
+    CHECK(!dig_eq(ld_info(ld).fingerprint, ld_info(l2).fingerprint));
     sp_batch_free(&b);
     sp_batch_free(&b2);
     sp_loader_destroy(ld);

@@ -186,7 +186,7 @@ def loader_indices(L, root, order, pad, rank, world, batch, seed=9, epoch=1):
     b = L.sp_batch()
     L.sp_batch_alloc(ld, ctypes.byref(b))
     out = []
-    for k in range(L.sp_loader_batches_per_epoch(ld)):
+    for k in range(L.loader_info(ld).batches_per_epoch):
         rc = L.sp_loader_batch(ld, epoch, k, ctypes.byref(b), ctypes.byref(err))
         if rc != 0:
             raise RuntimeError(err.msg.decode())

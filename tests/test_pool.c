@@ -57,6 +57,7 @@
 #include "seedpipe/pool.h"
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
+#include "loader_check.h"
 
 #define EPOCHS 2
 #define MAXB 256
@@ -169,7 +170,7 @@ static void run_inproc(const sp_loader_config *c, stream *s) {
     CHECK_OK(sp_loader_create(c, &ld, &err), &err);
     sp_batch b;
     CHECK(sp_batch_alloc(ld, &b) == 0);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     for (uint32_t e = 0; e < EPOCHS && !s->rc; e++)
         for (uint64_t i = 0; i < nb; i++) {
             int rc = sp_loader_batch(ld, e, i, &b, &err);

@@ -33,6 +33,7 @@
 #include "runner.h"
 #include "pool/pool_shared.h"
 #include "seedpipe/shapes.h"
+#include "loader_check.h"
 
 #define EPOCHS 2
 #define BATCH 2
@@ -71,7 +72,7 @@ static void run_inproc(run *r) {
     CHECK_OK(sp_loader_create(&c, &ld, &err), &err);
     sp_batch b;
     CHECK(sp_batch_alloc(ld, &b) == 0);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     for (uint32_t e = 0; e < EPOCHS; e++)
         for (uint64_t i = 0; i < nb; i++) {
             CHECK_OK(sp_loader_batch(ld, e, i, &b, &err), &err);

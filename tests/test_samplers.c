@@ -4,8 +4,8 @@
  *
  * On a shapes dataset of 37 samples: the loader keeps its own copies of the
  * caller's indices and weights (the caller's arrays overwritten and freed,
- * sp_loader_config_of() makes a loader with the same fingerprint and
- * batches); every sampler field changes the fingerprint, an unchanged
+ * the config of sp_loader_info_get() makes a loader with the same
+ * fingerprint and batches); every sampler field changes the fingerprint, an unchanged
  * config does not; an index list in the sequential order is the list, cut
  * into strided rank slices; repeat's copies land on different ranks of a
  * world of r; a weighted epoch draws only positive weights, and a sample of
@@ -29,6 +29,7 @@
 #include "seedpipe/shapes.h"
 #include "seedpipe/stream.h"
 #include "service_join.h"
+#include "loader_check.h"
 
 #define N 37
 
@@ -62,7 +63,7 @@ static size_t run(sp_loader *ld, uint64_t *idx, sp_digest *dig) {
     CHECK(sp_batch_alloc(ld, &b) == 0);
     size_t k = 0, d = 0;
     for (uint32_t e = 0; e < 2; e++)
-        for (uint64_t i = 0; i < sp_loader_batches_per_epoch(ld); i++) {
+        for (uint64_t i = 0; i < ld_info(ld).batches_per_epoch; i++) {
             CHECK_OK(sp_loader_batch(ld, e, i, &b, &err), &err);
             for (uint32_t s = 0; s < b.count; s++) idx[k++] = b.indices[s];
             if (dig) dig[d++] = sp_batch_digest(ld, &b);
@@ -92,18 +93,18 @@ static void test_config_is_copied(void) {
     free(ind);
     static uint64_t i1[200], i2[200];
     static sp_digest d1[40], d2[40];
-    sp_loader *a2 = create(sp_loader_config_of(a));
-    CHECK(dig_eq(sp_loader_fingerprint(a), sp_loader_fingerprint(a2)));
+    sp_loader *a2 = create(ld_info(a).config);
+    CHECK(dig_eq(ld_info(a).fingerprint, ld_info(a2).fingerprint));
     size_t n1 = run(a, i1, d1), n2 = run(a2, i2, d2);
     CHECK(n1 == 100 && n2 == 100 && memcmp(i1, i2, sizeof i1) == 0);
     CHECK(memcmp(d1, d2, sizeof d1) == 0);
     for (size_t k = 0; k < n1; k++) CHECK(i1[k] % 4 != 0);   /* weight 0: never drawn */
-    sp_loader *b2 = create(sp_loader_config_of(b));
-    CHECK(dig_eq(sp_loader_fingerprint(b), sp_loader_fingerprint(b2)));
+    sp_loader *b2 = create(ld_info(b).config);
+    CHECK(dig_eq(ld_info(b).fingerprint, ld_info(b2).fingerprint));
     n1 = run(b2, i1, NULL);
     CHECK(n1 == 10);
     for (size_t k = 0; k < n1; k++) CHECK(i1[k] % 7 == 1 && i1[k] <= 29);
-    CHECK(sp_loader_size(b2) == 5 && sp_loader_sample_index(b2, 3) == 22);
+    CHECK(ld_info(b2).size == 5 && sp_loader_sample_index(b2, 3) == 22);
     sp_loader_destroy(a);
     sp_loader_destroy(a2);
     sp_loader_destroy(b);
@@ -127,14 +128,14 @@ static void test_fingerprint_fields(void) {
     sp_digest fp[8];
     for (int i = 0; i < 8; i++) {
         sp_loader *ld = create(&c[i]);
-        fp[i] = sp_loader_fingerprint(ld);
+        fp[i] = ld_info(ld).fingerprint;
         for (int j = 0; j < i; j++) CHECK(!dig_eq(fp[i], fp[j]));
         sp_loader_destroy(ld);
     }
     sp_loader_config same = base;
     same.repeat = 1;   /* 1: no repeat, the default stream */
     sp_loader *ld = create(&same);
-    CHECK(dig_eq(sp_loader_fingerprint(ld), fp[0]));
+    CHECK(dig_eq(ld_info(ld).fingerprint, fp[0]));
     sp_loader_destroy(ld);
 }
 
@@ -153,7 +154,7 @@ static void test_sequential_list_ranks(void) {
         sp_batch b;
         sp_error err;
         CHECK(sp_batch_alloc(ld, &b) == 0);
-        for (uint64_t i = 0; i < sp_loader_batches_per_epoch(ld); i++) {
+        for (uint64_t i = 0; i < ld_info(ld).batches_per_epoch; i++) {
             CHECK_OK(sp_loader_batch(ld, 0, i, &b, &err), &err);
             for (uint32_t s = 0; s < b.count; s++) got[r][cnt[r]++] = b.indices[s];
         }
@@ -174,7 +175,7 @@ static void test_repeat_ranks(void) {
         c.rank = k;
         c.world = r;
         sp_loader *ld = create(&c);
-        CHECK(sp_loader_size(ld) == N * r);
+        CHECK(ld_info(ld).size == N * r);
         cnt[k] = run(ld, idx[k], NULL);
         sp_loader_destroy(ld);
     }
@@ -289,7 +290,7 @@ static void service_ranks(sp_loader_config g, uint32_t K, const char *what) {
         ld[k] = create(&c);
         CHECK(sp_batch_alloc(ld[k], &b[k]) == 0);
     }
-    uint64_t nb = sp_loader_batches_per_epoch(ld[0]);
+    uint64_t nb = ld_info(ld[0]).batches_per_epoch;
     for (uint64_t q = 0; q < 2 * nb; q++)
         for (uint32_t k = 0; k < K; k++) {
             sp_batch v;

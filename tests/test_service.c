@@ -69,6 +69,7 @@
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
+#include "loader_check.h"
 
 #define EPOCHS 2
 #define MAXB 64
@@ -137,7 +138,7 @@ static void run_ref(const sp_loader_config *c, ref *r) {
     CHECK_OK(sp_loader_create(c, &ld, &err), &err);
     sp_batch b;
     CHECK(sp_batch_alloc(ld, &b) == 0);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     for (uint32_t e = 0; e < EPOCHS; e++)
         for (uint64_t i = 0; i < nb; i++) {
             CHECK_OK(sp_loader_batch(ld, e, i, &b, &err), &err);
@@ -207,7 +208,7 @@ static void test_one_client(void) {
     CHECK_OK(sp_client_release(cl, &v[0], &err), &err);
     sp_loader *ld;
     CHECK_OK(sp_loader_create(&c, &ld, &err), &err);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     for (;;) {
         sp_batch b;
         int rc = sp_client_next(cl, &b, &err);
@@ -264,7 +265,7 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
     CHECK_OK(sp_loader_create(&c, &ld, &err), &err);
     sp_batch cat;
     CHECK(sp_batch_alloc(ld, &cat) == 0);
-    size_t sb = sp_loader_sample_bytes(ld);
+    size_t sb = ld_info(ld).sample_bytes;
     int n = 0, skipped = 0;
     for (;;) {
         sp_batch v[2];
@@ -340,8 +341,8 @@ static void test_span_loader(const char *ds, sp_on_error on_error, const char *w
     sp_loader *rk[K4];
     sp_batch rb[K4];
     open_rank_loaders(&c, rk, rb);
-    size_t sb = sp_loader_sample_bytes(rk[0]);
-    uint64_t nb = sp_loader_batches_per_epoch(rk[0]);
+    size_t sb = ld_info(rk[0]).sample_bytes;
+    uint64_t nb = ld_info(rk[0]).batches_per_epoch;
     static const uint32_t spans[][2] = {{0, 2}, {2, 2}, {1, 2}, {1, 3}, {0, 4}, {3, 1}, {0, 3}};
     int batches = 0, listed = 0;
     sp_error err;
@@ -400,8 +401,8 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
     sp_loader *rk[K4];
     sp_batch rb[K4];
     open_rank_loaders(&c, rk, rb);
-    size_t sb = sp_loader_sample_bytes(rk[0]);
-    uint64_t nb = sp_loader_batches_per_epoch(rk[0]);
+    size_t sb = ld_info(rk[0]).sample_bytes;
+    uint64_t nb = ld_info(rk[0]).batches_per_epoch;
     /* Per rank: the first batch its in-process loader fails on (on-error
      * fail), and the positions it computes; a service fails at its ranks'
      * first failure. */
@@ -543,7 +544,7 @@ static sp__ring_hdr *good_header(void) {
     h->cap = 8;
     h->nranks = 1;
     h->world = 1;
-    h->sample_bytes = sp_loader_sample_bytes(ld);
+    h->sample_bytes = ld_info(ld).sample_bytes;
     CHECK_OK(sp__ring_layout(h, &err), &err);
     h->magic = SP__RING_MAGIC;
     h->version = SP__RING_VERSION;
@@ -552,7 +553,7 @@ static sp__ring_hdr *good_header(void) {
     sp_loader_state_format(&st, h->state_text, sizeof h->state_text);
     h->fp_hi = st.fingerprint.hi;
     h->fp_lo = st.fingerprint.lo;
-    h->batches_per_epoch = sp_loader_batches_per_epoch(ld);
+    h->batches_per_epoch = ld_info(ld).batches_per_epoch;
     h->epochs = 1;
     h->total = h->batches_per_epoch;
     h->owner_pid = getpid();

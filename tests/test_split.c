@@ -29,6 +29,7 @@
 #include "runner.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
+#include "loader_check.h"
 
 static void expect_bad(const char *spec, const char *needle) {
     sp_split s;
@@ -145,7 +146,7 @@ static const char *const NAMES[] = {"train", "val", "test"};
 static void subsets(const char *small, sp_loader *all, int *owner) {
     const char *spec = SPEC;
     const char *const *names = NAMES;
-    const sp_dataset *ds = sp_loader_dataset(all);
+    const sp_dataset *ds = ld_info(all).dataset;
     uint64_t n = sp_dataset_size(ds);
     for (uint64_t i = 0; i < n; i++) owner[i] = -1;
     sp_split s;
@@ -158,7 +159,7 @@ static void subsets(const char *small, sp_loader *all, int *owner) {
     uint64_t total = 0;
     for (int k = 0; k < 3; k++) {
         sp_loader *ld = loader_ok(small, spec, names[k], 3);
-        uint64_t m = sp_loader_size(ld);
+        uint64_t m = ld_info(ld).size;
         CHECK(m == counts[k]);
         total += m;
         for (uint64_t j = 0; j < m; j++) {
@@ -174,7 +175,7 @@ static void subsets(const char *small, sp_loader *all, int *owner) {
         CHECK(seen);
         sp_batch b;
         CHECK(sp_batch_alloc(ld, &b) == 0);
-        for (uint64_t bi = 0; bi < sp_loader_batches_per_epoch(ld); bi++) {
+        for (uint64_t bi = 0; bi < ld_info(ld).batches_per_epoch; bi++) {
             CHECK_OK(sp_loader_batch(ld, 1, bi, &b, &err), &err);
             for (uint32_t q = 0; q < b.count; q++) {
                 CHECK(owner[b.indices[q]] == k && !seen[b.indices[q]]);
@@ -187,13 +188,13 @@ static void subsets(const char *small, sp_loader *all, int *owner) {
         CHECK(visited == m);
         sp_batch_free(&b);
         free(seen);
-        fps[k] = sp_loader_fingerprint(ld);
-        CHECK(!same_digest(fps[k], sp_loader_fingerprint(all)));
+        fps[k] = ld_info(ld).fingerprint;
+        CHECK(!same_digest(fps[k], ld_info(all).fingerprint));
         sp_loader *again = loader_ok(small, spec, names[k], 3);
-        CHECK(same_digest(fps[k], sp_loader_fingerprint(again)));
+        CHECK(same_digest(fps[k], ld_info(again).fingerprint));
         sp_loader_destroy(again);
         sp_loader *other_seed = loader_ok(small, spec, names[k], 4);
-        CHECK(!same_digest(fps[k], sp_loader_fingerprint(other_seed)));
+        CHECK(!same_digest(fps[k], ld_info(other_seed).fingerprint));
         sp_loader_destroy(other_seed);
         sp_loader_destroy(ld);
     }
@@ -227,7 +228,7 @@ static void need_big(void) { need_dataset(g_big, 330); }
 static void test_loader_subsets(void) {
     need_small();
     sp_loader *all = loader_ok(g_small, NULL, NULL, 0);
-    int *owner = malloc(sp_dataset_size(sp_loader_dataset(all)) * sizeof *owner);
+    int *owner = malloc(sp_dataset_size(ld_info(all).dataset) * sizeof *owner);
     CHECK(owner);
     subsets(g_small, all, owner);
     free(owner);
@@ -240,7 +241,7 @@ static void test_loader_stability(void) {
     need_small();
     need_big();
     sp_loader *all = loader_ok(small, NULL, NULL, 0);
-    const sp_dataset *ds = sp_loader_dataset(all);
+    const sp_dataset *ds = ld_info(all).dataset;
     uint64_t n = sp_dataset_size(ds);
     int *owner = malloc(n * sizeof *owner);
     CHECK(owner);
@@ -248,13 +249,13 @@ static void test_loader_stability(void) {
 
     /* Stability: the bigger dataset has all the small one's files and more. */
     sp_loader *ball = loader_ok(big, NULL, NULL, 0);
-    const sp_dataset *bds = sp_loader_dataset(ball);
+    const sp_dataset *bds = ld_info(ball).dataset;
     uint64_t bn = sp_dataset_size(bds);
     CHECK(bn > n);
     uint64_t matched = 0;
     for (int k = 0; k < 3; k++) {
         sp_loader *ld = loader_ok(big, spec, names[k], 3);
-        for (uint64_t j = 0; j < sp_loader_size(ld); j++) {
+        for (uint64_t j = 0; j < ld_info(ld).size; j++) {
             const char *p = sp_dataset_path(bds, sp_loader_sample_index(ld, j));
             for (uint64_t i = 0; i < n; i++)   /* the small dataset's subset of this path */
                 if (!strcmp(sp_dataset_path(ds, i), p)) {

@@ -34,6 +34,7 @@
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
 #include "seedpipe/train.h"
+#include "loader_check.h"
 
 #define ACC_MIN 0.33
 /* Sanitizer builds run 5-10x slower: shorter learning runs there, whose
@@ -74,8 +75,9 @@ static sp_trainer *make_trainer(const sp_loader *ld, uint64_t seed, float lr, in
     sp_train_config cfg;
     sp_train_config_default(&cfg);
     cfg.seed = seed;
-    sp_loader_sample_dims(ld, &cfg.shape.c, &cfg.shape.h, &cfg.shape.w);
-    cfg.shape.classes = sp_dataset_num_classes(sp_loader_dataset(ld));
+    sp_loader_info li = ld_info(ld);
+    cfg.shape.c = li.c, cfg.shape.h = li.h, cfg.shape.w = li.w;
+    cfg.shape.classes = sp_dataset_num_classes(ld_info(ld).dataset);
     cfg.lr = lr;
     cfg.threads = threads;
     sp_trainer *tr;
@@ -87,7 +89,7 @@ static sp_trainer *make_trainer(const sp_loader *ld, uint64_t seed, float lr, in
 /* Train from (epoch, batch) = position `from` (absolute batch number) up
  * to absolute batch `to`. */
 static void train_range(sp_trainer *tr, sp_loader *ld, uint64_t from, uint64_t to) {
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     sp_batch b;
     sp_error err;
     CHECK(sp_batch_alloc(ld, &b) == 0);
@@ -101,7 +103,7 @@ static void train_range(sp_trainer *tr, sp_loader *ld, uint64_t from, uint64_t t
 }
 
 static double evaluate(sp_trainer *tr, sp_loader *ev, uint64_t max_batches) {
-    uint64_t nb = sp_loader_batches_per_epoch(ev), correct = 0, seen = 0;
+    uint64_t nb = ld_info(ev).batches_per_epoch, correct = 0, seen = 0;
     if (max_batches && nb > max_batches) nb = max_batches;
     sp_batch b;
     sp_error err;
@@ -124,7 +126,7 @@ static void learns(const char *train, const char *val) {
                                 1, 16, 1, SP_DTYPE_FLOAT32);
     sp_loader *ev = make_loader(val, "resize size=32,32 | " NORM, 1, 60, 1, SP_DTYPE_FLOAT32);
     sp_trainer *tr = make_trainer(ld, 1, 0.02f, 1);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = ld_info(ld).batches_per_epoch;
     double before = evaluate(tr, ev, 0);
     train_range(tr, ld, 0, (SP_SLOW_BUILD ? 2 : 10) * nb);
     double acc = evaluate(tr, ev, 0);
@@ -155,7 +157,7 @@ static void resume(const char *ds) {
      * the checkpoint is at step 8 = epoch 1, batch 2 (mid-epoch). */
     const uint64_t total = 18, cut = 8;
     sp_loader *ld = make_loader(ds, PIPE_DET, 7, 16, 1, SP_DTYPE_UINT8);
-    CHECK(sp_loader_batches_per_epoch(ld) == 6);
+    CHECK(ld_info(ld).batches_per_epoch == 6);
     sp_trainer *tr = make_trainer(ld, 7, 0.02f, 1);
     train_range(tr, ld, 0, total);
     sp_digest ref = digest_of(tr);

@@ -217,9 +217,10 @@ int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint3
 static int batch_floats(sp_trainer *tr, const sp_loader *ld, const sp_batch *b, const float **x,
                         sp_error *err) {
     *x = NULL;
-    const sp_loader_config *lc = sp_loader_config_of(ld);
-    int c, h, w;
-    sp_loader_sample_dims(ld, &c, &h, &w);
+    sp_loader_info li = {.struct_size = sizeof li};
+    sp_loader_info_get(ld, &li);
+    const sp_loader_config *lc = li.config;
+    int c = li.c, h = li.h, w = li.w;
     if (c != tr->l.in.c || h != tr->l.in.h || w != tr->l.in.w)
         return sp_error_set(err, SP_EINVAL,
                             "train: loader gives %dx%dx%d samples, the model expects %dx%dx%d "

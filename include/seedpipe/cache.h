@@ -8,7 +8,7 @@
  * epoch's bytes (DESIGN.md section 6):
  *
  *   key = XXH3-128("seedpipe-cache-key", SP_CACHE_FORMAT_VERSION,
- *                  sp_loader_fingerprint(ld)   -- dataset fingerprint,
+ *                  the loader's fingerprint    -- dataset fingerprint,
  *                        canonical pipeline, dtype, layout, batch size,
  *                        drop_last, on_error, skip_normalize --,
  *                  seed, epoch, rank, world)
@@ -244,9 +244,6 @@ SP_API int sp_cache_gc(sp_cache *c, uint64_t max_size, sp_cache_gc_report *rep, 
 SP_API int sp_cache_verify_entry(sp_cache *c, const char *key, void (*report)(void *, const char *),
                                  void *ud, uint64_t *bad, sp_error *err);
 
-/*! sp_cache_parse_size() : sp_parse_size() (common.h), kept for callers of
- *  the cache API. @return 0 or SP_EINVAL. */
-SP_API int sp_cache_parse_size(const char *s, uint64_t *out, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@
  * token spec in cfg.pipeline ("tokens seq_len=2048 packing=docs"): its
  * samples are the epoch's windows of int32 or int64 tokens (cfg.dtype
  * SP_DTYPE_INT32, the default for a corpus, or SP_DTYPE_INT64), one
- * window a sample, 1 x 1 x width integers (sp_loader_sample_dims()), and
+ * window a sample, 1 x 1 x width integers (sp_loader_info_get()), and
  * everything below holds for windows as for images (docs/determinism.md
  * section 12).
  *
@@ -123,21 +123,19 @@ SP_API int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
 SP_API int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
 SP_API const char *sp_on_error_name(sp_on_error p);
 SP_API const char *sp_rng_mode_name(sp_rng_mode m);
-/*! sp_order_parse() / sp_order_name() : "shuffle" (or "global") |
- *  "sequential" ("block:K" needs sp_order_spec_parse(), which also returns
- *  K). sp_order_name(SP_ORDER_BLOCK) is "block". @return 0 or SP_EINVAL. */
-SP_API int sp_order_parse(const char *s, sp_order *out, sp_error *err);
-SP_API const char *sp_order_name(sp_order o);
 /*! sp_order_spec_parse() : an order as the tool and the bindings take it:
  *  "global" or "shuffle", "sequential", or "block:K" with K decimal digits
- *  in 1..4294967295 (no sign, space or leading zero). *block_shards gets K
+ *  in 1..4294967295 (no sign, space or leading zero); the one parser of an
+ *  order (ABI 7: sp_order_parse() is gone). *block_shards gets K
  *  (0 for the other orders). @return 0 or SP_EINVAL with a message naming
  *  the value and what is wrong ("order \"block:0\": K, the shards a
  *  block, must be at least 1"). */
 SP_API int sp_order_spec_parse(const char *s, sp_order *order, uint32_t *block_shards,
                                sp_error *err);
 /*! sp_order_spec_format() : "shuffle", "sequential" or "block:K" into buf
- *  (NUL-terminated, truncated to n). @return the length needed. */
+ *  (NUL-terminated, truncated to n; "?" for a value outside sp_order): the
+ *  one name of an order (ABI 7: sp_order_name() is gone). @return the
+ *  length needed. */
 SP_API int sp_order_spec_format(sp_order order, uint32_t block_shards, char *buf, size_t n);
 
 typedef struct sp_loader_config {
@@ -234,46 +232,63 @@ typedef struct sp_loader sp_loader;
 SP_API int sp_loader_create(const sp_loader_config *cfg, sp_loader **out, sp_error *err);
 SP_API void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
 
-SP_API const sp_dataset *sp_loader_dataset(const sp_loader *ld);
-/*! sp_loader_pipeline() : the parsed pipeline; NULL for a token corpus
- *  (dataset.h SP_DATASET_TOKENS), which takes a token spec instead. */
-SP_API const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);
-/*! sp_loader_spec() : the canonical form of what cfg.pipeline said: the
- *  pipeline's (sp_pipeline_canonical()) or a token corpus's spec ("tokens
- *  seq_len=2048 packing=docs eod=none pad=0", docs/tokens.md). Part of the
- *  fingerprint; owned by ld. ABI 5. */
-SP_API const char *sp_loader_spec(const sp_loader *ld);
-SP_API const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
-SP_API uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
-/*! sp_loader_size() : the positions of an epoch before padding: the number
- *  of samples the loader draws from (the subset's size with a split or an
- *  index list, else the dataset's), or with a sampler ("Samplers" below)
- *  its num_samples, or repeat times the samples. */
-SP_API uint64_t sp_loader_size(const sp_loader *ld);
-/*! sp_loader_sample_index() : the dataset index of the loader's j-th
- *  sample (j below the samples it draws from; the identity without a split
- *  or an index list). */
-SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
-/*! sp_loader_sample_dims() : channels, height, width of one sample. */
-SP_API void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
-/*! sp_loader_sample_bytes() : c * h * w * sizeof(dtype); with targets
- *  (cfg.annotations), that rounded up to a multiple of 8 plus the target
- *  fields (targets.h: the sample record). */
-SP_API size_t sp_loader_sample_bytes(const sp_loader *ld);
-/*! sp_loader_fingerprint() : XXH3-128 of everything but the seed that
- *  decides the global batches: dataset fingerprint, canonical pipeline,
- *  dtype, layout, skip_normalize, batch size, drop_last. Rank and world are left out on
+/* What a loader is, read in one call (sp_loader_info_get()); every pointer
+ * is owned by the loader and valid while it lives. ABI 7 (it replaces the
+ * one-value getters sp_loader_size(), _padded_size(), _batches_per_epoch(),
+ * _sample_dims(), _sample_bytes(), _fingerprint(), _pipeline_hash(),
+ * _spec(), _dataset(), _pipeline() and _config_of()). New fields are only
+ * ever added at the end: struct_size says how much of it the caller knows. */
+typedef struct sp_loader_info {
+    size_t struct_size;             /* in: sizeof(sp_loader_info) as the caller was built */
+    const sp_loader_config *config; /* the loader's copy of the config: the defaults filled
+                                       (world >= 1, a corpus's dtype), its strings the
+                                       loader's; it may be given to sp_loader_create() again */
+    const sp_dataset *dataset;
+    const sp_pipeline *pipeline;    /* the parsed pipeline; NULL for a token corpus (dataset.h
+                                       SP_DATASET_TOKENS), which takes a token spec instead */
+    const char *spec;               /* the canonical form of what cfg.pipeline said: the
+                                       pipeline's (sp_pipeline_canonical()) or a token corpus's
+                                       spec ("tokens seq_len=2048 packing=docs eod=none pad=0",
+                                       docs/tokens.md); part of the fingerprint */
+    uint64_t size;                  /* the positions of an epoch before padding: the samples
+                                       the loader draws from (the subset's size with a split
+                                       or an index list, else the dataset's), or with a
+                                       sampler ("Samplers" above) its num_samples, or repeat
+                                       times the samples */
+    uint64_t padded_size;           /* N', the positions of an epoch: size, or with pad_tail
+                                       ceil(N / world) * world */
+    uint64_t batches_per_epoch;
+    int c, h, w;                    /* channels, height, width of one sample */
+    size_t sample_bytes;            /* c * h * w * sizeof(dtype); with targets
+                                       (cfg.annotations), that rounded up to a multiple of 8
+                                       plus the target fields (targets.h: the sample record) */
+    sp_digest fingerprint;          /* see below */
+    sp_digest pipeline_hash;        /* XXH3-128 of spec (stored in loader states to name a
+                                       pipeline mismatch) */
+} sp_loader_info;
+
+/*! sp_loader_info_get() : fill *info. The caller sets info->struct_size
+ *  (sizeof(sp_loader_info)) first; the fields past it are not written, so
+ *  a program built against this header keeps working with a library whose
+ *  struct has grown. Thread-safe.
+ *
+ *  The fingerprint is XXH3-128 of everything but the seed that decides the
+ *  global batches: dataset fingerprint, canonical pipeline, dtype, layout,
+ *  skip_normalize, batch size, drop_last. Rank and world are left out on
  *  purpose: the global stream does not depend on them, so a loader state
  *  can be resumed with another world size. A non-default on_error,
  *  rng_mode or order is hashed too (the default leaves the v1 value
  *  unchanged; a block order with its K), and so are a split's canonical
- *  spec, split seed and subset,
- *  and pad_tail when set, with the padded size N' (a state resumes with
- *  another world size exactly when N' is the same). */
-SP_API sp_digest sp_loader_fingerprint(const sp_loader *ld);
-/*! sp_loader_pipeline_hash() : XXH3-128 of the canonical pipeline string
- *  (stored in loader states to name a pipeline mismatch). */
-SP_API sp_digest sp_loader_pipeline_hash(const sp_loader *ld);
+ *  spec, split seed and subset, and pad_tail when set, with the padded
+ *  size N' (a state resumes with another world size exactly when N' is
+ *  the same).
+ *  @return 0, or SP_EINVAL when struct_size is smaller than the first
+ *  version of the struct (nothing written past struct_size). */
+SP_API int sp_loader_info_get(const sp_loader *ld, sp_loader_info *info);
+/*! sp_loader_sample_index() : the dataset index of the loader's j-th
+ *  sample (j below info.size's samples it draws from; the identity without
+ *  a split or an index list). */
+SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 
 /* One logged failure: the sample, its error code and "path: reason". */
 typedef struct sp_failure {
@@ -290,10 +305,6 @@ typedef struct sp_failure {
  *  @return 0, or SP_ERANGE for i >= the count. */
 SP_API size_t sp_loader_failure_count(const sp_loader *ld);
 SP_API int sp_loader_failure_get(const sp_loader *ld, size_t i, sp_failure *out);
-
-/*! sp_loader_padded_size() : N', the positions of an epoch: sp_loader_size(),
- *  or with pad_tail ceil(N / world) * world. */
-SP_API uint64_t sp_loader_padded_size(const sp_loader *ld);
 
 /* A batch for one rank's slice: capacity = B / world samples. Either owned
  * (sp_batch_alloc: the caller frees it with sp_batch_free) or a view that

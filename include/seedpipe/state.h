@@ -34,9 +34,9 @@ extern "C" {
 #endif
 
 typedef struct sp_loader_state {
-    sp_digest fingerprint;          /* sp_loader_fingerprint() */
+    sp_digest fingerprint;          /* the loader's (sp_loader_info_get()) */
     sp_digest dataset_fingerprint;  /* sp_dataset_fingerprint() */
-    sp_digest pipeline_hash;        /* sp_loader_pipeline_hash() */
+    sp_digest pipeline_hash;        /* the loader's (sp_loader_info_get()) */
     uint64_t seed;
     uint32_t epoch;                 /* the next batch to deliver ... */
     uint64_t batch;                 /* ... is batch `batch` of epoch `epoch` */

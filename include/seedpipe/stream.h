@@ -168,7 +168,7 @@ typedef struct sp_stream_info {
                                         the first batch and one past the last */
     uint64_t taken;                  /* batches taken by sp_stream_next() so far */
     int held, max_held;              /* views held now / at most */
-    sp_digest fingerprint;           /* sp_loader_fingerprint() of the stream */
+    sp_digest fingerprint;           /* the loader's fingerprint (sp_loader_info_get()) */
     uint64_t seed;
 } sp_stream_info;
 

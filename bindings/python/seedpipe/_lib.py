@@ -150,6 +150,14 @@ class sp_failure(Structure):
     _fields_ = [("sample", c_uint64), ("code", c_int), ("msg", c_char * SP_ERROR_MSG_MAX)]
 
 
+class sp_loader_info(Structure):   # loader.h (ABI 7): sp_loader_info_get() fills it
+    _fields_ = [("struct_size", c_size_t), ("config", POINTER(sp_loader_config)),
+                ("dataset", c_void_p), ("pipeline", c_void_p), ("spec", c_char_p),
+                ("size", c_uint64), ("padded_size", c_uint64), ("batches_per_epoch", c_uint64),
+                ("c", c_int), ("h", c_int), ("w", c_int), ("sample_bytes", c_size_t),
+                ("fingerprint", sp_digest), ("pipeline_hash", sp_digest)]
+
+
 def _candidates():
     env = os.environ.get("SEEDPIPE_LIB")
     if env:
@@ -242,16 +250,9 @@ sp_order_spec_parse = _fn("sp_order_spec_parse", c_int, c_char_p, POINTER(c_int)
                           POINTER(c_uint32), E)   # ABI 4
 sp_loader_create = _fn("sp_loader_create", c_int, POINTER(sp_loader_config), POINTER(P), E)
 sp_loader_destroy = _fn("sp_loader_destroy", None, P)
-sp_loader_batches_per_epoch = _fn("sp_loader_batches_per_epoch", c_uint64, P)
-sp_loader_sample_dims = _fn("sp_loader_sample_dims", None, P, POINTER(c_int), POINTER(c_int),
-                            POINTER(c_int))
-sp_loader_fingerprint = _fn("sp_loader_fingerprint", sp_digest, P)
-sp_loader_spec = _fn("sp_loader_spec", c_char_p, P)   # ABI 5
+sp_loader_info_get = _fn("sp_loader_info_get", c_int, P, POINTER(sp_loader_info))   # ABI 7
 sp_loader_failure_count = _fn("sp_loader_failure_count", c_size_t, P)
 sp_loader_failure_get = _fn("sp_loader_failure_get", c_int, P, c_size_t, POINTER(sp_failure))
-sp_loader_size = _fn("sp_loader_size", c_uint64, P)
-sp_loader_padded_size = _fn("sp_loader_padded_size", c_uint64, P)
-sp_loader_dataset = _fn("sp_loader_dataset", P, P)
 sp_dataset_size = _fn("sp_dataset_size", c_uint64, P)
 sp_dataset_path = _fn("sp_dataset_path", c_char_p, P, c_uint64)
 sp_dataset_label = _fn("sp_dataset_label", c_int, P, c_uint64)
@@ -392,3 +393,13 @@ if HAS_VERIFY:
     sp_verify_free = _fn("sp_verify_free", None, P)
     sp_verify_format = _fn("sp_verify_format", c_size_t, P, c_char_p, c_size_t)
     sp_verify_json = _fn("sp_verify_json", c_size_t, P, c_char_p, c_size_t)
+
+
+def loader_info(ld) -> sp_loader_info:
+    """sp_loader_info_get() of the loader ld (its geometry, spec,
+    fingerprint, dataset and config in one struct)."""
+    info = sp_loader_info(struct_size=ctypes.sizeof(sp_loader_info))
+    rc = sp_loader_info_get(ld, ctypes.byref(info))
+    if rc != 0:
+        raise RuntimeError(f"sp_loader_info_get: {sp_strerror(rc).decode()}")
+    return info

@@ -337,24 +337,22 @@ class Loader(StreamSource):
             if rc != 0:
                 raise_error(rc, err, data or "samples")
             self._res.loader = ld.value
-        ld = self._ld()
-        c, h, w = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        L.sp_loader_sample_dims(ld, byref(c), byref(h), byref(w))
-        self.spec = L.sp_loader_spec(ld).decode()
+        info = L.loader_info(self._ld())
+        self.spec = info.spec.decode()
         self._tokens = _tokbatch.parse(self.spec)   # (seq_len, packing) of a token corpus
         self._targets = _targets.parse(self.spec)   # None without a targets op
         if self._tokens and self._dtype == L.DTYPES["uint8"]:
             self._dtype = L.DTYPES["int32"]          # the library's default for a corpus
-        self._geometry((c.value, h.value, w.value), self._dtype, self._layout)
-        self._nb = int(L.sp_loader_batches_per_epoch(ld))
-        self.fingerprint = L.sp_loader_fingerprint(ld).hex()
+        self._geometry((info.c, info.h, info.w), self._dtype, self._layout)
+        self._nb = int(info.batches_per_epoch)
+        self.fingerprint = info.fingerprint.hex()
         # stream position: the next batch to deliver
         self._epoch, self._batch = 0, 0
 
     def _locator(self):
         loc = self.__dict__.get("_loc")
         if loc is None:   # the sources' sizes, once (a mixture's; else one source)
-            ds = L.sp_loader_dataset(self._ld())
+            ds = L.loader_info(self._ld()).dataset
             nsrc = int(L.sp_dataset_mix_sources(ds))
             sizes = [int(L.sp_dataset_size(L.sp_dataset_mix_source(ds, s)))
                      for s in range(nsrc)]
@@ -387,7 +385,7 @@ class Loader(StreamSource):
             # a pool's stream holds fewer than 2^40 batches (pool.h): "no
             # end" is as many epochs as that allows from here, which no run
             # reaches (a million epochs of a million batches)
-            nb = int(L.sp_loader_batches_per_epoch(self._ld()))
+            nb = int(L.loader_info(self._ld()).batches_per_epoch)
             sc.epochs = min(_UNBOUNDED_EPOCHS, ((1 << 40) - 1 + epoch * nb + batch) // nb)
         st = None
         if (epoch, batch) != (0, 0):
@@ -414,19 +412,19 @@ class Loader(StreamSource):
         """Positions of an epoch before padding: the samples the loader draws
         from (the subset's with a split or indices=), or with a sampler its
         num_samples (repeat: repeat times the samples)."""
-        return int(L.sp_loader_size(self._ld()))
+        return int(L.loader_info(self._ld()).size)
 
     @property
     def padded_samples(self) -> int:
         """Positions of an epoch: num_samples, or with pad_tail the next
         multiple of world."""
-        return int(L.sp_loader_padded_size(self._ld()))
+        return int(L.loader_info(self._ld()).padded_size)
 
     def dataset_samples(self) -> Tuple[list, list]:
         """(relative paths, labels) of the dataset's samples in canonical
         order (sp_dataset_path, sp_dataset_label; before any split)."""
         self._check_open()
-        ds = L.sp_loader_dataset(self._ld())
+        ds = L.loader_info(self._ld()).dataset
         n = int(L.sp_dataset_size(ds))
         paths = [os.fsdecode(L.sp_dataset_path(ds, i)) for i in range(n)]
         labels = [int(L.sp_dataset_label(ds, i)) for i in range(n)]
