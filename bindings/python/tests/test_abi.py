@@ -22,7 +22,7 @@ STRUCTS = ["sp_error", "sp_digest", "sp_sample_list", "sp_loader_config", "sp_ba
            "sp_loader_state",
            "sp_pool_config", "sp_pool_stats", "sp_client_info", "sp_failure",
            "sp_client_opts", "sp_stream_config", "sp_stream_info", "sp_cache_opts",
-           "sp_cache_stats", "sp_verify_config", "sp_perm", "sp_batching"]
+           "sp_cache_stats", "sp_verify_config", "sp_perm", "sp_batching", "sp_loader_info"]
 
 
 def header_fields(name):
