@@ -31,11 +31,12 @@
  * change at a resume (state_blend.c, determinism.md section 12b).
  *
  * The per-position step (sp__loader_sample) and the batch assembly
- * (sp__batch_finalize) are shared with the worker pool through
- * loader_internal.h; they apply cfg.on_error (loader.h): skip compacts the
- * failed positions out after all positions are done, substitute searches
- * the next positions of the epoch order for a sample that decodes. Both
- * are decided from the samples only, so the pool and the threads agree.
+ * (sp__batch_finalize, loader_failures.c) are shared with the worker pool
+ * through loader_internal.h; they apply cfg.on_error (loader.h): skip
+ * compacts the failed positions out after all positions are done,
+ * substitute searches the next positions of the epoch order for a sample
+ * that decodes. Both are decided from the samples only, so the pool and
+ * the threads agree.
  */
 #include "seedpipe/loader.h"
 #include "seedpipe/env.h"

@@ -282,12 +282,12 @@ typedef struct sp_loader_info {
  *  spec, split seed and subset, and pad_tail when set, with the padded
  *  size N' (a state resumes with another world size exactly when N' is
  *  the same).
- *  @return 0, or SP_EINVAL when struct_size is smaller than the first
- *  version of the struct (nothing written past struct_size). */
+ *  @return 0, or SP_EINVAL (ld or info NULL, or struct_size smaller than
+ *  the first version of the struct; then nothing is written). */
 SP_API int sp_loader_info_get(const sp_loader *ld, sp_loader_info *info);
 /*! sp_loader_sample_index() : the dataset index of the loader's j-th
- *  sample (j below info.size's samples it draws from; the identity without
- *  a split or an index list). */
+ *  sample (j below the samples it draws from; the identity without a split
+ *  or an index list). */
 SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 
 /* One logged failure: the sample, its error code and "path: reason". */
