@@ -11,6 +11,7 @@
  */
 #include "cache/cache_internal.h"
 #include "common/hash_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_fingerprint() */
 
 #include <stdio.h>
 

@@ -108,7 +108,7 @@ __attribute__((format(printf, 3, 4))) static void note(char *why, size_t wn, con
 /* The absolute root the sidecar belongs to: the folder of an ImageFolder,
  * the list file itself (resolved). malloc'd, or NULL. */
 static char *abs_root(const sp_dataset *ds) {
-    if (ds->kind == SP_DATASET_IMAGEFOLDER) return sp__ds_strdup(ds->base);
+    if (sp__ds_kind(ds) == SP_DATASET_IMAGEFOLDER) return sp__ds_strdup(ds->base);
     return realpath(ds->root, NULL);
 }
 
@@ -117,7 +117,7 @@ static char *abs_root(const sp_dataset *ds) {
  * data, read where it exists and never written. */
 static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096], char *why,
                           size_t wn) {
-    if (ds->kind == SP_DATASET_IMAGEFOLDER) {
+    if (sp__ds_kind(ds) == SP_DATASET_IMAGEFOLDER) {
         snprintf(p[1], 4096, "%s/.seedpipe-index", root);
     } else {
         const char *slash = strrchr(root, '/');
@@ -126,7 +126,7 @@ static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096
     char dir[4096];
     p[0][0] = '\0';
     if (sp__ds_cache_dir(dir, sizeof dir, why, wn) == 0 &&
-        sp__ds_cache_entry(dir, ds->kind == SP_DATASET_IMAGEFOLDER ? "folder" : "list", root, p[0],
+        sp__ds_cache_entry(dir, sp__ds_kind(ds) == SP_DATASET_IMAGEFOLDER ? "folder" : "list", root, p[0],
                            4096) != 0)
         note(why, wn, "%s: %s", root, strerror(errno));
 }
@@ -198,7 +198,7 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
         goto out;
     }
     uint32_t rl = sp__le_get32(data + 24);
-    if (sp__le_get32(data + 12) != (uint32_t)ds->kind || head + rl + 8 > len ||
+    if (sp__le_get32(data + 12) != sp__ds_kind(ds) || head + rl + 8 > len ||
         rl != strlen(root) || memcmp(data + head, root, rl) != 0) {
         note(why, wn, "%s: belongs to another dataset (%.*s)", path,
                  (int)(rl < 512 && head + rl + 8 <= len ? rl : 0), (const char *)data + head);
@@ -355,7 +355,7 @@ static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc
     if (!err || e->v[i].line <= 0) return;
     char msg[SP_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg);
-    if (ds->kind == SP_DATASET_SAMPLES)
+    if (sp__ds_kind(ds) == SP_DATASET_SAMPLES)
         sp_error_set(err, rc, "%s (sample list entry %d)", msg, e->v[i].line - 1);
     else
         sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
@@ -486,7 +486,7 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
                    (ds->verdicts ? ds->verdicts[i] : 0u);
     sp__sbuf_put(&b, SIDECAR_MAGIC, 8);
     sp__ds_buf_u32(&b, SIDECAR_VERSION);
-    sp__ds_buf_u32(&b, (uint32_t)ds->kind);
+    sp__ds_buf_u32(&b, sp__ds_kind(ds));
     sp__ds_buf_u64(&b, n);
     sp__ds_buf_u32(&b, (uint32_t)strlen(root));
     sp__sbuf_put(&b, root, strlen(root));
@@ -697,8 +697,4 @@ int sp__ds_finish_listed(sp_dataset *ds, sp__ds_entries *e, sp_error *err) {
     for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
     e->n = 0;
     return rc;
-}
-
-void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out) {
-    *out = ds->index;
 }

@@ -282,7 +282,9 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     const char *ca = getenv("SEEDPIPE_CA_BUNDLE");
     if (!ca || !ca[0]) ca = getenv("AWS_CA_BUNDLE");
     if (ca && ca[0]) curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-    if (r->kind == SP__RIO_HTTP) {
+    sp__rio_auth a = {0};   /* what the protocol adds (remote_internal.h) */
+    if (r->proto->auth) r->proto->auth(r, &a);
+    if (a.follow_redirects) {
         curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
         curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -301,22 +303,14 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
                  (unsigned long long)(g->off + g->len - 1));
         x->hdrs = curl_slist_append(x->hdrs, range);
     }
-    if (r->kind == SP__RIO_S3 && r->key_id) {
+    if (a.sigv4) {
         curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_AWS_SIGV4);
-        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4);
-        curl_easy_setopt(h, CURLOPT_USERNAME, r->key_id);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, r->secret);
-        x->hdrs = curl_slist_append(x->hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-        if (r->token) {
-            size_t n = strlen(r->token) + 32;
-            char *t = malloc(n);
-            if (!t) return -1;
-            snprintf(t, n, "x-amz-security-token: %s", r->token);
-            x->hdrs = curl_slist_append(x->hdrs, t);
-            memset(t, 0, n);
-            free(t);
-        }
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, a.sigv4);
+        curl_easy_setopt(h, CURLOPT_USERNAME, a.user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, a.password);
     }
+    for (size_t i = 0; i < sizeof a.headers / sizeof a.headers[0] && a.headers[i]; i++)
+        x->hdrs = curl_slist_append(x->hdrs, a.headers[i]);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
     x->cap = g->len ? g->len : g->max;
     if (!g->len && strcmp(x->method, "GET") == 0 && x->cap < (uint64_t)INT64_MAX)

@@ -73,11 +73,10 @@ static int judge_bounds(xfer *x, CURLcode res, long st) {
     return -1;
 }
 
-/* What the response (or its absence) says: a connection never made, a
- * transient or a permanent failure, a status, an object that changed. */
-static int judge_response(xfer *x, CURLcode res, long st, const char *why) {
+/* A transfer that got no whole response: a connection never made, a
+ * transient or a permanent failure; -1 when it did (res is CURLE_OK). */
+static int judge_transport(xfer *x, CURLcode res, long st, const char *why) {
     sp__rio_get *g = x->g;
-    char code[240];
     if (st > 0)   /* a response: the store is there (the cast: the one mutable field) */
         atomic_store_explicit((_Atomic int *)&x->r->answered, 1, memory_order_relaxed);
     if (res == CURLE_COULDNT_CONNECT &&
@@ -107,6 +106,16 @@ static int judge_response(xfer *x, CURLcode res, long st, const char *why) {
         }
         return transient ? X_RETRY : X_FAIL;
     }
+    return -1;
+}
+
+/* What the response says: a status, an object that changed, a range cut
+ * short or ignored. */
+static int judge_response(xfer *x, CURLcode res, long st, const char *why) {
+    sp__rio_get *g = x->g;
+    char code[240];
+    int v = judge_transport(x, res, st, why);
+    if (v >= 0) return v;
     if (st == 408 || st == 429 || (st >= 500 && st <= 599)) {
         s3_code(x, code, sizeof code);
         g->rc = SP_EIO;

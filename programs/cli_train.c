@@ -109,7 +109,7 @@ static int compare_devices(cli_args *a, const cli_train_opts *o, uint64_t steps,
     sp_train_config cfg = o->tcfg;
     cfg.seed = o->lcfg.seed;
     sp_loader_sample_dims(ld, &cfg.shape.c, &cfg.shape.h, &cfg.shape.w);
-    cfg.shape.classes = sp_dataset_num_classes(sp_loader_dataset(ld));
+    cfg.shape.classes = cli_ds_info(sp_loader_dataset(ld)).num_classes;
     sp_model_layout l;
     if (sp_model_layout_of(&cfg.shape, &l, &err)) cli_train_fail(a, &err);
     uint64_t nb = sp_loader_batches_per_epoch(ld);

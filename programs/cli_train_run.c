@@ -328,7 +328,7 @@ static void open_eval(run_ctx *x, const sp_loader_config *lcfg, const sp_model_s
     ecfg.rank = 0;
     ecfg.world = 1;
     if (sp_loader_create(&ecfg, &x->ev, &err)) cli_train_fail(x->a, &err);
-    int ec, eh, ew, ek = sp_dataset_num_classes(sp_loader_dataset(x->ev));
+    int ec, eh, ew, ek = cli_ds_info(sp_loader_dataset(x->ev)).num_classes;
     sp_loader_sample_dims(x->ev, &ec, &eh, &ew);
     if (ec != shape->c || eh != shape->h || ew != shape->w || ek != shape->classes) {
         sp_error_set(&err, SP_EINVAL,
@@ -486,7 +486,7 @@ static void write_record(run_ctx *x, uint64_t seed, double secs, const char *dev
     fclose(cf);
     r.seed = seed;
     r.config_json = cfgj;
-    r.dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(x->ld));
+    r.dataset_fingerprint = cli_ds_info(sp_loader_dataset(x->ld)).fingerprint;
     r.loader_fingerprint = sp_loader_fingerprint(x->ld);
     r.device_json = dev;
     r.nepochs = x->ac.nepochs;
@@ -522,7 +522,7 @@ void cli_train_run(cli_args *a, const cli_train_opts *o, uint64_t seed, const ch
     lcfg.seed = seed;
     if (sp_loader_create(&lcfg, &x.ld, &err)) cli_train_fail(a, &err);
     /* Every rank must read the same dataset and stream (DESIGN.md 9). */
-    if (cli_dist_same(&cli_train_job, sp_dataset_fingerprint(sp_loader_dataset(x.ld)),
+    if (cli_dist_same(&cli_train_job, cli_ds_info(sp_loader_dataset(x.ld)).fingerprint,
                       "dataset fingerprint (every rank must see the same dataset: a shared "
                       "filesystem or identical copies)", &err) ||
         cli_dist_same(&cli_train_job, sp_loader_fingerprint(x.ld),
@@ -533,7 +533,7 @@ void cli_train_run(cli_args *a, const cli_train_opts *o, uint64_t seed, const ch
     sp_loader_sample_dims(x.ld, &c, &h, &w);
     sp_train_config tcfg = o->tcfg;
     tcfg.seed = seed;
-    tcfg.shape = (sp_model_shape){c, h, w, sp_dataset_num_classes(sp_loader_dataset(x.ld))};
+    tcfg.shape = (sp_model_shape){c, h, w, cli_ds_info(sp_loader_dataset(x.ld)).num_classes};
     if (sp_trainer_create(&tcfg, &x.tr, &err)) cli_train_fail(a, &err);
     sp_train_comm comm = cli_dist_comm(&cli_train_job);
     if (cli_train_job.world > 1 && sp_trainer_set_comm(x.tr, &comm, &err)) cli_train_fail(a, &err);

@@ -35,6 +35,7 @@
 #include "check.h"
 #include "runner.h"
 #include "tmpdir.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #include <errno.h>
 #include <ftw.h>

@@ -33,6 +33,7 @@
 #include "seedpipe/state.h"
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #define N 37
 #define EPOCHS 2

@@ -39,6 +39,7 @@
 #include "seedpipe/state.h"
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #define N 37
 #define PER 7      /* samples a shard: shards of 7, 7, 7, 7, 7, 2 */

@@ -29,6 +29,7 @@
 #include "runner.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 static void expect_bad(const char *spec, const char *needle) {
     sp_split s;
