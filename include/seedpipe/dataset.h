@@ -1,8 +1,11 @@
 /* seedpipe/dataset.h - dataset index: canonical sample order, labels, fingerprint.
  *
- * Six kinds detected by sp_dataset_open() (the fourth local or remote, the
- * fifth a weighted mixture of the others, the sixth a token corpus), and
- * an in-memory sample list (sp_dataset_open_list()):
+ * The kinds below, each detected by sp_dataset_open() from the path (the
+ * library's driver table, dataset/dataset_drivers.c, in its order), and an
+ * in-memory sample list (sp_dataset_open_list()); sp_dataset_info_get()
+ * names an open dataset's kind ("imagefolder", "idx", "fakedata", "list",
+ * "webdataset", "mixture", "tokens", "samples"). A program should compare
+ * the name: a later library may have kinds this header does not number.
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg .bmp .webp .tif .tiff (any case), as torchvision's
  *    ImageFolder. Class id = index of the class folder name in byte-wise sorted
@@ -108,7 +111,7 @@
  *    sources'; labels are offset per source: source s's label c is mixture
  *    label coff(s) + c, coff(s) the class counts of sources 0..s-1, class
  *    names "s:name". An epoch is not a permutation of these samples but
- *    sp_dataset_mix_length() draws by the weights: docs/determinism.md
+ *    sp_dataset_info's mix_length draws by the weights: docs/determinism.md
  *    section 10 is the normative schedule, sp_dataset_mix_draw() computes
  *    it. Its fingerprint (section 10) covers every source's fingerprint,
  *    the weights and the length. A token corpus cannot be a source (yet):
@@ -117,7 +120,7 @@
  *    dataset (megatron-core's MMIDIDX format, version 1), PREFIX.idx +
  *    PREFIX.bin, named by either file (when the other is beside it) or by
  *    PREFIX itself (when PREFIX does not exist and both files do); the
- *    root (sp_dataset_root()) is PREFIX. Token types uint8, int8, int16,
+ *    root (sp_dataset_info's root) is PREFIX. Token types uint8, int8, int16,
  *    uint16, int32, int64 (float64/float32 corpora are SP_EUNSUPP). Both
  *    files are mapped read-only and checked at open in one pass (O(sequences),
  *    no per-document memory): the arrays fill the .idx exactly (plus one
@@ -125,7 +128,7 @@
  *    pointers tile the .bin back to back from 0 to its last byte (as
  *    megatron-core writes them), the document index starts at 0, never
  *    decreases and ends at the sequence count; a violation is SP_EFORMAT
- *    "PREFIX.idx: reason". Samples are documents (sp_dataset_size() = D;
+ *    "PREFIX.idx: reason". Samples are documents (sp_dataset_info's size = D;
  *    at most 2^32-1, else SP_ELIMIT; zero documents is SP_EFORMAT), all
  *    label 0 of one class "tokens", each path the prefix, content hash
  *    {0, 0}; sp_dataset_read() is SP_EUNSUPP (the loader packs tokens by
@@ -173,7 +176,7 @@
  * index write, whose timestamps cannot tell), so reopening an unchanged
  * dataset reads no sample file; the fingerprint is the same as a full
  * hash's. A damaged, foreign or stale index is never trusted: it is
- * rebuilt (sp_dataset_index_info_get() says why). A file changed without a
+ * rebuilt (sp_dataset_info's index says why). A file changed without a
  * stat change is still refused when read: sp_dataset_read() re-hashes
  * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
  * Each record also keeps whether the file's bytes decode without error in
@@ -194,6 +197,9 @@
 extern "C" {
 #endif
 
+/* The numbers of the kinds this header lists (sp_dataset_info's kind; the
+ * fingerprint hashes it). A later kind has a number of its own that this
+ * list need not hold: compare kind_name. */
 typedef enum {
     SP_DATASET_IMAGEFOLDER = 0,
     SP_DATASET_IDX = 1,
@@ -225,7 +231,7 @@ typedef struct sp_dataset_limits {
     int hash_threads;         /* threads hashing files; default online CPUs, at most 8 */
 } sp_dataset_limits;
 
-/* What the persistent index did at open (sp_dataset_index_info_get()). */
+/* What the persistent index did at open (sp_dataset_info's index). */
 typedef struct sp_dataset_index_info {
     int used;                 /* 0: no index (IDX, SP_INDEX_OFF, SEEDPIPE_INDEX=off) */
     int written;              /* 1: the index was (re)written at this open */
@@ -382,7 +388,7 @@ typedef struct sp_mix_draw {
     uint64_t index;       /* the same sample as a mixture index: off(source) + local */
 } sp_mix_draw;
 
-/*! sp_dataset_mix_draw() : what slot q (< sp_dataset_mix_length()) of
+/*! sp_dataset_mix_draw() : what slot q (< sp_dataset_info's mix_length) of
  *  epoch `epoch` draws under `seed`. O(1) after the open (a table of one
  *  period of the schedule). Pure: any process computes the same. @return 0,
  *  SP_EINVAL (not a mixture), SP_ERANGE (q >= length). */

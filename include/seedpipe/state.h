@@ -35,7 +35,7 @@ extern "C" {
 
 typedef struct sp_loader_state {
     sp_digest fingerprint;          /* sp_loader_fingerprint() */
-    sp_digest dataset_fingerprint;  /* sp_dataset_fingerprint() */
+    sp_digest dataset_fingerprint;  /* sp_dataset_info's fingerprint */
     sp_digest pipeline_hash;        /* sp_loader_pipeline_hash() */
     uint64_t seed;
     uint32_t epoch;                 /* the next batch to deliver ... */
