@@ -68,9 +68,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
-
-struct stat;
 
 /* Label values of list files are bounded so that a hostile list cannot make
  * us allocate a huge class table: labels are 0 .. SP_DS_MAX_CLASSES-1. */
@@ -234,6 +233,26 @@ int sp__ds_cache_entry(const char *dir, const char *tag, const char *path, char 
 static inline uint64_t sp__ds_ns(struct timespec t) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
+
+/* A file's stat as the persistent index keeps it (dataset_index.c). */
+typedef struct sp__ds_rec {
+    uint64_t dev, ino, size, mtime, ctime;
+} sp__ds_rec;
+
+static inline sp__ds_rec sp__ds_rec_of(const struct stat *st) {
+    sp__ds_rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                    sp__ds_ns(st->st_mtim), sp__ds_ns(st->st_ctim)};
+    return r;
+}
+
+/* dataset_hash.c: hash the files todo[0..ntodo) (sample indices, ascending)
+ * into ds->sizes/hashes and their stats into recs, in threads
+ * (ds->hash_threads; 0: the online CPUs, at most 8); with a checker, each
+ * file is read whole and its verdict set in ds->verdicts. On failure
+ * *failed is the first failing sample in canonical order and err its
+ * error. */
+int sp__ds_hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, sp__ds_rec *recs,
+                    sp__ds_checker check, uint64_t *failed, sp_error *err);
 
 /* The index files' little-endian fields, appended to common's growable
  * buffer (sp__sbuf: an allocation failure sets oom and makes every later
