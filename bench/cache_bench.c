@@ -35,6 +35,11 @@
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 
+static uint64_t ds_size(const sp_dataset *ds) {
+    sp_dataset_info in = SP_DATASET_INFO_INIT;
+    return sp_dataset_info_get(ds, &in) == 0 ? in.size : 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -225,13 +230,13 @@ int main(int argc, char **argv) {
         if (t < t_zstd) t_zstd = t;
     }
     double raw_mb = (double)raw_total / 1e6, st_mb = (double)cs.bytes_written / 1e6;
-    double out_mb = (double)sp_dataset_size(li.dataset) * (double)li.sample_bytes / 1e6;
+    double out_mb = (double)ds_size(li.dataset) * (double)li.sample_bytes / 1e6;
     printf("dataset %s, pipeline %s%s, %s, batch %u, %llu batches, %d thread(s), zstd level %d, "
            "best of %d rounds\n",
            cfg.dataset, pl, cfg.skip_normalize ? " (skip normalize)" : "",
            sp_dtype_name(cfg.dtype), cfg.batch_size, (unsigned long long)nb,
            cfg.threads < 1 ? 1 : cfg.threads, level, warm_runs);
-    double n_img = (double)sp_dataset_size(li.dataset);
+    double n_img = (double)ds_size(li.dataset);
     printf("  computed epoch       %7.3f s wall %7.3f s cpu  (%.0f images/s)\n", comp.wall,
            comp.cpu, n_img / comp.wall);
     printf("  cold (compute+store) %7.3f s wall %7.3f s cpu  (%.2fx computed)\n", cold.wall,

@@ -51,7 +51,7 @@ def open_once(prefix):
     rc = L.sp_dataset_open(prefix.encode(), None, ctypes.byref(ds), ctypes.byref(err))
     t1 = time.perf_counter()
     assert rc == 0, err.msg.decode()
-    n = L.sp_dataset_size(ds)
+    n = L.dataset_info(ds).size
     L.sp_dataset_close(ds)
     return t1 - t0, n
 

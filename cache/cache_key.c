@@ -12,6 +12,7 @@
 #include "cache/cache_internal.h"
 #include "common/hash_internal.h"
 #include "loader/loader_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_fingerprint() */
 
 #include <stdio.h>
 

@@ -33,6 +33,7 @@
 #define SEEDPIPE_DATASET_COCO_H
 
 #include "seedpipe/dataset.h"
+#include "dataset/dataset_api_internal.h"   /* the accessors */
 #include "seedpipe/targets.h"
 
 typedef struct sp_coco sp_coco;

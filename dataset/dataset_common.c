@@ -165,3 +165,21 @@ void sp__ds_buf_str(sp__sbuf *b, const char *s) {
     if (l) sp__sbuf_put(b, s, l);
 }
 
+
+/* Absolute so that a later chdir() of the process (a daemon, a worker)
+ * cannot change what a sample path means. */
+int sp__ds_set_base(sp_dataset *ds, int is_dir, sp_error *err) {
+    char *dir;
+    if (is_dir) {
+        dir = sp__ds_strdup(ds->root);
+    } else {
+        const char *slash = strrchr(ds->root, '/');
+        dir = slash ? strndup(ds->root, (size_t)(slash - ds->root) + (slash == ds->root))
+                    : sp__ds_strdup(".");
+    }
+    if (!dir) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    ds->base = realpath(dir, NULL);
+    int rc = ds->base ? SP_OK : sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
+    free(dir);
+    return rc;
+}

@@ -20,8 +20,8 @@
  * is XXH3-128 of ("seedpipe.fakedata.v1", C, H, W, K, j), the fingerprint
  * that of the settings and N.
  *
- * sp__ds_is_fake() tells the dispatcher (dataset_open.c) the path is one;
- * sp__ds_open_fake() parses it and fills the labels. Calls common/ only.
+ * Its driver (sp__ds_driver_fake, at the end) claims a path starting with
+ * "fakedata:"; the opener parses it and fills the labels. Calls common/ only.
  */
 #include "dataset/dataset_internal.h"
 #include "common/hash_internal.h"
@@ -40,8 +40,11 @@ struct sp__ds_fake {
     sp_key key;
 };
 
-int sp__ds_is_fake(const char *path) {
-    return strncmp(path, fake_prefix, sizeof fake_prefix - 1) == 0;
+static struct sp__ds_fake *fake_of(const sp_dataset *ds) { return ds->state; }
+
+static int fake_probe(const sp__ds_req *rq, sp_error *err) {
+    (void)err;
+    return strncmp(rq->path, fake_prefix, sizeof fake_prefix - 1) == 0;
 }
 
 static void fake_pixels(const struct sp__ds_fake *f, uint64_t j, uint8_t *px, size_t len) {
@@ -54,7 +57,7 @@ static void fake_pixels(const struct sp__ds_fake *f, uint64_t j, uint8_t *px, si
 }
 
 static int fake_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
-    const struct sp__ds_fake *f = ds->fake;
+    const struct sp__ds_fake *f = fake_of(ds);
     size_t len = (size_t)f->c * f->h * f->w;
     out->owned = malloc(len);
     size_t pl = strlen(ds->root) + 24;
@@ -79,7 +82,7 @@ static const char *fake_path(const sp_dataset *ds, uint64_t i) {
 }
 
 static sp_digest fake_hash(const sp_dataset *ds, uint64_t i) {
-    const struct sp__ds_fake *f = ds->fake;
+    const struct sp__ds_fake *f = fake_of(ds);
     sp__hash h;
     sp__hash_init(&h);
     sp__hash_str(&h, "seedpipe.fakedata.v1");
@@ -93,7 +96,7 @@ static sp_digest fake_hash(const sp_dataset *ds, uint64_t i) {
 
 static int fake_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) {
     (void)err;
-    const struct sp__ds_fake *f = ds->fake;
+    const struct sp__ds_fake *f = fake_of(ds);
     sp__hash h;
     sp__hash_init(&h);
     sp__hash_str(&h, "seedpipe.fakedata.v1");
@@ -109,8 +112,13 @@ static int fake_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err)
 }
 
 static void fake_destroy(sp_dataset *ds) {
-    free(ds->fake);
-    ds->fake = NULL;
+    free(ds->state);
+    ds->state = NULL;
+}
+
+static void fake_raw_dims(const sp_dataset *ds, int *w, int *h) {
+    *w = (int)fake_of(ds)->w;
+    *h = (int)fake_of(ds)->h;
 }
 
 static const sp__ds_ops fake_ops = {
@@ -119,6 +127,7 @@ static const sp__ds_ops fake_ops = {
     .read = fake_read,
     .destroy = fake_destroy,
     .fingerprint = fake_fingerprint,
+    .raw_dims = fake_raw_dims,
 };
 
 /* One decimal number in [lo, hi] from s (up to a ',', 'x' or the end). */
@@ -177,11 +186,10 @@ static int parse(const sp_dataset *ds, struct sp__ds_fake *f, uint64_t *n, sp_er
     return SP_OK;
 }
 
-int sp__ds_open_fake(sp_dataset *ds, sp_error *err) {
-    ds->fake = calloc(1, sizeof *ds->fake);
-    if (!ds->fake) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    ds->ops = &fake_ops;
-    struct sp__ds_fake *f = ds->fake;
+static int fake_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    (void)rq;
+    struct sp__ds_fake *f = ds->state = calloc(1, sizeof *f);
+    if (!f) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     *f = (struct sp__ds_fake){.c = 3, .h = 224, .w = 224, .classes = 10, .offset = 0};
     uint64_t n = 1000;
     int rc = parse(ds, f, &n, err);
@@ -194,8 +202,6 @@ int sp__ds_open_fake(sp_dataset *ds, sp_error *err) {
     if (!ds->class_counts || !ds->labels)
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     ds->n = n;
-    ds->raw_w = (int)f->w;
-    ds->raw_h = (int)f->h;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t j = i + f->offset;
         sp_ctr c = {{0, (uint32_t)j, (uint32_t)(j >> 32), 1}};
@@ -205,3 +211,8 @@ int sp__ds_open_fake(sp_dataset *ds, sp_error *err) {
     }
     return SP_OK;
 }
+
+const sp__ds_driver sp__ds_driver_fake = {
+    .name = "fakedata", .code = SP_DATASET_FAKE, .probe = fake_probe, .open = fake_open,
+    .ops = &fake_ops,
+};

@@ -237,12 +237,10 @@ static int walk(sp_dataset *ds, const char *dir, const char *rel, int32_t label,
     return walk_subdirs(ds, dir, rel, label, stack, depth, w, subs, ns, e, err);
 }
 
-int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
-    ds->ops = &sp__ds_files_ops;
+/* The class folders, sorted byte-wise, into ds->class_names. */
+static int class_folders(sp_dataset *ds, sp_error *err) {
     DIR *d = opendir(ds->root);
     if (!d) return sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
-
-    /* 1. class folders, sorted byte-wise */
     char **names = NULL;
     size_t n = 0, cap = 0;
     int rc = SP_OK;
@@ -288,8 +286,16 @@ int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
     qsort(names, n, sizeof *names, cmp_str);
     ds->class_names = names;
     ds->num_classes = (int)n;
+    return SP_OK;
+}
 
-    /* 2. walk each class; 3. sort, hash, pack */
+/* 1. the class folders; 2. walk each class; 3. sort, hash, pack. */
+static int folder_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    (void)rq;
+    int rc = class_folders(ds, err);
+    if (rc != SP_OK) return rc;
+    char **names = ds->class_names;
+    size_t n = (size_t)ds->num_classes;
     sp__ds_entries e = {0};
     dir_id stack[MAX_DEPTH + 1];
     walk_ctx w = {NULL, 0, 0, 0};
@@ -328,3 +334,14 @@ int sp__ds_open_folder(sp_dataset *ds, sp_error *err) {
     sp__ds_entries_free(&e);
     return rc;
 }
+
+/* Any folder no other driver took (shards: dataset_tar.c, before it). */
+static int folder_probe(const sp__ds_req *rq, sp_error *err) {
+    (void)err;
+    return rq->is_dir;
+}
+
+const sp__ds_driver sp__ds_driver_folder = {
+    .name = "imagefolder", .code = SP_DATASET_IMAGEFOLDER, .local = 1, .probe = folder_probe,
+    .open = folder_open, .ops = &sp__ds_files_ops,
+};

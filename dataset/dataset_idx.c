@@ -25,7 +25,7 @@
  * dropped, so a gzip'd and a plain copy of the same data have the same
  * fingerprint.
  *
- * sp__ds_open_idx() reads the header, checks the declared dimensions
+ * The opener (idx_open_ds()) reads the header, checks the declared dimensions
  * (check_dims()), reads the pixels (read_pixels()) and the labels file
  * (read_labels()), then fills the index (fill_index()). Called by
  * dataset_open.c; calls down into dataset_common.c only.
@@ -288,17 +288,20 @@ static int read_pixels(gzFile gz, const char *path, uint32_t n, uint32_t rows, u
     return rc;
 }
 
-/* ds->idx: the images, n of raw_h x raw_w gray pixels one after another,
- * and the images file as opened (for messages). */
+/* The kind's state (ds->state): the images, n of h x w pixels one after
+ * another, and the images file as opened (for messages). */
 struct sp__ds_idx {
     uint8_t *pixels;
     char *file;
     int channels;   /* 1 (grey) or 3 (RGB, interleaved) */
+    int w, h;       /* the images' size (in the fingerprint: ops.raw_dims) */
 };
+
+static struct sp__ds_idx *idx_of(const sp_dataset *ds) { return ds->state; }
 
 /* A sample is a view of its pixels, path "<file>#<i>": nothing is read. */
 static int read_idx(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
-    const struct sp__ds_idx *x = ds->idx;
+    const struct sp__ds_idx *x = idx_of(ds);
     char buf[32];
     snprintf(buf, sizeof buf, "#%llu", (unsigned long long)i);
     size_t lf = strlen(x->file), lb = strlen(buf);
@@ -306,10 +309,10 @@ static int read_idx(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
     if (!out->full_path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     memcpy(out->full_path, x->file, lf);
     memcpy(out->full_path + lf, buf, lb + 1);
-    size_t row = (size_t)ds->raw_w * (size_t)x->channels;
-    size_t plane = row * (size_t)ds->raw_h;
-    out->raw_view.width = ds->raw_w;
-    out->raw_view.height = ds->raw_h;
+    size_t row = (size_t)x->w * (size_t)x->channels;
+    size_t plane = row * (size_t)x->h;
+    out->raw_view.width = x->w;
+    out->raw_view.height = x->h;
     out->raw_view.channels = x->channels;
     out->raw_view.stride = row;
     out->raw_view.data = x->pixels + (size_t)i * plane;   /* a view: never written */
@@ -319,27 +322,34 @@ static int read_idx(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
 }
 
 static void close_idx(sp_dataset *ds) {
-    if (!ds->idx) return;
-    free(ds->idx->pixels);
-    free(ds->idx->file);
-    free(ds->idx);
-    ds->idx = NULL;
+    struct sp__ds_idx *x = idx_of(ds);
+    if (!x) return;
+    free(x->pixels);
+    free(x->file);
+    free(x);
+    ds->state = NULL;
 }
 
-static const sp__ds_ops idx_ops = {.read = read_idx, .destroy = close_idx};
+static void idx_raw_dims(const sp_dataset *ds, int *w, int *h) {
+    *w = idx_of(ds)->w;
+    *h = idx_of(ds)->h;
+}
 
-/* The index of n images of rows x cols x ds->idx->channels (px, taken by
+static const sp__ds_ops idx_ops = {.read = read_idx, .destroy = close_idx,
+                                   .raw_dims = idx_raw_dims};
+
+/* The index of n images of rows x cols x channels (px, taken by
  * ds) with labels lab: paths "<base>#<i>", the pixels' hashes, the classes
  * "0".."9" or up to the largest label. lab stays the caller's. */
 static int fill_index(sp_dataset *ds, const char *path, uint8_t *px, const uint8_t *lab,
                       uint32_t n, uint32_t rows, uint32_t cols, sp_error *err) {
-    uint64_t plane = (uint64_t)rows * cols * (uint64_t)ds->idx->channels;
+    uint64_t plane = (uint64_t)rows * cols * (uint64_t)idx_of(ds)->channels;
     int ncls = SP_DS_IDX_CLASSES;
     for (uint32_t i = 0; i < n; i++)
         if (lab[i] >= ncls) ncls = lab[i] + 1;
-    ds->idx->pixels = px;
-    ds->raw_w = (int)cols;
-    ds->raw_h = (int)rows;
+    idx_of(ds)->pixels = px;
+    idx_of(ds)->w = (int)cols;
+    idx_of(ds)->h = (int)rows;
     ds->n = n;
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
@@ -402,13 +412,13 @@ static int read_header(gzFile gz, const char *path, uint32_t *n, uint32_t *rows,
     return SP_OK;
 }
 
-int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
+static int idx_open_ds(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    (void)rq;
     const char *path = ds->root;
-    ds->idx = calloc(1, sizeof *ds->idx);
-    if (!ds->idx) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    ds->ops = &idx_ops;
-    ds->idx->file = sp__ds_strdup(path);
-    if (!ds->idx->file) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    ds->state = calloc(1, sizeof(struct sp__ds_idx));
+    if (!ds->state) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    idx_of(ds)->file = sp__ds_strdup(path);
+    if (!idx_of(ds)->file) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
 
     gzFile gz = NULL;
     int eno;
@@ -418,10 +428,10 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     if (rc) return rc;
     uint32_t n = 0, rows = 0, cols = 0;
     uint8_t *px = NULL, *lab = NULL;
-    rc = read_header(gz, path, &n, &rows, &cols, &ds->idx->channels, err);
+    rc = read_header(gz, path, &n, &rows, &cols, &idx_of(ds)->channels, err);
     uint64_t total = 0;
     if (!rc) {
-        uint64_t plane = (uint64_t)rows * cols * (uint64_t)ds->idx->channels;
+        uint64_t plane = (uint64_t)rows * cols * (uint64_t)idx_of(ds)->channels;
         total = plane * n;
         rc = check_dims(ds, path, n, rows, cols, plane, total, lim, err);
     }
@@ -434,3 +444,23 @@ int sp__ds_open_idx(sp_dataset *ds, sp_error *err) {
     free(lab);
     return rc;
 }
+
+/* An images file: a regular file whose name ends in one of these. */
+static int idx_probe(const sp__ds_req *rq, sp_error *err) {
+    static const char *const suffixes[] = {
+        "images-idx3-ubyte", "images.idx3-ubyte",
+        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz",
+        "images-idx4-ubyte", "images-idx4-ubyte.gz", NULL};
+    (void)err;
+    size_t ln = strlen(rq->leaf);
+    for (int k = 0; !rq->is_dir && suffixes[k]; k++) {
+        size_t ls = strlen(suffixes[k]);
+        if (ln >= ls && strcmp(rq->leaf + ln - ls, suffixes[k]) == 0) return 1;
+    }
+    return 0;
+}
+
+const sp__ds_driver sp__ds_driver_idx = {
+    .name = "idx", .code = SP_DATASET_IDX, .local = 1, .probe = idx_probe,
+    .open = idx_open_ds, .ops = &idx_ops,
+};

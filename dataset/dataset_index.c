@@ -87,18 +87,8 @@
 #define SIDECAR_RACY 1u   /* then SP_DS_CHECKED 2, SP_DS_CLEAN 4 (dataset_internal.h) */
 #define SIDECAR_VERDICT (SP_DS_CHECKED | SP_DS_CLEAN)
 #define RECORD_FIXED (4 + 4 + 7 * 8)       /* len, flags, 7 u64 */
-#define SP_DS_MAX_HASH_THREADS 8   /* default: online CPUs, at most this */
-#define SP_DS_THREADS_CAP 64       /* sp_dataset_limits.hash_threads at most */
 
-typedef struct rec {
-    uint64_t dev, ino, size, mtime, ctime;
-} rec;
-
-static rec rec_of(const struct stat *st) {
-    rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
-             sp__ds_ns(st->st_mtim), sp__ds_ns(st->st_ctim)};
-    return r;
-}
+typedef sp__ds_rec rec;
 
 /* ---- where the sidecar lives -------------------------------------------------- */
 
@@ -108,7 +98,7 @@ __attribute__((format(printf, 3, 4))) static void note(char *why, size_t wn, con
 /* The absolute root the sidecar belongs to: the folder of an ImageFolder,
  * the list file itself (resolved). malloc'd, or NULL. */
 static char *abs_root(const sp_dataset *ds) {
-    if (ds->kind == SP_DATASET_IMAGEFOLDER) return sp__ds_strdup(ds->base);
+    if (sp__ds_kind(ds) == SP_DATASET_IMAGEFOLDER) return sp__ds_strdup(ds->base);
     return realpath(ds->root, NULL);
 }
 
@@ -117,7 +107,7 @@ static char *abs_root(const sp_dataset *ds) {
  * data, read where it exists and never written. */
 static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096], char *why,
                           size_t wn) {
-    if (ds->kind == SP_DATASET_IMAGEFOLDER) {
+    if (sp__ds_kind(ds) == SP_DATASET_IMAGEFOLDER) {
         snprintf(p[1], 4096, "%s/.seedpipe-index", root);
     } else {
         const char *slash = strrchr(root, '/');
@@ -126,7 +116,7 @@ static void sidecar_paths(const sp_dataset *ds, const char *root, char p[2][4096
     char dir[4096];
     p[0][0] = '\0';
     if (sp__ds_cache_dir(dir, sizeof dir, why, wn) == 0 &&
-        sp__ds_cache_entry(dir, ds->kind == SP_DATASET_IMAGEFOLDER ? "folder" : "list", root, p[0],
+        sp__ds_cache_entry(dir, sp__ds_kind(ds) == SP_DATASET_IMAGEFOLDER ? "folder" : "list", root, p[0],
                            4096) != 0)
         note(why, wn, "%s: %s", root, strerror(errno));
 }
@@ -147,6 +137,52 @@ typedef struct sidecar {
     uint64_t n;
     size_t first;   /* offset of the first record */
 } sidecar;
+
+/* The sidecar's bytes (len >= its header and checksum) checked: checksum,
+ * magic, version, this dataset's kind and root, every record inside the
+ * file. @return 0 (*nrec its records), or -1 with why. */
+static int sidecar_check(const uint8_t *data, size_t len, const sp_dataset *ds, const char *root,
+                         const char *path, uint64_t *nrec, char *why, size_t wn) {
+    size_t head = 8 + 4 + 4 + 8 + 4;
+    if (XXH3_64bits(data, len - 8) != sp__le_get64(data + len - 8)) {
+        note(why, wn, "%s: checksum mismatch (damaged)", path);
+        return -1;
+    }
+    if (memcmp(data, SIDECAR_MAGIC, 8) != 0) {
+        note(why, wn, "%s: not a seedpipe dataset index", path);
+        return -1;
+    }
+    if (sp__le_get32(data + 8) != SIDECAR_VERSION) {
+        note(why, wn, "%s: index format version %u, this library writes %u", path,
+                 sp__le_get32(data + 8), SIDECAR_VERSION);
+        return -1;
+    }
+    uint32_t rl = sp__le_get32(data + 24);
+    if (sp__le_get32(data + 12) != sp__ds_kind(ds) || head + rl + 8 > len ||
+        rl != strlen(root) || memcmp(data + head, root, rl) != 0) {
+        note(why, wn, "%s: belongs to another dataset (%.*s)", path,
+                 (int)(rl < 512 && head + rl + 8 <= len ? rl : 0), (const char *)data + head);
+        return -1;
+    }
+    /* Every record must lie inside the file, ending at the checksum. */
+    uint64_t n = sp__le_get64(data + 16);
+    *nrec = n;
+    size_t off = head + rl;
+    for (uint64_t i = 0; i < n; i++) {
+        if (off + 4 > len - 8 || sp__le_get32(data + off) > 4096 ||
+            off + 4 + sp__le_get32(data + off) + RECORD_FIXED - 4 > len - 8) {
+            note(why, wn, "%s: record %llu out of bounds (damaged)", path,
+                     (unsigned long long)i);
+            return -1;
+        }
+        off += 4 + sp__le_get32(data + off) + RECORD_FIXED - 4;
+    }
+    if (off != len - 8) {
+        note(why, wn, "%s: %zu bytes after the last record (damaged)", path, len - 8 - off);
+        return -1;
+    }
+    return 0;
+}
 
 /* Load and check the sidecar at `path`. @return 1 (valid: *sc filled), 0
  * (absent), -1 (present but not trusted: why in `why`). */
@@ -184,42 +220,9 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
         note(why, wn, "%s", e.msg);
         goto out;
     }
-    if (XXH3_64bits(data, len - 8) != sp__le_get64(data + len - 8)) {
-        note(why, wn, "%s: checksum mismatch (damaged)", path);
-        goto out;
-    }
-    if (memcmp(data, SIDECAR_MAGIC, 8) != 0) {
-        note(why, wn, "%s: not a seedpipe dataset index", path);
-        goto out;
-    }
-    if (sp__le_get32(data + 8) != SIDECAR_VERSION) {
-        note(why, wn, "%s: index format version %u, this library writes %u", path,
-                 sp__le_get32(data + 8), SIDECAR_VERSION);
-        goto out;
-    }
+    uint64_t n = 0;
+    if (sidecar_check(data, len, ds, root, path, &n, why, wn) != 0) goto out;
     uint32_t rl = sp__le_get32(data + 24);
-    if (sp__le_get32(data + 12) != (uint32_t)ds->kind || head + rl + 8 > len ||
-        rl != strlen(root) || memcmp(data + head, root, rl) != 0) {
-        note(why, wn, "%s: belongs to another dataset (%.*s)", path,
-                 (int)(rl < 512 && head + rl + 8 <= len ? rl : 0), (const char *)data + head);
-        goto out;
-    }
-    /* Every record must lie inside the file, ending at the checksum. */
-    uint64_t n = sp__le_get64(data + 16);
-    size_t off = head + rl;
-    for (uint64_t i = 0; i < n; i++) {
-        if (off + 4 > len - 8 || sp__le_get32(data + off) > 4096 ||
-            off + 4 + sp__le_get32(data + off) + RECORD_FIXED - 4 > len - 8) {
-            note(why, wn, "%s: record %llu out of bounds (damaged)", path,
-                     (unsigned long long)i);
-            goto out;
-        }
-        off += 4 + sp__le_get32(data + off) + RECORD_FIXED - 4;
-    }
-    if (off != len - 8) {
-        note(why, wn, "%s: %zu bytes after the last record (damaged)", path, len - 8 - off);
-        goto out;
-    }
     sc->data = data;
     sc->n = n;
     sc->first = head + rl;
@@ -231,123 +234,12 @@ out:
     return rc;
 }
 
-/* ---- hashing in threads --------------------------------------------------------- */
+/* ---- the decode checker --------------------------------------------------------- */
 
 /* The decode checker (set once, by the loader layer at library load). */
 static _Atomic(sp__ds_checker) g_checker;
 
 void sp__ds_set_checker(sp__ds_checker fn) { atomic_store(&g_checker, fn); }
-
-typedef struct hash_job {
-    sp_dataset *ds;
-    const uint64_t *todo;      /* sample indices to hash, ascending */
-    uint64_t ntodo;
-    rec *recs;                 /* filled with the fstat of the file hashed */
-    uint64_t next;             /* guarded by lock */
-    pthread_mutex_t lock;
-    uint64_t err_at;           /* smallest todo position that failed (ntodo: none) */
-    int err_rc;
-    sp_error err;
-    sp__ds_checker check;      /* NULL: hash only */
-} hash_job;
-
-/* Checking on: read the file whole, hash it and give its bytes to the
- * checker; the verdict goes to ds->verdicts[i]. */
-static int hash_check(hash_job *j, int fd, const char *full, uint64_t i, sp_error *err) {
-    sp_dataset *ds = j->ds;
-    sp__buf buf = {NULL, 0};
-    size_t got = 0;
-    int rc = sp__read_fd(fd, full, ds->max_file_bytes, j->recs[i].size, &buf, &got, err);
-    if (rc == SP_OK) {
-        XXH128_hash_t h = XXH3_128bits(buf.p, got);
-        ds->sizes[i] = got;
-        ds->hashes[i] = (sp_digest){h.high64, h.low64};
-        ds->verdicts[i] = (uint8_t)(SP_DS_CHECKED | (j->check(buf.p, got) ? SP_DS_CLEAN : 0));
-    }
-    sp__buf_free(&buf);
-    return rc;
-}
-
-static int hash_one(hash_job *j, uint64_t i, sp_error *err) {
-    sp_dataset *ds = j->ds;
-    char *full = sp__ds_join(ds->base, ds->pool + ds->path_off[i]);
-    if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    int rc;
-    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
-    struct stat st;
-    if (fd < 0) {
-        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-    } else if (fstat(fd, &st) != 0) {
-        rc = sp_error_set(err, SP_EIO, "%s: %s", full, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = sp_error_set(err, SP_EFORMAT, "%s: not a regular file", full);
-    } else if ((uint64_t)st.st_size > ds->max_file_bytes) {
-        rc = sp_error_set(err, SP_ELIMIT, "%s: %llu bytes, more than the limit of %llu", full,
-                          (unsigned long long)st.st_size, (unsigned long long)ds->max_file_bytes);
-    } else {
-        j->recs[i] = rec_of(&st);
-        rc = j->check ? hash_check(j, fd, full, i, err)
-                      : sp__ds_hash_fd(fd, full, ds->max_file_bytes, &ds->sizes[i],
-                                       &ds->hashes[i], err);
-    }
-    if (fd >= 0) close(fd);
-    free(full);
-    return rc;
-}
-
-static void *hash_worker(void *arg) {
-    hash_job *j = arg;
-    for (;;) {
-        pthread_mutex_lock(&j->lock);
-        uint64_t k = j->next++;
-        int stop = k >= j->ntodo || k > j->err_at;
-        pthread_mutex_unlock(&j->lock);
-        if (stop) return NULL;
-        sp_error e;
-        int rc = hash_one(j, j->todo[k], &e);
-        if (rc) {
-            pthread_mutex_lock(&j->lock);
-            if (k < j->err_at) {   /* report the first failing file in canonical order */
-                j->err_at = k;
-                j->err_rc = rc;
-                j->err = e;
-            }
-            pthread_mutex_unlock(&j->lock);
-        }
-    }
-}
-
-static int hash_threads(const sp_dataset *ds, uint64_t ntodo) {
-    int t = ds->hash_threads;
-    if (t <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        t = cpus > SP_DS_MAX_HASH_THREADS ? SP_DS_MAX_HASH_THREADS : cpus < 1 ? 1 : (int)cpus;
-    }
-    if (t > SP_DS_THREADS_CAP) t = SP_DS_THREADS_CAP;
-    if ((uint64_t)t > ntodo) t = ntodo ? (int)ntodo : 1;
-    return t;
-}
-
-/* Hash the files todo[0..ntodo) into ds->sizes/hashes and recs (threads).
- * On failure *failed is the first failing sample in canonical order. */
-static int hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, rec *recs,
-                    sp__ds_checker check, uint64_t *failed, sp_error *err) {
-    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}, check};
-    int nt = hash_threads(ds, ntodo);
-    pthread_t tid[SP_DS_THREADS_CAP];
-    int started = 0;
-    for (; started < nt - 1; started++)   /* fewer threads if the system refuses more */
-        if (pthread_create(&tid[started], NULL, hash_worker, &j) != 0) break;
-    hash_worker(&j);   /* the caller is a worker too */
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-    pthread_mutex_destroy(&j.lock);
-    if (j.err_at < ntodo) {
-        if (err) *err = j.err;
-        *failed = todo[j.err_at];
-        return j.err_rc;
-    }
-    return SP_OK;
-}
 
 /* ---- hashing a dataset's files ------------------------------------------------------ */
 
@@ -355,7 +247,7 @@ static void annotate(sp_dataset *ds, const sp__ds_entries *e, uint64_t i, int rc
     if (!err || e->v[i].line <= 0) return;
     char msg[SP_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg);
-    if (ds->kind == SP_DATASET_SAMPLES)
+    if (sp__ds_kind(ds) == SP_DATASET_SAMPLES)
         sp_error_set(err, rc, "%s (sample list entry %d)", msg, e->v[i].line - 1);
     else
         sp_error_set(err, rc, "%s (listed at %s:%d)", msg, ds->root, e->v[i].line);
@@ -405,7 +297,7 @@ static int stat_all(sp_dataset *ds, const sp__ds_entries *e, rec *recs, sp_error
             annotate(ds, e, i, rc, err);
             return rc;
         }
-        recs[i] = rec_of(&st);
+        recs[i] = sp__ds_rec_of(&st);
     }
     if (dfd >= 0) close(dfd);
     return SP_OK;
@@ -486,7 +378,7 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
                    (ds->verdicts ? ds->verdicts[i] : 0u);
     sp__sbuf_put(&b, SIDECAR_MAGIC, 8);
     sp__ds_buf_u32(&b, SIDECAR_VERSION);
-    sp__ds_buf_u32(&b, (uint32_t)ds->kind);
+    sp__ds_buf_u32(&b, sp__ds_kind(ds));
     sp__ds_buf_u64(&b, n);
     sp__ds_buf_u32(&b, (uint32_t)strlen(root));
     sp__sbuf_put(&b, root, strlen(root));
@@ -558,7 +450,7 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
 
     /* 4. hash what could not be trusted. */
     uint64_t failed = 0;
-    rc = hash_all(ds, todo, ntodo, recs, check, &failed, err);
+    rc = sp__ds_hash_all(ds, todo, ntodo, recs, check, &failed, err);
     if (rc) {
         annotate(ds, e, failed, rc, err);
         goto done;
@@ -623,7 +515,7 @@ static int hash_listed(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
                  : find_duplicates(ds, dups, err);
     for (uint64_t i = 0; rc == SP_OK && i < n; i++)
         if (dups[i] == i) todo[ntodo++] = i;
-    if (rc == SP_OK && (rc = hash_all(ds, todo, ntodo, recs, NULL, &failed, err)) != SP_OK)
+    if (rc == SP_OK && (rc = sp__ds_hash_all(ds, todo, ntodo, recs, NULL, &failed, err)) != SP_OK)
         annotate(ds, e, failed, rc, err);
     for (uint64_t i = 0; rc == SP_OK && i < n; i++) {
         ds->sizes[i] = ds->sizes[dups[i]];
@@ -697,8 +589,4 @@ int sp__ds_finish_listed(sp_dataset *ds, sp__ds_entries *e, sp_error *err) {
     for (size_t i = 0; i < e->n; i++) { free(e->v[i].rel); e->v[i].rel = NULL; }
     e->n = 0;
     return rc;
-}
-
-void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out) {
-    *out = ds->index;
 }

@@ -1,6 +1,7 @@
-/* dataset_internal.h - the private layout of sp_dataset, the source table
- * every kind fills, and the helpers that the dataset sources share (the
- * WebDataset kind's own state and functions: dataset_tar.h).
+/* dataset_internal.h - the private layout of sp_dataset, the kinds' drivers
+ * and source tables, and the helpers the dataset kinds share (the
+ * WebDataset kind's own state and functions: dataset_tar.h). Only dataset/
+ * includes it; the layers above use dataset_api_internal.h.
  *
  * The files form a one-way stack; each calls only the ones below it:
  *
@@ -8,33 +9,38 @@
  *                         through sp_dataset_read()
  *   dataset_tokens_write.c  the token-corpus writer (seedpipe/tokens.h): calls
  *                         common/ only
- *   dataset_mix.c         sp_dataset_open(): a weighted mixture (NAME.mix),
- *                         its sources opened through sp__ds_open_plain(), its
- *                         schedule; anything else handed to sp__ds_open_plain()
- *   dataset_open.c        the dispatcher: kind detection, the accessors, the
- *                         fingerprint; sp_dataset_read() and close call the
- *                         kind's source table
- *   dataset_remote.c      WebDataset shards in an object store or on an HTTP
- *                         server: opened from the dataset index object
- *   dataset_tokens.c      Megatron token corpora, local (mapped) or remote
+ *   dataset_open.c        sp_dataset_open(): walks the driver table, opens
+ *                         with the first driver whose probe claims the path,
+ *                         computes the fingerprint; sp_dataset_open_list()
+ *   dataset_drivers.c     the driver table: one line a kind, in detection order
+ *   dataset_mix.c         the kinds, each one file ending in its driver (a  \
+ *   dataset_mix_parse.c   few with helpers of their own): a mixture (its     |
+ *   dataset_fake.c        sources opened through req->open, a pointer, not a |
+ *   dataset_tokens.c      call up), generated images, token corpora          |
+ *   dataset_tokens_read.c (local or remote), remote shards, local shards,    |
+ *   dataset_remote.c      ImageFolder, IDX, list files, the in-memory sample |
+ *   dataset_tar_open.c    list                                               |
+ *   dataset_folder.c                                                         |
+ *   dataset_idx.c                                                            |
+ *   dataset_list.c                                                           |
+ *   dataset_samples.c                                                       /
  *   dataset_object.c      the dataset index object (seedpipe.index): encode,
  *                         decode; sp_dataset_write_index()
+ *   dataset_coco*.c       COCO annotations and the shards' @json targets
+ *   dataset_access.c      what an open dataset answers: sp_dataset_info_get(),
+ *                         the accessors, sp_dataset_read(), close, all
+ *                         through the kind's source table (ds->ops)
  *   remote.c              requests through libcurl (remote_internal.h), over
- *   remote_config.c       URLs, S3 settings and credentials
- *   dataset_folder.c      ImageFolder directory walk    \
- *   dataset_list.c        `path<TAB>label` list files    |  the per-kind
- *   dataset_samples.c     an in-memory sample list       |  openers: each
- *   dataset_files.c       their source table (one file)  |  fills an
- *   dataset_idx.c         MNIST-style IDX files          |  sp_dataset and
- *   dataset_fake.c        generated images (FakeData)    |
- *   dataset_tar.c         WebDataset shards, read once   |  sets its ops
- *   dataset_tar_read.c    one WebDataset sample's read  /
+ *   remote_config.c       URLs and the protocol table (remote_http.c, remote_s3.c)
+ *   dataset_files.c       the encoded files' source table (folder, list, samples)
+ *   dataset_tar.c         WebDataset shards, read once (the tar reader)
+ *   dataset_tar_read.c    one WebDataset sample's read
  *   dataset_tar_index.c   the shard sample table and its per-shard index file
  *   dataset_index.c       sp__ds_finish_files(): sort, pack and hash the
  *                         collected files, with the persistent index
  *   dataset_cache_dir.c   the user's cache folder the indexes live in
  *   dataset_common.c      strings, entries, sample arrays, fd hashing, byte
- *                         buffers, the atomic file write
+ *                         buffers, ds->base
  *
  * The encoded-file kinds (folder, list) collect (relative path, label)
  * pairs into an sp__ds_entries and hand them to sp__ds_finish_files(),
@@ -42,14 +48,14 @@
  * (or takes their hashes from the persistent index); IDX and WebDataset
  * fill the arrays themselves.
  *
- * Every kind's opener sets ds->ops, its source table (sp__ds_ops below):
- * dataset_open.c's accessors, sp_dataset_read() and sp_dataset_close() call
- * through it, so the dispatcher never names a kind's functions nor reads
- * its state. A kind keeps what is its own behind its own pointer (ds->idx,
- * ds->tar, ds->mix, ds->tok), defined in its own file; what every kind has (the
- * sample table below, the classes, the limits, the persistent index's
- * report) stays in struct sp_dataset. The mixture opens its sources
- * through dataset_open.c and so stays above it.
+ * ADDING A KIND: a new file ending in `const sp__ds_driver
+ * sp__ds_driver_NAME = {...}` (below: name, number, round, probe, open,
+ * source table), its state a struct of its own behind ds->state, and one
+ * X(NAME) line in dataset_drivers.c at its place in the detection order.
+ * The dispatcher, the accessors, sp_dataset_read() and close call through
+ * ds->ops and never name a kind; what every kind has (the sample table
+ * below, the classes, the limits, the persistent index's report) stays in
+ * struct sp_dataset.
  *
  * Not installed, not part of the API: names are sp__ds_*.
  */
@@ -57,13 +63,13 @@
 #define SEEDPIPE_DATASET_INTERNAL_H
 
 #include "seedpipe/dataset.h"
+#include "dataset/dataset_api_internal.h"   /* the accessors, read-ahead, verdicts */
 #include "common/sbuf_internal.h"   /* sp__sbuf: the index files' buffer */
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
-
-struct stat;
 
 /* Label values of list files are bounded so that a hostile list cannot make
  * us allocate a huge class table: labels are 0 .. SP_DS_MAX_CLASSES-1. */
@@ -76,7 +82,7 @@ struct stat;
 /* A list file itself may not be larger than this. */
 #define SP_DS_MAX_LIST_BYTES (UINT64_C(1) << 30)
 
-/* A kind's source table: what dataset_open.c calls for a sample (i < ds->n);
+/* A kind's source table: what dataset_access.c calls for a sample (i < ds->n);
  * its opener sets ds->ops. read is required; a NULL entry means the
  * sample table of struct sp_dataset (label, path, content_hash), nothing
  * to free (destroy), nothing to fetch ahead (prefetch), a local dataset
@@ -98,6 +104,12 @@ typedef struct sp__ds_ops {
     int (*validated)(const sp_dataset *ds, uint64_t i);
     /* the kind's own fingerprint (NULL: dataset_open.c's, over the sample table) */
     int (*fingerprint)(const sp_dataset *ds, sp_digest *out, sp_error *err);
+    /* sp_dataset_raw_dims(), the images' common size, also hashed in the
+     * fingerprint (NULL: encoded files, no common size: 0, 0) */
+    void (*raw_dims)(const sp_dataset *ds, int *w, int *h);
+    /* the kind's own fields of sp_dataset_info_get() (NULL: none; a
+     * mixture's sources and length) */
+    void (*info)(const sp_dataset *ds, sp_dataset_info *info);
 } sp__ds_ops;
 
 /* The source tables of the kinds whose state is not their own file's alone:
@@ -105,15 +117,11 @@ typedef struct sp__ds_ops {
 extern const sp__ds_ops sp__ds_files_ops;
 
 struct sp_dataset {
-    sp_dataset_kind kind;
+    const struct sp__ds_driver *driver;   /* the kind (set by the dispatcher) */
     const sp__ds_ops *ops;     /* the kind's source table (set by its opener) */
-    /* Each kind's own state, in its own files; NULL for the other kinds.
-     * dataset_open.c never reads them: it calls ops. */
-    struct sp__ds_idx *idx;    /* IDX (dataset_idx.c) */
-    struct sp__ds_tar *tar;    /* WebDataset shards, local or remote (dataset_tar.h) */
-    struct sp__ds_mix *mix;    /* a mixture (dataset_mix.c) */
-    struct sp__tok *tok;       /* a token corpus (dataset_tokens.c) */
-    struct sp__ds_fake *fake;  /* generated images, FakeData (dataset_fake.c) */
+    /* The kind's own state (its file's struct), NULL until its opener makes
+     * it; only the kind's files read it: the dispatcher calls ops. */
+    void *state;
     char *root;            /* the path given to sp_dataset_open (trailing '/' removed) */
     char *base;            /* folder that relative sample paths are joined to */
     uint64_t max_samples;
@@ -130,9 +138,6 @@ struct sp_dataset {
     uint64_t *sizes;       /* n content sizes in bytes */
     sp_digest *hashes;     /* n XXH3-128 of the content bytes */
 
-    /* IDX: the images' size (in the fingerprint); 0, 0 for the other kinds. */
-    int raw_w, raw_h;
-
     sp_digest fingerprint;
 
     /* The persistent index (dataset_index.c). */
@@ -147,11 +152,9 @@ struct sp_dataset {
 /* The decode verdict of a file's bytes (dataset_index.c "Verdicts"): the
  * checker is augment's sp__image_check(), handed down by the layer above
  * both (loader/loader.c) through sp__ds_set_checker(), since this layer
- * may not call augment/. */
+ * may not call augment/ (dataset_api_internal.h). */
 #define SP_DS_CHECKED 2u
 #define SP_DS_CLEAN 4u
-typedef int (*sp__ds_checker)(const uint8_t *buf, size_t len);
-void sp__ds_set_checker(sp__ds_checker fn);
 
 /* One collected sample of an encoded-file dataset before packing. */
 typedef struct sp__ds_entry {
@@ -231,6 +234,26 @@ static inline uint64_t sp__ds_ns(struct timespec t) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+/* A file's stat as the persistent index keeps it (dataset_index.c). */
+typedef struct sp__ds_rec {
+    uint64_t dev, ino, size, mtime, ctime;
+} sp__ds_rec;
+
+static inline sp__ds_rec sp__ds_rec_of(const struct stat *st) {
+    sp__ds_rec r = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                    sp__ds_ns(st->st_mtim), sp__ds_ns(st->st_ctim)};
+    return r;
+}
+
+/* dataset_hash.c: hash the files todo[0..ntodo) (sample indices, ascending)
+ * into ds->sizes/hashes and their stats into recs, in threads
+ * (ds->hash_threads; 0: the online CPUs, at most 8); with a checker, each
+ * file is read whole and its verdict set in ds->verdicts. On failure
+ * *failed is the first failing sample in canonical order and err its
+ * error. */
+int sp__ds_hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, sp__ds_rec *recs,
+                    sp__ds_checker check, uint64_t *failed, sp_error *err);
+
 /* The index files' little-endian fields, appended to common's growable
  * buffer (sp__sbuf: an allocation failure sets oom and makes every later
  * append a no-op; the caller checks oom once). */
@@ -247,52 +270,66 @@ int sp__ds_numeric_classes(sp_dataset *ds, int k, sp_error *err);
 int sp__ds_hash_fd(int fd, const char *path, uint64_t max_bytes,
                    uint64_t *size, sp_digest *digest, sp_error *err);
 
-/* dataset_open.c: sp_dataset_open() of every kind but a mixture (what
- * dataset_mix.c calls for a path that is not a .mix file, and for each
- * source of one). */
-int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
-                      sp_error *err);
-/* dataset_open.c: a zeroed dataset with root = path (trailing '/' removed) and the
- * limits applied, for an opener above dataset_open.c (NULL on out of memory). */
-sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits);
+/* ---- the kinds' drivers -------------------------------------------------------
 
-/* The per-kind openers. `path` is the root as given. */
-int sp__ds_open_folder(sp_dataset *ds, sp_error *err);
-int sp__ds_open_idx(sp_dataset *ds, sp_error *err);
-/* dataset_fake.c: 1 if path is a "fakedata:..." spec; its opener. */
-int sp__ds_is_fake(const char *path);
-int sp__ds_open_fake(sp_dataset *ds, sp_error *err);
-int sp__ds_open_list(sp_dataset *ds, sp_error *err);
-/* dataset_samples.c: the in-memory sample list (sp_dataset_open_list()). */
+ * A kind is a driver: one const sp__ds_driver in the kind's own file,
+ * listed once in dataset_drivers.c's table. sp_dataset_open()
+ * (dataset_open.c) walks the table in order and opens the path with the
+ * first driver whose probe claims it; nothing else in the layer names a
+ * kind. The walk has two rounds: first the drivers with local == 0, on the
+ * path as given (URLs, "fakedata:...", brace patterns, names that need no
+ * stat); then, for an existing local folder or regular file (an error
+ * naming the path otherwise), ds->base set, the drivers with local == 1. */
+
+/* What a probe sees, and what an opener may use. */
+typedef struct sp__ds_req {
+    const char *path;       /* as given to sp_dataset_open() */
+    const char *root;       /* ds->root: trailing '/' removed (not for URLs) */
+    const char *leaf;       /* root's last component */
+    int url;                /* path is a URL (s3://, http://, https://) */
+    /* the second round only: */
+    int is_dir;             /* a folder (else a regular file) */
+    int shards, folders;    /* a folder: its .tar files and sub-folders (sp__ds_dir_kind) */
+    const sp_dataset_limits *limits;
+    /* the dispatcher's own open, for a kind made of other datasets (a
+     * mixture's sources): a pointer, so that no kind calls up into it */
+    int (*open)(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
+                sp_error *err);
+} sp__ds_req;
+
+typedef struct sp__ds_driver {
+    const char *name;   /* sp_dataset_info's kind_name: "imagefolder", "webdataset", ... */
+    uint32_t code;      /* the kind's number (sp_dataset_kind; hashed in fingerprints and
+                         * index files): a new kind takes the next one free */
+    int local;          /* 1: probed in the second round (above) */
+    /* 1: the path is this kind's; 0: not; < 0: an error code, err set (the
+     * path can be no other kind's). NULL: never detected (opened by its own
+     * entry point: the in-memory sample list). */
+    int (*probe)(const sp__ds_req *rq, sp_error *err);
+    /* fill ds (zeroed but root, base (second round), limits, driver and
+     * ops = this ops); on failure ds is closed by the caller */
+    int (*open)(sp_dataset *ds, const sp__ds_req *rq, sp_error *err);
+    const sp__ds_ops *ops;
+} sp__ds_driver;
+
+/* dataset_drivers.c: the table, in probe order, NULL-terminated. */
+extern const sp__ds_driver *const sp__ds_drivers[];
+
+/* The kind's number (sp_dataset_kind for the kinds dataset.h lists). */
+static inline uint32_t sp__ds_kind(const sp_dataset *ds) { return ds->driver->code; }
+
+/* dataset_common.c: ds->base, the absolute, resolved folder sample paths
+ * are relative to: the root itself (is_dir), else the folder holding it. */
+int sp__ds_set_base(sp_dataset *ds, int is_dir, sp_error *err);
+
+/* dataset_samples.c: the in-memory sample list's driver and opener
+ * (sp_dataset_open_list()). */
+extern const sp__ds_driver sp__ds_driver_samples;
 int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *err);
-/* Local WebDataset shards (dataset_tar.c; the reads are dataset_tar_read.c's):
- * 1 if path is a brace pattern ("dir/train-{000000..000099}.tar"); the
- * count of .tar files and of sub-folders directly in dir; the opener. */
+/* dataset_tar.c: 1 if path is a brace pattern ("dir/train-{000000..000099}.tar");
+ * the count of .tar files and of sub-folders directly in dir. */
 int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
-int sp__ds_open_tar(sp_dataset *ds, sp_error *err);
-/* dataset_tokens.c: a Megatron token corpus (dataset_tokens.h). *prefix
- * (malloc'd) is the corpus's PREFIX when the local path names one:
- * PREFIX.idx or PREFIX.bin with the other beside it, or an absent PREFIX
- * with both; else NULL. @return 0 / SP_ENOMEM. The opener maps PREFIX.idx
- * and PREFIX.bin (prefix NULL: ds->root is a URL ending in .idx or .bin,
- * fetched), checks them and sets ds->root to the prefix. */
-int sp__ds_tokens_prefix(const char *path, char **prefix);
-int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err);
-/* dataset_remote.c: shards in an object store or on an HTTP server
- * (ds->root a URL), opened through their dataset index object, or
- * (SP_INDEX_REBUILD) by reading every shard once; a sample is read from
- * the shard cache, a prefetch made on this thread, or one ranged request. */
-int sp__ds_open_remote(sp_dataset *ds, sp_error *err);
 
-/* dataset_open.c: sp__ds_prefetch_remote() for a remote dataset, else nothing;
- * 1 if ds is remote. For the loader and the pool. */
-void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
-int sp__ds_is_remote(const sp_dataset *ds);
-/* dataset_open.c: 1 if sample i's bytes decoded without error in full when
- * they were indexed (SP_DS_CLEAN, kept with their content hash). The
- * loader asks after a successful sp_dataset_read() of i (which re-hashed
- * the bytes), and then lets a JPEG crop stop after its last row. */
-int sp__ds_validated(const sp_dataset *ds, uint64_t i);
 
 #endif

@@ -96,8 +96,8 @@ static int parse_lines(sp_dataset *ds, char *text, size_t len, sp__ds_entries *e
     return SP_OK;
 }
 
-int sp__ds_open_list(sp_dataset *ds, sp_error *err) {
-    ds->ops = &sp__ds_files_ops;
+static int list_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    (void)rq;
     char *text = NULL;
     size_t len = 0;
     int rc = read_list(ds->root, &text, &len, err);
@@ -114,3 +114,14 @@ int sp__ds_open_list(sp_dataset *ds, sp_error *err) {
     sp__ds_entries_free(&e);
     return rc;
 }
+
+/* Any regular file no other driver took (the table's last of round 2). */
+static int list_probe(const sp__ds_req *rq, sp_error *err) {
+    (void)err;
+    return !rq->is_dir;
+}
+
+const sp__ds_driver sp__ds_driver_list = {
+    .name = "list", .code = SP_DATASET_LIST, .local = 1, .probe = list_probe,
+    .open = list_open, .ops = &sp__ds_files_ops,
+};

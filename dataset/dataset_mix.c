@@ -1,5 +1,6 @@
-/* dataset_mix.c - weighted mixtures of datasets (NAME.mix) and the public
- * sp_dataset_open(), which tells a mixture from every other kind.
+/* dataset_mix.c - the mixture kind: weighted mixtures of datasets
+ * (NAME.mix; its driver, sp__ds_driver_mix, at the end), their schedule
+ * and the mixture API of dataset.h.
  *
  * A mixture file has one `WEIGHT<TAB>DATASET` line per source (any kind but
  * a mixture; DATASET relative to the file's folder unless absolute or a
@@ -8,9 +9,11 @@
  * sources' sizes), '#' comments and blank lines. Its samples are the
  * sources' samples concatenated in line order, its labels the sources'
  * labels offset per source (include/seedpipe/dataset.h), and it keeps them
- * behind the source table of dataset_internal.h (ds->ops): dataset_open.c's
- * accessors call back into the functions here without naming them, so this
- * file stays above dataset_open.c, whose sp__ds_open_plain() opens each source.
+ * behind the source table of dataset_internal.h (ds->ops): dataset_access.c's
+ * accessors call the functions here without naming them. The file's text
+ * is read by dataset_mix_parse.c; the sources are opened through the
+ * dispatcher's pointer (req->open, dataset_internal.h), so this file calls
+ * no function above it.
  * A blend's sources are all token corpora (a mix of token corpora and
  * images is refused): its sizes are the sources' windows, which only the
  * loader knows (the spec's seq_len and packing), so it resizes the
@@ -59,22 +62,17 @@
  * naming the product); L at most 2^32.
  */
 #include "dataset/dataset_internal.h"
-#include "common/fileio_internal.h"
+#include "dataset/dataset_mix.h"
 #include "common/hash_internal.h"
 #include "dataset/dataset_tokens.h"
-#include "dataset/remote_internal.h"
 #include "seedpipe/perm.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#define MIX_MAX_SOURCES 256u
-#define MIX_MAX_BYTES (UINT64_C(1) << 20)
 #define MIX_MAX_PERIOD (UINT64_C(1) << 26)
 /* The open's work, period x sources: the quota method weighs every source
  * at every slot of the period (build_table), about 4 ns each here, and the
@@ -82,8 +80,6 @@
  * about a second and 16 MiB of checkpoints (plus the period's table, at
  * most 64 MiB). */
 #define MIX_MAX_WORK (UINT64_C(1) << 28)
-#define MIX_MAX_LENGTH (UINT64_C(1) << 32)
-#define MIX_MAX_DIGITS 18
 #define MIX_BLOCK 64u
 
 typedef unsigned __int128 u128;
@@ -119,7 +115,12 @@ struct sp__ds_mix {
     uint64_t since_q;
 };
 
-/* ---- the source table (what dataset_open.c calls through ds->ops) -------------------- */
+/* The kind's state (ds->state) of a mixture; NULL for any other dataset. */
+static struct sp__ds_mix *mix_of(const sp_dataset *ds) {
+    return ds && sp__ds_kind(ds) == SP_DATASET_MIX ? ds->state : NULL;
+}
+
+/* ---- the source table (what dataset_access.c calls through ds->ops) ----------------- */
 
 /* The source of mixture sample i (< ds->n) and its index there. */
 static uint32_t locate(const struct sp__ds_mix *m, uint64_t i, uint64_t *local) {
@@ -135,36 +136,41 @@ static uint32_t locate(const struct sp__ds_mix *m, uint64_t i, uint64_t *local) 
 
 static int mix_label(const sp_dataset *ds, uint64_t i) {
     uint64_t j;
-    uint32_t s = locate(ds->mix, i, &j);
-    return ds->mix->src[s].coff + sp_dataset_label(ds->mix->src[s].ds, j);
+    uint32_t s = locate(mix_of(ds), i, &j);
+    return mix_of(ds)->src[s].coff + sp_dataset_label(mix_of(ds)->src[s].ds, j);
 }
 
 static const char *mix_path(const sp_dataset *ds, uint64_t i) {
     uint64_t j;
-    uint32_t s = locate(ds->mix, i, &j);
-    return sp_dataset_path(ds->mix->src[s].ds, j);
+    uint32_t s = locate(mix_of(ds), i, &j);
+    return sp_dataset_path(mix_of(ds)->src[s].ds, j);
 }
 
 static sp_digest mix_hash(const sp_dataset *ds, uint64_t i) {
     uint64_t j;
-    uint32_t s = locate(ds->mix, i, &j);
-    return sp_dataset_content_hash(ds->mix->src[s].ds, j);
+    uint32_t s = locate(mix_of(ds), i, &j);
+    return sp_dataset_content_hash(mix_of(ds)->src[s].ds, j);
 }
 
 static int mix_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
     uint64_t j;
-    uint32_t s = locate(ds->mix, i, &j);
-    return sp_dataset_read(ds->mix->src[s].ds, j, out, err);
+    uint32_t s = locate(mix_of(ds), i, &j);
+    return sp_dataset_read(mix_of(ds)->src[s].ds, j, out, err);
 }
 
 static int mix_validated(const sp_dataset *ds, uint64_t i) {
     uint64_t j;
-    uint32_t s = locate(ds->mix, i, &j);
-    return sp__ds_validated(ds->mix->src[s].ds, j);
+    uint32_t s = locate(mix_of(ds), i, &j);
+    return sp__ds_validated(mix_of(ds)->src[s].ds, j);
+}
+
+static void mix_info(const sp_dataset *ds, sp_dataset_info *info) {
+    info->mix_sources = mix_of(ds)->n;
+    info->mix_length = mix_of(ds)->length;
 }
 
 static void mix_destroy(sp_dataset *ds) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     if (!m) return;
     for (uint32_t s = 0; s < m->n; s++) sp_dataset_close(m->src[s].ds);
     free(m->src);
@@ -172,13 +178,13 @@ static void mix_destroy(sp_dataset *ds) {
     free(m->ckpt);
     free(m->since_k);
     free(m);
-    ds->mix = NULL;
+    ds->state = NULL;
 }
 
 /* 1 if any source is remote: the loader and the pool then read ahead. */
 static int mix_is_remote(const sp_dataset *ds) {
-    for (uint32_t s = 0; s < ds->mix->n; s++)
-        if (sp__ds_is_remote(ds->mix->src[s].ds)) return 1;
+    for (uint32_t s = 0; s < mix_of(ds)->n; s++)
+        if (sp__ds_is_remote(mix_of(ds)->src[s].ds)) return 1;
     return 0;
 }
 
@@ -186,7 +192,7 @@ static int mix_is_remote(const sp_dataset *ds) {
  * its indices (a read of one of them then takes the bytes). Best effort:
  * nothing on out of memory. */
 static void mix_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
-    const struct sp__ds_mix *m = ds->mix;
+    const struct sp__ds_mix *m = mix_of(ds);
     uint64_t *local = malloc((n ? n : 1) * sizeof *local);
     if (!local) return;
     for (uint32_t s = 0; s < m->n; s++) {
@@ -201,6 +207,8 @@ static void mix_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
     free(local);
 }
 
+static int mix_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err);
+
 static const sp__ds_ops mix_ops = {
     .label = mix_label,
     .path = mix_path,
@@ -210,151 +218,15 @@ static const sp__ds_ops mix_ops = {
     .prefetch = mix_prefetch,
     .is_remote = mix_is_remote,
     .validated = mix_validated,
+    .fingerprint = mix_fingerprint,
+    .info = mix_info,
 };
-
-/* ---- parsing ---------------------------------------------------------------------- */
-
-/* A weight as written: digits with at most one '.', positive: *mant /
- * 10^*dec. The trailing zeros after the point are dropped first (0.500 is
- * 0.5, 999999999999999999.0 is 999999999999999999), then what is left may
- * hold at most MIX_MAX_DIGITS significant digits (from the first non-zero
- * digit to the last, zeros before the point included: 1000000000000000000
- * has 19) and MIX_MAX_DIGITS decimals (docs/determinism.md section 10;
- * tests/philox_ref.py's mix_weight() is the same rule). */
-static int parse_weight(const char *w, uint64_t *mant, int *dec) {
-    size_t n = strlen(w), point = n, digits = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (w[k] == '.') {
-            if (point != n) return -1;
-            point = k;
-        } else if (w[k] < '0' || w[k] > '9') {
-            return -1;
-        } else {
-            digits++;
-        }
-    }
-    if (!digits) return -1;
-    size_t end = n;                                     /* one past the last digit kept */
-    if (point != n)
-        while (end > point + 1 && w[end - 1] == '0') end--;   /* 0.500 is 0.5 */
-    size_t d = point != n && end > point + 1 ? end - point - 1 : 0;
-    uint64_t m = 0;
-    int sig = 0;
-    for (size_t k = 0; k < end; k++) {
-        if (w[k] == '.') continue;
-        if (m == 0 && w[k] == '0') continue;          /* leading zeros */
-        if (++sig > MIX_MAX_DIGITS) return -1;
-        m = m * 10 + (uint64_t)(w[k] - '0');          /* < 10^18 */
-    }
-    if (m == 0 || d > MIX_MAX_DIGITS) return -1;
-    *mant = m;
-    *dec = (int)d;
-    return 0;
-}
-
-/* One parsed source line before its dataset is opened. */
-typedef struct mix_line {
-    char *path;      /* joined with the .mix file's folder; owned */
-    uint64_t mant;
-    int dec, line;
-} mix_line;
-
-typedef struct mix_parse {
-    mix_line v[MIX_MAX_SOURCES];
-    uint32_t n;
-    uint64_t length;   /* 0: default */
-    int length_line;
-} mix_parse;
-
-static int parse_line(sp_dataset *ds, char *s, int line, mix_parse *p, sp_error *err) {
-    const char *f = ds->root;
-    char *tab = strchr(s, '\t');
-    if (!tab)
-        return sp_error_set(err, SP_EFORMAT, "%s:%d: expected WEIGHT<TAB>DATASET or "
-                            "length<TAB>N", f, line);
-    *tab = '\0';
-    char *rest = tab + 1;
-    size_t rl = strlen(rest);
-    while (rl > 0 && (rest[rl - 1] == ' ' || rest[rl - 1] == '\t')) rest[--rl] = '\0';
-    if (strcmp(s, "length") == 0) {
-        if (p->length_line)
-            return sp_error_set(err, SP_EFORMAT, "%s:%d: length given twice (first on line "
-                                "%d)", f, line, p->length_line);
-        uint64_t v = 0;
-        int ok = rl > 0 && rest[0] != '0';
-        for (size_t k = 0; ok && k < rl; k++) {
-            ok = rest[k] >= '0' && rest[k] <= '9' && v <= MIX_MAX_LENGTH;
-            v = v * 10 + (uint64_t)(rest[k] - '0');
-        }
-        if (!ok || v == 0 || v > MIX_MAX_LENGTH)
-            return sp_error_set(err, SP_EFORMAT, "%s:%d: length \"%s\": expected an integer "
-                                "in 1..2^32", f, line, rest);
-        p->length = v;
-        p->length_line = line;
-        return SP_OK;
-    }
-    if (p->n == MIX_MAX_SOURCES)
-        return sp_error_set(err, SP_ELIMIT, "%s:%d: more than %u sources", f, line,
-                            MIX_MAX_SOURCES);
-    mix_line *l = &p->v[p->n];
-    if (parse_weight(s, &l->mant, &l->dec) != 0)
-        return sp_error_set(err, SP_EFORMAT, "%s:%d: weight \"%s\": expected a positive "
-                            "decimal (digits, at most one '.', at most %d significant digits "
-                            "and decimals)", f, line, s, MIX_MAX_DIGITS);
-    if (rl == 0) return sp_error_set(err, SP_EFORMAT, "%s:%d: empty dataset path", f, line);
-    if (rl >= 4 && strcmp(rest + rl - 4, ".mix") == 0)
-        return sp_error_set(err, SP_EFORMAT, "%s:%d: %s: a mixture cannot be a source of a "
-                            "mixture (list its sources here)", f, line, rest);
-    l->path = sp__rio_is_url(rest) ? sp__ds_strdup(rest) : sp__ds_join(ds->base, rest);
-    if (!l->path) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", f);
-    l->line = line;
-    p->n++;
-    return SP_OK;
-}
-
-static int parse_file(sp_dataset *ds, mix_parse *p, sp_error *err) {
-    sp__buf buf = {NULL, 0};
-    size_t len = 0;
-    int rc = sp__read_regular(AT_FDCWD, ds->root, ds->root, 0, MIX_MAX_BYTES, &buf, &len, err);
-    if (rc == SP_OK && !buf.p && sp__buf_reserve(&buf, 1) != 0)
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    if (rc != SP_OK) {
-        sp__buf_free(&buf);
-        return rc;
-    }
-    char *text = (char *)buf.p;
-    text[len] = '\0';
-    int line = 0;
-    size_t pos = 0;
-    while (rc == SP_OK && pos < len) {
-        line++;
-        char *s = text + pos;
-        char *nl = memchr(s, '\n', len - pos);
-        size_t l = nl ? (size_t)(nl - s) : len - pos;
-        pos += l + (nl ? 1 : 0);
-        if (memchr(s, '\0', l)) {
-            rc = sp_error_set(err, SP_EFORMAT, "%s:%d: NUL byte (not a text file)", ds->root,
-                              line);
-            break;
-        }
-        if (l > 0 && s[l - 1] == '\r') l--;
-        s[l] = '\0';
-        size_t k = strspn(s, " \t");
-        if (s[k] == '\0' || s[k] == '#') continue;
-        rc = parse_line(ds, s + k, line, p, err);
-    }
-    sp__buf_free(&buf);
-    if (rc == SP_OK && p->n == 0)
-        rc = sp_error_set(err, SP_EFORMAT, "%s: no source (expected WEIGHT<TAB>DATASET lines)",
-                          ds->root);
-    return rc;
-}
 
 /* ---- building --------------------------------------------------------------------- */
 
 /* The weights scaled to integers over a common power of ten, reduced. */
 static int set_weights(sp_dataset *ds, const mix_parse *p, sp_error *err) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     int dmax = 0;
     for (uint32_t s = 0; s < p->n; s++) dmax = p->v[s].dec > dmax ? p->v[s].dec : dmax;
     u128 w[MIX_MAX_SOURCES], sum = 0, g = 0;
@@ -383,7 +255,7 @@ static int set_weights(sp_dataset *ds, const mix_parse *p, sp_error *err) {
 
 /* The quota method over one period into m->table / m->ckpt (see the top). */
 static int build_table(sp_dataset *ds, sp_error *err) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     uint64_t P = m->period, nb = P / MIX_BLOCK + 1;
     uint32_t S = m->n;
     m->table = malloc(P);
@@ -425,7 +297,7 @@ static uint64_t count_before(const struct sp__ds_mix *m, uint32_t s, uint64_t q)
 
 /* Sizes, offsets, classes (names "s:name") and the epoch length. */
 static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     uint64_t n = 0, classes = 0;
     for (uint32_t s = 0; s < m->n; s++) {
         m->src[s].off = n;
@@ -485,8 +357,9 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
 /* FINGERPRINT (docs/determinism.md section 10): XXH3-128 seed 0 over
  * "seedpipe.mix.v1" then u64 fields (sp__hash_u64: 8 bytes little-endian):
  * kind (5), S, W, L, and per source W_s, n_s, fingerprint hi, lo. */
-static void fingerprint(sp_dataset *ds) {
-    const struct sp__ds_mix *m = ds->mix;
+static int mix_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) {
+    (void)err;
+    const struct sp__ds_mix *m = mix_of(ds);
     sp__hash hs;
     sp__hash_init(&hs);
     static const char tag[] = "seedpipe.mix.v1";
@@ -502,29 +375,32 @@ static void fingerprint(sp_dataset *ds) {
         sp__hash_u64(&hs, f.hi);
         sp__hash_u64(&hs, f.lo);
     }
-    ds->fingerprint = sp__hash_digest(&hs);
+    *out = sp__hash_digest(&hs);
+    return SP_OK;
 }
 
-static int open_mix(sp_dataset *ds, const sp_dataset_limits *limits, sp_error *err) {
+/* The mixture's folder is the base its relative source paths are joined
+ * to; the sources are opened by the dispatcher (rq->open). */
+static int mix_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    int rc = sp__ds_set_base(ds, 0, err);
+    if (rc != SP_OK) return rc;
     mix_parse *p = calloc(1, sizeof *p);
-    ds->mix = calloc(1, sizeof *ds->mix);
-    if (!p || !ds->mix) {
+    ds->state = calloc(1, sizeof(struct sp__ds_mix));
+    if (!p || !ds->state) {
         free(p);
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     }
-    ds->kind = SP_DATASET_MIX;
-    ds->ops = &mix_ops;
-    int rc = parse_file(ds, p, err);
-    struct sp__ds_mix *m = ds->mix;
+    rc = sp__ds_mix_parse(ds, p, err);
+    struct sp__ds_mix *m = mix_of(ds);
     if (rc == SP_OK && !(m->src = calloc(p->n, sizeof *m->src)))
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     for (uint32_t s = 0; rc == SP_OK && s < p->n; s++) {
-        rc = sp__ds_open_plain(p->v[s].path, limits, &m->src[s].ds, err);
+        rc = rq->open(p->v[s].path, rq->limits, &m->src[s].ds, err);
         if (rc == SP_OK) {
             m->n++;
             m->src[s].size = sp_dataset_size(m->src[s].ds);
         }
-        int tok = rc == SP_OK && m->src[s].ds->kind == SP_DATASET_TOKENS;
+        int tok = rc == SP_OK && sp__ds_kind(m->src[s].ds) == SP_DATASET_TOKENS;
         if (rc == SP_OK && s == 0) m->tokens = tok;
         if (rc == SP_OK && tok != m->tokens) {
             rc = sp_error_set(err, SP_EINVAL, "%s:%d: %s is %s: a mixture's sources are all "
@@ -541,76 +417,54 @@ static int open_mix(sp_dataset *ds, const sp_dataset_limits *limits, sp_error *e
     m->length_line = p->length;
     if (rc == SP_OK) rc = concat_sources(ds, p, err);
     if (rc == SP_OK) rc = build_table(ds, err);
-    if (rc == SP_OK) {
+    if (rc == SP_OK)
         for (uint32_t s = 0; s < m->n; s++) m->src[s].per_epoch = count_before(m, s, m->length);
-        fingerprint(ds);
-    }
     for (uint32_t s = 0; s < p->n; s++) free(p->v[s].path);
     free(p);
     return rc;
 }
 
-/* 1 if path names a mixture file: it ends in ".mix" and is no folder. */
-static int is_mix_path(const char *path) {
-    size_t l = strlen(path);
-    if (l < 5 || strcmp(path + l - 4, ".mix") != 0) return 0;
-    struct stat st;
-    return !(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+/* ---- the public mixture API (dataset.h) --------------------------------------------- */
+
+uint32_t sp_dataset_mix_sources(const sp_dataset *ds) { return mix_of(ds) ? mix_of(ds)->n : 0; }
+
+const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s) {
+    return mix_of(ds) && s < mix_of(ds)->n ? mix_of(ds)->src[s].ds : NULL;
 }
 
-int sp_dataset_open(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
-                    sp_error *err) {
-    if (!out || !path || !path[0] || !is_mix_path(path))
-        return sp__ds_open_plain(path, limits, out, err);
-    *out = NULL;
-    sp_dataset *ds = sp__ds_new(path, limits);
-    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    const char *slash = strrchr(ds->root, '/');
-    char *dir = slash ? strndup(ds->root, (size_t)(slash - ds->root) + (slash == ds->root))
-                      : sp__ds_strdup(".");
-    int rc = dir ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    if (rc == SP_OK && !(ds->base = realpath(dir, NULL)))
-        rc = sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
-    free(dir);
-    if (rc == SP_OK) rc = open_mix(ds, limits, err);
-    if (rc != SP_OK) {
-        sp_dataset_close(ds);
-        return rc;
-    }
-    *out = ds;
+int sp_dataset_mix_source_get(const sp_dataset *ds, uint32_t s, sp_mix_source *out) {
+    size_t need = offsetof(sp_mix_source, dataset) + sizeof out->dataset;
+    const struct sp__ds_mix *m = mix_of(ds);
+    if (!m || s >= m->n || !out || out->struct_size < need) return SP_EINVAL;
+    sp_mix_source in = {.struct_size = out->struct_size, .dataset = m->src[s].ds,
+                        .weight_num = m->src[s].weight, .weight_den = m->wsum,
+                        .offset = m->src[s].off, .class_offset = m->src[s].coff};
+    memcpy(out, &in, out->struct_size < sizeof in ? out->struct_size : sizeof in);
     return SP_OK;
 }
 
-/* ---- the public mixture API (dataset.h) --------------------------------------------- */
-
-uint32_t sp_dataset_mix_sources(const sp_dataset *ds) { return ds && ds->mix ? ds->mix->n : 0; }
-
-const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s) {
-    return ds && ds->mix && s < ds->mix->n ? ds->mix->src[s].ds : NULL;
-}
-
 int sp_dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num, uint64_t *den) {
-    if (!ds || !ds->mix || s >= ds->mix->n) return SP_EINVAL;
-    if (num) *num = ds->mix->src[s].weight;
-    if (den) *den = ds->mix->wsum;
+    if (!ds || !mix_of(ds) || s >= mix_of(ds)->n) return SP_EINVAL;
+    if (num) *num = mix_of(ds)->src[s].weight;
+    if (den) *den = mix_of(ds)->wsum;
     return SP_OK;
 }
 
 uint64_t sp_dataset_mix_length(const sp_dataset *ds) {
-    return ds->mix ? ds->mix->length : ds->n;
+    return mix_of(ds) ? mix_of(ds)->length : ds->n;
 }
 
 int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, uint64_t *local) {
     if (!ds || i >= ds->n) return SP_ERANGE;
     uint64_t j = i;
-    uint32_t s = ds->mix ? locate(ds->mix, i, &j) : 0;
+    uint32_t s = mix_of(ds) ? locate(mix_of(ds), i, &j) : 0;
     if (source) *source = s;
     if (local) *local = j;
     return SP_OK;
 }
 
 int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s) {
-    return ds && ds->mix && s < ds->mix->n ? ds->mix->src[s].coff : -1;
+    return mix_of(ds) && s < mix_of(ds)->n ? mix_of(ds)->src[s].coff : -1;
 }
 
 /* K: the number of source s's draw at slot q of epoch e (its draws from
@@ -630,8 +484,8 @@ static int draw_number(const struct sp__ds_mix *m, uint32_t s, uint32_t epoch, u
 
 int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uint64_t q,
                         sp_mix_draw *out) {
-    if (!ds || !ds->mix || !out) return SP_EINVAL;
-    const struct sp__ds_mix *m = ds->mix;
+    if (!ds || !mix_of(ds) || !out) return SP_EINVAL;
+    const struct sp__ds_mix *m = mix_of(ds);
     if (q >= m->length) return SP_ERANGE;
     uint32_t s = m->table[q % m->period];
     const mix_source *src = &m->src[s];
@@ -650,7 +504,7 @@ int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uin
 }
 
 int sp__ds_mix_resize(sp_dataset *ds, const uint64_t *sizes, sp_error *err) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     if (!m || !m->tokens)
         return sp_error_set(err, SP_EINVAL, "%s: not a mixture of token corpora", ds->root);
     for (uint32_t s = 0; s < m->n; s++) m->src[s].size = sizes[s];
@@ -668,7 +522,7 @@ int sp__ds_mix_resize(sp_dataset *ds, const uint64_t *sizes, sp_error *err) {
 /* ---- a blend's weights changed mid-run (dataset_tokens.h, section 12b) ------------------ */
 
 int sp__ds_mix_draws_at(const sp_dataset *ds, uint32_t epoch, uint64_t q, uint64_t *draws) {
-    const struct sp__ds_mix *m = ds->mix;
+    const struct sp__ds_mix *m = mix_of(ds);
     if (!m || q > m->length) return SP_EINVAL;
     for (uint32_t s = 0; s < m->n; s++)
         if (draw_number(m, s, epoch, q, count_before(m, s, q), &draws[s]) != SP_OK)
@@ -677,7 +531,7 @@ int sp__ds_mix_draws_at(const sp_dataset *ds, uint32_t epoch, uint64_t q, uint64
 }
 
 int sp__ds_mix_reweight(sp_dataset *ds, const uint64_t *weights, sp_error *err) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     if (!m || !m->tokens)
         return sp_error_set(err, SP_EINVAL, "%s: not a mixture of token corpora", ds->root);
     u128 sum = 0;
@@ -706,13 +560,13 @@ int sp__ds_mix_reweight(sp_dataset *ds, const uint64_t *weights, sp_error *err) 
     for (uint32_t s = 0; s < m->n; s++) sizes[s] = m->src[s].size;
     int rc = sp__ds_mix_resize(ds, sizes, err);
     free(sizes);
-    if (rc == SP_OK) fingerprint(ds);
+    if (rc == SP_OK) rc = mix_fingerprint(ds, &ds->fingerprint, err);
     return rc;
 }
 
 int sp__ds_mix_set_since(sp_dataset *ds, uint32_t epoch, uint64_t q, const uint64_t *draws,
                          sp_error *err) {
-    struct sp__ds_mix *m = ds->mix;
+    struct sp__ds_mix *m = mix_of(ds);
     if (!m || q > m->length)
         return sp_error_set(err, SP_EINVAL, "%s: no blend or slot out of range", ds->root);
     if (!draws) {
@@ -730,7 +584,7 @@ int sp__ds_mix_set_since(sp_dataset *ds, uint32_t epoch, uint64_t q, const uint6
 }
 
 int sp__ds_mix_since(const sp_dataset *ds, uint32_t *epoch, uint64_t *q, uint64_t *draws) {
-    const struct sp__ds_mix *m = ds->mix;
+    const struct sp__ds_mix *m = mix_of(ds);
     if (!m) return 0;
     *epoch = m->since_k ? m->since_e : 0;
     *q = m->since_k ? m->since_q : 0;
@@ -739,7 +593,7 @@ int sp__ds_mix_since(const sp_dataset *ds, uint32_t *epoch, uint64_t *q, uint64_
 }
 
 void sp__ds_mix_hash_since(const sp_dataset *ds, sp__hash *h) {
-    const struct sp__ds_mix *m = ds->mix;
+    const struct sp__ds_mix *m = mix_of(ds);
     if (!m || !m->since_k) return;
     sp__hash_str(h, "blend_since");
     sp__hash_u64(h, m->since_e);
@@ -751,7 +605,7 @@ void sp__ds_mix_hash_since(const sp_dataset *ds, sp__hash *h) {
  * fingerprint: the mixture's fingerprint less the weights (the sources a
  * blend state may resume with other weights). */
 sp_digest sp__ds_mix_sources_fp(const sp_dataset *ds) {
-    const struct sp__ds_mix *m = ds->mix;
+    const struct sp__ds_mix *m = mix_of(ds);
     sp__hash hs;
     sp__hash_init(&hs);
     static const char tag[] = "seedpipe.blend.v1";
@@ -766,3 +620,17 @@ sp_digest sp__ds_mix_sources_fp(const sp_dataset *ds) {
     }
     return sp__hash_digest(&hs);
 }
+
+/* A NAME.mix path (as given: "x.mix/" is a folder's name) that is no folder. */
+static int mix_probe(const sp__ds_req *rq, sp_error *err) {
+    (void)err;
+    size_t l = strlen(rq->path);
+    if (l < 5 || strcmp(rq->path + l - 4, ".mix") != 0) return 0;
+    struct stat st;
+    return !(stat(rq->path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+const sp__ds_driver sp__ds_driver_mix = {
+    .name = "mixture", .code = SP_DATASET_MIX, .probe = mix_probe, .open = mix_open,
+    .ops = &mix_ops,
+};

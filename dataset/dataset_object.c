@@ -32,7 +32,7 @@
  * A KEY.json member is checked as the image (512-byte boundary, inside its
  * shard, above max_file_bytes the sample fails, naming it). Version 1 (no
  * .json fields) is still read: its dataset reads images, and refuses
- * annotations "@json" by name (ds->tar->json_unindexed: rebuild it).
+ * annotations "@json" by name (sp__ds_tar(ds)->json_unindexed: rebuild it).
  *
  * NAMES ARE DATA. A shard name becomes a request URL (store/NAME) and a
  * member name half of a sample's path ("<shard>/<member>"), both printed:
@@ -72,34 +72,34 @@
 typedef sp__ds_tar_sample tar_sample;
 
 int sp__ds_object_encode(const sp_dataset *ds, sp__sbuf *b, sp_error *err) {
-    if (ds->kind != SP_DATASET_WEBDATASET || !ds->tar->shards || !ds->tar->shard_sizes)
+    if (sp__ds_kind(ds) != SP_DATASET_WEBDATASET || !sp__ds_tar(ds)->shards || !sp__ds_tar(ds)->shard_sizes)
         return sp_error_set(err, SP_EUNSUPP, "%s: a dataset index object describes tar shards "
                             "(a WebDataset); this dataset is not one", ds->root);
     sp__sbuf_put(b, OBJ_MAGIC, 8);
     sp__ds_buf_u32(b, OBJ_VERSION);
     sp__ds_buf_u64(b, ds->max_file_bytes);
-    sp__ds_buf_u32(b, (uint32_t)ds->tar->nshards);
+    sp__ds_buf_u32(b, (uint32_t)sp__ds_tar(ds)->nshards);
     uint64_t i = 0;
-    for (size_t s = 0; s < ds->tar->nshards; s++) {
+    for (size_t s = 0; s < sp__ds_tar(ds)->nshards; s++) {
         uint64_t first = i;
-        while (i < ds->n && ds->tar->shard_of[i] == s) i++;
-        sp__ds_buf_str(b, ds->tar->shards[s]);
-        sp__ds_buf_u64(b, ds->tar->shard_sizes[s]);
+        while (i < ds->n && sp__ds_tar(ds)->shard_of[i] == s) i++;
+        sp__ds_buf_str(b, sp__ds_tar(ds)->shards[s]);
+        sp__ds_buf_u64(b, sp__ds_tar(ds)->shard_sizes[s]);
         sp__ds_buf_u32(b, (uint32_t)(i - first));
-        size_t rl = strlen(ds->tar->shards[s]) + 1;
+        size_t rl = strlen(sp__ds_tar(ds)->shards[s]) + 1;
         for (uint64_t k = first; k < i; k++) {
             const char *bad = sp__ds_tar_bad(ds, k);
             sp__ds_buf_str(b, ds->pool + ds->path_off[k] + rl);
             sp__ds_buf_u32(b, (uint32_t)ds->labels[k]);
-            sp__ds_buf_u64(b, ds->tar->offsets[k]);
+            sp__ds_buf_u64(b, sp__ds_tar(ds)->offsets[k]);
             sp__ds_buf_u64(b, ds->sizes[k]);
             sp__ds_buf_u64(b, ds->hashes[k].hi);
             sp__ds_buf_u64(b, ds->hashes[k].lo);
-            int js = ds->tar->json_size && ds->tar->json_size[k] != UINT64_MAX;
-            sp__ds_buf_u64(b, js ? ds->tar->json_off[k] : 0);
-            sp__ds_buf_u64(b, js ? ds->tar->json_size[k] : UINT64_MAX);
-            sp__ds_buf_u64(b, js ? ds->tar->json_hash[k].hi : 0);
-            sp__ds_buf_u64(b, js ? ds->tar->json_hash[k].lo : 0);
+            int js = sp__ds_tar(ds)->json_size && sp__ds_tar(ds)->json_size[k] != UINT64_MAX;
+            sp__ds_buf_u64(b, js ? sp__ds_tar(ds)->json_off[k] : 0);
+            sp__ds_buf_u64(b, js ? sp__ds_tar(ds)->json_size[k] : UINT64_MAX);
+            sp__ds_buf_u64(b, js ? sp__ds_tar(ds)->json_hash[k].hi : 0);
+            sp__ds_buf_u64(b, js ? sp__ds_tar(ds)->json_hash[k].lo : 0);
             sp__ds_buf_str(b, bad);
         }
     }
@@ -277,6 +277,33 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
     return SP_OK;
 }
 
+/* The shard table (the samples skipped) into sh[0..ns). */
+static int shard_table(obj_rd *r, obj_shard *sh, uint32_t ns, uint32_t version, const char *what,
+                       sp_error *err) {
+    for (uint32_t s = 0; s < ns && !r->bad; s++) {
+        sh[s].name = get_str(r, &sh[s].name_len);
+        sh[s].size = get64(r);
+        sh[s].count = get32(r);
+        sh[s].at = r->pos;
+        const char *fault = r->bad ? NULL : name_fault(sh[s].name, sh[s].name_len, 1);
+        if (fault) {   /* before the name builds a URL or a path */
+            char nm[SHOW_MAX * 4 + 8];
+            show(nm, sizeof nm, sh[s].name, sh[s].name_len);
+            return sp_error_set(err, SP_EFORMAT, "%s: shard %u: name \"%s\" %s", what, s, nm,
+                                fault);
+        }
+        for (uint32_t k = 0; k < sh[s].count && !r->bad; k++) {
+            uint32_t l;
+            get_str(r, &l);
+            take(r, 4 + 32 + (version > 1 ? 32 : 0));
+            get_str(r, &l);
+        }
+    }
+    if (r->bad || r->pos != r->end)
+        return sp_error_set(err, SP_EFORMAT, "%s: malformed shard table", what);
+    return SP_OK;
+}
+
 int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, size_t n,
                          char **want, size_t nwant, char ***all, size_t *nall,
                          uint64_t **sizes, sp__ds_tar_set *t, sp_error *err) {
@@ -291,37 +318,17 @@ int sp__ds_object_decode(sp_dataset *ds, const char *what, const uint8_t *d, siz
     if (version != OBJ_VERSION && version != 1)
         return sp_error_set(err, SP_EUNSUPP, "%s: format version %u (this library reads 1 "
                             "and %u)", what, version, OBJ_VERSION);
-    ds->tar->json_unindexed = version == 1;
+    sp__ds_tar(ds)->json_unindexed = version == 1;
     get64(&r);   /* max_file_bytes of the writer: the reader applies its own */
     uint32_t ns = get32(&r);
     if (r.bad || ns > (n - r.pos) / 16)
         return sp_error_set(err, SP_EFORMAT, "%s: malformed header", what);
     obj_shard *sh = calloc(ns ? ns : 1, sizeof *sh);
     if (!sh) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", what);
-    int rc = SP_OK;
-    for (uint32_t s = 0; s < ns && !r.bad; s++) {   /* the shard table, samples skipped */
-        sh[s].name = get_str(&r, &sh[s].name_len);
-        sh[s].size = get64(&r);
-        sh[s].count = get32(&r);
-        sh[s].at = r.pos;
-        const char *fault = r.bad ? NULL : name_fault(sh[s].name, sh[s].name_len, 1);
-        if (fault) {   /* before the name builds a URL or a path */
-            char nm[SHOW_MAX * 4 + 8];
-            show(nm, sizeof nm, sh[s].name, sh[s].name_len);
-            free(sh);
-            return sp_error_set(err, SP_EFORMAT, "%s: shard %u: name \"%s\" %s", what, s, nm,
-                                fault);
-        }
-        for (uint32_t k = 0; k < sh[s].count && !r.bad; k++) {
-            uint32_t l;
-            get_str(&r, &l);
-            take(&r, 4 + 32 + (version > 1 ? 32 : 0));
-            get_str(&r, &l);
-        }
-    }
-    if (r.bad || r.pos != r.end) {
+    int rc = shard_table(&r, sh, ns, version, what, err);
+    if (rc != SP_OK) {
         free(sh);
-        return sp_error_set(err, SP_EFORMAT, "%s: malformed shard table", what);
+        return rc;
     }
     qsort(sh, ns, sizeof *sh, cmp_shard);
     for (uint32_t s = 1; rc == SP_OK && s < ns; s++) {
@@ -367,8 +374,8 @@ int sp_dataset_write_index(const sp_dataset *ds, const char *dest, sp_error *err
     int rc = sp__ds_object_encode(ds, &b, err);
     if (rc == SP_OK && dest) {
         rc = sp_write_file_atomic(dest, b.p, b.len, 1, err);
-    } else if (rc == SP_OK && ds->tar->rio) {
-        rc = sp__rio_put(ds->tar->rio, SP_DS_OBJECT_NAME, b.p, b.len, err);
+    } else if (rc == SP_OK && sp__ds_tar(ds)->rio) {
+        rc = sp__rio_put(sp__ds_tar(ds)->rio, SP_DS_OBJECT_NAME, b.p, b.len, err);
     } else if (rc == SP_OK) {
         char *path = sp__ds_join(ds->base, SP_DS_OBJECT_NAME);
         rc = path ? sp_write_file_atomic(path, b.p, b.len, 1, err)

@@ -1,40 +1,49 @@
-/* dataset_open.c - the dataset index: kind detection, accessors, content hashes,
- * the fingerprint and sp_dataset_read() (include/seedpipe/dataset.h).
+/* dataset_open.c - sp_dataset_open(): kind detection over the driver table,
+ * the fingerprint, and sp_dataset_open_list() (include/seedpipe/dataset.h).
  *
  * An sp_dataset is built once by sp_dataset_open() and is immutable after:
  * every sample has a canonical index, a relative path, a label, a content
  * size and an XXH3-128 of its content. This file is the dispatcher on top
- * of the dataset sources: it detects the kind and calls down into the
- * per-kind opener (dataset_folder.c, dataset_idx.c, dataset_list.c,
- * dataset_tar.c, dataset_tokens.c), which fills those arrays with the helpers below it
- * (dataset_index.c, dataset_common.c); then it computes the fingerprint over
- * them and serves the samples through the kind's source table (ds->ops: the
- * opener sets it; dataset_files.c, dataset_idx.c, dataset_tar_read.c,
- * dataset_remote.c, dataset_mix.c). No source calls back up into this
- * file; only the shard writer (dataset_tar_write.c) and the mixture
- * (dataset_mix.c, which holds the public sp_dataset_open() and opens its
- * sources through sp__ds_open_plain() here), above it, read samples
- * through sp_dataset_read().
+ * of the dataset kinds: it walks the driver table (dataset_drivers.c, each
+ * entry a kind's sp__ds_driver in the kind's own file) and opens the path
+ * with the first driver whose probe claims it; the kind's opener fills the
+ * sample table with the helpers below it (dataset_index.c,
+ * dataset_common.c) and sets its source table (ds->ops); then this file
+ * computes the fingerprint over the sample table (or the kind's own
+ * fingerprint entry computes it). Nothing here names a kind: adding one is
+ * a new file and one line in dataset_drivers.c. What an open dataset
+ * answers (accessors, sp_dataset_read(), close) is dataset_access.c's,
+ * below every kind; a kind made of other datasets (a mixture) opens them
+ * through the req->open pointer it is given, so no kind calls up here.
+ *
+ * DETECTION: two rounds over the table, in its order. The first asks the
+ * drivers that look at the path alone (a .mix name, "fakedata:", a token
+ * corpus's PREFIX, URLs, a brace pattern); then the path must be an
+ * existing folder or regular file (SP_EIO or SP_EFORMAT naming it), whose
+ * folder becomes ds->base and, for a folder, its .tar files and
+ * sub-folders are counted; the second round asks the drivers of local
+ * files and folders (shards, ImageFolder, IDX, list: a list file takes any
+ * regular file, an ImageFolder any folder, so the walk always ends).
  *
  * FINGERPRINT LAYOUT (format version 1). XXH3-128 with seed 0, streamed
  * over these bytes, all integers little-endian:
  *
  *     "seedpipe.dataset.v1"            19 ASCII bytes, no NUL
- *     u32 kind                         0 imagefolder, 1 idx, 2 list, 3 webdataset,
- *                                      4 an in-memory sample list
+ *     u32 kind                         the driver's number: 0 imagefolder, 1 idx,
+ *                                      2 list, 3 webdataset, 4 an in-memory
+ *                                      sample list (sp_dataset_kind)
  *     u64 n                            number of samples
  *     u32 num_classes
  *     num_classes times:  u32 len, len bytes of the class name
- *     u32 raw_w, u32 raw_h             IDX image size; 0, 0 otherwise
+ *     u32 raw_w, u32 raw_h             IDX image size (ops->raw_dims); 0, 0 otherwise
  *     n times, in canonical order:
  *         u32 len, len bytes of the relative path (sp_dataset_path())
  *         u32 label
  *         u64 content size in bytes
  *         u64 content hash hi, u64 content hash lo
  *
- * A token corpus (dataset_tokens.c) has no sample table: its source table's
- * fingerprint entry computes its own ("seedpipe.tokens.v1", described
- * there), which replaces this layout.
+ * A kind with a fingerprint entry in its source table (a token corpus, a
+ * mixture, generated images) computes its own instead, described there.
  *
  * The content hash is XXH3-128 (seed 0) of the file's bytes (IDX: of the
  * image's raw_h * raw_w * channels pixel bytes, row-major, channels
@@ -46,11 +55,8 @@
  * Sample files are found under ds->base, the resolved absolute folder of the
  * root (ImageFolder) or of the list / IDX file, taken once at open: a later
  * chdir() or a swapped symlink does not change what a sample path means.
- * Every kind's read may run concurrently in threads and forked children; it
- * re-hashes the bytes and refuses a sample that changed.
  */
 #include "dataset/dataset_internal.h"
-#include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
 #include "dataset/remote_internal.h"
@@ -60,7 +66,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- fingerprint -------------------------------------------------------------- */
 
@@ -113,12 +118,14 @@ static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
     f->n = 0;
     static const char tag[] = "seedpipe.dataset.v1";
     fp_bytes(f, tag, sizeof tag - 1);
-    put_u32(f, (uint32_t)ds->kind);
+    put_u32(f, sp__ds_kind(ds));
     put_u64(f, ds->n);
     put_u32(f, (uint32_t)ds->num_classes);
     for (int c = 0; c < ds->num_classes; c++) put_str(f, ds->class_names[c]);
-    put_u32(f, (uint32_t)ds->raw_w);
-    put_u32(f, (uint32_t)ds->raw_h);
+    int raw_w = 0, raw_h = 0;   /* IDX's image size; 0, 0 otherwise */
+    if (ds->ops->raw_dims) ds->ops->raw_dims(ds, &raw_w, &raw_h);
+    put_u32(f, (uint32_t)raw_w);
+    put_u32(f, (uint32_t)raw_h);
     for (uint64_t i = 0; i < ds->n; i++) {
         put_str(f, ds->pool + ds->path_off[i]);
         put_u32(f, (uint32_t)ds->labels[i]);
@@ -132,41 +139,7 @@ static int compute_fingerprint(sp_dataset *ds, sp_error *err) {
     return SP_OK;
 }
 
-/* ---- open / destroy ---------------------------------------------------------- */
-
-/* 1 if `name` (a basename) is an IDX images file name. */
-static int is_idx_name(const char *name) {
-    static const char *const suffixes[] = {
-        "images-idx3-ubyte", "images.idx3-ubyte",
-        "images-idx3-ubyte.gz", "images.idx3-ubyte.gz",
-        "images-idx4-ubyte", "images-idx4-ubyte.gz", NULL};
-    size_t ln = strlen(name);
-    for (int k = 0; suffixes[k]; k++) {
-        size_t ls = strlen(suffixes[k]);
-        if (ln >= ls && strcmp(name + ln - ls, suffixes[k]) == 0) return 1;
-    }
-    return 0;
-}
-
-/* ds->base: the absolute, resolved folder that sample paths are relative to:
- * the root itself for an ImageFolder, the folder holding the file (list or
- * IDX) otherwise. Absolute so that a later chdir() of the process (a
- * daemon, a worker) cannot change what a sample path means. */
-static int set_base(sp_dataset *ds, int is_dir, sp_error *err) {
-    char *dir;
-    if (is_dir) {
-        dir = sp__ds_strdup(ds->root);
-    } else {
-        const char *slash = strrchr(ds->root, '/');
-        dir = slash ? strndup(ds->root, (size_t)(slash - ds->root) + (slash == ds->root))
-                    : sp__ds_strdup(".");
-    }
-    if (!dir) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-    ds->base = realpath(dir, NULL);
-    int rc = ds->base ? SP_OK : sp_error_set(err, SP_EIO, "%s: %s", dir, strerror(errno));
-    free(dir);
-    return rc;
-}
+/* ---- open ------------------------------------------------------------------------ */
 
 /* The bounds of sp_dataset_limits, defaults for zero fields. */
 static void apply_limits(sp_dataset *ds, const sp_dataset_limits *limits) {
@@ -180,6 +153,20 @@ static void apply_limits(sp_dataset *ds, const sp_dataset_limits *limits) {
     if (ds->max_samples > UINT32_MAX) ds->max_samples = UINT32_MAX;
 }
 
+/* ds: its fingerprint, or closed on failure. */
+static int finish(sp_dataset *ds, int rc, sp_dataset **out, sp_error *err) {
+    if (rc == SP_OK && ds->ops->fingerprint)
+        rc = ds->ops->fingerprint(ds, &ds->fingerprint, err);
+    else if (rc == SP_OK)
+        rc = compute_fingerprint(ds, err);
+    if (rc != SP_OK) {
+        sp_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return SP_OK;
+}
+
 int sp_dataset_open_list(const char *base, const sp_sample_list *list,
                          const sp_dataset_limits *limits, sp_dataset **out, sp_error *err) {
     if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open_list: out is NULL");
@@ -188,7 +175,8 @@ int sp_dataset_open_list(const char *base, const sp_sample_list *list,
     const char *dir = base && base[0] ? base : ".";
     sp_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) return sp_error_set(err, SP_ENOMEM, "sample list: out of memory");
-    ds->kind = SP_DATASET_SAMPLES;
+    ds->driver = &sp__ds_driver_samples;
+    ds->ops = sp__ds_driver_samples.ops;
     apply_limits(ds, limits);
     int rc = SP_OK;
     struct stat st;
@@ -201,16 +189,12 @@ int sp_dataset_open_list(const char *base, const sp_sample_list *list,
     else if (!(ds->root = sp__ds_strdup(ds->base)))
         rc = sp_error_set(err, SP_ENOMEM, "sample list: out of memory");
     if (rc == SP_OK) rc = sp__ds_open_samples(ds, list, err);
-    if (rc == SP_OK) rc = compute_fingerprint(ds, err);
-    if (rc != SP_OK) {
-        sp_dataset_close(ds);
-        return rc;
-    }
-    *out = ds;
-    return SP_OK;
+    return finish(ds, rc, out, err);
 }
 
-sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits) {
+/* A zeroed dataset with root = path (trailing '/' removed) and the limits
+ * applied (NULL on out of memory). */
+static sp_dataset *new_dataset(const char *path, const sp_dataset_limits *limits) {
     sp_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) return NULL;
     ds->root = sp__ds_strdup(path);
@@ -225,218 +209,69 @@ sp_dataset *sp__ds_new(const char *path, const sp_dataset_limits *limits) {
     return ds;
 }
 
-/* 1 if a URL names a token corpus: it ends in .idx or .bin, or its last
- * path component is neither empty (a folder), a .tar shard nor a brace
- * pattern of shards (then it is the corpus's prefix). */
-static int is_token_url(const char *url) {
-    size_t l = strlen(url);
-    if (l > 4 && (strcmp(url + l - 4, ".idx") == 0 || strcmp(url + l - 4, ".bin") == 0))
-        return 1;
-    const char *host = strstr(url, "://");
-    const char *path = host ? strchr(host + 3, '/') : NULL;
-    if (!path) return 0;   /* a bucket or a server alone */
-    const char *leaf = strrchr(path, '/') + 1;
-    size_t ll = strlen(leaf);
-    return ll && !(ll > 4 && strcmp(leaf + ll - 4, ".tar") == 0) && !strchr(leaf, '{');
-}
-
-/* sp_dataset_open() of every kind but a mixture (dataset_mix.c holds the
- * public entry point and calls this for anything that is not a .mix file). */
-int sp__ds_open_plain(const char *path, const sp_dataset_limits *limits,
-                      sp_dataset **out, sp_error *err) {
-    if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: out is NULL");
-    *out = NULL;
-    if (!path || !path[0]) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: empty path");
-    sp_dataset *ds = sp__ds_new(path, limits);
-    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-
-    int rc;
-    struct stat st;
-    int shards = 0, folders = 0;
-    char *prefix = NULL;
-    if (sp__ds_is_fake(path)) {
-        ds->kind = SP_DATASET_FAKE;
-        rc = sp__ds_open_fake(ds, err);
-    } else if (!sp__rio_is_url(path) && sp__ds_tokens_prefix(ds->root, &prefix) != SP_OK) {
-        rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-    } else if (prefix) {
-        ds->kind = SP_DATASET_TOKENS;
-        rc = sp__ds_open_tokens(ds, prefix, err);
-        free(prefix);
-    } else if (sp__rio_is_url(path) && is_token_url(path)) {
-        ds->kind = SP_DATASET_TOKENS;
-        rc = sp__ds_open_tokens(ds, NULL, err);
-    } else if (sp__rio_is_url(path)) {
-        ds->kind = SP_DATASET_WEBDATASET;
-        rc = sp__ds_open_remote(ds, err);
-    } else if (sp__ds_is_shard_pattern(ds->root)) {
-        ds->kind = SP_DATASET_WEBDATASET;
-        rc = set_base(ds, 0, err);
-        if (rc == SP_OK) rc = sp__ds_open_tar(ds, err);
-    } else if (stat(ds->root, &st) != 0) {
-        rc = sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
-    } else if (!(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
-        rc = sp_error_set(err, SP_EFORMAT, "%s: not a directory or a regular file", ds->root);
-    } else if ((rc = set_base(ds, S_ISDIR(st.st_mode), err)) != SP_OK) {
-        /* err is set */
-    } else if (S_ISDIR(st.st_mode) &&
-               (rc = sp__ds_dir_kind(ds->root, &shards, &folders, err)) != SP_OK) {
-        /* err is set */
-    } else if (S_ISDIR(st.st_mode) && shards && folders) {
-        rc = sp_error_set(err, SP_EFORMAT,
-                          "%s: holds both class folders (an ImageFolder) and .tar shards (a "
-                          "WebDataset); give the shards their own folder", ds->root);
-    } else if (S_ISDIR(st.st_mode) && shards) {
-        ds->kind = SP_DATASET_WEBDATASET;
-        rc = sp__ds_open_tar(ds, err);
-    } else if (S_ISDIR(st.st_mode)) {
-        ds->kind = SP_DATASET_IMAGEFOLDER;
-        rc = sp__ds_open_folder(ds, err);
-    } else {
-        const char *slash = strrchr(ds->root, '/');
-        const char *base = slash ? slash + 1 : ds->root;
-        size_t bl = strlen(base);
-        if (is_idx_name(base)) {
-            ds->kind = SP_DATASET_IDX;
-            rc = sp__ds_open_idx(ds, err);
-        } else if (bl > 4 && strcmp(base + bl - 4, ".tar") == 0) {
-            ds->kind = SP_DATASET_WEBDATASET;
-            rc = sp__ds_open_tar(ds, err);
-        } else {
-            ds->kind = SP_DATASET_LIST;
-            rc = sp__ds_open_list(ds, err);
+/* One round of the walk: the first driver of this round whose probe
+ * claims the path (*found stays NULL when none does). */
+static int probe_round(const sp__ds_req *rq, int local, const sp__ds_driver **found,
+                       sp_error *err) {
+    for (const sp__ds_driver *const *d = sp__ds_drivers; *d; d++) {
+        if ((*d)->local != local || !(*d)->probe) continue;
+        int r = (*d)->probe(rq, err);
+        if (r < 0) return r;
+        if (r > 0) {
+            *found = *d;
+            return SP_OK;
         }
     }
-    if (rc == SP_OK && ds->ops->fingerprint)
-        rc = ds->ops->fingerprint(ds, &ds->fingerprint, err);
-    else if (rc == SP_OK)
-        rc = compute_fingerprint(ds, err);
-    if (rc != SP_OK) {
-        sp_dataset_close(ds);
-        return rc;
-    }
-    *out = ds;
     return SP_OK;
 }
 
-void sp_dataset_close(sp_dataset *ds) {
-    if (!ds) return;
-    if (ds->ops && ds->ops->destroy) ds->ops->destroy(ds);
-    if (ds->class_names)
-        for (int c = 0; c < ds->num_classes; c++) free(ds->class_names[c]);
-    free(ds->class_names);
-    free(ds->class_counts);
-    free(ds->pool);
-    free(ds->path_off);
-    free(ds->labels);
-    free(ds->sizes);
-    free(ds->hashes);
-    free(ds->verdicts);
-    free(ds->base);
-    free(ds->root);
-    free(ds);
-}
-
-/* ---- accessors ------------------------------------------------------------------ */
-
-sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds) { return ds->kind; }
-
-const char *sp_dataset_kind_name(sp_dataset_kind k) {
-    switch (k) {
-    case SP_DATASET_IMAGEFOLDER: return "imagefolder";
-    case SP_DATASET_IDX: return "idx";
-    case SP_DATASET_LIST: return "list";
-    case SP_DATASET_WEBDATASET: return "webdataset";
-    case SP_DATASET_SAMPLES: return "samples";
-    case SP_DATASET_MIX: return "mixture";
-    case SP_DATASET_TOKENS: return "tokens";
-    case SP_DATASET_FAKE: return "fakedata";
-    }
-    return "unknown";
-}
-
-const char *sp_dataset_root(const sp_dataset *ds) { return ds->root; }
-uint64_t sp_dataset_size(const sp_dataset *ds) { return ds->n; }
-
-/* Only the WebDataset kinds (local, remote) have shards (their source
- * tables answer); a mixture keeps its sources' shards to itself. */
-uint32_t sp_dataset_shard_count(const sp_dataset *ds) {
-    return ds->ops->shard_count ? ds->ops->shard_count(ds) : 0;
-}
-
-uint32_t sp_dataset_shard_of(const sp_dataset *ds, uint64_t i) {
-    return sp_dataset_shard_count(ds) && i < ds->n ? ds->ops->shard_of(ds, i) : UINT32_MAX;
-}
-int sp_dataset_num_classes(const sp_dataset *ds) { return ds->num_classes; }
-
-const char *sp_dataset_class_name(const sp_dataset *ds, int cls) {
-    if (cls < 0 || cls >= ds->num_classes) return NULL;
-    return ds->class_names[cls];
-}
-
-uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls) {
-    if (cls < 0 || cls >= ds->num_classes) return 0;
-    return ds->class_counts[cls];
-}
-
-int sp_dataset_label(const sp_dataset *ds, uint64_t i) {
-    if (i >= ds->n) return -1;
-    if (ds->ops->label) return ds->ops->label(ds, i);
-    return ds->labels[i];
-}
-
-const char *sp_dataset_path(const sp_dataset *ds, uint64_t i) {
-    if (i >= ds->n) return NULL;
-    if (ds->ops->path) return ds->ops->path(ds, i);
-    return ds->pool + ds->path_off[i];
-}
-
-sp_digest sp_dataset_fingerprint(const sp_dataset *ds) { return ds->fingerprint; }
-
-sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
-    sp_digest z = {0, 0};
-    if (i >= ds->n) return z;
-    if (ds->ops->content_hash) return ds->ops->content_hash(ds, i);
-    return ds->hashes[i];
-}
-
-int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
-    if (ds->kind != SP_DATASET_IDX && ds->kind != SP_DATASET_FAKE) return SP_EINVAL;
-    if (w) *w = ds->raw_w;
-    if (h) *h = ds->raw_h;
-    return SP_OK;
-}
-
-/* ---- reading a sample -------------------------------------------------------------- */
-
-int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
-                    sp_error *err) {
-    if (!ds || !out) return sp_error_set(err, SP_EINVAL, "sp_dataset_read: NULL argument");
-    memset(out, 0, sizeof *out);
-    if (i >= ds->n)
-        return sp_error_set(err, SP_ERANGE, "%s: sample %llu out of range (dataset has %llu)",
-                            ds->root, (unsigned long long)i, (unsigned long long)ds->n);
-    int rc = ds->ops->read(ds, i, out, err);
-    if (rc != SP_OK) sp_sample_data_free(out);
+/* Between the rounds: the path must be a local folder or regular file. */
+static int stat_local(sp_dataset *ds, sp__ds_req *rq, sp_error *err) {
+    struct stat st;
+    if (stat(ds->root, &st) != 0)
+        return sp_error_set(err, SP_EIO, "%s: %s", ds->root, strerror(errno));
+    if (!(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+        return sp_error_set(err, SP_EFORMAT, "%s: not a directory or a regular file", ds->root);
+    rq->is_dir = S_ISDIR(st.st_mode);
+    int rc = sp__ds_set_base(ds, rq->is_dir, err);
+    if (rc == SP_OK && rq->is_dir)
+        rc = sp__ds_dir_kind(ds->root, &rq->shards, &rq->folders, err);
     return rc;
 }
 
-void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n) {
-    if (ds && ds->ops->prefetch) ds->ops->prefetch(ds, idx, n);
+static int open_path(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
+                     sp_error *err) {
+    if (!out) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: out is NULL");
+    *out = NULL;
+    if (!path || !path[0]) return sp_error_set(err, SP_EINVAL, "sp_dataset_open: empty path");
+    sp_dataset *ds = new_dataset(path, limits);
+    if (!ds) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
+    const char *slash = strrchr(ds->root, '/');
+    sp__ds_req rq = {.path = path, .root = ds->root, .leaf = slash ? slash + 1 : ds->root,
+                     .url = sp__rio_is_url(path), .limits = limits, .open = open_path};
+    const sp__ds_driver *drv = NULL;
+    int rc = probe_round(&rq, 0, &drv, err);
+    if (rc == SP_OK && !drv) rc = stat_local(ds, &rq, err);
+    if (rc == SP_OK && !drv) rc = probe_round(&rq, 1, &drv, err);
+    if (rc == SP_OK && !drv)
+        rc = sp_error_set(err, SP_EFORMAT, "%s: no dataset kind takes it", ds->root);
+    if (rc == SP_OK) {
+        ds->driver = drv;
+        ds->ops = drv->ops;
+        rc = drv->open(ds, &rq, err);
+    }
+    return finish(ds, rc, out, err);
 }
 
-int sp__ds_is_remote(const sp_dataset *ds) {
-    return ds && ds->ops->is_remote ? ds->ops->is_remote(ds) : 0;
+int sp_dataset_open(const char *path, const sp_dataset_limits *limits, sp_dataset **out,
+                    sp_error *err) {
+    return open_path(path, limits, out, err);
 }
 
-int sp__ds_validated(const sp_dataset *ds, uint64_t i) {
-    if (ds->ops->validated) return ds->ops->validated(ds, i);
-    return ds->verdicts && i < ds->n && (ds->verdicts[i] & SP_DS_CLEAN);
-}
-
-void sp_sample_data_free(sp_sample_data *s) {
-    if (!s) return;
-    free(s->full_path);
-    free(s->owned);
-    memset(s, 0, sizeof *s);
+/* The name of the first driver with kind number k (the table names every
+ * kind; several drivers may open one kind: local and remote shards). */
+const char *sp_dataset_kind_name(sp_dataset_kind k) {
+    for (const sp__ds_driver *const *d = sp__ds_drivers; *d; d++)
+        if ((*d)->code == (uint32_t)k) return (*d)->name;
+    return "unknown";
 }

@@ -103,15 +103,15 @@ static int from_object(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     sp__rio_get g;
     memset(&g, 0, sizeof g);
     g.name = SP_DS_OBJECT_NAME;
-    g.max = ds->tar->rio->index_max;   /* SEEDPIPE_REMOTE_INDEX_MAX: never buffered past it */
-    int rc = sp__rio_fetch(ds->tar->rio, &g, err);
+    g.max = sp__ds_tar(ds)->rio->index_max;   /* SEEDPIPE_REMOTE_INDEX_MAX: never buffered past it */
+    int rc = sp__rio_fetch(sp__ds_tar(ds)->rio, &g, err);
     if (rc == SP_ELIMIT) {
         size_t l = strlen(err->msg);
         snprintf(err->msg + l, sizeof err->msg - l, "; an index object is read up to "
                  "SEEDPIPE_REMOTE_INDEX_MAX (default 128M; about 90 bytes a sample: set it "
                  "higher for a larger dataset)");
     }
-    char *what = sp__rio_display(ds->tar->rio, SP_DS_OBJECT_NAME);
+    char *what = sp__rio_display(sp__ds_tar(ds)->rio, SP_DS_OBJECT_NAME);
     if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     if (rc != SP_OK && what && g.status == 404)
         rc = sp_error_set(err, SP_EIO, "%s: HTTP 404: there is no dataset index object beside "
@@ -146,9 +146,9 @@ static int from_shards(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
             break;
         }
         unlink(path);
-        char *what = sp__rio_display(ds->tar->rio, names[i]);
+        char *what = sp__rio_display(sp__ds_tar(ds)->rio, names[i]);
         if (!what) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
-        if (rc == SP_OK) rc = sp__rio_fetch_fd(ds->tar->rio, names[i], fd, UINT64_MAX, &sz[i], err);
+        if (rc == SP_OK) rc = sp__rio_fetch_fd(sp__ds_tar(ds)->rio, names[i], fd, UINT64_MAX, &sz[i], err);
         if (rc == SP_OK && lseek(fd, 0, SEEK_SET) != 0)
             rc = sp_error_set(err, SP_EIO, "%s: %s", path, strerror(errno));
         size_t before = t->n;
@@ -161,15 +161,16 @@ static int from_shards(sp_dataset *ds, char **names, size_t n, sp__ds_tar_set *t
     return rc;
 }
 
-int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
+static int open_remote(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    (void)rq;
     char *leaf = NULL;
     int rc = sp__ds_tar_new(ds, err);
     if (rc != SP_OK) return rc;
     ds->ops = &sp__ds_remote_ops;
-    rc = sp__rio_create(ds->root, &ds->tar->rio, &leaf, err);
+    rc = sp__rio_create(ds->root, &sp__ds_tar(ds)->rio, &leaf, err);
     if (rc != SP_OK) return rc;
-    ds->tar->pf_owner = sp__rio_owner_id();
-    ds->base = strdup(ds->tar->rio->display);
+    sp__ds_tar(ds)->pf_owner = sp__rio_owner_id();
+    ds->base = strdup(sp__ds_tar(ds)->rio->display);
     if (!ds->base) rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     char **names = NULL, **all = NULL;
     size_t n = 0, nall = 0;
@@ -203,12 +204,12 @@ int sp__ds_open_remote(sp_dataset *ds, sp_error *err) {
 }
 
 static void close_remote(sp_dataset *ds) {
-    if (!ds->tar) return;
-    free(ds->tar->shard_cache);
-    free(ds->tar->shard_cache_keys);
-    if (ds->tar->rio) sp__rio_forget(ds->tar->rio);
-    sp__rio_destroy(ds->tar->rio);
-    ds->tar->rio = NULL;
+    if (!ds->state) return;
+    free(sp__ds_tar(ds)->shard_cache);
+    free(sp__ds_tar(ds)->shard_cache_keys);
+    if (sp__ds_tar(ds)->rio) sp__rio_forget(sp__ds_tar(ds)->rio);
+    sp__rio_destroy(sp__ds_tar(ds)->rio);
+    sp__ds_tar(ds)->rio = NULL;
     sp__ds_tar_free(ds);
 }
 
@@ -217,21 +218,21 @@ static int read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     if (rc != SP_OK) return rc;
     const char *bad = sp__ds_tar_bad(ds, i);
     if (bad) return sp_error_set(err, SP_EFORMAT, "%s/%s", ds->base, bad);
-    uint32_t s = ds->tar->shard_of[i];
-    if (ds->tar->shard_cache && ds->sizes[i]) {   /* a local copy of the whole shard */
+    uint32_t s = sp__ds_tar(ds)->shard_of[i];
+    if (sp__ds_tar(ds)->shard_cache && ds->sizes[i]) {   /* a local copy of the whole shard */
         int c = sp__ds_shard_cache_read(ds, i, out, err);
         if (c != 0) return c > 0 ? SP_OK : c;
     }
     sp__rio_get g;
     memset(&g, 0, sizeof g);
-    g.name = ds->tar->shards[s];
-    g.off = ds->tar->offsets[i];
+    g.name = sp__ds_tar(ds)->shards[s];
+    g.off = sp__ds_tar(ds)->offsets[i];
     g.len = ds->sizes[i];
-    g.expect_total = ds->tar->shard_sizes[s];
-    if (g.len && sp__rio_take(ds->tar->pf_owner, i, &g)) {   /* prefetched on this thread */
+    g.expect_total = sp__ds_tar(ds)->shard_sizes[s];
+    if (g.len && sp__rio_take(sp__ds_tar(ds)->pf_owner, i, &g)) {   /* prefetched on this thread */
         if (g.rc != SP_OK) rc = sp_error_set(err, g.rc, "%s", g.msg);
     } else if (g.len) {
-        rc = sp__rio_fetch(ds->tar->rio, &g, err);
+        rc = sp__rio_fetch(sp__ds_tar(ds)->rio, &g, err);
     } else if (!(g.buf = malloc(1))) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", out->full_path);
     }
@@ -239,7 +240,7 @@ static int read_remote(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
     out->owned = g.buf;
     XXH128_hash_t d = XXH3_128bits(g.buf, (size_t)g.len);
     if (d.high64 != ds->hashes[i].hi || d.low64 != ds->hashes[i].lo) {
-        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
+        char *what = sp__rio_display(sp__ds_tar(ds)->rio, sp__ds_tar(ds)->shards[s]);
         const char *path = ds->pool + ds->path_off[i];
         char *w = what ? sp__escape_dup(what, strlen(what)) : NULL;
         char *p = sp__escape_dup(path, strlen(path));   /* names from the index: escaped */
@@ -271,17 +272,17 @@ static int cmp_item(const void *a, const void *b) {
 }
 
 static void prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n) {
-    if (ds->tar->shard_cache) return;   /* whole shards are read instead */
+    if (sp__ds_tar(ds)->shard_cache) return;   /* whole shards are read instead */
     pf_item v[PF_MAX];
     size_t m = 0;
     for (size_t k = 0; k < n && m < PF_MAX; k++) {
         uint64_t i = idx[k];
         if (i >= ds->n || !ds->sizes[i] || sp__ds_tar_bad(ds, i) ||
-            sp__rio_prefetched(ds->tar->pf_owner, i))
+            sp__rio_prefetched(sp__ds_tar(ds)->pf_owner, i))
             continue;
         v[m].i = i;
-        v[m].shard = ds->tar->shard_of[i];
-        v[m].off = ds->tar->offsets[i];
+        v[m].shard = sp__ds_tar(ds)->shard_of[i];
+        v[m].off = sp__ds_tar(ds)->offsets[i];
         v[m].len = ds->sizes[i];
         m++;
     }
@@ -305,11 +306,11 @@ static void prefetch_remote(const sp_dataset *ds, const uint64_t *idx, size_t n)
         }
         sp__rio_get req;
         memset(&req, 0, sizeof req);
-        req.name = ds->tar->shards[v[j].shard];
+        req.name = sp__ds_tar(ds)->shards[v[j].shard];
         req.off = start;
         req.len = end - start;
-        req.expect_total = ds->tar->shard_sizes[v[j].shard];
-        sp__rio_prefetch(ds->tar->rio, ds->tar->pf_owner, &req, keys, offs, lens, cnt);
+        req.expect_total = sp__ds_tar(ds)->shard_sizes[v[j].shard];
+        sp__rio_prefetch(sp__ds_tar(ds)->rio, sp__ds_tar(ds)->pf_owner, &req, keys, offs, lens, cnt);
         j = k;
     }
 }
@@ -344,7 +345,7 @@ void sp__ds_remote_json_free(sp__ds_json_reader *r) {
 }
 
 static int has_member(const sp_dataset *ds, uint64_t i) {
-    return ds->tar->json_size && ds->tar->json_size[i] != UINT64_MAX && !sp__ds_tar_bad(ds, i);
+    return sp__ds_tar(ds)->json_size && sp__ds_tar(ds)->json_size[i] != UINT64_MAX && !sp__ds_tar_bad(ds, i);
 }
 
 /* Fetch the members of samples first.. (a window: SP_DS_JSON_WINDOW samples,
@@ -356,14 +357,14 @@ static void json_load(sp__ds_json_reader *r, const sp_dataset *ds, uint64_t firs
     size_t m = 0;
     uint64_t i = first, bytes = 0;
     for (; i < ds->n && i - first < SP_DS_JSON_WINDOW; i++) {
-        uint64_t len = has_member(ds, i) ? ds->tar->json_size[i] : 0;
+        uint64_t len = has_member(ds, i) ? sp__ds_tar(ds)->json_size[i] : 0;
         if (m && (bytes >= SP_DS_JSON_WINDOW_BYTES || len > SP_DS_JSON_WINDOW_BYTES - bytes))
             break;   /* the next window's */
         r->rng[i - first] = !has_member(ds, i) ? NO_MEMBER : len ? 0 : EMPTY_MEMBER;
         if (!len) continue;
         v[m].i = i;
-        v[m].shard = ds->tar->shard_of[i];
-        v[m].off = ds->tar->json_off[i];
+        v[m].shard = sp__ds_tar(ds)->shard_of[i];
+        v[m].off = sp__ds_tar(ds)->json_off[i];
         v[m].len = len;
         bytes += len;
         m++;
@@ -384,13 +385,13 @@ static void json_load(sp__ds_json_reader *r, const sp_dataset *ds, uint64_t firs
         }
         sp__rio_get *g = &r->g[r->ng++];
         memset(g, 0, sizeof *g);
-        g->name = ds->tar->shards[v[j].shard];
+        g->name = sp__ds_tar(ds)->shards[v[j].shard];
         g->off = start;
         g->len = end - start;
-        g->expect_total = ds->tar->shard_sizes[v[j].shard];
+        g->expect_total = sp__ds_tar(ds)->shard_sizes[v[j].shard];
         j = k;
     }
-    sp__rio_fetch_many(ds->tar->rio, r->g, r->ng);
+    sp__rio_fetch_many(sp__ds_tar(ds)->rio, r->g, r->ng);
     r->requests += r->ng;
 }
 
@@ -412,23 +413,23 @@ int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint64_t 
     sp__ds_json_reader *r = reader;
     *bytes = NULL;
     *len = 0;
-    if (ds->tar->json_unindexed)
+    if (sp__ds_tar(ds)->json_unindexed)
         return sp_error_set(err, SP_EUNSUPP, "%s: a version 1 dataset index object, which does "
                             "not say where the .json members lie: rebuild it (seedpipe index "
                             "%s) to read targets from them", ds->index.path, ds->root);
     if (i >= ds->n || !has_member(ds, i)) return SP_OK;   /* none (a bad sample fails on its image) */
-    if (ds->tar->json_size[i] > max) {
+    if (sp__ds_tar(ds)->json_size[i] > max) {
         char *nm = json_name(ds, i);
         int rc = sp_error_set(err, SP_ELIMIT, "%s: the index says %llu bytes, more than %llu "
                               "(the annotation element bound): not fetched",
                               nm ? nm : "(out of memory)",
-                              (unsigned long long)ds->tar->json_size[i], (unsigned long long)max);
+                              (unsigned long long)sp__ds_tar(ds)->json_size[i], (unsigned long long)max);
         free(nm);
         return rc;
     }
     if (i < r->first || i >= r->end) json_load(r, ds, i);
     uint32_t k = r->rng[i - r->first];
-    uint64_t want = ds->tar->json_size[i];
+    uint64_t want = sp__ds_tar(ds)->json_size[i];
     const sp__rio_get *g = k == EMPTY_MEMBER ? NULL : &r->g[k];
     if (g && g->rc != SP_OK) return sp_error_set(err, g->rc, "%s", g->msg);
     if (g && (g->got < r->at[i - r->first] || g->got - r->at[i - r->first] < want))
@@ -437,7 +438,7 @@ int sp__ds_remote_json(void *reader, const sp_dataset *ds, uint64_t i, uint64_t 
     if (!b) return sp_error_set(err, SP_ENOMEM, "annotations @json: out of memory");
     if (want) memcpy(b, g->buf + r->at[i - r->first], (size_t)want);
     XXH128_hash_t d = XXH3_128bits(b, (size_t)want);
-    if (d.high64 != ds->tar->json_hash[i].hi || d.low64 != ds->tar->json_hash[i].lo) {
+    if (d.high64 != sp__ds_tar(ds)->json_hash[i].hi || d.low64 != sp__ds_tar(ds)->json_hash[i].lo) {
         free(b);
         char *nm = json_name(ds, i);
         int rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
@@ -463,4 +464,15 @@ const sp__ds_ops sp__ds_remote_ops = {
     .is_remote = is_remote,
     .shard_count = sp__ds_tar_shard_count,
     .shard_of = sp__ds_tar_shard_of,
+};
+
+/* Any URL the token corpus's driver (before it) did not take. */
+static int remote_probe(const sp__ds_req *rq, sp_error *err) {
+    (void)err;
+    return rq->url;
+}
+
+const sp__ds_driver sp__ds_driver_remote = {
+    .name = "webdataset", .code = SP_DATASET_WEBDATASET, .probe = remote_probe,
+    .open = open_remote, .ops = &sp__ds_remote_ops,
 };

@@ -17,8 +17,12 @@
 #include <limits.h>
 #include <stdlib.h>
 
+/* No probe: sp_dataset_open_list() (dataset_open.c) opens it by name. */
+const sp__ds_driver sp__ds_driver_samples = {
+    .name = "samples", .code = SP_DATASET_SAMPLES, .ops = &sp__ds_files_ops,
+};
+
 int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *err) {
-    ds->ops = &sp__ds_files_ops;
     if (list->count == 0)
         return sp_error_set(err, SP_EINVAL, "sample list: no samples");
     if (!list->paths || !list->labels)

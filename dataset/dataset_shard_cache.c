@@ -139,22 +139,22 @@ int sp__ds_shard_cache_setup(sp_dataset *ds, sp_error *err) {
     uint64_t cap = DEFAULT_CACHE_BYTES;
     if (size && size[0] && sp_parse_size(size, &cap, err) != SP_OK)
         return sp_error_set(err, SP_EINVAL, "SEEDPIPE_SHARD_CACHE_SIZE=%s: %s", size, err->msg);
-    int rc = private_dir(dir, &ds->tar->shard_cache, err);
+    int rc = private_dir(dir, &sp__ds_tar(ds)->shard_cache, err);
     if (rc != SP_OK) return rc;
-    ds->tar->shard_cache_bytes = cap;
-    atomic_store(&ds->tar->shard_cache_off, 0);
-    sweep(ds->tar->shard_cache, NULL, UINT64_MAX, 0);   /* killed writers' temporary files */
+    sp__ds_tar(ds)->shard_cache_bytes = cap;
+    atomic_store(&sp__ds_tar(ds)->shard_cache_off, 0);
+    sweep(sp__ds_tar(ds)->shard_cache, NULL, UINT64_MAX, 0);   /* killed writers' temporary files */
     return make_keys(ds, err);
 }
 
 /* The shards' keys, once at open: O(samples). */
 static int make_keys(sp_dataset *ds, sp_error *err) {
-    ds->tar->shard_cache_keys = calloc(ds->tar->nshards ? ds->tar->nshards : 1, sizeof *ds->tar->shard_cache_keys);
-    XXH3_state_t **st = calloc(ds->tar->nshards ? ds->tar->nshards : 1, sizeof *st);
-    int rc = ds->tar->shard_cache_keys && st ? SP_OK
+    sp__ds_tar(ds)->shard_cache_keys = calloc(sp__ds_tar(ds)->nshards ? sp__ds_tar(ds)->nshards : 1, sizeof *sp__ds_tar(ds)->shard_cache_keys);
+    XXH3_state_t **st = calloc(sp__ds_tar(ds)->nshards ? sp__ds_tar(ds)->nshards : 1, sizeof *st);
+    int rc = sp__ds_tar(ds)->shard_cache_keys && st ? SP_OK
                                         : sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
-    for (size_t s = 0; rc == SP_OK && s < ds->tar->nshards; s++) {
-        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
+    for (size_t s = 0; rc == SP_OK && s < sp__ds_tar(ds)->nshards; s++) {
+        char *what = sp__rio_display(sp__ds_tar(ds)->rio, sp__ds_tar(ds)->shards[s]);
         if (!what || !(st[s] = XXH3_createState())) {
             free(what);
             rc = sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
@@ -162,18 +162,18 @@ static int make_keys(sp_dataset *ds, sp_error *err) {
         }
         XXH3_128bits_reset(st[s]);
         XXH3_128bits_update(st[s], what, strlen(what) + 1);
-        XXH3_128bits_update(st[s], &ds->tar->shard_sizes[s], sizeof ds->tar->shard_sizes[s]);
+        XXH3_128bits_update(st[s], &sp__ds_tar(ds)->shard_sizes[s], sizeof sp__ds_tar(ds)->shard_sizes[s]);
         free(what);
     }
     for (uint64_t i = 0; rc == SP_OK && i < ds->n; i++) {   /* each shard's samples, as indexed */
-        uint64_t f[4] = {ds->tar->offsets[i], ds->sizes[i], ds->hashes[i].hi, ds->hashes[i].lo};
-        XXH3_128bits_update(st[ds->tar->shard_of[i]], f, sizeof f);
+        uint64_t f[4] = {sp__ds_tar(ds)->offsets[i], ds->sizes[i], ds->hashes[i].hi, ds->hashes[i].lo};
+        XXH3_128bits_update(st[sp__ds_tar(ds)->shard_of[i]], f, sizeof f);
     }
-    for (size_t s = 0; st && s < ds->tar->nshards; s++) {
+    for (size_t s = 0; st && s < sp__ds_tar(ds)->nshards; s++) {
         if (!st[s]) continue;
         if (rc == SP_OK) {
             XXH128_hash_t h = XXH3_128bits_digest(st[s]);
-            ds->tar->shard_cache_keys[s] = (sp_digest){h.high64, h.low64};
+            sp__ds_tar(ds)->shard_cache_keys[s] = (sp_digest){h.high64, h.low64};
         }
         XXH3_freeState(st[s]);
     }
@@ -183,12 +183,12 @@ static int make_keys(sp_dataset *ds, sp_error *err) {
 
 /* <private folder>/<key>.tar for shard s (malloc'd). */
 static char *copy_path(const sp_dataset *ds, uint32_t s) {
-    size_t n = strlen(ds->tar->shard_cache) + 48;
+    size_t n = strlen(sp__ds_tar(ds)->shard_cache) + 48;
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%s/%016llx%016llx.tar", ds->tar->shard_cache,
-                 (unsigned long long)ds->tar->shard_cache_keys[s].hi,
-                 (unsigned long long)ds->tar->shard_cache_keys[s].lo);
+        snprintf(p, n, "%s/%016llx%016llx.tar", sp__ds_tar(ds)->shard_cache,
+                 (unsigned long long)sp__ds_tar(ds)->shard_cache_keys[s].hi,
+                 (unsigned long long)sp__ds_tar(ds)->shard_cache_keys[s].lo);
     return p;
 }
 
@@ -279,15 +279,15 @@ static const char *errno_name(int e) {
  * write): this process stops copying, says so once, and reads from the
  * store. @return 0 (the caller's "read from the store"). */
 static int cannot_write(const sp_dataset *ds, uint32_t s, int e) {
-    if (atomic_exchange(&ds->tar->shard_cache_off, 1) == 0) {
-        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
+    if (atomic_exchange(&sp__ds_tar(ds)->shard_cache_off, 1) == 0) {
+        char *what = sp__rio_display(sp__ds_tar(ds)->rio, sp__ds_tar(ds)->shards[s]);
         /* The library's one message outside an error: a sample read has no
          * other way to the user (it may run in a pool worker), and a cache
          * that stopped caching must not be silent. */
         fprintf(stderr, "seedpipe: warning: shard cache %s: %s (%s) writing a copy of %s "
                 "(%llu bytes): samples are read from the store instead, and this process "
-                "copies no more shards\n", ds->tar->shard_cache, strerror(e), errno_name(e),
-                what ? what : ds->tar->shards[s], (unsigned long long)ds->tar->shard_sizes[s]);
+                "copies no more shards\n", sp__ds_tar(ds)->shard_cache, strerror(e), errno_name(e),
+                what ? what : sp__ds_tar(ds)->shards[s], (unsigned long long)sp__ds_tar(ds)->shard_sizes[s]);
         free(what);
     }
     return 0;
@@ -304,9 +304,9 @@ static int cannot_write(const sp_dataset *ds, uint32_t s, int e) {
  * @return 1 (the copy is there), 0 (not copied: a full disk, or a shard
  * larger than the cache: read from the store), or an error (the store's). */
 static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error *err) {
-    uint64_t size = ds->tar->shard_sizes[s];
-    if (size > ds->tar->shard_cache_bytes) return 0;   /* never fits: read through */
-    sweep(ds->tar->shard_cache, NULL, ds->tar->shard_cache_bytes, size);   /* room first */
+    uint64_t size = sp__ds_tar(ds)->shard_sizes[s];
+    if (size > sp__ds_tar(ds)->shard_cache_bytes) return 0;   /* never fits: read through */
+    sweep(sp__ds_tar(ds)->shard_cache, NULL, sp__ds_tar(ds)->shard_cache_bytes, size);   /* room first */
     sp_publish *pub;
     sp_error e2;
     sp_error_clear(&e2);
@@ -321,12 +321,12 @@ static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error
     }
     uint64_t got = 0;
     errno = 0;
-    int rc = sp__rio_fetch_fd(ds->tar->rio, ds->tar->shards[s], fd, size, &got, err);
+    int rc = sp__rio_fetch_fd(sp__ds_tar(ds)->rio, sp__ds_tar(ds)->shards[s], fd, size, &got, err);
     int werr = rc != SP_OK ? errno : 0;   /* the local file's write error, or 0 */
     if (rc == SP_OK && got != size) {
-        char *what = sp__rio_display(ds->tar->rio, ds->tar->shards[s]);
+        char *what = sp__rio_display(sp__ds_tar(ds)->rio, sp__ds_tar(ds)->shards[s]);
         rc = sp_error_set(err, SP_EMISMATCH, "%s: the object changed since the dataset was "
-                          "indexed (%llu bytes, indexed %llu)", what ? what : ds->tar->shards[s],
+                          "indexed (%llu bytes, indexed %llu)", what ? what : sp__ds_tar(ds)->shards[s],
                           (unsigned long long)got, (unsigned long long)size);
         free(what);
     }
@@ -340,7 +340,7 @@ static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error
         }
     }
     if (rc != SP_OK) return rc;
-    sweep(ds->tar->shard_cache, path, ds->tar->shard_cache_bytes, 0);
+    sweep(sp__ds_tar(ds)->shard_cache, path, sp__ds_tar(ds)->shard_cache_bytes, 0);
     return 1;
 }
 
@@ -350,13 +350,13 @@ static int from_copy(const sp_dataset *ds, uint64_t i, const char *path, sp_samp
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return 0;
     struct stat st;
-    uint32_t s = ds->tar->shard_of[i];
+    uint32_t s = sp__ds_tar(ds)->shard_of[i];
     uint64_t want = ds->sizes[i], got = 0;
     int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-             (uint64_t)st.st_size == ds->tar->shard_sizes[s];
+             (uint64_t)st.st_size == sp__ds_tar(ds)->shard_sizes[s];
     uint8_t *buf = ok ? malloc(want ? (size_t)want : 1) : NULL;
     while (buf && got < want) {
-        ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)(ds->tar->offsets[i] + got));
+        ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)(sp__ds_tar(ds)->offsets[i] + got));
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         got += (uint64_t)k;
@@ -378,11 +378,11 @@ static int from_copy(const sp_dataset *ds, uint64_t i, const char *path, sp_samp
 
 int sp__ds_shard_cache_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
                             sp_error *err) {
-    char *path = copy_path(ds, ds->tar->shard_of[i]);
+    char *path = copy_path(ds, sp__ds_tar(ds)->shard_of[i]);
     if (!path) return sp_error_set(err, SP_ENOMEM, "shard cache: out of memory");
     int rc = from_copy(ds, i, path, out);
-    if (rc == 0 && !atomic_load(&ds->tar->shard_cache_off)) {
-        rc = download(ds, ds->tar->shard_of[i], path, err);
+    if (rc == 0 && !atomic_load(&sp__ds_tar(ds)->shard_cache_off)) {
+        rc = download(ds, sp__ds_tar(ds)->shard_of[i], path, err);
         if (rc == 1) rc = from_copy(ds, i, path, out);
     }
     free(path);

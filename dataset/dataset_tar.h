@@ -3,7 +3,7 @@
  * dataset_tar_index.c, dataset_tar_write.c), the remote ones
  * (dataset_remote.c, dataset_shard_cache.c) and the dataset index object
  * (dataset_object.c). The rest of the dataset layer sees a shard dataset
- * only through its source table (ds->ops, dataset_internal.h).
+ * only through its source table (ds->ops, dataset_internal.h) and its drivers (dataset_tar_open.c, dataset_remote.c).
  *
  * Not installed, not part of the API: names are sp__ds_*.
  */
@@ -12,7 +12,7 @@
 
 #include "dataset/dataset_internal.h"
 
-/* ds->tar: the shards (relative to ds->base, sorted), where each sample's
+/* The kind's state (ds->state, sp__ds_tar()): the shards (relative to ds->base, sorted), where each sample's
  * image member lies, and the samples that fail when read (sorted by index);
  * for a remote dataset also the store and the shard cache. */
 struct sp__ds_tar {
@@ -45,13 +45,18 @@ struct sp__ds_tar {
                                     * this process reads from the store */
 };
 
+/* The WebDataset kinds' state (local and remote shards). */
+static inline struct sp__ds_tar *sp__ds_tar(const sp_dataset *ds) {
+    return (struct sp__ds_tar *)ds->state;
+}
+
 /* A WebDataset sample that cannot be read, and why ("shard/member: reason"). */
 typedef struct sp__ds_bad {
     uint64_t i;
     char *msg;
 } sp__ds_bad;
 
-/* dataset_tar_index.c: a zeroed ds->tar (SP_ENOMEM); free it and what it
+/* dataset_tar_index.c: a zeroed sp__ds_tar(ds) (SP_ENOMEM); free it and what it
  * holds (its descriptors and the remote store closed first). */
 int sp__ds_tar_new(sp_dataset *ds, sp_error *err);
 void sp__ds_tar_free(sp_dataset *ds);

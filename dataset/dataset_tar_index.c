@@ -2,7 +2,7 @@
  * are collected (sp__ds_tar_set, with the hash set of its keys,
  * sp__ds_tar_keys), and each shard's index file that keeps that table, so
  * a later open of an unchanged shard reads none of it (dataset_tar.h); and
- * the kind's state, ds->tar (sp__ds_tar_new(), sp__ds_tar_free()).
+ * the kind's state, sp__ds_tar(ds) (sp__ds_tar_new(), sp__ds_tar_free()).
  * dataset_tar.c reads the shards and calls down into this file; this file
  * calls only dataset_common.c (byte buffers, the atomic write) and
  * dataset_cache_dir.c (where the index files live).
@@ -176,6 +176,60 @@ int sp__ds_tar_index_write(const sp_dataset *ds, const char *rel, const struct s
     return ok;
 }
 
+/* One sample's record at d + *pos (before end) appended to t; 0 when it
+ * runs past the end or says what no shard could hold. */
+static int read_record(const sp_dataset *ds, const uint8_t *d, size_t *at, size_t end,
+                       const struct stat *st, const char *rel, uint32_t shard, tar_set *t) {
+    size_t pos = *at, rl = strlen(rel);
+    if (end - pos < 4) return 0;
+    uint32_t ml = sp__le_get32(d + pos);
+    pos += 4;
+    if (end - pos < (uint64_t)ml + 72) return 0;
+    const char *member = (const char *)d + pos;
+    pos += ml;
+    int32_t label = (int32_t)sp__le_get32(d + pos);
+    uint64_t off = sp__le_get64(d + pos + 4), size = sp__le_get64(d + pos + 12);
+    sp_digest h = {sp__le_get64(d + pos + 20), sp__le_get64(d + pos + 28)};
+    uint64_t joff = sp__le_get64(d + pos + 36), jsize = sp__le_get64(d + pos + 44);
+    sp_digest jh = {sp__le_get64(d + pos + 52), sp__le_get64(d + pos + 60)};
+    uint32_t bl = sp__le_get32(d + pos + 68);
+    pos += 72;
+    if (end - pos < (size_t)bl) return 0;
+    /* Sizes are never taken on trust: the member lies inside the shard,
+     * where a tar member's data can start, within the per-file limit. */
+    if (label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0 || off % 512 != 0 ||
+        size > ds->max_file_bytes || off > (uint64_t)st->st_size ||
+        size > (uint64_t)st->st_size - off ||
+        (jsize != UINT64_MAX && (joff % 512 != 0 || jsize > ds->max_file_bytes ||
+                                 joff > (uint64_t)st->st_size ||
+                                 jsize > (uint64_t)st->st_size - joff)))
+        return 0;
+    tar_sample *s = sp__ds_tar_set_slot(t);
+    if (!s) return 0;
+    s->path = malloc(rl + ml + 2);
+    s->key = sp__ds_strdup("");
+    s->bad = bl ? strndup((const char *)d + pos, bl) : NULL;
+    if (!s->path || !s->key || (bl && !s->bad)) {
+        free(s->path); free(s->key); free(s->bad);
+        return 0;
+    }
+    snprintf(s->path, rl + ml + 2, "%s/%.*s", rel, (int)ml, member);
+    pos += bl;
+    s->label = label;
+    s->shard = shard;
+    s->offset = off;
+    s->size = size;
+    s->hash = h;
+    s->has_image = 1;
+    s->has_json = jsize != UINT64_MAX;
+    s->json_offset = joff;
+    s->json_size = s->has_json ? jsize : 0;
+    s->json_hash = jh;
+    t->n++;
+    *at = pos;
+    return 1;
+}
+
 /* Read the index of shard rel from the cache (legacy 0) or from beside the
  * shard, where older versions wrote it (legacy 1): sp__ds_tar_index_read(). */
 static int index_read_at(sp_dataset *ds, uint32_t shard, const char *rel, const struct stat *st,
@@ -197,65 +251,16 @@ static int index_read_at(sp_dataset *ds, uint32_t shard, const char *rel, const 
     free(path);
     sp__sbuf key = {0};
     stat_key(&key, st, ds->max_file_bytes, rel);
-    size_t first = t->n, pos = key.len, rl = strlen(rel);
+    size_t first = t->n, pos = key.len;
     ok = ok && !key.oom && n >= key.len + 12 && memcmp(d, key.p, key.len) == 0 &&
          XXH3_64bits(d, n - 8) == sp__le_get64(d + n - 8);
     free(key.p);
     size_t end = n - 8;
-#define NEED(k) do { if (end - pos < (size_t)(k)) { ok = 0; break; } } while (0)
     uint32_t count = 0;
     if (ok) { count = sp__le_get32(d + pos); pos += 4; }
     if (ok && t->n + count > ds->max_samples) ok = 0;   /* let the reader name it */
-    for (uint32_t k = 0; ok && k < count; k++) {
-        NEED(4);
-        if (!ok) break;
-        uint32_t ml = sp__le_get32(d + pos);
-        pos += 4;
-        NEED((uint64_t)ml + 72);
-        if (!ok) break;
-        const char *member = (const char *)d + pos;
-        pos += ml;
-        int32_t label = (int32_t)sp__le_get32(d + pos);
-        uint64_t off = sp__le_get64(d + pos + 4), size = sp__le_get64(d + pos + 12);
-        sp_digest h = {sp__le_get64(d + pos + 20), sp__le_get64(d + pos + 28)};
-        uint64_t joff = sp__le_get64(d + pos + 36), jsize = sp__le_get64(d + pos + 44);
-        sp_digest jh = {sp__le_get64(d + pos + 52), sp__le_get64(d + pos + 60)};
-        uint32_t bl = sp__le_get32(d + pos + 68);
-        pos += 72;
-        NEED(bl);
-        /* Sizes are never taken on trust: the member lies inside the shard,
-         * where a tar member's data can start, within the per-file limit. */
-        if (!ok || label < -1 || label >= SP_DS_MAX_CLASSES || ml == 0 || off % 512 != 0 ||
-            size > ds->max_file_bytes || off > (uint64_t)st->st_size ||
-            size > (uint64_t)st->st_size - off ||
-            (jsize != UINT64_MAX && (joff % 512 != 0 || jsize > ds->max_file_bytes ||
-                                     joff > (uint64_t)st->st_size ||
-                                     jsize > (uint64_t)st->st_size - joff))) { ok = 0; break; }
-        tar_sample *s = sp__ds_tar_set_slot(t);
-        if (!s) { ok = 0; break; }
-        s->path = malloc(rl + ml + 2);
-        s->key = sp__ds_strdup("");
-        s->bad = bl ? strndup((const char *)d + pos, bl) : NULL;
-        if (!s->path || !s->key || (bl && !s->bad)) {
-            free(s->path); free(s->key); free(s->bad);
-            ok = 0;
-            break;
-        }
-        snprintf(s->path, rl + ml + 2, "%s/%.*s", rel, (int)ml, member);
-        pos += bl;
-        s->label = label;
-        s->shard = shard;
-        s->offset = off;
-        s->size = size;
-        s->hash = h;
-        s->has_image = 1;
-        s->has_json = jsize != UINT64_MAX;
-        s->json_offset = joff;
-        s->json_size = s->has_json ? jsize : 0;
-        s->json_hash = jh;
-        t->n++;
-    }
-#undef NEED
+    for (uint32_t k = 0; ok && k < count; k++)
+        ok = read_record(ds, d, &pos, end, st, rel, shard, t);
     if (ok && pos != end) ok = 0;
     if (!ok) {   /* drop what was appended; the shard is read instead */
         for (size_t i = first; i < t->n; i++) {
@@ -279,9 +284,9 @@ int sp__ds_tar_index_read(sp_dataset *ds, uint32_t shard, const char *rel, const
 
 int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes, tar_set *t,
                     sp_error *err) {
-    ds->tar->shards = names;   /* owned by ds from here on, freed by destroy */
-    ds->tar->nshards = nnames;
-    ds->tar->shard_sizes = sizes;
+    sp__ds_tar(ds)->shards = names;   /* owned by ds from here on, freed by destroy */
+    sp__ds_tar(ds)->nshards = nnames;
+    sp__ds_tar(ds)->shard_sizes = sizes;
     if (t->n == 0) return sp_error_set(err, SP_EFORMAT, "%s: no samples", ds->root);
     int32_t maxl = -1;
     for (size_t i = 0; i < t->n; i++)
@@ -295,16 +300,16 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
     }
     if (rc == SP_OK) rc = sp__ds_alloc_samples(ds, t->n, pool_len, err);
     if (rc == SP_OK) {
-        ds->tar->shard_of = malloc(t->n * sizeof *ds->tar->shard_of);
-        ds->tar->offsets = malloc(t->n * sizeof *ds->tar->offsets);
-        ds->tar->bad = nbad ? calloc(nbad, sizeof *ds->tar->bad) : NULL;
+        sp__ds_tar(ds)->shard_of = malloc(t->n * sizeof *sp__ds_tar(ds)->shard_of);
+        sp__ds_tar(ds)->offsets = malloc(t->n * sizeof *sp__ds_tar(ds)->offsets);
+        sp__ds_tar(ds)->bad = nbad ? calloc(nbad, sizeof *sp__ds_tar(ds)->bad) : NULL;
         if (njson) {
-            ds->tar->json_off = malloc(t->n * sizeof *ds->tar->json_off);
-            ds->tar->json_size = malloc(t->n * sizeof *ds->tar->json_size);
-            ds->tar->json_hash = malloc(t->n * sizeof *ds->tar->json_hash);
+            sp__ds_tar(ds)->json_off = malloc(t->n * sizeof *sp__ds_tar(ds)->json_off);
+            sp__ds_tar(ds)->json_size = malloc(t->n * sizeof *sp__ds_tar(ds)->json_size);
+            sp__ds_tar(ds)->json_hash = malloc(t->n * sizeof *sp__ds_tar(ds)->json_hash);
         }
-        if (!ds->tar->shard_of || !ds->tar->offsets || (nbad && !ds->tar->bad) ||
-            (njson && (!ds->tar->json_off || !ds->tar->json_size || !ds->tar->json_hash)))
+        if (!sp__ds_tar(ds)->shard_of || !sp__ds_tar(ds)->offsets || (nbad && !sp__ds_tar(ds)->bad) ||
+            (njson && (!sp__ds_tar(ds)->json_off || !sp__ds_tar(ds)->json_size || !sp__ds_tar(ds)->json_hash)))
             rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %zu samples", ds->root,
                               t->n);
     }
@@ -320,17 +325,17 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
         ds->class_counts[ds->labels[i]]++;   /* a bad sample under its label, or 0 */
         ds->sizes[i] = s->bad ? 0 : s->size;
         ds->hashes[i] = s->bad ? (sp_digest){0, 0} : s->hash;
-        ds->tar->shard_of[i] = s->shard;
-        ds->tar->offsets[i] = s->offset;
+        sp__ds_tar(ds)->shard_of[i] = s->shard;
+        sp__ds_tar(ds)->offsets[i] = s->offset;
         if (njson) {
-            ds->tar->json_off[i] = s->json_offset;
-            ds->tar->json_size[i] = s->has_json ? s->json_size : UINT64_MAX;
-            ds->tar->json_hash[i] = s->json_hash;
+            sp__ds_tar(ds)->json_off[i] = s->json_offset;
+            sp__ds_tar(ds)->json_size[i] = s->has_json ? s->json_size : UINT64_MAX;
+            sp__ds_tar(ds)->json_hash[i] = s->json_hash;
         }
         if (s->bad) {
-            ds->tar->bad[ds->tar->nbad].i = i;
-            ds->tar->bad[ds->tar->nbad].msg = s->bad;
-            ds->tar->nbad++;
+            sp__ds_tar(ds)->bad[sp__ds_tar(ds)->nbad].i = i;
+            sp__ds_tar(ds)->bad[sp__ds_tar(ds)->nbad].msg = s->bad;
+            sp__ds_tar(ds)->nbad++;
             s->bad = NULL;
         }
     }
@@ -338,12 +343,12 @@ int sp__ds_tar_pack(sp_dataset *ds, char **names, size_t nnames, uint64_t *sizes
 }
 
 int sp__ds_tar_new(sp_dataset *ds, sp_error *err) {
-    ds->tar = calloc(1, sizeof *ds->tar);
-    return ds->tar ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+    ds->state = calloc(1, sizeof(struct sp__ds_tar));
+    return ds->state ? SP_OK : sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
 }
 
 void sp__ds_tar_free(sp_dataset *ds) {
-    struct sp__ds_tar *t = ds->tar;
+    struct sp__ds_tar *t = sp__ds_tar(ds);
     if (!t) return;
     for (size_t i = 0; t->shards && i < t->nshards; i++) free(t->shards[i]);
     free(t->shards);
@@ -356,12 +361,12 @@ void sp__ds_tar_free(sp_dataset *ds) {
     for (size_t i = 0; i < t->nbad; i++) free(t->bad[i].msg);
     free(t->bad);
     free(t);
-    ds->tar = NULL;
+    ds->state = NULL;
 }
 
 uint32_t sp__ds_tar_shard_count(const sp_dataset *ds) {
-    const struct sp__ds_tar *t = ds->tar;
+    const struct sp__ds_tar *t = sp__ds_tar(ds);
     return t && t->shard_of && t->nshards <= UINT32_MAX ? (uint32_t)t->nshards : 0;
 }
 
-uint32_t sp__ds_tar_shard_of(const sp_dataset *ds, uint64_t i) { return ds->tar->shard_of[i]; }
+uint32_t sp__ds_tar_shard_of(const sp_dataset *ds, uint64_t i) { return sp__ds_tar(ds)->shard_of[i]; }

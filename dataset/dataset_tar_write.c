@@ -130,7 +130,7 @@ int sp_dataset_write_shards_annotated(const sp_dataset *ds, const char *annotati
     if (nshards) *nshards = 0;
     if (!ds || !out_dir || max_count == 0)
         return sp_error_set(err, SP_EINVAL, "sp_dataset_write_shards: bad argument");
-    if (ds->kind == SP_DATASET_IDX)
+    if (sp__ds_kind(ds) == SP_DATASET_IDX)
         return sp_error_set(err, SP_EUNSUPP, "%s: an IDX dataset holds pixels, not image "
                             "files: shards hold files", ds->root);
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)

@@ -50,7 +50,7 @@
  * same size keeps the fingerprint (include/seedpipe/dataset.h says so).
  *
  * REMOTE (a URL ending in .idx or .bin, or the prefix URL: s3://,
- * http(s)://; dataset_open.c decides which URLs are token corpora; remote.c): the
+ * http(s)://; url_probe() decides which URLs are token corpora; remote.c): the
  * .idx is fetched whole into memory (bounded by the larger of
  * SEEDPIPE_REMOTE_INDEX_MAX and 4 GiB, about 200 million documents), the
  * .bin's size is the total of a one-byte ranged GET's Content-Range, and
@@ -60,10 +60,10 @@
  * checked against the .bin's size at open (a replaced object is
  * SP_EMISMATCH). A mixture of token corpora (a blend) counts its sources'
  * windows, which the loader gives it (sp__ds_mix_resize(), dataset_mix.c).
- * Called by dataset_open.c; calls remote.c and common/.
+ * Its drivers (at the end) are listed in dataset_drivers.c; the reads are
+ * dataset_tokens_read.c's. Calls remote.c and common/.
  */
-#include "dataset/dataset_tokens.h"
-#include "dataset/dataset_internal.h"
+#include "dataset/dataset_tokens_kind.h"
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
@@ -78,29 +78,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
-#define TOK_HEADER 34   /* 9 magic + 8 version + 1 dtype + 8 S + 8 N */
 static const uint8_t tok_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
-
-struct sp__tok {
-    char *idx_path, *bin_path;      /* PREFIX.idx, PREFIX.bin: messages */
-    const uint8_t *idx;             /* the mapped .idx */
-    size_t idx_size;
-    const uint8_t *bin;             /* the mapped .bin (NULL when empty) */
-    size_t bin_size;
-    int code, itemsize, is_signed;  /* dtype code, bytes a token, signedness */
-    uint64_t S, D, total;
-    const uint8_t *lengths, *pointers, *docs;   /* into idx: i32[S], i64[S], i64[D+1] */
-    int one_seq;                    /* every document is one sequence (document d = sequence d):
-                                     * its length is lengths[d], one read */
-    int shift;                      /* log2 of itemsize */
-    /* remote: the store, the objects' names in it; idx is then malloc'd, bin NULL */
-    sp__rio *rio;
-    char *idx_name, *bin_name;
-};
 
 /* dtype code -> numpy name, item size, signedness (0: float or unknown) */
 static const struct {
@@ -113,18 +92,8 @@ static const struct {
 
 /* ---- lookups ------------------------------------------------------------------- */
 
-static uint64_t seq_ptr(const sp__tok *t, uint64_t s) {
-    return sp__le_get64(t->pointers + 8 * s);
-}
-
-/* The first token of document d (d <= D): the tiling makes it a pointer. */
-static uint64_t doc_start(const sp__tok *t, uint64_t d) {
-    uint64_t s = t->one_seq ? d : sp__le_get64(t->docs + 8 * d);
-    return s < t->S ? seq_ptr(t, s) >> t->shift : t->total;
-}
-
 const sp__tok *sp__tok_of(const sp_dataset *ds) {
-    return ds && ds->kind == SP_DATASET_TOKENS ? ds->tok : NULL;
+    return ds && sp__ds_kind(ds) == SP_DATASET_TOKENS ? ds->state : NULL;
 }
 uint64_t sp__tok_docs(const sp__tok *t) { return t->D; }
 uint64_t sp__tok_total(const sp__tok *t) { return t->total; }
@@ -133,175 +102,11 @@ const char *sp__tok_dtype_name(const sp__tok *t) { return tok_types[t->code].nam
 uint64_t sp__tok_len(const sp__tok *t, uint64_t d) {
     if (d >= t->D) return 0;
     if (t->one_seq) return (uint32_t)sp__le_get32(t->lengths + 4 * d);   /* checked >= 0 */
-    return doc_start(t, d + 1) - doc_start(t, d);
+    return sp__tok_doc_start(t, d + 1) - sp__tok_doc_start(t, d);
 }
 
 void sp__tok_prefetch_len(const sp__tok *t, uint64_t d) {
     if (d < t->D) __builtin_prefetch(t->one_seq ? t->lengths + 4 * d : t->docs + 8 * d);
-}
-
-/* ---- reading ---------------------------------------------------------------------- */
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-/* Plain loops the compiler vectorizes, for a little-endian host (the
- * generic loop below is what they compute, token by token). Unaligned,
- * aliasing-safe element types: a span may start anywhere in a window. */
-typedef uint16_t u16u __attribute__((aligned(1), may_alias));
-typedef int16_t i16u __attribute__((aligned(1), may_alias));
-typedef int32_t i32u __attribute__((aligned(1), may_alias));
-typedef int64_t i64u __attribute__((aligned(1), may_alias));
-#define WIDEN(ST, DT)                                                  \
-    do {                                                               \
-        const ST *s_ = (const ST *)(const void *)src;                  \
-        DT *d_ = (DT *)(void *)dst;                                    \
-        for (uint64_t k = 0; k < n; k++) d_[k] = s_[k];                \
-    } while (0)
-
-/* uint16 tokens (most corpora: a vocabulary below 65536) to int32, eight at
- * a time where SSE2 is (every x86-64): -O2 leaves the plain loop scalar. */
-static void widen_u16_i32(const uint8_t *src, uint8_t *dst, uint64_t n) {
-    uint64_t k = 0;
-#ifdef __SSE2__
-    const __m128i z = _mm_setzero_si128();
-    for (; k + 8 <= n; k += 8) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * k));
-        _mm_storeu_si128((__m128i *)(void *)(dst + 4 * k), _mm_unpacklo_epi16(v, z));
-        _mm_storeu_si128((__m128i *)(void *)(dst + 4 * k + 16), _mm_unpackhi_epi16(v, z));
-    }
-#endif
-    const u16u *s = (const u16u *)(const void *)src;
-    i32u *d = (i32u *)(void *)dst;
-    for (; k < n; k++) d[k] = s[k];
-}
-
-/* 1 and the tokens converted when a plain loop does it (no range check). */
-static int convert_fast(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst,
-                        int out_bytes) {
-    int w8 = out_bytes == 8;
-    if (t->code == 8 && !w8) {
-        widen_u16_i32(src, dst, n);
-        return 1;
-    }
-    switch (t->code) {
-    case 1: if (w8) WIDEN(uint8_t, i64u); else WIDEN(uint8_t, i32u); return 1;
-    case 2: if (w8) WIDEN(int8_t, i64u); else WIDEN(int8_t, i32u); return 1;
-    case 3: if (w8) WIDEN(i16u, i64u); else WIDEN(i16u, i32u); return 1;
-    case 8: if (w8) WIDEN(u16u, i64u); else WIDEN(u16u, i32u); return 1;
-    case 4: if (w8) WIDEN(i32u, i64u); else memcpy(dst, src, 4 * n); return 1;
-    case 5: if (w8) { memcpy(dst, src, 8 * n); return 1; } return 0;   /* int32 out: checked */
-    default: return 0;
-    }
-}
-#undef WIDEN
-#else
-static int convert_fast(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst,
-                        int out_bytes) {
-    (void)t, (void)src, (void)n, (void)dst, (void)out_bytes;
-    return 0;
-}
-#endif
-
-/* n tokens from src (the corpus's type) to dst as out_bytes integers. */
-static int convert(const sp__tok *t, const uint8_t *src, uint64_t n, uint8_t *dst, int out_bytes,
-                   uint64_t doc, uint64_t off, sp_error *err) {
-    if (convert_fast(t, src, n, dst, out_bytes)) return SP_OK;
-    for (uint64_t k = 0; k < n; k++) {
-        const uint8_t *p = src + k * (uint64_t)t->itemsize;
-        int64_t v;
-        switch (t->code) {
-        case 1: v = p[0]; break;
-        case 2: v = (int8_t)p[0]; break;
-        case 3: v = (int16_t)(uint16_t)(p[0] | p[1] << 8); break;
-        case 8: v = (uint16_t)(p[0] | p[1] << 8); break;
-        case 4: v = (int32_t)sp__le_get32(p); break;
-        default: v = (int64_t)sp__le_get64(p); break;
-        }
-        if (out_bytes == 8) {
-            sp__le_put64(dst + 8 * k, (uint64_t)v);
-        } else if (v < INT32_MIN || v > INT32_MAX) {
-            return sp_error_set(err, SP_EFORMAT, "%s: document %" PRIu64 " token %" PRIu64
-                                " is %" PRId64 ", outside int32's range (read as int64)",
-                                t->bin_path, doc, off + k, v);
-        } else {
-            sp__le_put32(dst + 4 * k, (uint32_t)(int32_t)v);
-        }
-    }
-    return SP_OK;
-}
-
-/* A remote corpus's spans: one ranged GET per run of spans that are
- * adjacent in the .bin (span i + 1 starting where span i ends), all at once
- * (sp__rio_fetch_many()), each checked against the .bin's size at open. */
-static int read_remote(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_bytes,
-                       sp_error *err) {
-    uint64_t is = (uint64_t)t->itemsize;
-    sp__rio_get *g = calloc(n, sizeof *g);
-    size_t *grp = malloc(n * sizeof *grp), ng = 0;
-    if (!g || !grp) {
-        free(g);
-        free(grp);
-        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", t->bin_path);
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t off = (doc_start(t, spans[i].doc) + spans[i].off) * is, len = spans[i].n * is;
-        grp[i] = ng;
-        if (!len) continue;
-        if (ng && g[ng - 1].off + g[ng - 1].len == off) {
-            grp[i] = ng - 1;
-            g[ng - 1].len += len;
-            continue;
-        }
-        g[ng].name = t->bin_name;
-        g[ng].off = off;
-        g[ng].len = len;
-        g[ng].expect_total = t->bin_size;
-        ng++;
-    }
-    int rc = SP_OK;
-    if (ng && sp__rio_fetch_many(t->rio, g, ng) != 0)
-        for (size_t k = 0; k < ng && rc == SP_OK; k++)
-            if (g[k].rc != SP_OK) rc = sp_error_set(err, g[k].rc, "%s", g[k].msg);
-    for (size_t i = 0; i < n && rc == SP_OK; i++) {
-        if (!spans[i].n) continue;
-        const sp__rio_get *q = &g[grp[i]];
-        uint64_t off = (doc_start(t, spans[i].doc) + spans[i].off) * is - q->off;
-        if (q->got != q->len)
-            rc = sp_error_set(err, SP_EIO, "%s: %zu bytes came for a range of %" PRIu64,
-                              t->bin_path, q->got, q->len);
-        else
-            rc = convert(t, q->buf + off, spans[i].n, spans[i].dst, out_bytes, spans[i].doc,
-                         spans[i].off, err);
-    }
-    for (size_t k = 0; k < ng; k++) free(g[k].buf);
-    free(g);
-    free(grp);
-    return rc;
-}
-
-int sp__tok_read(const sp__tok *t, const sp__tok_span *spans, size_t n, int out_bytes,
-                 sp_error *err) {
-    if (!t || (n && !spans) || (out_bytes != 4 && out_bytes != 8))
-        return sp_error_set(err, SP_EINVAL, "sp__tok_read: bad argument (out_bytes %d)",
-                            out_bytes);
-    for (size_t i = 0; i < n; i++) {
-        const sp__tok_span *sp = &spans[i];
-        uint64_t len = sp__tok_len(t, sp->doc);
-        if (sp->doc >= t->D || sp->off > len || sp->n > len - sp->off)
-            return sp_error_set(err, SP_ERANGE, "%s: tokens [%" PRIu64 ", +%" PRIu64
-                                ") of document %" PRIu64 " (of %" PRIu64 ", %" PRIu64
-                                " tokens long): out of range", t->idx_path, sp->off, sp->n,
-                                sp->doc, t->D, len);
-    }
-    if (t->rio) return n ? read_remote(t, spans, n, out_bytes, err) : SP_OK;
-    for (size_t i = 0; i < n; i++) {
-        const sp__tok_span *sp = &spans[i];
-        if (!sp->n) continue;
-        uint64_t first = doc_start(t, sp->doc) + sp->off;
-        int rc = convert(t, t->bin + first * (uint64_t)t->itemsize, sp->n, sp->dst, out_bytes,
-                         sp->doc, sp->off, err);
-        if (rc != SP_OK) return rc;
-    }
-    return SP_OK;
 }
 
 /* ---- the checks at open --------------------------------------------------------------- */
@@ -368,7 +173,7 @@ static int check_sequences(sp__tok *t, sp_error *err) {
     uint64_t at = 0, is = (uint64_t)t->itemsize;
     for (uint64_t s = 0; s < t->S; s++) {
         int32_t len = (int32_t)sp__le_get32(t->lengths + 4 * s);
-        uint64_t p = seq_ptr(t, s);
+        uint64_t p = sp__tok_seq_ptr(t, s);
         if (len < 0) {
             snprintf(m, sizeof m, "sequence %" PRIu64 ": negative length %" PRId32, s, len);
             return bad(t, err, m);
@@ -449,7 +254,7 @@ static int map_file(const char *path, const uint8_t **out, size_t *size, sp_erro
 }
 
 static void tok_destroy(sp_dataset *ds) {
-    sp__tok *t = ds->tok;
+    sp__tok *t = ds->state;
     if (!t) return;
     if (t->rio) free((void *)t->idx);
     else if (t->idx) munmap((void *)t->idx, t->idx_size);
@@ -460,7 +265,7 @@ static void tok_destroy(sp_dataset *ds) {
     free(t->idx_path);
     free(t->bin_path);
     free(t);
-    ds->tok = NULL;
+    ds->state = NULL;
 }
 
 static int tok_label(const sp_dataset *ds, uint64_t i) {
@@ -492,7 +297,7 @@ static int tok_sample(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_
 
 static int tok_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) {
     (void)err;
-    const sp__tok *t = ds->tok;
+    const sp__tok *t = ds->state;
     sp__hash h;
     sp__hash_init(&h);
     sp__hash_bytes(&h, t->idx, t->idx_size);
@@ -511,7 +316,9 @@ static int tok_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) 
     return SP_OK;
 }
 
-static int tok_is_remote(const sp_dataset *ds) { return ds->tok->rio != NULL; }
+static int tok_is_remote(const sp_dataset *ds) {
+    return ((const sp__tok *)ds->state)->rio != NULL;
+}
 
 static const sp__ds_ops tok_ops = {
     .label = tok_label,
@@ -525,7 +332,10 @@ static const sp__ds_ops tok_ops = {
 
 /* ---- open ---------------------------------------------------------------------------- */
 
-int sp__ds_tokens_prefix(const char *path, char **prefix) {
+/* *prefix (malloc'd) is the corpus's PREFIX when the local path names one:
+ * PREFIX.idx or PREFIX.bin with the other beside it, or an absent PREFIX
+ * with both; else NULL. @return 0 / SP_ENOMEM. */
+static int tokens_prefix(const char *path, char **prefix) {
     *prefix = NULL;
     size_t l = strlen(path);
     struct stat st;
@@ -639,9 +449,13 @@ static int open_remote(sp_dataset *ds, sp__tok *t, sp_error *err) {
     return rc;
 }
 
-int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
+/* Maps PREFIX.idx and PREFIX.bin (prefix NULL: ds->root is a URL ending in
+ * .idx or .bin, or the prefix URL, fetched), checks them and sets
+ * ds->root to the prefix. */
+static int open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
     ds->ops = &tok_ops;
-    sp__tok *t = ds->tok = calloc(1, sizeof *t);
+    sp__tok *t = calloc(1, sizeof *t);
+    ds->state = t;
     if (!t) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     int rc = prefix ? open_local(ds, t, prefix, err) : open_remote(ds, t, err);
     if (rc == SP_OK) rc = check_header(t, err);
@@ -659,3 +473,57 @@ int sp__ds_open_tokens(sp_dataset *ds, const char *prefix, sp_error *err) {
     ds->n = t->D;
     return SP_OK;
 }
+
+/* ---- the drivers: a local corpus, a remote one ------------------------------------- */
+
+static int local_probe(const sp__ds_req *rq, sp_error *err) {
+    char *prefix = NULL;
+    if (rq->url) return 0;
+    if (tokens_prefix(rq->root, &prefix) != SP_OK)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", rq->path);
+    int mine = prefix != NULL;
+    free(prefix);
+    return mine;
+}
+
+static int local_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    char *prefix = NULL;
+    if (tokens_prefix(rq->root, &prefix) != SP_OK || !prefix)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", rq->path);
+    int rc = open_tokens(ds, prefix, err);
+    free(prefix);
+    return rc;
+}
+
+/* A URL names a token corpus when it ends in .idx or .bin, or its last
+ * path component is neither empty (a folder), a .tar shard nor a brace
+ * pattern of shards (then it is the corpus's prefix). */
+static int url_probe(const sp__ds_req *rq, sp_error *err) {
+    (void)err;
+    const char *url = rq->path;
+    size_t l = strlen(url);
+    if (!rq->url) return 0;
+    if (l > 4 && (strcmp(url + l - 4, ".idx") == 0 || strcmp(url + l - 4, ".bin") == 0))
+        return 1;
+    const char *host = strstr(url, "://");
+    const char *path = host ? strchr(host + 3, '/') : NULL;
+    if (!path) return 0;   /* a bucket or a server alone */
+    const char *leaf = strrchr(path, '/') + 1;
+    size_t ll = strlen(leaf);
+    return ll && !(ll > 4 && strcmp(leaf + ll - 4, ".tar") == 0) && !strchr(leaf, '{');
+}
+
+static int url_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
+    (void)rq;
+    return open_tokens(ds, NULL, err);
+}
+
+const sp__ds_driver sp__ds_driver_tokens = {
+    .name = "tokens", .code = SP_DATASET_TOKENS, .probe = local_probe, .open = local_open,
+    .ops = &tok_ops,
+};
+
+const sp__ds_driver sp__ds_driver_tokens_url = {
+    .name = "tokens", .code = SP_DATASET_TOKENS, .probe = url_probe, .open = url_open,
+    .ops = &tok_ops,
+};

@@ -16,12 +16,13 @@
 #define SEEDPIPE_DATASET_TOKENS_H
 
 #include "seedpipe/dataset.h"
+#include "dataset/dataset_api_internal.h"   /* the accessors, read-ahead, verdicts */
 #include "common/hash_internal.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct sp__tok sp__tok;   /* ds->tok: the kind's state (dataset_tokens.c) */
+typedef struct sp__tok sp__tok;   /* ds->state of a token corpus (dataset_tokens.c) */
 
 /*! sp__tok_of() : the corpus of a token dataset; NULL for any other kind. */
 const sp__tok *sp__tok_of(const sp_dataset *ds);

@@ -218,37 +218,6 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     return sz * nm;
 }
 
-static size_t on_header(char *p, size_t sz, size_t nm, void *ud) {
-    xfer *x = ud;
-    size_t n = sz * nm;
-    char line[256];
-    size_t k = n < sizeof line - 1 ? n : sizeof line - 1;
-    memcpy(line, p, k);
-    line[k] = '\0';
-    if (strncasecmp(line, "HTTP/", 5) == 0) {   /* a new response (after a retry or 100) */
-        x->have_total = 0;
-        x->declared = -1;
-    } else if (strncasecmp(line, "content-length:", 15) == 0) {
-        x->declared = strtoll(line + 15, NULL, 10);
-    } else if (strncasecmp(line, "content-range:", 14) == 0) {
-        const char *slash = strchr(line, '/');
-        if (slash && slash[1] >= '0' && slash[1] <= '9') {
-            x->total = strtoull(slash + 1, NULL, 10);
-            x->have_total = 1;
-        }
-    }
-    return n;
-}
-
-static size_t on_upload(char *p, size_t sz, size_t nm, void *ud) {
-    xfer *x = ud;
-    size_t n = sz * nm, left = x->up_len - x->up_pos;
-    if (n > left) n = left;
-    memcpy(p, x->up + x->up_pos, n);
-    x->up_pos += n;
-    return n;
-}
-
 /* Configure x->h for the request (after a retry, from scratch). */
 static int xfer_setup(const sp__rio *r, xfer *x) {
     CURL *h = x->h;
@@ -276,20 +245,22 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, sp__rio_on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_PRIVATE, x);
     const char *ca = getenv("SEEDPIPE_CA_BUNDLE");
     if (!ca || !ca[0]) ca = getenv("AWS_CA_BUNDLE");
     if (ca && ca[0]) curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-    if (r->kind == SP__RIO_HTTP) {
+    sp__rio_auth a = {0};   /* what the protocol adds (remote_internal.h) */
+    if (r->proto->auth) r->proto->auth(r, &a);
+    if (a.follow_redirects) {
         curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
         curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     }
     if (strcmp(x->method, "PUT") == 0) {
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, sp__rio_on_upload);
         curl_easy_setopt(h, CURLOPT_READDATA, x);
         curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->up_len);
         /* no "Expect:" to turn off 100-continue: libcurl 7.88 signs the empty
@@ -301,22 +272,14 @@ static int xfer_setup(const sp__rio *r, xfer *x) {
                  (unsigned long long)(g->off + g->len - 1));
         x->hdrs = curl_slist_append(x->hdrs, range);
     }
-    if (r->kind == SP__RIO_S3 && r->key_id) {
+    if (a.sigv4) {
         curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_AWS_SIGV4);
-        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r->sigv4);
-        curl_easy_setopt(h, CURLOPT_USERNAME, r->key_id);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, r->secret);
-        x->hdrs = curl_slist_append(x->hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-        if (r->token) {
-            size_t n = strlen(r->token) + 32;
-            char *t = malloc(n);
-            if (!t) return -1;
-            snprintf(t, n, "x-amz-security-token: %s", r->token);
-            x->hdrs = curl_slist_append(x->hdrs, t);
-            memset(t, 0, n);
-            free(t);
-        }
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, a.sigv4);
+        curl_easy_setopt(h, CURLOPT_USERNAME, a.user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, a.password);
     }
+    for (size_t i = 0; i < sizeof a.headers / sizeof a.headers[0] && a.headers[i]; i++)
+        x->hdrs = curl_slist_append(x->hdrs, a.headers[i]);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
     x->cap = g->len ? g->len : g->max;
     if (!g->len && strcmp(x->method, "GET") == 0 && x->cap < (uint64_t)INT64_MAX)

@@ -56,19 +56,12 @@
 
 /* ---- the store (remote_config.c) ------------------------------------------- */
 
-typedef enum { SP__RIO_HTTP = 0, SP__RIO_S3 = 1 } sp__rio_kind;
+struct sp__rio_proto;
 
 typedef struct sp__rio {
-    sp__rio_kind kind;
+    const struct sp__rio_proto *proto;   /* the URL's protocol (below) */
+    void *state;         /* the protocol's own settings (remote_http.c, remote_s3.c) */
     char *display;       /* "s3://bucket/prefix" or "http://host/path": messages */
-    char *http_base;     /* HTTP: "http(s)://host[:port]/path" (no trailing '/') */
-    /* S3 */
-    char *bucket, *prefix;   /* prefix without leading or trailing '/' ("" at the top) */
-    char *endpoint;          /* "scheme://host[:port]" (path of the endpoint kept) */
-    int virtual_hosted;
-    char *region;
-    char *key_id, *secret, *token;   /* NULL: unsigned requests. Never printed. */
-    char *sigv4;             /* "aws:amz:REGION:s3" */
     int retries;             /* transient failures retried this many times */
     /* Deadlines and bounds (SEEDPIPE_REMOTE_*, remote_config.c; docs/remote.md):
      * a try ends by timeout_ms (CURLOPT_TIMEOUT_MS) and is cut when it moves
@@ -100,8 +93,50 @@ typedef struct sp__rio {
 #define SP__RIO_INDEX_MAX (UINT64_C(128) << 20)
 #define SP__RIO_PREFETCH_MAX (UINT64_C(64) << 20)
 
-/* 1 if s names a remote object ("s3://", "http://", "https://"). */
+/* ---- protocols ---------------------------------------------------------------
+ * A protocol is one file ending in its `const sp__rio_proto sp__rio_proto_NAME`,
+ * registered by one X(NAME) line in remote_config.c's table (the first whose
+ * scheme starts a URL takes it). It keeps its settings behind r->state and
+ * says what each request carries as data (sp__rio_auth): remote.c applies
+ * that with libcurl, the one file that calls it. */
+
+/* What a request carries beyond its URL, method and range. */
+typedef struct sp__rio_auth {
+    const char *sigv4;          /* libcurl's AWS SigV4 provider ("aws:amz:REGION:s3"),
+                                 * signing with user / password; NULL: unsigned */
+    const char *user, *password;
+    const char *headers[3];     /* extra header lines, NULL-ended (owned by r->state) */
+    int follow_redirects;       /* 1: follow up to 5 redirects (http, https only) */
+} sp__rio_auth;
+
+typedef struct sp__rio_proto {
+    const char *name;           /* "s3", "http" */
+    const char *schemes[3];     /* URL prefixes it takes ("s3://"), NULL-ended */
+    const char *usage;          /* what a URL without a '/' after its host should be */
+    /* fill r->state from `folder`, the URL up to its last '/' (its scheme
+     * and host checked); r's deadlines and bounds are set. The error names
+     * the URL or the setting at fault. */
+    int (*configure)(sp__rio *r, const char *folder, sp_error *err);
+    /* the URL a request for object `name` (relative to the folder) goes to,
+     * percent-encoded (sp__rio_encode()); malloc'd, NULL on out of memory */
+    char *(*request_url)(const sp__rio *r, const char *name);
+    void (*auth)(const sp__rio *r, sp__rio_auth *a);   /* NULL: nothing to add */
+    void (*destroy)(sp__rio *r);   /* frees r->state (secrets wiped) */
+} sp__rio_proto;
+
+/* 1 if s names a remote object (a scheme of the protocol table: "s3://",
+ * "http://", "https://"). remote_config.c. */
 int sp__rio_is_url(const char *s);
+
+/* remote_url.c, for the protocols: "scheme://host[:port]" with no
+ * user:password@ and only URL characters (what: the URL's name in the
+ * message); s percent-encoded but for RFC 3986's unreserved bytes and '/'
+ * into dst (NULL: only counted), its length returned; a non-empty
+ * environment variable or NULL; free(s) after zeroing its bytes. */
+int sp__rio_check_authority(const char *url, const char *what, sp_error *err);
+size_t sp__rio_encode(char *dst, const char *s);
+const char *sp__rio_env(const char *name);
+void sp__rio_wipe_free(char *s);
 
 /*! sp__rio_create() : the store of `url` and its leaf (the last path
  *  component, malloc'd; "" when the URL ends in '/'). Reads the S3

@@ -1,4 +1,5 @@
-/* remote_judge.c - what a finished remote transfer came to
+/* remote_judge.c - what a remote transfer's headers say (its size, its
+ * range), the bytes an upload sends, and what a finished transfer came to
  * (remote_xfer_internal.h): done, retried or failed, with the message that
  * names the object, the HTTP status and S3's error code (escaped), never a
  * credential. remote.c's HOW IT WORKS lists the classes; this file is
@@ -10,7 +11,44 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+/* ---- a transfer's callbacks (remote.c hands them to libcurl) ------------------ */
+
+size_t sp__rio_on_header(char *p, size_t sz, size_t nm, void *ud) {
+    xfer *x = ud;
+    size_t n = sz * nm;
+    char line[256];
+    size_t k = n < sizeof line - 1 ? n : sizeof line - 1;
+    memcpy(line, p, k);
+    line[k] = '\0';
+    if (strncasecmp(line, "HTTP/", 5) == 0) {   /* a new response (after a retry or 100) */
+        x->have_total = 0;
+        x->declared = -1;
+    } else if (strncasecmp(line, "content-length:", 15) == 0) {
+        x->declared = strtoll(line + 15, NULL, 10);
+    } else if (strncasecmp(line, "content-range:", 14) == 0) {
+        const char *slash = strchr(line, '/');
+        if (slash && slash[1] >= '0' && slash[1] <= '9') {
+            x->total = strtoull(slash + 1, NULL, 10);
+            x->have_total = 1;
+        }
+    }
+    return n;
+}
+
+size_t sp__rio_on_upload(char *p, size_t sz, size_t nm, void *ud) {
+    xfer *x = ud;
+    size_t n = sz * nm, left = x->up_len - x->up_pos;
+    if (n > left) n = left;
+    memcpy(p, x->up + x->up_pos, n);
+    x->up_pos += n;
+    return n;
+}
+
+/* ---- the verdict ---------------------------------------------------------------- */
 
 /* S3's <Code> and <Message> of an error body, as " (Code: Message)". */
 static void s3_code(const xfer *x, char *out, size_t n) {
@@ -73,11 +111,10 @@ static int judge_bounds(xfer *x, CURLcode res, long st) {
     return -1;
 }
 
-/* What the response (or its absence) says: a connection never made, a
- * transient or a permanent failure, a status, an object that changed. */
-static int judge_response(xfer *x, CURLcode res, long st, const char *why) {
+/* A transfer that got no whole response: a connection never made, a
+ * transient or a permanent failure; -1 when it did (res is CURLE_OK). */
+static int judge_transport(xfer *x, CURLcode res, long st, const char *why) {
     sp__rio_get *g = x->g;
-    char code[240];
     if (st > 0)   /* a response: the store is there (the cast: the one mutable field) */
         atomic_store_explicit((_Atomic int *)&x->r->answered, 1, memory_order_relaxed);
     if (res == CURLE_COULDNT_CONNECT &&
@@ -107,6 +144,16 @@ static int judge_response(xfer *x, CURLcode res, long st, const char *why) {
         }
         return transient ? X_RETRY : X_FAIL;
     }
+    return -1;
+}
+
+/* What the response says: a status, an object that changed, a range cut
+ * short or ignored. */
+static int judge_response(xfer *x, CURLcode res, long st, const char *why) {
+    sp__rio_get *g = x->g;
+    char code[240];
+    int v = judge_transport(x, res, st, why);
+    if (v >= 0) return v;
     if (st == 408 || st == 429 || (st >= 500 && st <= 599)) {
         s3_code(x, code, sizeof code);
         g->rc = SP_EIO;

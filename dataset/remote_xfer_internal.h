@@ -49,6 +49,12 @@ typedef struct xfer {
 
 enum { X_DONE, X_RETRY, X_FAIL };
 
+/* libcurl's header and upload callbacks of transfer x (ud): the
+ * response's Content-Length and Content-Range's total (a new "HTTP/"
+ * status line resets them), and the next bytes of x->up. */
+size_t sp__rio_on_header(char *p, size_t sz, size_t nm, void *ud);
+size_t sp__rio_on_upload(char *p, size_t sz, size_t nm, void *ud);
+
 /*! sp__rio_judge() : what transfer x, finished with libcurl's result res
  *  (`why` its text, curl_easy_strerror) and the HTTP status `status` (0: no
  *  response), came to: X_DONE, X_RETRY (a

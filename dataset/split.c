@@ -5,6 +5,7 @@
  * fractions), so adding or removing files never moves another sample.
  */
 #include "seedpipe/split.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_size() */
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -44,7 +44,7 @@
 #include "common/trace_internal.h"
 #include "augment/decode_internal.h"
 #include "augment/pipeline_internal.h"
-#include "dataset/dataset_internal.h"
+#include "dataset/dataset_api_internal.h"
 #include "loader/loader_internal.h"
 #include "loader/tokens_internal.h"
 #include "loader/targets_internal.h"

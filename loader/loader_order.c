@@ -15,6 +15,7 @@
  * calls.
  */
 #include "loader/loader_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_shard_count(), kind */
 
 #include <pthread.h>
 #include <stdlib.h>

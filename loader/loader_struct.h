@@ -10,7 +10,7 @@
 #define SEEDPIPE_LOADER_STRUCT_H
 
 #include "seedpipe/loader.h"
-#include "dataset/dataset_internal.h"
+#include "dataset/dataset_api_internal.h"
 #include "loader/loader_internal.h"
 #include "loader/tokens_internal.h"
 #include "loader/targets_internal.h"

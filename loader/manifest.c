@@ -21,6 +21,7 @@
 
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_size(), sp_dataset_fingerprint() */
 
 void sp_json_write_string(FILE *f, const char *s) {
     fputc('"', f);

@@ -27,6 +27,7 @@
  * never drawn (torch would draw it that rarely).
  */
 #include "loader/loader_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_size(), sp_dataset_mix_*() */
 #include "common/hash_internal.h"
 
 #include <math.h>

@@ -21,6 +21,7 @@
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
 #include "loader/state_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_fingerprint() */
 
 void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
                         sp_loader_state *st) {

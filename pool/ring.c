@@ -14,6 +14,7 @@
  * The layout itself is documented in ring_internal.h.
  */
 #include "pool/ring_internal.h"
+#include "dataset/dataset_api_internal.h"   /* sp_dataset_num_classes() */
 #include "seedpipe/targets.h"
 
 #include <errno.h>

@@ -173,4 +173,17 @@ int cmd_train(cli_args *a);     /* cli_train.c */
 int cmd_gcn_demo(cli_args *a);  /* cli_gcn.c */
 int cmd_env(cli_args *a);       /* cli_env.c */
 
+/* A dataset's sp_dataset_info and a mixture's source s (sp_mix_source,
+ * zeroed when s is out of range), by value: the tool asks a few times. */
+static inline sp_dataset_info cli_ds_info(const sp_dataset *ds) {
+    sp_dataset_info in = SP_DATASET_INFO_INIT;
+    sp_dataset_info_get(ds, &in);
+    return in;
+}
+static inline sp_mix_source cli_mix_source(const sp_dataset *ds, uint32_t s) {
+    sp_mix_source src = SP_MIX_SOURCE_INIT;
+    if (sp_dataset_mix_source_get(ds, s, &src) != 0) src.dataset = NULL;
+    return src;
+}
+
 #endif

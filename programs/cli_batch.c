@@ -212,7 +212,7 @@ static void mix_parse(cli_args *a, const sp_loader_config *cfg, cli_mix *m) {
 static int mix_open(const sp_loader_config *cfg, sp_loader *ld, cli_mix *m, sp_error *err) {
     if (!m->op) return 0;
     sp_loader_info li = cli_loader_info(ld);
-    if (!m->k) m->k = sp_dataset_num_classes(li.dataset);
+    if (!m->k) m->k = cli_ds_info(li.dataset).num_classes;
     m->c = li.c, m->h = li.h, m->w = li.w;
     size_t cap = cfg->batch_size, plane = (size_t)m->c * m->h * m->w, k = (size_t)m->k;
     m->x = malloc(cap * plane * sizeof *m->x);
@@ -430,14 +430,14 @@ int cmd_explain(cli_args *a) {
     sp_loader_info li = cli_loader_info(ld);
     const sp_dataset *ds = li.dataset;
     sp_mix_draw d;
-    if (sp_dataset_kind_of(ds) == SP_DATASET_TOKENS) {
+    if (cli_ds_info(ds).kind == SP_DATASET_TOKENS) {
         printf("%s, epoch %llu, seed %llu: %s", li.spec, (unsigned long long)epoch,
                (unsigned long long)cfg.seed, text);
     } else if (sp_dataset_mix_draw(ds, cfg.seed, (uint32_t)epoch, index, &d) == 0) {
-        const sp_dataset *src = sp_dataset_mix_source(ds, d.source);
+        const sp_dataset *src = cli_mix_source(ds, d.source).dataset;
         printf("slot %llu draws source %u (%s) sample %llu (%s, label %d there, %d here), its "
                "draw %llu of the epoch, pass %u; mixture sample %llu, epoch %llu, seed %llu:\n%s",
-               (unsigned long long)index, d.source, sp_dataset_root(src),
+               (unsigned long long)index, d.source, cli_ds_info(src).root,
                (unsigned long long)d.local, sp_dataset_path(src, d.local),
                sp_dataset_label(src, d.local), sp_dataset_label(ds, d.index),
                (unsigned long long)d.draw, d.pass, (unsigned long long)d.index,

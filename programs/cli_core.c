@@ -136,11 +136,11 @@ static uint64_t *order_shard_sizes(cli_args *a, const char *list, const sp_datas
         return sizes;
     }
     if (!ds) cli_usage_error(a, "--order block:K needs a DATASET of shards or --shard-sizes");
-    *nshards = sp_dataset_shard_count(ds);
-    if (*nshards == 0 || sp_dataset_mix_sources(ds))
+    *nshards = cli_ds_info(ds).shard_count;
+    if (*nshards == 0 || cli_ds_info(ds).mix_sources)
         cli_usage_error(a, "--order block:K: %s is a dataset of kind %s, which has no shards "
                         "(give WebDataset .tar shards, or --shard-sizes)", a->pos[0],
-                        sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+                        cli_ds_info(ds).kind_name);
     sizes = calloc(*nshards, sizeof *sizes);
     if (!sizes) cli_usage_error(a, "out of memory");
     for (uint64_t j = 0; j < n; j++) sizes[sp_dataset_shard_of(ds, map ? map[j] : j)]++;
@@ -203,10 +203,10 @@ int cmd_order(cli_args *a) {
     const char *tok = cli_token_spec(a);
     if (a->npos == 1 && !list) {
         if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
-        if (!tok && sp_dataset_kind_of(ds) == SP_DATASET_TOKENS)
+        if (!tok && cli_ds_info(ds).kind == SP_DATASET_TOKENS)
             cli_usage_error(a, "%s is a token corpus: --seq-len L says how it is cut into "
                             "windows (docs/tokens.md)", a->pos[0]);
-        n = tok ? token_windows(a, tok) : sp_dataset_size(ds);
+        n = tok ? token_windows(a, tok) : cli_ds_info(ds).size;
     } else if (a->npos == 0 && cli_has(a, "n") && !list) {
         n = cli_uint(a, "n", 0, 1, 1ull << 40);
     } else if (!(a->npos == 0 && list && !cli_has(a, "n"))) {
@@ -220,9 +220,9 @@ int cmd_order(cli_args *a) {
     if (sp_order_spec_parse(cli_str(a, "order", "global"), &ord, &k, &err) != 0)
         cli_usage_error(a, "--order: %s", err.msg);
     cli_check_unused(a);
-    if (ds && sp_dataset_mix_sources(ds) && ord != SP_ORDER_BLOCK) {   /* each slot's source */
+    if (ds && cli_ds_info(ds).mix_sources && ord != SP_ORDER_BLOCK) {   /* each slot's source */
         if (map) cli_usage_error(a, "a mixture cannot be split");
-        n = sp_dataset_mix_length(ds);
+        n = cli_ds_info(ds).mix_length;
     }
     sp_block_perm *bp = NULL;
     if (ord == SP_ORDER_BLOCK) {
@@ -256,29 +256,28 @@ int cmd_order(cli_args *a) {
 /* The head of `inspect` and `index`: path, kind, samples, [classes,] fingerprint. */
 static void print_dataset(const char *path, const sp_dataset *ds, int classes) {
     char fp[33];
-    sp_digest_hex(sp_dataset_fingerprint(ds), fp);
+    sp_dataset_info in = cli_ds_info(ds);
+    sp_digest_hex(in.fingerprint, fp);
     printf("dataset:     %s\n", path);
-    printf("kind:        %s\n", sp_dataset_kind_name(sp_dataset_kind_of(ds)));
-    printf("samples:     %llu\n", (unsigned long long)sp_dataset_size(ds));
+    printf("kind:        %s\n", in.kind_name);
+    printf("samples:     %llu\n", (unsigned long long)in.size);
     if (classes) {
-        printf("classes:     %d\n", sp_dataset_num_classes(ds));
-        for (int c = 0; c < sp_dataset_num_classes(ds); c++)
+        printf("classes:     %d\n", in.num_classes);
+        for (int c = 0; c < in.num_classes; c++)
             printf("  %3d  %-20s %llu\n", c, sp_dataset_class_name(ds, c),
-                   (unsigned long long)sp_dataset_class_count(ds, c));
+                   (unsigned long long)in.class_counts[c]);
     }
     printf("fingerprint: %s\n", fp);
-    uint32_t nsrc = sp_dataset_mix_sources(ds);
-    if (nsrc) printf("length:      %llu slots an epoch\n",
-                     (unsigned long long)sp_dataset_mix_length(ds));
-    for (uint32_t s = 0; s < nsrc; s++) {
-        const sp_dataset *src = sp_dataset_mix_source(ds, s);
-        uint64_t num, den;
-        sp_dataset_mix_weight(ds, s, &num, &den);
-        sp_digest_hex(sp_dataset_fingerprint(src), fp);
+    if (in.mix_sources) printf("length:      %llu slots an epoch\n",
+                               (unsigned long long)in.mix_length);
+    for (uint32_t s = 0; s < in.mix_sources; s++) {
+        sp_mix_source src = cli_mix_source(ds, s);
+        sp_dataset_info si = cli_ds_info(src.dataset);
+        sp_digest_hex(si.fingerprint, fp);
         printf("source %u:    %s (%s, %llu samples, weight %llu/%llu, labels from %d) %s\n", s,
-               sp_dataset_root(src), sp_dataset_kind_name(sp_dataset_kind_of(src)),
-               (unsigned long long)sp_dataset_size(src), (unsigned long long)num,
-               (unsigned long long)den, sp_dataset_mix_class_offset(ds, s), fp);
+               si.root, si.kind_name, (unsigned long long)si.size,
+               (unsigned long long)src.weight_num, (unsigned long long)src.weight_den,
+               src.class_offset, fp);
     }
 }
 
@@ -301,7 +300,7 @@ int cmd_inspect(cli_args *a) {
     if (split_spec) {
         uint64_t counts[SP_SPLIT_MAX];
         sp_split_counts(&split, ds, counts);
-        double n = (double)sp_dataset_size(ds);
+        double n = (double)cli_ds_info(ds).size;
         printf("split:       %s (split seed %llu; by keyed hash of the path)\n", split_spec,
                (unsigned long long)split_seed);
         for (int k = 0; k < split.n; k++) {
@@ -316,8 +315,8 @@ int cmd_inspect(cli_args *a) {
 
 /* The persistent index's warning (an index found but not trusted, or none kept), once. */
 void cli_index_warning(const sp_dataset *ds) {
-    sp_dataset_index_info info;
-    sp_dataset_index_info_get(ds, &info);
+    sp_dataset_info in = cli_ds_info(ds);
+    const sp_dataset_index_info info = in.index;
     if (info.warning[0]) fprintf(stderr, "seedpipe: warning: dataset index %s\n", info.warning);
 }
 
@@ -347,15 +346,15 @@ int cmd_index(cli_args *a) {
         cli_fail(a, &err);
     }
     if (remote || out)
-        printf("object:      %s%s (the dataset index object)\n", out ? out : sp_dataset_root(ds),
+        printf("object:      %s%s (the dataset index object)\n", out ? out : cli_ds_info(ds).root,
                out ? "" : " -> seedpipe.index beside it");
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    sp_dataset_index_info info;
-    sp_dataset_index_info_get(ds, &info);
+    sp_dataset_info in = cli_ds_info(ds);
+    const sp_dataset_index_info info = in.index;
     cli_index_warning(ds);
     print_dataset(a->pos[0], ds, 0);
     if (!info.used) {
-        sp_dataset_kind k = sp_dataset_kind_of(ds);
+        int k = in.kind;
         printf("index:       none (%s)\n",
                k == SP_DATASET_IDX   ? "an IDX file is read whole at open"
                : k == SP_DATASET_MIX ? "a mixture: each source keeps its own index"
@@ -408,11 +407,11 @@ int cmd_shard(cli_args *a) {
         sp_dataset_close(ds);
         cli_fail(a, &err);
     }
-    sp_digest sfp = sp_dataset_fingerprint(sh);
+    sp_digest sfp = cli_ds_info(sh).fingerprint;
     sp_dataset_close(sh);
-    sp_digest fp = sp_dataset_fingerprint(ds);
+    sp_digest fp = cli_ds_info(ds).fingerprint;
     printf("wrote %llu samples of %s into %llu shards in %s (at most %llu each)\n",
-           (unsigned long long)sp_dataset_size(ds), a->pos[0], (unsigned long long)n,
+           (unsigned long long)cli_ds_info(ds).size, a->pos[0], (unsigned long long)n,
            a->pos[1], (unsigned long long)max_count);
     printf("source fingerprint %016llx%016llx\n", (unsigned long long)fp.hi,
            (unsigned long long)fp.lo);
@@ -439,7 +438,7 @@ int cmd_split(cli_args *a) {
     sp_dataset *ds;
     if (sp_dataset_open(a->pos[0], NULL, &ds, &err) != 0) cli_fail(a, &err);
     cli_index_warning(ds);
-    uint64_t n = sp_dataset_size(ds), m = 0;
+    uint64_t n = cli_ds_info(ds).size, m = 0;
     for (uint64_t i = 0; i < n; i++) {
         const char *p = sp_dataset_path(ds, i);
         if (sp_split_assign(&split, p) == k) {

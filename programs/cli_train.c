@@ -109,7 +109,7 @@ static int compare_devices(cli_args *a, const cli_train_opts *o, uint64_t steps,
     sp_train_config cfg = o->tcfg;
     cfg.seed = o->lcfg.seed;
     sp_loader_info li = cli_loader_info(ld);
-    cfg.shape = (sp_model_shape){li.c, li.h, li.w, sp_dataset_num_classes(li.dataset)};
+    cfg.shape = (sp_model_shape){li.c, li.h, li.w, cli_ds_info(li.dataset).num_classes};
     sp_model_layout l;
     if (sp_model_layout_of(&cfg.shape, &l, &err)) cli_train_fail(a, &err);
     uint64_t nb = li.batches_per_epoch;

@@ -318,7 +318,7 @@ static void open_eval(run_ctx *x, const sp_loader_config *lcfg, const sp_model_s
     ecfg.world = 1;
     if (sp_loader_create(&ecfg, &x->ev, &err)) cli_train_fail(x->a, &err);
     sp_loader_info ei = cli_loader_info(x->ev);
-    int ec = ei.c, eh = ei.h, ew = ei.w, ek = sp_dataset_num_classes(ei.dataset);
+    int ec = ei.c, eh = ei.h, ew = ei.w, ek = cli_ds_info(ei.dataset).num_classes;
     if (ec != shape->c || eh != shape->h || ew != shape->w || ek != shape->classes) {
         sp_error_set(&err, SP_EINVAL,
                      "--eval: samples %dx%dx%d with %d classes, training has %dx%dx%d with %d",
@@ -475,7 +475,7 @@ static void write_record(run_ctx *x, uint64_t seed, double secs, const char *dev
     fclose(cf);
     r.seed = seed;
     r.config_json = cfgj;
-    r.dataset_fingerprint = sp_dataset_fingerprint(cli_loader_info(x->ld).dataset);
+    r.dataset_fingerprint = cli_ds_info(cli_loader_info(x->ld).dataset).fingerprint;
     r.loader_fingerprint = cli_loader_info(x->ld).fingerprint;
     r.device_json = dev;
     r.nepochs = x->ac.nepochs;
@@ -512,7 +512,7 @@ void cli_train_run(cli_args *a, const cli_train_opts *o, uint64_t seed, const ch
     if (sp_loader_create(&lcfg, &x.ld, &err)) cli_train_fail(a, &err);
     sp_loader_info li = cli_loader_info(x.ld);
     /* Every rank must read the same dataset and stream (DESIGN.md 9). */
-    if (cli_dist_same(&cli_train_job, sp_dataset_fingerprint(li.dataset),
+    if (cli_dist_same(&cli_train_job, cli_ds_info(li.dataset).fingerprint,
                       "dataset fingerprint (every rank must see the same dataset: a shared "
                       "filesystem or identical copies)", &err) ||
         cli_dist_same(&cli_train_job, li.fingerprint,
@@ -521,7 +521,7 @@ void cli_train_run(cli_args *a, const cli_train_opts *o, uint64_t seed, const ch
     x.lead = cli_train_job.rank == 0;
     sp_train_config tcfg = o->tcfg;
     tcfg.seed = seed;
-    tcfg.shape = (sp_model_shape){li.c, li.h, li.w, sp_dataset_num_classes(li.dataset)};
+    tcfg.shape = (sp_model_shape){li.c, li.h, li.w, cli_ds_info(li.dataset).num_classes};
     if (sp_trainer_create(&tcfg, &x.tr, &err)) cli_train_fail(a, &err);
     sp_train_comm comm = cli_dist_comm(&cli_train_job);
     if (cli_train_job.world > 1 && sp_trainer_set_comm(x.tr, &comm, &err)) cli_train_fail(a, &err);

@@ -35,6 +35,7 @@
 #include "check.h"
 #include "runner.h"
 #include "tmpdir.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #include <errno.h>
 #include <ftw.h>
@@ -800,6 +801,62 @@ static void test_fashion_mnist(void) {
     }
 }
 
+/* sp_dataset_info_get() and sp_dataset_mix_source_get(): the same values as
+ * the library's one-value accessors, only struct_size bytes written (a
+ * program built against a shorter struct keeps working), the kind named by
+ * its driver. */
+static void test_info(void) {
+    const char *root = tp("inf");
+    build_folder1(root, 0);
+    sp_dataset *ds = open_ok(root);
+    sp_dataset_info in = SP_DATASET_INFO_INIT;
+    CHECK(sp_dataset_info_get(ds, &in) == 0);
+    CHECK(strcmp(in.kind_name, "imagefolder") == 0 && in.kind == SP_DATASET_IMAGEFOLDER);
+    CHECK(strcmp(in.root, sp_dataset_root(ds)) == 0 && in.size == sp_dataset_size(ds));
+    CHECK(in.num_classes == 6 && in.class_counts[3] == sp_dataset_class_count(ds, 3));
+    CHECK(fp_eq(in.fingerprint, sp_dataset_fingerprint(ds)));
+    CHECK(in.shard_count == 0 && in.raw_w == 0 && in.raw_h == 0);
+    CHECK(in.mix_sources == 0 && in.mix_length == in.size && in.index.used == 1);
+    /* an older caller's struct: the fields past its end stay untouched */
+    sp_dataset_info small;
+    memset(&small, 0xab, sizeof small);
+    small.struct_size = offsetof(sp_dataset_info, root);
+    CHECK(sp_dataset_info_get(ds, &small) == 0);
+    CHECK(strcmp(small.kind_name, "imagefolder") == 0 && small.kind == SP_DATASET_IMAGEFOLDER);
+    const unsigned char *tail = (const unsigned char *)&small + offsetof(sp_dataset_info, root);
+    CHECK(tail[0] == 0xab && tail[sizeof small - offsetof(sp_dataset_info, root) - 1] == 0xab);
+    small.struct_size = offsetof(sp_dataset_info, kind_name);   /* not even the name */
+    CHECK(sp_dataset_info_get(ds, &small) == SP_EINVAL && sp_dataset_info_get(NULL, &in) == SP_EINVAL);
+    sp_mix_source src = SP_MIX_SOURCE_INIT;
+    CHECK(sp_dataset_mix_source_get(ds, 0, &src) == SP_EINVAL);   /* not a mixture */
+
+    /* a mixture of the folder and a list (weights 3 and 1.5 reduce to 2/3, 1/3) */
+    write_str(tp("infl/x.png"), "x");
+    write_str(tp("infl/l.txt"), "x.png\t1\n");
+    char mix[1100];
+    snprintf(mix, sizeof mix, "3\t%s\n1.5\t%s\nlength\t7\n", root, tp("infl/l.txt"));
+    write_str(tp("inf.mix"), mix);
+    sp_dataset *mx = open_ok(tp("inf.mix"));
+    CHECK(sp_dataset_info_get(mx, &in) == 0);
+    CHECK(strcmp(in.kind_name, "mixture") == 0 && in.kind == SP_DATASET_MIX);
+    CHECK(in.mix_sources == 2 && in.mix_length == 7 && in.size == sp_dataset_size(ds) + 1);
+    CHECK(sp_dataset_mix_source_get(mx, 1, &src) == 0);
+    CHECK(src.weight_num == 1 && src.weight_den == 3 && src.offset == sp_dataset_size(ds));
+    CHECK(src.class_offset == 6 && src.dataset == sp_dataset_mix_source(mx, 1));
+    sp_dataset_info si = SP_DATASET_INFO_INIT;
+    CHECK(sp_dataset_info_get(src.dataset, &si) == 0 && strcmp(si.kind_name, "list") == 0);
+    CHECK(sp_dataset_mix_source_get(mx, 0, &src) == 0 && src.weight_num == 2 && src.offset == 0);
+    CHECK(sp_dataset_mix_source_get(mx, 2, &src) == SP_EINVAL);
+    sp_dataset_close(mx);
+    sp_dataset_close(ds);
+
+    /* the other kinds' names come from their drivers too */
+    CHECK(sp_dataset_open("fakedata:size=3,image=1x2x5", NULL, &ds, NULL) == 0);
+    CHECK(sp_dataset_info_get(ds, &in) == 0 && strcmp(in.kind_name, "fakedata") == 0);
+    CHECK(in.kind == SP_DATASET_FAKE && in.raw_w == 5 && in.raw_h == 2 && in.size == 3);
+    sp_dataset_close(ds);
+}
+
 /* ---- cases: each in its own process, in its own folders under g_tmp ------------------- */
 
 static void setup(void) { sp_tmp_make("dataset"); }
@@ -815,6 +872,7 @@ static const sp_case cases[] = {
     SP_CASE(test_errors),
     SP_CASE(test_cwd_and_fifo),
     SP_CASE(test_fashion_mnist),
+    SP_CASE(test_info),
 };
 
 int main(int argc, char **argv) {

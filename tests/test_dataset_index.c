@@ -39,6 +39,7 @@
 #include "runner.h"
 #include "tmpdir.h"
 #include "common/le_internal.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #include <fcntl.h>
 #include <ftw.h>

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #include <stdlib.h>
 #include <string.h>

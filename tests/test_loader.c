@@ -27,6 +27,7 @@
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
 #include "loader_check.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #define NSAMPLES 90
 #define BATCH 8

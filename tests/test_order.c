@@ -34,6 +34,7 @@
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
 #include "loader_check.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #define N 37
 #define EPOCHS 2

@@ -40,6 +40,7 @@
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
 #include "loader_check.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #define N 37
 #define PER 7      /* samples a shard: shards of 7, 7, 7, 7, 7, 2 */

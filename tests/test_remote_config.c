@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "dataset/remote_internal.h"
+#include "dataset/remote_s3.h"   /* the S3 settings */
 #include "runner.h"
 
 static char g_dir[64] = "/tmp/sp-test-remote-cfg-XXXXXX";
@@ -72,7 +73,7 @@ static void test_http_urls(void) {
     CHECK(sp__rio_is_url("s3://b/k") && sp__rio_is_url("http://h/x") && sp__rio_is_url("https://h/"));
     CHECK(!sp__rio_is_url("/data/x.tar") && !sp__rio_is_url("s3:/b") && !sp__rio_is_url("ftp://h/x"));
     sp__rio *r = open_ok("http://127.0.0.1:8080/data/sub/train-{000..009}.tar", "train-{000..009}.tar");
-    CHECK(r->kind == SP__RIO_HTTP && strcmp(r->display, "http://127.0.0.1:8080/data/sub") == 0);
+    CHECK(!sp__rio_s3_of(r) && strcmp(r->proto->name, "http") == 0 && strcmp(r->display, "http://127.0.0.1:8080/data/sub") == 0);
     expect_url(r, "train-001.tar", "http://127.0.0.1:8080/data/sub/train-001.tar");
     expect_url(r, "a b+c%.tar", "http://127.0.0.1:8080/data/sub/a%20b%2Bc%25.tar");
     char *d = sp__rio_display(r, "x.tar");
@@ -124,9 +125,9 @@ static void test_s3_env(void) {
     /* AWS itself: virtual-hosted, the region's endpoint, unsigned without keys */
     setenv("AWS_REGION", "eu-west-1", 1);
     sp__rio *r = open_ok("s3://my-bucket/pre/fix/shard-{0..3}.tar", "shard-{0..3}.tar");
-    CHECK(r->kind == SP__RIO_S3 && r->virtual_hosted && r->key_id == NULL);
+    CHECK(sp__rio_s3_of(r) && sp__rio_s3_of(r)->virtual_hosted && sp__rio_s3_of(r)->key_id == NULL);
     CHECK(strcmp(r->display, "s3://my-bucket/pre/fix") == 0);
-    CHECK(strcmp(r->sigv4, "aws:amz:eu-west-1:s3") == 0);
+    CHECK(strcmp(sp__rio_s3_of(r)->sigv4, "aws:amz:eu-west-1:s3") == 0);
     expect_url(r, "shard-1.tar", "https://my-bucket.s3.eu-west-1.amazonaws.com/pre/fix/shard-1.tar");
     sp__rio_destroy(r);
     /* another endpoint: path-style; keys and token from the environment */
@@ -135,9 +136,9 @@ static void test_s3_env(void) {
     setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t", 1);
     setenv("AWS_SESSION_TOKEN", "tok", 1);
     r = open_ok("s3://bkt/x.tar", "x.tar");
-    CHECK(!r->virtual_hosted && strcmp(r->key_id, "AKIDTEST") == 0 &&
-          strcmp(r->secret, "s3cr3t") == 0 && strcmp(r->token, "tok") == 0);
-    CHECK(strcmp(r->prefix, "") == 0 && strcmp(r->display, "s3://bkt") == 0);
+    CHECK(!sp__rio_s3_of(r)->virtual_hosted && strcmp(sp__rio_s3_of(r)->key_id, "AKIDTEST") == 0 &&
+          strcmp(sp__rio_s3_of(r)->secret, "s3cr3t") == 0 && strcmp(sp__rio_s3_of(r)->token, "tok") == 0);
+    CHECK(strcmp(sp__rio_s3_of(r)->prefix, "") == 0 && strcmp(r->display, "s3://bkt") == 0);
     expect_url(r, "x.tar", "http://127.0.0.1:9000/bkt/x.tar");
     sp__rio_destroy(r);
     setenv("AWS_ENDPOINT_URL_S3", "http://localhost:9001", 1);   /* wins over AWS_ENDPOINT_URL */
@@ -204,14 +205,14 @@ static void test_s3_profile(void) {
     setenv("AWS_SHARED_CREDENTIALS_FILE", cred, 1);
     setenv("AWS_CONFIG_FILE", conf, 1);
     sp__rio *r = open_ok("s3://b/k.tar", "k.tar");
-    CHECK(strcmp(r->key_id, "DEFKEY") == 0 && strcmp(r->secret, "defsecret") == 0 && !r->token);
-    CHECK(strcmp(r->region, "us-west-2") == 0 && r->virtual_hosted);
+    CHECK(strcmp(sp__rio_s3_of(r)->key_id, "DEFKEY") == 0 && strcmp(sp__rio_s3_of(r)->secret, "defsecret") == 0 && !sp__rio_s3_of(r)->token);
+    CHECK(strcmp(sp__rio_s3_of(r)->region, "us-west-2") == 0 && sp__rio_s3_of(r)->virtual_hosted);
     sp__rio_destroy(r);
     setenv("AWS_PROFILE", "other", 1);
     r = open_ok("s3://b/k.tar", "k.tar");
-    CHECK(strcmp(r->key_id, "OTHERKEY") == 0 && strcmp(r->secret, "other/secret+x") == 0 &&
-          strcmp(r->token, "othertoken") == 0);
-    CHECK(strcmp(r->region, "ap-south-1") == 0 && strcmp(r->sigv4, "aws:amz:ap-south-1:s3") == 0);
+    CHECK(strcmp(sp__rio_s3_of(r)->key_id, "OTHERKEY") == 0 && strcmp(sp__rio_s3_of(r)->secret, "other/secret+x") == 0 &&
+          strcmp(sp__rio_s3_of(r)->token, "othertoken") == 0);
+    CHECK(strcmp(sp__rio_s3_of(r)->region, "ap-south-1") == 0 && strcmp(sp__rio_s3_of(r)->sigv4, "aws:amz:ap-south-1:s3") == 0);
     expect_url(r, "k.tar", "http://b.127.0.0.1:7000/k.tar");
     sp__rio_destroy(r);
     /* the environment's keys and region win over the profile's */
@@ -219,7 +220,7 @@ static void test_s3_profile(void) {
     setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
     setenv("AWS_REGION", "eu-central-1", 1);
     r = open_ok("s3://b/k.tar", "k.tar");
-    CHECK(strcmp(r->key_id, "ENVKEY") == 0 && strcmp(r->region, "eu-central-1") == 0 && !r->token);
+    CHECK(strcmp(sp__rio_s3_of(r)->key_id, "ENVKEY") == 0 && strcmp(sp__rio_s3_of(r)->region, "eu-central-1") == 0 && !sp__rio_s3_of(r)->token);
     sp__rio_destroy(r);
     setenv("AWS_PROFILE", "nosuch", 1);
     expect_refused("s3://b/k.tar", SP_EINVAL, "AWS profile \"nosuch\"");

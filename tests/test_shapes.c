@@ -20,6 +20,7 @@
 #include "check.h"
 #include "runner.h"
 #include "tmpdir.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #include <ftw.h>
 #include <png.h>

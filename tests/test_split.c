@@ -30,6 +30,7 @@
 #include "seedpipe/loader.h"
 #include "seedpipe/shapes.h"
 #include "loader_check.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 static void expect_bad(const char *spec, const char *needle) {
     sp_split s;

@@ -35,6 +35,7 @@
 #include "seedpipe/state.h"
 #include "seedpipe/train.h"
 #include "loader_check.h"
+#include "dataset/dataset_api_internal.h"   /* the one-value accessors */
 
 #define ACC_MIN 0.33
 /* Sanitizer builds run 5-10x slower: shorter learning runs there, whose

@@ -1,8 +1,11 @@
 /* seedpipe/dataset.h - dataset index: canonical sample order, labels, fingerprint.
  *
- * Six kinds detected by sp_dataset_open() (the fourth local or remote, the
- * fifth a weighted mixture of the others, the sixth a token corpus), and
- * an in-memory sample list (sp_dataset_open_list()):
+ * The kinds below, each detected by sp_dataset_open() from the path (the
+ * library's driver table, dataset/dataset_drivers.c, in its order), and an
+ * in-memory sample list (sp_dataset_open_list()); sp_dataset_info_get()
+ * names an open dataset's kind ("imagefolder", "idx", "fakedata", "list",
+ * "webdataset", "mixture", "tokens", "samples"). A program should compare
+ * the name: a later library may have kinds this header does not number.
  *  - ImageFolder (a directory): one sub-folder per class, files ending in
  *    .png .jpg .jpeg .bmp .webp .tif .tiff (any case), as torchvision's
  *    ImageFolder. Class id = index of the class folder name in byte-wise sorted
@@ -108,7 +111,7 @@
  *    sources'; labels are offset per source: source s's label c is mixture
  *    label coff(s) + c, coff(s) the class counts of sources 0..s-1, class
  *    names "s:name". An epoch is not a permutation of these samples but
- *    sp_dataset_mix_length() draws by the weights: docs/determinism.md
+ *    sp_dataset_info's mix_length draws by the weights: docs/determinism.md
  *    section 10 is the normative schedule, sp_dataset_mix_draw() computes
  *    it. Its fingerprint (section 10) covers every source's fingerprint,
  *    the weights and the length. A token corpus cannot be a source (yet):
@@ -117,7 +120,7 @@
  *    dataset (megatron-core's MMIDIDX format, version 1), PREFIX.idx +
  *    PREFIX.bin, named by either file (when the other is beside it) or by
  *    PREFIX itself (when PREFIX does not exist and both files do); the
- *    root (sp_dataset_root()) is PREFIX. Token types uint8, int8, int16,
+ *    root (sp_dataset_info's root) is PREFIX. Token types uint8, int8, int16,
  *    uint16, int32, int64 (float64/float32 corpora are SP_EUNSUPP). Both
  *    files are mapped read-only and checked at open in one pass (O(sequences),
  *    no per-document memory): the arrays fill the .idx exactly (plus one
@@ -125,7 +128,7 @@
  *    pointers tile the .bin back to back from 0 to its last byte (as
  *    megatron-core writes them), the document index starts at 0, never
  *    decreases and ends at the sequence count; a violation is SP_EFORMAT
- *    "PREFIX.idx: reason". Samples are documents (sp_dataset_size() = D;
+ *    "PREFIX.idx: reason". Samples are documents (sp_dataset_info's size = D;
  *    at most 2^32-1, else SP_ELIMIT; zero documents is SP_EFORMAT), all
  *    label 0 of one class "tokens", each path the prefix, content hash
  *    {0, 0}; sp_dataset_read() is SP_EUNSUPP (the loader packs tokens by
@@ -173,7 +176,7 @@
  * index write, whose timestamps cannot tell), so reopening an unchanged
  * dataset reads no sample file; the fingerprint is the same as a full
  * hash's. A damaged, foreign or stale index is never trusted: it is
- * rebuilt (sp_dataset_index_info_get() says why). A file changed without a
+ * rebuilt (sp_dataset_info's index says why). A file changed without a
  * stat change is still refused when read: sp_dataset_read() re-hashes
  * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
  * Each record also keeps whether the file's bytes decode without error in
@@ -194,6 +197,9 @@
 extern "C" {
 #endif
 
+/* The numbers of the kinds this header lists (sp_dataset_info's kind; the
+ * fingerprint hashes it). A later kind has a number of its own that this
+ * list need not hold: compare kind_name. */
 typedef enum {
     SP_DATASET_IMAGEFOLDER = 0,
     SP_DATASET_IDX = 1,
@@ -225,7 +231,7 @@ typedef struct sp_dataset_limits {
     int hash_threads;         /* threads hashing files; default online CPUs, at most 8 */
 } sp_dataset_limits;
 
-/* What the persistent index did at open (sp_dataset_index_info_get()). */
+/* What the persistent index did at open (sp_dataset_info's index). */
 typedef struct sp_dataset_index_info {
     int used;                 /* 0: no index (IDX, SP_INDEX_OFF, SEEDPIPE_INDEX=off) */
     int written;              /* 1: the index was (re)written at this open */
@@ -275,43 +281,59 @@ SP_API int sp_dataset_open_list(const char *base, const sp_sample_list *list,
                                 const sp_dataset_limits *limits, sp_dataset **out,
                                 sp_error *err);
 
-/*! sp_dataset_index_info_get() : what the persistent index did when ds was
- *  opened: how many hashes were reused and how many files were hashed, the
- *  index's path, and a warning when one was found but not trusted or
- *  none could be kept (the tool prints it). */
-SP_API void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out);
+/* What a dataset is (sp_dataset_info_get()). The struct grows at its end:
+ * a caller sets struct_size (SP_DATASET_INFO_INIT does), and the library
+ * fills only the fields that fit in it, so a program built against an
+ * older header keeps working. */
+typedef struct sp_dataset_info {
+    size_t struct_size;          /* in: sizeof(sp_dataset_info) */
+    const char *kind_name;       /* the kind's name: "imagefolder", "idx", "list",
+                                  * "webdataset", "samples", "mixture", "tokens",
+                                  * "fakedata", or a later kind's (owned by the library) */
+    int kind;                    /* its number: sp_dataset_kind, or a later kind's */
+    const char *root;            /* the path given at open (trailing '/' removed);
+                                  * a token corpus's PREFIX; owned by ds */
+    uint64_t size;               /* samples (a token corpus: documents) */
+    int num_classes;
+    const uint64_t *class_counts;   /* num_classes sample counts by label; owned by ds */
+    sp_digest fingerprint;       /* see "Fingerprint" above */
+    uint32_t shard_count;        /* a WebDataset's shards (local or remote; samples
+                                  * numbered shard by shard, sp_dataset_shard_of()); 0
+                                  * for every other kind, a mixture included */
+    int raw_w, raw_h;            /* IDX and fakedata: the images' common size; 0, 0
+                                  * for encoded files */
+    uint32_t mix_sources;        /* a mixture's sources (sp_dataset_mix_source_get());
+                                  * 0 for any other dataset */
+    uint64_t mix_length;         /* a mixture's epoch length L (the slots an epoch
+                                  * draws); size for any other dataset */
+    sp_dataset_index_info index; /* what the persistent index did at open: hashes
+                                  * reused, files hashed, its path, and a warning when
+                                  * one was found but not trusted or none could be
+                                  * kept (the tool prints it) */
+} sp_dataset_info;
 
-/* Accessors. Out-of-range arguments give NULL / 0 / -1, never a crash. */
-SP_API sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-/* "imagefolder", "idx", "list", "webdataset", "samples", "mixture", "tokens" */
-SP_API const char *sp_dataset_kind_name(sp_dataset_kind k);
-SP_API const char *sp_dataset_root(const sp_dataset *ds);
-SP_API uint64_t sp_dataset_size(const sp_dataset *ds);
-/*! sp_dataset_shard_count() : the number of shards of a WebDataset (local
- *  or remote; their samples are numbered shard by shard, in shard name
- *  order); 0 for every other kind, a mixture included (the block order,
- *  loader.h SP_ORDER_BLOCK, needs shards). */
-SP_API uint32_t sp_dataset_shard_count(const sp_dataset *ds);
+#define SP_DATASET_INFO_INIT {.struct_size = sizeof(sp_dataset_info)}
+
+/*! sp_dataset_info_get() : fill *out (its first out->struct_size bytes)
+ *  with what ds is. @return 0, or SP_EINVAL (ds or out NULL, struct_size
+ *  smaller than the kind_name field's end). */
+SP_API int sp_dataset_info_get(const sp_dataset *ds, sp_dataset_info *out);
+
+/* Per class and per sample. Out-of-range arguments give NULL / -1 /
+ * UINT32_MAX, never a crash. */
+SP_API const char *sp_dataset_class_name(const sp_dataset *ds, int cls);
 /*! sp_dataset_shard_of() : the shard sample i lies in (shard by shard:
  *  non-decreasing in i); UINT32_MAX without shards or for i >= size. */
 SP_API uint32_t sp_dataset_shard_of(const sp_dataset *ds, uint64_t i);
-SP_API int sp_dataset_num_classes(const sp_dataset *ds);
-SP_API const char *sp_dataset_class_name(const sp_dataset *ds, int cls);
-/*! sp_dataset_class_count() : number of samples with label cls. */
-SP_API uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls);
 SP_API int sp_dataset_label(const sp_dataset *ds, uint64_t i);
 /*! sp_dataset_path() : the sample's relative path ("class/file.png"), for
  *  lists the path as written, or for IDX "<images file name>#<index>" with a
  *  ".gz" suffix dropped (a plain and a gzip'd copy fingerprint alike).
  *  Owned by ds. */
 SP_API const char *sp_dataset_path(const sp_dataset *ds, uint64_t i);
-SP_API sp_digest sp_dataset_fingerprint(const sp_dataset *ds);
 /*! sp_dataset_content_hash() : XXH3-128 of sample i's content as indexed
  *  (file bytes, or IDX pixels); {0, 0} when i is out of range. */
 SP_API sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
-/*! sp_dataset_raw_dims() : for IDX and generated (fakedata:) datasets, the
- *  common image size (w, h); returns SP_EINVAL for encoded-file datasets. */
-SP_API int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h);
 
 /* One sample's input. For encoded datasets `bytes` is a malloc'd copy of the
  * file; for IDX `raw` points at raw_view, a view into the dataset's pixels
@@ -338,29 +360,24 @@ SP_API void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
 
 /* ---- mixtures (SP_DATASET_MIX) --------------------------------------------------- */
 
-/*! sp_dataset_mix_sources() : the number of sources of a mixture; 0 for
- *  any other dataset. */
-SP_API uint32_t sp_dataset_mix_sources(const sp_dataset *ds);
-/*! sp_dataset_mix_source() : source s of a mixture (owned by ds), or NULL
- *  (not a mixture, s out of range). */
-SP_API const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s);
-/*! sp_dataset_mix_weight() : source s's weight as the exact fraction
- *  *num / *den (the weights as written, scaled to integers and reduced;
- *  den is their sum). @return 0 or SP_EINVAL (not a mixture, s out of
- *  range). */
-SP_API int sp_dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num,
-                                 uint64_t *den);
-/*! sp_dataset_mix_length() : a mixture's epoch length L (the slots an
- *  epoch draws); sp_dataset_size() for any other dataset. */
-SP_API uint64_t sp_dataset_mix_length(const sp_dataset *ds);
-/*! sp_dataset_mix_locate() : which source mixture sample i belongs to and
- *  its index there (*local; both may be NULL). For another dataset, source
- *  0 and i. @return 0 or SP_ERANGE (i >= size). */
-SP_API int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source,
-                                 uint64_t *local);
-/*! sp_dataset_mix_class_offset() : coff(s), the first mixture label of
- *  source s (0 for s = 0; -1 when not a mixture or s out of range). */
-SP_API int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s);
+/* One source of a mixture (sp_dataset_mix_source_get()); grows at its
+ * end as sp_dataset_info does. */
+typedef struct sp_mix_source {
+    size_t struct_size;          /* in: sizeof(sp_mix_source) */
+    const sp_dataset *dataset;   /* the source, owned by the mixture */
+    uint64_t weight_num, weight_den;   /* its weight as the exact fraction num / den
+                                  * (the weights as written, scaled to integers and
+                                  * reduced; den is their sum) */
+    uint64_t offset;             /* off(s): its first mixture sample */
+    int class_offset;            /* coff(s): its first mixture label */
+} sp_mix_source;
+
+#define SP_MIX_SOURCE_INIT {.struct_size = sizeof(sp_mix_source)}
+
+/*! sp_dataset_mix_source_get() : source s of a mixture into *out (its
+ *  first out->struct_size bytes). @return 0, or SP_EINVAL (not a mixture,
+ *  s >= sp_dataset_info's mix_sources, out NULL or too small). */
+SP_API int sp_dataset_mix_source_get(const sp_dataset *ds, uint32_t s, sp_mix_source *out);
 
 /* One draw of a mixture's schedule (docs/determinism.md section 10). */
 typedef struct sp_mix_draw {
@@ -371,7 +388,7 @@ typedef struct sp_mix_draw {
     uint64_t index;       /* the same sample as a mixture index: off(source) + local */
 } sp_mix_draw;
 
-/*! sp_dataset_mix_draw() : what slot q (< sp_dataset_mix_length()) of
+/*! sp_dataset_mix_draw() : what slot q (< sp_dataset_info's mix_length) of
  *  epoch `epoch` draws under `seed`. O(1) after the open (a table of one
  *  period of the schedule). Pure: any process computes the same. @return 0,
  *  SP_EINVAL (not a mixture), SP_ERANGE (q >= length). */

@@ -35,7 +35,7 @@ extern "C" {
 
 typedef struct sp_loader_state {
     sp_digest fingerprint;          /* the loader's (sp_loader_info_get()) */
-    sp_digest dataset_fingerprint;  /* sp_dataset_fingerprint() */
+    sp_digest dataset_fingerprint;  /* the dataset's (sp_dataset_info_get()) */
     sp_digest pipeline_hash;        /* the loader's (sp_loader_info_get()) */
     uint64_t seed;
     uint32_t epoch;                 /* the next batch to deliver ... */

@@ -66,6 +66,27 @@ class sp_sample_list(Structure):   # dataset.h (ABI 2)
                 ("labels", POINTER(ctypes.c_int32)), ("num_classes", ctypes.c_int32)]
 
 
+class sp_dataset_index_info(Structure):   # dataset.h
+    _fields_ = [("used", c_int), ("written", c_int), ("reused", c_uint64),
+                ("hashed", c_uint64), ("path", ctypes.c_char * 4096),
+                ("warning", ctypes.c_char * 768)]
+
+
+class sp_dataset_info(Structure):   # dataset.h: grows at its end (struct_size)
+    _fields_ = [("struct_size", c_size_t), ("kind_name", c_char_p), ("kind", c_int),
+                ("root", c_char_p), ("size", c_uint64), ("num_classes", c_int),
+                ("class_counts", POINTER(c_uint64)), ("fingerprint", sp_digest),
+                ("shard_count", c_uint32), ("raw_w", c_int), ("raw_h", c_int),
+                ("mix_sources", c_uint32), ("mix_length", c_uint64),
+                ("index", sp_dataset_index_info)]
+
+
+class sp_mix_source(Structure):   # dataset.h: grows at its end (struct_size)
+    _fields_ = [("struct_size", c_size_t), ("dataset", ctypes.c_void_p),
+                ("weight_num", c_uint64), ("weight_den", c_uint64), ("offset", c_uint64),
+                ("class_offset", c_int)]
+
+
 ORDERS = {"shuffle": 0, "sequential": 1, "block": 2}   # sp_order (ABI 2; block: ABI 4)
 
 
@@ -253,15 +274,33 @@ sp_loader_destroy = _fn("sp_loader_destroy", None, P)
 sp_loader_info_get = _fn("sp_loader_info_get", c_int, P, POINTER(sp_loader_info))   # ABI 7
 sp_loader_failure_count = _fn("sp_loader_failure_count", c_size_t, P)
 sp_loader_failure_get = _fn("sp_loader_failure_get", c_int, P, c_size_t, POINTER(sp_failure))
-sp_dataset_size = _fn("sp_dataset_size", c_uint64, P)
+sp_dataset_info_get = _fn("sp_dataset_info_get", c_int, P, POINTER(sp_dataset_info))
 sp_dataset_path = _fn("sp_dataset_path", c_char_p, P, c_uint64)
 sp_dataset_label = _fn("sp_dataset_label", c_int, P, c_uint64)
 sp_dataset_open = _fn("sp_dataset_open", c_int, c_char_p, P, POINTER(P), E)
 sp_dataset_close = _fn("sp_dataset_close", None, P)
-sp_dataset_mix_sources = _fn("sp_dataset_mix_sources", c_uint32, P)
-sp_dataset_mix_source = _fn("sp_dataset_mix_source", P, P, c_uint32)
-sp_dataset_mix_length = _fn("sp_dataset_mix_length", c_uint64, P)
-sp_dataset_mix_class_offset = _fn("sp_dataset_mix_class_offset", c_int, P, c_uint32)
+sp_dataset_mix_source_get = _fn("sp_dataset_mix_source_get", c_int, P, c_uint32,
+                                POINTER(sp_mix_source))
+
+
+def dataset_info(ds) -> sp_dataset_info:
+    """sp_dataset_info_get() of an open dataset (pointer)."""
+    info = sp_dataset_info(struct_size=ctypes.sizeof(sp_dataset_info))
+    rc = sp_dataset_info_get(ds, ctypes.byref(info))
+    if rc != 0:
+        raise ValueError(f"sp_dataset_info_get: error {rc}")
+    return info
+
+
+def mix_source(ds, s: int) -> sp_mix_source:
+    """sp_dataset_mix_source_get(): source s of a mixture."""
+    src = sp_mix_source(struct_size=ctypes.sizeof(sp_mix_source))
+    rc = sp_dataset_mix_source_get(ds, s, ctypes.byref(src))
+    if rc != 0:
+        raise ValueError(f"sp_dataset_mix_source_get: source {s}: error {rc}")
+    return src
+
+
 # tokens.h: the token-corpus writer (seedpipe.tokens)
 sp_tokens_writer_open = _fn("sp_tokens_writer_open", c_int, c_char_p, c_char_p, POINTER(P), E)
 sp_tokens_writer_add = _fn("sp_tokens_writer_add", c_int, P, c_void_p, c_size_t, E)

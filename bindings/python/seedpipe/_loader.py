@@ -353,8 +353,8 @@ class Loader(StreamSource):
         loc = self.__dict__.get("_loc")
         if loc is None:   # the sources' sizes, once (a mixture's; else one source)
             ds = L.loader_info(self._ld()).dataset
-            nsrc = int(L.sp_dataset_mix_sources(ds))
-            sizes = [int(L.sp_dataset_size(L.sp_dataset_mix_source(ds, s)))
+            nsrc = int(L.dataset_info(ds).mix_sources)
+            sizes = [int(L.dataset_info(L.mix_source(ds, s).dataset).size)
                      for s in range(nsrc)]
 
             def loc(i, sizes=sizes):
@@ -425,7 +425,7 @@ class Loader(StreamSource):
         order (sp_dataset_path, sp_dataset_label; before any split)."""
         self._check_open()
         ds = L.loader_info(self._ld()).dataset
-        n = int(L.sp_dataset_size(ds))
+        n = int(L.dataset_info(ds).size)
         paths = [os.fsdecode(L.sp_dataset_path(ds, i)) for i in range(n)]
         labels = [int(L.sp_dataset_label(ds, i)) for i in range(n)]
         return paths, labels

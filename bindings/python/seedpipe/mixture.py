@@ -144,10 +144,11 @@ class Mixture(os.PathLike):
             if rc != 0:
                 raise_error(rc, err, self.path)
             try:
-                n = int(L.sp_dataset_mix_sources(ds))
-                sizes = [int(L.sp_dataset_size(L.sp_dataset_mix_source(ds, s))) for s in range(n)]
-                coff = [int(L.sp_dataset_mix_class_offset(ds, s)) for s in range(n)]
-                self._info = (sizes, coff, int(L.sp_dataset_mix_length(ds)))
+                info = L.dataset_info(ds)
+                srcs = [L.mix_source(ds, s) for s in range(info.mix_sources)]
+                sizes = [int(L.dataset_info(src.dataset).size) for src in srcs]
+                coff = [int(src.class_offset) for src in srcs]
+                self._info = (sizes, coff, int(info.mix_length))
             finally:
                 L.sp_dataset_close(ds)
         return self._info

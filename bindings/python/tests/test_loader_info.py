@@ -27,7 +27,7 @@ def test_fields_agree_with_the_batches(shapes):
         assert info.batches_per_epoch == len(ld) == 4
         cfg = info.config.contents
         assert (cfg.batch_size, cfg.world, cfg.rank, cfg.pad_tail) == (16, 2, 1, 1)
-        assert L.sp_dataset_size(info.dataset) == 60 and info.pipeline
+        assert L.dataset_info(info.dataset).size == 60 and info.pipeline
         images, _labels = next(iter(ld))
         images = np.asarray(images)
         assert images.shape[1:] == (info.c, info.h, info.w) == (3, 24, 24)
