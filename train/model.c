@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_write_internal.h"
 #include "train/nn_backend.h"
 #include "train/nn_math.h"
 
@@ -632,9 +633,14 @@ static int cpu_set(void *ctx, const float *params, const float *momentum, sp_err
 
 static int cpu_describe(void *ctx, char *buf, size_t size) {
     cpu_ctx *c = (cpu_ctx *)ctx;
-    return snprintf(buf, size, "\"backend\":\"cpu\",\"threads\":%d,\"conv_simd\":\"%s\","
-                    "\"reduction\":\"per-sample gradients, fixed binary-counter tree over the batch\"",
-                    c->threads, sp_nn_conv_isa());
+    sp__jw w = sp__jw_buf(buf, size);
+    sp__jw_inside(&w);   /* members: the caller writes the braces */
+    sp__jw_kstr(&w, "backend", "cpu");
+    sp__jw_key(&w, "threads");
+    sp__jw_i64(&w, c->threads);
+    sp__jw_kstr(&w, "conv_simd", sp_nn_conv_isa());
+    sp__jw_kstr(&w, "reduction", "per-sample gradients, fixed binary-counter tree over the batch");
+    return (int)w.len;
 }
 
 const sp__nn_backend sp__nn_cpu_backend = {"cpu",    cpu_create,    cpu_destroy,
