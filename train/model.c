@@ -490,6 +490,58 @@ static int cpu_step(void *ctx, const float *x, const int32_t *labels, uint32_t n
     return 0;
 }
 
+/* The data-parallel exchange's layout: rank k's aligned spans (nsp[k];
+ * their sizes at gsize[k * MAX_SPANS]) and message bytes[k] (u32 correct,
+ * counts[k] losses, the spans' sums); c->xch grown to hold this rank's
+ * message and then every rank's. */
+static int xch_plan(cpu_ctx *c, const sp__nn_part *pt, int *nsp, uint32_t *gsize, size_t *bytes,
+                    sp_error *err) {
+    uint32_t first[MAX_SPANS];
+    size_t recv = 0, off = 0, P = c->l.nparams;
+    for (uint32_t k = 0; k < pt->comm->world; k++) {
+        nsp[k] = aligned_spans((uint32_t)off, pt->counts[k], first, gsize + (size_t)k * MAX_SPANS);
+        off += pt->counts[k];
+        bytes[k] = 4 + 4 * (size_t)pt->counts[k] + 4 * P * (size_t)nsp[k];
+        recv += bytes[k];
+    }
+    size_t me = bytes[pt->comm->rank];
+    if (me + recv > c->xch_cap) {
+        uint8_t *nb = (uint8_t *)realloc(c->xch, me + recv);
+        if (!nb)
+            return sp_error_set(err, SP_ENOMEM, "cpu backend: %zu bytes for the gradient exchange",
+                                me + recv);
+        c->xch = nb;
+        c->xch_cap = me + recv;
+    }
+    return 0;
+}
+
+/* The gathered messages rb (xch_plan's layout), in position order: every
+ * rank's correct count summed into *hits, the losses into losses, every
+ * span's sums and size into gspan, gsize (compacted in place).
+ * @return the number of spans. */
+static int unpack(const cpu_ctx *c, const sp__nn_part *pt, const uint8_t *rb, const int *nsp,
+                  const size_t *bytes, uint32_t *gsize, const float **gspan, float *losses,
+                  uint32_t *hits) {
+    size_t P = c->l.nparams, off = 0;
+    int ng = 0;
+    const uint8_t *p = rb;
+    for (uint32_t k = 0; k < pt->comm->world; k++) {
+        uint32_t hk;
+        memcpy(&hk, p, 4);
+        *hits += hk;
+        memcpy(losses + off, p + 4, 4 * (size_t)pt->counts[k]);
+        off += pt->counts[k];
+        const uint8_t *q = p + 4 + 4 * (size_t)pt->counts[k];
+        for (int i = 0; i < nsp[k]; i++, ng++) {
+            gspan[ng] = (const float *)(const void *)(q + 4 * P * (size_t)i);
+            gsize[ng] = gsize[(size_t)k * MAX_SPANS + (size_t)i];
+        }
+        p += bytes[k];
+    }
+    return ng;
+}
+
 /* A data-parallel step (train.h "data-parallel training"). Rank k sends
  * u32 correct, counts[k] float losses, then its aligned spans' sums
  * (nparams floats each); every rank pushes all spans in position order
@@ -511,25 +563,10 @@ static int cpu_step_part(void *ctx, const float *x, const int32_t *labels, const
         rc = sp_error_set(err, SP_ENOMEM, "cpu backend: out of memory (data-parallel step)");
         goto out;
     }
+    rc = xch_plan(c, pt, nsp, gsize, bytes, err);
+    if (rc) goto out;
     uint32_t first[MAX_SPANS], size[MAX_SPANS];
-    size_t recv = 0, off = 0;
-    for (uint32_t k = 0; k < W; k++) {
-        nsp[k] = aligned_spans((uint32_t)off, pt->counts[k], first, gsize + (size_t)k * MAX_SPANS);
-        off += pt->counts[k];
-        bytes[k] = 4 + 4 * (size_t)pt->counts[k] + 4 * P * (size_t)nsp[k];
-        recv += bytes[k];
-    }
     size_t me = bytes[comm->rank];
-    if (me + recv > c->xch_cap) {
-        uint8_t *nb = (uint8_t *)realloc(c->xch, me + recv);
-        if (!nb) {
-            rc = sp_error_set(err, SP_ENOMEM, "cpu backend: %zu bytes for the gradient exchange",
-                              me + recv);
-            goto out;
-        }
-        c->xch = nb;
-        c->xch_cap = me + recv;
-    }
     uint8_t *sb = c->xch, *rb = c->xch + me;
 
     /* Per-sample gradients with the global 1/B, then this rank's spans. */
@@ -563,24 +600,8 @@ static int cpu_step_part(void *ctx, const float *x, const int32_t *labels, const
 
     /* Every rank's spans in position order, then the tree's last merges. */
     uint32_t hits = 0;
-    int ng = 0;
-    const uint8_t *p = rb;
-    off = 0;
-    for (uint32_t k = 0; k < W; k++) {
-        uint32_t hk;
-        memcpy(&hk, p, 4);
-        hits += hk;
-        memcpy(losses + off, p + 4, 4 * (size_t)pt->counts[k]);
-        off += pt->counts[k];
-        const uint8_t *q = p + 4 + 4 * (size_t)pt->counts[k];
-        for (int i = 0; i < nsp[k]; i++, ng++) {
-            gspan[ng] = (const float *)(const void *)(q + 4 * P * (size_t)i);
-            gsize[ng] = gsize[(size_t)k * MAX_SPANS + (size_t)i];
-        }
-        p += bytes[k];
-    }
     j.kind = 4;
-    j.ngspans = ng;
+    j.ngspans = unpack(c, pt, rb, nsp, bytes, gsize, gspan, losses, &hits);
     j.gspan = gspan;
     j.gspan_size = gsize;
     run_job(&j);
