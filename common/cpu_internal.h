@@ -14,12 +14,12 @@
  *
  * HOW IT WORKS: the CPU is queried once per process. The compiler's runtime
  * (libgcc, or compiler-rt under clang) runs CPUID and XGETBV once, at
- * load, and keeps the answer in its own table (__cpu_model); the
- * __builtin_cpu_supports() calls here read that table, and
- * sp__cpu_features() turns it into this header's bits. That table is the
- * cache: it is one per process, so libseedpipe and libseedpipe_train (which
- * sees no internal symbol of libseedpipe) ask the same one, which is why
- * this module is a header of inline functions and not a .c file.
+ * load, and keeps the answer in its own table (__cpu_model, one per
+ * process, so libseedpipe and libseedpipe_train, which sees no internal
+ * symbol of libseedpipe, read the same one: this module is a header of
+ * inline functions, not a .c file). sp__cpu_features() turns that table
+ * into this header's bits once and keeps them (one word per file that
+ * asks), so a hot path's check is one load.
  *
  * The level is capped by SEEDPIPE_ISA=sse2|avx2|avx512 (sp_isa_cap() in
  * seedpipe/common.h, read on every call, so a test may set it between
@@ -47,12 +47,20 @@ enum {
 /*! sp__cpu_features() : the SP__CPU_* bits this CPU (and its OS) has. */
 static inline unsigned sp__cpu_features(void) {
 #ifdef SP__CPU_X86
+    /* Kept after the first ask: one copy per file that asks (every copy
+     * holds the same bits), bit 31 saying it is filled. Relaxed atomics:
+     * two threads asking first both store the same value. */
+    static unsigned known;
+    unsigned f = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (f) return f & ~(1u << 31);
     __builtin_cpu_init();   /* a no-op once the runtime filled its table; needed only
                              * when asked from a constructor that runs before it */
-    return (__builtin_cpu_supports("avx2") ? SP__CPU_AVX2 : 0u) |
-           (__builtin_cpu_supports("avx512f") ? SP__CPU_AVX512F : 0u) |
-           (__builtin_cpu_supports("avx512bw") ? SP__CPU_AVX512BW : 0u) |
-           (__builtin_cpu_supports("avx512vbmi") ? SP__CPU_AVX512VBMI : 0u);
+    f = (__builtin_cpu_supports("avx2") ? SP__CPU_AVX2 : 0u) |
+        (__builtin_cpu_supports("avx512f") ? SP__CPU_AVX512F : 0u) |
+        (__builtin_cpu_supports("avx512bw") ? SP__CPU_AVX512BW : 0u) |
+        (__builtin_cpu_supports("avx512vbmi") ? SP__CPU_AVX512VBMI : 0u);
+    __atomic_store_n(&known, f | (1u << 31), __ATOMIC_RELAXED);
+    return f;
 #else
     return 0;
 #endif
