@@ -2,9 +2,9 @@
  * contact sheets (include/seedpipe/imageio.h).
  *
  * Both encoders take an sp_image (1 or 3 channels, any stride) and produce a
- * malloc'd buffer; the *_write variants encode to memory first and then write
- * the file with open()/write(), so a failed encode never leaves a half file
- * behind a good name and there is one code path. Everything that fixes the
+ * malloc'd buffer (imageio_internal.h); sp_image_write() encodes to memory
+ * first and then publishes the file atomically, so a failed encode never
+ * leaves a half file behind a good name and there is one code path. Everything that fixes the
  * output bytes is set explicitly (PNG: 8-bit, no interlace, zlib level 6,
  * libpng's default filter heuristic, no time or text chunks; JPEG: baseline,
  * accurate integer forward DCT, 4:2:0 for RGB), so for fixed library
@@ -16,6 +16,7 @@
  * between. Warnings are dropped (library code never prints).
  */
 #include "seedpipe/imageio.h"
+#include "augment/imageio_internal.h"
 #include "common/fileio_internal.h"
 #include "common/sbuf_internal.h"
 
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <png.h>
@@ -90,7 +92,7 @@ static int png_encode_rows(png_structp png, png_infop info, const sp_image *img,
     return 1;
 }
 
-int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err) {
+int sp__png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err) {
     if (!buf || !len) return sp_error_set(err, SP_EINVAL, "PNG encode: NULL output");
     *buf = NULL;
     *len = 0;
@@ -117,28 +119,10 @@ int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err
     return SP_OK;
 }
 
-int sp_png_write(const char *path, const sp_image *img, sp_error *err) {
-    if (!path) return sp_error_set(err, SP_EINVAL, "PNG write: NULL path");
-    uint8_t *buf;
-    size_t len;
-    int rc = sp_png_encode(img, &buf, &len, err);
-    if (rc) {
-        if (err) {
-            char msg[SP_ERROR_MSG_MAX];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            sp_error_set(err, rc, "%s: %s", path, msg);
-        }
-        return rc;
-    }
-    rc = write_all(path, buf, len, err);
-    free(buf);
-    return rc;
-}
-
 /* ---- JPEG ------------------------------------------------------------------------------- */
 
-int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
-                   sp_error *err) {
+int sp__jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
+                    sp_error *err) {
     if (!buf || !len) return sp_error_set(err, SP_EINVAL, "JPEG encode: NULL output");
     *buf = NULL;
     *len = 0;
@@ -172,13 +156,30 @@ int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
     return rc;
 }
 
-int sp_jpeg_write(const char *path, const sp_image *img, int quality, sp_error *err) {
-    if (!path) return sp_error_set(err, SP_EINVAL, "JPEG write: NULL path");
+/* ---- one write for both ---------------------------------------------------------------- */
+
+/* 1 if path ends in ext (".png"), any case. */
+static int ends_with(const char *path, const char *ext) {
+    size_t n = strlen(path), k = strlen(ext);
+    return n >= k && strcasecmp(path + n - k, ext) == 0;
+}
+
+int sp_image_write(const char *path, const sp_image *img, sp_image_format format, int quality,
+                   sp_error *err) {
+    if (!path) return sp_error_set(err, SP_EINVAL, "image write: NULL path");
+    if (format == SP_IMAGE_BY_NAME)
+        format = ends_with(path, ".png") ? SP_IMAGE_PNG
+               : ends_with(path, ".jpg") || ends_with(path, ".jpeg") ? SP_IMAGE_JPEG
+                                                                    : SP_IMAGE_BY_NAME;
+    if (format != SP_IMAGE_PNG && format != SP_IMAGE_JPEG)
+        return sp_error_set(err, SP_EINVAL, "%s: no image format %s (.png, .jpg or .jpeg)", path,
+                            format == SP_IMAGE_BY_NAME ? "by this name" : "of this number");
     uint8_t *buf;
     size_t len;
-    int rc = sp_jpeg_encode(img, quality, &buf, &len, err);
+    int rc = format == SP_IMAGE_PNG ? sp__png_encode(img, &buf, &len, err)
+                                    : sp__jpeg_encode(img, quality, &buf, &len, err);
     if (rc) {
-        if (err) {
+        if (err) {   /* "path: PNG encode: why" */
             char msg[SP_ERROR_MSG_MAX];
             snprintf(msg, sizeof msg, "%s", err->msg);
             sp_error_set(err, rc, "%s: %s", path, msg);

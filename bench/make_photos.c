@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         snprintf(path, sizeof path, "%s/%06u.jpg", dir, i);
-        if (sp_jpeg_write(path, &small, 90, &err) != 0) {
+        if (sp_image_write(path, &small, SP_IMAGE_JPEG, 90, &err) != 0) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
         }

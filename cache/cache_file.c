@@ -61,6 +61,7 @@
 /* The checksums stream through the library's XXH3 state (common/hash.c:
  * xxHash's baseline or AVX2 loop, at the level ck_isa() gives; XXH3 is one
  * function whichever loop computes it). */
+#include "common/cpu_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
 #include "loader/loader_internal.h"
@@ -73,11 +74,7 @@
  * tests/test_cache_file.c compares them. */
 static int cf_isa(void) {
 #ifdef CF_X86
-    return sp_isa_cap(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                              __builtin_cpu_supports("avx512vbmi")
-                          ? 2
-                      : __builtin_cpu_supports("avx2") ? 1
-                                                       : 0);
+    return sp__cpu_level(SP__CPU_AVX512F | SP__CPU_AVX512BW | SP__CPU_AVX512VBMI);
 #else
     return 0;
 #endif

@@ -28,6 +28,8 @@
 #include "cache/cache_internal.h"
 #include "seedpipe/pipeline.h"
 
+#include "common/vec_internal.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -73,16 +75,10 @@ int sp_cache_list(sp_cache *c, sp_cache_entry_info **out, size_t *n, sp_error *e
         if (!sp__is_key_name(de->d_name)) continue;
         int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) continue;   /* evicted meanwhile, or not a directory */
-        if (cnt == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            sp_cache_entry_info *nv = realloc(v, nc * sizeof *nv);
-            if (!nv) {
-                close(fd);
-                rc = sp_error_set(err, SP_ENOMEM, "cache: out of memory");
-                break;
-            }
-            v = nv;
-            cap = nc;
+        if (SP__VEC_RESERVE(v, cap, cnt + 1, 16) != 0) {
+            close(fd);
+            rc = sp_error_set(err, SP_ENOMEM, "cache: out of memory");
+            break;
         }
         sp__cm m;
         int enoent;

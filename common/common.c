@@ -16,6 +16,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "common/json_write_internal.h"
+
 /* "X.Y.Z" from seedpipe/version.h, the one place the version is written. */
 #define SP_STR_(x) #x
 #define SP_STR(x) SP_STR_(x)
@@ -135,18 +137,24 @@ static void tiff_version(char *out, size_t n) {
 int sp_library_versions_json(char *buf, size_t size) {
     unsigned xv = XXH_versionNumber();
     int wv = WebPGetDecoderVersion();
-    char tv[32];
+    char tv[32], jv[32], xx[32], wp[32];
     tiff_version(tv, sizeof tv);
-    return snprintf(buf, size,
-                    "{\"seedpipe\":\"%s\",\"libpng\":\"%s\",\"libjpeg-turbo\":\"%d.%d.%d\","
-                    "\"zstd\":\"%s\",\"xxhash\":\"%u.%u.%u\",\"zlib\":\"%s\","
-                    "\"libwebp\":\"%d.%d.%d\",\"libtiff\":\"%s\"}",
-                    SEEDPIPE_VERSION, png_get_libpng_ver(NULL),
-                    LIBJPEG_TURBO_VERSION_NUMBER / 1000000,
-                    LIBJPEG_TURBO_VERSION_NUMBER / 1000 % 1000,
-                    LIBJPEG_TURBO_VERSION_NUMBER % 1000, ZSTD_versionString(),
-                    xv / 10000, xv / 100 % 100, xv % 100, zlibVersion(),
-                    (wv >> 16) & 0xff, (wv >> 8) & 0xff, wv & 0xff, tv);
+    snprintf(jv, sizeof jv, "%d.%d.%d", LIBJPEG_TURBO_VERSION_NUMBER / 1000000,
+             LIBJPEG_TURBO_VERSION_NUMBER / 1000 % 1000, LIBJPEG_TURBO_VERSION_NUMBER % 1000);
+    snprintf(xx, sizeof xx, "%u.%u.%u", xv / 10000, xv / 100 % 100, xv % 100);
+    snprintf(wp, sizeof wp, "%d.%d.%d", (wv >> 16) & 0xff, (wv >> 8) & 0xff, wv & 0xff);
+    sp__jw w = sp__jw_buf(buf, size);
+    sp__jw_obj(&w);
+    sp__jw_kstr(&w, "seedpipe", SEEDPIPE_VERSION);
+    sp__jw_kstr(&w, "libpng", png_get_libpng_ver(NULL));
+    sp__jw_kstr(&w, "libjpeg-turbo", jv);
+    sp__jw_kstr(&w, "zstd", ZSTD_versionString());
+    sp__jw_kstr(&w, "xxhash", xx);
+    sp__jw_kstr(&w, "zlib", zlibVersion());
+    sp__jw_kstr(&w, "libwebp", wp);
+    sp__jw_kstr(&w, "libtiff", tv);
+    sp__jw_end(&w, '}');
+    return (int)w.len;
 }
 
 int sp_parse_size(const char *s, uint64_t *out, sp_error *err) {

@@ -2,6 +2,7 @@
 #include "seedpipe/env.h"
 #include "seedpipe/common.h"
 
+#include "common/json_write_internal.h"
 #include "common/sbuf_internal.h"
 
 #include <stdarg.h>
@@ -63,17 +64,6 @@ static void gather(env_info *e, const sp_env_cuda_info *cuda) {
 }
 
 
-static void put_str(sp__fbuf *o, const char *s) {   /* a JSON string */
-    sp__fbuf_printf(o, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') sp__fbuf_printf(o, "\\%c", c);
-        else if (c < 0x20) sp__fbuf_printf(o, "\\u%04x", c);
-        else sp__fbuf_printf(o, "%c", c);
-    }
-    sp__fbuf_printf(o, "\"");
-}
-
 static void ver3(char *b, size_t n, const int v[3]) { snprintf(b, n, "%d.%d.%d", v[0], v[1], v[2]); }
 static void ver_cuda(char *b, size_t n, int v) { snprintf(b, n, "%d.%d", v / 1000, v % 1000 / 10); }
 
@@ -82,55 +72,77 @@ static int finish(sp__fbuf *o) {
     return (int)o->len;
 }
 
+/* The "cuda" object's members past "compiled" (CUDA built in). */
+static void json_cuda(sp__jw *w, const env_info *e) {
+    char rt[32], drv[32], dnn[32], bl[32];
+    ver_cuda(rt, sizeof rt, e->cuda.runtime);
+    ver_cuda(drv, sizeof drv, e->cuda.driver);
+    ver3(dnn, sizeof dnn, e->cuda.cudnn);
+    ver3(bl, sizeof bl, e->cuda.cublas);
+    sp__jw_kstr(w, "runtime", rt);
+    sp__jw_kstr(w, "driver", e->cuda.driver ? drv : "none");
+    sp__jw_kstr(w, "cudnn", dnn);
+    sp__jw_kstr(w, "cublas", bl);
+    if (e->cuda.devices > 0) {
+        char cc[32];
+        snprintf(cc, sizeof cc, "%d.%d", e->cuda.cc_major, e->cuda.cc_minor);
+        sp__jw_key(w, "devices");
+        sp__jw_i64(w, e->cuda.devices);
+        sp__jw_key(w, "device");
+        sp__jw_obj(w);
+        sp__jw_kstr(w, "name", e->cuda.name);
+        sp__jw_kstr(w, "compute_capability", cc);
+        sp__jw_ku64(w, "memory_mib", e->cuda.memory_mib);
+        sp__jw_end(w, '}');
+    } else {
+        sp__jw_ku64(w, "devices", 0);
+        sp__jw_kstr(w, "device", "no CUDA device");
+    }
+    if (e->cuda.error[0]) sp__jw_kstr(w, "error", e->cuda.error);
+}
+
 int sp_env_json(char *buf, size_t n, const sp_env_cuda_info *cuda) {
     env_info e;
     gather(&e, cuda);
-    sp__fbuf o = {buf, n, 0};
-    sp__fbuf_printf(&o, "{\"seedpipe\":");
-    put_str(&o, sp_version_string());
-    sp__fbuf_printf(&o, ",\"build\":{\"cuda\":%s,\"sanitizers\":\"%s\",\"assertions\":%s,"
-            "\"fp_contract\":\"off\"},\"compiler\":",
-        e.cuda.compiled ? "true" : "false", SP_ENV_SANITIZERS,
+    sp__jw w = sp__jw_buf(buf, n);
+    sp__jw_obj(&w);
+    sp__jw_kstr(&w, "seedpipe", sp_version_string());
+    sp__jw_key(&w, "build");
+    sp__jw_obj(&w);
+    sp__jw_key(&w, "cuda");
+    sp__jw_bool(&w, e.cuda.compiled);
+    sp__jw_kstr(&w, "sanitizers", SP_ENV_SANITIZERS);
+    sp__jw_key(&w, "assertions");
 #ifdef NDEBUG
-        "false"
+    sp__jw_bool(&w, 0);
 #else
-        "true"
+    sp__jw_bool(&w, 1);
 #endif
-    );
-    put_str(&o, SP_ENV_COMPILER);
-    sp__fbuf_printf(&o, ",\"libraries\":%s,\"cuda\":{\"compiled\":%s", e.libs,
-        e.cuda.compiled ? "true" : "false");
-    if (e.cuda.compiled) {
-        char rt[32], drv[32], dnn[32], bl[32];
-        ver_cuda(rt, sizeof rt, e.cuda.runtime);
-        ver_cuda(drv, sizeof drv, e.cuda.driver);
-        ver3(dnn, sizeof dnn, e.cuda.cudnn);
-        ver3(bl, sizeof bl, e.cuda.cublas);
-        sp__fbuf_printf(&o, ",\"runtime\":\"%s\",\"driver\":\"%s\",\"cudnn\":\"%s\",\"cublas\":\"%s\"", rt,
-            e.cuda.driver ? drv : "none", dnn, bl);
-        if (e.cuda.devices > 0) {
-            sp__fbuf_printf(&o, ",\"devices\":%d,\"device\":{\"name\":", e.cuda.devices);
-            put_str(&o, e.cuda.name);
-            sp__fbuf_printf(&o, ",\"compute_capability\":\"%d.%d\",\"memory_mib\":%llu}", e.cuda.cc_major,
-                e.cuda.cc_minor, e.cuda.memory_mib);
-        } else {
-            sp__fbuf_printf(&o, ",\"devices\":0,\"device\":\"no CUDA device\"");
-        }
-        if (e.cuda.error[0]) {
-            sp__fbuf_printf(&o, ",\"error\":");
-            put_str(&o, e.cuda.error);
-        }
-    }
-    sp__fbuf_printf(&o, "},\"cpu\":{\"model\":");
-    put_str(&o, e.cpu);
-    sp__fbuf_printf(&o, ",\"threads\":%ld},\"os\":{\"sysname\":", e.threads);
-    put_str(&o, e.un.sysname);
-    sp__fbuf_printf(&o, ",\"release\":");
-    put_str(&o, e.un.release);
-    sp__fbuf_printf(&o, ",\"machine\":");
-    put_str(&o, e.un.machine);
-    sp__fbuf_printf(&o, "}}");
-    return finish(&o);
+    sp__jw_kstr(&w, "fp_contract", "off");
+    sp__jw_end(&w, '}');
+    sp__jw_kstr(&w, "compiler", SP_ENV_COMPILER);
+    sp__jw_key(&w, "libraries");
+    sp__jw_json(&w, e.libs);
+    sp__jw_key(&w, "cuda");
+    sp__jw_obj(&w);
+    sp__jw_key(&w, "compiled");
+    sp__jw_bool(&w, e.cuda.compiled);
+    if (e.cuda.compiled) json_cuda(&w, &e);
+    sp__jw_end(&w, '}');
+    sp__jw_key(&w, "cpu");
+    sp__jw_obj(&w);
+    sp__jw_kstr(&w, "model", e.cpu);
+    sp__jw_key(&w, "threads");
+    sp__jw_i64(&w, e.threads);
+    sp__jw_end(&w, '}');
+    sp__jw_key(&w, "os");
+    sp__jw_obj(&w);
+    sp__jw_kstr(&w, "sysname", e.un.sysname);
+    sp__jw_kstr(&w, "release", e.un.release);
+    sp__jw_kstr(&w, "machine", e.un.machine);
+    sp__jw_end(&w, '}');
+    sp__jw_end(&w, '}');
+    return (int)w.len;
 }
 
 int sp_env_text(char *buf, size_t n, const sp_env_cuda_info *cuda) {

@@ -8,6 +8,7 @@
  * name the file. Reentrant; no global state.
  */
 #include "common/fileio_internal.h"
+#include "common/vec_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,16 +23,10 @@
 #define SP_READ_FILE_DEFAULT_MAX (1ull << 30)   /* sp_read_file: 1 GiB */
 
 int sp__buf_reserve(sp__buf *b, size_t n) {
-    if (n <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < n) cap = cap > SIZE_MAX / 2 ? n : cap * 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
+    if (SP__VEC_RESERVE(b->p, b->cap, n, 4096) != 0) {
         errno = ENOMEM;
         return -1;
     }
-    b->p = p;
-    b->cap = cap;
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "common/cpu_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
 
@@ -36,25 +37,17 @@ void sp__hash_init(sp__hash *h) {
 #define SP__HASH_X86 1
 #endif
 
-int sp__hash_isa(void) {
-#ifdef SP__HASH_X86
-    return sp_isa_cap(__builtin_cpu_supports("avx512f") ? 2
-                      : __builtin_cpu_supports("avx2")  ? 1
-                                                        : 0);
-#else
-    return 0;
-#endif
-}
+int sp__hash_isa(void) { return sp__cpu_level(SP__CPU_AVX512F); }
 
 /* Either width's update at level isa (lowered to what the CPU has). */
 static void update(sp__hash *h, const void *p, size_t n, int isa, int w64) {
     if (!n) return;
 #ifdef SP__HASH_X86
-    if (isa >= 2 && __builtin_cpu_supports("avx512f")) {
+    if (isa >= 2 && sp__cpu_has(SP__CPU_AVX512F)) {
         sp__hash_update_avx512(h, p, n, w64);
         return;
     }
-    if (isa >= 1 && __builtin_cpu_supports("avx2")) {
+    if (isa >= 1 && sp__cpu_has(SP__CPU_AVX2)) {
         sp__hash_update_avx2(h, p, n, w64);
         return;
     }

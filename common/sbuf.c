@@ -4,6 +4,7 @@
  * (n + 1 at least), guarded against size_t overflow.
  */
 #include "common/sbuf_internal.h"
+#include "common/vec_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,17 +18,10 @@ static int reserve(sp__sbuf *b, size_t n) {
         b->oom = 1;
         return -1;
     }
-    size_t need = b->len + n + 1;
-    if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
+    if (SP__VEC_RESERVE(b->p, b->cap, b->len + n + 1, 256) != 0) {
         b->oom = 1;
         return -1;
     }
-    b->p = p;
-    b->cap = cap;
     return 0;
 }
 

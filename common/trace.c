@@ -50,6 +50,7 @@
  * - A run that dies before sp_trace_stop() leaves its parts directory
  *   behind (the CLI stops the trace at exit, also on errors).
  */
+#include "common/json_write_internal.h"
 #include "common/trace_internal.h"
 
 #include <dirent.h>
@@ -405,6 +406,22 @@ static char *put_us(char *q, uint64_t ns) {
     return q + 4;
 }
 
+/* A metadata event up to its argument's value:
+ * {"name":NAME,"ph":"M","pid":PID,"tid":PID,"args":{"ARG": */
+static void meta(sp__jw *w, const char *name, int pid, const char *arg) {
+    *w = sp__jw_file(w->f);   /* a new value after the raw text between */
+    sp__jw_obj(w);
+    sp__jw_kstr(w, "name", name);
+    sp__jw_kstr(w, "ph", "M");
+    sp__jw_key(w, "pid");
+    sp__jw_i64(w, pid);
+    sp__jw_key(w, "tid");
+    sp__jw_i64(w, pid);
+    sp__jw_key(w, "args");
+    sp__jw_obj(w);
+    sp__jw_key(w, arg);
+}
+
 /* Write one part's metadata and events (its records up to the first
  * kind 0). @return the events written. */
 static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origin, int *first,
@@ -418,11 +435,15 @@ static uint64_t merge_part(FILE *f, const uint8_t *p, size_t len, uint64_t origi
     for (char *c = name; *c; c++)
         if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '_';
     int consumer = strcmp(name, "consumer") == 0;
-    fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-               "\"args\":{\"name\":\"%s\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\","
-               "\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-            *first ? "" : ",", h->pid, h->pid, name, h->pid, h->pid,
-            consumer ? 0 : 1 + (strncmp(name, "worker ", 7) == 0 ? atoi(name + 7) : 1000));
+    int sort = consumer ? 0 : 1 + (strncmp(name, "worker ", 7) == 0 ? atoi(name + 7) : 1000);
+    sp__jw w = sp__jw_file(f);
+    sp__jw_raw(&w, *first ? "\n" : ",\n");
+    meta(&w, "process_name", h->pid, "name");
+    sp__jw_str(&w, name);
+    sp__jw_raw(&w, "}},\n");
+    meta(&w, "process_sort_index", h->pid, "sort_index");
+    sp__jw_i64(&w, sort);
+    sp__jw_raw(&w, "}}");
     *first = 0;
     *dropped += h->dropped;
     if (h->nospace && !*nospace) *nospace = h->nospace;
@@ -500,10 +521,15 @@ static int merge_parts(FILE *f, uint64_t *dropped_out, int *nospace, sp_error *e
         unlinkat(dirfd(d), de->d_name, 0);
     }
     closedir(d);
-    fprintf(f, "\n],\"otherData\":{\"producer\":\"%s\",\"origin_monotonic_ns\":%llu,"
-               "\"processes\":%llu,\"events\":%llu,\"dropped\":%llu}}\n",
-            sp_version_string(), (unsigned long long)T.origin, (unsigned long long)parts,
-            (unsigned long long)events, (unsigned long long)dropped);
+    sp__jw w = sp__jw_file(f);
+    sp__jw_raw(&w, "\n],\"otherData\":{");
+    sp__jw_inside(&w);
+    sp__jw_kstr(&w, "producer", sp_version_string());
+    sp__jw_ku64(&w, "origin_monotonic_ns", T.origin);
+    sp__jw_ku64(&w, "processes", parts);
+    sp__jw_ku64(&w, "events", events);
+    sp__jw_ku64(&w, "dropped", dropped);
+    sp__jw_raw(&w, "}}\n");
     *dropped_out = dropped;
     return rc;
 }

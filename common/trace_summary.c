@@ -34,6 +34,8 @@
 #include "common/json_internal.h"
 #include "seedpipe/trace.h"
 
+#include "common/vec_internal.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +83,7 @@ static int num(const sp__json *j, long tok, double *out) {
 static long proc_of(sp_trace_summary *s, size_t *cap, int pid) {
     for (size_t i = 0; i < s->nprocs; i++)
         if (s->procs[i].pid == pid) return (long)i;
-    if (s->nprocs == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        sp_trace_proc *p = realloc(s->procs, nc * sizeof *p);
-        if (!p) return -1;
-        s->procs = p;
-        *cap = nc;
-    }
+    if (SP__VEC_RESERVE(s->procs, *cap, s->nprocs + 1, 8) != 0) return -1;
     sp_trace_proc *p = &s->procs[s->nprocs];
     memset(p, 0, sizeof *p);
     p->pid = pid;
@@ -189,13 +185,8 @@ static int one_event(const sp__json *j, size_t at, const char *path, sp_trace_su
         num(j, sp__json_get(j, 0, "dur"), &dur) != 0 || !(dur >= 0))
         return sp_error_set(err, SP_EFORMAT, "%s: event at offset %zu: \"X\" without a "
                             "numeric ts and dur", path, at);
-    if (sp->n == sp->cap) {
-        size_t cap = sp->cap ? sp->cap * 2 : 1024;
-        span *v = realloc(sp->v, cap * sizeof *v);
-        if (!v) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
-        sp->v = v;
-        sp->cap = cap;
-    }
+    if (SP__VEC_RESERVE(sp->v, sp->cap, sp->n + 1, 1024) != 0)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     long pi = proc_of(s, &sp->pcap, (int)pid);
     if (pi < 0) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     s->procs[pi].events++;

@@ -7,6 +7,7 @@
  */
 #include "seedpipe/loader.h"
 #include "loader/loader_struct.h"
+#include "common/vec_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -22,15 +23,9 @@ void sp__loader_log_failure(sp_loader *ld, uint64_t sample, int code, const char
             pthread_mutex_unlock(&ld->log_lock);
             return;
         }
-    if (ld->nfailures == ld->cap_failures) {
-        size_t cap = ld->cap_failures ? 2 * ld->cap_failures : 16;
-        sp_failure *f = realloc(ld->failures, cap * sizeof *f);
-        if (!f) {   /* the log is best effort; the batch result is not */
-            pthread_mutex_unlock(&ld->log_lock);
-            return;
-        }
-        ld->failures = f;
-        ld->cap_failures = cap;
+    if (SP__VEC_RESERVE(ld->failures, ld->cap_failures, ld->nfailures + 1, 16) != 0) {
+        pthread_mutex_unlock(&ld->log_lock);   /* the log is best effort; the batch result is not */
+        return;
     }
     sp_failure *f = &ld->failures[ld->nfailures++];
     f->sample = sample;

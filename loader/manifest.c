@@ -1,7 +1,7 @@
 /* manifest.c - writing, reading and comparing digest manifests
  * (include/seedpipe/manifest.h).
  *
- * Writing is plain fprintf. Reading goes line by line through the bounded
+ * Writing goes through the library's JSON writer (common/json_write_internal.h). Reading goes line by line through the bounded
  * JSON tokenizer (json.c) and checks every field, since a manifest to
  * compare may come from another machine or be truncated by a crash.
  */
@@ -22,28 +22,25 @@
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
 #include "dataset/dataset_api_internal.h"   /* sp_dataset_size(), sp_dataset_fingerprint() */
+#include "common/json_write_internal.h"
 
 void sp_json_write_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-        }
-    }
-    fputc('"', f);
+    sp__jw w = sp__jw_file(f);
+    sp__jw_str(&w, s);
 }
 
 static int check_io(FILE *f, sp_error *err) {
     if (ferror(f))
         return sp_error_set(err, SP_EIO, "manifest: write failed: %s", strerror(errno));
     return SP_OK;
+}
+
+/* "key":[v0,v1,...] */
+static void put_list(sp__jw *w, const char *key, const uint64_t *v, uint32_t n) {
+    sp__jw_key(w, key);
+    sp__jw_arr(w);
+    for (uint32_t i = 0; i < n; i++) sp__jw_u64(w, v[i]);
+    sp__jw_end(w, ']');
 }
 
 int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_error *err) {
@@ -55,66 +52,75 @@ int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_e
     sp_library_versions_json(versions, sizeof versions);
     int c, h, w;
     sp_loader_sample_dims(ld, &c, &h, &w);
-    fprintf(f, "{\"seedpipe_manifest\":1,\"fingerprint\":\"%s\",\"dataset_fingerprint\":\"%s\","
-               "\"dataset\":",
-            fp, dfp);
-    sp_json_write_string(f, cfg->dataset);
-    fprintf(f, ",\"samples\":%llu,\"pipeline\":", (unsigned long long)sp_dataset_size(ds));
-    sp_json_write_string(f, sp_loader_spec(ld));
-    fprintf(f,
-            ",\"seed\":%llu,\"batch_size\":%u,\"drop_last\":%s,\"rank\":%u,\"world\":%u,"
-            "\"dtype\":\"%s\",\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"epochs\":%u",
-            (unsigned long long)cfg->seed, cfg->batch_size, cfg->drop_last ? "true" : "false",
-            cfg->rank, cfg->world, sp_dtype_name(cfg->dtype), sp_layout_name(cfg->layout), c,
-            h, w, epochs);
+    sp__jw j = sp__jw_file(f);
+    sp__jw_obj(&j);
+    sp__jw_ku64(&j, "seedpipe_manifest", 1);
+    sp__jw_kstr(&j, "fingerprint", fp);
+    sp__jw_kstr(&j, "dataset_fingerprint", dfp);
+    sp__jw_kstr(&j, "dataset", cfg->dataset);
+    sp__jw_ku64(&j, "samples", sp_dataset_size(ds));
+    sp__jw_kstr(&j, "pipeline", sp_loader_spec(ld));
+    sp__jw_ku64(&j, "seed", cfg->seed);
+    sp__jw_ku64(&j, "batch_size", cfg->batch_size);
+    sp__jw_key(&j, "drop_last");
+    sp__jw_bool(&j, cfg->drop_last);
+    sp__jw_ku64(&j, "rank", cfg->rank);
+    sp__jw_ku64(&j, "world", cfg->world);
+    sp__jw_kstr(&j, "dtype", sp_dtype_name(cfg->dtype));
+    sp__jw_kstr(&j, "layout", sp_layout_name(cfg->layout));
+    sp__jw_key(&j, "sample_shape");
+    sp__jw_fmt(&j, "[%d,%d,%d]", c, h, w);
+    sp__jw_ku64(&j, "epochs", epochs);
     if (cfg->on_error != SP_ON_ERROR_FAIL)
-        fprintf(f, ",\"on_error\":\"%s\"", sp_on_error_name(cfg->on_error));
+        sp__jw_kstr(&j, "on_error", sp_on_error_name(cfg->on_error));
     if (cfg->rng_mode != SP_RNG_PER_SAMPLE)
-        fprintf(f, ",\"rng_mode\":\"%s\"", sp_rng_mode_name(cfg->rng_mode));
+        sp__jw_kstr(&j, "rng_mode", sp_rng_mode_name(cfg->rng_mode));
     if (cfg->order != SP_ORDER_SHUFFLE) {
         char o[32];
         sp_order_spec_format(cfg->order, cfg->block_shards, o, sizeof o);
-        fprintf(f, ",\"order\":\"%s\"", o);
+        sp__jw_kstr(&j, "order", o);
     }
     sp_loader_state st;   /* a blend whose weights switched: where, and the weights since */
     sp_loader_state_at(ld, 0, 0, &st);
     if (st.blend_sources && (st.blend_epoch || st.blend_slot)) {
-        fprintf(f, ",\"blend_since\":[%u,%llu],\"blend_weights\":[", st.blend_epoch,
-                (unsigned long long)st.blend_slot);
-        for (uint32_t s = 0; s < st.blend_sources; s++)
-            fprintf(f, "%s%llu", s ? "," : "", (unsigned long long)st.blend_weights[s]);
-        fputc(']', f);
+        sp__jw_key(&j, "blend_since");
+        sp__jw_fmt(&j, "[%u,%llu]", st.blend_epoch, (unsigned long long)st.blend_slot);
+        put_list(&j, "blend_weights", st.blend_weights, st.blend_sources);
     }
-    fprintf(f, ",\"versions\":%s}\n", versions);
+    sp__jw_key(&j, "versions");
+    sp__jw_json(&j, versions);
+    sp__jw_end(&j, '}');
+    sp__jw_raw(&j, "\n");
     return check_io(f, err);
 }
 
 int sp_manifest_write_batch(FILE *f, const sp_batch *b, sp_digest digest, sp_error *err) {
     char hex[33];
     sp_digest_hex(digest, hex);
-    fprintf(f, "{\"epoch\":%u,\"batch\":%llu,\"count\":%u,\"indices\":[", b->epoch,
-            (unsigned long long)b->index, b->count);
-    for (uint32_t i = 0; i < b->count; i++)
-        fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->indices[i]);
-    fputs("],\"labels\":[", f);
-    for (uint32_t i = 0; i < b->count; i++) fprintf(f, "%s%d", i ? "," : "", b->labels[i]);
-    fputc(']', f);
+    sp__jw j = sp__jw_file(f);
+    sp__jw_obj(&j);
+    sp__jw_ku64(&j, "epoch", b->epoch);
+    sp__jw_ku64(&j, "batch", b->index);
+    sp__jw_ku64(&j, "count", b->count);
+    put_list(&j, "indices", b->indices, b->count);
+    sp__jw_key(&j, "labels");
+    sp__jw_arr(&j);
+    for (uint32_t i = 0; i < b->count; i++) sp__jw_i64(&j, b->labels[i]);
+    sp__jw_end(&j, ']');
     /* Only present when the on-error policy acted, so clean streams keep
      * the v1 line format. */
-    if (b->nskipped && b->skipped) {
-        fputs(",\"skipped\":[", f);
-        for (uint32_t i = 0; i < b->nskipped; i++)
-            fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)b->skipped[i]);
-        fputc(']', f);
-    }
+    if (b->nskipped && b->skipped) put_list(&j, "skipped", b->skipped, b->nskipped);
     if (b->nsubstituted && b->substituted) {
-        fputs(",\"substituted\":[", f);
+        sp__jw_key(&j, "substituted");
+        sp__jw_arr(&j);
         for (uint32_t i = 0; i < b->nsubstituted; i++)
-            fprintf(f, "%s[%llu,%llu]", i ? "," : "", (unsigned long long)b->substituted[2 * i],
-                    (unsigned long long)b->substituted[2 * i + 1]);
-        fputc(']', f);
+            sp__jw_fmt(&j, "[%llu,%llu]", (unsigned long long)b->substituted[2 * i],
+                       (unsigned long long)b->substituted[2 * i + 1]);
+        sp__jw_end(&j, ']');
     }
-    fprintf(f, ",\"digest\":\"%s\"}\n", hex);
+    sp__jw_kstr(&j, "digest", hex);
+    sp__jw_end(&j, '}');
+    sp__jw_raw(&j, "\n");
     return check_io(f, err);
 }
 

@@ -358,7 +358,7 @@ int sp_shapes_make(const char *out_dir, const sp_shapes_opts *opts, sp_error *er
         }
         snprintf(path, cap, "%s/%s/%06u.%s", out_dir, class_names[p.cls], i,
                  (i & 1u) ? "jpg" : "png");
-        rc = (i & 1u) ? sp_jpeg_write(path, &img, 90, err) : sp_png_write(path, &img, err);
+        rc = sp_image_write(path, &img, (i & 1u) ? SP_IMAGE_JPEG : SP_IMAGE_PNG, 90, err);
         sp_image_free(&img);
     }
     free(path);

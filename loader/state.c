@@ -158,29 +158,35 @@ int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
     sp_digest_hex(st->fingerprint, fp);
     sp_digest_hex(st->dataset_fingerprint, dfp);
     sp_digest_hex(st->pipeline_hash, ph);
-    char extra[SP_STATE_TEXT_MAX - 512];   /* the optional keys, only when not the default */
-    size_t l = 0;
-    extra[0] = '\0';
-    if (st->order != SP_ORDER_SHUFFLE) {
+    sp__jw w = sp__jw_buf(buf, size);
+    sp__jw_obj(&w);
+    sp__jw_ku64(&w, "seedpipe_state", 1);
+    sp__jw_kstr(&w, "fingerprint", fp);
+    sp__jw_kstr(&w, "dataset_fingerprint", dfp);
+    sp__jw_kstr(&w, "pipeline_hash", ph);
+    sp__jw_ku64(&w, "seed", st->seed);
+    sp__jw_ku64(&w, "epoch", st->epoch);
+    sp__jw_ku64(&w, "batch", st->batch);
+    sp__jw_ku64(&w, "samples", st->samples);
+    sp__jw_ku64(&w, "batch_size", st->batch_size);
+    sp__jw_key(&w, "drop_last");
+    sp__jw_bool(&w, st->drop_last);
+    sp__jw_kstr(&w, "dtype", sp_dtype_name(st->dtype));
+    sp__jw_kstr(&w, "layout", sp_layout_name(st->layout));
+    sp__jw_key(&w, "sample_shape");
+    sp__jw_fmt(&w, "[%d,%d,%d]", st->c, st->h, st->w);
+    sp__jw_kstr(&w, "on_error", sp_on_error_name(st->on_error));
+    sp__jw_kstr(&w, "rng_mode", sp_rng_mode_name(st->rng_mode));
+    if (st->order != SP_ORDER_SHUFFLE) {   /* the optional keys, only when not the default */
         char o[32];
         sp_order_spec_format(st->order, st->block_shards, o, sizeof o);
-        l = (size_t)snprintf(extra, sizeof extra, ",\"order\":\"%s\"", o);
+        sp__jw_kstr(&w, "order", o);
     }
-    if (st->pad_tail && l < sizeof extra)
-        l += (size_t)snprintf(extra + l, sizeof extra - l, ",\"pad_tail\":%llu",
-                              (unsigned long long)st->pad_tail);
-    if (l < sizeof extra) sp__state_blend_format(st, extra + l, sizeof extra - l);
-    return snprintf(buf, size,
-                    "{\"seedpipe_state\":1,\"fingerprint\":\"%s\",\"dataset_fingerprint\":\"%s\","
-                    "\"pipeline_hash\":\"%s\",\"seed\":%llu,\"epoch\":%u,\"batch\":%llu,"
-                    "\"samples\":%llu,\"batch_size\":%u,\"drop_last\":%s,\"dtype\":\"%s\","
-                    "\"layout\":\"%s\",\"sample_shape\":[%d,%d,%d],\"on_error\":\"%s\","
-                    "\"rng_mode\":\"%s\"%s}\n",
-                    fp, dfp, ph, (unsigned long long)st->seed, st->epoch,
-                    (unsigned long long)st->batch, (unsigned long long)st->samples,
-                    st->batch_size, st->drop_last ? "true" : "false", sp_dtype_name(st->dtype),
-                    sp_layout_name(st->layout), st->c, st->h, st->w,
-                    sp_on_error_name(st->on_error), sp_rng_mode_name(st->rng_mode), extra);
+    if (st->pad_tail) sp__jw_ku64(&w, "pad_tail", st->pad_tail);
+    sp__state_blend_write(st, &w);
+    sp__jw_end(&w, '}');
+    sp__jw_raw(&w, "\n");
+    return (int)w.len;
 }
 
 static const char *const KEYS[] = {"seedpipe_state", "fingerprint", "dataset_fingerprint",

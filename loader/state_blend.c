@@ -115,25 +115,22 @@ int sp__state_blend_resume(sp_loader *ld, const sp_loader_state *me, const sp_lo
 
 /* ---- the JSON keys ------------------------------------------------------------------- */
 
-static size_t put_list(char *buf, size_t cap, size_t n, const char *key, const uint64_t *v,
-                       uint32_t S) {
-    n += (size_t)snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, ",\"%s\":[", key);
-    for (uint32_t s = 0; s < S; s++)
-        n += (size_t)snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%llu",
-                              s ? "," : "", (unsigned long long)v[s]);
-    n += (size_t)snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "]");
-    return n;
+static void put_list(sp__jw *w, const char *key, const uint64_t *v, uint32_t S) {
+    sp__jw_key(w, key);
+    sp__jw_arr(w);
+    for (uint32_t s = 0; s < S; s++) sp__jw_u64(w, v[s]);
+    sp__jw_end(w, ']');
 }
 
-size_t sp__state_blend_format(const sp_loader_state *st, char *buf, size_t cap) {
-    if (cap) buf[0] = '\0';
-    if (!st->blend_sources) return 0;
+void sp__state_blend_write(const sp_loader_state *st, sp__jw *w) {
+    if (!st->blend_sources) return;
     char id[33];
     sp_digest_hex(st->blend_identity, id);
-    size_t n = (size_t)snprintf(buf, cap, ",\"blend_identity\":\"%s\",\"blend_since\":[%u,%llu]",
-                                id, st->blend_epoch, (unsigned long long)st->blend_slot);
-    n = put_list(buf, cap, n, "blend_weights", st->blend_weights, st->blend_sources);
-    return put_list(buf, cap, n, "blend_draws", st->blend_draws, st->blend_sources);
+    sp__jw_kstr(w, "blend_identity", id);
+    sp__jw_key(w, "blend_since");
+    sp__jw_fmt(w, "[%u,%llu]", st->blend_epoch, (unsigned long long)st->blend_slot);
+    put_list(w, "blend_weights", st->blend_weights, st->blend_sources);
+    put_list(w, "blend_draws", st->blend_draws, st->blend_sources);
 }
 
 /* An array of 1 .. SP_STATE_MAX_SOURCES integers <= max into v; its length. */

@@ -5,6 +5,7 @@
 
 #include "seedpipe/state.h"
 #include "common/json_internal.h"
+#include "common/json_write_internal.h"
 
 #include <stddef.h>
 
@@ -21,9 +22,9 @@ int sp__state_blend_check(const sp_loader_state *me, const sp_loader_state *st, 
  * the identities differ (the caller's check names it). */
 int sp__state_blend_resume(sp_loader *ld, const sp_loader_state *me, const sp_loader_state *st,
                            int *changed, sp_error *err);
-/* The blend_ keys, each after a comma, into buf (NUL-terminated);
- * snprintf's return. */
-size_t sp__state_blend_format(const sp_loader_state *st, char *buf, size_t cap);
+/* The blend_ keys and their values, as members of the object w is in
+ * (nothing when st is no blend). */
+void sp__state_blend_write(const sp_loader_state *st, sp__jw *w);
 /* The blend_ keys of a parsed state: `present` of the four were given. */
 int sp__state_blend_parse(const sp__json *j, int present, sp_loader_state *st, sp_error *err);
 

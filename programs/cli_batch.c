@@ -396,7 +396,7 @@ int cmd_dump(cli_args *a) {
         memmove(b.images + i * ib, b.images + i * sb, ib);
     sp_image sheet;
     if (sp_contact_sheet(b.images, (int)b.count, h, w, c, cols, &sheet, &err) != 0 ||
-        sp_png_write(out, &sheet, &err) != 0)
+        sp_image_write(out, &sheet, SP_IMAGE_PNG, 0, &err) != 0)
         cli_fail(a, &err);
     printf("wrote batch %llu of epoch %llu (%u images, %dx%dx%d) to %s\n",
            (unsigned long long)index, (unsigned long long)epoch, b.count, c, h, w, out);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_write_internal.h"
 #include "stream/verify_internal.h"
 #include "seedpipe/manifest.h"
 #include "loader/loader_internal.h"
@@ -271,41 +272,57 @@ size_t sp_verify_format(const sp_verify_report *rep, char *buf, size_t size) {
     return out_text(text, len, buf, size);
 }
 
-static void json_div(FILE *f, const sp_verify_divergence *d) {
+static void json_div(sp__jw *w, const sp_verify_divergence *d) {
     static const char *kinds[] = {"same", "sample", "byte", "count", "missing",
                                   "lists", "length", "unknown"};
     if (d->kind == SP_VERIFY_SAME) {
-        fputs("null", f);
+        sp__jw_null(w);
         return;
     }
-    fprintf(f, "{\"kind\":\"%s\",\"epoch\":%u,\"batch\":%llu,\"stream_batch\":%lld,"
-            "\"position\":%lld,\"rank\":%lld,\"rank_position\":%lld,\"sample_ref\":%llu,"
-            "\"sample\":%llu,\"byte_offset\":%lld,\"sample_byte\":%lld,\"byte_ref\":%u,"
-            "\"byte\":%u,\"count_ref\":%u,\"count\":%u}",
-            kinds[d->kind], d->epoch, (unsigned long long)d->batch, (long long)d->stream_batch,
-            (long long)d->position, (long long)d->rank, (long long)d->rank_position,
-            (unsigned long long)d->sample_ref, (unsigned long long)d->sample,
-            (long long)d->byte_offset, (long long)d->sample_byte, d->byte_ref, d->byte,
-            d->count_ref, d->count);
+    sp__jw_obj(w);
+    sp__jw_kstr(w, "kind", kinds[d->kind]);
+    sp__jw_ku64(w, "epoch", d->epoch);
+    sp__jw_ku64(w, "batch", d->batch);
+    static const char *const ik[] = {"stream_batch", "position", "rank", "rank_position"};
+    const int64_t iv[] = {d->stream_batch, d->position, d->rank, d->rank_position};
+    for (int i = 0; i < 4; i++) {
+        sp__jw_key(w, ik[i]);
+        sp__jw_i64(w, iv[i]);
+    }
+    sp__jw_ku64(w, "sample_ref", d->sample_ref);
+    sp__jw_ku64(w, "sample", d->sample);
+    sp__jw_key(w, "byte_offset");
+    sp__jw_i64(w, d->byte_offset);
+    sp__jw_key(w, "sample_byte");
+    sp__jw_i64(w, d->sample_byte);
+    sp__jw_ku64(w, "byte_ref", d->byte_ref);
+    sp__jw_ku64(w, "byte", d->byte);
+    sp__jw_ku64(w, "count_ref", d->count_ref);
+    sp__jw_ku64(w, "count", d->count);
+    sp__jw_end(w, '}');
 }
 
-static void json_row(FILE *f, const sp_verify_row *r, int i) {
+static void json_row(sp__jw *w, const sp_verify_row *r, int i) {
     char hex[33];
     sp_digest_hex(r->stream, hex);
-    fputs("{\"configuration\":", f);
-    sp_json_write_string(f, r->name);
-    fprintf(f, ",\"batches\":%llu,\"digest\":", (unsigned long long)r->batches);
-    if (r->rc) fputs("null", f);
-    else fprintf(f, "\"%s\"", hex);
-    fprintf(f, ",\"equal\":%s,\"error\":", i == 0 ? "null" : r->equal ? "true" : "false");
-    if (r->rc) sp_json_write_string(f, r->msg);
-    else fputs("null", f);
-    fprintf(f, ",\"world\":%u,\"worker_deaths\":%llu,\"note\":", r->world,
-            (unsigned long long)r->worker_deaths);
-    sp_json_write_string(f, r->note);
-    fputs(",\"divergence\":", f);
-    json_div(f, &r->div);
-    fputc('}', f);
+    sp__jw_obj(w);
+    sp__jw_kstr(w, "configuration", r->name);
+    sp__jw_ku64(w, "batches", r->batches);
+    sp__jw_key(w, "digest");
+    if (r->rc) sp__jw_null(w);
+    else sp__jw_str(w, hex);
+    sp__jw_key(w, "equal");
+    if (i == 0) sp__jw_null(w);
+    else sp__jw_bool(w, r->equal);
+    sp__jw_key(w, "error");
+    if (r->rc) sp__jw_str(w, r->msg);
+    else sp__jw_null(w);
+    sp__jw_ku64(w, "world", r->world);
+    sp__jw_ku64(w, "worker_deaths", r->worker_deaths);
+    sp__jw_kstr(w, "note", r->note);
+    sp__jw_key(w, "divergence");
+    json_div(w, &r->div);
+    sp__jw_end(w, '}');
 }
 
 size_t sp_verify_json(const sp_verify_report *rep, char *buf, size_t size) {
@@ -314,16 +331,17 @@ size_t sp_verify_json(const sp_verify_report *rep, char *buf, size_t size) {
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return out_text(NULL, 0, buf, size);
-    fprintf(f, "{\"ok\":%s,\"summary\":", v->ok ? "true" : "false");
-    sp_json_write_string(f, v->summary);
-    fputs(",\"skipped\":", f);
-    sp_json_write_string(f, v->skipped);
-    fputs(",\"rows\":[", f);
-    for (int i = 0; i < v->nruns; i++) {
-        if (i) fputc(',', f);
-        json_row(f, &v->runs[i].row, i);
-    }
-    fputs("]}", f);
+    sp__jw w = sp__jw_file(f);
+    sp__jw_obj(&w);
+    sp__jw_key(&w, "ok");
+    sp__jw_bool(&w, v->ok);
+    sp__jw_kstr(&w, "summary", v->summary);
+    sp__jw_kstr(&w, "skipped", v->skipped);
+    sp__jw_key(&w, "rows");
+    sp__jw_arr(&w);
+    for (int i = 0; i < v->nruns; i++) json_row(&w, &v->runs[i].row, i);
+    sp__jw_end(&w, ']');
+    sp__jw_end(&w, '}');
     fclose(f);
     return out_text(text, len, buf, size);
 }

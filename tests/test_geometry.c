@@ -25,6 +25,7 @@
 #include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/imageio.h"
+#include "augment/imageio_internal.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
 
@@ -113,7 +114,7 @@ static uint8_t *run_png(const sp_pipeline *p, const sp_image *img, int eh, int e
     size_t len = 0;
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_png_encode(img, &png, &len, &err), &err);
+    CHECK_OK(sp__png_encode(img, &png, &len, &err), &err);
     sp_sample_src src = {"grid.png", png, len, NULL};
     uint8_t *out = run_both(p, &src, img->width, img->height, eh, ew, img->channels,
                             SP_DTYPE_UINT8, what);

@@ -3,14 +3,17 @@
  * PNG: encode gray and RGB images with padded strides, decode them with
  * libpng directly (not through seedpipe's decoder) and demand the same
  * pixels; the header says 8-bit, right colour type, not interlaced; encoding
- * is repeatable and sp_png_write writes exactly the encoded bytes. JPEG:
+ * is repeatable and sp_image_write writes exactly the encoded bytes. JPEG:
  * TurboJPEG reads back the size and 4:2:0 (gray for 1 channel) subsampling,
  * the pixels are close, quality is range-checked. Contact sheet: the
  * documented geometry, pixel for pixel. Errors name the path.
+ * sp_image_write picks the format by the name's extension (any case) or as
+ * named, and refuses a name that says no format, writing nothing.
  * Cases: test_png_write, test_jpeg_write (files in setup's mkdtemp
  * directory, removed by teardown), test_contact_sheet.
  */
 #include "seedpipe/imageio.h"
+#include "augment/imageio_internal.h"
 
 #include "check.h"
 #include "runner.h"
@@ -57,7 +60,7 @@ static void check_png_roundtrip(int w, int h, int c, size_t pad, const char *tmp
     sp_image im = make_image(w, h, c, pad);
     uint8_t *buf, *buf2;
     size_t len, len2;
-    CHECK_OK(sp_png_encode(&im, &buf, &len, &err), &err);
+    CHECK_OK(sp__png_encode(&im, &buf, &len, &err), &err);
     CHECK(len > 33 && memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0);
     CHECK(buf[24] == 8);                          /* bit depth */
     CHECK(buf[25] == (c == 1 ? 0 : 2));           /* gray / RGB */
@@ -78,11 +81,11 @@ static void check_png_roundtrip(int w, int h, int c, size_t pad, const char *tmp
     free(px);
 
     /* repeatable, and the file holds exactly the encoded bytes */
-    CHECK_OK(sp_png_encode(&im, &buf2, &len2, &err), &err);
+    CHECK_OK(sp__png_encode(&im, &buf2, &len2, &err), &err);
     CHECK(len2 == len && memcmp(buf, buf2, len) == 0);
     char path[512];
     snprintf(path, sizeof path, "%s/img_%d_%d_%d.png", tmpdir, w, h, c);
-    CHECK_OK(sp_png_write(path, &im, &err), &err);
+    CHECK_OK(sp_image_write(path, &im, SP_IMAGE_BY_NAME, 0, &err), &err);
     size_t flen;
     uint8_t *file = read_whole(path, &flen);
     CHECK(flen == len && memcmp(file, buf, len) == 0);
@@ -101,7 +104,7 @@ static void test_png(const char *tmpdir) {
 
     sp_error err;
     sp_image im = make_image(4, 4, 3, 0);
-    int rc = sp_png_write("/nonexistent-dir-sp/x.png", &im, &err);
+    int rc = sp_image_write("/nonexistent-dir-sp/x.png", &im, SP_IMAGE_PNG, 0, &err);
     CHECK(rc == SP_EIO);
     CHECK_MSG(strstr(err.msg, "/nonexistent-dir-sp/x.png") && strstr(err.msg, "No such file"),
               "%s", err.msg);
@@ -109,11 +112,11 @@ static void test_png(const char *tmpdir) {
     bad.channels = 2;
     uint8_t *buf;
     size_t len;
-    CHECK(sp_png_encode(&bad, &buf, &len, &err) == SP_EINVAL);
+    CHECK(sp__png_encode(&bad, &buf, &len, &err) == SP_EINVAL);
     CHECK(buf == NULL && len == 0);
     bad = im;
     bad.stride = 5;
-    CHECK(sp_png_encode(&bad, &buf, &len, &err) == SP_EINVAL);
+    CHECK(sp__png_encode(&bad, &buf, &len, &err) == SP_EINVAL);
     free(im.data);
 }
 
@@ -130,9 +133,9 @@ static void test_jpeg(const char *tmpdir) {
                         (uint8_t)(40 + x * 4 + y * 3 + k * 20);
         uint8_t *buf, *buf2;
         size_t len, len2;
-        CHECK_OK(sp_jpeg_encode(&im, 90, &buf, &len, &err), &err);
+        CHECK_OK(sp__jpeg_encode(&im, 90, &buf, &len, &err), &err);
         CHECK(len > 4 && buf[0] == 0xFF && buf[1] == 0xD8);
-        CHECK_OK(sp_jpeg_encode(&im, 90, &buf2, &len2, &err), &err);
+        CHECK_OK(sp__jpeg_encode(&im, 90, &buf2, &len2, &err), &err);
         CHECK(len2 == len && memcmp(buf, buf2, len) == 0);
         free(buf2);
 
@@ -159,18 +162,38 @@ static void test_jpeg(const char *tmpdir) {
 
         char path[512];
         snprintf(path, sizeof path, "%s/img_%d.jpg", tmpdir, c);
-        CHECK_OK(sp_jpeg_write(path, &im, 90, &err), &err);
+        CHECK_OK(sp_image_write(path, &im, SP_IMAGE_BY_NAME, 90, &err), &err);
         size_t flen;
         uint8_t *file = read_whole(path, &flen);
         CHECK(flen == len && memcmp(file, buf, len) == 0);
         unlink(path);
         free(file);
+        /* the format by name, any case, or named outright whatever the name */
+        const char *names[] = {"IMG.JPEG", "img.Jpg", "img.png.jpg", "no_extension"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(path, sizeof path, "%s/%s", tmpdir, names[i]);
+            CHECK_OK(sp_image_write(path, &im, i == 3 ? SP_IMAGE_JPEG : SP_IMAGE_BY_NAME, 90,
+                                    &err), &err);
+            file = read_whole(path, &flen);
+            CHECK_MSG(flen == len && memcmp(file, buf, len) == 0, "%s: not the JPEG", names[i]);
+            unlink(path);
+            free(file);
+        }
+        snprintf(path, sizeof path, "%s/img.gif", tmpdir);
+        CHECK(sp_image_write(path, &im, SP_IMAGE_BY_NAME, 90, &err) == SP_EINVAL);
+        CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, ".png, .jpg or .jpeg"), "%s", err.msg);
+        CHECK(access(path, F_OK) != 0);
+        CHECK(sp_image_write(path, &im, (sp_image_format)7, 90, &err) == SP_EINVAL);
+        snprintf(path, sizeof path, "%s/q0.jpg", tmpdir);
+        CHECK(sp_image_write(path, &im, SP_IMAGE_BY_NAME, 0, &err) == SP_EINVAL);
+        CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, "quality"), "%s", err.msg);
+        CHECK(access(path, F_OK) != 0);
 
-        CHECK(sp_jpeg_encode(&im, 0, &buf2, &len2, &err) == SP_EINVAL);
+        CHECK(sp__jpeg_encode(&im, 0, &buf2, &len2, &err) == SP_EINVAL);
         CHECK(buf2 == NULL && len2 == 0);
-        CHECK(sp_jpeg_encode(&im, 101, &buf2, &len2, &err) == SP_EINVAL);
+        CHECK(sp__jpeg_encode(&im, 101, &buf2, &len2, &err) == SP_EINVAL);
         CHECK(strstr(err.msg, "quality"));
-        CHECK(sp_jpeg_write("/nonexistent-dir-sp/y.jpg", &im, 90, &err) == SP_EIO);
+        CHECK(sp_image_write("/nonexistent-dir-sp/y.jpg", &im, SP_IMAGE_JPEG, 90, &err) == SP_EIO);
         CHECK(strstr(err.msg, "/nonexistent-dir-sp/y.jpg"));
         free(buf);
         free(im.data);

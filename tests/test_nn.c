@@ -508,7 +508,7 @@ static void test_threads(void) {
     }
 }
 
-/* The CPU backend's step, bit for bit, against its definition (model.c):
+/* The CPU backend's step, bit for bit, against its definition (model_cpu.c):
  * per-sample gradients (sp_model_sample_grad, scale 1/B), each parameter's
  * batch gradient the fixed tree over the samples (sp_nn_tree_sum), then
  * sp_nn_sgd_update. The backend forms fc.w's per-sample terms inside its

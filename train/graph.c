@@ -23,6 +23,7 @@
 #include "train/cuda_plugin.h"
 #include "train/nn_math.h"
 #include "train/train_internal.h"
+#include "common/vec_internal.h"
 
 void sp_csr_free(sp_csr *g) {
     if (!g) return;
@@ -286,28 +287,20 @@ int sp_graph_erdos_renyi(uint32_t n, double p, uint64_t seed, uint32_t **src, ui
     if (n == 0 || !(p >= 0.0 && p <= 1.0))
         return sp_error_set(err, SP_EINVAL, "erdos-renyi: need n > 0 and p in [0, 1]");
     sp_key k = sp_rng_key(seed, SP_RNG_OTHER);
-    size_t cap = 1024, cnt = 0;
-    uint32_t *s = malloc(cap * sizeof *s), *d = malloc(cap * sizeof *d);
-    for (uint32_t i = 0; s && d && i < n; i++)
-        for (uint32_t j = i + 1; j < n; j++) {
+    size_t scap = 0, dcap = 0, cnt = 0;
+    uint32_t *s = NULL, *d = NULL;
+    int oom = SP__VEC_RESERVE(s, scap, 1024, 1024) != 0 || SP__VEC_RESERVE(d, dcap, 1024, 1024) != 0;
+    for (uint32_t i = 0; !oom && i < n; i++)
+        for (uint32_t j = i + 1; !oom && j < n; j++) {
             sp_ctr c = {{i, j, 1u, 0u}};
             if (!(sp_u01d(sp_philox4x32_10(c, k).c[0]) < p)) continue;
-            if (cnt + 2 > cap) {
-                cap *= 2;
-                uint32_t *ns = realloc(s, cap * sizeof *s);
-                if (ns) s = ns;
-                uint32_t *nd = realloc(d, cap * sizeof *d);
-                if (nd) d = nd;
-                if (!ns || !nd) {
-                    free(s);
-                    free(d);
-                    return sp_error_set(err, SP_ENOMEM, "erdos-renyi: out of memory");
-                }
-            }
+            oom = SP__VEC_RESERVE(s, scap, cnt + 2, 1024) != 0 ||
+                  SP__VEC_RESERVE(d, dcap, cnt + 2, 1024) != 0;
+            if (oom) break;
             s[cnt] = i; d[cnt] = j; cnt++;
             s[cnt] = j; d[cnt] = i; cnt++;
         }
-    if (!s || !d) {
+    if (oom) {
         free(s);
         free(d);
         return sp_error_set(err, SP_ENOMEM, "erdos-renyi: out of memory");

@@ -5,7 +5,7 @@
  * starts from the same bits), the step counter and the checkpoint; a
  * backend owns the device-side copies of parameters and momentum and does
  * one SGD step or one evaluation on a batch of float32 NCHW images.
- * Backends: sp__nn_cpu_backend (model.c, always built) and
+ * Backends: sp__nn_cpu_backend (model_cpu.c, always built) and
  * sp__nn_cuda_backend (nn_cuda.cu, only with SEEDPIPE_HAVE_CUDA, in the
  * CUDA plugin loaded at run time: train/cuda_plugin.h).
  */

@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cpu_internal.h"
 #include "train/nn_math.h"
 #include "train/train_internal.h"
 
@@ -129,16 +130,7 @@ SP_GEMM_DEF(gemm_avx512, sp_v16, 16, 8, __attribute__((target("avx512f"))))
 #endif
 
 /* 0: baseline (SSE2 on x86-64), 1: AVX2, 2: AVX-512F. */
-static int nn_isa(void) {
-#ifdef SP_NN_X86
-    __builtin_cpu_init();
-    return sp_isa_cap(__builtin_cpu_supports("avx512f") ? 2
-                      : __builtin_cpu_supports("avx2")  ? 1
-                                                        : 0);
-#else
-    return 0;
-#endif
-}
+static int nn_isa(void) { return sp__cpu_level(SP__CPU_AVX512F); }
 
 const char *sp_nn_conv_isa(void) {
     static const char *const names[3] = {"sse2", "avx2", "avx512"};

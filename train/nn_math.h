@@ -1,6 +1,6 @@
 /* nn_math.h - per-element and per-reduction arithmetic of the training core,
- * shared verbatim by the CPU reference (nn_cpu.c, model.c) and the CUDA
- * kernels (nn_cuda.cu).
+ * shared verbatim by the CPU reference (nn_cpu.c, model.c, model_cpu.c) and
+ * the CUDA kernels (nn_cuda.cu).
  *
  * Every function is SP_HOSTDEV (philox.h): `static inline` in C,
  * `__host__ __device__` under nvcc. Built from IEEE-754 + - * / and integer

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "common/json_write_internal.h"
 #include "train/cuda_plugin.h"
 
 /* From the CUDA plugin (env_cuda.cu) when it can be loaded; else only
@@ -33,6 +34,23 @@ void sp_env_cuda_query(sp_env_cuda_info *out) {
     out->compiled = 1;
     snprintf(out->error, sizeof out->error, "%s", err.msg);
 #endif
+}
+
+/* {"epoch":E,"loss":...,"accuracy":...[,"eval_accuracy":...,"eval_loss":...]} */
+static void json_epoch(sp__jw *w, uint32_t e, const sp_run_epoch *ep) {
+    sp__jw_obj(w);
+    sp__jw_ku64(w, "epoch", e);
+    sp__jw_key(w, "loss");
+    sp__jw_fmt(w, "%.9g", ep->loss);
+    sp__jw_key(w, "accuracy");
+    sp__jw_fmt(w, "%.6f", ep->accuracy);
+    if (ep->eval_accuracy >= 0) {
+        sp__jw_key(w, "eval_accuracy");
+        sp__jw_fmt(w, "%.6f", ep->eval_accuracy);
+        sp__jw_key(w, "eval_loss");
+        sp__jw_fmt(w, "%.9g", ep->eval_loss);
+    }
+    sp__jw_end(w, '}');
 }
 
 int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err) {
@@ -52,25 +70,34 @@ int sp_run_record_write(const char *path, const sp_run_record *r, sp_error *err)
     sp_env_cuda_info cuda;
     sp_env_cuda_query(&cuda);
     if (sp_env_json(env, sizeof env, &cuda) >= (int)sizeof env) snprintf(env, sizeof env, "{}");
-    fprintf(f, "{\"seed\":%llu,\"config\":%s,\"dataset_fingerprint\":\"%s\","
-               "\"loader_fingerprint\":\"%s\",\"versions\":%s,\"device\":%s,"
-               "\"environment\":%s,\"epochs\":[",
-            (unsigned long long)r->seed, r->config_json ? r->config_json : "{}", dfp, lfp, versions,
-            r->device_json ? r->device_json : "{}", env);
-    for (uint32_t e = 0; e < r->nepochs; e++) {
-        const sp_run_epoch *ep = &r->epochs[e];
-        fprintf(f, "%s{\"epoch\":%u,\"loss\":%.9g,\"accuracy\":%.6f", e ? "," : "", e, ep->loss,
-                ep->accuracy);
-        if (ep->eval_accuracy >= 0)
-            fprintf(f, ",\"eval_accuracy\":%.6f,\"eval_loss\":%.9g", ep->eval_accuracy,
-                    ep->eval_loss);
-        fputc('}', f);
-    }
-    fprintf(f, "],\"step_loss_first\":%llu,\"step_loss\":[", (unsigned long long)r->step_loss_first);
-    for (uint64_t s = 0; s < r->nsteps; s++)
-        fprintf(f, "%s%.9g", s ? "," : "", (double)r->step_loss[s]);
-    fprintf(f, "],\"step_loss_digest\":\"%s\",\"final_weights_digest\":\"%s\",\"seconds\":%.3f}\n",
-            sd, wd, r->seconds);
+    sp__jw w = sp__jw_file(f);
+    sp__jw_obj(&w);
+    sp__jw_ku64(&w, "seed", r->seed);
+    sp__jw_key(&w, "config");
+    sp__jw_json(&w, r->config_json ? r->config_json : "{}");
+    sp__jw_kstr(&w, "dataset_fingerprint", dfp);
+    sp__jw_kstr(&w, "loader_fingerprint", lfp);
+    sp__jw_key(&w, "versions");
+    sp__jw_json(&w, versions);
+    sp__jw_key(&w, "device");
+    sp__jw_json(&w, r->device_json ? r->device_json : "{}");
+    sp__jw_key(&w, "environment");
+    sp__jw_json(&w, env);
+    sp__jw_key(&w, "epochs");
+    sp__jw_arr(&w);
+    for (uint32_t e = 0; e < r->nepochs; e++) json_epoch(&w, e, &r->epochs[e]);
+    sp__jw_end(&w, ']');
+    sp__jw_ku64(&w, "step_loss_first", r->step_loss_first);
+    sp__jw_key(&w, "step_loss");
+    sp__jw_arr(&w);
+    for (uint64_t s = 0; s < r->nsteps; s++) sp__jw_fmt(&w, "%.9g", (double)r->step_loss[s]);
+    sp__jw_end(&w, ']');
+    sp__jw_kstr(&w, "step_loss_digest", sd);
+    sp__jw_kstr(&w, "final_weights_digest", wd);
+    sp__jw_key(&w, "seconds");
+    sp__jw_fmt(&w, "%.3f", r->seconds);
+    sp__jw_end(&w, '}');
+    sp__jw_raw(&w, "\n");
     if (fclose(f) != 0 || !text) {
         free(text);
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);

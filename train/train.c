@@ -353,43 +353,34 @@ int sp_trainer_save(sp_trainer *tr, const char *path, const void *blob, size_t b
     return 0;
 }
 
-int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_len,
-                    sp_error *err) {
-    size_t P = tr->l.nparams;
-    size_t max = CKPT_HEADER + CKPT_BLOB_MAX + 8 * P + 16;
-    uint8_t *b = NULL;
-    size_t n = 0;
-    int rc = sp_read_file(path, max, &b, &n, err);
-    if (rc == SP_ELIMIT)
-        return sp_error_set(err, SP_EFORMAT, "%s: not a checkpoint of this model (too large)", path);
-    if (rc) return rc;
-    rc = SP_EFORMAT;
-    if (n < CKPT_HEADER + 16 || memcmp(b, CKPT_MAGIC, 8) != 0) {
-        sp_error_set(err, rc, "%s: not a seedpipe checkpoint (bad magic or truncated)", path);
-        goto out;
-    }
-    if (sp__le_get32(b + 8) != CKPT_VERSION || sp__le_get32(b + 12) != CKPT_HEADER) {
-        sp_error_set(err, rc, "%s: checkpoint version %u is not supported (expected %u)", path,
-                     sp__le_get32(b + 8), CKPT_VERSION);
-        goto out;
-    }
-    uint32_t bl = sp__le_get32(b + 68);
-    uint64_t fp = sp__le_get64(b + 60);
-    if (bl > CKPT_BLOB_MAX || fp > (uint64_t)(SIZE_MAX / 16) ||
-        n != CKPT_HEADER + bl + 8 * (size_t)fp + 16) {
-        sp_error_set(err, rc, "%s: checkpoint is truncated or has trailing bytes", path);
-        goto out;
-    }
+/* A checkpoint's frame (magic, version, sizes, checksum): 0 with its blob
+ * length *bl and float count *fp, or SP_EFORMAT naming the path. */
+static int ckpt_frame(const uint8_t *b, size_t n, const char *path, uint32_t *bl, uint64_t *fp,
+                      sp_error *err) {
+    if (n < CKPT_HEADER + 16 || memcmp(b, CKPT_MAGIC, 8) != 0)
+        return sp_error_set(err, SP_EFORMAT, "%s: not a seedpipe checkpoint (bad magic or truncated)",
+                            path);
+    if (sp__le_get32(b + 8) != CKPT_VERSION || sp__le_get32(b + 12) != CKPT_HEADER)
+        return sp_error_set(err, SP_EFORMAT, "%s: checkpoint version %u is not supported (expected %u)",
+                            path, sp__le_get32(b + 8), CKPT_VERSION);
+    *bl = sp__le_get32(b + 68);
+    *fp = sp__le_get64(b + 60);
+    if (*bl > CKPT_BLOB_MAX || *fp > (uint64_t)(SIZE_MAX / 16) ||
+        n != CKPT_HEADER + *bl + 8 * (size_t)*fp + 16)
+        return sp_error_set(err, SP_EFORMAT, "%s: checkpoint is truncated or has trailing bytes", path);
     XXH128_hash_t h = XXH3_128bits(b, n - 16);
-    if (sp__le_get64(b + n - 16) != h.high64 || sp__le_get64(b + n - 8) != h.low64) {
-        sp_error_set(err, rc, "%s: checkpoint checksum mismatch (corrupt file)", path);
-        goto out;
-    }
-    /* Refuse another model or optimizer, naming every difference. */
-    char msg[SP_ERROR_MSG_MAX];
+    if (sp__le_get64(b + n - 16) != h.high64 || sp__le_get64(b + n - 8) != h.low64)
+        return sp_error_set(err, SP_EFORMAT, "%s: checkpoint checksum mismatch (corrupt file)", path);
+    return 0;
+}
+
+/* Every difference between the checkpoint's run (seed, input, classes,
+ * optimizer) and tr's, each as "; ..." into msg (cap bytes). @return the
+ * length written (0: the same run). */
+static size_t ckpt_differences(const sp_trainer *tr, const uint8_t *b, char *msg, size_t cap) {
     size_t m = 0;
     msg[0] = 0;
-#define DIFF(...) do { if (m < sizeof msg) m += (size_t)snprintf(msg + m, sizeof msg - m, __VA_ARGS__); } while (0)
+#define DIFF(...) do { if (m < cap) m += (size_t)snprintf(msg + m, cap - m, __VA_ARGS__); } while (0)
     if (sp__le_get64(b + 16) != tr->cfg.seed)
         DIFF("; seed %llu in the checkpoint, %llu here", (unsigned long long)sp__le_get64(b + 16),
              (unsigned long long)tr->cfg.seed);
@@ -406,6 +397,27 @@ int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_
             DIFF("; %s %.9g in the checkpoint, %.9g here", hp[i], (double)bitsf(sp__le_get32(b + 40 + 4 * i)),
                  (double)mine[i]);
 #undef DIFF
+    return m;
+}
+
+int sp_trainer_load(sp_trainer *tr, const char *path, char **blob, size_t *blob_len,
+                    sp_error *err) {
+    size_t P = tr->l.nparams;
+    size_t max = CKPT_HEADER + CKPT_BLOB_MAX + 8 * P + 16;
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int rc = sp_read_file(path, max, &b, &n, err);
+    if (rc == SP_ELIMIT)
+        return sp_error_set(err, SP_EFORMAT, "%s: not a checkpoint of this model (too large)", path);
+    if (rc) return rc;
+    uint32_t bl = 0;
+    uint64_t fp = 0;
+    rc = ckpt_frame(b, n, path, &bl, &fp, err);
+    if (rc) goto out;
+    rc = SP_EFORMAT;
+    /* Refuse another model or optimizer, naming every difference. */
+    char msg[SP_ERROR_MSG_MAX];
+    size_t m = ckpt_differences(tr, b, msg, sizeof msg);
     if (m) {
         rc = sp_error_set(err, SP_EMISMATCH, "%s: checkpoint is for another run: %s", path, msg + 2);
         goto out;

@@ -21,24 +21,26 @@
 extern "C" {
 #endif
 
-/* Encoded buffers are malloc'd: release them with free(). Images may have
- * any stride >= width * channels. Errors: SP_EINVAL (bad image or
- * quality; encoder refused), SP_ENOMEM, SP_EIO (file: path and strerror);
- * messages name the path for the *_write functions. */
-
-/*! sp_png_write() : write img (1 or 3 channels) as an 8-bit PNG (gray or
- *  RGB, not interlaced, zlib level 6, no time/text chunks).
- *  @return 0 or SP_EIO naming the path. */
-SP_API int sp_png_write(const char *path, const sp_image *img, sp_error *err);
-/*! sp_png_encode() : encode to a malloc'd buffer. */
-SP_API int sp_png_encode(const sp_image *img, uint8_t **buf, size_t *len, sp_error *err);
-
-/*! sp_jpeg_write() / sp_jpeg_encode() : baseline JPEG, quality 1..100,
- *  4:2:0 for RGB (gray for 1 channel), accurate integer forward DCT, through
- *  TurboJPEG. At most 65535 x 65535. */
-SP_API int sp_jpeg_write(const char *path, const sp_image *img, int quality, sp_error *err);
-SP_API int sp_jpeg_encode(const sp_image *img, int quality, uint8_t **buf, size_t *len,
-                          sp_error *err);
+/*! sp_image_write() : write img (1 or 3 channels, any stride >= width *
+ *  channels) to path, published atomically (a reader never sees half a
+ *  file; a symlink at the name is replaced, never written through).
+ *  format: SP_IMAGE_PNG, SP_IMAGE_JPEG, or SP_IMAGE_BY_NAME (the path's
+ *  extension, any case: .png; .jpg or .jpeg).
+ *    PNG:  8-bit gray or RGB, not interlaced, zlib level 6, no time/text
+ *          chunks; quality is not used.
+ *    JPEG: baseline, quality 1..100, 4:2:0 for RGB (gray for 1 channel),
+ *          accurate integer forward DCT (TurboJPEG); at most 65535 x 65535.
+ *  For fixed input and library versions the file is byte-identical run to
+ *  run. @return 0; SP_EINVAL (bad image, quality, or a path whose
+ *  extension names no format; encoder refused), SP_ENOMEM, SP_EIO; every
+ *  message names the path. */
+typedef enum sp_image_format {
+    SP_IMAGE_BY_NAME = 0,
+    SP_IMAGE_PNG = 1,
+    SP_IMAGE_JPEG = 2,
+} sp_image_format;
+SP_API int sp_image_write(const char *path, const sp_image *img, sp_image_format format,
+                          int quality, sp_error *err);
 
 /* Contact-sheet geometry: SP_CONTACT_GAP pixels of SP_CONTACT_BG gray
  * between the tiles and around the border. */

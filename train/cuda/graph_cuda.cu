@@ -16,13 +16,7 @@
 
 #include "train/cuda_plugin.h"
 #include "seedpipe/graph.h"
-
-#define CU(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                \
-            return sp_error_set(err, SP_EIO, "cuda: %s: %s", #call, cudaGetErrorString(e_)); \
-    } while (0)
+#include "train/cuda/cuda_check.cuh"
 
 namespace {
 

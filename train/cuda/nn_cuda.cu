@@ -41,36 +41,8 @@
 
 #include "train/cuda_plugin.h"
 #include "train/nn_backend.h"
+#include "train/cuda/cuda_check.cuh"
 #include "train/cuda/nn_cuda.cuh"
-
-#define CU(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                \
-            return sp_error_set(err, SP_EIO, "cuda: %s: %s", #call, cudaGetErrorString(e_)); \
-    } while (0)
-#define DNN(call)                                                                              \
-    do {                                                                                       \
-        cudnnStatus_t e_ = (call);                                                             \
-        if (e_ != CUDNN_STATUS_SUCCESS)                                                        \
-            return sp_error_set(err, SP_EIO, "cudnn: %s: %s", #call, cudnnGetErrorString(e_)); \
-    } while (0)
-#define BLAS(call)                                                                              \
-    do {                                                                                        \
-        cublasStatus_t e_ = (call);                                                             \
-        if (e_ != CUBLAS_STATUS_SUCCESS)                                                        \
-            return sp_error_set(err, SP_EIO, "cublas: %s: %s", #call, cublasGetStatusString(e_)); \
-    } while (0)
-// After every kernel launch: cudaGetLastError reports (and clears) a bad
-// launch configuration at once; a fault while the kernel runs surfaces at
-// the next checked synchronising call (fetch_results, get, set).
-#define LAUNCHED(name)                                                                      \
-    do {                                                                                    \
-        cudaError_t e_ = cudaGetLastError();                                                \
-        if (e_ != cudaSuccess)                                                              \
-            return sp_error_set(err, SP_EIO, "cuda: launch of %s: %s", #name,               \
-                                cudaGetErrorString(e_));                                    \
-    } while (0)
 
 #define SP_CUBLAS_WORKSPACE (8u * 4096u * 1024u)   // CUBLAS_WORKSPACE_CONFIG=:4096:8
 
