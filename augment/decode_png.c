@@ -224,6 +224,53 @@ static void pd_emit_row(sp_png_ctx *c, const uint8_t *row, sp__pixfmt fmt,
     }
 }
 
+/* The file's rows after the transforms: their layout (palette indices
+ * when pal is set). */
+typedef struct pd_layout {
+    png_uint_32 w, h;
+    png_colorp pal;
+    int npal, passes;
+    size_t rowbytes, xoff, ow;   /* bytes of a row; the region's first byte and width */
+    sp__pixfmt fmt;
+} pd_layout;
+
+/* Every row of every pass is read (the region's rows kept, palette indices
+ * checked), and the region's rows emitted to out. */
+static void pd_read_rows(sp_png_ctx *c, const pd_layout *L, const sp__window *win,
+                         sp_image *out) {
+    if (L->passes > 1) {
+        /* Adam7: every pass visits rows; libpng merges each pass's pixels
+         * into the row we pass, so the region's rows fill up in place. A
+         * palette file's rows outside the region go through one scratch
+         * row, checked after every read (its stale pixels were checked
+         * when they were written). */
+        for (int p = 0; p < L->passes; p++)
+            for (png_uint_32 y = 0; y < L->h; y++) {
+                int keep = (int)y >= win->y0 && (int)y < win->y1;
+                uint8_t *dst = keep ? c->rows + (size_t)(y - win->y0) * L->rowbytes : c->scratch;
+                png_read_row(c->png, dst, NULL);
+                int bad = L->pal ? pd_bad_index(dst, L->w, L->npal) : -1;
+                if (bad >= 0) pd_index_error(c, dst, bad, (int)y, L->npal);
+            }
+        for (int y = 0; y < out->height; y++)
+            pd_emit_row(c, c->rows + (size_t)y * L->rowbytes, L->fmt, L->pal, L->xoff,
+                        out->data + (size_t)y * out->stride, out->channels, L->ow);
+    } else {
+        for (png_uint_32 y = 0; y < L->h; y++) {
+            /* rows outside the region are decoded but not copied out, unless
+             * their palette indices must be checked */
+            int keep = (int)y >= win->y0 && (int)y < win->y1;
+            png_read_row(c->png, keep || L->pal ? c->rows : NULL, NULL);
+            int bad = L->pal ? pd_bad_index(c->rows, L->w, L->npal) : -1;
+            if (bad >= 0) pd_index_error(c, c->rows, bad, (int)y, L->npal);
+            if (keep)
+                pd_emit_row(c, c->rows, L->fmt, L->pal, L->xoff,
+                            out->data + (size_t)((int)y - win->y0) * out->stride,
+                            out->channels, L->ow);
+        }
+    }
+}
+
 /* All libpng work; a libpng error longjmps to pd_guarded(). Every row
  * is decoded and the file is read to IEND whatever the region, so damage
  * anywhere fails every request. */
@@ -289,37 +336,8 @@ static int pd_body(sp_png_ctx *c, const sp_decode_req *req,
                  (!c->labels && !(c->rgb = malloc(ow * 3))))))
         return sp_error_set(err, SP_ENOMEM, "%s: PNG: out of memory for rows", c->path);
 
-    if (passes > 1) {
-        /* Adam7: every pass visits rows; libpng merges each pass's pixels
-         * into the row we pass, so the region's rows fill up in place. A
-         * palette file's rows outside the region go through one scratch
-         * row, checked after every read (its stale pixels were checked
-         * when they were written). */
-        for (int p = 0; p < passes; p++)
-            for (png_uint_32 y = 0; y < h; y++) {
-                int keep = (int)y >= win->y0 && (int)y < win->y1;
-                uint8_t *dst = keep ? c->rows + (size_t)(y - win->y0) * rowbytes : c->scratch;
-                png_read_row(c->png, dst, NULL);
-                int bad = pal ? pd_bad_index(dst, w, npal) : -1;
-                if (bad >= 0) pd_index_error(c, dst, bad, (int)y, npal);
-            }
-        for (int y = 0; y < out->height; y++)
-            pd_emit_row(c, c->rows + (size_t)y * rowbytes, fmt, pal, xoff,
-                            out->data + (size_t)y * out->stride, out->channels, ow);
-    } else {
-        for (png_uint_32 y = 0; y < h; y++) {
-            /* rows outside the region are decoded but not copied out, unless
-             * their palette indices must be checked */
-            int keep = (int)y >= win->y0 && (int)y < win->y1;
-            png_read_row(c->png, keep || pal ? c->rows : NULL, NULL);
-            int bad = pal ? pd_bad_index(c->rows, w, npal) : -1;
-            if (bad >= 0) pd_index_error(c, c->rows, bad, (int)y, npal);
-            if (keep)
-                pd_emit_row(c, c->rows, fmt, pal, xoff,
-                                out->data + (size_t)((int)y - win->y0) * out->stride,
-                                out->channels, ow);
-        }
-    }
+    const pd_layout L = {w, h, pal, npal, passes, rowbytes, xoff, ow, fmt};
+    pd_read_rows(c, &L, win, out);
     png_read_end(c->png, NULL);  /* to IEND: trailing chunks' CRCs, extra data */
     return SP_OK;
 }

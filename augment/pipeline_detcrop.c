@@ -1,9 +1,8 @@
 /* pipeline_detcrop.c - the detection ops random_zoom_out and
  * random_iou_crop (torchvision v2's RandomZoomOut and RandomIoUCrop, the
  * SSD recipe): their values in the spec, canonical form, draws, their run
- * on the current image and their lines of `seedpipe explain`.
- * pipeline_spec.c, pipeline_run.c and loader/loader_targets.c call in
- * here. docs/pipeline.md documents the ops, every draw word and the
+ * on the current image, their lines of `seedpipe explain` and their
+ * descriptors. docs/pipeline.md documents the ops, every draw word and the
  * bounded retries.
  *
  *   random_zoom_out fill=V|R,G,B side_range=lo,hi p=P
@@ -33,12 +32,6 @@
 #define MAX_SIDE 16.0          /* random_zoom_out: the largest side_range */
 #define MAX_TRIES 1000         /* trials and attempts */
 
-static int bad(sp_error *err, int idx, const char *name, const char *key, const char *val,
-               const char *expect) {
-    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": bad value \"%s\" for %s "
-                        "(expected %s)", idx, name, val, key, expect);
-}
-
 static int num_in(const char *v, double lo, double hi, double *out) {
     return sp__parse_num(v, out) && *out >= lo && *out <= hi;
 }
@@ -51,8 +44,8 @@ static int int_in(const char *v, int lo, int hi, int *out) {
 }
 
 /* fill= side_range= p= (RandomZoomOut's defaults: 0, 1,4, 0.5). */
-static int parse_zoom(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                      const char *const *vals, sp_error *err) {
+static int zoom_parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
+                      sp_error *err) {
     op->nfill = 1;
     op->scale[0] = 1.0;
     op->scale[1] = 4.0;
@@ -62,7 +55,7 @@ static int parse_zoom(const sp_pipeline *p, sp_op *op, int idx, const char *name
         int n, ok = sp__parse_list(vals[0], s, 3, &n) && n != 2 && (n == 1 || p->channels == 3);
         for (int i = 0; ok && i < n; i++) ok = s[i] >= 0 && s[i] <= 255 && s[i] == (int)s[i];
         if (!ok)
-            return bad(err, idx, name, "fill", vals[0], p->channels == 3 ? "V or R,G,B: "
+            return sp__op_bad(err, idx, op, "fill", vals[0], p->channels == 3 ? "V or R,G,B: "
                        "integers in [0, 255]" : "V: an integer in [0, 255] (gray pipeline)");
         op->nfill = n;
         for (int i = 0; i < 3; i++) op->fill[i] = (uint8_t)s[i < n ? i : 0];
@@ -72,20 +65,21 @@ static int parse_zoom(const sp_pipeline *p, sp_op *op, int idx, const char *name
         int n;
         if (!sp__parse_list(vals[1], s, 2, &n) || n != 2 || !(s[0] >= 1.0) || !(s[0] <= s[1]) ||
             s[1] > MAX_SIDE)
-            return bad(err, idx, name, "side_range", vals[1], "lo,hi with 1 <= lo <= hi <= 16");
+            return sp__op_bad(err, idx, op, "side_range", vals[1], "lo,hi with 1 <= lo <= hi <= 16");
         op->scale[0] = s[0];
         op->scale[1] = s[1];
     }
     if (vals[2] && !num_in(vals[2], 0.0, 1.0, &op->p))
-        return bad(err, idx, name, "p", vals[2], "a number in [0, 1]");
+        return sp__op_bad(err, idx, op, "p", vals[2], "a number in [0, 1]");
     return SP_OK;
 }
 
 /* min_scale= max_scale= min_aspect_ratio= max_aspect_ratio=
  * sampler_options= trials= attempts= (RandomIoUCrop's defaults, and
  * seedpipe's bound on its loop). */
-static int parse_iou(sp_op *op, int idx, const char *name, const char *const *vals,
+static int iou_parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
                      sp_error *err) {
+    (void)p;
     static const double OPTS[] = {0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0};
     op->scale[0] = 0.3;
     op->scale[1] = 1.0;
@@ -96,45 +90,39 @@ static int parse_iou(sp_op *op, int idx, const char *name, const char *const *va
     op->trials = 40;
     op->attempts = 100;
     if (vals[0] && !num_in(vals[0], 1e-6, 1.0, &op->scale[0]))
-        return bad(err, idx, name, "min_scale", vals[0], "a number in (0, 1]");
+        return sp__op_bad(err, idx, op, "min_scale", vals[0], "a number in (0, 1]");
     if (vals[1] && (!num_in(vals[1], 1e-6, 1.0, &op->scale[1]) || op->scale[1] < op->scale[0]))
-        return bad(err, idx, name, "max_scale", vals[1], "a number in [min_scale, 1]");
+        return sp__op_bad(err, idx, op, "max_scale", vals[1], "a number in [min_scale, 1]");
     if (op->scale[1] < op->scale[0])
-        return bad(err, idx, name, "min_scale", vals[0], "at most max_scale");
+        return sp__op_bad(err, idx, op, "min_scale", vals[0], "at most max_scale");
     if (vals[2] && !num_in(vals[2], 1e-6, 1e6, &op->ratio[0]))
-        return bad(err, idx, name, "min_aspect_ratio", vals[2], "a number in (0, 1e6]");
+        return sp__op_bad(err, idx, op, "min_aspect_ratio", vals[2], "a number in (0, 1e6]");
     if (vals[3] && (!num_in(vals[3], 1e-6, 1e6, &op->ratio[1]) || op->ratio[1] < op->ratio[0]))
-        return bad(err, idx, name, "max_aspect_ratio", vals[3], "a number in "
+        return sp__op_bad(err, idx, op, "max_aspect_ratio", vals[3], "a number in "
                    "[min_aspect_ratio, 1e6]");
     if (op->ratio[1] < op->ratio[0])
-        return bad(err, idx, name, "min_aspect_ratio", vals[2], "at most max_aspect_ratio");
+        return sp__op_bad(err, idx, op, "min_aspect_ratio", vals[2], "at most max_aspect_ratio");
     if (vals[4]) {
         int ok = sp__parse_list(vals[4], op->iou_opts, MAX_OPTIONS, &op->niou);
         for (int i = 0; ok && i < op->niou; i++) ok = op->iou_opts[i] >= 0 && op->iou_opts[i] <= 1;
         if (!ok)
-            return bad(err, idx, name, "sampler_options", vals[4], "1 to 16 minimum IoUs in "
+            return sp__op_bad(err, idx, op, "sampler_options", vals[4], "1 to 16 minimum IoUs in "
                        "[0, 1], comma-separated (1: keep the image)");
     }
     if (vals[5] && !int_in(vals[5], 1, MAX_TRIES, &op->trials))
-        return bad(err, idx, name, "trials", vals[5], "an integer in [1, 1000]");
+        return sp__op_bad(err, idx, op, "trials", vals[5], "an integer in [1, 1000]");
     if (vals[6] && !int_in(vals[6], 1, MAX_TRIES, &op->attempts))
-        return bad(err, idx, name, "attempts", vals[6], "an integer in [1, 1000]");
+        return sp__op_bad(err, idx, op, "attempts", vals[6], "an integer in [1, 1000]");
     return SP_OK;
 }
 
-int sp__detcrop_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                      const char *const *vals, sp_error *err) {
-    if (op->kind == SP_OP_RANDOM_ZOOM_OUT) return parse_zoom(p, op, idx, name, vals, err);
-    return parse_iou(op, idx, name, vals, err);
+static void zoom_canon(sp__sbuf *b, const sp_op *op) {
+    sp__sbuf_printf(b, "random_zoom_out fill=%d", op->fill[0]);
+    if (op->nfill == 3) sp__sbuf_printf(b, ",%d,%d", op->fill[1], op->fill[2]);
+    sp__sbuf_printf(b, " side_range=%.9g,%.9g p=%.9g", op->scale[0], op->scale[1], op->p);
 }
 
-void sp__detcrop_canon(sp__sbuf *b, const sp_op *op) {
-    if (op->kind == SP_OP_RANDOM_ZOOM_OUT) {
-        sp__sbuf_printf(b, "random_zoom_out fill=%d", op->fill[0]);
-        if (op->nfill == 3) sp__sbuf_printf(b, ",%d,%d", op->fill[1], op->fill[2]);
-        sp__sbuf_printf(b, " side_range=%.9g,%.9g p=%.9g", op->scale[0], op->scale[1], op->p);
-        return;
-    }
+static void iou_canon(sp__sbuf *b, const sp_op *op) {
     sp__sbuf_printf(b, "random_iou_crop min_scale=%.9g max_scale=%.9g min_aspect_ratio=%.9g "
                     "max_aspect_ratio=%.9g sampler_options=", op->scale[0], op->scale[1],
                     op->ratio[0], op->ratio[1]);
@@ -283,64 +271,81 @@ static int window(const sp_image *cur, int x, int y, int w, int h, const uint8_t
     return SP_OK;
 }
 
-int sp__detcrop_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const sp_image *cur,
-                    sp_geom_log *log, sp_image *out, int *made, const char *path, sp_error *err) {
+/* A pending horizontal flip is applied first; out, when made, replaces
+ * the image. */
+static int zoom_run(sp__op_run *r, const sp_op *op, int k) {
+    int rc = sp__st_unflip(r->st);
+    if (rc) return sp__op_fail(r, rc);
+    const sp_image *cur = &r->st->cur;
     const int W = cur->width, H = cur->height;
-    *made = 0;
-    if (op->kind == SP_OP_RANDOM_ZOOM_OUT) {
-        zoom z;
-        draw_zoom(op, k, ctx, W, H, &z);
-        if (!z.on) return SP_OK;
-        if (z.cw > 65535 || z.ch > 65535 || (int64_t)z.cw * z.ch > ((int64_t)1 << 28))
-            return sp_error_set(err, SP_ELIMIT, "%s: random_zoom_out: a %dx%d canvas for the "
-                                "%dx%d image is too large (at most 65535 a side, 2^28 pixels)",
-                                path, z.cw, z.ch, W, H);
-        int rc = window(cur, -z.left, -z.top, z.cw, z.ch, op->fill, out);
-        if (rc) return sp_error_set(err, rc, "%s: random_zoom_out: %s", path, sp_strerror(rc));
-        push_axis(log, (int)k, W, H, z.cw, z.ch, -z.left, -z.top);
-        *made = 1;
-        return SP_OK;
-    }
-    if (!log)
-        return sp_error_set(err, SP_EINVAL, "%s: random_iou_crop decides by the sample's boxes: "
-                            "run it with its targets (a loader with annotations)", path);
-    int n;
-    double *vis = boxes_at(log, log->n, &n);
-    if (n && !vis) return sp_error_set(err, SP_ENOMEM, "%s: random_iou_crop: out of memory", path);
-    iou_pick pk;
-    decide_iou(op, k, ctx, W, H, vis, n, &pk, NULL);
-    free(vis);
-    if (!pk.crop) {   /* kept: an identity step, so explain finds the op in the log */
-        push_axis(log, (int)k, W, H, W, H, 0, 0);
-        return SP_OK;
-    }
-    static const uint8_t zero[3] = {0, 0, 0};
-    int rc = window(cur, pk.x, pk.y, pk.w, pk.h, zero, out);
-    if (rc) return sp_error_set(err, rc, "%s: random_iou_crop: %s", path, sp_strerror(rc));
-    push_axis(log, (int)k, W, H, pk.w, pk.h, pk.x, pk.y);
-    *made = 1;
+    zoom z;
+    draw_zoom(op, (uint32_t)k, r->ctx, W, H, &z);
+    if (!z.on) return SP_OK;
+    if (z.cw > 65535 || z.ch > 65535 || (int64_t)z.cw * z.ch > ((int64_t)1 << 28))
+        return sp_error_set(r->err, SP_ELIMIT, "%s: random_zoom_out: a %dx%d canvas for the "
+                            "%dx%d image is too large (at most 65535 a side, 2^28 pixels)",
+                            r->path, z.cw, z.ch, W, H);
+    sp_image out;
+    if ((rc = window(cur, -z.left, -z.top, z.cw, z.ch, op->fill, &out)))
+        return sp_error_set(r->err, rc, "%s: random_zoom_out: %s", r->path, sp_strerror(rc));
+    push_axis(r->st->log, k, W, H, z.cw, z.ch, -z.left, -z.top);
+    sp__st_take(r->st, &out);
     return SP_OK;
 }
 
-static void explain_iou(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
-                        const sp_geom_log *log, int *W, int *H) {
+static int iou_run(sp__op_run *r, const sp_op *op, int k) {
+    int rc = sp__st_unflip(r->st);
+    if (rc) return sp__op_fail(r, rc);
+    const sp_image *cur = &r->st->cur;
+    sp_geom_log *log = r->st->log;
+    const int W = cur->width, H = cur->height;
+    if (!log)
+        return sp_error_set(r->err, SP_EINVAL, "%s: random_iou_crop decides by the sample's "
+                            "boxes: run it with its targets (a loader with annotations)",
+                            r->path);
+    int n;
+    double *vis = boxes_at(log, log->n, &n);
+    if (n && !vis)
+        return sp_error_set(r->err, SP_ENOMEM, "%s: random_iou_crop: out of memory", r->path);
+    iou_pick pk;
+    decide_iou(op, (uint32_t)k, r->ctx, W, H, vis, n, &pk, NULL);
+    free(vis);
+    if (!pk.crop) {   /* kept: an identity step, so explain finds the op in the log */
+        push_axis(log, k, W, H, W, H, 0, 0);
+        return SP_OK;
+    }
+    static const uint8_t zero[3] = {0, 0, 0};
+    sp_image out;
+    if ((rc = window(cur, pk.x, pk.y, pk.w, pk.h, zero, &out)))
+        return sp_error_set(r->err, rc, "%s: random_iou_crop: %s", r->path, sp_strerror(rc));
+    push_axis(log, k, W, H, pk.w, pk.h, pk.x, pk.y);
+    sp__st_take(r->st, &out);
+    return SP_OK;
+}
+
+/* log: the sample's run, for the attempts; NULL: it names what it cannot
+ * know. */
+static int iou_explain(sp__op_explain *x, const sp_op *op, int k) {
+    sp__fbuf *e = x->e;
+    const sp_geom_log *log = x->log;
+    int *W = &x->W, *H = &x->H;
     int s = -1;
     for (int i = 0; log && i < log->n && s < 0; i++)
         if (log->step[i].op == k) s = i;
     if (s < 0) {
         sp__fbuf_printf(e, "%d random_iou_crop: decided by the sample's boxes (explain it with "
                         "its annotations); the size after it is not known here\n", k);
-        return;
+        return k;
     }
     int n;
     double *vis = boxes_at(log, s, &n);
     if (n && !vis) {
         sp__fbuf_printf(e, "%d random_iou_crop: (out of memory)\n", k);
-        return;
+        return k;
     }
     iou_pick pk;
     sp__fbuf_printf(e, "%d random_iou_crop: %d boxes at this point, %dx%d\n", k, n, *W, *H);
-    decide_iou(op, (uint32_t)k, ctx, *W, *H, vis, n, &pk, e);
+    decide_iou(op, (uint32_t)k, x->ctx, *W, *H, vis, n, &pk, e);
     free(vis);
     if (pk.crop) {
         sp__fbuf_printf(e, "    attempt %d option %.9g: trial %d: crop x=%d y=%d w=%d h=%d of "
@@ -354,23 +359,39 @@ static void explain_iou(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx
     } else {
         sp__fbuf_printf(e, "    fallback: no crop after %d attempts\n", op->attempts);
     }
+    return k;
 }
 
-void sp__detcrop_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
-                         const sp_geom_log *log, int *W, int *H) {
-    if (op->kind == SP_OP_RANDOM_IOU_CROP) {
-        explain_iou(e, op, k, ctx, log, W, H);
-        return;
-    }
+static int zoom_explain(sp__op_explain *x, const sp_op *op, int k) {
     zoom z;
-    draw_zoom(op, (uint32_t)k, ctx, *W, *H, &z);
+    draw_zoom(op, (uint32_t)k, x->ctx, x->W, x->H, &z);
     if (!z.on) {
-        sp__fbuf_printf(e, "%d random_zoom_out: not applied (u=%.4f >= p=%g)\n", k, z.u, op->p);
-        return;
+        sp__fbuf_printf(x->e, "%d random_zoom_out: not applied (u=%.4f >= p=%g)\n", k, z.u,
+                        op->p);
+        return k;
     }
-    sp__fbuf_printf(e, "%d random_zoom_out: canvas %dx%d, image at x=%d y=%d of %dx%d (side "
-                    "%.9g, u=%.4f < p=%g)\n", k, z.cw, z.ch, z.left, z.top, *W, *H, (double)z.r,
-                    z.u, op->p);
-    *W = z.cw;
-    *H = z.ch;
+    sp__fbuf_printf(x->e, "%d random_zoom_out: canvas %dx%d, image at x=%d y=%d of %dx%d (side "
+                    "%.9g, u=%.4f < p=%g)\n", k, z.cw, z.ch, z.left, z.top, x->W, x->H,
+                    (double)z.r, z.u, op->p);
+    x->W = z.cw;
+    x->H = z.ch;
+    return k;
 }
+
+/* A size drawn by the sample: only a fixed-size op after it fixes the output. */
+static void drawn_shape(const sp_op *op, int *w, int *h) {
+    (void)op;
+    *w = *h = 0;
+}
+
+#define DETCROP_FLAGS (SP__OP_NEW_SIZE | SP__OP_MOVES_TARGETS)
+
+const sp__op_desc sp__op_random_zoom_out = {
+    "random_zoom_out", {"fill", "side_range", "p", NULL}, 0, DETCROP_FLAGS,
+    zoom_parse, zoom_canon, drawn_shape, zoom_run, zoom_explain, NULL};
+
+const sp__op_desc sp__op_random_iou_crop = {
+    "random_iou_crop", {"min_scale", "max_scale", "min_aspect_ratio", "max_aspect_ratio",
+                        "sampler_options", "trials", "attempts", NULL}, 0,
+    DETCROP_FLAGS | SP__OP_NEEDS_TARGETS,
+    iou_parse, iou_canon, drawn_shape, iou_run, iou_explain, NULL};

@@ -1,6 +1,9 @@
-/* pipeline_internal.h - the parsed form of a pipeline spec, shared by
- * pipeline_spec.c (parse, canonical form, presets, output size) and
- * pipeline_run.c (running one sample). Not a public header.
+/* pipeline_internal.h - the parsed form of a pipeline spec and the op
+ * descriptor, shared by pipeline_spec.c (parse, canonical form, presets,
+ * output size), pipeline_run.c (running one sample, explain), the ops'
+ * files (pipeline_<family>.c: one sp__op_desc per op, listed in
+ * pipeline_ops.c) and pipeline_state.c (what they share while a sample
+ * runs). Not a public header.
  *
  * All doubles stored here have been normalised through the canonical
  * number format ("%.9g" then strtod), so the behaviour of a parsed pipeline
@@ -14,42 +17,18 @@
 #include "seedpipe/targets.h"
 #include "common/sbuf_internal.h"
 
-typedef enum {
-    SP_OP_DECODE = 0,
-    SP_OP_RRC,
-    SP_OP_RESIZE,
-    SP_OP_CENTER_CROP,
-    SP_OP_HFLIP,
-    SP_OP_VFLIP,
-    SP_OP_COLOR_JITTER,
-    SP_OP_GRAYSCALE,
-    SP_OP_NORMALIZE,
-    SP_OP_INVERT,
-    SP_OP_POSTERIZE,
-    SP_OP_SOLARIZE,
-    SP_OP_AUTOCONTRAST,
-    SP_OP_EQUALIZE,
-    SP_OP_SHARPNESS,
-    SP_OP_RANDOM_APPLY,
-    SP_OP_RANDOM_CROP,           /* pipeline_geom.c */
-    SP_OP_GAUSSIAN_BLUR,         /* pipeline_geom.c */
-    SP_OP_RANDOM_ERASING,        /* pipeline_geom.c; runs on the output (pipeline_write.c) */
-    SP_OP_ROTATE,                /* pipeline_geom.c */
-    SP_OP_AFFINE,                /* pipeline_policy.c, as the three below */
-    SP_OP_AUTO_AUGMENT,
-    SP_OP_RAND_AUGMENT,
-    SP_OP_TRIVIAL_AUGMENT,
-    SP_OP_TARGETS,               /* targets_spec.c: the declared target rules (last op) */
-    SP_OP_RANDOM_ZOOM_OUT,       /* pipeline_detcrop.c */
-    SP_OP_RANDOM_IOU_CROP        /* pipeline_detcrop.c: decided by the sample's boxes */
-} sp_op_kind;
+typedef struct sp__op_desc sp__op_desc;   /* one op of the language (below) */
 
 #define SP_SPEC_MAX_SIZE 16384   /* largest size= accepted */
 #define SP_SPEC_MAX_OPS 64
 #define SP_BLUR_MAX_KERNEL 1023  /* largest gaussian_blur kernel size */
 
+/* One parsed op: its descriptor and its values. The fields are the
+ * values of the ops written before the descriptors (each says whose it
+ * is); an op of its own keeps its values in priv (a struct of its own
+ * that its file casts to; SP__OP_PRIV(op, type) checks the size). */
 typedef struct sp_op {
-    sp_op_kind kind;
+    const sp__op_desc *desc;
     int h, w;                  /* size; resize with w == 0: shorter side = h */
     double scale[2];           /* random_resized_crop */
     double ratio[2];           /* random_resized_crop */
@@ -89,7 +68,11 @@ typedef struct sp_op {
     uint8_t tflip[SP_TARGETS_MAX_KEYPOINTS]; /* targets: keypoint j's flip partner (j: none) */
     double iou_opts[16];       /* random_iou_crop: sampler_options */
     int niou, trials, attempts; /* random_iou_crop */
+    union { double d[8]; int64_t i[8]; unsigned char b[64]; } priv;   /* an op's own values */
 } sp_op;
+
+#define SP__OP_PRIV(op, type) \
+    ((void)sizeof(char[sizeof(type) <= sizeof((op)->priv) ? 1 : -1]), (type *)(void *)(op)->priv.b)
 
 struct sp_pipeline {
     int nops;
@@ -107,97 +90,152 @@ struct sp_pipeline {
     char *canonical;
 };
 
-/* Is this op geometric (changes the size / reads a region)? */
-static inline int sp__op_is_geometric(sp_op_kind k) {
-    return k == SP_OP_RRC || k == SP_OP_RESIZE || k == SP_OP_CENTER_CROP || k == SP_OP_RANDOM_CROP;
-}
+/* ---- the op descriptor: the extension point -------------------------------
+ *
+ * Each op of the spec language is one const sp__op_desc, defined at the end
+ * of the file that holds its code (pipeline_<family>.c, targets_spec.c) and
+ * listed once in pipeline_ops.c. The parser and the canonical form
+ * (pipeline_spec.c), the output size, the run and explain (pipeline_run.c)
+ * walk the descriptors; no switch over the ops is left, and nothing else
+ * names an op but the three declared below. docs/pipeline.md "Adding an
+ * op" has the recipe. */
 
-/* Is this one of the pixel-value ops (invert .. sharpness: p= and a
- * per-image lookup or filter)? */
-static inline int sp__op_is_pixel(sp_op_kind k) {
-    return k >= SP_OP_INVERT && k <= SP_OP_SHARPNESS;
-}
+#define SP__OP_MAX_KEYS 10   /* keys of one op, at most (vals[] below) */
 
-/* Output size of a resize op for a W x H input (torchvision Resize). */
-void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh);
+enum {
+    SP__OP_FIRST = 1 << 0,         /* must be op 0 (decode) */
+    SP__OP_LAST = 1 << 1,          /* no op may follow it (targets) */
+    SP__OP_AFTER_OUTPUT = 1 << 2,  /* may follow normalize / random_erasing */
+    SP__OP_REGION = 1 << 3,        /* reads a region of its input: its run gets a source (the
+                                    * encoded file when it is the first op after decode, so it
+                                    * is fused with decoding) and a pending flip is applied */
+    SP__OP_NEW_SIZE = 1 << 4,      /* draws the size of a new image (random_zoom_out, ...) */
+    SP__OP_ON_OUTPUT = 1 << 5,     /* works on the output values: never random-applied */
+    SP__OP_MOVES_TARGETS = 1 << 6, /* may run with targets: logs its geometry, or keeps
+                                    * every pixel where it is (an op without it is refused
+                                    * in a pipeline with targets) */
+    SP__OP_NEEDS_TARGETS = 1 << 7  /* decides by the boxes: needs a targets op */
+};
+
+/* The running sample (pipeline_state.c): an owned buffer (hold) and the
+ * current image (that buffer, a view into it, or a view into the caller's
+ * raw image); a pending horizontal flip (applied on output, or by an op
+ * that needs the pixels in place); the geometry log for targets (or NULL). */
+typedef struct sp__run_state {
+    sp_image hold;
+    sp_image cur;
+    int writable;      /* cur points into hold */
+    int hflip;
+    sp_geom_log *log;
+} sp__run_state;
+
+/* Where a region op reads pixels: the encoded file (src) or an image. */
+typedef struct sp__source {
+    int W, H;
+    const sp_sample_src *src;     /* encoded input, or NULL */
+    const sp_decode_limits *lim;
+    sp_format format;
+    int channels, dct;
+    const sp_image *img;          /* image input (when src is NULL) */
+    int dflags;                   /* sp__image_decode_ex() flags */
+} sp__source;
+
+/* One op's run (pipeline_run.c fills it). */
+typedef struct sp__op_run {
+    const sp_pipeline *p;
+    const sp_sample_ctx *ctx;
+    sp__run_state *st;
+    const sp__source *src;   /* SP__OP_REGION ops: where they read */
+    int next;                /* the op that runs next: k + 1 unless the op moves it */
+    const char *path;        /* the sample's name, for errors */
+    sp_error *err;
+} sp__op_run;
+
+/* One op's explain lines (sp_pipeline_explain()). */
+typedef struct sp__op_explain {
+    sp__fbuf *e;
+    const sp_pipeline *p;
+    const sp_sample_ctx *ctx;
+    const sp_geom_log *log;     /* the sample's run, or NULL */
+    const sp__source *src;      /* format, dct, and the file when the op would read it */
+    int W, H;                   /* the size before the op; the op sets the size after it */
+} sp__op_explain;
+
+struct sp__op_desc {
+    const char *name;
+    const char *keys[SP__OP_MAX_KEYS];   /* NULL-terminated; vals[i] is keys[i]'s value */
+    int required;                        /* keys[0] must be given */
+    unsigned flags;                      /* SP__OP_* */
+    /* The values (vals[i]: keys[i]'s text, or NULL), normalised
+     * (sp__canon_num); p->channels is the decode mode. SP_ESPEC naming op
+     * idx and the key (sp__op_bad()). */
+    int (*parse)(sp_pipeline *p, sp_op *op, int idx, const char *const *vals, sp_error *err);
+    /* Append the canonical form: every value explicit, numbers "%.9g". */
+    void (*canon)(sp__sbuf *b, const sp_op *op);
+    /* The size after the op from the size before (0 x 0: not known);
+     * NULL: kept. */
+    void (*shape)(const sp_op *op, int *w, int *h);
+    /* Run op k on r->st; an error sets r->err (sp__op_fail()). NULL:
+     * nothing to do on the image (decode, normalize, random_erasing and
+     * targets act on the input or the output). */
+    int (*run)(sp__op_run *r, const sp_op *op, int k);
+    /* Op k's line(s); returns the last op they cover (k, or more when the
+     * op explains the ops it governs). */
+    int (*explain)(sp__op_explain *x, const sp_op *op, int k);
+    /* The most geometric steps the op logs (targets.h sp_geom_log); NULL: 1. */
+    int (*steps)(const sp_op *op);
+};
+
+/* pipeline_ops.c: the registry. The op named name (NULL: none); the i-th
+ * op (NULL past the last). */
+const sp__op_desc *sp__op_find(const char *name);
+const sp__op_desc *sp__op_at(int i);
+
+/* The ops other code names: normalize (the output tables, pipeline_spec.c),
+ * random_erasing (on the output, pipeline_write.c), targets (its rules). */
+extern const sp__op_desc sp__op_normalize, sp__op_random_erasing, sp__op_targets;
+
+/* Helpers for the ops (pipeline_state.c). sp__op_bad(): the SP_ESPEC of a
+ * bad value, `pipeline op IDX "NAME": bad value "VAL" for KEY (expected
+ * EXPECT)`. sp__op_prob(): p= (a probability; *p keeps its default when v
+ * is NULL). sp__op_fail(): the run error "PATH: reason" of rc. */
+int sp__op_bad(sp_error *err, int idx, const sp_op *op, const char *key, const char *val,
+               const char *expect);
+int sp__op_prob(sp_error *err, int idx, const sp_op *op, const char *v, double *p);
+int sp__op_fail(const sp__op_run *r, int rc);
+
+/* The state: take owned pixels; make cur writable; apply a pending flip
+ * (0 or SP_ENOMEM); log one geometric step (the log has room for one step
+ * per op, and a fused resize + center_crop logs two). */
+void sp__st_take(sp__run_state *s, sp_image *owned);
+int sp__st_writable(sp__run_state *s);
+int sp__st_unflip(sp__run_state *s);
+void sp__st_log(sp__run_state *s, int kind, int op, int in_w, int in_h, int out_w, int out_h,
+                double x0, double y0, double sx, double sy);
+/* The source: the DCT scale for reading a cw x ch box resampled to ow x oh
+ * (the largest d in 8, 4, 2 with cw >= d * ow and ch >= d * oh, for JPEG
+ * with dct=auto; else 1); full-resolution region (x, y, w, h) read at
+ * scale 1/d (*owned: out is decoded, else a view into the source image). */
+int sp__source_scale(const sp__source *s, int cw, int ch, int ow, int oh);
+int sp__source_region(const sp__source *s, int x, int y, int w, int h, int d, sp_image *out,
+                      int *owned, const char *path, sp_error *err);
+
+/* Block 0, c[0] as u01 (the p= ops: applied iff u < p). */
+static inline double sp__op_u(uint32_t k, const sp_sample_ctx *ctx) {
+    sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
+    return sp_u01d(d.c[0]);
+}
 
 /* Numbers (spec_num.c): v through "%.9g" and back; a strict decimal
- * number (finite), normalised; 1..max comma-separated numbers. The parsers
- * return 1 on success, 0 on a malformed value. */
+ * number (finite), normalised; 1..max comma-separated numbers; 1..max (at
+ * most 4) comma-separated integers in [lo, hi]. The parsers return 1 on
+ * success, 0 on a malformed value. */
 double sp__canon_num(double v);
 int sp__parse_num(const char *s, double *out);
 int sp__parse_list(const char *s, double *vals, int max, int *n);
+int sp__parse_ints(const char *v, int *out, int max, int lo, int hi, int *n);
 
-/* ---- the ops of pipeline_geom.c (random_crop, gaussian_blur,
- * random_erasing, rotate) ---- */
 
-/* Parse op->kind's values (vals[i] is the value of the op's key i, or
- * NULL), with p->channels known; SP_ESPEC naming op idx `name`. */
-int sp__geom_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                   const char *const *vals, sp_error *err);
-/* Append op's canonical form. */
-void sp__geom_canon(sp__sbuf *b, const sp_op *op);
-
-/* random_crop on a W x H image: the geometry, the source box its pixels
- * come from (bw or bh 0: none, all fill) and the maps into that box
- * (xmap: op->w entries, ymap: op->h, -1 = fill; one allocation at xmap,
- * freed by sp__crop_plan_free). */
-typedef struct sp__crop_plan {
-    sp_random_crop_geom g;
-    int bx, by, bw, bh;
-    int32_t *xmap, *ymap;
-} sp__crop_plan;
-int sp__random_crop_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
-                         uint32_t attempt, sp__crop_plan *pl, const char *path, sp_error *err);
-/* random_crop's geometry on a W x H image for attempt a of protect= (a 0:
- * sp_random_crop_sample(); a > 0: its offset redrawn from block a << 16,
- * the same words); 0 or SP_EINVAL. */
-int sp__random_crop_geom(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
-                         uint32_t a, sp_random_crop_geom *g);
-void sp__crop_plan_free(sp__crop_plan *pl);
-
-/* gaussian_blur's sigma for the sample: block 0, (float)(lo + (hi - lo) *
- * u01(c[0])). */
-float sp__blur_sigma(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
-
-/* rotate's angle for the sample: block 0, (float)(lo + (hi - lo) * u01(c[0])). */
-float sp__rotate_angle(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx);
-
-/* One line of sp_pipeline_explain() for op k of pipeline_geom.c; updates
- * the tracked size *W x *H. */
-void sp__geom_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
-                      uint32_t attempt, int *W, int *H);   /* attempt: random_crop's protect= */
-
-/* ---- the ops of pipeline_policy.c (affine, auto_augment, rand_augment,
- * trivial_augment_wide): as the pipeline_geom.c functions above. ---- */
-int sp__policy_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                     const char *const *vals, sp_error *err);
-void sp__policy_canon(sp__sbuf *b, const sp_op *op);
-void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int W,
-                        int H);
-/* Run op k on the writable image img in place (its size is kept); each
- * geometric step it applies is appended to log (may be NULL).
- * @return 0, SP_ENOMEM. */
-int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img,
-                   sp_geom_log *log);
-/* pipeline_jitter.c: color_jitter's draw (its factors fq, hue and order;
- * returns the number of entries of order, 3 or 4). */
-int sp__jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int32_t fq[3],
-                    float *hue, uint8_t order[4]);
-/* pipeline_detcrop.c: random_zoom_out and random_iou_crop (torchvision
- * v2's RandomZoomOut, RandomIoUCrop): values, canonical form, their run on
- * the current image (*made: out holds the new image; the step is logged;
- * random_iou_crop reads the boxes at this point from log->targets moved
- * through the steps so far, and refuses a run without a log), and their
- * explain lines (log: the sample's run, for random_iou_crop's attempts;
- * NULL: it names what it cannot know). */
-int sp__detcrop_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                      const char *const *vals, sp_error *err);
-void sp__detcrop_canon(sp__sbuf *b, const sp_op *op);
-int sp__detcrop_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, const sp_image *cur,
-                    sp_geom_log *log, sp_image *out, int *made, const char *path, sp_error *err);
-void sp__detcrop_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx,
-                         const sp_geom_log *log, int *W, int *H);
 /* sp_pipeline_explain() with the sample's run (log, may be NULL). */
 size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
                                 sp_format format, const sp_geom_log *log, char *buf, size_t n);
@@ -217,26 +255,23 @@ int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
                       sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
                       uint32_t base, sp_crop_box *box);
 /* pipeline_protect.c: protect= of the targets op (docs/pipeline.md
- * "protect"). sp__protect_step(): the step attempt a of random crop op k
- * (random_resized_crop or random_crop) would log on a W x H image (its RRC
- * box in *b, or its random_crop geometry in *g; either may be NULL); 0, or
- * 1 when random_crop cannot crop (its run names the error).
- * sp__protect_attempt(): the attempt op k keeps with the boxes after steps
- * [0, upto) of log (0 without protect, a log or boxes); e (may be NULL)
- * gets one line per attempt. */
-int sp__protect_step(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int W, int H,
-                     uint32_t a, sp_geom_step *step, sp_crop_box *b, sp_random_crop_geom *g);
-uint32_t sp__protect_attempt(const sp_pipeline *p, const sp_op *op, uint32_t k,
-                             const sp_sample_ctx *ctx, int W, int H, const sp_geom_log *log,
-                             int upto, sp__fbuf *e);
-/* The attempt op k kept in the sample's run (log: its steps; NULL: 0). */
-uint32_t sp__protect_explained(const sp_pipeline *p, const sp_op *op, int k,
-                               const sp_sample_ctx *ctx, int W, int H, const sp_geom_log *log,
-                               sp__fbuf *e);
-/* random_crop's explain lines (op k of p): the attempt that ran, then the
- * attempts (sp__geom_explain() and the lines above). */
-void sp__protect_explain_crop(sp__fbuf *e, const sp_pipeline *p, int k, const sp_sample_ctx *ctx,
-                              const sp_geom_log *log, int *W, int *H);
+ * "protect"). A random crop op gives its step function: the step attempt a
+ * would log on a W x H image (0, or 1 when it cannot crop: its run names
+ * the error) and, when what is not NULL, its words for explain ("box
+ * x=.. y=.. w=.. h=.."). sp__protect_attempt(): the attempt op k keeps with
+ * the boxes after steps [0, upto) of log (0 without protect, a log or
+ * boxes); e (may be NULL) gets one line per attempt.
+ * sp__protect_explained(): the attempt op k kept in the sample's run (log:
+ * its steps; NULL: 0). */
+typedef int (*sp__protect_step_fn)(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int W,
+                                   int H, uint32_t a, sp_geom_step *step, char *what,
+                                   size_t n);
+uint32_t sp__protect_attempt(const sp_pipeline *p, const sp_op *op, sp__protect_step_fn step,
+                             uint32_t k, const sp_sample_ctx *ctx, int W, int H,
+                             const sp_geom_log *log, int upto, sp__fbuf *e);
+uint32_t sp__protect_explained(const sp_pipeline *p, const sp_op *op, sp__protect_step_fn step,
+                               int k, const sp_sample_ctx *ctx, int W, int H,
+                               const sp_geom_log *log, sp__fbuf *e);
 /* geom_affine.c: the geometry of affine and the policy's geometric
  * sub-ops for targets. sp__affine_forward(): torchvision's forward matrix
  * (_get_inverse_affine_matrix, inverted=False) in pixels, centre (cx, cy).
@@ -255,13 +290,10 @@ void sp__geom_push(sp_geom_log *log, const sp_geom_step *g);
  * the axis map x0, y0, sx, sy). */
 void sp__geom_step_set(sp_geom_step *g, int kind, int op, int in_w, int in_h, int out_w,
                        int out_h, double x0, double y0, double sx, double sy);
-/* The `targets` op (targets_spec.c): its values (vals: max_boxes, clip,
- * min_area, min_visibility, keypoints), canonical form, and the check that
- * it is last and every other op can move targets (SP_ESPEC). */
-int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err);
-void sp__targets_canon(sp__sbuf *b, const sp_op *op);
+/* targets_spec.c: the checks that a pipeline with targets ends with it,
+ * logs no more steps than a log holds, and random-applies none of it; and
+ * that an op that needs targets has them (SP_ESPEC). */
 int sp__targets_check(const sp_pipeline *p, sp_error *err);
-int sp__targets_moves(sp_op_kind k);   /* 1 if op kind k moves targets (logs its geometry) */
 
 /* float32 -> bfloat16 / IEEE binary16 words, round to nearest even
  * (pipeline_write.c). */

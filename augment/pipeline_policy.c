@@ -3,10 +3,9 @@
  * trivial_augment_wide (torchvision 0.14's AutoAugment, RandAugment,
  * TrivialAugmentWide): their values in the spec, canonical form, draws,
  * magnitude tables, the AutoAugment policies, their run on a sample and
- * their line of `seedpipe explain`. The pixels are ops_rotate.c's and
- * ops_policy.c's; pipeline_spec.c and pipeline_run.c call in here, nothing
- * here calls them. docs/pipeline.md documents the ops and which draw word
- * decides what.
+ * their line of `seedpipe explain`, and their descriptors. The pixels are
+ * ops_rotate.c's and ops_policy.c's. docs/pipeline.md documents the ops and
+ * which draw word decides what.
  */
 #include "augment/pipeline_internal.h"
 
@@ -16,6 +15,8 @@
 #include <string.h>
 
 static const char *const POLICIES[] = {"imagenet", "cifar10", "svhn"};
+
+extern const sp__op_desc sp__op_auto_augment, sp__op_trivial_augment_wide;
 
 /* ---- AutoAugment's policies (torchvision's _get_policies, in order) ------- */
 
@@ -88,19 +89,13 @@ static double aug_magnitude(int op, int wide, int bins, int bin, int W, int H) {
 
 /* ---- parsing ---------------------------------------------------------------- */
 
-static int bad(sp_error *err, int idx, const char *name, const char *key, const char *val,
-               const char *expect) {
-    return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": bad value \"%s\" for %s "
-                        "(expected %s)", idx, name, val, key, expect);
-}
-
 /* interpolation= and fill= (keys at vals[ki], vals[ki + 1]); fill=none
  * allowed when allow_none (the policy ops' default). */
-static int parse_interp_fill(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                             const char *const *vals, int ki, int allow_none, sp_error *err) {
+static int parse_interp_fill(const sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
+                             int ki, int allow_none, sp_error *err) {
     const char *v = vals[ki];
     if (v && strcmp(v, "nearest") && strcmp(v, "bilinear"))
-        return bad(err, idx, name, "interpolation", v, "nearest or bilinear");
+        return sp__op_bad(err, idx, op, "interpolation", v, "nearest or bilinear");
     op->bilinear = v && strcmp(v, "bilinear") == 0;
     op->nvalue = 1;
     op->nofill = allow_none;
@@ -109,7 +104,7 @@ static int parse_interp_fill(const sp_pipeline *p, sp_op *op, int idx, const cha
     int n, ok = sp__parse_list(v, s, 3, &n) && n != 2 && (n == 1 || p->channels == 3);
     for (int i = 0; ok && i < n; i++) ok = s[i] >= 0 && s[i] <= 255;
     if (!ok)
-        return bad(err, idx, name, "fill", v, p->channels == 3 ? (allow_none ? "none, V or R,G,B "
+        return sp__op_bad(err, idx, op, "fill", v, p->channels == 3 ? (allow_none ? "none, V or R,G,B "
                    "in [0, 255]" : "V or R,G,B in [0, 255]") : (allow_none ? "none or V in "
                    "[0, 255] (gray pipeline)" : "V in [0, 255] (gray pipeline)"));
     op->nofill = 0;
@@ -133,22 +128,22 @@ static int sym_range(const char *v, double lim, int open, double out[2]) {
 
 /* affine degrees= translate=a,b scale=lo,hi shear=S|lo,hi|xlo,xhi,ylo,yhi
  * interpolation= fill= (RandomAffine's arguments and defaults). */
-static int parse_affine(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                        const char *const *vals, sp_error *err) {
+static int affine_parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
+                        sp_error *err) {
     if (!sym_range(vals[0], 1e6, 0, op->degrees))
-        return bad(err, idx, name, "degrees", vals[0], "D in [0, 1e6] (angle in [-D, D]) or "
+        return sp__op_bad(err, idx, op, "degrees", vals[0], "D in [0, 1e6] (angle in [-D, D]) or "
                    "lo,hi with -1e6 <= lo <= hi <= 1e6");
     double s[4];
     int n;
     if (vals[1] && (!sp__parse_list(vals[1], s, 2, &n) || n != 2 || !(s[0] >= 0 && s[0] <= 1) ||
                     !(s[1] >= 0 && s[1] <= 1)))
-        return bad(err, idx, name, "translate", vals[1], "a,b in [0, 1] (fractions of the "
+        return sp__op_bad(err, idx, op, "translate", vals[1], "a,b in [0, 1] (fractions of the "
                    "width and the height)");
     if (vals[1]) memcpy(op->translate, s, sizeof op->translate);
     op->scale[0] = op->scale[1] = 1.0;
     if (vals[2] && (!sp__parse_list(vals[2], s, 2, &n) || n != 2 || !(s[0] > 0) || s[1] < s[0] ||
                     s[1] > 1e6))
-        return bad(err, idx, name, "scale", vals[2], "lo,hi with 0 < lo <= hi");
+        return sp__op_bad(err, idx, op, "scale", vals[2], "lo,hi with 0 < lo <= hi");
     if (vals[2]) memcpy(op->scale, s, sizeof op->scale);
     if (vals[3]) {
         int ok = sp__parse_list(vals[3], s, 4, &n) && n != 3;
@@ -159,10 +154,10 @@ static int parse_affine(const sp_pipeline *p, sp_op *op, int idx, const char *na
             ok = sym_range(pair, 90.0, 1, op->shear + 2 * i);
         }
         if (!ok)
-            return bad(err, idx, name, "shear", vals[3], "S (x shear in [-S, S]), xlo,xhi or "
+            return sp__op_bad(err, idx, op, "shear", vals[3], "S (x shear in [-S, S]), xlo,xhi or "
                        "xlo,xhi,ylo,yhi in degrees, each within (-90, 90)");
     }
-    return parse_interp_fill(p, op, idx, name, vals, 4, 0, err);
+    return parse_interp_fill(p, op, idx, vals, 4, 0, err);
 }
 
 /* An integer key in [lo, hi] with a default. */
@@ -175,55 +170,65 @@ static int int_key(const char *v, int lo, int hi, int dflt, int *out) {
     return 1;
 }
 
-int sp__policy_parse(const sp_pipeline *p, sp_op *op, int idx, const char *name,
-                     const char *const *vals, sp_error *err) {
-    if (op->kind == SP_OP_AFFINE) return parse_affine(p, op, idx, name, vals, err);
-    int ki = 0;   /* the index of interpolation= */
-    if (op->kind == SP_OP_AUTO_AUGMENT) {
-        op->policy = vals[0] ? -1 : 0;
-        for (int i = 0; vals[0] && i < 3; i++)
-            if (strcmp(vals[0], POLICIES[i]) == 0) op->policy = i;
-        if (op->policy < 0)
-            return bad(err, idx, name, "policy", vals[0], "imagenet, cifar10 or svhn");
-        ki = 1;
-    } else if (op->kind == SP_OP_RAND_AUGMENT) {
-        if (!int_key(vals[0], 0, 16, 2, &op->num_ops))
-            return bad(err, idx, name, "num_ops", vals[0], "an integer in [0, 16]");
-        if (!int_key(vals[2], 2, 1000, 31, &op->bins))
-            return bad(err, idx, name, "num_magnitude_bins", vals[2], "an integer in [2, 1000]");
-        if (!int_key(vals[1], 0, op->bins - 1, 9, &op->magnitude))
-            return bad(err, idx, name, "magnitude", vals[1], "an integer in [0, "
-                       "num_magnitude_bins - 1]");
-        ki = 3;
-    } else {
-        if (!int_key(vals[0], 2, 1000, 31, &op->bins))
-            return bad(err, idx, name, "num_magnitude_bins", vals[0], "an integer in [2, 1000]");
-        ki = 1;
-    }
-    return parse_interp_fill(p, op, idx, name, vals, ki, 1, err);
+static int auto_parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
+                      sp_error *err) {
+    op->policy = vals[0] ? -1 : 0;
+    for (int i = 0; vals[0] && i < 3; i++)
+        if (strcmp(vals[0], POLICIES[i]) == 0) op->policy = i;
+    if (op->policy < 0)
+        return sp__op_bad(err, idx, op, "policy", vals[0], "imagenet, cifar10 or svhn");
+    return parse_interp_fill(p, op, idx, vals, 1, 1, err);
 }
 
-void sp__policy_canon(sp__sbuf *b, const sp_op *op) {
-    switch (op->kind) {
-    case SP_OP_AFFINE:
-        sp__sbuf_printf(b, "affine degrees=%.9g,%.9g translate=%.9g,%.9g scale=%.9g,%.9g "
-                        "shear=%.9g,%.9g,%.9g,%.9g", op->degrees[0], op->degrees[1],
-                        op->translate[0], op->translate[1], op->scale[0], op->scale[1],
-                        op->shear[0], op->shear[1], op->shear[2], op->shear[3]);
-        break;
-    case SP_OP_AUTO_AUGMENT:
-        sp__sbuf_printf(b, "auto_augment policy=%s", POLICIES[op->policy]);
-        break;
-    case SP_OP_RAND_AUGMENT:
-        sp__sbuf_printf(b, "rand_augment num_ops=%d magnitude=%d num_magnitude_bins=%d",
-                        op->num_ops, op->magnitude, op->bins);
-        break;
-    default: sp__sbuf_printf(b, "trivial_augment_wide num_magnitude_bins=%d", op->bins); break;
-    }
+static int rand_parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
+                      sp_error *err) {
+    if (!int_key(vals[0], 0, 16, 2, &op->num_ops))
+        return sp__op_bad(err, idx, op, "num_ops", vals[0], "an integer in [0, 16]");
+    if (!int_key(vals[2], 2, 1000, 31, &op->bins))
+        return sp__op_bad(err, idx, op, "num_magnitude_bins", vals[2], "an integer in [2, 1000]");
+    if (!int_key(vals[1], 0, op->bins - 1, 9, &op->magnitude))
+        return sp__op_bad(err, idx, op, "magnitude", vals[1], "an integer in [0, "
+                          "num_magnitude_bins - 1]");
+    return parse_interp_fill(p, op, idx, vals, 3, 1, err);
+}
+
+static int trivial_parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals,
+                         sp_error *err) {
+    if (!int_key(vals[0], 2, 1000, 31, &op->bins))
+        return sp__op_bad(err, idx, op, "num_magnitude_bins", vals[0], "an integer in [2, 1000]");
+    return parse_interp_fill(p, op, idx, vals, 1, 1, err);
+}
+
+/* interpolation= fill=, the keys every op here ends with. */
+static void canon_interp_fill(sp__sbuf *b, const sp_op *op) {
     sp__sbuf_printf(b, " interpolation=%s fill=", op->bilinear ? "bilinear" : "nearest");
     if (op->nofill) sp__sbuf_printf(b, "none");
     for (int i = 0; !op->nofill && i < op->nvalue; i++)
         sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->value[i]);
+}
+
+static void affine_canon(sp__sbuf *b, const sp_op *op) {
+    sp__sbuf_printf(b, "affine degrees=%.9g,%.9g translate=%.9g,%.9g scale=%.9g,%.9g "
+                    "shear=%.9g,%.9g,%.9g,%.9g", op->degrees[0], op->degrees[1],
+                    op->translate[0], op->translate[1], op->scale[0], op->scale[1],
+                    op->shear[0], op->shear[1], op->shear[2], op->shear[3]);
+    canon_interp_fill(b, op);
+}
+
+static void auto_canon(sp__sbuf *b, const sp_op *op) {
+    sp__sbuf_printf(b, "auto_augment policy=%s", POLICIES[op->policy]);
+    canon_interp_fill(b, op);
+}
+
+static void rand_canon(sp__sbuf *b, const sp_op *op) {
+    sp__sbuf_printf(b, "rand_augment num_ops=%d magnitude=%d num_magnitude_bins=%d",
+                    op->num_ops, op->magnitude, op->bins);
+    canon_interp_fill(b, op);
+}
+
+static void trivial_canon(sp__sbuf *b, const sp_op *op) {
+    sp__sbuf_printf(b, "trivial_augment_wide num_magnitude_bins=%d", op->bins);
+    canon_interp_fill(b, op);
 }
 
 /* ---- draws ------------------------------------------------------------------ */
@@ -283,11 +288,11 @@ static void draw_auto(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int
 static void draw_policy(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, int W, int H,
                         policy_draw *pd) {
     memset(pd, 0, sizeof *pd);
-    if (op->kind == SP_OP_AUTO_AUGMENT) {
+    if (op->desc == &sp__op_auto_augment) {
         draw_auto(op, k, ctx, W, H, pd);
         return;
     }
-    int wide = op->kind == SP_OP_TRIVIAL_AUGMENT;
+    int wide = op->desc == &sp__op_trivial_augment_wide;
     pd->n = wide ? 1 : op->num_ops;
     for (int i = 0; i < pd->n; i++) {
         sp_ctr d = sp_sample_draw(ctx->k_augment, (uint32_t)i, k, ctx->sample, ctx->epoch);
@@ -302,63 +307,75 @@ static void draw_policy(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, i
 
 /* ---- run and explain --------------------------------------------------------- */
 
-int sp__policy_run(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, sp_image *img,
-                   sp_geom_log *log) {
+/* A pending horizontal flip is applied first (torchvision's order); the
+ * image is changed in place (its size is kept), and each geometric step
+ * is logged. */
+static int affine_run(sp__op_run *r, const sp_op *op, int k) {
+    sp_image *img = &r->st->cur;
+    int rc = sp__st_writable(r->st);
+    if (!rc) rc = sp__st_unflip(r->st);
+    if (rc) return sp__op_fail(r, rc);
     const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
-    const float *f = op->nofill ? NULL : fill;
     const int W = img->width, H = img->height;
+    affine_draw a;
+    draw_affine(op, (uint32_t)k, r->ctx, W, H, &a);
+    double rss[4];
+    float th[6];
+    sp_affine_rss(a.angle, a.shx, a.shy, rss);
+    sp_affine_theta(rss, a.scale, 0.0, 0.0, a.tx, a.ty, th);
     sp_geom_step g;
-    if (op->kind == SP_OP_AFFINE) {
-        affine_draw a;
-        draw_affine(op, k, ctx, W, H, &a);
-        double rss[4];
-        float th[6];
-        sp_affine_rss(a.angle, a.shx, a.shy, rss);
-        sp_affine_theta(rss, a.scale, 0.0, 0.0, a.tx, a.ty, th);
-        memset(&g, 0, sizeof g);   /* targets: the forward matrix about (W/2, H/2) */
-        g.kind = SP_GEOM_AFFINE;
-        g.op = (int)k;
-        g.in_w = g.out_w = W;
-        g.in_h = g.out_h = H;
-        sp__affine_forward(rss, a.scale, (double)W * 0.5, (double)H * 0.5, a.tx, a.ty, g.m);
-        memcpy(g.th, th, sizeof g.th);   /* masks: the image's own inverse map */
-        sp__geom_push(log, &g);
-        sp_image out;
-        int rc = sp_image_alloc(&out, W, H, img->channels);
-        if (rc) return rc;
-        sp_image_affine(img, th, op->bilinear, f, &out);
-        size_t row = (size_t)W * (size_t)img->channels;
-        for (int y = 0; y < H; y++)
-            memcpy(img->data + (size_t)y * img->stride, out.data + (size_t)y * out.stride, row);
-        sp_image_free(&out);
-        return SP_OK;
-    }
-    policy_draw pd;
-    draw_policy(op, k, ctx, W, H, &pd);
-    int rc = SP_OK;
-    for (int i = 0; !rc && i < pd.n; i++) {
-        if (!pd.on[i]) continue;
-        rc = sp_aug_apply(img, pd.op[i], pd.m[i], op->bilinear, f);
-        if (!rc && sp__aug_geom_step(pd.op[i], pd.m[i], W, H, (int)k, &g)) sp__geom_push(log, &g);
-    }
-    return rc;
+    memset(&g, 0, sizeof g);   /* targets: the forward matrix about (W/2, H/2) */
+    g.kind = SP_GEOM_AFFINE;
+    g.op = k;
+    g.in_w = g.out_w = W;
+    g.in_h = g.out_h = H;
+    sp__affine_forward(rss, a.scale, (double)W * 0.5, (double)H * 0.5, a.tx, a.ty, g.m);
+    memcpy(g.th, th, sizeof g.th);   /* masks: the image's own inverse map */
+    sp__geom_push(r->st->log, &g);
+    sp_image out;
+    if ((rc = sp_image_alloc(&out, W, H, img->channels))) return sp__op_fail(r, rc);
+    sp_image_affine(img, th, op->bilinear, op->nofill ? NULL : fill, &out);
+    size_t row = (size_t)W * (size_t)img->channels;
+    for (int y = 0; y < H; y++)
+        memcpy(img->data + (size_t)y * img->stride, out.data + (size_t)y * out.stride, row);
+    sp_image_free(&out);
+    return SP_OK;
 }
 
-void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx *ctx, int W,
-                        int H) {
-    const char *mode = op->bilinear ? "bilinear" : "nearest";
-    if (op->kind == SP_OP_AFFINE) {
-        affine_draw a;
-        draw_affine(op, (uint32_t)k, ctx, W, H, &a);
-        sp__fbuf_printf(e, "%d affine: angle %.9g translate %d,%d scale %.9g shear %.9g,%.9g "
-                        "(%s)\n", k, (double)a.angle, a.tx, a.ty, (double)a.scale,
-                        (double)a.shx, (double)a.shy, mode);
-        return;
-    }
-    static const char *const NAMES[] = {"auto_augment", "rand_augment", "trivial_augment_wide"};
+/* The policy ops: their sub-ops, each as ops_policy.c applies it. */
+static int policy_run(sp__op_run *r, const sp_op *op, int k) {
+    sp_image *img = &r->st->cur;
+    int rc = sp__st_writable(r->st);
+    if (!rc) rc = sp__st_unflip(r->st);
+    if (rc) return sp__op_fail(r, rc);
+    const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
+    const int W = img->width, H = img->height;
     policy_draw pd;
-    draw_policy(op, (uint32_t)k, ctx, W, H, &pd);
-    sp__fbuf_printf(e, "%d %s: [", k, NAMES[op->kind - SP_OP_AUTO_AUGMENT]);
+    draw_policy(op, (uint32_t)k, r->ctx, W, H, &pd);
+    for (int i = 0; !rc && i < pd.n; i++) {
+        if (!pd.on[i]) continue;
+        rc = sp_aug_apply(img, pd.op[i], pd.m[i], op->bilinear, op->nofill ? NULL : fill);
+        sp_geom_step g;
+        if (!rc && sp__aug_geom_step(pd.op[i], pd.m[i], W, H, k, &g)) sp__geom_push(r->st->log, &g);
+    }
+    return rc ? sp__op_fail(r, rc) : SP_OK;
+}
+
+static int affine_explain(sp__op_explain *x, const sp_op *op, int k) {
+    affine_draw a;
+    draw_affine(op, (uint32_t)k, x->ctx, x->W, x->H, &a);
+    sp__fbuf_printf(x->e, "%d affine: angle %.9g translate %d,%d scale %.9g shear %.9g,%.9g "
+                    "(%s)\n", k, (double)a.angle, a.tx, a.ty, (double)a.scale,
+                    (double)a.shx, (double)a.shy, op->bilinear ? "bilinear" : "nearest");
+    return k;
+}
+
+static int policy_explain(sp__op_explain *x, const sp_op *op, int k) {
+    sp__fbuf *e = x->e;
+    int is_auto = op->desc == &sp__op_auto_augment;
+    policy_draw pd;
+    draw_policy(op, (uint32_t)k, x->ctx, x->W, x->H, &pd);
+    sp__fbuf_printf(e, "%d %s: [", k, op->desc->name);
     int first = 1;
     for (int i = 0; i < pd.n; i++) {
         if (!pd.on[i]) continue;
@@ -366,14 +383,38 @@ void sp__policy_explain(sp__fbuf *e, const sp_op *op, int k, const sp_sample_ctx
         first = 0;
     }
     sp__fbuf_printf(e, "]");
-    for (int i = 0; op->kind == SP_OP_AUTO_AUGMENT && i < 2; i++) {
+    for (int i = 0; is_auto && i < 2; i++) {
         const sub_op *s = &POLICY[op->policy][pd.id].s[i];
         sp__fbuf_printf(e, "%s%s p=%g u=%.9g %s%s", i ? ", " : " (", sp_aug_name(s->op),
                         s->p10 / 10.0, (double)pd.u[i], pd.on[i] ? "applied" : "skipped",
                         i ? ")" : "");
     }
-    if (op->kind == SP_OP_AUTO_AUGMENT)
-        sp__fbuf_printf(e, " policy %s #%d", POLICIES[op->policy], pd.id);
-    if (op->kind == SP_OP_TRIVIAL_AUGMENT) sp__fbuf_printf(e, " bin %d of %d", pd.bin, op->bins);
-    sp__fbuf_printf(e, " (%s)\n", mode);
+    if (is_auto) sp__fbuf_printf(e, " policy %s #%d", POLICIES[op->policy], pd.id);
+    if (op->desc == &sp__op_trivial_augment_wide)
+        sp__fbuf_printf(e, " bin %d of %d", pd.bin, op->bins);
+    sp__fbuf_printf(e, " (%s)\n", op->bilinear ? "bilinear" : "nearest");
+    return k;
 }
+
+/* The steps a sample logs: one per sub-op that runs (at most 2 for
+ * auto_augment, num_ops for rand_augment). */
+static int auto_steps(const sp_op *op) { (void)op; return 2; }
+static int rand_steps(const sp_op *op) { return op->num_ops; }
+
+#define POLICY_FLAGS SP__OP_MOVES_TARGETS
+
+const sp__op_desc sp__op_affine = {
+    "affine", {"degrees", "translate", "scale", "shear", "interpolation", "fill", NULL}, 1,
+    POLICY_FLAGS, affine_parse, affine_canon, NULL, affine_run, affine_explain, NULL};
+
+const sp__op_desc sp__op_auto_augment = {
+    "auto_augment", {"policy", "interpolation", "fill", NULL}, 0,
+    POLICY_FLAGS, auto_parse, auto_canon, NULL, policy_run, policy_explain, auto_steps};
+
+const sp__op_desc sp__op_rand_augment = {
+    "rand_augment", {"num_ops", "magnitude", "num_magnitude_bins", "interpolation", "fill", NULL},
+    0, POLICY_FLAGS, rand_parse, rand_canon, NULL, policy_run, policy_explain, rand_steps};
+
+const sp__op_desc sp__op_trivial_augment_wide = {
+    "trivial_augment_wide", {"num_magnitude_bins", "interpolation", "fill", NULL}, 0,
+    POLICY_FLAGS, trivial_parse, trivial_canon, NULL, policy_run, policy_explain, NULL};

@@ -91,257 +91,13 @@ const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
 
 /* ---- the parser ---------------------------------------------------------------- */
 
-typedef struct op_desc {
-    const char *name;
-    sp_op_kind kind;
-    const char *keys[10];
-    const char *required;   /* a key that must be present, or NULL */
-} op_desc;
-
-static const op_desc OPS[] = {
-    {"decode", SP_OP_DECODE, {"mode", "dct", NULL}, NULL},
-    {"random_resized_crop", SP_OP_RRC, {"size", "scale", "ratio", "interpolation", NULL}, "size"},
-    {"resize", SP_OP_RESIZE, {"size", "interpolation", NULL}, "size"},
-    {"center_crop", SP_OP_CENTER_CROP, {"size", NULL}, "size"},
-    {"hflip", SP_OP_HFLIP, {"p", NULL}, NULL},
-    {"vflip", SP_OP_VFLIP, {"p", NULL}, NULL},
-    {"color_jitter", SP_OP_COLOR_JITTER, {"brightness", "contrast", "saturation", "hue", NULL}, NULL},
-    {"grayscale", SP_OP_GRAYSCALE, {"p", NULL}, NULL},
-    {"normalize", SP_OP_NORMALIZE, {"mean", "std", NULL}, "mean"},
-    {"invert", SP_OP_INVERT, {"p", NULL}, NULL},
-    {"posterize", SP_OP_POSTERIZE, {"bits", "p", NULL}, "bits"},
-    {"solarize", SP_OP_SOLARIZE, {"threshold", "p", NULL}, "threshold"},
-    {"autocontrast", SP_OP_AUTOCONTRAST, {"p", NULL}, NULL},
-    {"equalize", SP_OP_EQUALIZE, {"p", NULL}, NULL},
-    {"sharpness", SP_OP_SHARPNESS, {"factor", "p", NULL}, "factor"},
-    {"random_apply", SP_OP_RANDOM_APPLY, {"ops", "p", NULL}, "ops"},
-    {"random_crop", SP_OP_RANDOM_CROP, {"size", "padding", "pad_mode", "fill", "pad_if_needed", NULL},
-     "size"},
-    {"gaussian_blur", SP_OP_GAUSSIAN_BLUR, {"kernel", "sigma", NULL}, "kernel"},
-    {"random_erasing", SP_OP_RANDOM_ERASING, {"p", "scale", "ratio", "value", NULL}, NULL},
-    {"rotate", SP_OP_ROTATE, {"degrees", "interpolation", "fill", NULL}, "degrees"},
-    {"affine", SP_OP_AFFINE, {"degrees", "translate", "scale", "shear", "interpolation", "fill",
-                              NULL}, "degrees"},
-    {"auto_augment", SP_OP_AUTO_AUGMENT, {"policy", "interpolation", "fill", NULL}, NULL},
-    {"rand_augment", SP_OP_RAND_AUGMENT, {"num_ops", "magnitude", "num_magnitude_bins",
-                                          "interpolation", "fill", NULL}, NULL},
-    {"trivial_augment_wide", SP_OP_TRIVIAL_AUGMENT, {"num_magnitude_bins", "interpolation",
-                                                     "fill", NULL}, NULL},
-    {"targets", SP_OP_TARGETS,
-     {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill",
-      "protect", "flip_pairs", NULL},
-     NULL},
-    {"random_zoom_out", SP_OP_RANDOM_ZOOM_OUT, {"fill", "side_range", "p", NULL}, NULL},
-    {"random_iou_crop", SP_OP_RANDOM_IOU_CROP, {"min_scale", "max_scale", "min_aspect_ratio",
-     "max_aspect_ratio", "sampler_options", "trials", "attempts", NULL}, NULL},
-};
-#define N_OPS (int)(sizeof OPS / sizeof OPS[0])
-
-static void join_keys(const op_desc *d, char *buf, size_t size) {
+static void join_keys(const sp__op_desc *d, char *buf, size_t size) {
     buf[0] = '\0';
     for (int i = 0; d->keys[i]; i++) {
         if (i) strncat(buf, ", ", size - strlen(buf) - 1);
         strncat(buf, d->keys[i], size - strlen(buf) - 1);
     }
 }
-
-#define BAD(fmt, ...) \
-    sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": " fmt, idx, d->name, __VA_ARGS__)
-
-static int bad_value(sp_error *err, int idx, const op_desc *d, const char *key,
-                     const char *val, const char *expect) {
-    return BAD("bad value \"%s\" for %s (expected %s)", val, key, expect);
-}
-
-static int parse_size(sp_error *err, int idx, const op_desc *d, const char *v, int *h, int *w,
-                      int allow_single) {
-    double s[2];
-    int n;
-    const char *expect = allow_single ? "H or H,W: integers in [1, 16384]"
-                                      : "H,W integers in [1, 16384]";
-    if (!sp__parse_list(v, s, 2, &n)) return bad_value(err, idx, d, "size", v, expect);
-    for (int i = 0; i < n; i++)
-        /* range first: converting an out-of-range double to int is UB */
-        if (!(s[i] >= 1 && s[i] <= SP_SPEC_MAX_SIZE) || s[i] != (double)(int)s[i])
-            return bad_value(err, idx, d, "size", v, expect);
-    *h = (int)s[0];
-    *w = n == 2 ? (int)s[1] : (allow_single ? 0 : (int)s[0]);
-    return SP_OK;
-}
-
-static int parse_pair(sp_error *err, int idx, const op_desc *d, const char *key,
-                      const char *v, double lo_min, int positive, double out[2]) {
-    double s[2];
-    int n;
-    if (!sp__parse_list(v, s, 2, &n) || n != 2 || s[0] < lo_min || s[1] < s[0] ||
-        (positive && !(s[0] > 0)))
-        return bad_value(err, idx, d, key, v,
-                         positive ? "a,b with 0 < a <= b" : "a,b with 0 <= a <= b");
-    out[0] = s[0];
-    out[1] = s[1];
-    return SP_OK;
-}
-
-/* resize / random_resized_crop interpolation=bilinear (default) | bicubic. */
-static int parse_interp(sp_error *err, int idx, const op_desc *d, const char *v, int *filter) {
-    *filter = SP_RESAMPLE_BILINEAR;
-    if (v && strcmp(v, "bicubic") == 0) *filter = SP_RESAMPLE_BICUBIC;
-    else if (v && strcmp(v, "bilinear") != 0)
-        return bad_value(err, idx, d, "interpolation", v, "bilinear or bicubic");
-    return SP_OK;
-}
-
-/* color_jitter's hue: h (range [-h, h], 0 <= h <= 0.5) or lo,hi with
- * -0.5 <= lo <= hi <= 0.5, as torchvision; absent or 0: no hue. */
-static int parse_hue(sp_error *err, int idx, const op_desc *d, const char *v, double hue[2]) {
-    hue[0] = hue[1] = 0.0;
-    if (!v) return SP_OK;
-    double s[2];
-    int n;
-    if (!sp__parse_list(v, s, 2, &n) || (n == 1 && !(s[0] >= 0 && s[0] <= 0.5)) ||
-        (n == 2 && !(s[0] >= -0.5 && s[0] <= s[1] && s[1] <= 0.5)))
-        return bad_value(err, idx, d, "hue", v,
-                         "h in [0, 0.5] (shift in [-h, h]) or lo,hi with -0.5 <= lo <= hi <= 0.5");
-    hue[0] = n == 1 ? sp__canon_num(-s[0]) : s[0];
-    hue[1] = n == 1 ? s[0] : s[1];
-    if (hue[0] == 0) hue[0] = 0.0;   /* no "-0" in the canonical form */
-    if (hue[1] == 0) hue[1] = 0.0;
-    return SP_OK;
-}
-
-/* The pixel-value ops: their magnitude (bits, threshold, factor) and p
- * (default 0.5, torchvision's); random_apply's span and p (default 0.5, as
- * torchvision's RandomApply). */
-static int parse_pixel(sp_op *op, const op_desc *d, int idx, const char *const *vals,
-                       sp_error *err) {
-    const char *v = vals[0];
-    int pk = 0;   /* the index of p= among the keys */
-    double x;
-    if (op->kind == SP_OP_POSTERIZE) {
-        pk = 1;
-        if (!sp__parse_num(v, &x) || !(x >= 0 && x <= 8) || x != (double)(int)x)
-            return bad_value(err, idx, d, "bits", v, "an integer in [0, 8]");
-        op->bits = (int)x;
-    } else if (op->kind == SP_OP_SOLARIZE) {
-        pk = 1;
-        if (!sp__parse_num(v, &op->level) || !(op->level >= 0 && op->level <= 255))
-            return bad_value(err, idx, d, "threshold", v, "a number in [0, 255]");
-    } else if (op->kind == SP_OP_SHARPNESS) {
-        pk = 1;
-        if (!sp__parse_num(v, &op->level) || !(op->level >= 0 && op->level <= SP_FACTOR_MAX))
-            return bad_value(err, idx, d, "factor", v, "a number in [0, 255]");
-    } else if (op->kind == SP_OP_RANDOM_APPLY) {
-        pk = 1;
-        if (!sp__parse_num(v, &x) || !(x >= 1 && x < SP_SPEC_MAX_OPS) || x != (double)(int)x)
-            return bad_value(err, idx, d, "ops", v, "an integer in [1, 63]: the ops that follow");
-        op->span = (int)x;
-    }
-    op->p = 0.5;
-    if ((v = vals[pk]) && (!sp__parse_num(v, &op->p) || op->p < 0 || op->p > 1))
-        return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
-    return SP_OK;
-}
-
-/* Parse the values of one op whose key=value strings are in vals[]. */
-static int parse_values(sp_pipeline *p, sp_op *op, const op_desc *d, int idx,
-                        const char *const *vals, sp_error *err) {
-    const char *v;
-    switch (op->kind) {
-    case SP_OP_DECODE:
-        op->channels = 3;
-        op->dct = 0;   /* default: torchvision's pixels (no DCT-domain scaling) */
-        if ((v = vals[0])) {
-            if (strcmp(v, "rgb") == 0) op->channels = 3;
-            else if (strcmp(v, "gray") == 0) op->channels = 1;
-            else return bad_value(err, idx, d, "mode", v, "rgb or gray");
-        }
-        if ((v = vals[1])) {
-            if (strcmp(v, "auto") == 0) op->dct = 1;
-            else if (strcmp(v, "off") == 0) op->dct = 0;
-            else return bad_value(err, idx, d, "dct", v, "auto or off");
-        }
-        return SP_OK;
-    case SP_OP_RRC: {
-        int rc = parse_size(err, idx, d, vals[0], &op->h, &op->w, 0);
-        op->scale[0] = 0.08;
-        op->scale[1] = 1.0;
-        op->ratio[0] = 0.75;
-        op->ratio[1] = sp__canon_num(4.0 / 3.0);
-        if (!rc && vals[1]) rc = parse_pair(err, idx, d, "scale", vals[1], 0.0, 0, op->scale);
-        if (!rc && vals[2]) rc = parse_pair(err, idx, d, "ratio", vals[2], 0.0, 1, op->ratio);
-        return rc ? rc : parse_interp(err, idx, d, vals[3], &op->filter);
-    }
-    case SP_OP_RESIZE: {
-        int rc = parse_size(err, idx, d, vals[0], &op->h, &op->w, 1);
-        return rc ? rc : parse_interp(err, idx, d, vals[1], &op->filter);
-    }
-    case SP_OP_CENTER_CROP:
-        return parse_size(err, idx, d, vals[0], &op->h, &op->w, 0);
-    case SP_OP_HFLIP:
-    case SP_OP_VFLIP:
-    case SP_OP_GRAYSCALE:
-        op->p = op->kind == SP_OP_GRAYSCALE ? 0.1 : 0.5;
-        if ((v = vals[0]) && (!sp__parse_num(v, &op->p) || op->p < 0 || op->p > 1))
-            return bad_value(err, idx, d, "p", v, "a probability in [0, 1]");
-        return SP_OK;
-    case SP_OP_COLOR_JITTER:
-        for (int k = 0; k < 3; k++) {
-            op->jitter[k][0] = op->jitter[k][1] = 1.0;
-            if (!(v = vals[k])) continue;
-            double s[2];
-            int n;
-            if (!sp__parse_list(v, s, 2, &n) || s[0] < 0 || (n == 2 && s[1] < s[0]) ||
-                s[n - 1] > SP_FACTOR_MAX || (n == 1 && s[0] + 1.0 > SP_FACTOR_MAX))
-                return bad_value(err, idx, d, d->keys[k], v,
-                                 "b >= 0 (factor in [max(0, 1-b), 1+b]) or lo,hi with "
-                                 "0 <= lo <= hi <= 255");
-            if (n == 1) {
-                op->jitter[k][0] = sp__canon_num(1.0 - s[0] > 0 ? 1.0 - s[0] : 0.0);
-                op->jitter[k][1] = sp__canon_num(1.0 + s[0]);
-            } else {
-                op->jitter[k][0] = s[0];
-                op->jitter[k][1] = s[1];
-            }
-        }
-        return parse_hue(err, idx, d, vals[3], op->hue);
-    case SP_OP_INVERT:
-    case SP_OP_POSTERIZE:
-    case SP_OP_SOLARIZE:
-    case SP_OP_AUTOCONTRAST:
-    case SP_OP_EQUALIZE:
-    case SP_OP_SHARPNESS:
-    case SP_OP_RANDOM_APPLY:
-        return parse_pixel(op, d, idx, vals, err);
-    case SP_OP_RANDOM_CROP:
-    case SP_OP_GAUSSIAN_BLUR:
-    case SP_OP_RANDOM_ERASING:
-    case SP_OP_ROTATE:
-        return sp__geom_parse(p, op, idx, d->name, vals, err);
-    case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
-        return sp__policy_parse(p, op, idx, d->name, vals, err);
-    case SP_OP_TARGETS: return sp__targets_parse(op, idx, vals, err);
-    case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP:
-        return sp__detcrop_parse(p, op, idx, d->name, vals, err);
-    case SP_OP_NORMALIZE: {
-        int nm, ns, c = p->channels;
-        if (!sp__parse_list(vals[0], op->mean, 3, &nm) || (nm != 1 && nm != c))
-            return bad_value(err, idx, d, "mean", vals[0],
-                             c == 3 ? "1 or 3 numbers" : "1 number (gray pipeline)");
-        if (!vals[1]) return BAD("missing required key \"%s\"", "std");
-        if (!sp__parse_list(vals[1], op->std, 3, &ns) || (ns != 1 && ns != c))
-            return bad_value(err, idx, d, "std", vals[1],
-                             c == 3 ? "1 or 3 positive numbers" : "1 positive number");
-        for (int i = 0; i < ns; i++)
-            if (!(op->std[i] > 0)) return bad_value(err, idx, d, "std", vals[1], "std > 0");
-        for (int i = nm; i < c; i++) op->mean[i] = op->mean[0];
-        for (int i = ns; i < c; i++) op->std[i] = op->std[0];
-        op->nmean = c;
-        return SP_OK;
-    }
-    }
-    return SP_EINVAL;
-}
-#undef BAD
 
 /* Edit distance (insert, delete, substitute, each 1) of a and b, capped at
  * 99: how far a mistyped name is from a known one. */
@@ -371,10 +127,11 @@ static int unknown_op(int idx, const char *name, sp_error *err) {
     char ops[512] = "", presets[512] = "", hint[96] = "";
     const char *best = NULL;
     int bd = 99;
-    for (int i = 0; i < N_OPS; i++) {
-        snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s", i ? ", " : "", OPS[i].name);
-        int dist = edit_distance(name, OPS[i].name);
-        if (dist < bd) bd = dist, best = OPS[i].name;
+    const sp__op_desc *d;
+    for (int i = 0; (d = sp__op_at(i)); i++) {
+        snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s", i ? ", " : "", d->name);
+        int dist = edit_distance(name, d->name);
+        if (dist < bd) bd = dist, best = d->name;
     }
     for (int i = 0; PRESET_NAMES[i]; i++) {
         snprintf(presets + strlen(presets), sizeof presets - strlen(presets), "%s%s",
@@ -398,13 +155,28 @@ static int unknown_op(int idx, const char *name, sp_error *err) {
                         ops);
 }
 
+/* Is the op d at idx allowed after the ops before it (the order rules)? */
+static int check_order(const sp_pipeline *p, const sp__op_desc *d, int idx, sp_error *err) {
+    if ((d->flags & SP__OP_FIRST) && idx != 0)
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": %s must be the first op",
+                            idx, d->name, d->name);
+    if (idx > 0 && (p->ops[idx - 1].desc->flags & SP__OP_LAST))
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op may follow %s "
+                            "(it must be last)", idx, d->name, p->ops[idx - 1].desc->name);
+    if (p->has_normalize && !(d->flags & SP__OP_AFTER_OUTPUT))
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
+                            "follow normalize (it must be last)", idx, d->name);
+    if (p->has_erasing && !(d->flags & SP__OP_AFTER_OUTPUT))
+        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
+                            "follow random_erasing (it works on the output values)", idx, d->name);
+    return SP_OK;
+}
+
 /* Parse one op from its tokens (tok[0] is the name). */
 static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err) {
-    const op_desc *d = NULL;
-    for (int i = 0; i < N_OPS; i++)
-        if (strcmp(tok[0], OPS[i].name) == 0) d = &OPS[i];
+    const sp__op_desc *d = sp__op_find(tok[0]);
     if (!d) return unknown_op(idx, tok[0], err);
-    const char *vals[10] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    const char *vals[SP__OP_MAX_KEYS] = {NULL};
     for (int t = 1; t < ntok; t++) {
         char *eq = strchr(tok[t], '=');
         if (!eq || eq == tok[t])
@@ -427,98 +199,13 @@ static int parse_op(sp_pipeline *p, int idx, char **tok, int ntok, sp_error *err
     }
     if (d->required && !vals[0])
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": missing required key \"%s\"",
-                            idx, d->name, d->required);
-    if (d->kind == SP_OP_DECODE && idx != 0)
-        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": decode must be the first op",
-                            idx, d->name);
-    if (idx > 0 && p->ops[idx - 1].kind == SP_OP_TARGETS)
-        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op may follow targets "
-                            "(it must be last)", idx, d->name);
-    if (p->has_normalize && d->kind != SP_OP_RANDOM_ERASING && d->kind != SP_OP_TARGETS)
-        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
-                            "follow normalize (it must be last)", idx, d->name);
-    if (p->has_erasing && d->kind != SP_OP_RANDOM_ERASING && d->kind != SP_OP_TARGETS)
-        return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": no op but random_erasing may "
-                            "follow random_erasing (it works on the output values)", idx, d->name);
+                            idx, d->name, d->keys[0]);
+    int rc = check_order(p, d, idx, err);
+    if (rc) return rc;
     sp_op *op = &p->ops[idx];
     memset(op, 0, sizeof *op);
-    op->kind = d->kind;
-    int rc = parse_values(p, op, d, idx, vals, err);
-    if (rc) return rc;
-    for (int j = 0; d->kind == SP_OP_TARGETS && j < idx; j++)   /* targets_spec.c */
-        for (int o = 0; o < N_OPS && !sp__targets_moves(p->ops[j].kind); o++)
-            if (OPS[o].kind == p->ops[j].kind)
-                return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": it cannot move "
-                                    "boxes and keypoints yet, so a pipeline with targets "
-                                    "refuses it", j, OPS[o].name);
-    if (op->kind == SP_OP_DECODE) {
-        p->has_decode = 1;
-        p->channels = op->channels;
-        p->dct = op->dct;
-    }
-    if (op->kind == SP_OP_NORMALIZE) p->has_normalize = 1;
-    if (op->kind == SP_OP_RANDOM_ERASING) p->has_erasing = 1;
-    return SP_OK;
-}
-
-/* ---- canonical form ------------------------------------------------------------ */
-
-static void canon_op(sp__sbuf *b, const sp_op *op) {
-    static const char *const jk[3] = {"brightness", "contrast", "saturation"};
-    switch (op->kind) {
-    case SP_OP_DECODE:
-        sp__sbuf_printf(b, "decode mode=%s dct=%s", op->channels == 1 ? "gray" : "rgb",
-                        op->dct ? "auto" : "off");
-        break;
-    case SP_OP_RRC:
-        sp__sbuf_printf(b, "random_resized_crop size=%d,%d scale=%.9g,%.9g ratio=%.9g,%.9g",
-                        op->h, op->w, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1]);
-        if (op->filter == SP_RESAMPLE_BICUBIC)   /* only then: bilinear forms unchanged */
-            sp__sbuf_printf(b, " interpolation=bicubic");
-        break;
-    case SP_OP_RESIZE:
-        if (op->w) sp__sbuf_printf(b, "resize size=%d,%d", op->h, op->w);
-        else sp__sbuf_printf(b, "resize size=%d", op->h);
-        if (op->filter == SP_RESAMPLE_BICUBIC) sp__sbuf_printf(b, " interpolation=bicubic");
-        break;
-    case SP_OP_CENTER_CROP: sp__sbuf_printf(b, "center_crop size=%d,%d", op->h, op->w); break;
-    case SP_OP_HFLIP: sp__sbuf_printf(b, "hflip p=%.9g", op->p); break;
-    case SP_OP_VFLIP: sp__sbuf_printf(b, "vflip p=%.9g", op->p); break;
-    case SP_OP_GRAYSCALE: sp__sbuf_printf(b, "grayscale p=%.9g", op->p); break;
-    case SP_OP_COLOR_JITTER:
-        sp__sbuf_printf(b, "color_jitter");
-        for (int k = 0; k < 3; k++)
-            sp__sbuf_printf(b, " %s=%.9g,%.9g", jk[k], op->jitter[k][0], op->jitter[k][1]);
-        if (op->hue[0] != 0 || op->hue[1] != 0)   /* only when given: old forms unchanged */
-            sp__sbuf_printf(b, " hue=%.9g,%.9g", op->hue[0], op->hue[1]);
-        break;
-    case SP_OP_INVERT: sp__sbuf_printf(b, "invert p=%.9g", op->p); break;
-    case SP_OP_POSTERIZE: sp__sbuf_printf(b, "posterize bits=%d p=%.9g", op->bits, op->p); break;
-    case SP_OP_SOLARIZE:
-        sp__sbuf_printf(b, "solarize threshold=%.9g p=%.9g", op->level, op->p);
-        break;
-    case SP_OP_AUTOCONTRAST: sp__sbuf_printf(b, "autocontrast p=%.9g", op->p); break;
-    case SP_OP_EQUALIZE: sp__sbuf_printf(b, "equalize p=%.9g", op->p); break;
-    case SP_OP_SHARPNESS:
-        sp__sbuf_printf(b, "sharpness factor=%.9g p=%.9g", op->level, op->p);
-        break;
-    case SP_OP_RANDOM_APPLY: sp__sbuf_printf(b, "random_apply ops=%d p=%.9g", op->span, op->p); break;
-    case SP_OP_RANDOM_CROP:
-    case SP_OP_GAUSSIAN_BLUR:
-    case SP_OP_RANDOM_ERASING:
-    case SP_OP_ROTATE: sp__geom_canon(b, op); break;
-    case SP_OP_AFFINE: case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
-        sp__policy_canon(b, op);
-        break;
-    case SP_OP_TARGETS: sp__targets_canon(b, op); break;
-    case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP: sp__detcrop_canon(b, op); break;
-    case SP_OP_NORMALIZE:
-        sp__sbuf_printf(b, "normalize mean=");
-        for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->mean[i]);
-        sp__sbuf_printf(b, " std=");
-        for (int i = 0; i < op->nmean; i++) sp__sbuf_printf(b, "%s%.9g", i ? "," : "", op->std[i]);
-        break;
-    }
+    op->desc = d;
+    return d->parse(p, op, idx, vals, err);
 }
 
 /* ---- entry points ------------------------------------------------------------------ */
@@ -539,21 +226,19 @@ static void blank_comments(char *s) {
 static int check_spans(const sp_pipeline *p, sp_error *err) {
     for (int i = 0; i < p->nops; i++) {
         const sp_op *ra = &p->ops[i];
-        if (ra->kind != SP_OP_RANDOM_APPLY) continue;
+        if (!ra->span) continue;   /* random_apply's ops= (no other op has a span) */
         int end = i + ra->span;
         if (end >= p->nops)
             return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": ops=%d reaches "
                                 "past the last op (op %d)", i, ra->span, p->nops - 1);
         for (int j = i + 1; j <= end; j++) {
-            sp_op_kind k = p->ops[j].kind;
-            if (sp__op_is_geometric(k) || k == SP_OP_NORMALIZE || k == SP_OP_RANDOM_ERASING ||
-                k == SP_OP_RANDOM_ZOOM_OUT || k == SP_OP_RANDOM_IOU_CROP)
+            const sp__op_desc *d = p->ops[j].desc;
+            if (d->flags & (SP__OP_REGION | SP__OP_NEW_SIZE | SP__OP_ON_OUTPUT))
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d: a %s inside random_apply "
                                     "(op %d, ops=%d); only ops that keep the image size may be "
-                                    "random-applied", j, k == SP_OP_NORMALIZE ? "normalize" :
-                                    k == SP_OP_RANDOM_ERASING ? "random_erasing" :
+                                    "random-applied", j, d->flags & SP__OP_ON_OUTPUT ? d->name :
                                     "crop or resize", i, ra->span);
-            if (k == SP_OP_RANDOM_APPLY && j + p->ops[j].span > end)
+            if (p->ops[j].span && j + p->ops[j].span > end)
                 return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": its ops "
                                     "end after those of the random_apply it is in (op %d)", j, i);
         }
@@ -632,7 +317,7 @@ static void build_tables(sp_pipeline *p) {
     for (int v = 0; v < 256; v++) p->unit_table[v] = (float)v / 255.0f;
     const sp_op *n = NULL;
     for (int i = 0; i < p->nops; i++)
-        if (p->ops[i].kind == SP_OP_NORMALIZE) n = &p->ops[i];
+        if (p->ops[i].desc == &sp__op_normalize) n = &p->ops[i];
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++) {
             if (!n) { p->norm_table[c][v] = p->unit_table[v]; continue; }
@@ -691,7 +376,7 @@ static int parse_all(const char *spec, sp_pipeline **out, sp_error *err) {
         sp__sbuf b = {0};
         for (int i = 0; i < p->nops; i++) {
             if (i) sp__sbuf_printf(&b, " | ");
-            canon_op(&b, &p->ops[i]);
+            p->ops[i].desc->canon(&b, &p->ops[i]);
         }
         p->canonical = b.p;   /* freed by destroy on failure */
         if (b.oom) rc = sp_error_set(err, SP_ENOMEM, "pipeline: out of memory");
@@ -730,37 +415,12 @@ const char *sp_pipeline_canonical(const sp_pipeline *p) { return p->canonical; }
 
 int sp_pipeline_has_normalize(const sp_pipeline *p) { return p->has_normalize; }
 
-void sp__resize_dims(const sp_op *op, int W, int H, int *ow, int *oh) {
-    if (op->w) { *ow = op->w; *oh = op->h; return; }
-    /* torchvision Resize(int): the shorter side becomes S, the longer one
-     * int(S * long / short) (floor; exact in integers). */
-    int64_t s = op->h;
-    if (W <= H) {
-        *ow = (int)s;
-        int64_t l = s * H / W;
-        *oh = l > INT32_MAX ? INT32_MAX : (int)l;
-    } else {
-        *oh = (int)s;
-        int64_t l = s * W / H;
-        *ow = l > INT32_MAX ? INT32_MAX : (int)l;
-    }
-}
-
 int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h, int *out_w,
                             int *out_c, sp_error *err) {
     int w = in_w > 0 && in_h > 0 ? in_w : 0, h = w ? in_h : 0;
     for (int i = 0; i < p->nops; i++) {
         const sp_op *op = &p->ops[i];
-        if (op->kind == SP_OP_RRC || op->kind == SP_OP_CENTER_CROP ||
-            op->kind == SP_OP_RANDOM_CROP || (op->kind == SP_OP_RESIZE && op->w)) {
-            w = op->w;
-            h = op->h;
-        } else if (op->kind == SP_OP_RESIZE && w) {
-            sp__resize_dims(op, w, h, &w, &h);
-        } else if (op->kind == SP_OP_RESIZE || op->kind == SP_OP_RANDOM_ZOOM_OUT ||
-                   op->kind == SP_OP_RANDOM_IOU_CROP) {
-            w = h = 0;   /* a drawn size: only a fixed-size op after it fixes the output */
-        }
+        if (op->desc->shape) op->desc->shape(op, &w, &h);   /* 0 x 0: a drawn size */
     }
     if (w <= 0 || h <= 0)
         return sp_error_set(err, SP_ESPEC,

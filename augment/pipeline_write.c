@@ -220,7 +220,7 @@ int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int 
                      const sp_run_opts *o, void *out) {
     for (int k = 0; k < p->nops; k++) {
         const sp_op *op = &p->ops[k];
-        if (op->kind != SP_OP_RANDOM_ERASING) continue;
+        if (op->desc != &sp__op_random_erasing) continue;
         sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
         if (!(sp_u01d(d.c[0]) < op->p)) continue;
         sp_crop_box b;

@@ -7,9 +7,9 @@
  * bicubic weights can be negative, so each pass clamps its 8-bit result
  * to 0..255 (PIL's clip8; a bilinear sum never needs it). The weights are
  * computed per call in double from + - * / only (a fixed order, no libm),
- * quantised to Q14 and corrected so each kernel sums to exactly 1 << 14;
- * all pixel arithmetic is integer, so the bytes are identical on every
- * platform. The exact rules are in
+ * quantised to Q14 and corrected so each kernel sums to exactly 1 << 14
+ * (resize_kernel.c); all pixel arithmetic is integer, so the bytes are
+ * identical on every platform. The exact rules are in
  * include/seedpipe/ops.h and docs/pipeline.md.
  *
  * HOW IT WORKS: kernels for the output window's columns and rows are built
@@ -38,37 +38,13 @@
  */
 #include "seedpipe/ops.h"
 #include "augment/resize_internal.h"
+#include "common/cpu_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct kernel {
-    int start;   /* first plane coordinate read */
-    int n;       /* number of taps (>= 1) */
-} kernel;
-
-typedef struct axis {
-    kernel *k;       /* one per window coordinate */
-    int32_t *w;      /* ksize weights per window coordinate */
-    int ksize;
-    int single;      /* every kernel is one tap (a pure copy) */
-    int contig;      /* single, and kernel i reads start[0] + i (memcpy) */
-    int lo, hi;      /* union of the taps: [lo, hi) */
-} axis;
-
-static double tri(double t) {
-    if (t < 0.0) t = -t;
-    return t < 1.0 ? 1.0 - t : 0.0;
-}
-
-/* PIL's bicubic_filter (Keys' cubic convolution, a = -0.5), term for term. */
-static double cubic(double t) {
-    const double a = -0.5;
-    if (t < 0.0) t = -t;
-    if (t < 1.0) return ((a + 2.0) * t - (a + 3.0)) * t * t + 1;
-    if (t < 2.0) return (((t - 5) * t + 8) * t - 4) * a;
-    return 0.0;
-}
+typedef sp__rs_kernel kernel;
+typedef sp__rs_axis axis;
 
 /* A pass's sum of Q14 products -> its byte: (s >> 14) clamped to 0..255
  * (PIL's clip8). Only negative (bicubic) weights can leave the range. */
@@ -76,135 +52,6 @@ static inline uint8_t clip8(int32_t s) {
     if (s < 0) return 0;
     s >>= SP_RESIZE_BITS;
     return (uint8_t)(s > 255 ? 255 : s);
-}
-
-static int check_axis(int plane, double b0, double b1, int n_out, int w0, int wn) {
-    if (plane <= 0 || n_out <= 0 || wn <= 0 || w0 < 0 || w0 > n_out - wn) return 0;
-    if (!(b0 >= 0.0) || !(b1 <= (double)plane) || !(b1 > b0)) return 0;
-    return 1;
-}
-
-/* Build the kernels of window [w0, w0 + wn) of an axis. dbuf has room for
- * ksize doubles. */
-static int build_axis(axis *a, int plane, double b0, double b1, int n_out, int w0,
-                      int wn, int filter, double **dbuf, size_t *dcap) {
-    double scale = (b1 - b0) / (double)n_out;
-    double fs = scale > 1.0 ? scale : 1.0;
-    int bicubic = filter == SP_RESAMPLE_BICUBIC;
-    double support = bicubic ? 2.0 * fs : fs;   /* support 2 or 1, widened by the scale */
-    double ss = 1.0 / fs;
-    if (support > 1e6) return SP_EINVAL;
-    a->ksize = 2 * (int)support + 3;
-    if ((size_t)a->ksize > *dcap) {
-        double *nb = realloc(*dbuf, (size_t)a->ksize * sizeof **dbuf);
-        if (!nb) return SP_ENOMEM;
-        *dbuf = nb;
-        *dcap = (size_t)a->ksize;
-    }
-    a->k = malloc((size_t)wn * sizeof *a->k);
-    a->w = malloc((size_t)wn * (size_t)a->ksize * sizeof *a->w);
-    if (!a->k || !a->w) return SP_ENOMEM;
-    a->single = 1;
-    a->contig = 1;
-    a->lo = plane;
-    a->hi = 0;
-    double *kd = *dbuf;
-    for (int i = 0; i < wn; i++) {
-        double center = b0 + ((double)(w0 + i) + 0.5) * scale;
-        int xmin = (int)(center - support + 0.5);
-        int xmax = (int)(center + support + 0.5);
-        if (xmin < 0) xmin = 0;
-        if (xmax > plane) xmax = plane;
-        int n = xmax - xmin;
-        if (n <= 0 || n > a->ksize) return SP_EINVAL;
-        double sum = 0.0;
-        for (int x = 0; x < n; x++) {
-            double t = ((double)(x + xmin) - center + 0.5) * ss;
-            kd[x] = bicubic ? cubic(t) : tri(t);
-            sum += kd[x];
-        }
-        if (!(sum > 0.0)) return SP_EINVAL;
-        int32_t *q = a->w + (size_t)i * (size_t)a->ksize;
-        int32_t qsum = 0;
-        int imax = 0;
-        for (int x = 0; x < n; x++) {
-            double v = kd[x] / sum * (double)(1 << SP_RESIZE_BITS);
-            q[x] = (int32_t)(v < 0.0 ? v - 0.5 : v + 0.5);   /* half away from 0 */
-            qsum += q[x];
-            if (q[x] > q[imax]) imax = x;
-        }
-        q[imax] += (1 << SP_RESIZE_BITS) - qsum;
-        /* Drop zero weights at both ends. */
-        int first = 0, last = n - 1;
-        while (first < last && q[first] == 0) first++;
-        while (last > first && q[last] == 0) last--;
-        if (first > 0) memmove(q, q + first, (size_t)(last - first + 1) * sizeof *q);
-        a->k[i].start = xmin + first;
-        a->k[i].n = last - first + 1;
-        if (a->k[i].n != 1) a->single = 0;
-        if (a->k[i].start != a->k[0].start + i) a->contig = 0;
-        if (a->k[i].start < a->lo) a->lo = a->k[i].start;
-        if (a->k[i].start + a->k[i].n > a->hi) a->hi = a->k[i].start + a->k[i].n;
-    }
-    return SP_OK;
-}
-
-static void free_axis(axis *a) {
-    free(a->k);
-    free(a->w);
-}
-
-static int build_both(const sp_resample_geom *g, axis *ax, axis *ay) {
-    memset(ax, 0, sizeof *ax);
-    memset(ay, 0, sizeof *ay);
-    if (!check_axis(g->plane_w, g->bx0, g->bx1, g->out_w, g->win_x, g->win_w) ||
-        !check_axis(g->plane_h, g->by0, g->by1, g->out_h, g->win_y, g->win_h) ||
-        (g->filter != SP_RESAMPLE_BILINEAR && g->filter != SP_RESAMPLE_BICUBIC))
-        return SP_EINVAL;
-    double *dbuf = NULL;
-    size_t dcap = 0;
-    int rc = build_axis(ax, g->plane_w, g->bx0, g->bx1, g->out_w, g->win_x, g->win_w, g->filter,
-                        &dbuf, &dcap);
-    if (!rc)
-        rc = build_axis(ay, g->plane_h, g->by0, g->by1, g->out_h, g->win_y, g->win_h, g->filter,
-                        &dbuf, &dcap);
-    free(dbuf);
-    if (rc) {
-        free_axis(ax);
-        free_axis(ay);
-    }
-    return rc;
-}
-
-int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1) {
-    axis ax, ay;
-    int rc = build_both(g, &ax, &ay);
-    if (rc) return rc;
-    *x0 = ax.lo;
-    *x1 = ax.hi;
-    *y0 = ay.lo;
-    *y1 = ay.hi;
-    free_axis(&ax);
-    free_axis(&ay);
-    return SP_OK;
-}
-
-int sp__resample_kernel(const sp_resample_geom *g, int vertical, int i, int *start, int *n,
-                        int32_t *w, int cap) {
-    axis ax, ay;
-    int rc = build_both(g, &ax, &ay);
-    if (rc) return rc;
-    const axis *a = vertical ? &ay : &ax;
-    if (i < 0 || i >= (vertical ? g->win_h : g->win_w)) rc = SP_EINVAL;
-    else if (a->k[i].n > cap) rc = SP_ELIMIT;
-    if (!rc) {
-        *start = a->k[i].start;
-        *n = a->k[i].n;
-        memcpy(w, a->w + (size_t)i * (size_t)a->ksize, (size_t)*n * sizeof *w);
-    }
-    free_axis(&ax);
-    free_axis(&ay);
-    return rc;
 }
 
 /* Horizontal copy of one row when every horizontal kernel is a single tap
@@ -282,7 +129,7 @@ static inline __m128i pack16(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
 }
 
 /* Wider versions of the same kernels for CPUs that have AVX2 / AVX-512BW,
- * chosen at run time (__builtin_cpu_supports). Their lane-wise unpack,
+ * chosen at run time (common/cpu_internal.h). Their lane-wise unpack,
  * pmaddwd and pack steps are those of the SSE2 code per 128-bit lane, so
  * every value is the same exact integer sum. */
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -450,10 +297,8 @@ static int resize_isa(void) {
 #ifdef SP_FORCE_ISA   /* testing: force a level */
     return SP_FORCE_ISA;
 #endif
-    /* SEEDPIPE_ISA caps the level (common.h). */
-    return sp_isa_cap(__builtin_cpu_supports("avx512bw") ? 2
-                      : __builtin_cpu_supports("avx2")  ? 1
-                                                        : 0);
+    /* The CPU's level for these loops (AVX-512BW), capped by SEEDPIPE_ISA. */
+    return sp__cpu_level(SP__CPU_AVX512BW);
 }
 #endif
 
@@ -595,94 +440,119 @@ static void hrow(const axis *ax, const uint8_t *in, int c, uint8_t *out, int wn)
 #define SP_HB 1
 #endif
 
+/* The scratch of one sp_resample() call: the vertical rows (R, HB of
+ * them), their columns (T) and the horizontal pass's columns (O), the
+ * vertical kernel's row pointers, both axes' paired weights. */
+typedef struct scratch {
+    uint8_t *R, *T, *O;
+    const uint8_t **rows;
+    uint32_t *wpx, *wpy;
+    int psx, psy;
+    size_t len, lenp, m;   /* bytes of a row of taps, R's row stride, bytes of an output row */
+    int isa;
+} scratch;
+
+static void scratch_free(scratch *s) {
+    free(s->R);
+    free(s->T);
+    free(s->O);
+    free(s->wpx);
+    free(s->wpy);
+    free(s->rows);
+}
+
+static int scratch_alloc(scratch *s, const axis *ax, const axis *ay, const sp_resample_geom *g,
+                         int c) {
+    const int HB = SP_HB;
+    memset(s, 0, sizeof *s);
+#ifdef SP_ISA_MULTI
+    s->isa = resize_isa();
+#endif
+    s->len = (size_t)(ax->hi - ax->lo) * (size_t)c;
+    s->lenp = (s->len + 15) & ~(size_t)15;             /* row buffer stride */
+    size_t ncols = s->lenp + (size_t)c + 16;           /* T columns, pad included */
+    s->m = (size_t)g->win_w * (size_t)c;
+    s->R = calloc(s->lenp + 16, (size_t)HB);           /* vertical rows */
+    s->rows = malloc((size_t)(ay->ksize + 1) * sizeof *s->rows);
+    int rc = !s->R || !s->rows ? SP_ENOMEM : SP_OK;
+    if (!rc) rc = pack_pairs(ay, g->win_h, &s->wpy, &s->psy);
+    if (!rc && !ax->single && HB > 1) {
+        rc = pack_pairs(ax, g->win_w, &s->wpx, &s->psx);
+        s->T = aligned_alloc(16, ncols * 16);
+        s->O = aligned_alloc(16, (s->m + 16) * 16);
+        if (!rc && (!s->T || !s->O)) rc = SP_ENOMEM;
+        if (!rc) memset(s->T, 0, ncols * 16);
+    }
+    return rc;
+}
+
+/* Output rows j0 .. j0 + HB - 1 (the last block may be short): each
+ * row's vertical pass, then the horizontal pass (a copy when the x axis
+ * is single taps; per row in scalar code, per block of 16 with SIMD). */
+static void resample_block(const sp_image *src, int src_y, const axis *ax, const axis *ay,
+                           const uint8_t *base, int c, int j0, scratch *s, sp_image *out) {
+    const int HB = SP_HB, win_w = out->width;
+    int nr = out->height - j0 < HB ? out->height - j0 : HB;
+    int nb = ax->single ? nr : HB;   /* rows computed (pad rows repeat the last) */
+    for (int r = 0; r < nb; r++) {
+        int j = j0 + (r < nr ? r : nr - 1);
+        const kernel *kv = &ay->k[j];
+        for (int t = 0; t < kv->n; t++)
+            s->rows[t] = base + (size_t)(kv->start - src_y + t) * src->stride;
+        s->rows[kv->n] = s->rows[kv->n - 1];   /* pad tap, weight 0 */
+        uint8_t *orow = out->data + (size_t)j * out->stride;
+        const int32_t *w = ay->w + (size_t)j * (size_t)ay->ksize;
+        const uint32_t *wp = s->wpy + (size_t)j * (size_t)s->psy;
+        if (ax->single) {
+            if (kv->n == 1) {
+                hcopy(ax, s->rows[0], ax->lo, c, orow, win_w);
+            } else {
+                vrow(s->rows, w, wp, kv->n, s->len, s->R, s->isa);
+                hcopy(ax, s->R, ax->lo, c, orow, win_w);
+            }
+            continue;
+        }
+        vrow(s->rows, w, wp, kv->n, s->len, s->R + (size_t)r * s->lenp, s->isa);
+#if !defined(__SSE2__) || defined(SP_NO_SIMD)
+        hrow(ax, s->R, c, orow, win_w);
+#endif
+    }
+#if defined(__SSE2__) && !defined(SP_NO_SIMD)
+    if (!ax->single) {
+        to_columns(s->R, s->lenp, s->len, s->T, s->isa);
+#ifdef SP_ISA_MULTI
+        if (s->isa == 2 && c == 3) hblock3_avx512(ax, s->wpx, s->psx, s->T, s->O, win_w);
+        else
+#endif
+            hblock(ax, s->wpx, s->psx, s->T, c, s->O, win_w);
+        from_columns(s->O, s->m, out->data + (size_t)j0 * out->stride, out->stride, nr, s->isa);
+    }
+#endif
+}
+
 int sp_resample(const sp_image *src, int src_x, int src_y, const sp_resample_geom *g,
                 sp_image *out) {
     if (!src || !out || !g || src->channels != out->channels || out->width != g->win_w ||
         out->height != g->win_h)
         return SP_EINVAL;
     axis ax, ay;
-    int rc = build_both(g, &ax, &ay);
+    int rc = sp__axes_build(g, &ax, &ay);
     if (rc) return rc;
     int c = src->channels;
     if (ax.lo < src_x || ax.hi > src_x + src->width || ay.lo < src_y ||
         ay.hi > src_y + src->height) {
-        free_axis(&ax);
-        free_axis(&ay);
+        sp__axis_free(&ax);
+        sp__axis_free(&ay);
         return SP_EINVAL;
     }
-    const int HB = SP_HB;
-#ifdef SP_ISA_MULTI
-    const int isa = resize_isa();
-#else
-    const int isa = 0;
-#endif
-    size_t len = (size_t)(ax.hi - ax.lo) * (size_t)c;
-    size_t lenp = (len + 15) & ~(size_t)15;            /* row buffer stride */
-    size_t ncols = lenp + (size_t)c + 16;              /* T columns, pad included */
-    size_t m = (size_t)g->win_w * (size_t)c;
-    uint32_t *wpx = NULL, *wpy = NULL;
-    int psx = 0, psy = 0;
-    uint8_t *R = calloc(lenp + 16, (size_t)HB);        /* vertical rows */
-    uint8_t *T = NULL, *O = NULL;
-    const uint8_t **rows = malloc((size_t)(ay.ksize + 1) * sizeof *rows);
-    if (!R || !rows) rc = SP_ENOMEM;
-    if (!rc) rc = pack_pairs(&ay, g->win_h, &wpy, &psy);
-    if (!rc && !ax.single && HB > 1) {
-        rc = pack_pairs(&ax, g->win_w, &wpx, &psx);
-        T = aligned_alloc(16, ncols * 16);
-        O = aligned_alloc(16, (m + 16) * 16);
-        if (!rc && (!T || !O)) rc = SP_ENOMEM;
-        if (!rc) memset(T, 0, ncols * 16);
-    }
-    if (rc) goto done;
+    scratch s;
+    rc = scratch_alloc(&s, &ax, &ay, g, c);
     const uint8_t *base = src->data + (size_t)(ax.lo - src_x) * (size_t)c;
-    for (int j0 = 0; j0 < g->win_h; j0 += HB) {
-        int nr = g->win_h - j0 < HB ? g->win_h - j0 : HB;
-        int nb = ax.single ? nr : HB;   /* rows computed (pad rows repeat the last) */
-        for (int r = 0; r < nb; r++) {
-            int j = j0 + (r < nr ? r : nr - 1);
-            const kernel *kv = &ay.k[j];
-            for (int t = 0; t < kv->n; t++)
-                rows[t] = base + (size_t)(kv->start - src_y + t) * src->stride;
-            rows[kv->n] = rows[kv->n - 1];   /* pad tap, weight 0 */
-            uint8_t *orow = out->data + (size_t)j * out->stride;
-            const int32_t *w = ay.w + (size_t)j * (size_t)ay.ksize;
-            const uint32_t *wp = wpy + (size_t)j * (size_t)psy;
-            if (ax.single) {
-                if (kv->n == 1) {
-                    hcopy(&ax, rows[0], ax.lo, c, orow, g->win_w);
-                } else {
-                    vrow(rows, w, wp, kv->n, len, R, isa);
-                    hcopy(&ax, R, ax.lo, c, orow, g->win_w);
-                }
-                continue;
-            }
-            vrow(rows, w, wp, kv->n, len, R + (size_t)r * lenp, isa);
-#if !defined(__SSE2__) || defined(SP_NO_SIMD)
-            hrow(&ax, R, c, orow, g->win_w);
-#endif
-        }
-#if defined(__SSE2__) && !defined(SP_NO_SIMD)
-        if (!ax.single) {
-            to_columns(R, lenp, len, T, isa);
-#ifdef SP_ISA_MULTI
-            if (isa == 2 && c == 3) hblock3_avx512(&ax, wpx, psx, T, O, g->win_w);
-            else
-#endif
-                hblock(&ax, wpx, psx, T, c, O, g->win_w);
-            from_columns(O, m, out->data + (size_t)j0 * out->stride, out->stride, nr, isa);
-        }
-#endif
-    }
-done:
-    free(R);
-    free(T);
-    free(O);
-    free(wpx);
-    free(wpy);
-    free(rows);
-    free_axis(&ax);
-    free_axis(&ay);
+    for (int j0 = 0; !rc && j0 < g->win_h; j0 += SP_HB)
+        resample_block(src, src_y, &ax, &ay, base, c, j0, &s, out);
+    scratch_free(&s);
+    sp__axis_free(&ax);
+    sp__axis_free(&ay);
     return rc;
 }
 

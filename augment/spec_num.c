@@ -1,7 +1,7 @@
 /* spec_num.c - the numbers of the pipeline language (docs/pipeline.md,
  * section 1): strict decimal numbers, comma-separated lists, and the
  * canonical normalisation ("%.9g", then strtod) every parsed number goes
- * through. Shared by pipeline_spec.c and pipeline_geom.c.
+ * through. Shared by the parser and the ops' values (pipeline_*.c).
  */
 #include "augment/pipeline_internal.h"
 
@@ -46,4 +46,15 @@ int sp__parse_list(const char *s, double *vals, int max, int *n) {
         if (!comma) return 1;
         p = comma + 1;
     }
+}
+
+/* 1..max (at most 4) comma-separated integers in [lo, hi]. */
+int sp__parse_ints(const char *v, int *out, int max, int lo, int hi, int *n) {
+    double s[4];
+    if (max > 4 || !sp__parse_list(v, s, max, n)) return 0;
+    for (int i = 0; i < *n; i++) {
+        if (!(s[i] >= lo && s[i] <= hi) || s[i] != (double)(int)s[i]) return 0;
+        out[i] = (int)s[i];
+    }
+    return 1;
 }

@@ -1,9 +1,8 @@
 /* targets_spec.c - the `targets` op of a pipeline spec (targets.h): its
- * values, its canonical form, the checks that the pipeline can move
- * targets, and the record size it implies. pipeline_spec.c calls in here
- * while parsing; targets.c (the arithmetic) and pipeline_run.c (explain)
- * read the parsed rules. docs/pipeline.md "targets" and docs/targets.md
- * document the op.
+ * values, its canonical form, its descriptor, the checks that the
+ * pipeline can move targets, and the record size it implies. targets.c
+ * (the arithmetic), pipeline_protect.c and the loader read the parsed
+ * rules. docs/pipeline.md "targets" and docs/targets.md document the op.
  *
  *   targets max_boxes=N clip=0|1 min_area=A min_visibility=V keypoints=K
  *           masks=none|instance|semantic mask_fill=F protect=R
@@ -64,7 +63,7 @@ static int parse_flip(sp_op *op, int idx, const char *v, sp_error *err) {
 
 /* vals: max_boxes, clip, min_area, min_visibility, keypoints, masks,
  * mask_fill, protect, flip_pairs (NULL: default). */
-int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err) {
+static int parse_rules(sp_op *op, int idx, const char *const *vals, sp_error *err) {
     op->tmax = 100;
     op->tclip = 1;
     op->tmin_area = 1.0;
@@ -99,7 +98,7 @@ int sp__targets_parse(sp_op *op, int idx, const char *const *vals, sp_error *err
     return vals[8] ? parse_flip(op, idx, vals[8], err) : SP_OK;
 }
 
-void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
+static void canon(sp__sbuf *b, const sp_op *op) {
     sp__sbuf_printf(b, "targets max_boxes=%d clip=%d min_area=%.9g min_visibility=%.9g "
                     "keypoints=%d", op->tmax, op->tclip, op->tmin_area, op->tmin_vis, op->tkpts);
     if (op->tmasks)   /* absent without masks: the spec (and fingerprint) of boxes alone stays */
@@ -111,45 +110,45 @@ void sp__targets_canon(sp__sbuf *b, const sp_op *op) {
             sp__sbuf_printf(b, "%s%d-%d", n++ ? "," : " flip_pairs=", j, op->tflip[j]);
 }
 
-/* Can op kind k move targets? The geometric ops of the run log their
- * geometry (pipeline_run.c); the others keep every pixel where it is. An
- * op added later is refused (pipeline_spec.c names it when it parses the
- * targets op) until it logs its geometry too. */
-int sp__targets_moves(sp_op_kind k) {
-    switch (k) {
-    case SP_OP_DECODE: case SP_OP_RRC: case SP_OP_RESIZE: case SP_OP_CENTER_CROP:
-    case SP_OP_HFLIP: case SP_OP_VFLIP: case SP_OP_COLOR_JITTER: case SP_OP_GRAYSCALE:
-    case SP_OP_NORMALIZE: case SP_OP_INVERT: case SP_OP_POSTERIZE: case SP_OP_SOLARIZE:
-    case SP_OP_AUTOCONTRAST: case SP_OP_EQUALIZE: case SP_OP_SHARPNESS:
-    case SP_OP_RANDOM_APPLY: case SP_OP_RANDOM_CROP: case SP_OP_GAUSSIAN_BLUR:
-    case SP_OP_RANDOM_ERASING: case SP_OP_ROTATE: case SP_OP_TARGETS: case SP_OP_AFFINE:
-    case SP_OP_AUTO_AUGMENT: case SP_OP_RAND_AUGMENT: case SP_OP_TRIVIAL_AUGMENT:
-    case SP_OP_RANDOM_ZOOM_OUT: case SP_OP_RANDOM_IOU_CROP:
-        return 1;
-    default:
-        return 0;
-    }
+/* The rules, then the ops before it: each must move targets (log its
+ * geometry, or keep every pixel where it is; SP__OP_MOVES_TARGETS). An op
+ * added without it is refused here, by name, until it does. */
+static int parse(sp_pipeline *p, sp_op *op, int idx, const char *const *vals, sp_error *err) {
+    int rc = parse_rules(op, idx, vals, err);
+    for (int j = 0; !rc && j < idx; j++)
+        if (!(p->ops[j].desc->flags & SP__OP_MOVES_TARGETS))
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": it cannot move "
+                                "boxes and keypoints yet, so a pipeline with targets "
+                                "refuses it", j, p->ops[j].desc->name);
+    return rc;
 }
 
-/* The most steps op can log (targets.h sp_geom_log): one per op, a
- * policy op one per sub-op, a resize fused with a center_crop two. */
-static int max_steps(const sp_op *op) {
-    if (op->kind == SP_OP_RAND_AUGMENT) return op->num_ops;
-    if (op->kind == SP_OP_AUTO_AUGMENT || op->kind == SP_OP_RESIZE) return 2;
-    return 1;
+static int explain(sp__op_explain *x, const sp_op *op, int k) {
+    (void)op;
+    sp__fbuf_printf(x->e, "%d targets: rules (no draw; the boxes' fates follow)\n", k);
+    return k;
 }
+
+const sp__op_desc sp__op_targets = {   /* applied by the loader (targets.c) */
+    "targets",
+    {"max_boxes", "clip", "min_area", "min_visibility", "keypoints", "masks", "mask_fill",
+     "protect", "flip_pairs", NULL},
+    0, SP__OP_LAST | SP__OP_AFTER_OUTPUT | SP__OP_MOVES_TARGETS,
+    parse, canon, NULL, NULL, explain, NULL};
 
 int sp__targets_check(const sp_pipeline *p, sp_error *err) {
     int t = -1, steps = 0;
     for (int i = 0; i < p->nops; i++) {
-        if (p->ops[i].kind == SP_OP_TARGETS) t = i;
-        steps += max_steps(&p->ops[i]);
+        const sp_op *op = &p->ops[i];
+        if (op->desc == &sp__op_targets) t = i;
+        steps += op->desc->steps ? op->desc->steps(op) : 1;
     }
     for (int i = 0; t < 0 && i < p->nops; i++)
-        if (p->ops[i].kind == SP_OP_RANDOM_IOU_CROP)
-            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_iou_crop\": it decides "
-                                "by the sample's boxes, so the pipeline must end with a targets "
-                                "op (and be given annotations; docs/targets.md)", i);
+        if (p->ops[i].desc->flags & SP__OP_NEEDS_TARGETS)
+            return sp_error_set(err, SP_ESPEC, "pipeline op %d \"%s\": it decides by the "
+                                "sample's boxes, so the pipeline must end with a targets op (and "
+                                "be given annotations; docs/targets.md)", i,
+                                p->ops[i].desc->name);
     if (t < 0) return SP_OK;
     if (steps > SP_GEOM_LOG_MAX)
         return sp_error_set(err, SP_ESPEC, "pipeline: with targets, its ops may log up to %d "
@@ -158,9 +157,9 @@ int sp__targets_check(const sp_pipeline *p, sp_error *err) {
     if (t != p->nops - 1)
         return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": it must be the last op",
                             t);
-    for (int i = 0; i < t; i++) {   /* the ops that cannot move targets: pipeline_spec.c */
+    for (int i = 0; i < t; i++) {   /* the ops that cannot move targets: parse() above */
         const sp_op *op = &p->ops[i];
-        if (op->kind == SP_OP_RANDOM_APPLY && i + op->span >= t)
+        if (op->span && i + op->span >= t)   /* random_apply's ops= */
             return sp_error_set(err, SP_ESPEC, "pipeline op %d \"random_apply\": targets may "
                                 "not be random-applied", i);
     }
@@ -168,7 +167,7 @@ int sp__targets_check(const sp_pipeline *p, sp_error *err) {
 }
 
 int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r) {
-    if (!p || p->nops == 0 || p->ops[p->nops - 1].kind != SP_OP_TARGETS) return 0;
+    if (!p || p->nops == 0 || p->ops[p->nops - 1].desc != &sp__op_targets) return 0;
     const sp_op *op = &p->ops[p->nops - 1];
     if (r) {
         r->max_boxes = op->tmax;

@@ -10,7 +10,9 @@
  * test_layouts_and_normalize, test_variation_and_channels,
  * test_center_crop_and_fusion, test_edges; encoded inputs
  * (test_encoded_320x240 with the DCT-vs-full closeness bound,
- * test_encoded_odd_sizes); test_explain; test_half (bf16/f16 rounding).
+ * test_encoded_odd_sizes); test_explain; test_half (bf16/f16 rounding);
+ * test_op_registry (every op's descriptor: complete, found by its name,
+ * and covered by a spec here whose canonical form round-trips).
  */
 #include <locale.h>
 #include <math.h>
@@ -29,6 +31,7 @@
 #include "seedpipe/decode.h"
 #include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "augment/pipeline_internal.h"
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 static uint8_t rnd8(void) {
@@ -780,6 +783,51 @@ static void test_half(void) {
            "even\n", n16);
 }
 
+/* Every op in the registry (augment/pipeline_ops.c): a complete
+ * descriptor, the one sp__op_find() returns for its name, and a spec below
+ * that starts with it and whose canonical form parses back to itself. An
+ * op added without a line here fails, naming it. */
+static void test_op_registry(void) {
+    static const char *const SPECS[] = {
+        "decode mode=gray", "random_resized_crop size=8", "resize size=8", "center_crop size=8",
+        "hflip", "vflip", "color_jitter brightness=0.2 hue=0.1", "grayscale",
+        "normalize mean=0.5 std=0.2", "invert", "posterize bits=3", "solarize threshold=9",
+        "autocontrast", "equalize", "sharpness factor=2", "random_apply ops=1 | invert",
+        "random_crop size=8 padding=1", "gaussian_blur kernel=3", "random_erasing",
+        "rotate degrees=5", "affine degrees=5", "auto_augment", "rand_augment",
+        "trivial_augment_wide", "targets", "random_zoom_out | resize size=8,8",
+        "random_iou_crop | resize size=8,8 | targets"};
+    const int nspecs = (int)(sizeof SPECS / sizeof SPECS[0]);
+    const sp__op_desc *d;
+    int n = 0;
+    for (int i = 0; (d = sp__op_at(i)); i++, n++) {
+        CHECK(d->name && d->parse && d->canon && d->explain);
+        CHECK(sp__op_find(d->name) == d);
+        int nkeys = 0;
+        while (nkeys < SP__OP_MAX_KEYS && d->keys[nkeys]) nkeys++;
+        CHECK(nkeys < SP__OP_MAX_KEYS && (!d->required || nkeys > 0));
+        CHECK(!(d->flags & SP__OP_REGION) || (d->run && d->shape));
+        const char *spec = NULL;
+        size_t len = strlen(d->name);
+        for (int j = 0; j < nspecs && !spec; j++)
+            if (strncmp(SPECS[j], d->name, len) == 0 && (SPECS[j][len] == ' ' || !SPECS[j][len]))
+                spec = SPECS[j];
+        if (!spec) printf("op %s: no spec in test_op_registry\n", d->name);
+        CHECK(spec != NULL);
+        sp_pipeline *p = NULL, *q = NULL;
+        sp_error err;
+        CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
+        const char *canon = sp_pipeline_canonical(p);
+        CHECK(strncmp(canon, d->name, len) == 0 && canon[len] == ' ');
+        CHECK_OK(sp_pipeline_parse(canon, &q, &err), &err);
+        CHECK(strcmp(sp_pipeline_canonical(q), canon) == 0);
+        sp_pipeline_destroy(p);
+        sp_pipeline_destroy(q);
+    }
+    CHECK(n == nspecs && !sp__op_find("no_such_op") && !sp__op_at(-1));
+    printf("op registry: %d ops, each complete, found by name, canonical form round-trips\n", n);
+}
+
 static const sp_case cases[] = {
     SP_CASE(test_parse),
     SP_CASE(test_rrc_and_flip),
@@ -792,6 +840,7 @@ static const sp_case cases[] = {
     SP_CASE(test_encoded_odd_sizes),
     SP_CASE(test_explain),
     SP_CASE(test_half),
+    SP_CASE(test_op_registry),
 };
 
 int main(int argc, char **argv) {

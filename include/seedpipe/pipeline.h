@@ -10,24 +10,15 @@
  * shapes-eval, mnist), or "@path" to read the spec from a file ('#' starts
  * a comment). An optional first op `decode mode=rgb|gray dct=auto|off`
  * picks the decoded channel count (default rgb) and whether JPEG DCT-domain
- * downscaling may be used (default auto). Ops: decode, random_resized_crop,
- * resize (size=H,W exact, or size=S: shorter side S, torchvision
- * Resize(int)), center_crop, random_crop (torchvision's RandomCrop:
- * padding constant / edge / reflect, fill, pad_if_needed), hflip, vflip,
- * color_jitter (hue included), gaussian_blur (torchvision's GaussianBlur),
- * rotate (RandomRotation, nearest or bilinear, about the centre), affine
- * (RandomAffine: angle, translation, scale, shears), the policy ops
- * auto_augment, rand_augment and trivial_augment_wide (torchvision's
- * AutoAugment, RandAugment, TrivialAugmentWide on the uint8 tensor path),
- * grayscale (random, keeps the channel count), the pixel-value ops invert,
- * posterize, solarize, autocontrast, equalize and sharpness (each with
- * p=; values as torchvision's functional API on uint8 tensors),
- * random_apply (ops=N p=: the N ops after it all run with probability p,
- * else none; they may not change the size), normalize (last op but for
- * random_erasing), random_erasing (torchvision's RandomErasing, on the
- * output values: after every other op, normalize included), targets
- * (the last op: the rules for the boxes and keypoints that ride the
- * pipeline; targets.h, docs/targets.md).
+ * downscaling may be used (default off). docs/pipeline.md section 3
+ * lists every op with its keys and its torchvision counterpart (crops and
+ * resizes, flips, color and pixel-value ops, blur, rotate, affine, the
+ * policy ops, the detection crops, random_apply, normalize,
+ * random_erasing, targets); an unknown name's error lists them too. Order
+ * rules: decode first; random_apply's N ops may not change the size;
+ * normalize last but for random_erasing, which works on the output values
+ * after every other op; targets (the rules for the boxes and keypoints
+ * that ride the pipeline; targets.h, docs/targets.md) last of all.
  * Ops follow torchvision's semantics (RandomResizedCrop with 10 tries and
  * the centre-crop fallback, Resize with antialiasing on downscale, ...)
  * but compute pixels in integer / fixed-point arithmetic (ops.h), and take
