@@ -21,6 +21,7 @@
  */
 #include "seedpipe/masks.h"
 #include "seedpipe/ops.h"
+#include "common/vec_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,15 +30,7 @@
 typedef struct tog { uint64_t *a; size_t n, cap; } tog;
 
 static int tog_push(tog *t, uint64_t v) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 1024;
-        uint64_t *a = realloc(t->a, cap * sizeof *a);
-        if (!a) return SP_ENOMEM;
-        t->a = a;
-        t->cap = cap;
-    }
-    t->a[t->n++] = v;
-    return SP_OK;
+    return SP__VEC_PUSH(t->a, t->n, t->cap, 1024, v) != 0 ? SP_ENOMEM : SP_OK;
 }
 
 /* The walk's state: the previous upsampled boundary point. */

@@ -19,6 +19,7 @@
 #include "dataset/dataset_tar.h"
 #include "common/hash_internal.h"
 #include "common/json_internal.h"
+#include "common/vec_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -286,13 +287,8 @@ static int read_ann(void *arg, const sp__json *j, size_t i) {
     const idpair *ip = find_id(x, img);
     if (!ip) return fail(x, SP_EFORMAT, "annotation", i, "\"image_id\" names no image");
     if (x->lim->keep_raw && ip->sample != UINT64_MAX) {
-        if (x->nraw == x->rawcap) {
-            size_t cap = x->rawcap ? 2 * x->rawcap : 1024;
-            raw *r = realloc(x->raws, cap * sizeof *r);
-            if (!r) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
-            x->raws = r;
-            x->rawcap = cap;
-        }
+        if (SP__VEC_RESERVE(x->raws, x->rawcap, x->nraw + 1, 1024) != 0)
+            return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
         x->raws[x->nraw++] = (raw){ip->sample, x->walk->at, j->len};
     }
     return read_ann_of(x, j, 0, i, ip->sample);

@@ -6,6 +6,7 @@
  */
 #include "dataset/dataset_coco_mask.h"
 #include "seedpipe/masks.h"
+#include "common/vec_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,15 +14,7 @@
 #include <string.h>
 
 static int push(sp__coco_seg *s, double v) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 4096;
-        double *p = realloc(s->v, cap * sizeof *p);
-        if (!p) return SP_ENOMEM;
-        s->v = p;
-        s->cap = cap;
-    }
-    s->v[s->n++] = v;
-    return SP_OK;
+    return SP__VEC_PUSH(s->v, s->n, s->cap, 4096, v) != 0 ? SP_ENOMEM : SP_OK;
 }
 
 static int bad(const char *path, size_t ann, int code, const char *why, sp_error *err) {

@@ -14,6 +14,7 @@
 #include "common/fileio_internal.h"
 #include "common/hash_internal.h"
 #include "common/le_internal.h"
+#include "common/vec_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,13 +62,7 @@ int sp__ds_sample_path(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp
 }
 
 int sp__ds_entries_push(sp__ds_entries *e, char *rel, int32_t label, int line) {
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 256;
-        sp__ds_entry *v = realloc(e->v, cap * sizeof *v);
-        if (!v) { free(rel); return SP_ENOMEM; }
-        e->v = v;
-        e->cap = cap;
-    }
+    if (SP__VEC_RESERVE(e->v, e->cap, e->n + 1, 256) != 0) { free(rel); return SP_ENOMEM; }
     e->v[e->n].rel = rel;
     e->v[e->n].label = label;
     e->v[e->n].line = line;

@@ -21,6 +21,7 @@
  * dataset_index.c and dataset_common.c only.
  */
 #include "dataset/dataset_internal.h"
+#include "common/vec_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -183,13 +184,8 @@ static int walk_entry(sp_dataset *ds, const char *dir, const char *rel, int32_t 
         if (rc) return rc;
     }
     if (is_dir) {
-        if (*ns == *cap) {
-            size_t nc = *cap ? *cap * 2 : 16;
-            char **nn = realloc(*subs, nc * sizeof *nn);
-            if (!nn) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
-            *subs = nn;
-            *cap = nc;
-        }
+        if (SP__VEC_RESERVE(*subs, *cap, *ns + 1, 16) != 0)
+            return sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
         if (!((*subs)[*ns] = sp__ds_strdup(name)))
             return sp_error_set(err, SP_ENOMEM, "%s: out of memory", dir);
         (*ns)++;
@@ -263,11 +259,9 @@ static int class_folders(sp_dataset *ds, sp_error *err) {
                               SP_DS_MAX_CLASSES);
             break;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); break; }
-            names = nn;
+        if (SP__VEC_RESERVE(names, cap, n + 1, 64) != 0) {
+            rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
+            break;
         }
         names[n] = sp__ds_strdup(de->d_name);
         if (!names[n]) { rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root); break; }

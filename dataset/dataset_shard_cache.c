@@ -58,6 +58,7 @@
 #include "dataset/dataset_tar.h"
 #include "dataset/remote_internal.h"
 #include "common/fileio_internal.h"   /* sp__publish_begin/commit */
+#include "common/vec_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -243,12 +244,7 @@ static void sweep(const char *dir, const char *keep, uint64_t cap, uint64_t need
         char *p = sp__ds_join(dir, de->d_name);
         struct stat st;
         if (!p || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) { free(p); continue; }
-        if (n == vcap) {
-            vcap = vcap ? 2 * vcap : 64;
-            ent *w = realloc(v, vcap * sizeof *v);
-            if (!w) { free(p); break; }
-            v = w;
-        }
+        if (SP__VEC_RESERVE(v, vcap, n + 1, 64) != 0) { free(p); break; }
         v[n++] = (ent){p, (uint64_t)st.st_size, sp__ds_ns(st.st_mtim)};
         total += (uint64_t)st.st_size;
     }

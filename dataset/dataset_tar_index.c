@@ -32,6 +32,7 @@
 #include "dataset/dataset_tar.h"
 #include "common/fileio_internal.h"
 #include "common/le_internal.h"
+#include "common/vec_internal.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -48,13 +49,7 @@ typedef sp__ds_tar_set tar_set;
 /* ---- the table of samples ------------------------------------------------------------ */
 
 tar_sample *sp__ds_tar_set_slot(tar_set *t) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 1024;
-        tar_sample *v = realloc(t->v, cap * sizeof *v);
-        if (!v) return NULL;
-        t->v = v;
-        t->cap = cap;
-    }
+    if (SP__VEC_RESERVE(t->v, t->cap, t->n + 1, 1024) != 0) return NULL;
     tar_sample *s = &t->v[t->n];
     memset(s, 0, sizeof *s);
     return s;

@@ -12,6 +12,7 @@
  */
 #include "dataset/dataset_internal.h"
 #include "dataset/dataset_tar.h"
+#include "common/vec_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -72,14 +73,7 @@ typedef struct strvec { char **v; size_t n, cap; } strvec;
 
 static int sv_push(strvec *s, char *x) {
     if (!x) return SP_ENOMEM;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        char **v = realloc(s->v, cap * sizeof *v);
-        if (!v) { free(x); return SP_ENOMEM; }
-        s->v = v;
-        s->cap = cap;
-    }
-    s->v[s->n++] = x;
+    if (SP__VEC_PUSH(s->v, s->n, s->cap, 16, x) != 0) { free(x); return SP_ENOMEM; }
     return SP_OK;
 }
 

@@ -18,6 +18,7 @@
 #include "seedpipe/tokens.h"
 #include "common/fileio_internal.h"
 #include "common/le_internal.h"
+#include "common/vec_internal.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -37,7 +38,8 @@ struct sp_tokens_writer {
     int code, itemsize;
     int failed;              /* an add failed: the writer can only be aborted */
     int32_t *lens;           /* one a document */
-    uint64_t n, cap;
+    uint64_t n;
+    size_t cap;              /* room in lens */
     uint8_t *buf;
     size_t used;
 };
@@ -134,13 +136,8 @@ int sp_tokens_writer_add(sp_tokens_writer *w, const void *tokens, size_t n, sp_e
                             "at most 2^31-1", w->bin_path, (unsigned long long)w->n, n);
     if (w->n >= UINT32_MAX)
         return sp_error_set(err, SP_ELIMIT, "%s: more than 2^32-1 documents", w->bin_path);
-    if (w->n == w->cap) {
-        uint64_t cap = w->cap ? w->cap * 2 : 1024;
-        int32_t *v = realloc(w->lens, cap * sizeof *v);
-        if (!v) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", w->bin_path);
-        w->lens = v;
-        w->cap = cap;
-    }
+    if (SP__VEC_RESERVE(w->lens, w->cap, (size_t)w->n + 1, 1024) != 0)
+        return sp_error_set(err, SP_ENOMEM, "%s: out of memory", w->bin_path);
     int rc = tw_put(w, sp_publish_fd(w->bin), w->bin_path, tokens, n * (size_t)w->itemsize,
                     err);
     if (rc != SP_OK) {
