@@ -3,7 +3,7 @@
  * share, below both (service/region.c).
  *
  * Not a public header. The region and the ring in it are laid out in
- * pool/ring_internal.h (the service block of its header included).
+ * pool/ring_layout.h (the service block of its header included).
  */
 #ifndef SEEDPIPE_SERVICE_REGION_INTERNAL_H
 #define SEEDPIPE_SERVICE_REGION_INTERNAL_H
@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "seedpipe/common.h"
-#include "pool/ring_internal.h"
+#include "pool/ring_layout.h"
 
 struct sp_loader_state;
 /*! sp__service_validate() : sp__ring_validate() plus the service block of a

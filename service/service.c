@@ -83,7 +83,7 @@
 
 #include "loader/loader_internal.h"
 #include "service/region_internal.h"
-#include "pool/ring_internal.h"
+#include "pool/pool_internal.h"
 #include "common/escape_internal.h"
 #include "common/trace_internal.h"
 
@@ -280,7 +280,8 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
     }
     sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
                          scfg->cache_dir, scfg->cache_opts};
-    rc = sp__pool_create_ex(&lc, &pc, scfg->batch_mix, scfg->name, m, span, &svc->pool, err);
+    sp__pool_setup su = {SP__POOL_SERVICE, scfg->name, m, span, scfg->batch_mix};
+    rc = sp__pool_create_ex(&lc, &pc, &su, &svc->pool, err);
     if (rc != 0) {
         free(svc);
         return rc;

@@ -47,7 +47,7 @@
 
 #include "loader/loader_internal.h"
 #include "service/region_internal.h"
-#include "pool/ring_internal.h"
+#include "pool/ring_layout.h"
 #include "seedpipe/batchmix.h"
 #include "seedpipe/pipeline.h"
 
