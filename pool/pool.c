@@ -96,9 +96,10 @@
  *
  * The service (service.c) is a consumer too: it takes batches with
  * sp__pool_poll() (the same take, without the wait and without the
- * finalising, which it does per rank slice), from a pool whose region is
- * named and carries a per-slot rank table (sp__pool_create_ex()), and it
- * sleeps on the same `cwake` word, which its clients also bump. Its loader
+ * finalising, which it does per rank slice), from a pool created for it
+ * (sp__pool_create_ex(), owner SP__POOL_SERVICE: pool_internal.h says what
+ * the owner decides) whose region is named and carries a per-slot rank
+ * table, and it sleeps on the same `cwake` word, which its clients also bump. Its loader
  * computes only the positions of the ranks it serves: one rank of a
  * smaller world when they line up (ranks 2-3 of world 4 are rank 1 of
  * world 2), else a span of consecutive ranks (sp__loader_set_span()).
