@@ -567,6 +567,7 @@ static void die_writing(const sp_digest *ref) {
 #endif
 }
 
+#ifdef SEEDPIPE_TEST_HOOKS
 /* A warning's callback that also notes whether it ran on the thread that
  * takes the batches (main). */
 typedef struct thread_warns {
@@ -596,9 +597,7 @@ static void cold_run(const char *dir, uint64_t max_size, long long fail_after,
     sp_pool *pool;
     sp_error err;
     CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
-#ifdef SEEDPIPE_TEST_HOOKS
     sp__cache_fail_after_bytes = fail_after;
-#endif
     sp_batch v;
     for (int q = 0; q < TOTAL; q++) {
         CHECK_OK(sp_pool_next(pool, &v, &err), &err);
@@ -608,10 +607,9 @@ static void cold_run(const char *dir, uint64_t max_size, long long fail_after,
     CHECK(sp_pool_next(pool, &v, &err) == SP_END);
     sp_cache_stats_get(sp_pool_cache(pool), st);   /* the last commit is counted by now */
     sp_pool_destroy(pool);
-#ifdef SEEDPIPE_TEST_HOOKS
     sp__cache_fail_after_bytes = 0;
-#endif
 }
+#endif
 
 /* Each epoch's commit and the gc after it run on the cache's commit thread
  * (cache_commit.c), and are accounted on the consumer's: with room for one
