@@ -17,6 +17,7 @@
  *   cache_read.c     readers
  *   cache_gc.c       list, gc, verify
  *   cache_writer.c   writers: lock, staging, commit (then gc to max_size)
+ *   cache_commit.c   an epoch's commit and gc on a thread of its own (the pool's)
  *   cache.c          open/close, the epoch helper
  *
  * The formats are described in cache_internal.h; the worker pool
@@ -170,6 +171,7 @@ void sp_cache_close(sp_cache *c) {
 
 void sp_cache_flush(sp_cache *c) {
     if (!c) return;
+    sp__cache_commit_wait(c);   /* a pool's epoch commit still running (cache_commit.c) */
     if (c->wr) {
         sp_error e;
         sp_error_clear(&e);

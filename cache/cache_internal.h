@@ -8,7 +8,8 @@
  * cache_fs.c (POSIX helpers), cache_manifest.c (the manifest), cache_key.c
  * (entry key, handle accessors); above them, each on the ones before:
  * cache_batch.c (whole batch files), cache_read.c (readers), cache_gc.c
- * (list, gc, verify), cache_writer.c (lock, staging, commit), cache.c
+ * (list, gc, verify), cache_writer.c (lock, staging, commit),
+ * cache_commit.c (a commit and gc on a thread of its own), cache.c
  * (open/close, the epoch helper). This header declares them in that order.
  *
  * BATCH FILE "bNNNNNNNN" (all integers little-endian):
@@ -196,6 +197,9 @@ struct sp_cache {
     sp_digest slot_key;        /* a new loader at a freed one's address differs here */
     sp_cache_reader *rd;
     sp_cache_writer *wr;
+    /* An entry being committed on a thread of its own (cache_commit.c), or
+     * NULL; started and waited for by the thread that uses the handle. */
+    struct sp__cache_commit *pending;
 };
 
 int sp__cache_read_only(const sp_cache *c);
@@ -289,5 +293,41 @@ void sp__cache_writer_discard(sp_cache_writer *w, uint64_t index);
 /*! sp__cache_writer_spoil() : a worker's write failed: the entry cannot be
  *  committed (counts a write failure). */
 void sp__cache_writer_spoil(sp_cache_writer *w);
+
+/* What a commit did, for the handle's stats (sp__cache_commit_count()). */
+typedef struct sp__commit_outcome {
+    uint32_t committed, lost_race, write_failure;
+} sp__commit_outcome;
+/*! sp__cache_writer_commit_quiet() : sp_cache_writer_commit() but for the
+ *  gc after it, and counting nothing in the handle (its dir and opts are
+ *  read only): *o says what happened, for sp__cache_commit_count() on the
+ *  handle's thread. w is freed either way. @return as
+ *  sp_cache_writer_commit(). */
+int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_error *err);
+/*! sp__cache_commit_count() : add a commit's outcome to c's stats. */
+void sp__cache_commit_count(sp_cache *c, const sp__commit_outcome *o);
+
+/* ---- cache_commit.c: an epoch's commit and the gc after it, off the caller --- */
+
+/*! sp__cache_commit_start() : commit w (its epoch's entry, complete) and
+ *  then collect c down to opts.max_size, on a thread of its own, and
+ *  return at once; an earlier commit still running on c is waited for
+ *  first (one at a time, in order). Without a thread (pthread_create
+ *  failed) the same is done here. The handle's stats and warnings are not
+ *  touched by that thread: sp__cache_commit_wait() accounts for them. */
+void sp__cache_commit_start(sp_cache *c, sp_cache_writer *w, uint32_t epoch);
+/*! sp__cache_commit_wait() : wait for the commit started on c (none: a
+ *  no-op), then count it in c's stats and pass its warnings to opts.warn
+ *  on the caller's thread, as the same commit made there would: "<reason>;
+ *  epoch E was not cached" for a failed commit, the gc's error for a gc
+ *  that failed. */
+void sp__cache_commit_wait(sp_cache *c);
+#ifdef SEEDPIPE_TEST_HOOKS
+/* Test builds: commits made on the commit thread (not its starter's). */
+extern _Atomic unsigned long sp__cache_commits_threaded;
+#endif
+/*! sp__cache_commit_reap() : sp__cache_commit_wait() if the commit's
+ *  thread has finished already; else nothing (never blocks). */
+void sp__cache_commit_reap(sp_cache *c);
 
 #endif

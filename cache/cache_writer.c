@@ -271,7 +271,10 @@ int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
     return sp__cache_writer_record(w, b, &line, err);
 }
 
-int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
+/* The commit's steps (manifest, fsync, rename, fsync DIR), counting
+ * nothing in c's stats: *o says what happened. w is freed either way. */
+int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_error *err) {
+    memset(o, 0, sizeof *o);
     if (!sp_cache_writer_complete(w)) {
         uint64_t n = w->nput, nb = w->m.info.batches;
         int spoiled = w->spoiled;
@@ -298,7 +301,7 @@ int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
     free(text);
     if (!ev && !c->o.no_fsync && fsync(w->stagefd) != 0) ev = errno;
     if (ev) {
-        c->st.write_failures++;
+        o->write_failure = 1;
         sp_error_set(err, SP_EIO, "%s/.tmp/%s/%s: %s", c->dir, w->stage, SP__CM_NAME,
                      strerror(ev));
         sp_cache_writer_abort(w);
@@ -311,7 +314,7 @@ int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
         int re = errno;
         sp_cache_writer_abort(w);
         if (re == EEXIST || re == ENOTEMPTY) {   /* a concurrent writer won: same bytes */
-            c->st.lost_races++;
+            o->lost_race = 1;
             return SP_OK;
         }
         return sp_error_set(err, SP_EIO, "%s: rename to %s: %s", from, to, strerror(re));
@@ -324,11 +327,25 @@ int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
             close(dfd);
         }
     }
-    c->st.committed++;
+    o->committed = 1;
     writer_free(w);
-    if (c->o.max_size) {
+    return SP_OK;
+}
+
+void sp__cache_commit_count(sp_cache *c, const sp__commit_outcome *o) {
+    c->st.committed += o->committed;
+    c->st.lost_races += o->lost_race;
+    c->st.write_failures += o->write_failure;
+}
+
+int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
+    sp_cache *c = w ? w->c : NULL;
+    sp__commit_outcome o;
+    int rc = sp__cache_writer_commit_quiet(w, &o, err);
+    if (c) sp__cache_commit_count(c, &o);
+    if (rc == 0 && o.committed && c->o.max_size) {
         sp_error ge;
         if (sp_cache_gc(c, c->o.max_size, NULL, &ge) != 0) sp__cache_warn(c, ge.msg);
     }
-    return SP_OK;
+    return rc;
 }

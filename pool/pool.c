@@ -15,39 +15,10 @@
  * one position p of one batch: item t = q * cap + p (cap = B / world, the
  * loader's slice; the service's span of m ranks: m * B / world).
  *
- * Claiming. A shared counter `hint` hands out items: a worker takes
- * t = fetch_add(hint, 1) (for a remote dataset a run of c items,
- * fetch_add(hint, c), c = sp__loader_prefetch_chunk(): it takes its next
- * run and starts reading that run's samples before computing this one's,
- * so the network works while the worker decodes; prefetch_items()). The counter only distributes work; ownership is
- * decided by a compare-and-swap on the position's 64-bit state word, which
- * names the batch (ring_internal.h): FREE(q) -> CLAIMED(q, w) -> DONE(q).
- * A worker whose item is in a batch that has no slot yet (q >= released +
- * R: the ring is full) sleeps on the futex `wake` until the consumer
- * releases a slot: backpressure. Items p >= count(q) (a short last batch)
- * are skipped. Because the state word carries q, a CAS can only succeed on
- * the batch the worker computed its parameters for: a slow worker can
- * never write into a later batch that reuses the slot. Every parameter of
- * a position (epoch, epoch position, sample index) is recomputed by the
- * worker from q and p alone, never read from the slot, so a half-written
- * slot left by a dead worker misleads nobody.
- *
- * Writing. A worker's first item in a slot maps the whole slot into its
- * page table in one call (sp__ring_map_slot(): a fault per 4 KiB
- * page costs several times more, and every worker would take them all,
- * once per slot, since the slots' positions go to whoever claims them; the
- * trace's "map" spans). On the first pass over the ring (q < R) with W > 1
- * workers, whose pages nobody has allocated yet, each maps (allocates) only
- * its 1/W share, not all of them the same pages one behind the other, and
- * the rest on its next pass. The worker runs sp__loader_sample() (the loader's own
- * per-position step, on-error policy included) with the destination being
- * the position's place in the slot's image array, fills the slot's
- * indices/labels/item outcome, then stores DONE(q) with release order. It
- * then bumps the slot's `done` counter, tagged with q ((q << 24) | n) and
- * updated by CAS so a late bump can't leak into the slot's next batch; the
- * worker that makes it reach count stamps ready_ns, bumps the region's
- * consumer word `cwake` and, if the consumer sleeps there (`csleep`),
- * wakes it.
+ * Claiming and Writing: the workers' side, pool_worker.c's HOW IT WORKS
+ * (a shared counter hands out positions, a CAS on each position's state
+ * word decides who computes it, the slot's tagged `done` counter wakes the
+ * consumer).
  *
  * Taking. sp_pool_next(q) waits until the `done` counter says count, or,
  * when woken by its 10 ms timeout, until a scan of the state words finds
@@ -125,9 +96,10 @@
  *
  * The service (service.c) is a consumer too: it takes batches with
  * sp__pool_poll() (the same take, without the wait and without the
- * finalising, which it does per rank slice), from a pool whose region is
- * named and carries a per-slot rank table (sp__pool_create_ex()), and it
- * sleeps on the same `cwake` word, which its clients also bump. Its loader
+ * finalising, which it does per rank slice), from a pool created for it
+ * (sp__pool_create_ex(), owner SP__POOL_SERVICE: pool_internal.h says what
+ * the owner decides) whose region is named and carries a per-slot rank
+ * table, and it sleeps on the same `cwake` word, which its clients also bump. Its loader
  * computes only the positions of the ranks it serves: one rank of a
  * smaller world when they line up (ranks 2-3 of world 4 are rank 1 of
  * world 2), else a span of consecutive ranks (sp__loader_set_span()).
@@ -155,242 +127,13 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
-#define WORKER_TIMEOUT_NS 100000000ull    /* safety net for lost wake-ups */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
-
-/* ---- workers ------------------------------------------------------------------ */
-
-/* Compute position p of batch q if we win its CAS. */
-static void work_item(sp__worker_ctx *wc, uint64_t q, uint32_t p) {
-    sp_pool *pool = wc->pool;
-    sp__ring_hdr *h = pool->h;
-    sp__batch_geo g = sp__pool_geo_of(pool, q);
-    if (p >= g.count) return;
-    uint32_t s = (uint32_t)(q % pool->R);
-    /* A batch read from the cache is one work unit: position 0's. */
-    uint32_t mode = sp__pool_cache_mode(pool->cc, s);
-    if (mode == SP__SCM_READ && p != 0) return;
-    _Atomic uint64_t *st = &sp__slot_state(h, s)[p];
-    uint64_t expect = sp__st(q, SP__ST_FREE, 0);
-    if (!atomic_compare_exchange_strong(st, &expect, sp__st(q, SP__ST_CLAIMED, wc->w))) return;
-    sp__worker_rec *rec = &h->workers[wc->w];
-    atomic_store_explicit(&rec->busy, 1, memory_order_relaxed);
-    sp__trace_ctx(g.epoch, g.index, p, SP__TRACE_NONE64);
-    if (wc->mapped[s] < 2 && (wc->mapped[s] == 0 || q >= pool->R)) {   /* "Writing" */
-        wc->mapped[s] = q < pool->R && pool->nworkers > 1 ? 1 : 2;   /* 1: its share */
-        uint64_t tm = sp__trace_t0();
-        sp__ring_map_slot(h, s, wc->w, wc->mapped[s] == 1 ? (uint32_t)pool->nworkers : 1);
-        sp__trace_end(SP_TRACE_MAP, tm);
-    }
-    uint64_t t0 = sp__trace_t0();
-
-    uint32_t crash = atomic_load(&sp__slot_crash(h, s)[p]);
-    if (mode == SP__SCM_READ) {   /* hashed as it is decompressed (pool_digest.c) */
-        uint64_t tc = sp__trace_t0();
-        struct sp__hash *dg = pool->wd ? sp__pool_digest_claim(wc, q, s, &g) : NULL;
-        int hit = sp__pool_cache_read(wc, q, s, &g, crash, dg);
-        if (dg) sp__pool_digest_unclaim(wc, s, g.count, hit);
-        sp__trace_end(SP_TRACE_CACHE_READ, tc);
-        if (hit) {
-            atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
-            sp__pool_done_add(pool, q, s, g.count, g.count);
-            return;
-        }
-    }
-    char forced[96];
-    const char *why = NULL;
-    if (sp__crash_count(crash) >= SP__CRASH_BUDGET) {   /* crashes only: kills are not counted */
-        uint32_t cause = (crash >> 16) & 0xff;
-        snprintf(forced, sizeof forced,
-                 "worker process died %u times while computing it (last: %s %u)",
-                 sp__crash_count(crash), (crash & SP__CRASH_EXITED) ? "exit status" : "signal",
-                 cause);
-        why = forced;
-    }
-    sp__rng rng = sp__loader_rng(pool->ld, 0);
-    if (rng.mode == SP_RNG_PER_WORKER) {
-        rng.key = wc->key;
-        rng.counter = wc->counter++;
-    }
-#ifdef SEEDPIPE_TEST_HOOKS
-    /* Test hook: a decoder crash (SIGSEGV), or a kill (SIGKILL) modelled by
-     * raising it, while the position has seen fewer than crash_times deaths. */
-    if (pool->crash_sample != UINT64_MAX && !why &&
-        sp__crash_count(crash) + sp__crash_kills(crash) < pool->crash_times) {
-        if (sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p) == pool->crash_sample)
-            sp__pool_test_crash(pool->crash_signal, pool->crash_from);
-    }
-#endif
-    uint8_t *dst = sp__slot_images(h, s) + (size_t)p * h->sample_bytes;
-    sp__loader_sample(pool->ld, g.epoch, g.pos0 + p, rng, why, dst, &sp__slot_items(h, s)[p],
-                      &sp__slot_indices(h, s)[p], &sp__slot_labels(h, s)[p]);
-    sp__trace_end(SP_TRACE_SAMPLE, t0);
-    atomic_store_explicit(st, sp__st(q, SP__ST_DONE, wc->w), memory_order_release);
-    atomic_store_explicit(&rec->busy, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&rec->samples, 1, memory_order_relaxed);
-    if (pool->wd) sp__pool_digest_work(wc, q, s, &g);   /* before the batch can be taken */
-
-    /* Tagged completion counter; the one that completes the batch wakes,
-     * after writing its cache file (every other position is DONE then). */
-    if (mode == SP__SCM_FILL) {
-        uint64_t v = atomic_load(&sp__slot(h, s)->done);
-        if ((v >> SP__POOL_DONE_SHIFT) == (q & ((1ull << 40) - 1)) &&
-            (uint32_t)(v & ((1u << SP__POOL_DONE_SHIFT) - 1)) + 1 == g.count) {
-            uint64_t tc = sp__trace_t0();
-            sp__pool_cache_write(wc, s, &g);
-            sp__trace_end(SP_TRACE_CACHE_WRITE, tc);
-        }
-    }
-    sp__pool_done_add(pool, q, s, 1, g.count);
-    /* The consumer hashing the batch as it fills waits for this position
-     * (pool_digest.c; when the workers hash, pd_want stays 0): seq_cst
-     * against its store of pd_want and load of this DONE. */
-    if (pool->wd) return;
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&h->pd_want, memory_order_relaxed) == sp__pool_pd_want(q, p))
-        sp__pool_consumer_wake(h);
-}
-
-/* Claim every FREE position of the live slots (orphans of a dead worker). */
-static void orphan_scan(sp__worker_ctx *wc) {
-    sp_pool *pool = wc->pool;
-    sp__ring_hdr *h = pool->h;
-    uint64_t rel = atomic_load_explicit(&h->released, memory_order_acquire);
-    for (uint64_t q = rel; q < rel + pool->R && q < pool->total; q++) {
-        sp__batch_geo g = sp__pool_geo_of(pool, q);
-        _Atomic uint64_t *st = sp__slot_state(h, (uint32_t)(q % pool->R));
-        for (uint32_t p = 0; p < g.count; p++)
-            if (atomic_load_explicit(&st[p], memory_order_relaxed) == sp__st(q, SP__ST_FREE, 0))
-                work_item(wc, q, p);
-        if (atomic_load(&h->stop)) return;
-    }
-}
-
-/* Housekeeping between items: exit on stop or parent death, scan if needed. */
-static void worker_poll(sp__worker_ctx *wc) {
-    sp__ring_hdr *h = wc->pool->h;
-    if (atomic_load(&h->stop) || getppid() != wc->pool->parent) _exit(0);
-    uint32_t sg = atomic_load(&h->scan_gen);
-    uint64_t rel = atomic_load(&h->released);
-    if (sg != wc->seen_scan || (sg != 0 && rel != wc->seen_released)) {
-        wc->seen_scan = sg;
-        wc->seen_released = rel;
-        orphan_scan(wc);
-    }
-}
-
-/* Start reading the samples of items [t, t + n) (remote datasets): those of
- * live slots that are not cache reads, and of batches not yet live. */
-static void prefetch_items(sp_pool *pool, uint64_t t, uint32_t n) {
-    uint64_t idx[256];
-    size_t m = 0;
-    uint64_t rel = atomic_load_explicit(&pool->h->released, memory_order_acquire);
-    for (uint64_t u = t; u < t + n && m < 256; u++) {
-        uint64_t q = u / pool->cap;
-        uint32_t p = (uint32_t)(u % pool->cap);
-        if (q >= pool->total) break;
-        sp__batch_geo g = sp__pool_geo_of(pool, q);
-        if (p >= g.count) continue;
-        if (q < rel + pool->R &&
-            sp__pool_cache_mode(pool->cc, (uint32_t)(q % pool->R)) == SP__SCM_READ)
-            continue;
-        idx[m++] = sp__loader_index_at(pool->ld, g.epoch, g.pos0 + p);
-    }
-    sp__loader_prefetch(pool->ld, idx, m);
-}
-
-/* Item t once its batch has a slot (backpressure). */
-static void work_when_live(sp__worker_ctx *wc, uint64_t t) {
-    sp_pool *pool = wc->pool;
-    sp__ring_hdr *h = pool->h;
-    uint64_t q = t / pool->cap;
-    uint32_t p = (uint32_t)(t % pool->cap);
-    for (;;) {   /* wait for batch q's slot (backpressure) */
-        uint32_t wv = atomic_load(&h->wake);
-        if (q < atomic_load_explicit(&h->released, memory_order_acquire) + pool->R) break;
-        worker_poll(wc);
-        uint64_t t0 = sp__trace_t0();
-        sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
-        if (t0) sp__trace_record(SP_TRACE_WAIT_SLOT, t0, SP__TRACE_NONE32, q, p, SP__TRACE_NONE64);
-    }
-    work_item(wc, q, p);
-}
-
-/* Claims of one item, or for a remote dataset of c items (its prefetch
- * chunk): then the next claim is taken, and its samples started, before
- * this one's items are computed. Claims are contiguous and taken in order,
- * so a worker waiting for a slot holds only items of that batch or later
- * ones: every live batch's items are computed by workers not waiting. */
-static _Noreturn void worker_main(sp_pool *pool, uint32_t w) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != pool->parent) _exit(0);
-    sp__ring_hdr *h = pool->h;
-    sp__pool_death_arm(h, w);   /* "Deaths": a crash signal sent from outside is told */
-    sp__trace_child("worker %u", w);
-    sp__worker_ctx wc;
-    memset(&wc, 0, sizeof wc);
-    wc.pool = pool;
-    wc.w = w;
-    wc.key = sp__loader_worker_key(pool->ld, w);
-    wc.seen_scan = atomic_load(&h->scan_gen) - 1;   /* a new worker scans first */
-    wc.seen_released = UINT64_MAX;
-    uint64_t end = pool->total * pool->cap;
-    uint32_t c = sp__loader_prefetch_chunk(pool->ld);
-    /* Before any death nothing is orphaned: a first worker's scan would
-     * only take positions the others have claimed and are reading ahead. */
-    if (c > 1 && atomic_load(&h->scan_gen) == 0) wc.seen_scan = 0;
-    uint64_t cur = UINT64_MAX;
-    for (;;) {
-        worker_poll(&wc);
-        if (c <= 1) {   /* one item a claim, taken when the last is done */
-            cur = atomic_fetch_add(&h->hint, 1);
-        } else if (cur == UINT64_MAX) {
-            cur = atomic_fetch_add(&h->hint, c);
-            if (cur < end) prefetch_items(pool, cur, c);
-        }
-        if (cur >= end) {   /* no new work: stay for orphans until stopped */
-            for (;;) {
-                uint32_t wv = atomic_load(&h->wake);
-                worker_poll(&wc);
-                uint64_t t0 = sp__trace_t0();
-                sp__futex_wait(&h->wake, wv, WORKER_TIMEOUT_NS);
-                if (t0) sp__trace_record(SP_TRACE_WAIT_WORK, t0, SP__TRACE_NONE32,
-                                         SP__TRACE_NONE64, SP__TRACE_NONE32, SP__TRACE_NONE64);
-            }
-        }
-        if (c <= 1) {
-            work_when_live(&wc, cur);
-            continue;
-        }
-        uint64_t nxt = atomic_fetch_add(&h->hint, c);
-        if (nxt < end) prefetch_items(pool, nxt, c);
-        for (uint64_t t = cur; t < cur + c && t < end; t++) {
-            if (t > cur) worker_poll(&wc);
-            work_when_live(&wc, t);
-        }
-        cur = nxt;
-    }
-}
-
-/* Fork worker w (at creation, or as a dead one's replacement). */
-static int spawn(sp_pool *pool, uint32_t w, sp_error *err) {
-    pid_t pid = fork();
-    if (pid < 0) return sp_error_set(err, SP_EIO, "pool: fork: %s", strerror(errno));
-    if (pid == 0) worker_main(pool, w);
-    sp__trace_spawned((int)pid, "worker %u", w);
-    pool->pids[w] = pid;
-    atomic_store(&pool->h->workers[w].pid, (int32_t)pid);
-    atomic_fetch_add(&pool->h->workers[w].gen, 1);
-    return SP_OK;
-}
 
 /* ---- consumer side -------------------------------------------------------- */
 
@@ -495,7 +238,7 @@ static int check_workers(sp_pool *pool, sp_error *err) {
                                 (unsigned long long)pool->uncharged,
                                 (unsigned long long)pool->respawn_limit);
         }
-        int rc = spawn(pool, (uint32_t)w, err);
+        int rc = sp__pool_spawn(pool, (uint32_t)w, err);
         wake_workers(pool);
         if (rc != 0) return rc;
     }
@@ -637,6 +380,28 @@ int sp__pool_release_oldest(sp_pool *pool, sp_error *err) {
     return poll_due(pool, &polled, err);
 }
 
+/* Any held view, in any order: its slot is marked, and the ring moves past
+ * the oldest batches while they are back. */
+int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err) {
+    if (!pool || !view) return sp_error_set(err, SP_EINVAL, "pool: %s is NULL", pool ? "view" : "pool");
+    uint64_t abs = (uint64_t)view->epoch * pool->nb + view->index;
+    uint64_t q = abs - pool->start_abs;   /* wraps (huge) below the start */
+    uint32_t s = (uint32_t)(q % pool->R);
+    if (abs < pool->start_abs || q < pool->released || q >= pool->taken || pool->given_back[s] ||
+        view->images != sp__slot_images(pool->h, s))
+        return sp_error_set(err, SP_EINVAL, "pool: epoch %u batch %llu is not held (given back "
+                            "already, or not a view of this pool)", view->epoch,
+                            (unsigned long long)view->index);
+    pool->given_back[s] = 1;
+    memset(view, 0, sizeof *view);
+    while (pool->released < pool->taken && pool->given_back[pool->released % pool->R]) {
+        pool->given_back[pool->released % pool->R] = 0;
+        int rc = sp__pool_release_oldest(pool, err);
+        if (rc != 0) return rc;
+    }
+    return SP_OK;
+}
+
 void sp_pool_state(const sp_pool *pool, sp_loader_state *st) {
     uint64_t abs = pool->start_abs + pool->taken;
     sp_loader_state_at(pool->ld, (uint32_t)(abs / pool->nb), abs % pool->nb, st);
@@ -665,15 +430,16 @@ sp__ring_hdr *sp__pool_hdr(sp_pool *pool) { return pool->h; }
 uint64_t sp__pool_total(const sp_pool *pool) { return pool->total; }
 
 /* Fork the workers, then reserve the pool's own ring while they compute
- * ("Start-up"; a service's named region is reserved already). */
-static int start_workers(sp_pool *pool, const char *region_name, sp_error *err) {
+ * ("Start-up"; a service's named region is reserved already: THE OWNER,
+ * pool_internal.h). */
+static int start_workers(sp_pool *pool, sp_error *err) {
     uint64_t t0 = sp__trace_t0();
     for (int w = 0; w < pool->nworkers; w++) {
-        int rc = spawn(pool, (uint32_t)w, err);
+        int rc = sp__pool_spawn(pool, (uint32_t)w, err);
         if (rc != 0) return rc;
     }
     sp__trace_end(SP_TRACE_SPAWN, t0);
-    if (region_name) return SP_OK;
+    if (pool->owner != SP__POOL_TRAINER) return SP_OK;
     t0 = sp__trace_t0();
     int rc = sp__region_reserve(&pool->region, err);
     sp__trace_end(SP_TRACE_RING, t0);
@@ -682,59 +448,53 @@ static int start_workers(sp_pool *pool, const char *region_name, sp_error *err) 
 
 int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
                    sp_error *err) {
-    return sp__pool_create_ex(lcfg, pcfg, NULL, NULL, 1, 1, out, err);
+    return sp__pool_create_ex(lcfg, pcfg, NULL, out, err);
 }
 
-int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
-                       const sp_batch_mix_spec *mix, const char *region_name, uint32_t nranks,
-                       uint32_t span, sp_pool **out, sp_error *err) {
-    *out = NULL;
-    if (region_name && !region_name[0]) region_name = NULL;
+/* The arguments, each refusal named; *R the ring's slots. */
+static int check_args(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
+                      const sp__pool_setup *su, int *R, sp_error *err) {
     if (!lcfg || !pcfg) return sp_error_set(err, SP_EINVAL, "pool: missing config");
+    if (su->owner == SP__POOL_SERVICE ? !su->region_name || !su->region_name[0]
+                                      : su->owner != SP__POOL_TRAINER || su->region_name)
+        return sp_error_set(err, SP_EINVAL, "pool: owner %d with %s region name", (int)su->owner,
+                            su->region_name ? "a" : "no");
     if (pcfg->workers < 1 || pcfg->workers > SP_POOL_MAX_WORKERS)
         return sp_error_set(err, SP_EINVAL, "pool: %d workers (1..%d; 0 is the in-process loader)",
                             pcfg->workers, SP_POOL_MAX_WORKERS);
-    int R = pcfg->ring_slots ? pcfg->ring_slots : (pcfg->workers * 2 > 2 ? pcfg->workers * 2 : 2);
-    if (R < 1 || R > SP__RING_MAX_SLOTS)
-        return sp_error_set(err, SP_EINVAL, "pool: %d ring slots (1..%d)", R, SP__RING_MAX_SLOTS);
+    *R = pcfg->ring_slots ? pcfg->ring_slots : (pcfg->workers * 2 > 2 ? pcfg->workers * 2 : 2);
+    if (*R < 1 || *R > SP__RING_MAX_SLOTS)
+        return sp_error_set(err, SP_EINVAL, "pool: %d ring slots (1..%d)", *R, SP__RING_MAX_SLOTS);
     if (pcfg->epochs == 0) return sp_error_set(err, SP_EINVAL, "pool: epochs must be >= 1");
-    sp_pool *pool = calloc(1, sizeof *pool);
-    if (!pool) return sp_error_set(err, SP_ENOMEM, "pool: out of memory");
-    int rc = sp_loader_create(lcfg, &pool->ld, err);
-    if (rc != 0) {
-        free(pool);
-        return rc;
-    }
-    if (span != 1 && (rc = sp__loader_set_span(pool->ld, span, err)) != 0) goto fail;
-    if (span != 1 && pcfg->cache_dir) {
+    return SP_OK;
+}
+
+/* The loader's span and resume state, the stream's geometry. */
+static int stream_geometry(sp_pool *pool, const sp_pool_config *pcfg, uint32_t span,
+                           sp_error *err) {
+    int rc;
+    if (span > 1 && (rc = sp__loader_set_span(pool->ld, span, err)) != 0) return rc;
+    if (span > 1 && pcfg->cache_dir)
         /* A cache entry is one rank's stream (its key names rank and world):
          * a span's batches are no rank's. */
-        rc = sp_error_set(err, SP_EUNSUPP, "pool: the epoch cache holds one rank's stream; a "
-                          "span of %u ranks is not one", span);
-        goto fail;
-    }
-    pool->nworkers = pcfg->workers;
-    pool->R = (uint32_t)R;
+        return sp_error_set(err, SP_EUNSUPP, "pool: the epoch cache holds one rank's stream; a "
+                            "span of %u ranks is not one", span);
     pool->nb = sp_loader_batches_per_epoch(pool->ld);
     pool->cap = sp__loader_capacity(pool->ld);
     if (pcfg->resume) {
-        rc = sp_loader_resume(pool->ld, pcfg->resume, err);
-        if (rc != 0) goto fail;
+        if ((rc = sp_loader_resume(pool->ld, pcfg->resume, err)) != 0) return rc;
         pool->start_abs = (uint64_t)pcfg->resume->epoch * pool->nb + pcfg->resume->batch;
     }
     uint64_t end = (uint64_t)pcfg->epochs * pool->nb;
     pool->total = end > pool->start_abs ? end - pool->start_abs : 0;
-    if (pool->total >= (1ull << 40)) {
-        rc = sp_error_set(err, SP_ELIMIT, "pool: stream of %llu batches is too long",
-                          (unsigned long long)pool->total);
-        goto fail;
-    }
-    /* A batch file with failed samples is taken whole by the plain pool, not
-     * the service's (it finalises per rank from the positions). */
-    int whole = region_name == NULL;
-    if (pcfg->cache_dir && (rc = sp__pool_cache_open(pool, pcfg, whole, err)) != 0) goto fail;
-    pool->respawn_limit = SP_POOL_RESPAWN_BOUND(pcfg->workers);
+    if (pool->total >= (1ull << 40))
+        return sp_error_set(err, SP_ELIMIT, "pool: stream of %llu batches is too long",
+                            (unsigned long long)pool->total);
+    return SP_OK;
+}
+
 #ifdef SEEDPIPE_TEST_HOOKS   /* pool.h: test builds only */
+static void test_hooks(sp_pool *pool) {
     const char *crash = getenv("SEEDPIPE_TEST_CRASH_SAMPLE");
     pool->crash_sample = crash && *crash ? strtoull(crash, NULL, 10) : UINT64_MAX;
     crash = getenv("SEEDPIPE_TEST_CRASH_SIGNAL");
@@ -743,18 +503,23 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     pool->crash_times = crash && *crash ? (uint32_t)strtoul(crash, NULL, 10) : UINT32_MAX;
     crash = getenv("SEEDPIPE_TEST_CRASH_FROM");   /* pool_death.c: 1 a fault, 2 sent */
     pool->crash_from = !crash ? 0 : !strcmp(crash, "fault") ? 1 : !strcmp(crash, "outside") * 2;
+}
 #endif
 
+/* Lay the ring out, create its region and write its header; activate the
+ * first R slots. */
+static int ring_open(sp_pool *pool, const sp__pool_setup *su, sp_error *err) {
     sp__ring_hdr hh;
     memset(&hh, 0, sizeof hh);
     hh.nslots = pool->R;
     hh.cap = pool->cap;
     hh.sample_bytes = sp_loader_sample_bytes(pool->ld);
-    hh.nranks = nranks;
-    if ((rc = sp__ring_mix(pool->ld, mix, &hh, err)) != 0 || (rc = sp__ring_layout(&hh, err)))
-        goto fail;
-    rc = sp__region_create(&pool->region, region_name, hh.region_size, err);
-    if (rc != 0) goto fail;
+    hh.nranks = su->nranks;
+    int rc;
+    if ((rc = sp__ring_mix(pool->ld, su->mix, &hh, err)) != 0 ||
+        (rc = sp__ring_layout(&hh, err)) != 0 ||
+        (rc = sp__region_create(&pool->region, su->region_name, hh.region_size, err)) != 0)
+        return rc;
     sp__ring_hdr *h = (sp__ring_hdr *)pool->region.base;
     pool->h = h;
     /* Copy the immutable part; the atomics start at zero (fresh mapping). */
@@ -771,9 +536,40 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     h->batches_per_epoch = pool->nb;
     for (uint64_t q = 0; q < pool->R && q < pool->total; q++) activate(pool, q);
     atomic_store(&h->released, 0);
+    return SP_OK;
+}
+
+int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
+                       const sp__pool_setup *setup, sp_pool **out, sp_error *err) {
+    *out = NULL;
+    sp__pool_setup su = {SP__POOL_TRAINER, NULL, 1, 1, NULL};
+    if (setup) su = *setup;
+    int R = 0, rc = check_args(lcfg, pcfg, &su, &R, err);
+    if (rc != 0) return rc;
+    sp_pool *pool = calloc(1, sizeof *pool);
+    if (!pool) return sp_error_set(err, SP_ENOMEM, "pool: out of memory");
+    pool->owner = su.owner;
+    pool->nworkers = pcfg->workers;
+    pool->R = (uint32_t)R;
+    if ((rc = sp_loader_create(lcfg, &pool->ld, err)) != 0) {
+        free(pool);
+        return rc;
+    }
+    if ((rc = stream_geometry(pool, pcfg, su.span, err)) != 0) goto fail;
+    /* A cached batch file with failed samples is taken whole by a trainer's
+     * pool, not a service's (it finalises per rank from the positions). */
+    if (pcfg->cache_dir &&
+        (rc = sp__pool_cache_open(pool, pcfg, pool->owner == SP__POOL_TRAINER, err)) != 0)
+        goto fail;
+    pool->respawn_limit = SP_POOL_RESPAWN_BOUND(pcfg->workers);
+#ifdef SEEDPIPE_TEST_HOOKS
+    test_hooks(pool);
+#endif
+    if ((rc = ring_open(pool, &su, err)) != 0) goto fail;
     pool->parent = getpid();
-    if (!region_name) sp__pool_digest_open(pool);
-    if ((rc = start_workers(pool, region_name, err)) != 0) goto fail;
+    /* The digest is the trainer's (its clients hash a service's slices). */
+    if (pool->owner == SP__POOL_TRAINER) sp__pool_digest_open(pool);
+    if ((rc = start_workers(pool, err)) != 0) goto fail;
     *out = pool;
     return SP_OK;
 fail:

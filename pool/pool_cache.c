@@ -51,8 +51,12 @@
  *
  * The consumer's part. Epochs enter the ring in order and leave it
  * (their last batch taken) in order: cc->ec is a FIFO of their reader or
- * writer, opened when an epoch's first batch is activated and committed or
- * closed when its last batch is taken. Each activated slot gets the
+ * writer, opened when an epoch's first batch is activated and closed when
+ * its last batch is taken: a complete writer is then handed to the cache's
+ * commit thread (cache/cache_commit.c: the commit and the gc after it run
+ * while the consumer takes the next epoch's batches; a finished commit is
+ * accounted for at the next take, the stream's last commit is waited for
+ * at its last batch, any other at sp__pool_cache_close()). Each activated slot gets the
  * epoch's mode and what its worker needs (entry key or staging directory,
  * the manifest line); taking a batch reads back what the worker did.
  */
@@ -312,15 +316,14 @@ static void ec_open(sp_pool *pool, uint32_t epoch, uint64_t index) {
     else if (rc != SP_CACHE_SKIP) cwarn(pool, "%s", e.msg);
 }
 
-/* The oldest epoch's last batch was taken: commit or close, pop. */
+/* The oldest epoch's last batch was taken: commit (on the cache's commit
+ * thread, cache_commit.c: the consumer goes on with the next epoch) or
+ * abort, close, pop. */
 static void ec_close(sp_pool *pool) {
     sp__epoch_cache *ec = &pool->cc->ec[pool->cc->ec_head];
     if (ec->wr) {
-        sp_error e;
-        sp_error_clear(&e);
         if (!sp_cache_writer_complete(ec->wr)) sp_cache_writer_abort(ec->wr);
-        else if (sp_cache_writer_commit(ec->wr, &e) != 0)
-            cwarn(pool, "%s; epoch %u was not cached", e.msg, ec->epoch);
+        else sp__cache_commit_start(pool->cc->cache, ec->wr, ec->epoch);
     }
     sp_cache_reader_close(ec->rd);
     memset(ec, 0, sizeof *ec);
@@ -450,6 +453,11 @@ void sp__pool_cache_take(sp_pool *pool, uint64_t q, uint32_t s) {
         }
     }
     if (g.index + 1 == pool->nb || q + 1 == pool->total) ec_close(pool);
+    /* A commit that has finished is counted (and warns) now; the stream's
+     * last one is waited for: after the last batch every epoch taken is
+     * committed, as when the consumer committed it itself. */
+    if (q + 1 == pool->total) sp__cache_commit_wait(pool->cc->cache);
+    else sp__cache_commit_reap(pool->cc->cache);
 }
 
 /* Worker w is gone: a batch file it was writing (its record BUSY with its
@@ -512,6 +520,7 @@ int sp__pool_cache_open(sp_pool *pool, const sp_pool_config *pcfg, int whole, sp
 void sp__pool_cache_close(sp_pool *pool) {
     sp__pool_cc *cc = pool->cc;
     if (!cc) return;
+    sp__cache_commit_wait(cc->cache);   /* an epoch's commit still running */
     while (cc->ec && cc->ec_n) {   /* unfinished epochs: nothing is committed */
         sp__epoch_cache *ec = &cc->ec[cc->ec_head];
         sp_cache_writer_abort(ec->wr);

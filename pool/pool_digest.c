@@ -276,7 +276,7 @@ int sp__pool_digest_want(sp_pool *pool) {
     uint64_t q = pool->taken;
     if (!pd || pool->wd || pd->q != q || pd->next >= pd->count) return 0;
     _Atomic uint64_t *st = &sp__slot_state(pool->h, (uint32_t)(q % pool->R))[pd->next];
-    /* seq_cst on both sides (pool.c's work_item: DONE, fence, pd_want):
+    /* seq_cst on both sides (pool_worker.c's work_item: DONE, fence, pd_want):
      * either the worker sees the word and wakes us, or we see DONE. */
     atomic_store(&pool->h->pd_want, sp__pool_pd_want(q, pd->next));
     uint64_t v = atomic_load(st);

@@ -1,16 +1,18 @@
-/* pool_shared.h - what the worker pool (pool.c) and its cache protocol
- * (pool_cache.c) share: the pool's struct (with a pointer to the cache's
- * controller, whose state is pool_cache.c's own), a worker's context, the
- * stream's geometry and three small inline helpers on a slot (its view as a
- * batch, its tagged completion counter, the wake-ups), and the calls
- * pool.c makes into pool_cache.c.
+/* pool_shared.h - what the files of the worker pool share: the pool's struct
+ * (with a pointer to the cache's controller, whose state is pool_cache.c's
+ * own), a worker's context, the stream's geometry, small inline helpers on
+ * a slot (its view as a batch, its tagged completion counter, the
+ * wake-ups), and the calls the consumer (pool.c) makes into the worker
+ * process (pool_worker.c), how a death is charged (pool_death.c), the
+ * batch digest (pool_digest.c) and the cache protocol (pool_cache.c).
  *
- * Not a public header; included by pool/pool.c, pool_cache.c and
- * pool_digest.c (and tests/test_pool_digest.c, for its counts) only. The
- * arrow points one way: pool.c calls the
- * sp__pool_cache_*() functions below, pool_cache.c never calls back into
- * pool.c (what both need is inline here). The protocols themselves are
- * described in pool.c (the ring) and pool_cache.c (the cache).
+ * Not a public header; included by the files of pool/ (and tests/test_pool_digest.c,
+ * for its counts) only. The arrows point one way: pool.c calls the
+ * sp__pool_*() functions below, pool_worker.c calls pool_cache.c,
+ * pool_digest.c and pool_death.c, and none of them calls back into pool.c
+ * (what both sides need is inline here). The protocols themselves are
+ * described in pool.c (the consumer, recovery), pool_worker.c (claiming,
+ * writing) and pool_cache.c (the cache).
  */
 #ifndef SEEDPIPE_POOL_SHARED_H
 #define SEEDPIPE_POOL_SHARED_H
@@ -23,6 +25,7 @@
 #include "seedpipe/pool.h"
 #include "cache/cache_internal.h"
 #include "loader/loader_internal.h"
+#include "pool/pool_internal.h"
 #include "pool/ring_internal.h"
 
 /* A slot's `done` word: (q << SP__POOL_DONE_SHIFT) | positions done (pool.c). */
@@ -52,6 +55,8 @@ typedef struct sp__pool_pd sp__pool_pd;   /* pool_digest.c */
 struct sp__pool_wd;                       /* pool_digest.c: the workers' hasher */
 
 struct sp_pool {
+    sp__pool_owner owner;              /* pool_internal.h: decides the cache's whole
+                                        * batches, the digest, the ring's reservation */
     sp_loader *ld;
     sp__region region;
     sp__ring_hdr *h;
@@ -84,7 +89,7 @@ struct sp_pool {
                                         * consumer hashes) */
 };
 
-/* A worker process's own state (pool.c's worker loop). */
+/* A worker process's own state (pool_worker.c). */
 typedef struct sp__worker_ctx {
     sp_pool *pool;
     uint32_t w;
@@ -94,7 +99,7 @@ typedef struct sp__worker_ctx {
     uint64_t seen_released;
     sp__cb_io io;           /* cache reads and writes */
     uint8_t mapped[SP__RING_MAX_SLOTS];   /* slot s's pages in this process's page table
-                                           * (pool.c, map_slot): 0 none, 1 its share, 2 all */
+                                           * (pool_worker.c, map_slot): 0 none, 1 its share, 2 all */
     uint64_t *pd_idx;       /* cap each: a batch's expected indices and labels */
     int32_t *pd_lab;        /* (pool_digest.c, the workers' hasher) */
 } sp__worker_ctx;
@@ -167,7 +172,14 @@ static inline void sp__pool_done_add(sp_pool *pool, uint64_t q, uint32_t s, uint
     }
 }
 
-/* ---- deaths (pool_death.c), called by pool.c --------------------------------- */
+/* ---- the worker process (pool_worker.c), called by pool.c ---------------------- */
+
+/*! sp__pool_spawn() : fork worker w (at creation, or as a dead one's
+ *  replacement); the child runs the worker loop and never returns.
+ *  @return 0 (pool->pids[w] and its record set) or SP_EIO (fork failed). */
+int sp__pool_spawn(sp_pool *pool, uint32_t w, sp_error *err);
+
+/* ---- deaths (pool_death.c), called by pool.c and pool_worker.c -------------- */
 
 /* How a death is charged (pool.c's HOW IT WORKS, "Deaths"). */
 enum { SP__DEATH_CRASH, SP__DEATH_OTHER, SP__DEATH_RING };

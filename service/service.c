@@ -44,15 +44,11 @@
  * its soft targets go to the slot's off_mix area; the spec is in the
  * header, so a client redraws the mix for its digest.
  *
- * Staleness. Regions are checked before creation (stale_check): a live
- * owner (pid alive with the recorded start time, header says running) is
- * refused; a dead owner, a not-running header, or a zero header older than
- * 2 s (a service killed while creating it) is unlinked and reported.
- *
- * Also here: sp_service_fork() / sp_service_join() (the service in a child
- * process) and sp_service_status_read() (`seedpipe status`: a read-only
- * look at a region, its header copy checked by region.c, which the client's
- * attach uses too: both files call down into it).
+ * Also in service/: the staleness check before the region is created and
+ * sp_service_status_read() (`seedpipe status`) in service_status.c, the
+ * service in a child process (sp_service_fork() / sp_service_join()) in
+ * service_fork.c, the header checks a reader makes in region.c, and the
+ * client in service_client.c.
  *
  * LIMITATIONS
  * - A rank that never attaches holds the stream after R batches (by
@@ -83,7 +79,7 @@
 
 #include "loader/loader_internal.h"
 #include "service/region_internal.h"
-#include "pool/ring_internal.h"
+#include "pool/pool_internal.h"
 #include "common/escape_internal.h"
 #include "common/trace_internal.h"
 
@@ -110,85 +106,6 @@ struct sp_service {
     char name[256];
     char note[600];
 };
-
-/* ---- staleness ------------------------------------------------------------------ */
-
-static int all_zero(const uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (p[i]) return 0;
-    return 1;
-}
-
-/* Look at an existing "/name": 0 if absent or removed as stale (note set),
- * SP_EIO if live or not ours to remove. */
-static int stale_check(const char *name, char *note, size_t note_size, sp_error *err) {
-    char path[256];
-    snprintf(path, sizeof path, "/%s", name);
-    struct stat st;
-    sp_error e;
-    int fd = sp__region_open(path, O_RDONLY, &st, &e);   /* never blocks; a regular file */
-    if (fd < 0) {
-        if (errno == ENOENT) return SP_OK;
-        if (err) *err = e;
-        return SP_EIO;
-    }
-    if (st.st_uid != geteuid()) {
-        close(fd);
-        return sp_error_set(err, SP_EIO, "region %s exists and belongs to uid %u", name,
-                            (unsigned)st.st_uid);
-    }
-    time_t age = time(NULL) - st.st_mtime;
-    sp__ring_hdr *h = NULL;
-    size_t hsz = sizeof *h;
-    if (st.st_size >= (off_t)hsz) {
-        void *p = mmap(NULL, hsz, PROT_READ, MAP_SHARED, fd, 0);
-        if (p != MAP_FAILED) h = p;
-    }
-    close(fd);
-    char why[200];
-    int stale = 0;
-    if (!h) {
-        stale = st.st_size == 0 && age >= 2;
-        snprintf(why, sizeof why, "empty");
-    } else if (h->magic == SP__RING_MAGIC) {
-        /* owner_pid sits at the same offset in every layout version; the
-         * service block (start time, running) only in this one, so a live
-         * owner of another version counts as running. */
-        int pid = h->owner_pid, ours = h->version == SP__RING_VERSION;
-        int alive = sp__proc_alive(pid, ours ? h->owner_start : 0);
-        int running = !ours || atomic_load(&((sp__ring_hdr *)h)->svc_running) != 0;
-        if (alive && running) {
-            munmap(h, hsz);
-            return sp_error_set(err, SP_EIO,
-                                "region %s is served by pid %d (running); stop it or choose "
-                                "another --name",
-                                name, pid);
-        }
-        if (alive && age < 2) {
-            munmap(h, hsz);
-            return sp_error_set(err, SP_EIO,
-                                "region %s is being created or shut down by pid %d; try again",
-                                name, pid);
-        }
-        stale = 1;
-        if (!alive) snprintf(why, sizeof why, "service pid %d is gone", pid);
-        else snprintf(why, sizeof why, "pid %d's header says not running", pid);
-    } else if (all_zero((const uint8_t *)h, hsz)) {
-        stale = age >= 2;
-        snprintf(why, sizeof why, "zero header, left by a service killed while creating it");
-    }
-    if (h) munmap(h, hsz);
-    if (!stale)
-        return sp_error_set(err, SP_EIO,
-                            "region %s exists and is not a (stale) seedpipe region; remove "
-                            "/dev/shm/%s if nothing uses it",
-                            name, name);
-    if (shm_unlink(path) != 0 && errno != ENOENT)
-        return sp_error_set(err, SP_EIO, "region %s: stale, but shm_unlink: %s", name,
-                            strerror(errno));
-    snprintf(note, note_size, "removed stale region %s (%s)", name, why);
-    return SP_OK;
-}
 
 /* ---- create / destroy ------------------------------------------------------------- */
 
@@ -219,12 +136,11 @@ static void record_layout(sp__ring_hdr *h, const sp_loader *ld) {
     h->tg_masks = (uint32_t)tr.masks;
 }
 
-int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
-                      sp_service **out, sp_error *err) {
-    *out = NULL;
-    if (!lcfg || !scfg || !scfg->name) return sp_error_set(err, SP_EINVAL, "service: missing config");
-    int rc = sp__region_name_check(scfg->name, err);
-    if (rc != 0) return rc;
+/* The ranks served (A..A+m-1 of world K, checked) and the loader that
+ * computes their positions only: *lc a copy of lcfg as one rank of a
+ * smaller world when they line up, else *span = m slices from rank A. */
+static int served_ranks(const sp_loader_config *lcfg, const sp_service_config *scfg,
+                        sp_loader_config *lc, uint32_t *m_out, uint32_t *span, sp_error *err) {
     uint32_t K = scfg->world ? scfg->world : 1;
     if (K > SP_SERVICE_MAX_WORLD)
         return sp_error_set(err, SP_EINVAL, "service: world %u (1..%u)", K, SP_SERVICE_MAX_WORLD);
@@ -251,71 +167,94 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
      * span of m slices from rank A of world K. With pad_tail or the
      * strided slices (the sequential order, repeat) the ranks' parts
      * depend on K itself (sampler.h), so only m == 1 lines up there. */
-    sp_loader_config lc = *lcfg;
-    uint32_t span = 1;
+    *lc = *lcfg;
+    *m_out = m;
+    *span = 1;
     if (A % m == 0 && K % m == 0 &&
         (m == 1 || (!lcfg->pad_tail && lcfg->order != SP_ORDER_SEQUENTIAL &&
                     lcfg->repeat <= 1))) {
-        lc.rank = A / m;
-        lc.world = K / m;
-    } else {
-        lc.rank = A;
-        lc.world = K;
-        span = m;
-        if (scfg->cache_dir)
-            return sp_error_set(err, SP_EUNSUPP,
-                                "service: ranks %u-%u of world %u with the epoch cache: a cache "
-                                "entry holds one rank's stream of some world size, and these %u "
-                                "ranks are not one (serve ranges whose size divides their first "
-                                "rank and the world, e.g. 0-1 and 2-3 of world 4, or serve "
-                                "without a cache)", A, A + m - 1, K, m);
+        lc->rank = A / m;
+        lc->world = K / m;
+        return SP_OK;
     }
-    sp_service *svc = calloc(1, sizeof *svc);
-    if (!svc) return sp_error_set(err, SP_ENOMEM, "service: out of memory");
-    snprintf(svc->name, sizeof svc->name, "%s", scfg->name);
-    rc = stale_check(scfg->name, svc->note, sizeof svc->note, err);
-    if (rc != 0) {
-        free(svc);
-        return rc;
-    }
-    sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
-                         scfg->cache_dir, scfg->cache_opts};
-    rc = sp__pool_create_ex(&lc, &pc, scfg->batch_mix, scfg->name, m, span, &svc->pool, err);
-    if (rc != 0) {
-        free(svc);
-        return rc;
-    }
-    svc->ld = sp_pool_loader(svc->pool);
-    svc->h = sp__pool_hdr(svc->pool);
+    lc->rank = A;
+    lc->world = K;
+    *span = m;
+    if (scfg->cache_dir)
+        return sp_error_set(err, SP_EUNSUPP,
+                            "service: ranks %u-%u of world %u with the epoch cache: a cache "
+                            "entry holds one rank's stream of some world size, and these %u "
+                            "ranks are not one (serve ranges whose size divides their first "
+                            "rank and the world, e.g. 0-1 and 2-3 of world 4, or serve "
+                            "without a cache)", A, A + m - 1, K, m);
+    return SP_OK;
+}
+
+/* The header's service block, but for `running`: what clients and status
+ * read (the start state, the owner, the ranks). */
+static int publish_header(sp_service *svc, const sp_loader_config *lcfg,
+                          const sp_service_config *scfg, sp_error *err) {
     sp__ring_hdr *h = svc->h;
-    svc->nranks = m;
-    svc->R = h->nslots;
-    svc->rank_cap = h->rank_cap;
-    h->world = K;
-    h->rank_first = A;
+    h->world = scfg->world ? scfg->world : 1;
+    h->rank_first = scfg->rank_first;
     record_layout(h, svc->ld);
-    svc->total = sp__pool_total(svc->pool);
-    if (h->batches_per_epoch == 0 ||
-        (scfg->batch_mix && (rc = mix_open(svc, scfg->batch_mix, lcfg->seed, err)) != 0)) {
-        sp_service_destroy(svc);
-        return rc ? rc : sp_error_set(err, SP_EINVAL, "service: the stream has no batches "
-                                      "(fewer samples than a batch with drop_last)");
-    }
     sp_loader_state st;
     sp_loader_state_at(svc->ld, (uint32_t)(h->start_abs / h->batches_per_epoch),
                        h->start_abs % h->batches_per_epoch, &st);
     int n = sp_loader_state_format(&st, h->state_text, sizeof h->state_text);
-    if (n <= 0 || (size_t)n >= sizeof h->state_text) {
-        sp_service_destroy(svc);
+    if (n <= 0 || (size_t)n >= sizeof h->state_text)
         return sp_error_set(err, SP_ELIMIT, "service: state text too long");
-    }
     h->owner_uid = (uint32_t)geteuid();
     h->owner_start = sp__proc_start((int)getpid());
     h->epochs = scfg->epochs;
     snprintf(h->dataset, sizeof h->dataset, "%s", lcfg->dataset ? lcfg->dataset : "");
     h->started_ns = sp__now_ns();
     if (svc->total == 0) atomic_store(&h->svc_end, 1);
-    atomic_store_explicit(&h->svc_running, 1, memory_order_release);
+    return SP_OK;
+}
+
+int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scfg,
+                      sp_service **out, sp_error *err) {
+    *out = NULL;
+    if (!lcfg || !scfg || !scfg->name) return sp_error_set(err, SP_EINVAL, "service: missing config");
+    int rc = sp__region_name_check(scfg->name, err);
+    if (rc != 0) return rc;
+    sp_loader_config lc;
+    uint32_t m = 1, span = 1;
+    if ((rc = served_ranks(lcfg, scfg, &lc, &m, &span, err)) != 0) return rc;
+    sp_service *svc = calloc(1, sizeof *svc);
+    if (!svc) return sp_error_set(err, SP_ENOMEM, "service: out of memory");
+    snprintf(svc->name, sizeof svc->name, "%s", scfg->name);
+    rc = sp__service_stale_check(scfg->name, svc->note, sizeof svc->note, err);
+    if (rc != 0) {
+        free(svc);
+        return rc;
+    }
+    sp_pool_config pc = {scfg->workers, scfg->ring_slots, scfg->epochs, scfg->resume,
+                         scfg->cache_dir, scfg->cache_opts};
+    sp__pool_setup su = {SP__POOL_SERVICE, scfg->name, m, span, scfg->batch_mix};
+    rc = sp__pool_create_ex(&lc, &pc, &su, &svc->pool, err);
+    if (rc != 0) {
+        free(svc);
+        return rc;
+    }
+    svc->ld = sp_pool_loader(svc->pool);
+    svc->h = sp__pool_hdr(svc->pool);
+    svc->nranks = m;
+    svc->R = svc->h->nslots;
+    svc->rank_cap = svc->h->rank_cap;
+    svc->total = sp__pool_total(svc->pool);
+    if (svc->h->batches_per_epoch == 0)
+        rc = sp_error_set(err, SP_EINVAL, "service: the stream has no batches (fewer samples "
+                          "than a batch with drop_last)");
+    else if (scfg->batch_mix)
+        rc = mix_open(svc, scfg->batch_mix, lcfg->seed, err);
+    if (rc == 0) rc = publish_header(svc, lcfg, scfg, err);
+    if (rc != 0) {
+        sp_service_destroy(svc);
+        return rc;
+    }
+    atomic_store_explicit(&svc->h->svc_running, 1, memory_order_release);
     *out = svc;
     return SP_OK;
 }
@@ -569,192 +508,4 @@ int sp_service_run(sp_service *svc, volatile sig_atomic_t *stop, sp_error *err) 
         if (tw) sp__trace_record(SP_TRACE_NEXT, tw, SP__TRACE_NONE32, SP__TRACE_NONE64,
                                  SP__TRACE_NONE32, SP__TRACE_NONE64);
     }
-}
-
-/* ---- a service in a child process --------------------------------------------------- */
-
-static volatile sig_atomic_t child_stop;
-static void on_stop(int sig) {
-    (void)sig;
-    child_stop = 1;
-}
-
-int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
-                    sp_error *err) {
-    int fds[2];
-    if (pipe(fds) != 0) return sp_error_set(err, SP_EIO, "service: pipe: %s", strerror(errno));
-    pid_t parent = getpid();
-    pid_t p = fork();
-    if (p < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return sp_error_set(err, SP_EIO, "service: fork: %s", strerror(e));
-    }
-    if (p == 0) {
-        close(fds[0]);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) _exit(1);
-        sp__trace_child("service");
-        sp_service *svc;
-        sp_error e;
-        sp_error_clear(&e);
-        char buf[1 + SP_ERROR_MSG_MAX];
-        if (sp_service_create(lcfg, scfg, &svc, &e) != 0) {
-            buf[0] = (char)(-e.code);
-            size_t n = strlen(e.msg);
-            memcpy(buf + 1, e.msg, n);
-            if (write(fds[1], buf, n + 1) < 0) _exit(1);
-            _exit(1);
-        }
-        buf[0] = 0;
-        if (write(fds[1], buf, 1) < 0) child_stop = 1;
-        close(fds[1]);
-        int rc = sp_service_run(svc, &child_stop, &e);
-        sp_service_destroy(svc);
-        _exit(rc == 0 || rc == SP_STOPPED ? 0 : 1);
-    }
-    close(fds[1]);
-    sp__trace_spawned((int)p, "service");
-    char buf[1 + SP_ERROR_MSG_MAX];
-    size_t got = 0;
-    for (;;) {
-        ssize_t n = read(fds[0], buf + got, sizeof buf - 1 - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-        if (got == sizeof buf - 1 || (got >= 1 && buf[0] == 0)) break;
-    }
-    close(fds[0]);
-    if (got >= 1 && buf[0] == 0) {
-        *pid = p;
-        return SP_OK;
-    }
-    while (waitpid(p, NULL, 0) < 0 && errno == EINTR) {
-    }
-    if (got == 0) return sp_error_set(err, SP_EIO, "service: the child died before it was ready");
-    buf[got] = '\0';
-    return sp_error_set(err, -(int)(unsigned char)buf[0], "%s", buf + 1);
-}
-
-int sp_service_join(pid_t pid, int timeout_ms, int *status, sp_error *err) {
-    int ws = 0;
-    uint64_t t0 = sp__now_ns(), limit = (uint64_t)timeout_ms * 1000000ull;
-    int phase = 0;
-    if (status) *status = -1;
-    if (pid <= 0 || timeout_ms < 0)
-        return sp_error_set(err, SP_EINVAL, "service join: pid %d, timeout %d ms: need both > 0 "
-                            "(the timeout >= 0)", (int)pid, timeout_ms);
-    for (;;) {
-        pid_t r = waitpid(pid, &ws, WNOHANG);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR)
-            return sp_error_set(err, SP_EIO, "service join: waitpid(%d): %s", (int)pid,
-                                strerror(errno));
-        uint64_t el = sp__now_ns() - t0;
-        if (phase == 0 && el > limit) {
-            kill(pid, SIGTERM);
-            phase = 1;
-        } else if (phase == 1 && el > limit + 2000000000ull) {
-            kill(pid, SIGKILL);
-            phase = 2;
-        }
-        usleep(1000);
-    }
-    if (status) *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    return SP_OK;
-}
-
-/* ---- status ------------------------------------------------------------------------- */
-
-/* Strings from the region are escaped by the one rule for strings from
- * outside (common/escape_internal.h). */
-
-int sp_service_status_read(const char *name, sp_service_status *out, sp_error *err) {
-    memset(out, 0, sizeof *out);
-    sp__region r;
-    struct stat st;
-    int rc = sp__region_attach(&r, name, 1, &st, err);
-    if (rc != 0) return rc;
-    /* Another user's region, or one others may write, is not read: its
-     * strings and counts could say anything (clients check the same). */
-    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-        sp__region_close(&r);
-        return st.st_uid != geteuid()
-                   ? sp_error_set(err, SP_EIO, "region %s: owned by uid %u, not by this user: "
-                                  "not read", name, (unsigned)st.st_uid)
-                   : sp_error_set(err, SP_EIO, "region %s: mode %04o, expected 0600: not read",
-                                  name, (unsigned)(st.st_mode & 0777));
-    }
-    sp__ring_hdr *h = malloc(sizeof *h);
-    if (!h) {
-        sp__region_close(&r);
-        return sp_error_set(err, SP_ENOMEM, "status: out of memory");
-    }
-    memcpy(h, r.base, sizeof *h);
-    size_t mapped = r.size;
-    sp__region_close(&r);
-    sp_loader_state st0;
-    sp_error e;
-    sp_error_clear(&e);
-    rc = sp__service_validate(h, mapped, &st0, &e);
-    if (rc != 0) {
-        free(h);
-        return sp_error_set(err, rc, "region %s: %s", name, e.msg);
-    }
-    out->pid = h->owner_pid;
-    out->alive = sp__proc_alive(h->owner_pid, h->owner_start);
-    out->running = h->svc_running != 0;
-    out->ended = h->svc_end != 0;
-    out->world = h->world;
-    out->rank_first = h->rank_first;
-    out->nranks = h->nranks;
-    out->ring_slots = h->nslots;
-    out->nworkers = h->nworkers;
-    out->epochs = h->epochs;
-    out->batches_per_epoch = h->batches_per_epoch;
-    out->start_abs = h->start_abs;
-    out->total = h->total;
-    out->published = h->published;
-    out->recycled = h->pool_released;
-    out->samples = h->samples_published;
-    uint64_t end = out->ended && h->last_pub_ns ? h->last_pub_ns : sp__now_ns();
-    out->seconds = end > h->started_ns ? (double)(end - h->started_ns) / 1e9 : 0.0;
-    out->worker_deaths = h->deaths;
-    out->client_deaths = h->client_deaths;
-    out->err_code = h->svc_err_code;
-    sp__escape_copy(out->err_msg, sizeof out->err_msg, h->svc_err_msg, sizeof h->svc_err_msg);
-    sp__escape_copy(out->dataset, sizeof out->dataset, h->dataset, sizeof h->dataset);
-    sp_digest_hex(st0.fingerprint, out->fingerprint);
-    out->seed = st0.seed;
-    uint64_t ready = out->published >= out->recycled ? out->published - out->recycled : 0;
-    if (ready > h->nslots) ready = h->nslots;
-    uint64_t left = out->total > out->published ? out->total - out->published : 0;
-    uint64_t room = h->nslots - ready;
-    out->slots_ready = (uint32_t)ready;
-    out->slots_computing = (uint32_t)(left < room ? left : room);
-    for (uint32_t w = 0; w < h->nworkers && w < SP_POOL_MAX_WORKERS; w++) {
-        int pid = h->workers[w].pid;
-        out->workers[w].pid = pid;
-        out->workers[w].alive = sp__proc_alive(pid, 0);
-        out->workers[w].busy = h->workers[w].busy != 0;
-        out->workers[w].respawns = h->workers[w].gen ? h->workers[w].gen - 1 : 0;
-        out->workers[w].samples = h->workers[w].samples;
-    }
-    for (uint32_t k = 0; k < h->nranks; k++) {
-        out->ranks[k].pid = h->ranks[k].pid;
-        out->ranks[k].state = (int)h->ranks[k].state;
-        out->ranks[k].attaches = h->ranks[k].attaches;
-        out->ranks[k].deaths = h->ranks[k].deaths;
-        out->ranks[k].next = h->ranks[k].cursor;
-        out->ranks[k].released = h->ranks[k].released;
-    }
-    free(h);
-    return SP_OK;
 }

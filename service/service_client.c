@@ -47,7 +47,7 @@
 
 #include "loader/loader_internal.h"
 #include "service/region_internal.h"
-#include "pool/ring_internal.h"
+#include "pool/ring_layout.h"
 #include "seedpipe/batchmix.h"
 #include "seedpipe/pipeline.h"
 
@@ -313,6 +313,42 @@ static int not_published(sp_client *c, uint64_t q, sp_error *err) {
     return 0;
 }
 
+/* Wait until batch q is published: a short spin, then sleeps on pub_wake
+ * with the service's liveness checked every LIVENESS_NS. @return 0, or why
+ * it never will be (not_published(), the service died). */
+static int wait_published(sp_client *c, uint64_t q, sp_error *err) {
+    sp__ring_hdr *h = c->live;
+    uint64_t t0 = c->timing.call_ns;
+    while (atomic_load_explicit(&h->published, memory_order_acquire) <= q &&
+           sp__now_ns() - t0 < SPIN_NS) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    for (;;) {
+        uint32_t wv = atomic_load(&h->pub_wake);
+        int rc = not_published(c, q, err);
+        if (rc != 0) return rc;
+        if (atomic_load_explicit(&h->published, memory_order_acquire) > q) break;
+        atomic_fetch_add(&h->pub_sleepers, 1);
+        int timed_out = 0;
+        if (atomic_load_explicit(&h->published, memory_order_acquire) <= q &&
+            atomic_load(&h->pub_wake) == wv)
+            timed_out = sp__futex_wait(&h->pub_wake, wv, LIVENESS_NS);
+        atomic_fetch_sub(&h->pub_sleepers, 1);
+        uint64_t now = sp__now_ns();
+        if ((timed_out || now - c->last_live_ns >= LIVENESS_NS) &&
+            atomic_load_explicit(&h->published, memory_order_acquire) <= q) {
+            c->last_live_ns = now;
+            if (!owner_alive(c) && atomic_load_explicit(&h->published, memory_order_acquire) <= q &&
+                !atomic_load(&h->svc_end))
+                return sp_error_set(err, SP_EIO, "region %s: the service (pid %d) died",
+                                    c->name, c->owner_pid);
+        }
+    }
+    return SP_OK;
+}
+
 int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
     if (c->dropped)
         return sp_error_set(err, SP_EIO, "region %s: rank %u was dropped by the service", c->name,
@@ -325,34 +361,8 @@ int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
     uint64_t q = c->cursor;
     c->timing.call_ns = sp__now_ns();
     if (atomic_load_explicit(&h->published, memory_order_acquire) <= q) {
-        uint64_t t0 = c->timing.call_ns;
-        while (atomic_load_explicit(&h->published, memory_order_acquire) <= q &&
-               sp__now_ns() - t0 < SPIN_NS) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        }
-        for (;;) {
-            uint32_t wv = atomic_load(&h->pub_wake);
-            int rc = not_published(c, q, err);
-            if (rc != 0) return rc;
-            if (atomic_load_explicit(&h->published, memory_order_acquire) > q) break;
-            atomic_fetch_add(&h->pub_sleepers, 1);
-            int timed_out = 0;
-            if (atomic_load_explicit(&h->published, memory_order_acquire) <= q &&
-                atomic_load(&h->pub_wake) == wv)
-                timed_out = sp__futex_wait(&h->pub_wake, wv, LIVENESS_NS);
-            atomic_fetch_sub(&h->pub_sleepers, 1);
-            uint64_t now = sp__now_ns();
-            if ((timed_out || now - c->last_live_ns >= LIVENESS_NS) &&
-                atomic_load_explicit(&h->published, memory_order_acquire) <= q) {
-                c->last_live_ns = now;
-                if (!owner_alive(c) && atomic_load_explicit(&h->published, memory_order_acquire) <= q &&
-                    !atomic_load(&h->svc_end))
-                    return sp_error_set(err, SP_EIO, "region %s: the service (pid %d) died",
-                                        c->name, c->owner_pid);
-            }
-        }
+        int rc = wait_published(c, q, err);
+        if (rc != 0) return rc;
     }
     uint32_t s = (uint32_t)(q % c->R);
     sp__slot_hdr *sh = slot_hdr(c, s);

@@ -24,16 +24,21 @@
  *  - a worker SIGKILLed during a cold and a warm run: identical streams;
  *  - a worker dying right after writing a batch file: the consumer writes
  *    it again, every entry is committed (a test hook: without
+ *    SEEDPIPE_TEST_HOOKS the case skips);
+ *  - each epoch's commit and gc run on the cache's commit thread, counted
+ *    and warned about on the consumer's (test hooks: without
  *    SEEDPIPE_TEST_HOOKS the case skips).
  *
  * Cases (tests/runner.h; each in its own process, under one mkdtemp root
  * whose dataset and reference digests setup makes): test_cold_warm,
  * test_damage (fills its own pristine entries), test_failures (makes its
  * own broken copy), test_failure_hits (another, with more corrupt files),
- * test_full_disk, test_concurrent, test_kill, test_die_writing.
+ * test_full_disk, test_concurrent, test_kill, test_die_writing,
+ * test_commit_thread.
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,6 +567,100 @@ static void die_writing(const sp_digest *ref) {
 #endif
 }
 
+#ifdef SEEDPIPE_TEST_HOOKS
+/* A warning's callback that also notes whether it ran on the thread that
+ * takes the batches (main). */
+typedef struct thread_warns {
+    warns w;
+    pthread_t main;
+    int elsewhere;
+} thread_warns;
+static void on_thread_warn(void *ud, const char *msg) {
+    thread_warns *tw = ud;
+    if (!pthread_equal(pthread_self(), tw->main)) tw->elsewhere++;
+    on_warn(&tw->w, msg);
+}
+
+/* A cold pool run into dir with max_size (0: none); fail_after > 0: the
+ * consumer's cache writes (not the workers', forked before) fail after that
+ * many bytes. Every digest checked. */
+static void cold_run(const char *dir, uint64_t max_size, long long fail_after,
+                     const sp_digest *ref, thread_warns *tw, sp_cache_stats *st) {
+    sp_loader_config cfg;
+    config(&cfg, data, SP_ON_ERROR_FAIL);
+    sp_cache_opts o;
+    opts(&o, NULL);
+    o.warn = on_thread_warn;
+    o.warn_ud = tw;
+    o.max_size = max_size;
+    sp_pool_config pc = {2, 0, EPOCHS, NULL, dir, &o};
+    sp_pool *pool;
+    sp_error err;
+    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    sp__cache_fail_after_bytes = fail_after;
+    sp_batch v;
+    for (int q = 0; q < TOTAL; q++) {
+        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
+        CHECK(eq(sp_batch_digest(sp_pool_loader(pool), &v), ref[q]));
+        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+    }
+    CHECK(sp_pool_next(pool, &v, &err) == SP_END);
+    sp_cache_stats_get(sp_pool_cache(pool), st);   /* the last commit is counted by now */
+    sp_pool_destroy(pool);
+    sp__cache_fail_after_bytes = 0;
+}
+#endif
+
+/* Each epoch's commit and the gc after it run on the cache's commit thread
+ * (cache_commit.c), and are accounted on the consumer's: with room for one
+ * entry, both epochs are committed (off the consumer's thread: the hook's
+ * count) and only the last one's entry is left (gc after each commit);
+ * when the consumer's writes fail (its manifests, on the commit thread),
+ * each epoch warns "was not cached" on the consumer's thread, nothing is
+ * committed and nothing is left staged. The count and the failures are
+ * test hooks: without SEEDPIPE_TEST_HOOKS the case skips. */
+static void commit_thread(const sp_digest *ref) {
+#ifndef SEEDPIPE_TEST_HOOKS
+    (void)ref;
+    SKIP("the commit-thread count and the write-failure hook are compiled only into builds "
+         "configured with -DSEEDPIPE_TEST_HOOKS=ON");
+#else
+    char one[400], dir[400], tmp[500], ent[800];
+    snprintf(one, sizeof one, "%s/sized", root);
+    snprintf(dir, sizeof dir, "%s/gc", root);
+    thread_warns tw = {{0, ""}, pthread_self(), 0};
+    sp_cache_stats st;
+    cold_run(one, 0, 0, ref, &tw, &st);   /* the entries' sizes */
+    sp_cache *c;
+    sp_error err;
+    sp_cache_entry_info *e;
+    size_t n;
+    CHECK_OK(sp_cache_open(one, NULL, &c, &err), &err);
+    CHECK_OK(sp_cache_list(c, &e, &n, &err), &err);
+    CHECK(n == EPOCHS);
+    uint64_t biggest = e[0].disk_bytes > e[1].disk_bytes ? e[0].disk_bytes : e[1].disk_bytes;
+    sp_cache_list_free(e, n);
+    sp_cache_close(c);
+    unsigned long before = sp__cache_commits_threaded;
+    cold_run(dir, biggest + biggest / 2, 0, ref, &tw, &st);
+    CHECK_MSG(st.committed == EPOCHS && sp__cache_commits_threaded - before == EPOCHS,
+              "%llu committed, %lu of them on the commit thread",
+              (unsigned long long)st.committed, sp__cache_commits_threaded - before);
+    entry_of(dir, data, EPOCHS - 1, ent, sizeof ent);
+    CHECK_MSG(count_dir(dir) == 1 && count_dir(ent) > 0, "gc left %d entries", count_dir(dir));
+    CHECK(tw.w.n == 0);
+    rmrf(dir);
+    cold_run(dir, 0, 1, ref, &tw, &st);
+    snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
+    CHECK_MSG(tw.w.n == EPOCHS && tw.elsewhere == 0 && strstr(tw.w.last, "was not cached") &&
+                  st.committed == 0 && st.write_failures == EPOCHS,
+              "failed commits: %d warnings (%d on another thread; last: %s), %llu committed, "
+              "%llu write failures", tw.w.n, tw.elsewhere, tw.w.last,
+              (unsigned long long)st.committed, (unsigned long long)st.write_failures);
+    CHECK(count_dir(dir) == 0 && count_dir(tmp) == 0);
+#endif
+}
+
 static void kill_worker(const sp_digest *ref) {
     char dir[400];
     snprintf(dir, sizeof dir, "%s/kill", root);
@@ -615,6 +714,7 @@ static void test_full_disk(void) { full_disk(g_ref); }
 static void test_concurrent(void) { concurrent(g_ref); }
 static void test_kill(void) { kill_worker(g_ref); }
 static void test_die_writing(void) { die_writing(g_ref); }
+static void test_commit_thread(void) { commit_thread(g_ref); }
 
 static const sp_case cases[] = {
     SP_CASE(test_cold_warm),
@@ -625,6 +725,7 @@ static const sp_case cases[] = {
     SP_CASE(test_concurrent),
     SP_CASE(test_kill),
     SP_CASE(test_die_writing),
+    SP_CASE(test_commit_thread),
 };
 
 int main(int argc, char **argv) {

@@ -124,7 +124,9 @@ SP_API sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch);
  *  @return 0, or sp_loader_batch()'s error (SP_ERANGE, a sample's error). */
 SP_API int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
                                 sp_batch *out, sp_error *err);
-/*! sp_cache_flush() : commit (if complete) or abort the helper's open entry. */
+/*! sp_cache_flush() : commit (if complete) or abort the helper's open entry;
+ *  for a pool's cache (sp_pool_cache()), wait for an epoch's commit still
+ *  running on the cache's commit thread. */
 SP_API void sp_cache_flush(sp_cache *c);
 
 typedef struct sp_cache_stats {

@@ -54,10 +54,14 @@
  * so a warm epoch is read by W processes in parallel. On a miss (and when
  * the epoch streams from its batch 0), the worker that completes a batch
  * compresses and writes its file into the entry's staging directory, also
- * in parallel; the consumer records it and commits the entry after the
- * epoch's last batch. The cache never changes a byte of the stream: a
- * cached batch is checked against two checksums and the manifest, and any
- * problem (a damaged file: reported once with its path through
+ * in parallel; the consumer records it, and after the epoch's last batch
+ * the entry is committed (and the cache collected to its max_size) on the
+ * cache's own thread while the stream goes on; after the stream's last
+ * batch (and at sp_pool_destroy()) every epoch is committed, its counters
+ * and warnings delivered on the consumer's thread. The cache never
+ * changes a byte of the stream: a cached batch is checked against two
+ * checksums and the manifest, and any problem (a damaged file: reported
+ * once with its path through
  * cache_opts->warn and the entry moved aside; an evicted entry) makes the
  * workers compute that batch instead. A cached batch with failed samples
  * is read like any other: its skipped and substituted lists come from the

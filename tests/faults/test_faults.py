@@ -696,7 +696,7 @@ def main():
         run("digest", x.ds, *x.common, "--rank", 0, "--world", 2, "--out", r0)
         x.rank0 = by_pos(manifest(r0))
         x.region_image = None
-        # offset of owner_pid in the ring header: after 17 u64/u32 fields (ring_internal.h)
+        # offset of owner_pid in the ring header: after 17 u64/u32 fields (ring_layout.h)
         x.owner_off = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 8 + 8 * 8 + 8 + 8
         for label, fn in ROWS:
             t0 = time.time()
