@@ -4,9 +4,9 @@
  * the ring, each slot's record set when the slot is activated and read back
  * when its batch is taken, the batches the consumer writes itself).
  *
- * Called by pool.c only (pool_shared.h: sp__pool_cache_*()); it calls
- * down into the cache (cache/) and the loader, and never calls back into
- * pool.c. Its state is its own: the controller, struct sp__pool_cc below
+ * Called by pool.c (the consumer's side) and pool_worker.c (the workers'
+ * side) only (pool_shared.h: sp__pool_cache_*()); it calls down into the
+ * cache (cache/) and the loader, and never calls back into either. Its state is its own: the controller, struct sp__pool_cc below
  * (pool->cc, which pool.c only passes on); of the pool it reads the
  * geometry (loader, ring header, R, cap, nb, total) and uses the slot
  * helpers inline in pool_shared.h.

@@ -4,8 +4,8 @@
  * is a crash of the worker's own (charged to the sample it computed), a
  * death from outside (never charged), or the ring's memory gone (the
  * stream stops); and the short signal names the messages use. Called by
- * pool.c's consumer (sp__pool_death_kind) and its workers
- * (sp__pool_death_arm) only; calls nothing of pool.c's.
+ * pool.c's consumer (sp__pool_death_kind) and pool_worker.c's workers
+ * (sp__pool_death_arm, the test crash) only; calls nothing of theirs.
  *
  * A crash signal from outside. SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT
  * are what a fault or abort() raises, but a watchdog or an operator can

@@ -207,7 +207,7 @@ void sp__pool_test_crash(int sig, int from);
  *  may die of, "" otherwise. */
 const char *sp__pool_sig_name(unsigned sig);
 
-/* ---- the digest hashed while waiting (pool_digest.c), called by pool.c ------- */
+/* ---- the batch digest (pool_digest.c), called by pool.c and pool_worker.c --- */
 
 /*! sp__pool_digest_advance() : once sp_pool_digest() was asked for, hash
  *  the next batch's positions that are DONE, in order. @return 1 when it
@@ -249,7 +249,7 @@ void sp__pool_digest_counts(const sp_pool *pool, uint64_t by[3]);
 /*! sp__pool_digest_free() : its state (accepts a pool without one). */
 void sp__pool_digest_free(sp_pool *pool);
 
-/* ---- the cache protocol (pool_cache.c), called by pool.c --------------------- */
+/* ---- the cache protocol (pool_cache.c), called by pool.c and pool_worker.c -- */
 
 /* The controller (pool_cache.c; pool->cc, NULL without a cache). */
 typedef struct sp__pool_cc sp__pool_cc;
