@@ -13,7 +13,7 @@
 
 /* ---- sniff, probe, decode --------------------------------------------- */
 
-sp_format sp_format_sniff(const uint8_t *buf, size_t len) {
+sp_format sp__format_sniff(const uint8_t *buf, size_t len) {
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     if (!buf) return SP_FORMAT_UNKNOWN;
     if (len >= 8 && memcmp(buf, png_sig, 8) == 0) return SP_FORMAT_PNG;
@@ -36,15 +36,15 @@ static int unknown_format(const uint8_t *buf, size_t len, const char *path,
                         "%s: not a PNG, JPEG, BMP, WebP or TIFF file (unrecognised signature)", path);
 }
 
-int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
-                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
+int sp__image_probe(const uint8_t *buf, size_t len, const char *path,
+                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
     sp_decode_limits L;
     sp_image_info tmp;
     if (!path) path = "(memory)";
     if (!info) info = &tmp;
     memset(info, 0, sizeof *info);
     sp__decode_limits_resolve(lim, &L);
-    switch (sp_format_sniff(buf, len)) {
+    switch (sp__format_sniff(buf, len)) {
     case SP_FORMAT_PNG: return sp__png_probe(buf, len, path, &L, info, err);
     case SP_FORMAT_JPEG: return sp__jpeg_probe(buf, len, path, &L, info, err);
     case SP_FORMAT_BMP: return sp__bmp_probe(buf, len, path, &L, info, err);
@@ -54,9 +54,9 @@ int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
     }
 }
 
-int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
-                    const sp_decode_req *req, const sp_decode_limits *lim,
-                    sp_image *out, sp_error *err) {
+int sp__image_decode(const uint8_t *buf, size_t len, const char *path,
+                     const sp_decode_req *req, const sp_decode_limits *lim,
+                     sp_image *out, sp_error *err) {
     return sp__image_decode_ex(buf, len, path, req, lim, 0, out, err);
 }
 
@@ -75,7 +75,7 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
                             path, req->channels);
     sp__decode_limits_resolve(lim, &L);
     int rc;
-    switch (sp_format_sniff(buf, len)) {
+    switch (sp__format_sniff(buf, len)) {
     case SP_FORMAT_PNG: rc = sp__png_decode(buf, len, path, req, &L, out, err); break;
     case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, flags, out, err); break;
     case SP_FORMAT_BMP: rc = sp__bmp_decode(buf, len, path, req, &L, out, err); break;
@@ -88,7 +88,7 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
 }
 
 int sp__image_check(const uint8_t *buf, size_t len) {
-    if (sp_format_sniff(buf, len) != SP_FORMAT_JPEG) return 0;
+    if (sp__format_sniff(buf, len) != SP_FORMAT_JPEG) return 0;
     sp_decode_req whole = {3, 0, 0, 0, 0, 1};
     sp_image img;
     int rc = sp__image_decode_ex(buf, len, "(check)", &whole, NULL, 0, &img, NULL);

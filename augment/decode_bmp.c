@@ -25,6 +25,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "common/common_internal.h"
 
 typedef struct sp_bmp {
     uint32_t width, height;
@@ -212,7 +213,7 @@ int sp__bmp_decode(const uint8_t *buf, size_t len, const char *path,
     if (rc == SP_OK && !(rgb = malloc((size_t)b->width * 3)))
         rc = sp_error_set(err, SP_ENOMEM, "%s: BMP: out of memory for a row", path);
     if (rc == SP_OK) {
-        rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
+        rc = sp__image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
         if (rc != SP_OK)
             sp_error_set(err, rc, "%s: BMP: cannot allocate the %dx%d output", path,
                          win.x1 - win.x0, win.y1 - win.y0);

@@ -94,7 +94,7 @@ int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
 /* sp__image_decode_ex() flags. SP__DECODE_WIDE: the result may have a
  * stride wider than width * channels (JPEG: libjpeg writes its widened
  * crop rows straight into the image, which is then a window of them, so
- * no row is copied); the pixels are those of sp_image_decode() and the
+ * no row is copied); the pixels are those of sp__image_decode() and the
  * image is freed with sp_image_free() as usual. */
 #define SP__DECODE_WIDE 1
 /* SP__DECODE_VALIDATED: the caller vouches that these exact bytes passed
@@ -108,9 +108,58 @@ int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
  *  limits, or not a JPEG: only JPEG decodes use the verdict). */
 int sp__image_check(const uint8_t *buf, size_t len);
 
-/*! sp__image_decode_ex() : sp_image_decode() with flags. */
+/*! sp__image_decode_ex() : sp__image_decode() with flags. */
 int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
                         const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err);
+
+/* ---- Internal to the library: once seedpipe/decode.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__decode_limits_default() : fill with the defaults above. */
+void sp__decode_limits_default(sp_decode_limits *lim);
+
+/*! sp__format_sniff() : PNG / JPEG / BMP ("BM") / WebP ("RIFF" size "WEBP") /
+ *  TIFF ("II*\0", "MM\0*", BigTIFF's "II+\0", "MM\0+") by magic bytes, else
+ *  SP_FORMAT_UNKNOWN. */
+sp_format sp__format_sniff(const uint8_t *buf, size_t len);
+
+/*! sp__image_decode() : decode `buf` per `req` into a newly allocated,
+ *  tightly packed image (free with sp_image_free()).
+ *  @return 0, SP_EFORMAT (corrupt/truncated), SP_EUNSUPP (a layout of
+ *  BMP, WebP or TIFF not read, as for sp__image_probe()), SP_ELIMIT,
+ *  SP_EINVAL (bad request: region outside the image, bad scale) or
+ *  SP_ENOMEM. On failure *out is left zeroed. Every warning of the decoder
+ *  library (libjpeg warnings such as a premature end or corrupt data,
+ *  libpng warnings and benign errors, a palette index past the PLTE) is an
+ *  error: a training sample must be exact or refused. The whole file is
+ *  read to its end (IEND / EOI) whatever the region, so damage anywhere in
+ *  it fails every request; the rows outside the region are decoded (PNG)
+ *  or entropy-decoded only (JPEG) and thrown away. docs/security.md,
+ *  "Decoder warnings", has the policy. */
+int sp__image_decode(const uint8_t *buf, size_t len, const char *path,
+                     const sp_decode_req *req, const sp_decode_limits *lim,
+                     sp_image *out, sp_error *err);
+
+/*! sp__image_probe() : read the header only (cheap) and check the limits.
+ *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
+ *  up to the first scan. info may be NULL (then only the checks are made).
+ *  BMP: the headers and the palette, every size checked against the file.
+ *  WebP: WebPGetFeatures (the RIFF and bitstream headers). TIFF: libtiff
+ *  reads the first directory (IFD).
+ *  @return 0, SP_EFORMAT (not a known format, or a broken header),
+ *  SP_EUNSUPP (a BMP variant not read: RLE, 16-bit, odd masks; an
+ *  animated WebP; a TIFF layout not read) or
+ *  SP_ELIMIT. */
+int sp__image_probe(const uint8_t *buf, size_t len, const char *path,
+                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

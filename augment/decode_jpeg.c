@@ -63,6 +63,7 @@
 
 #include <jpeglib.h>
 #include <jerror.h>
+#include "common/common_internal.h"
 
 #define SP_JPEG_MAX_SCANS 500
 
@@ -413,7 +414,7 @@ static int jd_body(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
                (fmt == SP__PIX_GRAY && req->channels == 1);
     int wide = same && (flags & SP__DECODE_WIDE);
     if (!wide) {
-        rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
+        rc = sp__image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
         if (rc != SP_OK)
             return sp_error_set(err, rc, "%s: JPEG: cannot allocate the %dx%d output", c->path,
                                 win.x1 - win.x0, win.y1 - win.y0);

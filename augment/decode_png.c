@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include "common/common_internal.h"
 
 #define SP_PNG_CHUNK_MAX (8u << 20)   /* bound on one chunk's memory in libpng */
 #define SP_PNG_CHUNK_CACHE 64         /* bound on stored ancillary chunks (none are) */
@@ -324,7 +325,7 @@ static int pd_body(sp_png_ctx *c, const sp_decode_req *req,
                                        SP__PIX_RGB, SP__PIX_RGBA};
     sp__pixfmt fmt = fmts[pc];
 
-    int rc = sp_image_alloc(out, win->x1 - win->x0, win->y1 - win->y0, req->channels);
+    int rc = sp__image_alloc(out, win->x1 - win->x0, win->y1 - win->y0, req->channels);
     if (rc != SP_OK)
         return sp_error_set(err, rc, "%s: PNG: cannot allocate the %dx%d output", c->path,
                             win->x1 - win->x0, win->y1 - win->y0);
@@ -394,7 +395,7 @@ int sp__png_decode(const uint8_t *buf, size_t len, const char *path,
 int sp__png_decode_labels(const uint8_t *buf, size_t len, const char *path,
                           sp_image *out, sp_error *err) {
     sp_decode_limits lim;
-    sp_decode_limits_default(&lim);
+    sp__decode_limits_default(&lim);
     sp_decode_req req = {1, 0, 0, 0, 0, 1};
     memset(out, 0, sizeof *out);
     if (len < 8 || memcmp(buf, "\x89PNG\r\n\x1a\n", 8) != 0)

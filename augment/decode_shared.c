@@ -24,7 +24,7 @@
 
 /* ---- limits ----------------------------------------------------------- */
 
-void sp_decode_limits_default(sp_decode_limits *lim) {
+void sp__decode_limits_default(sp_decode_limits *lim) {
     if (!lim) return;
     lim->max_width = SP_DEFAULT_MAX_DIM;
     lim->max_height = SP_DEFAULT_MAX_DIM;
@@ -33,7 +33,7 @@ void sp_decode_limits_default(sp_decode_limits *lim) {
 }
 
 void sp__decode_limits_resolve(const sp_decode_limits *in, sp_decode_limits *out) {
-    sp_decode_limits_default(out);
+    sp__decode_limits_default(out);
     if (!in) return;
     if (in->max_width) out->max_width = in->max_width;
     if (in->max_height) out->max_height = in->max_height;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include <tiffio.h>
+#include "common/common_internal.h"
 
 typedef struct sp_tiff_ctx {
     const char *path;
@@ -245,7 +246,7 @@ int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
         rc = TIFFIsTiled(c.tif) ? td_read_tiles(&c, pix, err)
                                 : td_read_strips(&c, pix, err);
     if (rc == SP_OK) {
-        rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
+        rc = sp__image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
         if (rc != SP_OK)
             sp_error_set(err, rc, "%s: TIFF: cannot allocate the %dx%d output", path,
                          win.x1 - win.x0, win.y1 - win.y0);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <webp/decode.h>
+#include "common/common_internal.h"
 
 static const char *wd_status(VP8StatusCode s) {
     switch (s) {
@@ -98,7 +99,7 @@ int sp__webp_decode(const uint8_t *buf, size_t len, const char *path,
         free(pix);
         return sp_error_set(err, SP_EFORMAT, "%s: WebP: %s", path, wd_status(s));
     }
-    rc = sp_image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
+    rc = sp__image_alloc(out, win.x1 - win.x0, win.y1 - win.y0, req->channels);
     if (rc != SP_OK) {
         free(pix);
         return sp_error_set(err, rc, "%s: WebP: cannot allocate the %dx%d output", path,

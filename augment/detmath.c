@@ -25,7 +25,7 @@ double sp_det_log(double x) { return sp__det_log(x); }
 
 double sp_det_exp(double x) { return sp__det_exp(x); }
 
-double sp_det_round_half_even(double x) {
+double sp__det_round_half_even(double x) {
     double ax = x < 0 ? -x : x;
     if (!(ax < 4503599627370496.0)) return x;   /* >= 2^52 (or NaN): integral */
     double t = (double)(int64_t)x;              /* truncation toward zero */

@@ -25,6 +25,7 @@
 #ifndef SEEDPIPE_AUGMENT_DETMATH_INTERNAL_H
 #define SEEDPIPE_AUGMENT_DETMATH_INTERNAL_H
 
+#include "seedpipe/detmath.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -154,4 +155,19 @@ SP_HOSTDEV double sp__det_exp(double x) {
 #ifdef __cplusplus
 }
 #endif
+/* ---- Internal to the library: once seedpipe/detmath.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__det_round_half_even() : round to nearest, ties to even (Python's
+ *  round()), exact; |x| must be < 2^62. Used where torchvision rounds. */
+double sp__det_round_half_even(double x);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

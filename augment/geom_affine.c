@@ -8,7 +8,7 @@
  * torchvision v2 builds for them (_get_inverse_affine_matrix with
  * inverted=False, in _affine_bounding_boxes_with_expand and
  * _affine_keypoints), step for step in double: the rotation-scale-shear
- * part [a, b, c, d] of sp_affine_rss() (the project's sine and cosine)
+ * part [a, b, c, d] of sp__affine_rss() (the project's sine and cosine)
  * times scale, then the centre's translation undone, then the centre and
  * the translation added back, in pixels of the canvas (centre (W/2, H/2),
  * or (0, 0) for the policy's shears, as torchvision's _apply_op). The
@@ -18,6 +18,7 @@
 #include "augment/pipeline_internal.h"
 
 #include <string.h>
+#include "augment/ops_internal.h"
 
 void sp__affine_forward(const double rss[4], double scale, double cx, double cy, double tx,
                         double ty, double m[6]) {
@@ -59,7 +60,7 @@ int sp__aug_geom_step(int aug, double mag, int W, int H, int k, sp_geom_step *g)
     g->in_h = g->out_h = H;
     if (aug == SP_AUG_ROTATE) {
         float th[6];
-        sp_rotation_theta((float)mag, th);
+        sp__rotation_theta((float)mag, th);
         g->kind = SP_GEOM_ROTATE;
         g->c = th[0];
         g->s = th[1];

@@ -32,6 +32,7 @@
 
 #include <png.h>
 #include <turbojpeg.h>
+#include "common/common_internal.h"
 
 static int check_image(const sp_image *img, const char *what, sp_error *err) {
     if (!img || !img->data || img->width <= 0 || img->height <= 0 ||
@@ -207,7 +208,7 @@ int sp_contact_sheet(const uint8_t *pixels, int count, int h, int w, int c, int 
     if (W > INT_MAX / 3 || H > INT_MAX || (uint64_t)W * (uint64_t)H > (UINT64_C(1) << 32))
         return sp_error_set(err, SP_ELIMIT, "contact sheet: %lld x %lld pixels is too large",
                             (long long)W, (long long)H);
-    int rc = sp_image_alloc(out, (int)W, (int)H, 3);
+    int rc = sp__image_alloc(out, (int)W, (int)H, 3);
     if (rc) return sp_error_set(err, rc, "contact sheet: out of memory");
     memset(out->data, SP_CONTACT_BG, out->stride * (size_t)out->height);
     size_t tile = (size_t)h * (size_t)w * (size_t)c;

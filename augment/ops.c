@@ -2,12 +2,11 @@
  * parameter samplers of the augmentation ops (include/seedpipe/ops.h).
  *
  * All pixel arithmetic is integer. The only floating point here is in
- * sp_rrc_sample (torchvision's RandomResizedCrop parameters: + - * /, sqrt
+ * sp__rrc_sample (torchvision's RandomResizedCrop parameters: + - * /, sqrt
  * and the project's own sp_det_log/sp_det_exp, in a fixed order), and in
- * sp_factor_q12 (one multiply-add by a power of two). Resize lives in
+ * sp__factor_q12 (one multiply-add by a power of two). Resize lives in
  * resize.c.
  */
-#include "seedpipe/ops.h"
 
 #include <math.h>      /* sqrt only (correctly rounded, DESIGN.md section 1) */
 #include <stdlib.h>
@@ -15,10 +14,13 @@
 
 #include "seedpipe/detmath.h"
 #include "augment/pipeline_internal.h"   /* sp__rrc_sample_at() */
+#include "augment/detmath_internal.h"
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 /* ---- crop, copy, flips --------------------------------------------------- */
 
-int sp_image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view) {
+int sp__image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view) {
     if (!src || !view || w <= 0 || h <= 0 || x < 0 || y < 0 || x > src->width - w ||
         y > src->height - h)
         return SP_EINVAL;
@@ -30,8 +32,8 @@ int sp_image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *vie
     return SP_OK;
 }
 
-int sp_image_copy(const sp_image *src, sp_image *dst) {
-    int rc = sp_image_alloc(dst, src->width, src->height, src->channels);
+int sp__image_copy(const sp_image *src, sp_image *dst) {
+    int rc = sp__image_alloc(dst, src->width, src->height, src->channels);
     if (rc) return rc;
     size_t row = (size_t)src->width * (size_t)src->channels;
     for (int y = 0; y < src->height; y++)
@@ -39,7 +41,7 @@ int sp_image_copy(const sp_image *src, sp_image *dst) {
     return SP_OK;
 }
 
-void sp_image_hflip(sp_image *img) {
+void sp__image_hflip(sp_image *img) {
     int c = img->channels, w = img->width;
     for (int y = 0; y < img->height; y++) {
         uint8_t *row = img->data + (size_t)y * img->stride;
@@ -59,7 +61,7 @@ void sp_image_hflip(sp_image *img) {
     }
 }
 
-void sp_image_vflip(sp_image *img) {
+void sp__image_vflip(sp_image *img) {
     size_t row = (size_t)img->width * (size_t)img->channels;
     uint8_t tmp[1024];
     for (int y = 0, z = img->height - 1; y < z; y++, z--) {
@@ -76,7 +78,7 @@ void sp_image_vflip(sp_image *img) {
 
 /* ---- grayscale ------------------------------------------------------------- */
 
-int sp_image_to_gray(const sp_image *src, sp_image *dst) {
+int sp__image_to_gray(const sp_image *src, sp_image *dst) {
     if (src->width != dst->width || src->height != dst->height ||
         (dst->channels != 1 && dst->channels != 3) || (src->channels != 1 && src->channels != 3))
         return SP_EINVAL;
@@ -94,20 +96,20 @@ int sp_image_to_gray(const sp_image *src, sp_image *dst) {
     return SP_OK;
 }
 
-int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst) {
+int sp__image_gray_to_rgb(const sp_image *src, sp_image *dst) {
     if (src->channels != 1 || dst->channels != 3) return SP_EINVAL;
-    return sp_image_to_gray(src, dst);
+    return sp__image_to_gray(src, dst);
 }
 
 /* ---- colour adjustments ------------------------------------------------------ */
 
-int32_t sp_factor_q12(double f) {
+int32_t sp__factor_q12(double f) {
     if (!(f >= 0.0)) return 0;
     if (f > SP_FACTOR_MAX) f = SP_FACTOR_MAX;
     return (int32_t)(f * 4096.0 + 0.5);
 }
 
-uint8_t sp_blend_q12(uint32_t v, int64_t o8, int32_t fq) {
+uint8_t sp__blend_q12(uint32_t v, int64_t o8, int32_t fq) {
     int64_t num = (int64_t)fq * (int64_t)v * 256 + (int64_t)(SP_FACTOR_ONE - fq) * o8;
     if (num < 0) return 0;
     num >>= 20;
@@ -122,13 +124,13 @@ static void apply_lut(sp_image *img, const uint8_t lut[256]) {
     }
 }
 
-void sp_adjust_brightness(sp_image *img, int32_t fq) {
+void sp__adjust_brightness(sp_image *img, int32_t fq) {
     uint8_t lut[256];
-    for (int v = 0; v < 256; v++) lut[v] = sp_blend_q12((uint32_t)v, 0, fq);
+    for (int v = 0; v < 256; v++) lut[v] = sp__blend_q12((uint32_t)v, 0, fq);
     apply_lut(img, lut);
 }
 
-void sp_adjust_contrast(sp_image *img, int32_t fq) {
+void sp__adjust_contrast(sp_image *img, int32_t fq) {
     uint64_t sum = 0, n = (uint64_t)img->width * (uint64_t)img->height;
     for (int y = 0; y < img->height; y++) {
         const uint8_t *p = img->data + (size_t)y * img->stride;
@@ -140,11 +142,11 @@ void sp_adjust_contrast(sp_image *img, int32_t fq) {
     }
     int64_t mean8 = 256 * (int64_t)((sum + n / 2) / n);   /* PIL: int(mean + 0.5) */
     uint8_t lut[256];
-    for (int v = 0; v < 256; v++) lut[v] = sp_blend_q12((uint32_t)v, mean8, fq);
+    for (int v = 0; v < 256; v++) lut[v] = sp__blend_q12((uint32_t)v, mean8, fq);
     apply_lut(img, lut);
 }
 
-void sp_adjust_saturation(sp_image *img, int32_t fq) {
+void sp__adjust_saturation(sp_image *img, int32_t fq) {
     if (img->channels != 3) return;   /* torchvision: identity on 1 channel */
     /* The Q20 blend with o8 = 256 g equals the Q12 form
      * floor((fq v + (4096 - fq) g) / 4096), which fits in int32 for
@@ -168,9 +170,9 @@ void sp_adjust_saturation(sp_image *img, int32_t fq) {
 
 /* ---- random parameters ---------------------------------------------------- */
 
-int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
-                  sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
-                  sp_crop_box *box) {
+int sp__rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
+                   sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                   sp_crop_box *box) {
     return sp__rrc_sample_at(W, H, s0, s1, r0, r1, k_augment, op, sample, epoch, 0, box);
 }
 
@@ -183,8 +185,8 @@ int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
         sp_ctr d = sp_sample_draw(k_augment, base | t, op, sample, epoch);
         double target = area * (s0 + (s1 - s0) * sp_u01d(d.c[0]));
         double aspect = sp_det_exp(lr0 + (lr1 - lr0) * sp_u01d(d.c[1]));
-        double wf = sp_det_round_half_even(sqrt(target * aspect));
-        double hf = sp_det_round_half_even(sqrt(target / aspect));
+        double wf = sp__det_round_half_even(sqrt(target * aspect));
+        double hf = sp__det_round_half_even(sqrt(target / aspect));
         if (wf > 0 && wf <= W && hf > 0 && hf <= H) {
             int w = (int)wf, h = (int)hf;
             box->w = w;
@@ -198,9 +200,9 @@ int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
     double in_ratio = (double)W / (double)H;
     int w = W, h = H;
     if (in_ratio < r0) {
-        h = (int)sp_det_round_half_even((double)w / r0);
+        h = (int)sp__det_round_half_even((double)w / r0);
     } else if (in_ratio > r1) {
-        w = (int)sp_det_round_half_even((double)h * r1);
+        w = (int)sp__det_round_half_even((double)h * r1);
     }
     if (w < 1) w = 1;
     if (h < 1) h = 1;
@@ -213,7 +215,7 @@ int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
     return 0;
 }
 
-int sp_center_crop_offset(int size, int crop) {
+int sp__center_crop_offset(int size, int crop) {
     if (crop > size) return -((crop - size) / 2);
     int d = size - crop, q = d / 2;
     if ((d & 1) && (q & 1)) q++;   /* round(d / 2), ties to even */

@@ -1,5 +1,5 @@
 /* ops_blur.c - torchvision's GaussianBlur on uint8 images
- * (include/seedpipe/ops.h: sp_gaussian_kernel1d, sp_image_gaussian_blur).
+ * (include/seedpipe/ops.h: sp__gaussian_kernel1d, sp__image_gaussian_blur).
  *
  * HOW IT WORKS: the kernel is torchvision's _get_gaussian_kernel1d step for
  * step in IEEE binary32 (x = i - (k - 1) / 2, exact; t = x / sigma;
@@ -22,14 +22,14 @@
  * lies that close to a half-integer. docs/pipeline.md gives the measured
  * agreement.
  */
-#include "seedpipe/ops.h"
 #include "seedpipe/detmath.h"
 
 #include <math.h>      /* rint */
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
 
-void sp_gaussian_kernel1d(int k, float sigma, float *out) {
+void sp__gaussian_kernel1d(int k, float sigma, float *out) {
     float half = (float)(k - 1) * 0.5f, sum = 0.0f;
     for (int i = 0; i < k; i++) {
         float x = (float)i - half;   /* linspace(-half, half, k): integers for odd k */
@@ -45,7 +45,7 @@ void sp_gaussian_kernel1d(int k, float sigma, float *out) {
 /* torch's reflect index of u along n (|overhang| < n). */
 static int reflect(int u, int n) { return u < 0 ? -u : u >= n ? 2 * (n - 1) - u : u; }
 
-int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y) {
+int sp__image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y) {
     const int W = img->width, H = img->height, C = img->channels, px = kx / 2, py = ky / 2;
     if (kx < 1 || ky < 1 || !(kx & 1) || !(ky & 1) || px >= W || py >= H ||
         !(sigma_x > 0) || !(sigma_y > 0))
@@ -56,11 +56,11 @@ int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float s
     int *xmap = malloc(((size_t)W + (size_t)kx) * sizeof *xmap);
     double *v = malloc(row * sizeof *v);
     sp_image src = {0};
-    int rc = wx && xmap && v ? sp_image_copy(img, &src) : SP_ENOMEM;
+    int rc = wx && xmap && v ? sp__image_copy(img, &src) : SP_ENOMEM;
     if (rc == SP_OK) {
         float *wy = wx + kx;
-        sp_gaussian_kernel1d(kx, sigma_x, wx);
-        sp_gaussian_kernel1d(ky, sigma_y, wy);
+        sp__gaussian_kernel1d(kx, sigma_x, wx);
+        sp__gaussian_kernel1d(ky, sigma_y, wy);
         for (int x = 0; x < W + kx - 1; x++) xmap[x] = reflect(x - px, W) * C;
         for (int y = 0; y < H; y++) {
             memset(v, 0, row * sizeof *v);

@@ -5,14 +5,14 @@
  * HOW IT WORKS: padding and cropping are pure indexing, so an output pixel
  * is one source pixel or the fill. Rather than building the padded image
  * (as torchvision does, twice with pad_if_needed), each axis gets a map
- * from the crop's positions to source indices (sp_random_crop_map(): the
- * two padding stages composed), and sp_image_remap() copies through the
+ * from the crop's positions to source indices (sp__random_crop_map(): the
+ * two padding stages composed), and sp__image_remap() copies through the
  * two maps. The bytes are those of torchvision's F.pad + F.crop exactly,
  * for any padding mode; only the pixels the crop shows are ever read.
  */
-#include "seedpipe/ops.h"
 
 #include <string.h>
+#include "augment/ops_internal.h"
 
 /* The source index of padded index u along an axis of size n (-1: fill). */
 static int pad_index(int u, int n, sp_pad_mode mode) {
@@ -22,9 +22,9 @@ static int pad_index(int u, int n, sp_pad_mode mode) {
     return u < 0 ? -u : 2 * (n - 1) - u;   /* reflect: |pad| < n, checked by the caller */
 }
 
-int sp_random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_if_needed,
-                          sp_pad_mode mode, sp_key k_augment, uint32_t op, uint32_t sample,
-                          uint32_t epoch, sp_random_crop_geom *g) {
+int sp__random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_if_needed,
+                           sp_pad_mode mode, sp_key k_augment, uint32_t op, uint32_t sample,
+                           uint32_t epoch, sp_random_crop_geom *g) {
     memset(g, 0, sizeof *g);
     memcpy(g->pad, pad, sizeof g->pad);
     if (mode == SP_PAD_REFLECT && (pad[0] >= W || pad[2] >= W || pad[1] >= H || pad[3] >= H))
@@ -49,8 +49,8 @@ int sp_random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_
     return SP_OK;
 }
 
-void sp_random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int off, int len,
-                        int32_t *map) {
+void sp__random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int off, int len,
+                         int32_t *map) {
     int n1 = n + lo + hi;   /* the image after the first padding */
     for (int i = 0; i < len; i++) {
         int v = pad_index(off + i - extra, n1, mode);   /* the second padding */
@@ -58,8 +58,8 @@ void sp_random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int 
     }
 }
 
-void sp_image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
-                    const uint8_t fill[3], sp_image *out) {
+void sp__image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
+                     const uint8_t fill[3], sp_image *out) {
     const int C = out->channels, W = out->width;
     for (int y = 0; y < out->height; y++) {
         uint8_t *d = out->data + (size_t)y * out->stride;

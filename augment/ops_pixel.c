@@ -18,11 +18,11 @@
  *   formulas.
  * All functions work in place on 1- or 3-channel images (views included).
  */
-#include "seedpipe/ops.h"
 
 #include <math.h>      /* floorf, fmodf: exact */
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
 
 static void lut_apply(sp_image *img, const uint8_t lut[256]) {
     size_t row = (size_t)img->width * (size_t)img->channels;
@@ -42,13 +42,13 @@ static void lut_apply_channels(sp_image *img, uint8_t lut[][256]) {
     }
 }
 
-void sp_image_invert(sp_image *img) {
+void sp__image_invert(sp_image *img) {
     uint8_t lut[256];
     for (int v = 0; v < 256; v++) lut[v] = (uint8_t)(255 - v);
     lut_apply(img, lut);
 }
 
-void sp_image_posterize(sp_image *img, int bits) {
+void sp__image_posterize(sp_image *img, int bits) {
     if (bits < 0) bits = 0;
     if (bits > 8) bits = 8;
     uint8_t mask = (uint8_t)(0xff00u >> bits), lut[256];
@@ -56,7 +56,7 @@ void sp_image_posterize(sp_image *img, int bits) {
     lut_apply(img, lut);
 }
 
-void sp_image_solarize(sp_image *img, double threshold) {
+void sp__image_solarize(sp_image *img, double threshold) {
     /* torch compares the uint8 tensor with the threshold in float32 */
     float t = (float)threshold;
     uint8_t lut[256];
@@ -74,7 +74,7 @@ static void histograms(const sp_image *img, uint64_t hist[][256]) {
     }
 }
 
-void sp_image_autocontrast(sp_image *img) {
+void sp__image_autocontrast(sp_image *img) {
     uint64_t hist[3][256];
     uint8_t lut[3][256];
     histograms(img, hist);
@@ -94,7 +94,7 @@ void sp_image_autocontrast(sp_image *img) {
     lut_apply_channels(img, lut);
 }
 
-void sp_image_equalize(sp_image *img) {
+void sp__image_equalize(sp_image *img) {
     uint64_t hist[3][256];
     uint8_t lut[3][256];
     histograms(img, hist);
@@ -134,7 +134,7 @@ static void sharp_row(uint8_t *out, const uint8_t *up, const uint8_t *mid, const
         }
 }
 
-int sp_image_sharpness(sp_image *img, double factor) {
+int sp__image_sharpness(sp_image *img, double factor) {
     int w = img->width, h = img->height, c = img->channels;
     if (w <= 2 || h <= 2) return SP_OK;   /* torchvision: unchanged */
     float fa = (float)factor, fb = (float)(1.0 - factor), a[256], b[256];
@@ -198,7 +198,7 @@ static void hue_pixel(uint8_t *px, float hue, const float unit[256]) {
     for (int k = 0; k < 3; k++) px[k] = (uint8_t)(o[k] * 255.0f);
 }
 
-void sp_adjust_hue(sp_image *img, float hue) {
+void sp__adjust_hue(sp_image *img, float hue) {
     if (img->channels != 3) return;   /* torchvision: identity on 1 channel */
     float unit[256];
     for (int v = 0; v < 256; v++) unit[v] = (float)v / 255.0f;

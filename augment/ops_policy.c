@@ -5,9 +5,9 @@
  *
  * HOW IT WORKS: each sub-op is one of the existing ops with the argument
  * torchvision derives from the magnitude: ShearX/Y and TranslateX/Y are
- * sp_image_affine() with the matrix F.affine builds (shear about the
+ * sp__image_affine() with the matrix F.affine builds (shear about the
  * top-left corner, center=[0, 0]; translation int(m), truncated), Rotate
- * is sp_image_rotate(); Posterize, Solarize, AutoContrast, Equalize,
+ * is sp__image_rotate(); Posterize, Solarize, AutoContrast, Equalize,
  * Invert and Sharpness are the pixel-value ops of ops_pixel.c; Brightness,
  * Color and Contrast are torchvision's tensor adjust_* (below), not the
  * Q12 blends of color_jitter (those follow PIL): the policy ops follow the
@@ -19,14 +19,15 @@
  * contrast mean may differ from torch's in its last bit on large images
  * (docs/pipeline.md gives the measured agreement).
  */
-#include "seedpipe/ops.h"
 #include "augment/pipeline_internal.h"   /* sp__aug_theta() */
 
 #include <math.h>      /* fmaf: correctly rounded */
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
-float sp_linspace_f32(float start, float end, int steps, int i) {
+float sp__linspace_f32(float start, float end, int steps, int i) {
     if (steps <= 1) return start;
     float step = (end - start) / (float)(steps - 1);
     int half = steps / 2, vec_end = steps / 16 * 16, j = 0;
@@ -44,7 +45,7 @@ static const char *const AUG_NAMES[SP_AUG_COUNT] = {
     "Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
     "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"};
 
-const char *sp_aug_name(int op) {
+const char *sp__aug_name(int op) {
     return op >= 0 && op < SP_AUG_COUNT ? AUG_NAMES[op] : "?";
 }
 
@@ -64,7 +65,7 @@ static uint8_t grey_u8(const uint8_t *p) {
 
 /* out = trunc(clamp(a[v] + other)) with a[v] = (float)f * v; o the blended
  * other value already multiplied by (float)(1 - f). */
-void sp_tensor_brightness(sp_image *img, double f) {
+void sp__tensor_brightness(sp_image *img, double f) {
     float fa = (float)f, a[256];
     uint8_t lut[256];
     for (int v = 0; v < 256; v++) {
@@ -78,7 +79,7 @@ void sp_tensor_brightness(sp_image *img, double f) {
     }
 }
 
-void sp_tensor_contrast(sp_image *img, double f) {
+void sp__tensor_contrast(sp_image *img, double f) {
     const int C = img->channels;
     uint64_t sum = 0;
     for (int y = 0; y < img->height; y++) {
@@ -100,7 +101,7 @@ void sp_tensor_contrast(sp_image *img, double f) {
     }
 }
 
-void sp_tensor_saturation(sp_image *img, double f) {
+void sp__tensor_saturation(sp_image *img, double f) {
     if (img->channels != 3) return;   /* torchvision: identity on 1 channel */
     float fa = (float)f, fb = (float)(1.0 - f), a[256], b[256];
     for (int v = 0; v < 256; v++) {
@@ -121,9 +122,9 @@ void sp_tensor_saturation(sp_image *img, double f) {
 /* F.affine / F.rotate with theta into a new image, copied back into img. */
 static int affine_in_place(sp_image *img, const float th[6], int bilinear, const float *fill) {
     sp_image out;
-    int rc = sp_image_alloc(&out, img->width, img->height, img->channels);
+    int rc = sp__image_alloc(&out, img->width, img->height, img->channels);
     if (rc) return rc;
-    rc = sp_image_affine(img, th, bilinear, fill, &out);
+    rc = sp__image_affine(img, th, bilinear, fill, &out);
     size_t row = (size_t)img->width * (size_t)img->channels;
     for (int y = 0; !rc && y < img->height; y++)
         memcpy(img->data + (size_t)y * img->stride, out.data + (size_t)y * out.stride, row);
@@ -140,7 +141,7 @@ static int aug_geometric(sp_image *img, int op, double m, int bilinear, const fl
 
 void sp__aug_theta(int op, double m, int W, int H, float th[6]) {
     if (op == SP_AUG_ROTATE) {
-        sp_rotation_theta((float)m, th);
+        sp__rotation_theta((float)m, th);
         return;
     }
     /* angle 0, shear 0: a = 1, b = -0, c = 0, d = 1 */
@@ -157,10 +158,10 @@ void sp__aug_theta(int op, double m, int W, int H, float th[6]) {
     } else {
         ty = (double)(long long)m;
     }
-    sp_affine_theta(rss, 1.0, cx, cy, tx, ty, th);
+    sp__affine_theta(rss, 1.0, cx, cy, tx, ty, th);
 }
 
-int sp_aug_apply(sp_image *img, int op, double m, int bilinear, const float *fill) {
+int sp__aug_apply(sp_image *img, int op, double m, int bilinear, const float *fill) {
     switch (op) {
     case SP_AUG_IDENTITY: return SP_OK;
     case SP_AUG_SHEAR_X:
@@ -168,15 +169,15 @@ int sp_aug_apply(sp_image *img, int op, double m, int bilinear, const float *fil
     case SP_AUG_TRANSLATE_X:
     case SP_AUG_TRANSLATE_Y:
     case SP_AUG_ROTATE: return aug_geometric(img, op, m, bilinear, fill);
-    case SP_AUG_BRIGHTNESS: sp_tensor_brightness(img, 1.0 + m); return SP_OK;
-    case SP_AUG_COLOR: sp_tensor_saturation(img, 1.0 + m); return SP_OK;
-    case SP_AUG_CONTRAST: sp_tensor_contrast(img, 1.0 + m); return SP_OK;
-    case SP_AUG_SHARPNESS: return sp_image_sharpness(img, 1.0 + m);
-    case SP_AUG_POSTERIZE: sp_image_posterize(img, (int)m); return SP_OK;
-    case SP_AUG_SOLARIZE: sp_image_solarize(img, m); return SP_OK;
-    case SP_AUG_AUTOCONTRAST: sp_image_autocontrast(img); return SP_OK;
-    case SP_AUG_EQUALIZE: sp_image_equalize(img); return SP_OK;
-    case SP_AUG_INVERT: sp_image_invert(img); return SP_OK;
+    case SP_AUG_BRIGHTNESS: sp__tensor_brightness(img, 1.0 + m); return SP_OK;
+    case SP_AUG_COLOR: sp__tensor_saturation(img, 1.0 + m); return SP_OK;
+    case SP_AUG_CONTRAST: sp__tensor_contrast(img, 1.0 + m); return SP_OK;
+    case SP_AUG_SHARPNESS: return sp__image_sharpness(img, 1.0 + m);
+    case SP_AUG_POSTERIZE: sp__image_posterize(img, (int)m); return SP_OK;
+    case SP_AUG_SOLARIZE: sp__image_solarize(img, m); return SP_OK;
+    case SP_AUG_AUTOCONTRAST: sp__image_autocontrast(img); return SP_OK;
+    case SP_AUG_EQUALIZE: sp__image_equalize(img); return SP_OK;
+    case SP_AUG_INVERT: sp__image_invert(img); return SP_OK;
     default: return SP_EINVAL;
     }
 }

@@ -1,8 +1,8 @@
 /* ops_rotate.c - torchvision's rotate and affine on uint8 tensors
  * (RandomRotation with expand=False and the default centre, RandomAffine,
  * and the shear / translate / rotate of the policy ops; include/seedpipe/
- * ops.h: sp_rotation_theta, sp_affine_theta, sp_image_rotate,
- * sp_image_affine).
+ * ops.h: sp__rotation_theta, sp__affine_theta, sp__image_rotate,
+ * sp__image_affine).
  *
  * HOW IT WORKS, following torchvision 0.14's tensor path step by step:
  * 1. theta: the inverse affine matrix of F.rotate(angle) about the image
@@ -11,7 +11,7 @@
  *    (below: the angle reduced by quarter turns, exactly, then polynomials
  *    of fixed degree, + - * / only), then rounded to binary32. For
  *    F.affine, torchvision's _get_inverse_affine_matrix step for step in
- *    double (sp_affine_theta), the same sine and cosine, tan = sin / cos.
+ *    double (sp__affine_theta), the same sine and cosine, tan = sin / cos.
  * 2. The sampling grid (_gen_affine_grid): for output pixel (i, j),
  *    x = j - (W - 1) / 2, y = i - (H - 1) / 2 (exact), gx = (x * t00 / hw
  *    + y * t01 / hw) + t02 / hw and gy likewise with t1* / hh, hw = 0.5 W,
@@ -36,11 +36,11 @@
  * ops, bilinear summed without fused multiply-adds: at most one level
  * apart on about 3e-6 of the values.
  */
-#include "seedpipe/ops.h"
 
 #include <math.h>      /* floorf, rintf: exact; fmaf: correctly rounded */
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
 
 /* sin and cos of t in [-pi/4, pi/4] by their Taylor polynomials to t^21 /
  * t^20 (error below 1e-18), Horner in double. */
@@ -68,7 +68,7 @@ static void sincos_deg(double deg, double *s, double *c) {
     }
 }
 
-void sp_rotation_theta(float angle, float theta[6]) {
+void sp__rotation_theta(float angle, float theta[6]) {
     double s, c;
     sincos_deg(-(double)angle, &s, &c);            /* degrees; F.rotate passes -angle */
     theta[0] = (float)c;
@@ -79,7 +79,7 @@ void sp_rotation_theta(float angle, float theta[6]) {
     theta[5] = 0.0f;
 }
 
-void sp_affine_rss(double angle, double shear_x, double shear_y, double rss[4]) {
+void sp__affine_rss(double angle, double shear_x, double shear_y, double rss[4]) {
     double sr, cr, sd, cd, sy, cy, sx, cx;
     sincos_deg(angle, &sr, &cr);
     sincos_deg(angle - shear_y, &sd, &cd);         /* rot - sy */
@@ -92,8 +92,8 @@ void sp_affine_rss(double angle, double shear_x, double shear_y, double rss[4]) 
     rss[3] = -sd * tx / cy + cr;
 }
 
-void sp_affine_theta(const double rss[4], double scale, double cx, double cy, double tx,
-                     double ty, float theta[6]) {
+void sp__affine_theta(const double rss[4], double scale, double cx, double cy, double tx,
+                      double ty, float theta[6]) {
     double m[6] = {rss[3], -rss[1], 0.0, -rss[2], rss[0], 0.0};
     for (int i = 0; i < 6; i++) m[i] = m[i] / scale;
     m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
@@ -138,15 +138,15 @@ static void sample_px(const sp_image *src, float ix, float iy, int bilinear, con
     }
 }
 
-int sp_image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
-                    sp_image *out) {
+int sp__image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
+                     sp_image *out) {
     float th[6];
-    sp_rotation_theta(angle, th);
-    return sp_image_affine(src, th, bilinear, fill, out);
+    sp__rotation_theta(angle, th);
+    return sp__image_affine(src, th, bilinear, fill, out);
 }
 
-int sp_image_affine(const sp_image *src, const float th[6], int bilinear, const float *fill,
-                    sp_image *out) {
+int sp__image_affine(const sp_image *src, const float th[6], int bilinear, const float *fill,
+                     sp_image *out) {
     const int W = src->width, H = src->height;
     if (out->width != W || out->height != H || out->channels != src->channels) return SP_EINVAL;
     float hw = 0.5f * (float)W, hh = 0.5f * (float)H;

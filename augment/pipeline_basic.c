@@ -7,6 +7,7 @@
 #include "augment/pipeline_internal.h"
 
 #include <string.h>
+#include "augment/ops_internal.h"
 
 /* ---- decode mode=rgb|gray dct=auto|off --------------------------------------------- */
 
@@ -93,7 +94,7 @@ static int vflip_run(sp__op_run *r, const sp_op *op, int k) {
     if (!(sp__op_u((uint32_t)k, r->ctx) < op->p)) return SP_OK;
     int rc = sp__st_writable(st);
     if (rc) return sp__op_fail(r, rc);
-    sp_image_vflip(&st->cur);
+    sp__image_vflip(&st->cur);
     sp__st_log(st, SP_GEOM_VFLIP, k, st->cur.width, st->cur.height, st->cur.width,
                st->cur.height, 0, 0, 1, 1);
     return SP_OK;
@@ -102,7 +103,7 @@ static int vflip_run(sp__op_run *r, const sp_op *op, int k) {
 static int gray_run(sp__op_run *r, const sp_op *op, int k) {
     if (!(sp__op_u((uint32_t)k, r->ctx) < op->p)) return SP_OK;
     int rc = sp__st_writable(r->st);
-    if (!rc) rc = sp_image_to_gray(&r->st->cur, &r->st->cur);
+    if (!rc) rc = sp__image_to_gray(&r->st->cur, &r->st->cur);
     return rc ? sp__op_fail(r, rc) : SP_OK;
 }
 

@@ -21,12 +21,13 @@
  * (block a << 16 for the option, (a << 16) | (t + 1) for trial t), there
  * are at most `attempts` attempts, and when none succeeds the image is
  * kept as it is (the stated fallback). Both ops change the size, so a
- * fixed-size op must follow them (sp_pipeline_output_dims()).
+ * fixed-size op must follow them (sp__pipeline_output_dims()).
  */
 #include "augment/pipeline_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include "common/common_internal.h"
 
 #define MAX_OPTIONS 16
 #define MAX_SIDE 16.0          /* random_zoom_out: the largest side_range */
@@ -254,7 +255,7 @@ static void push_axis(sp_geom_log *log, int k, int W, int H, int ow, int oh, int
  * window may reach past cur: zoom out places cur at (-x, -y)). */
 static int window(const sp_image *cur, int x, int y, int w, int h, const uint8_t fill[3],
                   sp_image *out) {
-    int rc = sp_image_alloc(out, w, h, cur->channels);
+    int rc = sp__image_alloc(out, w, h, cur->channels);
     if (rc) return rc;
     const int C = cur->channels;
     for (int r = 0; r < h; r++) {

@@ -9,6 +9,8 @@
 #include "augment/pipeline_internal.h"
 
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 /* ---- gaussian_blur kernel=K|KX,KY sigma=S|lo,hi ------------------------------------
  * torchvision's GaussianBlur: odd sizes, x first; 0 < lo <= hi; default
@@ -57,7 +59,7 @@ static int blur_run(sp__op_run *r, const sp_op *op, int k) {
     if (!rc) rc = sp__st_unflip(st);
     if (rc) return sp__op_fail(r, rc);
     float sigma = blur_sigma(op, (uint32_t)k, r->ctx);
-    rc = sp_image_gaussian_blur(&st->cur, op->ksize[0], op->ksize[1], sigma, sigma);
+    rc = sp__image_gaussian_blur(&st->cur, op->ksize[0], op->ksize[1], sigma, sigma);
     if (rc == SP_EINVAL)
         return sp_error_set(r->err, rc, "%s: gaussian_blur: a %dx%d kernel on a %dx%d image "
                             "(its reflect padding must be smaller than the side, as torch's)",
@@ -135,9 +137,9 @@ static int erasing_explain(sp__op_explain *x, const sp_op *op, int k) {
         return k;
     }
     sp_crop_box b;
-    int t = sp_erasing_sample(x->W, x->H, op->scale[0], op->scale[1], op->ratio[0],
-                              op->ratio[1], ctx->k_augment, (uint32_t)k, ctx->sample,
-                              ctx->epoch, &b);
+    int t = sp__erasing_sample(x->W, x->H, op->scale[0], op->scale[1], op->ratio[0],
+                               op->ratio[1], ctx->k_augment, (uint32_t)k, ctx->sample,
+                               ctx->epoch, &b);
     if (!t)
         sp__fbuf_printf(x->e, "applied (u=%.4f < p=%g), 10 tries rejected: nothing erased\n",
                         u, op->p);
@@ -195,17 +197,17 @@ static int rotate_run(sp__op_run *r, const sp_op *op, int k) {
     sp__run_state *st = r->st;
     int rc = sp__st_unflip(st);
     sp_image out;
-    if (!rc) rc = sp_image_alloc(&out, st->cur.width, st->cur.height, st->cur.channels);
+    if (!rc) rc = sp__image_alloc(&out, st->cur.width, st->cur.height, st->cur.channels);
     if (rc) return sp__op_fail(r, rc);
     float angle = rotate_angle(op, (uint32_t)k, r->ctx), th[6];
-    sp_rotation_theta(angle, th);
+    sp__rotation_theta(angle, th);
     sp__st_log(st, SP_GEOM_ROTATE, k, out.width, out.height, out.width, out.height, 0, 0, 1, 1);
     if (st->log && st->log->n) {
         st->log->step[st->log->n - 1].c = th[0];
         st->log->step[st->log->n - 1].s = th[1];
     }
     const float fill[3] = {(float)op->value[0], (float)op->value[1], (float)op->value[2]};
-    sp_image_rotate(&st->cur, angle, op->bilinear, fill, &out);
+    sp__image_rotate(&st->cur, angle, op->bilinear, fill, &out);
     sp__st_take(st, &out);
     return SP_OK;
 }

@@ -12,7 +12,7 @@
 #ifndef SEEDPIPE_AUGMENT_PIPELINE_INTERNAL_H
 #define SEEDPIPE_AUGMENT_PIPELINE_INTERNAL_H
 
-#include "seedpipe/ops.h"
+#include "augment/ops_internal.h"
 #include "seedpipe/pipeline.h"
 #include "seedpipe/targets.h"
 #include "common/sbuf_internal.h"
@@ -151,7 +151,7 @@ typedef struct sp__op_run {
     sp_error *err;
 } sp__op_run;
 
-/* One op's explain lines (sp_pipeline_explain()). */
+/* One op's explain lines (sp__pipeline_explain()). */
 typedef struct sp__op_explain {
     sp__fbuf *e;
     const sp_pipeline *p;
@@ -236,7 +236,7 @@ int sp__parse_list(const char *s, double *vals, int max, int *n);
 int sp__parse_ints(const char *v, int *out, int max, int lo, int hi, int *n);
 
 
-/* sp_pipeline_explain() with the sample's run (log, may be NULL). */
+/* sp__pipeline_explain() with the sample's run (log, may be NULL). */
 size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
                                 sp_format format, const sp_geom_log *log, char *buf, size_t n);
 /* targets.c: each box of t (n x 4 into vis) as its visible rectangle after
@@ -249,8 +249,8 @@ int sp__targets_visible(const sp_geom_log *log, int upto, const sp_targets *t, d
  * 2 min_area, 3 min_visibility). */
 int sp__targets_lost(const sp_targets_rules *r, const sp_geom_log *log, int upto,
                      const sp_geom_step *g, int *first, int *why);
-/* ops.c: sp_rrc_sample() with try t drawing block base | t (attempt a of
- * protect=: base a << 16; sp_rrc_sample() is base 0). */
+/* ops.c: sp__rrc_sample() with try t drawing block base | t (attempt a of
+ * protect=: base a << 16; sp__rrc_sample() is base 0). */
 int sp__rrc_sample_at(int W, int H, double s0, double s1, double r0, double r1,
                       sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
                       uint32_t base, sp_crop_box *box);
@@ -308,10 +308,10 @@ int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int 
 
 /* Write the final image im of one sample to out in o's dtype and layout,
  * mirrored when flip (pipeline_write.c). */
-/*! sp__pipeline_run_flags() : sp_pipeline_run_shaped() (shape may be NULL)
+/*! sp__pipeline_run_flags() : sp__pipeline_run_shaped() (shape may be NULL)
  *  with sp__image_decode_ex() flags for the encoded input's decode
  *  (SP__DECODE_VALIDATED, from the loader: the dataset's verdict) and the
- *  geometry log of sp_pipeline_run_geom() (log may be NULL). */
+ *  geometry log of sp__pipeline_run_geom() (log may be NULL). */
 int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
@@ -319,5 +319,84 @@ int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
 
 void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                       void *out);
+
+/* ---- Internal to the library: once seedpipe/pipeline.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__dtype_size() : bytes of one element: 1, 2, 4 or 8. */
+size_t sp__dtype_size(sp_dtype t);
+
+/*! sp__pipeline_canonical() : the canonical spec string (owned by p). */
+const char *sp__pipeline_canonical(const sp_pipeline *p);
+
+/*! sp__pipeline_explain() : what each op of p draws for the sample of ctx
+ *  (the per-sample mode, as sp__pipeline_run()), given the source image's
+ *  size W x H and format (SP_FORMAT_JPEG lets a DCT scale be chosen; raw
+ *  pixels are SP_FORMAT_UNKNOWN). One line per op into buf, e.g.
+ *      1 random_resized_crop: box x=17 y=4 w=120 h=96 of 160x120 -> 64x64 (decoded at 1/1)
+ *      2 hflip: flipped (u=0.2135 < p=0.5)
+ *      3 color_jitter: brightness 1.1733 contrast 0.8152 saturation 1.0000, order contrast, brightness, saturation
+ *  The box is in source pixels: cropping it from the full decode and
+ *  resizing the crop (sp__image_resize) gives the op's output when it is
+ *  decoded at 1/1.
+ *  Always NUL-terminated (truncated if n is too small).
+ *  @return the length the whole text needs (excluding the NUL). */
+size_t sp__pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
+                            sp_format format, char *buf, size_t n);
+
+/*! sp__pipeline_output_dims() : the output size of one sample.
+ *  The last of random_resized_crop / center_crop / random_crop / resize size=H,W fixes
+ *  the size; resize size=S (shorter side) after that, or with none before
+ *  it, depends on the input size; with no such op the input size is kept.
+ *  Where the size depends on the input, in_w/in_h (all samples must share
+ *  them, e.g. IDX datasets) are used; pass 0 if unknown.
+ *  @return 0, or SP_ESPEC "pipeline has no fixed output size". */
+int sp__pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h,
+                             int *out_h, int *out_w, int *out_c, sp_error *err);
+
+/*! sp__pipeline_presets() : NULL-terminated list of preset names. */
+const char *const *sp__pipeline_presets(void);
+
+/*! sp__pipeline_run() : decode (if src->bytes) and augment one sample, and
+ *  write H*W*C elements of opts->dtype in opts->layout to `out`, where
+ *  (H, W, C) = sp__pipeline_output_dims(p, raw or decoded size).
+ *  The bytes written are a pure function of (pipeline canonical form, ctx,
+ *  src contents, dtype, layout). A raw image with the other channel count
+ *  is converted first (RGB -> gray by the 601 luma, gray -> RGB
+ *  replicated). opts == NULL means uint8, NCHW, default limits.
+ *  @return 0, or the decoder's error / SP_EINVAL / SP_ELIMIT (a resize
+ *  beyond 65535 per side or 2^28 pixels) / SP_ENOMEM, with the sample's
+ *  path in the message. */
+int sp__pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                     const sp_sample_src *src, const sp_run_opts *opts,
+                     void *out, sp_error *err);
+
+/*! sp__pipeline_run_checked() : sp__pipeline_run() that first checks that the
+ *  sample's output fits in out_bytes (it may not, for a pipeline without a
+ *  fixed output size fed images of different sizes).
+ *  @return as sp__pipeline_run(), or SP_ERANGE (nothing written). */
+int sp__pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                             const sp_sample_src *src, const sp_run_opts *opts,
+                             void *out, size_t out_bytes, sp_error *err);
+
+/*! sp__pipeline_run_shaped() : sp__pipeline_run_checked() that also refuses,
+ *  before writing a byte, an output whose height, width or channel count
+ *  differs from *shape, the sample slot's declared geometry. The loader,
+ *  the worker pool and the service write every sample through it, so a
+ *  sample is either exactly its slot's geometry or an error (SP_ERANGE,
+ *  naming both shapes), never bytes at another stride or a partial write.
+ *  @return as sp__pipeline_run_checked(); SP_EINVAL if shape is NULL. */
+int sp__pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                            const sp_sample_src *src, const sp_run_opts *opts,
+                            const sp_out_shape *shape, void *out, size_t out_bytes,
+                            sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

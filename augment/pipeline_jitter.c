@@ -7,6 +7,7 @@
 #include "augment/pipeline_internal.h"
 
 #include <string.h>
+#include "augment/ops_internal.h"
 
 static const char *const NAMES[4] = {"brightness", "contrast", "saturation", "hue"};
 
@@ -66,7 +67,7 @@ static void canon(sp__sbuf *b, const sp_op *op) {
  * With a hue range, c[0] picks one of the 24 orders of (brightness,
  * contrast, saturation, hue) instead (torchvision's randperm(4)), and block
  * 1's c[0] the hue shift, (float)(lo + (hi - lo) * u01). Returns the order
- * (*n = 3 or 4 entries); shared by the run and by sp_pipeline_explain(). */
+ * (*n = 3 or 4 entries); shared by the run and by sp__pipeline_explain(). */
 static const uint8_t JITTER_ORDERS[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                             {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 
@@ -88,7 +89,7 @@ static int jitter_draw(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, in
     sp_ctr d = sp_sample_draw(ctx->k_augment, 0, k, ctx->sample, ctx->epoch);
     for (int t = 0; t < 3; t++) {
         double lo = op->jitter[t][0], hi = op->jitter[t][1];
-        fq[t] = sp_factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
+        fq[t] = sp__factor_q12(lo + (hi - lo) * sp_u01d(d.c[1 + t]));
     }
     *hue = 0.0f;
     if (!has_hue(op)) {
@@ -114,13 +115,13 @@ static int run(sp__op_run *r, const sp_op *op, int k) {
     for (int t = 0; t < n; t++) {
         int fn = order[t];
         if (fn == 3) {
-            if (hue != 0.0f) sp_adjust_hue(img, hue);
+            if (hue != 0.0f) sp__adjust_hue(img, hue);
             continue;
         }
         if (fq[fn] == SP_FACTOR_ONE) continue;
-        if (fn == 0) sp_adjust_brightness(img, fq[fn]);
-        else if (fn == 1) sp_adjust_contrast(img, fq[fn]);
-        else sp_adjust_saturation(img, fq[fn]);
+        if (fn == 0) sp__adjust_brightness(img, fq[fn]);
+        else if (fn == 1) sp__adjust_contrast(img, fq[fn]);
+        else sp__adjust_saturation(img, fq[fn]);
     }
     return SP_OK;
 }

@@ -10,6 +10,7 @@
 #include "augment/pipeline_internal.h"
 
 #include <stdio.h>
+#include "augment/ops_internal.h"
 
 /* ---- values ----------------------------------------------------------------------- */
 
@@ -98,37 +99,37 @@ static sp_image *drawn(sp__op_run *r, const sp_op *op, int k, int *rc) {
 static int invert_run(sp__op_run *r, const sp_op *op, int k) {
     int rc;
     sp_image *img = drawn(r, op, k, &rc);
-    if (img) sp_image_invert(img);
+    if (img) sp__image_invert(img);
     return rc;
 }
 static int posterize_run(sp__op_run *r, const sp_op *op, int k) {
     int rc;
     sp_image *img = drawn(r, op, k, &rc);
-    if (img) sp_image_posterize(img, op->bits);
+    if (img) sp__image_posterize(img, op->bits);
     return rc;
 }
 static int solarize_run(sp__op_run *r, const sp_op *op, int k) {
     int rc;
     sp_image *img = drawn(r, op, k, &rc);
-    if (img) sp_image_solarize(img, op->level);
+    if (img) sp__image_solarize(img, op->level);
     return rc;
 }
 static int autocontrast_run(sp__op_run *r, const sp_op *op, int k) {
     int rc;
     sp_image *img = drawn(r, op, k, &rc);
-    if (img) sp_image_autocontrast(img);
+    if (img) sp__image_autocontrast(img);
     return rc;
 }
 static int equalize_run(sp__op_run *r, const sp_op *op, int k) {
     int rc;
     sp_image *img = drawn(r, op, k, &rc);
-    if (img) sp_image_equalize(img);
+    if (img) sp__image_equalize(img);
     return rc;
 }
 static int sharpness_run(sp__op_run *r, const sp_op *op, int k) {
     int rc;
     sp_image *img = drawn(r, op, k, &rc);
-    if (img && (rc = sp_image_sharpness(img, op->level))) sp__op_fail(r, rc);
+    if (img && (rc = sp__image_sharpness(img, op->level))) sp__op_fail(r, rc);
     return rc;
 }
 

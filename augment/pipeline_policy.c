@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 static const char *const POLICIES[] = {"imagenet", "cifar10", "svhn"};
 
@@ -81,10 +83,10 @@ static double aug_magnitude(int op, int wide, int bins, int bin, int W, int H) {
         float q = (float)(bins - 1) / (wide ? 6.0 : 4.0), t = (float)bin / (float)q;
         return 8.0 - (double)rintf(t);   /* (float)((bins-1)/d) first: it is a double */
     }
-    case SP_AUG_SOLARIZE: return (double)sp_linspace_f32(255.0f, 0.0f, bins, bin);
+    case SP_AUG_SOLARIZE: return (double)sp__linspace_f32(255.0f, 0.0f, bins, bin);
     default: return 0.0;
     }
-    return (double)sp_linspace_f32(0.0f, hi, bins, bin);
+    return (double)sp__linspace_f32(0.0f, hi, bins, bin);
 }
 
 /* ---- parsing ---------------------------------------------------------------- */
@@ -321,8 +323,8 @@ static int affine_run(sp__op_run *r, const sp_op *op, int k) {
     draw_affine(op, (uint32_t)k, r->ctx, W, H, &a);
     double rss[4];
     float th[6];
-    sp_affine_rss(a.angle, a.shx, a.shy, rss);
-    sp_affine_theta(rss, a.scale, 0.0, 0.0, a.tx, a.ty, th);
+    sp__affine_rss(a.angle, a.shx, a.shy, rss);
+    sp__affine_theta(rss, a.scale, 0.0, 0.0, a.tx, a.ty, th);
     sp_geom_step g;
     memset(&g, 0, sizeof g);   /* targets: the forward matrix about (W/2, H/2) */
     g.kind = SP_GEOM_AFFINE;
@@ -333,8 +335,8 @@ static int affine_run(sp__op_run *r, const sp_op *op, int k) {
     memcpy(g.th, th, sizeof g.th);   /* masks: the image's own inverse map */
     sp__geom_push(r->st->log, &g);
     sp_image out;
-    if ((rc = sp_image_alloc(&out, W, H, img->channels))) return sp__op_fail(r, rc);
-    sp_image_affine(img, th, op->bilinear, op->nofill ? NULL : fill, &out);
+    if ((rc = sp__image_alloc(&out, W, H, img->channels))) return sp__op_fail(r, rc);
+    sp__image_affine(img, th, op->bilinear, op->nofill ? NULL : fill, &out);
     size_t row = (size_t)W * (size_t)img->channels;
     for (int y = 0; y < H; y++)
         memcpy(img->data + (size_t)y * img->stride, out.data + (size_t)y * out.stride, row);
@@ -354,7 +356,7 @@ static int policy_run(sp__op_run *r, const sp_op *op, int k) {
     draw_policy(op, (uint32_t)k, r->ctx, W, H, &pd);
     for (int i = 0; !rc && i < pd.n; i++) {
         if (!pd.on[i]) continue;
-        rc = sp_aug_apply(img, pd.op[i], pd.m[i], op->bilinear, op->nofill ? NULL : fill);
+        rc = sp__aug_apply(img, pd.op[i], pd.m[i], op->bilinear, op->nofill ? NULL : fill);
         sp_geom_step g;
         if (!rc && sp__aug_geom_step(pd.op[i], pd.m[i], W, H, k, &g)) sp__geom_push(r->st->log, &g);
     }
@@ -379,13 +381,13 @@ static int policy_explain(sp__op_explain *x, const sp_op *op, int k) {
     int first = 1;
     for (int i = 0; i < pd.n; i++) {
         if (!pd.on[i]) continue;
-        sp__fbuf_printf(e, "%s%s %.9g", first ? "" : ", ", sp_aug_name(pd.op[i]), pd.m[i]);
+        sp__fbuf_printf(e, "%s%s %.9g", first ? "" : ", ", sp__aug_name(pd.op[i]), pd.m[i]);
         first = 0;
     }
     sp__fbuf_printf(e, "]");
     for (int i = 0; is_auto && i < 2; i++) {
         const sub_op *s = &POLICY[op->policy][pd.id].s[i];
-        sp__fbuf_printf(e, "%s%s p=%g u=%.9g %s%s", i ? ", " : " (", sp_aug_name(s->op),
+        sp__fbuf_printf(e, "%s%s p=%g u=%.9g %s%s", i ? ", " : " (", sp__aug_name(s->op),
                         s->p10 / 10.0, (double)pd.u[i], pd.on[i] ? "applied" : "skipped",
                         i ? ")" : "");
     }

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 static const char *const PAD_MODES[] = {"constant", "edge", "reflect"};
 
@@ -72,11 +74,11 @@ static void shape(const sp_op *op, int *w, int *h) {
 }
 
 /* The geometry on a W x H image for attempt a of protect= (a 0:
- * sp_random_crop_sample(); a > 0: its offset redrawn from block a << 16,
+ * sp__random_crop_sample(); a > 0: its offset redrawn from block a << 16,
  * the same words); 0 or SP_EINVAL. */
 static int crop_geom(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, uint32_t k,
                      uint32_t a, sp_random_crop_geom *g) {
-    if (sp_random_crop_sample(W, H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,
+    if (sp__random_crop_sample(W, H, op->h, op->w, op->pad, op->pad_if_needed, op->pad_mode,
                               ctx->k_augment, k, ctx->sample, ctx->epoch, g))
         return SP_EINVAL;
     if (a) {   /* protect=: attempt a's offset, block a << 16, the same words */
@@ -135,8 +137,8 @@ static int make_plan(const sp_op *op, int W, int H, const sp_sample_ctx *ctx, ui
     pl->xmap = malloc(((size_t)op->w + (size_t)op->h) * sizeof *pl->xmap);
     if (!pl->xmap) return sp_error_set(err, SP_ENOMEM, "%s: random_crop: out of memory", path);
     pl->ymap = pl->xmap + op->w;
-    sp_random_crop_map(W, g->pad[0], g->pad[2], g->extra_x, op->pad_mode, g->x, op->w, pl->xmap);
-    sp_random_crop_map(H, g->pad[1], g->pad[3], g->extra_y, op->pad_mode, g->y, op->h, pl->ymap);
+    sp__random_crop_map(W, g->pad[0], g->pad[2], g->extra_x, op->pad_mode, g->x, op->w, pl->xmap);
+    sp__random_crop_map(H, g->pad[1], g->pad[3], g->extra_y, op->pad_mode, g->y, op->h, pl->ymap);
     pl->bw = map_span(pl->xmap, op->w, &pl->bx);
     pl->bh = map_span(pl->ymap, op->h, &pl->by);
     if (!pl->bw || !pl->bh) pl->bw = pl->bh = 0;   /* every pixel is the fill */
@@ -162,10 +164,10 @@ static int run(sp__op_run *r, const sp_op *op, int k) {
     int owned = 0, all_fill = !pl.bw;   /* then a 1x1 read still checks the file */
     rc = sp__source_region(s, pl.bx, pl.by, all_fill ? 1 : pl.bw, all_fill ? 1 : pl.bh, 1, &reg,
                            &owned, r->path, r->err);
-    if (!rc && (rc = sp_image_alloc(&out, op->w, op->h, reg.channels)))
+    if (!rc && (rc = sp__image_alloc(&out, op->w, op->h, reg.channels)))
         sp_error_set(r->err, rc, "%s: random_crop: %s", r->path, sp_strerror(rc));
     if (!rc) {
-        sp_image_remap(&reg, pl.xmap, pl.ymap, op->fill, &out);
+        sp__image_remap(&reg, pl.xmap, pl.ymap, op->fill, &out);
         sp__st_take(st, &out);
     }
     if (owned) sp_image_free(&reg);

@@ -12,6 +12,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 extern const sp__op_desc sp__op_center_crop;   /* a resize before it fuses with it */
 
@@ -164,8 +166,8 @@ static int rrc_run(sp__op_run *r, const sp_op *op, int k) {
                           (double)(b.x + b.w) / d - rx, (double)(b.y + b.h) / d - ry,
                           op->w, op->h, 0, 0, op->w, op->h, op->filter};
     uint64_t t0 = sp__trace_t0();
-    rc = sp_image_alloc(&out, op->w, op->h, reg.channels);
-    if (!rc) rc = sp_resample(&reg, 0, 0, &g, &out);
+    rc = sp__image_alloc(&out, op->w, op->h, reg.channels);
+    if (!rc) rc = sp__resample(&reg, 0, 0, &g, &out);
     sp__trace_end(SP_TRACE_AUGMENT, t0);
     if (owned) sp_image_free(&reg);
     if (rc) {
@@ -186,7 +188,7 @@ static int resize_read(sp__op_run *r, const sp_op *op, int ow, int oh, const int
                           (double)s->W / d, (double)s->H / d, ow, oh, win[0], win[1], win[2],
                           win[3], op->filter};
     int x0, y0, x1, y1;
-    int rc = sp_resample_span(&g, &x0, &y0, &x1, &y1);
+    int rc = sp__resample_span(&g, &x0, &y0, &x1, &y1);
     if (rc) return sp_error_set(r->err, rc, "%s: resize: %s", r->path, sp_strerror(rc));
     sp_image reg;
     int owned;
@@ -195,8 +197,8 @@ static int resize_read(sp__op_run *r, const sp_op *op, int ow, int oh, const int
                            r->path, r->err);
     if (rc) return rc;
     uint64_t t0 = sp__trace_t0();
-    rc = sp_image_alloc(out, win[2], win[3], reg.channels);
-    if (!rc) rc = sp_resample(&reg, x0, y0, &g, out);
+    rc = sp__image_alloc(out, win[2], win[3], reg.channels);
+    if (!rc) rc = sp__resample(&reg, x0, y0, &g, out);
     sp__trace_end(SP_TRACE_AUGMENT, t0);
     if (owned) sp_image_free(&reg);
     if (rc) {
@@ -219,8 +221,8 @@ static int resize_run(sp__op_run *r, const sp_op *op, int k) {
     if (next && next->desc == &sp__op_center_crop && next->w <= ow && next->h <= oh) {
         win[2] = next->w;
         win[3] = next->h;
-        win[0] = sp_center_crop_offset(ow, win[2]);
-        win[1] = sp_center_crop_offset(oh, win[3]);
+        win[0] = sp__center_crop_offset(ow, win[2]);
+        win[1] = sp__center_crop_offset(oh, win[3]);
         r->next = k + 2;
     }
     sp__st_log(r->st, SP_GEOM_AXIS, k, s->W, s->H, ow, oh, 0, 0, (double)ow / s->W,
@@ -236,7 +238,7 @@ static int resize_run(sp__op_run *r, const sp_op *op, int k) {
 static int center_crop_run(sp__op_run *r, const sp_op *op, int k) {
     const sp__source *s = r->src;
     sp__run_state *st = r->st;
-    int ox = sp_center_crop_offset(s->W, op->w), oy = sp_center_crop_offset(s->H, op->h);
+    int ox = sp__center_crop_offset(s->W, op->w), oy = sp__center_crop_offset(s->H, op->h);
     sp__st_log(st, SP_GEOM_AXIS, k, s->W, s->H, op->w, op->h, ox, oy, 1, 1);
     int sx = ox > 0 ? ox : 0, sy = oy > 0 ? oy : 0;
     int nx = op->w < s->W ? op->w : s->W, ny = op->h < s->H ? op->h : s->H;
@@ -252,7 +254,7 @@ static int center_crop_run(sp__op_run *r, const sp_op *op, int k) {
         return SP_OK;
     }
     sp_image out;                       /* zero padding, as torchvision */
-    rc = sp_image_alloc(&out, op->w, op->h, reg.channels);
+    rc = sp__image_alloc(&out, op->w, op->h, reg.channels);
     if (rc) {
         if (owned) sp_image_free(&reg);
         return sp_error_set(r->err, rc, "%s: center_crop: %s", r->path, sp_strerror(rc));
@@ -301,7 +303,7 @@ static int resize_explain(sp__op_explain *x, const sp_op *op, int k) {
  * image when the crop is larger (docs/pipeline.md). */
 static int center_crop_explain(sp__op_explain *x, const sp_op *op, int k) {
     int W = x->W, H = x->H;
-    int ox = sp_center_crop_offset(W, op->w), oy = sp_center_crop_offset(H, op->h);
+    int ox = sp__center_crop_offset(W, op->w), oy = sp__center_crop_offset(H, op->h);
     sp__fbuf_printf(x->e, "%d center_crop: ", k);
     if (op->w > W) sp__fbuf_printf(x->e, "pad x=%d,%d ", -ox, op->w - W + ox);
     else sp__fbuf_printf(x->e, "offset x=%d ", ox);

@@ -26,13 +26,13 @@
  * a rotate that follows applies it first. The decoded region keeps libjpeg's row layout
  * (SP__DECODE_WIDE: no copy).
  *
- * In the code: run_into() (behind sp_pipeline_run, _checked and _shaped)
+ * In the code: run_into() (behind sp__pipeline_run, _checked and _shaped)
  * makes the first state from the encoded bytes (start_encoded(), fused
  * with the first op when it is a region op) or the raw pixels
  * (start_raw()), runs the other ops (run_ops(): each op's descriptor's run,
  * pipeline_internal.h; the state and the source are pipeline_state.c's),
  * and writes the output (sp__write_output(), in pipeline_write.c).
- * sp_pipeline_explain() replays the same draws as text, each op's
+ * sp__pipeline_explain() replays the same draws as text, each op's
  * descriptor writing its lines. Nothing here knows an op by name.
  */
 #include "augment/pipeline_internal.h"
@@ -44,6 +44,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "augment/targets_internal.h"
+#include "common/common_internal.h"
 
 /* The first state from encoded bytes: probed, then the first op after
  * decode fused with decoding when it is geometric (*k moves past it), else
@@ -54,7 +57,7 @@ static int start_encoded(const sp_pipeline *p, const sp_sample_ctx *ctx, const s
     sp__source s = {0, 0, src, lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL,
                     SP__DECODE_WIDE | dflags};
     sp_image_info info;
-    int rc = sp_image_probe(src->bytes, src->len, path, lim, &info, err);
+    int rc = sp__image_probe(src->bytes, src->len, path, lim, &info, err);
     if (rc) return rc;
     s.W = info.width;
     s.H = info.height;
@@ -92,8 +95,8 @@ static int start_raw(const sp_pipeline *p, const sp_image *r, sp__run_state *st,
         return SP_OK;
     }
     sp_image conv;
-    int rc = sp_image_alloc(&conv, r->width, r->height, p->channels);
-    if (!rc) rc = sp_image_to_gray(r, &conv);   /* 3 -> 1 luma, 1 -> 3 replicate */
+    int rc = sp__image_alloc(&conv, r->width, r->height, p->channels);
+    if (!rc) rc = sp__image_to_gray(r, &conv);   /* 3 -> 1 luma, 1 -> 3 replicate */
     if (rc) sp_image_free(&conv);
     else sp__st_take(st, &conv);
     return rc;
@@ -147,7 +150,7 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
                             "(or skip_normalize for a uint8 preview)", path);
     sp_decode_limits lim;
     if (o->limits) lim = *o->limits;
-    else sp_decode_limits_default(&lim);
+    else sp__decode_limits_default(&lim);
 
     sp__run_state st;
     memset(&st, 0, sizeof st);
@@ -164,7 +167,7 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     }
     const sp_image *im = &st.cur;
     size_t need = (size_t)im->width * (size_t)im->height * (size_t)im->channels *
-                  sp_dtype_size(o->dtype);
+                  sp__dtype_size(o->dtype);
     int other = shape && (im->height != shape->height || im->width != shape->width ||
                           im->channels != shape->channels);
     if (rc == SP_OK && other)
@@ -187,9 +190,9 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     return rc;
 }
 
-int sp_pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                           const sp_sample_src *src, const sp_run_opts *opts,
-                           const sp_out_shape *shape, void *out, size_t out_bytes, sp_error *err) {
+int sp__pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                            const sp_sample_src *src, const sp_run_opts *opts,
+                            const sp_out_shape *shape, void *out, size_t out_bytes, sp_error *err) {
     if (!shape) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL shape");
     return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, NULL, err);
 }
@@ -201,31 +204,31 @@ int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
     return run_into(p, ctx, src, opts, shape, out, out_bytes, dflags, log, err);
 }
 
-int sp_pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                         const sp_sample_src *src, const sp_run_opts *opts,
-                         const sp_out_shape *shape, void *out, size_t out_bytes,
-                         sp_geom_log *log, sp_error *err) {
+int sp__pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                          const sp_sample_src *src, const sp_run_opts *opts,
+                          const sp_out_shape *shape, void *out, size_t out_bytes,
+                          sp_geom_log *log, sp_error *err) {
     return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, log, err);
 }
 
-int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                            const sp_sample_src *src, const sp_run_opts *opts, void *out,
-                            size_t out_bytes, sp_error *err) {
+int sp__pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                             const sp_sample_src *src, const sp_run_opts *opts, void *out,
+                             size_t out_bytes, sp_error *err) {
     return run_into(p, ctx, src, opts, NULL, out, out_bytes, 0, NULL, err);
 }
 
-int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
-                    const sp_run_opts *opts, void *out, sp_error *err) {
+int sp__pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
+                     const sp_run_opts *opts, void *out, sp_error *err) {
     return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, 0, NULL, err);
 }
 
 /* ---- explain ------------------------------------------------------------------- */
 
-/* The draws of sp_pipeline_run_checked(), op by op, without pixels: the
+/* The draws of sp__pipeline_run_checked(), op by op, without pixels: the
  * same functions are called with the same arguments, and the image size is
  * tracked through the ops as they would change it. */
-size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
-                           sp_format format, char *buf, size_t n) {
+size_t sp__pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
+                            sp_format format, char *buf, size_t n) {
     return sp__pipeline_explain_log(p, ctx, W, H, format, NULL, buf, n);
 }
 

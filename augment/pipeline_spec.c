@@ -25,7 +25,7 @@
 
 /* ---- dtype / layout ---------------------------------------------------------- */
 
-size_t sp_dtype_size(sp_dtype t) {
+size_t sp__dtype_size(sp_dtype t) {
     switch (t) {
     case SP_DTYPE_FLOAT32: case SP_DTYPE_INT32: return 4;
     case SP_DTYPE_BFLOAT16: case SP_DTYPE_FLOAT16: return 2;
@@ -87,7 +87,7 @@ static const char *const PRESET_SPECS[] = {
     "decode dct=auto | resize size=256 | center_crop size=224 | " IMAGENET_NORM,
 };
 
-const char *const *sp_pipeline_presets(void) { return PRESET_NAMES; }
+const char *const *sp__pipeline_presets(void) { return PRESET_NAMES; }
 
 /* ---- the parser ---------------------------------------------------------------- */
 
@@ -411,12 +411,12 @@ void sp_pipeline_destroy(sp_pipeline *p) {
     free(p);
 }
 
-const char *sp_pipeline_canonical(const sp_pipeline *p) { return p->canonical; }
+const char *sp__pipeline_canonical(const sp_pipeline *p) { return p->canonical; }
 
 int sp_pipeline_has_normalize(const sp_pipeline *p) { return p->has_normalize; }
 
-int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h, int *out_w,
-                            int *out_c, sp_error *err) {
+int sp__pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h, int *out_h, int *out_w,
+                             int *out_c, sp_error *err) {
     int w = in_w > 0 && in_h > 0 ? in_w : 0, h = w ? in_h : 0;
     for (int i = 0; i < p->nops; i++) {
         const sp_op *op = &p->ops[i];

@@ -11,6 +11,7 @@
 #include "common/trace_internal.h"
 
 #include <string.h>
+#include "augment/ops_internal.h"
 
 int sp__op_bad(sp_error *err, int idx, const sp_op *op, const char *key, const char *val,
                const char *expect) {
@@ -46,7 +47,7 @@ void sp__st_take(sp__run_state *s, sp_image *owned) {
 int sp__st_writable(sp__run_state *s) {
     if (s->writable) return SP_OK;
     sp_image copy;
-    int rc = sp_image_copy(&s->cur, &copy);
+    int rc = sp__image_copy(&s->cur, &copy);
     if (rc) return rc;
     sp__st_take(s, &copy);
     return SP_OK;
@@ -56,7 +57,7 @@ int sp__st_unflip(sp__run_state *s) {
     if (!s->hflip) return SP_OK;
     int rc = sp__st_writable(s);
     if (rc) return rc;
-    sp_image_hflip(&s->cur);
+    sp__image_hflip(&s->cur);
     s->hflip = 0;
     return SP_OK;
 }
@@ -72,7 +73,7 @@ int sp__source_region(const sp__source *s, int x, int y, int w, int h, int d, sp
                       int *owned, const char *path, sp_error *err) {
     if (!s->src) {
         *owned = 0;
-        if (d != 1 || sp_image_crop(s->img, x, y, w, h, out))
+        if (d != 1 || sp__image_crop(s->img, x, y, w, h, out))
             return sp_error_set(err, SP_EINVAL, "%s: internal: bad region %d,%d %dx%d", path, x, y, w, h);
         return SP_OK;
     }

@@ -16,6 +16,7 @@
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include "augment/ops_internal.h"
 #endif
 
 /* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
@@ -202,7 +203,7 @@ static int erase_box(const sp_op *op, uint32_t k, const sp_sample_ctx *ctx, cons
     float *v = NULL;
     if (op->erase_random && n) {
         if (!(v = malloc(n * sizeof *v))) return SP_ENOMEM;
-        sp_erasing_normals(ctx->k_augment, k, ctx->sample, ctx->epoch, n, v);
+        sp__erasing_normals(ctx->k_augment, k, ctx->sample, ctx->epoch, n, v);
     }
     int nhwc = o->layout == SP_LAYOUT_NHWC || C == 1;
     for (int c = 0; c < C; c++)
@@ -224,7 +225,7 @@ int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int 
         sp_ctr d = sp_sample_draw(ctx->k_augment, 0, (uint32_t)k, ctx->sample, ctx->epoch);
         if (!(sp_u01d(d.c[0]) < op->p)) continue;
         sp_crop_box b;
-        if (!sp_erasing_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
+        if (!sp__erasing_sample(W, H, op->scale[0], op->scale[1], op->ratio[0], op->ratio[1],
                                ctx->k_augment, (uint32_t)k, ctx->sample, ctx->epoch, &b))
             continue;
         int rc = erase_box(op, (uint32_t)k, ctx, &b, W, H, C, o, out);

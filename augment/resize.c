@@ -36,12 +36,13 @@
  * Cost (one core, x86-64 with AVX-512, 370x275 -> 224x224 RGB): about
  * 0.1 ms (SSE2 only: about 0.18 ms).
  */
-#include "seedpipe/ops.h"
 #include "augment/resize_internal.h"
 #include "common/cpu_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 typedef sp__rs_kernel kernel;
 typedef sp__rs_axis axis;
@@ -440,7 +441,7 @@ static void hrow(const axis *ax, const uint8_t *in, int c, uint8_t *out, int wn)
 #define SP_HB 1
 #endif
 
-/* The scratch of one sp_resample() call: the vertical rows (R, HB of
+/* The scratch of one sp__resample() call: the vertical rows (R, HB of
  * them), their columns (T) and the horizontal pass's columns (O), the
  * vertical kernel's row pointers, both axes' paired weights. */
 typedef struct scratch {
@@ -530,8 +531,8 @@ static void resample_block(const sp_image *src, int src_y, const axis *ax, const
 #endif
 }
 
-int sp_resample(const sp_image *src, int src_x, int src_y, const sp_resample_geom *g,
-                sp_image *out) {
+int sp__resample(const sp_image *src, int src_x, int src_y, const sp_resample_geom *g,
+                 sp_image *out) {
     if (!src || !out || !g || src->channels != out->channels || out->width != g->win_w ||
         out->height != g->win_h)
         return SP_EINVAL;
@@ -556,18 +557,18 @@ int sp_resample(const sp_image *src, int src_x, int src_y, const sp_resample_geo
     return rc;
 }
 
-int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out) {
-    return sp_image_resize_filter(src, out_w, out_h, SP_RESAMPLE_BILINEAR, out);
+int sp__image_resize(const sp_image *src, int out_w, int out_h, sp_image *out) {
+    return sp__image_resize_filter(src, out_w, out_h, SP_RESAMPLE_BILINEAR, out);
 }
 
-int sp_image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
-                           sp_image *out) {
+int sp__image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
+                            sp_image *out) {
     if (!src || !out || src->width <= 0 || src->height <= 0) return SP_EINVAL;
-    int rc = sp_image_alloc(out, out_w, out_h, src->channels);
+    int rc = sp__image_alloc(out, out_w, out_h, src->channels);
     if (rc) return rc;
     sp_resample_geom g = {src->width, src->height, 0.0, 0.0, (double)src->width,
                           (double)src->height, out_w, out_h, 0, 0, out_w, out_h, filter};
-    rc = sp_resample(src, 0, 0, &g, out);
+    rc = sp__resample(src, 0, 0, &g, out);
     if (rc) sp_image_free(out);
     return rc;
 }

@@ -5,7 +5,7 @@
 #ifndef SEEDPIPE_AUGMENT_RESIZE_INTERNAL_H
 #define SEEDPIPE_AUGMENT_RESIZE_INTERNAL_H
 
-#include "seedpipe/ops.h"
+#include "augment/ops_internal.h"
 
 /* One output coordinate's kernel, and one axis's kernels. */
 typedef struct sp__rs_kernel {

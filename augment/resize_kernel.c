@@ -9,11 +9,11 @@
  * dropped. The same on every platform; include/seedpipe/ops.h and
  * docs/pipeline.md state the rules.
  */
-#include "seedpipe/ops.h"
 #include "augment/resize_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include "augment/ops_internal.h"
 
 typedef sp__rs_kernel kernel;
 typedef sp__rs_axis axis;
@@ -130,7 +130,7 @@ int sp__axes_build(const sp_resample_geom *g, axis *ax, axis *ay) {
     return rc;
 }
 
-int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1) {
+int sp__resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1) {
     axis ax, ay;
     int rc = sp__axes_build(g, &ax, &ay);
     if (rc) return rc;

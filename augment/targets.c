@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "augment/targets_internal.h"
 
 typedef struct rect { double x0, y0, x1, y1; } rect;
 
@@ -197,9 +198,9 @@ static void fate_line(char *fates, size_t fates_n, uint32_t i, int32_t cat, int 
              (double)(float)o->x1, (double)(float)o->y1, visible, area);
 }
 
-int sp_targets_apply(const sp_targets_rules *r, const sp_geom_log *log, const sp_targets *t,
-                     void *out, sp_targets_stats *st, char *fates, size_t fates_n,
-                     const char *path, sp_error *err) {
+int sp__targets_apply(const sp_targets_rules *r, const sp_geom_log *log, const sp_targets *t,
+                      void *out, sp_targets_stats *st, char *fates, size_t fates_n,
+                      const char *path, sp_error *err) {
     const size_t N = (size_t)r->max_boxes, K = (size_t)r->keypoints;
     if (t->n > N)
         return sp_error_set(err, SP_ERANGE, "%s: %u boxes, more than the pipeline's "
@@ -207,7 +208,7 @@ int sp_targets_apply(const sp_targets_rules *r, const sp_geom_log *log, const sp
     if (K && t->k && t->k != K)
         return sp_error_set(err, SP_ERANGE, "%s: %u keypoints per box, the pipeline's targets "
                             "op says keypoints=%d", path, t->k, r->keypoints);
-    memset(out, 0, sp_targets_record_bytes(r));
+    memset(out, 0, sp__targets_record_bytes(r));
     float *boxes = out, *kps = boxes + 4 * N;
     int32_t *labels = (int32_t *)(kps + 3 * N * K), *counts = labels + N;
     sp_targets_stats s = {0, 0, 0, 0};

@@ -20,12 +20,13 @@
  *   affine step through the image's own binary32 theta, nearest.
  */
 #include "seedpipe/masks.h"
-#include "seedpipe/ops.h"
 #include "common/vec_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "augment/masks_internal.h"
+#include "augment/ops_internal.h"
 
 typedef struct tog { uint64_t *a; size_t n, cap; } tog;
 
@@ -138,8 +139,8 @@ static int one_polygon(const double *xy, uint32_t n, int h, int w, uint64_t *ste
     return SP_OK;
 }
 
-int sp_mask_polygons(const double *xy, const uint32_t *npts, uint32_t npoly, int h, int w,
-                     uint8_t *mask, const char *what, sp_error *err) {
+int sp__mask_polygons(const double *xy, const uint32_t *npts, uint32_t npoly, int h, int w,
+                      uint8_t *mask, const char *what, sp_error *err) {
     if (!mask_dims_ok(h, w))
         return sp_error_set(err, SP_ELIMIT, "%s: mask of %dx%d pixels (at most 2^28)", what, w, h);
     if (npoly > SP_MASK_MAX_POLYGONS)
@@ -161,8 +162,8 @@ int sp_mask_polygons(const double *xy, const uint32_t *npts, uint32_t npoly, int
     return rc;
 }
 
-int sp_mask_rle(const uint32_t *counts, size_t m, int h, int w, uint8_t *mask, const char *what,
-                sp_error *err) {
+int sp__mask_rle(const uint32_t *counts, size_t m, int h, int w, uint8_t *mask, const char *what,
+                 sp_error *err) {
     if (!mask_dims_ok(h, w))
         return sp_error_set(err, SP_ELIMIT, "%s: mask of %dx%d pixels (at most 2^28)", what, w, h);
     if (m > SP_MASK_MAX_COUNTS)
@@ -226,12 +227,12 @@ static void warp_step(const sp_geom_step *g, const uint8_t *src, uint8_t fill, u
         float f[3] = {(float)fill, (float)fill, (float)fill};
         sp_image a = {g->in_w, g->in_h, 1, W, (uint8_t *)(uintptr_t)src};
         sp_image b = {g->in_w, g->in_h, 1, W, dst};
-        sp_image_affine(&a, th, 0, f, &b);
+        sp__image_affine(&a, th, 0, f, &b);
     }
 }
 
-int sp_mask_warp(const sp_geom_log *log, const uint8_t *src, uint8_t fill, uint8_t *out,
-                 sp_error *err) {
+int sp__mask_warp(const sp_geom_log *log, const uint8_t *src, uint8_t fill, uint8_t *out,
+                  sp_error *err) {
     int W = log->src_w, H = log->src_h;
     if (log->n == 0) {
         memcpy(out, src, (size_t)W * (size_t)H);

@@ -19,6 +19,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "augment/targets_internal.h"
 
 static int bad(sp_error *err, int idx, const char *key, const char *val, const char *expect) {
     return sp_error_set(err, SP_ESPEC, "pipeline op %d \"targets\": bad value \"%s\" for %s "
@@ -185,9 +186,9 @@ int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r) {
     return 1;
 }
 
-size_t sp_targets_image_span(size_t image_bytes) { return (image_bytes + 7) & ~(size_t)7; }
+size_t sp__targets_image_span(size_t image_bytes) { return (image_bytes + 7) & ~(size_t)7; }
 
-size_t sp_targets_record_bytes(const sp_targets_rules *r) {
+size_t sp__targets_record_bytes(const sp_targets_rules *r) {
     size_t n = (size_t)r->max_boxes, k = (size_t)r->keypoints;
     size_t bytes = (4 * (n * 4 + n * k * 3 + n + 4) + 7) & ~(size_t)7;
     if (r->masks == SP_MASKS_INSTANCE)

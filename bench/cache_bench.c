@@ -7,7 +7,7 @@
  * --skip-normalize gives the uint8 output of a normalizing pipeline (e.g.
  * imagenet-train with --dtype uint8), which compresses better.
  * 1. computed: every batch of epoch 0 with sp_loader_batch() (T threads);
- * 2. cold: the same through sp_cache_epoch_batch() on an empty cache
+ * 2. cold: the same through sp__cache_epoch_batch() on an empty cache
  *    (compute + compress + checksum + write + fsync + commit);
  * 3. N rounds of (computed, warm from a fresh handle: read + verify both
  *    checksums + decompress [+ float32 decode]), interleaved so a shared
@@ -75,7 +75,7 @@ static tm2 pass(sp_cache *c, sp_loader *ld, sp_batch *b, sp_digest *dig, int che
     tm2 t = {0, 0, 0};
     for (uint64_t i = 0; i < nb; i++) {
         double t0 = now_s(), c0 = cpu_s();
-        int rc = c ? sp_cache_epoch_batch(c, ld, 0, i, b, &err)
+        int rc = c ? sp__cache_epoch_batch(c, ld, 0, i, b, &err)
                    : sp_loader_batch(ld, 0, i, b, &err);
         if (c && i + 1 == nb) sp_cache_flush(c);   /* the commit, when writing */
         t.wall += now_s() - t0;
@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
     /* Raw ZSTD_decompress of the same frames, from memory. */
     char edir[4096];
     char hex[33];
-    sp_digest_hex(sp_cache_key(ld, 0), hex);
+    sp_digest_hex(sp__cache_key(ld, 0), hex);
     snprintf(edir, sizeof edir, "%s/%s", dir, hex);
     uint8_t **files = calloc(nb, sizeof *files);
     sp__cb_header *hs = calloc(nb, sizeof *hs);

@@ -42,24 +42,24 @@ int main(int argc, char **argv) {
         return 1;
     }
     double base = peak_mb();
-    sp_coco_limits lim = sp_coco_default_limits();
+    sp_coco_limits lim = sp__coco_default_limits();
     lim.keep_segmentations = argc > 3 && atoi(argv[3]) == 1;
     sp_coco *c;
     double t0 = now();
-    if (sp_coco_open(argv[2], ds, &lim, &c, &err) != 0) {
+    if (sp__coco_open(argv[2], ds, &lim, &c, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
     double t = now() - t0;
     uint64_t boxes = 0;
-    for (uint64_t i = 0; i < sp_dataset_size(ds); i++) {
+    for (uint64_t i = 0; i < sp__dataset_size(ds); i++) {
         sp_targets tg;
-        sp_coco_get(c, i, &tg);
+        sp__coco_get(c, i, &tg);
         boxes += tg.n;
     }
     printf("open_s=%.3f peak_rss_mb=%.1f base_rss_mb=%.1f boxes=%llu\n", t, peak_mb(), base,
            (unsigned long long)boxes);
-    sp_coco_close(c);
+    sp__coco_close(c);
     sp_dataset_close(ds);
     return 0;
 }

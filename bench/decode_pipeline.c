@@ -5,7 +5,7 @@
  * Loads every .jpg/.jpeg under DIR into memory, then alternates rounds of
  *  (a) raw: tjDecompress2 full decode to RGB with TJFLAG_ACCURATEDCT (the
  *      peer: what a loader pays just to decode), and
- *  (b) seedpipe: sp_pipeline_run() of the pipeline (default: decode +
+ *  (b) seedpipe: sp__pipeline_run() of the pipeline (default: decode +
  *      random_resized_crop 224 + hflip + normalize to float32 NCHW) into a
  *      batch-64 buffer, every JPEG read to EOI (a file without a verdict),
  *  (c) the same with the dataset index's verdict (what the loader does for
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int oh, ow, oc;
-    if (sp_pipeline_output_dims(p, 0, 0, &oh, &ow, &oc, &err) != 0) {
+    if (sp__pipeline_output_dims(p, 0, 0, &oh, &ow, &oc, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
     double n = (double)nfiles * (double)rounds;
     double raw_rate = n / traw, pipe_rate = n / tpipe, val_rate = n / tval;
     printf("files: %zu JPEGs from %s, rounds: %zu, one thread\n", nfiles, dir, rounds);
-    printf("pipeline: %s (float32 NCHW, batch 64)\n", sp_pipeline_canonical(p));
+    printf("pipeline: %s (float32 NCHW, batch 64)\n", sp__pipeline_canonical(p));
     printf("raw_tjdecompress2_full images/s: %.0f\n", raw_rate);
     printf("seedpipe_pipeline      images/s: %.0f (every file read to EOI)\n", pipe_rate);
     printf("seedpipe_validated     images/s: %.0f (%zu of %zu files checked clean once, "

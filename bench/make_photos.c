@@ -18,8 +18,9 @@
 
 #include "seedpipe/decode.h"
 #include "seedpipe/imageio.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/philox.h"
+#include "augment/decode_internal.h"
+#include "augment/ops_internal.h"
 
 typedef struct { char name[256]; sp_image img; } photo_t;
 
@@ -48,14 +49,14 @@ static void walk(const char *dir) {
         sp_error err;
         if (sp_read_file(p, 0, &buf, &len, &err) != 0) continue;
         sp_image_info info;
-        if (sp_image_probe(buf, len, p, NULL, &info, &err) != 0) { free(buf); continue; }
+        if (sp__image_probe(buf, len, p, NULL, &info, &err) != 0) { free(buf); continue; }
         /* Big photos are decoded at 1/2 or 1/4 so crops hold real detail
          * at 500 px without using gigabytes. */
         int d2 = 1;
         while (info.width / (d2 * 2) >= 1200 && d2 < 4) d2 *= 2;
         sp_decode_req req = {3, 0, 0, 0, 0, d2};
         photo_t *ph = &photos[nphotos];
-        if (sp_image_decode(buf, len, p, &req, NULL, &ph->img, &err) == 0 &&
+        if (sp__image_decode(buf, len, p, &req, NULL, &ph->img, &err) == 0 &&
             ph->img.width >= 500 && ph->img.height >= 375) {
             snprintf(ph->name, sizeof ph->name, "%.*s", (int)(dot - e->d_name), e->d_name);
             nphotos++;
@@ -109,8 +110,8 @@ int main(int argc, char **argv) {
         int y = (int)sp_uniform_int(r.c[2], (uint64_t)(ph->img.height - ch + 1));
         sp_image view, small;
         sp_error err;
-        if (sp_image_crop(&ph->img, x, y, cw, ch, &view) != 0 ||
-            sp_image_resize(&view, 500, 375, &small) != 0) {
+        if (sp__image_crop(&ph->img, x, y, cw, ch, &view) != 0 ||
+            sp__image_resize(&view, 500, 375, &small) != 0) {
             fprintf(stderr, "resize failed\n");
             return 1;
         }

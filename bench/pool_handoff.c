@@ -8,11 +8,11 @@
  * work. The consumer does nothing but take and release. Reported:
  *  - batches/s and images/s over the run;
  *  - wake-up latency: for batches that became complete while the consumer
- *    was waiting in sp_pool_next(), the time from the last worker's store
- *    (its CLOCK_MONOTONIC stamp in the slot) to sp_pool_next() returning:
+ *    was waiting in sp__pool_next(), the time from the last worker's store
+ *    (its CLOCK_MONOTONIC stamp in the slot) to sp__pool_next() returning:
  *    the futex hand-off, p50 / p99 / max;
  *  - ready latency: for batches already complete when asked for, the
- *    duration of the sp_pool_next() call (finalising the view in place).
+ *    duration of the sp__pool_next() call (finalising the view in place).
  * The image bytes are never copied after the worker writes them: the view
  * points into the shared slot.
  */
@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "seedpipe/pool.h"
+#include "pool/pool_internal.h"
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -101,7 +102,7 @@ int main(int argc, char **argv) {
     sp_pool_config pc = {workers, ring, epochs, NULL, NULL, NULL};
     sp_pool *pool;
     sp_error err;
-    if (sp_pool_create(&lc, &pc, &pool, &err) != 0) {
+    if (sp__pool_create(&lc, &pc, &pool, &err) != 0) {
         fprintf(stderr, "bench_pool_handoff: %s\n", err.msg);
         return 1;
     }
@@ -112,18 +113,18 @@ int main(int argc, char **argv) {
     int n = 0;
     for (; n < nbatches; n++) {
         uint64_t call = now_ns();
-        int rc = sp_pool_next(pool, &v, &err);
+        int rc = sp__pool_next(pool, &v, &err);
         if (rc == SP_END) break;
         if (rc != 0) {
             fprintf(stderr, "bench_pool_handoff: %s\n", err.msg);
             return 1;
         }
         sp_pool_stats st;
-        sp_pool_stats_get(pool, &st);
+        sp__pool_stats_get(pool, &st);
         if (st.last_ready_ns > call) wake[nw++] = st.last_taken_ns - st.last_ready_ns;
         else ready[nr++] = st.last_taken_ns - call;
         images_done += v.count;
-        sp_pool_release(pool, &v, NULL);
+        sp__pool_release(pool, &v, NULL);
     }
     double dt = (double)(now_ns() - t0) / 1e9;
     printf("pool hand-off: %d workers, ring %d, batch %d (28x28 gray uint8, hflip), %d batches\n",
@@ -131,7 +132,7 @@ int main(int argc, char **argv) {
     printf("  %.0f batches/s, %.0f images/s\n", n / dt, (double)images_done / dt);
     pct("wake-up latency", wake, nw);
     pct("ready latency", ready, nr);
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
 
     /* The same batches in-process (1 thread): the pool's per-sample claim
      * protocol costs the difference (sample-granularity claiming). */

@@ -7,7 +7,7 @@ bilinear one and against PIL's bicubic, in one process, one thread.
 The 16 photos of Debian's mate-backgrounds, decoded once by PIL and reduced
 to 500x375 RGB (an ImageNet-sized photo), are resized to each case's size
 by four contenders in alternated rounds (so machine noise hits all alike):
-seedpipe bilinear and bicubic (sp_image_resize_filter through ctypes, the
+seedpipe bilinear and bicubic (sp__image_resize_filter through ctypes, the
 output allocated and freed per call, as PIL's is), and PIL's
 Image.resize with BILINEAR and BICUBIC (what torchvision runs on PIL
 images). Prints the median time per image of each and the medians of the
@@ -38,10 +38,13 @@ class SpImage(ctypes.Structure):
                 ("stride", ctypes.c_size_t), ("data", ctypes.POINTER(ctypes.c_uint8))]
 
 
-lib = L.lib
-lib.sp_image_resize_filter.argtypes = [ctypes.POINTER(SpImage), ctypes.c_int, ctypes.c_int,
+# sp__image_resize_filter as spt_image_resize_filter: the testing library of a
+# test build (tests/testing_lib.c), beside libseedpipe.so
+lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(L.LIB_PATH)),
+                               "libseedpipe_testing.so"))
+lib.spt_image_resize_filter.argtypes = [ctypes.POINTER(SpImage), ctypes.c_int, ctypes.c_int,
                                        ctypes.c_int, ctypes.POINTER(SpImage)]
-lib.sp_image_resize_filter.restype = ctypes.c_int
+lib.spt_image_resize_filter.restype = ctypes.c_int
 lib.sp_image_free.argtypes = [ctypes.POINTER(SpImage)]
 lib.sp_image_free.restype = None
 
@@ -66,8 +69,8 @@ def seedpipe_round(srcs, w, h, filt):
     out = SpImage()
     t0 = time.perf_counter()
     for s in srcs:
-        if lib.sp_image_resize_filter(ctypes.byref(s), w, h, filt, ctypes.byref(out)) != 0:
-            sys.exit("sp_image_resize_filter failed")
+        if lib.spt_image_resize_filter(ctypes.byref(s), w, h, filt, ctypes.byref(out)) != 0:
+            sys.exit("sp__image_resize_filter failed")
         lib.sp_image_free(ctypes.byref(out))
     return (time.perf_counter() - t0) / len(srcs)
 

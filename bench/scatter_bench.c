@@ -22,6 +22,7 @@
 
 #include "seedpipe/graph.h"
 #include "train/train_internal.h"
+#include "train/graph_internal.h"
 
 #define F 32u
 
@@ -73,7 +74,7 @@ static void bench(const char *name, uint32_t n, uint64_t m, const uint32_t *src,
     sp_graph_features(n, F, 1, x);
     sp_csr g;
     double s0 = now();
-    if (sp_csr_build(n, m, src, dst, &g, &err)) die(&err);
+    if (sp__csr_build(n, m, src, dst, &g, &err)) die(&err);
     double sort_s = now() - s0;
     for (int r = 0; r < reps; r++) {
         double a = now();
@@ -83,17 +84,17 @@ static void bench(const char *name, uint32_t n, uint64_t m, const uint32_t *src,
     printf("%-22s serial loop, no atomics (baseline) %9.3f ms\n", name, median(t, reps) * 1e3);
     for (int threads = 1; threads <= 2; threads++) {
         double ta, td;
-        if (sp_scatter_add_atomic(n, m, src, dst, NULL, x, F, threads, out, &err)) die(&err);
+        if (sp__scatter_add_atomic(n, m, src, dst, NULL, x, F, threads, out, &err)) die(&err);
         for (int r = 0; r < reps; r++) {
             double a = now();
-            if (sp_scatter_add_atomic(n, m, src, dst, NULL, x, F, threads, out, &err)) die(&err);
+            if (sp__scatter_add_atomic(n, m, src, dst, NULL, x, F, threads, out, &err)) die(&err);
             t[r] = now() - a;
         }
         ta = median(t, reps);
-        if (sp_scatter_add_csr(&g, NULL, x, F, threads, out, &err)) die(&err);
+        if (sp__scatter_add_csr(&g, NULL, x, F, threads, out, &err)) die(&err);
         for (int r = 0; r < reps; r++) {
             double a = now();
-            if (sp_scatter_add_csr(&g, NULL, x, F, threads, out, &err)) die(&err);
+            if (sp__scatter_add_csr(&g, NULL, x, F, threads, out, &err)) die(&err);
             t[r] = now() - a;
         }
         td = median(t, reps);
@@ -115,7 +116,7 @@ static void bench(const char *name, uint32_t n, uint64_t m, const uint32_t *src,
         printf("%-22s cuda (%s)  atomic %9.4f ms  det %9.4f ms  det/atomic %5.2f\n", name, dev, ma,
                md, md / ma);
     }
-    sp_csr_free(&g);
+    sp__csr_free(&g);
     free(x);
     free(out);
     free(ref);

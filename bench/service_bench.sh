@@ -12,9 +12,9 @@
 #     run_jpeg.sh) and for a trivial pipeline (IDX 28x28 gray, hflip), where
 #     the per-batch machinery dominates.
 #  2. Hand-off latency through the client API (trivial pipeline), from the
-#     trainer: "ready" = duration of sp_client_next() for a batch already
+#     trainer: "ready" = duration of sp__client_next() for a batch already
 #     published; "wake-up" = from the last worker's store into the slot to
-#     sp_client_next() returning, for batches the client waited for (worker
+#     sp__client_next() returning, for batches the client waited for (worker
 #     -> service -> client: two futex wake-ups). Target p99 < 100 us.
 # BUILD=build-svc bash bench/service_bench.sh   (default BUILD=build)
 set -euo pipefail

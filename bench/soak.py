@@ -58,6 +58,8 @@ BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 BIN = os.path.join(BUILD, "seedpipe")
 TRAINER = os.path.join(BUILD, "example_trainer")
 LIB = os.path.join(BUILD, "libseedpipe.so")
+# the client (sp__client_*) as spt_client_* (tests/testing_lib.c; a test build)
+TESTING_LIB = os.path.join(BUILD, "libseedpipe_testing.so")
 WORLD = 2
 
 
@@ -92,26 +94,26 @@ def client_main(name, rank, manifest):
     """Take the whole stream of `rank`; compare every batch with the manifest
     line at the same position; print one JSON line with the counts."""
     exp = read_manifest(manifest)
-    lib = ctypes.CDLL(LIB)
-    lib.sp_client_batch_digest.restype = SpDigest
-    lib.sp_client_batch_digest.argtypes = [ctypes.c_void_p, ctypes.POINTER(SpBatch)]
+    lib = ctypes.CDLL(TESTING_LIB)
+    lib.spt_client_batch_digest.restype = SpDigest
+    lib.spt_client_batch_digest.argtypes = [ctypes.c_void_p, ctypes.POINTER(SpBatch)]
     err = SpError()
     c = ctypes.c_void_p()
     res = {"rank": rank, "batches": 0, "expected": len(exp), "mismatches": 0,
            "first_mismatch": None, "error": None}
-    if lib.sp_client_attach(name.encode(), rank, ctypes.byref(c), ctypes.byref(err)) != 0:
+    if lib.spt_client_attach(name.encode(), rank, ctypes.byref(c), ctypes.byref(err)) != 0:
         res["error"] = "attach: " + err.msg.decode(errors="replace")
         print(json.dumps(res), flush=True)
         return 1
     v = SpBatch()
     while True:
-        rc = lib.sp_client_next(c, ctypes.byref(v), ctypes.byref(err))
+        rc = lib.spt_client_next(c, ctypes.byref(v), ctypes.byref(err))
         if rc == 1:       # SP_END
             break
         if rc != 0:
             res["error"] = err.msg.decode(errors="replace")
             break
-        d = lib.sp_client_batch_digest(c, ctypes.byref(v))
+        d = lib.spt_client_batch_digest(c, ctypes.byref(v))
         got = (v.epoch, v.index, f"{d.hi:016x}{d.lo:016x}")
         i = res["batches"]
         if i >= len(exp) or got != exp[i]:
@@ -120,10 +122,10 @@ def client_main(name, rank, manifest):
                 res["first_mismatch"] = {"position": i, "got": got,
                                          "expected": exp[i] if i < len(exp) else None}
         res["batches"] += 1
-        if lib.sp_client_release(c, ctypes.byref(v), ctypes.byref(err)) != 0:
+        if lib.spt_client_release(c, ctypes.byref(v), ctypes.byref(err)) != 0:
             res["error"] = "release: " + err.msg.decode(errors="replace")
             break
-    lib.sp_client_detach(c)
+    lib.spt_client_detach(c)
     print(json.dumps(res), flush=True)
     return 0 if res["error"] is None else 1
 

@@ -56,7 +56,7 @@
  * directory and reports success (the entry is there, and it has the same
  * bytes: the key decides them). The per-key lock is only there to avoid
  * doing the work twice: a writer takes flock(LOCK_EX|LOCK_NB) on
- * DIR/.locks/<key>; if another process holds it, sp_cache_writer_open()
+ * DIR/.locks/<key>; if another process holds it, sp__cache_writer_open()
  * returns SP_CACHE_SKIP and that stream runs uncached. flock is released by
  * the kernel when its holder dies, so a crash never leaves a stale lock (no
  * pid files, no timeouts). The holder unlinks the lock file before closing
@@ -175,10 +175,10 @@ void sp_cache_flush(sp_cache *c) {
     if (c->wr) {
         sp_error e;
         sp_error_clear(&e);
-        if (sp_cache_writer_complete(c->wr)) {
-            if (sp_cache_writer_commit(c->wr, &e) != 0) sp__cache_warn(c, e.msg);
+        if (sp__cache_writer_complete(c->wr)) {
+            if (sp__cache_writer_commit(c->wr, &e) != 0) sp__cache_warn(c, e.msg);
         } else {
-            sp_cache_writer_abort(c->wr);
+            sp__cache_writer_abort(c->wr);
         }
         c->wr = NULL;
     }
@@ -188,11 +188,11 @@ void sp_cache_flush(sp_cache *c) {
     c->slot_ld = NULL;
 }
 
-int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
-                         sp_batch *out, sp_error *err) {
+int sp__cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
+                          sp_batch *out, sp_error *err) {
     sp_error e;
     sp_error_clear(&e);
-    sp_digest key = sp_cache_key(ld, epoch);
+    sp_digest key = sp__cache_key(ld, epoch);
     if (!c->slot_on || c->slot_ld != ld || c->slot_epoch != epoch ||
         c->slot_key.hi != key.hi || c->slot_key.lo != key.lo) {
         sp_cache_flush(c);
@@ -205,7 +205,7 @@ int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t in
         if (rc == SP_CACHE_MISS && e.code) sp__cache_warn(c, e.msg);
         if (rc == SP_CACHE_MISS && index == 0) {
             sp_error_clear(&e);
-            rc = sp_cache_writer_open(c, ld, epoch, &c->wr, &e);
+            rc = sp__cache_writer_open(c, ld, epoch, &c->wr, &e);
             if (rc != 0 && rc != SP_CACHE_SKIP && rc != SP_EUNSUPP) sp__cache_warn(c, e.msg);
         }
     }
@@ -223,24 +223,24 @@ int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t in
     int rc = sp_loader_batch(ld, epoch, index, out, err);
     c->st.batches_computed++;
     if (rc != 0) {
-        sp_cache_writer_abort(c->wr);
+        sp__cache_writer_abort(c->wr);
         c->wr = NULL;
         return rc;
     }
     if (c->wr) {
         sp_error_clear(&e);
-        rc = sp_cache_writer_put(c->wr, out, &e);
+        rc = sp__cache_writer_put(c->wr, out, &e);
         if (rc != 0) {
             char msg[SP_ERROR_MSG_MAX + 64];
             snprintf(msg, sizeof msg, "%s: epoch %u continues uncached", e.msg, epoch);
             sp__cache_warn(c, msg);
-            sp_cache_writer_abort(c->wr);
+            sp__cache_writer_abort(c->wr);
             c->wr = NULL;
-        } else if (sp_cache_writer_complete(c->wr)) {
+        } else if (sp__cache_writer_complete(c->wr)) {
             sp_cache_writer *w = c->wr;
             c->wr = NULL;
             sp_error_clear(&e);
-            if (sp_cache_writer_commit(w, &e) != 0) {
+            if (sp__cache_writer_commit(w, &e) != 0) {
                 char msg[SP_ERROR_MSG_MAX + 64];
                 snprintf(msg, sizeof msg, "%s: epoch %u continues uncached", e.msg, epoch);
                 sp__cache_warn(c, msg);

@@ -6,7 +6,7 @@
  * In the cache's stack (cache/, bottom first): above the writer
  * (cache_writer.c: the commit's steps, sp__cache_writer_commit_quiet()) and
  * gc (cache_gc.c), the cache files it calls; below the epoch helper
- * (cache.c), which does not use it (sp_cache_epoch_batch() commits before
+ * (cache.c), which does not use it (sp__cache_epoch_batch() commits before
  * it returns an epoch's last batch, as cache.h says).
  *
  * HOW IT WORKS
@@ -21,7 +21,7 @@
  * counts it and warns, as a commit made there would have. One commit runs
  * at a time, in the order started (a start waits for the one before), so
  * gc and commits see the directory in the same order as before. The pool
- * waits for it at the end of its stream (sp_pool_next's SP_END: every
+ * waits for it at the end of its stream (sp__pool_next's SP_END: every
  * epoch taken is committed, as before) and when it is destroyed, and reaps
  * a finished one at each batch taken (its warnings come then).
  *
@@ -62,7 +62,7 @@ struct sp__cache_commit {
 };
 
 /* The commit, then gc down to max_size after a commit that made the entry
- * visible (not after a lost race or a failure: as sp_cache_writer_commit()). */
+ * visible (not after a lost race or a failure: as sp__cache_writer_commit()). */
 static void *commit_main(void *arg) {
     struct sp__cache_commit *k = arg;
     sp_error_clear(&k->err);
@@ -85,7 +85,7 @@ void sp__cache_commit_start(sp_cache *c, sp_cache_writer *w, uint32_t epoch) {
     if (!k) {   /* no room for the record: commit here, as before */
         sp_error e;
         sp_error_clear(&e);
-        if (sp_cache_writer_commit(w, &e) != 0) {
+        if (sp__cache_writer_commit(w, &e) != 0) {
             char msg[SP_ERROR_MSG_MAX + 64];
             snprintf(msg, sizeof msg, "%s; epoch %u was not cached", e.msg, epoch);
             sp__cache_warn(c, msg);

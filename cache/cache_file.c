@@ -107,10 +107,10 @@ static void enc_pick_filter(enc_images *im, int filter, const sp_loader *ld, con
     im->img_raw = (size_t)b->count * sample_bytes;
     if (filter == SP__FILTER_DICT8_NCHW) {   /* the writer's "auto" for float32 */
         int c = 0, hh = 0, ww = 0;
-        sp_loader_sample_dims(ld, &c, &hh, &ww);
+        sp__loader_sample_dims(ld, &c, &hh, &ww);
         im->C = (uint32_t)c;
         im->plane = (size_t)hh * (size_t)ww;
-        im->nhwc = sp_loader_config_of(ld)->layout == SP_LAYOUT_NHWC;
+        im->nhwc = sp__loader_config_of(ld)->layout == SP_LAYOUT_NHWC;
         if (im->C < 1 || im->C > 4 || im->plane == 0 ||
             sample_bytes != 4 * (size_t)im->C * im->plane)
             filter = SP__FILTER_SHUFFLE4;

@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "augment/pipeline_internal.h"
 
 #define STALE_AGE_S 60
 
@@ -269,7 +270,7 @@ int sp_cache_entry_config(const sp_cache_entry_info *e, const char *dataset,
     while (*pl == ' ' || *pl == '\t' || *pl == '\n') pl++;
     sp_pipeline *parsed = NULL;
     int canon = *pl != '@' && sp_pipeline_parse(e->pipeline, &parsed, NULL) == SP_OK &&
-                strcmp(sp_pipeline_canonical(parsed), e->pipeline) == 0;
+                strcmp(sp__pipeline_canonical(parsed), e->pipeline) == 0;
     sp_pipeline_destroy(parsed);
     if (!canon)
         return sp_error_set(err, SP_EFORMAT, "cache entry %s: the manifest's pipeline is not a "

@@ -284,7 +284,7 @@ const char *sp__cache_writer_stage(const sp_cache_writer *w);    /* name under D
 sp_digest sp__cache_writer_key(const sp_cache_writer *w);
 int sp__cache_writer_filter(const sp_cache_writer *w);
 /*! sp__cache_writer_record() : batch b->index was written by a worker as
- *  described by line. @return 0 or SP_EINVAL (as sp_cache_writer_put()). */
+ *  described by line. @return 0 or SP_EINVAL (as sp__cache_writer_put()). */
 int sp__cache_writer_record(sp_cache_writer *w, const sp_batch *b, const sp__cm_batch *line,
                             sp_error *err);
 /*! sp__cache_writer_discard() : remove the staged file of batch `index`
@@ -298,11 +298,11 @@ void sp__cache_writer_spoil(sp_cache_writer *w);
 typedef struct sp__commit_outcome {
     uint32_t committed, lost_race, write_failure;
 } sp__commit_outcome;
-/*! sp__cache_writer_commit_quiet() : sp_cache_writer_commit() but for the
+/*! sp__cache_writer_commit_quiet() : sp__cache_writer_commit() but for the
  *  gc after it, and counting nothing in the handle (its dir and opts are
  *  read only): *o says what happened, for sp__cache_commit_count() on the
  *  handle's thread. w is freed either way. @return as
- *  sp_cache_writer_commit(). */
+ *  sp__cache_writer_commit(). */
 int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_error *err);
 /*! sp__cache_commit_count() : add a commit's outcome to c's stats. */
 void sp__cache_commit_count(sp_cache *c, const sp__commit_outcome *o);
@@ -329,5 +329,59 @@ extern _Atomic unsigned long sp__cache_commits_threaded;
 /*! sp__cache_commit_reap() : sp__cache_commit_wait() if the commit's
  *  thread has finished already; else nothing (never blocks). */
 void sp__cache_commit_reap(sp_cache *c);
+
+/* ---- Internal to the library: once seedpipe/cache.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__cache_epoch_batch() : batch `index` of `epoch` into out, exactly as
+ *  sp_loader_batch() computes it, through the cache: the first request of a
+ *  (loader, epoch) looks the entry up; on a hit batches are read (and
+ *  verified), on a miss they are computed and, when the epoch is streamed
+ *  from batch 0, stored; when its last batch has been stored the entry is
+ *  committed. Any cache problem (corrupt file, full disk, lost race) is a
+ *  warning (opts.warn) and the batch is computed instead. The handle keeps
+ *  one open entry (and the loader pointer): use one sp_cache per stream, and
+ *  call sp_cache_flush() before destroying the loader.
+ *  @return 0, or sp_loader_batch()'s error (SP_ERANGE, a sample's error). */
+int sp__cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
+                          sp_batch *out, sp_error *err);
+
+/*! sp__cache_key() : the entry key of (ld, epoch) as defined above. */
+sp_digest sp__cache_key(const sp_loader *ld, uint32_t epoch);
+
+/*! sp__cache_writer_abort() : remove everything written, free. Accepts NULL. */
+void sp__cache_writer_abort(sp_cache_writer *w);
+
+/*! sp__cache_writer_commit() : write the manifest, rename the entry into
+ *  place, free w (always). Losing a race to a concurrent writer of the same
+ *  key is success (the entry is there). With opts.max_size, collects.
+ *  @return 0, SP_EINVAL (incomplete: aborted), SP_EIO (aborted). */
+int sp__cache_writer_commit(sp_cache_writer *w, sp_error *err);
+
+/*! sp__cache_writer_complete() : 1 if every batch of the epoch was put. */
+int sp__cache_writer_complete(const sp_cache_writer *w);
+
+/*! sp__cache_writer_open() : start writing the entry of (ld, epoch) in a
+ *  private staging directory (DIR/.tmp/).
+ *  @return 0 (*out set); SP_CACHE_SKIP (*out NULL: the entry exists or
+ *  another process holds the key's lock; err says which); SP_EUNSUPP
+ *  (per-worker rng mode); SP_EIO; SP_ENOMEM. */
+int sp__cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
+                          sp_cache_writer **out, sp_error *err);
+
+/*! sp__cache_writer_put() : compress, checksum and write one batch (any
+ *  order, each index once). On a write error (ENOSPC, EFBIG, EIO) the file
+ *  is removed and the writer is spoiled: abort it.
+ *  @return 0, SP_EIO ("path: reason"), SP_EINVAL (wrong epoch, duplicate
+ *  index, bad count), SP_ENOMEM. */
+int sp__cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

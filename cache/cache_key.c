@@ -3,7 +3,7 @@
  *
  * In the cache's stack (cache/, bottom first) low, with the file
  * formats and the POSIX helpers: it calls no other cache file, so the
- * reader, gc and writer above can all ask it. sp_cache_key() is the entry
+ * reader, gc and writer above can all ask it. sp__cache_key() is the entry
  * key (a digest of everything that decides an epoch's bytes);
  * sp__cache_info_from_loader() the manifest fields a loader decides, which
  * a writer records and a reader compares. The accessors read the handle
@@ -12,7 +12,7 @@
 #include "cache/cache_internal.h"
 #include "common/hash_internal.h"
 #include "loader/loader_internal.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_fingerprint() */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_fingerprint() */
 
 #include <stdio.h>
 
@@ -27,9 +27,9 @@ void sp__cache_warn(sp_cache *c, const char *msg) {
     if (c->o.warn) c->o.warn(c->o.warn_ud, msg);
 }
 
-sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch) {
-    const sp_loader_config *cfg = sp_loader_config_of(ld);
-    sp_digest fp = sp_loader_fingerprint(ld);
+sp_digest sp__cache_key(const sp_loader *ld, uint32_t epoch) {
+    const sp_loader_config *cfg = sp__loader_config_of(ld);
+    sp_digest fp = sp__loader_fingerprint(ld);
     sp__hash st;
     sp__hash_init(&st);
     sp__hash_str(&st, "seedpipe-cache-key");
@@ -45,9 +45,9 @@ sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch) {
 
 /* The manifest fields a loader decides (everything but sizes and times). */
 void sp__cache_info_from_loader(const sp_loader *ld, uint32_t epoch, sp_cache_entry_info *e) {
-    const sp_loader_config *cfg = sp_loader_config_of(ld);
-    e->fingerprint = sp_loader_fingerprint(ld);
-    e->dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(ld));
+    const sp_loader_config *cfg = sp__loader_config_of(ld);
+    e->fingerprint = sp__loader_fingerprint(ld);
+    e->dataset_fingerprint = sp__dataset_fingerprint(sp__loader_dataset(ld));
     e->seed = cfg->seed;
     e->epoch = epoch;
     e->rank = cfg->rank;
@@ -58,7 +58,7 @@ void sp__cache_info_from_loader(const sp_loader *ld, uint32_t epoch, sp_cache_en
     snprintf(e->dtype, sizeof e->dtype, "%s", sp_dtype_name(cfg->dtype));
     snprintf(e->layout, sizeof e->layout, "%s", sp_layout_name(cfg->layout));
     snprintf(e->on_error, sizeof e->on_error, "%s", sp_on_error_name(cfg->on_error));
-    snprintf(e->rng_mode, sizeof e->rng_mode, "%s", sp_rng_mode_name(cfg->rng_mode));
-    e->batches = sp_loader_batches_per_epoch(ld);
-    e->sample_bytes = sp_loader_sample_bytes(ld);
+    snprintf(e->rng_mode, sizeof e->rng_mode, "%s", sp__rng_mode_name(cfg->rng_mode));
+    e->batches = sp__loader_batches_per_epoch(ld);
+    e->sample_bytes = sp__loader_sample_bytes(ld);
 }

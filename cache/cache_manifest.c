@@ -11,7 +11,7 @@
  *
  *   seedpipe-cache 2                  format version (first line, always)
  *   key <32 hex>                      the entry key (= the directory name)
- *   fingerprint <32 hex>              sp_loader_fingerprint()
+ *   fingerprint <32 hex>              sp__loader_fingerprint()
  *   dataset_fingerprint <32 hex>
  *   seed S / epoch E / rank R / world W / batch_size B / drop_last 0|1
  *   skip_normalize 0|1 / dtype / layout / on_error / rng_mode
@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include <xxhash.h>
+#include "common/common_internal.h"
 
 int sp__cm_format(const sp__cm *m, char **text, size_t *len) {
     const sp_cache_entry_info *e = &m->info;
@@ -180,9 +181,9 @@ static int parse_field(int f, const char *v, sp__cm *m) {
     uint64_t u = 0;
     int bad = 0;
     switch (f) {
-    case 0: bad = sp_digest_parse(v, &m->key) != 0; break;
-    case 1: bad = sp_digest_parse(v, &e->fingerprint) != 0; break;
-    case 2: bad = sp_digest_parse(v, &e->dataset_fingerprint) != 0; break;
+    case 0: bad = sp__digest_parse(v, &m->key) != 0; break;
+    case 1: bad = sp__digest_parse(v, &e->fingerprint) != 0; break;
+    case 2: bad = sp__digest_parse(v, &e->dataset_fingerprint) != 0; break;
     case 3: bad = parse_u64(v, &e->seed); break;
     case 4: bad = parse_u32(v, &e->epoch); break;
     case 5: bad = parse_u32(v, &e->rank); break;

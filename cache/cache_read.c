@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "common/common_internal.h"
 
 struct sp_cache_reader {
     sp_cache *c;
@@ -105,8 +106,8 @@ int sp_cache_reader_open(sp_cache *c, sp_loader *ld, uint32_t epoch, sp_cache_re
     if (!r) return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     r->c = c;
     r->ld = ld;
-    r->sample_bytes = sp_loader_sample_bytes(ld);
-    sp_digest_hex(sp_cache_key(ld, epoch), r->key);
+    r->sample_bytes = sp__loader_sample_bytes(ld);
+    sp_digest_hex(sp__cache_key(ld, epoch), r->key);
     snprintf(r->path, sizeof r->path, "%s/%s", c->dir, r->key);
     r->dirfd = open(r->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (r->dirfd < 0) {
@@ -181,7 +182,7 @@ int sp_cache_reader_batch(sp_cache_reader *r, uint64_t index, sp_batch *out, sp_
                           .epoch = r->m.info.epoch, .index = index,
                           .sample_bytes = r->sample_bytes, .cap = out->capacity,
                           .line = &r->m.b[index]};
-    sp_digest_parse(r->key, &rq.key);
+    sp__digest_parse(r->key, &rq.key);
     sp__cb_header h;
     int enoent;
     int rc = sp__cb_read(&rq, &r->io, out, &h, &enoent, err);

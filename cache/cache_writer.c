@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "seedpipe/pipeline.h"
+#include "augment/pipeline_internal.h"
 
 struct sp_cache_writer {
     sp_cache *c;
@@ -98,7 +99,7 @@ static void writer_free(sp_cache_writer *w) {
     free(w);
 }
 
-void sp_cache_writer_abort(sp_cache_writer *w) {
+void sp__cache_writer_abort(sp_cache_writer *w) {
     if (!w) return;
     if (w->tmpfd >= 0 && w->stage[0]) sp__rmtree_at(w->tmpfd, w->stage);
     writer_free(w);
@@ -113,9 +114,9 @@ static int entry_exists(const sp_cache *c, const char *key) {
 
 /* The manifest w will commit, but for its sizes and batch lines (pl: the
  * canonical pipeline), and the table of batches put. @return 0 or -1 (out
- * of memory; w is left for sp_cache_writer_abort()). */
+ * of memory; w is left for sp__cache_writer_abort()). */
 static int writer_manifest(sp_cache_writer *w, sp_digest key, const char *pl) {
-    const sp_loader_config *cfg = sp_loader_config_of(w->ld);
+    const sp_loader_config *cfg = sp__loader_config_of(w->ld);
     sp__cache_info_from_loader(w->ld, w->epoch, &w->m.info);
     w->m.version = SP_CACHE_FORMAT_VERSION;
     w->m.key = key;
@@ -139,14 +140,14 @@ static int writer_manifest(sp_cache_writer *w, sp_digest key, const char *pl) {
     return 0;
 }
 
-int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
-                         sp_cache_writer **out, sp_error *err) {
+int sp__cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
+                          sp_cache_writer **out, sp_error *err) {
     *out = NULL;
-    const sp_loader_config *cfg = sp_loader_config_of(ld);
+    const sp_loader_config *cfg = sp__loader_config_of(ld);
     if (cfg->rng_mode == SP_RNG_PER_WORKER)
         return sp_error_set(err, SP_EUNSUPP, "cache: per-worker rng mode is not cacheable "
                             "(its bytes depend on the order batches are asked for)");
-    const char *pl = sp_loader_spec(ld);
+    const char *pl = sp__loader_spec(ld);
     if (strchr(cfg->dataset, '\n') || strchr(pl, '\n') ||
         (cfg->split && cfg->subset && (strchr(cfg->split, '\n') || strchr(cfg->subset, '\n'))))
         return sp_error_set(err, SP_EUNSUPP, "cache: a newline in the dataset path, pipeline "
@@ -159,12 +160,12 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
     w->ld = ld;
     w->epoch = epoch;
     w->lockfd = w->tmpfd = w->stagefd = -1;
-    w->sample_bytes = sp_loader_sample_bytes(ld);
-    sp_digest key = sp_cache_key(ld, epoch);
+    w->sample_bytes = sp__loader_sample_bytes(ld);
+    sp_digest key = sp__cache_key(ld, epoch);
     char hex[33];   /* messages below outlive w */
     sp_digest_hex(key, hex);
     memcpy(w->key, hex, sizeof hex);
-    int half = sp_dtype_size(cfg->dtype) == 2;   /* bfloat16, float16: unfiltered */
+    int half = sp__dtype_size(cfg->dtype) == 2;   /* bfloat16, float16: unfiltered */
     w->filter = c->o.filter == 2 || half ? SP__FILTER_NONE
                 : c->o.filter == 1 ? SP__FILTER_SHUFFLE4
                 : cfg->dtype == SP_DTYPE_FLOAT32 ? SP__FILTER_DICT8_NCHW : SP__FILTER_NONE;
@@ -201,18 +202,18 @@ int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
     w->stagefd = openat(w->tmpfd, w->stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (w->stagefd < 0 || flock(w->stagefd, LOCK_EX | LOCK_NB) != 0) {
         sp_error_set(err, SP_EIO, "%s/%s: %s", p, w->stage, strerror(errno));
-        sp_cache_writer_abort(w);
+        sp__cache_writer_abort(w);
         return SP_EIO;
     }
     if (writer_manifest(w, key, pl) != 0) {
-        sp_cache_writer_abort(w);
+        sp__cache_writer_abort(w);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
     *out = w;
     return SP_OK;
 }
 
-int sp_cache_writer_complete(const sp_cache_writer *w) {
+int sp__cache_writer_complete(const sp_cache_writer *w) {
     return w && !w->spoiled && w->nput == w->m.info.batches;
 }
 
@@ -256,7 +257,7 @@ int sp__cache_writer_record(sp_cache_writer *w, const sp_batch *b, const sp__cm_
     return SP_OK;
 }
 
-int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
+int sp__cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
     int rc = put_check(w, b, err);
     if (rc) return rc;
     char dirpath[PATH_CAP];
@@ -275,10 +276,10 @@ int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err) {
  * nothing in c's stats: *o says what happened. w is freed either way. */
 int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_error *err) {
     memset(o, 0, sizeof *o);
-    if (!sp_cache_writer_complete(w)) {
+    if (!sp__cache_writer_complete(w)) {
         uint64_t n = w->nput, nb = w->m.info.batches;
         int spoiled = w->spoiled;
-        sp_cache_writer_abort(w);
+        sp__cache_writer_abort(w);
         return sp_error_set(err, spoiled ? SP_EIO : SP_EINVAL, "cache: entry incomplete (%" PRIu64
                             " of %" PRIu64 " batches%s): not committed", n, nb,
                             spoiled ? ", a write failed" : "");
@@ -294,7 +295,7 @@ int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_
     char *text;
     size_t len;
     if (sp__cm_format(&w->m, &text, &len) != 0) {
-        sp_cache_writer_abort(w);
+        sp__cache_writer_abort(w);
         return sp_error_set(err, SP_ENOMEM, "cache: out of memory");
     }
     int ev = sp__write_new(w->stagefd, c->o.no_fsync, SP__CM_NAME, text, len);
@@ -304,7 +305,7 @@ int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_
         o->write_failure = 1;
         sp_error_set(err, SP_EIO, "%s/.tmp/%s/%s: %s", c->dir, w->stage, SP__CM_NAME,
                      strerror(ev));
-        sp_cache_writer_abort(w);
+        sp__cache_writer_abort(w);
         return SP_EIO;
     }
     char from[PATH_CAP], to[PATH_CAP];
@@ -312,7 +313,7 @@ int sp__cache_writer_commit_quiet(sp_cache_writer *w, sp__commit_outcome *o, sp_
     snprintf(to, sizeof to, "%s/%s", c->dir, w->key);
     if (rename(from, to) != 0) {
         int re = errno;
-        sp_cache_writer_abort(w);
+        sp__cache_writer_abort(w);
         if (re == EEXIST || re == ENOTEMPTY) {   /* a concurrent writer won: same bytes */
             o->lost_race = 1;
             return SP_OK;
@@ -338,7 +339,7 @@ void sp__cache_commit_count(sp_cache *c, const sp__commit_outcome *o) {
     c->st.write_failures += o->write_failure;
 }
 
-int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err) {
+int sp__cache_writer_commit(sp_cache_writer *w, sp_error *err) {
     sp_cache *c = w ? w->c : NULL;
     sp__commit_outcome o;
     int rc = sp__cache_writer_commit_quiet(w, &o, err);

@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "common/json_write_internal.h"
+#include "common/common_internal.h"
 
 /* "X.Y.Z" from seedpipe/version.h, the one place the version is written. */
 #define SP_STR_(x) #x
@@ -67,7 +68,7 @@ int sp_error_set(sp_error *err, int code, const char *fmt, ...) {
     return code;
 }
 
-int sp_image_alloc(sp_image *img, int width, int height, int channels) {
+int sp__image_alloc(sp_image *img, int width, int height, int channels) {
     memset(img, 0, sizeof *img);
     if (width <= 0 || height <= 0 || (channels != 1 && channels != 3))
         return SP_EINVAL;
@@ -93,7 +94,7 @@ void sp_digest_hex(sp_digest d, char hex[33]) {
              (unsigned long long)d.lo);
 }
 
-int sp_digest_parse(const char *hex, sp_digest *out) {
+int sp__digest_parse(const char *hex, sp_digest *out) {
     uint64_t w[2] = {0, 0};
     for (int i = 0; i < 32; i++) {
         char c = hex[i];

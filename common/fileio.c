@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/common_internal.h"
 
 #define SP_READ_FILE_DEFAULT_MAX (1ull << 30)   /* sp_read_file: 1 GiB */
 
@@ -207,11 +208,11 @@ static uint64_t tmp_bits(void) {
     return r;
 }
 
-int sp_publish_begin(const char *path, sp_publish **out, sp_error *err) {
-    return sp__publish_begin(path, 0644, out, err);
+int sp__publish_begin(const char *path, sp_publish **out, sp_error *err) {
+    return sp__publish_begin_ex(path, 0644, out, err);
 }
 
-int sp__publish_begin(const char *path, mode_t mode, sp_publish **out, sp_error *err) {
+int sp__publish_begin_ex(const char *path, mode_t mode, sp_publish **out, sp_error *err) {
     *out = NULL;
     if (!path || !*path) return sp_error_set(err, SP_EINVAL, "publish: no path");
     const char *slash = strrchr(path, '/');
@@ -243,7 +244,7 @@ int sp__publish_begin(const char *path, mode_t mode, sp_publish **out, sp_error 
     return SP_OK;
 }
 
-int sp_publish_fd(const sp_publish *p) { return p ? p->fd : -1; }
+int sp__publish_fd(const sp_publish *p) { return p ? p->fd : -1; }
 
 static void publish_free(sp_publish *p) {
     free(p->path);
@@ -251,7 +252,7 @@ static void publish_free(sp_publish *p) {
     free(p);
 }
 
-void sp_publish_abort(sp_publish *p) {
+void sp__publish_abort(sp_publish *p) {
     if (!p) return;
     if (p->fd >= 0) close(p->fd);
     unlink(p->tmp);
@@ -273,11 +274,11 @@ static int sync_dir(const char *path) {
     return r;
 }
 
-int sp_publish_commit(sp_publish *p, int durable, sp_error *err) {
-    return sp__publish_commit(p, durable ? SP__SYNC_DIR : SP__SYNC_FILE, err);
+int sp__publish_commit(sp_publish *p, int durable, sp_error *err) {
+    return sp__publish_commit_ex(p, durable ? SP__SYNC_DIR : SP__SYNC_FILE, err);
 }
 
-int sp__publish_commit(sp_publish *p, sp__sync sync, sp_error *err) {
+int sp__publish_commit_ex(sp_publish *p, sp__sync sync, sp_error *err) {
     if (!p) return sp_error_set(err, SP_EINVAL, "publish: nothing to commit");
     const char *why = NULL;
     int e = 0;
@@ -299,13 +300,13 @@ int sp__publish_commit(sp_publish *p, sp__sync sync, sp_error *err) {
 int sp_write_file_atomic(const char *path, const void *data, size_t n, int durable,
                          sp_error *err) {
     sp_publish *p;
-    int rc = sp_publish_begin(path, &p, err);
+    int rc = sp__publish_begin(path, &p, err);
     if (rc) return rc;
     if (sp__write_full(p->fd, data, n) != 0) {
         int e = errno;
         sp_error_set(err, SP_EIO, "%s: write: %s", path, strerror(e));
-        sp_publish_abort(p);
+        sp__publish_abort(p);
         return SP_EIO;
     }
-    return sp_publish_commit(p, durable, err);
+    return sp__publish_commit(p, durable, err);
 }

@@ -75,24 +75,24 @@ int sp__read_file_at(int dirfd, const char *name, const char *path, uint64_t max
  *  loop of the library. */
 int sp__write_full(int fd, const void *p, size_t n);
 
-/* ---- atomic publish, the internal knobs (sp_publish_begin/commit in
+/* ---- atomic publish, the internal knobs (sp__publish_begin/commit in
  * common.h are these with mode 0644 and SP__SYNC_FILE or SP__SYNC_DIR) ---- */
 
-/* What sp__publish_commit() makes durable before and after the rename. */
+/* What sp__publish_commit_ex() makes durable before and after the rename. */
 typedef enum sp__sync {
     SP__SYNC_NONE = 0,   /* rename only: for a copy whose every read is checked
                           * (a damaged file costs a fetch, never a byte) */
-    SP__SYNC_FILE = 1,   /* fsync the file, then rename (sp_publish_commit, durable 0) */
+    SP__SYNC_FILE = 1,   /* fsync the file, then rename (sp__publish_commit, durable 0) */
     SP__SYNC_DIR = 2,    /* and fsync the directory after (durable 1) */
 } sp__sync;
 
-/*! sp__publish_begin() : sp_publish_begin() with the temporary file's mode
+/*! sp__publish_begin_ex() : sp__publish_begin() with the temporary file's mode
  *  (before the umask; it becomes the published file's), e.g. 0600 for
  *  copies only their owner reads. */
-int sp__publish_begin(const char *path, mode_t mode, sp_publish **out, sp_error *err);
-/*! sp__publish_commit() : sp_publish_commit() with the policy `sync`
+int sp__publish_begin_ex(const char *path, mode_t mode, sp_publish **out, sp_error *err);
+/*! sp__publish_commit_ex() : sp__publish_commit() with the policy `sync`
  *  (close, rename; fsyncs as above). Frees p whatever happens.
  *  @return 0 or SP_EIO naming the path. */
-int sp__publish_commit(sp_publish *p, sp__sync sync, sp_error *err);
+int sp__publish_commit_ex(sp_publish *p, sp__sync sync, sp_error *err);
 
 #endif

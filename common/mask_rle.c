@@ -1,5 +1,5 @@
 /* mask_rle.c - pycocotools' compressed RLE string decoded into counts
- * (include/seedpipe/masks.h sp_mask_rle_string). In common/ because the
+ * (include/seedpipe/masks.h sp__mask_rle_string). In common/ because the
  * annotation reader (dataset/) checks the strings when it opens a file and
  * the mask code (augment/) decodes them; it calls nothing.
  *
@@ -10,9 +10,10 @@
  * negative or past 2^32 is an error.
  */
 #include "seedpipe/masks.h"
+#include "common/masks_internal.h"
 
-int sp_mask_rle_string(const char *s, size_t len, uint32_t *counts, size_t max, size_t *m,
-                       const char *what, sp_error *err) {
+int sp__mask_rle_string(const char *s, size_t len, uint32_t *counts, size_t max, size_t *m,
+                        const char *what, sp_error *err) {
     size_t n = 0, p = 0;
     while (p < len) {
         int64_t x = 0;

@@ -13,7 +13,7 @@
  * Beside it, sp__fbuf: text appended into the caller's fixed buffer with
  * snprintf's rule over the whole output (len counts every byte asked for,
  * so len >= n means it was cut), for the functions that fill a buffer the
- * caller gives with text (sp_env_text(), sp_pipeline_explain()); JSON goes
+ * caller gives with text (sp_env_text(), sp__pipeline_explain()); JSON goes
  * through json_write_internal.h, which keeps the same rule.
  *
  * Not this: sp__buf (fileio_internal.h), a reader's reusable buffer of a

@@ -13,7 +13,7 @@
  * window is full the file is extended and the next window mapped, so a
  * process holds 3 MiB of trace whatever the run's
  * length, and what it wrote is in the file (the page cache) the moment it
- * is stored: a worker SIGKILLed by sp_pool_destroy() loses nothing. A
+ * is stored: a worker SIGKILLed by sp__pool_destroy() loses nothing. A
  * record's kind is stored last; a record whose kind is 0 (never written, or
  * cut by a kill mid-record) ends the part.
  *
@@ -66,6 +66,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/common_internal.h"
 
 #define PART_MAGIC 0x3130525450535053ull   /* "SPSPTR01" little-endian */
 #define HDR_BYTES 4096u
@@ -126,7 +127,7 @@ static const char *const kind_names[SP_TRACE_KIND_END] = {
     "open",      "spawn",      "publish",     "step",        "user",    "batch",
     "ring",      "map"};
 
-const char *sp_trace_kind_name(int kind) {
+const char *sp__trace_kind_name(int kind) {
     return kind > 0 && kind < SP_TRACE_KIND_END ? kind_names[kind] : "?";
 }
 
@@ -547,10 +548,10 @@ int sp_trace_stop(sp_error *err) {
     T.owner = 0;
     pthread_mutex_unlock(&mu);
     sp_publish *pub = NULL;
-    int rc = sp_publish_begin(T.path, &pub, err);
+    int rc = sp__publish_begin(T.path, &pub, err);
     FILE *f = NULL;
     if (rc == 0) {
-        int fd = dup(sp_publish_fd(pub));
+        int fd = dup(sp__publish_fd(pub));
         f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (f) setvbuf(f, NULL, _IOFBF, 1 << 20);
         if (!f) {
@@ -573,8 +574,8 @@ int sp_trace_stop(sp_error *err) {
         if (d) closedir(d);
     }
     rmdir(T.dir);
-    if (rc == 0) rc = sp_publish_commit(pub, 0, err);
-    else sp_publish_abort(pub);
+    if (rc == 0) rc = sp__publish_commit(pub, 0, err);
+    else sp__publish_abort(pub);
     if (rc == 0 && nospace && err) {   /* written, but truncated: a warning, rc stays 0 */
         sp_error_set(err, SP_EIO, "trace %s: truncated: %llu spans dropped, a part could not "
                      "grow in %s: %s%s", T.path, (unsigned long long)dropped, T.dir,

@@ -81,4 +81,18 @@ void sp__trace_child(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
  *  destroyed early) still shows as a process in the trace. */
 void sp__trace_spawned(int pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- Internal to the library: once seedpipe/trace.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__trace_kind_name() : "sample", "read", ..., "batch"; "?" otherwise. */
+const char *sp__trace_kind_name(int kind);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -1,6 +1,6 @@
 /* dataset_access.c - what an open dataset answers (include/seedpipe/
  * dataset.h): sp_dataset_info_get(), the per-class and per-sample
- * accessors, sp_dataset_read() and sp_dataset_close(), and the one-value
+ * accessors, sp__dataset_read() and sp_dataset_close(), and the one-value
  * accessors of the layers above (dataset_api_internal.h).
  *
  * Every kind keeps its own state behind its source table (ds->ops,
@@ -40,22 +40,22 @@ void sp_dataset_close(sp_dataset *ds) {
 
 /* ---- the dataset as a whole ----------------------------------------------------- */
 
-sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds) {
+sp_dataset_kind sp__dataset_kind_of(const sp_dataset *ds) {
     return (sp_dataset_kind)sp__ds_kind(ds);
 }
 
-const char *sp_dataset_root(const sp_dataset *ds) { return ds->root; }
-uint64_t sp_dataset_size(const sp_dataset *ds) { return ds->n; }
-int sp_dataset_num_classes(const sp_dataset *ds) { return ds->num_classes; }
-sp_digest sp_dataset_fingerprint(const sp_dataset *ds) { return ds->fingerprint; }
+const char *sp__dataset_root(const sp_dataset *ds) { return ds->root; }
+uint64_t sp__dataset_size(const sp_dataset *ds) { return ds->n; }
+int sp__dataset_num_classes(const sp_dataset *ds) { return ds->num_classes; }
+sp_digest sp__dataset_fingerprint(const sp_dataset *ds) { return ds->fingerprint; }
 
 /* Only the WebDataset kinds (local, remote) have shards (their source
  * tables answer); a mixture keeps its sources' shards to itself. */
-uint32_t sp_dataset_shard_count(const sp_dataset *ds) {
+uint32_t sp__dataset_shard_count(const sp_dataset *ds) {
     return ds->ops->shard_count ? ds->ops->shard_count(ds) : 0;
 }
 
-int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
+int sp__dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
     if (!ds->ops->raw_dims) return SP_EINVAL;
     int rw = 0, rh = 0;
     ds->ops->raw_dims(ds, &rw, &rh);
@@ -64,7 +64,7 @@ int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h) {
     return SP_OK;
 }
 
-void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out) {
+void sp__dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out) {
     *out = ds->index;
 }
 
@@ -82,8 +82,8 @@ int sp_dataset_info_get(const sp_dataset *ds, sp_dataset_info *out) {
     in->num_classes = ds->num_classes;
     in->class_counts = ds->class_counts;
     in->fingerprint = ds->fingerprint;
-    in->shard_count = sp_dataset_shard_count(ds);
-    sp_dataset_raw_dims(ds, &in->raw_w, &in->raw_h);
+    in->shard_count = sp__dataset_shard_count(ds);
+    sp__dataset_raw_dims(ds, &in->raw_w, &in->raw_h);
     in->mix_length = ds->n;
     in->index = ds->index;
     if (ds->ops->info) ds->ops->info(ds, in);   /* a mixture's sources and length */
@@ -100,13 +100,13 @@ const char *sp_dataset_class_name(const sp_dataset *ds, int cls) {
     return ds->class_names[cls];
 }
 
-uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls) {
+uint64_t sp__dataset_class_count(const sp_dataset *ds, int cls) {
     if (cls < 0 || cls >= ds->num_classes) return 0;
     return ds->class_counts[cls];
 }
 
 uint32_t sp_dataset_shard_of(const sp_dataset *ds, uint64_t i) {
-    return sp_dataset_shard_count(ds) && i < ds->n ? ds->ops->shard_of(ds, i) : UINT32_MAX;
+    return sp__dataset_shard_count(ds) && i < ds->n ? ds->ops->shard_of(ds, i) : UINT32_MAX;
 }
 
 int sp_dataset_label(const sp_dataset *ds, uint64_t i) {
@@ -121,7 +121,7 @@ const char *sp_dataset_path(const sp_dataset *ds, uint64_t i) {
     return ds->pool + ds->path_off[i];
 }
 
-sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
+sp_digest sp__dataset_content_hash(const sp_dataset *ds, uint64_t i) {
     sp_digest z = {0, 0};
     if (i >= ds->n) return z;
     if (ds->ops->content_hash) return ds->ops->content_hash(ds, i);
@@ -130,15 +130,15 @@ sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i) {
 
 /* ---- reading a sample ----------------------------------------------------------- */
 
-int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
-                    sp_error *err) {
-    if (!ds || !out) return sp_error_set(err, SP_EINVAL, "sp_dataset_read: NULL argument");
+int sp__dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
+                     sp_error *err) {
+    if (!ds || !out) return sp_error_set(err, SP_EINVAL, "sp__dataset_read: NULL argument");
     memset(out, 0, sizeof *out);
     if (i >= ds->n)
         return sp_error_set(err, SP_ERANGE, "%s: sample %llu out of range (dataset has %llu)",
                             ds->root, (unsigned long long)i, (unsigned long long)ds->n);
     int rc = ds->ops->read(ds, i, out, err);
-    if (rc != SP_OK) sp_sample_data_free(out);
+    if (rc != SP_OK) sp__sample_data_free(out);
     return rc;
 }
 
@@ -155,7 +155,7 @@ int sp__ds_validated(const sp_dataset *ds, uint64_t i) {
     return ds->verdicts && i < ds->n && (ds->verdicts[i] & SP_DS_CLEAN);
 }
 
-void sp_sample_data_free(sp_sample_data *s) {
+void sp__sample_data_free(sp_sample_data *s) {
     if (!s) return;
     free(s->full_path);
     free(s->owned);

@@ -28,33 +28,33 @@ void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
 int sp__ds_is_remote(const sp_dataset *ds);
 /* dataset_access.c: 1 if sample i's bytes decoded without error in full
  * when they were indexed (SP_DS_CLEAN, kept with their content hash). The
- * loader asks after a successful sp_dataset_read() of i (which re-hashed
+ * loader asks after a successful sp__dataset_read() of i (which re-hashed
  * the bytes), and then lets a JPEG crop stop after its last row. */
 int sp__ds_validated(const sp_dataset *ds, uint64_t i);
 
 /* dataset_access.c: one field of sp_dataset_info each (the library's own
  * callers; the same values, the same out-of-range answers as the info). */
-sp_dataset_kind sp_dataset_kind_of(const sp_dataset *ds);
-const char *sp_dataset_kind_name(sp_dataset_kind k);   /* "unknown" for no kind */
-const char *sp_dataset_root(const sp_dataset *ds);
-uint64_t sp_dataset_size(const sp_dataset *ds);
-uint32_t sp_dataset_shard_count(const sp_dataset *ds);
-int sp_dataset_num_classes(const sp_dataset *ds);
-uint64_t sp_dataset_class_count(const sp_dataset *ds, int cls);
-sp_digest sp_dataset_fingerprint(const sp_dataset *ds);
-int sp_dataset_raw_dims(const sp_dataset *ds, int *w, int *h);   /* SP_EINVAL: none */
-void sp_dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out);
+sp_dataset_kind sp__dataset_kind_of(const sp_dataset *ds);
+const char *sp__dataset_kind_name(sp_dataset_kind k);   /* "unknown" for no kind */
+const char *sp__dataset_root(const sp_dataset *ds);
+uint64_t sp__dataset_size(const sp_dataset *ds);
+uint32_t sp__dataset_shard_count(const sp_dataset *ds);
+int sp__dataset_num_classes(const sp_dataset *ds);
+uint64_t sp__dataset_class_count(const sp_dataset *ds, int cls);
+sp_digest sp__dataset_fingerprint(const sp_dataset *ds);
+int sp__dataset_raw_dims(const sp_dataset *ds, int *w, int *h);   /* SP_EINVAL: none */
+void sp__dataset_index_info_get(const sp_dataset *ds, sp_dataset_index_info *out);
 
-/* dataset_mix.c: one field of sp_mix_source each; sp_dataset_mix_length()
- * is sp_dataset_size() for another dataset, the others 0 / NULL /
- * SP_EINVAL / -1 there. sp_dataset_mix_locate(): which source mixture
+/* dataset_mix.c: one field of sp_mix_source each; sp__dataset_mix_length()
+ * is sp__dataset_size() for another dataset, the others 0 / NULL /
+ * SP_EINVAL / -1 there. sp__dataset_mix_locate(): which source mixture
  * sample i belongs to and its index there (source 0 and i for another
  * dataset; SP_ERANGE for i >= size). */
-uint32_t sp_dataset_mix_sources(const sp_dataset *ds);
-const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s);
-int sp_dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num, uint64_t *den);
-uint64_t sp_dataset_mix_length(const sp_dataset *ds);
-int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, uint64_t *local);
-int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s);
+uint32_t sp__dataset_mix_sources(const sp_dataset *ds);
+const sp_dataset *sp__dataset_mix_source(const sp_dataset *ds, uint32_t s);
+int sp__dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num, uint64_t *den);
+uint64_t sp__dataset_mix_length(const sp_dataset *ds);
+int sp__dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, uint64_t *local);
+int sp__dataset_mix_class_offset(const sp_dataset *ds, uint32_t s);
 
 #endif

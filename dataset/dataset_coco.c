@@ -114,7 +114,7 @@ static int num(const sp__json *j, long tok, double *out) {
 
 /* Sample whose path is name, or -1 (binary search in x->order). */
 static int64_t find_sample(const ctx *x, const char *name) {
-    uint64_t lo = 0, hi = sp_dataset_size(x->ds);
+    uint64_t lo = 0, hi = sp__dataset_size(x->ds);
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
         int c = strcmp(x->order[mid].p, name);
@@ -129,7 +129,7 @@ static int64_t find_sample(const ctx *x, const char *name) {
 static int begin(void *arg, size_t nimages, size_t nanns) {
     ctx *x = arg;
     x->ids = malloc((nimages + 1) * sizeof *x->ids);
-    x->seen = calloc(sp_dataset_size(x->ds) + 1, 1);
+    x->seen = calloc(sp__dataset_size(x->ds) + 1, 1);
     x->anns = malloc((nanns + 1) * sizeof *x->anns);
     x->cap = nanns + 1;
     if (!x->ids || !x->seen || !x->anns)
@@ -341,14 +341,14 @@ static int group(ctx *x) {
     return x->lim->keep_raw ? group_raw(x) : SP_OK;
 }
 
-sp_coco_limits sp_coco_default_limits(void) {
+sp_coco_limits sp__coco_default_limits(void) {
     sp_coco_limits l = {(uint64_t)1 << 36, (size_t)1 << 24, (uint64_t)1 << 28, 1, 0};
     return l;
 }
 
 /* The dataset's samples sorted by path (x->order). */
 static int sort_samples(ctx *x) {
-    uint64_t n = sp_dataset_size(x->ds);
+    uint64_t n = sp__dataset_size(x->ds);
     x->order = malloc((n + 1) * sizeof *x->order);
     if (!x->order) return sp_error_set(x->err, SP_ENOMEM, "%s: out of memory", x->path);
     for (uint64_t i = 0; i < n; i++) {
@@ -373,10 +373,10 @@ static int sort_samples(ctx *x) {
 }
 
 
-int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
-                 sp_coco **out, sp_error *err) {
+int sp__coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
+                  sp_coco **out, sp_error *err) {
     *out = NULL;
-    sp_coco_limits dl = lim ? *lim : sp_coco_default_limits();
+    sp_coco_limits dl = lim ? *lim : sp__coco_default_limits();
     ctx x;
     memset(&x, 0, sizeof x);
     x.path = path;
@@ -386,7 +386,7 @@ int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *l
     x.c = calloc(1, sizeof *x.c);
     int rc = x.c ? sort_samples(&x) : sp_error_set(err, SP_ENOMEM, "%s: out of memory", path);
     if (!rc) {
-        x.c->nsamples = sp_dataset_size(ds);
+        x.c->nsamples = sp__dataset_size(ds);
         sp__coco_walk w = {begin, read_image, ids_sorted, read_ann, &x, 0};
         x.walk = &w;
         rc = sp__coco_stream(path, &dl, &w, &x.c->fp, err);
@@ -401,7 +401,7 @@ int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *l
     if (!rc) x.c->segv = x.seg.v;
     else free(x.seg.v);
     if (rc) {
-        sp_coco_close(x.c);
+        sp__coco_close(x.c);
         return rc;
     }
     *out = x.c;
@@ -440,10 +440,10 @@ static void member_name(const sp_dataset *ds, uint64_t i, char *buf, size_t cap)
     snprintf(buf, cap, "%s/%.*s.json", ds->base, n, p);
 }
 
-int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
-                       const sp_coco_limits *lim, sp_coco **out, sp_error *err) {
+int sp__coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
+                        const sp_coco_limits *lim, sp_coco **out, sp_error *err) {
     *out = NULL;
-    sp_coco_limits dl = lim ? *lim : sp_coco_default_limits();
+    sp_coco_limits dl = lim ? *lim : sp__coco_default_limits();
     char name[MAX_PATH_LEN + 64];
     ctx x;
     memset(&x, 0, sizeof x);
@@ -456,7 +456,7 @@ int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
     sp__hash h;
     sp__hash_init(&h);
     sp__hash_str(&h, "seedpipe-coco-members-v1");
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     for (uint64_t i = 0; i < n && !rc; i++) {
         uint8_t *b = NULL;
         size_t len = 0;
@@ -476,7 +476,7 @@ int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
     if (!rc) x.c->segv = x.seg.v;
     else free(x.seg.v);
     if (rc) {
-        sp_coco_close(x.c);
+        sp__coco_close(x.c);
         return rc;
     }
     *out = x.c;
@@ -489,22 +489,22 @@ static int tar_fetch(void *arg, const sp_dataset *ds, uint64_t i, uint64_t max, 
     return sp__ds_tar_json(ds, i, max, bytes, len, err);
 }
 
-int sp_coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,
-                         sp_error *err) {
+int sp__coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,
+                          sp_error *err) {
     *out = NULL;
-    if (sp_dataset_kind_of(ds) != SP_DATASET_WEBDATASET)
+    if (sp__dataset_kind_of(ds) != SP_DATASET_WEBDATASET)
         return sp_error_set(err, SP_EINVAL, "annotations @json: %s is not WebDataset shards "
                             "(their KEY.json members hold the targets; docs/targets.md)",
-                            sp_dataset_root(ds));
-    if (!sp__ds_is_remote(ds)) return sp_coco_open_fetch(ds, tar_fetch, NULL, lim, out, err);
+                            sp__dataset_root(ds));
+    if (!sp__ds_is_remote(ds)) return sp__coco_open_fetch(ds, tar_fetch, NULL, lim, out, err);
     sp__ds_json_reader *r = sp__ds_remote_json_new();   /* remote shards: ranged reads */
-    int rc = r ? sp_coco_open_fetch(ds, sp__ds_remote_json, r, lim, out, err)
+    int rc = r ? sp__coco_open_fetch(ds, sp__ds_remote_json, r, lim, out, err)
                : sp_error_set(err, SP_ENOMEM, "annotations @json: out of memory");
     sp__ds_remote_json_free(r);
     return rc;
 }
 
-void sp_coco_close(sp_coco *c) {
+void sp__coco_close(sp_coco *c) {
     if (!c) return;
     free(c->first);
     free(c->boxes);
@@ -519,7 +519,7 @@ void sp_coco_close(sp_coco *c) {
     free(c);
 }
 
-void sp_coco_get(const sp_coco *c, uint64_t i, sp_targets *t) {
+void sp__coco_get(const sp_coco *c, uint64_t i, sp_targets *t) {
     memset(t, 0, sizeof *t);
     if (i >= c->nsamples) return;
     i = canonical(c, i);
@@ -531,12 +531,12 @@ void sp_coco_get(const sp_coco *c, uint64_t i, sp_targets *t) {
     t->keypoints = c->k ? c->kps + 3 * (size_t)c->k * a : NULL;
 }
 
-sp_digest sp_coco_fingerprint(const sp_coco *c) { return c->fp; }
-uint32_t sp_coco_keypoints(const sp_coco *c) { return c->k; }
-uint64_t sp_coco_crowd(const sp_coco *c) { return c->crowd; }
-uint64_t sp_coco_unmatched(const sp_coco *c) { return c->unmatched; }
+sp_digest sp__coco_fingerprint(const sp_coco *c) { return c->fp; }
+uint32_t sp__coco_keypoints(const sp_coco *c) { return c->k; }
+uint64_t sp__coco_crowd(const sp_coco *c) { return c->crowd; }
+uint64_t sp__coco_unmatched(const sp_coco *c) { return c->unmatched; }
 
-uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which) {
+uint32_t sp__coco_max_boxes(const sp_coco *c, uint64_t *which) {
     uint64_t best = 0;
     *which = 0;
     for (uint64_t i = 0; i < c->nsamples; i++)
@@ -547,19 +547,19 @@ uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which) {
     return best > UINT32_MAX ? UINT32_MAX : (uint32_t)best;
 }
 
-const double *sp_coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box) {
+const double *sp__coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box) {
     i = canonical(c, i);
     if (i >= c->nsamples || c->first[i] + box >= c->first[i + 1]) return NULL;
     uint64_t at = c->segat[c->first[i] + box];
     return at == SP__COCO_NO_SEG || at == SP__COCO_NOT_KEPT ? NULL : c->segv + at;
 }
 
-uint64_t sp_coco_unsegmented(const sp_coco *c, size_t *first) {
+uint64_t sp__coco_unsegmented(const sp_coco *c, size_t *first) {
     *first = c->first_unseg;
     return c->unsegmented;
 }
 
-uint32_t sp_coco_raw(const sp_coco *c, uint64_t i, const uint64_t **off, const uint64_t **len) {
+uint32_t sp__coco_raw(const sp_coco *c, uint64_t i, const uint64_t **off, const uint64_t **len) {
     if (!c->rawfirst || i >= c->nsamples) return 0;
     i = canonical(c, i);
     *off = c->rawoff + c->rawfirst[i];

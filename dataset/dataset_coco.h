@@ -39,25 +39,25 @@
 typedef struct sp_coco sp_coco;
 
 /* The loader's `annotations` value that reads each WebDataset sample's
- * KEY.json member (sp_coco_open_members()) instead of a file. */
+ * KEY.json member (sp__coco_open_members()) instead of a file. */
 #define SP_ANNOTATIONS_MEMBERS "@json"
 
 typedef struct sp_coco_limits {
     uint64_t max_bytes;    /* the file; default 2^36 (64 GiB) */
     size_t max_tokens;     /* JSON tokens of one element; default 2^24 (40 bytes each) */
     uint64_t max_element;  /* bytes of one element; default 2^28 (256 MiB) */
-    int keep_segmentations; /* 0: checked, not kept (sp_coco_segmentation() NULL) */
-    int keep_raw;           /* 1: where each sample's annotations lie (sp_coco_raw()) */
+    int keep_segmentations; /* 0: checked, not kept (sp__coco_segmentation() NULL) */
+    int keep_raw;           /* 1: where each sample's annotations lie (sp__coco_raw()) */
 } sp_coco_limits;
 
 /* The defaults above (segmentations kept). */
-sp_coco_limits sp_coco_default_limits(void);
+sp_coco_limits sp__coco_default_limits(void);
 
-/*! sp_coco_open() : parse `path` against ds's samples (lim NULL: defaults).
+/*! sp__coco_open() : parse `path` against ds's samples (lim NULL: defaults).
  *  @return 0 or an error naming path (see above). */
-int sp_coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
-                 sp_coco **out, sp_error *err);
-void sp_coco_close(sp_coco *c);   /* accepts NULL */
+int sp__coco_open(const char *path, const sp_dataset *ds, const sp_coco_limits *lim,
+                  sp_coco **out, sp_error *err);
+void sp__coco_close(sp_coco *c);   /* accepts NULL */
 
 /* Sample i's own annotation bytes (*bytes malloc'd, the caller frees;
  * NULL: none), or an error naming it; bytes declared longer than max (the
@@ -65,40 +65,40 @@ void sp_coco_close(sp_coco *c);   /* accepts NULL */
 typedef int (*sp_coco_fetch)(void *arg, const sp_dataset *ds, uint64_t i, uint64_t max,
                              uint8_t **bytes, size_t *len, sp_error *err);
 
-/*! sp_coco_open_fetch() : the targets of every sample from its own bytes
- *  (WebDataset: its KEY.json member, sp_coco_open_members()), each a JSON
+/*! sp__coco_open_fetch() : the targets of every sample from its own bytes
+ *  (WebDataset: its KEY.json member, sp__coco_open_members()), each a JSON
  *  array of annotation objects as in an instances file (image_id, id and
  *  other keys not read), or an object whose "annotations" is that array,
  *  at most max_element bytes and max_tokens tokens; the same rules and
- *  errors as sp_coco_open(), the annotation index counted within the
+ *  errors as sp__coco_open(), the annotation index counted within the
  *  member and the message naming ROOT/shard/KEY.json. A sample without
  *  bytes has no boxes. Fingerprint: XXH3-128 of "seedpipe-coco-members-v1"
  *  and, per sample, its length (UINT64_MAX: none) and bytes. */
-int sp_coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
-                       const sp_coco_limits *lim, sp_coco **out, sp_error *err);
+int sp__coco_open_fetch(const sp_dataset *ds, sp_coco_fetch fetch, void *arg,
+                        const sp_coco_limits *lim, sp_coco **out, sp_error *err);
 /* The same over a WebDataset's KEY.json members (local shards: pread; remote
  * ones: ranged GETs, sp__ds_remote_json()). */
-int sp_coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,
-                         sp_error *err);
+int sp__coco_open_members(const sp_dataset *ds, const sp_coco_limits *lim, sp_coco **out,
+                          sp_error *err);
 
 /* Sample i's targets (views into c; n = 0 for a sample without boxes). */
-void sp_coco_get(const sp_coco *c, uint64_t i, sp_targets *t);
+void sp__coco_get(const sp_coco *c, uint64_t i, sp_targets *t);
 /* XXH3-128 of the file's bytes: part of the loader's fingerprint. */
-sp_digest sp_coco_fingerprint(const sp_coco *c);
+sp_digest sp__coco_fingerprint(const sp_coco *c);
 /* The most boxes one sample has, and (*which) that sample. */
-uint32_t sp_coco_max_boxes(const sp_coco *c, uint64_t *which);
+uint32_t sp__coco_max_boxes(const sp_coco *c, uint64_t *which);
 /* Keypoints per box (0: none in the file); iscrowd annotations left out;
  * annotations of images that matched no sample. */
-uint32_t sp_coco_keypoints(const sp_coco *c);
-uint64_t sp_coco_crowd(const sp_coco *c);
-uint64_t sp_coco_unmatched(const sp_coco *c);
+uint32_t sp__coco_keypoints(const sp_coco *c);
+uint64_t sp__coco_crowd(const sp_coco *c);
+uint64_t sp__coco_unmatched(const sp_coco *c);
 /* Box `box` of sample i: its segmentation in dataset_coco_mask.h's store
  * form, or NULL (none). */
-const double *sp_coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box);
+const double *sp__coco_segmentation(const sp_coco *c, uint64_t i, uint32_t box);
 /* keep_raw: sample i's annotations (iscrowd ones too), in file order: the
  * file offset and length of each one's JSON text; their count. */
-uint32_t sp_coco_raw(const sp_coco *c, uint64_t i, const uint64_t **off, const uint64_t **len);
+uint32_t sp__coco_raw(const sp_coco *c, uint64_t i, const uint64_t **off, const uint64_t **len);
 /* Boxes without a segmentation, and (*first) the first one's annotation. */
-uint64_t sp_coco_unsegmented(const sp_coco *c, size_t *first);
+uint64_t sp__coco_unsegmented(const sp_coco *c, size_t *first);
 
 #endif

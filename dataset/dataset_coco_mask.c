@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/masks_internal.h"
 
 static int push(sp__coco_seg *s, double v) {
     return SP__VEC_PUSH(s->v, s->n, s->cap, 4096, v) != 0 ? SP_ENOMEM : SP_OK;
@@ -121,7 +122,7 @@ static int read_rle(sp__coco_seg *s, const sp__json *j, long tok, const char *pa
             rc = bad(path, ann, SP_EFORMAT, "RLE: \"counts\" is not a valid string", err);
         char what[96];
         snprintf(what, sizeof what, "annotation %zu", ann);
-        if (!rc) rc = sp_mask_rle_string(str, strlen(str), cn, SP_MASK_MAX_COUNTS, &m, what, err);
+        if (!rc) rc = sp__mask_rle_string(str, strlen(str), cn, SP_MASK_MAX_COUNTS, &m, what, err);
         for (size_t k = 0; !rc && k < m; k++)
             if (push(s, (double)cn[k])) rc = SP_ENOMEM;
         free(str);

@@ -11,7 +11,7 @@
  * ns) equals the sidecar's record, hashes the others (pthreads, one 64 KiB
  * buffer each) and rewrites the sidecar when anything differed. The fingerprint is the
  * one a full hash gives; a file changed without a stat change is still
- * refused when it is read (sp_dataset_read() re-hashes every sample).
+ * refused when it is read (sp__dataset_read() re-hashes every sample).
  *
  * HOW IT WORKS
  *  - Where: in the user's index cache folder (dataset_cache_dir.c:
@@ -30,7 +30,7 @@
  *    ino, size, mtime ns, ctime ns, hash hi, hash lo; last an XXH3-64 of
  *    all the bytes before it. A sidecar whose checksum, magic, version, kind
  *    or root does not match is not trusted: it is rebuilt, and the reason
- *    is kept for sp_dataset_index_info_get() (the tool prints it as a warning).
+ *    is kept for sp__dataset_index_info_get() (the tool prints it as a warning).
  *  - Racy entries (git's "racily clean" problem): timestamps are coarse (a
  *    jiffy, or a second on some filesystems), so a file rewritten with the
  *    same size in the same tick as the stat taken here would look
@@ -48,7 +48,7 @@
  *    down by sp__ds_set_checker(), augment's sp__image_check()). A file is
  *    checked when it is hashed: read whole, hashed and decoded from the
  *    same buffer, so the verdict belongs to those bytes' hash; the loader
- *    asks for it (sp__ds_validated()) only after sp_dataset_read() has
+ *    asks for it (sp__ds_validated()) only after sp__dataset_read() has
  *    re-hashed the bytes it serves. Checking is on when a checker is set
  *    and the cache folder is writable (the verdict can be kept); then a
  *    record without a verdict (an index written before verdicts existed)

@@ -6,7 +6,7 @@
  * The files form a one-way stack; each calls only the ones below it:
  *
  *   dataset_tar_write.c   the shard writer (`seedpipe shard`): reads samples
- *                         through sp_dataset_read()
+ *                         through sp__dataset_read()
  *   dataset_tokens_write.c  the token-corpus writer (seedpipe/tokens.h): calls
  *                         common/ only
  *   dataset_open.c        sp_dataset_open(): walks the driver table, opens
@@ -28,7 +28,7 @@
  *                         decode; sp_dataset_write_index()
  *   dataset_coco*.c       COCO annotations and the shards' @json targets
  *   dataset_access.c      what an open dataset answers: sp_dataset_info_get(),
- *                         the accessors, sp_dataset_read(), close, all
+ *                         the accessors, sp__dataset_read(), close, all
  *                         through the kind's source table (ds->ops)
  *   remote.c              requests through libcurl (remote_internal.h), over
  *   remote_config.c       URLs and the protocol table (remote_http.c, remote_s3.c)
@@ -52,7 +52,7 @@
  * sp__ds_driver_NAME = {...}` (below: name, number, round, probe, open,
  * source table), its state a struct of its own behind ds->state, and one
  * X(NAME) line in dataset_drivers.c at its place in the detection order.
- * The dispatcher, the accessors, sp_dataset_read() and close call through
+ * The dispatcher, the accessors, sp__dataset_read() and close call through
  * ds->ops and never name a kind; what every kind has (the sample table
  * below, the classes, the limits, the persistent index's report) stays in
  * struct sp_dataset.
@@ -97,14 +97,14 @@ typedef struct sp__ds_ops {
     /* sp__ds_prefetch() and sp__ds_is_remote() (below) of such a dataset */
     void (*prefetch)(const sp_dataset *ds, const uint64_t *idx, size_t n);
     int (*is_remote)(const sp_dataset *ds);
-    /* sp_dataset_shard_count() and sp_dataset_shard_of() (NULL: no shards) */
+    /* sp__dataset_shard_count() and sp_dataset_shard_of() (NULL: no shards) */
     uint32_t (*shard_count)(const sp_dataset *ds);
     uint32_t (*shard_of)(const sp_dataset *ds, uint64_t i);
     /* sp__ds_validated() of a mixture (NULL: ds->verdicts) */
     int (*validated)(const sp_dataset *ds, uint64_t i);
     /* the kind's own fingerprint (NULL: dataset_open.c's, over the sample table) */
     int (*fingerprint)(const sp_dataset *ds, sp_digest *out, sp_error *err);
-    /* sp_dataset_raw_dims(), the images' common size, also hashed in the
+    /* sp__dataset_raw_dims(), the images' common size, also hashed in the
      * fingerprint (NULL: encoded files, no common size: 0, 0) */
     void (*raw_dims)(const sp_dataset *ds, int *w, int *h);
     /* the kind's own fields of sp_dataset_info_get() (NULL: none; a
@@ -331,5 +331,42 @@ int sp__ds_open_samples(sp_dataset *ds, const sp_sample_list *list, sp_error *er
 int sp__ds_is_shard_pattern(const char *path);
 int sp__ds_dir_kind(const char *dir, int *shards, int *folders, sp_error *err);
 
+
+/* ---- Internal to the library: once seedpipe/dataset.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__dataset_content_hash() : XXH3-128 of sample i's content as indexed
+ *  (file bytes, or IDX pixels); {0, 0} when i is out of range. */
+sp_digest sp__dataset_content_hash(const sp_dataset *ds, uint64_t i);
+
+/*! sp__dataset_read() : load sample i. The content is re-checked against the
+ *  hash taken at open: a file that changed since is SP_EMISMATCH ("file
+ *  changed since the dataset was indexed"), never silently used.
+ *  @return 0, SP_EIO, SP_EMISMATCH, SP_ERANGE, SP_ENOMEM. On failure *out
+ *  is left zeroed (nothing to free). Free with sp__sample_data_free(). */
+int sp__dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
+                     sp_error *err);
+
+/*! sp__dataset_write_shards() : write the samples of an ImageFolder or list
+ *  dataset, in canonical order, as WebDataset shards OUT_DIR/shard-000000.tar,
+ *  ... of at most max_count samples each (members "%09llu.<ext>" and
+ *  "%09llu.cls"; fixed tar metadata, so the bytes depend only on the
+ *  samples). The sharded dataset streams the same batches as ds. OUT_DIR is
+ *  created if missing and must not hold .tar files yet; each shard is
+ *  written to a temporary name, fsync'd and renamed. *nshards (may be NULL)
+ *  gets the count written. @return 0, SP_EUNSUPP (IDX), SP_EINVAL, SP_EIO,
+ *  or a read error of a sample (which names it). */
+int sp__dataset_write_shards(const sp_dataset *ds, const char *out_dir,
+                             uint64_t max_count, uint64_t *nshards, sp_error *err);
+
+void sp__sample_data_free(sp_sample_data *s);   /* accepts NULL */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -149,13 +149,13 @@ static const char *mix_path(const sp_dataset *ds, uint64_t i) {
 static sp_digest mix_hash(const sp_dataset *ds, uint64_t i) {
     uint64_t j;
     uint32_t s = locate(mix_of(ds), i, &j);
-    return sp_dataset_content_hash(mix_of(ds)->src[s].ds, j);
+    return sp__dataset_content_hash(mix_of(ds)->src[s].ds, j);
 }
 
 static int mix_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_error *err) {
     uint64_t j;
     uint32_t s = locate(mix_of(ds), i, &j);
-    return sp_dataset_read(mix_of(ds)->src[s].ds, j, out, err);
+    return sp__dataset_read(mix_of(ds)->src[s].ds, j, out, err);
 }
 
 static int mix_validated(const sp_dataset *ds, uint64_t i) {
@@ -304,9 +304,9 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
         m->src[s].coff = (int)classes;
         if (m->src[s].size == 0)
             return sp_error_set(err, SP_EFORMAT, "%s:%d: %s has no samples", ds->root,
-                                p ? p->v[s].line : 0, sp_dataset_root(m->src[s].ds));
+                                p ? p->v[s].line : 0, sp__dataset_root(m->src[s].ds));
         n += m->src[s].size;
-        classes += (uint64_t)sp_dataset_num_classes(m->src[s].ds);
+        classes += (uint64_t)sp__dataset_num_classes(m->src[s].ds);
         if (classes > SP_DS_MAX_CLASSES * 16u)
             return sp_error_set(err, SP_ELIMIT, "%s:%d: the sources have more than %u classes",
                                 ds->root, p ? p->v[s].line : 0, SP_DS_MAX_CLASSES * 16u);
@@ -341,14 +341,14 @@ static int concat_sources(sp_dataset *ds, const mix_parse *p, sp_error *err) {
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
     for (uint32_t s = 0; s < m->n; s++) {
         const sp_dataset *src = m->src[s].ds;
-        for (int c = 0; c < sp_dataset_num_classes(src); c++) {
+        for (int c = 0; c < sp__dataset_num_classes(src); c++) {
             const char *name = sp_dataset_class_name(src, c);
             size_t len = strlen(name) + 16;
             char *full = malloc(len);
             if (!full) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", ds->root);
             snprintf(full, len, "%u:%s", s, name);
             ds->class_names[m->src[s].coff + c] = full;
-            ds->class_counts[m->src[s].coff + c] = sp_dataset_class_count(src, c);
+            ds->class_counts[m->src[s].coff + c] = sp__dataset_class_count(src, c);
         }
     }
     return SP_OK;
@@ -369,9 +369,9 @@ static int mix_fingerprint(const sp_dataset *ds, sp_digest *out, sp_error *err) 
     sp__hash_u64(&hs, m->wsum);
     sp__hash_u64(&hs, m->length);
     for (uint32_t s = 0; s < m->n; s++) {
-        sp_digest f = sp_dataset_fingerprint(m->src[s].ds);
+        sp_digest f = sp__dataset_fingerprint(m->src[s].ds);
         sp__hash_u64(&hs, m->src[s].weight);
-        sp__hash_u64(&hs, sp_dataset_size(m->src[s].ds));   /* documents, for a token corpus */
+        sp__hash_u64(&hs, sp__dataset_size(m->src[s].ds));   /* documents, for a token corpus */
         sp__hash_u64(&hs, f.hi);
         sp__hash_u64(&hs, f.lo);
     }
@@ -398,7 +398,7 @@ static int mix_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
         rc = rq->open(p->v[s].path, rq->limits, &m->src[s].ds, err);
         if (rc == SP_OK) {
             m->n++;
-            m->src[s].size = sp_dataset_size(m->src[s].ds);
+            m->src[s].size = sp__dataset_size(m->src[s].ds);
         }
         int tok = rc == SP_OK && sp__ds_kind(m->src[s].ds) == SP_DATASET_TOKENS;
         if (rc == SP_OK && s == 0) m->tokens = tok;
@@ -426,9 +426,9 @@ static int mix_open(sp_dataset *ds, const sp__ds_req *rq, sp_error *err) {
 
 /* ---- the public mixture API (dataset.h) --------------------------------------------- */
 
-uint32_t sp_dataset_mix_sources(const sp_dataset *ds) { return mix_of(ds) ? mix_of(ds)->n : 0; }
+uint32_t sp__dataset_mix_sources(const sp_dataset *ds) { return mix_of(ds) ? mix_of(ds)->n : 0; }
 
-const sp_dataset *sp_dataset_mix_source(const sp_dataset *ds, uint32_t s) {
+const sp_dataset *sp__dataset_mix_source(const sp_dataset *ds, uint32_t s) {
     return mix_of(ds) && s < mix_of(ds)->n ? mix_of(ds)->src[s].ds : NULL;
 }
 
@@ -443,18 +443,18 @@ int sp_dataset_mix_source_get(const sp_dataset *ds, uint32_t s, sp_mix_source *o
     return SP_OK;
 }
 
-int sp_dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num, uint64_t *den) {
+int sp__dataset_mix_weight(const sp_dataset *ds, uint32_t s, uint64_t *num, uint64_t *den) {
     if (!ds || !mix_of(ds) || s >= mix_of(ds)->n) return SP_EINVAL;
     if (num) *num = mix_of(ds)->src[s].weight;
     if (den) *den = mix_of(ds)->wsum;
     return SP_OK;
 }
 
-uint64_t sp_dataset_mix_length(const sp_dataset *ds) {
+uint64_t sp__dataset_mix_length(const sp_dataset *ds) {
     return mix_of(ds) ? mix_of(ds)->length : ds->n;
 }
 
-int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, uint64_t *local) {
+int sp__dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, uint64_t *local) {
     if (!ds || i >= ds->n) return SP_ERANGE;
     uint64_t j = i;
     uint32_t s = mix_of(ds) ? locate(mix_of(ds), i, &j) : 0;
@@ -463,7 +463,7 @@ int sp_dataset_mix_locate(const sp_dataset *ds, uint64_t i, uint32_t *source, ui
     return SP_OK;
 }
 
-int sp_dataset_mix_class_offset(const sp_dataset *ds, uint32_t s) {
+int sp__dataset_mix_class_offset(const sp_dataset *ds, uint32_t s) {
     return mix_of(ds) && s < mix_of(ds)->n ? mix_of(ds)->src[s].coff : -1;
 }
 
@@ -613,8 +613,8 @@ sp_digest sp__ds_mix_sources_fp(const sp_dataset *ds) {
     sp__hash_u64(&hs, m->n);
     sp__hash_u64(&hs, m->length_line);
     for (uint32_t s = 0; s < m->n; s++) {
-        sp_digest f = sp_dataset_fingerprint(m->src[s].ds);
-        sp__hash_u64(&hs, sp_dataset_size(m->src[s].ds));
+        sp_digest f = sp__dataset_fingerprint(m->src[s].ds);
+        sp__hash_u64(&hs, sp__dataset_size(m->src[s].ds));
         sp__hash_u64(&hs, f.hi);
         sp__hash_u64(&hs, f.lo);
     }

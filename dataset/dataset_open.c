@@ -12,7 +12,7 @@
  * computes the fingerprint over the sample table (or the kind's own
  * fingerprint entry computes it). Nothing here names a kind: adding one is
  * a new file and one line in dataset_drivers.c. What an open dataset
- * answers (accessors, sp_dataset_read(), close) is dataset_access.c's,
+ * answers (accessors, sp__dataset_read(), close) is dataset_access.c's,
  * below every kind; a kind made of other datasets (a mixture) opens them
  * through the req->open pointer it is given, so no kind calls up here.
  *
@@ -270,7 +270,7 @@ int sp_dataset_open(const char *path, const sp_dataset_limits *limits, sp_datase
 
 /* The name of the first driver with kind number k (the table names every
  * kind; several drivers may open one kind: local and remote shards). */
-const char *sp_dataset_kind_name(sp_dataset_kind k) {
+const char *sp__dataset_kind_name(sp_dataset_kind k) {
     for (const sp__ds_driver *const *d = sp__ds_drivers; *d; d++)
         if ((*d)->code == (uint32_t)k) return (*d)->name;
     return "unknown";

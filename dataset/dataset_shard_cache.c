@@ -57,7 +57,7 @@
 #include "dataset/dataset_internal.h"
 #include "dataset/dataset_tar.h"
 #include "dataset/remote_internal.h"
-#include "common/fileio_internal.h"   /* sp__publish_begin/commit */
+#include "common/fileio_internal.h"   /* sp__publish_begin_ex/commit */
 #include "common/vec_internal.h"
 
 #include <dirent.h>
@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include <xxhash.h>
+#include "common/common_internal.h"
 
 #define DEFAULT_CACHE_BYTES (UINT64_C(10) << 30)
 #define TMP_STALE_S 10   /* a temporary file unlocked and unchanged this long: its writer died */
@@ -306,13 +307,13 @@ static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error
     sp_publish *pub;
     sp_error e2;
     sp_error_clear(&e2);
-    if (sp__publish_begin(path, 0600, &pub, &e2) != SP_OK)
+    if (sp__publish_begin_ex(path, 0600, &pub, &e2) != SP_OK)
         return cannot_write(ds, s, errno ? errno : EIO);
-    int fd = sp_publish_fd(pub);
+    int fd = sp__publish_fd(pub);
     (void)flock(fd, LOCK_EX);   /* ours while we write it: sweep() leaves it */
     int e = size ? posix_fallocate(fd, 0, (off_t)size) : 0;
     if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
-        sp_publish_abort(pub);
+        sp__publish_abort(pub);
         return cannot_write(ds, s, e);
     }
     uint64_t got = 0;
@@ -327,9 +328,9 @@ static int download(const sp_dataset *ds, uint32_t s, const char *path, sp_error
         free(what);
     }
     if (rc == SP_OK) {
-        rc = sp__publish_commit(pub, SP__SYNC_NONE, err);
+        rc = sp__publish_commit_ex(pub, SP__SYNC_NONE, err);
     } else {
-        sp_publish_abort(pub);
+        sp__publish_abort(pub);
         if (werr) {   /* not the store's fault: read the sample from it */
             sp_error_clear(err);
             return cannot_write(ds, s, werr);

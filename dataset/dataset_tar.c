@@ -23,7 +23,7 @@
  * table of each shard is kept in an index file in the user's cache folder
  * (dataset_tar_index.c), so a later open of unchanged shards reads none of
  * them. What cannot be a sample is recorded against the sample and
- * returned by sp_dataset_read() as that sample's SP_EFORMAT error, so the
+ * returned by sp__dataset_read() as that sample's SP_EFORMAT error, so the
  * loader's --on-error policy (fail / skip / substitute) decides: a member
  * that is a symlink, hard link, device or FIFO; a key without an image or
  * without a (valid) label; two images under one key; an image larger than

@@ -149,7 +149,7 @@ int sp__ds_tar_json(const sp_dataset *ds, uint64_t i, uint64_t max, uint8_t **by
                     sp_error *err);
 
 /* dataset_remote.c: the KEY.json members of remote shards, read for
- * sp_coco_open_fetch() (its fetch callback, arg a reader from
+ * sp__coco_open_fetch() (its fetch callback, arg a reader from
  * sp__ds_remote_json_new()), in sample order: each call past the samples
  * fetched reads the members of the next samples at once (at most
  * SP_DS_JSON_WINDOW samples and SP_DS_JSON_WINDOW_BYTES of ranges; members

@@ -3,7 +3,7 @@
  * image member at the offset found when the shard was read
  * (dataset_tar.c), re-hashed and refused if it changed; and the shard
  * descriptors kept for those reads. Its source table, sp__ds_tar_ops, is
- * what dataset_open.c (sp_dataset_read(), sp_dataset_close()) calls for local
+ * what dataset_open.c (sp__dataset_read(), sp_dataset_close()) calls for local
  * shards.
  */
 #include "dataset/dataset_internal.h"

@@ -1,5 +1,5 @@
 /* dataset_tar_write.c - writing a dataset as WebDataset tar shards: the
- * writer behind `seedpipe shard` (sp_dataset_write_shards(), dataset.h).
+ * writer behind `seedpipe shard` (sp__dataset_write_shards(), dataset.h).
  *
  * It stores the samples of an encoded-file dataset in canonical order as
  * `%09llu.<ext>` + `%09llu.cls` members of ustar shards with fixed
@@ -15,8 +15,8 @@
  * it gives the same targets as the file.
  *
  * It sits above the dispatcher: it reads the samples through
- * sp_dataset_read() (dataset_open.c), the annotations through
- * sp_coco_open() (dataset_coco.c), and checks the output folder with
+ * sp__dataset_read() (dataset_open.c), the annotations through
+ * sp__coco_open() (dataset_coco.c), and checks the output folder with
  * sp__ds_dir_kind() (dataset_tar.c); nothing of the dataset code calls it.
  */
 #include "dataset/dataset_internal.h"
@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "common/common_internal.h"
 
 #define TAR_BLOCK 512
 
@@ -88,7 +89,7 @@ static int read_at(int fd, char *p, size_t n, uint64_t off) {
 static int write_targets(int fd, const char *tmp, uint64_t i, const sp_coco *c, int afd,
                          const char *path, sp_error *err) {
     const uint64_t *off = NULL, *len = NULL;
-    uint32_t n = sp_coco_raw(c, i, &off, &len);
+    uint32_t n = sp__coco_raw(c, i, &off, &len);
     uint64_t total = 3;
     for (uint32_t a = 0; a < n; a++) total += len[a] + 2;
     char *b = malloc((size_t)total), name[64];
@@ -114,8 +115,8 @@ static int write_targets(int fd, const char *tmp, uint64_t i, const sp_coco *c, 
     return rc;
 }
 
-int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t max_count,
-                            uint64_t *nshards, sp_error *err) {
+int sp__dataset_write_shards(const sp_dataset *ds, const char *out_dir, uint64_t max_count,
+                             uint64_t *nshards, sp_error *err) {
     return sp_dataset_write_shards_annotated(ds, NULL, out_dir, max_count, nshards, err);
 }
 
@@ -129,7 +130,7 @@ int sp_dataset_write_shards_annotated(const sp_dataset *ds, const char *annotati
                                       uint64_t *nshards, sp_error *err) {
     if (nshards) *nshards = 0;
     if (!ds || !out_dir || max_count == 0)
-        return sp_error_set(err, SP_EINVAL, "sp_dataset_write_shards: bad argument");
+        return sp_error_set(err, SP_EINVAL, "sp__dataset_write_shards: bad argument");
     if (sp__ds_kind(ds) == SP_DATASET_IDX)
         return sp_error_set(err, SP_EUNSUPP, "%s: an IDX dataset holds pixels, not image "
                             "files: shards hold files", ds->root);
@@ -142,16 +143,16 @@ int sp_dataset_write_shards_annotated(const sp_dataset *ds, const char *annotati
         return sp_error_set(err, SP_EINVAL, "%s: already holds .tar shards; give an empty "
                             "or new folder", out_dir);
     if (!annotations) return write_shards(ds, NULL, -1, NULL, out_dir, max_count, nshards, err);
-    sp_coco_limits lim = sp_coco_default_limits();
+    sp_coco_limits lim = sp__coco_default_limits();
     lim.keep_segmentations = 0;
     lim.keep_raw = 1;
     sp_coco *c = NULL;
-    rc = sp_coco_open(annotations, ds, &lim, &c, err);
+    rc = sp__coco_open(annotations, ds, &lim, &c, err);
     int afd = rc ? -1 : open(annotations, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (!rc && afd < 0) rc = sp_error_set(err, SP_EIO, "%s: %s", annotations, strerror(errno));
     if (!rc) rc = write_shards(ds, c, afd, annotations, out_dir, max_count, nshards, err);
     if (afd >= 0) close(afd);
-    sp_coco_close(c);
+    sp__coco_close(c);
     return rc;
 }
 
@@ -168,12 +169,12 @@ static int write_shards(const sp_dataset *ds, const sp_coco *c, int afd, const c
             snprintf(final, sizeof final, "%s/shard-%06llu.tar", out_dir,
                      (unsigned long long)made);
             snprintf(tmp, sizeof tmp, "%s (being written)", final);
-            rc = sp_publish_begin(final, &pub, err);
+            rc = sp__publish_begin(final, &pub, err);
             if (rc != SP_OK) break;
-            fd = sp_publish_fd(pub);
+            fd = sp__publish_fd(pub);
         }
         sp_sample_data sd;
-        rc = sp_dataset_read(ds, i, &sd, err);
+        rc = sp__dataset_read(ds, i, &sd, err);
         if (rc != SP_OK) break;
         char e[16], name[64], cls[32];
         const char *dot = strrchr(sp_dataset_path(ds, i), '.');
@@ -183,7 +184,7 @@ static int write_shards(const sp_dataset *ds, const sp_coco *c, int afd, const c
         e[k] = '\0';
         snprintf(name, sizeof name, "%09llu.%s", (unsigned long long)i, e);
         rc = write_member(fd, tmp, name, sd.src.bytes, sd.src.len, err);
-        sp_sample_data_free(&sd);
+        sp__sample_data_free(&sd);
         int cl = snprintf(cls, sizeof cls, "%d\n", sp_dataset_label(ds, i));
         snprintf(name, sizeof name, "%09llu.cls", (unsigned long long)i);
         if (rc == SP_OK) rc = write_member(fd, tmp, name, cls, (uint64_t)cl, err);
@@ -191,14 +192,14 @@ static int write_shards(const sp_dataset *ds, const sp_coco *c, int afd, const c
         if (rc == SP_OK && (i % max_count == max_count - 1 || i + 1 == n)) {
             uint8_t zero[2 * TAR_BLOCK] = {0};
             rc = write_all(fd, zero, sizeof zero, tmp, err);
-            if (rc == SP_OK) rc = sp_publish_commit(pub, 1, err);
-            else sp_publish_abort(pub);
+            if (rc == SP_OK) rc = sp__publish_commit(pub, 1, err);
+            else sp__publish_abort(pub);
             pub = NULL;
             fd = -1;
             if (rc == SP_OK) made++;
         }
     }
-    sp_publish_abort(pub);
+    sp__publish_abort(pub);
     if (nshards) *nshards = made;
     return rc;
 }

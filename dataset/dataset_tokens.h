@@ -8,7 +8,7 @@
  * A document is what the .idx's document index delimits: document d is the
  * sequences [document_indices[d], document_indices[d + 1]) concatenated in
  * order (for corpora written one sequence a document, sequence d).
- * sp_dataset_size() of a token corpus is its document count.
+ * sp__dataset_size() of a token corpus is its document count.
  *
  * Not installed, not part of the API: names are sp__tok_*.
  */

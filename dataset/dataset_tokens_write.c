@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/common_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the token writer copies host-order tokens: a little-endian host is required"
@@ -80,8 +81,8 @@ static int tw_put(sp_tokens_writer *w, int fd, const char *path, const void *p, 
 
 void sp_tokens_writer_abort(sp_tokens_writer *w) {
     if (!w) return;
-    sp_publish_abort(w->bin);
-    sp_publish_abort(w->idx);
+    sp__publish_abort(w->bin);
+    sp__publish_abort(w->idx);
     free(w->bin_path);
     free(w->idx_path);
     free(w->lens);
@@ -116,7 +117,7 @@ int sp_tokens_writer_open(const char *prefix, const char *dtype, sp_tokens_write
     snprintf(w->idx_path, l, "%s.idx", prefix);
     w->code = tw_types[k].code;
     w->itemsize = tw_types[k].size;
-    int rc = sp_publish_begin(w->bin_path, &w->bin, err);
+    int rc = sp__publish_begin(w->bin_path, &w->bin, err);
     if (rc != SP_OK) {
         sp_tokens_writer_abort(w);
         return rc;
@@ -138,7 +139,7 @@ int sp_tokens_writer_add(sp_tokens_writer *w, const void *tokens, size_t n, sp_e
         return sp_error_set(err, SP_ELIMIT, "%s: more than 2^32-1 documents", w->bin_path);
     if (SP__VEC_RESERVE(w->lens, w->cap, (size_t)w->n + 1, 1024) != 0)
         return sp_error_set(err, SP_ENOMEM, "%s: out of memory", w->bin_path);
-    int rc = tw_put(w, sp_publish_fd(w->bin), w->bin_path, tokens, n * (size_t)w->itemsize,
+    int rc = tw_put(w, sp__publish_fd(w->bin), w->bin_path, tokens, n * (size_t)w->itemsize,
                     err);
     if (rc != SP_OK) {
         w->failed = 1;
@@ -150,7 +151,7 @@ int sp_tokens_writer_add(sp_tokens_writer *w, const void *tokens, size_t n, sp_e
 
 /* The .idx, streamed into its temporary file. */
 static int write_idx(sp_tokens_writer *w, sp_error *err) {
-    int fd = sp_publish_fd(w->idx);
+    int fd = sp__publish_fd(w->idx);
     uint8_t h[34] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
     sp__le_put64(h + 9, 1);
     h[17] = (uint8_t)w->code;
@@ -180,15 +181,15 @@ int sp_tokens_writer_close(sp_tokens_writer *w, sp_error *err) {
     if (!w) return sp_error_set(err, SP_EINVAL, "sp_tokens_writer_close: writer is NULL");
     int rc = w->failed ? sp_error_set(err, SP_EINVAL, "%s: an earlier add failed; nothing "
                                       "written", w->bin_path)
-                       : tw_flush(w, sp_publish_fd(w->bin), w->bin_path, err);
-    if (rc == SP_OK) rc = sp_publish_begin(w->idx_path, &w->idx, err);
+                       : tw_flush(w, sp__publish_fd(w->bin), w->bin_path, err);
+    if (rc == SP_OK) rc = sp__publish_begin(w->idx_path, &w->idx, err);
     if (rc == SP_OK) rc = write_idx(w, err);
     if (rc == SP_OK) {
-        rc = sp__publish_commit(w->bin, SP__SYNC_FILE, err);
+        rc = sp__publish_commit_ex(w->bin, SP__SYNC_FILE, err);
         w->bin = NULL;
     }
     if (rc == SP_OK) {
-        rc = sp__publish_commit(w->idx, SP__SYNC_DIR, err);
+        rc = sp__publish_commit_ex(w->idx, SP__SYNC_DIR, err);
         w->idx = NULL;
     }
     sp_tokens_writer_abort(w);

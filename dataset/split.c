@@ -5,13 +5,14 @@
  * fractions), so adding or removing files never moves another sample.
  */
 #include "seedpipe/split.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_size() */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_size() */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
+#include "dataset/split_internal.h"
 
 int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err) {
     memset(out, 0, sizeof *out);
@@ -74,13 +75,13 @@ int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err
     return SP_OK;
 }
 
-double sp_split_u01(uint64_t seed, const char *path) {
+double sp__split_u01(uint64_t seed, const char *path) {
     uint64_t h = XXH3_64bits_withSeed(path, strlen(path), seed);
     return (double)(h >> 11) * (1.0 / 9007199254740992.0);
 }
 
 int sp_split_assign(const sp_split *s, const char *path) {
-    double u = sp_split_u01(s->seed, path);
+    double u = sp__split_u01(s->seed, path);
     for (int k = 0; k < s->n - 1; k++)
         if (u < s->cum[k]) return k;
     return s->n - 1;
@@ -105,6 +106,6 @@ int sp_split_canonical(const sp_split *s, char *buf, size_t n) {
 
 void sp_split_counts(const sp_split *s, const sp_dataset *ds, uint64_t *counts) {
     for (int k = 0; k < s->n; k++) counts[k] = 0;
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     for (uint64_t i = 0; i < n; i++) counts[sp_split_assign(s, sp_dataset_path(ds, i))]++;
 }

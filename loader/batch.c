@@ -16,7 +16,7 @@ int sp_batch_alloc(const sp_loader *ld, sp_batch *b) {
     memset(b, 0, sizeof *b);
     uint32_t cap = sp__loader_capacity(ld);
     b->capacity = cap;
-    b->images = malloc((size_t)cap * sp_loader_sample_bytes(ld));
+    b->images = malloc((size_t)cap * sp__loader_sample_bytes(ld));
     b->labels = malloc((size_t)cap * sizeof *b->labels);
     b->indices = malloc((size_t)cap * sizeof *b->indices);
     b->skipped = malloc((size_t)cap * sizeof *b->skipped);
@@ -66,16 +66,16 @@ sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtyp
 void sp__batch_digest_begin(const sp_loader *ld, sp__hash *st, uint32_t count,
                             const uint64_t *indices, const int32_t *labels) {
     int c, h, w;
-    sp_loader_sample_dims(ld, &c, &h, &w);
-    digest_head(st, count, c, h, w, sp_loader_config_of(ld)->dtype, indices, labels);
+    sp__loader_sample_dims(ld, &c, &h, &w);
+    digest_head(st, count, c, h, w, sp__loader_config_of(ld)->dtype, indices, labels);
 }
 
 sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b) {
     uint64_t t0 = sp__trace_t0();
     int c, h, w;
-    sp_loader_sample_dims(ld, &c, &h, &w);
-    sp_digest d = sp__batch_digest(b, c, h, w, sp_loader_config_of(ld)->dtype,
-                                   sp_loader_sample_bytes(ld));
+    sp__loader_sample_dims(ld, &c, &h, &w);
+    sp_digest d = sp__batch_digest(b, c, h, w, sp__loader_config_of(ld)->dtype,
+                                   sp__loader_sample_bytes(ld));
     if (t0) sp__trace_record(SP_TRACE_DIGEST, t0, b->epoch, b->index, SP__TRACE_NONE32,
                              SP__TRACE_NONE64);
     return d;

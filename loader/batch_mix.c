@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "loader/batchmix_internal.h"
 
 #define TAG_BATCHOP 12u
 #define TRIES 64
@@ -66,8 +67,8 @@ static draws make(uint64_t seed, uint32_t epoch, uint64_t index) {
     return d;
 }
 
-int sp_batch_mix_draw(uint64_t seed, uint32_t epoch, uint64_t index, int op, double alpha,
-                      int h, int w, sp_batch_mix *out, sp_error *err) {
+int sp__batch_mix_draw(uint64_t seed, uint32_t epoch, uint64_t index, int op, double alpha,
+                       int h, int w, sp_batch_mix *out, sp_error *err) {
     if (!(alpha > 0.0) || !isfinite(alpha))
         return sp_error_set(err, SP_EINVAL, "batch mix: alpha=%g: a finite number > 0 (lambda "
                             "~ Beta(alpha, alpha))", alpha);
@@ -97,7 +98,7 @@ int sp_batch_mix_draw(uint64_t seed, uint32_t epoch, uint64_t index, int op, dou
     return SP_OK;
 }
 
-int sp_batch_mix_pick(uint64_t seed, uint32_t epoch, uint64_t index, const double *p, int n) {
+int sp__batch_mix_pick(uint64_t seed, uint32_t epoch, uint64_t index, const double *p, int n) {
     draws dr = make(seed, epoch, index);
     double total = 0.0, acc = 0.0;
     for (int i = 0; i < n; i++) total += p[i];
@@ -272,6 +273,6 @@ int sp_batch_mix_spec_draw(const sp_batch_mix_spec *s, uint64_t seed, uint32_t e
     if (s->n < 1 || s->n > SP_BATCH_MIX_MAX_OPS)
         return sp_error_set(err, SP_EINVAL, "batch mix: %d ops (1..%d)", s->n,
                             SP_BATCH_MIX_MAX_OPS);
-    int i = s->n > 1 ? sp_batch_mix_pick(seed, epoch, index, s->p, s->n) : 0;
-    return sp_batch_mix_draw(seed, epoch, index, s->op[i], s->alpha[i], h, w, out, err);
+    int i = s->n > 1 ? sp__batch_mix_pick(seed, epoch, index, s->p, s->n) : 0;
+    return sp__batch_mix_draw(seed, epoch, index, s->op[i], s->alpha[i], h, w, out, err);
 }

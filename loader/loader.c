@@ -58,6 +58,8 @@
 #include <string.h>
 
 #include <xxhash.h>
+#include "augment/targets_internal.h"
+#include "dataset/dataset_internal.h"
 
 static char *dupstr(const char *s) {
     size_t n = strlen(s) + 1;
@@ -99,10 +101,10 @@ uint64_t sp__loader_index_at(const sp_loader *ld, uint32_t epoch, uint64_t slot)
     return index_of_slot(ld, &perm, slot);
 }
 
-uint64_t sp_loader_padded_size(const sp_loader *ld) { return sp_batching_padded(&ld->bt); }
+uint64_t sp__loader_padded_size(const sp_loader *ld) { return sp_batching_padded(&ld->bt); }
 
-uint64_t sp_loader_size(const sp_loader *ld) { return ld->bt.n; }
-uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j) {
+uint64_t sp__loader_size(const sp_loader *ld) { return ld->bt.n; }
+uint64_t sp__loader_sample_index(const sp_loader *ld, uint64_t j) {
     return ld->map ? (j < ld->nmap ? ld->map[j] : UINT64_MAX) : j;
 }
 
@@ -116,11 +118,11 @@ static sp_digest compute_fingerprint(const sp_loader *ld, int weighed) {
     sp__hash_str(st, "seedpipe-loader-v2");
     int blend = ld->mix && ld->tok;
     sp_digest dfp = blend && !weighed ? sp__ds_mix_sources_fp(ld->ds)
-                                      : sp_dataset_fingerprint(ld->ds);
+                                      : sp__dataset_fingerprint(ld->ds);
     if (blend && weighed) sp__ds_mix_hash_since(ld->ds, st);
     sp__hash_u64(st, dfp.hi);
     sp__hash_u64(st, dfp.lo);
-    sp__hash_str(st, sp_loader_spec(ld));
+    sp__hash_str(st, sp__loader_spec(ld));
     if (ld->targets) sp__ldt_hash(ld->targets, st);   /* the annotation file's bytes */
     sp__hash_u64(st, (uint64_t)ld->cfg.dtype);
     sp__hash_u64(st, (uint64_t)ld->cfg.layout);
@@ -161,9 +163,9 @@ static sp_digest compute_fingerprint(const sp_loader *ld, int weighed) {
  * and the sample's shape. */
 static int open_spec(sp_loader *ld, sp_error *err) {
     sp_loader_config *cfg = &ld->cfg;
-    const sp_dataset *first = sp_dataset_mix_sources(ld->ds) ? sp_dataset_mix_source(ld->ds, 0)
+    const sp_dataset *first = sp__dataset_mix_sources(ld->ds) ? sp__dataset_mix_source(ld->ds, 0)
                                                             : ld->ds;
-    if (sp_dataset_kind_of(first) == SP_DATASET_TOKENS) {   /* a corpus, or a blend of them */
+    if (sp__dataset_kind_of(first) == SP_DATASET_TOKENS) {   /* a corpus, or a blend of them */
         if (ld->map || cfg->order == SP_ORDER_BLOCK)
             return sp_error_set(err, SP_EINVAL, "%s: a token corpus takes no %s", ld->dataset_path,
                                 ld->map ? "split" : "block order (it has no shards)");
@@ -189,8 +191,8 @@ static int open_spec(sp_loader *ld, sp_error *err) {
                           "float16; uint8 output would lose the normalization)");
     if (rc == 0) {
         int rw = 0, rh = 0;
-        if (sp_dataset_raw_dims(ld->ds, &rw, &rh) != 0) rw = rh = 0;
-        rc = sp_pipeline_output_dims(ld->pl, rw, rh, &ld->h, &ld->w, &ld->c, err);
+        if (sp__dataset_raw_dims(ld->ds, &rw, &rh) != 0) rw = rh = 0;
+        rc = sp__pipeline_output_dims(ld->pl, rw, rh, &ld->h, &ld->w, &ld->c, err);
     }
     return rc;
 }
@@ -248,20 +250,20 @@ static int open_sources(sp_loader *ld, const sp_loader_config *cfg, sp_error *er
         rc = sp__samp_create(&ld->cfg, ld->ds, ld->dataset_path, &ld->map, &ld->nmap, &ld->samp,
                              err);
     if (rc == 0 && cfg->order == SP_ORDER_BLOCK)
-        rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp_dataset_size(ld->ds),
+        rc = sp__order_create(ld->ds, ld->map, ld->map ? ld->nmap : sp__dataset_size(ld->ds),
                               cfg->block_shards, cfg->seed, ld->dataset_path, &ld->block, err);
     if (rc == 0) rc = open_spec(ld, err);
     if (rc == 0)
-        rc = sp__ldt_open(ld->annotations, ld->pl, ld->ds, sp_dataset_mix_sources(ld->ds) > 0,
+        rc = sp__ldt_open(ld->annotations, ld->pl, ld->ds, sp__dataset_mix_sources(ld->ds) > 0,
                           ld->tok != NULL, ld->h, ld->w, &ld->targets, err);
     return rc;
 }
 
 /* The epoch's geometry (sampler.h): N positions, batches, rank slices. */
 static int set_batching(sp_loader *ld, const sp_loader_config *cfg, sp_error *err) {
-    ld->mix = sp_dataset_mix_sources(ld->ds) > 0;
+    ld->mix = sp__dataset_mix_sources(ld->ds) > 0;
     ld->bt.n = ld->samp ? sp__samp_length(ld->samp) : ld->tok ? sp__tokl_windows(ld->tok)
-               : ld->map ? ld->nmap : sp_dataset_mix_length(ld->ds);
+               : ld->map ? ld->nmap : sp__dataset_mix_length(ld->ds);
     ld->bt.batch_size = cfg->batch_size;
     ld->bt.drop_last = cfg->drop_last;
     ld->bt.rank = cfg->rank;
@@ -285,13 +287,13 @@ static int set_batching(sp_loader *ld, const sp_loader_config *cfg, sp_error *er
 static void derive(sp_loader *ld) {
     ld->span = 1;
     ld->image_bytes = ld->sample_bytes =
-        (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp_dtype_size(ld->cfg.dtype);
+        (size_t)ld->c * (size_t)ld->h * (size_t)ld->w * sp__dtype_size(ld->cfg.dtype);
     if (ld->targets)
-        ld->sample_bytes = sp_targets_image_span(ld->image_bytes) + sp__ldt_bytes(ld->targets);
+        ld->sample_bytes = sp__targets_image_span(ld->image_bytes) + sp__ldt_bytes(ld->targets);
     ld->k_shuffle = sp_rng_key(ld->cfg.seed, SP_RNG_SHUFFLE);
     ld->k_augment = sp_rng_key(ld->cfg.seed, SP_RNG_AUGMENT);
     ld->fingerprint = compute_fingerprint(ld, 1);
-    const char *canon = sp_loader_spec(ld);
+    const char *canon = sp__loader_spec(ld);
     XXH128_hash_t ph = XXH3_128bits(canon, strlen(canon));
     ld->pipeline_hash.hi = ph.high64;
     ld->pipeline_hash.lo = ph.low64;
@@ -339,7 +341,7 @@ void sp_loader_destroy(sp_loader *ld) {
     free(ld);
 }
 
-sp_digest sp_loader_pipeline_hash(const sp_loader *ld) { return ld->pipeline_hash; }
+sp_digest sp__loader_pipeline_hash(const sp_loader *ld) { return ld->pipeline_hash; }
 const sp_batching *sp__loader_batching(const sp_loader *ld) { return &ld->bt; }
 
 sp_key sp__loader_worker_key(const sp_loader *ld, uint32_t w) {
@@ -354,23 +356,23 @@ sp__rng sp__loader_rng(const sp_loader *ld, uint32_t counter) {
     return r;
 }
 
-const sp_dataset *sp_loader_dataset(const sp_loader *ld) { return ld->ds; }
-const sp_pipeline *sp_loader_pipeline(const sp_loader *ld) { return ld->pl; }
-const char *sp_loader_spec(const sp_loader *ld) {
-    return ld->tok ? sp__tokl_canonical(ld->tok) : sp_pipeline_canonical(ld->pl);
+const sp_dataset *sp__loader_dataset(const sp_loader *ld) { return ld->ds; }
+const sp_pipeline *sp__loader_pipeline(const sp_loader *ld) { return ld->pl; }
+const char *sp__loader_spec(const sp_loader *ld) {
+    return ld->tok ? sp__tokl_canonical(ld->tok) : sp__pipeline_canonical(ld->pl);
 }
 int32_t sp__loader_label(const sp_loader *ld, uint64_t idx) {
     return ld->tok ? 0 : sp_dataset_label(ld->ds, idx);
 }
-const sp_loader_config *sp_loader_config_of(const sp_loader *ld) { return &ld->cfg; }
-uint64_t sp_loader_batches_per_epoch(const sp_loader *ld) { return sp_batches_per_epoch(&ld->bt); }
-size_t sp_loader_sample_bytes(const sp_loader *ld) { return ld->sample_bytes; }
-sp_digest sp_loader_fingerprint(const sp_loader *ld) { return ld->fingerprint; }
+const sp_loader_config *sp__loader_config_of(const sp_loader *ld) { return &ld->cfg; }
+uint64_t sp__loader_batches_per_epoch(const sp_loader *ld) { return sp_batches_per_epoch(&ld->bt); }
+size_t sp__loader_sample_bytes(const sp_loader *ld) { return ld->sample_bytes; }
+sp_digest sp__loader_fingerprint(const sp_loader *ld) { return ld->fingerprint; }
 sp_digest sp__loader_blend_identity(const sp_loader *ld) { return compute_fingerprint(ld, 0); }
 sp_dataset *sp__loader_blend(sp_loader *ld) { return ld->mix && ld->tok ? ld->ds : NULL; }
 void sp__loader_refingerprint(sp_loader *ld) { ld->fingerprint = compute_fingerprint(ld, 1); }
 
-void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
+void sp__loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w) {
     if (c) *c = ld->c;
     if (h) *h = ld->h;
     if (w) *w = ld->w;
@@ -386,7 +388,7 @@ int sp_loader_info_get(const sp_loader *ld, sp_loader_info *info) {
     in.config = &ld->cfg;
     in.dataset = ld->ds;
     in.pipeline = ld->pl;
-    in.spec = sp_loader_spec(ld);
+    in.spec = sp__loader_spec(ld);
     in.size = ld->bt.n;
     in.padded_size = sp_batching_padded(&ld->bt);
     in.batches_per_epoch = sp_batches_per_epoch(&ld->bt);
@@ -411,7 +413,7 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t a
                                ld->cfg.dtype == SP_DTYPE_INT64 ? 8 : 4, err);
     sp_sample_data sd;
     uint64_t t0 = sp__trace_t0();
-    int rc = sp_dataset_read(ld->ds, idx, &sd, err);
+    int rc = sp__dataset_read(ld->ds, idx, &sd, err);
     sp__trace_end(SP_TRACE_READ, t0);
     if (rc != 0) return rc;
     sp_sample_ctx ctx = {ld->k_augment, epoch, (uint32_t)addr};
@@ -424,7 +426,7 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t a
     rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, dst,
                      ld->image_bytes, ld->sample_bytes,
                      sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, err);
-    sp_sample_data_free(&sd);
+    sp__sample_data_free(&sd);
     return rc;
 }
 
@@ -447,7 +449,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
     sp_error_clear(&e);
     int rc;
     if (forced)
-        rc = sp_error_set(&e, SP_EIO, "%s/%s: %s", sp_dataset_root(ld->ds),
+        rc = sp_error_set(&e, SP_EIO, "%s/%s: %s", sp__dataset_root(ld->ds),
                           ld->tok ? "(window)" : sp_dataset_path(ld->ds, idx), forced);
     else
         rc = run_one(ld, epoch, idx, addr, rng, dst, &e);

@@ -8,6 +8,9 @@
 #include "loader/loader_struct.h"
 
 #include <stdio.h>
+#include "augment/decode_internal.h"
+#include "augment/pipeline_internal.h"
+#include "dataset/dataset_internal.h"
 
 int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char *buf,
                       size_t n, sp_error *err) {
@@ -16,7 +19,7 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
         return sp_error_set(err, SP_EINVAL, "explain: only in the per-sample rng mode (in "
                             "per-worker mode the draws depend on scheduling)");
     if (ld->tok) return sp__tokl_explain(ld->tok, epoch, index, buf, n, err);
-    uint64_t len = ld->mix ? sp_dataset_mix_length(ld->ds) : sp_dataset_size(ld->ds);
+    uint64_t len = ld->mix ? sp__dataset_mix_length(ld->ds) : sp__dataset_size(ld->ds);
     uint64_t idx = index;
     if (index >= len)
         return sp_error_set(err, SP_ERANGE, "explain: %s %llu out of range (%s has %llu)",
@@ -28,7 +31,7 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
         idx = d.index;
     }
     sp_sample_data sd;
-    int rc = sp_dataset_read(ld->ds, idx, &sd, err);
+    int rc = sp__dataset_read(ld->ds, idx, &sd, err);
     if (rc != 0) return rc;
     int W, H;
     sp_format fmt = SP_FORMAT_UNKNOWN;
@@ -37,7 +40,7 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
         H = sd.src.raw->height;
     } else {
         sp_image_info info = {0};
-        rc = sp_image_probe(sd.src.bytes, sd.src.len, sd.src.path, NULL, &info, err);
+        rc = sp__image_probe(sd.src.bytes, sd.src.len, sd.src.path, NULL, &info, err);
         W = info.width;
         H = info.height;
         fmt = info.format;
@@ -50,8 +53,8 @@ int sp_loader_explain(const sp_loader *ld, uint32_t epoch, uint64_t index, char 
             sp__ldt_explain(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx,
                             ld->image_bytes, ld->sample_bytes, W, H, fmt, buf, n, &rc, err);
         else
-            sp_pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
+            sp__pipeline_explain(ld->pl, &ctx, W, H, fmt, buf, n);
     }
-    sp_sample_data_free(&sd);
+    sp__sample_data_free(&sd);
     return rc;
 }

@@ -13,6 +13,8 @@
 #define SEEDPIPE_LOADER_INTERNAL_H
 
 #include "seedpipe/loader.h"
+#include "seedpipe/sampler.h"
+#include "seedpipe/split.h"
 
 /* The outcome of one position. */
 enum {
@@ -63,7 +65,7 @@ int sp__loader_sample(const sp_loader *ld, uint32_t epoch, uint64_t pos, sp__rng
 int sp__batch_finalize(sp_loader *ld, sp_batch *b, const sp__item *items, sp_error *err);
 
 /*! sp__batch_digest() : the batch digest, from the sample geometry: what
- *  sp_batch_digest() (a loader) and sp_client_batch_digest() (a client of
+ *  sp_batch_digest() (a loader) and sp__client_batch_digest() (a client of
  *  the service, which has no loader) both return. {0, 0} when out of
  *  memory. */
 sp_digest sp__batch_digest(const sp_batch *b, int c, int h, int w, sp_dtype dtype,
@@ -83,17 +85,17 @@ void sp__batch_digest_begin(const sp_loader *ld, struct sp__hash *st, uint32_t c
  * gives users in one struct, field by field (info.config, .dataset,
  * .pipeline, .spec, .size, .padded_size, .batches_per_epoch, .c/.h/.w,
  * .sample_bytes, .fingerprint, .pipeline_hash). Not exported (ABI 7). */
-const sp_loader_config *sp_loader_config_of(const sp_loader *ld);
-const sp_dataset *sp_loader_dataset(const sp_loader *ld);
-const sp_pipeline *sp_loader_pipeline(const sp_loader *ld);   /* NULL: a token corpus */
-const char *sp_loader_spec(const sp_loader *ld);
-uint64_t sp_loader_size(const sp_loader *ld);
-uint64_t sp_loader_padded_size(const sp_loader *ld);
-uint64_t sp_loader_batches_per_epoch(const sp_loader *ld);
-void sp_loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
-size_t sp_loader_sample_bytes(const sp_loader *ld);
-sp_digest sp_loader_fingerprint(const sp_loader *ld);
-sp_digest sp_loader_pipeline_hash(const sp_loader *ld);
+const sp_loader_config *sp__loader_config_of(const sp_loader *ld);
+const sp_dataset *sp__loader_dataset(const sp_loader *ld);
+const sp_pipeline *sp__loader_pipeline(const sp_loader *ld);   /* NULL: a token corpus */
+const char *sp__loader_spec(const sp_loader *ld);
+uint64_t sp__loader_size(const sp_loader *ld);
+uint64_t sp__loader_padded_size(const sp_loader *ld);
+uint64_t sp__loader_batches_per_epoch(const sp_loader *ld);
+void sp__loader_sample_dims(const sp_loader *ld, int *c, int *h, int *w);
+size_t sp__loader_sample_bytes(const sp_loader *ld);
+sp_digest sp__loader_fingerprint(const sp_loader *ld);
+sp_digest sp__loader_pipeline_hash(const sp_loader *ld);
 
 /* The label of dataset sample idx in a batch: the dataset's, or 0 for a
  * token corpus's window. */
@@ -107,7 +109,7 @@ const sp_batching *sp__loader_batching(const sp_loader *ld);
 
 /*! sp__loader_set_span() : make every batch of ld the span of `span`
  *  consecutive ranks cfg.rank .. cfg.rank + span - 1 of cfg.world
- *  (sp_batch_span(): their slices concatenated in rank order), instead of
+ *  (sp__batch_span(): their slices concatenated in rank order), instead of
  *  the one rank cfg.rank; call it before the first batch or sp_batch_alloc.
  *  The service (one per node) computes its local ranks with it; a span is
  *  not part of the fingerprint, of a state or of a cache key (like rank and
@@ -211,5 +213,23 @@ void sp__wor_destroy(sp__wor *w);   /* accepts NULL */
 /*! sp__wor_at() : the loader sample at position pos (< m) of `epoch`;
  *  UINT64_MAX only when out of memory. Thread-safe. */
 uint64_t sp__wor_at(sp__wor *w, uint32_t epoch, uint64_t pos);
+
+/* ---- Internal to the library: once seedpipe/loader.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*! sp__loader_sample_index() : the dataset index of the loader's j-th
+ *  sample (j below the samples it draws from; the identity without a split
+ *  or an index list). */
+uint64_t sp__loader_sample_index(const sp_loader *ld, uint64_t j);
+
+const char *sp__rng_mode_name(sp_rng_mode m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "augment/masks_internal.h"
 
 static int label_path(const sp_dataset *ds, uint64_t idx, char *path, size_t cap,
                       sp_error *err);
@@ -28,7 +29,7 @@ static int label_path(const sp_dataset *ds, uint64_t idx, char *path, size_t cap
  * refused) or fails the open, naming the file. */
 int sp__ldm_identity(const sp_dataset *ds, sp__hash *h, sp_error *err) {
     char path[8192];
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     sp__hash_str(h, "label maps");
     for (uint64_t i = 0; i < n; i++) {
         int rc = label_path(ds, i, path, sizeof path, err);
@@ -49,12 +50,12 @@ int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds,
                  const char *annotations, sp_error *err) {
     if (r->masks == SP_MASKS_NONE) return SP_OK;
     size_t first = 0;
-    uint64_t none = coco && r->masks == SP_MASKS_INSTANCE ? sp_coco_unsegmented(coco, &first) : 0;
-    if (r->masks == SP_MASKS_SEMANTIC && (sp_dataset_kind_of(ds) != SP_DATASET_IMAGEFOLDER &&
-                                          sp_dataset_kind_of(ds) != SP_DATASET_LIST))
+    uint64_t none = coco && r->masks == SP_MASKS_INSTANCE ? sp__coco_unsegmented(coco, &first) : 0;
+    if (r->masks == SP_MASKS_SEMANTIC && (sp__dataset_kind_of(ds) != SP_DATASET_IMAGEFOLDER &&
+                                          sp__dataset_kind_of(ds) != SP_DATASET_LIST))
         return sp_error_set(err, SP_EINVAL, "pipeline: masks=semantic reads label maps beside "
                             "an image folder or a list file's root, not a %s",
-                            sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+                            sp__dataset_kind_name(sp__dataset_kind_of(ds)));
     if (none)
         return sp_error_set(err, SP_EINVAL, "%s: annotation %zu has no \"segmentation\" (%llu "
                             "boxes lack one) and the targets op says masks=instance",
@@ -84,7 +85,7 @@ int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *
         uint32_t *cn = malloc((m + 1) * sizeof *cn);
         if (!cn) return sp_error_set(err, SP_ENOMEM, "%s: out of memory", what);
         for (size_t k = 0; k < m; k++) cn[k] = (uint32_t)v[4 + k];
-        int rc = sp_mask_rle(cn, m, h, w, mask, what, err);
+        int rc = sp__mask_rle(cn, m, h, w, mask, what, err);
         free(cn);
         return rc;
     }
@@ -105,7 +106,7 @@ int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *
         o += 2 * npts[i];
         p += 1 + 2 * (size_t)npts[i];
     }
-    if (!rc) rc = sp_mask_polygons(xy, npts, np, h, w, mask, what, err);
+    if (!rc) rc = sp__mask_polygons(xy, npts, np, h, w, mask, what, err);
     free(xy);
     free(npts);
     return rc;
@@ -117,7 +118,7 @@ int sp__ldm_rasterise(const double *v, int h, int w, uint8_t *mask, const char *
  * map's indices, as VOC's), moved through the log with mask_fill. */
 static int label_path(const sp_dataset *ds, uint64_t idx, char *path, size_t cap,
                       sp_error *err) {
-    const char *root = sp_dataset_root(ds), *rel = sp_dataset_path(ds, idx);
+    const char *root = sp__dataset_root(ds), *rel = sp_dataset_path(ds, idx);
     if (!root || !rel) return sp_error_set(err, SP_EINVAL, "sample %llu: no path for its label "
                                            "map", (unsigned long long)idx);
     size_t rl = strlen(root);
@@ -144,7 +145,7 @@ static int semantic(const sp_targets_rules *r, const sp_dataset *ds, uint64_t id
                           img.width, img.height, log->src_w, log->src_h);
     if (!rc && img.stride != (size_t)img.width)
         rc = sp_error_set(err, SP_EFORMAT, "%s: unexpected row stride", path);
-    if (!rc) rc = sp_mask_warp(log, img.data, (uint8_t)r->mask_fill, out, err);
+    if (!rc) rc = sp__mask_warp(log, img.data, (uint8_t)r->mask_fill, out, err);
     sp_image_free(&img);
     sp__buf_free(&buf);
     return rc;
@@ -167,10 +168,10 @@ int sp__ldm_write(const sp_targets_rules *r, const sp_coco *coco, const sp_datas
     for (uint32_t q = 0; q < nkept && !rc; q++) {
         char what[4200];
         snprintf(what, sizeof what, "%s: box %u", path, kept[q]);
-        const double *seg = sp_coco_segmentation(coco, idx, kept[q]);
+        const double *seg = sp__coco_segmentation(coco, idx, kept[q]);
         if (!seg) rc = sp_error_set(err, SP_EINVAL, "%s: no segmentation", what);
         if (!rc) rc = sp__ldm_rasterise(seg, log->src_h, log->src_w, src, what, err);
-        if (!rc) rc = sp_mask_warp(log, src, (uint8_t)r->mask_fill, out + q * plane, err);
+        if (!rc) rc = sp__mask_warp(log, src, (uint8_t)r->mask_fill, out + q * plane, err);
     }
     free(src);
     return rc;

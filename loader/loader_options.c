@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "loader/loader_internal.h"
 
 static const char *const on_error_names[] = {"fail", "skip", "substitute"};
 static const char *const rng_mode_names[] = {"per-sample", "per-worker"};
@@ -76,7 +77,7 @@ int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err) {
 const char *sp_on_error_name(sp_on_error p) {
     return (unsigned)p < 3 ? on_error_names[p] : "?";
 }
-const char *sp_rng_mode_name(sp_rng_mode m) { return (unsigned)m < 2 ? rng_mode_names[m] : "?"; }
+const char *sp__rng_mode_name(sp_rng_mode m) { return (unsigned)m < 2 ? rng_mode_names[m] : "?"; }
 
 void sp_loader_config_default(sp_loader_config *cfg) {
     memset(cfg, 0, sizeof *cfg);

@@ -15,10 +15,11 @@
  * calls.
  */
 #include "loader/loader_internal.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_shard_count(), kind */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_shard_count(), kind */
 
 #include <pthread.h>
 #include <stdlib.h>
+#include "loader/sampler_internal.h"
 
 #define ORDER_EPOCHS 4   /* epochs' tables kept */
 
@@ -41,15 +42,15 @@ void sp__order_destroy(sp__order *o) {
 
 /* Why the dataset cannot be read in blocks of shards, or SP_OK. */
 static int check_kind(const sp_dataset *ds, const char *what, uint32_t k, sp_error *err) {
-    if (sp_dataset_mix_sources(ds))
+    if (sp__dataset_mix_sources(ds))
         return sp_error_set(err, SP_EINVAL, "order block:%u: %s is a mixture: its epoch is drawn "
                             "from its sources by weight, not read from shards (use the global "
                             "order)", k, what);
-    if (sp_dataset_shard_count(ds) == 0)
+    if (sp__dataset_shard_count(ds) == 0)
         return sp_error_set(err, SP_EINVAL, "order block:%u: %s is a dataset of kind %s, which "
                             "has no shards (the block order permutes WebDataset .tar shards, "
                             "local or remote, and the samples within K of them; use the global "
-                            "order)", k, what, sp_dataset_kind_name(sp_dataset_kind_of(ds)));
+                            "order)", k, what, sp__dataset_kind_name(sp__dataset_kind_of(ds)));
     return SP_OK;
 }
 
@@ -64,7 +65,7 @@ int sp__order_create(const sp_dataset *ds, const uint64_t *map, uint64_t n, uint
     sp__order *o = calloc(1, sizeof *o);
     if (!o) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     pthread_mutex_init(&o->lock, NULL);
-    o->nshards = sp_dataset_shard_count(ds);
+    o->nshards = sp__dataset_shard_count(ds);
     o->k = k;
     o->key = sp_rng_key(seed, SP_RNG_BLOCK);
     o->sizes = calloc(o->nshards, sizeof *o->sizes);
@@ -96,7 +97,7 @@ int sp__order_create(const sp_dataset *ds, const uint64_t *map, uint64_t n, uint
 static const sp_block_perm *table_of(sp__order *o, uint32_t epoch) {
     int victim = 0;
     for (int i = 0; i < ORDER_EPOCHS; i++) {
-        if (o->table[i] && sp_block_perm_epoch(o->table[i]) == epoch) {
+        if (o->table[i] && sp__block_perm_epoch(o->table[i]) == epoch) {
             o->used[i] = ++o->tick;
             return o->table[i];
         }

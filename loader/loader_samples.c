@@ -15,7 +15,7 @@
  * gives can be given to sp_loader_create() again while ld lives, as with
  * any other config. */
 int sp__loader_own_list(sp_loader *ld, sp_error *err) {
-    uint64_t n = sp_dataset_size(ld->ds);
+    uint64_t n = sp__dataset_size(ld->ds);
     ld->list_paths = malloc(n * sizeof *ld->list_paths);
     ld->list_labels = malloc(n * sizeof *ld->list_labels);
     if (!ld->list_paths || !ld->list_labels)
@@ -27,10 +27,10 @@ int sp__loader_own_list(sp_loader *ld, sp_error *err) {
     ld->list.count = (size_t)n;
     ld->list.paths = ld->list_paths;
     ld->list.labels = ld->list_labels;
-    ld->list.num_classes = sp_dataset_num_classes(ld->ds);
+    ld->list.num_classes = sp__dataset_num_classes(ld->ds);
     ld->cfg.samples = &ld->list;
     /* the absolute folder, even if cfg.dataset was NULL */
-    char *base = strdup(sp_dataset_root(ld->ds));
+    char *base = strdup(sp__dataset_root(ld->ds));
     if (!base) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     free(ld->dataset_path);
     ld->dataset_path = base;
@@ -42,7 +42,7 @@ int sp__loader_own_list(sp_loader *ld, sp_error *err) {
 int sp__loader_build_subset(sp_loader *ld, sp_error *err) {
     const sp_loader_config *c = &ld->cfg;
     if (!c->split && !c->subset) return SP_OK;
-    if (sp_dataset_mix_sources(ld->ds))
+    if (sp__dataset_mix_sources(ld->ds))
         return sp_error_set(err, SP_EINVAL, "%s: a mixture cannot be split (split its sources "
                             "into lists and mix those)", ld->dataset_path);
     if (!c->split || !c->subset)
@@ -61,7 +61,7 @@ int sp__loader_build_subset(sp_loader *ld, sp_error *err) {
         return sp_error_set(err, SP_EINVAL, "subset \"%s\" is not in split \"%s\" (subsets: %s)",
                             c->subset, c->split, names);
     }
-    uint64_t n = sp_dataset_size(ld->ds);
+    uint64_t n = sp__dataset_size(ld->ds);
     ld->map = malloc((n ? n : 1) * sizeof *ld->map);
     if (!ld->map) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
     ld->nmap = 0;

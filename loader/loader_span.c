@@ -1,5 +1,5 @@
 /* loader_span.c - which positions of a batch a loader computes: one rank's
- * slice (sampler.h sp_batch_span()), or with a span (the service) the
+ * slice (sampler.h sp__batch_span()), or with a span (the service) the
  * slices of consecutive ranks, their parts within the span's buffer, and
  * their spreading to one buffer of fixed-size rank slots. Geometry only:
  * nothing here reads a sample.
@@ -8,6 +8,7 @@
 #include "loader/loader_struct.h"
 
 #include <string.h>
+#include "loader/sampler_internal.h"
 
 int sp__loader_set_span(sp_loader *ld, uint32_t span, sp_error *err) {
     if (span == 0 || (uint64_t)ld->bt.rank + span > ld->bt.world)
@@ -23,14 +24,14 @@ uint32_t sp__loader_capacity(const sp_loader *ld) {
 }
 
 void sp__loader_slice(const sp_loader *ld, uint64_t b, uint64_t *pos, uint32_t *count) {
-    sp_batch_span(&ld->bt, b, ld->span, pos, count);
+    sp__batch_span(&ld->bt, b, ld->span, pos, count);
 }
 
 void sp__loader_span_part(const sp_loader *ld, uint64_t b, uint32_t nranks, uint32_t k,
                           uint32_t *off, uint32_t *count) {
     uint64_t first, pos;
     uint32_t all;
-    sp_batch_span(&ld->bt, b, ld->span, &first, &all);
+    sp__batch_span(&ld->bt, b, ld->span, &first, &all);
     *off = 0;
     *count = 0;
     if (k >= nranks || all == 0) return;
@@ -42,7 +43,7 @@ void sp__loader_span_part(const sp_loader *ld, uint64_t b, uint32_t nranks, uint
     }
     sp_batching one = ld->bt;
     one.rank = ld->bt.rank + k;
-    sp_batch_span(&one, b, 1, &pos, count);
+    sp__batch_span(&one, b, 1, &pos, count);
     *off = *count ? (uint32_t)(pos - first) : 0;
 }
 

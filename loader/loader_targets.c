@@ -2,8 +2,8 @@
  * annotation file opened against the dataset (dataset/dataset_coco.c), or
  * with "@json" each WebDataset sample's KEY.json member,
  * the pipeline's rules (its `targets` op), and the per-sample step: the
- * image through sp_pipeline_run_geom() with its geometry log, then the
- * boxes and keypoints through sp_targets_apply() into the record after the
+ * image through sp__pipeline_run_geom() with its geometry log, then the
+ * boxes and keypoints through sp__targets_apply() into the record after the
  * image (targets.h). The record is part of the sample's bytes, so the
  * ring, the cache, the batch digest, states and verify carry the targets
  * without knowing them. docs/targets.md.
@@ -16,6 +16,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "augment/targets_internal.h"
 
 struct sp__ldt {
     sp_coco *coco;          /* NULL: masks=semantic without annotations */
@@ -44,15 +45,15 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
     if (!t) return sp_error_set(err, SP_ENOMEM, "annotations: out of memory");
     t->rules = r;
     t->ds = ds;
-    sp_coco_limits lim = sp_coco_default_limits();
+    sp_coco_limits lim = sp__coco_default_limits();
     lim.keep_segmentations = r.masks == SP_MASKS_INSTANCE;   /* else checked only */
     int rc = !annotations ? SP_OK
              : strcmp(annotations, SP_ANNOTATIONS_MEMBERS) == 0   /* KEY.json in the shards */
-                 ? sp_coco_open_members(ds, &lim, &t->coco, err)
-                 : sp_coco_open(annotations, ds, &lim, &t->coco, err);
+                 ? sp__coco_open_members(ds, &lim, &t->coco, err)
+                 : sp__coco_open(annotations, ds, &lim, &t->coco, err);
     uint64_t which = 0;
-    uint32_t most = rc || !t->coco ? 0 : sp_coco_max_boxes(t->coco, &which);
-    uint32_t k = rc || !t->coco ? 0 : sp_coco_keypoints(t->coco);
+    uint32_t most = rc || !t->coco ? 0 : sp__coco_max_boxes(t->coco, &which);
+    uint32_t k = rc || !t->coco ? 0 : sp__coco_keypoints(t->coco);
     if (!rc && most > (uint32_t)r.max_boxes)
         rc = sp_error_set(err, SP_EINVAL, "%s: sample %llu (%s) has %u boxes, more than the "
                           "targets op's max_boxes=%d", annotations, (unsigned long long)which,
@@ -77,11 +78,11 @@ int sp__ldt_open(const char *annotations, const sp_pipeline *pl, const sp_datase
 
 void sp__ldt_close(sp__ldt *t) {
     if (!t) return;
-    sp_coco_close(t->coco);
+    sp__coco_close(t->coco);
     free(t);
 }
 
-size_t sp__ldt_bytes(const sp__ldt *t) { return sp_targets_record_bytes(&t->rules); }
+size_t sp__ldt_bytes(const sp__ldt *t) { return sp__targets_record_bytes(&t->rules); }
 
 void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
     if (t->rules.masks == SP_MASKS_SEMANTIC) {   /* the label maps, by their stat */
@@ -93,7 +94,7 @@ void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
         sp__hash_str(h, "no annotations");
         return;
     }
-    sp_digest d = sp_coco_fingerprint(t->coco);
+    sp_digest d = sp__coco_fingerprint(t->coco);
     sp__hash_str(h, "annotations");
     sp__hash_u64(h, d.hi);
     sp__hash_u64(h, d.lo);
@@ -101,14 +102,14 @@ void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
 
 /* The sample through the pipeline with its geometry log (log->targets =
  * tg: its boxes, which random_iou_crop reads), then its targets into the
- * record; fates as sp_targets_apply(). */
+ * record; fates as sp__targets_apply(). */
 static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                       const sp_sample_src *src, const sp_run_opts *opts,
                       const sp_out_shape *shape, uint64_t idx, void *dst, size_t image_bytes,
                       int dflags, sp_geom_log *log, sp_targets *tg, char *fates, size_t fates_n,
                       sp_error *err) {
-    size_t span = sp_targets_image_span(image_bytes);
-    if (t->coco) sp_coco_get(t->coco, idx, tg);
+    size_t span = sp__targets_image_span(image_bytes);
+    if (t->coco) sp__coco_get(t->coco, idx, tg);
     else memset(tg, 0, sizeof *tg);      /* masks=semantic alone: no boxes */
     if (!t->rules.keypoints) tg->k = 0;   /* keypoints=0: not carried */
     log->targets = tg;
@@ -119,13 +120,13 @@ static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_c
         tg->kept = kept;
         sp_targets_stats st;
         const char *path = src->path ? src->path : "(sample)";
-        rc = sp_targets_apply(&t->rules, log, tg, (uint8_t *)dst + span, &st, fates, fates_n,
-                              path, err);
+        rc = sp__targets_apply(&t->rules, log, tg, (uint8_t *)dst + span, &st, fates, fates_n,
+                               path, err);
         sp_targets_rules boxes_only = t->rules;   /* the masks follow the box fields */
         boxes_only.masks = SP_MASKS_NONE;
         if (rc == 0)
             rc = sp__ldm_write(&t->rules, t->coco, t->ds, idx, log, kept, st.kept,
-                               (uint8_t *)dst + span + sp_targets_record_bytes(&boxes_only), path,
+                               (uint8_t *)dst + span + sp__targets_record_bytes(&boxes_only), path,
                                err);
         tg->kept = NULL;
     }

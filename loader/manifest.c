@@ -21,10 +21,12 @@
 
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_size(), sp_dataset_fingerprint() */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_size(), sp__dataset_fingerprint() */
 #include "common/json_write_internal.h"
+#include "common/common_internal.h"
+#include "loader/manifest_internal.h"
 
-void sp_json_write_string(FILE *f, const char *s) {
+void sp__json_write_string(FILE *f, const char *s) {
     sp__jw w = sp__jw_file(f);
     sp__jw_str(&w, s);
 }
@@ -44,22 +46,22 @@ static void put_list(sp__jw *w, const char *key, const uint64_t *v, uint32_t n) 
 }
 
 int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_error *err) {
-    const sp_loader_config *cfg = sp_loader_config_of(ld);
-    const sp_dataset *ds = sp_loader_dataset(ld);
+    const sp_loader_config *cfg = sp__loader_config_of(ld);
+    const sp_dataset *ds = sp__loader_dataset(ld);
     char fp[33], dfp[33], versions[512];
-    sp_digest_hex(sp_loader_fingerprint(ld), fp);
-    sp_digest_hex(sp_dataset_fingerprint(ds), dfp);
+    sp_digest_hex(sp__loader_fingerprint(ld), fp);
+    sp_digest_hex(sp__dataset_fingerprint(ds), dfp);
     sp_library_versions_json(versions, sizeof versions);
     int c, h, w;
-    sp_loader_sample_dims(ld, &c, &h, &w);
+    sp__loader_sample_dims(ld, &c, &h, &w);
     sp__jw j = sp__jw_file(f);
     sp__jw_obj(&j);
     sp__jw_ku64(&j, "seedpipe_manifest", 1);
     sp__jw_kstr(&j, "fingerprint", fp);
     sp__jw_kstr(&j, "dataset_fingerprint", dfp);
     sp__jw_kstr(&j, "dataset", cfg->dataset);
-    sp__jw_ku64(&j, "samples", sp_dataset_size(ds));
-    sp__jw_kstr(&j, "pipeline", sp_loader_spec(ld));
+    sp__jw_ku64(&j, "samples", sp__dataset_size(ds));
+    sp__jw_kstr(&j, "pipeline", sp__loader_spec(ld));
     sp__jw_ku64(&j, "seed", cfg->seed);
     sp__jw_ku64(&j, "batch_size", cfg->batch_size);
     sp__jw_key(&j, "drop_last");
@@ -74,7 +76,7 @@ int sp_manifest_write_header(FILE *f, const sp_loader *ld, uint32_t epochs, sp_e
     if (cfg->on_error != SP_ON_ERROR_FAIL)
         sp__jw_kstr(&j, "on_error", sp_on_error_name(cfg->on_error));
     if (cfg->rng_mode != SP_RNG_PER_SAMPLE)
-        sp__jw_kstr(&j, "rng_mode", sp_rng_mode_name(cfg->rng_mode));
+        sp__jw_kstr(&j, "rng_mode", sp__rng_mode_name(cfg->rng_mode));
     if (cfg->order != SP_ORDER_SHUFFLE) {
         char o[32];
         sp_order_spec_format(cfg->order, cfg->block_shards, o, sizeof o);
@@ -182,10 +184,10 @@ static int parse_header(sp_manifest *m, const sp__json *j) {
     if (sp__json_u64(j, sp__json_get(j, 0, "seedpipe_manifest"), &v) != 0 || v != 1) return -1;
     char hex[40];
     if (sp__json_str(j, sp__json_get(j, 0, "fingerprint"), hex, sizeof hex) != 0 ||
-        sp_digest_parse(hex, &m->fingerprint) != 0)
+        sp__digest_parse(hex, &m->fingerprint) != 0)
         return -1;
     if (sp__json_str(j, sp__json_get(j, 0, "dataset_fingerprint"), hex, sizeof hex) != 0 ||
-        sp_digest_parse(hex, &m->dataset_fingerprint) != 0)
+        sp__digest_parse(hex, &m->dataset_fingerprint) != 0)
         return -1;
     m->dataset = json_strdup(j, sp__json_get(j, 0, "dataset"));
     m->pipeline = json_strdup(j, sp__json_get(j, 0, "pipeline"));
@@ -258,7 +260,7 @@ static const char *parse_batch(sp_manifest_batch *b, const sp__json *j) {
     }
     char hex[40];
     if (sp__json_str(j, sp__json_get(j, 0, "digest"), hex, sizeof hex) != 0 ||
-        sp_digest_parse(hex, &b->digest) != 0)
+        sp__digest_parse(hex, &b->digest) != 0)
         return "bad \"digest\"";
     return NULL;
 }

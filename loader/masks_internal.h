@@ -19,7 +19,7 @@ int sp__ldm_open(sp_targets_rules *r, const sp_coco *coco, const sp_dataset *ds,
  *  SP_EIO naming a missing map, SP_ELIMIT. */
 int sp__ldm_identity(const sp_dataset *ds, sp__hash *h, sp_error *err);
 /*! sp__ldm_rasterise() : the mask (h x w, written whole) of a segmentation
- *  in dataset_coco_mask.h's store form (sp_coco_segmentation()); an RLE of
+ *  in dataset_coco_mask.h's store form (sp__coco_segmentation()); an RLE of
  *  another size than h x w is an error naming `what`. */
 int sp__ldm_rasterise(const double *seg, int h, int w, uint8_t *mask, const char *what,
                       sp_error *err);

@@ -12,7 +12,7 @@
  * of world; position p >= N is p mod N). A batch of cnt positions is handed
  * out as slots: rank 0's positions first, then rank 1's, ..., so a rank or a
  * span of consecutive ranks is always one contiguous range of slots
- * (sp_batch_span()), whatever the layout; rank r's slots start at
+ * (sp__batch_span()), whatever the layout; rank r's slots start at
  * off(r) = min(r*B/world, cnt) (the default) or r*a + min(r, m) with
  * cnt = a*world + m (pad_tail, strided). sp_batch_position() inverts the
  * numbering: a contiguous slot is its position; strided slot k of batch b
@@ -21,6 +21,7 @@
  * existing order, slice and digest is unchanged.
  */
 #include "seedpipe/sampler.h"
+#include "loader/sampler_internal.h"
 
 int sp_batching_check(const sp_batching *bt, sp_error *err) {
     if (!bt) return sp_error_set(err, SP_EINVAL, "batching: NULL batching");
@@ -73,11 +74,11 @@ static uint64_t rank_offset(const sp_batching *bt, uint64_t cnt, uint64_t r) {
 }
 
 void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count) {
-    sp_batch_span(bt, b, 1, pos, count);
+    sp__batch_span(bt, b, 1, pos, count);
 }
 
-void sp_batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t *pos,
-                   uint32_t *count) {
+void sp__batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t *pos,
+                    uint32_t *count) {
     *pos = bt->n;
     *count = 0;
     if (bt->batch_size == 0 || bt->world == 0 || nranks == 0 ||

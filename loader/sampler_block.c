@@ -33,6 +33,7 @@
 #include "seedpipe/sampler.h"
 
 #include <stdlib.h>
+#include "loader/sampler_internal.h"
 
 struct sp_block_perm {
     uint64_t n;           /* samples: the sizes' sum */
@@ -123,4 +124,4 @@ uint64_t sp_block_perm_at(const sp_block_perm *bp, uint64_t pos) {
 }
 
 uint64_t sp_block_perm_size(const sp_block_perm *bp) { return bp ? bp->n : 0; }
-uint32_t sp_block_perm_epoch(const sp_block_perm *bp) { return bp ? bp->epoch : 0; }
+uint32_t sp__block_perm_epoch(const sp_block_perm *bp) { return bp ? bp->epoch : 0; }

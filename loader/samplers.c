@@ -7,7 +7,7 @@
  * HOW IT WORKS
  * sp__samp_create() checks the fields against the dataset and the order,
  * copies the indices and weights (cfg then points at the copies, so that
- * sp_loader_config_of() can make the same loader again), builds the subset
+ * sp__loader_config_of() can make the same loader again), builds the subset
  * map of an index list, and quantizes the weights to integers Q_i (section
  * 13: scaled by a power of two so that the largest has 63 - L bits, L the bit
  * length of n, then floored; the scaling and the floor are exact in binary64)
@@ -27,7 +27,7 @@
  * never drawn (torch would draw it that rarely).
  */
 #include "loader/loader_internal.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_size(), sp_dataset_mix_*() */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_size(), sp_dataset_mix_*() */
 #include "common/hash_internal.h"
 
 #include <math.h>
@@ -64,11 +64,11 @@ int sp__samp_strided(const sp__samp *s) { return s->repeat > 1; }
 /* Why cfg's sampler cannot be used with this dataset and order, or SP_OK. */
 static int check_fields(const sp_loader_config *c, const sp_dataset *ds, const char *what,
                         sp_error *err) {
-    const char *other = sp_dataset_mix_sources(ds) ? "a mixture (it draws its own epoch)"
+    const char *other = sp__dataset_mix_sources(ds) ? "a mixture (it draws its own epoch)"
                         : c->order == SP_ORDER_BLOCK ? "the block order"
                         : (c->indices && c->split) ? "a split (give the indices of the dataset "
                                                      "instead)" : NULL;
-    if (!other && sp_dataset_kind_of(ds) == SP_DATASET_TOKENS)
+    if (!other && sp__dataset_kind_of(ds) == SP_DATASET_TOKENS)
         other = "a token corpus (its samples are windows)";
     if (other)
         return sp_error_set(err, SP_EINVAL, "%s: a sampler (indices, num_samples, replacement, "
@@ -160,7 +160,7 @@ int sp__samp_create(sp_loader_config *c, const sp_dataset *ds, const char *what,
     if (rc != SP_OK) return rc;
     sp__samp *s = calloc(1, sizeof *s);
     if (!s) return sp_error_set(err, SP_ENOMEM, "loader: out of memory");
-    s->dsize = sp_dataset_size(ds);
+    s->dsize = sp__dataset_size(ds);
     s->repeat = c->repeat > 1 ? c->repeat : 1;
     s->replacement = c->replacement ? 1 : 0;
     s->order = c->order;

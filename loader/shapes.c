@@ -59,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "common/common_internal.h"
+#include "loader/shapes_internal.h"
 
 #define SHAPES_TAG_PARAMS 0x53484150u   /* "SHAP" */
 #define SHAPES_TAG_NOISE 0x4e4f4953u    /* "NOIS" */
@@ -71,10 +73,10 @@ enum { CIRCLE, CROSS, RING, SQUARE, STAR, TRIANGLE, NUM_CLASSES };
 static const char *const class_names[NUM_CLASSES + 1] = {
     "circle", "cross", "ring", "square", "star", "triangle", NULL};
 
-const char *const *sp_shapes_class_names(void) { return class_names; }
-int sp_shapes_num_classes(void) { return NUM_CLASSES; }
+const char *const *sp__shapes_class_names(void) { return class_names; }
+int sp__shapes_num_classes(void) { return NUM_CLASSES; }
 
-int sp_shapes_class_of(uint32_t index) {
+int sp__shapes_class_of(uint32_t index) {
     return (int)((index + index / NUM_CLASSES) % NUM_CLASSES);
 }
 
@@ -140,7 +142,7 @@ typedef struct params {
 
 static void draw_params(params *p, sp_key key, uint32_t index, int size) {
     draws d = {key, index, 0, {0, 0, 0, 0}, 4};
-    p->cls = sp_shapes_class_of(index);
+    p->cls = sp__shapes_class_of(index);
     p->dark = (int)(next_word(&d) & 1u);
     int lo = p->dark ? 10 : 165, hi = p->dark ? 90 : 245;
     int clo = p->dark ? 0 : 155, chi = p->dark ? 100 : 255;
@@ -221,7 +223,7 @@ static int inside(const params *p, int64_t u, int64_t v) {
 /* ---- rendering ------------------------------------------------------------------------ */
 
 static int render(const params *p, sp_key key, uint32_t index, int size, sp_image *img) {
-    int rc = sp_image_alloc(img, size, size, 3);
+    int rc = sp__image_alloc(img, size, size, 3);
     if (rc) return rc;
     int64_t gc = icos(p->grad_dir), gs = isin(p->grad_dir);
     int64_t sc = icos(p->stripe_dir), ss = isin(p->stripe_dir);
@@ -294,8 +296,8 @@ static int resolve_opts(const sp_shapes_opts *opts, sp_shapes_opts *o, sp_error 
     return SP_OK;
 }
 
-int sp_shapes_render(const sp_shapes_opts *opts, uint32_t index, sp_image *out, int *label,
-                     sp_error *err) {
+int sp__shapes_render(const sp_shapes_opts *opts, uint32_t index, sp_image *out, int *label,
+                      sp_error *err) {
     if (!out) return sp_error_set(err, SP_EINVAL, "shapes: NULL output image");
     memset(out, 0, sizeof *out);
     sp_shapes_opts o;

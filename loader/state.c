@@ -21,34 +21,35 @@
 #include "common/fileio_internal.h"
 #include "common/json_internal.h"
 #include "loader/state_internal.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_fingerprint() */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_fingerprint() */
+#include "common/common_internal.h"
 
 void sp_loader_state_at(const sp_loader *ld, uint32_t epoch, uint64_t batch,
                         sp_loader_state *st) {
     memset(st, 0, sizeof *st);
-    const sp_loader_config *cfg = sp_loader_config_of(ld);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    const sp_loader_config *cfg = sp__loader_config_of(ld);
+    uint64_t nb = sp__loader_batches_per_epoch(ld);
     if (nb && batch >= nb) {
         epoch += (uint32_t)(batch / nb);
         batch %= nb;
     }
-    st->fingerprint = sp_loader_fingerprint(ld);
-    st->dataset_fingerprint = sp_dataset_fingerprint(sp_loader_dataset(ld));
-    st->pipeline_hash = sp_loader_pipeline_hash(ld);
+    st->fingerprint = sp__loader_fingerprint(ld);
+    st->dataset_fingerprint = sp__dataset_fingerprint(sp__loader_dataset(ld));
+    st->pipeline_hash = sp__loader_pipeline_hash(ld);
     st->seed = cfg->seed;
     st->epoch = epoch;
     st->batch = batch;
-    st->samples = sp_dataset_size(sp_loader_dataset(ld));
+    st->samples = sp__dataset_size(sp__loader_dataset(ld));
     st->batch_size = cfg->batch_size;
     st->drop_last = cfg->drop_last ? 1 : 0;
     st->dtype = cfg->dtype;
     st->layout = cfg->layout;
-    sp_loader_sample_dims(ld, &st->c, &st->h, &st->w);
+    sp__loader_sample_dims(ld, &st->c, &st->h, &st->w);
     st->on_error = cfg->on_error;
     st->rng_mode = cfg->rng_mode;
     st->order = cfg->order;
     st->block_shards = cfg->order == SP_ORDER_BLOCK ? cfg->block_shards : 0;
-    st->pad_tail = cfg->pad_tail ? sp_loader_padded_size(ld) : 0;
+    st->pad_tail = cfg->pad_tail ? sp__loader_padded_size(ld) : 0;
     sp__state_blend_at(ld, st);
 }
 
@@ -107,8 +108,8 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
         add(why, sizeof why, "on-error %s in the state, %s here", sp_on_error_name(st->on_error),
             sp_on_error_name(me.on_error));
     if (me.rng_mode != st->rng_mode)
-        add(why, sizeof why, "rng-mode %s in the state, %s here", sp_rng_mode_name(st->rng_mode),
-            sp_rng_mode_name(me.rng_mode));
+        add(why, sizeof why, "rng-mode %s in the state, %s here", sp__rng_mode_name(st->rng_mode),
+            sp__rng_mode_name(me.rng_mode));
     if (me.order != st->order || me.block_shards != st->block_shards) {
         char so[32], mo[32];
         sp_order_spec_format(st->order, st->block_shards, so, sizeof so);
@@ -127,7 +128,7 @@ int sp_loader_state_check(const sp_loader *ld, const sp_loader_state *st, sp_err
     }
     if (why[0])
         return sp_error_set(err, SP_EMISMATCH, "state is for another stream: %s", why);
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = sp__loader_batches_per_epoch(ld);
     if (st->batch >= nb)
         return sp_error_set(err, SP_ERANGE, "state: batch %llu, but an epoch has %llu batches",
                             (unsigned long long)st->batch, (unsigned long long)nb);
@@ -176,7 +177,7 @@ int sp_loader_state_format(const sp_loader_state *st, char *buf, size_t size) {
     sp__jw_key(&w, "sample_shape");
     sp__jw_fmt(&w, "[%d,%d,%d]", st->c, st->h, st->w);
     sp__jw_kstr(&w, "on_error", sp_on_error_name(st->on_error));
-    sp__jw_kstr(&w, "rng_mode", sp_rng_mode_name(st->rng_mode));
+    sp__jw_kstr(&w, "rng_mode", sp__rng_mode_name(st->rng_mode));
     if (st->order != SP_ORDER_SHUFFLE) {   /* the optional keys, only when not the default */
         char o[32];
         sp_order_spec_format(st->order, st->block_shards, o, sizeof o);
@@ -208,7 +209,7 @@ static int bad(sp_error *err, const char *key, const char *why) {
 static int get_digest(const sp__json *j, const char *key, sp_digest *d, sp_error *err) {
     char hex[40];
     if (sp__json_str(j, sp__json_get(j, 0, key), hex, sizeof hex) != 0 ||
-        sp_digest_parse(hex, d) != 0)
+        sp__digest_parse(hex, d) != 0)
         return bad(err, key, "expected 32 hex digits");
     return SP_OK;
 }

@@ -22,15 +22,16 @@
 #include "dataset/dataset_tokens.h"
 #include "loader/loader_internal.h"
 #include "loader/state_internal.h"
+#include "common/common_internal.h"
 
 void sp__state_blend_at(const sp_loader *ld, sp_loader_state *st) {
     sp_dataset *ds = sp__loader_blend((sp_loader *)ld);   /* read only */
     if (!ds) return;
-    uint32_t S = sp_dataset_mix_sources(ds);
+    uint32_t S = sp__dataset_mix_sources(ds);
     st->blend_sources = S;
     st->blend_identity = sp__loader_blend_identity(ld);
     sp__ds_mix_since(ds, &st->blend_epoch, &st->blend_slot, st->blend_draws);
-    for (uint32_t s = 0; s < S; s++) sp_dataset_mix_weight(ds, s, &st->blend_weights[s], NULL);
+    for (uint32_t s = 0; s < S; s++) sp__dataset_mix_weight(ds, s, &st->blend_weights[s], NULL);
 }
 
 static int same_weights(const sp_loader_state *a, const sp_loader_state *b) {
@@ -85,9 +86,9 @@ int sp__state_blend_resume(sp_loader *ld, const sp_loader_state *me, const sp_lo
     if (me->blend_sources != st->blend_sources ||
         memcmp(&me->blend_identity, &st->blend_identity, sizeof me->blend_identity))
         return SP_OK;   /* the check names what differs */
-    const sp_loader_config *cfg = sp_loader_config_of(ld);
+    const sp_loader_config *cfg = sp__loader_config_of(ld);
     uint64_t q = st->batch * cfg->batch_size, draws[SP_STATE_MAX_SOURCES];
-    if (q > sp_dataset_mix_length(ds))
+    if (q > sp__dataset_mix_length(ds))
         return sp_error_set(err, SP_ERANGE, "state: batch %llu is past the blend's epoch",
                             (unsigned long long)st->batch);
     int rc = SP_OK;
@@ -150,7 +151,7 @@ int sp__state_blend_parse(const sp__json *j, int present, sp_loader_state *st, s
                             "(blend_identity, blend_since, blend_weights, blend_draws)");
     char hex[40];
     if (sp__json_str(j, sp__json_get(j, 0, "blend_identity"), hex, sizeof hex) != 0 ||
-        sp_digest_parse(hex, &st->blend_identity) != 0)
+        sp__digest_parse(hex, &st->blend_identity) != 0)
         return sp_error_set(err, SP_EFORMAT, "state: \"blend_identity\": expected 32 hex digits");
     uint64_t since[2];
     if (get_list(j, sp__json_get(j, 0, "blend_since"), UINT64_MAX, since) != 2 ||

@@ -28,7 +28,7 @@ size_t sp__ldt_bytes(const sp__ldt *t);
 /* The annotations' identity, into the loader's fingerprint. */
 void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h);
 
-/*! sp__ldt_run() : without targets (t NULL) sp_pipeline_run_shaped();
+/*! sp__ldt_run() : without targets (t NULL) sp__pipeline_run_shaped();
  *  else sample idx: the image (image_bytes, then zeros to the
  *  8-byte span) and its target fields into dst (sample_bytes). dflags:
  *  the decode's flags (SP__DECODE_VALIDATED: the dataset's verdict).
@@ -38,7 +38,7 @@ int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ct
                 uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
                 sp_error *err);
 
-/*! sp__ldt_explain() : sp_pipeline_explain()'s lines for sample idx (W x H,
+/*! sp__ldt_explain() : sp__pipeline_explain()'s lines for sample idx (W x H,
  *  format fmt) with what only its run knows (random_iou_crop's attempts
  *  and crop, from the run's geometry log), then each box's fate, into buf
  *  (n bytes). *rc: 0 or the run's error (then the lines alone). @return

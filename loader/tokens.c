@@ -299,26 +299,26 @@ static void release(const sp__tokl *ct, sp__tokl_epoch *e) {
 /* A blend: every source laid out with the same spec, the schedule resized
  * to their windows. */
 static int create_blend(sp__tokl *t, sp_dataset *ds, const char *spec, sp_error *err) {
-    t->nsrc = sp_dataset_mix_sources(ds);
+    t->nsrc = sp__dataset_mix_sources(ds);
     t->src = calloc(t->nsrc, sizeof *t->src);
     uint64_t *sizes = calloc(t->nsrc, sizeof *sizes);
     int rc = t->src && sizes ? SP_OK : sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
     for (uint32_t s = 0; rc == SP_OK && s < t->nsrc; s++) {
-        sp_dataset *src = (sp_dataset *)sp_dataset_mix_source(ds, s);
-        rc = sp__tokl_create(src, spec, t->seed, sp_dataset_root(src), &t->src[s], err);
+        sp_dataset *src = (sp_dataset *)sp__dataset_mix_source(ds, s);
+        rc = sp__tokl_create(src, spec, t->seed, sp__dataset_root(src), &t->src[s], err);
         if (rc == SP_OK) sizes[s] = t->src[s]->N;
     }
     if (rc == SP_OK) rc = sp__ds_mix_resize(ds, sizes, err);
     free(sizes);
     if (rc != SP_OK) return rc;
     t->mix = ds;
-    t->N = sp_dataset_mix_length(ds);
+    t->N = sp__dataset_mix_length(ds);
     t->width = t->src[0]->width;
     t->L = t->src[0]->L;
     snprintf(t->canon, sizeof t->canon, "%s", t->src[0]->canon);
     for (uint32_t s = 0; s < t->nsrc; s++) {   /* what an epoch's slots carry, in expectation */
         uint64_t num, den;
-        sp_dataset_mix_weight(ds, s, &num, &den);
+        sp__dataset_mix_weight(ds, s, &num, &den);
         t->used_tokens += (uint64_t)((double)t->src[s]->used_tokens / (double)t->src[s]->N *
                                      (double)t->N * (double)num / (double)den);
     }
@@ -328,7 +328,7 @@ static int create_blend(sp__tokl *t, sp_dataset *ds, const char *spec, sp_error 
 int sp__tokl_create(sp_dataset *ds, const char *spec, uint64_t seed, const char *what,
                     sp__tokl **out, sp_error *err) {
     *out = NULL;
-    if (sp_dataset_mix_sources(ds) > 0) {
+    if (sp__dataset_mix_sources(ds) > 0) {
         sp__tokl *t = calloc(1, sizeof *t);
         if (!t) return sp_error_set(err, SP_ENOMEM, "tokens: out of memory");
         pthread_mutex_init(&t->lock, NULL);

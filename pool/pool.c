@@ -20,7 +20,7 @@
  * word decides who computes it, the slot's tagged `done` counter wakes the
  * consumer).
  *
- * Taking. sp_pool_next(q) waits until the `done` counter says count, or,
+ * Taking. sp__pool_next(q) waits until the `done` counter says count, or,
  * when woken by its 10 ms timeout, until a scan of the state words finds
  * every position DONE(q) (the scan is the ground truth: a worker killed
  * between its DONE store and its counter bump leaves the counter short
@@ -34,7 +34,7 @@
  *
  * Start-up. The workers are forked as soon as the ring is mapped and its
  * first R slots activated; the ring's pages (the kernel zeroes them) are
- * reserved afterwards, by the consumer inside sp_pool_create(), from the
+ * reserved afterwards, by the consumer inside sp__pool_create(), from the
  * ring's end backwards while the workers start on slot 0 (a ring the
  * memory cannot hold fails the creation with SP_ENOMEM, the workers
  * reaped). So the first batch is computed while the rest of the ring is
@@ -131,6 +131,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "pool/pool_internal.h"
 
 #define CONSUMER_TIMEOUT_NS 10000000ull   /* liveness poll while waiting */
 #define SPIN_NS 20000ull                  /* consumer spin before sleeping */
@@ -324,7 +325,7 @@ int sp__pool_poll(sp_pool *pool, uint32_t *slot, uint64_t *qout, sp_error *err) 
     return SP_OK;
 }
 
-int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
+int sp__pool_next(sp_pool *pool, sp_batch *view, sp_error *err) {
     sp__ring_hdr *h = pool->h;
     uint32_t s = 0;
     uint64_t q = 0;
@@ -382,7 +383,7 @@ int sp__pool_release_oldest(sp_pool *pool, sp_error *err) {
 
 /* Any held view, in any order: its slot is marked, and the ring moves past
  * the oldest batches while they are back. */
-int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err) {
+int sp__pool_release(sp_pool *pool, sp_batch *view, sp_error *err) {
     if (!pool || !view) return sp_error_set(err, SP_EINVAL, "pool: %s is NULL", pool ? "view" : "pool");
     uint64_t abs = (uint64_t)view->epoch * pool->nb + view->index;
     uint64_t q = abs - pool->start_abs;   /* wraps (huge) below the start */
@@ -402,19 +403,19 @@ int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err) {
     return SP_OK;
 }
 
-void sp_pool_state(const sp_pool *pool, sp_loader_state *st) {
+void sp__pool_state(const sp_pool *pool, sp_loader_state *st) {
     uint64_t abs = pool->start_abs + pool->taken;
     sp_loader_state_at(pool->ld, (uint32_t)(abs / pool->nb), abs % pool->nb, st);
 }
 
-sp_loader *sp_pool_loader(sp_pool *pool) { return pool->ld; }
+sp_loader *sp__pool_loader(sp_pool *pool) { return pool->ld; }
 sp_cache *sp_pool_cache(sp_pool *pool) { return sp__pool_cache_of(pool->cc); }
 
 int sp_pool_worker_pid(const sp_pool *pool, int w) {
     return (w >= 0 && w < pool->nworkers) ? (int)pool->pids[w] : 0;
 }
 
-void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
+void sp__pool_stats_get(const sp_pool *pool, sp_pool_stats *st) {
     memset(st, 0, sizeof *st);
     st->workers = pool->nworkers;
     st->ring_slots = (int)pool->R;
@@ -446,8 +447,8 @@ static int start_workers(sp_pool *pool, sp_error *err) {
     return rc;
 }
 
-int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
-                   sp_error *err) {
+int sp__pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
+                    sp_error *err) {
     return sp__pool_create_ex(lcfg, pcfg, NULL, out, err);
 }
 
@@ -479,7 +480,7 @@ static int stream_geometry(sp_pool *pool, const sp_pool_config *pcfg, uint32_t s
          * a span's batches are no rank's. */
         return sp_error_set(err, SP_EUNSUPP, "pool: the epoch cache holds one rank's stream; a "
                             "span of %u ranks is not one", span);
-    pool->nb = sp_loader_batches_per_epoch(pool->ld);
+    pool->nb = sp__loader_batches_per_epoch(pool->ld);
     pool->cap = sp__loader_capacity(pool->ld);
     if (pcfg->resume) {
         if ((rc = sp_loader_resume(pool->ld, pcfg->resume, err)) != 0) return rc;
@@ -513,7 +514,7 @@ static int ring_open(sp_pool *pool, const sp__pool_setup *su, sp_error *err) {
     memset(&hh, 0, sizeof hh);
     hh.nslots = pool->R;
     hh.cap = pool->cap;
-    hh.sample_bytes = sp_loader_sample_bytes(pool->ld);
+    hh.sample_bytes = sp__loader_sample_bytes(pool->ld);
     hh.nranks = su->nranks;
     int rc;
     if ((rc = sp__ring_mix(pool->ld, su->mix, &hh, err)) != 0 ||
@@ -526,7 +527,7 @@ static int ring_open(sp_pool *pool, const sp__pool_setup *su, sp_error *err) {
     memcpy(h, &hh, offsetof(sp__ring_hdr, hint));
     h->magic = SP__RING_MAGIC;
     h->version = SP__RING_VERSION;
-    sp_digest fp = sp_loader_fingerprint(pool->ld);
+    sp_digest fp = sp__loader_fingerprint(pool->ld);
     h->fp_hi = fp.hi;
     h->fp_lo = fp.lo;
     h->owner_pid = (int32_t)getpid();
@@ -573,11 +574,11 @@ int sp__pool_create_ex(const sp_loader_config *lcfg, const sp_pool_config *pcfg,
     *out = pool;
     return SP_OK;
 fail:
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
     return rc;
 }
 
-void sp_pool_destroy(sp_pool *pool) {
+void sp__pool_destroy(sp_pool *pool) {
     if (!pool) return;
     if (pool->h) atomic_store(&pool->h->stop, 1);
     for (int w = 0; w < pool->nworkers; w++)

@@ -72,6 +72,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "cache/cache_internal.h"
+#include "common/common_internal.h"
 
 /* Record states: BUSY carries the worker id in bits 8..15. */
 enum {
@@ -296,7 +298,7 @@ static void ec_open(sp_pool *pool, uint32_t epoch, uint64_t index) {
     ec->mode = SP__SCM_NONE;
     sp_error e;
     sp_error_clear(&e);
-    if (sp_loader_config_of(pool->ld)->rng_mode == SP_RNG_PER_WORKER) {
+    if (sp__loader_config_of(pool->ld)->rng_mode == SP_RNG_PER_WORKER) {
         if (!pool->cc->warned_unsupp++)
             cwarn(pool, "%s: per-worker rng mode is not cacheable (its bytes depend on the "
                   "order batches are computed in); the stream runs uncached",
@@ -311,7 +313,7 @@ static void ec_open(sp_pool *pool, uint32_t epoch, uint64_t index) {
     if (e.code) cwarn(pool, "%s", e.msg);
     if (index != 0) return;   /* a resumed epoch is not filled: it lacks its start */
     sp_error_clear(&e);
-    rc = sp_cache_writer_open(pool->cc->cache, pool->ld, epoch, &ec->wr, &e);
+    rc = sp__cache_writer_open(pool->cc->cache, pool->ld, epoch, &ec->wr, &e);
     if (rc == 0) ec->mode = SP__SCM_FILL;
     else if (rc != SP_CACHE_SKIP) cwarn(pool, "%s", e.msg);
 }
@@ -322,7 +324,7 @@ static void ec_open(sp_pool *pool, uint32_t epoch, uint64_t index) {
 static void ec_close(sp_pool *pool) {
     sp__epoch_cache *ec = &pool->cc->ec[pool->cc->ec_head];
     if (ec->wr) {
-        if (!sp_cache_writer_complete(ec->wr)) sp_cache_writer_abort(ec->wr);
+        if (!sp__cache_writer_complete(ec->wr)) sp__cache_writer_abort(ec->wr);
         else sp__cache_commit_start(pool->cc->cache, ec->wr, ec->epoch);
     }
     sp_cache_reader_close(ec->rd);
@@ -359,7 +361,7 @@ void sp__pool_cache_activate(sp_pool *pool, uint32_t s, const sp__batch_geo *g) 
         if (l) {
             sc->line = *l;
             snprintf(sc->name, sizeof sc->name, "%s", sp__cache_reader_key(t->rd));
-            sp_digest_parse(sc->name, &sc->key);
+            sp__digest_parse(sc->name, &sc->key);
         } else {
             mode = SP__SCM_NONE;
         }
@@ -381,7 +383,7 @@ static void consumer_put(sp_pool *pool, sp__epoch_cache *ec, uint32_t s,
     sp_batch b;
     sp_error e;
     sp_error_clear(&e);
-    size_t sb = sp_loader_sample_bytes(pool->ld);
+    size_t sb = sp__loader_sample_bytes(pool->ld);
     sp__item *items = malloc(((size_t)g->count + 1) * sizeof *items);   /* +1: count 0 */
     if (!items || sp_batch_alloc(pool->ld, &b) != 0) {
         free(items);
@@ -399,7 +401,7 @@ static void consumer_put(sp_pool *pool, sp__epoch_cache *ec, uint32_t s,
     if (pool->cc->sc[s].partial) sp__cache_writer_discard(ec->wr, g->index);
     if (sp__batch_finalize(pool->ld, &b, items, &e) != 0)
         ec_drop_writer(pool, ec, NULL);   /* the stream fails here (on_error fail) */
-    else if (sp_cache_writer_put(ec->wr, &b, &e) != 0)
+    else if (sp__cache_writer_put(ec->wr, &b, &e) != 0)
         ec_drop_writer(pool, ec, e.msg);
     sp_batch_free(&b);
     free(items);
@@ -471,7 +473,7 @@ void sp__pool_cache_worker_died(sp_pool *pool, uint32_t s, uint32_t w) {
     }
 }
 
-/* sp_pool_next()'s finalising of a batch read whole (keep_whole()): the
+/* sp__pool_next()'s finalising of a batch read whole (keep_whole()): the
  * file's count and lists are in the slot already; its failure records are
  * logged as the in-process reader logs them (sp__cb_replay_failures()). */
 int sp__pool_cache_finish(sp_pool *pool, uint32_t s, sp_batch *view) {
@@ -523,7 +525,7 @@ void sp__pool_cache_close(sp_pool *pool) {
     sp__cache_commit_wait(cc->cache);   /* an epoch's commit still running */
     while (cc->ec && cc->ec_n) {   /* unfinished epochs: nothing is committed */
         sp__epoch_cache *ec = &cc->ec[cc->ec_head];
-        sp_cache_writer_abort(ec->wr);
+        sp__cache_writer_abort(ec->wr);
         ec->wr = NULL;
         ec_close(pool);
     }

@@ -14,7 +14,7 @@
  * created:
  *
  *  - The consumer (a core is free for it: fewer workers than the CPUs this
- *    process may run on). While sp_pool_next() waits for batch q, it
+ *    process may run on). While sp__pool_next() waits for batch q, it
  *    computes what the batch should hold (its count, and each position's
  *    sample index and label from the epoch order: what a batch without
  *    failures holds), hashes that head (sp__batch_digest_begin), then the

@@ -65,7 +65,7 @@ struct sp_pool {
     uint64_t total, start_abs, nb;
     uint64_t taken, released;          /* consumer's counters */
     /* Slot s's batch (taken, not yet released) was given back out of order:
-     * the ring moves past it once every older one is back (sp_pool_release). */
+     * the ring moves past it once every older one is back (sp__pool_release). */
     uint8_t given_back[SP__RING_MAX_SLOTS];
     pid_t pids[SP_POOL_MAX_WORKERS];
     pid_t parent;
@@ -297,7 +297,7 @@ int sp__pool_cache_settled(sp_pool *pool, uint32_t s);
 /*! sp__pool_cache_take() : batch q (slot s) is being taken: account for
  *  what its worker did; close the epoch after its last batch. */
 void sp__pool_cache_take(sp_pool *pool, uint64_t q, uint32_t s);
-/*! sp__pool_cache_finish() : sp_pool_next()'s finalising of slot s, read
+/*! sp__pool_cache_finish() : sp__pool_next()'s finalising of slot s, read
  *  whole from a batch file with failed samples: *view gets the file's
  *  count and lists, its failure records are logged in the consumer's
  *  loader (as sp_cache_reader_batch() logs them). @return 1, or 0 when the

@@ -14,7 +14,7 @@
  * The layout itself is documented in ring_internal.h.
  */
 #include "pool/ring_internal.h"
-#include "dataset/dataset_api_internal.h"   /* sp_dataset_num_classes() */
+#include "dataset/dataset_api_internal.h"   /* sp__dataset_num_classes() */
 #include "seedpipe/targets.h"
 
 #include <errno.h>
@@ -352,16 +352,16 @@ int sp__ring_layout(sp__ring_hdr *h, sp_error *err) {
 int sp__ring_mix(const sp_loader *ld, const sp_batch_mix_spec *mix, sp__ring_hdr *hh,
                       sp_error *err) {
     if (!mix) return SP_OK;
-    const sp_loader_config *lc = sp_loader_config_of(ld);
+    const sp_loader_config *lc = sp__loader_config_of(ld);
     if (lc->dtype != SP_DTYPE_FLOAT32 || lc->layout != SP_LAYOUT_NCHW ||
-        (sp_loader_pipeline(ld) && sp_pipeline_targets(sp_loader_pipeline(ld), NULL)))
+        (sp__loader_pipeline(ld) && sp_pipeline_targets(sp__loader_pipeline(ld), NULL)))
         return sp_error_set(err, SP_EINVAL, "service: a batch mix needs float32 NCHW images "
                             "without targets (the mix is torch's float32 arithmetic on "
                             "(B, C, H, W) batches, its targets the labels' one-hot rows)");
     if (mix->n < 1 || mix->n > SP_BATCH_MIX_MAX_OPS || mix->classes < 0 || mix->classes > 65536)
         return sp_error_set(err, SP_EINVAL, "service: batch mix of %d ops, %d classes", mix->n,
                             mix->classes);
-    int k = mix->classes ? mix->classes : (int)sp_dataset_num_classes(sp_loader_dataset(ld));
+    int k = mix->classes ? mix->classes : (int)sp__dataset_num_classes(sp__loader_dataset(ld));
     if (k < 1 || k > 65536)
         return sp_error_set(err, SP_EINVAL, "service: batch mix: the dataset has %d classes; "
                             "give classes=K (1..65536)", k);

@@ -26,7 +26,7 @@
  *  A named region's pages are reserved here (posix_fallocate: a /dev/shm
  *  too small is SP_ENOMEM now, not SIGBUS later); an anonymous one's are
  *  not: its creator reserves them with sp__region_reserve() once its
- *  workers run (the pool does, before sp_pool_create() returns), so that
+ *  workers run (the pool does, before sp__pool_create() returns), so that
  *  the workers start at once instead of after the kernel zeroed the whole
  *  ring. @return 0, SP_EIO (errno text; "exists" for a live name),
  *  SP_EINVAL, SP_ENOMEM. */

@@ -151,7 +151,7 @@ typedef struct sp__ring_hdr {
     uint64_t slots_offset, slot_size;
     uint64_t off_state, off_crash, off_items, off_indices, off_labels, off_skipped,
         off_subst, off_images;
-    uint64_t fp_hi, fp_lo;            /* sp_loader_fingerprint() */
+    uint64_t fp_hi, fp_lo;            /* sp__loader_fingerprint() */
     int32_t owner_pid;
     uint32_t nworkers;
     uint64_t start_abs;               /* stream position of q = 0: epoch*nb + batch */

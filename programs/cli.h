@@ -18,6 +18,8 @@
 
 #include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
+#include "seedpipe/sampler.h"
+#include "seedpipe/split.h"
 #include "seedpipe/state.h"
 #include "seedpipe/stream.h"
 

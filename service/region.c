@@ -19,6 +19,8 @@
 #include "seedpipe/pipeline.h"
 #include "seedpipe/state.h"
 #include "seedpipe/targets.h"
+#include "augment/pipeline_internal.h"
+#include "augment/targets_internal.h"
 
 /* The batch mix block: none (all zero), or a spec the client can redraw
  * from, over float32 NCHW images without targets. */
@@ -68,7 +70,7 @@ int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *
         return sp_error_set(err, SP_EFORMAT, "ring: sample shape %dx%dx%d", st0->c, st0->h,
                             st0->w);
     uint64_t sb = (uint64_t)st0->c * (uint64_t)st0->h * (uint64_t)st0->w *
-                  (uint64_t)sp_dtype_size(st0->dtype);
+                  (uint64_t)sp__dtype_size(st0->dtype);
     if (h->tg_on > 1 || (h->tg_on && (h->tg_max_boxes < 1 ||
                                       h->tg_max_boxes > SP_TARGETS_MAX_BOXES ||
                                       h->tg_keypoints > SP_TARGETS_MAX_KEYPOINTS ||
@@ -85,7 +87,7 @@ int sp__service_validate(const sp__ring_hdr *h, size_t mapped, sp_loader_state *
         r.masks = (int)h->tg_masks;
         r.mask_w = st0->w;
         r.mask_h = st0->h;
-        sb = sp_targets_image_span((size_t)sb) + sp_targets_record_bytes(&r);
+        sb = sp__targets_image_span((size_t)sb) + sp__targets_record_bytes(&r);
     }
     if (sb != h->sample_bytes)
         return sp_error_set(err, SP_EFORMAT, "ring: sample of %llu bytes, the state says %llu",

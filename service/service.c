@@ -9,7 +9,7 @@
  *     in the ring), and state ATTACHED; every 20 ms it checks the pid (and
  *     /proc start time) of each attached client and marks a dead one GONE;
  *  2. recycles: the oldest taken batch q goes back to the pool
- *     (sp_pool_release) once every rank is past it: released_r > q for an
+ *     (sp__pool_release) once every rank is past it: released_r > q for an
  *     ATTACHED rank, a GONE rank never blocks, a NEVER or ATTACHING rank
  *     always does (a first attach must start at batch 0);
  *  3. publishes: when the next batch is complete (sp__pool_poll), it
@@ -46,7 +46,7 @@
  *
  * Also in service/: the staleness check before the region is created and
  * sp_service_status_read() (`seedpipe status`) in service_status.c, the
- * service in a child process (sp_service_fork() / sp_service_join()) in
+ * service in a child process (sp__service_fork() / sp__service_join()) in
  * service_fork.c, the header checks a reader makes in region.c, and the
  * client in service_client.c.
  *
@@ -115,7 +115,7 @@ static int mix_open(sp_service *svc, const sp_batch_mix_spec *mix, uint64_t seed
     svc->mix = *mix;
     svc->seed = seed;
     svc->k = (int)svc->h->mix_classes;
-    sp_loader_sample_dims(svc->ld, &svc->c, &svc->hh, &svc->ww);
+    sp__loader_sample_dims(svc->ld, &svc->c, &svc->hh, &svc->ww);
     size_t plane = (size_t)svc->c * (size_t)svc->hh * (size_t)svc->ww;
     svc->scratch = malloc(plane * sizeof *svc->scratch);
     svc->lab = malloc((size_t)svc->rank_cap * sizeof *svc->lab);
@@ -128,7 +128,7 @@ static int mix_open(sp_service *svc, const sp_batch_mix_spec *mix, uint64_t seed
  * sample_bytes): with targets, the image then the target fields. */
 static void record_layout(sp__ring_hdr *h, const sp_loader *ld) {
     sp_targets_rules tr;
-    const sp_pipeline *pl = sp_loader_pipeline(ld);
+    const sp_pipeline *pl = sp__loader_pipeline(ld);
     if (!pl || !sp_pipeline_targets(pl, &tr)) return;
     h->tg_on = 1;
     h->tg_max_boxes = (uint32_t)tr.max_boxes;
@@ -238,7 +238,7 @@ int sp_service_create(const sp_loader_config *lcfg, const sp_service_config *scf
         free(svc);
         return rc;
     }
-    svc->ld = sp_pool_loader(svc->pool);
+    svc->ld = sp__pool_loader(svc->pool);
     svc->h = sp__pool_hdr(svc->pool);
     svc->nranks = m;
     svc->R = svc->h->nslots;
@@ -279,7 +279,7 @@ void sp_service_destroy(sp_service *svc) {
             sp__futex_wake(&svc->h->ranks[r].wake, 1 << 30);
         }
     }
-    sp_pool_destroy(svc->pool);   /* kills the workers, unlinks the region */
+    sp__pool_destroy(svc->pool);   /* kills the workers, unlinks the region */
     free(svc->scratch);
     free(svc->lab);
     free(svc);

@@ -50,6 +50,8 @@
 #include "pool/ring_layout.h"
 #include "seedpipe/batchmix.h"
 #include "seedpipe/pipeline.h"
+#include "augment/pipeline_internal.h"
+#include "service/client_internal.h"
 
 #define SPIN_NS 20000ull
 #define LIVENESS_NS 50000000ull
@@ -97,14 +99,14 @@ static void service_wake(sp__ring_hdr *h) {
 /* ---- attach ------------------------------------------------------------------ */
 
 static int fail_attach(sp_client *c, int rc) {
-    sp_client_detach(c);
+    sp__client_detach(c);
     return rc;
 }
 
 static int owner_alive(const sp_client *c) { return sp__proc_alive(c->owner_pid, c->owner_start); }
 
-int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err) {
-    return sp_client_attach_opts(name, rank, NULL, out, err);
+int sp__client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err) {
+    return sp__client_attach_opts(name, rank, NULL, out, err);
 }
 
 /* The region's owner must be this user and its mode 0600, unless the caller
@@ -231,8 +233,8 @@ static int await_attached(sp_client *c, const char *name, uint64_t t0, uint64_t 
     }
 }
 
-int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
-                          sp_client **out, sp_error *err) {
+int sp__client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
+                           sp_client **out, sp_error *err) {
     *out = NULL;
     sp_client_opts o = {0, NULL, 0};
     if (opts) o = *opts;
@@ -266,7 +268,7 @@ int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts 
     return SP_OK;
 }
 
-void sp_client_detach(sp_client *c) {
+void sp__client_detach(sp_client *c) {
     if (!c) return;
     if (c->rec && !c->dropped && atomic_load(&c->rec->pid) == c->pid) {
         /* Held batches stay unreleased: a re-attaching rank resumes there. */
@@ -349,7 +351,7 @@ static int wait_published(sp_client *c, uint64_t q, sp_error *err) {
     return SP_OK;
 }
 
-int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
+int sp__client_next(sp_client *c, sp_batch *view, sp_error *err) {
     if (c->dropped)
         return sp_error_set(err, SP_EIO, "region %s: rank %u was dropped by the service", c->name,
                             c->rank);
@@ -403,7 +405,7 @@ int sp_client_next(sp_client *c, sp_batch *view, sp_error *err) {
     return SP_OK;
 }
 
-int sp_client_release(sp_client *c, sp_batch *view, sp_error *err) {
+int sp__client_release(sp_client *c, sp_batch *view, sp_error *err) {
     uint32_t i = 0;
     if (view && view->images)
         for (; i < c->nheld; i++)
@@ -457,7 +459,7 @@ void sp_client_info_get(const sp_client *c, sp_client_info *in) {
     in->fingerprint = c->st0.fingerprint;
     in->seed = c->st0.seed;
     in->image_bytes = (size_t)c->st0.c * (size_t)c->st0.h * (size_t)c->st0.w *
-                      sp_dtype_size(c->st0.dtype);
+                      sp__dtype_size(c->st0.dtype);
     in->target_offset = in->image_bytes;
     if (c->hc->tg_on) {   /* validated by region.c against sample_bytes */
         in->targets = 1;
@@ -507,7 +509,7 @@ const float *sp_client_mix_targets(const sp_client *c, const sp_batch *view, sp_
 
 void sp_client_timing_get(const sp_client *c, sp_client_timing *t) { *t = c->timing; }
 
-sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *b) {
+sp_digest sp__client_batch_digest(const sp_client *c, const sp_batch *b) {
     sp_batch_mix m;
     const float *t = sp_client_mix_targets(c, b, &m);
     if (t)   /* what `digest --batch-mix` writes */

@@ -1,6 +1,6 @@
-/* service_fork.c - a service in a child process: sp_service_fork() creates
+/* service_fork.c - a service in a child process: sp__service_fork() creates
  * and runs it there, reporting creation errors back through a pipe, and
- * sp_service_join() waits for it, with SIGTERM then SIGKILL past the
+ * sp__service_join() waits for it, with SIGTERM then SIGKILL past the
  * timeout (include/seedpipe/service.h).
  *
  * Calls sp_service_create(), sp_service_run() and sp_service_destroy()
@@ -18,6 +18,7 @@
 
 #include "pool/ring_layout.h"   /* sp__now_ns() */
 #include "common/trace_internal.h"
+#include "service/service_internal.h"
 
 /* ---- a service in a child process --------------------------------------------------- */
 
@@ -27,8 +28,8 @@ static void on_stop(int sig) {
     child_stop = 1;
 }
 
-int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
-                    sp_error *err) {
+int sp__service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
+                     sp_error *err) {
     int fds[2];
     if (pipe(fds) != 0) return sp_error_set(err, SP_EIO, "service: pipe: %s", strerror(errno));
     pid_t parent = getpid();
@@ -91,7 +92,7 @@ int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg,
     return sp_error_set(err, -(int)(unsigned char)buf[0], "%s", buf + 1);
 }
 
-int sp_service_join(pid_t pid, int timeout_ms, int *status, sp_error *err) {
+int sp__service_join(pid_t pid, int timeout_ms, int *status, sp_error *err) {
     int ws = 0;
     uint64_t t0 = sp__now_ns(), limit = (uint64_t)timeout_ms * 1000000ull;
     int phase = 0;

@@ -7,8 +7,8 @@
  *   LOADER   position abs (epoch * nb + batch) in [abs, end); next computes
  *            batch abs into the one owned buffer (through the epoch cache
  *            when there is one) and hands out a view of it;
- *   POOL     sp_pool_next / sp_pool_release / sp_pool_state;
- *   SERVICE  sp_client_next / sp_client_release / sp_client_state.
+ *   POOL     sp__pool_next / sp__pool_release / sp__pool_state;
+ *   SERVICE  sp__client_next / sp__client_release / sp_client_state.
  * Nothing here computes a byte: the guarantee is the sources' own.
  */
 #include <stdlib.h>
@@ -22,6 +22,10 @@
 #include "common/hash_internal.h"
 #include "common/trace_internal.h"
 #include "loader/loader_internal.h"
+#include "cache/cache_internal.h"
+#include "pool/pool_internal.h"
+#include "service/client_internal.h"
+#include "stream/stream_internal.h"
 
 struct sp_stream {
     sp_stream_kind kind;
@@ -45,7 +49,7 @@ void sp_stream_config_default(sp_stream_config *sc) {
     sc->epochs = 1;
 }
 
-const char *sp_stream_kind_name(sp_stream_kind k) {
+const char *sp__stream_kind_name(sp_stream_kind k) {
     switch (k) {
     case SP_STREAM_LOADER: return "loader";
     case SP_STREAM_POOL: return "pool";
@@ -72,7 +76,7 @@ static int check_config(const sp_loader_config *lcfg, const sp_stream_config *sc
     }
     if (!lcfg)
         return sp_error_set(err, SP_EINVAL, "stream: a %s stream needs a loader configuration",
-                            sp_stream_kind_name(sc->kind));
+                            sp__stream_kind_name(sc->kind));
     if (sc->epochs < 1) return sp_error_set(err, SP_EINVAL, "stream: epochs must be >= 1 (got 0)");
     if (sc->kind == SP_STREAM_POOL && (sc->workers < 1 || sc->workers > SP_POOL_MAX_WORKERS))
         return sp_error_set(err, SP_EINVAL, "stream: a pool stream needs workers in 1..%d (got %d)",
@@ -82,17 +86,17 @@ static int check_config(const sp_loader_config *lcfg, const sp_stream_config *sc
 
 static void fill_geometry(sp_stream *s, const sp_loader *ld) {
     sp_stream_info *in = &s->info;
-    const sp_loader_config *c = sp_loader_config_of(ld);
-    sp_loader_sample_dims(ld, &in->c, &in->h, &in->w);
+    const sp_loader_config *c = sp__loader_config_of(ld);
+    sp__loader_sample_dims(ld, &in->c, &in->h, &in->w);
     in->dtype = c->dtype;
     in->layout = c->layout;
-    in->sample_bytes = sp_loader_sample_bytes(ld);
-    in->fingerprint = sp_loader_fingerprint(ld);
+    in->sample_bytes = sp__loader_sample_bytes(ld);
+    in->fingerprint = sp__loader_fingerprint(ld);
     in->seed = c->seed;
     s->rank = c->rank;
     s->world = c->world;
     s->batch_size = c->batch_size;
-    s->nb = sp_loader_batches_per_epoch(ld);
+    s->nb = sp__loader_batches_per_epoch(ld);
 }
 
 static int open_loader(sp_stream *s, const sp_loader_config *lcfg, const sp_stream_config *sc,
@@ -119,14 +123,14 @@ static int open_pool(sp_stream *s, const sp_loader_config *lcfg, const sp_stream
                      sp_error *err) {
     sp_pool_config pc = {sc->workers, sc->ring_slots, sc->epochs, sc->resume, sc->cache_dir,
                          sc->cache_opts};
-    int rc = sp_pool_create(lcfg, &pc, &s->pool, err);
+    int rc = sp__pool_create(lcfg, &pc, &s->pool, err);
     if (rc != 0) return rc;
-    s->ld = sp_pool_loader(s->pool);
+    s->ld = sp__pool_loader(s->pool);
     fill_geometry(s, s->ld);
     s->first = sc->resume ? (uint64_t)sc->resume->epoch * s->nb + sc->resume->batch : 0;
     s->end = (uint64_t)sc->epochs * s->nb;
     sp_pool_stats ps;
-    sp_pool_stats_get(s->pool, &ps);
+    sp__pool_stats_get(s->pool, &ps);
     s->max_held = ps.ring_slots;
     return SP_OK;
 }
@@ -141,11 +145,11 @@ static int open_service(sp_stream *s, const sp_loader_config *lcfg, const sp_str
     if (lcfg) {
         int rc = sp_loader_create(lcfg, &s->ld, err);
         if (rc != 0) return rc;
-        fp = sp_loader_fingerprint(s->ld);
+        fp = sp__loader_fingerprint(s->ld);
         if (!co.expect_fingerprint) co.expect_fingerprint = &fp;
         rank = lcfg->rank;
     }
-    int rc = sp_client_attach_opts(sc->service_name, rank, &co, &s->client, err);
+    int rc = sp__client_attach_opts(sc->service_name, rank, &co, &s->client, err);
     if (rc != 0) return rc;
     sp_client_info ci;
     sp_client_info_get(s->client, &ci);
@@ -202,9 +206,9 @@ void sp_stream_close(sp_stream *s) {
     if (!s) return;
     sp_cache_flush(s->cache);
     sp_cache_close(s->cache);
-    if (s->pool) sp_pool_destroy(s->pool);
+    if (s->pool) sp__pool_destroy(s->pool);
     else sp_loader_destroy(s->ld);
-    sp_client_detach(s->client);
+    sp__client_detach(s->client);
     sp_batch_free(&s->buf);
     free(s->held);
     free(s);
@@ -215,7 +219,7 @@ static int loader_next(sp_stream *s, sp_batch *view, sp_error *err) {
     if (s->abs >= s->end) return SP_END;
     uint32_t e = (uint32_t)(s->abs / s->nb);
     uint64_t bi = s->abs % s->nb;
-    int rc = s->cache ? sp_cache_epoch_batch(s->cache, s->ld, e, bi, &s->buf, err)
+    int rc = s->cache ? sp__cache_epoch_batch(s->cache, s->ld, e, bi, &s->buf, err)
                       : sp_loader_batch(s->ld, e, bi, &s->buf, err);
     if (rc != 0) return rc;
     s->abs++;
@@ -247,11 +251,11 @@ int sp_stream_next(sp_stream *s, sp_batch *view, sp_error *err) {
     if (s->nheld >= s->max_held)
         return sp_error_set(err, SP_EINVAL, "stream: %d view%s already held (the most this %s "
                             "stream holds): give one back first", s->nheld,
-                            s->nheld == 1 ? "" : "s", sp_stream_kind_name(s->kind));
+                            s->nheld == 1 ? "" : "s", sp__stream_kind_name(s->kind));
     uint64_t t0 = sp__trace_t0();   /* the consumer's wait for the batch */
     int rc = s->kind == SP_STREAM_LOADER ? loader_next(s, view, err)
-             : s->kind == SP_STREAM_POOL ? sp_pool_next(s->pool, view, err)
-                                         : sp_client_next(s->client, view, err);
+             : s->kind == SP_STREAM_POOL ? sp__pool_next(s->pool, view, err)
+                                         : sp__client_next(s->client, view, err);
     if (t0 && rc == SP_OK)   /* a batch handed over (not the end, not an error) */
         sp__trace_record(SP_TRACE_NEXT, t0, view->epoch, view->index, SP__TRACE_NONE32,
                          SP__TRACE_NONE64);
@@ -281,8 +285,8 @@ int sp_stream_release(sp_stream *s, sp_batch *view, sp_error *err) {
                             s->nheld ? "" : "; no view is held");
     sp_batch *held = &s->held[(s->head + k) % s->max_held];
     int rc = SP_OK;
-    if (s->kind == SP_STREAM_POOL) rc = sp_pool_release(s->pool, held, err);
-    else if (s->kind == SP_STREAM_SERVICE) rc = sp_client_release(s->client, held, err);
+    if (s->kind == SP_STREAM_POOL) rc = sp__pool_release(s->pool, held, err);
+    else if (s->kind == SP_STREAM_SERVICE) rc = sp__client_release(s->client, held, err);
     if (rc != 0) return fail(s, rc, err);
     /* The FIFO closes the gap: the newer views move up by one. */
     for (int j = k; j + 1 < s->nheld; j++)
@@ -298,7 +302,7 @@ int sp_stream_seek(sp_stream *s, const sp_loader_state *st, sp_error *err) {
     if (s->kind != SP_STREAM_LOADER)
         return sp_error_set(err, SP_EUNSUPP, "stream: a %s stream cannot seek (its batches are "
                             "computed ahead): close it and open one with sc.resume",
-                            sp_stream_kind_name(s->kind));
+                            sp__stream_kind_name(s->kind));
     if (s->failed) return failed_again(s, err);
     int rc = sp_loader_state_check(s->ld, st, err);
     if (rc != 0) return rc;
@@ -312,7 +316,7 @@ int sp_stream_seek(sp_stream *s, const sp_loader_state *st, sp_error *err) {
 }
 
 void sp_stream_state(const sp_stream *s, sp_loader_state *st) {
-    if (s->kind == SP_STREAM_POOL) sp_pool_state(s->pool, st);
+    if (s->kind == SP_STREAM_POOL) sp__pool_state(s->pool, st);
     else if (s->kind == SP_STREAM_SERVICE) sp_client_state(s->client, st);
     else sp_loader_state_at(s->ld, (uint32_t)(s->abs / s->nb), s->abs % s->nb, st);
 }
@@ -332,7 +336,7 @@ void sp_stream_info_get(const sp_stream *s, sp_stream_info *info) {
 }
 
 sp_digest sp_stream_batch_digest(const sp_stream *s, const sp_batch *b) {
-    if (s->client) return sp_client_batch_digest(s->client, b);
+    if (s->client) return sp__client_batch_digest(s->client, b);
     return sp_batch_digest(s->ld, b);
 }
 

@@ -27,6 +27,8 @@
 #include "seedpipe/service.h"
 #include "seedpipe/stream.h"
 #include "loader/loader_internal.h"
+#include "pool/pool_internal.h"
+#include "service/service_internal.h"
 
 static int same(sp_digest a, sp_digest b) { return a.hi == b.hi && a.lo == b.lo; }
 
@@ -169,7 +171,7 @@ static void run_config(sp__verify *v, sp__verify_run *r, int workers, int64_t ki
     }
     if (s && sp_stream_pool(s)) {
         sp_pool_stats ps;
-        sp_pool_stats_get(sp_stream_pool(s), &ps);
+        sp__pool_stats_get(sp_stream_pool(s), &ps);
         r->row.worker_deaths = ps.worker_deaths;
     }
     sp_stream_close(s);
@@ -307,7 +309,7 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
         sp_service_config sc = {name[i],  K,        workers,  v->cfg.ring_slots, v->cfg.epochs,
                                 NULL,     v->cache, v->cfg.cache_opts, first[i], end - first[i],
                                 NULL};
-        rc = sp_service_fork(&v->lcfg, &sc, &pid[i], &err);
+        rc = sp__service_fork(&v->lcfg, &sc, &pid[i], &err);
         if (rc != 0) pid[i] = 0;
     }
     for (uint32_t k = 0; rc == 0 && k < K; k++) {
@@ -323,8 +325,8 @@ static void run_service(sp__verify *v, sp__verify_run *r, int workers, uint32_t 
     for (uint32_t k = 0; k < K; k++) sp_stream_close(s[k]);
     for (uint32_t i = 0; i < nsvc; i++)
         if (pid[i] > 0) {
-            int status, jrc = sp_service_join(pid[i], rc == 0 ? 10000 : 0, &status,
-                                              rc == 0 ? &err : NULL);
+            int status, jrc = sp__service_join(pid[i], rc == 0 ? 10000 : 0, &status,
+                                               rc == 0 ? &err : NULL);
             if (rc == 0 && jrc != 0) rc = jrc;
             else if (rc == 0 && status != 0)
                 rc = sp_error_set(&err, SP_EIO, "the service exited with status %d", status);
@@ -495,7 +497,7 @@ int sp_verify_run(const sp_loader_config *lcfg, const sp_verify_config *vcfg,
         free(v);
         return rc;
     }
-    v->total = sp_loader_batches_per_epoch(ld) * c.epochs;
+    v->total = sp__loader_batches_per_epoch(ld) * c.epochs;
     sp_loader_destroy(ld);
     run_all(v);
     v->cfg.workers = NULL;   /* the caller's lists are not kept (worlds: copied) */

@@ -37,4 +37,29 @@ typedef struct sp__verify {
  * rows' copies of batches are freed (verify_report.c). */
 void sp__verify_finish(sp__verify *v);
 
+/* ---- Internal to the library: once seedpipe/verify.h exports, now the
+ * layers' own (no caller outside libseedpipe). ---- */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+size_t sp__verify_row_count(const sp_verify_report *r);
+
+/*! sp__verify_row_get() : row i (0: the reference), or NULL past the end. */
+const sp_verify_row *sp__verify_row_get(const sp_verify_report *r, size_t i);
+
+/*! sp__verify_skipped() : "" or the rows not run, with why (e.g. "service -> 2
+ *  clients as ranks: not run (odd batch size)"). */
+const char *sp__verify_skipped(const sp_verify_report *r);
+
+/*! sp__verify_summary() : "all configurations give identical streams
+ *  (per-sample rng, on-error fail)" or "MISMATCH: the stream depends on the
+ *  configuration (...)". */
+const char *sp__verify_summary(const sp_verify_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

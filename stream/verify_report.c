@@ -82,7 +82,7 @@ static void recompute(const sp__verify *v, const sp__verify_run *r, sp_verify_di
         sp_loader_destroy(ld);
         return;
     }
-    uint64_t nb = sp_loader_batches_per_epoch(ld);
+    uint64_t nb = sp__loader_batches_per_epoch(ld);
     int rc = 0;
     if (v->lcfg.rng_mode == SP_RNG_PER_WORKER)
         for (uint64_t q = 0; q < (uint64_t)r->div && rc == 0; q++)
@@ -90,7 +90,7 @@ static void recompute(const sp__verify *v, const sp__verify_run *r, sp_verify_di
     if (rc != 0 || sp_loader_batch(ld, d->epoch, d->batch, &b, &err) != 0)
         snprintf(why, nwhy, "%s", err.msg);
     else
-        locate(r, &b, sp_loader_sample_bytes(ld), d);
+        locate(r, &b, sp__loader_sample_bytes(ld), d);
     sp_batch_free(&b);
     sp_loader_destroy(ld);
 }
@@ -212,7 +212,7 @@ void sp__verify_finish(sp__verify *v) {
     snprintf(v->summary, sizeof v->summary, "%s (%s rng, on-error %s%s)",
              v->ok ? "all configurations give identical streams"
                    : "MISMATCH: the stream depends on the configuration",
-             sp_rng_mode_name(v->lcfg.rng_mode), sp_on_error_name(v->lcfg.on_error), worlds);
+             sp__rng_mode_name(v->lcfg.rng_mode), sp_on_error_name(v->lcfg.on_error), worlds);
     if (v->skip_name[0])
         snprintf(v->skipped, sizeof v->skipped, "%s: %s", v->skip_name, v->skip_why);
     memset(&v->lcfg, 0, sizeof v->lcfg);   /* the caller's strings are not kept */
@@ -223,20 +223,20 @@ void sp_verify_free(sp_verify_report *r) { free(r); }
 
 int sp_verify_ok(const sp_verify_report *r) { return ((const sp__verify *)r)->ok; }
 
-size_t sp_verify_row_count(const sp_verify_report *r) {
+size_t sp__verify_row_count(const sp_verify_report *r) {
     return (size_t)((const sp__verify *)r)->nruns;
 }
 
-const sp_verify_row *sp_verify_row_get(const sp_verify_report *r, size_t i) {
+const sp_verify_row *sp__verify_row_get(const sp_verify_report *r, size_t i) {
     const sp__verify *v = (const sp__verify *)r;
     return i < (size_t)v->nruns ? &v->runs[i].row : NULL;
 }
 
-const char *sp_verify_skipped(const sp_verify_report *r) {
+const char *sp__verify_skipped(const sp_verify_report *r) {
     return ((const sp__verify *)r)->skipped;
 }
 
-const char *sp_verify_summary(const sp_verify_report *r) {
+const char *sp__verify_summary(const sp_verify_report *r) {
     return ((const sp__verify *)r)->summary;
 }
 

@@ -6,7 +6,7 @@ the Python standard library only. Python floats are IEEE-754 binary64 and
 every operation below is one correctly rounded operation (round to nearest,
 ties to even; CPython never fuses a multiply and an add), so each line is the
 spec's line and the results are the C code's bits (augment/detmath.c,
-sp_det_log / sp_det_exp / sp_det_round_half_even). tests/test_detmath_ref.py
+sp_det_log / sp_det_exp / sp__det_round_half_even). tests/test_detmath_ref.py
 checks that bit for bit. philox_ref.py imports these for random_resized_crop.
 
     import detmath_ref as D

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "common/common_internal.h"
 
 static uint64_t image_check_state = 0x2545F4914F6CDD1Dull;
 
@@ -27,7 +28,7 @@ static inline uint8_t rnd8(void) { return (uint8_t)(rnd32() >> 24); }
 /* A w x h x c image of random values with a padded stride (a view). */
 static inline sp_image make_image(int w, int h, int c) {
     sp_image im;
-    CHECK(sp_image_alloc(&im, w + 3, h, c) == 0);
+    CHECK(sp__image_alloc(&im, w + 3, h, c) == 0);
     for (int y = 0; y < h; y++)
         for (int i = 0; i < (w + 3) * c; i++) im.data[(size_t)y * im.stride + i] = rnd8();
     im.width = w;

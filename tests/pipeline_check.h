@@ -10,6 +10,7 @@
 #include "check.h"
 
 #include <string.h>
+#include "augment/pipeline_internal.h"
 
 /* spec parsed, or the test fails with the parser's message. */
 static inline sp_pipeline *parse_ok(const char *spec) {
@@ -32,10 +33,10 @@ static inline void expect_spec_error(const char *spec, const char *needle) {
 /* spec's canonical form is canon, and canon parses to itself. */
 static inline void expect_canonical(const char *spec, const char *canon) {
     sp_pipeline *p = parse_ok(spec);
-    CHECK_MSG(strcmp(sp_pipeline_canonical(p), canon) == 0, "%s -> %s", spec,
-              sp_pipeline_canonical(p));
-    sp_pipeline *q = parse_ok(sp_pipeline_canonical(p));
-    CHECK(strcmp(sp_pipeline_canonical(q), canon) == 0);
+    CHECK_MSG(strcmp(sp__pipeline_canonical(p), canon) == 0, "%s -> %s", spec,
+              sp__pipeline_canonical(p));
+    sp_pipeline *q = parse_ok(sp__pipeline_canonical(p));
+    CHECK(strcmp(sp__pipeline_canonical(q), canon) == 0);
     sp_pipeline_destroy(q);
     sp_pipeline_destroy(p);
 }

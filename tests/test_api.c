@@ -33,6 +33,7 @@
 #include "seedpipe/service.h"
 #include "seedpipe/shapes.h"
 #include "loader_check.h"
+#include "pool/pool_internal.h"
 
 #define NSAMPLES 240
 #define BATCH 8
@@ -177,10 +178,10 @@ static void test_batch_views(void) {
     pc.workers = 1;
     pc.epochs = 1;
     sp_pool *pool;
-    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(&cfg, &pc, &pool, &err), &err);
     for (uint64_t b = 0; b < 3; b++) {
         sp_batch v;
-        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_next(pool, &v, &err), &err);
         CHECK(v.flags & SP_BATCH_VIEW);
         CHECK_OK(sp_loader_batch(ld, 0, b, &own, &err), &err);
         sp_digest a = sp_batch_digest(ld, &v), o = sp_batch_digest(ld, &own);
@@ -188,9 +189,9 @@ static void test_batch_views(void) {
         sp_batch held = v;
         sp_batch_free(&v);   /* a view: cleared, nothing freed */
         CHECK(v.images == NULL && v.count == 0);
-        CHECK_OK(sp_pool_release(pool, &held, &err), &err);
+        CHECK_OK(sp__pool_release(pool, &held, &err), &err);
     }
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
     sp_batch_free(&own);
     CHECK(own.images == NULL);
     sp_loader_destroy(ld);

@@ -1,7 +1,7 @@
 /* test_cache.c - the epoch cache never changes a byte and never serves damage.
  *
  * On a small shapes dataset: cold-then-warm streams through
- * sp_cache_epoch_batch() give the uncached sp_loader_batch() digests (1 and
+ * sp__cache_epoch_batch() give the uncached sp_loader_batch() digests (1 and
  * 2 threads, uint8 and float32 with the shuffle filter, on-error skip with
  * its lists and failure log); hundreds of single-byte flips at random
  * offsets in every file of an entry are each caught, reported once with the
@@ -121,7 +121,7 @@ static void stream_check(sp_cache *c, sp_loader *ld, uint32_t e0, uint32_t e1,
     CHECK(sp_batch_alloc(ld, &b) == 0);
     for (uint32_t e = e0; e < e1; e++)
         for (uint64_t i = 0; i < NB; i++) {
-            CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+            CHECK_OK(sp__cache_epoch_batch(c, ld, e, i, &b, &err), &err);
             CHECK_MSG(eq(sp_batch_digest(ld, &b), ref[e * NB + i]),
                       "epoch %u batch %llu differs from the uncached stream", e,
                       (unsigned long long)i);
@@ -151,7 +151,7 @@ static int exists(const char *p) {
 
 static void entry_path(const char *dir, sp_loader *ld, uint32_t epoch, char *out, size_t cap) {
     char hex[33];
-    sp_digest_hex(sp_cache_key(ld, epoch), hex);
+    sp_digest_hex(sp__cache_key(ld, epoch), hex);
     snprintf(out, cap, "%s/%s", dir, hex);
 }
 
@@ -234,8 +234,8 @@ static void cold_warm(const char *dir) {
         sp_loader *l2;
         CHECK_OK(sp_loader_create(&cfg, &l2, &err), &err);
         CHECK(sp_cache_reader_open(c, l2, 0, &r, &err) == SP_CACHE_MISS && !r);
-        CHECK(!eq(sp_cache_key(l2, 0), sp_cache_key(ld, 0)));
-        CHECK(!eq(sp_cache_key(ld, 1), sp_cache_key(ld, 0)));
+        CHECK(!eq(sp__cache_key(l2, 0), sp__cache_key(ld, 0)));
+        CHECK(!eq(sp__cache_key(ld, 1), sp__cache_key(ld, 0)));
         sp_loader_destroy(l2);
         sp_cache_close(c);
         sp_loader_destroy(ld);
@@ -450,7 +450,7 @@ static void damage(const char *dir, sp_dtype dt) {
     copy_tree(backup, entry);
     c = open_cache(dir, &w, 0);
     char hex[33];
-    sp_digest_hex(sp_cache_key(ld, 0), hex);
+    sp_digest_hex(sp__cache_key(ld, 0), hex);
     uint64_t nbad;
     CHECK_OK(sp_cache_verify_entry(c, hex, NULL, NULL, &nbad, &err), &err);
     CHECK(nbad == 0);
@@ -512,7 +512,7 @@ static void race(const char *dir, int n, int no_lock, const sp_digest *ref) {
     for (uint32_t e = 0; e < EPOCHS; e++) {
         char hex[33];
         uint64_t nbad;
-        sp_digest_hex(sp_cache_key(ld, e), hex);
+        sp_digest_hex(sp__cache_key(ld, e), hex);
         CHECK_OK(sp_cache_verify_entry(c, hex, NULL, NULL, &nbad, &err), &err);
         CHECK(nbad == 0);
     }
@@ -540,32 +540,32 @@ static void concurrent(const char *dir) {
     sp_cache *c = open_cache(dir, &w, 1);
     sp_cache_writer *w1, *w2;
     sp_error err;
-    CHECK_OK(sp_cache_writer_open(c, ld, 0, &w1, &err), &err);
-    CHECK_OK(sp_cache_writer_open(c, ld, 0, &w2, &err), &err);
+    CHECK_OK(sp__cache_writer_open(c, ld, 0, &w1, &err), &err);
+    CHECK_OK(sp__cache_writer_open(c, ld, 0, &w2, &err), &err);
     sp_batch b;
     CHECK(sp_batch_alloc(ld, &b) == 0);
     for (uint64_t i = 0; i < NB; i++) {
         CHECK_OK(sp_loader_batch(ld, 0, i, &b, &err), &err);
-        CHECK_OK(sp_cache_writer_put(w1, &b, &err), &err);
-        CHECK_OK(sp_cache_writer_put(w2, &b, &err), &err);
+        CHECK_OK(sp__cache_writer_put(w1, &b, &err), &err);
+        CHECK_OK(sp__cache_writer_put(w2, &b, &err), &err);
     }
-    CHECK(sp_cache_writer_put(w2, &b, &err) == SP_EINVAL);   /* twice */
-    CHECK_OK(sp_cache_writer_commit(w1, &err), &err);
-    CHECK_OK(sp_cache_writer_commit(w2, &err), &err);
+    CHECK(sp__cache_writer_put(w2, &b, &err) == SP_EINVAL);   /* twice */
+    CHECK_OK(sp__cache_writer_commit(w1, &err), &err);
+    CHECK_OK(sp__cache_writer_commit(w2, &err), &err);
     sp_cache_stats s;
     sp_cache_stats_get(c, &s);
     CHECK(s.committed == 1 && s.lost_races == 1);
     /* With the lock: the second writer is told to skip. */
     sp_cache_close(c);
     c = open_cache(dir, &w, 0);
-    CHECK_OK(sp_cache_writer_open(c, ld, 1, &w1, &err), &err);
+    CHECK_OK(sp__cache_writer_open(c, ld, 1, &w1, &err), &err);
     sp_cache *c2 = open_cache(dir, &w, 0);
-    CHECK(sp_cache_writer_open(c2, ld, 1, &w2, &err) == SP_CACHE_SKIP && !w2);
+    CHECK(sp__cache_writer_open(c2, ld, 1, &w2, &err) == SP_CACHE_SKIP && !w2);
     CHECK(strstr(err.msg, "another process"));
-    CHECK(sp_cache_writer_open(c2, ld, 0, &w2, &err) == SP_CACHE_SKIP);   /* exists */
-    sp_cache_writer_abort(w1);
-    CHECK_OK(sp_cache_writer_open(c2, ld, 1, &w2, &err), &err);   /* lock released */
-    sp_cache_writer_abort(w2);
+    CHECK(sp__cache_writer_open(c2, ld, 0, &w2, &err) == SP_CACHE_SKIP);   /* exists */
+    sp__cache_writer_abort(w1);
+    CHECK_OK(sp__cache_writer_open(c2, ld, 1, &w2, &err), &err);   /* lock released */
+    sp__cache_writer_abort(w2);
     sp_cache_close(c2);
     sp_cache_close(c);
     sp_batch_free(&b);
@@ -700,7 +700,7 @@ static void gc(const char *dir) {
     CHECK(n == 4);
     for (int e = 0; e < 4; e++) {
         char hex[33];
-        sp_digest_hex(sp_cache_key(ld, (uint32_t)e), hex);
+        sp_digest_hex(sp__cache_key(ld, (uint32_t)e), hex);
         for (size_t k = 0; k < n; k++)
             if (!strcmp(info[k].key, hex)) {
                 size[e] = info[k].disk_bytes;
@@ -712,7 +712,7 @@ static void gc(const char *dir) {
     sp_cache_list_free(info, n);
     /* A live writer's staging dir (made old) and a dead one's survive / go. */
     sp_cache_writer *live;
-    CHECK_OK(sp_cache_writer_open(c, ld, 9, &live, &err), &err);
+    CHECK_OK(sp__cache_writer_open(c, ld, 9, &live, &err), &err);
     char stale[400], cmd[1200];
     snprintf(stale, sizeof stale, "%s/.tmp/deadbeef.1.0", dir);
     CHECK(mkdir(stale, 0755) == 0);
@@ -726,7 +726,7 @@ static void gc(const char *dir) {
     char tmp[320];
     snprintf(tmp, sizeof tmp, "%s/.tmp", dir);
     CHECK(count_dir(tmp) == 1);   /* the live writer's */
-    sp_cache_writer_abort(live);
+    sp__cache_writer_abort(live);
     CHECK(count_dir(tmp) == 0);
     /* A hit refreshes the last use: entry 1 becomes the most recent. */
     sp_cache_reader *r;
@@ -825,7 +825,7 @@ static void verify_hostile_header(const char *dir) {
     free(out);
     free(mt);
     char hex[33];
-    sp_digest_hex(sp_cache_key(ld, 0), hex);
+    sp_digest_hex(sp__cache_key(ld, 0), hex);
     uint64_t nbad = 0;
     sp_error err;
     CHECK_OK(sp_cache_verify_entry(c, hex, on_warn, &w, &nbad, &err), &err);

@@ -54,6 +54,7 @@
 #include "seedpipe/loader.h"
 #include "seedpipe/pool.h"
 #include "seedpipe/shapes.h"
+#include "pool/pool_internal.h"
 
 #define NSAMPLES 60
 #define BATCH 8
@@ -128,27 +129,27 @@ static void pool_run(const char *dir, const char *ds, sp_on_error oe, int worker
     sp_pool_config pc = {workers, 0, EPOCHS, NULL, dir, &o};
     sp_pool *pool;
     sp_error err;
-    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(&cfg, &pc, &pool, &err), &err);
     sp_batch v;
     for (int q = 0; q < TOTAL; q++) {
         if (q == kill_at) {
             int pid = sp_pool_worker_pid(pool, 0);
             CHECK(pid > 0 && kill(pid, SIGKILL) == 0);
         }
-        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
-        CHECK_MSG(eq(sp_batch_digest(sp_pool_loader(pool), &v), ref[q]),
+        CHECK_OK(sp__pool_next(pool, &v, &err), &err);
+        CHECK_MSG(eq(sp_batch_digest(sp__pool_loader(pool), &v), ref[q]),
                   "%d workers: batch %d differs from the uncached stream", workers, q);
-        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_release(pool, &v, &err), &err);
     }
-    CHECK(sp_pool_next(pool, &v, &err) == SP_END);
-    CHECK_MSG(sp_loader_failure_count(sp_pool_loader(pool)) == nfail,
-              "failure log: %zu lines, uncached %zu", sp_loader_failure_count(sp_pool_loader(pool)),
-              nfail);
+    CHECK(sp__pool_next(pool, &v, &err) == SP_END);
+    CHECK_MSG(sp_loader_failure_count(sp__pool_loader(pool)) == nfail,
+              "failure log: %zu lines, uncached %zu",
+              sp_loader_failure_count(sp__pool_loader(pool)), nfail);
     sp_cache_stats_get(sp_pool_cache(pool), st);
     sp_pool_stats ps;
-    sp_pool_stats_get(pool, &ps);
+    sp__pool_stats_get(pool, &ps);
     last_deaths = ps.worker_deaths;
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
 }
 
 static int count_dir(const char *p) {
@@ -172,7 +173,7 @@ static void entry_of(const char *dir, const char *ds, uint32_t e, char *out, siz
     sp_error err;
     CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);
     char hex[33];
-    sp_digest_hex(sp_cache_key(ld, e), hex);
+    sp_digest_hex(sp__cache_key(ld, e), hex);
     snprintf(out, cap, "%s/%s", dir, hex);
     sp_loader_destroy(ld);
 }
@@ -232,7 +233,7 @@ static void cold_warm(const sp_digest *ref) {
     CHECK(sp_batch_alloc(ld, &b) == 0);
     for (uint32_t e = 0; e < EPOCHS; e++)
         for (uint64_t i = 0; i < NB; i++) {
-            CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+            CHECK_OK(sp__cache_epoch_batch(c, ld, e, i, &b, &err), &err);
             CHECK(eq(sp_batch_digest(ld, &b), ref[e * NB + i]));
         }
     sp_cache_flush(c);
@@ -246,7 +247,8 @@ static void cold_warm(const sp_digest *ref) {
     snprintf(dir, sizeof dir, "%s/inproc", root);
     CHECK_OK(sp_cache_open(dir, &o, &c, &err), &err);
     for (uint32_t e = 0; e < EPOCHS; e++)
-        for (uint64_t i = 0; i < NB; i++) CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+        for (uint64_t i = 0; i < NB; i++)
+            CHECK_OK(sp__cache_epoch_batch(c, ld, e, i, &b, &err), &err);
     sp_cache_close(c);
     sp_batch_free(&b);
     sp_loader_destroy(ld);
@@ -392,7 +394,7 @@ static void inproc_cached(const char *dir, const char *ds, sp_on_error oe, fstre
     CHECK(sp_batch_alloc(ld, &b) == 0);
     for (uint32_t e = 0; e < EPOCHS; e++)
         for (uint64_t i = 0; i < NB; i++) {
-            CHECK_OK(sp_cache_epoch_batch(c, ld, e, i, &b, &err), &err);
+            CHECK_OK(sp__cache_epoch_batch(c, ld, e, i, &b, &err), &err);
             frecord(f, (int)(e * NB + i), ld, &b);
         }
     sp_cache_flush(c);
@@ -415,18 +417,18 @@ static void pool_cached(const char *dir, const char *ds, sp_on_error oe, fstream
     sp_pool_config pc = {2, 0, EPOCHS, NULL, dir, &o};
     sp_pool *pool;
     sp_error err;
-    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(&cfg, &pc, &pool, &err), &err);
     sp_batch v;
     for (int q = 0; q < TOTAL; q++) {
-        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
-        frecord(f, q, sp_pool_loader(pool), &v);
-        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_next(pool, &v, &err), &err);
+        frecord(f, q, sp__pool_loader(pool), &v);
+        CHECK_OK(sp__pool_release(pool, &v, &err), &err);
     }
-    CHECK(sp_pool_next(pool, &v, &err) == SP_END);
+    CHECK(sp__pool_next(pool, &v, &err) == SP_END);
     sp_cache_stats_get(sp_pool_cache(pool), &f->st);
-    ffailures(f, sp_pool_loader(pool));
+    ffailures(f, sp__pool_loader(pool));
     CHECK_MSG(w.n == 0, "pool: %s", w.last);
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
 }
 
 static void fsame(const fstream *a, const fstream *b, const char *what) {
@@ -596,17 +598,17 @@ static void cold_run(const char *dir, uint64_t max_size, long long fail_after,
     sp_pool_config pc = {2, 0, EPOCHS, NULL, dir, &o};
     sp_pool *pool;
     sp_error err;
-    CHECK_OK(sp_pool_create(&cfg, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(&cfg, &pc, &pool, &err), &err);
     sp__cache_fail_after_bytes = fail_after;
     sp_batch v;
     for (int q = 0; q < TOTAL; q++) {
-        CHECK_OK(sp_pool_next(pool, &v, &err), &err);
-        CHECK(eq(sp_batch_digest(sp_pool_loader(pool), &v), ref[q]));
-        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_next(pool, &v, &err), &err);
+        CHECK(eq(sp_batch_digest(sp__pool_loader(pool), &v), ref[q]));
+        CHECK_OK(sp__pool_release(pool, &v, &err), &err);
     }
-    CHECK(sp_pool_next(pool, &v, &err) == SP_END);
+    CHECK(sp__pool_next(pool, &v, &err) == SP_END);
     sp_cache_stats_get(sp_pool_cache(pool), st);   /* the last commit is counted by now */
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
     sp__cache_fail_after_bytes = 0;
 }
 #endif

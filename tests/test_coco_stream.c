@@ -120,21 +120,21 @@ static void test_beyond_old_bounds(void) {
     const int nann = 4300, npts = 2000;
     uint64_t tokens = write_big(file("big.json"), nann, npts);
     CHECK(tokens > ((uint64_t)1 << 24));
-    sp_coco_limits lim = sp_coco_default_limits();
+    sp_coco_limits lim = sp__coco_default_limits();
     lim.keep_segmentations = 0;
     sp_coco *c;
     sp_error err;
-    CHECK_OK(sp_coco_open(file("big.json"), ds, &lim, &c, &err), &err);
+    CHECK_OK(sp__coco_open(file("big.json"), ds, &lim, &c, &err), &err);
     uint64_t crowd = 0, unmatched = 0, n[3] = {0, 0, 0};
     for (int q = 0; q < nann; q++) {
         if (q % 13 == 12) crowd++;
         else if (big_image(q) == 9) unmatched++;
         else n[big_image(q) - 1]++;
     }
-    CHECK(sp_coco_crowd(c) == crowd && sp_coco_unmatched(c) == unmatched);
+    CHECK(sp__coco_crowd(c) == crowd && sp__coco_unmatched(c) == unmatched);
     for (uint64_t s = 0; s < 3; s++) {
         sp_targets t;
-        sp_coco_get(c, s, &t);
+        sp__coco_get(c, s, &t);
         CHECK_MSG(t.n == n[s], "sample %llu: %u boxes, expected %llu", (unsigned long long)s,
                   t.n, (unsigned long long)n[s]);
         uint32_t b = 0;
@@ -143,15 +143,15 @@ static void test_beyond_old_bounds(void) {
             CHECK(t.labels[b] == q);
             CHECK(t.boxes[4 * b] == (float)(q % 7) && t.boxes[4 * b + 1] == (float)(q % 5));
             CHECK(t.boxes[4 * b + 2] == (float)(q % 7 + 3) && t.boxes[4 * b + 3] == (float)(q % 5 + 4));
-            CHECK(sp_coco_segmentation(c, s, b) == NULL);
+            CHECK(sp__coco_segmentation(c, s, b) == NULL);
             b++;
         }
     }
-    sp_digest a = sp_coco_fingerprint(c), e = hash_file(file("big.json"));
+    sp_digest a = sp__coco_fingerprint(c), e = hash_file(file("big.json"));
     CHECK(a.hi == e.hi && a.lo == e.lo);
     size_t first;
-    CHECK(sp_coco_unsegmented(c, &first) == 0);
-    sp_coco_close(c);
+    CHECK(sp__coco_unsegmented(c, &first) == 0);
+    sp__coco_close(c);
     sp_dataset_close(ds);
 }
 
@@ -160,10 +160,10 @@ static int open_with(const sp_dataset *ds, const char *text, const sp_coco_limit
     write_text("t.json", text, strlen(text));
     sp_coco *c = NULL;
     sp_error_clear(err);
-    int rc = sp_coco_open(file("t.json"), ds, lim, &c, err);
+    int rc = sp__coco_open(file("t.json"), ds, lim, &c, err);
     CHECK((rc == 0) == (c != NULL));
     if (rc) CHECK_MSG(strstr(err->msg, file("t.json")) != NULL, "message: %s", err->msg);
-    sp_coco_close(c);
+    sp__coco_close(c);
     return rc;
 }
 
@@ -218,19 +218,19 @@ static void same_targets(const sp_dataset *ds, const char *x, const char *y) {
     sp_error err;
     write_text("x.json", x, strlen(x));
     write_text("y.json", y, strlen(y));
-    CHECK_OK(sp_coco_open(file("x.json"), ds, NULL, &a, &err), &err);
-    CHECK_OK(sp_coco_open(file("y.json"), ds, NULL, &b, &err), &err);
+    CHECK_OK(sp__coco_open(file("x.json"), ds, NULL, &a, &err), &err);
+    CHECK_OK(sp__coco_open(file("y.json"), ds, NULL, &b, &err), &err);
     for (uint64_t s = 0; s < 3; s++) {
         sp_targets p, q;
-        sp_coco_get(a, s, &p);
-        sp_coco_get(b, s, &q);
+        sp__coco_get(a, s, &p);
+        sp__coco_get(b, s, &q);
         CHECK(p.n == q.n && p.k == q.k);
         CHECK(memcmp(p.boxes, q.boxes, 16 * (size_t)p.n) == 0);
         CHECK(memcmp(p.labels, q.labels, 4 * (size_t)p.n) == 0);
     }
-    CHECK(sp_coco_fingerprint(a).lo != sp_coco_fingerprint(b).lo);
-    sp_coco_close(a);
-    sp_coco_close(b);
+    CHECK(sp__coco_fingerprint(a).lo != sp__coco_fingerprint(b).lo);
+    sp__coco_close(a);
+    sp__coco_close(b);
 }
 
 static void test_key_order_and_prefixes(void) {
@@ -247,7 +247,7 @@ static void test_key_order_and_prefixes(void) {
     for (size_t cut = 0; cut + 1 < strlen(y); cut++) {   /* y ends with a space */
         write_text("p.json", y, cut);
         sp_coco *c = NULL;
-        int rc = sp_coco_open(file("p.json"), ds, NULL, &c, &err);
+        int rc = sp__coco_open(file("p.json"), ds, NULL, &c, &err);
         CHECK_MSG(rc == SP_EFORMAT && c == NULL, "prefix of %zu bytes: %d", cut, rc);
         CHECK(strstr(err.msg, file("p.json")) != NULL);
     }
@@ -267,22 +267,22 @@ static void test_keep_segmentations(void) {
     char *d = doc(2, ", \"segmentation\": [[0, 0, 4, 0, 4, 4], [1, 1, 2, 1, 2, 2, 1, 2]]");
     write_text("s.json", d, strlen(d));
     free(d);
-    sp_coco_limits lim = sp_coco_default_limits();
+    sp_coco_limits lim = sp__coco_default_limits();
     for (int keep = 0; keep < 2; keep++) {
         lim.keep_segmentations = keep;
         sp_coco *c;
         sp_error err;
-        CHECK_OK(sp_coco_open(file("s.json"), ds, &lim, &c, &err), &err);
+        CHECK_OK(sp__coco_open(file("s.json"), ds, &lim, &c, &err), &err);
         size_t first = 99;
-        CHECK(sp_coco_unsegmented(c, &first) == 1 && first == 0);
-        const double *seg = sp_coco_segmentation(c, 0, 1);
+        CHECK(sp__coco_unsegmented(c, &first) == 1 && first == 0);
+        const double *seg = sp__coco_segmentation(c, 0, 1);
         if (keep) {
             CHECK(seg && seg[0] == 1 && seg[1] == 2 && seg[2] == 3 && seg[9] == 4);
         } else {
             CHECK(seg == NULL);
         }
-        CHECK(sp_coco_segmentation(c, 0, 0) == NULL);
-        sp_coco_close(c);
+        CHECK(sp__coco_segmentation(c, 0, 0) == NULL);
+        sp__coco_close(c);
     }
     sp_dataset_close(ds);
 }
@@ -300,13 +300,13 @@ static void test_left_out_keypoints_do_not_leak(void) {
     write_text("k.json", t, strlen(t));
     sp_coco *c;
     sp_error err;
-    CHECK_OK(sp_coco_open(file("k.json"), ds, NULL, &c, &err), &err);
+    CHECK_OK(sp__coco_open(file("k.json"), ds, NULL, &c, &err), &err);
     sp_targets g;
-    sp_coco_get(c, 0, &g);
+    sp__coco_get(c, 0, &g);
     CHECK(g.n == 2 && g.k == 1 && g.labels[0] == 2 && g.labels[1] == 3);
     CHECK(g.keypoints[0] == 0 && g.keypoints[1] == 0 && g.keypoints[2] == 0);
     CHECK(g.keypoints[3] == 7 && g.keypoints[4] == 8 && g.keypoints[5] == 1);
-    sp_coco_close(c);
+    sp__coco_close(c);
     sp_dataset_close(ds);
 }
 
@@ -346,15 +346,15 @@ static void test_coordinates_equal_strtod(void) {
     free(d);
     sp_coco *c;
     sp_error err;
-    CHECK_OK(sp_coco_open(file("n.json"), ds, NULL, &c, &err), &err);
-    const double *seg = sp_coco_segmentation(c, 0, 0);
+    CHECK_OK(sp__coco_open(file("n.json"), ds, NULL, &c, &err), &err);
+    const double *seg = sp__coco_segmentation(c, 0, 0);
     CHECK(seg && seg[0] == 1 && seg[1] == 1 && seg[2] == NPT);
     for (int q = 0; q < 2 * NPT; q++) {
         double want = strtod(text[q], NULL);
         CHECK_MSG(memcmp(&seg[3 + q], &want, sizeof want) == 0, "%s: %.17g, strtod %.17g",
                   text[q], seg[3 + q], want);
     }
-    sp_coco_close(c);
+    sp__coco_close(c);
     sp_dataset_close(ds);
 }
 

@@ -6,7 +6,7 @@
  *     inside) go in as they are; a NUL always follows the data; an empty
  *     printf allocates and stays empty; sp__sbuf_free empties it.
  *  2. test_publish_knobs: the atomic publish's internal knobs
- *     (fileio_internal.h): the mode given to sp__publish_begin is the
+ *     (fileio_internal.h): the mode given to sp__publish_begin_ex is the
  *     published file's (0600), each sync policy (none, file, directory)
  *     publishes the whole file over the old one, no temporary file is left
  *     beside it, and an abort leaves the old file as it was.
@@ -28,6 +28,7 @@
 #include "common/fileio_internal.h"
 #include "common/sbuf_internal.h"
 #include "runner.h"
+#include "common/common_internal.h"
 
 static void test_sbuf(void) {
     sp__sbuf b = {0};
@@ -78,11 +79,11 @@ static void test_publish_knobs(void) {
     sp_error err;
     for (int k = 0; k < 3; k++) {
         sp_publish *p;
-        CHECK_OK(sp__publish_begin(path, 0600, &p, &err), &err);
+        CHECK_OK(sp__publish_begin_ex(path, 0600, &p, &err), &err);
         char text[32];
         int len = snprintf(text, sizeof text, "version %d\n", k);
-        CHECK(sp__write_full(sp_publish_fd(p), text, (size_t)len) == 0);
-        CHECK_OK(sp__publish_commit(p, policies[k], &err), &err);
+        CHECK(sp__write_full(sp__publish_fd(p), text, (size_t)len) == 0);
+        CHECK_OK(sp__publish_commit_ex(p, policies[k], &err), &err);
         struct stat st;
         CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
         uint8_t *data;
@@ -94,9 +95,9 @@ static void test_publish_knobs(void) {
         CHECK(names_in(dir, "out.bin", &has) == 1 && has);   /* no temporary left */
     }
     sp_publish *p;   /* an abort: the old file stays, the temporary goes */
-    CHECK_OK(sp__publish_begin(path, 0644, &p, &err), &err);
-    CHECK(sp__write_full(sp_publish_fd(p), "partial", 7) == 0);
-    sp_publish_abort(p);
+    CHECK_OK(sp__publish_begin_ex(path, 0644, &p, &err), &err);
+    CHECK(sp__write_full(sp__publish_fd(p), "partial", 7) == 0);
+    sp__publish_abort(p);
     struct stat st;
     CHECK(stat(path, &st) == 0 && st.st_size == 10 && (st.st_mode & 0777) == 0600);
     int has;

@@ -10,7 +10,7 @@
  *    is stable on re-open and independent of the root path and creation
  *    order; it changes with a file's content, a move to another class, a
  *    rename, a new class, a list label;
- *  - sp_dataset_read returns the exact bytes, from threads and a forked
+ *  - sp__dataset_read returns the exact bytes, from threads and a forked
  *    child too, and refuses a file changed after open (same size or not);
  *  - IDX plain and .gz (same fingerprint), labels/pixels/raw dims; malformed
  *    IDX files are clear errors naming the file: bad magic, unsupported
@@ -46,6 +46,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 #include <zlib.h>
+#include "dataset/dataset_internal.h"
 
 #define CHECK_HAS(msg, sub) CHECK_MSG(strstr((msg), (sub)) != NULL, "message \"%s\" lacks \"%s\"", (msg), (sub))
 
@@ -91,7 +92,7 @@ static sp_dataset *open_ok(const char *path) {
 
 static sp_digest fp_of(const char *path) {
     sp_dataset *ds = open_ok(path);
-    sp_digest d = sp_dataset_fingerprint(ds);
+    sp_digest d = sp__dataset_fingerprint(ds);
     sp_dataset_close(ds);
     return d;
 }
@@ -198,17 +199,17 @@ static void test_folder_order(void) {
     char slash_root[1100];
     snprintf(slash_root, sizeof slash_root, "%s/", root);
     sp_dataset *ds = open_ok(slash_root);
-    CHECK(sp_dataset_kind_of(ds) == SP_DATASET_IMAGEFOLDER);
-    CHECK(strcmp(sp_dataset_kind_name(SP_DATASET_IMAGEFOLDER), "imagefolder") == 0);
-    CHECK(strcmp(sp_dataset_root(ds), root) == 0);
+    CHECK(sp__dataset_kind_of(ds) == SP_DATASET_IMAGEFOLDER);
+    CHECK(strcmp(sp__dataset_kind_name(SP_DATASET_IMAGEFOLDER), "imagefolder") == 0);
+    CHECK(strcmp(sp__dataset_root(ds), root) == 0);
     int nc = (int)(sizeof folder1_classes / sizeof folder1_classes[0]);
     int n = (int)(sizeof folder1 / sizeof folder1[0]);
-    CHECK(sp_dataset_num_classes(ds) == nc);
+    CHECK(sp__dataset_num_classes(ds) == nc);
     for (int c = 0; c < nc; c++)
         CHECK_MSG(strcmp(sp_dataset_class_name(ds, c), folder1_classes[c]) == 0, "class %d is %s", c,
                   sp_dataset_class_name(ds, c));
     CHECK(sp_dataset_class_name(ds, nc) == NULL && sp_dataset_class_name(ds, -1) == NULL);
-    CHECK(sp_dataset_size(ds) == (uint64_t)n);
+    CHECK(sp__dataset_size(ds) == (uint64_t)n);
     uint64_t counts[6] = {0};
     for (int i = 0; i < n; i++) {
         CHECK_MSG(strcmp(sp_dataset_path(ds, (uint64_t)i), folder1[i].path) == 0, "sample %d is %s",
@@ -216,16 +217,16 @@ static void test_folder_order(void) {
         CHECK(sp_dataset_label(ds, (uint64_t)i) == folder1[i].label);
         counts[folder1[i].label]++;
     }
-    for (int c = 0; c < nc; c++) CHECK(sp_dataset_class_count(ds, c) == counts[c]);
-    CHECK(sp_dataset_class_count(ds, 5) == 0);   /* cherry: empty but a class */
+    for (int c = 0; c < nc; c++) CHECK(sp__dataset_class_count(ds, c) == counts[c]);
+    CHECK(sp__dataset_class_count(ds, 5) == 0);   /* cherry: empty but a class */
     CHECK(sp_dataset_label(ds, (uint64_t)n) == -1 && sp_dataset_path(ds, (uint64_t)n) == NULL);
     int w, h;
-    CHECK(sp_dataset_raw_dims(ds, &w, &h) == SP_EINVAL);
+    CHECK(sp__dataset_raw_dims(ds, &w, &h) == SP_EINVAL);
     /* the fingerprint is exactly the documented layout */
     sp_digest ref = ref_fingerprint(SP_DATASET_IMAGEFOLDER, folder1_classes, nc, 0, 0, folder1, n);
-    CHECK(fp_eq(sp_dataset_fingerprint(ds), ref));
+    CHECK(fp_eq(sp__dataset_fingerprint(ds), ref));
     XXH128_hash_t hh = XXH3_128bits(folder1[3].data, folder1[3].len);
-    sp_digest ch = sp_dataset_content_hash(ds, 3);
+    sp_digest ch = sp__dataset_content_hash(ds, 3);
     CHECK(ch.hi == hh.high64 && ch.lo == hh.low64);
     sp_dataset_close(ds);
     setlocale(LC_ALL, "C");
@@ -285,14 +286,14 @@ static void test_fingerprint(void) {
 static sp_dataset *g_read_ds;
 
 static int read_all_ok(const sp_dataset *ds) {
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     for (uint64_t i = 0; i < n; i++) {
         sp_sample_data s;
         sp_error err;
-        if (sp_dataset_read(ds, i, &s, &err) != 0) return 0;
+        if (sp__dataset_read(ds, i, &s, &err) != 0) return 0;
         int ok = s.src.len == folder1[i].len && s.src.raw == NULL &&
                  (s.src.len == 0 || memcmp(s.src.bytes, folder1[i].data, s.src.len) == 0);
-        sp_sample_data_free(&s);
+        sp__sample_data_free(&s);
         if (!ok) return 0;
     }
     return 1;
@@ -309,23 +310,23 @@ static void test_read(void) {
     const char *root = tp("rd");
     build_folder1(root, 0);
     sp_dataset *ds = open_ok(root);
-    int n = (int)sp_dataset_size(ds);
+    int n = (int)sp__dataset_size(ds);
     sp_error err;
     for (int i = 0; i < n; i++) {
         sp_sample_data s;
-        CHECK_OK(sp_dataset_read(ds, (uint64_t)i, &s, &err), &err);
+        CHECK_OK(sp__dataset_read(ds, (uint64_t)i, &s, &err), &err);
         CHECK(s.src.len == folder1[i].len);
         CHECK(s.src.len == 0 || memcmp(s.src.bytes, folder1[i].data, s.src.len) == 0);
         CHECK(s.src.raw == NULL && s.src.path == s.full_path);
         char want[1100];
         snprintf(want, sizeof want, "%s/%s", root, folder1[i].path);
         CHECK(strcmp(s.full_path, want) == 0);
-        sp_sample_data_free(&s);
+        sp__sample_data_free(&s);
         CHECK(s.full_path == NULL && s.owned == NULL);
     }
-    sp_sample_data_free(NULL);
+    sp__sample_data_free(NULL);
     sp_sample_data s;
-    CHECK(sp_dataset_read(ds, (uint64_t)n, &s, &err) == SP_ERANGE);
+    CHECK(sp__dataset_read(ds, (uint64_t)n, &s, &err) == SP_ERANGE);
 
     /* concurrent threads, then a forked child */
     g_read_ds = ds;
@@ -348,18 +349,18 @@ static void test_read(void) {
     snprintf(p, sizeof p, "%s/apple/b.png", root);   /* sample 5 */
     CHECK(strcmp(sp_dataset_path(ds, 5), "apple/b.png") == 0);
     write_str(p, "apple c!");
-    CHECK(sp_dataset_read(ds, 5, &s, &err) == SP_EMISMATCH);
+    CHECK(sp__dataset_read(ds, 5, &s, &err) == SP_EMISMATCH);
     CHECK_HAS(err.msg, p);
     CHECK_HAS(err.msg, "changed since the dataset was indexed");
     CHECK(s.full_path == NULL && s.owned == NULL && s.src.bytes == NULL);
     write_str(p, "apple b!!");
-    CHECK(sp_dataset_read(ds, 5, &s, &err) == SP_EMISMATCH);
+    CHECK(sp__dataset_read(ds, 5, &s, &err) == SP_EMISMATCH);
     CHECK_HAS(err.msg, "changed");
     write_str(p, "apple b!");   /* restored: readable again */
-    CHECK_OK(sp_dataset_read(ds, 5, &s, &err), &err);
-    sp_sample_data_free(&s);
+    CHECK_OK(sp__dataset_read(ds, 5, &s, &err), &err);
+    sp__sample_data_free(&s);
     CHECK(unlink(p) == 0);
-    CHECK(sp_dataset_read(ds, 5, &s, &err) == SP_EIO);
+    CHECK(sp__dataset_read(ds, 5, &s, &err) == SP_EIO);
     CHECK_HAS(err.msg, p);
     CHECK_HAS(err.msg, "No such file");
     sp_dataset_close(ds);
@@ -416,12 +417,12 @@ static void test_idx_valid(void) {
     write_mini(tp("idxdot"), "t10k-images.idx3-ubyte", "t10k-labels.idx1-ubyte", 0, 0);
 
     sp_dataset *ds = open_ok(tp("idx/mini-images-idx3-ubyte"));
-    CHECK(sp_dataset_kind_of(ds) == SP_DATASET_IDX);
-    CHECK(strcmp(sp_dataset_kind_name(SP_DATASET_IDX), "idx") == 0);
-    CHECK(sp_dataset_size(ds) == IN);
+    CHECK(sp__dataset_kind_of(ds) == SP_DATASET_IDX);
+    CHECK(strcmp(sp__dataset_kind_name(SP_DATASET_IDX), "idx") == 0);
+    CHECK(sp__dataset_size(ds) == IN);
     int w = 0, h = 0;
-    CHECK(sp_dataset_raw_dims(ds, &w, &h) == 0 && w == IC && h == IR);
-    CHECK(sp_dataset_num_classes(ds) == 10);
+    CHECK(sp__dataset_raw_dims(ds, &w, &h) == 0 && w == IC && h == IR);
+    CHECK(sp__dataset_num_classes(ds) == 10);
     const char *names[10];
     char namebuf[10][4];
     for (int c = 0; c < 10; c++) {
@@ -429,8 +430,8 @@ static void test_idx_valid(void) {
         names[c] = namebuf[c];
         CHECK(strcmp(sp_dataset_class_name(ds, c), namebuf[c]) == 0);
     }
-    CHECK(sp_dataset_class_count(ds, 1) == 2 && sp_dataset_class_count(ds, 0) == 0 &&
-          sp_dataset_class_count(ds, 9) == 1);
+    CHECK(sp__dataset_class_count(ds, 1) == 2 && sp__dataset_class_count(ds, 0) == 0 &&
+          sp__dataset_class_count(ds, 9) == 1);
     uint8_t pix[IN * IR * IC];
     for (int k = 0; k < IN * IR * IC; k++) pix[k] = (uint8_t)(k * 7 + 3);
     ref_sample rs[IN];
@@ -445,15 +446,15 @@ static void test_idx_valid(void) {
         rs[i].len = IR * IC;
         sp_sample_data s;
         sp_error err;
-        CHECK_OK(sp_dataset_read(ds, (uint64_t)i, &s, &err), &err);
+        CHECK_OK(sp__dataset_read(ds, (uint64_t)i, &s, &err), &err);
         CHECK(s.src.bytes == NULL && s.src.raw == &s.raw_view);
         CHECK(s.src.raw->width == IC && s.src.raw->height == IR && s.src.raw->channels == 1 &&
               s.src.raw->stride == IC);
         CHECK(memcmp(s.src.raw->data, pix + i * IR * IC, IR * IC) == 0);
         CHECK(strstr(s.full_path, "idx/mini-images-idx3-ubyte#") && s.src.path == s.full_path);
-        sp_sample_data_free(&s);
+        sp__sample_data_free(&s);
     }
-    sp_digest fp = sp_dataset_fingerprint(ds);
+    sp_digest fp = sp__dataset_fingerprint(ds);
     CHECK(fp_eq(fp, ref_fingerprint(SP_DATASET_IDX, names, 10, IC, IR, rs, IN)));
     sp_dataset_close(ds);
 
@@ -461,7 +462,8 @@ static void test_idx_valid(void) {
     CHECK(fp_eq(fp, fp_of(tp("idxgz/mini-images-idx3-ubyte.gz"))));
     CHECK(fp_eq(fp, fp_of(tp("idxmix/mini-images-idx3-ubyte.gz"))));
     ds = open_ok(tp("idxdot/t10k-images.idx3-ubyte"));
-    CHECK(sp_dataset_size(ds) == IN && strcmp(sp_dataset_path(ds, 0), "t10k-images.idx3-ubyte#0") == 0);
+    CHECK(sp__dataset_size(ds) == IN && strcmp(sp_dataset_path(ds, 0),
+                                               "t10k-images.idx3-ubyte#0") == 0);
     sp_dataset_close(ds);
 
     /* a changed label changes the fingerprint */
@@ -478,13 +480,13 @@ static void test_idx_valid(void) {
     uint8_t rl[2] = {0, 42};
     put_file(tp("idxrgb/c-labels-idx1-ubyte"), idx1(0x801, 2, rl, 2), 0);
     ds = open_ok(tp("idxrgb/c-images-idx4-ubyte"));
-    CHECK(sp_dataset_num_classes(ds) == 43 && sp_dataset_label(ds, 1) == 42);
+    CHECK(sp__dataset_num_classes(ds) == 43 && sp_dataset_label(ds, 1) == 42);
     sp_sample_data s1;
     sp_error e1;
-    CHECK_OK(sp_dataset_read(ds, 1, &s1, &e1), &e1);
+    CHECK_OK(sp__dataset_read(ds, 1, &s1, &e1), &e1);
     CHECK(s1.src.raw->channels == 3 && s1.src.raw->stride == 6 && s1.src.raw->width == 2);
     for (int k = 0; k < 12; k++) CHECK(s1.src.raw->data[k] == (uint8_t)((4 + 12 + k) * 7 + 3));
-    sp_sample_data_free(&s1);
+    sp__sample_data_free(&s1);
     sp_dataset_close(ds);
 
     /* limits */
@@ -608,10 +610,10 @@ static void test_list(void) {
              "%s\t1", absx);
     write_str(tp("ls/train.txt"), list);
     sp_dataset *ds = open_ok(tp("ls/train.txt"));
-    CHECK(sp_dataset_kind_of(ds) == SP_DATASET_LIST);
-    CHECK(strcmp(sp_dataset_kind_name(SP_DATASET_LIST), "list") == 0);
-    CHECK(sp_dataset_size(ds) == 4);
-    CHECK(sp_dataset_num_classes(ds) == 3);
+    CHECK(sp__dataset_kind_of(ds) == SP_DATASET_LIST);
+    CHECK(strcmp(sp__dataset_kind_name(SP_DATASET_LIST), "list") == 0);
+    CHECK(sp__dataset_size(ds) == 4);
+    CHECK(sp__dataset_num_classes(ds) == 3);
     CHECK(strcmp(sp_dataset_class_name(ds, 2), "2") == 0);
     const char *want[4] = {absx, "c.jpg", "img/a.png", "img/b.png"};
     const int wl[4] = {1, 0, 2, 1};
@@ -622,17 +624,18 @@ static void test_list(void) {
         CHECK(sp_dataset_label(ds, (uint64_t)i) == wl[i]);
         sp_sample_data s;
         sp_error err;
-        CHECK_OK(sp_dataset_read(ds, (uint64_t)i, &s, &err), &err);
+        CHECK_OK(sp__dataset_read(ds, (uint64_t)i, &s, &err), &err);
         CHECK(s.src.len == strlen(wd[i]) && memcmp(s.src.bytes, wd[i], s.src.len) == 0);
-        sp_sample_data_free(&s);
+        sp__sample_data_free(&s);
     }
-    CHECK(sp_dataset_class_count(ds, 1) == 2);
+    CHECK(sp__dataset_class_count(ds, 1) == 2);
     ref_sample rs[4];
     for (int i = 0; i < 4; i++) {
         rs[i].path = want[i]; rs[i].label = wl[i]; rs[i].data = wd[i]; rs[i].len = strlen(wd[i]);
     }
     const char *cls[3] = {"0", "1", "2"};
-    CHECK(fp_eq(sp_dataset_fingerprint(ds), ref_fingerprint(SP_DATASET_LIST, cls, 3, 0, 0, rs, 4)));
+    CHECK(fp_eq(sp__dataset_fingerprint(ds),
+                ref_fingerprint(SP_DATASET_LIST, cls, 3, 0, 0, rs, 4)));
     sp_dataset_close(ds);
 
     write_str(tp("ls/bad1.txt"), "c.jpg\t0\n# ok\nimg/a.png\tabc\n");
@@ -703,20 +706,20 @@ static void test_cwd_and_fifo(void) {
     write_str(tp("rel/c/a.png"), "rel-a");
     CHECK(chdir(g_tmp) == 0);
     sp_dataset *ds = open_ok("rel");
-    CHECK(strcmp(sp_dataset_root(ds), "rel") == 0);
+    CHECK(strcmp(sp__dataset_root(ds), "rel") == 0);
     CHECK(chdir("/") == 0);
     sp_sample_data s;
     sp_error err;
-    CHECK_OK(sp_dataset_read(ds, 0, &s, &err), &err);
+    CHECK_OK(sp__dataset_read(ds, 0, &s, &err), &err);
     CHECK(s.full_path[0] == '/' && s.src.len == 5 && memcmp(s.src.bytes, "rel-a", 5) == 0);
-    sp_sample_data_free(&s);
+    sp__sample_data_free(&s);
     sp_dataset_close(ds);
     CHECK(chdir(cwd) == 0);
 
     write_str(tp("fifo/c/a.png"), "a");
     CHECK(mkfifo(tp("fifo/c/pipe.png"), 0644) == 0);
     ds = open_ok(tp("fifo"));   /* ignored in a folder walk */
-    CHECK(sp_dataset_size(ds) == 1);
+    CHECK(sp__dataset_size(ds) == 1);
     sp_dataset_close(ds);
     write_str(tp("fifo/list.txt"), "c/a.png\t0\nc/pipe.png\t1\n");
     open_fails(tp("fifo/list.txt"), NULL, SP_EFORMAT, "c/pipe.png", "not a regular file");
@@ -761,7 +764,7 @@ static void test_errors(void) {
     write_str(tp("lnk/c/ok.png"), "ok");
     CHECK(symlink(tp("elsewhere.png"), tp("lnk/c/far.png")) == 0);
     ds = open_ok(tp("lnk"));
-    CHECK(sp_dataset_size(ds) == 2 && strcmp(sp_dataset_path(ds, 0), "c/far.png") == 0);
+    CHECK(sp__dataset_size(ds) == 2 && strcmp(sp_dataset_path(ds, 0), "c/far.png") == 0);
     sp_dataset_close(ds);
 }
 
@@ -780,21 +783,21 @@ static void test_fashion_mnist(void) {
     for (int s = 0; s < 2; s++) {
         snprintf(p, sizeof p, "%s/%s", dir, sets[s].file);
         sp_dataset *ds = open_ok(p);
-        CHECK(sp_dataset_kind_of(ds) == SP_DATASET_IDX);
-        CHECK(sp_dataset_size(ds) == sets[s].n);
-        CHECK(sp_dataset_num_classes(ds) == 10);
-        for (int c = 0; c < 10; c++) CHECK(sp_dataset_class_count(ds, c) == sets[s].per);
+        CHECK(sp__dataset_kind_of(ds) == SP_DATASET_IDX);
+        CHECK(sp__dataset_size(ds) == sets[s].n);
+        CHECK(sp__dataset_num_classes(ds) == 10);
+        for (int c = 0; c < 10; c++) CHECK(sp__dataset_class_count(ds, c) == sets[s].per);
         int w, h;
-        CHECK(sp_dataset_raw_dims(ds, &w, &h) == 0 && w == 28 && h == 28);
+        CHECK(sp__dataset_raw_dims(ds, &w, &h) == 0 && w == 28 && h == 28);
         sp_sample_data sd;
         sp_error err;
-        CHECK_OK(sp_dataset_read(ds, sets[s].n - 1, &sd, &err), &err);
+        CHECK_OK(sp__dataset_read(ds, sets[s].n - 1, &sd, &err), &err);
         int nonzero = 0;
         for (int k = 0; k < 28 * 28; k++) nonzero += sd.src.raw->data[k] != 0;
         CHECK(nonzero > 50);
-        sp_sample_data_free(&sd);
+        sp__sample_data_free(&sd);
         char hex[33];
-        sp_digest_hex(sp_dataset_fingerprint(ds), hex);
+        sp_digest_hex(sp__dataset_fingerprint(ds), hex);
         printf("fashion-mnist %s: %llu samples, fingerprint %s\n", sets[s].file,
                (unsigned long long)sets[s].n, hex);
         sp_dataset_close(ds);
@@ -812,9 +815,9 @@ static void test_info(void) {
     sp_dataset_info in = SP_DATASET_INFO_INIT;
     CHECK(sp_dataset_info_get(ds, &in) == 0);
     CHECK(strcmp(in.kind_name, "imagefolder") == 0 && in.kind == SP_DATASET_IMAGEFOLDER);
-    CHECK(strcmp(in.root, sp_dataset_root(ds)) == 0 && in.size == sp_dataset_size(ds));
-    CHECK(in.num_classes == 6 && in.class_counts[3] == sp_dataset_class_count(ds, 3));
-    CHECK(fp_eq(in.fingerprint, sp_dataset_fingerprint(ds)));
+    CHECK(strcmp(in.root, sp__dataset_root(ds)) == 0 && in.size == sp__dataset_size(ds));
+    CHECK(in.num_classes == 6 && in.class_counts[3] == sp__dataset_class_count(ds, 3));
+    CHECK(fp_eq(in.fingerprint, sp__dataset_fingerprint(ds)));
     CHECK(in.shard_count == 0 && in.raw_w == 0 && in.raw_h == 0);
     CHECK(in.mix_sources == 0 && in.mix_length == in.size && in.index.used == 1);
     /* an older caller's struct: the fields past its end stay untouched */
@@ -839,10 +842,10 @@ static void test_info(void) {
     sp_dataset *mx = open_ok(tp("inf.mix"));
     CHECK(sp_dataset_info_get(mx, &in) == 0);
     CHECK(strcmp(in.kind_name, "mixture") == 0 && in.kind == SP_DATASET_MIX);
-    CHECK(in.mix_sources == 2 && in.mix_length == 7 && in.size == sp_dataset_size(ds) + 1);
+    CHECK(in.mix_sources == 2 && in.mix_length == 7 && in.size == sp__dataset_size(ds) + 1);
     CHECK(sp_dataset_mix_source_get(mx, 1, &src) == 0);
-    CHECK(src.weight_num == 1 && src.weight_den == 3 && src.offset == sp_dataset_size(ds));
-    CHECK(src.class_offset == 6 && src.dataset == sp_dataset_mix_source(mx, 1));
+    CHECK(src.weight_num == 1 && src.weight_den == 3 && src.offset == sp__dataset_size(ds));
+    CHECK(src.class_offset == 6 && src.dataset == sp__dataset_mix_source(mx, 1));
     sp_dataset_info si = SP_DATASET_INFO_INIT;
     CHECK(sp_dataset_info_get(src.dataset, &si) == 0 && strcmp(si.kind_name, "list") == 0);
     CHECK(sp_dataset_mix_source_get(mx, 0, &src) == 0 && src.weight_num == 2 && src.offset == 0);

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include "dataset/dataset_internal.h"
 
 
 static sp_dataset *open_ds(const char *path, sp_index_mode mode, sp_dataset_index_info *info) {
@@ -57,13 +58,13 @@ static sp_dataset *open_ds(const char *path, sp_index_mode mode, sp_dataset_inde
     int rc = sp_dataset_open(path, &lim, &ds, &err);
     if (rc) fprintf(stderr, "open %s: %s\n", path, err.msg);
     CHECK(rc == 0);
-    if (info) sp_dataset_index_info_get(ds, info);
+    if (info) sp__dataset_index_info_get(ds, info);
     return ds;
 }
 
 static sp_digest full_fingerprint(const char *path) {
     sp_dataset *ds = open_ds(path, SP_INDEX_OFF, NULL);
-    sp_digest d = sp_dataset_fingerprint(ds);
+    sp_digest d = sp__dataset_fingerprint(ds);
     sp_dataset_close(ds);
     return d;
 }
@@ -97,7 +98,7 @@ static unsigned long long rchar(void) {
 
 static unsigned long long sample_bytes(const sp_dataset *ds) {
     unsigned long long s = 0;
-    for (uint64_t i = 0; i < sp_dataset_size(ds); i++) {
+    for (uint64_t i = 0; i < sp__dataset_size(ds); i++) {
         struct stat st;
         char p[2048];
         snprintf(p, sizeof p, "%s/%s", tp("shapes"), sp_dataset_path(ds, i));
@@ -167,14 +168,14 @@ static void test_imagefolder(void) {
     CHECK(nothing_beside(root));   /* the index is not in the user's data */
     char sc[sizeof a.path];
     snprintf(sc, sizeof sc, "%s", a.path);
-    CHECK(same(sp_dataset_fingerprint(ds), want));
+    CHECK(same(sp__dataset_fingerprint(ds), want));
     sp_dataset_close(ds);
 
     unsigned long long r0 = rchar();
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     unsigned long long r1 = rchar();
     CHECK(b.used && !b.written && b.hashed == 0 && b.reused == 40 && !b.warning[0]);
-    CHECK(same(sp_dataset_fingerprint(ds), want));
+    CHECK(same(sp__dataset_fingerprint(ds), want));
     /* the sidecar is read, no sample file: far less than the dataset's bytes */
     struct stat sst;
     CHECK(stat(b.path, &sst) == 0);
@@ -193,7 +194,7 @@ static void test_imagefolder(void) {
     CHECK(!same(want2, want));
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.hashed == 1 && b.reused == 39 && b.written);
-    CHECK(same(sp_dataset_fingerprint(ds), want2));
+    CHECK(same(sp__dataset_fingerprint(ds), want2));
     sp_dataset_close(ds);
 
     /* the same with the mtime put back: the ctime still tells */
@@ -205,7 +206,7 @@ static void test_imagefolder(void) {
     sp_digest want3 = full_fingerprint(root);
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.hashed == 1 && b.reused == 39);
-    CHECK(same(sp_dataset_fingerprint(ds), want3));
+    CHECK(same(sp__dataset_fingerprint(ds), want3));
     sp_dataset_close(ds);
 
     /* a change the stat cannot see: caught when the sample is read */
@@ -215,11 +216,11 @@ static void test_imagefolder(void) {
     ds = open_ds(root, SP_INDEX_AUTO, &b);
     CHECK(b.reused == 40 && b.hashed == 0 && !b.warning[0]);
     sp_sample_data sd;
-    int rc = sp_dataset_read(ds, 0, &sd, &err);
+    int rc = sp__dataset_read(ds, 0, &sd, &err);
     CHECK(rc == SP_EMISMATCH && strstr(err.msg, sp_dataset_path(ds, 0)) &&
           strstr(err.msg, "changed since"));
-    CHECK(sp_dataset_read(ds, 1, &sd, &err) == 0);
-    sp_sample_data_free(&sd);
+    CHECK(sp__dataset_read(ds, 1, &sd, &err) == 0);
+    sp__sample_data_free(&sd);
     sp_dataset_close(ds);
     sp_dataset_close(open_ds(root, SP_INDEX_REBUILD, &b));
     CHECK(b.hashed == 40 && b.written);
@@ -242,7 +243,7 @@ static void test_imagefolder(void) {
             fprintf(stderr, "%s: warning \"%s\"\n", bad[k].what, b.warning);
         CHECK(strstr(b.warning, sc) && strstr(b.warning, bad[k].says) &&
               strstr(b.warning, "rebuilt"));
-        CHECK(b.hashed == 40 && b.written && same(sp_dataset_fingerprint(ds), want3));
+        CHECK(b.hashed == 40 && b.written && same(sp__dataset_fingerprint(ds), want3));
         sp_dataset_close(ds);
         sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
         CHECK(b.reused == 40 && !b.warning[0]);   /* sound again */
@@ -255,7 +256,7 @@ static void test_imagefolder(void) {
     CHECK(system(cmd) == 0);
     ds = open_ds(tp("copy"), SP_INDEX_AUTO, &b);
     CHECK(!b.warning[0] && b.hashed == 40 && b.written && strcmp(b.path, sc) != 0);
-    CHECK(same(sp_dataset_fingerprint(ds), want3));   /* the root is not hashed */
+    CHECK(same(sp__dataset_fingerprint(ds), want3));   /* the root is not hashed */
     sp_dataset_close(ds);
     /* with no cache entry, an old sidecar beside it that is the original's
      * (an old version's, copied along): foreign, not trusted, not rewritten */
@@ -281,7 +282,7 @@ static void test_imagefolder(void) {
                 sp_dataset_limits lim = {.index = SP_INDEX_REBUILD};
                 sp_dataset *d;
                 if (sp_dataset_open(root, &lim, &d, &err) != 0) _exit(1);
-                int ok = same(sp_dataset_fingerprint(d), want3);
+                int ok = same(sp__dataset_fingerprint(d), want3);
                 sp_dataset_close(d);
                 if (!ok) _exit(2);
             }
@@ -294,7 +295,7 @@ static void test_imagefolder(void) {
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     ds = open_ds(root, SP_INDEX_AUTO, &b);
-    CHECK(!b.warning[0] && same(sp_dataset_fingerprint(ds), want3));
+    CHECK(!b.warning[0] && same(sp__dataset_fingerprint(ds), want3));
     sp_dataset_close(ds);
     snprintf(cmd, sizeof cmd, "find %s %s -name '*tmp*' | wc -l", root, tp("cache"));
     FILE *f = popen(cmd, "r");
@@ -333,10 +334,10 @@ static void test_cache_folder(void) {
     unsetenv("SEEDPIPE_CACHE");
     sp_dataset *ds = open_ds(root, SP_INDEX_AUTO, &b);
     check_in(&b, tp("xdg/seedpipe/folder-"));
-    sp_digest fp = sp_dataset_fingerprint(ds);
+    sp_digest fp = sp__dataset_fingerprint(ds);
     sp_dataset_close(ds);
     ds = open_ds(root, SP_INDEX_AUTO, &b);
-    CHECK(b.reused == 12 && b.hashed == 0 && same(sp_dataset_fingerprint(ds), fp));
+    CHECK(b.reused == 12 && b.hashed == 0 && same(sp__dataset_fingerprint(ds), fp));
     sp_dataset_close(ds);
     setenv("XDG_CACHE_HOME", "relative/xdg", 1);   /* not absolute: ignored (XDG spec) */
     sp_dataset_close(open_ds(root, SP_INDEX_AUTO, &b));
@@ -353,7 +354,7 @@ static void test_cache_folder(void) {
         CHECK(b.used && !b.written && b.hashed == 12 && b.reused == 0 && !b.path[0]);
         CHECK(strstr(b.warning, tp("open")) && strstr(b.warning, "others may write") &&
               strstr(b.warning, "no index kept"));
-        CHECK(same(sp_dataset_fingerprint(ds), fp));
+        CHECK(same(sp__dataset_fingerprint(ds), fp));
         sp_dataset_close(ds);
     }
     /* in a folder others may write that is not sticky: could be swapped */

@@ -26,7 +26,7 @@
  *  - Truncated files (cut at many points) are errors naming the path, for
  *    a full decode and for regions whose rows are intact (the top row, the
  *    top-left quarter): the policy does not depend on the region.
- *  - sp_read_file errors and limits, sp_format_sniff, and four threads
+ *  - sp_read_file errors and limits, sp__format_sniff, and four threads
  *    decoding at once give the same bytes as one.
  * Without a third-party corpus ($SP_SHARED_DATA: pngsuite/, jpeg-bugs/,
  * jpeg-crashtest/) the parts that need it print SKIP (sp_test_corpus), the
@@ -55,6 +55,7 @@
 #include <jpeglib.h>
 #include <png.h>
 #include <zlib.h>
+#include "augment/decode_internal.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -139,7 +140,7 @@ static sp_decode_req req_full(int channels) {
 static int decode(const uint8_t *buf, size_t len, const char *path, int ch, int x, int y,
                   int w, int h, int d, sp_image *out, sp_error *err) {
     sp_decode_req r = {ch, x, y, w, h, d};
-    return sp_image_decode(buf, len, path, &r, NULL, out, err);
+    return sp__image_decode(buf, len, path, &r, NULL, out, err);
 }
 
 /* A failure must carry a negative code, set err->code, and name the path. */
@@ -289,7 +290,7 @@ static void test_pngsuite(void) {
             continue;
         }
         sp_image_info info;
-        CHECK_OK(sp_image_probe(buf, len, path, NULL, &info, &err), &err);
+        CHECK_OK(sp__image_probe(buf, len, path, NULL, &info, &err), &err);
         CHECK(info.format == SP_FORMAT_PNG);
         CHECK_OK(decode(buf, len, path, 3, 0, 0, 0, 0, 1, &rgb, &err), &err);
         CHECK_OK(decode(buf, len, path, 1, 0, 0, 0, 0, 1, &gray, &err), &err);
@@ -569,7 +570,7 @@ static void test_jpeg_regions(void) {
             char path[64];
             snprintf(path, sizeof path, "synthetic/%s_%dx%d.jpg", v->name, W, H);
             sp_image_info info;
-            CHECK_OK(sp_image_probe(jpg, len, path, NULL, &info, &err), &err);
+            CHECK_OK(sp__image_probe(jpg, len, path, NULL, &info, &err), &err);
             CHECK(info.format == SP_FORMAT_JPEG && info.width == W && info.height == H);
             CHECK(info.channels == (v->cs == CS_GRAY ? 1 : 3));
             for (int d = 1; d <= 8; d *= 2) {
@@ -666,7 +667,7 @@ static void test_jpeg_corpus(const char *rel) {
         size_t len;
         uint8_t *buf = load(path, &len);
         sp_image_info info;
-        int prc = sp_image_probe(buf, len, path, NULL, &info, &err);
+        int prc = sp__image_probe(buf, len, path, NULL, &info, &err);
         if (prc == 0) probed++;
         else CHECK_MSG(strstr(err.msg, path) != NULL, "%s: probe message '%s'", path, err.msg);
 
@@ -802,11 +803,11 @@ static void expect_limit(const uint8_t *buf, size_t len, const char *path,
     sp_error err;
     sp_image_info info;
     sp_image img;
-    int rc = sp_image_probe(buf, len, path, lim, &info, &err);
+    int rc = sp__image_probe(buf, len, path, lim, &info, &err);
     CHECK_MSG(rc == SP_ELIMIT, "%s: probe returned %d (%s)", path, rc, err.msg);
     CHECK(strstr(err.msg, path));
     sp_decode_req r = req_full(3);
-    rc = sp_image_decode(buf, len, path, &r, lim, &img, &err);
+    rc = sp__image_decode(buf, len, path, &r, lim, &img, &err);
     CHECK_MSG(rc == SP_ELIMIT, "%s: decode returned %d (%s)", path, rc, err.msg);
     check_failure(rc, &err, &img, path);
 }
@@ -838,7 +839,7 @@ static void test_png_limits(void) {
     lim = (sp_decode_limits){32, 32, 32 * 32, 32 * 32 * 3};  /* exactly at the limits */
     sp_image img;
     sp_decode_req r = req_full(3);
-    CHECK_OK(sp_image_decode(png, len, "exact.png", &r, &lim, &img, &err), &err);
+    CHECK_OK(sp__image_decode(png, len, "exact.png", &r, &lim, &img, &err), &err);
     sp_image_free(&img);
     free(png);
 }
@@ -847,7 +848,7 @@ static void test_limits(void) {
     sp_error err;
     size_t len;
     sp_decode_limits dl;
-    sp_decode_limits_default(&dl);
+    sp__decode_limits_default(&dl);
     CHECK(dl.max_width == 16384 && dl.max_height == 16384);
     CHECK(dl.max_pixels == 64ull << 20 && dl.max_bytes == 256ull << 20);
     test_png_limits();
@@ -872,7 +873,7 @@ static void test_limits(void) {
         lim = (sp_decode_limits){0, 0, 0, 64 * 48 * 3 - 1};
         expect_limit(j, len, "small/bytes.jpg", &lim);
         lim = (sp_decode_limits){64, 48, 64 * 48, 64 * 48 * 3};
-        CHECK_OK(sp_image_decode(j, len, "exact.jpg", &r, &lim, &img, &err), &err);
+        CHECK_OK(sp__image_decode(j, len, "exact.jpg", &r, &lim, &img, &err), &err);
         sp_image_free(&img);
         free(q);
         free(j);
@@ -887,7 +888,7 @@ static void expect_einval(const uint8_t *buf, size_t len, const char *path,
     sp_error err;
     sp_image img;
     memset(&img, 0x5a, sizeof img);
-    int rc = sp_image_decode(buf, len, path, &r, NULL, &img, &err);
+    int rc = sp__image_decode(buf, len, path, &r, NULL, &img, &err);
     CHECK_MSG(rc == SP_EINVAL, "%s: request ch=%d %d,%d %dx%d d=%d returned %d", path,
               r.channels, r.x, r.y, r.w, r.h, r.scale_denom, rc);
     check_failure(rc, &err, &img, path);
@@ -937,12 +938,12 @@ static void test_requests(void) {
     sp_image_free(&a);
 
     /* sniffing */
-    if (png) CHECK(sp_format_sniff(png, plen) == SP_FORMAT_PNG);
-    CHECK(sp_format_sniff(jpg, jlen) == SP_FORMAT_JPEG);
-    if (png) CHECK(sp_format_sniff(png, 7) == SP_FORMAT_UNKNOWN);
-    CHECK(sp_format_sniff(jpg, 2) == SP_FORMAT_UNKNOWN);
-    CHECK(sp_format_sniff(NULL, 0) == SP_FORMAT_UNKNOWN);
-    CHECK(sp_format_sniff((const uint8_t *)"GIF89a", 6) == SP_FORMAT_UNKNOWN);
+    if (png) CHECK(sp__format_sniff(png, plen) == SP_FORMAT_PNG);
+    CHECK(sp__format_sniff(jpg, jlen) == SP_FORMAT_JPEG);
+    if (png) CHECK(sp__format_sniff(png, 7) == SP_FORMAT_UNKNOWN);
+    CHECK(sp__format_sniff(jpg, 2) == SP_FORMAT_UNKNOWN);
+    CHECK(sp__format_sniff(NULL, 0) == SP_FORMAT_UNKNOWN);
+    CHECK(sp__format_sniff((const uint8_t *)"GIF89a", 6) == SP_FORMAT_UNKNOWN);
     sp_image img;
     int rc = decode((const uint8_t *)"GIF89a....", 10, "pic.gif", 3, 0, 0, 0, 0, 1, &img, &err);
     CHECK(rc == SP_EFORMAT);
@@ -951,13 +952,13 @@ static void test_requests(void) {
     CHECK(rc == SP_EFORMAT);
     check_failure(rc, &err, &img, "empty.png");
     sp_image_info info;
-    rc = sp_image_probe((const uint8_t *)"hello", 5, "hello.txt", NULL, &info, &err);
+    rc = sp__image_probe((const uint8_t *)"hello", 5, "hello.txt", NULL, &info, &err);
     CHECK(rc == SP_EFORMAT && strstr(err.msg, "hello.txt"));
     /* NULL path and NULL err are accepted */
     sp_decode_req r = req_full(1);
-    CHECK(sp_image_decode(jpg, jlen, NULL, &r, NULL, &img, NULL) == 0);
+    CHECK(sp__image_decode(jpg, jlen, NULL, &r, NULL, &img, NULL) == 0);
     sp_image_free(&img);
-    CHECK(sp_image_decode(jpg, 100, NULL, &r, NULL, &img, NULL) == SP_EFORMAT);
+    CHECK(sp__image_decode(jpg, 100, NULL, &r, NULL, &img, NULL) == SP_EFORMAT);
     CHECK(img.data == NULL);
 
     /* sp_read_file */
@@ -1225,7 +1226,7 @@ static void test_jpeg_policy(void) {
     CHECK_MSG(rc == SP_EFORMAT && strstr(err.msg, "declares 60000 bytes"), "app1: '%s'",
               err.msg);
     sp_image_info info;
-    rc = sp_image_probe(b, len + 6, "app1.jpg", NULL, &info, &err);
+    rc = sp__image_probe(b, len + 6, "app1.jpg", NULL, &info, &err);
     CHECK(rc == SP_EFORMAT && strstr(err.msg, "app1.jpg"));
     /* stray bytes between two segments: libjpeg's "extraneous bytes"
      * warning, an error like every other one */

@@ -39,6 +39,7 @@
 
 #include <webp/decode.h>
 #include <webp/encode.h>
+#include "augment/decode_internal.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -63,22 +64,22 @@ static void check_decode(const uint8_t *buf, size_t len, int w, int h, const uin
                          sp_format fmt) {
     sp_image_info info;
     sp_error err;
-    CHECK_OK(sp_image_probe(buf, len, "t", NULL, &info, &err), &err);
+    CHECK_OK(sp__image_probe(buf, len, "t", NULL, &info, &err), &err);
     CHECK(info.format == fmt && info.width == w && info.height == h);
     sp_decode_req rq = {3, 0, 0, 0, 0, 1};
     sp_image im, g, r;
-    CHECK_OK(sp_image_decode(buf, len, "t", &rq, NULL, &im, &err), &err);
+    CHECK_OK(sp__image_decode(buf, len, "t", &rq, NULL, &im, &err), &err);
     CHECK(im.width == w && im.height == h && im.channels == 3);
     for (int y = 0; y < h; y++)
         CHECK_MSG(memcmp(im.data + (size_t)y * im.stride, want + (size_t)y * w * 3,
                          (size_t)w * 3) == 0, "row %d differs", y);
     rq.channels = 1;
-    CHECK_OK(sp_image_decode(buf, len, "t", &rq, NULL, &g, &err), &err);
+    CHECK_OK(sp__image_decode(buf, len, "t", &rq, NULL, &g, &err), &err);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
             CHECK(g.data[(size_t)y * g.stride + x] == luma(want + ((size_t)y * w + x) * 3));
     sp_decode_req rr = {3, w / 3, h / 4, w / 2 ? w / 2 : 1, h / 2 ? h / 2 : 1, 1};
-    CHECK_OK(sp_image_decode(buf, len, "t", &rr, NULL, &r, &err), &err);
+    CHECK_OK(sp__image_decode(buf, len, "t", &rr, NULL, &r, &err), &err);
     CHECK(r.width == rr.w && r.height == rr.h);
     for (int y = 0; y < rr.h; y++)
         CHECK(memcmp(r.data + (size_t)y * r.stride,
@@ -86,7 +87,7 @@ static void check_decode(const uint8_t *buf, size_t len, int w, int h, const uin
                      (size_t)rr.w * 3) == 0);
     rq.scale_denom = 2;
     sp_image z;
-    CHECK(sp_image_decode(buf, len, "t", &rq, NULL, &z, &err) == SP_EINVAL && !z.data);
+    CHECK(sp__image_decode(buf, len, "t", &rq, NULL, &z, &err) == SP_EINVAL && !z.data);
     sp_image_free(&im);
     sp_image_free(&g);
     sp_image_free(&r);
@@ -96,8 +97,8 @@ static void expect_fail(const uint8_t *buf, size_t len, int code, const char *wh
     sp_error err;
     sp_image im;
     sp_decode_req rq = {3, 0, 0, 0, 0, 1};
-    int pr = sp_image_probe(buf, len, "dir/bad.img", NULL, NULL, &err);
-    int rc = sp_image_decode(buf, len, "dir/bad.img", &rq, NULL, &im, &err);
+    int pr = sp__image_probe(buf, len, "dir/bad.img", NULL, NULL, &err);
+    int rc = sp__image_decode(buf, len, "dir/bad.img", &rq, NULL, &im, &err);
     CHECK_MSG(rc == code, "%s: decode gave %d (%s), want %d", what, rc, err.msg, code);
     CHECK_MSG(strstr(err.msg, "dir/bad.img") != NULL, "%s: '%s' names no path", what,
               err.msg);
@@ -190,7 +191,7 @@ static void test_bmp_pixels(void) {
     uint8_t *f = write_bmp(5, 3, rgb, (bmp_opts){1, 0, 0, 40}, &len);
     sp_image_info info;
     sp_error err;
-    CHECK_OK(sp_image_probe(f, len, "t", NULL, &info, &err), &err);
+    CHECK_OK(sp__image_probe(f, len, "t", NULL, &info, &err), &err);
     CHECK(info.channels == 1);
     free(f);
     free(rgb);
@@ -314,10 +315,10 @@ static void test_webp_hostile(void) {
         expect_fail(g, len, SP_EFORMAT, "chunk size");
         sp_decode_limits lim = {8, 0, 0, 0};
         sp_error err;
-        CHECK(sp_image_probe(f, len, "t", &lim, NULL, &err) == SP_ELIMIT);
+        CHECK(sp__image_probe(f, len, "t", &lim, NULL, &err) == SP_ELIMIT);
         sp_image im;
         sp_decode_req rq = {3, 0, 0, 0, 0, 1};
-        CHECK(sp_image_decode(f, len, "t", &rq, &lim, &im, &err) == SP_ELIMIT && !im.data);
+        CHECK(sp__image_decode(f, len, "t", &rq, &lim, &im, &err) == SP_ELIMIT && !im.data);
         free(g);
         WebPFree(f);
     }
@@ -502,7 +503,7 @@ static void test_tiff_hostile(void) {
     f = write_tiff(37, 23, rgb, (tiff_opts){1, COMPRESSION_NONE, 0, 8}, &len);
     sp_decode_limits lim = {16, 0, 0, 0};
     sp_error err;
-    CHECK(sp_image_probe(f, len, "t", &lim, NULL, &err) == SP_ELIMIT);
+    CHECK(sp__image_probe(f, len, "t", &lim, NULL, &err) == SP_ELIMIT);
     free(f);
     free(rgb);
 }

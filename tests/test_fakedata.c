@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "dataset/dataset_internal.h"
 
 static sp_dataset *open_ok(const char *spec) {
     sp_error err;
@@ -26,18 +27,18 @@ static sp_dataset *open_ok(const char *spec) {
 static void test_defaults(void) {
     sp_dataset *ds = open_ok("fakedata:");
     int w = 0, h = 0;
-    CHECK(sp_dataset_kind_of(ds) == SP_DATASET_FAKE);
-    CHECK(strcmp(sp_dataset_kind_name(SP_DATASET_FAKE), "fakedata") == 0);
-    CHECK(sp_dataset_size(ds) == 1000 && sp_dataset_num_classes(ds) == 10);
-    CHECK(sp_dataset_raw_dims(ds, &w, &h) == 0 && w == 224 && h == 224);
+    CHECK(sp__dataset_kind_of(ds) == SP_DATASET_FAKE);
+    CHECK(strcmp(sp__dataset_kind_name(SP_DATASET_FAKE), "fakedata") == 0);
+    CHECK(sp__dataset_size(ds) == 1000 && sp__dataset_num_classes(ds) == 10);
+    CHECK(sp__dataset_raw_dims(ds, &w, &h) == 0 && w == 224 && h == 224);
     uint64_t total = 0;
-    for (int c = 0; c < 10; c++) total += sp_dataset_class_count(ds, c);
+    for (int c = 0; c < 10; c++) total += sp__dataset_class_count(ds, c);
     CHECK(total == 1000);
     sp_sample_data s;
     sp_error err;
-    CHECK_OK(sp_dataset_read(ds, 999, &s, &err), &err);
+    CHECK_OK(sp__dataset_read(ds, 999, &s, &err), &err);
     CHECK(s.src.raw && s.src.raw->channels == 3 && s.src.raw->stride == 224 * 3);
-    sp_sample_data_free(&s);
+    sp__sample_data_free(&s);
     sp_dataset_close(ds);
 }
 
@@ -56,17 +57,17 @@ static void test_pixels_and_labels(void) {
     for (uint64_t i = 0; i < 40; i++) {
         sp_sample_data s;
         sp_error err;
-        CHECK_OK(sp_dataset_read(ds, i, &s, &err), &err);
+        CHECK_OK(sp__dataset_read(ds, i, &s, &err), &err);
         CHECK(s.src.raw->width == 3 && s.src.raw->height == 5 && s.src.raw->channels == 1);
         for (size_t b = 0; b < 15; b++) CHECK(s.src.raw->data[b] == ref_byte(i + off, b));
-        sp_sample_data_free(&s);
+        sp__sample_data_free(&s);
         uint64_t j = i + off;
         sp_ctr c = {{0, (uint32_t)j, (uint32_t)(j >> 32), 1}};
         uint32_t w0 = sp_philox4x32_10(c, sp_rng_key(0, 14)).c[0];
         int lab = sp_dataset_label(ds, i);
         CHECK(lab == (int)(((uint64_t)w0 * 1000) >> 32));
         CHECK(lab == sp_dataset_label(base, i + 1));   /* offset shifts the index */
-        sp_digest a = sp_dataset_content_hash(ds, i), b = sp_dataset_content_hash(base, i + 1);
+        sp_digest a = sp__dataset_content_hash(ds, i), b = sp__dataset_content_hash(base, i + 1);
         CHECK(a.hi == b.hi && a.lo == b.lo);
         distinct += !seen[lab];
         seen[lab] = 1;
@@ -78,7 +79,7 @@ static void test_pixels_and_labels(void) {
 
 static int same_fp(const char *a, const char *b) {
     sp_dataset *x = open_ok(a), *y = open_ok(b);
-    sp_digest p = sp_dataset_fingerprint(x), q = sp_dataset_fingerprint(y);
+    sp_digest p = sp__dataset_fingerprint(x), q = sp__dataset_fingerprint(y);
     sp_dataset_close(x);
     sp_dataset_close(y);
     return p.hi == q.hi && p.lo == q.lo;
@@ -91,7 +92,7 @@ static void test_identity(void) {
     CHECK(!same_fp("fakedata:size=9", "fakedata:size=9,classes=11"));
     CHECK(!same_fp("fakedata:size=9", "fakedata:size=10"));
     sp_dataset *a = open_ok("fakedata:size=2,image=3x2x2"), *b = open_ok("fakedata:size=2,image=1x2x6");
-    sp_digest p = sp_dataset_content_hash(a, 0), q = sp_dataset_content_hash(b, 0);
+    sp_digest p = sp__dataset_content_hash(a, 0), q = sp__dataset_content_hash(b, 0);
     CHECK(p.hi != q.hi || p.lo != q.lo);   /* the same 12 bytes, another shape */
     sp_dataset_close(a);
     sp_dataset_close(b);

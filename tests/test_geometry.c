@@ -3,8 +3,8 @@
  * A property test over a grid of input sizes and op parameters: for each
  * pipeline the output's height, width and channels are computed here by a
  * plain reference written from docs/pipeline.md (not by the library), and
- * must equal sp_pipeline_output_dims() and the shape the run produces;
- * the run goes through sp_pipeline_run_shaped() with the declared shape
+ * must equal sp__pipeline_output_dims() and the shape the run produces;
+ * the run goes through sp__pipeline_run_shaped() with the declared shape
  * into a buffer filled with 0x00 and again with 0xff, and both outputs
  * must be equal (every byte of the sample is written, none is left from
  * the buffer). center_crop's bytes (crop and zero padding, every size
@@ -26,8 +26,10 @@
 #include "runner.h"
 #include "seedpipe/imageio.h"
 #include "augment/imageio_internal.h"
-#include "seedpipe/ops.h"
+#include "augment/ops_internal.h"
 #include "seedpipe/pipeline.h"
+#include "augment/pipeline_internal.h"
+#include "common/common_internal.h"
 
 static const int SIZES[] = {1, 2, 3, 4, 5, 7, 8, 10, 11, 16, 17, 33};
 #define NSIZES ((int)(sizeof SIZES / sizeof SIZES[0]))
@@ -40,7 +42,7 @@ static uint8_t rnd8(void) {
 
 static sp_image make_image(int w, int h, int c) {
     sp_image im;
-    CHECK(sp_image_alloc(&im, w, h, c) == 0);
+    CHECK(sp__image_alloc(&im, w, h, c) == 0);
     for (size_t i = 0; i < im.stride * (size_t)h; i++) im.data[i] = rnd8();
     return im;
 }
@@ -76,17 +78,17 @@ static void ref_resize_short(int W, int H, int S, int *ow, int *oh) {
 /* ---- running ------------------------------------------------------------------- */
 
 /* Run p on src into a buffer of the declared shape (eh x ew x ec, which
- * must be sp_pipeline_output_dims' too), twice: prefilled 0x00 and 0xff.
+ * must be sp__pipeline_output_dims' too), twice: prefilled 0x00 and 0xff.
  * Returns the output (malloc'd) after checking the two runs agree. */
 static uint8_t *run_both(const sp_pipeline *p, const sp_sample_src *src, int in_w, int in_h,
                          int eh, int ew, int ec, sp_dtype dt, const char *what) {
     sp_error err;
     sp_error_clear(&err);
     int oh = 0, ow = 0, oc = 0;
-    CHECK_OK(sp_pipeline_output_dims(p, in_w, in_h, &oh, &ow, &oc, &err), &err);
+    CHECK_OK(sp__pipeline_output_dims(p, in_w, in_h, &oh, &ow, &oc, &err), &err);
     CHECK_MSG(oh == eh && ow == ew && oc == ec, "%s on %dx%d: declared %dx%dx%d, reference %dx%dx%d",
               what, in_w, in_h, oh, ow, oc, eh, ew, ec);
-    size_t n = (size_t)eh * (size_t)ew * (size_t)ec * sp_dtype_size(dt);
+    size_t n = (size_t)eh * (size_t)ew * (size_t)ec * sp__dtype_size(dt);
     uint8_t *a = malloc(n), *b = malloc(n);
     CHECK(a && b);
     memset(a, 0x00, n);
@@ -94,8 +96,8 @@ static uint8_t *run_both(const sp_pipeline *p, const sp_sample_src *src, int in_
     sp_sample_ctx ctx = {sp_rng_key(7, SP_RNG_AUGMENT), 3, (uint32_t)(in_w * 131 + in_h)};
     sp_run_opts o = {dt, SP_LAYOUT_NCHW, 0, NULL};
     sp_out_shape shape = {eh, ew, ec};
-    CHECK_OK(sp_pipeline_run_shaped(p, &ctx, src, &o, &shape, a, n, &err), &err);
-    CHECK_OK(sp_pipeline_run_shaped(p, &ctx, src, &o, &shape, b, n, &err), &err);
+    CHECK_OK(sp__pipeline_run_shaped(p, &ctx, src, &o, &shape, a, n, &err), &err);
+    CHECK_OK(sp__pipeline_run_shaped(p, &ctx, src, &o, &shape, b, n, &err), &err);
     CHECK_MSG(memcmp(a, b, n) == 0, "%s on %dx%d -> %dx%d: bytes depend on what the buffer held",
               what, in_w, in_h, ew, eh);
     free(b);
@@ -289,14 +291,14 @@ static void test_shape_refused(void) {
     sp_out_shape other = {33, 11, 1}, wrong = {11, 11, 1};
     sp_error err;
     sp_error_clear(&err);
-    CHECK(sp_pipeline_run_shaped(p, &ctx, &src, NULL, &other, buf, sizeof buf, &err) == SP_ERANGE);
+    CHECK(sp__pipeline_run_shaped(p, &ctx, &src, NULL, &other, buf, sizeof buf, &err) == SP_ERANGE);
     CHECK_MSG(strstr(err.msg, "ten.png") && strstr(err.msg, "11x11x3") && strstr(err.msg, "33x11x1"),
               "message: %s", err.msg);
-    CHECK(sp_pipeline_run_shaped(p, &ctx, &src, NULL, &wrong, buf, sizeof buf, &err) == SP_ERANGE);
+    CHECK(sp__pipeline_run_shaped(p, &ctx, &src, NULL, &wrong, buf, sizeof buf, &err) == SP_ERANGE);
     for (size_t i = 0; i < sizeof buf; i++) CHECK(buf[i] == 0xa5);
-    CHECK(sp_pipeline_run_shaped(p, &ctx, &src, NULL, NULL, buf, sizeof buf, &err) == SP_EINVAL);
+    CHECK(sp__pipeline_run_shaped(p, &ctx, &src, NULL, NULL, buf, sizeof buf, &err) == SP_EINVAL);
     sp_out_shape right = {11, 11, 3};
-    CHECK_OK(sp_pipeline_run_shaped(p, &ctx, &src, NULL, &right, buf, sizeof buf, &err), &err);
+    CHECK_OK(sp__pipeline_run_shaped(p, &ctx, &src, NULL, &right, buf, sizeof buf, &err), &err);
     CHECK(buf[(0 * 11 + 10) * 11 + 10] == 0 && buf[10] == 0);   /* the padded column and row */
     sp_pipeline_destroy(p);
     sp_image_free(&img);

@@ -22,6 +22,7 @@
 #include "check.h"
 #include "runner.h"
 #include "seedpipe/graph.h"
+#include "train/graph_internal.h"
 
 static int same_bits(const float *a, const float *b, size_t n) {
     return memcmp(a, b, n * sizeof *a) == 0;
@@ -35,7 +36,7 @@ static void test_csr(void) {
     sp_csr g;
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_csr_build(5, m, src, dst, &g, &err), &err);
+    CHECK_OK(sp__csr_build(5, m, src, dst, &g, &err), &err);
     CHECK(g.n == 5 && g.nnz == m);
     /* row 0: src 2 (e5), 3 (e0), 3 (e8); row 1: 3 (e4); row 2: 0 (e3),
      * 1 (e1), 1 (e6), 4 (e2); row 3: none; row 4: 0 (e7) */
@@ -57,10 +58,10 @@ static void test_csr(void) {
     int seen[9] = {0};
     for (uint64_t s = 0; s < m; s++) seen[g.edge[s]]++;
     for (uint64_t e = 0; e < m; e++) CHECK(seen[e] == 1);
-    sp_csr_free(&g);
+    sp__csr_free(&g);
     /* an id out of range is refused, naming the edge */
     const uint32_t bad_s[] = {0, 7}, bad_d[] = {1, 1};
-    CHECK(sp_csr_build(5, 2, bad_s, bad_d, &g, &err) == SP_EINVAL);
+    CHECK(sp__csr_build(5, 2, bad_s, bad_d, &g, &err) == SP_EINVAL);
     CHECK(strstr(err.msg, "edge 1") != NULL);
     printf("csr ok\n");
 }
@@ -74,13 +75,13 @@ static void test_scatter_small(void) {
     sp_csr g;
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_csr_build(3, 3, src, dst, &g, &err), &err);
-    CHECK_OK(sp_scatter_add_csr(&g, NULL, x, 2, 1, out, &err), &err);
+    CHECK_OK(sp__csr_build(3, 3, src, dst, &g, &err), &err);
+    CHECK_OK(sp__scatter_add_csr(&g, NULL, x, 2, 1, out, &err), &err);
     const float want[] = {100, 200, 0, 0, 11, 22};
     CHECK(memcmp(out, want, sizeof want) == 0);
-    CHECK_OK(sp_scatter_add_atomic(3, 3, src, dst, NULL, x, 2, 2, out2, &err), &err);
+    CHECK_OK(sp__scatter_add_atomic(3, 3, src, dst, NULL, x, 2, 2, out2, &err), &err);
     CHECK(memcmp(out2, want, sizeof want) == 0);
-    sp_csr_free(&g);
+    sp__csr_free(&g);
     printf("scatter small ok\n");
 }
 
@@ -164,9 +165,9 @@ static void test_gcn(uint32_t n, double p, uint64_t seed) {
     /* the raw scatter too, with thread counts 1..4, on the CSR */
     float *agg = malloc(cells * sizeof *agg), *agg2 = malloc(cells * sizeof *agg2);
     CHECK(agg && agg2);
-    CHECK_OK(sp_scatter_add_csr(&g->csr, NULL, first, fout, 1, agg, &err), &err);
+    CHECK_OK(sp__scatter_add_csr(&g->csr, NULL, first, fout, 1, agg, &err), &err);
     for (int t = 2; t <= 4; t++) {
-        CHECK_OK(sp_scatter_add_csr(&g->csr, NULL, first, fout, t, agg2, &err), &err);
+        CHECK_OK(sp__scatter_add_csr(&g->csr, NULL, first, fout, t, agg2, &err), &err);
         CHECK(same_bits(agg, agg2, cells));
     }
     if (sp_graph_cuda_compiled()) {

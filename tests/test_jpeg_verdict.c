@@ -242,15 +242,15 @@ static void test_damage_after_crop(void) {
     CHECK_OK(sp_loader_create(&cfg, &ld, &err), &err);   /* links the checker in */
     const sp_dataset *ds = ld_info(ld).dataset;
     sp_dataset_index_info info;
-    sp_dataset_index_info_get(ds, &info);
+    sp__dataset_index_info_get(ds, &info);
     CHECK(info.used && info.written && info.hashed == 3 + 3 * NDAMAGED);
     sp_batch b;
     CHECK_OK(sp_batch_alloc(ld, &b), &err);
-    for (uint64_t i = 0; i < sp_dataset_size(ds); i++) {
+    for (uint64_t i = 0; i < sp__dataset_size(ds); i++) {
         int damaged = strncmp(sp_dataset_path(ds, i), "damaged/", 8) == 0;
         sp_sample_data sd;
-        CHECK_OK(sp_dataset_read(ds, i, &sd, &err), &err);
-        sp_sample_data_free(&sd);
+        CHECK_OK(sp__dataset_read(ds, i, &sd, &err), &err);
+        sp__sample_data_free(&sd);
         CHECK_MSG(sp__ds_validated(ds, i) == !damaged, "%s: verdict %d", sp_dataset_path(ds, i),
                   sp__ds_validated(ds, i));
         for (uint32_t e = 0; e < 12; e++) {
@@ -271,13 +271,13 @@ static sp_dataset *open_ds(const char *path, sp_dataset_index_info *info) {
     sp_dataset *ds = NULL;
     sp_error err;
     CHECK_OK(sp_dataset_open(path, NULL, &ds, &err), &err);
-    sp_dataset_index_info_get(ds, info);
+    sp__dataset_index_info_get(ds, info);
     return ds;
 }
 
 static int count_validated(const sp_dataset *ds) {
     int n = 0;
-    for (uint64_t i = 0; i < sp_dataset_size(ds); i++) n += sp__ds_validated(ds, i);
+    for (uint64_t i = 0; i < sp__dataset_size(ds); i++) n += sp__ds_validated(ds, i);
     return n;
 }
 
@@ -394,10 +394,10 @@ static void check_corpus(const char *rel) {
         sp_image full, a, b;
         int rc = decode_region(buf, len, 0, 0, 0, 0, 1, 0, &full, &err);
         int ok = sp__image_check(buf, len);
-        CHECK_MSG(ok == (rc == 0 && sp_format_sniff(buf, len) == SP_FORMAT_JPEG),
+        CHECK_MSG(ok == (rc == 0 && sp__format_sniff(buf, len) == SP_FORMAT_JPEG),
                   "%s: check %d, full decode rc %d", files[i], ok, rc);
         sp_image_info info;
-        if (sp_image_probe(buf, len, files[i], NULL, &info, &err) == 0) {
+        if (sp__image_probe(buf, len, files[i], NULL, &info, &err) == 0) {
             int x = info.width / 4, y = info.height / 8;
             int w = info.width / 2 > 0 ? info.width / 2 : 1;
             int h = info.height / 4 > 0 ? info.height / 4 : 1;

@@ -28,6 +28,7 @@
 #include "seedpipe/shapes.h"
 #include "loader_check.h"
 #include "dataset/dataset_api_internal.h"   /* the one-value accessors */
+#include "augment/pipeline_internal.h"
 
 #define NSAMPLES 90
 #define BATCH 8
@@ -316,8 +317,8 @@ static void test_info(void) {
     CHECK(li.sample_bytes == (size_t)li.c * li.h * li.w * sizeof(float));
     CHECK(li.config && li.config->world == 2 && li.config->rank == 1);
     CHECK(li.config->dtype == SP_DTYPE_FLOAT32 && strcmp(li.config->dataset, root) == 0);
-    CHECK(li.dataset && sp_dataset_size(li.dataset) == NSAMPLES);
-    CHECK(li.pipeline && strcmp(li.spec, sp_pipeline_canonical(li.pipeline)) == 0);
+    CHECK(li.dataset && sp__dataset_size(li.dataset) == NSAMPLES);
+    CHECK(li.pipeline && strcmp(li.spec, sp__pipeline_canonical(li.pipeline)) == 0);
     /* the same spec hashes the same; another pipeline, another hash */
     sp_loader *same = make(PIPE, 2, 0, 1, 1, SP_DTYPE_UINT8);
     sp_loader *other = make("center_crop size=24", 1, 0, 1, 0, SP_DTYPE_UINT8);

@@ -25,6 +25,7 @@
 #include "seedpipe/model.h"
 #include "seedpipe/philox.h"
 #include "seedpipe/train.h"
+#include "train/model_internal.h"
 
 /* Deterministic test data in [-1, 1). */
 static void fill(float *v, size_t n, uint32_t tag) {
@@ -83,13 +84,13 @@ static void test_conv(void) {
     fill(wt, CO * CI * 9, 11);
     fill(b, CO, 12);
     fill(r, CO * H * W, 13);
-    float *scr = malloc(sp_nn_conv3x3_scratch(CI, H, W, CO) * sizeof(float));
-    sp_nn_conv3x3_forward(x, CI, H, W, wt, b, CO, y, scr);
+    float *scr = malloc(sp__nn_conv3x3_scratch(CI, H, W, CO) * sizeof(float));
+    sp__nn_conv3x3_forward(x, CI, H, W, wt, b, CO, y, scr);
     double *xd = to_d(x, CI * H * W), *wd = to_d(wt, CO * CI * 9), *bd = to_d(b, CO),
            *rd = to_d(r, CO * H * W), yd[CO * H * W];
     conv_ref(xd, CI, H, W, wd, bd, CO, yd);
     for (int k = 0; k < CO * H * W; k++) CHECK(fabs(y[k] - yd[k]) < 1e-5);
-    sp_nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db, scr);
+    sp__nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db, scr);
     const double eps = 1e-6;
     double worst = 0;
     for (int k = 0; k < CI * H * W; k++) {
@@ -129,7 +130,7 @@ static void test_conv(void) {
      * every (i, j) in row-major order that does not skip. */
     for (int k = 0; k < CO * H * W; k++)
         if (k % 4 != 1) r[k] = (k % 8 == 0) ? -0.0f : 0.0f;
-    sp_nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db, scr);
+    sp__nn_conv3x3_backward(x, CI, H, W, wt, CO, r, dx, dw, db, scr);
     for (int o = 0; o < CO; o++)
         for (int c = 0; c < CI; c++)
             for (int ky = 0; ky < 3; ky++)
@@ -168,9 +169,9 @@ static void conv_order_case(int ci, int h, int w, int co) {
     fill(dy, ny, 73);
     for (size_t k = 0; k < ny; k++)   /* zeros as after ReLU + max-pool, some -0 */
         if (k % 4 != 1) dy[k] = (k % 8 == 0) ? -0.0f : 0.0f;
-    float *scr = malloc(sp_nn_conv3x3_scratch(ci, h, w, co) * sizeof(float));
-    sp_nn_conv3x3_forward(x, ci, h, w, wt, b, co, y, scr);
-    sp_nn_conv3x3_backward(x, ci, h, w, wt, co, dy, dx, dw, db, scr);
+    float *scr = malloc(sp__nn_conv3x3_scratch(ci, h, w, co) * sizeof(float));
+    sp__nn_conv3x3_forward(x, ci, h, w, wt, b, co, y, scr);
+    sp__nn_conv3x3_backward(x, ci, h, w, wt, co, dy, dx, dw, db, scr);
     for (int o = 0; o < co; o++)
         for (int i = 0; i < h; i++)
             for (int j = 0; j < w; j++) {
@@ -242,8 +243,8 @@ static void test_pool_relu(void) {
     float x[C * H * W], y[C * HO * WO], dy[C * HO * WO], dx[C * H * W];
     fill(x, C * H * W, 20);
     fill(dy, C * HO * WO, 21);
-    sp_nn_maxpool2_forward(x, C, H, W, y);
-    sp_nn_maxpool2_backward(x, C, H, W, dy, dx);
+    sp__nn_maxpool2_forward(x, C, H, W, y);
+    sp__nn_maxpool2_backward(x, C, H, W, dy, dx);
     for (int c = 0; c < C; c++)
         for (int i = 0; i < HO; i++)
             for (int j = 0; j < WO; j++) {
@@ -286,12 +287,12 @@ static void test_pool_relu(void) {
     }
     /* Ties: the first maximum in (0,0) (0,1) (1,0) (1,1) order takes it. */
     float t[4] = {1, 1, 1, 1}, tg[1] = {5}, tdx[4];
-    sp_nn_maxpool2_backward(t, 1, 2, 2, tg, tdx);
+    sp__nn_maxpool2_backward(t, 1, 2, 2, tg, tdx);
     CHECK(tdx[0] == 5 && tdx[1] == 0 && tdx[2] == 0 && tdx[3] == 0);
     /* ReLU */
     float rx[4] = {-1.5f, 0.0f, 2.0f, -0.0f}, ry[4], rdy[4] = {1, 2, 3, 4}, rdx[4];
-    sp_nn_relu_forward(rx, 4, ry);
-    sp_nn_relu_backward(ry, rdy, 4, rdx);
+    sp__nn_relu_forward(rx, 4, ry);
+    sp__nn_relu_backward(ry, rdy, 4, rdx);
     CHECK(ry[0] == 0 && ry[1] == 0 && ry[2] == 2 && ry[3] == 0);
     CHECK(rdx[0] == 0 && rdx[1] == 0 && rdx[2] == 3 && rdx[3] == 0);
 }
@@ -303,8 +304,8 @@ static void test_linear(void) {
     fill(wt, NO * NI, 31);
     fill(b, NO, 32);
     fill(r, NO, 33);
-    sp_nn_linear_forward(x, NI, wt, b, NO, y);
-    sp_nn_linear_backward(x, NI, wt, NO, r, dx, dw, db);
+    sp__nn_linear_forward(x, NI, wt, b, NO, y);
+    sp__nn_linear_backward(x, NI, wt, NO, r, dx, dw, db);
     double worst = 0;
     for (int o = 0; o < NO; o++) {
         double s = b[o];
@@ -331,7 +332,7 @@ static void test_linear(void) {
     fill(x2, NI2, 34);
     fill(w2, NO2 * NI2, 35);
     fill(b2, NO2, 36);
-    sp_nn_linear_forward(x2, NI2, w2, b2, NO2, y2);
+    sp__nn_linear_forward(x2, NI2, w2, b2, NO2, y2);
     for (int o = 0; o < NO2; o++) {
         float sf = b2[o];
         for (int i = 0; i < NI2; i++) sf = sf + w2[o * NI2 + i] * x2[i];
@@ -345,7 +346,7 @@ static void test_softmax(void) {
     fill(z, K, 40);
     for (int j = 0; j < K; j++) z[j] *= 8.0f;
     for (int label = 0; label < K; label++) {
-        float loss = sp_nn_softmax_xent(z, K, label, 0.25f, d);
+        float loss = sp__nn_softmax_xent(z, K, label, 0.25f, d);
         double m = z[0], s = 0;
         for (int j = 1; j < K; j++) m = z[j] > m ? z[j] : m;
         for (int j = 0; j < K; j++) s += exp((double)z[j] - m);
@@ -359,7 +360,7 @@ static void test_softmax(void) {
     }
     /* Large logits do not overflow. */
     float big[3] = {1000.0f, -1000.0f, 999.0f};
-    float lb = sp_nn_softmax_xent(big, 3, 2, 1.0f, NULL);
+    float lb = sp__nn_softmax_xent(big, 3, 2, 1.0f, NULL);
     CHECK(fabs(lb - (log(1.0 + exp(-1.0)) + 1.0)) < 1e-5);
     printf("softmax cross-entropy: matches float64 within 1e-6 relative\n");
 }
@@ -406,9 +407,9 @@ static void test_init(void) {
     CHECK_OK(sp_model_layout_of(&s, &l, &err), &err);
     CHECK(l.nparams == 16 * 27 + 16 + 32 * 144 + 32 + 6 * 2048 + 6);
     float *a = malloc(l.nparams * 4), *b = malloc(l.nparams * 4), *c = malloc(l.nparams * 4);
-    sp_model_init(&l, 7, a);
-    sp_model_init(&l, 7, b);
-    sp_model_init(&l, 8, c);
+    sp__model_init(&l, 7, a);
+    sp__model_init(&l, 7, b);
+    sp__model_init(&l, 8, c);
     CHECK(memcmp(a, b, l.nparams * 4) == 0);
     size_t differ = 0;
     for (size_t i = 0; i < l.nparams; i++) differ += a[i] != c[i];
@@ -442,20 +443,20 @@ static void test_model_grad(void) {
     CHECK_OK(sp_model_layout_of(&s, &l, &err), &err);
     float *p = malloc(l.nparams * 4), *g = malloc(l.nparams * 4), *ws = malloc(l.workspace * 4);
     double *pd = malloc(l.nparams * sizeof(double));
-    sp_model_init(&l, 3, p);
+    sp__model_init(&l, 3, p);
     for (size_t i = l.off[SP_T_CONV1_B]; i < l.off[SP_T_CONV1_B + 1]; i++) p[i] = 0.1f;
     for (size_t i = l.off[SP_T_CONV2_B]; i < l.off[SP_T_CONV2_B + 1]; i++) p[i] = 0.05f;
     float x[64];
     fill(x, 64, 50);
-    sp_model_sample_grad(&l, p, x, 1, 1.0f, ws, g, NULL);
+    sp__model_sample_grad(&l, p, x, 1, 1.0f, ws, g, NULL);
     int checked = 0, ok = 0;
     for (size_t i = 0; i < l.nparams; i += 37) {
         float save = p[i];
         double h = 1e-2;
         p[i] = (float)(save + h);
-        double fp = sp_model_sample_forward(&l, p, x, 1, ws, NULL);
+        double fp = sp__model_sample_forward(&l, p, x, 1, ws, NULL);
         p[i] = (float)(save - h);
-        double fm = sp_model_sample_forward(&l, p, x, 1, ws, NULL);
+        double fm = sp__model_sample_forward(&l, p, x, 1, ws, NULL);
         p[i] = save;
         double fd = (fp - fm) / (2 * h);
         checked++;
@@ -485,7 +486,7 @@ static sp_digest train_digest(int threads, uint32_t batch) {
         fill(x, n, 60 + (uint32_t)step);
         for (uint32_t i = 0; i < batch; i++) lab[i] = (int32_t)((i * 7 + (uint32_t)step) % 4);
         float loss;
-        CHECK_OK(sp_trainer_step(tr, x, lab, batch, &loss, NULL, &err), &err);
+        CHECK_OK(sp__trainer_step(tr, x, lab, batch, &loss, NULL, &err), &err);
         CHECK(loss > 0 && loss < 10);
     }
     sp_digest d;
@@ -509,7 +510,7 @@ static void test_threads(void) {
 }
 
 /* The CPU backend's step, bit for bit, against its definition (model_cpu.c):
- * per-sample gradients (sp_model_sample_grad, scale 1/B), each parameter's
+ * per-sample gradients (sp__model_sample_grad, scale 1/B), each parameter's
  * batch gradient the fixed tree over the samples (sp_nn_tree_sum), then
  * sp_nn_sgd_update. The backend forms fc.w's per-sample terms inside its
  * reduction and runs the tree on many parameters at once; this checks that
@@ -531,15 +532,15 @@ static void step_reference_case(sp_model_shape shape, uint32_t batch) {
           *ws = malloc(l->workspace * 4), *x = malloc((size_t)batch * sample * 4),
           *col = malloc(batch * 4), *tw = malloc(P * 4), *tm = malloc(P * 4);
     int32_t *lab = malloc(batch * 4);
-    sp_model_init(l, cfg.seed, w);
+    sp__model_init(l, cfg.seed, w);
     for (int step = 0; step < 2; step++) {
         fill(x, (size_t)batch * sample, 80 + (uint32_t)step);
         for (uint32_t i = 0; i < batch; i++)
             lab[i] = (int32_t)((i * 5 + (uint32_t)step) % (uint32_t)shape.classes);
-        CHECK_OK(sp_trainer_step(tr, x, lab, batch, NULL, NULL, &err), &err);
+        CHECK_OK(sp__trainer_step(tr, x, lab, batch, NULL, NULL, &err), &err);
         for (uint32_t s = 0; s < batch; s++)
-            sp_model_sample_grad(l, w, x + s * sample, lab[s], 1.0f / (float)batch, ws,
-                                 g + (size_t)s * P, NULL);
+            sp__model_sample_grad(l, w, x + s * sample, lab[s], 1.0f / (float)batch, ws,
+                                  g + (size_t)s * P, NULL);
         for (size_t p = 0; p < P; p++) {
             for (uint32_t s = 0; s < batch; s++) col[s] = g[(size_t)s * P + p];
             float gp = sp__nn_tree_sum_f(col, (long)batch, 1);
@@ -581,8 +582,8 @@ static void test_isa_levels(void) {
         }
         setenv("SEEDPIPE_ISA", levels[i].name, 1);
 #if defined(__x86_64__) || defined(__i386__)
-        CHECK_MSG(!strcmp(sp_nn_conv_isa(), levels[i].name), "level %s runs as %s",
-                  levels[i].name, sp_nn_conv_isa());
+        CHECK_MSG(!strcmp(sp__nn_conv_isa(), levels[i].name), "level %s runs as %s",
+                  levels[i].name, sp__nn_conv_isa());
 #endif
         test_conv_order();
         sp_digest d = train_digest(2, 16);

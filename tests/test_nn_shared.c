@@ -26,6 +26,7 @@
 #include "train/nn_math.h"
 #include "train/train_internal.h"
 #include "seedpipe/model.h"
+#include "train/model_internal.h"
 
 static uint32_t rng = 12345u;
 static float frand(void) {   /* [-1, 1) */
@@ -47,8 +48,8 @@ static void test_relu(void) {
     CHECK(fbits(sp_nn_relu_grad(1.0f, -0.0f)) == fbits(-0.0f));   /* dy passed as is */
     /* the CPU layers give the same bits */
     float x[5] = {1.5f, -2.0f, 0.0f, -0.0f, 1e-30f}, y[5], dy[5] = {1, 2, 3, 4, 5}, dx[5];
-    sp_nn_relu_forward(x, 5, y);
-    sp_nn_relu_backward(y, dy, 5, dx);
+    sp__nn_relu_forward(x, 5, y);
+    sp__nn_relu_backward(y, dy, 5, dx);
     for (int i = 0; i < 5; i++) {
         CHECK(fbits(y[i]) == fbits(sp_nn_relu(x[i])));
         CHECK(fbits(dx[i]) == fbits(sp_nn_relu_grad(y[i], dy[i])));
@@ -84,8 +85,8 @@ static void test_pool_argmax(void) {
         for (int i = 0; i < 4; i++) v[i] = (float)((int)(frand() * 3.0f)) * 0.5f;   /* many ties */
         CHECK(sp_nn_pool_argmax(v[0], v[1], v[2], v[3]) == first_max4(v));
         float x[4] = {v[0], v[1], v[2], v[3]}, dy = 7.0f, dx[4], y;
-        sp_nn_maxpool2_forward(x, 1, 2, 2, &y);
-        sp_nn_maxpool2_backward(x, 1, 2, 2, &dy, dx);
+        sp__nn_maxpool2_forward(x, 1, 2, 2, &y);
+        sp__nn_maxpool2_backward(x, 1, 2, 2, &dy, dx);
         int a = sp_nn_pool_argmax(v[0], v[1], v[2], v[3]);
         CHECK(fbits(y) == fbits(v[a]));
         for (int i = 0; i < 4; i++) CHECK(dx[i] == (i == a ? 7.0f : 0.0f));
@@ -236,7 +237,7 @@ static void test_softmax(void) {
         CHECK(fabs(gsum) < 1e-5);
         /* eval form (no dlogits): same loss; the CPU export: same bits */
         CHECK(fbits(sp_nn_softmax_xent_row(z, k, label, scale, NULL)) == fbits(loss));
-        CHECK(fbits(sp_nn_softmax_xent(z, k, label, scale, d2)) == fbits(loss));
+        CHECK(fbits(sp__nn_softmax_xent(z, k, label, scale, d2)) == fbits(loss));
         CHECK(memcmp(d, d2, (size_t)k * 4) == 0);
     }
 }

@@ -16,7 +16,9 @@
 #include "image_check.h"
 #include "runner.h"
 #include "seedpipe/detmath.h"
-#include "seedpipe/ops.h"
+#include "augment/detmath_internal.h"
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;   /* every case starts here */
 static uint64_t rnd(void) {   /* xorshift64*, test-local */
@@ -77,11 +79,11 @@ static void test_detmath(void) {
     static const double in[] = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999999999999996, 3.7, -3.7, 7.0};
     static const double ex[] = {0.0, 2.0, 2.0, -0.0, -2.0, -2.0, 2.0, 4.0, -4.0, 7.0};
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
-        CHECK_MSG(sp_det_round_half_even(in[i]) == ex[i], "round(%g)", in[i]);
+        CHECK_MSG(sp__det_round_half_even(in[i]) == ex[i], "round(%g)", in[i]);
     for (int i = 0; i < 100000; i++) {
         double x = (rnd01() - 0.5) * 1e6;
         if (i % 2) x = floor(x) + 0.5;
-        CHECK(sp_det_round_half_even(x) == rint(x));   /* default mode: ties to even */
+        CHECK(sp__det_round_half_even(x) == rint(x));   /* default mode: ties to even */
     }
 }
 
@@ -209,29 +211,29 @@ static void fill_random(sp_image *im) {
 static void test_crop_flip(void) {
     for (int c = 1; c <= 3; c += 2) {
         sp_image big, ref, view;
-        CHECK(sp_image_alloc(&big, 23, 17, c) == 0);
+        CHECK(sp__image_alloc(&big, 23, 17, c) == 0);
         fill_random(&big);
-        CHECK(sp_image_crop(&big, 3, 2, 11, 9, &view) == 0);   /* a strided view */
+        CHECK(sp__image_crop(&big, 3, 2, 11, 9, &view) == 0);   /* a strided view */
         CHECK(view.width == 11 && view.height == 9 && px(&view, 0, 0, 0) == px(&big, 3, 2, 0));
         CHECK(px(&view, 10, 8, c - 1) == px(&big, 13, 10, c - 1));
-        CHECK(sp_image_crop(&big, 20, 0, 4, 1, &view) == SP_EINVAL);
-        CHECK(sp_image_crop(&big, 0, 0, 0, 1, &view) == SP_EINVAL);
-        CHECK(sp_image_crop(&big, 3, 2, 11, 9, &view) == 0);
-        CHECK(sp_image_copy(&view, &ref) == 0);
-        sp_image_hflip(&view);
+        CHECK(sp__image_crop(&big, 20, 0, 4, 1, &view) == SP_EINVAL);
+        CHECK(sp__image_crop(&big, 0, 0, 0, 1, &view) == SP_EINVAL);
+        CHECK(sp__image_crop(&big, 3, 2, 11, 9, &view) == 0);
+        CHECK(sp__image_copy(&view, &ref) == 0);
+        sp__image_hflip(&view);
         for (int y = 0; y < 9; y++)
             for (int x = 0; x < 11; x++)
                 for (int k = 0; k < c; k++) CHECK(px(&view, x, y, k) == px(&ref, 10 - x, y, k));
-        sp_image_hflip(&view);
+        sp__image_hflip(&view);
         CHECK(same_pixels(&view, &ref));
-        sp_image_vflip(&view);
+        sp__image_vflip(&view);
         for (int y = 0; y < 9; y++)
             for (int x = 0; x < 11; x++)
                 for (int k = 0; k < c; k++) CHECK(px(&view, x, y, k) == px(&ref, x, 8 - y, k));
-        sp_image_vflip(&view);
+        sp__image_vflip(&view);
         CHECK(same_pixels(&view, &ref));
         /* pixels outside the view are untouched */
-        CHECK(sp_image_crop(&big, 0, 0, 3, 17, &view) == 0);
+        CHECK(sp__image_crop(&big, 0, 0, 3, 17, &view) == 0);
         sp_image_free(&ref);
         sp_image_free(&big);
     }
@@ -239,10 +241,10 @@ static void test_crop_flip(void) {
 
 static void test_gray(void) {
     sp_image a, g1, g3;
-    CHECK(sp_image_alloc(&a, 16, 16, 3) == 0);
+    CHECK(sp__image_alloc(&a, 16, 16, 3) == 0);
     fill_random(&a);
-    CHECK(sp_image_alloc(&g1, 16, 16, 1) == 0 && sp_image_alloc(&g3, 16, 16, 3) == 0);
-    CHECK(sp_image_to_gray(&a, &g1) == 0 && sp_image_to_gray(&a, &g3) == 0);
+    CHECK(sp__image_alloc(&g1, 16, 16, 1) == 0 && sp__image_alloc(&g3, 16, 16, 3) == 0);
+    CHECK(sp__image_to_gray(&a, &g1) == 0 && sp__image_to_gray(&a, &g3) == 0);
     for (int y = 0; y < 16; y++)
         for (int x = 0; x < 16; x++) {
             uint32_t r = px(&a, x, y, 0), g = px(&a, x, y, 1), b = px(&a, x, y, 2);
@@ -250,7 +252,7 @@ static void test_gray(void) {
             CHECK(px(&g1, x, y, 0) == l);
             CHECK(px(&g3, x, y, 0) == l && px(&g3, x, y, 1) == l && px(&g3, x, y, 2) == l);
         }
-    CHECK(sp_image_to_gray(&a, &a) == 0);      /* in place, 3 -> 3 */
+    CHECK(sp__image_to_gray(&a, &a) == 0);      /* in place, 3 -> 3 */
     CHECK(same_pixels(&a, &g3));
     CHECK(sp_luma601(255, 255, 255) == 255 && sp_luma601(0, 0, 0) == 0);
     sp_image_free(&a);
@@ -259,8 +261,8 @@ static void test_gray(void) {
 }
 
 static void test_color(void) {
-    CHECK(sp_factor_q12(1.0) == 4096 && sp_factor_q12(0.5) == 2048);
-    CHECK(sp_factor_q12(0.2) == 819 && sp_factor_q12(1.4) == 5734 && sp_factor_q12(0.0) == 0);
+    CHECK(sp__factor_q12(1.0) == 4096 && sp__factor_q12(0.5) == 2048);
+    CHECK(sp__factor_q12(0.2) == 819 && sp__factor_q12(1.4) == 5734 && sp__factor_q12(0.0) == 0);
     /* The blend equals floor(f v + (1 - f) o), clamped (PIL's truncation):
      * every term is a short dyadic rational, so double evaluates it exactly. */
     for (int i = 0; i < 200000; i++) {
@@ -270,34 +272,35 @@ static void test_color(void) {
         double f = fq / 4096.0;
         double e = floor(f * v + (1.0 - f) * (o8 / 256.0));
         e = e < 0 ? 0 : e > 255 ? 255 : e;
-        CHECK_MSG(sp_blend_q12(v, o8, fq) == (uint8_t)e, "fq %d v %u o8 %lld", fq, v, (long long)o8);
+        CHECK_MSG(sp__blend_q12(v, o8, fq) == (uint8_t)e, "fq %d v %u o8 %lld", fq, v,
+                  (long long)o8);
     }
     sp_image a, b, g;
-    CHECK(sp_image_alloc(&a, 13, 7, 3) == 0 && sp_image_alloc(&g, 13, 7, 3) == 0);
+    CHECK(sp__image_alloc(&a, 13, 7, 3) == 0 && sp__image_alloc(&g, 13, 7, 3) == 0);
     fill_random(&a);
-    CHECK(sp_image_copy(&a, &b) == 0);
-    sp_adjust_brightness(&b, 4096);
-    sp_adjust_contrast(&b, 4096);
-    sp_adjust_saturation(&b, 4096);
+    CHECK(sp__image_copy(&a, &b) == 0);
+    sp__adjust_brightness(&b, 4096);
+    sp__adjust_contrast(&b, 4096);
+    sp__adjust_saturation(&b, 4096);
     CHECK(same_pixels(&a, &b));                         /* factor 1: identity */
-    sp_adjust_saturation(&b, 0);                       /* factor 0: grayscale */
-    CHECK(sp_image_to_gray(&a, &g) == 0 && same_pixels(&b, &g));
+    sp__adjust_saturation(&b, 0);                       /* factor 0: grayscale */
+    CHECK(sp__image_to_gray(&a, &g) == 0 && same_pixels(&b, &g));
     sp_image_free(&b);
-    CHECK(sp_image_copy(&a, &b) == 0);
-    sp_adjust_brightness(&b, 0);                       /* factor 0: black */
+    CHECK(sp__image_copy(&a, &b) == 0);
+    sp__adjust_brightness(&b, 0);                       /* factor 0: black */
     for (int y = 0; y < 7; y++)
         for (int x = 0; x < 13; x++) CHECK(px(&b, x, y, 0) == 0 && px(&b, x, y, 2) == 0);
     sp_image_free(&b);
-    CHECK(sp_image_copy(&a, &b) == 0);
-    sp_adjust_brightness(&b, 8192);                    /* factor 2: doubled, clamped */
+    CHECK(sp__image_copy(&a, &b) == 0);
+    sp__adjust_brightness(&b, 8192);                    /* factor 2: doubled, clamped */
     for (int y = 0; y < 7; y++)
         for (int x = 0; x < 13; x++) {
             int e = 2 * px(&a, x, y, 1);
             CHECK(px(&b, x, y, 1) == (e > 255 ? 255 : e));
         }
     sp_image_free(&b);
-    CHECK(sp_image_copy(&a, &b) == 0);
-    sp_adjust_contrast(&b, 0);                          /* factor 0: the mean luma */
+    CHECK(sp__image_copy(&a, &b) == 0);
+    sp__adjust_contrast(&b, 0);                          /* factor 0: the mean luma */
     uint64_t sum = 0;
     for (int y = 0; y < 7; y++)
         for (int x = 0; x < 13; x++) sum += sp_luma601(px(&a, x, y, 0), px(&a, x, y, 1), px(&a, x, y, 2));
@@ -338,10 +341,10 @@ static void test_resize(void) {
         int W = sizes[t][0], H = sizes[t][1], ow = sizes[t][2], oh = sizes[t][3];
         for (int c = 1; c <= 3; c += 2) {
             sp_image s, o;
-            CHECK(sp_image_alloc(&s, W, H, c) == 0);
+            CHECK(sp__image_alloc(&s, W, H, c) == 0);
             /* constant image stays constant */
             memset(s.data, 173, s.stride * (size_t)H);
-            CHECK(sp_image_resize(&s, ow, oh, &o) == 0);
+            CHECK(sp__image_resize(&s, ow, oh, &o) == 0);
             CHECK(o.width == ow && o.height == oh && o.channels == c);
             for (size_t i = 0; i < o.stride * (size_t)oh; i++) CHECK(o.data[i] == 173);
             sp_image_free(&o);
@@ -350,7 +353,7 @@ static void test_resize(void) {
                 for (int x = 0; x < W; x++)
                     for (int k = 0; k < c; k++)
                         s.data[(size_t)y * s.stride + (size_t)(x * c + k)] = (uint8_t)(x * 255 / (W - 1 ? W - 1 : 1));
-            CHECK(sp_image_resize(&s, ow, oh, &o) == 0);
+            CHECK(sp__image_resize(&s, ow, oh, &o) == 0);
             for (int y = 0; y < oh; y++)
                 for (int x = 1; x < ow; x++)
                     for (int k = 0; k < c; k++) CHECK(px(&o, x, y, k) >= px(&o, x - 1, y, k));
@@ -359,7 +362,7 @@ static void test_resize(void) {
             /* random image: close to the floating-point reference (two
              * 8-bit roundings and Q14 weights: at most ~1.06 apart) */
             fill_random(&s);
-            CHECK(sp_image_resize(&s, ow, oh, &o) == 0);
+            CHECK(sp__image_resize(&s, ow, oh, &o) == 0);
             double abs_err = 0;
             for (int y = 0; y < oh; y++)
                 for (int x = 0; x < ow; x++)
@@ -372,17 +375,17 @@ static void test_resize(void) {
             CHECK_MSG(abs_err / (ow * oh * c) < 0.5, "mean error %.3f", abs_err / (ow * oh * c));
             sp_image_free(&o);
             /* same size: identity */
-            CHECK(sp_image_resize(&s, W, H, &o) == 0 && same_pixels(&s, &o));
+            CHECK(sp__image_resize(&s, W, H, &o) == 0 && same_pixels(&s, &o));
             sp_image_free(&o);
             sp_image_free(&s);
         }
     }
     /* checkerboard downscaled by 2 averages to gray */
     sp_image s, o;
-    CHECK(sp_image_alloc(&s, 64, 48, 1) == 0);
+    CHECK(sp__image_alloc(&s, 64, 48, 1) == 0);
     for (int y = 0; y < 48; y++)
         for (int x = 0; x < 64; x++) s.data[y * 64 + x] = ((x + y) & 1) ? 255 : 0;
-    CHECK(sp_image_resize(&s, 32, 24, &o) == 0);
+    CHECK(sp__image_resize(&s, 32, 24, &o) == 0);
     double mean = 0;
     for (int y = 0; y < 24; y++)
         for (int x = 0; x < 32; x++) {
@@ -399,41 +402,41 @@ static void test_resize(void) {
  * the source may be handed in as a sub-rectangle of the plane. */
 static void test_resample_window(void) {
     sp_image s, full, win;
-    CHECK(sp_image_alloc(&s, 91, 67, 3) == 0);
+    CHECK(sp__image_alloc(&s, 91, 67, 3) == 0);
     fill_random(&s);
     sp_resample_geom g = {91, 67, 3.25, 1.5, 80.75, 66.0, 37, 29, 0, 0, 37, 29, 0};
-    CHECK(sp_image_alloc(&full, 37, 29, 3) == 0);
-    CHECK(sp_resample(&s, 0, 0, &g, &full) == 0);
+    CHECK(sp__image_alloc(&full, 37, 29, 3) == 0);
+    CHECK(sp__resample(&s, 0, 0, &g, &full) == 0);
     g.win_x = 5; g.win_y = 7; g.win_w = 20; g.win_h = 13;
     int x0, y0, x1, y1;
-    CHECK(sp_resample_span(&g, &x0, &y0, &x1, &y1) == 0);
+    CHECK(sp__resample_span(&g, &x0, &y0, &x1, &y1) == 0);
     CHECK(x0 >= 0 && y0 >= 0 && x1 <= 91 && y1 <= 67 && x0 < x1 && y0 < y1);
     sp_image sub, fw;
-    CHECK(sp_image_crop(&s, x0, y0, x1 - x0, y1 - y0, &sub) == 0);
-    CHECK(sp_image_alloc(&win, 20, 13, 3) == 0);
-    CHECK(sp_resample(&sub, x0, y0, &g, &win) == 0);
-    CHECK(sp_image_crop(&full, 5, 7, 20, 13, &fw) == 0);
+    CHECK(sp__image_crop(&s, x0, y0, x1 - x0, y1 - y0, &sub) == 0);
+    CHECK(sp__image_alloc(&win, 20, 13, 3) == 0);
+    CHECK(sp__resample(&sub, x0, y0, &g, &win) == 0);
+    CHECK(sp__image_crop(&full, 5, 7, 20, 13, &fw) == 0);
     CHECK(same_pixels(&win, &fw));
     /* a source that misses a needed pixel is refused */
-    CHECK(sp_image_crop(&s, x0 + 1, y0, x1 - x0 - 1, y1 - y0, &sub) == 0);
-    CHECK(sp_resample(&sub, x0 + 1, y0, &g, &win) == SP_EINVAL);
+    CHECK(sp__image_crop(&s, x0 + 1, y0, x1 - x0 - 1, y1 - y0, &sub) == 0);
+    CHECK(sp__resample(&sub, x0 + 1, y0, &g, &win) == SP_EINVAL);
     g.bx1 = 92.0;   /* box outside the plane */
-    CHECK(sp_resample_span(&g, &x0, &y0, &x1, &y1) == SP_EINVAL);
+    CHECK(sp__resample_span(&g, &x0, &y0, &x1, &y1) == SP_EINVAL);
     sp_image_free(&s);
     sp_image_free(&full);
     sp_image_free(&win);
 }
 
 static void test_center_offset(void) {
-    CHECK(sp_center_crop_offset(10, 10) == 0);
-    CHECK(sp_center_crop_offset(6, 2) == 2);
-    CHECK(sp_center_crop_offset(5, 2) == 2);    /* round(1.5) = 2 */
-    CHECK(sp_center_crop_offset(7, 2) == 2);    /* round(2.5) = 2 */
-    CHECK(sp_center_crop_offset(9, 2) == 4);    /* round(3.5) = 4 */
-    CHECK(sp_center_crop_offset(256, 224) == 16);
-    CHECK(sp_center_crop_offset(3, 5) == -1);
-    CHECK(sp_center_crop_offset(3, 6) == -1);
-    CHECK(sp_center_crop_offset(2, 7) == -2);
+    CHECK(sp__center_crop_offset(10, 10) == 0);
+    CHECK(sp__center_crop_offset(6, 2) == 2);
+    CHECK(sp__center_crop_offset(5, 2) == 2);    /* round(1.5) = 2 */
+    CHECK(sp__center_crop_offset(7, 2) == 2);    /* round(2.5) = 2 */
+    CHECK(sp__center_crop_offset(9, 2) == 4);    /* round(3.5) = 4 */
+    CHECK(sp__center_crop_offset(256, 224) == 16);
+    CHECK(sp__center_crop_offset(3, 5) == -1);
+    CHECK(sp__center_crop_offset(3, 6) == -1);
+    CHECK(sp__center_crop_offset(2, 7) == -2);
 }
 
 /* RandomResizedCrop parameters recomputed here from the spec (libm log/exp,
@@ -475,7 +478,7 @@ static void test_rrc(void) {
         double s0 = 0.08, s1 = 1.0, r0 = 0.75, r1 = 4.0 / 3.0;
         if (i % 5 == 4) { s0 = 0.9; s1 = 3.0; }          /* forces rejections */
         sp_crop_box a, b;
-        int ta = sp_rrc_sample(W, H, s0, s1, r0, r1, key, 3, i, i % 7, &a);
+        int ta = sp__rrc_sample(W, H, s0, s1, r0, r1, key, 3, i, i % 7, &a);
         int tb = ref_rrc(W, H, s0, s1, r0, r1, key, 3, i, i % 7, &b);
         CHECK_MSG(ta == tb && a.x == b.x && a.y == b.y && a.w == b.w && a.h == b.h,
                   "sample %u %dx%d: lib (%d,%d %dx%d try %d) ref (%d,%d %dx%d try %d)", i, W, H,
@@ -487,9 +490,9 @@ static void test_rrc(void) {
     CHECK(fallbacks > 0 && late > 0);
     /* the fallback clamps the ratio: 100x10 with ratio <= 4/3 -> 13x10 centred */
     sp_crop_box b;
-    CHECK(sp_rrc_sample(100, 10, 5.0, 6.0, 0.75, 4.0 / 3.0, key, 0, 0, 0, &b) == 0);
+    CHECK(sp__rrc_sample(100, 10, 5.0, 6.0, 0.75, 4.0 / 3.0, key, 0, 0, 0, &b) == 0);
     CHECK(b.w == 13 && b.h == 10 && b.x == 43 && b.y == 0);
-    CHECK(sp_rrc_sample(10, 100, 5.0, 6.0, 0.75, 4.0 / 3.0, key, 0, 0, 0, &b) == 0);
+    CHECK(sp__rrc_sample(10, 100, 5.0, 6.0, 0.75, 4.0 / 3.0, key, 0, 0, 0, &b) == 0);
     CHECK(b.w == 10 && b.h == 13 && b.x == 0 && b.y == 43);
 }
 

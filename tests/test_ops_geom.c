@@ -1,6 +1,6 @@
 /* test_ops_geom.c - the geometric ops of issue 39 (ops.h: RandomCrop's
  * padding and crop; pipeline op random_crop).
- * Cases: test_crop_reference (sp_random_crop_map + sp_image_remap against
+ * Cases: test_crop_reference (sp__random_crop_map + sp__image_remap against
  * a reference that builds torchvision's padded images, pad then
  * pad_if_needed, and crops them, for every mode, 1 and 3 channels, views),
  * test_crop_sample (the draw words, the refusals), test_random_crop_pipeline
@@ -30,8 +30,11 @@
 #include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/detmath.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "augment/detmath_internal.h"
+#include "augment/ops_internal.h"
+#include "augment/pipeline_internal.h"
+#include "common/common_internal.h"
 
 /* torchvision's F.pad on a uint8 tensor, written plainly: a new image of
  * (W + l + r) x (H + t + b), each pixel taken from the source by the mode's
@@ -40,7 +43,7 @@ static sp_image ref_pad(const sp_image *src, int l, int t, int r, int b, int mod
                         const uint8_t fill[3]) {
     sp_image out;
     int W = src->width, H = src->height, C = src->channels;
-    CHECK(sp_image_alloc(&out, W + l + r, H + t + b, C) == 0);
+    CHECK(sp__image_alloc(&out, W + l + r, H + t + b, C) == 0);
     for (int y = 0; y < out.height; y++)
         for (int x = 0; x < out.width; x++) {
             int u = x - l, v = y - t, in = u >= 0 && u < W && v >= 0 && v < H;
@@ -75,8 +78,8 @@ static sp_image ref_random_crop(const sp_image *src, const int pad[4], int pad_i
         a = b;
     }
     sp_image view, out;
-    CHECK(sp_image_crop(&a, cx, cy, cw, ch, &view) == 0);
-    CHECK(sp_image_copy(&view, &out) == 0);
+    CHECK(sp__image_crop(&a, cx, cy, cw, ch, &view) == 0);
+    CHECK(sp__image_copy(&view, &out) == 0);
     sp_image_free(&a);
     return out;
 }
@@ -94,7 +97,7 @@ static void test_crop_reference(void) {
         sp_image src = make_image(W, H, C);
         sp_random_crop_geom g;
         sp_key key = sp_rng_key((uint64_t)iter, SP_RNG_AUGMENT);
-        if (sp_random_crop_sample(W, H, ch, cw, pad, pin, mode, key, 1, 2, 3, &g)) {
+        if (sp__random_crop_sample(W, H, ch, cw, pad, pin, mode, key, 1, 2, 3, &g)) {
             /* refused: the padded image is too small, or a reflect pad too large */
             int pw = W + pad[0] + pad[2], ph = H + pad[1] + pad[3];
             int ok = pin ? !(mode == SP_PAD_REFLECT && ((pw < cw && cw - pw >= pw) ||
@@ -106,11 +109,11 @@ static void test_crop_reference(void) {
             continue;
         }
         int32_t xmap[16], ymap[16];
-        sp_random_crop_map(W, pad[0], pad[2], g.extra_x, mode, g.x, cw, xmap);
-        sp_random_crop_map(H, pad[1], pad[3], g.extra_y, mode, g.y, ch, ymap);
+        sp__random_crop_map(W, pad[0], pad[2], g.extra_x, mode, g.x, cw, xmap);
+        sp__random_crop_map(H, pad[1], pad[3], g.extra_y, mode, g.y, ch, ymap);
         sp_image got, ref = ref_random_crop(&src, pad, pin, mode, fill, g.x, g.y, cw, ch);
-        CHECK(sp_image_alloc(&got, cw, ch, C) == 0);
-        sp_image_remap(&src, xmap, ymap, fill, &got);
+        CHECK(sp__image_alloc(&got, cw, ch, C) == 0);
+        sp__image_remap(&src, xmap, ymap, fill, &got);
         CHECK_MSG(same_pixels(&got, &ref), "%dx%dx%d pad %d,%d,%d,%d mode %d pin %d crop %dx%d",
                   W, H, C, pad[0], pad[1], pad[2], pad[3], mode, pin, cw, ch);
         sp_image_free(&got);
@@ -124,31 +127,35 @@ static void test_crop_sample(void) {
     const int pad4[4] = {4, 4, 4, 4}, none[4] = {0, 0, 0, 0};
     sp_random_crop_geom g;
     for (uint32_t i = 0; i < 50; i++) {
-        CHECK(sp_random_crop_sample(32, 32, 32, 32, pad4, 0, SP_PAD_CONSTANT, key, 3, i, 1, &g) == 0);
+        CHECK(sp__random_crop_sample(32, 32, 32, 32, pad4, 0, SP_PAD_CONSTANT, key, 3, i, 1,
+                                     &g) == 0);
         sp_ctr d = sp_sample_draw(key, 0, 3, i, 1);
         CHECK(g.pw == 40 && g.ph == 40);
         CHECK(g.y == (int)sp_uniform_int(d.c[0], 9) && g.x == (int)sp_uniform_int(d.c[1], 9));
     }
-    CHECK(sp_random_crop_sample(32, 32, 32, 32, none, 0, SP_PAD_REFLECT, key, 0, 0, 0, &g) == 0);
+    CHECK(sp__random_crop_sample(32, 32, 32, 32, none, 0, SP_PAD_REFLECT, key, 0, 0, 0, &g) == 0);
     CHECK(g.x == 0 && g.y == 0);
-    CHECK(sp_random_crop_sample(31, 32, 32, 32, none, 0, SP_PAD_EDGE, key, 0, 0, 0, &g) == SP_EINVAL);
+    CHECK(sp__random_crop_sample(31, 32, 32, 32, none, 0, SP_PAD_EDGE, key, 0, 0, 0,
+                                 &g) == SP_EINVAL);
     /* pad_if_needed pads each side by the whole deficit: 30 -> 34 for 32 */
-    CHECK(sp_random_crop_sample(30, 32, 32, 32, none, 1, SP_PAD_EDGE, key, 0, 0, 0, &g) == 0);
+    CHECK(sp__random_crop_sample(30, 32, 32, 32, none, 1, SP_PAD_EDGE, key, 0, 0, 0, &g) == 0);
     CHECK(g.extra_x == 2 && g.extra_y == 0 && g.pw == 34 && g.ph == 32);
     const int big[4] = {5, 0, 0, 0};
-    CHECK(sp_random_crop_sample(5, 5, 2, 2, big, 0, SP_PAD_REFLECT, key, 0, 0, 0, &g) == SP_EINVAL);
-    CHECK(sp_random_crop_sample(5, 5, 2, 2, big, 0, SP_PAD_EDGE, key, 0, 0, 0, &g) == 0);
-    CHECK(sp_random_crop_sample(2, 2, 5, 5, none, 1, SP_PAD_REFLECT, key, 0, 0, 0, &g) == SP_EINVAL);
+    CHECK(sp__random_crop_sample(5, 5, 2, 2, big, 0, SP_PAD_REFLECT, key, 0, 0, 0,
+                                 &g) == SP_EINVAL);
+    CHECK(sp__random_crop_sample(5, 5, 2, 2, big, 0, SP_PAD_EDGE, key, 0, 0, 0, &g) == 0);
+    CHECK(sp__random_crop_sample(2, 2, 5, 5, none, 1, SP_PAD_REFLECT, key, 0, 0, 0,
+                                 &g) == SP_EINVAL);
 }
 
 /* Run p on raw pixels into a packed HWC image of w x h. */
 static int run_raw(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_image *raw, int w,
                    int h, sp_image *out, sp_error *err) {
-    CHECK(sp_image_alloc(out, w, h, raw->channels) == 0);
+    CHECK(sp__image_alloc(out, w, h, raw->channels) == 0);
     sp_sample_src src = {"raw", NULL, 0, raw};
     sp_run_opts o = {SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 0, NULL};
     size_t n = (size_t)w * (size_t)h * (size_t)raw->channels;
-    return sp_pipeline_run_checked(p, ctx, &src, &o, out->data, n, err);
+    return sp__pipeline_run_checked(p, ctx, &src, &o, out->data, n, err);
 }
 
 static void test_random_crop_pipeline(void) {
@@ -172,7 +179,7 @@ static void test_random_crop_pipeline(void) {
     int oh, ow, oc;
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_output_dims(p, 0, 0, &oh, &ow, &oc, &err), &err);
+    CHECK_OK(sp__pipeline_output_dims(p, 0, 0, &oh, &ow, &oc, &err), &err);
     CHECK(oh == 12 && ow == 10 && oc == 3);
     sp_image src = make_image(9, 11, 3);
     const int pad[4] = {3, 1, 2, 4};
@@ -218,19 +225,19 @@ static void test_random_crop_explain(void) {
     sp_sample_ctx ctx = {sp_rng_key(1, SP_RNG_AUGMENT), 0, 0};
     sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 0, 0, 0);
     char buf[512], want[160];
-    sp_pipeline_explain(p, &ctx, 32, 32, SP_FORMAT_PNG, buf, sizeof buf);
+    sp__pipeline_explain(p, &ctx, 32, 32, SP_FORMAT_PNG, buf, sizeof buf);
     snprintf(want, sizeof want, "0 random_crop: offset x=%u y=%u of 40x40 (32x32 padded 4,4,4,4 "
              "constant, then 0,0 each side) -> 32x32\n1 hflip",
              sp_uniform_int(d.c[1], 9), sp_uniform_int(d.c[0], 9));
     CHECK_MSG(strstr(buf, want), "%s", buf);
-    sp_pipeline_explain(p, &ctx, 20, 32, SP_FORMAT_PNG, buf, sizeof buf);
+    sp__pipeline_explain(p, &ctx, 20, 32, SP_FORMAT_PNG, buf, sizeof buf);
     CHECK_MSG(strstr(buf, "does not fit 20x32"), "%s", buf);
     sp_pipeline_destroy(p);
 }
 
 static void test_blur_kernel(void) {
     float k[7];
-    sp_gaussian_kernel1d(7, 1.5f, k);
+    sp__gaussian_kernel1d(7, 1.5f, k);
     float e[7], sum = 0.0f;
     for (int i = 0; i < 7; i++) {
         float t = (float)(i - 3) / 1.5f;
@@ -240,15 +247,15 @@ static void test_blur_kernel(void) {
     }
     for (int i = 0; i < 7; i++) CHECK(k[i] == e[i] / sum);
     for (int i = 0; i < 3; i++) CHECK(k[i] == k[6 - i]);
-    sp_gaussian_kernel1d(1, 0.3f, k);
+    sp__gaussian_kernel1d(1, 0.3f, k);
     CHECK(k[0] == 1.0f);
 }
 
 /* Blur by the 2D kernel ky (x) kx in double, reflect indexing. */
 static int ref_blur_px(const sp_image *im, int x, int y, int c, int kx, int ky, float sg) {
     float wx[32], wy[32];
-    sp_gaussian_kernel1d(kx, sg, wx);
-    sp_gaussian_kernel1d(ky, sg, wy);
+    sp__gaussian_kernel1d(kx, sg, wx);
+    sp__gaussian_kernel1d(ky, sg, wy);
     double acc = 0.0;
     for (int i = 0; i < ky; i++)
         for (int j = 0; j < kx; j++) {
@@ -266,9 +273,9 @@ static void test_blur_reference(void) {
     for (int t = 0; t < 6; t++)
         for (int C = 1; C <= 3; C += 2) {
             sp_image im = make_image(13, 11, C), out;
-            CHECK(sp_image_copy(&im, &out) == 0);
+            CHECK(sp__image_copy(&im, &out) == 0);
             float sg = 0.3f + 0.4f * (float)t;
-            CHECK(sp_image_gaussian_blur(&out, ks[t][0], ks[t][1], sg, sg) == 0);
+            CHECK(sp__image_gaussian_blur(&out, ks[t][0], ks[t][1], sg, sg) == 0);
             for (int y = 0; y < 11; y++)
                 for (int x = 0; x < 13; x++)
                     for (int c = 0; c < C; c++) {
@@ -284,10 +291,10 @@ static void test_blur_reference(void) {
         }
     CHECK_MSG(differ * 1000 <= n, "%ld of %ld differ", differ, n);
     sp_image im = make_image(4, 3, 3);
-    CHECK(sp_image_gaussian_blur(&im, 9, 3, 1.0f, 1.0f) == SP_EINVAL);   /* pad 4 >= 4 */
-    CHECK(sp_image_gaussian_blur(&im, 3, 7, 1.0f, 1.0f) == SP_EINVAL);   /* pad 3 >= 3 */
-    CHECK(sp_image_gaussian_blur(&im, 4, 3, 1.0f, 1.0f) == SP_EINVAL);
-    CHECK(sp_image_gaussian_blur(&im, 7, 5, 1.0f, 1.0f) == 0);
+    CHECK(sp__image_gaussian_blur(&im, 9, 3, 1.0f, 1.0f) == SP_EINVAL);   /* pad 4 >= 4 */
+    CHECK(sp__image_gaussian_blur(&im, 3, 7, 1.0f, 1.0f) == SP_EINVAL);   /* pad 3 >= 3 */
+    CHECK(sp__image_gaussian_blur(&im, 4, 3, 1.0f, 1.0f) == SP_EINVAL);
+    CHECK(sp__image_gaussian_blur(&im, 7, 5, 1.0f, 1.0f) == 0);
     sp_image_free(&im);
 }
 
@@ -311,13 +318,13 @@ static void test_blur_pipeline(void) {
         sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, i, 1);
         float sg = (float)(0.5 + 2.5 * sp_u01d(d.c[0]));
         sp_image got, ref;
-        CHECK(sp_image_copy(&src, &ref) == 0);
-        sp_image_hflip(&ref);   /* torchvision's order: the flip, then the blur */
-        CHECK(sp_image_gaussian_blur(&ref, 5, 3, sg, sg) == 0);
+        CHECK(sp__image_copy(&src, &ref) == 0);
+        sp__image_hflip(&ref);   /* torchvision's order: the flip, then the blur */
+        CHECK(sp__image_gaussian_blur(&ref, 5, 3, sg, sg) == 0);
         CHECK_OK(run_raw(p, &ctx, &src, 10, 8, &got, &err), &err);
         CHECK_MSG(same_pixels(&got, &ref), "sample %u", i);
         char buf[256], want[96];
-        sp_pipeline_explain(p, &ctx, 10, 8, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+        sp__pipeline_explain(p, &ctx, 10, 8, SP_FORMAT_UNKNOWN, buf, sizeof buf);
         snprintf(want, sizeof want, "1 gaussian_blur: kernel 5x3 sigma %.9g\n", (double)sg);
         CHECK_MSG(strstr(buf, want), "%s", buf);
         sp_image_free(&got);
@@ -339,7 +346,7 @@ static void test_erasing_sample(void) {
     int accepted = 0;
     for (uint32_t i = 0; i < 200; i++) {
         sp_crop_box b;
-        int t = sp_erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, key, 2, i, 0, &b);
+        int t = sp__erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, key, 2, i, 0, &b);
         /* the reference: torchvision's get_params with the spec's draws */
         int want = 0;
         for (uint32_t k = 0; k < 10 && !want; k++) {
@@ -347,8 +354,8 @@ static void test_erasing_sample(void) {
             double area = 1200.0 * (0.02 + (0.33 - 0.02) * sp_u01d(d.c[0]));
             double lr0 = sp_det_log(0.3), lr1 = sp_det_log(3.3);
             double ar = sp_det_exp(lr0 + (lr1 - lr0) * sp_u01d(d.c[1]));
-            int h = (int)sp_det_round_half_even(sqrt(area * ar));
-            int w = (int)sp_det_round_half_even(sqrt(area / ar));
+            int h = (int)sp__det_round_half_even(sqrt(area * ar));
+            int w = (int)sp__det_round_half_even(sqrt(area / ar));
             if (h < 30 && w < 40) {
                 want = (int)k + 1;
                 CHECK(b.h == h && b.w == w);
@@ -361,7 +368,7 @@ static void test_erasing_sample(void) {
     }
     CHECK(accepted > 190);
     sp_crop_box b;
-    CHECK(sp_erasing_sample(40, 30, 1, 1, 1, 1, key, 0, 0, 0, &b) == 0);   /* 35x35 never fits */
+    CHECK(sp__erasing_sample(40, 30, 1, 1, 1, 1, key, 0, 0, 0, &b) == 0);   /* 35x35 never fits */
     CHECK(b.w == 0 && b.h == 0);
 }
 
@@ -369,8 +376,8 @@ static void test_erasing_normals(void) {
     enum { N = 200001 };
     float *v = malloc(N * sizeof *v), *w = malloc(N * sizeof *w);
     sp_key key = sp_rng_key(4, SP_RNG_AUGMENT);
-    sp_erasing_normals(key, 1, 7, 2, N, v);
-    sp_erasing_normals(key, 1, 7, 2, 10, w);
+    sp__erasing_normals(key, 1, 7, 2, N, v);
+    sp__erasing_normals(key, 1, 7, 2, 10, w);
     CHECK(memcmp(v, w, 10 * sizeof *v) == 0);   /* a prefix of the same stream */
     double m = 0, q = 0, m4 = 0;
     for (int i = 0; i < N; i++) {
@@ -393,7 +400,7 @@ static void run_any(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_ima
     sp_run_opts o = {t, l, 0, NULL};
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_run_checked(p, ctx, &src, &o, out, n, &err), &err);
+    CHECK_OK(sp__pipeline_run_checked(p, ctx, &src, &o, out, n, &err), &err);
 }
 
 static void test_erasing_pipeline(void) {
@@ -422,7 +429,7 @@ static void test_erasing_pipeline(void) {
     for (uint32_t i = 0; i < 20; i++) {
         sp_sample_ctx ctx = {sp_rng_key(8, SP_RNG_AUGMENT), 0, i};
         sp_crop_box bx;
-        CHECK(sp_erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, ctx.k_augment, 2, i, 0, &bx) > 0);
+        CHECK(sp__erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, ctx.k_augment, 2, i, 0, &bx) > 0);
         run_any(p, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, a, n * 4);
         run_any(q, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, b, n * 4);
         run_any(p, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NHWC, c, n * 4);
@@ -445,7 +452,7 @@ static void test_erasing_pipeline(void) {
     p = parse_ok("center_crop size=30,40 | random_erasing p=1 value=7.9,300,-2");
     sp_sample_ctx ctx = {sp_rng_key(8, SP_RNG_AUGMENT), 0, 3};
     sp_crop_box bx;
-    sp_erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, ctx.k_augment, 1, 3, 0, &bx);
+    sp__erasing_sample(40, 30, 0.02, 0.33, 0.3, 3.3, ctx.k_augment, 1, 3, 0, &bx);
     uint8_t *u8 = malloc(n);
     run_any(p, &ctx, &src, SP_DTYPE_UINT8, SP_LAYOUT_NHWC, u8, n);
     size_t e = ((size_t)bx.y * 40 + bx.x) * 3;
@@ -454,12 +461,12 @@ static void test_erasing_pipeline(void) {
     p = parse_ok("center_crop size=30,40 | random_erasing p=1 value=random");
     run_any(p, &ctx, &src, SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, a, n * 4);
     float *nv = malloc((size_t)bx.w * bx.h * 3 * 4);
-    sp_erasing_normals(ctx.k_augment, 1, 3, 0, (size_t)bx.w * bx.h * 3, nv);
+    sp__erasing_normals(ctx.k_augment, 1, 3, 0, (size_t)bx.w * bx.h * 3, nv);
     CHECK(a[((size_t)2 * 30 + bx.y + bx.h - 1) * 40 + bx.x + bx.w - 1] ==
           nv[(size_t)bx.w * bx.h * 3 - 1]);   /* (c, y, x) order */
     CHECK(a[(size_t)bx.y * 40 + bx.x + 1] == nv[1]);
     char buf[256], want[128];
-    sp_pipeline_explain(p, &ctx, 40, 30, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+    sp__pipeline_explain(p, &ctx, 40, 30, SP_FORMAT_UNKNOWN, buf, sizeof buf);
     snprintf(want, sizeof want, "1 random_erasing: box x=%d y=%d w=%d h=%d of 40x30 (try ",
              bx.x, bx.y, bx.w, bx.h);
     CHECK_MSG(strstr(buf, want), "%s", buf);
@@ -477,7 +484,7 @@ static void test_rotate(void) {
     static const float angles[] = {0.0f, 10.0f, -33.3f, 45.0f, 90.0f, 179.9f, -271.5f, 1000.25f};
     for (int i = 0; i < 8; i++) {
         float th[6];
-        sp_rotation_theta(angles[i], th);
+        sp__rotation_theta(angles[i], th);
         double r = -(double)angles[i] * (3.14159265358979323846 / 180.0);
         CHECK_MSG(fabs(th[0] - cos(r)) < 1e-7 && fabs(th[1] - sin(r)) < 1e-7 && th[3] == -th[1] &&
                   th[4] == th[0] && th[2] == 0 && th[5] == 0, "angle %g", angles[i]);
@@ -487,15 +494,15 @@ static void test_rotate(void) {
     for (int C = 1; C <= 3; C += 2)
         for (int bil = 0; bil < 2; bil++) {
             sp_image src = make_image(6, 6, C), out;
-            CHECK(sp_image_alloc(&out, 6, 6, C) == 0);
-            CHECK(sp_image_rotate(&src, 90.0f, bil, fill, &out) == 0);
+            CHECK(sp__image_alloc(&out, 6, 6, C) == 0);
+            CHECK(sp__image_rotate(&src, 90.0f, bil, fill, &out) == 0);
             for (int y = 0; y < 6; y++)
                 for (int x = 0; x < 6; x++)
                     for (int c = 0; c < C; c++)
                         CHECK(px(&out, x, y, c) == px(&src, 5 - y, x, c));
-            CHECK(sp_image_rotate(&src, 0.0f, bil, fill, &out) == 0);
+            CHECK(sp__image_rotate(&src, 0.0f, bil, fill, &out) == 0);
             CHECK(same_pixels(&out, &src));
-            CHECK(sp_image_rotate(&src, 45.0f, bil, fill, &out) == 0);
+            CHECK(sp__image_rotate(&src, 45.0f, bil, fill, &out) == 0);
             for (int c = 0; c < C; c++) CHECK(px(&out, 0, 0, c) == fill[c]);   /* a corner */
             sp_image_free(&src);
             sp_image_free(&out);
@@ -524,14 +531,14 @@ static void test_rotate_pipeline(void) {
         sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, i, 0);
         float a = (float)(-40.0 + 80.0 * sp_u01d(d.c[0]));
         sp_image flipped, ref, got;
-        CHECK(sp_image_copy(&src, &flipped) == 0);
-        sp_image_hflip(&flipped);   /* torchvision's order: the flip, then the rotation */
-        CHECK(sp_image_alloc(&ref, 11, 7, 3) == 0);
-        CHECK(sp_image_rotate(&flipped, a, 1, fill, &ref) == 0);
+        CHECK(sp__image_copy(&src, &flipped) == 0);
+        sp__image_hflip(&flipped);   /* torchvision's order: the flip, then the rotation */
+        CHECK(sp__image_alloc(&ref, 11, 7, 3) == 0);
+        CHECK(sp__image_rotate(&flipped, a, 1, fill, &ref) == 0);
         CHECK_OK(run_raw(p, &ctx, &src, 11, 7, &got, &err), &err);
         CHECK_MSG(same_pixels(&got, &ref), "sample %u", i);
         char buf[256], want[96];
-        sp_pipeline_explain(p, &ctx, 11, 7, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+        sp__pipeline_explain(p, &ctx, 11, 7, SP_FORMAT_UNKNOWN, buf, sizeof buf);
         snprintf(want, sizeof want, "1 rotate: angle %.9g (bilinear)\n", (double)a);
         CHECK_MSG(strstr(buf, want), "%s", buf);
         sp_image_free(&flipped);

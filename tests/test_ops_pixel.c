@@ -22,8 +22,10 @@
 #include "image_check.h"
 #include "pipeline_check.h"
 #include "runner.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "augment/ops_internal.h"
+#include "augment/pipeline_internal.h"
+#include "common/common_internal.h"
 
 /* The 4x6 RGB image (HWC) the torchvision outputs below were computed on. */
 static const uint8_t TV_IN[72] = {
@@ -60,7 +62,7 @@ static const uint8_t TV_AUTO2[72] = {   /* F.autocontrast(TV_IN2) */
 
 static sp_image tv_image(const uint8_t *hwc) {
     sp_image im;
-    CHECK(sp_image_alloc(&im, 6, 4, 3) == 0);
+    CHECK(sp__image_alloc(&im, 6, 4, 3) == 0);
     for (int y = 0; y < 4; y++) memcpy(im.data + (size_t)y * im.stride, hwc + y * 18, 18);
     return im;
 }
@@ -76,20 +78,20 @@ static int equals_hwc(const sp_image *im, const uint8_t *hwc) {
 static void test_luts(void) {
     for (int c = 1; c <= 3; c += 2) {
         sp_image a = make_image(37, 11, c), b;
-        CHECK(sp_image_copy(&a, &b) == 0);
-        sp_image_invert(&b);
+        CHECK(sp__image_copy(&a, &b) == 0);
+        sp__image_invert(&b);
         for (int y = 0; y < 11; y++)
             for (int x = 0; x < 37; x++)
                 for (int k = 0; k < c; k++) CHECK(px(&b, x, y, k) == 255 - px(&a, x, y, k));
         /* in place on a view: the columns beyond its width are never touched */
         uint8_t pad = a.data[37 * c];
-        sp_image_invert(&a);
-        sp_image_invert(&a);
+        sp__image_invert(&a);
+        sp__image_invert(&a);
         CHECK(a.data[37 * c] == pad && same_pixels(&a, &a));
         for (int bits = 0; bits <= 8; bits++) {
             sp_image_free(&b);
-            CHECK(sp_image_copy(&a, &b) == 0);
-            sp_image_posterize(&b, bits);
+            CHECK(sp__image_copy(&a, &b) == 0);
+            sp__image_posterize(&b, bits);
             for (int y = 0; y < 11; y++)
                 for (int x = 0; x < 37; x++) {
                     int v = px(&a, x, y, 0), q = bits == 0 ? 0 : (v >> (8 - bits)) << (8 - bits);
@@ -99,8 +101,8 @@ static void test_luts(void) {
         static const double thr[] = {0, 1, 100.5, 128, 254.9999999, 255};
         for (int t = 0; t < 6; t++) {
             sp_image_free(&b);
-            CHECK(sp_image_copy(&a, &b) == 0);
-            sp_image_solarize(&b, thr[t]);
+            CHECK(sp__image_copy(&a, &b) == 0);
+            sp__image_solarize(&b, thr[t]);
             for (int y = 0; y < 11; y++)
                 for (int x = 0; x < 37; x++) {
                     int v = px(&a, x, y, c - 1);
@@ -143,13 +145,13 @@ static void test_equalize_autocontrast(void) {
                 uint8_t *p = a.data + (size_t)y * a.stride + i;
                 *p = (uint8_t)(30 + (*p * *p) / 400);
             }
-        CHECK(sp_image_copy(&a, &b) == 0 && sp_image_copy(&a, &r) == 0);
-        sp_image_equalize(&b);
+        CHECK(sp__image_copy(&a, &b) == 0 && sp__image_copy(&a, &r) == 0);
+        sp__image_equalize(&b);
         for (int k = 0; k < c; k++) ref_equalize(&a, &r, k);
         CHECK(same_pixels(&b, &r));
         sp_image_free(&b);
-        CHECK(sp_image_copy(&a, &b) == 0);
-        sp_image_autocontrast(&b);
+        CHECK(sp__image_copy(&a, &b) == 0);
+        sp__image_autocontrast(&b);
         int lo = 255, hi = 0;
         for (int y = 0; y < a.height; y++)
             for (int x = 0; x < a.width; x++) {
@@ -167,12 +169,12 @@ static void test_equalize_autocontrast(void) {
         sp_image_free(&r);
     }
     sp_image t = tv_image(TV_IN2);
-    sp_image_autocontrast(&t);
+    sp__image_autocontrast(&t);
     CHECK(equals_hwc(&t, TV_AUTO2));
-    sp_image_equalize(&t);   /* 24 pixels: step 0, unchanged (torchvision too) */
+    sp__image_equalize(&t);   /* 24 pixels: step 0, unchanged (torchvision too) */
     CHECK(equals_hwc(&t, TV_AUTO2));
     memset(t.data, 77, t.stride * 4);   /* one value: autocontrast keeps it */
-    sp_image_autocontrast(&t);
+    sp__image_autocontrast(&t);
     CHECK(t.data[0] == 77 && t.data[17] == 77);
     sp_image_free(&t);
 }
@@ -182,8 +184,8 @@ static void test_sharpness(void) {
     for (int c = 1; c <= 3; c += 2)
         for (int f = 0; f < 6; f++) {
             sp_image a = make_image(29, 13, c), b;
-            CHECK(sp_image_copy(&a, &b) == 0);
-            CHECK(sp_image_sharpness(&b, factors[f]) == 0);
+            CHECK(sp__image_copy(&a, &b) == 0);
+            CHECK(sp__image_sharpness(&b, factors[f]) == 0);
             for (int y = 0; y < 13; y++)
                 for (int x = 0; x < 29; x++)
                     for (int k = 0; k < c; k++) {
@@ -207,12 +209,12 @@ static void test_sharpness(void) {
             sp_image_free(&b);
         }
     sp_image t = tv_image(TV_IN);
-    CHECK(sp_image_sharpness(&t, 1.7) == 0);
+    CHECK(sp__image_sharpness(&t, 1.7) == 0);
     CHECK(equals_hwc(&t, TV_SHARP_17));
     sp_image_free(&t);
     sp_image s = make_image(2, 9, 3), s0;   /* 2 wide: unchanged, as torchvision */
-    CHECK(sp_image_copy(&s, &s0) == 0);
-    CHECK(sp_image_sharpness(&s, 3.0) == 0);
+    CHECK(sp__image_copy(&s, &s0) == 0);
+    CHECK(sp__image_sharpness(&s, 3.0) == 0);
     CHECK(same_pixels(&s, &s0));
     sp_image_free(&s);
     sp_image_free(&s0);
@@ -220,24 +222,24 @@ static void test_sharpness(void) {
 
 static void test_hue(void) {
     sp_image t = tv_image(TV_IN);
-    sp_adjust_hue(&t, 0.1f);
+    sp__adjust_hue(&t, 0.1f);
     CHECK(equals_hwc(&t, TV_HUE_P01));
     sp_image_free(&t);
     t = tv_image(TV_IN);
-    sp_adjust_hue(&t, (float)-0.37);
+    sp__adjust_hue(&t, (float)-0.37);
     CHECK(equals_hwc(&t, TV_HUE_M037));
     sp_image_free(&t);
     sp_image g = make_image(9, 5, 1), g0;   /* gray: unchanged */
-    CHECK(sp_image_copy(&g, &g0) == 0);
-    sp_adjust_hue(&g, 0.25f);
+    CHECK(sp__image_copy(&g, &g0) == 0);
+    sp__adjust_hue(&g, 0.25f);
     CHECK(same_pixels(&g, &g0));
     sp_image_free(&g);
     sp_image_free(&g0);
     /* a full turn and back stays within one level of the input */
     sp_image a = make_image(40, 7, 3), b;
-    CHECK(sp_image_copy(&a, &b) == 0);
-    sp_adjust_hue(&b, 0.5f);
-    sp_adjust_hue(&b, -0.5f);
+    CHECK(sp__image_copy(&a, &b) == 0);
+    sp__adjust_hue(&b, 0.5f);
+    sp__adjust_hue(&b, -0.5f);
     for (int y = 0; y < 7; y++)
         for (int x = 0; x < 40 * 3; x++)
             CHECK(abs(px(&a, x / 3, y, x % 3) - px(&b, x / 3, y, x % 3)) <= 2);
@@ -255,14 +257,14 @@ static sp_sample_ctx ctx_for(uint64_t seed, uint32_t epoch, uint32_t sample) {
 /* Run p on raw pixels into a packed HWC image (same size as the input). */
 static sp_image run_raw(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_image *raw) {
     sp_image out;
-    CHECK(sp_image_alloc(&out, raw->width, raw->height, raw->channels) == 0);
+    CHECK(sp__image_alloc(&out, raw->width, raw->height, raw->channels) == 0);
     sp_sample_src src = {"raw", NULL, 0, raw};
     sp_run_opts o = {SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 0, NULL};
     sp_error err;
     sp_error_clear(&err);
     size_t n = (size_t)raw->width * (size_t)raw->height * (size_t)raw->channels;
     CHECK(out.stride == (size_t)raw->width * (size_t)raw->channels);
-    CHECK_OK(sp_pipeline_run_checked(p, ctx, &src, &o, out.data, n, &err), &err);
+    CHECK_OK(sp__pipeline_run_checked(p, ctx, &src, &o, out.data, n, &err), &err);
     return out;
 }
 
@@ -309,17 +311,17 @@ static void test_pipeline_ops(void) {
             ctx = ctx_for(3, 1, s);
             o = run_raw(p, &ctx, &img);
             sp_image e;
-            CHECK(sp_image_copy(&img, &e) == 0);
+            CHECK(sp__image_copy(&img, &e) == 0);
             sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, s, 1);
             if (sp_u01d(d.c[0]) < 0.5) {
                 applied++;
                 switch (i) {
-                case 0: sp_image_invert(&e); break;
-                case 1: sp_image_posterize(&e, 2); break;
-                case 2: sp_image_solarize(&e, 99); break;
-                case 3: sp_image_autocontrast(&e); break;
-                case 4: sp_image_equalize(&e); break;
-                default: CHECK(sp_image_sharpness(&e, 2.5) == 0); break;
+                case 0: sp__image_invert(&e); break;
+                case 1: sp__image_posterize(&e, 2); break;
+                case 2: sp__image_solarize(&e, 99); break;
+                case 3: sp__image_autocontrast(&e); break;
+                case 4: sp__image_equalize(&e); break;
+                default: CHECK(sp__image_sharpness(&e, 2.5) == 0); break;
                 }
             }
             CHECK_MSG(same_pixels(&o, &e), "%s sample %u", specs[i], s);
@@ -335,14 +337,14 @@ static void test_pipeline_ops(void) {
         ctx = ctx_for(3, 0, 1);
         sp_image flipped = run_raw(f, &ctx, &img), e;
         o = run_raw(p, &ctx, &img);
-        CHECK(sp_image_copy(&flipped, &e) == 0);
+        CHECK(sp__image_copy(&flipped, &e) == 0);
         switch (i) {
-        case 0: sp_image_invert(&e); break;
-        case 1: sp_image_posterize(&e, 2); break;
-        case 2: sp_image_solarize(&e, 99); break;
-        case 3: sp_image_autocontrast(&e); break;
-        case 4: sp_image_equalize(&e); break;
-        default: CHECK(sp_image_sharpness(&e, 2.5) == 0); break;
+        case 0: sp__image_invert(&e); break;
+        case 1: sp__image_posterize(&e, 2); break;
+        case 2: sp__image_solarize(&e, 99); break;
+        case 3: sp__image_autocontrast(&e); break;
+        case 4: sp__image_equalize(&e); break;
+        default: CHECK(sp__image_sharpness(&e, 2.5) == 0); break;
         }
         CHECK_MSG(same_pixels(&o, &e), "hflip then %s", specs[i]);
         sp_image_free(&o);
@@ -379,14 +381,14 @@ static void test_jitter_hue(void) {
         seen[r]++;
         nth_perm(r, order);
         float hue = (float)(-0.3 + 0.6 * sp_u01d(h.c[0]));
-        CHECK(sp_image_copy(&img, &e) == 0);
+        CHECK(sp__image_copy(&img, &e) == 0);
         for (int t = 0; t < 4; t++) {
             int fn = order[t];
-            if (fn == 3) { sp_adjust_hue(&e, hue); continue; }
-            int32_t fq = sp_factor_q12(0.6 + 0.8 * sp_u01d(d.c[1 + fn]));
-            if (fn == 0) sp_adjust_brightness(&e, fq);
-            else if (fn == 1) sp_adjust_contrast(&e, fq);
-            else sp_adjust_saturation(&e, fq);
+            if (fn == 3) { sp__adjust_hue(&e, hue); continue; }
+            int32_t fq = sp__factor_q12(0.6 + 0.8 * sp_u01d(d.c[1 + fn]));
+            if (fn == 0) sp__adjust_brightness(&e, fq);
+            else if (fn == 1) sp__adjust_contrast(&e, fq);
+            else sp__adjust_saturation(&e, fq);
         }
         CHECK_MSG(same_pixels(&o, &e), "sample %u order %d", s, r);
         sp_image_free(&o);
@@ -415,14 +417,14 @@ static void test_random_apply(void) {
     for (uint32_t s = 0; s < 64; s++) {
         sp_sample_ctx ctx = ctx_for(8, 0, s);
         sp_image o = run_raw(p, &ctx, &img), e;
-        CHECK(sp_image_copy(&img, &e) == 0);
+        CHECK(sp__image_copy(&img, &e) == 0);
         int outer = sp_u01d(sp_sample_draw(ctx.k_augment, 0, 1, s, 0).c[0]) < 0.6;
         int inner = sp_u01d(sp_sample_draw(ctx.k_augment, 0, 3, s, 0).c[0]) < 0.5;
         if (outer) {
-            sp_image_solarize(&e, 50);
-            if (inner) sp_image_invert(&e);
+            sp__image_solarize(&e, 50);
+            if (inner) sp__image_invert(&e);
         }
-        sp_image_posterize(&e, 2);   /* op 5: after both spans, always */
+        sp__image_posterize(&e, 2);   /* op 5: after both spans, always */
         seen[outer + (outer && inner)]++;
         CHECK_MSG(same_pixels(&o, &e), "sample %u outer %d inner %d", s, outer, inner);
         sp_image_free(&o);
@@ -438,7 +440,7 @@ static void test_explain(void) {
                               "color_jitter hue=0.2,0.2");
     sp_sample_ctx ctx = ctx_for(1, 0, 0);
     char buf[1024];
-    sp_pipeline_explain(p, &ctx, 64, 48, SP_FORMAT_PNG, buf, sizeof buf);
+    sp__pipeline_explain(p, &ctx, 64, 48, SP_FORMAT_PNG, buf, sizeof buf);
     CHECK_MSG(strstr(buf, "0 posterize bits=4: applied (u=") &&
               strstr(buf, "1 sharpness factor=2: not applied") &&
               strstr(buf, "2 color_jitter: brightness 1.0000 contrast 1.0000 saturation 1.0000 "
@@ -446,7 +448,7 @@ static void test_explain(void) {
               "%s", buf);
     sp_pipeline_destroy(p);
     p = parse_ok("random_apply ops=1 p=0 | invert p=1 | random_apply ops=1 p=1 | equalize p=1");
-    sp_pipeline_explain(p, &ctx, 64, 48, SP_FORMAT_PNG, buf, sizeof buf);
+    sp__pipeline_explain(p, &ctx, 64, 48, SP_FORMAT_PNG, buf, sizeof buf);
     CHECK_MSG(strstr(buf, "0 random_apply: ops 1..1 skipped (u=") &&
               strstr(buf, "1: skipped (random_apply 0)") &&
               strstr(buf, "2 random_apply: ops 3..3 applied (u=") &&

@@ -1,6 +1,6 @@
-/* test_ops_policy.c - affine and the policy ops (ops.h: sp_affine_rss,
- * sp_affine_theta, sp_image_affine, sp_aug_apply, sp_tensor_*,
- * sp_linspace_f32; pipeline ops affine, auto_augment, rand_augment,
+/* test_ops_policy.c - affine and the policy ops (ops.h: sp__affine_rss,
+ * sp__affine_theta, sp__image_affine, sp__aug_apply, sp_tensor_*,
+ * sp__linspace_f32; pipeline ops affine, auto_augment, rand_augment,
  * trivial_augment_wide).
  * Cases: test_linspace (endpoints exact, monotonic, within an ulp or two
  * of the double formula), test_aug_identities (each sub-op at its neutral
@@ -24,12 +24,14 @@
 #include "image_check.h"
 #include "pipeline_check.h"
 #include "runner.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
+#include "augment/ops_internal.h"
+#include "augment/pipeline_internal.h"
+#include "common/common_internal.h"
 
 static sp_image copy_of(const sp_image *a) {
     sp_image c;
-    CHECK(sp_image_copy(a, &c) == 0);
+    CHECK(sp__image_copy(a, &c) == 0);
     return c;
 }
 
@@ -39,13 +41,13 @@ static void test_linspace(void) {
     for (int e = 0; e < 5; e++)
         for (int n = 2; n <= 70; n++) {
             float a = ends[e][0], b = ends[e][1];
-            CHECK(sp_linspace_f32(a, b, n, 0) == a && sp_linspace_f32(a, b, n, n - 1) == b);
+            CHECK(sp__linspace_f32(a, b, n, 0) == a && sp__linspace_f32(a, b, n, n - 1) == b);
             for (int i = 0; i < n; i++) {
                 double want = a + (b - (double)a) * i / (n - 1);
-                float got = sp_linspace_f32(a, b, n, i);
+                float got = sp__linspace_f32(a, b, n, i);
                 CHECK_MSG(fabs(got - want) <= 4 * fabs((double)b - a) * 1.2e-7, "%d/%d: %.9g %.9g",
                           i, n, (double)got, want);
-                if (i) CHECK((got - sp_linspace_f32(a, b, n, i - 1)) * (b - a) > 0);
+                if (i) CHECK((got - sp__linspace_f32(a, b, n, i - 1)) * (b - a) > 0);
             }
         }
 }
@@ -67,14 +69,14 @@ static void test_aug_identities(void) {
     for (size_t i = 0; i < sizeof neutral / sizeof neutral[0]; i++)
         for (int bil = 0; bil < 2; bil++) {
             sp_image a = copy_of(&src);
-            CHECK(sp_aug_apply(&a, neutral[i].op, neutral[i].m, bil, NULL) == 0);
-            CHECK_MSG(same_pixels(&a, &src), "%s bilinear %d", sp_aug_name(neutral[i].op), bil);
+            CHECK(sp__aug_apply(&a, neutral[i].op, neutral[i].m, bil, NULL) == 0);
+            CHECK_MSG(same_pixels(&a, &src), "%s bilinear %d", sp__aug_name(neutral[i].op), bil);
             sp_image_free(&a);
         }
     for (int t = -4; t <= 4; t++) {   /* translate: out(x) = in(x - t), zeros outside */
         sp_image a = copy_of(&src), b = copy_of(&src);
-        CHECK(sp_aug_apply(&a, SP_AUG_TRANSLATE_X, t, 1, NULL) == 0);
-        CHECK(sp_aug_apply(&b, SP_AUG_TRANSLATE_Y, t, 0, NULL) == 0);
+        CHECK(sp__aug_apply(&a, SP_AUG_TRANSLATE_X, t, 1, NULL) == 0);
+        CHECK(sp__aug_apply(&b, SP_AUG_TRANSLATE_Y, t, 0, NULL) == 0);
         for (int y = 0; y < 9; y++)
             for (int x = 0; x < 13; x++)
                 for (int k = 0; k < 3; k++) {
@@ -87,19 +89,19 @@ static void test_aug_identities(void) {
     }
     sp_image a = copy_of(&src);   /* ShearX about the top-left corner: row 0 stays */
     const float fill[3] = {1, 2, 3};
-    CHECK(sp_aug_apply(&a, SP_AUG_SHEAR_X, 0.3, 0, fill) == 0);
+    CHECK(sp__aug_apply(&a, SP_AUG_SHEAR_X, 0.3, 0, fill) == 0);
     CHECK(memcmp(a.data, src.data, 13 * 3) == 0 && !same_pixels(&a, &src));
     sp_image_free(&a);
     a = copy_of(&src);
-    CHECK(sp_aug_apply(&a, SP_AUG_INVERT, 0, 0, NULL) == 0);
+    CHECK(sp__aug_apply(&a, SP_AUG_INVERT, 0, 0, NULL) == 0);
     CHECK(px(&a, 3, 4, 1) == 255 - px(&src, 3, 4, 1));
-    CHECK(sp_aug_apply(&a, SP_AUG_INVERT, 0, 0, NULL) == 0 && same_pixels(&a, &src));
-    CHECK(sp_aug_apply(&a, SP_AUG_COUNT, 0, 0, NULL) == SP_EINVAL);
+    CHECK(sp__aug_apply(&a, SP_AUG_INVERT, 0, 0, NULL) == 0 && same_pixels(&a, &src));
+    CHECK(sp__aug_apply(&a, SP_AUG_COUNT, 0, 0, NULL) == SP_EINVAL);
     for (int t = 0; t < 3; t++) {
         float f = t == 0 ? 0.01f : t == 1 ? 1.37f : 1.99f;
         sp_image b = copy_of(&src), c = copy_of(&src);
-        sp_tensor_brightness(&b, f);
-        sp_tensor_saturation(&c, f);
+        sp__tensor_brightness(&b, f);
+        sp__tensor_saturation(&c, f);
         for (int y = 0; y < 9; y++)
             for (int x = 0; x < 13; x++) {
                 const uint8_t *p = src.data + (size_t)y * src.stride + (size_t)x * 3;
@@ -119,13 +121,13 @@ static void test_aug_identities(void) {
 
 static int run_raw(const sp_pipeline *p, uint32_t i, const sp_image *raw, sp_image *out) {
     sp_sample_ctx ctx = {sp_rng_key(21, SP_RNG_AUGMENT), 3, i};
-    CHECK(sp_image_alloc(out, raw->width, raw->height, raw->channels) == 0);
+    CHECK(sp__image_alloc(out, raw->width, raw->height, raw->channels) == 0);
     sp_sample_src src = {"raw", NULL, 0, raw};
     sp_run_opts o = {SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 0, NULL};
     sp_error err;
     sp_error_clear(&err);
     size_t n = (size_t)raw->width * (size_t)raw->height * (size_t)raw->channels;
-    int rc = sp_pipeline_run_checked(p, &ctx, &src, &o, out->data, n, &err);
+    int rc = sp__pipeline_run_checked(p, &ctx, &src, &o, out->data, n, &err);
     CHECK_MSG(rc == 0, "%s", err.msg);
     return rc;
 }
@@ -152,7 +154,7 @@ static void test_affine_is_rotate(void) {
         sp_pipeline_destroy(b);
     }
     double rss[4];   /* the pure shear of _apply_op: tan(shear) = m */
-    sp_affine_rss(0.0, 16.69924423, 0.0, rss);
+    sp__affine_rss(0.0, 16.69924423, 0.0, rss);
     CHECK(rss[0] == 1.0 && fabs(rss[1] + 0.3) < 1e-9 && rss[2] == 0.0 && rss[3] == 1.0);
     sp_image_free(&src);
 }
@@ -199,13 +201,13 @@ static void test_policy_pipeline(void) {
         "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"};
     for (uint32_t i = 0; i < 24; i++) {
         sp_image flipped = copy_of(&src), got, ref;
-        sp_image_hflip(&flipped);
+        sp__image_hflip(&flipped);
         run_raw(p, i, &src, &got);
         run_raw(q, i, &flipped, &ref);
         CHECK_MSG(same_pixels(&got, &ref), "sample %u", i);
         sp_sample_ctx ctx = {sp_rng_key(21, SP_RNG_AUGMENT), 3, i};
         char buf[512], want[64];
-        sp_pipeline_explain(p, &ctx, 15, 11, SP_FORMAT_UNKNOWN, buf, sizeof buf);
+        sp__pipeline_explain(p, &ctx, 15, 11, SP_FORMAT_UNKNOWN, buf, sizeof buf);
         sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, i, 3);
         snprintf(want, sizeof want, "1 trivial_augment_wide: [%s ",
                  NAMES[sp_uniform_int(d.c[0], 14)]);

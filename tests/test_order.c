@@ -35,6 +35,9 @@
 #include "seedpipe/verify.h"
 #include "loader_check.h"
 #include "dataset/dataset_api_internal.h"   /* the one-value accessors */
+#include "dataset/dataset_internal.h"
+#include "service/service_internal.h"
+#include "stream/verify_internal.h"
 
 #define N 37
 #define EPOCHS 2
@@ -253,7 +256,7 @@ static void service_case(sp_order order, int pad, uint32_t K, uint32_t nsvc) {
         snprintf(name[i], sizeof name[i], ".sp-test-order-%d-%u-%u", (int)getpid(), K, i);
         sp_service_config sc = {name[i], K, 2, 0, EPOCHS, NULL, NULL, NULL, first[i],
                                 first[i + 1] - first[i], NULL};
-        CHECK_OK(sp_service_fork(&g, &sc, &pid[i], &err), &err);
+        CHECK_OK(sp__service_fork(&g, &sc, &pid[i], &err), &err);
     }
     sp_stream *s[3];
     sp_loader *ld[3];
@@ -310,12 +313,12 @@ static void test_verify_layouts(void) {
     sp_error err;
     sp_loader_config c = config(PIPE, 6, SP_ORDER_SEQUENTIAL, 1, 1, 3);
     CHECK_OK(sp_verify_run(&c, &vc, &r, &err), &err);
-    CHECK_MSG(sp_verify_ok(r), "%s", sp_verify_summary(r));
+    CHECK_MSG(sp_verify_ok(r), "%s", sp__verify_summary(r));
     sp_verify_free(r);
     c = config(PIPE, 6, SP_ORDER_SHUFFLE, 1, 0, 1);
     CHECK_OK(sp_verify_run(&c, &vc, &r, &err), &err);
-    CHECK_MSG(sp_verify_ok(r), "%s", sp_verify_summary(r));
-    CHECK_MSG(strstr(sp_verify_skipped(r), "pad_tail"), "%s", sp_verify_skipped(r));
+    CHECK_MSG(sp_verify_ok(r), "%s", sp__verify_summary(r));
+    CHECK_MSG(strstr(sp__verify_skipped(r), "pad_tail"), "%s", sp__verify_skipped(r));
     sp_verify_free(r);
     int ks[] = {1, 3};
     vc.worlds = ks;
@@ -365,7 +368,7 @@ static size_t folder_samples(char ***paths, int32_t **labels) {
     sp_dataset *ds;
     sp_error err;
     CHECK_OK(sp_dataset_open(root, NULL, &ds, &err), &err);
-    size_t n = (size_t)sp_dataset_size(ds);
+    size_t n = (size_t)sp__dataset_size(ds);
     *paths = calloc(n, sizeof **paths);
     *labels = calloc(n, sizeof **labels);
     for (size_t i = 0; i < n; i++) {
@@ -430,7 +433,7 @@ static void test_sample_list(void) {
         CHECK(br.indices[i] == i && br.labels[i] == bl.labels[n - 1 - i]);
         CHECK(memcmp(br.images + i * sb, bl.images + (n - 1 - i) * sb, sb) == 0);
     }
-    CHECK(strcmp(sp_dataset_kind_name(sp_dataset_kind_of(ld_info(lr).dataset)), "samples") == 0);
+    CHECK(strcmp(sp__dataset_kind_name(sp__dataset_kind_of(ld_info(lr).dataset)), "samples") == 0);
     /* The pool's forked workers read the list the loader copied. */
     sp_digest p[64];
     size_t np = stream_digests(&mc, SP_STREAM_POOL, 2, p);
@@ -465,7 +468,7 @@ static void test_sample_list_edges(void) {
     size_t sb = ld_info(ld).sample_bytes;
     CHECK(b.count == 3 && b.indices[2] == 2 && b.labels[2] == labels[0]);
     CHECK(memcmp(b.images, b.images + 2 * sb, sb) == 0);
-    CHECK(sp_dataset_num_classes(ld_info(ld).dataset) == 6);
+    CHECK(sp__dataset_num_classes(ld_info(ld).dataset) == 6);
     /* The loader keeps its own copy: config_of makes the same loader again. */
     sp_loader *again = create(ld_info(ld).config);
     CHECK(dig_eq(ld_info(again).fingerprint, ld_info(ld).fingerprint));
@@ -473,10 +476,10 @@ static void test_sample_list_edges(void) {
     /* A repeated file is hashed once: its repeats copy its size and hash. */
     const sp_dataset *dds = ld_info(ld).dataset;
     sp_dataset_index_info info;
-    sp_dataset_index_info_get(dds, &info);
+    sp__dataset_index_info_get(dds, &info);
     CHECK_MSG(info.hashed == 2 && !info.used, "hashed %llu", (unsigned long long)info.hashed);
-    CHECK(dig_eq(sp_dataset_content_hash(dds, 2), sp_dataset_content_hash(dds, 0)));
-    CHECK(!dig_eq(sp_dataset_content_hash(dds, 1), sp_dataset_content_hash(dds, 0)));
+    CHECK(dig_eq(sp__dataset_content_hash(dds, 2), sp__dataset_content_hash(dds, 0)));
+    CHECK(!dig_eq(sp__dataset_content_hash(dds, 1), sp__dataset_content_hash(dds, 0)));
     sp_batch_free(&b);
     sp_loader_destroy(ld);
     /* A missing file listed twice is named at its first entry. */

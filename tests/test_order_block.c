@@ -41,6 +41,10 @@
 #include "seedpipe/verify.h"
 #include "loader_check.h"
 #include "dataset/dataset_api_internal.h"   /* the one-value accessors */
+#include "dataset/dataset_internal.h"
+#include "loader/loader_internal.h"
+#include "loader/sampler_internal.h"
+#include "stream/verify_internal.h"
 
 #define N 37
 #define PER 7      /* samples a shard: shards of 7, 7, 7, 7, 7, 2 */
@@ -102,7 +106,7 @@ static void test_perm_bijection(void) {
     for (size_t c = 0; c < sizeof t / sizeof t[0]; c++)
         for (uint32_t e = 0; e < 3; e++) {
             sp_block_perm *bp = make(t[c].sizes, t[c].ns, t[c].k, 42 + c, e);
-            CHECK(sp_block_perm_epoch(bp) == e);
+            CHECK(sp__block_perm_epoch(bp) == e);
             free(whole(bp));
             sp_block_perm_destroy(bp);
         }
@@ -272,7 +276,7 @@ static void test_loader_order(void) {
     for (uint32_t k = 1; k <= 4; k++) {
         sp_loader_config c = config(k, 0, 1);
         sp_loader *ld = create(&c);
-        CHECK(sp_dataset_shard_count(ld_info(ld).dataset) == NSH);
+        CHECK(sp__dataset_shard_count(ld_info(ld).dataset) == NSH);
         sp_batch b;
         sp_error err;
         CHECK(sp_batch_alloc(ld, &b) == 0);
@@ -399,8 +403,8 @@ static void test_loader_verify(void) {
     sp_error err;
     sp_loader_config c = config(3, 0, 1);
     CHECK_OK(sp_verify_run(&c, &vc, &r, &err), &err);
-    CHECK_MSG(sp_verify_ok(r), "%s", sp_verify_summary(r));
-    CHECK_MSG(!strstr(sp_verify_skipped(r), "2 clients"), "%s", sp_verify_skipped(r));
+    CHECK_MSG(sp_verify_ok(r), "%s", sp__verify_summary(r));
+    CHECK_MSG(!strstr(sp__verify_skipped(r), "2 clients"), "%s", sp__verify_skipped(r));
     sp_verify_free(r);
 }
 
@@ -416,7 +420,8 @@ static void test_loader_split(void) {
     CHECK(m > 0 && m < N);
     const sp_dataset *ds = ld_info(ld).dataset;
     uint64_t sizes[NSH] = {0};
-    for (uint64_t j = 0; j < m; j++) sizes[sp_dataset_shard_of(ds, sp_loader_sample_index(ld, j))]++;
+    for (uint64_t j = 0; j < m; j++)
+        sizes[sp_dataset_shard_of(ds, sp__loader_sample_index(ld, j))]++;
     sp_block_perm *bp = make(sizes, NSH, 2, 77, 1);
     sp_batch b;
     sp_error err;
@@ -425,7 +430,7 @@ static void test_loader_split(void) {
     for (uint64_t i = 0; i < ld_info(ld).batches_per_epoch; i++) {
         CHECK_OK(sp_loader_batch(ld, 1, i, &b, &err), &err);
         for (uint32_t s = 0; s < b.count; s++, p++)
-            CHECK(b.indices[s] == sp_loader_sample_index(ld, sp_block_perm_at(bp, p)));
+            CHECK(b.indices[s] == sp__loader_sample_index(ld, sp_block_perm_at(bp, p)));
     }
     CHECK(p == m);
     sp_block_perm_destroy(bp);
@@ -521,7 +526,7 @@ static void setup(void) {
     sp_dataset *ds;
     uint64_t made;
     CHECK_OK(sp_dataset_open(folder, NULL, &ds, &err), &err);
-    CHECK_OK(sp_dataset_write_shards(ds, shards, PER, &made, &err), &err);
+    CHECK_OK(sp__dataset_write_shards(ds, shards, PER, &made, &err), &err);
     CHECK(made == NSH);
     sp_dataset_close(ds);
 }

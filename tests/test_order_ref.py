@@ -11,7 +11,7 @@ Run by ctest with python3 (standard library; torch when it imports). Checks:
      cut into DataLoader batches of B/world; and equals
      torch.utils.data.DistributedSampler itself when `import torch` works
      (else that part is skipped, and said so);
-  2. the C library's pure sampler (sp_batch_span + sp_batch_position through
+  2. the C library's pure sampler (sp__batch_span + sp_batch_position through
      ctypes, $SP_BUILD_DIR/libseedpipe.so) equals rank_positions() for every
      layout, n, B, world, rank and batch of a grid;
   3. end to end: loaders created through the Python package's ctypes struct
@@ -128,7 +128,7 @@ def part2(lib):
     lib.sp_batches_per_epoch.restype = ctypes.c_uint64
     lib.sp_batch_position.restype = ctypes.c_uint64
     lib.sp_batch_position.argtypes = [ctypes.POINTER(Batching), ctypes.c_uint64]
-    lib.sp_batch_span.argtypes = [ctypes.POINTER(Batching), ctypes.c_uint64, ctypes.c_uint32,
+    lib.spt_batch_span.argtypes = [ctypes.POINTER(Batching), ctypes.c_uint64, ctypes.c_uint32,
                                   ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)]
     n_cases = 0
     for n in (1, 3, 7, 10, 11, 37, 64):
@@ -143,7 +143,7 @@ def part2(lib):
                                 nb = lib.sp_batches_per_epoch(ctypes.byref(bt))
                                 for b in range(nb + 1):
                                     pos, cnt = ctypes.c_uint64(), ctypes.c_uint32()
-                                    lib.sp_batch_span(ctypes.byref(bt), b, 1, ctypes.byref(pos),
+                                    lib.spt_batch_span(ctypes.byref(bt), b, 1, ctypes.byref(pos),
                                                       ctypes.byref(cnt))
                                     got = [lib.sp_batch_position(ctypes.byref(bt), pos.value + k)
                                            for k in range(cnt.value)]
@@ -295,9 +295,10 @@ def main():
     build = os.environ.get("SP_BUILD_DIR", os.path.join(os.path.dirname(HERE), "build"))
     reexec_for(os.path.join(build, "libseedpipe.so"))   # a sanitizer build: runtimes first
     try:
-        lib = ctypes.CDLL(os.path.join(build, "libseedpipe.so"))
+        # the public API and spt_batch_span (sp__batch_span; tests/testing_lib.c)
+        lib = ctypes.CDLL(os.path.join(build, "libseedpipe_testing.so"))
     except OSError as e:
-        print("SKIP: cannot load %s/libseedpipe.so (%s)" % (build, e))
+        print("SKIP: cannot load %s/libseedpipe_testing.so (%s)" % (build, e))
         return 77 if not FAILURES else 1
     part2(lib)
     part3(build)

@@ -1,4 +1,4 @@
-/* test_pipeline.c - the pipeline spec language and sp_pipeline_run.
+/* test_pipeline.c - the pipeline spec language and sp__pipeline_run.
  *
  * Parser: presets, canonical form and its round trip, @file, errors that
  * quote the offending word. Run: randomness recomputed here from the spec
@@ -29,9 +29,11 @@
 #include "pipeline_check.h"
 #include "runner.h"
 #include "seedpipe/decode.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
 #include "augment/pipeline_internal.h"
+#include "augment/decode_internal.h"
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 static uint8_t rnd8(void) {
@@ -52,39 +54,39 @@ static void expect_error(const char *spec, const char *needle1, const char *need
 
 static void check_roundtrip(const char *spec) {
     sp_pipeline *a = parse_ok(spec);
-    sp_pipeline *b = parse_ok(sp_pipeline_canonical(a));
-    CHECK_MSG(strcmp(sp_pipeline_canonical(a), sp_pipeline_canonical(b)) == 0, "%s -> %s -> %s",
-              spec, sp_pipeline_canonical(a), sp_pipeline_canonical(b));
+    sp_pipeline *b = parse_ok(sp__pipeline_canonical(a));
+    CHECK_MSG(strcmp(sp__pipeline_canonical(a), sp__pipeline_canonical(b)) == 0, "%s -> %s -> %s",
+              spec, sp__pipeline_canonical(a), sp__pipeline_canonical(b));
     sp_pipeline_destroy(a);
     sp_pipeline_destroy(b);
 }
 
 static void test_parse(void) {
     sp_pipeline *p = parse_ok("imagenet-train");
-    CHECK(strcmp(sp_pipeline_canonical(p),
+    CHECK(strcmp(sp__pipeline_canonical(p),
                  "random_resized_crop size=224,224 scale=0.08,1 ratio=0.75,1.33333333 | hflip "
                  "p=0.5 | normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225") == 0);
     CHECK(sp_pipeline_has_normalize(p));
     sp_pipeline_destroy(p);
     p = parse_ok("  random_resized_crop size=224  |hflip\n| normalize mean=0.485,0.456,0.406 "
                  "std=0.229,0.224,0.225 ");
-    CHECK(strstr(sp_pipeline_canonical(p), "ratio=0.75,1.33333333 | hflip p=0.5 |"));
+    CHECK(strstr(sp__pipeline_canonical(p), "ratio=0.75,1.33333333 | hflip p=0.5 |"));
     sp_pipeline_destroy(p);
     p = parse_ok("color_jitter brightness=0.4 contrast=0.5,1.5 | grayscale | vflip p=0.25");
-    CHECK(strcmp(sp_pipeline_canonical(p),
+    CHECK(strcmp(sp__pipeline_canonical(p),
                  "color_jitter brightness=0.6,1.4 contrast=0.5,1.5 saturation=1,1 | grayscale "
                  "p=0.1 | vflip p=0.25") == 0);
     CHECK(!sp_pipeline_has_normalize(p));
     sp_pipeline_destroy(p);
     p = parse_ok("mnist");
-    CHECK(strcmp(sp_pipeline_canonical(p),
+    CHECK(strcmp(sp__pipeline_canonical(p),
                  "decode mode=gray dct=off | normalize mean=0.1307 std=0.3081") == 0);
     sp_pipeline_destroy(p);
     p = parse_ok("normalize mean=0.5 std=0.25");   /* one value for all channels */
-    CHECK(strcmp(sp_pipeline_canonical(p), "normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25") == 0);
+    CHECK(strcmp(sp__pipeline_canonical(p), "normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25") == 0);
     sp_pipeline_destroy(p);
 
-    for (const char *const *n = sp_pipeline_presets(); *n; n++) check_roundtrip(*n);
+    for (const char *const *n = sp__pipeline_presets(); *n; n++) check_roundtrip(*n);
     check_roundtrip("decode mode=rgb dct=off | resize size=37 | center_crop size=30,31");
     check_roundtrip("random_resized_crop size=10,20 scale=0.1234567891234,0.9 ratio=0.3,3");
     check_roundtrip("color_jitter brightness=0.1 contrast=0.2 saturation=0.33333333333333 hue=0");
@@ -126,7 +128,7 @@ static void test_parse(void) {
     char at[64];
     snprintf(at, sizeof at, "@%s", path);
     p = parse_ok(at);
-    CHECK(strcmp(sp_pipeline_canonical(p), "resize size=256 | center_crop size=224,224") == 0);
+    CHECK(strcmp(sp__pipeline_canonical(p), "resize size=256 | center_crop size=224,224") == 0);
     sp_pipeline_destroy(p);
     unlink(path);
     /* a file holding a preset name after a comment */
@@ -139,14 +141,14 @@ static void test_parse(void) {
     snprintf(at, sizeof at, "@%s", path);
     p = parse_ok(at);
     sp_pipeline *q = parse_ok("imagenet-eval");
-    CHECK(strcmp(sp_pipeline_canonical(p), sp_pipeline_canonical(q)) == 0);
+    CHECK(strcmp(sp__pipeline_canonical(p), sp__pipeline_canonical(q)) == 0);
     sp_pipeline_destroy(p);
     sp_pipeline_destroy(q);
     unlink(path);
     /* numbers are read and written in the C locale whatever LC_NUMERIC says */
     if (setlocale(LC_NUMERIC, "de_DE.UTF-8") || setlocale(LC_NUMERIC, "fr_FR.UTF-8")) {
         p = parse_ok("hflip p=0.25");
-        CHECK(strcmp(sp_pipeline_canonical(p), "hflip p=0.25") == 0);
+        CHECK(strcmp(sp__pipeline_canonical(p), "hflip p=0.25") == 0);
         sp_pipeline_destroy(p);
         setlocale(LC_NUMERIC, "C");
     }
@@ -157,16 +159,18 @@ static void test_parse(void) {
     /* output dims */
     int h, w, c;
     p = parse_ok("imagenet-eval");
-    CHECK(sp_pipeline_output_dims(p, 0, 0, &h, &w, &c, &err) == 0 && h == 224 && w == 224 && c == 3);
+    CHECK(sp__pipeline_output_dims(p, 0, 0, &h, &w, &c, &err) == 0 &&
+          h == 224 && w == 224 && c == 3);
     sp_pipeline_destroy(p);
     p = parse_ok("resize size=256");
-    CHECK(sp_pipeline_output_dims(p, 0, 0, &h, &w, &c, &err) == SP_ESPEC);
-    CHECK(sp_pipeline_output_dims(p, 300, 200, &h, &w, &c, &err) == 0 && h == 256 && w == 384);
-    CHECK(sp_pipeline_output_dims(p, 200, 333, &h, &w, &c, &err) == 0 && h == 426 && w == 256);
+    CHECK(sp__pipeline_output_dims(p, 0, 0, &h, &w, &c, &err) == SP_ESPEC);
+    CHECK(sp__pipeline_output_dims(p, 300, 200, &h, &w, &c, &err) == 0 && h == 256 && w == 384);
+    CHECK(sp__pipeline_output_dims(p, 200, 333, &h, &w, &c, &err) == 0 && h == 426 && w == 256);
     sp_pipeline_destroy(p);
     p = parse_ok("mnist");
-    CHECK(sp_pipeline_output_dims(p, 28, 28, &h, &w, &c, &err) == 0 && h == 28 && w == 28 && c == 1);
-    CHECK(sp_pipeline_output_dims(p, 0, 0, &h, &w, &c, &err) == SP_ESPEC);
+    CHECK(sp__pipeline_output_dims(p, 28, 28, &h, &w, &c, &err) == 0 &&
+          h == 28 && w == 28 && c == 1);
+    CHECK(sp__pipeline_output_dims(p, 0, 0, &h, &w, &c, &err) == SP_ESPEC);
     sp_pipeline_destroy(p);
 
     sp_dtype dt;
@@ -175,14 +179,14 @@ static void test_parse(void) {
     CHECK(sp_dtype_parse("f16", &dt, &err) == SP_EINVAL && strstr(err.msg, "\"f16\""));
     CHECK(sp_layout_parse("nhwc", &lay, &err) == 0 && lay == SP_LAYOUT_NHWC);
     CHECK(sp_layout_parse("hwc", &lay, &err) == SP_EINVAL && strstr(err.msg, "\"hwc\""));
-    CHECK(sp_dtype_size(SP_DTYPE_FLOAT32) == 4 && sp_dtype_size(SP_DTYPE_UINT8) == 1);
+    CHECK(sp__dtype_size(SP_DTYPE_FLOAT32) == 4 && sp__dtype_size(SP_DTYPE_UINT8) == 1);
 }
 
 /* ---- running ----------------------------------------------------------------- */
 
 static sp_image make_image(int w, int h, int c) {
     sp_image im;
-    CHECK(sp_image_alloc(&im, w, h, c) == 0);
+    CHECK(sp__image_alloc(&im, w, h, c) == 0);
     for (size_t i = 0; i < im.stride * (size_t)h; i++) im.data[i] = rnd8();
     return im;
 }
@@ -190,7 +194,7 @@ static sp_image make_image(int w, int h, int c) {
 /* Smooth content compresses like a photo (JPEG tests). */
 static sp_image make_smooth(int w, int h) {
     sp_image im;
-    CHECK(sp_image_alloc(&im, w, h, 3) == 0);
+    CHECK(sp__image_alloc(&im, w, h, 3) == 0);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
             uint8_t *p = im.data + (size_t)y * im.stride + 3 * (size_t)x;
@@ -211,11 +215,11 @@ static void *run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample
                  sp_dtype dt, sp_layout lay, int in_w, int in_h, int *oh, int *ow, int *oc) {
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_pipeline_output_dims(p, in_w, in_h, oh, ow, oc, &err), &err);
-    size_t n = (size_t)*oh * (size_t)*ow * (size_t)*oc * sp_dtype_size(dt);
+    CHECK_OK(sp__pipeline_output_dims(p, in_w, in_h, oh, ow, oc, &err), &err);
+    size_t n = (size_t)*oh * (size_t)*ow * (size_t)*oc * sp__dtype_size(dt);
     void *out = malloc(n);
     sp_run_opts o = {dt, lay, 0, NULL};
-    CHECK_OK(sp_pipeline_run_checked(p, ctx, src, &o, out, n, &err), &err);
+    CHECK_OK(sp__pipeline_run_checked(p, ctx, src, &o, out, n, &err), &err);
     return out;
 }
 
@@ -264,11 +268,11 @@ static void test_rrc_and_flip(void) {
         sp_crop_box b;
         ref_rrc(97, 61, 0.08, 1.0, 0.75, 1.3333333, &ctx, 0, &b);
         sp_image view, exp_img;
-        CHECK(sp_image_crop(&img, b.x, b.y, b.w, b.h, &view) == 0);
-        CHECK(sp_image_resize(&view, 40, 32, &exp_img) == 0);
+        CHECK(sp__image_crop(&img, b.x, b.y, b.w, b.h, &view) == 0);
+        CHECK(sp__image_resize(&view, 40, 32, &exp_img) == 0);
         sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, ctx.sample, ctx.epoch);
         if ((d.c[0] >> 8) * (1.0 / 16777216.0) < 0.5) {
-            sp_image_hflip(&exp_img);
+            sp__image_hflip(&exp_img);
             flipped++;
         }
         CHECK_MSG(image_equals(&exp_img, out), "sample %u", i);
@@ -293,14 +297,14 @@ static void test_jitter(void) {
         int perm = (int)(((uint64_t)d.c[0] * 6) >> 32);
         seen[perm]++;
         sp_image e;
-        CHECK(sp_image_copy(&img, &e) == 0);
+        CHECK(sp__image_copy(&img, &e) == 0);
         for (int t = 0; t < 3; t++) {
             int fn = orders[perm][t];
             double f = 0.6 + 0.8 * sp_u01d(d.c[1 + fn]);
             int32_t fq = (int32_t)(f * 4096.0 + 0.5);
-            if (fn == 0) sp_adjust_brightness(&e, fq);
-            else if (fn == 1) sp_adjust_contrast(&e, fq);
-            else sp_adjust_saturation(&e, fq);
+            if (fn == 0) sp__adjust_brightness(&e, fq);
+            else if (fn == 1) sp__adjust_contrast(&e, fq);
+            else sp__adjust_saturation(&e, fq);
         }
         CHECK_MSG(image_equals(&e, out), "sample %u", i);
         sp_image_free(&e);
@@ -329,9 +333,10 @@ static void test_layouts_and_normalize(void) {
     sp_run_opts o8 = {SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 1, NULL};
     uint8_t *u8 = malloc((size_t)oh * ow * oc);
     sp_error err;
-    CHECK_OK(sp_pipeline_run(p, &ctx, &src, &o8, u8, &err), &err);
+    CHECK_OK(sp__pipeline_run(p, &ctx, &src, &o8, u8, &err), &err);
     o8.skip_normalize = 0;
-    CHECK(sp_pipeline_run(p, &ctx, &src, &o8, u8, &err) == SP_EINVAL && strstr(err.msg, "float32"));
+    CHECK(sp__pipeline_run(p, &ctx, &src, &o8, u8, &err) == SP_EINVAL &&
+          strstr(err.msg, "float32"));
     o8.skip_normalize = 1;
     for (int y = 0; y < oh; y++)
         for (int x = 0; x < ow; x++)
@@ -361,7 +366,7 @@ static void test_layouts_and_normalize(void) {
     free(u8);
     /* too small a buffer is refused, nothing written */
     uint8_t small[10];
-    CHECK(sp_pipeline_run_checked(q, &ctx, &src, &o8, small, sizeof small, &err) == SP_ERANGE);
+    CHECK(sp__pipeline_run_checked(q, &ctx, &src, &o8, small, sizeof small, &err) == SP_ERANGE);
     sp_pipeline_destroy(q);
     sp_pipeline_destroy(p);
     sp_image_free(&img);
@@ -471,7 +476,8 @@ static void test_edges(void) {
     sp_sample_ctx ctx = ctx_for(1, 0, 0);
     sp_error err;
     uint8_t buf[16];
-    CHECK(sp_pipeline_run(p, &ctx, &src, NULL, buf, &err) == SP_ELIMIT && strstr(err.msg, "sliver"));
+    CHECK(sp__pipeline_run(p, &ctx, &src, NULL, buf, &err) == SP_ELIMIT &&
+          strstr(err.msg, "sliver"));
     sp_pipeline_destroy(p);
     sp_image_free(&img);
 
@@ -497,8 +503,8 @@ static void test_edges(void) {
         CHECK_MSG(rc == 0 || rc == SP_ESPEC || (rc == SP_EIO && strchr(spec, '@')),
                   "spec \"%s\": %d %s", spec, rc, err.msg);
         if (rc == 0) {
-            sp_pipeline *r = parse_ok(sp_pipeline_canonical(q));
-            CHECK(strcmp(sp_pipeline_canonical(q), sp_pipeline_canonical(r)) == 0);
+            sp_pipeline *r = parse_ok(sp__pipeline_canonical(q));
+            CHECK(strcmp(sp__pipeline_canonical(q), sp__pipeline_canonical(r)) == 0);
             if (it % 8 == 0) {   /* and it runs, on a small raw image */
                 sp_image small = make_image(6, 5, 3);
                 sp_sample_ctx sc = ctx_for(4, 1, (uint32_t)it);
@@ -550,7 +556,7 @@ static void test_encoded_size(int W, int H, int check_close) {
     sp_error err;
     sp_image full;
     sp_decode_req whole = {3, 0, 0, 0, 0, 1};
-    CHECK_OK(sp_image_decode(jpg, jlen, "t.jpg", &whole, NULL, &full, &err), &err);
+    CHECK_OK(sp__image_decode(jpg, jlen, "t.jpg", &whole, NULL, &full, &err), &err);
     static const char *const specs[] = {
         "decode mode=rgb dct=%s | random_resized_crop size=32 scale=0.3,1 | hflip",
         "decode mode=rgb dct=%s | random_resized_crop size=100,90 scale=0.05,1",
@@ -601,7 +607,7 @@ static void test_encoded_size(int W, int H, int check_close) {
         sp_sample_src bad = {"bad.jpg", jpg, 100, NULL};
         float *out = malloc(224 * 224 * 3 * 4);
         sp_run_opts o = {SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, 0, NULL};
-        CHECK(sp_pipeline_run(p, &ctx, &bad, &o, out, &err) != 0 && strstr(err.msg, "bad.jpg"));
+        CHECK(sp__pipeline_run(p, &ctx, &bad, &o, out, &err) != 0 && strstr(err.msg, "bad.jpg"));
         free(out);
         sp_pipeline_destroy(p);
     }
@@ -618,8 +624,8 @@ static void test_encoded_odd_sizes(void) {
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) test_encoded_size(odd[i][0], odd[i][1], 0);
 }
 
-/* sp_pipeline_explain() agrees with the bytes: its box, cut from the full
- * decode and resized (sp_image_resize), flipped when it says so, is the
+/* sp__pipeline_explain() agrees with the bytes: its box, cut from the full
+ * decode and resized (sp__image_resize), flipped when it says so, is the
  * pipeline's output, for a JPEG (DCT scaling off) and a PNG, over many
  * samples and epochs; and a color_jitter line names three factors and an
  * order. */
@@ -637,14 +643,14 @@ static void test_explain(void) {
         sp_error err;
         sp_image full;
         sp_decode_req rq = {3, 0, 0, 0, 0, 1};
-        CHECK_OK(sp_image_decode(bufs[f], lens[f], "x", &rq, NULL, &full, &err), &err);
+        CHECK_OK(sp__image_decode(bufs[f], lens[f], "x", &rq, NULL, &full, &err), &err);
         for (uint32_t e = 0; e < 3; e++)
             for (uint32_t i = 0; i < 20; i++) {
                 sp_sample_ctx ctx = ctx_for(77, e, i);
                 char text[1024];
-                size_t need = sp_pipeline_explain(p, &ctx, 157, 101,
-                                                  f ? SP_FORMAT_PNG : SP_FORMAT_JPEG, text,
-                                                  sizeof text);
+                size_t need = sp__pipeline_explain(p, &ctx, 157, 101,
+                                                   f ? SP_FORMAT_PNG : SP_FORMAT_JPEG, text,
+                                                   sizeof text);
                 CHECK(need == strlen(text));
                 int x, y, w, h;
                 const char *l = strstr(text, "random_resized_crop: box");
@@ -663,8 +669,8 @@ static void test_explain(void) {
                 crop.data = full.data + (size_t)y * full.stride + (size_t)x * 3;
                 crop.width = w;
                 crop.height = h;
-                CHECK(sp_image_resize(&crop, ow, oh, &want) == 0);
-                if (flip) sp_image_hflip(&want);
+                CHECK(sp__image_resize(&crop, ow, oh, &want) == 0);
+                if (flip) sp__image_hflip(&want);
                 CHECK_MSG(image_equals(&want, got), "explain's box %d,%d %dx%d%s does not "
                           "reproduce sample %u epoch %u (%s)", x, y, w, h, flip ? " flipped" : "",
                           i, e, f ? "PNG" : "JPEG");
@@ -678,7 +684,7 @@ static void test_explain(void) {
     CHECK(flipped > 10 && flipped < checked - 10);
     sp_sample_ctx ctx = ctx_for(5, 1, 3);
     char text[1024];
-    sp_pipeline_explain(pj, &ctx, 640, 480, SP_FORMAT_JPEG, text, sizeof text);
+    sp__pipeline_explain(pj, &ctx, 640, 480, SP_FORMAT_JPEG, text, sizeof text);
     double fb, fc, fs;
     char o1[16], o2[16], o3[16];
     const char *l = strstr(text, "color_jitter:");
@@ -688,7 +694,7 @@ static void test_explain(void) {
     CHECK(fb >= 0.6 && fb <= 1.4 && fc >= 0.6 && fc <= 1.4 && fs >= 0.6 && fs <= 1.4);
     CHECK(strstr(text, "(decoded at 1/"));
     char small[8];
-    CHECK(sp_pipeline_explain(pj, &ctx, 640, 480, SP_FORMAT_JPEG, small, sizeof small) >
+    CHECK(sp__pipeline_explain(pj, &ctx, 640, 480, SP_FORMAT_JPEG, small, sizeof small) >
           sizeof small && strlen(small) == sizeof small - 1);
     sp_pipeline_destroy(p);
     sp_pipeline_destroy(pj);
@@ -773,7 +779,7 @@ static void test_half(void) {
             }
         sp_pipeline_destroy(p);
     }
-    CHECK(sp_dtype_size(SP_DTYPE_BFLOAT16) == 2 && sp_dtype_size(SP_DTYPE_FLOAT16) == 2);
+    CHECK(sp__dtype_size(SP_DTYPE_BFLOAT16) == 2 && sp__dtype_size(SP_DTYPE_FLOAT16) == 2);
     sp_dtype d;
     CHECK(sp_dtype_parse("bfloat16", &d, NULL) == 0 && d == SP_DTYPE_BFLOAT16);
     CHECK(strcmp(sp_dtype_name(SP_DTYPE_FLOAT16), "float16") == 0);
@@ -817,10 +823,10 @@ static void test_op_registry(void) {
         sp_pipeline *p = NULL, *q = NULL;
         sp_error err;
         CHECK_OK(sp_pipeline_parse(spec, &p, &err), &err);
-        const char *canon = sp_pipeline_canonical(p);
+        const char *canon = sp__pipeline_canonical(p);
         CHECK(strncmp(canon, d->name, len) == 0 && canon[len] == ' ');
         CHECK_OK(sp_pipeline_parse(canon, &q, &err), &err);
-        CHECK(strcmp(sp_pipeline_canonical(q), canon) == 0);
+        CHECK(strcmp(sp__pipeline_canonical(q), canon) == 0);
         sp_pipeline_destroy(p);
         sp_pipeline_destroy(q);
     }

@@ -58,6 +58,7 @@
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
 #include "loader_check.h"
+#include "pool/pool_internal.h"
 
 #define EPOCHS 2
 #define MAXB 256
@@ -140,7 +141,7 @@ static void record(stream *s, const sp_loader *ld, const sp_batch *b) {
  * waited, where it could) equals sp_batch_digest(). */
 static void record_pool(stream *s, sp_pool *pool, const sp_batch *b) {
     sp_digest d = sp_pool_digest(pool, b);
-    record(s, sp_pool_loader(pool), b);
+    record(s, sp__pool_loader(pool), b);
     CHECK_MSG(d.hi == s->d[s->n - 1].hi && d.lo == s->d[s->n - 1].lo,
               "sp_pool_digest differs from sp_batch_digest at batch %d", s->n - 1);
 }
@@ -211,33 +212,33 @@ static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_
     sp_pool_config pc = {workers, ring, EPOCHS, NULL, NULL, NULL};
     sp_pool *pool;
     sp_error err;
-    CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(c, &pc, &pool, &err), &err);
     /* The leak check sees a live pool's ring (else it could never fail). */
     CHECK_MSG(count_shm() > shm_before, "the shared-memory count does not see the pool's ring");
     sp_batch v;
     for (;;) {
         if (stop_at >= 0 && s->n == stop_at) {
             sp_loader_state st, st2;
-            sp_pool_state(pool, &st);
+            sp__pool_state(pool, &st);
             char text[1024];
             int n = sp_loader_state_format(&st, text, sizeof text);
             CHECK(n > 0 && (size_t)n < sizeof text);
             CHECK_OK(sp_loader_state_parse(text, (size_t)n, &st2, &err), &err);
             CHECK(memcmp(&st, &st2, sizeof st) == 0);
-            record_failures(s, sp_pool_loader(pool));
-            sp_pool_destroy(pool);
+            record_failures(s, sp__pool_loader(pool));
+            sp__pool_destroy(pool);
             check_no_leaks();
             pc.workers = workers2;
             pc.resume = &st2;
-            CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
+            CHECK_OK(sp__pool_create(c, &pc, &pool, &err), &err);
             stop_at = -1;
         }
-        int rc = sp_pool_next(pool, &v, &err);
+        int rc = sp__pool_next(pool, &v, &err);
         if (rc == SP_END) break;
         if (rc) {
             s->rc = rc;
             snprintf(s->msg, sizeof s->msg, "%s", err.msg);
-            CHECK(sp_pool_next(pool, &v, &err) == rc);   /* sticky */
+            CHECK(sp__pool_next(pool, &v, &err) == rc);   /* sticky */
             break;
         }
         record_pool(s, pool, &v);
@@ -247,15 +248,15 @@ static void run_pool(const sp_loader_config *c, int workers, int ring, int kill_
             CHECK(kill(pid, SIGKILL) == 0);
             wait_zombie(pid);
         }
-        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_release(pool, &v, &err), &err);
     }
     sp_pool_stats st;
-    sp_pool_stats_get(pool, &st);
+    sp__pool_stats_get(pool, &st);
     s->deaths = st.worker_deaths;
     size_t before = s->nfail;
-    record_failures(s, sp_pool_loader(pool));
+    record_failures(s, sp__pool_loader(pool));
     (void)before;
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
     check_no_leaks();
 }
 
@@ -461,7 +462,7 @@ static int kill_all(sp_pool *pool, int workers, int *killed, int *nkilled) {
 }
 
 /* The pool stream with every worker SIGKILLed from this process as soon as
- * it exists: right after sp_pool_create() (the workers have just started),
+ * it exists: right after sp__pool_create() (the workers have just started),
  * then after each of the first rounds - 1 batches (the replacements forked
  * meanwhile). @return the kills sent; s->deaths must equal them. */
 static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, stream *s) {
@@ -469,12 +470,12 @@ static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, 
     sp_pool_config pc = {workers, 0, EPOCHS, NULL, NULL, NULL};
     sp_pool *pool;
     sp_error err;
-    CHECK_OK(sp_pool_create(c, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(c, &pc, &pool, &err), &err);
     int killed[256], nkilled = 0, kills = 0;
     sp_batch v;
     for (int round = 0;; round++) {
         if (round < rounds) kills += kill_all(pool, workers, killed, &nkilled);
-        int rc = sp_pool_next(pool, &v, &err);
+        int rc = sp__pool_next(pool, &v, &err);
         if (rc == SP_END) break;
         if (rc) {
             s->rc = rc;
@@ -482,13 +483,13 @@ static int run_pool_killing(const sp_loader_config *c, int workers, int rounds, 
             break;
         }
         record_pool(s, pool, &v);
-        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_release(pool, &v, &err), &err);
     }
     sp_pool_stats st;
-    sp_pool_stats_get(pool, &st);
+    sp__pool_stats_get(pool, &st);
     s->deaths = st.worker_deaths;
-    record_failures(s, sp_pool_loader(pool));
-    sp_pool_destroy(pool);
+    record_failures(s, sp__pool_loader(pool));
+    sp__pool_destroy(pool);
     check_no_leaks();
     return kills;
 }
@@ -696,7 +697,7 @@ static void test_state_refusal(void) {
         cfg_of(&o, cases[i].ds, cases[i].pipe, cases[i].seed, 8);
         sp_pool_config pc = {2, 0, EPOCHS, &st, NULL, NULL};
         sp_pool *pool = NULL;
-        CHECK(sp_pool_create(&o, &pc, &pool, &err) == SP_EMISMATCH);
+        CHECK(sp__pool_create(&o, &pc, &pool, &err) == SP_EMISMATCH);
         CHECK(pool == NULL);
         CHECK_MSG(strstr(err.msg, cases[i].word) != NULL, "\"%s\" lacks \"%s\"", err.msg,
                   cases[i].word);

@@ -34,6 +34,7 @@
 #include "pool/pool_shared.h"
 #include "seedpipe/shapes.h"
 #include "loader_check.h"
+#include "pool/pool_internal.h"
 
 #define EPOCHS 2
 #define BATCH 2
@@ -93,28 +94,28 @@ static void run_pool(const char *who, int workers, const char *cache, int ask_fi
     sp_pool_config pc = {workers, RING, EPOCHS, NULL, cache, NULL};
     sp_pool *pool;
     sp_error err;
-    CHECK_OK(sp_pool_create(&c, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(&c, &pc, &pool, &err), &err);
     if (ask_first) {   /* only asks: zeros */
         sp_digest z = sp_pool_digest(pool, NULL);
         CHECK(z.hi == 0 && z.lo == 0);
     }
     sp_batch v;
     int rc;
-    while ((rc = sp_pool_next(pool, &v, &err)) == 0) {
-        sp_digest d = sp_pool_digest(pool, &v), want = sp_batch_digest(sp_pool_loader(pool), &v);
+    while ((rc = sp__pool_next(pool, &v, &err)) == 0) {
+        sp_digest d = sp_pool_digest(pool, &v), want = sp_batch_digest(sp__pool_loader(pool), &v);
         CHECK_MSG(d.hi == want.hi && d.lo == want.lo,
                   "%s, %d workers: sp_pool_digest differs from sp_batch_digest at batch %d", who,
                   workers, r->n);
         CHECK(r->n < MAXB);
         r->d[r->n++] = d;
-        CHECK_OK(sp_pool_release(pool, &v, &err), &err);
+        CHECK_OK(sp__pool_release(pool, &v, &err), &err);
     }
     CHECK_OK(rc == SP_END ? 0 : rc, &err);
     sp__pool_digest_counts(pool, r->by);
     sp_pool_stats st;
-    sp_pool_stats_get(pool, &st);
+    sp__pool_stats_get(pool, &st);
     r->deaths = st.worker_deaths;
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
     unsetenv("SEEDPIPE_POOL_DIGEST");
 }
 

@@ -2,13 +2,13 @@
  * a named error there.
  *
  * The pool's own ring is a memfd whose pages are reserved (posix_fallocate)
- * inside sp_pool_create(), after the workers are forked. A reservation the
+ * inside sp__pool_create(), after the workers are forked. A reservation the
  * memory cannot give must fail the creation cleanly, never later as a
  * worker's SIGBUS or a failed release. The failure is made real, without a
  * hook in the library: a seccomp filter installed in the case's process
  * (inherited by its forked workers and by an exec'd tool) makes every
  * fallocate(2) fail with ENOMEM, as a memory cgroup at its limit does.
- *  - test_reserve_fails: sp_pool_create() returns SP_ENOMEM, its message
+ *  - test_reserve_fails: sp__pool_create() returns SP_ENOMEM, its message
  *    names the ring, the bytes and what to change; no pool, no worker left
  *    (every child reaped), no descriptor or mapping of the ring left; a
  *    2-worker pool the same;
@@ -37,6 +37,7 @@
 #include "runner.h"
 #include "seedpipe/pool.h"
 #include "seedpipe/shapes.h"
+#include "pool/pool_internal.h"
 
 static char g_tmp[256], shapes[300];
 
@@ -118,7 +119,7 @@ static void test_reserve_fails(void) {
         sp_pool *pool = (sp_pool *)&pc;   /* must come back NULL */
         sp_error err;
         sp_error_clear(&err);
-        int rc = sp_pool_create(&c, &pc, &pool, &err);
+        int rc = sp__pool_create(&c, &pc, &pool, &err);
         printf("  %d worker(s): %d: %s\n", workers, rc, err.msg);
         CHECK_MSG(rc == SP_ENOMEM, "rc %d: %s", rc, err.msg);
         CHECK(pool == NULL);

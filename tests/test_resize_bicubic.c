@@ -30,9 +30,11 @@
 #include "augment/resize_internal.h"
 #include "check.h"
 #include "runner.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/philox.h"
 #include "seedpipe/pipeline.h"
+#include "augment/ops_internal.h"
+#include "augment/pipeline_internal.h"
+#include "common/common_internal.h"
 
 static uint32_t next_word(uint32_t *ctr) {
     sp_ctr c = {{(*ctr)++, 0xb1c, 0, 0}};
@@ -157,13 +159,13 @@ static void test_pixels_match_reference(void) {
             for (int pattern = 0; pattern < 2; pattern++) {
                 int W = sizes[t][0], H = sizes[t][1], ow = sizes[t][2], oh = sizes[t][3];
                 sp_image s, o;
-                CHECK(sp_image_alloc(&s, W, H, c) == 0);
+                CHECK(sp__image_alloc(&s, W, H, c) == 0);
                 for (int y = 0; y < H; y++)
                     for (int x = 0; x < W * c; x++)
                         s.data[(size_t)y * s.stride + (size_t)x] =
                             pattern ? (uint8_t)(((x / c) * 4 / W + y * 3 / H) & 1 ? 255 : 0)
                                     : (uint8_t)next_word(&ctr);
-                CHECK(sp_image_resize_filter(&s, ow, oh, SP_RESAMPLE_BICUBIC, &o) == 0);
+                CHECK(sp__image_resize_filter(&s, ow, oh, SP_RESAMPLE_BICUBIC, &o) == 0);
                 double *ref = malloc(sizeof(double) * (size_t)ow * (size_t)oh * (size_t)c);
                 double lmax;
                 CHECK(ref != NULL);
@@ -199,14 +201,15 @@ static void test_constant_and_identity(void) {
     for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++)
         for (int v = 0; v < 256; v += 85) {
             sp_image s, o;
-            CHECK(sp_image_alloc(&s, sizes[t][0], sizes[t][1], 3) == 0);
+            CHECK(sp__image_alloc(&s, sizes[t][0], sizes[t][1], 3) == 0);
             memset(s.data, v, s.stride * (size_t)s.height);
-            CHECK(sp_image_resize_filter(&s, sizes[t][2], sizes[t][3], SP_RESAMPLE_BICUBIC, &o) == 0);
+            CHECK(sp__image_resize_filter(&s, sizes[t][2], sizes[t][3], SP_RESAMPLE_BICUBIC,
+                                          &o) == 0);
             for (int y = 0; y < o.height; y++)
                 for (int x = 0; x < o.width * 3; x++) CHECK(o.data[(size_t)y * o.stride + (size_t)x] == v);
             sp_image_free(&o);
             for (size_t i = 0; i < s.stride * (size_t)s.height; i++) s.data[i] = (uint8_t)(i * 37);
-            CHECK(sp_image_resize_filter(&s, s.width, s.height, SP_RESAMPLE_BICUBIC, &o) == 0);
+            CHECK(sp__image_resize_filter(&s, s.width, s.height, SP_RESAMPLE_BICUBIC, &o) == 0);
             for (int y = 0; y < o.height; y++)
                 CHECK(memcmp(o.data + (size_t)y * o.stride, s.data + (size_t)y * s.stride,
                              (size_t)s.width * 3) == 0);
@@ -214,8 +217,8 @@ static void test_constant_and_identity(void) {
             sp_image_free(&s);
         }
     sp_image s, o;
-    CHECK(sp_image_alloc(&s, 4, 4, 1) == 0);
-    CHECK(sp_image_resize_filter(&s, 2, 2, 2, &o) == SP_EINVAL);   /* no such filter */
+    CHECK(sp__image_alloc(&s, 4, 4, 1) == 0);
+    CHECK(sp__image_resize_filter(&s, 2, 2, 2, &o) == SP_EINVAL);   /* no such filter */
     sp_image_free(&s);
 }
 
@@ -223,10 +226,11 @@ static void canon_is(const char *spec, const char *want) {
     sp_pipeline *p = NULL;
     sp_error err = {0};
     CHECK_MSG(sp_pipeline_parse(spec, &p, &err) == 0, "%s: %s", spec, err.msg);
-    CHECK_MSG(strcmp(sp_pipeline_canonical(p), want) == 0, "%s -> %s", spec, sp_pipeline_canonical(p));
+    CHECK_MSG(strcmp(sp__pipeline_canonical(p), want) == 0, "%s -> %s", spec,
+              sp__pipeline_canonical(p));
     sp_pipeline *q = NULL;
-    CHECK(sp_pipeline_parse(sp_pipeline_canonical(p), &q, &err) == 0);
-    CHECK(strcmp(sp_pipeline_canonical(q), want) == 0);
+    CHECK(sp_pipeline_parse(sp__pipeline_canonical(p), &q, &err) == 0);
+    CHECK(strcmp(sp__pipeline_canonical(q), want) == 0);
     sp_pipeline_destroy(p);
     sp_pipeline_destroy(q);
 }

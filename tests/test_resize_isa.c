@@ -27,8 +27,9 @@
 
 #include "check.h"
 #include "runner.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/philox.h"
+#include "augment/ops_internal.h"
+#include "common/common_internal.h"
 
 static uint32_t next_word(uint32_t *ctr) {
     sp_ctr c = {{(*ctr)++, 0x5a5a, 0, 0}};
@@ -36,7 +37,7 @@ static uint32_t next_word(uint32_t *ctr) {
     return sp_philox4x32_10(c, k).c[0];
 }
 
-/* The scalar copy of sp_image_resize_filter (tests/CMakeLists.txt). */
+/* The scalar copy of sp__image_resize_filter (tests/CMakeLists.txt). */
 int sp_scalar_image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
                                   sp_image *out);
 
@@ -55,7 +56,7 @@ static uint64_t run_all(int check_ref, resize_fn fn) {
         int ow = 1 + (int)sp_uniform_int(next_word(&ctr), 400);
         int oh = 1 + (int)sp_uniform_int(next_word(&ctr), 400);
         sp_image src, out;
-        CHECK(sp_image_alloc(&src, sw, sh, ch) == 0);
+        CHECK(sp__image_alloc(&src, sw, sh, ch) == 0);
         /* smooth content plus noise, so both paths and rounding matter */
         for (int y = 0; y < sh; y++)
             for (int x = 0; x < sw * ch; x++)
@@ -101,7 +102,7 @@ static uint64_t run_all(int check_ref, resize_fn fn) {
 static uint64_t run_at(const char *name, int check_ref) {
     if (name) setenv("SEEDPIPE_ISA", name, 1);
     else unsetenv("SEEDPIPE_ISA");
-    uint64_t h = run_all(check_ref, sp_image_resize_filter);
+    uint64_t h = run_all(check_ref, sp__image_resize_filter);
     unsetenv("SEEDPIPE_ISA");
     return h;
 }

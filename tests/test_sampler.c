@@ -20,7 +20,7 @@
  *  6. Batching: sp_batching_check names the bad field; batches per epoch with
  *     and without drop_last; rank slices for world 1/2/4 are contiguous and
  *     concatenate, in rank order, to the global batch (partial last batch).
- *  7. Rank spans (one data service per node): sp_batch_span() of m ranks
+ *  7. Rank spans (one data service per node): sp__batch_span() of m ranks
  *     from rank r is exactly the concatenation of those ranks' slices, for
  *     every r, m, world up to 8 (partial last batch, drop_last); an aligned
  *     span (m divides r and world) is rank r/m of world world/m; span 1 is
@@ -34,6 +34,7 @@
 
 #include "check.h"
 #include "runner.h"
+#include "loader/sampler_internal.h"
 
 /* ---- the spec, written out independently ------------------------------------ */
 
@@ -382,7 +383,7 @@ static void test_spans(void) {
                             for (uint64_t b = 0; b < nb + 2; b++) {
                                 uint64_t pos, p1;
                                 uint32_t cnt, c1;
-                                sp_batch_span(&bt, b, m, &pos, &cnt);
+                                sp__batch_span(&bt, b, m, &pos, &cnt);
                                 cases++;
                                 if (m == 0 || r + m > world || b >= nb) {
                                     CHECK(cnt == 0);
@@ -420,15 +421,15 @@ static void test_spans(void) {
     uint64_t pos;
     uint32_t cnt;
     sp_batching bt = mk(10, 8, 0, 1, 4);
-    sp_batch_span(&bt, 0, 2, &pos, &cnt);
+    sp__batch_span(&bt, 0, 2, &pos, &cnt);
     CHECK(pos == 2 && cnt == 4);
     bt.rank = 0;
-    sp_batch_span(&bt, 1, 2, &pos, &cnt);
+    sp__batch_span(&bt, 1, 2, &pos, &cnt);
     CHECK(pos == 8 && cnt == 2);
     bt.rank = 2;
-    sp_batch_span(&bt, 1, 2, &pos, &cnt);
+    sp__batch_span(&bt, 1, 2, &pos, &cnt);
     CHECK(cnt == 0);
-    sp_batch_span(&bt, 0, 3, &pos, &cnt);   /* ranks 2-4 of 4: no such span */
+    sp__batch_span(&bt, 0, 3, &pos, &cnt);   /* ranks 2-4 of 4: no such span */
     CHECK(cnt == 0);
     printf("  spans: %d cases equal to their ranks' slices\n", cases);
 }

@@ -30,6 +30,8 @@
 #include "seedpipe/stream.h"
 #include "service_join.h"
 #include "loader_check.h"
+#include "loader/loader_internal.h"
+#include "service/service_internal.h"
 
 #define N 37
 
@@ -104,7 +106,7 @@ static void test_config_is_copied(void) {
     n1 = run(b2, i1, NULL);
     CHECK(n1 == 10);
     for (size_t k = 0; k < n1; k++) CHECK(i1[k] % 7 == 1 && i1[k] <= 29);
-    CHECK(ld_info(b2).size == 5 && sp_loader_sample_index(b2, 3) == 22);
+    CHECK(ld_info(b2).size == 5 && sp__loader_sample_index(b2, 3) == 22);
     sp_loader_destroy(a);
     sp_loader_destroy(a2);
     sp_loader_destroy(b);
@@ -274,7 +276,7 @@ static void service_ranks(sp_loader_config g, uint32_t K, const char *what) {
     sp_error err;
     snprintf(name, sizeof name, ".sp-test-samplers-%d-%s", (int)getpid(), what);
     sp_service_config sc = {name, K, 2, 0, 2, NULL, NULL, NULL, 0, K, NULL};
-    CHECK_OK(sp_service_fork(&g, &sc, &pid, &err), &err);
+    CHECK_OK(sp__service_fork(&g, &sc, &pid, &err), &err);
     sp_stream *s[2];
     sp_loader *ld[2];
     sp_batch b[2];

@@ -70,6 +70,8 @@
 #include "seedpipe/shapes.h"
 #include "seedpipe/state.h"
 #include "loader_check.h"
+#include "service/client_internal.h"
+#include "service/service_internal.h"
 
 #define EPOCHS 2
 #define MAXB 64
@@ -156,7 +158,7 @@ static pid_t fork_service(const sp_loader_config *c, const char *name, uint32_t 
     sp_service_config sc = {name, world, workers, ring, EPOCHS, NULL, NULL, NULL, 0, 0, NULL};
     pid_t pid;
     sp_error err;
-    CHECK_OK(sp_service_fork(c, &sc, &pid, &err), &err);
+    CHECK_OK(sp__service_fork(c, &sc, &pid, &err), &err);
     CHECK(region_exists(name));
     return pid;
 }
@@ -172,14 +174,14 @@ static void test_one_client(void) {
     pid_t pid = fork_service(&c, name, 1, 2, 3);
     sp_error err;
     sp_client *cl;
-    CHECK(sp_client_attach(name, 1, &cl, &err) == SP_EINVAL);
+    CHECK(sp__client_attach(name, 1, &cl, &err) == SP_EINVAL);
     CHECK_MSG(strstr(err.msg, "world 1") != NULL, "%s", err.msg);
     sp_digest wrong = {1, 2};
     sp_client_opts o = {0, &wrong, 0};
-    CHECK(sp_client_attach_opts(name, 0, &o, &cl, &err) == SP_EMISMATCH);
-    CHECK_OK(sp_client_attach(name, 0, &cl, &err), &err);
+    CHECK(sp__client_attach_opts(name, 0, &o, &cl, &err) == SP_EMISMATCH);
+    CHECK_OK(sp__client_attach(name, 0, &cl, &err), &err);
     sp_client *cl2;
-    CHECK(sp_client_attach(name, 0, &cl2, &err) == SP_EIO);   /* rank taken */
+    CHECK(sp__client_attach(name, 0, &cl2, &err) == SP_EIO);   /* rank taken */
     CHECK_MSG(strstr(err.msg, "attached by pid") != NULL, "%s", err.msg);
     sp_client_info info;
     sp_client_info_get(cl, &info);
@@ -189,33 +191,33 @@ static void test_one_client(void) {
     int n = 0;
     /* Hold R = 3, a 4th is refused; release out of order; double release refused. */
     for (int k = 0; k < 3; k++) {
-        CHECK_OK(sp_client_next(cl, &v[k], &err), &err);
-        CHECK(same_digest(sp_client_batch_digest(cl, &v[k]), r.d[n]));
+        CHECK_OK(sp__client_next(cl, &v[k], &err), &err);
+        CHECK(same_digest(sp__client_batch_digest(cl, &v[k]), r.d[n]));
         CHECK(v[k].epoch == 0 && v[k].index == (uint64_t)k);
         n++;
     }
-    CHECK(sp_client_next(cl, &extra, &err) == SP_EINVAL);
+    CHECK(sp__client_next(cl, &extra, &err) == SP_EINVAL);
     sp_batch copy = v[1];
-    CHECK_OK(sp_client_release(cl, &v[1], &err), &err);
+    CHECK_OK(sp__client_release(cl, &v[1], &err), &err);
     CHECK(v[1].images == NULL);
-    CHECK(sp_client_release(cl, &v[1], &err) == SP_EINVAL);
-    CHECK(sp_client_release(cl, &copy, &err) == SP_EINVAL);   /* a copy, released twice */
+    CHECK(sp__client_release(cl, &v[1], &err) == SP_EINVAL);
+    CHECK(sp__client_release(cl, &copy, &err) == SP_EINVAL);   /* a copy, released twice */
     CHECK_MSG(strstr(err.msg, "not held") != NULL, "%s", err.msg);
     sp_batch forged = v[0];
     forged.images += 1;
-    CHECK(sp_client_release(cl, &forged, &err) == SP_EINVAL);
-    CHECK_OK(sp_client_release(cl, &v[2], &err), &err);
-    CHECK_OK(sp_client_release(cl, &v[0], &err), &err);
+    CHECK(sp__client_release(cl, &forged, &err) == SP_EINVAL);
+    CHECK_OK(sp__client_release(cl, &v[2], &err), &err);
+    CHECK_OK(sp__client_release(cl, &v[0], &err), &err);
     sp_loader *ld;
     CHECK_OK(sp_loader_create(&c, &ld, &err), &err);
     uint64_t nb = ld_info(ld).batches_per_epoch;
     for (;;) {
         sp_batch b;
-        int rc = sp_client_next(cl, &b, &err);
+        int rc = sp__client_next(cl, &b, &err);
         if (rc == SP_END) break;
         CHECK_OK(rc, &err);
         CHECK(n < r.n);
-        CHECK_MSG(same_digest(sp_client_batch_digest(cl, &b), r.d[n]), "batch %d differs", n);
+        CHECK_MSG(same_digest(sp__client_batch_digest(cl, &b), r.d[n]), "batch %d differs", n);
         CHECK(b.epoch == (uint32_t)(n / (int)nb) && b.index == (uint64_t)n % nb);
         n++;
         if (n == 7) {   /* the state names the next batch */
@@ -225,17 +227,17 @@ static void test_one_client(void) {
             CHECK(memcmp(&st, &want, sizeof st) == 0);
             CHECK_OK(sp_loader_state_check(ld, &st, &err), &err);
         }
-        CHECK_OK(sp_client_release(cl, &b, &err), &err);
+        CHECK_OK(sp__client_release(cl, &b, &err), &err);
     }
     CHECK(n == r.n);
     sp_batch b;
-    CHECK(sp_client_next(cl, &b, &err) == SP_END);
+    CHECK(sp__client_next(cl, &b, &err) == SP_END);
     sp_loader_state st, want;
     sp_client_state(cl, &st);
     sp_loader_state_at(ld, EPOCHS, 0, &want);
     CHECK(st.epoch == want.epoch && st.batch == 0);
     sp_loader_destroy(ld);
-    sp_client_detach(cl);
+    sp__client_detach(cl);
     CHECK(join_status(pid, 10000) == 0);
     CHECK(!region_exists(name));
     check_no_leaks();
@@ -260,7 +262,7 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
     pid_t pid = fork_service(&c, name, 2, 3, 0);
     sp_client *cl[2];
     sp_error err;
-    for (uint32_t k = 0; k < 2; k++) CHECK_OK(sp_client_attach(name, k, &cl[k], &err), &err);
+    for (uint32_t k = 0; k < 2; k++) CHECK_OK(sp__client_attach(name, k, &cl[k], &err), &err);
     sp_loader *ld;
     CHECK_OK(sp_loader_create(&c, &ld, &err), &err);
     sp_batch cat;
@@ -269,16 +271,16 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
     int n = 0, skipped = 0;
     for (;;) {
         sp_batch v[2];
-        int rc0 = sp_client_next(cl[0], &v[0], &err);
+        int rc0 = sp__client_next(cl[0], &v[0], &err);
         if (rc0 == SP_END) {
-            CHECK(sp_client_next(cl[1], &v[1], &err) == SP_END);
+            CHECK(sp__client_next(cl[1], &v[1], &err) == SP_END);
             break;
         }
         CHECK_OK(rc0, &err);
-        CHECK_OK(sp_client_next(cl[1], &v[1], &err), &err);
+        CHECK_OK(sp__client_next(cl[1], &v[1], &err), &err);
         cat.count = 0;
         for (int k = 0; k < 2; k++) {
-            CHECK_MSG(same_digest(sp_client_batch_digest(cl[k], &v[k]), rk[k].d[n]),
+            CHECK_MSG(same_digest(sp__client_batch_digest(cl[k], &v[k]), rk[k].d[n]),
                       "%s: rank %d batch %d differs", what, k, n);
             memcpy(cat.images + cat.count * sb, v[k].images, v[k].count * sb);
             memcpy(cat.indices + cat.count, v[k].indices, v[k].count * sizeof(uint64_t));
@@ -289,13 +291,13 @@ static void test_ranks(const char *ds, sp_on_error on_error, const char *what) {
         CHECK_MSG(same_digest(sp_batch_digest(ld, &cat), g.d[n]), "%s: batch %d concatenated",
                   what, n);
         n++;
-        for (int k = 1; k >= 0; k--) CHECK_OK(sp_client_release(cl[k], &v[k], &err), &err);
+        for (int k = 1; k >= 0; k--) CHECK_OK(sp__client_release(cl[k], &v[k], &err), &err);
     }
     CHECK(n == g.n);
     CHECK(on_error != SP_ON_ERROR_SKIP || skipped == EPOCHS);
     sp_batch_free(&cat);
     sp_loader_destroy(ld);
-    for (int k = 0; k < 2; k++) sp_client_detach(cl[k]);
+    for (int k = 0; k < 2; k++) sp__client_detach(cl[k]);
     CHECK(join_status(pid, 10000) == 0);
     check_no_leaks();
     printf("  2 ranks (%s): %d batches, slices and concatenation equal\n", what, n);
@@ -428,19 +430,20 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
         uint32_t first = s ? split : 0, count = s ? K4 - split : split;
         sp_service_config sc = {names[s], K4, 2, 3, EPOCHS, NULL, NULL, NULL, first, count,
                                 NULL};
-        CHECK_OK(sp_service_fork(&c, &sc, &pid[s], &err), &err);
+        CHECK_OK(sp__service_fork(&c, &sc, &pid[s], &err), &err);
     }
     sp_client *cl[K4];
     /* A rank of the other service is refused, naming the range served. */
-    CHECK(sp_client_attach(names[1], 0, &cl[0], &err) == SP_EINVAL);
+    CHECK(sp__client_attach(names[1], 0, &cl[0], &err) == SP_EINVAL);
     char want[160];
     snprintf(want, sizeof want, "serves ranks %u-%u of world 4; rank 0 is served by another "
              "node's service", split, K4 - 1);
     CHECK_MSG(strstr(err.msg, want) != NULL && strstr(err.msg, names[1]) != NULL, "%s", err.msg);
-    CHECK(sp_client_attach(names[0], split, &cl[0], &err) == SP_EINVAL);
-    CHECK(sp_client_attach(names[0], K4, &cl[0], &err) == SP_EINVAL);
+    CHECK(sp__client_attach(names[0], split, &cl[0], &err) == SP_EINVAL);
+    CHECK(sp__client_attach(names[0], K4, &cl[0], &err) == SP_EINVAL);
     CHECK_MSG(strstr(err.msg, "world 4") != NULL, "%s", err.msg);
-    for (uint32_t k = 0; k < K4; k++) CHECK_OK(sp_client_attach(names[k >= split], k, &cl[k], &err), &err);
+    for (uint32_t k = 0; k < K4; k++)
+        CHECK_OK(sp__client_attach(names[k >= split], k, &cl[k], &err), &err);
     for (int s = 0; s < 2; s++) {
         sp_service_status st;
         CHECK_OK(sp_service_status_read(names[s], &st, &err), &err);
@@ -456,7 +459,7 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
             int s = k >= split;
             if (gone[k]) continue;   /* got its stream's error */
             sp_batch v;
-            int rc = sp_client_next(cl[k], &v, &err);
+            int rc = sp__client_next(cl[k], &v, &err);
             if (q == EPOCHS * nb) {
                 CHECK_MSG(rc == SP_END, "%s: rank %u rc %d", what, k, rc);
                 continue;
@@ -473,7 +476,7 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
             CHECK_OK(sp_loader_batch(rk[k], v.epoch, v.index, &rb[k], &err), &err);
             CHECK_MSG(same_batch(&v, &rb[k], sb), "%s: rank %u batch %llu differs", what, k,
                       (unsigned long long)q);
-            CHECK(same_digest(sp_client_batch_digest(cl[k], &v), sp_batch_digest(rk[k], &rb[k])));
+            CHECK(same_digest(sp__client_batch_digest(cl[k], &v), sp_batch_digest(rk[k], &rb[k])));
             n[k]++;
             if (q + 1 == EPOCHS * nb && k + 1 == (s ? K4 : split) && svc_fail[s] < 0) {
                 /* The service's last batch, held by its last rank: all is
@@ -487,9 +490,9 @@ static void test_node_services(const char *ds, sp_on_error on_error, uint32_t sp
                           "ranks have %llu", what, s, (unsigned long long)done,
                           (unsigned long long)positions[s]);
             }
-            CHECK_OK(sp_client_release(cl[k], &v, &err), &err);
+            CHECK_OK(sp__client_release(cl[k], &v, &err), &err);
         }
-    for (uint32_t k = 0; k < K4; k++) sp_client_detach(cl[k]);
+    for (uint32_t k = 0; k < K4; k++) sp__client_detach(cl[k]);
     for (int s = 0; s < 2; s++) {
         int status = join_status(pid[s], 10000);
         CHECK_MSG(status == (svc_fail[s] >= 0 ? 1 : 0), "%s: service %d exit %d", what, s,
@@ -575,7 +578,7 @@ static void expect_attach_error(const char *name, int code, const char *word, co
     sp_client *cl = NULL;
     sp_error err;
     sp_client_opts o = {0, NULL, 30};
-    int rc = sp_client_attach_opts(name, 0, &o, &cl, &err);
+    int rc = sp__client_attach_opts(name, 0, &o, &cl, &err);
     CHECK_MSG(rc == code, "%s: rc %d (%s)", what, rc, err.msg);
     CHECK(cl == NULL);
     CHECK_MSG(strstr(err.msg, word) != NULL, "%s: \"%s\" lacks \"%s\"", what, err.msg, word);
@@ -587,13 +590,13 @@ static void test_hostile(void) {
     sp_error err;
     expect_attach_error(name, SP_EIO, "no such region", "missing");
     sp_client *cl;
-    CHECK(sp_client_attach("a/b", 0, &cl, &err) == SP_EINVAL);
-    CHECK(sp_client_attach("", 0, &cl, &err) == SP_EINVAL);
-    CHECK(sp_client_attach("..", 0, &cl, &err) == SP_EINVAL);
+    CHECK(sp__client_attach("a/b", 0, &cl, &err) == SP_EINVAL);
+    CHECK(sp__client_attach("", 0, &cl, &err) == SP_EINVAL);
+    CHECK(sp__client_attach("..", 0, &cl, &err) == SP_EINVAL);
     char big[300];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
-    CHECK(sp_client_attach(big, 0, &cl, &err) == SP_EINVAL);
+    CHECK(sp__client_attach(big, 0, &cl, &err) == SP_EINVAL);
 
     sp__ring_hdr *g = good_header();
     size_t hs = sizeof *g, total = g->region_size;
@@ -654,7 +657,7 @@ static void test_hostile(void) {
         CHECK(chown(path, 65534, 65534) == 0);
         expect_attach_error(name, SP_EIO, "owned by uid 65534", "foreign uid");
         sp_client_opts fo = {SP_CLIENT_ALLOW_FOREIGN, NULL, 30};
-        CHECK(sp_client_attach_opts(name, 0, &fo, &cl, &err) == SP_EIO);
+        CHECK(sp__client_attach_opts(name, 0, &fo, &cl, &err) == SP_EIO);
         CHECK_MSG(strstr(err.msg, "did not answer") != NULL, "%s", err.msg);   /* got past it */
         sp_loader_config fc;
         cfg_of(&fc, shapes, 0, 1);
@@ -677,10 +680,10 @@ static void test_hostile(void) {
         write_region(name, buf, hs, total, 0600);
         sp_client_opts o = {0, NULL, 5};
         cl = NULL;
-        int rc = sp_client_attach_opts(name, 0, &o, &cl, &err);
+        int rc = sp__client_attach_opts(name, 0, &o, &cl, &err);
         if (rc == 0) {   /* the flip hit padding: attach works (a service answered?) */
             attached++;
-            sp_client_detach(cl);
+            sp__client_detach(cl);
         }
         sp_service_status_read(name, &sst, &err);
     }
@@ -737,7 +740,7 @@ static void test_stale_and_live(void) {
     CHECK_OK(sp_service_status_read(name, &st, &err), &err);
     CHECK(!st.alive);
     sp_client *cl;
-    CHECK(sp_client_attach(name, 0, &cl, &err) == SP_EIO);
+    CHECK(sp__client_attach(name, 0, &cl, &err) == SP_EIO);
     CHECK_MSG(strstr(err.msg, "stale") != NULL, "%s", err.msg);
     CHECK_OK(sp_service_create(&c, &sc, &svc, &err), &err);
     CHECK_MSG(strstr(sp_service_note(svc), "removed stale region") != NULL, "%s",
@@ -770,10 +773,10 @@ static void test_dead_client(void) {
         close(pfd[0]);
         sp_client *cl;
         sp_error e;
-        if (sp_client_attach(name, 1, &cl, &e) != 0) _exit(3);
+        if (sp__client_attach(name, 1, &cl, &e) != 0) _exit(3);
         sp_batch v[2];
         for (int i = 0; i < 2; i++)
-            if (sp_client_next(cl, &v[i], &e) != 0) _exit(4);
+            if (sp__client_next(cl, &v[i], &e) != 0) _exit(4);
         if (write(pfd[1], "x", 1) != 1) _exit(5);
         raise(SIGKILL);
         _exit(6);
@@ -787,19 +790,19 @@ static void test_dead_client(void) {
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     sp_client *c0, *c1 = NULL;
     sp_error err;
-    CHECK_OK(sp_client_attach(name, 0, &c0, &err), &err);
+    CHECK_OK(sp__client_attach(name, 0, &c0, &err), &err);
     int n = 0, n1 = 0;
     int64_t first1 = -1;
     for (;;) {
         sp_batch b;
-        int rc = sp_client_next(c0, &b, &err);
+        int rc = sp__client_next(c0, &b, &err);
         if (rc == SP_END) break;
         CHECK_OK(rc, &err);
-        CHECK_MSG(same_digest(sp_client_batch_digest(c0, &b), rk[0].d[n]), "rank 0 batch %d", n);
+        CHECK_MSG(same_digest(sp__client_batch_digest(c0, &b), rk[0].d[n]), "rank 0 batch %d", n);
         n++;
-        CHECK_OK(sp_client_release(c0, &b, &err), &err);
+        CHECK_OK(sp__client_release(c0, &b, &err), &err);
         if (n == 10) {   /* rank 1 comes back */
-            CHECK_OK(sp_client_attach(name, 1, &c1, &err), &err);
+            CHECK_OK(sp__client_attach(name, 1, &c1, &err), &err);
             sp_client_info info;
             sp_client_info_get(c1, &info);
             first1 = (int64_t)info.first;
@@ -809,11 +812,11 @@ static void test_dead_client(void) {
         if (c1)
             while (n1 < n) {
                 sp_batch b1;
-                CHECK_OK(sp_client_next(c1, &b1, &err), &err);
-                CHECK_MSG(same_digest(sp_client_batch_digest(c1, &b1), rk[1].d[n1]),
+                CHECK_OK(sp__client_next(c1, &b1, &err), &err);
+                CHECK_MSG(same_digest(sp__client_batch_digest(c1, &b1), rk[1].d[n1]),
                           "re-attached rank 1 batch %d", n1);
                 n1++;
-                CHECK_OK(sp_client_release(c1, &b1, &err), &err);
+                CHECK_OK(sp__client_release(c1, &b1, &err), &err);
             }
     }
     CHECK(n == rk[0].n && n1 == rk[1].n);
@@ -821,8 +824,8 @@ static void test_dead_client(void) {
     CHECK_OK(sp_service_status_read(name, &st, &err), &err);
     CHECK_MSG(st.client_deaths == 1, "%u client deaths", st.client_deaths);
     CHECK(st.ranks[1].attaches == 2 && st.ranks[1].deaths == 1);
-    sp_client_detach(c0);
-    sp_client_detach(c1);
+    sp__client_detach(c0);
+    sp__client_detach(c1);
     CHECK(join_status(svc, 10000) == 0);
     check_no_leaks();
     printf("  dead client: rank 0 read all %d batches; rank 1 re-attached at batch %lld\n", n,
@@ -838,10 +841,10 @@ static void test_sigterm(void) {
     pid_t pid = fork_service(&c, name, 1, 2, 2);
     sp_error err;
     sp_client *cl;
-    CHECK_OK(sp_client_attach(name, 0, &cl, &err), &err);
+    CHECK_OK(sp__client_attach(name, 0, &cl, &err), &err);
     sp_batch b[2];
-    CHECK_OK(sp_client_next(cl, &b[0], &err), &err);
-    CHECK_OK(sp_client_next(cl, &b[1], &err), &err);
+    CHECK_OK(sp__client_next(cl, &b[0], &err), &err);
+    CHECK_OK(sp__client_next(cl, &b[1], &err), &err);
     sp_service_status st;
     CHECK_OK(sp_service_status_read(name, &st, &err), &err);
     int wpids[2] = {st.workers[0].pid, st.workers[1].pid};
@@ -851,17 +854,17 @@ static void test_sigterm(void) {
     CHECK(!sp__proc_alive(wpids[0], 0) && !sp__proc_alive(wpids[1], 0));
     /* The held views stay readable; more batches are an error, not a hang. */
     CHECK(b[0].images[0] == b[0].images[0]);
-    CHECK_OK(sp_client_release(cl, &b[0], &err), &err);
-    CHECK_OK(sp_client_release(cl, &b[1], &err), &err);
+    CHECK_OK(sp__client_release(cl, &b[0], &err), &err);
+    CHECK_OK(sp__client_release(cl, &b[1], &err), &err);
     sp_batch v;
-    int rc = sp_client_next(cl, &v, &err);
+    int rc = sp__client_next(cl, &v, &err);
     CHECK_MSG(rc == SP_EIO && strstr(err.msg, "stopped") != NULL, "rc %d: %s", rc, err.msg);
     printf("  sigterm: %s\n", err.msg);
-    sp_client_detach(cl);
+    sp__client_detach(cl);
     check_no_leaks();
 }
 
-/* sp_service_join(): the exit status of a service killed by a signal, and
+/* sp__service_join(): the exit status of a service killed by a signal, and
  * named errors, never a bare -1, for a pid it cannot wait for. */
 static void test_join(void) {
     sp_loader_config c;
@@ -871,14 +874,14 @@ static void test_join(void) {
     CHECK(kill(pid, SIGKILL) == 0);
     sp_error err = {0};
     int status = 0;
-    CHECK_OK(sp_service_join(pid, 5000, &status, &err), &err);
+    CHECK_OK(sp__service_join(pid, 5000, &status, &err), &err);
     CHECK_MSG(status == 128 + SIGKILL, "status %d", status);
-    int rc = sp_service_join(pid, 1000, &status, &err);   /* reaped already */
+    int rc = sp__service_join(pid, 1000, &status, &err);   /* reaped already */
     CHECK_MSG(rc == SP_EIO && status == -1 && strstr(err.msg, "waitpid") != NULL, "rc %d: %s", rc,
               err.msg);
     printf("  join, twice: %s\n", err.msg);
-    CHECK(sp_service_join(0, 1000, &status, &err) == SP_EINVAL && strstr(err.msg, "pid 0"));
-    CHECK(sp_service_join(pid, -1, NULL, &err) == SP_EINVAL);
+    CHECK(sp__service_join(0, 1000, &status, &err) == SP_EINVAL && strstr(err.msg, "pid 0"));
+    CHECK(sp__service_join(pid, -1, NULL, &err) == SP_EINVAL);
     char path[300];
     snprintf(path, sizeof path, "/dev/shm/%s", name);
     unlink(path);   /* the killed service could not remove its region */

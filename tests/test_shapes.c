@@ -4,7 +4,7 @@
  * ones; file names, classes and formats follow the documented scheme (class
  * (i + i/6) % 6, even index PNG, odd JPEG, balanced per class and per
  * format); the folder opens as an ImageFolder with the six classes in the
- * same order; the PNG files hold exactly sp_shapes_render()'s pixels and
+ * same order; the PNG files hold exactly sp__shapes_render()'s pixels and
  * the JPEGs are close to them; images are not blank; the rendered pixels
  * match a pinned digest (integer drawing: the same on every machine);
  * bad options and unwritable folders are clear errors.
@@ -28,6 +28,7 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include "loader/shapes_internal.h"
 
 #define PINNED "a6814588efcea4fd5a0664704a60d255"   /* seed 0, size 64, images 0..11 */
 
@@ -47,19 +48,19 @@ static uint8_t *read_whole(const char *path, size_t *len) {
 }
 
 static void file_name(char *buf, size_t cap, const char *dir, uint32_t i) {
-    snprintf(buf, cap, "%s/%s/%06u.%s", dir, sp_shapes_class_names()[sp_shapes_class_of(i)], i,
+    snprintf(buf, cap, "%s/%s/%06u.%s", dir, sp__shapes_class_names()[sp__shapes_class_of(i)], i,
              (i & 1) ? "jpg" : "png");
 }
 
 static void test_class_scheme(void) {
-    const char *const *names = sp_shapes_class_names();
+    const char *const *names = sp__shapes_class_names();
     int k = 0;
     while (names[k]) k++;
-    CHECK(k == sp_shapes_num_classes() && k >= 6);
+    CHECK(k == sp__shapes_num_classes() && k >= 6);
     for (int c = 1; c < k; c++) CHECK(strcmp(names[c - 1], names[c]) < 0);   /* sorted */
     for (uint32_t count = 1; count <= 1000; count += 37) {
         int per[16][2] = {{0}};
-        for (uint32_t i = 0; i < count; i++) per[sp_shapes_class_of(i)][i & 1]++;
+        for (uint32_t i = 0; i < count; i++) per[sp__shapes_class_of(i)][i & 1]++;
         int mn = 1 << 30, mx = 0;
         for (int c = 0; c < k; c++) {
             int t = per[c][0] + per[c][1];
@@ -116,27 +117,27 @@ static void files(const char *tmp) {
     CHECK(stat(keep, &st) == 0);
     unlink(keep);
 
-    /* the folder is an ImageFolder with the classes in sp_shapes_class_names() order */
+    /* the folder is an ImageFolder with the classes in sp__shapes_class_names() order */
     sp_error err;
     sp_dataset *ds;
     CHECK_OK(sp_dataset_open(a, NULL, &ds, &err), &err);
-    CHECK(sp_dataset_kind_of(ds) == SP_DATASET_IMAGEFOLDER);
-    CHECK(sp_dataset_size(ds) == N);
-    CHECK(sp_dataset_num_classes(ds) == sp_shapes_num_classes());
-    for (int k = 0; k < sp_shapes_num_classes(); k++) {
-        CHECK(strcmp(sp_dataset_class_name(ds, k), sp_shapes_class_names()[k]) == 0);
-        CHECK(sp_dataset_class_count(ds, k) == N / 6);
+    CHECK(sp__dataset_kind_of(ds) == SP_DATASET_IMAGEFOLDER);
+    CHECK(sp__dataset_size(ds) == N);
+    CHECK(sp__dataset_num_classes(ds) == sp__shapes_num_classes());
+    for (int k = 0; k < sp__shapes_num_classes(); k++) {
+        CHECK(strcmp(sp_dataset_class_name(ds, k), sp__shapes_class_names()[k]) == 0);
+        CHECK(sp__dataset_class_count(ds, k) == N / 6);
     }
     for (uint64_t i = 0; i < N; i++) {
         const char *p = sp_dataset_path(ds, i);
         const char *slash = strchr(p, '/');
         CHECK(slash);
         uint32_t idx = (uint32_t)strtoul(slash + 1, NULL, 10);
-        CHECK(sp_dataset_label(ds, i) == sp_shapes_class_of(idx));
+        CHECK(sp_dataset_label(ds, i) == sp__shapes_class_of(idx));
     }
     sp_dataset *ds2;
     CHECK_OK(sp_dataset_open(b, NULL, &ds2, &err), &err);
-    sp_digest f1 = sp_dataset_fingerprint(ds), f2 = sp_dataset_fingerprint(ds2);
+    sp_digest f1 = sp__dataset_fingerprint(ds), f2 = sp__dataset_fingerprint(ds2);
     CHECK(f1.hi == f2.hi && f1.lo == f2.lo);
     sp_dataset_close(ds2);
     sp_dataset_close(ds);
@@ -146,8 +147,8 @@ static void files(const char *tmp) {
         sp_shapes_opts o = {0, S, 1};
         sp_image im;
         int label = -1;
-        CHECK_OK(sp_shapes_render(&o, i, &im, &label, &err), &err);
-        CHECK(label == sp_shapes_class_of(i));
+        CHECK_OK(sp__shapes_render(&o, i, &im, &label, &err), &err);
+        CHECK(label == sp__shapes_class_of(i));
         CHECK(im.width == S && im.height == S && im.channels == 3 && im.stride == S * 3);
         file_name(pa, sizeof pa, a, i);
         size_t len;
@@ -183,7 +184,7 @@ static void test_not_blank(void) {
     for (uint32_t i = 0; i < 60; i++) {
         sp_shapes_opts o = {0, 64, 3};
         sp_image im;
-        CHECK_OK(sp_shapes_render(&o, i, &im, NULL, &err), &err);
+        CHECK_OK(sp__shapes_render(&o, i, &im, NULL, &err), &err);
         for (int c = 0; c < 3; c++) {
             double s = 0, s2 = 0;
             int n = 64 * 64;
@@ -216,7 +217,7 @@ static void test_pinned(void) {
     for (uint32_t i = 0; i < 12; i++) {
         sp_shapes_opts o = {0, 64, 0};
         sp_image im;
-        CHECK_OK(sp_shapes_render(&o, i, &im, NULL, &err), &err);
+        CHECK_OK(sp__shapes_render(&o, i, &im, NULL, &err), &err);
         XXH3_128bits_update(st, im.data, 64 * 64 * 3);
         sp_image_free(&im);
     }
@@ -236,17 +237,17 @@ static void errors(const char *tmp) {
     CHECK(strstr(err.msg, "size"));
     o.size = 5000;
     sp_image im;
-    CHECK(sp_shapes_render(&o, 0, &im, NULL, &err) == SP_EINVAL);
+    CHECK(sp__shapes_render(&o, 0, &im, NULL, &err) == SP_EINVAL);
     o.size = 32;
     CHECK(sp_shapes_make("/dev/null/shapes", &o, &err) == SP_EIO);
     CHECK_MSG(strstr(err.msg, "/dev/null"), "%s", err.msg);
     /* defaults: NULL opts render 64 x 64 */
-    CHECK_OK(sp_shapes_render(NULL, 5, &im, NULL, &err), &err);
+    CHECK_OK(sp__shapes_render(NULL, 5, &im, NULL, &err), &err);
     CHECK(im.width == 64 && im.height == 64);
     sp_image_free(&im);
     /* odd sizes work and index far out is independent of count */
     o.size = 17;
-    CHECK_OK(sp_shapes_render(&o, 4000000000u, &im, NULL, &err), &err);
+    CHECK_OK(sp__shapes_render(&o, 4000000000u, &im, NULL, &err), &err);
     sp_image_free(&im);
 }
 

@@ -31,6 +31,8 @@
 #include "seedpipe/shapes.h"
 #include "loader_check.h"
 #include "dataset/dataset_api_internal.h"   /* the one-value accessors */
+#include "dataset/split_internal.h"
+#include "loader/loader_internal.h"
 
 static void expect_bad(const char *spec, const char *needle) {
     sp_split s;
@@ -86,7 +88,7 @@ static void test_sizes(void) {
                          (unsigned long long)(i % 7), (unsigned long long)i);
                 int k = sp_split_assign(&s, path);
                 CHECK(k >= 0 && k < s.n);
-                double u = sp_split_u01(seed, path);
+                double u = sp__split_u01(seed, path);
                 CHECK(u >= 0.0 && u < 1.0);
                 CHECK(u < s.cum[k] && (k == 0 || u >= s.cum[k - 1]));
                 cnt[k]++;
@@ -148,7 +150,7 @@ static void subsets(const char *small, sp_loader *all, int *owner) {
     const char *spec = SPEC;
     const char *const *names = NAMES;
     const sp_dataset *ds = ld_info(all).dataset;
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     for (uint64_t i = 0; i < n; i++) owner[i] = -1;
     sp_split s;
     sp_error err;
@@ -164,9 +166,9 @@ static void subsets(const char *small, sp_loader *all, int *owner) {
         CHECK(m == counts[k]);
         total += m;
         for (uint64_t j = 0; j < m; j++) {
-            uint64_t i = sp_loader_sample_index(ld, j);
+            uint64_t i = sp__loader_sample_index(ld, j);
             CHECK(i < n);
-            CHECK(j == 0 || i > sp_loader_sample_index(ld, j - 1));   /* canonical order */
+            CHECK(j == 0 || i > sp__loader_sample_index(ld, j - 1));   /* canonical order */
             CHECK_MSG(owner[i] == -1, "sample %llu in two subsets", (unsigned long long)i);
             owner[i] = k;
             CHECK(sp_split_assign(&s, sp_dataset_path(ds, i)) == k);
@@ -229,7 +231,7 @@ static void need_big(void) { need_dataset(g_big, 330); }
 static void test_loader_subsets(void) {
     need_small();
     sp_loader *all = loader_ok(g_small, NULL, NULL, 0);
-    int *owner = malloc(sp_dataset_size(ld_info(all).dataset) * sizeof *owner);
+    int *owner = malloc(sp__dataset_size(ld_info(all).dataset) * sizeof *owner);
     CHECK(owner);
     subsets(g_small, all, owner);
     free(owner);
@@ -243,7 +245,7 @@ static void test_loader_stability(void) {
     need_big();
     sp_loader *all = loader_ok(small, NULL, NULL, 0);
     const sp_dataset *ds = ld_info(all).dataset;
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     int *owner = malloc(n * sizeof *owner);
     CHECK(owner);
     subsets(small, all, owner);   /* each small sample's subset, checked */
@@ -251,13 +253,13 @@ static void test_loader_stability(void) {
     /* Stability: the bigger dataset has all the small one's files and more. */
     sp_loader *ball = loader_ok(big, NULL, NULL, 0);
     const sp_dataset *bds = ld_info(ball).dataset;
-    uint64_t bn = sp_dataset_size(bds);
+    uint64_t bn = sp__dataset_size(bds);
     CHECK(bn > n);
     uint64_t matched = 0;
     for (int k = 0; k < 3; k++) {
         sp_loader *ld = loader_ok(big, spec, names[k], 3);
         for (uint64_t j = 0; j < ld_info(ld).size; j++) {
-            const char *p = sp_dataset_path(bds, sp_loader_sample_index(ld, j));
+            const char *p = sp_dataset_path(bds, sp__loader_sample_index(ld, j));
             for (uint64_t i = 0; i < n; i++)   /* the small dataset's subset of this path */
                 if (!strcmp(sp_dataset_path(ds, i), p)) {
                     CHECK_MSG(owner[i] == k, "%s moved from %s to %s when files were added", p,

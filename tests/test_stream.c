@@ -36,6 +36,10 @@
 #include "seedpipe/pool.h"
 #include "seedpipe/stream.h"
 #include "seedpipe/verify.h"
+#include "pool/pool_internal.h"
+#include "service/service_internal.h"
+#include "stream/stream_internal.h"
+#include "stream/verify_internal.h"
 
 #define NSAMPLES 90
 #define BATCH 8
@@ -102,7 +106,7 @@ static pid_t fork_service(const sp_loader_config *lc, char *name, size_t n, uint
     pid_t pid;
     sp_error err;
     sp_error_clear(&err);
-    CHECK_OK(sp_service_fork(lc, &sc, &pid, &err), &err);
+    CHECK_OK(sp__service_fork(lc, &sc, &pid, &err), &err);
     return pid;
 }
 
@@ -376,19 +380,20 @@ static void test_release_any_order(void) {
     /* The pool itself, three views held, given back middle, newest, oldest. */
     sp_pool_config pc = {2, 4, EPOCHS, NULL, NULL, NULL};
     sp_pool *pool;
-    CHECK_OK(sp_pool_create(&lc, &pc, &pool, &err), &err);
+    CHECK_OK(sp__pool_create(&lc, &pc, &pool, &err), &err);
     m = 0;
     for (int rc = 0; rc == 0;) {
         sp_batch v[3];
         int k = 0;
-        while (k < 3 && (rc = sp_pool_next(pool, &v[k], &err)) == 0)
-            d[m++] = sp_batch_digest(sp_pool_loader(pool), &v[k++]);
+        while (k < 3 && (rc = sp__pool_next(pool, &v[k], &err)) == 0)
+            d[m++] = sp_batch_digest(sp__pool_loader(pool), &v[k++]);
         CHECK_MSG(rc == 0 || rc == SP_END, "rc %d: %s", rc, err.msg);
         static const int order[3][3] = {{0}, {1, 0}, {1, 2, 0}};
-        for (int j = 0; k && j < k; j++) CHECK_OK(sp_pool_release(pool, &v[order[k - 1][j]], &err), &err);
-        if (k) expect(sp_pool_release(pool, &v[0], &err), SP_EINVAL, &err, "is not held");
+        for (int j = 0; k && j < k; j++)
+            CHECK_OK(sp__pool_release(pool, &v[order[k - 1][j]], &err), &err);
+        if (k) expect(sp__pool_release(pool, &v[0], &err), SP_EINVAL, &err, "is not held");
     }
-    sp_pool_destroy(pool);
+    sp__pool_destroy(pool);
     CHECK_MSG(m == n, "%zu batches, in-process %zu", m, n);
     check_same(ref, d, n, "pool, views given back middle, newest, oldest");
 }
@@ -409,17 +414,17 @@ static void test_verify_api(void) {
     sp_error err;
     sp_error_clear(&err);
     CHECK_OK(sp_verify_run(&lc, &vc, &r, &err), &err);
-    CHECK_MSG(sp_verify_ok(r), "%s", sp_verify_summary(r));
-    size_t n = sp_verify_row_count(r);
+    CHECK_MSG(sp_verify_ok(r), "%s", sp__verify_summary(r));
+    size_t n = sp__verify_row_count(r);
     CHECK(n == 9);   /* reference, 2 counts, crash, resume, 2 service, world 2 x 2 */
-    CHECK(!strcmp(sp_verify_row_get(r, 0)->name, "in-process, world 1"));
-    CHECK(sp_verify_row_get(r, n) == NULL);
+    CHECK(!strcmp(sp__verify_row_get(r, 0)->name, "in-process, world 1"));
+    CHECK(sp__verify_row_get(r, n) == NULL);
     for (size_t i = 0; i < n; i++) {
-        const sp_verify_row *row = sp_verify_row_get(r, i);
-        CHECK_MSG(row->equal && row->rc == 0 && same(row->stream, sp_verify_row_get(r, 0)->stream),
+        const sp_verify_row *row = sp__verify_row_get(r, i);
+        CHECK_MSG(row->equal && row->rc == 0 && same(row->stream, sp__verify_row_get(r, 0)->stream),
                   "%s", row->name);
     }
-    CHECK(sp_verify_row_get(r, n - 1)->world == 2);
+    CHECK(sp__verify_row_get(r, n - 1)->world == 2);
     char text[8192], json[16384];
     CHECK(sp_verify_format(r, text, sizeof text) < sizeof text);
     CHECK(strstr(text, "verify: all configurations give identical streams (per-sample rng, "
@@ -457,12 +462,12 @@ static void test_verify_api(void) {
     vc.flags = SP_VERIFY_NO_CRASH | SP_VERIFY_NO_RESUME | SP_VERIFY_NO_SERVICE | SP_VERIFY_NO_CACHE;
     lc.rng_mode = SP_RNG_PER_WORKER;
     CHECK_OK(sp_verify_run(&lc, &vc, &r, &err), &err);
-    CHECK(!sp_verify_ok(r) && sp_verify_row_count(r) == 3);
-    const sp_verify_row *row = sp_verify_row_get(r, 2);
+    CHECK(!sp_verify_ok(r) && sp__verify_row_count(r) == 3);
+    const sp_verify_row *row = sp__verify_row_get(r, 2);
     CHECK(!row->equal && row->div.kind == SP_VERIFY_DIV_BYTE && row->div.byte_offset >= 0);
     CHECK(row->div.byte != row->div.byte_ref && row->div.position >= 0);
     CHECK(strstr(row->note, "first divergence at epoch"));
-    CHECK(!strncmp(sp_verify_summary(r), "MISMATCH", 8));
+    CHECK(!strncmp(sp__verify_summary(r), "MISMATCH", 8));
     sp_verify_free(r);
     sp_verify_free(NULL);
 }
@@ -499,9 +504,9 @@ static void test_stream_digest_of(void) {
     sp_error err;
     sp_error_clear(&err);
     CHECK_OK(sp_verify_run(&lc, &vc, &r, &err), &err);
-    CHECK(sp_verify_ok(r) && sp_verify_row_count(r) == 2);
+    CHECK(sp_verify_ok(r) && sp__verify_row_count(r) == 2);
     for (size_t i = 0; i < 2; i++) {
-        const sp_verify_row *row = sp_verify_row_get(r, i);
+        const sp_verify_row *row = sp__verify_row_get(r, i);
         CHECK_MSG(same(row->stream, all) && row->batches == n, "%s", row->name);
     }
     sp_verify_free(r);
@@ -598,7 +603,7 @@ static void test_refusals_and_failure(void) {
         int rc;
         while ((rc = sp_stream_next(s, &v, &err)) == 0) CHECK_OK(sp_stream_release(s, &v, &err), &err);
         CHECK_MSG(rc < 0 && strstr(err.msg, "-bad/"), "%s: rc %d: %s",
-                  sp_stream_kind_name((sp_stream_kind)kind), rc, err.msg);
+                  sp__stream_kind_name((sp_stream_kind)kind), rc, err.msg);
         char first[SP_ERROR_MSG_MAX];
         snprintf(first, sizeof first, "%s", err.msg);
         sp_error again;

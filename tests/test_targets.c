@@ -1,6 +1,6 @@
 /* test_targets.c - targets.h: the geometry log and the target arithmetic.
- * Cases: test_run_geom_same_bytes (sp_pipeline_run_geom writes the bytes
- * of sp_pipeline_run_shaped for pipelines of every geometric op, with and
+ * Cases: test_run_geom_same_bytes (sp__pipeline_run_geom writes the bytes
+ * of sp__pipeline_run_shaped for pipelines of every geometric op, with and
  * without the targets op, and logs one step per op that moved pixels, in
  * op order: the deferred hflip at its place, a fused resize + center_crop
  * as two steps), test_apply_by_hand (boxes and keypoints through hand-made
@@ -23,13 +23,16 @@
 #include "check.h"
 #include "pipeline_check.h"
 #include "runner.h"
-#include "seedpipe/ops.h"
 #include "seedpipe/pipeline.h"
 #include "seedpipe/targets.h"
+#include "augment/ops_internal.h"
+#include "augment/pipeline_internal.h"
+#include "augment/targets_internal.h"
+#include "common/common_internal.h"
 
 static sp_image test_image(int w, int h) {
     sp_image im;
-    CHECK(sp_image_alloc(&im, w, h, 3) == 0);
+    CHECK(sp__image_alloc(&im, w, h, 3) == 0);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w * 3; x++)
             im.data[(size_t)y * im.stride + x] = (uint8_t)(x * 7 + y * 13);
@@ -54,15 +57,15 @@ static void test_run_geom_same_bytes(void) {
             sp_pipeline *p = parse_ok(spec);
             int h, w, c;
             sp_error err;
-            CHECK_OK(sp_pipeline_output_dims(p, 50, 40, &h, &w, &c, &err), &err);
+            CHECK_OK(sp__pipeline_output_dims(p, 50, 40, &h, &w, &c, &err), &err);
             size_t n = (size_t)h * w * c;
             uint8_t *a = malloc(n), *b = malloc(n);
             sp_out_shape shape = {h, w, c};
             sp_geom_log log;
             for (uint32_t s = 0; s < 8; s++) {
                 sp_sample_ctx ctx = {sp_rng_key(3, SP_RNG_AUGMENT), 1, s};
-                CHECK_OK(sp_pipeline_run_shaped(p, &ctx, &src, NULL, &shape, a, n, &err), &err);
-                CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, &shape, b, n, &log, &err),
+                CHECK_OK(sp__pipeline_run_shaped(p, &ctx, &src, NULL, &shape, a, n, &err), &err);
+                CHECK_OK(sp__pipeline_run_geom(p, &ctx, &src, NULL, &shape, b, n, &log, &err),
                          &err);
                 CHECK(memcmp(a, b, n) == 0);
                 CHECK(log.src_w == 50 && log.src_h == 40);
@@ -77,7 +80,7 @@ static void test_run_geom_same_bytes(void) {
                 CHECK(log.n == 3 && log.step[0].op == 0 && log.step[1].op == 1);
                 CHECK(log.step[0].out_w == 25 && log.step[0].out_h == 20 &&
                       log.step[0].sx == 25.0 / 50 && log.step[0].sy == 20.0 / 40);
-                CHECK(log.step[1].x0 == sp_center_crop_offset(25, 16) && log.step[1].y0 == 2 &&
+                CHECK(log.step[1].x0 == sp__center_crop_offset(25, 16) && log.step[1].y0 == 2 &&
                       log.step[1].sx == 1);
                 CHECK(log.step[2].kind == SP_GEOM_VFLIP && log.step[2].in_h == 16);
             }
@@ -111,7 +114,7 @@ typedef struct rec {
 
 static void test_apply_by_hand(void) {
     sp_targets_rules r = {8, 1, 2, 4.0, 0.5, 0, 0, 0, 0, 0, 0, {0}};
-    CHECK(sp_targets_record_bytes(&r) == sizeof(rec));
+    CHECK(sp__targets_record_bytes(&r) == sizeof(rec));
     /* five boxes on a 100 x 80 image */
     const float boxes[5][4] = {
         {10, 10, 30, 20},     /* inside the crop: kept, moved */
@@ -137,7 +140,7 @@ static void test_apply_by_hand(void) {
     sp_targets_stats st;
     char fates[2048];
     sp_error err;
-    CHECK_OK(sp_targets_apply(&r, &log, &t, &out, &st, fates, sizeof fates, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&r, &log, &t, &out, &st, fates, sizeof fates, "x", &err), &err);
     CHECK(st.kept == 2 && st.dropped_empty == 1 && st.dropped_area == 1 &&
           st.dropped_visibility == 1);
     CHECK(out.counts[0] == 2 && out.counts[1] == 1 && out.counts[2] == 1 && out.counts[3] == 1);
@@ -158,7 +161,7 @@ static void test_apply_by_hand(void) {
     /* clip=0: box 4 kept as its whole rectangle (x [100, 140] -> flipped [-20, 20]) */
     r.clip = 0;
     r.min_visibility = 0.2;
-    CHECK_OK(sp_targets_apply(&r, &log, &t, &out, &st, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&r, &log, &t, &out, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 3 && out.boxes[2][0] == -20 && out.boxes[2][2] == 20 &&
           out.boxes[2][1] == 40 && out.boxes[2][3] == 60);
     /* a quarter turn of a 40 x 40 canvas: (x, y) -> (y, 40 - x) with c = 0, s = -1 */
@@ -172,20 +175,20 @@ static void test_apply_by_hand(void) {
     sp_targets t2 = {1, 0, b2, &l2, NULL, NULL};
     sp_targets_rules r2 = {8, 1, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, {0}};
     float o2[64];
-    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 10 && o2[1] == 25 && o2[2] == 30 && o2[3] == 35);
     /* an affine step: x' = x + 0.5 y - 4, y' = y + 2 (a shear and a shift);
      * the corners of [5, 10, 15, 30] go to x in [6, 26], y in [12, 32] */
     rot.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 40, 40, 40, 40, 0, 0, 1, 1, 0, 0,
                                  {1, 0.5, -4, 0, 1, 2}, {0}};
-    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 6 && o2[1] == 12 && o2[2] == 26 && o2[3] == 32);
     /* shifted over the border: x [30, 50] clipped to [30, 40]; further: empty */
     rot.step[0].m[2] = 20;
-    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 1 && o2[0] == 30 && o2[1] == 12 && o2[2] == 40 && o2[3] == 32);
     rot.step[0].m[2] = 30;
-    CHECK_OK(sp_targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&r2, &rot, &t2, o2, &st, NULL, 0, "x", &err), &err);
     CHECK(st.kept == 0 && st.dropped_empty == 1);
 }
 
@@ -200,16 +203,16 @@ static void test_apply_refusals(void) {
     static uint8_t out[4096];
     sp_error err;
     sp_targets t = {2, 0, boxes, labels, NULL, NULL};
-    CHECK(sp_targets_apply(&r, &log, &t, out, NULL, NULL, 0, "s.png", &err) == SP_ERANGE);
+    CHECK(sp__targets_apply(&r, &log, &t, out, NULL, NULL, 0, "s.png", &err) == SP_ERANGE);
     CHECK(strstr(err.msg, "s.png: 2 boxes, more than the pipeline's max_boxes=1"));
     sp_targets t3 = {1, 3, boxes, labels, kps, NULL};
-    CHECK(sp_targets_apply(&r, &log, &t3, out, NULL, NULL, 0, "s.png", &err) == SP_ERANGE);
+    CHECK(sp__targets_apply(&r, &log, &t3, out, NULL, NULL, 0, "s.png", &err) == SP_ERANGE);
     CHECK(strstr(err.msg, "3 keypoints per box") && strstr(err.msg, "keypoints=2"));
 }
 
 static void test_targets_spec(void) {
     sp_pipeline *p = parse_ok("resize size=8,8 | normalize mean=0.5 std=0.5 | targets");
-    CHECK(strcmp(sp_pipeline_canonical(p), "resize size=8,8 | normalize mean=0.5,0.5,0.5 "
+    CHECK(strcmp(sp__pipeline_canonical(p), "resize size=8,8 | normalize mean=0.5,0.5,0.5 "
                  "std=0.5,0.5,0.5 | "
                  "targets max_boxes=100 clip=1 min_area=1 min_visibility=0 keypoints=0") == 0);
     sp_targets_rules r;
@@ -218,12 +221,12 @@ static void test_targets_spec(void) {
     sp_pipeline_destroy(p);
     p = parse_ok("center_crop size=4 | targets max_boxes=3 clip=0 min_area=0.25 "
                  "min_visibility=0.333333333333 keypoints=17");
-    sp_pipeline *q = parse_ok(sp_pipeline_canonical(p));
-    CHECK(strcmp(sp_pipeline_canonical(p), sp_pipeline_canonical(q)) == 0);
+    sp_pipeline *q = parse_ok(sp__pipeline_canonical(p));
+    CHECK(strcmp(sp__pipeline_canonical(p), sp__pipeline_canonical(q)) == 0);
     CHECK(sp_pipeline_targets(q, &r) == 1 && r.max_boxes == 3 && r.clip == 0 &&
           r.keypoints == 17 && r.min_visibility == 0.333333333);
-    CHECK(sp_targets_record_bytes(&r) == (size_t)((4 * (12 + 3 * 3 * 17 + 3 + 4) + 7) / 8 * 8));
-    CHECK(sp_targets_image_span(13) == 16 && sp_targets_image_span(16) == 16);
+    CHECK(sp__targets_record_bytes(&r) == (size_t)((4 * (12 + 3 * 3 * 17 + 3 + 4) + 7) / 8 * 8));
+    CHECK(sp__targets_image_span(13) == 16 && sp__targets_image_span(16) == 16);
     sp_pipeline_destroy(p);
     sp_pipeline_destroy(q);
     p = parse_ok("center_crop size=4");
@@ -260,11 +263,11 @@ static void test_iou_crop_needs_boxes(void) {
     sp_sample_ctx ctx = {sp_rng_key(1, SP_RNG_AUGMENT), 0, 0};
     uint8_t out[8 * 8 * 3];
     sp_error err;
-    CHECK(sp_pipeline_run(p, &ctx, &src, NULL, out, &err) == SP_EINVAL);
+    CHECK(sp__pipeline_run(p, &ctx, &src, NULL, out, &err) == SP_EINVAL);
     CHECK(strstr(err.msg, "(t): random_iou_crop decides by the sample's boxes"));
     sp_geom_log log;
     memset(&log, 0, sizeof log);
-    CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
+    CHECK_OK(sp__pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
     CHECK(log.n == 2 && log.step[0].out_w == 40 && log.step[0].out_h == 30 &&
           log.step[0].x0 == 0 && log.step[0].sx == 1);   /* no boxes: the fallback, no crop */
     /* a box filling the image: option 0.5 is reached by the first trial whose
@@ -273,7 +276,7 @@ static void test_iou_crop_needs_boxes(void) {
     const int32_t lab = 1;
     sp_targets t = {1, 0, box, &lab, NULL, NULL};
     log.targets = &t;
-    CHECK_OK(sp_pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
+    CHECK_OK(sp__pipeline_run_geom(p, &ctx, &src, NULL, NULL, out, sizeof out, &log, &err), &err);
     CHECK(log.n == 2 && log.step[0].kind == SP_GEOM_AXIS &&
           (double)log.step[0].out_w * log.step[0].out_h >= 0.5 * 40 * 30 &&
           log.step[0].x0 + log.step[0].out_w <= 40 && log.step[0].y0 + log.step[0].out_h <= 30);
@@ -285,14 +288,14 @@ static void test_iou_crop_needs_boxes(void) {
  * expanded), refused when malformed; applied at every mirroring step. */
 static void test_flip_pairs(void) {
     sp_pipeline *p = parse_ok("resize size=8,8 | targets keypoints=17 flip_pairs=coco");
-    CHECK(strstr(sp_pipeline_canonical(p), "keypoints=17 flip_pairs=1-2,3-4,5-6,7-8,9-10,11-12,"
+    CHECK(strstr(sp__pipeline_canonical(p), "keypoints=17 flip_pairs=1-2,3-4,5-6,7-8,9-10,11-12,"
                  "13-14,15-16") != NULL);
     sp_targets_rules r;
     CHECK(sp_pipeline_targets(p, &r) == 1 && r.flip_pairs == 8 && r.flip[0] == 0 &&
           r.flip[1] == 2 && r.flip[2] == 1 && r.flip[16] == 15);
     sp_pipeline_destroy(p);
     p = parse_ok("resize size=8,8 | targets keypoints=4 flip_pairs=3-0");
-    CHECK(strstr(sp_pipeline_canonical(p), "keypoints=4 flip_pairs=0-3") != NULL);
+    CHECK(strstr(sp__pipeline_canonical(p), "keypoints=4 flip_pairs=0-3") != NULL);
     sp_pipeline_destroy(p);
     const char *bad[] = {"keypoints=4 flip_pairs=0-0", "keypoints=4 flip_pairs=0-4",
                          "keypoints=4 flip_pairs=0-1,1-2", "keypoints=4 flip_pairs=1-",
@@ -317,24 +320,24 @@ static void test_flip_pairs(void) {
     log.step[0] = (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}, {0}};
     rec out;
     sp_error err;
-    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 5 && out.kps[0][0][2] == 1);
     CHECK(out.kps[0][1][0] == 7 && out.kps[0][1][1] == 4 && out.kps[0][1][2] == 2);
     log.step[0].kind = SP_GEOM_VFLIP;   /* a vflip mirrors too */
-    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 7 && out.kps[0][0][1] == 5 && out.kps[0][1][1] == 6);
     log.step[0] = (sp_geom_step){SP_GEOM_ROTATE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 1, 0, {0}, {0}};
-    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 4 && out.kps[0][1][0] == 7);
     log.n = 2;
     log.step[0] = log.step[1] =
         (sp_geom_step){SP_GEOM_HFLIP, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0, {0}, {0}};
-    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 4 && out.kps[0][0][2] == 2);
     log.n = 1;   /* an affine step with a negative determinant mirrors */
     log.step[0] = (sp_geom_step){SP_GEOM_AFFINE, 0, 10, 10, 10, 10, 0, 0, 1, 1, 0, 0,
                                  {-1, 0, 10, 0, 1, 0}, {0}};
-    CHECK_OK(sp_targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
+    CHECK_OK(sp__targets_apply(&rr, &log, &t, &out, NULL, NULL, 0, "x", &err), &err);
     CHECK(out.kps[0][0][0] == 3 && out.kps[0][0][1] == 5 && out.kps[0][1][0] == 7);
 }
 

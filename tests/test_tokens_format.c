@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "dataset/dataset_internal.h"
 
 
 static void write_bytes(const char *path, const void *p, size_t n) {
@@ -81,7 +82,7 @@ static sp_dataset *open_ok(const char *path) {
     sp_dataset *ds = NULL;
     sp_error err = {0};
     CHECK_OK(sp_dataset_open(path, NULL, &ds, &err), &err);
-    CHECK(sp_dataset_kind_of(ds) == SP_DATASET_TOKENS);
+    CHECK(sp__dataset_kind_of(ds) == SP_DATASET_TOKENS);
     return ds;
 }
 
@@ -117,7 +118,7 @@ static const uint64_t g_lens[] = {5, 0, 1, 300, 0, 17};
 
 static void check_corpus(const sp_dataset *ds, int t) {
     const sp__tok *tok = sp__tok_of(ds);
-    CHECK(tok && sp__tok_docs(tok) == NDOCS && sp_dataset_size(ds) == NDOCS);
+    CHECK(tok && sp__tok_docs(tok) == NDOCS && sp__dataset_size(ds) == NDOCS);
     CHECK(strcmp(sp__tok_dtype_name(tok), g_types[t]) == 0);
     uint64_t total = 0;
     for (uint64_t d = 0; d < NDOCS; d++) {
@@ -155,10 +156,10 @@ static void test_dtypes(void) {
         snprintf(idx, sizeof idx, "%s.idx", prefix);
         snprintf(bin, sizeof bin, "%s.bin", prefix);
         sp_dataset *a = open_ok(idx), *b = open_ok(bin), *c = open_ok(prefix);
-        CHECK(strcmp(sp_dataset_root(a), prefix) == 0 && strcmp(sp_dataset_root(c), prefix) == 0);
-        CHECK(strcmp(sp_dataset_kind_name(sp_dataset_kind_of(a)), "tokens") == 0);
-        sp_digest fa = sp_dataset_fingerprint(a), fb = sp_dataset_fingerprint(b),
-                  fc = sp_dataset_fingerprint(c);
+        CHECK(strcmp(sp__dataset_root(a), prefix) == 0 && strcmp(sp__dataset_root(c), prefix) == 0);
+        CHECK(strcmp(sp__dataset_kind_name(sp__dataset_kind_of(a)), "tokens") == 0);
+        sp_digest fa = sp__dataset_fingerprint(a), fb = sp__dataset_fingerprint(b),
+                  fc = sp__dataset_fingerprint(c);
         CHECK(fa.hi == fb.hi && fa.lo == fb.lo && fa.hi == fc.hi && fa.lo == fc.lo);
         check_corpus(a, t);
         check_corpus(c, t);
@@ -168,7 +169,7 @@ static void test_dtypes(void) {
     }
     /* another dtype of the same tokens is another corpus */
     sp_dataset *u8 = open_ok(tp("c_uint8")), *i16 = open_ok(tp("c_int16"));
-    CHECK(sp_dataset_fingerprint(u8).hi != sp_dataset_fingerprint(i16).hi);
+    CHECK(sp__dataset_fingerprint(u8).hi != sp__dataset_fingerprint(i16).hi);
     sp_dataset_close(u8);
     sp_dataset_close(i16);
 }
@@ -324,10 +325,10 @@ static void test_source_table(void) {
     sp_dataset *ds = open_ok(tp("s.bin"));
     CHECK(sp_dataset_label(ds, 1) == 0 && sp_dataset_label(ds, 2) == -1);
     CHECK(strcmp(sp_dataset_path(ds, 1), tp("s")) == 0);
-    CHECK(sp_dataset_num_classes(ds) == 1 && strcmp(sp_dataset_class_name(ds, 0), "tokens") == 0);
-    CHECK(sp_dataset_class_count(ds, 0) == 2);
+    CHECK(sp__dataset_num_classes(ds) == 1 && strcmp(sp_dataset_class_name(ds, 0), "tokens") == 0);
+    CHECK(sp__dataset_class_count(ds, 0) == 2);
     sp_sample_data sd;
-    CHECK(sp_dataset_read(ds, 0, &sd, &err) == SP_EUNSUPP && strstr(err.msg, "seq_len"));
+    CHECK(sp__dataset_read(ds, 0, &sd, &err) == SP_EUNSUPP && strstr(err.msg, "seq_len"));
     const sp__tok *t = sp__tok_of(ds);
     int32_t a[8];
     sp__tok_span bad[3] = {{2, 0, 1, a}, {1, 1, 2, a}, {0, 5, 0, a}};
@@ -351,8 +352,8 @@ static void test_source_table(void) {
     fclose(f);
     sp_dataset *mx = NULL;
     CHECK_OK(sp_dataset_open(tp("m.mix"), NULL, &mx, &err), &err);
-    CHECK(sp_dataset_kind_of(mx) == SP_DATASET_MIX && sp_dataset_mix_sources(mx) == 1);
-    CHECK(sp_dataset_kind_of(sp_dataset_mix_source(mx, 0)) == SP_DATASET_TOKENS);
+    CHECK(sp__dataset_kind_of(mx) == SP_DATASET_MIX && sp__dataset_mix_sources(mx) == 1);
+    CHECK(sp__dataset_kind_of(sp__dataset_mix_source(mx, 0)) == SP_DATASET_TOKENS);
     sp_dataset_close(mx);
     /* a remote corpus whose server never answers: named */
     open_fails("http://127.0.0.1:9/corpus.idx", SP_EIO, "http://127.0.0.1:9/corpus.idx");

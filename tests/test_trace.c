@@ -26,6 +26,7 @@
 #include "seedpipe/shapes.h"
 #include "seedpipe/stream.h"
 #include "seedpipe/trace.h"
+#include "common/trace_internal.h"
 
 #define NSAMPLES 60
 #define BATCH 8
@@ -173,8 +174,8 @@ static void test_contract(void) {
     snprintf(notrace, sizeof notrace, "%s/x.json", g_root);
     CHECK_OK(sp_write_file_atomic(notrace, "{\"a\":1}", 7, 0, &err), &err);
     CHECK(sp_trace_summary_read(notrace, 2, &s, &err) == SP_EFORMAT && strstr(err.msg, "not a trace"));
-    CHECK(!strcmp(sp_trace_kind_name(SP_TRACE_WAIT_SLOT), "wait slot"));
-    CHECK(!strcmp(sp_trace_kind_name(0), "?"));
+    CHECK(!strcmp(sp__trace_kind_name(SP_TRACE_WAIT_SLOT), "wait slot"));
+    CHECK(!strcmp(sp__trace_kind_name(0), "?"));
 }
 
 static void setup(void) {

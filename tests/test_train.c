@@ -78,7 +78,7 @@ static sp_trainer *make_trainer(const sp_loader *ld, uint64_t seed, float lr, in
     cfg.seed = seed;
     sp_loader_info li = ld_info(ld);
     cfg.shape.c = li.c, cfg.shape.h = li.h, cfg.shape.w = li.w;
-    cfg.shape.classes = sp_dataset_num_classes(ld_info(ld).dataset);
+    cfg.shape.classes = sp__dataset_num_classes(ld_info(ld).dataset);
     cfg.lr = lr;
     cfg.threads = threads;
     sp_trainer *tr;

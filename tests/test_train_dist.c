@@ -26,6 +26,7 @@
 #include "check.h"
 #include "runner.h"
 #include "seedpipe/train.h"
+#include "train/train_internal.h"
 
 #define C_ 3
 #define H_ 16
@@ -109,7 +110,7 @@ static result single(uint32_t n) {
     CHECK_OK(sp_trainer_create(&cfg, &tr, &err), &err);
     result r;
     for (int b = 0; b < STEPS; b++)
-        CHECK_OK(sp_trainer_step(tr, g_x[b], g_y[b], n, &r.loss[b], &r.correct[b], &err), &err);
+        CHECK_OK(sp__trainer_step(tr, g_x[b], g_y[b], n, &r.loss[b], &r.correct[b], &err), &err);
     CHECK(sp_trainer_last_samples(tr) == n);
     CHECK_OK(sp_trainer_weights_digest(tr, &r.w, &err), &err);
     sp_trainer_destroy(tr);
@@ -133,7 +134,7 @@ static void *rank_main(void *arg) {
     sp_train_comm comm = {w->rc.rank, w->rc.t->world, &w->rc, tc_allgather};
     CHECK_OK(sp_trainer_set_comm(tr, &comm, &err), &err);
     for (int b = 0; b < STEPS; b++) {
-        CHECK_OK(sp_trainer_step(tr, g_x[b] + (size_t)w->first * SAMPLE, g_y[b] + w->first,
+        CHECK_OK(sp__trainer_step(tr, g_x[b] + (size_t)w->first * SAMPLE, g_y[b] + w->first,
                                  w->count, &w->r.loss[b], &w->r.correct[b], &err),
                  &err);
         CHECK(sp_trainer_last_samples(tr) == w->total);
@@ -205,12 +206,12 @@ static void test_partial_differs(void) {
     sp_trainer *tr;
     CHECK_OK(sp_trainer_create(&cfg, &tr, &err), &err);
     float l;
-    CHECK_OK(sp_trainer_step(tr, g_x[0], g_y[0], 24, &l, NULL, &err), &err);
+    CHECK_OK(sp__trainer_step(tr, g_x[0], g_y[0], 24, &l, NULL, &err), &err);
     sp_digest half;
     CHECK_OK(sp_trainer_weights_digest(tr, &half, &err), &err);
     sp_trainer_destroy(tr);
     CHECK_OK(sp_trainer_create(&cfg, &tr, &err), &err);
-    CHECK_OK(sp_trainer_step(tr, g_x[0], g_y[0], 48, &l, NULL, &err), &err);
+    CHECK_OK(sp__trainer_step(tr, g_x[0], g_y[0], 48, &l, NULL, &err), &err);
     sp_digest full;
     CHECK_OK(sp_trainer_weights_digest(tr, &full, &err), &err);
     sp_trainer_destroy(tr);
@@ -229,13 +230,13 @@ static void test_refusals(void) {
     CHECK(sp_trainer_set_comm(tr, &bad, &err) == SP_EINVAL);
     sp_train_comm fails = {0, 2, NULL, failing_allgather};
     CHECK_OK(sp_trainer_set_comm(tr, &fails, &err), &err);
-    CHECK(sp_trainer_step(tr, g_x[0], g_y[0], 24, NULL, NULL, &err) == SP_EIO);
+    CHECK(sp__trainer_step(tr, g_x[0], g_y[0], 24, NULL, NULL, &err) == SP_EIO);
     CHECK(strstr(err.msg, "peer rank 1 is gone") != NULL);
     CHECK(sp_trainer_steps(tr) == 0);
     CHECK_OK(sp_trainer_set_comm(tr, NULL, &err), &err);
-    CHECK_OK(sp_trainer_step(tr, g_x[0], g_y[0], 24, NULL, NULL, &err), &err);
+    CHECK_OK(sp__trainer_step(tr, g_x[0], g_y[0], 24, NULL, NULL, &err), &err);
     CHECK(sp_trainer_steps(tr) == 1);
-    CHECK(sp_trainer_step(tr, g_x[0], g_y[0], 0, NULL, NULL, &err) == SP_EINVAL);
+    CHECK(sp__trainer_step(tr, g_x[0], g_y[0], 0, NULL, NULL, &err) == SP_EINVAL);
     sp_trainer_destroy(tr);
 }
 

@@ -32,8 +32,8 @@ int main(int argc, char **argv) {
     FILE *f = rc == 0 ? fopen(argv[2], "wb") : NULL;
     if (rc == 0 && !f) rc = sp_error_set(&err, SP_EIO, "%s: cannot create", argv[2]);
     uint64_t D = t ? sp__tok_docs(t) : 0, total = t ? sp__tok_total(t) : 0;
-    sp_digest fp = rc == 0 ? sp_dataset_fingerprint(ds) : (sp_digest){0, 0};
-    if (f && (put(f, D) || put(f, (uint64_t)sp_dataset_kind_of(ds)) || put(f, fp.hi) ||
+    sp_digest fp = rc == 0 ? sp__dataset_fingerprint(ds) : (sp_digest){0, 0};
+    if (f && (put(f, D) || put(f, (uint64_t)sp__dataset_kind_of(ds)) || put(f, fp.hi) ||
               put(f, fp.lo)))
         rc = sp_error_set(&err, SP_EIO, "%s: write failed", argv[2]);
     int64_t *v = rc == 0 ? malloc((total ? total : 1) * 8) : NULL;

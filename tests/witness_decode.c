@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "augment/decode_internal.h"
 
 static void strip_path(const char *msg, const char *path, char *out, size_t n) {
     size_t pl = strlen(path);
@@ -37,11 +38,11 @@ static int decode_one(const char *dir, long i, const char *path) {
     char msg[SP_ERROR_MSG_MAX];
     int rc = sp_read_file(path, 0, &buf, &len, &err);
     sp_image_info info = {0};
-    if (rc == 0) rc = sp_image_probe(buf, len, path, NULL, &info, &err);
+    if (rc == 0) rc = sp__image_probe(buf, len, path, NULL, &info, &err);
     sp_image img = {0};
     if (rc == 0) {
         sp_decode_req full = {info.channels, 0, 0, 0, 0, 1};
-        rc = sp_image_decode(buf, len, path, &full, NULL, &img, &err);
+        rc = sp__image_decode(buf, len, path, &full, NULL, &img, &err);
     }
     if (rc != 0) strip_path(err.msg, path, msg, sizeof msg);
     int top = rc;
@@ -49,7 +50,7 @@ static int decode_one(const char *dir, long i, const char *path) {
         sp_decode_req row = {1, 0, 0, info.width, 1, 1};
         sp_image t = {0};
         sp_error terr;
-        top = sp_image_decode(buf, len, path, &row, NULL, &t, &terr);
+        top = sp__image_decode(buf, len, path, &row, NULL, &t, &terr);
         sp_image_free(&t);
     }
     if (rc == 0) {

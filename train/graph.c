@@ -24,8 +24,9 @@
 #include "train/nn_math.h"
 #include "train/train_internal.h"
 #include "common/vec_internal.h"
+#include "train/graph_internal.h"
 
-void sp_csr_free(sp_csr *g) {
+void sp__csr_free(sp_csr *g) {
     if (!g) return;
     free(g->rowptr);
     free(g->col);
@@ -33,8 +34,8 @@ void sp_csr_free(sp_csr *g) {
     memset(g, 0, sizeof *g);
 }
 
-int sp_csr_build(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst, sp_csr *out,
-                 sp_error *err) {
+int sp__csr_build(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst, sp_csr *out,
+                  sp_error *err) {
     memset(out, 0, sizeof *out);
     if (n == 0) return sp_error_set(err, SP_EINVAL, "graph: no nodes");
     for (uint64_t e = 0; e < m; e++)
@@ -49,7 +50,7 @@ int sp_csr_build(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *ds
     if (!cnt || !tmp || !out->rowptr || !out->col || !out->edge) {
         free(cnt);
         free(tmp);
-        sp_csr_free(out);
+        sp__csr_free(out);
         return sp_error_set(err, SP_ENOMEM, "graph: out of memory for %llu edges",
                             (unsigned long long)m);
     }
@@ -145,9 +146,9 @@ static void atomic_range(void *arg, uint64_t lo, uint64_t hi) {
     }
 }
 
-int sp_scatter_add_atomic(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst,
-                          const float *w, const float *x, uint32_t f, int threads, float *out,
-                          sp_error *err) {
+int sp__scatter_add_atomic(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *dst,
+                           const float *w, const float *x, uint32_t f, int threads, float *out,
+                           sp_error *err) {
     if (n == 0 || f == 0) return sp_error_set(err, SP_EINVAL, "scatter: n and f must be > 0");
     size_t cells = (size_t)n * f;
     _Atomic uint32_t *acc = malloc(cells * sizeof *acc);
@@ -183,8 +184,8 @@ static void det_range(void *arg, uint64_t lo, uint64_t hi) {
     }
 }
 
-int sp_scatter_add_csr(const sp_csr *g, const float *w_csr, const float *x, uint32_t f,
-                       int threads, float *out, sp_error *err) {
+int sp__scatter_add_csr(const sp_csr *g, const float *w_csr, const float *x, uint32_t f,
+                        int threads, float *out, sp_error *err) {
     if (!g || g->n == 0 || f == 0)
         return sp_error_set(err, SP_EINVAL, "scatter: empty graph or f == 0");
     det_ctx c = {g, w_csr, x, f, out};
@@ -200,7 +201,7 @@ void sp_gcn_destroy(sp_gcn *g) {
     free(g->dst);
     free(g->w);
     free(g->w_csr);
-    sp_csr_free(&g->csr);
+    sp__csr_free(&g->csr);
     free(g->weight);
     free(g->bias);
     free(g);
@@ -234,7 +235,7 @@ int sp_gcn_create(uint32_t n, uint64_t m, const uint32_t *src, const uint32_t *d
     memcpy(g->src, src, m * sizeof *src);
     memcpy(g->dst, dst, m * sizeof *dst);
     for (uint32_t i = 0; i < n; i++) g->src[m + i] = g->dst[m + i] = i;
-    int rc = sp_csr_build(n, g->m, g->src, g->dst, &g->csr, err);
+    int rc = sp__csr_build(n, g->m, g->src, g->dst, &g->csr, err);
     if (rc != 0) {
         free(deg);
         free(dinv);
@@ -269,8 +270,8 @@ int sp_gcn_forward_cpu(const sp_gcn *g, const float *x, sp_scatter_mode mode, in
             h[(size_t)i * fout + o] = acc;
         }
     int rc = mode == SP_SCATTER_ATOMIC
-                 ? sp_scatter_add_atomic(n, g->m, g->src, g->dst, g->w, h, fout, threads, out, err)
-                 : sp_scatter_add_csr(&g->csr, g->w_csr, h, fout, threads, out, err);
+                 ? sp__scatter_add_atomic(n, g->m, g->src, g->dst, g->w, h, fout, threads, out, err)
+                 : sp__scatter_add_csr(&g->csr, g->w_csr, h, fout, threads, out, err);
     free(h);
     if (rc != 0) return rc;
     for (uint32_t i = 0; i < n; i++)

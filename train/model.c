@@ -17,7 +17,7 @@
 static const char *const TENSOR_NAMES[SP_T_COUNT] = {"conv1.w", "conv1.b", "conv2.w",
                                                      "conv2.b", "fc.w",    "fc.b"};
 
-const char *sp_model_tensor_name(int t) {
+const char *sp__model_tensor_name(int t) {
     return t >= 0 && t < SP_T_COUNT ? TENSOR_NAMES[t] : "?";
 }
 
@@ -49,15 +49,15 @@ int sp_model_layout_of(const sp_model_shape *s, sp_model_layout *l, sp_error *er
         return sp_error_set(err, SP_EINVAL, "model: %zu parameters (more than 2^32)", l->nparams);
     size_t hw = (size_t)s->h * (size_t)s->w, hw1 = (size_t)l->h1 * (size_t)l->w1;
     /* r1, p1, r2, p2(feat), logits, dlogits, dfeat, dr2, dp1, dr1, conv scratch */
-    size_t sc1 = sp_nn_conv3x3_scratch(s->c, s->h, s->w, SP_MODEL_C1),
-           sc2 = sp_nn_conv3x3_scratch(SP_MODEL_C1, l->h1, l->w1, SP_MODEL_C2);
+    size_t sc1 = sp__nn_conv3x3_scratch(s->c, s->h, s->w, SP_MODEL_C1),
+           sc2 = sp__nn_conv3x3_scratch(SP_MODEL_C1, l->h1, l->w1, SP_MODEL_C2);
     l->workspace = SP_MODEL_C1 * hw + SP_MODEL_C1 * hw1 + SP_MODEL_C2 * hw1 + l->feat +
                    2 * (size_t)s->classes + l->feat + SP_MODEL_C2 * hw1 + SP_MODEL_C1 * hw1 +
                    SP_MODEL_C1 * hw + (sc1 > sc2 ? sc1 : sc2);
     return 0;
 }
 
-void sp_model_init(const sp_model_layout *l, uint64_t seed, float *params) {
+void sp__model_init(const sp_model_layout *l, uint64_t seed, float *params) {
     sp_key k = sp_rng_key(seed, SP_RNG_INIT);
     double fan[SP_T_COUNT] = {(double)l->in.c * 9.0, 0, (double)SP_MODEL_C1 * 9.0, 0,
                               (double)l->feat, 0};
@@ -93,20 +93,20 @@ ws_view sp__model_ws_split(const sp_model_layout *l, float *ws) {
 static void forward(const sp_model_layout *l, const float *P, const float *x, ws_view *v) {
     int h = l->in.h, w = l->in.w;
     size_t hw = (size_t)h * (size_t)w, hw1 = (size_t)l->h1 * (size_t)l->w1;
-    sp_nn_conv3x3_forward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], P + l->off[SP_T_CONV1_B],
-                          SP_MODEL_C1, v->r1, v->scratch);
-    sp_nn_relu_forward(v->r1, SP_MODEL_C1 * hw, v->r1);
-    sp_nn_maxpool2_forward(v->r1, SP_MODEL_C1, h, w, v->p1);
-    sp_nn_conv3x3_forward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
-                          P + l->off[SP_T_CONV2_B], SP_MODEL_C2, v->r2, v->scratch);
-    sp_nn_relu_forward(v->r2, SP_MODEL_C2 * hw1, v->r2);
-    sp_nn_maxpool2_forward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->p2);
-    sp_nn_linear_forward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], P + l->off[SP_T_FC_B],
-                         l->in.classes, v->logits);
+    sp__nn_conv3x3_forward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], P + l->off[SP_T_CONV1_B],
+                           SP_MODEL_C1, v->r1, v->scratch);
+    sp__nn_relu_forward(v->r1, SP_MODEL_C1 * hw, v->r1);
+    sp__nn_maxpool2_forward(v->r1, SP_MODEL_C1, h, w, v->p1);
+    sp__nn_conv3x3_forward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
+                           P + l->off[SP_T_CONV2_B], SP_MODEL_C2, v->r2, v->scratch);
+    sp__nn_relu_forward(v->r2, SP_MODEL_C2 * hw1, v->r2);
+    sp__nn_maxpool2_forward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->p2);
+    sp__nn_linear_forward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], P + l->off[SP_T_FC_B],
+                          l->in.classes, v->logits);
 }
 
-float sp_model_sample_forward(const sp_model_layout *l, const float *params, const float *x,
-                              int label, float *ws, float *logits) {
+float sp__model_sample_forward(const sp_model_layout *l, const float *params, const float *x,
+                               int label, float *ws, float *logits) {
     ws_view v = sp__model_ws_split(l, ws);
     forward(l, params, x, &v);
     if (logits) memcpy(logits, v.logits, (size_t)l->in.classes * sizeof *logits);
@@ -122,22 +122,22 @@ float sp__model_sample_backward(const sp_model_layout *l, const float *P, const 
     forward(l, P, x, v);
     float loss = sp_nn_softmax_xent_row(v->logits, l->in.classes, label, scale, v->dlogits);
     if (pred) *pred = sp_nn_argmax(v->logits, l->in.classes);
-    sp_nn_linear_backward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], l->in.classes, v->dlogits,
-                          v->dfeat, fc_w, fc_b);
-    sp_nn_maxpool2_backward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->dfeat, v->dr2);
-    sp_nn_relu_backward(v->r2, v->dr2, SP_MODEL_C2 * hw1, v->dr2);
-    sp_nn_conv3x3_backward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
-                           SP_MODEL_C2, v->dr2, v->dp1, G + l->off[SP_T_CONV2_W],
-                           G + l->off[SP_T_CONV2_B], v->scratch);
-    sp_nn_maxpool2_backward(v->r1, SP_MODEL_C1, h, w, v->dp1, v->dr1);
-    sp_nn_relu_backward(v->r1, v->dr1, SP_MODEL_C1 * hw, v->dr1);
-    sp_nn_conv3x3_backward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], SP_MODEL_C1, v->dr1, NULL,
-                           G + l->off[SP_T_CONV1_W], G + l->off[SP_T_CONV1_B], v->scratch);
+    sp__nn_linear_backward(v->p2, (int)l->feat, P + l->off[SP_T_FC_W], l->in.classes, v->dlogits,
+                           v->dfeat, fc_w, fc_b);
+    sp__nn_maxpool2_backward(v->r2, SP_MODEL_C2, l->h1, l->w1, v->dfeat, v->dr2);
+    sp__nn_relu_backward(v->r2, v->dr2, SP_MODEL_C2 * hw1, v->dr2);
+    sp__nn_conv3x3_backward(v->p1, SP_MODEL_C1, l->h1, l->w1, P + l->off[SP_T_CONV2_W],
+                            SP_MODEL_C2, v->dr2, v->dp1, G + l->off[SP_T_CONV2_W],
+                            G + l->off[SP_T_CONV2_B], v->scratch);
+    sp__nn_maxpool2_backward(v->r1, SP_MODEL_C1, h, w, v->dp1, v->dr1);
+    sp__nn_relu_backward(v->r1, v->dr1, SP_MODEL_C1 * hw, v->dr1);
+    sp__nn_conv3x3_backward(x, l->in.c, h, w, P + l->off[SP_T_CONV1_W], SP_MODEL_C1, v->dr1, NULL,
+                            G + l->off[SP_T_CONV1_W], G + l->off[SP_T_CONV1_B], v->scratch);
     return loss;
 }
 
-float sp_model_sample_grad(const sp_model_layout *l, const float *P, const float *x, int label,
-                           float scale, float *ws, float *G, int *pred) {
+float sp__model_sample_grad(const sp_model_layout *l, const float *P, const float *x, int label,
+                            float scale, float *ws, float *G, int *pred) {
     ws_view v = sp__model_ws_split(l, ws);
     return sp__model_sample_backward(l, P, x, label, scale, &v, G, G + l->off[SP_T_FC_W],
                                      G + l->off[SP_T_FC_B], pred);

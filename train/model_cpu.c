@@ -14,13 +14,13 @@
  *     tree of nn_math.h (sp_nn_tree_sum) over the samples in batch order
  *     of its per-sample gradient: grads[n * Pc + p] for a conv parameter,
  *     dl[n][o] * feat[n][i] for fc.w[o][i] (the very product
- *     sp_model_sample_grad writes, formed here instead of stored), dl[n][o]
+ *     sp__model_sample_grad writes, formed here instead of stored), dl[n][o]
  *     for fc.b[o]; then sp_nn_sgd_update. The tree runs on 32 consecutive
  *     parameters at once (tree_lanes), each lane with sp_nn_tree_sum's
  *     additions. Threads take fixed contiguous ranges of these blocks;
  *     each parameter is computed by exactly one thread with the same tree.
  *     (tests/test_nn.c checks a step bit for bit against
- *     sp_model_sample_grad + sp_nn_tree_sum + sp_nn_sgd_update.)
+ *     sp__model_sample_grad + sp_nn_tree_sum + sp_nn_sgd_update.)
  *  3. The batch loss is sp_nn_tree_sum(loss, B, 1) / B.
  * Cost: B * (Pc + feat + classes) floats of per-sample state (about 53 KB
  * per sample for a 64 px RGB input and 10 classes), the price of a reduction order that
@@ -208,8 +208,8 @@ static void run_task(const job *j, int t) {
     } else if (j->kind == 2) {
         float *logits = sp__model_ws_split(l, ws).dlogits;   /* unused by the forward pass */
         for (uint32_t s = (uint32_t)t; s < j->n; s += (uint32_t)T) {
-            c->loss[s] = sp_model_sample_forward(l, c->params, j->x + s * sample, j->labels[s],
-                                                 ws, logits);
+            c->loss[s] = sp__model_sample_forward(l, c->params, j->x + s * sample, j->labels[s],
+                                                  ws, logits);
             c->pred[s] = sp_nn_argmax(logits, l->in.classes);
         }
     } else {
@@ -523,7 +523,7 @@ static int cpu_describe(void *ctx, char *buf, size_t size) {
     sp__jw_kstr(&w, "backend", "cpu");
     sp__jw_key(&w, "threads");
     sp__jw_i64(&w, c->threads);
-    sp__jw_kstr(&w, "conv_simd", sp_nn_conv_isa());
+    sp__jw_kstr(&w, "conv_simd", sp__nn_conv_isa());
     sp__jw_kstr(&w, "reduction", "per-sample gradients, fixed binary-counter tree over the batch");
     return (int)w.len;
 }

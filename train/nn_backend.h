@@ -1,7 +1,7 @@
 /* nn_backend.h - the one interface behind which the training backends live.
  *
  * Not a public header. train.c owns the model description, the initial
- * parameters (sp_model_init, computed once on the host so every backend
+ * parameters (sp__model_init, computed once on the host so every backend
  * starts from the same bits), the step counter and the checkpoint; a
  * backend owns the device-side copies of parameters and momentum and does
  * one SGD step or one evaluation on a batch of float32 NCHW images.

@@ -38,7 +38,7 @@
  * Cost: per sample of the bench model (3 x 32 x 32 input, classes 6) about
  * 4.5 M multiply-adds in the convolutions: about 12 ms for a batch of 64
  * on one core with AVX-512 (about 15 ms with AVX2, 25 ms with SSE2);
- * scratch: sp_nn_conv3x3_scratch() floats (im2col).
+ * scratch: sp__nn_conv3x3_scratch() floats (im2col).
  */
 /* The remaining loops are elementwise or fixed-order chains: -O3's
  * vectoriser speeds them up without changing any result (no reassociation
@@ -55,6 +55,7 @@
 #include "common/cpu_internal.h"
 #include "train/nn_math.h"
 #include "train/train_internal.h"
+#include "train/model_internal.h"
 
 /* ---- the matrix product ------------------------------------------------------ */
 
@@ -132,7 +133,7 @@ SP_GEMM_DEF(gemm_avx512, sp_v16, 16, 8, __attribute__((target("avx512f"))))
 /* 0: baseline (SSE2 on x86-64), 1: AVX2, 2: AVX-512F. */
 static int nn_isa(void) { return sp__cpu_level(SP__CPU_AVX512F); }
 
-const char *sp_nn_conv_isa(void) {
+const char *sp__nn_conv_isa(void) {
     static const char *const names[3] = {"sse2", "avx2", "avx512"};
 #ifdef SP_NN_X86
     return names[nn_isa()];
@@ -180,15 +181,15 @@ static void im2col3x3(const float *x, int cin, int h, int w, int flip, float *co
         }
 }
 
-size_t sp_nn_conv3x3_scratch(int cin, int h, int w, int cout) {
+size_t sp__nn_conv3x3_scratch(int cin, int h, int w, int cout) {
     size_t hw = (size_t)h * (size_t)w, ci = (size_t)cin, co = (size_t)cout;
     size_t fwd_dw = (ci * 9 + 1) * hw + co * hw + (ci * 9 + 1) * co;   /* col, dy^T, dw^T */
     size_t dx = co * 9 * hw + ci * co * 9;                             /* flipped col, w^T */
     return fwd_dw > dx ? fwd_dw : dx;
 }
 
-void sp_nn_conv3x3_forward(const float *x, int cin, int h, int w, const float *wt,
-                           const float *bias, int cout, float *y, float *scratch) {
+void sp__nn_conv3x3_forward(const float *x, int cin, int h, int w, const float *wt,
+                            const float *bias, int cout, float *y, float *scratch) {
     size_t hw = (size_t)h * (size_t)w, K = (size_t)cin * 9;
     im2col3x3(x, cin, h, w, 0, scratch);
     for (int o = 0; o < cout; o++)
@@ -196,8 +197,8 @@ void sp_nn_conv3x3_forward(const float *x, int cin, int h, int w, const float *w
     gemm_acc(cout, (int)hw, (int)K, wt, K, scratch, hw, y, hw);
 }
 
-void sp_nn_conv3x3_backward(const float *x, int cin, int h, int w, const float *wt, int cout,
-                            const float *dy, float *dx, float *dw, float *db, float *scratch) {
+void sp__nn_conv3x3_backward(const float *x, int cin, int h, int w, const float *wt, int cout,
+                             const float *dy, float *dx, float *dw, float *db, float *scratch) {
     size_t hw = (size_t)h * (size_t)w, K = (size_t)cin * 9, co = (size_t)cout;
     /* [dw^T; db] ((K + 1) x cout) = [im2col(x); ones] ((K + 1) x hw) dy^T
      * (hw x cout), summed over the pixels in order from +0. The row of
@@ -226,15 +227,15 @@ void sp_nn_conv3x3_backward(const float *x, int cin, int h, int w, const float *
     gemm_acc(cin, (int)hw, (int)K2, wtt, K2, dcol, hw, dx, hw);
 }
 
-void sp_nn_relu_forward(const float *x, size_t n, float *y) {
+void sp__nn_relu_forward(const float *x, size_t n, float *y) {
     for (size_t i = 0; i < n; i++) y[i] = sp_nn_relu(x[i]);
 }
 
-void sp_nn_relu_backward(const float *y, const float *dy, size_t n, float *dx) {
+void sp__nn_relu_backward(const float *y, const float *dy, size_t n, float *dx) {
     for (size_t i = 0; i < n; i++) dx[i] = sp_nn_relu_grad(y[i], dy[i]);
 }
 
-void sp_nn_maxpool2_forward(const float *x, int c, int h, int w, float *y) {
+void sp__nn_maxpool2_forward(const float *x, int c, int h, int w, float *y) {
     int ho = h / 2, wo = w / 2;
     for (int ch = 0; ch < c; ch++) {
         const float *xc = x + (size_t)ch * (size_t)h * (size_t)w;
@@ -248,7 +249,7 @@ void sp_nn_maxpool2_forward(const float *x, int c, int h, int w, float *y) {
     }
 }
 
-void sp_nn_maxpool2_backward(const float *x, int c, int h, int w, const float *dy, float *dx) {
+void sp__nn_maxpool2_backward(const float *x, int c, int h, int w, const float *dy, float *dx) {
     /* The same values as the CUDA gather (each input checks its window):
      * here each window is checked once and writes its four inputs; the
      * odd last row/column (in no window) gets 0. */
@@ -269,8 +270,8 @@ void sp_nn_maxpool2_backward(const float *x, int c, int h, int w, const float *d
     }
 }
 
-void sp_nn_linear_forward(const float *x, int nin, const float *wt, const float *bias, int nout,
-                          float *y) {
+void sp__nn_linear_forward(const float *x, int nin, const float *wt, const float *bias, int nout,
+                           float *y) {
     /* Four outputs at a time: four independent chains, each in i order. */
     int o = 0;
     for (; o + 4 <= nout; o += 4) {
@@ -297,8 +298,8 @@ void sp_nn_linear_forward(const float *x, int nin, const float *wt, const float 
     }
 }
 
-void sp_nn_linear_backward(const float *x, int nin, const float *wt, int nout, const float *dy,
-                           float *dx, float *dw, float *db) {
+void sp__nn_linear_backward(const float *x, int nin, const float *wt, int nout, const float *dy,
+                            float *dx, float *dw, float *db) {
     for (int o = 0; dw && o < nout; o++) {
         float g = dy[o];
         float *dwr = dw + (size_t)o * (size_t)nin;
@@ -314,7 +315,7 @@ void sp_nn_linear_backward(const float *x, int nin, const float *wt, int nout, c
     }
 }
 
-float sp_nn_softmax_xent(const float *logits, int k, int label, float scale, float *dlogits) {
+float sp__nn_softmax_xent(const float *logits, int k, int label, float scale, float *dlogits) {
     return sp_nn_softmax_xent_row(logits, k, label, scale, dlogits);
 }
 

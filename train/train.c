@@ -4,7 +4,7 @@
  * and one backend (nn_backend.h): the CPU reference always, CUDA when the
  * library was built with SEEDPIPE_HAVE_CUDA (loaded at run time, on the
  * first CUDA trainer: train/cuda_plugin.h). The initial parameters are
- * computed here, on the host, by sp_model_init, and handed to the backend,
+ * computed here, on the host, by sp__model_init, and handed to the backend,
  * so every backend starts from the same bits; momentum starts at 0.
  * Checkpoints (format in seedpipe/train.h) carry weights, momentum, the
  * step count, the hyperparameters and an opaque caller blob (the CLI's
@@ -25,6 +25,8 @@
 #include "train/cuda_plugin.h"
 #include "common/le_internal.h"
 #include "train/nn_backend.h"
+#include "train/model_internal.h"
+#include "train/train_internal.h"
 
 struct sp_trainer {
     sp_train_config cfg;
@@ -89,7 +91,7 @@ int sp_trainer_create(const sp_train_config *cfg, sp_trainer **out, sp_error *er
     tr->cfg = *cfg;
     tr->l = l;
     tr->be = be;
-    sp_model_init(&l, cfg->seed, p);
+    sp__model_init(&l, cfg->seed, p);
     rc = be->create(&l, cfg, p, m, &tr->ctx, err);
     free(p);
     free(m);
@@ -180,8 +182,8 @@ out:
     return rc;
 }
 
-int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                    float *loss, uint32_t *correct, sp_error *err) {
+int sp__trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
+                     float *loss, uint32_t *correct, sp_error *err) {
     int rc = tr->have_comm && n == 0 ? 0 : check_labels(tr, labels, n, err);
     if (rc) return rc;
     float l = 0.0f;
@@ -199,8 +201,8 @@ int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint3
     return 0;
 }
 
-int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                    float *loss, uint32_t *correct, sp_error *err) {
+int sp__trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
+                     float *loss, uint32_t *correct, sp_error *err) {
     int rc = check_labels(tr, labels, n, err);
     if (rc) return rc;
     uint32_t c = 0;
@@ -248,14 +250,14 @@ int sp_trainer_step_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b
                           uint32_t *correct, sp_error *err) {
     const float *x;
     int rc = batch_floats(tr, ld, b, &x, err);
-    return rc ? rc : sp_trainer_step(tr, x, b->labels, b->count, loss, correct, err);
+    return rc ? rc : sp__trainer_step(tr, x, b->labels, b->count, loss, correct, err);
 }
 
 int sp_trainer_eval_batch(sp_trainer *tr, const sp_loader *ld, const sp_batch *b,
                           float *loss, uint32_t *correct, sp_error *err) {
     const float *x;
     int rc = batch_floats(tr, ld, b, &x, err);
-    return rc ? rc : sp_trainer_eval(tr, x, b->labels, b->count, loss, correct, err);
+    return rc ? rc : sp__trainer_eval(tr, x, b->labels, b->count, loss, correct, err);
 }
 
 int sp_trainer_get_params(sp_trainer *tr, float *params, float *momentum, sp_error *err) {

@@ -3,7 +3,7 @@
  * drop-in's (bindings/python/seedpipe/_batchmix.py; bindings/python/tests/
  * test_batch_mix_c.py compares them).
  *
- *   sp_batch_mix_draw()   lambda, CutMix's box and RandomChoice's pick of
+ *   sp__batch_mix_draw()   lambda, CutMix's box and RandomChoice's pick of
  *                         global batch b of epoch e under seed S
  *   sp_batch_mix_f32()    mix a float32 batch (B, C, H, W) in place and write
  *                         its float32 targets (B, num_classes)
@@ -31,17 +31,6 @@ typedef struct sp_batch_mix {
     double lam;     /* lambda (CutMix: of the clipped box) */
     int box[4];     /* CutMix: x1, y1, x2, y2; MixUp: 0 */
 } sp_batch_mix;
-
-/*! sp_batch_mix_draw() : the mix of global batch `index` of `epoch` under
- *  `seed` for images of h x w: op SP_BATCH_MIXUP or SP_BATCH_CUTMIX with
- *  Beta(alpha, alpha); alpha finite and > 0. @return 0 or SP_EINVAL. */
-SP_API int sp_batch_mix_draw(uint64_t seed, uint32_t epoch, uint64_t index, int op,
-                             double alpha, int h, int w, sp_batch_mix *out, sp_error *err);
-
-/*! sp_batch_mix_pick() : RandomChoice's pick among n ops of probabilities p
- *  (normalised here, summed left to right) for that batch. */
-SP_API int sp_batch_mix_pick(uint64_t seed, uint32_t epoch, uint64_t index, const double *p,
-                             int n);
 
 /*! sp_batch_mix_f32() : mix x (n images of `plane` = C*H*W floats each, H x
  *  W the last two dimensions) in place by m, image i taking image i - 1's
@@ -85,8 +74,8 @@ typedef struct sp_batch_mix_spec {
 SP_API int sp_batch_mix_parse(const char *text, sp_batch_mix_spec *out, sp_error *err);
 
 /*! sp_batch_mix_spec_draw() : the mix of batch `index` of `epoch` under
- *  spec s: a RandomChoice picks op i (sp_batch_mix_pick() over s->p), then
- *  sp_batch_mix_draw() of op i, as the drop-in's RandomChoice of MixUp /
+ *  spec s: a RandomChoice picks op i (sp__batch_mix_pick() over s->p), then
+ *  sp__batch_mix_draw() of op i, as the drop-in's RandomChoice of MixUp /
  *  CutMix. @return 0 or SP_EINVAL. */
 SP_API int sp_batch_mix_spec_draw(const sp_batch_mix_spec *s, uint64_t seed, uint32_t epoch,
                                   uint64_t index, int h, int w, sp_batch_mix *out,

@@ -26,7 +26,7 @@
  *    caller keeps going uncached.
  *  - Concurrent writers of one key never corrupt it; with the (default)
  *    per-key lock only one of them does the writing.
- *  - The cache never decides a byte of the stream: sp_cache_epoch_batch()
+ *  - The cache never decides a byte of the stream: sp__cache_epoch_batch()
  *    returns sp_loader_batch()'s bytes whether it hit, missed or failed.
  *
  * Not cached: rng_mode per-worker (its bytes depend on the order batches
@@ -66,7 +66,7 @@ extern "C" {
 
 /* Positive outcomes that are not errors (common.h, SP_STATUS_MAP):
  * SP_CACHE_MISS  sp_cache_reader_open(): no usable entry;
- * SP_CACHE_SKIP  sp_cache_writer_open(): someone else writes it / it exists. */
+ * SP_CACHE_SKIP  sp__cache_writer_open(): someone else writes it / it exists. */
 
 typedef struct sp_cache_opts {
     uint64_t max_size;  /* bytes; 0 = unlimited. After each commit the cache
@@ -86,7 +86,7 @@ typedef struct sp_cache_opts {
     int no_fsync;       /* 1: skip fsync of files and directories. Safe for
                            correctness (every read is checksummed), not for
                            durability across a power loss. */
-    /* Warnings of sp_cache_epoch_batch() (a corrupt file, a failed write),
+    /* Warnings of sp__cache_epoch_batch() (a corrupt file, a failed write),
      * one line each, "path: reason". May be NULL. */
     void (*warn)(void *ud, const char *msg);
     void *warn_ud;
@@ -107,23 +107,8 @@ SP_API int sp_cache_open(const char *dir, const sp_cache_opts *opts, sp_cache **
 SP_API void sp_cache_close(sp_cache *c);
 SP_API const char *sp_cache_dir(const sp_cache *c);
 
-/*! sp_cache_key() : the entry key of (ld, epoch) as defined above. */
-SP_API sp_digest sp_cache_key(const sp_loader *ld, uint32_t epoch);
-
 /* ---- the convenience path: one batch stream through the cache ------------- */
 
-/*! sp_cache_epoch_batch() : batch `index` of `epoch` into out, exactly as
- *  sp_loader_batch() computes it, through the cache: the first request of a
- *  (loader, epoch) looks the entry up; on a hit batches are read (and
- *  verified), on a miss they are computed and, when the epoch is streamed
- *  from batch 0, stored; when its last batch has been stored the entry is
- *  committed. Any cache problem (corrupt file, full disk, lost race) is a
- *  warning (opts.warn) and the batch is computed instead. The handle keeps
- *  one open entry (and the loader pointer): use one sp_cache per stream, and
- *  call sp_cache_flush() before destroying the loader.
- *  @return 0, or sp_loader_batch()'s error (SP_ERANGE, a sample's error). */
-SP_API int sp_cache_epoch_batch(sp_cache *c, sp_loader *ld, uint32_t epoch, uint64_t index,
-                                sp_batch *out, sp_error *err);
 /*! sp_cache_flush() : commit (if complete) or abort the helper's open entry;
  *  for a pool's cache (sp_pool_cache()), wait for an epoch's commit still
  *  running on the cache's commit thread. */
@@ -166,29 +151,6 @@ SP_API void sp_cache_reader_close(sp_cache_reader *r);   /* accepts NULL */
 /* ---- writing an entry ------------------------------------------------------- */
 
 typedef struct sp_cache_writer sp_cache_writer;
-
-/*! sp_cache_writer_open() : start writing the entry of (ld, epoch) in a
- *  private staging directory (DIR/.tmp/).
- *  @return 0 (*out set); SP_CACHE_SKIP (*out NULL: the entry exists or
- *  another process holds the key's lock; err says which); SP_EUNSUPP
- *  (per-worker rng mode); SP_EIO; SP_ENOMEM. */
-SP_API int sp_cache_writer_open(sp_cache *c, const sp_loader *ld, uint32_t epoch,
-                                sp_cache_writer **out, sp_error *err);
-/*! sp_cache_writer_put() : compress, checksum and write one batch (any
- *  order, each index once). On a write error (ENOSPC, EFBIG, EIO) the file
- *  is removed and the writer is spoiled: abort it.
- *  @return 0, SP_EIO ("path: reason"), SP_EINVAL (wrong epoch, duplicate
- *  index, bad count), SP_ENOMEM. */
-SP_API int sp_cache_writer_put(sp_cache_writer *w, const sp_batch *b, sp_error *err);
-/*! sp_cache_writer_complete() : 1 if every batch of the epoch was put. */
-SP_API int sp_cache_writer_complete(const sp_cache_writer *w);
-/*! sp_cache_writer_commit() : write the manifest, rename the entry into
- *  place, free w (always). Losing a race to a concurrent writer of the same
- *  key is success (the entry is there). With opts.max_size, collects.
- *  @return 0, SP_EINVAL (incomplete: aborted), SP_EIO (aborted). */
-SP_API int sp_cache_writer_commit(sp_cache_writer *w, sp_error *err);
-/*! sp_cache_writer_abort() : remove everything written, free. Accepts NULL. */
-SP_API void sp_cache_writer_abort(sp_cache_writer *w);
 
 /* ---- maintenance: ls, gc, verify ------------------------------------------- */
 

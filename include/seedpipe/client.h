@@ -2,9 +2,9 @@
  *
  * A client attaches to the region of a running `seedpipe serve` (service.h)
  * as one rank r of the service's world K, takes the batches of the stream in
- * order with sp_client_next(), which returns a view (sp_batch) whose images,
+ * order with sp__client_next(), which returns a view (sp_batch) whose images,
  * labels and indices point INTO the shared region (no byte is copied after
- * the worker wrote it), and gives each back with sp_client_release(). The
+ * the worker wrote it), and gives each back with sp__client_release(). The
  * view of rank r is the r-th slice of the global batch, byte-identical to
  * an in-process sp_loader_batch() with rank r, world K (DESIGN.md section 1).
  *
@@ -57,41 +57,11 @@ typedef struct sp_client_opts {
 
 typedef struct sp_client sp_client;
 
-/*! sp_client_attach() : attach to region NAME as global `rank`, one of the
- *  ranks the service serves (all of its world, or its `--ranks A-B`).
- *  @return 0, SP_EIO ("no such region", "service pid P is gone (stale
- *  region)", "rank r is attached by pid P", no answer), SP_EFORMAT (not a
- *  seedpipe region, truncated, hostile sizes, layout version),
- *  SP_EMISMATCH (fingerprint), SP_EINVAL (a bad name, a rank outside the
- *  world, or "service NAME serves ranks A-B of world K; rank r is served
- *  by another node's service"), SP_ENOMEM. Messages start with "region
- *  NAME: ". */
-SP_API int sp_client_attach(const char *name, uint32_t rank, sp_client **out, sp_error *err);
-SP_API int sp_client_attach_opts(const char *name, uint32_t rank, const sp_client_opts *opts,
-                                 sp_client **out, sp_error *err);
-
-/*! sp_client_next() : the next batch of this rank, waiting (futex) until
- *  the service publishes it. *view: capacity B/K, count, epoch, index,
- *  images (count * sample_bytes), labels, indices, skipped, substituted,
- *  pointing into the region; valid until released or detached.
- *  @return 0, SP_END, SP_EINVAL (R views already held), the
- *  stream's error (on-error fail: "path: reason"), SP_EIO (the service died
- *  or stopped before the end; this rank was dropped). */
-SP_API int sp_client_next(sp_client *c, sp_batch *view, sp_error *err);
-/*! sp_client_release() : give back a view from sp_client_next(); the view
- *  is cleared. @return 0 or SP_EINVAL (not held: released twice, or not
- *  ours). */
-SP_API int sp_client_release(sp_client *c, sp_batch *view, sp_error *err);
-
 /*! sp_client_state() : the loader state after the last batch this rank
  *  took (the next batch it has not consumed): pass it to `serve --resume`,
- *  `digest --resume` or sp_pool_create(); the fingerprint ignores world, so
+ *  `digest --resume` or sp__pool_create(); the fingerprint ignores world, so
  *  it resumes with any rank count. */
 SP_API void sp_client_state(const sp_client *c, sp_loader_state *st);
-
-/*! sp_client_detach() : drop held views, mark the rank detached, unmap.
- *  Accepts NULL. */
-SP_API void sp_client_detach(sp_client *c);
 
 /* What the stream is. */
 typedef struct sp_client_info {
@@ -127,13 +97,6 @@ typedef struct sp_client_info {
 } sp_client_info;
 SP_API void sp_client_info_get(const sp_client *c, sp_client_info *info);
 
-/*! sp_client_batch_digest() : sp_batch_digest() of a view (the same bytes
- *  hashed the same way), so `seedpipe digest --rank r --world K` manifests
- *  and stream digests can be compared with what a client received; for a
- *  service that mixes, sp_batch_mix_digest() of the mixed view (what
- *  `digest --batch-mix` writes). */
-SP_API sp_digest sp_client_batch_digest(const sp_client *c, const sp_batch *view);
-
 /*! sp_client_mix_targets() : for a view of a service that mixes
  *  (sp_client_info.mix_classes K > 0), its soft targets, count x K float32
  *  (the labels' one-hot rows mixed as the images: torchvision v2's
@@ -145,11 +108,11 @@ struct sp_batch_mix;
 SP_API const float *sp_client_mix_targets(const sp_client *c, const sp_batch *view,
                                           struct sp_batch_mix *mix);
 
-/* Timing of the last sp_client_next() (CLOCK_MONOTONIC ns; stats only). */
+/* Timing of the last sp__client_next() (CLOCK_MONOTONIC ns; stats only). */
 typedef struct sp_client_timing {
     uint64_t ready_ns;      /* the last worker finished the batch */
     uint64_t published_ns;  /* the service published it */
-    uint64_t call_ns;       /* sp_client_next() was called */
+    uint64_t call_ns;       /* sp__client_next() was called */
     uint64_t taken_ns;      /* ... and returned it */
 } sp_client_timing;
 SP_API void sp_client_timing_get(const sp_client *c, sp_client_timing *t);

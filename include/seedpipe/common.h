@@ -92,17 +92,12 @@ typedef struct sp_image {
     uint8_t *data;
 } sp_image;
 
-/*! sp_image_alloc() : allocate a tightly packed w x h x c image.
- *  @return 0, or SP_ENOMEM / SP_EINVAL (non-positive or overflowing size). */
-SP_API int sp_image_alloc(sp_image *img, int width, int height, int channels);
 /*! sp_image_free() : free data allocated by seedpipe; zeroes *img. Accepts NULL. */
 SP_API void sp_image_free(sp_image *img);
 
 /* A 128-bit digest / fingerprint (XXH3-128). hex is 32 lowercase digits. */
 typedef struct sp_digest { uint64_t hi, lo; } sp_digest;
 SP_API void sp_digest_hex(sp_digest d, char hex[33]);
-/*! sp_digest_parse() : @return 0 if `hex` is exactly 32 hex digits. */
-SP_API int sp_digest_parse(const char *hex, sp_digest *out);
 
 /* One sample's input as the pipeline sees it: either encoded file bytes
  * (PNG, JPEG, BMP, WebP or TIFF; `raw` is NULL) or already-decoded pixels
@@ -138,18 +133,6 @@ SP_API int sp_read_file(const char *path, uint64_t max_bytes, uint8_t **data,
  * processes publishing the same name (the last rename wins). */
 typedef struct sp_publish sp_publish;
 
-/*! sp_publish_begin() : create the temporary file for `path`.
- *  @return 0 with *out set, or SP_EIO naming the path and the reason. */
-SP_API int sp_publish_begin(const char *path, sp_publish **out, sp_error *err);
-/*! sp_publish_fd() : the temporary file's descriptor, to write into (for a
- *  FILE, fdopen a dup() of it and fclose that before committing). */
-SP_API int sp_publish_fd(const sp_publish *p);
-/*! sp_publish_commit() : fsync, close, rename over the path (and fsync the
- *  directory if durable); frees p whatever happens (on failure the
- *  temporary file is removed). @return 0 or SP_EIO naming the path. */
-SP_API int sp_publish_commit(sp_publish *p, int durable, sp_error *err);
-/*! sp_publish_abort() : close and remove the temporary file, free p. Accepts NULL. */
-SP_API void sp_publish_abort(sp_publish *p);
 /*! sp_write_file_atomic() : begin, write n bytes of data, commit.
  *  @return 0 or SP_EIO (ENOSPC and the like named) with the path. */
 SP_API int sp_write_file_atomic(const char *path, const void *data, size_t n, int durable,

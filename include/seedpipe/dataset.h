@@ -131,7 +131,7 @@
  *    "PREFIX.idx: reason". Samples are documents (sp_dataset_info's size = D;
  *    at most 2^32-1, else SP_ELIMIT; zero documents is SP_EFORMAT), all
  *    label 0 of one class "tokens", each path the prefix, content hash
- *    {0, 0}; sp_dataset_read() is SP_EUNSUPP (the loader packs tokens by
+ *    {0, 0}; sp__dataset_read() is SP_EUNSUPP (the loader packs tokens by
  *    seq_len). Its fingerprint is its own: XXH3-128 over
  *    "seedpipe.tokens.v1", the kind, the dtype code, D, the token count,
  *    the .bin's size and the XXH3-128 of the .idx's bytes
@@ -177,14 +177,14 @@
  * dataset reads no sample file; the fingerprint is the same as a full
  * hash's. A damaged, foreign or stale index is never trusted: it is
  * rebuilt (sp_dataset_info's index says why). A file changed without a
- * stat change is still refused when read: sp_dataset_read() re-hashes
+ * stat change is still refused when read: sp__dataset_read() re-hashes
  * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
  * Each record also keeps whether the file's bytes decode without error in
  * full (checked when the file is hashed, when the cache folder is
  * writable); the loader lets a JPEG crop of such a file stop after its
  * last row (docs/determinism.md, "Damaged files: checked once").
  *
- * Thread/fork safety: an open sp_dataset is immutable; sp_dataset_read()
+ * Thread/fork safety: an open sp_dataset is immutable; sp__dataset_read()
  * may be called concurrently from threads and from forked children (it
  * uses open()/read() per call, no shared FILE* or offset).
  */
@@ -270,7 +270,7 @@ typedef struct sp_sample_list {
  *  every file is hashed at open (threads; there is no persistent index, so
  *  each open reads every file once), the fingerprint covers kind 4
  *  ("samples"), the paths, the labels, the class count (classes named
- *  "0".."K-1") and the contents; sp_dataset_read() re-hashes; a file
+ *  "0".."K-1") and the contents; sp__dataset_read() re-hashes; a file
  *  changed since is SP_EMISMATCH. The list is copied: it need not outlive
  *  the call. limits as for sp_dataset_open() (index ignored).
  *  @return 0, SP_EINVAL (empty list, NULL path, empty path, label out of
@@ -331,9 +331,6 @@ SP_API int sp_dataset_label(const sp_dataset *ds, uint64_t i);
  *  ".gz" suffix dropped (a plain and a gzip'd copy fingerprint alike).
  *  Owned by ds. */
 SP_API const char *sp_dataset_path(const sp_dataset *ds, uint64_t i);
-/*! sp_dataset_content_hash() : XXH3-128 of sample i's content as indexed
- *  (file bytes, or IDX pixels); {0, 0} when i is out of range. */
-SP_API sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
 
 /* One sample's input. For encoded datasets `bytes` is a malloc'd copy of the
  * file; for IDX `raw` points at raw_view, a view into the dataset's pixels
@@ -343,20 +340,11 @@ SP_API sp_digest sp_dataset_content_hash(const sp_dataset *ds, uint64_t i);
  * Do not copy the
  * struct by value (src.raw points into it). */
 typedef struct sp_sample_data {
-    sp_sample_src src;   /* what sp_pipeline_run() takes */
+    sp_sample_src src;   /* what sp__pipeline_run() takes */
     char *full_path;     /* absolute path (the root resolved at open), for messages */
     uint8_t *owned;      /* file bytes to free */
     sp_image raw_view;
 } sp_sample_data;
-
-/*! sp_dataset_read() : load sample i. The content is re-checked against the
- *  hash taken at open: a file that changed since is SP_EMISMATCH ("file
- *  changed since the dataset was indexed"), never silently used.
- *  @return 0, SP_EIO, SP_EMISMATCH, SP_ERANGE, SP_ENOMEM. On failure *out
- *  is left zeroed (nothing to free). Free with sp_sample_data_free(). */
-SP_API int sp_dataset_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out,
-                           sp_error *err);
-SP_API void sp_sample_data_free(sp_sample_data *s);   /* accepts NULL */
 
 /* ---- mixtures (SP_DATASET_MIX) --------------------------------------------------- */
 
@@ -394,18 +382,6 @@ typedef struct sp_mix_draw {
  *  SP_EINVAL (not a mixture), SP_ERANGE (q >= length). */
 SP_API int sp_dataset_mix_draw(const sp_dataset *ds, uint64_t seed, uint32_t epoch, uint64_t q,
                                sp_mix_draw *out);
-
-/*! sp_dataset_write_shards() : write the samples of an ImageFolder or list
- *  dataset, in canonical order, as WebDataset shards OUT_DIR/shard-000000.tar,
- *  ... of at most max_count samples each (members "%09llu.<ext>" and
- *  "%09llu.cls"; fixed tar metadata, so the bytes depend only on the
- *  samples). The sharded dataset streams the same batches as ds. OUT_DIR is
- *  created if missing and must not hold .tar files yet; each shard is
- *  written to a temporary name, fsync'd and renamed. *nshards (may be NULL)
- *  gets the count written. @return 0, SP_EUNSUPP (IDX), SP_EINVAL, SP_EIO,
- *  or a read error of a sample (which names it). */
-SP_API int sp_dataset_write_shards(const sp_dataset *ds, const char *out_dir,
-                                   uint64_t max_count, uint64_t *nshards, sp_error *err);
 
 /*! sp_dataset_write_shards_annotated() : the same, and with annotations (a
  *  COCO instances JSON, as --annotations; NULL: none) each sample also gets

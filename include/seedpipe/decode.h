@@ -93,9 +93,6 @@ typedef struct sp_decode_limits {
                             * own allocations are capped at max_bytes. */
 } sp_decode_limits;
 
-/*! sp_decode_limits_default() : fill with the defaults above. */
-SP_API void sp_decode_limits_default(sp_decode_limits *lim);
-
 typedef struct sp_image_info {
     sp_format format;
     int width, height;   /* full-resolution size */
@@ -103,19 +100,6 @@ typedef struct sp_image_info {
                           * gray and gray+alpha PNG, gray JPEG, BMP with a
                           * grey palette, gray (+alpha) TIFF; else 3 */
 } sp_image_info;
-
-/*! sp_image_probe() : read the header only (cheap) and check the limits.
- *  PNG: the IHDR is parsed and CRC-checked; JPEG: libjpeg reads the markers
- *  up to the first scan. info may be NULL (then only the checks are made).
- *  BMP: the headers and the palette, every size checked against the file.
- *  WebP: WebPGetFeatures (the RIFF and bitstream headers). TIFF: libtiff
- *  reads the first directory (IFD).
- *  @return 0, SP_EFORMAT (not a known format, or a broken header),
- *  SP_EUNSUPP (a BMP variant not read: RLE, 16-bit, odd masks; an
- *  animated WebP; a TIFF layout not read) or
- *  SP_ELIMIT. */
-SP_API int sp_image_probe(const uint8_t *buf, size_t len, const char *path,
-                          const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
 
 /* What to decode. Region (x, y, w, h) is in full-resolution pixel
  * coordinates and must lie inside the image; w == 0 (or h == 0) means the
@@ -132,28 +116,6 @@ typedef struct sp_decode_req {
     int x, y, w, h;
     int scale_denom;
 } sp_decode_req;
-
-/*! sp_image_decode() : decode `buf` per `req` into a newly allocated,
- *  tightly packed image (free with sp_image_free()).
- *  @return 0, SP_EFORMAT (corrupt/truncated), SP_EUNSUPP (a layout of
- *  BMP, WebP or TIFF not read, as for sp_image_probe()), SP_ELIMIT,
- *  SP_EINVAL (bad request: region outside the image, bad scale) or
- *  SP_ENOMEM. On failure *out is left zeroed. Every warning of the decoder
- *  library (libjpeg warnings such as a premature end or corrupt data,
- *  libpng warnings and benign errors, a palette index past the PLTE) is an
- *  error: a training sample must be exact or refused. The whole file is
- *  read to its end (IEND / EOI) whatever the region, so damage anywhere in
- *  it fails every request; the rows outside the region are decoded (PNG)
- *  or entropy-decoded only (JPEG) and thrown away. docs/security.md,
- *  "Decoder warnings", has the policy. */
-SP_API int sp_image_decode(const uint8_t *buf, size_t len, const char *path,
-                           const sp_decode_req *req, const sp_decode_limits *lim,
-                           sp_image *out, sp_error *err);
-
-/*! sp_format_sniff() : PNG / JPEG / BMP ("BM") / WebP ("RIFF" size "WEBP") /
- *  TIFF ("II*\0", "MM\0*", BigTIFF's "II+\0", "MM\0+") by magic bytes, else
- *  SP_FORMAT_UNKNOWN. */
-SP_API sp_format sp_format_sniff(const uint8_t *buf, size_t len);
 
 
 #ifdef __cplusplus

@@ -42,9 +42,6 @@ extern "C" {
 SP_API double sp_det_log(double x);
 /*! sp_det_exp() : e^x, deterministic, < 1 ulp. */
 SP_API double sp_det_exp(double x);
-/*! sp_det_round_half_even() : round to nearest, ties to even (Python's
- *  round()), exact; |x| must be < 2^62. Used where torchvision rounds. */
-SP_API double sp_det_round_half_even(double x);
 
 #ifdef __cplusplus
 }

@@ -61,8 +61,6 @@
 #include "seedpipe/common.h"
 #include "seedpipe/dataset.h"
 #include "seedpipe/pipeline.h"
-#include "seedpipe/sampler.h"
-#include "seedpipe/split.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -122,7 +120,6 @@ typedef enum {
 SP_API int sp_on_error_parse(const char *s, sp_on_error *out, sp_error *err);
 SP_API int sp_rng_mode_parse(const char *s, sp_rng_mode *out, sp_error *err);
 SP_API const char *sp_on_error_name(sp_on_error p);
-SP_API const char *sp_rng_mode_name(sp_rng_mode m);
 /*! sp_order_spec_parse() : an order as the tool and the bindings take it:
  *  "global" or "shuffle", "sequential", or "block:K" with K decimal digits
  *  in 1..4294967295 (no sign, space or leading zero); the one parser of an
@@ -234,7 +231,7 @@ SP_API void sp_loader_destroy(sp_loader *ld);   /* accepts NULL */
 
 /* What a loader is, read in one call (sp_loader_info_get()); every pointer
  * is owned by the loader and valid while it lives. ABI 7 (it replaces the
- * one-value getters sp_loader_size(), _padded_size(), _batches_per_epoch(),
+ * one-value getters sp__loader_size(), _padded_size(), _batches_per_epoch(),
  * _sample_dims(), _sample_bytes(), _fingerprint(), _pipeline_hash(),
  * _spec(), _dataset(), _pipeline() and _config_of()). New fields are only
  * ever added at the end: struct_size says how much of it the caller knows. */
@@ -247,7 +244,7 @@ typedef struct sp_loader_info {
     const sp_pipeline *pipeline;    /* the parsed pipeline; NULL for a token corpus (dataset.h
                                        SP_DATASET_TOKENS), which takes a token spec instead */
     const char *spec;               /* the canonical form of what cfg.pipeline said: the
-                                       pipeline's (sp_pipeline_canonical()) or a token corpus's
+                                       pipeline's (sp__pipeline_canonical()) or a token corpus's
                                        spec ("tokens seq_len=2048 packing=docs eod=none pad=0",
                                        docs/tokens.md); part of the fingerprint */
     uint64_t size;                  /* the positions of an epoch before padding: the samples
@@ -285,10 +282,6 @@ typedef struct sp_loader_info {
  *  @return 0, or SP_EINVAL (ld or info NULL, or struct_size smaller than
  *  the first version of the struct; then nothing is written). */
 SP_API int sp_loader_info_get(const sp_loader *ld, sp_loader_info *info);
-/*! sp_loader_sample_index() : the dataset index of the loader's j-th
- *  sample (j below the samples it draws from; the identity without a split
- *  or an index list). */
-SP_API uint64_t sp_loader_sample_index(const sp_loader *ld, uint64_t j);
 
 /* One logged failure: the sample, its error code and "path: reason". */
 typedef struct sp_failure {
@@ -345,7 +338,7 @@ SP_API int sp_loader_batch(sp_loader *ld, uint32_t epoch, uint64_t index, sp_bat
 SP_API sp_digest sp_batch_digest(const sp_loader *ld, const sp_batch *b);
 
 /*! sp_loader_explain() : what the pipeline draws for dataset sample `index`
- *  in `epoch` (sp_pipeline_explain(): the crop box, flips, jitter factors
+ *  in `epoch` (sp__pipeline_explain(): the crop box, flips, jitter factors
  *  and order), from the sample's own header. For a mixture (dataset.h)
  *  `index` is a slot of the epoch's schedule, in [0, its length): what
  *  that draw reads (sp_dataset_mix_draw()) and how it is augmented (a

@@ -82,10 +82,6 @@ typedef struct sp_manifest_divergence {
 /*! sp_manifest_compare() : fill *d (versions are not compared). */
 SP_API void sp_manifest_compare(const sp_manifest *a, const sp_manifest *b, sp_manifest_divergence *d);
 
-/*! sp_json_write_string() : write s as a JSON string literal (quoted,
- *  escaped). */
-SP_API void sp_json_write_string(FILE *f, const char *s);
-
 #ifdef __cplusplus
 }
 #endif

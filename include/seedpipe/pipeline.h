@@ -49,10 +49,10 @@
  * through a per-channel 256-entry float table ((v / 255) - mean) / std
  * computed in IEEE single precision (as torchvision's ToTensor +
  * Normalize), so it is exact everywhere.
- * `normalize` requires float32 output (sp_pipeline_run refuses uint8
+ * `normalize` requires float32 output (sp__pipeline_run refuses uint8
  * unless skip_normalize).
  *
- * Thread safety: a parsed sp_pipeline is immutable; sp_pipeline_run may be
+ * Thread safety: a parsed sp_pipeline is immutable; sp__pipeline_run may be
  * called concurrently from any number of threads and forked processes.
  * Parsing is reentrant too.
  */
@@ -84,8 +84,6 @@ typedef enum {
 } sp_dtype;
 typedef enum { SP_LAYOUT_NCHW = 0, SP_LAYOUT_NHWC = 1 } sp_layout;
 
-/*! sp_dtype_size() : bytes of one element: 1, 2, 4 or 8. */
-SP_API size_t sp_dtype_size(sp_dtype t);
 /*! sp_dtype_parse() / sp_layout_parse() : "uint8", "float32", "bfloat16",
  *  "float16", "int32", "int64" (the last two for token corpora);
  *  "nchw"/"nhwc".
@@ -102,22 +100,6 @@ typedef struct sp_pipeline sp_pipeline;
  *  its op, e.g. `pipeline op 2 "hflip": unknown key "q" (known: p)`. */
 SP_API int sp_pipeline_parse(const char *spec, sp_pipeline **out, sp_error *err);
 SP_API void sp_pipeline_destroy(sp_pipeline *p);   /* accepts NULL */
-
-/*! sp_pipeline_canonical() : the canonical spec string (owned by p). */
-SP_API const char *sp_pipeline_canonical(const sp_pipeline *p);
-
-/*! sp_pipeline_presets() : NULL-terminated list of preset names. */
-SP_API const char *const *sp_pipeline_presets(void);
-
-/*! sp_pipeline_output_dims() : the output size of one sample.
- *  The last of random_resized_crop / center_crop / random_crop / resize size=H,W fixes
- *  the size; resize size=S (shorter side) after that, or with none before
- *  it, depends on the input size; with no such op the input size is kept.
- *  Where the size depends on the input, in_w/in_h (all samples must share
- *  them, e.g. IDX datasets) are used; pass 0 if unknown.
- *  @return 0, or SP_ESPEC "pipeline has no fixed output size". */
-SP_API int sp_pipeline_output_dims(const sp_pipeline *p, int in_w, int in_h,
-                                   int *out_h, int *out_w, int *out_c, sp_error *err);
 
 /*! sp_pipeline_has_normalize() : 1 if the pipeline normalizes. */
 SP_API int sp_pipeline_has_normalize(const sp_pipeline *p);
@@ -138,59 +120,10 @@ typedef struct sp_run_opts {
     const sp_decode_limits *limits;   /* NULL = defaults */
 } sp_run_opts;
 
-/*! sp_pipeline_run() : decode (if src->bytes) and augment one sample, and
- *  write H*W*C elements of opts->dtype in opts->layout to `out`, where
- *  (H, W, C) = sp_pipeline_output_dims(p, raw or decoded size).
- *  The bytes written are a pure function of (pipeline canonical form, ctx,
- *  src contents, dtype, layout). A raw image with the other channel count
- *  is converted first (RGB -> gray by the 601 luma, gray -> RGB
- *  replicated). opts == NULL means uint8, NCHW, default limits.
- *  @return 0, or the decoder's error / SP_EINVAL / SP_ELIMIT (a resize
- *  beyond 65535 per side or 2^28 pixels) / SP_ENOMEM, with the sample's
- *  path in the message. */
-SP_API int sp_pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                           const sp_sample_src *src, const sp_run_opts *opts,
-                           void *out, sp_error *err);
-
-/*! sp_pipeline_run_checked() : sp_pipeline_run() that first checks that the
- *  sample's output fits in out_bytes (it may not, for a pipeline without a
- *  fixed output size fed images of different sizes).
- *  @return as sp_pipeline_run(), or SP_ERANGE (nothing written). */
-SP_API int sp_pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                                   const sp_sample_src *src, const sp_run_opts *opts,
-                                   void *out, size_t out_bytes, sp_error *err);
-
-/* The declared geometry of one sample's output (sp_pipeline_output_dims). */
+/* The declared geometry of one sample's output (sp__pipeline_output_dims). */
 typedef struct sp_out_shape {
     int height, width, channels;
 } sp_out_shape;
-
-/*! sp_pipeline_run_shaped() : sp_pipeline_run_checked() that also refuses,
- *  before writing a byte, an output whose height, width or channel count
- *  differs from *shape, the sample slot's declared geometry. The loader,
- *  the worker pool and the service write every sample through it, so a
- *  sample is either exactly its slot's geometry or an error (SP_ERANGE,
- *  naming both shapes), never bytes at another stride or a partial write.
- *  @return as sp_pipeline_run_checked(); SP_EINVAL if shape is NULL. */
-SP_API int sp_pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                                  const sp_sample_src *src, const sp_run_opts *opts,
-                                  const sp_out_shape *shape, void *out, size_t out_bytes,
-                                  sp_error *err);
-
-/*! sp_pipeline_explain() : what each op of p draws for the sample of ctx
- *  (the per-sample mode, as sp_pipeline_run()), given the source image's
- *  size W x H and format (SP_FORMAT_JPEG lets a DCT scale be chosen; raw
- *  pixels are SP_FORMAT_UNKNOWN). One line per op into buf, e.g.
- *      1 random_resized_crop: box x=17 y=4 w=120 h=96 of 160x120 -> 64x64 (decoded at 1/1)
- *      2 hflip: flipped (u=0.2135 < p=0.5)
- *      3 color_jitter: brightness 1.1733 contrast 0.8152 saturation 1.0000, order contrast, brightness, saturation
- *  The box is in source pixels: cropping it from the full decode and
- *  resizing the crop (sp_image_resize) gives the op's output when it is
- *  decoded at 1/1.
- *  Always NUL-terminated (truncated if n is too small).
- *  @return the length the whole text needs (excluding the NUL). */
-SP_API size_t sp_pipeline_explain(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H,
-                                  sp_format format, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -7,8 +7,8 @@
  * batch slots (R = the prefetch depth); they claim work one sample
  * position at a time and write each sample straight into its place in its
  * batch's slot. The caller (the consumer) takes the batches strictly in
- * stream order with sp_pool_next(), reading them in place (no copy), and
- * gives each slot back with sp_pool_release(); workers wait while every
+ * stream order with sp__pool_next(), reading them in place (no copy), and
+ * gives each slot back with sp__pool_release(); workers wait while every
  * slot is full (backpressure).
  *
  * Guarantees (DESIGN.md sections 1 and 5): the batches are byte-identical
@@ -18,7 +18,7 @@
  * nothing is lost or computed into the stream twice. The on-error policy
  * and the failure log (deduplicated, stream order) are those of loader.h:
  * sp_loader_failure_count() and sp_loader_failure_get() on
- * sp_pool_loader(pool).
+ * sp__pool_loader(pool).
  *
  * Worker deaths. How a death is charged depends on how the worker ended,
  * never on timing:
@@ -57,7 +57,7 @@
  * in parallel; the consumer records it, and after the epoch's last batch
  * the entry is committed (and the cache collected to its max_size) on the
  * cache's own thread while the stream goes on; after the stream's last
- * batch (and at sp_pool_destroy()) every epoch is committed, its counters
+ * batch (and at sp__pool_destroy()) every epoch is committed, its counters
  * and warnings delivered on the consumer's thread. The cache never
  * changes a byte of the stream: a cached batch is checked against two
  * checksums and the manifest, and any problem (a damaged file: reported
@@ -78,7 +78,7 @@
  * Test hooks, only in builds configured with SEEDPIPE_TEST_HOOKS=ON (a
  * test build; a library built without it reads no SEEDPIPE_TEST_*
  * variable): with SEEDPIPE_TEST_CRASH_SAMPLE=i in the environment at
- * sp_pool_create(), a worker that starts computing sample i dies by SIGSEGV
+ * sp__pool_create(), a worker that starts computing sample i dies by SIGSEGV
  * (as in a decoder crash); it exists to test recovery, nothing else.
  * SEEDPIPE_TEST_CRASH_SIGNAL=n makes it raise signal n instead (9: a kill,
  * as the OOM killer's, which the pool cannot tell from one sent from
@@ -100,7 +100,7 @@
  * redone like a kill, never charged to the sample). Workers get
  * PR_SET_PDEATHSIG(SIGKILL), so they never outlive the consumer. PR_SET_PDEATHSIG follows the forking *thread*:
  * create, take from and destroy a pool on one long-lived thread (workers
- * are forked by sp_pool_create() and, as replacements, by sp_pool_next()).
+ * are forked by sp__pool_create() and, as replacements, by sp__pool_next()).
  * The caller must not reap the workers itself (e.g. waitpid(-1, ...)); a
  * SIGCHLD disposition of SIG_IGN works (a reaped worker counts as dead),
  * but the kernel then drops the exit status, so every death counts as a
@@ -142,59 +142,21 @@ typedef struct sp_pool_config {
 
 typedef struct sp_pool sp_pool;
 
-/*! sp_pool_create() : open the loader (lcfg), check `resume` against it
- *  (sp_loader_state_check), map the region, fork the workers, and reserve
- *  the region's memory while they start on the first batch.
- *  @return 0, the loader's errors, SP_EMISMATCH (foreign state), SP_EINVAL
- *  (workers/slots/epochs out of range), SP_EIO (mmap/fork failed),
- *  SP_ENOMEM ("worker pool ring: cannot reserve N MB of shared memory",
- *  the workers reaped: a ring the memory cannot hold fails here, never as
- *  a worker's SIGBUS later). */
-SP_API int sp_pool_create(const sp_loader_config *lcfg, const sp_pool_config *pcfg, sp_pool **out,
-                          sp_error *err);
-/*! sp_pool_destroy() : SIGKILL and reap every worker, unmap the region.
- *  Views from sp_pool_next() become invalid. Accepts NULL. */
-SP_API void sp_pool_destroy(sp_pool *pool);
-
-/*! sp_pool_next() : the next batch of the stream, waiting for it if needed.
- *  *view points into the shared slot (images, labels, indices, skipped,
- *  substituted; capacity = B / world); valid until it is given back with
- *  sp_pool_release(). Up to R batches may be held at once.
- *  @return 0, SP_END (the stream is over; *view untouched), SP_EINVAL
- *  (R batches already held), a sample's error under on_error fail (then
- *  every later call returns it again, as for the next two), SP_ELIMIT (the
- *  respawn bound: "pool: respawn bound reached: ..."), or SP_EIO (a
- *  replacement could not be forked; the ring's memory gone). */
-SP_API int sp_pool_next(sp_pool *pool, sp_batch *view, sp_error *err);
-/*! sp_pool_release() : give back a view from sp_pool_next(), any held one,
- *  in any order (the one release rule: stream.h, client.h); the view is
- *  cleared. A slot is reused once its batch and every older one are back.
- *  @return 0, SP_EINVAL (view not held: given back already, or not this
- *  pool's), or what its liveness poll found (SP_ELIMIT, SP_EIO: as
- *  sp_pool_next(), which returns it again). */
-SP_API int sp_pool_release(sp_pool *pool, sp_batch *view, sp_error *err);
-/*! sp_pool_digest() : sp_batch_digest() of `view`, the batch sp_pool_next()
+/*! sp_pool_digest() : sp_batch_digest() of `view`, the batch sp__pool_next()
  *  returned last, as it was delivered (bytes the caller wrote into the view
  *  since are not seen). The first call asks the pool to hash every later
  *  batch sample by sample as it is computed (a moment after each is
  *  written, still in the caches: a fraction of the cost of hashing the
- *  whole batch afterwards): by the consumer while sp_pool_next() waits for
+ *  whole batch afterwards): by the consumer while sp__pool_next() waits for
  *  it when a CPU is free for that, else by the worker that wrote each
  *  sample (environment SEEDPIPE_POOL_DIGEST=consumer or =workers chooses).
  *  A batch it could not hash so (a failed, skipped or substituted sample, a
  *  batch done before the first call) is hashed from the view. The value
  *  never depends on which. For a consumer that digests every batch
  *  (`seedpipe digest`); one that does not never pays for it. view NULL:
- *  only ask (before the first sp_pool_next(): the first batches are hashed
+ *  only ask (before the first sp__pool_next(): the first batches are hashed
  *  so too); returns zeros. */
 SP_API sp_digest sp_pool_digest(sp_pool *pool, const sp_batch *view);
-
-/*! sp_pool_state() : the stream position after the last batch taken by
- *  sp_pool_next(), as a state a new pool (or loader) can resume from. */
-SP_API void sp_pool_state(const sp_pool *pool, sp_loader_state *st);
-
-/*! sp_pool_loader() : the consumer's loader (dims, digest, failure log). */
-SP_API sp_loader *sp_pool_loader(sp_pool *pool);
 
 typedef struct sp_pool_stats {
     int workers, ring_slots;
@@ -202,9 +164,8 @@ typedef struct sp_pool_stats {
     uint64_t worker_deaths;        /* noticed and replaced */
     uint64_t positions_redone;     /* unfinished positions put back */
     uint64_t last_ready_ns;        /* CLOCK_MONOTONIC: last taken batch became complete */
-    uint64_t last_taken_ns;        /* ... and when sp_pool_next returned it */
+    uint64_t last_taken_ns;        /* ... and when sp__pool_next returned it */
 } sp_pool_stats;
-SP_API void sp_pool_stats_get(const sp_pool *pool, sp_pool_stats *st);
 
 /*! sp_pool_cache() : the pool's cache (for sp_cache_stats_get()), or NULL. */
 SP_API sp_cache *sp_pool_cache(sp_pool *pool);

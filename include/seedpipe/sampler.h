@@ -11,7 +11,7 @@
  * be shorter or empty); the ranks' slices concatenated in rank order are the
  * global batch. A span of consecutive ranks r .. r+m-1 (what one data
  * service per node computes for its local ranks) is one contiguous range of
- * positions too: their slices concatenated (sp_batch_span()).
+ * positions too: their slices concatenated (sp__batch_span()).
  *
  * Padded tail (pad_tail, torch's DistributedSampler): the N positions are
  * padded to N' = ceil(N / world) * world, position N + i being position
@@ -28,7 +28,7 @@
  * Without pad_tail the first cnt % world ranks of a short last batch get
  * one position more than the others.
  *
- * Slots. What sp_batch_span() returns is a range of SLOTS: the positions of
+ * Slots. What sp__batch_span() returns is a range of SLOTS: the positions of
  * global batch b renumbered rank by rank (rank 0's in order, then rank
  * 1's, ...), [b*B, b*B + cnt). In the contiguous layout a slot is its
  * position; sp_batch_position() maps a slot to its epoch position in [0, N)
@@ -90,7 +90,6 @@ SP_API void sp_block_perm_destroy(sp_block_perm *bp);   /* accepts NULL */
 SP_API uint64_t sp_block_perm_at(const sp_block_perm *bp, uint64_t pos);
 /*! sp_block_perm_size() / _epoch() : n, and the epoch it was created for. */
 SP_API uint64_t sp_block_perm_size(const sp_block_perm *bp);
-SP_API uint32_t sp_block_perm_epoch(const sp_block_perm *bp);
 
 typedef struct sp_batching {
     uint64_t n;           /* dataset size */
@@ -117,16 +116,6 @@ SP_API uint64_t sp_batches_per_epoch(const sp_batching *bt);
  *  short last batch (never with pad_tail), and is 0 for b >=
  *  sp_batches_per_epoch() (then *pos is meaningless). */
 SP_API void sp_batch_slice(const sp_batching *bt, uint64_t b, uint64_t *pos, uint32_t *count);
-/*! sp_batch_span() : the slots of the nranks consecutive ranks
- *  bt->rank .. bt->rank + nranks - 1 of global batch b: [*pos, *pos + *count),
- *  the concatenation of their sp_batch_slice()s in rank order (default
- *  layout: positions [b*B + rank*B/world, b*B + (rank+nranks)*B/world), cut
- *  at n; in general [b*B + off(rank), b*B + off(rank + nranks)), see
- *  "Slots" above). nranks 1 is sp_batch_slice(). count is 0 when nranks is
- *  0 or rank + nranks > world, for b >= sp_batches_per_epoch(), and when
- *  every slice of the span lies past a short last batch. */
-SP_API void sp_batch_span(const sp_batching *bt, uint64_t b, uint32_t nranks, uint64_t *pos,
-                          uint32_t *count);
 /*! sp_batch_position() : the epoch position (in [0, n)) of slot `slot`:
  *  the slot itself in the contiguous layout, the strided position b*B + r +
  *  world*j of rank r's j-th slot otherwise, and a padded position p >= n

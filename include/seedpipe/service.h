@@ -55,7 +55,7 @@
  *
  * Thread/fork safety: one thread runs a service (create, run, destroy on
  * the same long-lived thread: the pool's PR_SET_PDEATHSIG rule). The
- * library installs no signal handlers; sp_service_fork() does, in its child.
+ * library installs no signal handlers; sp__service_fork() does, in its child.
  */
 #ifndef SEEDPIPE_SERVICE_H
 #define SEEDPIPE_SERVICE_H
@@ -139,20 +139,6 @@ SP_API void sp_service_destroy(sp_service *svc);
 SP_API sp_loader *sp_service_loader(sp_service *svc);
 /*! sp_service_cache() : the service's epoch cache (stats), or NULL. */
 SP_API sp_cache *sp_service_cache(sp_service *svc);
-
-/*! sp_service_fork() : run a service in a child process (for tests, verify
- *  and tools): the child creates it, reports success or the error through a
- *  pipe, serves, and exits 0 (end or SIGTERM/SIGINT/parent death, which it
- *  turns into a stop) or 1. Returns once the region is ready.
- *  @return 0 (*pid set) or the child's create error (child reaped). */
-SP_API int sp_service_fork(const sp_loader_config *lcfg, const sp_service_config *scfg, pid_t *pid,
-                           sp_error *err);
-/*! sp_service_join() : wait for a forked service to exit, at most
- *  timeout_ms (then SIGTERM, and SIGKILL 2 s later); *status (may be
- *  NULL) is then its exit status (0..255), or 128 + signal if a signal
- *  ended it. @return 0, SP_EINVAL (pid <= 0 or timeout_ms < 0) or SP_EIO
- *  (waitpid failed: not our child, or already reaped), *status then -1. */
-SP_API int sp_service_join(pid_t pid, int timeout_ms, int *status, sp_error *err);
 
 /* What `seedpipe status NAME` shows. */
 typedef struct sp_service_status {

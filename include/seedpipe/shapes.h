@@ -40,27 +40,11 @@ typedef struct sp_shapes_opts {
     uint64_t seed;    /* default 0 */
 } sp_shapes_opts;
 
-/*! sp_shapes_class_names() : NULL-terminated list of class folder names,
- *  in class-id (byte-wise sorted) order. */
-SP_API const char *const *sp_shapes_class_names(void);
-/*! sp_shapes_num_classes() : 6. */
-SP_API int sp_shapes_num_classes(void);
-/*! sp_shapes_class_of() : the class id of image `index`: (index + index/6) % 6. */
-SP_API int sp_shapes_class_of(uint32_t index);
-
 /*! sp_shapes_make() : create out_dir (and parents, and class folders) and
  *  write the images (opts may be NULL: all defaults). Existing files of the
  *  same names are overwritten; other files are left alone.
  *  @return 0, SP_EIO naming the path, SP_EINVAL, SP_ENOMEM. */
 SP_API int sp_shapes_make(const char *out_dir, const sp_shapes_opts *opts, sp_error *err);
-
-/*! sp_shapes_render() : draw image `index` of the set (opts->seed and
- *  opts->size; count is ignored) into a newly allocated size x size x 3
- *  image (free with sp_image_free()); *label (may be NULL) gets its class.
- *  These are exactly the pixels sp_shapes_make() encodes for that index.
- *  @return 0, SP_EINVAL, SP_ENOMEM. */
-SP_API int sp_shapes_render(const sp_shapes_opts *opts, uint32_t index, sp_image *out,
-                            int *label, sp_error *err);
 
 #ifdef __cplusplus
 }

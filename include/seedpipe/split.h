@@ -46,8 +46,6 @@ typedef struct sp_split {
 /*! sp_split_parse() : parse a spec. @return 0 or SP_EINVAL with a message
  *  naming the problem ("split \"a=0.5\": fractions sum to 0.5, not 1"). */
 SP_API int sp_split_parse(const char *spec, uint64_t seed, sp_split *out, sp_error *err);
-/*! sp_split_u01() : the path's position u in [0, 1) (formula above). */
-SP_API double sp_split_u01(uint64_t seed, const char *path);
 /*! sp_split_assign() : the subset (0 .. n-1) of a relative path. */
 SP_API int sp_split_assign(const sp_split *s, const char *path);
 /*! sp_split_find() : the index of subset `name`, or -1. */

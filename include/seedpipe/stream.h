@@ -5,7 +5,7 @@
  * them:
  *   SP_STREAM_LOADER   the in-process loader (loader.h), cfg.threads threads,
  *                      batch by batch with sp_loader_batch(), or through the
- *                      epoch cache (sp_cache_epoch_batch()) with cache_dir;
+ *                      epoch cache (sp__cache_epoch_batch()) with cache_dir;
  *   SP_STREAM_POOL     the worker pool (pool.h): `workers` forked processes
  *                      writing into a shared-memory ring (and the cache);
  *   SP_STREAM_SERVICE  a client (client.h) attached by name to a running
@@ -62,7 +62,6 @@
 #ifndef SEEDPIPE_STREAM_H
 #define SEEDPIPE_STREAM_H
 
-#include "seedpipe/cache.h"
 #include "seedpipe/loader.h"
 #include "seedpipe/state.h"
 
@@ -75,6 +74,10 @@ extern "C" {
 typedef struct sp_pool sp_pool;
 typedef struct sp_client sp_client;
 typedef struct sp_client_opts sp_client_opts;
+/* The epoch cache and its options, opaque here too: a stream user who sets
+ * options or reads the cache's counters includes cache.h. */
+typedef struct sp_cache sp_cache;
+typedef struct sp_cache_opts sp_cache_opts;
 
 typedef enum {
     SP_STREAM_LOADER = 0,    /* in-process loader */
@@ -97,9 +100,6 @@ typedef struct sp_stream_config {
 
 /*! sp_stream_config_default() : kind LOADER, epochs 1, everything else 0/NULL. */
 SP_API void sp_stream_config_default(sp_stream_config *sc);
-
-/*! sp_stream_kind_name() : "loader", "pool", "service" ("?" otherwise). */
-SP_API const char *sp_stream_kind_name(sp_stream_kind k);
 
 typedef struct sp_stream sp_stream;
 

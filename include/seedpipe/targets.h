@@ -11,7 +11,7 @@
  *
  * (the last op; part of the canonical spec, hence of the fingerprint). The
  * run records, for each geometric op it runs on the sample, the exact
- * parameters it used in a geometry log (sp_geom_log); sp_targets_apply()
+ * parameters it used in a geometry log (sp_geom_log); sp__targets_apply()
  * moves the boxes and keypoints through the log, in float64 in a fixed
  * order, rounded to float32 once at the end (docs/pipeline.md gives each
  * formula, so a reference re-implements it bit for bit), and applies the
@@ -84,7 +84,7 @@ typedef struct sp_targets {
     const float *boxes;       /* n x 4, xyxy */
     const int32_t *labels;    /* n */
     const float *keypoints;   /* n x k x 3, or NULL when k == 0 */
-    uint32_t *kept;           /* NULL, or n slots: sp_targets_apply() writes the
+    uint32_t *kept;           /* NULL, or n slots: sp__targets_apply() writes the
                                * input index of each kept box, in output order */
 } sp_targets;
 
@@ -120,7 +120,7 @@ typedef struct sp_geom_log {
     sp_geom_step step[SP_GEOM_LOG_MAX];
 } sp_geom_log;
 
-/* What sp_targets_apply() did to one sample's boxes. */
+/* What sp__targets_apply() did to one sample's boxes. */
 typedef struct sp_targets_stats {
     uint32_t kept, dropped_empty, dropped_area, dropped_visibility;
 } sp_targets_stats;
@@ -128,33 +128,6 @@ typedef struct sp_targets_stats {
 /*! sp_pipeline_targets() : 1 and *r (may be NULL) if p ends with a
  *  `targets` op, else 0. */
 SP_API int sp_pipeline_targets(const sp_pipeline *p, sp_targets_rules *r);
-
-/*! sp_targets_record_bytes() : bytes of the target fields of one sample
- *  (a multiple of 8), for rules r. */
-SP_API size_t sp_targets_record_bytes(const sp_targets_rules *r);
-/*! sp_targets_image_span() : image_bytes rounded up to a multiple of 8: the
- *  offset of the target fields in a sample record. */
-SP_API size_t sp_targets_image_span(size_t image_bytes);
-
-/*! sp_pipeline_run_geom() : sp_pipeline_run_shaped() (shape may be NULL:
- *  sp_pipeline_run_checked()) that also fills *log (may be NULL) with the
- *  geometry it applied. The image bytes are those of the other entry
- *  points. */
-SP_API int sp_pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                                const sp_sample_src *src, const sp_run_opts *opts,
-                                const sp_out_shape *shape, void *out, size_t out_bytes,
-                                sp_geom_log *log, sp_error *err);
-
-/*! sp_targets_apply() : move t through log under rules r and write the
- *  target fields (sp_targets_record_bytes(r) bytes) at out; *st (may be
- *  NULL) gets the counts. If fates is not NULL, one line per box is
- *  appended to it (at most fates_n bytes, NUL-terminated):
- *      box 3 cat 18: kept [12.5 4 80 61.25] visible 0.8123 area 3020.5
- *  @return 0, or SP_ERANGE (t has more boxes than max_boxes, or keypoints
- *  of another K than r->keypoints), naming `path`. */
-SP_API int sp_targets_apply(const sp_targets_rules *r, const sp_geom_log *log,
-                            const sp_targets *t, void *out, sp_targets_stats *st,
-                            char *fates, size_t fates_n, const char *path, sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@
  * branch per span. On, each process appends fixed-size binary records (48
  * bytes) to its own file beside `path` (`path`.parts-PID/), through a
  * shared mapping of one 3 MiB window, so memory stays bounded whatever the
- * run's length and a worker killed at any instruction (sp_pool_destroy()
+ * run's length and a worker killed at any instruction (sp__pool_destroy()
  * SIGKILLs them) loses nothing it recorded; sp_trace_stop() turns the
  * parts into JSON and removes them. A process records at most
  * SP_TRACE_MAX_EVENTS spans; later ones are counted as dropped (the JSON's
@@ -85,9 +85,6 @@ typedef enum {
     SP_TRACE_MAP = 19,         /* a worker maps a ring slot's pages (its first item there) */
     SP_TRACE_KIND_END = 20
 } sp_trace_kind;
-
-/*! sp_trace_kind_name() : "sample", "read", ..., "batch"; "?" otherwise. */
-SP_API const char *sp_trace_kind_name(int kind);
 
 /*! sp_trace_start() : record this process (and the pool workers it forks
  *  from now on) until sp_trace_stop(), which writes `path`. The parts

@@ -13,7 +13,7 @@
  *         mode; close to, not bit-equal with, the CPU (other summation
  *         orders inside cuDNN/cuBLAS). Only when built with CUDA; otherwise
  *         SP_EUNSUPP "built without CUDA".
- * Every backend starts from the same initial bits (sp_model_init from the
+ * Every backend starts from the same initial bits (sp__model_init from the
  * seed's SP_RNG_INIT stream).
  *
  * Determinism: given the same config, initial state and batches, a CPU
@@ -86,17 +86,6 @@ SP_API const sp_model_layout *sp_trainer_layout(const sp_trainer *tr);
 /*! sp_trainer_steps() : SGD steps taken (restored by sp_trainer_load). */
 SP_API uint64_t sp_trainer_steps(const sp_trainer *tr);
 
-/*! sp_trainer_step() : one SGD step on n samples, x float32 NCHW
- *  (n*C*H*W), labels in [0, classes). *loss (may be NULL) = mean loss
- *  and *correct (may be NULL) = argmax hits, both before the update.
- *  @return 0, SP_EINVAL (label out of range, n == 0), or a backend error. */
-SP_API int sp_trainer_step(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                           float *loss, uint32_t *correct, sp_error *err);
-/*! sp_trainer_eval() : forward only; *loss mean, *correct = argmax hits
- *  (the order of sp_trainer_step's outputs; either may be NULL). */
-SP_API int sp_trainer_eval(sp_trainer *tr, const float *x, const int32_t *labels, uint32_t n,
-                           float *loss, uint32_t *correct, sp_error *err);
-
 /*! sp_trainer_step_batch() / sp_trainer_eval_batch() : the same on a loader
  *  batch (loader.h). uint8 images become v / 255.0f; the layout must be
  *  NCHW and the sample dims equal the model's input. @return SP_EINVAL
@@ -144,7 +133,7 @@ typedef struct sp_train_comm {
 
 /*! sp_trainer_set_comm() : train data-parallel through comm (copied; the
  *  ctx must outlive the trainer's steps); NULL: a single process again.
- *  From then on sp_trainer_step / _step_batch take this rank's slice (n
+ *  From then on sp__trainer_step / _step_batch take this rank's slice (n
  *  may be 0 for a slice of a short last batch, not for the whole batch)
  *  and *loss / *correct are those of the global batch. Only the cpu
  *  backend trains data-parallel. @return 0, SP_EINVAL, SP_EUNSUPP. */

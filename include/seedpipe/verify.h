@@ -131,16 +131,6 @@ SP_API void sp_verify_free(sp_verify_report *r);
 
 /*! sp_verify_ok() : 1 iff every row ran and equals the reference. */
 SP_API int sp_verify_ok(const sp_verify_report *r);
-SP_API size_t sp_verify_row_count(const sp_verify_report *r);
-/*! sp_verify_row_get() : row i (0: the reference), or NULL past the end. */
-SP_API const sp_verify_row *sp_verify_row_get(const sp_verify_report *r, size_t i);
-/*! sp_verify_skipped() : "" or the rows not run, with why (e.g. "service -> 2
- *  clients as ranks: not run (odd batch size)"). */
-SP_API const char *sp_verify_skipped(const sp_verify_report *r);
-/*! sp_verify_summary() : "all configurations give identical streams
- *  (per-sample rng, on-error fail)" or "MISMATCH: the stream depends on the
- *  configuration (...)". */
-SP_API const char *sp_verify_summary(const sp_verify_report *r);
 
 /*! sp_verify_format() : the report as `seedpipe verify` prints it (table,
  *  notes, "verify: " summary line), NUL-terminated in buf (truncated if

@@ -51,6 +51,37 @@
  *     (sp_batch_mix_draw(), sp_batch_mix_pick(), sp_batch_mix_f32(),
  *     sp_batch_mix_parse(), sp_batch_mix_spec_draw()).
  *
+ * ABI 7 (the house, third round: the ABI is what users call, 176
+ * functions, each with a caller in the tool, the Python package, the
+ * examples or the install test; tests/abi.py checks it):
+ *   - one info call for each object's values: sp_dataset_info_get() with
+ *     sp_dataset_info (size, num_classes, root, kind and its driver's
+ *     kind_name, fingerprint, shard_count, class_counts, raw_w/raw_h, the
+ *     index's info, mix_sources, mix_length) replaces sp_dataset_size,
+ *     _num_classes, _root, _kind_of, _kind_name, _fingerprint,
+ *     _shard_count, _class_count, _raw_dims, _index_info_get,
+ *     _mix_sources and _mix_length; sp_dataset_mix_source_get() with
+ *     sp_mix_source replaces sp_dataset_mix_source, _mix_weight,
+ *     _mix_class_offset and _mix_locate; sp_loader_info_get() with
+ *     sp_loader_info replaces sp_loader_config_of, _dataset, _pipeline,
+ *     _spec, _size, _padded_size, _batches_per_epoch, _sample_dims,
+ *     _sample_bytes, _fingerprint and _pipeline_hash (each struct begins
+ *     with struct_size, so it can grow);
+ *   - sp_order_parse()/sp_order_name() are sp_order_spec_parse()/
+ *     _format(); sp_cache_parse_size() is sp_parse_size();
+ *     sp_image_write() (by format or by the file's name) replaces
+ *     sp_png_write() and sp_jpeg_write();
+ *   - internal now (sp__ names in their layer's internal headers, not
+ *     exported): what only the layers called one another through: the
+ *     pixel ops (ops.h is augment/ops_internal.h), the decoders of
+ *     decode.h, the pipeline's run, explain and canonical form, the
+ *     encoders, the mask rasterisers, the pool's and the client's direct
+ *     calls (a stream is their front door), the cache writer, the CPU
+ *     kernels of model.h and graph.h, the trainer's raw-array step and
+ *     eval, and the tool's file helpers (sp_read_file,
+ *     sp_write_file_atomic, sp_publish_*, sp_json_write_string: the tool
+ *     has its own, programs/cli_util.c).
+ *
  * SP_API marks the functions libseedpipe.so exports; the library is built
  * with -fvisibility=hidden, so nothing else (no sp__ internal) is visible.
  */
@@ -60,7 +91,7 @@
 #define SP_VERSION_MAJOR 0
 #define SP_VERSION_MINOR 1
 #define SP_VERSION_PATCH 0
-#define SP_ABI_VERSION 6
+#define SP_ABI_VERSION 7
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SP_API __attribute__((visibility("default")))

@@ -56,6 +56,8 @@ def children_left():
 BIN = os.environ.get("SEEDPIPE_BIN", "")
 BUILD = os.environ.get("SP_BUILD_DIR") or os.path.dirname(BIN)
 LIB = os.path.join(BUILD, "libseedpipe.so")
+# the client (sp__client_*) as spt_client_* (tests/testing_lib.c; a test build)
+TESTING_LIB = os.path.join(BUILD, "libseedpipe_testing.so")
 TRAINER = os.path.join(BUILD, "example_trainer")
 PREFIX = f".sp-faults-{os.getpid()}"
 _n = [0]
@@ -85,12 +87,12 @@ class SpDigest(ctypes.Structure):
 def client_main(name, rank):
     """stdin commands: 'next' -> 'batch E B HEX' | 'end' | 'error MSG';
     'release' (oldest held); 'state' -> the loader state line; 'quit'."""
-    lib = ctypes.CDLL(LIB)
-    lib.sp_client_batch_digest.restype = SpDigest
-    lib.sp_client_batch_digest.argtypes = [ctypes.c_void_p, ctypes.POINTER(SpBatch)]
+    lib = ctypes.CDLL(TESTING_LIB)
+    lib.spt_client_batch_digest.restype = SpDigest
+    lib.spt_client_batch_digest.argtypes = [ctypes.c_void_p, ctypes.POINTER(SpBatch)]
     err = SpError()
     c = ctypes.c_void_p()
-    rc = lib.sp_client_attach(name.encode(), rank, ctypes.byref(c), ctypes.byref(err))
+    rc = lib.spt_client_attach(name.encode(), rank, ctypes.byref(c), ctypes.byref(err))
     out = sys.stdout
     if rc != 0:
         out.write("attach-error " + err.msg.decode(errors="replace") + "\n")
@@ -103,9 +105,9 @@ def client_main(name, rank):
         cmd = line.strip()
         if cmd == "next":
             v = SpBatch()
-            rc = lib.sp_client_next(c, ctypes.byref(v), ctypes.byref(err))
+            rc = lib.spt_client_next(c, ctypes.byref(v), ctypes.byref(err))
             if rc == 0:
-                d = lib.sp_client_batch_digest(c, ctypes.byref(v))
+                d = lib.spt_client_batch_digest(c, ctypes.byref(v))
                 held.append(v)
                 out.write(f"batch {v.epoch} {v.index} {d.hi:016x}{d.lo:016x}\n")
             elif rc == 1:
@@ -114,7 +116,7 @@ def client_main(name, rank):
                 out.write("error " + err.msg.decode(errors="replace") + "\n")
         elif cmd == "release":
             v = held.pop(0)
-            lib.sp_client_release(c, ctypes.byref(v), ctypes.byref(err))
+            lib.spt_client_release(c, ctypes.byref(v), ctypes.byref(err))
             out.write("released\n")
         elif cmd == "state":
             st = ctypes.create_string_buffer(512)   # sp_loader_state (< 512 bytes)
@@ -125,7 +127,7 @@ def client_main(name, rank):
         elif cmd == "quit":
             break
         out.flush()
-    lib.sp_client_detach(c)
+    lib.spt_client_detach(c)
     out.write("detached\n")
     out.flush()
     return 0
@@ -667,8 +669,8 @@ ROWS = [
 
 
 def main():
-    if not BIN or not os.path.exists(BIN) or not os.path.exists(LIB):
-        print(f"SKIP: SEEDPIPE_BIN ({BIN}) or {LIB} missing")
+    if not BIN or not os.path.exists(BIN) or not os.path.exists(TESTING_LIB):
+        print(f"SKIP: SEEDPIPE_BIN ({BIN}) or {TESTING_LIB} missing")
         return 77
     if not os.path.exists(TRAINER):
         print(f"SKIP: {TRAINER} not built")

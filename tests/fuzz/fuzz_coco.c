@@ -6,7 +6,7 @@
  * limits; an opened file's samples are read back (counts, finite values)
  * and moved through a crop, a flip and a rotation under keeping rules.
  * The same input is also read as per-sample members (the WebDataset
- * KEY.json form, sp_coco_open_fetch()): its first half as sample 0's,
+ * KEY.json form, sp__coco_open_fetch()): its first half as sample 0's,
  * the whole as sample 1's, none for sample 2. */
 #include <math.h>
 #include <stdint.h>
@@ -20,6 +20,8 @@
 #include "loader/masks_internal.h"
 #include "seedpipe/masks.h"
 #include "fuzz_util.h"
+#include "augment/masks_internal.h"
+#include "augment/targets_internal.h"
 
 static sp_dataset *g_ds;
 
@@ -52,7 +54,7 @@ static void check(const sp_coco *c) {
     log.step[2] = (sp_geom_step){SP_GEOM_ROTATE, 2, 50, 50, 50, 50, 0, 0, 1, 1, 0.8f, 0.6f, {0}};
     for (uint64_t i = 0; i < 3; i++) {
         sp_targets t;
-        sp_coco_get(c, i, &t);
+        sp__coco_get(c, i, &t);
         if (t.n > 4096 / 11) abort();   /* an annotation takes at least 11 tokens */
         for (uint32_t b = 0; b < 4 * t.n; b++)
             if (!isfinite(t.boxes[b])) abort();
@@ -60,14 +62,14 @@ static void check(const sp_coco *c) {
         if (t.n > 64 || t.k > 16) continue;
         sp_targets_stats st;
         sp_error err;
-        if (sp_targets_record_bytes(&r) > sizeof out) abort();
-        if (sp_targets_apply(&r, &log, &t, out, &st, NULL, 0, "fuzz", &err) != 0) abort();
+        if (sp__targets_record_bytes(&r) > sizeof out) abort();
+        if (sp__targets_apply(&r, &log, &t, out, &st, NULL, 0, "fuzz", &err) != 0) abort();
         if (st.kept + st.dropped_empty + st.dropped_area + st.dropped_visibility != t.n) abort();
         for (uint32_t b = 0; b < t.n; b++) {   /* masks: rasterised at 100x60, then moved */
             static uint8_t m[60 * 100], mo[50 * 50];
-            const double *seg = sp_coco_segmentation(c, i, b);
+            const double *seg = sp__coco_segmentation(c, i, b);
             if (!seg || sp__ldm_rasterise(seg, 60, 100, m, "fuzz", &err) != 0) continue;
-            if (sp_mask_warp(&log, m, 0, mo, &err) != 0) abort();
+            if (sp__mask_warp(&log, m, 0, mo, &err) != 0) abort();
             for (size_t q = 0; q < sizeof mo; q++)
                 if (mo[q] > 1) abort();
         }
@@ -97,10 +99,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_coco *c = NULL;
     sp_error err;
     sp_error_clear(&err);
-    int rc = sp_coco_open(p, g_ds, &lim, &c, &err);
+    int rc = sp__coco_open(p, g_ds, &lim, &c, &err);
     if (rc == 0) {
         check(c);
-        sp_coco_close(c);
+        sp__coco_close(c);
     } else if (c != NULL || err.msg[0] == '\0') {
         abort();
     }
@@ -108,10 +110,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     g_size = size;
     c = NULL;
     sp_error_clear(&err);
-    rc = sp_coco_open_fetch(g_ds, fetch, NULL, &lim, &c, &err);
+    rc = sp__coco_open_fetch(g_ds, fetch, NULL, &lim, &c, &err);
     if (rc == 0) {
         check(c);
-        sp_coco_close(c);
+        sp__coco_close(c);
     } else if (c != NULL || err.msg[0] == '\0') {
         abort();
     }

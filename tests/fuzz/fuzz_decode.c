@@ -1,4 +1,4 @@
-/* fuzz_decode - PNG, JPEG, BMP, WebP and TIFF through sp_image_probe + sp_image_decode with
+/* fuzz_decode - PNG, JPEG, BMP, WebP and TIFF through sp__image_probe + sp__image_decode with
  * small limits: the full image at scale 1, then (JPEG) a region at scale 2
  * and (PNG) a region at scale 1, both channel counts. Any input must give
  * 0 or an SP_E* code with a message, never a crash, leak or overflow; a
@@ -21,6 +21,7 @@
 #include <png.h>
 
 #include "seedpipe/decode.h"
+#include "augment/decode_internal.h"
 
 /* ---- the library alone, as the oracle ------------------------------------ */
 
@@ -179,8 +180,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lim.max_bytes = 1u << 20;
     sp_image_info info;
     sp_error err;
-    (void)sp_format_sniff(data, size);
-    if (sp_image_probe(data, size, "fuzz", &lim, &info, &err) != 0) {
+    (void)sp__format_sniff(data, size);
+    if (sp__image_probe(data, size, "fuzz", &lim, &info, &err) != 0) {
         if (err.code == 0 || err.msg[0] == '\0') abort();
         return 0;
     }
@@ -191,7 +192,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int ch = 1; ch <= 3; ch += 2) {
         sp_decode_req rq = {ch, 0, 0, 0, 0, 1};
         sp_image im;
-        if (sp_image_decode(data, size, "fuzz", &rq, &lim, &im, &err) == 0) {
+        if (sp__image_decode(data, size, "fuzz", &rq, &lim, &im, &err) == 0) {
             check_out(&im, &info, &rq);
             served = 1;
             if (ch == 3) full_rgb = im;
@@ -205,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         rq.w = info.width / 2 > 0 ? info.width / 2 : 1;
         rq.h = info.height / 2 > 0 ? info.height / 2 : 1;
         rq.scale_denom = info.format == SP_FORMAT_JPEG ? 2 : 1;
-        if (sp_image_decode(data, size, "fuzz", &rq, &lim, &im, &err) == 0) {
+        if (sp__image_decode(data, size, "fuzz", &rq, &lim, &im, &err) == 0) {
             check_out(&im, &info, &rq);
             served = 1;
             sp_image_free(&im);

@@ -9,6 +9,7 @@
 
 #include "fuzz_util.h"
 #include "seedpipe/dataset.h"
+#include "dataset/dataset_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4 || size > (1u << 20)) return 0;
@@ -24,23 +25,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_error err;
     int rc = sp_dataset_open(img, &lim, &ds, &err);
     if (rc == 0) {
-        uint64_t n = sp_dataset_size(ds);
+        uint64_t n = sp__dataset_size(ds);
         int w, h;
-        if (sp_dataset_raw_dims(ds, &w, &h) != 0 || w <= 0 || h <= 0) abort();
+        if (sp__dataset_raw_dims(ds, &w, &h) != 0 || w <= 0 || h <= 0) abort();
         if (n == 0 || n > lim.max_samples) abort();
-        for (int c = 0; c < sp_dataset_num_classes(ds); c++)
-            (void)sp_dataset_class_count(ds, c);
+        for (int c = 0; c < sp__dataset_num_classes(ds); c++)
+            (void)sp__dataset_class_count(ds, c);
         for (uint64_t i = 0; i < n && i < 8; i++) {
             sp_sample_data sd;
-            if (sp_dataset_read(ds, i, &sd, &err) == 0) {
+            if (sp__dataset_read(ds, i, &sd, &err) == 0) {
                 if (!sd.src.raw || sd.src.raw->width != w || sd.src.raw->height != h) abort();
                 volatile uint8_t acc = 0;
                 for (size_t k = 0; k < (size_t)w * (size_t)h; k++) acc ^= sd.src.raw->data[k];
                 (void)acc;
                 int l = sp_dataset_label(ds, i);
-                if (l < 0 || l >= sp_dataset_num_classes(ds)) abort();
+                if (l < 0 || l >= sp__dataset_num_classes(ds)) abort();
                 (void)sp_dataset_path(ds, i);
-                sp_sample_data_free(&sd);
+                sp__sample_data_free(&sd);
             }
         }
         sp_dataset_close(ds);

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = sp_dataset_open(list, &lim, &ds, &err);
     if (rc == 0) {
         fz_check_dataset(ds, lim.max_samples, 4);
-        for (uint64_t i = 1; i < sp_dataset_size(ds); i++)   /* sorted, unique */
+        for (uint64_t i = 1; i < sp__dataset_size(ds); i++)   /* sorted, unique */
             if (strcmp(sp_dataset_path(ds, i - 1), sp_dataset_path(ds, i)) >= 0) abort();
         sp_dataset_close(ds);
     } else if (ds != NULL || err.msg[0] == '\0') {

@@ -48,20 +48,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     err.msg[0] = '\0';
     int rc = sp_dataset_open(path, &lim, &ds, &err);
     if (rc == 0) {
-        uint32_t S = sp_dataset_mix_sources(ds);
+        uint32_t S = sp__dataset_mix_sources(ds);
         if (S == 0 || S > 256) abort();
         uint64_t den0 = 0, sum = 0;
         for (uint32_t s = 0; s < S; s++) {
             uint64_t num, den;
-            if (sp_dataset_mix_weight(ds, s, &num, &den) != 0 || num == 0 || num > den) abort();
+            if (sp__dataset_mix_weight(ds, s, &num, &den) != 0 || num == 0 || num > den) abort();
             if (s > 0 && den != den0) abort();
             den0 = den;
             sum += num;
-            if (!sp_dataset_mix_source(ds, s) || sp_dataset_mix_class_offset(ds, s) < 0) abort();
+            if (!sp__dataset_mix_source(ds, s) || sp__dataset_mix_class_offset(ds, s) < 0) abort();
         }
-        if (sum != den0 || sp_dataset_mix_source(ds, S)) abort();
+        if (sum != den0 || sp__dataset_mix_source(ds, S)) abort();
         fz_check_dataset(ds, lim.max_samples, 4);
-        uint64_t L = sp_dataset_mix_length(ds);
+        uint64_t L = sp__dataset_mix_length(ds);
         if (L == 0 || L > (UINT64_C(1) << 32)) abort();
         uint64_t qs[] = {0, 1, L / 2, L - 1};
         for (uint32_t e = 0; e < 2; e++)
@@ -69,8 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 sp_mix_draw d;
                 if (qs[k] >= L) continue;
                 if (sp_dataset_mix_draw(ds, 7, e, qs[k], &d) != 0) abort();
-                if (d.source >= S || d.index >= sp_dataset_size(ds) ||
-                    d.local >= sp_dataset_size(sp_dataset_mix_source(ds, d.source)))
+                if (d.source >= S || d.index >= sp__dataset_size(ds) ||
+                    d.local >= sp__dataset_size(sp__dataset_mix_source(ds, d.source)))
                     abort();
             }
         sp_mix_draw d;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "seedpipe/pipeline.h"
+#include "augment/pipeline_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 4096) return 0;
@@ -17,13 +18,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_pipeline *p = NULL;
     sp_error err;
     if (sp_pipeline_parse(s, &p, &err) == 0) {
-        const char *c1 = sp_pipeline_canonical(p);
+        const char *c1 = sp__pipeline_canonical(p);
         sp_pipeline *q = NULL;
         if (sp_pipeline_parse(c1, &q, &err) != 0) abort();   /* canonical must parse */
-        if (strcmp(c1, sp_pipeline_canonical(q)) != 0) abort();
+        if (strcmp(c1, sp__pipeline_canonical(q)) != 0) abort();
         int h, w, c;
-        (void)sp_pipeline_output_dims(p, 28, 28, &h, &w, &c, &err);
-        (void)sp_pipeline_output_dims(p, 0, 0, &h, &w, &c, &err);
+        (void)sp__pipeline_output_dims(p, 28, 28, &h, &w, &c, &err);
+        (void)sp__pipeline_output_dims(p, 0, 0, &h, &w, &c, &err);
         (void)sp_pipeline_has_normalize(p);
         sp_pipeline_destroy(q);
         sp_pipeline_destroy(p);

@@ -1,5 +1,5 @@
 /* fuzz_ring - validation of a shared-memory region header: what a client
- * (sp_client_attach) and `seedpipe status` check before trusting a region
+ * (sp__client_attach) and `seedpipe status` check before trusting a region
  * they did not create (sp__ring_validate, sp__service_validate), plus the
  * region-name check.
  *
@@ -18,6 +18,7 @@
 #include "pool/ring_internal.h"
 #include "service/region_internal.h"
 #include "seedpipe/state.h"
+#include "augment/pipeline_internal.h"
 
 static sp__ring_hdr tmpl;
 
@@ -115,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sp_loader_state st0;
         if (sp__service_validate(hp, mapped, &st0, &err) == 0) {
             if (hp->nranks < 1 || hp->nranks > SP__RING_MAX_RANKS) abort();
-            if ((uint64_t)st0.c * st0.h * st0.w * sp_dtype_size(st0.dtype) != hp->sample_bytes)
+            if ((uint64_t)st0.c * st0.h * st0.w * sp__dtype_size(st0.dtype) != hp->sample_bytes)
                 abort();
         }
     } else if (err.msg[0] == '\0') {

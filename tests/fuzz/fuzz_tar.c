@@ -20,9 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_error err;
     int rc = sp_dataset_open(tar, &lim, &ds, &err);
     if (rc == 0) {
-        if (sp_dataset_kind_of(ds) != SP_DATASET_WEBDATASET) abort();
+        if (sp__dataset_kind_of(ds) != SP_DATASET_WEBDATASET) abort();
         fz_check_dataset(ds, lim.max_samples, 16);
-        for (uint64_t i = 0; i < sp_dataset_size(ds); i++)
+        for (uint64_t i = 0; i < sp__dataset_size(ds); i++)
             if (strncmp(sp_dataset_path(ds, i), "s.tar/", 6) != 0) abort();
         sp_dataset_close(ds);
     } else if (ds != NULL || err.msg[0] == '\0') {

@@ -31,9 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = sp_dataset_open(prefix, NULL, &ds, &err);
     if (rc == 0) {
         const sp__tok *t = sp__tok_of(ds);
-        if (!t || sp_dataset_kind_of(ds) != SP_DATASET_TOKENS) abort();
+        if (!t || sp__dataset_kind_of(ds) != SP_DATASET_TOKENS) abort();
         uint64_t D = sp__tok_docs(t), sum = 0;
-        if (D == 0 || D != sp_dataset_size(ds)) abort();
+        if (D == 0 || D != sp__dataset_size(ds)) abort();
         for (uint64_t d = 0; d < D; d++) sum += sp__tok_len(t, d);
         if (sum != sp__tok_total(t) || sum > B) abort();
         int64_t out[64];

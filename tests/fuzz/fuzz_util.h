@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "dataset/dataset_internal.h"
 
 static char fz_dir[512];
 
@@ -58,12 +59,12 @@ static char *fz_write(const char *name, const uint8_t *data, size_t len) {
  * every path present; then the first `nread` samples are read back, each
  * one either returning its bytes or failing with a message. */
 static void fz_check_dataset(const sp_dataset *ds, uint64_t max_samples, uint64_t nread) {
-    uint64_t n = sp_dataset_size(ds);
+    uint64_t n = sp__dataset_size(ds);
     if (n == 0 || n > max_samples) abort();
-    int k = sp_dataset_num_classes(ds);
+    int k = sp__dataset_num_classes(ds);
     if (k <= 0 || k > 65536) abort();
     uint64_t tot = 0;
-    for (int c = 0; c < k; c++) tot += sp_dataset_class_count(ds, c);
+    for (int c = 0; c < k; c++) tot += sp__dataset_class_count(ds, c);
     if (tot != n) abort();
     for (uint64_t i = 0; i < n; i++) {
         int l = sp_dataset_label(ds, i);
@@ -71,9 +72,9 @@ static void fz_check_dataset(const sp_dataset *ds, uint64_t max_samples, uint64_
         if (i >= nread) continue;
         sp_sample_data sd;
         sp_error err;
-        if (sp_dataset_read(ds, i, &sd, &err) == 0) {
+        if (sp__dataset_read(ds, i, &sd, &err) == 0) {
             if (!sd.src.bytes && !sd.src.raw) abort();
-            sp_sample_data_free(&sd);
+            sp__sample_data_free(&sd);
         } else if (err.msg[0] == '\0') {
             abort();
         }

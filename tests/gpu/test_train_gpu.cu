@@ -25,6 +25,8 @@
 
 #include "seedpipe/shapes.h"
 #include "seedpipe/train.h"
+#include "loader/shapes_internal.h"
+#include "train/train_internal.h"
 
 static int g_failures;
 #define FAIL(...) do { printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); g_failures++; } while (0)
@@ -49,7 +51,7 @@ static void make_data(void) {
         sp_image im;
         int label;
         sp_error err;
-        if (sp_shapes_render(&o, i, &im, &label, &err)) FATAL("render: %s", err.msg);
+        if (sp__shapes_render(&o, i, &im, &label, &err)) FATAL("render: %s", err.msg);
         for (int c = 0; c < 3; c++)
             for (int y = 0; y < PX; y++)
                 for (int x = 0; x < PX; x++)
@@ -109,7 +111,7 @@ static void run(const char *label, const sp_train_config *cfg, result *r) {
     for (int s = 0; s < STEPS; s++) {
         uint32_t first, n = batch_of(s, &first);
         double t0 = now();
-        if (sp_trainer_step(tr, g_x + first * per, g_y + first, n, &r->loss[s], NULL, &err)) {
+        if (sp__trainer_step(tr, g_x + first * per, g_y + first, n, &r->loss[s], NULL, &err)) {
             FAIL("%s: step %d (n=%u): %s", label, s, n, err.msg);
             sp_trainer_destroy(tr);
             return;
@@ -118,7 +120,7 @@ static void run(const char *label, const sp_train_config *cfg, result *r) {
     }
     r->sec_per_step = t / (STEPS - 1);
     // Eval on all NIMG images: a batch larger than any step's (buffers grow).
-    if (sp_trainer_eval(tr, g_x, g_y, NIMG, &r->eval_loss, &r->eval_correct, &err))
+    if (sp__trainer_eval(tr, g_x, g_y, NIMG, &r->eval_loss, &r->eval_correct, &err))
         FAIL("%s: eval: %s", label, err.msg);
     if (sp_trainer_get_params(tr, r->w, r->m, &err)) FAIL("%s: get: %s", label, err.msg);
     if (sp_trainer_weights_digest(tr, &r->d, &err)) FAIL("%s: digest: %s", label, err.msg);

@@ -31,7 +31,7 @@ _REPO = os.path.abspath(os.path.join(_HERE, "..", "..", ".."))
 
 # SP_ABI_VERSION of include/seedpipe/version.h that the declarations below
 # follow (bindings/python/tests/test_abi.py checks the two agree).
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 SP_ERROR_MSG_MAX = 512
 

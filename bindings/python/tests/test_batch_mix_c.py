@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed
 
 from seedpipe import _lib  # noqa: E402
 from seedpipe._batchmix import CutMix, Draws, MixUp, RandomChoice  # noqa: E402
+import testing_lib  # noqa: E402
 
 
 class Mix(ctypes.Structure):
@@ -19,10 +20,10 @@ class Mix(ctypes.Structure):
 
 
 E = ctypes.POINTER(_lib.sp_error)
-draw = _lib._fn("sp_batch_mix_draw", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32,
+draw = testing_lib.fn("spt_batch_mix_draw", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32,
                 ctypes.c_uint64, ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int,
                 ctypes.POINTER(Mix), E)
-pick = _lib._fn("sp_batch_mix_pick", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32,
+pick = testing_lib.fn("spt_batch_mix_pick", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32,
                 ctypes.c_uint64, ctypes.POINTER(ctypes.c_double), ctypes.c_int)
 mix_f32 = _lib._fn("sp_batch_mix_f32", ctypes.c_int, ctypes.POINTER(Mix), ctypes.c_void_p,
                    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,

@@ -2,7 +2,7 @@
 pycocotools does, and masks moved through a geometry log as
 docs/pipeline.md "Moving a mask" states (include/seedpipe/masks.h).
 
-- sp_mask_warp over a grid of sizes and parameters of every logged op
+- sp__mask_warp over a grid of sizes and parameters of every logged op
   (crop, pad, resize, resized crop, flips, rotation, chains) equals
   masks_ref.py (written from the docs) byte for byte;
 - an affine step (theta) equals torchvision 0.14's F.affine(NEAREST, fill)
@@ -26,8 +26,11 @@ from ctypes import POINTER, Structure, c_char_p, c_double, c_int, c_size_t, c_ui
 import numpy as np
 import pytest
 
-from seedpipe._lib import lib, sp_error
+from seedpipe._lib import sp_error
+import testing_lib
 import masks_ref
+
+lib = testing_lib.load()   # sp__mask_* as spt_mask_*
 
 
 class Step(Structure):
@@ -43,12 +46,12 @@ class Log(Structure):   # include/seedpipe/targets.h's sp_geom_log
 
 
 U8P = POINTER(c_uint8)
-lib.sp_mask_warp.argtypes = [POINTER(Log), U8P, c_uint8, U8P, POINTER(sp_error)]
-lib.sp_mask_polygons.argtypes = [POINTER(c_double), POINTER(c_uint32), c_uint32, c_int, c_int,
+lib.spt_mask_warp.argtypes = [POINTER(Log), U8P, c_uint8, U8P, POINTER(sp_error)]
+lib.spt_mask_polygons.argtypes = [POINTER(c_double), POINTER(c_uint32), c_uint32, c_int, c_int,
                                  U8P, c_char_p, POINTER(sp_error)]
-lib.sp_mask_rle.argtypes = [POINTER(c_uint32), c_size_t, c_int, c_int, U8P, c_char_p,
+lib.spt_mask_rle.argtypes = [POINTER(c_uint32), c_size_t, c_int, c_int, U8P, c_char_p,
                             POINTER(sp_error)]
-lib.sp_mask_rle_string.argtypes = [c_char_p, c_size_t, POINTER(c_uint32), c_size_t,
+lib.spt_mask_rle_string.argtypes = [c_char_p, c_size_t, POINTER(c_uint32), c_size_t,
                                    POINTER(c_size_t), c_char_p, POINTER(sp_error)]
 KINDS = {"axis": 0, "hflip": 1, "vflip": 2, "rotate": 3, "affine": 4}
 
@@ -76,7 +79,7 @@ def c_warp(mask, steps, fill=0):
     out = np.zeros((oh, ow), np.uint8)
     src = np.ascontiguousarray(mask, np.uint8)
     err = sp_error()
-    rc = lib.sp_mask_warp(ctypes.byref(log), _u8(src), fill, _u8(out), ctypes.byref(err))
+    rc = lib.spt_mask_warp(ctypes.byref(log), _u8(src), fill, _u8(out), ctypes.byref(err))
     assert rc == 0, err.msg
     return out
 
@@ -201,7 +204,7 @@ def c_polygons(polys, h, w):
     npts = np.array([len(p) // 2 for p in polys], np.uint32)
     out = np.zeros((h, w), np.uint8)
     err = sp_error()
-    rc = lib.sp_mask_polygons(xy.ctypes.data_as(POINTER(c_double)),
+    rc = lib.spt_mask_polygons(xy.ctypes.data_as(POINTER(c_double)),
                               npts.ctypes.data_as(POINTER(c_uint32)), len(polys), h, w, _u8(out),
                               b"annotation 0", ctypes.byref(err))
     return rc, out, err.msg.decode()
@@ -212,7 +215,7 @@ def c_rle(counts, h, w):
         buf = (c_uint32 * (len(counts) + 1))()
         m = c_size_t()
         err = sp_error()
-        rc = lib.sp_mask_rle_string(counts.encode(), len(counts), buf, len(counts) + 1,
+        rc = lib.spt_mask_rle_string(counts.encode(), len(counts), buf, len(counts) + 1,
                                     ctypes.byref(m), b"annotation 0", ctypes.byref(err))
         if rc:
             return rc, None, err.msg.decode()
@@ -220,7 +223,7 @@ def c_rle(counts, h, w):
     arr = np.array(counts, np.uint32)
     out = np.zeros((h, w), np.uint8)
     err = sp_error()
-    rc = lib.sp_mask_rle(arr.ctypes.data_as(POINTER(c_uint32)), len(arr), h, w, _u8(out),
+    rc = lib.spt_mask_rle(arr.ctypes.data_as(POINTER(c_uint32)), len(arr), h, w, _u8(out),
                          b"annotation 0", ctypes.byref(err))
     return rc, out, err.msg.decode()
 
@@ -364,5 +367,5 @@ def test_bad_logs_are_refused():
         st.kind, st.in_w, st.in_h, st.out_w, st.out_h = kind, iw, 4, ow, oh
         st.sx, st.sy = sx, 1.0
         err = sp_error()
-        rc = lib.sp_mask_warp(ctypes.byref(log), _u8(src), 0, _u8(out), ctypes.byref(err))
+        rc = lib.spt_mask_warp(ctypes.byref(log), _u8(src), 0, _u8(out), ctypes.byref(err))
         assert rc != 0 and b"geometry step 0" in err.msg, (kind, ow, oh, iw, sx)

@@ -4,8 +4,8 @@ of sizes) with a COCO-style JSON whose annotations carry polygons, RLE
 count lists and compressed RLE strings.
 
 - for every geometric op (and chains), each kept box's mask equals its
-  segmentation rasterised at the decoded size (sp_mask_polygons /
-  sp_mask_rle, checked against pycocotools in test_masks.py) and moved by
+  segmentation rasterised at the decoded size (sp__mask_polygons /
+  sp__mask_rle, checked against pycocotools in test_masks.py) and moved by
   masks_ref.py through the steps read from explain, byte for byte; masks
   follow their boxes (same kept set, same order), zero after them;
 - affine and the policy ops (ShearX/Y, TranslateX/Y, Rotate): instance

@@ -288,7 +288,7 @@ def test_affine_draws(photos):
 
 def linspace_avx2(start, end, steps):
     """torch.linspace's binary32 values as its AVX2 kernel computes them
-    (ops.h sp_linspace_f32), with exact fused multiply-adds."""
+    (augment/ops_internal.h sp__linspace_f32), with exact fused multiply-adds."""
     from fractions import Fraction
     f32 = np.float32
 
@@ -322,7 +322,7 @@ def linspace_mismatches():
 
 def test_linspace_model_is_torchs():
     """The magnitude tables: torch.linspace here equals the AVX2 model that
-    seedpipe implements (ops.h sp_linspace_f32; the other tests of this file
+    seedpipe implements (augment/ops_internal.h sp__linspace_f32; the other tests of this file
     compare seedpipe's magnitudes with torchvision's own tables)."""
     require_avx2_torch()
     assert not linspace_mismatches()

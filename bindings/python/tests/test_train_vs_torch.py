@@ -43,12 +43,9 @@ import pytest
 
 import seedpipe
 from seedpipe import _lib
+import testing_lib
 
 torch = pytest.importorskip("torch", reason="torch (python3-torch) not installed")
-
-TRAIN = next((os.path.join(os.path.dirname(_lib.LIB_PATH), n)
-              for n in ("libseedpipe_train.so", f"libseedpipe_train.so.{_lib.ABI_VERSION}")
-              if os.path.exists(os.path.join(os.path.dirname(_lib.LIB_PATH), n))), None)
 
 
 class Shape(Structure):
@@ -107,9 +104,8 @@ def loss_bound(model64, x, y):
     return float(b.mean() + gamma(nb) * per.abs().mean()), float(per.mean())
 
 
-@pytest.mark.skipif(TRAIN is None, reason="libseedpipe_train not beside libseedpipe")
 def test_fifty_steps_agree_with_torch_float64(shapes):
-    lib = ctypes.CDLL(TRAIN)
+    lib = testing_lib.load()   # the trainer's public API and spt_trainer_step
     lib.sp_train_config_default.argtypes = [POINTER(Config)]
     lib.sp_trainer_create.argtypes = [POINTER(Config), POINTER(ctypes.c_void_p),
                                       POINTER(_lib.sp_error)]
@@ -117,7 +113,7 @@ def test_fifty_steps_agree_with_torch_float64(shapes):
     lib.sp_trainer_layout.argtypes = [ctypes.c_void_p]
     lib.sp_trainer_get_params.argtypes = [ctypes.c_void_p, POINTER(c_float), POINTER(c_float),
                                           POINTER(_lib.sp_error)]
-    lib.sp_trainer_step.argtypes = [ctypes.c_void_p, POINTER(c_float), POINTER(ctypes.c_int32),
+    lib.spt_trainer_step.argtypes = [ctypes.c_void_p, POINTER(c_float), POINTER(ctypes.c_int32),
                                     c_uint32, POINTER(c_float), POINTER(c_uint32),
                                     POINTER(_lib.sp_error)]
     lib.sp_trainer_destroy.argtypes = [ctypes.c_void_p]
@@ -183,7 +179,7 @@ def test_fifty_steps_agree_with_torch_float64(shapes):
                 bound, exact = loss_bound(ref, xt.double(), yt)
             nn.functional.cross_entropy(ref(xt.double()), yt).backward()
             loss = c_float()
-            assert lib.sp_trainer_step(tr, x.ctypes.data_as(fp),
+            assert lib.spt_trainer_step(tr, x.ctypes.data_as(fp),
                                        y.ctypes.data_as(POINTER(ctypes.c_int32)), len(y),
                                        byref(loss), None, byref(err)) == 0, err.msg
             # the loss, at the core's weights, within the float32 bound

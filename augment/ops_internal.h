@@ -1,4 +1,7 @@
-/* seedpipe/ops.h - integer / fixed-point pixel operations on sp_image.
+/* augment/ops_internal.h - integer / fixed-point pixel operations on sp_image
+ * (internal to the library: the augment layer's building blocks, called by
+ * the pipeline's ops; C tests and benches reach them through the static
+ * library).
  *
  * The building blocks of the augmentation pipeline (pipeline.h): crop (a
  * view), antialiased resize, flips, grayscale, and torchvision's colour
@@ -6,23 +9,15 @@
  * channels. Every result is defined by integer arithmetic (the resize
  * weights are computed once per call in double from + - * / only, then
  * quantised), so the bytes are the same on every compiler, ISA, SIMD width
- * and on the GPU. docs/pipeline.md states each formula; this header is the
- * API.
+ * and on the GPU. docs/pipeline.md states each formula.
  *
  * Conventions: `src` is never modified unless the function says "in place";
- * destination images are caller-allocated (sp_image_alloc) unless the
+ * destination images are caller-allocated (sp__image_alloc) unless the
  * function says it allocates. Functions that cannot fail return void.
  * Thread safety: reentrant, no global state.
  */
-#ifndef SEEDPIPE_OPS_H
-#define SEEDPIPE_OPS_H
-
-/* The advanced API (README.md "The C API"): it may change in any 0.x minor
- * version, and a program opts in by defining SEEDPIPE_ADVANCED_API; the
- * front door is seedpipe/stream.h. */
-#ifndef SEEDPIPE_ADVANCED_API
-#error "seedpipe/ops.h is the advanced API: #define SEEDPIPE_ADVANCED_API before including it (README.md: The C API); the front door is seedpipe/stream.h"
-#endif
+#ifndef SEEDPIPE_AUGMENT_OPS_INTERNAL_H
+#define SEEDPIPE_AUGMENT_OPS_INTERNAL_H
 
 #include "seedpipe/common.h"
 #include "seedpipe/philox.h"
@@ -33,19 +28,19 @@ extern "C" {
 
 /* ---- crop, copy, flips --------------------------------------------------- */
 
-/*! sp_image_crop() : make `view` the w x h sub-image of `src` at (x, y);
+/*! sp__image_crop() : make `view` the w x h sub-image of `src` at (x, y);
  *  it shares src's data (free the parent, never the view).
  *  @return 0 or SP_EINVAL if the rectangle is empty or not inside src. */
-SP_API int sp_image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view);
+int sp__image_crop(const sp_image *src, int x, int y, int w, int h, sp_image *view);
 
-/*! sp_image_copy() : allocate `dst` (tightly packed) and copy src into it.
+/*! sp__image_copy() : allocate `dst` (tightly packed) and copy src into it.
  *  @return 0 or SP_ENOMEM / SP_EINVAL. */
-SP_API int sp_image_copy(const sp_image *src, sp_image *dst);
+int sp__image_copy(const sp_image *src, sp_image *dst);
 
-/*! sp_image_hflip() / sp_image_vflip() : mirror left-right / top-bottom,
+/*! sp__image_hflip() / sp__image_vflip() : mirror left-right / top-bottom,
  *  in place (views included). */
-SP_API void sp_image_hflip(sp_image *img);
-SP_API void sp_image_vflip(sp_image *img);
+void sp__image_hflip(sp_image *img);
+void sp__image_vflip(sp_image *img);
 
 /* ---- grayscale ------------------------------------------------------------- */
 
@@ -55,21 +50,21 @@ static inline uint8_t sp_luma601(uint32_t r, uint32_t g, uint32_t b) {
     return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 32768u) >> 16);
 }
 
-/*! sp_image_to_gray() : write the luma of src into dst, which has src's
+/*! sp__image_to_gray() : write the luma of src into dst, which has src's
  *  size and dst->channels = 1 or 3 (3: luma replicated, as torchvision's
  *  rgb_to_grayscale(num_output_channels=3)). A 1-channel src is copied /
  *  replicated. dst may be src itself when the channel counts are equal.
  *  @return 0 or SP_EINVAL (size or channel mismatch). */
-SP_API int sp_image_to_gray(const sp_image *src, sp_image *dst);
+int sp__image_to_gray(const sp_image *src, sp_image *dst);
 
-/*! sp_image_gray_to_rgb() : replicate a 1-channel src into a 3-channel dst
+/*! sp__image_gray_to_rgb() : replicate a 1-channel src into a 3-channel dst
  *  of the same size. @return 0 or SP_EINVAL. */
-SP_API int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
+int sp__image_gray_to_rgb(const sp_image *src, sp_image *dst);
 
 /* ---- colour adjustments (torchvision adjust_*, fixed point) --------------
  *
  * A factor f >= 0 is used in Q12: fq = (int32)(f * 4096 + 0.5) evaluated in
- * double (sp_factor_q12). Every adjustment is the blend
+ * double (sp__factor_q12). Every adjustment is the blend
  *     out = clamp(floor((fq * v * 256 + (4096 - fq) * o8) / 2^20), 0, 255)
  * of the pixel value v with an "other" value o8 given in Q8 (1/256 units):
  *   brightness: o8 = 0                          (blend with black)
@@ -85,14 +80,14 @@ SP_API int sp_image_gray_to_rgb(const sp_image *src, sp_image *dst);
 #define SP_FACTOR_ONE 4096
 #define SP_FACTOR_MAX 255.0   /* largest factor accepted */
 
-/*! sp_factor_q12() : (int32)(f * 4096 + 0.5) for 0 <= f <= SP_FACTOR_MAX. */
-SP_API int32_t sp_factor_q12(double f);
-/*! sp_blend_q12() : the blend above for one value (reference form). */
-SP_API uint8_t sp_blend_q12(uint32_t v, int64_t o8, int32_t fq);
+/*! sp__factor_q12() : (int32)(f * 4096 + 0.5) for 0 <= f <= SP_FACTOR_MAX. */
+int32_t sp__factor_q12(double f);
+/*! sp__blend_q12() : the blend above for one value (reference form). */
+uint8_t sp__blend_q12(uint32_t v, int64_t o8, int32_t fq);
 
-SP_API void sp_adjust_brightness(sp_image *img, int32_t fq);   /* in place */
-SP_API void sp_adjust_contrast(sp_image *img, int32_t fq);     /* in place */
-SP_API void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
+void sp__adjust_brightness(sp_image *img, int32_t fq);   /* in place */
+void sp__adjust_contrast(sp_image *img, int32_t fq);     /* in place */
+void sp__adjust_saturation(sp_image *img, int32_t fq);   /* in place */
 
 /* ---- pixel-value ops (torchvision.transforms.functional on uint8 tensors) --
  *
@@ -115,13 +110,13 @@ SP_API void sp_adjust_saturation(sp_image *img, int32_t fq);   /* in place */
  *                 (two rows of scratch) or 0.
  *   hue:          torchvision's adjust_hue in binary32 (rgb -> hsv, h + hue
  *                 mod 1, hsv -> rgb, trunc(x * 255)); identity on gray. */
-SP_API void sp_image_invert(sp_image *img);
-SP_API void sp_image_posterize(sp_image *img, int bits);
-SP_API void sp_image_solarize(sp_image *img, double threshold);
-SP_API void sp_image_autocontrast(sp_image *img);
-SP_API void sp_image_equalize(sp_image *img);
-SP_API int sp_image_sharpness(sp_image *img, double factor);
-SP_API void sp_adjust_hue(sp_image *img, float hue);
+void sp__image_invert(sp_image *img);
+void sp__image_posterize(sp_image *img, int bits);
+void sp__image_solarize(sp_image *img, double threshold);
+void sp__image_autocontrast(sp_image *img);
+void sp__image_equalize(sp_image *img);
+int sp__image_sharpness(sp_image *img, double factor);
+void sp__adjust_hue(sp_image *img, float hue);
 
 /* ---- resize --------------------------------------------------------------
  *
@@ -151,7 +146,7 @@ SP_API void sp_adjust_hue(sp_image *img, float hue);
  * [0, plane_h): there they are truncated and renormalised (PIL's edge rule).
  * The plane may be larger than the pixels handed in (`src` covers the
  * sub-rectangle at (src_x, src_y)); then every tap must lie inside src
- * (sp_resample_span says which pixels are needed). Only the window
+ * (sp__resample_span says which pixels are needed). Only the window
  * [win_x, win_x + out->width) x [win_y, win_y + out->height) of the full
  * out_w x out_h result is computed; its bytes equal the same window of the
  * full result. */
@@ -171,27 +166,27 @@ typedef struct sp_resample_geom {
     int filter;                  /* SP_RESAMPLE_BILINEAR (0) or _BICUBIC */
 } sp_resample_geom;
 
-/*! sp_resample_span() : the plane pixels [*x0, *x1) x [*y0, *y1) that the
+/*! sp__resample_span() : the plane pixels [*x0, *x1) x [*y0, *y1) that the
  *  window reads. @return 0 or SP_EINVAL (bad geometry: empty box, box not
  *  inside the plane, window not inside the output). */
-SP_API int sp_resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1);
+int sp__resample_span(const sp_resample_geom *g, int *x0, int *y0, int *x1, int *y1);
 
-/*! sp_resample() : compute the window of g into `out` (caller-allocated,
+/*! sp__resample() : compute the window of g into `out` (caller-allocated,
  *  win_w x win_h, src->channels). src holds plane pixels starting at
  *  (src_x, src_y). @return 0, SP_EINVAL (bad geometry, a tap outside src,
  *  channel mismatch) or SP_ENOMEM (scratch). */
-SP_API int sp_resample(const sp_image *src, int src_x, int src_y,
-                       const sp_resample_geom *g, sp_image *out);
+int sp__resample(const sp_image *src, int src_x, int src_y,
+                 const sp_resample_geom *g, sp_image *out);
 
-/*! sp_image_resize() : resize the whole of src to out_w x out_h into a
+/*! sp__image_resize() : resize the whole of src to out_w x out_h into a
  *  newly allocated `out` (box = plane = src), bilinear. @return as
- *  sp_resample. */
-SP_API int sp_image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
+ *  sp__resample. */
+int sp__image_resize(const sp_image *src, int out_w, int out_h, sp_image *out);
 
-/*! sp_image_resize_filter() : sp_image_resize with the filter named
+/*! sp__image_resize_filter() : sp__image_resize with the filter named
  *  (SP_RESAMPLE_BILINEAR or SP_RESAMPLE_BICUBIC; another value: SP_EINVAL). */
-SP_API int sp_image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
-                                  sp_image *out);
+int sp__image_resize_filter(const sp_image *src, int out_w, int out_h, int filter,
+                            sp_image *out);
 
 /* ---- padding and random crop (ops_geom.c) --------------------------------
  *
@@ -216,7 +211,7 @@ typedef struct sp_random_crop_geom {
     int x, y;               /* the crop's offset in the padded image */
 } sp_random_crop_geom;
 
-/*! sp_random_crop_sample() : RandomCrop's geometry for a W x H image and an
+/*! sp__random_crop_sample() : RandomCrop's geometry for a W x H image and an
  *  h x w crop, with the draws of op `op` of the sample (k_augment, sample,
  *  epoch): block 0,
  *    c[0]: y = sp_uniform_int(c[0], ph - h + 1)
@@ -226,21 +221,21 @@ typedef struct sp_random_crop_geom {
  *  @return 0, or SP_EINVAL when the padded image is smaller than the crop
  *  (torchvision's "Required crop size ... is larger than input image
  *  size") or a reflect pad is not smaller than the size it reflects. */
-SP_API int sp_random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_if_needed,
-                                 sp_pad_mode mode, sp_key k_augment, uint32_t op, uint32_t sample,
-                                 uint32_t epoch, sp_random_crop_geom *g);
+int sp__random_crop_sample(int W, int H, int h, int w, const int pad[4], int pad_if_needed,
+                           sp_pad_mode mode, sp_key k_augment, uint32_t op, uint32_t sample,
+                           uint32_t epoch, sp_random_crop_geom *g);
 
-/*! sp_random_crop_map() : along one axis of size n with padding lo / hi,
+/*! sp__random_crop_map() : along one axis of size n with padding lo / hi,
  *  then `extra` on both sides, the source index (0..n-1, or -1 for the
  *  fill) of crop positions off .. off + len - 1, into map[0 .. len). */
-SP_API void sp_random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int off,
-                               int len, int32_t *map);
+void sp__random_crop_map(int n, int lo, int hi, int extra, sp_pad_mode mode, int off,
+                         int len, int32_t *map);
 
-/*! sp_image_remap() : out(x, y) = src(xmap[x], ymap[y]) where both are
+/*! sp__image_remap() : out(x, y) = src(xmap[x], ymap[y]) where both are
  *  >= 0, else fill[c] (per channel); out is width(xmap) x height(ymap),
  *  allocated by the caller with src's channel count. */
-SP_API void sp_image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
-                           const uint8_t fill[3], sp_image *out);
+void sp__image_remap(const sp_image *src, const int32_t *xmap, const int32_t *ymap,
+                     const uint8_t fill[3], sp_image *out);
 
 /* ---- gaussian blur (ops_blur.c) -------------------------------------------
  *
@@ -249,17 +244,17 @@ SP_API void sp_image_remap(const sp_image *src, const int32_t *xmap, const int32
  * ky / 2, each smaller than its side, as torch requires), the kernel as
  * torchvision computes it in binary32, the result rounded to nearest even. */
 
-/*! sp_gaussian_kernel1d() : torchvision's _get_gaussian_kernel1d(k, sigma)
+/*! sp__gaussian_kernel1d() : torchvision's _get_gaussian_kernel1d(k, sigma)
  *  in binary32, step for step: x = i - (k - 1) / 2, e = expf(-0.5f *
  *  ((x / sigma) * (x / sigma))), out[i] = e / sum(e) (summed left to
  *  right). */
-SP_API void sp_gaussian_kernel1d(int k, float sigma, float *out);
+void sp__gaussian_kernel1d(int k, float sigma, float *out);
 
-/*! sp_image_gaussian_blur() : in place, 1 or 3 channels: a vertical then a
+/*! sp__image_gaussian_blur() : in place, 1 or 3 channels: a vertical then a
  *  horizontal pass in double with the binary32 weights, rint, clamp.
  *  @return 0, SP_EINVAL (an even or non-positive size, a pad not smaller
  *  than its side, sigma <= 0) with the image unchanged, or SP_ENOMEM. */
-SP_API int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y);
+int sp__image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, float sigma_y);
 
 /* ---- rotation (ops_rotate.c) ------------------------------------------------
  *
@@ -267,40 +262,40 @@ SP_API int sp_image_gaussian_blur(sp_image *img, int kx, int ky, float sigma_x, 
  * of the image (RandomRotation's defaults), nearest or bilinear, with a
  * per-channel fill; the steps are in ops_rotate.c and docs/pipeline.md. */
 
-/*! sp_rotation_theta() : torchvision's inverse matrix for rotate(angle)
+/*! sp__rotation_theta() : torchvision's inverse matrix for rotate(angle)
  *  (degrees, counter-clockwise), [[cos r, sin r, 0], [-sin r, cos r, 0]],
  *  r = -angle in radians, in binary32 (deterministic sine and cosine). */
-SP_API void sp_rotation_theta(float angle, float theta[6]);
+void sp__rotation_theta(float angle, float theta[6]);
 
-/*! sp_image_rotate() : out (allocated by the caller, src's size and
+/*! sp__image_rotate() : out (allocated by the caller, src's size and
  *  channels) = src rotated by angle degrees about its centre; bilinear 0:
  *  nearest. fill[c] where the source is outside (torchvision's mask).
  *  @return 0, or SP_EINVAL when out's geometry is not src's. */
-SP_API int sp_image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
-                           sp_image *out);
+int sp__image_rotate(const sp_image *src, float angle, int bilinear, const float fill[3],
+                     sp_image *out);
 
-/*! sp_affine_rss() : torchvision's rotate-scale-shear entries [a, b, c, d]
+/*! sp__affine_rss() : torchvision's rotate-scale-shear entries [a, b, c, d]
  *  of _get_inverse_affine_matrix for angle, shear_x, shear_y (degrees), in
  *  double: a = cos(r - sy) / cos(sy), b = -cos(r - sy) tan(sx) / cos(sy) -
  *  sin(r), c = sin(r - sy) / cos(sy), d = -sin(r - sy) tan(sx) / cos(sy) +
  *  cos(r), with seedpipe's sine and cosine (r - sy taken in degrees) and
  *  tan = sin / cos. */
-SP_API void sp_affine_rss(double angle, double shear_x, double shear_y, double rss[4]);
+void sp__affine_rss(double angle, double shear_x, double shear_y, double rss[4]);
 
-/*! sp_affine_theta() : the rest of _get_inverse_affine_matrix (inverted),
+/*! sp__affine_theta() : the rest of _get_inverse_affine_matrix (inverted),
  *  in double in torchvision's order: m = [d, -b, 0, -c, a, 0] / scale,
  *  m2 += m0 (-cx - tx) + m1 (-cy - ty), m5 likewise, m2 += cx, m5 += cy;
  *  then rounded to binary32. (cx, cy) is the centre relative to the image
  *  centre (the tensor path's center_f: 0, 0 for the image centre). */
-SP_API void sp_affine_theta(const double rss[4], double scale, double cx, double cy, double tx,
-                            double ty, float theta[6]);
+void sp__affine_theta(const double rss[4], double scale, double cx, double cy, double tx,
+                      double ty, float theta[6]);
 
-/*! sp_image_affine() : F.affine / F.rotate's grid and sampling (the steps
- *  of sp_image_rotate) for the binary32 inverse matrix theta; fill NULL is
+/*! sp__image_affine() : F.affine / F.rotate's grid and sampling (the steps
+ *  of sp__image_rotate) for the binary32 inverse matrix theta; fill NULL is
  *  torchvision's fill=None (zeros outside, no mask blend).
  *  @return 0, or SP_EINVAL when out's geometry is not src's. */
-SP_API int sp_image_affine(const sp_image *src, const float theta[6], int bilinear,
-                           const float *fill, sp_image *out);
+int sp__image_affine(const sp_image *src, const float theta[6], int bilinear,
+                     const float *fill, sp_image *out);
 
 /* ---- the policy ops' sub-ops (ops_policy.c) --------------------------------
  *
@@ -318,38 +313,38 @@ typedef enum {
     SP_AUG_INVERT, SP_AUG_COUNT
 } sp_aug_op;
 
-/*! sp_aug_name() : torchvision's name of a sub-op ("ShearX", ...). */
-SP_API const char *sp_aug_name(int op);
+/*! sp__aug_name() : torchvision's name of a sub-op ("ShearX", ...). */
+const char *sp__aug_name(int op);
 
-/*! sp_aug_apply() : apply sub-op `op` with magnitude m (fill NULL:
+/*! sp__aug_apply() : apply sub-op `op` with magnitude m (fill NULL:
  *  torchvision's fill=None). @return 0, SP_ENOMEM or SP_EINVAL. */
-SP_API int sp_aug_apply(sp_image *img, int op, double m, int bilinear, const float *fill);
+int sp__aug_apply(sp_image *img, int op, double m, int bilinear, const float *fill);
 
-/*! sp_tensor_brightness() / _contrast() / _saturation() : torchvision's
+/*! sp__tensor_brightness() / _contrast() / _saturation() : torchvision's
  *  adjust_* on a uint8 tensor, in place: _blend(img, other, f) =
  *  trunc(clamp((float)f * v + (float)(1 - f) * o, 0, 255)) in binary32,
  *  other = 0 (brightness), the mean of the image's grey (contrast; grey =
  *  trunc(0.2989f r + 0.587f g + 0.114f b) for RGB, the sum exact, then
  *  (float)sum / (float)N), the pixel's grey (saturation; identity on 1
  *  channel). */
-SP_API void sp_tensor_brightness(sp_image *img, double f);
-SP_API void sp_tensor_contrast(sp_image *img, double f);
-SP_API void sp_tensor_saturation(sp_image *img, double f);
+void sp__tensor_brightness(sp_image *img, double f);
+void sp__tensor_contrast(sp_image *img, double f);
+void sp__tensor_saturation(sp_image *img, double f);
 
-/*! sp_linspace_f32() : element i of torch.linspace(start, end, steps) in
+/*! sp__linspace_f32() : element i of torch.linspace(start, end, steps) in
  *  binary32 as torch 1.13's CPU kernel computes it with its AVX2 code (the
  *  default on x86-64 with AVX2): step = (end - start) / (steps - 1); the
  *  first 16 * floor(steps / 16) elements in vectors of 8 from a base
  *  fmaf(step, i0, start) (i0 < steps / 2) or fmaf(-step, steps - i0 - 1,
  *  end), element i0 + j = base + j * step (unfused); the rest fmaf(step, i,
  *  start) or fmaf(-step, steps - i - 1, end) by the same halfway rule. */
-SP_API float sp_linspace_f32(float start, float end, int steps, int i);
+float sp__linspace_f32(float start, float end, int steps, int i);
 
 /* ---- random parameters ---------------------------------------------------- */
 
 typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;
 
-/*! sp_rrc_sample() : torchvision RandomResizedCrop.get_params for a W x H
+/*! sp__rrc_sample() : torchvision RandomResizedCrop.get_params for a W x H
  *  image, scale [s0, s1], ratio [r0, r1] (0 < r0 <= r1), with the draws of
  *  op `op` of the sample `ctx`-style identity (k_augment, sample, epoch).
  *  Try t (0..9) uses draw block t, words:
@@ -365,9 +360,9 @@ typedef struct sp_crop_box { int x, y, w, h; } sp_crop_box;
  *  is clamped to [r0, r1] (torchvision's fallback; w or h at least 1).
  *  @return the number of the accepted try plus one (1..10), or 0 for the
  *  fallback. */
-SP_API int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
-                         sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
-                         sp_crop_box *box);
+int sp__rrc_sample(int W, int H, double s0, double s1, double r0, double r1,
+                   sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                   sp_crop_box *box);
 
 /* ---- random erasing (ops_erase.c) ------------------------------------------
  *
@@ -382,26 +377,26 @@ SP_API int sp_rrc_sample(int W, int H, double s0, double s1, double r0, double r
  * (block 0 is the op's p decision, taken by the pipeline.)
  * @return the accepted try plus one (1..10), or 0 (10 rejections: nothing
  * erased, box all 0). */
-SP_API int sp_erasing_sample(int W, int H, double s0, double s1, double r0, double r1,
-                             sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
-                             sp_crop_box *box);
+int sp__erasing_sample(int W, int H, double s0, double s1, double r0, double r1,
+                       sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                       sp_crop_box *box);
 
-/*! sp_erasing_normals() : n standard normal values (value=random) by
+/*! sp__erasing_normals() : n standard normal values (value=random) by
  *  Marsaglia's polar method from blocks 11, 12, ... of op `op`: each block
  *  gives the pairs (c[0], c[1]) and (c[2], c[3]); a pair is
  *  u = (a >> 8) * 2^-23 - 1, v likewise, s = u*u + v*v, rejected if s >= 1
  *  or s == 0, else f = sqrt(-2 * sp_det_log(s) / s) and the values
  *  (float)(u * f), (float)(v * f) in that order (all in double). */
-SP_API void sp_erasing_normals(sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
-                               size_t n, float *out);
+void sp__erasing_normals(sp_key k_augment, uint32_t op, uint32_t sample, uint32_t epoch,
+                         size_t n, float *out);
 
-/*! sp_center_crop_offset() : torchvision CenterCrop's offset along one axis:
+/*! sp__center_crop_offset() : torchvision CenterCrop's offset along one axis:
  *  round((size - crop) / 2) with ties to even when crop <= size; when
  *  crop > size the image is zero-padded by (crop - size) / 2 (floor) before
  *  it, returned as a negative offset -((crop - size) / 2). That is 0 for
  *  crop = size + 1 (the one zero column or row goes after the image): test
  *  crop > size, never the offset's sign, to know whether an axis pads. */
-SP_API int sp_center_crop_offset(int size, int crop);
+int sp__center_crop_offset(int size, int crop);
 
 #ifdef __cplusplus
 }
