@@ -12,8 +12,8 @@
 extern "C" {
 #endif
 
-/*! sp__pipeline_run_geom() : sp_pipeline_run_shaped() (shape may be NULL:
- *  sp_pipeline_run_checked()) that also fills *log (may be NULL) with the
+/*! sp__pipeline_run_geom() : sp__pipeline_run_shaped() (shape may be NULL:
+ *  sp__pipeline_run_checked()) that also fills *log (may be NULL) with the
  *  geometry it applied. The image bytes are those of the other entry
  *  points. */
 int sp__pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,

@@ -46,7 +46,7 @@ void sp__client_detach(sp_client *c);
  *  or stopped before the end; this rank was dropped). */
 int sp__client_next(sp_client *c, sp_batch *view, sp_error *err);
 
-/*! sp__client_release() : give back a view from sp_client_next(); the view
+/*! sp__client_release() : give back a view from sp__client_next(); the view
  *  is cleared. @return 0 or SP_EINVAL (not held: released twice, or not
  *  ours). */
 int sp__client_release(sp_client *c, sp_batch *view, sp_error *err);
