@@ -22,10 +22,12 @@
 #include "dataset/dataset_tar.h"
 #include "fuzz_util.h"
 
+extern const sp__ds_driver sp__ds_driver_tar;   /* dataset/dataset_tar_open.c */
+
 static sp_dataset *blank(void) {
     sp_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) abort();
-    ds->kind = SP_DATASET_WEBDATASET;
+    ds->driver = &sp__ds_driver_tar;   /* local shards */
     ds->root = strdup("fuzz");
     ds->base = strdup("fuzz");
     ds->max_samples = 256;
@@ -82,19 +84,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
     free(data);
     if (!ds) return 0;
     fz_check_dataset(ds, ds->max_samples, 0);
+    const struct sp__ds_tar *t = sp__ds_tar(ds);
     for (uint64_t i = 0; i < ds->n; i++) {
-        const char *shard = ds->tar->shards[ds->tar->shard_of[i]], *p = ds->pool + ds->path_off[i];
+        const char *shard = t->shards[t->shard_of[i]], *p = ds->pool + ds->path_off[i];
         if (strncmp(p, shard, strlen(shard)) != 0 || p[strlen(shard)] != '/') abort();
         if (strchr(shard, '/')) abort();
         check_safe(p);
         if (!sp__ds_tar_bad(ds, i) &&
-            ds->tar->offsets[i] + ds->sizes[i] > ds->tar->shard_sizes[ds->tar->shard_of[i]])
+            t->offsets[i] + ds->sizes[i] > t->shard_sizes[t->shard_of[i]])
             abort();
-        if (!sp__ds_tar_bad(ds, i) && ds->tar->json_size &&   /* a KEY.json a read may fetch */
-            ds->tar->json_size[i] != UINT64_MAX &&
-            (ds->tar->json_size[i] > ds->max_file_bytes ||
-             ds->tar->json_off[i] + ds->tar->json_size[i] >
-                 ds->tar->shard_sizes[ds->tar->shard_of[i]]))
+        if (!sp__ds_tar_bad(ds, i) && t->json_size &&   /* a KEY.json a read may fetch */
+            t->json_size[i] != UINT64_MAX &&
+            (t->json_size[i] > ds->max_file_bytes ||
+             t->json_off[i] + t->json_size[i] >
+                 t->shard_sizes[t->shard_of[i]]))
             abort();
     }
     sp__sbuf b = {0};
@@ -102,18 +105,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
     if (sp__ds_object_encode(ds, &b, &err) != 0) abort();
     sp_dataset *again = decode((const uint8_t *)b.p, b.len);
     if (!again || again->n != ds->n) abort();
+    const struct sp__ds_tar *ta = sp__ds_tar(again);
     for (uint64_t i = 0; i < ds->n; i++)
         if (strcmp(again->pool + again->path_off[i], ds->pool + ds->path_off[i]) != 0 ||
             again->labels[i] != ds->labels[i] || again->sizes[i] != ds->sizes[i] ||
             again->hashes[i].hi != ds->hashes[i].hi || again->hashes[i].lo != ds->hashes[i].lo)
             abort();
-    if (!ds->tar->json_size != !again->tar->json_size) abort();
-    for (uint64_t i = 0; ds->tar->json_size && i < ds->n; i++)
-        if (again->tar->json_size[i] != ds->tar->json_size[i] ||
-            (ds->tar->json_size[i] != UINT64_MAX &&
-             (again->tar->json_off[i] != ds->tar->json_off[i] ||
-              again->tar->json_hash[i].hi != ds->tar->json_hash[i].hi ||
-              again->tar->json_hash[i].lo != ds->tar->json_hash[i].lo)))
+    if (!t->json_size != !ta->json_size) abort();
+    for (uint64_t i = 0; t->json_size && i < ds->n; i++)
+        if (ta->json_size[i] != t->json_size[i] ||
+            (t->json_size[i] != UINT64_MAX &&
+             (ta->json_off[i] != t->json_off[i] ||
+              ta->json_hash[i].hi != t->json_hash[i].hi ||
+              ta->json_hash[i].lo != t->json_hash[i].lo)))
             abort();
     free(b.p);
     sp_dataset_close(again);
