@@ -242,12 +242,15 @@ size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, 
     sp__op_explain x = {&e, p, ctx, log, &s, W, H};
     for (int k = 0; k < p->nops; k++) {
         const sp_op *op = &p->ops[k];
+        int first = k;
         s.W = x.W;
         s.H = x.H;
         if (op->desc->explain) k = op->desc->explain(&x, op, k);
         else sp__fbuf_printf(&e, "%d %s: no draw\n", k, op->desc->name);
-        if (op->desc->flags & (SP__OP_REGION | SP__OP_NEW_SIZE))
-            s.src = NULL;   /* the ops after it read an image */
+        /* Only the op right after decode reads the file (start_encoded():
+         * at a DCT scale if it reads a region); every op after it reads an
+         * image decoded at 1/1 or made by the ops before. */
+        if (!(p->has_decode && first == 0)) s.src = NULL;
     }
     return e.len;
 }

@@ -707,6 +707,47 @@ static void test_explain(void) {
 
 /* Reference roundings, independent of the library's: the two neighbours of
  * x in the format, found in double, the nearer taken, ties to the even one. */
+/* explain's "decoded at 1/d" is the run's: only the op right after decode
+ * reads the file at a DCT scale, so a resize after a flip says 1/1 and runs
+ * as with dct=off, while the same resize first says 1/8 and runs on the
+ * scaled decode (its bytes differ from dct=off's). */
+static void test_explain_scale(void) {
+    sp_image img = make_smooth(640, 480);
+    uint8_t *jpg;
+    size_t len;
+    encode_jpeg(&img, &jpg, &len);
+    sp_sample_src src = {"x", jpg, len, NULL};
+    sp_sample_ctx ctx = ctx_for(3, 0, 1);
+    static const struct { const char *spec, *off, *want; int same; } cases[] = {
+        {"decode dct=auto | resize size=20", "decode dct=off | resize size=20",
+         "(decoded at 1/8)", 0},
+        {"decode dct=auto | hflip | resize size=20", "decode dct=off | hflip | resize size=20",
+         "(decoded at 1/1)", 1},
+        {"decode dct=auto | grayscale | resize size=20",
+         "decode dct=off | grayscale | resize size=20", "(decoded at 1/1)", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sp_pipeline *p = parse_ok(cases[i].spec), *q = parse_ok(cases[i].off);
+        char text[1024];
+        sp__pipeline_explain(p, &ctx, 640, 480, SP_FORMAT_JPEG, text, sizeof text);
+        const char *l = strstr(text, "resize:");
+        CHECK_MSG(l && strstr(l, cases[i].want), "%s explains:\n%s", cases[i].spec, text);
+        int oh, ow, oc, qh, qw, qc;
+        uint8_t *a = run(p, &ctx, &src, SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 640, 480, &oh, &ow, &oc);
+        uint8_t *b = run(q, &ctx, &src, SP_DTYPE_UINT8, SP_LAYOUT_NHWC, 640, 480, &qh, &qw, &qc);
+        CHECK(oh == qh && ow == qw && oc == qc);
+        int same = memcmp(a, b, (size_t)oh * (size_t)ow * (size_t)oc) == 0;
+        CHECK_MSG(same == cases[i].same, "%s: output %s dct=off's", cases[i].spec,
+                  same ? "equals" : "differs from");
+        free(a);
+        free(b);
+        sp_pipeline_destroy(p);
+        sp_pipeline_destroy(q);
+    }
+    free(jpg);
+    sp_image_free(&img);
+}
+
 static double bf16_value(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -845,6 +886,7 @@ static const sp_case cases[] = {
     SP_CASE(test_encoded_320x240),
     SP_CASE(test_encoded_odd_sizes),
     SP_CASE(test_explain),
+    SP_CASE(test_explain_scale),
     SP_CASE(test_half),
     SP_CASE(test_op_registry),
 };
