@@ -26,16 +26,35 @@
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
+/* The library's reading rule (docs/security.md): opened without blocking
+ * (a FIFO cannot stall the open), refused unless a regular file, and its
+ * size checked against the limit before a byte is read. */
+#define CLI_READ_MAX (1u << 30)
+
 char *cli_read_file(const char *path, size_t *len, char *why, size_t n) {
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(why, n, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > CLI_READ_MAX) {
+        snprintf(why, n, S_ISREG(st.st_mode) ? "%s: larger than %u bytes"
+                                             : "%s: not a regular file", path, CLI_READ_MAX);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         snprintf(why, n, "%s: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     size_t cap = 1 << 16, got;
     char *buf = malloc(cap);
-    while (buf && (got = fread(buf + *len, 1, cap - *len - 1, f)) > 0) {
+    while (buf && *len <= CLI_READ_MAX && (got = fread(buf + *len, 1, cap - *len - 1, f)) > 0) {
         *len += got;
         if (cap - *len < 2) {
             char *nb = realloc(buf, cap * 2);
@@ -46,8 +65,9 @@ char *cli_read_file(const char *path, size_t *len, char *why, size_t n) {
     }
     int bad = ferror(f);
     fclose(f);
-    if (!buf || bad) {
-        snprintf(why, n, "%s: %s", path, buf ? "read error" : "out of memory");
+    if (!buf || bad || *len > CLI_READ_MAX) {
+        snprintf(why, n, "%s: %s", path, !buf ? "out of memory" : bad ? "read error"
+                                                                   : "grew past the limit");
         free(buf);
         *len = 0;
         return NULL;

@@ -321,6 +321,12 @@ def test_cli_flags_give_the_loaders_batches(shapes, binary, tmp_path):
     bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--indices", str(xf)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "word 2, \"x\"" in bad.stderr
+    # a FIFO (or any file that is not a regular one) is refused, not waited on
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    bad = subprocess.run([binary, "digest", shapes, "--out", "-", "--weights", str(fifo)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and f"{fifo}: not a regular file" in bad.stderr, bad.stderr
 
 
 def test_python_backend_draws_the_same_weighted_indices():
