@@ -263,16 +263,7 @@ static int decode_shard(sp_dataset *ds, const char *what, const uint8_t *d, size
         t->n++;   /* counted even when incomplete: the set's free handles NULLs */
         if (!s->path || !s->key || (bl && !s->bad))
             return sp_error_set(err, SP_ENOMEM, "%s: out of memory", what);
-        s->label = label;
-        s->shard = shard;
-        s->offset = off;
-        s->size = size;
-        s->hash = h;
-        s->has_image = 1;
-        s->has_json = has_json;
-        s->json_offset = joff;
-        s->json_size = has_json ? jsize : 0;
-        s->json_hash = jh;
+        sp__ds_tar_sample_place(s, label, shard, off, size, h, joff, jsize, jh);
     }
     return SP_OK;
 }

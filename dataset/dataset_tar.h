@@ -90,6 +90,24 @@ typedef struct sp__ds_tar_sample {
     char *bad;             /* the first reason it cannot be read, or NULL */
 } sp__ds_tar_sample;
 
+/* A sample's place and hashes as an index record stores them (a shard's
+ * index file, the dataset index object): jsize UINT64_MAX is "no
+ * KEY.json". */
+static inline void sp__ds_tar_sample_place(sp__ds_tar_sample *s, int32_t label, uint32_t shard,
+                                           uint64_t off, uint64_t size, sp_digest h,
+                                           uint64_t joff, uint64_t jsize, sp_digest jh) {
+    s->label = label;
+    s->shard = shard;
+    s->offset = off;
+    s->size = size;
+    s->hash = h;
+    s->has_image = 1;
+    s->has_json = jsize != UINT64_MAX;
+    s->json_offset = joff;
+    s->json_size = s->has_json ? jsize : 0;
+    s->json_hash = jh;
+}
+
 typedef struct sp__ds_tar_set {
     sp__ds_tar_sample *v;
     size_t n, cap;

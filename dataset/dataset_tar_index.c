@@ -210,16 +210,7 @@ static int read_record(const sp_dataset *ds, const uint8_t *d, size_t *at, size_
     }
     snprintf(s->path, rl + ml + 2, "%s/%.*s", rel, (int)ml, member);
     pos += bl;
-    s->label = label;
-    s->shard = shard;
-    s->offset = off;
-    s->size = size;
-    s->hash = h;
-    s->has_image = 1;
-    s->has_json = jsize != UINT64_MAX;
-    s->json_offset = joff;
-    s->json_size = s->has_json ? jsize : 0;
-    s->json_hash = jh;
+    sp__ds_tar_sample_place(s, label, shard, off, size, h, joff, jsize, jh);
     t->n++;
     *at = pos;
     return 1;
