@@ -320,13 +320,19 @@ static void build_tables(sp_pipeline *p) {
         if (p->ops[i].desc == &sp__op_normalize) n = &p->ops[i];
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++) {
-            if (!n) { p->norm_table[c][v] = p->unit_table[v]; continue; }
+            if (!n) {
+                p->norm_table[c][v] = p->unit_table[v];
+                p->f32_std[0][c] = 1.0f;   /* (v / 255 - 0) / 1: the unit table */
+                continue;
+            }
             int cc = c < n->nmean ? c : 0;
             float m = (float)n->mean[cc], s = (float)n->std[cc];
             float x = (float)v / 255.0f;   /* each assignment rounds to float */
             x = x - m;
             x = x / s;
             p->norm_table[c][v] = x;
+            p->f32_mean[0][c] = m;
+            p->f32_std[0][c] = s;
         }
     for (int v = 0; v < 256; v++) {
         for (int c = 0; c < 3; c++) {
@@ -336,6 +342,8 @@ static void build_tables(sp_pipeline *p) {
         p->half_table[0][3][v] = sp__to_bf16(p->unit_table[v]);
         p->half_table[1][3][v] = sp__to_f16(p->unit_table[v]);
     }
+    for (int c = 0; c < 3; c++) p->f32_std[1][c] = 1.0f;
+    sp__write_prepare(p);
 }
 
 /* The preset named by `text` (alone, whitespace and comments allowed). */

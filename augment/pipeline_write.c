@@ -14,10 +14,21 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/cpu_internal.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #include "augment/ops_internal.h"
 #endif
+
+/* float32 samples at least this large are written with non-temporal
+ * stores where they are aligned: a batch of them outgrows a core's
+ * caches, and a store that skips the cache neither reads the line it
+ * overwrites nor evicts the decoder's data for it (the RandomResizedCrop
+ * pipeline ran about 8% faster with them on the development machine,
+ * bench/RESULTS.md). Smaller samples stay in the cache for their reader.
+ * The stores are fenced before sp__write_output() returns, so they are
+ * ordered before whatever publishes the batch. */
+#define SP__NT_BYTES ((size_t)128 << 10)
 
 /* float32 -> bfloat16, round to nearest, ties to even (NaN kept a NaN). */
 uint16_t sp__to_bf16(float f) {
@@ -111,15 +122,145 @@ static void write_half(const sp_pipeline *p, const sp_image *im, int flip, int n
     }
 }
 
-/* float32 output through the per-channel tables. */
-static void write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
-                      const sp_run_opts *o, float *dst) {
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(SP_NO_SIMD)
+#include <immintrin.h>
+#define SP_WRITE_AVX512 1
+
+/* 16 RGB pixels' 48 float32 values in 3 vectors, as a table gives them:
+ *   u = v / 255;  t = u - mean;  x = t / std   (each rounded to float)
+ * Each division is a product by the rounded reciprocal corrected once by
+ * a fused multiply-add (q = a * r; e = a - q * b exactly; q + e * r),
+ * which gives the correctly rounded quotient for these operands; the
+ * pipeline checks that claim on all 256 values of each channel when it is
+ * built (sp__write_prepare()) and reads its tables where it fails. Lane j
+ * of vector k holds value 16 k + j of the pixels as decoded (channel
+ * (16 k + j) % 3). */
+#define SP__F32_RGB16(b, k, out)                                                          \
+    do {                                                                                  \
+        __m512 v_ = _mm512_cvtepi32_ps(                                                   \
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((b) + 16 * (k)))));    \
+        __m512 q_ = _mm512_mul_ps(v_, r255);                                              \
+        __m512 t_ = _mm512_sub_ps(_mm512_fmadd_ps(_mm512_fnmadd_ps(q_, c255, v_), r255, q_), \
+                                  M##k);                                                  \
+        q_ = _mm512_mul_ps(t_, R##k);                                                     \
+        out = _mm512_fmadd_ps(_mm512_fnmadd_ps(q_, S##k, t_), R##k, q_);                  \
+    } while (0)
+
+/* Output vector k of a block: its 16 values picked from the block's 48
+ * (lanes K from the third vector). */
+#define SP__F32_PICK(k) \
+    _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(f0, I##k, f1), K##k, I##k, f2)
+
+/* The first column of a row's output from which 64-byte stores are
+ * aligned (a store across two cache lines costs two), or -1
+ * where there is none: NCHW planes at different offsets within a cache
+ * line, or no alignment within 16 columns. */
+static int f32_first_aligned(float *const *d, int nhwc) {
+    uintptr_t a = (uintptr_t)d[0] & 63;
+    if (!nhwc && (((uintptr_t)d[1] & 63) != a || ((uintptr_t)d[2] & 63) != a)) return -1;
+    for (int x = 0; x < 16; x++)
+        if ((a + (uintptr_t)x * (nhwc ? 12u : 4u)) % 64 == 0) return x;
+    return -1;
+}
+
+/* The table's values of output column x of one row. */
+static inline void f32_from_table(const uint8_t *row, int W, int x, int flip, int nhwc,
+                                  const float *const *tab, float *const *d) {
+    const uint8_t *s = row + 3 * (size_t)(flip ? W - 1 - x : x);
+    for (int c = 0; c < 3; c++)
+        *(nhwc ? d[0] + 3 * (size_t)x + (size_t)c : d[c] + x) = tab[c][s[c]];
+}
+
+/* The float32 output of a 3-channel image by SP__F32_RGB16, 16 pixels at
+ * a time; each block's 48 values are then put in the output's order
+ * (planes for NCHW, mirrored for flip) by two permutes per vector. A row's
+ * blocks start where its stores are aligned (at column 0 in the pool's
+ * slots and any 64-byte aligned batch of 16-pixel-wide samples); the
+ * columns outside whole blocks are read from the tables. */
+__attribute__((target("avx512f"))) static void f32_rgb_avx512(const sp_image *im, int flip,
+                                                              int nhwc, const float *const *tab,
+                                                              const float *mean,
+                                                              const float *sd, int nt,
+                                                              float *dst) {
+    const int H = im->height, W = im->width, ident = nhwc && !flip;
+    const size_t plane = (size_t)H * (size_t)W, adv = nhwc ? 3 : 1;
+    float mv[48], sv[48], rv[48];
+    int32_t iv[48];
+    for (int j = 0; j < 48; j++) {
+        mv[j] = mean[j % 3];
+        sv[j] = sd[j % 3];
+        rv[j] = 1.0f / sd[j % 3];
+        int i = nhwc ? j / 3 : j % 16, c = nhwc ? j % 3 : j / 16;   /* output value j */
+        iv[j] = 3 * (flip ? 15 - i : i) + c;                      /* reads value iv[j] */
+    }
+    const __m512 r255 = _mm512_set1_ps(1.0f / 255.0f), c255 = _mm512_set1_ps(255.0f);
+    const __m512 M0 = _mm512_loadu_ps(mv), M1 = _mm512_loadu_ps(mv + 16),
+                 M2 = _mm512_loadu_ps(mv + 32);
+    const __m512 S0 = _mm512_loadu_ps(sv), S1 = _mm512_loadu_ps(sv + 16),
+                 S2 = _mm512_loadu_ps(sv + 32);
+    const __m512 R0 = _mm512_loadu_ps(rv), R1 = _mm512_loadu_ps(rv + 16),
+                 R2 = _mm512_loadu_ps(rv + 32);
+    const __m512i I0 = _mm512_loadu_si512((const void *)iv),
+                  I1 = _mm512_loadu_si512((const void *)(iv + 16)),
+                  I2 = _mm512_loadu_si512((const void *)(iv + 32)), n32 = _mm512_set1_epi32(32);
+    const __mmask16 K0 = _mm512_cmpge_epi32_mask(I0, n32), K1 = _mm512_cmpge_epi32_mask(I1, n32),
+                    K2 = _mm512_cmpge_epi32_mask(I2, n32);
+    for (int y = 0; y < H; y++) {
+        const uint8_t *row = im->data + (size_t)y * im->stride;
+        float *d[3];
+        d[0] = dst + (size_t)y * (size_t)W * adv;
+        d[1] = nhwc ? d[0] + 16 : d[0] + plane;
+        d[2] = nhwc ? d[0] + 32 : d[1] + plane;
+        int x0 = f32_first_aligned(d, nhwc), al = x0 >= 0 && x0 + 16 <= W, x = 0;
+        if (!al) x0 = 0;   /* no aligned block: unaligned stores from column 0 */
+        for (; x < x0; x++) f32_from_table(row, W, x, flip, nhwc, tab, d);
+        for (; x + 16 <= W; x += 16) {
+            const uint8_t *b = row + 3 * (size_t)(flip ? W - 16 - x : x);
+            __m512 f0, f1, f2;
+            SP__F32_RGB16(b, 0, f0);
+            SP__F32_RGB16(b, 1, f1);
+            SP__F32_RGB16(b, 2, f2);
+            __m512 o0 = ident ? f0 : SP__F32_PICK(0), o1 = ident ? f1 : SP__F32_PICK(1),
+                   o2 = ident ? f2 : SP__F32_PICK(2);
+            float *q0 = d[0] + (size_t)x * adv, *q1 = d[1] + (size_t)x * adv,
+                  *q2 = d[2] + (size_t)x * adv;
+            if (al && nt) {
+                _mm512_stream_ps(q0, o0);
+                _mm512_stream_ps(q1, o1);
+                _mm512_stream_ps(q2, o2);
+            } else if (al) {
+                _mm512_store_ps(q0, o0);
+                _mm512_store_ps(q1, o1);
+                _mm512_store_ps(q2, o2);
+            } else {
+                _mm512_storeu_ps(q0, o0);
+                _mm512_storeu_ps(q1, o1);
+                _mm512_storeu_ps(q2, o2);
+            }
+        }
+        for (; x < W; x++) f32_from_table(row, W, x, flip, nhwc, tab, d);
+    }
+}
+#endif
+
+/* float32 output: 3 channels by arithmetic with AVX-512 where the pipeline
+ * checked that it gives the table's values (f32_simd), else through the
+ * per-channel tables. Returns 1 if non-temporal stores were used. */
+static int write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                     const sp_run_opts *o, float *dst) {
     const int H = im->height, W = im->width, C = im->channels;
     const size_t plane = (size_t)H * (size_t)W;
     const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
     const float *tab[3];
     int norm = p->has_normalize && !o->skip_normalize;
     for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
+    int nt = plane * (size_t)C * sizeof(float) >= SP__NT_BYTES;
+#ifdef SP_WRITE_AVX512
+    if (C == 3 && p->f32_simd[!norm] && sp__cpu_level(SP__CPU_AVX512F) == 2) {
+        f32_rgb_avx512(im, flip, nhwc, tab, p->f32_mean[!norm], p->f32_std[!norm], nt, dst);
+        return nt;
+    }
+#endif
     const float *restrict t0 = tab[0], *restrict t1 = tab[1], *restrict t2 = tab[2];
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
@@ -149,13 +290,20 @@ static void write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nh
             float *d2 = d1 + plane;
             int x = 0;
 #if defined(__SSE2__)
+            int al = nt && !(((uintptr_t)d0 | (uintptr_t)d1 | (uintptr_t)d2) & 15);
             for (; x + 4 <= W; x += 4, s += 4 * step) {
                 __m128 v0 = _mm_set_ps(t0[s[3 * step]], t0[s[2 * step]], t0[s[step]], t0[s[0]]);
                 __m128 v1 = _mm_set_ps(t1[s[3 * step + 1]], t1[s[2 * step + 1]], t1[s[step + 1]], t1[s[1]]);
                 __m128 v2 = _mm_set_ps(t2[s[3 * step + 2]], t2[s[2 * step + 2]], t2[s[step + 2]], t2[s[2]]);
-                _mm_storeu_ps(d0 + x, v0);
-                _mm_storeu_ps(d1 + x, v1);
-                _mm_storeu_ps(d2 + x, v2);
+                if (al) {
+                    _mm_stream_ps(d0 + x, v0);
+                    _mm_stream_ps(d1 + x, v1);
+                    _mm_stream_ps(d2 + x, v2);
+                } else {
+                    _mm_storeu_ps(d0 + x, v0);
+                    _mm_storeu_ps(d1 + x, v1);
+                    _mm_storeu_ps(d2 + x, v2);
+                }
             }
 #endif
             for (; x < W; x++, s += step) {
@@ -169,19 +317,51 @@ static void write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nh
                 for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = tab[c][s[c]];
         }
     }
+#if defined(__SSE2__)
+    return nt && C == 3 && !nhwc;
+#else
+    return 0;
+#endif
 }
 
 /* Write the output; with flip, each row is read mirrored (a pending hflip).
- * One pass per row, every channel at once, through the per-channel table
- * for float32 (exact: a table lookup; with SSE2 four values are stored at
- * a time, which halves the cost of the float32 NCHW case). */
+ * One pass per row, every channel at once: float32 by the checked
+ * arithmetic (AVX-512) or through the per-channel table (exact either way;
+ * with SSE2 four values are stored at a time, which halves the cost of the
+ * table's float32 NCHW case). */
 void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                       void *out) {
     const int nhwc = o->layout == SP_LAYOUT_NHWC || im->channels == 1;
-    if (o->dtype == SP_DTYPE_UINT8) write_u8(im, flip, nhwc, out);
-    else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16)
+    if (o->dtype == SP_DTYPE_UINT8) {
+        write_u8(im, flip, nhwc, out);
+    } else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16) {
         write_half(p, im, flip, nhwc, o, out);
-    else write_f32(p, im, flip, nhwc, o, out);
+    } else if (write_f32(p, im, flip, nhwc, o, out)) {
+#if defined(__SSE2__)
+        _mm_sfence();   /* the non-temporal stores before anything after */
+#endif
+    }
+}
+
+void sp__write_prepare(sp_pipeline *p) {
+    p->f32_simd[0] = p->f32_simd[1] = 0;
+#ifdef SP_WRITE_AVX512
+    if (sp__cpu_level(SP__CPU_AVX512F) < 2) return;
+    /* Every input value once per channel: pixel v is (v, v, v); the planes
+     * aligned, so that every column is computed (none read from a table). */
+    uint8_t px[256 * 3];
+    _Alignas(64) float got[3 * 256];
+    for (int v = 0; v < 256; v++) px[3 * v] = px[3 * v + 1] = px[3 * v + 2] = (uint8_t)v;
+    sp_image im = {256, 1, 3, sizeof px, px};
+    for (int k = 0; k < 2; k++) {
+        const float *tab[3];
+        for (int c = 0; c < 3; c++) tab[c] = k ? p->unit_table : p->norm_table[c];
+        f32_rgb_avx512(&im, 0, 0, tab, p->f32_mean[k], p->f32_std[k], 0, got);
+        int same = 1;
+        for (int c = 0; c < 3; c++) same &= !memcmp(got + 256 * c, tab[c], sizeof got / 3);
+        p->f32_simd[k] = same;
+    }
+#endif
 }
 
 /* ---- random_erasing, on the written output ------------------------------------ */

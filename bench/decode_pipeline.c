@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     size_t sample_bytes = (size_t)oh * ow * oc * 4;
-    uint8_t *batch = malloc(64 * sample_bytes);
+    uint8_t *batch = aligned_alloc(64, 64 * sample_bytes);   /* as the pool's slots */
     size_t cap = 64u << 20;
     uint8_t *raw = malloc(cap);
     tjhandle tj = tjInitDecompress();
