@@ -16,7 +16,10 @@ int sp_batch_alloc(const sp_loader *ld, sp_batch *b) {
     memset(b, 0, sizeof *b);
     uint32_t cap = sp__loader_capacity(ld);
     b->capacity = cap;
-    b->images = malloc((size_t)cap * sp__loader_sample_bytes(ld));
+    /* 64-byte aligned (as the pool's slots): the float32 writer's stores
+     * are then whole, aligned cache lines (augment/pipeline_write.c). */
+    size_t bytes = (size_t)cap * sp__loader_sample_bytes(ld);
+    b->images = aligned_alloc(64, (bytes + 64) & ~(size_t)63);
     b->labels = malloc((size_t)cap * sizeof *b->labels);
     b->indices = malloc((size_t)cap * sizeof *b->indices);
     b->skipped = malloc((size_t)cap * sizeof *b->skipped);
