@@ -87,12 +87,13 @@ struct sp_pipeline {
     /* The float tables rounded to nearest even: [0] bfloat16, [1] float16;
      * [k][0..2] norm_table per channel, [k][3] unit_table. */
     uint16_t half_table[2][4][256];
-    /* float32 by arithmetic (pipeline_write.c): [0] norm_table's mean and
-     * std per channel, [1] unit_table's (0 and 1); f32_simd[k] is 1 when
-     * the AVX-512 kernel gave table k's 256 values bit for bit, checked
-     * when the pipeline was built (else the tables are read). */
+    /* Output values by arithmetic (pipeline_write.c): [0] norm_table's
+     * mean and std per channel, [1] unit_table's (0 and 1); bit 0, 1, 2 of
+     * out_simd[k] is set when the AVX-512 kernel gave table k's 256 values
+     * bit for bit as float32, bfloat16, float16, checked when the pipeline
+     * was built (else the tables are read). */
     float f32_mean[2][3], f32_std[2][3];
-    int f32_simd[2];
+    int out_simd[2];
     char *canonical;
 };
 
@@ -326,9 +327,9 @@ int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
 void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                       void *out);
 
-/* Set p->f32_simd once its tables and f32_mean / f32_std are filled:
- * whether the AVX-512 float32 kernel gives each table's 256 values bit for
- * bit on this CPU (pipeline_write.c; called by the parser). */
+/* Set p->out_simd once its tables and f32_mean / f32_std are filled:
+ * whether the AVX-512 kernel gives each table's 256 values bit for bit on
+ * this CPU (pipeline_write.c; called by the parser). */
 void sp__write_prepare(sp_pipeline *p);
 
 /* ---- Internal to the library: once seedpipe/pipeline.h exports, now the

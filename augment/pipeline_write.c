@@ -97,31 +97,6 @@ static void write_u8(const sp_image *im, int flip, int nhwc, uint8_t *dst) {
     }
 }
 
-/* bfloat16 / float16 output: 16-bit words from the rounded tables, in the
- * same layouts. */
-static void write_half(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
-                       const sp_run_opts *o, uint16_t *dst) {
-    const int H = im->height, W = im->width, C = im->channels;
-    const size_t plane = (size_t)H * (size_t)W;
-    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
-    int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
-    const uint16_t *t[3];
-    for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
-    for (int y = 0; y < H; y++) {
-        const uint8_t *s = im->data + (size_t)y * im->stride +
-                           (flip ? (size_t)(W - 1) * (size_t)C : 0);
-        if (nhwc) {
-            uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
-            for (int x = 0; x < W; x++, s += step, d += C)
-                for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
-        } else {
-            uint16_t *d0 = dst + (size_t)y * (size_t)W;
-            for (int x = 0; x < W; x++, s += step)
-                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
-        }
-    }
-}
-
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(SP_NO_SIMD)
 #include <immintrin.h>
 #define SP_WRITE_AVX512 1
@@ -151,39 +126,78 @@ static void write_half(const sp_pipeline *p, const sp_image *im, int flip, int n
 #define SP__F32_PICK(k) \
     _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(f0, I##k, f1), K##k, I##k, f2)
 
-/* The first column of a row's output from which 64-byte stores are
- * aligned (a store across two cache lines costs two), or -1
- * where there is none: NCHW planes at different offsets within a cache
- * line, or no alignment within 16 columns. */
-static int f32_first_aligned(float *const *d, int nhwc) {
-    uintptr_t a = (uintptr_t)d[0] & 63;
-    if (!nhwc && (((uintptr_t)d[1] & 63) != a || ((uintptr_t)d[2] & 63) != a)) return -1;
+/* The output kinds of the arithmetic path: float32 and the two 16-bit
+ * kinds, converted from its float32 values with round to nearest even
+ * (the tables' sp__to_bf16() / sp__to_f16() on finite values). */
+enum { K_F32, K_BF16, K_F16 };
+
+/* The first column of a row's output from which a block's stores (sz
+ * bytes each, a destination advancing bpp bytes a pixel) are aligned, or
+ * -1 where there is none: NCHW planes at different offsets, or no aligned
+ * column within 16. An unaligned store costs about two. */
+static int first_aligned(uint8_t *const *d, int nhwc, size_t sz, size_t bpp) {
+    uintptr_t a = (uintptr_t)d[0] & (sz - 1);
+    if (!nhwc && (((uintptr_t)d[1] & (sz - 1)) != a || ((uintptr_t)d[2] & (sz - 1)) != a))
+        return -1;
     for (int x = 0; x < 16; x++)
-        if ((a + (uintptr_t)x * (nhwc ? 12u : 4u)) % 64 == 0) return x;
+        if ((a + (uintptr_t)x * bpp) % sz == 0) return x;
     return -1;
 }
 
-/* The table's values of output column x of one row. */
-static inline void f32_from_table(const uint8_t *row, int W, int x, int flip, int nhwc,
-                                  const float *const *tab, float *const *d) {
+/* The tables' values of output column x of one row (tab: float32 or
+ * 16-bit words, by kind). */
+static inline void from_table(const uint8_t *row, int W, int x, int flip, int nhwc, int kind,
+                              const void *const *tab, uint8_t *const *d) {
     const uint8_t *s = row + 3 * (size_t)(flip ? W - 1 - x : x);
-    for (int c = 0; c < 3; c++)
-        *(nhwc ? d[0] + 3 * (size_t)x + (size_t)c : d[c] + x) = tab[c][s[c]];
+    for (int c = 0; c < 3; c++) {
+        size_t e = nhwc ? 3 * (size_t)x + (size_t)c : (size_t)x;
+        uint8_t *q = nhwc ? d[0] : d[c];
+        if (kind == K_F32) ((float *)(void *)q)[e] = ((const float *)tab[c])[s[c]];
+        else ((uint16_t *)(void *)q)[e] = ((const uint16_t *)tab[c])[s[c]];
+    }
 }
 
-/* The float32 output of a 3-channel image by SP__F32_RGB16, 16 pixels at
- * a time; each block's 48 values are then put in the output's order
- * (planes for NCHW, mirrored for flip) by two permutes per vector. A row's
- * blocks start where its stores are aligned (at column 0 in the pool's
- * slots and any 64-byte aligned batch of 16-pixel-wide samples); the
- * columns outside whole blocks are read from the tables. */
-__attribute__((target("avx512f"))) static void f32_rgb_avx512(const sp_image *im, int flip,
-                                                              int nhwc, const float *const *tab,
-                                                              const float *mean,
-                                                              const float *sd, int nt,
-                                                              float *dst) {
+/* 16 values as 16-bit words: bfloat16 (round to nearest even: add 0x7fff
+ * plus the kept half's lowest bit, keep the top half; the values are
+ * finite) or IEEE binary16 (the conversion instruction, nearest even). */
+__attribute__((target("avx512f"))) static inline __m256i to_half16(__m512 v, int kind) {
+    if (kind == K_F16) return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i u = _mm512_castps_si512(v);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
+}
+
+/* Store one output vector of a block: 64 bytes of float32 or 32 of
+ * 16-bit words; al: aligned, nt: non-temporal (aligned only). */
+__attribute__((target("avx512f"))) static inline void put16(uint8_t *q, __m512 v, int kind,
+                                                           int al, int nt) {
+    if (kind == K_F32) {
+        if (al && nt) _mm512_stream_ps((float *)(void *)q, v);
+        else if (al) _mm512_store_ps((float *)(void *)q, v);
+        else _mm512_storeu_ps((float *)(void *)q, v);
+        return;
+    }
+    __m256i h = to_half16(v, kind);
+    if (al && nt) _mm256_stream_si256((__m256i *)(void *)q, h);
+    else if (al) _mm256_store_si256((__m256i *)(void *)q, h);
+    else _mm256_storeu_si256((__m256i *)(void *)q, h);
+}
+
+/* The output of a 3-channel image (kind: float32, bfloat16 or float16) by
+ * SP__F32_RGB16, 16 pixels at a time; each block's 48 values are then put
+ * in the output's order (planes for NCHW, mirrored for flip) by two
+ * permutes per vector. A row's blocks start where its stores are aligned
+ * (at column 0 in the pool's slots and in sp_batch_alloc()'s batches when
+ * a row is a multiple of 16 pixels); the columns outside whole blocks are
+ * read from the tables. */
+__attribute__((target("avx512f"))) static void rgb_avx512(const sp_image *im, int flip, int nhwc,
+                                                          int kind, const void *const *tab,
+                                                          const float *mean, const float *sd,
+                                                          int nt, void *dst) {
     const int H = im->height, W = im->width, ident = nhwc && !flip;
-    const size_t plane = (size_t)H * (size_t)W, adv = nhwc ? 3 : 1;
+    const size_t es = kind == K_F32 ? 4 : 2, sz = 16 * es, bpp = (nhwc ? 3 : 1) * es;
+    const size_t plane = (size_t)H * (size_t)W * es;
     float mv[48], sv[48], rv[48];
     int32_t iv[48];
     for (int j = 0; j < 48; j++) {
@@ -207,45 +221,68 @@ __attribute__((target("avx512f"))) static void f32_rgb_avx512(const sp_image *im
                     K2 = _mm512_cmpge_epi32_mask(I2, n32);
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
-        float *d[3];
-        d[0] = dst + (size_t)y * (size_t)W * adv;
-        d[1] = nhwc ? d[0] + 16 : d[0] + plane;
-        d[2] = nhwc ? d[0] + 32 : d[1] + plane;
-        int x0 = f32_first_aligned(d, nhwc), al = x0 >= 0 && x0 + 16 <= W, x = 0;
+        uint8_t *d[3];
+        d[0] = (uint8_t *)dst + (size_t)y * (size_t)W * bpp;
+        d[1] = nhwc ? d[0] + 16 * es : d[0] + plane;
+        d[2] = nhwc ? d[0] + 32 * es : d[1] + plane;
+        int x0 = first_aligned(d, nhwc, sz, bpp), al = x0 >= 0 && x0 + 16 <= W, x = 0;
         if (!al) x0 = 0;   /* no aligned block: unaligned stores from column 0 */
-        for (; x < x0; x++) f32_from_table(row, W, x, flip, nhwc, tab, d);
+        for (; x < x0; x++) from_table(row, W, x, flip, nhwc, kind, tab, d);
         for (; x + 16 <= W; x += 16) {
             const uint8_t *b = row + 3 * (size_t)(flip ? W - 16 - x : x);
             __m512 f0, f1, f2;
             SP__F32_RGB16(b, 0, f0);
             SP__F32_RGB16(b, 1, f1);
             SP__F32_RGB16(b, 2, f2);
-            __m512 o0 = ident ? f0 : SP__F32_PICK(0), o1 = ident ? f1 : SP__F32_PICK(1),
-                   o2 = ident ? f2 : SP__F32_PICK(2);
-            float *q0 = d[0] + (size_t)x * adv, *q1 = d[1] + (size_t)x * adv,
-                  *q2 = d[2] + (size_t)x * adv;
-            if (al && nt) {
-                _mm512_stream_ps(q0, o0);
-                _mm512_stream_ps(q1, o1);
-                _mm512_stream_ps(q2, o2);
-            } else if (al) {
-                _mm512_store_ps(q0, o0);
-                _mm512_store_ps(q1, o1);
-                _mm512_store_ps(q2, o2);
-            } else {
-                _mm512_storeu_ps(q0, o0);
-                _mm512_storeu_ps(q1, o1);
-                _mm512_storeu_ps(q2, o2);
-            }
+            size_t off = (size_t)x * bpp;
+            put16(d[0] + off, ident ? f0 : SP__F32_PICK(0), kind, al, nt);
+            put16(d[1] + off, ident ? f1 : SP__F32_PICK(1), kind, al, nt);
+            put16(d[2] + off, ident ? f2 : SP__F32_PICK(2), kind, al, nt);
         }
-        for (; x < W; x++) f32_from_table(row, W, x, flip, nhwc, tab, d);
+        for (; x < W; x++) from_table(row, W, x, flip, nhwc, kind, tab, d);
     }
 }
 #endif
 
+/* bfloat16 / float16 output: 3 channels by the checked arithmetic
+ * (AVX-512), else 16-bit words from the rounded tables, in the same
+ * layouts. Returns 1 if non-temporal stores may have been used. */
+static int write_half(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                      const sp_run_opts *o, uint16_t *dst) {
+    const int H = im->height, W = im->width, C = im->channels;
+    const size_t plane = (size_t)H * (size_t)W;
+    const ptrdiff_t step = flip ? -(ptrdiff_t)C : (ptrdiff_t)C;
+    int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
+    const uint16_t *t[3];
+    for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
+#ifdef SP_WRITE_AVX512
+    int kind = k ? K_F16 : K_BF16, nt = plane * (size_t)C * 2 >= SP__NT_BYTES;
+    if (C == 3 && (p->out_simd[!norm] >> kind & 1) && sp__cpu_level(SP__CPU_AVX512F) == 2) {
+        const void *tab[3] = {t[0], t[1], t[2]};
+        rgb_avx512(im, flip, nhwc, kind, tab, p->f32_mean[!norm], p->f32_std[!norm], nt, dst);
+        return nt;
+    }
+#endif
+    for (int y = 0; y < H; y++) {
+        const uint8_t *s = im->data + (size_t)y * im->stride +
+                           (flip ? (size_t)(W - 1) * (size_t)C : 0);
+        if (nhwc) {
+            uint16_t *d = dst + (size_t)y * (size_t)W * (size_t)C;
+            for (int x = 0; x < W; x++, s += step, d += C)
+                for (int c = 0; c < C; c++) d[c] = t[c][s[c]];
+        } else {
+            uint16_t *d0 = dst + (size_t)y * (size_t)W;
+            for (int x = 0; x < W; x++, s += step)
+                for (int c = 0; c < C; c++) d0[(size_t)c * plane + (size_t)x] = t[c][s[c]];
+        }
+    }
+    return 0;
+}
+
+
 /* float32 output: 3 channels by arithmetic with AVX-512 where the pipeline
- * checked that it gives the table's values (f32_simd), else through the
- * per-channel tables. Returns 1 if non-temporal stores were used. */
+ * checked that it gives the table's values (out_simd), else through the
+ * per-channel tables. Returns 1 if non-temporal stores may have been used. */
 static int write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
                      const sp_run_opts *o, float *dst) {
     const int H = im->height, W = im->width, C = im->channels;
@@ -256,8 +293,9 @@ static int write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhw
     for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
     int nt = plane * (size_t)C * sizeof(float) >= SP__NT_BYTES;
 #ifdef SP_WRITE_AVX512
-    if (C == 3 && p->f32_simd[!norm] && sp__cpu_level(SP__CPU_AVX512F) == 2) {
-        f32_rgb_avx512(im, flip, nhwc, tab, p->f32_mean[!norm], p->f32_std[!norm], nt, dst);
+    if (C == 3 && (p->out_simd[!norm] & 1) && sp__cpu_level(SP__CPU_AVX512F) == 2) {
+        const void *tv[3] = {tab[0], tab[1], tab[2]};
+        rgb_avx512(im, flip, nhwc, K_F32, tv, p->f32_mean[!norm], p->f32_std[!norm], nt, dst);
         return nt;
     }
 #endif
@@ -334,9 +372,9 @@ void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const 
     const int nhwc = o->layout == SP_LAYOUT_NHWC || im->channels == 1;
     if (o->dtype == SP_DTYPE_UINT8) {
         write_u8(im, flip, nhwc, out);
-    } else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16) {
-        write_half(p, im, flip, nhwc, o, out);
-    } else if (write_f32(p, im, flip, nhwc, o, out)) {
+    } else if (o->dtype == SP_DTYPE_BFLOAT16 || o->dtype == SP_DTYPE_FLOAT16
+                   ? write_half(p, im, flip, nhwc, o, out)
+                   : write_f32(p, im, flip, nhwc, o, out)) {
 #if defined(__SSE2__)
         _mm_sfence();   /* the non-temporal stores before anything after */
 #endif
@@ -344,23 +382,27 @@ void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const 
 }
 
 void sp__write_prepare(sp_pipeline *p) {
-    p->f32_simd[0] = p->f32_simd[1] = 0;
+    p->out_simd[0] = p->out_simd[1] = 0;
 #ifdef SP_WRITE_AVX512
     if (sp__cpu_level(SP__CPU_AVX512F) < 2) return;
     /* Every input value once per channel: pixel v is (v, v, v); the planes
      * aligned, so that every column is computed (none read from a table). */
     uint8_t px[256 * 3];
-    _Alignas(64) float got[3 * 256];
+    _Alignas(64) uint8_t got[3 * 256 * 4];
     for (int v = 0; v < 256; v++) px[3 * v] = px[3 * v + 1] = px[3 * v + 2] = (uint8_t)v;
     sp_image im = {256, 1, 3, sizeof px, px};
-    for (int k = 0; k < 2; k++) {
-        const float *tab[3];
-        for (int c = 0; c < 3; c++) tab[c] = k ? p->unit_table : p->norm_table[c];
-        f32_rgb_avx512(&im, 0, 0, tab, p->f32_mean[k], p->f32_std[k], 0, got);
-        int same = 1;
-        for (int c = 0; c < 3; c++) same &= !memcmp(got + 256 * c, tab[c], sizeof got / 3);
-        p->f32_simd[k] = same;
-    }
+    for (int k = 0; k < 2; k++)   /* [0] normalize, [1] v / 255 */
+        for (int kind = K_F32; kind <= K_F16; kind++) {
+            const void *tab[3];
+            for (int c = 0; c < 3; c++)
+                tab[c] = kind == K_F32 ? (const void *)(k ? p->unit_table : p->norm_table[c])
+                                       : (const void *)p->half_table[kind == K_F16][k ? 3 : c];
+            size_t es = kind == K_F32 ? 4 : 2;
+            rgb_avx512(&im, 0, 0, kind, tab, p->f32_mean[k], p->f32_std[k], 0, got);
+            int same = 1;
+            for (int c = 0; c < 3; c++) same &= !memcmp(got + 256 * es * c, tab[c], 256 * es);
+            p->out_simd[k] |= same << kind;
+        }
 #endif
 }
 

@@ -1,13 +1,14 @@
 /* decode_pipeline.c - benchmark: seedpipe's JPEG pipeline vs raw TurboJPEG decode.
  *
- *   bench_decode_pipeline DIR [--seconds S] [--pipeline SPEC]
+ *   bench_decode_pipeline DIR [--seconds S] [--pipeline SPEC] [--dtype T]
  *
  * Loads every .jpg/.jpeg under DIR into memory, then alternates rounds of
  *  (a) raw: tjDecompress2 full decode to RGB with TJFLAG_ACCURATEDCT (the
  *      peer: what a loader pays just to decode), and
  *  (b) seedpipe: sp__pipeline_run() of the pipeline (default: decode +
- *      random_resized_crop 224 + hflip + normalize to float32 NCHW) into a
- *      batch-64 buffer, every JPEG read to EOI (a file without a verdict),
+ *      random_resized_crop 224 + hflip + normalize to float32 NCHW; --dtype
+ *      bfloat16, float16 or uint8 for another output) into a batch-64
+ *      buffer, every JPEG read to EOI (a file without a verdict),
  *  (c) the same with the dataset index's verdict (what the loader does for
  *      an indexed dataset): each file checked once at load
  *      (sp__image_check, a full decode; its time is printed, not counted
@@ -102,10 +103,12 @@ static double round_raw(tjhandle tj, uint8_t *buf, size_t cap, double *cpu) {
 
 /* validated: the files' verdicts are used (c); else every file is read
  * whole (b). */
+static sp_dtype dtype = SP_DTYPE_FLOAT32;
+
 static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_bytes,
                          uint32_t epoch, int validated, size_t *failed, double *cpu) {
     sp_key k = sp_rng_key(1, SP_RNG_AUGMENT);
-    sp_run_opts o = {SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, 0, NULL};
+    sp_run_opts o = {dtype, SP_LAYOUT_NCHW, 0, NULL};
     double t0 = now_s(), c0 = cpu_s();
     for (size_t i = 0; i < nfiles; i++) {
         sp_sample_ctx ctx = {k, epoch, (uint32_t)i};
@@ -128,10 +131,17 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--pipeline") && i + 1 < argc) spec = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            const char *t = argv[++i];
+            dtype = !strcmp(t, "bfloat16") ? SP_DTYPE_BFLOAT16
+                  : !strcmp(t, "float16")  ? SP_DTYPE_FLOAT16
+                  : !strcmp(t, "uint8")    ? SP_DTYPE_UINT8 : SP_DTYPE_FLOAT32;
+        }
         else dir = argv[i];
     }
     if (!dir) {
-        fprintf(stderr, "usage: bench_decode_pipeline DIR [--seconds S] [--pipeline SPEC]\n");
+        fprintf(stderr, "usage: bench_decode_pipeline DIR [--seconds S] [--pipeline SPEC] "
+                        "[--dtype float32|bfloat16|float16|uint8]\n");
         return 2;
     }
     walk(dir);
@@ -151,7 +161,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    size_t sample_bytes = (size_t)oh * ow * oc * 4;
+    size_t sample_bytes = (size_t)oh * ow * oc * sp__dtype_size(dtype);
     uint8_t *batch = aligned_alloc(64, 64 * sample_bytes);   /* as the pool's slots */
     size_t cap = 64u << 20;
     uint8_t *raw = malloc(cap);
@@ -168,7 +178,7 @@ int main(int argc, char **argv) {
     size_t differ = 0;
     for (size_t i = 0; i < nfiles; i++) {
         sp_key k = sp_rng_key(1, SP_RNG_AUGMENT);
-        sp_run_opts o = {SP_DTYPE_FLOAT32, SP_LAYOUT_NCHW, 0, NULL};
+        sp_run_opts o = {dtype, SP_LAYOUT_NCHW, 0, NULL};
         sp_sample_ctx ctx = {k, 0, (uint32_t)i};
         sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
         int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, NULL, &err);
@@ -189,7 +199,9 @@ int main(int argc, char **argv) {
     double n = (double)nfiles * (double)rounds;
     double raw_rate = n / traw, pipe_rate = n / tpipe, val_rate = n / tval;
     printf("files: %zu JPEGs from %s, rounds: %zu, one thread\n", nfiles, dir, rounds);
-    printf("pipeline: %s (float32 NCHW, batch 64)\n", sp__pipeline_canonical(p));
+    static const char *const names[] = {"uint8", "float32", "bfloat16", "float16"};
+    printf("pipeline: %s (%s NCHW, batch 64)\n", sp__pipeline_canonical(p),
+           (unsigned)dtype < 4 ? names[dtype] : "?");
     printf("raw_tjdecompress2_full images/s: %.0f\n", raw_rate);
     printf("seedpipe_pipeline      images/s: %.0f (every file read to EOI)\n", pipe_rate);
     printf("seedpipe_validated     images/s: %.0f (%zu of %zu files checked clean once, "

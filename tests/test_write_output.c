@@ -1,21 +1,25 @@
-/* test_write_output.c - the float32 output writer gives the table's bytes
- * on every path (augment/pipeline_write.c).
+/* test_write_output.c - the float32, bfloat16 and float16 output writer
+ * gives the tables' bytes on every path (augment/pipeline_write.c).
  *
  * The writer turns a sample's 8-bit pixels into float32 values
  * ((v / 255 - mean) / std, each step rounded to float, or v / 255 without
- * normalize), read from per-channel tables or, on CPUs with AVX-512F,
- * computed 16 pixels at a time with reciprocal products corrected by fused
- * multiply-adds, a path the pipeline takes only after checking, when it is
- * built, that it gives all 256 values of each table. These cases hold the
- * output to a reference computed here, value by value, from the formula
- * (not from the library's tables), over random means and stds, widths 1 to
- * 80 and 224, both layouts, with and without a pending flip, outputs at
- * every alignment within a cache line (the writer aligns its stores and
- * writes the columns outside whole blocks from the tables) and samples
- * large enough for the non-temporal stores:
+ * normalize; the 16-bit kinds round those to nearest even), read from
+ * per-channel tables or, on CPUs with AVX-512F, computed 16 pixels at a
+ * time with reciprocal products corrected by fused multiply-adds, a path
+ * the pipeline takes only after checking, when it is built, that it gives
+ * all 256 values of each table. These cases hold the output to a reference
+ * computed here, value by value, from the formula (not from the library's
+ * tables; the 16-bit roundings are the library's sp__to_bf16() and
+ * sp__to_f16(), which test_pipeline checks against a rounding in double),
+ * over random means and stds, widths 1 to 80 and 224, both layouts, with
+ * and without a pending flip, outputs at every alignment within a cache
+ * line (the writer aligns its stores and writes the columns outside whole
+ * blocks from the tables) and samples large enough for the non-temporal
+ * stores:
  *   test_checked_path_taken   the check passes for ImageNet's normalize and
- *                             for v / 255 on a CPU with AVX-512F (else the
- *                             case says so: the tables are the only path);
+ *                             for v / 255, every kind, on a CPU with
+ *                             AVX-512F (else the case says so: the tables
+ *                             are the only path);
  *   test_default_matches_reference   the default dispatch, every value;
  *   test_tables_match_reference      the same with SEEDPIPE_ISA=sse2 (the
  *                                    table path on every x86-64).
@@ -61,10 +65,10 @@ static void test_checked_path_taken(void) {
     sp_pipeline *p = parse("normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225");
     if (sp__cpu_level(SP__CPU_AVX512F) < 2) {
         printf("no AVX-512F here (or SEEDPIPE_ISA caps it): the tables are the only path\n");
-        CHECK(!p->f32_simd[0] && !p->f32_simd[1]);
+        CHECK(!p->out_simd[0] && !p->out_simd[1]);
     } else {
-        CHECK(p->f32_simd[0]);   /* normalize: the arithmetic is used */
-        CHECK(p->f32_simd[1]);   /* v / 255 (no normalize, or skip_normalize) */
+        CHECK(p->out_simd[0] == 7);   /* normalize: float32, bfloat16, float16 computed */
+        CHECK(p->out_simd[1] == 7);   /* v / 255 (no normalize, or skip_normalize) */
     }
     sp_pipeline_destroy(p);
 }
@@ -100,15 +104,18 @@ static size_t run_cases(void) {
             for (int x = 0; x < 3 * W; x++)
                 im.data[(size_t)y * im.stride + (size_t)x] = (uint8_t)next_word(&ctr);
         size_t n = (size_t)W * (size_t)H * 3;
-        float *buf = aligned_alloc(64, (n + 16) * sizeof(float));
+        uint8_t *buf = aligned_alloc(64, (n + 16) * 4);
         CHECK(buf != NULL);
-        for (int variant = 0; variant < 8; variant++) {
-            int flip = variant & 1, nhwc = (variant >> 1) & 1, norm = !(variant >> 2);
-            int off = (int)(next_word(&ctr) % 16);   /* floats past a cache line's start */
-            float *out = buf + off;
-            sp_run_opts o = {SP_DTYPE_FLOAT32, nhwc ? SP_LAYOUT_NHWC : SP_LAYOUT_NCHW, !norm,
-                             NULL};
-            memset(buf, 0xff, (n + 16) * sizeof(float));
+        for (int variant = 0; variant < 24; variant++) {
+            int flip = variant & 1, nhwc = (variant >> 1) & 1, norm = !((variant >> 2) & 1);
+            static const sp_dtype kinds[3] = {SP_DTYPE_FLOAT32, SP_DTYPE_BFLOAT16,
+                                              SP_DTYPE_FLOAT16};
+            sp_dtype dt = kinds[variant >> 3];
+            size_t es = dt == SP_DTYPE_FLOAT32 ? 4 : 2;
+            int off = (int)(next_word(&ctr) % 16);   /* elements past a cache line's start */
+            uint8_t *out = buf + (size_t)off * es;
+            sp_run_opts o = {dt, nhwc ? SP_LAYOUT_NHWC : SP_LAYOUT_NCHW, !norm, NULL};
+            memset(buf, 0xff, (n + 16) * 4);
             sp__write_output(pn, &im, flip, &o, out);
             for (int y = 0; y < H; y++)
                 for (int x = 0; x < W; x++)
@@ -120,21 +127,30 @@ static size_t run_cases(void) {
                         size_t e = nhwc ? ((size_t)y * (size_t)W + (size_t)x) * 3 + (size_t)c
                                         : ((size_t)c * (size_t)H + (size_t)y) * (size_t)W +
                                               (size_t)x;
-                        if (memcmp(&out[e], &want, sizeof want) != 0) {
+                        uint32_t got = 0, exp = 0;
+                        if (es == 4) {
+                            memcpy(&got, out + e * 4, 4);
+                            memcpy(&exp, &want, 4);
+                        } else {
+                            uint16_t g16;
+                            memcpy(&g16, out + e * 2, 2);
+                            got = g16;
+                            exp = dt == SP_DTYPE_BFLOAT16 ? sp__to_bf16(want) : sp__to_f16(want);
+                        }
+                        if (got != exp) {
                             fprintf(stderr,
-                                    "case %d (%dx%d, flip %d, %s, %s, offset %d): value "
-                                    "(%d,%d,%d) is %.9g, want %.9g\n",
-                                    t, W, H, flip, nhwc ? "NHWC" : "NCHW",
-                                    norm ? "normalize" : "v/255", off, x, y, c,
-                                    (double)out[e], (double)want);
+                                    "case %d (%dx%d, dtype %d, flip %d, %s, %s, offset %d): "
+                                    "value (%d,%d,%d) is %08x, want %08x (%.9g)\n",
+                                    t, W, H, (int)dt, flip, nhwc ? "NHWC" : "NCHW",
+                                    norm ? "normalize" : "v/255", off, x, y, c, got, exp,
+                                    (double)want);
                             CHECK(0);
                         }
                         compared++;
                     }
             /* nothing written outside the sample */
-            for (int i = 0; i < off; i++) CHECK(((uint32_t *)buf)[i] == 0xffffffffu);
-            for (size_t i = (size_t)off + n; i < n + 16; i++)
-                CHECK(((uint32_t *)buf)[i] == 0xffffffffu);
+            for (size_t i = 0; i < (size_t)off * es; i++) CHECK(buf[i] == 0xff);
+            for (size_t i = ((size_t)off + n) * es; i < (n + 16) * 4; i++) CHECK(buf[i] == 0xff);
         }
         free(buf);
         sp_image_free(&im);
