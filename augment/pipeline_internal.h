@@ -87,13 +87,14 @@ struct sp_pipeline {
     /* The float tables rounded to nearest even: [0] bfloat16, [1] float16;
      * [k][0..2] norm_table per channel, [k][3] unit_table. */
     uint16_t half_table[2][4][256];
-    /* Output values by arithmetic (pipeline_write.c): [0] norm_table's
-     * mean and std per channel, [1] unit_table's (0 and 1); bit 0, 1, 2 of
-     * out_simd[k] is set when the AVX-512 kernel gave table k's 256 values
-     * bit for bit as float32, bfloat16, float16, checked when the pipeline
-     * was built (else the tables are read). */
+    /* Output values by arithmetic (pipeline_write.c, write_kernels.c):
+     * [0] norm_table's mean and std per channel, [1] unit_table's (0 and
+     * 1); bit 0, 1, 2 of out_simd[level][k] is set when the kernel of that
+     * level (1 AVX2, 2 AVX-512F) gave table k's 256 values bit for bit as
+     * float32, bfloat16, float16, checked when the pipeline was built
+     * (else the tables are read). */
     float f32_mean[2][3], f32_std[2][3];
-    int out_simd[2];
+    int out_simd[3][2];
     char *canonical;
 };
 

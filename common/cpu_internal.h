@@ -2,8 +2,9 @@
  * not installed).
  *
  * Every module with run-time SIMD dispatch (the hashing in common/hash.c,
- * the resize in augment/resize.c, the cache file's loops in
- * cache/cache_file.c, the CPU convolutions in train/nn_cpu.c) asks here,
+ * the resize in augment/resize.c, the output writer's kernels in
+ * augment/write_kernels.c, the cache file's loops in cache/cache_file.c,
+ * the CPU convolutions in train/nn_cpu.c) asks here,
  * and nowhere else, which features the CPU has and which level (0
  * baseline, 1 AVX2, 2 AVX-512) it may run at:
  *
@@ -38,10 +39,13 @@ enum {
     SP__CPU_AVX512F = 1u << 1,
     SP__CPU_AVX512BW = 1u << 2,
     SP__CPU_AVX512VBMI = 1u << 3,
+    SP__CPU_FMA = 1u << 4,
+    SP__CPU_F16C = 1u << 5,
 };
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define SP__CPU_X86 1
+#include <cpuid.h>
 #endif
 
 /*! sp__cpu_features() : the SP__CPU_* bits this CPU (and its OS) has. */
@@ -58,7 +62,13 @@ static inline unsigned sp__cpu_features(void) {
     f = (__builtin_cpu_supports("avx2") ? SP__CPU_AVX2 : 0u) |
         (__builtin_cpu_supports("avx512f") ? SP__CPU_AVX512F : 0u) |
         (__builtin_cpu_supports("avx512bw") ? SP__CPU_AVX512BW : 0u) |
-        (__builtin_cpu_supports("avx512vbmi") ? SP__CPU_AVX512VBMI : 0u);
+        (__builtin_cpu_supports("avx512vbmi") ? SP__CPU_AVX512VBMI : 0u) |
+        (__builtin_cpu_supports("fma") ? SP__CPU_FMA : 0u);
+    /* F16C from CPUID leaf 1 (clang before 15 does not name it to
+     * __builtin_cpu_supports); its registers are AVX's, so it counts only
+     * with AVX2, whose check covers the OS's support for them. */
+    unsigned a, b, c, d;
+    if ((f & SP__CPU_AVX2) && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C)) f |= SP__CPU_F16C;
     __atomic_store_n(&known, f | (1u << 31), __ATOMIC_RELAXED);
     return f;
 #else

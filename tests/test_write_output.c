@@ -4,8 +4,9 @@
  * The writer turns a sample's 8-bit pixels into float32 values
  * ((v / 255 - mean) / std, each step rounded to float, or v / 255 without
  * normalize; the 16-bit kinds round those to nearest even), read from
- * per-channel tables or, on CPUs with AVX-512F, computed 16 pixels at a
- * time with reciprocal products corrected by fused multiply-adds, a path
+ * per-channel tables or, on CPUs with AVX-512F or AVX2, computed 16 or 8
+ * pixels at a time with reciprocal products corrected by fused
+ * multiply-adds (augment/write_kernels.c), a path
  * the pipeline takes only after checking, when it is built, that it gives
  * all 256 values of each table. These cases hold the output to a reference
  * computed here, value by value, from the formula (not from the library's
@@ -17,10 +18,11 @@
  * blocks from the tables) and samples large enough for the non-temporal
  * stores:
  *   test_checked_path_taken   the check passes for ImageNet's normalize and
- *                             for v / 255, every kind, on a CPU with
- *                             AVX-512F (else the case says so: the tables
- *                             are the only path);
+ *                             for v / 255, every kind, at each kernel
+ *                             level the CPU has (the others are named);
  *   test_default_matches_reference   the default dispatch, every value;
+ *   test_avx2_matches_reference      the same with SEEDPIPE_ISA=avx2 (the
+ *                                    AVX2 kernel where the CPU has it);
  *   test_tables_match_reference      the same with SEEDPIPE_ISA=sse2 (the
  *                                    table path on every x86-64).
  */
@@ -34,7 +36,7 @@
 #include "seedpipe/philox.h"
 #include "augment/pipeline_internal.h"
 #include "common/common_internal.h"
-#include "common/cpu_internal.h"
+#include "augment/write_kernels_internal.h"
 
 static uint32_t next_word(uint32_t *ctr) {
     sp_ctr c = {{(*ctr)++, 0x77, 0, 0}};
@@ -62,13 +64,20 @@ static sp_pipeline *parse(const char *spec) {
 }
 
 static void test_checked_path_taken(void) {
+    unsetenv("SEEDPIPE_ISA");
     sp_pipeline *p = parse("normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225");
-    if (sp__cpu_level(SP__CPU_AVX512F) < 2) {
-        printf("no AVX-512F here (or SEEDPIPE_ISA caps it): the tables are the only path\n");
-        CHECK(!p->out_simd[0] && !p->out_simd[1]);
-    } else {
-        CHECK(p->out_simd[0] == 7);   /* normalize: float32, bfloat16, float16 computed */
-        CHECK(p->out_simd[1] == 7);   /* v / 255 (no normalize, or skip_normalize) */
+    int level = sp__write_kernel_level();
+    if (level == 0)
+        printf("no AVX2 (with FMA, F16C) or AVX-512F here: the tables are the only path\n");
+    for (int l = 1; l <= 2; l++) {
+        if (l > level) {
+            printf("kernel level %d: not on this CPU, not checked\n", l);
+            CHECK(!p->out_simd[l][0] && !p->out_simd[l][1]);
+            continue;
+        }
+        CHECK(p->out_simd[l][0] == 7);   /* normalize: float32, bfloat16, float16 computed */
+        CHECK(p->out_simd[l][1] == 7);   /* v / 255 (no normalize, or skip_normalize) */
+        printf("kernel level %d: gives every table value, each kind\n", l);
     }
     sp_pipeline_destroy(p);
 }
@@ -162,8 +171,20 @@ static size_t run_cases(void) {
 static void test_default_matches_reference(void) {
     unsetenv("SEEDPIPE_ISA");
     size_t n = run_cases();
-    printf("default dispatch (AVX-512F arithmetic: %s): %zu values equal the reference\n",
-           sp__cpu_level(SP__CPU_AVX512F) == 2 ? "yes" : "no", n);
+    printf("default dispatch (kernel level %d): %zu values equal the reference\n",
+           sp__write_kernel_level(), n);
+}
+
+static void test_avx2_matches_reference(void) {
+    setenv("SEEDPIPE_ISA", "avx2", 1);
+    if (sp__write_kernel_level() < 1) {
+        unsetenv("SEEDPIPE_ISA");
+        printf("no AVX2 with FMA and F16C here: not run\n");
+        return;
+    }
+    size_t n = run_cases();
+    unsetenv("SEEDPIPE_ISA");
+    printf("AVX2 kernel (SEEDPIPE_ISA=avx2): %zu values equal the reference\n", n);
 }
 
 static void test_tables_match_reference(void) {
@@ -176,6 +197,7 @@ static void test_tables_match_reference(void) {
 static const sp_case cases[] = {
     SP_CASE(test_checked_path_taken),
     SP_CASE(test_default_matches_reference),
+    SP_CASE(test_avx2_matches_reference),
     SP_CASE(test_tables_match_reference),
 };
 
