@@ -162,7 +162,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     size_t sample_bytes = (size_t)oh * ow * oc * sp__dtype_size(dtype);
-    uint8_t *batch = aligned_alloc(64, 64 * sample_bytes);   /* as the pool's slots */
+    /* 64-byte aligned as the pool's slots (aligned_alloc: a multiple of 64) */
+    uint8_t *batch = aligned_alloc(64, (64 * sample_bytes + 63) & ~(size_t)63);
     size_t cap = 64u << 20;
     uint8_t *raw = malloc(cap);
     tjhandle tj = tjInitDecompress();

@@ -113,7 +113,8 @@ static size_t run_cases(void) {
             for (int x = 0; x < 3 * W; x++)
                 im.data[(size_t)y * im.stride + (size_t)x] = (uint8_t)next_word(&ctr);
         size_t n = (size_t)W * (size_t)H * 3;
-        uint8_t *buf = aligned_alloc(64, (n + 16) * 4);
+        size_t cap = ((n + 16) * 4 + 63) & ~(size_t)63;   /* aligned_alloc: a multiple */
+        uint8_t *buf = aligned_alloc(64, cap);
         CHECK(buf != NULL);
         for (int variant = 0; variant < 24; variant++) {
             int flip = variant & 1, nhwc = (variant >> 1) & 1, norm = !((variant >> 2) & 1);
