@@ -329,8 +329,8 @@ void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const 
                       void *out);
 
 /* Set p->out_simd once its tables and f32_mean / f32_std are filled:
- * whether the AVX-512 kernel gives each table's 256 values bit for bit on
- * this CPU (pipeline_write.c; called by the parser). */
+ * whether each kernel this CPU runs (write_kernels.c) gives each table's
+ * 256 values bit for bit (pipeline_write.c; called by the parser). */
 void sp__write_prepare(sp_pipeline *p);
 
 /* ---- Internal to the library: once seedpipe/pipeline.h exports, now the

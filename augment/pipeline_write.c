@@ -1,8 +1,11 @@
 /* pipeline_write.c - writing one sample's output (pipeline.h, "Output"):
  * the final image as uint8, bfloat16 / float16 or float32 elements, CHW or
  * HWC, each row read mirrored when a horizontal flip is pending. Values
- * are table lookups (pipeline_spec.c builds the tables), so they are exact
- * and the same everywhere. Split from pipeline_run.c, which calls
+ * are those of per-channel tables (pipeline_spec.c builds them), so they
+ * are exact and the same everywhere: read from the tables, or for 3
+ * channels computed by write_kernels.c's SIMD kernels where
+ * sp__write_prepare() found, when the pipeline was built, that a kernel
+ * gives every value of a table. Split from pipeline_run.c, which calls
  * sp__write_output() once per sample, then sp__erase_output() when the
  * pipeline ends with random_erasing ops: they erase a box of the written
  * elements, in the output's own units (after normalize when there is
@@ -20,8 +23,8 @@
 #include "augment/ops_internal.h"
 #endif
 
-/* float32 samples at least this large are written with non-temporal
- * stores where they are aligned: a batch of them outgrows a core's
+/* float32 and 16-bit samples at least this large are written with
+ * non-temporal stores where aligned: a batch of them outgrows a core's
  * caches, and a store that skips the cache neither reads the line it
  * overwrites nor evicts the decoder's data for it (the RandomResizedCrop
  * pipeline ran about 8% faster with them on the development machine,
@@ -131,7 +134,6 @@ static int write_half(const sp_pipeline *p, const sp_image *im, int flip, int nh
     }
     return 0;
 }
-
 
 /* float32 output: 3 channels by arithmetic (write_kernels.c) where the
  * pipeline checked that it gives the table's values (out_simd), else
