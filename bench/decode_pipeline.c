@@ -18,75 +18,22 @@
  * (c)/(a) measured in the same run. Rounds alternate so machine noise hits
  * all alike.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include <turbojpeg.h>
+
+#include "bench/jpeg_files.h"
 
 #include "seedpipe/decode.h"
 #include "seedpipe/pipeline.h"
 #include "augment/decode_internal.h"
 #include "augment/pipeline_internal.h"
 
-typedef struct { char *path; uint8_t *data; size_t len; int clean; } file_t;
-
-static file_t *files;
-static size_t nfiles, capfiles;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* This thread's CPU time: the per-core figure, less exposed than the wall
- * clock to other processes on a shared machine. */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int is_jpeg_name(const char *n) {
-    const char *dot = strrchr(n, '.');
-    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
-}
-
-static void walk(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (e->d_type == DT_DIR) {
-            walk(p);
-        } else if (is_jpeg_name(e->d_name)) {
-            sp_error err;
-            file_t f = {strdup(p), NULL, 0, 0};
-            if (sp_read_file(p, 0, &f.data, &f.len, &err) != 0) {
-                fprintf(stderr, "skip %s\n", err.msg);
-                free(f.path);
-                continue;
-            }
-            if (nfiles == capfiles) {
-                capfiles = capfiles ? 2 * capfiles : 256;
-                files = realloc(files, capfiles * sizeof *files);
-            }
-            files[nfiles++] = f;
-        }
-    }
-    closedir(d);
-}
-
-static int cmp_file(const void *a, const void *b) {
-    return strcmp(((const file_t *)a)->path, ((const file_t *)b)->path);
-}
+static jpeg_file *files;
+static int *clean;   /* each file's verdict (sp__image_check) */
+static size_t nfiles;
 
 static double round_raw(tjhandle tj, uint8_t *buf, size_t cap, double *cpu) {
     double t0 = now_s(), c0 = cpu_s();
@@ -114,7 +61,7 @@ static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_byt
         sp_sample_ctx ctx = {k, epoch, (uint32_t)i};
         sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
         sp_error err;
-        int fl = validated && files[i].clean ? SP__DECODE_VALIDATED : 0;
+        int fl = validated && clean[i] ? SP__DECODE_VALIDATED : 0;
         if (sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch + (i % 64) * sample_bytes,
                                    SIZE_MAX, fl, NULL, &err) != 0)
             (*failed)++;
@@ -144,12 +91,11 @@ int main(int argc, char **argv) {
                         "[--dtype float32|bfloat16|float16|uint8]\n");
         return 2;
     }
-    walk(dir);
+    files = jpeg_files_load(dir, &nfiles);
     if (nfiles == 0) {
         fprintf(stderr, "no JPEG files under %s\n", dir);
         return 1;
     }
-    qsort(files, nfiles, sizeof *files, cmp_file);
     sp_pipeline *p;
     sp_error err;
     if (sp_pipeline_parse(spec, &p, &err) != 0) {
@@ -168,10 +114,11 @@ int main(int argc, char **argv) {
     uint8_t *raw = malloc(cap);
     tjhandle tj = tjInitDecompress();
     double tcheck = now_s();   /* the index's one-time check */
-    size_t clean = 0;
+    size_t nclean = 0;
+    clean = calloc(nfiles, sizeof *clean);
     for (size_t i = 0; i < nfiles; i++) {
-        files[i].clean = sp__image_check(files[i].data, files[i].len);
-        clean += (size_t)files[i].clean;
+        clean[i] = sp__image_check(files[i].data, files[i].len);
+        nclean += (size_t)clean[i];
     }
     tcheck = now_s() - tcheck;
     /* (c) gives (b)'s bytes: one round of each, compared */
@@ -184,7 +131,7 @@ int main(int argc, char **argv) {
         sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
         int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, NULL, &err);
         int b = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch2, SIZE_MAX,
-                                       files[i].clean ? SP__DECODE_VALIDATED : 0, NULL, &err);
+                                       clean[i] ? SP__DECODE_VALIDATED : 0, NULL, &err);
         differ += a != b || (a == 0 && memcmp(batch, batch2, sample_bytes) != 0);
     }
     free(batch2);
@@ -206,7 +153,7 @@ int main(int argc, char **argv) {
     printf("raw_tjdecompress2_full images/s: %.0f\n", raw_rate);
     printf("seedpipe_pipeline      images/s: %.0f (every file read to EOI)\n", pipe_rate);
     printf("seedpipe_validated     images/s: %.0f (%zu of %zu files checked clean once, "
-           "%.0f files/s; crops stop after their last row)\n", val_rate, clean, nfiles,
+           "%.0f files/s; crops stop after their last row)\n", val_rate, nclean, nfiles,
            (double)nfiles / tcheck);
     printf("ratio pipeline/raw: %.2f%s\n", pipe_rate / raw_rate,
            failed ? "  (some samples FAILED)" : "");
@@ -218,10 +165,7 @@ int main(int argc, char **argv) {
     free(raw);
     free(batch);
     sp_pipeline_destroy(p);
-    for (size_t i = 0; i < nfiles; i++) {
-        free(files[i].path);
-        free(files[i].data);
-    }
-    free(files);
+    jpeg_files_free(files, nfiles);
+    free(clean);
     return failed || differ ? 1 : 0;
 }

@@ -29,14 +29,12 @@
  * only (others are counted and skipped). The stream is copied whole here
  * (a source manager reading two buffers would not copy).
  */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
+#include "bench/jpeg_files.h"
 #include "seedpipe/decode.h"
 #include "seedpipe/philox.h"
 #include "augment/decode_internal.h"
@@ -327,54 +325,11 @@ static size_t build(const uint8_t *b, size_t n, const jinfo *j, const ckpt *ck, 
 
 /* ---- the bench ---- */
 
+/* A file's tables and checkpoints (ck NULL: not walked). */
 typedef struct {
-    char *path;
-    uint8_t *data;
-    size_t len;
     jinfo j;
     ckpt *ck;
-} file_t;
-
-static file_t *files;
-static size_t nfiles, capfiles;
-
-static void load(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        const char *dot = strrchr(e->d_name, '.');
-        if (e->d_type == DT_DIR) {
-            load(p);
-        } else if (dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"))) {
-            file_t f = {strdup(p), NULL, 0, {0}, NULL};
-            sp_error err;
-            if (sp_read_file(p, 0, &f.data, &f.len, &err) != 0) {
-                free(f.path);
-                continue;
-            }
-            if (nfiles == capfiles) {
-                capfiles = capfiles ? 2 * capfiles : 256;
-                files = realloc(files, capfiles * sizeof *files);
-            }
-            files[nfiles++] = f;
-        }
-    }
-    closedir(d);
-}
-
-static int cmp_file(const void *a, const void *b) {
-    return strcmp(((const file_t *)a)->path, ((const file_t *)b)->path);
-}
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+} walked_t;
 
 static int same_image(const sp_image *a, const sp_image *b) {
     if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
@@ -396,16 +351,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_jpeg_checkpoints DIR [--rounds N]\n");
         return 2;
     }
-    load(dir);
+    size_t nfiles;
+    jpeg_file *files = jpeg_files_load(dir, &nfiles);
     if (!nfiles) {
         fprintf(stderr, "no JPEG files under %s\n", dir);
         return 1;
     }
-    qsort(files, nfiles, sizeof *files, cmp_file);
+    walked_t *wk = calloc(nfiles, sizeof *wk);
     size_t walked = 0, maxlen = 0, maxblocks = 0;
     double twalk = 0, tfull = 0;
     for (size_t i = 0; i < nfiles; i++) {
-        file_t *f = &files[i];
+        const jpeg_file *f = &files[i];
+        walked_t *w = &wk[i];
         if (f->len > maxlen) maxlen = f->len;
         sp_image full;
         sp_error err;
@@ -414,16 +371,16 @@ int main(int argc, char **argv) {
         int ok = sp__image_decode(f->data, f->len, f->path, &whole, NULL, &full, &err) == 0;
         double t1 = cpu_s();
         if (ok) sp_image_free(&full);
-        if (!ok || parse(f->data, f->len, &f->j) != 0) continue;
-        f->ck = malloc((size_t)f->j.mcuy * sizeof *f->ck);
-        if (walk(f->data, f->len, &f->j, f->ck) != 0) {
-            free(f->ck);
-            f->ck = NULL;
+        if (!ok || parse(f->data, f->len, &w->j) != 0) continue;
+        w->ck = malloc((size_t)w->j.mcuy * sizeof *w->ck);
+        if (walk(f->data, f->len, &w->j, w->ck) != 0) {
+            free(w->ck);
+            w->ck = NULL;
             continue;
         }
         twalk += cpu_s() - t1;
         tfull += t1 - t0;
-        size_t blocks = (size_t)(f->j.mcux + 1) * 16 * 3;
+        size_t blocks = (size_t)(w->j.mcux + 1) * 16 * 3;
         if (blocks > maxblocks) maxblocks = blocks;
         walked++;
     }
@@ -434,21 +391,22 @@ int main(int argc, char **argv) {
     size_t used = 0, unused = 0, nostream = 0, differ = 0;
     for (int rd = 0; rd < rounds; rd++)
         for (size_t i = 0; i < nfiles; i++) {
-            file_t *f = &files[i];
-            if (!f->ck) continue;
+            const jpeg_file *f = &files[i];
+            const walked_t *w = &wk[i];
+            if (!w->ck) continue;
             sp_crop_box bx;
-            sp__rrc_sample(f->j.W, f->j.H, 0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, key, 1,
+            sp__rrc_sample(w->j.W, w->j.H, 0.08, 1.0, 3.0 / 4.0, 4.0 / 3.0, key, 1,
                            (uint32_t)i, (uint32_t)rd, &bx);
             sp_decode_req rq = {3, bx.x, bx.y, bx.w, bx.h, 1};
             sp_image a, c;
             sp_error err;
-            int mh = f->j.nc == 1 ? 8 : f->j.mh, r = bx.y >= 1 ? (bx.y - 1) / mh : 0;
+            int mh = w->j.nc == 1 ? 8 : w->j.mh, r = bx.y >= 1 ? (bx.y - 1) / mh : 0;
             double t0 = cpu_s();
             int ea = sp__image_decode_ex(f->data, f->len, f->path, &rq, NULL,
                                          SP__DECODE_VALIDATED, &a, &err);
             double t1 = cpu_s();
             int ec;
-            size_t sn = r >= 1 ? build(f->data, f->len, &f->j, f->ck, r, syn, diff, pad) : 0;
+            size_t sn = r >= 1 ? build(f->data, f->len, &w->j, w->ck, r, syn, diff, pad) : 0;
             if (r >= 1) tbuild += cpu_s() - t1;
             if (sn) {
                 sp_decode_req rs = {3, bx.x, bx.y - (r - 1) * mh, bx.w, bx.h, 1};
@@ -485,11 +443,8 @@ int main(int argc, char **argv) {
     free(syn);
     free(diff);
     free(pad);
-    for (size_t i = 0; i < nfiles; i++) {
-        free(files[i].path);
-        free(files[i].data);
-        free(files[i].ck);
-    }
-    free(files);
+    for (size_t i = 0; i < nfiles; i++) free(wk[i].ck);
+    free(wk);
+    jpeg_files_free(files, nfiles);
     return differ ? 1 : 0;
 }
