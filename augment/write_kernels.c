@@ -62,6 +62,26 @@ static inline void from_table(const uint8_t *row, int W, int x, int flip, int nh
     }
 }
 
+/* Row y's destinations d (planes or one interleaved row; blocks of n
+ * pixels) and its columns before the first aligned block, written from
+ * the tables. Returns the column the blocks start at; *al: whether their
+ * stores are aligned (else they start at column 0, unaligned). */
+static int row_begin(const sp_image *im, int y, int flip, int nhwc, int kind, int n,
+                     const void *const *tab, void *dst, uint8_t **d, int *al) {
+    const int W = im->width;
+    const size_t es = kind == SP__WK_F32 ? 4 : 2, bpp = (nhwc ? 3 : 1) * es;
+    const size_t plane = (size_t)im->height * (size_t)W * es;
+    d[0] = (uint8_t *)dst + (size_t)y * (size_t)W * bpp;
+    d[1] = nhwc ? d[0] + (size_t)n * es : d[0] + plane;
+    d[2] = nhwc ? d[0] + 2 * (size_t)n * es : d[1] + plane;
+    int x0 = first_aligned(d, nhwc, (size_t)n * es, bpp, n);
+    *al = x0 >= 0 && x0 + n <= W;
+    if (!*al) return 0;
+    const uint8_t *row = im->data + (size_t)y * im->stride;
+    for (int x = 0; x < x0; x++) from_table(row, W, x, flip, nhwc, kind, tab, d);
+    return x0;
+}
+
 /* ---- AVX-512F: 16 pixels, 48 values in 3 vectors ---- */
 
 /* Vector k (values 16 k .. 16 k + 15) of a block's values, computed:
@@ -121,8 +141,7 @@ __attribute__((target("avx512f"))) static void rgb_avx512(const sp_image *im, in
                                                           const float *mean, const float *sd,
                                                           int nt, void *dst) {
     const int H = im->height, W = im->width, ident = nhwc && !flip;
-    const size_t es = kind == SP__WK_F32 ? 4 : 2, sz = 16 * es, bpp = (nhwc ? 3 : 1) * es;
-    const size_t plane = (size_t)H * (size_t)W * es;
+    const size_t bpp = (nhwc ? 3 : 1) * (kind == SP__WK_F32 ? 4 : 2);
     float mv[48], sv[48], rv[48];
     int32_t iv[48];
     for (int j = 0; j < 48; j++) {
@@ -147,12 +166,7 @@ __attribute__((target("avx512f"))) static void rgb_avx512(const sp_image *im, in
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
         uint8_t *d[3];
-        d[0] = (uint8_t *)dst + (size_t)y * (size_t)W * bpp;
-        d[1] = nhwc ? d[0] + 16 * es : d[0] + plane;
-        d[2] = nhwc ? d[0] + 32 * es : d[1] + plane;
-        int x0 = first_aligned(d, nhwc, sz, bpp, 16), al = x0 >= 0 && x0 + 16 <= W, x = 0;
-        if (!al) x0 = 0;   /* no aligned block: unaligned stores from column 0 */
-        for (; x < x0; x++) from_table(row, W, x, flip, nhwc, kind, tab, d);
+        int al, x = row_begin(im, y, flip, nhwc, kind, 16, tab, dst, d, &al);
         for (; x + 16 <= W; x += 16) {
             const uint8_t *b = row + 3 * (size_t)(flip ? W - 16 - x : x);
             __m512 f0, f1, f2;
@@ -224,8 +238,7 @@ __attribute__((target("avx2,fma,f16c"))) static void rgb_avx2(const sp_image *im
                                                               const float *mean, const float *sd,
                                                               int nt, void *dst) {
     const int H = im->height, W = im->width, ident = nhwc && !flip;
-    const size_t es = kind == SP__WK_F32 ? 4 : 2, sz = 8 * es, bpp = (nhwc ? 3 : 1) * es;
-    const size_t plane = (size_t)H * (size_t)W * es;
+    const size_t bpp = (nhwc ? 3 : 1) * (kind == SP__WK_F32 ? 4 : 2);
     float mv[24], sv[24], rv[24];
     int32_t iv[24], av[24], bv[24];
     for (int j = 0; j < 24; j++) {
@@ -251,12 +264,7 @@ __attribute__((target("avx2,fma,f16c"))) static void rgb_avx2(const sp_image *im
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
         uint8_t *d[3];
-        d[0] = (uint8_t *)dst + (size_t)y * (size_t)W * bpp;
-        d[1] = nhwc ? d[0] + 8 * es : d[0] + plane;
-        d[2] = nhwc ? d[0] + 16 * es : d[1] + plane;
-        int x0 = first_aligned(d, nhwc, sz, bpp, 8), al = x0 >= 0 && x0 + 8 <= W, x = 0;
-        if (!al) x0 = 0;   /* no aligned block: unaligned stores from column 0 */
-        for (; x < x0; x++) from_table(row, W, x, flip, nhwc, kind, tab, d);
+        int al, x = row_begin(im, y, flip, nhwc, kind, 8, tab, dst, d, &al);
         for (; x + 8 <= W; x += 8) {
             const uint8_t *b = row + 3 * (size_t)(flip ? W - 8 - x : x);
             __m256 f0, f1, f2;
