@@ -88,12 +88,12 @@ struct sp_pipeline {
      * [k][0..2] norm_table per channel, [k][3] unit_table. */
     uint16_t half_table[2][4][256];
     /* Output values by arithmetic (pipeline_write.c, write_kernels.c):
-     * [0] norm_table's mean and std per channel, [1] unit_table's (0 and
-     * 1); bit 0, 1, 2 of out_simd[level][k] is set when the kernel of that
-     * level (1 AVX2, 2 AVX-512F) gave table k's 256 values bit for bit as
-     * float32, bfloat16, float16, checked when the pipeline was built
-     * (else the tables are read). */
-    float f32_mean[2][3], f32_std[2][3];
+     * norm_table's mean and std per channel (0 and 1 without normalize);
+     * bit 0, 1, 2 of out_simd[level][k] is set when the kernel of that
+     * level (1 AVX2, 2 AVX-512F) gave the 256 values of norm_table (k 0)
+     * or unit_table (k 1) bit for bit as float32, bfloat16, float16,
+     * checked when the pipeline was built (else the tables are read). */
+    float norm_mean[3], norm_std[3];
     int out_simd[3][2];
     char *canonical;
 };
@@ -328,7 +328,7 @@ int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
 void sp__write_output(const sp_pipeline *p, const sp_image *im, int flip, const sp_run_opts *o,
                       void *out);
 
-/* Set p->out_simd once its tables and f32_mean / f32_std are filled:
+/* Set p->out_simd once its tables and norm_mean / norm_std are filled:
  * whether each kernel this CPU runs (write_kernels.c) gives each table's
  * 256 values bit for bit (pipeline_write.c; called by the parser). */
 void sp__write_prepare(sp_pipeline *p);

@@ -318,22 +318,19 @@ static void build_tables(sp_pipeline *p) {
     const sp_op *n = NULL;
     for (int i = 0; i < p->nops; i++)
         if (p->ops[i].desc == &sp__op_normalize) n = &p->ops[i];
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 3; c++) {
+        int cc = n && c < n->nmean ? c : 0;
+        /* without normalize, (v / 255 - 0) / 1: the unit table */
+        float m = n ? (float)n->mean[cc] : 0.0f, s = n ? (float)n->std[cc] : 1.0f;
+        p->norm_mean[c] = m;
+        p->norm_std[c] = s;
         for (int v = 0; v < 256; v++) {
-            if (!n) {
-                p->norm_table[c][v] = p->unit_table[v];
-                p->f32_std[0][c] = 1.0f;   /* (v / 255 - 0) / 1: the unit table */
-                continue;
-            }
-            int cc = c < n->nmean ? c : 0;
-            float m = (float)n->mean[cc], s = (float)n->std[cc];
             float x = (float)v / 255.0f;   /* each assignment rounds to float */
             x = x - m;
             x = x / s;
             p->norm_table[c][v] = x;
-            p->f32_mean[0][c] = m;
-            p->f32_std[0][c] = s;
         }
+    }
     for (int v = 0; v < 256; v++) {
         for (int c = 0; c < 3; c++) {
             p->half_table[0][c][v] = sp__to_bf16(p->norm_table[c][v]);
@@ -342,7 +339,6 @@ static void build_tables(sp_pipeline *p) {
         p->half_table[0][3][v] = sp__to_bf16(p->unit_table[v]);
         p->half_table[1][3][v] = sp__to_f16(p->unit_table[v]);
     }
-    for (int c = 0; c < 3; c++) p->f32_std[1][c] = 1.0f;
     sp__write_prepare(p);
 }
 

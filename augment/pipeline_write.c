@@ -100,6 +100,38 @@ static void write_u8(const sp_image *im, int flip, int nhwc, uint8_t *dst) {
     }
 }
 
+/* Whether a sample of es-byte elements gets non-temporal stores. */
+static int use_nt(const sp_image *im, size_t es) {
+    return (size_t)im->height * (size_t)im->width * (size_t)im->channels * es >= SP__NT_BYTES;
+}
+
+/* unit_table's mean and std for the kernels: v / 255 = (v / 255 - 0) / 1. */
+static const float zero[3] = {0.0f, 0.0f, 0.0f}, one[3] = {1.0f, 1.0f, 1.0f};
+
+/* Table `unit` (0: norm_table, 1: unit_table) of kind, per channel: the
+ * float32 values or their 16-bit roundings. */
+static void kind_tables(const sp_pipeline *p, int unit, int kind, const void **tab) {
+    for (int c = 0; c < 3; c++)
+        tab[c] = kind == SP__WK_F32 ? (const void *)(unit ? p->unit_table : p->norm_table[c])
+                                    : (const void *)p->half_table[kind == SP__WK_F16][unit ? 3 : c];
+}
+
+/* A 3-channel sample written by the kernel of this CPU's level, if that
+ * kernel gave table `unit` of kind bit for bit when the pipeline was
+ * built: returns 1 (*nt: non-temporal stores used, to be fenced), else 0
+ * (the caller reads the tables). */
+static int write_by_kernel(const sp_pipeline *p, const sp_image *im, int flip, int nhwc,
+                           int unit, int kind, void *dst, int *nt) {
+    int level = im->channels == 3 ? sp__write_kernel_level() : 0;
+    if (!level || !(p->out_simd[level][unit] >> kind & 1)) return 0;
+    const void *tab[3];
+    kind_tables(p, unit, kind, tab);
+    *nt = use_nt(im, kind == SP__WK_F32 ? 4 : 2);
+    sp__write_rgb(level, im, flip, nhwc, kind, tab, unit ? zero : p->norm_mean,
+                  unit ? one : p->norm_std, *nt, dst);
+    return 1;
+}
+
 /* bfloat16 / float16 output: 3 channels by the checked arithmetic
  * (write_kernels.c), else 16-bit words from the rounded tables, in the
  * same layouts. Returns 1 if non-temporal stores may have been used. */
@@ -111,14 +143,9 @@ static int write_half(const sp_pipeline *p, const sp_image *im, int flip, int nh
     int k = o->dtype == SP_DTYPE_FLOAT16, norm = p->has_normalize && !o->skip_normalize;
     const uint16_t *t[3];
     for (int c = 0; c < 3; c++) t[c] = p->half_table[k][norm ? c : 3];
-    int kind = k ? SP__WK_F16 : SP__WK_BF16, nt = plane * (size_t)C * 2 >= SP__NT_BYTES;
-    int level = C == 3 ? sp__write_kernel_level() : 0;
-    if (level && (p->out_simd[level][!norm] >> kind & 1)) {
-        const void *tab[3] = {t[0], t[1], t[2]};
-        sp__write_rgb(level, im, flip, nhwc, kind, tab, p->f32_mean[!norm], p->f32_std[!norm],
-                      nt, dst);
+    int nt;
+    if (write_by_kernel(p, im, flip, nhwc, !norm, k ? SP__WK_F16 : SP__WK_BF16, dst, &nt))
         return nt;
-    }
     for (int y = 0; y < H; y++) {
         const uint8_t *s = im->data + (size_t)y * im->stride +
                            (flip ? (size_t)(W - 1) * (size_t)C : 0);
@@ -147,14 +174,9 @@ static int write_f32(const sp_pipeline *p, const sp_image *im, int flip, int nhw
     const float *tab[3];
     int norm = p->has_normalize && !o->skip_normalize;
     for (int c = 0; c < 3; c++) tab[c] = norm ? p->norm_table[c] : p->unit_table;
-    int nt = plane * (size_t)C * sizeof(float) >= SP__NT_BYTES;
-    int level = C == 3 ? sp__write_kernel_level() : 0;
-    if (level && (p->out_simd[level][!norm] & 1)) {
-        const void *tv[3] = {tab[0], tab[1], tab[2]};
-        sp__write_rgb(level, im, flip, nhwc, SP__WK_F32, tv, p->f32_mean[!norm],
-                      p->f32_std[!norm], nt, dst);
-        return nt;
-    }
+    int nt;
+    if (write_by_kernel(p, im, flip, nhwc, !norm, SP__WK_F32, dst, &nt)) return nt;
+    nt = use_nt(im, sizeof(float));
     const float *restrict t0 = tab[0], *restrict t1 = tab[1], *restrict t2 = tab[2];
     for (int y = 0; y < H; y++) {
         const uint8_t *row = im->data + (size_t)y * im->stride;
@@ -246,19 +268,16 @@ void sp__write_prepare(sp_pipeline *p) {
     for (int v = 0; v < 256; v++) px[3 * v] = px[3 * v + 1] = px[3 * v + 2] = (uint8_t)v;
     sp_image im = {256, 1, 3, sizeof px, px};
     for (int level = 1; level <= sp__write_kernel_level(); level++)
-        for (int k = 0; k < 2; k++)   /* [0] normalize, [1] v / 255 */
+        for (int unit = 0; unit < 2; unit++)
             for (int kind = SP__WK_F32; kind <= SP__WK_F16; kind++) {
                 const void *tab[3];
-                for (int c = 0; c < 3; c++)
-                    tab[c] = kind == SP__WK_F32
-                                 ? (const void *)(k ? p->unit_table : p->norm_table[c])
-                                 : (const void *)p->half_table[kind == SP__WK_F16][k ? 3 : c];
+                kind_tables(p, unit, kind, tab);
                 size_t es = kind == SP__WK_F32 ? 4 : 2;
-                sp__write_rgb(level, &im, 0, 0, kind, tab, p->f32_mean[k], p->f32_std[k], 0,
-                              got);
+                sp__write_rgb(level, &im, 0, 0, kind, tab, unit ? zero : p->norm_mean,
+                              unit ? one : p->norm_std, 0, got);
                 int same = 1;
                 for (int c = 0; c < 3; c++) same &= !memcmp(got + 256 * es * c, tab[c], 256 * es);
-                p->out_simd[level][k] |= same << kind;
+                p->out_simd[level][unit] |= same << kind;
             }
 }
 

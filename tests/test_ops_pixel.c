@@ -268,6 +268,18 @@ static sp_image run_raw(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp
     return out;
 }
 
+/* Op i of test_pipeline_ops' specs[], called directly on e. */
+static void apply_op(int i, sp_image *e) {
+    switch (i) {
+    case 0: sp__image_invert(e); break;
+    case 1: sp__image_posterize(e, 2); break;
+    case 2: sp__image_solarize(e, 99); break;
+    case 3: sp__image_autocontrast(e); break;
+    case 4: sp__image_equalize(e); break;
+    default: CHECK(sp__image_sharpness(e, 2.5) == 0); break;
+    }
+}
+
 static void test_pipeline_ops(void) {
     expect_canonical("invert | posterize bits=3 | solarize threshold=128 | autocontrast p=1 | "
                      "equalize p=0.25 | sharpness factor=1.5",
@@ -315,14 +327,7 @@ static void test_pipeline_ops(void) {
             sp_ctr d = sp_sample_draw(ctx.k_augment, 0, 1, s, 1);
             if (sp_u01d(d.c[0]) < 0.5) {
                 applied++;
-                switch (i) {
-                case 0: sp__image_invert(&e); break;
-                case 1: sp__image_posterize(&e, 2); break;
-                case 2: sp__image_solarize(&e, 99); break;
-                case 3: sp__image_autocontrast(&e); break;
-                case 4: sp__image_equalize(&e); break;
-                default: CHECK(sp__image_sharpness(&e, 2.5) == 0); break;
-                }
+                apply_op(i, &e);
             }
             CHECK_MSG(same_pixels(&o, &e), "%s sample %u", specs[i], s);
             sp_image_free(&o);
@@ -338,14 +343,7 @@ static void test_pipeline_ops(void) {
         sp_image flipped = run_raw(f, &ctx, &img), e;
         o = run_raw(p, &ctx, &img);
         CHECK(sp__image_copy(&flipped, &e) == 0);
-        switch (i) {
-        case 0: sp__image_invert(&e); break;
-        case 1: sp__image_posterize(&e, 2); break;
-        case 2: sp__image_solarize(&e, 99); break;
-        case 3: sp__image_autocontrast(&e); break;
-        case 4: sp__image_equalize(&e); break;
-        default: CHECK(sp__image_sharpness(&e, 2.5) == 0); break;
-        }
+        apply_op(i, &e);
         CHECK_MSG(same_pixels(&o, &e), "hflip then %s", specs[i]);
         sp_image_free(&o);
         sp_image_free(&e);
