@@ -8,6 +8,7 @@
  * reentrant.
  */
 #include "augment/decode_internal.h"
+#include "augment/jpeg_ckpt_internal.h"
 
 #include <string.h>
 
@@ -63,6 +64,13 @@ int sp__image_decode(const uint8_t *buf, size_t len, const char *path,
 int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
                         const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err) {
+    sp__decode_hint h = {flags, NULL, 0};
+    return sp__image_decode_hint(buf, len, path, req, lim, &h, out, err);
+}
+
+int sp__image_decode_hint(const uint8_t *buf, size_t len, const char *path,
+                          const sp_decode_req *req, const sp_decode_limits *lim,
+                          const sp__decode_hint *hint, sp_image *out, sp_error *err) {
     sp_decode_limits L;
     if (!path) path = "(memory)";
     if (!out)
@@ -77,7 +85,7 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
     int rc;
     switch (sp__format_sniff(buf, len)) {
     case SP_FORMAT_PNG: rc = sp__png_decode(buf, len, path, req, &L, out, err); break;
-    case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, flags, out, err); break;
+    case SP_FORMAT_JPEG: rc = sp__jpeg_decode(buf, len, path, req, &L, hint, out, err); break;
     case SP_FORMAT_BMP: rc = sp__bmp_decode(buf, len, path, req, &L, out, err); break;
     case SP_FORMAT_WEBP: rc = sp__webp_decode(buf, len, path, req, &L, out, err); break;
     case SP_FORMAT_TIFF: rc = sp__tiff_decode(buf, len, path, req, &L, out, err); break;
@@ -87,11 +95,16 @@ int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
     return rc;
 }
 
-int sp__image_check(const uint8_t *buf, size_t len) {
+int sp__image_check(const uint8_t *buf, size_t len, uint8_t **ckpt, size_t *ckpt_len) {
+    if (ckpt) {
+        *ckpt = NULL;
+        *ckpt_len = 0;
+    }
     if (sp__format_sniff(buf, len) != SP_FORMAT_JPEG) return 0;
     sp_decode_req whole = {3, 0, 0, 0, 0, 1};
     sp_image img;
     int rc = sp__image_decode_ex(buf, len, "(check)", &whole, NULL, 0, &img, NULL);
     sp_image_free(&img);
+    if (rc == SP_OK && ckpt) sp__jpeg_ckpt_make(buf, len, ckpt, ckpt_len);
     return rc == SP_OK;
 }

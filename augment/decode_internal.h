@@ -71,9 +71,10 @@ int sp__png_decode_labels(const uint8_t *buf, size_t len, const char *path,
                           sp_image *out, sp_error *err);
 int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
+struct sp__decode_hint;
 int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
-                    const sp_decode_req *req, const sp_decode_limits *lim, int flags,
-                    sp_image *out, sp_error *err);
+                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    const struct sp__decode_hint *hint, sp_image *out, sp_error *err);
 
 int sp__bmp_probe(const uint8_t *buf, size_t len, const char *path,
                   const sp_decode_limits *lim, sp_image_info *info, sp_error *err);
@@ -103,15 +104,34 @@ int sp__tiff_decode(const uint8_t *buf, size_t len, const char *path,
  * the region's last row instead of reading to EOI. Same pixels. */
 #define SP__DECODE_VALIDATED 2
 
+/* What the caller knows of the bytes it decodes: SP__DECODE_* flags and,
+ * for a validated JPEG, the entropy checkpoint table sp__image_check()
+ * made of these same bytes (jpeg_ckpt_internal.h; NULL: none). With both,
+ * a crop at scale 1 starts decoding at the last checkpoint above it
+ * instead of at the scan's start. Same pixels. */
+typedef struct sp__decode_hint {
+    int flags;
+    const uint8_t *ckpt;
+    size_t ckpt_len;
+} sp__decode_hint;
+
 /*! sp__image_check() : 1 if buf is a JPEG whose full decode (3 channels,
  *  scale 1, default limits) succeeds, else 0 (damaged, over the default
- *  limits, or not a JPEG: only JPEG decodes use the verdict). */
-int sp__image_check(const uint8_t *buf, size_t len);
+ *  limits, or not a JPEG: only JPEG decodes use the verdict). With ckpt
+ *  non-NULL, a clean file's checkpoint table goes to a malloc'd *ckpt of
+ *  *ckpt_len bytes (NULL, 0: the file has none, or memory ran out: only
+ *  the speed differs). */
+int sp__image_check(const uint8_t *buf, size_t len, uint8_t **ckpt, size_t *ckpt_len);
 
 /*! sp__image_decode_ex() : sp__image_decode() with flags. */
 int sp__image_decode_ex(const uint8_t *buf, size_t len, const char *path,
                         const sp_decode_req *req, const sp_decode_limits *lim, int flags,
                         sp_image *out, sp_error *err);
+
+/*! sp__image_decode_hint() : sp__image_decode() with a hint (NULL: none). */
+int sp__image_decode_hint(const uint8_t *buf, size_t len, const char *path,
+                          const sp_decode_req *req, const sp_decode_limits *lim,
+                          const sp__decode_hint *hint, sp_image *out, sp_error *err);
 
 /* ---- Internal to the library: once seedpipe/decode.h exports, now the
  * layers' own (no caller outside libseedpipe). ---- */

@@ -54,6 +54,7 @@
  * Reentrant: no global state.
  */
 #include "augment/decode_internal.h"
+#include "augment/jpeg_ckpt_internal.h"
 
 #include <limits.h>
 #include <setjmp.h>
@@ -77,6 +78,11 @@ typedef struct sp_jpeg_ctx {
     const char *path;
     int created;                       /* jpeg_create_decompress done */
     uint8_t *row;                      /* one scanline of libjpeg output */
+    /* A resumed stream (jd_resumed()): libjpeg reads the head given to
+     * jd_open(), then these bytes of the file, through src. */
+    struct jpeg_source_mgr src;
+    const uint8_t *tail;
+    size_t tail_len;
 } sp_jpeg_ctx;
 
 static void jd_fail(j_common_ptr cinfo) {
@@ -161,6 +167,39 @@ static int jd_walk(const uint8_t *buf, size_t len, const char *path, sp_error *e
     }
 }
 
+/* The source of a resumed stream: the head (set by jd_open()), then the
+ * tail; past it, as jpeg_mem_src(), a warning (an error here) and an EOI. */
+static void js_init(j_decompress_ptr ci) { (void)ci; }
+static void js_term(j_decompress_ptr ci) { (void)ci; }
+
+static boolean js_fill(j_decompress_ptr ci) {
+    sp_jpeg_ctx *c = (sp_jpeg_ctx *)ci->err;
+    static const JOCTET eoi[2] = {0xFF, JPEG_EOI};
+    const uint8_t *t = c->tail;
+    c->tail = NULL;
+    if (t && c->tail_len) {
+        c->src.next_input_byte = t;
+        c->src.bytes_in_buffer = c->tail_len;
+        return TRUE;
+    }
+    WARNMS(ci, JWRN_JPEG_EOF);
+    c->src.next_input_byte = eoi;
+    c->src.bytes_in_buffer = 2;
+    return TRUE;
+}
+
+static void js_skip(j_decompress_ptr ci, long n) {
+    sp_jpeg_ctx *c = (sp_jpeg_ctx *)ci->err;
+    while (n > (long)c->src.bytes_in_buffer) {
+        n -= (long)c->src.bytes_in_buffer;
+        js_fill(ci);
+    }
+    if (n > 0) {
+        c->src.next_input_byte += n;
+        c->src.bytes_in_buffer -= (size_t)n;
+    }
+}
+
 /* Create the decompressor, read the header, map the colour space and check
  * the limits. Runs under jd_guarded()'s setjmp. */
 static int jd_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
@@ -181,7 +220,13 @@ static int jd_open(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
     ci->mem->max_memory_to_use = (long)cap;
     if (len > ULONG_MAX)
         return sp_error_set(err, SP_ELIMIT, "%s: JPEG: file too large", c->path);
-    jpeg_mem_src(ci, buf, (unsigned long)len);
+    if (c->tail) {   /* a resumed stream: the head, then the tail */
+        c->src = (struct jpeg_source_mgr){buf, len, js_init, js_fill, js_skip,
+                                          jpeg_resync_to_restart, js_term};
+        ci->src = &c->src;
+    } else {
+        jpeg_mem_src(ci, buf, (unsigned long)len);
+    }
     jpeg_read_header(ci, TRUE);
 
     switch (ci->jpeg_color_space) {
@@ -460,13 +505,17 @@ static int jd_guarded(sp_jpeg_ctx *c, const uint8_t *buf, size_t len,
     return SP_OK;
 }
 
-/* probe (out == NULL) or decode, with cleanup on every path */
+/* probe (out == NULL) or decode, with cleanup on every path; tail (NULL:
+ * none): the file's bytes after a resumed stream's head, buf. */
 static int jd_run(const uint8_t *buf, size_t len, const char *path,
                        const sp_decode_req *req, const sp_decode_limits *lim, int flags,
-                       sp_image_info *info, sp_image *out, sp_error *err) {
+                       sp_image_info *info, sp_image *out, sp_error *err,
+                       const uint8_t *tail, size_t tail_len) {
     sp_jpeg_ctx *c = calloc(1, sizeof *c);
     if (!c) return sp_error_set(err, SP_ENOMEM, "%s: JPEG: out of memory", path);
     c->path = path;
+    c->tail = tail;
+    c->tail_len = tail_len;
     int rc = jd_guarded(c, buf, len, req, lim, flags, info, out, err);
     if (c->created) jpeg_destroy_decompress(&c->cinfo);
     free(c->row);
@@ -475,13 +524,39 @@ static int jd_run(const uint8_t *buf, size_t len, const char *path,
     return rc;
 }
 
+/* A validated file's crop from its last checkpoint above (jpeg_ckpt.c):
+ * the rows of the resumed stream, whose row 0 is the file's rows_above.
+ * 1 (*out filled: the pixels of a decode from the top), 0 where no
+ * checkpoint helps or libjpeg refused the stream (a table that is not
+ * these bytes': the caller decodes from the top), or SP_ENOMEM. */
+static int jd_resumed(const uint8_t *buf, size_t len, const char *path,
+                      const sp_decode_req *req, const sp_decode_limits *lim,
+                      const sp__decode_hint *hint, sp_image *out, sp_error *err) {
+    if (!hint || !hint->ckpt || !(hint->flags & SP__DECODE_VALIDATED) ||
+        req->scale_denom != 1 || req->w <= 0 || req->h <= 0 || req->y <= 0)
+        return 0;
+    sp__jpeg_resume rs;
+    int rc = sp__jpeg_ckpt_resume(buf, len, hint->ckpt, hint->ckpt_len, req->y, &rs);
+    if (rc != 1)
+        return rc == SP_ENOMEM ? sp_error_set(err, rc, "%s: JPEG: out of memory", path) : rc;
+    sp_decode_req rq = *req;
+    rq.y -= rs.rows_above;
+    rc = jd_run(rs.head, rs.head_len, path, &rq, lim, hint->flags, NULL, out, err,
+                buf + rs.tail, len - rs.tail);
+    free(rs.head);
+    if (rc == SP_ENOMEM) return rc;
+    return rc == SP_OK;
+}
+
 int sp__jpeg_probe(const uint8_t *buf, size_t len, const char *path,
                    const sp_decode_limits *lim, sp_image_info *info, sp_error *err) {
-    return jd_run(buf, len, path, NULL, lim, 0, info, NULL, err);
+    return jd_run(buf, len, path, NULL, lim, 0, info, NULL, err, NULL, 0);
 }
 
 int sp__jpeg_decode(const uint8_t *buf, size_t len, const char *path,
-                    const sp_decode_req *req, const sp_decode_limits *lim, int flags,
-                    sp_image *out, sp_error *err) {
-    return jd_run(buf, len, path, req, lim, flags, NULL, out, err);
+                    const sp_decode_req *req, const sp_decode_limits *lim,
+                    const sp__decode_hint *hint, sp_image *out, sp_error *err) {
+    int rc = jd_resumed(buf, len, path, req, lim, hint, out, err);
+    if (rc != 0) return rc == 1 ? SP_OK : rc;
+    return jd_run(buf, len, path, req, lim, hint ? hint->flags : 0, NULL, out, err, NULL, 0);
 }

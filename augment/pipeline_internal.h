@@ -16,6 +16,7 @@
 #include "seedpipe/pipeline.h"
 #include "seedpipe/targets.h"
 #include "common/sbuf_internal.h"
+#include "augment/decode_internal.h"   /* sp__decode_hint */
 
 typedef struct sp__op_desc sp__op_desc;   /* one op of the language (below) */
 
@@ -145,7 +146,7 @@ typedef struct sp__source {
     sp_format format;
     int channels, dct;
     const sp_image *img;          /* image input (when src is NULL) */
-    int dflags;                   /* sp__image_decode_ex() flags */
+    sp__decode_hint hint;         /* the encoded input's decode flags and checkpoints */
 } sp__source;
 
 /* One op's run (pipeline_run.c fills it). */
@@ -322,6 +323,12 @@ int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
                            sp_geom_log *log, sp_error *err);
+/*! sp__pipeline_run_hint() : the same with the whole decode hint (the
+ *  verdict's flag and the file's entropy checkpoints; NULL: none). */
+int sp__pipeline_run_hint(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                          const sp_sample_src *src, const sp_run_opts *opts,
+                          const sp_out_shape *shape, void *out, size_t out_bytes,
+                          const sp__decode_hint *hint, sp_geom_log *log, sp_error *err);
 
 /* Write the final image im of one sample to out in o's dtype and layout,
  * mirrored when flip (pipeline_write.c). */

@@ -52,10 +52,11 @@
  * decode fused with decoding when it is geometric (*k moves past it), else
  * the whole image decoded. */
 static int start_encoded(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
-                         const sp_decode_limits *lim, int dflags, sp__run_state *st, int *k,
-                         const char *path, sp_error *err) {
+                         const sp_decode_limits *lim, const sp__decode_hint *hint,
+                         sp__run_state *st, int *k, const char *path, sp_error *err) {
     sp__source s = {0, 0, src, lim, SP_FORMAT_UNKNOWN, p->channels, p->dct, NULL,
-                    SP__DECODE_WIDE | dflags};
+                    hint ? *hint : (sp__decode_hint){0, NULL, 0}};
+    s.hint.flags |= SP__DECODE_WIDE;
     sp_image_info info;
     int rc = sp__image_probe(src->bytes, src->len, path, lim, &info, err);
     if (rc) return rc;
@@ -116,7 +117,7 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, sp__run_state
                 break;
             }
             sp__source s = {st->cur.width, st->cur.height, NULL, NULL, SP_FORMAT_UNKNOWN,
-                            p->channels, 0, &st->cur, 0};
+                            p->channels, 0, &st->cur, {0, NULL, 0}};
             sp_image keep = st->cur;   /* s.img must stay valid during the op */
             s.img = &keep;
             r.src = &s;
@@ -136,7 +137,8 @@ static int run_ops(const sp_pipeline *p, const sp_sample_ctx *ctx, sp__run_state
  * would leave what the buffer held. */
 static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                     const sp_run_opts *opts, const sp_out_shape *shape, void *out,
-                    size_t out_bytes, int dflags, sp_geom_log *log, sp_error *err) {
+                    size_t out_bytes, const sp__decode_hint *hint, sp_geom_log *log,
+                    sp_error *err) {
     static const sp_run_opts default_opts = {SP_DTYPE_UINT8, SP_LAYOUT_NCHW, 0, NULL};
     if (!p || !ctx || !src || !out) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL argument");
     const sp_run_opts *o = opts ? opts : &default_opts;
@@ -157,7 +159,7 @@ static int run_into(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sam
     st.log = log;
     if (log) log->n = log->src_w = log->src_h = 0;
     int rc, k = p->has_decode ? 1 : 0;
-    if (src->bytes) rc = start_encoded(p, ctx, src, &lim, dflags, &st, &k, path, err);
+    if (src->bytes) rc = start_encoded(p, ctx, src, &lim, hint, &st, &k, path, err);
     else if (src->raw) rc = start_raw(p, src->raw, &st, path, err);
     else return sp_error_set(err, SP_EINVAL, "%s: sample has neither bytes nor raw pixels", path);
     uint64_t t0 = sp__trace_t0();
@@ -194,32 +196,40 @@ int sp__pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
                             const sp_sample_src *src, const sp_run_opts *opts,
                             const sp_out_shape *shape, void *out, size_t out_bytes, sp_error *err) {
     if (!shape) return sp_error_set(err, SP_EINVAL, "pipeline run: NULL shape");
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, NULL, err);
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, NULL, NULL, err);
 }
 
 int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
                            const sp_sample_src *src, const sp_run_opts *opts,
                            const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
                            sp_geom_log *log, sp_error *err) {
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, dflags, log, err);
+    sp__decode_hint h = {dflags, NULL, 0};
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, &h, log, err);
+}
+
+int sp__pipeline_run_hint(const sp_pipeline *p, const sp_sample_ctx *ctx,
+                          const sp_sample_src *src, const sp_run_opts *opts,
+                          const sp_out_shape *shape, void *out, size_t out_bytes,
+                          const sp__decode_hint *hint, sp_geom_log *log, sp_error *err) {
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, hint, log, err);
 }
 
 int sp__pipeline_run_geom(const sp_pipeline *p, const sp_sample_ctx *ctx,
                           const sp_sample_src *src, const sp_run_opts *opts,
                           const sp_out_shape *shape, void *out, size_t out_bytes,
                           sp_geom_log *log, sp_error *err) {
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, 0, log, err);
+    return run_into(p, ctx, src, opts, shape, out, out_bytes, NULL, log, err);
 }
 
 int sp__pipeline_run_checked(const sp_pipeline *p, const sp_sample_ctx *ctx,
                              const sp_sample_src *src, const sp_run_opts *opts, void *out,
                              size_t out_bytes, sp_error *err) {
-    return run_into(p, ctx, src, opts, NULL, out, out_bytes, 0, NULL, err);
+    return run_into(p, ctx, src, opts, NULL, out, out_bytes, NULL, NULL, err);
 }
 
 int sp__pipeline_run(const sp_pipeline *p, const sp_sample_ctx *ctx, const sp_sample_src *src,
                      const sp_run_opts *opts, void *out, sp_error *err) {
-    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, 0, NULL, err);
+    return run_into(p, ctx, src, opts, NULL, out, SIZE_MAX, NULL, NULL, err);
 }
 
 /* ---- explain ------------------------------------------------------------------- */
@@ -238,7 +248,7 @@ size_t sp__pipeline_explain_log(const sp_pipeline *p, const sp_sample_ctx *ctx, 
     if (n) buf[0] = '\0';
     if (!p || !ctx) return 0;
     sp_sample_src file = {0};   /* sp__source_scale() only asks whether there is one */
-    sp__source s = {W, H, &file, NULL, format, p->channels, p->dct, NULL, 0};
+    sp__source s = {W, H, &file, NULL, format, p->channels, p->dct, NULL, {0, NULL, 0}};
     sp__op_explain x = {&e, p, ctx, log, &s, W, H};
     for (int k = 0; k < p->nops; k++) {
         const sp_op *op = &p->ops[k];

@@ -79,7 +79,7 @@ int sp__source_region(const sp__source *s, int x, int y, int w, int h, int d, sp
     }
     sp_decode_req req = {s->channels, x, y, w, h, d};
     uint64_t t0 = sp__trace_t0();
-    int rc = sp__image_decode_ex(s->src->bytes, s->src->len, path, &req, s->lim, s->dflags,
+    int rc = sp__image_decode_hint(s->src->bytes, s->src->len, path, &req, s->lim, &s->hint,
                                  out, err);
     sp__trace_end(SP_TRACE_DECODE, t0);
     if (rc) return rc;

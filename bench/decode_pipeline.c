@@ -9,11 +9,14 @@
  *      random_resized_crop 224 + hflip + normalize to float32 NCHW; --dtype
  *      bfloat16, float16 or uint8 for another output) into a batch-64
  *      buffer, every JPEG read to EOI (a file without a verdict),
- *  (c) the same with the dataset index's verdict (what the loader does for
- *      an indexed dataset): each file checked once at load
- *      (sp__image_check, a full decode; its time is printed, not counted
- *      in the rounds), then every crop stops after its last row
- *      (SP__DECODE_VALIDATED); its output is compared with (b)'s,
+ *  (c) the same with the dataset index's verdict: each file checked once
+ *      at load (sp__image_check, a full decode; its time is printed, not
+ *      counted in the rounds), then every crop stops after its last row
+ *      (SP__DECODE_VALIDATED),
+ *  (d) what the loader does for an indexed dataset: (c) with the entropy
+ *      checkpoints the check made (augment/jpeg_ckpt.c): a crop also
+ *      starts decoding at the last checkpoint above it;
+ *      (c)'s and (d)'s outputs are compared with (b)'s,
  * on one thread, and prints images/s of each and the ratios (b)/(a) and
  * (c)/(a) measured in the same run. Rounds alternate so machine noise hits
  * all alike.
@@ -33,6 +36,8 @@
 
 static jpeg_file *files;
 static int *clean;   /* each file's verdict (sp__image_check) */
+static uint8_t **ckpt;   /* and its checkpoints */
+static size_t *ckpt_len;
 static size_t nfiles;
 
 static double round_raw(tjhandle tj, uint8_t *buf, size_t cap, double *cpu) {
@@ -48,8 +53,8 @@ static double round_raw(tjhandle tj, uint8_t *buf, size_t cap, double *cpu) {
     return now_s() - t0;
 }
 
-/* validated: the files' verdicts are used (c); else every file is read
- * whole (b). */
+/* mode 0: every file is read whole (b); 1: the files' verdicts are used
+ * (c); 2: and their checkpoints (d). */
 static sp_dtype dtype = SP_DTYPE_FLOAT32;
 
 static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_bytes,
@@ -61,9 +66,10 @@ static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_byt
         sp_sample_ctx ctx = {k, epoch, (uint32_t)i};
         sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
         sp_error err;
-        int fl = validated && clean[i] ? SP__DECODE_VALIDATED : 0;
-        if (sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch + (i % 64) * sample_bytes,
-                                   SIZE_MAX, fl, NULL, &err) != 0)
+        sp__decode_hint h = {validated && clean[i] ? SP__DECODE_VALIDATED : 0,
+                             validated == 2 ? ckpt[i] : NULL, ckpt_len[i]};
+        if (sp__pipeline_run_hint(p, &ctx, &src, &o, NULL, batch + (i % 64) * sample_bytes,
+                                  SIZE_MAX, &h, NULL, &err) != 0)
             (*failed)++;
     }
     *cpu += cpu_s() - c0;
@@ -116,36 +122,47 @@ int main(int argc, char **argv) {
     double tcheck = now_s();   /* the index's one-time check */
     size_t nclean = 0;
     clean = calloc(nfiles, sizeof *clean);
+    ckpt = calloc(nfiles, sizeof *ckpt);
+    ckpt_len = calloc(nfiles, sizeof *ckpt_len);
+    size_t nckpt = 0;
     for (size_t i = 0; i < nfiles; i++) {
-        clean[i] = sp__image_check(files[i].data, files[i].len);
+        clean[i] = sp__image_check(files[i].data, files[i].len, &ckpt[i], &ckpt_len[i]);
         nclean += (size_t)clean[i];
+        nckpt += ckpt[i] != NULL;
     }
     tcheck = now_s() - tcheck;
-    /* (c) gives (b)'s bytes: one round of each, compared */
+    /* (c) and (d) give (b)'s bytes: four epochs of each, compared */
     uint8_t *batch2 = malloc(64 * sample_bytes);
     size_t differ = 0;
-    for (size_t i = 0; i < nfiles; i++) {
-        sp_key k = sp_rng_key(1, SP_RNG_AUGMENT);
-        sp_run_opts o = {dtype, SP_LAYOUT_NCHW, 0, NULL};
-        sp_sample_ctx ctx = {k, 0, (uint32_t)i};
-        sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
-        int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, NULL, &err);
-        int b = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch2, SIZE_MAX,
-                                       clean[i] ? SP__DECODE_VALIDATED : 0, NULL, &err);
-        differ += a != b || (a == 0 && memcmp(batch, batch2, sample_bytes) != 0);
-    }
+    for (uint32_t ep = 0; ep < 4; ep++)
+        for (size_t i = 0; i < nfiles; i++) {
+            sp_key k = sp_rng_key(1, SP_RNG_AUGMENT);
+            sp_run_opts o = {dtype, SP_LAYOUT_NCHW, 0, NULL};
+            sp_sample_ctx ctx = {k, ep, (uint32_t)i};
+            sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
+            int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, NULL,
+                                           &err);
+            for (int m = 1; m <= 2; m++) {
+                sp__decode_hint h = {clean[i] ? SP__DECODE_VALIDATED : 0,
+                                     m == 2 ? ckpt[i] : NULL, ckpt_len[i]};
+                int b = sp__pipeline_run_hint(p, &ctx, &src, &o, NULL, batch2, SIZE_MAX, &h,
+                                              NULL, &err);
+                differ += a != b || (a == 0 && memcmp(batch, batch2, sample_bytes) != 0);
+            }
+        }
     free(batch2);
-    double traw = 0, tpipe = 0, tval = 0, craw = 0, cpipe = 0, cval = 0;
+    double traw = 0, tpipe = 0, tval = 0, tck = 0, craw = 0, cpipe = 0, cval = 0, cck = 0;
     size_t rounds = 0, failed = 0;
     double t0 = now_s();
     while (now_s() - t0 < seconds || rounds < 2) {
         traw += round_raw(tj, raw, cap, &craw);
         tpipe += round_pipe(p, batch, sample_bytes, (uint32_t)rounds, 0, &failed, &cpipe);
         tval += round_pipe(p, batch, sample_bytes, (uint32_t)rounds, 1, &failed, &cval);
+        tck += round_pipe(p, batch, sample_bytes, (uint32_t)rounds, 2, &failed, &cck);
         rounds++;
     }
     double n = (double)nfiles * (double)rounds;
-    double raw_rate = n / traw, pipe_rate = n / tpipe, val_rate = n / tval;
+    double raw_rate = n / traw, pipe_rate = n / tpipe, val_rate = n / tval, ck_rate = n / tck;
     printf("files: %zu JPEGs from %s, rounds: %zu, one thread\n", nfiles, dir, rounds);
     static const char *const names[] = {"uint8", "float32", "bfloat16", "float16"};
     printf("pipeline: %s (%s NCHW, batch 64)\n", sp__pipeline_canonical(p),
@@ -155,17 +172,23 @@ int main(int argc, char **argv) {
     printf("seedpipe_validated     images/s: %.0f (%zu of %zu files checked clean once, "
            "%.0f files/s; crops stop after their last row)\n", val_rate, nclean, nfiles,
            (double)nfiles / tcheck);
+    printf("seedpipe_checkpoints   images/s: %.0f (%zu files with entropy checkpoints; crops "
+           "also start at the last one above them)\n", ck_rate, nckpt);
     printf("ratio pipeline/raw: %.2f%s\n", pipe_rate / raw_rate,
            failed ? "  (some samples FAILED)" : "");
-    printf("ratio validated/raw: %.2f (outputs differing from the full read: %zu)\n",
-           val_rate / raw_rate, differ);
-    printf("on thread CPU time: pipeline/raw %.2f, validated/raw %.2f, validated/pipeline "
-           "%.2f\n", craw / cpipe, craw / cval, cpipe / cval);
+    printf("ratio validated/raw: %.2f\n", val_rate / raw_rate);
+    printf("ratio checkpoints/raw: %.2f (outputs of (c) and (d) differing from the full "
+           "read: %zu)\n", ck_rate / raw_rate, differ);
+    printf("on thread CPU time: pipeline/raw %.2f, validated/raw %.2f, checkpoints/raw %.2f, "
+           "checkpoints/validated %.2f\n", craw / cpipe, craw / cval, craw / cck, cval / cck);
     tjDestroy(tj);
     free(raw);
     free(batch);
     sp_pipeline_destroy(p);
     jpeg_files_free(files, nfiles);
+    for (size_t i = 0; i < nfiles; i++) free(ckpt[i]);
+    free(ckpt);
+    free(ckpt_len);
     free(clean);
     return failed || differ ? 1 : 0;
 }

@@ -33,6 +33,8 @@ void sp_dataset_close(sp_dataset *ds) {
     free(ds->sizes);
     free(ds->hashes);
     free(ds->verdicts);
+    free(ds->aux);
+    free(ds->aux_off);
     free(ds->base);
     free(ds->root);
     free(ds);
@@ -151,8 +153,21 @@ int sp__ds_is_remote(const sp_dataset *ds) {
 }
 
 int sp__ds_validated(const sp_dataset *ds, uint64_t i) {
-    if (ds->ops->validated) return ds->ops->validated(ds, i);
-    return ds->verdicts && i < ds->n && (ds->verdicts[i] & SP_DS_CLEAN);
+    const uint8_t *aux;
+    size_t len;
+    return sp__ds_verdict(ds, i, &aux, &len);
+}
+
+int sp__ds_verdict(const sp_dataset *ds, uint64_t i, const uint8_t **aux, size_t *aux_len) {
+    *aux = NULL;
+    *aux_len = 0;
+    if (ds->ops->verdict) return ds->ops->verdict(ds, i, aux, aux_len);
+    if (!ds->verdicts || i >= ds->n || !(ds->verdicts[i] & SP_DS_CLEAN)) return 0;
+    if (ds->aux && ds->aux_off[i + 1] > ds->aux_off[i]) {
+        *aux = ds->aux + ds->aux_off[i];
+        *aux_len = (size_t)(ds->aux_off[i + 1] - ds->aux_off[i]);
+    }
+    return 1;
 }
 
 void sp__sample_data_free(sp_sample_data *s) {

@@ -18,8 +18,10 @@
 /* The decode verdict of a file's bytes (dataset_index.c "Verdicts"): the
  * checker is augment's sp__image_check(), handed down by the layer above
  * both (loader/loader.c) through sp__ds_set_checker(), since this layer
- * may not call augment/. */
-typedef int (*sp__ds_checker)(const uint8_t *buf, size_t len);
+ * may not call augment/. Besides 1 (clean) or 0 it may give a malloc'd
+ * table of what the decoder can reuse of a clean file (*aux, *aux_len: a
+ * JPEG's entropy checkpoints; NULL, 0: none), kept with the verdict. */
+typedef int (*sp__ds_checker)(const uint8_t *buf, size_t len, uint8_t **aux, size_t *aux_len);
 void sp__ds_set_checker(sp__ds_checker fn);
 
 /* dataset_access.c: read ahead the samples idx[0..n) of a remote dataset
@@ -31,6 +33,9 @@ int sp__ds_is_remote(const sp_dataset *ds);
  * loader asks after a successful sp__dataset_read() of i (which re-hashed
  * the bytes), and then lets a JPEG crop stop after its last row. */
 int sp__ds_validated(const sp_dataset *ds, uint64_t i);
+/* dataset_access.c: sp__ds_validated(), and where it is 1 the checker's
+ * table of those bytes in *aux, *aux_len (NULL, 0: none; owned by ds). */
+int sp__ds_verdict(const sp_dataset *ds, uint64_t i, const uint8_t **aux, size_t *aux_len);
 
 /* dataset_access.c: one field of sp_dataset_info each (the library's own
  * callers; the same values, the same out-of-range answers as the info). */

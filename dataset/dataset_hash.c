@@ -33,10 +33,12 @@ typedef struct hash_job {
     int err_rc;
     sp_error err;
     sp__ds_checker check;      /* NULL: hash only */
+    sp__ds_aux *aux;           /* n: the checker's tables */
 } hash_job;
 
 /* Checking on: read the file whole, hash it and give its bytes to the
- * checker; the verdict goes to ds->verdicts[i]. */
+ * checker; the verdict goes to ds->verdicts[i], its table to j->aux[i]
+ * (dropped when longer than SP_DS_AUX_MAX). */
 static int hash_check(hash_job *j, int fd, const char *full, uint64_t i, sp_error *err) {
     sp_dataset *ds = j->ds;
     sp__buf buf = {NULL, 0};
@@ -46,7 +48,15 @@ static int hash_check(hash_job *j, int fd, const char *full, uint64_t i, sp_erro
         XXH128_hash_t h = XXH3_128bits(buf.p, got);
         ds->sizes[i] = got;
         ds->hashes[i] = (sp_digest){h.high64, h.low64};
-        ds->verdicts[i] = (uint8_t)(SP_DS_CHECKED | (j->check(buf.p, got) ? SP_DS_CLEAN : 0));
+        uint8_t *aux = NULL;
+        size_t alen = 0;
+        int clean = j->check(buf.p, got, &aux, &alen);
+        ds->verdicts[i] = (uint8_t)(SP_DS_CHECKED | (clean ? SP_DS_CLEAN : 0));
+        if (clean && aux && alen <= SP_DS_AUX_MAX) {
+            j->aux[i] = (sp__ds_aux){aux, alen, 1};
+            aux = NULL;
+        }
+        free(aux);
     }
     sp__buf_free(&buf);
     return rc;
@@ -113,8 +123,9 @@ static int hash_threads(const sp_dataset *ds, uint64_t ntodo) {
 }
 
 int sp__ds_hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, sp__ds_rec *recs,
-                    sp__ds_checker check, uint64_t *failed, sp_error *err) {
-    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}, check};
+                    sp__ds_checker check, sp__ds_aux *aux, uint64_t *failed, sp_error *err) {
+    hash_job j = {ds, todo, ntodo, recs, 0, PTHREAD_MUTEX_INITIALIZER, ntodo, 0, {0, ""}, check,
+                  aux};
     int nt = hash_threads(ds, ntodo);
     pthread_t tid[SP_DS_THREADS_CAP];
     int started = 0;

@@ -24,11 +24,12 @@
  *    still read, under the same rules, when the cache has no sound entry,
  *    and never written. No usable cache folder: every file is hashed and
  *    index info's warning says why; the open never fails for it.
- *  - Format (little-endian): "SPDSIDX\0", u32 version 1, u32 kind, u64 n,
+ *  - Format (little-endian): "SPDSIDX\0", u32 version 2, u32 kind, u64 n,
  *    u32 len + the absolute root, then n records in canonical (byte-wise
  *    path) order: u32 len + relative path, u32 flags (1 = racy), u64 dev,
- *    ino, size, mtime ns, ctime ns, hash hi, hash lo; last an XXH3-64 of
- *    all the bytes before it. A sidecar whose checksum, magic, version, kind
+ *    ino, size, mtime ns, ctime ns, hash hi, hash lo, u32 len + the
+ *    checker's table (at most SP_DS_AUX_MAX bytes); last an XXH3-64 of
+ *    all the bytes before it. Version 1 (no table) is still read. A sidecar whose checksum, magic, version, kind
  *    or root does not match is not trusted: it is rebuilt, and the reason
  *    is kept for sp__dataset_index_info_get() (the tool prints it as a warning).
  *  - Racy entries (git's "racily clean" problem): timestamps are coarse (a
@@ -52,7 +53,8 @@
  *    re-hashed the bytes it serves. Checking is on when a checker is set
  *    and the cache folder is writable (the verdict can be kept); then a
  *    record without a verdict (an index written before verdicts existed)
- *    is not trusted and its file is hashed and checked again, once. With
+ *    is not trusted and its file is hashed and checked again, once; so is
+ *    a version 1 record (the checker's table came with version 2). With
  *    no cache, a read-only one or SEEDPIPE_INDEX=off nothing is checked,
  *    no verdict is known and every decode reads its whole file, as before.
  *
@@ -83,10 +85,17 @@
 #include <xxhash.h>
 
 #define SIDECAR_MAGIC "SPDSIDX"   /* 7 characters + NUL = 8 bytes */
-#define SIDECAR_VERSION 1u
+#define SIDECAR_VERSION 2u
 #define SIDECAR_RACY 1u   /* then SP_DS_CHECKED 2, SP_DS_CLEAN 4 (dataset_internal.h) */
 #define SIDECAR_VERDICT (SP_DS_CHECKED | SP_DS_CLEAN)
 #define RECORD_FIXED (4 + 4 + 7 * 8)       /* len, flags, 7 u64 */
+
+/* The bytes of the record at r (its path's length read, inside the file),
+ * of a version v index: the fixed fields, the path, a version 2 table. */
+static size_t record_bytes(const uint8_t *r, uint32_t v) {
+    size_t fixed = RECORD_FIXED + sp__le_get32(r);
+    return v < 2 ? fixed : fixed + 4 + sp__le_get32(r + fixed);
+}
 
 typedef sp__ds_rec rec;
 
@@ -136,6 +145,7 @@ typedef struct sidecar {
     uint8_t *data;
     uint64_t n;
     size_t first;   /* offset of the first record */
+    uint32_t version;
 } sidecar;
 
 /* The sidecar's bytes (len >= its header and checksum) checked: checksum,
@@ -152,7 +162,8 @@ static int sidecar_check(const uint8_t *data, size_t len, const sp_dataset *ds, 
         note(why, wn, "%s: not a seedpipe dataset index", path);
         return -1;
     }
-    if (sp__le_get32(data + 8) != SIDECAR_VERSION) {
+    uint32_t v = sp__le_get32(data + 8);
+    if (v != 1 && v != SIDECAR_VERSION) {
         note(why, wn, "%s: index format version %u, this library writes %u", path,
                  sp__le_get32(data + 8), SIDECAR_VERSION);
         return -1;
@@ -169,13 +180,16 @@ static int sidecar_check(const uint8_t *data, size_t len, const sp_dataset *ds, 
     *nrec = n;
     size_t off = head + rl;
     for (uint64_t i = 0; i < n; i++) {
-        if (off + 4 > len - 8 || sp__le_get32(data + off) > 4096 ||
-            off + 4 + sp__le_get32(data + off) + RECORD_FIXED - 4 > len - 8) {
+        size_t fixed = off + 4 <= len - 8 ? RECORD_FIXED + sp__le_get32(data + off) : 0;
+        if (!fixed || sp__le_get32(data + off) > 4096 || fixed > len - 8 - off ||
+            (v >= 2 && (fixed + 4 > len - 8 - off ||
+                        sp__le_get32(data + off + fixed) > SP_DS_AUX_MAX ||
+                        record_bytes(data + off, v) > len - 8 - off))) {
             note(why, wn, "%s: record %llu out of bounds (damaged)", path,
                      (unsigned long long)i);
             return -1;
         }
-        off += 4 + sp__le_get32(data + off) + RECORD_FIXED - 4;
+        off += record_bytes(data + off, v);
     }
     if (off != len - 8) {
         note(why, wn, "%s: %zu bytes after the last record (damaged)", path, len - 8 - off);
@@ -193,7 +207,8 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
      * larger file is refused before a byte of it is read. */
     uint64_t pool = ds->n ? ds->path_off[ds->n - 1] + strlen(ds->pool + ds->path_off[ds->n - 1]) + 1
                           : 0;
-    uint64_t expect = 8 + 4 + 4 + 8 + 4 + strlen(root) + ds->n * (4 + 4 + 7 * 8) + pool + 8;
+    uint64_t expect = 8 + 4 + 4 + 8 + 4 + strlen(root) +
+                      ds->n * (4 + 4 + 7 * 8 + 4 + SP_DS_AUX_MAX) + pool + 8;
     struct stat st;
     sp_error e;
     int fd = sp__open_regular(AT_FDCWD, path, path, 1, 2 * expect + (1u << 20), &st, &e);
@@ -226,6 +241,7 @@ static int sidecar_load(const char *path, const sp_dataset *ds, const char *root
     sc->data = data;
     sc->n = n;
     sc->first = head + rl;
+    sc->version = sp__le_get32(data + 8);
     data = NULL;
     rc = 1;
 out:
@@ -326,11 +342,12 @@ static int find_sidecar(sp_dataset *ds, const char *root, char paths[2][4096], s
 }
 
 /* 3. merge: trust a record whose path and stat match and that is not racy
- * (its size, hash and verdict go to ds) nor, when checking, without a
- * verdict; the others are listed in todo. Returns how many are in todo;
- * *reused counts the trusted ones. */
+ * (its size, hash and verdict go to ds, its table to aux[i] when aux is
+ * not NULL) nor, when checking, without a verdict and a table (version 1);
+ * the others are listed in todo. Returns how many are in todo; *reused
+ * counts the trusted ones. */
 static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *recs,
-                      int checking, uint64_t *todo, uint64_t *reused) {
+                      int checking, sp__ds_aux *aux, uint64_t *todo, uint64_t *reused) {
     uint64_t ntodo = 0;
     size_t off = sc->first;
     uint64_t k = 0;
@@ -344,15 +361,17 @@ static uint64_t merge(sp_dataset *ds, const sidecar *sc, int found, const rec *r
             int c = memcmp(sp, path, pl < pathlen ? pl : pathlen);
             if (c == 0) c = (pl > pathlen) - (pl < pathlen);
             if (c > 0) break;                       /* path not in the sidecar */
-            const uint8_t *r = sc->data + off + 4 + pl;
-            off += 4 + pl + RECORD_FIXED - 4;
+            const uint8_t *r = sc->data + off + 4 + pl;   /* flags, 7 u64, [table] */
+            off += record_bytes(sc->data + off, sc->version);
             k++;
             if (c < 0) continue;                    /* a record of a file now gone */
             rec old = {sp__le_get64(r + 4), sp__le_get64(r + 12), sp__le_get64(r + 20), sp__le_get64(r + 28), sp__le_get64(r + 36)};
             uint32_t fl = sp__le_get32(r);
-            if (!(fl & SIDECAR_RACY) && (!checking || (fl & SP_DS_CHECKED)) &&
+            if (!(fl & SIDECAR_RACY) &&
+                (!checking || ((fl & SP_DS_CHECKED) && sc->version >= 2)) &&
                 !memcmp(&old, &recs[i], sizeof old)) {
                 if (ds->verdicts) ds->verdicts[i] = (uint8_t)(fl & SIDECAR_VERDICT);
+                if (aux && sc->version >= 2) aux[i] = (sp__ds_aux){r + 64, sp__le_get32(r + 60), 0};
                 ds->sizes[i] = old.size;
                 ds->hashes[i].hi = sp__le_get64(r + 44);
                 ds->hashes[i].lo = sp__le_get64(r + 52);
@@ -394,6 +413,9 @@ static void write_sidecar(sp_dataset *ds, const char *root, const rec *recs, uin
         sp__ds_buf_u64(&b, recs[i].ctime);
         sp__ds_buf_u64(&b, ds->hashes[i].hi);
         sp__ds_buf_u64(&b, ds->hashes[i].lo);
+        uint64_t a0 = ds->aux ? ds->aux_off[i] : 0, a1 = ds->aux ? ds->aux_off[i + 1] : 0;
+        sp__ds_buf_u32(&b, (uint32_t)(a1 - a0));
+        sp__sbuf_put(&b, ds->aux ? ds->aux + a0 : NULL, (size_t)(a1 - a0));
     }
     if (!b.oom) sp__ds_buf_u64(&b, XXH3_64bits(b.p, b.len));
     /* Only into the cache: an old sidecar beside the data is never written. */
@@ -416,6 +438,30 @@ static sp__ds_checker checker_for(const char *entry) {
     return access(dir, W_OK) == 0 ? fn : NULL;
 }
 
+/* 4b. the tables of aux packed into ds->aux / aux_off (none on a failed
+ * allocation: then only the decodes' speed differs). */
+static void pack_aux(sp_dataset *ds, const sp__ds_aux *aux) {
+    uint64_t n = ds->n, total = 0;
+    for (uint64_t i = 0; i < n; i++) total += aux[i].len;
+    if (!total) return;
+    ds->aux_off = malloc((n + 1) * sizeof *ds->aux_off);
+    ds->aux = malloc(total);
+    if (!ds->aux_off || !ds->aux) {
+        free(ds->aux_off);
+        free(ds->aux);
+        ds->aux_off = NULL;
+        ds->aux = NULL;
+        return;
+    }
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        ds->aux_off[i] = off;
+        if (aux[i].len) memcpy(ds->aux + off, aux[i].p, aux[i].len);
+        off += aux[i].len;
+    }
+    ds->aux_off[n] = off;
+}
+
 /* Fill ds->sizes/hashes of the n packed samples: from the persistent
  * index where a file's stat is unchanged, else by hashing it (threads),
  * then rewrite the index if anything differed. Errors name the file (and
@@ -429,10 +475,11 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     uint32_t *flags = calloc(n ? n : 1, sizeof *flags);
     uint64_t *todo = malloc((n ? n : 1) * sizeof *todo);
     char *root = use ? abs_root(ds) : NULL;
+    sp__ds_aux *aux = use ? calloc(n ? n : 1, sizeof *aux) : NULL;
     if (use) ds->verdicts = calloc(n ? n : 1, 1);
     sidecar sc = {0};
     int rc = SP_OK;
-    if (!recs || !flags || !todo || (use && (!root || !ds->verdicts))) {
+    if (!recs || !flags || !todo || (use && (!root || !ds->verdicts || !aux))) {
         rc = sp_error_set(err, SP_ENOMEM, "%s: out of memory for %llu samples", ds->root,
                           (unsigned long long)n);
         goto done;
@@ -445,16 +492,17 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
     int found = use ? find_sidecar(ds, root, paths, &sc, nocache, sizeof nocache) : -1;
     uint64_t reused = 0;
     sp__ds_checker check = use ? checker_for(paths[0]) : NULL;
-    uint64_t ntodo = merge(ds, &sc, found, recs, check != NULL, todo, &reused);
+    uint64_t ntodo = merge(ds, &sc, found, recs, check != NULL, aux, todo, &reused);
     int dirty = found < 0 || ntodo > 0 || sc.n != n;
 
     /* 4. hash what could not be trusted. */
     uint64_t failed = 0;
-    rc = sp__ds_hash_all(ds, todo, ntodo, recs, check, &failed, err);
+    rc = sp__ds_hash_all(ds, todo, ntodo, recs, check, aux, &failed, err);
     if (rc) {
         annotate(ds, e, failed, rc, err);
         goto done;
     }
+    if (use) pack_aux(ds, aux);
     info->reused = reused;
     info->hashed = ntodo;
     info->used = use;
@@ -463,6 +511,9 @@ static int hash_files(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
         note(info->warning, sizeof info->warning, "%s; no index kept: every file is hashed at "
              "each open", nocache);
 done:
+    for (uint64_t i = 0; aux && i < n; i++)
+        if (aux[i].owned) free((void *)aux[i].p);
+    free(aux);
     free(sc.data);
     free(root);
     free(todo);
@@ -515,7 +566,8 @@ static int hash_listed(sp_dataset *ds, const sp__ds_entries *e, sp_error *err) {
                  : find_duplicates(ds, dups, err);
     for (uint64_t i = 0; rc == SP_OK && i < n; i++)
         if (dups[i] == i) todo[ntodo++] = i;
-    if (rc == SP_OK && (rc = sp__ds_hash_all(ds, todo, ntodo, recs, NULL, &failed, err)) != SP_OK)
+    if (rc == SP_OK &&
+        (rc = sp__ds_hash_all(ds, todo, ntodo, recs, NULL, NULL, &failed, err)) != SP_OK)
         annotate(ds, e, failed, rc, err);
     for (uint64_t i = 0; rc == SP_OK && i < n; i++) {
         ds->sizes[i] = ds->sizes[dups[i]];

@@ -100,8 +100,8 @@ typedef struct sp__ds_ops {
     /* sp__dataset_shard_count() and sp_dataset_shard_of() (NULL: no shards) */
     uint32_t (*shard_count)(const sp_dataset *ds);
     uint32_t (*shard_of)(const sp_dataset *ds, uint64_t i);
-    /* sp__ds_validated() of a mixture (NULL: ds->verdicts) */
-    int (*validated)(const sp_dataset *ds, uint64_t i);
+    /* sp__ds_verdict() of a mixture (NULL: ds->verdicts, ds->aux) */
+    int (*verdict)(const sp_dataset *ds, uint64_t i, const uint8_t **aux, size_t *aux_len);
     /* the kind's own fingerprint (NULL: dataset_open.c's, over the sample table) */
     int (*fingerprint)(const sp_dataset *ds, sp_digest *out, sp_error *err);
     /* sp__dataset_raw_dims(), the images' common size, also hashed in the
@@ -147,7 +147,22 @@ struct sp_dataset {
     /* n decode verdicts kept with the index records (SP_DS_CHECKED, and
      * SP_DS_CLEAN: a full decode succeeded), or NULL: none known */
     uint8_t *verdicts;
+    /* the checker's tables of the clean files, kept with the verdicts:
+     * sample i's is aux[aux_off[i] .. aux_off[i + 1]) (NULL: none) */
+    uint8_t *aux;
+    uint64_t *aux_off;
 };
+
+/* The largest checker table kept for one file (a longer one is dropped). */
+#define SP_DS_AUX_MAX 4096u
+
+/* A file's checker table while the index is merged and hashed: in the
+ * loaded index's bytes, or malloc'd by the checker (owned). */
+typedef struct sp__ds_aux {
+    const uint8_t *p;
+    size_t len;
+    int owned;
+} sp__ds_aux;
 
 /* The decode verdict of a file's bytes (dataset_index.c "Verdicts"): the
  * checker is augment's sp__image_check(), handed down by the layer above
@@ -248,11 +263,12 @@ static inline sp__ds_rec sp__ds_rec_of(const struct stat *st) {
 /* dataset_hash.c: hash the files todo[0..ntodo) (sample indices, ascending)
  * into ds->sizes/hashes and their stats into recs, in threads
  * (ds->hash_threads; 0: the online CPUs, at most 8); with a checker, each
- * file is read whole and its verdict set in ds->verdicts. On failure
+ * file is read whole, its verdict set in ds->verdicts and its table in
+ * aux[i] (owned; aux may be NULL only without a checker). On failure
  * *failed is the first failing sample in canonical order and err its
  * error. */
 int sp__ds_hash_all(sp_dataset *ds, const uint64_t *todo, uint64_t ntodo, sp__ds_rec *recs,
-                    sp__ds_checker check, uint64_t *failed, sp_error *err);
+                    sp__ds_checker check, sp__ds_aux *aux, uint64_t *failed, sp_error *err);
 
 /* The index files' little-endian fields, appended to common's growable
  * buffer (sp__sbuf: an allocation failure sets oom and makes every later

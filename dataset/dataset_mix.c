@@ -158,10 +158,10 @@ static int mix_read(const sp_dataset *ds, uint64_t i, sp_sample_data *out, sp_er
     return sp__dataset_read(mix_of(ds)->src[s].ds, j, out, err);
 }
 
-static int mix_validated(const sp_dataset *ds, uint64_t i) {
+static int mix_verdict(const sp_dataset *ds, uint64_t i, const uint8_t **aux, size_t *aux_len) {
     uint64_t j;
     uint32_t s = locate(mix_of(ds), i, &j);
-    return sp__ds_validated(mix_of(ds)->src[s].ds, j);
+    return sp__ds_verdict(mix_of(ds)->src[s].ds, j, aux, aux_len);
 }
 
 static void mix_info(const sp_dataset *ds, sp_dataset_info *info) {
@@ -217,7 +217,7 @@ static const sp__ds_ops mix_ops = {
     .destroy = mix_destroy,
     .prefetch = mix_prefetch,
     .is_remote = mix_is_remote,
-    .validated = mix_validated,
+    .verdict = mix_verdict,
     .fingerprint = mix_fingerprint,
     .info = mix_info,
 };

@@ -423,9 +423,13 @@ static int run_one(const sp_loader *ld, uint32_t epoch, uint64_t idx, uint64_t a
     }
     sp_run_opts opts = {ld->cfg.dtype, ld->cfg.layout, ld->cfg.skip_normalize, NULL};
     sp_out_shape shape = {ld->h, ld->w, ld->c};
+    /* the dataset's verdict: a validated JPEG's crop stops after its last
+     * row and starts at its entropy checkpoint (decode_internal.h) */
+    sp__decode_hint hint = {0, NULL, 0};
+    if (sp__ds_verdict(ld->ds, idx, &hint.ckpt, &hint.ckpt_len))
+        hint.flags = SP__DECODE_VALIDATED;
     rc = sp__ldt_run(ld->targets, ld->pl, &ctx, &sd.src, &opts, &shape, idx, dst,
-                     ld->image_bytes, ld->sample_bytes,
-                     sp__ds_validated(ld->ds, idx) ? SP__DECODE_VALIDATED : 0, err);
+                     ld->image_bytes, ld->sample_bytes, &hint, err);
     sp__sample_data_free(&sd);
     return rc;
 }

@@ -106,14 +106,15 @@ void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h) {
 static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                       const sp_sample_src *src, const sp_run_opts *opts,
                       const sp_out_shape *shape, uint64_t idx, void *dst, size_t image_bytes,
-                      int dflags, sp_geom_log *log, sp_targets *tg, char *fates, size_t fates_n,
+                      const sp__decode_hint *hint, sp_geom_log *log, sp_targets *tg, char *fates,
+                      size_t fates_n,
                       sp_error *err) {
     size_t span = sp__targets_image_span(image_bytes);
     if (t->coco) sp__coco_get(t->coco, idx, tg);
     else memset(tg, 0, sizeof *tg);      /* masks=semantic alone: no boxes */
     if (!t->rules.keypoints) tg->k = 0;   /* keypoints=0: not carried */
     log->targets = tg;
-    int rc = sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, image_bytes, dflags, log, err);
+    int rc = sp__pipeline_run_hint(pl, ctx, src, opts, shape, dst, image_bytes, hint, log, err);
     if (rc == 0) {
         memset((uint8_t *)dst + image_bytes, 0, span - image_bytes);
         uint32_t kept[SP_TARGETS_MAX_BOXES];
@@ -135,15 +136,15 @@ static int run_logged(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_c
 
 int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                 const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
-                uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
-                sp_error *err) {
+                uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes,
+                const sp__decode_hint *hint, sp_error *err) {
     if (!t)
-        return sp__pipeline_run_flags(pl, ctx, src, opts, shape, dst, sample_bytes, dflags, NULL,
-                                      err);
+        return sp__pipeline_run_hint(pl, ctx, src, opts, shape, dst, sample_bytes, hint, NULL,
+                                     err);
     sp_geom_log *log = malloc(sizeof *log);   /* ~16 KB: not on a worker thread's stack */
     if (!log) return sp_error_set(err, SP_ENOMEM, "targets: out of memory");
     sp_targets tg;
-    int rc = run_logged(t, pl, ctx, src, opts, shape, idx, dst, image_bytes, dflags, log, &tg,
+    int rc = run_logged(t, pl, ctx, src, opts, shape, idx, dst, image_bytes, hint, log, &tg,
                         NULL, 0, err);
     free(log);
     return rc;
@@ -160,7 +161,7 @@ size_t sp__ldt_explain(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_
     sp_targets tg;
     *rc = !log || !tmp || !fates ? sp_error_set(err, SP_ENOMEM, "explain: out of memory") : 0;
     if (!*rc)
-        *rc = run_logged(t, pl, ctx, src, opts, shape, idx, tmp, image_bytes, 0, log, &tg, fates,
+        *rc = run_logged(t, pl, ctx, src, opts, shape, idx, tmp, image_bytes, NULL, log, &tg, fates,
                          n, err);
     size_t len = sp__pipeline_explain_log(pl, ctx, W, H, fmt, *rc ? NULL : log, buf, n);
     if (!*rc && len + 1 < n) {

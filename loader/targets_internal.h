@@ -11,6 +11,7 @@
 
 typedef struct sp__ldt sp__ldt;
 struct sp__hash;
+struct sp__decode_hint;   /* augment/decode_internal.h */
 
 /*! sp__ldt_open() : the targets of a loader: annotations (NULL: none) for
  *  dataset ds and pipeline pl (NULL: a token corpus). *out stays NULL when
@@ -30,13 +31,14 @@ void sp__ldt_hash(const sp__ldt *t, struct sp__hash *h);
 
 /*! sp__ldt_run() : without targets (t NULL) sp__pipeline_run_shaped();
  *  else sample idx: the image (image_bytes, then zeros to the
- *  8-byte span) and its target fields into dst (sample_bytes). dflags:
- *  the decode's flags (SP__DECODE_VALIDATED: the dataset's verdict).
+ *  8-byte span) and its target fields into dst (sample_bytes). hint:
+ *  the decode's flags (SP__DECODE_VALIDATED: the dataset's verdict) and
+ *  the file's entropy checkpoints, or NULL.
  *  sp__ldt_explain() is the same run with each box's fate as text. */
 int sp__ldt_run(const sp__ldt *t, const sp_pipeline *pl, const sp_sample_ctx *ctx,
                 const sp_sample_src *src, const sp_run_opts *opts, const sp_out_shape *shape,
-                uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes, int dflags,
-                sp_error *err);
+                uint64_t idx, void *dst, size_t image_bytes, size_t sample_bytes,
+                const struct sp__decode_hint *hint, sp_error *err);
 
 /*! sp__ldt_explain() : sp__pipeline_explain()'s lines for sample idx (W x H,
  *  format fmt) with what only its run knows (random_iou_crop's attempts

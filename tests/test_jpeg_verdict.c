@@ -139,7 +139,7 @@ static void test_same_pixels(void) {
         int W = 200 + (int)rnd(90), H = 150 + (int)rnd(70);
         size_t len;
         uint8_t *j = make_jpeg(W, H, samps[f % 5], f == 5, &len);
-        CHECK(sp__image_check(j, len) == 1);
+        CHECK(sp__image_check(j, len, NULL, NULL) == 1);
         for (int k = 0; k < 50; k++) {
             int d = 1 << rnd(4);
             int x = (int)rnd((uint32_t)W), y = (int)rnd((uint32_t)H);
@@ -213,7 +213,7 @@ static void test_damage_after_crop(void) {
         age(tp(name));
         for (int k = 0; k < NDAMAGED; k++) {
             sp_image im;
-            CHECK_MSG(sp__image_check(bad[k], blen[k]) == 0, "damage %d passed the check", k);
+            CHECK_MSG(sp__image_check(bad[k], blen[k], NULL, NULL) == 0, "damage %d passed the check", k);
             CHECK(decode_region(bad[k], blen[k], 0, 0, 0, 0, 1, 0, &im, &err) != 0);
             /* the top rows are intact: refused by the policy, served with the flag */
             CHECK(decode_region(bad[k], blen[k], 8, 0, 64, 16, 1, 0, &im, &err) != 0);
@@ -393,7 +393,7 @@ static void check_corpus(const char *rel) {
         if (sp_read_file(files[i], 0, &buf, &len, &err) != 0) continue;
         sp_image full, a, b;
         int rc = decode_region(buf, len, 0, 0, 0, 0, 1, 0, &full, &err);
-        int ok = sp__image_check(buf, len);
+        int ok = sp__image_check(buf, len, NULL, NULL);
         CHECK_MSG(ok == (rc == 0 && sp__format_sniff(buf, len) == SP_FORMAT_JPEG),
                   "%s: check %d, full decode rc %d", files[i], ok, rc);
         sp_image_info info;

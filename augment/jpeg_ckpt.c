@@ -1,0 +1,495 @@
+/* augment/jpeg_ckpt.c - JPEG entropy checkpoints (jpeg_ckpt_internal.h):
+ * made by one walk of a validated baseline file's Huffman codes, used to
+ * decode a crop from near its first row through libjpeg's public API.
+ *
+ * HOW IT WORKS
+ *  - The walk (sp__jpeg_ckpt_make()) decodes the scan's Huffman codes
+ *    only: no coefficient is stored, no IDCT. Codes of up to 9 bits are
+ *    found in a 512-entry table, longer ones by the code-length limits
+ *    (libjpeg's method); the AC loop is libjpeg's (a run, then a size;
+ *    0xF0 skips 16; end of block). At the start of every iMCU row it
+ *    keeps the byte holding the row's first bit, how many bits of that
+ *    byte belong to the row above, and the DC predictors. The loader asks
+ *    only after the file's full decode succeeded without a warning, so the
+ *    walk reads the codes libjpeg read; a walk that meets anything else
+ *    (a code not in the table, bits past the scan's data) keeps nothing.
+ *  - The table: "K", the component count, the spacing s (u16) and the
+ *    count (u16), then per checkpoint k (iMCU row (k + 1) * s): u32 byte,
+ *    u8 bits, and one i16 predictor per component; little-endian. At most
+ *    SP__JPEG_CKPT_MAX checkpoints: s is the smallest spacing that fits.
+ *  - Resuming (sp__jpeg_ckpt_resume()) at checkpoint row r builds a stream
+ *    libjpeg decodes as any file: the file's headers with the frame one
+ *    iMCU row taller than the rows from r on; one made-up iMCU row whose
+ *    blocks hold only DC differences (each the largest step the file's DC
+ *    table can code, summing per component to the kept predictor) and an
+ *    end of block, a few of them one AC coefficient more so that the row
+ *    ends exactly the kept number of bits into a byte; then the file's
+ *    bytes from the checkpoint's byte on, that byte's first bits replaced
+ *    by the made-up row's last ones. The decoder's state at row r is then
+ *    the full decode's: the same bit position, the same predictors (each
+ *    JPEG block is decoded from them and its own bits alone). Fancy
+ *    upsampling reads one row of chroma above each row, so the rows of the
+ *    made-up iMCU row and the first of row r are not the full decode's:
+ *    the crop's first row y uses r = (y - 1) / mh or earlier (mh the iMCU
+ *    row's height), and rows_above = (r - 1) * mh.
+ *
+ * LIMITS: baseline / extended sequential Huffman, 8-bit, 1 component (1x1)
+ * or 3 in one interleaved scan in frame order, no restart interval (a file
+ * with restart markers could start at any of them instead: not done). A
+ * file whose DC table lacks a code the made-up row needs is decoded from
+ * the top. The pixels equal a full decode's by construction; the tests
+ * compare every crop of their corpus both ways (tests/test_jpeg_ckpt.c).
+ */
+#include "augment/jpeg_ckpt_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common_internal.h"
+#include "common/le_internal.h"
+
+#define CK_HEAD 6   /* "K", nc, spacing u16, count u16 */
+
+/* ---- the file's tables and geometry ---- */
+
+typedef struct htab {
+    int maxcode[18], valptr[17], mincode[17];
+    uint16_t look[512];          /* 9-bit prefix -> (length << 8) | value; 0: longer */
+    uint8_t val[256];
+    uint16_t code[256];
+    uint8_t len[256];            /* the encoder's view: 0 = no code */
+} htab;
+
+typedef struct jinfo {
+    int W, H, nc, mh, mcux, mcuy;
+    int h[3], v[3], td[3], ta[3];
+    htab dc[4], ac[4];
+    uint8_t have[2][4];          /* tables defined */
+    size_t sof_h;                /* offset of the frame's 16-bit height */
+    size_t data;                 /* the scan's first entropy-coded byte */
+} jinfo;
+
+/* Build a table from a DHT's counts and values (the 9-bit lookup only for
+ * a walk); -1 if the counts overflow the code space (libjpeg refuses such
+ * a table). */
+static int htab_build(htab *t, const uint8_t *bits, const uint8_t *val, int n, int look) {
+    if (look) memset(t->look, 0, sizeof t->look);
+    memset(t->len, 0, sizeof t->len);
+    memcpy(t->val, val, (size_t)n);
+    int code = 0, k = 0;
+    for (int l = 1; l <= 16; l++) {
+        t->valptr[l] = k;
+        t->mincode[l] = code;
+        for (int i = 0; i < bits[l - 1]; i++, k++, code++) {
+            if (code >= (1 << l)) return -1;
+            t->code[val[k]] = (uint16_t)code;
+            t->len[val[k]] = (uint8_t)l;
+            if (look && l <= 9)
+                for (int f = 0; f < 1 << (9 - l); f++)
+                    t->look[(code << (9 - l)) | f] = (uint16_t)(l << 8 | val[k]);
+        }
+        t->maxcode[l] = bits[l - 1] ? code - 1 : -1;
+        code <<= 1;
+    }
+    t->maxcode[17] = 0x7FFFFFFF;   /* a sentinel: no code is longer */
+    return 0;
+}
+
+/* The frame (SOF0/SOF1) of an 8-bit file of 1 or 3 components. */
+static int parse_sof(const uint8_t *s, size_t L, size_t at, jinfo *j, int *id) {
+    if (L < 8 || s[0] != 8 || (s[5] != 1 && s[5] != 3) || L < 8 + 3u * s[5]) return -1;
+    j->sof_h = at;
+    j->H = (s[1] << 8) | s[2];
+    j->W = (s[3] << 8) | s[4];
+    j->nc = s[5];
+    for (int c = 0; c < j->nc; c++) {
+        id[c] = s[6 + 3 * c];
+        j->h[c] = s[7 + 3 * c] >> 4;
+        j->v[c] = s[7 + 3 * c] & 15;
+        if (j->h[c] < 1 || j->h[c] > 4 || j->v[c] < 1 || j->v[c] > 4) return -1;
+        if (j->nc == 1 && (j->h[c] != 1 || j->v[c] != 1)) return -1;
+    }
+    return 0;
+}
+
+static int parse_dht(const uint8_t *s, size_t L, jinfo *j, int look) {
+    for (size_t q = 0; q + 17 <= L - 2;) {
+        int tc = s[q] >> 4, th = s[q] & 15, tot = 0;
+        if (th > 3 || tc > 1) return -1;
+        for (int l = 0; l < 16; l++) tot += s[q + 1 + l];
+        if (tot > 256 || q + 17 + (size_t)tot > L - 2) return -1;
+        if (htab_build(tc ? &j->ac[th] : &j->dc[th], s + q + 1, s + q + 17, tot, look) != 0)
+            return -1;
+        j->have[tc][th] = 1;
+        q += 17 + (size_t)tot;
+    }
+    return 0;
+}
+
+static int parse_sos(const uint8_t *s, size_t L, size_t data, jinfo *j, const int *id) {
+    if (!j->nc || L < 6u + 2u * (unsigned)j->nc || s[0] != j->nc) return -1;
+    for (int c = 0; c < j->nc; c++) {
+        if (s[1 + 2 * c] != id[c]) return -1;   /* the frame's order */
+        j->td[c] = s[2 + 2 * c] >> 4;
+        j->ta[c] = s[2 + 2 * c] & 15;
+        if (j->td[c] > 3 || j->ta[c] > 3 || !j->have[0][j->td[c]] || !j->have[1][j->ta[c]])
+            return -1;
+    }
+    j->data = data;
+    return 0;
+}
+
+/* The markers up to the first scan's data (look: with the walk's lookup
+ * tables). 0, or -1 for a file without checkpoints (progressive,
+ * lossless, arithmetic, 12-bit, a restart interval, another layout) or a
+ * header this walk does not follow. */
+static int parse(const uint8_t *b, size_t n, jinfo *j, int look) {
+    j->W = j->H = j->nc = 0;
+    j->data = 0;
+    memset(j->have, 0, sizeof j->have);
+    if (n < 4 || b[0] != 0xFF || b[1] != 0xD8) return -1;
+    int id[3] = {0, 0, 0};
+    for (size_t p = 2; p + 4 <= n && !j->data;) {
+        if (b[p] != 0xFF) return -1;
+        int m = b[p + 1];
+        if (m == 0xFF) {   /* fill byte */
+            p++;
+            continue;
+        }
+        size_t L = ((size_t)b[p + 2] << 8) | b[p + 3];
+        if (L < 2 || p + 2 + L > n) return -1;
+        const uint8_t *s = b + p + 4;
+        int rc = 0;
+        if (m == 0xC0 || m == 0xC1) rc = parse_sof(s, L, p + 5, j, id);
+        else if (m >= 0xC2 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) rc = -1;
+        else if (m == 0xDD) rc = L >= 4 && (s[0] | s[1]) ? -1 : 0;
+        else if (m == 0xC4) rc = parse_dht(s, L, j, look);
+        else if (m == 0xDA) rc = parse_sos(s, L, p + 2 + L, j, id);
+        if (rc) return -1;
+        p += 2 + L;
+    }
+    if (!j->data || j->H <= 0 || j->W <= 0 || j->data >= n) return -1;
+    int hmax = 1, vmax = 1;
+    for (int c = 0; c < j->nc; c++) {
+        hmax = j->h[c] > hmax ? j->h[c] : hmax;
+        vmax = j->v[c] > vmax ? j->v[c] : vmax;
+    }
+    j->mh = 8 * vmax;
+    j->mcux = (j->W + 8 * hmax - 1) / (8 * hmax);
+    j->mcuy = (j->H + j->mh - 1) / j->mh;
+    return 0;
+}
+
+/* ---- the walk: a 64-bit bit buffer, libjpeg's zero fill at a marker ---- */
+
+typedef struct bitr {
+    const uint8_t *b;
+    size_t n, p;       /* the next byte to load */
+    uint64_t acc;      /* nb bits, MSB first */
+    int nb;
+    uint64_t loaded;   /* data bytes loaded (real and zero fill) */
+    uint64_t fill0;    /* zero bytes loaded at a marker or the end */
+    size_t pos[8];     /* where the last 8 loaded bytes were */
+} bitr;
+
+static void fill(bitr *r) {
+    while (r->nb <= 56) {
+        uint8_t c = 0;
+        size_t at = r->p;
+        if (r->p < r->n && (r->b[r->p] != 0xFF || (r->p + 1 < r->n && r->b[r->p + 1] == 0))) {
+            c = r->b[r->p];
+            r->p += c == 0xFF ? 2 : 1;   /* past a stuffed zero */
+        } else {
+            r->fill0++;
+        }
+        r->pos[r->loaded++ & 7] = at;
+        r->acc |= (uint64_t)c << (56 - r->nb);
+        r->nb += 8;
+    }
+}
+
+/* The next Huffman value of t, or -1 for a code t does not have. */
+static int huff(bitr *r, const htab *t) {
+    if (r->nb < 32) fill(r);
+    unsigned e = t->look[r->acc >> 55];
+    if (e) {
+        r->acc <<= e >> 8;
+        r->nb -= (int)(e >> 8);
+        return (int)(e & 255);
+    }
+    int l = 10;
+    while ((int64_t)(r->acc >> (64 - l)) > t->maxcode[l]) l++;
+    if (l > 16) return -1;
+    int code = (int)(r->acc >> (64 - l));
+    r->acc <<= l;
+    r->nb -= l;
+    return t->val[(t->valptr[l] + code - t->mincode[l]) & 255];
+}
+
+/* s raw bits (s <= 16, after huff() left at least 16). */
+static int bits_get(bitr *r, int s) {
+    if (!s) return 0;
+    int v = (int)(r->acc >> (64 - s));
+    r->acc <<= s;
+    r->nb -= s;
+    return v;
+}
+
+/* One block of component c: its DC difference added to *pred. */
+static int walk_block(bitr *r, const htab *dt, const htab *at, int *pred) {
+    int s = huff(r, dt);
+    if (s < 0 || s > 11) return -1;
+    int d = bits_get(r, s);
+    if (s && d < (1 << (s - 1))) d -= (1 << s) - 1;
+    *pred += d;
+    for (int z = 1; z < 64;) {
+        int rs = huff(r, at);
+        if (rs < 0) return -1;
+        if (rs & 15) {
+            if (r->nb < 16) fill(r);
+            bits_get(r, rs & 15);
+            z += (rs >> 4) + 1;
+        } else if (rs == 0xF0) {
+            z += 16;
+        } else {
+            break;
+        }
+    }
+    return 0;
+}
+
+static void put16(uint8_t *p, int v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)((unsigned)v >> 8);
+}
+
+/* The walk, writing the checkpoints of rows s, 2s, ... into t. */
+static int walk(const uint8_t *b, size_t n, const jinfo *j, int sp, uint8_t *t) {
+    bitr r = {b, n, j->data, 0, 0, 0, 0, {0}};
+    int pred[3] = {0, 0, 0}, ent = 5 + 2 * j->nc, k = 0;
+    for (int my = 0; my < j->mcuy; my++) {
+        if (my && my % sp == 0) {
+            int q = (r.nb + 7) / 8;   /* bytes holding unread bits */
+            uint8_t *e = t + CK_HEAD + (size_t)k++ * (size_t)ent;
+            sp__le_put32(e, (uint32_t)r.pos[(r.loaded - (uint64_t)q) & 7]);
+            e[4] = (uint8_t)((8 - r.nb % 8) % 8);
+            for (int c = 0; c < j->nc; c++) {
+                if (pred[c] < -32768 || pred[c] > 32767) return -1;
+                put16(e + 5 + 2 * c, pred[c]);
+            }
+        }
+        for (int mx = 0; mx < j->mcux; mx++)
+            for (int c = 0; c < j->nc; c++)
+                for (int i = 0; i < j->h[c] * j->v[c]; i++)
+                    if (walk_block(&r, &j->dc[j->td[c]], &j->ac[j->ta[c]], &pred[c]) != 0)
+                        return -1;
+    }
+    /* every bit read was the file's: zero fill only in bytes not reached */
+    return r.fill0 <= (uint64_t)(r.nb / 8) ? 0 : -1;
+}
+
+int sp__jpeg_ckpt_make(const uint8_t *buf, size_t len, uint8_t **out, size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    jinfo *j = malloc(sizeof *j);
+    if (!j) return SP_ENOMEM;
+    int rc = 0;
+    if (parse(buf, len, j, 1) == 0 && j->mcuy >= 2 && len <= UINT32_MAX) {
+        int sp = (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX;
+        int count = (j->mcuy - 1) / sp;
+        size_t tl = CK_HEAD + (size_t)count * (size_t)(5 + 2 * j->nc);
+        uint8_t *t = malloc(tl);
+        if (!t) {
+            rc = SP_ENOMEM;
+        } else if (walk(buf, len, j, sp, t) != 0) {
+            free(t);
+        } else {
+            t[0] = 'K';
+            t[1] = (uint8_t)j->nc;
+            put16(t + 2, sp);
+            put16(t + 4, count);
+            *out = t;
+            *out_len = tl;
+            rc = 1;
+        }
+    }
+    free(j);
+    return rc;
+}
+
+/* ---- the made-up row ---- */
+
+typedef struct bitw {
+    uint8_t *o;
+    size_t n;
+    uint32_t acc;
+    int nacc;
+} bitw;
+
+static void putbits(bitw *w, uint32_t v, int l) {
+    for (int i = l - 1; i >= 0; i--) {
+        w->acc = (w->acc << 1) | ((v >> i) & 1);
+        if (++w->nacc == 8) {
+            w->o[w->n++] = (uint8_t)w->acc;
+            if ((uint8_t)w->acc == 0xFF) w->o[w->n++] = 0;
+            w->acc = 0;
+            w->nacc = 0;
+        }
+    }
+}
+
+static int category(int v) {
+    int a = v < 0 ? -v : v, s = 0;
+    for (; a; a >>= 1) s++;
+    return s;
+}
+
+/* Whether the DC table codes the difference v. */
+static int dc_coded(const htab *dt, int v) {
+    int s = category(v);
+    return s <= 11 && dt->len[s];
+}
+
+/* The DC step of one block toward R with `left` blocks to go (this one
+ * included): where two blocks can still end at R, the largest d the table
+ * codes whose rest R - d it codes too (a table made for one image may lack
+ * small categories); else the largest step it codes. */
+static int dc_step(const htab *dt, int R, int left) {
+    int sg = R < 0 ? -1 : 1, a = R < 0 ? -R : R;
+    if (left >= 2 && a <= 2 * 2047)
+        for (int v = a < 2047 ? a : 2047; v >= 0 && a - v <= 2047; v--)
+            if (dc_coded(dt, v) && dc_coded(dt, a - v)) return sg * v;
+    for (int s = 11; a && s >= 1; s--)
+        if (dt->len[s] && (1 << (s - 1)) <= a) {
+            int d = a < (1 << s) - 1 ? a : (1 << s) - 1;
+            return sg * d;
+        }
+    return 0;
+}
+
+/* The plan of the made-up row: each block's DC difference (diff) and
+ * padding size (pad, 0: none), from the predictors pr and the bits bit of
+ * the junction byte the row above owns. -1 where the tables lack a code. */
+static int plan_row(const jinfo *j, const int *pr, int bit, int nblk, int *diff, int *pad) {
+    long bits = 0;
+    int base[3] = {0, 0, 0}, nb[3] = {0, 0, 0};
+    for (int c = 0, at0 = 0; c < j->nc; c++) {
+        const htab *dt = &j->dc[j->td[c]], *at = &j->ac[j->ta[c]];
+        nb[c] = j->mcux * j->h[c] * j->v[c];
+        base[c] = at0;
+        at0 += nb[c];
+        if (!dt->len[0] || !at->len[0] || at0 > nblk) return -1;
+        int R = pr[c];
+        for (int i = 0; i < nb[c]; i++) {
+            int d = dc_step(dt, R, nb[c] - i);
+            R -= d;
+            diff[base[c] + i] = d;
+            pad[base[c] + i] = 0;
+            bits += dt->len[category(d)] + category(d) + at->len[0];
+        }
+        if (R) return -1;
+    }
+    int need = (bit - (int)(bits % 8) + 8) % 8;
+    for (int c = 0; need && c < j->nc; c++)
+        for (int s = 1; need && s <= 10; s++) {
+            const htab *at = &j->ac[j->ta[c]];
+            if (!at->len[s]) continue;
+            for (int m = 1; m <= 8 && m <= nb[c]; m++)
+                if ((m * (at->len[s] + s)) % 8 == need) {
+                    for (int i = 0; i < m; i++) pad[base[c] + i] = s;
+                    need = 0;
+                    break;
+                }
+        }
+    return need ? -1 : 0;
+}
+
+/* Write the planned row, in the scan's block order, after the headers. */
+static void write_row(const jinfo *j, const int *diff, const int *pad, bitw *w) {
+    int next[3] = {0, 0, 0}, base[3] = {0, 0, 0};
+    for (int c = 1; c < j->nc; c++) base[c] = base[c - 1] + j->mcux * j->h[c - 1] * j->v[c - 1];
+    for (int mx = 0; mx < j->mcux; mx++)
+        for (int c = 0; c < j->nc; c++)
+            for (int k = 0; k < j->h[c] * j->v[c]; k++) {
+                const htab *dt = &j->dc[j->td[c]], *at = &j->ac[j->ta[c]];
+                int i = base[c] + next[c]++, d = diff[i], s = category(d);
+                putbits(w, dt->code[s], dt->len[s]);
+                if (s) putbits(w, (uint32_t)(d < 0 ? d + (1 << s) - 1 : d), s);
+                if (pad[i]) {
+                    putbits(w, at->code[pad[i]], at->len[pad[i]]);
+                    putbits(w, 1u << (pad[i] - 1), pad[i]);
+                }
+                putbits(w, at->code[0], at->len[0]);
+            }
+}
+
+/* The table's checkpoint k, if the table fits j's file: 0 and its byte,
+ * bits and predictors, or -1. */
+static int ck_entry(const jinfo *j, const uint8_t *ck, size_t ck_len, size_t n, int y,
+                    int *row, uint32_t *byte, int *bit, int *pr) {
+    if (ck_len < CK_HEAD || ck[0] != 'K' || ck[1] != j->nc || j->mcuy < 2) return -1;
+    int sp = ck[2] | ck[3] << 8, count = ck[4] | ck[5] << 8, ent = 5 + 2 * j->nc;
+    if (sp != (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX ||
+        count != (j->mcuy - 1) / sp || ck_len != CK_HEAD + (size_t)count * (size_t)ent)
+        return -1;
+    int k = (y - 1) / j->mh / sp - 1;   /* r = (k + 1) * sp <= (y - 1) / mh */
+    if (y < 1 || k < 0 || k >= count) return -1;
+    const uint8_t *e = ck + CK_HEAD + (size_t)k * (size_t)ent;
+    *row = (k + 1) * sp;
+    *byte = sp__le_get32(e);
+    *bit = e[4];
+    for (int c = 0; c < j->nc; c++) pr[c] = (int16_t)(e[5 + 2 * c] | e[6 + 2 * c] << 8);
+    return *byte >= j->data && *byte < n && *bit < 8 ? 0 : -1;
+}
+
+/* The head of the stream for checkpoint row r (see HOW IT WORKS). */
+static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, uint32_t B, int bit,
+                     const int *pr, sp__jpeg_resume *out) {
+    int nblk = j->mcux * (j->nc == 1 ? 1 : j->h[0] * j->v[0] + j->h[1] * j->v[1] +
+                                               j->h[2] * j->v[2]);
+    int *diff = malloc(2 * (size_t)nblk * sizeof *diff);
+    /* a block is at most 16 + 11 + 16 + 10 + 16 bits, doubled by stuffing */
+    uint8_t *o = malloc(j->data + 20 * (size_t)nblk + 8);
+    if (!diff || !o) {
+        free(diff);
+        free(o);
+        return SP_ENOMEM;
+    }
+    int rc = 0;
+    if (plan_row(j, pr, bit, nblk, diff, diff + nblk) == 0) {
+        int Hn = j->H - (r - 1) * j->mh;
+        memcpy(o, b, j->data);
+        o[j->sof_h] = (uint8_t)(Hn >> 8);
+        o[j->sof_h + 1] = (uint8_t)Hn;
+        bitw w = {o + j->data, 0, 0, 0};
+        write_row(j, diff, diff + nblk, &w);
+        size_t q = j->data + w.n;
+        if (w.nacc) {   /* the junction byte: the row's last bits, then row r's first */
+            uint8_t jb = (uint8_t)((w.acc << (8 - w.nacc)) | (b[B] & ((1u << (8 - w.nacc)) - 1)));
+            o[q++] = jb;
+            if (jb == 0xFF) o[q++] = 0;
+            B += b[B] == 0xFF ? 2 : 1;
+        }
+        if (B <= n) {
+            *out = (sp__jpeg_resume){o, q, B, (r - 1) * j->mh};
+            o = NULL;
+            rc = 1;
+        }
+    }
+    free(o);
+    free(diff);
+    return rc;
+}
+
+int sp__jpeg_ckpt_resume(const uint8_t *buf, size_t len, const uint8_t *ck, size_t ck_len,
+                         int y, sp__jpeg_resume *out) {
+    memset(out, 0, sizeof *out);
+    jinfo *j = malloc(sizeof *j);
+    if (!j) return SP_ENOMEM;
+    int rc = 0, r, bit, pr[3] = {0, 0, 0};
+    uint32_t B;
+    if (ck && parse(buf, len, j, 0) == 0 && ck_entry(j, ck, ck_len, len, y, &r, &B, &bit, pr) == 0)
+        rc = make_head(buf, len, j, r, B, bit, pr, out);
+    free(j);
+    return rc;
+}
