@@ -533,10 +533,12 @@ static int jd_resumed(const uint8_t *buf, size_t len, const char *path,
                       const sp_decode_req *req, const sp_decode_limits *lim,
                       const sp__decode_hint *hint, sp_image *out, sp_error *err) {
     if (!hint || !hint->ckpt || !(hint->flags & SP__DECODE_VALIDATED) ||
-        req->scale_denom != 1 || req->w <= 0 || req->h <= 0 || req->y <= 0)
+        req->scale_denom != 1 || req->w <= 0 || req->h <= 0 || req->y < 0 ||
+        req->h > INT_MAX - req->y)
         return 0;
     sp__jpeg_resume rs;
-    int rc = sp__jpeg_ckpt_resume(buf, len, hint->ckpt, hint->ckpt_len, req->y, &rs);
+    int rc = sp__jpeg_ckpt_resume(buf, len, hint->ckpt, hint->ckpt_len, req->y, req->y + req->h,
+                                  &rs);
     if (rc != 1)
         return rc == SP_ENOMEM ? sp_error_set(err, rc, "%s: JPEG: out of memory", path) : rc;
     sp_decode_req rq = *req;

@@ -32,6 +32,13 @@
  *    made-up iMCU row and the first of row r are not the full decode's:
  *    the crop's first row y uses r = (y - 1) / mh or earlier (mh the iMCU
  *    row's height), and rows_above = (r - 1) * mh.
+ *  - The bottom: the frame's height is cut after the iMCU row holding the
+ *    crop's last row, or after the next one when that row is the last of
+ *    its iMCU row (fancy upsampling reads one row of chroma below each
+ *    row; the rows above it read none from the next iMCU row), so libjpeg
+ *    does not decode the iMCU row below the crop that the upsampler would
+ *    ask for. A crop in the first two iMCU rows gets that cut alone (r =
+ *    0: the headers, then the scan from its start).
  *
  * LIMITS: baseline / extended sequential Huffman, 8-bit, 1 component (1x1)
  * or 3 in one interleaved scan in frame order, no restart interval (a file
@@ -423,8 +430,9 @@ static void write_row(const jinfo *j, const int *diff, const int *pad, bitw *w) 
             }
 }
 
-/* The table's checkpoint k, if the table fits j's file: 0 and its byte,
- * bits and predictors, or -1. */
+/* The checkpoint a crop starting at row y starts from, if the table fits
+ * j's file: 1 (its row, byte, bits and predictors), 0 (none above y: the
+ * crop starts at the scan's start), -1 (the table is not this file's). */
 static int ck_entry(const jinfo *j, const uint8_t *ck, size_t ck_len, size_t n, int y,
                     int *row, uint32_t *byte, int *bit, int *pr) {
     if (ck_len < CK_HEAD || ck[0] != 'K' || ck[1] != j->nc || j->mcuy < 2) return -1;
@@ -432,38 +440,41 @@ static int ck_entry(const jinfo *j, const uint8_t *ck, size_t ck_len, size_t n, 
     if (sp != (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX ||
         count != (j->mcuy - 1) / sp || ck_len != CK_HEAD + (size_t)count * (size_t)ent)
         return -1;
-    int k = (y - 1) / j->mh / sp - 1;   /* r = (k + 1) * sp <= (y - 1) / mh */
-    if (y < 1 || k < 0 || k >= count) return -1;
+    int k = y >= 1 ? (y - 1) / j->mh / sp - 1 : -1;   /* r = (k + 1) * sp <= (y - 1) / mh */
+    if (k < 0) return 0;
+    if (k >= count) return -1;
     const uint8_t *e = ck + CK_HEAD + (size_t)k * (size_t)ent;
     *row = (k + 1) * sp;
     *byte = sp__le_get32(e);
     *bit = e[4];
     for (int c = 0; c < j->nc; c++) pr[c] = (int16_t)(e[5 + 2 * c] | e[6 + 2 * c] << 8);
-    return *byte >= j->data && *byte < n && *bit < 8 ? 0 : -1;
+    return *byte >= j->data && *byte < n && *bit < 8 ? 1 : -1;
 }
 
-/* The head of the stream for checkpoint row r (see HOW IT WORKS). */
+/* The head of the stream for checkpoint row r (0: none, the scan from its
+ * start) and a frame ending at row H_end (see HOW IT WORKS). */
 static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, uint32_t B, int bit,
-                     const int *pr, sp__jpeg_resume *out) {
+                     const int *pr, int H_end, sp__jpeg_resume *out) {
     int nblk = j->mcux * (j->nc == 1 ? 1 : j->h[0] * j->v[0] + j->h[1] * j->v[1] +
                                                j->h[2] * j->v[2]);
-    int *diff = malloc(2 * (size_t)nblk * sizeof *diff);
+    int *diff = r ? malloc(2 * (size_t)nblk * sizeof *diff) : NULL;
     /* a block is at most 16 + 11 + 16 + 10 + 16 bits, doubled by stuffing */
-    uint8_t *o = malloc(j->data + 20 * (size_t)nblk + 8);
-    if (!diff || !o) {
+    uint8_t *o = malloc(j->data + (r ? 20 * (size_t)nblk : 0) + 8);
+    if ((r && !diff) || !o) {
         free(diff);
         free(o);
         return SP_ENOMEM;
     }
-    int rc = 0;
-    if (plan_row(j, pr, bit, nblk, diff, diff + nblk) == 0) {
-        int Hn = j->H - (r - 1) * j->mh;
+    int rc = 0, above = r ? (r - 1) * j->mh : 0;
+    if (!r || plan_row(j, pr, bit, nblk, diff, diff + nblk) == 0) {
+        int Hn = H_end - above;
         memcpy(o, b, j->data);
         o[j->sof_h] = (uint8_t)(Hn >> 8);
         o[j->sof_h + 1] = (uint8_t)Hn;
         bitw w = {o + j->data, 0, 0, 0};
-        write_row(j, diff, diff + nblk, &w);
+        if (r) write_row(j, diff, diff + nblk, &w);
         size_t q = j->data + w.n;
+        if (!r) B = (uint32_t)j->data;
         if (w.nacc) {   /* the junction byte: the row's last bits, then row r's first */
             uint8_t jb = (uint8_t)((w.acc << (8 - w.nacc)) | (b[B] & ((1u << (8 - w.nacc)) - 1)));
             o[q++] = jb;
@@ -471,7 +482,7 @@ static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, uint32_t
             B += b[B] == 0xFF ? 2 : 1;
         }
         if (B <= n) {
-            *out = (sp__jpeg_resume){o, q, B, (r - 1) * j->mh};
+            *out = (sp__jpeg_resume){o, q, B, above, r};
             o = NULL;
             rc = 1;
         }
@@ -482,14 +493,21 @@ static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, uint32_t
 }
 
 int sp__jpeg_ckpt_resume(const uint8_t *buf, size_t len, const uint8_t *ck, size_t ck_len,
-                         int y, sp__jpeg_resume *out) {
+                         int y, int y_end, sp__jpeg_resume *out) {
     memset(out, 0, sizeof *out);
     jinfo *j = malloc(sizeof *j);
     if (!j) return SP_ENOMEM;
-    int rc = 0, r, bit, pr[3] = {0, 0, 0};
-    uint32_t B;
-    if (ck && parse(buf, len, j, 0) == 0 && ck_entry(j, ck, ck_len, len, y, &r, &B, &bit, pr) == 0)
-        rc = make_head(buf, len, j, r, B, bit, pr, out);
+    int rc = 0, r = 0, bit = 0, pr[3] = {0, 0, 0}, e = -1;
+    uint32_t B = 0;
+    if (ck && parse(buf, len, j, 0) == 0)
+        e = ck_entry(j, ck, ck_len, len, y, &r, &B, &bit, pr);
+    if (e >= 0 && y >= 0 && y < y_end && y_end <= j->H) {
+        /* the frame ends with the iMCU row of the last row, or the next
+         * one when that row is its row's last (upsampling reads below) */
+        int last = y_end - 1, H_end = (last / j->mh + 1 + (last % j->mh == j->mh - 1)) * j->mh;
+        if (H_end > j->H) H_end = j->H;
+        if (e == 1 || H_end < j->H) rc = make_head(buf, len, j, r, B, bit, pr, H_end, out);
+    }
     free(j);
     return rc;
 }

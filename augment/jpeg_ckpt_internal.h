@@ -30,28 +30,32 @@
  *  SP_ENOMEM. */
 int sp__jpeg_ckpt_make(const uint8_t *buf, size_t len, uint8_t **out, size_t *out_len);
 
-/* A stream to resume from: the head (malloc'd) is the file's markers up
- * to its scan data with the frame's height reduced, one made-up iMCU row
- * ending where the checkpoint's row starts, and the byte the two share;
- * the file's bytes from buf + tail on follow it. Row y of the file is
- * row y - rows_above of that stream. */
+/* A stream to decode a crop from: the head (malloc'd) is the file's
+ * markers up to its scan data with the frame's height changed and, when
+ * it starts at a checkpoint, one made-up iMCU row ending where the
+ * checkpoint's row starts and the byte the two share; the file's bytes
+ * from buf + tail on follow it. Row y of the file is row y - rows_above of
+ * that stream; checkpoint: the iMCU row it starts at (0: the scan's start). */
 typedef struct sp__jpeg_resume {
     uint8_t *head;
     size_t head_len;
     size_t tail;
     int rows_above;
+    int checkpoint;
 } sp__jpeg_resume;
 
-/*! sp__jpeg_ckpt_resume() : the stream that decodes rows y.. of buf (scale
- *  1) from the last checkpoint of ck[0..ck_len) that leaves them one row
- *  of real data above (fancy upsampling reads it). ck is the table made
- *  for these bytes; a table that does not fit the file (another file's,
- *  damaged) is not used, and any table gives a stream libjpeg reads
- *  safely: only the pixels would differ.
- *  @return 1 (*out filled; free out->head), 0 (no checkpoint helps: the
- *  crop is near the top, the file's tables lack a code the made-up row
- *  needs, or the table does not fit) or SP_ENOMEM. */
+/*! sp__jpeg_ckpt_resume() : the stream that decodes rows [y, y_end) of
+ *  buf (scale 1) as a full decode gives them: from the last checkpoint of
+ *  ck[0..ck_len) that leaves them one row of real data above (fancy
+ *  upsampling reads it), with the frame ending after the iMCU row the
+ *  last of them needs. ck is the table made for these bytes; a table
+ *  that does not fit the file (another file's, damaged) is not used, and
+ *  any table gives a stream libjpeg reads safely: only the pixels would
+ *  differ.
+ *  @return 1 (*out filled; free out->head), 0 (nothing to gain: the crop
+ *  is near the top and reaches the bottom, the file's tables lack a code
+ *  the made-up row needs, or the table does not fit) or SP_ENOMEM. */
 int sp__jpeg_ckpt_resume(const uint8_t *buf, size_t len, const uint8_t *ck, size_t ck_len,
-                         int y, sp__jpeg_resume *out);
+                         int y, int y_end, sp__jpeg_resume *out);
 
 #endif

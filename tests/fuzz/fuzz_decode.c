@@ -10,7 +10,11 @@
  * the ancillary chunks skipped as seedpipe skips them), counting warnings;
  * a file the library warned about or failed on must never have been
  * returned as pixels (abort). A JPEG in YCbCr or RGB also has its pixels
- * compared: seedpipe's full RGB decode must equal libjpeg's. */
+ * compared: seedpipe's full RGB decode must equal libjpeg's. A JPEG
+ * decoded in full also has its entropy checkpoints made (jpeg_ckpt.c):
+ * a crop from them must equal the same crop from the top, and the
+ * input's second half taken as a table must neither crash nor fail the
+ * crop (a table not the file's is refused or falls back). */
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +26,7 @@
 
 #include "seedpipe/decode.h"
 #include "augment/decode_internal.h"
+#include "augment/jpeg_ckpt_internal.h"
 
 /* ---- the library alone, as the oracle ------------------------------------ */
 
@@ -171,6 +176,39 @@ static void check_out(const sp_image *im, const sp_image_info *info, const sp_de
     (void)acc;
 }
 
+static int same_pixels(const sp_image *a, const sp_image *b) {
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
+                   (size_t)a->width * (size_t)a->channels) != 0)
+            return 0;
+    return 1;
+}
+
+/* A JPEG decoded in full without error: a lower crop from its checkpoints
+ * equals the crop from the top; a foreign table is harmless. */
+static void check_ckpt(const uint8_t *data, size_t size, const sp_image_info *info,
+                       const sp_decode_limits *lim) {
+    uint8_t *ck;
+    size_t cl;
+    if (sp__jpeg_ckpt_make(data, size, &ck, &cl) < 0) return;
+    int w = info->width / 2 > 0 ? info->width / 2 : 1;
+    sp_decode_req rq = {3, info->width / 5, info->height / 2, w, info->height - info->height / 2,
+                        1};
+    sp__decode_hint plain = {SP__DECODE_VALIDATED, NULL, 0}, own = {SP__DECODE_VALIDATED, ck, cl};
+    sp__decode_hint foreign = {SP__DECODE_VALIDATED, data + size / 2, size - size / 2};
+    sp_image a, b, c;
+    sp_error err;
+    int ra = sp__image_decode_hint(data, size, "fuzz", &rq, lim, &plain, &a, &err);
+    int rb = sp__image_decode_hint(data, size, "fuzz", &rq, lim, &own, &b, &err);
+    int rc = sp__image_decode_hint(data, size, "fuzz", &rq, lim, &foreign, &c, &err);
+    if (ra != 0 || rb != 0 || rc != 0 || !same_pixels(&a, &b)) abort();
+    sp_image_free(&a);
+    sp_image_free(&b);
+    sp_image_free(&c);
+    free(ck);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sp_decode_limits lim;
     memset(&lim, 0, sizeof lim);
@@ -213,6 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     if (served) check_oracle(data, size, &info, full_rgb.data ? &full_rgb : NULL);
+    if (full_rgb.data && info.format == SP_FORMAT_JPEG) check_ckpt(data, size, &info, &lim);
     sp_image_free(&full_rgb);
     return 0;
 }
