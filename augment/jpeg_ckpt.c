@@ -61,7 +61,7 @@
 
 typedef struct htab {
     int maxcode[18], valptr[17], mincode[17];
-    uint16_t look[512];          /* 9-bit prefix -> (length << 8) | value; 0: longer */
+    uint16_t look[512];          /* 9-bit prefix -> (bits << 8) | value; 0: longer */
     uint8_t val[256];
     uint16_t code[256];
     uint8_t len[256];            /* the encoder's view: 0 = no code */
@@ -77,9 +77,10 @@ typedef struct jinfo {
 } jinfo;
 
 /* Build a table from a DHT's counts and values (the 9-bit lookup only for
- * a walk); -1 if the counts overflow the code space (libjpeg refuses such
- * a table). */
-static int htab_build(htab *t, const uint8_t *bits, const uint8_t *val, int n, int look) {
+ * a walk: the bits of a code and of the value that follows it, the size
+ * for a DC table (ac 0), the low nibble for an AC table); -1 if the counts
+ * overflow the code space (libjpeg refuses such a table). */
+static int htab_build(htab *t, const uint8_t *bits, const uint8_t *val, int n, int look, int ac) {
     if (look) memset(t->look, 0, sizeof t->look);
     memset(t->len, 0, sizeof t->len);
     memcpy(t->val, val, (size_t)n);
@@ -91,9 +92,10 @@ static int htab_build(htab *t, const uint8_t *bits, const uint8_t *val, int n, i
             if (code >= (1 << l)) return -1;
             t->code[val[k]] = (uint16_t)code;
             t->len[val[k]] = (uint8_t)l;
-            if (look && l <= 9)
+            int all = l + (ac ? val[k] & 15 : val[k]);   /* <= 9 + 255: a DC size > 11 */
+            if (look && l <= 9)                             /* is refused by the walk */
                 for (int f = 0; f < 1 << (9 - l); f++)
-                    t->look[(code << (9 - l)) | f] = (uint16_t)(l << 8 | val[k]);
+                    t->look[(code << (9 - l)) | f] = (uint16_t)((all > 255 ? 255 : all) << 8 | val[k]);
         }
         t->maxcode[l] = bits[l - 1] ? code - 1 : -1;
         code <<= 1;
@@ -125,7 +127,7 @@ static int parse_dht(const uint8_t *s, size_t L, jinfo *j, int look) {
         if (th > 3 || tc > 1) return -1;
         for (int l = 0; l < 16; l++) tot += s[q + 1 + l];
         if (tot > 256 || q + 17 + (size_t)tot > L - 2) return -1;
-        if (htab_build(tc ? &j->ac[th] : &j->dc[th], s + q + 1, s + q + 17, tot, look) != 0)
+        if (htab_build(tc ? &j->ac[th] : &j->dc[th], s + q + 1, s + q + 17, tot, look, tc) != 0)
             return -1;
         j->have[tc][th] = 1;
         q += 17 + (size_t)tot;
@@ -200,6 +202,21 @@ typedef struct bitr {
 } bitr;
 
 static void fill(bitr *r) {
+    /* eight bytes at once while none is 0xFF (no stuffing, no marker) */
+    if (r->p + 8 <= r->n) {
+        uint64_t w = 0;
+        for (int i = 0; i < 8; i++) w = w << 8 | r->b[r->p + i];
+        uint64_t v = ~w;
+        if (!((v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull)) {
+            int k = (64 - r->nb) / 8;   /* whole bytes that fit: nb <= 56, so k >= 1 */
+            for (int i = 0; i < k; i++) r->pos[(r->loaded + (uint64_t)i) & 7] = r->p + (size_t)i;
+            r->acc |= (w >> (64 - 8 * k)) << (64 - 8 * k - r->nb);
+            r->nb += 8 * k;
+            r->p += (size_t)k;
+            r->loaded += (uint64_t)k;
+            return;
+        }
+    }
     while (r->nb <= 56) {
         uint8_t c = 0;
         size_t at = r->p;
@@ -215,15 +232,9 @@ static void fill(bitr *r) {
     }
 }
 
-/* The next Huffman value of t, or -1 for a code t does not have. */
-static int huff(bitr *r, const htab *t) {
-    if (r->nb < 32) fill(r);
-    unsigned e = t->look[r->acc >> 55];
-    if (e) {
-        r->acc <<= e >> 8;
-        r->nb -= (int)(e >> 8);
-        return (int)(e & 255);
-    }
+/* A code longer than the 9-bit lookup's (r has at least 32 bits): its
+ * value, or -1 for a code t does not have. */
+static int huff_long(bitr *r, const htab *t) {
     int l = 10;
     while ((int64_t)(r->acc >> (64 - l)) > t->maxcode[l]) l++;
     if (l > 16) return -1;
@@ -233,37 +244,86 @@ static int huff(bitr *r, const htab *t) {
     return t->val[(t->valptr[l] + code - t->mincode[l]) & 255];
 }
 
-/* s raw bits (s <= 16, after huff() left at least 16). */
-static int bits_get(bitr *r, int s) {
-    if (!s) return 0;
-    int v = (int)(r->acc >> (64 - s));
-    r->acc <<= s;
-    r->nb -= s;
-    return v;
-}
+/* The bit buffer of walk_row() lives in locals (acc, nb), in registers;
+ * r gets it only around fill() and huff_long(). W_LOOK: at least 32 bits
+ * in acc, then table t's lookup entry for them into e (0: a longer code). */
+#define W_OUT() (r->acc = acc, r->nb = nb)
+#define W_IN() (acc = r->acc, nb = r->nb)
+#define W_LOOK(t, e)                    \
+    do {                                \
+        if (nb < 32) {                  \
+            W_OUT();                    \
+            fill(r);                    \
+            W_IN();                     \
+        }                               \
+        (e) = (t)->look[acc >> 55];     \
+    } while (0)
 
-/* One block of component c: its DC difference added to *pred. */
-static int walk_block(bitr *r, const htab *dt, const htab *at, int *pred) {
-    int s = huff(r, dt);
-    if (s < 0 || s > 11) return -1;
-    int d = bits_get(r, s);
-    if (s && d < (1 << (s - 1))) d -= (1 << s) - 1;
-    *pred += d;
-    for (int z = 1; z < 64;) {
-        int rs = huff(r, at);
-        if (rs < 0) return -1;
-        if (rs & 15) {
-            if (r->nb < 16) fill(r);
-            bits_get(r, rs & 15);
-            z += (rs >> 4) + 1;
-        } else if (rs == 0xF0) {
-            z += 16;
-        } else {
-            break;
+/* A code of t longer than 9 bits, consumed: its value, or -1 (the
+ * value's own bits are left in acc). */
+#define W_LONG(t, v)                    \
+    do {                                \
+        W_OUT();                        \
+        (v) = huff_long(r, (t));        \
+        W_IN();                         \
+    } while (0)
+
+/* One iMCU row's blocks, each a DC difference (added to pred) and its AC
+ * codes skipped as libjpeg's loop reads them (a run, then a size; 0xF0
+ * skips 16; end of block). A lookup entry gives a code's bits and its
+ * value's together, so a coefficient is one shift. 0, or -1 on a code the
+ * tables lack. */
+static int walk_row(bitr *r, const jinfo *j, int *pred) {
+    uint64_t acc = r->acc;
+    int nb = r->nb, rc = -1;
+    for (int mx = 0; mx < j->mcux; mx++)
+        for (int c = 0; c < j->nc; c++) {
+            const htab *dt = &j->dc[j->td[c]], *at = &j->ac[j->ta[c]];
+            for (int i = 0, nbk = j->h[c] * j->v[c]; i < nbk; i++) {
+                unsigned e;
+                int s, rs, all;
+                W_LOOK(dt, e);
+                if (e) {
+                    s = (int)(e & 255);
+                    all = (int)(e >> 8);
+                } else {
+                    W_LONG(dt, s);
+                    all = s;   /* the code is consumed: the value's bits are left */
+                }
+                if (s < 0 || s > 11) goto out;
+                if (s) {
+                    int d = (int)((acc >> (64 - all)) & ((1u << s) - 1));
+                    pred[c] += d < (1 << (s - 1)) ? d - (1 << s) + 1 : d;
+                }
+                acc <<= all;
+                nb -= all;
+                for (int z = 1; z < 64;) {
+                    W_LOOK(at, e);
+                    if (e) {
+                        rs = (int)(e & 255);
+                        acc <<= e >> 8;
+                        nb -= (int)(e >> 8);
+                    } else {
+                        W_LONG(at, rs);
+                        if (rs < 0) goto out;
+                        acc <<= rs & 15;   /* the coefficient's bits */
+                        nb -= rs & 15;
+                    }
+                    if (rs & 15) z += (rs >> 4) + 1;
+                    else if (rs == 0xF0) z += 16;
+                    else break;
+                }
+            }
         }
-    }
-    return 0;
+    rc = 0;
+out:
+    W_OUT();
+    return rc;
 }
+#undef W_LONG
+#undef W_LOOK
+#undef W_IN
+#undef W_OUT
 
 static void put16(uint8_t *p, int v) {
     p[0] = (uint8_t)v;
@@ -285,11 +345,7 @@ static int walk(const uint8_t *b, size_t n, const jinfo *j, int sp, uint8_t *t) 
                 put16(e + 5 + 2 * c, pred[c]);
             }
         }
-        for (int mx = 0; mx < j->mcux; mx++)
-            for (int c = 0; c < j->nc; c++)
-                for (int i = 0; i < j->h[c] * j->v[c]; i++)
-                    if (walk_block(&r, &j->dc[j->td[c]], &j->ac[j->ta[c]], &pred[c]) != 0)
-                        return -1;
+        if (walk_row(&r, j, pred) != 0) return -1;
     }
     /* every bit read was the file's: zero fill only in bytes not reached */
     return r.fill0 <= (uint64_t)(r.nb / 8) ? 0 : -1;

@@ -9,6 +9,11 @@
 # median of PAIRS (default 7) pairs is the figure (min and max show the
 # spread). The stream digests of both tools must agree, or it fails.
 #
+# Each tool keeps its dataset index in a cache folder of its own
+# (ab-index-new/ in BUILD, ab-index/ in build-ab-REV/): index versions
+# differ between revisions, and one shared folder would have each tool
+# rebuild the other's index at every run.
+#
 # REV's tool is built by bench/ab_old_tool.sh in build-ab-REV/ (git archive, RelWithDebInfo, no
 # CUDA, no MPI, no tests); OLD_TOOL=path skips that build. BUILD (default
 # build) holds this tree's tool. Photos: out/photos (bench_make_photos, 2000
@@ -28,6 +33,8 @@ if [ ! -d "$photos" ]; then
   fi
   "$build/bench/bench_make_photos" "$photos" --count 2000
 fi
+newenv=(env "SEEDPIPE_CACHE=$PWD/$build/ab-index-new")
+oldenv=(env "SEEDPIPE_CACHE=$(cd "$(dirname "$old")" && pwd)/ab-index")
 common=(--pipeline imagenet-train --dtype float32 --seed 1 --epochs 1 --batch-size 64 --out /dev/null)
 
 # "SECONDS DIGEST" of one run: wall seconds and the printed stream digest
@@ -43,13 +50,15 @@ run() {
 echo "== this tree ($new) vs $rev ($old): $pairs pairs, $(nproc) cores"
 for mode in "--threads 1" "--workers 2 --ring 4"; do
   # shellcheck disable=SC2086
-  run "$new" digest "$photos" "${common[@]}" $mode >/dev/null   # warm the page cache
+  run "${newenv[@]}" "$new" digest "$photos" "${common[@]}" $mode >/dev/null   # warm the page cache
+  # shellcheck disable=SC2086
+  run "${oldenv[@]}" "$old" digest "$photos" "${common[@]}" $mode >/dev/null   # and each index
   ratios=()
   for _ in $(seq "$pairs"); do
     # shellcheck disable=SC2086
-    read -r a da < <(run "$new" digest "$photos" "${common[@]}" $mode)
+    read -r a da < <(run "${newenv[@]}" "$new" digest "$photos" "${common[@]}" $mode)
     # shellcheck disable=SC2086
-    read -r b db < <(run "$old" digest "$photos" "${common[@]}" $mode)
+    read -r b db < <(run "${oldenv[@]}" "$old" digest "$photos" "${common[@]}" $mode)
     [ -n "$da" ] && [ "$da" = "$db" ] || { echo "ab_tool: the streams differ: '$da' vs '$db'" >&2; exit 1; }
     ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", a / b}')")
   done
