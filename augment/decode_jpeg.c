@@ -48,9 +48,14 @@
  * bytes whose full decode already succeeded (the dataset index's verdict,
  * bound to their content hash) stop after the region's last row, and
  * jpeg_destroy_decompress abandons the rest; the rows given are those of
- * the full read, so only the time differs. Before libjpeg sees the file,
- * jd_walk() checks that every marker segment up to the first scan fits in
- * the bytes that remain.
+ * the full read, so only the time differs. Such a file may also come with
+ * its entropy checkpoint table (sp__decode_hint): a crop at scale 1 is
+ * then decoded from the stream jpeg_ckpt.c makes for it (jd_resumed():
+ * the file's headers and one made-up iMCU row, then the file's bytes from
+ * the checkpoint on, read by a source manager over the two buffers), and
+ * from the file's start when libjpeg refuses that stream. Before libjpeg
+ * sees the file, jd_walk() checks that every marker segment up to the
+ * first scan fits in the bytes that remain.
  * Reentrant: no global state.
  */
 #include "augment/decode_internal.h"

@@ -5,40 +5,48 @@
  * HOW IT WORKS
  *  - The walk (sp__jpeg_ckpt_make()) decodes the scan's Huffman codes
  *    only: no coefficient is stored, no IDCT. Codes of up to 9 bits are
- *    found in a 512-entry table, longer ones by the code-length limits
- *    (libjpeg's method); the AC loop is libjpeg's (a run, then a size;
- *    0xF0 skips 16; end of block). At the start of every iMCU row it
- *    keeps the byte holding the row's first bit, how many bits of that
- *    byte belong to the row above, and the DC predictors. The loader asks
- *    only after the file's full decode succeeded without a warning, so the
- *    walk reads the codes libjpeg read; a walk that meets anything else
- *    (a code not in the table, bits past the scan's data) keeps nothing.
- *  - The table: "K", the component count, the spacing s (u16) and the
- *    count (u16), then per checkpoint k (iMCU row (k + 1) * s): u32 byte,
- *    u8 bits, and one i16 predictor per component; little-endian. At most
- *    SP__JPEG_CKPT_MAX checkpoints: s is the smallest spacing that fits.
+ *    found in a 512-entry table that also gives the length of the value
+ *    bits after them (one shift skips both), longer ones by the
+ *    code-length limits (libjpeg's method); the AC loop is libjpeg's (a
+ *    run, then a size; 0xF0 skips 16; end of block). At the start of every
+ *    iMCU row it keeps the byte holding the row's first bit, how many bits
+ *    of that byte belong to the row above, and the DC predictors.
+ *    sp__image_check() walks a file only after its full decode succeeded
+ *    without a warning, so the walk reads the codes libjpeg read; a walk
+ *    that meets anything else (a code not in the table, bits past the
+ *    scan's data) keeps nothing.
+ *  - The table: "K", the component count, the spacing s and the count
+ *    (u16 little-endian each), then per checkpoint k (iMCU row (k + 1) * s)
+ *    LEB128 varints: its byte's distance from the previous checkpoint's
+ *    (from the scan's first byte for the first) shifted left 3, or'ed with
+ *    its bits, then each DC predictor's change from the previous one,
+ *    zigzagged (predictors within int16). Typically 5-6 bytes a row. At
+ *    most SP__JPEG_CKPT_MAX checkpoints: s is the smallest spacing that
+ *    fits.
  *  - Resuming (sp__jpeg_ckpt_resume()) at checkpoint row r builds a stream
- *    libjpeg decodes as any file: the file's headers with the frame one
- *    iMCU row taller than the rows from r on; one made-up iMCU row whose
- *    blocks hold only DC differences (each the largest step the file's DC
- *    table can code, summing per component to the kept predictor) and an
- *    end of block, a few of them one AC coefficient more so that the row
- *    ends exactly the kept number of bits into a byte; then the file's
- *    bytes from the checkpoint's byte on, that byte's first bits replaced
- *    by the made-up row's last ones. The decoder's state at row r is then
- *    the full decode's: the same bit position, the same predictors (each
- *    JPEG block is decoded from them and its own bits alone). Fancy
- *    upsampling reads one row of chroma above each row, so the rows of the
- *    made-up iMCU row and the first of row r are not the full decode's:
- *    the crop's first row y uses r = (y - 1) / mh or earlier (mh the iMCU
- *    row's height), and rows_above = (r - 1) * mh.
+ *    libjpeg decodes as any file: the file's headers with the frame's
+ *    height counted from row r - 1; one made-up iMCU row in row r - 1's
+ *    place, whose blocks hold only DC differences (each the largest step
+ *    the file's DC table can code, summing per component to the kept
+ *    predictor) and an end of block, a few of them one AC coefficient
+ *    more so that the row ends exactly the kept number of bits into a
+ *    byte; then the file's bytes from the checkpoint's byte on, that
+ *    byte's first bits replaced by the made-up row's last ones. The
+ *    decoder's state at row r is then the full decode's: the same bit
+ *    position, the same predictors (each JPEG block is decoded from them
+ *    and its own bits alone). Fancy upsampling reads one row of chroma
+ *    above each row, so the rows of the made-up iMCU row and the first of
+ *    row r are not the full decode's: the crop's first row y uses
+ *    r = (y - 1) / mh or earlier (mh the iMCU row's height), and
+ *    rows_above = (r - 1) * mh.
  *  - The bottom: the frame's height is cut after the iMCU row holding the
  *    crop's last row, or after the next one when that row is the last of
  *    its iMCU row (fancy upsampling reads one row of chroma below each
  *    row; the rows above it read none from the next iMCU row), so libjpeg
  *    does not decode the iMCU row below the crop that the upsampler would
- *    ask for. A crop in the first two iMCU rows gets that cut alone (r =
- *    0: the headers, then the scan from its start).
+ *    ask for. A crop starting in the first iMCU row or on the second's
+ *    first row (y <= mh) gets that cut alone (r = 0: the headers, then
+ *    the scan from its start).
  *
  * LIMITS: baseline / extended sequential Huffman, 8-bit, 1 component (1x1)
  * or 3 in one interleaved scan in frame order, no restart interval (a file
@@ -92,10 +100,12 @@ static int htab_build(htab *t, const uint8_t *bits, const uint8_t *val, int n, i
             if (code >= (1 << l)) return -1;
             t->code[val[k]] = (uint16_t)code;
             t->len[val[k]] = (uint8_t)l;
-            int all = l + (ac ? val[k] & 15 : val[k]);   /* <= 9 + 255: a DC size > 11 */
-            if (look && l <= 9)                             /* is refused by the walk */
-                for (int f = 0; f < 1 << (9 - l); f++)
-                    t->look[(code << (9 - l)) | f] = (uint16_t)((all > 255 ? 255 : all) << 8 | val[k]);
+            /* the code's and its value's bits (a DC size over 11 is refused
+             * by the walk: kept below 256 here) */
+            int all = l + (ac ? val[k] & 15 : val[k]);
+            uint16_t e = (uint16_t)((all > 255 ? 255 : all) << 8 | val[k]);
+            if (look && l <= 9)
+                for (int f = 0; f < 1 << (9 - l); f++) t->look[(code << (9 - l)) | f] = e;
         }
         t->maxcode[l] = bits[l - 1] ? code - 1 : -1;
         code <<= 1;
@@ -330,20 +340,73 @@ static void put16(uint8_t *p, int v) {
     p[1] = (uint8_t)((unsigned)v >> 8);
 }
 
-/* The walk, writing the checkpoints of rows s, 2s, ... into t. */
-static int walk(const uint8_t *b, size_t n, const jinfo *j, int sp, uint8_t *t) {
+/* ---- the table: deltas as LEB128 varints ---- */
+
+typedef struct ckpt {
+    uint32_t byte;   /* the byte holding the row's first bit */
+    int bit;         /* bits of it the row above owns */
+    int pred[3];     /* the DC predictors there */
+} ckpt;
+
+static uint8_t *put_varint(uint8_t *p, uint32_t v) {
+    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* -1 past end or after 5 bytes */
+static int get_varint(const uint8_t **p, const uint8_t *end, uint32_t *v) {
+    uint32_t x = 0;
+    for (int sh = 0; sh < 35 && *p < end; sh += 7) {
+        uint8_t c = *(*p)++;
+        x |= (uint32_t)(c & 0x7F) << sh;
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static uint32_t zigzag(int v) { return v < 0 ? 2u * (uint32_t)(-(v + 1)) + 1u : 2u * (uint32_t)v; }
+static int unzigzag(uint32_t v) { return v & 1 ? -(int)(v >> 1) - 1 : (int)(v >> 1); }
+
+/* The table of the count checkpoints e at spacing sp: the header, then
+ * per checkpoint (byte - the previous one's, or the scan's first byte)
+ * << 3 | bits, and each predictor's change, zigzagged. */
+static size_t encode(const jinfo *j, const ckpt *e, int count, int sp, uint8_t *t) {
+    uint8_t *p = t + CK_HEAD;
+    uint32_t prev = (uint32_t)j->data;
+    int pp[3] = {0, 0, 0};
+    t[0] = 'K';
+    t[1] = (uint8_t)j->nc;
+    put16(t + 2, sp);
+    put16(t + 4, count);
+    for (int k = 0; k < count; k++) {
+        p = put_varint(p, (e[k].byte - prev) << 3 | (uint32_t)e[k].bit);
+        prev = e[k].byte;
+        for (int c = 0; c < j->nc; c++) {
+            p = put_varint(p, zigzag(e[k].pred[c] - pp[c]));
+            pp[c] = e[k].pred[c];
+        }
+    }
+    return (size_t)(p - t);
+}
+
+/* The walk, keeping the checkpoints of rows s, 2s, ... in e. */
+static int walk(const uint8_t *b, size_t n, const jinfo *j, int sp, ckpt *e) {
     bitr r = {b, n, j->data, 0, 0, 0, 0, {0}};
-    int pred[3] = {0, 0, 0}, ent = 5 + 2 * j->nc, k = 0;
+    int pred[3] = {0, 0, 0}, k = 0;
     for (int my = 0; my < j->mcuy; my++) {
         if (my && my % sp == 0) {
             int q = (r.nb + 7) / 8;   /* bytes holding unread bits */
-            uint8_t *e = t + CK_HEAD + (size_t)k++ * (size_t)ent;
-            sp__le_put32(e, (uint32_t)r.pos[(r.loaded - (uint64_t)q) & 7]);
-            e[4] = (uint8_t)((8 - r.nb % 8) % 8);
+            e[k].byte = (uint32_t)r.pos[(r.loaded - (uint64_t)q) & 7];
+            e[k].bit = (8 - r.nb % 8) % 8;
             for (int c = 0; c < j->nc; c++) {
                 if (pred[c] < -32768 || pred[c] > 32767) return -1;
-                put16(e + 5 + 2 * c, pred[c]);
+                e[k].pred[c] = pred[c];
             }
+            k++;
         }
         if (walk_row(&r, j, pred) != 0) return -1;
     }
@@ -355,27 +418,23 @@ int sp__jpeg_ckpt_make(const uint8_t *buf, size_t len, uint8_t **out, size_t *ou
     *out = NULL;
     *out_len = 0;
     jinfo *j = malloc(sizeof *j);
-    if (!j) return SP_ENOMEM;
-    int rc = 0;
-    if (parse(buf, len, j, 1) == 0 && j->mcuy >= 2 && len <= UINT32_MAX) {
+    ckpt *e = malloc(SP__JPEG_CKPT_MAX * sizeof *e);
+    uint8_t *t = malloc(CK_HEAD + SP__JPEG_CKPT_MAX * 5 * 4);   /* 4 varints of <= 5 bytes */
+    int rc = j && e && t ? 0 : SP_ENOMEM;
+    if (!rc && parse(buf, len, j, 1) == 0 && j->mcuy >= 2 && len <= UINT32_MAX) {
         int sp = (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX;
         int count = (j->mcuy - 1) / sp;
-        size_t tl = CK_HEAD + (size_t)count * (size_t)(5 + 2 * j->nc);
-        uint8_t *t = malloc(tl);
-        if (!t) {
-            rc = SP_ENOMEM;
-        } else if (walk(buf, len, j, sp, t) != 0) {
-            free(t);
-        } else {
-            t[0] = 'K';
-            t[1] = (uint8_t)j->nc;
-            put16(t + 2, sp);
-            put16(t + 4, count);
-            *out = t;
+        if (walk(buf, len, j, sp, e) == 0) {
+            size_t tl = encode(j, e, count, sp, t);
+            uint8_t *shrunk = realloc(t, tl);
+            *out = shrunk ? shrunk : t;
             *out_len = tl;
+            t = NULL;
             rc = 1;
         }
     }
+    free(t);
+    free(e);
     free(j);
     return rc;
 }
@@ -487,30 +546,47 @@ static void write_row(const jinfo *j, const int *diff, const int *pad, bitw *w) 
 }
 
 /* The checkpoint a crop starting at row y starts from, if the table fits
- * j's file: 1 (its row, byte, bits and predictors), 0 (none above y: the
- * crop starts at the scan's start), -1 (the table is not this file's). */
+ * j's file (its header, every entry inside it and ending it, every byte
+ * inside the scan's data): 1 (its row, byte, bits and
+ * predictors in *e), 0 (none above y: the crop starts at the scan's
+ * start), -1 (the table is not this file's). */
 static int ck_entry(const jinfo *j, const uint8_t *ck, size_t ck_len, size_t n, int y,
-                    int *row, uint32_t *byte, int *bit, int *pr) {
+                    int *row, ckpt *e) {
     if (ck_len < CK_HEAD || ck[0] != 'K' || ck[1] != j->nc || j->mcuy < 2) return -1;
-    int sp = ck[2] | ck[3] << 8, count = ck[4] | ck[5] << 8, ent = 5 + 2 * j->nc;
+    int sp = ck[2] | ck[3] << 8, count = ck[4] | ck[5] << 8;
     if (sp != (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX ||
-        count != (j->mcuy - 1) / sp || ck_len != CK_HEAD + (size_t)count * (size_t)ent)
+        count != (j->mcuy - 1) / sp)
         return -1;
-    int k = y >= 1 ? (y - 1) / j->mh / sp - 1 : -1;   /* r = (k + 1) * sp <= (y - 1) / mh */
-    if (k < 0) return 0;
-    if (k >= count) return -1;
-    const uint8_t *e = ck + CK_HEAD + (size_t)k * (size_t)ent;
-    *row = (k + 1) * sp;
-    *byte = sp__le_get32(e);
-    *bit = e[4];
-    for (int c = 0; c < j->nc; c++) pr[c] = (int16_t)(e[5 + 2 * c] | e[6 + 2 * c] << 8);
-    return *byte >= j->data && *byte < n && *bit < 8 ? 1 : -1;
+    int want = y >= 1 ? (y - 1) / j->mh / sp - 1 : -1;   /* r = (want + 1) * sp <= (y - 1) / mh */
+    if (want >= count) return -1;
+    const uint8_t *p = ck + CK_HEAD, *end = ck + ck_len;
+    uint64_t byte = j->data;
+    int pred[3] = {0, 0, 0};
+    for (int k = 0; k < count; k++) {
+        uint32_t v;
+        if (get_varint(&p, end, &v) != 0) return -1;
+        byte += v >> 3;
+        if (byte >= n) return -1;
+        for (int c = 0; c < j->nc; c++) {
+            uint32_t d;
+            if (get_varint(&p, end, &d) != 0) return -1;
+            pred[c] += unzigzag(d);
+            if (pred[c] < -32768 || pred[c] > 32767) return -1;
+        }
+        if (k == want) {
+            *row = (k + 1) * sp;
+            *e = (ckpt){(uint32_t)byte, (int)(v & 7), {pred[0], pred[1], pred[2]}};
+        }
+    }
+    if (p != end) return -1;
+    return want >= 0 ? 1 : 0;
 }
 
 /* The head of the stream for checkpoint row r (0: none, the scan from its
  * start) and a frame ending at row H_end (see HOW IT WORKS). */
-static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, uint32_t B, int bit,
-                     const int *pr, int H_end, sp__jpeg_resume *out) {
+static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, const ckpt *e,
+                     int H_end, sp__jpeg_resume *out) {
+    uint32_t B = e->byte;
     int nblk = j->mcux * (j->nc == 1 ? 1 : j->h[0] * j->v[0] + j->h[1] * j->v[1] +
                                                j->h[2] * j->v[2]);
     int *diff = r ? malloc(2 * (size_t)nblk * sizeof *diff) : NULL;
@@ -522,7 +598,7 @@ static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, uint32_t
         return SP_ENOMEM;
     }
     int rc = 0, above = r ? (r - 1) * j->mh : 0;
-    if (!r || plan_row(j, pr, bit, nblk, diff, diff + nblk) == 0) {
+    if (!r || plan_row(j, e->pred, e->bit, nblk, diff, diff + nblk) == 0) {
         int Hn = H_end - above;
         memcpy(o, b, j->data);
         o[j->sof_h] = (uint8_t)(Hn >> 8);
@@ -553,16 +629,15 @@ int sp__jpeg_ckpt_resume(const uint8_t *buf, size_t len, const uint8_t *ck, size
     memset(out, 0, sizeof *out);
     jinfo *j = malloc(sizeof *j);
     if (!j) return SP_ENOMEM;
-    int rc = 0, r = 0, bit = 0, pr[3] = {0, 0, 0}, e = -1;
-    uint32_t B = 0;
-    if (ck && parse(buf, len, j, 0) == 0)
-        e = ck_entry(j, ck, ck_len, len, y, &r, &B, &bit, pr);
-    if (e >= 0 && y >= 0 && y < y_end && y_end <= j->H) {
+    int rc = 0, r = 0, found = -1;
+    ckpt e = {0, 0, {0, 0, 0}};
+    if (ck && parse(buf, len, j, 0) == 0) found = ck_entry(j, ck, ck_len, len, y, &r, &e);
+    if (found >= 0 && y >= 0 && y < y_end && y_end <= j->H) {
         /* the frame ends with the iMCU row of the last row, or the next
          * one when that row is its row's last (upsampling reads below) */
         int last = y_end - 1, H_end = (last / j->mh + 1 + (last % j->mh == j->mh - 1)) * j->mh;
         if (H_end > j->H) H_end = j->H;
-        if (e == 1 || H_end < j->H) rc = make_head(buf, len, j, r, B, bit, pr, H_end, out);
+        if (found == 1 || H_end < j->H) rc = make_head(buf, len, j, r, &e, H_end, out);
     }
     free(j);
     return rc;

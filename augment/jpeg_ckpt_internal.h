@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 /* At most this many checkpoints a file (evenly spaced iMCU rows): the
- * table is at most 5 + 64 * 11 bytes. */
+ * table is at most 6 + 64 * 20 bytes, typically 5-6 bytes a row. */
 #define SP__JPEG_CKPT_MAX 64
 
 /*! sp__jpeg_ckpt_make() : the checkpoint table of buf, a JPEG whose full

@@ -1,7 +1,7 @@
-/* jpeg_files.h - what bench_decode_pipeline and bench_jpeg_checkpoints
- * share: every .jpg / .jpeg under a folder read into memory, sorted by
- * path (so runs see the same order), and the two clocks they report.
- * Header-only: each bench is its own program.
+/* jpeg_files.h - bench_decode_pipeline's input: every .jpg / .jpeg under
+ * a folder read into memory, sorted by path (so runs see the same order),
+ * and the two clocks it reports. Header-only: each bench is its own
+ * program.
  */
 #ifndef SEEDPIPE_BENCH_JPEG_FILES_H
 #define SEEDPIPE_BENCH_JPEG_FILES_H

@@ -29,9 +29,10 @@
  *    path) order: u32 len + relative path, u32 flags (1 = racy), u64 dev,
  *    ino, size, mtime ns, ctime ns, hash hi, hash lo, u32 len + the
  *    checker's table (at most SP_DS_AUX_MAX bytes); last an XXH3-64 of
- *    all the bytes before it. Version 1 (no table) is still read. A sidecar whose checksum, magic, version, kind
- *    or root does not match is not trusted: it is rebuilt, and the reason
- *    is kept for sp__dataset_index_info_get() (the tool prints it as a warning).
+ *    all the bytes before it. Version 1 (no table) is still read. A
+ *    sidecar whose checksum, magic, version, kind or root does not match
+ *    is not trusted: it is rebuilt, and the reason is kept for
+ *    sp__dataset_index_info_get() (the tool prints it as a warning).
  *  - Racy entries (git's "racily clean" problem): timestamps are coarse (a
  *    jiffy, or a second on some filesystems), so a file rewritten with the
  *    same size in the same tick as the stat taken here would look
