@@ -51,8 +51,9 @@
  * LIMITS: baseline / extended sequential Huffman, 8-bit, 1 component (1x1)
  * or 3 in one interleaved scan in frame order, no restart interval (a file
  * with restart markers could start at any of them instead: not done). A
- * file whose DC table lacks a code the made-up row needs is decoded from
- * the top. The pixels equal a full decode's by construction; the tests
+ * file whose tables cannot make the made-up row (no end-of-block code,
+ * DC codes that cannot sum to the predictor, too few blocks to pad the
+ * row to its bit) is decoded from the top. The pixels equal a full decode's by construction; the tests
  * compare every crop of their corpus both ways (tests/test_jpeg_ckpt.c).
  */
 #include "augment/jpeg_ckpt_internal.h"
@@ -489,6 +490,55 @@ static int dc_step(const htab *dt, int R, int left) {
     return 0;
 }
 
+/* Two nonzero differences the table codes summing to R, into a: 1, or 0
+ * where there are none. */
+static int dc_split2(const htab *dt, int R, int *a) {
+    for (int v = 1; v <= 2047; v++)
+        for (int sg = -1; sg <= 1; sg += 2) {
+            int d = sg * v, e = R - d;
+            if (e && e >= -2047 && e <= 2047 && dc_coded(dt, d) && dc_coded(dt, e)) {
+                a[0] = d;
+                a[1] = e;
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* nb DC differences the table codes summing to R, into d: 0, or -1. With
+ * a zero difference coded, dc_step() block by block. Without one (noise
+ * at a high quality: an optimised table may have none), every block needs
+ * a nonzero one: the largest steps while R is far, then one, two or three
+ * values that reach R, as the parity of the blocks left asks, and the
+ * blocks after them +u, -u in turn (u the smallest magnitude coded). */
+static int plan_dc(const htab *dt, int R, int nb, int *d) {
+    int i = 0, u = 0, a[3], k = -1;
+    if (dt->len[0]) {
+        for (; i < nb; i++) {
+            d[i] = dc_step(dt, R, nb - i);
+            R -= d[i];
+        }
+        return R ? -1 : 0;
+    }
+    for (int s = 1; s <= 11 && !u; s++)
+        if (dt->len[s]) u = 1 << (s - 1);
+    for (; u && i < nb && (R > 2 * 2047 || R < -2 * 2047); i++) {
+        d[i] = dc_step(dt, R, 1);
+        R -= d[i];
+    }
+    int m = nb - i;   /* blocks left, each a nonzero difference */
+    if (!u || m < 1) return -1;
+    if (m % 2 == 0 && R == 0) k = 0;
+    else if (m % 2 == 0 && dc_split2(dt, R, a)) k = 2;
+    else if (m % 2 == 1 && R && dc_coded(dt, R)) a[0] = R, k = 1;
+    else if (m % 2 == 1 && m >= 3 && dc_split2(dt, R - u, a + 1)) a[0] = u, k = 3;
+    else if (m % 2 == 1 && m >= 3 && dc_split2(dt, R + u, a + 1)) a[0] = -u, k = 3;
+    if (k < 0) return -1;
+    for (int t = 0; t < k; t++) d[i++] = a[t];
+    for (int f = 0; i < nb; f++) d[i++] = f % 2 ? -u : u;
+    return 0;
+}
+
 /* The plan of the made-up row: each block's DC difference (diff) and
  * padding size (pad, 0: none), from the predictors pr and the bits bit of
  * the junction byte the row above owns. -1 where the tables lack a code. */
@@ -500,16 +550,13 @@ static int plan_row(const jinfo *j, const int *pr, int bit, int nblk, int *diff,
         nb[c] = j->mcux * j->h[c] * j->v[c];
         base[c] = at0;
         at0 += nb[c];
-        if (!dt->len[0] || !at->len[0] || at0 > nblk) return -1;
-        int R = pr[c];
+        if (!at->len[0] || at0 > nblk || plan_dc(dt, pr[c], nb[c], diff + base[c]) != 0)
+            return -1;
         for (int i = 0; i < nb[c]; i++) {
-            int d = dc_step(dt, R, nb[c] - i);
-            R -= d;
-            diff[base[c] + i] = d;
+            int d = diff[base[c] + i];
             pad[base[c] + i] = 0;
             bits += dt->len[category(d)] + category(d) + at->len[0];
         }
-        if (R) return -1;
     }
     int need = (bit - (int)(bits % 8) + 8) % 8;
     for (int c = 0; need && c < j->nc; c++)

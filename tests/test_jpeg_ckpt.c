@@ -10,12 +10,13 @@
  *    Huffman tables, three qualities, odd sizes: each has a table; every
  *    crop start row of the image (random x, width and height) decodes to
  *    the same bytes, 3 or 1 channels, with SP__DECODE_WIDE or not, with
- *    the table and without it; crops lower than two iMCU rows were
- *    resumed from a checkpoint (sp__jpeg_ckpt_resume(), so the path is
- *    not silently skipped): all of them with standard tables, at least
- *    half in all (an optimised table of this noise may lack the codes the
- *    made-up row needs: no zero DC difference; such a file is decoded
- *    from the top).
+ *    the table and without it; crops starting below the first iMCU row
+ *    were resumed from a checkpoint (sp__jpeg_ckpt_resume(), so the path
+ *    is not silently skipped): all of them with standard tables, 95% in
+ *    all (an optimised table of this noise has no zero DC difference,
+ *    which the made-up row works around, and a narrow file may have too
+ *    few blocks to pad the row to its bit); others had the frame's end
+ *    cut, more than 5% of all.
  *  - test_none: a progressive file, one with a restart interval, one
  *    of a single iMCU row, a PNG and a damaged JPEG have no table.
  *  - test_foreign_tables: a table used with another file of the same
@@ -205,7 +206,7 @@ static void test_same_pixels(void) {
                     cut += r == 2;
                     r = r == 1;
                     fr += r;
-                    fd += y > 2 * mh;
+                    fd += y > mh;
                     CHECK_MSG(!r || y > mh, "%s: row %d resumed above its second iMCU row",
                               what, y);
                     crops++;
@@ -218,10 +219,10 @@ static void test_same_pixels(void) {
                 free(ck);
                 free(j);
             }
-    printf("%d files, %d crops, %d of the %d below two iMCU rows resumed from a checkpoint, "
-           "%d others with their bottom cut\n", files, crops, resumed, deep, cut);
+    printf("%d files, %d crops, %d of the %d starting below the first iMCU row resumed from a "
+           "checkpoint, %d others with the frame's end cut\n", files, crops, resumed, deep, cut);
     CHECK(cut > crops / 20);
-    CHECK(resumed * 2 >= deep);   /* optimised tables of noise may lack DC category 0 */
+    CHECK(resumed * 20 >= deep * 19);
 }
 
 /* ---- files without a table ---------------------------------------------------- */
