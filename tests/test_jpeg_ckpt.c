@@ -508,8 +508,11 @@ static void test_corpus(void) {
 }
 
 static const sp_case cases[] = {
-    SP_CASE(test_same_pixels), SP_CASE(test_none), SP_CASE(test_foreign_tables),
-    SP_CASE(test_index),       SP_CASE(test_corpus),
+    SP_CASE(test_same_pixels),
+    SP_CASE(test_none),
+    SP_CASE(test_foreign_tables),
+    SP_CASE(test_index),
+    SP_CASE(test_corpus),
 };
 
 int main(int argc, char **argv) {
