@@ -51,6 +51,8 @@
 #include "runner.h"
 #include "tmpdir.h"
 #include "loader_check.h"
+#include "image_check.h"
+#include "jpeg_check.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -140,16 +142,6 @@ static int decode_hint(const uint8_t *buf, size_t len, int ch, int x, int y, int
     return rc;
 }
 
-/* Same size, same bytes (row by row: a SP__DECODE_WIDE image has a wider stride). */
-static int same_image(const sp_image *a, const sp_image *b) {
-    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
-                   (size_t)a->width * (size_t)a->channels) != 0)
-            return 0;
-    return 1;
-}
-
 /* A crop at row y of every kind the loader asks for, with and without the
  * table: same bytes. 1 if it was resumed from a checkpoint, 2 if only
  * its bottom was cut, 0 if decoded as the file is. */
@@ -161,7 +153,7 @@ static int check_crop(const uint8_t *j, size_t len, int W, int H, int y, const u
     sp_image a, b;
     CHECK(decode_hint(j, len, ch, x, y, w, h, fl, NULL, 0, &a) == 0);
     CHECK(decode_hint(j, len, ch, x, y, w, h, fl, ck, cklen, &b) == 0);
-    CHECK_MSG(same_image(&a, &b), "%s: crop %d,%d %dx%d (%d channels) differs", what, x, y, w,
+    CHECK_MSG(same_pixels(&a, &b), "%s: crop %d,%d %dx%d (%d channels) differs", what, x, y, w,
               h, ch);
     sp_image_free(&a);
     sp_image_free(&b);
@@ -301,33 +293,11 @@ static void test_foreign_tables(void) {
 
 /* ---- through the index -------------------------------------------------------- */
 
-static void write_bytes(const char *path, const uint8_t *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    fclose(f);
-}
-
 static uint8_t *read_all(const char *path, size_t *n) {
     uint8_t *b;
     sp_error err;
     CHECK_OK(sp_read_file(path, 0, &b, n, &err), &err);
     return b;
-}
-
-static void age(const char *path) {
-    struct timeval tv[2];
-    gettimeofday(&tv[0], NULL);
-    tv[0].tv_sec -= 3600;
-    tv[1] = tv[0];
-    CHECK(utimes(path, tv) == 0);
-}
-
-static sp_dataset *open_ds(const char *path, sp_dataset_index_info *info) {
-    sp_dataset *ds = NULL;
-    sp_error err;
-    CHECK_OK(sp_dataset_open(path, NULL, &ds, &err), &err);
-    sp__dataset_index_info_get(ds, info);
-    return ds;
 }
 
 /* How many of ds's files have a table, each checked equal to the one
@@ -455,26 +425,6 @@ static void test_index(void) {
 }
 
 /* ---- the hostile corpora -------------------------------------------------- */
-
-static void corpus_files(const char *dir, char ***v, size_t *n) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-            corpus_files(p, v, n);
-        } else if (S_ISREG(st.st_mode)) {
-            *v = realloc(*v, (*n + 1) * sizeof **v);
-            (*v)[(*n)++] = strdup(p);
-        }
-    }
-    closedir(d);
-}
 
 static void check_corpus(const char *rel) {
     if (!sp_test_corpus(rel, "entropy checkpoints on the hostile-JPEG corpus")) return;

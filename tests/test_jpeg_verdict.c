@@ -42,6 +42,8 @@
 #include "runner.h"
 #include "tmpdir.h"
 #include "loader_check.h"
+#include "image_check.h"
+#include "jpeg_check.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -93,38 +95,12 @@ static int decode_region(const uint8_t *buf, size_t len, int x, int y, int w, in
     return sp__image_decode_ex(buf, len, "t.jpg", &r, NULL, flags, out, err);
 }
 
-/* Same size, same bytes (row by row: a SP__DECODE_WIDE image has a wider stride). */
-static int same_image(const sp_image *a, const sp_image *b) {
-    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(a->data + (size_t)y * a->stride, b->data + (size_t)y * b->stride,
-                   (size_t)a->width * (size_t)a->channels) != 0)
-            return 0;
-    return 1;
-}
-
 /* Offset of the first byte after the first SOS segment. */
 static size_t scan_start(const uint8_t *b, size_t len) {
     for (size_t i = 2; i + 3 < len; i++)
         if (b[i] == 0xFF && b[i + 1] == 0xDA) return i + 2 + (((size_t)b[i + 2] << 8) | b[i + 3]);
     CHECK(!"no SOS");
     return 0;
-}
-
-static void write_bytes(const char *path, const uint8_t *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(b, 1, n, f) == n);
-    fclose(f);
-}
-
-/* mtime an hour ago (the ctime stays: the index trusts a file's stat
- * once both are over 2 s old, so test_binding sleeps 3 s). */
-static void age(const char *path) {
-    struct timeval tv[2];
-    gettimeofday(&tv[0], NULL);
-    tv[0].tv_sec -= 3600;
-    tv[1] = tv[0];
-    CHECK(utimes(path, tv) == 0);
 }
 
 /* ---- the same pixels with and without the flag -------------------------- */
@@ -148,7 +124,7 @@ static void test_same_pixels(void) {
             CHECK_OK(decode_region(j, len, x, y, w, h, d, SP__DECODE_WIDE, &a, &err), &err);
             CHECK_OK(decode_region(j, len, x, y, w, h, d, SP__DECODE_WIDE | SP__DECODE_VALIDATED,
                                    &b, &err), &err);
-            CHECK_MSG(same_image(&a, &b), "file %d: region %d,%d %dx%d at 1/%d differs", f, x,
+            CHECK_MSG(same_pixels(&a, &b), "file %d: region %d,%d %dx%d at 1/%d differs", f, x,
                       y, w, h, d);
             sp_image_free(&a);
             sp_image_free(&b);
@@ -267,14 +243,6 @@ static void test_damage_after_crop(void) {
 
 /* ---- the verdict's binding ------------------------------------------------ */
 
-static sp_dataset *open_ds(const char *path, sp_dataset_index_info *info) {
-    sp_dataset *ds = NULL;
-    sp_error err;
-    CHECK_OK(sp_dataset_open(path, NULL, &ds, &err), &err);
-    sp__dataset_index_info_get(ds, info);
-    return ds;
-}
-
 static int count_validated(const sp_dataset *ds) {
     int n = 0;
     for (uint64_t i = 0; i < sp__dataset_size(ds); i++) n += sp__ds_validated(ds, i);
@@ -359,26 +327,6 @@ static void test_binding(void) {
 
 /* ---- the hostile corpora -------------------------------------------------- */
 
-static void corpus_files(const char *dir, char ***v, size_t *n) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-            corpus_files(p, v, n);
-        } else if (S_ISREG(st.st_mode)) {
-            *v = realloc(*v, (*n + 1) * sizeof **v);
-            (*v)[(*n)++] = strdup(p);
-        }
-    }
-    closedir(d);
-}
-
 static void check_corpus(const char *rel) {
     if (!sp_test_corpus(rel, "the verdict on the hostile-JPEG corpus")) return;
     char **files = NULL;
@@ -406,7 +354,7 @@ static void check_corpus(const char *rel) {
                 if (ok) {
                     int rb = decode_region(buf, len, x, y, w, h, d,
                                            SP__DECODE_WIDE | SP__DECODE_VALIDATED, &b, &err);
-                    CHECK_MSG(ra == 0 && rb == 0 && same_image(&a, &b),
+                    CHECK_MSG(ra == 0 && rb == 0 && same_pixels(&a, &b),
                               "%s: region at 1/%d: %d %d or differs", files[i], d, ra, rb);
                     if (rb == 0) sp_image_free(&b);
                 } else {
