@@ -26,8 +26,8 @@
  *    (under ASan: never a read outside the buffers).
  *  - test_index: through an ImageFolder with the index in a cache folder,
  *    each clean file's table is the checker's, comes back from the index
- *    at the next open (nothing hashed) and after a read-only open without
- *    a checker; an index of version 1 (made here from the version 2 one:
+ *    at the next open (nothing hashed) and at an open without a checker;
+ *    an index of version 1 (made here from the version 2 one:
  *    no tables) is still read: without a checker its verdicts are kept
  *    (no table), with one its files are checked again, once, and get
  *    their tables; the loader's batches (random_resized_crop) equal those
