@@ -53,8 +53,9 @@
  * with restart markers could start at any of them instead: not done). A
  * file whose tables cannot make the made-up row (no end-of-block code,
  * DC codes that cannot sum to the predictor, too few blocks to pad the
- * row to its bit) is decoded from the top. The pixels equal a full decode's by construction; the tests
- * compare every crop of their corpus both ways (tests/test_jpeg_ckpt.c).
+ * row to its bit) is decoded from the top. The pixels equal a full
+ * decode's by construction; the tests compare every crop of their corpus
+ * both ways (tests/test_jpeg_ckpt.c).
  */
 #include "augment/jpeg_ckpt_internal.h"
 

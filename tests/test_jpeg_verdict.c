@@ -189,7 +189,8 @@ static void test_damage_after_crop(void) {
         age(tp(name));
         for (int k = 0; k < NDAMAGED; k++) {
             sp_image im;
-            CHECK_MSG(sp__image_check(bad[k], blen[k], NULL, NULL) == 0, "damage %d passed the check", k);
+            CHECK_MSG(sp__image_check(bad[k], blen[k], NULL, NULL) == 0,
+                      "damage %d passed the check", k);
             CHECK(decode_region(bad[k], blen[k], 0, 0, 0, 0, 1, 0, &im, &err) != 0);
             /* the top rows are intact: refused by the policy, served with the flag */
             CHECK(decode_region(bad[k], blen[k], 8, 0, 64, 16, 1, 0, &im, &err) != 0);
