@@ -181,8 +181,11 @@
  * every sample. SEEDPIPE_INDEX=off in the environment disables the index.
  * Each record also keeps whether the file's bytes decode without error in
  * full (checked when the file is hashed, when the cache folder is
- * writable); the loader lets a JPEG crop of such a file stop after its
- * last row (docs/determinism.md, "Damaged files: checked once").
+ * writable) and, for a baseline JPEG, where each row's entropy-coded data
+ * starts; the loader lets a JPEG crop of such a file stop after its last
+ * row and start decoding near its first row, with the same pixels
+ * (docs/determinism.md, "Damaged files: checked once", "Entropy
+ * checkpoints").
  *
  * Thread/fork safety: an open sp_dataset is immutable; sp__dataset_read()
  * may be called concurrently from threads and from forked children (it
