@@ -80,6 +80,8 @@ typedef struct htab {
 typedef struct jinfo {
     int W, H, nc, mh, mcux, mcuy;
     int h[3], v[3], td[3], ta[3];
+    int bpm[3], nblk;            /* blocks per MCU of each component; per iMCU row */
+    int spacing, count;          /* the checkpoint rows: (k + 1) * spacing, k < count */
     htab dc[4], ac[4];
     uint8_t have[2][4];          /* tables defined */
     size_t sof_h;                /* offset of the frame's 16-bit height */
@@ -198,6 +200,14 @@ static int parse(const uint8_t *b, size_t n, jinfo *j, int look) {
     j->mh = 8 * vmax;
     j->mcux = (j->W + 8 * hmax - 1) / (8 * hmax);
     j->mcuy = (j->H + j->mh - 1) / j->mh;
+    j->nblk = 0;
+    for (int c = 0; c < j->nc; c++) {
+        j->bpm[c] = j->h[c] * j->v[c];   /* 1 for a gray file (1x1 only) */
+        j->nblk += j->mcux * j->bpm[c];
+    }
+    /* the smallest spacing that keeps at most SP__JPEG_CKPT_MAX of rows 1.. */
+    j->spacing = (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX;
+    j->count = j->mcuy >= 2 ? (j->mcuy - 1) / j->spacing : 0;
     return 0;
 }
 
@@ -291,7 +301,7 @@ static int walk_row(bitr *r, const jinfo *j, int *pred) {
     for (int mx = 0; mx < j->mcux; mx++)
         for (int c = 0; c < j->nc; c++) {
             const htab *dt = &j->dc[j->td[c]], *at = &j->ac[j->ta[c]];
-            for (int i = 0, nbk = j->h[c] * j->v[c]; i < nbk; i++) {
+            for (int i = 0; i < j->bpm[c]; i++) {
                 unsigned e;
                 int s, rs, all;
                 W_LOOK(dt, e);
@@ -337,11 +347,6 @@ out:
 #undef W_IN
 #undef W_OUT
 
-static void put16(uint8_t *p, int v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)((unsigned)v >> 8);
-}
-
 /* ---- the table: deltas as LEB128 varints ---- */
 
 typedef struct ckpt {
@@ -373,18 +378,18 @@ static int get_varint(const uint8_t **p, const uint8_t *end, uint32_t *v) {
 static uint32_t zigzag(int v) { return v < 0 ? 2u * (uint32_t)(-(v + 1)) + 1u : 2u * (uint32_t)v; }
 static int unzigzag(uint32_t v) { return v & 1 ? -(int)(v >> 1) - 1 : (int)(v >> 1); }
 
-/* The table of the count checkpoints e at spacing sp: the header, then
+/* The table of j's checkpoints e: the header, then
  * per checkpoint (byte - the previous one's, or the scan's first byte)
  * << 3 | bits, and each predictor's change, zigzagged. */
-static size_t encode(const jinfo *j, const ckpt *e, int count, int sp, uint8_t *t) {
+static size_t encode(const jinfo *j, const ckpt *e, uint8_t *t) {
     uint8_t *p = t + CK_HEAD;
     uint32_t prev = (uint32_t)j->data;
     int pp[3] = {0, 0, 0};
     t[0] = 'K';
     t[1] = (uint8_t)j->nc;
-    put16(t + 2, sp);
-    put16(t + 4, count);
-    for (int k = 0; k < count; k++) {
+    sp__le_put16(t + 2, (uint16_t)j->spacing);
+    sp__le_put16(t + 4, (uint16_t)j->count);
+    for (int k = 0; k < j->count; k++) {
         p = put_varint(p, (e[k].byte - prev) << 3 | (uint32_t)e[k].bit);
         prev = e[k].byte;
         for (int c = 0; c < j->nc; c++) {
@@ -395,12 +400,12 @@ static size_t encode(const jinfo *j, const ckpt *e, int count, int sp, uint8_t *
     return (size_t)(p - t);
 }
 
-/* The walk, keeping the checkpoints of rows s, 2s, ... in e. */
-static int walk(const uint8_t *b, size_t n, const jinfo *j, int sp, ckpt *e) {
+/* The walk, keeping the checkpoints of rows s, 2s, ... (s: j->spacing) in e. */
+static int walk(const uint8_t *b, size_t n, const jinfo *j, ckpt *e) {
     bitr r = {b, n, j->data, 0, 0, 0, 0, {0}};
     int pred[3] = {0, 0, 0}, k = 0;
     for (int my = 0; my < j->mcuy; my++) {
-        if (my && my % sp == 0) {
+        if (my && my % j->spacing == 0 && k < j->count) {
             int q = (r.nb + 7) / 8;   /* bytes holding unread bits */
             e[k].byte = (uint32_t)r.pos[(r.loaded - (uint64_t)q) & 7];
             e[k].bit = (8 - r.nb % 8) % 8;
@@ -423,11 +428,9 @@ int sp__jpeg_ckpt_make(const uint8_t *buf, size_t len, uint8_t **out, size_t *ou
     ckpt *e = malloc(SP__JPEG_CKPT_MAX * sizeof *e);
     uint8_t *t = malloc(CK_HEAD + SP__JPEG_CKPT_MAX * 5 * 4);   /* 4 varints of <= 5 bytes */
     int rc = j && e && t ? 0 : SP_ENOMEM;
-    if (!rc && parse(buf, len, j, 1) == 0 && j->mcuy >= 2 && len <= UINT32_MAX) {
-        int sp = (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX;
-        int count = (j->mcuy - 1) / sp;
-        if (walk(buf, len, j, sp, e) == 0) {
-            size_t tl = encode(j, e, count, sp, t);
+    if (!rc && parse(buf, len, j, 1) == 0 && j->count > 0 && len <= UINT32_MAX) {
+        if (walk(buf, len, j, e) == 0) {
+            size_t tl = encode(j, e, t);
             uint8_t *shrunk = realloc(t, tl);
             *out = shrunk ? shrunk : t;
             *out_len = tl;
@@ -474,35 +477,31 @@ static int dc_coded(const htab *dt, int v) {
     return s <= 11 && dt->len[s];
 }
 
-/* The DC step of one block toward R with `left` blocks to go (this one
- * included): where two blocks can still end at R, the largest d the table
- * codes whose rest R - d it codes too (a table made for one image may lack
- * small categories); else the largest step it codes. */
-static int dc_step(const htab *dt, int R, int left) {
+/* Two differences the table codes with d[0] + d[1] = R, neither 0 when
+ * nonzero, the largest d[0] of R's sign first (a table made for one image
+ * may lack small categories): 1, or 0 where there are none. */
+static int dc_split(const htab *dt, int R, int nonzero, int *d) {
     int sg = R < 0 ? -1 : 1, a = R < 0 ? -R : R;
-    if (left >= 2 && a <= 2 * 2047)
-        for (int v = a < 2047 ? a : 2047; v >= 0 && a - v <= 2047; v--)
-            if (dc_coded(dt, v) && dc_coded(dt, a - v)) return sg * v;
-    for (int s = 11; a && s >= 1; s--)
-        if (dt->len[s] && (1 << (s - 1)) <= a) {
-            int d = a < (1 << s) - 1 ? a : (1 << s) - 1;
-            return sg * d;
+    for (int v = a < 2047 ? a : 2047; v >= -2047; v--) {
+        int d0 = sg * v, d1 = R - d0;
+        if (d1 < -2047 || d1 > 2047 || (nonzero && (!d0 || !d1))) continue;
+        if (dc_coded(dt, d0) && dc_coded(dt, d1)) {
+            d[0] = d0;
+            d[1] = d1;
+            return 1;
         }
+    }
     return 0;
 }
 
-/* Two nonzero differences the table codes summing to R, into a: 1, or 0
- * where there are none. */
-static int dc_split2(const htab *dt, int R, int *a) {
-    for (int v = 1; v <= 2047; v++)
-        for (int sg = -1; sg <= 1; sg += 2) {
-            int d = sg * v, e = R - d;
-            if (e && e >= -2047 && e <= 2047 && dc_coded(dt, d) && dc_coded(dt, e)) {
-                a[0] = d;
-                a[1] = e;
-                return 1;
-            }
-        }
+/* The DC step of one block toward R with `left` blocks to go (this one
+ * included): where two blocks can still end at R, the first of a split
+ * (dc_split()); else the largest step the table codes. */
+static int dc_step(const htab *dt, int R, int left) {
+    int sg = R < 0 ? -1 : 1, a = R < 0 ? -R : R, d[2];
+    if (left >= 2 && a <= 2 * 2047 && dc_split(dt, R, 0, d)) return d[0];
+    for (int s = 11; a && s >= 1; s--)
+        if (dt->len[s] && (1 << (s - 1)) <= a) return sg * (a < (1 << s) - 1 ? a : (1 << s) - 1);
     return 0;
 }
 
@@ -530,10 +529,10 @@ static int plan_dc(const htab *dt, int R, int nb, int *d) {
     int m = nb - i;   /* blocks left, each a nonzero difference */
     if (!u || m < 1) return -1;
     if (m % 2 == 0 && R == 0) k = 0;
-    else if (m % 2 == 0 && dc_split2(dt, R, a)) k = 2;
+    else if (m % 2 == 0 && dc_split(dt, R, 1, a)) k = 2;
     else if (m % 2 == 1 && R && dc_coded(dt, R)) a[0] = R, k = 1;
-    else if (m % 2 == 1 && m >= 3 && dc_split2(dt, R - u, a + 1)) a[0] = u, k = 3;
-    else if (m % 2 == 1 && m >= 3 && dc_split2(dt, R + u, a + 1)) a[0] = -u, k = 3;
+    else if (m % 2 == 1 && m >= 3 && dc_split(dt, R - u, 1, a + 1)) a[0] = u, k = 3;
+    else if (m % 2 == 1 && m >= 3 && dc_split(dt, R + u, 1, a + 1)) a[0] = -u, k = 3;
     if (k < 0) return -1;
     for (int t = 0; t < k; t++) d[i++] = a[t];
     for (int f = 0; i < nb; f++) d[i++] = f % 2 ? -u : u;
@@ -543,16 +542,15 @@ static int plan_dc(const htab *dt, int R, int nb, int *d) {
 /* The plan of the made-up row: each block's DC difference (diff) and
  * padding size (pad, 0: none), from the predictors pr and the bits bit of
  * the junction byte the row above owns. -1 where the tables lack a code. */
-static int plan_row(const jinfo *j, const int *pr, int bit, int nblk, int *diff, int *pad) {
+static int plan_row(const jinfo *j, const int *pr, int bit, int *diff, int *pad) {
     long bits = 0;
     int base[3] = {0, 0, 0}, nb[3] = {0, 0, 0};
     for (int c = 0, at0 = 0; c < j->nc; c++) {
         const htab *dt = &j->dc[j->td[c]], *at = &j->ac[j->ta[c]];
-        nb[c] = j->mcux * j->h[c] * j->v[c];
+        nb[c] = j->mcux * j->bpm[c];
         base[c] = at0;
         at0 += nb[c];
-        if (!at->len[0] || at0 > nblk || plan_dc(dt, pr[c], nb[c], diff + base[c]) != 0)
-            return -1;
+        if (!at->len[0] || plan_dc(dt, pr[c], nb[c], diff + base[c]) != 0) return -1;
         for (int i = 0; i < nb[c]; i++) {
             int d = diff[base[c] + i];
             pad[base[c] + i] = 0;
@@ -577,10 +575,10 @@ static int plan_row(const jinfo *j, const int *pr, int bit, int nblk, int *diff,
 /* Write the planned row, in the scan's block order, after the headers. */
 static void write_row(const jinfo *j, const int *diff, const int *pad, bitw *w) {
     int next[3] = {0, 0, 0}, base[3] = {0, 0, 0};
-    for (int c = 1; c < j->nc; c++) base[c] = base[c - 1] + j->mcux * j->h[c - 1] * j->v[c - 1];
+    for (int c = 1; c < j->nc; c++) base[c] = base[c - 1] + j->mcux * j->bpm[c - 1];
     for (int mx = 0; mx < j->mcux; mx++)
         for (int c = 0; c < j->nc; c++)
-            for (int k = 0; k < j->h[c] * j->v[c]; k++) {
+            for (int k = 0; k < j->bpm[c]; k++) {
                 const htab *dt = &j->dc[j->td[c]], *at = &j->ac[j->ta[c]];
                 int i = base[c] + next[c]++, d = diff[i], s = category(d);
                 putbits(w, dt->code[s], dt->len[s]);
@@ -600,11 +598,10 @@ static void write_row(const jinfo *j, const int *diff, const int *pad, bitw *w) 
  * start), -1 (the table is not this file's). */
 static int ck_entry(const jinfo *j, const uint8_t *ck, size_t ck_len, size_t n, int y,
                     int *row, ckpt *e) {
-    if (ck_len < CK_HEAD || ck[0] != 'K' || ck[1] != j->nc || j->mcuy < 2) return -1;
-    int sp = ck[2] | ck[3] << 8, count = ck[4] | ck[5] << 8;
-    if (sp != (j->mcuy - 1 + SP__JPEG_CKPT_MAX - 1) / SP__JPEG_CKPT_MAX ||
-        count != (j->mcuy - 1) / sp)
+    if (ck_len < CK_HEAD || ck[0] != 'K' || ck[1] != j->nc || j->count < 1 ||
+        sp__le_get16(ck + 2) != j->spacing || sp__le_get16(ck + 4) != j->count)
         return -1;
+    int sp = j->spacing, count = j->count;
     int want = y >= 1 ? (y - 1) / j->mh / sp - 1 : -1;   /* r = (want + 1) * sp <= (y - 1) / mh */
     if (want >= count) return -1;
     const uint8_t *p = ck + CK_HEAD, *end = ck + ck_len;
@@ -635,8 +632,7 @@ static int ck_entry(const jinfo *j, const uint8_t *ck, size_t ck_len, size_t n, 
 static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, const ckpt *e,
                      int H_end, sp__jpeg_resume *out) {
     uint32_t B = e->byte;
-    int nblk = j->mcux * (j->nc == 1 ? 1 : j->h[0] * j->v[0] + j->h[1] * j->v[1] +
-                                               j->h[2] * j->v[2]);
+    int nblk = j->nblk;
     int *diff = r ? malloc(2 * (size_t)nblk * sizeof *diff) : NULL;
     /* a block is at most 16 + 11 + 16 + 10 + 16 bits, doubled by stuffing */
     uint8_t *o = malloc(j->data + (r ? 20 * (size_t)nblk : 0) + 8);
@@ -646,7 +642,7 @@ static int make_head(const uint8_t *b, size_t n, const jinfo *j, int r, const ck
         return SP_ENOMEM;
     }
     int rc = 0, above = r ? (r - 1) * j->mh : 0;
-    if (!r || plan_row(j, e->pred, e->bit, nblk, diff, diff + nblk) == 0) {
+    if (!r || plan_row(j, e->pred, e->bit, diff, diff + nblk) == 0) {
         int Hn = H_end - above;
         memcpy(o, b, j->data);
         o[j->sof_h] = (uint8_t)(Hn >> 8);

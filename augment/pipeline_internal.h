@@ -315,16 +315,11 @@ uint16_t sp__to_f16(float f);
 int sp__erase_output(const sp_pipeline *p, const sp_sample_ctx *ctx, int W, int H, int C,
                      const sp_run_opts *o, void *out);
 
-/*! sp__pipeline_run_flags() : sp__pipeline_run_shaped() (shape may be NULL)
- *  with sp__image_decode_ex() flags for the encoded input's decode
- *  (SP__DECODE_VALIDATED, from the loader: the dataset's verdict) and the
- *  geometry log of sp__pipeline_run_geom() (log may be NULL). */
-int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                           const sp_sample_src *src, const sp_run_opts *opts,
-                           const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
-                           sp_geom_log *log, sp_error *err);
-/*! sp__pipeline_run_hint() : the same with the whole decode hint (the
- *  verdict's flag and the file's entropy checkpoints; NULL: none). */
+/*! sp__pipeline_run_hint() : sp__pipeline_run_shaped() (shape may be NULL)
+ *  with a hint for the encoded input's decode (NULL: none; from the
+ *  loader: the dataset's verdict, SP__DECODE_VALIDATED, and the file's
+ *  entropy checkpoints) and the geometry log of sp__pipeline_run_geom()
+ *  (log may be NULL). */
 int sp__pipeline_run_hint(const sp_pipeline *p, const sp_sample_ctx *ctx,
                           const sp_sample_src *src, const sp_run_opts *opts,
                           const sp_out_shape *shape, void *out, size_t out_bytes,

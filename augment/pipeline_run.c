@@ -199,14 +199,6 @@ int sp__pipeline_run_shaped(const sp_pipeline *p, const sp_sample_ctx *ctx,
     return run_into(p, ctx, src, opts, shape, out, out_bytes, NULL, NULL, err);
 }
 
-int sp__pipeline_run_flags(const sp_pipeline *p, const sp_sample_ctx *ctx,
-                           const sp_sample_src *src, const sp_run_opts *opts,
-                           const sp_out_shape *shape, void *out, size_t out_bytes, int dflags,
-                           sp_geom_log *log, sp_error *err) {
-    sp__decode_hint h = {dflags, NULL, 0};
-    return run_into(p, ctx, src, opts, shape, out, out_bytes, &h, log, err);
-}
-
 int sp__pipeline_run_hint(const sp_pipeline *p, const sp_sample_ctx *ctx,
                           const sp_sample_src *src, const sp_run_opts *opts,
                           const sp_out_shape *shape, void *out, size_t out_bytes,

@@ -53,8 +53,14 @@ static double round_raw(tjhandle tj, uint8_t *buf, size_t cap, double *cpu) {
     return now_s() - t0;
 }
 
-/* mode 0: every file is read whole (b); 1: the files' verdicts are used
- * (c); 2: and their checkpoints (d). */
+/* The decode hint of file i in mode 0: none, every file is read whole
+ * (b); 1: the file's verdict (c); 2: and its checkpoints (d). */
+static sp__decode_hint hint_of(size_t i, int mode) {
+    sp__decode_hint h = {mode >= 1 && clean[i] ? SP__DECODE_VALIDATED : 0,
+                         mode == 2 ? ckpt[i] : NULL, mode == 2 ? ckpt_len[i] : 0};
+    return h;
+}
+
 static sp_dtype dtype = SP_DTYPE_FLOAT32;
 
 static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_bytes,
@@ -66,8 +72,7 @@ static double round_pipe(const sp_pipeline *p, uint8_t *batch, size_t sample_byt
         sp_sample_ctx ctx = {k, epoch, (uint32_t)i};
         sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
         sp_error err;
-        sp__decode_hint h = {validated && clean[i] ? SP__DECODE_VALIDATED : 0,
-                             validated == 2 ? ckpt[i] : NULL, ckpt_len[i]};
+        sp__decode_hint h = hint_of(i, validated);
         if (sp__pipeline_run_hint(p, &ctx, &src, &o, NULL, batch + (i % 64) * sample_bytes,
                                   SIZE_MAX, &h, NULL, &err) != 0)
             (*failed)++;
@@ -140,11 +145,10 @@ int main(int argc, char **argv) {
             sp_run_opts o = {dtype, SP_LAYOUT_NCHW, 0, NULL};
             sp_sample_ctx ctx = {k, ep, (uint32_t)i};
             sp_sample_src src = {files[i].path, files[i].data, files[i].len, NULL};
-            int a = sp__pipeline_run_flags(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, 0, NULL,
-                                           &err);
+            int a = sp__pipeline_run_hint(p, &ctx, &src, &o, NULL, batch, SIZE_MAX, NULL, NULL,
+                                          &err);
             for (int m = 1; m <= 2; m++) {
-                sp__decode_hint h = {clean[i] ? SP__DECODE_VALIDATED : 0,
-                                     m == 2 ? ckpt[i] : NULL, ckpt_len[i]};
+                sp__decode_hint h = hint_of(i, m);
                 int b = sp__pipeline_run_hint(p, &ctx, &src, &o, NULL, batch2, SIZE_MAX, &h,
                                               NULL, &err);
                 differ += a != b || (a == 0 && memcmp(batch, batch2, sample_bytes) != 0);

@@ -10,12 +10,21 @@
 
 #include <stdint.h>
 
+static inline void sp__le_put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
 static inline void sp__le_put32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static inline void sp__le_put64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t sp__le_get16(const uint8_t *p) {
+    return (uint16_t)(p[0] | p[1] << 8);
 }
 
 static inline uint32_t sp__le_get32(const uint8_t *p) {

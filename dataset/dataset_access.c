@@ -152,12 +152,6 @@ int sp__ds_is_remote(const sp_dataset *ds) {
     return ds && ds->ops->is_remote ? ds->ops->is_remote(ds) : 0;
 }
 
-int sp__ds_validated(const sp_dataset *ds, uint64_t i) {
-    const uint8_t *aux;
-    size_t len;
-    return sp__ds_verdict(ds, i, &aux, &len);
-}
-
 int sp__ds_verdict(const sp_dataset *ds, uint64_t i, const uint8_t **aux, size_t *aux_len) {
     *aux = NULL;
     *aux_len = 0;

@@ -29,12 +29,11 @@ void sp__ds_set_checker(sp__ds_checker fn);
 void sp__ds_prefetch(const sp_dataset *ds, const uint64_t *idx, size_t n);
 int sp__ds_is_remote(const sp_dataset *ds);
 /* dataset_access.c: 1 if sample i's bytes decoded without error in full
- * when they were indexed (SP_DS_CLEAN, kept with their content hash). The
- * loader asks after a successful sp__dataset_read() of i (which re-hashed
- * the bytes), and then lets a JPEG crop stop after its last row. */
-int sp__ds_validated(const sp_dataset *ds, uint64_t i);
-/* dataset_access.c: sp__ds_validated(), and where it is 1 the checker's
- * table of those bytes in *aux, *aux_len (NULL, 0: none; owned by ds). */
+ * when they were indexed (SP_DS_CLEAN, kept with their content hash), and
+ * then the checker's table of those bytes in *aux, *aux_len (NULL, 0:
+ * none; owned by ds). The loader asks after a successful
+ * sp__dataset_read() of i (which re-hashed the bytes), and then lets a
+ * JPEG crop stop after its last row and start at its checkpoint. */
 int sp__ds_verdict(const sp_dataset *ds, uint64_t i, const uint8_t **aux, size_t *aux_len);
 
 /* dataset_access.c: one field of sp_dataset_info each (the library's own

@@ -50,7 +50,7 @@
  *    down by sp__ds_set_checker(), augment's sp__image_check()). A file is
  *    checked when it is hashed: read whole, hashed and decoded from the
  *    same buffer, so the verdict belongs to those bytes' hash; the loader
- *    asks for it (sp__ds_validated()) only after sp__dataset_read() has
+ *    asks for it (sp__ds_verdict()) only after sp__dataset_read() has
  *    re-hashed the bytes it serves. Checking is on when a checker is set
  *    and the cache folder is writable (the verdict can be kept); then a
  *    record without a verdict (an index written before verdicts existed)

@@ -1,7 +1,7 @@
 /* jpeg_check.h - what the JPEG verdict and checkpoint tests share
  * (test_jpeg_verdict.c, test_jpeg_ckpt.c): writing a file and ageing it
- * past the index's racy window, opening a dataset with its index info,
- * and the files of a third-party corpus. Header-only: each test is its
+ * past the index's racy window, opening a dataset with its index info, a
+ * sample's verdict, and the files of a third-party corpus. Header-only: each test is its
  * own program; needs check.h's CHECK and CHECK_OK.
  */
 #ifndef SEEDPIPE_TESTS_JPEG_CHECK_H
@@ -42,6 +42,13 @@ static inline sp_dataset *open_ds(const char *path, sp_dataset_index_info *info)
     CHECK_OK(sp_dataset_open(path, NULL, &ds, &err), &err);
     sp__dataset_index_info_get(ds, info);
     return ds;
+}
+
+/* sp__ds_verdict() without the table: 1 if sample i decoded clean. */
+static inline int validated(const sp_dataset *ds, uint64_t i) {
+    const uint8_t *aux;
+    size_t len;
+    return sp__ds_verdict(ds, i, &aux, &len);
 }
 
 /* Every regular file under dir (recursively, dot names skipped) appended

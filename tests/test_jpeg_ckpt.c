@@ -411,7 +411,7 @@ static void test_index(void) {
     ds = open_ds(tp("ds"), &info);
     CHECK(info.reused == 32 && !info.warning[0] && tables_right(ds) == 0);
     int clean = 0;
-    for (uint64_t i = 0; i < 32; i++) clean += sp__ds_validated(ds, i);
+    for (uint64_t i = 0; i < 32; i++) clean += validated(ds, i);
     CHECK(clean == 32);
     sp_dataset_close(ds);
     sp__ds_set_checker(sp__image_check);

@@ -134,10 +134,11 @@ static void test_same_pixels(void) {
         for (uint32_t e = 0; e < 3; e++)
             for (uint32_t s = 0; s < 40; s++) {
                 sp_sample_ctx ctx = {sp_rng_key(7, SP_RNG_AUGMENT), e, s};
-                CHECK_OK(sp__pipeline_run_flags(p, &ctx, &src, NULL, NULL, o1, sizeof o1, 0,
-                                                NULL, &err), &err);
-                CHECK_OK(sp__pipeline_run_flags(p, &ctx, &src, NULL, NULL, o2, sizeof o2,
-                                                SP__DECODE_VALIDATED, NULL, &err), &err);
+                sp__decode_hint validated = {SP__DECODE_VALIDATED, NULL, 0};
+                CHECK_OK(sp__pipeline_run_hint(p, &ctx, &src, NULL, NULL, o1, sizeof o1, NULL,
+                                               NULL, &err), &err);
+                CHECK_OK(sp__pipeline_run_hint(p, &ctx, &src, NULL, NULL, o2, sizeof o2,
+                                               &validated, NULL, &err), &err);
                 CHECK(memcmp(o1, o2, sizeof o1) == 0);
             }
         free(j);
@@ -228,8 +229,8 @@ static void test_damage_after_crop(void) {
         sp_sample_data sd;
         CHECK_OK(sp__dataset_read(ds, i, &sd, &err), &err);
         sp__sample_data_free(&sd);
-        CHECK_MSG(sp__ds_validated(ds, i) == !damaged, "%s: verdict %d", sp_dataset_path(ds, i),
-                  sp__ds_validated(ds, i));
+        CHECK_MSG(validated(ds, i) == !damaged, "%s: verdict %d", sp_dataset_path(ds, i),
+                  validated(ds, i));
         for (uint32_t e = 0; e < 12; e++) {
             int rc = sp_loader_batch(ld, e, i, &b, &err);
             CHECK_MSG((rc != 0) == damaged, "%s epoch %u: rc %d (%s)", sp_dataset_path(ds, i), e,
@@ -246,7 +247,7 @@ static void test_damage_after_crop(void) {
 
 static int count_validated(const sp_dataset *ds) {
     int n = 0;
-    for (uint64_t i = 0; i < sp__dataset_size(ds); i++) n += sp__ds_validated(ds, i);
+    for (uint64_t i = 0; i < sp__dataset_size(ds); i++) n += validated(ds, i);
     return n;
 }
 
@@ -296,7 +297,7 @@ static void test_binding(void) {
     sleep(3);
     ds = open_ds(tp("ds"), &info);
     CHECK(info.hashed == 1 && info.reused == 3 && count_validated(ds) == 3);
-    CHECK(!sp__ds_validated(ds, 3));
+    CHECK(!validated(ds, 3));
     sp_dataset_close(ds);
     for (int k = 0; k < NDAMAGED; k++) free(bad[k]);
     free(j);
